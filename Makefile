@@ -1,0 +1,47 @@
+# Countersign: `make run` (first use sets everything up) and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+# pyenv shims resolve `uv` through .python-version and may not find it, so we keep our own copy.
+UV := $(shell if command -v uv >/dev/null 2>&1 && uv --version >/dev/null 2>&1; then echo uv; else echo .tools/bin/uv; fi)
+MANAGE := $(UV) run --frozen python manage.py
+
+.PHONY: help setup run test lint format check bench stop clean
+
+help:
+	@echo "make run    - set up on first use, then web + worker + sandbox AgentMail + demo agent"
+	@echo "make test   - the test suite on a private PostgreSQL"
+	@echo "make lint   - ruff check and format check, migrations check"
+	@echo "make stop   - stop the embedded PostgreSQL server"
+
+.tools/bin/uv:
+	$(PYTHON) -m venv .tools
+	.tools/bin/pip install --quiet --disable-pip-version-check uv
+
+.venv/.synced: pyproject.toml uv.lock | $(if $(filter .tools/bin/uv,$(UV)),.tools/bin/uv)
+	$(UV) sync --frozen
+	@touch $@
+
+setup: .venv/.synced
+	$(MANAGE) migrate --noinput
+	$(MANAGE) seed_demo
+
+run: setup
+	$(UV) run --frozen python scripts/devstack.py
+
+test: .venv/.synced
+	COUNTERSIGN_ENV=test $(UV) run --frozen pytest $(PYTEST_ARGS)
+
+lint: .venv/.synced
+	$(UV) run --frozen ruff check .
+	$(UV) run --frozen ruff format --check .
+	$(MANAGE) makemigrations --check --dry-run
+
+format: .venv/.synced
+	$(UV) run --frozen ruff check --fix .
+	$(UV) run --frozen ruff format .
+
+stop: .venv/.synced
+	$(MANAGE) dbserver stop
+
+clean: stop
+	rm -rf .data .venv .tools

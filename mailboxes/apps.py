@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class MailboxesConfig(AppConfig):
+    name = "mailboxes"
+    verbose_name = "Mailboxes and AgentMail"

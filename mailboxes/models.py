@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+
+from mailboxes import crypto
+
+
+class Mailbox(models.Model):
+    """A tenant's AgentMail inbox, with the inbox-scoped key used for every send from it."""
+
+    class Status(models.TextChoices):
+        PROVISIONING = "provisioning", "Provisioning"
+        ACTIVE = "active", "Active"
+        DISABLED = "disabled", "Disabled"
+
+    class PolicyMode(models.TextChoices):
+        OPEN = "open", "Any recipient"
+        RESTRICTED = "restricted", "Only allowed domains and addresses"
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="mailboxes")
+    username = models.CharField(max_length=64)
+    address = models.EmailField(unique=True)
+    display_name = models.CharField(max_length=120, blank=True)
+    # AgentMail's inbox id is the address; kept apart because the provider owns its format.
+    inbox_id = models.CharField(max_length=254, blank=True)
+    provider_api_key_id = models.CharField(max_length=100, blank=True)
+    api_key_sealed = models.TextField(blank=True, editable=False)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROVISIONING)
+    policy_mode = models.CharField(
+        max_length=16, choices=PolicyMode.choices, default=PolicyMode.OPEN
+    )
+    allowed_domains = ArrayField(models.CharField(max_length=253), default=list, blank=True)
+    allowed_addresses = ArrayField(models.EmailField(), default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "mailboxes"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "username"], name="mailbox_unique_username_per_tenant"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["provisioning", "active", "disabled"]),
+                name="mailbox_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="active") | (~Q(inbox_id="") & ~Q(api_key_sealed="")),
+                name="mailbox_active_has_inbox_and_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.address
+
+    @property
+    def is_active(self) -> bool:
+        return self.status == self.Status.ACTIVE
+
+    @property
+    def client_id(self) -> str:
+        """Deterministic AgentMail client_id: a repeated create returns the same inbox."""
+        return f"cs-mailbox-{self.pk}"
+
+    def _aad(self) -> str:
+        return f"tenant:{self.tenant_id}:mailbox:{self.pk}:api_key"
+
+    def seal_api_key(self, plaintext: str) -> str:
+        return crypto.seal(plaintext, aad=self._aad())
+
+    def api_key(self) -> str:
+        """The plaintext inbox-scoped key, for one provider call. Never log or render it."""
+        return crypto.unseal(self.api_key_sealed, aad=self._aad())
+
+    def allows_recipient(self, address: str) -> bool:
+        if self.policy_mode == self.PolicyMode.OPEN:
+            return True
+        address = address.lower()
+        domain = address.rpartition("@")[2]
+        return address in {a.lower() for a in self.allowed_addresses} or domain in {
+            d.lower() for d in self.allowed_domains
+        }

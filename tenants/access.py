@@ -1,0 +1,71 @@
+"""Tenant resolution for staff views: the tenant comes from the signed-in user's membership only.
+
+Every tenant-scoped view is wrapped in :func:`tenant_view`. A tenant the user is not an active
+member of, and a tenant that does not exist, give the same 404.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+
+from tenants.models import Membership, Tenant
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def membership_for(user, slug: str) -> Membership:
+    try:
+        return Membership.objects.select_related("tenant", "user").get(
+            user=user, tenant__slug=slug, is_active=True, user__is_active=True
+        )
+    except Membership.DoesNotExist:
+        raise Http404("No such tenant") from None
+
+
+def tenant_view(
+    roles: Iterable[str] | None = None,
+) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """Resolve ``/t/<slug>/`` to the user's active membership, then check the role.
+
+    A suspended tenant is read-only: its members can still look (audit, outbox) but every
+    state-changing request is refused with 403, and nothing sends (the worker re-checks).
+    """
+    allowed = frozenset(roles) if roles is not None else None
+
+    def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @login_required
+        @wraps(view)
+        def wrapper(request: HttpRequest, slug: str, *args, **kwargs) -> HttpResponse:
+            membership = membership_for(request.user, slug)
+            request.membership = membership
+            request.tenant = membership.tenant
+            if allowed is not None and membership.role not in allowed:
+                raise PermissionDenied("Your role does not allow this.")
+            if request.method not in SAFE_METHODS and not membership.tenant.is_active:
+                raise PermissionDenied("This tenant is suspended; it is read-only.")
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorator
+
+
+ADMIN_ONLY = (Membership.Role.ADMIN,)
+DECIDERS = (Membership.Role.ADMIN, Membership.Role.APPROVER)
+
+
+def active_memberships(user) -> list[Membership]:
+    return list(
+        Membership.objects.filter(user=user, is_active=True)
+        .select_related("tenant")
+        .order_by("tenant__name")
+    )
+
+
+def tenant_for_slug(user, slug: str) -> Tenant:
+    return membership_for(user, slug).tenant

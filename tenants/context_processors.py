@@ -1,0 +1,13 @@
+from tenants.access import active_memberships
+
+
+def tenancy(request):
+    """The current tenant and membership (set by tenant_view) and the tenant switcher's list."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    return {
+        "current_tenant": getattr(request, "tenant", None),
+        "current_membership": getattr(request, "membership", None),
+        "switcher_memberships": lambda: active_memberships(user),
+    }

@@ -1,0 +1,184 @@
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class UserManager(BaseUserManager["User"]):
+    use_in_migrations = True
+
+    def create_user(self, email: str, password: str | None = None, **fields) -> User:
+        if not email:
+            raise ValueError("A user needs an email address")
+        user = self.model(email=self.normalize_email(email).lower(), **fields)
+        user.set_password(password)
+        user.save(using=self._db)
+        return user
+
+    def create_superuser(self, email: str, password: str | None = None, **fields) -> User:
+        fields.setdefault("is_staff", True)
+        fields.setdefault("is_superuser", True)
+        return self.create_user(email, password, **fields)
+
+
+class User(AbstractBaseUser, PermissionsMixin):
+    """A person who signs in with an email address. Global: one person may serve several tenants."""
+
+    email = models.EmailField(unique=True)
+    full_name = models.CharField(max_length=150, blank=True)
+    is_active = models.BooleanField(default=True)
+    is_staff = models.BooleanField(default=False, help_text="May use the operators' Django admin.")
+    date_joined = models.DateTimeField(default=timezone.now)
+
+    objects = UserManager()
+
+    USERNAME_FIELD = "email"
+    EMAIL_FIELD = "email"
+    REQUIRED_FIELDS: list[str] = []
+
+    def __str__(self) -> str:
+        return self.email
+
+    @property
+    def display_name(self) -> str:
+        return self.full_name or self.email
+
+
+class Tenant(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        # A suspended tenant is closed: members get a page saying so, agents get 403, nothing sends.
+        SUSPENDED = "suspended", "Suspended"
+
+    name = models.CharField(max_length=120)
+    slug = models.SlugField(max_length=60, unique=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    agentmail_pod_id = models.CharField(max_length=100, blank=True)
+    review_deadline_hours = models.PositiveIntegerField(
+        default=24, help_text="A pending draft expires this many hours after it was created."
+    )
+    second_approver_on_edit = models.BooleanField(
+        default=False,
+        help_text="When the approver edited the draft, another person must approve it.",
+    )
+    retention_days = models.PositiveIntegerField(
+        default=90, help_text="Bodies and webhook payloads are purged after this many days."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["active", "suspended"]), name="tenant_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(retention_days__gte=1), name="tenant_retention_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_active(self) -> bool:
+        return self.status == self.Status.ACTIVE
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        ADMIN = "admin", "Admin"
+        APPROVER = "approver", "Approver"
+        VIEWER = "viewer", "Viewer"
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    is_active = models.BooleanField(default=True)
+    # Per-mailbox approve rights: admins and approvers approve for every mailbox unless this is
+    # False, in which case only for `approve_mailboxes`.
+    approve_all_mailboxes = models.BooleanField(default=True)
+    approve_mailboxes = models.ManyToManyField(
+        "mailboxes.Mailbox", blank=True, related_name="approver_memberships"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "tenant"], name="membership_unique_user_tenant"
+            ),
+            models.CheckConstraint(
+                condition=Q(role__in=["admin", "approver", "viewer"]), name="membership_role_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant} ({self.role})"
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == self.Role.ADMIN
+
+    @property
+    def can_approve_somewhere(self) -> bool:
+        return self.role in (self.Role.ADMIN, self.Role.APPROVER)
+
+
+class AgentToken(models.Model):
+    """A bearer token for an AI agent. Only a SHA-256 digest of the secret is stored."""
+
+    class Scope(models.TextChoices):
+        DRAFTS_WRITE = "drafts:write", "Create and revise drafts"
+        DRAFTS_READ = "drafts:read", "Read drafts and their status"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agent_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    digest = models.CharField(max_length=64)
+    scopes = ArrayField(models.CharField(max_length=32), default=list)
+    # Empty means every mailbox of the tenant.
+    mailboxes = models.ManyToManyField("mailboxes.Mailbox", blank=True, related_name="agent_tokens")
+    created_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "name"], name="agenttoken_unique_name_per_tenant"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (cs_{self.prefix}…)"
+
+
+class AuditEvent(models.Model):
+    """Append-only record of administrative and security actions (members, tokens, mailboxes,
+    policy, sign-in). Draft and intent transitions are journaled in intents.IntentEvent."""
+
+    tenant = models.ForeignKey(
+        Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    actor = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    action = models.CharField(max_length=64)
+    object_type = models.CharField(max_length=64, blank=True)
+    object_id = models.CharField(max_length=64, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    ip_address = models.GenericIPAddressField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "-created_at"], name="auditevent_tenant_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.object_type}:{self.object_id}"

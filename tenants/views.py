@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET
+
+from tenants.access import active_memberships, tenant_view
+from tenants.forms import SignInForm
+
+
+class SignInView(auth_views.LoginView):
+    template_name = "tenants/login.html"
+    authentication_form = SignInForm
+    redirect_authenticated_user = True
+
+
+class SignOutView(auth_views.LogoutView):
+    pass
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    if not request.user.is_authenticated:
+        return redirect("login")
+    memberships = active_memberships(request.user)
+    if len(memberships) == 1:
+        return redirect("tenant_home", slug=memberships[0].tenant.slug)
+    return render(request, "tenants/home.html", {"memberships": memberships})
+
+
+@tenant_view()
+@require_GET
+def tenant_home(request: HttpRequest) -> HttpResponse:
+    return render(request, "tenants/tenant_home.html", {})

@@ -1,0 +1,53 @@
+"""Production settings: refuse to start without secrets, and pass `check --deploy` when given them."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PRODUCTION_ENV = {
+    "COUNTERSIGN_ENV": "production",
+    "SECRET_KEY": "p" * 20 + "-production-test-secret-key-0123456789abcdefghij",
+    "ALLOWED_HOSTS": "countersign.example.com",
+    "AGENTMAIL_BASE_URL": "https://api.agentmail.to",
+    "AGENTMAIL_ORG_API_KEY": "am_test_not_a_real_key",
+    "PUBLIC_BASE_URL": "https://countersign.example.com",
+    "SECRET_ENCRYPTION_KEYS": "k1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+}
+
+
+def run_manage(*args, env):
+    base = {k: v for k, v in os.environ.items() if k not in PRODUCTION_ENV}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_production_refuses_to_start_without_secret_key():
+    env = {k: v for k, v in PRODUCTION_ENV.items() if k != "SECRET_KEY"}
+    env["DATABASE_URL"] = settings.DATABASE_URL
+    result = run_manage("check", env=env)
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set" in result.stderr
+
+
+def test_production_refuses_to_start_without_database_url():
+    result = run_manage("check", env=dict(PRODUCTION_ENV))
+    assert result.returncode != 0
+    assert "DATABASE_URL must be set" in result.stderr
+
+
+def test_check_deploy_is_clean_in_production():
+    env = {**PRODUCTION_ENV, "DATABASE_URL": settings.DATABASE_URL}
+    result = run_manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "no issues" in result.stdout

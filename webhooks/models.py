@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from mailboxes import crypto
+
+
+class WebhookEndpoint(models.Model):
+    """Our receiver for one tenant: the URL id selects the tenant and its signing secrets."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Not registered yet"
+        ACTIVE = "active", "Active"
+        DISABLED = "disabled", "Disabled"
+
+    tenant = models.ForeignKey(
+        "tenants.Tenant", on_delete=models.CASCADE, related_name="webhook_endpoints"
+    )
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    provider_webhook_id = models.CharField(max_length=100, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    last_event_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "active", "disabled"]),
+                name="webhookendpoint_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Webhook endpoint {self.public_id} ({self.tenant_id})"
+
+    @property
+    def client_id(self) -> str:
+        return f"cs-webhook-{self.tenant_id}"
+
+
+class WebhookSecret(models.Model):
+    """A signing secret of an endpoint, sealed at rest. Several are valid during a rotation."""
+
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="secrets")
+    sealed = models.TextField(editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"Secret {self.pk} of endpoint {self.endpoint_id}"
+
+    def _aad(self) -> str:
+        return f"tenant:{self.endpoint.tenant_id}:webhook_endpoint:{self.endpoint_id}:secret"
+
+    def seal(self, plaintext: str) -> str:
+        return crypto.seal(plaintext, aad=self._aad())
+
+    def plaintext(self) -> str:
+        return crypto.unseal(self.sealed, aad=self._aad())
+
+
+class WebhookEvent(models.Model):
+    """The ledger: one row per (endpoint, svix-id), whatever the number of deliveries."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Stored, not applied yet"
+        DEFERRED = "deferred", "Waiting for its message id to be recorded"
+        APPLIED = "applied", "Applied"
+        IGNORED = "ignored", "Ignored (unknown type or no effect)"
+        REJECTED = "rejected", "Rejected (not this tenant's inbox)"
+
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="events")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    svix_id = models.CharField(max_length=100)
+    event_type = models.CharField(max_length=64)
+    event_id = models.CharField(max_length=100, blank=True)
+    inbox_id = models.CharField(max_length=254, blank=True)
+    message_id = models.CharField(max_length=998, blank=True, db_index=True)
+    occurred_at = models.DateTimeField(null=True, blank=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    outcome = models.CharField(max_length=200, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    payload = models.JSONField(null=True, blank=True, help_text="Minimal; purged after retention")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["endpoint", "svix_id"], name="webhookevent_unique_svix_id"
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["state", "received_at"],
+                name="webhookevent_unapplied",
+                condition=Q(state__in=["pending", "deferred"]),
+            ),
+            models.Index(fields=["tenant", "-received_at"], name="webhookevent_tenant_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.svix_id} ({self.state})"
+
+
+class RecipientDelivery(models.Model):
+    """Delivery state of one recipient of one accepted intent; only moves forward."""
+
+    class State(models.TextChoices):
+        SENT = "sent", "Sent"
+        DELIVERED = "delivered", "Delivered"
+        BOUNCED = "bounced", "Bounced"
+        COMPLAINED = "complained", "Complained"
+        REJECTED = "rejected", "Rejected"
+
+    RANK = {"sent": 1, "delivered": 2, "bounced": 3, "complained": 3, "rejected": 3}
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    intent = models.ForeignKey(
+        "intents.SendIntent", on_delete=models.CASCADE, related_name="deliveries"
+    )
+    address = models.EmailField()
+    state = models.CharField(max_length=12, choices=State.choices)
+    updated_at = models.DateTimeField(auto_now=True)
+    last_event = models.ForeignKey(
+        WebhookEvent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["intent", "address"], name="recipientdelivery_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.address}: {self.state}"
+
+
+class InboundMessage(models.Model):
+    """A customer's message into one of our mailboxes (from message.received), kept short."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    mailbox = models.ForeignKey(
+        "mailboxes.Mailbox", on_delete=models.CASCADE, related_name="inbound"
+    )
+    thread_id = models.CharField(max_length=255, blank=True, db_index=True)
+    message_id = models.CharField(max_length=998)
+    sender = models.CharField(max_length=320)
+    subject = models.CharField(max_length=998, blank=True)
+    preview = models.CharField(max_length=500, blank=True)
+    received_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["mailbox", "message_id"], name="inboundmessage_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.sender}: {self.subject}"
