@@ -1,0 +1,3 @@
+"""Operator endpoints: health, readiness, metrics."""
+
+urlpatterns: list = []
