@@ -1,0 +1,521 @@
+"""HTTP plumbing, the `/_sandbox` control API, and the process entry points."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from email.message import Message as HeaderMap
+from email.utils import formatdate
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote
+
+from . import pages
+from .api import Api, Call, Reply
+from .delivery import Dispatcher
+from .errors import ApiError
+from .faults import AFTER_MODES, Fault, FaultBook
+from .store import Store
+
+log = logging.getLogger("mailboxes.sandbox")
+
+DEFAULT_ORG_KEY = "am_sandbox_org_key"
+BAD_GATEWAY_HTML = (
+    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+    b"<center><h1>502 Bad Gateway</h1></center>\r\n</body>\r\n</html>\r\n"
+)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What the connection handler writes: a reply (None = drop the socket), maybe late."""
+
+    reply: Reply | None
+    sleep_before: float = 0.0
+
+
+class Sandbox:
+    def __init__(self, db_path: str, org_key: str):
+        self.dispatcher: Dispatcher | None = None
+        self.store = Store(db_path, org_key, on_enqueue=self._wake)
+        self.dispatcher = Dispatcher(self.store)
+        self.faults = FaultBook()
+        self.api = Api(self.store)
+        self._routes: dict[tuple[str, int], list[tuple[list[str], str, Any]]] = {}
+        for method, pattern, name, handler in self.api.routes:
+            parts = pattern.split("/")
+            self._routes.setdefault((method, len(parts)), []).append((parts, name, handler))
+        self.control = {
+            ("GET", "health"): self.c_health,
+            ("GET", "faults"): lambda call: Reply.json(200, {"faults": self.faults.list()}),
+            ("POST", "faults"): lambda call: Reply.json(200, self.faults.add(call.json())),
+            ("DELETE", "faults"): self.c_clear_faults,
+            ("GET", "ledger"): self.c_ledger,
+            ("GET", "requests"): self.c_requests,
+            ("GET", "clock"): lambda call: Reply.json(200, self.store.clock_info()),
+            ("POST", "clock"): self.c_clock,
+            ("POST", "inbound"): self.c_inbound,
+            ("GET", "events"): self.c_events,
+            ("POST", "events"): self.c_trigger,
+            ("GET", "deliveries"): self.c_deliveries,
+            ("POST", "redeliver"): self.c_redeliver,
+            ("GET", "config"): lambda call: Reply.json(200, dict(self.store.config)),
+            ("POST", "config"): lambda call: Reply.json(200, self.store.update_config(call.json())),
+            ("GET", "suppressions"): self.c_suppressions,
+            ("POST", "reset"): self.c_reset,
+        }
+
+    def start(self) -> None:
+        assert self.dispatcher is not None
+        self.dispatcher.start()
+
+    def close(self) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.stop()
+        self.store.close()
+
+    def _wake(self) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.wake()
+
+    # -- request entry point ---------------------------------------------------------------------
+
+    def handle(self, method: str, target: str, headers: HeaderMap, body: bytes) -> Outcome:
+        started = time.perf_counter()
+        raw_path, _, raw_query = target.partition("?")
+        segments = [unquote(s) for s in raw_path.split("/")[1:]]
+        query = parse_qs(raw_query, keep_blank_values=True)
+        if segments and segments[0] == "_sandbox":
+            return Outcome(self._control(method, segments[1:], query, headers, body))
+        call = Call(method, raw_path, {}, query, headers, body)
+        route = None
+        handler = None
+        if segments and segments[0] == "v0":
+            route, handler = self._match(method, segments[1:], call)
+        call.identity, auth_error = self._authenticate(headers)
+        fault = None
+        if route is not None:
+            fault = self.faults.take(route, call.params.get("inbox_id", "").lower() or None)
+        outcome = Outcome(None)
+        if fault is not None and fault.mode not in AFTER_MODES and fault.mode != "delay":
+            outcome.reply = _fault_reply(fault)
+        else:
+            if fault is not None and fault.mode == "delay":
+                time.sleep(fault.delay)
+            try:
+                if auth_error is not None:
+                    raise auth_error
+                if handler is None:
+                    raise ApiError.not_found("Route")
+                outcome.reply = handler(call)
+            except ApiError as exc:
+                outcome.reply = _error_reply(exc)
+            except Exception:
+                log.error("sandbox.request.crashed\n%s", traceback.format_exc())
+                outcome.reply = _error_reply(ApiError(500, "internal_error", "Sandbox crashed"))
+            if fault is not None and fault.mode in AFTER_MODES:
+                outcome = _after_fault(fault, outcome.reply)
+        self.store.log_request(
+            method=method,
+            path=raw_path,
+            route=route,
+            identity=call.identity,
+            status=outcome.reply.status if outcome.reply else 0,
+            fault=fault.mode if fault else None,
+            idempotency_key=headers.get("Idempotency-Key"),
+            duration_ms=(time.perf_counter() - started) * 1000,
+        )
+        return outcome
+
+    def _match(self, method: str, segments: list[str], call: Call) -> tuple[str | None, Any]:
+        for parts, name, handler in self._routes.get((method, len(segments)), ()):
+            params = {}
+            for part, value in zip(parts, segments, strict=True):
+                if part.startswith("{"):
+                    params[part[1:-1]] = value
+                elif part != value:
+                    break
+            else:
+                call.params = params
+                return name, handler
+        return None, None
+
+    def _authenticate(self, headers: HeaderMap) -> tuple[Any, ApiError | None]:
+        value = headers.get("Authorization") or ""
+        # The scheme is case-sensitive and the key may not contain whitespace (errors.mdx).
+        token = value[7:] if value.startswith("Bearer ") else ""
+        if not token or any(c.isspace() for c in token):
+            return None, ApiError(401, "missing_authorization", "Missing or malformed API key")
+        identity = self.store.identity_for(token)
+        if identity is None:
+            return None, ApiError(401, "unknown_api_key", "Unknown or revoked API key")
+        return identity, None
+
+    # -- control API -----------------------------------------------------------------------------
+
+    def _control(
+        self, method: str, segments: list[str], query: dict, headers: HeaderMap, body: bytes
+    ) -> Reply:
+        call = Call(method, "/_sandbox/" + "/".join(segments), {}, query, headers, body)
+        try:
+            if method == "GET" and segments in ([], [""]):
+                return Reply(200, pages.index_page(self.store), "text/html; charset=utf-8")
+            if method == "GET" and len(segments) == 2 and segments[0] == "mailboxes":
+                page = pages.mailbox_page(self.store, segments[1])
+                return Reply(200, page, "text/html; charset=utf-8")
+            handler = self.control.get((method, "/".join(segments)))
+            if handler is None:
+                raise ApiError.not_found("Control route")
+            return handler(call)
+        except ApiError as exc:
+            return _error_reply(exc)
+        except Exception:
+            log.error("sandbox.control.crashed\n%s", traceback.format_exc())
+            return _error_reply(ApiError(500, "internal_error", "Sandbox crashed"))
+
+    def c_health(self, call: Call) -> Reply:
+        org = self.store.org_identity
+        return Reply.json(
+            200,
+            {
+                "ok": True,
+                "pid": os.getpid(),
+                "organization_id": self.store.organization_id,
+                "default_pod_id": self.store.default_pod_id,
+                "org_key_id": org.api_key_id,
+                "org_key_prefix": org.prefix,
+                "clock": self.store.clock_info(),
+            },
+        )
+
+    def c_clear_faults(self, call: Call) -> Reply:
+        self.faults.clear()
+        return Reply.json(200, {"faults": []})
+
+    def c_ledger(self, call: Call) -> Reply:
+        where, params = _filters(
+            call, {"idempotency_key", "inbox_id", "message_id", "thread_id", "route", "pod_id"}
+        )
+        address = call.q("address")
+        if address:
+            where.append("id IN (SELECT ledger_id FROM ledger_recipients WHERE address=?)")
+            params.append(address.lower())
+        rows = _select(self.store, "SELECT * FROM ledger", where, params)
+        sends = [
+            {
+                "id": r["id"],
+                "at": r["at"],
+                "route": r["route"],
+                "inbox_id": r["inbox_id"],
+                "pod_id": r["pod_id"],
+                "message_id": r["message_id"],
+                "thread_id": r["thread_id"],
+                "idempotency_key": r["idempotency_key"],
+                "from": r["from_addr"],
+                "to": json.loads(r["to_addrs"]),
+                "cc": json.loads(r["cc_addrs"]),
+                "bcc": json.loads(r["bcc_addrs"]),
+                "subject": r["subject"],
+                "text": r["text_body"],
+                "html": r["html_body"],
+                "labels": json.loads(r["labels"]),
+                "in_reply_to": r["in_reply_to"],
+                "api_key_id": r["api_key_id"],
+                "api_key_prefix": r["api_key_prefix"],
+            }
+            for r in rows
+        ]
+        return Reply.json(200, {"count": len(sends), "sends": sends})
+
+    def c_requests(self, call: Call) -> Reply:
+        where, params = _filters(
+            call, {"route", "method", "api_key_id", "status", "idempotency_key", "fault"}
+        )
+        since = call.q("since_id")
+        if since:
+            where.append("id > ?")
+            params.append(int(since))
+        rows = _select(self.store, "SELECT * FROM requests", where, params)
+        return Reply.json(200, {"count": len(rows), "requests": rows})
+
+    def c_clock(self, call: Call) -> Reply:
+        body = call.json()
+        if "offset_seconds" in body:
+            return Reply.json(200, self.store.set_clock_offset(float(body["offset_seconds"])))
+        return Reply.json(200, self.store.advance_clock(float(body.get("advance_seconds", 0))))
+
+    def c_inbound(self, call: Call) -> Reply:
+        body = call.json()
+        inbox = self.store.get_inbox(str(body.get("inbox_id", "")).lower())
+        if inbox is None:
+            raise ApiError.not_found("Inbox")
+        if not isinstance(body.get("from"), str):
+            raise ApiError.validation("from is required", ["from"])
+        return Reply.json(200, self.store.ingest_inbound(inbox=inbox, spec=body))
+
+    def c_events(self, call: Call) -> Reply:
+        where, params = _filters(call, {"event_type", "message_id", "event_id", "svix_id"})
+        rows = _select(
+            self.store,
+            "SELECT id, event_id, svix_id, event_type, inbox_id, pod_id, message_id, body, "
+            "created_at FROM events",
+            where,
+            params,
+        )
+        for row in rows:
+            row["payload"] = json.loads(row.pop("body"))
+        return Reply.json(200, {"count": len(rows), "events": rows})
+
+    def c_trigger(self, call: Call) -> Reply:
+        body = call.json()
+        message_id = body.get("message_id")
+        event_type = body.get("event_type")
+        if not isinstance(message_id, str) or not isinstance(event_type, str):
+            raise ApiError.validation("message_id and event_type are required")
+        return Reply.json(
+            200, self.store.trigger(message_id=message_id, event_type=event_type, spec=body)
+        )
+
+    def c_deliveries(self, call: Call) -> Reply:
+        where, params = _filters(call, {"webhook_id", "event_type", "svix_id", "event_id"})
+        rows = _select(self.store, "SELECT * FROM delivery_attempts", where, params)
+        pending = self.store.query(
+            "SELECT COUNT(*) AS n FROM deliveries WHERE status IN ('pending', 'inflight')"
+        )[0]["n"]
+        return Reply.json(200, {"count": len(rows), "pending": pending, "attempts": rows})
+
+    def c_redeliver(self, call: Call) -> Reply:
+        body = call.json()
+        count = self.store.redeliver(svix_id=body.get("svix_id"), event_id=body.get("event_id"))
+        return Reply.json(200, {"queued": count})
+
+    def c_suppressions(self, call: Call) -> Reply:
+        rows = self.store.query("SELECT * FROM suppressions ORDER BY created_at")
+        return Reply.json(200, {"count": len(rows), "suppressions": rows})
+
+    def c_reset(self, call: Call) -> Reply:
+        self.faults.clear()
+        self.store.reset()
+        return Reply.json(200, {"ok": True})
+
+
+def _filters(call: Call, allowed: set[str]) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    for name in sorted(allowed):
+        value = call.q(name)
+        if value is not None:
+            where.append(name + "=?")
+            params.append(value)
+    return where, params
+
+
+def _select(store: Store, head: str, clauses: list[str], params: list[Any]) -> list[dict]:
+    # Only column names from fixed allow-lists are spliced in; every value is a bound parameter.
+    where = " WHERE " + " AND ".join(clauses) if clauses else ""
+    return store.query(head + where + " ORDER BY id", params)
+
+
+def _error_reply(exc: ApiError) -> Reply:
+    reply = Reply.json(exc.status, exc.body())
+    reply.headers.update(exc.headers)
+    return reply
+
+
+def _fault_reply(fault: Fault) -> Reply | None:
+    mode = fault.mode
+    if mode == "drop_before":
+        return None
+    if mode == "502_html":
+        reply = Reply(502, BAD_GATEWAY_HTML, "text/html")
+    elif mode == "gateway_403":
+        # API Gateway's own rejection: no code, no docs (knowledge-base/api-403-error).
+        reply = Reply.json(403, {"message": "Forbidden"})
+    elif mode == "429":
+        reply = _error_reply(ApiError(429, "rate_limit_exceeded", "Rate limit exceeded"))
+        reply.headers["Retry-After"] = str(fault.retry_after if fault.retry_after else 1)
+    elif mode == "409_in_progress":
+        reply = _error_reply(
+            ApiError.conflict(
+                "A request with this idempotency key is still in progress; "
+                "retry the identical request shortly"
+            )
+        )
+    elif mode == "503_before":
+        reply = _error_reply(ApiError(503, "service_unavailable", "Service unavailable"))
+    else:
+        reply = _error_reply(ApiError(500, "internal_error", "Internal server error"))
+    if fault.retry_after is not None:
+        reply.headers["Retry-After"] = str(fault.retry_after)
+    return reply
+
+
+def _after_fault(fault: Fault, processed: Reply | None) -> Outcome:
+    if fault.mode == "timeout_after_accept":
+        return Outcome(processed, sleep_before=fault.delay)
+    if fault.mode == "drop_after":
+        return Outcome(None)
+    if fault.mode == "503_after":
+        reply = _error_reply(ApiError(503, "service_unavailable", "Service unavailable"))
+    else:
+        reply = _error_reply(ApiError(500, "internal_error", "Internal server error"))
+    if fault.retry_after is not None:
+        reply.headers["Retry-After"] = str(fault.retry_after)
+    return Outcome(reply)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "AgentMailSandbox/1.0"
+    server: SandboxHTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        # Keep-alive clients send small requests; Nagle plus delayed ACKs would add 40 ms each.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+    def _read_body(self) -> bytes:
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _dispatch(self) -> None:
+        body = self._read_body()
+        outcome = self.server.sandbox.handle(self.command, self.path, self.headers, body)
+        if outcome.sleep_before:
+            time.sleep(outcome.sleep_before)
+        if outcome.reply is None:
+            self.close_connection = True
+            return
+        reply = outcome.reply
+        lines = [
+            f"HTTP/1.1 {reply.status} {_phrase(reply.status)}",
+            f"Server: {self.server_version}",
+            f"Date: {formatdate(usegmt=True)}",
+        ]
+        if reply.status != 204:
+            lines.append(f"Content-Type: {reply.content_type}")
+        lines.append(f"Content-Length: {len(reply.body)}")
+        lines += [f"{k}: {v}" for k, v in reply.headers.items()]
+        if self.close_connection:
+            lines.append("Connection: close")
+        try:
+            self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + reply.body)
+        except OSError:
+            # The client gave up (the timeout_after_accept fault relies on exactly that).
+            self.close_connection = True
+
+    do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _dispatch
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
+
+
+class SandboxHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 512
+
+    def __init__(self, address: tuple[str, int], sandbox: Sandbox):
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        self.sandbox = sandbox
+        super().__init__(address, Handler)
+
+
+def _require_loopback(host: str) -> None:
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise SystemExit(f"refusing to bind {host}: the sandbox has an unauthenticated control API")
+
+
+def build(host: str, port: int, db_path: str, org_key: str | None = None) -> SandboxHTTPServer:
+    """A bound, not yet serving, sandbox server (its dispatcher is already running)."""
+    _require_loopback(host)
+    sandbox = Sandbox(db_path, org_key or DEFAULT_ORG_KEY)
+    try:
+        server = SandboxHTTPServer((host, port), sandbox)
+    except BaseException:
+        sandbox.close()
+        raise
+    sandbox.start()
+    return server
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8025,
+    db_path: str = "sandbox.sqlite3",
+    org_key: str | None = None,
+) -> None:
+    """Run the sandbox until SIGINT/SIGTERM. Prints one line with the URL once it listens."""
+    server = build(host, port, db_path, org_key)
+    bound_host, bound_port = server.server_address[:2]
+    url_host = f"[{bound_host}]" if ":" in str(bound_host) else bound_host
+    print(f"AgentMail sandbox listening on http://{url_host}:{bound_port}", flush=True)
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        server.sandbox.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m mailboxes.sandbox", description="Fake AgentMail HTTP API for tests/demo"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind")
+    parser.add_argument("--port", type=int, default=8025, help="0 picks a free port")
+    parser.add_argument("--db", default="sandbox.sqlite3", help="SQLite file holding all state")
+    parser.add_argument(
+        "--org-key",
+        default=os.environ.get("SANDBOX_ORG_KEY", DEFAULT_ORG_KEY),
+        help="organization API key (env SANDBOX_ORG_KEY)",
+    )
+    parser.add_argument("--log-level", default="WARNING")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
+    serve(args.host, args.port, args.db, args.org_key)
+    return 0
+
+
+__all__ = ["build", "main", "serve"]
