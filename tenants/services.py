@@ -1,0 +1,374 @@
+"""Administrative writes for a tenant: members, rights, policies, the suppression list.
+
+Each function is one named action in one transaction, guarded by the row it changes, and writes a
+tenants.AuditEvent row in that same transaction, so the audit log can never miss a change.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.contrib.auth.tokens import default_token_generator
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import IntegrityError, transaction
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
+
+from tenants.models import AuditEvent, Membership, Tenant, User
+
+logger = logging.getLogger(__name__)
+
+
+class AdminError(Exception):
+    """A refused administrative action: ``code`` is a stable slug, ``message`` is for people."""
+
+    def __init__(self, code: str, message: str, field: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Invitation:
+    membership: Membership
+    # Empty when the person already has a password (they were a member elsewhere).
+    set_password_path: str
+
+
+def _audit(*, tenant, actor, action, obj, data=None) -> AuditEvent:
+    return AuditEvent.objects.create(
+        tenant=tenant,
+        actor=actor,
+        action=action,
+        object_type=obj._meta.model_name,
+        object_id=str(obj.pk),
+        data=data or {},
+    )
+
+
+def set_password_path(user: User) -> str:
+    """A one-time link: the token is bound to the password hash and last login, so it stops
+    working once the password is set (Django's PasswordResetTokenGenerator)."""
+    from django.urls import reverse
+
+    uid = urlsafe_base64_encode(force_bytes(user.pk))
+    return reverse("set_password", args=[uid, default_token_generator.make_token(user)])
+
+
+def _lock_member(tenant: Tenant, membership_id: int) -> Membership:
+    try:
+        return (
+            Membership.objects.select_for_update()
+            .select_related("user")
+            .get(tenant=tenant, pk=membership_id)
+        )
+    except Membership.DoesNotExist:
+        raise AdminError("not_found", "No such member in this tenant.") from None
+
+
+def _other_active_admins(tenant: Tenant, membership: Membership) -> int:
+    # Locks every admin row so two admins demoting each other at once cannot both succeed.
+    admins = list(
+        Membership.objects.select_for_update()
+        .filter(tenant=tenant, role=Membership.Role.ADMIN, is_active=True)
+        .exclude(pk=membership.pk)
+        .values_list("pk", flat=True)
+    )
+    return len(admins)
+
+
+def member_invite(
+    *, tenant: Tenant, email: str, role: str, actor: User, full_name: str = ""
+) -> Invitation:
+    email = (email or "").strip().lower()
+    try:
+        validate_email(email)
+    except ValidationError:
+        raise AdminError("invalid_email", "Enter a valid email address.", "email") from None
+    if role not in Membership.Role.values:
+        raise AdminError("invalid_role", "Choose admin, approver or viewer.", "role")
+    with transaction.atomic():
+        user = User.objects.select_for_update().filter(email=email).first()
+        new_user = user is None
+        if new_user:
+            user = User(email=email, full_name=full_name.strip())
+            user.set_unusable_password()
+            try:
+                with transaction.atomic():
+                    user.save()
+            except IntegrityError:
+                raise AdminError(
+                    "conflict", "This person was just invited by someone else.", "email"
+                ) from None
+        if Membership.objects.filter(tenant=tenant, user=user).exists():
+            raise AdminError(
+                "already_member",
+                f"{email} is already a member of {tenant.name} (reactivate them instead).",
+                "email",
+            )
+        membership = Membership.objects.create(tenant=tenant, user=user, role=role)
+        _audit(
+            tenant=tenant,
+            actor=actor,
+            action="member.invited",
+            obj=membership,
+            data={"email": email, "role": role, "new_user": new_user},
+        )
+    logger.info(
+        "tenants.member.invited",
+        extra={"tenant_id": tenant.pk, "membership_id": membership.pk, "role": role},
+    )
+    path = "" if user.has_usable_password() else set_password_path(user)
+    return Invitation(membership=membership, set_password_path=path)
+
+
+def member_issue_link(*, tenant: Tenant, membership_id: int, actor: User) -> str:
+    """A fresh set-password link for a member who has not chosen a password yet."""
+    with transaction.atomic():
+        membership = _lock_member(tenant, membership_id)
+        if membership.user.has_usable_password():
+            raise AdminError(
+                "has_password", "This person has already set a password; they can sign in."
+            )
+        _audit(tenant=tenant, actor=actor, action="member.link_issued", obj=membership)
+    return set_password_path(membership.user)
+
+
+def member_set_role(*, tenant: Tenant, membership_id: int, role: str, actor: User) -> Membership:
+    if role not in Membership.Role.values:
+        raise AdminError("invalid_role", "Choose admin, approver or viewer.", "role")
+    with transaction.atomic():
+        membership = _lock_member(tenant, membership_id)
+        old = membership.role
+        if old == role:
+            return membership
+        if old == Membership.Role.ADMIN and _other_active_admins(tenant, membership) == 0:
+            raise AdminError(
+                "last_admin", "A tenant needs at least one active admin; promote someone first."
+            )
+        Membership.objects.filter(pk=membership.pk, role=old).update(role=role)
+        membership.role = role
+        _audit(
+            tenant=tenant,
+            actor=actor,
+            action="member.role_changed",
+            obj=membership,
+            data={"from": old, "to": role, "email": membership.user.email},
+        )
+    return membership
+
+
+def member_set_mailbox_rights(
+    *,
+    tenant: Tenant,
+    membership_id: int,
+    approve_all_mailboxes: bool,
+    mailbox_ids: list[int],
+    actor: User,
+) -> Membership:
+    from mailboxes.models import Mailbox
+
+    wanted = set(mailbox_ids)
+    mailboxes = list(Mailbox.objects.filter(tenant=tenant, pk__in=wanted))
+    if len(mailboxes) != len(wanted):
+        raise AdminError("unknown_mailbox", "One of those mailboxes is not in this tenant.")
+    with transaction.atomic():
+        membership = _lock_member(tenant, membership_id)
+        before = sorted(membership.approve_mailboxes.values_list("pk", flat=True))
+        Membership.objects.filter(pk=membership.pk).update(
+            approve_all_mailboxes=approve_all_mailboxes
+        )
+        membership.approve_all_mailboxes = approve_all_mailboxes
+        membership.approve_mailboxes.set(mailboxes)
+        _audit(
+            tenant=tenant,
+            actor=actor,
+            action="member.rights_changed",
+            obj=membership,
+            data={
+                "email": membership.user.email,
+                "approve_all_mailboxes": approve_all_mailboxes,
+                "mailboxes_before": before,
+                "mailboxes_after": sorted(wanted),
+            },
+        )
+    return membership
+
+
+def member_deactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Membership:
+    with transaction.atomic():
+        membership = _lock_member(tenant, membership_id)
+        if (
+            membership.role == Membership.Role.ADMIN
+            and membership.is_active
+            and _other_active_admins(tenant, membership) == 0
+        ):
+            raise AdminError(
+                "last_admin", "This is the last active admin; promote someone else first."
+            )
+        changed = Membership.objects.filter(pk=membership.pk, is_active=True).update(
+            is_active=False
+        )
+        if not changed:
+            raise AdminError("not_active", "This member is already deactivated.")
+        membership.is_active = False
+        _audit(
+            tenant=tenant,
+            actor=actor,
+            action="member.deactivated",
+            obj=membership,
+            data={"email": membership.user.email},
+        )
+    logger.info(
+        "tenants.member.deactivated",
+        extra={"tenant_id": tenant.pk, "membership_id": membership.pk},
+    )
+    return membership
+
+
+def member_reactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Membership:
+    with transaction.atomic():
+        membership = _lock_member(tenant, membership_id)
+        changed = Membership.objects.filter(pk=membership.pk, is_active=False).update(
+            is_active=True
+        )
+        if not changed:
+            raise AdminError("already_active", "This member is already active.")
+        membership.is_active = True
+        _audit(
+            tenant=tenant,
+            actor=actor,
+            action="member.reactivated",
+            obj=membership,
+            data={"email": membership.user.email},
+        )
+    return membership
+
+
+def tenant_update_policies(
+    *,
+    tenant: Tenant,
+    review_deadline_hours: int,
+    second_approver_on_edit: bool,
+    retention_days: int,
+    actor: User,
+) -> Tenant:
+    if not 1 <= review_deadline_hours <= 24 * 14:
+        raise AdminError(
+            "invalid_deadline",
+            "The review deadline must be between 1 and 336 hours (14 days).",
+            "review_deadline_hours",
+        )
+    if not 1 <= retention_days <= 3650:
+        raise AdminError(
+            "invalid_retention",
+            "Retention must be between 1 and 3650 days.",
+            "retention_days",
+        )
+    fields = ("review_deadline_hours", "second_approver_on_edit", "retention_days")
+    with transaction.atomic():
+        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        before = {f: getattr(locked, f) for f in fields}
+        after = {
+            "review_deadline_hours": review_deadline_hours,
+            "second_approver_on_edit": second_approver_on_edit,
+            "retention_days": retention_days,
+        }
+        if before == after:
+            return locked
+        Tenant.objects.filter(pk=tenant.pk).update(**after)
+        for name, value in after.items():
+            setattr(locked, name, value)
+            setattr(tenant, name, value)
+        _audit(
+            tenant=tenant,
+            actor=actor,
+            action="tenant.policies_changed",
+            obj=locked,
+            data={"before": before, "after": after},
+        )
+    return locked
+
+
+def suppression_add(*, tenant: Tenant, address: str, note: str, actor: User):
+    from intents.models import Suppression
+
+    address = (address or "").strip().lower()
+    try:
+        validate_email(address)
+    except ValidationError:
+        raise AdminError("invalid_email", "Enter a valid email address.", "address") from None
+    note = (note or "").strip()
+    if not note:
+        raise AdminError("reason_required", "Say why this address is suppressed.", "note")
+    with transaction.atomic():
+        suppression, created = Suppression.objects.get_or_create(
+            tenant=tenant,
+            address=address,
+            defaults={
+                "reason": Suppression.Reason.MANUAL,
+                "source": f"person:{actor.pk}",
+                "note": note,
+                "created_by": actor,
+            },
+        )
+        if not created:
+            raise AdminError(
+                "already_suppressed",
+                f"{address} is already suppressed ({suppression.get_reason_display()}).",
+                "address",
+            )
+        _audit(
+            tenant=tenant,
+            actor=actor,
+            action="suppression.added",
+            obj=suppression,
+            data={"address": address, "note": note},
+        )
+    return suppression
+
+
+def suppression_remove(*, tenant: Tenant, suppression_id: int, reason: str, actor: User) -> None:
+    from intents.models import Suppression
+
+    reason = (reason or "").strip()
+    if not reason:
+        raise AdminError(
+            "reason_required", "Say why this address may receive mail again.", "reason"
+        )
+    with transaction.atomic():
+        suppression = (
+            Suppression.objects.select_for_update().filter(tenant=tenant, pk=suppression_id).first()
+        )
+        if suppression is None:
+            raise AdminError("not_found", "That address is no longer suppressed.")
+        _audit(
+            tenant=tenant,
+            actor=actor,
+            action="suppression.removed",
+            obj=suppression,
+            data={
+                "address": suppression.address,
+                "was": suppression.reason,
+                "reason": reason,
+            },
+        )
+        suppression.delete()
+
+
+def user_set_password(*, user: User, password: str) -> None:
+    """The invitee chose a password through their one-time link."""
+    with transaction.atomic():
+        locked = User.objects.select_for_update().get(pk=user.pk)
+        locked.set_password(password)
+        locked.save(update_fields=["password"])
+        AuditEvent.objects.create(
+            tenant=None,
+            actor=locked,
+            action="user.password_set",
+            object_type="user",
+            object_id=str(locked.pk),
+        )
