@@ -370,7 +370,7 @@ class Api:
     def list_messages(self, call: Call) -> Reply:
         inbox = self.scope_inbox(call)
         self.perm(call, "message_read")
-        labels = [label.lower() for label in call.query.get("labels", [])]
+        labels = [label.lower() for label in _query_list(call.query.get("labels", []))]
         limit, token, asc = self.paging(call, cap=100 if labels else 1000)
         page = self.store.list_messages(
             inbox_id=inbox["inbox_id"],
@@ -654,6 +654,22 @@ class Api:
         hook = self._hook(call)
         self.store.delete_webhook(hook["webhook_id"])
         return Reply(204)
+
+
+def _query_list(values: list[str]) -> list[str]:
+    """Repeated keys, or one JSON array: SDK 2.0.18 sends `labels=["a", "b"]` (query_encoder)."""
+    out: list[str] = []
+    for value in values:
+        if value.startswith("["):
+            try:
+                decoded = json.loads(value)
+            except ValueError:
+                decoded = None
+            if isinstance(decoded, list) and all(isinstance(v, str) for v in decoded):
+                out.extend(decoded)
+                continue
+        out.append(value)
+    return out
 
 
 def _opt_str(body: dict, name: str) -> str | None:
