@@ -1,0 +1,75 @@
+"""Business refusals raised by intents services. Views map them to a message, the API to
+problem+json; ``code`` is a stable slug clients may branch on, ``field`` names the input at fault."""
+
+from __future__ import annotations
+
+
+class DraftError(Exception):
+    code = "draft_error"
+    status = 409
+
+    def __init__(self, code: str | None = None, message: str = "", field: str | None = None):
+        if code:
+            self.code = code
+        self.message = message or self.code.replace("_", " ")
+        self.field = field
+        super().__init__(self.message)
+
+    def as_dict(self) -> dict:
+        return {"code": self.code, "message": self.message, "field": self.field}
+
+
+class NotFound(DraftError):
+    """Missing, or belonging to another tenant: the same answer for both."""
+
+    code = "not_found"
+    status = 404
+
+
+class InvalidInput(DraftError):
+    code = "invalid"
+    status = 422
+
+
+class RecipientRefused(InvalidInput):
+    """An address is invalid, outside the mailbox policy or suppressed; the message names it."""
+
+    def __init__(self, code: str, message: str, field: str | None = None, address: str = ""):
+        super().__init__(code, message, field)
+        self.address = address
+
+    def as_dict(self) -> dict:
+        return {**super().as_dict(), "address": self.address}
+
+
+class StaleVersion(DraftError):
+    code = "stale_version"
+
+
+class NotPending(DraftError):
+    code = "not_pending"
+
+
+class NoRight(DraftError):
+    code = "no_right"
+    status = 403
+
+
+class TenantInactive(DraftError):
+    code = "tenant_inactive"
+    status = 403
+
+
+class MailboxInactive(DraftError):
+    code = "mailbox_inactive"
+
+
+class SecondApproverRequired(DraftError):
+    code = "second_approver_required"
+    status = 403
+
+
+class IntentError(DraftError):
+    """A send intent is not in a state that allows the requested transition."""
+
+    code = "intent_state"

@@ -1,0 +1,113 @@
+"""Who may approve for which mailbox, and which recipients a mailbox may write to.
+
+Used at approval time and again by the worker right before the provider call, so a right revoked
+or an address suppressed in between stops the send.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.conf import settings
+from email_validator import EmailNotValidError, validate_email
+
+from intents.models import Suppression
+from tenants.models import Membership
+
+DECIDING_ROLES = frozenset({Membership.Role.ADMIN, Membership.Role.APPROVER})
+MAX_ADDRESS_LENGTH = 254
+
+
+@dataclass(frozen=True)
+class RecipientProblem:
+    address: str
+    code: str  # "invalid", "not_allowed", "suppressed"
+    message: str
+
+
+def normalize_address(address: str) -> str:
+    """The lower-cased, syntax-checked address; raises ValueError with a readable message.
+
+    No DNS or deliverability lookups: they are slow, flaky and leak which addresses we write to.
+    """
+    if not isinstance(address, str):
+        raise ValueError("an address must be a string")
+    candidate = address.strip()
+    if not candidate:
+        raise ValueError("an address is empty")
+    if len(candidate) > MAX_ADDRESS_LENGTH:
+        raise ValueError(f"{candidate[:40]}… is longer than {MAX_ADDRESS_LENGTH} characters")
+    try:
+        result = validate_email(
+            candidate,
+            check_deliverability=False,
+            # The sandbox and tests use the reserved .test domain; production never accepts it.
+            test_environment=not settings.PRODUCTION,
+        )
+    except EmailNotValidError as exc:
+        raise ValueError(f"{candidate} is not a valid email address: {exc}") from None
+    return result.normalized.lower()
+
+
+def recipient_problems(*, tenant, mailbox, addresses: Iterable[str]) -> list[RecipientProblem]:
+    """Every problem with these addresses, in input order (empty list when all may be written to)."""
+    problems: list[RecipientProblem] = []
+    normalized: list[str] = []
+    for raw in addresses:
+        try:
+            address = normalize_address(raw)
+        except ValueError as exc:
+            problems.append(RecipientProblem(str(raw), "invalid", str(exc)))
+            continue
+        normalized.append(address)
+        if not mailbox.allows_recipient(address):
+            problems.append(
+                RecipientProblem(
+                    address,
+                    "not_allowed",
+                    f"{address} is outside the recipient policy of {mailbox.address}",
+                )
+            )
+    if normalized:
+        suppressed = set(
+            Suppression.objects.filter(tenant=tenant, address__in=normalized).values_list(
+                "address", flat=True
+            )
+        )
+        for address in normalized:
+            if address in suppressed:
+                problems.append(
+                    RecipientProblem(
+                        address,
+                        "suppressed",
+                        f"{address} is on this tenant's suppression list (bounced, complained or "
+                        "rejected before)",
+                    )
+                )
+    return problems
+
+
+def can_approve(*, membership, mailbox) -> bool:
+    """An active member (and active user) of the mailbox's tenant, with a deciding role and the
+    right for this mailbox. Reads the rows as given: callers pass a freshly loaded membership."""
+    if membership is None or not membership.is_active or not membership.user.is_active:
+        return False
+    if membership.tenant_id != mailbox.tenant_id:
+        return False
+    if membership.role not in DECIDING_ROLES:
+        return False
+    if membership.approve_all_mailboxes:
+        return True
+    return membership.approve_mailboxes.filter(pk=mailbox.pk).exists()
+
+
+def active_membership(*, tenant, user):
+    """The user's active membership in this tenant, loaded now, or None."""
+    if user is None:
+        return None
+    return (
+        Membership.objects.select_related("user")
+        .filter(tenant=tenant, user=user, is_active=True, user__is_active=True)
+        .first()
+    )

@@ -1,0 +1,235 @@
+"""Every read of drafts and send intents that views, the API and tasks use. Always tenant-scoped:
+another tenant's row and a missing row raise the same NotFound."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Count, Min, Prefetch, Q
+from django.db.models.functions import Now
+
+from intents.clock import db_now
+from intents.errors import InvalidInput, NotFound
+from intents.models import Draft, DraftVersion, IntentEvent, SendAttempt, SendIntent
+
+DEFAULT_PAGE = 50
+MAX_PAGE = 200
+
+
+@dataclass
+class DraftDetail:
+    draft: Draft
+    versions: list[DraftVersion]
+    current: DraftVersion
+    intent: SendIntent | None
+    attempts: list[SendAttempt]
+    events: list[IntentEvent]
+
+
+@dataclass
+class Page:
+    items: list
+    next_cursor: str | None = None
+    limit: int = DEFAULT_PAGE
+    extra: dict = field(default_factory=dict)
+
+
+def _as_int(value, what: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise NotFound("not_found", f"No such {what}.") from None
+
+
+def _limit(limit) -> int:
+    try:
+        limit = int(limit)
+    except (TypeError, ValueError):
+        raise InvalidInput("limit_invalid", "limit must be an integer.", "limit") from None
+    return max(1, min(limit, MAX_PAGE))
+
+
+def _encode_cursor(*parts: object) -> str:
+    raw = "|".join(p.isoformat() if isinstance(p, datetime) else str(p) for p in parts)
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, n: int) -> list[str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        parts = base64.urlsafe_b64decode(padded.encode()).decode().split("|")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvalidInput("cursor_invalid", "The cursor is not valid.", "cursor") from None
+    if len(parts) != n:
+        raise InvalidInput("cursor_invalid", "The cursor is not valid.", "cursor")
+    return parts
+
+
+# --- drafts --------------------------------------------------------------------------------------
+
+
+def draft_get(*, tenant, draft_id) -> Draft:
+    draft = (
+        Draft.objects.select_related("mailbox", "agent_token", "created_by", "decided_by")
+        .filter(tenant=tenant, pk=_as_int(draft_id, "draft"))
+        .first()
+    )
+    if draft is None:
+        raise NotFound("not_found", "No such draft.")
+    return draft
+
+
+def draft_detail(*, tenant, draft_id) -> DraftDetail:
+    """A draft with all its versions, its intent (if approved), the intent's attempts and the
+    journal: a fixed number of queries whatever the history length."""
+    draft = draft_get(tenant=tenant, draft_id=draft_id)
+    versions = list(
+        DraftVersion.objects.filter(tenant=tenant, draft=draft)
+        .select_related("author_user", "author_token")
+        .order_by("number")
+    )
+    current = next(v for v in versions if v.number == draft.current_version)
+    intent = (
+        SendIntent.objects.filter(tenant=tenant, draft=draft)
+        .select_related("approver", "resolved_by", "draft_version")
+        .first()
+    )
+    attempts = (
+        list(SendAttempt.objects.filter(tenant=tenant, intent=intent).order_by("number"))
+        if intent
+        else []
+    )
+    events = list(
+        IntentEvent.objects.filter(tenant=tenant)
+        .filter(Q(draft=draft) | Q(intent__draft=draft))
+        .select_related("actor_user", "actor_token")
+        .order_by("created_at", "id")
+    )
+    return DraftDetail(draft, versions, current, intent, attempts, events)
+
+
+def draft_queue(
+    *, tenant, status: str = Draft.Status.PENDING, mailbox_ids=None, cursor=None, limit=DEFAULT_PAGE
+) -> Page:
+    """Drafts in one status, oldest first (the review queue), keyset-paginated."""
+    limit = _limit(limit)
+    if status not in Draft.Status.values:
+        raise InvalidInput("status_invalid", f"Unknown status {status!r}.", "status")
+    qs = (
+        Draft.objects.filter(tenant=tenant, status=status)
+        .select_related("mailbox", "agent_token")
+        .prefetch_related(
+            Prefetch(
+                "versions",
+                queryset=DraftVersion.objects.order_by("number"),
+                to_attr="all_versions",
+            )
+        )
+        .order_by("created_at", "id")
+    )
+    if mailbox_ids is not None:
+        qs = qs.filter(mailbox_id__in=list(mailbox_ids))
+    if cursor:
+        created, pk = _decode_cursor(cursor, 2)
+        try:
+            created_at = datetime.fromisoformat(created)
+            pk = int(pk)
+        except ValueError:
+            raise InvalidInput("cursor_invalid", "The cursor is not valid.", "cursor") from None
+        qs = qs.filter(Q(created_at__gt=created_at) | Q(created_at=created_at, id__gt=pk))
+    rows = list(qs[: limit + 1])
+    for draft in rows:
+        versions = draft.all_versions
+        draft.current = next((v for v in versions if v.number == draft.current_version), None)
+    next_cursor = None
+    if len(rows) > limit:
+        rows = rows[:limit]
+        next_cursor = _encode_cursor(rows[-1].created_at, rows[-1].pk)
+    return Page(rows, next_cursor, limit)
+
+
+def draft_counts(*, tenant) -> dict[str, int]:
+    counts = dict.fromkeys(Draft.Status.values, 0)
+    for row in Draft.objects.filter(tenant=tenant).values("status").annotate(n=Count("id")):
+        counts[row["status"]] = row["n"]
+    return counts
+
+
+# --- intents -------------------------------------------------------------------------------------
+
+
+def intent_get(*, tenant, intent_id) -> SendIntent:
+    intent = (
+        SendIntent.objects.select_related("mailbox", "draft", "draft_version", "approver")
+        .filter(tenant=tenant, pk=_as_int(intent_id, "send"))
+        .first()
+    )
+    if intent is None:
+        raise NotFound("not_found", "No such send.")
+    return intent
+
+
+def intent_attempts(*, tenant, intent_id) -> list[SendAttempt]:
+    intent = intent_get(tenant=tenant, intent_id=intent_id)
+    return list(SendAttempt.objects.filter(tenant=tenant, intent=intent).order_by("number"))
+
+
+def outbox(*, tenant, state=None, cursor=None, limit=DEFAULT_PAGE) -> Page:
+    """Send intents, most recent first, optionally in one state (or a list of states)."""
+    limit = _limit(limit)
+    qs = SendIntent.objects.filter(tenant=tenant).select_related(
+        "mailbox", "draft", "draft_version", "approver"
+    )
+    if state:
+        states = [state] if isinstance(state, str) else list(state)
+        unknown = [s for s in states if s not in SendIntent.State.values]
+        if unknown:
+            raise InvalidInput("state_invalid", f"Unknown state {unknown[0]!r}.", "state")
+        qs = qs.filter(state__in=states)
+    if cursor:
+        (pk,) = _decode_cursor(cursor, 1)
+        try:
+            qs = qs.filter(id__lt=int(pk))
+        except ValueError:
+            raise InvalidInput("cursor_invalid", "The cursor is not valid.", "cursor") from None
+    rows = list(qs.order_by("-id")[: limit + 1])
+    next_cursor = None
+    if len(rows) > limit:
+        rows = rows[:limit]
+        next_cursor = _encode_cursor(rows[-1].pk)
+    return Page(rows, next_cursor, limit)
+
+
+def intent_counts(*, tenant=None) -> dict[str, int]:
+    """Intents per state (every state present). Without a tenant: across all tenants, for
+    operators only (the intents_status command and metrics)."""
+    qs = SendIntent.objects.all() if tenant is None else SendIntent.objects.filter(tenant=tenant)
+    counts = dict.fromkeys(SendIntent.State.values, 0)
+    for row in qs.values("state").annotate(n=Count("id")):
+        counts[row["state"]] = row["n"]
+    return counts
+
+
+def oldest_queued_age_seconds(*, tenant=None) -> float | None:
+    """Seconds since the oldest due, unheld queued intent became due (database clock)."""
+    qs = SendIntent.objects.filter(
+        state=SendIntent.State.QUEUED, held_reason="", next_attempt_at__lte=Now()
+    )
+    if tenant is not None:
+        qs = qs.filter(tenant=tenant)
+    oldest = qs.aggregate(oldest=Min("next_attempt_at"))["oldest"]
+    if oldest is None:
+        return None
+    return max(0.0, (db_now() - oldest).total_seconds())
+
+
+def intent_events(*, tenant, intent_id) -> list[IntentEvent]:
+    intent = intent_get(tenant=tenant, intent_id=intent_id)
+    return list(
+        IntentEvent.objects.filter(tenant=tenant, intent=intent)
+        .select_related("actor_user")
+        .order_by("created_at", "id")
+    )

@@ -1,0 +1,189 @@
+import uuid
+
+import pytest
+from django.db.models.functions import Now
+
+from intents import errors, selectors, services
+from intents.models import Draft, IntentEvent, SendIntent
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def intent(new_draft, approver):
+    draft = new_draft()
+    version = draft.versions.get()
+    return services.draft_approve(
+        tenant=draft.tenant,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=version.content_hash,
+        actor=approver,
+    )
+
+
+def set_state(intent, state, **fields):
+    if state == "sending":
+        fields.setdefault("lease_token", uuid.uuid4())
+        fields.setdefault("lease_expires_at", Now())
+    SendIntent.objects.filter(pk=intent.pk).update(state=state, **fields)
+
+
+def test_cancel_queued(tenant_a, intent, approver):
+    cancelled = services.intent_cancel(
+        tenant=tenant_a, intent_id=intent.pk, actor=approver, reason="customer called"
+    )
+    assert cancelled.state == "cancelled"
+    event = IntentEvent.objects.get(intent=intent, action="intent.cancelled")
+    assert (event.from_state, event.to_state, event.reason) == (
+        "queued",
+        "cancelled",
+        "customer called",
+    )
+
+
+@pytest.mark.parametrize("state", ["sending", "uncertain", "accepted", "failed", "blocked"])
+def test_cancel_refused_once_it_may_have_gone(tenant_a, intent, approver, state):
+    set_state(intent, state, provider_message_id="m" if state == "accepted" else "")
+    with pytest.raises(errors.IntentError) as caught:
+        services.intent_cancel(tenant=tenant_a, intent_id=intent.pk, actor=approver)
+    assert caught.value.code == "not_cancellable"
+    intent.refresh_from_db()
+    assert intent.state == state
+
+
+def test_cancel_needs_right_and_tenant(tenant_a, tenant_b, intent, member_of):
+    viewer = member_of(tenant_a, "viewer").user
+    with pytest.raises(errors.NoRight):
+        services.intent_cancel(tenant=tenant_a, intent_id=intent.pk, actor=viewer)
+    admin_b = member_of(tenant_b, "admin").user
+    with pytest.raises(errors.NotFound):
+        services.intent_cancel(tenant=tenant_b, intent_id=intent.pk, actor=admin_b)
+
+
+def test_resolve_accepted_from_needs_attention(tenant_a, intent, approver):
+    set_state(intent, "needs_attention")
+    resolved = services.intent_resolve_accepted(
+        tenant=tenant_a,
+        intent_id=intent.pk,
+        actor=approver,
+        provider_message_id="<abc@agentmail.to>",
+        evidence="Seen in the customer's reply",
+    )
+    assert (resolved.state, resolved.provider_message_id) == ("accepted", "<abc@agentmail.to>")
+    assert resolved.resolved_by == approver
+    assert IntentEvent.objects.filter(intent=intent, action="intent.resolved_accepted").count() == 1
+
+
+def test_resolve_accepted_refuses_other_states_and_missing_evidence(tenant_a, intent, approver):
+    with pytest.raises(errors.IntentError):
+        services.intent_resolve_accepted(
+            tenant=tenant_a,
+            intent_id=intent.pk,
+            actor=approver,
+            provider_message_id="m",
+            evidence="x",
+        )
+    set_state(intent, "needs_attention")
+    with pytest.raises(errors.InvalidInput):
+        services.intent_resolve_accepted(
+            tenant=tenant_a,
+            intent_id=intent.pk,
+            actor=approver,
+            provider_message_id="",
+            evidence="x",
+        )
+    with pytest.raises(errors.InvalidInput):
+        services.intent_resolve_accepted(
+            tenant=tenant_a,
+            intent_id=intent.pk,
+            actor=approver,
+            provider_message_id="m",
+            evidence="",
+        )
+    intent.refresh_from_db()
+    assert intent.state == "needs_attention"
+
+
+def test_hold_and_release(tenant_a, intent, approver):
+    held = services.intent_hold(tenant=tenant_a, intent_id=intent.pk, reason="customer wrote again")
+    assert (held.state, held.held_reason) == ("queued", "customer wrote again")
+    released = services.intent_release(tenant=tenant_a, intent_id=intent.pk, actor=approver)
+    assert (released.state, released.held_reason) == ("queued", "")
+    with pytest.raises(errors.IntentError):
+        services.intent_release(tenant=tenant_a, intent_id=intent.pk, actor=approver)
+    actions = list(IntentEvent.objects.filter(intent=intent).values_list("action", flat=True))
+    assert actions[-2:] == ["intent.held", "intent.released"]
+
+
+def test_hold_only_queued(tenant_a, intent):
+    set_state(intent, "sending")
+    with pytest.raises(errors.IntentError):
+        services.intent_hold(tenant=tenant_a, intent_id=intent.pk, reason="x")
+
+
+# --- selectors -----------------------------------------------------------------------------------
+
+
+def test_draft_detail_has_versions_intent_and_journal(tenant_a, intent):
+    detail = selectors.draft_detail(tenant=tenant_a, draft_id=intent.draft_id)
+    assert [v.number for v in detail.versions] == [1]
+    assert detail.current.number == 1
+    assert detail.intent == intent
+    assert detail.attempts == []
+    assert [e.action for e in detail.events] == [
+        "draft.created",
+        "draft.approved",
+        "intent.created",
+    ]
+
+
+def test_selectors_hide_other_tenants(tenant_b, intent):
+    with pytest.raises(errors.NotFound):
+        selectors.draft_detail(tenant=tenant_b, draft_id=intent.draft_id)
+    with pytest.raises(errors.NotFound):
+        selectors.intent_get(tenant=tenant_b, intent_id=intent.pk)
+    assert selectors.outbox(tenant=tenant_b).items == []
+    assert selectors.intent_counts(tenant=tenant_b)["queued"] == 0
+
+
+def test_queue_cursor_pagination_visits_each_draft_once(tenant_a, new_draft):
+    created = [new_draft(subject=f"n{i}").pk for i in range(7)]
+    seen, cursor = [], None
+    for _ in range(10):
+        page = selectors.draft_queue(tenant=tenant_a, cursor=cursor, limit=3)
+        seen += [d.pk for d in page.items]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == created
+    assert all(d.current.number == 1 for d in selectors.draft_queue(tenant=tenant_a).items)
+
+
+def test_queue_rejects_garbage_cursor(tenant_a):
+    with pytest.raises(errors.InvalidInput):
+        selectors.draft_queue(tenant=tenant_a, cursor="!!!")
+
+
+def test_counts_and_outbox(tenant_a, intent, new_draft):
+    new_draft()
+    assert selectors.draft_counts(tenant=tenant_a) == {
+        "pending": 1,
+        "approved": 1,
+        "rejected": 0,
+        "expired": 0,
+        "withdrawn": 0,
+    }
+    assert selectors.intent_counts(tenant=tenant_a)["queued"] == 1
+    assert [i.pk for i in selectors.outbox(tenant=tenant_a, state="queued").items] == [intent.pk]
+    assert selectors.outbox(tenant=tenant_a, state="accepted").items == []
+    assert selectors.oldest_queued_age_seconds(tenant=tenant_a) >= 0
+
+
+def test_queue_query_count_does_not_grow(tenant_a, new_draft, django_assert_max_num_queries):
+    for i in range(5):
+        new_draft(subject=f"q{i}")
+    with django_assert_max_num_queries(3):
+        page = selectors.draft_queue(tenant=tenant_a)
+        _ = [(d.mailbox.address, d.current.subject) for d in page.items]
+    assert Draft.objects.count() == 5

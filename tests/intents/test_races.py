@@ -1,0 +1,124 @@
+"""Every transition has a race: threads on separate connections, exactly one wins."""
+
+import pytest
+
+from intents import errors, services
+from intents.models import Draft, IntentEvent, SendIntent
+from tests.intents.helpers import run_concurrently
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_fifty_concurrent_approvals_make_one_intent(tenant_a, new_draft, approver):
+    draft = new_draft()
+    version = draft.versions.get()
+
+    def approve(_):
+        return services.draft_approve(
+            tenant=tenant_a,
+            draft_id=draft.pk,
+            version=1,
+            content_hash=version.content_hash,
+            actor=approver,
+        )
+
+    results = run_concurrently(approve, 50)
+    winners = [r for r in results if isinstance(r, SendIntent)]
+    losers = [r for r in results if isinstance(r, errors.NotPending)]
+    assert len(winners) == 1
+    assert len(losers) == 49
+    assert SendIntent.objects.filter(draft=draft).count() == 1
+    assert IntentEvent.objects.filter(draft=draft, action="draft.approved").count() == 1
+
+
+def test_approve_races_reject_one_wins(tenant_a, new_draft, approver, member_of):
+    draft = new_draft()
+    version = draft.versions.get()
+    other = member_of(tenant_a, "approver").user
+
+    def act(i):
+        if i % 2:
+            return services.draft_reject(
+                tenant=tenant_a, draft_id=draft.pk, reason="no", actor=other
+            )
+        return services.draft_approve(
+            tenant=tenant_a,
+            draft_id=draft.pk,
+            version=1,
+            content_hash=version.content_hash,
+            actor=approver,
+        )
+
+    results = run_concurrently(act, 10)
+    successes = [r for r in results if not isinstance(r, Exception)]
+    assert len(successes) == 1
+    assert all(isinstance(r, errors.NotPending) for r in results if isinstance(r, Exception))
+    draft.refresh_from_db()
+    assert SendIntent.objects.filter(draft=draft).count() == (draft.status == "approved")
+    decisions = IntentEvent.objects.filter(
+        draft=draft, action__in=["draft.approved", "draft.rejected"]
+    )
+    assert decisions.count() == 1
+
+
+def test_edit_races_approval_never_approves_unseen_content(tenant_a, new_draft, approver):
+    draft = new_draft()
+    version = draft.versions.get()
+
+    def act(i):
+        if i == 0:
+            return services.draft_add_version(
+                tenant=tenant_a,
+                draft_id=draft.pk,
+                to=["other@example.com"],
+                cc=[],
+                bcc=[],
+                subject="changed",
+                text="changed",
+                html="",
+                actor_user=approver,
+            )
+        return services.draft_approve(
+            tenant=tenant_a,
+            draft_id=draft.pk,
+            version=1,
+            content_hash=version.content_hash,
+            actor=approver,
+        )
+
+    run_concurrently(act, 6)
+    draft.refresh_from_db()
+    intents = list(SendIntent.objects.filter(draft=draft))
+    assert len(intents) <= 1
+    assert all(i.content_hash == version.content_hash for i in intents)
+    assert all(i.draft_version.number == 1 for i in intents)
+
+
+def test_cancel_races_cancel_one_journal_row(tenant_a, new_draft, approver):
+    draft = new_draft()
+    intent = services.draft_approve(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=draft.versions.get().content_hash,
+        actor=approver,
+    )
+    results = run_concurrently(
+        lambda _: services.intent_cancel(tenant=tenant_a, intent_id=intent.pk, actor=approver), 8
+    )
+    assert sum(isinstance(r, SendIntent) for r in results) == 1
+    assert IntentEvent.objects.filter(intent=intent, action="intent.cancelled").count() == 1
+
+
+def test_expire_sweeps_race_each_draft_expired_once(new_draft):
+    drafts = [new_draft(subject=f"d{i}") for i in range(20)]
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    Draft.objects.filter(pk__in=[d.pk for d in drafts]).update(
+        review_deadline=timezone.now() - timedelta(seconds=1)
+    )
+    results = run_concurrently(lambda _: services.draft_expire_due(), 4)
+    assert sum(results) == 20
+    assert IntentEvent.objects.filter(action="draft.expired").count() == 20
