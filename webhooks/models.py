@@ -115,7 +115,10 @@ class RecipientDelivery(models.Model):
         COMPLAINED = "complained", "Complained"
         REJECTED = "rejected", "Rejected"
 
-    RANK = {"sent": 1, "delivered": 2, "bounced": 3, "complained": 3, "rejected": 3}
+    # sent < delivered < {rejected, bounced, complained}. Events arrive in any order, so the three
+    # outcomes need a total order too, or the final state would depend on arrival: a complaint
+    # says the most about the recipient, a bounce about the address, a rejection only about us.
+    RANK = {"sent": 1, "delivered": 2, "rejected": 3, "bounced": 4, "complained": 5}
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     intent = models.ForeignKey(

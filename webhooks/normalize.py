@@ -1,0 +1,208 @@
+"""AgentMail webhook payloads → our vocabulary (reference §5.2, §5.3).
+
+Tolerant of the documented variations: ``from`` as a string or ``from_`` as a list, recipients as
+strings (with or without a display name) or as ``{"address", "status"}`` objects, the event object
+under its documented key or flattened into the payload, timestamps as ISO strings or epoch
+seconds. Unknown event types are kept (kind ``other``) and ignored by the applier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import getaddresses, parseaddr
+from enum import StrEnum
+from typing import Any
+
+PREVIEW_LENGTH = 200
+
+
+class Kind(StrEnum):
+    SENT = "sent"
+    DELIVERED = "delivered"
+    BOUNCED = "bounced"
+    COMPLAINED = "complained"
+    REJECTED = "rejected"
+    RECEIVED = "received"
+    OTHER = "other"
+
+
+# event type → (our kind, key of the event object in the payload)
+_TYPES: dict[str, tuple[Kind, str]] = {
+    "message.sent": (Kind.SENT, "send"),
+    "message.delivered": (Kind.DELIVERED, "delivery"),
+    "message.bounced": (Kind.BOUNCED, "bounce"),
+    "message.complained": (Kind.COMPLAINED, "complaint"),
+    "message.rejected": (Kind.REJECTED, "reject"),
+    "message.received": (Kind.RECEIVED, "message"),
+}
+DELIVERY_KINDS = frozenset(
+    {Kind.SENT, Kind.DELIVERED, Kind.BOUNCED, Kind.COMPLAINED, Kind.REJECTED}
+)
+
+# Only metadata survives into the ledger: bodies, headers and attachments of received mail never do.
+_KEPT_MESSAGE_FIELDS = (
+    "inbox_id",
+    "thread_id",
+    "message_id",
+    "timestamp",
+    "from",
+    "from_",
+    "to",
+    "cc",
+    "subject",
+    "labels",
+    "in_reply_to",
+)
+_KEPT_THREAD_FIELDS = ("inbox_id", "thread_id", "message_count", "last_message_id")
+
+
+@dataclass(frozen=True)
+class Inbound:
+    sender: str
+    subject: str
+    preview: str
+    in_reply_to: str
+
+
+@dataclass(frozen=True)
+class NormalizedEvent:
+    kind: Kind
+    event_type: str
+    event_id: str
+    inbox_id: str
+    message_id: str
+    thread_id: str
+    occurred_at: datetime | None
+    recipients: tuple[str, ...] = ()
+    bounce_type: str = ""
+    reason: str = ""
+    inbound: Inbound | None = None
+    minimal_payload: dict = field(default_factory=dict)
+
+
+def normalize(payload: dict) -> NormalizedEvent:
+    event_type = _text(payload.get("event_type"))[:64]
+    kind, key = _TYPES.get(event_type, (Kind.OTHER, ""))
+    obj = _event_object(payload, key)
+    thread = payload.get("thread") if isinstance(payload.get("thread"), dict) else {}
+    message_id = _text(obj.get("message_id") or payload.get("message_id"))
+    inbox_id = _text(obj.get("inbox_id") or payload.get("inbox_id") or thread.get("inbox_id"))
+    thread_id = _text(obj.get("thread_id") or payload.get("thread_id") or thread.get("thread_id"))
+    common: dict[str, Any] = {
+        "kind": kind,
+        "event_type": event_type,
+        "event_id": _text(payload.get("event_id"))[:100],
+        "inbox_id": inbox_id.lower()[:254],
+        "message_id": message_id[:998],
+        "thread_id": thread_id[:255],
+        "occurred_at": _timestamp(obj.get("timestamp") or payload.get("timestamp")),
+    }
+    if kind is Kind.RECEIVED:
+        return NormalizedEvent(
+            **common,
+            inbound=_inbound(obj),
+            minimal_payload=_minimal_received(payload, obj, thread),
+        )
+    if kind is Kind.OTHER:
+        # Unknown types are kept for audit, but nothing of their content is needed.
+        return NormalizedEvent(
+            **common, minimal_payload={"type": payload.get("type"), "event_type": event_type}
+        )
+    return NormalizedEvent(
+        **common,
+        recipients=_addresses(obj.get("recipients")),
+        bounce_type=_text(obj.get("type"))[:40] if kind is Kind.BOUNCED else "",
+        reason=_text(obj.get("reason") or obj.get("sub_type"))[:200],
+        minimal_payload={
+            "type": payload.get("type"),
+            "event_type": event_type,
+            "event_id": payload.get("event_id"),
+            key: obj,
+        },
+    )
+
+
+def address_of(value: Any) -> str:
+    """The bare, lower-cased address of ``"Jane <jane@x.test>"``, ``jane@x.test`` or an object."""
+    if isinstance(value, dict):
+        value = value.get("address") or value.get("email") or ""
+    if not isinstance(value, str):
+        return ""
+    address = parseaddr(value)[1].strip().lower()
+    return address if "@" in address else ""
+
+
+def _addresses(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else [value]
+    seen: dict[str, None] = {}
+    for item in items:
+        if isinstance(item, str) and "," in item:
+            candidates = [a for _, a in getaddresses([item])]
+        else:
+            candidates = [item]
+        for candidate in candidates:
+            address = address_of(candidate)
+            if address:
+                seen.setdefault(address, None)
+    return tuple(seen)
+
+
+def _event_object(payload: dict, key: str) -> dict:
+    obj = payload.get(key) if key else None
+    if isinstance(obj, dict):
+        return obj
+    # Some senders flatten the object into the payload; fall back to the payload itself.
+    return payload
+
+
+def _inbound(message: dict) -> Inbound:
+    sender = message.get("from")
+    if not sender:
+        sender = message.get("from_")
+    if isinstance(sender, list):
+        sender = sender[0] if sender else ""
+    preview = _text(message.get("preview")) or _text(message.get("extracted_text"))
+    if not preview:
+        preview = _text(message.get("text"))
+    return Inbound(
+        sender=_text(sender)[:320],
+        subject=_text(message.get("subject"))[:998],
+        preview=" ".join(preview.split())[:PREVIEW_LENGTH],
+        in_reply_to=_text(message.get("in_reply_to"))[:998],
+    )
+
+
+def _minimal_received(payload: dict, message: dict, thread: dict) -> dict:
+    kept = {k: message[k] for k in _KEPT_MESSAGE_FIELDS if k in message}
+    kept["preview"] = _inbound(message).preview
+    return {
+        "type": payload.get("type"),
+        "event_type": payload.get("event_type"),
+        "event_id": payload.get("event_id"),
+        "message": kept,
+        "thread": {k: thread[k] for k in _KEPT_THREAD_FIELDS if k in thread},
+    }
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _timestamp(value: Any) -> datetime | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        try:
+            return datetime.fromtimestamp(value, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    if isinstance(value, str) and value:
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return None

@@ -1,0 +1,498 @@
+"""Every write of the webhooks app: the event ledger, delivery tracking, inbound mail, retention.
+
+The receiver calls ``event_receive``: one short transaction that inserts the ledger row
+(``UNIQUE(endpoint, svix_id)`` with ``ON CONFLICT DO NOTHING``, so a redelivery changes nothing)
+and applies it in a savepoint. A failure while applying leaves the row ``pending`` for
+``events_replay_pending`` (the sweep) instead of answering 5xx.
+
+Applying can only move per-recipient delivery state forward and add suppressions; it never writes
+a ``SendIntent`` except through ``intents.services.intent_hold`` (a person must re-confirm).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import connection, transaction
+from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterRef, Q, Value
+from django.db.models.functions import Now
+
+from intents.models import IntentEvent, SendIntent, Suppression
+from mailboxes.models import Mailbox
+from webhooks.models import InboundMessage, RecipientDelivery, WebhookEndpoint, WebhookEvent
+from webhooks.normalize import DELIVERY_KINDS, Kind, NormalizedEvent, normalize
+
+log = logging.getLogger("webhooks.services")
+
+State = WebhookEvent.State
+UNAPPLIED = (State.PENDING, State.DEFERRED)
+
+# Bounces and complaints feed the suppression list; so does a provider rejection. A transient
+# (soft) bounce says nothing lasting about the address, so it moves state but does not suppress.
+_SUPPRESSING = {
+    Kind.BOUNCED: Suppression.Reason.BOUNCED,
+    Kind.COMPLAINED: Suppression.Reason.COMPLAINED,
+    Kind.REJECTED: Suppression.Reason.REJECTED,
+}
+_TRANSIENT_BOUNCE = "transient"
+HOLD_REASON = "customer wrote again in this thread after the draft was written; re-confirm"
+ENDPOINT_TOUCH_INTERVAL = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class Received:
+    """What the receiver answers: whether this delivery was new, and the event's state."""
+
+    created: bool
+    event_id: int | None
+    state: str
+
+
+# --- the ledger --------------------------------------------------------------------------------
+
+
+def event_store(
+    *, tenant, endpoint: WebhookEndpoint, svix_id: str, event: NormalizedEvent
+) -> WebhookEvent | None:
+    """Insert the ledger row; ``None`` when this (endpoint, svix-id) is already stored.
+
+    Must run inside a transaction. A concurrent duplicate waits for the first insert's commit
+    and then inserts nothing.
+    """
+    table = WebhookEvent._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (endpoint_id, tenant_id, svix_id, event_type, event_id, "  # noqa: S608
+            "inbox_id, message_id, occurred_at, received_at, state, outcome, payload) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, now(), %s, '', %s::jsonb) "
+            "ON CONFLICT (endpoint_id, svix_id) DO NOTHING RETURNING id",
+            [
+                endpoint.pk,
+                tenant.pk,
+                svix_id,
+                event.event_type,
+                event.event_id,
+                event.inbox_id,
+                event.message_id,
+                event.occurred_at,
+                State.PENDING,
+                json.dumps(event.minimal_payload),
+            ],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return WebhookEvent.objects.get(pk=row[0])
+
+
+def event_receive(*, tenant, endpoint: WebhookEndpoint, svix_id: str, payload: dict) -> Received:
+    """Store a verified delivery and apply it, in one short transaction."""
+    normalized = normalize(payload)
+    with transaction.atomic():
+        event = event_store(tenant=tenant, endpoint=endpoint, svix_id=svix_id, event=normalized)
+        if event is None:
+            log.info(
+                "webhooks.event.duplicate",
+                extra={"tenant_id": tenant.pk, "endpoint_id": endpoint.pk, "svix_id": svix_id},
+            )
+            return Received(created=False, event_id=None, state="duplicate")
+        state = _apply_guarded(event, normalized)
+    log.info(
+        "webhooks.event.stored",
+        extra={
+            "tenant_id": tenant.pk,
+            "endpoint_id": endpoint.pk,
+            "svix_id": svix_id,
+            "event_type": normalized.event_type,
+            "state": state,
+        },
+    )
+    return Received(created=True, event_id=event.pk, state=state)
+
+
+def endpoint_touch(*, endpoint: WebhookEndpoint) -> None:
+    """Record that the endpoint hears from the provider, at most once a minute: a write per event
+    would serialise every delivery of a tenant on this one row."""
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).filter(
+        Q(last_event_at__isnull=True) | Q(last_event_at__lt=Now() - ENDPOINT_TOUCH_INTERVAL)
+    ).update(last_event_at=Now())
+
+
+# --- applying ----------------------------------------------------------------------------------
+
+
+def event_apply(*, event_id: int) -> str:
+    """Apply one stored, not yet applied event; safe to call twice or concurrently."""
+    with transaction.atomic():
+        event = (
+            WebhookEvent.objects.select_for_update(skip_locked=True)
+            .filter(pk=event_id, state__in=UNAPPLIED)
+            .first()
+        )
+        if event is None:
+            return ""
+        if event.payload is None:
+            return _finish(event, State.IGNORED, "payload purged before it could be applied")
+        normalized = normalize(event.payload)
+        if normalized.kind in DELIVERY_KINDS and normalized.message_id:
+            _lock_message(event.tenant_id, normalized.message_id)
+        return _apply_guarded(event, normalized)
+
+
+def events_apply_deferred(*, tenant_id: int, message_id: str) -> int:
+    """Apply the events that arrived before an intent recorded ``message_id``.
+
+    Called by the intents worker on commit after recording a provider message id. The message
+    lock closes the race with a webhook transaction that looked for the intent just before that
+    commit: either it saw the intent, or its deferred row is visible here once it commits.
+    """
+    if not message_id:
+        return 0
+    with transaction.atomic():
+        _lock_message(tenant_id, message_id)
+        events = list(
+            WebhookEvent.objects.select_for_update(skip_locked=True)
+            .filter(tenant_id=tenant_id, message_id=message_id, state=State.DEFERRED)
+            .order_by("received_at", "id")
+        )
+        applied = 0
+        for event in events:
+            if event.payload is None:
+                _finish(event, State.IGNORED, "payload purged before it could be applied")
+                continue
+            if _apply_guarded(event, normalize(event.payload)) == State.APPLIED:
+                applied += 1
+    if applied:
+        log.info(
+            "webhooks.event.deferred_applied",
+            extra={"tenant_id": tenant_id, "message_id": message_id, "count": applied},
+        )
+    return applied
+
+
+def events_replay_pending(*, batch: int = 500) -> int:
+    """The sweep: apply events left pending, and deferred events whose message id has since been
+    recorded (the on-commit call from the worker may have been lost). Returns how many changed
+    state."""
+    recorded = SendIntent.objects.filter(
+        tenant_id=OuterRef("tenant_id"), provider_message_id=OuterRef("message_id")
+    )
+    candidates = list(
+        WebhookEvent.objects.filter(
+            Q(state=State.PENDING)
+            | (Q(state=State.DEFERRED) & ~Q(message_id="") & Exists(recorded))
+        )
+        .order_by("received_at", "id")
+        .values_list("pk", flat=True)[:batch]
+    )
+    moved = 0
+    for event_id in candidates:
+        state = event_apply(event_id=event_id)
+        if state and state not in UNAPPLIED:
+            moved += 1
+    if moved:
+        log.info("webhooks.event.replayed", extra={"count": moved})
+    return moved
+
+
+def _lock_message(tenant_id: int, message_id: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            [f"webhooks.message:{tenant_id}:{message_id}"],
+        )
+
+
+def _apply_guarded(event: WebhookEvent, normalized: NormalizedEvent) -> str:
+    """Apply in a savepoint: an unexpected error leaves the event pending for the sweep."""
+    try:
+        with transaction.atomic():
+            if normalized.kind in DELIVERY_KINDS and normalized.message_id:
+                _lock_message(event.tenant_id, normalized.message_id)
+            state, outcome = _apply(event, normalized)
+            return _finish(event, state, outcome)
+    except Exception:
+        log.exception(
+            "webhooks.event.apply_failed",
+            extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id},
+        )
+        return State.PENDING
+
+
+def _finish(event: WebhookEvent, state: str, outcome: str) -> str:
+    applied_at = Now() if state in (State.APPLIED, State.IGNORED, State.REJECTED) else None
+    WebhookEvent.objects.filter(pk=event.pk).update(
+        state=state, outcome=outcome[:200], applied_at=applied_at
+    )
+    if state == State.REJECTED:
+        log.warning(
+            "webhooks.event.rejected",
+            extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id, "outcome": outcome},
+        )
+    return state
+
+
+def _apply(event: WebhookEvent, normalized: NormalizedEvent) -> tuple[str, str]:
+    if normalized.kind is Kind.OTHER:
+        return State.IGNORED, f"event type {normalized.event_type or '(none)'} is not tracked"
+    mailbox = (
+        Mailbox.objects.filter(tenant_id=event.tenant_id, inbox_id__iexact=normalized.inbox_id)
+        .exclude(inbox_id="")
+        .first()
+        if normalized.inbox_id
+        else None
+    )
+    if mailbox is None:
+        return State.REJECTED, "the event's inbox is not a mailbox of this tenant"
+    if not normalized.message_id:
+        return State.IGNORED, "the event names no message id"
+    if normalized.kind is Kind.RECEIVED:
+        return _apply_received(event, normalized, mailbox)
+    intent = (
+        SendIntent.objects.filter(
+            tenant_id=event.tenant_id,
+            mailbox=mailbox,
+            provider_message_id=normalized.message_id,
+        )
+        .order_by("id")
+        .first()
+    )
+    if intent is None:
+        return State.DEFERRED, "no send has recorded this message id yet"
+    return _apply_delivery(event, normalized, intent)
+
+
+def _approved_addresses(intent: SendIntent) -> list[str]:
+    recipients = intent.recipients or {}
+    seen: dict[str, None] = {}
+    for key in ("to", "cc", "bcc"):
+        for address in recipients.get(key) or []:
+            seen.setdefault(str(address).strip().lower(), None)
+    return list(seen)
+
+
+def _apply_delivery(
+    event: WebhookEvent, normalized: NormalizedEvent, intent: SendIntent
+) -> tuple[str, str]:
+    approved = _approved_addresses(intent)
+    # An event without recipients (message.rejected) concerns the whole message.
+    named = list(normalized.recipients) or approved
+    targets = [a for a in named if a in approved]
+    strangers = [a for a in named if a not in approved]
+    if strangers:
+        log.warning(
+            "webhooks.event.unknown_recipients",
+            extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id, "count": len(strangers)},
+        )
+    moved = _advance(event, intent, normalized.kind.value, targets)
+    suppressed: list[str] = []
+    reason = _SUPPRESSING.get(normalized.kind)
+    if reason and normalized.bounce_type.lower() != _TRANSIENT_BOUNCE:
+        suppressed = _suppress(event, normalized, reason, targets)
+    IntentEvent.objects.create(
+        tenant_id=event.tenant_id,
+        draft_id=intent.draft_id,
+        intent=intent,
+        actor_kind=IntentEvent.Actor.WEBHOOK,
+        actor_label=event.svix_id[:100],
+        action=f"delivery.{normalized.kind.value}",
+        data={
+            "webhook_event_id": event.pk,
+            "event_id": normalized.event_id,
+            "moved": moved,
+            "unchanged": [a for a in targets if a not in moved],
+            "suppressed": suppressed,
+            "unknown_recipients": len(strangers),
+        },
+    )
+    outcome = f"{len(moved)} of {len(targets)} recipients moved to {normalized.kind.value}"
+    if suppressed:
+        outcome += f"; {len(suppressed)} suppressed"
+    return State.APPLIED, outcome
+
+
+def _rank_sql(column: str) -> str:
+    cases = " ".join(
+        f"WHEN '{state}' THEN {rank}" for state, rank in RecipientDelivery.RANK.items()
+    )
+    return f"(CASE {column} {cases} ELSE 0 END)"
+
+
+def _advance(event: WebhookEvent, intent: SendIntent, state: str, addresses: Iterable[str]) -> list:
+    """Upsert each recipient's state, changing a row only to a higher rank; returns who moved.
+
+    One statement per event: concurrent events for the same recipient are ordered by the row
+    lock of the upsert, and the rank comparison makes the result independent of that order.
+    """
+    addresses = list(addresses)
+    if not addresses:
+        return []
+    table = RecipientDelivery._meta.db_table
+    values = ", ".join(["(%s, %s, %s, %s, now(), %s)"] * len(addresses))
+    params: list = []
+    for address in addresses:
+        params += [event.tenant_id, intent.pk, address, state, event.pk]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} AS d (tenant_id, intent_id, address, state, updated_at, "  # noqa: S608
+            f"last_event_id) VALUES {values} "
+            "ON CONFLICT (intent_id, address) DO UPDATE SET state = EXCLUDED.state, "
+            "updated_at = EXCLUDED.updated_at, last_event_id = EXCLUDED.last_event_id "
+            f"WHERE {_rank_sql('d.state')} < {_rank_sql('EXCLUDED.state')} "
+            "RETURNING address",
+            params,
+        )
+        moved = {row[0] for row in cursor.fetchall()}
+    return [a for a in addresses if a in moved]
+
+
+def _suppress(
+    event: WebhookEvent, normalized: NormalizedEvent, reason: str, addresses: list[str]
+) -> list[str]:
+    """Add tenant suppressions; an address already suppressed keeps its first reason."""
+    if not addresses:
+        return []
+    existing = set(
+        Suppression.objects.filter(tenant_id=event.tenant_id, address__in=addresses).values_list(
+            "address", flat=True
+        )
+    )
+    Suppression.objects.bulk_create(
+        [
+            Suppression(
+                tenant_id=event.tenant_id,
+                address=address,
+                reason=reason,
+                source=(normalized.event_id or event.svix_id)[:100],
+                note=f"{normalized.event_type} webhook"
+                + (f" ({normalized.reason})" if normalized.reason else ""),
+            )
+            for address in addresses
+        ],
+        ignore_conflicts=True,
+    )
+    added = [a for a in addresses if a not in existing]
+    if added:
+        log.info(
+            "webhooks.suppression.added",
+            extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id, "count": len(added)},
+        )
+    return added
+
+
+def _apply_received(
+    event: WebhookEvent, normalized: NormalizedEvent, mailbox: Mailbox
+) -> tuple[str, str]:
+    inbound_facts = normalized.inbound
+    occurred_at = normalized.occurred_at or event.received_at
+    _, created = InboundMessage.objects.get_or_create(
+        mailbox=mailbox,
+        message_id=normalized.message_id,
+        defaults={
+            "tenant_id": event.tenant_id,
+            "thread_id": normalized.thread_id,
+            "sender": inbound_facts.sender if inbound_facts else "",
+            "subject": inbound_facts.subject if inbound_facts else "",
+            "preview": inbound_facts.preview if inbound_facts else "",
+            "received_at": occurred_at,
+        },
+    )
+    if not created:
+        return State.APPLIED, "inbound message already recorded"
+    held = _hold_stale_intents(event, normalized, mailbox, occurred_at)
+    return State.APPLIED, f"inbound message recorded; {held} queued send(s) held"
+
+
+def _hold_stale_intents(event, normalized: NormalizedEvent, mailbox: Mailbox, occurred_at) -> int:
+    """A reply approved before the customer wrote again may no longer fit: hold it for a person.
+
+    Only messages written after the draft count (the agent had the earlier ones), and never the
+    message the draft answers.
+    """
+    if not normalized.thread_id:
+        return 0
+    from intents import errors as intent_errors
+    from intents import services as intent_services
+
+    stale = (
+        SendIntent.objects.filter(
+            tenant_id=event.tenant_id,
+            mailbox=mailbox,
+            state=SendIntent.State.QUEUED,
+            held_reason="",
+            draft__created_at__lt=occurred_at,
+        )
+        .filter(
+            Q(draft__thread_id=normalized.thread_id) | Q(provider_thread_id=normalized.thread_id)
+        )
+        .exclude(draft__in_reply_to=normalized.message_id)
+        .values_list("pk", flat=True)
+    )
+    held = 0
+    for intent_id in list(stale):
+        try:
+            intent_services.intent_hold(
+                tenant=mailbox.tenant, intent_id=intent_id, reason=HOLD_REASON
+            )
+        except intent_errors.DraftError as exc:
+            # It left `queued` meanwhile (claimed, cancelled): nothing to hold any more.
+            log.info(
+                "webhooks.intent.hold_skipped",
+                extra={"tenant_id": event.tenant_id, "intent_id": intent_id, "code": exc.code},
+            )
+            continue
+        held += 1
+        log.info(
+            "webhooks.intent.held",
+            extra={"tenant_id": event.tenant_id, "intent_id": intent_id, "svix_id": event.svix_id},
+        )
+    return held
+
+
+# --- reads -------------------------------------------------------------------------------------
+
+
+def delivery_summary(*, intent: SendIntent) -> list[RecipientDelivery]:
+    """One row per approved recipient, in approval order (to, cc, bcc). A recipient without any
+    event yet is an unsaved ``RecipientDelivery`` with ``state == ""``."""
+    rows = {
+        row.address: row
+        for row in RecipientDelivery.objects.filter(tenant_id=intent.tenant_id, intent=intent)
+    }
+    summary = [
+        rows.pop(address, None)
+        or RecipientDelivery(tenant_id=intent.tenant_id, intent=intent, address=address, state="")
+        for address in _approved_addresses(intent)
+    ]
+    return summary + sorted(rows.values(), key=lambda row: row.address)
+
+
+# --- retention ---------------------------------------------------------------------------------
+
+
+def events_purge_payloads() -> int:
+    """Drop payloads (and inbound previews) older than each tenant's retention period.
+
+    The ledger row itself stays: it is tiny, and its svix-id must outlive every redelivery.
+    Events still waiting to be applied are closed as ignored, since nothing could apply them.
+    """
+    cutoff = ExpressionWrapper(
+        Now() - F("tenant__retention_days") * Value(timedelta(days=1)),
+        output_field=DateTimeField(),
+    )
+    with transaction.atomic():
+        old = WebhookEvent.objects.filter(payload__isnull=False, received_at__lt=cutoff)
+        old.filter(state__in=UNAPPLIED).update(
+            state=State.IGNORED,
+            outcome="payload purged after the retention period before it could be applied",
+            applied_at=Now(),
+        )
+        purged = old.update(payload=None)
+        InboundMessage.objects.filter(received_at__lt=cutoff).exclude(preview="").update(preview="")
+    if purged:
+        log.info("webhooks.event.payloads_purged", extra={"count": purged})
+    return purged

@@ -1,0 +1,19 @@
+"""django-q2 entry points. Each takes ids, calls one service and is safe to run twice."""
+
+from __future__ import annotations
+
+from webhooks import services
+
+
+def replay_pending() -> int:
+    """Part of the sweep: apply events stored but not applied."""
+    return services.events_replay_pending()
+
+
+def purge_payloads() -> int:
+    """Retention: drop webhook payloads older than each tenant's retention period."""
+    return services.events_purge_payloads()
+
+
+def apply_deferred(tenant_id: int, message_id: str) -> int:
+    return services.events_apply_deferred(tenant_id=tenant_id, message_id=message_id)
