@@ -39,3 +39,39 @@ def signed_in(client):
 @pytest.fixture
 def password():
     return PASSWORD
+
+
+@pytest.fixture(scope="session")
+def sandbox_server():
+    """One sandbox AgentMail process for the test session, on a free loopback port."""
+    from mailboxes.sandbox.testing import SandboxServer
+
+    with SandboxServer() as server:
+        yield server
+
+
+@pytest.fixture
+def sandbox(sandbox_server, settings):
+    """The sandbox, with settings pointed at it and no faults left over from another test."""
+    settings.AGENTMAIL_BASE_URL = sandbox_server.base_url
+    settings.AGENTMAIL_ORG_API_KEY = sandbox_server.org_key
+    # Webhooks from the sandbox go nowhere unless a test serves a receiver (port 9 refuses fast).
+    settings.PUBLIC_BASE_URL = "http://127.0.0.1:9"
+    sandbox_server.clear_faults()
+    yield sandbox_server
+    sandbox_server.clear_faults()
+
+
+@pytest.fixture
+def mailbox_factory(sandbox, db):
+    """mailbox_factory(tenant, username=None, **kw) -> an active Mailbox provisioned in the sandbox
+    (its own inbox and inbox-scoped key), through the real provisioning service."""
+    import uuid
+
+    from mailboxes import provisioning
+
+    def make(tenant, username=None, **kwargs):
+        username = username or f"mb-{uuid.uuid4().hex[:10]}"
+        return provisioning.mailbox_create(tenant=tenant, username=username, **kwargs)
+
+    return make

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+
+from mailboxes.models import Mailbox
+
+DOMAIN_RE = r"^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$"
+
+
+def _lines(value: str) -> list[str]:
+    items = [item.strip().lower() for chunk in value.splitlines() for item in chunk.split(",")]
+    return sorted({item for item in items if item})
+
+
+class MailboxCreateForm(forms.Form):
+    username = forms.CharField(
+        max_length=64, help_text="The part before the @. Lower-case letters, digits, dots, dashes."
+    )
+    display_name = forms.CharField(max_length=120, required=False)
+
+
+class MailboxPolicyForm(forms.Form):
+    display_name = forms.CharField(max_length=120, required=False)
+    policy_mode = forms.ChoiceField(choices=Mailbox.PolicyMode.choices, widget=forms.RadioSelect)
+    allowed_domains = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="One domain a line, e.g. example.com",
+    )
+    allowed_addresses = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3}), help_text="One address a line"
+    )
+
+    def clean_allowed_domains(self) -> list[str]:
+        import re
+
+        domains = _lines(self.cleaned_data["allowed_domains"])
+        bad = [d for d in domains if not re.match(DOMAIN_RE, d)]
+        if bad:
+            raise ValidationError(f"Not a domain name: {', '.join(bad[:5])}")
+        return domains
+
+    def clean_allowed_addresses(self) -> list[str]:
+        addresses = _lines(self.cleaned_data["allowed_addresses"])
+        bad = []
+        for address in addresses:
+            try:
+                validate_email(address)
+            except ValidationError:
+                bad.append(address)
+        if bad:
+            raise ValidationError(f"Not an email address: {', '.join(bad[:5])}")
+        return addresses
+
+    def clean(self):
+        data = super().clean()
+        if (
+            data.get("policy_mode") == Mailbox.PolicyMode.RESTRICTED
+            and not data.get("allowed_domains")
+            and not data.get("allowed_addresses")
+        ):
+            raise ValidationError(
+                "A restricted mailbox needs at least one allowed domain or address."
+            )
+        return data

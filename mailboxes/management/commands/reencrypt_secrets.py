@@ -1,0 +1,31 @@
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from mailboxes import crypto
+from mailboxes.models import Mailbox
+from webhooks.models import WebhookSecret
+
+
+class Command(BaseCommand):
+    help = (
+        "Re-seal every stored secret (AgentMail keys, webhook secrets) under the first key of "
+        "SECRET_ENCRYPTION_KEYS, so older keys can then be removed from the ring."
+    )
+
+    def handle(self, *args, **options):
+        mailboxes = secrets = 0
+        with transaction.atomic():
+            for mailbox in Mailbox.objects.select_for_update().exclude(api_key_sealed=""):
+                if crypto.needs_reseal(mailbox.api_key_sealed):
+                    mailbox.api_key_sealed = mailbox.seal_api_key(mailbox.api_key())
+                    mailbox.save(update_fields=["api_key_sealed"])
+                    mailboxes += 1
+            for secret in WebhookSecret.objects.select_for_update().select_related("endpoint"):
+                if crypto.needs_reseal(secret.sealed):
+                    secret.sealed = secret.seal(secret.plaintext())
+                    secret.save(update_fields=["sealed"])
+                    secrets += 1
+        primary, _ = crypto.key_ring()
+        self.stdout.write(
+            f"re-sealed {mailboxes} mailbox keys and {secrets} webhook secrets under key {primary!r}"
+        )

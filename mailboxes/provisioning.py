@@ -1,0 +1,288 @@
+"""Connecting a tenant to AgentMail: one pod per tenant, an inbox and an inbox-scoped key per
+mailbox, one pod webhook per tenant. The only code that uses the organisation key.
+
+Each step is safe to repeat after a crash at any point: creates carry a deterministic
+``client_id`` (AgentMail answers a repeat with the original object), local rows are written with
+conditional updates, and a key created at the provider but never stored locally (the process died
+in between) is found by its name and deleted before a new one is made, so a mailbox ends with
+exactly one key. Network calls happen outside transactions; a PostgreSQL advisory lock keeps two
+provisioners of the same mailbox from interleaving.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import zlib
+from contextlib import contextmanager
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+
+from mailboxes import provider
+from mailboxes.models import Mailbox
+from tenants.models import AuditEvent, Tenant
+
+logger = logging.getLogger("mailboxes.provisioning")
+
+USERNAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?$")
+
+
+class ProvisioningError(Exception):
+    def __init__(self, message: str, *, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+@contextmanager
+def _advisory_lock(name: str):
+    key = (7301 << 32) | zlib.crc32(name.encode())
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s::bigint)", [key])
+        (acquired,) = cursor.fetchone()
+    if not acquired:
+        raise ProvisioningError("Provisioning of this item is already running; try again shortly.")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s::bigint)", [key])
+
+
+def _audit(*, tenant, actor, action: str, obj, data: dict | None = None) -> None:
+    AuditEvent.objects.create(
+        tenant=tenant,
+        actor=actor,
+        action=action,
+        object_type=type(obj).__name__.lower(),
+        object_id=str(obj.pk),
+        data=data or {},
+    )
+
+
+def _wrap(exc: provider.ProviderError) -> ProvisioningError:
+    return ProvisioningError(f"AgentMail refused the request: {exc}")
+
+
+def tenant_connect(*, tenant: Tenant, actor=None) -> str:
+    """The tenant's pod id, creating the pod on first use (client_id derived from the tenant id)."""
+    tenant.refresh_from_db(fields=["agentmail_pod_id"])
+    if tenant.agentmail_pod_id:
+        return tenant.agentmail_pod_id
+    try:
+        pod_id = provider.create_pod(
+            client_id=f"cs-tenant-{tenant.pk}", name=f"countersign-{tenant.slug}"
+        )
+    except provider.ProviderError as exc:
+        raise _wrap(exc) from None
+    with transaction.atomic():
+        updated = Tenant.objects.filter(pk=tenant.pk, agentmail_pod_id="").update(
+            agentmail_pod_id=pod_id
+        )
+        if updated:
+            _audit(
+                tenant=tenant,
+                actor=actor,
+                action="tenant.connected",
+                obj=tenant,
+                data={"pod_id": pod_id},
+            )
+    tenant.refresh_from_db(fields=["agentmail_pod_id"])
+    return tenant.agentmail_pod_id
+
+
+def mailbox_create(
+    *,
+    tenant: Tenant,
+    username: str,
+    display_name: str = "",
+    actor=None,
+    policy_mode: str = Mailbox.PolicyMode.OPEN,
+    allowed_domains: list[str] | None = None,
+    allowed_addresses: list[str] | None = None,
+) -> Mailbox:
+    """Create the local mailbox row, then provision it at AgentMail."""
+    username = username.strip().lower()
+    if not USERNAME_RE.match(username):
+        raise ProvisioningError(
+            "Use 1-64 lower-case letters, digits, dots, dashes or underscores, starting and ending "
+            "with a letter or digit.",
+            field="username",
+        )
+    address = f"{username}@{settings.AGENTMAIL_INBOX_DOMAIN}"
+    existing = Mailbox.objects.filter(tenant=tenant, username=username).first()
+    if existing is None:
+        try:
+            with transaction.atomic():
+                existing = Mailbox.objects.create(
+                    tenant=tenant,
+                    username=username,
+                    address=address,
+                    display_name=display_name.strip(),
+                    policy_mode=policy_mode,
+                    allowed_domains=allowed_domains or [],
+                    allowed_addresses=allowed_addresses or [],
+                )
+                _audit(
+                    tenant=tenant,
+                    actor=actor,
+                    action="mailbox.created",
+                    obj=existing,
+                    data={"address": address},
+                )
+        except IntegrityError:
+            raise ProvisioningError(
+                f"The address {address} is already taken.", field="username"
+            ) from None
+    elif existing.status == Mailbox.Status.ACTIVE:
+        raise ProvisioningError(f"This tenant already has the mailbox {address}.", field="username")
+    return mailbox_provision(mailbox=existing, actor=actor)
+
+
+def mailbox_provision(*, mailbox: Mailbox, actor=None) -> Mailbox:
+    """Bring a mailbox to `active`: inbox, inbox-scoped key, tenant webhook. Safe to repeat."""
+    tenant = mailbox.tenant
+    pod_id = tenant_connect(tenant=tenant, actor=actor)
+    with _advisory_lock(f"mailbox:{mailbox.pk}"):
+        mailbox.refresh_from_db()
+        try:
+            inbox_id = provider.create_inbox(
+                pod_id=pod_id,
+                username=mailbox.username,
+                domain=mailbox.address.rpartition("@")[2],
+                display_name=mailbox.display_name,
+                client_id=mailbox.client_id,
+            )
+        except provider.ProviderError as exc:
+            raise _wrap(exc) from None
+        Mailbox.objects.filter(pk=mailbox.pk, inbox_id="").update(inbox_id=inbox_id)
+        if not mailbox.api_key_sealed:
+            _install_inbox_key(mailbox=mailbox, inbox_id=inbox_id, actor=actor)
+    webhook_register(tenant=tenant, actor=actor)
+    mailbox.refresh_from_db()
+    return mailbox
+
+
+def _install_inbox_key(*, mailbox: Mailbox, inbox_id: str, actor) -> None:
+    key_name = f"countersign-mailbox-{mailbox.pk}"
+    try:
+        # A key with our name that we never stored belongs to a provisioning run that died
+        # between the provider call and our commit: its secret is lost, so remove it.
+        for api_key_id, name in provider.list_inbox_keys(inbox_id=inbox_id):
+            if name == key_name:
+                provider.delete_inbox_key(inbox_id=inbox_id, api_key_id=api_key_id)
+        created = provider.create_inbox_key(inbox_id=inbox_id, name=key_name)
+    except provider.ProviderError as exc:
+        raise _wrap(exc) from None
+    with transaction.atomic():
+        updated = Mailbox.objects.filter(pk=mailbox.pk, api_key_sealed="").update(
+            api_key_sealed=mailbox.seal_api_key(created.api_key),
+            provider_api_key_id=created.api_key_id,
+            status=Mailbox.Status.ACTIVE,
+        )
+        if updated:
+            _audit(
+                tenant=mailbox.tenant,
+                actor=actor,
+                action="mailbox.key_installed",
+                obj=mailbox,
+                data={"api_key_id": created.api_key_id},
+            )
+    logger.info(
+        "mailboxes.mailbox.provisioned",
+        extra={"mailbox_id": mailbox.pk, "tenant_id": mailbox.tenant_id},
+    )
+
+
+def webhook_register(*, tenant: Tenant, actor=None):
+    """Register the tenant's pod webhook pointing at our receiver and store its secret sealed."""
+    from webhooks.models import WebhookEndpoint, WebhookSecret
+
+    pod_id = tenant_connect(tenant=tenant, actor=actor)
+    endpoint, _ = WebhookEndpoint.objects.get_or_create(tenant=tenant)
+    url = f"{settings.PUBLIC_BASE_URL.rstrip('/')}/webhooks/agentmail/{endpoint.public_id}/"
+    try:
+        hook = provider.register_pod_webhook(pod_id=pod_id, url=url, client_id=endpoint.client_id)
+    except provider.ProviderError as exc:
+        raise _wrap(exc) from None
+    with transaction.atomic():
+        endpoint = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+        known = [s.plaintext() for s in endpoint.secrets.filter(retired_at__isnull=True)]
+        if hook.secret not in known:
+            secret = WebhookSecret(endpoint=endpoint)
+            secret.sealed = secret.seal(hook.secret)
+            secret.save()
+            _audit(tenant=tenant, actor=actor, action="webhook.secret_stored", obj=endpoint)
+        if (
+            endpoint.status != WebhookEndpoint.Status.ACTIVE
+            or endpoint.provider_webhook_id != hook.webhook_id
+        ):
+            endpoint.status = WebhookEndpoint.Status.ACTIVE
+            endpoint.provider_webhook_id = hook.webhook_id
+            endpoint.save(update_fields=["status", "provider_webhook_id"])
+    return endpoint
+
+
+@transaction.atomic
+def mailbox_set_status(*, tenant: Tenant, mailbox_id: int, status: str, actor) -> Mailbox:
+    if status not in (Mailbox.Status.ACTIVE, Mailbox.Status.DISABLED):
+        raise ProvisioningError("A mailbox can only be enabled or disabled.")
+    mailbox = Mailbox.objects.select_for_update().get(tenant=tenant, pk=mailbox_id)
+    if mailbox.status == Mailbox.Status.PROVISIONING:
+        raise ProvisioningError(
+            "This mailbox is still being provisioned; retry provisioning first."
+        )
+    if mailbox.status != status:
+        previous = mailbox.status
+        mailbox.status = status
+        mailbox.save(update_fields=["status"])
+        _audit(
+            tenant=tenant,
+            actor=actor,
+            action=f"mailbox.{'enabled' if status == 'active' else 'disabled'}",
+            obj=mailbox,
+            data={"from": previous},
+        )
+    return mailbox
+
+
+@transaction.atomic
+def mailbox_update_policy(
+    *,
+    tenant: Tenant,
+    mailbox_id: int,
+    policy_mode: str,
+    allowed_domains: list[str],
+    allowed_addresses: list[str],
+    display_name: str,
+    actor,
+) -> Mailbox:
+    mailbox = Mailbox.objects.select_for_update().get(tenant=tenant, pk=mailbox_id)
+    before = {
+        "policy_mode": mailbox.policy_mode,
+        "allowed_domains": list(mailbox.allowed_domains),
+        "allowed_addresses": list(mailbox.allowed_addresses),
+        "display_name": mailbox.display_name,
+    }
+    mailbox.policy_mode = policy_mode
+    mailbox.allowed_domains = allowed_domains
+    mailbox.allowed_addresses = allowed_addresses
+    mailbox.display_name = display_name
+    mailbox.save(
+        update_fields=["policy_mode", "allowed_domains", "allowed_addresses", "display_name"]
+    )
+    after = {
+        "policy_mode": policy_mode,
+        "allowed_domains": allowed_domains,
+        "allowed_addresses": allowed_addresses,
+        "display_name": display_name,
+    }
+    _audit(
+        tenant=tenant,
+        actor=actor,
+        action="mailbox.policy_changed",
+        obj=mailbox,
+        data={"before": before, "after": after},
+    )
+    return mailbox

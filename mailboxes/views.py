@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from mailboxes import provisioning
+from mailboxes.forms import MailboxCreateForm, MailboxPolicyForm
+from mailboxes.models import Mailbox
+from tenants.access import ADMIN_ONLY, tenant_view
+
+
+def _mailbox(request: HttpRequest, mailbox_id: int) -> Mailbox:
+    try:
+        return Mailbox.objects.get(tenant=request.tenant, pk=mailbox_id)
+    except Mailbox.DoesNotExist:
+        raise Http404("No such mailbox") from None
+
+
+@tenant_view()
+@require_GET
+def mailbox_list(request: HttpRequest) -> HttpResponse:
+    mailboxes = Mailbox.objects.filter(tenant=request.tenant).order_by("address")
+    return render(request, "mailboxes/list.html", {"mailboxes": mailboxes})
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_http_methods(["GET", "POST"])
+def mailbox_create(request: HttpRequest) -> HttpResponse:
+    form = MailboxCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            mailbox = provisioning.mailbox_create(
+                tenant=request.tenant,
+                username=form.cleaned_data["username"],
+                display_name=form.cleaned_data["display_name"],
+                actor=request.user,
+            )
+        except provisioning.ProvisioningError as exc:
+            form.add_error(exc.field, exc.message)
+        else:
+            messages.success(request, f"Mailbox {mailbox.address} is connected and ready to send.")
+            return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
+    return render(
+        request, "mailboxes/create.html", {"form": form}, status=400 if form.errors else 200
+    )
+
+
+@tenant_view()
+@require_GET
+def mailbox_detail(request: HttpRequest, mailbox_id: int) -> HttpResponse:
+    mailbox = _mailbox(request, mailbox_id)
+    form = MailboxPolicyForm(
+        initial={
+            "display_name": mailbox.display_name,
+            "policy_mode": mailbox.policy_mode,
+            "allowed_domains": "\n".join(mailbox.allowed_domains),
+            "allowed_addresses": "\n".join(mailbox.allowed_addresses),
+        }
+    )
+    return render(request, "mailboxes/detail.html", {"mailbox": mailbox, "form": form})
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def mailbox_policy(request: HttpRequest, mailbox_id: int) -> HttpResponse:
+    mailbox = _mailbox(request, mailbox_id)
+    form = MailboxPolicyForm(request.POST)
+    if not form.is_valid():
+        return render(
+            request, "mailboxes/detail.html", {"mailbox": mailbox, "form": form}, status=400
+        )
+    provisioning.mailbox_update_policy(
+        tenant=request.tenant,
+        mailbox_id=mailbox.pk,
+        actor=request.user,
+        **form.cleaned_data,
+    )
+    messages.success(request, "Recipient policy saved.")
+    return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def mailbox_status(request: HttpRequest, mailbox_id: int) -> HttpResponse:
+    mailbox = _mailbox(request, mailbox_id)
+    wanted = request.POST.get("status", "")
+    try:
+        provisioning.mailbox_set_status(
+            tenant=request.tenant, mailbox_id=mailbox.pk, status=wanted, actor=request.user
+        )
+    except provisioning.ProvisioningError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request, f"{mailbox.address} is now {'enabled' if wanted == 'active' else 'disabled'}."
+        )
+    return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def mailbox_retry(request: HttpRequest, mailbox_id: int) -> HttpResponse:
+    mailbox = _mailbox(request, mailbox_id)
+    try:
+        provisioning.mailbox_provision(mailbox=mailbox, actor=request.user)
+    except provisioning.ProvisioningError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{mailbox.address} is provisioned.")
+    return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)

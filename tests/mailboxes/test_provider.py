@@ -1,0 +1,199 @@
+"""The adapter against the sandbox over real HTTP: every classification branch, counted in the
+sandbox ledger (what AgentMail really accepted)."""
+
+import uuid
+
+import pytest
+
+from mailboxes import provider
+from mailboxes.provider import Outcome, SendRequest
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def mailbox(tenant_a, mailbox_factory):
+    return mailbox_factory(tenant_a)
+
+
+def request_for(mailbox, key=None, **overrides):
+    fields = {
+        "inbox_id": mailbox.inbox_id,
+        "to": ["customer@example.com"],
+        "cc": [],
+        "bcc": [],
+        "subject": "Your refund",
+        "text": "It is on its way.",
+        "html": "",
+        "labels": ["cs-intent-test"],
+        "idempotency_key": key or f"k-{uuid.uuid4().hex}",
+    }
+    fields.update(overrides)
+    return SendRequest(**fields)
+
+
+def send(mailbox, request):
+    return provider.send_message(api_key=mailbox.api_key(), request=request)
+
+
+def test_accepted_returns_message_and_thread_ids(mailbox, sandbox):
+    request = request_for(mailbox)
+    result = send(mailbox, request)
+    assert result.outcome == Outcome.ACCEPTED
+    assert result.message_id.startswith("<") and result.thread_id
+    assert [s["message_id"] for s in sandbox.ledger(idempotency_key=request.idempotency_key)] == [
+        result.message_id
+    ]
+
+
+def test_timeout_after_acceptance_then_replay_returns_the_original(mailbox, sandbox, settings):
+    settings.AGENTMAIL_READ_TIMEOUT = 0.5
+    sandbox.fault("send", "timeout_after_accept", delay=2)
+    request = request_for(mailbox)
+    lost = send(mailbox, request)
+    replay = send(mailbox, request)
+    ledger = sandbox.ledger(idempotency_key=request.idempotency_key)
+    assert lost.outcome == Outcome.UNCERTAIN
+    assert replay.outcome == Outcome.ACCEPTED
+    assert [s["message_id"] for s in ledger] == [replay.message_id]
+
+
+def test_dropped_after_processing_is_uncertain_and_replay_sends_nothing_new(mailbox, sandbox):
+    sandbox.fault("send", "drop_after")
+    request = request_for(mailbox)
+    assert send(mailbox, request).outcome == Outcome.UNCERTAIN
+    assert send(mailbox, request).outcome == Outcome.ACCEPTED
+    assert len(sandbox.ledger(idempotency_key=request.idempotency_key)) == 1
+
+
+def test_dropped_before_processing_then_retry_performs_the_first_send(mailbox, sandbox):
+    sandbox.fault("send", "drop_before")
+    request = request_for(mailbox)
+    assert send(mailbox, request).outcome == Outcome.UNCERTAIN
+    assert sandbox.ledger(idempotency_key=request.idempotency_key) == []
+    assert send(mailbox, request).outcome == Outcome.ACCEPTED
+    assert len(sandbox.ledger(idempotency_key=request.idempotency_key)) == 1
+
+
+def test_429_is_retry_later_with_retry_after(mailbox, sandbox):
+    sandbox.fault("send", "429", retry_after=7)
+    request = request_for(mailbox)
+    result = send(mailbox, request)
+    assert result.outcome == Outcome.RETRY_LATER
+    assert result.retry_after == 7
+    assert result.http_status == 429
+    assert sandbox.ledger(idempotency_key=request.idempotency_key) == []
+
+
+@pytest.mark.parametrize("mode", ["500_before", "503_before", "502_html"])
+def test_5xx_before_processing_is_uncertain_and_nothing_was_sent(mailbox, sandbox, mode):
+    sandbox.fault("send", mode)
+    request = request_for(mailbox)
+    result = send(mailbox, request)
+    assert result.outcome == Outcome.UNCERTAIN
+    assert result.http_status >= 500
+    assert sandbox.ledger(idempotency_key=request.idempotency_key) == []
+
+
+def test_5xx_after_processing_is_uncertain_and_replay_finds_the_one_send(mailbox, sandbox):
+    sandbox.fault("send", "500_after")
+    request = request_for(mailbox)
+    assert send(mailbox, request).outcome == Outcome.UNCERTAIN
+    replay = send(mailbox, request)
+    assert replay.outcome == Outcome.ACCEPTED
+    assert len(sandbox.ledger(idempotency_key=request.idempotency_key)) == 1
+
+
+def test_409_in_progress_is_uncertain(mailbox, sandbox):
+    sandbox.fault("send", "409_in_progress")
+    result = send(mailbox, request_for(mailbox))
+    assert result.outcome == Outcome.UNCERTAIN
+    assert result.http_status == 409
+
+
+def test_same_key_different_request_is_permanent(mailbox, sandbox):
+    key = f"k-{uuid.uuid4().hex}"
+    assert send(mailbox, request_for(mailbox, key)).outcome == Outcome.ACCEPTED
+    conflict = send(mailbox, request_for(mailbox, key, subject="Something else"))
+    assert conflict.outcome == Outcome.PERMANENT
+    assert conflict.http_status == 409
+    assert len(sandbox.ledger(idempotency_key=key)) == 1
+
+
+def test_no_recipients_is_permanent_422(mailbox, sandbox):
+    result = send(mailbox, request_for(mailbox, to=[]))
+    assert result.outcome == Outcome.PERMANENT
+    assert result.http_status == 422
+    assert result.error_code == "unprocessable"
+
+
+def test_gateway_403_is_permanent(mailbox, sandbox):
+    sandbox.fault("send", "gateway_403")
+    result = send(mailbox, request_for(mailbox))
+    assert result.outcome == Outcome.PERMANENT
+    assert result.http_status == 403
+    assert result.suppress_recipients is False
+
+
+def test_unknown_key_is_permanent_401(mailbox, sandbox):
+    result = provider.send_message(api_key="am_not_a_key", request=request_for(mailbox))
+    assert result.outcome == Outcome.PERMANENT
+    assert result.http_status == 401
+
+
+def test_connection_refused_is_retry_later(mailbox, settings):
+    settings.AGENTMAIL_BASE_URL = "http://127.0.0.1:9"
+    result = send(mailbox, request_for(mailbox))
+    assert result.outcome == Outcome.RETRY_LATER
+    assert result.error_code == "ConnectError"
+
+
+def test_malformed_2xx_is_uncertain(mailbox, sandbox):
+    sandbox.fault("send", "malformed_2xx")
+    request = request_for(mailbox)
+    result = send(mailbox, request)
+    assert result.outcome == Outcome.UNCERTAIN
+    assert result.error_code == "malformed_response"
+
+
+def test_reply_with_awkward_message_id_reaches_the_right_message(mailbox, sandbox):
+    inbound = sandbox.inbound(
+        mailbox.inbox_id,
+        from_="customer@example.com",
+        subject="Help",
+        text="Hi",
+        message_id="<odd/id?with#chars@mail.example.com>",
+    )
+    request = request_for(mailbox, reply_to_message_id=inbound["message_id"])
+    result = send(mailbox, request)
+    assert result.outcome == Outcome.ACCEPTED
+    assert result.thread_id == inbound["thread_id"]
+
+
+def test_find_by_label(mailbox, sandbox):
+    request = request_for(mailbox, labels=["cs-intent-lookup-1"])
+    sent = send(mailbox, request)
+    found = provider.find_messages_by_label(
+        api_key=mailbox.api_key(), inbox_id=mailbox.inbox_id, label="cs-intent-lookup-1"
+    )
+    missing = provider.find_messages_by_label(
+        api_key=mailbox.api_key(), inbox_id=mailbox.inbox_id, label="cs-intent-none"
+    )
+    assert found.ok and found.message_ids == [sent.message_id]
+    assert missing.ok and missing.message_ids == []
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("3", 3.0), ("0", 0.0), ("", None), ("soon", None), ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)],
+)
+def test_parse_retry_after(value, expected):
+    assert provider.parse_retry_after(value) == expected
+
+
+def test_parse_retry_after_http_date_in_the_future():
+    assert provider.parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now=1445412480.0) == 30.0
+
+
+def test_message_ids_are_encoded_for_paths():
+    assert provider.encode_message_id("<a/b?c#d@x.com>") == "%3Ca%2Fb%3Fc%23d@x.com%3E"

@@ -1,0 +1,102 @@
+import pytest
+from django.urls import reverse
+
+from mailboxes.models import Mailbox
+from tenants.models import AuditEvent
+
+pytestmark = pytest.mark.django_db
+
+
+def test_admin_connects_a_mailbox_from_the_browser(tenant_a, member_of, signed_in, sandbox):
+    client = signed_in(member_of(tenant_a, "admin").user)
+    response = client.post(
+        reverse("mailbox_create", args=[tenant_a.slug]),
+        {"username": "billing", "display_name": "Billing"},
+    )
+    mailbox = Mailbox.objects.get(tenant=tenant_a)
+    assert response.status_code == 302
+    assert mailbox.status == Mailbox.Status.ACTIVE
+    assert AuditEvent.objects.filter(tenant=tenant_a, action="mailbox.created").count() == 1
+
+
+def test_bad_username_shows_the_error_and_creates_nothing(tenant_a, member_of, signed_in, sandbox):
+    client = signed_in(member_of(tenant_a, "admin").user)
+    response = client.post(
+        reverse("mailbox_create", args=[tenant_a.slug]), {"username": "No Spaces"}
+    )
+    assert response.status_code == 400
+    assert b"lower-case letters" in response.content
+    assert not Mailbox.objects.exists()
+
+
+@pytest.mark.parametrize("role", ["approver", "viewer"])
+def test_non_admins_see_mailboxes_but_cannot_change_them(
+    tenant_a, member_of, signed_in, mailbox_factory, role
+):
+    mailbox = mailbox_factory(tenant_a)
+    client = signed_in(member_of(tenant_a, role).user)
+    assert client.get(reverse("mailbox_list", args=[tenant_a.slug])).status_code == 200
+    assert (
+        client.get(reverse("mailbox_detail", args=[tenant_a.slug, mailbox.pk])).status_code == 200
+    )
+    assert client.get(reverse("mailbox_create", args=[tenant_a.slug])).status_code == 403
+    disable = client.post(
+        reverse("mailbox_status", args=[tenant_a.slug, mailbox.pk]), {"status": "disabled"}
+    )
+    assert disable.status_code == 403
+    mailbox.refresh_from_db()
+    assert mailbox.status == Mailbox.Status.ACTIVE
+
+
+def test_admin_disables_and_enables(tenant_a, member_of, signed_in, mailbox_factory):
+    mailbox = mailbox_factory(tenant_a)
+    client = signed_in(member_of(tenant_a, "admin").user)
+    url = reverse("mailbox_status", args=[tenant_a.slug, mailbox.pk])
+    client.post(url, {"status": "disabled"})
+    mailbox.refresh_from_db()
+    assert mailbox.status == Mailbox.Status.DISABLED
+    client.post(url, {"status": "active"})
+    mailbox.refresh_from_db()
+    assert mailbox.status == Mailbox.Status.ACTIVE
+
+
+def test_restricted_policy_needs_an_allowed_entry(tenant_a, member_of, signed_in, mailbox_factory):
+    mailbox = mailbox_factory(tenant_a)
+    client = signed_in(member_of(tenant_a, "admin").user)
+    url = reverse("mailbox_policy", args=[tenant_a.slug, mailbox.pk])
+    refused = client.post(
+        url, {"policy_mode": "restricted", "allowed_domains": "", "allowed_addresses": ""}
+    )
+    bad = client.post(
+        url,
+        {"policy_mode": "restricted", "allowed_domains": "not a domain", "allowed_addresses": ""},
+    )
+    saved = client.post(
+        url,
+        {
+            "policy_mode": "restricted",
+            "allowed_domains": "Example.COM\nacme.test",
+            "allowed_addresses": "",
+        },
+    )
+    mailbox.refresh_from_db()
+    assert refused.status_code == 400 and b"at least one" in refused.content
+    assert bad.status_code == 400 and b"Not a domain name" in bad.content
+    assert saved.status_code == 302
+    assert mailbox.allowed_domains == ["acme.test", "example.com"]
+    assert mailbox.allows_recipient("someone@example.com")
+    assert not mailbox.allows_recipient("someone@elsewhere.org")
+
+
+def test_another_tenants_mailbox_is_404(tenant_a, tenant_b, member_of, signed_in, mailbox_factory):
+    theirs = mailbox_factory(tenant_b)
+    client = signed_in(member_of(tenant_a, "admin").user)
+    assert client.get(reverse("mailbox_detail", args=[tenant_a.slug, theirs.pk])).status_code == 404
+    assert (
+        client.post(
+            reverse("mailbox_status", args=[tenant_a.slug, theirs.pk]), {"status": "disabled"}
+        ).status_code
+        == 404
+    )
+    theirs.refresh_from_db()
+    assert theirs.status == Mailbox.Status.ACTIVE
