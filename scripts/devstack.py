@@ -36,6 +36,19 @@ def available_commands() -> set[str]:
     return set(output.split())
 
 
+def wait_for_sandbox(base_url: str, timeout: float = 20.0) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base_url}/_sandbox/health", timeout=1):  # noqa: S310 - loopback
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"[devstack] the sandbox did not answer at {base_url}")
+
+
 def main() -> int:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.setdefault("AGENTMAIL_BASE_URL", f"http://127.0.0.1:{SANDBOX_PORT}")
@@ -48,7 +61,10 @@ def main() -> int:
         proc = subprocess.Popen([sys.executable, "manage.py", *args], cwd=ROOT, env=env)
         children.append((name, proc))
         if name == "sandbox":
-            time.sleep(1.0)  # let it bind before the others call it
+            wait_for_sandbox(env["AGENTMAIL_BASE_URL"])
+            # The demo tenants' pods, inboxes, keys and webhooks live in the sandbox: provision them
+            # now that it answers (idempotent, like the rest of seed_demo).
+            subprocess.run([sys.executable, "manage.py", "seed_demo"], cwd=ROOT, env=env, check=True)
     print(
         f"[devstack] Countersign is up: http://{WEB}/  (sign-ins in README.md; Ctrl-C stops)",
         flush=True,
