@@ -520,3 +520,48 @@ def test_state_survives_a_restart(tmp_path):
         assert client.inboxes.messages.get(inbox.inbox_id, first.message_id).text == "hi"
         assert len(sandbox.ledger(idempotency_key="persist-1")) == 1
         assert sandbox.clock()["offset_seconds"] == 60
+
+
+def test_reply_all_and_forward(sandbox):
+    _, inbox, _, _ = make_tenant(sandbox)
+    received = sandbox.inbound(
+        inbox.inbox_id,
+        from_="jane@example.com",
+        to=[inbox.inbox_id, "ops@example.com"],
+        cc=["boss@example.com"],
+        subject="Outage",
+        text="Down",
+    )
+    client = sandbox.sdk()
+
+    everyone = client.inboxes.messages.reply_all(
+        inbox.inbox_id, received["message_id"], text="On it"
+    )
+    forwarded = client.inboxes.messages.forward(
+        inbox.inbox_id, received["message_id"], to="vendor@example.com", text="FYI"
+    )
+
+    reply_all, forward = sandbox.ledger()
+    assert everyone.thread_id == received["thread_id"]
+    assert (reply_all["to"], reply_all["cc"]) == (
+        ["jane@example.com", "ops@example.com"],
+        ["boss@example.com"],
+    )
+    assert forwarded.thread_id != received["thread_id"]
+    assert (forward["to"], forward["subject"]) == (["vendor@example.com"], "Fwd: Outage")
+
+
+def test_labels_filter_accepts_repeated_query_keys(sandbox):
+    _, inbox, _, _ = make_tenant(sandbox)
+    sent = sandbox.sdk().inboxes.messages.send(
+        inbox.inbox_id, to="a@example.com", text="x", labels=["cs-intent-7"]
+    )
+
+    response = httpx.get(
+        f"{sandbox.base_url}/v0/inboxes/{inbox.inbox_id}/messages",
+        params=[("labels", "sent"), ("labels", "cs-intent-7")],
+        headers={"Authorization": f"Bearer {sandbox.org_key}"},
+        trust_env=False,
+    )
+
+    assert [m["message_id"] for m in response.json()["messages"]] == [sent.message_id]
