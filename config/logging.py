@@ -1,0 +1,41 @@
+"""Structured log lines: the dotted event name, then the ``extra={...}`` fields as key=value.
+
+Fields whose names suggest a secret are masked, as a second line of defence: code must not pass
+secrets or message bodies to a logger in the first place.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+_SENSITIVE = ("secret", "password", "api_key", "token", "authorization", "body", "text", "html")
+
+
+class KeyValueFormatter(logging.Formatter):
+    def __init__(self, *, json_lines: bool = False):
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+        self.json_lines = json_lines
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = {
+            key: ("[redacted]" if any(word in key.lower() for word in _SENSITIVE) else value)
+            for key, value in record.__dict__.items()
+            if key not in _STANDARD and not key.startswith("_")
+        }
+        if self.json_lines:
+            payload = {
+                "time": self.formatTime(record),
+                "level": record.levelname,
+                "logger": record.name,
+                "event": record.getMessage(),
+                **fields,
+            }
+            if record.exc_info:
+                payload["exc"] = self.formatException(record.exc_info)
+            return json.dumps(payload, default=str)
+        line = super().format(record)
+        if fields:
+            line += " " + " ".join(f"{key}={value!r}" for key, value in sorted(fields.items()))
+        return line
