@@ -242,6 +242,9 @@ AGENTMAIL_POOL_TIMEOUT = float(env("AGENTMAIL_POOL_TIMEOUT", "5"))
 # The public URL at which AgentMail reaches our webhook receiver.
 PUBLIC_BASE_URL = required("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
 
+# Bearer token for /metrics; unset means the endpoint answers 404.
+METRICS_TOKEN = env("METRICS_TOKEN", "")
+
 # Sending.
 SEND_LEASE_SECONDS = env_int("SEND_LEASE_SECONDS", 60)
 SEND_MAX_ATTEMPTS = env_int("SEND_MAX_ATTEMPTS", 8)

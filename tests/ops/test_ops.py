@@ -1,0 +1,32 @@
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+def test_healthz(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_readyz_checks_database_and_broker(client):
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert response.json()["checks"] == {"database": "ok", "broker": "ok"}
+
+
+def test_metrics_is_hidden_without_a_configured_token(client, settings):
+    settings.METRICS_TOKEN = ""
+    assert client.get("/metrics").status_code == 404
+
+
+def test_metrics_needs_the_token(client, settings):
+    settings.METRICS_TOKEN = "metrics-test-token"
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
+    response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer metrics-test-token")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert 'countersign_intents{state="queued"} 0' in body
+    assert "countersign_oldest_queued_seconds 0" in body
+    assert "countersign_webhook_lag_seconds 0" in body
