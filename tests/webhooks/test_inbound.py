@@ -1,0 +1,153 @@
+"""message.received: a short record for reviewers, and a hold on queued replies that the
+customer's new message may have made stale."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from intents.models import IntentEvent, SendIntent
+from tests.webhooks.conftest import received_payload
+from webhooks.models import InboundMessage, WebhookEvent
+
+
+@pytest.fixture
+def hook(tenant_a, hook_for):
+    return hook_for(tenant_a)
+
+
+@pytest.fixture
+def mailbox(tenant_a, mailbox_row):
+    return mailbox_row(tenant_a)
+
+
+def iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def test_received_message_is_recorded_with_a_short_preview_only(client, hook, mailbox):
+    payload = received_payload(mailbox, thread_id="thr_1", message_id="<m1@customer.test>")
+
+    response = hook.post(client, payload)
+
+    inbound = InboundMessage.objects.get()
+    assert response.status_code == 200
+    assert (
+        inbound.tenant_id,
+        inbound.mailbox_id,
+        inbound.thread_id,
+        inbound.message_id,
+        inbound.sender,
+        inbound.subject,
+    ) == (
+        mailbox.tenant_id,
+        mailbox.pk,
+        "thr_1",
+        "<m1@customer.test>",
+        "Jane Doe <jane@customer.test>",
+        "Re: my order",
+    )
+    assert inbound.preview == "Actually, please cancel the order instead."
+
+
+def test_ledger_keeps_no_body_of_received_mail(client, hook, mailbox):
+    hook.post(client, received_payload(mailbox, thread_id="thr_1"))
+
+    stored = WebhookEvent.objects.get().payload["message"]
+    assert {"text", "html", "size"} & set(stored) == set()
+    assert len(stored["preview"]) <= 200
+
+
+def test_preview_falls_back_to_the_text_and_is_cut_short(client, hook, mailbox):
+    payload = received_payload(mailbox, thread_id="thr_1", preview="")
+    del payload["message"]["preview"]
+
+    hook.post(client, payload)
+
+    assert len(InboundMessage.objects.get().preview) == 200
+
+
+def test_sender_given_as_from_underscore_list_is_accepted(client, hook, mailbox):
+    payload = received_payload(mailbox, thread_id="thr_1")
+    payload["message"]["from_"] = [payload["message"].pop("from")]
+
+    hook.post(client, payload)
+
+    assert InboundMessage.objects.get().sender == "Jane Doe <jane@customer.test>"
+
+
+def test_same_message_under_two_svix_ids_is_recorded_once(client, hook, mailbox):
+    payload = received_payload(mailbox, thread_id="thr_1")
+
+    hook.post(client, payload)
+    hook.post(client, payload)
+
+    assert InboundMessage.objects.count() == 1
+    assert WebhookEvent.objects.count() == 2
+
+
+def test_customer_writing_again_holds_a_queued_reply_in_that_thread(
+    client, hook, mailbox, intent_row
+):
+    queued = intent_row(mailbox, thread_id="thr_1", message_id=None, state="queued")
+
+    hook.post(client, received_payload(mailbox, thread_id="thr_1"))
+
+    queued.refresh_from_db()
+    assert queued.state == "queued"
+    assert queued.held_reason.startswith("customer wrote again")
+    assert IntentEvent.objects.filter(intent=queued, action="intent.held").count() == 1
+
+
+def test_hold_matches_the_intents_provider_thread_too(client, hook, mailbox, intent_row):
+    queued = intent_row(mailbox, thread_id="", message_id=None, state="queued")
+    SendIntent.objects.filter(pk=queued.pk).update(provider_thread_id="thr_9")
+
+    hook.post(client, received_payload(mailbox, thread_id="thr_9"))
+
+    queued.refresh_from_db()
+    assert queued.held_reason != ""
+
+
+def test_no_hold_for_other_threads_for_sent_replies_or_for_the_message_being_answered(
+    client, hook, mailbox, intent_row
+):
+    other_thread = intent_row(mailbox, thread_id="thr_2", message_id=None, state="queued")
+    already_sent = intent_row(mailbox, thread_id="thr_1", state="accepted")
+    answers_it = intent_row(
+        mailbox,
+        thread_id="thr_1",
+        message_id=None,
+        state="queued",
+        in_reply_to="<m1@customer.test>",
+    )
+
+    hook.post(client, received_payload(mailbox, thread_id="thr_1", message_id="<m1@customer.test>"))
+
+    held = SendIntent.objects.exclude(held_reason="").values_list("pk", flat=True)
+    assert list(held) == []
+    assert {other_thread.pk, already_sent.pk, answers_it.pk} == set(
+        SendIntent.objects.values_list("pk", flat=True)
+    )
+
+
+def test_no_hold_when_the_customers_message_predates_the_draft(client, hook, mailbox, intent_row):
+    intent_row(mailbox, thread_id="thr_1", message_id=None, state="queued")
+    written = iso(datetime.now(UTC) - timedelta(hours=1))
+
+    hook.post(client, received_payload(mailbox, thread_id="thr_1", timestamp=written))
+
+    assert SendIntent.objects.exclude(held_reason="").count() == 0
+    assert InboundMessage.objects.count() == 1
+
+
+def test_redelivered_received_event_does_not_hold_twice(client, hook, mailbox, intent_row):
+    intent_row(mailbox, thread_id="thr_1", message_id=None, state="queued")
+    payload = received_payload(mailbox, thread_id="thr_1")
+
+    hook.post(client, payload, svix_id="msg_same")
+    hook.post(client, payload, svix_id="msg_same")
+    hook.post(client, payload, svix_id="msg_other")
+
+    assert IntentEvent.objects.filter(action="intent.held").count() == 1
