@@ -565,3 +565,34 @@ def test_labels_filter_accepts_repeated_query_keys(sandbox):
     )
 
     assert [m["message_id"] for m in response.json()["messages"]] == [sent.message_id]
+
+
+def test_key_of_a_send_cut_short_by_a_crash_frees_after_a_short_window(tmp_path):
+    with SandboxServer(db_path=tmp_path / "crash.sqlite3") as sandbox:
+        _, inbox, _, _ = make_tenant(sandbox)
+        sandbox.config(latency_ms=1500, failed_key_window=1)
+        client = sandbox.sdk()
+        args = {"to": "a@example.com", "text": "hi", "idempotency_key": "crash-1"}
+        errors = []
+
+        def send():
+            try:
+                client.inboxes.messages.send(inbox.inbox_id, **args, request_options=NO_RETRY)
+            except httpx.TransportError as exc:
+                errors.append(exc)
+
+        in_flight = threading.Thread(target=send)
+        in_flight.start()
+        time.sleep(0.3)
+        sandbox.restart()
+        in_flight.join()
+        sandbox.config(latency_ms=0)
+        with pytest.raises(ConflictError):
+            sandbox.sdk().inboxes.messages.send(inbox.inbox_id, **args, request_options=NO_RETRY)
+        time.sleep(1.1)
+        sent = sandbox.sdk().inboxes.messages.send(inbox.inbox_id, **args)
+
+        assert len(errors) == 1
+        assert [s["message_id"] for s in sandbox.ledger(idempotency_key="crash-1")] == [
+            sent.message_id
+        ]
