@@ -1,0 +1,775 @@
+"""The send worker: claim, re-check, call AgentMail once per attempt, record fenced by the lease.
+
+Life of one attempt (DESIGN.md "Send intent lifecycle"):
+
+1. ``intent_claim`` moves due ``queued`` intents to ``sending`` under a lease whose token fences
+   every later write and whose expiry comes from the database clock. ``intent_claim_uncertain``
+   leases ``uncertain`` intents for reconciliation (their state stays ``uncertain``).
+2. ``intent_begin_attempt`` re-checks everything the contract names and, in the same transaction,
+   commits the SendAttempt row; only then is the provider called. A failed check ends the intent
+   (``blocked``/``expired``/``failed``) with zero provider calls.
+3. ``intent_record_result`` writes the classified outcome only while the lease is still ours. A
+   worker whose lease was taken over writes its attempt row (outcome ``fenced``) and nothing else:
+   the provider's idempotency key makes its call and the new owner's call one send.
+
+Time comes from the database (leases, next_attempt_at). The safe window is judged by the later of
+the database clock and this process's clock, so neither a lagging host nor a lagging database
+can stretch an automatic send past the provider's 24 h deduplication window.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce, Now
+from django.utils import timezone
+
+from intents.clock import db_now
+from intents.hashing import version_hash
+from intents.models import IntentEvent, ProviderThrottle, SendAttempt, SendIntent, Suppression
+from intents.policy import active_membership, can_approve, recipient_problems
+from intents.services import apply_deferred_events, journal
+from mailboxes import provider
+from tenants.models import Tenant
+
+log = logging.getLogger("intents.execution")
+
+State = SendIntent.State
+AttemptOutcome = SendAttempt.Outcome
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"[:100]
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=settings.SEND_LEASE_SECONDS)
+
+
+def _safe_window() -> timedelta:
+    return timedelta(seconds=settings.SEND_SAFE_WINDOW_SECONDS)
+
+
+def _circuit_failures() -> int:
+    return int(getattr(settings, "SEND_CIRCUIT_FAILURES", 5))
+
+
+def _circuit_cooldown() -> timedelta:
+    return timedelta(seconds=float(getattr(settings, "SEND_CIRCUIT_COOLDOWN_SECONDS", 30)))
+
+
+def _strict_now(db: datetime) -> datetime:
+    """The later of the database clock and ours: used only to refuse, never to allow."""
+    return max(db, timezone.now())
+
+
+def backoff_seconds(attempts: int, retry_after: float | None = None) -> float:
+    """Exponential backoff with full jitter; the provider's Retry-After is a floor."""
+    ceiling = min(
+        settings.SEND_BACKOFF_CAP_SECONDS,
+        settings.SEND_BACKOFF_BASE_SECONDS * (2 ** max(0, attempts - 1)),
+    )
+    delay = random.uniform(0, ceiling)
+    if retry_after is not None:
+        delay = max(delay, float(retry_after))
+    return delay
+
+
+def throttle_key(mailbox) -> str:
+    # Rate limits are per AgentMail key; each mailbox sends with its own inbox-scoped key.
+    return (
+        f"key:{mailbox.provider_api_key_id}"
+        if mailbox.provider_api_key_id
+        else f"mailbox:{mailbox.pk}"
+    )
+
+
+@dataclass(frozen=True)
+class Claim:
+    intent_id: int
+    lease_token: uuid.UUID
+    worker: str
+    reconcile: bool = False
+
+
+# --- throttle and circuit breaker ----------------------------------------------------------------
+
+
+def _lock_throttles(keys: set[str], now: datetime) -> dict[str, ProviderThrottle]:
+    if not keys:
+        return {}
+    ProviderThrottle.objects.bulk_create(
+        [
+            ProviderThrottle(key_ref=k, tokens=settings.SEND_BURST_PER_KEY, refilled_at=now)
+            for k in keys
+        ],
+        ignore_conflicts=True,
+    )
+    # Sorted: two claimers locking several keys always do it in the same order (no deadlock).
+    rows = ProviderThrottle.objects.select_for_update().filter(key_ref__in=keys).order_by("key_ref")
+    return {row.key_ref: row for row in rows}
+
+
+def _take_token(row: ProviderThrottle, now: datetime, probe: uuid.UUID) -> float:
+    """0 when this claim may call the provider (token taken), else seconds to wait."""
+    if (
+        row.circuit != ProviderThrottle.Circuit.CLOSED
+        and row.opened_until is not None
+        and row.opened_until > now
+    ):
+        return max(0.5, (row.opened_until - now).total_seconds())
+    rate = max(settings.SEND_RATE_PER_KEY, 0.001)
+    if row.refilled_at > now:
+        # A 429 emptied the bucket until its Retry-After.
+        return (row.refilled_at - now).total_seconds() + 1 / rate
+    elapsed = (now - row.refilled_at).total_seconds()
+    row.tokens = min(settings.SEND_BURST_PER_KEY, row.tokens + elapsed * rate)
+    row.refilled_at = now
+    if row.tokens < 1:
+        return max(0.05, (1 - row.tokens) / rate)
+    row.tokens -= 1
+    if row.circuit != ProviderThrottle.Circuit.CLOSED:
+        # Cool-down over (or the last probe was lost): exactly this request probes the provider.
+        row.circuit = ProviderThrottle.Circuit.HALF_OPEN
+        row.probe_token = probe
+        row.opened_until = now + _lease()
+    return 0.0
+
+
+def _throttle_feedback(key_ref: str, result: provider.SendResult, lease_token) -> None:
+    row = ProviderThrottle.objects.select_for_update().filter(key_ref=key_ref).first()
+    if row is None:
+        return
+    now = db_now()
+    fields = ["consecutive_failures", "circuit", "opened_until", "probe_token"]
+    if result.http_status == 429:
+        # The key is out of budget: nothing from it until Retry-After has passed.
+        row.tokens = 0
+        row.refilled_at = now + timedelta(seconds=result.retry_after or 1)
+        fields += ["tokens", "refilled_at"]
+    elif result.outcome in (provider.Outcome.ACCEPTED, provider.Outcome.PERMANENT):
+        row.consecutive_failures = 0
+        row.circuit = ProviderThrottle.Circuit.CLOSED
+        row.opened_until = None
+        row.probe_token = None
+    else:
+        row.consecutive_failures += 1
+        probe_failed = row.circuit == ProviderThrottle.Circuit.HALF_OPEN
+        if probe_failed or row.consecutive_failures >= _circuit_failures():
+            row.circuit = ProviderThrottle.Circuit.OPEN
+            row.opened_until = now + _circuit_cooldown()
+            row.probe_token = None
+            log.warning("intents.circuit.opened", extra={"key_ref": key_ref})
+    row.save(update_fields=fields)
+
+
+# --- claiming ------------------------------------------------------------------------------------
+
+
+def _claim(*, worker: str, limit: int, intent_id: int | None, reconcile: bool) -> list[Claim]:
+    claims: list[Claim] = []
+    with transaction.atomic():
+        now = db_now()
+        if reconcile:
+            due = Q(state=State.UNCERTAIN, next_attempt_at__lte=now) & (
+                Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
+            )
+        else:
+            due = Q(state=State.QUEUED, held_reason="", next_attempt_at__lte=now)
+        qs = SendIntent.objects.select_for_update(skip_locked=True, of=("self",)).filter(due)
+        if intent_id is not None:
+            qs = qs.filter(pk=intent_id)
+        candidates = list(
+            qs.select_related("mailbox").order_by("-priority", "next_attempt_at", "id")[
+                : max(limit * 3, limit)
+            ]
+        )
+        throttles = _lock_throttles({throttle_key(c.mailbox) for c in candidates}, now)
+        for intent in candidates:
+            if len(claims) >= limit:
+                break
+            token = uuid.uuid4()
+            row = throttles[throttle_key(intent.mailbox)]
+            wait = _take_token(row, now, token)
+            if wait:
+                # Not due until the key has budget again; keeps claimers from spinning on it.
+                SendIntent.objects.filter(pk=intent.pk, state=intent.state).update(
+                    next_attempt_at=now + timedelta(seconds=wait)
+                )
+                continue
+            expires = now + _lease()
+            update = {
+                "lease_token": token,
+                "lease_owner": worker[:100],
+                "lease_expires_at": expires,
+                "attempts": F("attempts") + 1,
+                "first_attempt_at": Coalesce("first_attempt_at", Now()),
+                "updated_at": Now(),
+            }
+            if not reconcile:
+                update["state"] = State.SENDING
+            changed = SendIntent.objects.filter(pk=intent.pk, state=intent.state).update(**update)
+            if not changed:
+                continue
+            if not reconcile:
+                journal(
+                    tenant=intent.tenant_id,
+                    intent=intent.pk,
+                    draft=intent.draft_id,
+                    action="intent.claimed",
+                    actor_kind=IntentEvent.Actor.WORKER,
+                    actor_label=worker,
+                    from_state=State.QUEUED,
+                    to_state=State.SENDING,
+                    data={"attempt": intent.attempts + 1},
+                )
+            claims.append(Claim(intent.pk, token, worker, reconcile))
+        for row in throttles.values():
+            row.save(
+                update_fields=["tokens", "refilled_at", "circuit", "opened_until", "probe_token"]
+            )
+    return claims
+
+
+def intent_claim(*, worker: str, limit: int = 1, intent_id: int | None = None) -> list[Claim]:
+    """Lease up to ``limit`` due queued intents (highest priority, then oldest first)."""
+    return _claim(worker=worker, limit=limit, intent_id=intent_id, reconcile=False)
+
+
+def intent_claim_uncertain(
+    *, worker: str, limit: int = 1, intent_id: int | None = None
+) -> list[Claim]:
+    """Lease up to ``limit`` uncertain intents whose reconciliation is due."""
+    return _claim(worker=worker, limit=limit, intent_id=intent_id, reconcile=True)
+
+
+# --- the pre-call check and the attempt row ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prepared:
+    attempt_id: int
+    kind: str
+    api_key: str
+    request: provider.SendRequest | None
+    inbox_id: str
+    label: str
+    key_ref: str
+
+
+def _lock_leased(claim: Claim, *, live: bool = True) -> SendIntent | None:
+    qs = SendIntent.objects.select_for_update(of=("self",)).filter(
+        pk=claim.intent_id,
+        lease_token=claim.lease_token,
+        state__in=(State.SENDING, State.UNCERTAIN),
+    )
+    if live:
+        qs = qs.filter(lease_expires_at__gt=Now())
+    return qs.select_related("mailbox", "tenant", "draft", "draft_version").first()
+
+
+def policy_problem(intent: SendIntent) -> tuple[str, str] | None:
+    """(code, reason) for the first contract check that fails, or None. Reads fresh rows."""
+    tenant = Tenant.objects.get(pk=intent.tenant_id)
+    if not tenant.is_active:
+        return "tenant_inactive", "The tenant is suspended."
+    mailbox = intent.mailbox
+    if mailbox.tenant_id != intent.tenant_id:
+        return "mailbox_foreign", "The mailbox does not belong to the intent's tenant."
+    if not mailbox.is_active:
+        return "mailbox_inactive", f"{mailbox.address} is not active."
+    membership = active_membership(tenant=tenant, user=intent.approver)
+    if not can_approve(membership=membership, mailbox=mailbox):
+        return (
+            "approver_no_right",
+            "The approver no longer has the right to send from this mailbox.",
+        )
+    version = intent.draft_version
+    if version.draft_id != intent.draft_id or version.tenant_id != intent.tenant_id:
+        return "hash_mismatch", "The approved version does not belong to this draft."
+    if version.body_purged_at is not None:
+        return "body_purged", "The approved body was purged by retention."
+    if intent.content_hash != version.content_hash or intent.content_hash != version_hash(version):
+        return "hash_mismatch", "The stored content no longer matches what was approved."
+    if intent.recipients != version.recipients:
+        return "recipients_changed", "The recipients differ from those approved."
+    problems = recipient_problems(tenant=tenant, mailbox=mailbox, addresses=version.all_recipients)
+    if problems:
+        code = {"invalid": "recipient_invalid", "not_allowed": "recipient_not_allowed"}.get(
+            problems[0].code, "recipient_suppressed"
+        )
+        return code, problems[0].message
+    return None
+
+
+def _finish(
+    intent: SendIntent,
+    claim: Claim,
+    *,
+    to_state: str,
+    action: str,
+    reason: str = "",
+    code: str = "",
+    data: dict | None = None,
+    **fields,
+) -> bool:
+    """Fenced transition out of the lease. True when the row was still ours."""
+    changed = SendIntent.objects.filter(
+        pk=intent.pk, lease_token=claim.lease_token, state=intent.state
+    ).update(
+        state=to_state,
+        lease_token=None,
+        lease_owner="",
+        lease_expires_at=None,
+        updated_at=Now(),
+        **({"last_error_code": code[:64], "last_error_detail": reason} if code else {}),
+        **fields,
+    )
+    if changed:
+        journal(
+            tenant=intent.tenant_id,
+            intent=intent.pk,
+            draft=intent.draft_id,
+            action=action,
+            actor_kind=IntentEvent.Actor.WORKER,
+            actor_label=claim.worker,
+            from_state=intent.state,
+            to_state=to_state,
+            reason=reason,
+            data={**({"code": code} if code else {}), **(data or {})},
+        )
+    return bool(changed)
+
+
+def _attempt_number(intent: SendIntent) -> int:
+    last = (
+        SendAttempt.objects.filter(intent_id=intent.pk).order_by("-number").values("number").first()
+    )
+    return (last["number"] if last else 0) + 1
+
+
+def intent_begin_attempt(claim: Claim) -> Prepared | None:
+    """Re-check, then commit the attempt row. None when nothing may be sent (and nothing was)."""
+    with transaction.atomic():
+        intent = _lock_leased(claim)
+        if intent is None:
+            return None
+        now = db_now()
+        strict = _strict_now(now)
+        window_passed = (
+            intent.first_attempt_at is not None
+            and strict - intent.first_attempt_at > _safe_window()
+        )
+        problem = policy_problem(intent)
+        not_after_passed = intent.not_after is not None and intent.not_after <= strict
+        kind = SendAttempt.Kind.SEND
+        if intent.state == State.UNCERTAIN:
+            # A replay may perform the first send, so it needs every check a send needs; a label
+            # lookup only reads, and is the only way left once the key may have expired.
+            exhausted = intent.attempts > settings.SEND_MAX_ATTEMPTS
+            if problem or not_after_passed or window_passed or exhausted:
+                kind = SendAttempt.Kind.LOOKUP
+            else:
+                kind = SendAttempt.Kind.REPLAY
+        elif not_after_passed:
+            _finish(
+                intent,
+                claim,
+                to_state=State.EXPIRED,
+                action="intent.expired",
+                reason="not_after passed before sending",
+                code="not_after_passed",
+            )
+            return None
+        elif problem:
+            _finish(
+                intent,
+                claim,
+                to_state=State.BLOCKED,
+                action="intent.blocked",
+                reason=problem[1],
+                code=problem[0],
+            )
+            log.info("intents.intent.blocked", extra={"intent_id": intent.pk, "code": problem[0]})
+            return None
+        elif window_passed:
+            # Every earlier attempt was certainly not processed (else it would be uncertain).
+            _finish(
+                intent,
+                claim,
+                to_state=State.FAILED,
+                action="intent.failed",
+                reason="Gave up: the safe retry window passed.",
+                code="max_age",
+            )
+            return None
+        attempt = SendAttempt.objects.create(
+            intent=intent,
+            tenant_id=intent.tenant_id,
+            number=_attempt_number(intent),
+            kind=kind,
+            worker=claim.worker[:100],
+            lease_token=claim.lease_token,
+            started_at=now,
+        )
+        version = intent.draft_version
+        request = None
+        if kind != SendAttempt.Kind.LOOKUP:
+            request = provider.SendRequest(
+                inbox_id=intent.mailbox.inbox_id,
+                to=list(version.to),
+                cc=list(version.cc),
+                bcc=list(version.bcc),
+                subject=version.subject,
+                text=version.text,
+                html=version.html,
+                labels=[intent.label],
+                idempotency_key=intent.idempotency_key,
+                reply_to_message_id=intent.draft.in_reply_to,
+            )
+        return Prepared(
+            attempt_id=attempt.pk,
+            kind=kind,
+            api_key=intent.mailbox.api_key(),
+            request=request,
+            inbox_id=intent.mailbox.inbox_id,
+            label=intent.label,
+            key_ref=throttle_key(intent.mailbox),
+        )
+
+
+# --- recording results ---------------------------------------------------------------------------
+
+
+def _close_attempt(attempt_id: int, outcome: str, result: provider.SendResult | None, **extra):
+    fields = {"finished_at": Now(), "outcome": outcome}
+    if result is not None:
+        fields.update(
+            http_status=result.http_status,
+            error_code=result.error_code[:64],
+            error_detail=result.error_message[:2000],
+            latency_ms=result.latency_ms,
+            provider_message_id=result.message_id,
+        )
+    fields.update(extra)
+    SendAttempt.objects.filter(pk=attempt_id).update(**fields)
+
+
+_ATTEMPT_OUTCOME = {
+    provider.Outcome.ACCEPTED: AttemptOutcome.ACCEPTED,
+    provider.Outcome.RETRY_LATER: AttemptOutcome.RETRY,
+    provider.Outcome.UNCERTAIN: AttemptOutcome.UNCERTAIN,
+    provider.Outcome.PERMANENT: AttemptOutcome.PERMANENT,
+}
+
+
+def _mark_accepted(intent, claim, *, message_id: str, thread_id: str, how: str) -> bool:
+    done = _finish(
+        intent,
+        claim,
+        to_state=State.ACCEPTED,
+        action="intent.accepted",
+        reason=how,
+        data={"provider_message_id": message_id},
+        provider_message_id=message_id,
+        provider_thread_id=thread_id[:255],
+        last_error_code="",
+        last_error_detail="",
+    )
+    if done:
+        tenant_id = intent.tenant_id
+        transaction.on_commit(lambda: apply_deferred_events(tenant_id, message_id))
+        log.info("intents.intent.accepted", extra={"intent_id": intent.pk, "how": how})
+    return done
+
+
+def intent_record_result(claim: Claim, prepared: Prepared, result: provider.SendResult) -> str:
+    """Apply a send or replay result; returns the intent's new state, or "fenced"."""
+    with transaction.atomic():
+        intent = _lock_leased(claim, live=False)
+        if intent is None:
+            _close_attempt(prepared.attempt_id, AttemptOutcome.FENCED, result)
+            log.warning("intents.intent.fenced", extra={"intent_id": claim.intent_id})
+            return "fenced"
+        _close_attempt(prepared.attempt_id, _ATTEMPT_OUTCOME[result.outcome], result)
+        _throttle_feedback(prepared.key_ref, result, claim.lease_token)
+        now = db_now()
+        detail = f"{result.http_status or '-'} {result.error_code}: {result.error_message}"[:2000]
+        if result.outcome == provider.Outcome.ACCEPTED:
+            _mark_accepted(
+                intent,
+                claim,
+                message_id=result.message_id,
+                thread_id=result.thread_id,
+                how="replayed with the same key" if intent.state == State.UNCERTAIN else "sent",
+            )
+            return State.ACCEPTED
+        if result.outcome == provider.Outcome.PERMANENT:
+            if result.suppress_recipients:
+                _suppress(intent, source=f"intent:{intent.pk}")
+            _finish(
+                intent,
+                claim,
+                to_state=State.FAILED,
+                action="intent.failed",
+                reason=detail,
+                code=result.error_code or f"http_{result.http_status}",
+            )
+            return State.FAILED
+        delay = timedelta(seconds=backoff_seconds(intent.attempts, result.retry_after))
+        if intent.state == State.UNCERTAIN or result.outcome == provider.Outcome.UNCERTAIN:
+            # Unknown stays unknown: only a replay with the same key or a lookup may resolve it.
+            _finish(
+                intent,
+                claim,
+                to_state=State.UNCERTAIN,
+                action="intent.uncertain"
+                if intent.state == State.SENDING
+                else "intent.reconcile_pending",
+                reason=detail,
+                code=result.error_code or "uncertain",
+                next_attempt_at=now + delay,
+            )
+            return State.UNCERTAIN
+        # RETRY_LATER from a fresh send: the provider certainly did not process it.
+        age_limit = intent.first_attempt_at + _safe_window()
+        if intent.attempts >= settings.SEND_MAX_ATTEMPTS or now + delay > age_limit:
+            code = "max_attempts" if intent.attempts >= settings.SEND_MAX_ATTEMPTS else "max_age"
+            _finish(
+                intent,
+                claim,
+                to_state=State.FAILED,
+                action="intent.failed",
+                reason=f"Gave up after {intent.attempts} attempts; last: {detail}",
+                code=code,
+            )
+            return State.FAILED
+        _finish(
+            intent,
+            claim,
+            to_state=State.QUEUED,
+            action="intent.retry_scheduled",
+            reason=detail,
+            code=result.error_code or "retry_later",
+            next_attempt_at=now + delay,
+            data={"delay_seconds": round(delay.total_seconds(), 3)},
+        )
+        return State.QUEUED
+
+
+def intent_record_lookup(claim: Claim, prepared: Prepared, lookup: provider.LookupResult) -> str:
+    """Apply a label lookup: found proves the send; nothing found leaves it to a person."""
+    with transaction.atomic():
+        intent = _lock_leased(claim, live=False)
+        outcome = (
+            AttemptOutcome.ACCEPTED
+            if lookup.ok and lookup.message_ids
+            else AttemptOutcome.NOT_FOUND
+            if lookup.ok
+            else AttemptOutcome.UNCERTAIN
+        )
+        fields = {
+            "http_status": lookup.http_status,
+            "error_code": lookup.error_code[:64],
+            "provider_message_id": lookup.message_ids[0] if lookup.message_ids else "",
+        }
+        if intent is None:
+            SendAttempt.objects.filter(pk=prepared.attempt_id).update(
+                finished_at=Now(), outcome=AttemptOutcome.FENCED, **fields
+            )
+            return "fenced"
+        SendAttempt.objects.filter(pk=prepared.attempt_id).update(
+            finished_at=Now(), outcome=outcome, **fields
+        )
+        if outcome == AttemptOutcome.ACCEPTED:
+            _mark_accepted(
+                intent,
+                claim,
+                message_id=lookup.message_ids[0],
+                thread_id="",
+                how=f"found by label {prepared.label}",
+            )
+            return State.ACCEPTED
+        if outcome == AttemptOutcome.NOT_FOUND or intent.attempts > 2 * settings.SEND_MAX_ATTEMPTS:
+            _finish(
+                intent,
+                claim,
+                to_state=State.NEEDS_ATTENTION,
+                action="intent.needs_attention",
+                reason=(
+                    "Outcome unknown: no message carries the label "
+                    f"{prepared.label}; a person must decide."
+                    if lookup.ok
+                    else f"Outcome unknown and the label lookup keeps failing ({lookup.error_code})."
+                ),
+                code="unresolved",
+            )
+            return State.NEEDS_ATTENTION
+        _finish(
+            intent,
+            claim,
+            to_state=State.UNCERTAIN,
+            action="intent.reconcile_pending",
+            reason=f"label lookup failed: {lookup.error_code}",
+            code=lookup.error_code or "lookup_failed",
+            next_attempt_at=db_now() + timedelta(seconds=backoff_seconds(intent.attempts)),
+        )
+        return State.UNCERTAIN
+
+
+def _suppress(intent: SendIntent, *, source: str) -> None:
+    addresses = {a.lower() for values in intent.recipients.values() for a in values}
+    Suppression.objects.bulk_create(
+        [
+            Suppression(
+                tenant_id=intent.tenant_id,
+                address=address,
+                reason=Suppression.Reason.REJECTED,
+                source=source[:100],
+            )
+            for address in sorted(addresses)
+        ],
+        ignore_conflicts=True,
+    )
+
+
+# --- driving one claim ---------------------------------------------------------------------------
+
+
+def execute_claim(claim: Claim) -> str:
+    """Run one leased intent to its next state. No transaction is open during the provider call."""
+    prepared = intent_begin_attempt(claim)
+    if prepared is None:
+        state = (
+            SendIntent.objects.filter(pk=claim.intent_id).values_list("state", flat=True).first()
+        )
+        return state or "missing"
+    if prepared.kind == SendAttempt.Kind.LOOKUP:
+        lookup = provider.find_messages_by_label(
+            api_key=prepared.api_key, inbox_id=prepared.inbox_id, label=prepared.label
+        )
+        return intent_record_lookup(claim, prepared, lookup)
+    result = provider.send_message(api_key=prepared.api_key, request=prepared.request)
+    return intent_record_result(claim, prepared, result)
+
+
+def run_once(*, worker: str | None = None, limit: int = 10, intent_id: int | None = None) -> int:
+    """Claim and execute up to ``limit`` due intents (sends first, then reconciliations)."""
+    worker = worker or worker_id()
+    done = 0
+    for claim in intent_claim(worker=worker, limit=limit, intent_id=intent_id):
+        execute_claim(claim)
+        done += 1
+    if done < limit:
+        for claim in intent_claim_uncertain(worker=worker, limit=limit - done, intent_id=intent_id):
+            execute_claim(claim)
+            done += 1
+    return done
+
+
+# --- the sweep -----------------------------------------------------------------------------------
+
+
+def intents_release_expired_leases(*, batch: int = 500) -> int:
+    """Leases that outlived their worker. If the attempt row was never committed, no call was made
+    and the intent simply goes back to the queue; otherwise the call may have happened: uncertain."""
+    moved = 0
+    with transaction.atomic():
+        expired = list(
+            SendIntent.objects.select_for_update(skip_locked=True)
+            .filter(state__in=(State.SENDING, State.UNCERTAIN), lease_expires_at__lte=Now())
+            .order_by("lease_expires_at")[:batch]
+        )
+        for intent in expired:
+            called = SendAttempt.objects.filter(
+                intent_id=intent.pk, lease_token=intent.lease_token
+            ).exists()
+            SendAttempt.objects.filter(
+                intent_id=intent.pk, lease_token=intent.lease_token, outcome=AttemptOutcome.PENDING
+            ).update(outcome=AttemptOutcome.UNCERTAIN, error_code="lease_expired")
+            claim = Claim(intent.pk, intent.lease_token, "sweep")
+            if intent.state == State.UNCERTAIN:
+                to_state, action = State.UNCERTAIN, "intent.reconcile_pending"
+            elif called:
+                to_state, action = State.UNCERTAIN, "intent.uncertain"
+            else:
+                to_state, action = State.QUEUED, "intent.lease_expired"
+            changed = SendIntent.objects.filter(
+                pk=intent.pk, lease_token=intent.lease_token, state=intent.state
+            ).update(
+                state=to_state,
+                lease_token=None,
+                lease_owner="",
+                lease_expires_at=None,
+                next_attempt_at=Now(),
+                last_error_code="lease_expired",
+                last_error_detail=f"The lease of {intent.lease_owner} expired.",
+                updated_at=Now(),
+            )
+            if changed and to_state != intent.state:
+                moved += 1
+                journal(
+                    tenant=intent.tenant_id,
+                    intent=intent.pk,
+                    draft=intent.draft_id,
+                    action=action,
+                    actor_kind=IntentEvent.Actor.SWEEP,
+                    actor_label=claim.worker,
+                    from_state=intent.state,
+                    to_state=to_state,
+                    reason=f"lease of {intent.lease_owner} expired",
+                    data={"attempt_committed": called},
+                )
+    return moved
+
+
+def intents_expire_not_after(*, batch: int = 500) -> int:
+    expired = 0
+    with transaction.atomic():
+        due = list(
+            SendIntent.objects.select_for_update(skip_locked=True)
+            .filter(state=State.QUEUED, not_after__lte=Now())
+            .values_list("pk", "tenant_id", "draft_id")[:batch]
+        )
+        for pk, tenant_id, draft_id in due:
+            if SendIntent.objects.filter(pk=pk, state=State.QUEUED).update(
+                state=State.EXPIRED, last_error_code="not_after_passed", updated_at=Now()
+            ):
+                expired += 1
+                journal(
+                    tenant=tenant_id,
+                    intent=pk,
+                    draft=draft_id,
+                    action="intent.expired",
+                    actor_kind=IntentEvent.Actor.SWEEP,
+                    from_state=State.QUEUED,
+                    to_state=State.EXPIRED,
+                    reason="not_after passed before sending",
+                )
+    return expired
+
+
+def due_intent_ids(*, limit: int = 100) -> tuple[list[int], list[int]]:
+    """(due queued ids, due uncertain ids), for waking workers."""
+    queued = list(
+        SendIntent.objects.filter(state=State.QUEUED, held_reason="", next_attempt_at__lte=Now())
+        .order_by("-priority", "next_attempt_at", "id")
+        .values_list("pk", flat=True)[:limit]
+    )
+    uncertain = list(
+        SendIntent.objects.filter(state=State.UNCERTAIN, next_attempt_at__lte=Now())
+        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=Now()))
+        .order_by("next_attempt_at", "id")
+        .values_list("pk", flat=True)[:limit]
+    )
+    return queued, uncertain
