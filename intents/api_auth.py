@@ -1,0 +1,141 @@
+"""Who is calling the agent API, and may they: bearer token, scope, rate limit, body shape.
+
+These checks run before ninja parses the body, in this order: token (401), suspended tenant and
+scope (403), rate limit (429), body size (413) and media type (415). A request refused here never
+reaches the idempotency layer, so it consumes no Idempotency-Key.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+from django.conf import settings
+from django.core.cache import cache
+from django.http import HttpRequest
+from ninja.security import HttpBearer
+
+from intents.api_errors import ApiProblem
+from tenants.models import AgentToken
+from tenants.tokens import token_authenticate
+
+log = logging.getLogger("intents.api")
+
+MAX_BODY_BYTES = 256 * 1024
+RATE_WINDOW_SECONDS = 60
+DEFAULT_RATE_LIMIT = 120
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
+JSON_TYPES = frozenset({"application/json"})
+
+
+def rate_limit_per_window() -> int:
+    return int(getattr(settings, "API_RATE_LIMIT_PER_MINUTE", DEFAULT_RATE_LIMIT))
+
+
+def check_rate_limit(token: AgentToken) -> None:
+    """A fixed one-minute window per token in Django's cache.
+
+    With the default per-process cache each web process counts on its own, so N processes allow up
+    to N times the limit; point CACHES at a shared backend (database or Redis) for one budget.
+    """
+    limit = rate_limit_per_window()
+    now = time.time()
+    window = int(now // RATE_WINDOW_SECONDS)
+    key = f"cs:api-rate:{token.pk}:{window}"
+    cache.add(key, 0, timeout=RATE_WINDOW_SECONDS * 2)
+    try:
+        count = cache.incr(key)
+    except ValueError:  # evicted between add and incr
+        cache.set(key, 1, timeout=RATE_WINDOW_SECONDS * 2)
+        count = 1
+    if count > limit:
+        retry_after = max(1, math.ceil((window + 1) * RATE_WINDOW_SECONDS - now))
+        log.info(
+            "intents.api.rate_limited",
+            extra={"token_id": token.pk, "tenant_id": token.tenant_id, "limit": limit},
+        )
+        raise ApiProblem(
+            429,
+            "rate_limited",
+            f"This token may make {limit} requests per minute; retry after {retry_after} s.",
+            title="Too many requests",
+            headers={"Retry-After": str(retry_after)},
+        )
+
+
+def check_body(request: HttpRequest) -> None:
+    if request.method not in WRITE_METHODS:
+        return
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    too_large = ApiProblem(
+        413,
+        "body_too_large",
+        f"The request body is larger than {MAX_BODY_BYTES // 1024} KiB.",
+        title="Request body too large",
+    )
+    # Refuse on the declared length before reading anything.
+    if declared > MAX_BODY_BYTES:
+        raise too_large
+    body = request.body
+    if len(body) > MAX_BODY_BYTES:
+        raise too_large
+    if body and request.content_type not in JSON_TYPES:
+        raise ApiProblem(
+            415,
+            "unsupported_media_type",
+            "Send the body as JSON with 'Content-Type: application/json'.",
+            title="Unsupported media type",
+        )
+
+
+class AgentTokenAuth(HttpBearer):
+    """``Authorization: Bearer cs_…`` and nothing else: a session cookie is not a credential here
+    (agents would otherwise inherit a person's rights, and CSRF would matter)."""
+
+    def __init__(self, scope: str):
+        super().__init__()
+        self.scope = scope
+
+    def __call__(self, request: HttpRequest) -> AgentToken | None:
+        scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not raw.strip():
+            return None
+        return self.authenticate(request, raw.strip())
+
+    def authenticate(self, request: HttpRequest, token: str) -> AgentToken | None:
+        agent_token = token_authenticate(token)
+        if agent_token is None:
+            log.info("intents.api.auth_failed", extra={"path": request.path})
+            return None
+        request.agent_token = agent_token
+        if not agent_token.tenant.is_active:
+            raise ApiProblem(
+                403,
+                "tenant_suspended",
+                "This tenant is suspended; the API is closed for it.",
+                title="Tenant suspended",
+            )
+        if self.scope not in agent_token.scopes:
+            raise ApiProblem(
+                403,
+                "insufficient_scope",
+                f"This token lacks the scope '{self.scope}'.",
+                title="Insufficient scope",
+                headers={
+                    "WWW-Authenticate": (
+                        f'Bearer realm="countersign", error="insufficient_scope", '
+                        f'scope="{self.scope}"'
+                    )
+                },
+            )
+        check_rate_limit(agent_token)
+        check_body(request)
+        return agent_token
+
+
+DRAFTS_READ = AgentTokenAuth(AgentToken.Scope.DRAFTS_READ)
+DRAFTS_WRITE = AgentTokenAuth(AgentToken.Scope.DRAFTS_WRITE)

@@ -1,0 +1,179 @@
+"""Every error of the agent API as ``application/problem+json`` (RFC 9457).
+
+Members: ``type`` (a stable URN per problem), ``title``, ``status``, ``detail``, plus the
+extensions ``code`` (the same slug as the type's last part, for clients that branch on it) and
+``errors`` (``[{field, message}]``, possibly empty). Ninja's own errors (validation, unparsable
+body, authentication) are routed through here too, so a client only ever parses one shape.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from http import HTTPStatus
+
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from intents.errors import DraftError
+
+log = logging.getLogger("intents.api")
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+TYPE_BASE = "urn:countersign:problem:"
+
+
+class ApiProblem(Exception):
+    """Raised anywhere in the API to answer with one problem document."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        *,
+        title: str | None = None,
+        errors: Sequence[dict] = (),
+        headers: dict[str, str] | None = None,
+    ):
+        super().__init__(detail)
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.title = title or HTTPStatus(status).phrase
+        self.errors = list(errors)
+        self.headers = headers or {}
+
+
+def problem_response(
+    *,
+    status: int,
+    code: str,
+    detail: str,
+    title: str | None = None,
+    errors: Iterable[dict] = (),
+    headers: dict[str, str] | None = None,
+) -> HttpResponse:
+    body = {
+        "type": TYPE_BASE + code,
+        "title": title or HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "code": code,
+        "errors": [{"field": e.get("field"), "message": str(e.get("message", ""))} for e in errors],
+    }
+    response = HttpResponse(
+        json.dumps(body, ensure_ascii=False), status=status, content_type=PROBLEM_CONTENT_TYPE
+    )
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def _field_from_loc(loc: Sequence) -> str | None:
+    """("body", "payload", "to", 3) -> "to[3]"; ("query", "limit") -> "limit"."""
+    parts = list(loc)
+    if parts and parts[0] in {"body", "query", "path", "header", "cookie"}:
+        source = parts.pop(0)
+        # Body parameters are nested under the view argument's name; the client never sees it.
+        if source == "body" and parts and parts[0] == "payload":
+            parts.pop(0)
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or None
+
+
+def _validation_message(error: dict) -> str:
+    message = str(error.get("msg", "invalid value"))
+    # pydantic prefixes errors raised by our own validators; the prefix is noise to a client.
+    return message.removeprefix("Value error, ")
+
+
+def install_exception_handlers(api: NinjaAPI) -> None:
+    @api.exception_handler(ApiProblem)
+    def on_problem(request: HttpRequest, exc: ApiProblem) -> HttpResponse:
+        return problem_response(
+            status=exc.status,
+            code=exc.code,
+            title=exc.title,
+            detail=exc.detail,
+            errors=exc.errors,
+            headers=exc.headers,
+        )
+
+    @api.exception_handler(ValidationError)
+    def on_validation(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+        errors = [
+            {"field": _field_from_loc(e.get("loc", ())), "message": _validation_message(e)}
+            for e in exc.errors
+        ]
+        first = errors[0] if errors else {"field": None, "message": "invalid request"}
+        detail = (
+            f"{first['field']}: {first['message']}" if first["field"] else str(first["message"])
+        )
+        if len(errors) > 1:
+            detail += f" (and {len(errors) - 1} more)"
+        return problem_response(
+            status=422,
+            code="validation_failed",
+            title="The request is not valid",
+            detail=detail,
+            errors=errors,
+        )
+
+    @api.exception_handler(AuthenticationError)
+    def on_unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+        return problem_response(
+            status=401,
+            code="unauthenticated",
+            title="Authentication required",
+            detail="Send a valid, unexpired agent token as 'Authorization: Bearer cs_…'.",
+            headers={"WWW-Authenticate": 'Bearer realm="countersign"'},
+        )
+
+    @api.exception_handler(HttpError)
+    def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+        # Ninja raises HttpError(400) when the body is not JSON at all.
+        if exc.status_code == 400:
+            return problem_response(
+                status=400,
+                code="malformed_json",
+                title="The body is not valid JSON",
+                detail="The request body could not be parsed as JSON.",
+                errors=[{"field": None, "message": "malformed JSON"}],
+            )
+        return problem_response(status=exc.status_code, code="error", detail=str(exc))
+
+    @api.exception_handler(Http404)
+    def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+        return problem_response(status=404, code="not_found", detail="No such resource.")
+
+    @api.exception_handler(DraftError)
+    def on_draft_error(request: HttpRequest, exc: DraftError) -> HttpResponse:
+        status = int(getattr(exc, "status", 409))
+        errors = [{"field": exc.field, "message": exc.message}]
+        return problem_response(
+            status=status,
+            code=exc.code,
+            title=exc.code.replace("_", " ").capitalize(),
+            detail=exc.message,
+            errors=errors,
+        )
+
+    @api.exception_handler(Exception)
+    def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+        log.exception(
+            "intents.api.unexpected_error",
+            extra={"path": request.path, "method": request.method},
+        )
+        return problem_response(
+            status=500,
+            code="internal_error",
+            detail="Something went wrong on our side. Retrying with the same Idempotency-Key is safe.",
+        )

@@ -1,0 +1,238 @@
+"""Idempotency-Key for the agent API (draft-ietf-httpapi-idempotency-key-header, and Brandur's
+Postgres design): a retried POST never does its work twice.
+
+The protocol, per tenant and key:
+
+1. Claim: insert the key row (``in_flight``, ``locked_until`` = database now + LOCK_SECONDS) in its
+   own short transaction. The unique constraint (tenant, key) decides a race: exactly one request
+   inserts, the others find the row.
+2. A found row: a different fingerprint (method, path, canonical JSON body) -> 422; completed ->
+   replay the stored status and exact bytes with ``Idempotent-Replayed: true``; in flight and
+   still locked -> 409 with Retry-After; in flight but the lock has passed (its request died) ->
+   take it over with a new lock.
+3. Work and completion commit in ONE transaction, and the completion is fenced on the lock value
+   we set: if our lock lapsed and another request took the key over, our UPDATE matches nothing,
+   our work rolls back, and only the other request's work survives.
+4. An error (4xx refusal, or a crash inside the work) releases the key by deleting our claim: the
+   work rolled back, so the client may correct the request and retry with the same key.
+
+Only successful (2xx) responses are stored and replayed. Keys are kept RETENTION (24 h) after
+completion, then ``api_idempotency_purge`` (called by the sweep) deletes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Callable
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import DateTimeField, ExpressionWrapper, F, Q
+from django.db.models.functions import Now
+from django.http import HttpRequest, HttpResponse
+
+from intents.api_errors import ApiProblem
+from intents.models import ApiIdempotencyKey
+
+log = logging.getLogger("intents.api")
+
+HEADER = "Idempotency-Key"
+KEY_RE = re.compile(r"^[A-Za-z0-9._~-]{1,255}$")
+LOCK_SECONDS = 60
+RETENTION = timedelta(hours=24)
+JSON_CONTENT_TYPE = "application/json"
+
+Work = Callable[[], tuple[int, bytes]]
+
+
+class _LockLost(Exception):
+    """Our in-flight lock lapsed and another request took the key over."""
+
+
+def _lock_expiry():
+    return ExpressionWrapper(Now() + timedelta(seconds=LOCK_SECONDS), output_field=DateTimeField())
+
+
+def read_key(request: HttpRequest, *, required: bool) -> str | None:
+    raw = request.headers.get(HEADER)
+    if raw is None:
+        if required:
+            raise ApiProblem(
+                400,
+                "idempotency_key_missing",
+                f"This request needs an '{HEADER}' header (1-255 of A-Za-z0-9._~-; "
+                "a UUID is a good choice).",
+                title="Idempotency-Key is missing",
+                errors=[{"field": HEADER, "message": "required"}],
+            )
+        return None
+    value = raw.strip()
+    # The draft defines the value as an RFC 8941 sf-string ("..."); the bare form is common.
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1]
+    if not KEY_RE.fullmatch(value):
+        raise ApiProblem(
+            400,
+            "idempotency_key_invalid",
+            f"'{HEADER}' must be 1-255 characters of A-Za-z0-9._~-.",
+            title="Idempotency-Key is malformed",
+            errors=[{"field": HEADER, "message": "1-255 characters of A-Za-z0-9._~-"}],
+        )
+    return value
+
+
+def request_fingerprint(request: HttpRequest) -> str:
+    """sha256 over method, path and the canonical JSON of the body (key order and whitespace do not
+    matter; values do)."""
+    body = request.body
+    canonical = ""
+    if body:
+        canonical = json.dumps(
+            json.loads(body), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+    digest = hashlib.sha256()
+    digest.update(f"{request.method}\n{request.path}\n".encode())
+    digest.update(canonical.encode())
+    return digest.hexdigest()
+
+
+def _json_response(status: int, body: bytes, *, replayed: bool) -> HttpResponse:
+    response = HttpResponse(body, status=status, content_type=JSON_CONTENT_TYPE)
+    if replayed:
+        response["Idempotent-Replayed"] = "true"
+    return response
+
+
+def _in_flight_problem() -> ApiProblem:
+    return ApiProblem(
+        409,
+        "idempotency_key_in_flight",
+        "A request with this Idempotency-Key is still being processed; retry shortly with the "
+        "same key to receive its result.",
+        title="A request is outstanding for this Idempotency-Key",
+        headers={"Retry-After": "1"},
+    )
+
+
+def _claim(*, tenant, key: str, fingerprint: str, request: HttpRequest):
+    """(row, lock) for a request that must do the work, or (row, None) for a replay."""
+    try:
+        with transaction.atomic():
+            row = ApiIdempotencyKey.objects.create(
+                tenant=tenant,
+                key=key,
+                fingerprint=fingerprint,
+                method=request.method,
+                path=request.path[:255],
+                state=ApiIdempotencyKey.State.IN_FLIGHT,
+                locked_until=_lock_expiry(),
+            )
+    except IntegrityError:
+        pass
+    else:
+        lock = ApiIdempotencyKey.objects.values_list("locked_until", flat=True).get(pk=row.pk)
+        return row, lock
+
+    with transaction.atomic():
+        row = (
+            ApiIdempotencyKey.objects.select_for_update()
+            .annotate(db_now=Now())
+            .filter(tenant=tenant, key=key)
+            .first()
+        )
+        if row is None:
+            # Released (the first request failed) or purged between our insert and this read.
+            raise _in_flight_problem()
+        if row.fingerprint != fingerprint:
+            raise ApiProblem(
+                422,
+                "idempotency_key_reused",
+                "This Idempotency-Key was already used for a different request (method, path or "
+                "body differ). Use a new key for a new request.",
+                title="Idempotency-Key is already used",
+                errors=[{"field": HEADER, "message": "already used for a different request"}],
+            )
+        if row.state == ApiIdempotencyKey.State.COMPLETED:
+            return row, None
+        if row.locked_until is not None and row.locked_until > row.db_now:
+            raise _in_flight_problem()
+        # The request holding this key died without completing or releasing it: take it over.
+        ApiIdempotencyKey.objects.filter(pk=row.pk).update(locked_until=_lock_expiry())
+        lock = ApiIdempotencyKey.objects.values_list("locked_until", flat=True).get(pk=row.pk)
+        log.info(
+            "intents.api.idempotency_takeover",
+            extra={"tenant_id": tenant.pk, "key_id": row.pk},
+        )
+        return row, lock
+
+
+def _release(row_id: int, lock) -> None:
+    ApiIdempotencyKey.objects.filter(
+        pk=row_id, state=ApiIdempotencyKey.State.IN_FLIGHT, locked_until=lock
+    ).delete()
+
+
+def run_idempotent(request: HttpRequest, *, tenant, required: bool, work: Work) -> HttpResponse:
+    """Run ``work`` (returns status and JSON bytes) at most once per (tenant, Idempotency-Key)."""
+    key = read_key(request, required=required)
+    if key is None:
+        with transaction.atomic():
+            status, body = work()
+        return _json_response(status, body, replayed=False)
+
+    row, lock = _claim(
+        tenant=tenant, key=key, fingerprint=request_fingerprint(request), request=request
+    )
+    if lock is None:
+        log.info("intents.api.idempotent_replay", extra={"tenant_id": tenant.pk, "key_id": row.pk})
+        return _json_response(row.response_status, bytes(row.response_body), replayed=True)
+
+    try:
+        with transaction.atomic():
+            status, body = work()
+            completed = ApiIdempotencyKey.objects.filter(
+                pk=row.pk, state=ApiIdempotencyKey.State.IN_FLIGHT, locked_until=lock
+            ).update(
+                state=ApiIdempotencyKey.State.COMPLETED,
+                response_status=status,
+                response_body=body,
+                completed_at=Now(),
+                locked_until=None,
+            )
+            if completed != 1:
+                raise _LockLost
+    except _LockLost:
+        log.warning(
+            "intents.api.idempotency_lock_lost",
+            extra={"tenant_id": tenant.pk, "key_id": row.pk},
+        )
+        raise _in_flight_problem() from None
+    except BaseException:
+        _release(row.pk, lock)
+        raise
+    return _json_response(status, body, replayed=False)
+
+
+def api_idempotency_purge(*, retention: timedelta = RETENTION) -> int:
+    """Delete keys completed more than ``retention`` ago, and abandoned in-flight claims whose lock
+    passed that long ago. Safe to run anywhere, any number of times."""
+    expired = ExpressionWrapper(Now() - retention, output_field=DateTimeField())
+    deleted, _ = (
+        ApiIdempotencyKey.objects.annotate(cutoff=expired)
+        .filter(
+            Q(state=ApiIdempotencyKey.State.COMPLETED, completed_at__lt=F("cutoff"))
+            | Q(state=ApiIdempotencyKey.State.IN_FLIGHT, locked_until__lt=F("cutoff"))
+            | Q(
+                state=ApiIdempotencyKey.State.IN_FLIGHT,
+                locked_until__isnull=True,
+                created_at__lt=F("cutoff"),
+            )
+        )
+        .delete()
+    )
+    if deleted:
+        log.info("intents.api.idempotency_purged", extra={"deleted": deleted})
+    return deleted

@@ -1,0 +1,230 @@
+"""Request and response shapes of the agent API (pydantic, via django-ninja).
+
+Requests refuse unknown fields (``extra="forbid"``): a misspelt ``bcc`` must not silently drop
+recipients. Strings and integers are strict (no ``123`` for a subject, no ``"5"`` for a priority).
+Addresses are syntax-checked and lower-cased here; the mailbox's recipient policy and the tenant's
+suppression list are checked by the draft service, which names the address it refuses.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from ninja import Schema
+from pydantic import AfterValidator, AwareDatetime, ConfigDict, Field, StrictInt, StrictStr
+
+from intents.policy import normalize_address
+from intents.services import MAX_RECIPIENTS, MAX_SUBJECT
+
+MAX_TEXT = 200_000
+
+
+def _address(value: str) -> str:
+    return normalize_address(value)
+
+
+def _single_line(value: str) -> str:
+    if "\r" in value or "\n" in value:
+        raise ValueError("must be a single line (no CR or LF characters)")
+    return value
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+Address = Annotated[
+    StrictStr,
+    Field(max_length=254, json_schema_extra={"format": "email"}),
+    AfterValidator(_address),
+]
+Subject = Annotated[
+    StrictStr,
+    Field(min_length=1, max_length=MAX_SUBJECT),
+    AfterValidator(_single_line),
+    AfterValidator(_not_blank),
+]
+Body = Annotated[StrictStr, Field(max_length=MAX_TEXT)]
+MessageRef = Annotated[StrictStr, Field(max_length=998), AfterValidator(_single_line)]
+ThreadRef = Annotated[StrictStr, Field(max_length=255), AfterValidator(_single_line)]
+MailboxRef = Annotated[
+    StrictInt | Annotated[StrictStr, Field(min_length=1, max_length=254)],
+    Field(
+        description="The mailbox to send from: our numeric id or its email address.",
+        examples=["support@acme.agentmail.to", 12],
+    ),
+]
+
+
+class StrictIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ContentIn(StrictIn):
+    to: list[Address] = Field(min_length=1, max_length=MAX_RECIPIENTS)
+    cc: list[Address] = Field(default_factory=list, max_length=MAX_RECIPIENTS)
+    bcc: list[Address] = Field(default_factory=list, max_length=MAX_RECIPIENTS)
+    subject: Subject
+    text: Body = ""
+    html: Body = ""
+
+
+class DraftCreateIn(ContentIn):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "mailbox": "support@acme.agentmail.to",
+                    "to": ["customer@example.com"],
+                    "subject": "Re: Where is my order?",
+                    "text": "Hello, your order shipped yesterday; tracking number 1Z999.",
+                    "in_reply_to": "<CAF=abc@mail.example.com>",
+                    "provenance": {"model": "gpt-x", "prompt": "support-v3"},
+                }
+            ]
+        },
+    )
+
+    mailbox: MailboxRef
+    in_reply_to: MessageRef = Field("", description="Provider message id this replies to.")
+    thread_id: ThreadRef = ""
+    provenance: dict[str, Any] | None = Field(
+        None, description="What produced the draft (model, prompt version, sources); ≤ 16 KiB."
+    )
+    not_after: AwareDatetime | None = Field(
+        None, description="Do not send after this instant (ISO 8601 with a timezone)."
+    )
+    priority: StrictInt = Field(0, ge=-100, le=100)
+
+
+class VersionIn(ContentIn):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "to": ["customer@example.com"],
+                    "subject": "Re: Where is my order?",
+                    "text": "Hello again: the parcel arrives tomorrow.",
+                }
+            ]
+        },
+    )
+
+
+class FieldError(Schema):
+    field: str | None
+    message: str
+
+
+class Problem(Schema):
+    """RFC 9457 problem details."""
+
+    type: str = Field(examples=["urn:countersign:problem:validation_failed"])
+    title: str
+    status: int
+    detail: str
+    code: str = Field(description="Stable slug; the last part of `type`.")
+    errors: list[FieldError]
+
+
+class MailboxOut(Schema):
+    id: int
+    address: str
+    display_name: str
+    status: Literal["provisioning", "active", "disabled"]
+
+
+class MailboxList(Schema):
+    items: list[MailboxOut]
+
+
+class MailboxBrief(Schema):
+    id: int
+    address: str
+
+
+class VersionOut(Schema):
+    number: int
+    to: list[str]
+    cc: list[str]
+    bcc: list[str]
+    subject: str
+    text: str
+    html: str
+    content_hash: str
+    author: Literal["agent", "person"]
+    created_at: datetime
+
+
+class DeliveryOut(Schema):
+    address: str
+    state: Literal["pending", "sent", "delivered", "bounced", "complained", "rejected"] = Field(
+        description="`pending` until the provider reports on this recipient."
+    )
+    updated_at: datetime | None
+
+
+class IntentOut(Schema):
+    id: int
+    state: Literal[
+        "queued",
+        "sending",
+        "uncertain",
+        "accepted",
+        "needs_attention",
+        "failed",
+        "blocked",
+        "expired",
+        "cancelled",
+    ]
+    version: int
+    approved_at: datetime
+    provider_message_id: str
+    provider_thread_id: str
+    attempts: int
+    updated_at: datetime
+    deliveries: list[DeliveryOut]
+
+
+DraftStatus = Literal["pending", "approved", "rejected", "expired", "withdrawn"]
+
+
+class DraftOut(Schema):
+    id: int
+    status: DraftStatus
+    mailbox: MailboxBrief
+    thread_id: str
+    in_reply_to: str
+    priority: int
+    provenance: dict[str, Any]
+    not_after: datetime | None
+    review_deadline: datetime | None
+    reject_reason: str
+    created_at: datetime
+    updated_at: datetime
+    decided_at: datetime | None
+    current_version: VersionOut
+    intent: IntentOut | None
+
+
+class DraftSummary(Schema):
+    id: int
+    status: DraftStatus
+    mailbox: MailboxBrief
+    subject: str
+    current_version: int
+    intent_state: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class DraftPage(Schema):
+    items: list[DraftSummary]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null on the last page."
+    )

@@ -1,0 +1,209 @@
+"""Agent tokens: creation, revocation and authentication.
+
+Format ``cs_<prefix>_<secret>``. The prefix is public (shown in the admin list, used to find the
+row); only a SHA-256 digest of the whole token is stored, so a database leak yields nothing that
+authenticates. SHA-256 is enough here (unlike passwords) because the secret carries 256 bits of
+randomness: there is nothing to brute-force. The plaintext exists once, in the creation response.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from tenants.models import AgentToken, AuditEvent, Tenant, User
+
+logger = logging.getLogger(__name__)
+
+TOKEN_PREFIX = "cs_"
+PREFIX_LENGTH = 8
+SECRET_BYTES = 32
+# url-safe base64 of 32 bytes is 43 characters; the prefix alphabet excludes "_" so the
+# separator is unambiguous.
+TOKEN_RE = re.compile(r"^cs_([A-Za-z0-9]{8})_([A-Za-z0-9_-]{43})$")
+PREFIX_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789"
+# last_used_at is for people ("is this token still in use?"); minute precision is plenty and
+# spares a write on every API request.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+VALID_SCOPES = frozenset(AgentToken.Scope.values)
+
+
+class TokenError(ValueError):
+    """A refused token operation, with a message meant for the admin who asked."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+def _digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def _new_prefix() -> str:
+    return "".join(secrets.choice(PREFIX_ALPHABET) for _ in range(PREFIX_LENGTH))
+
+
+def token_create(
+    *,
+    tenant: Tenant,
+    name: str,
+    scopes: Iterable[str],
+    mailbox_ids: Iterable[int] = (),
+    expires_at: datetime | None = None,
+    actor: User | None,
+) -> tuple[AgentToken, str]:
+    """Create a token and return it with its plaintext, which is never available again."""
+    from mailboxes.models import Mailbox
+
+    name = (name or "").strip()
+    scopes = sorted(set(scopes))
+    mailbox_ids = sorted({int(pk) for pk in mailbox_ids})
+    if not name:
+        raise TokenError("A token needs a name.", field="name")
+    if len(name) > 100:
+        raise TokenError("The name is longer than 100 characters.", field="name")
+    if not scopes:
+        raise TokenError("Choose at least one scope.", field="scopes")
+    unknown = [s for s in scopes if s not in VALID_SCOPES]
+    if unknown:
+        raise TokenError(f"Unknown scope: {', '.join(unknown)}.", field="scopes")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise TokenError("The expiry must be in the future.", field="expires_at")
+
+    with transaction.atomic():
+        mailboxes = list(Mailbox.objects.filter(tenant=tenant, pk__in=mailbox_ids))
+        if len(mailboxes) != len(mailbox_ids):
+            # Another tenant's mailbox id is treated exactly like a missing one.
+            raise TokenError("Unknown mailbox.", field="mailboxes")
+        if AgentToken.objects.filter(tenant=tenant, name=name).exists():
+            raise TokenError("A token with this name already exists.", field="name")
+        for _ in range(5):
+            prefix = _new_prefix()
+            plaintext = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(SECRET_BYTES)}"
+            try:
+                with transaction.atomic():
+                    token = AgentToken.objects.create(
+                        tenant=tenant,
+                        name=name,
+                        prefix=prefix,
+                        digest=_digest(plaintext),
+                        scopes=scopes,
+                        created_by=actor,
+                        expires_at=expires_at,
+                    )
+                break
+            except IntegrityError:
+                if AgentToken.objects.filter(tenant=tenant, name=name).exists():
+                    raise TokenError(
+                        "A token with this name already exists.", field="name"
+                    ) from None
+                continue  # a prefix collision (1 in 57^8): draw again
+        else:  # pragma: no cover - practically unreachable
+            raise RuntimeError("could not draw a unique token prefix")
+        token.mailboxes.set(mailboxes)
+        AuditEvent.objects.create(
+            tenant=tenant,
+            actor=actor,
+            action="token.created",
+            object_type="agent_token",
+            object_id=str(token.pk),
+            data={
+                "name": name,
+                "prefix": prefix,
+                "scopes": scopes,
+                "mailbox_ids": mailbox_ids,
+                "expires_at": expires_at.isoformat() if expires_at else None,
+            },
+        )
+    logger.info(
+        "tenants.token.created",
+        extra={"tenant_id": tenant.pk, "token_id": token.pk, "prefix": prefix},
+    )
+    return token, plaintext
+
+
+def token_revoke(*, tenant: Tenant, token_id: int, actor: User | None) -> AgentToken:
+    """Revoke a token at once. Revoking a revoked token is refused (nothing to do)."""
+    with transaction.atomic():
+        changed = AgentToken.objects.filter(
+            tenant=tenant, pk=token_id, revoked_at__isnull=True
+        ).update(revoked_at=Now())
+        try:
+            token = AgentToken.objects.get(tenant=tenant, pk=token_id)
+        except AgentToken.DoesNotExist:
+            raise TokenError("No such token.") from None
+        if not changed:
+            raise TokenError("This token is already revoked.")
+        AuditEvent.objects.create(
+            tenant=tenant,
+            actor=actor,
+            action="token.revoked",
+            object_type="agent_token",
+            object_id=str(token.pk),
+            data={"name": token.name, "prefix": token.prefix},
+        )
+    logger.info(
+        "tenants.token.revoked",
+        extra={"tenant_id": tenant.pk, "token_id": token.pk, "prefix": token.prefix},
+    )
+    return token
+
+
+def token_authenticate(raw: str | None) -> AgentToken | None:
+    """The live token for a presented bearer string, or None (malformed, unknown, wrong secret,
+    expired or revoked). A suspended tenant is the API's call (403), not authentication's."""
+    if not raw:
+        return None
+    match = TOKEN_RE.match(raw)
+    if match is None:
+        return None
+    presented = _digest(raw)
+    token = (
+        AgentToken.objects.select_related("tenant")
+        .filter(prefix=match.group(1))
+        .only(
+            "id",
+            "tenant",
+            "name",
+            "prefix",
+            "digest",
+            "scopes",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+        )
+        .first()
+    )
+    # Compare against a dummy digest when the prefix is unknown, so an unknown prefix and a wrong
+    # secret cost the same.
+    stored = token.digest if token is not None else "0" * 64
+    if not hmac.compare_digest(stored, presented) or token is None:
+        return None
+    now = timezone.now()
+    if token.revoked_at is not None:
+        return None
+    if token.expires_at is not None and token.expires_at <= now:
+        return None
+    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
+        AgentToken.objects.filter(pk=token.pk).update(last_used_at=Now())
+        token.last_used_at = now
+    return token
+
+
+def token_status(token: AgentToken) -> str:
+    if token.revoked_at is not None:
+        return "revoked"
+    if token.expires_at is not None and token.expires_at <= timezone.now():
+        return "expired"
+    return "active"

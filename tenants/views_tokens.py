@@ -1,0 +1,113 @@
+"""Agent-token administration for tenant admins: list, create (plaintext shown once), revoke."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django import forms
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from mailboxes.models import Mailbox
+from tenants.access import ADMIN_ONLY, tenant_view
+from tenants.models import AgentToken
+from tenants.tokens import TokenError, token_create, token_revoke, token_status
+
+EXPIRY_CHOICES = [
+    ("", "Never"),
+    ("7", "In 7 days"),
+    ("30", "In 30 days"),
+    ("90", "In 90 days"),
+    ("365", "In a year"),
+]
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="Which agent uses it, e.g. “support-bot”.")
+    scopes = forms.MultipleChoiceField(
+        choices=AgentToken.Scope.choices,
+        widget=forms.CheckboxSelectMultiple,
+        initial=[AgentToken.Scope.DRAFTS_WRITE, AgentToken.Scope.DRAFTS_READ],
+    )
+    mailboxes = forms.ModelMultipleChoiceField(
+        queryset=Mailbox.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Leave all unticked to allow every mailbox of this tenant.",
+    )
+    expires_in_days = forms.ChoiceField(choices=EXPIRY_CHOICES, required=False, label="Expires")
+
+    def __init__(self, *args, tenant, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["mailboxes"].queryset = Mailbox.objects.filter(tenant=tenant).order_by(
+            "address"
+        )
+
+
+def _token_rows(tenant) -> list[dict]:
+    tokens = (
+        AgentToken.objects.filter(tenant=tenant)
+        .select_related("created_by")
+        .prefetch_related("mailboxes")
+        .order_by("revoked_at", "-created_at")
+    )
+    return [{"token": t, "status": token_status(t)} for t in tokens]
+
+
+def _page(request: HttpRequest, form: TokenForm, status: int = 200) -> HttpResponse:
+    return render(
+        request,
+        "tenants/tokens.html",
+        {"rows": _token_rows(request.tenant), "form": form},
+        status=status,
+    )
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_GET
+def token_list(request: HttpRequest) -> HttpResponse:
+    return _page(request, TokenForm(tenant=request.tenant))
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+@never_cache
+def token_new(request: HttpRequest) -> HttpResponse:
+    form = TokenForm(request.POST, tenant=request.tenant)
+    if not form.is_valid():
+        return _page(request, form, status=422)
+    days = form.cleaned_data["expires_in_days"]
+    try:
+        token, plaintext = token_create(
+            tenant=request.tenant,
+            name=form.cleaned_data["name"],
+            scopes=form.cleaned_data["scopes"],
+            mailbox_ids=[m.pk for m in form.cleaned_data["mailboxes"]],
+            expires_at=timezone.now() + timedelta(days=int(days)) if days else None,
+            actor=request.user,
+        )
+    except TokenError as exc:
+        form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        return _page(request, form, status=422)
+    # The only response that ever carries the plaintext: not cached, not redirected to.
+    return render(
+        request,
+        "tenants/tokens_created.html",
+        {"token": token, "plaintext": plaintext, "mailboxes": list(token.mailboxes.all())},
+    )
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
+    try:
+        token = token_revoke(tenant=request.tenant, token_id=token_id, actor=request.user)
+    except TokenError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Token “{token.name}” revoked; it stopped working at once.")
+    return redirect("token_list", slug=request.tenant.slug)
