@@ -18,6 +18,7 @@ BEFORE_MODES = frozenset(
         "502_html",
         "409_in_progress",
         "gateway_403",
+        "422_unprocessable",
         "delay",
     }
 )

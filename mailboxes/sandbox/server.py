@@ -339,6 +339,8 @@ def _fault_reply(fault: Fault) -> Reply | None:
         return None
     if mode == "502_html":
         reply = Reply(502, BAD_GATEWAY_HTML, "text/html")
+    elif mode == "422_unprocessable":
+        reply = _error_reply(ApiError(422, "unprocessable", "The request could not be processed"))
     elif mode == "gateway_403":
         # API Gateway's own rejection: no code, no docs (knowledge-base/api-403-error).
         reply = Reply.json(403, {"message": "Forbidden"})
