@@ -773,3 +773,21 @@ def due_intent_ids(*, limit: int = 100) -> tuple[list[int], list[int]]:
         .values_list("pk", flat=True)[:limit]
     )
     return queued, uncertain
+
+
+def seconds_until_next_due() -> float | None:
+    """Seconds (database clock) until the next retry, reconciliation or lease expiry, if any."""
+    from django.db.models import Min
+
+    now = db_now()
+    soonest = [
+        SendIntent.objects.filter(state=State.QUEUED, held_reason="").aggregate(
+            at=Min("next_attempt_at")
+        )["at"],
+        SendIntent.objects.filter(state=State.UNCERTAIN).aggregate(at=Min("next_attempt_at"))["at"],
+        SendIntent.objects.filter(state=State.SENDING).aggregate(at=Min("lease_expires_at"))["at"],
+    ]
+    times = [t for t in soonest if t is not None]
+    if not times:
+        return None
+    return max(0.0, (min(times) - now).total_seconds())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 
 from django.conf import settings
 
@@ -34,8 +35,26 @@ def drain(max_intents: int = 100) -> int:
     return done
 
 
-def sweep() -> dict[str, int]:
-    """Periodic safety net (every SWEEP_INTERVAL_SECONDS, on every cluster at once)."""
+def sweep(budget_seconds: float = 50.0) -> int:
+    """The scheduled safety net (safe on every cluster at once).
+
+    django-q2 schedules in whole minutes, so one run keeps sweeping every SWEEP_INTERVAL_SECONDS
+    while something (a retry, a reconciliation, a lease) falls due within its budget, and returns
+    at once when the queue is idle, so it does not hold a worker for nothing.
+    """
+    started = time.monotonic()
+    rounds = 0
+    while True:
+        sweep_once()
+        rounds += 1
+        remaining = budget_seconds - (time.monotonic() - started)
+        wait = execution.seconds_until_next_due()
+        if wait is None or wait > remaining:
+            return rounds
+        time.sleep(max(wait, min(1.0, settings.SWEEP_INTERVAL_SECONDS)))
+
+
+def sweep_once() -> dict[str, int]:
     report = {
         "leases_released": execution.intents_release_expired_leases(),
         "intents_expired": execution.intents_expire_not_after(),
@@ -51,11 +70,13 @@ def sweep() -> dict[str, int]:
 
 
 def _wake(queued: list[int], uncertain: list[int]) -> None:
-    try:
-        from django_q.tasks import async_task
-    except ImportError:  # pragma: no cover - django-q2 is a hard dependency
-        return
+    from django_q.models import OrmQ
+    from django_q.tasks import async_task
+
     workers = int(settings.Q_CLUSTER.get("workers", 2))
+    if "orm" in settings.Q_CLUSTER and OrmQ.objects.count() >= 2 * workers:
+        # Workers are already behind on wake-ups; more of them would only pile up.
+        return
     drains = min(workers, math.ceil(len(queued) / DRAIN_BATCH))
     for _ in range(drains):
         async_task("intents.tasks.drain", task_name="intents-drain")

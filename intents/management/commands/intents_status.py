@@ -1,0 +1,54 @@
+"""Operators' view of the send queue: counts by state, the oldest due age, one intent's attempts."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from intents.models import SendAttempt, SendIntent
+from intents.selectors import intent_counts, oldest_queued_age_seconds
+
+
+class Command(BaseCommand):
+    help = "Print send intents by state, the oldest queued age, and the attempts of one intent."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--intent", type=int, help="Show this intent's attempts and journal.")
+
+    def handle(self, *args, intent=None, **options):
+        counts = intent_counts()
+        width = max(len(s) for s in counts)
+        self.stdout.write("Send intents by state:")
+        for state, n in counts.items():
+            self.stdout.write(f"  {state:<{width}}  {n}")
+        age = oldest_queued_age_seconds()
+        self.stdout.write(
+            "Oldest due queued intent: " + ("none" if age is None else f"{age:.1f} s waiting")
+        )
+        if intent is None:
+            return
+        row = SendIntent.objects.filter(pk=intent).select_related("tenant", "mailbox").first()
+        if row is None:
+            raise CommandError(f"No send intent {intent}.")
+        self.stdout.write("")
+        self.stdout.write(
+            f"Intent {row.pk} ({row.tenant.slug}, {row.mailbox.address}): {row.state}, "
+            f"{row.attempts} attempt(s), key {row.idempotency_key}"
+        )
+        if row.provider_message_id:
+            self.stdout.write(f"  provider message id: {row.provider_message_id}")
+        if row.last_error_code:
+            self.stdout.write(f"  last error: {row.last_error_code} {row.last_error_detail[:200]}")
+        self.stdout.write(f"  next attempt at: {row.next_attempt_at:%Y-%m-%d %H:%M:%S.%f %Z}")
+        attempts = SendAttempt.objects.filter(intent=row).order_by("number")
+        self.stdout.write("  #  kind    outcome     http  ms     worker")
+        for a in attempts:
+            self.stdout.write(
+                f"  {a.number:<2} {a.kind:<7} {a.outcome:<11} {a.http_status or '-':<5} "
+                f"{a.latency_ms if a.latency_ms is not None else '-':<6} {a.worker}"
+                + (f"  {a.error_code}" if a.error_code else "")
+            )
+        for event in row.events.order_by("created_at", "id"):
+            self.stdout.write(
+                f"  {event.created_at:%H:%M:%S.%f} {event.action} "
+                f"{event.from_state or '-'} -> {event.to_state or '-'} {event.reason[:80]}"
+            )

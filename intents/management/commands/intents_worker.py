@@ -1,0 +1,66 @@
+"""A plain worker process: claim and send due intents, sweep, repeat.
+
+django-q2 is the production runner (tasks.execute_intent / drain / sweep). This command runs the
+same code without the queue, for fault tests that kill or pause a worker process, and for
+operators who want a dedicated sender.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+from django.core.management.base import BaseCommand
+from django.db import connections
+
+from intents import execution, tasks
+
+
+class Command(BaseCommand):
+    help = "Run a send worker loop (claims due intents, sends, records; sweeps periodically)."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--seconds", type=float, default=0, help="Stop after this long (0: never)"
+        )
+        parser.add_argument("--once", action="store_true", help="One claim round, then exit")
+        parser.add_argument("--intent", type=int, help="Only this intent (with --once)")
+        parser.add_argument("--threads", type=int, default=1)
+        parser.add_argument("--batch", type=int, default=5)
+        parser.add_argument("--poll", type=float, default=0.2)
+        parser.add_argument("--sweep-every", type=float, default=0, help="Seconds; 0: no sweep")
+        parser.add_argument("--exit-when-idle", action="store_true")
+
+    def handle(self, *args, **o):
+        if o["once"]:
+            done = execution.run_once(limit=o["batch"], intent_id=o["intent"])
+            self.stdout.write(f"processed {done}")
+            return
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        deadline = time.monotonic() + o["seconds"] if o["seconds"] else None
+
+        def loop(n: int) -> None:
+            worker = f"{execution.worker_id()}-{n}"
+            last_sweep = 0.0
+            try:
+                while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+                    if o["sweep_every"] and time.monotonic() - last_sweep >= o["sweep_every"]:
+                        tasks.sweep_once()
+                        last_sweep = time.monotonic()
+                    done = execution.run_once(worker=worker, limit=o["batch"])
+                    if not done:
+                        if o["exit_when_idle"]:
+                            return
+                        stop.wait(o["poll"])
+            finally:
+                connections.close_all()
+
+        threads = [
+            threading.Thread(target=loop, args=(i,), daemon=True) for i in range(o["threads"])
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
