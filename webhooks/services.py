@@ -353,35 +353,39 @@ def _advance(event: WebhookEvent, intent: SendIntent, state: str, addresses: Ite
 def _suppress(
     event: WebhookEvent, normalized: NormalizedEvent, reason: str, addresses: list[str]
 ) -> list[str]:
-    """Add tenant suppressions; an address already suppressed keeps its first reason."""
+    """Add or strengthen tenant suppressions; returns the addresses whose row changed.
+
+    The reason follows the same total order as delivery state (complained > bounced > rejected),
+    so the final reason does not depend on arrival order; a person's manual entry is never
+    overwritten.
+    """
     if not addresses:
         return []
-    existing = set(
-        Suppression.objects.filter(tenant_id=event.tenant_id, address__in=addresses).values_list(
-            "address", flat=True
+    table = Suppression._meta.db_table
+    source = (normalized.event_id or event.svix_id)[:100]
+    note = f"{normalized.event_type} webhook" + (
+        f" ({normalized.reason})" if normalized.reason else ""
+    )
+    values = ", ".join(["(%s, %s, %s, %s, %s, now())"] * len(addresses))
+    params: list = []
+    for address in addresses:
+        params += [event.tenant_id, address, reason, source, note]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} AS s (tenant_id, address, reason, source, note, created_at) "  # noqa: S608
+            f"VALUES {values} ON CONFLICT (tenant_id, address) DO UPDATE SET "
+            "reason = EXCLUDED.reason, source = EXCLUDED.source, note = EXCLUDED.note "
+            f"WHERE s.reason <> %s AND {_rank_sql('s.reason')} < {_rank_sql('EXCLUDED.reason')} "
+            "RETURNING address",
+            [*params, Suppression.Reason.MANUAL],
         )
-    )
-    Suppression.objects.bulk_create(
-        [
-            Suppression(
-                tenant_id=event.tenant_id,
-                address=address,
-                reason=reason,
-                source=(normalized.event_id or event.svix_id)[:100],
-                note=f"{normalized.event_type} webhook"
-                + (f" ({normalized.reason})" if normalized.reason else ""),
-            )
-            for address in addresses
-        ],
-        ignore_conflicts=True,
-    )
-    added = [a for a in addresses if a not in existing]
-    if added:
+        changed = {row[0] for row in cursor.fetchall()}
+    if changed:
         log.info(
             "webhooks.suppression.added",
-            extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id, "count": len(added)},
+            extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id, "count": len(changed)},
         )
-    return added
+    return [a for a in addresses if a in changed]
 
 
 def _apply_received(

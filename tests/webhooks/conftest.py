@@ -127,9 +127,10 @@ def intent_row(db):
         state: str = SendIntent.State.ACCEPTED,
         in_reply_to: str = "",
         draft_created_at=None,
+        approver=None,
     ) -> SendIntent:
         n = next(_seq)
-        approver = UserFactory()
+        approver = approver or UserFactory()
         if message_id == "":
             message_id = f"<{uuid.uuid4()}@sandbox.test>"
         draft = Draft.objects.create(

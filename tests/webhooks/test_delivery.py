@@ -102,6 +102,18 @@ def test_second_bounce_under_another_svix_id_keeps_one_suppression_with_its_firs
     assert WebhookEvent.objects.filter(state="applied").count() == 2
 
 
+def test_suppression_reason_takes_the_strongest_whatever_the_order(client, hook, intent):
+    hook.post(client, delivery_payload("complained", intent, recipients=["jane@customer.test"]))
+    hook.post(client, delivery_payload("bounced", intent, recipients=["jane@customer.test"]))
+    hook.post(client, delivery_payload("bounced", intent, recipients=["ops@customer.test"]))
+    hook.post(client, delivery_payload("complained", intent, recipients=["ops@customer.test"]))
+
+    assert set(Suppression.objects.values_list("address", "reason")) == {
+        ("jane@customer.test", "complained"),
+        ("ops@customer.test", "complained"),
+    }
+
+
 def test_manual_suppression_keeps_its_reason(client, hook, intent):
     Suppression.objects.create(tenant=intent.tenant, address="jane@customer.test", reason="manual")
 
