@@ -1,0 +1,108 @@
+"""Input parsing for the review and outbox pages. Business rules live in intents.services."""
+
+from __future__ import annotations
+
+import re
+
+from django import forms
+
+from intents.review import AGE_CHOICES, QueueFilter
+
+HASH_RE = re.compile(r"^[0-9a-f]{64}$")
+ITEM_RE = re.compile(r"^(\d{1,18}):(\d{1,9}):([0-9a-f]{64})$")
+ADDRESS_SPLIT = re.compile(r"[\s,;]+")
+
+
+class QueueFilterForm(forms.Form):
+    mailbox = forms.TypedChoiceField(required=False, coerce=int, empty_value=None)
+    agent = forms.TypedChoiceField(required=False, coerce=int, empty_value=None)
+    age = forms.ChoiceField(choices=AGE_CHOICES, required=False)
+    warnings = forms.BooleanField(required=False, label="Only with warnings")
+    q = forms.CharField(required=False, max_length=200, label="Search")
+
+    def __init__(self, *args, mailboxes, agents, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["mailbox"].choices = [("", "All mailboxes")] + [
+            (m.pk, m.address) for m in mailboxes
+        ]
+        self.fields["agent"].choices = [("", "All agents")] + [(a.pk, a.name) for a in agents]
+
+    def queue_filter(self) -> QueueFilter:
+        if not self.is_bound or not self.is_valid():
+            return QueueFilter()
+        data = self.cleaned_data
+        return QueueFilter(
+            mailbox=data["mailbox"],
+            agent=data["agent"],
+            age=data["age"] or "",
+            warnings=data["warnings"],
+            q=data["q"].strip(),
+        )
+
+
+class ApproveForm(forms.Form):
+    version = forms.IntegerField(min_value=1)
+    content_hash = forms.RegexField(regex=HASH_RE)
+    next = forms.BooleanField(required=False)
+
+
+def _addresses(value: str) -> list[str]:
+    return [a for a in ADDRESS_SPLIT.split(value or "") if a]
+
+
+class EditForm(forms.Form):
+    base_version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
+    to = forms.CharField(max_length=10000, help_text="Separate addresses with commas.")
+    cc = forms.CharField(max_length=10000, required=False, label="Cc")
+    bcc = forms.CharField(max_length=10000, required=False, label="Bcc")
+    subject = forms.CharField(max_length=998)
+    text = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 14}), required=False, strip=False, label="Text"
+    )
+    html = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 8, "class": "mono"}),
+        required=False,
+        strip=False,
+        label="HTML",
+    )
+
+    def clean(self):
+        data = super().clean()
+        for name in ("to", "cc", "bcc"):
+            data[f"{name}_list"] = _addresses(data.get(name, ""))
+        return data
+
+
+class RejectForm(forms.Form):
+    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}))
+
+
+class BulkApproveForm(forms.Form):
+    def __init__(self, data):
+        super().__init__(data)
+        self.raw_items = data.getlist("item") if hasattr(data, "getlist") else []
+
+    def clean(self):
+        items = []
+        for raw in self.raw_items[:200]:
+            match = ITEM_RE.match(raw)
+            if match is None:
+                raise forms.ValidationError("A selected draft was not understood; reload the page.")
+            items.append((int(match[1]), int(match[2]), match[3]))
+        if not items:
+            raise forms.ValidationError("Select at least one draft to approve.")
+        return {"items": items}
+
+
+class CancelForm(forms.Form):
+    reason = forms.CharField(max_length=2000, required=False)
+
+
+class ResolveForm(forms.Form):
+    provider_message_id = forms.CharField(max_length=998, label="Provider message id")
+    evidence = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        label="Evidence",
+        help_text="Where you saw that it was sent (the recipient's copy, the provider console…).",
+    )

@@ -1,0 +1,398 @@
+"""Reads for the review UI that the general selectors do not cover: the filtered queue with its
+warning flag, recipient warnings, thread context and the word-level diff.
+
+Every query is tenant-scoped, and each page issues a fixed number of queries whatever the number
+of rows: the current version is joined (FilteredRelation), the warning flag is one correlated
+EXISTS, and per-page lookups are batched.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import difflib
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from email.utils import parseaddr
+
+from django.db.models import BooleanField, F, FilteredRelation, Func, Q, QuerySet, TextField, Value
+from django.db.models.expressions import RawSQL
+from django.utils import timezone
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from intents.models import Draft, DraftVersion, SendIntent, Suppression
+
+QUEUE_PAGE = 50
+
+# True when any recipient of the draft's current version is suppressed, outside the mailbox's
+# recipient policy, or (when the thread is known) not among the thread's participants. Correlated
+# on the outer draft row, so it filters and annotates in the same single query.
+HAS_WARNING_SQL = """
+EXISTS (
+  SELECT 1
+  FROM intents_draftversion v
+  JOIN mailboxes_mailbox m ON m.id = intents_draft.mailbox_id
+  CROSS JOIN LATERAL unnest(v."to" || v.cc || v.bcc) AS r(addr)
+  WHERE v.draft_id = intents_draft.id
+    AND v.number = intents_draft.current_version
+    AND (
+      EXISTS (
+        SELECT 1 FROM intents_suppression s
+        WHERE s.tenant_id = intents_draft.tenant_id AND s.address = lower(r.addr)
+      )
+      OR (
+        m.policy_mode = 'restricted'
+        AND NOT (
+          lower(r.addr) = ANY (m.allowed_addresses::text[])
+          OR split_part(lower(r.addr), '@', 2) = ANY (m.allowed_domains::text[])
+        )
+      )
+      OR (
+        intents_draft.thread_id <> ''
+        AND EXISTS (
+          SELECT 1 FROM webhooks_inboundmessage i
+          WHERE i.tenant_id = intents_draft.tenant_id AND i.thread_id = intents_draft.thread_id
+        )
+        AND NOT EXISTS (
+          SELECT 1 FROM webhooks_inboundmessage i
+          WHERE i.tenant_id = intents_draft.tenant_id AND i.thread_id = intents_draft.thread_id
+            AND (lower(i.sender) = lower(r.addr) OR lower(i.sender) LIKE '%%<' || lower(r.addr) || '>')
+        )
+      )
+    )
+)
+"""
+
+
+class ArrayToString(Func):
+    function = "array_to_string"
+    output_field = TextField()
+
+
+@dataclass(frozen=True)
+class QueueFilter:
+    mailbox: int | None = None
+    agent: int | None = None
+    age: str = ""  # "", "1h", "4h", "24h", "due"
+    warnings: bool = False
+    q: str = ""
+
+
+AGE_CHOICES = [
+    ("", "Any age"),
+    ("1h", "Waiting over 1 hour"),
+    ("4h", "Waiting over 4 hours"),
+    ("24h", "Waiting over a day"),
+    ("due", "Deadline within 2 hours"),
+]
+
+
+def pending_drafts(*, tenant, f: QueueFilter) -> QuerySet[Draft]:
+    """The pending queue with the current version's subject and recipients joined in."""
+    qs = (
+        Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING)
+        .select_related("mailbox", "agent_token")
+        .annotate(
+            cur=FilteredRelation("versions", condition=Q(versions__number=F("current_version"))),
+            cur_subject=F("cur__subject"),
+            cur_to=F("cur__to"),
+            cur_cc=F("cur__cc"),
+            cur_bcc=F("cur__bcc"),
+            cur_hash=F("cur__content_hash"),
+            cur_author=F("cur__author_kind"),
+            # Constant SQL, no interpolated input.
+            has_warning=RawSQL(HAS_WARNING_SQL, [], output_field=BooleanField()),  # noqa: S611
+        )
+    )
+    if f.mailbox:
+        qs = qs.filter(mailbox_id=f.mailbox)
+    if f.agent:
+        qs = qs.filter(agent_token_id=f.agent)
+    now = timezone.now()
+    if f.age in ("1h", "4h", "24h"):
+        qs = qs.filter(created_at__lte=now - timedelta(hours=int(f.age[:-1])))
+    elif f.age == "due":
+        qs = qs.filter(review_deadline__lte=now + timedelta(hours=2))
+    if f.warnings:
+        qs = qs.filter(has_warning=True)
+    if f.q:
+        term = f.q.strip()
+        qs = qs.annotate(
+            cur_recipients=ArrayToString(
+                Func(
+                    Func(F("cur__to"), F("cur__cc"), function="array_cat"),
+                    F("cur__bcc"),
+                    function="array_cat",
+                ),
+                Value(" "),
+            )
+        ).filter(Q(cur__subject__icontains=term) | Q(cur_recipients__icontains=term))
+    return qs
+
+
+def encode_cursor(created_at: datetime, pk: int) -> str:
+    raw = f"{created_at.isoformat()}|{pk}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, int] | None:
+    try:
+        raw = base64.urlsafe_b64decode((cursor + "=" * (-len(cursor) % 4)).encode()).decode()
+        created, pk = raw.split("|")
+        return datetime.fromisoformat(created), int(pk)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+
+
+@dataclass
+class QueuePage:
+    rows: list[Draft]
+    total: int
+    next_cursor: str | None
+    newest_id: int
+
+
+def queue_page(*, tenant, f: QueueFilter, after: str = "", limit: int = QUEUE_PAGE) -> QueuePage:
+    """Oldest first, keyset-paginated on (created_at, id): two queries whatever the size."""
+    qs = pending_drafts(tenant=tenant, f=f)
+    total = qs.count()
+    position = decode_cursor(after) if after else None
+    if position is not None:
+        created_at, pk = position
+        qs = qs.filter(Q(created_at__gt=created_at) | Q(created_at=created_at, id__gt=pk))
+    rows = list(qs.order_by("created_at", "id")[: limit + 1])
+    next_cursor = None
+    if len(rows) > limit:
+        rows = rows[:limit]
+        next_cursor = encode_cursor(rows[-1].created_at, rows[-1].pk)
+    return QueuePage(rows=rows, total=total, next_cursor=next_cursor, newest_id=0)
+
+
+def queue_changes(*, tenant, since_id: int, shown: list[int]) -> tuple[int, int]:
+    """(new pending drafts with an id above since_id, shown drafts no longer pending)."""
+    new = Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING, pk__gt=since_id).count()
+    gone = 0
+    if shown:
+        gone = (
+            Draft.objects.filter(tenant=tenant, pk__in=shown)
+            .exclude(status=Draft.Status.PENDING)
+            .count()
+        )
+    return new, gone
+
+
+def newest_draft_id(*, tenant) -> int:
+    last = Draft.objects.filter(tenant=tenant).order_by("-id").values_list("id", flat=True)[:1]
+    return next(iter(last), 0)
+
+
+def next_pending(*, tenant, membership, after: Draft) -> Draft | None:
+    """The next pending draft after this one (queue order) that this person may decide."""
+    qs = Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING).filter(
+        Q(created_at__gt=after.created_at) | Q(created_at=after.created_at, id__gt=after.pk)
+    )
+    if not membership.approve_all_mailboxes:
+        qs = qs.filter(mailbox__in=membership.approve_mailboxes.all())
+    found = qs.order_by("created_at", "id").first()
+    if found is None:
+        found = (
+            Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING)
+            .exclude(pk=after.pk)
+            .order_by("created_at", "id")
+            .first()
+        )
+    return found
+
+
+def approvable_mailbox_ids(membership) -> set[int] | None:
+    """None means every mailbox; otherwise the ids this member may decide for."""
+    if membership.role not in ("admin", "approver"):
+        return set()
+    if membership.approve_all_mailboxes:
+        return None
+    return set(membership.approve_mailboxes.values_list("pk", flat=True))
+
+
+def may_decide(allowed: set[int] | None, mailbox_id: int) -> bool:
+    return allowed is None or mailbox_id in allowed
+
+
+# --- recipients ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Recipient:
+    kind: str  # to, cc, bcc
+    address: str
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (code, message): blocks a send
+    notes: list[tuple[str, str]] = field(default_factory=list)  # (code, message): worth a look
+
+
+def _domain(address: str) -> str:
+    return address.rpartition("@")[2].lower()
+
+
+def thread_participants(inbound: list) -> set[str]:
+    return {parseaddr(m.sender)[1].lower() for m in inbound if parseaddr(m.sender)[1]}
+
+
+def recipients_with_warnings(*, tenant, draft: Draft, version: DraftVersion, inbound: list):
+    """Every recipient of the version, each with what a reviewer should know about it."""
+    mailbox = draft.mailbox
+    addresses = [a.lower() for a in version.all_recipients]
+    suppressed = {
+        s.address: s for s in Suppression.objects.filter(tenant=tenant, address__in=addresses)
+    }
+    participants = thread_participants(inbound)
+    out = []
+    for kind in ("to", "cc", "bcc"):
+        for address in getattr(version, kind):
+            address = address.lower()
+            r = Recipient(kind=kind, address=address)
+            if address in suppressed:
+                r.warnings.append(
+                    (
+                        "suppressed",
+                        f"Suppressed: {suppressed[address].get_reason_display().lower()}",
+                    )
+                )
+            if not mailbox.allows_recipient(address):
+                r.warnings.append(("not_allowed", "Outside this mailbox's recipient policy"))
+            if participants and address not in participants:
+                r.warnings.append(("not_on_thread", "Not a participant of this thread"))
+            if _domain(address) != _domain(mailbox.address):
+                r.notes.append(("external", f"External domain {_domain(address)}"))
+            if kind == "bcc":
+                r.notes.append(("bcc", "Blind copy: other recipients will not see it"))
+            out.append(r)
+    return out
+
+
+def added_recipients(first: DraftVersion, current: DraftVersion) -> set[str]:
+    return {a.lower() for a in current.all_recipients} - {a.lower() for a in first.all_recipients}
+
+
+def inbound_for(*, tenant, draft: Draft, limit: int = 10) -> list:
+    from webhooks.models import InboundMessage
+
+    if not draft.thread_id:
+        return []
+    return list(
+        InboundMessage.objects.filter(tenant=tenant, thread_id=draft.thread_id).order_by(
+            "-received_at"
+        )[:limit]
+    )[::-1]
+
+
+# --- diff ----------------------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"\s+|[^\s]+")
+
+
+def word_diff(old: str, new: str) -> SafeString:
+    """Word-level diff as escaped HTML with <ins>/<del>; whitespace is kept as written."""
+    a = _TOKEN.findall(old or "")
+    b = _TOKEN.findall(new or "")
+    parts: list[str] = []
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            parts.append(escape("".join(a[i1:i2])))
+            continue
+        if op in ("delete", "replace"):
+            parts.append(f"<del>{escape(''.join(a[i1:i2]))}</del>")
+        if op in ("insert", "replace"):
+            parts.append(f"<ins>{escape(''.join(b[j1:j2]))}</ins>")
+    return mark_safe("".join(parts))  # noqa: S308 - every piece above is escaped
+
+
+@dataclass
+class VersionDiff:
+    base: DraftVersion
+    target: DraftVersion
+    subject: SafeString
+    text: SafeString
+    html_changed: bool
+    added: list[str]
+    removed: list[str]
+
+    @property
+    def changed(self) -> bool:
+        return self.base.content_hash != self.target.content_hash and (
+            self.base.subject != self.target.subject
+            or self.base.text != self.target.text
+            or self.html_changed
+            or bool(self.added or self.removed)
+        )
+
+
+def version_diff(base: DraftVersion, target: DraftVersion) -> VersionDiff:
+    def tagged(v):
+        return {f"{k}: {a.lower()}" for k in ("to", "cc", "bcc") for a in getattr(v, k)}
+
+    old, new = tagged(base), tagged(target)
+    return VersionDiff(
+        base=base,
+        target=target,
+        subject=word_diff(base.subject, target.subject),
+        text=word_diff(base.text, target.text),
+        html_changed=base.html != target.html,
+        added=sorted(new - old),
+        removed=sorted(old - new),
+    )
+
+
+# --- outbox --------------------------------------------------------------------------------------
+
+ATTENTION_STATES = ("uncertain", "needs_attention", "failed", "blocked")
+
+
+def attention_intents(*, tenant, state: str = "", limit: int = 100) -> list[SendIntent]:
+    """Sends a person should look at, with their attempts and deliveries: three queries."""
+    from django.db.models import Prefetch
+
+    from intents.models import SendAttempt
+
+    qs = SendIntent.objects.filter(tenant=tenant)
+    if state == "held":
+        qs = qs.filter(state="queued").exclude(held_reason="")
+    elif state in ATTENTION_STATES:
+        qs = qs.filter(state=state)
+    else:
+        qs = qs.filter(Q(state__in=ATTENTION_STATES) | (Q(state="queued") & ~Q(held_reason="")))
+    return list(
+        qs.select_related("mailbox", "draft", "draft_version", "approver")
+        .prefetch_related(
+            Prefetch("attempts_log", queryset=SendAttempt.objects.order_by("number")),
+        )
+        .order_by("updated_at", "id")[:limit]
+    )
+
+
+def attention_counts(*, tenant) -> dict[str, int]:
+    from django.db.models import Count
+
+    counts = SendIntent.objects.filter(tenant=tenant).aggregate(
+        uncertain=Count("id", filter=Q(state="uncertain")),
+        needs_attention=Count("id", filter=Q(state="needs_attention")),
+        failed=Count("id", filter=Q(state="failed")),
+        blocked=Count("id", filter=Q(state="blocked")),
+        held=Count("id", filter=Q(state="queued") & ~Q(held_reason="")),
+    )
+    counts["all"] = sum(counts.values())
+    return counts
+
+
+def outbox_deliveries(intents: list[SendIntent]) -> dict[int, list]:
+    from webhooks.models import RecipientDelivery
+
+    by_intent: dict[int, list] = {}
+    if not intents:
+        return by_intent
+    for d in RecipientDelivery.objects.filter(intent__in=[i.pk for i in intents]).order_by(
+        "address"
+    ):
+        by_intent.setdefault(d.intent_id, []).append(d)
+    return by_intent

@@ -1,0 +1,543 @@
+"""The review queue, the draft page and its decisions, the outbox and the needs-attention view.
+
+Thin views: resolve access (tenant_view), parse input (intents.forms), call one service or
+selector, render. A business refusal renders as a message on the page (or an htmx fragment),
+never a 500; a decision outside the person's rights is a 403 that says so.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.html import format_html
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from intents import errors, review, selectors, services
+from intents.forms import (
+    ApproveForm,
+    BulkApproveForm,
+    CancelForm,
+    EditForm,
+    QueueFilterForm,
+    RejectForm,
+    ResolveForm,
+)
+from intents.models import Draft, SendIntent
+from intents.policy import can_approve
+from tenants.access import DECIDERS, tenant_view
+from tenants.models import AgentToken
+
+log = logging.getLogger(__name__)
+
+
+def _draft_or_404(request, draft_id) -> Draft:
+    try:
+        return selectors.draft_get(tenant=request.tenant, draft_id=draft_id)
+    except errors.NotFound:
+        raise Http404("No such draft") from None
+
+
+def _intent_or_404(request, intent_id) -> SendIntent:
+    try:
+        return selectors.intent_get(tenant=request.tenant, intent_id=intent_id)
+    except errors.NotFound:
+        raise Http404("No such send") from None
+
+
+def _require_right(request, mailbox) -> None:
+    if not can_approve(membership=request.membership, mailbox=mailbox):
+        raise PermissionDenied(
+            f"You do not have the right to decide on drafts from {mailbox.address}. "
+            "Ask a tenant admin for approve rights on this mailbox."
+        )
+
+
+def _hx_redirect(request, url: str) -> HttpResponse:
+    if request.htmx:
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = url
+        return response
+    return redirect(url)
+
+
+# --- queue ---------------------------------------------------------------------------------------
+
+
+def _queue_context(request) -> dict:
+    tenant = request.tenant
+    mailboxes = list(review_mailboxes(tenant))
+    agents = list(AgentToken.objects.filter(tenant=tenant).order_by("name").only("id", "name"))
+    form = QueueFilterForm(request.GET or None, mailboxes=mailboxes, agents=agents)
+    queue_filter = form.queue_filter()
+    page = review.queue_page(
+        tenant=tenant, f=queue_filter, after=request.GET.get("after", "")[:200]
+    )
+    allowed = review.approvable_mailbox_ids(request.membership)
+    for draft in page.rows:
+        draft.can_decide = review.may_decide(allowed, draft.mailbox_id)
+        draft.more_recipients = (
+            len(draft.cur_to or []) + len(draft.cur_cc or []) + len(draft.cur_bcc or []) - 1
+        )
+    params = request.GET.copy()
+    params.pop("after", None)
+    next_params = params.copy()
+    if page.next_cursor:
+        next_params["after"] = page.next_cursor
+    return {
+        "form": form,
+        "page": page,
+        "filtered": queue_filter != review.QueueFilter(),
+        "any_decidable": any(d.can_decide for d in page.rows),
+        "since_id": review.newest_draft_id(tenant=tenant),
+        "shown_ids": ",".join(str(d.pk) for d in page.rows),
+        "first_query": params.urlencode(),
+        "next_query": next_params.urlencode() if page.next_cursor else None,
+        "paged": bool(request.GET.get("after")),
+    }
+
+
+def review_mailboxes(tenant):
+    from mailboxes.models import Mailbox
+
+    return Mailbox.objects.filter(tenant=tenant).order_by("address").only("id", "address")
+
+
+@tenant_view()
+@require_GET
+def queue(request: HttpRequest) -> HttpResponse:
+    return render(request, "intents/queue.html", _queue_context(request))
+
+
+@tenant_view()
+@require_GET
+def queue_changes(request: HttpRequest) -> HttpResponse:
+    """The live notice: polled by htmx, it swaps only itself, so the reader's place is kept."""
+    try:
+        since_id = int(request.GET.get("since", "0"))
+        shown = [int(x) for x in request.GET.get("shown", "").split(",") if x][:200]
+    except ValueError:
+        since_id, shown = 0, []
+    new, gone = review.queue_changes(tenant=request.tenant, since_id=since_id, shown=shown)
+    return render(
+        request,
+        "intents/queue.html#changes",
+        {"new": new, "gone": gone, "since_id": since_id, "shown_ids": ",".join(map(str, shown))},
+    )
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def bulk_approve(request: HttpRequest) -> HttpResponse:
+    form = BulkApproveForm(request.POST)
+    back = reverse("tenant_home", args=[request.tenant.slug])
+    if not form.is_valid():
+        for error in form.non_field_errors():
+            messages.error(request, error)
+        return redirect(back)
+    approved, refused = 0, []
+    for draft_id, version, content_hash in form.cleaned_data["items"]:
+        # Each draft is checked against the version and hash its own row showed.
+        try:
+            services.draft_approve(
+                tenant=request.tenant,
+                draft_id=draft_id,
+                version=version,
+                content_hash=content_hash,
+                actor=request.user,
+            )
+        except errors.DraftError as error:
+            refused.append((draft_id, error.message))
+        else:
+            approved += 1
+    if approved:
+        messages.success(
+            request, f"Approved {approved} draft{'s' if approved != 1 else ''}; they are sending."
+        )
+    for draft_id, message in refused:
+        messages.error(request, f"Draft {draft_id} was not approved: {message}")
+    return redirect(back)
+
+
+# --- draft page ----------------------------------------------------------------------------------
+
+
+def _draft_context(request, draft_id, **extra) -> dict:
+    tenant = request.tenant
+    try:
+        detail = selectors.draft_detail(tenant=tenant, draft_id=draft_id)
+    except errors.NotFound:
+        raise Http404("No such draft") from None
+    draft, current = detail.draft, detail.current
+    inbound = review.inbound_for(tenant=tenant, draft=draft)
+    anchor = next((m for m in inbound if m.message_id == draft.in_reply_to), None)
+    since = anchor.received_at if anchor else draft.created_at
+    newer_inbound = [m for m in inbound if m.received_at > since and m is not anchor]
+    first = detail.versions[0]
+    pending = draft.status == Draft.Status.PENDING
+    can_decide = pending and can_approve(membership=request.membership, mailbox=draft.mailbox)
+    recipients = review.recipients_with_warnings(
+        tenant=tenant, draft=draft, version=current, inbound=inbound
+    )
+    added = review.added_recipients(first, current)
+    for r in recipients:
+        if r.address in added:
+            r.notes.append(("added", "Added after the agent's first version"))
+    return {
+        "draft": draft,
+        "detail": detail,
+        "current": current,
+        "first": first,
+        "recipients": recipients,
+        "warning_count": sum(1 for r in recipients if r.warnings),
+        "inbound": inbound,
+        "newer_inbound": newer_inbound,
+        "diff": review.version_diff(first, current) if len(detail.versions) > 1 else None,
+        "can_decide": can_decide,
+        "provenance": draft.provenance if isinstance(draft.provenance, dict) else {},
+        "reject_form": RejectForm(),
+        **extra,
+    }
+
+
+@tenant_view()
+@require_GET
+def draft_detail(request: HttpRequest, draft_id: int) -> HttpResponse:
+    return render(request, "intents/draft.html", _draft_context(request, draft_id))
+
+
+def _refusal(request, draft_id, *, error, seen_version=None, status=409) -> HttpResponse:
+    """The page again with what happened; for a stale approval, the diff from what was seen."""
+    context = _draft_context(request, draft_id, refusal=error)
+    if seen_version is not None:
+        seen = next((v for v in context["detail"].versions if v.number == seen_version), None)
+        if seen is not None and seen.number != context["current"].number:
+            context["stale_diff"] = review.version_diff(seen, context["current"])
+    if request.htmx:
+        return render(request, "intents/draft.html#decision", context)
+    return render(request, "intents/draft.html", context, status=status)
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def draft_approve(request: HttpRequest, draft_id: int) -> HttpResponse:
+    draft = _draft_or_404(request, draft_id)
+    _require_right(request, draft.mailbox)
+    form = ApproveForm(request.POST)
+    if not form.is_valid():
+        error = errors.InvalidInput(
+            "invalid", "The approval did not say which version it approves; reload the page."
+        )
+        return _refusal(request, draft.pk, error=error, status=400)
+    version = form.cleaned_data["version"]
+    try:
+        intent = services.draft_approve(
+            tenant=request.tenant,
+            draft_id=draft.pk,
+            version=version,
+            content_hash=form.cleaned_data["content_hash"],
+            actor=request.user,
+        )
+    except (errors.NoRight, errors.SecondApproverRequired) as error:
+        raise PermissionDenied(error.message) from None
+    except errors.DraftError as error:
+        log.info(
+            "intents.ui.approve_refused",
+            extra={"tenant_id": request.tenant.pk, "draft_id": draft.pk, "code": error.code},
+        )
+        return _refusal(request, draft.pk, error=error, seen_version=version)
+    outbox_url = reverse("outbox_intent", args=[request.tenant.slug, intent.pk])
+    messages.success(
+        request,
+        format_html(
+            'Approved draft {} (version {}). <a href="{}">Follow the send</a>.',
+            draft.pk,
+            version,
+            outbox_url,
+        ),
+    )
+    if form.cleaned_data["next"]:
+        following = review.next_pending(
+            tenant=request.tenant, membership=request.membership, after=draft
+        )
+        if following is not None:
+            return _hx_redirect(request, reverse("draft", args=[request.tenant.slug, following.pk]))
+        return _hx_redirect(request, reverse("tenant_home", args=[request.tenant.slug]))
+    return _hx_redirect(request, outbox_url)
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def draft_reject(request: HttpRequest, draft_id: int) -> HttpResponse:
+    draft = _draft_or_404(request, draft_id)
+    _require_right(request, draft.mailbox)
+    form = RejectForm(request.POST)
+    if not form.is_valid():
+        error = errors.InvalidInput("reason_required", "Say why you reject this draft.", "reason")
+        return _refusal(request, draft.pk, error=error, status=400)
+    try:
+        services.draft_reject(
+            tenant=request.tenant,
+            draft_id=draft.pk,
+            reason=form.cleaned_data["reason"],
+            actor=request.user,
+        )
+    except errors.NoRight as error:
+        raise PermissionDenied(error.message) from None
+    except errors.DraftError as error:
+        return _refusal(request, draft.pk, error=error)
+    messages.success(request, f"Rejected draft {draft.pk}. The agent sees your reason.")
+    following = review.next_pending(
+        tenant=request.tenant, membership=request.membership, after=draft
+    )
+    if following is not None:
+        return _hx_redirect(request, reverse("draft", args=[request.tenant.slug, following.pk]))
+    return _hx_redirect(request, reverse("tenant_home", args=[request.tenant.slug]))
+
+
+@tenant_view(roles=DECIDERS)
+@require_http_methods(["GET", "POST"])
+def draft_edit(request: HttpRequest, draft_id: int) -> HttpResponse:
+    try:
+        detail = selectors.draft_detail(tenant=request.tenant, draft_id=draft_id)
+    except errors.NotFound:
+        raise Http404("No such draft") from None
+    draft, current = detail.draft, detail.current
+    _require_right(request, draft.mailbox)
+    if draft.status != Draft.Status.PENDING:
+        messages.error(
+            request, f"This draft is {draft.get_status_display().lower()}; it cannot be edited."
+        )
+        return redirect("draft", request.tenant.slug, draft.pk)
+    if request.method == "GET":
+        form = EditForm(
+            initial={
+                "base_version": current.number,
+                "to": ", ".join(current.to),
+                "cc": ", ".join(current.cc),
+                "bcc": ", ".join(current.bcc),
+                "subject": current.subject,
+                "text": current.text,
+                "html": current.html,
+            }
+        )
+        return render(
+            request, "intents/edit.html", {"draft": draft, "current": current, "form": form}
+        )
+    form = EditForm(request.POST)
+    status = 400
+    if form.is_valid():
+        data = form.cleaned_data
+        if data["base_version"] != current.number:
+            form.add_error(
+                None,
+                f"Someone saved version {current.number} while you were editing version "
+                f"{data['base_version']}. Your text is below; open the draft again to compare.",
+            )
+            status = 409
+        else:
+            try:
+                version = services.draft_add_version(
+                    tenant=request.tenant,
+                    draft_id=draft.pk,
+                    to=data["to_list"],
+                    cc=data["cc_list"],
+                    bcc=data["bcc_list"],
+                    subject=data["subject"],
+                    text=data["text"],
+                    html=data["html"],
+                    actor_user=request.user,
+                )
+            except errors.NoRight as error:
+                raise PermissionDenied(error.message) from None
+            except errors.DraftError as error:
+                field = error.field if error.field in form.fields else None
+                form.add_error(field, error.message)
+            else:
+                messages.success(
+                    request,
+                    f"Saved version {version.number}. Check it once more, then approve it.",
+                )
+                return redirect("draft", request.tenant.slug, draft.pk)
+    return render(
+        request,
+        "intents/edit.html",
+        {"draft": draft, "current": current, "form": form},
+        status=status,
+    )
+
+
+# --- outbox --------------------------------------------------------------------------------------
+
+OUTBOX_TABS = [
+    ("", "All"),
+    ("queued", "Queued"),
+    ("sending", "Sending"),
+    ("accepted", "Accepted"),
+    ("uncertain", "Uncertain"),
+    ("needs_attention", "Needs attention"),
+    ("failed", "Failed"),
+    ("blocked", "Blocked"),
+    ("expired", "Expired"),
+    ("cancelled", "Cancelled"),
+]
+
+
+@tenant_view()
+@require_GET
+def outbox(request: HttpRequest) -> HttpResponse:
+    state = request.GET.get("state", "")
+    if state not in SendIntent.State.values:
+        state = ""
+    try:
+        page = selectors.outbox(
+            tenant=request.tenant, state=state or None, cursor=request.GET.get("after") or None
+        )
+    except errors.InvalidInput:
+        page = selectors.outbox(tenant=request.tenant, state=state or None)
+        messages.warning(request, "That page link was not valid; showing the newest sends.")
+    counts = selectors.intent_counts(tenant=request.tenant)
+    counts[""] = sum(counts.values())
+    deliveries = review.outbox_deliveries(page.items)
+    for intent in page.items:
+        intent.delivery_list = deliveries.get(intent.pk, [])
+    return render(
+        request,
+        "intents/outbox.html",
+        {
+            "page": page,
+            "state": state,
+            "tabs": [(value, label, counts.get(value, 0)) for value, label in OUTBOX_TABS],
+        },
+    )
+
+
+@tenant_view()
+@require_GET
+def outbox_intent(request: HttpRequest, intent_id: int) -> HttpResponse:
+    intent = _intent_or_404(request, intent_id)
+    from webhooks.models import RecipientDelivery
+
+    deliveries = list(
+        RecipientDelivery.objects.filter(tenant=request.tenant, intent=intent).order_by("address")
+    )
+    can_decide = can_approve(membership=request.membership, mailbox=intent.mailbox)
+    template = "intents/intent.html"
+    if request.htmx and request.GET.get("fragment") == "status":
+        template += "#status"
+    return render(
+        request,
+        template,
+        {
+            "intent": intent,
+            "version": intent.draft_version,
+            "attempts": selectors.intent_attempts(tenant=request.tenant, intent_id=intent.pk),
+            "events": selectors.intent_events(tenant=request.tenant, intent_id=intent.pk),
+            "deliveries": deliveries,
+            "can_decide": can_decide,
+            "live": intent.state in ("queued", "sending", "uncertain")
+            or (intent.state == "accepted" and any(d.state == "sent" for d in deliveries)),
+            "cancel_form": CancelForm(),
+            "resolve_form": ResolveForm(),
+        },
+    )
+
+
+def _intent_action(request, intent_id, call, done: str) -> HttpResponse:
+    intent = _intent_or_404(request, intent_id)
+    _require_right(request, intent.mailbox)
+    try:
+        call(intent)
+    except errors.NoRight as error:
+        raise PermissionDenied(error.message) from None
+    except errors.DraftError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, done)
+    return redirect("outbox_intent", request.tenant.slug, intent.pk)
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def intent_cancel(request: HttpRequest, intent_id: int) -> HttpResponse:
+    form = CancelForm(request.POST)
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    return _intent_action(
+        request,
+        intent_id,
+        lambda intent: services.intent_cancel(
+            tenant=request.tenant, intent_id=intent.pk, actor=request.user, reason=reason
+        ),
+        "Cancelled: this send will not go out.",
+    )
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def intent_resolve(request: HttpRequest, intent_id: int) -> HttpResponse:
+    form = ResolveForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Give the provider message id and the evidence you have.")
+        return redirect("outbox_intent", request.tenant.slug, intent_id)
+    return _intent_action(
+        request,
+        intent_id,
+        lambda intent: services.intent_resolve_accepted(
+            tenant=request.tenant,
+            intent_id=intent.pk,
+            actor=request.user,
+            provider_message_id=form.cleaned_data["provider_message_id"],
+            evidence=form.cleaned_data["evidence"],
+        ),
+        "Marked as accepted, with your evidence in the journal.",
+    )
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def intent_release(request: HttpRequest, intent_id: int) -> HttpResponse:
+    return _intent_action(
+        request,
+        intent_id,
+        lambda intent: services.intent_release(
+            tenant=request.tenant, intent_id=intent.pk, actor=request.user
+        ),
+        "Released: the send is queued again.",
+    )
+
+
+ATTENTION_TABS = [
+    ("", "All"),
+    ("uncertain", "Uncertain"),
+    ("needs_attention", "Needs attention"),
+    ("failed", "Failed"),
+    ("blocked", "Blocked"),
+    ("held", "Held"),
+]
+
+
+@tenant_view()
+@require_GET
+def attention(request: HttpRequest) -> HttpResponse:
+    state = request.GET.get("state", "")
+    if state not in {value for value, _ in ATTENTION_TABS}:
+        state = ""
+    intents = review.attention_intents(tenant=request.tenant, state=state)
+    allowed = review.approvable_mailbox_ids(request.membership)
+    for intent in intents:
+        intent.can_decide = review.may_decide(allowed, intent.mailbox_id)
+    counts = review.attention_counts(tenant=request.tenant)
+    return render(
+        request,
+        "intents/attention.html",
+        {
+            "intents": intents,
+            "state": state,
+            "tabs": [(v, label, counts.get(v or "all", 0)) for v, label in ATTENTION_TABS],
+            "resolve_form": ResolveForm(),
+        },
+    )

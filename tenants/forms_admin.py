@@ -1,0 +1,71 @@
+"""Input parsing for the tenant admin pages. Business rules live in tenants.services."""
+
+from __future__ import annotations
+
+from django import forms
+
+from tenants.models import Membership
+
+
+class InviteForm(forms.Form):
+    email = forms.EmailField(label="Email", max_length=254)
+    full_name = forms.CharField(label="Name (optional)", max_length=150, required=False)
+    role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.APPROVER)
+
+
+class RoleForm(forms.Form):
+    role = forms.ChoiceField(choices=Membership.Role.choices)
+
+
+class RightsForm(forms.Form):
+    approve_all_mailboxes = forms.BooleanField(
+        required=False, label="May approve for every mailbox (including future ones)"
+    )
+    mailboxes = forms.ModelMultipleChoiceField(
+        queryset=None,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Otherwise only these mailboxes",
+    )
+
+    def __init__(self, *args, mailboxes, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["mailboxes"].queryset = mailboxes
+
+
+class PoliciesForm(forms.Form):
+    review_deadline_hours = forms.IntegerField(
+        label="Review deadline (hours)",
+        min_value=1,
+        max_value=336,
+        help_text="A pending draft expires this many hours after it arrives.",
+    )
+    second_approver_on_edit = forms.BooleanField(
+        required=False,
+        label="Require a second person when the approver edited the draft",
+    )
+    retention_days = forms.IntegerField(
+        label="Retention (days)",
+        min_value=1,
+        max_value=3650,
+        help_text="Message bodies and webhook payloads are purged after this many days.",
+    )
+
+
+class SuppressionAddForm(forms.Form):
+    address = forms.EmailField(label="Address", max_length=254)
+    note = forms.CharField(label="Reason", max_length=500)
+
+
+class SuppressionRemoveForm(forms.Form):
+    reason = forms.CharField(label="Why may this address receive mail again?", max_length=500)
+
+
+class AuditFilterForm(forms.Form):
+    SOURCES = [("", "Everything"), ("journal", "Drafts and sends"), ("admin", "Administration")]
+    source = forms.ChoiceField(choices=SOURCES, required=False)
+    action = forms.CharField(required=False, max_length=64, label="Action starts with")
+    actor = forms.CharField(required=False, max_length=254, label="Actor contains")
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    before = forms.DateTimeField(required=False, widget=forms.HiddenInput)

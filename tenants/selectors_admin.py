@@ -1,0 +1,233 @@
+"""Reads for the tenant admin pages; every query is filtered by the tenant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    Max,
+    Min,
+    Prefetch,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
+from django.db.models.functions import Cast, Coalesce, Concat, NullIf
+from django.utils import timezone
+
+from tenants.models import AuditEvent, Membership, Tenant
+
+
+def members(tenant: Tenant) -> QuerySet[Membership]:
+    from mailboxes.models import Mailbox
+
+    return (
+        Membership.objects.filter(tenant=tenant)
+        .select_related("user")
+        .prefetch_related(
+            Prefetch("approve_mailboxes", queryset=Mailbox.objects.order_by("address"))
+        )
+        .order_by("-is_active", "role", "user__email")
+    )
+
+
+def member(tenant: Tenant, membership_id: int) -> Membership | None:
+    return members(tenant).filter(pk=membership_id).first()
+
+
+def mailboxes(tenant: Tenant):
+    from mailboxes.models import Mailbox
+
+    return Mailbox.objects.filter(tenant=tenant).order_by("address")
+
+
+def suppressions(tenant: Tenant, search: str = ""):
+    from intents.models import Suppression
+
+    qs = Suppression.objects.filter(tenant=tenant).select_related("created_by")
+    if search:
+        qs = qs.filter(address__icontains=search.strip().lower())
+    return qs.order_by("-created_at", "-id")
+
+
+def webhook_endpoints(tenant: Tenant):
+    from webhooks.models import WebhookEndpoint
+
+    return (
+        WebhookEndpoint.objects.filter(tenant=tenant)
+        .annotate(
+            active_secrets=Count("secrets", filter=Q(secrets__retired_at__isnull=True)),
+        )
+        .order_by("-created_at")
+    )
+
+
+def webhook_event_states(tenant: Tenant) -> dict[str, int]:
+    from webhooks.models import WebhookEvent
+
+    since = timezone.now() - timedelta(days=1)
+    rows = (
+        WebhookEvent.objects.filter(tenant=tenant, received_at__gte=since)
+        .values("state")
+        .annotate(n=Count("id"))
+    )
+    return {row["state"]: row["n"] for row in rows}
+
+
+AUDIT_COLUMNS = ("created_at", "src", "action", "actor_name", "obj", "transition", "reason", "data")
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    source: str = ""
+    action: str = ""
+    actor: str = ""
+    since: date | None = None
+    until: date | None = None
+    before: datetime | None = None
+
+
+def _journal(tenant: Tenant, f: AuditFilter):
+    from intents.models import IntentEvent
+
+    qs = IntentEvent.objects.filter(tenant=tenant).annotate(
+        src=Value("journal", output_field=CharField()),
+        actor_name=Coalesce(
+            F("actor_user__email"),
+            F("actor_token__name"),
+            NullIf(F("actor_label"), Value("")),
+            F("actor_kind"),
+            output_field=CharField(),
+        ),
+        obj=Case(
+            When(
+                intent_id__isnull=False,
+                then=Concat(Value("intent "), Cast("intent_id", CharField())),
+            ),
+            When(
+                draft_id__isnull=False,
+                then=Concat(Value("draft "), Cast("draft_id", CharField())),
+            ),
+            default=Value(""),
+            output_field=CharField(),
+        ),
+        transition=Concat(F("from_state"), Value(" → "), F("to_state"), output_field=CharField()),
+    )
+    return _filtered(qs, f).values(*AUDIT_COLUMNS)
+
+
+def _admin(tenant: Tenant, f: AuditFilter):
+    qs = AuditEvent.objects.filter(tenant=tenant).annotate(
+        src=Value("admin", output_field=CharField()),
+        actor_name=Coalesce(F("actor__email"), Value("system"), output_field=CharField()),
+        obj=Concat(F("object_type"), Value(" "), F("object_id"), output_field=CharField()),
+        transition=Value("", output_field=CharField()),
+        reason=Value("", output_field=CharField()),
+    )
+    return _filtered(qs, f).values(*AUDIT_COLUMNS)
+
+
+def _filtered(qs, f: AuditFilter):
+    if f.action:
+        qs = qs.filter(action__startswith=f.action)
+    if f.actor:
+        qs = qs.filter(actor_name__icontains=f.actor)
+    tz = timezone.get_current_timezone()
+    if f.since:
+        qs = qs.filter(created_at__gte=datetime.combine(f.since, time.min, tzinfo=tz))
+    if f.until:
+        qs = qs.filter(created_at__lt=datetime.combine(f.until, time.min, tzinfo=tz) + timedelta(1))
+    if f.before:
+        qs = qs.filter(created_at__lt=f.before)
+    return qs
+
+
+def audit_log(tenant: Tenant, f: AuditFilter):
+    """Both journals as one stream, newest first: IntentEvent (drafts and sends) and
+    AuditEvent (administration). One SQL UNION, so paging and CSV export stay single queries."""
+    parts = []
+    if f.source in ("", "journal"):
+        parts.append(_journal(tenant, f))
+    if f.source in ("", "admin"):
+        parts.append(_admin(tenant, f))
+    qs = parts[0]
+    if len(parts) == 2:
+        qs = qs.union(parts[1], all=True)
+    return qs.order_by("-created_at")
+
+
+@dataclass(frozen=True)
+class Health:
+    pending_drafts: int
+    queue_depth: int
+    oldest_queued: datetime | None
+    sending: int
+    uncertain: int
+    needs_attention: int
+    held: int
+    failures_last_hour: int
+    throttled_last_hour: int
+    attempts_last_hour: int
+    webhook_unapplied: int
+    webhook_oldest_unapplied: datetime | None
+    webhook_max_lag: timedelta | None
+    webhook_last_event: datetime | None
+
+    @property
+    def oldest_queued_age(self) -> timedelta | None:
+        return timezone.now() - self.oldest_queued if self.oldest_queued else None
+
+
+def health(tenant: Tenant) -> Health:
+    """Four aggregate queries, whatever the volume."""
+    from intents.models import Draft, SendAttempt, SendIntent
+    from webhooks.models import WebhookEndpoint, WebhookEvent
+
+    hour_ago = timezone.now() - timedelta(hours=1)
+    intents = SendIntent.objects.filter(tenant=tenant).aggregate(
+        queued=Count("id", filter=Q(state="queued")),
+        oldest=Min("approved_at", filter=Q(state="queued")),
+        sending=Count("id", filter=Q(state="sending")),
+        uncertain=Count("id", filter=Q(state="uncertain")),
+        needs_attention=Count("id", filter=Q(state="needs_attention")),
+        held=Count("id", filter=Q(state="queued") & ~Q(held_reason="")),
+    )
+    pending = Draft.objects.filter(tenant=tenant, status="pending").count()
+    attempts = SendAttempt.objects.filter(tenant=tenant, started_at__gte=hour_ago).aggregate(
+        total=Count("id"),
+        failures=Count("id", filter=Q(outcome__in=["permanent", "uncertain"])),
+        throttled=Count("id", filter=Q(http_status=429)),
+    )
+    events = WebhookEvent.objects.filter(tenant=tenant).aggregate(
+        unapplied=Count("id", filter=Q(state__in=["pending", "deferred"])),
+        oldest_unapplied=Min("received_at", filter=Q(state__in=["pending", "deferred"])),
+        max_lag=Max(
+            ExpressionWrapper(F("received_at") - F("occurred_at"), output_field=DurationField()),
+            filter=Q(received_at__gte=hour_ago, occurred_at__isnull=False),
+        ),
+    )
+    last_event = WebhookEndpoint.objects.filter(tenant=tenant).aggregate(last=Max("last_event_at"))
+    return Health(
+        pending_drafts=pending,
+        queue_depth=intents["queued"],
+        oldest_queued=intents["oldest"],
+        sending=intents["sending"],
+        uncertain=intents["uncertain"],
+        needs_attention=intents["needs_attention"],
+        held=intents["held"],
+        failures_last_hour=attempts["failures"],
+        throttled_last_hour=attempts["throttled"],
+        attempts_last_hour=attempts["total"],
+        webhook_unapplied=events["unapplied"],
+        webhook_oldest_unapplied=events["oldest_unapplied"],
+        webhook_max_lag=events["max_lag"],
+        webhook_last_event=last_event["last"],
+    )

@@ -1,0 +1,431 @@
+"""Tenant administration pages under /t/<slug>/admin/: members, policies, suppressions,
+webhook status, the audit log and the health panel. Admins only; views stay thin."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from django.contrib import messages
+from django.contrib.auth.forms import SetPasswordForm
+from django.contrib.auth.tokens import default_token_generator
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.encoding import force_str
+from django.utils.http import urlsafe_base64_decode
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from tenants import selectors_admin as selectors
+from tenants import services
+from tenants.access import ADMIN_ONLY, tenant_view
+from tenants.forms_admin import (
+    AuditFilterForm,
+    InviteForm,
+    PoliciesForm,
+    RightsForm,
+    RoleForm,
+    SuppressionAddForm,
+    SuppressionRemoveForm,
+)
+from tenants.models import User
+
+AUDIT_PAGE = 100
+
+
+def _slug(request: HttpRequest) -> str:
+    return request.tenant.slug
+
+
+def _member_or_404(request: HttpRequest, membership_id: int):
+    membership = selectors.member(request.tenant, membership_id)
+    if membership is None:
+        raise Http404("No such member")
+    return membership
+
+
+def _refuse(form, error: services.AdminError) -> None:
+    form.add_error(error.field if error.field in form.fields else None, error.message)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_GET
+def admin_home(request: HttpRequest) -> HttpResponse:
+    template = "tenants/admin/home.html"
+    if request.htmx:
+        template += "#health"
+    return render(request, template, {"health": selectors.health(request.tenant)})
+
+
+def _members_page(request, *, invite_form=None, invitation=None, link=None, status=200):
+    return render(
+        request,
+        "tenants/admin/members.html",
+        {
+            "members": selectors.members(request.tenant),
+            "invite_form": invite_form or InviteForm(),
+            "invitation": invitation,
+            "link": link,
+        },
+        status=status,
+    )
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_http_methods(["GET", "POST"])
+def members(request: HttpRequest) -> HttpResponse:
+    if request.method == "GET":
+        return _members_page(request)
+    form = InviteForm(request.POST)
+    if not form.is_valid():
+        return _members_page(request, invite_form=form, status=400)
+    try:
+        invitation = services.member_invite(
+            tenant=request.tenant,
+            email=form.cleaned_data["email"],
+            full_name=form.cleaned_data["full_name"],
+            role=form.cleaned_data["role"],
+            actor=request.user,
+        )
+    except services.AdminError as error:
+        _refuse(form, error)
+        return _members_page(request, invite_form=form, status=400)
+    link = (
+        request.build_absolute_uri(invitation.set_password_path)
+        if invitation.set_password_path
+        else None
+    )
+    # Rendered, not redirected: the link is shown this once and stored nowhere.
+    return _members_page(request, invitation=invitation, link=link)
+
+
+def _member_page(request, membership, *, role_form=None, rights_form=None, link=None, status=200):
+    mailboxes = selectors.mailboxes(request.tenant)
+    return render(
+        request,
+        "tenants/admin/member.html",
+        {
+            "member": membership,
+            "role_form": role_form or RoleForm(initial={"role": membership.role}),
+            "rights_form": rights_form
+            or RightsForm(
+                mailboxes=mailboxes,
+                initial={
+                    "approve_all_mailboxes": membership.approve_all_mailboxes,
+                    "mailboxes": list(membership.approve_mailboxes.all()),
+                },
+            ),
+            "link": link,
+            "is_self": membership.user_id == request.user.pk,
+        },
+        status=status,
+    )
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_GET
+def member_detail(request: HttpRequest, membership_id: int) -> HttpResponse:
+    return _member_page(request, _member_or_404(request, membership_id))
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def member_role(request: HttpRequest, membership_id: int) -> HttpResponse:
+    membership = _member_or_404(request, membership_id)
+    form = RoleForm(request.POST)
+    if form.is_valid():
+        try:
+            services.member_set_role(
+                tenant=request.tenant,
+                membership_id=membership.pk,
+                role=form.cleaned_data["role"],
+                actor=request.user,
+            )
+        except services.AdminError as error:
+            _refuse(form, error)
+        else:
+            messages.success(
+                request, f"{membership.user.email} is now {form.cleaned_data['role']}."
+            )
+            return redirect("admin_member", _slug(request), membership.pk)
+    return _member_page(request, membership, role_form=form, status=400)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def member_rights(request: HttpRequest, membership_id: int) -> HttpResponse:
+    membership = _member_or_404(request, membership_id)
+    form = RightsForm(request.POST, mailboxes=selectors.mailboxes(request.tenant))
+    if form.is_valid():
+        try:
+            services.member_set_mailbox_rights(
+                tenant=request.tenant,
+                membership_id=membership.pk,
+                approve_all_mailboxes=form.cleaned_data["approve_all_mailboxes"],
+                mailbox_ids=[m.pk for m in form.cleaned_data["mailboxes"]],
+                actor=request.user,
+            )
+        except services.AdminError as error:
+            _refuse(form, error)
+        else:
+            messages.success(request, f"Approve rights of {membership.user.email} saved.")
+            return redirect("admin_member", _slug(request), membership.pk)
+    return _member_page(request, membership, rights_form=form, status=400)
+
+
+def _member_action(request, membership_id, service, done: str) -> HttpResponse:
+    membership = _member_or_404(request, membership_id)
+    try:
+        service(tenant=request.tenant, membership_id=membership.pk, actor=request.user)
+    except services.AdminError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, done.format(email=membership.user.email))
+    return redirect("admin_member", _slug(request), membership.pk)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def member_deactivate(request: HttpRequest, membership_id: int) -> HttpResponse:
+    return _member_action(
+        request,
+        membership_id,
+        services.member_deactivate,
+        "{email} can no longer open this tenant.",
+    )
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def member_reactivate(request: HttpRequest, membership_id: int) -> HttpResponse:
+    return _member_action(
+        request, membership_id, services.member_reactivate, "{email} is active again."
+    )
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def member_link(request: HttpRequest, membership_id: int) -> HttpResponse:
+    membership = _member_or_404(request, membership_id)
+    try:
+        path = services.member_issue_link(
+            tenant=request.tenant, membership_id=membership.pk, actor=request.user
+        )
+    except services.AdminError as error:
+        messages.error(request, error.message)
+        return redirect("admin_member", _slug(request), membership.pk)
+    return _member_page(request, membership, link=request.build_absolute_uri(path))
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_http_methods(["GET", "POST"])
+def policies(request: HttpRequest) -> HttpResponse:
+    tenant = request.tenant
+    if request.method == "GET":
+        form = PoliciesForm(
+            initial={
+                "review_deadline_hours": tenant.review_deadline_hours,
+                "second_approver_on_edit": tenant.second_approver_on_edit,
+                "retention_days": tenant.retention_days,
+            }
+        )
+        return render(request, "tenants/admin/policies.html", {"form": form})
+    form = PoliciesForm(request.POST)
+    if form.is_valid():
+        try:
+            services.tenant_update_policies(tenant=tenant, actor=request.user, **form.cleaned_data)
+        except services.AdminError as error:
+            _refuse(form, error)
+        else:
+            messages.success(request, "Policies saved.")
+            return redirect("admin_policies", tenant.slug)
+    return render(request, "tenants/admin/policies.html", {"form": form}, status=400)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_GET
+def recipients(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "tenants/admin/recipients.html",
+        {"mailboxes": selectors.mailboxes(request.tenant)},
+    )
+
+
+def _suppressions_page(request, *, add_form=None, status=200):
+    search = request.GET.get("q", "")[:254]
+    return render(
+        request,
+        "tenants/admin/suppressions.html",
+        {
+            "suppressions": selectors.suppressions(request.tenant, search)[:500],
+            "q": search,
+            "add_form": add_form or SuppressionAddForm(),
+            "remove_form": SuppressionRemoveForm(),
+        },
+        status=status,
+    )
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_GET
+def suppressions(request: HttpRequest) -> HttpResponse:
+    return _suppressions_page(request)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def suppression_add(request: HttpRequest) -> HttpResponse:
+    form = SuppressionAddForm(request.POST)
+    if form.is_valid():
+        try:
+            suppression = services.suppression_add(
+                tenant=request.tenant,
+                address=form.cleaned_data["address"],
+                note=form.cleaned_data["note"],
+                actor=request.user,
+            )
+        except services.AdminError as error:
+            _refuse(form, error)
+        else:
+            messages.success(request, f"{suppression.address} will not receive mail from us.")
+            return redirect("admin_suppressions", _slug(request))
+    return _suppressions_page(request, add_form=form, status=400)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def suppression_remove(request: HttpRequest, suppression_id: int) -> HttpResponse:
+    form = SuppressionRemoveForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Say why this address may receive mail again.")
+        return redirect("admin_suppressions", _slug(request))
+    try:
+        services.suppression_remove(
+            tenant=request.tenant,
+            suppression_id=suppression_id,
+            reason=form.cleaned_data["reason"],
+            actor=request.user,
+        )
+    except services.AdminError as error:
+        if error.code == "not_found":
+            raise Http404(error.message) from None
+        messages.error(request, error.message)
+    else:
+        messages.success(request, "Removed from the suppression list.")
+    return redirect("admin_suppressions", _slug(request))
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_GET
+def webhooks(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "tenants/admin/webhooks.html",
+        {
+            "endpoints": selectors.webhook_endpoints(request.tenant),
+            "event_states": selectors.webhook_event_states(request.tenant),
+            "health": selectors.health(request.tenant),
+        },
+    )
+
+
+def _audit_filter(request) -> tuple[AuditFilterForm, selectors.AuditFilter]:
+    form = AuditFilterForm(request.GET or None)
+    if form.is_bound and form.is_valid():
+        return form, selectors.AuditFilter(**form.cleaned_data)
+    return form, selectors.AuditFilter()
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_GET
+def audit(request: HttpRequest) -> HttpResponse:
+    form, audit_filter = _audit_filter(request)
+    rows = list(selectors.audit_log(request.tenant, audit_filter)[: AUDIT_PAGE + 1])
+    more = len(rows) > AUDIT_PAGE
+    rows = rows[:AUDIT_PAGE]
+    next_query = None
+    if more:
+        params = request.GET.copy()
+        params["before"] = rows[-1]["created_at"].isoformat()
+        next_query = params.urlencode()
+    export = request.GET.copy()
+    export.pop("before", None)
+    return render(
+        request,
+        "tenants/admin/audit.html",
+        {
+            "form": form,
+            "rows": rows,
+            "next_query": next_query,
+            "export_query": export.urlencode(),
+        },
+    )
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_GET
+def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
+    _, audit_filter = _audit_filter(request)
+    rows = selectors.audit_log(request.tenant, audit_filter).iterator(chunk_size=2000)
+    writer = csv.writer(_Echo())
+
+    def stream():
+        yield writer.writerow(
+            ["time", "source", "action", "actor", "object", "transition", "reason", "data"]
+        )
+        for row in rows:
+            yield writer.writerow(
+                [
+                    row["created_at"].isoformat(),
+                    row["src"],
+                    row["action"],
+                    row["actor_name"],
+                    row["obj"],
+                    row["transition"] if row["transition"].strip() != "→" else "",
+                    _csv_safe(row["reason"]),
+                    _csv_safe(json.dumps(row["data"], sort_keys=True)),
+                ]
+            )
+
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = (
+        f'attachment; filename="audit-{request.tenant.slug}-{stamp}.csv"'
+    )
+    return response
+
+
+def _csv_safe(value: str) -> str:
+    # A cell starting with = + - @ is a formula in spreadsheet apps (CSV injection, OWASP).
+    if value and value[0] in "=+-@\t\r":
+        return "'" + value
+    return value
+
+
+@require_http_methods(["GET", "POST"])
+def set_password(request: HttpRequest, uidb64: str, token: str) -> HttpResponse:
+    """The invitee's one-time page: the token dies when the password changes."""
+    try:
+        user = User.objects.get(pk=int(force_str(urlsafe_base64_decode(uidb64))), is_active=True)
+    except (ValueError, TypeError, OverflowError, User.DoesNotExist):
+        user = None
+    if user is None or not default_token_generator.check_token(user, token):
+        return render(request, "tenants/admin/set_password.html", {"invalid": True}, status=400)
+    form = SetPasswordForm(user, request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        services.user_set_password(user=user, password=form.cleaned_data["new_password1"])
+        messages.success(request, "Password set. Sign in with your email and the new password.")
+        return redirect(reverse("login"))
+    return render(
+        request,
+        "tenants/admin/set_password.html",
+        {"form": form, "email": user.email},
+        status=400 if request.method == "POST" else 200,
+    )

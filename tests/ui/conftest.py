@@ -1,0 +1,108 @@
+"""Fixtures for the browser-facing tests: a local mailbox row (no provider call), drafts written
+through the real services, and a helper that builds a whole intent state for the outbox pages."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from django.utils import timezone
+
+from intents import services
+from intents.models import SendAttempt, SendIntent
+from mailboxes.models import Mailbox
+
+_counter = itertools.count(1)
+
+
+def make_local_mailbox(tenant, username="support", **kwargs) -> Mailbox:
+    mailbox = Mailbox.objects.create(
+        tenant=tenant,
+        username=username,
+        address=f"{username}.{tenant.slug}@agentmail.test",
+        inbox_id=f"{username}.{tenant.slug}@agentmail.test",
+        status=Mailbox.Status.PROVISIONING,
+        **kwargs,
+    )
+    mailbox.api_key_sealed = mailbox.seal_api_key("am_local_only_not_a_real_key")
+    mailbox.status = Mailbox.Status.ACTIVE
+    mailbox.save(update_fields=["api_key_sealed", "status"])
+    return mailbox
+
+
+@pytest.fixture
+def mailbox_a(tenant_a):
+    return make_local_mailbox(tenant_a)
+
+
+@pytest.fixture
+def mailbox_b(tenant_b):
+    return make_local_mailbox(tenant_b)
+
+
+@pytest.fixture
+def admin_a(tenant_a, member_of):
+    return member_of(tenant_a, "admin")
+
+
+@pytest.fixture
+def make_draft(admin_a):
+    """make_draft(mailbox, **overrides) -> a pending draft written through draft_create."""
+
+    def make(mailbox, **overrides):
+        n = next(_counter)
+        fields = {
+            "tenant": mailbox.tenant,
+            "mailbox": mailbox,
+            "to": [f"customer{n}@example.com"],
+            "subject": f"Your refund #{n}",
+            "text": "Hello,\n\nWe refunded your order today.\n\nBest regards",
+            "actor_user": admin_a.user if mailbox.tenant_id == admin_a.tenant_id else None,
+        }
+        fields.update(overrides)
+        if fields["actor_user"] is None and "agent_token" not in overrides:
+            from tests.factories import MembershipFactory
+
+            fields["actor_user"] = MembershipFactory(tenant=mailbox.tenant, role="admin").user
+        return services.draft_create(**fields)
+
+    return make
+
+
+@pytest.fixture
+def make_intent(make_draft, admin_a):
+    """make_intent(mailbox, state=..., **fields) -> an approved draft's intent forced into a state
+    (the worker's transitions are tested in tests/intents; here only the pages matter)."""
+
+    def make(mailbox, state="queued", attempts=0, **fields):
+        draft = make_draft(mailbox)
+        version = draft.versions.get()
+        intent = services.draft_approve(
+            tenant=mailbox.tenant,
+            draft_id=draft.pk,
+            version=version.number,
+            content_hash=version.content_hash,
+            actor=admin_a.user,
+        )
+        now = timezone.now()
+        for number in range(1, attempts + 1):
+            SendAttempt.objects.create(
+                intent=intent,
+                tenant=mailbox.tenant,
+                number=number,
+                worker="test-worker",
+                started_at=now,
+                finished_at=now,
+                outcome=SendAttempt.Outcome.UNCERTAIN,
+                http_status=503,
+                error_code="server_error",
+                error_detail="503 from AgentMail after the request was written",
+            )
+        updates = {"state": state, "attempts": attempts, **fields}
+        if state == "accepted":
+            updates.setdefault("provider_message_id", f"<msg-{intent.pk}@agentmail.test>")
+        SendIntent.objects.filter(pk=intent.pk).update(**updates)
+        intent.refresh_from_db()
+        return intent
+
+    return make

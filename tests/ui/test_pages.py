@@ -1,0 +1,49 @@
+import pytest
+from django.urls import reverse
+
+pytestmark = pytest.mark.django_db
+
+
+def test_queue_lists_pending_drafts_oldest_first(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    first = make_draft(mailbox_a, subject="First in")
+    second = make_draft(mailbox_a, subject="Second in")
+    page = signed_in(admin_a.user).get(reverse("tenant_home", args=[tenant_a.slug]))
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert body.index("First in") < body.index("Second in")
+    assert f'value="{first.pk}:1:' in body and f'value="{second.pk}:1:' in body
+
+
+def test_draft_page_renders(tenant_a, mailbox_a, make_draft, admin_a, signed_in):
+    draft = make_draft(mailbox_a, html="<p>Hello <b>there</b></p>")
+    page = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk]))
+    assert page.status_code == 200
+    assert b"<iframe" in page.content
+
+
+def test_outbox_and_attention_render(tenant_a, mailbox_a, make_intent, admin_a, signed_in):
+    queued = make_intent(mailbox_a)
+    stuck = make_intent(mailbox_a, state="needs_attention", attempts=2, last_error_code="timeout")
+    client = signed_in(admin_a.user)
+    assert client.get(reverse("outbox", args=[tenant_a.slug])).status_code == 200
+    assert client.get(reverse("outbox_intent", args=[tenant_a.slug, queued.pk])).status_code == 200
+    page = client.get(reverse("attention", args=[tenant_a.slug]))
+    assert page.status_code == 200
+    assert f"#{stuck.pk}".encode() in page.content
+
+
+def test_admin_pages_render(tenant_a, mailbox_a, admin_a, signed_in):
+    client = signed_in(admin_a.user)
+    for name in (
+        "admin_home",
+        "admin_members",
+        "admin_policies",
+        "admin_recipients",
+        "admin_suppressions",
+        "admin_webhooks",
+        "admin_audit",
+    ):
+        assert client.get(reverse(name, args=[tenant_a.slug])).status_code == 200, name
+    assert client.get(reverse("admin_member", args=[tenant_a.slug, admin_a.pk])).status_code == 200
