@@ -7,9 +7,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-
-import httpx
-from svix.webhooks import Webhook
+from typing import Any
 
 from .store import Store
 
@@ -23,8 +21,9 @@ class Dispatcher:
         self._dirty = True
         self._stopped = False
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox-hook")
-        # trust_env=False: a proxy from the environment must never see loopback deliveries.
-        self._client = httpx.Client(trust_env=False, follow_redirects=False)
+        self._client: Any = None
+        self._webhook: Any = None
+        self._transport_error: type[Exception] = Exception
         self._thread = threading.Thread(target=self._run, name="sandbox-dispatch", daemon=True)
 
     def start(self) -> None:
@@ -34,9 +33,10 @@ class Dispatcher:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
-        self._thread.join(timeout=2)
+        self._thread.join(timeout=0.5)
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self._client.close()
+        if self._client is not None:
+            self._client.close()
 
     def wake(self) -> None:
         with self._cond:
@@ -44,6 +44,15 @@ class Dispatcher:
             self._cond.notify_all()
 
     def _run(self) -> None:
+        # svix pulls in its whole generated API client (over a second): importing it here keeps
+        # the sandbox answering /_sandbox/health while deliveries wait for the import.
+        import httpx
+        from svix.webhooks import Webhook
+
+        self._webhook = Webhook
+        self._transport_error = httpx.HTTPError
+        # trust_env=False: a proxy from the environment must never see loopback deliveries.
+        self._client = httpx.Client(trust_env=False, follow_redirects=False)
         while True:
             with self._cond:
                 if self._stopped:
@@ -70,7 +79,7 @@ class Dispatcher:
         # Svix verifies against the header timestamp, so every attempt is signed afresh
         # while svix-id (and the event_id inside the body) stay the same.
         stamp = datetime.now(UTC)
-        signature = Webhook(delivery["secret"]).sign(delivery["svix_id"], stamp, body)
+        signature = self._webhook(delivery["secret"]).sign(delivery["svix_id"], stamp, body)
         headers = {
             **delivery["headers"],
             "content-type": "application/json",
@@ -89,7 +98,7 @@ class Dispatcher:
                 timeout=float(self.store.config["webhook_timeout"]),
             )
             status_code = response.status_code
-        except httpx.HTTPError as exc:
+        except self._transport_error as exc:
             error = f"{type(exc).__name__}: {exc}"
         try:
             self.store.record_attempt(delivery, status_code=status_code, error=error)
