@@ -12,7 +12,16 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import AfterValidator, AwareDatetime, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictInt,
+    StrictStr,
+    WithJsonSchema,
+)
 
 from intents.policy import normalize_address
 from intents.services import MAX_RECIPIENTS, MAX_SUBJECT
@@ -50,11 +59,29 @@ Subject = Annotated[
 Body = Annotated[StrictStr, Field(max_length=MAX_TEXT)]
 MessageRef = Annotated[StrictStr, Field(max_length=998), AfterValidator(_single_line)]
 ThreadRef = Annotated[StrictStr, Field(max_length=255), AfterValidator(_single_line)]
+
+
+def _mailbox_ref(value: Any) -> int | str:
+    # One validator instead of an int | str union, so an error names `mailbox`, not a union arm.
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("must be a mailbox id (integer) or its address (string)")
+    if isinstance(value, str) and not 1 <= len(value) <= 254:
+        raise ValueError("must be 1-254 characters")
+    return value
+
+
 MailboxRef = Annotated[
-    StrictInt | Annotated[StrictStr, Field(min_length=1, max_length=254)],
-    Field(
-        description="The mailbox to send from: our numeric id or its email address.",
-        examples=["support@acme.agentmail.to", 12],
+    int | str,
+    PlainValidator(_mailbox_ref),
+    WithJsonSchema(
+        {
+            "oneOf": [
+                {"type": "integer", "minimum": 1},
+                {"type": "string", "minLength": 1, "maxLength": 254},
+            ],
+            "description": "The mailbox to send from: our numeric id or its email address.",
+            "examples": ["support@acme.agentmail.to", 12],
+        }
     ),
 ]
 

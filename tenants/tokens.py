@@ -196,7 +196,7 @@ def token_authenticate(raw: str | None) -> AgentToken | None:
     if token.expires_at is not None and token.expires_at <= now:
         return None
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
-        AgentToken.objects.filter(pk=token.pk).update(last_used_at=Now())
+        AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
     return token
 

@@ -1,0 +1,160 @@
+"""Who may call the agent API: bearer tokens only, live ones, with the right scope, within rate."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.utils import timezone
+
+from intents.models import ApiIdempotencyKey, Draft
+from tenants.models import AgentToken
+from tenants.tokens import token_revoke
+from tests.api.conftest import draft_body
+
+pytestmark = pytest.mark.django_db
+
+
+def _unauthenticated(response):
+    return (
+        response.status_code,
+        response["Content-Type"],
+        response.json()["code"],
+        response["WWW-Authenticate"],
+    )
+
+
+UNAUTHENTICATED = (401, "application/problem+json", "unauthenticated", 'Bearer realm="countersign"')
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        None,
+        "",
+        "Bearer",
+        "Bearer ",
+        "Basic dXNlcjpwYXNz",
+        "Bearer cs_nope",
+        "Bearer cs_AAAAAAAA_" + "x" * 43,
+        "Token cs_AAAAAAAA_" + "x" * 43,
+    ],
+)
+def test_missing_or_unknown_credentials_are_401(api, mailbox_a, authorization):
+    headers = {"Authorization": authorization} if authorization is not None else {}
+
+    read = api.get("/drafts", token=None, headers=headers)
+    write = api.post("/drafts", draft_body(mailbox_a), token=None, key="k", headers=headers)
+
+    assert _unauthenticated(read) == UNAUTHENTICATED
+    assert _unauthenticated(write) == UNAUTHENTICATED
+    assert Draft.objects.count() == 0
+    assert ApiIdempotencyKey.objects.count() == 0
+
+
+def test_wrong_secret_for_a_real_prefix_is_401(api, token_a, mailbox_a):
+    prefix = token_a.split("_")[1]
+    forged = f"cs_{prefix}_" + "A" * 43
+
+    response = api.get("/drafts", token=forged)
+
+    assert _unauthenticated(response) == UNAUTHENTICATED
+
+
+def test_session_cookie_without_token_is_401(api, signed_in, member_of, tenant_a, mailbox_a):
+    admin = member_of(tenant_a, "admin").user
+    signed_in(admin)
+
+    read = api.get("/mailboxes", token=None)
+    write = api.post("/drafts", draft_body(mailbox_a), token=None, key="cookie")
+
+    assert read.status_code == 401
+    assert write.status_code == 401
+    assert Draft.objects.count() == 0
+
+
+def test_revoked_token_is_401_at_once(api, token_a, tenant_a, mailbox_a):
+    before = api.get("/mailboxes", token=token_a)
+    token = AgentToken.objects.get(prefix=token_a.split("_")[1])
+    token_revoke(tenant=tenant_a, token_id=token.pk, actor=None)
+
+    after = api.get("/mailboxes", token=token_a)
+    write = api.post("/drafts", draft_body(mailbox_a), token=token_a, key="revoked")
+
+    assert before.status_code == 200
+    assert _unauthenticated(after) == UNAUTHENTICATED
+    assert write.status_code == 401
+    assert Draft.objects.count() == 0
+
+
+def test_expired_token_is_401(api, make_token, tenant_a, mailbox_a):
+    token = make_token(tenant_a, expires_at=timezone.now() + timedelta(hours=1))
+    before = api.get("/mailboxes", token=token)
+
+    with time_machine.travel(timezone.now() + timedelta(hours=1, seconds=1)):
+        after = api.get("/mailboxes", token=token)
+
+    assert before.status_code == 200
+    assert after.status_code == 401
+
+
+def test_missing_scope_is_403(api, make_token, tenant_a, mailbox_a):
+    read_only = make_token(tenant_a, scopes=["drafts:read"])
+    write_only = make_token(tenant_a, scopes=["drafts:write"])
+
+    post = api.post("/drafts", draft_body(mailbox_a), token=read_only, key="scope")
+    get = api.get("/drafts", token=write_only)
+    allowed = api.get("/drafts", token=read_only)
+
+    assert post.status_code == 403
+    assert post.json()["code"] == "insufficient_scope"
+    assert 'scope="drafts:write"' in post["WWW-Authenticate"]
+    assert get.status_code == 403
+    assert allowed.status_code == 200
+    assert Draft.objects.count() == 0
+    assert ApiIdempotencyKey.objects.count() == 0
+
+
+def test_suspended_tenant_is_403(api, token_a, tenant_a, mailbox_a):
+    tenant_a.status = "suspended"
+    tenant_a.save(update_fields=["status"])
+
+    response = api.post("/drafts", draft_body(mailbox_a), token=token_a, key="susp")
+
+    assert response.status_code == 403
+    assert response.json()["code"] == "tenant_suspended"
+    assert Draft.objects.count() == 0
+
+
+def test_rate_limit_is_429_with_retry_after(api, token_a, token_b, settings):
+    settings.API_RATE_LIMIT_PER_MINUTE = 3
+
+    allowed = [api.get("/mailboxes", token=token_a).status_code for _ in range(3)]
+    limited = api.get("/mailboxes", token=token_a)
+    other_token = api.get("/mailboxes", token=token_b)
+
+    assert allowed == [200, 200, 200]
+    assert limited.status_code == 429
+    assert limited.json()["code"] == "rate_limited"
+    assert 1 <= int(limited["Retry-After"]) <= 60
+    assert other_token.status_code == 200
+
+
+def test_last_used_is_recorded_at_most_once_a_minute(api, token_a):
+    token = AgentToken.objects.get(prefix=token_a.split("_")[1])
+    start = timezone.now()
+
+    with time_machine.travel(start, tick=False):
+        api.get("/mailboxes", token=token_a)
+        first = AgentToken.objects.get(pk=token.pk).last_used_at
+    with time_machine.travel(start + timedelta(seconds=30), tick=False):
+        api.get("/mailboxes", token=token_a)
+        unchanged = AgentToken.objects.get(pk=token.pk).last_used_at
+    with time_machine.travel(start + timedelta(seconds=61), tick=False):
+        api.get("/mailboxes", token=token_a)
+        later = AgentToken.objects.get(pk=token.pk).last_used_at
+
+    assert first is not None
+    assert unchanged == first
+    assert later > first

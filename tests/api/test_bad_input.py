@@ -1,0 +1,248 @@
+"""The bad-input matrix: every malformed request gets a specific 4xx and writes nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from intents.models import ApiIdempotencyKey, Draft, DraftVersion, IntentEvent
+from tests.api.conftest import draft_body
+
+pytestmark = pytest.mark.django_db
+
+
+def _case(mailbox, /, **overrides):
+    return json.dumps(draft_body(mailbox, **overrides))
+
+
+CASES = {
+    # name: (body builder, content type, status, code, field of the first error)
+    "malformed json": (
+        lambda m: '{"mailbox": "x", "to": [',
+        "application/json",
+        400,
+        "malformed_json",
+        None,
+    ),
+    "json array": (lambda m: "[1, 2]", "application/json", 422, "validation_failed", None),
+    "empty body": (lambda m: "", "application/json", 422, "validation_failed", None),
+    "to is a string": (
+        lambda m: _case(m, to="customer@example.com"),
+        "application/json",
+        422,
+        "validation_failed",
+        "to",
+    ),
+    "subject is a number": (
+        lambda m: _case(m, subject=123),
+        "application/json",
+        422,
+        "validation_failed",
+        "subject",
+    ),
+    "priority is a string": (
+        lambda m: _case(m, priority="5"),
+        "application/json",
+        422,
+        "validation_failed",
+        "priority",
+    ),
+    "mailbox is null": (
+        lambda m: _case(m, mailbox=None),
+        "application/json",
+        422,
+        "validation_failed",
+        "mailbox",
+    ),
+    "1 MB subject": (
+        lambda m: _case(m, subject="x" * 1_000_000),
+        "application/json",
+        413,
+        "body_too_large",
+        None,
+    ),
+    "subject over 998 characters": (
+        lambda m: _case(m, subject="x" * 999),
+        "application/json",
+        422,
+        "validation_failed",
+        "subject",
+    ),
+    "10,000 recipients": (
+        lambda m: _case(m, to=[f"c{i}@example.com" for i in range(10_000)]),
+        "application/json",
+        422,
+        "validation_failed",
+        "to",
+    ),
+    "51 recipients across to and cc": (
+        lambda m: _case(
+            m,
+            to=[f"t{i}@example.com" for i in range(30)],
+            cc=[f"c{i}@example.com" for i in range(21)],
+        ),
+        "application/json",
+        422,
+        "too_many_recipients",
+        "to",
+    ),
+    "invalid address": (
+        lambda m: _case(m, to=["customer@example.com", "not an address"]),
+        "application/json",
+        422,
+        "validation_failed",
+        "to[1]",
+    ),
+    "address with a header break": (
+        lambda m: _case(m, to=["customer@example.com\r\nBcc: evil@example.org"]),
+        "application/json",
+        422,
+        "validation_failed",
+        "to[0]",
+    ),
+    "unknown field": (
+        lambda m: _case(m, send_now=True),
+        "application/json",
+        422,
+        "validation_failed",
+        "send_now",
+    ),
+    "misspelt bcc": (
+        lambda m: _case(m, bbc=["hidden@example.com"]),
+        "application/json",
+        422,
+        "validation_failed",
+        "bbc",
+    ),
+    "CRLF header injection in subject": (
+        lambda m: _case(m, subject="Hello\r\nBcc: evil@example.org"),
+        "application/json",
+        422,
+        "validation_failed",
+        "subject",
+    ),
+    "LF in subject": (
+        lambda m: _case(m, subject="Hello\nX-Injected: 1"),
+        "application/json",
+        422,
+        "validation_failed",
+        "subject",
+    ),
+    "CRLF in in_reply_to": (
+        lambda m: _case(m, in_reply_to="<a@b>\r\nBcc: evil@example.org"),
+        "application/json",
+        422,
+        "validation_failed",
+        "in_reply_to",
+    ),
+    "blank subject": (
+        lambda m: _case(m, subject="   "),
+        "application/json",
+        422,
+        "validation_failed",
+        "subject",
+    ),
+    "no body text": (
+        lambda m: _case(m, text=""),
+        "application/json",
+        422,
+        "body_required",
+        "text",
+    ),
+    "naive not_after": (
+        lambda m: _case(m, not_after="2030-01-01T10:00:00"),
+        "application/json",
+        422,
+        "validation_failed",
+        "not_after",
+    ),
+    "priority out of range": (
+        lambda m: _case(m, priority=1000),
+        "application/json",
+        422,
+        "validation_failed",
+        "priority",
+    ),
+    "mailbox id beyond bigint": (
+        lambda m: _case(m, mailbox=10**30),
+        "application/json",
+        404,
+        "mailbox_not_found",
+        "mailbox",
+    ),
+    "form-encoded body": (
+        lambda m: "mailbox=x&to=y",
+        "application/x-www-form-urlencoded",
+        415,
+        "unsupported_media_type",
+        None,
+    ),
+    "text/plain JSON": (
+        lambda m: _case(m),
+        "text/plain",
+        415,
+        "unsupported_media_type",
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_gets_a_specific_4xx_and_writes_nothing(api, token_a, mailbox_a, name):
+    build, content_type, status, code, field = CASES[name]
+
+    response = api.post(
+        "/drafts", raw=build(mailbox_a), content_type=content_type, token=token_a, key="bad-1"
+    )
+
+    problem = response.json()
+    assert response.status_code == status
+    assert response["Content-Type"] == "application/problem+json"
+    assert problem["status"] == status
+    assert problem["code"] == code
+    assert problem["type"] == f"urn:countersign:problem:{code}"
+    assert problem["title"]
+    assert problem["detail"]
+    assert (problem["errors"][0]["field"] if problem["errors"] else None) == field
+    assert Draft.objects.count() == 0
+    assert DraftVersion.objects.count() == 0
+    assert IntentEvent.objects.count() == 0
+    assert ApiIdempotencyKey.objects.count() == 0
+
+
+def test_validation_errors_list_every_field(api, token_a, mailbox_a):
+    body = draft_body(mailbox_a, to=["bad"], subject="a\r\nb", unknown=1)
+
+    response = api.post("/drafts", body, token=token_a, key="many")
+
+    fields = sorted(e["field"] for e in response.json()["errors"])
+    assert response.status_code == 422
+    assert fields == ["subject", "to[0]", "unknown"]
+
+
+def test_bad_revision_writes_no_version(api, token_a, mailbox_a):
+    draft_id = api.post("/drafts", draft_body(mailbox_a), token=token_a, key="ok").json()["id"]
+
+    response = api.post(
+        f"/drafts/{draft_id}/versions",
+        {"to": ["a@example.com"], "subject": "x\r\nBcc: evil@example.org", "text": "t"},
+        token=token_a,
+    )
+
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["field"] == "subject"
+    assert DraftVersion.objects.filter(draft_id=draft_id).count() == 1
+
+
+def test_oversized_declared_length_is_413_before_reading(api, token_a, mailbox_a):
+    response = api.post(
+        "/drafts",
+        raw=json.dumps(draft_body(mailbox_a)),
+        token=token_a,
+        key="big",
+        headers={"Content-Length": str(10 * 1024 * 1024)},
+    )
+
+    assert response.status_code == 413
+    assert Draft.objects.count() == 0
