@@ -23,7 +23,11 @@ BEFORE_MODES = frozenset(
     }
 )
 # Modes applied after the request was fully processed (the send is in the ledger).
-AFTER_MODES = frozenset({"timeout_after_accept", "drop_after", "500_after", "503_after"})
+# `malformed_2xx` processes the send, then answers 200 without a message_id (an SDK-invisible
+# shape failure the client must treat as uncertain).
+AFTER_MODES = frozenset(
+    {"timeout_after_accept", "drop_after", "500_after", "503_after", "malformed_2xx"}
+)
 MODES = BEFORE_MODES | AFTER_MODES
 
 SEND_ROUTES = frozenset({"send", "reply", "reply_all", "forward"})

@@ -368,6 +368,8 @@ def _after_fault(fault: Fault, processed: Reply | None) -> Outcome:
         return Outcome(processed, sleep_before=fault.delay)
     if fault.mode == "drop_after":
         return Outcome(None)
+    if fault.mode == "malformed_2xx":
+        return Outcome(Reply.json(200, {"thread_id": "thd-malformed"}))
     if fault.mode == "503_after":
         reply = _error_reply(ApiError(503, "service_unavailable", "Service unavailable"))
     else:
