@@ -68,6 +68,7 @@ def required(name: str, dev_default: str) -> str:
 SECRET_KEY = required(
     "SECRET_KEY", "dev-only-insecure-key-7c1f2a9e-never-use-in-production-4b8d0e6a5f3c"
 )
+SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
 DEBUG = env_bool("DEBUG", not PRODUCTION)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
 if PRODUCTION and not ALLOWED_HOSTS:
