@@ -479,10 +479,11 @@ def intent_cancel(request: HttpRequest, intent_id: int) -> HttpResponse:
 @tenant_view(roles=DECIDERS)
 @require_POST
 def intent_resolve(request: HttpRequest, intent_id: int) -> HttpResponse:
+    intent = _intent_or_404(request, intent_id)
     form = ResolveForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Give the provider message id and the evidence you have.")
-        return redirect("outbox_intent", request.tenant.slug, intent_id)
+        return redirect("outbox_intent", request.tenant.slug, intent.pk)
     return _intent_action(
         request,
         intent_id,

@@ -297,6 +297,8 @@ def suppression_add(request: HttpRequest) -> HttpResponse:
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
 def suppression_remove(request: HttpRequest, suppression_id: int) -> HttpResponse:
+    if not selectors.suppressions(request.tenant).filter(pk=suppression_id).exists():
+        raise Http404("No such suppressed address")
     form = SuppressionRemoveForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Say why this address may receive mail again.")

@@ -45,6 +45,17 @@ def admin_a(tenant_a, member_of):
     return member_of(tenant_a, "admin")
 
 
+def admin_of(tenant, admin_a):
+    """The given admin for tenant A; for any other tenant, its first active admin (made once)."""
+    from tenants.models import Membership
+    from tests.factories import MembershipFactory
+
+    if tenant.pk == admin_a.tenant_id:
+        return admin_a.user
+    existing = Membership.objects.filter(tenant=tenant, role="admin", is_active=True).first()
+    return (existing or MembershipFactory(tenant=tenant, role="admin")).user
+
+
 @pytest.fixture
 def make_draft(admin_a):
     """make_draft(mailbox, **overrides) -> a pending draft written through draft_create."""
@@ -57,13 +68,10 @@ def make_draft(admin_a):
             "to": [f"customer{n}@example.com"],
             "subject": f"Your refund #{n}",
             "text": "Hello,\n\nWe refunded your order today.\n\nBest regards",
-            "actor_user": admin_a.user if mailbox.tenant_id == admin_a.tenant_id else None,
         }
+        if "agent_token" not in overrides:
+            fields["actor_user"] = admin_of(mailbox.tenant, admin_a)
         fields.update(overrides)
-        if fields["actor_user"] is None and "agent_token" not in overrides:
-            from tests.factories import MembershipFactory
-
-            fields["actor_user"] = MembershipFactory(tenant=mailbox.tenant, role="admin").user
         return services.draft_create(**fields)
 
     return make
@@ -82,7 +90,7 @@ def make_intent(make_draft, admin_a):
             draft_id=draft.pk,
             version=version.number,
             content_hash=version.content_hash,
-            actor=admin_a.user,
+            actor=admin_of(mailbox.tenant, admin_a),
         )
         now = timezone.now()
         for number in range(1, attempts + 1):

@@ -1,0 +1,215 @@
+"""Walk every URL pattern under /t/<slug>/ as an outsider and as each role.
+
+The expectation table must name every pattern: a new route fails this test until someone decides
+who may open it.
+"""
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from intents.models import Suppression
+from tenants.models import AgentToken
+
+pytestmark = pytest.mark.django_db
+
+READ = {"viewer": 200, "approver": 200, "admin": 200}
+ADMIN_PAGE = {"viewer": 403, "approver": 403, "admin": 200}
+DECIDE_PAGE = {"viewer": 403, "approver": 200, "admin": 200}
+# POST-only routes answer a GET with 405, after the role check.
+POST_DECIDE = {"viewer": 403, "approver": 405, "admin": 405}
+POST_ADMIN = {"viewer": 403, "approver": 403, "admin": 405}
+
+EXPECTED = {
+    "tenant_home": READ,
+    "queue_changes": READ,
+    "bulk_approve": POST_DECIDE,
+    "draft": READ,
+    "draft_approve": POST_DECIDE,
+    "draft_reject": POST_DECIDE,
+    "draft_edit": DECIDE_PAGE,
+    "outbox": READ,
+    "outbox_intent": READ,
+    "intent_cancel": POST_DECIDE,
+    "intent_resolve": POST_DECIDE,
+    "intent_release": POST_DECIDE,
+    "attention": READ,
+    "admin_home": ADMIN_PAGE,
+    "admin_members": ADMIN_PAGE,
+    "admin_member": ADMIN_PAGE,
+    "admin_member_role": POST_ADMIN,
+    "admin_member_rights": POST_ADMIN,
+    "admin_member_deactivate": POST_ADMIN,
+    "admin_member_reactivate": POST_ADMIN,
+    "admin_member_link": POST_ADMIN,
+    "admin_policies": ADMIN_PAGE,
+    "admin_recipients": ADMIN_PAGE,
+    "admin_suppressions": ADMIN_PAGE,
+    "admin_suppression_add": POST_ADMIN,
+    "admin_suppression_remove": POST_ADMIN,
+    "admin_webhooks": ADMIN_PAGE,
+    "admin_audit": ADMIN_PAGE,
+    "admin_audit_csv": ADMIN_PAGE,
+    "token_list": ADMIN_PAGE,
+    "token_new": POST_ADMIN,
+    "token_revoke": POST_ADMIN,
+    "mailbox_list": READ,
+    "mailbox_create": ADMIN_PAGE,
+    "mailbox_detail": READ,
+    "mailbox_policy": POST_ADMIN,
+    "mailbox_status": POST_ADMIN,
+    "mailbox_retry": POST_ADMIN,
+}
+
+
+def tenant_patterns():
+    """(name, route template) of every named pattern whose full route starts with t/<slug:slug>/."""
+    found = []
+
+    def walk(patterns, prefix):
+        for p in patterns:
+            if isinstance(p, URLResolver):
+                walk(p.url_patterns, prefix + str(p.pattern))
+            elif isinstance(p, URLPattern):
+                route = prefix + str(p.pattern)
+                if route.startswith("t/<slug:slug>/"):
+                    found.append((p.name, route))
+
+    walk(get_resolver().url_patterns, "")
+    return found
+
+
+def fill(route: str, values: dict) -> str:
+    import re
+
+    def sub(match):
+        name = match.group(2)
+        assert name in values, f"no test value for <{name}> in {route}; add one"
+        return str(values[name])
+
+    return "/" + re.sub(r"<(?:(\w+):)?(\w+)>", sub, route)
+
+
+@pytest.fixture
+def world(tenant_a, tenant_b, mailbox_a, mailbox_b, make_draft, make_intent, member_of):
+    viewer = member_of(tenant_a, "viewer")
+    approver = member_of(tenant_a, "approver")
+    admin = member_of(tenant_a, "admin")
+    outsider = member_of(tenant_b, "admin")
+    draft = make_draft(mailbox_a)
+    intent = make_intent(mailbox_a, state="needs_attention")
+    token = AgentToken.objects.create(
+        tenant=tenant_a, name="walker", prefix="walk0001", digest="0" * 64
+    )
+    suppression = Suppression.objects.create(
+        tenant=tenant_a, address="gone@example.com", reason="manual"
+    )
+    values_a = {
+        "slug": tenant_a.slug,
+        "draft_id": draft.pk,
+        "intent_id": intent.pk,
+        "membership_id": viewer.pk,
+        "suppression_id": suppression.pk,
+        "mailbox_id": mailbox_a.pk,
+        "token_id": token.pk,
+    }
+    b_draft = make_draft(mailbox_b)
+    b_token = AgentToken.objects.create(
+        tenant=tenant_b, name="b", prefix="walk0002", digest="1" * 64
+    )
+    b_suppression = Suppression.objects.create(
+        tenant=tenant_b, address="b@example.com", reason="manual"
+    )
+    values_b_objects = {
+        **values_a,
+        "draft_id": b_draft.pk,
+        "intent_id": make_intent(mailbox_b, state="needs_attention").pk,
+        "membership_id": outsider.pk,
+        "suppression_id": b_suppression.pk,
+        "mailbox_id": mailbox_b.pk,
+        "token_id": b_token.pk,
+    }
+    return {
+        "roles": {"viewer": viewer, "approver": approver, "admin": admin},
+        "outsider": outsider,
+        "values": values_a,
+        "foreign_objects": values_b_objects,
+    }
+
+
+def test_every_tenant_pattern_is_classified():
+    names = {name for name, _ in tenant_patterns()}
+    assert names == set(EXPECTED), (
+        f"unclassified: {sorted(names - set(EXPECTED))}; gone: {sorted(set(EXPECTED) - names)}"
+    )
+
+
+def test_outsider_gets_404_everywhere(world, client):
+    client.force_login(world["outsider"].user)
+    statuses = {}
+    for name, route in tenant_patterns():
+        url = fill(route, world["values"])
+        statuses[name] = (client.get(url).status_code, client.post(url).status_code)
+    assert statuses == {name: (404, 404) for name, _ in tenant_patterns()}
+
+
+@pytest.mark.parametrize("role", ["viewer", "approver", "admin"])
+def test_each_role_gets_what_its_role_allows(world, client, role):
+    client.force_login(world["roles"][role].user)
+    got, want = {}, {}
+    for name, route in tenant_patterns():
+        response = client.get(fill(route, world["values"]))
+        got[name] = response.status_code
+        want[name] = EXPECTED[name][role]
+    assert got == want
+
+
+@pytest.mark.parametrize("role", ["viewer", "approver"])
+def test_forged_posts_beyond_the_role_are_refused(world, client, role):
+    client.force_login(world["roles"][role].user)
+    refused = {}
+    for name, route in tenant_patterns():
+        if EXPECTED[name][role] == 403:
+            refused[name] = client.post(fill(route, world["values"])).status_code
+    assert refused and set(refused.values()) == {403}
+
+
+def test_another_tenants_object_ids_answer_like_missing_ones(world, client):
+    """An admin of A naming B's objects under A's slug gets exactly the answer a missing id gets
+    (404 on every route of ours), and nothing of B's changes."""
+    from tenants.models import AgentToken, Membership
+
+    client.force_login(world["roles"]["admin"].user)
+    missing = {p: 987654321 for p in world["foreign_objects"] if p != "slug"}
+    got, want = {}, {}
+    for name, route in tenant_patterns():
+        if not any(f"<int:{p}>" in route for p in missing):
+            continue
+        gettable = EXPECTED[name]["admin"] == 200
+        call = client.get if gettable else client.post
+        got[name] = call(fill(route, world["foreign_objects"])).status_code
+        want[name] = call(fill(route, {**world["foreign_objects"], **missing})).status_code
+    assert got == want
+    ours = {n: s for n, s in got.items() if not n.startswith(("token_", "mailbox_"))}
+    assert ours and set(ours.values()) == {404}
+    assert not AgentToken.objects.filter(tenant=world["outsider"].tenant, revoked_at__isnull=False)
+    assert Membership.objects.get(pk=world["outsider"].pk).is_active
+
+
+def test_every_html_page_carries_a_strict_csp_with_a_fresh_nonce(world, client):
+    client.force_login(world["roles"]["admin"].user)
+    nonces = set()
+    pages = documents = 0
+    for name, route in tenant_patterns():
+        response = client.get(fill(route, world["values"]))
+        if response.status_code != 200 or not response["Content-Type"].startswith("text/html"):
+            continue
+        pages += 1
+        policy = response["Content-Security-Policy"]
+        script_src = next(d for d in policy.split(";") if d.strip().startswith("script-src"))
+        assert "'unsafe-inline'" not in script_src and "'unsafe-eval'" not in script_src, name
+        assert "frame-ancestors 'none'" in policy, name
+        if b"<html" in response.content:
+            documents += 1
+            nonces.add(script_src.split("'nonce-")[1].split("'")[0])
+    assert pages >= 15
+    assert len(nonces) == documents
