@@ -125,3 +125,53 @@ def test_sandbox_redelivery_is_answered_2xx_and_stored_once(
     assert [a["status_code"] for a in attempts] == [200, 200]
     assert WebhookEvent.objects.filter(endpoint=endpoint).count() == 1
     assert InboundMessage.objects.count() == 1
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_webhooks_that_beat_the_worker_are_applied_when_reconciliation_records_the_message(
+    live_server, short_lived_connections, sandbox, settings, tenant_a, member_of, mailbox_factory
+):
+    """The provider sends and answers 500: its message.sent and message.delivered reach us while
+    the intent is uncertain (no message id), so they wait; reconciliation records the message id
+    and the worker's on-commit hand-over applies them."""
+    settings.PUBLIC_BASE_URL = live_server.url
+    settings.SEND_BACKOFF_BASE_SECONDS = 0.01
+    settings.SEND_BACKOFF_CAP_SECONDS = 0.05
+    approver = member_of(tenant_a, "approver").user
+    mailbox = mailbox_factory(tenant_a)
+    provisioning.webhook_register(tenant=tenant_a)
+    draft = intent_services.draft_create(
+        tenant=tenant_a,
+        mailbox=mailbox,
+        to=["jane@customer.test"],
+        subject="Your refund",
+        text="We refunded your order.",
+        actor_user=approver,
+    )
+    intent = intent_services.draft_approve(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=draft.versions.get().content_hash,
+        actor=approver,
+    )
+    sandbox.fault("sends", "500_after")
+
+    execution.run_once(intent_id=intent.pk, limit=1)
+    intent.refresh_from_db()
+    waiting = sandbox.wait_for(
+        lambda: WebhookEvent.objects.filter(state="deferred").count() == 2, timeout=15
+    )
+    before = states(intent)
+    reconciled = sandbox.wait_for(
+        lambda: execution.run_once(intent_id=intent.pk) or states(intent), timeout=15
+    )
+    intent.refresh_from_db()
+
+    assert (waiting, before) == (True, {})
+    assert intent.state == "accepted"
+    assert reconciled is not None
+    assert states(intent) == {"jane@customer.test": "delivered"}
+    assert set(WebhookEvent.objects.values_list("state", flat=True)) == {"applied"}
+    assert len(sandbox.ledger(idempotency_key=intent.idempotency_key)) == 1
