@@ -1,0 +1,209 @@
+"""Token services and the admin pages: digest-only storage, shown once, revocation, audit."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from tenants.models import AgentToken, AuditEvent
+from tenants.tokens import TokenError, token_authenticate, token_create, token_revoke
+
+pytestmark = pytest.mark.django_db
+
+
+def test_token_format_and_only_a_digest_is_stored(tenant_a):
+    token, plaintext = token_create(
+        tenant=tenant_a, name="bot", scopes=["drafts:write"], actor=None
+    )
+
+    _, prefix, secret = plaintext.split("_", 2)
+    assert re.fullmatch(r"cs_[A-Za-z0-9]{8}_[A-Za-z0-9_-]{43}", plaintext)
+    assert token.prefix == prefix
+    assert len(token.digest) == 64
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT row_to_json(t)::text FROM tenants_agenttoken t")
+        stored = cursor.fetchone()[0]
+    assert secret not in stored
+    assert plaintext not in stored
+    assert token_authenticate(plaintext).pk == token.pk
+
+
+def test_authenticate_refuses_wrong_secret_unknown_prefix_and_garbage(tenant_a):
+    _, plaintext = token_create(tenant=tenant_a, name="bot", scopes=["drafts:read"], actor=None)
+
+    assert token_authenticate(plaintext[:-1] + ("A" if plaintext[-1] != "A" else "B")) is None
+    assert token_authenticate("cs_ZZZZZZZZ_" + plaintext.split("_", 2)[2]) is None
+    assert token_authenticate("") is None
+    assert token_authenticate(plaintext + "x") is None
+    assert token_authenticate(plaintext.upper()) is None
+
+
+def test_create_and_revoke_are_audited(tenant_a, member_of):
+    admin = member_of(tenant_a, "admin").user
+    token, _ = token_create(
+        tenant=tenant_a, name="bot", scopes=["drafts:read", "drafts:write"], actor=admin
+    )
+    token_revoke(tenant=tenant_a, token_id=token.pk, actor=admin)
+
+    actions = list(
+        AuditEvent.objects.filter(tenant=tenant_a, object_id=str(token.pk))
+        .order_by("id")
+        .values_list("action", "actor")
+    )
+    assert actions == [("token.created", admin.pk), ("token.revoked", admin.pk)]
+
+
+def test_revoking_twice_or_another_tenants_token_is_refused(tenant_a, tenant_b):
+    token, _ = token_create(tenant=tenant_a, name="bot", scopes=["drafts:read"], actor=None)
+    token_revoke(tenant=tenant_a, token_id=token.pk, actor=None)
+
+    with pytest.raises(TokenError, match="already revoked"):
+        token_revoke(tenant=tenant_a, token_id=token.pk, actor=None)
+    with pytest.raises(TokenError, match="No such token"):
+        token_revoke(tenant=tenant_b, token_id=token.pk, actor=None)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"name": ""}, "name"),
+        ({"name": "x" * 101}, "name"),
+        ({"scopes": []}, "scopes"),
+        ({"scopes": ["drafts:approve"]}, "scopes"),
+        ({"expires_at": "past"}, "expires_at"),
+    ],
+)
+def test_create_refuses_bad_input(tenant_a, kwargs, field):
+    fields = {"name": "bot", "scopes": ["drafts:read"]}
+    fields.update(kwargs)
+    if fields.get("expires_at") == "past":
+        fields["expires_at"] = timezone.now() - timedelta(seconds=1)
+
+    with pytest.raises(TokenError) as refused:
+        token_create(tenant=tenant_a, actor=None, **fields)
+
+    assert refused.value.field == field
+    assert AgentToken.objects.count() == 0
+
+
+def test_create_refuses_another_tenants_mailbox_and_a_duplicate_name(tenant_a, mailbox_b):
+    token_create(tenant=tenant_a, name="bot", scopes=["drafts:read"], actor=None)
+
+    with pytest.raises(TokenError, match="Unknown mailbox"):
+        token_create(
+            tenant=tenant_a,
+            name="other",
+            scopes=["drafts:read"],
+            mailbox_ids=[mailbox_b.pk],
+            actor=None,
+        )
+    with pytest.raises(TokenError, match="already exists"):
+        token_create(tenant=tenant_a, name="bot", scopes=["drafts:read"], actor=None)
+    assert AgentToken.objects.count() == 1
+
+
+# --- admin pages ---------------------------------------------------------------------------------
+
+
+def test_admin_creates_a_token_and_sees_it_exactly_once(tenant_a, member_of, signed_in, mailbox_a):
+    client = signed_in(member_of(tenant_a, "admin").user)
+
+    created = client.post(
+        "/t/tenant-a/admin/tokens/new/",
+        {
+            "name": "support-bot",
+            "scopes": ["drafts:write", "drafts:read"],
+            "mailboxes": [mailbox_a.pk],
+            "expires_in_days": "30",
+        },
+    )
+    plaintext = re.search(r'value="(cs_[^"]+)"', created.content.decode()).group(1)
+    listing = client.get("/t/tenant-a/admin/tokens/")
+
+    token = AgentToken.objects.get()
+    assert created.status_code == 200
+    assert "no-store" in created["Cache-Control"]
+    assert token_authenticate(plaintext).pk == token.pk
+    assert list(token.mailboxes.all()) == [mailbox_a]
+    assert token.expires_at > timezone.now() + timedelta(days=29)
+    assert listing.status_code == 200
+    assert plaintext.split("_", 2)[2] not in listing.content.decode()
+    assert f"cs_{token.prefix}_" in listing.content.decode()
+    assert mailbox_a.address in listing.content.decode()
+
+
+def test_admin_pages_have_no_inline_script_or_style(tenant_a, member_of, signed_in):
+    client = signed_in(member_of(tenant_a, "admin").user)
+
+    pages = [
+        client.get("/t/tenant-a/admin/tokens/").content.decode(),
+        client.post(
+            "/t/tenant-a/admin/tokens/new/", {"name": "bot", "scopes": ["drafts:read"]}
+        ).content.decode(),
+    ]
+
+    for html in pages:
+        assert " style=" not in html
+        assert "<style" not in html
+        assert " hx-on" not in html
+        assert all(
+            "src=" in tag or 'type="application/json"' in tag
+            for tag in re.findall(r"<script[^>]*>", html)
+        )
+
+
+def test_invalid_form_is_422_with_the_reason(tenant_a, member_of, signed_in):
+    client = signed_in(member_of(tenant_a, "admin").user)
+
+    response = client.post("/t/tenant-a/admin/tokens/new/", {"name": "bot", "scopes": []})
+
+    assert response.status_code == 422
+    assert "This field is required" in response.content.decode()
+    assert AgentToken.objects.count() == 0
+
+
+def test_admin_revokes_and_the_api_refuses_the_token(tenant_a, member_of, signed_in, client):
+    admin = member_of(tenant_a, "admin").user
+    token, plaintext = token_create(
+        tenant=tenant_a, name="bot", scopes=["drafts:read"], actor=admin
+    )
+    browser = signed_in(admin)
+
+    response = browser.post(f"/t/tenant-a/admin/tokens/{token.pk}/revoke/")
+    browser.logout()
+    api_response = client.get("/api/v1/mailboxes", headers={"Authorization": f"Bearer {plaintext}"})
+
+    assert response.status_code == 302
+    assert AgentToken.objects.get().revoked_at is not None
+    assert api_response.status_code == 401
+
+
+@pytest.mark.parametrize("role", ["approver", "viewer"])
+def test_non_admins_cannot_see_or_manage_tokens(tenant_a, member_of, signed_in, role):
+    token, _ = token_create(tenant=tenant_a, name="bot", scopes=["drafts:read"], actor=None)
+    client = signed_in(member_of(tenant_a, role).user)
+
+    listing = client.get("/t/tenant-a/admin/tokens/")
+    create = client.post("/t/tenant-a/admin/tokens/new/", {"name": "x", "scopes": ["drafts:read"]})
+    revoke = client.post(f"/t/tenant-a/admin/tokens/{token.pk}/revoke/")
+
+    assert [listing.status_code, create.status_code, revoke.status_code] == [403, 403, 403]
+    assert AgentToken.objects.filter(revoked_at__isnull=True).count() == 1
+
+
+def test_admin_of_another_tenant_gets_404_and_cannot_revoke(
+    tenant_a, tenant_b, member_of, signed_in
+):
+    token, _ = token_create(tenant=tenant_a, name="bot", scopes=["drafts:read"], actor=None)
+    client = signed_in(member_of(tenant_b, "admin").user)
+
+    foreign_page = client.get("/t/tenant-a/admin/tokens/")
+    own_tenant_revoke = client.post(f"/t/tenant-b/admin/tokens/{token.pk}/revoke/")
+
+    assert foreign_page.status_code == 404
+    assert own_tenant_revoke.status_code == 302
+    assert AgentToken.objects.get().revoked_at is None
