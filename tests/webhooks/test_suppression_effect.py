@@ -51,3 +51,37 @@ def test_bounce_in_another_tenant_does_not_suppress_here(
     )
 
     assert draft.pk is not None
+
+
+def test_queued_intent_to_a_bounced_address_is_blocked_before_any_provider_call(
+    client, sandbox, tenant_a, hook_for, mailbox_factory, intent_row, member_of
+):
+    from intents import execution
+
+    hook = hook_for(tenant_a)
+    mailbox = mailbox_factory(tenant_a)
+    person = member_of(tenant_a, "approver").user
+    draft = intent_services.draft_create(
+        tenant=tenant_a,
+        mailbox=mailbox,
+        to=["jane@customer.test"],
+        subject="Second reply",
+        text="Hello again",
+        actor_user=person,
+    )
+    queued = intent_services.draft_approve(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=draft.versions.get().content_hash,
+        actor=person,
+    )
+    earlier = intent_row(mailbox, to=["jane@customer.test"])
+    hook.post(client, delivery_payload("bounced", earlier))
+
+    execution.run_once(intent_id=queued.pk, limit=1)
+    queued.refresh_from_db()
+
+    assert queued.state == "blocked"
+    assert sandbox.ledger(idempotency_key=queued.idempotency_key) == []
+    assert sandbox.requests(idempotency_key=queued.idempotency_key) == []
