@@ -1,0 +1,370 @@
+"""The review flow through the real views and services: approve, stale approve, rights, edit,
+reject, bulk approve, approve-next, warnings, filters, paging and the live notice."""
+
+import pytest
+from django.urls import reverse
+
+from intents import services
+from intents.models import Draft, DraftVersion, SendIntent, Suppression
+from webhooks.models import InboundMessage
+
+pytestmark = pytest.mark.django_db
+
+
+def approve_data(draft):
+    """The version and hash the draft page shows right now."""
+    draft = Draft.objects.get(pk=draft.pk)
+    version = DraftVersion.objects.get(draft=draft, number=draft.current_version)
+    return {"version": version.number, "content_hash": version.content_hash}
+
+
+def test_approve_creates_one_intent_for_exactly_the_shown_version(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(mailbox_a)
+    client = signed_in(admin_a.user)
+    response = client.post(
+        reverse("draft_approve", args=[tenant_a.slug, draft.pk]), approve_data(draft)
+    )
+    intent = SendIntent.objects.get(draft=draft)
+    assert response.status_code == 302
+    assert response["Location"] == reverse("outbox_intent", args=[tenant_a.slug, intent.pk])
+    assert intent.draft_version.number == 1 and intent.approver == admin_a.user
+
+
+def test_stale_approve_is_refused_with_the_diff(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(mailbox_a, text="We refunded your order today.")
+    seen = approve_data(draft)
+    services.draft_add_version(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        to=["customer@example.com", "boss@example.com"],
+        cc=[],
+        bcc=[],
+        subject="Your refund",
+        text="We refunded half of your order today.",
+        html="",
+        actor_user=admin_a.user,
+    )
+    client = signed_in(admin_a.user)
+    page = client.post(reverse("draft_approve", args=[tenant_a.slug, draft.pk]), seen)
+    body = page.content.decode()
+    assert page.status_code == 409
+    assert "Changed since you opened it" in body
+    assert "We refunded<ins> half of</ins> your order today." in body
+    assert "+ to: boss@example.com" in body
+    assert not SendIntent.objects.filter(draft=draft).exists()
+
+
+def test_stale_approve_through_htmx_gets_a_fragment_not_an_error(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(mailbox_a)
+    seen = approve_data(draft)
+    services.draft_add_version(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        to=["customer@example.com"],
+        cc=[],
+        bcc=[],
+        subject="Changed subject",
+        text="Other text",
+        html="",
+        actor_user=admin_a.user,
+    )
+    fragment = signed_in(admin_a.user).post(
+        reverse("draft_approve", args=[tenant_a.slug, draft.pk]), seen, HTTP_HX_REQUEST="true"
+    )
+    body = fragment.content.decode()
+    assert fragment.status_code == 200
+    assert body.lstrip().startswith('<section class="card decision" id="decision">')
+    assert 'data-refusal="stale_version"' in body and "<html" not in body
+    assert "data-approve" not in body
+
+
+def test_approver_without_right_sees_no_button_and_a_forged_post_is_403(
+    tenant_a, mailbox_a, make_draft, member_of, signed_in
+):
+    from tests.ui.conftest import make_local_mailbox as local_mailbox
+
+    other = local_mailbox(tenant_a, "billing")
+    limited = member_of(tenant_a, "approver", approve_all_mailboxes=False)
+    limited.approve_mailboxes.set([other])
+    draft = make_draft(mailbox_a)
+    client = signed_in(limited.user)
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft.pk]))
+    assert page.status_code == 200
+    assert b"data-approve" not in page.content and b"data-no-right" in page.content
+    forged = client.post(
+        reverse("draft_approve", args=[tenant_a.slug, draft.pk]), approve_data(draft)
+    )
+    assert forged.status_code == 403
+    assert b"You do not have the right to decide on drafts from support.tenant-a" in forged.content
+    assert not SendIntent.objects.filter(draft=draft).exists()
+
+
+def test_viewer_reads_but_cannot_decide(tenant_a, mailbox_a, make_draft, member_of, signed_in):
+    viewer = member_of(tenant_a, "viewer")
+    draft = make_draft(mailbox_a)
+    client = signed_in(viewer.user)
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft.pk]))
+    assert b"data-approve" not in page.content and b"viewers do not approve" in page.content
+    assert (
+        client.post(
+            reverse("draft_reject", args=[tenant_a.slug, draft.pk]), {"reason": "no"}
+        ).status_code
+        == 403
+    )
+    assert Draft.objects.get(pk=draft.pk).status == "pending"
+
+
+def test_edit_creates_a_version_by_the_person_which_then_needs_approval(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(mailbox_a)
+    client = signed_in(admin_a.user)
+    form = client.get(reverse("draft_edit", args=[tenant_a.slug, draft.pk]))
+    assert form.status_code == 200
+    saved = client.post(
+        reverse("draft_edit", args=[tenant_a.slug, draft.pk]),
+        {
+            "base_version": 1,
+            "to": "customer@example.com, cc-me@example.com",
+            "cc": "",
+            "bcc": "",
+            "subject": "Your refund",
+            "text": "Edited by a person.",
+            "html": "",
+        },
+    )
+    assert saved.status_code == 302
+    version = DraftVersion.objects.get(draft=draft, number=2)
+    assert version.author_kind == "person" and version.author_user == admin_a.user
+    assert version.to == ["customer@example.com", "cc-me@example.com"]
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft.pk]))
+    assert b"<ins>Edited" in page.content or b"<ins>Edited by a person.</ins>" in page.content
+    client.post(reverse("draft_approve", args=[tenant_a.slug, draft.pk]), approve_data(draft))
+    assert SendIntent.objects.get(draft=draft).draft_version == version
+
+
+def test_edit_from_a_stale_base_is_refused(tenant_a, mailbox_a, make_draft, admin_a, signed_in):
+    draft = make_draft(mailbox_a)
+    services.draft_add_version(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        to=["x@example.com"],
+        cc=[],
+        bcc=[],
+        subject="S",
+        text="T",
+        html="",
+        actor_user=admin_a.user,
+    )
+    response = signed_in(admin_a.user).post(
+        reverse("draft_edit", args=[tenant_a.slug, draft.pk]),
+        {"base_version": 1, "to": "y@example.com", "subject": "S", "text": "mine"},
+    )
+    assert response.status_code == 409
+    assert b"Someone saved version 2" in response.content
+    assert DraftVersion.objects.filter(draft=draft).count() == 2
+
+
+def test_edit_with_a_bad_address_names_it_and_saves_nothing(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(mailbox_a)
+    response = signed_in(admin_a.user).post(
+        reverse("draft_edit", args=[tenant_a.slug, draft.pk]),
+        {"base_version": 1, "to": "not-an-address", "subject": "S", "text": "T"},
+    )
+    assert response.status_code == 400
+    assert b"not-an-address" in response.content
+    assert DraftVersion.objects.filter(draft=draft).count() == 1
+
+
+def test_reject_needs_a_reason_and_then_records_it(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(mailbox_a)
+    client = signed_in(admin_a.user)
+    empty = client.post(reverse("draft_reject", args=[tenant_a.slug, draft.pk]), {"reason": ""})
+    assert empty.status_code == 400 and b"Say why you reject" in empty.content
+    client.post(reverse("draft_reject", args=[tenant_a.slug, draft.pk]), {"reason": "Wrong amount"})
+    draft.refresh_from_db()
+    assert (draft.status, draft.reject_reason) == ("rejected", "Wrong amount")
+
+
+def test_approve_next_opens_the_next_pending_draft(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    first, second = make_draft(mailbox_a), make_draft(mailbox_a)
+    response = signed_in(admin_a.user).post(
+        reverse("draft_approve", args=[tenant_a.slug, first.pk]),
+        {**approve_data(first), "next": "1"},
+    )
+    assert response["Location"] == reverse("draft", args=[tenant_a.slug, second.pk])
+
+
+def test_bulk_approve_checks_each_draft_against_its_own_hash(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    keep, changed = make_draft(mailbox_a), make_draft(mailbox_a)
+    items = [
+        f"{d.pk}:{approve_data(d)['version']}:{approve_data(d)['content_hash']}"
+        for d in (keep, changed)
+    ]
+    services.draft_add_version(
+        tenant=tenant_a,
+        draft_id=changed.pk,
+        to=["z@example.com"],
+        cc=[],
+        bcc=[],
+        subject="New",
+        text="New",
+        html="",
+        actor_user=admin_a.user,
+    )
+    response = signed_in(admin_a.user).post(
+        reverse("bulk_approve", args=[tenant_a.slug]), {"item": items}, follow=True
+    )
+    body = response.content.decode()
+    assert SendIntent.objects.filter(draft=keep).exists()
+    assert not SendIntent.objects.filter(draft=changed).exists()
+    assert "Approved 1 draft" in body and f"Draft {changed.pk} was not approved" in body
+
+
+def test_bulk_approve_refuses_malformed_items(tenant_a, admin_a, signed_in):
+    response = signed_in(admin_a.user).post(
+        reverse("bulk_approve", args=[tenant_a.slug]), {"item": ["1:1:nothex"]}, follow=True
+    )
+    assert b"was not understood" in response.content
+    assert not SendIntent.objects.exists()
+
+
+def test_recipient_warnings_on_the_draft_and_the_queue_filter(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    clean = make_draft(mailbox_a, to=["fine@example.com"], subject="Clean one")
+    risky = make_draft(
+        mailbox_a,
+        to=["later-bounced@example.com"],
+        cc=["stranger@other.test"],
+        subject="Risky one",
+        thread_id="thr-1",
+    )
+    InboundMessage.objects.create(
+        tenant=tenant_a,
+        mailbox=mailbox_a,
+        thread_id="thr-1",
+        message_id="<m1@x>",
+        sender="Later Bounced <later-bounced@example.com>",
+        subject="Help",
+        received_at=risky.created_at,
+    )
+    Suppression.objects.create(
+        tenant=tenant_a, address="later-bounced@example.com", reason="bounced"
+    )
+    client = signed_in(admin_a.user)
+    page = client.get(reverse("draft", args=[tenant_a.slug, risky.pk])).content.decode()
+    assert 'data-warning="suppressed"' in page
+    assert 'data-warning="not_on_thread"' in page and "stranger@other.test" in page
+    assert 'data-note="external"' in page
+    filtered = client.get(
+        reverse("tenant_home", args=[tenant_a.slug]), {"warnings": "on"}
+    ).content.decode()
+    assert "Risky one" in filtered and "Clean one" not in filtered
+    assert clean.pk != risky.pk
+
+
+def test_policy_warning_shows_and_filters(tenant_a, make_draft, admin_a, signed_in):
+    from tests.ui.conftest import make_local_mailbox as local_mailbox
+
+    restricted = local_mailbox(
+        tenant_a, "restricted", policy_mode="restricted", allowed_domains=["example.com"]
+    )
+    draft = make_draft(restricted, to=["ok@example.com"], subject="Allowed then narrowed")
+    restricted.allowed_domains = ["example.org"]
+    restricted.save(update_fields=["allowed_domains"])
+    client = signed_in(admin_a.user)
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft.pk])).content.decode()
+    assert 'data-warning="not_allowed"' in page
+    queue = client.get(
+        reverse("tenant_home", args=[tenant_a.slug]), {"warnings": "on"}
+    ).content.decode()
+    assert "Allowed then narrowed" in queue
+
+
+def test_search_and_mailbox_filter(tenant_a, mailbox_a, make_draft, admin_a, signed_in):
+    from tests.ui.conftest import make_local_mailbox as local_mailbox
+
+    other = local_mailbox(tenant_a, "sales")
+    make_draft(mailbox_a, subject="Invoice question", to=["ann@example.com"])
+    make_draft(other, subject="Pricing", to=["bob@shop.example"])
+    client = signed_in(admin_a.user)
+    home = reverse("tenant_home", args=[tenant_a.slug])
+    by_recipient = client.get(home, {"q": "shop.exam"}).content.decode()
+    assert "Pricing" in by_recipient and "Invoice question" not in by_recipient
+    by_subject = client.get(home, {"q": "invoice"}).content.decode()
+    assert "Invoice question" in by_subject and "Pricing" not in by_subject
+    by_mailbox = client.get(home, {"mailbox": other.pk}).content.decode()
+    assert "Pricing" in by_mailbox and "Invoice question" not in by_mailbox
+
+
+def test_cursor_pagination_walks_the_queue_without_gaps(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    drafts = [make_draft(mailbox_a, subject=f"Row {i:03d}") for i in range(55)]
+    client = signed_in(admin_a.user)
+    home = reverse("tenant_home", args=[tenant_a.slug])
+    first = client.get(home)
+    page1 = first.context["page"]
+    second = client.get(home, {"after": page1.next_cursor})
+    page2 = second.context["page"]
+    seen = [d.pk for d in page1.rows] + [d.pk for d in page2.rows]
+    assert seen == [d.pk for d in drafts]
+    assert page2.next_cursor is None
+
+
+def test_live_notice_counts_new_and_decided_drafts(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    shown = make_draft(mailbox_a)
+    client = signed_in(admin_a.user)
+    since = client.get(reverse("tenant_home", args=[tenant_a.slug])).context["since_id"]
+    quiet = client.get(
+        reverse("queue_changes", args=[tenant_a.slug]), {"since": since, "shown": shown.pk}
+    )
+    assert b"notice" not in quiet.content
+    make_draft(mailbox_a)
+    services.draft_reject(tenant=tenant_a, draft_id=shown.pk, reason="dup", actor=admin_a.user)
+    notice = client.get(
+        reverse("queue_changes", args=[tenant_a.slug]),
+        {"since": since, "shown": shown.pk},
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
+    assert "1 new draft arrived" in notice and "1 draft below was decided by someone else" in notice
+    assert "<html" not in notice
+
+
+def test_customer_wrote_again_is_flagged(tenant_a, mailbox_a, make_draft, admin_a, signed_in):
+    from datetime import timedelta
+
+    draft = make_draft(mailbox_a, thread_id="thr-9", in_reply_to="<q1@x>", to=["c@example.com"])
+    for n, minutes in ((1, -30), (2, 5)):
+        InboundMessage.objects.create(
+            tenant=tenant_a,
+            mailbox=mailbox_a,
+            thread_id="thr-9",
+            message_id=f"<q{n}@x>",
+            sender="c@example.com",
+            subject=f"Message {n}",
+            received_at=draft.created_at + timedelta(minutes=minutes),
+        )
+    page = (
+        signed_in(admin_a.user)
+        .get(reverse("draft", args=[tenant_a.slug, draft.pk]))
+        .content.decode()
+    )
+    assert "The customer wrote again" in page and "Message 2" in page
