@@ -12,6 +12,7 @@ help:
 	@echo "make test   - the test suite on a private PostgreSQL"
 	@echo "make lint   - ruff check and format check, migrations check"
 	@echo "make stop   - stop the embedded PostgreSQL server"
+	@echo "make bench  - side-by-side benchmarks (BENCHMARKS.md); BENCH_ARGS=--quick for a smoke run"
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -39,6 +40,9 @@ lint: .venv/.synced
 format: .venv/.synced
 	$(UV) run --frozen ruff check --fix .
 	$(UV) run --frozen ruff format .
+
+bench: .venv/.synced
+	$(UV) run --frozen python -m bench $(BENCH_ARGS)
 
 stop: .venv/.synced
 	$(MANAGE) dbserver stop

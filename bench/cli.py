@@ -1,0 +1,176 @@
+"""`python -m bench`: every row measured side by side in one run; one table, one JSON file.
+
+    python -m bench                 # the full run recorded in BENCHMARKS.md
+    python -m bench --quick         # tiny sizes: proves the harness works (used by tests/bench)
+    python -m bench --only dispatch,webhooks --n 500 --workers 4
+
+Loopback only: the sandbox AgentMail, gunicorn and the load generator all bind 127.0.0.1.
+Bounded: every phase has a count and a timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+
+from bench.common import PEERS, PRODUCT, REPO_ROOT, RESULTS_DIR, ensure_databases
+
+SCENARIOS = ("dispatch", "webhooks", "api", "ui", "recovery")
+
+
+def run_task(settings_module: str, target: str, params: dict, env: dict, timeout: float) -> dict:
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
+        out = fh.name
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "bench.task", settings_module, target, json.dumps(params), out],
+            cwd=REPO_ROOT,
+            env=env,
+            check=True,
+            timeout=timeout,
+        )
+        with open(out) as fh:
+            return json.load(fh)
+    finally:
+        os.unlink(out)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="tiny sizes, to prove the harness works")
+    p.add_argument(
+        "--only", default=",".join(SCENARIOS), help="comma list of " + ", ".join(SCENARIOS)
+    )
+    p.add_argument("--n", type=int, help="intents per dispatch row (default 2000; quick 40)")
+    p.add_argument("--workers", type=int, default=4, help="worker processes for dispatch rows")
+    p.add_argument("--batch", type=int, default=5, help="intents claimed per worker round")
+    p.add_argument("--latencies", default="0,50", help="provider latencies in ms")
+    p.add_argument("--events", type=int, help="webhook events per endpoint (default 3000)")
+    p.add_argument("--requests", type=int, help="agent API requests per row (default 1000)")
+    p.add_argument("--concurrency", type=int, default=8, help="load generator connections")
+    p.add_argument("--http-workers", type=int, default=3, help="gunicorn worker processes")
+    p.add_argument(
+        "--ui-sizes", help="pending drafts for the review UI rows (default 100,10000,100000)"
+    )
+    p.add_argument("--outage", type=float, help="recovery: outage seconds (default 24)")
+    p.add_argument("--profile", action="store_true", help="pyinstrument profile of one worker")
+    p.add_argument("--db-prefix", default="bench", help="database name prefix (default bench)")
+    p.add_argument("--note", default="", help="free text stored in the JSON (e.g. machine load)")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    quick = args.quick
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(only) - set(SCENARIOS)
+    if unknown:
+        print(f"unknown scenario(s): {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    n = args.n or (40 if quick else 2000)
+    latencies = [int(x) for x in args.latencies.split(",") if x.strip()]
+    product_db, peers_db = args.db_prefix, f"{args.db_prefix}_peers"
+    ensure_databases(product_db, peers_db)
+    env = {
+        **os.environ,
+        "BENCH_DB_NAME": product_db,
+        "BENCH_PEERS_DB_NAME": peers_db,
+        "COUNTERSIGN_ENV": os.environ.get("COUNTERSIGN_ENV", "development"),
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    for settings_module in (PRODUCT, PEERS):
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+            cwd=REPO_ROOT,
+            env={**env, "DJANGO_SETTINGS_MODULE": settings_module},
+            check=True,
+            timeout=600,
+        )
+    RESULTS_DIR.mkdir(exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    profile_dir = str(RESULTS_DIR / f"profile-{stamp}") if args.profile else None
+    if profile_dir:
+        os.makedirs(profile_dir, exist_ok=True)
+    started = time.time()
+    results: dict = {
+        "started": stamp,
+        "args": vars(args),
+        "machine": machine(),
+        "rows": {},
+    }
+
+    def task(settings_module, target, params, timeout=900):
+        return run_task(settings_module, target, params, env, timeout)
+
+    if "dispatch" in only:
+        results["rows"]["dispatch"] = dispatch_rows(task, args, n, latencies, profile_dir)
+    http = {"concurrency": args.concurrency, "http_workers": args.http_workers}
+    if "webhooks" in only:
+        events = args.events or (60 if quick else 3000)
+        results["rows"]["webhooks"] = task(
+            PEERS, "bench.webhooks:scenario", {**http, "events": events}
+        )
+    if "api" in only:
+        requests = args.requests or (40 if quick else 1000)
+        results["rows"]["api"] = task(
+            PRODUCT, "bench.agent_api:scenario", {**http, "requests": requests}
+        )
+    if "ui" in only:
+        sizes = args.ui_sizes or ("100,1000" if quick else "100,10000,100000")
+        results["rows"]["ui"] = task(
+            PRODUCT, "bench.ui:run", {"sizes": [int(s) for s in sizes.split(",")]}, timeout=1800
+        )
+    if "recovery" in only:
+        outage = args.outage or (3.0 if quick else 24.0)
+        results["rows"]["recovery"] = task(
+            PRODUCT, "bench.recovery:run", {"outage_s": outage, "quick": quick}, timeout=900
+        )
+    results["seconds"] = round(time.time() - started, 1)
+    path = RESULTS_DIR / f"{stamp}.json"
+    path.write_text(json.dumps(results, indent=2, default=str))
+    from bench.report import render
+
+    print(render(results))
+    print(f"\nJSON: {path.relative_to(REPO_ROOT)}")
+    return 0
+
+
+def dispatch_rows(task, args, n, latencies, profile_dir) -> dict:
+    rows = {"countersign": [], "post_office": [], "db_limit": []}
+    common = {"n": n, "workers": args.workers}
+    for latency in latencies:
+        rows["countersign"].append(
+            task(
+                PRODUCT,
+                "bench.dispatch:countersign",
+                {
+                    **common,
+                    "latency_ms": latency,
+                    "batch": args.batch,
+                    "profile_dir": profile_dir if latency == 0 else None,
+                },
+            )
+        )
+        rows["post_office"].append(
+            task(PEERS, "bench.dispatch:postoffice", {**common, "latency_ms": latency})
+        )
+    for k in (1, 10):
+        rows["db_limit"].append(task(PRODUCT, "bench.dispatch:db_limit", {**common, "k": k}))
+    return rows
+
+
+def machine() -> dict:
+    load = os.getloadavg()
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "loadavg_at_start": [round(x, 2) for x in load],
+    }

@@ -1,0 +1,326 @@
+"""Dispatch: approved intents sent end to end, next to django-post-office and the database's limit.
+
+All three drain the same number of items with the same number of worker processes, released at
+the same instant (t0) after the queue is filled:
+
+- Countersign: the execution worker's own loop (`intents.execution.run_once`, as the
+  `intents_worker` command and the django-q `drain` task run it) against the sandbox AgentMail
+  over real HTTP; every send carries its idempotency key; duplicates come from the sandbox ledger.
+- django-post-office: `send_queued_mail_until_done(processes=W)` (what `send_queued_mail
+  --processes W` runs) through bench.backends.SleepBackend with the same latency.
+- Database limit: the same claim-and-complete pattern in raw SQL on a scratch table
+  (`UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED LIMIT k) RETURNING`, then one
+  fenced completion per row, each its own transaction).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import tempfile
+import time
+from collections import Counter
+
+from bench.common import (
+    Timer,
+    approved_intents,
+    latency_summary,
+    make_tenant,
+    provision_mailboxes,
+    reset_tables,
+    vacuum_analyze,
+)
+
+CTX = multiprocessing.get_context("fork")
+
+
+# --- Countersign ---------------------------------------------------------------------------------
+
+
+def _configure_sending(sandbox) -> None:
+    from django.conf import settings
+
+    settings.AGENTMAIL_BASE_URL = sandbox.base_url
+    settings.AGENTMAIL_ORG_API_KEY = sandbox.org_key
+    # Deliveries from the sandbox go nowhere (port 9 refuses); webhooks are measured separately.
+    settings.PUBLIC_BASE_URL = "http://127.0.0.1:9"
+
+
+def _cs_worker(index: int, batch: int, go, stop, profile_dir: str | None) -> None:
+    from django.db import connections
+
+    from intents import execution
+
+    profiler = None
+    if profile_dir and index == 0:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.0005)
+    worker = f"bench-{index}"
+    go.wait()
+    if profiler:
+        profiler.start()
+    try:
+        while not stop.is_set():
+            if not execution.run_once(worker=worker, limit=batch):
+                time.sleep(0.002)
+    finally:
+        if profiler:
+            profiler.stop()
+            with open(os.path.join(profile_dir, "dispatch-worker0.txt"), "w") as fh:
+                fh.write(profiler.output_text(unicode=False, color=False, show_all=False))
+            with open(os.path.join(profile_dir, "dispatch-worker0.html"), "w") as fh:
+                fh.write(profiler.output_html())
+        connections.close_all()
+
+
+def run_workers(*, workers: int, batch: int, done, timeout: float, profile_dir=None) -> float:
+    """Start `workers` processes, release them together; returns t0 (epoch seconds).
+
+    `done()` is polled from this process; the workers are stopped when it returns True.
+    """
+    from django.db import connections
+
+    connections.close_all()  # never fork with an open connection
+    go, stop = CTX.Event(), CTX.Event()
+    procs = [
+        CTX.Process(target=_cs_worker, args=(i, batch, go, stop, profile_dir), daemon=True)
+        for i in range(workers)
+    ]
+    for proc in procs:
+        proc.start()
+    time.sleep(0.3)  # let every child reach go.wait()
+    t0 = time.time()
+    go.set()
+    deadline = time.monotonic() + timeout
+    try:
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        for proc in procs:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+    return t0
+
+
+def countersign(params: dict) -> dict:
+    from django.conf import settings
+    from django.db.models import Max
+
+    from intents.models import SendIntent
+    from mailboxes.sandbox.testing import SandboxServer
+
+    n, workers, latency = params["n"], params["workers"], params["latency_ms"]
+    # The per-key token bucket is configuration (AgentMail's real limits are per account); here
+    # it is opened wide, as post-office has none, so the row measures the pipeline itself.
+    settings.SEND_RATE_PER_KEY = float(params.get("rate_per_key", 1e6))
+    settings.SEND_BURST_PER_KEY = float(params.get("rate_per_key", 1e6))
+    with SandboxServer(config={"auto_deliver": False}) as sandbox:
+        _configure_sending(sandbox)
+        reset_tables()
+        tenant, user = make_tenant()
+        boxes = provision_mailboxes(tenant, params.get("mailboxes", 4), sandbox)
+        with Timer() as approve_timer:
+            ids = approved_intents(tenant, user, boxes, n)
+        vacuum_analyze("intents_sendintent", "intents_draft", "intents_draftversion")
+        sandbox.config(latency_ms=latency)
+        terminal = list(SendIntent.TERMINAL)
+
+        def done() -> bool:
+            return SendIntent.objects.filter(pk__in=ids).exclude(state__in=terminal).count() == 0
+
+        t0 = run_workers(
+            workers=workers,
+            batch=params.get("batch", 5),
+            done=done,
+            timeout=params.get("timeout", 300),
+            profile_dir=params.get("profile_dir"),
+        )
+        rows = list(
+            SendIntent.objects.filter(pk__in=ids, state="accepted").values_list(
+                "updated_at", flat=True
+            )
+        )
+        states = Counter(SendIntent.objects.filter(pk__in=ids).values_list("state", flat=True))
+        t_end = SendIntent.objects.filter(pk__in=ids).aggregate(m=Max("updated_at"))["m"]
+        ledger = sandbox.ledger()
+        per_key = Counter(entry["idempotency_key"] for entry in ledger)
+    elapsed = t_end.timestamp() - t0
+    return {
+        "system": "countersign",
+        "n": n,
+        "workers": workers,
+        "latency_ms": latency,
+        "batch": params.get("batch", 5),
+        "accepted": states.get("accepted", 0),
+        "states": dict(states),
+        "elapsed_s": round(elapsed, 3),
+        "per_s": round(len(rows) / elapsed, 1) if elapsed > 0 else None,
+        "latency": latency_summary([r.timestamp() - t0 for r in rows]),
+        "provider_sends": len(ledger),
+        "duplicates": sum(c - 1 for c in per_key.values() if c > 1),
+        "approvals_per_s": round(n / approve_timer.seconds, 1),
+    }
+
+
+# --- django-post-office --------------------------------------------------------------------------
+
+
+def postoffice(params: dict) -> dict:
+    from post_office import mail
+    from post_office.models import STATUS, Email
+
+    n, workers, latency = params["n"], params["workers"], params["latency_ms"]
+    reset_tables()
+    ledger_dir = tempfile.mkdtemp(prefix="bench-po-")
+    os.environ["BENCH_LATENCY_MS"] = str(latency)
+    os.environ["BENCH_LEDGER_DIR"] = ledger_dir
+    mail.send_many(
+        [
+            {
+                "sender": "support@bench.test",
+                "recipients": [f"customer{i}@example.com"],
+                "subject": f"bench-{i}",
+                "message": "Thanks for writing. Your order shipped yesterday; tracking number 1Z999.",
+            }
+            for i in range(n)
+        ]
+    )
+    vacuum_analyze("post_office_email")
+    from django.db import connections
+
+    connections.close_all()
+    t0 = time.time()
+    mail.send_queued_mail_until_done(lockfile=os.path.join(ledger_dir, "lock"), processes=workers)
+    wall = time.time() - t0
+    sent = list(Email.objects.filter(status=STATUS.sent).values_list("last_updated", flat=True))
+    t_end = max(sent).timestamp() if sent else t0
+    lines = []
+    for name in os.listdir(ledger_dir):
+        if name.startswith("sent-"):
+            with open(os.path.join(ledger_dir, name)) as fh:
+                lines += fh.read().split()
+    per_subject = Counter(lines)
+    elapsed = t_end - t0
+    return {
+        "system": "post_office",
+        "n": n,
+        "workers": workers,
+        "latency_ms": latency,
+        "accepted": len(sent),
+        "elapsed_s": round(elapsed, 3),
+        "wall_s": round(wall, 3),
+        "per_s": round(len(sent) / elapsed, 1) if elapsed > 0 else None,
+        "latency": latency_summary([t.timestamp() - t0 for t in sent]),
+        "provider_sends": len(lines),
+        "duplicates": sum(c - 1 for c in per_subject.values() if c > 1),
+    }
+
+
+# --- the database's own limit --------------------------------------------------------------------
+
+_SCRATCH = """
+DROP TABLE IF EXISTS bench_claim;
+CREATE TABLE bench_claim (
+    id bigserial PRIMARY KEY,
+    state text NOT NULL DEFAULT 'queued',
+    priority smallint NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz NOT NULL DEFAULT now(),
+    lease uuid,
+    lease_expires_at timestamptz,
+    attempts integer NOT NULL DEFAULT 0,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX bench_claim_due ON bench_claim (priority DESC, next_attempt_at, id)
+    WHERE state = 'queued';
+"""
+
+_CLAIM = """
+UPDATE bench_claim SET state = 'sending', lease = gen_random_uuid(),
+       lease_expires_at = now() + interval '60 seconds', attempts = attempts + 1,
+       updated_at = now()
+ WHERE id IN (SELECT id FROM bench_claim
+               WHERE state = 'queued' AND next_attempt_at <= now()
+               ORDER BY priority DESC, next_attempt_at, id
+               FOR UPDATE SKIP LOCKED LIMIT %s)
+RETURNING id, lease
+"""
+
+_COMPLETE = """
+UPDATE bench_claim SET state = 'accepted', lease = NULL, lease_expires_at = NULL,
+       updated_at = now()
+ WHERE id = %s AND lease = %s AND state = 'sending'
+"""
+
+
+def _conninfo() -> dict:
+    from django.db import connection
+
+    return connection.get_connection_params()
+
+
+def _sql_worker(conninfo: dict, k: int, go, counts) -> None:
+    import psycopg
+
+    with psycopg.connect(**conninfo) as conn:
+        go.wait()
+        done = 0
+        while True:
+            with conn.transaction():
+                claimed = conn.execute(_CLAIM, [k]).fetchall()
+            if not claimed:
+                break
+            for row_id, lease in claimed:
+                with conn.transaction():
+                    done += conn.execute(_COMPLETE, [row_id, lease]).rowcount
+        counts.put(done)
+
+
+def db_limit(params: dict) -> dict:
+    import psycopg
+
+    n, workers, k = params["n"], params["workers"], params.get("k", 1)
+    conninfo = _conninfo()
+    conninfo.pop("cursor_factory", None)
+    conninfo.pop("context", None)
+    conninfo.pop("prepare_threshold", None)
+    with psycopg.connect(**conninfo, autocommit=True) as conn:
+        conn.execute(_SCRATCH)
+        conn.execute("INSERT INTO bench_claim (priority) SELECT 0 FROM generate_series(1, %s)", [n])
+        conn.execute("VACUUM ANALYZE bench_claim")
+    from django.db import connections
+
+    connections.close_all()
+    go, counts = CTX.Event(), CTX.Queue()
+    procs = [
+        CTX.Process(target=_sql_worker, args=(conninfo, k, go, counts), daemon=True)
+        for _ in range(workers)
+    ]
+    for proc in procs:
+        proc.start()
+    time.sleep(0.3)
+    t0 = time.perf_counter()
+    go.set()
+    completed = sum(counts.get(timeout=300) for _ in procs)
+    elapsed = time.perf_counter() - t0
+    for proc in procs:
+        proc.join(10)
+    with psycopg.connect(**conninfo, autocommit=True) as conn:
+        max_claims, accepted = conn.execute(
+            "SELECT max(attempts), count(*) FILTER (WHERE state = 'accepted') FROM bench_claim"
+        ).fetchone()
+        conn.execute("DROP TABLE bench_claim")
+    return {
+        "system": "db_limit",
+        "n": n,
+        "workers": workers,
+        "k": k,
+        "accepted": accepted,
+        "completed": completed,
+        "elapsed_s": round(elapsed, 3),
+        "per_s": round(completed / elapsed, 1),
+        "max_claims_per_row": max_claims,
+        "duplicates": max(0, (max_claims or 1) - 1),
+    }

@@ -1,0 +1,163 @@
+"""One plain-text table from a results dict (also used to regenerate BENCHMARKS.md tables)."""
+
+from __future__ import annotations
+
+
+def _fmt(value, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        value = f"{value:,.1f}" if abs(value) < 1000 else f"{value:,.0f}"
+    return f"{value}{unit}"
+
+
+def _ratio(a, b) -> str:
+    if not a or not b:
+        return "-"
+    return f"{a / b:.2f}x"
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    cells = [header, *[[_fmt(c) if not isinstance(c, str) else c for c in r] for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |"  # noqa: E731
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(cells[0]), sep, *[line(r) for r in cells[1:]]])
+
+
+def render(results: dict) -> str:
+    out = []
+    rows = results.get("rows", {})
+    if "dispatch" in rows:
+        out.append(_dispatch(rows["dispatch"]))
+    if "webhooks" in rows:
+        out.append(_webhooks(rows["webhooks"]))
+    if "api" in rows:
+        out.append(_api(rows["api"]))
+    if "ui" in rows:
+        out.append(_ui(rows["ui"]))
+    if "recovery" in rows:
+        out.append(_recovery(rows["recovery"]))
+    return "\n\n".join(out)
+
+
+def _dispatch(d: dict) -> str:
+    limit = max((r["per_s"] for r in d["db_limit"] if r["k"] == 1), default=None)
+    body = []
+    po_by_latency = {r["latency_ms"]: r for r in d["post_office"]}
+    for r in d["countersign"]:
+        po = po_by_latency.get(r["latency_ms"])
+        for row, name in ((r, "Countersign"), (po, "django-post-office")):
+            if row is None:
+                continue
+            body.append(
+                [
+                    f"{name} @{row['latency_ms']} ms",
+                    f"{row['accepted']}/{row['n']}",
+                    row["per_s"],
+                    row["latency"]["p50_ms"],
+                    row["latency"]["p95_ms"],
+                    row["duplicates"],
+                    _ratio(r["per_s"], po["per_s"]) if name == "Countersign" and po else "",
+                    _ratio(row["per_s"], limit),
+                ]
+            )
+    for row in d["db_limit"]:
+        body.append(
+            [
+                f"DB limit, raw SQL claim k={row['k']}",
+                f"{row['accepted']}/{row['n']}",
+                row["per_s"],
+                "-",
+                "-",
+                row["duplicates"],
+                "",
+                _ratio(row["per_s"], limit),
+            ]
+        )
+    w = d["countersign"][0]["workers"] if d["countersign"] else "?"
+    return (
+        f"Dispatch ({w} worker processes; latency = release of the full queue to accepted)\n"
+        + _table(
+            ["row", "sent", "per s", "p50 ms", "p95 ms", "dups", "vs post-office", "vs DB k=1"],
+            body,
+        )
+    )
+
+
+def _webhooks(w: dict) -> str:
+    body = []
+    for r in w["rows"]:
+        body.append(
+            [
+                r["name"],
+                f"{r['ok']}/{r['requests']}",
+                r["per_s"],
+                r["latency"]["p50_ms"],
+                r["latency"]["p95_ms"],
+                r["latency"]["p99_ms"],
+                r.get("stored", "-"),
+                r.get("applied", "-"),
+            ]
+        )
+    ours, peer = w["rows"][0], w["rows"][1] if len(w["rows"]) > 1 else None
+    ratio = _ratio(ours["per_s"], peer["per_s"]) if peer else "-"
+    return (
+        f"Webhook ingestion ({w['server']}; {w['concurrency']} connections; "
+        f"body {w['body_bytes']} bytes) — Countersign/anymail = {ratio}\n"
+        + _table(
+            ["endpoint", "2xx", "per s", "p50 ms", "p95 ms", "p99 ms", "stored", "applied"], body
+        )
+    )
+
+
+def _api(a: dict) -> str:
+    body = [
+        [
+            r["name"],
+            f"{r['ok']}/{r['requests']}",
+            r["per_s"],
+            r["latency"]["p50_ms"],
+            r["latency"]["p95_ms"],
+            r["latency"]["p99_ms"],
+            r.get("check", ""),
+        ]
+        for r in a["rows"]
+    ]
+    return f"Agent API ({a['server']}; {a['concurrency']} connections)\n" + _table(
+        ["request", "ok", "per s", "p50 ms", "p95 ms", "p99 ms", "check"], body
+    )
+
+
+def _ui(u: dict) -> str:
+    body = [
+        [
+            f"{r['page']} @ {r['pending']:,} pending",
+            r["median_ms"],
+            r["p95_ms"],
+            r["queries"],
+        ]
+        for r in u["rows"]
+    ]
+    return "Review UI (server time in-process, test client; median of repeats)\n" + _table(
+        ["page", "median ms", "p95 ms", "queries"], body
+    )
+
+
+def _recovery(r: dict) -> str:
+    body = [
+        ["arrival rate", f"{r['arrival_per_s']}/s"],
+        ["capacity (measured, same run)", f"{r['capacity_per_s']}/s"],
+        ["outage", f"{r['outage_s']} s of sandbox 503 on every send"],
+        ["backlog peak", r["backlog_peak"]],
+        ["backlog at recovery", r["backlog_at_recovery"]],
+        ["time to drain (measured)", f"{r['drain_s']} s"],
+        ["ideal backlog/(capacity-arrival)", f"{r['ideal_drain_s']} s"],
+        ["measured / ideal", r["drain_ratio"]],
+        ["approve->accepted p50 / p95", f"{r['latency']['p50_ms']} / {r['latency']['p95_ms']} ms"],
+        [
+            "intents / accepted / duplicates",
+            f"{r['intents']} / {r['accepted']} / {r['duplicates']}",
+        ],
+    ]
+    return "Recovery (outage scenario, seed 002 scaled down)\n" + _table(["", "value"], body)
