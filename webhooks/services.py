@@ -220,7 +220,7 @@ def _apply_guarded(event: WebhookEvent, normalized: NormalizedEvent) -> str:
             "webhooks.event.apply_failed",
             extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id},
         )
-        return State.PENDING
+        return str(State.PENDING)
 
 
 def _finish(event: WebhookEvent, state: str, outcome: str) -> str:
@@ -233,7 +233,7 @@ def _finish(event: WebhookEvent, state: str, outcome: str) -> str:
             "webhooks.event.rejected",
             extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id, "outcome": outcome},
         )
-    return state
+    return str(state)
 
 
 def _apply(event: WebhookEvent, normalized: NormalizedEvent) -> tuple[str, str]:

@@ -1,0 +1,36 @@
+"""Tenant-scoped reads of the webhooks app, for the review UI and the health panel."""
+
+from __future__ import annotations
+
+from django.db.models import Count, Max
+
+from webhooks.models import InboundMessage, WebhookEvent
+
+
+def inbound_for_thread(*, tenant, thread_id: str, limit: int = 20) -> list[InboundMessage]:
+    """The customer's messages in a thread, newest first (what a reviewer must see)."""
+    if not thread_id:
+        return []
+    return list(
+        InboundMessage.objects.filter(tenant=tenant, thread_id=thread_id)
+        .select_related("mailbox")
+        .order_by("-received_at", "-id")[:limit]
+    )
+
+
+def events_recent(*, tenant, limit: int = 50) -> list[WebhookEvent]:
+    return list(
+        WebhookEvent.objects.filter(tenant=tenant)
+        .defer("payload")
+        .order_by("-received_at", "-id")[:limit]
+    )
+
+
+def events_health(*, tenant) -> dict[str, dict]:
+    """Per ledger state: how many events and the latest arrival."""
+    rows = (
+        WebhookEvent.objects.filter(tenant=tenant)
+        .values("state")
+        .annotate(count=Count("id"), latest=Max("received_at"))
+    )
+    return {row["state"]: {"count": row["count"], "latest": row["latest"]} for row in rows}
