@@ -10,5 +10,7 @@ from django.db import connection
 
 def db_now() -> datetime:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT now()")
+        # statement_timestamp(), like Django's Now(): transaction-start time would lag
+        # inside a long transaction.
+        cursor.execute("SELECT statement_timestamp()")
         return cursor.fetchone()[0]

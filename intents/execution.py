@@ -538,7 +538,7 @@ def intent_record_result(claim: Claim, prepared: Prepared, result: provider.Send
                 else "intent.reconcile_pending",
                 reason=detail,
                 code=result.error_code or "uncertain",
-                next_attempt_at=now + delay,
+                next_attempt_at=Now() + delay,
             )
             return State.UNCERTAIN
         # RETRY_LATER from a fresh send: the provider certainly did not process it.
@@ -561,7 +561,7 @@ def intent_record_result(claim: Claim, prepared: Prepared, result: provider.Send
             action="intent.retry_scheduled",
             reason=detail,
             code=result.error_code or "retry_later",
-            next_attempt_at=now + delay,
+            next_attempt_at=Now() + delay,
             data={"delay_seconds": round(delay.total_seconds(), 3)},
         )
         return State.QUEUED
@@ -622,7 +622,7 @@ def intent_record_lookup(claim: Claim, prepared: Prepared, lookup: provider.Look
             action="intent.reconcile_pending",
             reason=f"label lookup failed: {lookup.error_code}",
             code=lookup.error_code or "lookup_failed",
-            next_attempt_at=db_now() + timedelta(seconds=backoff_seconds(intent.attempts)),
+            next_attempt_at=Now() + timedelta(seconds=backoff_seconds(intent.attempts)),
         )
         return State.UNCERTAIN
 

@@ -60,3 +60,91 @@ def new_draft(tenant_a, local_mailbox, approver):
 @pytest.fixture
 def second_user():
     return UserFactory()
+
+
+# --- live fixtures: the sandbox over real HTTP ---------------------------------------------------
+
+
+@pytest.fixture
+def fast_send(settings):
+    """Short backoff, lease and read timeout so fault tests take seconds, not minutes."""
+    settings.SEND_BACKOFF_BASE_SECONDS = 0.01
+    settings.SEND_BACKOFF_CAP_SECONDS = 0.05
+    settings.AGENTMAIL_READ_TIMEOUT = 1.0
+    settings.SEND_LEASE_SECONDS = 5
+    return settings
+
+
+@pytest.fixture
+def live(tenant_a, member_of, mailbox_factory, sandbox, fast_send):
+    """A tenant with a sandbox mailbox and an approver; live.approved(**draft) -> SendIntent."""
+    import types
+
+    mailbox = mailbox_factory(tenant_a)
+    approver = member_of(tenant_a, "approver").user
+
+    def approved(**overrides):
+        fields = {
+            "tenant": tenant_a,
+            "mailbox": mailbox,
+            "to": ["customer@example.com"],
+            "subject": "Your refund",
+            "text": "We refunded your order.",
+            "actor_user": approver,
+        }
+        fields.update(overrides)
+        draft = services.draft_create(**fields)
+        return services.draft_approve(
+            tenant=tenant_a,
+            draft_id=draft.pk,
+            version=1,
+            content_hash=draft.versions.get().content_hash,
+            actor=approver,
+        )
+
+    return types.SimpleNamespace(
+        tenant=tenant_a, mailbox=mailbox, approver=approver, sandbox=sandbox, approved=approved
+    )
+
+
+def worker_env(sandbox, **extra) -> dict:
+    """Environment for a worker subprocess that shares this test's database and sandbox."""
+    import os
+    from urllib.parse import quote, urlencode
+
+    from django.db import connection
+
+    s = connection.settings_dict
+    auth = quote(s["USER"] or "", safe="")
+    if s.get("PASSWORD"):
+        auth += ":" + quote(s["PASSWORD"], safe="")
+    host = quote(s["HOST"] or "", safe="")
+    port = f":{s['PORT']}" if s.get("PORT") else ""
+    query = urlencode({k: v for k, v in s.get("OPTIONS", {}).items() if k == "host"})
+    url = f"postgresql://{auth}@{host}{port}/{s['NAME']}" + (f"?{query}" if query else "")
+    env = {
+        **os.environ,
+        "COUNTERSIGN_ENV": "test",
+        "DATABASE_URL": url,
+        "AGENTMAIL_BASE_URL": sandbox.base_url,
+        "AGENTMAIL_ORG_API_KEY": sandbox.org_key,
+        "LOG_LEVEL": "WARNING",
+    }
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def start_worker(sandbox, *args, **env):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "intents_worker", *args],
+        cwd=root,
+        env=worker_env(sandbox, **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
