@@ -1,0 +1,186 @@
+"""Tenant administration through the pages: each action changes the row and writes an audit row."""
+
+import csv
+import io
+
+import pytest
+from django.urls import reverse
+
+from intents.models import Suppression
+from tenants.models import AuditEvent, Membership, Tenant, User
+
+pytestmark = pytest.mark.django_db
+
+
+def test_invite_shows_a_one_time_link_that_sets_the_password_once(
+    tenant_a, admin_a, signed_in, client
+):
+    signed_in(admin_a.user)
+    page = client.post(
+        reverse("admin_members", args=[tenant_a.slug]),
+        {"email": "New@Example.com", "role": "approver"},
+    )
+    invited = User.objects.get(email="new@example.com")
+    assert not invited.has_usable_password()
+    link = page.context["link"]
+    assert link.startswith("http://testserver/welcome/")
+    assert AuditEvent.objects.filter(tenant=tenant_a, action="member.invited").count() == 1
+    client.logout()
+    form = client.get(link)
+    assert form.status_code == 200 and b"new@example.com" in form.content
+    done = client.post(
+        link, {"new_password1": "a-long-enough-pass-42", "new_password2": "a-long-enough-pass-42"}
+    )
+    assert done.status_code == 302
+    invited.refresh_from_db()
+    assert invited.check_password("a-long-enough-pass-42")
+    assert client.get(link).status_code == 400
+    assert AuditEvent.objects.filter(action="user.password_set", actor=invited).count() == 1
+
+
+def test_invite_of_an_existing_member_is_refused_and_changes_nothing(
+    tenant_a, admin_a, member_of, signed_in
+):
+    existing = member_of(tenant_a, "viewer")
+    page = signed_in(admin_a.user).post(
+        reverse("admin_members", args=[tenant_a.slug]),
+        {"email": existing.user.email, "role": "admin"},
+    )
+    assert page.status_code == 400 and b"already a member" in page.content
+    assert Membership.objects.get(pk=existing.pk).role == "viewer"
+
+
+def test_role_change_and_last_admin_guard(tenant_a, admin_a, member_of, signed_in):
+    other = member_of(tenant_a, "viewer")
+    client = signed_in(admin_a.user)
+    client.post(reverse("admin_member_role", args=[tenant_a.slug, other.pk]), {"role": "approver"})
+    assert Membership.objects.get(pk=other.pk).role == "approver"
+    refused = client.post(
+        reverse("admin_member_role", args=[tenant_a.slug, admin_a.pk]), {"role": "viewer"}
+    )
+    assert refused.status_code == 400 and b"at least one active admin" in refused.content
+    assert Membership.objects.get(pk=admin_a.pk).role == "admin"
+    assert list(AuditEvent.objects.filter(tenant=tenant_a).values_list("action", flat=True)) == [
+        "member.role_changed"
+    ]
+
+
+def test_mailbox_rights_are_saved_and_audited(tenant_a, admin_a, member_of, mailbox_a, signed_in):
+    approver = member_of(tenant_a, "approver")
+    signed_in(admin_a.user).post(
+        reverse("admin_member_rights", args=[tenant_a.slug, approver.pk]),
+        {"mailboxes": [mailbox_a.pk]},
+    )
+    approver.refresh_from_db()
+    assert approver.approve_all_mailboxes is False
+    assert list(approver.approve_mailboxes.all()) == [mailbox_a]
+    event = AuditEvent.objects.get(action="member.rights_changed")
+    assert event.data["mailboxes_after"] == [mailbox_a.pk]
+
+
+def test_rights_cannot_name_another_tenants_mailbox(
+    tenant_a, admin_a, member_of, mailbox_b, signed_in
+):
+    approver = member_of(tenant_a, "approver")
+    page = signed_in(admin_a.user).post(
+        reverse("admin_member_rights", args=[tenant_a.slug, approver.pk]),
+        {"mailboxes": [mailbox_b.pk]},
+    )
+    assert page.status_code == 400
+    assert approver.approve_mailboxes.count() == 0
+
+
+def test_deactivate_removes_access_at_once(tenant_a, admin_a, member_of, signed_in, client):
+    other = member_of(tenant_a, "approver")
+    signed_in(admin_a.user).post(reverse("admin_member_deactivate", args=[tenant_a.slug, other.pk]))
+    assert Membership.objects.get(pk=other.pk).is_active is False
+    client.force_login(other.user)
+    assert client.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 404
+
+
+def test_policies_validate_and_save(tenant_a, admin_a, signed_in):
+    client = signed_in(admin_a.user)
+    url = reverse("admin_policies", args=[tenant_a.slug])
+    bad = client.post(url, {"review_deadline_hours": 0, "retention_days": 30})
+    assert bad.status_code == 400
+    client.post(
+        url, {"review_deadline_hours": 8, "second_approver_on_edit": "on", "retention_days": 30}
+    )
+    tenant = Tenant.objects.get(pk=tenant_a.pk)
+    assert (
+        tenant.review_deadline_hours,
+        tenant.second_approver_on_edit,
+        tenant.retention_days,
+    ) == (8, True, 30)
+    assert (
+        AuditEvent.objects.get(action="tenant.policies_changed").data["after"]["retention_days"]
+        == 30
+    )
+
+
+def test_suppression_add_and_remove_with_reasons(tenant_a, admin_a, signed_in):
+    client = signed_in(admin_a.user)
+    client.post(
+        reverse("admin_suppression_add", args=[tenant_a.slug]),
+        {"address": "Angry@Example.com", "note": "asked us to stop"},
+    )
+    suppression = Suppression.objects.get(tenant=tenant_a)
+    assert (suppression.address, suppression.reason) == ("angry@example.com", "manual")
+    twice = client.post(
+        reverse("admin_suppression_add", args=[tenant_a.slug]),
+        {"address": "angry@example.com", "note": "again"},
+    )
+    assert twice.status_code == 400 and b"already suppressed" in twice.content
+    no_reason = client.post(
+        reverse("admin_suppression_remove", args=[tenant_a.slug, suppression.pk]), {"reason": ""}
+    )
+    assert no_reason.status_code == 302 and Suppression.objects.filter(pk=suppression.pk).exists()
+    client.post(
+        reverse("admin_suppression_remove", args=[tenant_a.slug, suppression.pk]),
+        {"reason": "customer asked again"},
+    )
+    assert not Suppression.objects.filter(pk=suppression.pk).exists()
+    actions = list(
+        AuditEvent.objects.filter(tenant=tenant_a).order_by("id").values_list("action", flat=True)
+    )
+    assert actions == ["suppression.added", "suppression.removed"]
+
+
+def test_audit_log_merges_both_journals_and_exports_csv(
+    tenant_a, admin_a, mailbox_a, make_draft, signed_in
+):
+    make_draft(mailbox_a)
+    client = signed_in(admin_a.user)
+    client.post(
+        reverse("admin_suppression_add", args=[tenant_a.slug]),
+        {"address": "=cmd@example.com", "note": "=HYPERLINK(1)"},
+    )
+    page = client.get(reverse("admin_audit", args=[tenant_a.slug])).content.decode()
+    assert "draft.created" in page and "suppression.added" in page
+    only_admin = client.get(
+        reverse("admin_audit", args=[tenant_a.slug]), {"source": "admin"}
+    ).content.decode()
+    assert "suppression.added" in only_admin and "draft.created" not in only_admin
+    export = client.get(reverse("admin_audit_csv", args=[tenant_a.slug]))
+    assert export["Content-Type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(b"".join(export.streaming_content).decode())))
+    assert rows[0][:3] == ["time", "source", "action"]
+    assert {r[2] for r in rows[1:]} >= {"draft.created", "suppression.added"}
+    assert all(not cell.startswith("=") for r in rows for cell in r)
+
+
+def test_health_panel_counts(tenant_a, admin_a, mailbox_a, make_draft, make_intent, signed_in):
+    make_draft(mailbox_a)
+    make_intent(mailbox_a, state="uncertain", attempts=1)
+    make_intent(mailbox_a, state="needs_attention")
+    make_intent(mailbox_a, state="queued")
+    health = (
+        signed_in(admin_a.user).get(reverse("admin_home", args=[tenant_a.slug])).context["health"]
+    )
+    assert (
+        health.pending_drafts,
+        health.queue_depth,
+        health.uncertain,
+        health.needs_attention,
+    ) == (1, 1, 1, 1)
+    assert (health.failures_last_hour, health.attempts_last_hour) == (1, 1)

@@ -1,0 +1,62 @@
+"""The queue page issues the same number of queries for 10 and for 10,000 pending drafts."""
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from intents.models import Draft, DraftVersion
+
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+
+
+def add_pending(tenant, mailbox, n):
+    deadline = timezone.now() + timedelta(hours=24)
+    drafts = Draft.objects.bulk_create(
+        Draft(tenant=tenant, mailbox=mailbox, review_deadline=deadline, current_version=1)
+        for _ in range(n)
+    )
+    DraftVersion.objects.bulk_create(
+        DraftVersion(
+            draft=d,
+            tenant=tenant,
+            number=1,
+            to=[f"c{d.pk}@example.com"],
+            subject=f"Order {d.pk}",
+            text="Thanks for writing.",
+            author_kind="agent",
+            content_hash=f"{d.pk:064x}",
+        )
+        for d in drafts
+    )
+
+
+def measure(client, url, params):
+    with CaptureQueriesContext(connection) as queries:
+        started = time.perf_counter()
+        response = client.get(url, params)
+        elapsed = time.perf_counter() - started
+    assert response.status_code == 200
+    return len(queries), elapsed
+
+
+@pytest.mark.parametrize(
+    "params", [{}, {"warnings": "on"}, {"q": "order 1"}, {"age": "1h"}], ids=str
+)
+def test_queue_queries_do_not_grow_with_the_queue(tenant_a, mailbox_a, admin_a, signed_in, params):
+    client = signed_in(admin_a.user)
+    url = reverse("tenant_home", args=[tenant_a.slug])
+    add_pending(tenant_a, mailbox_a, 10)
+    client.get(url)  # warm the session and caches
+    small, _ = measure(client, url, params)
+    add_pending(tenant_a, mailbox_a, 9_990)
+    large, elapsed = measure(client, url, params)
+    print(
+        f"queue {params or 'unfiltered'}: {large} queries, {elapsed * 1000:.0f} ms at 10,000 drafts"
+    )
+    assert small == large
+    assert large <= 12
