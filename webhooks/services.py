@@ -17,9 +17,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterRef, Q, Value
 from django.db.models.functions import Now
+from psycopg.errors import LockNotAvailable
 
 from intents.models import IntentEvent, SendIntent, Suppression
 from mailboxes.models import Mailbox
@@ -41,6 +42,7 @@ _SUPPRESSING = {
 _TRANSIENT_BOUNCE = "transient"
 HOLD_REASON = "customer wrote again in this thread after the draft was written; re-confirm"
 ENDPOINT_TOUCH_INTERVAL = timedelta(seconds=60)
+APPLY_LOCK_TIMEOUT_MS = 2000
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,10 @@ def event_receive(*, tenant, endpoint: WebhookEndpoint, svix_id: str, payload: d
                 extra={"tenant_id": tenant.pk, "endpoint_id": endpoint.pk, "svix_id": svix_id},
             )
             return Received(created=False, event_id=None, state="duplicate")
+        # Svix gives up on a delivery after ~15 s. If applying has to wait for a lock held
+        # elsewhere, keep the stored event pending for the sweep and answer now.
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = '{APPLY_LOCK_TIMEOUT_MS}ms'")
         state = _apply_guarded(event, normalized)
     log.info(
         "webhooks.event.stored",
@@ -215,6 +221,18 @@ def _apply_guarded(event: WebhookEvent, normalized: NormalizedEvent) -> str:
                 _lock_message(event.tenant_id, normalized.message_id)
             state, outcome = _apply(event, normalized)
             return _finish(event, state, outcome)
+    except OperationalError as exc:
+        if isinstance(exc.__cause__, LockNotAvailable):
+            log.warning(
+                "webhooks.event.apply_postponed",
+                extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id},
+            )
+        else:
+            log.exception(
+                "webhooks.event.apply_failed",
+                extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id},
+            )
+        return str(State.PENDING)
     except Exception:
         log.exception(
             "webhooks.event.apply_failed",

@@ -1,0 +1,51 @@
+"""Fault: applying has to wait for a lock another transaction holds. The receiver still answers
+2xx within Svix's timeout, keeps the event pending, and the sweep applies it afterwards."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connections, transaction
+
+from tests.webhooks.conftest import delivery_payload
+from webhooks import services
+from webhooks.models import RecipientDelivery, WebhookEvent
+
+
+@pytest.mark.django_db(transaction=True)
+def test_lock_contention_leaves_the_event_pending_and_the_sweep_applies_it(
+    client, tenant_a, hook_for, mailbox_row, intent_row
+):
+    hook = hook_for(tenant_a)
+    intent = intent_row(mailbox_row(tenant_a), to=["jane@customer.test"])
+    hook.post(client, delivery_payload("sent", intent))
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_row():
+        try:
+            with transaction.atomic():
+                list(RecipientDelivery.objects.select_for_update().filter(intent=intent))
+                locked.set()
+                release.wait(10)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold_the_row)
+    holder.start()
+    locked.wait(5)
+    started = time.monotonic()
+    response = hook.post(client, delivery_payload("delivered", intent))
+    answered_in = time.monotonic() - started
+    pending = WebhookEvent.objects.get(event_type="message.delivered").state
+    release.set()
+    holder.join()
+
+    moved = services.events_replay_pending()
+
+    assert (response.status_code, response.json()["state"], pending) == (200, "pending", "pending")
+    assert answered_in < 10
+    assert moved == 1
+    assert RecipientDelivery.objects.get(intent=intent).state == "delivered"
+    assert set(WebhookEvent.objects.values_list("state", flat=True)) == {"applied"}
