@@ -32,13 +32,13 @@ def test_openapi_document_is_3_1_with_every_route_and_problem_errors(client):
         ("/api/v1/drafts/{draft_id}/withdraw", "post"),
         ("/api/v1/mailboxes", "get"),
     ]
-    assert {"name": "Idempotency-Key", "required": True} == {
+    assert {
         k: v
         for p in create["parameters"]
         if p["name"] == "Idempotency-Key"
         for k, v in p.items()
         if k in ("name", "required")
-    }
+    } == {"name": "Idempotency-Key", "required": True}
     assert list(create["responses"]["422"]["content"]) == ["application/problem+json"]
     assert "Retry-After" in create["responses"]["429"]["headers"]
     assert "Retention: 24 hours" in schema["info"]["description"]
