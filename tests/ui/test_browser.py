@@ -1,0 +1,174 @@
+"""End to end in headless Chromium: sign in, review with the keyboard, follow the send in the outbox
+(sent through the sandbox AgentMail by the real worker code), edit, reject, stale approve, rights.
+"""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from intents import services, tasks
+from intents.models import Draft, SendIntent
+from tests.factories import PASSWORD
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed"),
+]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def chromium(django_db_setup):
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread; the ORM calls the tests make
+    # between browser steps are ordinary blocking calls, so Django's async guard is lifted while
+    # the browser runs, and restored after.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def page(chromium, live_server):
+    context = chromium.new_context(
+        viewport={"width": 1280, "height": 900}, base_url=live_server.url
+    )
+    tab = context.new_page()
+    tab.set_default_timeout(10_000)
+    yield tab
+    context.close()
+
+
+@pytest.fixture
+def shop(transactional_db, tenant_a, member_of, mailbox_factory):
+    admin = member_of(tenant_a, "admin")
+    mailbox = mailbox_factory(tenant_a)
+    return {"tenant": tenant_a, "admin": admin, "mailbox": mailbox}
+
+
+def new_draft(shop, **overrides):
+    fields = {
+        "tenant": shop["tenant"],
+        "mailbox": shop["mailbox"],
+        "to": ["customer@example.com"],
+        "subject": "Your refund",
+        "text": "Hello,\n\nWe refunded your order today.\n\nBest regards",
+        "actor_user": shop["admin"].user,
+    }
+    fields.update(overrides)
+    return services.draft_create(**fields)
+
+
+def sign_in(page, user):
+    page.goto("/signin/")
+    page.fill("input[name=username]", user.email)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/t/[\w-]+/$"))
+
+
+def test_keyboard_approve_then_accepted_in_the_outbox(page, shop):
+    draft = new_draft(shop, subject="Keyboard approval")
+    sign_in(page, shop["admin"].user)
+    page.keyboard.press("j")
+    page.keyboard.press("o")
+    page.wait_for_url(f"**/drafts/{draft.pk}/")
+    page.keyboard.press("a")
+    page.wait_for_url(re.compile(r"/outbox/\d+/$"))
+    intent = SendIntent.objects.get(draft=draft)
+    assert tasks.drain() == 1
+    page.wait_for_selector("[data-state=accepted]", timeout=15_000)
+    intent.refresh_from_db()
+    assert intent.state == "accepted" and intent.provider_message_id
+    assert page.locator("text=" + intent.provider_message_id).count() >= 1
+
+
+def test_help_lists_the_shortcuts(page, shop):
+    new_draft(shop)
+    sign_in(page, shop["admin"].user)
+    page.keyboard.press("?")
+    assert page.locator("dialog#shortcuts").is_visible()
+    page.keyboard.press("?")
+    assert not page.locator("dialog#shortcuts").is_visible()
+
+
+def test_edit_then_approve(page, shop):
+    draft = new_draft(shop)
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
+    page.keyboard.press("e")
+    page.wait_for_url(f"**/drafts/{draft.pk}/edit/")
+    page.fill(
+        "textarea[name=text]", "Hello,\n\nWe refunded your whole order today.\n\nBest regards"
+    )
+    page.click("button.primary")
+    page.wait_for_url(f"**/drafts/{draft.pk}/")
+    assert page.locator("#diff ins", has_text="whole").count() == 1
+    page.click("[data-approve]")
+    page.wait_for_url(re.compile(r"/outbox/\d+/$"))
+    assert SendIntent.objects.get(draft=draft).draft_version.number == 2
+
+
+def test_reject_with_a_reason(page, shop):
+    draft = new_draft(shop)
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
+    page.keyboard.press("r")
+    page.keyboard.type("The amount is wrong")
+    page.click(".reject-form button")
+    page.wait_for_url(f"**/t/{shop['tenant'].slug}/")
+    draft.refresh_from_db()
+    assert (draft.status, draft.reject_reason) == ("rejected", "The amount is wrong")
+
+
+def test_stale_approve_is_refused_with_the_diff(page, shop):
+    draft = new_draft(shop)
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
+    services.draft_add_version(
+        tenant=shop["tenant"],
+        draft_id=draft.pk,
+        to=["customer@example.com"],
+        cc=[],
+        bcc=[],
+        subject="Your refund",
+        text="Hello,\n\nWe refunded half of your order today.",
+        html="",
+        actor_user=shop["admin"].user,
+    )
+    page.keyboard.press("a")
+    page.wait_for_selector("[data-refusal=stale_version]")
+    assert page.locator(".stale-diff ins", has_text="half").count() == 1
+    assert not SendIntent.objects.filter(draft=draft).exists()
+    assert Draft.objects.get(pk=draft.pk).status == "pending"
+
+
+def test_approver_without_right_has_no_approve_button(page, shop, member_of):
+    limited = member_of(shop["tenant"], "approver", approve_all_mailboxes=False)
+    draft = new_draft(shop)
+    sign_in(page, limited.user)
+    page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
+    assert page.locator("[data-approve]").count() == 0
+    assert page.locator("[data-no-right]").is_visible()
+    page.keyboard.press("a")
+    assert Draft.objects.get(pk=draft.pk).status == "pending"
