@@ -185,7 +185,9 @@ def _claim(*, worker: str, limit: int, intent_id: int | None, reconcile: bool) -
                 Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
             )
         else:
-            due = Q(state=State.QUEUED, held_reason="", next_attempt_at__lte=now)
+            due = Q(state=State.QUEUED, held_reason="", next_attempt_at__lte=now) & (
+                Q(not_after__isnull=True) | Q(not_after__gt=now)
+            )
         qs = SendIntent.objects.select_for_update(skip_locked=True, of=("self",)).filter(due)
         if intent_id is not None:
             qs = qs.filter(pk=intent_id)
@@ -382,11 +384,13 @@ def intent_begin_attempt(claim: Claim) -> Prepared | None:
             else:
                 kind = SendAttempt.Kind.REPLAY
         elif not_after_passed:
+            # The claim skips these (the sweep expires them from queued); this closes the gap
+            # between claim and call, as a policy stop.
             _finish(
                 intent,
                 claim,
-                to_state=State.EXPIRED,
-                action="intent.expired",
+                to_state=State.BLOCKED,
+                action="intent.blocked",
                 reason="not_after passed before sending",
                 code="not_after_passed",
             )
@@ -517,6 +521,17 @@ def intent_record_result(claim: Claim, prepared: Prepared, result: provider.Send
         if result.outcome == provider.Outcome.PERMANENT:
             if result.suppress_recipients:
                 _suppress(intent, source=f"intent:{intent.pk}")
+            if intent.state == State.UNCERTAIN:
+                # A refusal of the replay does not prove the first call never landed.
+                _finish(
+                    intent,
+                    claim,
+                    to_state=State.NEEDS_ATTENTION,
+                    action="intent.needs_attention",
+                    reason=f"The replay was refused ({detail}); the first call's fate is unknown.",
+                    code=result.error_code or f"http_{result.http_status}",
+                )
+                return State.NEEDS_ATTENTION
             _finish(
                 intent,
                 claim,
