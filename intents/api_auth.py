@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 
 from django.conf import settings
@@ -30,7 +31,11 @@ JSON_TYPES = frozenset({"application/json"})
 
 
 def rate_limit_per_window() -> int:
-    return int(getattr(settings, "API_RATE_LIMIT_PER_MINUTE", DEFAULT_RATE_LIMIT))
+    """settings.API_RATE_LIMIT_PER_MINUTE, else the environment variable of that name, else 120."""
+    value = getattr(settings, "API_RATE_LIMIT_PER_MINUTE", None)
+    if value is None:
+        value = os.environ.get("API_RATE_LIMIT_PER_MINUTE") or DEFAULT_RATE_LIMIT
+    return int(value)
 
 
 def check_rate_limit(token: AgentToken) -> None:

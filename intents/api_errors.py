@@ -65,7 +65,9 @@ def problem_response(
         "errors": [{"field": e.get("field"), "message": str(e.get("message", ""))} for e in errors],
     }
     response = HttpResponse(
-        json.dumps(body, ensure_ascii=False), status=status, content_type=PROBLEM_CONTENT_TYPE
+        json.dumps(body, ensure_ascii=False, separators=(",", ":")),
+        status=status,
+        content_type=PROBLEM_CONTENT_TYPE,
     )
     for name, value in (headers or {}).items():
         response[name] = value
