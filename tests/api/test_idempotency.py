@@ -191,7 +191,8 @@ def test_purge_forgets_keys_after_retention(api, token_a, mailbox_a):
     api.post("/drafts", draft_body(mailbox_a), token=token_a, key="old")
     api.post("/drafts", draft_body(mailbox_a, subject="new"), token=token_a, key="new")
     ApiIdempotencyKey.objects.filter(key="old").update(
-        completed_at=timezone.now() - timedelta(hours=24, minutes=1)
+        created_at=timezone.now() - timedelta(hours=24, minutes=2),
+        completed_at=timezone.now() - timedelta(hours=24, minutes=1),
     )
 
     deleted = api_idempotency_purge()
@@ -238,3 +239,19 @@ def test_concurrent_requests_with_one_key_create_one_draft(token_a, mailbox_a):
     assert all(content == first_body for status, _, content in results if status == 201)
     assert Draft.objects.count() == 1
     assert ApiIdempotencyKey.objects.get(key="race-1").state == "completed"
+
+
+@pytest.mark.django_db
+def test_the_sweep_purges_expired_keys(api, token_a, mailbox_a):
+    from intents import tasks
+
+    api.post("/drafts", draft_body(mailbox_a), token=token_a, key="sweep-old")
+    ApiIdempotencyKey.objects.filter(key="sweep-old").update(
+        created_at=timezone.now() - timedelta(hours=25),
+        completed_at=timezone.now() - timedelta(hours=25),
+    )
+
+    report = tasks.sweep_once()
+
+    assert report["api_keys_purged"] == 1
+    assert ApiIdempotencyKey.objects.count() == 0
