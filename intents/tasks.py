@@ -10,6 +10,7 @@ import time
 from django.conf import settings
 
 from intents import execution
+from intents.api_idempotency import api_idempotency_purge
 from intents.services import draft_expire_due
 
 log = logging.getLogger("intents.tasks")
@@ -59,6 +60,7 @@ def sweep_once() -> dict[str, int]:
         "leases_released": execution.intents_release_expired_leases(),
         "intents_expired": execution.intents_expire_not_after(),
         "drafts_expired": draft_expire_due(),
+        "api_keys_purged": api_idempotency_purge(),
     }
     queued, uncertain = execution.due_intent_ids(limit=WAKE_LIMIT)
     report["due_queued"] = len(queued)
