@@ -19,7 +19,7 @@ from ninja import NinjaAPI, Query
 from intents import services
 from intents.api_auth import DRAFTS_READ, DRAFTS_WRITE, MAX_BODY_BYTES, rate_limit_per_window
 from intents.api_docs import OfflineSwagger, finish_openapi_schema
-from intents.api_errors import ApiProblem, install_exception_handlers
+from intents.api_errors import ApiProblem, StrictJSONParser, install_exception_handlers
 from intents.api_idempotency import LOCK_SECONDS, RETENTION, run_idempotent
 from intents.api_schemas import (
     DraftCreateIn,
@@ -105,6 +105,7 @@ api = CountersignAPI(
     docs=OfflineSwagger(),
     docs_url="/docs",
     openapi_url="/openapi.json",
+    parser=StrictJSONParser(),
 )
 install_exception_handlers(api)
 

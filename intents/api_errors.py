@@ -16,6 +16,7 @@ from http import HTTPStatus
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
 
 from intents.errors import DraftError
 
@@ -72,6 +73,46 @@ def problem_response(
     for name, value in (headers or {}).items():
         response[name] = value
     return response
+
+
+class UnstorableText(ValueError):
+    """Valid JSON whose strings hold what no text column can store (NUL, unpaired surrogates)."""
+
+    def __init__(self, field: str | None, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def _refuse_unstorable(value, field: str | None = None) -> None:
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise UnstorableText(field, f"{field or 'the body'}: NUL characters are not allowed")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UnstorableText(
+                field, f"{field or 'the body'}: unpaired UTF-16 surrogates are not allowed"
+            ) from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_unstorable(key, field)
+            _refuse_unstorable(item, f"{field}.{key}" if field else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _refuse_unstorable(item, f"{field}[{index}]" if field else f"[{index}]")
+
+
+class StrictJSONParser(Parser):
+    """JSON, minus the strings PostgreSQL would refuse (they would otherwise surface as a 500)."""
+
+    def parse_body(self, request: HttpRequest):
+        data = json.loads(request.body)
+        try:
+            _refuse_unstorable(data)
+        except RecursionError:
+            raise UnstorableText(None, "the body is nested too deeply") from None
+        return data
 
 
 def _field_from_loc(loc: Sequence) -> str | None:
@@ -141,7 +182,15 @@ def install_exception_handlers(api: NinjaAPI) -> None:
 
     @api.exception_handler(HttpError)
     def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
-        # Ninja raises HttpError(400) when the body is not JSON at all.
+        # Ninja raises HttpError(400) from the parser's exception when the body cannot be used.
+        if isinstance(exc.__cause__, UnstorableText):
+            return problem_response(
+                status=422,
+                code="invalid_characters",
+                title="The request contains text that cannot be stored",
+                detail=exc.__cause__.message,
+                errors=[{"field": exc.__cause__.field, "message": exc.__cause__.message}],
+            )
         if exc.status_code == 400:
             return problem_response(
                 status=400,
