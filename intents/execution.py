@@ -61,11 +61,14 @@ def _safe_window() -> timedelta:
 
 
 def _circuit_failures() -> int:
-    return int(getattr(settings, "SEND_CIRCUIT_FAILURES", 5))
+    # Settings win; the environment fallback stands in until config/settings.py names them.
+    default = os.environ.get("SEND_CIRCUIT_FAILURES", "5")
+    return int(getattr(settings, "SEND_CIRCUIT_FAILURES", default))
 
 
 def _circuit_cooldown() -> timedelta:
-    return timedelta(seconds=float(getattr(settings, "SEND_CIRCUIT_COOLDOWN_SECONDS", 30)))
+    default = os.environ.get("SEND_CIRCUIT_COOLDOWN_SECONDS", "30")
+    return timedelta(seconds=float(getattr(settings, "SEND_CIRCUIT_COOLDOWN_SECONDS", default)))
 
 
 def _strict_now(db: datetime) -> datetime:
