@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Iterable, Sequence
 from http import HTTPStatus
 
@@ -94,6 +95,8 @@ def _refuse_unstorable(value, field: str | None = None) -> None:
             raise UnstorableText(
                 field, f"{field or 'the body'}: unpaired UTF-16 surrogates are not allowed"
             ) from None
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise UnstorableText(field, f"{field or 'the body'}: numbers must be finite")
     elif isinstance(value, dict):
         for key, item in value.items():
             _refuse_unstorable(key, field)
@@ -103,11 +106,16 @@ def _refuse_unstorable(value, field: str | None = None) -> None:
             _refuse_unstorable(item, f"{field}[{index}]" if field else f"[{index}]")
 
 
+def _refuse_constant(name: str):
+    # Python's json accepts NaN and Infinity, which are not JSON and which jsonb refuses.
+    raise ValueError(f"{name} is not valid JSON")
+
+
 class StrictJSONParser(Parser):
     """JSON, minus the strings PostgreSQL would refuse (they would otherwise surface as a 500)."""
 
     def parse_body(self, request: HttpRequest):
-        data = json.loads(request.body)
+        data = json.loads(request.body, parse_constant=_refuse_constant)
         try:
             _refuse_unstorable(data)
         except RecursionError:
@@ -186,8 +194,8 @@ def install_exception_handlers(api: NinjaAPI) -> None:
         if isinstance(exc.__cause__, UnstorableText):
             return problem_response(
                 status=422,
-                code="invalid_characters",
-                title="The request contains text that cannot be stored",
+                code="unstorable_value",
+                title="The request contains a value that cannot be stored",
                 detail=exc.__cause__.message,
                 errors=[{"field": exc.__cause__.field, "message": exc.__cause__.message}],
             )
