@@ -52,7 +52,8 @@ a 404, exactly like a missing one.
 ### Idempotency (IETF draft-ietf-httpapi-idempotency-key-header)
 Every POST accepts an `Idempotency-Key` header (1-255 of `A-Za-z0-9._~-`, a UUID is ideal; the
 RFC 8941 quoted form `"…"` is accepted too); `POST /drafts` **requires** it (400 without).
-Keys are scoped to the tenant. The fingerprint is the method, the path and the canonical JSON body.
+Keys are scoped to the tenant; the fingerprint is the token, the method, the path and the
+canonical JSON body (a key reused by another token of the tenant is a different request).
 
 * Same key, same request, after success: the stored status and byte-identical body, with
   `Idempotent-Replayed: true`.

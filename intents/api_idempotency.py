@@ -84,9 +84,11 @@ def read_key(request: HttpRequest, *, required: bool) -> str | None:
     return value
 
 
-def request_fingerprint(request: HttpRequest) -> str:
-    """sha256 over method, path and the canonical JSON of the body (key order and whitespace do not
-    matter; values do)."""
+def request_fingerprint(request: HttpRequest, *, credential: str = "") -> str:
+    """sha256 over the credential, method, path and the canonical JSON of the body (key order and
+    whitespace do not matter; values do). The credential (the agent token's id) is part of it so
+    that a second token of the same tenant, perhaps restricted to other mailboxes, cannot read
+    another token's stored response by guessing its key."""
     body = request.body
     canonical = ""
     if body:
@@ -94,7 +96,7 @@ def request_fingerprint(request: HttpRequest) -> str:
             json.loads(body), sort_keys=True, separators=(",", ":"), ensure_ascii=False
         )
     digest = hashlib.sha256()
-    digest.update(f"{request.method}\n{request.path}\n".encode())
+    digest.update(f"{credential}\n{request.method}\n{request.path}\n".encode())
     digest.update(canonical.encode())
     return digest.hexdigest()
 
@@ -175,6 +177,11 @@ def _release(row_id: int, lock) -> None:
     ).delete()
 
 
+def _credential(request: HttpRequest) -> str:
+    token = getattr(request, "auth", None)
+    return f"agent-token:{token.pk}" if token is not None else ""
+
+
 def run_idempotent(request: HttpRequest, *, tenant, required: bool, work: Work) -> HttpResponse:
     """Run ``work`` (returns status and JSON bytes) at most once per (tenant, Idempotency-Key)."""
     key = read_key(request, required=required)
@@ -184,7 +191,10 @@ def run_idempotent(request: HttpRequest, *, tenant, required: bool, work: Work) 
         return _json_response(status, body, replayed=False)
 
     row, lock = _claim(
-        tenant=tenant, key=key, fingerprint=request_fingerprint(request), request=request
+        tenant=tenant,
+        key=key,
+        fingerprint=request_fingerprint(request, credential=_credential(request)),
+        request=request,
     )
     if lock is None:
         log.info("intents.api.idempotent_replay", extra={"tenant_id": tenant.pk, "key_id": row.pk})

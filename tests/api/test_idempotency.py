@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from intents.api_idempotency import api_idempotency_purge, request_fingerprint
 from intents.models import ApiIdempotencyKey, Draft, DraftVersion
+from tenants.models import AgentToken
 from tests.api.conftest import Api, draft_body
 
 
@@ -104,6 +105,20 @@ def test_keys_are_scoped_per_tenant(api, token_a, token_b, mailbox_a, mailbox_b)
 
 
 @pytest.mark.django_db
+def test_another_token_of_the_tenant_cannot_replay_a_key(api, make_token, tenant_a, mailbox_a):
+    first_token = make_token(tenant_a)
+    second_token = make_token(tenant_a)
+    first = api.post("/drafts", draft_body(mailbox_a), token=first_token, key="per-token")
+
+    second = api.post("/drafts", draft_body(mailbox_a), token=second_token, key="per-token")
+
+    assert first.status_code == 201
+    assert second.status_code == 422
+    assert second.json()["code"] == "idempotency_key_reused"
+    assert Draft.objects.count() == 1
+
+
+@pytest.mark.django_db
 def test_a_refused_request_does_not_consume_its_key(api, token_a, mailbox_a):
     invalid = api.post(
         "/drafts", draft_body(mailbox_a, to=["not-an-address"]), token=token_a, key="fix-me"
@@ -151,7 +166,10 @@ def test_a_crashed_in_flight_key_is_free_after_locked_until(api, token_a, mailbo
     ApiIdempotencyKey.objects.create(
         tenant=mailbox_a.tenant,
         key="crashed",
-        fingerprint=request_fingerprint(same_request),
+        fingerprint=request_fingerprint(
+            same_request,
+            credential=f"agent-token:{AgentToken.objects.get(prefix=token_a.split('_')[1]).pk}",
+        ),
         method="POST",
         path="/api/v1/drafts",
         state="in_flight",
