@@ -75,10 +75,11 @@ def scenario(params: dict) -> dict:
     vacuum_analyze("intents_draft", "intents_apiidempotencykey")
     fresh = _requests(mailbox, token, count, "fresh")
     with Gunicorn("bench.settings", workers=params["http_workers"]) as server:
-        load(server.base, _requests(mailbox, token, 20, "warm"), concurrency=concurrency)
-        first = load(server.base, fresh, concurrency=concurrency)
+        _, first = load(
+            server.base, _requests(mailbox, token, 20, "warm"), fresh, concurrency=concurrency
+        )
         drafts_after_fresh = Draft.objects.filter(subject_filter(tenant, "fresh")).count()
-        replay = load(server.base, fresh, concurrency=concurrency)
+        (replay,) = load(server.base, fresh, concurrency=concurrency)
         drafts_after_replay = Draft.objects.filter(subject_filter(tenant, "fresh")).count()
         description = server.description
     keys = ApiIdempotencyKey.objects.filter(key__startswith="bench-fresh-").count()

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 from bench.common import PEERS, PRODUCT, REPO_ROOT, RESULTS_DIR, ensure_databases
 
@@ -28,6 +29,7 @@ SCENARIOS = ("dispatch", "webhooks", "api", "ui", "recovery")
 def run_task(settings_module: str, target: str, params: dict, env: dict, timeout: float) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
         out = fh.name
+    started = time.monotonic()
     try:
         subprocess.run(
             [sys.executable, "-m", "bench.task", settings_module, target, json.dumps(params), out],
@@ -37,7 +39,10 @@ def run_task(settings_module: str, target: str, params: dict, env: dict, timeout
             timeout=timeout,
         )
         with open(out) as fh:
-            return json.load(fh)
+            result = json.load(fh)
+        result["task_seconds"] = round(time.monotonic() - started, 1)
+        print(f"  {target}: {result['task_seconds']} s", file=sys.stderr)
+        return result
     finally:
         os.unlink(out)
 
@@ -62,6 +67,7 @@ def parse_args(argv):
     p.add_argument("--outage", type=float, help="recovery: outage seconds (default 24)")
     p.add_argument("--profile", action="store_true", help="pyinstrument profile of one worker")
     p.add_argument("--db-prefix", default="bench", help="database name prefix (default bench)")
+    p.add_argument("--out", help="JSON path (default bench/results/<timestamp>.json)")
     p.add_argument("--note", default="", help="free text stored in the JSON (e.g. machine load)")
     return p.parse_args(argv)
 
@@ -74,7 +80,7 @@ def main(argv=None) -> int:
     if unknown:
         print(f"unknown scenario(s): {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
-    n = args.n or (40 if quick else 2000)
+    n = args.n or (20 if quick else 2000)
     latencies = [int(x) for x in args.latencies.split(",") if x.strip()]
     product_db, peers_db = args.db_prefix, f"{args.db_prefix}_peers"
     ensure_databases(product_db, peers_db)
@@ -85,24 +91,29 @@ def main(argv=None) -> int:
         "COUNTERSIGN_ENV": os.environ.get("COUNTERSIGN_ENV", "development"),
         "PYTHONPATH": str(REPO_ROOT),
     }
-    for settings_module in (PRODUCT, PEERS):
-        subprocess.run(
+    started = time.time()
+    migrations = [
+        subprocess.Popen(
             [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
             cwd=REPO_ROOT,
             env={**env, "DJANGO_SETTINGS_MODULE": settings_module},
-            check=True,
-            timeout=600,
         )
+        for settings_module in (PRODUCT, PEERS)
+    ]
+    if any(proc.wait(timeout=600) for proc in migrations):
+        print("migrate failed", file=sys.stderr)
+        return 1
     RESULTS_DIR.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     profile_dir = str(RESULTS_DIR / f"profile-{stamp}") if args.profile else None
     if profile_dir:
         os.makedirs(profile_dir, exist_ok=True)
-    started = time.time()
+    print(f"  migrate: {time.time() - started:.1f} s", file=sys.stderr)
     results: dict = {
         "started": stamp,
         "args": vars(args),
         "machine": machine(),
+        "note": args.note,
         "rows": {},
     }
 
@@ -133,12 +144,12 @@ def main(argv=None) -> int:
             PRODUCT, "bench.recovery:run", {"outage_s": outage, "quick": quick}, timeout=900
         )
     results["seconds"] = round(time.time() - started, 1)
-    path = RESULTS_DIR / f"{stamp}.json"
+    path = Path(args.out).resolve() if args.out else RESULTS_DIR / f"{stamp}.json"
     path.write_text(json.dumps(results, indent=2, default=str))
     from bench.report import render
 
     print(render(results))
-    print(f"\nJSON: {path.relative_to(REPO_ROOT)}")
+    print(f"\nJSON: {path}")
     return 0
 
 
@@ -154,6 +165,7 @@ def dispatch_rows(task, args, n, latencies, profile_dir) -> dict:
                     **common,
                     "latency_ms": latency,
                     "batch": args.batch,
+                    "mailboxes": 1 if args.quick else 4,
                     "profile_dir": profile_dir if latency == 0 else None,
                 },
             )
@@ -161,7 +173,7 @@ def dispatch_rows(task, args, n, latencies, profile_dir) -> dict:
         rows["post_office"].append(
             task(PEERS, "bench.dispatch:postoffice", {**common, "latency_ms": latency})
         )
-    for k in (1, 10):
+    for k in (1,) if args.quick else (1, 10):
         rows["db_limit"].append(task(PRODUCT, "bench.dispatch:db_limit", {**common, "k": k}))
     return rows
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import multiprocessing
 import os
 import time
 import uuid
@@ -11,6 +12,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+CTX_FORK = multiprocessing.get_context("fork")
 
 PRODUCT = "bench.settings"
 PEERS = "bench.settings_peers"
@@ -120,31 +123,41 @@ def drop_sandbox_webhooks(sandbox) -> None:
             client.pods.webhooks.delete(pod.pod_id, hook.webhook_id)
 
 
-def approved_intents(tenant, user, mailboxes, n: int, *, tag: str = "d") -> list[int]:
-    """n drafts created and approved through the real services; returns the intent ids."""
+def create_drafts(tenant, user, mailboxes, n: int, *, tag: str = "d") -> list[tuple]:
+    """n pending drafts through the real service; returns (draft id, version, content hash)."""
     from intents import services
 
-    ids = []
+    made = []
     for i in range(n):
-        mailbox = mailboxes[i % len(mailboxes)]
         draft = services.draft_create(
             tenant=tenant,
-            mailbox=mailbox,
+            mailbox=mailboxes[i % len(mailboxes)],
             to=[f"customer{i}@example.com"],
             subject=f"Re: order {tag}-{i}",
             text="Thanks for writing. Your order shipped yesterday; tracking number 1Z999.",
             actor_user=user,
         )
         version = draft.versions.get(number=draft.current_version)
-        intent = services.draft_approve(
-            tenant=tenant,
-            draft_id=draft.pk,
-            version=version.number,
-            content_hash=version.content_hash,
-            actor=user,
-        )
-        ids.append(intent.pk)
-    return ids
+        made.append((draft.pk, version.number, version.content_hash))
+    return made
+
+
+def approve(tenant, user, item: tuple) -> int:
+    """Approve one draft exactly as a person would (the version and hash the page showed)."""
+    from intents import services
+
+    draft_id, version, digest = item
+    intent = services.draft_approve(
+        tenant=tenant, draft_id=draft_id, version=version, content_hash=digest, actor=user
+    )
+    return intent.pk
+
+
+def approved_intents(tenant, user, mailboxes, n: int, *, tag: str = "d") -> list[int]:
+    """n drafts created and approved through the real services; returns the intent ids."""
+    return [
+        approve(tenant, user, item) for item in create_drafts(tenant, user, mailboxes, n, tag=tag)
+    ]
 
 
 # --- statistics ----------------------------------------------------------------------------------

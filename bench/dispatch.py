@@ -46,50 +46,127 @@ def _configure_sending(sandbox) -> None:
     settings.PUBLIC_BASE_URL = "http://127.0.0.1:9"
 
 
-def _cs_worker(index: int, batch: int, go, stop, profile_dir: str | None) -> None:
+def apply_experiments(names) -> None:
+    """Proposed changes to code this harness does not own, tried in-process only (never in the
+    recorded table unless named there). Each is described in BENCHMARKS.md."""
+    from intents import execution
+    from intents.models import ProviderThrottle
+    from mailboxes import provider
+
+    if "quiet_feedback" in names:
+        # The happy path's feedback would rewrite a closed, clean throttle row with the same
+        # values, under a row lock held through the commit: every send on a key serialised on it.
+        original = execution._throttle_feedback
+
+        def quiet_feedback(key_ref, result, lease_token):
+            if result.http_status != 429 and result.outcome in (
+                provider.Outcome.ACCEPTED,
+                provider.Outcome.PERMANENT,
+            ):
+                ProviderThrottle.objects.filter(key_ref=key_ref).exclude(
+                    circuit=ProviderThrottle.Circuit.CLOSED, consecutive_failures=0
+                ).update(
+                    circuit=ProviderThrottle.Circuit.CLOSED,
+                    consecutive_failures=0,
+                    opened_until=None,
+                    probe_token=None,
+                )
+                return
+            original(key_ref, result, lease_token)
+
+        execution._throttle_feedback = quiet_feedback
+
+
+def _warm_up() -> None:
+    """What a long-running worker has already paid for: imports, its connection, its HTTP pool."""
+    from django.db import connection
+
+    from mailboxes import provider
+
+    connection.ensure_connection()
+    provider._sdk("warm-up")
+    execution_module = __import__("intents.execution", fromlist=["run_once"])
+    assert execution_module
+
+
+def _cs_worker(index: int, batch: int, threads: int, go, stop, profile_dir: str | None) -> None:
+    """One worker process: `threads` loops of `run_once`, as `manage.py intents_worker` runs."""
+    import threading
+
     from django.db import connections
 
     from intents import execution
 
+    def loop(name: str) -> None:
+        try:
+            _warm_up()
+            ready.wait()
+            while not stop.is_set():
+                if not execution.run_once(worker=name, limit=batch):
+                    time.sleep(0.002)
+        finally:
+            connections.close_all()
+
+    ready = threading.Event()
+    pool = [
+        threading.Thread(target=loop, args=(f"bench-{index}-{t}",), daemon=True)
+        for t in range(threads)
+    ]
+    for thread in pool:
+        thread.start()
     profiler = None
     if profile_dir and index == 0:
         from pyinstrument import Profiler
 
-        profiler = Profiler(interval=0.0005)
-    worker = f"bench-{index}"
+        profiler = Profiler(interval=0.0005, async_mode="disabled")
     go.wait()
     if profiler:
         profiler.start()
-    try:
-        while not stop.is_set():
-            if not execution.run_once(worker=worker, limit=batch):
-                time.sleep(0.002)
-    finally:
-        if profiler:
-            profiler.stop()
-            with open(os.path.join(profile_dir, "dispatch-worker0.txt"), "w") as fh:
-                fh.write(profiler.output_text(unicode=False, color=False, show_all=False))
-            with open(os.path.join(profile_dir, "dispatch-worker0.html"), "w") as fh:
-                fh.write(profiler.output_html())
-        connections.close_all()
+    ready.set()
+    for thread in pool:
+        thread.join()
+    if profiler:
+        profiler.stop()
+        with open(os.path.join(profile_dir, "dispatch-worker0.txt"), "w") as fh:
+            fh.write(profiler.output_text(unicode=False, color=False, show_all=False))
+        with open(os.path.join(profile_dir, "dispatch-worker0.html"), "w") as fh:
+            fh.write(profiler.output_html())
 
 
-def run_workers(*, workers: int, batch: int, done, timeout: float, profile_dir=None) -> float:
-    """Start `workers` processes, release them together; returns t0 (epoch seconds).
-
-    `done()` is polled from this process; the workers are stopped when it returns True.
-    """
+def start_workers(*, workers: int, batch: int, threads: int = 1, profile_dir=None):
+    """Fork `workers` worker processes waiting on `go`; returns (procs, go, stop)."""
     from django.db import connections
 
     connections.close_all()  # never fork with an open connection
     go, stop = CTX.Event(), CTX.Event()
     procs = [
-        CTX.Process(target=_cs_worker, args=(i, batch, go, stop, profile_dir), daemon=True)
+        CTX.Process(target=_cs_worker, args=(i, batch, threads, go, stop, profile_dir), daemon=True)
         for i in range(workers)
     ]
     for proc in procs:
         proc.start()
     time.sleep(0.3)  # let every child reach go.wait()
+    return procs, go, stop
+
+
+def stop_workers(procs, stop) -> None:
+    stop.set()
+    for proc in procs:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+
+
+def run_workers(
+    *, workers: int, batch: int, done, timeout: float, threads: int = 1, profile_dir=None
+) -> float:
+    """Release the workers together and stop them once `done()` (polled here) is True.
+
+    Returns t0, the release instant (epoch seconds).
+    """
+    procs, go, stop = start_workers(
+        workers=workers, batch=batch, threads=threads, profile_dir=profile_dir
+    )
     t0 = time.time()
     go.set()
     deadline = time.monotonic() + timeout
@@ -97,11 +174,7 @@ def run_workers(*, workers: int, batch: int, done, timeout: float, profile_dir=N
         while not done() and time.monotonic() < deadline:
             time.sleep(0.02)
     finally:
-        stop.set()
-        for proc in procs:
-            proc.join(10)
-            if proc.is_alive():
-                proc.kill()
+        stop_workers(procs, stop)
     return t0
 
 
@@ -113,6 +186,7 @@ def countersign(params: dict) -> dict:
     from mailboxes.sandbox.testing import SandboxServer
 
     n, workers, latency = params["n"], params["workers"], params["latency_ms"]
+    apply_experiments(params.get("experiments", ()))
     # The per-key token bucket is configuration (AgentMail's real limits are per account); here
     # it is opened wide, as post-office has none, so the row measures the pipeline itself.
     settings.SEND_RATE_PER_KEY = float(params.get("rate_per_key", 1e6))
@@ -134,6 +208,7 @@ def countersign(params: dict) -> dict:
         t0 = run_workers(
             workers=workers,
             batch=params.get("batch", 5),
+            threads=params.get("threads", 1),
             done=done,
             timeout=params.get("timeout", 300),
             profile_dir=params.get("profile_dir"),
@@ -154,6 +229,8 @@ def countersign(params: dict) -> dict:
         "workers": workers,
         "latency_ms": latency,
         "batch": params.get("batch", 5),
+        "threads": params.get("threads", 1),
+        "experiments": list(params.get("experiments", ())),
         "accepted": states.get("accepted", 0),
         "states": dict(states),
         "elapsed_s": round(elapsed, 3),

@@ -31,7 +31,7 @@ class Gunicorn:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc = None
-        self.log = tempfile.NamedTemporaryFile(
+        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in __exit__)
             prefix="bench-gunicorn-", suffix=".log", delete=False
         )
 
@@ -96,33 +96,41 @@ def write_requests(path: str, requests: list[dict]) -> None:
             fh.write(json.dumps(request) + "\n")
 
 
-def load(base_url: str, requests: list[dict], *, concurrency: int, timeout: float = 600) -> dict:
-    """Send every request once from a separate process with `concurrency` connections."""
+def load(base_url: str, *phases: list[dict], concurrency: int, timeout: float = 900) -> list:
+    """Send each phase's requests once, phase after phase, from one separate process with
+    `concurrency` connections; returns one summary per phase."""
     workdir = tempfile.mkdtemp(prefix="bench-load-")
     try:
-        source, out = os.path.join(workdir, "requests.jsonl"), os.path.join(workdir, "out.json")
-        write_requests(source, requests)
+        sources = []
+        for i, requests in enumerate(phases):
+            sources.append(os.path.join(workdir, f"phase{i}.jsonl"))
+            write_requests(sources[-1], requests)
+        out = os.path.join(workdir, "out.json")
         subprocess.run(
-            [sys.executable, "-m", "bench.loadgen", base_url, source, str(concurrency), out],
+            [sys.executable, "-m", "bench.loadgen", base_url, str(concurrency), out, *sources],
             cwd=REPO_ROOT,
             check=True,
             timeout=timeout,
         )
         with open(out) as fh:
-            raw = json.load(fh)
+            raw_phases = json.load(fh)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    return [_summary(raw, len(requests)) for raw, requests in zip(raw_phases, phases, strict=True)]
+
+
+def _summary(raw: dict, count: int) -> dict:
     latencies = [r[1] for r in raw["results"]]
     statuses: dict[str, int] = {}
     for status, _ in raw["results"]:
         statuses[str(status)] = statuses.get(str(status), 0) + 1
     ok = sum(v for k, v in statuses.items() if k.startswith("2"))
     return {
-        "requests": len(requests),
+        "requests": count,
         "ok": ok,
         "statuses": statuses,
         "elapsed_s": round(raw["elapsed"], 3),
-        "per_s": round(len(requests) / raw["elapsed"], 1),
+        "per_s": round(count / raw["elapsed"], 1),
         "latency": latency_summary(latencies),
         "bodies": raw.get("bodies", []),
     }

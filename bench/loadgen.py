@@ -1,4 +1,6 @@
-"""Load generator: `python -m bench.loadgen BASE_URL REQUESTS.jsonl CONCURRENCY OUT.json`.
+"""Load generator: `python -m bench.loadgen BASE_URL CONCURRENCY OUT.json PHASE.jsonl...`.
+
+Phases run one after the other in this one process (no interpreter start between them).
 
 Closed loop: `concurrency` threads, each with its own keep-alive http.client connection
 (reopened when the server closes it), take the next request from the file until none is left.
@@ -16,9 +18,17 @@ from urllib.parse import urlsplit
 
 
 def main(argv: list[str]) -> int:
-    base, source, concurrency, out = argv[0], argv[1], int(argv[2]), argv[3]
-    with open(source) as fh:
-        requests = [json.loads(line) for line in fh]
+    base, concurrency, out, sources = argv[0], int(argv[1]), argv[2], argv[3:]
+    phases = []
+    for source in sources:
+        with open(source) as fh:
+            phases.append(run_phase(base, [json.loads(line) for line in fh], concurrency))
+    with open(out, "w") as fh:
+        json.dump(phases, fh)
+    return 0
+
+
+def run_phase(base: str, requests: list[dict], concurrency: int) -> dict:
     parts = urlsplit(base)
     results: list = [None] * len(requests)
     bodies: dict[int, str] = {}
@@ -71,16 +81,11 @@ def main(argv: list[str]) -> int:
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - started
-    with open(out, "w") as fh:
-        json.dump(
-            {
-                "elapsed": elapsed,
-                "results": results,
-                "bodies": [{"status": k, "body": v} for k, v in sorted(bodies.items())],
-            },
-            fh,
-        )
-    return 0
+    return {
+        "elapsed": elapsed,
+        "results": results,
+        "bodies": [{"status": k, "body": v} for k, v in sorted(bodies.items())],
+    }
 
 
 if __name__ == "__main__":

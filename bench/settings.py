@@ -18,4 +18,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env("BENCH_LOG_LEVEL", "WARNING")},
+    # The outage scenario opens the circuit breaker on purpose; the JSON records it.
+    "loggers": {"intents.execution": {"level": "ERROR"}},
 }

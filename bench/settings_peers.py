@@ -24,4 +24,8 @@ ANYMAIL = {
 }
 
 # post-office logs every batch at INFO through its own handler; keep the table readable.
-LOGGING = {**LOGGING, "loggers": {"post_office": {"level": "WARNING"}}}  # noqa: F405
+# (post-office installs its own INFO handler unless its logger already has one.)
+LOGGING = {
+    **LOGGING,  # noqa: F405
+    "loggers": {"post_office": {"handlers": ["console"], "level": "WARNING", "propagate": False}},
+}

@@ -181,13 +181,13 @@ def scenario(params: dict) -> dict:
     size = round(sum(len(r["body"]) for r in ours_requests[0]) / per_round)
     peer_requests = [_anymail(per_round, size) for _ in range(ROUNDS)]
     warm_ours = _ours(endpoint, secret_text, mailbox, intents, 20, 10**6)
-    rounds = {"ours": [], "anymail": []}
+    phases = [warm_ours + _anymail(20, size)]
+    for r in range(ROUNDS):
+        phases += [ours_requests[r], peer_requests[r]]
     with Gunicorn("bench.settings_peers", workers=params["http_workers"]) as server:
-        load(server.base, warm_ours + _anymail(20, size), concurrency=concurrency)
-        for r in range(ROUNDS):
-            rounds["ours"].append(load(server.base, ours_requests[r], concurrency=concurrency))
-            rounds["anymail"].append(load(server.base, peer_requests[r], concurrency=concurrency))
+        measured = load(server.base, *phases, concurrency=concurrency)[1:]
         description = server.description
+    rounds = {"ours": measured[0::2], "anymail": measured[1::2]}
     stored = WebhookEvent.objects.exclude(svix_id__in=[w["headers"]["svix-id"] for w in warm_ours])
     best = {k: max(v, key=lambda x: x["per_s"]) for k, v in rounds.items()}
     ours = {

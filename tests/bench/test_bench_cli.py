@@ -1,0 +1,57 @@
+"""The benchmark harness still runs end to end (tiny sizes, no timing assertions: benchmarks are
+never timed tests). It uses its own databases (bench_smoke*), not the test database."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_bench_quick_run_completes_and_checks_its_own_invariants(tmp_path):
+    out = tmp_path / "bench.json"
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--quick",
+            "--db-prefix",
+            "bench_smoke",
+            "--only",
+            "dispatch,webhooks,ui",
+            "--latencies",
+            "0",
+            "--n",
+            "10",
+            "--events",
+            "10",
+            "--http-workers",
+            "1",
+            "--ui-sizes",
+            "30",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    dispatch = rows["dispatch"]
+    assert [r["accepted"] for r in dispatch["countersign"]] == [10]
+    assert [r["provider_sends"] for r in dispatch["countersign"]] == [10]
+    assert [r["duplicates"] for r in dispatch["countersign"]] == [0]
+    assert [r["accepted"] for r in dispatch["post_office"]] == [10]
+    assert [r["accepted"] for r in dispatch["db_limit"]] == [10]
+    ours, anymail = rows["webhooks"]["rows"]
+    assert ours["ok"] == ours["requests"]
+    assert (ours["stored"], ours["applied"]) == (10, 10)
+    assert anymail["ok"] == anymail["requests"]
+    assert {(r["page"], r["pending"]) for r in rows["ui"]["rows"]} == {("queue", 30), ("draft", 30)}
+    assert "Dispatch" in completed.stdout
