@@ -243,6 +243,18 @@ AGENTMAIL_POOL_TIMEOUT = float(env("AGENTMAIL_POOL_TIMEOUT", "5"))
 # The public URL at which AgentMail reaches our webhook receiver.
 PUBLIC_BASE_URL = required("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
 
+# Agent API: requests per token per minute (429 with Retry-After beyond it).
+API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 120)
+# The API rate limit lives in the cache, so production shares it through the database
+# (`manage.py createcachetable` once per deployment); development keeps it per process.
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "countersign_cache"}
+        if PRODUCTION
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
 # Bearer token for /metrics; unset means the endpoint answers 404.
 METRICS_TOKEN = env("METRICS_TOKEN", "")
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 
 from django.conf import settings
@@ -25,24 +24,19 @@ log = logging.getLogger("intents.api")
 
 MAX_BODY_BYTES = 256 * 1024
 RATE_WINDOW_SECONDS = 60
-DEFAULT_RATE_LIMIT = 120
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
 JSON_TYPES = frozenset({"application/json"})
 
 
 def rate_limit_per_window() -> int:
-    """settings.API_RATE_LIMIT_PER_MINUTE, else the environment variable of that name, else 120."""
-    value = getattr(settings, "API_RATE_LIMIT_PER_MINUTE", None)
-    if value is None:
-        value = os.environ.get("API_RATE_LIMIT_PER_MINUTE") or DEFAULT_RATE_LIMIT
-    return int(value)
+    return int(settings.API_RATE_LIMIT_PER_MINUTE)
 
 
 def check_rate_limit(token: AgentToken) -> None:
     """A fixed one-minute window per token in Django's cache.
 
-    With the default per-process cache each web process counts on its own, so N processes allow up
-    to N times the limit; point CACHES at a shared backend (database or Redis) for one budget.
+    Production uses the database cache, which every web process shares (one budget per token);
+    development's per-process cache counts each process on its own.
     """
     limit = rate_limit_per_window()
     now = time.time()
