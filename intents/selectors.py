@@ -102,9 +102,14 @@ def draft_detail(*, tenant, draft_id) -> DraftDetail:
         if intent
         else []
     )
+    # Every journal row of an intent also names its draft. An OR across the join to the intent
+    # (intent__draft) defeated both foreign-key indexes: a sequential scan of the tenant's whole
+    # journal per draft page (17 ms at 100,000 events, growing). Two plain columns give a
+    # BitmapOr of the two indexes (0.3 ms, flat). See BENCHMARKS.md, review UI.
+    journal = Q(draft=draft) if intent is None else Q(draft=draft) | Q(intent=intent)
     events = list(
         IntentEvent.objects.filter(tenant=tenant)
-        .filter(Q(draft=draft) | Q(intent__draft=draft))
+        .filter(journal)
         .select_related("actor_user", "actor_token")
         .order_by("created_at", "id")
     )
