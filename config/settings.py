@@ -269,6 +269,10 @@ SEND_SAFE_WINDOW_SECONDS = env_int("SEND_SAFE_WINDOW_SECONDS", 23 * 3600)
 SEND_RATE_PER_KEY = float(env("SEND_RATE_PER_KEY", "10"))
 SEND_BURST_PER_KEY = float(env("SEND_BURST_PER_KEY", "20"))
 SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 15)
+# After this many consecutive failures on one AgentMail key, pause it for the cooldown, then let a
+# single probe through.
+SEND_CIRCUIT_FAILURES = env_int("SEND_CIRCUIT_FAILURES", 5)
+SEND_CIRCUIT_COOLDOWN_SECONDS = float(env("SEND_CIRCUIT_COOLDOWN_SECONDS", "30"))
 
 # django-q2 on the ORM broker (same PostgreSQL). The intents table is the source of truth; the queue
 # only wakes workers, so a lost or doubled task is harmless. timeout < retry, finite attempts.

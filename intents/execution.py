@@ -62,13 +62,11 @@ def _safe_window() -> timedelta:
 
 def _circuit_failures() -> int:
     # Settings win; the environment fallback stands in until config/settings.py names them.
-    default = os.environ.get("SEND_CIRCUIT_FAILURES", "5")
-    return int(getattr(settings, "SEND_CIRCUIT_FAILURES", default))
+    return int(settings.SEND_CIRCUIT_FAILURES)
 
 
 def _circuit_cooldown() -> timedelta:
-    default = os.environ.get("SEND_CIRCUIT_COOLDOWN_SECONDS", "30")
-    return timedelta(seconds=float(getattr(settings, "SEND_CIRCUIT_COOLDOWN_SECONDS", default)))
+    return timedelta(seconds=float(settings.SEND_CIRCUIT_COOLDOWN_SECONDS))
 
 
 def _strict_now(db: datetime) -> datetime:

@@ -7,14 +7,17 @@ operators who want a dedicated sender.
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
 
 from django.core.management.base import BaseCommand
-from django.db import connections
+from django.db import InterfaceError, OperationalError, connections
 
 from intents import execution, tasks
+
+log = logging.getLogger("intents.worker")
 
 
 class Command(BaseCommand):
@@ -44,12 +47,27 @@ class Command(BaseCommand):
         def loop(n: int) -> None:
             worker = f"{execution.worker_id()}-{n}"
             last_sweep = 0.0
+            outage = 0
             try:
                 while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
-                    if o["sweep_every"] and time.monotonic() - last_sweep >= o["sweep_every"]:
-                        tasks.sweep_once()
-                        last_sweep = time.monotonic()
-                    done = execution.run_once(worker=worker, limit=o["batch"])
+                    try:
+                        if o["sweep_every"] and time.monotonic() - last_sweep >= o["sweep_every"]:
+                            tasks.sweep_once()
+                            last_sweep = time.monotonic()
+                        done = execution.run_once(worker=worker, limit=o["batch"])
+                        outage = 0
+                    except (OperationalError, InterfaceError) as exc:
+                        # The database went away (restart, failover, killed backend). Whatever
+                        # was in flight is fenced by its lease and recovered by the sweep; this
+                        # worker just reconnects, backing off while the outage lasts.
+                        outage += 1
+                        log.warning(
+                            "intents.worker.database_unavailable",
+                            extra={"worker": worker, "error": type(exc).__name__, "streak": outage},
+                        )
+                        connections.close_all()
+                        stop.wait(min(5.0, 0.2 * 2**outage))
+                        continue
                     if not done:
                         if o["exit_when_idle"]:
                             return
