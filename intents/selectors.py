@@ -27,6 +27,10 @@ class DraftDetail:
     intent: SendIntent | None
     attempts: list[SendAttempt]
     events: list[IntentEvent]
+    # Sends of earlier versions (the draft was reopened after they did not go out), newest first,
+    # and which of them may have gone out anyway (their outcome was never proven).
+    earlier_intents: list[SendIntent] = field(default_factory=list)
+    unproven_intent_ids: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -92,11 +96,13 @@ def draft_detail(*, tenant, draft_id) -> DraftDetail:
         .order_by("number")
     )
     current = next(v for v in versions if v.number == draft.current_version)
-    intent = (
+    # Newest first: a reopened draft has one intent per approved version, the latest is current.
+    intents = list(
         SendIntent.objects.filter(tenant=tenant, draft=draft)
         .select_related("approver", "resolved_by", "draft_version")
-        .first()
+        .order_by("-id")
     )
+    intent = intents[0] if intents else None
     attempts = (
         list(SendAttempt.objects.filter(tenant=tenant, intent=intent).order_by("number"))
         if intent
@@ -113,7 +119,8 @@ def draft_detail(*, tenant, draft_id) -> DraftDetail:
         .select_related("actor_user", "actor_token")
         .order_by("created_at", "id")
     )
-    return DraftDetail(draft, versions, current, intent, attempts, events)
+    unproven = {e.intent_id for e in events if e.intent_id and e.to_state in UNPROVEN_STATES}
+    return DraftDetail(draft, versions, current, intent, attempts, events, intents[1:], unproven)
 
 
 def draft_queue(
@@ -229,6 +236,36 @@ def oldest_queued_age_seconds(*, tenant=None) -> float | None:
     if oldest is None:
         return None
     return max(0.0, (db_now() - oldest).total_seconds())
+
+
+# An intent that ever reached one of these states may have been sent by the provider even if we
+# never learnt a message id: the call may have completed after our read timed out.
+UNPROVEN_STATES = (SendIntent.State.UNCERTAIN, SendIntent.State.NEEDS_ATTENTION)
+
+
+def intents_that_may_have_gone_out(*, tenant, intent_ids) -> set[int]:
+    """Of these intents (not accepted), the ones whose journal shows an unproven outcome."""
+    ids = [int(i) for i in intent_ids]
+    if not ids:
+        return set()
+    return set(
+        IntentEvent.objects.filter(
+            tenant=tenant, intent_id__in=ids, to_state__in=UNPROVEN_STATES
+        ).values_list("intent_id", flat=True)
+    )
+
+
+def intent_reopenable(intent: SendIntent) -> bool:
+    """Whether a person may re-approve this send's draft as a new send (see draft_reopen): the
+    send did not go out, it is its draft's current one, and the draft was not reopened yet.
+    Needs intent.draft and intent.draft_version loaded (intent_get does)."""
+    from intents.services import REOPENABLE_STATES
+
+    return (
+        intent.state in REOPENABLE_STATES
+        and intent.draft.status == Draft.Status.APPROVED
+        and intent.draft_version.number == intent.draft.current_version
+    )
 
 
 def intent_events(*, tenant, intent_id) -> list[IntentEvent]:

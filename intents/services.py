@@ -28,6 +28,7 @@ from intents.policy import (
     normalize_address,
     recipient_problems,
 )
+from intents.selectors import intents_that_may_have_gone_out
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
 
@@ -426,6 +427,12 @@ def draft_approve(*, tenant, draft_id, version, content_hash, actor) -> SendInte
             raise errors.SecondApproverRequired(
                 message="You edited this version; this tenant requires another person to approve it."
             )
+        if SendIntent.objects.filter(draft=draft, state=SendIntent.State.ACCEPTED).exists():
+            # A reopened draft whose earlier send was later proven sent (marked accepted with
+            # evidence): approving it would send the reply twice.
+            raise errors.NotPending(
+                "already_sent", "An earlier send of this draft was accepted: it went out."
+            )
         now = db_now()
         if draft.review_deadline is not None and draft.review_deadline <= now:
             raise errors.NotPending("review_expired", "The review deadline of this draft passed.")
@@ -489,6 +496,152 @@ def draft_approve(*, tenant, draft_id, version, content_hash, actor) -> SendInte
         extra={"tenant_id": tenant.pk, "draft_id": draft.pk, "intent_id": intent.pk},
     )
     return intent
+
+
+# A send in one of these states certainly did not go out by our hand (failed, blocked, expired,
+# cancelled before a call) or nobody could prove it did (needs_attention). DESIGN.md: "a resend is a
+# new approval and a new intent", never a retry of the old one with its key.
+REOPENABLE_STATES = frozenset(
+    {
+        SendIntent.State.NEEDS_ATTENTION,
+        SendIntent.State.FAILED,
+        SendIntent.State.BLOCKED,
+        SendIntent.State.CANCELLED,
+        SendIntent.State.EXPIRED,
+    }
+)
+
+
+def draft_reopen(*, tenant, draft_id, actor, reason) -> Draft:
+    """Put an approved draft whose send did not go out back into review, as a new version.
+
+    The new version is a copy of the approved one authored by the person reopening it, so only a
+    fresh approval of that exact version (and its hash) can send it, and that approval creates a
+    new intent with a new idempotency key. The old version keeps its intent: one intent per
+    version stays true. Refused while the latest send is live (it may still go out) or once any
+    send of the draft was accepted.
+    """
+    tenant = _active_tenant(tenant)
+    reason = _clean_reason(reason, required=True)
+    with transaction.atomic():
+        draft = _lock_draft(tenant, draft_id)
+        _require_decider(tenant, actor, draft.mailbox)
+        if draft.status == Draft.Status.PENDING:
+            raise errors.NotPending(
+                "already_pending",
+                f"This draft is already back in the review queue (version {draft.current_version}).",
+            )
+        if draft.status != Draft.Status.APPROVED:
+            raise errors.NotPending(
+                "not_approved",
+                f"This draft was {draft.get_status_display().lower()}, never sent; "
+                "only an approved draft whose send did not go out can be re-approved.",
+            )
+        # Locking the latest intent too serialises against a person resolving or cancelling it
+        # (those take the intent row lock) and against a worker claiming it.
+        intent = (
+            SendIntent.objects.select_for_update(of=("self",))
+            .select_related("draft_version")
+            .filter(tenant=tenant, draft=draft)
+            .order_by("-id")
+            .first()
+        )
+        if intent is None:
+            raise errors.IntentError("no_send", "This draft has no send to re-approve.")
+        if intent.state == SendIntent.State.ACCEPTED or (
+            SendIntent.objects.filter(draft=draft, state=SendIntent.State.ACCEPTED).exists()
+        ):
+            raise errors.IntentError(
+                "intent_accepted",
+                f"Send #{intent.pk} of this draft was accepted by AgentMail: it went out. "
+                "Write a new reply instead of sending this one again.",
+            )
+        if intent.state not in REOPENABLE_STATES:
+            raise errors.IntentError(
+                "intent_live",
+                f"Send #{intent.pk} is still {intent.get_state_display().lower()} and may still "
+                "go out. Wait for its outcome, or cancel it, before re-approving.",
+            )
+        if not draft.mailbox.is_active:
+            raise errors.MailboxInactive(message=f"{draft.mailbox.address} is not active.")
+        source = intent.draft_version
+        if source.body_purged_at is not None:
+            raise errors.DraftError(
+                "body_purged",
+                "The approved body was purged by the retention policy; it cannot be sent again.",
+            )
+        content = {
+            "to": list(source.to),
+            "cc": list(source.cc),
+            "bcc": list(source.bcc),
+            "subject": source.subject,
+            "text": source.text,
+            "html": source.html,
+        }
+        may_have_gone_out = intent.pk in intents_that_may_have_gone_out(
+            tenant=tenant, intent_ids=[intent.pk]
+        )
+        now = db_now()
+        number = draft.current_version + 1
+        version = DraftVersion.objects.create(
+            draft=draft,
+            tenant=tenant,
+            number=number,
+            content_hash=compute_content_hash(
+                mailbox_id=draft.mailbox_id, in_reply_to=draft.in_reply_to, **content
+            ),
+            author_kind=DraftVersion.Author.PERSON,
+            author_user=actor,
+            **content,
+        )
+        updates = {
+            "status": Draft.Status.PENDING,
+            "current_version": number,
+            "decided_by": None,
+            "decided_at": None,
+            # A fresh review window: the old deadline has usually passed and the sweep would
+            # expire the draft before anyone could approve it.
+            "review_deadline": now + timedelta(hours=tenant.review_deadline_hours),
+            "updated_at": Now(),
+        }
+        not_after_cleared = None
+        if draft.not_after is not None and draft.not_after <= now:
+            # The person decides to send after the agent's send-before time; keeping it would make
+            # the new version impossible to approve. The journal keeps the old value.
+            updates["not_after"] = None
+            not_after_cleared = draft.not_after.isoformat()
+        Draft.objects.filter(pk=draft.pk, status=Draft.Status.APPROVED).update(**updates)
+        journal(
+            tenant=tenant,
+            draft=draft,
+            intent=intent,
+            action="draft.reopened",
+            actor_kind=IntentEvent.Actor.PERSON,
+            actor_user=actor,
+            from_state=Draft.Status.APPROVED,
+            to_state=Draft.Status.PENDING,
+            reason=reason,
+            data={
+                "version": number,
+                "content_hash": version.content_hash,
+                "copied_from_version": source.number,
+                "earlier_intent": intent.pk,
+                "earlier_intent_state": intent.state,
+                "earlier_may_have_gone_out": may_have_gone_out,
+                "not_after_cleared": not_after_cleared,
+            },
+        )
+    log.info(
+        "intents.draft.reopened",
+        extra={
+            "tenant_id": tenant.pk,
+            "draft_id": draft.pk,
+            "earlier_intent_id": intent.pk,
+            "earlier_state": intent.state,
+        },
+    )
+    draft.refresh_from_db()
+    return draft
 
 
 def draft_reject(*, tenant, draft_id, reason, actor) -> Draft:
@@ -756,12 +909,14 @@ def apply_deferred_events(tenant_id: int, message_id: str) -> None:
 
 
 __all__ = [
+    "REOPENABLE_STATES",
     "apply_deferred_events",
     "draft_add_version",
     "draft_approve",
     "draft_create",
     "draft_expire_due",
     "draft_reject",
+    "draft_reopen",
     "draft_withdraw",
     "enqueue_execution",
     "intent_cancel",
