@@ -106,3 +106,12 @@ class ResolveForm(forms.Form):
         label="Evidence",
         help_text="Where you saw that it was sent (the recipient's copy, the provider console…).",
     )
+
+
+class ReopenForm(forms.Form):
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Why send it again",
+        help_text="Kept in the journal with your name.",
+    )

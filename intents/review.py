@@ -349,13 +349,21 @@ def version_diff(base: DraftVersion, target: DraftVersion) -> VersionDiff:
 ATTENTION_STATES = ("uncertain", "needs_attention", "failed", "blocked")
 
 
+def _current_sends(tenant):
+    """A tenant's intents, without those superseded by a re-approval: once a person reopened the
+    draft (a newer version exists), the old send is history, not something left to act on."""
+    return SendIntent.objects.filter(
+        tenant=tenant, draft_version__number=F("draft__current_version")
+    )
+
+
 def attention_intents(*, tenant, state: str = "", limit: int = 100) -> list[SendIntent]:
     """Sends a person should look at, with their attempts and deliveries: three queries."""
     from django.db.models import Prefetch
 
     from intents.models import SendAttempt
 
-    qs = SendIntent.objects.filter(tenant=tenant)
+    qs = _current_sends(tenant)
     if state == "held":
         qs = qs.filter(state="queued").exclude(held_reason="")
     elif state in ATTENTION_STATES:
@@ -374,7 +382,7 @@ def attention_intents(*, tenant, state: str = "", limit: int = 100) -> list[Send
 def attention_counts(*, tenant) -> dict[str, int]:
     from django.db.models import Count
 
-    counts = SendIntent.objects.filter(tenant=tenant).aggregate(
+    counts = _current_sends(tenant).aggregate(
         uncertain=Count("id", filter=Q(state="uncertain")),
         needs_attention=Count("id", filter=Q(state="needs_attention")),
         failed=Count("id", filter=Q(state="failed")),

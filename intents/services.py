@@ -578,8 +578,8 @@ def draft_reopen(*, tenant, draft_id, actor, reason) -> Draft:
             "text": source.text,
             "html": source.html,
         }
-        may_have_gone_out = intent.pk in intents_that_may_have_gone_out(
-            tenant=tenant, intent_ids=[intent.pk]
+        may_have_gone_out = intent.state == SendIntent.State.NEEDS_ATTENTION or (
+            intent.pk in intents_that_may_have_gone_out(tenant=tenant, intent_ids=[intent.pk])
         )
         now = db_now()
         number = draft.current_version + 1

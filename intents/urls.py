@@ -17,5 +17,6 @@ urlpatterns = [
     path("outbox/<int:intent_id>/cancel/", views.intent_cancel, name="intent_cancel"),
     path("outbox/<int:intent_id>/resolve/", views.intent_resolve, name="intent_resolve"),
     path("outbox/<int:intent_id>/release/", views.intent_release, name="intent_release"),
+    path("outbox/<int:intent_id>/reopen/", views.intent_reopen, name="intent_reopen"),
     path("attention/", views.attention, name="attention"),
 ]

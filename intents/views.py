@@ -25,6 +25,7 @@ from intents.forms import (
     EditForm,
     QueueFilterForm,
     RejectForm,
+    ReopenForm,
     ResolveForm,
 )
 from intents.models import Draft, SendIntent
@@ -200,6 +201,14 @@ def _draft_context(request, draft_id, **extra) -> dict:
         "can_decide": can_decide,
         "provenance": draft.provenance if isinstance(draft.provenance, dict) else {},
         "reject_form": RejectForm(),
+        "unproven_earlier": [
+            i
+            for i in ([detail.intent] if detail.intent else []) + detail.earlier_intents
+            if i.state == SendIntent.State.NEEDS_ATTENTION
+            or (i.pk in detail.unproven_intent_ids and i.state != SendIntent.State.ACCEPTED)
+        ]
+        if pending
+        else [],
         **extra,
     }
 
@@ -443,6 +452,13 @@ def outbox_intent(request: HttpRequest, intent_id: int) -> HttpResponse:
             or (intent.state == "accepted" and any(d.state == "sent" for d in deliveries)),
             "cancel_form": CancelForm(),
             "resolve_form": ResolveForm(),
+            "reopen_form": ReopenForm(),
+            "can_reopen": can_decide and selectors.intent_reopenable(intent),
+            "may_have_gone_out": bool(
+                selectors.intents_that_may_have_gone_out(
+                    tenant=request.tenant, intent_ids=[intent.pk]
+                )
+            ),
         },
     )
 
@@ -511,6 +527,40 @@ def intent_release(request: HttpRequest, intent_id: int) -> HttpResponse:
     )
 
 
+@tenant_view(roles=DECIDERS)
+@require_POST
+def intent_reopen(request: HttpRequest, intent_id: int) -> HttpResponse:
+    """Re-approve as a new send: the draft goes back to the review queue as a new version."""
+    intent = _intent_or_404(request, intent_id)
+    _require_right(request, intent.mailbox)
+    form = ReopenForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Say why this should be sent again; nothing was changed.")
+        return redirect("outbox_intent", request.tenant.slug, intent.pk)
+    try:
+        draft = services.draft_reopen(
+            tenant=request.tenant,
+            draft_id=intent.draft_id,
+            actor=request.user,
+            reason=form.cleaned_data["reason"],
+        )
+    except errors.NoRight as error:
+        raise PermissionDenied(error.message) from None
+    except errors.DraftError as error:
+        log.info(
+            "intents.ui.reopen_refused",
+            extra={"tenant_id": request.tenant.pk, "intent_id": intent.pk, "code": error.code},
+        )
+        messages.error(request, error.message)
+        return redirect("outbox_intent", request.tenant.slug, intent.pk)
+    messages.success(
+        request,
+        f"Draft {draft.pk} is back in the review queue as version {draft.current_version}. "
+        f"Approving it creates a new send; send #{intent.pk} stays as it is.",
+    )
+    return redirect("draft", request.tenant.slug, draft.pk)
+
+
 ATTENTION_TABS = [
     ("", "All"),
     ("uncertain", "Uncertain"),
@@ -529,8 +579,13 @@ def attention(request: HttpRequest) -> HttpResponse:
         state = ""
     intents = review.attention_intents(tenant=request.tenant, state=state)
     allowed = review.approvable_mailbox_ids(request.membership)
+    unproven = selectors.intents_that_may_have_gone_out(
+        tenant=request.tenant, intent_ids=[i.pk for i in intents]
+    )
     for intent in intents:
         intent.can_decide = review.may_decide(allowed, intent.mailbox_id)
+        intent.can_reopen = intent.can_decide and selectors.intent_reopenable(intent)
+        intent.may_have_gone_out = intent.pk in unproven
     counts = review.attention_counts(tenant=request.tenant)
     return render(
         request,
@@ -540,5 +595,6 @@ def attention(request: HttpRequest) -> HttpResponse:
             "state": state,
             "tabs": [(v, label, counts.get(v or "all", 0)) for v, label in ATTENTION_TABS],
             "resolve_form": ResolveForm(),
+            "reopen_form": ReopenForm(),
         },
     )

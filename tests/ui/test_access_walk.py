@@ -32,6 +32,7 @@ EXPECTED = {
     "intent_cancel": POST_DECIDE,
     "intent_resolve": POST_DECIDE,
     "intent_release": POST_DECIDE,
+    "intent_reopen": POST_DECIDE,
     "attention": READ,
     "admin_home": ADMIN_PAGE,
     "admin_members": ADMIN_PAGE,
