@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.db.models.functions import Now
 from django.db.models import Q
 
 
@@ -280,7 +281,9 @@ class IntentEvent(models.Model):
     to_state = models.CharField(max_length=20, blank=True)
     reason = models.TextField(blank=True)
     data = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    # The database's clock, not the writing process's: a worker with a skewed clock must not
+    # reorder the evidence.
+    created_at = models.DateTimeField(db_default=Now())
 
     class Meta:
         indexes = [

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.db.models.functions import Now
 from django.db.models import Q
 from django.utils import timezone
 
@@ -175,7 +176,7 @@ class AuditEvent(models.Model):
     object_id = models.CharField(max_length=64, blank=True)
     data = models.JSONField(default=dict, blank=True)
     ip_address = models.GenericIPAddressField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    created_at = models.DateTimeField(db_default=Now(), db_index=True)
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "-created_at"], name="auditevent_tenant_recent")]

@@ -3,6 +3,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
+from django.db.models.functions import Now
 from django.db.models import Q
 
 from mailboxes import crypto
@@ -80,7 +81,7 @@ class WebhookEvent(models.Model):
     inbox_id = models.CharField(max_length=254, blank=True)
     message_id = models.CharField(max_length=998, blank=True, db_index=True)
     occurred_at = models.DateTimeField(null=True, blank=True)
-    received_at = models.DateTimeField(auto_now_add=True)
+    received_at = models.DateTimeField(db_default=Now())
     state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
     outcome = models.CharField(max_length=200, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)

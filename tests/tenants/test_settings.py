@@ -21,7 +21,13 @@ PRODUCTION_ENV = {
 
 
 def run_manage(*args, env):
-    base = {k: v for k, v in os.environ.items() if k not in PRODUCTION_ENV}
+    # A clean production environment: nothing the test session set for itself (browser tests lift
+    # Django's async guard for the session, which check --deploy rightly refuses).
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in PRODUCTION_ENV and k != "DJANGO_ALLOW_ASYNC_UNSAFE"
+    }
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
