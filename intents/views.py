@@ -8,12 +8,14 @@ never a 500; a decision outside the person's rights is a 403 that says so.
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -448,8 +450,7 @@ def outbox_intent(request: HttpRequest, intent_id: int) -> HttpResponse:
             "events": selectors.intent_events(tenant=request.tenant, intent_id=intent.pk),
             "deliveries": deliveries,
             "can_decide": can_decide,
-            "live": intent.state in ("queued", "sending", "uncertain")
-            or (intent.state == "accepted" and any(d.state == "sent" for d in deliveries)),
+            "live": _send_page_live(intent, deliveries),
             "cancel_form": CancelForm(),
             "resolve_form": ResolveForm(),
             "reopen_form": ReopenForm(),
@@ -461,6 +462,25 @@ def outbox_intent(request: HttpRequest, intent_id: int) -> HttpResponse:
             ),
         },
     )
+
+
+# Delivery webhooks usually arrive within seconds of acceptance; past this, a page left open stops
+# polling for ones that may never come (a reload still shows them).
+DELIVERY_WATCH = timedelta(minutes=30)
+SETTLED_DELIVERY = frozenset({"delivered", "bounced", "complained", "rejected"})
+
+
+def _send_page_live(intent: SendIntent, deliveries) -> bool:
+    """Whether the send page keeps refreshing its status: while a worker may still act, and after
+    acceptance until every recipient has a settled delivery state. Stopping at acceptance (the
+    first webhook can land a moment after the worker commits) left "delivered" unseen."""
+    if intent.state in ("queued", "sending", "uncertain"):
+        return True
+    if intent.state != SendIntent.State.ACCEPTED:
+        return False
+    settled = {d.address for d in deliveries if d.state in SETTLED_DELIVERY}
+    recipients = {a for addresses in intent.recipients.values() for a in addresses}
+    return not recipients <= settled and timezone.now() - intent.updated_at < DELIVERY_WATCH
 
 
 def _intent_action(request, intent_id, call, done: str) -> HttpResponse:

@@ -11,6 +11,7 @@ import pytest
 from intents import services, tasks
 from intents.models import Draft, SendIntent
 from tests.factories import PASSWORD
+from webhooks.models import WebhookEvent
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [
@@ -60,8 +61,11 @@ def page(chromium, live_server):
 
 
 @pytest.fixture
-def shop(transactional_db, tenant_a, member_of, mailbox_factory):
+def shop(transactional_db, tenant_a, member_of, mailbox_factory, live_server, settings):
     admin = member_of(tenant_a, "admin")
+    # Provisioning registers the tenant's webhook at PUBLIC_BASE_URL, so the sandbox's signed
+    # message.sent / message.delivered events reach the receiver of the server the browser uses.
+    settings.PUBLIC_BASE_URL = live_server.url
     mailbox = mailbox_factory(tenant_a)
     return {"tenant": tenant_a, "admin": admin, "mailbox": mailbox}
 
@@ -87,7 +91,7 @@ def sign_in(page, user):
     page.wait_for_url(re.compile(r"/t/[\w-]+/$"))
 
 
-def test_keyboard_approve_then_accepted_in_the_outbox(page, shop):
+def test_keyboard_approve_then_accepted_then_delivered_by_webhook(page, shop):
     draft = new_draft(shop, subject="Keyboard approval")
     sign_in(page, shop["admin"].user)
     page.keyboard.press("j")
@@ -101,6 +105,14 @@ def test_keyboard_approve_then_accepted_in_the_outbox(page, shop):
     intent.refresh_from_db()
     assert intent.state == "accepted" and intent.provider_message_id
     assert page.locator("text=" + intent.provider_message_id).count() >= 1
+    # No reload: the page keeps refreshing after acceptance until the recipient's delivery
+    # settles, and the state comes from the sandbox's real Svix-signed webhook to our receiver.
+    page.wait_for_selector("[data-delivery=delivered]", timeout=20_000)
+    assert intent.deliveries.get().state == "delivered"
+    received = set(
+        WebhookEvent.objects.filter(tenant=shop["tenant"]).values_list("event_type", flat=True)
+    )
+    assert {"message.sent", "message.delivered"} <= received
 
 
 def test_help_lists_the_shortcuts(page, shop):

@@ -47,3 +47,24 @@ def test_admin_pages_render(tenant_a, mailbox_a, admin_a, signed_in):
     ):
         assert client.get(reverse(name, args=[tenant_a.slug])).status_code == 200, name
     assert client.get(reverse("admin_member", args=[tenant_a.slug, admin_a.pk])).status_code == 200
+
+
+def test_send_page_keeps_refreshing_after_acceptance_until_delivery_settles(
+    tenant_a, mailbox_a, make_intent, admin_a, signed_in
+):
+    from webhooks.models import RecipientDelivery
+
+    intent = make_intent(mailbox_a, state="accepted")
+    client = signed_in(admin_a.user)
+    url = reverse("outbox_intent", args=[tenant_a.slug, intent.pk])
+    polling = 'hx-trigger="every 3s"'
+    assert polling in client.get(url).content.decode()
+    (address,) = intent.recipients["to"]
+    delivery = RecipientDelivery.objects.create(
+        tenant=tenant_a, intent=intent, address=address, state="sent"
+    )
+    assert polling in client.get(url).content.decode()
+    RecipientDelivery.objects.filter(pk=delivery.pk).update(state="delivered")
+    settled = client.get(url).content.decode()
+    assert polling not in settled
+    assert 'data-delivery="delivered"' in settled
