@@ -6,7 +6,7 @@ import io
 import pytest
 from django.urls import reverse
 
-from intents.models import Suppression
+from intents.models import SendIntent, Suppression
 from tenants.models import AuditEvent, Membership, Tenant, User
 
 pytestmark = pytest.mark.django_db
@@ -184,3 +184,35 @@ def test_health_panel_counts(tenant_a, admin_a, mailbox_a, make_draft, make_inte
         health.needs_attention,
     ) == (1, 1, 1, 1)
     assert (health.failures_last_hour, health.attempts_last_hour) == (1, 1)
+
+
+def test_health_oldest_queued_is_the_operators_definition(
+    tenant_a, tenant_b, admin_a, mailbox_a, mailbox_b, make_intent, signed_in
+):
+    """Due, unheld intents only, aged from next_attempt_at by the database clock: the same number
+    intents_status prints. An intent backing off or on hold is queued but not late."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from intents.selectors import oldest_queued_age_seconds
+
+    long_ago = timezone.now() - timedelta(hours=5)
+    make_intent(mailbox_a, state="queued", next_attempt_at=timezone.now() + timedelta(hours=1))
+    make_intent(mailbox_a, state="queued", held_reason="customer wrote again")
+    make_intent(mailbox_b, state="queued", next_attempt_at=long_ago)
+    client = signed_in(admin_a.user)
+    url = reverse("admin_home", args=[tenant_a.slug])
+    idle = client.get(url)
+    assert (idle.context["health"].queue_depth, idle.context["health"].oldest_queued_age) == (
+        2,
+        None,
+    )
+    due = make_intent(mailbox_a, state="queued")
+    SendIntent.objects.filter(pk=due.pk).update(
+        next_attempt_at=timezone.now() - timedelta(minutes=10)
+    )
+    age = client.get(url).context["health"].oldest_queued_age
+    expected = oldest_queued_age_seconds(tenant=tenant_a)
+    assert 600 <= age.total_seconds() < 660
+    assert abs(age.total_seconds() - expected) < 5
