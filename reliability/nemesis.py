@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -205,6 +206,8 @@ def fault_sigstop(run: Run, sandbox) -> None:
 
 
 def fault_clock_skew(run: Run, sandbox) -> None:
+    if shutil.which("faketime") is None:
+        raise RuntimeError("faketime is not installed (apt-get install faketime)")
     skew = random.choice(["+90s", "-90s", "+1h"])
     start_worker(run, skew=skew)
     # Keep the pool size: retire the oldest unskewed worker.

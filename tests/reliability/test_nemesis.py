@@ -1,0 +1,45 @@
+"""The nemesis at a small scale: every fault kind, then the history check must come out clean."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_small_nemesis_run_loses_and_duplicates_nothing(tmp_path):
+    out = tmp_path / "nemesis.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reliability.nemesis",
+            "--workers",
+            "2",
+            "--intents",
+            "40",
+            "--fault-seconds",
+            "12",
+            "--drain-seconds",
+            "150",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=420,
+    )
+    report = json.loads(out.read_text())
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (report["lost"], report["duplicated"], report["unexpected"]) == (0, 0, 0)
+    assert report["approved"] == 40
+    assert report["webhook_events_missing"] == 0
+    assert report["webhook_events_applied_twice"] == 0
+    assert {"SIGKILL worker", "SIGSTOP worker past its lease", "PostgreSQL restart"} <= set(
+        report["faults_injected"]
+    )
