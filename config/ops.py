@@ -79,12 +79,9 @@ def metrics(request: HttpRequest) -> HttpResponse:
     for state in SendIntent.State.values:
         out.append(_line("countersign_intents", counts.get(state, 0), {"state": state}))
 
-    oldest = SendIntent.objects.filter(state=SendIntent.State.QUEUED).aggregate(
-        oldest=Min("next_attempt_at"), now=Max(Now())
-    )
-    age = 0.0
-    if oldest["oldest"] is not None:
-        age = max(0.0, (oldest["now"] - oldest["oldest"]).total_seconds())
+    from intents.selectors import oldest_queued_age_seconds
+
+    age = oldest_queued_age_seconds() or 0.0
     out.append("# HELP countersign_oldest_queued_seconds Age of the oldest due queued intent.")
     out.append("# TYPE countersign_oldest_queued_seconds gauge")
     out.append(_line("countersign_oldest_queued_seconds", round(age, 3)))
