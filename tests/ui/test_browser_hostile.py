@@ -1,0 +1,59 @@
+"""Hostile HTML from a draft and from inbound mail, opened in a real browser: nothing executes,
+nothing is fetched, no htmx attribute of theirs is acted on."""
+
+import pytest
+from django.utils import timezone
+
+from tests.ui.test_browser import ARGS, CHROMIUM, chromium, new_draft, page, shop, sign_in  # noqa: F401
+from webhooks.models import InboundMessage
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed"),
+]
+
+HOSTILE_HTML = (
+    "<p>Hello</p>"
+    "<script>window.top.__pwned = 'script'; alert(1)</script>"
+    "<img src=x onerror=\"window.top.__pwned='onerror'; alert(2)\">"
+    "<svg onload=\"window.top.__pwned='svg'\"></svg>"
+    "<a href=\"javascript:window.top.__pwned='href'\" id=evil>click me</a>"
+    '<div hx-get="/hostile-htmx-probe/" hx-trigger="load">htmx</div>'
+    '<iframe src="javascript:alert(3)"></iframe>'
+    '<img src="http://127.0.0.1:9/tracking-pixel.png">'
+)
+HOSTILE_TEXT = (
+    "<script>window.__pwned='text'</script><b hx-get='/hostile-htmx-probe/' hx-trigger='load'>x</b>"
+)
+
+
+def test_hostile_draft_and_inbound_html_stay_inert(page, shop):  # noqa: F811 - imported fixtures
+    draft = new_draft(
+        shop,
+        subject="<img src=x onerror=alert(4)>",
+        text=HOSTILE_TEXT,
+        html=HOSTILE_HTML,
+        thread_id="thread-hostile",
+    )
+    InboundMessage.objects.create(
+        tenant=shop["tenant"],
+        mailbox=shop["mailbox"],
+        thread_id="thread-hostile",
+        message_id="<hostile@example.com>",
+        sender="attacker@example.com",
+        subject="<script>window.__pwned='subject'</script>",
+        preview=HOSTILE_TEXT,
+        received_at=timezone.now(),
+    )
+    dialogs, requests = [], []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.on("request", lambda request: requests.append(request.url))
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
+    page.wait_for_load_state("networkidle")
+    page.wait_for_timeout(500)
+    assert page.evaluate("window.__pwned === undefined")
+    assert dialogs == []
+    assert [url for url in requests if "hostile-htmx-probe" in url or "tracking-pixel" in url] == []
+    # The text body and the inbound preview are shown as text, markup visible, not interpreted.
+    assert page.locator("text=<script>window.__pwned='text'</script>").count() >= 1
