@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
-from django.db.models.functions import Now
 from django.db.models import Q
+from django.db.models.functions import Now
 
 
 class Draft(models.Model):

@@ -3,8 +3,8 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
-from django.db.models.functions import Now
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
-from django.db.models.functions import Now
 from django.db.models import Q
+from django.db.models.functions import Now
 
 from mailboxes import crypto
 
