@@ -64,7 +64,9 @@ def main() -> int:
             wait_for_sandbox(env["AGENTMAIL_BASE_URL"])
             # The demo tenants' pods, inboxes, keys and webhooks live in the sandbox: provision them
             # now that it answers (idempotent, like the rest of seed_demo).
-            subprocess.run([sys.executable, "manage.py", "seed_demo"], cwd=ROOT, env=env, check=True)
+            subprocess.run(
+                [sys.executable, "manage.py", "seed_demo"], cwd=ROOT, env=env, check=True
+            )
     print(
         f"[devstack] Countersign is up: http://{WEB}/  (sign-ins in README.md; Ctrl-C stops)",
         flush=True,
