@@ -84,3 +84,13 @@ def _wake(queued: list[int], uncertain: list[int]) -> None:
         async_task("intents.tasks.drain", task_name="intents-drain")
     for intent_id in uncertain:
         async_task("intents.tasks.execute_intent", intent_id, task_name=f"intent-{intent_id}")
+
+
+def retention_purge() -> int:
+    """Daily: empty draft bodies past each tenant's retention (webhooks purge their own payloads)."""
+    from intents.retention import draft_bodies_purge
+
+    total = 0
+    while step := draft_bodies_purge():
+        total += step
+    return total

@@ -1,0 +1,58 @@
+"""Retention: draft bodies are kept only as long as the workflow needs them.
+
+Past the tenant's ``retention_days`` after a draft was decided (sent, failed, rejected, expired,
+withdrawn), the subject line and the recipients stay (they are the audit record, together with
+the content hash, the ids and the journal), and the text and HTML bodies are emptied. A draft
+whose send is still open (queued, sending, uncertain, needs attention) keeps its body: a person
+may still need it to decide.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterRef, Value
+from django.db.models.functions import Now
+
+from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
+
+log = logging.getLogger("intents.retention")
+
+OPEN_INTENT_STATES = ("queued", "sending", "uncertain", "needs_attention")
+
+
+def draft_bodies_purge(*, batch: int = 1000) -> int:
+    """Empty the bodies of decided drafts older than their tenant's retention. Returns rows purged."""
+    cutoff = ExpressionWrapper(
+        Now() - F("tenant__retention_days") * Value(timedelta(days=1)), output_field=DateTimeField()
+    )
+    open_intent = SendIntent.objects.filter(draft=OuterRef("draft"), state__in=OPEN_INTENT_STATES)
+    due = (
+        DraftVersion.objects.filter(body_purged_at__isnull=True, draft__updated_at__lt=cutoff)
+        .exclude(draft__status=Draft.Status.PENDING)
+        .exclude(Exists(open_intent))
+        .order_by("id")
+        .values_list("id", "tenant_id", "draft_id")[:batch]
+    )
+    rows = list(due)
+    if not rows:
+        return 0
+    with transaction.atomic():
+        purged = DraftVersion.objects.filter(
+            id__in=[r[0] for r in rows], body_purged_at__isnull=True
+        ).update(text="", html="", body_purged_at=Now())
+        drafts = {(tenant_id, draft_id) for _, tenant_id, draft_id in rows}
+        IntentEvent.objects.bulk_create(
+            IntentEvent(
+                tenant_id=tenant_id,
+                draft_id=draft_id,
+                actor_kind=IntentEvent.Actor.SWEEP,
+                action="draft.bodies_purged",
+                reason="retention period passed",
+            )
+            for tenant_id, draft_id in sorted(drafts)
+        )
+    log.info("intents.retention.bodies_purged", extra={"versions": purged, "drafts": len(drafts)})
+    return purged

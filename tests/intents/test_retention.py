@@ -1,0 +1,74 @@
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from intents import services, tasks
+from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
+from intents.retention import draft_bodies_purge
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def decided(tenant_a, member_of, mailbox_factory):
+    """make(status) -> a draft in that status, decided `days` ago."""
+    approver = member_of(tenant_a, "approver").user
+    mailbox = mailbox_factory(tenant_a)
+
+    def make(*, days: int, approve: bool = False, intent_state: str = "accepted"):
+        draft = services.draft_create(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            to=["c@example.com"],
+            subject="Re: order",
+            text="private body",
+            html="<p>private body</p>",
+            actor_user=approver,
+        )
+        if approve:
+            version = draft.versions.get()
+            intent = services.draft_approve(
+                tenant=tenant_a,
+                draft_id=draft.pk,
+                version=1,
+                content_hash=version.content_hash,
+                actor=approver,
+            )
+            SendIntent.objects.filter(pk=intent.pk).update(
+                state=intent_state, provider_message_id="<m@x>"
+            )
+        else:
+            services.draft_reject(tenant=tenant_a, draft_id=draft.pk, reason="no", actor=approver)
+        Draft.objects.filter(pk=draft.pk).update(updated_at=timezone.now() - timedelta(days=days))
+        return draft
+
+    return make
+
+
+def test_bodies_past_retention_are_purged_and_the_record_stays(decided, tenant_a):
+    old = decided(days=91)
+    fresh = decided(days=10)
+    assert draft_bodies_purge() == 1
+    purged = DraftVersion.objects.get(draft=old)
+    kept = DraftVersion.objects.get(draft=fresh)
+    assert (purged.text, purged.html) == ("", "")
+    assert purged.body_purged_at is not None
+    assert purged.subject == "Re: order" and purged.to == ["c@example.com"] and purged.content_hash
+    assert kept.text == "private body"
+    assert IntentEvent.objects.filter(draft=old, action="draft.bodies_purged").count() == 1
+
+
+def test_an_open_send_keeps_its_body(decided):
+    waiting = decided(days=200, approve=True, intent_state="needs_attention")
+    sent = decided(days=200, approve=True, intent_state="accepted")
+    assert tasks.retention_purge() == 1
+    assert DraftVersion.objects.get(draft=waiting).text == "private body"
+    assert DraftVersion.objects.get(draft=sent).text == ""
+
+
+def test_each_tenant_has_its_own_retention(decided, tenant_a):
+    tenant_a.retention_days = 365
+    tenant_a.save(update_fields=["retention_days"])
+    decided(days=200)
+    assert draft_bodies_purge() == 0
