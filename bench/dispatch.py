@@ -34,6 +34,22 @@ from bench.common import (
 CTX = multiprocessing.get_context("fork")
 
 
+def children_cpu(*, include_self: bool = False) -> float:
+    """CPU seconds (user + system) of this process's reaped children (the worker processes),
+    plus this process's own when it does the work itself (post-office's parent)."""
+    import resource
+
+    total = 0.0
+    for who in (
+        (resource.RUSAGE_CHILDREN, resource.RUSAGE_SELF)
+        if include_self
+        else (resource.RUSAGE_CHILDREN,)
+    ):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
+
+
 # --- Countersign ---------------------------------------------------------------------------------
 
 
@@ -75,6 +91,24 @@ def apply_experiments(names) -> None:
             original(key_ref, result, lease_token)
 
         execution._throttle_feedback = quiet_feedback
+
+    if "probe_recheck" in names:
+        # While one probe is in flight (half-open), every other due intent of the key is
+        # postponed until the probe's lease would expire (SEND_LEASE_SECONDS, 60 s), although
+        # the probe answers within one provider call. Re-check after at most the cool-down.
+        original_take = execution._take_token
+
+        def take_token(row, now, probe):
+            if (
+                row.circuit == ProviderThrottle.Circuit.HALF_OPEN
+                and row.opened_until is not None
+                and row.opened_until > now
+            ):
+                remaining = (row.opened_until - now).total_seconds()
+                return max(0.05, min(remaining, execution._circuit_cooldown().total_seconds()))
+            return original_take(row, now, probe)
+
+        execution._take_token = take_token
 
 
 def _warm_up() -> None:
@@ -135,7 +169,13 @@ def _cs_worker(index: int, batch: int, threads: int, go, stop, profile_dir: str 
 
 def start_workers(*, workers: int, batch: int, threads: int = 1, profile_dir=None):
     """Fork `workers` worker processes waiting on `go`; returns (procs, go, stop)."""
+    # Imports happen before the fork, as in a long-running worker: the children's CPU time then
+    # measures sending, not importing the SDK.
+    import agentmail  # noqa: F401
     from django.db import connections
+
+    from intents import execution  # noqa: F401
+    from mailboxes import provider  # noqa: F401
 
     connections.close_all()  # never fork with an open connection
     go, stop = CTX.Event(), CTX.Event()
@@ -205,6 +245,7 @@ def countersign(params: dict) -> dict:
         def done() -> bool:
             return SendIntent.objects.filter(pk__in=ids).exclude(state__in=terminal).count() == 0
 
+        cpu_before = children_cpu()
         t0 = run_workers(
             workers=workers,
             batch=params.get("batch", 5),
@@ -213,6 +254,7 @@ def countersign(params: dict) -> dict:
             timeout=params.get("timeout", 300),
             profile_dir=params.get("profile_dir"),
         )
+        cpu = children_cpu() - cpu_before
         rows = list(
             SendIntent.objects.filter(pk__in=ids, state="accepted").values_list(
                 "updated_at", flat=True
@@ -238,6 +280,7 @@ def countersign(params: dict) -> dict:
         "latency": latency_summary([r.timestamp() - t0 for r in rows]),
         "provider_sends": len(ledger),
         "duplicates": sum(c - 1 for c in per_key.values() if c > 1),
+        "worker_cpu_ms_per_item": round(cpu * 1000 / max(1, n), 2),
         "approvals_per_s": round(n / approve_timer.seconds, 1),
     }
 
@@ -269,9 +312,11 @@ def postoffice(params: dict) -> dict:
     from django.db import connections
 
     connections.close_all()
+    cpu_before = children_cpu(include_self=True)
     t0 = time.time()
     mail.send_queued_mail_until_done(lockfile=os.path.join(ledger_dir, "lock"), processes=workers)
     wall = time.time() - t0
+    cpu = children_cpu(include_self=True) - cpu_before
     sent = list(Email.objects.filter(status=STATUS.sent).values_list("last_updated", flat=True))
     t_end = max(sent).timestamp() if sent else t0
     lines = []
@@ -293,6 +338,7 @@ def postoffice(params: dict) -> dict:
         "latency": latency_summary([t.timestamp() - t0 for t in sent]),
         "provider_sends": len(lines),
         "duplicates": sum(c - 1 for c in per_subject.values() if c > 1),
+        "worker_cpu_ms_per_item": round(cpu * 1000 / max(1, n), 2),
     }
 
 
@@ -378,12 +424,14 @@ def db_limit(params: dict) -> dict:
     for proc in procs:
         proc.start()
     time.sleep(0.3)
+    cpu_before = children_cpu()
     t0 = time.perf_counter()
     go.set()
     completed = sum(counts.get(timeout=300) for _ in procs)
     elapsed = time.perf_counter() - t0
     for proc in procs:
         proc.join(10)
+    cpu = children_cpu() - cpu_before
     with psycopg.connect(**conninfo, autocommit=True) as conn:
         max_claims, accepted = conn.execute(
             "SELECT max(attempts), count(*) FILTER (WHERE state = 'accepted') FROM bench_claim"
@@ -399,5 +447,6 @@ def db_limit(params: dict) -> dict:
         "elapsed_s": round(elapsed, 3),
         "per_s": round(completed / elapsed, 1),
         "max_claims_per_row": max_claims,
+        "worker_cpu_ms_per_item": round(cpu * 1000 / max(1, n), 2),
         "duplicates": max(0, (max_claims or 1) - 1),
     }

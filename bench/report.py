@@ -144,20 +144,39 @@ def _ui(u: dict) -> str:
     )
 
 
-def _recovery(r: dict) -> str:
-    body = [
-        ["arrival rate", f"{r['arrival_per_s']}/s"],
-        ["capacity (measured, same run)", f"{r['capacity_per_s']}/s"],
-        ["outage", f"{r['outage_s']} s of sandbox 503 on every send"],
-        ["backlog peak", r["backlog_peak"]],
-        ["backlog at recovery", r["backlog_at_recovery"]],
-        ["time to drain (measured)", f"{r['drain_s']} s"],
-        ["ideal backlog/(capacity-arrival)", f"{r['ideal_drain_s']} s"],
-        ["measured / ideal", r["drain_ratio"]],
-        ["approve->accepted p50 / p95", f"{r['latency']['p50_ms']} / {r['latency']['p95_ms']} ms"],
-        [
-            "intents / accepted / duplicates",
-            f"{r['intents']} / {r['accepted']} / {r['duplicates']}",
-        ],
+def _recovery(runs) -> str:
+    runs = runs if isinstance(runs, list) else [runs]
+    names = [
+        "as shipped" if not r.get("experiments") else "with " + "+".join(r["experiments"])
+        for r in runs
     ]
-    return "Recovery (outage scenario, seed 002 scaled down)\n" + _table(["", "value"], body)
+
+    def row(label, fn):
+        return [label, *[fn(r) for r in runs]]
+
+    body = [
+        row(
+            "arrival rate / capacity (same run)",
+            lambda r: f"{r['arrival_per_s']} / {r['capacity_per_s']} per s",
+        ),
+        row("outage (503 on every send)", lambda r: f"{r['outage_s']} s"),
+        row(
+            "backlog peak / at recovery",
+            lambda r: f"{r['backlog_peak']} / {r['backlog_at_recovery']}",
+        ),
+        row(
+            "time to drain (measured)",
+            lambda r: f"{r['drain_s']} s" if r["drain_s"] else "not drained in budget",
+        ),
+        row("ideal backlog/(capacity-arrival)", lambda r: f"{r['ideal_drain_s']} s"),
+        row("measured / ideal", lambda r: _fmt(r["drain_ratio"])),
+        row(
+            "approve->accepted p50 / p95 ms",
+            lambda r: f"{r['latency']['p50_ms']} / {r['latency']['p95_ms']}",
+        ),
+        row(
+            "intents / accepted / dups",
+            lambda r: f"{r['intents']} / {r['accepted']} / {r['duplicates']}",
+        ),
+    ]
+    return "Recovery (seed 002 outage, time-scaled)\n" + _table(["", *names], body)
