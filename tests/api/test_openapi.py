@@ -80,6 +80,8 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
             sys.executable,
             "-m",
             "schemathesis.cli",
+            "--config-file",
+            str(ROOT / "tests" / "api" / "schemathesis.toml"),
             "run",
             f"{live_server.url}/api/v1/openapi.json",
             "--header",
