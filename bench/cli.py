@@ -152,6 +152,7 @@ def main(argv=None) -> int:
             for experiments in variants
         ]
     results["seconds"] = round(time.time() - started, 1)
+    results["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     path = Path(args.out).resolve() if args.out else RESULTS_DIR / f"{stamp}.json"
     path.write_text(json.dumps(results, indent=2, default=str))
     from bench.report import render

@@ -111,7 +111,7 @@ def run(params: dict) -> dict:
 
         # 2. The scenario.
         steady = max(2.0, outage / 2)
-        budget = steady + outage + (8.0 if quick else max(30.0, 6 * outage))
+        budget = steady + outage + (8.0 if quick else max(30.0, 4 * outage))
         items = create_drafts(tenant, user, boxes, int(arrival * budget) + 1, tag="arr")
         procs, go, stop = start_workers(workers=workers, batch=5)
         feed_go, feed_stop, lag = CTX_FORK.Event(), CTX_FORK.Event(), CTX_FORK.Queue()
