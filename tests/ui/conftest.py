@@ -4,6 +4,7 @@ through the real services, and a helper that builds a whole intent state for the
 from __future__ import annotations
 
 import itertools
+import os
 
 import pytest
 from django.utils import timezone
@@ -114,3 +115,52 @@ def make_intent(make_draft, admin_a):
         return intent
 
     return make
+
+
+# --- headless Chromium (one browser for the session, shared by every browser test) ---
+
+
+@pytest.fixture(scope="session")
+def chromium(django_db_setup):
+    """Debian's Chromium under Playwright's sync API (one per session: a second sync_playwright
+    in the same thread is refused)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.ui.browser import ARGS, CHROMIUM
+
+    # Playwright's sync API keeps an event loop in this thread; the ORM calls the tests make
+    # between browser steps are ordinary blocking calls, so Django's async guard is lifted while
+    # the browser runs, and restored after.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def page(chromium, live_server):
+    context = chromium.new_context(
+        viewport={"width": 1280, "height": 900}, base_url=live_server.url
+    )
+    tab = context.new_page()
+    tab.set_default_timeout(10_000)
+    yield tab
+    context.close()
+
+
+@pytest.fixture
+def shop(transactional_db, tenant_a, member_of, mailbox_factory, live_server, settings):
+    admin = member_of(tenant_a, "admin")
+    # Provisioning registers the tenant's webhook at PUBLIC_BASE_URL, so the sandbox's signed
+    # message.sent / message.delivered events reach the receiver of the server the browser uses.
+    settings.PUBLIC_BASE_URL = live_server.url
+    mailbox = mailbox_factory(tenant_a)
+    return {"tenant": tenant_a, "admin": admin, "mailbox": mailbox}

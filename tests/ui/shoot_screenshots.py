@@ -15,7 +15,7 @@ from intents import services, tasks
 from intents.models import Draft, SendAttempt, SendIntent, Suppression
 from tenants import services as admin_services
 from tenants.models import AgentToken, Membership
-from tests.ui.test_browser import chromium, page, sign_in  # noqa: F401 - fixtures
+from tests.ui.browser import sign_in
 from webhooks.models import InboundMessage
 
 OUT = Path(settings.BASE_DIR) / "docs" / "screenshots"
@@ -207,7 +207,7 @@ SHOTS = [
 ]
 
 
-def test_take_screenshots(page, transactional_db, tenant_a, member_of, mailbox_factory):  # noqa: F811
+def test_take_screenshots(page, transactional_db, tenant_a, member_of, mailbox_factory):
     admin = member_of(tenant_a, "admin")
     admin.user.full_name = "Ada Admin"
     admin.user.save(update_fields=["full_name"])

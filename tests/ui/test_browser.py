@@ -2,93 +2,14 @@
 (sent through the sandbox AgentMail by the real worker code), edit, reject, stale approve, rights.
 """
 
-import os
 import re
-from pathlib import Path
-
-import pytest
 
 from intents import services, tasks
 from intents.models import Draft, SendIntent
-from tests.factories import PASSWORD
+from tests.ui.browser import BROWSER_MARKS, new_draft, sign_in
 from webhooks.models import WebhookEvent
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed"),
-]
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
-
-
-@pytest.fixture(scope="session")
-def chromium(django_db_setup):
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop in this thread; the ORM calls the tests make
-    # between browser steps are ordinary blocking calls, so Django's async guard is lifted while
-    # the browser runs, and restored after.
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-            yield browser
-            browser.close()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
-
-
-@pytest.fixture
-def page(chromium, live_server):
-    context = chromium.new_context(
-        viewport={"width": 1280, "height": 900}, base_url=live_server.url
-    )
-    tab = context.new_page()
-    tab.set_default_timeout(10_000)
-    yield tab
-    context.close()
-
-
-@pytest.fixture
-def shop(transactional_db, tenant_a, member_of, mailbox_factory, live_server, settings):
-    admin = member_of(tenant_a, "admin")
-    # Provisioning registers the tenant's webhook at PUBLIC_BASE_URL, so the sandbox's signed
-    # message.sent / message.delivered events reach the receiver of the server the browser uses.
-    settings.PUBLIC_BASE_URL = live_server.url
-    mailbox = mailbox_factory(tenant_a)
-    return {"tenant": tenant_a, "admin": admin, "mailbox": mailbox}
-
-
-def new_draft(shop, **overrides):
-    fields = {
-        "tenant": shop["tenant"],
-        "mailbox": shop["mailbox"],
-        "to": ["customer@example.com"],
-        "subject": "Your refund",
-        "text": "Hello,\n\nWe refunded your order today.\n\nBest regards",
-        "actor_user": shop["admin"].user,
-    }
-    fields.update(overrides)
-    return services.draft_create(**fields)
-
-
-def sign_in(page, user):
-    page.goto("/signin/")
-    page.fill("input[name=username]", user.email)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(re.compile(r"/t/[\w-]+/$"))
+pytestmark = BROWSER_MARKS
 
 
 def test_keyboard_approve_then_accepted_then_delivered_by_webhook(page, shop):

@@ -1,16 +1,12 @@
 """Hostile HTML from a draft and from inbound mail, opened in a real browser: nothing executes,
 nothing is fetched, no htmx attribute of theirs is acted on."""
 
-import pytest
 from django.utils import timezone
 
-from tests.ui.test_browser import ARGS, CHROMIUM, chromium, new_draft, page, shop, sign_in  # noqa: F401
+from tests.ui.browser import BROWSER_MARKS, new_draft, sign_in
 from webhooks.models import InboundMessage
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed"),
-]
+pytestmark = BROWSER_MARKS
 
 HOSTILE_HTML = (
     "<p>Hello</p>"
@@ -27,7 +23,7 @@ HOSTILE_TEXT = (
 )
 
 
-def test_hostile_draft_and_inbound_html_stay_inert(page, shop):  # noqa: F811 - imported fixtures
+def test_hostile_draft_and_inbound_html_stay_inert(page, shop):
     draft = new_draft(
         shop,
         subject="<img src=x onerror=alert(4)>",
