@@ -216,20 +216,26 @@ def _author(tenant, mailbox, agent_token, actor_user) -> tuple[dict, dict]:
     )
 
 
-def _lock_draft(tenant, draft_id) -> Draft:
+def _lock_in_tenant(model, tenant, pk, missing: str):
+    """Lock one row of the tenant; another tenant's id and a missing or malformed one give the
+    same NotFound."""
     try:
-        draft_id = int(draft_id)
+        pk = int(pk)
     except (TypeError, ValueError):
-        raise errors.NotFound("not_found", "No such draft.") from None
-    draft = (
-        Draft.objects.select_for_update(of=("self",))
+        raise errors.NotFound("not_found", missing) from None
+    row = (
+        model.objects.select_for_update(of=("self",))
         .select_related("mailbox")
-        .filter(tenant=tenant, pk=draft_id)
+        .filter(tenant=tenant, pk=pk)
         .first()
     )
-    if draft is None:
-        raise errors.NotFound("not_found", "No such draft.")
-    return draft
+    if row is None:
+        raise errors.NotFound("not_found", missing)
+    return row
+
+
+def _lock_draft(tenant, draft_id) -> Draft:
+    return _lock_in_tenant(Draft, tenant, draft_id, "No such draft.")
 
 
 def _require_pending(draft: Draft) -> None:
@@ -730,19 +736,7 @@ def draft_expire_due(*, batch: int = 500) -> int:
 
 
 def _lock_intent(tenant, intent_id) -> SendIntent:
-    try:
-        intent_id = int(intent_id)
-    except (TypeError, ValueError):
-        raise errors.NotFound("not_found", "No such send.") from None
-    intent = (
-        SendIntent.objects.select_for_update(of=("self",))
-        .select_related("mailbox")
-        .filter(tenant=tenant, pk=intent_id)
-        .first()
-    )
-    if intent is None:
-        raise errors.NotFound("not_found", "No such send.")
-    return intent
+    return _lock_in_tenant(SendIntent, tenant, intent_id, "No such send.")
 
 
 def _require_decider(tenant, actor, mailbox) -> None:
