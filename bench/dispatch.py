@@ -131,40 +131,44 @@ def _cs_worker(index: int, batch: int, threads: int, go, stop, profile_dir: str 
 
     from intents import execution
 
-    def loop(name: str) -> None:
+    def loop(name: str, profile: bool) -> None:
+        profiler = None
+        if profile:
+            from pyinstrument import Profiler
+
+            profiler = Profiler(interval=0.0005, async_mode="disabled")
         try:
             _warm_up()
             ready.wait()
+            if profiler:
+                profiler.start()
             while not stop.is_set():
                 if not execution.run_once(worker=name, limit=batch):
                     time.sleep(0.002)
         finally:
+            if profiler:
+                profiler.stop()
+                with open(os.path.join(profile_dir, "dispatch-worker0.txt"), "w") as fh:
+                    fh.write(profiler.output_text(unicode=False, color=False, show_all=False))
+                with open(os.path.join(profile_dir, "dispatch-worker0.html"), "w") as fh:
+                    fh.write(profiler.output_html())
             connections.close_all()
 
     ready = threading.Event()
     pool = [
-        threading.Thread(target=loop, args=(f"bench-{index}-{t}",), daemon=True)
+        threading.Thread(
+            target=loop,
+            args=(f"bench-{index}-{t}", bool(profile_dir) and index == 0 and t == 0),
+            daemon=True,
+        )
         for t in range(threads)
     ]
     for thread in pool:
         thread.start()
-    profiler = None
-    if profile_dir and index == 0:
-        from pyinstrument import Profiler
-
-        profiler = Profiler(interval=0.0005, async_mode="disabled")
     go.wait()
-    if profiler:
-        profiler.start()
     ready.set()
     for thread in pool:
         thread.join()
-    if profiler:
-        profiler.stop()
-        with open(os.path.join(profile_dir, "dispatch-worker0.txt"), "w") as fh:
-            fh.write(profiler.output_text(unicode=False, color=False, show_all=False))
-        with open(os.path.join(profile_dir, "dispatch-worker0.html"), "w") as fh:
-            fh.write(profiler.output_html())
 
 
 def start_workers(*, workers: int, batch: int, threads: int = 1, profile_dir=None):

@@ -60,6 +60,7 @@ def _dispatch(d: dict) -> str:
                     row["duplicates"],
                     _ratio(r["per_s"], po["per_s"]) if name == "Countersign" and po else "",
                     _ratio(row["per_s"], limit),
+                    row.get("worker_cpu_ms_per_item"),
                 ]
             )
     for row in d["db_limit"]:
@@ -73,13 +74,24 @@ def _dispatch(d: dict) -> str:
                 row["duplicates"],
                 "",
                 _ratio(row["per_s"], limit),
+                row.get("worker_cpu_ms_per_item"),
             ]
         )
     w = d["countersign"][0]["workers"] if d["countersign"] else "?"
     return (
         f"Dispatch ({w} worker processes; latency = release of the full queue to accepted)\n"
         + _table(
-            ["row", "sent", "per s", "p50 ms", "p95 ms", "dups", "vs post-office", "vs DB k=1"],
+            [
+                "row",
+                "sent",
+                "per s",
+                "p50 ms",
+                "p95 ms",
+                "dups",
+                "vs post-office",
+                "vs DB k=1",
+                "worker CPU ms/item",
+            ],
             body,
         )
     )
