@@ -128,7 +128,13 @@ def _take_token(row: ProviderThrottle, now: datetime, probe: uuid.UUID) -> float
         and row.opened_until is not None
         and row.opened_until > now
     ):
-        return max(0.5, (row.opened_until - now).total_seconds())
+        wait = (row.opened_until - now).total_seconds()
+        if row.circuit == ProviderThrottle.Circuit.HALF_OPEN:
+            # A probe is in flight. Its opened_until is the probe's lease expiry (for a lost
+            # probe), but the probe answers within one provider call: re-check soon, or a
+            # recovered provider's backlog waits a whole lease (BENCHMARKS.md, recovery).
+            return max(0.05, min(wait, _circuit_cooldown().total_seconds(), 1.0))
+        return max(0.5, wait)
     rate = max(settings.SEND_RATE_PER_KEY, 0.001)
     if row.refilled_at > now:
         # A 429 emptied the bucket until its Retry-After.
