@@ -92,24 +92,6 @@ def apply_experiments(names) -> None:
 
         execution._throttle_feedback = quiet_feedback
 
-    if "probe_recheck" in names:
-        # While one probe is in flight (half-open), every other due intent of the key is
-        # postponed until the probe's lease would expire (SEND_LEASE_SECONDS, 60 s), although
-        # the probe answers within one provider call. Re-check after at most the cool-down.
-        original_take = execution._take_token
-
-        def take_token(row, now, probe):
-            if (
-                row.circuit == ProviderThrottle.Circuit.HALF_OPEN
-                and row.opened_until is not None
-                and row.opened_until > now
-            ):
-                remaining = (row.opened_until - now).total_seconds()
-                return max(0.05, min(remaining, execution._circuit_cooldown().total_seconds()))
-            return original_take(row, now, probe)
-
-        execution._take_token = take_token
-
 
 def _warm_up() -> None:
     """What a long-running worker has already paid for: imports, its connection, its HTTP pool."""
