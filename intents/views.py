@@ -439,6 +439,13 @@ def outbox_intent(request: HttpRequest, intent_id: int) -> HttpResponse:
     can_decide = can_approve(membership=request.membership, mailbox=intent.mailbox)
     template = "intents/intent.html"
     if request.htmx and request.GET.get("fragment") == "status":
+        seen = request.GET.get("seen")
+        if seen and seen != intent.state:
+            # The state moved since the page was drawn: its actions and journal are stale too
+            # (a cancel button beside an accepted send). Reload the whole page, not the fragment.
+            response = HttpResponse(status=204)
+            response["HX-Refresh"] = "true"
+            return response
         template += "#status"
     return render(
         request,

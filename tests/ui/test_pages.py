@@ -68,3 +68,22 @@ def test_send_page_keeps_refreshing_after_acceptance_until_delivery_settles(
     settled = client.get(url).content.decode()
     assert polling not in settled
     assert 'data-delivery="delivered"' in settled
+
+
+def test_a_state_change_reloads_the_whole_send_page_so_actions_are_never_stale(
+    tenant_a, mailbox_a, make_intent, admin_a, signed_in
+):
+    from intents.models import SendIntent
+
+    intent = make_intent(mailbox_a, state="queued")
+    client = signed_in(admin_a.user)
+    url = reverse("outbox_intent", args=[tenant_a.slug, intent.pk])
+    page = client.get(url).content.decode()
+    assert "Cancel the send" in page
+    assert "seen=queued" in page
+    unchanged = client.get(url, {"fragment": "status", "seen": "queued"}, HTTP_HX_REQUEST="true")
+    SendIntent.objects.filter(pk=intent.pk).update(state="accepted", provider_message_id="<m@x>")
+    moved = client.get(url, {"fragment": "status", "seen": "queued"}, HTTP_HX_REQUEST="true")
+    assert unchanged.status_code == 200 and "HX-Refresh" not in unchanged
+    assert moved.status_code == 204 and moved["HX-Refresh"] == "true"
+    assert "Cancel the send" not in client.get(url).content.decode()
