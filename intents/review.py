@@ -146,18 +146,24 @@ def decode_cursor(cursor: str) -> tuple[datetime, int] | None:
         return None
 
 
+TOTAL_CAP = 10_000
+
+
 @dataclass
 class QueuePage:
     rows: list[Draft]
     total: int
     next_cursor: str | None
     newest_id: int
+    total_cap: int
 
 
 def queue_page(*, tenant, f: QueueFilter, after: str = "", limit: int = QUEUE_PAGE) -> QueuePage:
     """Oldest first, keyset-paginated on (created_at, id): two queries whatever the size."""
     qs = pending_drafts(tenant=tenant, f=f)
-    total = qs.count()
+    # Counting stops at TOTAL_CAP: an exact count of a huge queue is a scan that grows with it,
+    # and "10,000+" tells a reviewer as much.
+    total = qs[: TOTAL_CAP + 1].count()
     position = decode_cursor(after) if after else None
     if position is not None:
         created_at, pk = position
@@ -167,7 +173,9 @@ def queue_page(*, tenant, f: QueueFilter, after: str = "", limit: int = QUEUE_PA
     if len(rows) > limit:
         rows = rows[:limit]
         next_cursor = encode_cursor(rows[-1].created_at, rows[-1].pk)
-    return QueuePage(rows=rows, total=total, next_cursor=next_cursor, newest_id=0)
+    return QueuePage(
+        rows=rows, total=total, next_cursor=next_cursor, newest_id=0, total_cap=TOTAL_CAP
+    )
 
 
 def queue_changes(*, tenant, since_id: int, shown: list[int]) -> tuple[int, int]:

@@ -368,3 +368,15 @@ def test_customer_wrote_again_is_flagged(tenant_a, mailbox_a, make_draft, admin_
         .content.decode()
     )
     assert "The customer wrote again" in page and "Message 2" in page
+
+
+def test_queue_count_stops_at_the_cap(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in, monkeypatch
+):
+    from intents import review
+
+    monkeypatch.setattr(review, "TOTAL_CAP", 3)
+    for _ in range(5):
+        make_draft(mailbox_a)
+    page = signed_in(admin_a.user).get(reverse("tenant_home", args=[tenant_a.slug]))
+    assert 'title="Pending drafts matching the filters">3+</span>' in page.content.decode()
