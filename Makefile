@@ -5,13 +5,15 @@ PYTHON ?= python3
 UV := $(shell if command -v uv >/dev/null 2>&1 && uv --version >/dev/null 2>&1; then echo uv; else echo .tools/bin/uv; fi)
 MANAGE := $(UV) run --frozen python manage.py
 
-.PHONY: help setup run test lint format check bench stop clean
+.PHONY: help setup run test lint format check bench nemesis stop clean
 
 help:
 	@echo "make run    - set up on first use, then web + worker + sandbox AgentMail + demo agent"
 	@echo "make test   - the test suite on a private PostgreSQL"
 	@echo "make lint   - ruff check and format check, migrations check"
 	@echo "make stop   - stop the embedded PostgreSQL server"
+	@echo "make bench  - side-by-side benchmarks (BENCHMARKS.md)"
+	@echo "make nemesis - the whole system under random faults, checked (RELIABILITY.md)"
 	@echo "make bench  - side-by-side benchmarks (BENCHMARKS.md); BENCH_ARGS=--quick for a smoke run"
 
 .tools/bin/uv:
@@ -40,6 +42,9 @@ lint: .venv/.synced
 format: .venv/.synced
 	$(UV) run --frozen ruff check --fix .
 	$(UV) run --frozen ruff format .
+
+nemesis: .venv/.synced
+	$(UV) run --frozen python -m reliability.nemesis $(NEMESIS_ARGS)
 
 bench: .venv/.synced
 	$(UV) run --frozen python -m bench $(BENCH_ARGS)
