@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
@@ -40,7 +40,6 @@ from intents.models import IntentEvent, ProviderThrottle, SendAttempt, SendInten
 from intents.policy import active_membership, can_approve, recipient_problems
 from intents.services import apply_deferred_events, journal
 from mailboxes import provider
-from tenants.models import Tenant
 
 log = logging.getLogger("intents.execution")
 
@@ -154,6 +153,25 @@ def _take_token(row: ProviderThrottle, now: datetime, probe: uuid.UUID) -> float
 
 
 def _throttle_feedback(key_ref: str, result: provider.SendResult, lease_token) -> None:
+    clean = result.http_status != 429 and result.outcome in (
+        provider.Outcome.ACCEPTED,
+        provider.Outcome.PERMANENT,
+    )
+    if clean:
+        # The common case: one conditional UPDATE that matches nothing when the row is already
+        # closed and clean, instead of locking and rewriting it with the same values per send.
+        ProviderThrottle.objects.filter(key_ref=key_ref).filter(
+            ~Q(circuit=ProviderThrottle.Circuit.CLOSED)
+            | ~Q(consecutive_failures=0)
+            | Q(opened_until__isnull=False)
+            | Q(probe_token__isnull=False)
+        ).update(
+            consecutive_failures=0,
+            circuit=ProviderThrottle.Circuit.CLOSED,
+            opened_until=None,
+            probe_token=None,
+        )
+        return
     row = ProviderThrottle.objects.select_for_update().filter(key_ref=key_ref).first()
     if row is None:
         return
@@ -164,11 +182,6 @@ def _throttle_feedback(key_ref: str, result: provider.SendResult, lease_token) -
         row.tokens = 0
         row.refilled_at = now + timedelta(seconds=result.retry_after or 1)
         fields += ["tokens", "refilled_at"]
-    elif result.outcome in (provider.Outcome.ACCEPTED, provider.Outcome.PERMANENT):
-        row.consecutive_failures = 0
-        row.circuit = ProviderThrottle.Circuit.CLOSED
-        row.opened_until = None
-        row.probe_token = None
     else:
         row.consecutive_failures += 1
         probe_failed = row.circuit == ProviderThrottle.Circuit.HALF_OPEN
@@ -276,20 +289,60 @@ class Prepared:
     key_ref: str
 
 
-def _lock_leased(claim: Claim, *, live: bool = True) -> SendIntent | None:
-    qs = SendIntent.objects.select_for_update(of=("self",)).filter(
+def _leased(claim: Claim):
+    return SendIntent.objects.select_for_update(of=("self",)).filter(
         pk=claim.intent_id,
         lease_token=claim.lease_token,
         state__in=(State.SENDING, State.UNCERTAIN),
     )
+
+
+# What recording a result reads from the locked row; everything else it writes, fenced.
+_RECORD_FIELDS = (
+    "id",
+    "tenant",
+    "draft",
+    "state",
+    "attempts",
+    "first_attempt_at",
+    "recipients",
+)
+
+
+def _lock_leased(claim: Claim, *, live: bool = True) -> SendIntent | None:
+    """The leased row, locked, with what the pre-call check reads, in one statement.
+
+    The related rows are read in the same statement as the lock, so they are as fresh as a
+    separate query would be. ``db_now`` (statement_timestamp) and the next attempt number come
+    along, saving two round trips.
+    """
+    qs = _leased(claim)
     if live:
         qs = qs.filter(lease_expires_at__gt=Now())
-    return qs.select_related("mailbox", "tenant", "draft", "draft_version").first()
+    last_number = (
+        SendAttempt.objects.filter(intent_id=OuterRef("pk")).order_by("-number").values("number")
+    )
+    return (
+        qs.select_related("mailbox", "tenant", "draft", "draft_version")
+        .annotate(
+            db_now=Now(),
+            next_attempt_number=Coalesce(Subquery(last_number[:1]), Value(0)) + 1,
+        )
+        .first()
+    )
+
+
+def _lock_leased_for_record(claim: Claim) -> SendIntent | None:
+    return _leased(claim).only(*_RECORD_FIELDS).first()
 
 
 def policy_problem(intent: SendIntent) -> tuple[str, str] | None:
-    """(code, reason) for the first contract check that fails, or None. Reads fresh rows."""
-    tenant = Tenant.objects.get(pk=intent.tenant_id)
+    """(code, reason) for the first contract check that fails, or None.
+
+    Expects ``intent`` from ``_lock_leased``: its tenant, mailbox, draft and version were read in
+    the locking statement (fresh); the membership and suppressions are read here.
+    """
+    tenant = intent.tenant
     if not tenant.is_active:
         return "tenant_inactive", "The tenant is suspended."
     mailbox = intent.mailbox
@@ -308,6 +361,8 @@ def policy_problem(intent: SendIntent) -> tuple[str, str] | None:
         return "hash_mismatch", "The approved version does not belong to this draft."
     if version.body_purged_at is not None:
         return "body_purged", "The approved body was purged by retention."
+    # Same draft row as the one locked with the intent (checked above): no reload for the hash.
+    version.draft = intent.draft
     if intent.content_hash != version.content_hash or intent.content_hash != version_hash(version):
         return "hash_mismatch", "The stored content no longer matches what was approved."
     if intent.recipients != version.recipients:
@@ -360,20 +415,13 @@ def _finish(
     return bool(changed)
 
 
-def _attempt_number(intent: SendIntent) -> int:
-    last = (
-        SendAttempt.objects.filter(intent_id=intent.pk).order_by("-number").values("number").first()
-    )
-    return (last["number"] if last else 0) + 1
-
-
 def intent_begin_attempt(claim: Claim) -> Prepared | None:
     """Re-check, then commit the attempt row. None when nothing may be sent (and nothing was)."""
     with transaction.atomic():
         intent = _lock_leased(claim)
         if intent is None:
             return None
-        now = db_now()
+        now = intent.db_now
         strict = _strict_now(now)
         window_passed = (
             intent.first_attempt_at is not None
@@ -427,7 +475,7 @@ def intent_begin_attempt(claim: Claim) -> Prepared | None:
         attempt = SendAttempt.objects.create(
             intent=intent,
             tenant_id=intent.tenant_id,
-            number=_attempt_number(intent),
+            number=intent.next_attempt_number,
             kind=kind,
             worker=claim.worker[:100],
             lease_token=claim.lease_token,
@@ -507,14 +555,13 @@ def _mark_accepted(intent, claim, *, message_id: str, thread_id: str, how: str) 
 def intent_record_result(claim: Claim, prepared: Prepared, result: provider.SendResult) -> str:
     """Apply a send or replay result; returns the intent's new state, or "fenced"."""
     with transaction.atomic():
-        intent = _lock_leased(claim, live=False)
+        intent = _lock_leased_for_record(claim)
         if intent is None:
             _close_attempt(prepared.attempt_id, AttemptOutcome.FENCED, result)
             log.warning("intents.intent.fenced", extra={"intent_id": claim.intent_id})
             return "fenced"
         _close_attempt(prepared.attempt_id, _ATTEMPT_OUTCOME[result.outcome], result)
         _throttle_feedback(prepared.key_ref, result, claim.lease_token)
-        now = db_now()
         detail = f"{result.http_status or '-'} {result.error_code}: {result.error_message}"[:2000]
         if result.outcome == provider.Outcome.ACCEPTED:
             _mark_accepted(
@@ -565,7 +612,7 @@ def intent_record_result(claim: Claim, prepared: Prepared, result: provider.Send
             return State.UNCERTAIN
         # RETRY_LATER from a fresh send: the provider certainly did not process it.
         age_limit = intent.first_attempt_at + _safe_window()
-        if intent.attempts >= settings.SEND_MAX_ATTEMPTS or now + delay > age_limit:
+        if intent.attempts >= settings.SEND_MAX_ATTEMPTS or db_now() + delay > age_limit:
             code = "max_attempts" if intent.attempts >= settings.SEND_MAX_ATTEMPTS else "max_age"
             _finish(
                 intent,
@@ -592,7 +639,7 @@ def intent_record_result(claim: Claim, prepared: Prepared, result: provider.Send
 def intent_record_lookup(claim: Claim, prepared: Prepared, lookup: provider.LookupResult) -> str:
     """Apply a label lookup: found proves the send; nothing found leaves it to a person."""
     with transaction.atomic():
-        intent = _lock_leased(claim, live=False)
+        intent = _lock_leased_for_record(claim)
         outcome = (
             AttemptOutcome.ACCEPTED
             if lookup.ok and lookup.message_ids

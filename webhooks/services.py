@@ -158,6 +158,16 @@ def events_apply_deferred(*, tenant_id: int, message_id: str) -> int:
     """
     if not message_id:
         return 0
+    if not connection.in_atomic_block:
+        # The common case is that no event beat the commit. Taking and at once releasing the
+        # message lock (autocommit) waits out any webhook transaction that looked for the intent
+        # before our commit; a later one sees the intent itself. After that barrier an unlocked
+        # look at the (small) deferred set is enough to skip the locked path when it is empty.
+        _lock_message(tenant_id, message_id)
+        if not WebhookEvent.objects.filter(
+            tenant_id=tenant_id, message_id=message_id, state=State.DEFERRED
+        ).exists():
+            return 0
     with transaction.atomic():
         _lock_message(tenant_id, message_id)
         events = list(
