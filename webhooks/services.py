@@ -2,8 +2,8 @@
 
 The receiver calls ``event_receive``: one short transaction that inserts the ledger row
 (``UNIQUE(endpoint, svix_id)`` with ``ON CONFLICT DO NOTHING``, so a redelivery changes nothing)
-and applies it in a savepoint. A failure while applying leaves the row ``pending`` for
-``events_replay_pending`` (the sweep) instead of answering 5xx.
+and applies it. A failure while applying rolls that transaction back and stores the row alone,
+``pending``, for ``events_replay_pending`` (the sweep) instead of answering 5xx.
 
 Applying can only move per-recipient delivery state forward and add suppressions; it never writes
 a ``SendIntent`` except through ``intents.services.intent_hold`` (a person must re-confirm).
@@ -71,7 +71,7 @@ def event_store(
             f"INSERT INTO {table} (endpoint_id, tenant_id, svix_id, event_type, event_id, "  # noqa: S608
             "inbox_id, message_id, occurred_at, received_at, state, outcome, payload) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, now(), %s, '', %s::jsonb) "
-            "ON CONFLICT (endpoint_id, svix_id) DO NOTHING RETURNING id",
+            "ON CONFLICT (endpoint_id, svix_id) DO NOTHING RETURNING id, received_at",
             [
                 endpoint.pk,
                 tenant.pk,
@@ -88,25 +88,48 @@ def event_store(
         row = cursor.fetchone()
     if row is None:
         return None
-    return WebhookEvent.objects.get(pk=row[0])
+    # What the insert wrote, without reading the row back.
+    return WebhookEvent(
+        pk=row[0],
+        endpoint_id=endpoint.pk,
+        tenant_id=tenant.pk,
+        svix_id=svix_id,
+        event_type=event.event_type,
+        event_id=event.event_id,
+        inbox_id=event.inbox_id,
+        message_id=event.message_id,
+        occurred_at=event.occurred_at,
+        received_at=row[1],
+        state=State.PENDING,
+        outcome="",
+        payload=event.minimal_payload,
+    )
 
 
 def event_receive(*, tenant, endpoint: WebhookEndpoint, svix_id: str, payload: dict) -> Received:
-    """Store a verified delivery and apply it, in one short transaction."""
+    """Store a verified delivery and apply it, in one short transaction (no savepoint).
+
+    If applying fails (a lock wait past ``APPLY_LOCK_TIMEOUT_MS``, an unexpected error), that
+    transaction is rolled back and the event is stored alone, ``pending``, for the sweep.
+    """
     normalized = normalize(payload)
-    with transaction.atomic():
-        event = event_store(tenant=tenant, endpoint=endpoint, svix_id=svix_id, event=normalized)
+    stored = False
+    try:
+        with transaction.atomic():
+            event = event_store(tenant=tenant, endpoint=endpoint, svix_id=svix_id, event=normalized)
+            if event is None:
+                return _duplicate(tenant, endpoint, svix_id)
+            stored = True
+            state = _apply_now(event, normalized)
+    except Exception as exc:
+        if not stored:
+            raise
+        _log_apply_failure(exc, tenant_id=tenant.pk, svix_id=svix_id)
+        with transaction.atomic():
+            event = event_store(tenant=tenant, endpoint=endpoint, svix_id=svix_id, event=normalized)
         if event is None:
-            log.info(
-                "webhooks.event.duplicate",
-                extra={"tenant_id": tenant.pk, "endpoint_id": endpoint.pk, "svix_id": svix_id},
-            )
-            return Received(created=False, event_id=None, state="duplicate")
-        # Svix gives up on a delivery after ~15 s. If applying has to wait for a lock held
-        # elsewhere, keep the stored event pending for the sweep and answer now.
-        with connection.cursor() as cursor:
-            cursor.execute(f"SET LOCAL lock_timeout = '{APPLY_LOCK_TIMEOUT_MS}ms'")
-        state = _apply_guarded(event, normalized)
+            return _duplicate(tenant, endpoint, svix_id)
+        state = str(State.PENDING)
     log.info(
         "webhooks.event.stored",
         extra={
@@ -118,6 +141,43 @@ def event_receive(*, tenant, endpoint: WebhookEndpoint, svix_id: str, payload: d
         },
     )
     return Received(created=True, event_id=event.pk, state=state)
+
+
+def _duplicate(tenant, endpoint: WebhookEndpoint, svix_id: str) -> Received:
+    log.info(
+        "webhooks.event.duplicate",
+        extra={"tenant_id": tenant.pk, "endpoint_id": endpoint.pk, "svix_id": svix_id},
+    )
+    return Received(created=False, event_id=None, state="duplicate")
+
+
+def _apply_now(event: WebhookEvent, normalized: NormalizedEvent) -> str:
+    """Apply inside the receiver's transaction; raises on failure (the caller rolls back).
+
+    Svix gives up on a delivery after ~15 s. If applying has to wait for a lock held elsewhere,
+    the lock timeout makes it fail, and the event is kept pending for the sweep.
+    """
+    timeout = f"{APPLY_LOCK_TIMEOUT_MS}ms"
+    if normalized.kind in DELIVERY_KINDS and normalized.message_id:
+        _lock_message(event.tenant_id, normalized.message_id, lock_timeout=timeout)
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('lock_timeout', %s, true)", [timeout])
+    state, outcome = _apply(event, normalized)
+    return _finish(event, state, outcome)
+
+
+def _log_apply_failure(exc: Exception, *, tenant_id: int, svix_id: str) -> None:
+    if isinstance(exc, OperationalError) and isinstance(exc.__cause__, LockNotAvailable):
+        log.warning(
+            "webhooks.event.apply_postponed", extra={"tenant_id": tenant_id, "svix_id": svix_id}
+        )
+    else:
+        log.error(
+            "webhooks.event.apply_failed",
+            exc_info=exc,
+            extra={"tenant_id": tenant_id, "svix_id": svix_id},
+        )
 
 
 def endpoint_touch(*, endpoint: WebhookEndpoint) -> None:
@@ -215,12 +275,19 @@ def events_replay_pending(*, batch: int = 500) -> int:
     return moved
 
 
-def _lock_message(tenant_id: int, message_id: str) -> None:
+def _lock_message(tenant_id: int, message_id: str, *, lock_timeout: str = "") -> None:
+    key = f"webhooks.message:{tenant_id}:{message_id}"
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-            [f"webhooks.message:{tenant_id}:{message_id}"],
-        )
+        if lock_timeout:
+            # One round trip: the materialized CTE sets the (transaction-local) timeout before the
+            # outer SELECT waits for the lock.
+            cursor.execute(
+                "WITH t AS MATERIALIZED (SELECT set_config('lock_timeout', %s, true) AS v) "
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0)) FROM t",
+                [lock_timeout, key],
+            )
+        else:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [key])
 
 
 def _apply_guarded(event: WebhookEvent, normalized: NormalizedEvent) -> str:
