@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, OuterRef, Q, Subquery, Value
+from django.db import connection, transaction
+from django.db.models import OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
@@ -197,7 +197,7 @@ def _throttle_feedback(key_ref: str, result: provider.SendResult, lease_token) -
 
 
 def _claim(*, worker: str, limit: int, intent_id: int | None, reconcile: bool) -> list[Claim]:
-    claims: list[Claim] = []
+    leased: list[tuple[SendIntent, uuid.UUID]] = []
     with transaction.atomic():
         now = db_now()
         if reconcile:
@@ -218,7 +218,7 @@ def _claim(*, worker: str, limit: int, intent_id: int | None, reconcile: bool) -
         )
         throttles = _lock_throttles({throttle_key(c.mailbox) for c in candidates}, now)
         for intent in candidates:
-            if len(claims) >= limit:
+            if len(leased) >= limit:
                 break
             token = uuid.uuid4()
             row = throttles[throttle_key(intent.mailbox)]
@@ -229,38 +229,57 @@ def _claim(*, worker: str, limit: int, intent_id: int | None, reconcile: bool) -
                     next_attempt_at=now + timedelta(seconds=wait)
                 )
                 continue
-            expires = now + _lease()
-            update = {
-                "lease_token": token,
-                "lease_owner": worker[:100],
-                "lease_expires_at": expires,
-                "attempts": F("attempts") + 1,
-                "first_attempt_at": Coalesce("first_attempt_at", Now()),
-                "updated_at": Now(),
-            }
-            if not reconcile:
-                update["state"] = State.SENDING
-            changed = SendIntent.objects.filter(pk=intent.pk, state=intent.state).update(**update)
-            if not changed:
-                continue
-            if not reconcile:
-                journal(
-                    tenant=intent.tenant_id,
-                    intent=intent.pk,
-                    draft=intent.draft_id,
-                    action="intent.claimed",
-                    actor_kind=IntentEvent.Actor.WORKER,
-                    actor_label=worker,
-                    from_state=State.QUEUED,
-                    to_state=State.SENDING,
-                    data={"attempt": intent.attempts + 1},
-                )
-            claims.append(Claim(intent.pk, token, worker, reconcile))
+            leased.append((intent, token))
+        won = _lease_rows(leased, worker=worker, expires=now + _lease(), reconcile=reconcile)
+        if not reconcile:
+            IntentEvent.objects.bulk_create(
+                [
+                    IntentEvent(
+                        tenant_id=intent.tenant_id,
+                        draft_id=intent.draft_id,
+                        intent_id=intent.pk,
+                        actor_kind=IntentEvent.Actor.WORKER,
+                        actor_label=worker[:100],
+                        action="intent.claimed",
+                        from_state=State.QUEUED,
+                        to_state=State.SENDING,
+                        data={"attempt": intent.attempts + 1},
+                    )
+                    for intent, _ in leased
+                    if intent.pk in won
+                ]
+            )
+        claims = [Claim(i.pk, token, worker, reconcile) for i, token in leased if i.pk in won]
         for row in throttles.values():
             row.save(
                 update_fields=["tokens", "refilled_at", "circuit", "opened_until", "probe_token"]
             )
     return claims
+
+
+def _lease_rows(leased, *, worker: str, expires: datetime, reconcile: bool) -> set[int]:
+    """One guarded UPDATE for the whole batch, each row with its own lease token; returns the ids
+    it changed (rows still in their source state)."""
+    if not leased:
+        return set()
+    table = SendIntent._meta.db_table
+    values = ", ".join(["(%s, %s)"] * len(leased))
+    params: list = []
+    for intent, token in leased:
+        params += [intent.pk, str(token)]
+    source = State.UNCERTAIN if reconcile else State.QUEUED
+    target = State.UNCERTAIN if reconcile else State.SENDING
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS i SET lease_token = v.token::uuid, lease_owner = %s, "  # noqa: S608
+            "lease_expires_at = %s, attempts = i.attempts + 1, "
+            "first_attempt_at = COALESCE(i.first_attempt_at, STATEMENT_TIMESTAMP()), "
+            "updated_at = STATEMENT_TIMESTAMP(), state = %s "
+            f"FROM (VALUES {values}) AS v(id, token) "
+            "WHERE i.id = v.id::bigint AND i.state = %s RETURNING i.id",
+            [worker[:100], expires, target, *params, source],
+        )
+        return {row[0] for row in cursor.fetchall()}
 
 
 def intent_claim(*, worker: str, limit: int = 1, intent_id: int | None = None) -> list[Claim]:
@@ -323,7 +342,7 @@ def _lock_leased(claim: Claim, *, live: bool = True) -> SendIntent | None:
         SendAttempt.objects.filter(intent_id=OuterRef("pk")).order_by("-number").values("number")
     )
     return (
-        qs.select_related("mailbox", "tenant", "draft", "draft_version")
+        qs.select_related("mailbox", "tenant", "draft", "draft_version", "approver")
         .annotate(
             db_now=Now(),
             next_attempt_number=Coalesce(Subquery(last_number[:1]), Value(0)) + 1,
