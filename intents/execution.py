@@ -25,6 +25,7 @@ import random
 import socket
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -734,34 +735,97 @@ def _suppress(intent: SendIntent, *, source: str) -> None:
 # --- driving one claim ---------------------------------------------------------------------------
 
 
+def _call(prepared: Prepared) -> provider.SendResult | provider.LookupResult:
+    """The provider call of one prepared attempt: network only, no database."""
+    if prepared.kind == SendAttempt.Kind.LOOKUP:
+        return provider.find_messages_by_label(
+            api_key=prepared.api_key, inbox_id=prepared.inbox_id, label=prepared.label
+        )
+    return provider.send_message(api_key=prepared.api_key, request=prepared.request)
+
+
+def _record(claim: Claim, prepared: Prepared, answer) -> str:
+    if prepared.kind == SendAttempt.Kind.LOOKUP:
+        return intent_record_lookup(claim, prepared, answer)
+    return intent_record_result(claim, prepared, answer)
+
+
+def _state_of(intent_id: int) -> str:
+    state = SendIntent.objects.filter(pk=intent_id).values_list("state", flat=True).first()
+    return state or "missing"
+
+
 def execute_claim(claim: Claim) -> str:
     """Run one leased intent to its next state. No transaction is open during the provider call."""
     prepared = intent_begin_attempt(claim)
     if prepared is None:
-        state = (
-            SendIntent.objects.filter(pk=claim.intent_id).values_list("state", flat=True).first()
-        )
-        return state or "missing"
-    if prepared.kind == SendAttempt.Kind.LOOKUP:
-        lookup = provider.find_messages_by_label(
-            api_key=prepared.api_key, inbox_id=prepared.inbox_id, label=prepared.label
-        )
-        return intent_record_lookup(claim, prepared, lookup)
-    result = provider.send_message(api_key=prepared.api_key, request=prepared.request)
-    return intent_record_result(claim, prepared, result)
+        return _state_of(claim.intent_id)
+    return _record(claim, prepared, _call(prepared))
+
+
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _call_pool() -> ThreadPoolExecutor:
+    """One small pool per process (worker processes fork; threads do not survive a fork)."""
+    pid = os.getpid()
+    pool = _pools.get(pid)
+    if pool is None:
+        with _pools_lock:
+            pool = _pools.get(pid)
+            if pool is None:
+                size = int(getattr(settings, "SEND_CALL_CONCURRENCY", 8))
+                pool = ThreadPoolExecutor(max_workers=max(1, size), thread_name_prefix="send")
+                _pools[pid] = pool
+    return pool
+
+
+def execute_claims(claims: list[Claim]) -> list[str]:
+    """Run a claimed batch: every attempt row is committed (each after its own re-check), then the
+    provider calls go out concurrently, then each result is recorded, fenced by its lease.
+
+    Each call still happens only after its attempt row is committed, with no transaction open,
+    and only the lease owner records; the pool threads make HTTP calls and never touch the
+    database. If one step fails, the others still run to the end and the first error is raised.
+    """
+    if len(claims) <= 1:
+        return [execute_claim(claim) for claim in claims]
+    states: dict[int, str] = {}
+    ready: list[tuple[Claim, Prepared]] = []
+    error: BaseException | None = None
+    for claim in claims:
+        try:
+            prepared = intent_begin_attempt(claim)
+        except Exception as exc:  # the sweep takes over this lease; the batch goes on
+            error = error or exc
+            continue
+        if prepared is None:
+            states[claim.intent_id] = _state_of(claim.intent_id)
+        else:
+            ready.append((claim, prepared))
+    pool = _call_pool()
+    calls = [(claim, prepared, pool.submit(_call, prepared)) for claim, prepared in ready]
+    for claim, prepared, call in calls:
+        try:
+            states[claim.intent_id] = _record(claim, prepared, call.result())
+        except Exception as exc:
+            error = error or exc
+    if error is not None:
+        raise error
+    return [states.get(claim.intent_id, "") for claim in claims]
 
 
 def run_once(*, worker: str | None = None, limit: int = 10, intent_id: int | None = None) -> int:
     """Claim and execute up to ``limit`` due intents (sends first, then reconciliations)."""
     worker = worker or worker_id()
-    done = 0
-    for claim in intent_claim(worker=worker, limit=limit, intent_id=intent_id):
-        execute_claim(claim)
-        done += 1
+    claims = intent_claim(worker=worker, limit=limit, intent_id=intent_id)
+    execute_claims(claims)
+    done = len(claims)
     if done < limit:
-        for claim in intent_claim_uncertain(worker=worker, limit=limit - done, intent_id=intent_id):
-            execute_claim(claim)
-            done += 1
+        more = intent_claim_uncertain(worker=worker, limit=limit - done, intent_id=intent_id)
+        execute_claims(more)
+        done += len(more)
     return done
 
 
