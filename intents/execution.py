@@ -19,6 +19,7 @@ can stretch an automatic send past the provider's 24 h deduplication window.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -317,18 +318,6 @@ def _leased(claim: Claim):
     )
 
 
-# What recording a result reads from the locked row; everything else it writes, fenced.
-_RECORD_FIELDS = (
-    "id",
-    "tenant",
-    "draft",
-    "state",
-    "attempts",
-    "first_attempt_at",
-    "recipients",
-)
-
-
 def _lock_leased(claim: Claim, *, live: bool = True) -> SendIntent | None:
     """The leased row, locked, with what the pre-call check reads, in one statement.
 
@@ -353,7 +342,30 @@ def _lock_leased(claim: Claim, *, live: bool = True) -> SendIntent | None:
 
 
 def _lock_leased_for_record(claim: Claim) -> SendIntent | None:
-    return _leased(claim).only(*_RECORD_FIELDS).first()
+    """The leased row, locked, with only what recording a result reads (every write after it is
+    fenced by the lease token). Plain SQL: this runs once per provider call."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, tenant_id, draft_id, state, attempts, first_attempt_at, recipients "  # noqa: S608
+            f"FROM {SendIntent._meta.db_table} WHERE id = %s AND lease_token = %s "
+            "AND state IN (%s, %s) FOR UPDATE",
+            [claim.intent_id, claim.lease_token, State.SENDING, State.UNCERTAIN],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    pk, tenant_id, draft_id, state, attempts, first_attempt_at, recipients = row
+    if isinstance(recipients, str | bytes):
+        recipients = json.loads(recipients)
+    return SendIntent(
+        id=pk,
+        tenant_id=tenant_id,
+        draft_id=draft_id,
+        state=state,
+        attempts=attempts,
+        first_attempt_at=first_attempt_at,
+        recipients=recipients,
+    )
 
 
 def policy_problem(intent: SendIntent) -> tuple[str, str] | None:
