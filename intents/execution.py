@@ -787,7 +787,7 @@ def _call_pool() -> ThreadPoolExecutor:
         with _pools_lock:
             pool = _pools.get(pid)
             if pool is None:
-                size = int(getattr(settings, "SEND_CALL_CONCURRENCY", 8))
+                size = int(settings.SEND_CALL_CONCURRENCY)
                 pool = ThreadPoolExecutor(max_workers=max(1, size), thread_name_prefix="send")
                 _pools[pid] = pool
     return pool

@@ -62,6 +62,7 @@ class Run:
     env: dict[str, str] = field(default_factory=dict)
     workers: list[Worker] = field(default_factory=list)
     others: list[subprocess.Popen] = field(default_factory=list)
+    retired: list[Worker] = field(default_factory=list)
     faults: Counter = field(default_factory=Counter)
     log: list[str] = field(default_factory=list)
     stop_faults: threading.Event = field(default_factory=threading.Event)
@@ -126,13 +127,36 @@ def manage(run: Run, *args: str, skew: str | None = None, **kwargs) -> subproces
     command = [sys.executable, "manage.py", *args]
     if skew:
         command = ["faketime", "-f", skew, *command]
+    # Each child leads its own process group, so a signal reaches everything it started
+    # (faketime runs the worker as its child; qcluster forks its own workers).
     return subprocess.Popen(
         command,
         cwd=ROOT,
         env=run.env,
         stdout=subprocess.DEVNULL,
         stderr=kwargs.pop("stderr", subprocess.DEVNULL),
+        start_new_session=True,
     )
+
+
+def signal_group(proc: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def stop_all(procs: list[subprocess.Popen]) -> None:
+    """Stop every child and everything it started; nothing outlives the run."""
+    for proc in procs:
+        signal_group(proc, signal.SIGCONT)
+        signal_group(proc, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+    for proc in procs:
+        signal_group(proc, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
 
 
 def start_worker(run: Run, *, skew: str | None = None) -> Worker:
@@ -188,7 +212,7 @@ def supervise(run: Run) -> None:
 def fault_sigkill(run: Run, sandbox) -> None:
     workers = [w for w in alive_workers(run) if not w.stopped]
     if workers:
-        random.choice(workers).proc.send_signal(signal.SIGKILL)
+        signal_group(random.choice(workers).proc, signal.SIGKILL)
 
 
 def fault_sigstop(run: Run, sandbox) -> None:
@@ -196,13 +220,12 @@ def fault_sigstop(run: Run, sandbox) -> None:
     if not workers:
         return
     worker = random.choice(workers)
-    worker.proc.send_signal(signal.SIGSTOP)
+    signal_group(worker.proc, signal.SIGSTOP)
     worker.stopped = True
 
     def resume():
         time.sleep(LEASE_SECONDS * 1.5 + random.random() * 2)
-        with contextlib.suppress(ProcessLookupError):
-            worker.proc.send_signal(signal.SIGCONT)
+        signal_group(worker.proc, signal.SIGCONT)
         worker.stopped = False
 
     threading.Thread(target=resume, daemon=True).start()
@@ -216,7 +239,10 @@ def fault_clock_skew(run: Run, sandbox) -> None:
     # Keep the pool size: retire the oldest unskewed worker.
     plain = [w for w in alive_workers(run) if not w.skewed and not w.stopped]
     if len(alive_workers(run)) > run.args.workers and plain:
-        plain[0].proc.send_signal(signal.SIGTERM)
+        # Retired, not crashed: out of the pool, so the supervisor does not start it again.
+        run.workers.remove(plain[0])
+        run.retired.append(plain[0])
+        signal_group(plain[0].proc, signal.SIGTERM)
 
 
 SANDBOX_MODES = [
@@ -557,6 +583,11 @@ def main(argv: list[str] | None = None) -> int:
     random.seed(seed)
 
     run = Run(args=args)
+
+    def terminate(signum, frame):
+        raise SystemExit(f"nemesis: stopped by signal {signum}")
+
+    signal.signal(signal.SIGTERM, terminate)
     if os.environ.get("DATABASE_URL"):
         # An external server: everything but the restart fault, which would hit its other users.
         database_url = scratch_database(os.environ["DATABASE_URL"], "countersign_nemesis")
@@ -635,6 +666,7 @@ def main(argv: list[str] | None = None) -> int:
                 "--log-level",
                 "warning",
             ],
+            start_new_session=True,
             cwd=ROOT,
             env=run.env,
             stdout=subprocess.DEVNULL,
@@ -659,8 +691,7 @@ def main(argv: list[str] | None = None) -> int:
         faults.join(timeout=30)
         sandbox.clear_faults()
         for worker in run.workers:
-            with contextlib.suppress(ProcessLookupError):
-                worker.proc.send_signal(signal.SIGCONT)
+            signal_group(worker.proc, signal.SIGCONT)
         faults_stopped = time.monotonic()
         # On a loaded machine the approvals can outlast the fault window; the drain is measured
         # from the later of the two, when nothing new arrives and nothing is injected.
@@ -687,17 +718,7 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
     finally:
-        for worker in run.workers:
-            with contextlib.suppress(ProcessLookupError):
-                worker.proc.send_signal(signal.SIGCONT)
-                worker.proc.terminate()
-        for proc in run.others:
-            proc.terminate()
-        for proc in [w.proc for w in run.workers] + run.others:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_all([w.proc for w in run.workers + run.retired] + run.others)
         sandbox.close()
         if run.embedded_pgdata is not None:
             from django.db import connections

@@ -13,27 +13,31 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_small_nemesis_run_loses_and_duplicates_nothing(tmp_path):
     out = tmp_path / "nemesis.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "reliability.nemesis",
-            "--workers",
-            "2",
-            "--intents",
-            "40",
-            "--fault-seconds",
-            "12",
-            "--drain-seconds",
-            "150",
-            "--json",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=420,
+    command = [
+        sys.executable,
+        "-m",
+        "reliability.nemesis",
+        "--workers",
+        "2",
+        "--intents",
+        "40",
+        "--fault-seconds",
+        "12",
+        "--drain-seconds",
+        "150",
+        "--json",
+        str(out),
+    ]
+    proc = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    try:
+        stdout, stderr = proc.communicate(timeout=420)
+    except subprocess.TimeoutExpired:
+        # SIGTERM, not SIGKILL: the harness then stops every process it started.
+        proc.terminate()
+        stdout, stderr = proc.communicate(timeout=60)
+    result = subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
     report = json.loads(out.read_text())
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert (report["lost"], report["duplicated"], report["unexpected"]) == (0, 0, 0)
