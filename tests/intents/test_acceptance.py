@@ -97,9 +97,11 @@ def test_two_worker_threads_one_wins_one_message(live):
 @pytest.mark.slow
 def test_two_worker_processes_drain_without_duplicates(live):
     intents = [live.approved(subject=f"n{i}") for i in range(24)]
-    live.sandbox.config(latency_ms=150)
+    # One call at a time per process, slow enough (24 x 0.4 s alone) that the second process is
+    # up long before the first could drain everything by itself.
+    live.sandbox.config(latency_ms=400)
     workers = [
-        start_worker(live.sandbox, "--exit-when-idle", "--batch", "2", "--seconds", "60")
+        start_worker(live.sandbox, "--exit-when-idle", "--batch", "1", "--seconds", "60")
         for _ in range(2)
     ]
     outputs = [w.communicate(timeout=90) for w in workers]
