@@ -357,7 +357,7 @@ def version_diff(base: DraftVersion, target: DraftVersion) -> VersionDiff:
 ATTENTION_STATES = ("uncertain", "needs_attention", "failed", "blocked")
 
 
-def _current_sends(tenant):
+def current_sends(tenant):
     """A tenant's intents, without those superseded by a re-approval: once a person reopened the
     draft (a newer version exists), the old send is history, not something left to act on."""
     return SendIntent.objects.filter(
@@ -371,7 +371,7 @@ def attention_intents(*, tenant, state: str = "", limit: int = 100) -> list[Send
 
     from intents.models import SendAttempt
 
-    qs = _current_sends(tenant)
+    qs = current_sends(tenant)
     if state == "held":
         qs = qs.filter(state="queued").exclude(held_reason="")
     elif state in ATTENTION_STATES:
@@ -390,7 +390,7 @@ def attention_intents(*, tenant, state: str = "", limit: int = 100) -> list[Send
 def attention_counts(*, tenant) -> dict[str, int]:
     from django.db.models import Count
 
-    counts = _current_sends(tenant).aggregate(
+    counts = current_sends(tenant).aggregate(
         uncertain=Count("id", filter=Q(state="uncertain")),
         needs_attention=Count("id", filter=Q(state="needs_attention")),
         failed=Count("id", filter=Q(state="failed")),

@@ -184,12 +184,14 @@ class Health:
 
 def health(tenant: Tenant) -> Health:
     """Five aggregate queries, whatever the volume."""
-    from intents.models import Draft, SendAttempt, SendIntent
+    from intents.models import Draft, SendAttempt
+    from intents.review import current_sends
     from intents.selectors import oldest_queued_age_seconds
     from webhooks.models import WebhookEndpoint, WebhookEvent
 
     hour_ago = timezone.now() - timedelta(hours=1)
-    intents = SendIntent.objects.filter(tenant=tenant).aggregate(
+    # The same sends the needs-attention view lists: one superseded by a re-approval is history.
+    intents = current_sends(tenant).aggregate(
         queued=Count("id", filter=Q(state="queued")),
         sending=Count("id", filter=Q(state="sending")),
         uncertain=Count("id", filter=Q(state="uncertain")),

@@ -106,3 +106,14 @@ def test_another_tenants_send_is_a_404(
     response = reopen(signed_in(admin_a.user), tenant_a, theirs)
     assert response.status_code == 404
     assert Draft.objects.get(pk=theirs.draft_id).status == "approved"
+
+
+def test_health_panel_does_not_count_a_send_replaced_by_a_reopen(
+    tenant_a, mailbox_a, make_intent, admin_a, signed_in
+):
+    from tenants.selectors_admin import health
+
+    intent = make_intent(mailbox_a, state="needs_attention")
+    assert health(tenant_a).needs_attention == 1
+    reopen(signed_in(admin_a.user), tenant_a, intent)
+    assert health(tenant_a).needs_attention == 0
