@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import factory
 
+from mailboxes.models import Mailbox
 from tenants.models import Membership, Tenant, User
 
 PASSWORD = "correct-horse-battery-staple"
@@ -40,3 +41,19 @@ class MembershipFactory(factory.django.DjangoModelFactory):
     user = factory.SubFactory(UserFactory)
     tenant = factory.SubFactory(TenantFactory)
     role = Membership.Role.APPROVER
+
+
+def make_local_mailbox(tenant, username="support", **kwargs) -> Mailbox:
+    """An active mailbox row with a sealed dummy key, for tests that make no provider call."""
+    mailbox = Mailbox.objects.create(
+        tenant=tenant,
+        username=username,
+        address=f"{username}.{tenant.slug}@agentmail.test",
+        inbox_id=f"{username}.{tenant.slug}@agentmail.test",
+        status=Mailbox.Status.PROVISIONING,
+        **kwargs,
+    )
+    mailbox.api_key_sealed = mailbox.seal_api_key("am_local_only_not_a_real_key")
+    mailbox.status = Mailbox.Status.ACTIVE
+    mailbox.save(update_fields=["api_key_sealed", "status"])
+    return mailbox

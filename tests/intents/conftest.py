@@ -9,23 +9,7 @@ from __future__ import annotations
 import pytest
 
 from intents import services
-from mailboxes.models import Mailbox
-from tests.factories import UserFactory
-
-
-def make_local_mailbox(tenant, username="support", **kwargs) -> Mailbox:
-    mailbox = Mailbox.objects.create(
-        tenant=tenant,
-        username=username,
-        address=f"{username}.{tenant.slug}@agentmail.test",
-        inbox_id=f"{username}.{tenant.slug}@agentmail.test",
-        status=Mailbox.Status.PROVISIONING,
-        **kwargs,
-    )
-    mailbox.api_key_sealed = mailbox.seal_api_key("am_local_only_not_a_real_key")
-    mailbox.status = Mailbox.Status.ACTIVE
-    mailbox.save(update_fields=["api_key_sealed", "status"])
-    return mailbox
+from tests.factories import UserFactory, make_local_mailbox
 
 
 @pytest.fixture
@@ -147,4 +131,17 @@ def start_worker(sandbox, *args, **env):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+    )
+
+
+@pytest.fixture
+def intent(new_draft, approver):
+    draft = new_draft()
+    version = draft.versions.get()
+    return services.draft_approve(
+        tenant=draft.tenant,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=version.content_hash,
+        actor=approver,
     )

@@ -1,11 +1,15 @@
-"""Small helpers for the race tests."""
+"""Small helpers for the intents tests."""
 
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable
 
 from django.db import connections
+from django.db.models.functions import Now
+
+from intents.models import SendIntent
 
 
 def run_concurrently(fn: Callable[[int], object], n: int, timeout: float = 60) -> list:
@@ -28,3 +32,13 @@ def run_concurrently(fn: Callable[[int], object], n: int, timeout: float = 60) -
     for thread in threads:
         thread.join(timeout)
     return results
+
+
+def set_state(intent, state, **fields):
+    """Force an intent into a state, with the fields its constraints require."""
+    if state == "sending":
+        fields.setdefault("lease_token", uuid.uuid4())
+        fields.setdefault("lease_expires_at", Now())
+    if state == "accepted":
+        fields.setdefault("provider_message_id", "<m@agentmail.test>")
+    SendIntent.objects.filter(pk=intent.pk).update(state=state, **fields)

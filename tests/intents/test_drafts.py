@@ -9,7 +9,7 @@ from intents.hashing import content_hash, version_hash
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent, Suppression
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken
-from tests.intents.conftest import make_local_mailbox
+from tests.factories import make_local_mailbox
 
 pytestmark = pytest.mark.django_db
 

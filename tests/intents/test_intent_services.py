@@ -1,32 +1,10 @@
-import uuid
-
 import pytest
-from django.db.models.functions import Now
 
 from intents import errors, selectors, services
-from intents.models import Draft, IntentEvent, SendIntent
+from intents.models import Draft, IntentEvent
+from tests.intents.helpers import set_state
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def intent(new_draft, approver):
-    draft = new_draft()
-    version = draft.versions.get()
-    return services.draft_approve(
-        tenant=draft.tenant,
-        draft_id=draft.pk,
-        version=1,
-        content_hash=version.content_hash,
-        actor=approver,
-    )
-
-
-def set_state(intent, state, **fields):
-    if state == "sending":
-        fields.setdefault("lease_token", uuid.uuid4())
-        fields.setdefault("lease_expires_at", Now())
-    SendIntent.objects.filter(pk=intent.pk).update(state=state, **fields)
 
 
 def test_cancel_queued(tenant_a, intent, approver):

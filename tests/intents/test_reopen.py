@@ -2,7 +2,6 @@
 new intent"): draft_reopen puts the draft back in review as a new version, and only a fresh
 approval of that version sends it, under a new idempotency key."""
 
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -11,31 +10,9 @@ from django.utils import timezone
 
 from intents import errors, selectors, services
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
-from tests.intents.helpers import run_concurrently
+from tests.intents.helpers import run_concurrently, set_state
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def intent(new_draft, approver):
-    draft = new_draft()
-    version = draft.versions.get()
-    return services.draft_approve(
-        tenant=draft.tenant,
-        draft_id=draft.pk,
-        version=1,
-        content_hash=version.content_hash,
-        actor=approver,
-    )
-
-
-def set_state(intent, state, **fields):
-    if state == "sending":
-        fields.setdefault("lease_token", uuid.uuid4())
-        fields.setdefault("lease_expires_at", Now())
-    if state == "accepted":
-        fields.setdefault("provider_message_id", "<m@agentmail.test>")
-    SendIntent.objects.filter(pk=intent.pk).update(state=state, **fields)
 
 
 def approve_current(tenant, draft_id, actor):

@@ -11,24 +11,9 @@ from django.utils import timezone
 
 from intents import services
 from intents.models import SendAttempt, SendIntent
-from mailboxes.models import Mailbox
+from tests.factories import make_local_mailbox
 
 _counter = itertools.count(1)
-
-
-def make_local_mailbox(tenant, username="support", **kwargs) -> Mailbox:
-    mailbox = Mailbox.objects.create(
-        tenant=tenant,
-        username=username,
-        address=f"{username}.{tenant.slug}@agentmail.test",
-        inbox_id=f"{username}.{tenant.slug}@agentmail.test",
-        status=Mailbox.Status.PROVISIONING,
-        **kwargs,
-    )
-    mailbox.api_key_sealed = mailbox.seal_api_key("am_local_only_not_a_real_key")
-    mailbox.status = Mailbox.Status.ACTIVE
-    mailbox.save(update_fields=["api_key_sealed", "status"])
-    return mailbox
 
 
 @pytest.fixture

@@ -87,7 +87,7 @@ def test_stale_approve_through_htmx_gets_a_fragment_not_an_error(
 def test_approver_without_right_sees_no_button_and_a_forged_post_is_403(
     tenant_a, mailbox_a, make_draft, member_of, signed_in
 ):
-    from tests.ui.conftest import make_local_mailbox as local_mailbox
+    from tests.factories import make_local_mailbox as local_mailbox
 
     other = local_mailbox(tenant_a, "billing")
     limited = member_of(tenant_a, "approver", approve_all_mailboxes=False)
@@ -279,7 +279,7 @@ def test_recipient_warnings_on_the_draft_and_the_queue_filter(
 
 
 def test_policy_warning_shows_and_filters(tenant_a, make_draft, admin_a, signed_in):
-    from tests.ui.conftest import make_local_mailbox as local_mailbox
+    from tests.factories import make_local_mailbox as local_mailbox
 
     restricted = local_mailbox(
         tenant_a, "restricted", policy_mode="restricted", allowed_domains=["example.com"]
@@ -297,7 +297,7 @@ def test_policy_warning_shows_and_filters(tenant_a, make_draft, admin_a, signed_
 
 
 def test_search_and_mailbox_filter(tenant_a, mailbox_a, make_draft, admin_a, signed_in):
-    from tests.ui.conftest import make_local_mailbox as local_mailbox
+    from tests.factories import make_local_mailbox as local_mailbox
 
     other = local_mailbox(tenant_a, "sales")
     make_draft(mailbox_a, subject="Invoice question", to=["ann@example.com"])
