@@ -5,12 +5,19 @@ Life of one attempt (DESIGN.md "Send intent lifecycle"):
 1. ``intent_claim`` moves due ``queued`` intents to ``sending`` under a lease whose token fences
    every later write and whose expiry comes from the database clock. ``intent_claim_uncertain``
    leases ``uncertain`` intents for reconciliation (their state stays ``uncertain``).
-2. ``intent_begin_attempt`` re-checks everything the contract names and, in the same transaction,
-   commits the SendAttempt row; only then is the provider called. A failed check ends the intent
-   (``blocked``/``expired``/``failed``) with zero provider calls.
-3. ``intent_record_result`` writes the classified outcome only while the lease is still ours. A
-   worker whose lease was taken over writes its attempt row (outcome ``fenced``) and nothing else:
-   the provider's idempotency key makes its call and the new owner's call one send.
+2. ``intent_begin_attempts`` re-checks everything the contract names for each intent of the
+   claimed batch and, in the same transaction, commits their SendAttempt rows; only then is the
+   provider called (the batch's calls concurrently, no transaction open). A failed check ends that
+   intent (``blocked``/``expired``/``failed``) with zero provider calls; the others go on.
+3. ``intent_record_accepted`` (the batch's accepted sends, one transaction) and
+   ``intent_record_result`` (any other answer, one by one) write the classified outcome only while
+   the lease is still ours. A worker whose lease was taken over writes its attempt row (outcome
+   ``fenced``) and nothing else: the provider's idempotency key makes its call and the new
+   owner's call one send.
+
+Batching changes the number of transactions, not what is checked or written per intent; if a
+batch transaction fails, its intents are retried one by one, so one intent's bad data cannot hold
+back the others.
 
 Time comes from the database (leases, next_attempt_at). The safe window is judged by the later of
 the database clock and this process's clock, so neither a lagging host nor a lagging database
@@ -39,7 +46,13 @@ from django.utils import timezone
 from intents.clock import db_now
 from intents.hashing import version_hash
 from intents.models import IntentEvent, ProviderThrottle, SendAttempt, SendIntent, Suppression
-from intents.policy import active_membership, can_approve, recipient_problems
+from intents.policy import (
+    active_memberships,
+    can_approve,
+    normalize_address,
+    recipient_problems,
+    suppressed_addresses,
+)
 from intents.services import apply_deferred_events, journal
 from mailboxes import provider
 
@@ -110,16 +123,25 @@ class Claim:
 def _lock_throttles(keys: set[str], now: datetime) -> dict[str, ProviderThrottle]:
     if not keys:
         return {}
-    ProviderThrottle.objects.bulk_create(
-        [
-            ProviderThrottle(key_ref=k, tokens=settings.SEND_BURST_PER_KEY, refilled_at=now)
-            for k in keys
-        ],
-        ignore_conflicts=True,
-    )
-    # Sorted: two claimers locking several keys always do it in the same order (no deadlock).
-    rows = ProviderThrottle.objects.select_for_update().filter(key_ref__in=keys).order_by("key_ref")
-    return {row.key_ref: row for row in rows}
+
+    def lock(wanted):
+        # Sorted: two claimers locking several keys always do it in the same order (no deadlock).
+        rows = ProviderThrottle.objects.select_for_update().filter(key_ref__in=wanted)
+        return {row.key_ref: row for row in rows.order_by("key_ref")}
+
+    rows = lock(keys)
+    missing = keys - rows.keys()
+    if missing:
+        # A key's first claim creates its bucket (full); a concurrent first claim's row wins.
+        ProviderThrottle.objects.bulk_create(
+            [
+                ProviderThrottle(key_ref=k, tokens=settings.SEND_BURST_PER_KEY, refilled_at=now)
+                for k in missing
+            ],
+            ignore_conflicts=True,
+        )
+        rows |= lock(missing)
+    return rows
 
 
 def _take_token(row: ProviderThrottle, now: datetime, probe: uuid.UUID) -> float:
@@ -219,6 +241,11 @@ def _claim(*, worker: str, limit: int, intent_id: int | None, reconcile: bool) -
             ]
         )
         throttles = _lock_throttles({throttle_key(c.mailbox) for c in candidates}, now)
+        if any(row.refilled_at > now for row in throttles.values()):
+            # Another claimer refilled a bucket, with its own later clock reading, while this
+            # one waited for the row: read the clock again, or that refill would look like a
+            # 429's pause and the claim would skip (and postpone) intents that may go now.
+            now = db_now()
         for intent in candidates:
             if len(leased) >= limit:
                 break
@@ -310,70 +337,106 @@ class Prepared:
     key_ref: str
 
 
-def _leased(claim: Claim):
-    return SendIntent.objects.select_for_update(of=("self",)).filter(
-        pk=claim.intent_id,
-        lease_token=claim.lease_token,
-        state__in=(State.SENDING, State.UNCERTAIN),
-    )
-
-
-def _lock_leased(claim: Claim, *, live: bool = True) -> SendIntent | None:
-    """The leased row, locked, with what the pre-call check reads, in one statement.
+def _lock_leased(claims: list[Claim], *, live: bool = True) -> dict[int, SendIntent]:
+    """The batch's leased rows, locked (in id order), with what the pre-call check reads, in one
+    statement; keyed by intent id. A claim whose lease is no longer ours is simply absent.
 
     The related rows are read in the same statement as the lock, so they are as fresh as a
     separate query would be. ``db_now`` (statement_timestamp) and the next attempt number come
-    along, saving two round trips.
+    along, saving two round trips per intent.
     """
-    qs = _leased(claim)
+    if not claims:
+        return {}
+    ours = Q()
+    for claim in claims:
+        ours |= Q(pk=claim.intent_id, lease_token=claim.lease_token)
+    qs = SendIntent.objects.select_for_update(of=("self",)).filter(
+        ours, state__in=(State.SENDING, State.UNCERTAIN)
+    )
     if live:
         qs = qs.filter(lease_expires_at__gt=Now())
     last_number = (
         SendAttempt.objects.filter(intent_id=OuterRef("pk")).order_by("-number").values("number")
     )
-    return (
+    rows = (
         qs.select_related("mailbox", "tenant", "draft", "draft_version", "approver")
         .annotate(
             db_now=Now(),
             next_attempt_number=Coalesce(Subquery(last_number[:1]), Value(0)) + 1,
         )
-        .first()
+        .order_by("id")
     )
+    return {row.pk: row for row in rows}
 
 
-def _lock_leased_for_record(claim: Claim) -> SendIntent | None:
-    """The leased row, locked, with only what recording a result reads (every write after it is
-    fenced by the lease token). Plain SQL: this runs once per provider call."""
+def _lock_leased_for_record(claims: list[Claim]) -> dict[int, SendIntent]:
+    """The batch's leased rows, locked (in id order), with only what recording a result reads
+    (every write after it is fenced by the lease token); keyed by intent id. Plain SQL: this runs
+    for every provider call."""
+    if not claims:
+        return {}
+    values = ", ".join(["(%s::bigint, %s::uuid)"] * len(claims))
+    params: list = []
+    for claim in claims:
+        params += [claim.intent_id, str(claim.lease_token)]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id, tenant_id, draft_id, state, attempts, first_attempt_at, recipients "  # noqa: S608
-            f"FROM {SendIntent._meta.db_table} WHERE id = %s AND lease_token = %s "
-            "AND state IN (%s, %s) FOR UPDATE",
-            [claim.intent_id, claim.lease_token, State.SENDING, State.UNCERTAIN],
+            "SELECT i.id, i.tenant_id, i.draft_id, i.state, i.attempts, i.first_attempt_at, "  # noqa: S608
+            f"i.recipients FROM {SendIntent._meta.db_table} AS i "
+            f"JOIN (VALUES {values}) AS v(id, token) ON i.id = v.id AND i.lease_token = v.token "
+            "WHERE i.state IN (%s, %s) ORDER BY i.id FOR UPDATE OF i",
+            [*params, State.SENDING, State.UNCERTAIN],
         )
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    pk, tenant_id, draft_id, state, attempts, first_attempt_at, recipients = row
-    if isinstance(recipients, str | bytes):
-        recipients = json.loads(recipients)
-    return SendIntent(
-        id=pk,
-        tenant_id=tenant_id,
-        draft_id=draft_id,
-        state=state,
-        attempts=attempts,
-        first_attempt_at=first_attempt_at,
-        recipients=recipients,
-    )
+        rows = cursor.fetchall()
+    locked = {}
+    for pk, tenant_id, draft_id, state, attempts, first_attempt_at, recipients in rows:
+        if isinstance(recipients, str | bytes):
+            recipients = json.loads(recipients)
+        locked[pk] = SendIntent(
+            id=pk,
+            tenant_id=tenant_id,
+            draft_id=draft_id,
+            state=state,
+            attempts=attempts,
+            first_attempt_at=first_attempt_at,
+            recipients=recipients,
+        )
+    return locked
 
 
-def policy_problem(intent: SendIntent) -> tuple[str, str] | None:
+@dataclass(frozen=True)
+class CheckFacts:
+    """What the pre-call check reads besides the locked rows, for a whole batch in two queries:
+    active memberships by (tenant id, user id), suppressed (tenant id, address) pairs."""
+
+    memberships: dict
+    suppressed: set
+
+    @classmethod
+    def load(cls, intents: list[SendIntent]) -> CheckFacts:
+        pairs = []
+        for intent in intents:
+            for raw in intent.draft_version.all_recipients:
+                try:
+                    pairs.append((intent.tenant_id, normalize_address(raw)))
+                except ValueError:
+                    continue  # reported as invalid by the check itself
+        return cls(
+            memberships=active_memberships(
+                (i.tenant_id, i.approver_id) for i in intents if i.approver_id is not None
+            ),
+            suppressed=suppressed_addresses(pairs),
+        )
+
+
+def policy_problem(intent: SendIntent, facts: CheckFacts | None = None) -> tuple[str, str] | None:
     """(code, reason) for the first contract check that fails, or None.
 
     Expects ``intent`` from ``_lock_leased``: its tenant, mailbox, draft and version were read in
-    the locking statement (fresh); the membership and suppressions are read here.
+    the locking statement (fresh). ``facts`` are the membership and suppressions read in the same
+    transaction (for the whole batch); without them they are read here.
     """
+    facts = facts if facts is not None else CheckFacts.load([intent])
     tenant = intent.tenant
     if not tenant.is_active:
         return "tenant_inactive", "The tenant is suspended."
@@ -382,7 +445,7 @@ def policy_problem(intent: SendIntent) -> tuple[str, str] | None:
         return "mailbox_foreign", "The mailbox does not belong to the intent's tenant."
     if not mailbox.is_active:
         return "mailbox_inactive", f"{mailbox.address} is not active."
-    membership = active_membership(tenant=tenant, user=intent.approver)
+    membership = facts.memberships.get((intent.tenant_id, intent.approver_id))
     if not can_approve(membership=membership, mailbox=mailbox):
         return (
             "approver_no_right",
@@ -399,7 +462,12 @@ def policy_problem(intent: SendIntent) -> tuple[str, str] | None:
         return "hash_mismatch", "The stored content no longer matches what was approved."
     if intent.recipients != version.recipients:
         return "recipients_changed", "The recipients differ from those approved."
-    problems = recipient_problems(tenant=tenant, mailbox=mailbox, addresses=version.all_recipients)
+    problems = recipient_problems(
+        tenant=tenant,
+        mailbox=mailbox,
+        addresses=version.all_recipients,
+        suppressed={a for t, a in facts.suppressed if t == intent.tenant_id},
+    )
     if problems:
         code = {"invalid": "recipient_invalid", "not_allowed": "recipient_not_allowed"}.get(
             problems[0].code, "recipient_suppressed"
@@ -447,96 +515,124 @@ def _finish(
     return bool(changed)
 
 
-def intent_begin_attempt(claim: Claim) -> Prepared | None:
-    """Re-check, then commit the attempt row. None when nothing may be sent (and nothing was)."""
+def intent_begin_attempts(claims: list[Claim]) -> dict[int, Prepared | None]:
+    """Re-check a claimed batch, then commit its attempt rows, in one transaction.
+
+    Per intent exactly what one at a time would do: the locked rows, memberships and
+    suppressions are read in this transaction, an intent that fails a check ends here with zero
+    provider calls, and every other gets its attempt row. Nothing is sent before the commit.
+    Returns, per claimed intent id, what to call, or None when nothing may be sent (and nothing
+    was): blocked, failed, or no longer ours.
+    """
+    prepared: dict[int, Prepared | None] = {claim.intent_id: None for claim in claims}
     with transaction.atomic():
-        intent = _lock_leased(claim)
-        if intent is None:
-            return None
-        now = intent.db_now
-        strict = _strict_now(now)
-        window_passed = (
-            intent.first_attempt_at is not None
-            and strict - intent.first_attempt_at > _safe_window()
+        locked = _lock_leased(claims)
+        facts = CheckFacts.load(list(locked.values()))
+        started = []
+        for claim in claims:
+            intent = locked.get(claim.intent_id)
+            if intent is None:
+                continue
+            kind = _attempt_kind(intent, claim, policy_problem(intent, facts))
+            if kind is None:
+                continue
+            attempt = SendAttempt(
+                intent=intent,
+                tenant_id=intent.tenant_id,
+                number=intent.next_attempt_number,
+                kind=kind,
+                worker=claim.worker[:100],
+                lease_token=claim.lease_token,
+                started_at=intent.db_now,
+            )
+            started.append((intent, attempt))
+        SendAttempt.objects.bulk_create([attempt for _, attempt in started])
+        for intent, attempt in started:
+            prepared[intent.pk] = _prepared(intent, attempt)
+    return prepared
+
+
+def intent_begin_attempt(claim: Claim) -> Prepared | None:
+    """Re-check one claim, then commit its attempt row (``intent_begin_attempts`` of one)."""
+    return intent_begin_attempts([claim])[claim.intent_id]
+
+
+def _attempt_kind(intent: SendIntent, claim: Claim, problem) -> str | None:
+    """The kind of attempt this leased intent may make now, or None after ending it here."""
+    strict = _strict_now(intent.db_now)
+    window_passed = (
+        intent.first_attempt_at is not None and strict - intent.first_attempt_at > _safe_window()
+    )
+    not_after_passed = intent.not_after is not None and intent.not_after <= strict
+    if intent.state == State.UNCERTAIN:
+        # A replay may perform the first send, so it needs every check a send needs; a label
+        # lookup only reads, and is the only way left once the key may have expired.
+        exhausted = intent.attempts > settings.SEND_MAX_ATTEMPTS
+        if problem or not_after_passed or window_passed or exhausted:
+            return SendAttempt.Kind.LOOKUP
+        return SendAttempt.Kind.REPLAY
+    if not_after_passed:
+        # The claim skips these (the sweep expires them from queued); this closes the gap
+        # between claim and call, as a policy stop.
+        _finish(
+            intent,
+            claim,
+            to_state=State.BLOCKED,
+            action="intent.blocked",
+            reason="not_after passed before sending",
+            code="not_after_passed",
         )
-        problem = policy_problem(intent)
-        not_after_passed = intent.not_after is not None and intent.not_after <= strict
-        kind = SendAttempt.Kind.SEND
-        if intent.state == State.UNCERTAIN:
-            # A replay may perform the first send, so it needs every check a send needs; a label
-            # lookup only reads, and is the only way left once the key may have expired.
-            exhausted = intent.attempts > settings.SEND_MAX_ATTEMPTS
-            if problem or not_after_passed or window_passed or exhausted:
-                kind = SendAttempt.Kind.LOOKUP
-            else:
-                kind = SendAttempt.Kind.REPLAY
-        elif not_after_passed:
-            # The claim skips these (the sweep expires them from queued); this closes the gap
-            # between claim and call, as a policy stop.
-            _finish(
-                intent,
-                claim,
-                to_state=State.BLOCKED,
-                action="intent.blocked",
-                reason="not_after passed before sending",
-                code="not_after_passed",
-            )
-            return None
-        elif problem:
-            _finish(
-                intent,
-                claim,
-                to_state=State.BLOCKED,
-                action="intent.blocked",
-                reason=problem[1],
-                code=problem[0],
-            )
-            log.info("intents.intent.blocked", extra={"intent_id": intent.pk, "code": problem[0]})
-            return None
-        elif window_passed:
-            # Every earlier attempt was certainly not processed (else it would be uncertain).
-            _finish(
-                intent,
-                claim,
-                to_state=State.FAILED,
-                action="intent.failed",
-                reason="Gave up: the safe retry window passed.",
-                code="max_age",
-            )
-            return None
-        attempt = SendAttempt.objects.create(
-            intent=intent,
-            tenant_id=intent.tenant_id,
-            number=intent.next_attempt_number,
-            kind=kind,
-            worker=claim.worker[:100],
-            lease_token=claim.lease_token,
-            started_at=now,
+        return None
+    if problem:
+        _finish(
+            intent,
+            claim,
+            to_state=State.BLOCKED,
+            action="intent.blocked",
+            reason=problem[1],
+            code=problem[0],
         )
-        version = intent.draft_version
-        request = None
-        if kind != SendAttempt.Kind.LOOKUP:
-            request = provider.SendRequest(
-                inbox_id=intent.mailbox.inbox_id,
-                to=list(version.to),
-                cc=list(version.cc),
-                bcc=list(version.bcc),
-                subject=version.subject,
-                text=version.text,
-                html=version.html,
-                labels=[intent.label],
-                idempotency_key=intent.idempotency_key,
-                reply_to_message_id=intent.draft.in_reply_to,
-            )
-        return Prepared(
-            attempt_id=attempt.pk,
-            kind=kind,
-            api_key=intent.mailbox.api_key(),
-            request=request,
+        log.info("intents.intent.blocked", extra={"intent_id": intent.pk, "code": problem[0]})
+        return None
+    if window_passed:
+        # Every earlier attempt was certainly not processed (else it would be uncertain).
+        _finish(
+            intent,
+            claim,
+            to_state=State.FAILED,
+            action="intent.failed",
+            reason="Gave up: the safe retry window passed.",
+            code="max_age",
+        )
+        return None
+    return SendAttempt.Kind.SEND
+
+
+def _prepared(intent: SendIntent, attempt: SendAttempt) -> Prepared:
+    version = intent.draft_version
+    request = None
+    if attempt.kind != SendAttempt.Kind.LOOKUP:
+        request = provider.SendRequest(
             inbox_id=intent.mailbox.inbox_id,
-            label=intent.label,
-            key_ref=throttle_key(intent.mailbox),
+            to=list(version.to),
+            cc=list(version.cc),
+            bcc=list(version.bcc),
+            subject=version.subject,
+            text=version.text,
+            html=version.html,
+            labels=[intent.label],
+            idempotency_key=intent.idempotency_key,
+            reply_to_message_id=intent.draft.in_reply_to,
         )
+    return Prepared(
+        attempt_id=attempt.pk,
+        kind=attempt.kind,
+        api_key=intent.mailbox.api_key(),
+        request=request,
+        inbox_id=intent.mailbox.inbox_id,
+        label=intent.label,
+        key_ref=throttle_key(intent.mailbox),
+    )
 
 
 # --- recording results ---------------------------------------------------------------------------
@@ -564,30 +660,138 @@ _ATTEMPT_OUTCOME = {
 }
 
 
-def _mark_accepted(intent, claim, *, message_id: str, thread_id: str, how: str) -> bool:
-    done = _finish(
-        intent,
-        claim,
-        to_state=State.ACCEPTED,
-        action="intent.accepted",
-        reason=how,
-        data={"provider_message_id": message_id},
-        provider_message_id=message_id,
-        provider_thread_id=thread_id[:255],
-        last_error_code="",
-        last_error_detail="",
+@dataclass(frozen=True)
+class _Acceptance:
+    intent: SendIntent  # as locked for recording
+    claim: Claim
+    message_id: str
+    thread_id: str
+    how: str
+
+
+def _mark_accepted(acceptances: list[_Acceptance]) -> set[int]:
+    """Fenced move of each intent to ``accepted`` with its provider ids and a journal row, in two
+    statements for the whole batch; returns the ids moved. Runs inside the caller's transaction,
+    after the rows were locked."""
+    if not acceptances:
+        return set()
+    values = ", ".join(["(%s::bigint, %s::uuid, %s::text, %s::text, %s::text)"] * len(acceptances))
+    params: list = []
+    for a in acceptances:
+        params += [a.intent.pk, str(a.claim.lease_token), a.intent.state, a.message_id]
+        params.append(a.thread_id[:255])
+    with connection.cursor() as cursor:
+        # What _finish writes for any transition out of the lease, plus the provider's ids.
+        cursor.execute(
+            f"UPDATE {SendIntent._meta.db_table} AS i SET state = %s, lease_token = NULL, "  # noqa: S608
+            "lease_owner = '', lease_expires_at = NULL, updated_at = STATEMENT_TIMESTAMP(), "
+            "last_error_code = '', last_error_detail = '', provider_message_id = v.message_id, "
+            "provider_thread_id = v.thread_id "
+            f"FROM (VALUES {values}) AS v(id, token, from_state, message_id, thread_id) "
+            "WHERE i.id = v.id AND i.lease_token = v.token AND i.state = v.from_state "
+            "RETURNING i.id",
+            [State.ACCEPTED, *params],
+        )
+        moved = {row[0] for row in cursor.fetchall()}
+    done = [a for a in acceptances if a.intent.pk in moved]
+    IntentEvent.objects.bulk_create(
+        [
+            IntentEvent(
+                tenant_id=a.intent.tenant_id,
+                draft_id=a.intent.draft_id,
+                intent_id=a.intent.pk,
+                actor_kind=IntentEvent.Actor.WORKER,
+                actor_label=a.claim.worker[:100],
+                action="intent.accepted",
+                from_state=a.intent.state,
+                to_state=State.ACCEPTED,
+                reason=a.how,
+                data={"provider_message_id": a.message_id},
+            )
+            for a in done
+        ]
     )
-    if done:
-        tenant_id = intent.tenant_id
-        transaction.on_commit(lambda: apply_deferred_events(tenant_id, message_id))
-        log.info("intents.intent.accepted", extra={"intent_id": intent.pk, "how": how})
-    return done
+    for a in done:
+        tenant_id, message_id = a.intent.tenant_id, a.message_id
+        transaction.on_commit(lambda t=tenant_id, m=message_id: apply_deferred_events(t, m))
+        log.info("intents.intent.accepted", extra={"intent_id": a.intent.pk, "how": a.how})
+    return moved
+
+
+def intent_record_accepted(
+    answers: list[tuple[Claim, Prepared, provider.SendResult]],
+) -> dict[int, str]:
+    """Record a batch of sends the provider accepted, in one transaction: the common case of a
+    batch, with the same writes as ``intent_record_result`` per intent (attempt row closed,
+    fenced move to ``accepted``, journal row). Returns each intent's new state, or "fenced"."""
+    states: dict[int, str] = {}
+    with transaction.atomic():
+        locked = _lock_leased_for_record([claim for claim, _, _ in answers])
+        acceptances = []
+        for claim, prepared, result in answers:
+            intent = locked.get(claim.intent_id)
+            if intent is None:
+                _close_attempt(prepared.attempt_id, AttemptOutcome.FENCED, result)
+                log.warning("intents.intent.fenced", extra={"intent_id": claim.intent_id})
+                states[claim.intent_id] = "fenced"
+                continue
+            acceptances.append(
+                _Acceptance(
+                    intent=intent,
+                    claim=claim,
+                    message_id=result.message_id,
+                    thread_id=result.thread_id,
+                    how="replayed with the same key" if intent.state == State.UNCERTAIN else "sent",
+                )
+            )
+            states[claim.intent_id] = State.ACCEPTED
+        live = [(c, p, r) for c, p, r in answers if c.intent_id in locked]
+        _close_attempts_accepted([(p, r) for _, p, r in live])
+        # A clean answer resets the key's failure count: once per key is the same as once per
+        # send. Sorted, as in _lock_throttles, so two recorders never wait on each other's rows.
+        per_key = {p.key_ref: (c, r) for c, p, r in live}
+        for key_ref in sorted(per_key):
+            claim, result = per_key[key_ref]
+            _throttle_feedback(key_ref, result, claim.lease_token)
+        _mark_accepted(acceptances)
+    return states
+
+
+def _close_attempts_accepted(answers: list[tuple[Prepared, provider.SendResult]]) -> None:
+    """``_close_attempt`` for a batch of accepted sends, in one statement."""
+    if not answers:
+        return
+    values = ", ".join(
+        ["(%s::bigint, %s::int, %s::text, %s::text, %s::int, %s::text)"] * len(answers)
+    )
+    params: list = []
+    for prepared, result in answers:
+        params += [
+            prepared.attempt_id,
+            result.http_status,
+            result.error_code[:64],
+            result.error_message[:2000],
+            result.latency_ms,
+            result.message_id,
+        ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {SendAttempt._meta.db_table} AS a SET finished_at = STATEMENT_TIMESTAMP(), "  # noqa: S608
+            "outcome = %s, http_status = v.http_status, error_code = v.error_code, "
+            "error_detail = v.error_detail, latency_ms = v.latency_ms, "
+            "provider_message_id = v.message_id "
+            f"FROM (VALUES {values}) AS v(id, http_status, error_code, error_detail, latency_ms, "
+            "message_id) WHERE a.id = v.id",
+            [AttemptOutcome.ACCEPTED, *params],
+        )
 
 
 def intent_record_result(claim: Claim, prepared: Prepared, result: provider.SendResult) -> str:
     """Apply a send or replay result; returns the intent's new state, or "fenced"."""
+    if result.outcome == provider.Outcome.ACCEPTED:
+        return intent_record_accepted([(claim, prepared, result)])[claim.intent_id]
     with transaction.atomic():
-        intent = _lock_leased_for_record(claim)
+        intent = _lock_leased_for_record([claim]).get(claim.intent_id)
         if intent is None:
             _close_attempt(prepared.attempt_id, AttemptOutcome.FENCED, result)
             log.warning("intents.intent.fenced", extra={"intent_id": claim.intent_id})
@@ -595,15 +799,6 @@ def intent_record_result(claim: Claim, prepared: Prepared, result: provider.Send
         _close_attempt(prepared.attempt_id, _ATTEMPT_OUTCOME[result.outcome], result)
         _throttle_feedback(prepared.key_ref, result, claim.lease_token)
         detail = f"{result.http_status or '-'} {result.error_code}: {result.error_message}"[:2000]
-        if result.outcome == provider.Outcome.ACCEPTED:
-            _mark_accepted(
-                intent,
-                claim,
-                message_id=result.message_id,
-                thread_id=result.thread_id,
-                how="replayed with the same key" if intent.state == State.UNCERTAIN else "sent",
-            )
-            return State.ACCEPTED
         if result.outcome == provider.Outcome.PERMANENT:
             if result.suppress_recipients:
                 _suppress(intent, source=f"intent:{intent.pk}")
@@ -671,7 +866,7 @@ def intent_record_result(claim: Claim, prepared: Prepared, result: provider.Send
 def intent_record_lookup(claim: Claim, prepared: Prepared, lookup: provider.LookupResult) -> str:
     """Apply a label lookup: found proves the send; nothing found leaves it to a person."""
     with transaction.atomic():
-        intent = _lock_leased_for_record(claim)
+        intent = _lock_leased_for_record([claim]).get(claim.intent_id)
         outcome = (
             AttemptOutcome.ACCEPTED
             if lookup.ok and lookup.message_ids
@@ -694,11 +889,15 @@ def intent_record_lookup(claim: Claim, prepared: Prepared, lookup: provider.Look
         )
         if outcome == AttemptOutcome.ACCEPTED:
             _mark_accepted(
-                intent,
-                claim,
-                message_id=lookup.message_ids[0],
-                thread_id="",
-                how=f"found by label {prepared.label}",
+                [
+                    _Acceptance(
+                        intent=intent,
+                        claim=claim,
+                        message_id=lookup.message_ids[0],
+                        thread_id="",
+                        how=f"found by label {prepared.label}",
+                    )
+                ]
             )
             return State.ACCEPTED
         if outcome == AttemptOutcome.NOT_FOUND or intent.attempts > 2 * settings.SEND_MAX_ATTEMPTS:
@@ -769,10 +968,7 @@ def _state_of(intent_id: int) -> str:
 
 def execute_claim(claim: Claim) -> str:
     """Run one leased intent to its next state. No transaction is open during the provider call."""
-    prepared = intent_begin_attempt(claim)
-    if prepared is None:
-        return _state_of(claim.intent_id)
-    return _record(claim, prepared, _call(prepared))
+    return execute_claims([claim])[0]
 
 
 _pools: dict[int, ThreadPoolExecutor] = {}
@@ -793,38 +989,83 @@ def _call_pool() -> ThreadPoolExecutor:
     return pool
 
 
-def execute_claims(claims: list[Claim]) -> list[str]:
-    """Run a claimed batch: every attempt row is committed (each after its own re-check), then the
-    provider calls go out concurrently, then each result is recorded, fenced by its lease.
-
-    Each call still happens only after its attempt row is committed, with no transaction open,
-    and only the lease owner records; the pool threads make HTTP calls and never touch the
-    database. If one step fails, the others still run to the end and the first error is raised.
-    """
-    if len(claims) <= 1:
-        return [execute_claim(claim) for claim in claims]
-    states: dict[int, str] = {}
-    ready: list[tuple[Claim, Prepared]] = []
-    error: BaseException | None = None
+def _begin(claims: list[Claim], errors: list[BaseException]) -> dict[int, Prepared | None]:
+    """``intent_begin_attempts`` for the batch; if that fails, each claim alone, so one intent's
+    bad data cannot hold back the others (the failed transaction changed nothing)."""
+    try:
+        return intent_begin_attempts(claims)
+    except Exception as exc:
+        if len(claims) == 1:
+            errors.append(exc)
+            return {}
+        log.warning("intents.batch.begin_failed", extra={"count": len(claims)}, exc_info=exc)
+    begun: dict[int, Prepared | None] = {}
     for claim in claims:
         try:
-            prepared = intent_begin_attempt(claim)
-        except Exception as exc:  # the sweep takes over this lease; the batch goes on
-            error = error or exc
-            continue
-        if prepared is None:
-            states[claim.intent_id] = _state_of(claim.intent_id)
-        else:
-            ready.append((claim, prepared))
-    pool = _call_pool()
-    calls = [(claim, prepared, pool.submit(_call, prepared)) for claim, prepared in ready]
-    for claim, prepared, call in calls:
+            begun[claim.intent_id] = intent_begin_attempt(claim)
+        except Exception as exc:  # the sweep takes over this lease
+            errors.append(exc)
+    return begun
+
+
+def _record_all(answers, errors: list[BaseException]) -> dict[int, str]:
+    """Record the batch's answers: accepted sends together in one transaction, the rest (and,
+    if the batch transaction fails, everything) one by one, each fenced by its lease."""
+    states: dict[int, str] = {}
+    accepted = [
+        (claim, prepared, answer)
+        for claim, prepared, answer in answers
+        if prepared.kind != SendAttempt.Kind.LOOKUP and answer.outcome == provider.Outcome.ACCEPTED
+    ]
+    if len(accepted) > 1:
         try:
-            states[claim.intent_id] = _record(claim, prepared, call.result())
+            states.update(intent_record_accepted(accepted))
         except Exception as exc:
-            error = error or exc
-    if error is not None:
-        raise error
+            log.warning("intents.batch.record_failed", extra={"count": len(accepted)}, exc_info=exc)
+    for claim, prepared, answer in answers:
+        if claim.intent_id in states:
+            continue
+        try:
+            states[claim.intent_id] = _record(claim, prepared, answer)
+        except Exception as exc:
+            errors.append(exc)
+    return states
+
+
+def execute_claims(claims: list[Claim]) -> list[str]:
+    """Run a claimed batch: the re-checks and attempt rows are committed together, then the
+    provider calls go out concurrently, then the results are recorded, fenced by their leases.
+
+    Each call happens only after its attempt row is committed, with no transaction open, and
+    only the lease owner records; the pool threads make HTTP calls and never touch the database.
+    If one step fails, the others still run to the end and the first error is raised.
+    """
+    if not claims:
+        return []
+    errors: list[BaseException] = []
+    begun = _begin(claims, errors)
+    states = {
+        intent_id: _state_of(intent_id) for intent_id, prepared in begun.items() if prepared is None
+    }
+    ready = [(claim, begun[claim.intent_id]) for claim in claims if begun.get(claim.intent_id)]
+    answers = []
+    if len(ready) == 1:
+        claim, prepared = ready[0]
+        try:
+            answers.append((claim, prepared, _call(prepared)))
+        except Exception as exc:
+            errors.append(exc)
+    else:
+        pool = _call_pool()
+        calls = [(claim, prepared, pool.submit(_call, prepared)) for claim, prepared in ready]
+        for claim, prepared, call in calls:
+            try:
+                answers.append((claim, prepared, call.result()))
+            except Exception as exc:
+                errors.append(exc)
+    states.update(_record_all(answers, errors))
+    if errors:
+        raise errors[0]
     return [states.get(claim.intent_id, "") for claim in claims]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from django.conf import settings
 from email_validator import EmailNotValidError, validate_email
@@ -38,20 +39,43 @@ def normalize_address(address: str) -> str:
         raise ValueError("an address is empty")
     if len(candidate) > MAX_ADDRESS_LENGTH:
         raise ValueError(f"{candidate[:40]}… is longer than {MAX_ADDRESS_LENGTH} characters")
+    # The sandbox and tests use the reserved .test domain; production never accepts it.
+    return _validated(candidate, test_environment=not settings.PRODUCTION)
+
+
+@lru_cache(maxsize=4096)
+def _validated(candidate: str, *, test_environment: bool) -> str:
+    """A pure function of its arguments (no DNS), so the worker's re-check of the same addresses
+    before every send does not parse them again. Refusals raise and are not cached."""
     try:
         result = validate_email(
-            candidate,
-            check_deliverability=False,
-            # The sandbox and tests use the reserved .test domain; production never accepts it.
-            test_environment=not settings.PRODUCTION,
+            candidate, check_deliverability=False, test_environment=test_environment
         )
     except EmailNotValidError as exc:
         raise ValueError(f"{candidate} is not a valid email address: {exc}") from None
     return result.normalized.lower()
 
 
-def recipient_problems(*, tenant, mailbox, addresses: Iterable[str]) -> list[RecipientProblem]:
-    """Every problem with these addresses, in input order (empty list when all may be written to)."""
+def suppressed_addresses(pairs: Iterable[tuple[int, str]]) -> set[tuple[int, str]]:
+    """Which (tenant id, normalised address) pairs are on their tenant's suppression list, in one
+    query (the worker checks a whole claimed batch at once)."""
+    pairs = set(pairs)
+    if not pairs:
+        return set()
+    rows = Suppression.objects.filter(
+        tenant_id__in={t for t, _ in pairs}, address__in={a for _, a in pairs}
+    ).values_list("tenant_id", "address")
+    return {row for row in rows if row in pairs}
+
+
+def recipient_problems(
+    *, tenant, mailbox, addresses: Iterable[str], suppressed: set[str] | None = None
+) -> list[RecipientProblem]:
+    """Every problem with these addresses, in input order (empty list when all may be written to).
+
+    ``suppressed``: the tenant's suppressed addresses among these, when the caller has just read
+    them (``suppressed_addresses``); otherwise they are read here.
+    """
     problems: list[RecipientProblem] = []
     normalized: list[str] = []
     for raw in addresses:
@@ -69,12 +93,13 @@ def recipient_problems(*, tenant, mailbox, addresses: Iterable[str]) -> list[Rec
                     f"{address} is outside the recipient policy of {mailbox.address}",
                 )
             )
-    if normalized:
+    if normalized and suppressed is None:
         suppressed = set(
             Suppression.objects.filter(tenant=tenant, address__in=normalized).values_list(
                 "address", flat=True
             )
         )
+    if normalized:
         for address in normalized:
             if address in suppressed:
                 problems.append(
@@ -111,3 +136,17 @@ def active_membership(*, tenant, user):
         .filter(tenant=tenant, user=user, is_active=True, user__is_active=True)
         .first()
     )
+
+
+def active_memberships(pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], Membership]:
+    """Active memberships keyed by (tenant id, user id), loaded now, in one query."""
+    pairs = set(pairs)
+    if not pairs:
+        return {}
+    rows = Membership.objects.select_related("user").filter(
+        tenant_id__in={t for t, _ in pairs},
+        user_id__in={u for _, u in pairs},
+        is_active=True,
+        user__is_active=True,
+    )
+    return {(m.tenant_id, m.user_id): m for m in rows if (m.tenant_id, m.user_id) in pairs}

@@ -1,0 +1,109 @@
+"""A claimed batch is re-checked, sent and recorded together, but each intent keeps its own fate.
+
+The worker commits a batch's attempt rows in one transaction and records its accepted sends in
+another; these tests inject a fault into one intent of a batch and count what the sandbox received
+for every intent.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from intents import execution
+from intents.models import SendAttempt, SendIntent, Suppression
+from mailboxes.crypto import SecretUnreadable
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+State = SendIntent.State
+
+
+def _sends(live, intent) -> int:
+    return len(live.sandbox.ledger(idempotency_key=intent.idempotency_key))
+
+
+def _batch(live, n: int) -> tuple[list[SendIntent], list[execution.Claim]]:
+    intents = [live.approved(to=[f"customer{i}@example.com"]) for i in range(n)]
+    claims = execution.intent_claim(worker="batch", limit=n)
+    assert sorted(c.intent_id for c in claims) == sorted(i.pk for i in intents)
+    return intents, claims
+
+
+def test_a_check_failing_for_one_intent_stops_only_that_one(live):
+    intents, claims = _batch(live, 4)
+    # Suppressed after approval, before the batch's re-check.
+    Suppression.objects.create(
+        tenant=live.tenant, address="customer2@example.com", reason=Suppression.Reason.MANUAL
+    )
+
+    states = execution.execute_claims(claims)
+
+    by_id = dict(zip([c.intent_id for c in claims], states, strict=True))
+    assert [by_id[i.pk] for i in intents] == [
+        State.ACCEPTED,
+        State.ACCEPTED,
+        State.BLOCKED,
+        State.ACCEPTED,
+    ]
+    assert [_sends(live, i) for i in intents] == [1, 1, 0, 1]
+    blocked = SendIntent.objects.get(pk=intents[2].pk)
+    assert blocked.last_error_code == "recipient_suppressed"
+    assert not SendAttempt.objects.filter(intent=blocked).exists()
+    for intent in (intents[0], intents[1], intents[3]):
+        intent.refresh_from_db()
+        assert intent.provider_message_id
+        assert intent.events.filter(action="intent.accepted", to_state=State.ACCEPTED).count() == 1
+
+
+def test_a_lease_lost_during_the_calls_fences_only_that_intent(live):
+    intents, claims = _batch(live, 3)
+    live.sandbox.config(latency_ms=600)
+    result: dict = {}
+    runner = threading.Thread(target=lambda: result.update(states=execution.execute_claims(claims)))
+    runner.start()
+    # While the calls are in flight, the sweep and another worker take the second intent over.
+    deadline = time.monotonic() + 10
+    while not SendAttempt.objects.filter(intent_id=intents[1].pk).exists():
+        assert time.monotonic() < deadline, "the batch never began"
+        time.sleep(0.01)
+    new_token = uuid.uuid4()
+    SendIntent.objects.filter(pk=intents[1].pk).update(lease_token=new_token)
+    runner.join(30)
+    live.sandbox.config(latency_ms=0)
+
+    by_id = dict(zip([c.intent_id for c in claims], result["states"], strict=True))
+    assert [by_id[i.pk] for i in intents] == [State.ACCEPTED, "fenced", State.ACCEPTED]
+    assert [_sends(live, i) for i in intents] == [1, 1, 1]
+    taken = SendIntent.objects.get(pk=intents[1].pk)
+    assert (taken.state, taken.lease_token, taken.provider_message_id) == (
+        State.SENDING,
+        new_token,
+        "",
+    )
+    assert SendAttempt.objects.get(intent=taken).outcome == SendAttempt.Outcome.FENCED
+
+
+def test_bad_data_in_one_intent_does_not_hold_back_the_others(live, mailbox_factory):
+    good = [live.approved(to=[f"customer{i}@example.com"]) for i in range(2)]
+    broken_box = mailbox_factory(live.tenant)
+    bad = live.approved(mailbox=broken_box)
+    # Its sealed key no longer opens (say, a key removed from SECRET_ENCRYPTION_KEYS too early).
+    sealed = broken_box.api_key_sealed
+    broken_box.api_key_sealed = sealed[:-4] + ("AAAA" if not sealed.endswith("AAAA") else "BBBB")
+    broken_box.save(update_fields=["api_key_sealed"])
+    claims = execution.intent_claim(worker="batch", limit=3)
+    assert len(claims) == 3
+
+    with pytest.raises(SecretUnreadable):
+        execution.execute_claims(claims)
+
+    assert [_sends(live, i) for i in good] == [1, 1]
+    assert _sends(live, bad) == 0
+    assert {SendIntent.objects.get(pk=i.pk).state for i in good} == {State.ACCEPTED}
+    # No attempt row, so the sweep will give it back to the queue when its lease expires.
+    assert SendIntent.objects.get(pk=bad.pk).state == State.SENDING
+    assert not SendAttempt.objects.filter(intent_id=bad.pk).exists()
