@@ -1,0 +1,211 @@
+"""What the receiver sends to PostgreSQL per event, and the lock behaviour that depends on how those
+statements are split: a few hand-written statements in one transaction (the ORM's compile cost per
+query was most of the receiver's CPU), the message lock in a statement that completes before the
+intent is read, and a held message lock that leaves the event pending instead of a 5xx."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection, connections, transaction
+from django.db.models.functions import Now
+from django.test.utils import CaptureQueriesContext
+
+from intents.models import IntentEvent, SendIntent
+from tests.webhooks.conftest import delivery_payload, new_svix_id
+from webhooks import services
+from webhooks.models import RecipientDelivery, WebhookEvent
+
+_TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT")
+
+
+@pytest.fixture
+def hook(tenant_a, hook_for):
+    return hook_for(tenant_a)
+
+
+@pytest.fixture
+def intent(tenant_a, mailbox_row, intent_row):
+    return intent_row(mailbox_row(tenant_a), to=["jane@customer.test"], cc=["ops@customer.test"])
+
+
+def captured_post(client, hook, payload) -> list[str]:
+    """The SQL of one delivery, once the endpoint is cached and touched by an earlier one."""
+    with CaptureQueriesContext(connection) as queries:
+        response = hook.post(client, payload)
+    assert response.status_code == 200
+    return [query["sql"] for query in queries.captured_queries]
+
+
+def work(statements: list[str]) -> list[str]:
+    return [sql for sql in statements if not sql.startswith(_TRANSACTION_CONTROL)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_delivery_event_is_four_statements_in_one_transaction_without_savepoint(
+    client, hook, intent
+):
+    hook.post(client, delivery_payload("sent", intent))
+
+    statements = captured_post(client, hook, delivery_payload("delivered", intent))
+
+    assert (statements[0], statements[-1], len(work(statements))) == ("BEGIN", "COMMIT", 4)
+    assert [sql for sql in statements if sql.startswith("SAVEPOINT")] == []
+    assert WebhookEvent.objects.filter(state="applied").count() == 2
+
+
+def test_a_suppressing_event_adds_only_the_suppression_upsert(client, hook, intent):
+    hook.post(client, delivery_payload("delivered", intent))
+
+    statements = captured_post(client, hook, delivery_payload("bounced", intent))
+
+    assert len(work(statements)) == 5
+
+
+def test_the_message_lock_completes_before_the_statement_that_reads_the_intent(
+    client, hook, intent
+):
+    hook.post(client, delivery_payload("sent", intent))
+
+    statements = work(captured_post(client, hook, delivery_payload("delivered", intent)))
+
+    locking = [i for i, sql in enumerate(statements) if "pg_advisory_xact_lock" in sql]
+    reading = [i for i, sql in enumerate(statements) if SendIntent._meta.db_table in sql]
+    assert (len(locking), len(reading)) == (1, 1)
+    assert locking[0] < reading[0]
+
+
+def test_the_journal_row_is_what_the_orm_wrote(client, hook, intent):
+    hook.post(client, delivery_payload("delivered", intent))
+    hook.post(
+        client,
+        delivery_payload("bounced", intent, recipients=["ops@customer.test", "x@elsewhere.test"]),
+    )
+    svix_id = new_svix_id()
+    payload = delivery_payload("bounced", intent)
+
+    hook.post(client, payload, svix_id=svix_id)
+
+    event = WebhookEvent.objects.get(svix_id=svix_id)
+    row = IntentEvent.objects.get(actor_label=svix_id)
+    assert {
+        field.attname: getattr(row, field.attname)
+        for field in IntentEvent._meta.concrete_fields
+        if field.attname not in ("id", "created_at")
+    } == {
+        "tenant_id": intent.tenant_id,
+        "draft_id": intent.draft_id,
+        "intent_id": intent.pk,
+        "actor_kind": "webhook",
+        "actor_user_id": None,
+        "actor_token_id": None,
+        "actor_label": svix_id,
+        "action": "delivery.bounced",
+        "from_state": "",
+        "to_state": "",
+        "reason": "",
+        "data": {
+            "webhook_event_id": event.pk,
+            "event_id": payload["event_id"],
+            "moved": ["jane@customer.test"],
+            "unchanged": ["ops@customer.test"],
+            "suppressed": ["jane@customer.test"],
+            "unknown_recipients": 0,
+        },
+    }
+    assert event.received_at <= row.created_at <= event.applied_at
+    assert event.outcome == "1 of 2 recipients moved to bounced; 1 suppressed"
+    assert IntentEvent.objects.get(action="delivery.bounced", data__unknown_recipients=1).data[
+        "suppressed"
+    ] == ["ops@customer.test"]
+
+
+def _wait_for_a_lock_waiter(timeout: float = 5) -> bool:
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            )
+            if cursor.fetchone()[0]:
+                return True
+            time.sleep(0.02)
+    return False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_intent_committed_while_the_receiver_waits_for_the_message_lock_is_seen(
+    client, hook, tenant_a, mailbox_row, intent_row
+):
+    """The worker records a message id and takes the message lock before its commit; a webhook
+    that waited for that lock must then find the intent (applied), not defer the event."""
+    intent = intent_row(
+        mailbox_row(tenant_a), to=["jane@customer.test"], message_id=None, state="uncertain"
+    )
+    message_id = "<recorded-while-waiting@sandbox.test>"
+    locked = threading.Event()
+    saw_waiter: list[bool] = []
+
+    def record_and_commit_while_the_webhook_waits():
+        try:
+            with transaction.atomic():
+                SendIntent.objects.filter(pk=intent.pk).update(
+                    state="accepted", provider_message_id=message_id, updated_at=Now()
+                )
+                services._lock_message(intent.tenant_id, message_id)
+                locked.set()
+                saw_waiter.append(_wait_for_a_lock_waiter())
+        finally:
+            connections.close_all()
+
+    worker = threading.Thread(target=record_and_commit_while_the_webhook_waits)
+    worker.start()
+    locked.wait(5)
+    payload = delivery_payload(
+        "delivered", (intent.mailbox.inbox_id, message_id, "thr_w", ["jane@customer.test"])
+    )
+    response = hook.post(client, payload)
+    worker.join()
+
+    assert saw_waiter == [True]
+    assert (response.status_code, response.json()["state"]) == (200, "applied")
+    assert RecipientDelivery.objects.get(intent=intent).state == "delivered"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_held_message_lock_leaves_the_event_pending_and_a_redelivery_is_a_duplicate(
+    client, hook, intent, caplog
+):
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_message_lock():
+        try:
+            with transaction.atomic():
+                services._lock_message(intent.tenant_id, intent.provider_message_id)
+                locked.set()
+                release.wait(15)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold_the_message_lock)
+    holder.start()
+    locked.wait(5)
+    payload, svix_id = delivery_payload("delivered", intent), new_svix_id()
+    started = time.monotonic()
+    first = hook.post(client, payload, svix_id=svix_id)
+    again = hook.post(client, payload, svix_id=svix_id)
+    answered_in = time.monotonic() - started
+    pending = WebhookEvent.objects.get().state
+    release.set()
+    holder.join()
+
+    moved = services.events_replay_pending()
+
+    assert (first.status_code, first.json()["state"], pending) == (200, "pending", "pending")
+    assert (again.status_code, again.json()["duplicate"]) == (200, True)
+    assert answered_in < 10
+    assert "webhooks.event.apply_postponed" in [record.getMessage() for record in caplog.records]
+    assert moved == 1
+    assert set(RecipientDelivery.objects.values_list("state", flat=True)) == {"delivered"}
