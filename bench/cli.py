@@ -55,7 +55,9 @@ def parse_args(argv):
     )
     p.add_argument("--n", type=int, help="intents per dispatch row (default 2000; quick 40)")
     p.add_argument("--workers", type=int, default=4, help="worker processes for dispatch rows")
-    p.add_argument("--batch", type=int, default=5, help="intents claimed per worker round")
+    p.add_argument(
+        "--batch", type=int, default=20, help="intents claimed per worker round (SEND_BATCH_SIZE)"
+    )
     p.add_argument("--latencies", default="0,50", help="provider latencies in ms")
     p.add_argument("--events", type=int, help="webhook events per endpoint (default 3000)")
     p.add_argument("--requests", type=int, help="agent API requests per row (default 1000)")

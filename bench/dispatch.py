@@ -243,7 +243,7 @@ def countersign(params: dict) -> dict:
         sandbox_before = process_cpu(sandbox_pid)
         t0 = run_workers(
             workers=workers,
-            batch=params.get("batch", 5),
+            batch=params.get("batch", 20),
             threads=params.get("threads", 1),
             done=done,
             timeout=params.get("timeout", 300),
@@ -266,7 +266,7 @@ def countersign(params: dict) -> dict:
         "n": n,
         "workers": workers,
         "latency_ms": latency,
-        "batch": params.get("batch", 5),
+        "batch": params.get("batch", 20),
         "threads": params.get("threads", 1),
         "experiments": list(params.get("experiments", ())),
         "accepted": states.get("accepted", 0),

@@ -102,7 +102,7 @@ def run(params: dict) -> dict:
         def drained() -> bool:
             return not SendIntent.objects.filter(pk__in=ids).exclude(state="accepted").exists()
 
-        t0 = run_workers(workers=workers, batch=5, done=drained, timeout=300)
+        t0 = run_workers(workers=workers, batch=settings.SEND_BATCH_SIZE, done=drained, timeout=300)
         from django.db.models import Max
 
         t_end = SendIntent.objects.filter(pk__in=ids).aggregate(m=Max("updated_at"))["m"]
@@ -113,7 +113,7 @@ def run(params: dict) -> dict:
         steady = max(2.0, outage / 2)
         budget = steady + outage + (8.0 if quick else max(30.0, 4 * outage))
         items = create_drafts(tenant, user, boxes, int(arrival * budget) + 1, tag="arr")
-        procs, go, stop = start_workers(workers=workers, batch=5)
+        procs, go, stop = start_workers(workers=workers, batch=settings.SEND_BATCH_SIZE)
         feed_go, feed_stop, lag = CTX_FORK.Event(), CTX_FORK.Event(), CTX_FORK.Queue()
         feeder = CTX_FORK.Process(
             target=_feeder,

@@ -269,6 +269,9 @@ SEND_SAFE_WINDOW_SECONDS = env_int("SEND_SAFE_WINDOW_SECONDS", 23 * 3600)
 SEND_RATE_PER_KEY = float(env("SEND_RATE_PER_KEY", "10"))
 # Provider calls a worker process makes at once for one claimed batch (HTTP only, no database).
 SEND_CALL_CONCURRENCY = env_int("SEND_CALL_CONCURRENCY", 8)
+# Intents one worker claims, re-checks and records per round (one transaction each): larger
+# batches cost less database work per send; the batch's records wait for its slowest call.
+SEND_BATCH_SIZE = env_int("SEND_BATCH_SIZE", 20)
 SEND_BURST_PER_KEY = float(env("SEND_BURST_PER_KEY", "20"))
 SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 15)
 # After this many consecutive failures on one AgentMail key, pause it for the cooldown, then let a

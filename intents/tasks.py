@@ -15,7 +15,6 @@ from intents.services import draft_expire_due
 
 log = logging.getLogger("intents.tasks")
 
-DRAIN_BATCH = 10
 WAKE_LIMIT = 200
 
 
@@ -29,7 +28,8 @@ def drain(max_intents: int = 100) -> int:
     worker = execution.worker_id()
     done = 0
     while done < max_intents:
-        step = execution.run_once(worker=worker, limit=min(DRAIN_BATCH, max_intents - done))
+        batch = settings.SEND_BATCH_SIZE
+        step = execution.run_once(worker=worker, limit=min(batch, max_intents - done))
         if not step:
             break
         done += step
@@ -79,7 +79,7 @@ def _wake(queued: list[int], uncertain: list[int]) -> None:
     if "orm" in settings.Q_CLUSTER and OrmQ.objects.count() >= 2 * workers:
         # Workers are already behind on wake-ups; more of them would only pile up.
         return
-    drains = min(workers, math.ceil(len(queued) / DRAIN_BATCH))
+    drains = min(workers, math.ceil(len(queued) / settings.SEND_BATCH_SIZE))
     for _ in range(drains):
         async_task("intents.tasks.drain", task_name="intents-drain")
     for intent_id in uncertain:

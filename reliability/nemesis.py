@@ -166,8 +166,6 @@ def start_worker(run: Run, *, skew: str | None = None) -> Worker:
         "intents_worker",
         "--threads",
         "1",
-        "--batch",
-        "5",
         "--poll",
         "0.05",
         "--sweep-every",

@@ -12,6 +12,7 @@ import signal
 import threading
 import time
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import InterfaceError, OperationalError, connections
 
@@ -30,12 +31,15 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="One claim round, then exit")
         parser.add_argument("--intent", type=int, help="Only this intent (with --once)")
         parser.add_argument("--threads", type=int, default=1)
-        parser.add_argument("--batch", type=int, default=5)
+        parser.add_argument(
+            "--batch", type=int, default=None, help="Intents per round (default SEND_BATCH_SIZE)"
+        )
         parser.add_argument("--poll", type=float, default=0.2)
         parser.add_argument("--sweep-every", type=float, default=0, help="Seconds; 0: no sweep")
         parser.add_argument("--exit-when-idle", action="store_true")
 
     def handle(self, *args, **o):
+        o["batch"] = o["batch"] or settings.SEND_BATCH_SIZE
         if o["once"]:
             done = execution.run_once(limit=o["batch"], intent_id=o["intent"])
             self.stdout.write(f"processed {done}")
