@@ -711,9 +711,10 @@ def _mark_accepted(acceptances: list[_Acceptance]) -> set[int]:
             for a in done
         ]
     )
+    recorded = [(a.intent.tenant_id, a.message_id) for a in done]
+    if recorded:
+        transaction.on_commit(lambda: apply_deferred_events(recorded))
     for a in done:
-        tenant_id, message_id = a.intent.tenant_id, a.message_id
-        transaction.on_commit(lambda t=tenant_id, m=message_id: apply_deferred_events(t, m))
         log.info("intents.intent.accepted", extra={"intent_id": a.intent.pk, "how": a.how})
     return moved
 

@@ -827,7 +827,7 @@ def intent_resolve_accepted(
             data={"provider_message_id": provider_message_id},
         )
         tenant_id = tenant.pk
-        transaction.on_commit(lambda: apply_deferred_events(tenant_id, provider_message_id))
+        transaction.on_commit(lambda: apply_deferred_events([(tenant_id, provider_message_id)]))
     intent.refresh_from_db()
     return intent
 
@@ -883,23 +883,16 @@ def intent_release(*, tenant, intent_id, actor) -> SendIntent:
     return intent
 
 
-def apply_deferred_events(tenant_id: int, message_id: str) -> None:
-    """Hand webhook events that beat our commit to the webhooks app (after our commit)."""
+def apply_deferred_events(messages: list[tuple[int, str]]) -> None:
+    """Hand webhook events that beat our commit to the webhooks app (call after the commit that
+    recorded these (tenant id, provider message id) pairs)."""
+    from webhooks import services as webhook_services
+
     try:
-        from webhooks import services as webhook_services
-    except ImportError:
-        return
-    apply = getattr(webhook_services, "events_apply_deferred", None)
-    if apply is None:
-        return
-    try:
-        apply(tenant_id=tenant_id, message_id=message_id)
+        webhook_services.events_apply_deferred_many(messages)
     except Exception:
         # The sweep replays stored-but-unapplied events, so a failure here is not lost.
-        log.exception(
-            "intents.intent.deferred_events_failed",
-            extra={"tenant_id": tenant_id, "message_id": message_id},
-        )
+        log.exception("intents.intent.deferred_events_failed", extra={"count": len(messages)})
 
 
 __all__ = [

@@ -240,6 +240,36 @@ def event_apply(*, event_id: int) -> str:
         return _apply_guarded(event, normalized)
 
 
+def events_apply_deferred_many(messages: Iterable[tuple[int, str]]) -> int:
+    """``events_apply_deferred`` for every (tenant id, message id) a worker batch just recorded:
+    one statement takes (and, in autocommit, releases) all their message locks, one query finds
+    which have deferred events, and only those take the locked path."""
+    messages = sorted({(t, m) for t, m in messages if m})
+    if not messages:
+        return 0
+    if connection.in_atomic_block:
+        return sum(events_apply_deferred(tenant_id=t, message_id=m) for t, m in messages)
+    keys = [_message_lock_key(t, m) for t, m in messages]
+    with connection.cursor() as cursor:
+        # The same barrier as one at a time: any webhook transaction that looked for one of
+        # these intents before our commit has finished once this statement returns.
+        cursor.execute(
+            "SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) "
+            "FROM (SELECT unnest(%s::text[]) AS k ORDER BY 1) AS keys",
+            [keys],
+        )
+    waiting = set(
+        WebhookEvent.objects.filter(
+            tenant_id__in={t for t, _ in messages},
+            message_id__in={m for _, m in messages},
+            state=State.DEFERRED,
+        ).values_list("tenant_id", "message_id")
+    )
+    return sum(
+        events_apply_deferred(tenant_id=t, message_id=m) for t, m in messages if (t, m) in waiting
+    )
+
+
 def events_apply_deferred(*, tenant_id: int, message_id: str) -> int:
     """Apply the events that arrived before an intent recorded ``message_id``.
 

@@ -150,3 +150,28 @@ def test_purge_closes_events_that_never_became_applicable(client, hook, mailbox,
 
     event = WebhookEvent.objects.get()
     assert (event.state, event.payload) == ("ignored", None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_batch_applies_the_deferred_events_of_every_message_it_recorded(
+    client, hook, mailbox, sending, tenant_b
+):
+    # After the commit (autocommit): one lock statement and one look for the whole batch.
+    hook.post(client, early("sent", mailbox))
+    hook.post(client, early("delivered", mailbox))
+    record_message_id(sending)
+    batch = [
+        (sending.tenant_id, "<no-early-events@sandbox.test>"),
+        (sending.tenant_id, MESSAGE_ID),
+        (tenant_b.pk, MESSAGE_ID),  # another tenant's message with the same id: not ours
+        (sending.tenant_id, ""),
+    ]
+
+    applied = services.events_apply_deferred_many(batch)
+    again = services.events_apply_deferred_many(batch)
+
+    assert (applied, again) == (2, 0)
+    assert list(RecipientDelivery.objects.values_list("address", "state")) == [
+        ("jane@customer.test", "delivered")
+    ]
+    assert set(WebhookEvent.objects.values_list("state", flat=True)) == {"applied"}
