@@ -152,6 +152,16 @@ if not DATABASES["default"]["ENGINE"].endswith("postgresql"):
         "Countersign runs on PostgreSQL only; DATABASE_URL must be postgres://"
     )
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Server-side parameter binding, and statements prepared on a connection after they ran
+# DB_PREPARE_THRESHOLD times: PostgreSQL then skips parsing and planning the hot statements of the
+# worker and the webhook receiver (about half of the database's CPU per webhook event, BENCHMARKS.md).
+# Behind PgBouncer in transaction mode, set its max_prepared_statements (1.21+) or set
+# DB_PREPARE_THRESHOLD=-1 (no prepared statements).
+if env_bool("DB_SERVER_SIDE_BINDING", True):
+    _threshold = env_int("DB_PREPARE_THRESHOLD", 5)
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        server_side_binding=True, prepare_threshold=_threshold if _threshold >= 0 else None
+    )
 DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME", "test_countersign")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
