@@ -99,6 +99,7 @@ def _dispatch(d: dict) -> str:
 
 def _webhooks(w: dict) -> str:
     body = []
+    ours, peer = w["rows"][0], w["rows"][1] if len(w["rows"]) > 1 else None
     for r in w["rows"]:
         body.append(
             [
@@ -110,15 +111,26 @@ def _webhooks(w: dict) -> str:
                 r["latency"]["p99_ms"],
                 r.get("stored", "-"),
                 r.get("applied", "-"),
+                _ratio(r["per_s"], peer["per_s"]) if peer and r is not peer else "",
             ]
         )
-    ours, peer = w["rows"][0], w["rows"][1] if len(w["rows"]) > 1 else None
     ratio = _ratio(ours["per_s"], peer["per_s"]) if peer else "-"
     return (
         f"Webhook ingestion ({w['server']}; {w['concurrency']} connections; "
         f"body {w['body_bytes']} bytes) — Countersign/anymail = {ratio}\n"
         + _table(
-            ["endpoint", "2xx", "per s", "p50 ms", "p95 ms", "p99 ms", "stored", "applied"], body
+            [
+                "endpoint",
+                "2xx",
+                "per s",
+                "p50 ms",
+                "p95 ms",
+                "p99 ms",
+                "stored",
+                "applied",
+                "vs anymail",
+            ],
+            body,
         )
     )
 

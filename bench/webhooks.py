@@ -153,6 +153,23 @@ def _anymail(count: int, size: int) -> list[dict]:
     return requests
 
 
+def _floor(count: int, size: int) -> list[dict]:
+    """Deliveries for the store-only reference view: same secret as anymail's, same body size."""
+    from django.conf import settings
+    from svix.webhooks import Webhook
+
+    signer = Webhook(settings.ANYMAIL["RESEND_SIGNING_SECRET"])
+    requests = []
+    for i in range(count):
+        event = {"event_type": "message.delivered", "event_id": f"evt_{i}", "pad": ""}
+        body = json.dumps(event, separators=(",", ":"))
+        event["pad"] = "x" * max(0, size - len(body))
+        requests.append(
+            _signed(signer, "/bench/store-only/", json.dumps(event, separators=(",", ":")))
+        )
+    return requests
+
+
 def _signed(signer, path: str, body: str) -> dict:
     svix_id = "msg_" + uuid.uuid4().hex
     return {
@@ -169,6 +186,9 @@ def _signed(signer, path: str, body: str) -> dict:
 
 
 def scenario(params: dict) -> dict:
+    from django.db import connection
+
+    from bench import views_floor
     from webhooks.models import RecipientDelivery, WebhookEvent
 
     events, concurrency = params["events"], params["concurrency"]
@@ -180,14 +200,21 @@ def scenario(params: dict) -> dict:
     ]
     size = round(sum(len(r["body"]) for r in ours_requests[0]) / per_round)
     peer_requests = [_anymail(per_round, size) for _ in range(ROUNDS)]
+    floor_requests = [_floor(per_round, size) for _ in range(ROUNDS)]
     warm_ours = _ours(endpoint, secret_text, mailbox, intents, 20, 10**6)
-    phases = [warm_ours + _anymail(20, size)]
+    phases = [warm_ours + _anymail(20, size) + _floor(20, size)]
     for r in range(ROUNDS):
-        phases += [ours_requests[r], peer_requests[r]]
+        phases += [ours_requests[r], peer_requests[r], floor_requests[r]]
+    with connection.cursor() as cursor:
+        cursor.execute(views_floor.CREATE)
+        cursor.execute(f"TRUNCATE {views_floor.TABLE}")
     with Gunicorn("bench.settings_peers", workers=params["http_workers"]) as server:
         measured = load(server.base, *phases, concurrency=concurrency)[1:]
         description = server.description
-    rounds = {"ours": measured[0::2], "anymail": measured[1::2]}
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {views_floor.TABLE}")  # noqa: S608
+        floor_stored = cursor.fetchone()[0] - 20
+    rounds = {"ours": measured[0::3], "anymail": measured[1::3], "floor": measured[2::3]}
     stored = WebhookEvent.objects.exclude(svix_id__in=[w["headers"]["svix-id"] for w in warm_ours])
     best = {k: max(v, key=lambda x: x["per_s"]) for k, v in rounds.items()}
     ours = {
@@ -205,11 +232,18 @@ def scenario(params: dict) -> dict:
         "applied": "-",
         "rounds_per_s": [x["per_s"] for x in rounds["anymail"]],
     }
+    floor = {
+        "name": "reference: verify + one INSERT, nothing applied (bench-only view)",
+        **best["floor"],
+        "stored": floor_stored,
+        "applied": "-",
+        "rounds_per_s": [x["per_s"] for x in rounds["floor"]],
+    }
     return {
         "server": description,
         "concurrency": concurrency,
         "body_bytes": size,
         "events_per_endpoint": per_round * ROUNDS,
-        "rows": [ours, peer],
+        "rows": [ours, peer, floor],
         "ratio": round(ours["per_s"] / peer["per_s"], 2) if peer["per_s"] else None,
     }

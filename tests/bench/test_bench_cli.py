@@ -52,9 +52,11 @@ def test_bench_quick_run_completes_and_checks_its_own_invariants(tmp_path):
     assert [r["duplicates"] for r in dispatch["countersign"]] == [0]
     assert [r["accepted"] for r in dispatch["post_office"]] == [10]
     assert [r["accepted"] for r in dispatch["db_limit"]] == [10]
-    ours, anymail = rows["webhooks"]["rows"]
+    ours, anymail, floor = rows["webhooks"]["rows"]
     assert ours["ok"] == ours["requests"]
     assert (ours["stored"], ours["applied"]) == (10, 10)
     assert anymail["ok"] == anymail["requests"]
+    assert floor["ok"] == floor["requests"]
+    assert floor["stored"] == ours["stored"]  # both rounds, like ours
     assert {(r["page"], r["pending"]) for r in rows["ui"]["rows"]} == {("queue", 30), ("draft", 30)}
     assert "Dispatch" in completed.stdout
