@@ -53,7 +53,7 @@ from intents.policy import (
     recipient_problems,
     suppressed_addresses,
 )
-from intents.services import apply_deferred_events, journal
+from intents.services import Entry, apply_deferred_events, journal, journal_many
 from mailboxes import provider
 
 log = logging.getLogger("intents.execution")
@@ -101,12 +101,12 @@ def backoff_seconds(attempts: int, retry_after: float | None = None) -> float:
 
 
 def throttle_key(mailbox) -> str:
+    return _key_ref(mailbox.provider_api_key_id, mailbox.pk)
+
+
+def _key_ref(provider_api_key_id: str, mailbox_id: int) -> str:
     # Rate limits are per AgentMail key; each mailbox sends with its own inbox-scoped key.
-    return (
-        f"key:{mailbox.provider_api_key_id}"
-        if mailbox.provider_api_key_id
-        else f"mailbox:{mailbox.pk}"
-    )
+    return f"key:{provider_api_key_id}" if provider_api_key_id else f"mailbox:{mailbox_id}"
 
 
 @dataclass(frozen=True)
@@ -182,19 +182,7 @@ def _throttle_feedback(key_ref: str, result: provider.SendResult, lease_token) -
         provider.Outcome.PERMANENT,
     )
     if clean:
-        # The common case: one conditional UPDATE that matches nothing when the row is already
-        # closed and clean, instead of locking and rewriting it with the same values per send.
-        ProviderThrottle.objects.filter(key_ref=key_ref).filter(
-            ~Q(circuit=ProviderThrottle.Circuit.CLOSED)
-            | ~Q(consecutive_failures=0)
-            | Q(opened_until__isnull=False)
-            | Q(probe_token__isnull=False)
-        ).update(
-            consecutive_failures=0,
-            circuit=ProviderThrottle.Circuit.CLOSED,
-            opened_until=None,
-            probe_token=None,
-        )
+        _throttles_clean([key_ref])
         return
     row = ProviderThrottle.objects.select_for_update().filter(key_ref=key_ref).first()
     if row is None:
@@ -217,11 +205,44 @@ def _throttle_feedback(key_ref: str, result: provider.SendResult, lease_token) -
     row.save(update_fields=fields)
 
 
+def _throttles_clean(key_refs: list[str]) -> None:
+    """A clean answer closes its key's circuit and resets its failure count. The common case is
+    one conditional UPDATE that matches nothing (the rows are already closed and clean), instead
+    of locking and rewriting them with the same values per send; rows that do change are locked
+    in key order, as in ``_lock_throttles``."""
+    table = ProviderThrottle._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET consecutive_failures = 0, circuit = %s, opened_until = NULL, "  # noqa: S608
+            f"probe_token = NULL WHERE key_ref IN (SELECT key_ref FROM {table} "
+            "WHERE key_ref = ANY(%s) AND (circuit <> %s OR consecutive_failures <> 0 "
+            "OR opened_until IS NOT NULL OR probe_token IS NOT NULL) "
+            "ORDER BY key_ref FOR UPDATE)",
+            [
+                ProviderThrottle.Circuit.CLOSED,
+                sorted(set(key_refs)),
+                ProviderThrottle.Circuit.CLOSED,
+            ],
+        )
+
+
 # --- claiming ------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Candidate:
+    """A due intent as the claim reads it (plain values: up to 3x limit rows per claim)."""
+
+    pk: int
+    state: str
+    attempts: int
+    tenant_id: int
+    draft_id: int
+    key_ref: str
+
+
 def _claim(*, worker: str, limit: int, intent_id: int | None, reconcile: bool) -> list[Claim]:
-    leased: list[tuple[SendIntent, uuid.UUID]] = []
+    leased: list[tuple[_Candidate, uuid.UUID]] = []
     with transaction.atomic():
         now = db_now()
         if reconcile:
@@ -235,55 +256,98 @@ def _claim(*, worker: str, limit: int, intent_id: int | None, reconcile: bool) -
         qs = SendIntent.objects.select_for_update(skip_locked=True, of=("self",)).filter(due)
         if intent_id is not None:
             qs = qs.filter(pk=intent_id)
-        candidates = list(
-            qs.select_related("mailbox").order_by("-priority", "next_attempt_at", "id")[
-                : max(limit * 3, limit)
-            ]
-        )
-        throttles = _lock_throttles({throttle_key(c.mailbox) for c in candidates}, now)
+        candidates = [
+            _Candidate(pk, state, attempts, tenant_id, draft_id, _key_ref(key_id, mailbox_id))
+            for pk, state, attempts, tenant_id, draft_id, mailbox_id, key_id in qs.order_by(
+                "-priority", "next_attempt_at", "id"
+            ).values_list(
+                "id",
+                "state",
+                "attempts",
+                "tenant_id",
+                "draft_id",
+                "mailbox_id",
+                "mailbox__provider_api_key_id",
+            )[: max(limit * 3, limit)]
+        ]
+        throttles = _lock_throttles({c.key_ref for c in candidates}, now)
         if any(row.refilled_at > now for row in throttles.values()):
             # Another claimer refilled a bucket, with its own later clock reading, while this
             # one waited for the row: read the clock again, or that refill would look like a
             # 429's pause and the claim would skip (and postpone) intents that may go now.
             now = db_now()
-        for intent in candidates:
+        postponed: list[tuple[int, str, datetime]] = []
+        for candidate in candidates:
             if len(leased) >= limit:
                 break
             token = uuid.uuid4()
-            row = throttles[throttle_key(intent.mailbox)]
-            wait = _take_token(row, now, token)
+            wait = _take_token(throttles[candidate.key_ref], now, token)
             if wait:
                 # Not due until the key has budget again; keeps claimers from spinning on it.
-                SendIntent.objects.filter(pk=intent.pk, state=intent.state).update(
-                    next_attempt_at=now + timedelta(seconds=wait)
-                )
+                postponed.append((candidate.pk, candidate.state, now + timedelta(seconds=wait)))
                 continue
-            leased.append((intent, token))
+            leased.append((candidate, token))
+        _postpone(postponed)
         won = _lease_rows(leased, worker=worker, expires=now + _lease(), reconcile=reconcile)
         if not reconcile:
-            IntentEvent.objects.bulk_create(
+            journal_many(
                 [
-                    IntentEvent(
-                        tenant_id=intent.tenant_id,
-                        draft_id=intent.draft_id,
-                        intent_id=intent.pk,
+                    Entry(
+                        tenant_id=c.tenant_id,
+                        draft_id=c.draft_id,
+                        intent_id=c.pk,
                         actor_kind=IntentEvent.Actor.WORKER,
-                        actor_label=worker[:100],
+                        actor_label=worker,
                         action="intent.claimed",
                         from_state=State.QUEUED,
                         to_state=State.SENDING,
-                        data={"attempt": intent.attempts + 1},
+                        data={"attempt": c.attempts + 1},
                     )
-                    for intent, _ in leased
-                    if intent.pk in won
+                    for c, _ in leased
+                    if c.pk in won
                 ]
             )
-        claims = [Claim(i.pk, token, worker, reconcile) for i, token in leased if i.pk in won]
-        for row in throttles.values():
-            row.save(
-                update_fields=["tokens", "refilled_at", "circuit", "opened_until", "probe_token"]
-            )
+        claims = [Claim(c.pk, token, worker, reconcile) for c, token in leased if c.pk in won]
+        _save_throttles(throttles.values())
     return claims
+
+
+def _postpone(postponed: list[tuple[int, str, datetime]]) -> None:
+    """Move throttled candidates' next attempt, each guarded by the state it was read in."""
+    if not postponed:
+        return
+    ids, states, due = (list(column) for column in zip(*postponed, strict=True))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {SendIntent._meta.db_table} AS i SET next_attempt_at = u.due "  # noqa: S608
+            "FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[]) AS u(id, state, due) "
+            "WHERE i.id = u.id AND i.state = u.state",
+            [ids, states, due],
+        )
+
+
+def _save_throttles(rows) -> None:
+    """Write back the locked buckets a claim changed, in one statement."""
+    rows = list(rows)
+    if not rows:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {ProviderThrottle._meta.db_table} AS t SET tokens = u.tokens, "  # noqa: S608
+            "refilled_at = u.refilled_at, circuit = u.circuit, opened_until = u.opened_until, "
+            "probe_token = u.probe_token FROM unnest(%s::text[], %s::float8[], "
+            "%s::timestamptz[], %s::text[], %s::timestamptz[], %s::uuid[]) "
+            "AS u(key_ref, tokens, refilled_at, circuit, opened_until, probe_token) "
+            "WHERE t.key_ref = u.key_ref",
+            [
+                [r.key_ref for r in rows],
+                [float(r.tokens) for r in rows],
+                [r.refilled_at for r in rows],
+                [r.circuit for r in rows],
+                [r.opened_until for r in rows],
+                [r.probe_token for r in rows],
+            ],
+        )
 
 
 def _lease_rows(leased, *, worker: str, expires: datetime, reconcile: bool) -> set[int]:
@@ -347,11 +411,9 @@ def _lock_leased(claims: list[Claim], *, live: bool = True) -> dict[int, SendInt
     """
     if not claims:
         return {}
-    ours = Q()
-    for claim in claims:
-        ours |= Q(pk=claim.intent_id, lease_token=claim.lease_token)
+    tokens = {claim.intent_id: claim.lease_token for claim in claims}
     qs = SendIntent.objects.select_for_update(of=("self",)).filter(
-        ours, state__in=(State.SENDING, State.UNCERTAIN)
+        pk__in=list(tokens), state__in=(State.SENDING, State.UNCERTAIN)
     )
     if live:
         qs = qs.filter(lease_expires_at__gt=Now())
@@ -359,14 +421,16 @@ def _lock_leased(claims: list[Claim], *, live: bool = True) -> dict[int, SendInt
         SendAttempt.objects.filter(intent_id=OuterRef("pk")).order_by("-number").values("number")
     )
     rows = (
-        qs.select_related("mailbox", "tenant", "draft", "draft_version", "approver")
+        qs.select_related("mailbox", "tenant", "draft", "draft_version")
         .annotate(
             db_now=Now(),
             next_attempt_number=Coalesce(Subquery(last_number[:1]), Value(0)) + 1,
         )
         .order_by("id")
     )
-    return {row.pk: row for row in rows}
+    # The fence: a row whose lease another worker holds now was locked only until our commit,
+    # and is not ours to touch.
+    return {row.pk: row for row in rows if row.lease_token == tokens[row.pk]}
 
 
 def _lock_leased_for_record(claims: list[Claim]) -> dict[int, SendIntent]:
@@ -536,20 +600,37 @@ def intent_begin_attempts(claims: list[Claim]) -> dict[int, Prepared | None]:
             kind = _attempt_kind(intent, claim, policy_problem(intent, facts))
             if kind is None:
                 continue
-            attempt = SendAttempt(
-                intent=intent,
-                tenant_id=intent.tenant_id,
-                number=intent.next_attempt_number,
-                kind=kind,
-                worker=claim.worker[:100],
-                lease_token=claim.lease_token,
-                started_at=intent.db_now,
-            )
-            started.append((intent, attempt))
-        SendAttempt.objects.bulk_create([attempt for _, attempt in started])
-        for intent, attempt in started:
-            prepared[intent.pk] = _prepared(intent, attempt)
+            started.append((intent, claim, kind))
+        attempt_ids = _insert_attempts(started)
+        for intent, _, kind in started:
+            prepared[intent.pk] = _prepared(intent, attempt_ids[intent.pk], kind)
     return prepared
+
+
+def _insert_attempts(started: list[tuple[SendIntent, Claim, str]]) -> dict[int, int]:
+    """The batch's attempt rows (outcome pending, started on the database clock), in one
+    statement whose text does not depend on the batch size; returns attempt ids by intent id."""
+    if not started:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {SendAttempt._meta.db_table} (intent_id, tenant_id, number, kind, "  # noqa: S608
+            "worker, lease_token, started_at, outcome, error_code, error_detail, "
+            "provider_message_id) SELECT i, t, n, k, w, l, s, %s, '', '', '' FROM unnest("
+            "%s::bigint[], %s::bigint[], %s::int[], %s::text[], %s::text[], %s::uuid[], "
+            "%s::timestamptz[]) AS u(i, t, n, k, w, l, s) RETURNING intent_id, id",
+            [
+                AttemptOutcome.PENDING,
+                [intent.pk for intent, _, _ in started],
+                [intent.tenant_id for intent, _, _ in started],
+                [intent.next_attempt_number for intent, _, _ in started],
+                [kind for _, _, kind in started],
+                [claim.worker[:100] for _, claim, _ in started],
+                [claim.lease_token for _, claim, _ in started],
+                [intent.db_now for intent, _, _ in started],
+            ],
+        )
+        return dict(cursor.fetchall())
 
 
 def intent_begin_attempt(claim: Claim) -> Prepared | None:
@@ -608,10 +689,10 @@ def _attempt_kind(intent: SendIntent, claim: Claim, problem) -> str | None:
     return SendAttempt.Kind.SEND
 
 
-def _prepared(intent: SendIntent, attempt: SendAttempt) -> Prepared:
+def _prepared(intent: SendIntent, attempt_id: int, kind: str) -> Prepared:
     version = intent.draft_version
     request = None
-    if attempt.kind != SendAttempt.Kind.LOOKUP:
+    if kind != SendAttempt.Kind.LOOKUP:
         request = provider.SendRequest(
             inbox_id=intent.mailbox.inbox_id,
             to=list(version.to),
@@ -625,8 +706,8 @@ def _prepared(intent: SendIntent, attempt: SendAttempt) -> Prepared:
             reply_to_message_id=intent.draft.in_reply_to,
         )
     return Prepared(
-        attempt_id=attempt.pk,
-        kind=attempt.kind,
+        attempt_id=attempt_id,
+        kind=kind,
         api_key=intent.mailbox.api_key(),
         request=request,
         inbox_id=intent.mailbox.inbox_id,
@@ -694,14 +775,14 @@ def _mark_accepted(acceptances: list[_Acceptance]) -> set[int]:
         )
         moved = {row[0] for row in cursor.fetchall()}
     done = [a for a in acceptances if a.intent.pk in moved]
-    IntentEvent.objects.bulk_create(
+    journal_many(
         [
-            IntentEvent(
+            Entry(
                 tenant_id=a.intent.tenant_id,
                 draft_id=a.intent.draft_id,
                 intent_id=a.intent.pk,
                 actor_kind=IntentEvent.Actor.WORKER,
-                actor_label=a.claim.worker[:100],
+                actor_label=a.claim.worker,
                 action="intent.accepted",
                 from_state=a.intent.state,
                 to_state=State.ACCEPTED,
@@ -748,12 +829,9 @@ def intent_record_accepted(
             states[claim.intent_id] = State.ACCEPTED
         live = [(c, p, r) for c, p, r in answers if c.intent_id in locked]
         _close_attempts_accepted([(p, r) for _, p, r in live])
-        # A clean answer resets the key's failure count: once per key is the same as once per
-        # send. Sorted, as in _lock_throttles, so two recorders never wait on each other's rows.
-        per_key = {p.key_ref: (c, r) for c, p, r in live}
-        for key_ref in sorted(per_key):
-            claim, result = per_key[key_ref]
-            _throttle_feedback(key_ref, result, claim.lease_token)
+        # Every answer here is clean: once per key is the same as once per send.
+        if live:
+            _throttles_clean([p.key_ref for _, p, _ in live])
         _mark_accepted(acceptances)
     return states
 
