@@ -42,6 +42,36 @@ def admin_conninfo() -> dict:
     }
 
 
+def postgres_cpu() -> float | None:
+    """CPU seconds used so far by the embedded PostgreSQL server: the postmaster, its live
+    children (backends, WAL writer, checkpointer...) and its exited children. None when the
+    server is not the local embedded one (DATABASE_URL elsewhere)."""
+    if os.environ.get("DATABASE_URL"):
+        return None
+    from config.dbserver import PGDATA
+
+    try:
+        postmaster = int((PGDATA / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(entry), int(fields[1])
+        if pid == postmaster:
+            total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+        elif ppid == postmaster:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
 def ensure_databases(*names: str) -> None:
     import psycopg
     from psycopg import sql

@@ -26,6 +26,7 @@ from bench.common import (
     approved_intents,
     latency_summary,
     make_tenant,
+    postgres_cpu,
     provision_mailboxes,
     reset_tables,
     vacuum_analyze,
@@ -48,6 +49,12 @@ def children_cpu(*, include_self: bool = False) -> float:
         usage = resource.getrusage(who)
         total += usage.ru_utime + usage.ru_stime
     return total
+
+
+def _per_item(before: float | None, after: float | None, n: int) -> float | None:
+    if before is None or after is None:
+        return None
+    return round((after - before) * 1000 / max(1, n), 2)
 
 
 def process_cpu(pid: int) -> float:
@@ -243,6 +250,7 @@ def countersign(params: dict) -> dict:
         cpu_before = children_cpu()
         sandbox_pid = sandbox._process.pid
         sandbox_before = process_cpu(sandbox_pid)
+        pg_before = postgres_cpu()
         t0 = run_workers(
             workers=workers,
             batch=params.get("batch", 20),
@@ -253,6 +261,7 @@ def countersign(params: dict) -> dict:
         )
         cpu = children_cpu() - cpu_before
         sandbox_cpu = process_cpu(sandbox_pid) - sandbox_before
+        pg_after = postgres_cpu()
         rows = list(
             SendIntent.objects.filter(pk__in=ids, state="accepted").values_list(
                 "updated_at", flat=True
@@ -281,6 +290,7 @@ def countersign(params: dict) -> dict:
         "worker_cpu_ms_per_item": round(cpu * 1000 / max(1, n), 2),
         # The provider fake runs on the same two cores: its CPU per send bounds any worker.
         "sandbox_cpu_ms_per_item": round(sandbox_cpu * 1000 / max(1, n), 2),
+        "postgres_cpu_ms_per_item": _per_item(pg_before, pg_after, n),
         "approvals_per_s": round(n / approve_timer.seconds, 1),
     }
 
@@ -313,10 +323,12 @@ def postoffice(params: dict) -> dict:
 
     connections.close_all()
     cpu_before = children_cpu(include_self=True)
+    pg_before = postgres_cpu()
     t0 = time.time()
     mail.send_queued_mail_until_done(lockfile=os.path.join(ledger_dir, "lock"), processes=workers)
     wall = time.time() - t0
     cpu = children_cpu(include_self=True) - cpu_before
+    pg_after = postgres_cpu()
     sent = list(Email.objects.filter(status=STATUS.sent).values_list("last_updated", flat=True))
     t_end = max(sent).timestamp() if sent else t0
     lines = []
@@ -339,6 +351,7 @@ def postoffice(params: dict) -> dict:
         "provider_sends": len(lines),
         "duplicates": sum(c - 1 for c in per_subject.values() if c > 1),
         "worker_cpu_ms_per_item": round(cpu * 1000 / max(1, n), 2),
+        "postgres_cpu_ms_per_item": _per_item(pg_before, pg_after, n),
     }
 
 
@@ -425,6 +438,7 @@ def db_limit(params: dict) -> dict:
         proc.start()
     time.sleep(0.3)
     cpu_before = children_cpu()
+    pg_before = postgres_cpu()
     t0 = time.perf_counter()
     go.set()
     completed = sum(counts.get(timeout=300) for _ in procs)
@@ -432,6 +446,7 @@ def db_limit(params: dict) -> dict:
     for proc in procs:
         proc.join(10)
     cpu = children_cpu() - cpu_before
+    pg_after = postgres_cpu()
     with psycopg.connect(**conninfo, autocommit=True) as conn:
         max_claims, accepted = conn.execute(
             "SELECT max(attempts), count(*) FILTER (WHERE state = 'accepted') FROM bench_claim"
@@ -448,5 +463,6 @@ def db_limit(params: dict) -> dict:
         "per_s": round(completed / elapsed, 1),
         "max_claims_per_row": max_claims,
         "worker_cpu_ms_per_item": round(cpu * 1000 / max(1, n), 2),
+        "postgres_cpu_ms_per_item": _per_item(pg_before, pg_after, n),
         "duplicates": max(0, (max_claims or 1) - 1),
     }

@@ -61,6 +61,8 @@ def _dispatch(d: dict) -> str:
                     _ratio(r["per_s"], po["per_s"]) if name == "Countersign" and po else "",
                     _ratio(row["per_s"], limit),
                     row.get("worker_cpu_ms_per_item"),
+                    row.get("sandbox_cpu_ms_per_item", "-"),
+                    row.get("postgres_cpu_ms_per_item") or "-",
                 ]
             )
     for row in d["db_limit"]:
@@ -75,6 +77,8 @@ def _dispatch(d: dict) -> str:
                 "",
                 _ratio(row["per_s"], limit),
                 row.get("worker_cpu_ms_per_item"),
+                "-",
+                row.get("postgres_cpu_ms_per_item") or "-",
             ]
         )
     w = d["countersign"][0]["workers"] if d["countersign"] else "?"
@@ -91,6 +95,8 @@ def _dispatch(d: dict) -> str:
                 "vs post-office",
                 "vs DB k=1",
                 "worker CPU ms/item",
+                "provider CPU ms/item",
+                "PostgreSQL CPU ms/item",
             ],
             body,
         )

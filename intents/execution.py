@@ -433,7 +433,7 @@ def _lock_leased(claims: list[Claim], *, live: bool = True) -> dict[int, SendInt
     return {row.pk: row for row in rows if row.lease_token == tokens[row.pk]}
 
 
-def _lock_leased_for_record(claims: list[Claim]) -> dict[int, SendIntent]:
+def _lock_leased_for_record(claims: list[Claim]) -> dict[int, _Leased]:
     """The batch's leased rows, locked (in id order), with only what recording a result reads
     (every write after it is fenced by the lease token); keyed by intent id. Plain SQL: this runs
     for every provider call."""
@@ -456,16 +456,22 @@ def _lock_leased_for_record(claims: list[Claim]) -> dict[int, SendIntent]:
     for pk, tenant_id, draft_id, state, attempts, first_attempt_at, recipients in rows:
         if isinstance(recipients, str | bytes):
             recipients = json.loads(recipients)
-        locked[pk] = SendIntent(
-            id=pk,
-            tenant_id=tenant_id,
-            draft_id=draft_id,
-            state=state,
-            attempts=attempts,
-            first_attempt_at=first_attempt_at,
-            recipients=recipients,
-        )
+        locked[pk] = _Leased(pk, tenant_id, draft_id, state, attempts, first_attempt_at, recipients)
     return locked
+
+
+@dataclass(frozen=True)
+class _Leased:
+    """A leased intent as recording reads it (plain values; a model instance per row costs more
+    than the rest of recording it)."""
+
+    pk: int
+    tenant_id: int
+    draft_id: int
+    state: str
+    attempts: int
+    first_attempt_at: datetime | None
+    recipients: dict
 
 
 @dataclass(frozen=True)
@@ -541,7 +547,7 @@ def policy_problem(intent: SendIntent, facts: CheckFacts | None = None) -> tuple
 
 
 def _finish(
-    intent: SendIntent,
+    intent: SendIntent | _Leased,
     claim: Claim,
     *,
     to_state: str,
@@ -602,8 +608,14 @@ def intent_begin_attempts(claims: list[Claim]) -> dict[int, Prepared | None]:
                 continue
             started.append((intent, claim, kind))
         attempt_ids = _insert_attempts(started)
+        api_keys: dict[int, str] = {}  # opened once per mailbox of the batch
         for intent, _, kind in started:
-            prepared[intent.pk] = _prepared(intent, attempt_ids[intent.pk], kind)
+            mailbox = intent.mailbox
+            if mailbox.pk not in api_keys:
+                api_keys[mailbox.pk] = mailbox.api_key()
+            prepared[intent.pk] = _prepared(
+                intent, attempt_ids[intent.pk], kind, api_keys[mailbox.pk]
+            )
     return prepared
 
 
@@ -689,7 +701,7 @@ def _attempt_kind(intent: SendIntent, claim: Claim, problem) -> str | None:
     return SendAttempt.Kind.SEND
 
 
-def _prepared(intent: SendIntent, attempt_id: int, kind: str) -> Prepared:
+def _prepared(intent: SendIntent, attempt_id: int, kind: str, api_key: str) -> Prepared:
     version = intent.draft_version
     request = None
     if kind != SendAttempt.Kind.LOOKUP:
@@ -708,7 +720,7 @@ def _prepared(intent: SendIntent, attempt_id: int, kind: str) -> Prepared:
     return Prepared(
         attempt_id=attempt_id,
         kind=kind,
-        api_key=intent.mailbox.api_key(),
+        api_key=api_key,
         request=request,
         inbox_id=intent.mailbox.inbox_id,
         label=intent.label,
@@ -743,7 +755,7 @@ _ATTEMPT_OUTCOME = {
 
 @dataclass(frozen=True)
 class _Acceptance:
-    intent: SendIntent  # as locked for recording
+    intent: _Leased
     claim: Claim
     message_id: str
     thread_id: str
