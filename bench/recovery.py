@@ -152,6 +152,11 @@ def run(params: dict) -> dict:
         finally:
             feed_stop.set()
             feeder.join(30)
+            # The last arrivals (after the drain was measured) are sent before the workers stop,
+            # so the final tally compares every approval with the provider's ledger.
+            settle = time.monotonic() + 15
+            while arrivals.filter(state__in=OPEN).exists() and time.monotonic() < settle:
+                time.sleep(0.1)
             stop_workers(procs, stop)
         rows = list(arrivals.filter(state="accepted").values_list("approved_at", "updated_at"))
         states: dict[str, int] = {}

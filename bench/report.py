@@ -199,7 +199,7 @@ def _recovery(runs) -> str:
             lambda r: f"{r['drain_s']} s" if r["drain_s"] else "not drained in budget",
         ),
         row("ideal backlog/(capacity-arrival)", lambda r: f"{r['ideal_drain_s']} s"),
-        row("measured / ideal", lambda r: _fmt(r["drain_ratio"])),
+        row("measured / ideal", lambda r: f"{r['drain_ratio']:.2f}x"),
         row(
             "approve->accepted p50 / p95 ms",
             lambda r: f"{r['latency']['p50_ms']} / {r['latency']['p95_ms']}",
