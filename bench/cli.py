@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench.common import PEERS, PRODUCT, REPO_ROOT, RESULTS_DIR, ensure_databases
 
-SCENARIOS = ("dispatch", "webhooks", "api", "ui", "recovery")
+SCENARIOS = ("dispatch", "phases", "webhooks", "api", "ui", "recovery")
 
 
 def run_task(settings_module: str, target: str, params: dict, env: dict, timeout: float) -> dict:
@@ -124,6 +124,10 @@ def main(argv=None) -> int:
 
     if "dispatch" in only:
         results["rows"]["dispatch"] = dispatch_rows(task, args, n, latencies, profile_dir)
+    if "phases" in only:
+        results["rows"]["phases"] = task(
+            PRODUCT, "bench.phases:run", {"n": 40 if quick else 1000, "batch": args.batch}
+        )
     http = {"concurrency": args.concurrency, "http_workers": args.http_workers}
     if "webhooks" in only:
         events = args.events or (60 if quick else 3000)

@@ -30,6 +30,8 @@ def render(results: dict) -> str:
     rows = results.get("rows", {})
     if "dispatch" in rows:
         out.append(_dispatch(rows["dispatch"]))
+    if "phases" in rows:
+        out.append(_phases(rows["phases"]))
     if "webhooks" in rows:
         out.append(_webhooks(rows["webhooks"]))
     if "api" in rows:
@@ -100,6 +102,33 @@ def _dispatch(d: dict) -> str:
             ],
             body,
         )
+    )
+
+
+def _phases(p: dict) -> str:
+    names = {
+        "intent_claim": "claim (lease the batch, journal)",
+        "intent_begin_attempts": "re-check, attempt rows, commit",
+        "intent_record_accepted": "record accepted sends, deferred webhooks",
+    }
+    body = [
+        [label, f"{p['phases'][name]['cpu_ms']:.2f}", f"{p['phases'][name]['statements']:.2f}"]
+        for name, label in names.items()
+    ]
+    body += [
+        ["main thread, all phases", f"{p['main_thread_cpu_ms']:.2f}", "-"],
+        ["provider calls (pool threads: SDK + handoffs)", f"{p['call_threads_cpu_ms']:.2f}", "-"],
+        ["whole worker process", f"{p['process_cpu_ms']:.2f}", "-"],
+        [
+            f"one SDK send alone, sequential ({p['sdk_calls']} calls: {p['sdk_outcomes']})",
+            f"{p['sdk_call_cpu_ms']:.2f}",
+            "-",
+        ],
+    ]
+    return (
+        f"Where a worker's CPU goes (one worker in process, {p['intents']} intents, batches of "
+        f"{p['batch']}, 0 ms provider latency)\n"
+        + _table(["phase", "CPU ms per intent", "SQL statements per intent"], body)
     )
 
 

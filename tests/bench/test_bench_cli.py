@@ -25,7 +25,7 @@ def test_bench_quick_run_completes_and_checks_its_own_invariants(tmp_path):
             "--db-prefix",
             "bench_smoke",
             "--only",
-            "dispatch,webhooks,ui",
+            "dispatch,phases,webhooks,ui",
             "--latencies",
             "0",
             "--n",
@@ -52,6 +52,10 @@ def test_bench_quick_run_completes_and_checks_its_own_invariants(tmp_path):
     assert [r["duplicates"] for r in dispatch["countersign"]] == [0]
     assert [r["accepted"] for r in dispatch["post_office"]] == [10]
     assert [r["accepted"] for r in dispatch["db_limit"]] == [10]
+    phases = rows["phases"]
+    assert phases["intents"] == 40
+    assert phases["sdk_outcomes"] == {"accepted": phases["sdk_calls"]}
+    assert phases["main_thread_cpu_ms"] > 0
     ours, anymail, floor = rows["webhooks"]["rows"]
     assert ours["ok"] == ours["requests"]
     assert (ours["stored"], ours["applied"]) == (10, 10)
