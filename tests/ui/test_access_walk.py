@@ -209,6 +209,9 @@ def test_every_html_page_carries_a_strict_csp_with_a_fresh_nonce(world, client):
         script_src = next(d for d in policy.split(";") if d.strip().startswith("script-src"))
         assert "'unsafe-inline'" not in script_src and "'unsafe-eval'" not in script_src, name
         assert "frame-ancestors 'none'" in policy, name
+        # No remote images anywhere (a draft's or customer's HTML could carry tracking pixels).
+        img_src = next(d for d in policy.split(";") if d.strip().startswith("img-src"))
+        assert set(img_src.split()[1:]) <= {"'self'", "data:"}, name
         if b"<html" in response.content:
             documents += 1
             nonces.add(script_src.split("'nonce-")[1].split("'")[0])
