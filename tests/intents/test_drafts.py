@@ -293,7 +293,9 @@ def test_approve_creates_one_queued_intent_with_tenant_key(
     assert intent.next_attempt_at is not None
     assert len(callbacks) == 1
     assert OrmQ.objects.count() == 1
-    actions = list(IntentEvent.objects.filter(draft=draft).values_list("action", flat=True))
+    actions = list(
+        IntentEvent.objects.filter(draft=draft).order_by("id").values_list("action", flat=True)
+    )
     assert actions == ["draft.created", "draft.approved", "intent.created"]
 
 

@@ -90,7 +90,9 @@ def test_hold_and_release(tenant_a, intent, approver):
     assert (released.state, released.held_reason) == ("queued", "")
     with pytest.raises(errors.IntentError):
         services.intent_release(tenant=tenant_a, intent_id=intent.pk, actor=approver)
-    actions = list(IntentEvent.objects.filter(intent=intent).values_list("action", flat=True))
+    actions = list(
+        IntentEvent.objects.filter(intent=intent).order_by("id").values_list("action", flat=True)
+    )
     assert actions[-2:] == ["intent.held", "intent.released"]
 
 
