@@ -76,37 +76,6 @@ def _configure_sending(sandbox) -> None:
     settings.PUBLIC_BASE_URL = "http://127.0.0.1:9"
 
 
-def apply_experiments(names) -> None:
-    """Proposed changes to code this harness does not own, tried in-process only (never in the
-    recorded table unless named there). Each is described in BENCHMARKS.md."""
-    from intents import execution
-    from intents.models import ProviderThrottle
-    from mailboxes import provider
-
-    if "quiet_feedback" in names:
-        # The happy path's feedback would rewrite a closed, clean throttle row with the same
-        # values, under a row lock held through the commit: every send on a key serialised on it.
-        original = execution._throttle_feedback
-
-        def quiet_feedback(key_ref, result, lease_token):
-            if result.http_status != 429 and result.outcome in (
-                provider.Outcome.ACCEPTED,
-                provider.Outcome.PERMANENT,
-            ):
-                ProviderThrottle.objects.filter(key_ref=key_ref).exclude(
-                    circuit=ProviderThrottle.Circuit.CLOSED, consecutive_failures=0
-                ).update(
-                    circuit=ProviderThrottle.Circuit.CLOSED,
-                    consecutive_failures=0,
-                    opened_until=None,
-                    probe_token=None,
-                )
-                return
-            original(key_ref, result, lease_token)
-
-        execution._throttle_feedback = quiet_feedback
-
-
 def _warm_up() -> None:
     """What a long-running worker has already paid for: imports, its connection, its HTTP pool."""
     from django.db import connection
@@ -228,7 +197,6 @@ def countersign(params: dict) -> dict:
     from mailboxes.sandbox.testing import SandboxServer
 
     n, workers, latency = params["n"], params["workers"], params["latency_ms"]
-    apply_experiments(params.get("experiments", ()))
     # The per-key token bucket is configuration (AgentMail's real limits are per account); here
     # it is opened wide, as post-office has none, so the row measures the pipeline itself.
     settings.SEND_RATE_PER_KEY = float(params.get("rate_per_key", 1e6))
@@ -281,7 +249,6 @@ def countersign(params: dict) -> dict:
         "latency_ms": latency,
         "batch": params.get("batch", 20),
         "threads": params.get("threads", 1),
-        "experiments": list(params.get("experiments", ())),
         "accepted": states.get("accepted", 0),
         "states": dict(states),
         "elapsed_s": round(elapsed, 3),

@@ -30,7 +30,6 @@ from bench.common import (
 )
 from bench.dispatch import (
     _configure_sending,
-    apply_experiments,
     run_workers,
     start_workers,
     stop_workers,
@@ -73,8 +72,6 @@ def run(params: dict) -> dict:
     quick = params.get("quick", False)
     workers, latency = params.get("workers", 2), params.get("latency_ms", 50)
     scale = outage / SEED_OUTAGE_S
-    experiments = list(params.get("experiments", ()))
-    apply_experiments(experiments)
     settings.SEND_RATE_PER_KEY = settings.SEND_BURST_PER_KEY = 1e6
     settings.SEND_BACKOFF_BASE_SECONDS = 2.0 * scale
     settings.SEND_BACKOFF_CAP_SECONDS = 900.0 * scale
@@ -175,7 +172,6 @@ def run(params: dict) -> dict:
         else None
     )
     return {
-        "experiments": experiments,
         "workers": workers,
         "latency_ms": latency,
         "policy": policy,

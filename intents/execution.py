@@ -176,7 +176,7 @@ def _take_token(row: ProviderThrottle, now: datetime, probe: uuid.UUID) -> float
     return 0.0
 
 
-def _throttle_feedback(key_ref: str, result: provider.SendResult, lease_token) -> None:
+def _throttle_feedback(key_ref: str, result: provider.SendResult) -> None:
     clean = result.http_status != 429 and result.outcome in (
         provider.Outcome.ACCEPTED,
         provider.Outcome.PERMANENT,
@@ -888,7 +888,7 @@ def intent_record_result(claim: Claim, prepared: Prepared, result: provider.Send
             log.warning("intents.intent.fenced", extra={"intent_id": claim.intent_id})
             return "fenced"
         _close_attempt(prepared.attempt_id, _ATTEMPT_OUTCOME[result.outcome], result)
-        _throttle_feedback(prepared.key_ref, result, claim.lease_token)
+        _throttle_feedback(prepared.key_ref, result)
         detail = f"{result.http_status or '-'} {result.error_code}: {result.error_message}"[:2000]
         if result.outcome == provider.Outcome.PERMANENT:
             if result.suppress_recipients:
