@@ -10,27 +10,17 @@ from __future__ import annotations
 import json
 import uuid
 
-from bench.common import make_tenant, reset_tables, vacuum_analyze
+from bench.common import local_mailbox, make_tenant, reset_tables, vacuum_analyze
 from bench.http import Gunicorn, load
 
 
 def _setup():
-    from mailboxes.models import Mailbox
     from tenants.models import AgentToken
     from tenants.tokens import token_create
 
     reset_tables()
     tenant, user = make_tenant("api")
-    mailbox = Mailbox.objects.create(
-        tenant=tenant,
-        username="support",
-        address="support@api.bench.test",
-        inbox_id="support@api.bench.test",
-        status=Mailbox.Status.PROVISIONING,
-    )
-    mailbox.api_key_sealed = mailbox.seal_api_key("am_bench_not_a_key")
-    mailbox.status = Mailbox.Status.ACTIVE
-    mailbox.save(update_fields=["api_key_sealed", "status"])
+    mailbox = local_mailbox(tenant, "support", "api.bench.test")
     _, plaintext = token_create(
         tenant=tenant,
         name="bench agent",

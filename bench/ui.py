@@ -12,7 +12,7 @@ import statistics
 import time
 from datetime import timedelta
 
-from bench.common import make_tenant, percentile, reset_tables, vacuum_analyze
+from bench.common import local_mailbox, make_tenant, percentile, reset_tables, vacuum_analyze
 
 REPEATS = 15
 CHUNK = 5000
@@ -119,24 +119,11 @@ def run(params: dict) -> dict:
     from django.test import Client
 
     from intents.models import Draft
-    from mailboxes.models import Mailbox
 
     sizes = sorted(params["sizes"])
     reset_tables()
     tenant, user = make_tenant("ui")
-    mailboxes = []
-    for i in range(3):
-        box = Mailbox.objects.create(
-            tenant=tenant,
-            username=f"support{i}",
-            address=f"support{i}@ui.bench.test",
-            inbox_id=f"support{i}@ui.bench.test",
-            status=Mailbox.Status.PROVISIONING,
-        )
-        box.api_key_sealed = box.seal_api_key("am_bench_not_a_key")
-        box.status = Mailbox.Status.ACTIVE
-        box.save(update_fields=["api_key_sealed", "status"])
-        mailboxes.append(box)
+    mailboxes = [local_mailbox(tenant, f"support{i}", "ui.bench.test") for i in range(3)]
     client = Client(HTTP_HOST="127.0.0.1")
     client.force_login(user, backend="django.contrib.auth.backends.ModelBackend")
     rows, plans, have = [], {}, 0

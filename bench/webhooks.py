@@ -15,7 +15,7 @@ import os
 import uuid
 from datetime import UTC, datetime
 
-from bench.common import make_tenant, reset_tables, vacuum_analyze
+from bench.common import local_mailbox, make_tenant, reset_tables, vacuum_analyze
 from bench.http import Gunicorn, load
 
 ROUNDS = 2  # alternate ours / anymail twice; each row reports its better round
@@ -30,21 +30,11 @@ def _setup(n_intents: int):
 
     from intents.hashing import content_hash
     from intents.models import Draft, DraftVersion, SendIntent
-    from mailboxes.models import Mailbox
     from webhooks.models import WebhookEndpoint, WebhookSecret
 
     reset_tables()
     tenant, user = make_tenant("hooks")
-    mailbox = Mailbox.objects.create(
-        tenant=tenant,
-        username="support",
-        address="support@hooks.bench.test",
-        inbox_id="support@hooks.bench.test",
-        status=Mailbox.Status.PROVISIONING,
-    )
-    mailbox.api_key_sealed = mailbox.seal_api_key("am_bench_not_a_key")
-    mailbox.status = Mailbox.Status.ACTIVE
-    mailbox.save(update_fields=["api_key_sealed", "status"])
+    mailbox = local_mailbox(tenant, "support", "hooks.bench.test")
     endpoint = WebhookEndpoint.objects.create(
         tenant=tenant, status=WebhookEndpoint.Status.ACTIVE, provider_webhook_id="ep_bench"
     )

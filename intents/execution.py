@@ -43,6 +43,7 @@ from django.db.models import OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
+from config.perprocess import PerProcess
 from intents.clock import db_now
 from intents.hashing import version_hash
 from intents.models import IntentEvent, ProviderThrottle, SendAttempt, SendIntent, Suppression
@@ -499,14 +500,13 @@ class CheckFacts:
         )
 
 
-def policy_problem(intent: SendIntent, facts: CheckFacts | None = None) -> tuple[str, str] | None:
+def policy_problem(intent: SendIntent, facts: CheckFacts) -> tuple[str, str] | None:
     """(code, reason) for the first contract check that fails, or None.
 
     Expects ``intent`` from ``_lock_leased``: its tenant, mailbox, draft and version were read in
     the locking statement (fresh). ``facts`` are the membership and suppressions read in the same
-    transaction (for the whole batch); without them they are read here.
+    transaction (``CheckFacts.load`` of the whole batch).
     """
-    facts = facts if facts is not None else CheckFacts.load([intent])
     tenant = intent.tenant
     if not tenant.is_active:
         return "tenant_inactive", "The tenant is suspended."
@@ -1062,22 +1062,13 @@ def execute_claim(claim: Claim) -> str:
     return execute_claims([claim])[0]
 
 
-_pools: dict[int, ThreadPoolExecutor] = {}
-_pools_lock = threading.Lock()
+def _new_call_pool() -> ThreadPoolExecutor:
+    size = max(1, int(settings.SEND_CALL_CONCURRENCY))
+    return ThreadPoolExecutor(max_workers=size, thread_name_prefix="send")
 
 
-def _call_pool() -> ThreadPoolExecutor:
-    """One small pool per process (worker processes fork; threads do not survive a fork)."""
-    pid = os.getpid()
-    pool = _pools.get(pid)
-    if pool is None:
-        with _pools_lock:
-            pool = _pools.get(pid)
-            if pool is None:
-                size = int(settings.SEND_CALL_CONCURRENCY)
-                pool = ThreadPoolExecutor(max_workers=max(1, size), thread_name_prefix="send")
-                _pools[pid] = pool
-    return pool
+# One small pool per process (worker processes fork; threads do not survive a fork).
+_call_pool = PerProcess(_new_call_pool).get
 
 
 def _begin(claims: list[Claim], errors: list[BaseException]) -> dict[int, Prepared | None]:

@@ -17,6 +17,7 @@ from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterR
 from django.db.models.functions import Now
 
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
+from intents.services import Entry, journal_many
 
 log = logging.getLogger("intents.retention")
 
@@ -44,15 +45,17 @@ def draft_bodies_purge(*, batch: int = 1000) -> int:
             id__in=[r[0] for r in rows], body_purged_at__isnull=True
         ).update(text="", html="", body_purged_at=Now())
         drafts = {(tenant_id, draft_id) for _, tenant_id, draft_id in rows}
-        IntentEvent.objects.bulk_create(
-            IntentEvent(
-                tenant_id=tenant_id,
-                draft_id=draft_id,
-                actor_kind=IntentEvent.Actor.SWEEP,
-                action="draft.bodies_purged",
-                reason="retention period passed",
-            )
-            for tenant_id, draft_id in sorted(drafts)
+        journal_many(
+            [
+                Entry(
+                    tenant_id=tenant_id,
+                    draft_id=draft_id,
+                    actor_kind=IntentEvent.Actor.SWEEP,
+                    action="draft.bodies_purged",
+                    reason="retention period passed",
+                )
+                for tenant_id, draft_id in sorted(drafts)
+            ]
         )
     log.info("intents.retention.bodies_purged", extra={"versions": purged, "drafts": len(drafts)})
     return purged

@@ -22,8 +22,6 @@ from __future__ import annotations
 import email.utils
 import http.cookiejar
 import logging
-import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +34,8 @@ import httpx
 from agentmail import AgentMail, AgentMailEnvironment
 from agentmail.core.api_error import ApiError
 from django.conf import settings
+
+from config.perprocess import PerProcess
 
 logger = logging.getLogger("mailboxes.provider")
 
@@ -125,11 +125,6 @@ class _NoCookies(http.cookiejar.DefaultCookiePolicy):
         return False
 
 
-_local = threading.local()
-_lock = threading.Lock()
-_clients: dict[int, httpx.Client] = {}
-
-
 def _timeouts() -> httpx.Timeout:
     return httpx.Timeout(
         connect=settings.AGENTMAIL_CONNECT_TIMEOUT,
@@ -145,23 +140,22 @@ def _enforce_timeouts(request: httpx.Request) -> None:
     request.extensions["timeout"] = _timeouts().as_dict()
 
 
+def _new_http_client() -> httpx.Client:
+    return httpx.Client(
+        timeout=_timeouts(),
+        limits=httpx.Limits(max_connections=50, max_keepalive_connections=20),
+        cookies=http.cookiejar.CookieJar(policy=_NoCookies()),
+        event_hooks={"request": [_enforce_timeouts]},
+        follow_redirects=False,
+    )
+
+
+_http_clients = PerProcess(_new_http_client)
+
+
 def http_client() -> httpx.Client:
     """One pooled client per process (worker processes fork; a pool must not cross a fork)."""
-    pid = os.getpid()
-    client = _clients.get(pid)
-    if client is None:
-        with _lock:
-            client = _clients.get(pid)
-            if client is None:
-                client = httpx.Client(
-                    timeout=_timeouts(),
-                    limits=httpx.Limits(max_connections=50, max_keepalive_connections=20),
-                    cookies=http.cookiejar.CookieJar(policy=_NoCookies()),
-                    event_hooks={"request": [_enforce_timeouts]},
-                    follow_redirects=False,
-                )
-                _clients[pid] = client
-    return client
+    return _http_clients.get()
 
 
 def _sdk(api_key: str) -> AgentMail:

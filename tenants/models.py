@@ -123,10 +123,6 @@ class Membership(models.Model):
     def is_admin(self) -> bool:
         return self.role == self.Role.ADMIN
 
-    @property
-    def can_approve_somewhere(self) -> bool:
-        return self.role in (self.Role.ADMIN, self.Role.APPROVER)
-
 
 class AgentToken(models.Model):
     """A bearer token for an AI agent. Only a SHA-256 digest of the secret is stored."""

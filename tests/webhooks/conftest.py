@@ -18,7 +18,7 @@ from svix.webhooks import Webhook
 from intents.hashing import content_hash
 from intents.models import Draft, DraftVersion, SendIntent
 from mailboxes.models import Mailbox
-from tests.factories import UserFactory
+from tests.factories import UserFactory, make_local_mailbox
 from webhooks.models import WebhookEndpoint, WebhookSecret
 
 _seq = count(1)
@@ -97,20 +97,7 @@ def hook_for(db):
 def mailbox_row(db):
     """mailbox_row(tenant, username) -> an active Mailbox with a sealed dummy key."""
 
-    def make(tenant, username: str = "support") -> Mailbox:
-        mailbox = Mailbox.objects.create(
-            tenant=tenant,
-            username=username,
-            address=f"{username}@{tenant.slug}.sandbox.test",
-            inbox_id=f"{username}@{tenant.slug}.sandbox.test",
-            status=Mailbox.Status.PROVISIONING,
-        )
-        mailbox.api_key_sealed = mailbox.seal_api_key("am_test")
-        mailbox.status = Mailbox.Status.ACTIVE
-        mailbox.save(update_fields=["api_key_sealed", "status"])
-        return mailbox
-
-    return make
+    return make_local_mailbox
 
 
 @pytest.fixture
