@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from ninja import NinjaAPI, Query
 
 from intents import services
@@ -243,6 +244,14 @@ def _draft_bytes(draft_id: int) -> bytes:
     return DraftOut.model_validate(draft_document(draft)).model_dump_json().encode()
 
 
+def _created_draft_location(status: int, body: bytes) -> str | None:
+    """Location of a created draft (RFC 9110 §10.2.2): read from the stored body, so a replayed
+    201 points at the same draft as the first."""
+    if status != 201:
+        return None
+    return reverse("api:get_draft", kwargs={"draft_id": json.loads(body)["id"]})
+
+
 def _ok(body: bytes, status: int = 200) -> HttpResponse:
     return HttpResponse(body, status=status, content_type="application/json")
 
@@ -282,7 +291,9 @@ def create_draft(request: HttpRequest, payload: DraftCreateIn):
         )
         return 201, _draft_bytes(draft.pk)
 
-    return run_idempotent(request, tenant=token.tenant, required=True, work=work)
+    return run_idempotent(
+        request, tenant=token.tenant, required=True, work=work, locate=_created_draft_location
+    )
 
 
 @api.get(

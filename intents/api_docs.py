@@ -88,6 +88,10 @@ RETRY_AFTER = {
     "description": "Seconds to wait before retrying.",
     "schema": {"type": "integer", "minimum": 1},
 }
+LOCATION = {
+    "description": "The created draft's URL (the same on a replay).",
+    "schema": {"type": "string", "example": "/api/v1/drafts/1"},
+}
 REPLAYED = {
     "description": "Present (true) when this is the stored response of an earlier request "
     "with the same Idempotency-Key.",
@@ -109,6 +113,8 @@ def finish_openapi_schema(schema: dict) -> dict:
                     headers["Retry-After"] = RETRY_AFTER
                 if method == "post" and code < 300:
                     headers["Idempotent-Replayed"] = REPLAYED
+                if operation.get("operationId") == "draft_create" and code == 201:
+                    headers["Location"] = LOCATION
                 if headers:
                     response["headers"] = headers
             if method == "post":

@@ -46,6 +46,9 @@ RETENTION = timedelta(hours=24)
 JSON_CONTENT_TYPE = "application/json"
 
 Work = Callable[[], tuple[int, bytes]]
+# The Location header of a stored response, derived from its status and body, so a replay carries
+# the same header as the first answer without storing headers.
+Locate = Callable[[int, bytes], str | None]
 
 
 class _LockLost(Exception):
@@ -101,10 +104,15 @@ def request_fingerprint(request: HttpRequest, *, credential: str = "") -> str:
     return digest.hexdigest()
 
 
-def _json_response(status: int, body: bytes, *, replayed: bool) -> HttpResponse:
+def _json_response(
+    status: int, body: bytes, *, replayed: bool, locate: Locate | None = None
+) -> HttpResponse:
     response = HttpResponse(body, status=status, content_type=JSON_CONTENT_TYPE)
     if replayed:
         response["Idempotent-Replayed"] = "true"
+    location = locate(status, body) if locate else None
+    if location:
+        response["Location"] = location
     return response
 
 
@@ -182,13 +190,18 @@ def _credential(request: HttpRequest) -> str:
     return f"agent-token:{token.pk}" if token is not None else ""
 
 
-def run_idempotent(request: HttpRequest, *, tenant, required: bool, work: Work) -> HttpResponse:
-    """Run ``work`` (returns status and JSON bytes) at most once per (tenant, Idempotency-Key)."""
+def run_idempotent(
+    request: HttpRequest, *, tenant, required: bool, work: Work, locate: Locate | None = None
+) -> HttpResponse:
+    """Run ``work`` (returns status and JSON bytes) at most once per (tenant, Idempotency-Key).
+
+    ``locate`` gives the response's Location header from its status and body; a replay gets the
+    same header as the first answer."""
     key = read_key(request, required=required)
     if key is None:
         with transaction.atomic():
             status, body = work()
-        return _json_response(status, body, replayed=False)
+        return _json_response(status, body, replayed=False, locate=locate)
 
     row, lock = _claim(
         tenant=tenant,
@@ -198,7 +211,9 @@ def run_idempotent(request: HttpRequest, *, tenant, required: bool, work: Work) 
     )
     if lock is None:
         log.info("intents.api.idempotent_replay", extra={"tenant_id": tenant.pk, "key_id": row.pk})
-        return _json_response(row.response_status, bytes(row.response_body), replayed=True)
+        return _json_response(
+            row.response_status, bytes(row.response_body), replayed=True, locate=locate
+        )
 
     try:
         with transaction.atomic():
@@ -223,7 +238,7 @@ def run_idempotent(request: HttpRequest, *, tenant, required: bool, work: Work) 
     except BaseException:
         _release(row.pk, lock)
         raise
-    return _json_response(status, body, replayed=False)
+    return _json_response(status, body, replayed=False, locate=locate)
 
 
 def api_idempotency_purge(*, retention: timedelta = RETENTION) -> int:

@@ -21,6 +21,8 @@ def test_create_draft_by_address_returns_the_draft(api, token_a, mailbox_a):
     doc = response.json()
     draft = Draft.objects.get()
     assert doc["id"] == draft.pk
+    assert response["Location"] == f"/api/v1/drafts/{draft.pk}"
+    assert api.get(response["Location"].removeprefix("/api/v1"), token=token_a).json() == doc
     assert doc["status"] == "pending"
     assert doc["mailbox"] == {"id": mailbox_a.pk, "address": mailbox_a.address}
     assert doc["current_version"]["number"] == 1

@@ -64,7 +64,7 @@ def test_replay_returns_byte_identical_body_with_the_replay_header(api, token_a,
     assert second.status_code == 201
     assert second["Idempotent-Replayed"] == "true"
     assert second.content == first.content
-    assert Draft.objects.count() == 1
+    assert second["Location"] == first["Location"] == f"/api/v1/drafts/{Draft.objects.get().pk}"
 
 
 @pytest.mark.django_db

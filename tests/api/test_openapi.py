@@ -41,6 +41,7 @@ def test_openapi_document_is_3_1_with_every_route_and_problem_errors(client):
     } == {"name": "Idempotency-Key", "required": True}
     assert list(create["responses"]["422"]["content"]) == ["application/problem+json"]
     assert "Retry-After" in create["responses"]["429"]["headers"]
+    assert set(create["responses"]["201"]["headers"]) == {"Location", "Idempotent-Replayed"}
     assert "Retention: 24 hours" in schema["info"]["description"]
     assert "256 KiB" in schema["info"]["description"]
     assert not any("approve" in path or "send" in path for path, _ in operations)
