@@ -161,7 +161,7 @@ def main(argv=None) -> int:
 
 
 def dispatch_rows(task, args, n, latencies, profile_dir) -> dict:
-    rows = {"countersign": [], "post_office": [], "db_limit": []}
+    rows = {"countersign": [], "post_office": [], "post_office_http": [], "db_limit": []}
     common = {"n": n, "workers": args.workers}
     for latency in latencies:
         rows["countersign"].append(
@@ -179,6 +179,9 @@ def dispatch_rows(task, args, n, latencies, profile_dir) -> dict:
         )
         rows["post_office"].append(
             task(PEERS, "bench.dispatch:postoffice", {**common, "latency_ms": latency})
+        )
+        rows["post_office_http"].append(
+            task(PEERS, "bench.dispatch:postoffice_http", {**common, "latency_ms": latency})
         )
     for k in (1,) if args.quick else (1, 10):
         rows["db_limit"].append(task(PRODUCT, "bench.dispatch:db_limit", {**common, "k": k}))

@@ -8,6 +8,10 @@ the same instant (t0) after the queue is filled:
   over real HTTP; every send carries its idempotency key; duplicates come from the sandbox ledger.
 - django-post-office: `send_queued_mail_until_done(processes=W)` (what `send_queued_mail
   --processes W` runs) through bench.backends.SleepBackend with the same latency.
+- django-post-office over HTTP (an additional row, not the one the target ratios use): the same
+  drain through bench.backends.AgentMailBackend, the official SDK against the same sandbox
+  AgentMail as Countersign, as a team would really deploy post-office; duplicates come from the
+  sandbox ledger.
 - Database limit: the same claim-and-complete pattern in raw SQL on a scratch table
   (`UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED LIMIT k) RETURNING`, then one
   fenced completion per row, each its own transaction).
@@ -74,6 +78,15 @@ def _configure_sending(sandbox) -> None:
     settings.AGENTMAIL_ORG_API_KEY = sandbox.org_key
     # Deliveries from the sandbox go nowhere (port 9 refuses); webhooks are measured separately.
     settings.PUBLIC_BASE_URL = "http://127.0.0.1:9"
+
+
+def _sandbox_tenant(sandbox, mailboxes: int):
+    """Sending pointed at `sandbox`, tables emptied, one tenant with `mailboxes` inboxes and keys
+    provisioned for real at the sandbox; returns (tenant, user, mailboxes)."""
+    _configure_sending(sandbox)
+    reset_tables()
+    tenant, user = make_tenant()
+    return tenant, user, provision_mailboxes(tenant, mailboxes, sandbox)
 
 
 def _warm_up() -> None:
@@ -202,10 +215,7 @@ def countersign(params: dict) -> dict:
     settings.SEND_RATE_PER_KEY = float(params.get("rate_per_key", 1e6))
     settings.SEND_BURST_PER_KEY = float(params.get("rate_per_key", 1e6))
     with SandboxServer(config={"auto_deliver": False}) as sandbox:
-        _configure_sending(sandbox)
-        reset_tables()
-        tenant, user = make_tenant()
-        boxes = provision_mailboxes(tenant, params.get("mailboxes", 4), sandbox)
+        tenant, user, boxes = _sandbox_tenant(sandbox, params.get("mailboxes", 4))
         with Timer() as approve_timer:
             ids = approved_intents(tenant, user, boxes, n)
         vacuum_analyze("intents_sendintent", "intents_draft", "intents_draftversion")
@@ -267,15 +277,10 @@ def countersign(params: dict) -> dict:
 # --- django-post-office --------------------------------------------------------------------------
 
 
-def postoffice(params: dict) -> dict:
+def _postoffice_queue(n: int, *, backend: str = "") -> None:
+    """n emails queued with `mail.send_many` for the post-office backend alias (default: '')."""
     from post_office import mail
-    from post_office.models import STATUS, Email
 
-    n, workers, latency = params["n"], params["workers"], params["latency_ms"]
-    reset_tables()
-    ledger_dir = tempfile.mkdtemp(prefix="bench-po-")
-    os.environ["BENCH_LATENCY_MS"] = str(latency)
-    os.environ["BENCH_LEDGER_DIR"] = ledger_dir
     mail.send_many(
         [
             {
@@ -283,44 +288,103 @@ def postoffice(params: dict) -> dict:
                 "recipients": [f"customer{i}@example.com"],
                 "subject": f"bench-{i}",
                 "message": "Thanks for writing. Your order shipped yesterday; tracking number 1Z999.",
+                "backend": backend,
             }
             for i in range(n)
         ]
     )
     vacuum_analyze("post_office_email")
+
+
+def _postoffice_drain(n: int, workers: int, lock_dir: str) -> dict:
+    """Drain the queue as `send_queued_mail --processes W` does; the figures both post-office
+    rows share (the end time comes from the rows post-office marked sent)."""
     from django.db import connections
+    from post_office import mail
+    from post_office.models import STATUS, Email
 
     connections.close_all()
     cpu_before = children_cpu(include_self=True)
     pg_before = postgres_cpu()
     t0 = time.time()
-    mail.send_queued_mail_until_done(lockfile=os.path.join(ledger_dir, "lock"), processes=workers)
+    mail.send_queued_mail_until_done(lockfile=os.path.join(lock_dir, "lock"), processes=workers)
     wall = time.time() - t0
     cpu = children_cpu(include_self=True) - cpu_before
     pg_after = postgres_cpu()
     sent = list(Email.objects.filter(status=STATUS.sent).values_list("last_updated", flat=True))
     t_end = max(sent).timestamp() if sent else t0
-    lines = []
-    for name in os.listdir(ledger_dir):
-        if name.startswith("sent-"):
-            with open(os.path.join(ledger_dir, name)) as fh:
-                lines += fh.read().split()
-    per_subject = Counter(lines)
     elapsed = t_end - t0
     return {
-        "system": "post_office",
         "n": n,
         "workers": workers,
-        "latency_ms": latency,
         "accepted": len(sent),
         "elapsed_s": round(elapsed, 3),
         "wall_s": round(wall, 3),
         "per_s": round(len(sent) / elapsed, 1) if elapsed > 0 else None,
         "latency": latency_summary([t.timestamp() - t0 for t in sent]),
-        "provider_sends": len(lines),
-        "duplicates": sum(c - 1 for c in per_subject.values() if c > 1),
         "worker_cpu_ms_per_item": round(cpu * 1000 / max(1, n), 2),
         "postgres_cpu_ms_per_item": _per_item(pg_before, pg_after, n),
+    }
+
+
+def _duplicates(subjects: list[str]) -> int:
+    """Sends beyond the first per subject (each queued email has its own subject)."""
+    return sum(c - 1 for c in Counter(subjects).values() if c > 1)
+
+
+def postoffice(params: dict) -> dict:
+    n, workers, latency = params["n"], params["workers"], params["latency_ms"]
+    reset_tables()
+    ledger_dir = tempfile.mkdtemp(prefix="bench-po-")
+    os.environ["BENCH_LATENCY_MS"] = str(latency)
+    os.environ["BENCH_LEDGER_DIR"] = ledger_dir
+    _postoffice_queue(n)
+    drained = _postoffice_drain(n, workers, ledger_dir)
+    lines = []
+    for name in os.listdir(ledger_dir):
+        if name.startswith("sent-"):
+            with open(os.path.join(ledger_dir, name)) as fh:
+                lines += fh.read().split()
+    return {
+        "system": "post_office",
+        "latency_ms": latency,
+        **drained,
+        "provider_sends": len(lines),
+        "duplicates": _duplicates(lines),
+    }
+
+
+def postoffice_http(params: dict) -> dict:
+    """post-office through bench.backends.AgentMailBackend to the sandbox AgentMail: one inbox and
+    its key, provisioned as for Countersign, handed to the backend through the environment (its
+    forked sending processes inherit it)."""
+    # Imported before the fork, as start_workers does for Countersign: post-office forks fresh
+    # sending processes for every batch of 100, and the SDK loads `inboxes.messages` lazily on
+    # first use (about 40 ms of CPU), which each of them would otherwise pay again.
+    import agentmail.inboxes.messages.client  # noqa: F401
+
+    from mailboxes.sandbox.testing import SandboxServer
+
+    n, workers, latency = params["n"], params["workers"], params["latency_ms"]
+    with SandboxServer(config={"auto_deliver": False}) as sandbox:
+        _tenant, _user, (mailbox,) = _sandbox_tenant(sandbox, 1)
+        os.environ["BENCH_AGENTMAIL_BASE_URL"] = sandbox.base_url
+        os.environ["BENCH_AGENTMAIL_API_KEY"] = mailbox.api_key()
+        os.environ["BENCH_AGENTMAIL_INBOX_ID"] = mailbox.inbox_id
+        _postoffice_queue(n, backend="agentmail")
+        sandbox.config(latency_ms=latency)
+        sandbox_pid = sandbox._process.pid
+        sandbox_before = process_cpu(sandbox_pid)
+        drained = _postoffice_drain(n, workers, tempfile.mkdtemp(prefix="bench-po-http-"))
+        sandbox_cpu = process_cpu(sandbox_pid) - sandbox_before
+        ledger = sandbox.ledger()
+    return {
+        "system": "post_office_http",
+        "latency_ms": latency,
+        **drained,
+        "provider_sends": len(ledger),
+        "duplicates": _duplicates([entry["subject"] for entry in ledger]),
+        "sandbox_cpu_ms_per_item": round(sandbox_cpu * 1000 / max(1, n), 2),
     }
 
 

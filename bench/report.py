@@ -47,9 +47,16 @@ def _dispatch(d: dict) -> str:
     limit = max((r["per_s"] for r in d["db_limit"] if r["k"] == 1), default=None)
     body = []
     po_by_latency = {r["latency_ms"]: r for r in d["post_office"]}
+    # Additional rows (older result files have none): never used for the "vs post-office" ratio.
+    http_by_latency = {r["latency_ms"]: r for r in d.get("post_office_http", [])}
     for r in d["countersign"]:
         po = po_by_latency.get(r["latency_ms"])
-        for row, name in ((r, "Countersign"), (po, "django-post-office")):
+        http = http_by_latency.get(r["latency_ms"])
+        for row, name in (
+            (r, "Countersign"),
+            (po, "django-post-office"),
+            (http, "django-post-office, HTTP backend (official AgentMail SDK to the sandbox)"),
+        ):
             if row is None:
                 continue
             body.append(
@@ -61,6 +68,7 @@ def _dispatch(d: dict) -> str:
                     row["latency"]["p95_ms"],
                     row["duplicates"],
                     _ratio(r["per_s"], po["per_s"]) if name == "Countersign" and po else "",
+                    _ratio(r["per_s"], http["per_s"]) if name == "Countersign" and http else "",
                     _ratio(row["per_s"], limit),
                     row.get("worker_cpu_ms_per_item"),
                     row.get("sandbox_cpu_ms_per_item", "-"),
@@ -76,6 +84,7 @@ def _dispatch(d: dict) -> str:
                 "-",
                 "-",
                 row["duplicates"],
+                "",
                 "",
                 _ratio(row["per_s"], limit),
                 row.get("worker_cpu_ms_per_item"),
@@ -95,6 +104,7 @@ def _dispatch(d: dict) -> str:
                 "p95 ms",
                 "dups",
                 "vs post-office",
+                "vs post-office over HTTP",
                 "vs DB k=1",
                 "worker CPU ms/item",
                 "provider CPU ms/item",
@@ -150,6 +160,13 @@ def _webhooks(w: dict) -> str:
             ]
         )
     ratio = _ratio(ours["per_s"], peer["per_s"]) if peer else "-"
+    # Older result files have no storing-receiver row.
+    storing = w.get("ratio_vs_anymail_store")
+    note = (
+        f"\nCountersign / anymail with a storing receiver (additional row) = {storing:.2f}x"
+        if storing
+        else ""
+    )
     return (
         f"Webhook ingestion ({w['server']}; {w['concurrency']} connections; "
         f"body {w['body_bytes']} bytes) — Countersign/anymail = {ratio}\n"
@@ -167,6 +184,7 @@ def _webhooks(w: dict) -> str:
             ],
             body,
         )
+        + note
     )
 
 

@@ -13,7 +13,13 @@ INSTALLED_APPS = [*INSTALLED_APPS, "post_office", "anymail"]
 ROOT_URLCONF = "bench.urls_peers"
 
 # post-office defaults except the backend: BATCH_SIZE 100, 5 threads per process, LOG_LEVEL 2.
-POST_OFFICE = {"BACKENDS": {"default": "bench.backends.SleepBackend"}}
+# "agentmail" is the additional HTTP row's backend, chosen per email (`backend="agentmail"`).
+POST_OFFICE = {
+    "BACKENDS": {
+        "default": "bench.backends.SleepBackend",
+        "agentmail": "bench.backends.AgentMailBackend",
+    }
+}
 EMAIL_BACKEND = "bench.backends.SleepBackend"
 
 # anymail's Resend tracking webhook verifies Svix signatures with this secret (no basic auth).

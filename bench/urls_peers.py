@@ -1,10 +1,12 @@
 from django.urls import include, path
 
+from bench.anymail_store import StoringResendTrackingView
 from bench.views_floor import store_only
 from config.urls import urlpatterns as product_urlpatterns
 
 urlpatterns = [
     path("anymail/", include("anymail.urls")),
+    path("bench/anymail-store/resend/tracking/", StoringResendTrackingView.as_view()),
     path("bench/store-only/", store_only),
     *product_urlpatterns,
 ]

@@ -5,6 +5,9 @@ payload size, the same number of signed deliveries, the same load generator. Eac
 is verified, stored in the ledger (UNIQUE(endpoint, svix-id)) and applied to per-recipient
 delivery state in the request; anymail verifies, parses and fires its `tracking` signal (with no
 receiver connected: it stores nothing, which is its documented design).
+
+An additional row, never used for the Countersign/anymail ratio: the same anymail view with a
+`tracking` receiver that stores each event (bench.anymail_store), as a team would deploy it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from datetime import UTC, datetime
 from bench.common import local_mailbox, make_tenant, reset_tables, vacuum_analyze
 from bench.http import Gunicorn, load
 
-ROUNDS = 2  # alternate ours / anymail twice; each row reports its better round
+ROUNDS = 2  # alternate the endpoints twice; each row reports its better round
+ANYMAIL_PATH = "/anymail/resend/tracking/"
+ANYMAIL_STORE_PATH = "/bench/anymail-store/resend/tracking/"
 
 
 def _iso(dt: datetime) -> str:
@@ -116,7 +121,7 @@ def _ours(endpoint, secret_text, mailbox, intents, count: int, offset: int) -> l
     return requests
 
 
-def _anymail(count: int, size: int) -> list[dict]:
+def _anymail(count: int, size: int, path: str = ANYMAIL_PATH) -> list[dict]:
     from django.conf import settings
     from svix.webhooks import Webhook
 
@@ -139,7 +144,7 @@ def _anymail(count: int, size: int) -> list[dict]:
         body = json.dumps(event, separators=(",", ":"))
         event["data"]["tags"]["pad"] = "x" * max(0, size - len(body))
         body = json.dumps(event, separators=(",", ":"))
-        requests.append(_signed(signer, "/anymail/resend/tracking/", body))
+        requests.append(_signed(signer, path, body))
     return requests
 
 
@@ -178,7 +183,7 @@ def _signed(signer, path: str, body: str) -> dict:
 def scenario(params: dict) -> dict:
     from django.db import connection
 
-    from bench import views_floor
+    from bench import anymail_store, views_floor
     from webhooks.models import RecipientDelivery, WebhookEvent
 
     events, concurrency = params["events"], params["concurrency"]
@@ -191,20 +196,31 @@ def scenario(params: dict) -> dict:
     size = round(sum(len(r["body"]) for r in ours_requests[0]) / per_round)
     peer_requests = [_anymail(per_round, size) for _ in range(ROUNDS)]
     floor_requests = [_floor(per_round, size) for _ in range(ROUNDS)]
+    store_requests = [_anymail(per_round, size, ANYMAIL_STORE_PATH) for _ in range(ROUNDS)]
     warm_ours = _ours(endpoint, secret_text, mailbox, intents, 20, 10**6)
-    phases = [warm_ours + _anymail(20, size) + _floor(20, size)]
+    phases = [
+        warm_ours + _anymail(20, size) + _floor(20, size) + _anymail(20, size, ANYMAIL_STORE_PATH)
+    ]
     for r in range(ROUNDS):
-        phases += [ours_requests[r], peer_requests[r], floor_requests[r]]
+        phases += [ours_requests[r], peer_requests[r], floor_requests[r], store_requests[r]]
     with connection.cursor() as cursor:
-        cursor.execute(views_floor.CREATE)
-        cursor.execute(f"TRUNCATE {views_floor.TABLE}")
+        for module in (views_floor, anymail_store):
+            cursor.execute(module.CREATE)
+            cursor.execute(f"TRUNCATE {module.TABLE}")
     with Gunicorn("bench.settings_peers", workers=params["http_workers"]) as server:
         measured = load(server.base, *phases, concurrency=concurrency)[1:]
         description = server.description
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*) FROM {views_floor.TABLE}")  # noqa: S608
         floor_stored = cursor.fetchone()[0] - 20
-    rounds = {"ours": measured[0::3], "anymail": measured[1::3], "floor": measured[2::3]}
+        cursor.execute(f"SELECT count(*) FROM {anymail_store.TABLE}")  # noqa: S608
+        anymail_stored = cursor.fetchone()[0] - 20
+    rounds = {
+        "ours": measured[0::4],
+        "anymail": measured[1::4],
+        "floor": measured[2::4],
+        "anymail_store": measured[3::4],
+    }
     stored = WebhookEvent.objects.exclude(svix_id__in=[w["headers"]["svix-id"] for w in warm_ours])
     best = {k: max(v, key=lambda x: x["per_s"]) for k, v in rounds.items()}
     ours = {
@@ -229,11 +245,21 @@ def scenario(params: dict) -> dict:
         "applied": "-",
         "rounds_per_s": [x["per_s"] for x in rounds["floor"]],
     }
+    peer_storing = {
+        "name": "additional: django-anymail + a tracking receiver that stores each event",
+        **best["anymail_store"],
+        "stored": anymail_stored,
+        "applied": "-",
+        "rounds_per_s": [x["per_s"] for x in rounds["anymail_store"]],
+    }
     return {
         "server": description,
         "concurrency": concurrency,
         "body_bytes": size,
         "events_per_endpoint": per_round * ROUNDS,
-        "rows": [ours, peer, floor],
+        "rows": [ours, peer, floor, peer_storing],
         "ratio": round(ours["per_s"] / peer["per_s"], 2) if peer["per_s"] else None,
+        "ratio_vs_anymail_store": (
+            round(ours["per_s"] / peer_storing["per_s"], 2) if peer_storing["per_s"] else None
+        ),
     }

@@ -51,16 +51,20 @@ def test_bench_quick_run_completes_and_checks_its_own_invariants(tmp_path):
     assert [r["provider_sends"] for r in dispatch["countersign"]] == [10]
     assert [r["duplicates"] for r in dispatch["countersign"]] == [0]
     assert [r["accepted"] for r in dispatch["post_office"]] == [10]
+    assert [r["accepted"] for r in dispatch["post_office_http"]] == [10]
+    assert [r["provider_sends"] for r in dispatch["post_office_http"]] == [10]
     assert [r["accepted"] for r in dispatch["db_limit"]] == [10]
     phases = rows["phases"]
     assert phases["intents"] == 40
     assert phases["sdk_outcomes"] == {"accepted": phases["sdk_calls"]}
     assert phases["main_thread_cpu_ms"] > 0
-    ours, anymail, floor = rows["webhooks"]["rows"]
+    ours, anymail, floor, anymail_storing = rows["webhooks"]["rows"]
     assert ours["ok"] == ours["requests"]
     assert (ours["stored"], ours["applied"]) == (10, 10)
     assert anymail["ok"] == anymail["requests"]
     assert floor["ok"] == floor["requests"]
     assert floor["stored"] == ours["stored"]  # both rounds, like ours
+    assert anymail_storing["ok"] == anymail_storing["requests"]
+    assert anymail_storing["stored"] == ours["stored"]
     assert {(r["page"], r["pending"]) for r in rows["ui"]["rows"]} == {("queue", 30), ("draft", 30)}
     assert "Dispatch" in completed.stdout
