@@ -121,7 +121,7 @@ def run(params: dict) -> dict:
         time.sleep(0.3)
         arrivals = SendIntent.objects.exclude(pk__in=ids)
         samples = []
-        start = time.monotonic()
+        start, wall_start = time.monotonic(), time.time()
         go.set()
         feed_go.set()
         outage_at = recovered_at = None
@@ -164,6 +164,17 @@ def run(params: dict) -> dict:
         for entry in ledger:
             per_key[entry["idempotency_key"]] = per_key.get(entry["idempotency_key"], 0) + 1
         feeder_lag = lag.get(timeout=5) if not lag.empty() else None
+    # Steady state: approvals from 1 s after the start to 1 s before the outage, at a third of
+    # the capacity; none of them can have met the outage.
+    steady_rows = (
+        [
+            (a, b)
+            for a, b in rows
+            if wall_start + 1.0 <= a.timestamp() <= wall_start + outage_at - 1.0
+        ]
+        if outage_at
+        else []
+    )
     peak = max(b for _, b in samples)
     drain = round(drained_at - recovered_at, 2) if drained_at and recovered_at else None
     ideal = (
@@ -186,6 +197,8 @@ def run(params: dict) -> dict:
         "ideal_drain_s": ideal,
         "drain_ratio": round(drain / ideal, 2) if drain and ideal else None,
         "latency": latency_summary([(b - a).total_seconds() for a, b in rows]),
+        "steady_latency": latency_summary([(b - a).total_seconds() for a, b in steady_rows]),
+        "steady_intents": len(steady_rows),
         "intents": sum(states.values()),
         "states": states,
         "accepted": states.get("accepted", 0),

@@ -245,7 +245,16 @@ def _recovery(runs) -> str:
         row("ideal backlog/(capacity-arrival)", lambda r: f"{r['ideal_drain_s']} s"),
         row("measured / ideal", lambda r: f"{r['drain_ratio']:.2f}x"),
         row(
-            "approve->accepted p50 / p95 ms",
+            "steady state, before the outage: approve->accepted p50 / p95 ms",
+            lambda r: (
+                f"{r['steady_latency']['p50_ms']} / {r['steady_latency']['p95_ms']}"
+                f" ({r['steady_intents']} intents)"
+                if r.get("steady_intents")
+                else "-"
+            ),
+        ),
+        row(
+            "whole run, outage included: approve->accepted p50 / p95 ms",
             lambda r: f"{r['latency']['p50_ms']} / {r['latency']['p95_ms']}",
         ),
         row(
