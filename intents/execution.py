@@ -33,7 +33,7 @@ import random
 import socket
 import threading
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -1140,6 +1140,7 @@ def execute_claims(claims: list[Claim]) -> list[str]:
     else:
         pool = _call_pool()
         calls = [(claim, prepared, pool.submit(_call, prepared)) for claim, prepared in ready]
+        wait([call for _, _, call in calls])  # one wake-up for the batch, not one per call
         for claim, prepared, call in calls:
             try:
                 answers.append((claim, prepared, call.result()))

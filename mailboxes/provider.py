@@ -35,7 +35,7 @@ from agentmail import AgentMail, AgentMailEnvironment
 from agentmail.core.api_error import ApiError
 from django.conf import settings
 
-from config.perprocess import PerProcess
+from config.perprocess import PerProcess, PerThread
 
 logger = logging.getLogger("mailboxes.provider")
 
@@ -140,21 +140,34 @@ def _enforce_timeouts(request: httpx.Request) -> None:
     request.extensions["timeout"] = _timeouts().as_dict()
 
 
+# Building a TLS context reads the CA bundle (about 15 ms); one per process serves every client.
+_tls_context = PerProcess(httpx.create_ssl_context)
+
+
 def _new_http_client() -> httpx.Client:
     return httpx.Client(
         timeout=_timeouts(),
-        limits=httpx.Limits(max_connections=50, max_keepalive_connections=20),
+        verify=_tls_context.get(),
+        # A sync client runs one request at a time on its thread: one kept-alive connection is
+        # used, a second covers a server closing the first.
+        limits=httpx.Limits(max_connections=4, max_keepalive_connections=2),
         cookies=http.cookiejar.CookieJar(policy=_NoCookies()),
         event_hooks={"request": [_enforce_timeouts]},
         follow_redirects=False,
     )
 
 
-_http_clients = PerProcess(_new_http_client)
+_http_clients = PerThread(_new_http_client)
 
 
 def http_client() -> httpx.Client:
-    """One pooled client per process (worker processes fork; a pool must not cross a fork)."""
+    """The calling thread's client, with its own kept-alive connection.
+
+    One client per thread rather than one shared pool: the worker's call threads send
+    concurrently, and a shared httpcore pool serialises them on its lock and probes every idle
+    connection (a poll() each) on every request; measured, 7 % of the client CPU per send with
+    8 threads. Worker processes fork, and a client must not cross a fork: ``PerThread`` rebuilds
+    in a child."""
     return _http_clients.get()
 
 
