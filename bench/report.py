@@ -216,9 +216,25 @@ def _ui(u: dict) -> str:
         ]
         for r in u["rows"]
     ]
-    return "Review UI (server time in-process, test client; median of repeats)\n" + _table(
+    text = "Review UI (server time in-process, test client; median of repeats)\n" + _table(
         ["page", "median ms", "p95 ms", "queries"], body
     )
+    plans = u.get("plans", {})
+    if plans and all(isinstance(p, list) for p in plans.values()):
+        largest = max(r["pending"] for r in u["rows"])
+        for page, explained in plans.items():
+            slowest = explained[0] if explained else None
+            scans = [
+                f"{s['table']} ({s['rows']:,} rows)"
+                for plan in explained
+                for s in plan["seq_scans"]
+            ]
+            text += (
+                f"\n{page} page @ {largest:,}: {len(explained)} reads explained, slowest "
+                f"{slowest['execution_ms'] if slowest else '-'} ms; sequential scans: "
+                f"{', '.join(scans) or 'none'}"
+            )
+    return text
 
 
 def _recovery(runs) -> str:
