@@ -209,7 +209,8 @@ def _api(a: dict) -> str:
 def _ui(u: dict) -> str:
     body = [
         [
-            f"{r['page']} @ {r['pending']:,} pending",
+            f"{r['page']} @ {r['pending']:,} pending"
+            + (f" of {r['of']:,} drafts" if r.get("of") else ""),
             r["median_ms"],
             r["p95_ms"],
             r["queries"],
@@ -221,7 +222,7 @@ def _ui(u: dict) -> str:
     )
     plans = u.get("plans", {})
     if plans and all(isinstance(p, list) for p in plans.values()):
-        largest = max(r["pending"] for r in u["rows"])
+        largest = max(r["pending"] for r in u["rows"] if not r.get("of"))
         for page, explained in plans.items():
             slowest = explained[0] if explained else None
             scans = [
@@ -229,8 +230,9 @@ def _ui(u: dict) -> str:
                 for plan in explained
                 for s in plan["seq_scans"]
             ]
+            label = page if "," in page else f"{page} @ {largest:,} pending"
             text += (
-                f"\n{page} page @ {largest:,}: {len(explained)} reads explained, slowest "
+                f"\n{label}: {len(explained)} reads explained, slowest "
                 f"{slowest['execution_ms'] if slowest else '-'} ms; sequential scans: "
                 f"{', '.join(scans) or 'none'}"
             )

@@ -140,6 +140,7 @@ def _explain_all(statements: list[str]) -> list[dict]:
 
 
 def run(params: dict) -> dict:
+    from django.db.models.functions import Now
     from django.test import Client
 
     from intents.models import Draft
@@ -167,8 +168,28 @@ def run(params: dict) -> dict:
             if size == sizes[-1]:
                 plans[page] = _explain_all(statements)
             rows.append({"page": page, "pending": size, "insert_s": round(insert_s, 1), **measured})
-    counts = {size: [r["queries"] for r in rows if r["pending"] == size] for size in sizes}
-    queue_counts = [r["queries"] for r in rows if r["page"] == "queue"]
+    # The usual shape of a real queue: a few drafts pending among many decided ones. All but the
+    # newest 100 are marked rejected (one UPDATE); the queue then reads its page through the
+    # draft_queue index instead of scanning.
+    decided_pending = min(100, have)
+    keep = Draft.objects.filter(tenant=tenant).order_by("-id")[decided_pending - 1].pk
+    Draft.objects.filter(tenant=tenant, pk__lt=keep).update(
+        status=Draft.Status.REJECTED, decided_by=user, decided_at=Now(), reject_reason="bench"
+    )
+    vacuum_analyze("intents_draft")
+    middle = Draft.objects.filter(tenant=tenant, pk__gte=keep).order_by("id")[decided_pending // 2]
+    for page, url in (
+        ("queue", f"/t/{tenant.slug}/"),
+        ("draft", f"/t/{tenant.slug}/drafts/{middle.pk}/"),
+    ):
+        measured = _measure(client, url)
+        plans[f"{page}, {decided_pending} pending of {have:,}"] = _explain_all(measured.pop("sql"))
+        rows.append({"page": page, "pending": decided_pending, "of": have, **measured})
+    counts = {
+        size: [r["queries"] for r in rows if r["pending"] == size and "of" not in r]
+        for size in sizes
+    }
+    queue_counts = [r["queries"] for r in rows if r["page"] == "queue" and "of" not in r]
     return {
         "rows": rows,
         "plans": plans,
