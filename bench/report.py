@@ -66,7 +66,7 @@ def _dispatch(d: dict) -> str:
                     row["per_s"],
                     row["latency"]["p50_ms"],
                     row["latency"]["p95_ms"],
-                    row["duplicates"],
+                    row.get("duplicates_all_rounds", row["duplicates"]),
                     _ratio(r["per_s"], po["per_s"]) if name == "Countersign" and po else "",
                     _ratio(r["per_s"], http["per_s"]) if name == "Countersign" and http else "",
                     _ratio(row["per_s"], limit),
@@ -83,7 +83,7 @@ def _dispatch(d: dict) -> str:
                 row["per_s"],
                 "-",
                 "-",
-                row["duplicates"],
+                row.get("duplicates_all_rounds", row["duplicates"]),
                 "",
                 "",
                 _ratio(row["per_s"], limit),
@@ -93,8 +93,18 @@ def _dispatch(d: dict) -> str:
             ]
         )
     w = d["countersign"][0]["workers"] if d["countersign"] else "?"
+    rounds = [
+        f"{label} {' / '.join(_fmt(x) for x in row['rounds_per_s'])}"
+        for label, row in _labelled(d)
+        if len(row.get("rounds_per_s", [])) > 1
+    ]
+    count = max((len(row.get("rounds_per_s", [])) for _, row in _labelled(d)), default=1)
+    title = "latency = release of the full queue to accepted"
+    if count > 1:
+        title += f"; each row its median of {count} alternating rounds, dups summed over all"
+    footer = ("\nrounds, per s in run order: " + "; ".join(rounds)) if rounds else ""
     return (
-        f"Dispatch ({w} worker processes; latency = release of the full queue to accepted)\n"
+        f"Dispatch ({w} worker processes; {title})\n"
         + _table(
             [
                 "row",
@@ -112,7 +122,21 @@ def _dispatch(d: dict) -> str:
             ],
             body,
         )
+        + footer
     )
+
+
+def _labelled(d: dict):
+    names = {
+        "countersign": "Countersign",
+        "post_office": "post-office",
+        "post_office_http": "post-office over HTTP",
+    }
+    for system, name in names.items():
+        for row in d.get(system, []):
+            yield f"{name} @{row['latency_ms']} ms", row
+    for row in d.get("db_limit", []):
+        yield f"DB limit k={row['k']}", row
 
 
 def _phases(p: dict) -> str:
