@@ -10,17 +10,18 @@ from __future__ import annotations
 import json
 import uuid
 
-from bench.common import local_mailbox, make_tenant, reset_tables, vacuum_analyze
+from bench.common import make_tenant, reset_tables, vacuum_analyze
 from bench.http import Gunicorn, load
 
 
 def _setup():
     from tenants.models import AgentToken
     from tenants.tokens import token_create
+    from tests.factories import make_local_mailbox
 
     reset_tables()
     tenant, user = make_tenant("api")
-    mailbox = local_mailbox(tenant, "support", "api.bench.test")
+    mailbox = make_local_mailbox(tenant)
     _, plaintext = token_create(
         tenant=tenant,
         name="bench agent",

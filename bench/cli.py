@@ -210,8 +210,8 @@ def dispatch_rows(task, args, n, latencies, profile_dir) -> dict:
 
 def median_round(results: list[dict]) -> dict:
     """The round with the median rate (the lower middle of an even count), with every round's
-    rate in run order, and the duplicates and provider sends of all rounds added up: a
-    duplicate in any round must show."""
+    rate in run order and the duplicates of all rounds added up: a duplicate in any round must
+    show."""
     chosen = dict(sorted(results, key=lambda r: r["per_s"] or 0)[(len(results) - 1) // 2])
     chosen["rounds_per_s"] = [r["per_s"] for r in results]
     chosen["duplicates_all_rounds"] = sum(r["duplicates"] for r in results)

@@ -121,23 +121,6 @@ def vacuum_analyze(*tables: str) -> None:
 # --- fixtures ------------------------------------------------------------------------------------
 
 
-def local_mailbox(tenant, username: str, domain: str):
-    """An active mailbox row with a sealed dummy key, for rows that make no provider call."""
-    from mailboxes.models import Mailbox
-
-    mailbox = Mailbox.objects.create(
-        tenant=tenant,
-        username=username,
-        address=f"{username}@{domain}",
-        inbox_id=f"{username}@{domain}",
-        status=Mailbox.Status.PROVISIONING,
-    )
-    mailbox.api_key_sealed = mailbox.seal_api_key("am_bench_not_a_key")
-    mailbox.status = Mailbox.Status.ACTIVE
-    mailbox.save(update_fields=["api_key_sealed", "status"])
-    return mailbox
-
-
 def make_tenant(slug: str = "bench"):
     """A tenant with one approver (also admin) who may approve every mailbox."""
     from tenants.models import Membership, Tenant, User

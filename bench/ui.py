@@ -15,7 +15,7 @@ import statistics
 import time
 from datetime import timedelta
 
-from bench.common import local_mailbox, make_tenant, percentile, reset_tables, vacuum_analyze
+from bench.common import make_tenant, percentile, reset_tables, vacuum_analyze
 
 REPEATS = 15
 CHUNK = 5000
@@ -139,16 +139,22 @@ def _explain_all(statements: list[str]) -> list[dict]:
     return sorted(plans, key=lambda p: -(p["execution_ms"] or 0))
 
 
+def _pages(tenant, draft) -> tuple[tuple[str, str], ...]:
+    """The two measured pages: the tenant's queue, and one draft's review page."""
+    return (("queue", f"/t/{tenant.slug}/"), ("draft", f"/t/{tenant.slug}/drafts/{draft.pk}/"))
+
+
 def run(params: dict) -> dict:
     from django.db.models.functions import Now
     from django.test import Client
 
     from intents.models import Draft
+    from tests.factories import make_local_mailbox
 
     sizes = sorted(params["sizes"])
     reset_tables()
     tenant, user = make_tenant("ui")
-    mailboxes = [local_mailbox(tenant, f"support{i}", "ui.bench.test") for i in range(3)]
+    mailboxes = [make_local_mailbox(tenant, f"support{i}") for i in range(3)]
     client = Client(HTTP_HOST="127.0.0.1")
     client.force_login(user, backend="django.contrib.auth.backends.ModelBackend")
     rows, plans, have = [], {}, 0
@@ -159,10 +165,7 @@ def run(params: dict) -> dict:
         vacuum_analyze("intents_draft", "intents_draftversion", "intents_intentevent")
         insert_s = time.perf_counter() - started
         middle = Draft.objects.filter(tenant=tenant).order_by("id")[size // 2]
-        for page, url in (
-            ("queue", f"/t/{tenant.slug}/"),
-            ("draft", f"/t/{tenant.slug}/drafts/{middle.pk}/"),
-        ):
+        for page, url in _pages(tenant, middle):
             measured = _measure(client, url)
             statements = measured.pop("sql")
             if size == sizes[-1]:
@@ -178,10 +181,7 @@ def run(params: dict) -> dict:
     )
     vacuum_analyze("intents_draft")
     middle = Draft.objects.filter(tenant=tenant, pk__gte=keep).order_by("id")[decided_pending // 2]
-    for page, url in (
-        ("queue", f"/t/{tenant.slug}/"),
-        ("draft", f"/t/{tenant.slug}/drafts/{middle.pk}/"),
-    ):
+    for page, url in _pages(tenant, middle):
         measured = _measure(client, url)
         plans[f"{page}, {decided_pending} pending of {have:,}"] = _explain_all(measured.pop("sql"))
         rows.append({"page": page, "pending": decided_pending, "of": have, **measured})

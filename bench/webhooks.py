@@ -18,7 +18,7 @@ import os
 import uuid
 from datetime import UTC, datetime
 
-from bench.common import local_mailbox, make_tenant, reset_tables, vacuum_analyze
+from bench.common import make_tenant, reset_tables, vacuum_analyze
 from bench.http import Gunicorn, load
 
 ROUNDS = 2  # alternate the endpoints twice; each row reports its better round
@@ -35,11 +35,12 @@ def _setup(n_intents: int):
 
     from intents.hashing import content_hash
     from intents.models import Draft, DraftVersion, SendIntent
+    from tests.factories import make_local_mailbox
     from webhooks.models import WebhookEndpoint, WebhookSecret
 
     reset_tables()
     tenant, user = make_tenant("hooks")
-    mailbox = local_mailbox(tenant, "support", "hooks.bench.test")
+    mailbox = make_local_mailbox(tenant)
     endpoint = WebhookEndpoint.objects.create(
         tenant=tenant, status=WebhookEndpoint.Status.ACTIVE, provider_webhook_id="ep_bench"
     )
