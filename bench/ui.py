@@ -26,6 +26,7 @@ def _insert(tenant, mailboxes, start: int, stop: int) -> None:
 
     from intents.hashing import content_hash
     from intents.models import Draft, DraftVersion, IntentEvent
+    from intents.services import Entry, journal_many
 
     deadline = timezone.now() + timedelta(days=7)
     for low in range(start, stop, CHUNK):
@@ -70,11 +71,11 @@ def _insert(tenant, mailboxes, start: int, stop: int) -> None:
         DraftVersion.objects.bulk_create(versions)
         # The journal grows with the queue (every draft has at least its creation event), so
         # pages that read it are measured against a realistic table.
-        IntentEvent.objects.bulk_create(
+        journal_many(
             [
-                IntentEvent(
-                    tenant=tenant,
-                    draft=draft,
+                Entry(
+                    tenant_id=tenant.pk,
+                    draft_id=draft.pk,
                     actor_kind=IntentEvent.Actor.AGENT,
                     actor_label="bench",
                     action="draft.created",
