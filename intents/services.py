@@ -31,8 +31,10 @@ from intents.policy import (
     recipient_problems,
 )
 from intents.selectors import intents_that_may_have_gone_out
+from mailboxes import provider
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
+from webhooks.selectors import inbound_message
 
 log = logging.getLogger("intents.services")
 
@@ -188,11 +190,15 @@ def _address_list(value, field: str) -> list[str]:
     return items
 
 
-def clean_content(*, tenant, mailbox, to, cc, bcc, subject, text, html) -> dict:
+def clean_content(
+    *, tenant, mailbox, to, cc, bcc, subject, text, html, reply_subject: str | None = None
+) -> dict:
     """Validated, normalised draft content, or a DraftError naming the field and address at fault.
 
     Addresses are lower-cased and de-duplicated across to/cc/bcc (first list wins), so the stored
-    version is exactly what will be sent and what the hash covers.
+    version is exactly what will be sent and what the hash covers. For a reply, ``reply_subject``
+    is the subject AgentMail will give it; it replaces ``subject``, which may be left out or
+    written out but not different.
     """
     lists = {"to": _address_list(to, "to"), "cc": _address_list(cc, "cc")}
     lists["bcc"] = _address_list(bcc, "bcc")
@@ -218,6 +224,15 @@ def clean_content(*, tenant, mailbox, to, cc, bcc, subject, text, html) -> dict:
         raise errors.InvalidInput(
             "too_many_recipients", f"A draft may have at most {MAX_RECIPIENTS} recipients.", "to"
         )
+    if reply_subject is not None:
+        if isinstance(subject, str) and subject.strip() not in ("", reply_subject.strip()):
+            raise errors.InvalidInput(
+                "subject_not_reply_subject",
+                "A reply's subject is set by AgentMail from the message it answers: "
+                f'"{reply_subject}". Leave the subject out, or send exactly that.',
+                "subject",
+            )
+        subject = reply_subject
     if not isinstance(subject, str) or not subject.strip():
         raise errors.InvalidInput("subject_required", "A subject is required.", "subject")
     if len(subject) > MAX_SUBJECT:
@@ -239,7 +254,43 @@ def clean_content(*, tenant, mailbox, to, cc, bcc, subject, text, html) -> dict:
             raise errors.InvalidInput(
                 "body_too_long", f"The {field} body is longer than {MAX_BODY} characters.", field
             )
-    return {**cleaned, "subject": subject.strip(), "text": text, "html": html}
+    subject = subject if reply_subject is not None else subject.strip()
+    return {**cleaned, "subject": subject, "text": text, "html": html}
+
+
+def _answered_message(*, tenant, mailbox, in_reply_to: str, thread_id: str):
+    """The customer's message a reply answers. AgentMail's reply route takes the thread and the
+    subject from it, so it must have come into this mailbox (and this thread, when one is named):
+    otherwise the approver would see one conversation and the customer of another get the reply.
+    """
+    message = inbound_message(tenant=tenant, mailbox=mailbox, message_id=in_reply_to)
+    if message is None:
+        raise errors.InvalidInput(
+            "in_reply_to_unknown",
+            f"in_reply_to {in_reply_to} is not a message received by {mailbox.address} "
+            "(if it arrived only just now, retry in a few seconds).",
+            "in_reply_to",
+        )
+    if thread_id and message.thread_id != thread_id:
+        raise errors.InvalidInput(
+            "in_reply_to_other_thread",
+            f"in_reply_to {in_reply_to} is not in thread {thread_id}.",
+            "in_reply_to",
+        )
+    return message
+
+
+def _reply_subject(tenant, draft: Draft) -> str | None:
+    """The subject AgentMail will give this draft's reply; None for a new message."""
+    if not draft.in_reply_to:
+        return None
+    answered = _answered_message(
+        tenant=tenant,
+        mailbox=draft.mailbox,
+        in_reply_to=draft.in_reply_to,
+        thread_id=draft.thread_id,
+    )
+    return provider.reply_subject(answered.subject)
 
 
 def _check_agent_token(tenant, agent_token, mailbox) -> None:
@@ -324,7 +375,7 @@ def draft_create(
     to,
     cc=(),
     bcc=(),
-    subject,
+    subject=None,
     text="",
     html="",
     in_reply_to="",
@@ -340,13 +391,29 @@ def draft_create(
     if not mailbox.is_active:
         raise errors.MailboxInactive(message=f"{mailbox.address} is not active.", field="mailbox")
     author_fields, actor_fields = _author(tenant, mailbox, agent_token, actor_user)
-    content = clean_content(
-        tenant=tenant, mailbox=mailbox, to=to, cc=cc, bcc=bcc, subject=subject, text=text, html=html
-    )
     in_reply_to = (in_reply_to or "").strip()
     thread_id = (thread_id or "").strip()
     if len(in_reply_to) > 998 or len(thread_id) > 255:
         raise errors.InvalidInput("reference_too_long", "A message or thread id is too long.")
+    reply_subject = None
+    if in_reply_to:
+        answered = _answered_message(
+            tenant=tenant, mailbox=mailbox, in_reply_to=in_reply_to, thread_id=thread_id
+        )
+        # The reply joins the answered message's thread: the reviewer sees that conversation.
+        thread_id = answered.thread_id
+        reply_subject = provider.reply_subject(answered.subject)
+    content = clean_content(
+        tenant=tenant,
+        mailbox=mailbox,
+        to=to,
+        cc=cc,
+        bcc=bcc,
+        subject=subject,
+        text=text,
+        html=html,
+        reply_subject=reply_subject,
+    )
     provenance = provenance or {}
     if not isinstance(provenance, dict):
         raise errors.InvalidInput(
@@ -435,6 +502,7 @@ def draft_add_version(
             subject=subject,
             text=text,
             html=html,
+            reply_subject=_reply_subject(tenant, draft),
         )
         number = draft.current_version + 1
         version = DraftVersion.objects.create(

@@ -49,6 +49,7 @@ INBOX_KEY_PERMISSIONS = {
     "label_unauthenticated_read": False,
     "label_trash_read": False,
 }
+REPLY_PREFIX = "Re: "
 WEBHOOK_EVENT_TYPES = [
     "message.sent",
     "message.delivered",
@@ -186,6 +187,19 @@ def encode_message_id(message_id: str) -> str:
     """Message ids carry ``<``/``>`` and may carry ``/?#``; httpx leaves the last three alone,
     which would break the path. Pre-encode them; httpx keeps existing %XX escapes."""
     return quote(message_id, safe="@")
+
+
+def reply_subject(subject: str) -> str:
+    """The subject AgentMail gives a reply to a message with this subject.
+
+    The reply route takes no subject: it prefixes the answered message's subject with "Re: "
+    (reference/agentmail-api.md §2.4), unless it already carries that prefix in any case. A draft
+    stores and hashes this, so the subject a person approves is the one that goes out.
+    """
+    subject = subject or ""
+    if subject.lower().startswith(REPLY_PREFIX.lower()):
+        return subject
+    return REPLY_PREFIX + subject
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:

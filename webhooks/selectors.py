@@ -18,6 +18,16 @@ def inbound_for_thread(*, tenant, thread_id: str, limit: int = 20) -> list[Inbou
     )
 
 
+def inbound_message(*, tenant, mailbox, message_id: str) -> InboundMessage | None:
+    """The customer's message with this provider id in this mailbox, or None (also for another
+    tenant's or another mailbox's message: a reply may only answer mail of its own mailbox)."""
+    if not message_id:
+        return None
+    return InboundMessage.objects.filter(
+        tenant=tenant, mailbox=mailbox, message_id=message_id
+    ).first()
+
+
 def events_recent(*, tenant, limit: int = 50) -> list[WebhookEvent]:
     return list(
         WebhookEvent.objects.filter(tenant=tenant)
