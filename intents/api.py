@@ -50,6 +50,15 @@ tokens). The token names the tenant; a browser session cookie is not accepted (4
 scope is 403. A token restricted to some mailboxes sees only those; any other mailbox or draft is
 a 404, exactly like a missing one.
 
+### Replies
+A draft with `in_reply_to` is a reply to that message, which must be one this mailbox received
+(and in `thread_id`, when given); otherwise **422** naming `in_reply_to`. AgentMail's reply route
+takes no subject: the reply joins that message's thread and is titled "Re: " plus its subject
+(no second "Re: "). That subject is the one stored, shown to the approver and hashed: leave
+`subject` out, or send exactly it; any other is **422** naming `subject`. A customer's message
+is known a few seconds after it arrives (our webhook); `in_reply_to_unknown` just after is worth
+a retry.
+
 ### Idempotency (IETF draft-ietf-httpapi-idempotency-key-header)
 Every POST accepts an `Idempotency-Key` header (1-255 of `A-Za-z0-9._~-`, a UUID is ideal; the
 RFC 8941 quoted form `"…"` is accepted too); `POST /drafts` **requires** it (400 without).

@@ -94,7 +94,13 @@ class ContentIn(StrictIn):
     to: list[Address] = Field(min_length=1, max_length=MAX_RECIPIENTS)
     cc: list[Address] = Field(default_factory=list, max_length=MAX_RECIPIENTS)
     bcc: list[Address] = Field(default_factory=list, max_length=MAX_RECIPIENTS)
-    subject: Subject
+    subject: Subject | None = Field(
+        None,
+        description=(
+            "Required for a new message. A reply (`in_reply_to`) gets the subject AgentMail gives "
+            'it, "Re: " and the subject of the message it answers: leave it out or send exactly that.'
+        ),
+    )
     text: Body = ""
     html: Body = ""
 
