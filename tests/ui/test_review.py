@@ -3,6 +3,7 @@ reject, bulk approve, approve-next, warnings, filters, paging and the live notic
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from intents import services
 from intents.models import Draft, DraftVersion, SendIntent, Suppression
@@ -351,8 +352,7 @@ def test_live_notice_counts_new_and_decided_drafts(
 def test_customer_wrote_again_is_flagged(tenant_a, mailbox_a, make_draft, admin_a, signed_in):
     from datetime import timedelta
 
-    draft = make_draft(mailbox_a, thread_id="thr-9", in_reply_to="<q1@x>", to=["c@example.com"])
-    for n, minutes in ((1, -30), (2, 5)):
+    def customer_wrote(n, received_at):
         InboundMessage.objects.create(
             tenant=tenant_a,
             mailbox=mailbox_a,
@@ -360,8 +360,16 @@ def test_customer_wrote_again_is_flagged(tenant_a, mailbox_a, make_draft, admin_
             message_id=f"<q{n}@x>",
             sender="c@example.com",
             subject=f"Message {n}",
-            received_at=draft.created_at + timedelta(minutes=minutes),
+            received_at=received_at,
         )
+
+    # The draft answers the first message, so that one exists first (a reply must answer a
+    # message its mailbox received); the second arrives while the draft waits for review.
+    customer_wrote(1, timezone.now() - timedelta(minutes=30))
+    draft = make_draft(
+        mailbox_a, thread_id="thr-9", in_reply_to="<q1@x>", to=["c@example.com"], subject=None
+    )
+    customer_wrote(2, draft.created_at + timedelta(minutes=5))
     page = (
         signed_in(admin_a.user)
         .get(reverse("draft", args=[tenant_a.slug, draft.pk]))
