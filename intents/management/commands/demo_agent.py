@@ -34,6 +34,9 @@ log = logging.getLogger("intents.demo_agent")
 
 TOKEN_NAME = "demo-agent"
 DEFAULT_TENANTS = ("acme", "globex")
+# A reply must answer a message Countersign has recorded, and the customer's mail reaches it through
+# the sandbox's webhook a moment after it is injected: a 422 naming in_reply_to is retried this long.
+INBOUND_WAIT_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,16 @@ CONVERSATIONS = [
         "The support team",
     ),
 ]
+
+
+def _names_in_reply_to(response: httpx.Response) -> bool:
+    if response.status_code != 422:
+        return False
+    try:
+        problem = response.json()
+    except ValueError:
+        return False
+    return any(e.get("field") == "in_reply_to" for e in problem.get("errors", []))
 
 
 class Unavailable(Exception):
@@ -294,8 +307,11 @@ class DemoAgent:
         }
         key = str(uuid.uuid4())
         # A timeout is retried with the same key: the API answers with the stored draft instead of
-        # creating a second one.
-        for attempt in range(3):
+        # creating a second one. A refusal does not use up the key, so the wait for the customer's
+        # mail to be recorded retries with it too.
+        attempt = 0
+        waiting_until = time.monotonic() + INBOUND_WAIT_SECONDS
+        while True:
             try:
                 response = self.http.post(
                     f"{self.api_url}/api/v1/drafts",
@@ -303,14 +319,21 @@ class DemoAgent:
                     headers={"Authorization": f"Bearer {token}", "Idempotency-Key": key},
                 )
             except httpx.TransportError:
-                time.sleep(1 + attempt)
+                attempt += 1
+                if attempt >= 3:
+                    raise Unavailable("could not post a draft") from None
+                time.sleep(attempt)
                 continue
             if response.status_code == 409:
+                attempt += 1
+                if attempt >= 3:
+                    raise Unavailable("could not post a draft")
                 time.sleep(float(response.headers.get("Retry-After", "1")))
                 continue
+            if _names_in_reply_to(response) and time.monotonic() < waiting_until:
+                time.sleep(0.2)
+                continue
             break
-        else:
-            raise Unavailable("could not post a draft")
         if response.status_code == 201:
             self.write(f"[demo_agent] drafted reply #{response.json()['id']} in {mailbox}")
         else:
