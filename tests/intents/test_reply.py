@@ -236,11 +236,19 @@ def test_the_provider_sends_exactly_the_approved_new_message(live):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_provider_sends_exactly_the_approved_reply(live):
+@pytest.mark.parametrize(
+    ("asked", "answered"),
+    [
+        ("Where is my order #77?", "Re: Where is my order #77?"),
+        ("RE: Where is my order #77?", "RE: Where is my order #77?"),
+        ("", "Re: "),
+    ],
+)
+def test_the_provider_sends_exactly_the_approved_reply(live, asked, answered):
     kenji = live.sandbox.inbound(
         live.mailbox.inbox_id,
         from_="Kenji <kenji@example.com>",
-        subject="Where is my order #77?",
+        subject=asked,
         text="It has not arrived.",
     )
     aisha = live.sandbox.inbound(
@@ -249,7 +257,7 @@ def test_the_provider_sends_exactly_the_approved_reply(live):
         subject="Password reset",
         text="I cannot sign in.",
     )
-    for message, subject in ((kenji, "Where is my order #77?"), (aisha, "Password reset")):
+    for message, subject in ((kenji, asked), (aisha, "Password reset")):
         InboundMessage.objects.create(
             tenant=live.tenant,
             mailbox=live.mailbox,
@@ -262,7 +270,7 @@ def test_the_provider_sends_exactly_the_approved_reply(live):
     with pytest.raises(errors.InvalidInput) as refused:
         live.approved(
             to=["kenji@example.com"],
-            subject="Re: Where is my order #77?",
+            subject=answered,
             in_reply_to=aisha["message_id"],
             thread_id=kenji["thread_id"],
         )
@@ -281,4 +289,4 @@ def test_the_provider_sends_exactly_the_approved_reply(live):
     assert sent["route"] == "reply"
     assert sent["thread_id"] == kenji["thread_id"] == intent.draft.thread_id
     assert ledger_view(sent) == approved_view(intent, kenji["thread_id"])
-    assert sent["subject"] == "Re: Where is my order #77?"
+    assert sent["subject"] == answered
