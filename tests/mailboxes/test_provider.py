@@ -210,6 +210,23 @@ def test_find_by_label_whichever_way_the_provider_reads_the_filter(
     assert (found.ok, found.message_ids, found.method) == (True, [wanted.message_id], method)
 
 
+def test_scan_stops_at_its_time_budget_and_says_it_is_incomplete(
+    mailbox, sandbox, labels_query, settings
+):
+    settings.AGENTMAIL_LOOKUP_PAGE_SIZE = 1
+    settings.AGENTMAIL_LOOKUP_SCAN_SECONDS = 0
+    since = timezone.now()
+    for _ in range(3):
+        send(mailbox, request_for(mailbox, labels=["cs-intent-other"]))
+    labels_query("repeated")
+
+    found = provider.find_messages_by_label(
+        api_key=mailbox.api_key(), inbox_id=mailbox.inbox_id, label="cs-intent-43", sent_after=since
+    )
+
+    assert (found.ok, found.error_code, found.pages) == (False, "scan_incomplete", 1)
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [("3", 3.0), ("0", 0.0), ("", None), ("soon", None), ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)],
