@@ -364,8 +364,8 @@ def find_messages_by_label(
     """Messages of an inbox carrying ``label``: the proof that a send did go out.
 
     The SDK sends a list of labels as one JSON-encoded value (``labels=["cs-intent-7"]``,
-    agentmail.core.query_encoder), while the reference says the API reads repeated keys; a
-    provider that read only one form, or none, would answer nothing or everything, silently. So
+    agentmail.core.query_encoder), while the API reference documents repeated keys; a provider
+    that read only one form, or none, would answer nothing or everything, silently. So
     no message counts unless it carries the label itself, and when the labelled query finds
     none, the inbox's messages since ``sent_after`` (the first attempt) are listed, oldest first,
     and matched here, bounded by AGENTMAIL_LOOKUP_SCAN_PAGES and AGENTMAIL_LOOKUP_SCAN_SECONDS.
