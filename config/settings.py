@@ -250,6 +250,11 @@ AGENTMAIL_INBOX_DOMAIN = env("AGENTMAIL_INBOX_DOMAIN", "agentmail.to")
 AGENTMAIL_CONNECT_TIMEOUT = float(env("AGENTMAIL_CONNECT_TIMEOUT", "3"))
 AGENTMAIL_READ_TIMEOUT = float(env("AGENTMAIL_READ_TIMEOUT", "15"))
 AGENTMAIL_POOL_TIMEOUT = float(env("AGENTMAIL_POOL_TIMEOUT", "5"))
+# Reconciling by label lists an inbox's messages since the first attempt when the labelled query
+# finds nothing: that many pages (of up to 100, the API's cap) and seconds at most.
+AGENTMAIL_LOOKUP_PAGE_SIZE = env_int("AGENTMAIL_LOOKUP_PAGE_SIZE", 100)
+AGENTMAIL_LOOKUP_SCAN_PAGES = env_int("AGENTMAIL_LOOKUP_SCAN_PAGES", 20)
+AGENTMAIL_LOOKUP_SCAN_SECONDS = float(env("AGENTMAIL_LOOKUP_SCAN_SECONDS", "30"))
 # The public URL at which AgentMail reaches our webhook receiver.
 PUBLIC_BASE_URL = required("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
 

@@ -400,6 +400,8 @@ class Prepared:
     inbox_id: str
     label: str
     key_ref: str
+    # A lookup lists the inbox's messages from here when the labelled query finds nothing.
+    first_attempt_at: datetime | None = None
 
 
 def _lock_leased(claims: list[Claim], *, live: bool = True) -> dict[int, SendIntent]:
@@ -725,6 +727,7 @@ def _prepared(intent: SendIntent, attempt_id: int, kind: str, api_key: str) -> P
         inbox_id=intent.mailbox.inbox_id,
         label=intent.label,
         key_ref=throttle_key(intent.mailbox),
+        first_attempt_at=intent.first_attempt_at,
     )
 
 
@@ -986,7 +989,8 @@ def intent_record_lookup(claim: Claim, prepared: Prepared, lookup: provider.Look
                         claim=claim,
                         message_id=lookup.message_ids[0],
                         thread_id="",
-                        how=f"found by label {prepared.label}",
+                        how=f"found by label {prepared.label}"
+                        + (" (inbox scan)" if lookup.method == "inbox_scan" else ""),
                     )
                 ]
             )
@@ -999,7 +1003,8 @@ def intent_record_lookup(claim: Claim, prepared: Prepared, lookup: provider.Look
                 action="intent.needs_attention",
                 reason=(
                     "Outcome unknown: no message carries the label "
-                    f"{prepared.label}; a person must decide."
+                    f"{prepared.label} (read {lookup.scanned} since the first attempt); "
+                    "a person must decide."
                     if lookup.ok
                     else f"Outcome unknown and the label lookup keeps failing ({lookup.error_code})."
                 ),
@@ -1041,7 +1046,10 @@ def _call(prepared: Prepared) -> provider.SendResult | provider.LookupResult:
     """The provider call of one prepared attempt: network only, no database."""
     if prepared.kind == SendAttempt.Kind.LOOKUP:
         return provider.find_messages_by_label(
-            api_key=prepared.api_key, inbox_id=prepared.inbox_id, label=prepared.label
+            api_key=prepared.api_key,
+            inbox_id=prepared.inbox_id,
+            label=prepared.label,
+            sent_after=prepared.first_attempt_at,
         )
     return provider.send_message(api_key=prepared.api_key, request=prepared.request)
 

@@ -370,7 +370,7 @@ class Api:
     def list_messages(self, call: Call) -> Reply:
         inbox = self.scope_inbox(call)
         self.perm(call, "message_read")
-        labels = [label.lower() for label in _query_list(call.query.get("labels", []))]
+        labels = [label.lower() for label in self._label_filter(call)]
         limit, token, asc = self.paging(call, cap=100 if labels else 1000)
         page = self.store.list_messages(
             inbox_id=inbox["inbox_id"],
@@ -385,6 +385,16 @@ class Api:
             {k: v for k, v in m.items() if k not in LIST_ITEM_DROPPED} for m in page.items
         ]
         return self.listing("messages", page, limit)
+
+    def _label_filter(self, call: Call) -> list[str]:
+        """The `labels` query as the configured provider reads it (config `labels_query`)."""
+        values = call.query.get("labels", [])
+        mode = self.store.config["labels_query"]
+        if mode == "ignored":
+            return []
+        if mode == "repeated":
+            return list(values)
+        return _query_list(values)
 
     def get_message(self, call: Call) -> Reply:
         inbox = self.scope_inbox(call)

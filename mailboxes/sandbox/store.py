@@ -35,7 +35,13 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "webhook_disable_after": 15,
     "failed_key_window": 2.0,
     "idempotency_ttl": 86400.0,
+    # How the list-messages route reads its `labels` filter: "both" (repeated keys or one JSON
+    # array), "repeated" (repeated keys only: a JSON array is one literal label) or "ignored"
+    # (no label filter at all). Real AgentMail's reading is not documented (reference §2.2);
+    # the last two let tests meet a provider that does not understand what the SDK sends.
+    "labels_query": "both",
 }
+LABELS_QUERY_MODES = ("both", "repeated", "ignored")
 
 EVENT_TYPES = frozenset(
     {
@@ -138,6 +144,17 @@ NOUNS = ("otter", "falcon", "maple", "harbor", "comet", "meadow", "lantern", "pe
 def iso(ts: float) -> str:
     stamp = datetime.fromtimestamp(ts, UTC)
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
+
+
+def parse_time(value: str) -> float:
+    """An ISO-8601 query bound (any offset, any precision, `Z`) as epoch seconds; 400 if not."""
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise ApiError.validation(f"not an ISO-8601 date-time: {value[:40]}") from exc
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return stamp.timestamp()
 
 
 def dumps(obj: Any) -> str:
@@ -263,6 +280,10 @@ class Store:
         unknown = sorted(set(changes) - set(DEFAULT_CONFIG))
         if unknown:
             raise ApiError.validation(f"Unknown config keys: {', '.join(unknown)}", unknown)
+        if "labels_query" in changes and changes["labels_query"] not in LABELS_QUERY_MODES:
+            raise ApiError.validation(
+                f"labels_query must be one of {', '.join(LABELS_QUERY_MODES)}", ["labels_query"]
+            )
         with self.lock:
             self.config = {**self.config, **changes}
             self._set_meta("config", dumps(self.config))
@@ -590,15 +611,13 @@ class Store:
                 "seq IN (SELECT message_seq FROM message_labels WHERE inbox_id=? AND label=?)"
             )
             params.extend([inbox_id, label])
-        page = self._page("messages", where, params, limit, token, asc)
-        if before or after:
-            # ISO-8601 strings in one format compare correctly as text.
-            page.items = [
-                m
-                for m in page.items
-                if (not before or m["timestamp"] < before) and (not after or m["timestamp"] > after)
-            ]
-        return page
+        # In the query, not on the page: a page must not come back short (or empty, with a
+        # next_page_token) because its rows fell outside the time range.
+        for op, bound in (("<", before), (">", after)):
+            if bound:
+                where.append(f"json_extract(doc, '$.timestamp') {op} ?")
+                params.append(iso(parse_time(bound)))
+        return self._page("messages", where, params, limit, token, asc)
 
     def thread_item(self, thread_id: str) -> dict:
         rows = self.db.execute(

@@ -4,6 +4,7 @@ sandbox ledger (what AgentMail really accepted)."""
 import uuid
 
 import pytest
+from django.utils import timezone
 
 from mailboxes import provider
 from mailboxes.provider import Outcome, SendRequest
@@ -181,6 +182,49 @@ def test_find_by_label(mailbox, sandbox):
     )
     assert found.ok and found.message_ids == [sent.message_id]
     assert missing.ok and missing.message_ids == []
+
+
+@pytest.fixture
+def labels_query(sandbox):
+    yield lambda mode: sandbox.config(labels_query=mode)
+    sandbox.config(labels_query="both")
+
+
+@pytest.mark.parametrize(
+    ("mode", "method"),
+    [("both", "label_filter"), ("repeated", "inbox_scan"), ("ignored", "label_filter")],
+)
+def test_find_by_label_whichever_way_the_provider_reads_the_filter(
+    mailbox, labels_query, mode, method
+):
+    since = timezone.now()
+    wanted = send(mailbox, request_for(mailbox, labels=["cs-intent-41"]))
+    send(mailbox, request_for(mailbox, labels=["cs-intent-410"]))
+    send(mailbox, request_for(mailbox, labels=["cs-intent-4"]))
+    labels_query(mode)
+
+    found = provider.find_messages_by_label(
+        api_key=mailbox.api_key(), inbox_id=mailbox.inbox_id, label="cs-intent-41", sent_after=since
+    )
+
+    assert (found.ok, found.message_ids, found.method) == (True, [wanted.message_id], method)
+
+
+def test_scan_stops_at_its_time_budget_and_says_it_is_incomplete(
+    mailbox, sandbox, labels_query, settings
+):
+    settings.AGENTMAIL_LOOKUP_PAGE_SIZE = 1
+    settings.AGENTMAIL_LOOKUP_SCAN_SECONDS = 0
+    since = timezone.now()
+    for _ in range(3):
+        send(mailbox, request_for(mailbox, labels=["cs-intent-other"]))
+    labels_query("repeated")
+
+    found = provider.find_messages_by_label(
+        api_key=mailbox.api_key(), inbox_id=mailbox.inbox_id, label="cs-intent-43", sent_after=since
+    )
+
+    assert (found.ok, found.error_code, found.pages) == (False, "scan_incomplete", 1)
 
 
 @pytest.mark.parametrize(

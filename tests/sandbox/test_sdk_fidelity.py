@@ -6,6 +6,7 @@ Every call here goes through `agentmail.AgentMail` over real loopback HTTP; noth
 import json
 import threading
 import time
+from datetime import timedelta, timezone
 
 import httpx
 import pytest
@@ -565,6 +566,85 @@ def test_labels_filter_accepts_repeated_query_keys(sandbox):
     )
 
     assert [m["message_id"] for m in response.json()["messages"]] == [sent.message_id]
+
+
+def list_raw(sandbox, inbox_id, params):
+    response = httpx.get(
+        f"{sandbox.base_url}/v0/inboxes/{inbox_id}/messages",
+        params=params,
+        headers={"Authorization": f"Bearer {sandbox.org_key}"},
+        trust_env=False,
+    )
+    return response.status_code, response.json()
+
+
+def test_labels_query_repeated_mode_reads_a_json_array_as_one_literal_label(sandbox):
+    _, inbox, _, _ = make_tenant(sandbox)
+    client = sandbox.sdk()
+    sent = client.inboxes.messages.send(
+        inbox.inbox_id, to="a@example.com", text="x", labels=["cs-intent-7"]
+    )
+    sandbox.config(labels_query="repeated")
+
+    through_sdk = client.inboxes.messages.list(inbox.inbox_id, labels=["cs-intent-7"])
+    _, repeated = list_raw(sandbox, inbox.inbox_id, [("labels", "cs-intent-7")])
+
+    assert through_sdk.messages == []
+    assert [m["message_id"] for m in repeated["messages"]] == [sent.message_id]
+
+
+def test_labels_query_ignored_mode_pages_through_every_message(sandbox):
+    _, inbox, _, _ = make_tenant(sandbox)
+    client = sandbox.sdk()
+    sent = [
+        client.inboxes.messages.send(
+            inbox.inbox_id, to="a@example.com", text="x", labels=[f"cs-intent-{n}"]
+        ).message_id
+        for n in range(3)
+    ]
+    sandbox.config(labels_query="ignored")
+
+    first = client.inboxes.messages.list(inbox.inbox_id, labels=["cs-intent-0"], limit=2)
+    second = client.inboxes.messages.list(
+        inbox.inbox_id, labels=["cs-intent-0"], limit=2, page_token=first.next_page_token
+    )
+
+    assert [m.message_id for m in first.messages + second.messages] == sent[::-1]
+    assert second.next_page_token is None
+
+
+def test_labels_query_mode_is_validated(sandbox):
+    with pytest.raises(httpx.HTTPStatusError) as caught:
+        sandbox.config(labels_query="sometimes")
+
+    assert caught.value.response.status_code == 400
+    assert sandbox.config()["labels_query"] == "both"
+
+
+def test_after_filter_is_applied_before_paging_and_parses_any_iso_form(sandbox):
+    _, inbox, _, _ = make_tenant(sandbox)
+    client = sandbox.sdk()
+    old = client.inboxes.messages.send(inbox.inbox_id, to="a@example.com", text="old")
+    stamp = client.inboxes.messages.get(inbox.inbox_id, old.message_id).timestamp
+    sandbox.advance_clock(60)
+    new = [
+        client.inboxes.messages.send(inbox.inbox_id, to="a@example.com", text="new").message_id
+        for _ in range(2)
+    ]
+    # Another offset: compared as text, "…T09:…+01:00" sorts after every "…T08:…Z" stamp.
+    after = (stamp - timedelta(seconds=1)).astimezone(timezone(timedelta(hours=1))).isoformat()
+
+    page = client.inboxes.messages.list(inbox.inbox_id, after=stamp, ascending=True, limit=1)
+    rest = client.inboxes.messages.list(
+        inbox.inbox_id, after=stamp, ascending=True, limit=1, page_token=page.next_page_token
+    )
+    _, offset = list_raw(sandbox, inbox.inbox_id, [("after", after), ("ascending", "true")])
+    status, bad = list_raw(sandbox, inbox.inbox_id, [("after", "yesterday")])
+
+    assert [m.message_id for m in page.messages + rest.messages] == new
+    assert rest.next_page_token is None
+    assert [m["message_id"] for m in offset["messages"]] == [old.message_id, *new]
+    assert (status, bad["name"]) == (400, "ValidationError")
 
 
 def test_key_of_a_send_cut_short_by_a_crash_frees_after_a_short_window(tmp_path):

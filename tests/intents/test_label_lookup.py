@@ -1,0 +1,204 @@
+"""Past the idempotency window an uncertain intent is looked up by its label. The lookup must not
+depend on how the provider reads the label filter: these tests play a provider that ignores it,
+and one that reads only repeated query keys, and count what the sandbox really sent."""
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from intents import execution
+from intents.models import IntentEvent, SendAttempt, SendIntent
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def sends(sandbox, intent):
+    return sandbox.ledger(idempotency_key=intent.idempotency_key)
+
+
+def calls(sandbox, intent):
+    return sandbox.requests(idempotency_key=intent.idempotency_key)
+
+
+def step():
+    return execution.run_once(worker="w", limit=1)
+
+
+def reconcile(intent):
+    SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now())
+    step()
+    intent.refresh_from_db()
+
+
+def last_request_id(sandbox):
+    return max((r["id"] for r in sandbox.requests()), default=0)
+
+
+def kinds(intent):
+    return list(
+        SendAttempt.objects.filter(intent=intent).order_by("number").values_list("kind", flat=True)
+    )
+
+
+@pytest.fixture
+def label_filter(live):
+    """label_filter("ignored" | "repeated"): the provider reads the labels query that way."""
+
+    def use(mode):
+        live.sandbox.config(labels_query=mode)
+
+    yield use
+    live.sandbox.config(labels_query="both")
+
+
+@pytest.fixture
+def day_later(live):
+    """Our clock and the provider's clock 24 h ahead (the provider forgets completed keys)."""
+    live.sandbox.advance_clock(24 * 3600 + 60)
+    with time_machine.travel(timezone.now() + timedelta(hours=24, minutes=1), tick=True):
+        yield
+    live.sandbox.advance_clock(-(24 * 3600 + 60))
+
+
+def sent_but_unanswered(live):
+    """An intent whose send went out while its answer was lost: uncertain, one send."""
+    intent = live.approved()
+    live.sandbox.fault("sends", "timeout_after_accept", delay=2)
+    step()
+    intent.refresh_from_db()
+    assert intent.state == "uncertain"
+    return intent
+
+
+def never_sent(live):
+    """An intent whose request was dropped before the provider processed it: uncertain."""
+    intent = live.approved()
+    live.sandbox.fault("sends", "drop_before")
+    step()
+    intent.refresh_from_db()
+    assert intent.state == "uncertain"
+    return intent
+
+
+def busy_inbox(live, count=1):
+    """Newer mail in the same inbox: another intent's send, and customers' messages."""
+    other = live.approved(to=["someone.else@example.com"], subject="Another case")
+    step()
+    other.refresh_from_db()
+    assert other.state == "accepted"
+    for n in range(count):
+        live.sandbox.inbound(
+            live.mailbox.inbox_id, from_="customer@example.com", subject=f"Thanks {n}", text="Hi"
+        )
+    return other
+
+
+def test_filter_ignored_the_sent_message_is_still_found_and_accepted(live, label_filter, request):
+    intent = sent_but_unanswered(live)
+    other = busy_inbox(live)
+    label_filter("ignored")
+    request.getfixturevalue("day_later")
+
+    reconcile(intent)
+
+    [sent] = sends(live.sandbox, intent)
+    assert intent.state == "accepted"
+    assert intent.provider_message_id == sent["message_id"]
+    assert intent.provider_message_id != other.provider_message_id
+    assert len(calls(live.sandbox, intent)) == 1
+    assert kinds(intent) == ["send", "lookup"]
+
+
+def test_filter_read_as_repeated_keys_only_the_scan_finds_the_sent_message(
+    live, label_filter, request
+):
+    intent = sent_but_unanswered(live)
+    busy_inbox(live)
+    label_filter("repeated")
+    request.getfixturevalue("day_later")
+
+    reconcile(intent)
+
+    [sent] = sends(live.sandbox, intent)
+    assert intent.state == "accepted"
+    assert intent.provider_message_id == sent["message_id"]
+    assert len(calls(live.sandbox, intent)) == 1
+    accepted = IntentEvent.objects.get(intent=intent, action="intent.accepted")
+    assert "inbox scan" in accepted.reason
+
+
+def test_filter_ignored_a_message_of_another_intent_is_never_taken(live, label_filter, request):
+    intent = never_sent(live)
+    other = busy_inbox(live)
+    label_filter("ignored")
+    request.getfixturevalue("day_later")
+
+    reconcile(intent)
+
+    assert intent.state == "needs_attention"
+    assert intent.provider_message_id == ""
+    assert sends(live.sandbox, intent) == []
+    assert len(sends(live.sandbox, other)) == 1
+    assert len(calls(live.sandbox, intent)) == 1
+    assert kinds(intent) == ["send", "lookup"]
+
+
+def test_filter_read_as_repeated_keys_only_nothing_sent_needs_attention(
+    live, label_filter, request
+):
+    intent = never_sent(live)
+    busy_inbox(live)
+    label_filter("repeated")
+    request.getfixturevalue("day_later")
+
+    reconcile(intent)
+
+    assert intent.state == "needs_attention"
+    assert sends(live.sandbox, intent) == []
+    assert len(calls(live.sandbox, intent)) == 1
+    assert SendAttempt.objects.get(intent=intent, kind="lookup").outcome == "not_found"
+
+
+def test_scan_is_bounded_in_pages_and_an_unfinished_scan_proves_nothing(
+    live, label_filter, request, settings
+):
+    settings.AGENTMAIL_LOOKUP_PAGE_SIZE = 2
+    settings.AGENTMAIL_LOOKUP_SCAN_PAGES = 2
+    intent = never_sent(live)
+    busy_inbox(live, count=4)
+    label_filter("ignored")
+    request.getfixturevalue("day_later")
+    since = last_request_id(live.sandbox)
+
+    reconcile(intent)
+
+    lists = [r for r in live.sandbox.requests(since_id=since) if r["route"] == "list_messages"]
+    assert intent.state == "uncertain"
+    assert intent.last_error_code == "scan_incomplete"
+    assert len(lists) == 1 + 2
+    assert sends(live.sandbox, intent) == []
+    assert SendAttempt.objects.get(intent=intent, kind="lookup").outcome == "uncertain"
+
+
+def test_scan_starts_at_the_first_attempt_not_at_older_mail(live, label_filter, request, settings):
+    settings.AGENTMAIL_LOOKUP_PAGE_SIZE = 2
+    settings.AGENTMAIL_LOOKUP_SCAN_PAGES = 1
+    live.sandbox.advance_clock(-3600)
+    for n in range(4):
+        live.sandbox.inbound(
+            live.mailbox.inbox_id, from_="customer@example.com", subject=f"Old {n}", text="Hi"
+        )
+    live.sandbox.advance_clock(3600)
+    intent = sent_but_unanswered(live)
+    busy_inbox(live)
+    label_filter("ignored")
+    request.getfixturevalue("day_later")
+
+    reconcile(intent)
+
+    [sent] = sends(live.sandbox, intent)
+    assert intent.state == "accepted"
+    assert intent.provider_message_id == sent["message_id"]
