@@ -188,6 +188,13 @@ def _address_list(value, field: str) -> list[str]:
     return items
 
 
+def _lf_line_endings(body: str) -> str:
+    # Browsers submit textareas with CRLF (the HTML form encoding), agents send what their
+    # platform writes. One form, before hashing, so a body nobody changed keeps its hash and the
+    # word diff marks only what a person changed (DESIGN.md: "hashed with normalised line endings").
+    return body.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def clean_content(*, tenant, mailbox, to, cc, bcc, subject, text, html) -> dict:
     """Validated, normalised draft content, or a DraftError naming the field and address at fault.
 
@@ -232,6 +239,7 @@ def clean_content(*, tenant, mailbox, to, cc, bcc, subject, text, html) -> dict:
     html = html or ""
     if not isinstance(text, str) or not isinstance(html, str):
         raise errors.InvalidInput("body_invalid", "The body must be text.", "text")
+    text, html = _lf_line_endings(text), _lf_line_endings(html)
     if not text.strip() and not html.strip():
         raise errors.InvalidInput("body_required", "A text or HTML body is required.", "text")
     for field, value in (("text", text), ("html", html)):
