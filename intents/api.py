@@ -390,7 +390,9 @@ def get_draft(request: HttpRequest, draft_id: int):
 )
 def add_version(request: HttpRequest, draft_id: int, payload: VersionIn):
     """Only while the draft is pending (409 `not_pending` otherwise). Reviewers see the new version;
-    an approval of an older version is refused. `Idempotency-Key` is optional but recommended."""
+    an approval of an older version is refused. With `base_version`, a revision of a draft that
+    changed since is refused (409 `version_conflict`). `Idempotency-Key` is optional but
+    recommended."""
     token = _token(request)
 
     def work() -> tuple[int, bytes]:
@@ -405,6 +407,7 @@ def add_version(request: HttpRequest, draft_id: int, payload: VersionIn):
             text=payload.text,
             html=payload.html,
             agent_token=token,
+            base_version=payload.base_version,
         )
         return 201, _draft_bytes(draft.pk)
 
