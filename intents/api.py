@@ -75,7 +75,8 @@ naming the address.
 ### Limits
 Request bodies up to **{MAX_BODY_BYTES // 1024} KiB** (413 above), JSON only (415 otherwise);
 at most {services.MAX_RECIPIENTS} recipients in to + cc + bcc; subject up to
-{services.MAX_SUBJECT} characters on one line. **{rate_limit_per_window()} requests per minute per
+{services.MAX_SUBJECT} characters on one line; bodies are stored and hashed with LF line endings
+(CRLF and a lone CR become LF). **{rate_limit_per_window()} requests per minute per
 token** (fixed one-minute window; 429 with `Retry-After`).
 """
 
