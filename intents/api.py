@@ -84,7 +84,8 @@ naming the address.
 ### Limits
 Request bodies up to **{MAX_BODY_BYTES // 1024} KiB** (413 above), JSON only (415 otherwise);
 at most {services.MAX_RECIPIENTS} recipients in to + cc + bcc; subject up to
-{services.MAX_SUBJECT} characters on one line. **{rate_limit_per_window()} requests per minute per
+{services.MAX_SUBJECT} characters on one line; bodies are stored and hashed with LF line endings
+(CRLF and a lone CR become LF). **{rate_limit_per_window()} requests per minute per
 token** (fixed one-minute window; 429 with `Retry-After`).
 """
 
@@ -399,7 +400,9 @@ def get_draft(request: HttpRequest, draft_id: int):
 )
 def add_version(request: HttpRequest, draft_id: int, payload: VersionIn):
     """Only while the draft is pending (409 `not_pending` otherwise). Reviewers see the new version;
-    an approval of an older version is refused. `Idempotency-Key` is optional but recommended."""
+    an approval of an older version is refused. With `base_version`, a revision of a draft that
+    changed since is refused (409 `version_conflict`). `Idempotency-Key` is optional but
+    recommended."""
     token = _token(request)
 
     def work() -> tuple[int, bytes]:
@@ -414,6 +417,7 @@ def add_version(request: HttpRequest, draft_id: int, payload: VersionIn):
             text=payload.text,
             html=payload.html,
             agent_token=token,
+            base_version=payload.base_version,
         )
         return 201, _draft_bytes(draft.pk)
 

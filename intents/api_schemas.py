@@ -143,9 +143,20 @@ class VersionIn(ContentIn):
                     "to": ["customer@example.com"],
                     "subject": "Re: Where is my order?",
                     "text": "Hello again: the parcel arrives tomorrow.",
+                    "base_version": 1,
                 }
             ]
         },
+    )
+
+    base_version: Annotated[StrictInt, Field(ge=1)] | None = Field(
+        None,
+        description=(
+            "The `current_version.number` this revision was written from. If the draft moved on "
+            "since (a person edited it), the revision is refused with 409 `version_conflict` and "
+            "nothing is written: read the draft again and revise the current version. Omitted: "
+            "the revision is added on top of whatever is current."
+        ),
     )
 
 

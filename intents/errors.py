@@ -46,6 +46,17 @@ class StaleVersion(DraftError):
     code = "stale_version"
 
 
+class VersionConflict(StaleVersion):
+    """A new version was based on one that is no longer current: someone saved in between."""
+
+    code = "version_conflict"
+
+    def __init__(self, message: str, *, base_version: int, current_version: int):
+        super().__init__(message=message, field="base_version")
+        self.base_version = base_version
+        self.current_version = current_version
+
+
 class NotPending(DraftError):
     code = "not_pending"
 

@@ -51,7 +51,14 @@ def _addresses(value: str) -> list[str]:
 
 
 class EditForm(forms.Form):
-    base_version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
+    base_version = forms.IntegerField(
+        min_value=1,
+        widget=forms.HiddenInput,
+        error_messages=dict.fromkeys(
+            ("required", "invalid", "min_value"),
+            "The form did not say which version you edited; open the edit page again.",
+        ),
+    )
     to = forms.CharField(max_length=10000, help_text="Separate addresses with commas.")
     cc = forms.CharField(max_length=10000, required=False, label="Cc")
     bcc = forms.CharField(max_length=10000, required=False, label="Bcc")
@@ -65,6 +72,21 @@ class EditForm(forms.Form):
         strip=False,
         label="HTML",
     )
+
+    @classmethod
+    def of_version(cls, version) -> EditForm:
+        """The form filled with a version, based on it."""
+        return cls(
+            initial={
+                "base_version": version.number,
+                "to": ", ".join(version.to),
+                "cc": ", ".join(version.cc),
+                "bcc": ", ".join(version.bcc),
+                "subject": version.subject,
+                "text": version.text,
+                "html": version.html,
+            }
+        )
 
     def clean(self):
         data = super().clean()

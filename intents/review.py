@@ -299,10 +299,16 @@ def inbound_for(*, tenant, draft: Draft, limit: int = 10) -> list:
 _TOKEN = re.compile(r"\s+|[^\s]+")
 
 
+def _lf(body: str) -> str:
+    return body.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def word_diff(old: str, new: str) -> SafeString:
-    """Word-level diff as escaped HTML with <ins>/<del>; whitespace is kept as written."""
-    a = _TOKEN.findall(old or "")
-    b = _TOKEN.findall(new or "")
+    """Word-level diff as escaped HTML with <ins>/<del>; whitespace is kept as written, except
+    that CRLF and lone CR compare as LF: versions saved before the draft services normalised line
+    endings hold the browser's CRLF, and every line of them would show as changed."""
+    a = _TOKEN.findall(_lf(old or ""))
+    b = _TOKEN.findall(_lf(new or ""))
     parts: list[str] = []
     matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():

@@ -190,6 +190,13 @@ def _address_list(value, field: str) -> list[str]:
     return items
 
 
+def _lf_line_endings(body: str) -> str:
+    # Browsers submit textareas with CRLF (the HTML form encoding), agents send what their
+    # platform writes. One form, before hashing, so a body nobody changed keeps its hash and the
+    # word diff marks only what a person changed (DESIGN.md: "hashed with normalised line endings").
+    return body.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def clean_content(
     *, tenant, mailbox, to, cc, bcc, subject, text, html, reply_subject: str | None = None
 ) -> dict:
@@ -247,6 +254,7 @@ def clean_content(
     html = html or ""
     if not isinstance(text, str) or not isinstance(html, str):
         raise errors.InvalidInput("body_invalid", "The body must be text.", "text")
+    text, html = _lf_line_endings(text), _lf_line_endings(html)
     if not text.strip() and not html.strip():
         raise errors.InvalidInput("body_required", "A text or HTML body is required.", "text")
     for field, value in (("text", text), ("html", html)):
@@ -487,12 +495,27 @@ def draft_add_version(
     html,
     agent_token=None,
     actor_user=None,
+    base_version=None,
 ) -> DraftVersion:
+    """Add the next version of a pending draft.
+
+    ``base_version`` is the version the author started from. It is checked under the draft's
+    lock: two people saving on the same version, or a person saving after an agent's revision
+    landed, would otherwise both succeed and the later save would silently replace the other.
+    Without it (agents that do not send one) the version is added on top of the current one.
+    """
     tenant = _active_tenant(tenant)
+    if base_version is not None and (
+        isinstance(base_version, bool) or not isinstance(base_version, int) or base_version < 1
+    ):
+        raise errors.InvalidInput(
+            "base_version_invalid", "base_version must be a version number.", "base_version"
+        )
     with transaction.atomic():
         draft = _lock_draft(tenant, draft_id)
         _require_pending(draft)
         author_fields, actor_fields = _author(tenant, draft.mailbox, agent_token, actor_user)
+        _require_current_base(draft, base_version)
         content = clean_content(
             tenant=tenant,
             mailbox=draft.mailbox,
@@ -522,10 +545,33 @@ def draft_add_version(
             action="draft.version_added",
             from_state=Draft.Status.PENDING,
             to_state=Draft.Status.PENDING,
-            data={"version": number, "content_hash": version.content_hash},
+            data={
+                "version": number,
+                "content_hash": version.content_hash,
+                "base_version": base_version,
+            },
             **actor_fields,
         )
     return version
+
+
+def _require_current_base(draft: Draft, base_version: int | None) -> None:
+    """Refuse a version based on anything but the current one (call with the draft locked)."""
+    if base_version is None or base_version == draft.current_version:
+        return
+    if base_version > draft.current_version:
+        raise errors.InvalidInput(
+            "base_version_unknown",
+            f"This draft has no version {base_version}; version {draft.current_version} is "
+            "current.",
+            "base_version",
+        )
+    raise errors.VersionConflict(
+        f"Someone saved version {draft.current_version} while you were editing version "
+        f"{base_version}.",
+        base_version=base_version,
+        current_version=draft.current_version,
+    )
 
 
 def draft_approve(*, tenant, draft_id, version, content_hash, actor) -> SendIntent:

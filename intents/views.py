@@ -310,14 +310,56 @@ def draft_reject(request: HttpRequest, draft_id: int) -> HttpResponse:
     return _hx_redirect(request, reverse("tenant_home", args=[request.tenant.slug]))
 
 
+def _edit_detail(request, draft_id) -> selectors.DraftDetail:
+    try:
+        return selectors.draft_detail(tenant=request.tenant, draft_id=draft_id)
+    except errors.NotFound:
+        raise Http404("No such draft") from None
+
+
+def _edit_page(request, detail, form, *, status=200, conflict_diff=None) -> HttpResponse:
+    return render(
+        request,
+        "intents/edit.html",
+        {
+            "draft": detail.draft,
+            "current": detail.current,
+            "form": form,
+            "conflict_diff": conflict_diff,
+        },
+        status=status,
+    )
+
+
+def _edit_conflict(request, draft_id, conflict: errors.VersionConflict) -> HttpResponse:
+    """Someone saved first: nothing was written. Show what they changed since the person's base,
+    keep the person's text, and base a deliberate second save on the version now shown."""
+    detail = _edit_detail(request, draft_id)
+    base = next((v for v in detail.versions if v.number == conflict.base_version), None)
+    form = EditForm({**request.POST.dict(), "base_version": detail.current.number})
+    form.is_valid()
+    form.add_error(
+        None,
+        f"{conflict.message} Nothing was saved. What changed since version "
+        f"{conflict.base_version} is shown above and your text is kept below: bring in what you "
+        f"need, then save again.",
+    )
+    return _edit_page(
+        request,
+        detail,
+        form,
+        status=409,
+        conflict_diff=review.version_diff(base, detail.current) if base else None,
+    )
+
+
 @tenant_view(roles=DECIDERS)
 @require_http_methods(["GET", "POST"])
 def draft_edit(request: HttpRequest, draft_id: int) -> HttpResponse:
-    try:
-        detail = selectors.draft_detail(tenant=request.tenant, draft_id=draft_id)
-    except errors.NotFound:
-        raise Http404("No such draft") from None
-    draft, current = detail.draft, detail.current
+    """The edit form; a save names the version it was based on and the service refuses it, under
+    the draft's lock, if that is no longer the current one."""
+    detail = _edit_detail(request, draft_id)
+    draft = detail.draft
     _require_right(request, draft.mailbox)
     if draft.status != Draft.Status.PENDING:
         messages.error(
@@ -325,61 +367,35 @@ def draft_edit(request: HttpRequest, draft_id: int) -> HttpResponse:
         )
         return redirect("draft", request.tenant.slug, draft.pk)
     if request.method == "GET":
-        form = EditForm(
-            initial={
-                "base_version": current.number,
-                "to": ", ".join(current.to),
-                "cc": ", ".join(current.cc),
-                "bcc": ", ".join(current.bcc),
-                "subject": current.subject,
-                "text": current.text,
-                "html": current.html,
-            }
-        )
-        return render(
-            request, "intents/edit.html", {"draft": draft, "current": current, "form": form}
-        )
+        return _edit_page(request, detail, EditForm.of_version(detail.current))
     form = EditForm(request.POST)
-    status = 400
-    if form.is_valid():
-        data = form.cleaned_data
-        if data["base_version"] != current.number:
-            form.add_error(
-                None,
-                f"Someone saved version {current.number} while you were editing version "
-                f"{data['base_version']}. Your text is below; open the draft again to compare.",
-            )
-            status = 409
-        else:
-            try:
-                version = services.draft_add_version(
-                    tenant=request.tenant,
-                    draft_id=draft.pk,
-                    to=data["to_list"],
-                    cc=data["cc_list"],
-                    bcc=data["bcc_list"],
-                    subject=data["subject"],
-                    text=data["text"],
-                    html=data["html"],
-                    actor_user=request.user,
-                )
-            except errors.NoRight as error:
-                raise PermissionDenied(error.message) from None
-            except errors.DraftError as error:
-                field = error.field if error.field in form.fields else None
-                form.add_error(field, error.message)
-            else:
-                messages.success(
-                    request,
-                    f"Saved version {version.number}. Check it once more, then approve it.",
-                )
-                return redirect("draft", request.tenant.slug, draft.pk)
-    return render(
-        request,
-        "intents/edit.html",
-        {"draft": draft, "current": current, "form": form},
-        status=status,
+    if not form.is_valid():
+        return _edit_page(request, detail, form, status=400)
+    data = form.cleaned_data
+    try:
+        version = services.draft_add_version(
+            tenant=request.tenant,
+            draft_id=draft.pk,
+            base_version=data["base_version"],
+            to=data["to_list"],
+            cc=data["cc_list"],
+            bcc=data["bcc_list"],
+            subject=data["subject"],
+            text=data["text"],
+            html=data["html"],
+            actor_user=request.user,
+        )
+    except errors.NoRight as error:
+        raise PermissionDenied(error.message) from None
+    except errors.VersionConflict as conflict:
+        return _edit_conflict(request, draft.pk, conflict)
+    except errors.DraftError as error:
+        form.add_error(error.field if error.field in form.fields else None, error.message)
+        return _edit_page(request, detail, form, status=409 if error.status == 409 else 400)
+    messages.success(
+        request, f"Saved version {version.number}. Check it once more, then approve it."
     )
+    return redirect("draft", request.tenant.slug, draft.pk)
 
 
 # --- outbox --------------------------------------------------------------------------------------

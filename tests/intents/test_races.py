@@ -1,9 +1,14 @@
 """Every transition has a race: threads on separate connections, exactly one wins."""
 
+import threading
+import time
+
 import pytest
+from django.db import connection, connections, transaction
 
 from intents import errors, services
-from intents.models import Draft, IntentEvent, SendIntent
+from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
+from tenants.tokens import token_create
 from tests.intents.helpers import run_concurrently
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -122,3 +127,90 @@ def test_expire_sweeps_race_each_draft_expired_once(new_draft):
     results = run_concurrently(lambda _: services.draft_expire_due(), 4)
     assert sum(results) == 20
     assert IntentEvent.objects.filter(action="draft.expired").count() == 20
+
+
+def _edit(tenant, draft, text, **actor_and_base):
+    return services.draft_add_version(
+        tenant=tenant,
+        draft_id=draft.pk,
+        to=["customer@example.com"],
+        cc=[],
+        bcc=[],
+        subject="Your refund",
+        text=text,
+        html="",
+        **actor_and_base,
+    )
+
+
+def _blocked_on_a_lock(timeout: float = 10.0) -> bool:
+    since = time.monotonic()
+    with connection.cursor() as cursor:
+        while time.monotonic() - since < timeout:
+            # Inside a transaction the activity view is a snapshot until cleared.
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0]:
+                return True
+            time.sleep(0.02)
+    return False
+
+
+def test_two_people_saving_on_the_same_base_one_wins_the_other_gets_a_conflict(
+    tenant_a, new_draft, approver, member_of
+):
+    draft = new_draft()
+    people = [approver, member_of(tenant_a, "approver").user]
+
+    results = run_concurrently(
+        lambda i: _edit(
+            tenant_a, draft, f"Edited by person {i}.", base_version=1, actor_user=people[i]
+        ),
+        2,
+    )
+
+    saved = [r for r in results if isinstance(r, DraftVersion)]
+    conflicts = [r for r in results if isinstance(r, errors.VersionConflict)]
+    assert len(saved) == 1
+    assert len(conflicts) == 1
+    assert (conflicts[0].base_version, conflicts[0].current_version) == (1, 2)
+    assert list(draft.versions.order_by("number").values_list("number", flat=True)) == [1, 2]
+    assert IntentEvent.objects.filter(draft=draft, action="draft.version_added").count() == 1
+
+
+def test_an_agent_revision_landing_during_a_persons_save_refuses_the_stale_save(
+    tenant_a, new_draft, approver
+):
+    draft = new_draft()
+    token, _ = token_create(
+        tenant=tenant_a, name="agent", scopes=["drafts:write"], mailbox_ids=[], actor=approver
+    )
+    outcome: list = []
+
+    def person_saves() -> None:
+        try:
+            outcome.append(
+                _edit(tenant_a, draft, "Person's edit.", base_version=1, actor_user=approver)
+            )
+        except Exception as exc:
+            outcome.append(exc)
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        # The agent's revision holds the draft's lock while the person's save (based on
+        # version 1) arrives; it commits version 2 while the person waits.
+        _edit(tenant_a, draft, "Agent's revision.", agent_token=token)
+        person = threading.Thread(target=person_saves)
+        person.start()
+        assert _blocked_on_a_lock(), "the person's save never waited for the draft's lock"
+    person.join(30)
+
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], errors.VersionConflict)
+    current = draft.versions.get(number=2)
+    assert current.text == "Agent's revision."
+    assert draft.versions.count() == 2
