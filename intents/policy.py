@@ -13,7 +13,7 @@ from functools import lru_cache
 from django.conf import settings
 from email_validator import EmailNotValidError, validate_email
 
-from intents.models import Suppression
+from intents.models import DraftVersion, Suppression
 from tenants.models import Membership
 
 DECIDING_ROLES = frozenset({Membership.Role.ADMIN, Membership.Role.APPROVER})
@@ -125,6 +125,23 @@ def can_approve(*, membership, mailbox) -> bool:
     if membership.approve_all_mailboxes:
         return True
     return membership.approve_mailboxes.filter(pk=mailbox.pk).exists()
+
+
+SECOND_APPROVER_REASON = (
+    "You edited this version; this tenant requires another person to approve it."
+)
+
+
+def needs_another_approver(*, tenant, author_kind, author_user_id, user) -> bool:
+    """Four-eyes on edit: with the tenant's policy on, the person who wrote the current version
+    may not approve it. Takes the version's author fields so the queue can ask for every row
+    without loading the versions; draft_approve and the pages ask this same function."""
+    return bool(
+        tenant.second_approver_on_edit
+        and author_kind == DraftVersion.Author.PERSON
+        and user is not None
+        and author_user_id == user.pk
+    )
 
 
 def active_membership(*, tenant, user):

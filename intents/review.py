@@ -102,6 +102,7 @@ def pending_drafts(*, tenant, f: QueueFilter) -> QuerySet[Draft]:
             cur_bcc=F("cur__bcc"),
             cur_hash=F("cur__content_hash"),
             cur_author=F("cur__author_kind"),
+            cur_author_user_id=F("cur__author_user_id"),
             # Constant SQL, no interpolated input.
             has_warning=RawSQL(HAS_WARNING_SQL, [], output_field=BooleanField()),  # noqa: S611
         )

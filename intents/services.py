@@ -25,8 +25,10 @@ from intents.clock import db_now
 from intents.hashing import content_hash as compute_content_hash
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
 from intents.policy import (
+    SECOND_APPROVER_REASON,
     active_membership,
     can_approve,
+    needs_another_approver,
     normalize_address,
     recipient_problems,
 )
@@ -597,14 +599,13 @@ def draft_approve(*, tenant, draft_id, version, content_hash, actor) -> SendInte
             raise errors.NoRight(message=f"You may not approve sends from {draft.mailbox.address}.")
         if not draft.mailbox.is_active:
             raise errors.MailboxInactive(message=f"{draft.mailbox.address} is not active.")
-        if (
-            tenant.second_approver_on_edit
-            and current.author_kind == DraftVersion.Author.PERSON
-            and current.author_user_id == actor.pk
+        if needs_another_approver(
+            tenant=tenant,
+            author_kind=current.author_kind,
+            author_user_id=current.author_user_id,
+            user=actor,
         ):
-            raise errors.SecondApproverRequired(
-                message="You edited this version; this tenant requires another person to approve it."
-            )
+            raise errors.SecondApproverRequired(message=SECOND_APPROVER_REASON)
         if SendIntent.objects.filter(draft=draft, state=SendIntent.State.ACCEPTED).exists():
             # A reopened draft whose earlier send was later proven sent (marked accepted with
             # evidence): approving it would send the reply twice.

@@ -31,7 +31,7 @@ from intents.forms import (
     ResolveForm,
 )
 from intents.models import Draft, SendIntent
-from intents.policy import can_approve
+from intents.policy import SECOND_APPROVER_REASON, can_approve, needs_another_approver
 from tenants.access import DECIDERS, tenant_view
 from tenants.models import AgentToken
 
@@ -83,6 +83,13 @@ def _queue_context(request) -> dict:
     allowed = review.approvable_mailbox_ids(request.membership)
     for draft in page.rows:
         draft.can_decide = review.may_decide(allowed, draft.mailbox_id)
+        # Not offered for bulk approve: the service would refuse it (four-eyes on edit).
+        draft.approve_blocked = draft.can_decide and needs_another_approver(
+            tenant=tenant,
+            author_kind=draft.cur_author,
+            author_user_id=draft.cur_author_user_id,
+            user=request.user,
+        )
         draft.more_recipients = (
             len(draft.cur_to or []) + len(draft.cur_cc or []) + len(draft.cur_bcc or []) - 1
         )
@@ -95,7 +102,7 @@ def _queue_context(request) -> dict:
         "form": form,
         "page": page,
         "filtered": queue_filter != review.QueueFilter(),
-        "any_decidable": any(d.can_decide for d in page.rows),
+        "any_decidable": any(d.can_decide and not d.approve_blocked for d in page.rows),
         "since_id": review.newest_draft_id(tenant=tenant),
         "shown_ids": ",".join(str(d.pk) for d in page.rows),
         "first_query": params.urlencode(),
@@ -183,6 +190,12 @@ def _draft_context(request, draft_id, **extra) -> dict:
     first = detail.versions[0]
     pending = draft.status == Draft.Status.PENDING
     can_decide = pending and can_approve(membership=request.membership, mailbox=draft.mailbox)
+    approve_blocked = can_decide and needs_another_approver(
+        tenant=tenant,
+        author_kind=current.author_kind,
+        author_user_id=current.author_user_id,
+        user=request.user,
+    )
     recipients = review.recipients_with_warnings(
         tenant=tenant, draft=draft, version=current, inbound=inbound
     )
@@ -201,6 +214,7 @@ def _draft_context(request, draft_id, **extra) -> dict:
         "newer_inbound": newer_inbound,
         "diff": review.version_diff(first, current) if len(detail.versions) > 1 else None,
         "can_decide": can_decide,
+        "approve_blocked_reason": SECOND_APPROVER_REASON if approve_blocked else "",
         "provenance": draft.provenance if isinstance(draft.provenance, dict) else {},
         "reject_form": RejectForm(),
         "unproven_earlier": [

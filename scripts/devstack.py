@@ -8,67 +8,148 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WEB = os.environ.get("COUNTERSIGN_WEB_ADDR", "127.0.0.1:8000")
 SANDBOX_PORT = os.environ.get("SANDBOX_PORT", "8025")
+# gunicorn sync workers, each holding at most one database connection: a burst of webhooks waits
+# in the listen backlog. runserver opened a thread per request, and each thread's persistent
+# connection (DB_CONN_MAX_AGE) outlived it, until PostgreSQL refused clients and the receiver
+# answered 500 (tests/ops/test_devstack.py).
+WEB_WORKERS = 3
+
+
+def web_command(addr: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "config.wsgi_dev",
+        "--workers",
+        str(WEB_WORKERS),
+        "--bind",
+        addr,
+        "--timeout",
+        "30",
+        "--graceful-timeout",
+        "5",
+        "--access-logfile",
+        "-",
+        "--log-level",
+        "warning",
+    ]
+
+
+def manage(*args: str) -> list[str]:
+    return [sys.executable, "manage.py", *args]
+
 
 PROCESSES = [
-    ("sandbox", ["sandbox", "--port", SANDBOX_PORT]),
-    ("web", ["runserver", WEB, "--noreload"]),
-    ("worker", ["qcluster"]),
-    ("agent", ["demo_agent"]),
+    ("sandbox", "sandbox", manage("sandbox", "--port", SANDBOX_PORT)),
+    ("web", None, web_command(WEB)),
+    ("worker", "qcluster", manage("qcluster")),
+    ("agent", "demo_agent", manage("demo_agent")),
 ]
+
+
+def child_env() -> dict[str, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.setdefault("AGENTMAIL_BASE_URL", f"http://127.0.0.1:{SANDBOX_PORT}")
+    # The sandbox delivers the demo tenants' webhooks here: it follows the web address.
+    env.setdefault("PUBLIC_BASE_URL", f"http://{WEB}")
+    return env
 
 
 def available_commands() -> set[str]:
     output = subprocess.run(
-        [sys.executable, "manage.py", "help", "--commands"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
+        manage("help", "--commands"), cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
     return set(output.split())
 
 
-def wait_for_sandbox(base_url: str, timeout: float = 20.0) -> None:
-    import urllib.request
+def port_in_use(addr: str) -> bool:
+    host, _, port = addr.rpartition(":")
+    with socket.socket() as s:
+        try:
+            s.bind((host or "127.0.0.1", int(port)))
+        except OSError:
+            return True
+    return False
 
+
+def wait_until_serving(name: str, url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Return once `url` answers HTTP; exit if the process dies first or the time runs out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"[devstack] {name} exited with {proc.returncode} before answering")
         try:
-            with urllib.request.urlopen(f"{base_url}/_sandbox/health", timeout=1):  # noqa: S310 - loopback
+            # Generous: a request sent before a worker booted waits in the backlog, not lost.
+            with urllib.request.urlopen(url, timeout=10):  # noqa: S310 - loopback
                 return
+        except urllib.error.HTTPError:
+            return
         except OSError:
             time.sleep(0.2)
-    raise SystemExit(f"[devstack] the sandbox did not answer at {base_url}")
+    raise SystemExit(f"[devstack] {name} did not answer at {url} within {timeout:.0f} s")
+
+
+def stop_all(children: list[tuple[str, subprocess.Popen]]) -> None:
+    for _, proc in children:
+        if proc.poll() is None:
+            proc.terminate()
+    for _, proc in children:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def main() -> int:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.setdefault("AGENTMAIL_BASE_URL", f"http://127.0.0.1:{SANDBOX_PORT}")
+    env = child_env()
+    for name, addr, variable in (
+        ("web", WEB, "COUNTERSIGN_WEB_ADDR=127.0.0.1:8100"),
+        ("sandbox", f"127.0.0.1:{SANDBOX_PORT}", "SANDBOX_PORT=8125"),
+    ):
+        if port_in_use(addr):
+            print(
+                f"[devstack] {addr} ({name}) is in use: another `make run`? "
+                f"Stop it, or choose another port, e.g. `{variable} make run`.",
+                flush=True,
+            )
+            return 1
     commands = available_commands()
     children: list[tuple[str, subprocess.Popen]] = []
-    for name, args in PROCESSES:
-        if args[0] not in commands:
-            print(f"[devstack] {name}: `manage.py {args[0]}` not available, skipped", flush=True)
-            continue
-        proc = subprocess.Popen([sys.executable, "manage.py", *args], cwd=ROOT, env=env)
-        children.append((name, proc))
-        if name == "sandbox":
-            wait_for_sandbox(env["AGENTMAIL_BASE_URL"])
-            # The demo tenants' pods, inboxes, keys and webhooks live in the sandbox: provision them
-            # now that it answers (idempotent, like the rest of seed_demo).
-            subprocess.run(
-                [sys.executable, "manage.py", "seed_demo"], cwd=ROOT, env=env, check=True
-            )
+    try:
+        for name, command, argv in PROCESSES:
+            if command is not None and command not in commands:
+                print(
+                    f"[devstack] {name}: `manage.py {command}` not available, skipped", flush=True
+                )
+                continue
+            proc = subprocess.Popen(argv, cwd=ROOT, env=env)
+            children.append((name, proc))
+            if name == "sandbox":
+                wait_until_serving(name, f"{env['AGENTMAIL_BASE_URL']}/_sandbox/health", proc)
+                # The demo tenants' pods, inboxes, keys and webhooks live in the sandbox: provision
+                # them now that it answers (idempotent, like the rest of seed_demo).
+                subprocess.run(manage("seed_demo"), cwd=ROOT, env=env, check=True)
+            elif name == "web":
+                wait_until_serving(name, f"http://{WEB}/healthz", proc, timeout=120)
+    except (SystemExit, subprocess.CalledProcessError) as error:
+        print(error if isinstance(error, SystemExit) else f"[devstack] {error}", flush=True)
+        stop_all(children)
+        return 1
     print(
-        f"[devstack] Countersign is up: http://{WEB}/  (sign-ins in README.md; Ctrl-C stops)",
+        f"[devstack] Countersign is up: http://{WEB}/  (sandbox AgentMail at "
+        f"{env['AGENTMAIL_BASE_URL']}; sign-ins in README.md; Ctrl-C stops)",
         flush=True,
     )
 
@@ -88,14 +169,7 @@ def main() -> int:
                 exit_code = proc.returncode or 1
                 stopping = True
         time.sleep(0.5)
-    for _, proc in children:
-        if proc.poll() is None:
-            proc.terminate()
-    for _, proc in children:
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    stop_all(children)
     return exit_code
 
 

@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from mailboxes.models import Mailbox
 from tenants.access import ADMIN_ONLY, tenant_view
@@ -74,9 +74,18 @@ def token_list(request: HttpRequest) -> HttpResponse:
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_POST
+@require_http_methods(["GET", "POST"])
 @never_cache
 def token_new(request: HttpRequest) -> HttpResponse:
+    if request.method == "GET":
+        # The created page is this URL's POST answer, so a reload or a bookmark lands here: the
+        # form is on the list, and the plaintext is never shown again.
+        messages.info(
+            request,
+            "A token is shown only once, right after it is created. "
+            "Create a new one below; revoke one whose secret you lost.",
+        )
+        return redirect("token_list", slug=request.tenant.slug)
     form = TokenForm(request.POST, tenant=request.tenant)
     if not form.is_valid():
         return _page(request, form, status=422)

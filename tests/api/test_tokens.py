@@ -136,6 +136,19 @@ def test_admin_creates_a_token_and_sees_it_exactly_once(tenant_a, member_of, sig
     assert mailbox_a.address in listing.content.decode()
 
 
+def test_opening_the_create_url_leads_to_the_form_not_an_empty_405(tenant_a, member_of, signed_in):
+    """The created page lives at /new/; a reload or a typed URL sends a GET there."""
+    client = signed_in(member_of(tenant_a, "admin").user)
+
+    response = client.get("/t/tenant-a/admin/tokens/new/", follow=True)
+
+    body = response.content.decode()
+    assert response.redirect_chain == [("/t/tenant-a/admin/tokens/", 302)]
+    assert 'action="/t/tenant-a/admin/tokens/new/"' in body
+    assert "shown only once" in body
+    assert AgentToken.objects.count() == 0
+
+
 def test_admin_pages_have_no_inline_script_or_style(tenant_a, member_of, signed_in):
     client = signed_in(member_of(tenant_a, "admin").user)
 

@@ -18,6 +18,8 @@ DECIDE_PAGE = {"viewer": 403, "approver": 200, "admin": 200}
 # POST-only routes answer a GET with 405, after the role check.
 POST_DECIDE = {"viewer": 403, "approver": 405, "admin": 405}
 POST_ADMIN = {"viewer": 403, "approver": 403, "admin": 405}
+# A form's POST URL that a reload may GET: it leads an admin back to the page with the form.
+BACK_TO_FORM_ADMIN = {"viewer": 403, "approver": 403, "admin": 302}
 
 EXPECTED = {
     "tenant_home": READ,
@@ -51,7 +53,7 @@ EXPECTED = {
     "admin_audit": ADMIN_PAGE,
     "admin_audit_csv": ADMIN_PAGE,
     "token_list": ADMIN_PAGE,
-    "token_new": POST_ADMIN,
+    "token_new": BACK_TO_FORM_ADMIN,
     "token_revoke": POST_ADMIN,
     "mailbox_list": READ,
     "mailbox_create": ADMIN_PAGE,

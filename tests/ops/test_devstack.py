@@ -1,0 +1,121 @@
+"""`make run` (scripts/devstack.py): the web server it starts keeps the database connections
+bounded under a burst of concurrent requests (a webhook storm), and "up" waits for HTTP."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+import psycopg
+import pytest
+from django.db import connection
+
+from scripts import devstack
+
+pytestmark = pytest.mark.django_db
+
+ROOT = Path(__file__).resolve().parents[2]
+APP_NAME = "devstack-burst-test"
+CLIENTS = 60
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_database_url() -> str:
+    """The test database, with an application_name that marks the server's connections."""
+    s = connection.settings_dict
+    query = {"host": s["HOST"] or s["OPTIONS"].get("host", ""), "application_name": APP_NAME}
+    if s["PORT"]:
+        query["port"] = s["PORT"]
+    user, password = quote(s["USER"] or "", safe=""), quote(s["PASSWORD"] or "", safe="")
+    return f"postgresql://{user}:{password}@/{s['NAME']}?{urlencode(query)}"
+
+
+def server_connections() -> int:
+    params = {k: v for k, v in connection.get_connection_params().items() if k != "cursor_factory"}
+    with psycopg.connect(**params, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [APP_NAME]
+        ).fetchone()[0]
+
+
+def get_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+@pytest.fixture
+def devstack_web(tmp_path):
+    """The web process exactly as devstack starts it, on the test database."""
+    addr = f"127.0.0.1:{free_port()}"
+    env = {**devstack.child_env(), "DATABASE_URL": server_database_url()}
+    log = (tmp_path / "web.log").open("w")
+    proc = subprocess.Popen(
+        devstack.web_command(addr), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        devstack.wait_until_serving("web", f"http://{addr}/healthz", proc, timeout=120)
+        yield f"http://{addr}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def test_a_burst_of_concurrent_requests_keeps_the_connection_count_bounded(devstack_web):
+    peak = 0
+    stop = threading.Event()
+
+    def watch():
+        nonlocal peak
+        while not stop.is_set():
+            peak = max(peak, server_connections())
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            statuses = list(pool.map(get_status, [f"{devstack_web}/readyz"] * (CLIENTS * 3)))
+    finally:
+        stop.set()
+        watcher.join()
+    after = server_connections()
+
+    assert set(statuses) == {200}
+    assert peak <= devstack.WEB_WORKERS
+    assert after <= devstack.WEB_WORKERS
+
+
+def test_up_waits_for_an_answer_and_gives_up_when_the_process_dies():
+    with socket.socket() as silent:
+        # Bound and listening, never answering: what a port taken by something else looks like.
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        addr = f"127.0.0.1:{silent.getsockname()[1]}"
+        dead = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+        dead.wait()
+
+        with pytest.raises(SystemExit, match="web exited with 3 before answering"):
+            devstack.wait_until_serving("web", f"http://{addr}/healthz", dead, timeout=10)
+        assert devstack.port_in_use(addr)
+    assert not devstack.port_in_use(f"127.0.0.1:{free_port()}")

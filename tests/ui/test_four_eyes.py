@@ -1,0 +1,96 @@
+"""Four-eyes on edit: the person who wrote the current version is told up front that someone else
+must approve it, on the draft page and in the queue's bulk approve, instead of a dead end."""
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from intents.models import SendIntent
+
+pytestmark = pytest.mark.django_db
+
+REASON = "You edited this version; this tenant requires another person to approve it."
+
+
+@pytest.fixture
+def four_eyes(tenant_a):
+    tenant_a.second_approver_on_edit = True
+    tenant_a.save(update_fields=["second_approver_on_edit"])
+    return tenant_a
+
+
+def buttons(html: str, marker: str) -> list[str]:
+    return re.findall(rf"<button(?=[^>]*\s{marker}[\s>])[^>]*>", html)
+
+
+def test_the_editor_sees_approve_disabled_with_the_reason(
+    four_eyes, mailbox_a, make_draft, admin_a, member_of, signed_in, client
+):
+    draft = make_draft(mailbox_a, actor_user=admin_a.user)
+    url = reverse("draft", args=[four_eyes.slug, draft.pk])
+
+    editor_page = signed_in(admin_a.user).get(url).content.decode()
+    client.logout()
+    other_page = signed_in(member_of(four_eyes, "approver").user).get(url).content.decode()
+
+    editor_buttons = buttons(editor_page, "data-approve") + buttons(
+        editor_page, "data-approve-next"
+    )
+    assert len(editor_buttons) == 2
+    assert all(
+        " disabled" in b and 'aria-describedby="approve-blocked"' in b for b in editor_buttons
+    )
+    assert re.search(r'<p[^>]*id="approve-blocked"[^>]*>[^<]*' + re.escape(REASON), editor_page)
+    assert [" disabled" in b for b in buttons(other_page, "data-approve")] == [False]
+    assert REASON not in other_page
+
+
+def test_without_the_policy_the_author_may_approve_as_before(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(mailbox_a, actor_user=admin_a.user)
+
+    page = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk]))
+
+    html = page.content.decode()
+    assert [" disabled" in b for b in buttons(html, "data-approve")] == [False]
+    assert REASON not in html
+
+
+def test_the_queue_does_not_offer_the_editors_own_drafts_for_bulk_approve(
+    four_eyes, mailbox_a, make_draft, admin_a, member_of, signed_in
+):
+    colleague = member_of(four_eyes, "approver").user
+    own = make_draft(mailbox_a, actor_user=admin_a.user)
+    theirs = make_draft(mailbox_a, actor_user=colleague)
+
+    html = signed_in(admin_a.user).get(reverse("tenant_home", args=[four_eyes.slug])).content
+    html = html.decode()
+
+    boxes = re.findall(r'<input type="checkbox" name="item" value="(\d+):', html)
+    own_row = re.search(
+        rf"<article[^>]*data-row>(?:(?!</article>).)*?drafts/{own.pk}/(?:(?!</article>).)*</article>",
+        html,
+        re.S,
+    ).group(0)
+    assert boxes == [str(theirs.pk)]
+    assert "another person must approve it" in own_row
+
+
+def test_a_bulk_approve_that_names_the_editors_draft_is_refused_with_the_reason(
+    four_eyes, mailbox_a, make_draft, admin_a, member_of, signed_in
+):
+    colleague = member_of(four_eyes, "approver").user
+    own = make_draft(mailbox_a, actor_user=admin_a.user)
+    theirs = make_draft(mailbox_a, actor_user=colleague)
+    items = [f"{d.pk}:{d.current_version}:{d.versions.get().content_hash}" for d in (own, theirs)]
+
+    response = signed_in(admin_a.user).post(
+        reverse("bulk_approve", args=[four_eyes.slug]), {"item": items}, follow=True
+    )
+
+    body = response.content.decode()
+    assert f"Draft {own.pk} was not approved: {REASON}" in body
+    assert "Approved 1 draft;" in body
+    assert list(SendIntent.objects.values_list("draft_id", flat=True)) == [theirs.pk]
