@@ -232,6 +232,10 @@ def _take(invitation: Invitation, *, state: str, user: User | None) -> None:
 
 
 def _join(invitation: Invitation, user: User) -> Membership:
+    if not invitation.tenant.is_active:
+        raise AdminError(
+            "suspended", f"{invitation.tenant.name} is suspended; it takes no new members."
+        )
     try:
         with transaction.atomic():
             membership = Membership.objects.create(
@@ -303,13 +307,14 @@ def invitation_decline(*, invitation_id: int, user: User) -> Invitation:
 
 
 def invitation_accept_with_new_account(
-    *, token: str, password: str, full_name: str = ""
+    *, invitation_id: int, password: str, full_name: str = ""
 ) -> Membership:
     """The holder of the link creates the account for the invited address and becomes a member.
-    Refused when an account with that address exists: its owner must sign in instead."""
-    invitation = invitation_by_token(token)
+    Refused when an account with that address exists: its owner must sign in instead. As for
+    ``invitation_accept``, the caller must have seen the link's secret in this session."""
+    invitation = Invitation.objects.select_related("tenant").filter(pk=invitation_id).first()
     if invitation is None:
-        raise AdminError("not_found", "This invitation link does not work.")
+        raise AdminError("not_found", "No such invitation.")
     hashed = make_password(password)  # before the transaction: hashing is slow on purpose
     with transaction.atomic():
         _take(invitation, state=Invitation.State.ACCEPTED, user=None)

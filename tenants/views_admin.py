@@ -89,7 +89,7 @@ def members(request: HttpRequest) -> HttpResponse:
     except services.AdminError as error:
         _refuse(form, error)
         return _members_page(request, invite_form=form, status=400)
-    link = request.build_absolute_uri(reverse("invitation", args=[token]))
+    link = request.build_absolute_uri(reverse("invitation_open", args=[token]))
     # Rendered, not redirected: the link is shown this once and only its digest is stored.
     response = _members_page(request, invitation=invitation, link=link)
     response["Cache-Control"] = "no-store"

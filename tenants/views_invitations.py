@@ -15,7 +15,7 @@ from django.contrib.auth.forms import SetPasswordForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from tenants import invitations
 from tenants.models import Invitation, User
@@ -23,6 +23,9 @@ from tenants.services import AdminError
 
 SESSION_KEY = "tenants.invitations_opened"
 TEMPLATE = "tenants/invitation.html"
+LINK_REQUIRED = AdminError(
+    "link_required", "Open the invitation link you were given, then accept it there."
+)
 
 
 class NewAccountForm(SetPasswordForm):
@@ -61,20 +64,36 @@ def _new_account_form(invitation: Invitation, data=None) -> NewAccountForm:
 
 
 @never_cache
-@require_http_methods(["GET", "POST"])
-def invitation(request: HttpRequest, token: str) -> HttpResponse:
+@require_GET
+def invitation_open(request: HttpRequest, token: str) -> HttpResponse:
+    """The link the admin handed over. Its secret is exchanged at once for a record in the session
+    and a redirect, as Django's password reset does: the secret then appears in no later URL, no
+    Referer, and no 4xx log line of a page the invitee fills in."""
     found = invitations.invitation_by_token(token)
     if found is None or found.state != Invitation.State.PENDING or found.is_expired:
         return _closed(request, found)
+    _remember(request, found)
+    return redirect("invitation", invitation_id=found.pk)
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+def invitation(request: HttpRequest, invitation_id: int) -> HttpResponse:
+    if invitation_id not in opened_ids(request):
+        return render(request, TEMPLATE, {"refused": LINK_REQUIRED.message}, status=403)
+    found = (
+        invitations.with_expiry(Invitation.objects.select_related("tenant", "invited_by"))
+        .filter(pk=invitation_id)
+        .first()
+    )
+    if found is None or found.state != Invitation.State.PENDING or found.is_expired:
+        return _closed(request, found)
     context = {"invitation": found}
-    user = request.user
-    if user.is_authenticated:
-        if user.email != found.email:
+    if request.user.is_authenticated:
+        if request.user.email != found.email:
             context["wrong_account"] = True
             return render(request, TEMPLATE, context, status=403)
-        _remember(request, found)
         return render(request, TEMPLATE, context)
-    _remember(request, found)
     if User.objects.filter(email=found.email).exists():
         context["sign_in"] = True
         return render(request, TEMPLATE, context, status=409 if request.method == "POST" else 200)
@@ -82,7 +101,7 @@ def invitation(request: HttpRequest, token: str) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             membership = invitations.invitation_accept_with_new_account(
-                token=token,
+                invitation_id=found.pk,
                 password=form.cleaned_data["new_password1"],
                 full_name=form.cleaned_data["full_name"],
             )
@@ -102,9 +121,7 @@ def invitation(request: HttpRequest, token: str) -> HttpResponse:
 
 def _decide(request: HttpRequest, invitation_id: int, service) -> tuple[object, AdminError | None]:
     if invitation_id not in opened_ids(request):
-        return None, AdminError(
-            "link_required", "Open the invitation link you were given, then accept it there."
-        )
+        return None, LINK_REQUIRED
     try:
         result = service(invitation_id=invitation_id, user=request.user)
     except AdminError as error:

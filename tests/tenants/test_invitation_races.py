@@ -12,13 +12,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_ten_concurrent_new_account_acceptances_make_one_account(tenant_a, member_of):
     admin = member_of(tenant_a, "admin").user
-    _, token = invitations.invitation_create(
+    invitation, _ = invitations.invitation_create(
         tenant=tenant_a, email="race@example.test", role="admin", actor=admin
     )
 
     def accept(i):
         return invitations.invitation_accept_with_new_account(
-            token=token, password=f"a-long-enough-pass-{i}"
+            invitation_id=invitation.pk, password=f"a-long-enough-pass-{i}"
         )
 
     results = run_concurrently(accept, 10)

@@ -23,7 +23,8 @@ def invite(client, admin, tenant, email, role="approver", **extra):
 
 
 def create_account(client, link, password=NEW_PASSWORD):
-    return client.post(link, {"new_password1": password, "new_password2": password})
+    page = client.get(link)
+    return client.post(page["Location"], {"new_password1": password, "new_password2": password})
 
 
 def result_box(page) -> str:
@@ -111,10 +112,13 @@ def test_an_existing_account_signs_in_then_accepts_with_the_rights_offered(
         approve="some",
         mailboxes=[refunds.pk],
     ).context["link"]
-    opened = client.get(link)
+    opened = client.get(link, follow=True)
     assert opened.status_code == 200 and b"Sign in" in opened.content
     assert b"new_password1" not in opened.content
-    refused = client.post(link, {"new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD})
+    refused = client.post(
+        opened.redirect_chain[-1][0],
+        {"new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
+    )
     assert refused.status_code == 409
     assert User.objects.get(pk=globex_viewer.pk).check_password(password)
     home = client.post(
@@ -167,7 +171,7 @@ def test_accepting_while_signed_in_as_someone_else_is_refused(
     client.post(reverse("login"), {"username": other.email, "password": password})
     refused = client.post(reverse("invitation_accept", args=[invitation.pk]))
     assert refused.status_code == 403 and invited.email.encode() in refused.content
-    page = client.get(link)  # ...and opened while signed in as the wrong person
+    page = client.get(link, follow=True)  # ...and opened while signed in as the wrong person
     assert page.status_code == 403 and b"sign out" in page.content
     assert b"Invitations waiting" not in client.get(reverse("home"), follow=True).content
     assert not Membership.objects.filter(tenant=tenant_a).exclude(role="admin").exists()
@@ -180,7 +184,7 @@ def test_decline_closes_the_invitation_and_adds_nothing(
     person = member_of(tenant_b, "viewer").user
     link = invite(client, member_of(tenant_a, "admin"), tenant_a, person.email).context["link"]
     client.force_login(person)
-    assert b"Decline" in client.get(link).content
+    assert b"Decline" in client.get(link, follow=True).content
     invitation = Invitation.objects.get(tenant=tenant_a)
     declined = client.post(reverse("invitation_decline", args=[invitation.pk]))
     assert declined.status_code == 302
@@ -212,7 +216,7 @@ def test_revoked_expired_replaced_and_unknown_links_do_not_work(
     )
     client.logout()
     answers = {
-        name: client.post(link, {"new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD})
+        name: client.get(link)
         for name, link in {
             "revoked": revoked,
             "expired": expired,
@@ -233,7 +237,7 @@ def test_revoked_expired_replaced_and_unknown_links_do_not_work(
     assert not User.objects.filter(
         email__in=["revoked@example.test", "expired@example.test", "again@example.test"]
     ).exists()
-    assert client.get(fresh).status_code == 200
+    assert client.get(fresh, follow=True).status_code == 200
     states = dict(Invitation.objects.values_list("email", "state").order_by("id")[:3])
     assert states == {
         "revoked@example.test": "revoked",
@@ -327,7 +331,7 @@ def test_the_services_refuse_expired_and_revoked_invitations_on_their_own(
 
     admin = member_of(tenant_a, "admin").user
     person = member_of(tenant_b, "viewer").user
-    late, late_token = invitations.invitation_create(
+    late, _ = invitations.invitation_create(
         tenant=tenant_a, email="late@example.test", role="admin", actor=admin
     )
     Invitation.objects.filter(pk=late.pk).update(expires_at=Now() - timedelta(seconds=1))
@@ -336,9 +340,40 @@ def test_the_services_refuse_expired_and_revoked_invitations_on_their_own(
     )
     invitations.invitation_revoke(tenant=tenant_a, invitation_id=withdrawn.pk, actor=admin)
     with pytest.raises(AdminError) as expired:
-        invitations.invitation_accept_with_new_account(token=late_token, password=NEW_PASSWORD)
+        invitations.invitation_accept_with_new_account(invitation_id=late.pk, password=NEW_PASSWORD)
     with pytest.raises(AdminError) as revoked:
         invitations.invitation_accept(invitation_id=withdrawn.pk, user=person)
     assert (expired.value.code, revoked.value.code) == ("expired", "revoked")
     assert not User.objects.filter(email="late@example.test").exists()
     assert not Membership.objects.filter(tenant=tenant_a).exclude(user=admin).exists()
+
+
+def test_a_suspended_tenant_takes_no_new_members(tenant_a, member_of, client):
+    from tenants.models import Tenant
+
+    link = invite(client, member_of(tenant_a, "admin"), tenant_a, "late@example.test").context[
+        "link"
+    ]
+    Tenant.objects.filter(pk=tenant_a.pk).update(status="suspended")
+    page = create_account(client, link)
+    assert page.status_code == 400 and b"suspended" in page.content
+    assert not User.objects.filter(email="late@example.test").exists()
+    assert Invitation.objects.get(tenant=tenant_a).state == "pending"
+
+
+def test_the_invitee_pages_refuse_a_post_without_csrf_token(tenant_a, tenant_b, member_of):
+    from django.test import Client
+
+    person = member_of(tenant_b, "viewer").user
+    link = invite(Client(), member_of(tenant_a, "admin"), tenant_a, person.email).context["link"]
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(person)
+    invitation = Invitation.objects.get(tenant=tenant_a)
+    client.get(link)
+    statuses = [
+        client.post(reverse(name, args=[invitation.pk])).status_code
+        for name in ("invitation", "invitation_accept", "invitation_decline")
+    ]
+    assert statuses == [403, 403, 403]
+    assert Invitation.objects.get(pk=invitation.pk).state == "pending"
+    assert not Membership.objects.filter(tenant=tenant_a, user=person).exists()
