@@ -115,6 +115,8 @@ def test_an_existing_account_signs_in_then_accepts_with_the_rights_offered(
     opened = client.get(link, follow=True)
     assert opened.status_code == 200 and b"Sign in" in opened.content
     assert b"new_password1" not in opened.content
+    invitation = Invitation.objects.get(tenant=tenant_a)
+    assert f"?next=/invitations/{invitation.pk}/".encode() in opened.content
     refused = client.post(
         opened.redirect_chain[-1][0],
         {"new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
@@ -125,7 +127,6 @@ def test_an_existing_account_signs_in_then_accepts_with_the_rights_offered(
         reverse("login"), {"username": globex_viewer.email, "password": password}, follow=True
     )
     assert b"Invitations waiting for you" in home.content and b"Tenant A" in home.content
-    invitation = Invitation.objects.get(tenant=tenant_a)
     accepted = client.post(reverse("invitation_accept", args=[invitation.pk]))
     assert accepted.status_code == 302
     assert accepted["Location"] == reverse("tenant_home", args=[tenant_a.slug])
