@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
-from tenants.models import AgentToken, AuditEvent, Membership, Tenant, User
+from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant, User
 
 
 @admin.register(User)
@@ -53,6 +53,21 @@ class AgentTokenAdmin(admin.ModelAdmin):
     list_filter = ["tenant"]
     exclude = ["digest"]
     readonly_fields = ["prefix", "created_at", "last_used_at"]
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):
+    # Read-only for operators: every change goes through tenants.invitations (and its audit row).
+    list_display = ["email", "tenant", "role", "state", "created_at", "expires_at", "closed_at"]
+    list_filter = ["state", "tenant"]
+    search_fields = ["email"]
+    exclude = ["digest"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(AuditEvent)

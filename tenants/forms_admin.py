@@ -8,9 +8,28 @@ from tenants.models import Membership
 
 
 class InviteForm(forms.Form):
+    ALL, SOME = "all", "some"
     email = forms.EmailField(label="Email", max_length=254)
     full_name = forms.CharField(label="Name (optional)", max_length=150, required=False)
     role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.APPROVER)
+    # Left out means every mailbox, Membership's default.
+    approve = forms.ChoiceField(
+        label="May approve for",
+        choices=[(ALL, "Every mailbox"), (SOME, "Only the mailboxes ticked")],
+        initial=ALL,
+        required=False,
+        widget=forms.RadioSelect,
+    )
+    mailboxes = forms.ModelMultipleChoiceField(
+        queryset=None, required=False, widget=forms.CheckboxSelectMultiple, label="Mailboxes"
+    )
+
+    def __init__(self, *args, mailboxes, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["mailboxes"].queryset = mailboxes
+
+    def clean_approve(self) -> str:
+        return self.cleaned_data["approve"] or self.ALL
 
 
 class RoleForm(forms.Form):

@@ -124,6 +124,67 @@ class Membership(models.Model):
         return self.role == self.Role.ADMIN
 
 
+class Invitation(models.Model):
+    """An offer of a membership, made by an admin and taken up by an explicit act of the invitee.
+
+    Nothing exists in the tenant until acceptance: the membership (and, for an address without an
+    account, the account) is created then. The link's secret is stored only as a SHA-256 digest;
+    the admin sees the plaintext once. "Expired" is not a state: a pending invitation past
+    ``expires_at`` (database clock) is expired.
+    """
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        ACCEPTED = "accepted", "Accepted"
+        DECLINED = "declined", "Declined"
+        REVOKED = "revoked", "Revoked"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField()
+    full_name = models.CharField(max_length=150, blank=True)
+    role = models.CharField(max_length=16, choices=Membership.Role.choices)
+    # The rights the membership will carry, with Membership's meaning.
+    approve_all_mailboxes = models.BooleanField(default=True)
+    approve_mailboxes = models.ManyToManyField("mailboxes.Mailbox", blank=True, related_name="+")
+    digest = models.CharField(max_length=64, unique=True)
+    invited_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(db_default=Now())
+    expires_at = models.DateTimeField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    closed_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=["pending", "accepted", "declined", "revoked"]),
+                name="invitation_state_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(role__in=["admin", "approver", "viewer"]), name="invitation_role_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(state="pending", closed_at__isnull=True)
+                | (~Q(state="pending") & Q(closed_at__isnull=False)),
+                name="invitation_closed_iff_not_pending",
+            ),
+            # One live link per address and tenant: inviting again replaces the old one.
+            models.UniqueConstraint(
+                fields=["tenant", "email"],
+                condition=Q(state="pending"),
+                name="invitation_one_pending_per_email",
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "-created_at"], name="invitation_tenant_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.email} @ {self.tenant} ({self.state})"
+
+
 class AgentToken(models.Model):
     """A bearer token for an AI agent. Only a SHA-256 digest of the secret is stored."""
 

@@ -23,7 +23,8 @@ from django.db.models import (
 from django.db.models.functions import Cast, Coalesce, Concat, NullIf
 from django.utils import timezone
 
-from tenants.models import AuditEvent, Membership, Tenant
+from tenants.invitations import with_expiry
+from tenants.models import AuditEvent, Invitation, Membership, Tenant
 
 
 def members(tenant: Tenant) -> QuerySet[Membership]:
@@ -41,6 +42,22 @@ def members(tenant: Tenant) -> QuerySet[Membership]:
 
 def member(tenant: Tenant, membership_id: int) -> Membership | None:
     return members(tenant).filter(pk=membership_id).first()
+
+
+def invitations(tenant: Tenant, limit: int = 100) -> list[Invitation]:
+    """Invitations not taken up, newest first: pending (live or expired), declined, revoked.
+    Accepted ones are members."""
+    from mailboxes.models import Mailbox
+
+    return list(
+        with_expiry(Invitation.objects.filter(tenant=tenant))
+        .exclude(state=Invitation.State.ACCEPTED)
+        .select_related("invited_by")
+        .prefetch_related(
+            Prefetch("approve_mailboxes", queryset=Mailbox.objects.order_by("address"))
+        )
+        .order_by("-created_at", "-id")[:limit]
+    )
 
 
 def mailboxes(tenant: Tenant):

@@ -1,4 +1,5 @@
-"""Administrative writes for a tenant: members, rights, policies, the suppression list.
+"""Administrative writes for a tenant: members, rights, policies, the suppression list
+(invitations are in tenants.invitations).
 
 Each function is one named action in one transaction, guarded by the row it changes, and writes a
 tenants.AuditEvent row in that same transaction, so the audit log can never miss a change.
@@ -7,14 +8,10 @@ tenants.AuditEvent row in that same transaction, so the audit log can never miss
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
-from django.contrib.auth.tokens import default_token_generator
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
-from django.db import IntegrityError, transaction
-from django.utils.encoding import force_bytes
-from django.utils.http import urlsafe_base64_encode
+from django.db import transaction
 
 from tenants.models import AuditEvent, Membership, Tenant, User
 
@@ -31,13 +28,6 @@ class AdminError(Exception):
         self.field = field
 
 
-@dataclass(frozen=True)
-class Invitation:
-    membership: Membership
-    # Empty when the person already has a password (they were a member elsewhere).
-    set_password_path: str
-
-
 def _audit(*, tenant, actor, action, obj, data=None) -> AuditEvent:
     return AuditEvent.objects.create(
         tenant=tenant,
@@ -47,15 +37,6 @@ def _audit(*, tenant, actor, action, obj, data=None) -> AuditEvent:
         object_id=str(obj.pk),
         data=data or {},
     )
-
-
-def set_password_path(user: User) -> str:
-    """A one-time link: the token is bound to the password hash and last login, so it stops
-    working once the password is set (Django's PasswordResetTokenGenerator)."""
-    from django.urls import reverse
-
-    uid = urlsafe_base64_encode(force_bytes(user.pk))
-    return reverse("set_password", args=[uid, default_token_generator.make_token(user)])
 
 
 def _lock_member(tenant: Tenant, membership_id: int) -> Membership:
@@ -78,63 +59,6 @@ def _other_active_admins(tenant: Tenant, membership: Membership) -> int:
         .values_list("pk", flat=True)
     )
     return len(admins)
-
-
-def member_invite(
-    *, tenant: Tenant, email: str, role: str, actor: User, full_name: str = ""
-) -> Invitation:
-    email = (email or "").strip().lower()
-    try:
-        validate_email(email)
-    except ValidationError:
-        raise AdminError("invalid_email", "Enter a valid email address.", "email") from None
-    if role not in Membership.Role.values:
-        raise AdminError("invalid_role", "Choose admin, approver or viewer.", "role")
-    with transaction.atomic():
-        user = User.objects.select_for_update().filter(email=email).first()
-        new_user = user is None
-        if new_user:
-            user = User(email=email, full_name=full_name.strip())
-            user.set_unusable_password()
-            try:
-                with transaction.atomic():
-                    user.save()
-            except IntegrityError:
-                raise AdminError(
-                    "conflict", "This person was just invited by someone else.", "email"
-                ) from None
-        if Membership.objects.filter(tenant=tenant, user=user).exists():
-            raise AdminError(
-                "already_member",
-                f"{email} is already a member of {tenant.name} (reactivate them instead).",
-                "email",
-            )
-        membership = Membership.objects.create(tenant=tenant, user=user, role=role)
-        _audit(
-            tenant=tenant,
-            actor=actor,
-            action="member.invited",
-            obj=membership,
-            data={"email": email, "role": role, "new_user": new_user},
-        )
-    logger.info(
-        "tenants.member.invited",
-        extra={"tenant_id": tenant.pk, "membership_id": membership.pk, "role": role},
-    )
-    path = "" if user.has_usable_password() else set_password_path(user)
-    return Invitation(membership=membership, set_password_path=path)
-
-
-def member_issue_link(*, tenant: Tenant, membership_id: int, actor: User) -> str:
-    """A fresh set-password link for a member who has not chosen a password yet."""
-    with transaction.atomic():
-        membership = _lock_member(tenant, membership_id)
-        if membership.user.has_usable_password():
-            raise AdminError(
-                "has_password", "This person has already set a password; they can sign in."
-            )
-        _audit(tenant=tenant, actor=actor, action="member.link_issued", obj=membership)
-    return set_password_path(membership.user)
 
 
 def member_set_role(*, tenant: Tenant, membership_id: int, role: str, actor: User) -> Membership:
@@ -357,18 +281,3 @@ def suppression_remove(*, tenant: Tenant, suppression_id: int, reason: str, acto
             },
         )
         suppression.delete()
-
-
-def user_set_password(*, user: User, password: str) -> None:
-    """The invitee chose a password through their one-time link."""
-    with transaction.atomic():
-        locked = User.objects.select_for_update().get(pk=user.pk)
-        locked.set_password(password)
-        locked.save(update_fields=["password"])
-        AuditEvent.objects.create(
-            tenant=None,
-            actor=locked,
-            action="user.password_set",
-            object_type="user",
-            object_id=str(locked.pk),
-        )

@@ -10,5 +10,5 @@ urlpatterns = [
     path("t/<slug:slug>/", review_queue, name="tenant_home"),
     path("t/<slug:slug>/admin/tokens/", include("tenants.urls_tokens")),
     path("t/<slug:slug>/admin/", include("tenants.urls_admin")),
-    path("welcome/", include("tenants.urls_welcome")),
+    path("invitations/", include("tenants.urls_invitations")),
 ]

@@ -20,7 +20,11 @@ urlpatterns = [
         views.member_reactivate,
         name="admin_member_reactivate",
     ),
-    path("members/<int:membership_id>/link/", views.member_link, name="admin_member_link"),
+    path(
+        "invitations/<int:invitation_id>/revoke/",
+        views.invitation_revoke,
+        name="admin_invitation_revoke",
+    ),
     path("policies/", views.policies, name="admin_policies"),
     path("recipients/", views.recipients, name="admin_recipients"),
     path("suppressions/", views.suppressions, name="admin_suppressions"),

@@ -7,6 +7,8 @@ from django.views.decorators.http import require_GET
 
 from tenants.access import active_memberships, tenant_view
 from tenants.forms import SignInForm
+from tenants.invitations import invitations_opened
+from tenants.views_invitations import opened_ids
 
 
 class SignInView(auth_views.LoginView):
@@ -24,9 +26,12 @@ def home(request: HttpRequest) -> HttpResponse:
     if not request.user.is_authenticated:
         return redirect("login")
     memberships = active_memberships(request.user)
-    if len(memberships) == 1:
+    pending = invitations_opened(user=request.user, invitation_ids=opened_ids(request))
+    if len(memberships) == 1 and not pending:
         return redirect("tenant_home", slug=memberships[0].tenant.slug)
-    return render(request, "tenants/home.html", {"memberships": memberships})
+    return render(
+        request, "tenants/home.html", {"memberships": memberships, "invitations": pending}
+    )
 
 
 @tenant_view()

@@ -7,18 +7,14 @@ import csv
 import json
 
 from django.contrib import messages
-from django.contrib.auth.forms import SetPasswordForm
-from django.contrib.auth.tokens import default_token_generator
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.encoding import force_str
-from django.utils.http import urlsafe_base64_decode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from tenants import invitations, services
 from tenants import selectors_admin as selectors
-from tenants import services
 from tenants.access import ADMIN_ONLY, tenant_view
 from tenants.forms_admin import (
     AuditFilterForm,
@@ -29,7 +25,6 @@ from tenants.forms_admin import (
     SuppressionAddForm,
     SuppressionRemoveForm,
 )
-from tenants.models import User
 
 AUDIT_PAGE = 100
 
@@ -64,7 +59,8 @@ def _members_page(request, *, invite_form=None, invitation=None, link=None, stat
         "tenants/admin/members.html",
         {
             "members": selectors.members(request.tenant),
-            "invite_form": invite_form or InviteForm(),
+            "invitations": selectors.invitations(request.tenant),
+            "invite_form": invite_form or InviteForm(mailboxes=selectors.mailboxes(request.tenant)),
             "invitation": invitation,
             "link": link,
         },
@@ -77,30 +73,46 @@ def _members_page(request, *, invite_form=None, invitation=None, link=None, stat
 def members(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         return _members_page(request)
-    form = InviteForm(request.POST)
+    form = InviteForm(request.POST, mailboxes=selectors.mailboxes(request.tenant))
     if not form.is_valid():
         return _members_page(request, invite_form=form, status=400)
     try:
-        invitation = services.member_invite(
+        invitation, token = invitations.invitation_create(
             tenant=request.tenant,
             email=form.cleaned_data["email"],
             full_name=form.cleaned_data["full_name"],
             role=form.cleaned_data["role"],
+            approve_all_mailboxes=form.cleaned_data["approve"] == InviteForm.ALL,
+            mailbox_ids=[m.pk for m in form.cleaned_data["mailboxes"]],
             actor=request.user,
         )
     except services.AdminError as error:
         _refuse(form, error)
         return _members_page(request, invite_form=form, status=400)
-    link = (
-        request.build_absolute_uri(invitation.set_password_path)
-        if invitation.set_password_path
-        else None
-    )
-    # Rendered, not redirected: the link is shown this once and stored nowhere.
-    return _members_page(request, invitation=invitation, link=link)
+    link = request.build_absolute_uri(reverse("invitation_open", args=[token]))
+    # Rendered, not redirected: the link is shown this once and only its digest is stored.
+    response = _members_page(request, invitation=invitation, link=link)
+    response["Cache-Control"] = "no-store"
+    return response
 
 
-def _member_page(request, membership, *, role_form=None, rights_form=None, link=None, status=200):
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def invitation_revoke(request: HttpRequest, invitation_id: int) -> HttpResponse:
+    try:
+        invitation = invitations.invitation_revoke(
+            tenant=request.tenant, invitation_id=invitation_id, actor=request.user
+        )
+    except services.AdminError as error:
+        if error.code == "not_found":
+            raise Http404(error.message) from None
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"The invitation of {invitation.email} no longer works.")
+    return redirect("admin_members", _slug(request))
+
+
+def _member_page(request, membership, *, role_form=None, rights_form=None, status=200):
     mailboxes = selectors.mailboxes(request.tenant)
     return render(
         request,
@@ -116,7 +128,6 @@ def _member_page(request, membership, *, role_form=None, rights_form=None, link=
                     "mailboxes": list(membership.approve_mailboxes.all()),
                 },
             ),
-            "link": link,
             "is_self": membership.user_id == request.user.pk,
         },
         status=status,
@@ -202,20 +213,6 @@ def member_reactivate(request: HttpRequest, membership_id: int) -> HttpResponse:
     return _member_action(
         request, membership_id, services.member_reactivate, "{email} is active again."
     )
-
-
-@tenant_view(roles=ADMIN_ONLY)
-@require_POST
-def member_link(request: HttpRequest, membership_id: int) -> HttpResponse:
-    membership = _member_or_404(request, membership_id)
-    try:
-        path = services.member_issue_link(
-            tenant=request.tenant, membership_id=membership.pk, actor=request.user
-        )
-    except services.AdminError as error:
-        messages.error(request, error.message)
-        return redirect("admin_member", _slug(request), membership.pk)
-    return _member_page(request, membership, link=request.build_absolute_uri(path))
 
 
 @tenant_view(roles=ADMIN_ONLY)
@@ -409,25 +406,3 @@ def _csv_safe(value: str) -> str:
     if value and value[0] in "=+-@\t\r":
         return "'" + value
     return value
-
-
-@require_http_methods(["GET", "POST"])
-def set_password(request: HttpRequest, uidb64: str, token: str) -> HttpResponse:
-    """The invitee's one-time page: the token dies when the password changes."""
-    try:
-        user = User.objects.get(pk=int(force_str(urlsafe_base64_decode(uidb64))), is_active=True)
-    except (ValueError, TypeError, OverflowError, User.DoesNotExist):
-        user = None
-    if user is None or not default_token_generator.check_token(user, token):
-        return render(request, "tenants/admin/set_password.html", {"invalid": True}, status=400)
-    form = SetPasswordForm(user, request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        services.user_set_password(user=user, password=form.cleaned_data["new_password1"])
-        messages.success(request, "Password set. Sign in with your email and the new password.")
-        return redirect(reverse("login"))
-    return render(
-        request,
-        "tenants/admin/set_password.html",
-        {"form": form, "email": user.email},
-        status=400 if request.method == "POST" else 200,
-    )

@@ -17,6 +17,7 @@ SCOPED_THROUGH_PARENT = {
     "webhooks.WebhookSecret": "endpoint",
     "tenants.Membership_approve_mailboxes": "membership",
     "tenants.AgentToken_mailboxes": "agenttoken",
+    "tenants.Invitation_approve_mailboxes": "invitation",
 }
 
 

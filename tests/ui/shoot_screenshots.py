@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from intents import services, tasks
 from intents.models import Draft, SendAttempt, SendIntent, Suppression
+from tenants import invitations
 from tenants import services as admin_services
 from tenants.models import AgentToken, Membership
 from tests.ui.browser import sign_in
@@ -39,7 +40,7 @@ def build(tenant, admin, mailbox, member_of):
     viewer = member_of(tenant, "viewer")
     viewer.user.full_name = "Vera Viewer"
     viewer.user.save(update_fields=["full_name"])
-    admin_services.member_invite(
+    invitations.invitation_create(
         tenant=tenant, email="new.hire@acme.test", role="approver", actor=admin.user
     )
     admin_services.suppression_add(

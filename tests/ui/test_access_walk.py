@@ -8,6 +8,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from intents.models import Suppression
+from tenants import invitations
 from tenants.models import AgentToken
 
 pytestmark = pytest.mark.django_db
@@ -43,7 +44,7 @@ EXPECTED = {
     "admin_member_rights": POST_ADMIN,
     "admin_member_deactivate": POST_ADMIN,
     "admin_member_reactivate": POST_ADMIN,
-    "admin_member_link": POST_ADMIN,
+    "admin_invitation_revoke": POST_ADMIN,
     "admin_policies": ADMIN_PAGE,
     "admin_recipients": ADMIN_PAGE,
     "admin_suppressions": ADMIN_PAGE,
@@ -106,8 +107,15 @@ def world(tenant_a, tenant_b, mailbox_a, mailbox_b, make_draft, make_intent, mem
     suppression = Suppression.objects.create(
         tenant=tenant_a, address="gone@example.com", reason="manual"
     )
+    invitation, _ = invitations.invitation_create(
+        tenant=tenant_a, email="invited@example.test", role="admin", actor=admin.user
+    )
+    b_invitation, _ = invitations.invitation_create(
+        tenant=tenant_b, email="invited@example.test", role="admin", actor=outsider.user
+    )
     values_a = {
         "slug": tenant_a.slug,
+        "invitation_id": invitation.pk,
         "draft_id": draft.pk,
         "intent_id": intent.pk,
         "membership_id": viewer.pk,
@@ -130,6 +138,7 @@ def world(tenant_a, tenant_b, mailbox_a, mailbox_b, make_draft, make_intent, mem
         "suppression_id": b_suppression.pk,
         "mailbox_id": mailbox_b.pk,
         "token_id": b_token.pk,
+        "invitation_id": b_invitation.pk,
     }
     return {
         "roles": {"viewer": viewer, "approver": approver, "admin": admin},
@@ -179,7 +188,7 @@ def test_forged_posts_beyond_the_role_are_refused(world, client, role):
 def test_another_tenants_object_ids_answer_like_missing_ones(world, client):
     """An admin of A naming B's objects under A's slug gets exactly the answer a missing id gets
     (404 on every route of ours), and nothing of B's changes."""
-    from tenants.models import AgentToken, Membership
+    from tenants.models import AgentToken, Invitation, Membership
 
     client.force_login(world["roles"]["admin"].user)
     missing = {p: 987654321 for p in world["foreign_objects"] if p != "slug"}
@@ -196,6 +205,7 @@ def test_another_tenants_object_ids_answer_like_missing_ones(world, client):
     assert ours and set(ours.values()) == {404}
     assert not AgentToken.objects.filter(tenant=world["outsider"].tenant, revoked_at__isnull=False)
     assert Membership.objects.get(pk=world["outsider"].pk).is_active
+    assert not Invitation.objects.filter(tenant=world["outsider"].tenant).exclude(state="pending")
 
 
 def test_every_html_page_carries_a_strict_csp_with_a_fresh_nonce(world, client):

@@ -12,7 +12,7 @@ from tenants.models import AuditEvent, Membership, Tenant, User
 pytestmark = pytest.mark.django_db
 
 
-def test_invite_shows_a_one_time_link_that_sets_the_password_once(
+def test_invite_shows_a_one_time_link_that_creates_the_account_once(
     tenant_a, admin_a, signed_in, client
 ):
     signed_in(admin_a.user)
@@ -20,22 +20,33 @@ def test_invite_shows_a_one_time_link_that_sets_the_password_once(
         reverse("admin_members", args=[tenant_a.slug]),
         {"email": "New@Example.com", "role": "approver"},
     )
-    invited = User.objects.get(email="new@example.com")
-    assert not invited.has_usable_password()
+    assert not User.objects.filter(email="new@example.com").exists()
     link = page.context["link"]
-    assert link.startswith("http://testserver/welcome/")
-    assert AuditEvent.objects.filter(tenant=tenant_a, action="member.invited").count() == 1
+    assert link.startswith("http://testserver/invitations/")
+    assert page["Cache-Control"] == "no-store"
+    assert AuditEvent.objects.filter(tenant=tenant_a, action="invitation.invited").count() == 1
     client.logout()
-    form = client.get(link)
+    form = client.get(link, follow=True)
     assert form.status_code == 200 and b"new@example.com" in form.content
+    page_url = form.redirect_chain[-1][0]
+    assert link.rsplit("/", 2)[1] not in page_url  # the secret leaves the URL at once
     done = client.post(
-        link, {"new_password1": "a-long-enough-pass-42", "new_password2": "a-long-enough-pass-42"}
+        page_url,
+        {"new_password1": "a-long-enough-pass-42", "new_password2": "a-long-enough-pass-42"},
     )
     assert done.status_code == 302
+    invited = User.objects.get(email="new@example.com")
+    assert invited.check_password("a-long-enough-pass-42")
+    assert Membership.objects.get(user=invited).tenant == tenant_a
+    assert client.get(link).status_code == 410
+    again = client.post(
+        page_url, {"new_password1": "another-pass-4242", "new_password2": "another-pass-4242"}
+    )
+    assert again.status_code == 403
     invited.refresh_from_db()
     assert invited.check_password("a-long-enough-pass-42")
-    assert client.get(link).status_code == 400
-    assert AuditEvent.objects.filter(action="user.password_set", actor=invited).count() == 1
+    assert AuditEvent.objects.filter(action="user.created", actor=invited).count() == 1
+    assert AuditEvent.objects.filter(tenant=tenant_a, action="invitation.accepted").count() == 1
 
 
 def test_invite_of_an_existing_member_is_refused_and_changes_nothing(

@@ -1,0 +1,351 @@
+"""Invitations: an admin offers a membership, the invitee takes it up (or declines) explicitly.
+
+The product sends no staff email, so the link the admin copies is the only proof that its holder
+is the person the admin meant. Two rules follow from that:
+
+- The link never touches an existing account. It creates an account (with the password its holder
+  chooses) only when no account has that address at acceptance. Otherwise its holder must sign in
+  as that account; a password set through one tenant's link therefore never opens another's.
+- Accepting needs the link as well as the account: an account's address is vouched for only by the
+  tenant whose link created it (an admin of tenant A can create ``x@b.test`` through A's own link),
+  so B's invitation to ``x@b.test`` is accepted only by someone holding B's link. The pages record
+  in the session which invitations were opened with their secret (``views_invitations``).
+
+The admin gets the same answer whatever the address (no account, an account elsewhere, a pending
+invitation elsewhere): an invitation row and a link. Only this tenant's own members are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import secrets
+from collections.abc import Iterable
+from datetime import timedelta
+
+from django.contrib.auth.hashers import make_password
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import IntegrityError, transaction
+from django.db.models import BooleanField, Q, QuerySet
+from django.db.models.expressions import ExpressionWrapper
+from django.db.models.functions import Now
+
+from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
+from tenants.services import AdminError
+
+logger = logging.getLogger(__name__)
+
+LIFETIME = timedelta(days=7)
+SECRET_BYTES = 32
+# url-safe base64 of 32 bytes: 43 characters.
+TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
+
+
+def _digest(token: str) -> str:
+    # SHA-256 is enough: the secret carries 256 bits of randomness (as for agent tokens). The row
+    # is found by its digest, so an attacker cannot aim a guess at a particular invitation.
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _audit(*, tenant, actor, action: str, invitation: Invitation, data: dict) -> None:
+    AuditEvent.objects.create(
+        tenant=tenant,
+        actor=actor,
+        action=action,
+        object_type="invitation",
+        object_id=str(invitation.pk),
+        data=data,
+    )
+
+
+def with_expiry(qs: QuerySet[Invitation]) -> QuerySet[Invitation]:
+    """Annotate ``is_expired`` from the database clock."""
+    return qs.annotate(
+        is_expired=ExpressionWrapper(
+            Q(state=Invitation.State.PENDING, expires_at__lte=Now()), output_field=BooleanField()
+        )
+    )
+
+
+def _open(qs: QuerySet[Invitation]) -> QuerySet[Invitation]:
+    return qs.filter(state=Invitation.State.PENDING, expires_at__gt=Now())
+
+
+def invitation_by_token(token: str) -> Invitation | None:
+    """The invitation a link names, in whatever state, or None for a malformed or unknown one."""
+    if not TOKEN_RE.match(token or ""):
+        return None
+    return (
+        with_expiry(Invitation.objects.select_related("tenant", "invited_by"))
+        .filter(digest=_digest(token))
+        .first()
+    )
+
+
+def invitations_opened(*, user: User, invitation_ids: Iterable[int]) -> list[Invitation]:
+    """The open invitations for this user's address among those opened with their link."""
+    return list(
+        _open(Invitation.objects.filter(pk__in=list(invitation_ids), email=user.email))
+        .select_related("tenant", "invited_by")
+        .order_by("tenant__name")
+    )
+
+
+def refusal(invitation: Invitation) -> AdminError:
+    """Why an invitation cannot be taken up any more, in words for the person holding the link."""
+    messages = {
+        Invitation.State.ACCEPTED: ("used", "This invitation was already used."),
+        Invitation.State.DECLINED: ("declined", "This invitation was declined."),
+        Invitation.State.REVOKED: (
+            "revoked",
+            "This invitation was withdrawn or replaced by a newer one. Ask the admin who invited "
+            "you for a new link.",
+        ),
+    }
+    code, message = messages.get(
+        invitation.state,
+        ("expired", "This invitation has expired. Ask the admin who invited you for a new link."),
+    )
+    return AdminError(code, message)
+
+
+def invitation_create(
+    *,
+    tenant: Tenant,
+    email: str,
+    role: str,
+    actor: User,
+    full_name: str = "",
+    approve_all_mailboxes: bool = True,
+    mailbox_ids: Iterable[int] = (),
+) -> tuple[Invitation, str]:
+    """A new invitation and the plaintext of its link's secret, which is never available again.
+    A pending invitation to the same address in this tenant is revoked (replaced)."""
+    from mailboxes.models import Mailbox
+
+    email = (email or "").strip().lower()
+    try:
+        validate_email(email)
+    except ValidationError:
+        raise AdminError("invalid_email", "Enter a valid email address.", "email") from None
+    if role not in Membership.Role.values:
+        raise AdminError("invalid_role", "Choose admin, approver or viewer.", "role")
+    wanted = set(mailbox_ids)
+    mailboxes = list(Mailbox.objects.filter(tenant=tenant, pk__in=wanted))
+    if len(mailboxes) != len(wanted):
+        raise AdminError("unknown_mailbox", "One of those mailboxes is not in this tenant.")
+    token = secrets.token_urlsafe(SECRET_BYTES)
+    with transaction.atomic():
+        if Membership.objects.filter(tenant=tenant, user__email=email).exists():
+            raise AdminError(
+                "already_member",
+                f"{email} is already a member of {tenant.name} (reactivate them instead).",
+                "email",
+            )
+        replaced = list(
+            Invitation.objects.select_for_update().filter(
+                tenant=tenant, email=email, state=Invitation.State.PENDING
+            )
+        )
+        for old in replaced:
+            Invitation.objects.filter(pk=old.pk, state=Invitation.State.PENDING).update(
+                state=Invitation.State.REVOKED, closed_at=Now(), closed_by=actor
+            )
+            _audit(
+                tenant=tenant,
+                actor=actor,
+                action="invitation.revoked",
+                invitation=old,
+                data={"email": email, "reason": "replaced"},
+            )
+        try:
+            with transaction.atomic():
+                invitation = Invitation.objects.create(
+                    tenant=tenant,
+                    email=email,
+                    full_name=(full_name or "").strip(),
+                    role=role,
+                    approve_all_mailboxes=approve_all_mailboxes,
+                    digest=_digest(token),
+                    invited_by=actor,
+                    expires_at=Now() + LIFETIME,
+                )
+        except IntegrityError:
+            raise AdminError(
+                "conflict", "This address was just invited by someone else.", "email"
+            ) from None
+        invitation.approve_mailboxes.set(mailboxes)
+        invitation.refresh_from_db(fields=["created_at", "expires_at"])
+        _audit(
+            tenant=tenant,
+            actor=actor,
+            action="invitation.invited",
+            invitation=invitation,
+            data={
+                "email": email,
+                "role": role,
+                "approve_all_mailboxes": approve_all_mailboxes,
+                "mailbox_ids": sorted(wanted),
+                "expires_at": invitation.expires_at.isoformat(),
+            },
+        )
+    logger.info(
+        "tenants.invitation.invited",
+        extra={"tenant_id": tenant.pk, "invitation_id": invitation.pk, "role": role},
+    )
+    return invitation, token
+
+
+def invitation_revoke(*, tenant: Tenant, invitation_id: int, actor: User) -> Invitation:
+    with transaction.atomic():
+        changed = Invitation.objects.filter(
+            tenant=tenant, pk=invitation_id, state=Invitation.State.PENDING
+        ).update(state=Invitation.State.REVOKED, closed_at=Now(), closed_by=actor)
+        invitation = Invitation.objects.filter(tenant=tenant, pk=invitation_id).first()
+        if invitation is None:
+            raise AdminError("not_found", "No such invitation in this tenant.")
+        if not changed:
+            raise AdminError(
+                "not_pending", f"This invitation was already {invitation.get_state_display()}."
+            )
+        _audit(
+            tenant=tenant,
+            actor=actor,
+            action="invitation.revoked",
+            invitation=invitation,
+            data={"email": invitation.email, "reason": "revoked"},
+        )
+    return invitation
+
+
+def _take(invitation: Invitation, *, state: str, user: User | None) -> None:
+    """Close an open invitation. The conditional UPDATE is the single-use guard: of two
+    simultaneous acceptances of one link, exactly one changes the row."""
+    changed = _open(Invitation.objects.filter(pk=invitation.pk)).update(
+        state=state, closed_at=Now(), closed_by=user
+    )
+    if not changed:
+        invitation.refresh_from_db(fields=["state"])
+        raise refusal(invitation)
+
+
+def _join(invitation: Invitation, user: User) -> Membership:
+    if not invitation.tenant.is_active:
+        raise AdminError(
+            "suspended", f"{invitation.tenant.name} is suspended; it takes no new members."
+        )
+    try:
+        with transaction.atomic():
+            membership = Membership.objects.create(
+                tenant=invitation.tenant,
+                user=user,
+                role=invitation.role,
+                approve_all_mailboxes=invitation.approve_all_mailboxes,
+            )
+    except IntegrityError:
+        raise AdminError(
+            "already_member", f"You are already a member of {invitation.tenant.name}."
+        ) from None
+    membership.approve_mailboxes.set(
+        invitation.approve_mailboxes.filter(tenant_id=invitation.tenant_id)
+    )
+    _audit(
+        tenant=invitation.tenant,
+        actor=user,
+        action="invitation.accepted",
+        invitation=invitation,
+        data={"email": invitation.email, "role": invitation.role, "membership_id": membership.pk},
+    )
+    return membership
+
+
+def _invitation_for(invitation_id: int, user: User) -> Invitation:
+    invitation = Invitation.objects.select_related("tenant").filter(pk=invitation_id).first()
+    if invitation is None:
+        raise AdminError("not_found", "No such invitation.")
+    if invitation.email != user.email.lower():
+        raise AdminError(
+            "wrong_account",
+            f"This invitation is for {invitation.email}, and you are signed in as {user.email}. "
+            "Sign out, sign in as the invited address, and open the link again.",
+        )
+    return invitation
+
+
+def invitation_accept(*, invitation_id: int, user: User) -> Membership:
+    """The signed-in invitee takes up the invitation. The caller must have seen the link's secret
+    in this session (see the module docstring): holding the address alone is not enough."""
+    with transaction.atomic():
+        invitation = _invitation_for(invitation_id, user)
+        _take(invitation, state=Invitation.State.ACCEPTED, user=user)
+        if Membership.objects.filter(tenant=invitation.tenant, user=user).exists():
+            raise AdminError(
+                "already_member", f"You are already a member of {invitation.tenant.name}."
+            )
+        membership = _join(invitation, user)
+    logger.info(
+        "tenants.invitation.accepted",
+        extra={"tenant_id": invitation.tenant_id, "invitation_id": invitation.pk},
+    )
+    return membership
+
+
+def invitation_decline(*, invitation_id: int, user: User) -> Invitation:
+    with transaction.atomic():
+        invitation = _invitation_for(invitation_id, user)
+        _take(invitation, state=Invitation.State.DECLINED, user=user)
+        _audit(
+            tenant=invitation.tenant,
+            actor=user,
+            action="invitation.declined",
+            invitation=invitation,
+            data={"email": invitation.email},
+        )
+    return invitation
+
+
+def invitation_accept_with_new_account(
+    *, invitation_id: int, password: str, full_name: str = ""
+) -> Membership:
+    """The holder of the link creates the account for the invited address and becomes a member.
+    Refused when an account with that address exists: its owner must sign in instead. As for
+    ``invitation_accept``, the caller must have seen the link's secret in this session."""
+    invitation = Invitation.objects.select_related("tenant").filter(pk=invitation_id).first()
+    if invitation is None:
+        raise AdminError("not_found", "No such invitation.")
+    hashed = make_password(password)  # before the transaction: hashing is slow on purpose
+    with transaction.atomic():
+        _take(invitation, state=Invitation.State.ACCEPTED, user=None)
+        exists = AdminError(
+            "account_exists",
+            f"An account for {invitation.email} already exists: sign in with it to accept.",
+        )
+        if User.objects.filter(email=invitation.email).exists():
+            raise exists
+        user = User(
+            email=invitation.email,
+            full_name=(full_name or "").strip() or invitation.full_name,
+            password=hashed,
+        )
+        try:
+            with transaction.atomic():
+                user.save()
+        except IntegrityError:
+            raise exists from None
+        Invitation.objects.filter(pk=invitation.pk).update(closed_by=user)
+        AuditEvent.objects.create(
+            tenant=None,
+            actor=user,
+            action="user.created",
+            object_type="user",
+            object_id=str(user.pk),
+            data={"through": "invitation"},
+        )
+        membership = _join(invitation, user)
+    logger.info(
+        "tenants.invitation.accepted",
+        extra={"tenant_id": invitation.tenant_id, "invitation_id": invitation.pk},
+    )
+    return membership

@@ -1,0 +1,159 @@
+"""The invitee's pages, outside any tenant: the link, and accepting or declining after sign-in.
+
+Opening a link with a valid secret records the invitation's id in the session. Accepting and
+declining need that record as well as being signed in as the invited address (see
+tenants.invitations for why the address alone is not enough). Django's login keeps the session's
+data when an anonymous session signs in, so the record survives the sign-in.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import SetPasswordForm
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from tenants import invitations
+from tenants.models import Invitation, User
+from tenants.services import AdminError
+
+SESSION_KEY = "tenants.invitations_opened"
+TEMPLATE = "tenants/invitation.html"
+LINK_REQUIRED = AdminError(
+    "link_required", "Open the invitation link you were given, then accept it there."
+)
+
+
+class NewAccountForm(SetPasswordForm):
+    full_name = forms.CharField(label="Your name (optional)", max_length=150, required=False)
+    field_order = ["full_name", "new_password1", "new_password2"]
+
+
+def opened_ids(request: HttpRequest) -> list[int]:
+    return [int(pk) for pk in request.session.get(SESSION_KEY, [])]
+
+
+def _remember(request: HttpRequest, invitation: Invitation) -> None:
+    ids = opened_ids(request)
+    if invitation.pk not in ids:
+        request.session[SESSION_KEY] = [*ids, invitation.pk][-20:]
+
+
+def _forget(request: HttpRequest, invitation_id: int) -> None:
+    request.session[SESSION_KEY] = [pk for pk in opened_ids(request) if pk != invitation_id]
+
+
+def _closed(request: HttpRequest, invitation: Invitation | None) -> HttpResponse:
+    if invitation is None:
+        error = AdminError("not_found", "This invitation link does not work.")
+        status = 404
+    else:
+        error = invitations.refusal(invitation)
+        status = 410
+    return render(request, TEMPLATE, {"refused": error.message}, status=status)
+
+
+def _new_account_form(invitation: Invitation, data=None) -> NewAccountForm:
+    # An unsaved user, so that the password validators can compare against the address and name.
+    person = User(email=invitation.email, full_name=invitation.full_name)
+    return NewAccountForm(person, data, initial={"full_name": invitation.full_name})
+
+
+@never_cache
+@require_GET
+def invitation_open(request: HttpRequest, token: str) -> HttpResponse:
+    """The link the admin handed over. Its secret is exchanged at once for a record in the session
+    and a redirect, as Django's password reset does: the secret then appears in no later URL, no
+    Referer, and no 4xx log line of a page the invitee fills in."""
+    found = invitations.invitation_by_token(token)
+    if found is None or found.state != Invitation.State.PENDING or found.is_expired:
+        return _closed(request, found)
+    _remember(request, found)
+    return redirect("invitation", invitation_id=found.pk)
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+def invitation(request: HttpRequest, invitation_id: int) -> HttpResponse:
+    if invitation_id not in opened_ids(request):
+        return render(request, TEMPLATE, {"refused": LINK_REQUIRED.message}, status=403)
+    found = (
+        invitations.with_expiry(Invitation.objects.select_related("tenant", "invited_by"))
+        .filter(pk=invitation_id)
+        .first()
+    )
+    if found is None or found.state != Invitation.State.PENDING or found.is_expired:
+        return _closed(request, found)
+    context = {"invitation": found}
+    if request.user.is_authenticated:
+        if request.user.email != found.email:
+            context["wrong_account"] = True
+            return render(request, TEMPLATE, context, status=403)
+        return render(request, TEMPLATE, context)
+    if User.objects.filter(email=found.email).exists():
+        context["sign_in"] = True
+        return render(request, TEMPLATE, context, status=409 if request.method == "POST" else 200)
+    form = _new_account_form(found, request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            membership = invitations.invitation_accept_with_new_account(
+                invitation_id=found.pk,
+                password=form.cleaned_data["new_password1"],
+                full_name=form.cleaned_data["full_name"],
+            )
+        except AdminError as error:
+            form.add_error(None, error.message)
+        else:
+            _forget(request, found.pk)
+            messages.success(
+                request,
+                f"Your account is ready and you are a member of {membership.tenant.name}. "
+                "Sign in with your email and the new password.",
+            )
+            return redirect("login")
+    context["form"] = form
+    return render(request, TEMPLATE, context, status=400 if request.method == "POST" else 200)
+
+
+def _decide(request: HttpRequest, invitation_id: int, service) -> tuple[object, AdminError | None]:
+    if invitation_id not in opened_ids(request):
+        return None, LINK_REQUIRED
+    try:
+        result = service(invitation_id=invitation_id, user=request.user)
+    except AdminError as error:
+        return None, error
+    _forget(request, invitation_id)
+    return result, None
+
+
+@login_required
+@require_POST
+def invitation_accept(request: HttpRequest, invitation_id: int) -> HttpResponse:
+    membership, error = _decide(request, invitation_id, invitations.invitation_accept)
+    if error is not None:
+        return render(request, TEMPLATE, {"refused": error.message}, status=_status(error))
+    messages.success(request, f"You are now a member of {membership.tenant.name}.")
+    return redirect("tenant_home", slug=membership.tenant.slug)
+
+
+@login_required
+@require_POST
+def invitation_decline(request: HttpRequest, invitation_id: int) -> HttpResponse:
+    declined, error = _decide(request, invitation_id, invitations.invitation_decline)
+    if error is not None:
+        return render(request, TEMPLATE, {"refused": error.message}, status=_status(error))
+    messages.success(request, f"You declined the invitation to {declined.tenant.name}.")
+    return redirect("home")
+
+
+def _status(error: AdminError) -> int:
+    return {
+        "link_required": 403,
+        "wrong_account": 403,
+        "not_found": 404,
+        "already_member": 409,
+    }.get(error.code, 410)
