@@ -31,6 +31,7 @@ from intents.policy import (
     recipient_problems,
 )
 from intents.selectors import intents_that_may_have_gone_out
+from mailboxes.headers import line_break_in
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
 
@@ -224,10 +225,9 @@ def clean_content(*, tenant, mailbox, to, cc, bcc, subject, text, html) -> dict:
         raise errors.InvalidInput(
             "subject_too_long", f"The subject is longer than {MAX_SUBJECT} characters.", "subject"
         )
-    if "\r" in subject or "\n" in subject:
-        raise errors.InvalidInput(
-            "subject_invalid", "The subject must be a single line.", "subject"
-        )
+    if line_break := line_break_in(subject):
+        message = f"The subject must be a single line; it holds {line_break}."
+        raise errors.InvalidInput("subject_invalid", message, "subject")
     text = text or ""
     html = html or ""
     if not isinstance(text, str) or not isinstance(html, str):
