@@ -7,8 +7,12 @@ import json
 
 import pytest
 
-from tests.webhooks.conftest import new_svix_id, received_payload
-from webhooks.models import InboundMessage, WebhookEvent
+from intents.models import IntentEvent
+from tests.webhooks.conftest import delivery_payload, new_svix_id, received_payload
+from webhooks import services
+from webhooks.models import InboundMessage, RecipientDelivery, WebhookEvent
+
+REPLACEMENT = "\ufffd"
 
 
 @pytest.fixture
@@ -19,6 +23,76 @@ def hook(tenant_a, hook_for):
 @pytest.fixture
 def mailbox(tenant_a, mailbox_row):
     return mailbox_row(tenant_a)
+
+
+@pytest.mark.parametrize(
+    "bad", ["\x00", "\ud800", "\udfff", "\udc00\ud800"], ids=["NUL", "high", "low", "reversed"]
+)
+def test_received_mail_with_nul_or_lone_surrogates_is_stored_applied_and_holds(
+    client, hook, mailbox, intent_row, bad
+):
+    queued = intent_row(mailbox, thread_id="thr_1", message_id=None, state="queued")
+    payload = received_payload(
+        mailbox,
+        thread_id="thr_1",
+        message_id="<m1@customer.test>",
+        subject=f"Refund{bad}now",
+        sender=f"Jane{bad} <jane@customer.test>",
+        preview=f"please{bad}cancel",
+        text=f"body{bad}" * 10,
+    )
+    payload["message"]["labels"] = ["received", f"x{bad}"]
+    payload["message"][f"x-key{bad}"] = "value"
+
+    response = hook.post(client, payload)
+
+    event = WebhookEvent.objects.get()
+    inbound = InboundMessage.objects.get()
+    queued.refresh_from_db()
+    assert response.status_code == 200
+    assert response.json()["state"] == "applied"
+    assert event.state == "applied"
+    assert inbound.subject == f"Refund{REPLACEMENT * len(bad)}now"
+    assert inbound.sender == f"Jane{REPLACEMENT * len(bad)} <jane@customer.test>"
+    assert inbound.preview == f"please{REPLACEMENT * len(bad)}cancel"
+    assert event.payload["message"]["subject"] == inbound.subject
+    assert event.payload["message"]["labels"] == ["received", f"x{REPLACEMENT * len(bad)}"]
+    # subject, sender (twice: the thread repeats it), preview, ten in the text, a label, a key
+    assert event.payload["replaced_characters"] == 16 * len(bad)
+    assert queued.held_reason.startswith("customer wrote again")
+    assert IntentEvent.objects.filter(intent=queued, action="intent.held").count() == 1
+
+
+def test_a_delivery_event_with_nul_in_its_object_is_stored_and_applied(
+    client, hook, mailbox, intent_row
+):
+    intent = intent_row(mailbox, to=["jane@customer.test"])
+    payload = delivery_payload("bounced", intent)
+    payload["bounce"]["sub_type"] = "General\x00\ud83d"
+    payload["bounce"]["diagnostic\x00"] = "550\x00"
+
+    response = hook.post(client, payload)
+
+    event = WebhookEvent.objects.get()
+    assert response.status_code == 200
+    assert event.state == "applied"
+    assert event.payload["bounce"]["sub_type"] == "General" + REPLACEMENT * 2
+    assert event.payload["bounce"]["diagnostic" + REPLACEMENT] == "550" + REPLACEMENT
+    assert RecipientDelivery.objects.get(intent=intent).state == "bounced"
+
+
+def test_an_event_left_pending_with_replaced_characters_applies_on_replay(client, hook, mailbox):
+    payload = received_payload(mailbox, thread_id="thr_1", subject="Hi\x00there")
+    response = hook.post(client, payload)
+    event = WebhookEvent.objects.get()
+    InboundMessage.objects.all().delete()
+    WebhookEvent.objects.filter(pk=event.pk).update(state="pending", applied_at=None)
+
+    services.events_replay_pending()
+
+    assert response.status_code == 200
+    assert WebhookEvent.objects.get().state == "applied"
+    assert InboundMessage.objects.get().subject == "Hi" + REPLACEMENT + "there"
 
 
 def _signed_post(client, hook, body: str):
