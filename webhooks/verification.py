@@ -90,6 +90,9 @@ def verify_delivery(
         raise VerificationFailed(reason)
     if len(svix_id) > SVIX_ID_MAX_LENGTH:
         raise VerificationFailed("svix_id_too_long")
+    if not (svix_id.isascii() and svix_id.isprintable()):
+        # Svix ids are ASCII tokens; a NUL in one would fail the ledger insert (a 500).
+        raise VerificationFailed("malformed_svix_id")
     try:
         payload = json.loads(text)
     except RecursionError:

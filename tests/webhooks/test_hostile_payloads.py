@@ -119,3 +119,16 @@ def test_a_real_shaped_body_is_well_within_the_depth_limit(client, hook, mailbox
     event["message"]["headers"] = {"x": [{"y": [{"z": ["deep"]}]}]}
 
     assert _signed_post(client, hook, json.dumps(event)).status_code == 200
+
+
+@pytest.mark.parametrize("svix_id", ["msg_\x00abc", "msg_\x7fabc", "msg_\x1babc"], ids=repr)
+def test_a_signed_delivery_with_a_control_character_in_its_id_is_400(
+    client, hook, mailbox, svix_id
+):
+    body = json.dumps(received_payload(mailbox, thread_id="thr_1"))
+
+    response = hook.post_raw(client, body.encode(), hook.headers(body, svix_id=svix_id))
+
+    assert response.status_code == 400
+    assert response.json()["detail"] == "malformed_svix_id"
+    assert WebhookEvent.objects.count() == 0
