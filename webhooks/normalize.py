@@ -243,5 +243,11 @@ def _timestamp(value: Any) -> datetime | None:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             return None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        if parsed.tzinfo is None:
+            return parsed.replace(tzinfo=UTC)
+        try:
+            # Year 1 east of UTC is year 0 in UTC: PostgreSQL stores it, no later read survives it.
+            return parsed.astimezone(UTC)
+        except OverflowError:
+            return None
     return None

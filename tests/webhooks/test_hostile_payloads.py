@@ -4,6 +4,7 @@ receiver stores it safely and answers 2xx (or refuses it whole with a 400), neve
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -132,3 +133,23 @@ def test_a_signed_delivery_with_a_control_character_in_its_id_is_400(
     assert response.status_code == 400
     assert response.json()["detail"] == "malformed_svix_id"
     assert WebhookEvent.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "timestamp",
+    ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"],
+    ids=["year 1 east of UTC", "year 9999 west of UTC"],
+)
+def test_a_timestamp_beyond_what_python_reads_back_falls_back_to_the_time_of_receipt(
+    client, hook, mailbox, timestamp
+):
+    """PostgreSQL stores these as year 0 or year 10000, which no later read of the row survives."""
+    payload = received_payload(mailbox, thread_id="thr_1", timestamp=timestamp)
+
+    response = hook.post(client, payload)
+
+    received_at = InboundMessage.objects.values_list("received_at", flat=True).get()
+    occurred_at = WebhookEvent.objects.values_list("occurred_at", flat=True).get()
+    assert response.status_code == 200
+    assert occurred_at is None
+    assert abs(received_at - datetime.now(UTC)) < timedelta(minutes=5)
