@@ -10,7 +10,7 @@ import pytest
 
 from intents.models import IntentEvent
 from tests.webhooks.conftest import delivery_payload, new_svix_id, received_payload
-from webhooks import services
+from webhooks import selectors, services
 from webhooks.models import InboundMessage, RecipientDelivery, WebhookEvent
 
 REPLACEMENT = "\ufffd"
@@ -62,6 +62,7 @@ def test_received_mail_with_nul_or_lone_surrogates_is_stored_applied_and_holds(
     assert event.payload["replaced_characters"] == 16 * len(bad)
     assert queued.held_reason.startswith("customer wrote again")
     assert IntentEvent.objects.filter(intent=queued, action="intent.held").count() == 1
+    assert selectors.inbound_for_thread(tenant=mailbox.tenant, thread_id="thr_1") == [inbound]
 
 
 def test_a_delivery_event_with_nul_in_its_object_is_stored_and_applied(
