@@ -25,6 +25,7 @@ from pydantic import (
 
 from intents.policy import normalize_address
 from intents.services import MAX_RECIPIENTS, MAX_SUBJECT
+from mailboxes.headers import line_break_in
 
 MAX_TEXT = 200_000
 
@@ -34,8 +35,8 @@ def _address(value: str) -> str:
 
 
 def _single_line(value: str) -> str:
-    if "\r" in value or "\n" in value:
-        raise ValueError("must be a single line (no CR or LF characters)")
+    if line_break := line_break_in(value):
+        raise ValueError(f"must be a single line; it holds {line_break}")
     return value
 
 

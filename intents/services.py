@@ -34,6 +34,7 @@ from intents.policy import (
 )
 from intents.selectors import intents_that_may_have_gone_out
 from mailboxes import provider
+from mailboxes.headers import line_break_in
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
 from webhooks.selectors import inbound_message
@@ -248,10 +249,9 @@ def clean_content(
         raise errors.InvalidInput(
             "subject_too_long", f"The subject is longer than {MAX_SUBJECT} characters.", "subject"
         )
-    if "\r" in subject or "\n" in subject:
-        raise errors.InvalidInput(
-            "subject_invalid", "The subject must be a single line.", "subject"
-        )
+    if line_break := line_break_in(subject):
+        message = f"The subject must be a single line; it holds {line_break}."
+        raise errors.InvalidInput("subject_invalid", message, "subject")
     text = text or ""
     html = html or ""
     if not isinstance(text, str) or not isinstance(html, str):

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 from mailboxes import provider
+from mailboxes.headers import line_break_in
 from mailboxes.models import Mailbox
 from tenants.models import AuditEvent, Tenant
 
@@ -33,6 +34,17 @@ class ProvisioningError(Exception):
         super().__init__(message)
         self.message = message
         self.field = field
+
+
+def _clean_display_name(display_name: str) -> str:
+    # The inbox's display name is the From header's phrase of every message it sends.
+    display_name = display_name.strip()
+    if line_break := line_break_in(display_name):
+        raise ProvisioningError(
+            f"The display name must be a single line; it holds {line_break}.",
+            field="display_name",
+        )
+    return display_name
 
 
 @contextmanager
@@ -103,6 +115,7 @@ def mailbox_create(
     allowed_addresses: list[str] | None = None,
 ) -> Mailbox:
     """Create the local mailbox row, then provision it at AgentMail."""
+    display_name = _clean_display_name(display_name)
     username = username.strip().lower()
     if not USERNAME_RE.match(username):
         raise ProvisioningError(
@@ -119,7 +132,7 @@ def mailbox_create(
                     tenant=tenant,
                     username=username,
                     address=address,
-                    display_name=display_name.strip(),
+                    display_name=display_name,
                     policy_mode=policy_mode,
                     allowed_domains=allowed_domains or [],
                     allowed_addresses=allowed_addresses or [],
@@ -258,6 +271,7 @@ def mailbox_update_policy(
     display_name: str,
     actor,
 ) -> Mailbox:
+    display_name = _clean_display_name(display_name)
     mailbox = Mailbox.objects.select_for_update().get(tenant=tenant, pk=mailbox_id)
     before = {
         "policy_mode": mailbox.policy_mode,

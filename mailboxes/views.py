@@ -71,12 +71,18 @@ def mailbox_policy(request: HttpRequest, mailbox_id: int) -> HttpResponse:
         return render(
             request, "mailboxes/detail.html", {"mailbox": mailbox, "form": form}, status=400
         )
-    provisioning.mailbox_update_policy(
-        tenant=request.tenant,
-        mailbox_id=mailbox.pk,
-        actor=request.user,
-        **form.cleaned_data,
-    )
+    try:
+        provisioning.mailbox_update_policy(
+            tenant=request.tenant,
+            mailbox_id=mailbox.pk,
+            actor=request.user,
+            **form.cleaned_data,
+        )
+    except provisioning.ProvisioningError as exc:
+        form.add_error(exc.field, exc.message)
+        return render(
+            request, "mailboxes/detail.html", {"mailbox": mailbox, "form": form}, status=400
+        )
     messages.success(request, "Recipient policy saved.")
     return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
 

@@ -380,18 +380,18 @@ def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
             ["time", "source", "action", "actor", "object", "transition", "reason", "data"]
         )
         for row in rows:
-            yield writer.writerow(
-                [
-                    row["created_at"].isoformat(),
-                    row["src"],
-                    row["action"],
-                    row["actor_name"],
-                    row["obj"],
-                    row["transition"] if row["transition"].strip() != "→" else "",
-                    _csv_safe(row["reason"]),
-                    _csv_safe(json.dumps(row["data"], sort_keys=True)),
-                ]
-            )
+            cells = [
+                row["created_at"].isoformat(),
+                row["src"],
+                row["action"],
+                row["actor_name"],
+                row["obj"],
+                row["transition"] if row["transition"].strip() != "→" else "",
+                row["reason"],
+                json.dumps(row["data"], sort_keys=True),
+            ]
+            # Every cell: actor names, object types and even actions can carry outsiders' text.
+            yield writer.writerow([_csv_safe(cell) for cell in cells])
 
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")

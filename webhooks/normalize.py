@@ -4,10 +4,19 @@ Tolerant of the documented variations: ``from`` as a string or ``from_`` as a li
 strings (with or without a display name) or as ``{"address", "status"}`` objects, the event object
 under its documented key or flattened into the payload, timestamps as ISO strings or epoch
 seconds. Unknown event types are kept (kind ``other``) and ignored by the applier.
+
+NUL and unpaired UTF-16 surrogates (``\\u0000``, ``\\ud800``) become U+FFFD REPLACEMENT CHARACTER in
+every string and key, before anything else, and the ledger payload records how many
+(``replaced_characters``). PostgreSQL stores neither in text nor in jsonb, so keeping them would
+lose the whole event; and neither can be part of the mail itself (RFC 5322 and MIME forbid NUL,
+UTF-8 cannot encode a surrogate): they exist only as escapes in the JSON, so replacing them, as
+a UTF-8 decoder would, loses nothing of the message. This is one-way on purpose: the ledger keeps
+only metadata (no bodies) and must stay storable and re-applicable as it is.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import getaddresses, parseaddr
@@ -15,6 +24,9 @@ from enum import StrEnum
 from typing import Any
 
 PREVIEW_LENGTH = 200
+REPLACEMENT_CHARACTER = "\ufffd"
+# In a Python str a surrogate code point is always unpaired: json.loads joins valid pairs.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 class Kind(StrEnum):
@@ -82,6 +94,33 @@ class NormalizedEvent:
 
 
 def normalize(payload: dict) -> NormalizedEvent:
+    payload, replaced = storable(payload)
+    event = _normalize(payload)
+    if replaced:
+        event.minimal_payload["replaced_characters"] = replaced
+    return event
+
+
+def storable(value: Any) -> tuple[Any, int]:
+    """``value`` with NUL and unpaired surrogates replaced by U+FFFD in every string and key, and
+    how many were replaced. Depth is bounded by the receiver (``MAX_JSON_DEPTH``)."""
+    if isinstance(value, str):
+        return _UNSTORABLE.subn(REPLACEMENT_CHARACTER, value)
+    if isinstance(value, list):
+        items = [storable(item) for item in value]
+        return [item for item, _ in items], sum(n for _, n in items)
+    if isinstance(value, dict):
+        out: dict = {}
+        replaced = 0
+        for key, item in value.items():
+            key, in_key = storable(key)
+            out[key], in_item = storable(item)
+            replaced += in_key + in_item
+        return out, replaced
+    return value, 0
+
+
+def _normalize(payload: dict) -> NormalizedEvent:
     event_type = _text(payload.get("event_type"))[:64]
     kind, key = _TYPES.get(event_type, (Kind.OTHER, ""))
     obj = _event_object(payload, key)
@@ -204,5 +243,11 @@ def _timestamp(value: Any) -> datetime | None:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             return None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        if parsed.tzinfo is None:
+            return parsed.replace(tzinfo=UTC)
+        try:
+            # Year 1 east of UTC is year 0 in UTC: PostgreSQL stores it, no later read survives it.
+            return parsed.astimezone(UTC)
+        except OverflowError:
+            return None
     return None

@@ -28,6 +28,10 @@ _HEADER_NAMES = (
     "webhook-signature",
 )
 SVIX_ID_MAX_LENGTH = 100
+# AgentMail's events nest a few levels deep. A far deeper body is not one of them, and Python's
+# json raises RecursionError (not ValueError) past about a thousand levels; refusing well before
+# that also bounds every later walk over the payload.
+MAX_JSON_DEPTH = 32
 
 
 class VerificationFailed(Exception):
@@ -86,13 +90,32 @@ def verify_delivery(
         raise VerificationFailed(reason)
     if len(svix_id) > SVIX_ID_MAX_LENGTH:
         raise VerificationFailed("svix_id_too_long")
+    if not (svix_id.isascii() and svix_id.isprintable()):
+        # Svix ids are ASCII tokens; a NUL in one would fail the ledger insert (a 500).
+        raise VerificationFailed("malformed_svix_id")
     try:
         payload = json.loads(text)
+    except RecursionError:
+        raise VerificationFailed("body_too_deep") from None
     except ValueError:
         raise VerificationFailed("body_not_json") from None
     if not isinstance(payload, dict):
         raise VerificationFailed("body_not_object")
+    if _deeper_than(payload, MAX_JSON_DEPTH):
+        raise VerificationFailed("body_too_deep")
     return VerifiedDelivery(svix_id=svix_id, payload=payload)
+
+
+def _deeper_than(value: dict | list, limit: int) -> bool:
+    """Whether objects and arrays nest more than ``limit`` levels (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def _reason_of(message: str) -> str:

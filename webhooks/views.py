@@ -1,8 +1,9 @@
 """The AgentMail webhook receiver: verify → normalise → store and apply (one short transaction).
 
 Answers: 2xx for a stored, duplicate or ignored event (Svix must stop retrying); 400 for anything
-unverifiable (nothing stored); 404 for an unknown endpoint; 413 for an oversized body. Bad input
-never produces a 5xx, which Svix would retry for a day.
+unverifiable or nested deeper than ``MAX_JSON_DEPTH`` (nothing stored); 404 for an unknown
+endpoint; 413 for an oversized body. Bad input never produces a 5xx, which Svix would retry for
+a day.
 
 The endpoint row and its opened secrets are kept per process for ``ENDPOINT_CACHE_SECONDS``
 (5 s), keyed by the endpoint's public id: two queries and the decryption per event otherwise.

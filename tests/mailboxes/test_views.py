@@ -100,3 +100,35 @@ def test_another_tenants_mailbox_is_404(tenant_a, tenant_b, member_of, signed_in
     )
     theirs.refresh_from_db()
     assert theirs.status == Mailbox.Status.ACTIVE
+
+
+@pytest.mark.parametrize("brk", ["\u2028", "\x85", "\v", "\r\n"], ids=str.__repr__)
+def test_a_display_name_with_a_line_break_is_refused_on_create(
+    tenant_a, member_of, signed_in, sandbox, brk
+):
+    client = signed_in(member_of(tenant_a, "admin").user)
+    response = client.post(
+        reverse("mailbox_create", args=[tenant_a.slug]),
+        {"username": "billing", "display_name": f"Billing{brk}Bcc: evil@example.org"},
+    )
+    assert response.status_code == 400
+    assert b"display name must be a single line" in response.content
+    assert not Mailbox.objects.exists()
+
+
+@pytest.mark.parametrize("brk", ["\u2029", "\x1c", "\f", "\n"], ids=str.__repr__)
+def test_a_display_name_with_a_line_break_is_refused_on_update(
+    tenant_a, member_of, signed_in, mailbox_factory, brk
+):
+    mailbox = mailbox_factory(tenant_a)
+    before = mailbox.display_name
+    client = signed_in(member_of(tenant_a, "admin").user)
+    response = client.post(
+        reverse("mailbox_policy", args=[tenant_a.slug, mailbox.pk]),
+        {"display_name": f"Help{brk}Bcc: evil@example.org", "policy_mode": "open"},
+    )
+    mailbox.refresh_from_db()
+    assert response.status_code == 400
+    assert b"display name must be a single line" in response.content
+    assert mailbox.display_name == before
+    assert not AuditEvent.objects.filter(action="mailbox.policy_changed").exists()

@@ -1,0 +1,156 @@
+"""Signed deliveries whose content is hostile or broken: inbound mail is outsiders' text, so the
+receiver stores it safely and answers 2xx (or refuses it whole with a 400), never a 5xx."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from intents.models import IntentEvent
+from tests.webhooks.conftest import delivery_payload, new_svix_id, received_payload
+from webhooks import selectors, services
+from webhooks.models import InboundMessage, RecipientDelivery, WebhookEvent
+
+REPLACEMENT = "\ufffd"
+
+
+@pytest.fixture
+def hook(tenant_a, hook_for):
+    return hook_for(tenant_a)
+
+
+@pytest.fixture
+def mailbox(tenant_a, mailbox_row):
+    return mailbox_row(tenant_a)
+
+
+@pytest.mark.parametrize(
+    "bad", ["\x00", "\ud800", "\udfff", "\udc00\ud800"], ids=["NUL", "high", "low", "reversed"]
+)
+def test_received_mail_with_nul_or_lone_surrogates_is_stored_applied_and_holds(
+    client, hook, mailbox, intent_row, bad
+):
+    queued = intent_row(mailbox, thread_id="thr_1", message_id=None, state="queued")
+    payload = received_payload(
+        mailbox,
+        thread_id="thr_1",
+        message_id="<m1@customer.test>",
+        subject=f"Refund{bad}now",
+        sender=f"Jane{bad} <jane@customer.test>",
+        preview=f"please{bad}cancel",
+        text=f"body{bad}" * 10,
+    )
+    payload["message"]["labels"] = ["received", f"x{bad}"]
+    payload["message"][f"x-key{bad}"] = "value"
+
+    response = hook.post(client, payload)
+
+    event = WebhookEvent.objects.get()
+    inbound = InboundMessage.objects.get()
+    queued.refresh_from_db()
+    assert response.status_code == 200
+    assert response.json()["state"] == "applied"
+    assert event.state == "applied"
+    assert inbound.subject == f"Refund{REPLACEMENT * len(bad)}now"
+    assert inbound.sender == f"Jane{REPLACEMENT * len(bad)} <jane@customer.test>"
+    assert inbound.preview == f"please{REPLACEMENT * len(bad)}cancel"
+    assert event.payload["message"]["subject"] == inbound.subject
+    assert event.payload["message"]["labels"] == ["received", f"x{REPLACEMENT * len(bad)}"]
+    # subject, sender (twice: the thread repeats it), preview, ten in the text, a label, a key
+    assert event.payload["replaced_characters"] == 16 * len(bad)
+    assert queued.held_reason.startswith("customer wrote again")
+    assert IntentEvent.objects.filter(intent=queued, action="intent.held").count() == 1
+    assert selectors.inbound_for_thread(tenant=mailbox.tenant, thread_id="thr_1") == [inbound]
+
+
+def test_a_delivery_event_with_nul_in_its_object_is_stored_and_applied(
+    client, hook, mailbox, intent_row
+):
+    intent = intent_row(mailbox, to=["jane@customer.test"])
+    payload = delivery_payload("bounced", intent)
+    payload["bounce"]["sub_type"] = "General\x00\ud83d"
+    payload["bounce"]["diagnostic\x00"] = "550\x00"
+
+    response = hook.post(client, payload)
+
+    event = WebhookEvent.objects.get()
+    assert response.status_code == 200
+    assert event.state == "applied"
+    assert event.payload["bounce"]["sub_type"] == "General" + REPLACEMENT * 2
+    assert event.payload["bounce"]["diagnostic" + REPLACEMENT] == "550" + REPLACEMENT
+    assert RecipientDelivery.objects.get(intent=intent).state == "bounced"
+
+
+def test_an_event_left_pending_with_replaced_characters_applies_on_replay(client, hook, mailbox):
+    payload = received_payload(mailbox, thread_id="thr_1", subject="Hi\x00there")
+    response = hook.post(client, payload)
+    event = WebhookEvent.objects.get()
+    InboundMessage.objects.all().delete()
+    WebhookEvent.objects.filter(pk=event.pk).update(state="pending", applied_at=None)
+
+    services.events_replay_pending()
+
+    assert response.status_code == 200
+    assert WebhookEvent.objects.get().state == "applied"
+    assert InboundMessage.objects.get().subject == "Hi" + REPLACEMENT + "there"
+
+
+def _signed_post(client, hook, body: str):
+    return hook.post_raw(client, body.encode(), hook.headers(body, svix_id=new_svix_id()))
+
+
+@pytest.mark.parametrize("depth", [100_000, 1_000, 40])
+def test_a_deeply_nested_signed_body_is_400_and_stores_nothing(client, hook, mailbox, depth):
+    event = received_payload(mailbox, thread_id="thr_1")
+    nested = "[" * depth + "1" + "]" * depth
+    body = json.dumps(event)[:-1] + f', "extra": {nested}}}'
+
+    response = _signed_post(client, hook, body)
+
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/problem+json"
+    assert response.json()["detail"] == "body_too_deep"
+    assert WebhookEvent.objects.count() == 0
+    assert InboundMessage.objects.count() == 0
+
+
+def test_a_real_shaped_body_is_well_within_the_depth_limit(client, hook, mailbox):
+    event = received_payload(mailbox, thread_id="thr_1")
+    event["message"]["headers"] = {"x": [{"y": [{"z": ["deep"]}]}]}
+
+    assert _signed_post(client, hook, json.dumps(event)).status_code == 200
+
+
+@pytest.mark.parametrize("svix_id", ["msg_\x00abc", "msg_\x7fabc", "msg_\x1babc"], ids=repr)
+def test_a_signed_delivery_with_a_control_character_in_its_id_is_400(
+    client, hook, mailbox, svix_id
+):
+    body = json.dumps(received_payload(mailbox, thread_id="thr_1"))
+
+    response = hook.post_raw(client, body.encode(), hook.headers(body, svix_id=svix_id))
+
+    assert response.status_code == 400
+    assert response.json()["detail"] == "malformed_svix_id"
+    assert WebhookEvent.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "timestamp",
+    ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"],
+    ids=["year 1 east of UTC", "year 9999 west of UTC"],
+)
+def test_a_timestamp_beyond_what_python_reads_back_falls_back_to_the_time_of_receipt(
+    client, hook, mailbox, timestamp
+):
+    """PostgreSQL stores these as year 0 or year 10000, which no later read of the row survives."""
+    payload = received_payload(mailbox, thread_id="thr_1", timestamp=timestamp)
+
+    response = hook.post(client, payload)
+
+    received_at = InboundMessage.objects.values_list("received_at", flat=True).get()
+    occurred_at = WebhookEvent.objects.values_list("occurred_at", flat=True).get()
+    assert response.status_code == 200
+    assert occurred_at is None
+    assert abs(received_at - datetime.now(UTC)) < timedelta(minutes=5)
