@@ -5,7 +5,7 @@ PYTHON ?= python3
 UV := $(shell if command -v uv >/dev/null 2>&1 && uv --version >/dev/null 2>&1; then echo uv; else echo .tools/bin/uv; fi)
 MANAGE := $(UV) run --frozen python manage.py
 
-.PHONY: help setup run test lint format check bench nemesis stop clean
+.PHONY: help setup run test lint format check bench nemesis mutants stop clean
 
 help:
 	@echo "make run    - set up on first use, then web + worker + sandbox AgentMail + demo agent"
@@ -14,6 +14,7 @@ help:
 	@echo "make stop   - stop the embedded PostgreSQL server"
 	@echo "make bench  - side-by-side benchmarks (BENCHMARKS.md)"
 	@echo "make nemesis - the whole system under random faults, checked (RELIABILITY.md)"
+	@echo "make mutants - mutation testing of hashing, policy and webhook verification (docs/mutants.md)"
 	@echo "make bench  - side-by-side benchmarks (BENCHMARKS.md); BENCH_ARGS=--quick for a smoke run"
 
 .tools/bin/uv:
@@ -49,8 +50,17 @@ nemesis: .venv/.synced
 bench: .venv/.synced
 	$(UV) run --frozen python -m bench $(BENCH_ARGS)
 
+# mutmut copies the code to mutants/ and runs the tests there; they use this checkout's database
+# server (not a second one under mutants/) and a test database of their own.
+mutants: .venv/.synced
+	rm -rf mutants
+	COUNTERSIGN_ENV=test COUNTERSIGN_DATA_DIR=$(CURDIR)/.data TEST_DATABASE_NAME=test_countersign_mutants \
+		$(UV) run --frozen mutmut run $(MUTANTS_ARGS)
+	$(UV) run --frozen mutmut results
+	$(UV) run --frozen python scripts/mutants_check.py
+
 stop: .venv/.synced
 	$(MANAGE) dbserver stop
 
 clean: stop
-	rm -rf .data .venv .tools
+	rm -rf .data .venv .tools mutants

@@ -91,12 +91,30 @@ def test_edit_races_approval_never_approves_unseen_content(tenant_a, new_draft, 
             actor=approver,
         )
 
-    run_concurrently(act, 6)
+    results = run_concurrently(act, 6)
     draft.refresh_from_db()
     intents = list(SendIntent.objects.filter(draft=draft))
     assert len(intents) <= 1
     assert all(i.content_hash == version.content_hash for i in intents)
     assert all(i.draft_version.number == 1 for i in intents)
+    # Every call either won or lost in one of the two expected ways: nothing else went wrong.
+    edit, approvals = results[0], results[1:]
+    assert all(
+        isinstance(r, SendIntent | errors.NotPending | errors.StaleVersion) for r in approvals
+    )
+    approved = [r for r in approvals if isinstance(r, SendIntent)]
+    assert len(approved) == len(intents)
+    # Whichever took the draft's lock first decided: the edit (every approval is then stale), or
+    # one approval (the edit and the other approvals then find the draft no longer pending).
+    if isinstance(edit, errors.NotPending):
+        assert len(approved) == 1
+        assert draft.status == "approved"
+        assert all(isinstance(r, errors.NotPending) for r in approvals if r not in approved)
+    else:
+        assert isinstance(edit, DraftVersion), edit
+        assert approved == []
+        assert draft.current_version == 2
+        assert all(isinstance(r, errors.StaleVersion) for r in approvals)
 
 
 def test_cancel_races_cancel_one_journal_row(tenant_a, new_draft, approver):

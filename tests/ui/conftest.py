@@ -105,14 +105,22 @@ def make_intent(make_draft, admin_a):
 # --- headless Chromium (one browser for the session, shared by every browser test) ---
 
 
+@pytest.fixture
+def chromium_present():
+    from tests.ui.browser import require_chromium
+
+    require_chromium()
+
+
 @pytest.fixture(scope="session")
 def chromium(django_db_setup):
     """Debian's Chromium under Playwright's sync API (one per session: a second sync_playwright
     in the same thread is refused)."""
     from playwright.sync_api import sync_playwright
 
-    from tests.ui.browser import ARGS, CHROMIUM
+    from tests.ui.browser import ARGS, CHROMIUM, require_chromium
 
+    require_chromium()
     # Playwright's sync API keeps an event loop in this thread; the ORM calls the tests make
     # between browser steps are ordinary blocking calls, so Django's async guard is lifted while
     # the browser runs, and restored after.

@@ -179,13 +179,14 @@ def test_a_held_message_lock_leaves_the_event_pending_and_a_redelivery_is_a_dupl
     client, hook, intent, caplog
 ):
     locked, release = threading.Event(), threading.Event()
+    held_until_released = []
 
     def hold_the_message_lock():
         try:
             with transaction.atomic():
                 services._lock_message(intent.tenant_id, intent.provider_message_id)
                 locked.set()
-                release.wait(15)
+                held_until_released.append(release.wait(60))
         finally:
             connections.close_all()
 
@@ -193,10 +194,8 @@ def test_a_held_message_lock_leaves_the_event_pending_and_a_redelivery_is_a_dupl
     holder.start()
     locked.wait(5)
     payload, svix_id = delivery_payload("delivered", intent), new_svix_id()
-    started = time.monotonic()
     first = hook.post(client, payload, svix_id=svix_id)
     again = hook.post(client, payload, svix_id=svix_id)
-    answered_in = time.monotonic() - started
     pending = WebhookEvent.objects.get().state
     release.set()
     holder.join()
@@ -205,7 +204,9 @@ def test_a_held_message_lock_leaves_the_event_pending_and_a_redelivery_is_a_dupl
 
     assert (first.status_code, first.json()["state"], pending) == (200, "pending", "pending")
     assert (again.status_code, again.json()["duplicate"]) == (200, True)
-    assert answered_in < 10
+    # Both answers came while the lock was still held (the holder was let go by us, not by its own
+    # timeout): the receiver does not wait for the lock.
+    assert held_until_released == [True]
     assert "webhooks.event.apply_postponed" in [record.getMessage() for record in caplog.records]
     assert moved == 1
     assert set(RecipientDelivery.objects.values_list("state", flat=True)) == {"delivered"}

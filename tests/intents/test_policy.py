@@ -1,0 +1,254 @@
+"""intents/policy.py on its own: address normalisation, recipient problems, suppression look-ups
+and approval rights, each rule checked where it lives (not only through the services)."""
+
+from __future__ import annotations
+
+import pytest
+
+from intents.models import Suppression
+from intents.policy import (
+    MAX_ADDRESS_LENGTH,
+    RecipientProblem,
+    active_membership,
+    active_memberships,
+    can_approve,
+    normalize_address,
+    recipient_problems,
+    suppressed_addresses,
+)
+from mailboxes.models import Mailbox
+from tests.factories import make_local_mailbox
+
+# A valid address of exactly 254 characters: 64-character local part, 189-character domain.
+AT_LIMIT = "a" * 64 + "@" + "b" * 63 + "." + "c" * 63 + "." + "d" * 57 + ".com"
+OVER_LIMIT = "a" * 64 + "@" + "b" * 63 + "." + "c" * 63 + "." + "d" * 58 + ".com"
+
+
+def test_the_length_limit_is_254_characters_inclusive():
+    assert len(AT_LIMIT) == MAX_ADDRESS_LENGTH == 254
+    assert normalize_address(AT_LIMIT) == AT_LIMIT
+    assert normalize_address(f"  {AT_LIMIT}  ") == AT_LIMIT
+    with pytest.raises(ValueError) as caught:
+        normalize_address(OVER_LIMIT)
+    assert str(caught.value) == f"{OVER_LIMIT[:40]}… is longer than 254 characters"
+
+
+@pytest.mark.parametrize("value", [None, 42, b"a@example.com", ["a@example.com"]])
+def test_an_address_that_is_not_a_string_is_refused(value):
+    with pytest.raises(ValueError) as caught:
+        normalize_address(value)
+    assert str(caught.value) == "an address must be a string"
+
+
+@pytest.mark.parametrize("value", ["", "   ", "\t\n"])
+def test_an_empty_address_is_refused(value):
+    with pytest.raises(ValueError) as caught:
+        normalize_address(value)
+    assert str(caught.value) == "an address is empty"
+
+
+def test_addresses_are_stripped_and_lower_cased_whole():
+    assert normalize_address("  Zoë.Dupont@Example.COM ") == "zoë.dupont@example.com"
+
+
+def test_an_invalid_address_names_itself_and_the_reason():
+    with pytest.raises(ValueError) as caught:
+        normalize_address(" not-an-address ")
+    assert str(caught.value).startswith("not-an-address is not a valid email address: ")
+    assert len(str(caught.value)) > len("not-an-address is not a valid email address: ")
+
+
+def test_the_reserved_test_domain_is_accepted_outside_production_only(settings):
+    assert normalize_address("someone@shop.test") == "someone@shop.test"
+    settings.PRODUCTION = True
+    with pytest.raises(ValueError, match=r"someone@shop\.test is not a valid email address"):
+        normalize_address("someone@shop.test")
+
+
+@pytest.fixture
+def mailbox(tenant_a):
+    return make_local_mailbox(tenant_a)
+
+
+def _restrict(mailbox, *, domains=(), addresses=()):
+    mailbox.policy_mode = Mailbox.PolicyMode.RESTRICTED
+    mailbox.allowed_domains = list(domains)
+    mailbox.allowed_addresses = list(addresses)
+    mailbox.save()
+    return mailbox
+
+
+def test_no_problems_for_allowed_unsuppressed_addresses(tenant_a, mailbox):
+    assert recipient_problems(tenant=tenant_a, mailbox=mailbox, addresses=["A@example.com"]) == []
+
+
+def test_every_problem_is_named_in_input_order(tenant_a, tenant_b, mailbox):
+    _restrict(mailbox, domains=["example.com"])
+    Suppression.objects.create(tenant=tenant_a, address="gone@example.com", reason="bounced")
+    # Suppressed in another tenant only: not a problem here.
+    Suppression.objects.create(tenant=tenant_b, address="ok@example.com", reason="bounced")
+
+    problems = recipient_problems(
+        tenant=tenant_a,
+        mailbox=mailbox,
+        addresses=["bad address", " Outside@Elsewhere.org", "Gone@example.com", "ok@example.com"],
+    )
+
+    assert problems == [
+        RecipientProblem("bad address", "invalid", problems[0].message),
+        RecipientProblem(
+            "outside@elsewhere.org",
+            "not_allowed",
+            f"outside@elsewhere.org is outside the recipient policy of {mailbox.address}",
+        ),
+        RecipientProblem(
+            "gone@example.com",
+            "suppressed",
+            "gone@example.com is on this tenant's suppression list (bounced, complained or "
+            "rejected before)",
+        ),
+    ]
+    assert problems[0].message.startswith("bad address is not a valid email address: ")
+
+
+def test_a_non_string_recipient_is_an_invalid_problem_not_a_crash(tenant_a, mailbox):
+    problems = recipient_problems(tenant=tenant_a, mailbox=mailbox, addresses=[None])
+
+    assert problems == [RecipientProblem("None", "invalid", "an address must be a string")]
+
+
+def test_given_suppressed_addresses_are_used_without_a_query(
+    tenant_a, mailbox, django_assert_num_queries
+):
+    Suppression.objects.create(tenant=tenant_a, address="stored@example.com", reason="bounced")
+
+    with django_assert_num_queries(0):
+        problems = recipient_problems(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            addresses=["given@example.com", "stored@example.com"],
+            suppressed={"given@example.com"},
+        )
+
+    assert [(p.address, p.code) for p in problems] == [("given@example.com", "suppressed")]
+
+
+def test_only_invalid_addresses_read_no_suppressions(tenant_a, mailbox, django_assert_num_queries):
+    with django_assert_num_queries(0):
+        problems = recipient_problems(tenant=tenant_a, mailbox=mailbox, addresses=["x", ""])
+
+    assert [p.code for p in problems] == ["invalid", "invalid"]
+
+
+def test_suppressed_addresses_returns_exactly_the_pairs_asked_for(tenant_a, tenant_b):
+    Suppression.objects.create(tenant=tenant_a, address="a@example.com", reason="bounced")
+    Suppression.objects.create(tenant=tenant_b, address="b@example.com", reason="complained")
+
+    # (tenant A, b@) and (tenant B, a@) match the query's two IN lists but are not suppressed.
+    asked = {
+        (tenant_a.pk, "a@example.com"),
+        (tenant_a.pk, "b@example.com"),
+        (tenant_b.pk, "a@example.com"),
+    }
+
+    assert suppressed_addresses(asked) == {(tenant_a.pk, "a@example.com")}
+
+
+def test_suppressed_addresses_of_nothing_is_empty_without_a_query(db, django_assert_num_queries):
+    with django_assert_num_queries(0):
+        assert suppressed_addresses([]) == set()
+
+
+@pytest.mark.parametrize("role", ["admin", "approver"])
+def test_a_deciding_member_with_all_mailboxes_may_approve(tenant_a, mailbox, member_of, role):
+    assert can_approve(membership=member_of(tenant_a, role), mailbox=mailbox) is True
+
+
+def test_a_viewer_may_not_approve(tenant_a, mailbox, member_of):
+    assert can_approve(membership=member_of(tenant_a, "viewer"), mailbox=mailbox) is False
+
+
+def test_no_membership_may_not_approve(mailbox):
+    assert can_approve(membership=None, mailbox=mailbox) is False
+
+
+def test_an_inactive_membership_may_not_approve(tenant_a, mailbox, member_of):
+    membership = member_of(tenant_a, "admin", is_active=False)
+
+    assert can_approve(membership=membership, mailbox=mailbox) is False
+
+
+def test_a_member_whose_user_is_inactive_may_not_approve(tenant_a, mailbox, member_of):
+    membership = member_of(tenant_a, "admin")
+    membership.user.is_active = False
+    membership.user.save()
+
+    assert can_approve(membership=membership, mailbox=mailbox) is False
+
+
+def test_a_member_of_another_tenant_may_not_approve(tenant_b, mailbox, member_of):
+    assert can_approve(membership=member_of(tenant_b, "admin"), mailbox=mailbox) is False
+
+
+def test_per_mailbox_rights_allow_only_the_named_mailboxes(tenant_a, mailbox, member_of):
+    other = make_local_mailbox(tenant_a, username="billing")
+    membership = member_of(tenant_a, "approver", approve_all_mailboxes=False)
+    membership.approve_mailboxes.add(other)
+
+    assert can_approve(membership=membership, mailbox=other) is True
+    assert can_approve(membership=membership, mailbox=mailbox) is False
+
+
+def test_active_membership_is_the_users_active_row_in_that_tenant(
+    tenant_a, tenant_b, member_of, django_assert_num_queries
+):
+    member_of(tenant_a, "admin")  # someone else's row in the same tenant comes first
+    membership = member_of(tenant_a, "approver")
+
+    with django_assert_num_queries(1):
+        found = active_membership(tenant=tenant_a, user=membership.user)
+        assert found.user.is_active  # loaded with the row: callers check it without a query
+    assert found == membership
+    assert active_membership(tenant=tenant_b, user=membership.user) is None
+    assert active_membership(tenant=tenant_a, user=None) is None
+    membership.is_active = False
+    membership.save()
+    assert active_membership(tenant=tenant_a, user=membership.user) is None
+
+
+def test_active_membership_of_an_inactive_user_is_none(tenant_a, member_of):
+    membership = member_of(tenant_a, "approver")
+    membership.user.is_active = False
+    membership.user.save()
+
+    assert active_membership(tenant=tenant_a, user=membership.user) is None
+
+
+def test_active_memberships_returns_exactly_the_pairs_asked_for(
+    tenant_a, tenant_b, member_of, django_assert_num_queries
+):
+    one_a = member_of(tenant_a, "approver")
+    two_a = member_of(tenant_a, "approver")
+    one_b = member_of(tenant_b, "approver", user=one_a.user)
+    member_of(tenant_b, "approver", user=two_a.user, is_active=False)
+    inactive_user = member_of(tenant_a, "approver")
+    inactive_user.user.is_active = False
+    inactive_user.user.save()
+    u1, u2 = one_a.user_id, two_a.user_id
+
+    with django_assert_num_queries(1):
+        found = active_memberships(
+            [(tenant_a.pk, u1), (tenant_b.pk, u2), (tenant_a.pk, inactive_user.user_id)]
+        )
+        assert all(m.user.is_active for m in found.values())  # users loaded with the rows
+
+    assert found == {(tenant_a.pk, u1): one_a}
+    assert active_memberships({(tenant_b.pk, u1), (tenant_a.pk, u2)}) == {
+        (tenant_b.pk, u1): one_b,
+        (tenant_a.pk, u2): two_a,
+    }
+
+
+def test_active_memberships_of_nothing_is_empty_without_a_query(db, django_assert_num_queries):
+    with django_assert_num_queries(0):
+        assert active_memberships([]) == {}
