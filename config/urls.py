@@ -4,7 +4,7 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("tenants.urls")),
     path("", include("config.ops_urls")),
-    path("api/v1/", include("intents.api_urls")),
+    path("api/v1/", include("agent_api.urls")),
     path("webhooks/", include("webhooks.urls")),
     path("t/<slug:slug>/", include("intents.urls")),
     path("t/<slug:slug>/mailboxes/", include("mailboxes.urls")),

@@ -17,12 +17,11 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from ninja import NinjaAPI, Query
 
-from intents import services
-from intents.api_auth import DRAFTS_READ, DRAFTS_WRITE, MAX_BODY_BYTES, rate_limit_per_window
-from intents.api_docs import OfflineSwagger, finish_openapi_schema
-from intents.api_errors import ApiProblem, StrictJSONParser, install_exception_handlers
-from intents.api_idempotency import LOCK_SECONDS, RETENTION, run_idempotent
-from intents.api_schemas import (
+from agent_api.auth import DRAFTS_READ, DRAFTS_WRITE, MAX_BODY_BYTES, rate_limit_per_window
+from agent_api.docs import OfflineSwagger, finish_openapi_schema
+from agent_api.errors import ApiProblem, StrictJSONParser, install_exception_handlers
+from agent_api.idempotency import LOCK_SECONDS, RETENTION, run_idempotent
+from agent_api.schemas import (
     DraftCreateIn,
     DraftOut,
     DraftPage,
@@ -32,6 +31,7 @@ from intents.api_schemas import (
     Problem,
     VersionIn,
 )
+from intents import services
 from intents.errors import NotFound
 from intents.models import Draft, DraftVersion, SendIntent
 from mailboxes.models import Mailbox

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from intents.models import ApiIdempotencyKey, Draft, DraftVersion, IntentEvent
-from tests.api.conftest import draft_body
+from tests.agent_api.conftest import draft_body
 from webhooks.models import InboundMessage
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.conftest import draft_body
+from tests.agent_api.conftest import draft_body
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,7 +82,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
             "-m",
             "schemathesis.cli",
             "--config-file",
-            str(ROOT / "tests" / "api" / "schemathesis.toml"),
+            str(ROOT / "tests" / "agent_api" / "schemathesis.toml"),
             "run",
             f"{live_server.url}/api/v1/openapi.json",
             "--header",

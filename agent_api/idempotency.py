@@ -34,7 +34,7 @@ from django.db.models import DateTimeField, ExpressionWrapper, F, Q
 from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 
-from intents.api_errors import ApiProblem
+from agent_api.errors import ApiProblem
 from intents.models import ApiIdempotencyKey
 
 log = logging.getLogger("intents.api")

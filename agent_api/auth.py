@@ -16,7 +16,7 @@ from django.core.cache import cache
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
-from intents.api_errors import ApiProblem
+from agent_api.errors import ApiProblem
 from tenants.models import AgentToken
 from tenants.tokens import token_authenticate
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from intents.models import ApiIdempotencyKey, Draft
-from tests.api.conftest import draft_body
+from tests.agent_api.conftest import draft_body
 
 pytestmark = pytest.mark.django_db
 

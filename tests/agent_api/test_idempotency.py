@@ -10,10 +10,10 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from intents.api_idempotency import api_idempotency_purge, request_fingerprint
+from agent_api.idempotency import api_idempotency_purge, request_fingerprint
 from intents.models import ApiIdempotencyKey, Draft, DraftVersion
 from tenants.models import AgentToken
-from tests.api.conftest import Api, draft_body
+from tests.agent_api.conftest import Api, draft_body
 
 
 @pytest.mark.django_db

@@ -8,7 +8,7 @@ import pytest
 from intents import services
 from intents.hashing import content_hash
 from intents.models import DraftVersion, IntentEvent
-from tests.api.conftest import draft_body
+from tests.agent_api.conftest import draft_body
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 from intents.models import ApiIdempotencyKey, Draft
 from tenants.models import AgentToken
 from tenants.tokens import token_revoke
-from tests.api.conftest import draft_body
+from tests.agent_api.conftest import draft_body
 
 pytestmark = pytest.mark.django_db
 

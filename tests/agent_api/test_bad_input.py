@@ -7,7 +7,7 @@ import json
 import pytest
 
 from intents.models import ApiIdempotencyKey, Draft, DraftVersion, IntentEvent
-from tests.api.conftest import draft_body
+from tests.agent_api.conftest import draft_body
 
 pytestmark = pytest.mark.django_db
 

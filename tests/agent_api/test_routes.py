@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from intents.models import Draft
-from tests.api.conftest import draft_body
+from tests.agent_api.conftest import draft_body
 
 pytestmark = pytest.mark.django_db
 
