@@ -16,8 +16,9 @@ The protocol, per tenant and key:
 4. An error (4xx refusal, or a crash inside the work) releases the key by deleting our claim: the
    work rolled back, so the client may correct the request and retry with the same key.
 
-Only successful (2xx) responses are stored and replayed. Keys are kept RETENTION (24 h) after
-completion, then ``api_idempotency_purge`` (called by the sweep) deletes them.
+Only successful (2xx) responses are stored and replayed. Keys are kept 24 h after completion
+(``intents.retention.IDEMPOTENCY_RETENTION``); then intents' sweep deletes them, since the key
+rows are intents' table (``api_idempotency_purge``).
 """
 
 from __future__ import annotations
@@ -30,19 +31,19 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import DateTimeField, ExpressionWrapper, F, Q
+from django.db.models import DateTimeField, ExpressionWrapper
 from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 
 from agent_api.errors import ApiProblem
 from intents.models import ApiIdempotencyKey
 
+# Logger and event names are the ones from before the API became its own app: alerts match them.
 log = logging.getLogger("intents.api")
 
 HEADER = "Idempotency-Key"
 KEY_RE = re.compile(r"^[A-Za-z0-9._~-]{1,255}$")
 LOCK_SECONDS = 60
-RETENTION = timedelta(hours=24)
 JSON_CONTENT_TYPE = "application/json"
 
 Work = Callable[[], tuple[int, bytes]]
@@ -239,27 +240,3 @@ def run_idempotent(
         _release(row.pk, lock)
         raise
     return _json_response(status, body, replayed=False, locate=locate)
-
-
-def api_idempotency_purge(*, retention: timedelta = RETENTION) -> int:
-    """Delete keys completed more than ``retention`` ago, and abandoned in-flight claims whose lock
-    passed that long ago. Safe to run anywhere, any number of times."""
-    expired = ExpressionWrapper(Now() - retention, output_field=DateTimeField())
-    deleted, _ = (
-        ApiIdempotencyKey.objects.annotate(cutoff=expired)
-        # Every purgeable row was created before the cutoff: this lets the created_at index work.
-        .filter(created_at__lt=F("cutoff"))
-        .filter(
-            Q(state=ApiIdempotencyKey.State.COMPLETED, completed_at__lt=F("cutoff"))
-            | Q(state=ApiIdempotencyKey.State.IN_FLIGHT, locked_until__lt=F("cutoff"))
-            | Q(
-                state=ApiIdempotencyKey.State.IN_FLIGHT,
-                locked_until__isnull=True,
-                created_at__lt=F("cutoff"),
-            )
-        )
-        .delete()
-    )
-    if deleted:
-        log.info("intents.api.idempotency_purged", extra={"deleted": deleted})
-    return deleted

@@ -20,7 +20,7 @@ from ninja import NinjaAPI, Query
 from agent_api.auth import DRAFTS_READ, DRAFTS_WRITE, MAX_BODY_BYTES, rate_limit_per_window
 from agent_api.docs import OfflineSwagger, finish_openapi_schema
 from agent_api.errors import ApiProblem, StrictJSONParser, install_exception_handlers
-from agent_api.idempotency import LOCK_SECONDS, RETENTION, run_idempotent
+from agent_api.idempotency import LOCK_SECONDS, run_idempotent
 from agent_api.schemas import (
     DraftCreateIn,
     DraftOut,
@@ -34,10 +34,12 @@ from agent_api.schemas import (
 from intents import services
 from intents.errors import NotFound
 from intents.models import Draft, DraftVersion, SendIntent
+from intents.retention import IDEMPOTENCY_RETENTION
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken
 
 MAX_ID = 2**63 - 1
+RETENTION_HOURS = int(IDEMPOTENCY_RETENTION.total_seconds() // 3600)
 
 DESCRIPTION = f"""
 The agent API of Countersign: AI agents post draft replies; people approve them in the browser;
@@ -72,7 +74,7 @@ canonical JSON body (a key reused by another token of the tenant is a different 
   `Retry-After`. A request that died holds its key for at most {LOCK_SECONDS} s.
 * A request refused with an error (4xx, or a 5xx: nothing was written) does not consume its key:
   correct it and retry with the same key. Only successful responses are stored.
-* **Retention: {int(RETENTION.total_seconds() // 3600)} hours** after completion, then the key
+* **Retention: {RETENTION_HOURS} hours** after completion, then the key
   is forgotten and may be used again.
 
 ### Errors

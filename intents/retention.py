@@ -5,6 +5,9 @@ withdrawn), the subject line and the recipients stay (they are the audit record,
 the content hash, the ids and the journal), and the text and HTML bodies are emptied. A draft
 whose send is still open (queued, sending, uncertain, needs attention) keeps its body: a person
 may still need it to decide.
+
+The agent API's Idempotency-Key records are kept IDEMPOTENCY_RETENTION after completion (the API
+docs publish it), then the sweep deletes them.
 """
 
 from __future__ import annotations
@@ -13,13 +16,17 @@ import logging
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterRef, Value
+from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterRef, Q, Value
 from django.db.models.functions import Now
 
-from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
+from intents.models import ApiIdempotencyKey, Draft, DraftVersion, IntentEvent, SendIntent
 from intents.services import Entry, journal_many
 
 log = logging.getLogger("intents.retention")
+# The purge's log line keeps the logger and event name it had in the agent API's module.
+api_log = logging.getLogger("intents.api")
+
+IDEMPOTENCY_RETENTION = timedelta(hours=24)
 
 OPEN_INTENT_STATES = ("queued", "sending", "uncertain", "needs_attention")
 
@@ -59,3 +66,27 @@ def draft_bodies_purge(*, batch: int = 1000) -> int:
         )
     log.info("intents.retention.bodies_purged", extra={"versions": purged, "drafts": len(drafts)})
     return purged
+
+
+def api_idempotency_purge(*, retention: timedelta = IDEMPOTENCY_RETENTION) -> int:
+    """Delete keys completed more than ``retention`` ago, and abandoned in-flight claims whose lock
+    passed that long ago. Safe to run anywhere, any number of times."""
+    expired = ExpressionWrapper(Now() - retention, output_field=DateTimeField())
+    deleted, _ = (
+        ApiIdempotencyKey.objects.annotate(cutoff=expired)
+        # Every purgeable row was created before the cutoff: this lets the created_at index work.
+        .filter(created_at__lt=F("cutoff"))
+        .filter(
+            Q(state=ApiIdempotencyKey.State.COMPLETED, completed_at__lt=F("cutoff"))
+            | Q(state=ApiIdempotencyKey.State.IN_FLIGHT, locked_until__lt=F("cutoff"))
+            | Q(
+                state=ApiIdempotencyKey.State.IN_FLIGHT,
+                locked_until__isnull=True,
+                created_at__lt=F("cutoff"),
+            )
+        )
+        .delete()
+    )
+    if deleted:
+        api_log.info("intents.api.idempotency_purged", extra={"deleted": deleted})
+    return deleted

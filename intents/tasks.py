@@ -9,8 +9,8 @@ import time
 
 from django.conf import settings
 
-from agent_api.idempotency import api_idempotency_purge
 from intents import execution
+from intents.retention import api_idempotency_purge
 from intents.services import draft_expire_due
 
 log = logging.getLogger("intents.tasks")

@@ -10,8 +10,9 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from agent_api.idempotency import api_idempotency_purge, request_fingerprint
+from agent_api.idempotency import request_fingerprint
 from intents.models import ApiIdempotencyKey, Draft, DraftVersion
+from intents.retention import api_idempotency_purge
 from tenants.models import AgentToken
 from tests.agent_api.conftest import Api, draft_body
 
