@@ -2,9 +2,9 @@ from django.shortcuts import redirect
 from django.urls import URLPattern, path, re_path
 from django.views.decorators.http import require_GET
 
+from agent_api.api import api
 from agent_api.docs import docs_asset
 from agent_api.errors import api_view, problem_response
-from agent_api.routes import api
 
 
 @require_GET

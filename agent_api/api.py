@@ -1,0 +1,88 @@
+"""The agent API (django-ninja) under ``/api/v1/``: the one ``NinjaAPI`` with its published
+description, offline docs, strict JSON parser and problem+json errors; the routes are in
+``routes.py``.
+"""
+
+from __future__ import annotations
+
+from ninja import NinjaAPI
+
+from agent_api.auth import MAX_BODY_BYTES, rate_limit_per_window
+from agent_api.docs import OfflineSwagger, finish_openapi_schema
+from agent_api.errors import StrictJSONParser, install_exception_handlers
+from agent_api.idempotency import LOCK_SECONDS
+from agent_api.routes import router
+from intents import services
+from intents.retention import IDEMPOTENCY_RETENTION
+
+RETENTION_HOURS = int(IDEMPOTENCY_RETENTION.total_seconds() // 3600)
+
+DESCRIPTION = f"""
+The agent API of Countersign: AI agents post draft replies; people approve them in the browser;
+workers send each approved reply exactly once. **An agent token can never approve or send.**
+
+### Authentication
+`Authorization: Bearer cs_<prefix>_<secret>` with a token a tenant admin created (Admin → Agent
+tokens). The token names the tenant; a browser session cookie is not accepted (401). Scopes:
+`drafts:write` (create, revise, withdraw) and `drafts:read` (read drafts and mailboxes); a missing
+scope is 403. A token restricted to some mailboxes sees only those; any other mailbox or draft is
+a 404, exactly like a missing one.
+
+### Replies
+A draft with `in_reply_to` is a reply to that message, which must be one this mailbox received
+(and in `thread_id`, when given); otherwise **422** naming `in_reply_to`. AgentMail's reply route
+takes no subject: the reply joins that message's thread and is titled "Re: " plus its subject
+(no second "Re: "). That subject is the one stored, shown to the approver and hashed: leave
+`subject` out, or send exactly it; any other is **422** naming `subject`. A customer's message
+is known a few seconds after it arrives (our webhook); `in_reply_to_unknown` just after is worth
+a retry.
+
+### Idempotency (IETF draft-ietf-httpapi-idempotency-key-header)
+Every POST accepts an `Idempotency-Key` header (1-255 of `A-Za-z0-9._~-`, a UUID is ideal; the
+RFC 8941 quoted form `"…"` is accepted too); `POST /drafts` **requires** it (400 without).
+Keys are scoped to the tenant; the fingerprint is the token, the method, the path and the
+canonical JSON body (a key reused by another token of the tenant is a different request).
+
+* Same key, same request, after success: the stored status and byte-identical body, with
+  `Idempotent-Replayed: true`.
+* Same key, different request: **422** `idempotency_key_reused`.
+* Same key while the first request is still running: **409** `idempotency_key_in_flight` with
+  `Retry-After`. A request that died holds its key for at most {LOCK_SECONDS} s.
+* A request refused with an error (4xx, or a 5xx: nothing was written) does not consume its key:
+  correct it and retry with the same key. Only successful responses are stored.
+* **Retention: {RETENTION_HOURS} hours** after completion, then the key
+  is forgotten and may be used again.
+
+### Errors
+Every error is `application/problem+json` (RFC 9457): `type`, `title`, `status`, `detail`, a stable
+`code`, and `errors: [{{field, message}}]`. Validation errors are 422 and name the field
+(`to[2]`, `subject`); a recipient refused by the mailbox policy or the suppression list is 422
+naming the address.
+
+### Limits
+Request bodies up to **{MAX_BODY_BYTES // 1024} KiB** (413 above), JSON only (415 otherwise);
+at most {services.MAX_RECIPIENTS} recipients in to + cc + bcc; subject up to
+{services.MAX_SUBJECT} characters on one line; bodies are stored and hashed with LF line endings
+(CRLF and a lone CR become LF). **{rate_limit_per_window()} requests per minute per
+token** (fixed one-minute window; 429 with `Retry-After`).
+"""
+
+
+class CountersignAPI(NinjaAPI):
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        return finish_openapi_schema(schema)
+
+
+api = CountersignAPI(
+    title="Countersign agent API",
+    version="1.0.0",
+    description=DESCRIPTION,
+    urls_namespace="api",
+    docs=OfflineSwagger(),
+    docs_url="/docs",
+    openapi_url="/openapi.json",
+    parser=StrictJSONParser(),
+)
+install_exception_handlers(api)
+api.add_router("", router)

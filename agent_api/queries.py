@@ -1,0 +1,209 @@
+"""The API's reads, always inside the token's tenant and its mailbox restriction: the mailboxes and
+drafts a token may see, the draft document every draft route answers with, and the list page.
+
+Another tenant's draft, a mailbox outside the token's restriction and a missing one give the same
+404 (``NotFound``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from django.db.models import OuterRef, QuerySet, Subquery
+
+from agent_api.errors import ApiProblem
+from intents.errors import NotFound
+from intents.models import Draft, DraftVersion, SendIntent
+from mailboxes.models import Mailbox
+from tenants.models import AgentToken
+from webhooks import services as webhook_services
+
+MAX_ID = 2**63 - 1
+
+
+def _allowed_mailbox_ids(token: AgentToken) -> list[int]:
+    return list(token.mailboxes.values_list("pk", flat=True))
+
+
+def mailboxes_in_scope(token: AgentToken) -> QuerySet[Mailbox]:
+    queryset = Mailbox.objects.filter(tenant_id=token.tenant_id)
+    allowed = _allowed_mailbox_ids(token)
+    if allowed:
+        queryset = queryset.filter(pk__in=allowed)
+    return queryset
+
+
+def _drafts(token: AgentToken) -> QuerySet[Draft]:
+    queryset = Draft.objects.filter(tenant_id=token.tenant_id)
+    allowed = _allowed_mailbox_ids(token)
+    if allowed:
+        queryset = queryset.filter(mailbox_id__in=allowed)
+    return queryset
+
+
+def _as_id(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and 0 < value <= MAX_ID:
+        return value
+    return None
+
+
+def mailbox_resolve(token: AgentToken, ref: int | str) -> Mailbox:
+    """A mailbox named by id or address, inside the token's scope."""
+    mailboxes = mailboxes_in_scope(token)
+    mailbox_id = _as_id(ref)
+    if mailbox_id is not None:
+        found = mailboxes.filter(pk=mailbox_id).first()
+    elif isinstance(ref, str):
+        found = mailboxes.filter(address__iexact=ref.strip()).first()
+    else:
+        found = None
+    if found is None:
+        raise NotFound("mailbox_not_found", "No such mailbox.", field="mailbox")
+    return found
+
+
+def draft_in_scope(token: AgentToken, draft_id: int) -> Draft:
+    checked = _as_id(draft_id)
+    draft = _drafts(token).select_related("mailbox").filter(pk=checked).first() if checked else None
+    if draft is None:
+        raise NotFound("not_found", "No such draft.")
+    return draft
+
+
+# --- the draft document --------------------------------------------------------------------------
+
+
+def _version_document(version: DraftVersion) -> dict:
+    return {
+        "number": version.number,
+        "to": list(version.to),
+        "cc": list(version.cc),
+        "bcc": list(version.bcc),
+        "subject": version.subject,
+        "text": version.text,
+        "html": version.html,
+        "content_hash": version.content_hash,
+        "author": version.author_kind,
+        "created_at": version.created_at,
+    }
+
+
+def _intent_document(intent: SendIntent) -> dict:
+    return {
+        "id": intent.pk,
+        "state": intent.state,
+        "version": intent.draft_version.number,
+        "approved_at": intent.approved_at,
+        "provider_message_id": intent.provider_message_id,
+        "provider_thread_id": intent.provider_thread_id,
+        "attempts": intent.attempts,
+        "updated_at": intent.updated_at,
+        "deliveries": [
+            {
+                "address": d.address,
+                "state": d.state or "pending",
+                "updated_at": d.updated_at if d.pk else None,
+            }
+            for d in webhook_services.delivery_summary(intent=intent)
+        ],
+    }
+
+
+def draft_document(draft: Draft) -> dict:
+    version = DraftVersion.objects.get(draft=draft, number=draft.current_version)
+    intent = (
+        SendIntent.objects.filter(draft=draft)
+        .select_related("draft_version")
+        .order_by("-id")
+        .first()
+    )
+    return {
+        "id": draft.pk,
+        "status": draft.status,
+        "mailbox": {"id": draft.mailbox.pk, "address": draft.mailbox.address},
+        "thread_id": draft.thread_id,
+        "in_reply_to": draft.in_reply_to,
+        "priority": draft.priority,
+        "provenance": draft.provenance or {},
+        "not_after": draft.not_after,
+        "review_deadline": draft.review_deadline,
+        "reject_reason": draft.reject_reason,
+        "created_at": draft.created_at,
+        "updated_at": draft.updated_at,
+        "decided_at": draft.decided_at,
+        "current_version": _version_document(version),
+        "intent": None if intent is None else _intent_document(intent),
+    }
+
+
+def draft_document_by_id(draft_id: int) -> dict:
+    return draft_document(Draft.objects.select_related("mailbox").get(pk=draft_id))
+
+
+# --- the list page -------------------------------------------------------------------------------
+
+
+def draft_page(
+    token: AgentToken, *, status: str | None, cursor: str | None, limit: int
+) -> dict[str, Any]:
+    """Newest first, ``limit`` drafts before the cursor's id, and the cursor of the next page."""
+    drafts = _drafts(token).select_related("mailbox")
+    if status:
+        drafts = drafts.filter(status=status)
+    if cursor:
+        drafts = drafts.filter(pk__lt=_decode_cursor(cursor))
+    current = DraftVersion.objects.filter(draft=OuterRef("pk"), number=OuterRef("current_version"))
+    latest_intent = SendIntent.objects.filter(draft=OuterRef("pk")).order_by("-id")
+    rows = list(
+        drafts.annotate(
+            subject=Subquery(current.values("subject")[:1]),
+            intent_state=Subquery(latest_intent.values("state")[:1]),
+        ).order_by("-pk")[: limit + 1]
+    )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {
+        "items": [
+            {
+                "id": d.pk,
+                "status": d.status,
+                "mailbox": {"id": d.mailbox.pk, "address": d.mailbox.address},
+                "subject": d.subject or "",
+                "current_version": d.current_version,
+                "intent_state": d.intent_state,
+                "created_at": d.created_at,
+                "updated_at": d.updated_at,
+            }
+            for d in rows
+        ],
+        "next_cursor": _encode_cursor(rows[-1].pk) if more and rows else None,
+    }
+
+
+def _encode_cursor(before_id: int) -> str:
+    raw = json.dumps({"before": before_id}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> int:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        before = _as_id(data["before"]) if isinstance(data, dict) else None
+    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError):
+        before = None
+    if before is None:
+        raise ApiProblem(
+            422,
+            "cursor_invalid",
+            "The cursor is not one this API returned.",
+            errors=[{"field": "cursor", "message": "invalid cursor"}],
+        )
+    return before
