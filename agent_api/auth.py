@@ -20,6 +20,7 @@ from agent_api.errors import ApiProblem
 from tenants.models import AgentToken
 from tenants.tokens import token_authenticate
 
+# Logger and event names are the ones from before the API became its own app: alerts match them.
 log = logging.getLogger("intents.api")
 
 MAX_BODY_BYTES = 256 * 1024

@@ -23,6 +23,7 @@ from ninja.parser import Parser
 
 from intents.errors import DraftError
 
+# Logger and event names are the ones from before the API became its own app: alerts match them.
 log = logging.getLogger("intents.api")
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
@@ -176,93 +177,106 @@ def _validation_message(error: dict) -> str:
     return message.removeprefix("Value error, ")
 
 
-def install_exception_handlers(api: NinjaAPI) -> None:
-    @api.exception_handler(ApiProblem)
-    def on_problem(request: HttpRequest, exc: ApiProblem) -> HttpResponse:
-        return problem_response(
-            status=exc.status,
-            code=exc.code,
-            title=exc.title,
-            detail=exc.detail,
-            errors=exc.errors,
-            headers=exc.headers,
-        )
+def on_problem(request: HttpRequest, exc: ApiProblem) -> HttpResponse:
+    return problem_response(
+        status=exc.status,
+        code=exc.code,
+        title=exc.title,
+        detail=exc.detail,
+        errors=exc.errors,
+        headers=exc.headers,
+    )
 
-    @api.exception_handler(ValidationError)
-    def on_validation(request: HttpRequest, exc: ValidationError) -> HttpResponse:
-        errors = [
-            {"field": _field_from_loc(e.get("loc", ())), "message": _validation_message(e)}
-            for e in exc.errors
-        ]
-        first = errors[0] if errors else {"field": None, "message": "invalid request"}
-        detail = (
-            f"{first['field']}: {first['message']}" if first["field"] else str(first["message"])
-        )
-        if len(errors) > 1:
-            detail += f" (and {len(errors) - 1} more)"
+
+def on_validation(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    errors = [
+        {"field": _field_from_loc(e.get("loc", ())), "message": _validation_message(e)}
+        for e in exc.errors
+    ]
+    first = errors[0] if errors else {"field": None, "message": "invalid request"}
+    detail = f"{first['field']}: {first['message']}" if first["field"] else str(first["message"])
+    if len(errors) > 1:
+        detail += f" (and {len(errors) - 1} more)"
+    return problem_response(
+        status=422,
+        code="validation_failed",
+        title="The request is not valid",
+        detail=detail,
+        errors=errors,
+    )
+
+
+def on_unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return problem_response(
+        status=401,
+        code="unauthenticated",
+        title="Authentication required",
+        detail="Send a valid, unexpired agent token as 'Authorization: Bearer cs_…'.",
+        headers={"WWW-Authenticate": 'Bearer realm="countersign"'},
+    )
+
+
+def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    # Ninja raises HttpError(400) from the parser's exception when the body cannot be used.
+    if isinstance(exc.__cause__, UnstorableText):
         return problem_response(
             status=422,
-            code="validation_failed",
-            title="The request is not valid",
-            detail=detail,
-            errors=errors,
+            code="unstorable_value",
+            title="The request contains a value that cannot be stored",
+            detail=exc.__cause__.message,
+            errors=[{"field": exc.__cause__.field, "message": exc.__cause__.message}],
         )
-
-    @api.exception_handler(AuthenticationError)
-    def on_unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    if exc.status_code == 400:
         return problem_response(
-            status=401,
-            code="unauthenticated",
-            title="Authentication required",
-            detail="Send a valid, unexpired agent token as 'Authorization: Bearer cs_…'.",
-            headers={"WWW-Authenticate": 'Bearer realm="countersign"'},
+            status=400,
+            code="malformed_json",
+            title="The body is not valid JSON",
+            detail="The request body could not be parsed as JSON.",
+            errors=[{"field": None, "message": "malformed JSON"}],
         )
+    return problem_response(status=exc.status_code, code="error", detail=str(exc))
 
-    @api.exception_handler(HttpError)
-    def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
-        # Ninja raises HttpError(400) from the parser's exception when the body cannot be used.
-        if isinstance(exc.__cause__, UnstorableText):
-            return problem_response(
-                status=422,
-                code="unstorable_value",
-                title="The request contains a value that cannot be stored",
-                detail=exc.__cause__.message,
-                errors=[{"field": exc.__cause__.field, "message": exc.__cause__.message}],
-            )
-        if exc.status_code == 400:
-            return problem_response(
-                status=400,
-                code="malformed_json",
-                title="The body is not valid JSON",
-                detail="The request body could not be parsed as JSON.",
-                errors=[{"field": None, "message": "malformed JSON"}],
-            )
-        return problem_response(status=exc.status_code, code="error", detail=str(exc))
 
-    @api.exception_handler(Http404)
-    def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
-        return problem_response(status=404, code="not_found", detail="No such resource.")
+def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return problem_response(status=404, code="not_found", detail="No such resource.")
 
-    @api.exception_handler(DraftError)
-    def on_draft_error(request: HttpRequest, exc: DraftError) -> HttpResponse:
-        status = int(getattr(exc, "status", 409))
-        errors = [{"field": exc.field, "message": exc.message}]
-        return problem_response(
-            status=status,
-            code=exc.code,
-            title=exc.code.replace("_", " ").capitalize(),
-            detail=exc.message,
-            errors=errors,
-        )
 
-    @api.exception_handler(Exception)
-    def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
-        log.exception(
-            "intents.api.unexpected_error",
-            extra={"path": request.path, "method": request.method},
-        )
-        return problem_response(
-            status=500,
-            code="internal_error",
-            detail="Something went wrong on our side. Retrying with the same Idempotency-Key is safe.",
-        )
+def on_draft_error(request: HttpRequest, exc: DraftError) -> HttpResponse:
+    status = int(getattr(exc, "status", 409))
+    errors = [{"field": exc.field, "message": exc.message}]
+    return problem_response(
+        status=status,
+        code=exc.code,
+        title=exc.code.replace("_", " ").capitalize(),
+        detail=exc.message,
+        errors=errors,
+    )
+
+
+def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    log.exception(
+        "intents.api.unexpected_error",
+        extra={"path": request.path, "method": request.method},
+    )
+    return problem_response(
+        status=500,
+        code="internal_error",
+        detail="Something went wrong on our side. Retrying with the same Idempotency-Key is safe.",
+    )
+
+
+# Ninja looks a handler up along the exception's MRO: the order here does not matter.
+_HANDLERS = (
+    (ApiProblem, on_problem),
+    (ValidationError, on_validation),
+    (AuthenticationError, on_unauthenticated),
+    (HttpError, on_http_error),
+    (Http404, on_not_found),
+    (DraftError, on_draft_error),
+    (Exception, on_unexpected),
+)
+
+
+def install_exception_handlers(api: NinjaAPI) -> None:
+    for exc_class, handler in _HANDLERS:
+        api.add_exception_handler(exc_class, handler)
