@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from intents.clock import db_now
-from intents.models import IntentEvent, SendIntent
+from intents.models import IntentEvent, ProviderThrottle, SendIntent
 from intents.sending.lease import Claim, lease_duration
 from intents.sending.throttle import key_ref_for, lock_throttles, save_throttles, take_token
 from intents.services import Entry, journal_many
@@ -87,7 +87,13 @@ def _candidates(
     ]
 
 
-def _take_tokens(candidates, throttles, now: datetime, *, limit: int):
+def _take_tokens(
+    candidates: list[_Candidate],
+    throttles: dict[str, ProviderThrottle],
+    now: datetime,
+    *,
+    limit: int,
+) -> tuple[list[tuple[_Candidate, uuid.UUID]], list[tuple[int, str, datetime]]]:
     """(leased candidates with their new lease tokens, postponed (id, state, due) triples)."""
     leased: list[tuple[_Candidate, uuid.UUID]] = []
     postponed: list[tuple[int, str, datetime]] = []
