@@ -3,7 +3,7 @@
 All three drain the same number of items with the same number of worker processes, released at
 the same instant (t0) after the queue is filled:
 
-- Countersign: the execution worker's own loop (`intents.execution.run_once`, as the
+- Countersign: the send worker's own loop (`intents.sending.worker.run_once`, as the
   `intents_worker` command and the django-q `drain` task run it) against the sandbox AgentMail
   over real HTTP; every send carries its idempotency key; duplicates come from the sandbox ledger.
 - django-post-office: `send_queued_mail_until_done(processes=W)` (what `send_queued_mail
@@ -97,8 +97,8 @@ def _warm_up() -> None:
 
     connection.ensure_connection()
     provider._sdk("warm-up")
-    execution_module = __import__("intents.execution", fromlist=["run_once"])
-    assert execution_module
+    worker_module = __import__("intents.sending.worker", fromlist=["run_once"])
+    assert worker_module
 
 
 def _cs_worker(index: int, batch: int, threads: int, go, stop, profile_dir: str | None) -> None:
@@ -107,7 +107,7 @@ def _cs_worker(index: int, batch: int, threads: int, go, stop, profile_dir: str 
 
     from django.db import connections
 
-    from intents import execution
+    from intents.sending.worker import run_once
 
     def loop(name: str, profile: bool) -> None:
         profiler = None
@@ -121,7 +121,7 @@ def _cs_worker(index: int, batch: int, threads: int, go, stop, profile_dir: str 
             if profiler:
                 profiler.start()
             while not stop.is_set():
-                if not execution.run_once(worker=name, limit=batch):
+                if not run_once(worker=name, limit=batch):
                     # Nothing due (the tail of a run): a short idle poll, so the CPU per item
                     # measures the work rather than spinning (intents_worker polls every 0.2 s).
                     time.sleep(0.02)
@@ -158,7 +158,7 @@ def start_workers(*, workers: int, batch: int, threads: int = 1, profile_dir=Non
     import agentmail  # noqa: F401
     from django.db import connections
 
-    from intents import execution  # noqa: F401
+    from intents.sending import worker  # noqa: F401
     from mailboxes import provider  # noqa: F401
 
     connections.close_all()  # never fork with an open connection

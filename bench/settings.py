@@ -19,5 +19,5 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env("BENCH_LOG_LEVEL", "WARNING")},
     # The outage scenario opens the circuit breaker on purpose; the JSON records it.
-    "loggers": {"intents.execution": {"level": "ERROR"}},
+    "loggers": {"intents.sending": {"level": "ERROR"}},
 }

@@ -1,4 +1,4 @@
-"""django-q2 entry points. Each takes ids, loads rows and calls execution; each is safe to run twice
+"""django-q2 entry points. Each takes ids, loads rows and calls the sending worker; each is safe to run twice
 or concurrently on several clusters: the intents table, not the queue, says what is due."""
 
 from __future__ import annotations
@@ -9,8 +9,14 @@ import time
 
 from django.conf import settings
 
-from intents import execution
 from intents.retention import api_idempotency_purge
+from intents.sending.sweep import (
+    due_intent_ids,
+    intents_expire_not_after,
+    intents_release_expired_leases,
+    seconds_until_next_due,
+)
+from intents.sending.worker import run_once, worker_id
 from intents.services import draft_expire_due
 
 log = logging.getLogger("intents.tasks")
@@ -20,16 +26,16 @@ WAKE_LIMIT = 200
 
 def execute_intent(intent_id: int) -> int:
     """Send (or reconcile) this one intent if it is due and unclaimed; otherwise do nothing."""
-    return execution.run_once(limit=1, intent_id=int(intent_id))
+    return run_once(limit=1, intent_id=int(intent_id))
 
 
 def drain(max_intents: int = 100) -> int:
     """Work through due intents until none is left or the budget is spent."""
-    worker = execution.worker_id()
+    worker = worker_id()
     done = 0
     while done < max_intents:
         batch = settings.SEND_BATCH_SIZE
-        step = execution.run_once(worker=worker, limit=min(batch, max_intents - done))
+        step = run_once(worker=worker, limit=min(batch, max_intents - done))
         if not step:
             break
         done += step
@@ -49,7 +55,7 @@ def sweep(budget_seconds: float = 50.0) -> int:
         sweep_once()
         rounds += 1
         remaining = budget_seconds - (time.monotonic() - started)
-        wait = execution.seconds_until_next_due()
+        wait = seconds_until_next_due()
         if wait is None or wait > remaining:
             return rounds
         time.sleep(max(wait, min(1.0, settings.SWEEP_INTERVAL_SECONDS)))
@@ -57,12 +63,12 @@ def sweep(budget_seconds: float = 50.0) -> int:
 
 def sweep_once() -> dict[str, int]:
     report = {
-        "leases_released": execution.intents_release_expired_leases(),
-        "intents_expired": execution.intents_expire_not_after(),
+        "leases_released": intents_release_expired_leases(),
+        "intents_expired": intents_expire_not_after(),
         "drafts_expired": draft_expire_due(),
         "api_keys_purged": api_idempotency_purge(),
     }
-    queued, uncertain = execution.due_intent_ids(limit=WAKE_LIMIT)
+    queued, uncertain = due_intent_ids(limit=WAKE_LIMIT)
     report["due_queued"] = len(queued)
     report["due_uncertain"] = len(uncertain)
     _wake(queued, uncertain)

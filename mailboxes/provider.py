@@ -2,7 +2,7 @@
 
 Everything goes through the official ``agentmail`` SDK with our own ``httpx.Client``:
 
-- ``max_retries=0`` on every call: retries are ours (intents.execution), always with the intent's
+- ``max_retries=0`` on every call: retries are ours (intents.sending), always with the intent's
   one idempotency key. The SDK would otherwise retry 5xx/409/429 by itself
   (reference/agentmail-api.md §3.3).
 - Credentials are bound per call: a fresh SDK facade is built for each call with the caller's key,

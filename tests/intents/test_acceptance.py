@@ -10,7 +10,7 @@ import time_machine
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from intents import errors, execution, services, tasks
+from intents import errors, sending, services, tasks
 from intents.models import DraftVersion, IntentEvent, SendAttempt, SendIntent, Suppression
 from mailboxes.models import Mailbox
 from tenants.models import Membership, User
@@ -36,7 +36,7 @@ def make_due(intent):
 
 def step(worker="w"):
     """One claim (or reconciliation) of one due intent, as one worker tick."""
-    return execution.run_once(worker=worker, limit=1)
+    return sending.run_once(worker=worker, limit=1)
 
 
 def drive(intent, timeout=20.0):
@@ -85,7 +85,7 @@ def test_approved_intent_is_sent_once_with_label_and_key(live):
 
 def test_two_worker_threads_one_wins_one_message(live):
     intent = live.approved()
-    results = run_concurrently(lambda i: execution.run_once(worker=f"w{i}", intent_id=intent.pk), 8)
+    results = run_concurrently(lambda i: sending.run_once(worker=f"w{i}", intent_id=intent.pk), 8)
     intent.refresh_from_db()
     assert sorted(results) == [0] * 7 + [1]
     assert intent.state == "accepted"
@@ -363,13 +363,13 @@ def test_right_revoked_before_execution_blocks_with_zero_calls(live, revoke):
 def test_disabled_mailbox_suspended_tenant_and_suppression_block(live):
     first, second, third = live.approved(), live.approved(), live.approved(to=["later@example.com"])
     Mailbox.objects.filter(pk=live.mailbox.pk).update(status="disabled")
-    execution.run_once(worker="w", intent_id=first.pk)
+    sending.run_once(worker="w", intent_id=first.pk)
     Mailbox.objects.filter(pk=live.mailbox.pk).update(status="active")
     type(live.tenant).objects.filter(pk=live.tenant.pk).update(status="suspended")
-    execution.run_once(worker="w", intent_id=second.pk)
+    sending.run_once(worker="w", intent_id=second.pk)
     type(live.tenant).objects.filter(pk=live.tenant.pk).update(status="active")
     Suppression.objects.create(tenant=live.tenant, address="later@example.com", reason="bounced")
-    execution.run_once(worker="w", intent_id=third.pk)
+    sending.run_once(worker="w", intent_id=third.pk)
     codes = [SendIntent.objects.get(pk=i.pk).last_error_code for i in (first, second, third)]
     assert codes == ["mailbox_inactive", "tenant_inactive", "recipient_suppressed"]
     assert [calls(live.sandbox, i) for i in (first, second, third)] == [[], [], []]

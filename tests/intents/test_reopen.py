@@ -234,11 +234,11 @@ def test_two_concurrent_reopens_one_wins(tenant_a, intent, member_of):
 
 @pytest.mark.django_db(transaction=True)
 def test_failed_send_reopened_and_approved_goes_out_once_under_the_new_key(live):
-    from intents import execution
+    from intents import sending
 
     first = live.approved()
     live.sandbox.fault("sends", "422_unprocessable")
-    assert execution.run_once(worker="w", limit=1) == 1
+    assert sending.run_once(worker="w", limit=1) == 1
     first.refresh_from_db()
     assert first.state == "failed"
 
@@ -249,7 +249,7 @@ def test_failed_send_reopened_and_approved_goes_out_once_under_the_new_key(live)
         reason="the provider refused it; the address is fixed on their side",
     )
     second = approve_current(live.tenant, first.draft_id, live.approver)
-    assert execution.run_once(worker="w", limit=1) == 1
+    assert sending.run_once(worker="w", limit=1) == 1
     second.refresh_from_db()
     first.refresh_from_db()
     assert (first.state, second.state) == ("failed", "accepted")

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from intents import errors, execution, services
+from intents import errors, sending, services
 from intents.hashing import content_hash, version_hash
 from intents.models import Draft, DraftVersion, IntentEvent
 from tests.factories import make_local_mailbox
@@ -226,7 +226,7 @@ def approved_view(intent, thread_id):
 def test_the_provider_sends_exactly_the_approved_new_message(live):
     intent = live.approved(cc=["boss@example.com"], bcc=["audit@example.com"])
 
-    assert execution.run_once(worker="w", limit=1) == 1
+    assert sending.run_once(worker="w", limit=1) == 1
 
     intent.refresh_from_db()
     [sent] = live.sandbox.ledger(idempotency_key=intent.idempotency_key)
@@ -282,7 +282,7 @@ def test_the_provider_sends_exactly_the_approved_reply(live, asked, answered):
         text="It arrives tomorrow.",
         in_reply_to=kenji["message_id"],
     )
-    assert execution.run_once(worker="w", limit=1) == 1
+    assert sending.run_once(worker="w", limit=1) == 1
 
     intent.refresh_from_db()
     [sent] = live.sandbox.ledger(idempotency_key=intent.idempotency_key)

@@ -22,7 +22,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from intents import errors, execution, services, tasks
+from intents import errors, sending, services, tasks
 from intents.models import Draft, IntentEvent, SendIntent
 from tenants.models import AgentToken, Membership
 
@@ -155,15 +155,15 @@ def run_machine(live):
             SendIntent.objects.filter(state__in=["queued", "uncertain"]).update(
                 next_attempt_at=Now()
             )
-            execution.run_once(worker="hyp", limit=limit)
+            sending.run_once(worker="hyp", limit=limit)
             live.sandbox.clear_faults()
 
         @rule(after_attempt_row=st.booleans())
         def worker_crash(self, after_attempt_row):
-            claims = execution.intent_claim(worker="doomed", limit=1)
+            claims = sending.intent_claim(worker="doomed", limit=1)
             for claim in claims:
                 if after_attempt_row:
-                    execution.intent_begin_attempt(claim)
+                    sending.intent_begin_attempt(claim)
             SendIntent.objects.filter(lease_owner="doomed").update(
                 lease_expires_at=Now() - timedelta(seconds=1)
             )

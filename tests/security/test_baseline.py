@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from intents import execution, services
+from intents import sending, services
 from intents.models import Draft, DraftVersion
 from tenants.tokens import token_create
 from tests.tenants.test_settings import PRODUCTION_ENV
@@ -100,7 +100,7 @@ def test_no_secret_or_body_reaches_the_logs_through_a_whole_send(
     assert created.status_code == 201, created.content
     draft = Draft.objects.get(pk=created.json()["id"])
     intent = _approve(draft, admin)
-    assert execution.run_once(intent_id=intent.pk) == 1
+    assert sending.run_once(intent_id=intent.pk) == 1
     intent.refresh_from_db()
     assert intent.state == "accepted"
     from webhooks.models import WebhookSecret
@@ -135,7 +135,7 @@ def test_one_worker_uses_each_tenants_own_key_for_each_call(
         intents.append(_approve(draft, approver))
     worker = "one-worker"
     for intent in intents:
-        assert execution.run_once(worker=worker, intent_id=intent.pk) == 1
+        assert sending.run_once(worker=worker, intent_id=intent.pk) == 1
     used = []
     for intent in intents:
         send = sandbox.ledger(idempotency_key=intent.idempotency_key)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import connections
 
-from intents import execution
+from intents import sending
 from intents import services as intent_services
 from intents.models import Suppression
 from mailboxes import provisioning
@@ -52,7 +52,7 @@ def test_sandbox_webhooks_track_delivery_bounce_and_reply_end_to_end(
         actor=approver,
     )
 
-    execution.run_once(intent_id=intent.pk)
+    sending.run_once(intent_id=intent.pk)
     intent.refresh_from_db()
     delivered = sandbox.wait_for(
         lambda: (
@@ -158,14 +158,14 @@ def test_webhooks_that_beat_the_worker_are_applied_when_reconciliation_records_t
     )
     sandbox.fault("sends", "500_after")
 
-    execution.run_once(intent_id=intent.pk, limit=1)
+    sending.run_once(intent_id=intent.pk, limit=1)
     intent.refresh_from_db()
     waiting = sandbox.wait_for(
         lambda: WebhookEvent.objects.filter(state="deferred").count() == 2, timeout=15
     )
     before = states(intent)
     reconciled = sandbox.wait_for(
-        lambda: execution.run_once(intent_id=intent.pk) or states(intent), timeout=15
+        lambda: sending.run_once(intent_id=intent.pk) or states(intent), timeout=15
     )
     intent.refresh_from_db()
 

@@ -56,7 +56,7 @@ def test_bounce_in_another_tenant_does_not_suppress_here(
 def test_queued_intent_to_a_bounced_address_is_blocked_before_any_provider_call(
     client, sandbox, tenant_a, hook_for, mailbox_factory, intent_row, member_of
 ):
-    from intents import execution
+    from intents import sending
 
     hook = hook_for(tenant_a)
     mailbox = mailbox_factory(tenant_a)
@@ -79,7 +79,7 @@ def test_queued_intent_to_a_bounced_address_is_blocked_before_any_provider_call(
     earlier = intent_row(mailbox, to=["jane@customer.test"])
     hook.post(client, delivery_payload("bounced", earlier))
 
-    execution.run_once(intent_id=queued.pk, limit=1)
+    sending.run_once(intent_id=queued.pk, limit=1)
     queued.refresh_from_db()
 
     assert queued.state == "blocked"

@@ -16,7 +16,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import InterfaceError, OperationalError, connections
 
-from intents import execution, tasks
+from intents import tasks
+from intents.sending.worker import run_once, worker_id
 
 log = logging.getLogger("intents.worker")
 
@@ -41,7 +42,7 @@ class Command(BaseCommand):
     def handle(self, *args, **o):
         o["batch"] = o["batch"] or settings.SEND_BATCH_SIZE
         if o["once"]:
-            done = execution.run_once(limit=o["batch"], intent_id=o["intent"])
+            done = run_once(limit=o["batch"], intent_id=o["intent"])
             self.stdout.write(f"processed {done}")
             return
         stop = threading.Event()
@@ -49,7 +50,7 @@ class Command(BaseCommand):
         deadline = time.monotonic() + o["seconds"] if o["seconds"] else None
 
         def loop(n: int) -> None:
-            worker = f"{execution.worker_id()}-{n}"
+            worker = f"{worker_id()}-{n}"
             last_sweep = 0.0
             outage = 0
             try:
@@ -58,7 +59,7 @@ class Command(BaseCommand):
                         if o["sweep_every"] and time.monotonic() - last_sweep >= o["sweep_every"]:
                             tasks.sweep_once()
                             last_sweep = time.monotonic()
-                        done = execution.run_once(worker=worker, limit=o["batch"])
+                        done = run_once(worker=worker, limit=o["batch"])
                         outage = 0
                     except (OperationalError, InterfaceError) as exc:
                         # The database went away (restart, failover, killed backend). Whatever

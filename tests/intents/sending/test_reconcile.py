@@ -9,7 +9,7 @@ import time_machine
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from intents import execution
+from intents import sending
 from intents.models import IntentEvent, SendAttempt, SendIntent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -24,7 +24,7 @@ def calls(sandbox, intent):
 
 
 def step():
-    return execution.run_once(worker="w", limit=1)
+    return sending.run_once(worker="w", limit=1)
 
 
 def reconcile(intent):

@@ -14,7 +14,7 @@ import pytest
 from django.db import connection, connections, transaction
 from django.db.models.functions import Now
 
-from intents import execution
+from intents import sending
 from intents.models import ProviderThrottle, SendIntent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,13 +38,13 @@ def _blocked_on_a_lock(since: float, timeout: float = 10.0) -> bool:
 def test_a_refill_by_a_concurrent_claimer_is_not_taken_for_a_pause(intent, local_mailbox, settings):
     settings.SEND_RATE_PER_KEY = 10
     settings.SEND_BURST_PER_KEY = 10
-    key = execution.throttle_key(local_mailbox)
+    key = sending.throttle_key(local_mailbox)
     ProviderThrottle.objects.create(key_ref=key, tokens=10, refilled_at=Now())
     claimed: list = []
 
     def claim() -> None:
         try:
-            claimed.extend(execution.intent_claim(worker="second", limit=1))
+            claimed.extend(sending.intent_claim(worker="second", limit=1))
         finally:
             connections.close_all()
 

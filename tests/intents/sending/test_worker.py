@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from intents import execution
+from intents import sending
 from intents.models import SendAttempt, SendIntent, Suppression
 from mailboxes.crypto import SecretUnreadable
 
@@ -26,9 +26,9 @@ def _sends(live, intent) -> int:
     return len(live.sandbox.ledger(idempotency_key=intent.idempotency_key))
 
 
-def _batch(live, n: int) -> tuple[list[SendIntent], list[execution.Claim]]:
+def _batch(live, n: int) -> tuple[list[SendIntent], list[sending.Claim]]:
     intents = [live.approved(to=[f"customer{i}@example.com"]) for i in range(n)]
-    claims = execution.intent_claim(worker="batch", limit=n)
+    claims = sending.intent_claim(worker="batch", limit=n)
     assert sorted(c.intent_id for c in claims) == sorted(i.pk for i in intents)
     return intents, claims
 
@@ -40,7 +40,7 @@ def test_a_check_failing_for_one_intent_stops_only_that_one(live):
         tenant=live.tenant, address="customer2@example.com", reason=Suppression.Reason.MANUAL
     )
 
-    states = execution.execute_claims(claims)
+    states = sending.execute_claims(claims)
 
     by_id = dict(zip([c.intent_id for c in claims], states, strict=True))
     assert [by_id[i.pk] for i in intents] == [
@@ -63,7 +63,7 @@ def test_a_lease_lost_during_the_calls_fences_only_that_intent(live):
     intents, claims = _batch(live, 3)
     live.sandbox.config(latency_ms=600)
     result: dict = {}
-    runner = threading.Thread(target=lambda: result.update(states=execution.execute_claims(claims)))
+    runner = threading.Thread(target=lambda: result.update(states=sending.execute_claims(claims)))
     runner.start()
     # While the calls are in flight, the sweep and another worker take the second intent over.
     deadline = time.monotonic() + 10
@@ -95,11 +95,11 @@ def test_bad_data_in_one_intent_does_not_hold_back_the_others(live, mailbox_fact
     sealed = broken_box.api_key_sealed
     broken_box.api_key_sealed = sealed[:-4] + ("AAAA" if not sealed.endswith("AAAA") else "BBBB")
     broken_box.save(update_fields=["api_key_sealed"])
-    claims = execution.intent_claim(worker="batch", limit=3)
+    claims = sending.intent_claim(worker="batch", limit=3)
     assert len(claims) == 3
 
     with pytest.raises(SecretUnreadable):
-        execution.execute_claims(claims)
+        sending.execute_claims(claims)
 
     assert [_sends(live, i) for i in good] == [1, 1]
     assert _sends(live, bad) == 0

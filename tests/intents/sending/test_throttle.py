@@ -11,7 +11,7 @@ import pytest
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from intents import execution
+from intents import sending
 from intents.models import ProviderThrottle, SendIntent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,26 +23,26 @@ def test_others_wait_for_the_probe_by_the_cooldown_not_the_lease(live, settings)
     settings.SEND_LEASE_SECONDS = 60
     first, *backlog = [live.approved(subject=f"Order {i}") for i in range(4)]
     live.sandbox.fault("sends", "503_before", times=1)
-    assert execution.run_once(worker="w", limit=1) == 1  # one 503 opens the circuit
+    assert sending.run_once(worker="w", limit=1) == 1  # one 503 opens the circuit
     assert ProviderThrottle.objects.get().circuit == ProviderThrottle.Circuit.OPEN
     # End the cool-down by the database clock (the one the claim reads) instead of sleeping past
     # it: a sleep of 0.6 s against 0.5 s raced the clocks on a loaded machine.
     ProviderThrottle.objects.update(opened_until=Now())
     SendIntent.objects.filter(pk=first.pk).update(next_attempt_at=Now())
 
-    [probe] = execution.intent_claim(worker="probe", limit=1)
+    [probe] = sending.intent_claim(worker="probe", limit=1)
     assert ProviderThrottle.objects.get().circuit == ProviderThrottle.Circuit.HALF_OPEN
-    assert execution.intent_claim(worker="other", limit=5) == []
+    assert sending.intent_claim(worker="other", limit=5) == []
     others = SendIntent.objects.filter(pk__in=[i.pk for i in backlog]).exclude(pk=probe.intent_id)
     waits = [(i.next_attempt_at - timezone.now()).total_seconds() for i in others]
     assert len(waits) == 2
     assert max(waits) <= settings.SEND_CIRCUIT_COOLDOWN_SECONDS
 
-    assert execution.execute_claim(probe) == "accepted"
+    assert sending.execute_claim(probe) == "accepted"
     deadline = time.monotonic() + 10
     while SendIntent.objects.filter(pk__in=[i.pk for i in backlog], state="accepted").count() < 3:
         assert time.monotonic() < deadline, "backlog not sent after the probe closed the circuit"
-        execution.run_once(worker="other", limit=5)
+        sending.run_once(worker="other", limit=5)
         time.sleep(0.05)
     assert [len(live.sandbox.ledger(idempotency_key=i.idempotency_key)) for i in backlog] == [
         1,

@@ -1,0 +1,180 @@
+"""Claiming: due intents move to ``sending`` (or, for reconciliation, stay ``uncertain``) under a
+lease whose token fences every later write and whose expiry comes from the database clock.
+``FOR UPDATE SKIP LOCKED``, highest priority then oldest first, one token per send from the key's
+bucket; a candidate without budget is postponed, not spun on."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+from django.db.models import Q
+
+from intents.clock import db_now
+from intents.models import IntentEvent, ProviderThrottle, SendIntent
+from intents.sending.lease import Claim, lease_duration
+from intents.sending.throttle import key_ref_for, lock_throttles, save_throttles, take_token
+from intents.services import Entry, journal_many
+
+State = SendIntent.State
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A due intent as the claim reads it (plain values: up to 3x limit rows per claim)."""
+
+    pk: int
+    state: str
+    attempts: int
+    tenant_id: int
+    draft_id: int
+    key_ref: str
+
+
+def _claim(*, worker: str, limit: int, intent_id: int | None, reconcile: bool) -> list[Claim]:
+    with transaction.atomic():
+        now = db_now()
+        candidates = _candidates(now, limit=limit, intent_id=intent_id, reconcile=reconcile)
+        throttles = lock_throttles({c.key_ref for c in candidates}, now)
+        if any(row.refilled_at > now for row in throttles.values()):
+            # Another claimer refilled a bucket, with its own later clock reading, while this
+            # one waited for the row: read the clock again, or that refill would look like a
+            # 429's pause and the claim would skip (and postpone) intents that may go now.
+            now = db_now()
+        leased, postponed = _take_tokens(candidates, throttles, now, limit=limit)
+        _postpone(postponed)
+        won = _lease_rows(
+            leased, worker=worker, expires=now + lease_duration(), reconcile=reconcile
+        )
+        if not reconcile:
+            _journal_claimed([c for c, _ in leased if c.pk in won], worker=worker)
+        claims = [Claim(c.pk, token, worker, reconcile) for c, token in leased if c.pk in won]
+        save_throttles(throttles.values())
+    return claims
+
+
+def _candidates(
+    now: datetime, *, limit: int, intent_id: int | None, reconcile: bool
+) -> list[_Candidate]:
+    """Due intents, locked (``SKIP LOCKED``), highest priority then oldest first: up to three
+    times ``limit``, so that intents of a key without budget do not starve the others."""
+    if reconcile:
+        due = Q(state=State.UNCERTAIN, next_attempt_at__lte=now) & (
+            Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
+        )
+    else:
+        due = Q(state=State.QUEUED, held_reason="", next_attempt_at__lte=now) & (
+            Q(not_after__isnull=True) | Q(not_after__gt=now)
+        )
+    qs = SendIntent.objects.select_for_update(skip_locked=True, of=("self",)).filter(due)
+    if intent_id is not None:
+        qs = qs.filter(pk=intent_id)
+    return [
+        _Candidate(pk, state, attempts, tenant_id, draft_id, key_ref_for(key_id, mailbox_id))
+        for pk, state, attempts, tenant_id, draft_id, mailbox_id, key_id in qs.order_by(
+            "-priority", "next_attempt_at", "id"
+        ).values_list(
+            "id",
+            "state",
+            "attempts",
+            "tenant_id",
+            "draft_id",
+            "mailbox_id",
+            "mailbox__provider_api_key_id",
+        )[: max(limit * 3, limit)]
+    ]
+
+
+def _take_tokens(
+    candidates: list[_Candidate],
+    throttles: dict[str, ProviderThrottle],
+    now: datetime,
+    *,
+    limit: int,
+) -> tuple[list[tuple[_Candidate, uuid.UUID]], list[tuple[int, str, datetime]]]:
+    """(leased candidates with their new lease tokens, postponed (id, state, due) triples)."""
+    leased: list[tuple[_Candidate, uuid.UUID]] = []
+    postponed: list[tuple[int, str, datetime]] = []
+    for candidate in candidates:
+        if len(leased) >= limit:
+            break
+        token = uuid.uuid4()
+        wait = take_token(throttles[candidate.key_ref], now, token)
+        if wait:
+            # Not due until the key has budget again; keeps claimers from spinning on it.
+            postponed.append((candidate.pk, candidate.state, now + timedelta(seconds=wait)))
+            continue
+        leased.append((candidate, token))
+    return leased, postponed
+
+
+def _journal_claimed(claimed: list[_Candidate], *, worker: str) -> None:
+    journal_many(
+        [
+            Entry(
+                tenant_id=c.tenant_id,
+                draft_id=c.draft_id,
+                intent_id=c.pk,
+                actor_kind=IntentEvent.Actor.WORKER,
+                actor_label=worker,
+                action="intent.claimed",
+                from_state=State.QUEUED,
+                to_state=State.SENDING,
+                data={"attempt": c.attempts + 1},
+            )
+            for c in claimed
+        ]
+    )
+
+
+def _postpone(postponed: list[tuple[int, str, datetime]]) -> None:
+    """Move throttled candidates' next attempt, each guarded by the state it was read in."""
+    if not postponed:
+        return
+    ids, states, due = (list(column) for column in zip(*postponed, strict=True))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {SendIntent._meta.db_table} AS i SET next_attempt_at = u.due "  # noqa: S608
+            "FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[]) AS u(id, state, due) "
+            "WHERE i.id = u.id AND i.state = u.state",
+            [ids, states, due],
+        )
+
+
+def _lease_rows(leased, *, worker: str, expires: datetime, reconcile: bool) -> set[int]:
+    """One guarded UPDATE for the whole batch, each row with its own lease token; returns the ids
+    it changed (rows still in their source state)."""
+    if not leased:
+        return set()
+    table = SendIntent._meta.db_table
+    values = ", ".join(["(%s, %s)"] * len(leased))
+    params: list = []
+    for intent, token in leased:
+        params += [intent.pk, str(token)]
+    source = State.UNCERTAIN if reconcile else State.QUEUED
+    target = State.UNCERTAIN if reconcile else State.SENDING
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS i SET lease_token = v.token::uuid, lease_owner = %s, "  # noqa: S608
+            "lease_expires_at = %s, attempts = i.attempts + 1, "
+            "first_attempt_at = COALESCE(i.first_attempt_at, STATEMENT_TIMESTAMP()), "
+            "updated_at = STATEMENT_TIMESTAMP(), state = %s "
+            f"FROM (VALUES {values}) AS v(id, token) "
+            "WHERE i.id = v.id::bigint AND i.state = %s RETURNING i.id",
+            [worker[:100], expires, target, *params, source],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def intent_claim(*, worker: str, limit: int = 1, intent_id: int | None = None) -> list[Claim]:
+    """Lease up to ``limit`` due queued intents (highest priority, then oldest first)."""
+    return _claim(worker=worker, limit=limit, intent_id=intent_id, reconcile=False)
+
+
+def intent_claim_uncertain(
+    *, worker: str, limit: int = 1, intent_id: int | None = None
+) -> list[Claim]:
+    """Lease up to ``limit`` uncertain intents whose reconciliation is due."""
+    return _claim(worker=worker, limit=limit, intent_id=intent_id, reconcile=True)

@@ -1,0 +1,77 @@
+"""What every step of sending shares: the lease a worker holds on an intent (``Claim``), the
+attempt it committed under that lease (``Prepared``), and the clocks they are judged by.
+
+Time for leases comes from the database clock; the safe window is judged by the later of the
+database clock and this process's clock (``strict_now``), so neither a lagging host nor a lagging
+database can stretch an automatic send past the provider's 24 h deduplication window.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from mailboxes import provider
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"[:100]
+
+
+def lease_duration() -> timedelta:
+    return timedelta(seconds=settings.SEND_LEASE_SECONDS)
+
+
+def safe_window() -> timedelta:
+    return timedelta(seconds=settings.SEND_SAFE_WINDOW_SECONDS)
+
+
+def strict_now(db: datetime) -> datetime:
+    """The later of the database clock and ours: used only to refuse, never to allow."""
+    return max(db, timezone.now())
+
+
+def backoff_seconds(attempts: int, retry_after: float | None = None) -> float:
+    """Exponential backoff with full jitter; the provider's Retry-After is a floor."""
+    ceiling = min(
+        settings.SEND_BACKOFF_CAP_SECONDS,
+        settings.SEND_BACKOFF_BASE_SECONDS * (2 ** max(0, attempts - 1)),
+    )
+    delay = random.uniform(0, ceiling)
+    if retry_after is not None:
+        delay = max(delay, float(retry_after))
+    return delay
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A worker's lease on one intent: ``lease_token`` fences every write after the claim."""
+
+    intent_id: int
+    lease_token: uuid.UUID
+    worker: str
+    reconcile: bool = False
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One attempt whose row is committed (``precheck.py``): everything its provider call needs,
+    so the call itself reads no database."""
+
+    attempt_id: int
+    kind: str
+    api_key: str
+    request: provider.SendRequest | None
+    inbox_id: str
+    label: str
+    key_ref: str
+    # A lookup lists the inbox's messages from here when the labelled query finds nothing.
+    first_attempt_at: datetime | None = None

@@ -1,0 +1,99 @@
+"""Reconciling ``uncertain`` intents. Within the safe window the worker replays the identical
+request with the same key (recorded like any send, ``record.py``); past it, or when a replay may
+not go out, it lists the inbox's messages by the intent's label ``cs-intent-<id>``: found proves
+the send (``accepted``), nothing found leaves it to a person (``needs_attention``)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models.functions import Now
+
+from intents.models import SendAttempt, SendIntent
+from intents.sending.lease import Claim, Prepared, backoff_seconds
+from intents.sending.record import (
+    Acceptance,
+    Leased,
+    finish_leased,
+    lock_leased_for_record,
+    mark_accepted,
+)
+from mailboxes import provider
+
+State = SendIntent.State
+AttemptOutcome = SendAttempt.Outcome
+
+
+def intent_record_lookup(claim: Claim, prepared: Prepared, lookup: provider.LookupResult) -> str:
+    """Apply a label lookup: found proves the send; nothing found leaves it to a person."""
+    with transaction.atomic():
+        intent = lock_leased_for_record([claim]).get(claim.intent_id)
+        outcome = _lookup_outcome(lookup)
+        fields = {
+            "http_status": lookup.http_status,
+            "error_code": lookup.error_code[:64],
+            "provider_message_id": lookup.message_ids[0] if lookup.message_ids else "",
+        }
+        if intent is None:
+            SendAttempt.objects.filter(pk=prepared.attempt_id).update(
+                finished_at=Now(), outcome=AttemptOutcome.FENCED, **fields
+            )
+            return "fenced"
+        SendAttempt.objects.filter(pk=prepared.attempt_id).update(
+            finished_at=Now(), outcome=outcome, **fields
+        )
+        return _resolve(intent, claim, prepared, lookup, outcome)
+
+
+def _lookup_outcome(lookup: provider.LookupResult) -> str:
+    if lookup.ok and lookup.message_ids:
+        return AttemptOutcome.ACCEPTED
+    return AttemptOutcome.NOT_FOUND if lookup.ok else AttemptOutcome.UNCERTAIN
+
+
+def _resolve(
+    intent: Leased, claim: Claim, prepared: Prepared, lookup: provider.LookupResult, outcome: str
+) -> str:
+    """The intent's move after a lookup (inside the recording transaction, lease checked)."""
+    if outcome == AttemptOutcome.ACCEPTED:
+        mark_accepted(
+            [
+                Acceptance(
+                    intent=intent,
+                    claim=claim,
+                    message_id=lookup.message_ids[0],
+                    thread_id="",
+                    how=f"found by label {prepared.label}"
+                    + (" (inbox scan)" if lookup.method == "inbox_scan" else ""),
+                )
+            ]
+        )
+        return State.ACCEPTED
+    if outcome == AttemptOutcome.NOT_FOUND or intent.attempts > 2 * settings.SEND_MAX_ATTEMPTS:
+        finish_leased(
+            intent,
+            claim,
+            to_state=State.NEEDS_ATTENTION,
+            action="intent.needs_attention",
+            reason=(
+                "Outcome unknown: no message carries the label "
+                f"{prepared.label} (read {lookup.scanned} since the first attempt); "
+                "a person must decide."
+                if lookup.ok
+                else f"Outcome unknown and the label lookup keeps failing ({lookup.error_code})."
+            ),
+            code="unresolved",
+        )
+        return State.NEEDS_ATTENTION
+    finish_leased(
+        intent,
+        claim,
+        to_state=State.UNCERTAIN,
+        action="intent.reconcile_pending",
+        reason=f"label lookup failed: {lookup.error_code}",
+        code=lookup.error_code or "lookup_failed",
+        next_attempt_at=Now() + timedelta(seconds=backoff_seconds(intent.attempts)),
+    )
+    return State.UNCERTAIN

@@ -1,0 +1,367 @@
+"""Recording a provider answer, fenced by the lease: the attempt row is closed, and the classified
+outcome is written only while the lease is still ours (``... WHERE id = %s AND lease_token =
+%s``). A worker whose lease was taken over writes its attempt row (outcome ``fenced``) and nothing
+else: the provider's idempotency key makes its call and the new owner's call one send.
+
+Classification (DESIGN.md "Send intent lifecycle"): accepted -> ``accepted``; certainly not
+processed -> ``queued`` with backoff, until the attempts or the safe window run out; may have been
+processed -> ``uncertain``; permanent -> ``failed`` (a refused replay -> ``needs_attention``).
+``intent_record_accepted`` records a batch's accepted sends in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models.functions import Now
+
+from intents.clock import db_now
+from intents.models import IntentEvent, SendAttempt, SendIntent, Suppression
+from intents.sending.lease import Claim, Prepared, backoff_seconds, safe_window
+from intents.sending.throttle import throttle_feedback, throttles_clean
+from intents.services import Entry, apply_deferred_events, journal, journal_many
+from mailboxes import provider
+
+log = logging.getLogger("intents.sending")
+
+State = SendIntent.State
+AttemptOutcome = SendAttempt.Outcome
+
+
+def lock_leased_for_record(claims: list[Claim]) -> dict[int, Leased]:
+    """The batch's leased rows, locked (in id order), with only what recording a result reads
+    (every write after it is fenced by the lease token); keyed by intent id. Plain SQL: this runs
+    for every provider call."""
+    if not claims:
+        return {}
+    values = ", ".join(["(%s::bigint, %s::uuid)"] * len(claims))
+    params: list = []
+    for claim in claims:
+        params += [claim.intent_id, str(claim.lease_token)]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT i.id, i.tenant_id, i.draft_id, i.state, i.attempts, i.first_attempt_at, "  # noqa: S608
+            f"i.recipients FROM {SendIntent._meta.db_table} AS i "
+            f"JOIN (VALUES {values}) AS v(id, token) ON i.id = v.id AND i.lease_token = v.token "
+            "WHERE i.state IN (%s, %s) ORDER BY i.id FOR UPDATE OF i",
+            [*params, State.SENDING, State.UNCERTAIN],
+        )
+        rows = cursor.fetchall()
+    locked = {}
+    for pk, tenant_id, draft_id, state, attempts, first_attempt_at, recipients in rows:
+        if isinstance(recipients, str | bytes):
+            recipients = json.loads(recipients)
+        locked[pk] = Leased(pk, tenant_id, draft_id, state, attempts, first_attempt_at, recipients)
+    return locked
+
+
+@dataclass(frozen=True)
+class Leased:
+    """A leased intent as recording reads it (plain values; a model instance per row costs more
+    than the rest of recording it)."""
+
+    pk: int
+    tenant_id: int
+    draft_id: int
+    state: str
+    attempts: int
+    first_attempt_at: datetime | None
+    recipients: dict
+
+
+def finish_leased(
+    intent: SendIntent | Leased,
+    claim: Claim,
+    *,
+    to_state: str,
+    action: str,
+    reason: str = "",
+    code: str = "",
+    data: dict | None = None,
+    **fields,
+) -> bool:
+    """Fenced transition out of the lease. True when the row was still ours."""
+    changed = SendIntent.objects.filter(
+        pk=intent.pk, lease_token=claim.lease_token, state=intent.state
+    ).update(
+        state=to_state,
+        lease_token=None,
+        lease_owner="",
+        lease_expires_at=None,
+        updated_at=Now(),
+        **({"last_error_code": code[:64], "last_error_detail": reason} if code else {}),
+        **fields,
+    )
+    if changed:
+        journal(
+            tenant=intent.tenant_id,
+            intent=intent.pk,
+            draft=intent.draft_id,
+            action=action,
+            actor_kind=IntentEvent.Actor.WORKER,
+            actor_label=claim.worker,
+            from_state=intent.state,
+            to_state=to_state,
+            reason=reason,
+            data={**({"code": code} if code else {}), **(data or {})},
+        )
+    return bool(changed)
+
+
+def _close_attempt(attempt_id: int, outcome: str, result: provider.SendResult | None, **extra):
+    fields = {"finished_at": Now(), "outcome": outcome}
+    if result is not None:
+        fields.update(
+            http_status=result.http_status,
+            error_code=result.error_code[:64],
+            error_detail=result.error_message[:2000],
+            latency_ms=result.latency_ms,
+            provider_message_id=result.message_id,
+        )
+    fields.update(extra)
+    SendAttempt.objects.filter(pk=attempt_id).update(**fields)
+
+
+_ATTEMPT_OUTCOME = {
+    provider.Outcome.ACCEPTED: AttemptOutcome.ACCEPTED,
+    provider.Outcome.RETRY_LATER: AttemptOutcome.RETRY,
+    provider.Outcome.UNCERTAIN: AttemptOutcome.UNCERTAIN,
+    provider.Outcome.PERMANENT: AttemptOutcome.PERMANENT,
+}
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    intent: Leased
+    claim: Claim
+    message_id: str
+    thread_id: str
+    how: str
+
+
+def mark_accepted(acceptances: list[Acceptance]) -> set[int]:
+    """Fenced move of each intent to ``accepted`` with its provider ids and a journal row, in two
+    statements for the whole batch; returns the ids moved. Runs inside the caller's transaction,
+    after the rows were locked."""
+    if not acceptances:
+        return set()
+    values = ", ".join(["(%s::bigint, %s::uuid, %s::text, %s::text, %s::text)"] * len(acceptances))
+    params: list = []
+    for a in acceptances:
+        params += [a.intent.pk, str(a.claim.lease_token), a.intent.state, a.message_id]
+        params.append(a.thread_id[:255])
+    with connection.cursor() as cursor:
+        # What finish_leased writes for any transition out of the lease, plus the provider's ids.
+        cursor.execute(
+            f"UPDATE {SendIntent._meta.db_table} AS i SET state = %s, lease_token = NULL, "  # noqa: S608
+            "lease_owner = '', lease_expires_at = NULL, updated_at = STATEMENT_TIMESTAMP(), "
+            "last_error_code = '', last_error_detail = '', provider_message_id = v.message_id, "
+            "provider_thread_id = v.thread_id "
+            f"FROM (VALUES {values}) AS v(id, token, from_state, message_id, thread_id) "
+            "WHERE i.id = v.id AND i.lease_token = v.token AND i.state = v.from_state "
+            "RETURNING i.id",
+            [State.ACCEPTED, *params],
+        )
+        moved = {row[0] for row in cursor.fetchall()}
+    done = [a for a in acceptances if a.intent.pk in moved]
+    journal_many(
+        [
+            Entry(
+                tenant_id=a.intent.tenant_id,
+                draft_id=a.intent.draft_id,
+                intent_id=a.intent.pk,
+                actor_kind=IntentEvent.Actor.WORKER,
+                actor_label=a.claim.worker,
+                action="intent.accepted",
+                from_state=a.intent.state,
+                to_state=State.ACCEPTED,
+                reason=a.how,
+                data={"provider_message_id": a.message_id},
+            )
+            for a in done
+        ]
+    )
+    recorded = [(a.intent.tenant_id, a.message_id) for a in done]
+    if recorded:
+        transaction.on_commit(lambda: apply_deferred_events(recorded))
+    for a in done:
+        log.info("intents.intent.accepted", extra={"intent_id": a.intent.pk, "how": a.how})
+    return moved
+
+
+def intent_record_accepted(
+    answers: list[tuple[Claim, Prepared, provider.SendResult]],
+) -> dict[int, str]:
+    """Record a batch of sends the provider accepted, in one transaction: the common case of a
+    batch, with the same writes as ``intent_record_result`` per intent (attempt row closed,
+    fenced move to ``accepted``, journal row). Returns each intent's new state, or "fenced"."""
+    states: dict[int, str] = {}
+    with transaction.atomic():
+        locked = lock_leased_for_record([claim for claim, _, _ in answers])
+        acceptances = []
+        for claim, prepared, result in answers:
+            intent = locked.get(claim.intent_id)
+            if intent is None:
+                _close_attempt(prepared.attempt_id, AttemptOutcome.FENCED, result)
+                log.warning("intents.intent.fenced", extra={"intent_id": claim.intent_id})
+                states[claim.intent_id] = "fenced"
+                continue
+            acceptances.append(
+                Acceptance(
+                    intent=intent,
+                    claim=claim,
+                    message_id=result.message_id,
+                    thread_id=result.thread_id,
+                    how="replayed with the same key" if intent.state == State.UNCERTAIN else "sent",
+                )
+            )
+            states[claim.intent_id] = State.ACCEPTED
+        live = [(c, p, r) for c, p, r in answers if c.intent_id in locked]
+        _close_attempts_accepted([(p, r) for _, p, r in live])
+        # Every answer here is clean: once per key is the same as once per send.
+        if live:
+            throttles_clean([p.key_ref for _, p, _ in live])
+        mark_accepted(acceptances)
+    return states
+
+
+def _close_attempts_accepted(answers: list[tuple[Prepared, provider.SendResult]]) -> None:
+    """``_close_attempt`` for a batch of accepted sends, in one statement."""
+    if not answers:
+        return
+    values = ", ".join(
+        ["(%s::bigint, %s::int, %s::text, %s::text, %s::int, %s::text)"] * len(answers)
+    )
+    params: list = []
+    for prepared, result in answers:
+        params += [
+            prepared.attempt_id,
+            result.http_status,
+            result.error_code[:64],
+            result.error_message[:2000],
+            result.latency_ms,
+            result.message_id,
+        ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {SendAttempt._meta.db_table} AS a SET finished_at = STATEMENT_TIMESTAMP(), "  # noqa: S608
+            "outcome = %s, http_status = v.http_status, error_code = v.error_code, "
+            "error_detail = v.error_detail, latency_ms = v.latency_ms, "
+            "provider_message_id = v.message_id "
+            f"FROM (VALUES {values}) AS v(id, http_status, error_code, error_detail, latency_ms, "
+            "message_id) WHERE a.id = v.id",
+            [AttemptOutcome.ACCEPTED, *params],
+        )
+
+
+def intent_record_result(claim: Claim, prepared: Prepared, result: provider.SendResult) -> str:
+    """Apply a send or replay result; returns the intent's new state, or "fenced"."""
+    if result.outcome == provider.Outcome.ACCEPTED:
+        return intent_record_accepted([(claim, prepared, result)])[claim.intent_id]
+    with transaction.atomic():
+        intent = lock_leased_for_record([claim]).get(claim.intent_id)
+        if intent is None:
+            _close_attempt(prepared.attempt_id, AttemptOutcome.FENCED, result)
+            log.warning("intents.intent.fenced", extra={"intent_id": claim.intent_id})
+            return "fenced"
+        _close_attempt(prepared.attempt_id, _ATTEMPT_OUTCOME[result.outcome], result)
+        throttle_feedback(prepared.key_ref, result)
+        detail = f"{result.http_status or '-'} {result.error_code}: {result.error_message}"[:2000]
+        if result.outcome == provider.Outcome.PERMANENT:
+            return _record_permanent(intent, claim, result, detail)
+        return _record_not_processed(intent, claim, result, detail)
+
+
+def _record_permanent(
+    intent: Leased, claim: Claim, result: provider.SendResult, detail: str
+) -> str:
+    """A refusal: ``failed``, or ``needs_attention`` for a refused replay."""
+    if result.suppress_recipients:
+        _suppress(intent, source=f"intent:{intent.pk}")
+    if intent.state == State.UNCERTAIN:
+        # A refusal of the replay does not prove the first call never landed.
+        finish_leased(
+            intent,
+            claim,
+            to_state=State.NEEDS_ATTENTION,
+            action="intent.needs_attention",
+            reason=f"The replay was refused ({detail}); the first call's fate is unknown.",
+            code=result.error_code or f"http_{result.http_status}",
+        )
+        return State.NEEDS_ATTENTION
+    finish_leased(
+        intent,
+        claim,
+        to_state=State.FAILED,
+        action="intent.failed",
+        reason=detail,
+        code=result.error_code or f"http_{result.http_status}",
+    )
+    return State.FAILED
+
+
+def _record_not_processed(
+    intent: Leased, claim: Claim, result: provider.SendResult, detail: str
+) -> str:
+    """An answer that may or certainly did not send: ``uncertain``, a retry, or ``failed`` once
+    the attempts or the safe window run out."""
+    delay = timedelta(seconds=backoff_seconds(intent.attempts, result.retry_after))
+    if intent.state == State.UNCERTAIN or result.outcome == provider.Outcome.UNCERTAIN:
+        # Unknown stays unknown: only a replay with the same key or a lookup may resolve it.
+        finish_leased(
+            intent,
+            claim,
+            to_state=State.UNCERTAIN,
+            action="intent.uncertain"
+            if intent.state == State.SENDING
+            else "intent.reconcile_pending",
+            reason=detail,
+            code=result.error_code or "uncertain",
+            next_attempt_at=Now() + delay,
+        )
+        return State.UNCERTAIN
+    # RETRY_LATER from a fresh send: the provider certainly did not process it.
+    age_limit = intent.first_attempt_at + safe_window()
+    if intent.attempts >= settings.SEND_MAX_ATTEMPTS or db_now() + delay > age_limit:
+        code = "max_attempts" if intent.attempts >= settings.SEND_MAX_ATTEMPTS else "max_age"
+        finish_leased(
+            intent,
+            claim,
+            to_state=State.FAILED,
+            action="intent.failed",
+            reason=f"Gave up after {intent.attempts} attempts; last: {detail}",
+            code=code,
+        )
+        return State.FAILED
+    finish_leased(
+        intent,
+        claim,
+        to_state=State.QUEUED,
+        action="intent.retry_scheduled",
+        reason=detail,
+        code=result.error_code or "retry_later",
+        next_attempt_at=Now() + delay,
+        data={"delay_seconds": round(delay.total_seconds(), 3)},
+    )
+    return State.QUEUED
+
+
+def _suppress(intent: SendIntent, *, source: str) -> None:
+    addresses = {a.lower() for values in intent.recipients.values() for a in values}
+    Suppression.objects.bulk_create(
+        [
+            Suppression(
+                tenant_id=intent.tenant_id,
+                address=address,
+                reason=Suppression.Reason.REJECTED,
+                source=source[:100],
+            )
+            for address in sorted(addresses)
+        ],
+        ignore_conflicts=True,
+    )

@@ -1,0 +1,128 @@
+"""The sweep's share of sending (called from ``intents.tasks.sweep_once``, safe to run on every
+cluster at once): expired leases go back to the queue or to ``uncertain``, queued intents past
+their ``not_after`` expire, and due retries and reconciliations are found to wake workers."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import Min, Q
+from django.db.models.functions import Now
+
+from intents.clock import db_now
+from intents.models import IntentEvent, SendAttempt, SendIntent
+from intents.sending.lease import Claim
+from intents.services import journal
+
+State = SendIntent.State
+AttemptOutcome = SendAttempt.Outcome
+
+
+def intents_release_expired_leases(*, batch: int = 500) -> int:
+    """Leases that outlived their worker. If the attempt row was never committed, no call was made
+    and the intent simply goes back to the queue; otherwise the call may have happened: uncertain."""
+    moved = 0
+    with transaction.atomic():
+        expired = list(
+            SendIntent.objects.select_for_update(skip_locked=True)
+            .filter(state__in=(State.SENDING, State.UNCERTAIN), lease_expires_at__lte=Now())
+            .order_by("lease_expires_at")[:batch]
+        )
+        for intent in expired:
+            called = SendAttempt.objects.filter(
+                intent_id=intent.pk, lease_token=intent.lease_token
+            ).exists()
+            SendAttempt.objects.filter(
+                intent_id=intent.pk, lease_token=intent.lease_token, outcome=AttemptOutcome.PENDING
+            ).update(outcome=AttemptOutcome.UNCERTAIN, error_code="lease_expired")
+            claim = Claim(intent.pk, intent.lease_token, "sweep")
+            if intent.state == State.UNCERTAIN:
+                to_state, action = State.UNCERTAIN, "intent.reconcile_pending"
+            elif called:
+                to_state, action = State.UNCERTAIN, "intent.uncertain"
+            else:
+                to_state, action = State.QUEUED, "intent.lease_expired"
+            changed = SendIntent.objects.filter(
+                pk=intent.pk, lease_token=intent.lease_token, state=intent.state
+            ).update(
+                state=to_state,
+                lease_token=None,
+                lease_owner="",
+                lease_expires_at=None,
+                next_attempt_at=Now(),
+                last_error_code="lease_expired",
+                last_error_detail=f"The lease of {intent.lease_owner} expired.",
+                updated_at=Now(),
+            )
+            if changed and to_state != intent.state:
+                moved += 1
+                journal(
+                    tenant=intent.tenant_id,
+                    intent=intent.pk,
+                    draft=intent.draft_id,
+                    action=action,
+                    actor_kind=IntentEvent.Actor.SWEEP,
+                    actor_label=claim.worker,
+                    from_state=intent.state,
+                    to_state=to_state,
+                    reason=f"lease of {intent.lease_owner} expired",
+                    data={"attempt_committed": called},
+                )
+    return moved
+
+
+def intents_expire_not_after(*, batch: int = 500) -> int:
+    expired = 0
+    with transaction.atomic():
+        due = list(
+            SendIntent.objects.select_for_update(skip_locked=True)
+            .filter(state=State.QUEUED, not_after__lte=Now())
+            .values_list("pk", "tenant_id", "draft_id")[:batch]
+        )
+        for pk, tenant_id, draft_id in due:
+            if SendIntent.objects.filter(pk=pk, state=State.QUEUED).update(
+                state=State.EXPIRED, last_error_code="not_after_passed", updated_at=Now()
+            ):
+                expired += 1
+                journal(
+                    tenant=tenant_id,
+                    intent=pk,
+                    draft=draft_id,
+                    action="intent.expired",
+                    actor_kind=IntentEvent.Actor.SWEEP,
+                    from_state=State.QUEUED,
+                    to_state=State.EXPIRED,
+                    reason="not_after passed before sending",
+                )
+    return expired
+
+
+def due_intent_ids(*, limit: int = 100) -> tuple[list[int], list[int]]:
+    """(due queued ids, due uncertain ids), for waking workers."""
+    queued = list(
+        SendIntent.objects.filter(state=State.QUEUED, held_reason="", next_attempt_at__lte=Now())
+        .order_by("-priority", "next_attempt_at", "id")
+        .values_list("pk", flat=True)[:limit]
+    )
+    uncertain = list(
+        SendIntent.objects.filter(state=State.UNCERTAIN, next_attempt_at__lte=Now())
+        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=Now()))
+        .order_by("next_attempt_at", "id")
+        .values_list("pk", flat=True)[:limit]
+    )
+    return queued, uncertain
+
+
+def seconds_until_next_due() -> float | None:
+    """Seconds (database clock) until the next retry, reconciliation or lease expiry, if any."""
+    now = db_now()
+    soonest = [
+        SendIntent.objects.filter(state=State.QUEUED, held_reason="").aggregate(
+            at=Min("next_attempt_at")
+        )["at"],
+        SendIntent.objects.filter(state=State.UNCERTAIN).aggregate(at=Min("next_attempt_at"))["at"],
+        SendIntent.objects.filter(state=State.SENDING).aggregate(at=Min("lease_expires_at"))["at"],
+    ]
+    times = [t for t in soonest if t is not None]
+    if not times:
+        return None
+    return max(0.0, (min(times) - now).total_seconds())
