@@ -32,6 +32,7 @@ from django.db.models import BooleanField, Q, QuerySet
 from django.db.models.expressions import ExpressionWrapper
 from django.db.models.functions import Now
 
+from tenants.mailbox_rights import tenant_mailboxes
 from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
 from tenants.services import AdminError
 
@@ -123,8 +124,6 @@ def invitation_create(
 ) -> tuple[Invitation, str]:
     """A new invitation and the plaintext of its link's secret, which is never available again.
     A pending invitation to the same address in this tenant is revoked (replaced)."""
-    from mailboxes.models import Mailbox
-
     email = (email or "").strip().lower()
     try:
         validate_email(email)
@@ -133,7 +132,7 @@ def invitation_create(
     if role not in Membership.Role.values:
         raise AdminError("invalid_role", "Choose admin, approver or viewer.", "role")
     wanted = set(mailbox_ids)
-    mailboxes = list(Mailbox.objects.filter(tenant=tenant, pk__in=wanted))
+    mailboxes = tenant_mailboxes(tenant, wanted)
     if len(mailboxes) != len(wanted):
         raise AdminError("unknown_mailbox", "One of those mailboxes is not in this tenant.")
     token = secrets.token_urlsafe(SECRET_BYTES)

@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from tenants.mailbox_rights import tenant_mailboxes
 from tenants.models import AgentToken, AuditEvent, Tenant, User
 
 logger = logging.getLogger(__name__)
@@ -64,8 +65,6 @@ def token_create(
     actor: User | None,
 ) -> tuple[AgentToken, str]:
     """Create a token and return it with its plaintext, which is never available again."""
-    from mailboxes.models import Mailbox
-
     name = (name or "").strip()
     scopes = sorted(set(scopes))
     mailbox_ids = sorted({int(pk) for pk in mailbox_ids})
@@ -82,7 +81,7 @@ def token_create(
         raise TokenError("The expiry must be in the future.", field="expires_at")
 
     with transaction.atomic():
-        mailboxes = list(Mailbox.objects.filter(tenant=tenant, pk__in=mailbox_ids))
+        mailboxes = tenant_mailboxes(tenant, mailbox_ids)
         if len(mailboxes) != len(mailbox_ids):
             # Another tenant's mailbox id is treated exactly like a missing one.
             raise TokenError("Unknown mailbox.", field="mailboxes")

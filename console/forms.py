@@ -1,4 +1,5 @@
-"""Input parsing for the tenant admin pages. Business rules live in tenants.services."""
+"""Input parsing for the tenant admin pages. Business rules live in tenants.services
+and console.services."""
 
 from __future__ import annotations
 

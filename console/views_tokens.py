@@ -61,7 +61,7 @@ def _token_rows(tenant) -> list[dict]:
 def _page(request: HttpRequest, form: TokenForm, status: int = 200) -> HttpResponse:
     return render(
         request,
-        "tenants/tokens.html",
+        "console/tokens.html",
         {"rows": _token_rows(request.tenant), "form": form},
         status=status,
     )
@@ -105,7 +105,7 @@ def token_new(request: HttpRequest) -> HttpResponse:
     # The only response that ever carries the plaintext: not cached, not redirected to.
     return render(
         request,
-        "tenants/tokens_created.html",
+        "console/tokens_created.html",
         {"token": token, "plaintext": plaintext, "mailboxes": list(token.mailboxes.all())},
     )
 
