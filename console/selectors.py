@@ -28,7 +28,8 @@ from intents.review import current_sends
 from intents.selectors import oldest_queued_age_seconds
 from mailboxes.models import Mailbox
 from tenants.invitations import with_expiry
-from tenants.models import AuditEvent, Invitation, Membership, Tenant
+from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant
+from tenants.tokens import token_status
 from webhooks.models import WebhookEndpoint, WebhookEvent
 
 
@@ -64,6 +65,24 @@ def invitations(tenant: Tenant, limit: int = 100) -> list[Invitation]:
 
 def mailboxes(tenant: Tenant):
     return Mailbox.objects.filter(tenant=tenant).order_by("address")
+
+
+def mailbox(tenant: Tenant, mailbox_id: int) -> Mailbox | None:
+    try:
+        return Mailbox.objects.get(tenant=tenant, pk=mailbox_id)
+    except Mailbox.DoesNotExist:
+        return None
+
+
+def token_rows(tenant: Tenant) -> list[dict]:
+    """The tenant's agent tokens with their status, live ones first."""
+    tokens = (
+        AgentToken.objects.filter(tenant=tenant)
+        .select_related("created_by")
+        .prefetch_related("mailboxes")
+        .order_by("revoked_at", "-created_at")
+    )
+    return [{"token": t, "status": token_status(t)} for t in tokens]
 
 
 def suppressions(tenant: Tenant, search: str = ""):

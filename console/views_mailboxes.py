@@ -8,6 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from console import selectors
 from console.forms_mailboxes import MailboxCreateForm, MailboxPolicyForm
 from mailboxes import provisioning
 from mailboxes.models import Mailbox
@@ -15,17 +16,18 @@ from tenants.access import ADMIN_ONLY, tenant_view
 
 
 def _mailbox(request: HttpRequest, mailbox_id: int) -> Mailbox:
-    try:
-        return Mailbox.objects.get(tenant=request.tenant, pk=mailbox_id)
-    except Mailbox.DoesNotExist:
-        raise Http404("No such mailbox") from None
+    mailbox = selectors.mailbox(request.tenant, mailbox_id)
+    if mailbox is None:
+        raise Http404("No such mailbox")
+    return mailbox
 
 
 @tenant_view()
 @require_GET
 def mailbox_list(request: HttpRequest) -> HttpResponse:
-    mailboxes = Mailbox.objects.filter(tenant=request.tenant).order_by("address")
-    return render(request, "console/mailboxes/list.html", {"mailboxes": mailboxes})
+    return render(
+        request, "console/mailboxes/list.html", {"mailboxes": selectors.mailboxes(request.tenant)}
+    )
 
 
 @tenant_view(roles=ADMIN_ONLY)
