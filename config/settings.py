@@ -101,6 +101,7 @@ INSTALLED_APPS = [
     "intents",
     "webhooks",
     "agent_api",
+    "console",
 ]
 
 MIDDLEWARE = [

@@ -3,10 +3,10 @@ from django.urls import include, path
 
 urlpatterns = [
     path("", include("tenants.urls")),
+    path("t/<slug:slug>/", include("console.urls")),
     path("", include("config.ops_urls")),
     path("api/v1/", include("agent_api.urls")),
     path("webhooks/", include("webhooks.urls")),
     path("t/<slug:slug>/", include("intents.urls")),
-    path("t/<slug:slug>/mailboxes/", include("mailboxes.urls")),
     path("ops/admin/", admin.site.urls),
 ]

@@ -32,6 +32,7 @@ from django.db.models import BooleanField, Q, QuerySet
 from django.db.models.expressions import ExpressionWrapper
 from django.db.models.functions import Now
 
+from tenants.mailbox_rights import tenant_mailboxes
 from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
 from tenants.services import AdminError
 
@@ -111,6 +112,51 @@ def refusal(invitation: Invitation) -> AdminError:
     return AdminError(code, message)
 
 
+def _checked(
+    tenant: Tenant, email: str, role: str, mailbox_ids: Iterable[int]
+) -> tuple[str, set[int], list]:
+    """The normalised address, the wanted mailbox ids and their rows, or the refusal."""
+    email = (email or "").strip().lower()
+    try:
+        validate_email(email)
+    except ValidationError:
+        raise AdminError("invalid_email", "Enter a valid email address.", "email") from None
+    if role not in Membership.Role.values:
+        raise AdminError("invalid_role", "Choose admin, approver or viewer.", "role")
+    wanted = set(mailbox_ids)
+    mailboxes = tenant_mailboxes(tenant, wanted)
+    if len(mailboxes) != len(wanted):
+        raise AdminError("unknown_mailbox", "One of those mailboxes is not in this tenant.")
+    return email, wanted, mailboxes
+
+
+def _replace_pending(*, tenant: Tenant, email: str, actor: User) -> None:
+    """Refuse a member's address; revoke this tenant's pending invitations to it (in the caller's
+    transaction, locked, so the new one is the only pending one)."""
+    if Membership.objects.filter(tenant=tenant, user__email=email).exists():
+        raise AdminError(
+            "already_member",
+            f"{email} is already a member of {tenant.name} (reactivate them instead).",
+            "email",
+        )
+    replaced = list(
+        Invitation.objects.select_for_update().filter(
+            tenant=tenant, email=email, state=Invitation.State.PENDING
+        )
+    )
+    for old in replaced:
+        Invitation.objects.filter(pk=old.pk, state=Invitation.State.PENDING).update(
+            state=Invitation.State.REVOKED, closed_at=Now(), closed_by=actor
+        )
+        _audit(
+            tenant=tenant,
+            actor=actor,
+            action="invitation.revoked",
+            invitation=old,
+            data={"email": email, "reason": "replaced"},
+        )
+
+
 def invitation_create(
     *,
     tenant: Tenant,
@@ -123,43 +169,10 @@ def invitation_create(
 ) -> tuple[Invitation, str]:
     """A new invitation and the plaintext of its link's secret, which is never available again.
     A pending invitation to the same address in this tenant is revoked (replaced)."""
-    from mailboxes.models import Mailbox
-
-    email = (email or "").strip().lower()
-    try:
-        validate_email(email)
-    except ValidationError:
-        raise AdminError("invalid_email", "Enter a valid email address.", "email") from None
-    if role not in Membership.Role.values:
-        raise AdminError("invalid_role", "Choose admin, approver or viewer.", "role")
-    wanted = set(mailbox_ids)
-    mailboxes = list(Mailbox.objects.filter(tenant=tenant, pk__in=wanted))
-    if len(mailboxes) != len(wanted):
-        raise AdminError("unknown_mailbox", "One of those mailboxes is not in this tenant.")
+    email, wanted, mailboxes = _checked(tenant, email, role, mailbox_ids)
     token = secrets.token_urlsafe(SECRET_BYTES)
     with transaction.atomic():
-        if Membership.objects.filter(tenant=tenant, user__email=email).exists():
-            raise AdminError(
-                "already_member",
-                f"{email} is already a member of {tenant.name} (reactivate them instead).",
-                "email",
-            )
-        replaced = list(
-            Invitation.objects.select_for_update().filter(
-                tenant=tenant, email=email, state=Invitation.State.PENDING
-            )
-        )
-        for old in replaced:
-            Invitation.objects.filter(pk=old.pk, state=Invitation.State.PENDING).update(
-                state=Invitation.State.REVOKED, closed_at=Now(), closed_by=actor
-            )
-            _audit(
-                tenant=tenant,
-                actor=actor,
-                action="invitation.revoked",
-                invitation=old,
-                data={"email": email, "reason": "replaced"},
-            )
+        _replace_pending(tenant=tenant, email=email, actor=actor)
         try:
             with transaction.atomic():
                 invitation = Invitation.objects.create(

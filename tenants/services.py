@@ -1,5 +1,5 @@
-"""Administrative writes for a tenant: members, rights, policies, the suppression list
-(invitations are in tenants.invitations).
+"""Administrative writes for a tenant: members, rights, policies (invitations are in
+tenants.invitations; the suppression list is console.services).
 
 Each function is one named action in one transaction, guarded by the row it changes, and writes a
 tenants.AuditEvent row in that same transaction, so the audit log can never miss a change.
@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
 from django.db import transaction
 
+from tenants.mailbox_rights import tenant_mailboxes
 from tenants.models import AuditEvent, Membership, Tenant, User
 
 logger = logging.getLogger(__name__)
@@ -28,7 +27,8 @@ class AdminError(Exception):
         self.field = field
 
 
-def _audit(*, tenant, actor, action, obj, data=None) -> AuditEvent:
+def audit_record(*, tenant, actor, action, obj, data=None) -> AuditEvent:
+    """The audit row of one administrative action; written inside that action's transaction."""
     return AuditEvent.objects.create(
         tenant=tenant,
         actor=actor,
@@ -75,7 +75,7 @@ def member_set_role(*, tenant: Tenant, membership_id: int, role: str, actor: Use
             )
         Membership.objects.filter(pk=membership.pk, role=old).update(role=role)
         membership.role = role
-        _audit(
+        audit_record(
             tenant=tenant,
             actor=actor,
             action="member.role_changed",
@@ -93,10 +93,8 @@ def member_set_mailbox_rights(
     mailbox_ids: list[int],
     actor: User,
 ) -> Membership:
-    from mailboxes.models import Mailbox
-
     wanted = set(mailbox_ids)
-    mailboxes = list(Mailbox.objects.filter(tenant=tenant, pk__in=wanted))
+    mailboxes = tenant_mailboxes(tenant, wanted)
     if len(mailboxes) != len(wanted):
         raise AdminError("unknown_mailbox", "One of those mailboxes is not in this tenant.")
     with transaction.atomic():
@@ -107,7 +105,7 @@ def member_set_mailbox_rights(
         )
         membership.approve_all_mailboxes = approve_all_mailboxes
         membership.approve_mailboxes.set(mailboxes)
-        _audit(
+        audit_record(
             tenant=tenant,
             actor=actor,
             action="member.rights_changed",
@@ -139,7 +137,7 @@ def member_deactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Mem
         if not changed:
             raise AdminError("not_active", "This member is already deactivated.")
         membership.is_active = False
-        _audit(
+        audit_record(
             tenant=tenant,
             actor=actor,
             action="member.deactivated",
@@ -162,7 +160,7 @@ def member_reactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Mem
         if not changed:
             raise AdminError("already_active", "This member is already active.")
         membership.is_active = True
-        _audit(
+        audit_record(
             tenant=tenant,
             actor=actor,
             action="member.reactivated",
@@ -207,7 +205,7 @@ def tenant_update_policies(
         for name, value in after.items():
             setattr(locked, name, value)
             setattr(tenant, name, value)
-        _audit(
+        audit_record(
             tenant=tenant,
             actor=actor,
             action="tenant.policies_changed",
@@ -215,69 +213,3 @@ def tenant_update_policies(
             data={"before": before, "after": after},
         )
     return locked
-
-
-def suppression_add(*, tenant: Tenant, address: str, note: str, actor: User):
-    from intents.models import Suppression
-
-    address = (address or "").strip().lower()
-    try:
-        validate_email(address)
-    except ValidationError:
-        raise AdminError("invalid_email", "Enter a valid email address.", "address") from None
-    note = (note or "").strip()
-    if not note:
-        raise AdminError("reason_required", "Say why this address is suppressed.", "note")
-    with transaction.atomic():
-        suppression, created = Suppression.objects.get_or_create(
-            tenant=tenant,
-            address=address,
-            defaults={
-                "reason": Suppression.Reason.MANUAL,
-                "source": f"person:{actor.pk}",
-                "note": note,
-                "created_by": actor,
-            },
-        )
-        if not created:
-            raise AdminError(
-                "already_suppressed",
-                f"{address} is already suppressed ({suppression.get_reason_display()}).",
-                "address",
-            )
-        _audit(
-            tenant=tenant,
-            actor=actor,
-            action="suppression.added",
-            obj=suppression,
-            data={"address": address, "note": note},
-        )
-    return suppression
-
-
-def suppression_remove(*, tenant: Tenant, suppression_id: int, reason: str, actor: User) -> None:
-    from intents.models import Suppression
-
-    reason = (reason or "").strip()
-    if not reason:
-        raise AdminError(
-            "reason_required", "Say why this address may receive mail again.", "reason"
-        )
-    with transaction.atomic():
-        suppression = (
-            Suppression.objects.select_for_update().filter(tenant=tenant, pk=suppression_id).first()
-        )
-        if suppression is None:
-            raise AdminError("not_found", "That address is no longer suppressed.")
-        _audit(
-            tenant=tenant,
-            actor=actor,
-            action="suppression.removed",
-            obj=suppression,
-            data={
-                "address": suppression.address,
-                "was": suppression.reason,
-                "reason": reason,
-            },
-        )
-        suppression.delete()

@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from tenants.mailbox_rights import tenant_mailboxes
 from tenants.models import AgentToken, AuditEvent, Tenant, User
 
 logger = logging.getLogger(__name__)
@@ -54,21 +55,12 @@ def _new_prefix() -> str:
     return "".join(secrets.choice(PREFIX_ALPHABET) for _ in range(PREFIX_LENGTH))
 
 
-def token_create(
-    *,
-    tenant: Tenant,
-    name: str,
-    scopes: Iterable[str],
-    mailbox_ids: Iterable[int] = (),
-    expires_at: datetime | None = None,
-    actor: User | None,
-) -> tuple[AgentToken, str]:
-    """Create a token and return it with its plaintext, which is never available again."""
-    from mailboxes.models import Mailbox
-
+def _checked(
+    name: str, scopes: Iterable[str], expires_at: datetime | None
+) -> tuple[str, list[str]]:
+    """The stripped name and sorted scopes, or the refusal."""
     name = (name or "").strip()
     scopes = sorted(set(scopes))
-    mailbox_ids = sorted({int(pk) for pk in mailbox_ids})
     if not name:
         raise TokenError("A token needs a name.", field="name")
     if len(name) > 100:
@@ -80,37 +72,62 @@ def token_create(
         raise TokenError(f"Unknown scope: {', '.join(unknown)}.", field="scopes")
     if expires_at is not None and expires_at <= timezone.now():
         raise TokenError("The expiry must be in the future.", field="expires_at")
+    return name, scopes
 
+
+def _insert(
+    *,
+    tenant: Tenant,
+    name: str,
+    scopes: list[str],
+    expires_at: datetime | None,
+    actor: User | None,
+) -> tuple[AgentToken, str]:
+    """Insert the row under a freshly drawn prefix; return it with the plaintext."""
+    for _ in range(5):
+        prefix = _new_prefix()
+        plaintext = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(SECRET_BYTES)}"
+        try:
+            with transaction.atomic():
+                token = AgentToken.objects.create(
+                    tenant=tenant,
+                    name=name,
+                    prefix=prefix,
+                    digest=_digest(plaintext),
+                    scopes=scopes,
+                    created_by=actor,
+                    expires_at=expires_at,
+                )
+            return token, plaintext
+        except IntegrityError:
+            if AgentToken.objects.filter(tenant=tenant, name=name).exists():
+                raise TokenError("A token with this name already exists.", field="name") from None
+            continue  # a prefix collision (1 in 57^8): draw again
+    raise RuntimeError("could not draw a unique token prefix")  # pragma: no cover
+
+
+def token_create(
+    *,
+    tenant: Tenant,
+    name: str,
+    scopes: Iterable[str],
+    mailbox_ids: Iterable[int] = (),
+    expires_at: datetime | None = None,
+    actor: User | None,
+) -> tuple[AgentToken, str]:
+    """Create a token and return it with its plaintext, which is never available again."""
+    mailbox_ids = sorted({int(pk) for pk in mailbox_ids})
+    name, scopes = _checked(name, scopes, expires_at)
     with transaction.atomic():
-        mailboxes = list(Mailbox.objects.filter(tenant=tenant, pk__in=mailbox_ids))
+        mailboxes = tenant_mailboxes(tenant, mailbox_ids)
         if len(mailboxes) != len(mailbox_ids):
             # Another tenant's mailbox id is treated exactly like a missing one.
             raise TokenError("Unknown mailbox.", field="mailboxes")
         if AgentToken.objects.filter(tenant=tenant, name=name).exists():
             raise TokenError("A token with this name already exists.", field="name")
-        for _ in range(5):
-            prefix = _new_prefix()
-            plaintext = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(SECRET_BYTES)}"
-            try:
-                with transaction.atomic():
-                    token = AgentToken.objects.create(
-                        tenant=tenant,
-                        name=name,
-                        prefix=prefix,
-                        digest=_digest(plaintext),
-                        scopes=scopes,
-                        created_by=actor,
-                        expires_at=expires_at,
-                    )
-                break
-            except IntegrityError:
-                if AgentToken.objects.filter(tenant=tenant, name=name).exists():
-                    raise TokenError(
-                        "A token with this name already exists.", field="name"
-                    ) from None
-                continue  # a prefix collision (1 in 57^8): draw again
-        else:  # pragma: no cover - practically unreachable
-            raise RuntimeError("could not draw a unique token prefix")
+        token, plaintext = _insert(
+            tenant=tenant, name=name, scopes=scopes, expires_at=expires_at, actor=actor
+        )
         token.mailboxes.set(mailboxes)
         AuditEvent.objects.create(
             tenant=tenant,
@@ -120,7 +137,7 @@ def token_create(
             object_id=str(token.pk),
             data={
                 "name": name,
-                "prefix": prefix,
+                "prefix": token.prefix,
                 "scopes": scopes,
                 "mailbox_ids": mailbox_ids,
                 "expires_at": expires_at.isoformat() if expires_at else None,
@@ -128,7 +145,7 @@ def token_create(
         )
     logger.info(
         "tenants.token.created",
-        extra={"tenant_id": tenant.pk, "token_id": token.pk, "prefix": prefix},
+        extra={"tenant_id": tenant.pk, "token_id": token.pk, "prefix": token.prefix},
     )
     return token, plaintext
 

@@ -8,7 +8,5 @@ urlpatterns = [
     path("signin/", views.SignInView.as_view(), name="login"),
     path("signout/", views.SignOutView.as_view(), name="logout"),
     path("t/<slug:slug>/", review_queue, name="tenant_home"),
-    path("t/<slug:slug>/admin/tokens/", include("tenants.urls_tokens")),
-    path("t/<slug:slug>/admin/", include("tenants.urls_admin")),
     path("invitations/", include("tenants.urls_invitations")),
 ]

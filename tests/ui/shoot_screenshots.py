@@ -11,10 +11,10 @@ from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
+from console import services as admin_services
 from intents import services, tasks
 from intents.models import Draft, SendAttempt, SendIntent, Suppression
 from tenants import invitations
-from tenants import services as admin_services
 from tenants.models import AgentToken, Membership
 from tests.ui.browser import sign_in
 from webhooks.models import InboundMessage

@@ -111,7 +111,7 @@ def test_another_tenants_send_is_a_404(
 def test_health_panel_does_not_count_a_send_replaced_by_a_reopen(
     tenant_a, mailbox_a, make_intent, admin_a, signed_in
 ):
-    from tenants.selectors_admin import health
+    from console.selectors import health
 
     intent = make_intent(mailbox_a, state="needs_attention")
     assert health(tenant_a).needs_attention == 1

@@ -1,10 +1,12 @@
-"""Input parsing for the tenant admin pages. Business rules live in tenants.services."""
+"""Input parsing for the tenant admin pages. Business rules live in tenants.services
+and console.services."""
 
 from __future__ import annotations
 
 from django import forms
 
-from tenants.models import Membership
+from mailboxes.models import Mailbox
+from tenants.models import AgentToken, Membership
 
 
 class InviteForm(forms.Form):
@@ -88,3 +90,34 @@ class AuditFilterForm(forms.Form):
     since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     before = forms.DateTimeField(required=False, widget=forms.HiddenInput)
+
+
+EXPIRY_CHOICES = [
+    ("", "Never"),
+    ("7", "In 7 days"),
+    ("30", "In 30 days"),
+    ("90", "In 90 days"),
+    ("365", "In a year"),
+]
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="Which agent uses it, e.g. “support-bot”.")
+    scopes = forms.MultipleChoiceField(
+        choices=AgentToken.Scope.choices,
+        widget=forms.CheckboxSelectMultiple,
+        initial=[AgentToken.Scope.DRAFTS_WRITE, AgentToken.Scope.DRAFTS_READ],
+    )
+    mailboxes = forms.ModelMultipleChoiceField(
+        queryset=Mailbox.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Leave all unticked to allow every mailbox of this tenant.",
+    )
+    expires_in_days = forms.ChoiceField(choices=EXPIRY_CHOICES, required=False, label="Expires")
+
+    def __init__(self, *args, tenant, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["mailboxes"].queryset = Mailbox.objects.filter(tenant=tenant).order_by(
+            "address"
+        )

@@ -13,10 +13,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from tenants import invitations, services
-from tenants import selectors_admin as selectors
-from tenants.access import ADMIN_ONLY, tenant_view
-from tenants.forms_admin import (
+from console import selectors
+from console import services as console_services
+from console.forms import (
     AuditFilterForm,
     InviteForm,
     PoliciesForm,
@@ -25,6 +24,8 @@ from tenants.forms_admin import (
     SuppressionAddForm,
     SuppressionRemoveForm,
 )
+from tenants import invitations, services
+from tenants.access import ADMIN_ONLY, tenant_view
 
 AUDIT_PAGE = 100
 
@@ -47,7 +48,7 @@ def _refuse(form, error: services.AdminError) -> None:
 @tenant_view(roles=ADMIN_ONLY)
 @require_GET
 def admin_home(request: HttpRequest) -> HttpResponse:
-    template = "tenants/admin/home.html"
+    template = "console/home.html"
     if request.htmx:
         template += "#health"
     return render(request, template, {"health": selectors.health(request.tenant)})
@@ -56,7 +57,7 @@ def admin_home(request: HttpRequest) -> HttpResponse:
 def _members_page(request, *, invite_form=None, invitation=None, link=None, status=200):
     return render(
         request,
-        "tenants/admin/members.html",
+        "console/members.html",
         {
             "members": selectors.members(request.tenant),
             "invitations": selectors.invitations(request.tenant),
@@ -116,7 +117,7 @@ def _member_page(request, membership, *, role_form=None, rights_form=None, statu
     mailboxes = selectors.mailboxes(request.tenant)
     return render(
         request,
-        "tenants/admin/member.html",
+        "console/member.html",
         {
             "member": membership,
             "role_form": role_form or RoleForm(initial={"role": membership.role}),
@@ -227,7 +228,7 @@ def policies(request: HttpRequest) -> HttpResponse:
                 "retention_days": tenant.retention_days,
             }
         )
-        return render(request, "tenants/admin/policies.html", {"form": form})
+        return render(request, "console/policies.html", {"form": form})
     form = PoliciesForm(request.POST)
     if form.is_valid():
         try:
@@ -237,7 +238,7 @@ def policies(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, "Policies saved.")
             return redirect("admin_policies", tenant.slug)
-    return render(request, "tenants/admin/policies.html", {"form": form}, status=400)
+    return render(request, "console/policies.html", {"form": form}, status=400)
 
 
 @tenant_view(roles=ADMIN_ONLY)
@@ -245,7 +246,7 @@ def policies(request: HttpRequest) -> HttpResponse:
 def recipients(request: HttpRequest) -> HttpResponse:
     return render(
         request,
-        "tenants/admin/recipients.html",
+        "console/recipients.html",
         {"mailboxes": selectors.mailboxes(request.tenant)},
     )
 
@@ -254,7 +255,7 @@ def _suppressions_page(request, *, add_form=None, status=200):
     search = request.GET.get("q", "")[:254]
     return render(
         request,
-        "tenants/admin/suppressions.html",
+        "console/suppressions.html",
         {
             "suppressions": selectors.suppressions(request.tenant, search)[:500],
             "q": search,
@@ -277,7 +278,7 @@ def suppression_add(request: HttpRequest) -> HttpResponse:
     form = SuppressionAddForm(request.POST)
     if form.is_valid():
         try:
-            suppression = services.suppression_add(
+            suppression = console_services.suppression_add(
                 tenant=request.tenant,
                 address=form.cleaned_data["address"],
                 note=form.cleaned_data["note"],
@@ -301,7 +302,7 @@ def suppression_remove(request: HttpRequest, suppression_id: int) -> HttpRespons
         messages.error(request, "Say why this address may receive mail again.")
         return redirect("admin_suppressions", _slug(request))
     try:
-        services.suppression_remove(
+        console_services.suppression_remove(
             tenant=request.tenant,
             suppression_id=suppression_id,
             reason=form.cleaned_data["reason"],
@@ -321,7 +322,7 @@ def suppression_remove(request: HttpRequest, suppression_id: int) -> HttpRespons
 def webhooks(request: HttpRequest) -> HttpResponse:
     return render(
         request,
-        "tenants/admin/webhooks.html",
+        "console/webhooks.html",
         {
             "endpoints": selectors.webhook_endpoints(request.tenant),
             "event_states": selectors.webhook_event_states(request.tenant),
@@ -353,7 +354,7 @@ def audit(request: HttpRequest) -> HttpResponse:
     export.pop("before", None)
     return render(
         request,
-        "tenants/admin/audit.html",
+        "console/audit.html",
         {
             "form": form,
             "rows": rows,

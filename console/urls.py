@@ -1,10 +1,11 @@
-"""Tenant admin pages, mounted at /t/<slug>/admin/ by tenants/urls.py."""
+"""Tenant administration under /t/<slug>/ (mounted by config/urls.py): the admin pages at
+admin/, agent tokens at admin/tokens/, mailboxes at mailboxes/."""
 
-from django.urls import path
+from django.urls import include, path
 
-from tenants import views_admin as views
+from console import views, views_mailboxes, views_tokens
 
-urlpatterns = [
+admin_patterns = [
     path("", views.admin_home, name="admin_home"),
     path("members/", views.members, name="admin_members"),
     path("members/<int:membership_id>/", views.member_detail, name="admin_member"),
@@ -37,4 +38,25 @@ urlpatterns = [
     path("webhooks/", views.webhooks, name="admin_webhooks"),
     path("audit/", views.audit, name="admin_audit"),
     path("audit.csv", views.audit_csv, name="admin_audit_csv"),
+]
+
+token_patterns = [
+    path("", views_tokens.token_list, name="token_list"),
+    path("new/", views_tokens.token_new, name="token_new"),
+    path("<int:token_id>/revoke/", views_tokens.token_revoke_view, name="token_revoke"),
+]
+
+mailbox_patterns = [
+    path("", views_mailboxes.mailbox_list, name="mailbox_list"),
+    path("new/", views_mailboxes.mailbox_create, name="mailbox_create"),
+    path("<int:mailbox_id>/", views_mailboxes.mailbox_detail, name="mailbox_detail"),
+    path("<int:mailbox_id>/policy/", views_mailboxes.mailbox_policy, name="mailbox_policy"),
+    path("<int:mailbox_id>/status/", views_mailboxes.mailbox_status, name="mailbox_status"),
+    path("<int:mailbox_id>/provision/", views_mailboxes.mailbox_retry, name="mailbox_retry"),
+]
+
+urlpatterns = [
+    path("admin/tokens/", include(token_patterns)),
+    path("admin/", include(admin_patterns)),
+    path("mailboxes/", include(mailbox_patterns)),
 ]

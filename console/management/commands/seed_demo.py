@@ -7,6 +7,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from mailboxes.demo import seed_mailboxes
 from tenants.models import Membership, Tenant, User
 
 DEMO_PASSWORD = "countersign-demo"
@@ -34,9 +35,7 @@ class Command(BaseCommand):
             raise CommandError("seed_demo refuses to run with COUNTERSIGN_ENV=production")
         created = seed_people()
         self.stdout.write(f"demo tenants and users ready ({created} created)")
-        # Mailboxes need the AgentMail sandbox; this hook is filled in by the mailboxes app.
-        from mailboxes.demo import seed_mailboxes
-
+        # Mailboxes need the AgentMail sandbox (seed_mailboxes skips them when it is not up).
         seed_mailboxes(stdout=self.stdout)
 
 

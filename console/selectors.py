@@ -23,13 +23,17 @@ from django.db.models import (
 from django.db.models.functions import Cast, Coalesce, Concat, NullIf
 from django.utils import timezone
 
+from intents.models import Draft, IntentEvent, SendAttempt, Suppression
+from intents.review import current_sends
+from intents.selectors import oldest_queued_age_seconds
+from mailboxes.models import Mailbox
 from tenants.invitations import with_expiry
-from tenants.models import AuditEvent, Invitation, Membership, Tenant
+from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant
+from tenants.tokens import token_status
+from webhooks.models import WebhookEndpoint, WebhookEvent
 
 
 def members(tenant: Tenant) -> QuerySet[Membership]:
-    from mailboxes.models import Mailbox
-
     return (
         Membership.objects.filter(tenant=tenant)
         .select_related("user")
@@ -47,7 +51,6 @@ def member(tenant: Tenant, membership_id: int) -> Membership | None:
 def invitations(tenant: Tenant, limit: int = 100) -> list[Invitation]:
     """Invitations not taken up, newest first: pending (live or expired), declined, revoked.
     Accepted ones are members."""
-    from mailboxes.models import Mailbox
 
     return list(
         with_expiry(Invitation.objects.filter(tenant=tenant))
@@ -61,14 +64,28 @@ def invitations(tenant: Tenant, limit: int = 100) -> list[Invitation]:
 
 
 def mailboxes(tenant: Tenant):
-    from mailboxes.models import Mailbox
-
     return Mailbox.objects.filter(tenant=tenant).order_by("address")
 
 
-def suppressions(tenant: Tenant, search: str = ""):
-    from intents.models import Suppression
+def mailbox(tenant: Tenant, mailbox_id: int) -> Mailbox | None:
+    try:
+        return Mailbox.objects.get(tenant=tenant, pk=mailbox_id)
+    except Mailbox.DoesNotExist:
+        return None
 
+
+def token_rows(tenant: Tenant) -> list[dict]:
+    """The tenant's agent tokens with their status, live ones first."""
+    tokens = (
+        AgentToken.objects.filter(tenant=tenant)
+        .select_related("created_by")
+        .prefetch_related("mailboxes")
+        .order_by("revoked_at", "-created_at")
+    )
+    return [{"token": t, "status": token_status(t)} for t in tokens]
+
+
+def suppressions(tenant: Tenant, search: str = ""):
     qs = Suppression.objects.filter(tenant=tenant).select_related("created_by")
     if search:
         qs = qs.filter(address__icontains=search.strip().lower())
@@ -76,8 +93,6 @@ def suppressions(tenant: Tenant, search: str = ""):
 
 
 def webhook_endpoints(tenant: Tenant):
-    from webhooks.models import WebhookEndpoint
-
     return (
         WebhookEndpoint.objects.filter(tenant=tenant)
         .annotate(
@@ -88,8 +103,6 @@ def webhook_endpoints(tenant: Tenant):
 
 
 def webhook_event_states(tenant: Tenant) -> dict[str, int]:
-    from webhooks.models import WebhookEvent
-
     since = timezone.now() - timedelta(days=1)
     rows = (
         WebhookEvent.objects.filter(tenant=tenant, received_at__gte=since)
@@ -113,8 +126,6 @@ class AuditFilter:
 
 
 def _journal(tenant: Tenant, f: AuditFilter):
-    from intents.models import IntentEvent
-
     qs = IntentEvent.objects.filter(tenant=tenant).annotate(
         src=Value("journal", output_field=CharField()),
         actor_name=Coalesce(
@@ -201,11 +212,6 @@ class Health:
 
 def health(tenant: Tenant) -> Health:
     """Five aggregate queries, whatever the volume."""
-    from intents.models import Draft, SendAttempt
-    from intents.review import current_sends
-    from intents.selectors import oldest_queued_age_seconds
-    from webhooks.models import WebhookEndpoint, WebhookEvent
-
     hour_ago = timezone.now() - timedelta(hours=1)
     # The same sends the needs-attention view lists: one superseded by a re-approval is history.
     intents = current_sends(tenant).aggregate(

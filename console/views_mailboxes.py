@@ -1,3 +1,6 @@
+"""Mailbox pages under /t/<slug>/mailboxes/: every member sees them, admins connect mailboxes
+and change their recipient policy and status (provisioning does the work)."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -5,24 +8,26 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from console import selectors
+from console.forms_mailboxes import MailboxCreateForm, MailboxPolicyForm
 from mailboxes import provisioning
-from mailboxes.forms import MailboxCreateForm, MailboxPolicyForm
 from mailboxes.models import Mailbox
 from tenants.access import ADMIN_ONLY, tenant_view
 
 
 def _mailbox(request: HttpRequest, mailbox_id: int) -> Mailbox:
-    try:
-        return Mailbox.objects.get(tenant=request.tenant, pk=mailbox_id)
-    except Mailbox.DoesNotExist:
-        raise Http404("No such mailbox") from None
+    mailbox = selectors.mailbox(request.tenant, mailbox_id)
+    if mailbox is None:
+        raise Http404("No such mailbox")
+    return mailbox
 
 
 @tenant_view()
 @require_GET
 def mailbox_list(request: HttpRequest) -> HttpResponse:
-    mailboxes = Mailbox.objects.filter(tenant=request.tenant).order_by("address")
-    return render(request, "mailboxes/list.html", {"mailboxes": mailboxes})
+    return render(
+        request, "console/mailboxes/list.html", {"mailboxes": selectors.mailboxes(request.tenant)}
+    )
 
 
 @tenant_view(roles=ADMIN_ONLY)
@@ -43,7 +48,7 @@ def mailbox_create(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Mailbox {mailbox.address} is connected and ready to send.")
             return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
     return render(
-        request, "mailboxes/create.html", {"form": form}, status=400 if form.errors else 200
+        request, "console/mailboxes/create.html", {"form": form}, status=400 if form.errors else 200
     )
 
 
@@ -59,7 +64,7 @@ def mailbox_detail(request: HttpRequest, mailbox_id: int) -> HttpResponse:
             "allowed_addresses": "\n".join(mailbox.allowed_addresses),
         }
     )
-    return render(request, "mailboxes/detail.html", {"mailbox": mailbox, "form": form})
+    return render(request, "console/mailboxes/detail.html", {"mailbox": mailbox, "form": form})
 
 
 @tenant_view(roles=ADMIN_ONLY)
@@ -69,7 +74,7 @@ def mailbox_policy(request: HttpRequest, mailbox_id: int) -> HttpResponse:
     form = MailboxPolicyForm(request.POST)
     if not form.is_valid():
         return render(
-            request, "mailboxes/detail.html", {"mailbox": mailbox, "form": form}, status=400
+            request, "console/mailboxes/detail.html", {"mailbox": mailbox, "form": form}, status=400
         )
     try:
         provisioning.mailbox_update_policy(
@@ -81,7 +86,7 @@ def mailbox_policy(request: HttpRequest, mailbox_id: int) -> HttpResponse:
     except provisioning.ProvisioningError as exc:
         form.add_error(exc.field, exc.message)
         return render(
-            request, "mailboxes/detail.html", {"mailbox": mailbox, "form": form}, status=400
+            request, "console/mailboxes/detail.html", {"mailbox": mailbox, "form": form}, status=400
         )
     messages.success(request, "Recipient policy saved.")
     return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
