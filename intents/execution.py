@@ -43,8 +43,8 @@ from django.db.models import OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
+from config.clock import db_now
 from config.perprocess import PerProcess
-from intents.clock import db_now
 from intents.hashing import version_hash
 from intents.models import IntentEvent, ProviderThrottle, SendAttempt, SendIntent, Suppression
 from intents.policy import (
