@@ -96,7 +96,7 @@ def _warm_up() -> None:
     from mailboxes import provider
 
     connection.ensure_connection()
-    provider._sdk("warm-up")
+    provider.client.sdk("warm-up")
     worker_module = __import__("intents.sending.worker", fromlist=["run_once"])
     assert worker_module
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from django.db.models import Count, Min, Prefetch, Q
 from django.db.models.functions import Now
 
-from intents.clock import db_now
+from config.clock import db_now
 from intents.errors import InvalidInput, NotFound
 from intents.models import Draft, DraftVersion, IntentEvent, SendAttempt, SendIntent
 

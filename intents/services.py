@@ -20,8 +20,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from config.clock import db_now
 from intents import errors
-from intents.clock import db_now
 from intents.hashing import content_hash as compute_content_hash
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
 from intents.policy import (

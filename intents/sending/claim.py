@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 from django.db.models import Q
 
-from intents.clock import db_now
+from config.clock import db_now
 from intents.models import IntentEvent, ProviderThrottle, SendIntent
 from intents.sending.lease import Claim, lease_duration
 from intents.sending.throttle import key_ref_for, lock_throttles, save_throttles, take_token

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
-from intents.clock import db_now
+from config.clock import db_now
 from intents.models import IntentEvent, SendAttempt, SendIntent, Suppression
 from intents.sending.lease import Claim, Prepared, backoff_seconds, safe_window
 from intents.sending.throttle import throttle_feedback, throttles_clean

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.db.models import Min, Q
 from django.db.models.functions import Now
 
-from intents.clock import db_now
+from config.clock import db_now
 from intents.models import IntentEvent, SendAttempt, SendIntent
 from intents.sending.lease import Claim
 from intents.services import journal

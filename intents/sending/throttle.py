@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import connection
 
-from intents.clock import db_now
+from config.clock import db_now
 from intents.models import ProviderThrottle
 from intents.sending.lease import lease_duration
 from mailboxes import provider

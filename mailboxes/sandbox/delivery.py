@@ -59,7 +59,7 @@ class Dispatcher:
                     return
                 self._dirty = False
             try:
-                due, next_at = self.store.claim_due_deliveries()
+                due, next_at = self.store.webhooks.claim_due_deliveries()
             except Exception:
                 log.exception("sandbox.delivery.claim_failed")
                 due, next_at = [], None
@@ -101,7 +101,7 @@ class Dispatcher:
         except self._transport_error as exc:
             error = f"{type(exc).__name__}: {exc}"
         try:
-            self.store.record_attempt(delivery, status_code=status_code, error=error)
+            self.store.webhooks.record_attempt(delivery, status_code=status_code, error=error)
         except Exception:
             log.exception("sandbox.delivery.record_failed")
         self.wake()

@@ -1,10 +1,10 @@
-"""HTTP plumbing, the `/_sandbox` control API, and the process entry points."""
+"""HTTP plumbing: routing of `/v0` requests through faults, auth and the request log, the
+connection handler, and the process entry points. The `/_sandbox` control API is `control.py`."""
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
-import json
 import logging
 import os
 import signal
@@ -21,8 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from . import pages
 from .api import Api, Call, Reply
+from .control import Control
 from .delivery import Dispatcher
 from .errors import ApiError
 from .faults import AFTER_MODES, Fault, FaultBook
@@ -56,25 +56,7 @@ class Sandbox:
         for method, pattern, name, handler in self.api.routes:
             parts = pattern.split("/")
             self._routes.setdefault((method, len(parts)), []).append((parts, name, handler))
-        self.control = {
-            ("GET", "health"): self.c_health,
-            ("GET", "faults"): lambda call: Reply.json(200, {"faults": self.faults.list()}),
-            ("POST", "faults"): lambda call: Reply.json(200, self.faults.add(call.json())),
-            ("DELETE", "faults"): self.c_clear_faults,
-            ("GET", "ledger"): self.c_ledger,
-            ("GET", "requests"): self.c_requests,
-            ("GET", "clock"): lambda call: Reply.json(200, self.store.clock_info()),
-            ("POST", "clock"): self.c_clock,
-            ("POST", "inbound"): self.c_inbound,
-            ("GET", "events"): self.c_events,
-            ("POST", "events"): self.c_trigger,
-            ("GET", "deliveries"): self.c_deliveries,
-            ("POST", "redeliver"): self.c_redeliver,
-            ("GET", "config"): lambda call: Reply.json(200, dict(self.store.config)),
-            ("POST", "config"): lambda call: Reply.json(200, self.store.update_config(call.json())),
-            ("GET", "suppressions"): self.c_suppressions,
-            ("POST", "reset"): self.c_reset,
-        }
+        self.control = Control(self.store, self.faults)
 
     def start(self) -> None:
         assert self.dispatcher is not None
@@ -97,7 +79,7 @@ class Sandbox:
         segments = [unquote(s) for s in raw_path.split("/")[1:]]
         query = parse_qs(raw_query, keep_blank_values=True)
         if segments and segments[0] == "_sandbox":
-            return Outcome(self._control(method, segments[1:], query, headers, body))
+            return Outcome(self.control.handle(method, segments[1:], query, headers, body))
         call = Call(method, raw_path, {}, query, headers, body)
         route = None
         handler = None
@@ -120,13 +102,13 @@ class Sandbox:
                     raise ApiError.not_found("Route")
                 outcome.reply = handler(call)
             except ApiError as exc:
-                outcome.reply = _error_reply(exc)
+                outcome.reply = Reply.error(exc)
             except Exception:
                 log.error("sandbox.request.crashed\n%s", traceback.format_exc())
-                outcome.reply = _error_reply(ApiError(500, "internal_error", "Sandbox crashed"))
+                outcome.reply = Reply.error(ApiError(500, "internal_error", "Sandbox crashed"))
             if fault is not None and fault.mode in AFTER_MODES:
                 outcome = _after_fault(fault, outcome.reply)
-        self.store.log_request(
+        self.store.requests.log(
             method=method,
             path=raw_path,
             route=route,
@@ -157,180 +139,10 @@ class Sandbox:
         token = value[7:] if value.startswith("Bearer ") else ""
         if not token or any(c.isspace() for c in token):
             return None, ApiError(401, "missing_authorization", "Missing or malformed API key")
-        identity = self.store.identity_for(token)
+        identity = self.store.keys.identity_for(token)
         if identity is None:
             return None, ApiError(401, "unknown_api_key", "Unknown or revoked API key")
         return identity, None
-
-    # -- control API -----------------------------------------------------------------------------
-
-    def _control(
-        self, method: str, segments: list[str], query: dict, headers: HeaderMap, body: bytes
-    ) -> Reply:
-        call = Call(method, "/_sandbox/" + "/".join(segments), {}, query, headers, body)
-        try:
-            if method == "GET" and segments in ([], [""]):
-                return Reply(200, pages.index_page(self.store), "text/html; charset=utf-8")
-            if method == "GET" and len(segments) == 2 and segments[0] == "mailboxes":
-                page = pages.mailbox_page(self.store, segments[1])
-                return Reply(200, page, "text/html; charset=utf-8")
-            handler = self.control.get((method, "/".join(segments)))
-            if handler is None:
-                raise ApiError.not_found("Control route")
-            return handler(call)
-        except ApiError as exc:
-            return _error_reply(exc)
-        except Exception:
-            log.error("sandbox.control.crashed\n%s", traceback.format_exc())
-            return _error_reply(ApiError(500, "internal_error", "Sandbox crashed"))
-
-    def c_health(self, call: Call) -> Reply:
-        org = self.store.org_identity
-        return Reply.json(
-            200,
-            {
-                "ok": True,
-                "pid": os.getpid(),
-                "organization_id": self.store.organization_id,
-                "default_pod_id": self.store.default_pod_id,
-                "org_key_id": org.api_key_id,
-                "org_key_prefix": org.prefix,
-                "clock": self.store.clock_info(),
-            },
-        )
-
-    def c_clear_faults(self, call: Call) -> Reply:
-        self.faults.clear()
-        return Reply.json(200, {"faults": []})
-
-    def c_ledger(self, call: Call) -> Reply:
-        where, params = _filters(
-            call, {"idempotency_key", "inbox_id", "message_id", "thread_id", "route", "pod_id"}
-        )
-        address = call.q("address")
-        if address:
-            where.append("id IN (SELECT ledger_id FROM ledger_recipients WHERE address=?)")
-            params.append(address.lower())
-        rows = _select(self.store, "SELECT * FROM ledger", where, params)
-        sends = [
-            {
-                "id": r["id"],
-                "at": r["at"],
-                "route": r["route"],
-                "inbox_id": r["inbox_id"],
-                "pod_id": r["pod_id"],
-                "message_id": r["message_id"],
-                "thread_id": r["thread_id"],
-                "idempotency_key": r["idempotency_key"],
-                "from": r["from_addr"],
-                "to": json.loads(r["to_addrs"]),
-                "cc": json.loads(r["cc_addrs"]),
-                "bcc": json.loads(r["bcc_addrs"]),
-                "subject": r["subject"],
-                "text": r["text_body"],
-                "html": r["html_body"],
-                "labels": json.loads(r["labels"]),
-                "in_reply_to": r["in_reply_to"],
-                "api_key_id": r["api_key_id"],
-                "api_key_prefix": r["api_key_prefix"],
-            }
-            for r in rows
-        ]
-        return Reply.json(200, {"count": len(sends), "sends": sends})
-
-    def c_requests(self, call: Call) -> Reply:
-        where, params = _filters(
-            call, {"route", "method", "api_key_id", "status", "idempotency_key", "fault"}
-        )
-        since = call.q("since_id")
-        if since:
-            where.append("id > ?")
-            params.append(int(since))
-        rows = _select(self.store, "SELECT * FROM requests", where, params)
-        return Reply.json(200, {"count": len(rows), "requests": rows})
-
-    def c_clock(self, call: Call) -> Reply:
-        body = call.json()
-        if "offset_seconds" in body:
-            return Reply.json(200, self.store.set_clock_offset(float(body["offset_seconds"])))
-        return Reply.json(200, self.store.advance_clock(float(body.get("advance_seconds", 0))))
-
-    def c_inbound(self, call: Call) -> Reply:
-        body = call.json()
-        inbox = self.store.get_inbox(str(body.get("inbox_id", "")).lower())
-        if inbox is None:
-            raise ApiError.not_found("Inbox")
-        if not isinstance(body.get("from"), str):
-            raise ApiError.validation("from is required", ["from"])
-        return Reply.json(200, self.store.ingest_inbound(inbox=inbox, spec=body))
-
-    def c_events(self, call: Call) -> Reply:
-        where, params = _filters(call, {"event_type", "message_id", "event_id", "svix_id"})
-        rows = _select(
-            self.store,
-            "SELECT id, event_id, svix_id, event_type, inbox_id, pod_id, message_id, body, "
-            "created_at FROM events",
-            where,
-            params,
-        )
-        for row in rows:
-            row["payload"] = json.loads(row.pop("body"))
-        return Reply.json(200, {"count": len(rows), "events": rows})
-
-    def c_trigger(self, call: Call) -> Reply:
-        body = call.json()
-        message_id = body.get("message_id")
-        event_type = body.get("event_type")
-        if not isinstance(message_id, str) or not isinstance(event_type, str):
-            raise ApiError.validation("message_id and event_type are required")
-        return Reply.json(
-            200, self.store.trigger(message_id=message_id, event_type=event_type, spec=body)
-        )
-
-    def c_deliveries(self, call: Call) -> Reply:
-        where, params = _filters(call, {"webhook_id", "event_type", "svix_id", "event_id"})
-        rows = _select(self.store, "SELECT * FROM delivery_attempts", where, params)
-        pending = self.store.query(
-            "SELECT COUNT(*) AS n FROM deliveries WHERE status IN ('pending', 'inflight')"
-        )[0]["n"]
-        return Reply.json(200, {"count": len(rows), "pending": pending, "attempts": rows})
-
-    def c_redeliver(self, call: Call) -> Reply:
-        body = call.json()
-        count = self.store.redeliver(svix_id=body.get("svix_id"), event_id=body.get("event_id"))
-        return Reply.json(200, {"queued": count})
-
-    def c_suppressions(self, call: Call) -> Reply:
-        rows = self.store.query("SELECT * FROM suppressions ORDER BY created_at")
-        return Reply.json(200, {"count": len(rows), "suppressions": rows})
-
-    def c_reset(self, call: Call) -> Reply:
-        self.faults.clear()
-        self.store.reset()
-        return Reply.json(200, {"ok": True})
-
-
-def _filters(call: Call, allowed: set[str]) -> tuple[list[str], list[Any]]:
-    where: list[str] = []
-    params: list[Any] = []
-    for name in sorted(allowed):
-        value = call.q(name)
-        if value is not None:
-            where.append(name + "=?")
-            params.append(value)
-    return where, params
-
-
-def _select(store: Store, head: str, clauses: list[str], params: list[Any]) -> list[dict]:
-    # Only column names from fixed allow-lists are spliced in; every value is a bound parameter.
-    where = " WHERE " + " AND ".join(clauses) if clauses else ""
-    return store.query(head + where + " ORDER BY id", params)
-
-
-def _error_reply(exc: ApiError) -> Reply:
-    reply = Reply.json(exc.status, exc.body())
-    reply.headers.update(exc.headers)
-    return reply
 
 
 def _fault_reply(fault: Fault) -> Reply | None:
@@ -340,24 +152,24 @@ def _fault_reply(fault: Fault) -> Reply | None:
     if mode == "502_html":
         reply = Reply(502, BAD_GATEWAY_HTML, "text/html")
     elif mode == "422_unprocessable":
-        reply = _error_reply(ApiError(422, "unprocessable", "The request could not be processed"))
+        reply = Reply.error(ApiError(422, "unprocessable", "The request could not be processed"))
     elif mode == "gateway_403":
         # API Gateway's own rejection: no code, no docs (knowledge-base/api-403-error).
         reply = Reply.json(403, {"message": "Forbidden"})
     elif mode == "429":
-        reply = _error_reply(ApiError(429, "rate_limit_exceeded", "Rate limit exceeded"))
+        reply = Reply.error(ApiError(429, "rate_limit_exceeded", "Rate limit exceeded"))
         reply.headers["Retry-After"] = str(fault.retry_after if fault.retry_after else 1)
     elif mode == "409_in_progress":
-        reply = _error_reply(
+        reply = Reply.error(
             ApiError.conflict(
                 "A request with this idempotency key is still in progress; "
                 "retry the identical request shortly"
             )
         )
     elif mode == "503_before":
-        reply = _error_reply(ApiError(503, "service_unavailable", "Service unavailable"))
+        reply = Reply.error(ApiError(503, "service_unavailable", "Service unavailable"))
     else:
-        reply = _error_reply(ApiError(500, "internal_error", "Internal server error"))
+        reply = Reply.error(ApiError(500, "internal_error", "Internal server error"))
     if fault.retry_after is not None:
         reply.headers["Retry-After"] = str(fault.retry_after)
     return reply
@@ -371,9 +183,9 @@ def _after_fault(fault: Fault, processed: Reply | None) -> Outcome:
     if fault.mode == "malformed_2xx":
         return Outcome(Reply.json(200, {"thread_id": "thd-malformed"}))
     if fault.mode == "503_after":
-        reply = _error_reply(ApiError(503, "service_unavailable", "Service unavailable"))
+        reply = Reply.error(ApiError(503, "service_unavailable", "Service unavailable"))
     else:
-        reply = _error_reply(ApiError(500, "internal_error", "Internal server error"))
+        reply = Reply.error(ApiError(500, "internal_error", "Internal server error"))
     if fault.retry_after is not None:
         reply.headers["Retry-After"] = str(fault.retry_after)
     return Outcome(reply)

@@ -1,0 +1,128 @@
+"""Provisioning with the organization key: pods, inboxes, inbox-scoped keys, pod webhooks. These
+raise :class:`ProviderError`: they run in an admin's request or a command, where a clear error is
+the right answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from agentmail import AgentMail
+from agentmail.api_keys.types import CreateBearerApiKeyRequest
+from agentmail.core.api_error import ApiError
+from django.conf import settings
+
+from .client import NO_RETRIES, sdk
+from .responses import ProviderError, provider_error
+
+# Least privilege for the key a mailbox sends with (reference/agentmail-api.md §2.7 and §7.3).
+INBOX_KEY_PERMISSIONS = {
+    "message_send": True,
+    "message_read": True,
+    "label_spam_read": False,
+    "label_blocked_read": False,
+    "label_unauthenticated_read": False,
+    "label_trash_read": False,
+}
+WEBHOOK_EVENT_TYPES = [
+    "message.sent",
+    "message.delivered",
+    "message.bounced",
+    "message.complained",
+    "message.rejected",
+    "message.received",
+]
+
+
+@dataclass(frozen=True)
+class CreatedKey:
+    api_key_id: str
+    api_key: str
+
+
+@dataclass(frozen=True)
+class Webhook:
+    webhook_id: str
+    secret: str
+    url: str
+
+
+def _org_call(fn: Callable[[AgentMail], Any]) -> Any:
+    try:
+        return fn(sdk(settings.AGENTMAIL_ORG_API_KEY))
+    except ApiError as exc:
+        raise provider_error(exc) from None
+    except httpx.TransportError as exc:
+        raise ProviderError(
+            f"AgentMail unreachable: {type(exc).__name__}", code="transport"
+        ) from None
+
+
+def create_pod(*, client_id: str, name: str) -> str:
+    pod = _org_call(
+        lambda c: c.pods.create(name=name, client_id=client_id, request_options=NO_RETRIES)
+    )
+    if not getattr(pod, "pod_id", None):
+        raise ProviderError("AgentMail returned a pod without pod_id", code="malformed_response")
+    return pod.pod_id
+
+
+def create_inbox(
+    *, pod_id: str, username: str, domain: str, display_name: str, client_id: str
+) -> str:
+    optional = {"display_name": display_name} if display_name else {}
+    inbox = _org_call(
+        lambda c: c.pods.inboxes.create(
+            pod_id,
+            username=username,
+            domain=domain,
+            client_id=client_id,
+            request_options=NO_RETRIES,
+            **optional,
+        )
+    )
+    if not getattr(inbox, "inbox_id", None):
+        raise ProviderError(
+            "AgentMail returned an inbox without inbox_id", code="malformed_response"
+        )
+    return inbox.inbox_id
+
+
+def list_inbox_keys(*, inbox_id: str) -> list[tuple[str, str]]:
+    """(api_key_id, name) of every key scoped to the inbox."""
+    response = _org_call(lambda c: c.inboxes.api_keys.list(inbox_id, request_options=NO_RETRIES))
+    keys = getattr(response, "api_keys", None) or []
+    return [(k.api_key_id, k.name or "") for k in keys]
+
+
+def delete_inbox_key(*, inbox_id: str, api_key_id: str) -> None:
+    _org_call(lambda c: c.inboxes.api_keys.delete(inbox_id, api_key_id, request_options=NO_RETRIES))
+
+
+def create_inbox_key(*, inbox_id: str, name: str) -> CreatedKey:
+    request = CreateBearerApiKeyRequest(name=name, permissions=INBOX_KEY_PERMISSIONS)
+    created = _org_call(
+        lambda c: c.inboxes.api_keys.create(inbox_id, request=request, request_options=NO_RETRIES)
+    )
+    if not getattr(created, "api_key", None) or not getattr(created, "api_key_id", None):
+        raise ProviderError("AgentMail returned a key without a secret", code="malformed_response")
+    return CreatedKey(api_key_id=created.api_key_id, api_key=created.api_key)
+
+
+def register_pod_webhook(*, pod_id: str, url: str, client_id: str) -> Webhook:
+    hook = _org_call(
+        lambda c: c.pods.webhooks.create(
+            pod_id,
+            url=url,
+            event_types=WEBHOOK_EVENT_TYPES,
+            client_id=client_id,
+            request_options=NO_RETRIES,
+        )
+    )
+    if not getattr(hook, "webhook_id", None) or not getattr(hook, "secret", None):
+        raise ProviderError(
+            "AgentMail returned a webhook without id or secret", code="malformed_response"
+        )
+    return Webhook(webhook_id=hook.webhook_id, secret=hook.secret, url=hook.url)

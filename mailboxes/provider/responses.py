@@ -1,0 +1,111 @@
+"""Reading AgentMail's answers: error bodies, ``Retry-After``, the outcome of a send (the table
+in DESIGN.md), and :class:`ProviderError` for the calls that raise."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from dataclasses import dataclass
+from datetime import UTC
+from enum import StrEnum
+from typing import Any
+
+from agentmail.core.api_error import ApiError
+
+
+class Outcome(StrEnum):
+    ACCEPTED = "accepted"
+    RETRY_LATER = "retry_later"
+    UNCERTAIN = "uncertain"
+    PERMANENT = "permanent"
+
+
+@dataclass(frozen=True)
+class ProviderErrorBody:
+    name: str = ""
+    code: str = ""
+    message: str = ""
+
+
+class ProviderError(Exception):
+    """A provisioning call failed. ``code`` is AgentMail's error code or a transport label."""
+
+    def __init__(self, message: str, *, status: int | None = None, code: str = ""):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """``Retry-After`` as seconds or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    current = now if now is not None else time.time()
+    return max(0.0, when.timestamp() - current)
+
+
+def parse_error_body(body: Any) -> ProviderErrorBody:
+    """AgentMail errors are ``{name, code, message, ...}``; the SDK hands them over as a pydantic
+    object, a dict, or a plain string (non-JSON gateway pages)."""
+    if body is None:
+        return ProviderErrorBody()
+    if isinstance(body, str):
+        return ProviderErrorBody(message=body[:300])
+    if hasattr(body, "model_dump"):
+        body = body.model_dump()
+    if isinstance(body, dict):
+        return ProviderErrorBody(
+            name=str(body.get("name") or ""),
+            code=str(body.get("code") or ""),
+            message=str(body.get("message") or "")[:300],
+        )
+    return ProviderErrorBody(message=str(body)[:300])
+
+
+def header(headers: Any, name: str) -> str | None:
+    if not headers:
+        return None
+    for key, value in dict(headers).items():
+        if key.lower() == name:
+            return value
+    return None
+
+
+def classify_api_error(
+    status: int, body: ProviderErrorBody, headers: Any
+) -> tuple[Outcome, float | None]:
+    if status == 429:
+        return Outcome.RETRY_LATER, parse_retry_after(header(headers, "retry-after"))
+    if status >= 500:
+        # The request may have been processed before the server failed.
+        return Outcome.UNCERTAIN, None
+    if status == 409:
+        # "in progress" may complete; "key already used for a different message" never will.
+        text = f"{body.code} {body.message}".lower()
+        if "different" in text or "already used" in text:
+            return Outcome.PERMANENT, None
+        return Outcome.UNCERTAIN, None
+    if status == 408:
+        return Outcome.UNCERTAIN, None
+    return Outcome.PERMANENT, None
+
+
+def provider_error(exc: ApiError) -> ProviderError:
+    body = parse_error_body(exc.body)
+    detail = body.message or body.name or "error"
+    return ProviderError(
+        f"AgentMail answered {exc.status_code} {body.code or ''}: {detail}".replace("  ", " "),
+        status=exc.status_code,
+        code=body.code,
+    )

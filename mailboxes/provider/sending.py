@@ -1,0 +1,157 @@
+"""Sending: one send or reply with the caller's idempotency key, its outcome classified. Never
+raises for provider or network faults."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from agentmail import AgentMail
+from agentmail.core.api_error import ApiError
+
+from .client import NO_RETRIES, encode_message_id, sdk
+from .responses import Outcome, classify_api_error, parse_error_body
+
+logger = logging.getLogger("mailboxes.provider")
+
+REPLY_PREFIX = "Re: "
+
+
+@dataclass(frozen=True)
+class SendRequest:
+    inbox_id: str
+    to: list[str]
+    cc: list[str]
+    bcc: list[str]
+    subject: str
+    text: str
+    html: str
+    labels: list[str]
+    idempotency_key: str
+    reply_to_message_id: str = ""
+
+
+@dataclass(frozen=True)
+class SendResult:
+    outcome: Outcome
+    message_id: str = ""
+    thread_id: str = ""
+    http_status: int | None = None
+    error_code: str = ""
+    error_message: str = ""
+    retry_after: float | None = None
+    latency_ms: int = 0
+    suppress_recipients: bool = False
+
+
+def reply_subject(subject: str) -> str:
+    """The subject AgentMail gives a reply to a message with this subject.
+
+    The reply route takes no subject: it prefixes the answered message's subject with "Re: "
+    (reference/agentmail-api.md §2.4), unless it already carries that prefix in any case. A draft
+    stores and hashes this, so the subject a person approves is the one that goes out.
+    """
+    subject = subject or ""
+    if subject.lower().startswith(REPLY_PREFIX.lower()):
+        return subject
+    return REPLY_PREFIX + subject
+
+
+def send_message(*, api_key: str, request: SendRequest) -> SendResult:
+    """Send (or reply) once, with the caller's idempotency key. Never raises for provider faults."""
+    client = sdk(api_key)
+    payload: dict[str, Any] = {
+        "to": request.to,
+        "labels": request.labels,
+        "text": request.text or None,
+        "html": request.html or None,
+    }
+    if request.cc:
+        payload["cc"] = request.cc
+    if request.bcc:
+        payload["bcc"] = request.bcc
+    payload = {k: v for k, v in payload.items() if v is not None}
+    started = time.monotonic()
+    try:
+        response = _call(client, request, payload)
+    except Exception as exc:
+        return _failed(exc, started)
+    return _answered(response, started)
+
+
+def _call(client: AgentMail, request: SendRequest, payload: dict[str, Any]) -> Any:
+    if request.reply_to_message_id:
+        return client.inboxes.messages.reply(
+            request.inbox_id,
+            encode_message_id(request.reply_to_message_id),
+            idempotency_key=request.idempotency_key,
+            request_options=NO_RETRIES,
+            **payload,
+        )
+    return client.inboxes.messages.send(
+        request.inbox_id,
+        subject=request.subject,
+        idempotency_key=request.idempotency_key,
+        request_options=NO_RETRIES,
+        **payload,
+    )
+
+
+def _elapsed(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def _failed(exc: Exception, started: float) -> SendResult:
+    """The outcome of a call that raised: what the provider may or may not have done."""
+    if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
+        # Nothing reached the provider: safe to retry later.
+        outcome = Outcome.RETRY_LATER
+    elif isinstance(exc, httpx.TransportError):
+        # Read timeout, reset or disconnect after the request was written: it may have been sent.
+        outcome = Outcome.UNCERTAIN
+    elif isinstance(exc, ApiError):
+        status = exc.status_code or 0
+        body = parse_error_body(exc.body)
+        outcome, retry_after = classify_api_error(status, body, exc.headers)
+        return SendResult(
+            outcome,
+            http_status=status,
+            error_code=body.code or body.name or f"http_{status}",
+            error_message=body.message,
+            retry_after=retry_after,
+            latency_ms=_elapsed(started),
+            suppress_recipients=status == 403 and body.code == "message_rejected",
+        )
+    else:  # the SDK failed to parse a 2xx body, for instance
+        logger.warning("mailboxes.provider.unexpected", extra={"error": type(exc).__name__})
+        outcome = Outcome.UNCERTAIN
+    return SendResult(
+        outcome,
+        error_code=type(exc).__name__,
+        error_message=str(exc)[:300],
+        latency_ms=_elapsed(started),
+    )
+
+
+def _answered(response: Any, started: float) -> SendResult:
+    """A 2xx is a success only with a message id (the SDK does not validate responses)."""
+    message_id = getattr(response, "message_id", None)
+    thread_id = getattr(response, "thread_id", None)
+    if not isinstance(message_id, str) or not message_id:
+        return SendResult(
+            Outcome.UNCERTAIN,
+            http_status=200,
+            error_code="malformed_response",
+            error_message="2xx without message_id",
+            latency_ms=_elapsed(started),
+        )
+    return SendResult(
+        Outcome.ACCEPTED,
+        message_id=message_id,
+        thread_id=thread_id if isinstance(thread_id, str) else "",
+        http_status=200,
+        latency_ms=_elapsed(started),
+    )

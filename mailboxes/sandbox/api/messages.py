@@ -1,0 +1,49 @@
+"""Message reads: `GET /v0/inboxes/{inbox_id}/messages` and `.../messages/{message_id}`."""
+
+from __future__ import annotations
+
+from ..errors import ApiError
+from ..store import Store
+from .call import Call, Reply
+from .fields import query_list
+from .scope import listing, paging, perm, scope_inbox
+
+LIST_ITEM_DROPPED = ("reply_to", "text", "html", "extracted_text", "extracted_html")
+
+
+def list_messages(store: Store, call: Call) -> Reply:
+    inbox = scope_inbox(store, call)
+    perm(call, "message_read")
+    labels = [label.lower() for label in _label_filter(store, call)]
+    limit, token, asc = paging(call, cap=100 if labels else 1000)
+    page = store.messages.page(
+        inbox_id=inbox["inbox_id"],
+        labels=labels,
+        limit=limit,
+        token=token,
+        asc=asc,
+        before=call.q("before"),
+        after=call.q("after"),
+    )
+    page.items = [{k: v for k, v in m.items() if k not in LIST_ITEM_DROPPED} for m in page.items]
+    return listing("messages", page, limit)
+
+
+def _label_filter(store: Store, call: Call) -> list[str]:
+    """The `labels` query as the configured provider reads it (config `labels_query`)."""
+    values = call.query.get("labels", [])
+    mode = store.config["labels_query"]
+    if mode == "ignored":
+        return []
+    if mode == "repeated":
+        return list(values)
+    return query_list(values)
+
+
+def get_message(store: Store, call: Call) -> Reply:
+    inbox = scope_inbox(store, call)
+    perm(call, "message_read")
+    message = store.messages.get(inbox["inbox_id"], call.params["message_id"])
+    if message is None:
+        raise ApiError.not_found("Message")
+    return Reply.json(200, message)

@@ -1,0 +1,92 @@
+"""Events (`message.sent`, `message.delivered`, ...) and their fan-out to matching webhooks."""
+
+from __future__ import annotations
+
+import secrets
+import time
+import uuid
+
+from ..errors import ApiError
+from ..records import dumps
+from .core import Core, Resource
+from .webhooks import Webhooks
+
+
+class Events(Resource):
+    def __init__(self, core: Core, webhooks: Webhooks):
+        super().__init__(core)
+        self.webhooks = webhooks
+
+    def emit(
+        self,
+        event_type: str,
+        key: str | None,
+        obj: dict,
+        *,
+        pod_id: str,
+        inbox_id: str,
+        delay: float = 0.0,
+    ) -> str:
+        """Store an event and queue its deliveries (inside the caller's transaction)."""
+        event_id = "evt_" + uuid.uuid4().hex
+        svix_id = "msg_" + secrets.token_urlsafe(18).replace("-", "x").replace("_", "y")
+        payload = {"type": "event", "event_type": event_type, "event_id": event_id}
+        payload |= {key: obj} if key else obj
+        body = dumps(payload)
+        message_id = (obj.get("message") or obj).get("message_id")
+        self.db.execute(
+            "INSERT INTO events (event_id, svix_id, event_type, inbox_id, pod_id, message_id, "
+            "body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (event_id, svix_id, event_type, inbox_id, pod_id, message_id, body, time.time()),
+        )
+        self._queue(event_id, svix_id, event_type, pod_id, inbox_id, due=time.time() + delay)
+        return event_id
+
+    def redeliver(self, *, svix_id: str | None, event_id: str | None) -> int:
+        """Queue one more delivery of an already emitted event, with the same svix-id."""
+        with self.lock, self.core.tx():
+            row = self.db.execute(
+                "SELECT event_id, svix_id, event_type, pod_id, inbox_id FROM events "
+                "WHERE svix_id=? OR event_id=?",
+                (svix_id, event_id),
+            ).fetchone()
+            if row is None:
+                raise ApiError.not_found("Event")
+            count = self._queue(row[0], row[1], row[2], row[3], row[4], due=time.time())
+        self.core.on_enqueue()
+        return count
+
+    def _queue(
+        self,
+        event_id: str,
+        svix_id: str,
+        event_type: str,
+        pod_id: str,
+        inbox_id: str,
+        *,
+        due: float,
+    ) -> int:
+        count = 0
+        for webhook in self.webhooks.all():
+            if _webhook_matches(webhook, event_type, pod_id, inbox_id):
+                self.db.execute(
+                    "INSERT INTO deliveries (webhook_id, event_id, svix_id, event_type, status, "
+                    "next_attempt_at) VALUES (?, ?, ?, ?, 'pending', ?)",
+                    (webhook["webhook_id"], event_id, svix_id, event_type, due),
+                )
+                count += 1
+        return count
+
+
+def _webhook_matches(webhook: dict, event_type: str, pod_id: str, inbox_id: str) -> bool:
+    if not webhook["enabled"] or event_type not in webhook.get("event_types", []):
+        return False
+    if webhook.get("inbox_id") and webhook["inbox_id"] != inbox_id:
+        return False
+    if webhook.get("pod_id") and webhook["pod_id"] != pod_id:
+        return False
+    pod_ids = webhook.get("pod_ids") or []
+    inbox_ids = webhook.get("inbox_ids") or []
+    if pod_ids or inbox_ids:
+        return pod_id in pod_ids or inbox_id in inbox_ids
+    return True
