@@ -100,6 +100,7 @@ INSTALLED_APPS = [
     "mailboxes",
     "intents",
     "webhooks",
+    "review",
 ]
 
 MIDDLEWARE = [

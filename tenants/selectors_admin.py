@@ -202,8 +202,8 @@ class Health:
 def health(tenant: Tenant) -> Health:
     """Five aggregate queries, whatever the volume."""
     from intents.models import Draft, SendAttempt
-    from intents.review import current_sends
     from intents.selectors import oldest_queued_age_seconds
+    from review.queries import current_sends
     from webhooks.models import WebhookEndpoint, WebhookEvent
 
     hour_ago = timezone.now() - timedelta(hours=1)

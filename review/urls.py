@@ -1,11 +1,12 @@
-"""Review and outbox pages under /t/<slug>/ (the queue itself is the tenant's home page,
-routed in tenants/urls.py as ``tenant_home``)."""
+"""Review and outbox pages under /t/<slug>/; the queue itself is the tenant's home page
+(``tenant_home``), routed here because tenants, the ground floor, knows no review page."""
 
 from django.urls import path
 
-from intents import views
+from review import views
 
 urlpatterns = [
+    path("", views.queue, name="tenant_home"),
     path("queue/changes/", views.queue_changes, name="queue_changes"),
     path("queue/approve/", views.bulk_approve, name="bulk_approve"),
     path("drafts/<int:draft_id>/", views.draft_detail, name="draft"),

@@ -1,5 +1,6 @@
-"""Reads for the review UI that the general selectors do not cover: the filtered queue with its
-warning flag, recipient warnings, thread context and the word-level diff.
+"""Reads for the review pages that the general selectors do not cover: the filtered queue with its
+warning flag, recipient warnings, thread context, the outbox's deliveries and the needs-attention
+list (the word-level diff is in review.diff).
 
 Every query is tenant-scoped, and each page issues a fixed number of queries whatever the number
 of rows: the current version is joined (FilteredRelation), the warning flag is one correlated
@@ -10,19 +11,28 @@ from __future__ import annotations
 
 import base64
 import binascii
-import difflib
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from email.utils import parseaddr
 
-from django.db.models import BooleanField, F, FilteredRelation, Func, Q, QuerySet, TextField, Value
+from django.db.models import (
+    BooleanField,
+    Count,
+    F,
+    FilteredRelation,
+    Func,
+    Prefetch,
+    Q,
+    QuerySet,
+    TextField,
+    Value,
+)
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
-from django.utils.html import escape
-from django.utils.safestring import SafeString, mark_safe
 
-from intents.models import Draft, DraftVersion, SendIntent, Suppression
+from intents.models import Draft, DraftVersion, SendAttempt, SendIntent, Suppression
+from mailboxes.models import Mailbox
+from webhooks.models import InboundMessage, RecipientDelivery
 
 QUEUE_PAGE = 50
 
@@ -284,8 +294,6 @@ def added_recipients(first: DraftVersion, current: DraftVersion) -> set[str]:
 
 
 def inbound_for(*, tenant, draft: Draft, limit: int = 10) -> list:
-    from webhooks.models import InboundMessage
-
     if not draft.thread_id:
         return []
     return list(
@@ -293,70 +301,6 @@ def inbound_for(*, tenant, draft: Draft, limit: int = 10) -> list:
             "-received_at"
         )[:limit]
     )[::-1]
-
-
-# --- diff ----------------------------------------------------------------------------------------
-
-_TOKEN = re.compile(r"\s+|[^\s]+")
-
-
-def _lf(body: str) -> str:
-    return body.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def word_diff(old: str, new: str) -> SafeString:
-    """Word-level diff as escaped HTML with <ins>/<del>; whitespace is kept as written, except
-    that CRLF and lone CR compare as LF: versions saved before the draft services normalised line
-    endings hold the browser's CRLF, and every line of them would show as changed."""
-    a = _TOKEN.findall(_lf(old or ""))
-    b = _TOKEN.findall(_lf(new or ""))
-    parts: list[str] = []
-    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
-            parts.append(escape("".join(a[i1:i2])))
-            continue
-        if op in ("delete", "replace"):
-            parts.append(f"<del>{escape(''.join(a[i1:i2]))}</del>")
-        if op in ("insert", "replace"):
-            parts.append(f"<ins>{escape(''.join(b[j1:j2]))}</ins>")
-    return mark_safe("".join(parts))  # noqa: S308 - every piece above is escaped
-
-
-@dataclass
-class VersionDiff:
-    base: DraftVersion
-    target: DraftVersion
-    subject: SafeString
-    text: SafeString
-    html_changed: bool
-    added: list[str]
-    removed: list[str]
-
-    @property
-    def changed(self) -> bool:
-        return self.base.content_hash != self.target.content_hash and (
-            self.base.subject != self.target.subject
-            or self.base.text != self.target.text
-            or self.html_changed
-            or bool(self.added or self.removed)
-        )
-
-
-def version_diff(base: DraftVersion, target: DraftVersion) -> VersionDiff:
-    def tagged(v):
-        return {f"{k}: {a.lower()}" for k in ("to", "cc", "bcc") for a in getattr(v, k)}
-
-    old, new = tagged(base), tagged(target)
-    return VersionDiff(
-        base=base,
-        target=target,
-        subject=word_diff(base.subject, target.subject),
-        text=word_diff(base.text, target.text),
-        html_changed=base.html != target.html,
-        added=sorted(new - old),
-        removed=sorted(old - new),
-    )
 
 
 # --- outbox --------------------------------------------------------------------------------------
@@ -374,10 +318,6 @@ def current_sends(tenant):
 
 def attention_intents(*, tenant, state: str = "", limit: int = 100) -> list[SendIntent]:
     """Sends a person should look at, with their attempts and deliveries: three queries."""
-    from django.db.models import Prefetch
-
-    from intents.models import SendAttempt
-
     qs = current_sends(tenant)
     if state == "held":
         qs = qs.filter(state="queued").exclude(held_reason="")
@@ -395,8 +335,6 @@ def attention_intents(*, tenant, state: str = "", limit: int = 100) -> list[Send
 
 
 def attention_counts(*, tenant) -> dict[str, int]:
-    from django.db.models import Count
-
     counts = current_sends(tenant).aggregate(
         uncertain=Count("id", filter=Q(state="uncertain")),
         needs_attention=Count("id", filter=Q(state="needs_attention")),
@@ -409,8 +347,6 @@ def attention_counts(*, tenant) -> dict[str, int]:
 
 
 def outbox_deliveries(intents: list[SendIntent]) -> dict[int, list]:
-    from webhooks.models import RecipientDelivery
-
     by_intent: dict[int, list] = {}
     if not intents:
         return by_intent
@@ -419,3 +355,13 @@ def outbox_deliveries(intents: list[SendIntent]) -> dict[int, list]:
     ):
         by_intent.setdefault(d.intent_id, []).append(d)
     return by_intent
+
+
+def intent_deliveries(*, tenant, intent: SendIntent) -> list[RecipientDelivery]:
+    """The per-recipient delivery states of one send, by address."""
+    return list(RecipientDelivery.objects.filter(tenant=tenant, intent=intent).order_by("address"))
+
+
+def review_mailboxes(tenant) -> QuerySet[Mailbox]:
+    """The tenant's mailboxes for the queue's filter."""
+    return Mailbox.objects.filter(tenant=tenant).order_by("address").only("id", "address")

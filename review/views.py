@@ -1,6 +1,6 @@
 """The review queue, the draft page and its decisions, the outbox and the needs-attention view.
 
-Thin views: resolve access (tenant_view), parse input (intents.forms), call one service or
+Thin views: resolve access (tenant_view), parse input (review.forms), call one service or
 selector, render. A business refusal renders as a message on the page (or an htmx fragment),
 never a 500; a decision outside the person's rights is a 403 that says so.
 """
@@ -19,8 +19,12 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from intents import errors, review, selectors, services
-from intents.forms import (
+from intents import errors, selectors, services
+from intents.models import Draft, SendIntent
+from intents.policy import SECOND_APPROVER_REASON, can_approve, needs_another_approver
+from review import queries as review
+from review.diff import version_diff
+from review.forms import (
     ApproveForm,
     BulkApproveForm,
     CancelForm,
@@ -30,8 +34,6 @@ from intents.forms import (
     ReopenForm,
     ResolveForm,
 )
-from intents.models import Draft, SendIntent
-from intents.policy import SECOND_APPROVER_REASON, can_approve, needs_another_approver
 from tenants.access import DECIDERS, tenant_view
 from tenants.models import AgentToken
 
@@ -73,7 +75,7 @@ def _hx_redirect(request, url: str) -> HttpResponse:
 
 def _queue_context(request) -> dict:
     tenant = request.tenant
-    mailboxes = list(review_mailboxes(tenant))
+    mailboxes = list(review.review_mailboxes(tenant))
     agents = list(AgentToken.objects.filter(tenant=tenant).order_by("name").only("id", "name"))
     form = QueueFilterForm(request.GET or None, mailboxes=mailboxes, agents=agents)
     queue_filter = form.queue_filter()
@@ -111,16 +113,10 @@ def _queue_context(request) -> dict:
     }
 
 
-def review_mailboxes(tenant):
-    from mailboxes.models import Mailbox
-
-    return Mailbox.objects.filter(tenant=tenant).order_by("address").only("id", "address")
-
-
 @tenant_view()
 @require_GET
 def queue(request: HttpRequest) -> HttpResponse:
-    return render(request, "intents/queue.html", _queue_context(request))
+    return render(request, "review/queue.html", _queue_context(request))
 
 
 @tenant_view()
@@ -135,7 +131,7 @@ def queue_changes(request: HttpRequest) -> HttpResponse:
     new, gone = review.queue_changes(tenant=request.tenant, since_id=since_id, shown=shown)
     return render(
         request,
-        "intents/queue.html#changes",
+        "review/queue.html#changes",
         {"new": new, "gone": gone, "since_id": since_id, "shown_ids": ",".join(map(str, shown))},
     )
 
@@ -212,7 +208,7 @@ def _draft_context(request, draft_id, **extra) -> dict:
         "warning_count": sum(1 for r in recipients if r.warnings),
         "inbound": inbound,
         "newer_inbound": newer_inbound,
-        "diff": review.version_diff(first, current) if len(detail.versions) > 1 else None,
+        "diff": version_diff(first, current) if len(detail.versions) > 1 else None,
         "can_decide": can_decide,
         "approve_blocked_reason": SECOND_APPROVER_REASON if approve_blocked else "",
         "provenance": draft.provenance if isinstance(draft.provenance, dict) else {},
@@ -232,7 +228,7 @@ def _draft_context(request, draft_id, **extra) -> dict:
 @tenant_view()
 @require_GET
 def draft_detail(request: HttpRequest, draft_id: int) -> HttpResponse:
-    return render(request, "intents/draft.html", _draft_context(request, draft_id))
+    return render(request, "review/draft.html", _draft_context(request, draft_id))
 
 
 def _refusal(request, draft_id, *, error, seen_version=None, status=409) -> HttpResponse:
@@ -241,10 +237,10 @@ def _refusal(request, draft_id, *, error, seen_version=None, status=409) -> Http
     if seen_version is not None:
         seen = next((v for v in context["detail"].versions if v.number == seen_version), None)
         if seen is not None and seen.number != context["current"].number:
-            context["stale_diff"] = review.version_diff(seen, context["current"])
+            context["stale_diff"] = version_diff(seen, context["current"])
     if request.htmx:
-        return render(request, "intents/draft.html#decision", context)
-    return render(request, "intents/draft.html", context, status=status)
+        return render(request, "review/draft.html#decision", context)
+    return render(request, "review/draft.html", context, status=status)
 
 
 @tenant_view(roles=DECIDERS)
@@ -334,7 +330,7 @@ def _edit_detail(request, draft_id) -> selectors.DraftDetail:
 def _edit_page(request, detail, form, *, status=200, conflict_diff=None) -> HttpResponse:
     return render(
         request,
-        "intents/edit.html",
+        "review/edit.html",
         {
             "draft": detail.draft,
             "current": detail.current,
@@ -363,7 +359,7 @@ def _edit_conflict(request, draft_id, conflict: errors.VersionConflict) -> HttpR
         detail,
         form,
         status=409,
-        conflict_diff=review.version_diff(base, detail.current) if base else None,
+        conflict_diff=version_diff(base, detail.current) if base else None,
     )
 
 
@@ -448,7 +444,7 @@ def outbox(request: HttpRequest) -> HttpResponse:
         intent.delivery_list = deliveries.get(intent.pk, [])
     return render(
         request,
-        "intents/outbox.html",
+        "review/outbox.html",
         {
             "page": page,
             "state": state,
@@ -461,13 +457,9 @@ def outbox(request: HttpRequest) -> HttpResponse:
 @require_GET
 def outbox_intent(request: HttpRequest, intent_id: int) -> HttpResponse:
     intent = _intent_or_404(request, intent_id)
-    from webhooks.models import RecipientDelivery
-
-    deliveries = list(
-        RecipientDelivery.objects.filter(tenant=request.tenant, intent=intent).order_by("address")
-    )
+    deliveries = review.intent_deliveries(tenant=request.tenant, intent=intent)
     can_decide = can_approve(membership=request.membership, mailbox=intent.mailbox)
-    template = "intents/intent.html"
+    template = "review/intent.html"
     if request.htmx and request.GET.get("fragment") == "status":
         seen = request.GET.get("seen")
         if seen and seen != intent.state:
@@ -646,7 +638,7 @@ def attention(request: HttpRequest) -> HttpResponse:
     counts = review.attention_counts(tenant=request.tenant)
     return render(
         request,
-        "intents/attention.html",
+        "review/attention.html",
         {
             "intents": intents,
             "state": state,
