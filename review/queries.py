@@ -31,49 +31,57 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from intents.models import Draft, DraftVersion, SendAttempt, SendIntent, Suppression
+from intents.policy import recipient_breaks_policy_sql
 from mailboxes.models import Mailbox
 from webhooks.models import InboundMessage, RecipientDelivery
 
 QUEUE_PAGE = 50
 
-# True when any recipient of the draft's current version is suppressed, outside the mailbox's
-# recipient policy, or (when the thread is known) not among the thread's participants. Correlated
-# on the outer draft row, so it filters and annotates in the same single query.
-HAS_WARNING_SQL = """
+
+def _column(model, name: str) -> str:
+    return f'"{model._meta.db_table}"."{model._meta.get_field(name).column}"'
+
+
+def _has_warning_sql() -> str:
+    """True when any recipient of the draft's current version breaks the recipient policy (the
+    SQL form in intents.policy) or, when the thread is known, is not among the thread's
+    participants (as ``thread_participants`` reads the senders). Correlated on the outer draft
+    row, so it filters and annotates in the same single query. Names come from the models."""
+    draft, version, inbound = Draft._meta.db_table, DraftVersion._meta, InboundMessage._meta
+    draft_id, tenant_id = _column(Draft, "id"), _column(Draft, "tenant")
+    thread_id = _column(Draft, "thread_id")
+    v = {name: version.get_field(name).column for name in ("draft", "number", "to", "cc", "bcc")}
+    i = {name: inbound.get_field(name).column for name in ("tenant", "thread_id", "sender")}
+    same_thread = f"i.{i['tenant']} = {tenant_id} AND i.{i['thread_id']} = {thread_id}"
+    breaks_policy = recipient_breaks_policy_sql(
+        address="r.addr", tenant_id=tenant_id, mailbox_id=_column(Draft, "mailbox")
+    )
+    # Names from the models, no input.
+    return f"""
 EXISTS (
   SELECT 1
-  FROM intents_draftversion v
-  JOIN mailboxes_mailbox m ON m.id = intents_draft.mailbox_id
-  CROSS JOIN LATERAL unnest(v."to" || v.cc || v.bcc) AS r(addr)
-  WHERE v.draft_id = intents_draft.id
-    AND v.number = intents_draft.current_version
+  FROM "{version.db_table}" v
+  CROSS JOIN LATERAL unnest(v."{v["to"]}" || v."{v["cc"]}" || v."{v["bcc"]}") AS r(addr)
+  WHERE v."{v["draft"]}" = {draft_id}
+    AND v."{v["number"]}" = "{draft}"."{Draft._meta.get_field("current_version").column}"
     AND (
-      EXISTS (
-        SELECT 1 FROM intents_suppression s
-        WHERE s.tenant_id = intents_draft.tenant_id AND s.address = lower(r.addr)
-      )
+      {breaks_policy}
       OR (
-        m.policy_mode = 'restricted'
-        AND NOT (
-          lower(r.addr) = ANY (m.allowed_addresses::text[])
-          OR split_part(lower(r.addr), '@', 2) = ANY (m.allowed_domains::text[])
-        )
-      )
-      OR (
-        intents_draft.thread_id <> ''
-        AND EXISTS (
-          SELECT 1 FROM webhooks_inboundmessage i
-          WHERE i.tenant_id = intents_draft.tenant_id AND i.thread_id = intents_draft.thread_id
-        )
+        {thread_id} <> ''
+        AND EXISTS (SELECT 1 FROM "{inbound.db_table}" i WHERE {same_thread})
         AND NOT EXISTS (
-          SELECT 1 FROM webhooks_inboundmessage i
-          WHERE i.tenant_id = intents_draft.tenant_id AND i.thread_id = intents_draft.thread_id
-            AND (lower(i.sender) = lower(r.addr) OR lower(i.sender) LIKE '%%<' || lower(r.addr) || '>')
+          SELECT 1 FROM "{inbound.db_table}" i
+          WHERE {same_thread}
+            AND (lower(i.{i["sender"]}) = lower(r.addr)
+                 OR lower(i.{i["sender"]}) LIKE '%%<' || lower(r.addr) || '>')
         )
       )
     )
 )
-"""
+"""  # noqa: S608
+
+
+HAS_WARNING_SQL = _has_warning_sql()
 
 
 class ArrayToString(Func):
