@@ -33,6 +33,7 @@ from django.utils import timezone
 from intents.models import Draft, DraftVersion, SendAttempt, SendIntent, Suppression
 from intents.policy import recipient_breaks_policy_sql
 from mailboxes.models import Mailbox
+from tenants.models import AgentToken
 from webhooks.models import InboundMessage, RecipientDelivery
 
 QUEUE_PAGE = 50
@@ -368,6 +369,11 @@ def outbox_deliveries(intents: list[SendIntent]) -> dict[int, list]:
 def intent_deliveries(*, tenant, intent: SendIntent) -> list[RecipientDelivery]:
     """The per-recipient delivery states of one send, by address."""
     return list(RecipientDelivery.objects.filter(tenant=tenant, intent=intent).order_by("address"))
+
+
+def review_agents(tenant) -> QuerySet[AgentToken]:
+    """The tenant's agent tokens for the queue's filter."""
+    return AgentToken.objects.filter(tenant=tenant).order_by("name").only("id", "name")
 
 
 def review_mailboxes(tenant) -> QuerySet[Mailbox]:
