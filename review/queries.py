@@ -31,7 +31,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from intents.models import Draft, DraftVersion, SendAttempt, SendIntent, Suppression
-from intents.policy import recipient_breaks_policy_sql
+from intents.policy import recipient_breaks_policy_sql, recipient_problems
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken
 from webhooks.models import InboundMessage, RecipientDelivery
@@ -267,11 +267,19 @@ def thread_participants(inbound: list) -> set[str]:
 
 
 def recipients_with_warnings(*, tenant, draft: Draft, version: DraftVersion, inbound: list):
-    """Every recipient of the version, each with what a reviewer should know about it."""
+    """Every recipient of the version, each with what a reviewer should know about it. What
+    blocks a send is asked of the recipient rule itself (intents.policy.recipient_problems, as
+    the worker asks it before the call); the suppression rows are read once, for their reasons."""
     mailbox = draft.mailbox
     addresses = [a.lower() for a in version.all_recipients]
     suppressed = {
         s.address: s for s in Suppression.objects.filter(tenant=tenant, address__in=addresses)
+    }
+    problems = {
+        (p.address, p.code): p
+        for p in recipient_problems(
+            tenant=tenant, mailbox=mailbox, addresses=addresses, suppressed=set(suppressed)
+        )
     }
     participants = thread_participants(inbound)
     out = []
@@ -279,14 +287,16 @@ def recipients_with_warnings(*, tenant, draft: Draft, version: DraftVersion, inb
         for address in getattr(version, kind):
             address = address.lower()
             r = Recipient(kind=kind, address=address)
-            if address in suppressed:
+            if (address, "invalid") in problems:
+                r.warnings.append(("invalid", problems[address, "invalid"].message))
+            if (address, "suppressed") in problems:
                 r.warnings.append(
                     (
                         "suppressed",
                         f"Suppressed: {suppressed[address].get_reason_display().lower()}",
                     )
                 )
-            if not mailbox.allows_recipient(address):
+            if (address, "not_allowed") in problems:
                 r.warnings.append(("not_allowed", "Outside this mailbox's recipient policy"))
             if participants and address not in participants:
                 r.warnings.append(("not_on_thread", "Not a participant of this thread"))
