@@ -11,20 +11,29 @@ from django.utils import timezone
 
 from intents import selectors
 from intents.models import Draft, DraftVersion, SendIntent
-from intents.policy import SECOND_APPROVER_REASON, can_approve, needs_another_approver
+from intents.policy import (
+    SECOND_APPROVER_REASON,
+    approvable_mailbox_ids,
+    can_approve,
+    may_decide,
+    needs_another_approver,
+)
 from review import queries
 from review.diff import VersionDiff, version_diff
 from review.queries import QueueFilter, QueuePage, Recipient
+from tenants.models import Membership, Tenant, User
 
 # --- queue ---------------------------------------------------------------------------------------
 
 
-def queue(*, tenant, membership, user, f: QueueFilter, after: str) -> QueuePage:
+def queue(
+    *, tenant: Tenant, membership: Membership, user: User | None, f: QueueFilter, after: str
+) -> QueuePage:
     """One page of the queue, each row marked with what this person may do with it."""
     page = queries.queue_page(tenant=tenant, f=f, after=after)
-    allowed = queries.approvable_mailbox_ids(membership)
+    allowed = approvable_mailbox_ids(membership)
     for draft in page.rows:
-        draft.can_decide = queries.may_decide(allowed, draft.mailbox_id)
+        draft.can_decide = may_decide(allowed, draft.mailbox_id)
         # Not offered for bulk approve: the service would refuse it (four-eyes on edit).
         draft.approve_blocked = draft.can_decide and needs_another_approver(
             tenant=tenant,
@@ -60,7 +69,7 @@ class DraftReview:
     unproven_earlier: list[SendIntent] = field(default_factory=list)
 
 
-def _recipients(*, tenant, detail: selectors.DraftDetail, inbound: list) -> list[Recipient]:
+def _recipients(*, tenant: Tenant, detail: selectors.DraftDetail, inbound: list) -> list[Recipient]:
     first, current = detail.versions[0], detail.current
     recipients = queries.recipients_with_warnings(
         tenant=tenant, draft=detail.draft, version=current, inbound=inbound
@@ -82,7 +91,9 @@ def _unproven_earlier(detail: selectors.DraftDetail) -> list[SendIntent]:
     ]
 
 
-def draft_review(*, tenant, membership, user, draft_id: int) -> DraftReview:
+def draft_review(
+    *, tenant: Tenant, membership: Membership, user: User | None, draft_id: int
+) -> DraftReview:
     """Raises intents.errors.NotFound for another tenant's draft as for a missing one."""
     detail = selectors.draft_detail(tenant=tenant, draft_id=draft_id)
     draft, current = detail.draft, detail.current
@@ -137,7 +148,7 @@ def send_page_live(intent: SendIntent, deliveries) -> bool:
     return not recipients <= settled and timezone.now() - intent.updated_at < DELIVERY_WATCH
 
 
-def send_page(*, tenant, membership, intent: SendIntent) -> dict:
+def send_page(*, tenant: Tenant, membership: Membership, intent: SendIntent) -> dict:
     """The send page's context: the send, its attempts, journal and deliveries, and what this
     person may do with it."""
     deliveries = queries.intent_deliveries(tenant=tenant, intent=intent)
@@ -160,16 +171,18 @@ def send_page(*, tenant, membership, intent: SendIntent) -> dict:
 # --- needs attention -----------------------------------------------------------------------------
 
 
-def attention(*, tenant, membership, state: str) -> tuple[list[SendIntent], dict[str, int]]:
+def attention(
+    *, tenant: Tenant, membership: Membership, state: str
+) -> tuple[list[SendIntent], dict[str, int]]:
     """The sends a person should look at, each marked with what this person may do, and the
     count per tab."""
     intents = queries.attention_intents(tenant=tenant, state=state)
-    allowed = queries.approvable_mailbox_ids(membership)
+    allowed = approvable_mailbox_ids(membership)
     unproven = selectors.intents_that_may_have_gone_out(
         tenant=tenant, intent_ids=[i.pk for i in intents]
     )
     for intent in intents:
-        intent.can_decide = queries.may_decide(allowed, intent.mailbox_id)
+        intent.can_decide = may_decide(allowed, intent.mailbox_id)
         intent.can_reopen = intent.can_decide and selectors.intent_reopenable(intent)
         intent.may_have_gone_out = intent.pk in unproven
     return intents, queries.attention_counts(tenant=tenant)

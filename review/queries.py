@@ -33,7 +33,7 @@ from django.utils import timezone
 from intents.models import Draft, DraftVersion, SendAttempt, SendIntent, Suppression
 from intents.policy import recipient_breaks_policy_sql, recipient_problems
 from mailboxes.models import Mailbox
-from tenants.models import AgentToken
+from tenants.models import AgentToken, Membership, Tenant
 from webhooks.models import InboundMessage, RecipientDelivery
 
 QUEUE_PAGE = 50
@@ -108,7 +108,7 @@ AGE_CHOICES = [
 ]
 
 
-def pending_drafts(*, tenant, f: QueueFilter) -> QuerySet[Draft]:
+def pending_drafts(*, tenant: Tenant, f: QueueFilter) -> QuerySet[Draft]:
     """The pending queue with the current version's subject and recipients joined in."""
     qs = (
         Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING)
@@ -178,7 +178,9 @@ class QueuePage:
     total_cap: int
 
 
-def queue_page(*, tenant, f: QueueFilter, after: str = "", limit: int = QUEUE_PAGE) -> QueuePage:
+def queue_page(
+    *, tenant: Tenant, f: QueueFilter, after: str = "", limit: int = QUEUE_PAGE
+) -> QueuePage:
     """Oldest first, keyset-paginated on (created_at, id): two queries whatever the size."""
     qs = pending_drafts(tenant=tenant, f=f)
     # Counting stops at TOTAL_CAP: an exact count of a huge queue is a scan that grows with it,
@@ -198,7 +200,7 @@ def queue_page(*, tenant, f: QueueFilter, after: str = "", limit: int = QUEUE_PA
     )
 
 
-def queue_changes(*, tenant, since_id: int, shown: list[int]) -> tuple[int, int]:
+def queue_changes(*, tenant: Tenant, since_id: int, shown: list[int]) -> tuple[int, int]:
     """(new pending drafts with an id above since_id, shown drafts no longer pending)."""
     new = Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING, pk__gt=since_id).count()
     gone = 0
@@ -211,12 +213,12 @@ def queue_changes(*, tenant, since_id: int, shown: list[int]) -> tuple[int, int]
     return new, gone
 
 
-def newest_draft_id(*, tenant) -> int:
+def newest_draft_id(*, tenant: Tenant) -> int:
     last = Draft.objects.filter(tenant=tenant).order_by("-id").values_list("id", flat=True)[:1]
     return next(iter(last), 0)
 
 
-def next_pending(*, tenant, membership, after: Draft) -> Draft | None:
+def next_pending(*, tenant: Tenant, membership: Membership, after: Draft) -> Draft | None:
     """The next pending draft after this one (queue order) that this person may decide."""
     qs = Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING).filter(
         Q(created_at__gt=after.created_at) | Q(created_at=after.created_at, id__gt=after.pk)
@@ -234,19 +236,6 @@ def next_pending(*, tenant, membership, after: Draft) -> Draft | None:
     return found
 
 
-def approvable_mailbox_ids(membership) -> set[int] | None:
-    """None means every mailbox; otherwise the ids this member may decide for."""
-    if membership.role not in ("admin", "approver"):
-        return set()
-    if membership.approve_all_mailboxes:
-        return None
-    return set(membership.approve_mailboxes.values_list("pk", flat=True))
-
-
-def may_decide(allowed: set[int] | None, mailbox_id: int) -> bool:
-    return allowed is None or mailbox_id in allowed
-
-
 # --- recipients ----------------------------------------------------------------------------------
 
 
@@ -262,11 +251,13 @@ def _domain(address: str) -> str:
     return address.rpartition("@")[2].lower()
 
 
-def thread_participants(inbound: list) -> set[str]:
+def thread_participants(inbound: list[InboundMessage]) -> set[str]:
     return {parseaddr(m.sender)[1].lower() for m in inbound if parseaddr(m.sender)[1]}
 
 
-def recipients_with_warnings(*, tenant, draft: Draft, version: DraftVersion, inbound: list):
+def recipients_with_warnings(
+    *, tenant: Tenant, draft: Draft, version: DraftVersion, inbound: list
+) -> list[Recipient]:
     """Every recipient of the version, each with what a reviewer should know about it. What
     blocks a send is asked of the recipient rule itself (intents.policy.recipient_problems, as
     the worker asks it before the call); the suppression rows are read once, for their reasons."""
@@ -312,7 +303,7 @@ def added_recipients(first: DraftVersion, current: DraftVersion) -> set[str]:
     return {a.lower() for a in current.all_recipients} - {a.lower() for a in first.all_recipients}
 
 
-def inbound_for(*, tenant, draft: Draft, limit: int = 10) -> list:
+def inbound_for(*, tenant: Tenant, draft: Draft, limit: int = 10) -> list[InboundMessage]:
     if not draft.thread_id:
         return []
     return list(
@@ -327,7 +318,7 @@ def inbound_for(*, tenant, draft: Draft, limit: int = 10) -> list:
 ATTENTION_STATES = ("uncertain", "needs_attention", "failed", "blocked")
 
 
-def current_sends(tenant):
+def current_sends(tenant: Tenant) -> QuerySet[SendIntent]:
     """A tenant's intents, without those superseded by a re-approval: once a person reopened the
     draft (a newer version exists), the old send is history, not something left to act on."""
     return SendIntent.objects.filter(
@@ -335,7 +326,7 @@ def current_sends(tenant):
     )
 
 
-def attention_intents(*, tenant, state: str = "", limit: int = 100) -> list[SendIntent]:
+def attention_intents(*, tenant: Tenant, state: str = "", limit: int = 100) -> list[SendIntent]:
     """Sends a person should look at, with their attempts and deliveries: three queries."""
     qs = current_sends(tenant)
     if state == "held":
@@ -353,7 +344,7 @@ def attention_intents(*, tenant, state: str = "", limit: int = 100) -> list[Send
     )
 
 
-def attention_counts(*, tenant) -> dict[str, int]:
+def attention_counts(*, tenant: Tenant) -> dict[str, int]:
     counts = current_sends(tenant).aggregate(
         uncertain=Count("id", filter=Q(state="uncertain")),
         needs_attention=Count("id", filter=Q(state="needs_attention")),
@@ -365,7 +356,7 @@ def attention_counts(*, tenant) -> dict[str, int]:
     return counts
 
 
-def outbox_deliveries(intents: list[SendIntent]) -> dict[int, list]:
+def outbox_deliveries(intents: list[SendIntent]) -> dict[int, list[RecipientDelivery]]:
     by_intent: dict[int, list] = {}
     if not intents:
         return by_intent
@@ -376,16 +367,16 @@ def outbox_deliveries(intents: list[SendIntent]) -> dict[int, list]:
     return by_intent
 
 
-def intent_deliveries(*, tenant, intent: SendIntent) -> list[RecipientDelivery]:
+def intent_deliveries(*, tenant: Tenant, intent: SendIntent) -> list[RecipientDelivery]:
     """The per-recipient delivery states of one send, by address."""
     return list(RecipientDelivery.objects.filter(tenant=tenant, intent=intent).order_by("address"))
 
 
-def review_agents(tenant) -> QuerySet[AgentToken]:
+def review_agents(tenant: Tenant) -> QuerySet[AgentToken]:
     """The tenant's agent tokens for the queue's filter."""
     return AgentToken.objects.filter(tenant=tenant).order_by("name").only("id", "name")
 
 
-def review_mailboxes(tenant) -> QuerySet[Mailbox]:
+def review_mailboxes(tenant: Tenant) -> QuerySet[Mailbox]:
     """The tenant's mailboxes for the queue's filter."""
     return Mailbox.objects.filter(tenant=tenant).order_by("address").only("id", "address")

@@ -1,5 +1,6 @@
 """What the review views share: 404s that do not tell another tenant's object from a missing
-one, the approve-right check as a 403 that says what to ask for, and redirects that work with htmx."""
+one, the approve-right check as a 403 that says what to ask for, and redirects that work with
+htmx."""
 
 from __future__ import annotations
 
