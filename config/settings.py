@@ -102,6 +102,7 @@ INSTALLED_APPS = [
     "webhooks",
     "agent_api",
     "console",
+    "review",
 ]
 
 MIDDLEWARE = [

@@ -7,6 +7,6 @@ urlpatterns = [
     path("", include("config.ops_urls")),
     path("api/v1/", include("agent_api.urls")),
     path("webhooks/", include("webhooks.urls")),
-    path("t/<slug:slug>/", include("intents.urls")),
+    path("t/<slug:slug>/", include("review.urls")),
     path("ops/admin/", admin.site.urls),
 ]

@@ -24,9 +24,9 @@ from django.db.models.functions import Cast, Coalesce, Concat, NullIf
 from django.utils import timezone
 
 from intents.models import Draft, IntentEvent, SendAttempt, Suppression
-from intents.review import current_sends
 from intents.selectors import oldest_queued_age_seconds
 from mailboxes.models import Mailbox
+from review.queries import current_sends
 from tenants.invitations import with_expiry
 from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant
 from tenants.tokens import token_status

@@ -1,7 +1,9 @@
 """Who may approve for which mailbox, and which recipients a mailbox may write to.
 
 Used at approval time and again by the worker right before the provider call, so a right revoked
-or an address suppressed in between stops the send.
+or an address suppressed in between stops the send. The recipient rule has one home here: its
+Python form (``recipient_problems``) and the SQL form a query derives from it to flag many rows at
+once (``recipient_breaks_policy_sql``), side by side so that they change together.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from django.conf import settings
 from email_validator import EmailNotValidError, validate_email
 
 from intents.models import DraftVersion, Suppression
+from mailboxes.models import Mailbox
 from tenants.models import Membership
 
 DECIDING_ROLES = frozenset({Membership.Role.ADMIN, Membership.Role.APPROVER})
@@ -113,6 +116,42 @@ def recipient_problems(
     return problems
 
 
+def recipient_breaks_policy_sql(*, address: str, tenant_id: str, mailbox_id: str) -> str:
+    """The SQL form of the rule ``recipient_problems`` applies to a valid address: true when it is
+    on the tenant's suppression list, or when the mailbox is restricted and neither the address
+    nor its domain (after the last "@") is allowed, compared lower-cased as
+    ``Mailbox.allows_recipient`` does. The arguments are SQL expressions of the outer query (a
+    column or an unnested value); table and column names come from the models. Constant SQL: it
+    interpolates no input."""
+    suppression, mailbox = Suppression._meta, Mailbox._meta
+
+    def column(meta, name: str) -> str:
+        return f'"{meta.get_field(name).column}"'
+
+    addr = f"lower({address})"
+    # Names from the models and expressions from our own callers, no input.
+    return f"""(
+      EXISTS (
+        SELECT 1 FROM "{suppression.db_table}" s
+        WHERE s.{column(suppression, "tenant")} = {tenant_id}
+          AND s.{column(suppression, "address")} = {addr}
+      )
+      OR EXISTS (
+        SELECT 1 FROM "{mailbox.db_table}" m
+        WHERE m.{column(mailbox, "id")} = {mailbox_id}
+          AND m.{column(mailbox, "policy_mode")} <> '{Mailbox.PolicyMode.OPEN.value}'
+          AND NOT EXISTS (
+            SELECT 1 FROM unnest(m.{column(mailbox, "allowed_addresses")}) AS a(allowed)
+            WHERE lower(a.allowed) = {addr}
+          )
+          AND NOT EXISTS (
+            SELECT 1 FROM unnest(m.{column(mailbox, "allowed_domains")}) AS d(allowed)
+            WHERE lower(d.allowed) = substring({addr} from '[^@]*$')
+          )
+      )
+    )"""  # noqa: S608
+
+
 def can_approve(*, membership, mailbox) -> bool:
     """An active member (and active user) of the mailbox's tenant, with a deciding role and the
     right for this mailbox. Reads the rows as given: callers pass a freshly loaded membership."""
@@ -125,6 +164,21 @@ def can_approve(*, membership, mailbox) -> bool:
     if membership.approve_all_mailboxes:
         return True
     return membership.approve_mailboxes.filter(pk=mailbox.pk).exists()
+
+
+def approvable_mailbox_ids(membership) -> set[int] | None:
+    """The rights part of ``can_approve`` for a page of rows at once, in at most one query: None
+    means every mailbox; otherwise the ids this member may decide for. The caller's membership is
+    the request's, already active."""
+    if membership.role not in DECIDING_ROLES:
+        return set()
+    if membership.approve_all_mailboxes:
+        return None
+    return set(membership.approve_mailboxes.values_list("pk", flat=True))
+
+
+def may_decide(allowed: set[int] | None, mailbox_id: int) -> bool:
+    return allowed is None or mailbox_id in allowed
 
 
 SECOND_APPROVER_REASON = (

@@ -4,6 +4,10 @@ import pytest
 
 from tests.factories import PASSWORD, MembershipFactory, TenantFactory
 
+# The staff pages' fixtures (local mailboxes, drafts, intents in a state, one headless Chromium
+# per session), shared by tests/review, tests/ui and the admin pages' tests.
+pytest_plugins = ["tests.pages"]
+
 
 @pytest.fixture
 def tenant_a(db):

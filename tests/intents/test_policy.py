@@ -4,6 +4,7 @@ and approval rights, each rule checked where it lives (not only through the serv
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 
 from intents.models import Suppression
 from intents.policy import (
@@ -13,6 +14,7 @@ from intents.policy import (
     active_memberships,
     can_approve,
     normalize_address,
+    recipient_breaks_policy_sql,
     recipient_problems,
     suppressed_addresses,
 )
@@ -252,3 +254,36 @@ def test_active_memberships_returns_exactly_the_pairs_asked_for(
 def test_active_memberships_of_nothing_is_empty_without_a_query(db, django_assert_num_queries):
     with django_assert_num_queries(0):
         assert active_memberships([]) == {}
+
+
+def _sql_says_breaks(tenant, mailbox, address) -> bool:
+    sql = recipient_breaks_policy_sql(
+        address="%(address)s::text", tenant_id="%(tenant)s", mailbox_id="%(mailbox)s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {sql}", {"address": address, "tenant": tenant.pk, "mailbox": mailbox.pk}
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "boss@example.com",
+        "BOSS@example.com",
+        "other@example.com",
+        "anyone@partner.org",
+        "anyone@sub.partner.org",
+        "gone@partner.org",
+    ],
+)
+@pytest.mark.parametrize("restricted", [True, False], ids=["restricted", "open"])
+def test_the_sql_form_of_the_recipient_rule_agrees_with_the_python_form(
+    tenant_a, mailbox, address, restricted
+):
+    if restricted:
+        _restrict(mailbox, domains=["Partner.ORG"], addresses=["Boss@Example.com"])
+    Suppression.objects.create(tenant=tenant_a, address="gone@partner.org", reason="bounced")
+    python_says = bool(recipient_problems(tenant=tenant_a, mailbox=mailbox, addresses=[address]))
+    assert _sql_says_breaks(tenant_a, mailbox, address) is python_says

@@ -16,7 +16,7 @@ from intents import services, tasks
 from intents.models import Draft, SendAttempt, SendIntent, Suppression
 from tenants import invitations
 from tenants.models import AgentToken, Membership
-from tests.ui.browser import sign_in
+from tests.browser import sign_in
 from webhooks.models import InboundMessage
 
 OUT = Path(settings.BASE_DIR) / "docs" / "screenshots"

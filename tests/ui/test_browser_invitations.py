@@ -4,7 +4,7 @@ there and lands in the tenant; the same link opened again does nothing."""
 import re
 
 from tenants.models import Membership
-from tests.ui.browser import BROWSER_MARKS, sign_in
+from tests.browser import BROWSER_MARKS, sign_in
 
 pytestmark = BROWSER_MARKS
 

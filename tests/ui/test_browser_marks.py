@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ui.browser import BROWSER_MARKS, require_chromium
+from tests.browser import BROWSER_MARKS, require_chromium
 
 MISSING = Path("/nonexistent/chromium")
 

@@ -6,7 +6,7 @@ import re
 
 from intents import services, tasks
 from intents.models import Draft, SendIntent
-from tests.ui.browser import BROWSER_MARKS, new_draft, sign_in
+from tests.browser import BROWSER_MARKS, new_draft, sign_in
 from webhooks.models import WebhookEvent
 
 pytestmark = BROWSER_MARKS

@@ -3,7 +3,7 @@ nothing is fetched, no htmx attribute of theirs is acted on."""
 
 from django.utils import timezone
 
-from tests.ui.browser import BROWSER_MARKS, new_draft, sign_in
+from tests.browser import BROWSER_MARKS, new_draft, sign_in
 from webhooks.models import InboundMessage
 
 pytestmark = BROWSER_MARKS

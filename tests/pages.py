@@ -1,5 +1,7 @@
-"""Fixtures for the browser-facing tests: a local mailbox row (no provider call), drafts written
-through the real services, and a helper that builds a whole intent state for the outbox pages."""
+"""Fixtures for the staff pages' tests: a local mailbox row (no provider call), drafts written
+through the real services, a helper that builds a whole intent state for the outbox pages, and
+headless Chromium. A plugin of tests/conftest.py, so tests/review, tests/ui and the admin pages'
+tests share them, and one browser per session."""
 
 from __future__ import annotations
 
@@ -107,7 +109,7 @@ def make_intent(make_draft, admin_a):
 
 @pytest.fixture
 def chromium_present():
-    from tests.ui.browser import require_chromium
+    from tests.browser import require_chromium
 
     require_chromium()
 
@@ -118,7 +120,7 @@ def chromium(django_db_setup):
     in the same thread is refused)."""
     from playwright.sync_api import sync_playwright
 
-    from tests.ui.browser import ARGS, CHROMIUM, require_chromium
+    from tests.browser import ARGS, CHROMIUM, require_chromium
 
     require_chromium()
     # Playwright's sync API keeps an event loop in this thread; the ORM calls the tests make

@@ -381,7 +381,7 @@ def test_customer_wrote_again_is_flagged(tenant_a, mailbox_a, make_draft, admin_
 def test_queue_count_stops_at_the_cap(
     tenant_a, mailbox_a, make_draft, admin_a, signed_in, monkeypatch
 ):
-    from intents import review
+    from review import queries as review
 
     monkeypatch.setattr(review, "TOTAL_CAP", 3)
     for _ in range(5):

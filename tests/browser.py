@@ -22,7 +22,7 @@ def require_chromium(chromium: Path = CHROMIUM, environ=os.environ) -> None:
     pytest.skip(f"{chromium} (Debian's chromium) is not installed")
 
 
-# The fixture (tests/ui/conftest.py) calls require_chromium before the browser is launched.
+# The fixture (tests/pages.py) calls require_chromium before the browser is launched.
 BROWSER_MARKS = [pytest.mark.browser, pytest.mark.usefixtures("chromium_present")]
 ARGS = [
     "--no-sandbox",

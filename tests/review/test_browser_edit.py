@@ -2,7 +2,7 @@
 a one-word edit must still show as a one-word change, and the stored body holds LF only."""
 
 from intents.models import DraftVersion
-from tests.ui.browser import BROWSER_MARKS, new_draft, sign_in
+from tests.browser import BROWSER_MARKS, new_draft, sign_in
 
 pytestmark = BROWSER_MARKS
 

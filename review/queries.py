@@ -1,5 +1,6 @@
-"""Reads for the review UI that the general selectors do not cover: the filtered queue with its
-warning flag, recipient warnings, thread context and the word-level diff.
+"""Reads for the review pages that the general selectors do not cover: the filtered queue with its
+warning flag, recipient warnings, thread context, the outbox's deliveries and the needs-attention
+list (the word-level diff is in review.diff).
 
 Every query is tenant-scoped, and each page issues a fixed number of queries whatever the number
 of rows: the current version is joined (FilteredRelation), the warning flag is one correlated
@@ -10,60 +11,78 @@ from __future__ import annotations
 
 import base64
 import binascii
-import difflib
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from email.utils import parseaddr
 
-from django.db.models import BooleanField, F, FilteredRelation, Func, Q, QuerySet, TextField, Value
+from django.db.models import (
+    BooleanField,
+    Count,
+    F,
+    FilteredRelation,
+    Func,
+    Prefetch,
+    Q,
+    QuerySet,
+    TextField,
+    Value,
+)
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
-from django.utils.html import escape
-from django.utils.safestring import SafeString, mark_safe
 
-from intents.models import Draft, DraftVersion, SendIntent, Suppression
+from intents.models import Draft, DraftVersion, SendAttempt, SendIntent, Suppression
+from intents.policy import recipient_breaks_policy_sql, recipient_problems
+from mailboxes.models import Mailbox
+from tenants.models import AgentToken, Membership, Tenant
+from webhooks.models import InboundMessage, RecipientDelivery
 
 QUEUE_PAGE = 50
 
-# True when any recipient of the draft's current version is suppressed, outside the mailbox's
-# recipient policy, or (when the thread is known) not among the thread's participants. Correlated
-# on the outer draft row, so it filters and annotates in the same single query.
-HAS_WARNING_SQL = """
+
+def _column(model, name: str) -> str:
+    return f'"{model._meta.db_table}"."{model._meta.get_field(name).column}"'
+
+
+def _has_warning_sql() -> str:
+    """True when any recipient of the draft's current version breaks the recipient policy (the
+    SQL form in intents.policy) or, when the thread is known, is not among the thread's
+    participants (as ``thread_participants`` reads the senders). Correlated on the outer draft
+    row, so it filters and annotates in the same single query. Names come from the models."""
+    draft, version, inbound = Draft._meta.db_table, DraftVersion._meta, InboundMessage._meta
+    draft_id, tenant_id = _column(Draft, "id"), _column(Draft, "tenant")
+    thread_id = _column(Draft, "thread_id")
+    v = {name: version.get_field(name).column for name in ("draft", "number", "to", "cc", "bcc")}
+    i = {name: inbound.get_field(name).column for name in ("tenant", "thread_id", "sender")}
+    same_thread = f"i.{i['tenant']} = {tenant_id} AND i.{i['thread_id']} = {thread_id}"
+    breaks_policy = recipient_breaks_policy_sql(
+        address="r.addr", tenant_id=tenant_id, mailbox_id=_column(Draft, "mailbox")
+    )
+    # Names from the models, no input.
+    return f"""
 EXISTS (
   SELECT 1
-  FROM intents_draftversion v
-  JOIN mailboxes_mailbox m ON m.id = intents_draft.mailbox_id
-  CROSS JOIN LATERAL unnest(v."to" || v.cc || v.bcc) AS r(addr)
-  WHERE v.draft_id = intents_draft.id
-    AND v.number = intents_draft.current_version
+  FROM "{version.db_table}" v
+  CROSS JOIN LATERAL unnest(v."{v["to"]}" || v."{v["cc"]}" || v."{v["bcc"]}") AS r(addr)
+  WHERE v."{v["draft"]}" = {draft_id}
+    AND v."{v["number"]}" = "{draft}"."{Draft._meta.get_field("current_version").column}"
     AND (
-      EXISTS (
-        SELECT 1 FROM intents_suppression s
-        WHERE s.tenant_id = intents_draft.tenant_id AND s.address = lower(r.addr)
-      )
+      {breaks_policy}
       OR (
-        m.policy_mode = 'restricted'
-        AND NOT (
-          lower(r.addr) = ANY (m.allowed_addresses::text[])
-          OR split_part(lower(r.addr), '@', 2) = ANY (m.allowed_domains::text[])
-        )
-      )
-      OR (
-        intents_draft.thread_id <> ''
-        AND EXISTS (
-          SELECT 1 FROM webhooks_inboundmessage i
-          WHERE i.tenant_id = intents_draft.tenant_id AND i.thread_id = intents_draft.thread_id
-        )
+        {thread_id} <> ''
+        AND EXISTS (SELECT 1 FROM "{inbound.db_table}" i WHERE {same_thread})
         AND NOT EXISTS (
-          SELECT 1 FROM webhooks_inboundmessage i
-          WHERE i.tenant_id = intents_draft.tenant_id AND i.thread_id = intents_draft.thread_id
-            AND (lower(i.sender) = lower(r.addr) OR lower(i.sender) LIKE '%%<' || lower(r.addr) || '>')
+          SELECT 1 FROM "{inbound.db_table}" i
+          WHERE {same_thread}
+            AND (lower(i.{i["sender"]}) = lower(r.addr)
+                 OR lower(i.{i["sender"]}) LIKE '%%<' || lower(r.addr) || '>')
         )
       )
     )
 )
-"""
+"""  # noqa: S608
+
+
+HAS_WARNING_SQL = _has_warning_sql()
 
 
 class ArrayToString(Func):
@@ -89,7 +108,7 @@ AGE_CHOICES = [
 ]
 
 
-def pending_drafts(*, tenant, f: QueueFilter) -> QuerySet[Draft]:
+def pending_drafts(*, tenant: Tenant, f: QueueFilter) -> QuerySet[Draft]:
     """The pending queue with the current version's subject and recipients joined in."""
     qs = (
         Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING)
@@ -159,7 +178,9 @@ class QueuePage:
     total_cap: int
 
 
-def queue_page(*, tenant, f: QueueFilter, after: str = "", limit: int = QUEUE_PAGE) -> QueuePage:
+def queue_page(
+    *, tenant: Tenant, f: QueueFilter, after: str = "", limit: int = QUEUE_PAGE
+) -> QueuePage:
     """Oldest first, keyset-paginated on (created_at, id): two queries whatever the size."""
     qs = pending_drafts(tenant=tenant, f=f)
     # Counting stops at TOTAL_CAP: an exact count of a huge queue is a scan that grows with it,
@@ -179,7 +200,7 @@ def queue_page(*, tenant, f: QueueFilter, after: str = "", limit: int = QUEUE_PA
     )
 
 
-def queue_changes(*, tenant, since_id: int, shown: list[int]) -> tuple[int, int]:
+def queue_changes(*, tenant: Tenant, since_id: int, shown: list[int]) -> tuple[int, int]:
     """(new pending drafts with an id above since_id, shown drafts no longer pending)."""
     new = Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING, pk__gt=since_id).count()
     gone = 0
@@ -192,12 +213,12 @@ def queue_changes(*, tenant, since_id: int, shown: list[int]) -> tuple[int, int]
     return new, gone
 
 
-def newest_draft_id(*, tenant) -> int:
+def newest_draft_id(*, tenant: Tenant) -> int:
     last = Draft.objects.filter(tenant=tenant).order_by("-id").values_list("id", flat=True)[:1]
     return next(iter(last), 0)
 
 
-def next_pending(*, tenant, membership, after: Draft) -> Draft | None:
+def next_pending(*, tenant: Tenant, membership: Membership, after: Draft) -> Draft | None:
     """The next pending draft after this one (queue order) that this person may decide."""
     qs = Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING).filter(
         Q(created_at__gt=after.created_at) | Q(created_at=after.created_at, id__gt=after.pk)
@@ -215,19 +236,6 @@ def next_pending(*, tenant, membership, after: Draft) -> Draft | None:
     return found
 
 
-def approvable_mailbox_ids(membership) -> set[int] | None:
-    """None means every mailbox; otherwise the ids this member may decide for."""
-    if membership.role not in ("admin", "approver"):
-        return set()
-    if membership.approve_all_mailboxes:
-        return None
-    return set(membership.approve_mailboxes.values_list("pk", flat=True))
-
-
-def may_decide(allowed: set[int] | None, mailbox_id: int) -> bool:
-    return allowed is None or mailbox_id in allowed
-
-
 # --- recipients ----------------------------------------------------------------------------------
 
 
@@ -243,16 +251,26 @@ def _domain(address: str) -> str:
     return address.rpartition("@")[2].lower()
 
 
-def thread_participants(inbound: list) -> set[str]:
+def thread_participants(inbound: list[InboundMessage]) -> set[str]:
     return {parseaddr(m.sender)[1].lower() for m in inbound if parseaddr(m.sender)[1]}
 
 
-def recipients_with_warnings(*, tenant, draft: Draft, version: DraftVersion, inbound: list):
-    """Every recipient of the version, each with what a reviewer should know about it."""
+def recipients_with_warnings(
+    *, tenant: Tenant, draft: Draft, version: DraftVersion, inbound: list
+) -> list[Recipient]:
+    """Every recipient of the version, each with what a reviewer should know about it. What
+    blocks a send is asked of the recipient rule itself (intents.policy.recipient_problems, as
+    the worker asks it before the call); the suppression rows are read once, for their reasons."""
     mailbox = draft.mailbox
     addresses = [a.lower() for a in version.all_recipients]
     suppressed = {
         s.address: s for s in Suppression.objects.filter(tenant=tenant, address__in=addresses)
+    }
+    problems = {
+        (p.address, p.code): p
+        for p in recipient_problems(
+            tenant=tenant, mailbox=mailbox, addresses=addresses, suppressed=set(suppressed)
+        )
     }
     participants = thread_participants(inbound)
     out = []
@@ -260,14 +278,16 @@ def recipients_with_warnings(*, tenant, draft: Draft, version: DraftVersion, inb
         for address in getattr(version, kind):
             address = address.lower()
             r = Recipient(kind=kind, address=address)
-            if address in suppressed:
+            if (address, "invalid") in problems:
+                r.warnings.append(("invalid", problems[address, "invalid"].message))
+            if (address, "suppressed") in problems:
                 r.warnings.append(
                     (
                         "suppressed",
                         f"Suppressed: {suppressed[address].get_reason_display().lower()}",
                     )
                 )
-            if not mailbox.allows_recipient(address):
+            if (address, "not_allowed") in problems:
                 r.warnings.append(("not_allowed", "Outside this mailbox's recipient policy"))
             if participants and address not in participants:
                 r.warnings.append(("not_on_thread", "Not a participant of this thread"))
@@ -283,9 +303,7 @@ def added_recipients(first: DraftVersion, current: DraftVersion) -> set[str]:
     return {a.lower() for a in current.all_recipients} - {a.lower() for a in first.all_recipients}
 
 
-def inbound_for(*, tenant, draft: Draft, limit: int = 10) -> list:
-    from webhooks.models import InboundMessage
-
+def inbound_for(*, tenant: Tenant, draft: Draft, limit: int = 10) -> list[InboundMessage]:
     if not draft.thread_id:
         return []
     return list(
@@ -295,76 +313,12 @@ def inbound_for(*, tenant, draft: Draft, limit: int = 10) -> list:
     )[::-1]
 
 
-# --- diff ----------------------------------------------------------------------------------------
-
-_TOKEN = re.compile(r"\s+|[^\s]+")
-
-
-def _lf(body: str) -> str:
-    return body.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def word_diff(old: str, new: str) -> SafeString:
-    """Word-level diff as escaped HTML with <ins>/<del>; whitespace is kept as written, except
-    that CRLF and lone CR compare as LF: versions saved before the draft services normalised line
-    endings hold the browser's CRLF, and every line of them would show as changed."""
-    a = _TOKEN.findall(_lf(old or ""))
-    b = _TOKEN.findall(_lf(new or ""))
-    parts: list[str] = []
-    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
-            parts.append(escape("".join(a[i1:i2])))
-            continue
-        if op in ("delete", "replace"):
-            parts.append(f"<del>{escape(''.join(a[i1:i2]))}</del>")
-        if op in ("insert", "replace"):
-            parts.append(f"<ins>{escape(''.join(b[j1:j2]))}</ins>")
-    return mark_safe("".join(parts))  # noqa: S308 - every piece above is escaped
-
-
-@dataclass
-class VersionDiff:
-    base: DraftVersion
-    target: DraftVersion
-    subject: SafeString
-    text: SafeString
-    html_changed: bool
-    added: list[str]
-    removed: list[str]
-
-    @property
-    def changed(self) -> bool:
-        return self.base.content_hash != self.target.content_hash and (
-            self.base.subject != self.target.subject
-            or self.base.text != self.target.text
-            or self.html_changed
-            or bool(self.added or self.removed)
-        )
-
-
-def version_diff(base: DraftVersion, target: DraftVersion) -> VersionDiff:
-    def tagged(v):
-        return {f"{k}: {a.lower()}" for k in ("to", "cc", "bcc") for a in getattr(v, k)}
-
-    old, new = tagged(base), tagged(target)
-    return VersionDiff(
-        base=base,
-        target=target,
-        subject=word_diff(base.subject, target.subject),
-        text=word_diff(base.text, target.text),
-        html_changed=base.html != target.html,
-        added=sorted(new - old),
-        removed=sorted(old - new),
-    )
-
-
 # --- outbox --------------------------------------------------------------------------------------
 
 ATTENTION_STATES = ("uncertain", "needs_attention", "failed", "blocked")
 
 
-def current_sends(tenant):
+def current_sends(tenant: Tenant) -> QuerySet[SendIntent]:
     """A tenant's intents, without those superseded by a re-approval: once a person reopened the
     draft (a newer version exists), the old send is history, not something left to act on."""
     return SendIntent.objects.filter(
@@ -372,12 +326,8 @@ def current_sends(tenant):
     )
 
 
-def attention_intents(*, tenant, state: str = "", limit: int = 100) -> list[SendIntent]:
+def attention_intents(*, tenant: Tenant, state: str = "", limit: int = 100) -> list[SendIntent]:
     """Sends a person should look at, with their attempts and deliveries: three queries."""
-    from django.db.models import Prefetch
-
-    from intents.models import SendAttempt
-
     qs = current_sends(tenant)
     if state == "held":
         qs = qs.filter(state="queued").exclude(held_reason="")
@@ -394,9 +344,7 @@ def attention_intents(*, tenant, state: str = "", limit: int = 100) -> list[Send
     )
 
 
-def attention_counts(*, tenant) -> dict[str, int]:
-    from django.db.models import Count
-
+def attention_counts(*, tenant: Tenant) -> dict[str, int]:
     counts = current_sends(tenant).aggregate(
         uncertain=Count("id", filter=Q(state="uncertain")),
         needs_attention=Count("id", filter=Q(state="needs_attention")),
@@ -408,9 +356,7 @@ def attention_counts(*, tenant) -> dict[str, int]:
     return counts
 
 
-def outbox_deliveries(intents: list[SendIntent]) -> dict[int, list]:
-    from webhooks.models import RecipientDelivery
-
+def outbox_deliveries(intents: list[SendIntent]) -> dict[int, list[RecipientDelivery]]:
     by_intent: dict[int, list] = {}
     if not intents:
         return by_intent
@@ -419,3 +365,18 @@ def outbox_deliveries(intents: list[SendIntent]) -> dict[int, list]:
     ):
         by_intent.setdefault(d.intent_id, []).append(d)
     return by_intent
+
+
+def intent_deliveries(*, tenant: Tenant, intent: SendIntent) -> list[RecipientDelivery]:
+    """The per-recipient delivery states of one send, by address."""
+    return list(RecipientDelivery.objects.filter(tenant=tenant, intent=intent).order_by("address"))
+
+
+def review_agents(tenant: Tenant) -> QuerySet[AgentToken]:
+    """The tenant's agent tokens for the queue's filter."""
+    return AgentToken.objects.filter(tenant=tenant).order_by("name").only("id", "name")
+
+
+def review_mailboxes(tenant: Tenant) -> QuerySet[Mailbox]:
+    """The tenant's mailboxes for the queue's filter."""
+    return Mailbox.objects.filter(tenant=tenant).order_by("address").only("id", "address")

@@ -2,7 +2,7 @@
 keyboard shortcuts do not approve either."""
 
 from intents.models import Draft, SendIntent
-from tests.ui.browser import BROWSER_MARKS, new_draft, sign_in
+from tests.browser import BROWSER_MARKS, new_draft, sign_in
 
 pytestmark = BROWSER_MARKS
 

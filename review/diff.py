@@ -1,0 +1,74 @@
+"""The word-level diff a reviewer sees between two versions of a draft: escaped HTML with
+<ins>/<del>, and which recipients were added or removed."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from intents.models import DraftVersion
+
+_TOKEN = re.compile(r"\s+|[^\s]+")
+
+
+def _lf(body: str) -> str:
+    return body.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def word_diff(old: str, new: str) -> SafeString:
+    """Word-level diff as escaped HTML with <ins>/<del>; whitespace is kept as written, except
+    that CRLF and lone CR compare as LF: versions saved before the draft services normalised line
+    endings hold the browser's CRLF, and every line of them would show as changed."""
+    a = _TOKEN.findall(_lf(old or ""))
+    b = _TOKEN.findall(_lf(new or ""))
+    parts: list[str] = []
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            parts.append(escape("".join(a[i1:i2])))
+            continue
+        if op in ("delete", "replace"):
+            parts.append(f"<del>{escape(''.join(a[i1:i2]))}</del>")
+        if op in ("insert", "replace"):
+            parts.append(f"<ins>{escape(''.join(b[j1:j2]))}</ins>")
+    return mark_safe("".join(parts))  # noqa: S308 - every piece above is escaped
+
+
+@dataclass
+class VersionDiff:
+    base: DraftVersion
+    target: DraftVersion
+    subject: SafeString
+    text: SafeString
+    html_changed: bool
+    added: list[str]
+    removed: list[str]
+
+    @property
+    def changed(self) -> bool:
+        return self.base.content_hash != self.target.content_hash and (
+            self.base.subject != self.target.subject
+            or self.base.text != self.target.text
+            or self.html_changed
+            or bool(self.added or self.removed)
+        )
+
+
+def version_diff(base: DraftVersion, target: DraftVersion) -> VersionDiff:
+    def tagged(v):
+        return {f"{k}: {a.lower()}" for k in ("to", "cc", "bcc") for a in getattr(v, k)}
+
+    old, new = tagged(base), tagged(target)
+    return VersionDiff(
+        base=base,
+        target=target,
+        subject=word_diff(base.subject, target.subject),
+        text=word_diff(base.text, target.text),
+        html_changed=base.html != target.html,
+        added=sorted(new - old),
+        removed=sorted(old - new),
+    )

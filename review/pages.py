@@ -1,0 +1,188 @@
+"""What each review page shows, for the person looking: the reads of intents.selectors and
+review.queries put together with that person's rights, so that a view only reads the request,
+calls one of these and renders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.utils import timezone
+
+from intents import selectors
+from intents.models import Draft, DraftVersion, SendIntent
+from intents.policy import (
+    SECOND_APPROVER_REASON,
+    approvable_mailbox_ids,
+    can_approve,
+    may_decide,
+    needs_another_approver,
+)
+from review import queries
+from review.diff import VersionDiff, version_diff
+from review.queries import QueueFilter, QueuePage, Recipient
+from tenants.models import Membership, Tenant, User
+
+# --- queue ---------------------------------------------------------------------------------------
+
+
+def queue(
+    *, tenant: Tenant, membership: Membership, user: User | None, f: QueueFilter, after: str
+) -> QueuePage:
+    """One page of the queue, each row marked with what this person may do with it."""
+    page = queries.queue_page(tenant=tenant, f=f, after=after)
+    allowed = approvable_mailbox_ids(membership)
+    for draft in page.rows:
+        draft.can_decide = may_decide(allowed, draft.mailbox_id)
+        # Not offered for bulk approve: the service would refuse it (four-eyes on edit).
+        draft.approve_blocked = draft.can_decide and needs_another_approver(
+            tenant=tenant,
+            author_kind=draft.cur_author,
+            author_user_id=draft.cur_author_user_id,
+            user=user,
+        )
+        draft.more_recipients = (
+            len(draft.cur_to or []) + len(draft.cur_cc or []) + len(draft.cur_bcc or []) - 1
+        )
+    return page
+
+
+# --- draft page ----------------------------------------------------------------------------------
+
+
+@dataclass
+class DraftReview:
+    """The draft page's context (its field names are the template's variables)."""
+
+    draft: Draft
+    detail: selectors.DraftDetail
+    current: DraftVersion
+    first: DraftVersion
+    recipients: list[Recipient]
+    warning_count: int
+    inbound: list
+    newer_inbound: list
+    diff: VersionDiff | None
+    can_decide: bool
+    approve_blocked_reason: str
+    provenance: dict
+    unproven_earlier: list[SendIntent] = field(default_factory=list)
+
+
+def _recipients(*, tenant: Tenant, detail: selectors.DraftDetail, inbound: list) -> list[Recipient]:
+    first, current = detail.versions[0], detail.current
+    recipients = queries.recipients_with_warnings(
+        tenant=tenant, draft=detail.draft, version=current, inbound=inbound
+    )
+    added = queries.added_recipients(first, current)
+    for r in recipients:
+        if r.address in added:
+            r.notes.append(("added", "Added after the agent's first version"))
+    return recipients
+
+
+def _unproven_earlier(detail: selectors.DraftDetail) -> list[SendIntent]:
+    """Earlier sends of a pending draft that may have gone out: the reviewer is warned."""
+    return [
+        i
+        for i in ([detail.intent] if detail.intent else []) + detail.earlier_intents
+        if i.state == SendIntent.State.NEEDS_ATTENTION
+        or (i.pk in detail.unproven_intent_ids and i.state != SendIntent.State.ACCEPTED)
+    ]
+
+
+def draft_review(
+    *, tenant: Tenant, membership: Membership, user: User | None, draft_id: int
+) -> DraftReview:
+    """Raises intents.errors.NotFound for another tenant's draft as for a missing one."""
+    detail = selectors.draft_detail(tenant=tenant, draft_id=draft_id)
+    draft, current = detail.draft, detail.current
+    inbound = queries.inbound_for(tenant=tenant, draft=draft)
+    anchor = next((m for m in inbound if m.message_id == draft.in_reply_to), None)
+    since = anchor.received_at if anchor else draft.created_at
+    first = detail.versions[0]
+    pending = draft.status == Draft.Status.PENDING
+    can_decide = pending and can_approve(membership=membership, mailbox=draft.mailbox)
+    approve_blocked = can_decide and needs_another_approver(
+        tenant=tenant,
+        author_kind=current.author_kind,
+        author_user_id=current.author_user_id,
+        user=user,
+    )
+    recipients = _recipients(tenant=tenant, detail=detail, inbound=inbound)
+    return DraftReview(
+        draft=draft,
+        detail=detail,
+        current=current,
+        first=first,
+        recipients=recipients,
+        warning_count=sum(1 for r in recipients if r.warnings),
+        inbound=inbound,
+        newer_inbound=[m for m in inbound if m.received_at > since and m is not anchor],
+        diff=version_diff(first, current) if len(detail.versions) > 1 else None,
+        can_decide=can_decide,
+        approve_blocked_reason=SECOND_APPROVER_REASON if approve_blocked else "",
+        provenance=draft.provenance if isinstance(draft.provenance, dict) else {},
+        unproven_earlier=_unproven_earlier(detail) if pending else [],
+    )
+
+
+# --- send page -----------------------------------------------------------------------------------
+
+# Delivery webhooks usually arrive within seconds of acceptance; past this, a page left open stops
+# polling for ones that may never come (a reload still shows them).
+DELIVERY_WATCH = timedelta(minutes=30)
+SETTLED_DELIVERY = frozenset({"delivered", "bounced", "complained", "rejected"})
+
+
+def send_page_live(intent: SendIntent, deliveries) -> bool:
+    """Whether the send page keeps refreshing its status: while a worker may still act, and after
+    acceptance until every recipient has a settled delivery state. Stopping at acceptance (the
+    first webhook can land a moment after the worker commits) left "delivered" unseen."""
+    if intent.state in ("queued", "sending", "uncertain"):
+        return True
+    if intent.state != SendIntent.State.ACCEPTED:
+        return False
+    settled = {d.address for d in deliveries if d.state in SETTLED_DELIVERY}
+    recipients = {a for addresses in intent.recipients.values() for a in addresses}
+    return not recipients <= settled and timezone.now() - intent.updated_at < DELIVERY_WATCH
+
+
+def send_page(*, tenant: Tenant, membership: Membership, intent: SendIntent) -> dict:
+    """The send page's context: the send, its attempts, journal and deliveries, and what this
+    person may do with it."""
+    deliveries = queries.intent_deliveries(tenant=tenant, intent=intent)
+    can_decide = can_approve(membership=membership, mailbox=intent.mailbox)
+    return {
+        "intent": intent,
+        "version": intent.draft_version,
+        "attempts": selectors.intent_attempts(tenant=tenant, intent_id=intent.pk),
+        "events": selectors.intent_events(tenant=tenant, intent_id=intent.pk),
+        "deliveries": deliveries,
+        "can_decide": can_decide,
+        "live": send_page_live(intent, deliveries),
+        "can_reopen": can_decide and selectors.intent_reopenable(intent),
+        "may_have_gone_out": bool(
+            selectors.intents_that_may_have_gone_out(tenant=tenant, intent_ids=[intent.pk])
+        ),
+    }
+
+
+# --- needs attention -----------------------------------------------------------------------------
+
+
+def attention(
+    *, tenant: Tenant, membership: Membership, state: str
+) -> tuple[list[SendIntent], dict[str, int]]:
+    """The sends a person should look at, each marked with what this person may do, and the
+    count per tab."""
+    intents = queries.attention_intents(tenant=tenant, state=state)
+    allowed = approvable_mailbox_ids(membership)
+    unproven = selectors.intents_that_may_have_gone_out(
+        tenant=tenant, intent_ids=[i.pk for i in intents]
+    )
+    for intent in intents:
+        intent.can_decide = may_decide(allowed, intent.mailbox_id)
+        intent.can_reopen = intent.can_decide and selectors.intent_reopenable(intent)
+        intent.may_have_gone_out = intent.pk in unproven
+    return intents, queries.attention_counts(tenant=tenant)

@@ -1,0 +1,23 @@
+"""Review and outbox pages under /t/<slug>/; the queue itself is the tenant's home page
+(``tenant_home``), routed here because tenants, the ground floor, knows no review page."""
+
+from django.urls import path
+
+from review.views import drafts, outbox, queue
+
+urlpatterns = [
+    path("", queue.queue, name="tenant_home"),
+    path("queue/changes/", queue.queue_changes, name="queue_changes"),
+    path("queue/approve/", queue.bulk_approve, name="bulk_approve"),
+    path("drafts/<int:draft_id>/", drafts.draft_detail, name="draft"),
+    path("drafts/<int:draft_id>/approve/", drafts.draft_approve, name="draft_approve"),
+    path("drafts/<int:draft_id>/reject/", drafts.draft_reject, name="draft_reject"),
+    path("drafts/<int:draft_id>/edit/", drafts.draft_edit, name="draft_edit"),
+    path("outbox/", outbox.outbox, name="outbox"),
+    path("outbox/<int:intent_id>/", outbox.outbox_intent, name="outbox_intent"),
+    path("outbox/<int:intent_id>/cancel/", outbox.intent_cancel, name="intent_cancel"),
+    path("outbox/<int:intent_id>/resolve/", outbox.intent_resolve, name="intent_resolve"),
+    path("outbox/<int:intent_id>/release/", outbox.intent_release, name="intent_release"),
+    path("outbox/<int:intent_id>/reopen/", outbox.intent_reopen, name="intent_reopen"),
+    path("attention/", outbox.attention, name="attention"),
+]

@@ -1,0 +1,224 @@
+"""The draft page and its decisions: approve, reject, edit."""
+
+from __future__ import annotations
+
+import logging
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.html import format_html
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from intents import errors, selectors, services
+from intents.models import Draft
+from review import pages
+from review import queries as review
+from review.diff import version_diff
+from review.forms import (
+    ApproveForm,
+    EditForm,
+    RejectForm,
+)
+from review.views.common import draft_or_404, hx_redirect, require_right
+from tenants.access import DECIDERS, tenant_view
+
+log = logging.getLogger(__name__)
+
+
+def _draft_context(request, draft_id, **extra) -> dict:
+    try:
+        draft_review = pages.draft_review(
+            tenant=request.tenant,
+            membership=request.membership,
+            user=request.user,
+            draft_id=draft_id,
+        )
+    except errors.NotFound:
+        raise Http404("No such draft") from None
+    return {**vars(draft_review), "reject_form": RejectForm(), **extra}
+
+
+@tenant_view()
+@require_GET
+def draft_detail(request: HttpRequest, draft_id: int) -> HttpResponse:
+    return render(request, "review/draft.html", _draft_context(request, draft_id))
+
+
+def _refusal(request, draft_id, *, error, seen_version=None, status=409) -> HttpResponse:
+    """The page again with what happened; for a stale approval, the diff from what was seen."""
+    context = _draft_context(request, draft_id, refusal=error)
+    if seen_version is not None:
+        seen = next((v for v in context["detail"].versions if v.number == seen_version), None)
+        if seen is not None and seen.number != context["current"].number:
+            context["stale_diff"] = version_diff(seen, context["current"])
+    if request.htmx:
+        return render(request, "review/draft.html#decision", context)
+    return render(request, "review/draft.html", context, status=status)
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def draft_approve(request: HttpRequest, draft_id: int) -> HttpResponse:
+    draft = draft_or_404(request, draft_id)
+    require_right(request, draft.mailbox)
+    form = ApproveForm(request.POST)
+    if not form.is_valid():
+        error = errors.InvalidInput(
+            "invalid", "The approval did not say which version it approves; reload the page."
+        )
+        return _refusal(request, draft.pk, error=error, status=400)
+    version = form.cleaned_data["version"]
+    try:
+        intent = services.draft_approve(
+            tenant=request.tenant,
+            draft_id=draft.pk,
+            version=version,
+            content_hash=form.cleaned_data["content_hash"],
+            actor=request.user,
+        )
+    except (errors.NoRight, errors.SecondApproverRequired) as error:
+        raise PermissionDenied(error.message) from None
+    except errors.DraftError as error:
+        log.info(
+            "intents.ui.approve_refused",
+            extra={"tenant_id": request.tenant.pk, "draft_id": draft.pk, "code": error.code},
+        )
+        return _refusal(request, draft.pk, error=error, seen_version=version)
+    outbox_url = reverse("outbox_intent", args=[request.tenant.slug, intent.pk])
+    messages.success(
+        request,
+        format_html(
+            'Approved draft {} (version {}). <a href="{}">Follow the send</a>.',
+            draft.pk,
+            version,
+            outbox_url,
+        ),
+    )
+    if form.cleaned_data["next"]:
+        following = review.next_pending(
+            tenant=request.tenant, membership=request.membership, after=draft
+        )
+        if following is not None:
+            return hx_redirect(request, reverse("draft", args=[request.tenant.slug, following.pk]))
+        return hx_redirect(request, reverse("tenant_home", args=[request.tenant.slug]))
+    return hx_redirect(request, outbox_url)
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def draft_reject(request: HttpRequest, draft_id: int) -> HttpResponse:
+    draft = draft_or_404(request, draft_id)
+    require_right(request, draft.mailbox)
+    form = RejectForm(request.POST)
+    if not form.is_valid():
+        error = errors.InvalidInput("reason_required", "Say why you reject this draft.", "reason")
+        return _refusal(request, draft.pk, error=error, status=400)
+    try:
+        services.draft_reject(
+            tenant=request.tenant,
+            draft_id=draft.pk,
+            reason=form.cleaned_data["reason"],
+            actor=request.user,
+        )
+    except errors.NoRight as error:
+        raise PermissionDenied(error.message) from None
+    except errors.DraftError as error:
+        return _refusal(request, draft.pk, error=error)
+    messages.success(request, f"Rejected draft {draft.pk}. The agent sees your reason.")
+    following = review.next_pending(
+        tenant=request.tenant, membership=request.membership, after=draft
+    )
+    if following is not None:
+        return hx_redirect(request, reverse("draft", args=[request.tenant.slug, following.pk]))
+    return hx_redirect(request, reverse("tenant_home", args=[request.tenant.slug]))
+
+
+def _edit_detail(request, draft_id) -> selectors.DraftDetail:
+    try:
+        return selectors.draft_detail(tenant=request.tenant, draft_id=draft_id)
+    except errors.NotFound:
+        raise Http404("No such draft") from None
+
+
+def _edit_page(request, detail, form, *, status=200, conflict_diff=None) -> HttpResponse:
+    return render(
+        request,
+        "review/edit.html",
+        {
+            "draft": detail.draft,
+            "current": detail.current,
+            "form": form,
+            "conflict_diff": conflict_diff,
+        },
+        status=status,
+    )
+
+
+def _edit_conflict(request, draft_id, conflict: errors.VersionConflict) -> HttpResponse:
+    """Someone saved first: nothing was written. Show what they changed since the person's base,
+    keep the person's text, and base a deliberate second save on the version now shown."""
+    detail = _edit_detail(request, draft_id)
+    base = next((v for v in detail.versions if v.number == conflict.base_version), None)
+    form = EditForm({**request.POST.dict(), "base_version": detail.current.number})
+    form.is_valid()
+    form.add_error(
+        None,
+        f"{conflict.message} Nothing was saved. What changed since version "
+        f"{conflict.base_version} is shown above and your text is kept below: bring in what you "
+        f"need, then save again.",
+    )
+    return _edit_page(
+        request,
+        detail,
+        form,
+        status=409,
+        conflict_diff=version_diff(base, detail.current) if base else None,
+    )
+
+
+@tenant_view(roles=DECIDERS)
+@require_http_methods(["GET", "POST"])
+def draft_edit(request: HttpRequest, draft_id: int) -> HttpResponse:
+    """The edit form; a save names the version it was based on and the service refuses it, under
+    the draft's lock, if that is no longer the current one."""
+    detail = _edit_detail(request, draft_id)
+    draft = detail.draft
+    require_right(request, draft.mailbox)
+    if draft.status != Draft.Status.PENDING:
+        messages.error(
+            request, f"This draft is {draft.get_status_display().lower()}; it cannot be edited."
+        )
+        return redirect("draft", request.tenant.slug, draft.pk)
+    if request.method == "GET":
+        return _edit_page(request, detail, EditForm.of_version(detail.current))
+    form = EditForm(request.POST)
+    if not form.is_valid():
+        return _edit_page(request, detail, form, status=400)
+    data = form.cleaned_data
+    try:
+        version = services.draft_add_version(
+            tenant=request.tenant,
+            draft_id=draft.pk,
+            base_version=data["base_version"],
+            to=data["to_list"],
+            cc=data["cc_list"],
+            bcc=data["bcc_list"],
+            subject=data["subject"],
+            text=data["text"],
+            html=data["html"],
+            actor_user=request.user,
+        )
+    except errors.NoRight as error:
+        raise PermissionDenied(error.message) from None
+    except errors.VersionConflict as conflict:
+        return _edit_conflict(request, draft.pk, conflict)
+    except errors.DraftError as error:
+        form.add_error(error.field if error.field in form.fields else None, error.message)
+        return _edit_page(request, detail, form, status=409 if error.status == 409 else 400)
+    messages.success(
+        request, f"Saved version {version.number}. Check it once more, then approve it."
+    )
+    return redirect("draft", request.tenant.slug, draft.pk)

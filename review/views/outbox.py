@@ -1,0 +1,225 @@
+"""The outbox, the send page and its actions (cancel, resolve, release, reopen), and the
+needs-attention view."""
+
+from __future__ import annotations
+
+import logging
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from intents import errors, selectors, services
+from intents.models import SendIntent
+from review import pages
+from review import queries as review
+from review.forms import (
+    CancelForm,
+    ReopenForm,
+    ResolveForm,
+)
+from review.views.common import intent_or_404, require_right
+from tenants.access import DECIDERS, tenant_view
+
+log = logging.getLogger(__name__)
+
+
+OUTBOX_TABS = [
+    ("", "All"),
+    ("queued", "Queued"),
+    ("sending", "Sending"),
+    ("accepted", "Accepted"),
+    ("uncertain", "Uncertain"),
+    ("needs_attention", "Needs attention"),
+    ("failed", "Failed"),
+    ("blocked", "Blocked"),
+    ("expired", "Expired"),
+    ("cancelled", "Cancelled"),
+]
+
+
+@tenant_view()
+@require_GET
+def outbox(request: HttpRequest) -> HttpResponse:
+    state = request.GET.get("state", "")
+    if state not in SendIntent.State.values:
+        state = ""
+    try:
+        page = selectors.outbox(
+            tenant=request.tenant, state=state or None, cursor=request.GET.get("after") or None
+        )
+    except errors.InvalidInput:
+        page = selectors.outbox(tenant=request.tenant, state=state or None)
+        messages.warning(request, "That page link was not valid; showing the newest sends.")
+    counts = selectors.intent_counts(tenant=request.tenant)
+    counts[""] = sum(counts.values())
+    deliveries = review.outbox_deliveries(page.items)
+    for intent in page.items:
+        intent.delivery_list = deliveries.get(intent.pk, [])
+    return render(
+        request,
+        "review/outbox.html",
+        {
+            "page": page,
+            "state": state,
+            "tabs": [(value, label, counts.get(value, 0)) for value, label in OUTBOX_TABS],
+        },
+    )
+
+
+@tenant_view()
+@require_GET
+def outbox_intent(request: HttpRequest, intent_id: int) -> HttpResponse:
+    intent = intent_or_404(request, intent_id)
+    template = "review/intent.html"
+    if request.htmx and request.GET.get("fragment") == "status":
+        seen = request.GET.get("seen")
+        if seen and seen != intent.state:
+            # The state moved since the page was drawn: its actions and journal are stale too
+            # (a cancel button beside an accepted send). Reload the whole page, not the fragment.
+            response = HttpResponse(status=204)
+            response["HX-Refresh"] = "true"
+            return response
+        template += "#status"
+    return render(
+        request,
+        template,
+        {
+            **pages.send_page(tenant=request.tenant, membership=request.membership, intent=intent),
+            "cancel_form": CancelForm(),
+            "resolve_form": ResolveForm(),
+            "reopen_form": ReopenForm(),
+        },
+    )
+
+
+def _intent_action(request, intent_id, call, done: str) -> HttpResponse:
+    intent = intent_or_404(request, intent_id)
+    require_right(request, intent.mailbox)
+    try:
+        call(intent)
+    except errors.NoRight as error:
+        raise PermissionDenied(error.message) from None
+    except errors.DraftError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, done)
+    return redirect("outbox_intent", request.tenant.slug, intent.pk)
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def intent_cancel(request: HttpRequest, intent_id: int) -> HttpResponse:
+    form = CancelForm(request.POST)
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    return _intent_action(
+        request,
+        intent_id,
+        lambda intent: services.intent_cancel(
+            tenant=request.tenant, intent_id=intent.pk, actor=request.user, reason=reason
+        ),
+        "Cancelled: this send will not go out.",
+    )
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def intent_resolve(request: HttpRequest, intent_id: int) -> HttpResponse:
+    intent = intent_or_404(request, intent_id)
+    form = ResolveForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Give the provider message id and the evidence you have.")
+        return redirect("outbox_intent", request.tenant.slug, intent.pk)
+    return _intent_action(
+        request,
+        intent_id,
+        lambda intent: services.intent_resolve_accepted(
+            tenant=request.tenant,
+            intent_id=intent.pk,
+            actor=request.user,
+            provider_message_id=form.cleaned_data["provider_message_id"],
+            evidence=form.cleaned_data["evidence"],
+        ),
+        "Marked as accepted, with your evidence in the journal.",
+    )
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def intent_release(request: HttpRequest, intent_id: int) -> HttpResponse:
+    return _intent_action(
+        request,
+        intent_id,
+        lambda intent: services.intent_release(
+            tenant=request.tenant, intent_id=intent.pk, actor=request.user
+        ),
+        "Released: the send is queued again.",
+    )
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def intent_reopen(request: HttpRequest, intent_id: int) -> HttpResponse:
+    """Re-approve as a new send: the draft goes back to the review queue as a new version."""
+    intent = intent_or_404(request, intent_id)
+    require_right(request, intent.mailbox)
+    form = ReopenForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Say why this should be sent again; nothing was changed.")
+        return redirect("outbox_intent", request.tenant.slug, intent.pk)
+    try:
+        draft = services.draft_reopen(
+            tenant=request.tenant,
+            draft_id=intent.draft_id,
+            actor=request.user,
+            reason=form.cleaned_data["reason"],
+        )
+    except errors.NoRight as error:
+        raise PermissionDenied(error.message) from None
+    except errors.DraftError as error:
+        log.info(
+            "intents.ui.reopen_refused",
+            extra={"tenant_id": request.tenant.pk, "intent_id": intent.pk, "code": error.code},
+        )
+        messages.error(request, error.message)
+        return redirect("outbox_intent", request.tenant.slug, intent.pk)
+    messages.success(
+        request,
+        f"Draft {draft.pk} is back in the review queue as version {draft.current_version}. "
+        f"Approving it creates a new send; send #{intent.pk} stays as it is.",
+    )
+    return redirect("draft", request.tenant.slug, draft.pk)
+
+
+ATTENTION_TABS = [
+    ("", "All"),
+    ("uncertain", "Uncertain"),
+    ("needs_attention", "Needs attention"),
+    ("failed", "Failed"),
+    ("blocked", "Blocked"),
+    ("held", "Held"),
+]
+
+
+@tenant_view()
+@require_GET
+def attention(request: HttpRequest) -> HttpResponse:
+    state = request.GET.get("state", "")
+    if state not in {value for value, _ in ATTENTION_TABS}:
+        state = ""
+    intents, counts = pages.attention(
+        tenant=request.tenant, membership=request.membership, state=state
+    )
+    return render(
+        request,
+        "review/attention.html",
+        {
+            "intents": intents,
+            "state": state,
+            "tabs": [(v, label, counts.get(v or "all", 0)) for v, label in ATTENTION_TABS],
+            "resolve_form": ResolveForm(),
+            "reopen_form": ReopenForm(),
+        },
+    )

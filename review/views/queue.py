@@ -1,0 +1,109 @@
+"""The review queue (the tenant's home page), its live notice and bulk approve."""
+
+from __future__ import annotations
+
+import logging
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from intents import errors, services
+from review import pages
+from review import queries as review
+from review.forms import (
+    BulkApproveForm,
+    QueueFilterForm,
+)
+from tenants.access import DECIDERS, tenant_view
+
+log = logging.getLogger(__name__)
+
+
+def _queue_context(request) -> dict:
+    tenant = request.tenant
+    mailboxes = list(review.review_mailboxes(tenant))
+    agents = list(review.review_agents(tenant))
+    form = QueueFilterForm(request.GET or None, mailboxes=mailboxes, agents=agents)
+    queue_filter = form.queue_filter()
+    page = pages.queue(
+        tenant=tenant,
+        membership=request.membership,
+        user=request.user,
+        f=queue_filter,
+        after=request.GET.get("after", "")[:200],
+    )
+    params = request.GET.copy()
+    params.pop("after", None)
+    next_params = params.copy()
+    if page.next_cursor:
+        next_params["after"] = page.next_cursor
+    return {
+        "form": form,
+        "page": page,
+        "filtered": queue_filter != review.QueueFilter(),
+        "any_decidable": any(d.can_decide and not d.approve_blocked for d in page.rows),
+        "since_id": review.newest_draft_id(tenant=tenant),
+        "shown_ids": ",".join(str(d.pk) for d in page.rows),
+        "first_query": params.urlencode(),
+        "next_query": next_params.urlencode() if page.next_cursor else None,
+        "paged": bool(request.GET.get("after")),
+    }
+
+
+@tenant_view()
+@require_GET
+def queue(request: HttpRequest) -> HttpResponse:
+    return render(request, "review/queue.html", _queue_context(request))
+
+
+@tenant_view()
+@require_GET
+def queue_changes(request: HttpRequest) -> HttpResponse:
+    """The live notice: polled by htmx, it swaps only itself, so the reader's place is kept."""
+    try:
+        since_id = int(request.GET.get("since", "0"))
+        shown = [int(x) for x in request.GET.get("shown", "").split(",") if x][:200]
+    except ValueError:
+        since_id, shown = 0, []
+    new, gone = review.queue_changes(tenant=request.tenant, since_id=since_id, shown=shown)
+    return render(
+        request,
+        "review/queue.html#changes",
+        {"new": new, "gone": gone, "since_id": since_id, "shown_ids": ",".join(map(str, shown))},
+    )
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def bulk_approve(request: HttpRequest) -> HttpResponse:
+    form = BulkApproveForm(request.POST)
+    back = reverse("tenant_home", args=[request.tenant.slug])
+    if not form.is_valid():
+        for error in form.non_field_errors():
+            messages.error(request, error)
+        return redirect(back)
+    approved, refused = 0, []
+    for draft_id, version, content_hash in form.cleaned_data["items"]:
+        # Each draft is checked against the version and hash its own row showed.
+        try:
+            services.draft_approve(
+                tenant=request.tenant,
+                draft_id=draft_id,
+                version=version,
+                content_hash=content_hash,
+                actor=request.user,
+            )
+        except errors.DraftError as error:
+            refused.append((draft_id, error.message))
+        else:
+            approved += 1
+    if approved:
+        messages.success(
+            request, f"Approved {approved} draft{'s' if approved != 1 else ''}; they are sending."
+        )
+    for draft_id, message in refused:
+        messages.error(request, f"Draft {draft_id} was not approved: {message}")
+    return redirect(back)
