@@ -40,6 +40,9 @@ def test_one_round_drafts_a_reply_to_an_injected_customer_mail(
             "demo-acme,no-such-tenant",
             "--token-file",
             str(token_file),
+            # The agent's random revision would give a draft a second version one round in five.
+            "--revise-chance",
+            "0",
         )
 
     drafts = list(Draft.objects.filter(tenant=tenant).order_by("id"))

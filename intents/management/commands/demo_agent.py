@@ -160,6 +160,12 @@ class Command(BaseCommand):
             default=str(Path(settings.BASE_DIR) / ".data" / "demo_agent_tokens.json"),
         )
         parser.add_argument("--once", action="store_true", help="One round, then exit")
+        parser.add_argument(
+            "--revise-chance",
+            type=float,
+            default=0.2,
+            help="Chance per round that a pending draft gets a second version (0 turns it off)",
+        )
 
     def handle(self, *args, **options):
         if settings.PRODUCTION:
@@ -169,6 +175,7 @@ class Command(BaseCommand):
             sandbox_url=settings.AGENTMAIL_BASE_URL.rstrip("/"),
             tenant_slugs=[s.strip() for s in options["tenants"].split(",") if s.strip()],
             target=options["target"],
+            revise_chance=options["revise_chance"],
             token_file=Path(options["token_file"]),
             write=self.stdout.write,
         )
@@ -192,11 +199,14 @@ class Command(BaseCommand):
 
 
 class DemoAgent:
-    def __init__(self, *, api_url, sandbox_url, tenant_slugs, target, token_file, write):
+    def __init__(
+        self, *, api_url, sandbox_url, tenant_slugs, target, token_file, write, revise_chance=0.2
+    ):
         self.api_url = api_url
         self.sandbox_url = sandbox_url
         self.tenant_slugs = tenant_slugs
         self.target = target
+        self.revise_chance = revise_chance
         self.token_file = token_file
         self.write = write
         self.http = httpx.Client(timeout=10.0, trust_env=False)
@@ -283,7 +293,7 @@ class DemoAgent:
             if len(pending) < self.target:
                 self._converse(token, random.choice(active)["address"])
                 below = below or len(pending) + 1 < self.target
-            if pending and random.random() < 0.2:
+            if pending and random.random() < self.revise_chance:
                 self._revise(token, pending)
         return below
 
