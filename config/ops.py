@@ -16,6 +16,12 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+# config/ is at both ends of the house (DESIGN.md): this module is its top, an entry point like
+# the views, so it may read the domain apps' tables.
+from intents.models import ProviderThrottle, SendAttempt, SendIntent
+from intents.selectors import oldest_queued_age_seconds
+from webhooks.models import WebhookEvent
+
 
 @require_GET
 @never_cache
@@ -67,9 +73,6 @@ def _line(name: str, value, labels: dict[str, str] | None = None) -> str:
 def metrics(request: HttpRequest) -> HttpResponse:
     if not _authorised(request):
         return HttpResponse("unauthorised\n", status=401, content_type="text/plain")
-    from intents.models import ProviderThrottle, SendAttempt, SendIntent
-    from webhooks.models import WebhookEvent
-
     out: list[str] = []
     out.append("# HELP countersign_intents Send intents by state.")
     out.append("# TYPE countersign_intents gauge")
@@ -78,8 +81,6 @@ def metrics(request: HttpRequest) -> HttpResponse:
     )
     for state in SendIntent.State.values:
         out.append(_line("countersign_intents", counts.get(state, 0), {"state": state}))
-
-    from intents.selectors import oldest_queued_age_seconds
 
     age = oldest_queued_age_seconds() or 0.0
     out.append("# HELP countersign_oldest_queued_seconds Age of the oldest due queued intent.")
