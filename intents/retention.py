@@ -16,8 +16,8 @@ from django.db import transaction
 from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterRef, Value
 from django.db.models.functions import Now
 
+from intents.journal import Entry, journal_many
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
-from intents.services import Entry, journal_many
 
 log = logging.getLogger("intents.retention")
 
