@@ -53,6 +53,16 @@ def _lf_line_endings(body: str) -> str:
     return body.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def refuse_recipient_problems(tenant, mailbox, field: str, addresses: list[str]) -> None:
+    """RecipientRefused naming the first address of ``field`` the policy refuses, if any."""
+    problems = recipient_problems(tenant=tenant, mailbox=mailbox, addresses=addresses)
+    if problems:
+        problem = problems[0]
+        raise errors.RecipientRefused(
+            PROBLEM_CODES[problem.code], problem.message, field=field, address=problem.address
+        )
+
+
 def clean_content(
     *, tenant, mailbox, to, cc, bcc, subject, text, html, reply_subject: str | None = None
 ) -> dict:
@@ -68,12 +78,7 @@ def clean_content(
     seen: set[str] = set()
     cleaned: dict[str, list[str]] = {}
     for field, addresses in lists.items():
-        problems = recipient_problems(tenant=tenant, mailbox=mailbox, addresses=addresses)
-        if problems:
-            problem = problems[0]
-            raise errors.RecipientRefused(
-                PROBLEM_CODES[problem.code], problem.message, field=field, address=problem.address
-            )
+        refuse_recipient_problems(tenant, mailbox, field, addresses)
         out: list[str] = []
         for address in addresses:
             normalised = normalize_address(address)

@@ -85,23 +85,15 @@ def draft_create(
     agent_token=None,
     actor_user=None,
 ) -> Draft:
+    """A pending draft (version 1) in the review queue, after validating everything it holds."""
     tenant = active_tenant(tenant)
     mailbox = tenant_mailbox(tenant, mailbox)
     if not mailbox.is_active:
         raise errors.MailboxInactive(message=f"{mailbox.address} is not active.", field="mailbox")
     author_fields, actor_fields = _author(tenant, mailbox, agent_token, actor_user)
-    in_reply_to = (in_reply_to or "").strip()
-    thread_id = (thread_id or "").strip()
-    if len(in_reply_to) > 998 or len(thread_id) > 255:
-        raise errors.InvalidInput("reference_too_long", "A message or thread id is too long.")
-    reply_subject = None
-    if in_reply_to:
-        answered = answered_message(
-            tenant=tenant, mailbox=mailbox, in_reply_to=in_reply_to, thread_id=thread_id
-        )
-        # The reply joins the answered message's thread: the reviewer sees that conversation.
-        thread_id = answered.thread_id
-        reply_subject = provider.reply_subject(answered.subject)
+    in_reply_to, thread_id, reply_subject = _reply_reference(
+        tenant, mailbox, in_reply_to, thread_id
+    )
     content = clean_content(
         tenant=tenant,
         mailbox=mailbox,
@@ -113,30 +105,12 @@ def draft_create(
         html=html,
         reply_subject=reply_subject,
     )
-    provenance = provenance or {}
-    if not isinstance(provenance, dict):
-        raise errors.InvalidInput(
-            "provenance_invalid", "provenance must be an object.", "provenance"
-        )
-    if len(json.dumps(provenance, default=str)) > MAX_PROVENANCE_BYTES:
-        raise errors.InvalidInput(
-            "provenance_too_large",
-            f"provenance is larger than {MAX_PROVENANCE_BYTES} bytes.",
-            "provenance",
-        )
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise errors.InvalidInput("priority_invalid", "priority must be an integer.", "priority")
-    if not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]:
-        raise errors.InvalidInput(
-            "priority_invalid",
-            f"priority must be between {PRIORITY_RANGE[0]} and {PRIORITY_RANGE[1]}.",
-            "priority",
-        )
+    provenance = _clean_provenance(provenance)
+    _check_priority(priority)
     if not_after is not None and not_after <= timezone.now():
         raise errors.InvalidInput(
             "not_after_past", "not_after is already in the past.", "not_after"
         )
-
     with transaction.atomic():
         now = db_now()
         draft = Draft.objects.create(
@@ -152,26 +126,71 @@ def draft_create(
             review_deadline=now + timedelta(hours=tenant.review_deadline_hours),
             not_after=not_after,
         )
-        version = DraftVersion.objects.create(
-            draft=draft,
-            tenant=tenant,
-            number=1,
-            content_hash=compute_content_hash(
-                mailbox_id=mailbox.pk, in_reply_to=in_reply_to, **content
-            ),
-            **content,
-            **author_fields,
-        )
-        journal(
-            tenant=tenant,
-            draft=draft,
-            action="draft.created",
-            to_state=Draft.Status.PENDING,
-            data={"version": 1, "content_hash": version.content_hash},
-            **actor_fields,
-        )
+        _first_version(tenant, draft, content, author_fields, actor_fields)
     log.info("intents.draft.created", extra={"tenant_id": tenant.pk, "draft_id": draft.pk})
     return draft
+
+
+def _reply_reference(tenant, mailbox, in_reply_to, thread_id) -> tuple[str, str, str | None]:
+    """(in_reply_to, thread_id, the reply's subject or None for a new message), checked."""
+    in_reply_to = (in_reply_to or "").strip()
+    thread_id = (thread_id or "").strip()
+    if len(in_reply_to) > 998 or len(thread_id) > 255:
+        raise errors.InvalidInput("reference_too_long", "A message or thread id is too long.")
+    if not in_reply_to:
+        return in_reply_to, thread_id, None
+    answered = answered_message(
+        tenant=tenant, mailbox=mailbox, in_reply_to=in_reply_to, thread_id=thread_id
+    )
+    # The reply joins the answered message's thread: the reviewer sees that conversation.
+    return in_reply_to, answered.thread_id, provider.reply_subject(answered.subject)
+
+
+def _clean_provenance(provenance) -> dict:
+    provenance = provenance or {}
+    if not isinstance(provenance, dict):
+        raise errors.InvalidInput(
+            "provenance_invalid", "provenance must be an object.", "provenance"
+        )
+    if len(json.dumps(provenance, default=str)) > MAX_PROVENANCE_BYTES:
+        raise errors.InvalidInput(
+            "provenance_too_large",
+            f"provenance is larger than {MAX_PROVENANCE_BYTES} bytes.",
+            "provenance",
+        )
+    return provenance
+
+
+def _check_priority(priority) -> None:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise errors.InvalidInput("priority_invalid", "priority must be an integer.", "priority")
+    if not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]:
+        raise errors.InvalidInput(
+            "priority_invalid",
+            f"priority must be between {PRIORITY_RANGE[0]} and {PRIORITY_RANGE[1]}.",
+            "priority",
+        )
+
+
+def _first_version(tenant, draft: Draft, content: dict, author_fields, actor_fields) -> None:
+    version = DraftVersion.objects.create(
+        draft=draft,
+        tenant=tenant,
+        number=1,
+        content_hash=compute_content_hash(
+            mailbox_id=draft.mailbox_id, in_reply_to=draft.in_reply_to, **content
+        ),
+        **content,
+        **author_fields,
+    )
+    journal(
+        tenant=tenant,
+        draft=draft,
+        action="draft.created",
+        to_state=Draft.Status.PENDING,
+        data={"version": 1, "content_hash": version.content_hash},
+        **actor_fields,
+    )
 
 
 def draft_add_version(
@@ -218,31 +237,38 @@ def draft_add_version(
             html=html,
             reply_subject=draft_reply_subject(tenant, draft),
         )
-        number = draft.current_version + 1
-        version = DraftVersion.objects.create(
-            draft=draft,
-            tenant=tenant,
-            number=number,
-            content_hash=compute_content_hash(
-                mailbox_id=draft.mailbox_id, in_reply_to=draft.in_reply_to, **content
-            ),
-            **content,
-            **author_fields,
-        )
-        Draft.objects.filter(pk=draft.pk).update(current_version=number, updated_at=Now())
-        journal(
-            tenant=tenant,
-            draft=draft,
-            action="draft.version_added",
-            from_state=Draft.Status.PENDING,
-            to_state=Draft.Status.PENDING,
-            data={
-                "version": number,
-                "content_hash": version.content_hash,
-                "base_version": base_version,
-            },
-            **actor_fields,
-        )
+        return _next_version(tenant, draft, content, author_fields, actor_fields, base_version)
+
+
+def _next_version(
+    tenant, draft: Draft, content: dict, author_fields, actor_fields, base_version
+) -> DraftVersion:
+    """Insert the draft's next version and make it current (call with the draft locked)."""
+    number = draft.current_version + 1
+    version = DraftVersion.objects.create(
+        draft=draft,
+        tenant=tenant,
+        number=number,
+        content_hash=compute_content_hash(
+            mailbox_id=draft.mailbox_id, in_reply_to=draft.in_reply_to, **content
+        ),
+        **content,
+        **author_fields,
+    )
+    Draft.objects.filter(pk=draft.pk).update(current_version=number, updated_at=Now())
+    journal(
+        tenant=tenant,
+        draft=draft,
+        action="draft.version_added",
+        from_state=Draft.Status.PENDING,
+        to_state=Draft.Status.PENDING,
+        data={
+            "version": number,
+            "content_hash": version.content_hash,
+            "base_version": base_version,
+        },
+        **actor_fields,
+    )
     return version
 
 
