@@ -7,17 +7,14 @@ that tenant and the token's mailbox restriction, then one intents service does t
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from typing import Any
 
-from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from ninja import NinjaAPI, Query
 
-from intents import services
+from intents import selectors, services
 from intents.api_auth import DRAFTS_READ, DRAFTS_WRITE, MAX_BODY_BYTES, rate_limit_per_window
 from intents.api_docs import OfflineSwagger, finish_openapi_schema
 from intents.api_errors import ApiProblem, StrictJSONParser, install_exception_handlers
@@ -32,7 +29,7 @@ from intents.api_schemas import (
     Problem,
     VersionIn,
 )
-from intents.errors import NotFound
+from intents.errors import InvalidInput, NotFound
 from intents.models import Draft, DraftVersion, SendIntent
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken
@@ -321,60 +318,38 @@ def list_drafts(
     limit: int = Query(20, ge=1, le=100),
 ):
     token = _token(request)
-    drafts = _drafts(token).select_related("mailbox")
-    if status:
-        drafts = drafts.filter(status=status)
-    if cursor:
-        drafts = drafts.filter(pk__lt=_decode_cursor(cursor))
-    current = DraftVersion.objects.filter(draft=OuterRef("pk"), number=OuterRef("current_version"))
-    latest_intent = SendIntent.objects.filter(draft=OuterRef("pk")).order_by("-id")
-    rows = list(
-        drafts.annotate(
-            subject=Subquery(current.values("subject")[:1]),
-            intent_state=Subquery(latest_intent.values("state")[:1]),
-        ).order_by("-pk")[: limit + 1]
-    )
-    more = len(rows) > limit
-    rows = rows[:limit]
-    page = {
-        "items": [
-            {
-                "id": d.pk,
-                "status": d.status,
-                "mailbox": {"id": d.mailbox.pk, "address": d.mailbox.address},
-                "subject": d.subject or "",
-                "current_version": d.current_version,
-                "intent_state": d.intent_state,
-                "created_at": d.created_at,
-                "updated_at": d.updated_at,
-            }
-            for d in rows
-        ],
-        "next_cursor": _encode_cursor(rows[-1].pk) if more and rows else None,
-    }
-    return _ok(DraftPage.model_validate(page).model_dump_json().encode())
-
-
-def _encode_cursor(before_id: int) -> str:
-    raw = json.dumps({"before": before_id}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> int:
     try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        before = _as_id(data["before"]) if isinstance(data, dict) else None
-    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError):
-        before = None
-    if before is None:
+        page = selectors.draft_queue(
+            tenant=token.tenant_id,
+            status=status,
+            mailbox_ids=_allowed_mailbox_ids(token) or None,
+            with_intent_state=True,
+            newest_first=True,
+            cursor=cursor,
+            limit=limit,
+        )
+    except InvalidInput:
         raise ApiProblem(
             422,
             "cursor_invalid",
             "The cursor is not one this API returned.",
             errors=[{"field": "cursor", "message": "invalid cursor"}],
-        )
-    return before
+        ) from None
+    items = [
+        {
+            "id": d.pk,
+            "status": d.status,
+            "mailbox": {"id": d.mailbox.pk, "address": d.mailbox.address},
+            "subject": d.cur_subject or "",
+            "current_version": d.current_version,
+            "intent_state": d.intent_state,
+            "created_at": d.created_at,
+            "updated_at": d.updated_at,
+        }
+        for d in page.items
+    ]
+    page = {"items": items, "next_cursor": page.next_cursor}
+    return _ok(DraftPage.model_validate(page).model_dump_json().encode())
 
 
 @api.get(

@@ -23,15 +23,17 @@ from intents.selectors.intents import (
     oldest_queued_age_seconds,
     outbox,
 )
-from intents.selectors.queue import draft_queue
+from intents.selectors.queue import AGE_CHOICES, QueueFilter, draft_queue, queue_drafts
 
 __all__ = [
+    "AGE_CHOICES",
     "DEFAULT_PAGE",
     "MAX_PAGE",
     "REOPENABLE_STATES",
     "UNPROVEN_STATES",
     "DraftDetail",
     "Page",
+    "QueueFilter",
     "decode_cursor",
     "draft_counts",
     "draft_detail",
@@ -46,4 +48,5 @@ __all__ = [
     "intents_that_may_have_gone_out",
     "oldest_queued_age_seconds",
     "outbox",
+    "queue_drafts",
 ]
