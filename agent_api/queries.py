@@ -7,16 +7,14 @@ Another tenant's draft, a mailbox outside the token's restriction and a missing 
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from typing import Any
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import QuerySet
 
 from agent_api.errors import ApiProblem
-from intents.errors import NotFound
+from intents.errors import InvalidInput, NotFound
 from intents.models import Draft, DraftVersion, SendIntent
+from intents.selectors.queue import draft_queue
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken
 from webhooks import services as webhook_services
@@ -153,57 +151,36 @@ def draft_document_by_id(draft_id: int) -> dict:
 def draft_page(
     token: AgentToken, *, status: str | None, cursor: str | None, limit: int
 ) -> dict[str, Any]:
-    """Newest first, ``limit`` drafts before the cursor's id, and the cursor of the next page."""
-    drafts = _drafts(token).select_related("mailbox")
-    if status:
-        drafts = drafts.filter(status=status)
-    if cursor:
-        drafts = drafts.filter(pk__lt=_decode_cursor(cursor))
-    current = DraftVersion.objects.filter(draft=OuterRef("pk"), number=OuterRef("current_version"))
-    latest_intent = SendIntent.objects.filter(draft=OuterRef("pk")).order_by("-id")
-    rows = list(
-        drafts.annotate(
-            subject=Subquery(current.values("subject")[:1]),
-            intent_state=Subquery(latest_intent.values("state")[:1]),
-        ).order_by("-pk")[: limit + 1]
-    )
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return {
-        "items": [
-            {
-                "id": d.pk,
-                "status": d.status,
-                "mailbox": {"id": d.mailbox.pk, "address": d.mailbox.address},
-                "subject": d.subject or "",
-                "current_version": d.current_version,
-                "intent_state": d.intent_state,
-                "created_at": d.created_at,
-                "updated_at": d.updated_at,
-            }
-            for d in rows
-        ],
-        "next_cursor": _encode_cursor(rows[-1].pk) if more and rows else None,
-    }
-
-
-def _encode_cursor(before_id: int) -> str:
-    raw = json.dumps({"before": before_id}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> int:
+    """Newest first, ``limit`` drafts before the cursor, and the cursor of the next page: the one
+    queue query (intents.selectors.queue) inside the token's tenant and mailboxes."""
     try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        before = _as_id(data["before"]) if isinstance(data, dict) else None
-    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError):
-        before = None
-    if before is None:
+        page = draft_queue(
+            tenant=token.tenant_id,
+            status=status,
+            mailbox_ids=_allowed_mailbox_ids(token) or None,
+            with_intent_state=True,
+            newest_first=True,
+            cursor=cursor,
+            limit=limit,
+        )
+    except InvalidInput:
         raise ApiProblem(
             422,
             "cursor_invalid",
             "The cursor is not one this API returned.",
             errors=[{"field": "cursor", "message": "invalid cursor"}],
-        )
-    return before
+        ) from None
+    items = [
+        {
+            "id": d.pk,
+            "status": d.status,
+            "mailbox": {"id": d.mailbox.pk, "address": d.mailbox.address},
+            "subject": d.cur_subject or "",
+            "current_version": d.current_version,
+            "intent_state": d.intent_state,
+            "created_at": d.created_at,
+            "updated_at": d.updated_at,
+        }
+        for d in page.items
+    ]
+    return {"items": items, "next_cursor": page.next_cursor}

@@ -25,8 +25,8 @@ def _insert(tenant, mailboxes, start: int, stop: int) -> None:
     from django.utils import timezone
 
     from intents.hashing import content_hash
+    from intents.journal import Entry, journal_many
     from intents.models import Draft, DraftVersion, IntentEvent
-    from intents.services import Entry, journal_many
 
     deadline = timezone.now() + timedelta(days=7)
     for low in range(start, stop, CHUNK):

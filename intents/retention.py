@@ -19,8 +19,8 @@ from django.db import transaction
 from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterRef, Q, Value
 from django.db.models.functions import Now
 
+from intents.journal import Entry, journal_many
 from intents.models import ApiIdempotencyKey, Draft, DraftVersion, IntentEvent, SendIntent
-from intents.services import Entry, journal_many
 
 log = logging.getLogger("intents.retention")
 # The purge's log line keeps the logger and event name it had in the agent API's module.

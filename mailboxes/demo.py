@@ -45,6 +45,7 @@ def seed_mailboxes(*, stdout) -> None:
                 allowed_domains=domains,
             )
         else:
-            # Re-register the webhook: the sandbox may have been reset or the URL changed.
-            provisioning.webhook_register(tenant=tenant)
+            # Provision again (safe to repeat), which re-registers the webhook: the sandbox may
+            # have been reset or the URL changed.
+            mailbox = provisioning.mailbox_provision(mailbox=mailbox)
         stdout.write(f"demo mailbox {mailbox.address}: {mailbox.status}")

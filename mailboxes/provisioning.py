@@ -1,5 +1,6 @@
 """Connecting a tenant to AgentMail: one pod per tenant, an inbox and an inbox-scoped key per
-mailbox, one pod webhook per tenant. The only code that uses the organisation key.
+mailbox, one pod webhook per tenant (``webhooks.registration``, on ``mailbox_provisioned``). With
+that module, the only code that uses the organisation key.
 
 Each step is safe to repeat after a crash at any point: creates carry a deterministic
 ``client_id`` (AgentMail answers a repeat with the original object), local rows are written with
@@ -22,6 +23,7 @@ from django.db import IntegrityError, connection, transaction
 from mailboxes import provider
 from mailboxes.headers import line_break_in
 from mailboxes.models import Mailbox
+from mailboxes.signals import mailbox_provisioned
 from tenants.models import AuditEvent, Tenant
 
 logger = logging.getLogger("mailboxes.provisioning")
@@ -62,7 +64,7 @@ def _advisory_lock(name: str):
             cursor.execute("SELECT pg_advisory_unlock(%s::bigint)", [key])
 
 
-def _audit(*, tenant, actor, action: str, obj, data: dict | None = None) -> None:
+def audit(*, tenant, actor, action: str, obj, data: dict | None = None) -> None:
     AuditEvent.objects.create(
         tenant=tenant,
         actor=actor,
@@ -73,7 +75,7 @@ def _audit(*, tenant, actor, action: str, obj, data: dict | None = None) -> None
     )
 
 
-def _wrap(exc: provider.ProviderError) -> ProvisioningError:
+def refused(exc: provider.ProviderError) -> ProvisioningError:
     return ProvisioningError(f"AgentMail refused the request: {exc}")
 
 
@@ -87,13 +89,13 @@ def tenant_connect(*, tenant: Tenant, actor=None) -> str:
             client_id=f"cs-tenant-{tenant.pk}", name=f"countersign-{tenant.slug}"
         )
     except provider.ProviderError as exc:
-        raise _wrap(exc) from None
+        raise refused(exc) from None
     with transaction.atomic():
         updated = Tenant.objects.filter(pk=tenant.pk, agentmail_pod_id="").update(
             agentmail_pod_id=pod_id
         )
         if updated:
-            _audit(
+            audit(
                 tenant=tenant,
                 actor=actor,
                 action="tenant.connected",
@@ -137,7 +139,7 @@ def mailbox_create(
                     allowed_domains=allowed_domains or [],
                     allowed_addresses=allowed_addresses or [],
                 )
-                _audit(
+                audit(
                     tenant=tenant,
                     actor=actor,
                     action="mailbox.created",
@@ -154,7 +156,8 @@ def mailbox_create(
 
 
 def mailbox_provision(*, mailbox: Mailbox, actor=None) -> Mailbox:
-    """Bring a mailbox to `active`: inbox, inbox-scoped key, tenant webhook. Safe to repeat."""
+    """Bring a mailbox to `active`: inbox, inbox-scoped key, then ``mailbox_provisioned`` (webhooks
+    registers the tenant webhook). Safe to repeat."""
     tenant = mailbox.tenant
     pod_id = tenant_connect(tenant=tenant, actor=actor)
     with _advisory_lock(f"mailbox:{mailbox.pk}"):
@@ -168,11 +171,11 @@ def mailbox_provision(*, mailbox: Mailbox, actor=None) -> Mailbox:
                 client_id=mailbox.client_id,
             )
         except provider.ProviderError as exc:
-            raise _wrap(exc) from None
+            raise refused(exc) from None
         Mailbox.objects.filter(pk=mailbox.pk, inbox_id="").update(inbox_id=inbox_id)
         if not mailbox.api_key_sealed:
             _install_inbox_key(mailbox=mailbox, inbox_id=inbox_id, actor=actor)
-    webhook_register(tenant=tenant, actor=actor)
+    mailbox_provisioned.send(sender=Mailbox, tenant=tenant, mailbox=mailbox, actor=actor)
     mailbox.refresh_from_db()
     return mailbox
 
@@ -187,7 +190,7 @@ def _install_inbox_key(*, mailbox: Mailbox, inbox_id: str, actor) -> None:
                 provider.delete_inbox_key(inbox_id=inbox_id, api_key_id=api_key_id)
         created = provider.create_inbox_key(inbox_id=inbox_id, name=key_name)
     except provider.ProviderError as exc:
-        raise _wrap(exc) from None
+        raise refused(exc) from None
     with transaction.atomic():
         updated = Mailbox.objects.filter(pk=mailbox.pk, api_key_sealed="").update(
             api_key_sealed=mailbox.seal_api_key(created.api_key),
@@ -195,7 +198,7 @@ def _install_inbox_key(*, mailbox: Mailbox, inbox_id: str, actor) -> None:
             status=Mailbox.Status.ACTIVE,
         )
         if updated:
-            _audit(
+            audit(
                 tenant=mailbox.tenant,
                 actor=actor,
                 action="mailbox.key_installed",
@@ -206,35 +209,6 @@ def _install_inbox_key(*, mailbox: Mailbox, inbox_id: str, actor) -> None:
         "mailboxes.mailbox.provisioned",
         extra={"mailbox_id": mailbox.pk, "tenant_id": mailbox.tenant_id},
     )
-
-
-def webhook_register(*, tenant: Tenant, actor=None):
-    """Register the tenant's pod webhook pointing at our receiver and store its secret sealed."""
-    from webhooks.models import WebhookEndpoint, WebhookSecret
-
-    pod_id = tenant_connect(tenant=tenant, actor=actor)
-    endpoint, _ = WebhookEndpoint.objects.get_or_create(tenant=tenant)
-    url = f"{settings.PUBLIC_BASE_URL.rstrip('/')}/webhooks/agentmail/{endpoint.public_id}/"
-    try:
-        hook = provider.register_pod_webhook(pod_id=pod_id, url=url, client_id=endpoint.client_id)
-    except provider.ProviderError as exc:
-        raise _wrap(exc) from None
-    with transaction.atomic():
-        endpoint = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
-        known = [s.plaintext() for s in endpoint.secrets.filter(retired_at__isnull=True)]
-        if hook.secret not in known:
-            secret = WebhookSecret(endpoint=endpoint)
-            secret.sealed = secret.seal(hook.secret)
-            secret.save()
-            _audit(tenant=tenant, actor=actor, action="webhook.secret_stored", obj=endpoint)
-        if (
-            endpoint.status != WebhookEndpoint.Status.ACTIVE
-            or endpoint.provider_webhook_id != hook.webhook_id
-        ):
-            endpoint.status = WebhookEndpoint.Status.ACTIVE
-            endpoint.provider_webhook_id = hook.webhook_id
-            endpoint.save(update_fields=["status", "provider_webhook_id"])
-    return endpoint
 
 
 @transaction.atomic
@@ -250,7 +224,7 @@ def mailbox_set_status(*, tenant: Tenant, mailbox_id: int, status: str, actor) -
         previous = mailbox.status
         mailbox.status = status
         mailbox.save(update_fields=["status"])
-        _audit(
+        audit(
             tenant=tenant,
             actor=actor,
             action=f"mailbox.{'enabled' if status == 'active' else 'disabled'}",
@@ -292,7 +266,7 @@ def mailbox_update_policy(
         "allowed_addresses": allowed_addresses,
         "display_name": display_name,
     }
-    _audit(
+    audit(
         tenant=tenant,
         actor=actor,
         action="mailbox.policy_changed",

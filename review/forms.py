@@ -6,7 +6,7 @@ import re
 
 from django import forms
 
-from review.queries import AGE_CHOICES, QueueFilter
+from intents.selectors.queue import AGE_CHOICES, QueueFilter
 
 HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 ITEM_RE = re.compile(r"^(\d{1,18}):(\d{1,9}):([0-9a-f]{64})$")

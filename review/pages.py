@@ -18,9 +18,10 @@ from intents.policy import (
     may_decide,
     needs_another_approver,
 )
+from intents.selectors.queue import QueueFilter
 from review import queries
 from review.diff import VersionDiff, version_diff
-from review.queries import QueueFilter, QueuePage, Recipient
+from review.queries import QueuePage, Recipient
 from tenants.models import Membership, Tenant, User
 
 # --- queue ---------------------------------------------------------------------------------------

@@ -9,29 +9,23 @@ EXISTS, and per-page lookups are batched.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from email.utils import parseaddr
 
 from django.db.models import (
     BooleanField,
     Count,
     F,
-    FilteredRelation,
-    Func,
     Prefetch,
     Q,
     QuerySet,
-    TextField,
-    Value,
 )
 from django.db.models.expressions import RawSQL
-from django.utils import timezone
 
+from intents.errors import InvalidInput
 from intents.models import Draft, DraftVersion, SendAttempt, SendIntent, Suppression
 from intents.policy import recipient_breaks_policy_sql, recipient_problems
+from intents.selectors.queue import QueueFilter, draft_queue
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken, Membership, Tenant
 from webhooks.models import InboundMessage, RecipientDelivery
@@ -85,86 +79,8 @@ EXISTS (
 HAS_WARNING_SQL = _has_warning_sql()
 
 
-class ArrayToString(Func):
-    function = "array_to_string"
-    output_field = TextField()
-
-
-@dataclass(frozen=True)
-class QueueFilter:
-    mailbox: int | None = None
-    agent: int | None = None
-    age: str = ""  # "", "1h", "4h", "24h", "due"
-    warnings: bool = False
-    q: str = ""
-
-
-AGE_CHOICES = [
-    ("", "Any age"),
-    ("1h", "Waiting over 1 hour"),
-    ("4h", "Waiting over 4 hours"),
-    ("24h", "Waiting over a day"),
-    ("due", "Deadline within 2 hours"),
-]
-
-
-def pending_drafts(*, tenant: Tenant, f: QueueFilter) -> QuerySet[Draft]:
-    """The pending queue with the current version's subject and recipients joined in."""
-    qs = (
-        Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING)
-        .select_related("mailbox", "agent_token")
-        .annotate(
-            cur=FilteredRelation("versions", condition=Q(versions__number=F("current_version"))),
-            cur_subject=F("cur__subject"),
-            cur_to=F("cur__to"),
-            cur_cc=F("cur__cc"),
-            cur_bcc=F("cur__bcc"),
-            cur_hash=F("cur__content_hash"),
-            cur_author=F("cur__author_kind"),
-            cur_author_user_id=F("cur__author_user_id"),
-            # Constant SQL, no interpolated input.
-            has_warning=RawSQL(HAS_WARNING_SQL, [], output_field=BooleanField()),  # noqa: S611
-        )
-    )
-    if f.mailbox:
-        qs = qs.filter(mailbox_id=f.mailbox)
-    if f.agent:
-        qs = qs.filter(agent_token_id=f.agent)
-    now = timezone.now()
-    if f.age in ("1h", "4h", "24h"):
-        qs = qs.filter(created_at__lte=now - timedelta(hours=int(f.age[:-1])))
-    elif f.age == "due":
-        qs = qs.filter(review_deadline__lte=now + timedelta(hours=2))
-    if f.warnings:
-        qs = qs.filter(has_warning=True)
-    if f.q:
-        term = f.q.strip()
-        qs = qs.annotate(
-            cur_recipients=ArrayToString(
-                Func(
-                    Func(F("cur__to"), F("cur__cc"), function="array_cat"),
-                    F("cur__bcc"),
-                    function="array_cat",
-                ),
-                Value(" "),
-            )
-        ).filter(Q(cur__subject__icontains=term) | Q(cur_recipients__icontains=term))
-    return qs
-
-
-def encode_cursor(created_at: datetime, pk: int) -> str:
-    raw = f"{created_at.isoformat()}|{pk}"
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, int] | None:
-    try:
-        raw = base64.urlsafe_b64decode((cursor + "=" * (-len(cursor) % 4)).encode()).decode()
-        created, pk = raw.split("|")
-        return datetime.fromisoformat(created), int(pk)
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        return None
-
+# The warning flag of the one queue query (intents.selectors.queue); constant SQL, no input.
+HAS_WARNING = RawSQL(HAS_WARNING_SQL, [], output_field=BooleanField())  # noqa: S611
 
 TOTAL_CAP = 10_000
 
@@ -181,22 +97,21 @@ class QueuePage:
 def queue_page(
     *, tenant: Tenant, f: QueueFilter, after: str = "", limit: int = QUEUE_PAGE
 ) -> QueuePage:
-    """Oldest first, keyset-paginated on (created_at, id): two queries whatever the size."""
-    qs = pending_drafts(tenant=tenant, f=f)
-    # Counting stops at TOTAL_CAP: an exact count of a huge queue is a scan that grows with it,
-    # and "10,000+" tells a reviewer as much.
-    total = qs[: TOTAL_CAP + 1].count()
-    position = decode_cursor(after) if after else None
-    if position is not None:
-        created_at, pk = position
-        qs = qs.filter(Q(created_at__gt=created_at) | Q(created_at=created_at, id__gt=pk))
-    rows = list(qs.order_by("created_at", "id")[: limit + 1])
-    next_cursor = None
-    if len(rows) > limit:
-        rows = rows[:limit]
-        next_cursor = encode_cursor(rows[-1].created_at, rows[-1].pk)
+    """Oldest first, keyset-paginated on (created_at, id): two queries whatever the size. A
+    cursor we did not hand out (an edited link) shows the first page. Counting stops at
+    TOTAL_CAP: an exact count of a huge queue is a scan that grows with it, and "10,000+" tells
+    a reviewer as much."""
+    query = {"tenant": tenant, "f": f, "warning": HAS_WARNING, "limit": limit}
+    try:
+        page = draft_queue(**query, cursor=after or None, count_upto=TOTAL_CAP)
+    except InvalidInput:
+        page = draft_queue(**query, count_upto=TOTAL_CAP)
     return QueuePage(
-        rows=rows, total=total, next_cursor=next_cursor, newest_id=0, total_cap=TOTAL_CAP
+        rows=page.items,
+        total=page.extra["total"],
+        next_cursor=page.next_cursor,
+        newest_id=0,
+        total_cap=TOTAL_CAP,
     )
 
 

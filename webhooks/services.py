@@ -5,8 +5,10 @@ The receiver calls ``event_receive``: one short transaction that inserts the led
 and applies it. A failure while applying rolls that transaction back and stores the row alone,
 ``pending``, for ``events_replay_pending`` (the sweep) instead of answering 5xx.
 
-Applying can only move per-recipient delivery state forward and add suppressions; it never writes
-a ``SendIntent`` except through ``intents.services.intent_hold`` (a person must re-confirm).
+Applying can only move per-recipient delivery state forward and add suppressions. It writes no
+table of intents itself: the journal row goes through ``intents.journal``, suppressions through
+``intents.services.suppressions`` and holds through ``intents.services.intents`` (a person must
+re-confirm).
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterR
 from django.db.models.functions import Now
 from psycopg.errors import LockNotAvailable
 
+from intents.journal import Entry, journal_many
 from intents.models import IntentEvent, SendIntent, Suppression
+from intents.services.intents import intents_hold_stale
+from intents.services.suppressions import suppressions_record
 from mailboxes.models import Mailbox
 from webhooks.models import InboundMessage, RecipientDelivery, WebhookEndpoint, WebhookEvent
 from webhooks.normalize import DELIVERY_KINDS, Kind, NormalizedEvent, normalize
@@ -402,37 +407,28 @@ def _finish(event: WebhookEvent, outcome: _Outcome) -> str:
 
     Raw SQL because compiling ORM queries (Django 6.1 hashes expressions with
     ``inspect.signature``) cost ~0.3-0.6 ms CPU each, several times the receiver's other work per
-    statement. It must write what ``IntentEvent.objects.create`` and
-    ``.update(applied_at=Now())`` write: ``actor_user``/``actor_token`` NULL, empty
-    ``from_state``/``to_state``/``reason``, ``created_at`` from the column's database default and
-    ``applied_at`` from the same clock (``statement_timestamp()``, which is Django's ``Now()``).
+    statement. ``applied_at`` comes from the journal row's clock (``statement_timestamp()``, which
+    is Django's ``Now()``); the journal row itself is written by ``intents.journal``.
     """
-    params: list = []
-    journal_sql = ""
+    update = (
+        f"UPDATE {WebhookEvent._meta.db_table} SET state = %s, outcome = %s, "  # noqa: S608
+        "applied_at = CASE WHEN %s THEN statement_timestamp() END WHERE id = %s",
+        [outcome.state, outcome.text[:200], outcome.state in _FINISHED, event.pk],
+    )
+    entries = []
     if outcome.journal is not None:
-        journal = outcome.journal
-        journal_sql = (
-            f"WITH journal AS (INSERT INTO {IntentEvent._meta.db_table} (tenant_id, draft_id, "  # noqa: S608
-            "intent_id, actor_kind, actor_user_id, actor_token_id, actor_label, action, "
-            "from_state, to_state, reason, data) "
-            "VALUES (%s, %s, %s, %s, NULL, NULL, %s, %s, '', '', '', %s::jsonb)) "
+        entries.append(
+            Entry(
+                tenant_id=event.tenant_id,
+                draft_id=outcome.journal.draft_id,
+                intent_id=outcome.journal.intent_id,
+                actor_kind=IntentEvent.Actor.WEBHOOK,
+                actor_label=event.svix_id,
+                action=outcome.journal.action,
+                data=outcome.journal.data,
+            )
         )
-        params += [
-            event.tenant_id,
-            journal.draft_id,
-            journal.intent_id,
-            IntentEvent.Actor.WEBHOOK,
-            event.svix_id[:100],
-            journal.action,
-            json.dumps(journal.data),
-        ]
-    params += [outcome.state, outcome.text[:200], outcome.state in _FINISHED, event.pk]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"{journal_sql}UPDATE {WebhookEvent._meta.db_table} SET state = %s, outcome = %s, "  # noqa: S608
-            "applied_at = CASE WHEN %s THEN statement_timestamp() END WHERE id = %s",
-            params,
-        )
+    journal_many(entries, along_with=update)
     if outcome.state == State.REJECTED:
         log.warning(
             "webhooks.event.rejected",
@@ -584,39 +580,26 @@ def _advance(event: WebhookEvent, intent_id: int, state: str, addresses: Iterabl
 def _suppress(
     event: WebhookEvent, normalized: NormalizedEvent, reason: str, addresses: list[str]
 ) -> list[str]:
-    """Add or strengthen tenant suppressions; returns the addresses whose row changed.
-
-    The reason follows the same total order as delivery state (complained > bounced > rejected),
-    so the final reason does not depend on arrival order; a person's manual entry is never
-    overwritten.
-    """
+    """Add or strengthen tenant suppressions (``suppressions_record``: complained > bounced >
+    rejected, a person's entry never overwritten); returns the addresses whose row changed."""
     if not addresses:
         return []
-    table = Suppression._meta.db_table
-    source = (normalized.event_id or event.svix_id)[:100]
     note = f"{normalized.event_type} webhook" + (
         f" ({normalized.reason})" if normalized.reason else ""
     )
-    values = ", ".join(["(%s, %s, %s, %s, %s, now())"] * len(addresses))
-    params: list = []
-    for address in addresses:
-        params += [event.tenant_id, address, reason, source, note]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} AS s (tenant_id, address, reason, source, note, created_at) "  # noqa: S608
-            f"VALUES {values} ON CONFLICT (tenant_id, address) DO UPDATE SET "
-            "reason = EXCLUDED.reason, source = EXCLUDED.source, note = EXCLUDED.note "
-            f"WHERE s.reason <> %s AND {_rank_sql('s.reason')} < {_rank_sql('EXCLUDED.reason')} "
-            "RETURNING address",
-            [*params, Suppression.Reason.MANUAL],
-        )
-        changed = {row[0] for row in cursor.fetchall()}
+    changed = suppressions_record(
+        tenant_id=event.tenant_id,
+        addresses=addresses,
+        reason=reason,
+        source=(normalized.event_id or event.svix_id)[:100],
+        note=note,
+    )
     if changed:
         log.info(
             "webhooks.suppression.added",
             extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id, "count": len(changed)},
         )
-    return [a for a in addresses if a in changed]
+    return changed
 
 
 def _apply_received(
@@ -643,49 +626,25 @@ def _apply_received(
 
 
 def _hold_stale_intents(event, normalized: NormalizedEvent, mailbox: Mailbox, occurred_at) -> int:
-    """A reply approved before the customer wrote again may no longer fit: hold it for a person.
-
-    Only messages written after the draft count (the agent had the earlier ones), and never the
-    message the draft answers.
-    """
-    if not normalized.thread_id:
-        return 0
-    from intents import errors as intent_errors
-    from intents import services as intent_services
-
-    stale = (
-        SendIntent.objects.filter(
-            tenant_id=event.tenant_id,
-            mailbox=mailbox,
-            state=SendIntent.State.QUEUED,
-            held_reason="",
-            draft__created_at__lt=occurred_at,
-        )
-        .filter(
-            Q(draft__thread_id=normalized.thread_id) | Q(provider_thread_id=normalized.thread_id)
-        )
-        .exclude(draft__in_reply_to=normalized.message_id)
-        .values_list("pk", flat=True)
+    """Hold the queued replies this new customer message may make stale (``intents_hold_stale``)."""
+    holds = intents_hold_stale(
+        mailbox=mailbox,
+        thread_id=normalized.thread_id,
+        message_id=normalized.message_id,
+        written_at=occurred_at,
+        reason=HOLD_REASON,
     )
-    held = 0
-    for intent_id in list(stale):
-        try:
-            intent_services.intent_hold(
-                tenant=mailbox.tenant, intent_id=intent_id, reason=HOLD_REASON
-            )
-        except intent_errors.DraftError as exc:
-            # It left `queued` meanwhile (claimed, cancelled): nothing to hold any more.
-            log.info(
-                "webhooks.intent.hold_skipped",
-                extra={"tenant_id": event.tenant_id, "intent_id": intent_id, "code": exc.code},
-            )
-            continue
-        held += 1
+    for intent_id, code in holds.skipped:
+        log.info(
+            "webhooks.intent.hold_skipped",
+            extra={"tenant_id": event.tenant_id, "intent_id": intent_id, "code": code},
+        )
+    for intent_id in holds.held:
         log.info(
             "webhooks.intent.held",
             extra={"tenant_id": event.tenant_id, "intent_id": intent_id, "svix_id": event.svix_id},
         )
-    return held
+    return len(holds.held)
 
 
 # --- reads -------------------------------------------------------------------------------------

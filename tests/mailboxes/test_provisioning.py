@@ -2,6 +2,7 @@ import pytest
 
 from mailboxes import provider, provisioning
 from mailboxes.models import Mailbox
+from webhooks import registration
 from webhooks.models import WebhookEndpoint, WebhookSecret
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +27,7 @@ def test_mailbox_create_provisions_pod_inbox_key_and_webhook(tenant_a, sandbox):
 def test_provisioning_twice_leaves_one_of_everything(tenant_a, sandbox):
     first = provisioning.mailbox_create(tenant=tenant_a, username="twice")
     again = provisioning.mailbox_provision(mailbox=first)
-    provisioning.webhook_register(tenant=tenant_a)
+    registration.webhook_register(tenant=tenant_a)
     org = sandbox.sdk()
     pod_id = tenant_a.agentmail_pod_id
     assert again.provider_api_key_id == first.provider_api_key_id

@@ -9,7 +9,7 @@ from django.db import connections
 from intents import sending
 from intents import services as intent_services
 from intents.models import Suppression
-from mailboxes import provisioning
+from webhooks import registration
 from webhooks.models import InboundMessage, RecipientDelivery, WebhookEvent
 
 
@@ -33,7 +33,7 @@ def test_sandbox_webhooks_track_delivery_bounce_and_reply_end_to_end(
     settings.PUBLIC_BASE_URL = live_server.url
     approver = member_of(tenant_a, "approver").user
     mailbox = mailbox_factory(tenant_a)
-    endpoint = provisioning.webhook_register(tenant=tenant_a)
+    endpoint = registration.webhook_register(tenant=tenant_a)
     draft = intent_services.draft_create(
         tenant=tenant_a,
         mailbox=mailbox,
@@ -107,7 +107,7 @@ def test_sandbox_redelivery_is_answered_2xx_and_stored_once(
 ):
     settings.PUBLIC_BASE_URL = live_server.url
     mailbox = mailbox_factory(tenant_a)
-    endpoint = provisioning.webhook_register(tenant=tenant_a)
+    endpoint = registration.webhook_register(tenant=tenant_a)
     first = sandbox.inbound(
         mailbox.inbox_id, from_="jane@customer.test", subject="Hello", text="Hi"
     )
@@ -140,7 +140,7 @@ def test_webhooks_that_beat_the_worker_are_applied_when_reconciliation_records_t
     settings.SEND_BACKOFF_CAP_SECONDS = 0.05
     approver = member_of(tenant_a, "approver").user
     mailbox = mailbox_factory(tenant_a)
-    provisioning.webhook_register(tenant=tenant_a)
+    registration.webhook_register(tenant=tenant_a)
     draft = intent_services.draft_create(
         tenant=tenant_a,
         mailbox=mailbox,

@@ -6,6 +6,8 @@ from mailboxes.models import Mailbox
 from webhooks.models import WebhookSecret
 
 
+# In webhooks, not mailboxes: it re-seals both apps' secrets in one transaction, and only the upper
+# app (webhooks) may import the other's models.
 class Command(BaseCommand):
     help = (
         "Re-seal every stored secret (AgentMail keys, webhook secrets) under the first key of "

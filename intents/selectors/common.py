@@ -1,0 +1,52 @@
+"""What the intents selectors share: pages, limits, ids, and the one cursor codec."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from intents.errors import InvalidInput, NotFound
+
+DEFAULT_PAGE = 50
+MAX_PAGE = 200
+
+
+@dataclass
+class Page:
+    items: list
+    next_cursor: str | None = None
+    limit: int = DEFAULT_PAGE
+    extra: dict = field(default_factory=dict)
+
+
+def as_int(value, what: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise NotFound("not_found", f"No such {what}.") from None
+
+
+def limit_of(limit) -> int:
+    try:
+        limit = int(limit)
+    except (TypeError, ValueError):
+        raise InvalidInput("limit_invalid", "limit must be an integer.", "limit") from None
+    return max(1, min(limit, MAX_PAGE))
+
+
+def encode_cursor(*parts: object) -> str:
+    raw = "|".join(p.isoformat() if isinstance(p, datetime) else str(p) for p in parts)
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, n: int) -> list[str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        parts = base64.urlsafe_b64decode(padded.encode()).decode().split("|")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvalidInput("cursor_invalid", "The cursor is not valid.", "cursor") from None
+    if len(parts) != n:
+        raise InvalidInput("cursor_invalid", "The cursor is not valid.", "cursor")
+    return parts

@@ -1,0 +1,202 @@
+"""The one queue query: drafts of a tenant with their current version joined in, filtered and
+keyset-paginated. The review pages (pending, oldest first, with filters and a warning flag), the
+agent API (any status, newest first) and the tests all read drafts through ``draft_queue``.
+
+One statement per page (plus an optional capped count) whatever the number of rows: the current
+version is joined (FilteredRelation), not fetched per draft.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import (
+    Expression,
+    F,
+    FilteredRelation,
+    Func,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    TextField,
+    Value,
+)
+from django.utils import timezone
+
+from intents.errors import InvalidInput
+from intents.models import Draft, DraftVersion, SendIntent
+from intents.selectors.common import DEFAULT_PAGE, Page, decode_cursor, encode_cursor, limit_of
+
+MAX_ID = 2**63 - 1
+
+AGE_CHOICES = [
+    ("", "Any age"),
+    ("1h", "Waiting over 1 hour"),
+    ("4h", "Waiting over 4 hours"),
+    ("24h", "Waiting over a day"),
+    ("due", "Deadline within 2 hours"),
+]
+
+
+@dataclass(frozen=True)
+class QueueFilter:
+    """What a reviewer narrows the queue by (the review page's filter form)."""
+
+    mailbox: int | None = None
+    agent: int | None = None
+    age: str = ""  # "", "1h", "4h", "24h", "due"
+    warnings: bool = False
+    q: str = ""
+
+
+class ArrayToString(Func):
+    function = "array_to_string"
+    output_field = TextField()
+
+
+def queue_drafts(
+    *,
+    tenant,
+    status: str | None = Draft.Status.PENDING,
+    mailbox_ids=None,
+    f: QueueFilter | None = None,
+    warning: Expression | None = None,
+    with_intent_state: bool = False,
+) -> QuerySet[Draft]:
+    """Drafts in ``status`` (any when None), only of ``mailbox_ids`` when given, with the current
+    version's fields as ``cur_*`` annotations. ``warning`` (a boolean expression on the draft row,
+    from the recipient policy) is annotated as ``has_warning`` and serves ``f.warnings``;
+    ``with_intent_state`` adds the state of the draft's latest send."""
+    if status is not None and status not in Draft.Status.values:
+        raise InvalidInput("status_invalid", f"Unknown status {status!r}.", "status")
+    qs = Draft.objects.filter(tenant=tenant)
+    if status is not None:
+        qs = qs.filter(status=status)
+    if mailbox_ids is not None:
+        qs = qs.filter(mailbox_id__in=list(mailbox_ids))
+    qs = qs.select_related("mailbox", "agent_token").annotate(
+        cur=FilteredRelation("versions", condition=Q(versions__number=F("current_version"))),
+        cur_subject=F("cur__subject"),
+        cur_to=F("cur__to"),
+        cur_cc=F("cur__cc"),
+        cur_bcc=F("cur__bcc"),
+        cur_hash=F("cur__content_hash"),
+        cur_author=F("cur__author_kind"),
+        cur_author_user_id=F("cur__author_user_id"),
+    )
+    if warning is not None:
+        qs = qs.annotate(has_warning=warning)
+    if with_intent_state:
+        latest = SendIntent.objects.filter(draft=OuterRef("pk")).order_by("-id")
+        qs = qs.annotate(intent_state=Subquery(latest.values("state")[:1]))
+    return _filtered(qs, f) if f is not None else qs
+
+
+def _filtered(qs: QuerySet[Draft], f: QueueFilter) -> QuerySet[Draft]:
+    if f.mailbox:
+        qs = qs.filter(mailbox_id=f.mailbox)
+    if f.agent:
+        qs = qs.filter(agent_token_id=f.agent)
+    now = timezone.now()
+    if f.age in ("1h", "4h", "24h"):
+        qs = qs.filter(created_at__lte=now - timedelta(hours=int(f.age[:-1])))
+    elif f.age == "due":
+        qs = qs.filter(review_deadline__lte=now + timedelta(hours=2))
+    if f.warnings:
+        qs = qs.filter(has_warning=True)
+    if f.q:
+        term = f.q.strip()
+        recipients = Func(
+            Func(F("cur__to"), F("cur__cc"), function="array_cat"),
+            F("cur__bcc"),
+            function="array_cat",
+        )
+        qs = qs.annotate(cur_recipients=ArrayToString(recipients, Value(" "))).filter(
+            Q(cur__subject__icontains=term) | Q(cur_recipients__icontains=term)
+        )
+    return qs
+
+
+def draft_queue(
+    *,
+    tenant,
+    status: str | None = Draft.Status.PENDING,
+    mailbox_ids=None,
+    f: QueueFilter | None = None,
+    warning: Expression | None = None,
+    with_intent_state: bool = False,
+    newest_first: bool = False,
+    cursor: str | None = None,
+    limit=DEFAULT_PAGE,
+    count_upto: int | None = None,
+) -> Page:
+    """One page of ``queue_drafts``: oldest first on (created_at, id), the review queue's order,
+    or newest first on id. Each draft's ``current`` is its current version as the queue lists it
+    (subject, recipients, hash, author; not a saved row). With ``count_upto``, ``extra["total"]``
+    counts the matching drafts, stopping there (an exact count of a huge queue is a scan that
+    grows with it). A cursor this function did not return is ``InvalidInput`` naming ``cursor``.
+    """
+    limit = limit_of(limit)
+    qs = queue_drafts(
+        tenant=tenant,
+        status=status,
+        mailbox_ids=mailbox_ids,
+        f=f,
+        warning=warning,
+        with_intent_state=with_intent_state,
+    )
+    extra = {} if count_upto is None else {"total": qs[: count_upto + 1].count()}
+    if newest_first:
+        if cursor:
+            qs = qs.filter(id__lt=_id_in(decode_cursor(cursor, 1)[0]))
+        rows = list(qs.order_by("-id")[: limit + 1])
+    else:
+        if cursor:
+            created, pk = decode_cursor(cursor, 2)
+            created_at, pk = _datetime_in(created), _id_in(pk)
+            qs = qs.filter(Q(created_at__gt=created_at) | Q(created_at=created_at, id__gt=pk))
+        rows = list(qs.order_by("created_at", "id")[: limit + 1])
+    next_cursor = None
+    if len(rows) > limit:
+        rows = rows[:limit]
+        last = rows[-1]
+        next_cursor = (
+            encode_cursor(last.pk) if newest_first else encode_cursor(last.created_at, last.pk)
+        )
+    for draft in rows:
+        draft.current = _listed_version(draft)
+    return Page(rows, next_cursor, limit, extra)
+
+
+def _id_in(value: str) -> int:
+    try:
+        pk = int(value)
+    except ValueError:
+        raise InvalidInput("cursor_invalid", "The cursor is not valid.", "cursor") from None
+    if not 0 < pk <= MAX_ID:
+        raise InvalidInput("cursor_invalid", "The cursor is not valid.", "cursor")
+    return pk
+
+
+def _datetime_in(value: str) -> datetime:
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidInput("cursor_invalid", "The cursor is not valid.", "cursor") from None
+
+
+def _listed_version(draft: Draft) -> DraftVersion:
+    return DraftVersion(
+        draft=draft,
+        tenant_id=draft.tenant_id,
+        number=draft.current_version,
+        subject=draft.cur_subject or "",
+        to=draft.cur_to or [],
+        cc=draft.cur_cc or [],
+        bcc=draft.cur_bcc or [],
+        content_hash=draft.cur_hash or "",
+        author_kind=draft.cur_author or "",
+        author_user_id=draft.cur_author_user_id,
+    )

@@ -1,0 +1,303 @@
+"""Approving a draft (the send intent is born here) and reopening an approved draft whose send
+did not go out."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models.functions import Now
+
+from config.clock import db_now
+from intents import errors
+from intents.hashing import content_hash as compute_content_hash
+from intents.journal import journal
+from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
+from intents.policy import (
+    SECOND_APPROVER_REASON,
+    active_membership,
+    can_approve,
+    needs_another_approver,
+)
+from intents.selectors.intents import REOPENABLE_STATES, intents_that_may_have_gone_out
+from intents.services.common import (
+    active_tenant,
+    clean_reason,
+    enqueue_execution,
+    lock_draft,
+    require_decider,
+    require_pending,
+)
+from intents.services.content import refuse_recipient_problems
+
+log = logging.getLogger("intents.services")
+
+
+def draft_approve(*, tenant, draft_id, version, content_hash, actor) -> SendIntent:
+    """Approve exactly the version and hash the approver saw, creating the send intent.
+
+    The draft row lock serialises concurrent approvals; the OneToOne on draft_version is the
+    database's backstop. The idempotency key is born here and never changes.
+    """
+    tenant = active_tenant(tenant)
+    with transaction.atomic():
+        draft = lock_draft(tenant, draft_id)
+        require_pending(draft)
+        current = DraftVersion.objects.get(draft=draft, number=draft.current_version)
+        if str(version) != str(current.number) or content_hash != current.content_hash:
+            raise errors.StaleVersion(
+                message=(
+                    f"The draft changed since you opened it: version {current.number} is current. "
+                    "Review it again before approving."
+                )
+            )
+        _require_approver(tenant, draft, current, actor)
+        now = db_now()
+        _require_sendable(tenant, draft, current, now)
+        intent = _create_intent(tenant, draft, current, actor, now)
+        _record_approval(tenant, draft, current, intent, actor, now)
+        transaction.on_commit(lambda: enqueue_execution(intent.pk))
+    log.info(
+        "intents.draft.approved",
+        extra={"tenant_id": tenant.pk, "draft_id": draft.pk, "intent_id": intent.pk},
+    )
+    return intent
+
+
+def _require_approver(tenant, draft: Draft, current: DraftVersion, actor) -> None:
+    """The actor may approve sends from this (active) mailbox, and is not the only person who
+    saw an edit that policy wants a second pair of eyes on."""
+    membership = active_membership(tenant=tenant, user=actor)
+    if not can_approve(membership=membership, mailbox=draft.mailbox):
+        raise errors.NoRight(message=f"You may not approve sends from {draft.mailbox.address}.")
+    if not draft.mailbox.is_active:
+        raise errors.MailboxInactive(message=f"{draft.mailbox.address} is not active.")
+    if needs_another_approver(
+        tenant=tenant,
+        author_kind=current.author_kind,
+        author_user_id=current.author_user_id,
+        user=actor,
+    ):
+        raise errors.SecondApproverRequired(message=SECOND_APPROVER_REASON)
+
+
+def _require_sendable(tenant, draft: Draft, current: DraftVersion, now) -> None:
+    """Nothing of this draft went out yet, its deadlines have not passed, and every recipient is
+    still allowed (the policy or the suppression list may have changed since it was written)."""
+    if SendIntent.objects.filter(draft=draft, state=SendIntent.State.ACCEPTED).exists():
+        # A reopened draft whose earlier send was later proven sent (marked accepted with
+        # evidence): approving it would send the reply twice.
+        raise errors.NotPending(
+            "already_sent", "An earlier send of this draft was accepted: it went out."
+        )
+    if draft.review_deadline is not None and draft.review_deadline <= now:
+        raise errors.NotPending("review_expired", "The review deadline of this draft passed.")
+    if draft.not_after is not None and draft.not_after <= now:
+        raise errors.NotPending("not_after_passed", "This draft may no longer be sent.")
+    for field, addresses in current.recipients.items():
+        refuse_recipient_problems(tenant, draft.mailbox, field, addresses)
+
+
+def _create_intent(tenant, draft: Draft, current: DraftVersion, actor, now) -> SendIntent:
+    try:
+        with transaction.atomic():
+            return SendIntent.objects.create(
+                tenant=tenant,
+                mailbox=draft.mailbox,
+                draft=draft,
+                draft_version=current,
+                approver=actor,
+                approved_at=now,
+                content_hash=current.content_hash,
+                recipients=current.recipients,
+                idempotency_key=f"cs-{tenant.pk}-{uuid.uuid4().hex}",
+                state=SendIntent.State.QUEUED,
+                priority=draft.priority,
+                next_attempt_at=now,
+                not_after=draft.not_after,
+            )
+    except IntegrityError:
+        raise errors.NotPending(message="This version is already approved.") from None
+
+
+def _record_approval(tenant, draft: Draft, current: DraftVersion, intent, actor, now) -> None:
+    Draft.objects.filter(pk=draft.pk).update(
+        status=Draft.Status.APPROVED, decided_by=actor, decided_at=now, updated_at=Now()
+    )
+    journal(
+        tenant=tenant,
+        draft=draft,
+        intent=intent,
+        action="draft.approved",
+        actor_kind=IntentEvent.Actor.PERSON,
+        actor_user=actor,
+        from_state=Draft.Status.PENDING,
+        to_state=Draft.Status.APPROVED,
+        data={"version": current.number, "content_hash": current.content_hash},
+    )
+    journal(
+        tenant=tenant,
+        draft=draft,
+        intent=intent,
+        action="intent.created",
+        actor_kind=IntentEvent.Actor.PERSON,
+        actor_user=actor,
+        to_state=SendIntent.State.QUEUED,
+        data={"idempotency_key": intent.idempotency_key},
+    )
+
+
+def draft_reopen(*, tenant, draft_id, actor, reason) -> Draft:
+    """Put an approved draft whose send did not go out back into review, as a new version.
+
+    The new version is a copy of the approved one authored by the person reopening it, so only a
+    fresh approval of that exact version (and its hash) can send it, and that approval creates a
+    new intent with a new idempotency key. The old version keeps its intent: one intent per
+    version stays true. Refused while the latest send is live (it may still go out) or once any
+    send of the draft was accepted.
+    """
+    tenant = active_tenant(tenant)
+    reason = clean_reason(reason, required=True)
+    with transaction.atomic():
+        draft = lock_draft(tenant, draft_id)
+        require_decider(tenant, actor, draft.mailbox)
+        _require_approved(draft)
+        intent = _lock_reopenable_intent(tenant, draft)
+        source = intent.draft_version
+        may_have_gone_out = intent.state == SendIntent.State.NEEDS_ATTENTION or (
+            intent.pk in intents_that_may_have_gone_out(tenant=tenant, intent_ids=[intent.pk])
+        )
+        now = db_now()
+        version = _copy_version(tenant, draft, source, actor)
+        not_after_cleared = _back_to_review(tenant, draft, version.number, now)
+        journal(
+            tenant=tenant,
+            draft=draft,
+            intent=intent,
+            action="draft.reopened",
+            actor_kind=IntentEvent.Actor.PERSON,
+            actor_user=actor,
+            from_state=Draft.Status.APPROVED,
+            to_state=Draft.Status.PENDING,
+            reason=reason,
+            data={
+                "version": version.number,
+                "content_hash": version.content_hash,
+                "copied_from_version": source.number,
+                "earlier_intent": intent.pk,
+                "earlier_intent_state": intent.state,
+                "earlier_may_have_gone_out": may_have_gone_out,
+                "not_after_cleared": not_after_cleared,
+            },
+        )
+    log.info(
+        "intents.draft.reopened",
+        extra={
+            "tenant_id": tenant.pk,
+            "draft_id": draft.pk,
+            "earlier_intent_id": intent.pk,
+            "earlier_state": intent.state,
+        },
+    )
+    draft.refresh_from_db()
+    return draft
+
+
+def _require_approved(draft: Draft) -> None:
+    if draft.status == Draft.Status.PENDING:
+        raise errors.NotPending(
+            "already_pending",
+            f"This draft is already back in the review queue (version {draft.current_version}).",
+        )
+    if draft.status != Draft.Status.APPROVED:
+        raise errors.NotPending(
+            "not_approved",
+            f"This draft was {draft.get_status_display().lower()}, never sent; "
+            "only an approved draft whose send did not go out can be re-approved.",
+        )
+
+
+def _lock_reopenable_intent(tenant, draft: Draft) -> SendIntent:
+    """The draft's latest send, locked, if it certainly did not go out and its approved version
+    can be copied (call with the draft locked)."""
+    # Locking the latest intent too serialises against a person resolving or cancelling it
+    # (those take the intent row lock) and against a worker claiming it.
+    intent = (
+        SendIntent.objects.select_for_update(of=("self",))
+        .select_related("draft_version")
+        .filter(tenant=tenant, draft=draft)
+        .order_by("-id")
+        .first()
+    )
+    if intent is None:
+        raise errors.IntentError("no_send", "This draft has no send to re-approve.")
+    if intent.state == SendIntent.State.ACCEPTED or (
+        SendIntent.objects.filter(draft=draft, state=SendIntent.State.ACCEPTED).exists()
+    ):
+        raise errors.IntentError(
+            "intent_accepted",
+            f"Send #{intent.pk} of this draft was accepted by AgentMail: it went out. "
+            "Write a new reply instead of sending this one again.",
+        )
+    if intent.state not in REOPENABLE_STATES:
+        raise errors.IntentError(
+            "intent_live",
+            f"Send #{intent.pk} is still {intent.get_state_display().lower()} and may still "
+            "go out. Wait for its outcome, or cancel it, before re-approving.",
+        )
+    if not draft.mailbox.is_active:
+        raise errors.MailboxInactive(message=f"{draft.mailbox.address} is not active.")
+    if intent.draft_version.body_purged_at is not None:
+        raise errors.DraftError(
+            "body_purged",
+            "The approved body was purged by the retention policy; it cannot be sent again.",
+        )
+    return intent
+
+
+def _copy_version(tenant, draft: Draft, source: DraftVersion, actor) -> DraftVersion:
+    """The next version of the draft: the approved content, authored by the person reopening."""
+    content = {
+        "to": list(source.to),
+        "cc": list(source.cc),
+        "bcc": list(source.bcc),
+        "subject": source.subject,
+        "text": source.text,
+        "html": source.html,
+    }
+    return DraftVersion.objects.create(
+        draft=draft,
+        tenant=tenant,
+        number=draft.current_version + 1,
+        content_hash=compute_content_hash(
+            mailbox_id=draft.mailbox_id, in_reply_to=draft.in_reply_to, **content
+        ),
+        author_kind=DraftVersion.Author.PERSON,
+        author_user=actor,
+        **content,
+    )
+
+
+def _back_to_review(tenant, draft: Draft, number: int, now) -> str | None:
+    """Make the draft pending on version ``number``; returns the cleared send-before time, if
+    one had passed."""
+    updates = {
+        "status": Draft.Status.PENDING,
+        "current_version": number,
+        "decided_by": None,
+        "decided_at": None,
+        # A fresh review window: the old deadline has usually passed and the sweep would
+        # expire the draft before anyone could approve it.
+        "review_deadline": now + timedelta(hours=tenant.review_deadline_hours),
+        "updated_at": Now(),
+    }
+    not_after_cleared = None
+    if draft.not_after is not None and draft.not_after <= now:
+        # The person decides to send after the agent's send-before time; keeping it would make
+        # the new version impossible to approve. The journal keeps the old value.
+        updates["not_after"] = None
+        not_after_cleared = draft.not_after.isoformat()
+    Draft.objects.filter(pk=draft.pk, status=Draft.Status.APPROVED).update(**updates)
+    return not_after_cleared

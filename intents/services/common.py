@@ -1,0 +1,96 @@
+"""What every intents service shares: the tenant and row guards, reasons, waking a worker."""
+
+from __future__ import annotations
+
+import logging
+
+from intents import errors
+from intents.models import Draft, SendIntent
+from intents.policy import active_membership, can_approve
+from mailboxes.models import Mailbox
+from tenants.models import Tenant
+
+log = logging.getLogger("intents.services")
+
+MAX_REASON = 2_000
+
+
+def enqueue_execution(intent_id: int) -> None:
+    """Wake a worker for this intent. Losing this is harmless: the sweep finds every due intent."""
+    try:
+        from django_q.tasks import async_task
+
+        async_task("intents.tasks.execute_intent", intent_id, task_name=f"intent-{intent_id}")
+    except Exception:
+        log.exception("intents.intent.enqueue_failed", extra={"intent_id": intent_id})
+
+
+def active_tenant(tenant) -> Tenant:
+    current = Tenant.objects.filter(pk=tenant.pk).first()
+    if current is None:
+        raise errors.NotFound("not_found", "No such tenant.")
+    if not current.is_active:
+        raise errors.TenantInactive(message="This tenant is suspended; nothing can be changed.")
+    return current
+
+
+def tenant_mailbox(tenant, mailbox) -> Mailbox:
+    mailbox_id = getattr(mailbox, "pk", mailbox)
+    try:
+        mailbox_id = int(mailbox_id)
+    except (TypeError, ValueError):
+        raise errors.NotFound("mailbox_not_found", "No such mailbox.", field="mailbox") from None
+    found = Mailbox.objects.filter(tenant=tenant, pk=mailbox_id).first()
+    if found is None:
+        raise errors.NotFound("mailbox_not_found", "No such mailbox.", field="mailbox")
+    return found
+
+
+def lock_in_tenant(model, tenant, pk, missing: str):
+    """Lock one row of the tenant; another tenant's id and a missing or malformed one give the
+    same NotFound."""
+    try:
+        pk = int(pk)
+    except (TypeError, ValueError):
+        raise errors.NotFound("not_found", missing) from None
+    row = (
+        model.objects.select_for_update(of=("self",))
+        .select_related("mailbox")
+        .filter(tenant=tenant, pk=pk)
+        .first()
+    )
+    if row is None:
+        raise errors.NotFound("not_found", missing)
+    return row
+
+
+def lock_draft(tenant, draft_id) -> Draft:
+    return lock_in_tenant(Draft, tenant, draft_id, "No such draft.")
+
+
+def require_pending(draft: Draft) -> None:
+    if draft.status != Draft.Status.PENDING:
+        raise errors.NotPending(
+            message=f"This draft is already {draft.get_status_display().lower()}."
+        )
+
+
+def clean_reason(reason, *, required: bool) -> str:
+    reason = (reason or "").strip() if isinstance(reason, str | None) else ""
+    if required and not reason:
+        raise errors.InvalidInput("reason_required", "Please give a reason.", "reason")
+    if len(reason) > MAX_REASON:
+        raise errors.InvalidInput(
+            "reason_too_long", f"The reason is longer than {MAX_REASON} characters.", "reason"
+        )
+    return reason
+
+
+def lock_intent(tenant, intent_id) -> SendIntent:
+    return lock_in_tenant(SendIntent, tenant, intent_id, "No such send.")
+
+
+def require_decider(tenant, actor, mailbox) -> None:
+    membership = active_membership(tenant=tenant, user=actor)
+    if not can_approve(membership=membership, mailbox=mailbox):
+        raise errors.NoRight(message=f"You may not decide on sends from {mailbox.address}.")

@@ -1,0 +1,161 @@
+"""Validation and normalisation of draft content: recipients, subject, bodies, the answered
+message of a reply. What is stored is exactly what will be sent and what the hash covers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from intents import errors
+from intents.models import Draft
+from intents.policy import normalize_address, recipient_problems
+from mailboxes import provider
+from mailboxes.headers import line_break_in
+
+# The inbound-mail table belongs to webhooks. Reading it here points intents at webhooks, against
+# the write direction (webhooks -> intents), but webhooks.selectors is a leaf (it imports only
+# webhooks.models), so no import cycle can form; a reply must answer a message its mailbox
+# received, and that fact lives nowhere else.
+from webhooks.selectors import inbound_message
+
+MAX_RECIPIENTS = 50
+MAX_SUBJECT = 998
+MAX_BODY = 1_000_000
+MAX_PROVENANCE_BYTES = 16_384
+PRIORITY_RANGE = (-100, 100)
+
+PROBLEM_CODES = {
+    "invalid": "recipient_invalid",
+    "not_allowed": "recipient_not_allowed",
+    "suppressed": "recipient_suppressed",
+}
+
+
+def _address_list(value, field: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, Iterable):
+        raise errors.InvalidInput("invalid", f"{field} must be a list of addresses.", field=field)
+    items = list(value)
+    for item in items:
+        if not isinstance(item, str):
+            raise errors.InvalidInput(
+                "recipient_invalid", f"{field} must contain only addresses.", field=field
+            )
+    return items
+
+
+def _lf_line_endings(body: str) -> str:
+    # Browsers submit textareas with CRLF (the HTML form encoding), agents send what their
+    # platform writes. One form, before hashing, so a body nobody changed keeps its hash and the
+    # word diff marks only what a person changed (DESIGN.md: "hashed with normalised line endings").
+    return body.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def refuse_recipient_problems(tenant, mailbox, field: str, addresses: list[str]) -> None:
+    """RecipientRefused naming the first address of ``field`` the policy refuses, if any."""
+    problems = recipient_problems(tenant=tenant, mailbox=mailbox, addresses=addresses)
+    if problems:
+        problem = problems[0]
+        raise errors.RecipientRefused(
+            PROBLEM_CODES[problem.code], problem.message, field=field, address=problem.address
+        )
+
+
+def clean_content(
+    *, tenant, mailbox, to, cc, bcc, subject, text, html, reply_subject: str | None = None
+) -> dict:
+    """Validated, normalised draft content, or a DraftError naming the field and address at fault.
+
+    Addresses are lower-cased and de-duplicated across to/cc/bcc (first list wins), so the stored
+    version is exactly what will be sent and what the hash covers. For a reply, ``reply_subject``
+    is the subject AgentMail will give it; it replaces ``subject``, which may be left out or
+    written out but not different.
+    """
+    lists = {"to": _address_list(to, "to"), "cc": _address_list(cc, "cc")}
+    lists["bcc"] = _address_list(bcc, "bcc")
+    seen: set[str] = set()
+    cleaned: dict[str, list[str]] = {}
+    for field, addresses in lists.items():
+        refuse_recipient_problems(tenant, mailbox, field, addresses)
+        out: list[str] = []
+        for address in addresses:
+            normalised = normalize_address(address)
+            if normalised not in seen:
+                seen.add(normalised)
+                out.append(normalised)
+        cleaned[field] = out
+    if not cleaned["to"]:
+        raise errors.InvalidInput("no_recipients", "A draft needs at least one recipient.", "to")
+    if len(seen) > MAX_RECIPIENTS:
+        raise errors.InvalidInput(
+            "too_many_recipients", f"A draft may have at most {MAX_RECIPIENTS} recipients.", "to"
+        )
+    if reply_subject is not None:
+        if isinstance(subject, str) and subject.strip() not in ("", reply_subject.strip()):
+            raise errors.InvalidInput(
+                "subject_not_reply_subject",
+                "A reply's subject is set by AgentMail from the message it answers: "
+                f'"{reply_subject}". Leave the subject out, or send exactly that.',
+                "subject",
+            )
+        subject = reply_subject
+    if not isinstance(subject, str) or not subject.strip():
+        raise errors.InvalidInput("subject_required", "A subject is required.", "subject")
+    if len(subject) > MAX_SUBJECT:
+        raise errors.InvalidInput(
+            "subject_too_long", f"The subject is longer than {MAX_SUBJECT} characters.", "subject"
+        )
+    if line_break := line_break_in(subject):
+        message = f"The subject must be a single line; it holds {line_break}."
+        raise errors.InvalidInput("subject_invalid", message, "subject")
+    text = text or ""
+    html = html or ""
+    if not isinstance(text, str) or not isinstance(html, str):
+        raise errors.InvalidInput("body_invalid", "The body must be text.", "text")
+    text, html = _lf_line_endings(text), _lf_line_endings(html)
+    if not text.strip() and not html.strip():
+        raise errors.InvalidInput("body_required", "A text or HTML body is required.", "text")
+    for field, value in (("text", text), ("html", html)):
+        if len(value) > MAX_BODY:
+            raise errors.InvalidInput(
+                "body_too_long", f"The {field} body is longer than {MAX_BODY} characters.", field
+            )
+    subject = subject if reply_subject is not None else subject.strip()
+    return {**cleaned, "subject": subject, "text": text, "html": html}
+
+
+def answered_message(*, tenant, mailbox, in_reply_to: str, thread_id: str):
+    """The customer's message a reply answers. AgentMail's reply route takes the thread and the
+    subject from it, so it must have come into this mailbox (and this thread, when one is named):
+    otherwise the approver would see one conversation and the customer of another get the reply.
+    """
+    message = inbound_message(tenant=tenant, mailbox=mailbox, message_id=in_reply_to)
+    if message is None:
+        raise errors.InvalidInput(
+            "in_reply_to_unknown",
+            f"in_reply_to {in_reply_to} is not a message received by {mailbox.address} "
+            "(if it arrived only just now, retry in a few seconds).",
+            "in_reply_to",
+        )
+    if thread_id and message.thread_id != thread_id:
+        raise errors.InvalidInput(
+            "in_reply_to_other_thread",
+            f"in_reply_to {in_reply_to} is not in thread {thread_id}.",
+            "in_reply_to",
+        )
+    return message
+
+
+def draft_reply_subject(tenant, draft: Draft) -> str | None:
+    """The subject AgentMail will give this draft's reply; None for a new message."""
+    if not draft.in_reply_to:
+        return None
+    answered = answered_message(
+        tenant=tenant,
+        mailbox=draft.mailbox,
+        in_reply_to=draft.in_reply_to,
+        thread_id=draft.thread_id,
+    )
+    return provider.reply_subject(answered.subject)

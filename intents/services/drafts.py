@@ -1,0 +1,373 @@
+"""Drafts and their versions: create, add a version, reject, withdraw, expire."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from config.clock import db_now
+from intents import errors
+from intents.hashing import content_hash as compute_content_hash
+from intents.journal import journal
+from intents.models import Draft, DraftVersion, IntentEvent
+from intents.policy import active_membership, can_approve
+from intents.services.common import (
+    active_tenant,
+    clean_reason,
+    lock_draft,
+    require_pending,
+    tenant_mailbox,
+)
+from intents.services.content import (
+    MAX_PROVENANCE_BYTES,
+    PRIORITY_RANGE,
+    answered_message,
+    clean_content,
+    draft_reply_subject,
+)
+from mailboxes import provider
+
+log = logging.getLogger("intents.services")
+
+
+def _check_agent_token(tenant, agent_token, mailbox) -> None:
+    if agent_token.tenant_id != tenant.pk:
+        raise errors.NoRight(message="This agent token does not belong to the tenant.")
+    if agent_token.revoked_at is not None:
+        raise errors.NoRight(message="This agent token has been revoked.")
+    if agent_token.expires_at is not None and agent_token.expires_at <= timezone.now():
+        raise errors.NoRight(message="This agent token has expired.")
+    restricted = list(agent_token.mailboxes.values_list("pk", flat=True))
+    if restricted and mailbox.pk not in restricted:
+        # The same answer as a missing mailbox: a restricted token learns nothing about others.
+        raise errors.NotFound("mailbox_not_found", "No such mailbox.", field="mailbox")
+
+
+def _author(tenant, mailbox, agent_token, actor_user) -> tuple[dict, dict]:
+    """(DraftVersion author fields, IntentEvent actor fields), after checking the actor."""
+    if (agent_token is None) == (actor_user is None):
+        raise errors.InvalidInput("actor_required", "Exactly one of agent or person must act.")
+    if agent_token is not None:
+        _check_agent_token(tenant, agent_token, mailbox)
+        return (
+            {"author_kind": DraftVersion.Author.AGENT, "author_token": agent_token},
+            {"actor_kind": IntentEvent.Actor.AGENT, "actor_token": agent_token},
+        )
+    membership = active_membership(tenant=tenant, user=actor_user)
+    if not can_approve(membership=membership, mailbox=mailbox):
+        raise errors.NoRight(message="You may not write drafts for this mailbox.")
+    return (
+        {"author_kind": DraftVersion.Author.PERSON, "author_user": actor_user},
+        {"actor_kind": IntentEvent.Actor.PERSON, "actor_user": actor_user},
+    )
+
+
+def draft_create(
+    *,
+    tenant,
+    mailbox,
+    to,
+    cc=(),
+    bcc=(),
+    subject=None,
+    text="",
+    html="",
+    in_reply_to="",
+    thread_id="",
+    provenance=None,
+    not_after=None,
+    priority=0,
+    agent_token=None,
+    actor_user=None,
+) -> Draft:
+    """A pending draft (version 1) in the review queue, after validating everything it holds."""
+    tenant = active_tenant(tenant)
+    mailbox = tenant_mailbox(tenant, mailbox)
+    if not mailbox.is_active:
+        raise errors.MailboxInactive(message=f"{mailbox.address} is not active.", field="mailbox")
+    author_fields, actor_fields = _author(tenant, mailbox, agent_token, actor_user)
+    in_reply_to, thread_id, reply_subject = _reply_reference(
+        tenant, mailbox, in_reply_to, thread_id
+    )
+    content = clean_content(
+        tenant=tenant,
+        mailbox=mailbox,
+        to=to,
+        cc=cc,
+        bcc=bcc,
+        subject=subject,
+        text=text,
+        html=html,
+        reply_subject=reply_subject,
+    )
+    provenance = _clean_provenance(provenance)
+    _check_priority(priority)
+    if not_after is not None and not_after <= timezone.now():
+        raise errors.InvalidInput(
+            "not_after_past", "not_after is already in the past.", "not_after"
+        )
+    with transaction.atomic():
+        now = db_now()
+        draft = Draft.objects.create(
+            tenant=tenant,
+            mailbox=mailbox,
+            agent_token=author_fields.get("author_token"),
+            created_by=author_fields.get("author_user"),
+            thread_id=thread_id,
+            in_reply_to=in_reply_to,
+            provenance=provenance,
+            priority=priority,
+            current_version=1,
+            review_deadline=now + timedelta(hours=tenant.review_deadline_hours),
+            not_after=not_after,
+        )
+        _first_version(tenant, draft, content, author_fields, actor_fields)
+    log.info("intents.draft.created", extra={"tenant_id": tenant.pk, "draft_id": draft.pk})
+    return draft
+
+
+def _reply_reference(tenant, mailbox, in_reply_to, thread_id) -> tuple[str, str, str | None]:
+    """(in_reply_to, thread_id, the reply's subject or None for a new message), checked."""
+    in_reply_to = (in_reply_to or "").strip()
+    thread_id = (thread_id or "").strip()
+    if len(in_reply_to) > 998 or len(thread_id) > 255:
+        raise errors.InvalidInput("reference_too_long", "A message or thread id is too long.")
+    if not in_reply_to:
+        return in_reply_to, thread_id, None
+    answered = answered_message(
+        tenant=tenant, mailbox=mailbox, in_reply_to=in_reply_to, thread_id=thread_id
+    )
+    # The reply joins the answered message's thread: the reviewer sees that conversation.
+    return in_reply_to, answered.thread_id, provider.reply_subject(answered.subject)
+
+
+def _clean_provenance(provenance) -> dict:
+    provenance = provenance or {}
+    if not isinstance(provenance, dict):
+        raise errors.InvalidInput(
+            "provenance_invalid", "provenance must be an object.", "provenance"
+        )
+    if len(json.dumps(provenance, default=str)) > MAX_PROVENANCE_BYTES:
+        raise errors.InvalidInput(
+            "provenance_too_large",
+            f"provenance is larger than {MAX_PROVENANCE_BYTES} bytes.",
+            "provenance",
+        )
+    return provenance
+
+
+def _check_priority(priority) -> None:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise errors.InvalidInput("priority_invalid", "priority must be an integer.", "priority")
+    if not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]:
+        raise errors.InvalidInput(
+            "priority_invalid",
+            f"priority must be between {PRIORITY_RANGE[0]} and {PRIORITY_RANGE[1]}.",
+            "priority",
+        )
+
+
+def _first_version(tenant, draft: Draft, content: dict, author_fields, actor_fields) -> None:
+    version = DraftVersion.objects.create(
+        draft=draft,
+        tenant=tenant,
+        number=1,
+        content_hash=compute_content_hash(
+            mailbox_id=draft.mailbox_id, in_reply_to=draft.in_reply_to, **content
+        ),
+        **content,
+        **author_fields,
+    )
+    journal(
+        tenant=tenant,
+        draft=draft,
+        action="draft.created",
+        to_state=Draft.Status.PENDING,
+        data={"version": 1, "content_hash": version.content_hash},
+        **actor_fields,
+    )
+
+
+def draft_add_version(
+    *,
+    tenant,
+    draft_id,
+    to,
+    cc,
+    bcc,
+    subject,
+    text,
+    html,
+    agent_token=None,
+    actor_user=None,
+    base_version=None,
+) -> DraftVersion:
+    """Add the next version of a pending draft.
+
+    ``base_version`` is the version the author started from. It is checked under the draft's
+    lock: two people saving on the same version, or a person saving after an agent's revision
+    landed, would otherwise both succeed and the later save would silently replace the other.
+    Without it (agents that do not send one) the version is added on top of the current one.
+    """
+    tenant = active_tenant(tenant)
+    if base_version is not None and (
+        isinstance(base_version, bool) or not isinstance(base_version, int) or base_version < 1
+    ):
+        raise errors.InvalidInput(
+            "base_version_invalid", "base_version must be a version number.", "base_version"
+        )
+    with transaction.atomic():
+        draft = lock_draft(tenant, draft_id)
+        require_pending(draft)
+        author_fields, actor_fields = _author(tenant, draft.mailbox, agent_token, actor_user)
+        _require_current_base(draft, base_version)
+        content = clean_content(
+            tenant=tenant,
+            mailbox=draft.mailbox,
+            to=to,
+            cc=cc,
+            bcc=bcc,
+            subject=subject,
+            text=text,
+            html=html,
+            reply_subject=draft_reply_subject(tenant, draft),
+        )
+        return _next_version(tenant, draft, content, author_fields, actor_fields, base_version)
+
+
+def _next_version(
+    tenant, draft: Draft, content: dict, author_fields, actor_fields, base_version
+) -> DraftVersion:
+    """Insert the draft's next version and make it current (call with the draft locked)."""
+    number = draft.current_version + 1
+    version = DraftVersion.objects.create(
+        draft=draft,
+        tenant=tenant,
+        number=number,
+        content_hash=compute_content_hash(
+            mailbox_id=draft.mailbox_id, in_reply_to=draft.in_reply_to, **content
+        ),
+        **content,
+        **author_fields,
+    )
+    Draft.objects.filter(pk=draft.pk).update(current_version=number, updated_at=Now())
+    journal(
+        tenant=tenant,
+        draft=draft,
+        action="draft.version_added",
+        from_state=Draft.Status.PENDING,
+        to_state=Draft.Status.PENDING,
+        data={
+            "version": number,
+            "content_hash": version.content_hash,
+            "base_version": base_version,
+        },
+        **actor_fields,
+    )
+    return version
+
+
+def _require_current_base(draft: Draft, base_version: int | None) -> None:
+    """Refuse a version based on anything but the current one (call with the draft locked)."""
+    if base_version is None or base_version == draft.current_version:
+        return
+    if base_version > draft.current_version:
+        raise errors.InvalidInput(
+            "base_version_unknown",
+            f"This draft has no version {base_version}; version {draft.current_version} is "
+            "current.",
+            "base_version",
+        )
+    raise errors.VersionConflict(
+        f"Someone saved version {draft.current_version} while you were editing version "
+        f"{base_version}.",
+        base_version=base_version,
+        current_version=draft.current_version,
+    )
+
+
+def draft_reject(*, tenant, draft_id, reason, actor) -> Draft:
+    tenant = active_tenant(tenant)
+    reason = clean_reason(reason, required=True)
+    with transaction.atomic():
+        draft = lock_draft(tenant, draft_id)
+        require_pending(draft)
+        membership = active_membership(tenant=tenant, user=actor)
+        if not can_approve(membership=membership, mailbox=draft.mailbox):
+            raise errors.NoRight(
+                message=f"You may not decide on drafts of {draft.mailbox.address}."
+            )
+        Draft.objects.filter(pk=draft.pk).update(
+            status=Draft.Status.REJECTED,
+            reject_reason=reason,
+            decided_by=actor,
+            decided_at=Now(),
+            updated_at=Now(),
+        )
+        journal(
+            tenant=tenant,
+            draft=draft,
+            action="draft.rejected",
+            actor_kind=IntentEvent.Actor.PERSON,
+            actor_user=actor,
+            from_state=Draft.Status.PENDING,
+            to_state=Draft.Status.REJECTED,
+            reason=reason,
+        )
+    draft.refresh_from_db()
+    return draft
+
+
+def draft_withdraw(*, tenant, draft_id, agent_token=None, actor_user=None) -> Draft:
+    tenant = active_tenant(tenant)
+    with transaction.atomic():
+        draft = lock_draft(tenant, draft_id)
+        require_pending(draft)
+        _, actor_fields = _author(tenant, draft.mailbox, agent_token, actor_user)
+        Draft.objects.filter(pk=draft.pk).update(
+            status=Draft.Status.WITHDRAWN, decided_at=Now(), updated_at=Now()
+        )
+        journal(
+            tenant=tenant,
+            draft=draft,
+            action="draft.withdrawn",
+            from_state=Draft.Status.PENDING,
+            to_state=Draft.Status.WITHDRAWN,
+            **actor_fields,
+        )
+    draft.refresh_from_db()
+    return draft
+
+
+def draft_expire_due(*, batch: int = 500) -> int:
+    """Expire pending drafts past their review deadline (database clock). Safe on every cluster:
+    rows another sweep holds are skipped, and the status guard makes a repeat a no-op."""
+    expired = 0
+    with transaction.atomic():
+        due = list(
+            Draft.objects.select_for_update(skip_locked=True)
+            .filter(status=Draft.Status.PENDING, review_deadline__lte=Now())
+            .order_by("review_deadline")
+            .values_list("pk", "tenant_id")[:batch]
+        )
+        for draft_id, tenant_id in due:
+            changed = Draft.objects.filter(pk=draft_id, status=Draft.Status.PENDING).update(
+                status=Draft.Status.EXPIRED, decided_at=Now(), updated_at=Now()
+            )
+            if changed:
+                expired += 1
+                journal(
+                    tenant=tenant_id,
+                    draft=draft_id,
+                    action="draft.expired",
+                    actor_kind=IntentEvent.Actor.SWEEP,
+                    from_state=Draft.Status.PENDING,
+                    to_state=Draft.Status.EXPIRED,
+                    reason="review deadline passed",
+                )
+    return expired

@@ -1,0 +1,218 @@
+"""Person-driven (and webhook-driven) transitions of a send intent: cancel, resolve, hold,
+release. The worker-side transitions live in ``intents/sending/``."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Q
+from django.db.models.functions import Now
+
+from intents import errors
+from intents.journal import journal
+from intents.models import IntentEvent, SendIntent
+from intents.services.common import (
+    active_tenant,
+    clean_reason,
+    enqueue_execution,
+    lock_intent,
+    require_decider,
+)
+from intents.signals import message_ids_recorded
+
+log = logging.getLogger("intents.services")
+
+
+def intent_cancel(*, tenant, intent_id, actor, reason="") -> SendIntent:
+    """Cancel before anything was sent: only from queued (not yet claimed) or needs_attention."""
+    tenant = active_tenant(tenant)
+    reason = clean_reason(reason, required=False)
+    with transaction.atomic():
+        intent = lock_intent(tenant, intent_id)
+        require_decider(tenant, actor, intent.mailbox)
+        allowed = (SendIntent.State.QUEUED, SendIntent.State.NEEDS_ATTENTION)
+        if intent.state not in allowed:
+            raise errors.IntentError(
+                "not_cancellable",
+                f"A send that is {intent.get_state_display().lower()} cannot be cancelled.",
+            )
+        from_state = intent.state
+        SendIntent.objects.filter(pk=intent.pk, state=from_state).update(
+            state=SendIntent.State.CANCELLED,
+            resolved_by=actor,
+            resolution_note=reason,
+            lease_token=None,
+            lease_owner="",
+            lease_expires_at=None,
+            updated_at=Now(),
+        )
+        journal(
+            tenant=tenant,
+            draft=intent.draft_id,
+            intent=intent,
+            action="intent.cancelled",
+            actor_kind=IntentEvent.Actor.PERSON,
+            actor_user=actor,
+            from_state=from_state,
+            to_state=SendIntent.State.CANCELLED,
+            reason=reason,
+        )
+    intent.refresh_from_db()
+    return intent
+
+
+def intent_resolve_accepted(
+    *, tenant, intent_id, actor, provider_message_id, evidence
+) -> SendIntent:
+    """A person confirms, with evidence, that a needs-attention send did go out."""
+    tenant = active_tenant(tenant)
+    provider_message_id = (provider_message_id or "").strip()
+    if not provider_message_id:
+        raise errors.InvalidInput(
+            "message_id_required",
+            "Give the provider message id that proves the send.",
+            "provider_message_id",
+        )
+    if len(provider_message_id) > 998:
+        raise errors.InvalidInput(
+            "message_id_invalid", "The message id is too long.", "provider_message_id"
+        )
+    evidence = clean_reason(evidence, required=True)
+    with transaction.atomic():
+        intent = lock_intent(tenant, intent_id)
+        require_decider(tenant, actor, intent.mailbox)
+        if intent.state != SendIntent.State.NEEDS_ATTENTION:
+            raise errors.IntentError(
+                "not_needs_attention", "Only a send that needs attention can be resolved by hand."
+            )
+        SendIntent.objects.filter(pk=intent.pk, state=SendIntent.State.NEEDS_ATTENTION).update(
+            state=SendIntent.State.ACCEPTED,
+            provider_message_id=provider_message_id,
+            resolved_by=actor,
+            resolution_note=evidence,
+            updated_at=Now(),
+        )
+        journal(
+            tenant=tenant,
+            draft=intent.draft_id,
+            intent=intent,
+            action="intent.resolved_accepted",
+            actor_kind=IntentEvent.Actor.PERSON,
+            actor_user=actor,
+            from_state=SendIntent.State.NEEDS_ATTENTION,
+            to_state=SendIntent.State.ACCEPTED,
+            reason=evidence,
+            data={"provider_message_id": provider_message_id},
+        )
+        tenant_id = tenant.pk
+        transaction.on_commit(lambda: apply_deferred_events([(tenant_id, provider_message_id)]))
+    intent.refresh_from_db()
+    return intent
+
+
+def intent_hold(*, tenant, intent_id, reason) -> SendIntent:
+    """Keep a queued send from being claimed (the customer wrote again after approval)."""
+    reason = clean_reason(reason, required=True)
+    with transaction.atomic():
+        intent = lock_intent(tenant, intent_id)
+        if intent.state != SendIntent.State.QUEUED:
+            raise errors.IntentError("not_queued", "Only a queued send can be held.")
+        SendIntent.objects.filter(pk=intent.pk, state=SendIntent.State.QUEUED).update(
+            held_reason=reason[:200], updated_at=Now()
+        )
+        journal(
+            tenant=tenant,
+            draft=intent.draft_id,
+            intent=intent,
+            action="intent.held",
+            actor_kind=IntentEvent.Actor.WEBHOOK,
+            from_state=SendIntent.State.QUEUED,
+            to_state=SendIntent.State.QUEUED,
+            reason=reason,
+        )
+    intent.refresh_from_db()
+    return intent
+
+
+def intent_release(*, tenant, intent_id, actor) -> SendIntent:
+    tenant = active_tenant(tenant)
+    with transaction.atomic():
+        intent = lock_intent(tenant, intent_id)
+        require_decider(tenant, actor, intent.mailbox)
+        if intent.state != SendIntent.State.QUEUED or not intent.held_reason:
+            raise errors.IntentError("not_held", "This send is not on hold.")
+        SendIntent.objects.filter(pk=intent.pk, state=SendIntent.State.QUEUED).update(
+            held_reason="", next_attempt_at=Now(), updated_at=Now()
+        )
+        journal(
+            tenant=tenant,
+            draft=intent.draft_id,
+            intent=intent,
+            action="intent.released",
+            actor_kind=IntentEvent.Actor.PERSON,
+            actor_user=actor,
+            from_state=SendIntent.State.QUEUED,
+            to_state=SendIntent.State.QUEUED,
+            reason=intent.held_reason,
+        )
+        intent_pk = intent.pk
+        transaction.on_commit(lambda: enqueue_execution(intent_pk))
+    intent.refresh_from_db()
+    return intent
+
+
+def apply_deferred_events(messages: list[tuple[int, str]]) -> None:
+    """Announce these (tenant id, provider message id) pairs as recorded, so that webhook events
+    that beat our commit are applied (call after that commit; webhooks receives the signal)."""
+    try:
+        message_ids_recorded.send(sender=SendIntent, messages=messages)
+    except Exception:
+        # The sweep replays stored-but-unapplied events, so a failure here is not lost.
+        log.exception("intents.intent.deferred_events_failed", extra={"count": len(messages)})
+
+
+@dataclass(frozen=True)
+class Holds:
+    """What ``intents_hold_stale`` did: the sends it held, and those that left ``queued`` before
+    it could (id, refusal code)."""
+
+    held: list[int]
+    skipped: list[tuple[int, str]]
+
+
+def intents_hold_stale(
+    *, mailbox, thread_id: str, message_id: str, written_at, reason: str
+) -> Holds:
+    """A reply approved before the customer wrote again may no longer fit: hold it for a person.
+
+    Only messages written after the draft count (the agent had the earlier ones), and never the
+    message the draft answers. Each send is held by ``intent_hold`` (its own transition). The
+    mailbox names the tenant: the caller found it in the tenant of a verified event.
+    """
+    if not thread_id:
+        return Holds([], [])
+    stale = (
+        SendIntent.objects.filter(
+            tenant_id=mailbox.tenant_id,
+            mailbox=mailbox,
+            state=SendIntent.State.QUEUED,
+            held_reason="",
+            draft__created_at__lt=written_at,
+        )
+        .filter(Q(draft__thread_id=thread_id) | Q(provider_thread_id=thread_id))
+        .exclude(draft__in_reply_to=message_id)
+        .values_list("pk", flat=True)
+    )
+    held: list[int] = []
+    skipped: list[tuple[int, str]] = []
+    for intent_id in list(stale):
+        try:
+            intent_hold(tenant=mailbox.tenant, intent_id=intent_id, reason=reason)
+        except errors.DraftError as exc:
+            # It left `queued` meanwhile (claimed, cancelled): nothing to hold any more.
+            skipped.append((intent_id, exc.code))
+            continue
+        held.append(intent_id)
+    return Holds(held, skipped)

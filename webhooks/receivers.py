@@ -1,0 +1,15 @@
+"""What webhooks does when the apps below it announce something (connected in ``apps.py``)."""
+
+from __future__ import annotations
+
+from webhooks import registration, services
+
+
+def apply_deferred_events(sender, *, messages: list[tuple[int, str]], **kwargs) -> None:
+    """intents recorded these (tenant id, message id) pairs: apply the events that beat it."""
+    services.events_apply_deferred_many(messages)
+
+
+def register_webhook(sender, *, tenant, actor=None, **kwargs) -> None:
+    """A mailbox of this tenant was provisioned: make sure the tenant's pod webhook points at us."""
+    registration.webhook_register(tenant=tenant, actor=actor)

@@ -1,0 +1,40 @@
+"""The tenant's pod webhook at AgentMail, pointing at our receiver: registered by webhooks itself,
+when ``mailboxes`` announces a provisioned mailbox (``mailboxes.signals.mailbox_provisioned``).
+Safe to repeat: the provider call carries the endpoint's deterministic ``client_id``."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+
+from mailboxes import provider
+from mailboxes.provisioning import audit, refused, tenant_connect
+from tenants.models import Tenant
+from webhooks.models import WebhookEndpoint, WebhookSecret
+
+
+def webhook_register(*, tenant: Tenant, actor=None):
+    """Register the tenant's pod webhook pointing at our receiver and store its secret sealed."""
+    pod_id = tenant_connect(tenant=tenant, actor=actor)
+    endpoint, _ = WebhookEndpoint.objects.get_or_create(tenant=tenant)
+    url = f"{settings.PUBLIC_BASE_URL.rstrip('/')}/webhooks/agentmail/{endpoint.public_id}/"
+    try:
+        hook = provider.register_pod_webhook(pod_id=pod_id, url=url, client_id=endpoint.client_id)
+    except provider.ProviderError as exc:
+        raise refused(exc) from None
+    with transaction.atomic():
+        endpoint = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+        known = [s.plaintext() for s in endpoint.secrets.filter(retired_at__isnull=True)]
+        if hook.secret not in known:
+            secret = WebhookSecret(endpoint=endpoint)
+            secret.sealed = secret.seal(hook.secret)
+            secret.save()
+            audit(tenant=tenant, actor=actor, action="webhook.secret_stored", obj=endpoint)
+        if (
+            endpoint.status != WebhookEndpoint.Status.ACTIVE
+            or endpoint.provider_webhook_id != hook.webhook_id
+        ):
+            endpoint.status = WebhookEndpoint.Status.ACTIVE
+            endpoint.provider_webhook_id = hook.webhook_id
+            endpoint.save(update_fields=["status", "provider_webhook_id"])
+    return endpoint
