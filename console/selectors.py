@@ -24,9 +24,8 @@ from django.db.models.functions import Cast, Coalesce, Concat, NullIf
 from django.utils import timezone
 
 from intents.models import Draft, IntentEvent, SendAttempt, Suppression
-from intents.selectors import oldest_queued_age_seconds
+from intents.selectors.intents import current_sends, oldest_queued_age_seconds
 from mailboxes.models import Mailbox
-from review.queries import current_sends
 from tenants.invitations import with_expiry
 from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant
 from tenants.tokens import token_status

@@ -1,9 +1,8 @@
 """The tenant's suppression list as its admins change it: a manual add, a removal, each with
 the person's reason and an audit row in the same transaction.
 
-These write intents' ``Suppression`` table directly, as tenants/services.py did before the move;
-the one suppression service in intents is being written at the same time, and these two become
-calls to it (the audit row stays here, with the administrative action).
+The rows are written by intents' one suppression service; the person's reason, the validation
+and the audit row stay here, with the administrative action.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
 
-from intents.models import Suppression
+from intents.services import suppressions
 from tenants.models import Tenant, User
 from tenants.services import AdminError, audit_record
 
@@ -27,15 +26,8 @@ def suppression_add(*, tenant: Tenant, address: str, note: str, actor: User):
     if not note:
         raise AdminError("reason_required", "Say why this address is suppressed.", "note")
     with transaction.atomic():
-        suppression, created = Suppression.objects.get_or_create(
-            tenant=tenant,
-            address=address,
-            defaults={
-                "reason": Suppression.Reason.MANUAL,
-                "source": f"person:{actor.pk}",
-                "note": note,
-                "created_by": actor,
-            },
+        suppression, created = suppressions.suppression_add(
+            tenant=tenant, address=address, note=note, actor=actor
         )
         if not created:
             raise AdminError(
@@ -60,9 +52,7 @@ def suppression_remove(*, tenant: Tenant, suppression_id: int, reason: str, acto
             "reason_required", "Say why this address may receive mail again.", "reason"
         )
     with transaction.atomic():
-        suppression = (
-            Suppression.objects.select_for_update().filter(tenant=tenant, pk=suppression_id).first()
-        )
+        suppression = suppressions.suppression_remove(tenant=tenant, suppression_id=suppression_id)
         if suppression is None:
             raise AdminError("not_found", "That address is no longer suppressed.")
         audit_record(
@@ -76,4 +66,3 @@ def suppression_remove(*, tenant: Tenant, suppression_id: int, reason: str, acto
                 "reason": reason,
             },
         )
-        suppression.delete()

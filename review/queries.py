@@ -15,7 +15,6 @@ from email.utils import parseaddr
 from django.db.models import (
     BooleanField,
     Count,
-    F,
     Prefetch,
     Q,
     QuerySet,
@@ -25,6 +24,7 @@ from django.db.models.expressions import RawSQL
 from intents.errors import InvalidInput
 from intents.models import Draft, DraftVersion, SendAttempt, SendIntent, Suppression
 from intents.policy import recipient_breaks_policy_sql, recipient_problems
+from intents.selectors.intents import current_sends
 from intents.selectors.queue import QueueFilter, draft_queue
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken, Membership, Tenant
@@ -231,14 +231,6 @@ def inbound_for(*, tenant: Tenant, draft: Draft, limit: int = 10) -> list[Inboun
 # --- outbox --------------------------------------------------------------------------------------
 
 ATTENTION_STATES = ("uncertain", "needs_attention", "failed", "blocked")
-
-
-def current_sends(tenant: Tenant) -> QuerySet[SendIntent]:
-    """A tenant's intents, without those superseded by a re-approval: once a person reopened the
-    draft (a newer version exists), the old send is history, not something left to act on."""
-    return SendIntent.objects.filter(
-        tenant=tenant, draft_version__number=F("draft__current_version")
-    )
 
 
 def attention_intents(*, tenant: Tenant, state: str = "", limit: int = 100) -> list[SendIntent]:

@@ -3,7 +3,7 @@ queue's age. Always tenant-scoped, except the operator-wide counts."""
 
 from __future__ import annotations
 
-from django.db.models import Count, Min
+from django.db.models import Count, F, Min, QuerySet
 from django.db.models.functions import Now
 
 from config.clock import db_now
@@ -17,6 +17,14 @@ from intents.selectors.common import (
     encode_cursor,
     limit_of,
 )
+
+
+def current_sends(tenant) -> QuerySet[SendIntent]:
+    """A tenant's intents, without those superseded by a re-approval: once a person reopened the
+    draft (a newer version exists), the old send is history, not something left to act on."""
+    return SendIntent.objects.filter(
+        tenant=tenant, draft_version__number=F("draft__current_version")
+    )
 
 
 def intent_get(*, tenant, intent_id) -> SendIntent:

@@ -13,10 +13,10 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from config.clock import db_now
+from intents.journal import Entry, journal_many
 from intents.models import IntentEvent, ProviderThrottle, SendIntent
 from intents.sending.lease import Claim, lease_duration
 from intents.sending.throttle import key_ref_for, lock_throttles, save_throttles, take_token
-from intents.services import Entry, journal_many
 
 State = SendIntent.State
 

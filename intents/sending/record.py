@@ -21,10 +21,12 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from config.clock import db_now
+from intents.journal import Entry, journal, journal_many
 from intents.models import IntentEvent, SendAttempt, SendIntent, Suppression
 from intents.sending.lease import Claim, Prepared, backoff_seconds, safe_window
 from intents.sending.throttle import throttle_feedback, throttles_clean
-from intents.services import Entry, apply_deferred_events, journal, journal_many
+from intents.services.intents import apply_deferred_events
+from intents.services.suppressions import suppressions_record
 from mailboxes import provider
 
 log = logging.getLogger("intents.sending")
@@ -352,16 +354,11 @@ def _record_not_processed(
 
 
 def _suppress(intent: SendIntent, *, source: str) -> None:
+    # "rejected" ranks lowest, so an address already on the list keeps its row as it is.
     addresses = {a.lower() for values in intent.recipients.values() for a in values}
-    Suppression.objects.bulk_create(
-        [
-            Suppression(
-                tenant_id=intent.tenant_id,
-                address=address,
-                reason=Suppression.Reason.REJECTED,
-                source=source[:100],
-            )
-            for address in sorted(addresses)
-        ],
-        ignore_conflicts=True,
+    suppressions_record(
+        tenant_id=intent.tenant_id,
+        addresses=sorted(addresses),
+        reason=Suppression.Reason.REJECTED,
+        source=source,
     )

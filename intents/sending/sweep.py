@@ -9,9 +9,9 @@ from django.db.models import Min, Q
 from django.db.models.functions import Now
 
 from config.clock import db_now
+from intents.journal import journal
 from intents.models import IntentEvent, SendAttempt, SendIntent
 from intents.sending.lease import Claim
-from intents.services import journal
 
 State = SendIntent.State
 AttemptOutcome = SendAttempt.Outcome
