@@ -23,6 +23,7 @@ from review import queries
 from review.diff import VersionDiff, version_diff
 from review.queries import QueuePage, Recipient
 from tenants.models import Membership, Tenant, User
+from webhooks.selectors import inbound_for_thread
 
 # --- queue ---------------------------------------------------------------------------------------
 
@@ -98,7 +99,8 @@ def draft_review(
     """Raises intents.errors.NotFound for another tenant's draft as for a missing one."""
     detail = selectors.draft_detail(tenant=tenant, draft_id=draft_id)
     draft, current = detail.draft, detail.current
-    inbound = queries.inbound_for(tenant=tenant, draft=draft)
+    # Oldest first, as a conversation reads.
+    inbound = inbound_for_thread(tenant=tenant, thread_id=draft.thread_id, limit=10)[::-1]
     anchor = next((m for m in inbound if m.message_id == draft.in_reply_to), None)
     since = anchor.received_at if anchor else draft.created_at
     first = detail.versions[0]

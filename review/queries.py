@@ -218,16 +218,6 @@ def added_recipients(first: DraftVersion, current: DraftVersion) -> set[str]:
     return {a.lower() for a in current.all_recipients} - {a.lower() for a in first.all_recipients}
 
 
-def inbound_for(*, tenant: Tenant, draft: Draft, limit: int = 10) -> list[InboundMessage]:
-    if not draft.thread_id:
-        return []
-    return list(
-        InboundMessage.objects.filter(tenant=tenant, thread_id=draft.thread_id).order_by(
-            "-received_at"
-        )[:limit]
-    )[::-1]
-
-
 # --- outbox --------------------------------------------------------------------------------------
 
 ATTENTION_STATES = ("uncertain", "needs_attention", "failed", "blocked")

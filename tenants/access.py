@@ -13,7 +13,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 
-from tenants.models import Membership, Tenant
+from tenants.models import Membership
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -65,7 +65,3 @@ def active_memberships(user) -> list[Membership]:
         .select_related("tenant")
         .order_by("tenant__name")
     )
-
-
-def tenant_for_slug(user, slug: str) -> Tenant:
-    return membership_for(user, slug).tenant

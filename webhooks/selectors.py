@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Max
-
-from webhooks.models import InboundMessage, WebhookEvent
+from webhooks.models import InboundMessage
 
 
 def inbound_for_thread(*, tenant, thread_id: str, limit: int = 20) -> list[InboundMessage]:
@@ -26,21 +24,3 @@ def inbound_message(*, tenant, mailbox, message_id: str) -> InboundMessage | Non
     return InboundMessage.objects.filter(
         tenant=tenant, mailbox=mailbox, message_id=message_id
     ).first()
-
-
-def events_recent(*, tenant, limit: int = 50) -> list[WebhookEvent]:
-    return list(
-        WebhookEvent.objects.filter(tenant=tenant)
-        .defer("payload")
-        .order_by("-received_at", "-id")[:limit]
-    )
-
-
-def events_health(*, tenant) -> dict[str, dict]:
-    """Per ledger state: how many events and the latest arrival."""
-    rows = (
-        WebhookEvent.objects.filter(tenant=tenant)
-        .values("state")
-        .annotate(count=Count("id"), latest=Max("received_at"))
-    )
-    return {row["state"]: {"count": row["count"], "latest": row["latest"]} for row in rows}

@@ -10,7 +10,7 @@ imports from the entity module.
 """
 
 from intents.selectors.common import DEFAULT_PAGE, MAX_PAGE, Page, decode_cursor, encode_cursor
-from intents.selectors.drafts import DraftDetail, draft_counts, draft_detail, draft_get
+from intents.selectors.drafts import DraftDetail, draft_detail, draft_get
 from intents.selectors.intents import (
     REOPENABLE_STATES,
     UNPROVEN_STATES,
@@ -35,7 +35,6 @@ __all__ = [
     "Page",
     "QueueFilter",
     "decode_cursor",
-    "draft_counts",
     "draft_detail",
     "draft_get",
     "draft_queue",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Q
+from django.db.models import Q
 
 from intents.errors import NotFound
 from intents.models import Draft, DraftVersion, IntentEvent, SendAttempt, SendIntent
@@ -73,10 +73,3 @@ def draft_detail(*, tenant, draft_id) -> DraftDetail:
     )
     unproven = {e.intent_id for e in events if e.intent_id and e.to_state in UNPROVEN_STATES}
     return DraftDetail(draft, versions, current, intent, attempts, events, intents[1:], unproven)
-
-
-def draft_counts(*, tenant) -> dict[str, int]:
-    counts = dict.fromkeys(Draft.Status.values, 0)
-    for row in Draft.objects.filter(tenant=tenant).values("status").annotate(n=Count("id")):
-        counts[row["status"]] = row["n"]
-    return counts

@@ -1,8 +1,8 @@
-"""Reads are tenant-scoped: another tenant's inbound mail and events never show."""
+"""Reads are tenant-scoped: another tenant's inbound mail never shows."""
 
 from __future__ import annotations
 
-from tests.webhooks.conftest import delivery_payload, received_payload
+from tests.webhooks.conftest import received_payload
 from webhooks import selectors
 
 
@@ -16,18 +16,3 @@ def test_inbound_for_thread_shows_only_this_tenants_messages(
     shown = selectors.inbound_for_thread(tenant=tenant_a, thread_id="thr_same")
 
     assert [m.tenant_id for m in shown] == [tenant_a.pk]
-
-
-def test_events_recent_and_health_are_tenant_scoped(
-    client, tenant_a, tenant_b, hook_for, mailbox_row, intent_row
-):
-    hook_a, hook_b = hook_for(tenant_a), hook_for(tenant_b)
-    hook_a.post(client, delivery_payload("delivered", intent_row(mailbox_row(tenant_a))))
-    hook_b.post(client, delivery_payload("delivered", intent_row(mailbox_row(tenant_b))))
-    hook_b.post(client, delivery_payload("sent", intent_row(mailbox_row(tenant_b, "x"))))
-
-    recent = selectors.events_recent(tenant=tenant_a)
-    health = selectors.events_health(tenant=tenant_a)
-
-    assert [e.tenant_id for e in recent] == [tenant_a.pk]
-    assert health["applied"]["count"] == 1
