@@ -1,10 +1,11 @@
-"""Tenant-scoped reads of the webhooks app, for the review UI and the health panel."""
+"""Tenant-scoped reads of the webhooks app, for the review UI, the agent API and the health panel."""
 
 from __future__ import annotations
 
 from django.db.models import Count, Max
 
-from webhooks.models import InboundMessage, WebhookEvent
+from intents.models import SendIntent
+from webhooks.models import InboundMessage, RecipientDelivery, WebhookEvent
 
 
 def inbound_for_thread(*, tenant, thread_id: str, limit: int = 20) -> list[InboundMessage]:
@@ -44,3 +45,29 @@ def events_health(*, tenant) -> dict[str, dict]:
         .annotate(count=Count("id"), latest=Max("received_at"))
     )
     return {row["state"]: {"count": row["count"], "latest": row["latest"]} for row in rows}
+
+
+def approved_addresses(recipients: dict | None) -> list[str]:
+    """The approved recipients (to, cc, bcc), lower-cased, each once, in that order: whom delivery
+    is tracked for (the apply step uses the same list)."""
+    recipients = recipients or {}
+    seen: dict[str, None] = {}
+    for key in ("to", "cc", "bcc"):
+        for address in recipients.get(key) or []:
+            seen.setdefault(str(address).strip().lower(), None)
+    return list(seen)
+
+
+def delivery_summary(*, intent: SendIntent) -> list[RecipientDelivery]:
+    """One row per approved recipient, in approval order (to, cc, bcc). A recipient without any
+    event yet is an unsaved ``RecipientDelivery`` with ``state == ""``."""
+    rows = {
+        row.address: row
+        for row in RecipientDelivery.objects.filter(tenant_id=intent.tenant_id, intent=intent)
+    }
+    summary = [
+        rows.pop(address, None)
+        or RecipientDelivery(tenant_id=intent.tenant_id, intent=intent, address=address, state="")
+        for address in approved_addresses(intent.recipients)
+    ]
+    return summary + sorted(rows.values(), key=lambda row: row.address)
