@@ -17,7 +17,7 @@ from intents.models import Draft, DraftVersion, SendIntent
 from intents.selectors.queue import draft_queue
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken
-from webhooks import services as webhook_services
+from webhooks import selectors as webhook_selectors
 
 MAX_ID = 2**63 - 1
 
@@ -109,7 +109,7 @@ def _intent_document(intent: SendIntent) -> dict:
                 "state": d.state or "pending",
                 "updated_at": d.updated_at if d.pk else None,
             }
-            for d in webhook_services.delivery_summary(intent=intent)
+            for d in webhook_selectors.delivery_summary(intent=intent)
         ],
     }
 

@@ -697,7 +697,7 @@ def main(argv: list[str] | None = None) -> int:
         approvals_done = time.monotonic()
         drain_seconds = drain(run, args.drain_seconds)
         webhooks_settled = settle_webhooks(sandbox, timeout=180)
-        from webhooks.services import events_replay_pending
+        from webhooks.services.apply import events_replay_pending
 
         events_replay_pending()
         result = check(run, sandbox, approved_at)

@@ -1,5 +1,5 @@
-"""Operators' view of the ledger. Read-only: every write goes through webhooks.services, and a
-sealed secret is never displayed."""
+"""Operators' view of the ledger. Read-only: every write goes through webhooks.services (receive,
+apply, retention), and a sealed secret is never displayed."""
 
 from django.contrib import admin
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from webhooks import registration, services
+from webhooks import registration
+from webhooks.services import apply
 
 
 def apply_deferred_events(sender, *, messages: list[tuple[int, str]], **kwargs) -> None:
     """intents recorded these (tenant id, message id) pairs: apply the events that beat it."""
-    services.events_apply_deferred_many(messages)
+    apply.events_apply_deferred_many(messages)
 
 
 def register_webhook(sender, *, tenant, actor=None, **kwargs) -> None:

@@ -1,8 +1,9 @@
-"""Tenant-scoped reads of the webhooks app, for the review UI and the health panel."""
+"""Tenant-scoped reads of the webhooks app, for the review UI, the agent API and the health panel."""
 
 from __future__ import annotations
 
-from webhooks.models import InboundMessage
+from intents.models import SendIntent
+from webhooks.models import InboundMessage, RecipientDelivery
 
 
 def inbound_for_thread(*, tenant, thread_id: str, limit: int = 20) -> list[InboundMessage]:
@@ -24,3 +25,29 @@ def inbound_message(*, tenant, mailbox, message_id: str) -> InboundMessage | Non
     return InboundMessage.objects.filter(
         tenant=tenant, mailbox=mailbox, message_id=message_id
     ).first()
+
+
+def approved_addresses(recipients: dict | None) -> list[str]:
+    """The approved recipients (to, cc, bcc), lower-cased, each once, in that order: whom delivery
+    is tracked for (the apply step uses the same list)."""
+    recipients = recipients or {}
+    seen: dict[str, None] = {}
+    for key in ("to", "cc", "bcc"):
+        for address in recipients.get(key) or []:
+            seen.setdefault(str(address).strip().lower(), None)
+    return list(seen)
+
+
+def delivery_summary(*, intent: SendIntent) -> list[RecipientDelivery]:
+    """One row per approved recipient, in approval order (to, cc, bcc). A recipient without any
+    event yet is an unsaved ``RecipientDelivery`` with ``state == ""``."""
+    rows = {
+        row.address: row
+        for row in RecipientDelivery.objects.filter(tenant_id=intent.tenant_id, intent=intent)
+    }
+    summary = [
+        rows.pop(address, None)
+        or RecipientDelivery(tenant_id=intent.tenant_id, intent=intent, address=address, state="")
+        for address in approved_addresses(intent.recipients)
+    ]
+    return summary + sorted(rows.values(), key=lambda row: row.address)

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from webhooks import services
+from webhooks.services import apply, retention
 
 
 def replay_pending() -> int:
     """Part of the sweep: apply events stored but not applied."""
-    return services.events_replay_pending()
+    return apply.events_replay_pending()
 
 
 def purge_payloads() -> int:
     """Retention: drop webhook payloads older than each tenant's retention period."""
-    return services.events_purge_payloads()
-
-
-def apply_deferred(tenant_id: int, message_id: str) -> int:
-    return services.events_apply_deferred(tenant_id=tenant_id, message_id=message_id)
+    return retention.events_purge_payloads()

@@ -27,8 +27,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from mailboxes.crypto import SecretUnreadable
-from webhooks import services
 from webhooks.models import WebhookEndpoint, WebhookSecret
+from webhooks.services import receive
 from webhooks.verification import VerificationFailed, verify_delivery
 
 log = logging.getLogger("webhooks.views")
@@ -140,17 +140,17 @@ def agentmail_webhook(request: HttpRequest, endpoint_id) -> JsonResponse:
             },
         )
         return _problem(400, "Webhook verification failed", exc.reason)
-    received = services.event_receive(
+    received = receive.event_receive(
         tenant=endpoint.tenant,
         endpoint=endpoint,
         svix_id=delivery.svix_id,
         payload=delivery.payload,
     )
     now = time.monotonic()
-    interval = services.ENDPOINT_TOUCH_INTERVAL.total_seconds()
+    interval = receive.ENDPOINT_TOUCH_INTERVAL.total_seconds()
     if opened.touched_at is None or now - opened.touched_at >= interval:
         # The UPDATE itself writes at most once a minute; this spares the statement per event.
-        services.endpoint_touch(endpoint=endpoint)
+        receive.endpoint_touch(endpoint=endpoint)
         opened.touched_at = now
     return JsonResponse(
         {"received": True, "duplicate": not received.created, "state": received.state}

@@ -10,8 +10,9 @@ import pytest
 
 from intents.models import IntentEvent
 from tests.webhooks.conftest import delivery_payload, new_svix_id, received_payload
-from webhooks import selectors, services
+from webhooks import selectors
 from webhooks.models import InboundMessage, RecipientDelivery, WebhookEvent
+from webhooks.services import apply
 
 REPLACEMENT = "\ufffd"
 
@@ -90,7 +91,7 @@ def test_an_event_left_pending_with_replaced_characters_applies_on_replay(client
     InboundMessage.objects.all().delete()
     WebhookEvent.objects.filter(pk=event.pk).update(state="pending", applied_at=None)
 
-    services.events_replay_pending()
+    apply.events_replay_pending()
 
     assert response.status_code == 200
     assert WebhookEvent.objects.get().state == "applied"

@@ -9,8 +9,8 @@ import pytest
 from django.db import connections, transaction
 
 from tests.webhooks.conftest import delivery_payload
-from webhooks import services
 from webhooks.models import RecipientDelivery, WebhookEvent
+from webhooks.services import apply
 
 
 @pytest.mark.django_db(transaction=True)
@@ -40,7 +40,7 @@ def test_lock_contention_leaves_the_event_pending_and_the_sweep_applies_it(
     release.set()
     holder.join()
 
-    moved = services.events_replay_pending()
+    moved = apply.events_replay_pending()
 
     assert (response.status_code, response.json()["state"], pending) == (200, "pending", "pending")
     # The answer came while the row was still locked (the holder was let go by us, not by its

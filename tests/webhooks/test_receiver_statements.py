@@ -15,8 +15,8 @@ from django.test.utils import CaptureQueriesContext
 
 from intents.models import IntentEvent, SendIntent
 from tests.webhooks.conftest import delivery_payload, new_svix_id
-from webhooks import services
 from webhooks.models import RecipientDelivery, WebhookEvent
+from webhooks.services import apply
 
 _TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT")
 
@@ -154,7 +154,7 @@ def test_an_intent_committed_while_the_receiver_waits_for_the_message_lock_is_se
                 SendIntent.objects.filter(pk=intent.pk).update(
                     state="accepted", provider_message_id=message_id, updated_at=Now()
                 )
-                services._lock_message(intent.tenant_id, message_id)
+                apply._lock_message(intent.tenant_id, message_id)
                 locked.set()
                 saw_waiter.append(_wait_for_a_lock_waiter())
         finally:
@@ -184,7 +184,7 @@ def test_a_held_message_lock_leaves_the_event_pending_and_a_redelivery_is_a_dupl
     def hold_the_message_lock():
         try:
             with transaction.atomic():
-                services._lock_message(intent.tenant_id, intent.provider_message_id)
+                apply._lock_message(intent.tenant_id, intent.provider_message_id)
                 locked.set()
                 held_until_released.append(release.wait(60))
         finally:
@@ -200,7 +200,7 @@ def test_a_held_message_lock_leaves_the_event_pending_and_a_redelivery_is_a_dupl
     release.set()
     holder.join()
 
-    moved = services.events_replay_pending()
+    moved = apply.events_replay_pending()
 
     assert (first.status_code, first.json()["state"], pending) == (200, "pending", "pending")
     assert (again.status_code, again.json()["duplicate"]) == (200, True)

@@ -1,9 +1,22 @@
-"""Reads are tenant-scoped: another tenant's inbound mail never shows."""
+"""Reads: tenant-scoped (another tenant's inbound mail never shows), and the delivery summary of
+an intent."""
 
 from __future__ import annotations
 
-from tests.webhooks.conftest import received_payload
+import pytest
+
+from tests.webhooks.conftest import delivery_payload, received_payload
 from webhooks import selectors
+
+
+@pytest.fixture
+def hook(tenant_a, hook_for):
+    return hook_for(tenant_a)
+
+
+@pytest.fixture
+def intent(tenant_a, mailbox_row, intent_row):
+    return intent_row(mailbox_row(tenant_a), to=["jane@customer.test"], cc=["ops@customer.test"])
 
 
 def test_inbound_for_thread_shows_only_this_tenants_messages(
@@ -16,3 +29,14 @@ def test_inbound_for_thread_shows_only_this_tenants_messages(
     shown = selectors.inbound_for_thread(tenant=tenant_a, thread_id="thr_same")
 
     assert [m.tenant_id for m in shown] == [tenant_a.pk]
+
+
+def test_delivery_summary_lists_every_approved_recipient_in_order(client, hook, intent):
+    hook.post(client, delivery_payload("delivered", intent, recipients=["ops@customer.test"]))
+
+    summary = selectors.delivery_summary(intent=intent)
+
+    assert [(row.address, row.state) for row in summary] == [
+        ("jane@customer.test", ""),
+        ("ops@customer.test", "delivered"),
+    ]

@@ -7,7 +7,6 @@ import pytest
 
 from intents.models import IntentEvent, SendIntent, Suppression
 from tests.webhooks.conftest import delivery_payload, new_svix_id
-from webhooks import services
 from webhooks.models import RecipientDelivery, WebhookEvent
 
 
@@ -217,14 +216,3 @@ def test_event_for_a_message_of_another_mailbox_of_the_tenant_waits(
 
     assert WebhookEvent.objects.get().state == "deferred"
     assert states(intent) == {}
-
-
-def test_delivery_summary_lists_every_approved_recipient_in_order(client, hook, intent):
-    hook.post(client, delivery_payload("delivered", intent, recipients=["ops@customer.test"]))
-
-    summary = services.delivery_summary(intent=intent)
-
-    assert [(row.address, row.state) for row in summary] == [
-        ("jane@customer.test", ""),
-        ("ops@customer.test", "delivered"),
-    ]

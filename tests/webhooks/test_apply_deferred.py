@@ -3,16 +3,13 @@ are kept and applied when it is recorded (events_apply_deferred), or by the swee
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.db.models.functions import Now
-from django.utils import timezone
 
 from intents.models import SendIntent
 from tests.webhooks.conftest import delivery_payload
-from webhooks import services
 from webhooks.models import RecipientDelivery, WebhookEvent
+from webhooks.services import apply
 
 
 @pytest.fixture
@@ -59,8 +56,8 @@ def test_apply_deferred_applies_them_once_the_intent_records_the_message_id(
     hook.post(client, early("delivered", mailbox))
     record_message_id(sending)
 
-    applied = services.events_apply_deferred(tenant_id=sending.tenant_id, message_id=MESSAGE_ID)
-    again = services.events_apply_deferred(tenant_id=sending.tenant_id, message_id=MESSAGE_ID)
+    applied = apply.events_apply_deferred(tenant_id=sending.tenant_id, message_id=MESSAGE_ID)
+    again = apply.events_apply_deferred(tenant_id=sending.tenant_id, message_id=MESSAGE_ID)
 
     assert (applied, again) == (2, 0)
     assert list(RecipientDelivery.objects.values_list("address", "state")) == [
@@ -72,7 +69,7 @@ def test_apply_deferred_applies_them_once_the_intent_records_the_message_id(
 def test_apply_deferred_before_the_record_leaves_them_deferred(client, hook, mailbox, sending):
     hook.post(client, early("sent", mailbox))
 
-    applied = services.events_apply_deferred(tenant_id=sending.tenant_id, message_id=MESSAGE_ID)
+    applied = apply.events_apply_deferred(tenant_id=sending.tenant_id, message_id=MESSAGE_ID)
 
     assert applied == 0
     assert WebhookEvent.objects.get().state == "deferred"
@@ -82,7 +79,7 @@ def test_apply_deferred_is_tenant_scoped(client, hook, mailbox, sending, tenant_
     hook.post(client, early("sent", mailbox))
     record_message_id(sending)
 
-    applied = services.events_apply_deferred(tenant_id=tenant_b.pk, message_id=MESSAGE_ID)
+    applied = apply.events_apply_deferred(tenant_id=tenant_b.pk, message_id=MESSAGE_ID)
 
     assert applied == 0
     assert WebhookEvent.objects.get().state == "deferred"
@@ -94,7 +91,7 @@ def test_sweep_applies_deferred_events_whose_message_id_was_recorded(
     hook.post(client, early("delivered", mailbox))
     record_message_id(sending)
 
-    moved = services.events_replay_pending()
+    moved = apply.events_replay_pending()
 
     assert moved == 1
     assert WebhookEvent.objects.get().state == "applied"
@@ -104,7 +101,7 @@ def test_sweep_applies_deferred_events_whose_message_id_was_recorded(
 def test_sweep_leaves_deferred_events_of_unknown_messages_alone(client, hook, mailbox, sending):
     hook.post(client, early("delivered", mailbox))
 
-    moved = services.events_replay_pending()
+    moved = apply.events_replay_pending()
 
     assert moved == 0
     assert WebhookEvent.objects.get().state == "deferred"
@@ -116,40 +113,10 @@ def test_sweep_applies_events_left_pending(client, hook, mailbox, intent_row):
     # A crash between store and apply leaves exactly this row behind.
     WebhookEvent.objects.update(state="pending", applied_at=None)
 
-    moved = services.events_replay_pending()
+    moved = apply.events_replay_pending()
 
     assert moved == 1
     assert WebhookEvent.objects.get().state == "applied"
-
-
-def test_purge_drops_payloads_past_each_tenants_retention(
-    client, hook_for, mailbox_row, intent_row, tenant_a, tenant_b
-):
-    tenant_a.retention_days = 7
-    tenant_a.save(update_fields=["retention_days"])
-    hook_a, hook_b = hook_for(tenant_a), hook_for(tenant_b)
-    intent_a = intent_row(mailbox_row(tenant_a), to=["jane@customer.test"])
-    intent_b = intent_row(mailbox_row(tenant_b), to=["jane@customer.test"])
-    hook_a.post(client, delivery_payload("delivered", intent_a))
-    hook_b.post(client, delivery_payload("delivered", intent_b))
-    WebhookEvent.objects.update(received_at=timezone.now() - timedelta(days=8))
-
-    purged = services.events_purge_payloads()
-
-    assert purged == 1
-    assert WebhookEvent.objects.get(tenant=tenant_a).payload is None
-    assert WebhookEvent.objects.get(tenant=tenant_b).payload is not None
-    assert WebhookEvent.objects.count() == 2
-
-
-def test_purge_closes_events_that_never_became_applicable(client, hook, mailbox, sending, tenant_a):
-    hook.post(client, early("delivered", mailbox))
-    WebhookEvent.objects.update(received_at=timezone.now() - timedelta(days=91))
-
-    services.events_purge_payloads()
-
-    event = WebhookEvent.objects.get()
-    assert (event.state, event.payload) == ("ignored", None)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -167,8 +134,8 @@ def test_a_worker_batch_applies_the_deferred_events_of_every_message_it_recorded
         (sending.tenant_id, ""),
     ]
 
-    applied = services.events_apply_deferred_many(batch)
-    again = services.events_apply_deferred_many(batch)
+    applied = apply.events_apply_deferred_many(batch)
+    again = apply.events_apply_deferred_many(batch)
 
     assert (applied, again) == (2, 0)
     assert list(RecipientDelivery.objects.values_list("address", "state")) == [
