@@ -14,13 +14,16 @@ import binascii
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from email.utils import parseaddr
+from typing import TYPE_CHECKING, TypedDict
 
 from django.db.models import (
     BooleanField,
     Count,
     F,
+    Field,
     FilteredRelation,
     Func,
+    Model,
     Prefetch,
     Q,
     QuerySet,
@@ -36,11 +39,39 @@ from mailboxes.models import Mailbox
 from tenants.models import AgentToken, Membership, Tenant
 from webhooks.models import InboundMessage, RecipientDelivery
 
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
 QUEUE_PAGE = 50
 
 
-def _column(model, name: str) -> str:
-    return f'"{model._meta.db_table}"."{model._meta.get_field(name).column}"'
+class _CurrentVersion(TypedDict):
+    """What a queue row carries of its current version (pending_drafts' annotations)."""
+
+    cur_subject: str
+    cur_to: list[str] | None
+    cur_cc: list[str] | None
+    cur_bcc: list[str] | None
+    cur_hash: str
+    cur_author: str
+    cur_author_user_id: int | None
+    has_warning: bool
+
+
+if TYPE_CHECKING:
+    QueueRow = WithAnnotations[Draft, _CurrentVersion]
+
+
+def _db_column(model: type[Model], name: str) -> str:
+    """The column name of a concrete field (a reverse relation has none)."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field) or field.column is None:
+        raise TypeError(f"{model.__name__}.{name} is not a concrete field")
+    return field.column
+
+
+def _column(model: type[Model], name: str) -> str:
+    return f'"{model._meta.db_table}"."{_db_column(model, name)}"'
 
 
 def _has_warning_sql() -> str:
@@ -51,8 +82,8 @@ def _has_warning_sql() -> str:
     draft, version, inbound = Draft._meta.db_table, DraftVersion._meta, InboundMessage._meta
     draft_id, tenant_id = _column(Draft, "id"), _column(Draft, "tenant")
     thread_id = _column(Draft, "thread_id")
-    v = {name: version.get_field(name).column for name in ("draft", "number", "to", "cc", "bcc")}
-    i = {name: inbound.get_field(name).column for name in ("tenant", "thread_id", "sender")}
+    v = {name: _db_column(DraftVersion, name) for name in ("draft", "number", "to", "cc", "bcc")}
+    i = {name: _db_column(InboundMessage, name) for name in ("tenant", "thread_id", "sender")}
     same_thread = f"i.{i['tenant']} = {tenant_id} AND i.{i['thread_id']} = {thread_id}"
     breaks_policy = recipient_breaks_policy_sql(
         address="r.addr", tenant_id=tenant_id, mailbox_id=_column(Draft, "mailbox")
@@ -108,7 +139,7 @@ AGE_CHOICES = [
 ]
 
 
-def pending_drafts(*, tenant: Tenant, f: QueueFilter) -> QuerySet[Draft]:
+def pending_drafts(*, tenant: Tenant, f: QueueFilter) -> QuerySet[QueueRow]:
     """The pending queue with the current version's subject and recipients joined in."""
     qs = (
         Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING)
@@ -171,7 +202,7 @@ TOTAL_CAP = 10_000
 
 @dataclass
 class QueuePage:
-    rows: list[Draft]
+    rows: list[QueueRow]
     total: int
     next_cursor: str | None
     newest_id: int

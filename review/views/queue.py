@@ -82,8 +82,9 @@ def bulk_approve(request: TenantRequest) -> HttpResponse:
     form = BulkApproveForm(request.POST)
     back = reverse("tenant_home", args=[request.tenant.slug])
     if not form.is_valid():
+        # Iterating an ErrorList gives the messages (str); the stubs say ValidationError too.
         for error in form.non_field_errors():
-            messages.error(request, error)
+            messages.error(request, str(error))
         return redirect(back)
     approved, refused = 0, []
     for draft_id, version, content_hash in form.cleaned_data["items"]:
