@@ -21,17 +21,21 @@ if TYPE_CHECKING:
     from django_htmx.middleware import HtmxDetails
 
 
-class TenantRequest(HttpRequest):
-    """The request a :func:`tenant_view` view receives (for type checking only; never built).
+class AuthenticatedRequest(HttpRequest):
+    """The request a ``login_required`` view receives (for type checking only; never built):
+    anonymous users were turned away, so ``user`` is a :class:`User`. django-htmx's middleware
+    sets ``htmx``."""
 
-    ``tenant_view`` sets ``tenant`` and ``membership``; ``login_required`` has already turned
-    anonymous users away, so ``user`` is a :class:`User`; django-htmx's middleware sets ``htmx``.
-    """
+    user: User
+    htmx: HtmxDetails
+
+
+class TenantRequest(AuthenticatedRequest):
+    """The request a :func:`tenant_view` view receives: ``tenant_view`` sets ``tenant`` and
+    ``membership`` (it is ``login_required`` too)."""
 
     tenant: Tenant
     membership: Membership
-    user: User
-    htmx: HtmxDetails
 
 
 View = Callable[..., HttpResponseBase]
