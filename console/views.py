@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 
+from django import forms
 from django.contrib import messages
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
@@ -26,6 +27,7 @@ from console.forms import (
 )
 from tenants import invitations, services
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
+from tenants.models import Membership
 
 AUDIT_PAGE = 100
 
@@ -34,14 +36,14 @@ def _slug(request: TenantRequest) -> str:
     return request.tenant.slug
 
 
-def _member_or_404(request: TenantRequest, membership_id: int):
+def _member_or_404(request: TenantRequest, membership_id: int) -> Membership:
     membership = selectors.member(request.tenant, membership_id)
     if membership is None:
         raise Http404("No such member")
     return membership
 
 
-def _refuse(form, error: services.AdminError) -> None:
+def _refuse(form: forms.Form, error: services.AdminError) -> None:
     form.add_error(error.field if error.field in form.fields else None, error.message)
 
 
