@@ -10,7 +10,7 @@ MANAGE := $(UV) run --frozen python manage.py
 help:
 	@echo "make run    - set up on first use, then web + worker + sandbox AgentMail + demo agent"
 	@echo "make test   - the test suite on a private PostgreSQL"
-	@echo "make lint   - ruff check and format check, migrations check"
+	@echo "make lint   - ruff check and format check, mypy, migrations check"
 	@echo "make stop   - stop the embedded PostgreSQL server"
 	@echo "make bench  - side-by-side benchmarks (BENCHMARKS.md)"
 	@echo "make nemesis - the whole system under random faults, checked (RELIABILITY.md)"
@@ -38,6 +38,7 @@ test: .venv/.synced
 lint: .venv/.synced
 	$(UV) run --frozen ruff check .
 	$(UV) run --frozen ruff format --check .
+	COUNTERSIGN_ENV=test $(UV) run --frozen mypy
 	$(MANAGE) makemigrations --check --dry-run
 
 format: .venv/.synced

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from typing import cast
 
 from django.conf import settings
 from django.core.cache import cache
@@ -27,6 +28,18 @@ MAX_BODY_BYTES = 256 * 1024
 RATE_WINDOW_SECONDS = 60
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
 JSON_TYPES = frozenset({"application/json"})
+
+
+class AgentRequest(HttpRequest):
+    """The request an agent API operation receives (for type checking only; never built).
+
+    ninja sets ``auth`` to what the operation's :class:`TokenAuth` returned, a live token (a
+    request without one was answered 401 before the operation ran); TokenAuth also sets
+    ``agent_token``.
+    """
+
+    auth: AgentToken
+    agent_token: AgentToken
 
 
 def rate_limit_per_window() -> int:
@@ -111,7 +124,7 @@ class AgentTokenAuth(HttpBearer):
         if agent_token is None:
             log.info("intents.api.auth_failed", extra={"path": request.path})
             return None
-        request.agent_token = agent_token
+        cast(AgentRequest, request).agent_token = agent_token
         if not agent_token.tenant.is_active:
             raise ApiProblem(
                 403,

@@ -28,7 +28,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.db.models import DateTimeField, ExpressionWrapper
@@ -37,6 +37,7 @@ from django.http import HttpRequest, HttpResponse
 
 from agent_api.errors import ApiProblem
 from intents.models import ApiIdempotencyKey
+from tenants.models import Tenant
 
 # Logger and event names are the ones from before the API became its own app: alerts match them.
 log = logging.getLogger("intents.api")
@@ -128,7 +129,9 @@ def _in_flight_problem() -> ApiProblem:
     )
 
 
-def _claim(*, tenant, key: str, fingerprint: str, request: HttpRequest):
+def _claim(
+    *, tenant: Tenant, key: str, fingerprint: str, request: HttpRequest
+) -> tuple[ApiIdempotencyKey, datetime | None]:
     """(row, lock) for a request that must do the work, or (row, None) for a replay."""
     try:
         with transaction.atomic():
@@ -136,7 +139,8 @@ def _claim(*, tenant, key: str, fingerprint: str, request: HttpRequest):
                 tenant=tenant,
                 key=key,
                 fingerprint=fingerprint,
-                method=request.method,
+                # Django's handlers always set the method; only a hand-built request has none.
+                method=request.method or "",
                 path=request.path[:255],
                 state=ApiIdempotencyKey.State.IN_FLIGHT,
                 locked_until=_lock_expiry(),
@@ -148,16 +152,16 @@ def _claim(*, tenant, key: str, fingerprint: str, request: HttpRequest):
         return row, lock
 
     with transaction.atomic():
-        row = (
+        held = (
             ApiIdempotencyKey.objects.select_for_update()
             .annotate(db_now=Now())
             .filter(tenant=tenant, key=key)
             .first()
         )
-        if row is None:
+        if held is None:
             # Released (the first request failed) or purged between our insert and this read.
             raise _in_flight_problem()
-        if row.fingerprint != fingerprint:
+        if held.fingerprint != fingerprint:
             raise ApiProblem(
                 422,
                 "idempotency_key_reused",
@@ -166,18 +170,18 @@ def _claim(*, tenant, key: str, fingerprint: str, request: HttpRequest):
                 title="Idempotency-Key is already used",
                 errors=[{"field": HEADER, "message": "already used for a different request"}],
             )
-        if row.state == ApiIdempotencyKey.State.COMPLETED:
-            return row, None
-        if row.locked_until is not None and row.locked_until > row.db_now:
+        if held.state == ApiIdempotencyKey.State.COMPLETED:
+            return held, None
+        if held.locked_until is not None and held.locked_until > held.db_now:
             raise _in_flight_problem()
         # The request holding this key died without completing or releasing it: take it over.
-        ApiIdempotencyKey.objects.filter(pk=row.pk).update(locked_until=_lock_expiry())
-        lock = ApiIdempotencyKey.objects.values_list("locked_until", flat=True).get(pk=row.pk)
+        ApiIdempotencyKey.objects.filter(pk=held.pk).update(locked_until=_lock_expiry())
+        lock = ApiIdempotencyKey.objects.values_list("locked_until", flat=True).get(pk=held.pk)
         log.info(
             "intents.api.idempotency_takeover",
-            extra={"tenant_id": tenant.pk, "key_id": row.pk},
+            extra={"tenant_id": tenant.pk, "key_id": held.pk},
         )
-        return row, lock
+        return held, lock
 
 
 def _release(row_id: int, lock) -> None:
@@ -192,7 +196,12 @@ def _credential(request: HttpRequest) -> str:
 
 
 def run_idempotent(
-    request: HttpRequest, *, tenant, required: bool, work: Work, locate: Locate | None = None
+    request: HttpRequest,
+    *,
+    tenant: Tenant,
+    required: bool,
+    work: Work,
+    locate: Locate | None = None,
 ) -> HttpResponse:
     """Run ``work`` (returns status and JSON bytes) at most once per (tenant, Idempotency-Key).
 
@@ -211,6 +220,8 @@ def run_idempotent(
         request=request,
     )
     if lock is None:
+        # Only a completed row comes back without a lock, and completing stores the response.
+        assert row.response_status is not None and row.response_body is not None
         log.info("intents.api.idempotent_replay", extra={"tenant_id": tenant.pk, "key_id": row.pk})
         return _json_response(
             row.response_status, bytes(row.response_body), replayed=True, locate=locate

@@ -9,13 +9,14 @@ the write, inside ``run_idempotent``.
 from __future__ import annotations
 
 import json
+from typing import cast
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.urls import reverse
 from ninja import Query, Router
 
 from agent_api import queries
-from agent_api.auth import DRAFTS_READ, DRAFTS_WRITE
+from agent_api.auth import DRAFTS_READ, DRAFTS_WRITE, AgentRequest
 from agent_api.idempotency import run_idempotent
 from agent_api.schemas import (
     DraftCreateIn,
@@ -24,6 +25,7 @@ from agent_api.schemas import (
     DraftStatus,
     MailboxList,
     MailboxOut,
+    MailboxStatus,
     Problem,
     VersionIn,
 )
@@ -46,7 +48,7 @@ ERRORS_WRITE = {
 router = Router()
 
 
-def _token(request: HttpRequest) -> AgentToken:
+def _token(request: AgentRequest) -> AgentToken:
     return request.auth
 
 
@@ -76,7 +78,7 @@ def _ok(body: bytes, status: int = 200) -> HttpResponse:
     tags=["drafts"],
     operation_id="draft_create",
 )
-def create_draft(request: HttpRequest, payload: DraftCreateIn):
+def create_draft(request: AgentRequest, payload: DraftCreateIn):
     """Creates a pending draft (version 1) in the review queue. Requires `Idempotency-Key`."""
     token = _token(request)
 
@@ -114,7 +116,7 @@ def create_draft(request: HttpRequest, payload: DraftCreateIn):
     operation_id="draft_list",
 )
 def list_drafts(
-    request: HttpRequest,
+    request: AgentRequest,
     status: DraftStatus | None = None,
     cursor: str | None = Query(None, max_length=200, description="From `next_cursor`."),
     limit: int = Query(20, ge=1, le=100),
@@ -131,7 +133,7 @@ def list_drafts(
     tags=["drafts"],
     operation_id="draft_get",
 )
-def get_draft(request: HttpRequest, draft_id: int):
+def get_draft(request: AgentRequest, draft_id: int):
     draft = queries.draft_in_scope(_token(request), draft_id)
     return _ok(DraftOut.model_validate(queries.draft_document(draft)).model_dump_json().encode())
 
@@ -144,7 +146,7 @@ def get_draft(request: HttpRequest, draft_id: int):
     tags=["drafts"],
     operation_id="draft_add_version",
 )
-def add_version(request: HttpRequest, draft_id: int, payload: VersionIn):
+def add_version(request: AgentRequest, draft_id: int, payload: VersionIn):
     """Only while the draft is pending (409 `not_pending` otherwise). Reviewers see the new version;
     an approval of an older version is refused. With `base_version`, a revision of a draft that
     changed since is refused (409 `version_conflict`). `Idempotency-Key` is optional but
@@ -178,7 +180,7 @@ def add_version(request: HttpRequest, draft_id: int, payload: VersionIn):
     tags=["drafts"],
     operation_id="draft_withdraw",
 )
-def withdraw_draft(request: HttpRequest, draft_id: int):
+def withdraw_draft(request: AgentRequest, draft_id: int):
     """Takes the draft out of the review queue (409 `not_pending` if it was already decided).
     No body. `Idempotency-Key` is optional."""
     token = _token(request)
@@ -199,10 +201,16 @@ def withdraw_draft(request: HttpRequest, draft_id: int):
     tags=["mailboxes"],
     operation_id="mailbox_list",
 )
-def list_mailboxes(request: HttpRequest):
+def list_mailboxes(request: AgentRequest):
     mailboxes = queries.mailboxes_in_scope(_token(request)).order_by("address")
+    # status is a choices column (Mailbox.Status); MailboxOut validates the value again.
     items = [
-        MailboxOut(id=m.pk, address=m.address, display_name=m.display_name, status=m.status)
+        MailboxOut(
+            id=m.pk,
+            address=m.address,
+            display_name=m.display_name,
+            status=cast(MailboxStatus, m.status),
+        )
         for m in mailboxes
     ]
     return _ok(MailboxList(items=items).model_dump_json().encode())

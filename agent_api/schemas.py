@@ -177,11 +177,14 @@ class Problem(Schema):
     errors: list[FieldError]
 
 
+MailboxStatus = Literal["provisioning", "active", "disabled"]
+
+
 class MailboxOut(Schema):
     id: int
     address: str
     display_name: str
-    status: Literal["provisioning", "active", "disabled"]
+    status: MailboxStatus
 
 
 class MailboxList(Schema):

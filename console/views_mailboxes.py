@@ -4,7 +4,7 @@ and change their recipient policy and status (provisioning does the work)."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -12,10 +12,10 @@ from console import selectors
 from console.forms_mailboxes import MailboxCreateForm, MailboxPolicyForm
 from mailboxes import provisioning
 from mailboxes.models import Mailbox
-from tenants.access import ADMIN_ONLY, tenant_view
+from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 
 
-def _mailbox(request: HttpRequest, mailbox_id: int) -> Mailbox:
+def _mailbox(request: TenantRequest, mailbox_id: int) -> Mailbox:
     mailbox = selectors.mailbox(request.tenant, mailbox_id)
     if mailbox is None:
         raise Http404("No such mailbox")
@@ -24,7 +24,7 @@ def _mailbox(request: HttpRequest, mailbox_id: int) -> Mailbox:
 
 @tenant_view()
 @require_GET
-def mailbox_list(request: HttpRequest) -> HttpResponse:
+def mailbox_list(request: TenantRequest) -> HttpResponse:
     return render(
         request, "console/mailboxes/list.html", {"mailboxes": selectors.mailboxes(request.tenant)}
     )
@@ -32,7 +32,7 @@ def mailbox_list(request: HttpRequest) -> HttpResponse:
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_http_methods(["GET", "POST"])
-def mailbox_create(request: HttpRequest) -> HttpResponse:
+def mailbox_create(request: TenantRequest) -> HttpResponse:
     form = MailboxCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -54,7 +54,7 @@ def mailbox_create(request: HttpRequest) -> HttpResponse:
 
 @tenant_view()
 @require_GET
-def mailbox_detail(request: HttpRequest, mailbox_id: int) -> HttpResponse:
+def mailbox_detail(request: TenantRequest, mailbox_id: int) -> HttpResponse:
     mailbox = _mailbox(request, mailbox_id)
     form = MailboxPolicyForm(
         initial={
@@ -69,7 +69,7 @@ def mailbox_detail(request: HttpRequest, mailbox_id: int) -> HttpResponse:
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
-def mailbox_policy(request: HttpRequest, mailbox_id: int) -> HttpResponse:
+def mailbox_policy(request: TenantRequest, mailbox_id: int) -> HttpResponse:
     mailbox = _mailbox(request, mailbox_id)
     form = MailboxPolicyForm(request.POST)
     if not form.is_valid():
@@ -94,7 +94,7 @@ def mailbox_policy(request: HttpRequest, mailbox_id: int) -> HttpResponse:
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
-def mailbox_status(request: HttpRequest, mailbox_id: int) -> HttpResponse:
+def mailbox_status(request: TenantRequest, mailbox_id: int) -> HttpResponse:
     mailbox = _mailbox(request, mailbox_id)
     wanted = request.POST.get("status", "")
     try:
@@ -112,7 +112,7 @@ def mailbox_status(request: HttpRequest, mailbox_id: int) -> HttpResponse:
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
-def mailbox_retry(request: HttpRequest, mailbox_id: int) -> HttpResponse:
+def mailbox_retry(request: TenantRequest, mailbox_id: int) -> HttpResponse:
     mailbox = _mailbox(request, mailbox_id)
     try:
         provisioning.mailbox_provision(mailbox=mailbox, actor=request.user)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -13,11 +13,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from console import selectors
 from console.forms import TokenForm
-from tenants.access import ADMIN_ONLY, tenant_view
+from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 from tenants.tokens import TokenError, token_create, token_revoke
 
 
-def _page(request: HttpRequest, form: TokenForm, status: int = 200) -> HttpResponse:
+def _page(request: TenantRequest, form: TokenForm, status: int = 200) -> HttpResponse:
     return render(
         request,
         "console/tokens.html",
@@ -28,14 +28,14 @@ def _page(request: HttpRequest, form: TokenForm, status: int = 200) -> HttpRespo
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_GET
-def token_list(request: HttpRequest) -> HttpResponse:
+def token_list(request: TenantRequest) -> HttpResponse:
     return _page(request, TokenForm(tenant=request.tenant))
 
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_http_methods(["GET", "POST"])
 @never_cache
-def token_new(request: HttpRequest) -> HttpResponse:
+def token_new(request: TenantRequest) -> HttpResponse:
     if request.method == "GET":
         # The created page is this URL's POST answer, so a reload or a bookmark lands here: the
         # form is on the list, and the plaintext is never shown again.
@@ -71,7 +71,7 @@ def token_new(request: HttpRequest) -> HttpResponse:
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
-def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
+def token_revoke_view(request: TenantRequest, token_id: int) -> HttpResponse:
     try:
         token = token_revoke(tenant=request.tenant, token_id=token_id, actor=request.user)
     except TokenError as exc:

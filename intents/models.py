@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
@@ -46,6 +48,14 @@ class Draft(models.Model):
     reject_reason = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    if TYPE_CHECKING:
+        # Not columns: review.pages marks each queue row with what the viewer may do.
+        can_decide: bool
+        approve_blocked: bool
+        more_recipients: int
+        # intents.selectors.queue: the current version as the queue lists it (not a saved row).
+        current: DraftVersion
 
     class Meta:
         constraints = [
@@ -161,6 +171,12 @@ class SendIntent(models.Model):
     resolution_note = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    if TYPE_CHECKING:
+        # Not columns: review.pages.attention marks each row with what the viewer may do.
+        can_decide: bool
+        can_reopen: bool
+        may_have_gone_out: bool
 
     class Meta:
         constraints = [

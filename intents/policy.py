@@ -17,7 +17,7 @@ from email_validator import EmailNotValidError, validate_email
 
 from intents.models import DraftVersion, Suppression
 from mailboxes.models import Mailbox
-from tenants.models import Membership
+from tenants.models import Membership, Tenant
 
 DECIDING_ROLES = frozenset({Membership.Role.ADMIN, Membership.Role.APPROVER})
 MAX_ADDRESS_LENGTH = 254
@@ -72,7 +72,11 @@ def suppressed_addresses(pairs: Iterable[tuple[int, str]]) -> set[tuple[int, str
 
 
 def recipient_problems(
-    *, tenant, mailbox, addresses: Iterable[str], suppressed: set[str] | None = None
+    *,
+    tenant: Tenant,
+    mailbox: Mailbox,
+    addresses: Iterable[str],
+    suppressed: set[str] | None = None,
 ) -> list[RecipientProblem]:
     """Every problem with these addresses, in input order (empty list when all may be written to).
 
@@ -96,13 +100,13 @@ def recipient_problems(
                     f"{address} is outside the recipient policy of {mailbox.address}",
                 )
             )
-    if normalized and suppressed is None:
-        suppressed = set(
-            Suppression.objects.filter(tenant=tenant, address__in=normalized).values_list(
-                "address", flat=True
-            )
-        )
     if normalized:
+        if suppressed is None:
+            suppressed = set(
+                Suppression.objects.filter(tenant=tenant, address__in=normalized).values_list(
+                    "address", flat=True
+                )
+            )
         for address in normalized:
             if address in suppressed:
                 problems.append(

@@ -15,6 +15,8 @@ from email.utils import parseaddr
 from django.db.models import (
     BooleanField,
     Count,
+    Field,
+    Model,
     Prefetch,
     Q,
     QuerySet,
@@ -25,7 +27,7 @@ from intents.errors import InvalidInput
 from intents.models import Draft, DraftVersion, SendAttempt, SendIntent, Suppression
 from intents.policy import recipient_breaks_policy_sql, recipient_problems
 from intents.selectors.intents import current_sends
-from intents.selectors.queue import QueueFilter, draft_queue
+from intents.selectors.queue import QueueFilter, QueueRow, draft_queue
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken, Membership, Tenant
 from webhooks.models import InboundMessage, RecipientDelivery
@@ -33,8 +35,16 @@ from webhooks.models import InboundMessage, RecipientDelivery
 QUEUE_PAGE = 50
 
 
-def _column(model, name: str) -> str:
-    return f'"{model._meta.db_table}"."{model._meta.get_field(name).column}"'
+def _db_column(model: type[Model], name: str) -> str:
+    """The column name of a concrete field (a reverse relation has none)."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field) or field.column is None:
+        raise TypeError(f"{model.__name__}.{name} is not a concrete field")
+    return field.column
+
+
+def _column(model: type[Model], name: str) -> str:
+    return f'"{model._meta.db_table}"."{_db_column(model, name)}"'
 
 
 def _has_warning_sql() -> str:
@@ -45,8 +55,8 @@ def _has_warning_sql() -> str:
     draft, version, inbound = Draft._meta.db_table, DraftVersion._meta, InboundMessage._meta
     draft_id, tenant_id = _column(Draft, "id"), _column(Draft, "tenant")
     thread_id = _column(Draft, "thread_id")
-    v = {name: version.get_field(name).column for name in ("draft", "number", "to", "cc", "bcc")}
-    i = {name: inbound.get_field(name).column for name in ("tenant", "thread_id", "sender")}
+    v = {name: _db_column(DraftVersion, name) for name in ("draft", "number", "to", "cc", "bcc")}
+    i = {name: _db_column(InboundMessage, name) for name in ("tenant", "thread_id", "sender")}
     same_thread = f"i.{i['tenant']} = {tenant_id} AND i.{i['thread_id']} = {thread_id}"
     breaks_policy = recipient_breaks_policy_sql(
         address="r.addr", tenant_id=tenant_id, mailbox_id=_column(Draft, "mailbox")
@@ -87,7 +97,7 @@ TOTAL_CAP = 10_000
 
 @dataclass
 class QueuePage:
-    rows: list[Draft]
+    rows: list[QueueRow]
     total: int
     next_cursor: str | None
     newest_id: int
@@ -101,11 +111,19 @@ def queue_page(
     cursor we did not hand out (an edited link) shows the first page. Counting stops at
     TOTAL_CAP: an exact count of a huge queue is a scan that grows with it, and "10,000+" tells
     a reviewer as much."""
-    query = {"tenant": tenant, "f": f, "warning": HAS_WARNING, "limit": limit}
     try:
-        page = draft_queue(**query, cursor=after or None, count_upto=TOTAL_CAP)
+        page = draft_queue(
+            tenant=tenant,
+            f=f,
+            warning=HAS_WARNING,
+            limit=limit,
+            cursor=after or None,
+            count_upto=TOTAL_CAP,
+        )
     except InvalidInput:
-        page = draft_queue(**query, count_upto=TOTAL_CAP)
+        page = draft_queue(
+            tenant=tenant, f=f, warning=HAS_WARNING, limit=limit, count_upto=TOTAL_CAP
+        )
     return QueuePage(
         rows=page.items,
         total=page.extra["total"],

@@ -8,17 +8,42 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import wraps
+from typing import TYPE_CHECKING, cast
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest
+from django.http.response import HttpResponseBase
 
-from tenants.models import Membership
+from tenants.models import Membership, Tenant, User
+
+if TYPE_CHECKING:
+    from django_htmx.middleware import HtmxDetails
+
+
+class AuthenticatedRequest(HttpRequest):
+    """The request a ``login_required`` view receives (for type checking only; never built):
+    anonymous users were turned away, so ``user`` is a :class:`User`. django-htmx's middleware
+    sets ``htmx``."""
+
+    user: User
+    htmx: HtmxDetails
+
+
+class TenantRequest(AuthenticatedRequest):
+    """The request a :func:`tenant_view` view receives: ``tenant_view`` sets ``tenant`` and
+    ``membership`` (it is ``login_required`` too)."""
+
+    tenant: Tenant
+    membership: Membership
+
+
+View = Callable[..., HttpResponseBase]
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def membership_for(user, slug: str) -> Membership:
+def membership_for(user: User, slug: str) -> Membership:
     try:
         return Membership.objects.select_related("tenant", "user").get(
             user=user, tenant__slug=slug, is_active=True, user__is_active=True
@@ -29,7 +54,7 @@ def membership_for(user, slug: str) -> Membership:
 
 def tenant_view(
     roles: Iterable[str] | None = None,
-) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+) -> Callable[[View], View]:
     """Resolve ``/t/<slug>/`` to the user's active membership, then check the role.
 
     A suspended tenant is read-only: its members can still look (audit, outbox) but every
@@ -37,10 +62,15 @@ def tenant_view(
     """
     allowed = frozenset(roles) if roles is not None else None
 
-    def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    def decorator(view: View) -> View:
         @login_required
         @wraps(view)
-        def wrapper(request: HttpRequest, slug: str, *args, **kwargs) -> HttpResponse:
+        def wrapper(
+            http_request: HttpRequest, slug: str, *args: object, **kwargs: object
+        ) -> HttpResponseBase:
+            # login_required ran first, so the user is signed in; this is where the request
+            # becomes a TenantRequest (the attributes are set on the same object).
+            request = cast(TenantRequest, http_request)
             membership = membership_for(request.user, slug)
             request.membership = membership
             request.tenant = membership.tenant
@@ -59,7 +89,7 @@ ADMIN_ONLY = (Membership.Role.ADMIN,)
 DECIDERS = (Membership.Role.ADMIN, Membership.Role.APPROVER)
 
 
-def active_memberships(user) -> list[Membership]:
+def active_memberships(user: User) -> list[Membership]:
     return list(
         Membership.objects.filter(user=user, is_active=True)
         .select_related("tenant")

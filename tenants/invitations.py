@@ -23,6 +23,7 @@ import re
 import secrets
 from collections.abc import Iterable
 from datetime import timedelta
+from typing import TYPE_CHECKING, TypedDict
 
 from django.contrib.auth.hashers import make_password
 from django.core.exceptions import ValidationError
@@ -35,6 +36,9 @@ from django.db.models.functions import Now
 from tenants.mailbox_rights import tenant_mailboxes
 from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
 from tenants.services import AdminError
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +65,16 @@ def _audit(*, tenant, actor, action: str, invitation: Invitation, data: dict) ->
     )
 
 
-def with_expiry(qs: QuerySet[Invitation]) -> QuerySet[Invitation]:
+class _Expiry(TypedDict):
+    is_expired: bool
+
+
+if TYPE_CHECKING:
+    # An invitation read through with_expiry.
+    DatedInvitation = WithAnnotations[Invitation, _Expiry]
+
+
+def with_expiry(qs: QuerySet[Invitation]) -> QuerySet[DatedInvitation]:
     """Annotate ``is_expired`` from the database clock."""
     return qs.annotate(
         is_expired=ExpressionWrapper(
@@ -74,7 +87,7 @@ def _open(qs: QuerySet[Invitation]) -> QuerySet[Invitation]:
     return qs.filter(state=Invitation.State.PENDING, expires_at__gt=Now())
 
 
-def invitation_by_token(token: str) -> Invitation | None:
+def invitation_by_token(token: str) -> DatedInvitation | None:
     """The invitation a link names, in whatever state, or None for a malformed or unknown one."""
     if not TOKEN_RE.match(token or ""):
         return None
@@ -96,7 +109,7 @@ def invitations_opened(*, user: User, invitation_ids: Iterable[int]) -> list[Inv
 
 def refusal(invitation: Invitation) -> AdminError:
     """Why an invitation cannot be taken up any more, in words for the person holding the link."""
-    messages = {
+    messages: dict[str, tuple[str, str]] = {
         Invitation.State.ACCEPTED: ("used", "This invitation was already used."),
         Invitation.State.DECLINED: ("declined", "This invitation was declined."),
         Invitation.State.REVOKED: (

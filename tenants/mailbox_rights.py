@@ -9,12 +9,17 @@ tenant's mailboxes (another tenant's id is treated exactly like a missing one).
 from __future__ import annotations
 
 from collections.abc import Iterable
-
-from django.db.models import Model
+from typing import TYPE_CHECKING, cast
 
 from tenants.models import Membership, Tenant
 
+if TYPE_CHECKING:
+    # For the annotation only: at runtime the model is reached through the field, as above.
+    from mailboxes.models import Mailbox
 
-def tenant_mailboxes(tenant: Tenant, mailbox_ids: Iterable[int]) -> list[Model]:
-    mailbox_model = Membership._meta.get_field("approve_mailboxes").related_model
+
+def tenant_mailboxes(tenant: Tenant, mailbox_ids: Iterable[int]) -> list[Mailbox]:
+    mailbox_model = cast(
+        "type[Mailbox]", Membership._meta.get_field("approve_mailboxes").related_model
+    )
     return list(mailbox_model._default_manager.filter(tenant=tenant, pk__in=list(mailbox_ids)))

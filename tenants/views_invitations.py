@@ -8,6 +8,8 @@ data when an anonymous session signs in, so the record survives the sign-in.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -18,6 +20,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from tenants import invitations
+from tenants.access import AuthenticatedRequest
 from tenants.models import Invitation, User
 from tenants.services import AdminError
 
@@ -88,7 +91,7 @@ def invitation(request: HttpRequest, invitation_id: int) -> HttpResponse:
     )
     if found is None or found.state != Invitation.State.PENDING or found.is_expired:
         return _closed(request, found)
-    context = {"invitation": found}
+    context: dict[str, object] = {"invitation": found}
     if request.user.is_authenticated:
         if request.user.email != found.email:
             context["wrong_account"] = True
@@ -119,22 +122,26 @@ def invitation(request: HttpRequest, invitation_id: int) -> HttpResponse:
     return render(request, TEMPLATE, context, status=400 if request.method == "POST" else 200)
 
 
-def _decide(request: HttpRequest, invitation_id: int, service) -> tuple[object, AdminError | None]:
+def _decide[T](
+    request: AuthenticatedRequest, invitation_id: int, service: Callable[..., T]
+) -> T | AdminError:
+    """What ``service`` returned for this invitation and user, or why it was refused."""
     if invitation_id not in opened_ids(request):
-        return None, LINK_REQUIRED
+        return LINK_REQUIRED
     try:
         result = service(invitation_id=invitation_id, user=request.user)
     except AdminError as error:
-        return None, error
+        return error
     _forget(request, invitation_id)
-    return result, None
+    return result
 
 
 @login_required
 @require_POST
-def invitation_accept(request: HttpRequest, invitation_id: int) -> HttpResponse:
-    membership, error = _decide(request, invitation_id, invitations.invitation_accept)
-    if error is not None:
+def invitation_accept(request: AuthenticatedRequest, invitation_id: int) -> HttpResponse:
+    membership = _decide(request, invitation_id, invitations.invitation_accept)
+    if isinstance(membership, AdminError):
+        error = membership
         return render(request, TEMPLATE, {"refused": error.message}, status=_status(error))
     messages.success(request, f"You are now a member of {membership.tenant.name}.")
     return redirect("tenant_home", slug=membership.tenant.slug)
@@ -142,9 +149,10 @@ def invitation_accept(request: HttpRequest, invitation_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def invitation_decline(request: HttpRequest, invitation_id: int) -> HttpResponse:
-    declined, error = _decide(request, invitation_id, invitations.invitation_decline)
-    if error is not None:
+def invitation_decline(request: AuthenticatedRequest, invitation_id: int) -> HttpResponse:
+    declined = _decide(request, invitation_id, invitations.invitation_decline)
+    if isinstance(declined, AdminError):
+        error = declined
         return render(request, TEMPLATE, {"refused": error.message}, status=_status(error))
     messages.success(request, f"You declined the invitation to {declined.tenant.name}.")
     return redirect("home")

@@ -21,8 +21,14 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 class WebhookEndpointAdmin(ReadOnlyAdmin):
     list_display = ["public_id", "tenant", "status", "provider_webhook_id", "last_event_at"]
     list_filter = ["status"]
-    fields = ["tenant", "public_id", "status", "provider_webhook_id", "last_event_at", "created_at"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "tenant",
+        "public_id",
+        "status",
+        "provider_webhook_id",
+        "last_event_at",
+        "created_at",
+    )
 
 
 @admin.register(WebhookEvent)

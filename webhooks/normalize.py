@@ -124,7 +124,8 @@ def _normalize(payload: dict) -> NormalizedEvent:
     event_type = _text(payload.get("event_type"))[:64]
     kind, key = _TYPES.get(event_type, (Kind.OTHER, ""))
     obj = _event_object(payload, key)
-    thread = payload.get("thread") if isinstance(payload.get("thread"), dict) else {}
+    raw_thread = payload.get("thread")
+    thread: dict = raw_thread if isinstance(raw_thread, dict) else {}
     message_id = _text(obj.get("message_id") or payload.get("message_id"))
     inbox_id = _text(obj.get("inbox_id") or payload.get("inbox_id") or thread.get("inbox_id"))
     thread_id = _text(obj.get("thread_id") or payload.get("thread_id") or thread.get("thread_id"))

@@ -46,7 +46,7 @@ def delivery_summary(*, intent: SendIntent) -> list[RecipientDelivery]:
         for row in RecipientDelivery.objects.filter(tenant_id=intent.tenant_id, intent=intent)
     }
     summary = [
-        rows.pop(address, None)
+        (rows.pop(address) if address in rows else None)
         or RecipientDelivery(tenant_id=intent.tenant_id, intent=intent, address=address, state="")
         for address in approved_addresses(intent.recipients)
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from django.db.models import (
     Expression,
@@ -29,7 +30,27 @@ from intents.errors import InvalidInput
 from intents.models import Draft, DraftVersion, SendIntent
 from intents.selectors.common import DEFAULT_PAGE, Page, decode_cursor, encode_cursor, limit_of
 
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
 MAX_ID = 2**63 - 1
+
+
+class _CurrentVersion(TypedDict):
+    """What a queue row carries of its current version (queue_drafts' annotations; has_warning only when a caller asks for it)."""
+
+    cur_subject: str
+    cur_to: list[str] | None
+    cur_cc: list[str] | None
+    cur_bcc: list[str] | None
+    cur_hash: str
+    cur_author: str
+    cur_author_user_id: int | None
+    has_warning: bool
+
+
+if TYPE_CHECKING:
+    QueueRow = WithAnnotations[Draft, _CurrentVersion]
 
 AGE_CHOICES = [
     ("", "Any age"),
@@ -64,7 +85,7 @@ def queue_drafts(
     f: QueueFilter | None = None,
     warning: Expression | None = None,
     with_intent_state: bool = False,
-) -> QuerySet[Draft]:
+) -> QuerySet[QueueRow]:
     """Drafts in ``status`` (any when None), only of ``mailbox_ids`` when given, with the current
     version's fields as ``cur_*`` annotations. ``warning`` (a boolean expression on the draft row,
     from the recipient policy) is annotated as ``has_warning`` and serves ``f.warnings``;
@@ -91,10 +112,12 @@ def queue_drafts(
     if with_intent_state:
         latest = SendIntent.objects.filter(draft=OuterRef("pk")).order_by("-id")
         qs = qs.annotate(intent_state=Subquery(latest.values("state")[:1]))
-    return _filtered(qs, f) if f is not None else qs
+    # The stubs infer annotate()'s row type from the expressions, not as the named QueueRow.
+    rows = cast("QuerySet[QueueRow]", qs)
+    return _filtered(rows, f) if f is not None else rows
 
 
-def _filtered(qs: QuerySet[Draft], f: QueueFilter) -> QuerySet[Draft]:
+def _filtered(qs: QuerySet[QueueRow], f: QueueFilter) -> QuerySet[QueueRow]:
     if f.mailbox:
         qs = qs.filter(mailbox_id=f.mailbox)
     if f.agent:
@@ -105,7 +128,8 @@ def _filtered(qs: QuerySet[Draft], f: QueueFilter) -> QuerySet[Draft]:
     elif f.age == "due":
         qs = qs.filter(review_deadline__lte=now + timedelta(hours=2))
     if f.warnings:
-        qs = qs.filter(has_warning=True)
+        # A Q, not a keyword: has_warning is an annotation only some callers add.
+        qs = qs.filter(Q(has_warning=True))
     if f.q:
         term = f.q.strip()
         recipients = Func(
@@ -154,8 +178,8 @@ def draft_queue(
         rows = list(qs.order_by("-id")[: limit + 1])
     else:
         if cursor:
-            created, pk = decode_cursor(cursor, 2)
-            created_at, pk = _datetime_in(created), _id_in(pk)
+            created, raw_pk = decode_cursor(cursor, 2)
+            created_at, pk = _datetime_in(created), _id_in(raw_pk)
             qs = qs.filter(Q(created_at__gt=created_at) | Q(created_at=created_at, id__gt=pk))
         rows = list(qs.order_by("created_at", "id")[: limit + 1])
     next_cursor = None
@@ -187,7 +211,7 @@ def _datetime_in(value: str) -> datetime:
         raise InvalidInput("cursor_invalid", "The cursor is not valid.", "cursor") from None
 
 
-def _listed_version(draft: Draft) -> DraftVersion:
+def _listed_version(draft: QueueRow) -> DraftVersion:
     return DraftVersion(
         draft=draft,
         tenant_id=draft.tenant_id,

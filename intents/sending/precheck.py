@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, TypedDict
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -33,11 +35,24 @@ from mailboxes import provider
 
 log = logging.getLogger("intents.sending")
 
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
 State = SendIntent.State
 AttemptOutcome = SendAttempt.Outcome
 
 
-def _lock_leased(claims: list[Claim], *, live: bool = True) -> dict[int, SendIntent]:
+class _LockedFacts(TypedDict):
+    db_now: datetime
+    next_attempt_number: int
+
+
+if TYPE_CHECKING:
+    # A row of _lock_leased: a SendIntent with the two annotations the check reads.
+    Locked = WithAnnotations[SendIntent, _LockedFacts]
+
+
+def _lock_leased(claims: list[Claim], *, live: bool = True) -> dict[int, Locked]:
     """The batch's leased rows, locked (in id order), with what the pre-call check reads, in one
     statement; keyed by intent id. A claim whose lease is no longer ours is simply absent.
 
@@ -153,7 +168,7 @@ def intent_begin_attempts(claims: list[Claim]) -> dict[int, Prepared | None]:
     with transaction.atomic():
         locked = _lock_leased(claims)
         facts = CheckFacts.load(list(locked.values()))
-        started = []
+        started: list[tuple[Locked, Claim, str]] = []
         for claim in claims:
             intent = locked.get(claim.intent_id)
             if intent is None:
@@ -174,7 +189,7 @@ def intent_begin_attempts(claims: list[Claim]) -> dict[int, Prepared | None]:
     return prepared
 
 
-def _insert_attempts(started: list[tuple[SendIntent, Claim, str]]) -> dict[int, int]:
+def _insert_attempts(started: list[tuple[Locked, Claim, str]]) -> dict[int, int]:
     """The batch's attempt rows (outcome pending, started on the database clock), in one
     statement whose text does not depend on the batch size; returns attempt ids by intent id."""
     if not started:
@@ -205,7 +220,7 @@ def intent_begin_attempt(claim: Claim) -> Prepared | None:
     return intent_begin_attempts([claim])[claim.intent_id]
 
 
-def _attempt_kind(intent: SendIntent, claim: Claim, problem) -> str | None:
+def _attempt_kind(intent: Locked, claim: Claim, problem: tuple[str, str] | None) -> str | None:
     """The kind of attempt this leased intent may make now, or None after ending it here."""
     strict = strict_now(intent.db_now)
     window_passed = (

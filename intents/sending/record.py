@@ -328,6 +328,8 @@ def _record_not_processed(
         )
         return State.UNCERTAIN
     # RETRY_LATER from a fresh send: the provider certainly did not process it.
+    # Claiming sets first_attempt_at (claim.py), so a leased intent always has one.
+    assert intent.first_attempt_at is not None
     age_limit = intent.first_attempt_at + safe_window()
     if intent.attempts >= settings.SEND_MAX_ATTEMPTS or db_now() + delay > age_limit:
         code = "max_attempts" if intent.attempts >= settings.SEND_MAX_ATTEMPTS else "max_age"
@@ -353,7 +355,7 @@ def _record_not_processed(
     return State.QUEUED
 
 
-def _suppress(intent: SendIntent, *, source: str) -> None:
+def _suppress(intent: SendIntent | Leased, *, source: str) -> None:
     # "rejected" ranks lowest, so an address already on the list keeps its row as it is.
     addresses = {a.lower() for values in intent.recipients.values() for a in values}
     suppressions_record(

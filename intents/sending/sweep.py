@@ -34,6 +34,8 @@ def intents_release_expired_leases(*, batch: int = 500) -> int:
             SendAttempt.objects.filter(
                 intent_id=intent.pk, lease_token=intent.lease_token, outcome=AttemptOutcome.PENDING
             ).update(outcome=AttemptOutcome.UNCERTAIN, error_code="lease_expired")
+            # Claiming sets the token with the expiry this query matched on.
+            assert intent.lease_token is not None
             claim = Claim(intent.pk, intent.lease_token, "sweep")
             if intent.state == State.UNCERTAIN:
                 to_state, action = State.UNCERTAIN, "intent.reconcile_pending"

@@ -44,6 +44,8 @@ def _call(prepared: Prepared) -> provider.SendResult | provider.LookupResult:
             label=prepared.label,
             sent_after=prepared.first_attempt_at,
         )
+    # precheck builds the request for every attempt but a lookup.
+    assert prepared.request is not None
     return provider.send_message(api_key=prepared.api_key, request=prepared.request)
 
 
@@ -130,7 +132,7 @@ def execute_claims(claims: list[Claim]) -> list[str]:
     states = {
         intent_id: _state_of(intent_id) for intent_id, prepared in begun.items() if prepared is None
     }
-    ready = [(claim, begun[claim.intent_id]) for claim in claims if begun.get(claim.intent_id)]
+    ready = [(claim, prepared) for claim in claims if (prepared := begun.get(claim.intent_id))]
     answers = []
     if len(ready) == 1:
         claim, prepared = ready[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
@@ -259,7 +260,7 @@ def _lock_reopenable_intent(tenant, draft: Draft) -> SendIntent:
 
 def _copy_version(tenant, draft: Draft, source: DraftVersion, actor) -> DraftVersion:
     """The next version of the draft: the approved content, authored by the person reopening."""
-    content = {
+    content: dict[str, Any] = {
         "to": list(source.to),
         "cc": list(source.cc),
         "bcc": list(source.bcc),

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 from agentmail import AgentMail
-from agentmail.api_keys.types import CreateBearerApiKeyRequest
+from agentmail.api_keys.types import ApiKeyPermissions, CreateBearerApiKeyRequest
 from agentmail.core.api_error import ApiError
 from django.conf import settings
 
@@ -102,7 +102,10 @@ def delete_inbox_key(*, inbox_id: str, api_key_id: str) -> None:
 
 
 def create_inbox_key(*, inbox_id: str, name: str) -> CreatedKey:
-    request = CreateBearerApiKeyRequest(name=name, permissions=INBOX_KEY_PERMISSIONS)
+    # The SDK would build the model from the dict too; building it here lets mypy check it.
+    request = CreateBearerApiKeyRequest(
+        name=name, permissions=ApiKeyPermissions(**INBOX_KEY_PERMISSIONS)
+    )
     created = _org_call(
         lambda c: c.inboxes.api_keys.create(inbox_id, request=request, request_options=NO_RETRIES)
     )

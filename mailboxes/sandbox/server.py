@@ -206,7 +206,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _read_body(self) -> bytes:
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            chunks = []
+            chunks: list[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
                 if size == 0:
@@ -299,7 +299,9 @@ def serve(
     """Run the sandbox until SIGINT/SIGTERM. Prints one line with the URL once it listens."""
     server = build(host, port, db_path, org_key)
     bound_host, bound_port = server.server_address[:2]
-    url_host = f"[{bound_host}]" if ":" in str(bound_host) else bound_host
+    if isinstance(bound_host, bytes):  # typeshed allows bytes; an AF_INET(6) server has str
+        bound_host = bound_host.decode()
+    url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
     print(f"AgentMail sandbox listening on http://{url_host}:{bound_port}", flush=True)
 
     def stop(signum: int, frame: Any) -> None:

@@ -11,23 +11,25 @@ from django.shortcuts import redirect
 from intents import errors, selectors
 from intents.models import Draft, SendIntent
 from intents.policy import can_approve
+from mailboxes.models import Mailbox
+from tenants.access import TenantRequest
 
 
-def draft_or_404(request, draft_id) -> Draft:
+def draft_or_404(request: TenantRequest, draft_id: int) -> Draft:
     try:
         return selectors.draft_get(tenant=request.tenant, draft_id=draft_id)
     except errors.NotFound:
         raise Http404("No such draft") from None
 
 
-def intent_or_404(request, intent_id) -> SendIntent:
+def intent_or_404(request: TenantRequest, intent_id: int) -> SendIntent:
     try:
         return selectors.intent_get(tenant=request.tenant, intent_id=intent_id)
     except errors.NotFound:
         raise Http404("No such send") from None
 
 
-def require_right(request, mailbox) -> None:
+def require_right(request: TenantRequest, mailbox: Mailbox) -> None:
     if not can_approve(membership=request.membership, mailbox=mailbox):
         raise PermissionDenied(
             f"You do not have the right to decide on drafts from {mailbox.address}. "
@@ -35,7 +37,7 @@ def require_right(request, mailbox) -> None:
         )
 
 
-def hx_redirect(request, url: str) -> HttpResponse:
+def hx_redirect(request: TenantRequest, url: str) -> HttpResponse:
     if request.htmx:
         response = HttpResponse(status=204)
         response["HX-Redirect"] = url

@@ -6,7 +6,7 @@ import logging
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.html import format_html
@@ -23,12 +23,12 @@ from review.forms import (
     RejectForm,
 )
 from review.views.common import draft_or_404, hx_redirect, require_right
-from tenants.access import DECIDERS, tenant_view
+from tenants.access import DECIDERS, TenantRequest, tenant_view
 
 log = logging.getLogger(__name__)
 
 
-def _draft_context(request, draft_id, **extra) -> dict:
+def _draft_context(request: TenantRequest, draft_id, **extra) -> dict:
     try:
         draft_review = pages.draft_review(
             tenant=request.tenant,
@@ -43,11 +43,13 @@ def _draft_context(request, draft_id, **extra) -> dict:
 
 @tenant_view()
 @require_GET
-def draft_detail(request: HttpRequest, draft_id: int) -> HttpResponse:
+def draft_detail(request: TenantRequest, draft_id: int) -> HttpResponse:
     return render(request, "review/draft.html", _draft_context(request, draft_id))
 
 
-def _refusal(request, draft_id, *, error, seen_version=None, status=409) -> HttpResponse:
+def _refusal(
+    request: TenantRequest, draft_id, *, error, seen_version=None, status=409
+) -> HttpResponse:
     """The page again with what happened; for a stale approval, the diff from what was seen."""
     context = _draft_context(request, draft_id, refusal=error)
     if seen_version is not None:
@@ -61,7 +63,7 @@ def _refusal(request, draft_id, *, error, seen_version=None, status=409) -> Http
 
 @tenant_view(roles=DECIDERS)
 @require_POST
-def draft_approve(request: HttpRequest, draft_id: int) -> HttpResponse:
+def draft_approve(request: TenantRequest, draft_id: int) -> HttpResponse:
     draft = draft_or_404(request, draft_id)
     require_right(request, draft.mailbox)
     form = ApproveForm(request.POST)
@@ -109,7 +111,7 @@ def draft_approve(request: HttpRequest, draft_id: int) -> HttpResponse:
 
 @tenant_view(roles=DECIDERS)
 @require_POST
-def draft_reject(request: HttpRequest, draft_id: int) -> HttpResponse:
+def draft_reject(request: TenantRequest, draft_id: int) -> HttpResponse:
     draft = draft_or_404(request, draft_id)
     require_right(request, draft.mailbox)
     form = RejectForm(request.POST)
@@ -136,14 +138,16 @@ def draft_reject(request: HttpRequest, draft_id: int) -> HttpResponse:
     return hx_redirect(request, reverse("tenant_home", args=[request.tenant.slug]))
 
 
-def _edit_detail(request, draft_id) -> selectors.DraftDetail:
+def _edit_detail(request: TenantRequest, draft_id) -> selectors.DraftDetail:
     try:
         return selectors.draft_detail(tenant=request.tenant, draft_id=draft_id)
     except errors.NotFound:
         raise Http404("No such draft") from None
 
 
-def _edit_page(request, detail, form, *, status=200, conflict_diff=None) -> HttpResponse:
+def _edit_page(
+    request: TenantRequest, detail, form, *, status=200, conflict_diff=None
+) -> HttpResponse:
     return render(
         request,
         "review/edit.html",
@@ -157,7 +161,9 @@ def _edit_page(request, detail, form, *, status=200, conflict_diff=None) -> Http
     )
 
 
-def _edit_conflict(request, draft_id, conflict: errors.VersionConflict) -> HttpResponse:
+def _edit_conflict(
+    request: TenantRequest, draft_id, conflict: errors.VersionConflict
+) -> HttpResponse:
     """Someone saved first: nothing was written. Show what they changed since the person's base,
     keep the person's text, and base a deliberate second save on the version now shown."""
     detail = _edit_detail(request, draft_id)
@@ -181,7 +187,7 @@ def _edit_conflict(request, draft_id, conflict: errors.VersionConflict) -> HttpR
 
 @tenant_view(roles=DECIDERS)
 @require_http_methods(["GET", "POST"])
-def draft_edit(request: HttpRequest, draft_id: int) -> HttpResponse:
+def draft_edit(request: TenantRequest, draft_id: int) -> HttpResponse:
     """The edit form; a save names the version it was based on and the service refuses it, under
     the draft's lock, if that is no longer the current one."""
     detail = _edit_detail(request, draft_id)

@@ -7,7 +7,7 @@ import logging
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -21,7 +21,7 @@ from review.forms import (
     ResolveForm,
 )
 from review.views.common import intent_or_404, require_right
-from tenants.access import DECIDERS, tenant_view
+from tenants.access import DECIDERS, TenantRequest, tenant_view
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ OUTBOX_TABS = [
 
 @tenant_view()
 @require_GET
-def outbox(request: HttpRequest) -> HttpResponse:
+def outbox(request: TenantRequest) -> HttpResponse:
     state = request.GET.get("state", "")
     if state not in SendIntent.State.values:
         state = ""
@@ -71,7 +71,7 @@ def outbox(request: HttpRequest) -> HttpResponse:
 
 @tenant_view()
 @require_GET
-def outbox_intent(request: HttpRequest, intent_id: int) -> HttpResponse:
+def outbox_intent(request: TenantRequest, intent_id: int) -> HttpResponse:
     intent = intent_or_404(request, intent_id)
     template = "review/intent.html"
     if request.htmx and request.GET.get("fragment") == "status":
@@ -95,7 +95,7 @@ def outbox_intent(request: HttpRequest, intent_id: int) -> HttpResponse:
     )
 
 
-def _intent_action(request, intent_id, call, done: str) -> HttpResponse:
+def _intent_action(request: TenantRequest, intent_id, call, done: str) -> HttpResponse:
     intent = intent_or_404(request, intent_id)
     require_right(request, intent.mailbox)
     try:
@@ -111,7 +111,7 @@ def _intent_action(request, intent_id, call, done: str) -> HttpResponse:
 
 @tenant_view(roles=DECIDERS)
 @require_POST
-def intent_cancel(request: HttpRequest, intent_id: int) -> HttpResponse:
+def intent_cancel(request: TenantRequest, intent_id: int) -> HttpResponse:
     form = CancelForm(request.POST)
     reason = form.cleaned_data["reason"] if form.is_valid() else ""
     return _intent_action(
@@ -126,7 +126,7 @@ def intent_cancel(request: HttpRequest, intent_id: int) -> HttpResponse:
 
 @tenant_view(roles=DECIDERS)
 @require_POST
-def intent_resolve(request: HttpRequest, intent_id: int) -> HttpResponse:
+def intent_resolve(request: TenantRequest, intent_id: int) -> HttpResponse:
     intent = intent_or_404(request, intent_id)
     form = ResolveForm(request.POST)
     if not form.is_valid():
@@ -148,7 +148,7 @@ def intent_resolve(request: HttpRequest, intent_id: int) -> HttpResponse:
 
 @tenant_view(roles=DECIDERS)
 @require_POST
-def intent_release(request: HttpRequest, intent_id: int) -> HttpResponse:
+def intent_release(request: TenantRequest, intent_id: int) -> HttpResponse:
     return _intent_action(
         request,
         intent_id,
@@ -161,7 +161,7 @@ def intent_release(request: HttpRequest, intent_id: int) -> HttpResponse:
 
 @tenant_view(roles=DECIDERS)
 @require_POST
-def intent_reopen(request: HttpRequest, intent_id: int) -> HttpResponse:
+def intent_reopen(request: TenantRequest, intent_id: int) -> HttpResponse:
     """Re-approve as a new send: the draft goes back to the review queue as a new version."""
     intent = intent_or_404(request, intent_id)
     require_right(request, intent.mailbox)
@@ -205,7 +205,7 @@ ATTENTION_TABS = [
 
 @tenant_view()
 @require_GET
-def attention(request: HttpRequest) -> HttpResponse:
+def attention(request: TenantRequest) -> HttpResponse:
     state = request.GET.get("state", "")
     if state not in {value for value, _ in ATTENTION_TABS}:
         state = ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -17,12 +17,12 @@ from review.forms import (
     BulkApproveForm,
     QueueFilterForm,
 )
-from tenants.access import DECIDERS, tenant_view
+from tenants.access import DECIDERS, TenantRequest, tenant_view
 
 log = logging.getLogger(__name__)
 
 
-def _queue_context(request) -> dict:
+def _queue_context(request: TenantRequest) -> dict:
     tenant = request.tenant
     mailboxes = list(review.review_mailboxes(tenant))
     agents = list(review.review_agents(tenant))
@@ -55,13 +55,13 @@ def _queue_context(request) -> dict:
 
 @tenant_view()
 @require_GET
-def queue(request: HttpRequest) -> HttpResponse:
+def queue(request: TenantRequest) -> HttpResponse:
     return render(request, "review/queue.html", _queue_context(request))
 
 
 @tenant_view()
 @require_GET
-def queue_changes(request: HttpRequest) -> HttpResponse:
+def queue_changes(request: TenantRequest) -> HttpResponse:
     """The live notice: polled by htmx, it swaps only itself, so the reader's place is kept."""
     try:
         since_id = int(request.GET.get("since", "0"))
@@ -78,12 +78,13 @@ def queue_changes(request: HttpRequest) -> HttpResponse:
 
 @tenant_view(roles=DECIDERS)
 @require_POST
-def bulk_approve(request: HttpRequest) -> HttpResponse:
+def bulk_approve(request: TenantRequest) -> HttpResponse:
     form = BulkApproveForm(request.POST)
     back = reverse("tenant_home", args=[request.tenant.slug])
     if not form.is_valid():
+        # Iterating an ErrorList gives the messages (str); the stubs say ValidationError too.
         for error in form.non_field_errors():
-            messages.error(request, error)
+            messages.error(request, str(error))
         return redirect(back)
     approved, refused = 0, []
     for draft_id, version, content_hash in form.cleaned_data["items"]:

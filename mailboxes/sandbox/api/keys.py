@@ -33,6 +33,7 @@ def auth_me(store: Store, call: Call) -> Reply:
 
 def create_api_key(store: Store, call: Call) -> Reply:
     who = call.who
+    scope: tuple[str, str | None, str | None]  # (type, pod id, inbox id)
     if "pod_id" in call.params:
         scope = ("pod", scope_pod(store, call, call.params["pod_id"])["pod_id"], None)
     elif "inbox_id" in call.params:

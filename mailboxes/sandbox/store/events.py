@@ -30,7 +30,11 @@ class Events(Resource):
         """Store an event and queue its deliveries (inside the caller's transaction)."""
         event_id = "evt_" + uuid.uuid4().hex
         svix_id = "msg_" + secrets.token_urlsafe(18).replace("-", "x").replace("_", "y")
-        payload = {"type": "event", "event_type": event_type, "event_id": event_id}
+        payload: dict[str, object] = {
+            "type": "event",
+            "event_type": event_type,
+            "event_id": event_id,
+        }
         payload |= {key: obj} if key else obj
         body = dumps(payload)
         message_id = (obj.get("message") or obj).get("message_id")
