@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from email.utils import parseaddr
+from typing import TYPE_CHECKING
 
 from django.db.models import (
     BooleanField,
@@ -27,10 +28,13 @@ from intents.errors import InvalidInput
 from intents.models import Draft, DraftVersion, SendAttempt, SendIntent, Suppression
 from intents.policy import recipient_breaks_policy_sql, recipient_problems
 from intents.selectors.intents import current_sends
-from intents.selectors.queue import QueueFilter, QueueRow, draft_queue
+from intents.selectors.queue import QueueFilter, draft_queue
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken, Membership, Tenant
 from webhooks.models import InboundMessage, RecipientDelivery
+
+if TYPE_CHECKING:
+    from intents.selectors.queue import QueueRow
 
 QUEUE_PAGE = 50
 

@@ -33,7 +33,7 @@ from django.db.models import BooleanField, Q, QuerySet
 from django.db.models.expressions import ExpressionWrapper
 from django.db.models.functions import Now
 
-from tenants.mailbox_rights import tenant_mailboxes
+from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
 from tenants.services import AdminError
 
@@ -137,7 +137,7 @@ def _checked(
     if role not in Membership.Role.values:
         raise AdminError("invalid_role", "Choose admin, approver or viewer.", "role")
     wanted = set(mailbox_ids)
-    mailboxes = tenant_mailboxes(tenant, wanted)
+    mailboxes = tenant_mailbox_ids(tenant, wanted)
     if len(mailboxes) != len(wanted):
         raise AdminError("unknown_mailbox", "One of those mailboxes is not in this tenant.")
     return email, wanted, mailboxes

@@ -9,17 +9,14 @@ tenant's mailboxes (another tenant's id is treated exactly like a missing one).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, cast
 
 from tenants.models import Membership, Tenant
 
-if TYPE_CHECKING:
-    # For the annotation only: at runtime the model is reached through the field, as above.
-    from mailboxes.models import Mailbox
 
-
-def tenant_mailboxes(tenant: Tenant, mailbox_ids: Iterable[int]) -> list[Mailbox]:
-    mailbox_model = cast(
-        "type[Mailbox]", Membership._meta.get_field("approve_mailboxes").related_model
-    )
-    return list(mailbox_model._default_manager.filter(tenant=tenant, pk__in=list(mailbox_ids)))
+def tenant_mailbox_ids(tenant: Tenant, mailbox_ids: Iterable[int]) -> list[int]:
+    """Those of ``mailbox_ids`` that name this tenant's mailboxes (ids are all a many-to-many
+    ``set()`` needs, so tenants never handles a mailbox row)."""
+    mailbox_model = Membership._meta.get_field("approve_mailboxes").related_model
+    assert isinstance(mailbox_model, type)  # a concrete model, not the "self" placeholder
+    found = mailbox_model._default_manager.filter(tenant=tenant, pk__in=list(mailbox_ids))
+    return list(found.values_list("pk", flat=True))

@@ -11,7 +11,7 @@ import logging
 
 from django.db import transaction
 
-from tenants.mailbox_rights import tenant_mailboxes
+from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AuditEvent, Membership, Tenant, User
 
 logger = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ def member_set_mailbox_rights(
     actor: User,
 ) -> Membership:
     wanted = set(mailbox_ids)
-    mailboxes = tenant_mailboxes(tenant, wanted)
+    mailboxes = tenant_mailbox_ids(tenant, wanted)
     if len(mailboxes) != len(wanted):
         raise AdminError("unknown_mailbox", "One of those mailboxes is not in this tenant.")
     with transaction.atomic():

@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from tenants.mailbox_rights import tenant_mailboxes
+from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AgentToken, AuditEvent, Tenant, User
 
 logger = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ def token_create(
     mailbox_ids = sorted({int(pk) for pk in mailbox_ids})
     name, scopes = _checked(name, scopes, expires_at)
     with transaction.atomic():
-        mailboxes = tenant_mailboxes(tenant, mailbox_ids)
+        mailboxes = tenant_mailbox_ids(tenant, mailbox_ids)
         if len(mailboxes) != len(mailbox_ids):
             # Another tenant's mailbox id is treated exactly like a missing one.
             raise TokenError("Unknown mailbox.", field="mailboxes")
