@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable
 
-from django.db import connections
+from django.db import connection, connections
 from django.db.models.functions import Now
 
 from intents.models import SendIntent
@@ -42,3 +43,21 @@ def set_state(intent, state, **fields):
     if state == "accepted":
         fields.setdefault("provider_message_id", "<m@agentmail.test>")
     SendIntent.objects.filter(pk=intent.pk).update(state=state, **fields)
+
+
+def blocked_on_a_lock(timeout: float = 10.0) -> bool:
+    """Whether another session of this database waits on a lock within ``timeout`` seconds: the
+    event a race test waits for instead of sleeping."""
+    since = time.monotonic()
+    with connection.cursor() as cursor:
+        while time.monotonic() - since < timeout:
+            # Inside a transaction the activity view is a snapshot until cleared.
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0]:
+                return True
+            time.sleep(0.02)
+    return False

@@ -1,15 +1,14 @@
 """Every transition has a race: threads on separate connections, exactly one wins."""
 
 import threading
-import time
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connections, transaction
 
 from intents import errors, services
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
 from tenants.tokens import token_create
-from tests.intents.helpers import run_concurrently
+from tests.intents.helpers import blocked_on_a_lock, run_concurrently
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -161,22 +160,6 @@ def _edit(tenant, draft, text, **actor_and_base):
     )
 
 
-def _blocked_on_a_lock(timeout: float = 10.0) -> bool:
-    since = time.monotonic()
-    with connection.cursor() as cursor:
-        while time.monotonic() - since < timeout:
-            # Inside a transaction the activity view is a snapshot until cleared.
-            cursor.execute("SELECT pg_stat_clear_snapshot()")
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-            )
-            if cursor.fetchone()[0]:
-                return True
-            time.sleep(0.02)
-    return False
-
-
 def test_two_people_saving_on_the_same_base_one_wins_the_other_gets_a_conflict(
     tenant_a, new_draft, approver, member_of
 ):
@@ -224,7 +207,7 @@ def test_an_agent_revision_landing_during_a_persons_save_refuses_the_stale_save(
         _edit(tenant_a, draft, "Agent's revision.", agent_token=token)
         person = threading.Thread(target=person_saves)
         person.start()
-        assert _blocked_on_a_lock(), "the person's save never waited for the draft's lock"
+        assert blocked_on_a_lock(), "the person's save never waited for the draft's lock"
     person.join(30)
 
     assert len(outcome) == 1

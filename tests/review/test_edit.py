@@ -3,10 +3,9 @@ conflict shown with what changed, and the person's text is kept. Browsers submit
 CRLF line endings; a one-word edit must show as a one-word change."""
 
 import threading
-import time
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connections, transaction
 from django.test import Client
 from django.urls import reverse
 
@@ -15,6 +14,7 @@ from intents.hashing import content_hash
 from intents.models import DraftVersion, IntentEvent
 from review import diff as review  # the tests below name the diff functions review.*
 from tenants.tokens import token_create
+from tests.intents.helpers import blocked_on_a_lock
 
 pytestmark = pytest.mark.django_db
 
@@ -31,22 +31,6 @@ def edit_data(version, **changes):
     }
     data.update(changes)
     return data
-
-
-def _blocked_on_a_lock(timeout: float = 10.0) -> bool:
-    since = time.monotonic()
-    with connection.cursor() as cursor:
-        while time.monotonic() - since < timeout:
-            # Inside a transaction the activity view is a snapshot until cleared.
-            cursor.execute("SELECT pg_stat_clear_snapshot()")
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-            )
-            if cursor.fetchone()[0]:
-                return True
-            time.sleep(0.02)
-    return False
 
 
 @pytest.mark.django_db(transaction=True)
@@ -85,7 +69,7 @@ def test_an_agent_revision_landing_during_the_save_is_a_conflict_that_keeps_the_
         )
         person = threading.Thread(target=person_saves)
         person.start()
-        assert _blocked_on_a_lock(), "the person's save never waited for the draft's lock"
+        assert blocked_on_a_lock(), "the person's save never waited for the draft's lock"
     person.join(30)
 
     page = responses[0]

@@ -11,28 +11,14 @@ import threading
 import time
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connections, transaction
 from django.db.models.functions import Now
 
 from intents import sending
 from intents.models import ProviderThrottle, SendIntent
+from tests.intents.helpers import blocked_on_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _blocked_on_a_lock(since: float, timeout: float = 10.0) -> bool:
-    with connection.cursor() as cursor:
-        while time.monotonic() - since < timeout:
-            # Inside a transaction the activity view is a snapshot until cleared.
-            cursor.execute("SELECT pg_stat_clear_snapshot()")
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-            )
-            if cursor.fetchone()[0]:
-                return True
-            time.sleep(0.02)
-    return False
 
 
 def test_a_refill_by_a_concurrent_claimer_is_not_taken_for_a_pause(intent, local_mailbox, settings):
@@ -53,7 +39,7 @@ def test_a_refill_by_a_concurrent_claimer_is_not_taken_for_a_pause(intent, local
         ProviderThrottle.objects.select_for_update().get(key_ref=key)
         second = threading.Thread(target=claim)
         second.start()
-        assert _blocked_on_a_lock(time.monotonic()), "the second claim never waited for the row"
+        assert blocked_on_a_lock(), "the second claim never waited for the row"
         time.sleep(0.05)
         ProviderThrottle.objects.filter(key_ref=key).update(refilled_at=Now())
     second.join(30)
