@@ -6,13 +6,16 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from intents.models import Suppression
+from intents.models import DraftVersion, Suppression
 from intents.policy import (
     MAX_ADDRESS_LENGTH,
     RecipientProblem,
     active_membership,
     active_memberships,
+    approvable_mailbox_ids,
     can_approve,
+    may_decide,
+    needs_another_approver,
     normalize_address,
     recipient_breaks_policy_sql,
     recipient_problems,
@@ -199,6 +202,64 @@ def test_per_mailbox_rights_allow_only_the_named_mailboxes(tenant_a, mailbox, me
 
     assert can_approve(membership=membership, mailbox=other) is True
     assert can_approve(membership=membership, mailbox=mailbox) is False
+
+
+@pytest.mark.parametrize("role", ["admin", "approver"])
+def test_a_deciding_member_with_all_mailboxes_may_decide_for_every_mailbox(
+    tenant_a, member_of, role, django_assert_num_queries
+):
+    membership = member_of(tenant_a, role)
+
+    with django_assert_num_queries(0):
+        assert approvable_mailbox_ids(membership) is None
+
+
+@pytest.mark.parametrize("all_mailboxes", [True, False])
+def test_a_viewer_may_decide_for_no_mailbox(tenant_a, mailbox, member_of, all_mailboxes):
+    membership = member_of(tenant_a, "viewer", approve_all_mailboxes=all_mailboxes)
+    membership.approve_mailboxes.add(mailbox)
+
+    assert approvable_mailbox_ids(membership) == set()
+
+
+def test_per_mailbox_rights_give_exactly_the_named_mailbox_ids(tenant_a, mailbox, member_of):
+    billing = make_local_mailbox(tenant_a, username="billing")
+    sales = make_local_mailbox(tenant_a, username="sales")
+    membership = member_of(tenant_a, "approver", approve_all_mailboxes=False)
+    membership.approve_mailboxes.add(billing, sales)
+    nothing = member_of(tenant_a, "admin", approve_all_mailboxes=False)
+
+    assert approvable_mailbox_ids(membership) == {billing.pk, sales.pk}
+    assert approvable_mailbox_ids(nothing) == set()
+
+
+def test_may_decide_is_every_mailbox_for_none_and_only_the_listed_ones_otherwise():
+    assert may_decide(None, 7) is True
+    assert may_decide({7, 9}, 7) is True
+    assert may_decide({7, 9}, 8) is False
+    assert may_decide(set(), 7) is False
+
+
+def test_the_author_of_a_person_edit_needs_another_approver_when_the_tenant_asks(
+    tenant_a, member_of
+):
+    author = member_of(tenant_a).user
+    other = member_of(tenant_a).user
+    person, agent = DraftVersion.Author.PERSON, DraftVersion.Author.AGENT
+
+    def needs(*, on=True, kind=person, author_id=author.pk, user=author) -> bool:
+        tenant_a.second_approver_on_edit = on
+        return needs_another_approver(
+            tenant=tenant_a, author_kind=kind, author_user_id=author_id, user=user
+        )
+
+    assert needs() is True
+    assert needs(on=False) is False  # the tenant's policy is off
+    assert needs(kind=agent) is False  # the agent wrote it: whoever approves is a second person
+    assert needs(kind=agent, author_id=None) is False
+    assert needs(user=other) is False  # someone else approves
+    assert needs(user=None) is False
+    assert needs(author_id=None, user=None) is False
 
 
 def test_active_membership_is_the_users_active_row_in_that_tenant(

@@ -12,6 +12,7 @@ from svix.webhooks import Webhook
 
 from tests.webhooks.conftest import new_secret, new_svix_id
 from webhooks.verification import (
+    MAX_JSON_DEPTH,
     SVIX_ID_MAX_LENGTH,
     VerificationFailed,
     signature_headers,
@@ -217,3 +218,57 @@ def test_a_signed_body_that_is_not_a_json_object_is_refused(body, reason):
     assert refusal(secrets=[secret], body=body.encode(), headers=signed(body, secret=secret)) == (
         reason
     )
+
+
+@pytest.mark.parametrize(
+    "svix_id", ["msg_\x00nul", "msg\t1", "msg_\x7f", "msg_\u00e9", "msg_\u2028"]
+)
+def test_a_signed_svix_id_with_a_control_or_non_ascii_character_is_malformed(svix_id):
+    # Printable but not ASCII (é) and ASCII but not printable (NUL, tab, DEL): both refused.
+    secret = new_secret()
+    headers = signed(BODY, secret=secret, svix_id=svix_id)
+
+    assert refusal(secrets=[secret], body=BODY.encode(), headers=headers) == "malformed_svix_id"
+
+
+def _nested_objects(levels: int) -> str:
+    """A JSON object ``levels`` deep: the outer object is level 1."""
+    return '{"a":' * (levels - 1) + "{}" + "}" * (levels - 1)
+
+
+def _object_of_nested_arrays(levels: int) -> str:
+    """An object holding arrays in arrays, ``levels`` deep in all (beside a shallow sibling)."""
+    return '{"x":1,"b":[],"a":' + "[" * (levels - 1) + "]" * (levels - 1) + "}"
+
+
+def _accepts(body: str) -> dict:
+    secret = new_secret()
+    return verify_delivery(
+        secrets=[secret], body=body.encode(), headers=signed(body, secret=secret)
+    ).payload
+
+
+def _refuses(body: str) -> str:
+    secret = new_secret()
+    return refusal(secrets=[secret], body=body.encode(), headers=signed(body, secret=secret))
+
+
+@pytest.mark.parametrize("build", [_nested_objects, _object_of_nested_arrays])
+def test_a_body_nested_exactly_to_the_limit_is_accepted_and_one_deeper_refused(build):
+    assert MAX_JSON_DEPTH == 32
+
+    assert _accepts(build(MAX_JSON_DEPTH)) == json.loads(build(MAX_JSON_DEPTH))
+    assert _refuses(build(MAX_JSON_DEPTH + 1)) == "body_too_deep"
+
+
+def test_a_shallow_object_with_many_siblings_is_accepted():
+    body = json.dumps({"a": [{"b": [1, {"c": {}}]}, {"d": []}], "e": {"f": [[], [[]]]}})
+
+    assert _accepts(body) == json.loads(body)
+
+
+def test_a_body_too_deep_for_the_json_parser_itself_is_refused_as_too_deep():
+    # Python's json raises RecursionError, not ValueError, long before this depth.
+    body = '{"a":' + "[" * 100_000 + "]" * 100_000 + "}"
+
+    assert _refuses(body) == "body_too_deep"
