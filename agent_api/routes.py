@@ -66,6 +66,18 @@ def _created_draft_location(status: int, body: bytes) -> str | None:
     return reverse("api:get_draft", kwargs={"draft_id": json.loads(body)["id"]})
 
 
+def _content(payload: DraftCreateIn | VersionIn) -> dict:
+    """What a person approves of a version, as the draft services take it."""
+    return {
+        "to": payload.to,
+        "cc": payload.cc,
+        "bcc": payload.bcc,
+        "subject": payload.subject,
+        "text": payload.text,
+        "html": payload.html,
+    }
+
+
 def _ok(body: bytes, status: int = 200) -> HttpResponse:
     return HttpResponse(body, status=status, content_type="application/json")
 
@@ -87,12 +99,7 @@ def create_draft(request: AgentRequest, payload: DraftCreateIn):
         draft = services.draft_create(
             tenant=token.tenant,
             mailbox=mailbox,
-            to=payload.to,
-            cc=payload.cc,
-            bcc=payload.bcc,
-            subject=payload.subject,
-            text=payload.text,
-            html=payload.html,
+            **_content(payload),
             in_reply_to=payload.in_reply_to,
             thread_id=payload.thread_id,
             provenance=payload.provenance,
@@ -158,12 +165,7 @@ def add_version(request: AgentRequest, draft_id: int, payload: VersionIn):
         services.draft_add_version(
             tenant=token.tenant,
             draft_id=draft.pk,
-            to=payload.to,
-            cc=payload.cc,
-            bcc=payload.bcc,
-            subject=payload.subject,
-            text=payload.text,
-            html=payload.html,
+            **_content(payload),
             agent_token=token,
             base_version=payload.base_version,
         )
