@@ -5,12 +5,13 @@ PYTHON ?= python3
 UV := $(shell if command -v uv >/dev/null 2>&1 && uv --version >/dev/null 2>&1; then echo uv; else echo .tools/bin/uv; fi)
 MANAGE := $(UV) run --frozen python manage.py
 
-.PHONY: help setup run test lint format check bench nemesis mutants stop clean
+.PHONY: help setup run test lint format check bench nemesis mutants messages stop clean
 
 help:
 	@echo "make run    - set up on first use, then web + worker + sandbox AgentMail + demo agent"
 	@echo "make test   - the test suite on a private PostgreSQL"
 	@echo "make lint   - ruff check and format check, mypy, migrations check"
+	@echo "make messages - refresh locale/*/django.po from the code (gettext needed), compile the .mo files"
 	@echo "make stop   - stop the embedded PostgreSQL server"
 	@echo "make bench  - side-by-side benchmarks (BENCHMARKS.md)"
 	@echo "make nemesis - the whole system under random faults, checked (RELIABILITY.md)"
@@ -59,6 +60,16 @@ mutants: .venv/.synced
 		$(UV) run --frozen mutmut run $(MUTANTS_ARGS)
 	$(UV) run --frozen mutmut results
 	$(UV) run --frozen python scripts/mutants_check.py
+
+# Translators: refresh the catalogues from the code, translate the new entries in locale/*/...po,
+# run it again to compile. The .mo files are committed (a fresh clone needs no gettext);
+# tests/tenants/test_translations.py fails when one is out of date with its .po.
+LANGUAGES_SHIPPED := es de
+MESSAGES_IGNORE := --ignore=.venv --ignore=.tools --ignore=.data --ignore=mutants --ignore=node_modules \
+	--ignore=tests --ignore=static/vendor --ignore=reliability --ignore=bench --ignore=docs --ignore=scripts
+messages: .venv/.synced
+	$(MANAGE) makemessages $(addprefix -l ,$(LANGUAGES_SHIPPED)) --no-obsolete --add-location=file $(MESSAGES_IGNORE)
+	$(MANAGE) compilemessages $(addprefix -l ,$(LANGUAGES_SHIPPED)) --ignore=.venv --ignore=.tools --ignore=mutants
 
 stop: .venv/.synced
 	$(MANAGE) dbserver stop

@@ -113,9 +113,13 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The browser's language (Accept-Language) for everyone; after sign-in, UserPreferences
+    # replaces it with the user's own choice and activates their time zone.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "tenants.middleware.UserPreferencesMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
@@ -135,6 +139,8 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
+                "django.template.context_processors.tz",
                 "django.template.context_processors.csp",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
@@ -209,7 +215,13 @@ AXES_LOCKOUT_TEMPLATE = "tenants/locked_out.html"
 AXES_IPWARE_PROXY_COUNT = env_int("AXES_PROXY_COUNT", 0) or None
 AXES_VERBOSE = False
 
+# The staff UI's languages, each named in its own language (the preferences page lists them).
+# A user's own choice wins; without one, the browser's Accept-Language; else English. Times are
+# shown in the user's time zone (tenants.User.time_zone), UTC when they chose none. The customer's
+# text and the drafts are never translated. README "Languages and time zones" says how to add one.
 LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("es", "Español"), ("de", "Deutsch")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -14,6 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 from django.http.response import HttpResponseBase
+from django.utils.translation import gettext as _
 
 from tenants.models import Membership, Tenant, User
 
@@ -75,9 +76,9 @@ def tenant_view(
             request.membership = membership
             request.tenant = membership.tenant
             if allowed is not None and membership.role not in allowed:
-                raise PermissionDenied("Your role does not allow this.")
+                raise PermissionDenied(_("Your role does not allow this."))
             if request.method not in SAFE_METHODS and not membership.tenant.is_active:
-                raise PermissionDenied("This tenant is suspended; it is read-only.")
+                raise PermissionDenied(_("This tenant is suspended; it is read-only."))
             return view(request, *args, **kwargs)
 
         return wrapper

@@ -32,6 +32,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import BooleanField, Q, QuerySet
 from django.db.models.expressions import ExpressionWrapper
 from django.db.models.functions import Now
+from django.utils.translation import gettext as _
 
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
@@ -110,17 +111,22 @@ def invitations_opened(*, user: User, invitation_ids: Iterable[int]) -> list[Inv
 def refusal(invitation: Invitation) -> AdminError:
     """Why an invitation cannot be taken up any more, in words for the person holding the link."""
     messages: dict[str, tuple[str, str]] = {
-        Invitation.State.ACCEPTED: ("used", "This invitation was already used."),
-        Invitation.State.DECLINED: ("declined", "This invitation was declined."),
+        Invitation.State.ACCEPTED: ("used", _("This invitation was already used.")),
+        Invitation.State.DECLINED: ("declined", _("This invitation was declined.")),
         Invitation.State.REVOKED: (
             "revoked",
-            "This invitation was withdrawn or replaced by a newer one. Ask the admin who invited "
-            "you for a new link.",
+            _(
+                "This invitation was withdrawn or replaced by a newer one. Ask the admin who "
+                "invited you for a new link."
+            ),
         ),
     }
     code, message = messages.get(
         invitation.state,
-        ("expired", "This invitation has expired. Ask the admin who invited you for a new link."),
+        (
+            "expired",
+            _("This invitation has expired. Ask the admin who invited you for a new link."),
+        ),
     )
     return AdminError(code, message)
 
@@ -133,13 +139,13 @@ def _checked(
     try:
         validate_email(email)
     except ValidationError:
-        raise AdminError("invalid_email", "Enter a valid email address.", "email") from None
+        raise AdminError("invalid_email", _("Enter a valid email address."), "email") from None
     if role not in Membership.Role.values:
-        raise AdminError("invalid_role", "Choose admin, approver or viewer.", "role")
+        raise AdminError("invalid_role", _("Choose admin, approver or viewer."), "role")
     wanted = set(mailbox_ids)
     mailboxes = tenant_mailbox_ids(tenant, wanted)
     if len(mailboxes) != len(wanted):
-        raise AdminError("unknown_mailbox", "One of those mailboxes is not in this tenant.")
+        raise AdminError("unknown_mailbox", _("One of those mailboxes is not in this tenant."))
     return email, wanted, mailboxes
 
 
@@ -149,7 +155,8 @@ def _replace_pending(*, tenant: Tenant, email: str, actor: User) -> None:
     if Membership.objects.filter(tenant=tenant, user__email=email).exists():
         raise AdminError(
             "already_member",
-            f"{email} is already a member of {tenant.name} (reactivate them instead).",
+            _("%(email)s is already a member of %(tenant)s (reactivate them instead).")
+            % {"email": email, "tenant": tenant.name},
             "email",
         )
     replaced = list(
@@ -200,7 +207,7 @@ def invitation_create(
                 )
         except IntegrityError:
             raise AdminError(
-                "conflict", "This address was just invited by someone else.", "email"
+                "conflict", _("This address was just invited by someone else."), "email"
             ) from None
         invitation.approve_mailboxes.set(mailboxes)
         invitation.refresh_from_db(fields=["created_at", "expires_at"])
@@ -231,10 +238,12 @@ def invitation_revoke(*, tenant: Tenant, invitation_id: int, actor: User) -> Inv
         ).update(state=Invitation.State.REVOKED, closed_at=Now(), closed_by=actor)
         invitation = Invitation.objects.filter(tenant=tenant, pk=invitation_id).first()
         if invitation is None:
-            raise AdminError("not_found", "No such invitation in this tenant.")
+            raise AdminError("not_found", _("No such invitation in this tenant."))
         if not changed:
             raise AdminError(
-                "not_pending", f"This invitation was already {invitation.get_state_display()}."
+                "not_pending",
+                _("This invitation was already %(state)s.")
+                % {"state": invitation.get_state_display().lower()},
             )
         _audit(
             tenant=tenant,
@@ -260,7 +269,9 @@ def _take(invitation: Invitation, *, state: str, user: User | None) -> None:
 def _join(invitation: Invitation, user: User) -> Membership:
     if not invitation.tenant.is_active:
         raise AdminError(
-            "suspended", f"{invitation.tenant.name} is suspended; it takes no new members."
+            "suspended",
+            _("%(tenant)s is suspended; it takes no new members.")
+            % {"tenant": invitation.tenant.name},
         )
     try:
         with transaction.atomic():
@@ -272,7 +283,8 @@ def _join(invitation: Invitation, user: User) -> Membership:
             )
     except IntegrityError:
         raise AdminError(
-            "already_member", f"You are already a member of {invitation.tenant.name}."
+            "already_member",
+            _("You are already a member of %(tenant)s.") % {"tenant": invitation.tenant.name},
         ) from None
     membership.approve_mailboxes.set(
         invitation.approve_mailboxes.filter(tenant_id=invitation.tenant_id)
@@ -290,12 +302,15 @@ def _join(invitation: Invitation, user: User) -> Membership:
 def _invitation_for(invitation_id: int, user: User) -> Invitation:
     invitation = Invitation.objects.select_related("tenant").filter(pk=invitation_id).first()
     if invitation is None:
-        raise AdminError("not_found", "No such invitation.")
+        raise AdminError("not_found", _("No such invitation."))
     if invitation.email != user.email.lower():
         raise AdminError(
             "wrong_account",
-            f"This invitation is for {invitation.email}, and you are signed in as {user.email}. "
-            "Sign out, sign in as the invited address, and open the link again.",
+            _(
+                "This invitation is for %(invited)s, and you are signed in as %(current)s. "
+                "Sign out, sign in as the invited address, and open the link again."
+            )
+            % {"invited": invitation.email, "current": user.email},
         )
     return invitation
 
@@ -308,7 +323,8 @@ def invitation_accept(*, invitation_id: int, user: User) -> Membership:
         _take(invitation, state=Invitation.State.ACCEPTED, user=user)
         if Membership.objects.filter(tenant=invitation.tenant, user=user).exists():
             raise AdminError(
-                "already_member", f"You are already a member of {invitation.tenant.name}."
+                "already_member",
+                _("You are already a member of %(tenant)s.") % {"tenant": invitation.tenant.name},
             )
         membership = _join(invitation, user)
     logger.info(
@@ -340,13 +356,14 @@ def invitation_accept_with_new_account(
     ``invitation_accept``, the caller must have seen the link's secret in this session."""
     invitation = Invitation.objects.select_related("tenant").filter(pk=invitation_id).first()
     if invitation is None:
-        raise AdminError("not_found", "No such invitation.")
+        raise AdminError("not_found", _("No such invitation."))
     hashed = make_password(password)  # before the transaction: hashing is slow on purpose
     with transaction.atomic():
         _take(invitation, state=Invitation.State.ACCEPTED, user=None)
         exists = AdminError(
             "account_exists",
-            f"An account for {invitation.email} already exists: sign in with it to accept.",
+            _("An account for %(email)s already exists: sign in with it to accept.")
+            % {"email": invitation.email},
         )
         if User.objects.filter(email=invitation.email).exists():
             raise exists

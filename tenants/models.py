@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 
 class UserManager(BaseUserManager["User"]):
@@ -35,6 +36,11 @@ class User(AbstractBaseUser, PermissionsMixin):
     is_active = models.BooleanField(default=True)
     is_staff = models.BooleanField(default=False, help_text="May use the operators' Django admin.")
     date_joined = models.DateTimeField(default=timezone.now)
+    # Blank: the browser's Accept-Language decides. Otherwise one of settings.LANGUAGES (checked
+    # by tenants.preferences, the only writer, so that adding a language needs no migration).
+    language = models.CharField(max_length=10, blank=True)
+    # Blank: UTC. Otherwise an IANA name from zoneinfo.available_timezones().
+    time_zone = models.CharField(max_length=64, blank=True)
 
     objects = UserManager()
 
@@ -52,9 +58,9 @@ class User(AbstractBaseUser, PermissionsMixin):
 
 class Tenant(models.Model):
     class Status(models.TextChoices):
-        ACTIVE = "active", "Active"
+        ACTIVE = "active", _("Active")
         # A suspended tenant is closed: members get a page saying so, agents get 403, nothing sends.
-        SUSPENDED = "suspended", "Suspended"
+        SUSPENDED = "suspended", _("Suspended")
 
     name = models.CharField(max_length=120)
     slug = models.SlugField(max_length=60, unique=True)
@@ -92,9 +98,9 @@ class Tenant(models.Model):
 
 class Membership(models.Model):
     class Role(models.TextChoices):
-        ADMIN = "admin", "Admin"
-        APPROVER = "approver", "Approver"
-        VIEWER = "viewer", "Viewer"
+        ADMIN = "admin", _("Admin")
+        APPROVER = "approver", _("Approver")
+        VIEWER = "viewer", _("Viewer")
 
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
@@ -136,10 +142,10 @@ class Invitation(models.Model):
     """
 
     class State(models.TextChoices):
-        PENDING = "pending", "Pending"
-        ACCEPTED = "accepted", "Accepted"
-        DECLINED = "declined", "Declined"
-        REVOKED = "revoked", "Revoked"
+        PENDING = "pending", _("Pending")
+        ACCEPTED = "accepted", _("Accepted")
+        DECLINED = "declined", _("Declined")
+        REVOKED = "revoked", _("Revoked")
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invitations")
     email = models.EmailField()

@@ -6,5 +6,6 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("signin/", views.SignInView.as_view(), name="login"),
     path("signout/", views.SignOutView.as_view(), name="logout"),
+    path("preferences/", views.preferences, name="preferences"),
     path("invitations/", include("tenants.urls_invitations")),
 ]

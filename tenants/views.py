@@ -1,13 +1,20 @@
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET
+from django.utils import timezone, translation
+from django.utils.translation import get_language_from_request
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods
 
-from tenants.access import active_memberships, tenant_view
-from tenants.forms import SignInForm
+from tenants.access import AuthenticatedRequest, active_memberships, tenant_view
+from tenants.forms import PreferencesForm, SignInForm
 from tenants.invitations import invitations_opened
+from tenants.preferences import time_zone_names, user_set_preferences
+from tenants.services import AdminError
 from tenants.views_invitations import opened_ids
 
 
@@ -38,3 +45,35 @@ def home(request: HttpRequest) -> HttpResponse:
 @require_GET
 def tenant_home(request: HttpRequest) -> HttpResponse:
     return render(request, "tenants/tenant_home.html", {})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def preferences(request: AuthenticatedRequest) -> HttpResponse:
+    """The signed-in user's language and time zone."""
+    user = request.user
+    form = PreferencesForm(
+        request.POST if request.method == "POST" else None,
+        initial={"language": user.language, "time_zone": user.time_zone},
+    )
+    if request.method == "POST" and form.is_valid():
+        try:
+            user_set_preferences(
+                user=user,
+                language=form.cleaned_data["language"],
+                time_zone=form.cleaned_data["time_zone"],
+            )
+        except AdminError as error:
+            form.add_error(error.field, error.message)
+        else:
+            # The new language applies from this response on (the page after the redirect).
+            translation.activate(user.language or get_language_from_request(request))
+            messages.success(request, _("Your preferences are saved."))
+            return redirect("preferences")
+    context = {
+        "form": form,
+        "time_zones": sorted(time_zone_names()),
+        "now": timezone.now(),
+    }
+    status = 400 if request.method == "POST" else 200
+    return render(request, "tenants/preferences.html", context, status=status)

@@ -16,6 +16,8 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import SetPasswordForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -27,12 +29,14 @@ from tenants.services import AdminError
 SESSION_KEY = "tenants.invitations_opened"
 TEMPLATE = "tenants/invitation.html"
 LINK_REQUIRED = AdminError(
-    "link_required", "Open the invitation link you were given, then accept it there."
+    "link_required", gettext_lazy("Open the invitation link you were given, then accept it there.")
 )
 
 
 class NewAccountForm(SetPasswordForm):
-    full_name = forms.CharField(label="Your name (optional)", max_length=150, required=False)
+    full_name = forms.CharField(
+        label=gettext_lazy("Your name (optional)"), max_length=150, required=False
+    )
     field_order = ["full_name", "new_password1", "new_password2"]
 
 
@@ -52,7 +56,7 @@ def _forget(request: HttpRequest, invitation_id: int) -> None:
 
 def _closed(request: HttpRequest, invitation: Invitation | None) -> HttpResponse:
     if invitation is None:
-        error = AdminError("not_found", "This invitation link does not work.")
+        error = AdminError("not_found", _("This invitation link does not work."))
         status = 404
     else:
         error = invitations.refusal(invitation)
@@ -114,8 +118,11 @@ def invitation(request: HttpRequest, invitation_id: int) -> HttpResponse:
             _forget(request, found.pk)
             messages.success(
                 request,
-                f"Your account is ready and you are a member of {membership.tenant.name}. "
-                "Sign in with your email and the new password.",
+                _(
+                    "Your account is ready and you are a member of %(tenant)s. "
+                    "Sign in with your email and the new password."
+                )
+                % {"tenant": membership.tenant.name},
             )
             return redirect("login")
     context["form"] = form
@@ -143,7 +150,9 @@ def invitation_accept(request: AuthenticatedRequest, invitation_id: int) -> Http
     if isinstance(membership, AdminError):
         error = membership
         return render(request, TEMPLATE, {"refused": error.message}, status=_status(error))
-    messages.success(request, f"You are now a member of {membership.tenant.name}.")
+    messages.success(
+        request, _("You are now a member of %(tenant)s.") % {"tenant": membership.tenant.name}
+    )
     return redirect("tenant_home", slug=membership.tenant.slug)
 
 
@@ -154,7 +163,10 @@ def invitation_decline(request: AuthenticatedRequest, invitation_id: int) -> Htt
     if isinstance(declined, AdminError):
         error = declined
         return render(request, TEMPLATE, {"refused": error.message}, status=_status(error))
-    messages.success(request, f"You declined the invitation to {declined.tenant.name}.")
+    messages.success(
+        request,
+        _("You declined the invitation to %(tenant)s.") % {"tenant": declined.tenant.name},
+    )
     return redirect("home")
 
 

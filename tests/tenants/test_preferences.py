@@ -1,0 +1,171 @@
+"""A person's language and time zone: the preferences page, its refusals, and what each request
+then speaks and shows (tenants.preferences, tenants.middleware)."""
+
+import datetime as dt
+
+import pytest
+from django.template import Context, Template
+from django.urls import reverse
+from django.utils import timezone, translation
+
+from tenants.models import AuditEvent
+
+pytestmark = pytest.mark.django_db
+
+PREFS = reverse("preferences")
+
+
+@pytest.fixture
+def member(member_of, tenant_a):
+    return member_of(tenant_a, "approver")
+
+
+def tenant_page(client, membership, **headers):
+    return client.get(reverse("tenant_home", args=[membership.tenant.slug]), headers=headers)
+
+
+def nav_text(response) -> str:
+    return response.content.decode().split('<main id="main">')[0]
+
+
+def test_a_german_user_gets_the_nav_in_german(signed_in, member):
+    member.user.language = "de"
+    member.user.save(update_fields=["language"])
+    response = tenant_page(signed_in(member.user), member, accept_language="es")
+    nav = nav_text(response)
+    assert ">Warteschlange<" in nav and ">Postausgang<" in nav and "Abmelden" in nav
+    assert ">Queue<" not in nav
+    assert '<html lang="de">' in response.content.decode()
+    assert response["Content-Language"] == "de"
+
+
+def test_a_spanish_user_gets_the_nav_in_spanish(signed_in, member):
+    member.user.language = "es"
+    member.user.save(update_fields=["language"])
+    nav = nav_text(tenant_page(signed_in(member.user), member, accept_language="de"))
+    assert ">Cola<" in nav and ">Bandeja de salida<" in nav and "Cerrar sesión" in nav
+
+
+def test_without_a_choice_the_browser_language_decides(signed_in, member):
+    client = signed_in(member.user)
+    assert ">Warteschlange<" in nav_text(tenant_page(client, member, accept_language="de-DE,de"))
+    assert ">Cola<" in nav_text(tenant_page(client, member, accept_language="es-MX,es;q=0.9"))
+    # A language we do not offer falls back to English.
+    assert ">Queue<" in nav_text(tenant_page(client, member, accept_language="fr-FR"))
+
+
+def test_the_signed_out_sign_in_page_follows_the_browser(client):
+    page = client.get(reverse("login"), headers={"accept-language": "de"}).content.decode()
+    assert "<h1>Anmelden</h1>" in page and "Passwort" in page
+    page = client.get(reverse("login"), headers={"accept-language": "es"}).content.decode()
+    assert "<h1>Iniciar sesión</h1>" in page and "Contraseña" in page
+
+
+def test_the_user_name_in_the_top_bar_leads_to_the_preferences(signed_in, member):
+    page = tenant_page(signed_in(member.user), member).content.decode()
+    assert f'href="{PREFS}"' in page
+
+
+def test_preferences_need_a_signed_in_user(client):
+    response = client.get(PREFS)
+    assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+    response = client.post(PREFS, {"language": "de", "time_zone": "Europe/Berlin"})
+    assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+
+
+def test_saving_preferences_stores_them_and_audits_the_change(signed_in, member):
+    client = signed_in(member.user)
+    response = client.post(PREFS, {"language": "de", "time_zone": "Europe/Berlin"})
+    assert response.status_code == 302
+    member.user.refresh_from_db()
+    assert (member.user.language, member.user.time_zone) == ("de", "Europe/Berlin")
+    audit = AuditEvent.objects.get(action="user.preferences_changed", actor=member.user)
+    assert audit.data == {
+        "before": {"language": "", "time_zone": ""},
+        "after": {"language": "de", "time_zone": "Europe/Berlin"},
+    }
+    # The confirmation is already in the new language.
+    assert "Ihre Einstellungen sind gespeichert." in client.get(PREFS).content.decode()
+
+
+def test_an_unknown_language_is_refused_with_the_choices_and_nothing_changes(signed_in, member):
+    response = signed_in(member.user).post(PREFS, {"language": "fr", "time_zone": "Europe/Berlin"})
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "“fr” is not a language Countersign offers" in page
+    assert "English (en), Español (es), Deutsch (de)" in page
+    member.user.refresh_from_db()
+    assert (member.user.language, member.user.time_zone) == ("", "")
+    assert not AuditEvent.objects.filter(action="user.preferences_changed").exists()
+
+
+@pytest.mark.parametrize(
+    "zone", ["Mars/Olympus_Mons", "Central European", "europe/berlin", "+01:00", "../etc"]
+)
+def test_an_unknown_time_zone_is_refused_and_nothing_changes(signed_in, member, zone):
+    response = signed_in(member.user).post(PREFS, {"language": "es", "time_zone": zone})
+    assert response.status_code == 400
+    assert "is not a time zone name. Use an IANA name such as Europe/Berlin" in (
+        response.content.decode()
+    )
+    member.user.refresh_from_db()
+    assert (member.user.language, member.user.time_zone) == ("", "")
+
+
+def test_the_refusal_is_in_the_user_language(signed_in, member):
+    client = signed_in(member.user)
+    page = client.post(
+        PREFS, {"language": "", "time_zone": "Nowhere/Land"}, headers={"accept-language": "de"}
+    ).content.decode()
+    assert "„Nowhere/Land“ ist kein Zeitzonenname" in page
+
+
+def test_blank_choices_mean_browser_language_and_utc(signed_in, member):
+    member.user.language, member.user.time_zone = "de", "Europe/Berlin"
+    member.user.save(update_fields=["language", "time_zone"])
+    client = signed_in(member.user)
+    assert client.post(PREFS, {"language": "", "time_zone": ""}).status_code == 302
+    member.user.refresh_from_db()
+    assert (member.user.language, member.user.time_zone) == ("", "")
+    page = client.get(PREFS, headers={"accept-language": "es"}).content.decode()
+    assert "Tus preferencias" in page and "(Zona horaria: UTC)" in page
+
+
+def test_times_follow_the_user_zone_per_request(signed_in, member, member_of, tenant_a):
+    member.user.time_zone = "America/Mexico_City"
+    member.user.save(update_fields=["time_zone"])
+    page = signed_in(member.user).get(PREFS).content.decode()
+    assert "America/Mexico_City" in page
+    now_mx = timezone.now().astimezone(dt.timezone(dt.timedelta(hours=-6)))
+    assert now_mx.strftime("%H:") in page.split('id="zone-now"')[1]
+
+
+def test_the_zone_does_not_leak_to_the_next_request(signed_in, member, client):
+    member.user.time_zone = "Asia/Tokyo"
+    member.user.save(update_fields=["time_zone"])
+    signed_in(member.user).get(PREFS)
+    assert timezone.get_current_timezone_name() == "UTC"
+
+
+def test_a_zone_that_vanished_from_tzdata_falls_back_to_utc(signed_in, member):
+    member.user.time_zone = "Atlantis/Capital"  # written behind the service's back
+    member.user.save(update_fields=["time_zone"])
+    response = signed_in(member.user).get(PREFS)
+    assert response.status_code == 200 and "(Time zone: UTC)" in response.content.decode()
+
+
+def test_zoned_filter_shows_the_zone_abbreviation():
+    moment = dt.datetime(2026, 12, 1, 12, 5, tzinfo=dt.UTC)
+    template = Template('{% load zones %}{{ t|zoned }} | {{ t|zoned:"H:i" }} | {% current_zone %}')
+    import zoneinfo
+
+    with timezone.override(zoneinfo.ZoneInfo("Europe/Berlin")), translation.override("de"):
+        assert (
+            template.render(Context({"t": moment}))
+            == "1 Dez 2026, 13:05 CET | 13:05 CET | Europe/Berlin"
+        )
+    with timezone.override(zoneinfo.ZoneInfo("Europe/Berlin")):
+        summer = dt.datetime(2026, 7, 1, 12, 5, tzinfo=dt.UTC)
+        assert template.render(Context({"t": summer})).startswith("1 Jul 2026, 14:05 CEST")
+    assert template.render(Context({"t": moment})) == "1 Dec 2026, 12:05 UTC | 12:05 UTC | UTC"
+    assert template.render(Context({"t": None})) == " |  | UTC"
