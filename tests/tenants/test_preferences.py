@@ -169,3 +169,19 @@ def test_zoned_filter_shows_the_zone_abbreviation():
         assert template.render(Context({"t": summer})).startswith("1 Jul 2026, 14:05 CEST")
     assert template.render(Context({"t": moment})) == "1 Dec 2026, 12:05 UTC | 12:05 UTC | UTC"
     assert template.render(Context({"t": None})) == " |  | UTC"
+
+
+def test_a_draft_whose_words_are_msgids_is_shown_unchanged_to_a_german_user(
+    signed_in, member, mailbox_a, make_draft
+):
+    """Only the UI's own text is translated: a customer's mail or a draft that happens to say
+    "Queue", "Accept" or "Sign out" (entries of the German catalogue) is shown as written."""
+    text = "Approve\nQueue\nAccept\nSign out\nNeeds attention"
+    draft = make_draft(mailbox_a, subject="Outbox", text=text)
+    member.user.language = "de"
+    member.user.save(update_fields=["language"])
+    response = signed_in(member.user).get(reverse("draft", args=[member.tenant.slug, draft.pk]))
+    page = response.content.decode()
+    assert f'<pre class="body-text">{text}</pre>' in page
+    assert "<h1>Outbox</h1>" in page
+    assert ">Warteschlange<" in nav_text(response)
