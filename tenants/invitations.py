@@ -243,7 +243,7 @@ def invitation_revoke(*, tenant: Tenant, invitation_id: int, actor: User) -> Inv
             raise AdminError(
                 "not_pending",
                 _("This invitation was already %(state)s.")
-                % {"state": invitation.get_state_display().lower()},
+                % {"state": invitation.get_state_display()},
             )
         _audit(
             tenant=tenant,

@@ -28,9 +28,13 @@ from tenants.services import AdminError
 
 SESSION_KEY = "tenants.invitations_opened"
 TEMPLATE = "tenants/invitation.html"
-LINK_REQUIRED = AdminError(
-    "link_required", gettext_lazy("Open the invitation link you were given, then accept it there.")
-)
+
+
+def link_required() -> AdminError:
+    # A function, not a constant: the message is in the language of the request that gets it.
+    return AdminError(
+        "link_required", _("Open the invitation link you were given, then accept it there.")
+    )
 
 
 class NewAccountForm(SetPasswordForm):
@@ -87,7 +91,7 @@ def invitation_open(request: HttpRequest, token: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def invitation(request: HttpRequest, invitation_id: int) -> HttpResponse:
     if invitation_id not in opened_ids(request):
-        return render(request, TEMPLATE, {"refused": LINK_REQUIRED.message}, status=403)
+        return render(request, TEMPLATE, {"refused": link_required().message}, status=403)
     found = (
         invitations.with_expiry(Invitation.objects.select_related("tenant", "invited_by"))
         .filter(pk=invitation_id)
@@ -134,7 +138,7 @@ def _decide[T](
 ) -> T | AdminError:
     """What ``service`` returned for this invitation and user, or why it was refused."""
     if invitation_id not in opened_ids(request):
-        return LINK_REQUIRED
+        return link_required()
     try:
         result = service(invitation_id=invitation_id, user=request.user)
     except AdminError as error:

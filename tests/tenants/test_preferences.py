@@ -185,3 +185,10 @@ def test_a_draft_whose_words_are_msgids_is_shown_unchanged_to_a_german_user(
     assert f'<pre class="body-text">{text}</pre>' in page
     assert "<h1>Outbox</h1>" in page
     assert ">Warteschlange<" in nav_text(response)
+
+
+def test_a_stored_language_no_longer_offered_falls_back_to_the_browser(signed_in, member):
+    member.user.language = "fr"  # written behind the service's back, or a language withdrawn
+    member.user.save(update_fields=["language"])
+    response = tenant_page(signed_in(member.user), member, accept_language="es")
+    assert ">Cola<" in nav_text(response) and response["Content-Language"] == "es"
