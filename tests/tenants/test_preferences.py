@@ -192,3 +192,20 @@ def test_a_stored_language_no_longer_offered_falls_back_to_the_browser(signed_in
     member.user.save(update_fields=["language"])
     response = tenant_page(signed_in(member.user), member, accept_language="es")
     assert ">Cola<" in nav_text(response) and response["Content-Language"] == "es"
+
+
+def test_a_refused_sign_in_and_the_lockout_speak_the_browser_language(client, member, settings):
+    def attempt(password):
+        return client.post(
+            reverse("login"),
+            {"username": member.user.email, "password": password},
+            REMOTE_ADDR="10.0.0.7",
+            headers={"accept-language": "de"},
+        )
+
+    assert "Bitte" in attempt("wrong-password").content.decode()  # Django's own German
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        attempt("wrong-password")
+    locked = attempt("still-wrong")
+    assert locked.status_code == 429
+    assert "Zu viele fehlgeschlagene Anmeldungen" in locked.content.decode()
