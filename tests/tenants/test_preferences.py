@@ -209,3 +209,30 @@ def test_a_refused_sign_in_and_the_lockout_speak_the_browser_language(client, me
     locked = attempt("still-wrong")
     assert locked.status_code == 429
     assert "Zu viele fehlgeschlagene Anmeldungen" in locked.content.decode()
+
+
+def test_both_refusals_are_shown_at_once_and_tied_to_their_fields(signed_in, member):
+    page = (
+        signed_in(member.user)
+        .post(PREFS, {"language": "klingon", "time_zone": "Nowhere/Land"})
+        .content.decode()
+    )
+    assert "“klingon” is not a language" in page and "“Nowhere/Land” is not a time zone" in page
+    assert 'aria-describedby="id_time_zone_helptext id_time_zone_error"' in page
+    assert 'id="id_time_zone_error"' in page and 'id="id_language_error"' in page
+
+
+@pytest.mark.parametrize(
+    ("language", "time_zone", "field"),
+    [("pt", "Europe/Berlin", "language"), ("de", "Berlin", "time_zone")],
+)
+def test_the_service_itself_refuses_and_changes_nothing(member, language, time_zone, field):
+    from tenants.preferences import user_set_preferences
+    from tenants.services import AdminError
+
+    with pytest.raises(AdminError) as refused:
+        user_set_preferences(user=member.user, language=language, time_zone=time_zone)
+    assert refused.value.field == field
+    member.user.refresh_from_db()
+    assert (member.user.language, member.user.time_zone) == ("", "")
+    assert not AuditEvent.objects.filter(action="user.preferences_changed").exists()
