@@ -22,6 +22,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Cast, Coalesce, Concat, NullIf
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from intents.models import Draft, IntentEvent, SendAttempt, Suppression
 from intents.selectors.intents import current_sends, oldest_queued_age_seconds
@@ -30,6 +31,24 @@ from tenants.invitations import with_expiry
 from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant
 from tenants.tokens import token_status
 from webhooks.models import WebhookEndpoint, WebhookEvent
+
+
+@dataclass(frozen=True)
+class MemberStatus:
+    code: str  # "active", "deactivated", "account_disabled"
+    label: str
+    badge: str  # the CSS class of its badge
+
+
+def member_status(membership: Membership) -> MemberStatus:
+    """The one status a person has in this tenant. Two flags decide whether they may act: this
+    membership's and their account's (an operator may disable a user everywhere). The pages
+    showed only the first, so a disabled account read "active" while nothing it did worked."""
+    if not membership.user.is_active:
+        return MemberStatus("account_disabled", _("account disabled"), "bad")
+    if not membership.is_active:
+        return MemberStatus("deactivated", _("deactivated"), "bad")
+    return MemberStatus("active", _("active"), "ok")
 
 
 def members(tenant: Tenant) -> QuerySet[Membership]:
@@ -71,6 +90,10 @@ def mailbox(tenant: Tenant, mailbox_id: int) -> Mailbox | None:
         return Mailbox.objects.get(tenant=tenant, pk=mailbox_id)
     except Mailbox.DoesNotExist:
         return None
+
+
+def token(tenant: Tenant, token_id: int) -> AgentToken | None:
+    return AgentToken.objects.filter(tenant=tenant, pk=token_id).first()
 
 
 def token_rows(tenant: Tenant) -> list[dict]:

@@ -12,6 +12,7 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console import selectors
@@ -63,7 +64,7 @@ def _members_page(
         request,
         "console/members.html",
         {
-            "members": selectors.members(request.tenant),
+            "members": [(m, selectors.member_status(m)) for m in selectors.members(request.tenant)],
             "invitations": selectors.invitations(request.tenant),
             "invite_form": invite_form or InviteForm(mailboxes=selectors.mailboxes(request.tenant)),
             "invitation": invitation,
@@ -126,6 +127,7 @@ def _member_page(
         "console/member.html",
         {
             "member": membership,
+            "status": selectors.member_status(membership),
             "role_form": role_form or RoleForm(initial={"role": membership.role}),
             "rights_form": rights_form
             or RightsForm(
@@ -204,8 +206,32 @@ def _member_action(request: TenantRequest, membership_id, service, done: str) ->
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_POST
+@require_http_methods(["GET", "POST"])
 def member_deactivate(request: TenantRequest, membership_id: int) -> HttpResponse:
+    """GET asks first (a page that works without JavaScript); the POST it carries deactivates."""
+    if request.method == "GET":
+        membership = _member_or_404(request, membership_id)
+        if not membership.is_active:
+            return redirect("admin_member", _slug(request), membership.pk)
+        is_self = membership.user_id == request.user.pk
+        names = {"who": membership.user.display_name, "tenant": request.tenant.name}
+        return render(
+            request,
+            "console/confirm.html",
+            {
+                "heading": _("Leave %(tenant)s?") % names
+                if is_self
+                else _("Deactivate %(who)s?") % names,
+                "consequence": _(
+                    "From the next request %(who)s can no longer open %(tenant)s. Sends they "
+                    "already approved are checked again before sending and stop if nobody with "
+                    "the right approved them. You can reactivate them later."
+                )
+                % names,
+                "action": _("Leave this tenant") if is_self else _("Deactivate"),
+                "cancel_url": reverse("admin_member", args=[_slug(request), membership.pk]),
+            },
+        )
     return _member_action(
         request,
         membership_id,

@@ -4,6 +4,8 @@ the admin navigation, one member status, confirmations, the tenant's own domains
 import pytest
 from django.urls import reverse
 
+from tenants.tokens import token_create
+
 pytestmark = pytest.mark.django_db
 
 ADMIN_NAV = 'aria-label="Administration"'
@@ -28,3 +30,66 @@ def test_a_viewer_sees_mailboxes_without_the_admin_navigation(
     html = client.get(reverse("mailbox_list", args=[tenant_a.slug])).content.decode()
     assert mailbox_a.address in html
     assert ADMIN_NAV not in html
+
+
+def test_revoking_a_token_asks_first_and_the_get_changes_nothing(tenant_a, admin_a, signed_in):
+    token, _ = token_create(tenant=tenant_a, name="triage-bot", scopes=["drafts:read"], actor=None)
+    client = signed_in(admin_a.user)
+    listing = client.get(reverse("token_list", args=[tenant_a.slug])).content.decode()
+    url = reverse("token_revoke", args=[tenant_a.slug, token.pk])
+
+    confirm = client.get(url)
+    token.refresh_from_db()
+
+    assert f'href="{url}"' in listing
+    assert confirm.status_code == 200
+    assert "triage-bot" in confirm.content.decode()
+    assert 'method="post"' in confirm.content.decode()
+    assert token.revoked_at is None
+    assert client.post(url).status_code == 302
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+
+
+def test_another_tenants_token_has_no_confirm_page(tenant_a, tenant_b, member_of, signed_in):
+    token, _ = token_create(tenant=tenant_a, name="bot", scopes=["drafts:read"], actor=None)
+    client = signed_in(member_of(tenant_b, "admin").user)
+    assert client.get(reverse("token_revoke", args=[tenant_b.slug, token.pk])).status_code == 404
+
+
+def test_deactivating_a_member_asks_first_and_the_get_changes_nothing(
+    tenant_a, admin_a, member_of, signed_in
+):
+    other = member_of(tenant_a, "approver")
+    client = signed_in(admin_a.user)
+    url = reverse("admin_member_deactivate", args=[tenant_a.slug, other.pk])
+    detail = client.get(reverse("admin_member", args=[tenant_a.slug, other.pk])).content.decode()
+
+    confirm = client.get(url)
+    other.refresh_from_db()
+
+    assert f'href="{url}"' in detail
+    assert confirm.status_code == 200
+    assert other.user.display_name in confirm.content.decode()
+    assert other.is_active
+    client.post(url)
+    other.refresh_from_db()
+    assert not other.is_active
+
+
+def test_a_member_whose_account_is_disabled_has_one_status_not_active(
+    tenant_a, admin_a, member_of, signed_in
+):
+    other = member_of(tenant_a, "approver")
+    other.user.is_active = False
+    other.user.save(update_fields=["is_active"])
+    client = signed_in(admin_a.user)
+
+    listing = client.get(reverse("admin_members", args=[tenant_a.slug])).content.decode()
+    detail = client.get(reverse("admin_member", args=[tenant_a.slug, other.pk])).content.decode()
+
+    row = listing.split(f"<small>{other.user.email}</small>")[1].split("</tr>")[0]
+    assert "account disabled" in row
+    assert ">active<" not in row
+    assert 'data-member-status="account_disabled"' in detail
+    assert ">active<" not in detail

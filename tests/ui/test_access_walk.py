@@ -42,7 +42,8 @@ EXPECTED = {
     "admin_member": ADMIN_PAGE,
     "admin_member_role": POST_ADMIN,
     "admin_member_rights": POST_ADMIN,
-    "admin_member_deactivate": POST_ADMIN,
+    # GET is the confirm page; its POST deactivates.
+    "admin_member_deactivate": ADMIN_PAGE,
     "admin_member_reactivate": POST_ADMIN,
     "admin_invitation_revoke": POST_ADMIN,
     "admin_policies": ADMIN_PAGE,
@@ -55,7 +56,7 @@ EXPECTED = {
     "admin_audit_csv": ADMIN_PAGE,
     "token_list": ADMIN_PAGE,
     "token_new": BACK_TO_FORM_ADMIN,
-    "token_revoke": POST_ADMIN,
+    "token_revoke": ADMIN_PAGE,
     "mailbox_list": READ,
     "mailbox_create": ADMIN_PAGE,
     "mailbox_detail": READ,
