@@ -135,6 +135,9 @@ def webhook_event_states(tenant: Tenant) -> dict[str, int]:
 
 
 AUDIT_COLUMNS = ("created_at", "src", "action", "actor_name", "obj", "transition", "reason", "data")
+# What the page adds to the export's columns: who in words, and the object as (type, id) so the
+# page can name it and link to it (console.audit_words).
+AUDIT_PAGE_COLUMNS = (*AUDIT_COLUMNS, "actor_display", "obj_type", "obj_id", "to_state")
 
 
 @dataclass(frozen=True)
@@ -170,8 +173,28 @@ def _journal(tenant: Tenant, f: AuditFilter):
             output_field=CharField(),
         ),
         transition=Concat(F("from_state"), Value(" → "), F("to_state"), output_field=CharField()),
+        actor_display=Coalesce(
+            NullIf(F("actor_user__full_name"), Value("")),
+            F("actor_user__email"),
+            F("actor_token__name"),
+            NullIf(F("actor_label"), Value("")),
+            F("actor_kind"),
+            output_field=CharField(),
+        ),
+        obj_type=Case(
+            When(intent_id__isnull=False, then=Value("sendintent")),
+            When(draft_id__isnull=False, then=Value("draft")),
+            default=Value(""),
+            output_field=CharField(),
+        ),
+        obj_id=Coalesce(
+            Cast("intent_id", CharField()),
+            Cast("draft_id", CharField()),
+            Value(""),
+            output_field=CharField(),
+        ),
     )
-    return _filtered(qs, f).values(*AUDIT_COLUMNS)
+    return _filtered(qs, f).values(*AUDIT_PAGE_COLUMNS)
 
 
 def _admin(tenant: Tenant, f: AuditFilter):
@@ -181,8 +204,17 @@ def _admin(tenant: Tenant, f: AuditFilter):
         obj=Concat(F("object_type"), Value(" "), F("object_id"), output_field=CharField()),
         transition=Value("", output_field=CharField()),
         reason=Value("", output_field=CharField()),
+        actor_display=Coalesce(
+            NullIf(F("actor__full_name"), Value("")),
+            F("actor__email"),
+            Value("system"),
+            output_field=CharField(),
+        ),
+        obj_type=F("object_type"),
+        obj_id=F("object_id"),
+        to_state=Value("", output_field=CharField()),
     )
-    return _filtered(qs, f).values(*AUDIT_COLUMNS)
+    return _filtered(qs, f).values(*AUDIT_PAGE_COLUMNS)
 
 
 def _filtered(qs, f: AuditFilter):

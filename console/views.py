@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from console import selectors
+from console import audit_words, selectors
 from console import services as console_services
 from console.forms import (
     AuditFilterForm,
@@ -389,7 +389,7 @@ def audit(request: TenantRequest) -> HttpResponse:
         "console/audit.html",
         {
             "form": form,
-            "rows": rows,
+            "rows": audit_words.audit_lines(request.tenant, rows),
             "next_query": next_query,
             "export_query": export.urlencode(),
         },

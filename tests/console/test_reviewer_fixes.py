@@ -93,3 +93,38 @@ def test_a_member_whose_account_is_disabled_has_one_status_not_active(
     assert ">active<" not in row
     assert 'data-member-status="account_disabled"' in detail
     assert ">active<" not in detail
+
+
+def test_the_audit_log_reads_as_sentences_with_links_and_no_dicts(
+    tenant_a, admin_a, member_of, signed_in
+):
+    admin_a.user.full_name = "Ana Admin"
+    admin_a.user.save(update_fields=["full_name"])
+    token, _ = token_create(
+        tenant=tenant_a, name="triage-bot", scopes=["drafts:read"], actor=admin_a.user
+    )
+    hostile, _ = token_create(
+        tenant=tenant_a, name="<b>x</b>", scopes=["drafts:read"], actor=admin_a.user
+    )
+    client = signed_in(admin_a.user)
+    client.post(reverse("token_revoke", args=[tenant_a.slug, token.pk]))
+    other = member_of(tenant_a, "approver")
+    client.post(reverse("admin_member_deactivate", args=[tenant_a.slug, other.pk]))
+
+    html = client.get(reverse("admin_audit", args=[tenant_a.slug])).content.decode()
+
+    tokens = reverse("token_list", args=[tenant_a.slug])
+    member = reverse("admin_member", args=[tenant_a.slug, other.pk])
+    assert f'Ana Admin revoked the agent token <a href="{tokens}">triage-bot</a>' in html
+    assert f'Ana Admin deactivated <a href="{member}">{other.user.display_name}</a>' in html
+    assert "&lt;b&gt;x&lt;/b&gt;" in html
+    assert "<b>x</b>" not in html
+    assert "{&#x27;" not in html and "{'" not in html
+
+
+def test_the_audit_csv_keeps_the_data(tenant_a, admin_a, signed_in):
+    token_create(tenant=tenant_a, name="triage-bot", scopes=["drafts:read"], actor=admin_a.user)
+    client = signed_in(admin_a.user)
+    body = b"".join(client.get(reverse("admin_audit_csv", args=[tenant_a.slug])).streaming_content)
+    assert b"token.created" in body
+    assert b'""name"": ""triage-bot""' in body
