@@ -127,9 +127,7 @@ def _gone_name(row: dict) -> str:
         "sendintent": _("send"),
         "tenant": _("policies"),
         "webhookendpoint": _("webhook endpoint"),
-    }.get(
-        row["obj_type"], row["obj_type"].replace("_", " ")
-    )
+    }.get(row["obj_type"], row["obj_type"].replace("_", " "))
     return f"{kind} #{row['obj_id']}" if row["obj_id"] and row["obj_type"] != "tenant" else kind
 
 

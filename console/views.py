@@ -20,6 +20,7 @@ from console import services as console_services
 from console.forms import (
     AuditFilterForm,
     InviteForm,
+    OwnDomainsForm,
     PoliciesForm,
     RightsForm,
     RoleForm,
@@ -248,6 +249,42 @@ def member_reactivate(request: TenantRequest, membership_id: int) -> HttpRespons
     )
 
 
+def _policies_page(request: TenantRequest, *, form=None, domains_form=None, status=200):
+    tenant = request.tenant
+    form = form or PoliciesForm(
+        initial={
+            "review_deadline_hours": tenant.review_deadline_hours,
+            "second_approver_on_edit": tenant.second_approver_on_edit,
+            "retention_days": tenant.retention_days,
+        }
+    )
+    domains_form = domains_form or OwnDomainsForm(
+        initial={"own_domains": "\n".join(tenant.own_domains)}
+    )
+    return render(
+        request,
+        "console/policies.html",
+        {"form": form, "domains_form": domains_form},
+        status=status,
+    )
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_http_methods(["GET", "POST"])
+def own_domains(request: TenantRequest) -> HttpResponse:
+    """The organisation's own mail domains, a form of its own on the policies page."""
+    if request.method == "GET":
+        return redirect("admin_policies", request.tenant.slug)
+    form = OwnDomainsForm(request.POST)
+    if not form.is_valid():
+        return _policies_page(request, domains_form=form, status=400)
+    services.tenant_set_own_domains(
+        tenant=request.tenant, domains=form.cleaned_data["own_domains"], actor=request.user
+    )
+    messages.success(request, _("Your organisation's domains are saved."))
+    return redirect("admin_policies", request.tenant.slug)
+
+
 @tenant_view(roles=ADMIN_ONLY)
 @require_http_methods(["GET", "POST"])
 def policies(request: TenantRequest) -> HttpResponse:
@@ -260,7 +297,7 @@ def policies(request: TenantRequest) -> HttpResponse:
                 "retention_days": tenant.retention_days,
             }
         )
-        return render(request, "console/policies.html", {"form": form})
+        return _policies_page(request, form=form)
     form = PoliciesForm(request.POST)
     if form.is_valid():
         try:
@@ -270,7 +307,7 @@ def policies(request: TenantRequest) -> HttpResponse:
         else:
             messages.success(request, "Policies saved.")
             return redirect("admin_policies", tenant.slug)
-    return render(request, "console/policies.html", {"form": form}, status=400)
+    return _policies_page(request, form=form, status=400)
 
 
 @tenant_view(roles=ADMIN_ONLY)

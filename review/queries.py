@@ -23,6 +23,7 @@ from django.db.models import (
     QuerySet,
 )
 from django.db.models.expressions import RawSQL
+from django.utils.translation import gettext as _
 
 from intents.errors import InvalidInput
 from intents.models import Draft, DraftVersion, SendAttempt, SendIntent, Suppression
@@ -188,6 +189,16 @@ def _domain(address: str) -> str:
     return address.rpartition("@")[2].lower()
 
 
+def is_external(address: str, own_domains: list[str]) -> bool:
+    """Whether the address is outside the organisation's own domains (or their subdomains). A
+    tenant that named none has nothing to be outside of: comparing with the mailbox's domain
+    called every customer external (the AgentMail address is never the customer's domain)."""
+    if not own_domains:
+        return False
+    domain = _domain(address)
+    return not any(domain == own or domain.endswith("." + own) for own in own_domains)
+
+
 def thread_participants(inbound: list[InboundMessage]) -> set[str]:
     return {parseaddr(m.sender)[1].lower() for m in inbound if parseaddr(m.sender)[1]}
 
@@ -228,8 +239,10 @@ def recipients_with_warnings(
                 r.warnings.append(("not_allowed", "Outside this mailbox's recipient policy"))
             if participants and address not in participants:
                 r.warnings.append(("not_on_thread", "Not a participant of this thread"))
-            if _domain(address) != _domain(mailbox.address):
-                r.notes.append(("external", f"External domain {_domain(address)}"))
+            if is_external(address, tenant.own_domains):
+                r.notes.append(
+                    ("external", _("Outside your organisation: %(d)s") % {"d": _domain(address)})
+                )
             if kind == "bcc":
                 r.notes.append(("bcc", "Blind copy: other recipients will not see it"))
             out.append(r)

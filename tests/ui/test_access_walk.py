@@ -47,6 +47,7 @@ EXPECTED = {
     "admin_member_reactivate": POST_ADMIN,
     "admin_invitation_revoke": POST_ADMIN,
     "admin_policies": ADMIN_PAGE,
+    "admin_own_domains": BACK_TO_FORM_ADMIN,
     "admin_recipients": ADMIN_PAGE,
     "admin_suppressions": ADMIN_PAGE,
     "admin_suppression_add": POST_ADMIN,

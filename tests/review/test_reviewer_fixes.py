@@ -1,0 +1,63 @@
+"""Fixes a reviewer asked for on the review pages (issue 16)."""
+
+import pytest
+from django.urls import reverse
+
+from tenants.models import AuditEvent
+
+pytestmark = pytest.mark.django_db
+
+
+def _notes(client, tenant, draft):
+    return client.get(reverse("draft", args=[tenant.slug, draft.pk])).content.decode()
+
+
+def test_no_recipient_is_external_while_the_tenant_names_no_domain(
+    tenant_a, mailbox_a, admin_a, make_draft, signed_in
+):
+    draft = make_draft(mailbox_a, to=["maria@customer.test"])
+    page = _notes(signed_in(admin_a.user), tenant_a, draft)
+    assert 'data-note="external"' not in page
+
+
+def test_external_means_outside_the_tenants_own_domains_not_the_mailboxs(
+    tenant_a, mailbox_a, admin_a, make_draft, signed_in
+):
+    tenant_a.own_domains = ["acme.test"]
+    tenant_a.save(update_fields=["own_domains"])
+    draft = make_draft(
+        mailbox_a, to=["maria@customer.test"], cc=["ops@acme.test", "eu@support.acme.test"]
+    )
+    page = _notes(signed_in(admin_a.user), tenant_a, draft)
+    external = page.split('data-note="external"')
+    assert len(external) == 2
+    assert "customer.test" in external[1].split("</span>")[0]
+
+
+def test_an_admin_sets_the_own_domains_with_validation(tenant_a, admin_a, signed_in):
+    client = signed_in(admin_a.user)
+    url = reverse("admin_own_domains", args=[tenant_a.slug])
+
+    bad = client.post(url, {"own_domains": "acme.test\nnot a domain@"})
+    tenant_a.refresh_from_db()
+    assert bad.status_code == 400
+    assert "is not a domain name" in bad.content.decode()
+    assert tenant_a.own_domains == []
+
+    good = client.post(url, {"own_domains": "Acme.test, @support.acme.test\nacme.test"})
+    tenant_a.refresh_from_db()
+    assert good.status_code == 302
+    assert tenant_a.own_domains == ["acme.test", "support.acme.test"]
+    assert AuditEvent.objects.filter(tenant=tenant_a, action="tenant.policies_changed").exists()
+    page = client.get(reverse("admin_policies", args=[tenant_a.slug])).content.decode()
+    assert "support.acme.test" in page
+
+
+def test_a_non_admin_cannot_set_the_own_domains(tenant_a, member_of, signed_in):
+    client = signed_in(member_of(tenant_a, "approver").user)
+    response = client.post(
+        reverse("admin_own_domains", args=[tenant_a.slug]), {"own_domains": "x.test"}
+    )
+    tenant_a.refresh_from_db()
+    assert response.status_code == 403
+    assert tenant_a.own_domains == []
