@@ -3,6 +3,7 @@
 import pytest
 from django.urls import reverse
 
+from intents import services
 from tenants.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -61,3 +62,46 @@ def test_a_non_admin_cannot_set_the_own_domains(tenant_a, member_of, signed_in):
     tenant_a.refresh_from_db()
     assert response.status_code == 403
     assert tenant_a.own_domains == []
+
+
+DETAIL = "503 from AgentMail after the request was written"
+
+
+@pytest.mark.parametrize("page", ["attention", "outbox_intent"])
+def test_the_needs_attention_error_is_shown_once(
+    tenant_a, mailbox_a, admin_a, make_intent, signed_in, page
+):
+    intent = make_intent(
+        mailbox_a,
+        state="needs_attention",
+        attempts=1,
+        last_error_code="server_error",
+        last_error_detail=DETAIL,
+    )
+    args = [tenant_a.slug] + ([intent.pk] if page == "outbox_intent" else [])
+    html = signed_in(admin_a.user).get(reverse(page, args=args)).content.decode()
+    assert html.count(DETAIL) == 1
+    assert "data-error-above" in html
+
+
+def test_the_stale_draft_notice_is_said_once(tenant_a, mailbox_a, make_draft, admin_a, signed_in):
+    draft = make_draft(mailbox_a)
+    seen = draft.versions.get()
+    services.draft_add_version(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        base_version=1,
+        to=["customer@example.com"],
+        cc=[],
+        bcc=[],
+        subject="Your refund",
+        text="Changed.",
+        html="",
+        actor_user=admin_a.user,
+    )
+    client = signed_in(admin_a.user)
+    url = reverse("draft_approve", args=[tenant_a.slug, draft.pk])
+    data = {"version": seen.number, "content_hash": seen.content_hash}
+    for headers in ({}, {"HX-Request": "true"}):
+        body = client.post(url, data, headers=headers).content.decode().lower()
+        assert body.count("changed since you opened it") == 1, headers
