@@ -130,6 +130,18 @@ def draft_review(
     )
 
 
+def edit_aside(*, tenant: Tenant, draft: Draft) -> dict:
+    """What the editor keeps beside the form: the customer's message the draft answers (or the
+    thread's latest when the draft names none), and the rest of the thread, oldest first."""
+    inbound = inbound_for_thread(tenant=tenant, thread_id=draft.thread_id, limit=10)[::-1]
+    answered = next((m for m in inbound if m.message_id == draft.in_reply_to), None)
+    return {
+        "answered": answered or (inbound[-1] if inbound else None),
+        "answered_exactly": answered is not None,
+        "thread_others": [m for m in inbound if m is not (answered or inbound[-1])],
+    }
+
+
 # --- send page -----------------------------------------------------------------------------------
 
 # Delivery webhooks usually arrive within seconds of acceptance; past this, a page left open stops

@@ -89,6 +89,17 @@
     }
   });
 
+  // The editor's HTML preview follows the textarea. The iframe is sandboxed without
+  // allow-scripts, so whatever the HTML holds, nothing in it runs.
+  document.addEventListener("input", function (event) {
+    var field = event.target;
+    if (!field.matches || !field.matches(".edit-form textarea[name=html]")) return;
+    var preview = document.querySelector("[data-html-preview]");
+    var empty = document.querySelector("[data-html-empty]");
+    if (preview) preview.srcdoc = field.value;
+    if (empty) empty.hidden = field.value.trim() !== "";
+  });
+
   document.addEventListener("focusin", function (event) {
     if (event.target.classList && event.target.classList.contains("copy-field")) event.target.select();
   });

@@ -105,3 +105,39 @@ def test_the_stale_draft_notice_is_said_once(tenant_a, mailbox_a, make_draft, ad
     for headers in ({}, {"HX-Request": "true"}):
         body = client.post(url, data, headers=headers).content.decode().lower()
         assert body.count("changed since you opened it") == 1, headers
+
+
+HOSTILE_HTML = (
+    '<p>Hello</p><script>parent.document.title="pwned"</script>'
+    '<img src=x onerror="parent.document.title=\'pwned\'"><form action="https://evil.test"></form>'
+)
+
+
+def test_the_editor_keeps_the_customers_message_and_a_sandboxed_preview(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    from webhooks.models import InboundMessage
+    from django.utils import timezone
+
+    InboundMessage.objects.create(
+        tenant=tenant_a,
+        mailbox=mailbox_a,
+        thread_id="thr-7",
+        message_id="<q7@mail.test>",
+        sender="Maria <maria@customer.test>",
+        subject="Broken blender",
+        preview="The blender arrived broken, can I get a refund?",
+        received_at=timezone.now(),
+    )
+    draft = make_draft(mailbox_a, thread_id="thr-7", html=HOSTILE_HTML)
+    html = (
+        signed_in(admin_a.user)
+        .get(reverse("draft_edit", args=[tenant_a.slug, draft.pk]))
+        .content.decode()
+    )
+    customer = html.split("data-customer-message")[1]
+    assert "The blender arrived broken, can I get a refund?" in customer
+    iframe = html.split("<iframe")[1].split(">")[0]
+    assert " sandbox " in iframe and "allow-" not in iframe
+    assert 'srcdoc="&lt;p&gt;Hello&lt;/p&gt;&lt;script&gt;' in iframe
+    assert "<script>parent" not in html
