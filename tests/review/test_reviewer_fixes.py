@@ -2,9 +2,11 @@
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from intents import services
 from tenants.models import AuditEvent
+from webhooks.models import InboundMessage
 
 pytestmark = pytest.mark.django_db
 
@@ -116,9 +118,6 @@ HOSTILE_HTML = (
 def test_the_editor_keeps_the_customers_message_and_a_sandboxed_preview(
     tenant_a, mailbox_a, make_draft, admin_a, signed_in
 ):
-    from webhooks.models import InboundMessage
-    from django.utils import timezone
-
     InboundMessage.objects.create(
         tenant=tenant_a,
         mailbox=mailbox_a,
