@@ -29,10 +29,17 @@ from webhooks.selectors import inbound_for_thread
 
 
 def queue(
-    *, tenant: Tenant, membership: Membership, user: User | None, f: QueueFilter, after: str
+    *,
+    tenant: Tenant,
+    membership: Membership,
+    user: User | None,
+    f: QueueFilter,
+    after: str,
+    before: str = "",
+    sort: str = "oldest",
 ) -> QueuePage:
     """One page of the queue, each row marked with what this person may do with it."""
-    page = queries.queue_page(tenant=tenant, f=f, after=after)
+    page = queries.queue_page(tenant=tenant, f=f, after=after, before=before, sort=sort)
     allowed = approvable_mailbox_ids(membership)
     for draft in page.rows:
         draft.can_decide = may_decide(allowed, draft.mailbox_id)

@@ -25,6 +25,7 @@ BACK_TO_FORM_ADMIN = {"viewer": 403, "approver": 403, "admin": 302}
 EXPECTED = {
     "tenant_home": READ,
     "queue_changes": READ,
+    "nav_counts": READ,
     "bulk_approve": POST_DECIDE,
     "draft": READ,
     "draft_approve": POST_DECIDE,
