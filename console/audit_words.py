@@ -166,6 +166,7 @@ def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:
     lines = []
     for row in rows:
         named = names.get((row["obj_type"], row["obj_id"]))
+        obj: str
         if named:
             obj = format_html('<a href="{}">{}</a>', named[1], named[0])
         else:

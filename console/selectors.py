@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from typing import TYPE_CHECKING
 
 from django.db.models import (
     Case,
@@ -32,11 +33,14 @@ from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenan
 from tenants.tokens import token_status
 from webhooks.models import WebhookEndpoint, WebhookEvent
 
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
 
 @dataclass(frozen=True)
 class MemberStatus:
     code: str  # "active", "deactivated", "account_disabled"
-    label: str
+    label: StrOrPromise
     badge: str  # the CSS class of its badge
 
 

@@ -112,7 +112,9 @@ def bulk_approve(request: TenantRequest) -> HttpResponse:
     progressive = request.headers.get("X-Bulk-Progress") == "1"
     if not form.is_valid():
         if progressive:
-            return JsonResponse({"error": " ".join(form.non_field_errors())}, status=400)
+            return JsonResponse(
+                {"error": " ".join(str(e) for e in form.non_field_errors())}, status=400
+            )
         # Iterating an ErrorList gives the messages (str); the stubs say ValidationError too.
         for error in form.non_field_errors():
             messages.error(request, str(error))

@@ -98,6 +98,8 @@
     var empty = document.querySelector("[data-html-empty]");
     if (preview) preview.srcdoc = field.value;
     if (empty) empty.hidden = field.value.trim() !== "";
+    var frame = document.querySelector("[data-html-frame]");
+    if (frame) frame.hidden = field.value.trim() === "";
   });
 
   document.addEventListener("focusin", function (event) {
