@@ -5,6 +5,7 @@ import re
 
 from playwright.sync_api import expect
 
+from intents import services
 from intents.models import Draft, SendIntent
 from tests.browser import BROWSER_MARKS, new_draft, sign_in
 
@@ -28,8 +29,6 @@ def test_bulk_approve_shows_progress_and_each_rows_result(page, shop):
     page.goto(f"/t/{shop['tenant'].slug}/?q=Bulk&sort=newest")
     page.check("[data-select-all]")
     # Changed by the agent after the page was shown: its row must be refused.
-    from intents import services
-
     services.draft_add_version(
         tenant=shop["tenant"],
         draft_id=drafts[0].pk,
@@ -53,3 +52,40 @@ def test_bulk_approve_shows_progress_and_each_rows_result(page, shop):
     assert refresh.is_visible()
     refresh.click()
     page.wait_for_url(re.compile(r"\?q=Bulk&sort=newest$"))
+
+
+def test_an_htmx_action_is_busy_while_it_runs(page, shop):
+    draft = new_draft(shop, subject="Busy")
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
+    # Record what the decision card looked like while its request ran.
+    page.evaluate(
+        """() => {
+          window.busySeen = [];
+          const record = () => {
+            const card = document.getElementById("decision");
+            const button = document.querySelector("[data-approve]");
+            if (card && card.getAttribute("aria-busy") === "true")
+              window.busySeen.push(button ? button.disabled : null);
+          };
+          new MutationObserver(record).observe(document.body, {attributes: true, subtree: true});
+        }"""
+    )
+    # Changed meanwhile: the refusal is swapped in and the page stays, with what it recorded.
+    services.draft_add_version(
+        tenant=shop["tenant"],
+        draft_id=draft.pk,
+        base_version=1,
+        to=["customer@example.com"],
+        cc=[],
+        bcc=[],
+        subject="Busy, revised",
+        text="Revised.",
+        html="",
+        actor_user=shop["admin"].user,
+    )
+    page.click("[data-approve]")
+    expect(page.locator("[data-refusal=stale_version]")).to_be_visible()
+    assert page.evaluate("window.busySeen.length > 0 && window.busySeen.every((d) => d === true)")
+    assert page.locator("#decision[aria-busy]").count() == 0
+    assert not SendIntent.objects.filter(draft=draft).exists()
