@@ -4,8 +4,10 @@ and console.services."""
 from __future__ import annotations
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from mailboxes.models import Mailbox
+from tenants import services
 from tenants.models import AgentToken, Membership
 
 
@@ -71,6 +73,26 @@ class PoliciesForm(forms.Form):
         max_value=3650,
         help_text="Message bodies and webhook payloads are purged after this many days.",
     )
+
+
+class OwnDomainsForm(forms.Form):
+    own_domains = forms.CharField(
+        label=_("Your organisation's mail domains"),
+        required=False,
+        max_length=5000,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        help_text=_(
+            "One per line or separated by commas, like example.com. A recipient outside them "
+            "(and their subdomains) is pointed out as external on the draft page. Leave empty "
+            "and no recipient is called external."
+        ),
+    )
+
+    def clean_own_domains(self) -> list[str]:
+        try:
+            return services.own_domains_parse(self.cleaned_data["own_domains"])
+        except services.AdminError as error:
+            raise forms.ValidationError(error.message, code=error.code) from None
 
 
 class SuppressionAddForm(forms.Form):

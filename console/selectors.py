@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from typing import TYPE_CHECKING
 
 from django.db.models import (
     Case,
@@ -22,6 +23,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Cast, Coalesce, Concat, NullIf
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from intents.models import Draft, IntentEvent, SendAttempt, Suppression
 from intents.selectors.intents import current_sends, oldest_queued_age_seconds
@@ -30,6 +32,27 @@ from tenants.invitations import with_expiry
 from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant
 from tenants.tokens import token_status
 from webhooks.models import WebhookEndpoint, WebhookEvent
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
+
+@dataclass(frozen=True)
+class MemberStatus:
+    code: str  # "active", "deactivated", "account_disabled"
+    label: StrOrPromise
+    badge: str  # the CSS class of its badge
+
+
+def member_status(membership: Membership) -> MemberStatus:
+    """The one status a person has in this tenant. Two flags decide whether they may act: this
+    membership's and their account's (an operator may disable a user everywhere). The pages
+    showed only the first, so a disabled account read "active" while nothing it did worked."""
+    if not membership.user.is_active:
+        return MemberStatus("account_disabled", _("account disabled"), "bad")
+    if not membership.is_active:
+        return MemberStatus("deactivated", _("deactivated"), "bad")
+    return MemberStatus("active", _("active"), "ok")
 
 
 def members(tenant: Tenant) -> QuerySet[Membership]:
@@ -73,6 +96,10 @@ def mailbox(tenant: Tenant, mailbox_id: int) -> Mailbox | None:
         return None
 
 
+def token(tenant: Tenant, token_id: int) -> AgentToken | None:
+    return AgentToken.objects.filter(tenant=tenant, pk=token_id).first()
+
+
 def token_rows(tenant: Tenant) -> list[dict]:
     """The tenant's agent tokens with their status, live ones first."""
     tokens = (
@@ -112,6 +139,9 @@ def webhook_event_states(tenant: Tenant) -> dict[str, int]:
 
 
 AUDIT_COLUMNS = ("created_at", "src", "action", "actor_name", "obj", "transition", "reason", "data")
+# What the page adds to the export's columns: who in words, and the object as (type, id) so the
+# page can name it and link to it (console.audit_words).
+AUDIT_PAGE_COLUMNS = (*AUDIT_COLUMNS, "actor_display", "obj_type", "obj_id", "to_state")
 
 
 @dataclass(frozen=True)
@@ -147,8 +177,28 @@ def _journal(tenant: Tenant, f: AuditFilter):
             output_field=CharField(),
         ),
         transition=Concat(F("from_state"), Value(" → "), F("to_state"), output_field=CharField()),
+        actor_display=Coalesce(
+            NullIf(F("actor_user__full_name"), Value("")),
+            F("actor_user__email"),
+            F("actor_token__name"),
+            NullIf(F("actor_label"), Value("")),
+            F("actor_kind"),
+            output_field=CharField(),
+        ),
+        obj_type=Case(
+            When(intent_id__isnull=False, then=Value("sendintent")),
+            When(draft_id__isnull=False, then=Value("draft")),
+            default=Value(""),
+            output_field=CharField(),
+        ),
+        obj_id=Coalesce(
+            Cast("intent_id", CharField()),
+            Cast("draft_id", CharField()),
+            Value(""),
+            output_field=CharField(),
+        ),
     )
-    return _filtered(qs, f).values(*AUDIT_COLUMNS)
+    return _filtered(qs, f).values(*AUDIT_PAGE_COLUMNS)
 
 
 def _admin(tenant: Tenant, f: AuditFilter):
@@ -158,8 +208,17 @@ def _admin(tenant: Tenant, f: AuditFilter):
         obj=Concat(F("object_type"), Value(" "), F("object_id"), output_field=CharField()),
         transition=Value("", output_field=CharField()),
         reason=Value("", output_field=CharField()),
+        actor_display=Coalesce(
+            NullIf(F("actor__full_name"), Value("")),
+            F("actor__email"),
+            Value("system"),
+            output_field=CharField(),
+        ),
+        obj_type=F("object_type"),
+        obj_id=F("object_id"),
+        to_state=Value("", output_field=CharField()),
     )
-    return _filtered(qs, f).values(*AUDIT_COLUMNS)
+    return _filtered(qs, f).values(*AUDIT_PAGE_COLUMNS)
 
 
 def _filtered(qs, f: AuditFilter):

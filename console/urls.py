@@ -27,6 +27,7 @@ admin_patterns = [
         name="admin_invitation_revoke",
     ),
     path("policies/", views.policies, name="admin_policies"),
+    path("policies/domains/", views.own_domains, name="admin_own_domains"),
     path("recipients/", views.recipients, name="admin_recipients"),
     path("suppressions/", views.suppressions, name="admin_suppressions"),
     path("suppressions/add/", views.suppression_add, name="admin_suppression_add"),

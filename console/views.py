@@ -12,13 +12,15 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from console import selectors
+from console import audit_words, selectors
 from console import services as console_services
 from console.forms import (
     AuditFilterForm,
     InviteForm,
+    OwnDomainsForm,
     PoliciesForm,
     RightsForm,
     RoleForm,
@@ -63,7 +65,7 @@ def _members_page(
         request,
         "console/members.html",
         {
-            "members": selectors.members(request.tenant),
+            "members": [(m, selectors.member_status(m)) for m in selectors.members(request.tenant)],
             "invitations": selectors.invitations(request.tenant),
             "invite_form": invite_form or InviteForm(mailboxes=selectors.mailboxes(request.tenant)),
             "invitation": invitation,
@@ -126,6 +128,7 @@ def _member_page(
         "console/member.html",
         {
             "member": membership,
+            "status": selectors.member_status(membership),
             "role_form": role_form or RoleForm(initial={"role": membership.role}),
             "rights_form": rights_form
             or RightsForm(
@@ -204,8 +207,32 @@ def _member_action(request: TenantRequest, membership_id, service, done: str) ->
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_POST
+@require_http_methods(["GET", "POST"])
 def member_deactivate(request: TenantRequest, membership_id: int) -> HttpResponse:
+    """GET asks first (a page that works without JavaScript); the POST it carries deactivates."""
+    if request.method == "GET":
+        membership = _member_or_404(request, membership_id)
+        if not membership.is_active:
+            return redirect("admin_member", _slug(request), membership.pk)
+        is_self = membership.user_id == request.user.pk
+        names = {"who": membership.user.display_name, "tenant": request.tenant.name}
+        return render(
+            request,
+            "console/confirm.html",
+            {
+                "heading": _("Leave %(tenant)s?") % names
+                if is_self
+                else _("Deactivate %(who)s?") % names,
+                "consequence": _(
+                    "From the next request %(who)s can no longer open %(tenant)s. Sends they "
+                    "already approved are checked again before sending and stop if nobody with "
+                    "the right approved them. You can reactivate them later."
+                )
+                % names,
+                "action": _("Leave this tenant") if is_self else _("Deactivate"),
+                "cancel_url": reverse("admin_member", args=[_slug(request), membership.pk]),
+            },
+        )
     return _member_action(
         request,
         membership_id,
@@ -222,6 +249,42 @@ def member_reactivate(request: TenantRequest, membership_id: int) -> HttpRespons
     )
 
 
+def _policies_page(request: TenantRequest, *, form=None, domains_form=None, status=200):
+    tenant = request.tenant
+    form = form or PoliciesForm(
+        initial={
+            "review_deadline_hours": tenant.review_deadline_hours,
+            "second_approver_on_edit": tenant.second_approver_on_edit,
+            "retention_days": tenant.retention_days,
+        }
+    )
+    domains_form = domains_form or OwnDomainsForm(
+        initial={"own_domains": "\n".join(tenant.own_domains)}
+    )
+    return render(
+        request,
+        "console/policies.html",
+        {"form": form, "domains_form": domains_form},
+        status=status,
+    )
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_http_methods(["GET", "POST"])
+def own_domains(request: TenantRequest) -> HttpResponse:
+    """The organisation's own mail domains, a form of its own on the policies page."""
+    if request.method == "GET":
+        return redirect("admin_policies", request.tenant.slug)
+    form = OwnDomainsForm(request.POST)
+    if not form.is_valid():
+        return _policies_page(request, domains_form=form, status=400)
+    services.tenant_set_own_domains(
+        tenant=request.tenant, domains=form.cleaned_data["own_domains"], actor=request.user
+    )
+    messages.success(request, _("Your organisation's domains are saved."))
+    return redirect("admin_policies", request.tenant.slug)
+
+
 @tenant_view(roles=ADMIN_ONLY)
 @require_http_methods(["GET", "POST"])
 def policies(request: TenantRequest) -> HttpResponse:
@@ -234,7 +297,7 @@ def policies(request: TenantRequest) -> HttpResponse:
                 "retention_days": tenant.retention_days,
             }
         )
-        return render(request, "console/policies.html", {"form": form})
+        return _policies_page(request, form=form)
     form = PoliciesForm(request.POST)
     if form.is_valid():
         try:
@@ -244,7 +307,7 @@ def policies(request: TenantRequest) -> HttpResponse:
         else:
             messages.success(request, "Policies saved.")
             return redirect("admin_policies", tenant.slug)
-    return render(request, "console/policies.html", {"form": form}, status=400)
+    return _policies_page(request, form=form, status=400)
 
 
 @tenant_view(roles=ADMIN_ONLY)
@@ -363,7 +426,7 @@ def audit(request: TenantRequest) -> HttpResponse:
         "console/audit.html",
         {
             "form": form,
-            "rows": rows,
+            "rows": audit_words.audit_lines(request.tenant, rows),
             "next_query": next_query,
             "export_query": export.urlencode(),
         },

@@ -5,11 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.contrib import messages
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from console import selectors
 from console.forms import TokenForm
@@ -70,8 +72,26 @@ def token_new(request: TenantRequest) -> HttpResponse:
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_POST
+@require_http_methods(["GET", "POST"])
 def token_revoke_view(request: TenantRequest, token_id: int) -> HttpResponse:
+    """GET asks first (a page that works without JavaScript); the POST it carries revokes."""
+    if request.method == "GET":
+        token = selectors.token(request.tenant, token_id)
+        if token is None or token.revoked_at is not None:
+            raise Http404("No such live token")
+        return render(
+            request,
+            "console/confirm.html",
+            {
+                "heading": _("Revoke the agent token “%(name)s”?") % {"name": token.name},
+                "consequence": _(
+                    "The agent using it is refused from its next request. Drafts it already "
+                    "posted stay in the queue. This cannot be undone: the agent needs a new token."
+                ),
+                "action": _("Revoke the token"),
+                "cancel_url": reverse("token_list", args=[request.tenant.slug]),
+            },
+        )
     try:
         token = token_revoke(tenant=request.tenant, token_id=token_id, actor=request.user)
     except TokenError as exc:

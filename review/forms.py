@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 
 from django import forms
+from django.http import QueryDict
+from django.utils.translation import gettext_lazy as _
 
-from intents.selectors.queue import AGE_CHOICES, QueueFilter
+from intents.selectors.queue import AGE_CHOICES, DEFAULT_SORT, QUEUE_SORTS, QueueFilter
 
 HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 ITEM_RE = re.compile(r"^(\d{1,18}):(\d{1,9}):([0-9a-f]{64})$")
@@ -19,6 +21,11 @@ class QueueFilterForm(forms.Form):
     age = forms.ChoiceField(choices=AGE_CHOICES, required=False)
     warnings = forms.BooleanField(required=False, label="Only with warnings")
     q = forms.CharField(required=False, max_length=200, label="Search")
+    sort = forms.ChoiceField(
+        choices=[(key, sort.label) for key, sort in QUEUE_SORTS.items()],
+        required=False,
+        label=_("Sort"),
+    )
 
     def __init__(self, *args, mailboxes, agents, **kwargs):
         super().__init__(*args, **kwargs)
@@ -26,6 +33,11 @@ class QueueFilterForm(forms.Form):
             (m.pk, m.address) for m in mailboxes
         ]
         self.fields["agent"].choices = [("", "All agents")] + [(a.pk, a.name) for a in agents]
+
+    def queue_sort(self) -> str:
+        if not self.is_bound or not self.is_valid():
+            return DEFAULT_SORT
+        return self.cleaned_data["sort"] or DEFAULT_SORT
 
     def queue_filter(self) -> QueueFilter:
         if not self.is_bound or not self.is_valid():
@@ -97,6 +109,22 @@ class EditForm(forms.Form):
 
 class RejectForm(forms.Form):
     reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}))
+
+
+QUEUE_PLACE = ("q", "mailbox", "agent", "age", "warnings", "sort", "after", "before")
+
+
+def queue_place(raw: str) -> str:
+    """The queue's query string (filters, order, page cursor) that a bulk approval returns to,
+    rebuilt from the known keys only: what comes back is always a query of this tenant's queue
+    (the path is ours; nothing of the input can name another host, path or tenant)."""
+    given = QueryDict(raw[:2000])
+    kept = QueryDict(mutable=True)
+    for key in QUEUE_PLACE:
+        value = given.get(key, "")
+        if value:
+            kept[key] = value[:200]
+    return kept.urlencode()
 
 
 class BulkApproveForm(forms.Form):

@@ -29,10 +29,17 @@ from webhooks.selectors import inbound_for_thread
 
 
 def queue(
-    *, tenant: Tenant, membership: Membership, user: User | None, f: QueueFilter, after: str
+    *,
+    tenant: Tenant,
+    membership: Membership,
+    user: User | None,
+    f: QueueFilter,
+    after: str,
+    before: str = "",
+    sort: str = "oldest",
 ) -> QueuePage:
     """One page of the queue, each row marked with what this person may do with it."""
-    page = queries.queue_page(tenant=tenant, f=f, after=after)
+    page = queries.queue_page(tenant=tenant, f=f, after=after, before=before, sort=sort)
     allowed = approvable_mailbox_ids(membership)
     for draft in page.rows:
         draft.can_decide = may_decide(allowed, draft.mailbox_id)
@@ -128,6 +135,18 @@ def draft_review(
         provenance=draft.provenance if isinstance(draft.provenance, dict) else {},
         unproven_earlier=_unproven_earlier(detail) if pending else [],
     )
+
+
+def edit_aside(*, tenant: Tenant, draft: Draft) -> dict:
+    """What the editor keeps beside the form: the customer's message the draft answers (or the
+    thread's latest when the draft names none), and the rest of the thread, oldest first."""
+    inbound = inbound_for_thread(tenant=tenant, thread_id=draft.thread_id, limit=10)[::-1]
+    answered = next((m for m in inbound if m.message_id == draft.in_reply_to), None)
+    return {
+        "answered": answered or (inbound[-1] if inbound else None),
+        "answered_exactly": answered is not None,
+        "thread_others": [m for m in inbound if m is not (answered or inbound[-1])],
+    }
 
 
 # --- send page -----------------------------------------------------------------------------------

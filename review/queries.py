@@ -23,12 +23,26 @@ from django.db.models import (
     QuerySet,
 )
 from django.db.models.expressions import RawSQL
+from django.utils.translation import gettext as _
 
 from intents.errors import InvalidInput
 from intents.models import Draft, DraftVersion, SendAttempt, SendIntent, Suppression
 from intents.policy import recipient_breaks_policy_sql, recipient_problems
+from intents.selectors.drafts import (
+    NAV_COUNT_CAP,
+    capped_count,
+    pending_count,
+    pending_escalated_count,
+    pending_mine_count,
+)
 from intents.selectors.intents import current_sends
-from intents.selectors.queue import QueueFilter, draft_queue
+from intents.selectors.queue import (
+    DEFAULT_SORT,
+    QUEUE_SORTS,
+    QueueFilter,
+    queue_drafts,
+    sorted_queue_page,
+)
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken, Membership, Tenant
 from webhooks.models import InboundMessage, RecipientDelivery
@@ -106,34 +120,39 @@ class QueuePage:
     next_cursor: str | None
     newest_id: int
     total_cap: int
+    prev_cursor: str | None = None
 
 
 def queue_page(
-    *, tenant: Tenant, f: QueueFilter, after: str = "", limit: int = QUEUE_PAGE
+    *,
+    tenant: Tenant,
+    f: QueueFilter,
+    after: str = "",
+    before: str = "",
+    sort: str = DEFAULT_SORT,
+    limit: int = QUEUE_PAGE,
 ) -> QueuePage:
-    """Oldest first, keyset-paginated on (created_at, id): two queries whatever the size. A
-    cursor we did not hand out (an edited link) shows the first page. Counting stops at
-    TOTAL_CAP: an exact count of a huge queue is a scan that grows with it, and "10,000+" tells
-    a reviewer as much."""
+    """One page in the order ``sort`` (a key of QUEUE_SORTS; another shows the default),
+    keyset-paginated both ways: two queries whatever the size. A cursor we did not hand out (an
+    edited link, or one of another order) shows the first page. Counting stops at TOTAL_CAP: an
+    exact count of a huge queue is a scan that grows with it, and "10,000+" tells a reviewer as
+    much."""
+    sort = sort if sort in QUEUE_SORTS else DEFAULT_SORT
+    qs = queue_drafts(tenant=tenant, f=f, warning=HAS_WARNING)
+    total = qs[: TOTAL_CAP + 1].count()
     try:
-        page = draft_queue(
-            tenant=tenant,
-            f=f,
-            warning=HAS_WARNING,
-            limit=limit,
-            cursor=after or None,
-            count_upto=TOTAL_CAP,
+        page = sorted_queue_page(
+            qs, sort=sort, after=after or None, before=before or None, limit=limit
         )
     except InvalidInput:
-        page = draft_queue(
-            tenant=tenant, f=f, warning=HAS_WARNING, limit=limit, count_upto=TOTAL_CAP
-        )
+        page = sorted_queue_page(qs, sort=sort, limit=limit)
     return QueuePage(
         rows=page.items,
-        total=page.extra["total"],
+        total=total,
         next_cursor=page.next_cursor,
         newest_id=0,
         total_cap=TOTAL_CAP,
+        prev_cursor=page.extra["prev_cursor"],
     )
 
 
@@ -188,6 +207,16 @@ def _domain(address: str) -> str:
     return address.rpartition("@")[2].lower()
 
 
+def is_external(address: str, own_domains: list[str]) -> bool:
+    """Whether the address is outside the organisation's own domains (or their subdomains). A
+    tenant that named none has nothing to be outside of: comparing with the mailbox's domain
+    called every customer external (the AgentMail address is never the customer's domain)."""
+    if not own_domains:
+        return False
+    domain = _domain(address)
+    return not any(domain == own or domain.endswith("." + own) for own in own_domains)
+
+
 def thread_participants(inbound: list[InboundMessage]) -> set[str]:
     return {parseaddr(m.sender)[1].lower() for m in inbound if parseaddr(m.sender)[1]}
 
@@ -228,8 +257,10 @@ def recipients_with_warnings(
                 r.warnings.append(("not_allowed", "Outside this mailbox's recipient policy"))
             if participants and address not in participants:
                 r.warnings.append(("not_on_thread", "Not a participant of this thread"))
-            if _domain(address) != _domain(mailbox.address):
-                r.notes.append(("external", f"External domain {_domain(address)}"))
+            if is_external(address, tenant.own_domains):
+                r.notes.append(
+                    ("external", _("Outside your organisation: %(d)s") % {"d": _domain(address)})
+                )
             if kind == "bcc":
                 r.notes.append(("bcc", "Blind copy: other recipients will not see it"))
             out.append(r)
@@ -253,13 +284,39 @@ def attention_intents(*, tenant: Tenant, state: str = "", limit: int = 100) -> l
     elif state in ATTENTION_STATES:
         qs = qs.filter(state=state)
     else:
-        qs = qs.filter(Q(state__in=ATTENTION_STATES) | (Q(state="queued") & ~Q(held_reason="")))
+        qs = qs.filter(_attention_filter())
     return list(
         qs.select_related("mailbox", "draft", "draft_version", "approver")
         .prefetch_related(
             Prefetch("attempts_log", queryset=SendAttempt.objects.order_by("number")),
         )
         .order_by("updated_at", "id")[:limit]
+    )
+
+
+def _attention_filter() -> Q:
+    return Q(state__in=ATTENTION_STATES) | (Q(state="queued") & ~Q(held_reason=""))
+
+
+@dataclass(frozen=True)
+class NavCounts:
+    """The navigation's live counts; None for a count this build cannot make yet."""
+
+    queue: int
+    attention: int
+    mine: int | None
+    escalated: int | None
+    cap: int = NAV_COUNT_CAP
+
+
+def nav_counts(*, tenant: Tenant, user) -> NavCounts:
+    """Two capped counts (plus one each for Mine and Escalated once drafts have them), polled by
+    every open tab: kept cheap on purpose."""
+    return NavCounts(
+        queue=pending_count(tenant=tenant),
+        attention=capped_count(current_sends(tenant).filter(_attention_filter())),
+        mine=pending_mine_count(tenant=tenant, user=user),
+        escalated=pending_escalated_count(tenant=tenant),
     )
 
 

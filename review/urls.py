@@ -9,6 +9,7 @@ urlpatterns = [
     path("", queue.queue, name="tenant_home"),
     path("queue/changes/", queue.queue_changes, name="queue_changes"),
     path("queue/approve/", queue.bulk_approve, name="bulk_approve"),
+    path("nav/counts/", queue.nav_counts, name="nav_counts"),
     path("drafts/<int:draft_id>/", drafts.draft_detail, name="draft"),
     path("drafts/<int:draft_id>/approve/", drafts.draft_approve, name="draft_approve"),
     path("drafts/<int:draft_id>/reject/", drafts.draft_reject, name="draft_reject"),

@@ -76,6 +76,9 @@ class Tenant(models.Model):
     retention_days = models.PositiveIntegerField(
         default=90, help_text="Bodies and webhook payloads are purged after this many days."
     )
+    # The organisation's own mail domains (lower-case, no "@"): a recipient outside them is
+    # pointed out to the reviewer as external. Empty: nothing is called external.
+    own_domains = ArrayField(models.CharField(max_length=253), default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -8,8 +8,10 @@ tenants.AuditEvent row in that same transaction, so the audit log can never miss
 from __future__ import annotations
 
 import logging
+import re
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AuditEvent, Membership, Tenant, User
@@ -211,5 +213,58 @@ def tenant_update_policies(
             action="tenant.policies_changed",
             obj=locked,
             data={"before": before, "after": after},
+        )
+    return locked
+
+
+MAX_OWN_DOMAINS = 50
+_DOMAIN_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+
+
+def own_domains_parse(raw: str) -> list[str]:
+    """The domains of a comma-, space- or line-separated list, lower-cased, without duplicates,
+    in the order given; raises AdminError naming the first one that is not a domain name."""
+    domains: list[str] = []
+    for item in re.split(r"[\s,;]+", raw.strip()):
+        if not item:
+            continue
+        domain = item.lower().removeprefix("@").rstrip(".")
+        labels = domain.split(".")
+        if (
+            len(domain) > 253
+            or len(labels) < 2
+            or not all(_DOMAIN_LABEL.match(label) for label in labels)
+        ):
+            raise AdminError(
+                "invalid_domain",
+                _("“%(item)s” is not a domain name (like example.com).") % {"item": item[:80]},
+                "own_domains",
+            )
+        if domain not in domains:
+            domains.append(domain)
+    if len(domains) > MAX_OWN_DOMAINS:
+        raise AdminError(
+            "too_many_domains",
+            _("At most %(n)d domains.") % {"n": MAX_OWN_DOMAINS},
+            "own_domains",
+        )
+    return domains
+
+
+def tenant_set_own_domains(*, tenant: Tenant, domains: list[str], actor: User) -> Tenant:
+    """Replace the organisation's own mail domains (already parsed by ``own_domains_parse``)."""
+    with transaction.atomic():
+        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        before = list(locked.own_domains)
+        if before == domains:
+            return locked
+        Tenant.objects.filter(pk=tenant.pk).update(own_domains=domains)
+        locked.own_domains = tenant.own_domains = domains
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="tenant.policies_changed",
+            obj=locked,
+            data={"before": {"own_domains": before}, "after": {"own_domains": domains}},
         )
     return locked

@@ -73,3 +73,34 @@ def draft_detail(*, tenant, draft_id) -> DraftDetail:
     )
     unproven = {e.intent_id for e in events if e.intent_id and e.to_state in UNPROVEN_STATES}
     return DraftDetail(draft, versions, current, intent, attempts, events, intents[1:], unproven)
+
+
+# --- the navigation's live counts (review.queries.nav_counts) ------------------------------------
+
+NAV_COUNT_CAP = 99
+
+
+def capped_count(qs, cap: int = NAV_COUNT_CAP) -> int:
+    """How many rows, stopping at cap + 1: a badge says "99+", and a count of a huge queue is a
+    scan that grows with it."""
+    return qs[: cap + 1].count()
+
+
+def pending_count(*, tenant, cap: int = NAV_COUNT_CAP) -> int:
+    return capped_count(Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING), cap)
+
+
+def pending_mine_count(*, tenant, user, cap: int = NAV_COUNT_CAP) -> int | None:
+    """Pending drafts assigned to this person; None while drafts have no assignee. INTEGRATOR:
+    with branch own's Draft.assignee, the body becomes
+    ``return capped_count(Draft.objects.filter(tenant=tenant, status="pending", assignee=user), cap)``
+    """
+    return None
+
+
+def pending_escalated_count(*, tenant, cap: int = NAV_COUNT_CAP) -> int | None:
+    """Escalated pending drafts; None while drafts cannot be escalated. INTEGRATOR: with branch
+    own's escalation field, the body becomes
+    ``return capped_count(Draft.objects.filter(tenant=tenant, status="pending", escalated_at__isnull=False), cap)``
+    """
+    return None

@@ -8,6 +8,7 @@ version is joined (FilteredRelation), not fetched per draft.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypedDict, cast
@@ -25,13 +26,14 @@ from django.db.models import (
     Value,
 )
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from intents.errors import InvalidInput
 from intents.models import Draft, DraftVersion, SendIntent
 from intents.selectors.common import DEFAULT_PAGE, Page, decode_cursor, encode_cursor, limit_of
 
 if TYPE_CHECKING:
-    from django_stubs_ext import WithAnnotations
+    from django_stubs_ext import StrOrPromise, WithAnnotations
 
 MAX_ID = 2**63 - 1
 
@@ -141,6 +143,114 @@ def _filtered(qs: QuerySet[QueueRow], f: QueueFilter) -> QuerySet[QueueRow]:
             Q(cur__subject__icontains=term) | Q(cur_recipients__icontains=term)
         )
     return qs
+
+
+@dataclass(frozen=True)
+class SortKey:
+    field: str
+    descending: bool
+    parse: Callable[[str], object]
+
+
+@dataclass(frozen=True)
+class QueueSort:
+    """One order of the review queue: its label, and the keys of its keyset (the last one
+    unique, so the order is total and a cursor names one place)."""
+
+    label: StrOrPromise
+    keys: tuple[SortKey, ...]
+
+
+def _int_in(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise InvalidInput("cursor_invalid", "The cursor is not valid.", "cursor") from None
+
+
+_ID_ASC = SortKey("id", False, lambda v: _id_in(v))
+_ID_DESC = SortKey("id", True, lambda v: _id_in(v))
+
+# The review queue's orders, by the key a URL carries (?sort=). Another order is one more entry:
+# its keys must be non-null columns of the draft row (or annotations queue_drafts adds).
+QUEUE_SORTS: dict[str, QueueSort] = {
+    "oldest": QueueSort(
+        _("Oldest first"), (SortKey("created_at", False, lambda v: _datetime_in(v)), _ID_ASC)
+    ),
+    "newest": QueueSort(
+        _("Newest first"), (SortKey("created_at", True, lambda v: _datetime_in(v)), _ID_DESC)
+    ),
+    "priority": QueueSort(
+        _("Highest priority first"),
+        (
+            SortKey("priority", True, _int_in),
+            SortKey("created_at", False, lambda v: _datetime_in(v)),
+            _ID_ASC,
+        ),
+    ),
+}
+DEFAULT_SORT = "oldest"
+
+
+def _beyond(sort: QueueSort, values: list[object], *, backwards: bool) -> Q:
+    """The rows after ``values`` in this order (before them when ``backwards``): the keyset
+    condition (k1 > v1) OR (k1 = v1 AND k2 > v2) OR ..., each comparison turned by its key's
+    direction."""
+    condition = Q(pk__in=[])
+    equal = Q()
+    for key, value in zip(sort.keys, values, strict=True):
+        later = key.descending == backwards
+        condition |= equal & Q(**{f"{key.field}__{'gt' if later else 'lt'}": value})
+        equal &= Q(**{key.field: value})
+    return condition
+
+
+def _order(sort: QueueSort, *, backwards: bool) -> list[str]:
+    return [("-" if key.descending != backwards else "") + key.field for key in sort.keys]
+
+
+def _sort_cursor(name: str, sort: QueueSort, row) -> str:
+    return encode_cursor(name, *(getattr(row, key.field) for key in sort.keys))
+
+
+def _sort_values(name: str, sort: QueueSort, cursor: str) -> list[object]:
+    parts = decode_cursor(cursor, len(sort.keys) + 1)
+    if parts[0] != name:
+        raise InvalidInput("cursor_invalid", "The cursor is for another order.", "cursor")
+    return [key.parse(raw) for key, raw in zip(sort.keys, parts[1:], strict=True)]
+
+
+def sorted_queue_page(
+    qs: QuerySet[QueueRow],
+    *,
+    sort: str = DEFAULT_SORT,
+    after: str | None = None,
+    before: str | None = None,
+    limit: int = DEFAULT_PAGE,
+) -> Page:
+    """One page of ``qs`` in the order ``QUEUE_SORTS[sort]``, after the cursor ``after`` or
+    before the cursor ``before`` (previous page), with ``next_cursor`` and ``prev_cursor``. A
+    cursor of another order or not from here is ``InvalidInput`` naming ``cursor``."""
+    if sort not in QUEUE_SORTS:
+        raise InvalidInput("sort_invalid", f"Unknown sort {sort!r}.", "sort")
+    order = QUEUE_SORTS[sort]
+    backwards = bool(before) and not after
+    cursor = before if backwards else after
+    if cursor:
+        qs = qs.filter(_beyond(order, _sort_values(sort, order, cursor), backwards=backwards))
+    rows = list(qs.order_by(*_order(order, backwards=backwards))[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if backwards:
+        rows.reverse()
+    # Going forwards, rows before the cursor exist (we came from them); going back, the page we
+    # came from is after this one. Either may have been decided meanwhile: the page is then empty.
+    has_next, has_prev = (True, more) if backwards else (more, bool(cursor))
+    next_cursor = _sort_cursor(sort, order, rows[-1]) if rows and has_next else None
+    prev_cursor = _sort_cursor(sort, order, rows[0]) if rows and has_prev else None
+    for draft in rows:
+        draft.current = _listed_version(draft)
+    return Page(rows, next_cursor, limit, {"prev_cursor": prev_cursor})
 
 
 def draft_queue(

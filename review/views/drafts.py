@@ -156,6 +156,9 @@ def _edit_page(
             "current": detail.current,
             "form": form,
             "conflict_diff": conflict_diff,
+            # The preview shows what the form holds: the person's HTML after a refused save.
+            "preview_html": form["html"].value() or "",
+            **pages.edit_aside(tenant=request.tenant, draft=detail.draft),
         },
         status=status,
     )

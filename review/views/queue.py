@@ -5,17 +5,19 @@ from __future__ import annotations
 import logging
 
 from django.contrib import messages
-from django.http import HttpResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from intents import errors, services
+from intents.selectors.queue import QUEUE_SORTS
 from review import pages
 from review import queries as review
 from review.forms import (
     BulkApproveForm,
     QueueFilterForm,
+    queue_place,
 )
 from tenants.access import DECIDERS, TenantRequest, tenant_view
 
@@ -27,20 +29,28 @@ def _queue_context(request: TenantRequest) -> dict:
     mailboxes = list(review.review_mailboxes(tenant))
     agents = list(review.review_agents(tenant))
     form = QueueFilterForm(request.GET or None, mailboxes=mailboxes, agents=agents)
-    queue_filter = form.queue_filter()
+    queue_filter, sort = form.queue_filter(), form.queue_sort()
     page = pages.queue(
         tenant=tenant,
         membership=request.membership,
         user=request.user,
         f=queue_filter,
         after=request.GET.get("after", "")[:200],
+        before=request.GET.get("before", "")[:200],
+        sort=sort,
     )
     params = request.GET.copy()
     params.pop("after", None)
-    next_params = params.copy()
+    params.pop("before", None)
+    next_params, prev_params = params.copy(), params.copy()
     if page.next_cursor:
         next_params["after"] = page.next_cursor
+    if page.prev_cursor:
+        prev_params["before"] = page.prev_cursor
     return {
+        "sort_label": QUEUE_SORTS[sort].label,
+        "prev_query": prev_params.urlencode() if page.prev_cursor else None,
+        "place": queue_place(request.GET.urlencode()),
         "form": form,
         "page": page,
         "filtered": queue_filter != review.QueueFilter(),
@@ -49,7 +59,7 @@ def _queue_context(request: TenantRequest) -> dict:
         "shown_ids": ",".join(str(d.pk) for d in page.rows),
         "first_query": params.urlencode(),
         "next_query": next_params.urlencode() if page.next_cursor else None,
-        "paged": bool(request.GET.get("after")),
+        "paged": bool(request.GET.get("after") or request.GET.get("before")),
     }
 
 
@@ -76,12 +86,35 @@ def queue_changes(request: TenantRequest) -> HttpResponse:
     )
 
 
+@tenant_view()
+@require_GET
+def nav_counts(request: TenantRequest) -> HttpResponse:
+    """The navigation's counts, polled by app.js every 15 s while the tab is visible (htmx's
+    trigger filters would need eval, which the CSP forbids). Out-of-band spans only."""
+    counts = review.nav_counts(tenant=request.tenant, user=request.user)
+    response = render(request, "review/_nav_counts.html", {"counts": counts})
+    response["Cache-Control"] = "no-store"
+    return response
+
+
 @tenant_view(roles=DECIDERS)
 @require_POST
 def bulk_approve(request: TenantRequest) -> HttpResponse:
     form = BulkApproveForm(request.POST)
+    # Back to the same filters, order and page: the query is rebuilt from known keys onto this
+    # tenant's queue path, so the input cannot send the person anywhere else.
     back = reverse("tenant_home", args=[request.tenant.slug])
+    place = queue_place(request.POST.get("place", ""))
+    if place:
+        back = f"{back}?{place}"
+    # app.js posts one draft at a time with this header to show "Approving 3 of 12…"; each
+    # post is decided here exactly as a whole-form post is, and answered in JSON.
+    progressive = request.headers.get("X-Bulk-Progress") == "1"
     if not form.is_valid():
+        if progressive:
+            return JsonResponse(
+                {"error": " ".join(str(e) for e in form.non_field_errors())}, status=400
+            )
         # Iterating an ErrorList gives the messages (str); the stubs say ValidationError too.
         for error in form.non_field_errors():
             messages.error(request, str(error))
@@ -101,6 +134,13 @@ def bulk_approve(request: TenantRequest) -> HttpResponse:
             refused.append((draft_id, error.message))
         else:
             approved += 1
+    if progressive:
+        return JsonResponse(
+            {
+                "approved": approved,
+                "refused": [{"draft": d, "message": str(m)} for d, m in refused],
+            }
+        )
     if approved:
         messages.success(
             request, f"Approved {approved} draft{'s' if approved != 1 else ''}; they are sending."

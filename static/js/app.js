@@ -89,9 +89,107 @@
     }
   });
 
+  // The editor's HTML preview follows the textarea. The iframe is sandboxed without
+  // allow-scripts, so whatever the HTML holds, nothing in it runs.
+  document.addEventListener("input", function (event) {
+    var field = event.target;
+    if (!field.matches || !field.matches(".edit-form textarea[name=html]")) return;
+    var preview = document.querySelector("[data-html-preview]");
+    var empty = document.querySelector("[data-html-empty]");
+    if (preview) preview.srcdoc = field.value;
+    if (empty) empty.hidden = field.value.trim() !== "";
+    var frame = document.querySelector("[data-html-frame]");
+    if (frame) frame.hidden = field.value.trim() === "";
+  });
+
   document.addEventListener("focusin", function (event) {
     if (event.target.classList && event.target.classList.contains("copy-field")) event.target.select();
   });
+
+  // --- busy: every htmx action says so (aria-busy on what it updates, its buttons disabled) ---
+  function busy(event, on) {
+    var elt = event.detail && event.detail.elt;
+    if (!elt || elt.hasAttribute("data-quiet")) return;
+    var target = event.detail.target || elt;
+    if (on) target.setAttribute("aria-busy", "true"); else target.removeAttribute("aria-busy");
+    var form = elt.tagName === "FORM" ? elt : elt.closest && elt.closest("form");
+    if (form) {
+      form.querySelectorAll("button[type=submit], button:not([type])").forEach(function (b) {
+        if (on) { b.dataset.wasDisabled = b.disabled ? "1" : ""; b.disabled = true; }
+        else if (!b.dataset.wasDisabled) b.disabled = false;
+      });
+    }
+  }
+  document.addEventListener("htmx:beforeRequest", function (e) { busy(e, true); });
+  document.addEventListener("htmx:afterRequest", function (e) { busy(e, false); });
+
+  // --- live counts in the navigation: a poll every N s while the tab is visible. htmx's trigger
+  // filters ([document.visibilityState=='visible']) need eval, which the CSP forbids. ---
+  function refreshCounts() {
+    var el = document.getElementById("nav-counts");
+    if (el && window.htmx && document.visibilityState === "visible") window.htmx.trigger(el, "cs:refresh");
+  }
+  var poller = document.getElementById("nav-counts");
+  if (poller) {
+    var seconds = parseInt(poller.getAttribute("data-poll-seconds"), 10) || 15;
+    window.setInterval(refreshCounts, seconds * 1000);
+    document.addEventListener("visibilitychange", refreshCounts);
+  }
+
+  // --- bulk approve, one draft per request so the person sees "Approving 3 of 12…"; the server
+  // decides each exactly as for the whole form (version and hash of its row). Without this
+  // script, the form posts all at once and the page comes back with the result. ---
+  function bulkApprove(form) {
+    var boxes = Array.prototype.slice.call(form.querySelectorAll("[data-queue] input[name=item]:checked"));
+    var status = form.querySelector("[data-bulk-progress]");
+    var button = form.querySelector("[data-bulk-approve]");
+    if (!boxes.length || !status || !window.fetch) return false;
+    var token = form.querySelector("input[name=csrfmiddlewaretoken]").value;
+    var total = boxes.length, done = 0, approved = 0, refused = 0;
+    var text = function (key) { return status.getAttribute(key); };
+    var fill = function (template) {
+      return template.replace("{done}", done).replace("{total}", total)
+        .replace("{approved}", approved).replace("{refused}", refused);
+    };
+    button.disabled = true;
+    form.setAttribute("aria-busy", "true");
+    var mark = function (box, state, message) {
+      var row = box.closest("[data-row]");
+      box.disabled = true;
+      if (!row) return;
+      row.setAttribute("data-bulk-state", state);
+      var note = document.createElement("span");
+      note.setAttribute("data-bulk-result", state);
+      note.className = state === "approved" ? "badge ok" : "badge bad";
+      note.textContent = message;
+      row.querySelector(".qmain").appendChild(note);
+    };
+    var next = function () {
+      if (done === total) {
+        form.removeAttribute("aria-busy");
+        status.textContent = fill(text(refused ? "data-done-refused" : "data-done"));
+        var again = form.querySelector("[data-bulk-refresh]");
+        if (again) again.hidden = false;
+        return;
+      }
+      var box = boxes[done];
+      status.textContent = text("data-working").replace("{done}", done + 1).replace("{total}", total);
+      var body = new URLSearchParams();
+      body.append("csrfmiddlewaretoken", token);
+      body.append("item", box.value);
+      window.fetch(form.action, {
+        method: "POST", body: body, credentials: "same-origin",
+        headers: { "X-CSRFToken": token, "X-Bulk-Progress": "1" }
+      }).then(function (r) { return r.json(); }).then(function (result) {
+        if (result.approved) { approved += 1; mark(box, "approved", text("data-approved")); }
+        else { refused += 1; mark(box, "refused", (result.refused && result.refused[0] && result.refused[0].message) || result.error || ""); }
+      }, function () {
+        refused += 1; mark(box, "refused", text("data-failed"));
+      }).then(function () { done += 1; next(); });
+    };
+    next();
+    return true;
+  }
 
   // One approval per click: a double-click must not post twice (the server refuses the second,
   // but the person would see a confusing "already approved").
@@ -99,6 +197,11 @@
     var form = event.target;
     if (!form.matches("[data-approve-form], #bulk-form")) return;
     if (form.dataset.submitted === "1") { event.preventDefault(); return; }
+    if (form.matches("[data-bulk-form]") && bulkApprove(form)) {
+      event.preventDefault();
+      form.dataset.submitted = "1";
+      return;
+    }
     form.dataset.submitted = "1";
     window.setTimeout(function () { form.dataset.submitted = ""; }, 4000);
   }, true);

@@ -267,6 +267,8 @@ def test_recipient_warnings_on_the_draft_and_the_queue_filter(
     Suppression.objects.create(
         tenant=tenant_a, address="later-bounced@example.com", reason="bounced"
     )
+    tenant_a.own_domains = ["example.com"]
+    tenant_a.save(update_fields=["own_domains"])
     client = signed_in(admin_a.user)
     page = client.get(reverse("draft", args=[tenant_a.slug, risky.pk])).content.decode()
     assert 'data-warning="suppressed"' in page

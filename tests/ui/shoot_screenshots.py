@@ -14,6 +14,8 @@ from django.utils import timezone
 from console import services as admin_services
 from intents import services, tasks
 from intents.models import Draft, SendAttempt, SendIntent, Suppression
+from intents.selectors.queue import QueueFilter
+from review import queries
 from tenants import invitations
 from tenants.models import AgentToken, Membership
 from tests.browser import sign_in
@@ -205,6 +207,14 @@ SHOTS = [
     ("admin-members", "/t/{slug}/admin/members/", False),
     ("admin-suppressions", "/t/{slug}/admin/suppressions/", False),
     ("admin-audit", "/t/{slug}/admin/audit/", False),
+    ("edit", "/t/{slug}/drafts/{draft}/edit/", True),
+    ("queue-newest-page2", "/t/{slug}/?sort=newest&after={newest_cursor}", False),
+    ("admin-member", "/t/{slug}/admin/members/{member}/", False),
+    ("admin-member-deactivate", "/t/{slug}/admin/members/{member}/deactivate/", False),
+    ("admin-token-revoke", "/t/{slug}/admin/tokens/{token}/revoke/", False),
+    ("admin-policies", "/t/{slug}/admin/policies/", True),
+    ("admin-mailboxes", "/t/{slug}/mailboxes/", False),
+    ("admin-mailbox", "/t/{slug}/mailboxes/{mailbox}/", False),
 ]
 
 
@@ -215,12 +225,24 @@ def test_take_screenshots(page, transactional_db, tenant_a, member_of, mailbox_f
     mailbox = mailbox_factory(tenant_a, username="acme-support")
     main = build(tenant_a, admin, mailbox, member_of)
     Membership.objects.filter(pk=admin.pk).update(created_at=F("created_at"))
+    tenant_a.own_domains = ["acme.test"]
+    tenant_a.save(update_fields=["own_domains"])
+    ids = {
+        "slug": tenant_a.slug,
+        "draft": main.pk,
+        "member": Membership.objects.filter(tenant=tenant_a, role="viewer").first().pk,
+        "token": AgentToken.objects.filter(tenant=tenant_a).first().pk,
+        "mailbox": mailbox.pk,
+        "newest_cursor": queries.queue_page(
+            tenant=tenant_a, f=QueueFilter(), sort="newest", limit=3
+        ).next_cursor,
+    }
     sign_in(page, admin.user)
     OUT.mkdir(parents=True, exist_ok=True)
     for width, height, suffix in ((1280, 900, "desktop"), (390, 844, "phone")):
         page.set_viewport_size({"width": width, "height": height})
         for name, path, full in SHOTS:
-            page.goto(path.format(slug=tenant_a.slug, draft=main.pk))
+            page.goto(path.format(**ids))
             if name == "queue":
                 page.keyboard.press("j")
                 page.keyboard.press("j")

@@ -1,0 +1,142 @@
+"""Fixes a reviewer asked for on the review pages (issue 16)."""
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from intents import services
+from tenants.models import AuditEvent
+from webhooks.models import InboundMessage
+
+pytestmark = pytest.mark.django_db
+
+
+def _notes(client, tenant, draft):
+    return client.get(reverse("draft", args=[tenant.slug, draft.pk])).content.decode()
+
+
+def test_no_recipient_is_external_while_the_tenant_names_no_domain(
+    tenant_a, mailbox_a, admin_a, make_draft, signed_in
+):
+    draft = make_draft(mailbox_a, to=["maria@customer.test"])
+    page = _notes(signed_in(admin_a.user), tenant_a, draft)
+    assert 'data-note="external"' not in page
+
+
+def test_external_means_outside_the_tenants_own_domains_not_the_mailboxs(
+    tenant_a, mailbox_a, admin_a, make_draft, signed_in
+):
+    tenant_a.own_domains = ["acme.test"]
+    tenant_a.save(update_fields=["own_domains"])
+    draft = make_draft(
+        mailbox_a, to=["maria@customer.test"], cc=["ops@acme.test", "eu@support.acme.test"]
+    )
+    page = _notes(signed_in(admin_a.user), tenant_a, draft)
+    external = page.split('data-note="external"')
+    assert len(external) == 2
+    assert "customer.test" in external[1].split("</span>")[0]
+
+
+def test_an_admin_sets_the_own_domains_with_validation(tenant_a, admin_a, signed_in):
+    client = signed_in(admin_a.user)
+    url = reverse("admin_own_domains", args=[tenant_a.slug])
+
+    bad = client.post(url, {"own_domains": "acme.test\nnot a domain@"})
+    tenant_a.refresh_from_db()
+    assert bad.status_code == 400
+    assert "is not a domain name" in bad.content.decode()
+    assert tenant_a.own_domains == []
+
+    good = client.post(url, {"own_domains": "Acme.test, @support.acme.test\nacme.test"})
+    tenant_a.refresh_from_db()
+    assert good.status_code == 302
+    assert tenant_a.own_domains == ["acme.test", "support.acme.test"]
+    assert AuditEvent.objects.filter(tenant=tenant_a, action="tenant.policies_changed").exists()
+    page = client.get(reverse("admin_policies", args=[tenant_a.slug])).content.decode()
+    assert "support.acme.test" in page
+
+
+def test_a_non_admin_cannot_set_the_own_domains(tenant_a, member_of, signed_in):
+    client = signed_in(member_of(tenant_a, "approver").user)
+    response = client.post(
+        reverse("admin_own_domains", args=[tenant_a.slug]), {"own_domains": "x.test"}
+    )
+    tenant_a.refresh_from_db()
+    assert response.status_code == 403
+    assert tenant_a.own_domains == []
+
+
+DETAIL = "503 from AgentMail after the request was written"
+
+
+@pytest.mark.parametrize("page", ["attention", "outbox_intent"])
+def test_the_needs_attention_error_is_shown_once(
+    tenant_a, mailbox_a, admin_a, make_intent, signed_in, page
+):
+    intent = make_intent(
+        mailbox_a,
+        state="needs_attention",
+        attempts=1,
+        last_error_code="server_error",
+        last_error_detail=DETAIL,
+    )
+    args = [tenant_a.slug] + ([intent.pk] if page == "outbox_intent" else [])
+    html = signed_in(admin_a.user).get(reverse(page, args=args)).content.decode()
+    assert html.count(DETAIL) == 1
+    assert "data-error-above" in html
+
+
+def test_the_stale_draft_notice_is_said_once(tenant_a, mailbox_a, make_draft, admin_a, signed_in):
+    draft = make_draft(mailbox_a)
+    seen = draft.versions.get()
+    services.draft_add_version(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        base_version=1,
+        to=["customer@example.com"],
+        cc=[],
+        bcc=[],
+        subject="Your refund",
+        text="Changed.",
+        html="",
+        actor_user=admin_a.user,
+    )
+    client = signed_in(admin_a.user)
+    url = reverse("draft_approve", args=[tenant_a.slug, draft.pk])
+    data = {"version": seen.number, "content_hash": seen.content_hash}
+    for headers in ({}, {"HX-Request": "true"}):
+        body = client.post(url, data, headers=headers).content.decode().lower()
+        assert body.count("changed since you opened it") == 1, headers
+
+
+HOSTILE_HTML = (
+    '<p>Hello</p><script>parent.document.title="pwned"</script>'
+    '<img src=x onerror="parent.document.title=\'pwned\'"><form action="https://evil.test"></form>'
+)
+
+
+def test_the_editor_keeps_the_customers_message_and_a_sandboxed_preview(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    InboundMessage.objects.create(
+        tenant=tenant_a,
+        mailbox=mailbox_a,
+        thread_id="thr-7",
+        message_id="<q7@mail.test>",
+        sender="Maria <maria@customer.test>",
+        subject="Broken blender",
+        preview="The blender arrived broken, can I get a refund?",
+        received_at=timezone.now(),
+    )
+    draft = make_draft(mailbox_a, thread_id="thr-7", html=HOSTILE_HTML)
+    html = (
+        signed_in(admin_a.user)
+        .get(reverse("draft_edit", args=[tenant_a.slug, draft.pk]))
+        .content.decode()
+    )
+    customer = html.split("data-customer-message")[1]
+    assert "The blender arrived broken, can I get a refund?" in customer
+    iframe = html.split("<iframe")[1].split(">")[0]
+    assert " sandbox " in iframe and "allow-" not in iframe
+    assert 'srcdoc="&lt;p&gt;Hello&lt;/p&gt;&lt;script&gt;' in iframe
+    assert "<script>parent" not in html
