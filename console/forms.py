@@ -4,6 +4,7 @@ and console.services."""
 from __future__ import annotations
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken, Membership
@@ -70,6 +71,14 @@ class PoliciesForm(forms.Form):
         min_value=1,
         max_value=3650,
         help_text="Message bodies and webhook payloads are purged after this many days.",
+    )
+    send_hold_seconds = forms.IntegerField(
+        label=_("Undo window after Approve (seconds)"),
+        min_value=0,
+        max_value=300,
+        help_text=_(
+            "The send waits this long after Approve so an approver can undo it; 0 sends at once."
+        ),
     )
 
 

@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.db.models.functions import Now
 
 
@@ -154,6 +154,9 @@ class SendIntent(models.Model):
     priority = models.SmallIntegerField(default=0)
     attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField()
+    # The undo window (Tenant.send_hold_seconds, database clock): no worker claims the intent
+    # before it, and intent_undo works only while it lies ahead. Null: approved without a hold.
+    hold_until = models.DateTimeField(null=True, blank=True)
     lease_token = models.UUIDField(null=True, blank=True)
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -204,6 +207,11 @@ class SendIntent(models.Model):
             models.CheckConstraint(
                 condition=~Q(state="accepted") | ~Q(provider_message_id=""),
                 name="intent_accepted_has_message_id",
+            ),
+            # The claim query reads next_attempt_at (its index); a hold must never be earlier.
+            models.CheckConstraint(
+                condition=Q(hold_until__isnull=True) | Q(next_attempt_at__gte=F("hold_until")),
+                name="intent_not_due_inside_hold",
             ),
         ]
         indexes = [

@@ -70,6 +70,10 @@ class Tenant(models.Model):
     retention_days = models.PositiveIntegerField(
         default=90, help_text="Bodies and webhook payloads are purged after this many days."
     )
+    send_hold_seconds = models.PositiveIntegerField(
+        default=10,
+        help_text="After Approve, the send waits this long so it can be undone (0: no hold).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -79,6 +83,9 @@ class Tenant(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(retention_days__gte=1), name="tenant_retention_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(send_hold_seconds__lte=300), name="tenant_send_hold_at_most_300"
             ),
         ]
 

@@ -10,11 +10,15 @@ from __future__ import annotations
 import logging
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AuditEvent, Membership, Tenant, User
 
 logger = logging.getLogger(__name__)
+
+# The undo window after Approve (Tenant.send_hold_seconds); the database refuses more too.
+MAX_SEND_HOLD_SECONDS = 300
 
 
 class AdminError(Exception):
@@ -177,6 +181,7 @@ def tenant_update_policies(
     second_approver_on_edit: bool,
     retention_days: int,
     actor: User,
+    send_hold_seconds: int | None = None,
 ) -> Tenant:
     if not 1 <= review_deadline_hours <= 24 * 14:
         raise AdminError(
@@ -190,7 +195,19 @@ def tenant_update_policies(
             "Retention must be between 1 and 3650 days.",
             "retention_days",
         )
-    fields = ("review_deadline_hours", "second_approver_on_edit", "retention_days")
+    if send_hold_seconds is not None and not 0 <= send_hold_seconds <= MAX_SEND_HOLD_SECONDS:
+        raise AdminError(
+            "invalid_send_hold",
+            _("The undo hold must be between 0 and %(max)d seconds.")
+            % {"max": MAX_SEND_HOLD_SECONDS},
+            "send_hold_seconds",
+        )
+    fields = (
+        "review_deadline_hours",
+        "second_approver_on_edit",
+        "retention_days",
+        "send_hold_seconds",
+    )
     with transaction.atomic():
         locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
         before = {f: getattr(locked, f) for f in fields}
@@ -198,6 +215,9 @@ def tenant_update_policies(
             "review_deadline_hours": review_deadline_hours,
             "second_approver_on_edit": second_approver_on_edit,
             "retention_days": retention_days,
+            "send_hold_seconds": (
+                locked.send_hold_seconds if send_hold_seconds is None else send_hold_seconds
+            ),
         }
         if before == after:
             return locked

@@ -10,6 +10,7 @@ here touches the network. The worker-side transitions (claim, record result, rec
 - ``drafts``: create, add a version, reject, withdraw, expire
 - ``approval``: approve (the send intent is born here), reopen
 - ``intents``: cancel, resolve by hand, hold, release
+- ``undo``: undo an approval inside its undo window
 - ``suppressions``: the suppression list
 - ``content``: validation of what a draft holds; ``common``: guards shared by all
 
@@ -37,6 +38,7 @@ from intents.services.intents import (
     intent_resolve_accepted,
     intents_hold_stale,
 )
+from intents.services.undo import intent_undo
 from intents.services.suppressions import (
     suppression_add,
     suppression_remove,
@@ -61,6 +63,7 @@ __all__ = [
     "intent_hold",
     "intent_release",
     "intent_resolve_accepted",
+    "intent_undo",
     "intents_hold_stale",
     "journal",
     "journal_many",
