@@ -180,6 +180,8 @@ class SendIntent(models.Model):
         can_decide: bool
         can_reopen: bool
         may_have_gone_out: bool
+        # review.pages.outbox_marks: seconds left to undo it, for the viewer (0: no undo).
+        undo_seconds: int
 
     class Meta:
         constraints = [

@@ -4,11 +4,13 @@ calls one of these and renders."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from config.clock import db_now
 from intents import selectors
 from intents.models import Draft, DraftVersion, SendIntent
 from intents.policy import (
@@ -69,6 +71,22 @@ class DraftReview:
     approve_blocked_reason: str
     provenance: dict
     unproven_earlier: list[SendIntent] = field(default_factory=list)
+    # Whole seconds left to undo the approval (0: nothing to undo), and whether this person may.
+    undo_seconds: int = 0
+    can_undo: bool = False
+
+
+def undo_seconds_left(intent: SendIntent | None, now: datetime) -> int:
+    """Whole seconds (rounded up, database clock) left in the send's undo window; 0 when it
+    cannot be undone. Display only: intent_undo decides again under the row lock."""
+    if (
+        intent is None
+        or intent.state != SendIntent.State.QUEUED
+        or intent.hold_until is None
+        or intent.attempts
+    ):
+        return 0
+    return max(0, math.ceil((intent.hold_until - now).total_seconds()))
 
 
 def _recipients(*, tenant: Tenant, detail: selectors.DraftDetail, inbound: list) -> list[Recipient]:
@@ -113,6 +131,11 @@ def draft_review(
         user=user,
     )
     recipients = _recipients(tenant=tenant, detail=detail, inbound=inbound)
+    undo_seconds = (
+        undo_seconds_left(detail.intent, db_now())
+        if draft.status == Draft.Status.APPROVED
+        else 0
+    )
     return DraftReview(
         draft=draft,
         detail=detail,
@@ -127,6 +150,8 @@ def draft_review(
         approve_blocked_reason=SECOND_APPROVER_REASON if approve_blocked else "",
         provenance=draft.provenance if isinstance(draft.provenance, dict) else {},
         unproven_earlier=_unproven_earlier(detail) if pending else [],
+        undo_seconds=undo_seconds,
+        can_undo=bool(undo_seconds) and can_approve(membership=membership, mailbox=draft.mailbox),
     )
 
 
@@ -168,7 +193,17 @@ def send_page(*, tenant: Tenant, membership: Membership, intent: SendIntent) -> 
         "may_have_gone_out": bool(
             selectors.intents_that_may_have_gone_out(tenant=tenant, intent_ids=[intent.pk])
         ),
+        "undo_seconds": undo_seconds_left(intent, db_now()),
     }
+
+
+def outbox_marks(*, membership: Membership, intents: list[SendIntent]) -> None:
+    """Mark each outbox row with the seconds left to undo it, for this person (0: no undo)."""
+    allowed = approvable_mailbox_ids(membership)
+    now = db_now()
+    for intent in intents:
+        left = undo_seconds_left(intent, now)
+        intent.undo_seconds = left if may_decide(allowed, intent.mailbox_id) else 0
 
 
 # --- needs attention -----------------------------------------------------------------------------

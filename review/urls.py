@@ -16,6 +16,7 @@ urlpatterns = [
     path("outbox/", outbox.outbox, name="outbox"),
     path("outbox/<int:intent_id>/", outbox.outbox_intent, name="outbox_intent"),
     path("outbox/<int:intent_id>/cancel/", outbox.intent_cancel, name="intent_cancel"),
+    path("outbox/<int:intent_id>/undo/", outbox.intent_undo, name="intent_undo"),
     path("outbox/<int:intent_id>/resolve/", outbox.intent_resolve, name="intent_resolve"),
     path("outbox/<int:intent_id>/release/", outbox.intent_release, name="intent_release"),
     path("outbox/<int:intent_id>/reopen/", outbox.intent_reopen, name="intent_reopen"),

@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -93,10 +94,11 @@ def draft_approve(request: TenantRequest, draft_id: int) -> HttpResponse:
     messages.success(
         request,
         format_html(
-            'Approved draft {} (version {}). <a href="{}">Follow the send</a>.',
+            'Approved draft {} (version {}). <a href="{}">Follow the send</a>.{}',
             draft.pk,
             version,
             outbox_url,
+            _undo_offer(request, intent),
         ),
     )
     if form.cleaned_data["next"]:
@@ -107,6 +109,18 @@ def draft_approve(request: TenantRequest, draft_id: int) -> HttpResponse:
             return hx_redirect(request, reverse("draft", args=[request.tenant.slug, following.pk]))
         return hx_redirect(request, reverse("tenant_home", args=[request.tenant.slug]))
     return hx_redirect(request, outbox_url)
+
+
+def _undo_offer(request: TenantRequest, intent) -> str:
+    """The flash's Undo button (with its countdown) while the send waits out its undo window."""
+    seconds = pages.undo_seconds_left(intent, intent.approved_at)
+    if not seconds:
+        return ""
+    return render_to_string(
+        "review/_undo.html",
+        {"slug": request.tenant.slug, "intent_id": intent.pk, "seconds": seconds},
+        request=request,
+    )
 
 
 @tenant_view(roles=DECIDERS)

@@ -33,6 +33,7 @@ EXPECTED = {
     "outbox": READ,
     "outbox_intent": READ,
     "intent_cancel": POST_DECIDE,
+    "intent_undo": POST_DECIDE,
     "intent_resolve": POST_DECIDE,
     "intent_release": POST_DECIDE,
     "intent_reopen": POST_DECIDE,
