@@ -21,7 +21,7 @@ from intents import errors
 from intents.journal import journal
 from intents.models import Draft, IntentEvent, SendAttempt, SendIntent
 from intents.services.approval import reopen_as_new_version
-from intents.services.common import active_tenant, lock_draft, lock_intent, require_decider
+from intents.services.common import active_tenant, lock_intent, require_decider
 
 log = logging.getLogger("intents.services")
 
@@ -40,8 +40,15 @@ def intent_undo(*, tenant, intent_id, actor) -> Draft:
     if draft_id is None:
         raise errors.NotFound("not_found", "No such send.")
     with transaction.atomic():
-        # Draft, then intent: the order draft_reopen and draft_approve lock in.
-        draft = lock_draft(tenant, draft_id)
+        # Draft, then intent: the order draft_reopen locks in. The draft is locked FOR NO KEY
+        # UPDATE: a claimer holding the intent row writes a journal row naming the draft (a
+        # KEY SHARE lock on it), which FOR UPDATE would block: a deadlock with this undo waiting
+        # for that claimer's intent row (tests/intents/test_undo.py, the edge race, found it).
+        draft = (
+            Draft.objects.select_for_update(no_key=True, of=("self",))
+            .filter(tenant=tenant, pk=draft_id)
+            .get()
+        )
         intent = lock_intent(tenant, intent_id)
         require_decider(tenant, actor, intent.mailbox)
         now = db_now()
