@@ -5,7 +5,8 @@ from typing import TYPE_CHECKING
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q
-from django.db.models.functions import Now
+from django.db.models.functions import Length, Now
+from django.db.models.lookups import GreaterThan, LessThanOrEqual
 
 
 class Draft(models.Model):
@@ -318,6 +319,34 @@ class IntentEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.from_state}->{self.to_state}"
+
+
+class DraftNote(models.Model):
+    """An internal note between reviewers on a draft: never sent, never hashed, not in the agent
+    API. Append-only (no edit or delete): like the journal it is part of the review record; a
+    wrong note is answered by a newer one."""
+
+    MAX_LENGTH = 2_000
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    draft = models.ForeignKey(Draft, on_delete=models.CASCADE, related_name="notes")
+    author = models.ForeignKey("tenants.User", on_delete=models.PROTECT, related_name="+")
+    text = models.TextField()
+    # The database's clock, as the journal's: notes and journal rows interleave in time order.
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(GreaterThan(Length("text"), 0))
+                & Q(LessThanOrEqual(Length("text"), 2_000)),
+                name="draftnote_text_length",
+            ),
+        ]
+        indexes = [models.Index(fields=["draft", "created_at", "id"], name="draftnote_draft")]
+
+    def __str__(self) -> str:
+        return f"Note {self.pk} on draft {self.draft_id}"
 
 
 class Suppression(models.Model):

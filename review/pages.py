@@ -14,6 +14,7 @@ from config.clock import db_now
 from intents import selectors
 from intents.models import Draft, DraftVersion, SendIntent
 from intents.policy import (
+    NOTE_WRITERS,
     SECOND_APPROVER_REASON,
     approvable_mailbox_ids,
     can_approve,
@@ -74,6 +75,20 @@ class DraftReview:
     # Whole seconds left to undo the approval (0: nothing to undo), and whether this person may.
     undo_seconds: int = 0
     can_undo: bool = False
+    # The journal and the notes in one time line, oldest first: (kind, row), kind "event"/"note".
+    timeline: list[tuple[str, object]] = field(default_factory=list)
+    can_note: bool = False
+
+
+def timeline(detail: selectors.DraftDetail) -> list[tuple[str, object]]:
+    """Journal rows and notes interleaved by the database time they were written. A note's own
+    journal row (draft.note_added) is shown as the note itself, not twice."""
+    rows: list[tuple[object, int, str, object]] = [
+        (e.created_at, 0, "event", e) for e in detail.events if e.action != "draft.note_added"
+    ]
+    rows += [(n.created_at, 1, "note", n) for n in detail.notes]
+    rows.sort(key=lambda r: (r[0], r[1], r[3].pk))
+    return [(kind, row) for _, _, kind, row in rows]
 
 
 def undo_seconds_left(intent: SendIntent | None, now: datetime) -> int:
@@ -152,6 +167,8 @@ def draft_review(
         unproven_earlier=_unproven_earlier(detail) if pending else [],
         undo_seconds=undo_seconds,
         can_undo=bool(undo_seconds) and can_approve(membership=membership, mailbox=draft.mailbox),
+        timeline=timeline(detail),
+        can_note=membership.role in NOTE_WRITERS,
     )
 
 

@@ -11,6 +11,7 @@ here touches the network. The worker-side transitions (claim, record result, rec
 - ``approval``: approve (the send intent is born here), reopen
 - ``intents``: cancel, resolve by hand, hold, release
 - ``undo``: undo an approval inside its undo window
+- ``notes``: internal notes between reviewers
 - ``suppressions``: the suppression list
 - ``content``: validation of what a draft holds; ``common``: guards shared by all
 
@@ -38,6 +39,7 @@ from intents.services.intents import (
     intent_resolve_accepted,
     intents_hold_stale,
 )
+from intents.services.notes import draft_note_add
 from intents.services.undo import intent_undo
 from intents.services.suppressions import (
     suppression_add,
@@ -55,6 +57,7 @@ __all__ = [
     "draft_approve",
     "draft_create",
     "draft_expire_due",
+    "draft_note_add",
     "draft_reject",
     "draft_reopen",
     "draft_withdraw",

@@ -11,6 +11,7 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from intents import errors, selectors, services
@@ -21,6 +22,7 @@ from review.diff import version_diff
 from review.forms import (
     ApproveForm,
     EditForm,
+    NoteForm,
     RejectForm,
 )
 from review.views.common import draft_or_404, hx_redirect, require_right
@@ -46,6 +48,31 @@ def _draft_context(request: TenantRequest, draft_id, **extra) -> dict:
 @require_GET
 def draft_detail(request: TenantRequest, draft_id: int) -> HttpResponse:
     return render(request, "review/draft.html", _draft_context(request, draft_id))
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def draft_note_add(request: TenantRequest, draft_id: int) -> HttpResponse:
+    """An internal note for the other reviewers. A refused note comes back on the page with its
+    text kept and what is wrong with it; nothing is saved."""
+    draft = draft_or_404(request, draft_id)
+    form = NoteForm(request.POST)
+    text = form.cleaned_data["text"] if form.is_valid() else ""
+    try:
+        if not form.is_valid():
+            raise errors.InvalidInput(
+                "note_unreadable", _("That note could not be read; nothing was saved."), "text"
+            )
+        services.draft_note_add(
+            tenant=request.tenant, draft_id=draft.pk, author=request.user, text=text
+        )
+    except errors.NoRight as error:
+        raise PermissionDenied(error.message) from None
+    except errors.DraftError as error:
+        context = _draft_context(request, draft.pk, note_text=text, note_error=error.message)
+        return render(request, "review/draft.html", context, status=400)
+    messages.success(request, _("Note added. Only your team sees it."))
+    return redirect(reverse("draft", args=[request.tenant.slug, draft.pk]) + "#notes")
 
 
 def _refusal(

@@ -50,12 +50,16 @@ def wait_for_state(intent, states, timeout=20.0):
 
 
 def undo(live, intent, actor=None):
-    return services.intent_undo(tenant=live.tenant, intent_id=intent.pk, actor=actor or live.approver)
+    return services.intent_undo(
+        tenant=live.tenant, intent_id=intent.pk, actor=actor or live.approver
+    )
 
 
 def journal_actions(intent):
     return list(
-        IntentEvent.objects.filter(draft=intent.draft_id).order_by("id").values_list("action", flat=True)
+        IntentEvent.objects.filter(draft=intent.draft_id)
+        .order_by("id")
+        .values_list("action", flat=True)
     )
 
 

@@ -106,7 +106,9 @@ def test_an_approver_without_the_mailbox_right_cannot_undo(
     assert SendIntent.objects.get(pk=intent.pk).state == "queued"
 
 
-def test_another_tenants_send_is_a_404(held, tenant_b, mailbox_a, make_intent, member_of, signed_in):
+def test_another_tenants_send_is_a_404(
+    held, tenant_b, mailbox_a, make_intent, member_of, signed_in
+):
     intent = make_intent(mailbox_a)
     outsider = signed_in(member_of(tenant_b, "admin").user)
     assert outsider.post(undo_url(tenant_b, intent)).status_code == 404
@@ -146,6 +148,8 @@ def test_bulk_approve_points_to_the_outbox_to_undo(held, mailbox_a, make_draft, 
     for intent in SendIntent.objects.filter(draft__in=drafts):
         assert f'action="{undo_url(held, intent)}"' in outbox
     services.intent_undo(
-        tenant=held, intent_id=SendIntent.objects.filter(draft=drafts[0]).get().pk, actor=admin_a.user
+        tenant=held,
+        intent_id=SendIntent.objects.filter(draft=drafts[0]).get().pk,
+        actor=admin_a.user,
     )
     assert Draft.objects.get(pk=drafts[0].pk).status == "pending"

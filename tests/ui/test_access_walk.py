@@ -30,6 +30,7 @@ EXPECTED = {
     "draft_approve": POST_DECIDE,
     "draft_reject": POST_DECIDE,
     "draft_edit": DECIDE_PAGE,
+    "draft_note_add": POST_DECIDE,
     "outbox": READ,
     "outbox_intent": READ,
     "intent_cancel": POST_DECIDE,
