@@ -57,6 +57,8 @@ class Draft(models.Model):
         more_recipients: int
         # intents.selectors.queue: the current version as the queue lists it (not a saved row).
         current: DraftVersion
+        # review.pages.queue: who else has it open right now.
+        present: list[DraftPresence]
 
     class Meta:
         constraints = [
@@ -347,6 +349,36 @@ class DraftNote(models.Model):
 
     def __str__(self) -> str:
         return f"Note {self.pk} on draft {self.draft_id}"
+
+
+class DraftPresence(models.Model):
+    """Who has a draft open right now: one row per person and draft, refreshed by the page's
+    heartbeat and considered gone PRESENCE_SECONDS after the last one. Ephemeral, so not
+    journaled; the edit conflict check (base_version) stays the safety net."""
+
+    class Mode(models.TextChoices):
+        VIEWING = "viewing", "Viewing"
+        EDITING = "editing", "Editing"
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    draft = models.ForeignKey(Draft, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey("tenants.User", on_delete=models.CASCADE, related_name="+")
+    mode = models.CharField(max_length=8, choices=Mode.choices)
+    # Since when in this mode (the database clock): "Ana is editing since 14:02".
+    started_at = models.DateTimeField(db_default=Now())
+    seen_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["draft", "user"], name="draftpresence_one_per_person"),
+            models.CheckConstraint(
+                condition=Q(mode__in=["viewing", "editing"]), name="draftpresence_mode_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "seen_at"], name="draftpresence_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.mode} draft {self.draft_id}"
 
 
 class Suppression(models.Model):

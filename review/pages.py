@@ -21,6 +21,7 @@ from intents.policy import (
     may_decide,
     needs_another_approver,
 )
+from intents.selectors.presence import present_on_drafts
 from intents.selectors.queue import QueueFilter
 from review import queries
 from review.diff import VersionDiff, version_diff
@@ -37,7 +38,12 @@ def queue(
     """One page of the queue, each row marked with what this person may do with it."""
     page = queries.queue_page(tenant=tenant, f=f, after=after)
     allowed = approvable_mailbox_ids(membership)
+    # One query for the whole page: who else has each row's draft open.
+    present = present_on_drafts(
+        tenant=tenant, draft_ids=[d.pk for d in page.rows], exclude_user=user
+    )
     for draft in page.rows:
+        draft.present = present.get(draft.pk, [])
         draft.can_decide = may_decide(allowed, draft.mailbox_id)
         # Not offered for bulk approve: the service would refuse it (four-eyes on edit).
         draft.approve_blocked = draft.can_decide and needs_another_approver(

@@ -14,6 +14,7 @@ urlpatterns = [
     path("drafts/<int:draft_id>/reject/", drafts.draft_reject, name="draft_reject"),
     path("drafts/<int:draft_id>/edit/", drafts.draft_edit, name="draft_edit"),
     path("drafts/<int:draft_id>/notes/", drafts.draft_note_add, name="draft_note_add"),
+    path("drafts/<int:draft_id>/presence/", drafts.draft_presence, name="draft_presence"),
     path("outbox/", outbox.outbox, name="outbox"),
     path("outbox/<int:intent_id>/", outbox.outbox_intent, name="outbox_intent"),
     path("outbox/<int:intent_id>/cancel/", outbox.intent_cancel, name="intent_cancel"),

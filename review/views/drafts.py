@@ -15,7 +15,9 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from intents import errors, selectors, services
-from intents.models import Draft
+from intents.models import Draft, DraftPresence
+from intents.selectors.presence import present_on_drafts
+from intents.services.presence import presence_beat
 from review import pages
 from review import queries as review
 from review.diff import version_diff
@@ -189,6 +191,10 @@ def _edit_detail(request: TenantRequest, draft_id) -> selectors.DraftDetail:
 def _edit_page(
     request: TenantRequest, detail, form, *, status=200, conflict_diff=None
 ) -> HttpResponse:
+    # Read before this page's own first heartbeat: who was already here.
+    others = present_on_drafts(
+        tenant=request.tenant, draft_ids=[detail.draft.pk], exclude_user=request.user
+    ).get(detail.draft.pk, [])
     return render(
         request,
         "review/edit.html",
@@ -197,9 +203,29 @@ def _edit_page(
             "current": detail.current,
             "form": form,
             "conflict_diff": conflict_diff,
+            "present_others": others,
+            "editing_others": [p for p in others if p.mode == DraftPresence.Mode.EDITING],
         },
         status=status,
     )
+
+
+@tenant_view()
+@require_POST
+def draft_presence(request: TenantRequest, draft_id: int) -> HttpResponse:
+    """The pages' heartbeat (htmx, every few seconds): record this person on the draft and
+    answer with who else is there. Any member: presence is not a decision."""
+    mode = request.GET.get("mode", "")
+    try:
+        presence_beat(tenant=request.tenant, draft_id=draft_id, user=request.user, mode=mode)
+    except errors.NotFound:
+        raise Http404("No such draft") from None
+    except errors.InvalidInput as error:
+        return HttpResponse(error.message, status=400, content_type="text/plain; charset=utf-8")
+    others = present_on_drafts(
+        tenant=request.tenant, draft_ids=[draft_id], exclude_user=request.user
+    ).get(draft_id, [])
+    return render(request, "review/_presence.html", {"others": others})
 
 
 def _edit_conflict(
