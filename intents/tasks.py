@@ -12,7 +12,6 @@ from django.db import connection
 
 from config.clock import db_now
 from intents.models import SendIntent
-
 from intents.retention import api_idempotency_purge
 from intents.sending.sweep import (
     due_intent_ids,

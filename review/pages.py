@@ -89,12 +89,12 @@ class DraftReview:
 def timeline(detail: selectors.DraftDetail) -> list[tuple[str, object]]:
     """Journal rows and notes interleaved by the database time they were written. A note's own
     journal row (draft.note_added) is shown as the note itself, not twice."""
-    rows: list[tuple[object, int, str, object]] = [
-        (e.created_at, 0, "event", e) for e in detail.events if e.action != "draft.note_added"
+    rows: list[tuple[datetime, int, int, str, object]] = [
+        (e.created_at, 0, e.pk, "event", e) for e in detail.events if e.action != "draft.note_added"
     ]
-    rows += [(n.created_at, 1, "note", n) for n in detail.notes]
-    rows.sort(key=lambda r: (r[0], r[1], r[3].pk))
-    return [(kind, row) for _, _, kind, row in rows]
+    rows += [(n.created_at, 1, n.pk, "note", n) for n in detail.notes]
+    rows.sort(key=lambda r: r[:3])
+    return [(kind, row) for *_, kind, row in rows]
 
 
 def undo_seconds_left(intent: SendIntent | None, now: datetime) -> int:
@@ -153,9 +153,7 @@ def draft_review(
     )
     recipients = _recipients(tenant=tenant, detail=detail, inbound=inbound)
     undo_seconds = (
-        undo_seconds_left(detail.intent, db_now())
-        if draft.status == Draft.Status.APPROVED
-        else 0
+        undo_seconds_left(detail.intent, db_now()) if draft.status == Draft.Status.APPROVED else 0
     )
     return DraftReview(
         draft=draft,

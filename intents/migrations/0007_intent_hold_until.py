@@ -5,22 +5,28 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('intents', '0006_retention_schedule'),
-        ('mailboxes', '0002_initial'),
-        ('tenants', '0004_send_hold_seconds'),
+        ("intents", "0006_retention_schedule"),
+        ("mailboxes", "0002_initial"),
+        ("tenants", "0004_send_hold_seconds"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='sendintent',
-            name='hold_until',
+            model_name="sendintent",
+            name="hold_until",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddConstraint(
-            model_name='sendintent',
-            constraint=models.CheckConstraint(condition=models.Q(('hold_until__isnull', True), ('next_attempt_at__gte', models.F('hold_until')), _connector='OR'), name='intent_not_due_inside_hold'),
+            model_name="sendintent",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("hold_until__isnull", True),
+                    ("next_attempt_at__gte", models.F("hold_until")),
+                    _connector="OR",
+                ),
+                name="intent_not_due_inside_hold",
+            ),
         ),
     ]

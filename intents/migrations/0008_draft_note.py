@@ -9,27 +9,69 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('intents', '0007_intent_hold_until'),
-        ('tenants', '0004_send_hold_seconds'),
+        ("intents", "0007_intent_hold_until"),
+        ("tenants", "0004_send_hold_seconds"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='DraftNote',
+            name="DraftNote",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('text', models.TextField()),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('author', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('draft', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='notes', to='intents.draft')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.tenant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("text", models.TextField()),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
+                (
+                    "author",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "draft",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="notes",
+                        to="intents.draft",
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenants.tenant",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['draft', 'created_at', 'id'], name='draftnote_draft')],
-                'constraints': [models.CheckConstraint(condition=models.Q(django.db.models.lookups.GreaterThan(django.db.models.functions.text.Length('text'), 0), django.db.models.lookups.LessThanOrEqual(django.db.models.functions.text.Length('text'), 2000)), name='draftnote_text_length')],
+                "indexes": [
+                    models.Index(fields=["draft", "created_at", "id"], name="draftnote_draft")
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            django.db.models.lookups.GreaterThan(
+                                django.db.models.functions.text.Length("text"), 0
+                            ),
+                            django.db.models.lookups.LessThanOrEqual(
+                                django.db.models.functions.text.Length("text"), 2000
+                            ),
+                        ),
+                        name="draftnote_text_length",
+                    )
+                ],
             },
         ),
     ]

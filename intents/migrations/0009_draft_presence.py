@@ -7,28 +7,74 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('intents', '0008_draft_note'),
-        ('tenants', '0004_send_hold_seconds'),
+        ("intents", "0008_draft_note"),
+        ("tenants", "0004_send_hold_seconds"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='DraftPresence',
+            name="DraftPresence",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('mode', models.CharField(choices=[('viewing', 'Viewing'), ('editing', 'Editing')], max_length=8)),
-                ('started_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('seen_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('draft', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='intents.draft')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.tenant')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "mode",
+                    models.CharField(
+                        choices=[("viewing", "Viewing"), ("editing", "Editing")], max_length=8
+                    ),
+                ),
+                (
+                    "started_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
+                (
+                    "seen_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
+                (
+                    "draft",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="intents.draft",
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenants.tenant",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['tenant', 'seen_at'], name='draftpresence_recent')],
-                'constraints': [models.UniqueConstraint(fields=('draft', 'user'), name='draftpresence_one_per_person'), models.CheckConstraint(condition=models.Q(('mode__in', ['viewing', 'editing'])), name='draftpresence_mode_valid')],
+                "indexes": [
+                    models.Index(fields=["tenant", "seen_at"], name="draftpresence_recent")
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("draft", "user"), name="draftpresence_one_per_person"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("mode__in", ["viewing", "editing"])),
+                        name="draftpresence_mode_valid",
+                    ),
+                ],
             },
         ),
     ]

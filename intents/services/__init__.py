@@ -40,12 +40,12 @@ from intents.services.intents import (
     intents_hold_stale,
 )
 from intents.services.notes import draft_note_add
-from intents.services.undo import intent_undo
 from intents.services.suppressions import (
     suppression_add,
     suppression_remove,
     suppressions_record,
 )
+from intents.services.undo import intent_undo
 
 __all__ = [
     "MAX_RECIPIENTS",

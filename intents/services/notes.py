@@ -29,7 +29,9 @@ def clean_note(text) -> str:
             "text",
         )
     if "\x00" in text:
-        raise errors.InvalidInput("note_unstorable", _("A note cannot hold NUL characters."), "text")
+        raise errors.InvalidInput(
+            "note_unstorable", _("A note cannot hold NUL characters."), "text"
+        )
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

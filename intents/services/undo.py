@@ -98,7 +98,9 @@ def _require_undoable(intent: SendIntent, draft: Draft, now) -> None:
     if intent.hold_until is None:
         raise errors.IntentError(
             "undo_no_window",
-            _("Send #%(id)s was approved without an undo window; cancel it instead if it is queued.")
+            _(
+                "Send #%(id)s was approved without an undo window; cancel it instead if it is queued."
+            )
             % {"id": intent.pk},
         )
     attempted = intent.attempts or SendAttempt.objects.filter(intent_id=intent.pk).exists()

@@ -4,19 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tenants', '0003_invitation'),
+        ("tenants", "0003_invitation"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='tenant',
-            name='send_hold_seconds',
-            field=models.PositiveIntegerField(default=10, help_text='After Approve, the send waits this long so it can be undone (0: no hold).'),
+            model_name="tenant",
+            name="send_hold_seconds",
+            field=models.PositiveIntegerField(
+                default=10,
+                help_text="After Approve, the send waits this long so it can be undone (0: no hold).",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='tenant',
-            constraint=models.CheckConstraint(condition=models.Q(('send_hold_seconds__lte', 300)), name='tenant_send_hold_at_most_300'),
+            model_name="tenant",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("send_hold_seconds__lte", 300)),
+                name="tenant_send_hold_at_most_300",
+            ),
         ),
     ]

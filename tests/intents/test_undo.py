@@ -138,7 +138,7 @@ def test_undo_within_the_window_sends_nothing_while_a_worker_runs(live):
         time.sleep(2.0)  # well past the window, the worker still polling
         assert worker.poll() is None
     finally:
-        out, err = worker.communicate(timeout=30)
+        _out, err = worker.communicate(timeout=30)
     assert worker.returncode == 0, err
     assert sends(live.sandbox, intent) == []
     assert calls(live.sandbox, intent) == []

@@ -15,9 +15,7 @@ pytestmark = BROWSER_MARKS
 def test_approve_see_the_countdown_click_undo_nothing_sent(page, shop, sandbox):
     Tenant.objects.filter(pk=shop["tenant"].pk).update(send_hold_seconds=8)
     draft = new_draft(shop, subject="Undo me")
-    worker = start_worker(
-        sandbox, "--seconds", "14", "--poll", "0.1", "--sweep-every", "0.5"
-    )
+    worker = start_worker(sandbox, "--seconds", "14", "--poll", "0.1", "--sweep-every", "0.5")
     try:
         sign_in(page, shop["admin"].user)
         page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
