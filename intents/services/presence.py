@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import connection
+from django.utils.translation import gettext as _
 
 from intents import errors
 from intents.models import Draft, DraftPresence
@@ -21,7 +22,7 @@ def presence_beat(*, tenant, draft_id, user, mode: str) -> None:
     if not Draft.objects.filter(tenant=tenant, pk=pk).exists():
         raise errors.NotFound("not_found", "No such draft.")
     if mode not in DraftPresence.Mode.values:
-        raise errors.InvalidInput("bad_mode", "Presence is viewing or editing.", "mode")
+        raise errors.InvalidInput("bad_mode", _("Presence is viewing or editing."), "mode")
     table = DraftPresence._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
