@@ -96,6 +96,29 @@ def test_nothing_may_make_it_due_inside_its_window(live):
         SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=F("approved_at"))
 
 
+class Rollback(Exception):
+    pass
+
+
+def test_the_claim_and_the_wake_up_check_the_window_themselves(live):
+    """Without the constraint (dropped inside a rolled-back transaction) an intent inside its
+    window could be due by next_attempt_at; the claim and the sweep's wake-up still skip it."""
+    from django.db import connection
+
+    with_hold(live, 30)
+    intent = live.approved()
+    with pytest.raises(Rollback), transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "ALTER TABLE intents_sendintent DROP CONSTRAINT intent_not_due_inside_hold"
+            )
+        SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=F("approved_at"))
+        assert sending.intent_claim(worker="w", intent_id=intent.pk) == []
+        assert due_intent_ids() == ([], [])
+        raise Rollback
+    assert calls(live.sandbox, intent) == []
+
+
 def test_release_inside_the_window_still_waits_for_its_end(live):
     with_hold(live, 10)
     intent = live.approved()
