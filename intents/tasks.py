@@ -21,6 +21,7 @@ from intents.sending.sweep import (
 )
 from intents.sending.worker import run_once, worker_id
 from intents.services import draft_expire_due
+from intents.services.presence import presence_purge
 
 log = logging.getLogger("intents.tasks")
 
@@ -129,4 +130,5 @@ def retention_purge() -> int:
     total = 0
     while step := draft_bodies_purge():
         total += step
+    presence_purge()
     return total

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import connection
+from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 
 from intents import errors
@@ -39,3 +42,9 @@ def presence_beat(*, tenant, draft_id, user, mode: str) -> None:
 def presence_leave(*, tenant, draft_id, user) -> None:
     """The person closed the page (best effort: the expiry covers a page that just vanished)."""
     DraftPresence.objects.filter(tenant=tenant, draft_id=draft_id, user=user).delete()
+
+
+def presence_purge() -> int:
+    """Forget presence rows nobody has refreshed for a day (daily, with the retention purge)."""
+    deleted, _rows = DraftPresence.objects.filter(seen_at__lt=Now() - timedelta(days=1)).delete()
+    return deleted

@@ -160,3 +160,22 @@ def test_note_route_refuses_viewers_and_other_tenants(
         == 404
     )
     assert not DraftNote.objects.exists()
+
+
+def test_notes_go_with_the_bodies_at_the_retention_purge(mailbox_a, make_draft, admin_a):
+    from datetime import timedelta
+
+    from django.db.models.functions import Now
+
+    from intents.models import Draft
+    from intents.retention import draft_bodies_purge
+
+    old, fresh = make_draft(mailbox_a), make_draft(mailbox_a)
+    for draft in (old, fresh):
+        note(draft, admin_a.user, "The customer's phone number is in the ticket.")
+        services.draft_reject(
+            tenant=draft.tenant, draft_id=draft.pk, reason="no", actor=admin_a.user
+        )
+    Draft.objects.filter(pk=old.pk).update(updated_at=Now() - timedelta(days=91))
+    assert draft_bodies_purge() == 1
+    assert list(DraftNote.objects.values_list("draft_id", flat=True)) == [fresh.pk]

@@ -142,3 +142,15 @@ def test_the_queue_marks_rows_with_one_query_for_the_whole_page(
     )
     presence_queries = [q for q in busy.captured_queries if "draftpresence" in q["sql"]]
     assert len(presence_queries) == 1
+
+
+def test_the_daily_purge_forgets_stale_presence(tenant_a, mailbox_a, make_draft, member_of):
+    from intents import tasks
+
+    drafts = [make_draft(mailbox_a) for _ in range(2)]
+    ana = member_of(tenant_a, "approver").user
+    for draft in drafts:
+        presence_beat(tenant=tenant_a, draft_id=draft.pk, user=ana, mode="viewing")
+    DraftPresence.objects.filter(draft=drafts[0]).update(seen_at=Now() - timedelta(days=2))
+    tasks.retention_purge()
+    assert list(DraftPresence.objects.values_list("draft_id", flat=True)) == [drafts[1].pk]

@@ -36,7 +36,10 @@ def test_shoot_undo_notes_presence(chromium, live_server, shop, member_of):
         actor_user=ben,
     )
     services.draft_note_add(
-        tenant=tenant, draft_id=draft.pk, author=ben, text="Checked with billing: 49.90 EUR is right."
+        tenant=tenant,
+        draft_id=draft.pk,
+        author=ben,
+        text="Checked with billing: 49.90 EUR is right.",
     )
     services.draft_note_add(
         tenant=tenant,
@@ -65,5 +68,24 @@ def test_shoot_undo_notes_presence(chromium, live_server, shop, member_of):
         page.screenshot(path=str(OUT / f"ui-draft-undo-notes-presence-{name}.png"), full_page=True)
         page.goto(f"/t/{tenant.slug}/outbox/")
         page.screenshot(path=str(OUT / f"ui-outbox-undo-{name}.png"), full_page=True)
+        context.close()
+    other = services.draft_create(
+        tenant=tenant,
+        mailbox=shop["mailbox"],
+        to=["jonas.weber@example.com"],
+        subject="Re: Lieferung verspätet",
+        text="Hallo Jonas,\n\nIhre Bestellung ist unterwegs.\n\nViele Grüße",
+        actor_user=admin,
+    )
+    presence_beat(tenant=tenant, draft_id=other.pk, user=ben, mode="editing")
+    for name, width in (("desktop", 1280), ("phone", 390)):
+        context = chromium.new_context(
+            viewport={"width": width, "height": 900}, base_url=live_server.url
+        )
+        page = context.new_page()
+        sign_in(page, admin)
+        page.screenshot(path=str(OUT / f"ui-queue-presence-{name}.png"), full_page=True)
+        page.goto(f"/t/{tenant.slug}/drafts/{other.pk}/edit/")
+        page.screenshot(path=str(OUT / f"ui-edit-presence-warning-{name}.png"), full_page=True)
         context.close()
     assert SendIntent.objects.get(draft=draft).state == "queued"
