@@ -73,6 +73,14 @@ class PoliciesForm(forms.Form):
         max_value=3650,
         help_text="Message bodies and webhook payloads are purged after this many days.",
     )
+    send_hold_seconds = forms.IntegerField(
+        label=_("Undo window after Approve (seconds)"),
+        min_value=0,
+        max_value=300,
+        help_text=_(
+            "The send waits this long after Approve so an approver can undo it; 0 sends at once."
+        ),
+    )
 
 
 class OwnDomainsForm(forms.Form):

@@ -295,6 +295,7 @@ def policies(request: TenantRequest) -> HttpResponse:
                 "review_deadline_hours": tenant.review_deadline_hours,
                 "second_approver_on_edit": tenant.second_approver_on_edit,
                 "retention_days": tenant.retention_days,
+                "send_hold_seconds": tenant.send_hold_seconds,
             }
         )
         return _policies_page(request, form=form)

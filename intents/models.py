@@ -4,8 +4,9 @@ from typing import TYPE_CHECKING
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
-from django.db.models import Q
-from django.db.models.functions import Now
+from django.db.models import F, Q
+from django.db.models.functions import Length, Now
+from django.db.models.lookups import GreaterThan, LessThanOrEqual
 
 
 class Draft(models.Model):
@@ -56,6 +57,8 @@ class Draft(models.Model):
         more_recipients: int
         # intents.selectors.queue: the current version as the queue lists it (not a saved row).
         current: DraftVersion
+        # review.pages.queue: who else has it open right now.
+        present: list[DraftPresence]
 
     class Meta:
         constraints = [
@@ -154,6 +157,9 @@ class SendIntent(models.Model):
     priority = models.SmallIntegerField(default=0)
     attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField()
+    # The undo window (Tenant.send_hold_seconds, database clock): no worker claims the intent
+    # before it, and intent_undo works only while it lies ahead. Null: approved without a hold.
+    hold_until = models.DateTimeField(null=True, blank=True)
     lease_token = models.UUIDField(null=True, blank=True)
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -177,6 +183,8 @@ class SendIntent(models.Model):
         can_decide: bool
         can_reopen: bool
         may_have_gone_out: bool
+        # review.pages.outbox_marks: seconds left to undo it, for the viewer (0: no undo).
+        undo_seconds: int
 
     class Meta:
         constraints = [
@@ -204,6 +212,11 @@ class SendIntent(models.Model):
             models.CheckConstraint(
                 condition=~Q(state="accepted") | ~Q(provider_message_id=""),
                 name="intent_accepted_has_message_id",
+            ),
+            # The claim query reads next_attempt_at (its index); a hold must never be earlier.
+            models.CheckConstraint(
+                condition=Q(hold_until__isnull=True) | Q(next_attempt_at__gte=F("hold_until")),
+                name="intent_not_due_inside_hold",
             ),
         ]
         indexes = [
@@ -308,6 +321,64 @@ class IntentEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.from_state}->{self.to_state}"
+
+
+class DraftNote(models.Model):
+    """An internal note between reviewers on a draft: never sent, never hashed, not in the agent
+    API. Append-only (no edit or delete): like the journal it is part of the review record; a
+    wrong note is answered by a newer one."""
+
+    MAX_LENGTH = 2_000
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    draft = models.ForeignKey(Draft, on_delete=models.CASCADE, related_name="notes")
+    author = models.ForeignKey("tenants.User", on_delete=models.PROTECT, related_name="+")
+    text = models.TextField()
+    # The database's clock, as the journal's: notes and journal rows interleave in time order.
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(GreaterThan(Length("text"), 0))
+                & Q(LessThanOrEqual(Length("text"), 2_000)),
+                name="draftnote_text_length",
+            ),
+        ]
+        indexes = [models.Index(fields=["draft", "created_at", "id"], name="draftnote_draft")]
+
+    def __str__(self) -> str:
+        return f"Note {self.pk} on draft {self.draft_id}"
+
+
+class DraftPresence(models.Model):
+    """Who has a draft open right now: one row per person and draft, refreshed by the page's
+    heartbeat and considered gone PRESENCE_SECONDS after the last one. Ephemeral, so not
+    journaled; the edit conflict check (base_version) stays the safety net."""
+
+    class Mode(models.TextChoices):
+        VIEWING = "viewing", "Viewing"
+        EDITING = "editing", "Editing"
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    draft = models.ForeignKey(Draft, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey("tenants.User", on_delete=models.CASCADE, related_name="+")
+    mode = models.CharField(max_length=8, choices=Mode.choices)
+    # Since when in this mode (the database clock): "Ana is editing since 14:02".
+    started_at = models.DateTimeField(db_default=Now())
+    seen_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["draft", "user"], name="draftpresence_one_per_person"),
+            models.CheckConstraint(
+                condition=Q(mode__in=["viewing", "editing"]), name="draftpresence_mode_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "seen_at"], name="draftpresence_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.mode} draft {self.draft_id}"
 
 
 class Suppression(models.Model):

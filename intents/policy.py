@@ -202,6 +202,12 @@ def needs_another_approver(*, tenant, author_kind, author_user_id, user) -> bool
     )
 
 
+# Who may write an internal note on a draft: the people who review (admins and approvers, whatever
+# their per-mailbox rights: a colleague without the right may still know the customer). Viewers
+# read only, as everywhere else.
+NOTE_WRITERS = frozenset({Membership.Role.ADMIN, Membership.Role.APPROVER})
+
+
 def active_membership(*, tenant, user):
     """The user's active membership in this tenant, loaded now, or None."""
     if user is None:

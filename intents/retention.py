@@ -20,7 +20,14 @@ from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterR
 from django.db.models.functions import Now
 
 from intents.journal import Entry, journal_many
-from intents.models import ApiIdempotencyKey, Draft, DraftVersion, IntentEvent, SendIntent
+from intents.models import (
+    ApiIdempotencyKey,
+    Draft,
+    DraftNote,
+    DraftVersion,
+    IntentEvent,
+    SendIntent,
+)
 
 log = logging.getLogger("intents.retention")
 # The purge's log line keeps the logger and event name it had in the agent API's module.
@@ -52,6 +59,8 @@ def draft_bodies_purge(*, batch: int = 1000) -> int:
             id__in=[r[0] for r in rows], body_purged_at__isnull=True
         ).update(text="", html="", body_purged_at=Now())
         drafts = {(tenant_id, draft_id) for _, tenant_id, draft_id in rows}
+        # Reviewers' notes may quote the customer: they go with the bodies.
+        DraftNote.objects.filter(draft_id__in={d for _, d in drafts}).delete()
         journal_many(
             [
                 Entry(

@@ -8,7 +8,10 @@ import math
 import time
 
 from django.conf import settings
+from django.db import connection
 
+from config.clock import db_now
+from intents.models import SendIntent
 from intents.retention import api_idempotency_purge
 from intents.sending.sweep import (
     due_intent_ids,
@@ -18,6 +21,7 @@ from intents.sending.sweep import (
 )
 from intents.sending.worker import run_once, worker_id
 from intents.services import draft_expire_due
+from intents.services.presence import presence_purge
 
 log = logging.getLogger("intents.tasks")
 
@@ -27,6 +31,33 @@ WAKE_LIMIT = 200
 def execute_intent(intent_id: int) -> int:
     """Send (or reconcile) this one intent if it is due and unclaimed; otherwise do nothing."""
     return run_once(limit=1, intent_id=int(intent_id))
+
+
+# Longer undo windows are left to the sweep (django-q2's task timeout is 120 s by default).
+HOLD_WAIT_LIMIT = 60.0
+
+
+def execute_intent_after_hold(intent_id: int) -> int:
+    """Wait (database clock) for this intent's undo window to end, then send it if it is still
+    queued. An undo during the wait leaves nothing to send; a window longer than
+    HOLD_WAIT_LIMIT is left to the sweep, which wakes workers for every due intent."""
+    for _ in range(3):
+        row = (
+            SendIntent.objects.filter(pk=int(intent_id), state=SendIntent.State.QUEUED)
+            .values_list("hold_until", flat=True)
+            .first()
+        )
+        if row is None:
+            return 0
+        left = (row - db_now()).total_seconds() if row else 0.0
+        if left > HOLD_WAIT_LIMIT:
+            return 0
+        if left <= 0:
+            return execute_intent(intent_id)
+        # Close this connection while sleeping: a held approval must not pin one.
+        connection.close()
+        time.sleep(left + 0.05)
+    return execute_intent(intent_id)
 
 
 def drain(max_intents: int = 100) -> int:
@@ -99,4 +130,5 @@ def retention_purge() -> int:
     total = 0
     while step := draft_bodies_purge():
         total += step
+    presence_purge()
     return total

@@ -165,3 +165,9 @@ class ReopenForm(forms.Form):
         label="Why send it again",
         help_text="Kept in the journal with your name.",
     )
+
+
+class NoteForm(forms.Form):
+    # The service checks the length, NUL and surrogates with the messages the page shows;
+    # the form only keeps an absurd post from being read whole.
+    text = forms.CharField(required=False, strip=False, max_length=20_000)

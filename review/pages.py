@@ -4,20 +4,24 @@ calls one of these and renders."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from config.clock import db_now
 from intents import selectors
 from intents.models import Draft, DraftVersion, SendIntent
 from intents.policy import (
+    NOTE_WRITERS,
     SECOND_APPROVER_REASON,
     approvable_mailbox_ids,
     can_approve,
     may_decide,
     needs_another_approver,
 )
+from intents.selectors.presence import present_on_drafts
 from intents.selectors.queue import QueueFilter
 from review import queries
 from review.diff import VersionDiff, version_diff
@@ -41,7 +45,12 @@ def queue(
     """One page of the queue, each row marked with what this person may do with it."""
     page = queries.queue_page(tenant=tenant, f=f, after=after, before=before, sort=sort)
     allowed = approvable_mailbox_ids(membership)
+    # One query for the whole page: who else has each row's draft open.
+    present = present_on_drafts(
+        tenant=tenant, draft_ids=[d.pk for d in page.rows], exclude_user=user
+    )
     for draft in page.rows:
+        draft.present = present.get(draft.pk, [])
         draft.can_decide = may_decide(allowed, draft.mailbox_id)
         # Not offered for bulk approve: the service would refuse it (four-eyes on edit).
         draft.approve_blocked = draft.can_decide and needs_another_approver(
@@ -76,6 +85,36 @@ class DraftReview:
     approve_blocked_reason: str
     provenance: dict
     unproven_earlier: list[SendIntent] = field(default_factory=list)
+    # Whole seconds left to undo the approval (0: nothing to undo), and whether this person may.
+    undo_seconds: int = 0
+    can_undo: bool = False
+    # The journal and the notes in one time line, oldest first: (kind, row), kind "event"/"note".
+    timeline: list[tuple[str, object]] = field(default_factory=list)
+    can_note: bool = False
+
+
+def timeline(detail: selectors.DraftDetail) -> list[tuple[str, object]]:
+    """Journal rows and notes interleaved by the database time they were written. A note's own
+    journal row (draft.note_added) is shown as the note itself, not twice."""
+    rows: list[tuple[datetime, int, int, str, object]] = [
+        (e.created_at, 0, e.pk, "event", e) for e in detail.events if e.action != "draft.note_added"
+    ]
+    rows += [(n.created_at, 1, n.pk, "note", n) for n in detail.notes]
+    rows.sort(key=lambda r: r[:3])
+    return [(kind, row) for *_, kind, row in rows]
+
+
+def undo_seconds_left(intent: SendIntent | None, now: datetime) -> int:
+    """Whole seconds (rounded up, database clock) left in the send's undo window; 0 when it
+    cannot be undone. Display only: intent_undo decides again under the row lock."""
+    if (
+        intent is None
+        or intent.state != SendIntent.State.QUEUED
+        or intent.hold_until is None
+        or intent.attempts
+    ):
+        return 0
+    return max(0, math.ceil((intent.hold_until - now).total_seconds()))
 
 
 def _recipients(*, tenant: Tenant, detail: selectors.DraftDetail, inbound: list) -> list[Recipient]:
@@ -120,6 +159,9 @@ def draft_review(
         user=user,
     )
     recipients = _recipients(tenant=tenant, detail=detail, inbound=inbound)
+    undo_seconds = (
+        undo_seconds_left(detail.intent, db_now()) if draft.status == Draft.Status.APPROVED else 0
+    )
     return DraftReview(
         draft=draft,
         detail=detail,
@@ -134,6 +176,10 @@ def draft_review(
         approve_blocked_reason=SECOND_APPROVER_REASON if approve_blocked else "",
         provenance=draft.provenance if isinstance(draft.provenance, dict) else {},
         unproven_earlier=_unproven_earlier(detail) if pending else [],
+        undo_seconds=undo_seconds,
+        can_undo=bool(undo_seconds) and can_approve(membership=membership, mailbox=draft.mailbox),
+        timeline=timeline(detail),
+        can_note=membership.role in NOTE_WRITERS,
     )
 
 
@@ -187,7 +233,17 @@ def send_page(*, tenant: Tenant, membership: Membership, intent: SendIntent) -> 
         "may_have_gone_out": bool(
             selectors.intents_that_may_have_gone_out(tenant=tenant, intent_ids=[intent.pk])
         ),
+        "undo_seconds": undo_seconds_left(intent, db_now()),
     }
+
+
+def outbox_marks(*, membership: Membership, intents: list[SendIntent]) -> None:
+    """Mark each outbox row with the seconds left to undo it, for this person (0: no undo)."""
+    allowed = approvable_mailbox_ids(membership)
+    now = db_now()
+    for intent in intents:
+        left = undo_seconds_left(intent, now)
+        intent.undo_seconds = left if may_decide(allowed, intent.mailbox_id) else 0
 
 
 # --- needs attention -----------------------------------------------------------------------------

@@ -79,6 +79,10 @@ class Tenant(models.Model):
     # The organisation's own mail domains (lower-case, no "@"): a recipient outside them is
     # pointed out to the reviewer as external. Empty: nothing is called external.
     own_domains = ArrayField(models.CharField(max_length=253), default=list, blank=True)
+    send_hold_seconds = models.PositiveIntegerField(
+        default=10,
+        help_text="After Approve, the send waits this long so it can be undone (0: no hold).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -88,6 +92,9 @@ class Tenant(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(retention_days__gte=1), name="tenant_retention_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(send_hold_seconds__lte=300), name="tenant_send_hold_at_most_300"
             ),
         ]
 

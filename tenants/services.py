@@ -18,6 +18,9 @@ from tenants.models import AuditEvent, Membership, Tenant, User
 
 logger = logging.getLogger(__name__)
 
+# The undo window after Approve (Tenant.send_hold_seconds); the database refuses more too.
+MAX_SEND_HOLD_SECONDS = 300
+
 
 class AdminError(Exception):
     """A refused administrative action: ``code`` is a stable slug, ``message`` is for people."""
@@ -179,6 +182,7 @@ def tenant_update_policies(
     second_approver_on_edit: bool,
     retention_days: int,
     actor: User,
+    send_hold_seconds: int | None = None,
 ) -> Tenant:
     if not 1 <= review_deadline_hours <= 24 * 14:
         raise AdminError(
@@ -192,7 +196,19 @@ def tenant_update_policies(
             "Retention must be between 1 and 3650 days.",
             "retention_days",
         )
-    fields = ("review_deadline_hours", "second_approver_on_edit", "retention_days")
+    if send_hold_seconds is not None and not 0 <= send_hold_seconds <= MAX_SEND_HOLD_SECONDS:
+        raise AdminError(
+            "invalid_send_hold",
+            _("The undo hold must be between 0 and %(max)d seconds.")
+            % {"max": MAX_SEND_HOLD_SECONDS},
+            "send_hold_seconds",
+        )
+    fields = (
+        "review_deadline_hours",
+        "second_approver_on_edit",
+        "retention_days",
+        "send_hold_seconds",
+    )
     with transaction.atomic():
         locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
         before = {f: getattr(locked, f) for f in fields}
@@ -200,6 +216,9 @@ def tenant_update_policies(
             "review_deadline_hours": review_deadline_hours,
             "second_approver_on_edit": second_approver_on_edit,
             "retention_days": retention_days,
+            "send_hold_seconds": (
+                locked.send_hold_seconds if send_hold_seconds is None else send_hold_seconds
+            ),
         }
         if before == after:
             return locked

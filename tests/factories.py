@@ -17,6 +17,8 @@ class TenantFactory(factory.django.DjangoModelFactory):
 
     name = factory.Sequence(lambda n: f"Tenant {n}")
     slug = factory.Sequence(lambda n: f"tenant-{n}")
+    # Most tests approve and send at once; the undo tests set a window (tests/review/test_undo.py).
+    send_hold_seconds = 0
 
 
 class UserFactory(factory.django.DjangoModelFactory):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from django.db.models import Q
 
 from intents.errors import NotFound
-from intents.models import Draft, DraftVersion, IntentEvent, SendAttempt, SendIntent
+from intents.models import Draft, DraftNote, DraftVersion, IntentEvent, SendAttempt, SendIntent
 from intents.selectors.common import as_int
 from intents.selectors.intents import UNPROVEN_STATES
 
@@ -25,6 +25,8 @@ class DraftDetail:
     # and which of them may have gone out anyway (their outcome was never proven).
     earlier_intents: list[SendIntent] = field(default_factory=list)
     unproven_intent_ids: set[int] = field(default_factory=set)
+    # Internal notes between reviewers, oldest first (never sent, never hashed).
+    notes: list[DraftNote] = field(default_factory=list)
 
 
 def draft_get(*, tenant, draft_id) -> Draft:
@@ -72,7 +74,15 @@ def draft_detail(*, tenant, draft_id) -> DraftDetail:
         .order_by("created_at", "id")
     )
     unproven = {e.intent_id for e in events if e.intent_id and e.to_state in UNPROVEN_STATES}
-    return DraftDetail(draft, versions, current, intent, attempts, events, intents[1:], unproven)
+    notes = list(
+        DraftNote.objects.filter(tenant=tenant, draft=draft)
+        .select_related("author")
+        .order_by("created_at", "id")
+    )
+    return DraftDetail(
+        draft, versions, current, intent, attempts, events, intents[1:], unproven, notes
+    )
+
 
 
 # --- the navigation's live counts (review.queries.nav_counts) ------------------------------------

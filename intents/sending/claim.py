@@ -65,8 +65,11 @@ def _candidates(
             Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
         )
     else:
-        due = Q(state=State.QUEUED, held_reason="", next_attempt_at__lte=now) & (
-            Q(not_after__isnull=True) | Q(not_after__gt=now)
+        due = (
+            Q(state=State.QUEUED, held_reason="", next_attempt_at__lte=now)
+            & (Q(not_after__isnull=True) | Q(not_after__gt=now))
+            # Inside its undo window an intent is not ours to send (intent_undo may still win).
+            & (Q(hold_until__isnull=True) | Q(hold_until__lte=now))
         )
     qs = SendIntent.objects.select_for_update(skip_locked=True, of=("self",)).filter(due)
     if intent_id is not None:

@@ -102,6 +102,7 @@ def due_intent_ids(*, limit: int = 100) -> tuple[list[int], list[int]]:
     """(due queued ids, due uncertain ids), for waking workers."""
     queued = list(
         SendIntent.objects.filter(state=State.QUEUED, held_reason="", next_attempt_at__lte=Now())
+        .filter(Q(hold_until__isnull=True) | Q(hold_until__lte=Now()))
         .order_by("-priority", "next_attempt_at", "id")
         .values_list("pk", flat=True)[:limit]
     )

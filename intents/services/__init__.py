@@ -10,6 +10,8 @@ here touches the network. The worker-side transitions (claim, record result, rec
 - ``drafts``: create, add a version, reject, withdraw, expire
 - ``approval``: approve (the send intent is born here), reopen
 - ``intents``: cancel, resolve by hand, hold, release
+- ``undo``: undo an approval inside its undo window
+- ``notes``: internal notes between reviewers
 - ``suppressions``: the suppression list
 - ``content``: validation of what a draft holds; ``common``: guards shared by all
 
@@ -37,11 +39,13 @@ from intents.services.intents import (
     intent_resolve_accepted,
     intents_hold_stale,
 )
+from intents.services.notes import draft_note_add
 from intents.services.suppressions import (
     suppression_add,
     suppression_remove,
     suppressions_record,
 )
+from intents.services.undo import intent_undo
 
 __all__ = [
     "MAX_RECIPIENTS",
@@ -53,6 +57,7 @@ __all__ = [
     "draft_approve",
     "draft_create",
     "draft_expire_due",
+    "draft_note_add",
     "draft_reject",
     "draft_reopen",
     "draft_withdraw",
@@ -61,6 +66,7 @@ __all__ = [
     "intent_hold",
     "intent_release",
     "intent_resolve_accepted",
+    "intent_undo",
     "intents_hold_stale",
     "journal",
     "journal_many",

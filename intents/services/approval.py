@@ -59,7 +59,8 @@ def draft_approve(*, tenant, draft_id, version, content_hash, actor) -> SendInte
         _require_sendable(tenant, draft, current, now)
         intent = _create_intent(tenant, draft, current, actor, now)
         _record_approval(tenant, draft, current, intent, actor, now)
-        transaction.on_commit(lambda: enqueue_execution(intent.pk))
+        held = intent.hold_until is not None
+        transaction.on_commit(lambda: enqueue_execution(intent.pk, held=held))
     log.info(
         "intents.draft.approved",
         extra={"tenant_id": tenant.pk, "draft_id": draft.pk, "intent_id": intent.pk},
@@ -102,6 +103,10 @@ def _require_sendable(tenant, draft: Draft, current: DraftVersion, now) -> None:
 
 
 def _create_intent(tenant, draft: Draft, current: DraftVersion, actor, now) -> SendIntent:
+    # The undo window: not due before it ends (next_attempt_at, which the claim, the sweep's
+    # wake-ups and seconds_until_next_due all read), and the claim checks hold_until itself.
+    hold = tenant.send_hold_seconds
+    hold_until = now + timedelta(seconds=hold) if hold else None
     try:
         with transaction.atomic():
             return SendIntent.objects.create(
@@ -116,7 +121,8 @@ def _create_intent(tenant, draft: Draft, current: DraftVersion, actor, now) -> S
                 idempotency_key=f"cs-{tenant.pk}-{uuid.uuid4().hex}",
                 state=SendIntent.State.QUEUED,
                 priority=draft.priority,
-                next_attempt_at=now,
+                next_attempt_at=hold_until or now,
+                hold_until=hold_until,
                 not_after=draft.not_after,
             )
     except IntegrityError:
@@ -171,8 +177,7 @@ def draft_reopen(*, tenant, draft_id, actor, reason) -> Draft:
             intent.pk in intents_that_may_have_gone_out(tenant=tenant, intent_ids=[intent.pk])
         )
         now = db_now()
-        version = _copy_version(tenant, draft, source, actor)
-        not_after_cleared = _back_to_review(tenant, draft, version.number, now)
+        version, not_after_cleared = reopen_as_new_version(tenant, draft, source, actor, now)
         journal(
             tenant=tenant,
             draft=draft,
@@ -258,8 +263,12 @@ def _lock_reopenable_intent(tenant, draft: Draft) -> SendIntent:
     return intent
 
 
-def _copy_version(tenant, draft: Draft, source: DraftVersion, actor) -> DraftVersion:
-    """The next version of the draft: the approved content, authored by the person reopening."""
+def _copy_version(
+    tenant, draft: Draft, source: DraftVersion, actor, *, keep_author: bool = False
+) -> DraftVersion:
+    """The next version of the draft: the approved content, authored by the person reopening
+    (or, with ``keep_author``, by whoever wrote the source: an undo writes nothing, so it must
+    not turn the undoer into the author that four-eyes keeps from approving)."""
     content: dict[str, Any] = {
         "to": list(source.to),
         "cc": list(source.cc),
@@ -275,10 +284,21 @@ def _copy_version(tenant, draft: Draft, source: DraftVersion, actor) -> DraftVer
         content_hash=compute_content_hash(
             mailbox_id=draft.mailbox_id, in_reply_to=draft.in_reply_to, **content
         ),
-        author_kind=DraftVersion.Author.PERSON,
-        author_user=actor,
+        author_kind=source.author_kind if keep_author else DraftVersion.Author.PERSON,
+        author_user=source.author_user if keep_author else actor,
+        author_token=source.author_token if keep_author else None,
         **content,
     )
+
+
+def reopen_as_new_version(
+    tenant, draft: Draft, source: DraftVersion, actor, now, *, keep_author: bool = False
+) -> tuple[DraftVersion, str | None]:
+    """The one way back to review for an approved draft (call with the draft locked): a copy
+    of ``source`` as the next version, the draft pending on it. Returns the version and the
+    send-before time it had to clear, if any."""
+    version = _copy_version(tenant, draft, source, actor, keep_author=keep_author)
+    return version, _back_to_review(tenant, draft, version.number, now)
 
 
 def _back_to_review(tenant, draft: Draft, number: int, now) -> str | None:

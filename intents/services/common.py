@@ -15,12 +15,14 @@ log = logging.getLogger("intents.services")
 MAX_REASON = 2_000
 
 
-def enqueue_execution(intent_id: int) -> None:
-    """Wake a worker for this intent. Losing this is harmless: the sweep finds every due intent."""
+def enqueue_execution(intent_id: int, *, held: bool = False) -> None:
+    """Wake a worker for this intent (``held``: once its undo window ends). Losing this is
+    harmless: the sweep finds every due intent."""
     try:
         from django_q.tasks import async_task
 
-        async_task("intents.tasks.execute_intent", intent_id, task_name=f"intent-{intent_id}")
+        task = "intents.tasks.execute_intent_after_hold" if held else "intents.tasks.execute_intent"
+        async_task(task, intent_id, task_name=f"intent-{intent_id}")
     except Exception:
         log.exception("intents.intent.enqueue_failed", extra={"intent_id": intent_id})
 

@@ -7,8 +7,8 @@ import logging
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Q
-from django.db.models.functions import Now
+from django.db.models import F, Q
+from django.db.models.functions import Greatest, Now
 
 from intents import errors
 from intents.journal import journal
@@ -144,7 +144,10 @@ def intent_release(*, tenant, intent_id, actor) -> SendIntent:
         if intent.state != SendIntent.State.QUEUED or not intent.held_reason:
             raise errors.IntentError("not_held", "This send is not on hold.")
         SendIntent.objects.filter(pk=intent.pk, state=SendIntent.State.QUEUED).update(
-            held_reason="", next_attempt_at=Now(), updated_at=Now()
+            # Released inside its undo window, it still waits for the window's end.
+            held_reason="",
+            next_attempt_at=Greatest(Now(), F("hold_until")),
+            updated_at=Now(),
         )
         journal(
             tenant=tenant,

@@ -8,18 +8,23 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from intents import errors, selectors, services
-from intents.models import Draft
+from intents.models import Draft, DraftPresence
+from intents.selectors.presence import present_on_drafts
+from intents.services.presence import presence_beat
 from review import pages
 from review import queries as review
 from review.diff import version_diff
 from review.forms import (
     ApproveForm,
     EditForm,
+    NoteForm,
     RejectForm,
 )
 from review.views.common import draft_or_404, hx_redirect, require_right
@@ -45,6 +50,31 @@ def _draft_context(request: TenantRequest, draft_id, **extra) -> dict:
 @require_GET
 def draft_detail(request: TenantRequest, draft_id: int) -> HttpResponse:
     return render(request, "review/draft.html", _draft_context(request, draft_id))
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def draft_note_add(request: TenantRequest, draft_id: int) -> HttpResponse:
+    """An internal note for the other reviewers. A refused note comes back on the page with its
+    text kept and what is wrong with it; nothing is saved."""
+    draft = draft_or_404(request, draft_id)
+    form = NoteForm(request.POST)
+    text = form.cleaned_data["text"] if form.is_valid() else ""
+    try:
+        if not form.is_valid():
+            raise errors.InvalidInput(
+                "note_unreadable", _("That note could not be read; nothing was saved."), "text"
+            )
+        services.draft_note_add(
+            tenant=request.tenant, draft_id=draft.pk, author=request.user, text=text
+        )
+    except errors.NoRight as error:
+        raise PermissionDenied(error.message) from None
+    except errors.DraftError as error:
+        context = _draft_context(request, draft.pk, note_text=text, note_error=error.message)
+        return render(request, "review/draft.html", context, status=400)
+    messages.success(request, _("Note added. Only your team sees it."))
+    return redirect(reverse("draft", args=[request.tenant.slug, draft.pk]) + "#notes")
 
 
 def _refusal(
@@ -93,10 +123,11 @@ def draft_approve(request: TenantRequest, draft_id: int) -> HttpResponse:
     messages.success(
         request,
         format_html(
-            'Approved draft {} (version {}). <a href="{}">Follow the send</a>.',
+            'Approved draft {} (version {}). <a href="{}">Follow the send</a>.{}',
             draft.pk,
             version,
             outbox_url,
+            _undo_offer(request, intent),
         ),
     )
     if form.cleaned_data["next"]:
@@ -107,6 +138,18 @@ def draft_approve(request: TenantRequest, draft_id: int) -> HttpResponse:
             return hx_redirect(request, reverse("draft", args=[request.tenant.slug, following.pk]))
         return hx_redirect(request, reverse("tenant_home", args=[request.tenant.slug]))
     return hx_redirect(request, outbox_url)
+
+
+def _undo_offer(request: TenantRequest, intent) -> str:
+    """The flash's Undo button (with its countdown) while the send waits out its undo window."""
+    seconds = pages.undo_seconds_left(intent, intent.approved_at)
+    if not seconds:
+        return ""
+    return render_to_string(
+        "review/_undo.html",
+        {"slug": request.tenant.slug, "intent_id": intent.pk, "seconds": seconds},
+        request=request,
+    )
 
 
 @tenant_view(roles=DECIDERS)
@@ -148,6 +191,10 @@ def _edit_detail(request: TenantRequest, draft_id) -> selectors.DraftDetail:
 def _edit_page(
     request: TenantRequest, detail, form, *, status=200, conflict_diff=None
 ) -> HttpResponse:
+    # Read before this page's own first heartbeat: who was already here.
+    others = present_on_drafts(
+        tenant=request.tenant, draft_ids=[detail.draft.pk], exclude_user=request.user
+    ).get(detail.draft.pk, [])
     return render(
         request,
         "review/edit.html",
@@ -159,9 +206,29 @@ def _edit_page(
             # The preview shows what the form holds: the person's HTML after a refused save.
             "preview_html": form["html"].value() or "",
             **pages.edit_aside(tenant=request.tenant, draft=detail.draft),
+            "present_others": others,
+            "editing_others": [p for p in others if p.mode == DraftPresence.Mode.EDITING],
         },
         status=status,
     )
+
+
+@tenant_view()
+@require_POST
+def draft_presence(request: TenantRequest, draft_id: int) -> HttpResponse:
+    """The pages' heartbeat (htmx, every few seconds): record this person on the draft and
+    answer with who else is there. Any member: presence is not a decision."""
+    mode = request.GET.get("mode", "")
+    try:
+        presence_beat(tenant=request.tenant, draft_id=draft_id, user=request.user, mode=mode)
+    except errors.NotFound:
+        raise Http404("No such draft") from None
+    except errors.InvalidInput as error:
+        return HttpResponse(error.message, status=400, content_type="text/plain; charset=utf-8")
+    others = present_on_drafts(
+        tenant=request.tenant, draft_ids=[draft_id], exclude_user=request.user
+    ).get(draft_id, [])
+    return render(request, "review/_presence.html", {"others": others})
 
 
 def _edit_conflict(

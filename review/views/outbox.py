@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from intents import errors, selectors, services
@@ -58,6 +59,7 @@ def outbox(request: TenantRequest) -> HttpResponse:
     deliveries = review.outbox_deliveries(page.items)
     for intent in page.items:
         intent.delivery_list = deliveries.get(intent.pk, [])
+    pages.outbox_marks(membership=request.membership, intents=page.items)
     return render(
         request,
         "review/outbox.html",
@@ -122,6 +124,34 @@ def intent_cancel(request: TenantRequest, intent_id: int) -> HttpResponse:
         ),
         "Cancelled: this send will not go out.",
     )
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def intent_undo(request: TenantRequest, intent_id: int) -> HttpResponse:
+    """Take an approval back inside its undo window: nothing is sent, the draft is pending."""
+    intent = intent_or_404(request, intent_id)
+    require_right(request, intent.mailbox)
+    try:
+        draft = services.intent_undo(tenant=request.tenant, intent_id=intent.pk, actor=request.user)
+    except errors.NoRight as error:
+        raise PermissionDenied(error.message) from None
+    except errors.DraftError as error:
+        log.info(
+            "intents.ui.undo_refused",
+            extra={"tenant_id": request.tenant.pk, "intent_id": intent.pk, "code": error.code},
+        )
+        messages.error(request, error.message)
+        return redirect("outbox_intent", request.tenant.slug, intent.pk)
+    messages.success(
+        request,
+        _(
+            "Undone: nothing was sent. Draft %(draft)s is back in review as version %(version)s; "
+            "edit it or approve it again."
+        )
+        % {"draft": draft.pk, "version": draft.current_version},
+    )
+    return redirect("draft", request.tenant.slug, draft.pk)
 
 
 @tenant_view(roles=DECIDERS)

@@ -8,6 +8,9 @@ from django.contrib import messages
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_POST
 
 from intents import errors, services
@@ -144,6 +147,21 @@ def bulk_approve(request: TenantRequest) -> HttpResponse:
     if approved:
         messages.success(
             request, f"Approved {approved} draft{'s' if approved != 1 else ''}; they are sending."
+        )
+    if approved and request.tenant.send_hold_seconds:
+        messages.info(
+            request,
+            format_html(
+                '{} <a href="{}">{}</a>',
+                ngettext(
+                    "The approved draft can be undone from the outbox for %(seconds)d s.",
+                    "The %(count)d approved drafts can be undone from the outbox for %(seconds)d s.",
+                    approved,
+                )
+                % {"count": approved, "seconds": request.tenant.send_hold_seconds},
+                reverse("outbox", args=[request.tenant.slug]) + "?state=queued",
+                _("Open the outbox"),
+            ),
         )
     for draft_id, message in refused:
         messages.error(request, f"Draft {draft_id} was not approved: {message}")

@@ -191,6 +191,41 @@
     return true;
   }
 
+  // Undo windows: count down from the seconds the server measured (its clock, not this one's).
+  // Display only: at zero the button goes away, and a late click is refused by the server.
+  function startUndoCountdowns() {
+    var started = Date.now();
+    var forms = Array.prototype.slice.call(document.querySelectorAll("[data-undo]"));
+    if (!forms.length) return;
+    function tick() {
+      var open = 0;
+      forms.forEach(function (form) {
+        var total = parseInt(form.dataset.secondsLeft, 10) || 0;
+        var left = Math.max(0, Math.ceil(total - (Date.now() - started) / 1000));
+        var count = form.querySelector("[data-countdown]");
+        if (count) count.textContent = String(left);
+        if (left > 0) { open += 1; return; }
+        if (form.dataset.closed === "1") return;
+        form.dataset.closed = "1";
+        var button = form.querySelector("[data-undo-button]");
+        if (button) { button.disabled = true; button.hidden = true; }
+        var openText = form.querySelector("[data-undo-open]");
+        var closedText = form.querySelector("[data-undo-closed]");
+        if (openText) openText.hidden = true;
+        if (closedText) closedText.hidden = false;
+        var status = form.querySelector("[data-undo-status]");
+        if (status && closedText) status.textContent = closedText.textContent;
+      });
+      if (open) window.setTimeout(tick, 250);
+    }
+    tick();
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", startUndoCountdowns);
+  } else {
+    startUndoCountdowns();
+  }
+
   // One approval per click: a double-click must not post twice (the server refuses the second,
   // but the person would see a confusing "already approved").
   document.addEventListener("submit", function (event) {

@@ -115,18 +115,68 @@ def test_policies_validate_and_save(tenant_a, admin_a, signed_in):
     bad = client.post(url, {"review_deadline_hours": 0, "retention_days": 30})
     assert bad.status_code == 400
     client.post(
-        url, {"review_deadline_hours": 8, "second_approver_on_edit": "on", "retention_days": 30}
+        url,
+        {
+            "review_deadline_hours": 8,
+            "second_approver_on_edit": "on",
+            "retention_days": 30,
+            "send_hold_seconds": 15,
+        },
     )
     tenant = Tenant.objects.get(pk=tenant_a.pk)
     assert (
         tenant.review_deadline_hours,
         tenant.second_approver_on_edit,
         tenant.retention_days,
-    ) == (8, True, 30)
+        tenant.send_hold_seconds,
+    ) == (8, True, 30, 15)
     assert (
         AuditEvent.objects.get(action="tenant.policies_changed").data["after"]["retention_days"]
         == 30
     )
+
+
+@pytest.mark.parametrize("hold", ["-1", "301", "ten", "", "1.5"])
+def test_undo_window_out_of_range_is_refused_and_changes_nothing(
+    tenant_a, admin_a, signed_in, hold
+):
+    client = signed_in(admin_a.user)
+    url = reverse("admin_policies", args=[tenant_a.slug])
+    before = Tenant.objects.get(pk=tenant_a.pk).send_hold_seconds
+    response = client.post(
+        url, {"review_deadline_hours": 8, "retention_days": 30, "send_hold_seconds": hold}
+    )
+    assert response.status_code == 400
+    assert 'id="id_send_hold_seconds"' in response.content.decode()
+    tenant = Tenant.objects.get(pk=tenant_a.pk)
+    assert (tenant.send_hold_seconds, tenant.review_deadline_hours) == (before, 24)
+    assert not AuditEvent.objects.filter(action="tenant.policies_changed").exists()
+
+
+def test_undo_window_zero_turns_it_off(tenant_a, admin_a, signed_in):
+    Tenant.objects.filter(pk=tenant_a.pk).update(send_hold_seconds=10)
+    client = signed_in(admin_a.user)
+    url = reverse("admin_policies", args=[tenant_a.slug])
+    form = client.get(url).content.decode()
+    assert 'name="send_hold_seconds"' in form and 'value="10"' in form
+    client.post(url, {"review_deadline_hours": 24, "retention_days": 90, "send_hold_seconds": 0})
+    assert Tenant.objects.get(pk=tenant_a.pk).send_hold_seconds == 0
+
+
+def test_undo_window_service_refuses_out_of_range(tenant_a, admin_a):
+    from tenants.services import AdminError, tenant_update_policies
+
+    with pytest.raises(AdminError) as refused:
+        tenant_update_policies(
+            tenant=tenant_a,
+            review_deadline_hours=24,
+            second_approver_on_edit=False,
+            retention_days=90,
+            send_hold_seconds=301,
+            actor=admin_a.user,
+        )
+    assert refused.value.field == "send_hold_seconds"
+    assert Tenant.objects.get(pk=tenant_a.pk).send_hold_seconds == 0
 
 
 def test_suppression_add_and_remove_with_reasons(tenant_a, admin_a, signed_in):

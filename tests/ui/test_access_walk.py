@@ -19,6 +19,7 @@ DECIDE_PAGE = {"viewer": 403, "approver": 200, "admin": 200}
 # POST-only routes answer a GET with 405, after the role check.
 POST_DECIDE = {"viewer": 403, "approver": 405, "admin": 405}
 POST_ADMIN = {"viewer": 403, "approver": 403, "admin": 405}
+POST_READ = {"viewer": 405, "approver": 405, "admin": 405}
 # A form's POST URL that a reload may GET: it leads an admin back to the page with the form.
 BACK_TO_FORM_ADMIN = {"viewer": 403, "approver": 403, "admin": 302}
 
@@ -31,9 +32,12 @@ EXPECTED = {
     "draft_approve": POST_DECIDE,
     "draft_reject": POST_DECIDE,
     "draft_edit": DECIDE_PAGE,
+    "draft_note_add": POST_DECIDE,
+    "draft_presence": POST_READ,
     "outbox": READ,
     "outbox_intent": READ,
     "intent_cancel": POST_DECIDE,
+    "intent_undo": POST_DECIDE,
     "intent_resolve": POST_DECIDE,
     "intent_release": POST_DECIDE,
     "intent_reopen": POST_DECIDE,

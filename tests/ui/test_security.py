@@ -82,6 +82,10 @@ def test_hostile_draft_content_renders_inert(tenant_a, mailbox_a, make_draft, ad
         ("span", "hx-get"),
         ("span", "hx-trigger"),
         ("span", "hx-swap"),
+        # The presence heartbeat (review/templates/review/draft.html).
+        ("div", "hx-post"),
+        ("div", "hx-trigger"),
+        ("div", "hx-swap"),
     }
     assert set(parsed.hx) <= ours
     (frame,) = parsed.iframes

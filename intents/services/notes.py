@@ -1,0 +1,80 @@
+"""Internal notes between reviewers on a draft (``DraftNote``): append-only, journaled."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils.translation import gettext as _
+
+from intents import errors
+from intents.journal import journal
+from intents.models import Draft, DraftNote, IntentEvent
+from intents.policy import NOTE_WRITERS, active_membership
+from intents.services.common import active_tenant
+
+log = logging.getLogger("intents.services")
+
+
+def clean_note(text) -> str:
+    """The note's text, or InvalidInput that says what is wrong with it."""
+    text = text.strip() if isinstance(text, str) else ""
+    if not text:
+        raise errors.InvalidInput("note_empty", _("Write something in the note."), "text")
+    if len(text) > DraftNote.MAX_LENGTH:
+        raise errors.InvalidInput(
+            "note_too_long",
+            _("A note holds at most %(max)d characters; this one has %(n)d.")
+            % {"max": DraftNote.MAX_LENGTH, "n": len(text)},
+            "text",
+        )
+    if "\x00" in text:
+        raise errors.InvalidInput(
+            "note_unstorable", _("A note cannot hold NUL characters."), "text"
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise errors.InvalidInput(
+            "note_unstorable", _("A note cannot hold unpaired UTF-16 surrogates."), "text"
+        ) from None
+    return text
+
+
+def draft_note_add(*, tenant, draft_id, author, text) -> DraftNote:
+    """Add an internal note to a draft (in any state: a note may explain a rejection or a send
+    after the fact). Never sent, never part of the content hash."""
+    tenant = active_tenant(tenant)
+    text = clean_note(text)
+    with transaction.atomic():
+        membership = active_membership(tenant=tenant, user=author)
+        if membership is None or membership.role not in NOTE_WRITERS:
+            raise errors.NoRight(message=_("Viewers can read notes but not write them."))
+        # No draft lock: a note changes no state; the insert's foreign key keeps the draft.
+        draft = _tenant_draft(tenant, draft_id)
+        note = DraftNote.objects.create(tenant=tenant, draft=draft, author=author, text=text)
+        journal(
+            tenant=tenant,
+            draft=draft,
+            action="draft.note_added",
+            actor_kind=IntentEvent.Actor.PERSON,
+            actor_user=author,
+            data={"note_id": note.pk, "length": len(text)},
+        )
+    log.info(
+        "intents.draft.note_added",
+        extra={"tenant_id": tenant.pk, "draft_id": draft.pk, "note_id": note.pk},
+    )
+    note.refresh_from_db(fields=["created_at"])
+    return note
+
+
+def _tenant_draft(tenant, draft_id) -> Draft:
+    try:
+        pk = int(draft_id)
+    except (TypeError, ValueError):
+        raise errors.NotFound("not_found", "No such draft.") from None
+    found = Draft.objects.filter(tenant=tenant, pk=pk).first()
+    if found is None:
+        raise errors.NotFound("not_found", "No such draft.")
+    return found

@@ -1,0 +1,149 @@
+"""Undo send: inside the tenant's undo window after Approve (``SendIntent.hold_until``), an
+approver takes the approval back. The intent is cancelled before any provider call and the draft
+is pending again on a copy of the approved version (the path ``draft_reopen`` takes: one intent
+per version stays true).
+
+Races with the worker are decided by the intent's row lock: the claim takes rows with ``FOR
+UPDATE SKIP LOCKED`` and only after ``hold_until``; the undo locks the row, then reads the state,
+the attempts and the database clock. Whichever holds the lock first wins; the other sees the
+result (a claim skips a locked row; an undo that waited finds it ``sending`` and is refused)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.db.models.functions import Now
+from django.utils.translation import gettext as _
+
+from config.clock import db_now
+from intents import errors
+from intents.journal import journal
+from intents.models import Draft, IntentEvent, SendAttempt, SendIntent
+from intents.services.approval import reopen_as_new_version
+from intents.services.common import active_tenant, lock_intent, require_decider
+
+log = logging.getLogger("intents.services")
+
+
+def intent_undo(*, tenant, intent_id, actor) -> Draft:
+    """Cancel a just-approved send inside its undo window and put its draft back in review.
+
+    Any approver with the right on the mailbox may undo, not only the one who approved: undoing
+    sends nothing and only returns the draft to review, where a fresh approval is needed."""
+    tenant = active_tenant(tenant)
+    draft_id = (
+        SendIntent.objects.filter(tenant=tenant, pk=_intent_pk(intent_id))
+        .values_list("draft_id", flat=True)
+        .first()
+    )
+    if draft_id is None:
+        raise errors.NotFound("not_found", "No such send.")
+    with transaction.atomic():
+        # Draft, then intent: the order draft_reopen locks in. The draft is locked FOR NO KEY
+        # UPDATE: a claimer holding the intent row writes a journal row naming the draft (a
+        # KEY SHARE lock on it), which FOR UPDATE would block: a deadlock with this undo waiting
+        # for that claimer's intent row (tests/intents/test_undo.py, the edge race, found it).
+        draft = (
+            Draft.objects.select_for_update(no_key=True, of=("self",))
+            .filter(tenant=tenant, pk=draft_id)
+            .get()
+        )
+        intent = lock_intent(tenant, intent_id)
+        require_decider(tenant, actor, intent.mailbox)
+        now = db_now()
+        _require_undoable(intent, draft, now)
+        changed = SendIntent.objects.filter(
+            pk=intent.pk, state=SendIntent.State.QUEUED, attempts=0, hold_until__gt=Now()
+        ).update(
+            state=SendIntent.State.CANCELLED,
+            resolved_by=actor,
+            resolution_note="Undone inside the undo window.",
+            updated_at=Now(),
+        )
+        if not changed:
+            raise _too_late(intent)
+        version, _cleared = reopen_as_new_version(
+            tenant, draft, intent.draft_version, actor, now, keep_author=True
+        )
+        _journal_undo(tenant, draft, intent, version, actor, now)
+    log.info(
+        "intents.intent.undone",
+        extra={"tenant_id": tenant.pk, "draft_id": draft.pk, "intent_id": intent.pk},
+    )
+    draft.refresh_from_db()
+    return draft
+
+
+def _intent_pk(intent_id) -> int:
+    try:
+        return int(intent_id)
+    except (TypeError, ValueError):
+        raise errors.NotFound("not_found", "No such send.") from None
+
+
+def _too_late(intent: SendIntent) -> errors.IntentError:
+    return errors.IntentError(
+        "undo_too_late",
+        _(
+            "Too late to undo send #%(id)s: its undo window has closed and it is on its way. "
+            "Follow it in the outbox."
+        )
+        % {"id": intent.pk},
+    )
+
+
+def _require_undoable(intent: SendIntent, draft: Draft, now) -> None:
+    """Queued, never attempted, still inside its window, and the draft's live approval."""
+    if intent.hold_until is None:
+        raise errors.IntentError(
+            "undo_no_window",
+            _(
+                "Send #%(id)s was approved without an undo window; cancel it instead if it is queued."
+            )
+            % {"id": intent.pk},
+        )
+    attempted = intent.attempts or SendAttempt.objects.filter(intent_id=intent.pk).exists()
+    if intent.state != SendIntent.State.QUEUED or attempted or intent.hold_until <= now:
+        raise _too_late(intent)
+    if (
+        draft.status != Draft.Status.APPROVED
+        or draft.current_version != intent.draft_version.number
+    ):
+        # Cannot happen while the intent is queued (reopen refuses a live send); fail closed.
+        raise errors.IntentError("undo_not_current", _("This send is not the draft's approval."))
+
+
+def _journal_undo(tenant, draft: Draft, intent: SendIntent, version, actor, now) -> None:
+    journal(
+        tenant=tenant,
+        draft=draft,
+        intent=intent,
+        action="intent.undone",
+        actor_kind=IntentEvent.Actor.PERSON,
+        actor_user=actor,
+        from_state=SendIntent.State.QUEUED,
+        to_state=SendIntent.State.CANCELLED,
+        data={
+            "hold_until": intent.hold_until.isoformat() if intent.hold_until else None,
+            "seconds_left": round((intent.hold_until - now).total_seconds(), 3)
+            if intent.hold_until
+            else None,
+        },
+    )
+    journal(
+        tenant=tenant,
+        draft=draft,
+        intent=intent,
+        action="draft.approval_undone",
+        actor_kind=IntentEvent.Actor.PERSON,
+        actor_user=actor,
+        from_state=Draft.Status.APPROVED,
+        to_state=Draft.Status.PENDING,
+        data={
+            "version": version.number,
+            "content_hash": version.content_hash,
+            "copied_from_version": intent.draft_version.number,
+            "earlier_intent": intent.pk,
+        },
+    )

@@ -1,0 +1,155 @@
+"""Undo send in the staff pages: the countdown and the Undo button where the send is shown, the
+undo route, and who may use it (the service and the worker are tested in tests/intents)."""
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from intents import services
+from intents.models import Draft, IntentEvent, SendIntent
+from tenants.models import Tenant
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def held(tenant_a):
+    Tenant.objects.filter(pk=tenant_a.pk).update(send_hold_seconds=30)
+    tenant_a.refresh_from_db()
+    return tenant_a
+
+
+def approve(client, tenant, draft, **extra):
+    version = draft.versions.get()
+    return client.post(
+        reverse("draft_approve", args=[tenant.slug, draft.pk]),
+        {"version": version.number, "content_hash": version.content_hash, **extra},
+        follow=True,
+    )
+
+
+def undo_url(tenant, intent):
+    return reverse("intent_undo", args=[tenant.slug, intent.pk])
+
+
+def test_approve_shows_the_countdown_and_undo_puts_the_draft_back(
+    held, mailbox_a, make_draft, admin_a, signed_in
+):
+    client = signed_in(admin_a.user)
+    draft = make_draft(mailbox_a)
+    page = approve(client, held, draft).content.decode()
+    intent = SendIntent.objects.get(draft=draft)
+    # The send page it lands on, and the flash above it, both offer the undo with a countdown.
+    assert page.count(f'action="{undo_url(held, intent)}"') == 2
+    seconds = [int(s) for s in re.findall(r'data-seconds-left="(\d+)"', page)]
+    assert seconds and all(25 <= s <= 30 for s in seconds)
+    response = client.post(undo_url(held, intent), follow=True)
+    assert response.redirect_chain[-1][0] == reverse("draft", args=[held.slug, draft.pk])
+    assert "Undone: nothing was sent." in response.content.decode()
+    draft.refresh_from_db()
+    assert (draft.status, draft.current_version) == ("pending", 2)
+    assert SendIntent.objects.get(pk=intent.pk).state == "cancelled"
+
+
+def test_approve_and_next_offers_undo_in_the_flash(held, mailbox_a, make_draft, admin_a, signed_in):
+    client = signed_in(admin_a.user)
+    first, second = make_draft(mailbox_a), make_draft(mailbox_a)
+    page = approve(client, held, first, next="1").content.decode()
+    intent = SendIntent.objects.get(draft=first)
+    assert f'action="{undo_url(held, intent)}"' in page
+    assert f"/drafts/{second.pk}/" in page
+
+
+def test_draft_page_and_outbox_show_the_countdown_during_the_window(
+    held, mailbox_a, make_intent, admin_a, signed_in
+):
+    intent = make_intent(mailbox_a)
+    client = signed_in(admin_a.user)
+    draft_page = client.get(reverse("draft", args=[held.slug, intent.draft_id])).content.decode()
+    outbox = client.get(reverse("outbox", args=[held.slug])).content.decode()
+    for page in (draft_page, outbox):
+        assert f'action="{undo_url(held, intent)}"' in page
+        assert "data-countdown" in page
+
+
+def test_no_undo_offered_without_a_window(tenant_a, mailbox_a, make_intent, admin_a, signed_in):
+    intent = make_intent(mailbox_a)
+    client = signed_in(admin_a.user)
+    for url in (
+        reverse("draft", args=[tenant_a.slug, intent.draft_id]),
+        reverse("outbox", args=[tenant_a.slug]),
+        reverse("outbox_intent", args=[tenant_a.slug, intent.pk]),
+    ):
+        assert "data-undo" not in client.get(url).content.decode()
+
+
+def test_a_viewer_sees_the_countdown_but_no_button_and_cannot_undo(
+    held, mailbox_a, make_intent, member_of, signed_in
+):
+    intent = make_intent(mailbox_a)
+    viewer = signed_in(member_of(held, "viewer").user)
+    page = viewer.get(reverse("outbox_intent", args=[held.slug, intent.pk])).content.decode()
+    assert "data-undo-box" in page and "data-undo-button" not in page
+    assert viewer.post(undo_url(held, intent)).status_code == 403
+    assert SendIntent.objects.get(pk=intent.pk).state == "queued"
+
+
+def test_an_approver_without_the_mailbox_right_cannot_undo(
+    held, mailbox_a, make_intent, member_of, signed_in
+):
+    intent = make_intent(mailbox_a)
+    limited = signed_in(member_of(held, "approver", approve_all_mailboxes=False).user)
+    outbox = limited.get(reverse("outbox", args=[held.slug])).content.decode()
+    assert "data-undo-button" not in outbox
+    assert limited.post(undo_url(held, intent)).status_code == 403
+    assert SendIntent.objects.get(pk=intent.pk).state == "queued"
+
+
+def test_another_tenants_send_is_a_404(
+    held, tenant_b, mailbox_a, make_intent, member_of, signed_in
+):
+    intent = make_intent(mailbox_a)
+    outsider = signed_in(member_of(tenant_b, "admin").user)
+    assert outsider.post(undo_url(tenant_b, intent)).status_code == 404
+    assert outsider.post(undo_url(held, intent)).status_code == 404
+    assert SendIntent.objects.get(pk=intent.pk).state == "queued"
+
+
+def test_undo_after_the_window_is_refused_with_a_message(
+    held, mailbox_a, make_intent, admin_a, signed_in
+):
+    intent = make_intent(mailbox_a)
+    # The window is over (the constraint wants next_attempt_at not before it).
+    SendIntent.objects.filter(pk=intent.pk).update(
+        hold_until=intent.approved_at, next_attempt_at=intent.approved_at
+    )
+    events = IntentEvent.objects.count()
+    response = signed_in(admin_a.user).post(undo_url(held, intent), follow=True)
+    assert "Too late to undo" in response.content.decode()
+    assert response.redirect_chain[-1][0] == reverse("outbox_intent", args=[held.slug, intent.pk])
+    assert IntentEvent.objects.count() == events
+    assert Draft.objects.get(pk=intent.draft_id).status == "approved"
+
+
+def test_undo_is_post_only(held, mailbox_a, make_intent, admin_a, signed_in):
+    intent = make_intent(mailbox_a)
+    assert signed_in(admin_a.user).get(undo_url(held, intent)).status_code == 405
+
+
+def test_bulk_approve_points_to_the_outbox_to_undo(held, mailbox_a, make_draft, admin_a, signed_in):
+    drafts = [make_draft(mailbox_a) for _ in range(2)]
+    items = [f"{d.pk}:1:{d.versions.get().content_hash}" for d in drafts]
+    page = signed_in(admin_a.user).post(
+        reverse("bulk_approve", args=[held.slug]), {"item": items}, follow=True
+    )
+    assert "can be undone from the outbox for 30 s" in page.content.decode()
+    outbox = signed_in(admin_a.user).get(reverse("outbox", args=[held.slug])).content.decode()
+    for intent in SendIntent.objects.filter(draft__in=drafts):
+        assert f'action="{undo_url(held, intent)}"' in outbox
+    services.intent_undo(
+        tenant=held,
+        intent_id=SendIntent.objects.filter(draft=drafts[0]).get().pk,
+        actor=admin_a.user,
+    )
+    assert Draft.objects.get(pk=drafts[0].pk).status == "pending"
