@@ -70,6 +70,15 @@ class QueueFilter:
     age: str = ""  # "", "1h", "4h", "24h", "due"
     warnings: bool = False
     q: str = ""
+    # Whose drafts: "" (all), "mine" (held by ``viewer``), "unassigned", "escalated".
+    view: str = ""
+    viewer: int | None = None
+    # The order: "" (oldest first) or "due" (least time left first; no deadline last).
+    sort: str = ""
+
+
+VIEWS = ("", "mine", "unassigned", "escalated")
+SORTS = ("", "due")
 
 
 class ArrayToString(Func):
@@ -97,7 +106,7 @@ def queue_drafts(
         qs = qs.filter(status=status)
     if mailbox_ids is not None:
         qs = qs.filter(mailbox_id__in=list(mailbox_ids))
-    qs = qs.select_related("mailbox", "agent_token").annotate(
+    qs = qs.select_related("mailbox", "agent_token", "assignee").annotate(
         cur=FilteredRelation("versions", condition=Q(versions__number=F("current_version"))),
         cur_subject=F("cur__subject"),
         cur_to=F("cur__to"),
@@ -117,7 +126,20 @@ def queue_drafts(
     return _filtered(rows, f) if f is not None else rows
 
 
+def _in_view(qs: QuerySet[QueueRow], f: QueueFilter) -> QuerySet[QueueRow]:
+    """Each view reads one partial index of intents.models.Draft (draft_held, draft_unheld,
+    draft_escalated), so it stays an index range at any queue size."""
+    if f.view == "mine":
+        return qs.filter(assignee_id=f.viewer) if f.viewer else qs.none()
+    if f.view == "unassigned":
+        return qs.filter(assignee__isnull=True)
+    if f.view == "escalated":
+        return qs.filter(escalated_at__isnull=False)
+    return qs
+
+
 def _filtered(qs: QuerySet[QueueRow], f: QueueFilter) -> QuerySet[QueueRow]:
+    qs = _in_view(qs, f)
     if f.mailbox:
         qs = qs.filter(mailbox_id=f.mailbox)
     if f.agent:
@@ -172,10 +194,15 @@ def draft_queue(
         with_intent_state=with_intent_state,
     )
     extra = {} if count_upto is None else {"total": qs[: count_upto + 1].count()}
+    by_due = f is not None and f.sort == "due" and not newest_first
     if newest_first:
         if cursor:
             qs = qs.filter(id__lt=_id_in(decode_cursor(cursor, 1)[0]))
         rows = list(qs.order_by("-id")[: limit + 1])
+    elif by_due:
+        if cursor:
+            qs = _after_due(qs, *decode_cursor(cursor, 2))
+        rows = list(qs.order_by(F("sla_due_at").asc(nulls_last=True), "id")[: limit + 1])
     else:
         if cursor:
             created, raw_pk = decode_cursor(cursor, 2)
@@ -186,12 +213,26 @@ def draft_queue(
     if len(rows) > limit:
         rows = rows[:limit]
         last = rows[-1]
-        next_cursor = (
-            encode_cursor(last.pk) if newest_first else encode_cursor(last.created_at, last.pk)
-        )
+        if newest_first:
+            next_cursor = encode_cursor(last.pk)
+        elif by_due:
+            next_cursor = encode_cursor(last.sla_due_at or "", last.pk)
+        else:
+            next_cursor = encode_cursor(last.created_at, last.pk)
     for draft in rows:
         draft.current = _listed_version(draft)
     return Page(rows, next_cursor, limit, extra)
+
+
+def _after_due(qs: QuerySet[QueueRow], due: str, raw_pk: str) -> QuerySet[QueueRow]:
+    """Rows after (due, id) in the time-left order: deadlines ascending, then those with none."""
+    pk = _id_in(raw_pk)
+    if not due:
+        return qs.filter(sla_due_at__isnull=True, id__gt=pk)
+    due_at = _datetime_in(due)
+    return qs.filter(
+        Q(sla_due_at__gt=due_at) | Q(sla_due_at=due_at, id__gt=pk) | Q(sla_due_at__isnull=True)
+    )
 
 
 def _id_in(value: str) -> int:
