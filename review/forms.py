@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from intents.selectors.queue import AGE_CHOICES, QueueFilter
 
@@ -19,6 +20,16 @@ class QueueFilterForm(forms.Form):
     age = forms.ChoiceField(choices=AGE_CHOICES, required=False)
     warnings = forms.BooleanField(required=False, label="Only with warnings")
     q = forms.CharField(required=False, max_length=200, label="Search")
+    view = forms.ChoiceField(
+        choices=[("", _("All")), ("mine", _("Mine")), ("unassigned", _("Unassigned")),
+                 ("escalated", _("Escalated"))],
+        required=False,
+    )
+    sort = forms.ChoiceField(
+        choices=[("", _("Oldest first")), ("due", _("Least time left"))],
+        required=False,
+        label=_("Order"),
+    )
 
     def __init__(self, *args, mailboxes, agents, **kwargs):
         super().__init__(*args, **kwargs)
@@ -37,6 +48,8 @@ class QueueFilterForm(forms.Form):
             age=data["age"] or "",
             warnings=data["warnings"],
             q=data["q"].strip(),
+            view=data["view"] or "",
+            sort=data["sort"] or "",
         )
 
 

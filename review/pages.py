@@ -14,6 +14,7 @@ from intents.models import Draft, DraftVersion, SendIntent
 from intents.policy import (
     SECOND_APPROVER_REASON,
     approvable_mailbox_ids,
+    approver_memberships,
     can_approve,
     may_decide,
     needs_another_approver,
@@ -69,6 +70,9 @@ class DraftReview:
     approve_blocked_reason: str
     provenance: dict
     unproven_earlier: list[SendIntent] = field(default_factory=list)
+    # Ownership: whom this person may hand the draft to, and whether they may release it.
+    hand_to: list = field(default_factory=list)
+    may_pass_on: bool = False
 
 
 def _recipients(*, tenant: Tenant, detail: selectors.DraftDetail, inbound: list) -> list[Recipient]:
@@ -127,7 +131,24 @@ def draft_review(
         approve_blocked_reason=SECOND_APPROVER_REASON if approve_blocked else "",
         provenance=draft.provenance if isinstance(draft.provenance, dict) else {},
         unproven_earlier=_unproven_earlier(detail) if pending else [],
+        **_ownership(draft, membership, can_decide),
     )
+
+
+def _ownership(draft: Draft, membership: Membership, can_decide: bool) -> dict:
+    """Whether this person may pass the draft on (its holder, or an admin), and to whom: the
+    members who may review its mailbox now, but its current holder."""
+    may_pass_on = can_decide and (
+        draft.assignee_id == membership.user_id or membership.is_admin
+    )
+    if not may_pass_on:
+        return {"hand_to": [], "may_pass_on": False}
+    colleagues = [
+        m.user
+        for m in approver_memberships(mailbox=draft.mailbox)
+        if m.user_id != draft.assignee_id
+    ]
+    return {"hand_to": colleagues, "may_pass_on": True}
 
 
 # --- send page -----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from email.utils import parseaddr
 from typing import TYPE_CHECKING
 
+from django.db import connection
 from django.db.models import (
     BooleanField,
     Count,
@@ -134,6 +135,39 @@ def queue_page(
         next_cursor=page.next_cursor,
         newest_id=0,
         total_cap=TOTAL_CAP,
+    )
+
+
+def queue_view_counts(*, tenant: Tenant, user_id: int) -> dict[str, int]:
+    """Pending drafts per queue view (All, Mine, Unassigned, Escalated), each counted up to
+    TOTAL_CAP on its own partial index, in one statement whatever the queue's size."""
+    pending = Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING)
+    views = {
+        "": pending,
+        "mine": pending.filter(assignee_id=user_id),
+        "unassigned": pending.filter(assignee__isnull=True),
+        "escalated": pending.filter(escalated_at__isnull=False),
+    }
+    parts, params = [], []
+    for i, qs in enumerate(views.values()):
+        sql, part_params = qs.values("pk")[: TOTAL_CAP + 1].query.sql_with_params()
+        parts.append(f"(SELECT count(*) FROM ({sql}) AS v{i})")
+        params.extend(part_params)
+    with connection.cursor() as cursor:
+        # Compiled by the ORM from the querysets above; the input is in params.
+        cursor.execute("SELECT " + ", ".join(parts), params)
+        row = cursor.fetchone()
+    return dict(zip(views, row, strict=True))
+
+
+def queue_holders(*, tenant: Tenant, shown: list[int]) -> list[Draft]:
+    """The shown drafts' holders now (for the queue's live badges): one query."""
+    if not shown:
+        return []
+    return list(
+        Draft.objects.filter(tenant=tenant, pk__in=shown)
+        .select_related("assignee")
+        .only("pk", "assignee_id", "claim_expires_at", "assignee__full_name", "assignee__email")
     )
 
 

@@ -29,7 +29,9 @@ class DraftDetail:
 
 def draft_get(*, tenant, draft_id) -> Draft:
     draft = (
-        Draft.objects.select_related("mailbox", "agent_token", "created_by", "decided_by")
+        Draft.objects.select_related(
+            "mailbox", "agent_token", "created_by", "decided_by", "assignee", "escalated_to"
+        )
         .filter(tenant=tenant, pk=as_int(draft_id, "draft"))
         .first()
     )

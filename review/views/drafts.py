@@ -44,6 +44,8 @@ def _draft_context(request: TenantRequest, draft_id, **extra) -> dict:
 @tenant_view()
 @require_GET
 def draft_detail(request: TenantRequest, draft_id: int) -> HttpResponse:
+    # The holder working on it keeps their claim (a no-op for anyone else).
+    services.draft_claim_renew(tenant=request.tenant, draft_id=draft_id, actor=request.user)
     return render(request, "review/draft.html", _draft_context(request, draft_id))
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET, require_POST
 
 from intents import errors, services
@@ -27,7 +29,7 @@ def _queue_context(request: TenantRequest) -> dict:
     mailboxes = list(review.review_mailboxes(tenant))
     agents = list(review.review_agents(tenant))
     form = QueueFilterForm(request.GET or None, mailboxes=mailboxes, agents=agents)
-    queue_filter = form.queue_filter()
+    queue_filter = dataclasses.replace(form.queue_filter(), viewer=request.user.pk)
     page = pages.queue(
         tenant=tenant,
         membership=request.membership,
@@ -43,7 +45,11 @@ def _queue_context(request: TenantRequest) -> dict:
     return {
         "form": form,
         "page": page,
-        "filtered": queue_filter != review.QueueFilter(),
+        "filtered": dataclasses.replace(queue_filter, viewer=None, view="", sort="")
+        != review.QueueFilter(),
+        "view": queue_filter.view,
+        "view_tabs": _view_tabs(request),
+        "sort_due": queue_filter.sort == "due",
         "any_decidable": any(d.can_decide and not d.approve_blocked for d in page.rows),
         "since_id": review.newest_draft_id(tenant=tenant),
         "shown_ids": ",".join(str(d.pk) for d in page.rows),
@@ -51,6 +57,31 @@ def _queue_context(request: TenantRequest) -> dict:
         "next_query": next_params.urlencode() if page.next_cursor else None,
         "paged": bool(request.GET.get("after")),
     }
+
+
+VIEW_LABELS = {
+    "": _("All"),
+    "mine": _("Mine"),
+    "unassigned": _("Unassigned"),
+    "escalated": _("Escalated"),
+}
+
+
+def _view_tabs(request: TenantRequest) -> list[dict]:
+    """Each view's tab: its label, its pending count, and its query string (the other filters
+    kept, the page cursor dropped)."""
+    counts = review.queue_view_counts(tenant=request.tenant, user_id=request.user.pk)
+    tabs = []
+    for name, label in VIEW_LABELS.items():
+        params = request.GET.copy()
+        params.pop("after", None)
+        params.pop("view", None)
+        if name:
+            params["view"] = name
+        tabs.append(
+            {"name": name, "label": label, "count": counts[name], "query": params.urlencode()}
+        )
+    return tabs
 
 
 @tenant_view()
@@ -72,7 +103,14 @@ def queue_changes(request: TenantRequest) -> HttpResponse:
     return render(
         request,
         "review/queue.html#changes",
-        {"new": new, "gone": gone, "since_id": since_id, "shown_ids": ",".join(map(str, shown))},
+        {
+            "new": new,
+            "gone": gone,
+            "since_id": since_id,
+            "shown_ids": ",".join(map(str, shown)),
+            # Each shown row's holder badge, swapped in place (out of band).
+            "holders": review.queue_holders(tenant=request.tenant, shown=shown),
+        },
     )
 
 
