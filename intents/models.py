@@ -127,6 +127,12 @@ class Draft(models.Model):
                 name="draft_escalated",
                 condition=Q(status="pending", escalated_at__isnull=False),
             ),
+            # The health panel: breaches of the last days.
+            models.Index(
+                fields=["tenant", "sla_due_at"],
+                name="draft_sla_history",
+                condition=Q(sla_due_at__isnull=False),
+            ),
             # The round-robins' last pick.
             models.Index(
                 fields=["mailbox", "-id"],

@@ -21,8 +21,12 @@ class QueueFilterForm(forms.Form):
     warnings = forms.BooleanField(required=False, label="Only with warnings")
     q = forms.CharField(required=False, max_length=200, label="Search")
     view = forms.ChoiceField(
-        choices=[("", _("All")), ("mine", _("Mine")), ("unassigned", _("Unassigned")),
-                 ("escalated", _("Escalated"))],
+        choices=[
+            ("", _("All")),
+            ("mine", _("Mine")),
+            ("unassigned", _("Unassigned")),
+            ("escalated", _("Escalated")),
+        ],
         required=False,
     )
     sort = forms.ChoiceField(

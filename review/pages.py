@@ -138,9 +138,7 @@ def draft_review(
 def _ownership(draft: Draft, membership: Membership, can_decide: bool) -> dict:
     """Whether this person may pass the draft on (its holder, or an admin), and to whom: the
     members who may review its mailbox now, but its current holder."""
-    may_pass_on = can_decide and (
-        draft.assignee_id == membership.user_id or membership.is_admin
-    )
+    may_pass_on = can_decide and (draft.assignee_id == membership.user_id or membership.is_admin)
     if not may_pass_on:
         return {"hand_to": [], "may_pass_on": False}
     colleagues = [

@@ -151,7 +151,7 @@ def queue_view_counts(*, tenant: Tenant, user_id: int) -> dict[str, int]:
     parts, params = [], []
     for i, qs in enumerate(views.values()):
         sql, part_params = qs.values("pk")[: TOTAL_CAP + 1].query.sql_with_params()
-        parts.append(f"(SELECT count(*) FROM ({sql}) AS v{i})")
+        parts.append(f"(SELECT count(*) FROM ({sql}) AS v{i})")  # noqa: S608
         params.extend(part_params)
     with connection.cursor() as cursor:
         # Compiled by the ORM from the querysets above; the input is in params.

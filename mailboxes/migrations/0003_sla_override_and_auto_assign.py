@@ -4,25 +4,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('mailboxes', '0002_initial'),
-        ('tenants', '0004_sla_escalation_and_away'),
+        ("mailboxes", "0002_initial"),
+        ("tenants", "0004_sla_escalation_and_away"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='mailbox',
-            name='auto_assign',
+            model_name="mailbox",
+            name="auto_assign",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='mailbox',
-            name='sla_minutes',
+            model_name="mailbox",
+            name="sla_minutes",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddConstraint(
-            model_name='mailbox',
-            constraint=models.CheckConstraint(condition=models.Q(('sla_minutes__isnull', True), ('sla_minutes__gte', 1), _connector='OR'), name='mailbox_sla_positive'),
+            model_name="mailbox",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("sla_minutes__isnull", True), ("sla_minutes__gte", 1), _connector="OR"
+                ),
+                name="mailbox_sla_positive",
+            ),
         ),
     ]

@@ -44,9 +44,7 @@ def draft_take(request: TenantRequest, draft_id: int) -> HttpResponse:
 @tenant_view(roles=DECIDERS)
 @require_POST
 def draft_release(request: TenantRequest, draft_id: int) -> HttpResponse:
-    return _run(
-        request, draft_id, services.draft_release, _("Released: the draft is unassigned.")
-    )
+    return _run(request, draft_id, services.draft_release, _("Released: the draft is unassigned."))
 
 
 @tenant_view(roles=DECIDERS)

@@ -40,9 +40,7 @@ def test_taking_again_renews_without_a_second_journal_row(tenant_a, new_draft, a
     assert len(_events(draft, "draft.taken")) == 1
 
 
-def test_take_held_by_someone_else_is_refused_naming_them(
-    tenant_a, new_draft, approver, member_of
-):
+def test_take_held_by_someone_else_is_refused_naming_them(tenant_a, new_draft, approver, member_of):
     other = member_of(tenant_a, "approver", user__full_name="Olga Other").user
     draft = new_draft()
     services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=other)
