@@ -12,14 +12,17 @@ pytestmark = pytest.mark.django_db
 
 
 def _post(client, tenant, **data):
-    fields = {"sla_minutes": "", "sla_warning_minutes": "", "escalate_to": "", "escalate_to_role": ""}
+    fields = {
+        "sla_minutes": "",
+        "sla_warning_minutes": "",
+        "escalate_to": "",
+        "escalate_to_role": "",
+    }
     fields.update(data)
     return client.post(reverse("admin_deadlines", args=[tenant.slug]), fields)
 
 
-def test_admin_sets_target_window_and_a_member_to_escalate_to(
-    tenant_a, admin_a, member_of, client
-):
+def test_admin_sets_target_window_and_a_member_to_escalate_to(tenant_a, admin_a, member_of, client):
     lead = member_of(tenant_a, "approver").user
     client.force_login(admin_a.user)
     response = _post(

@@ -54,9 +54,7 @@ def test_take_from_a_queue_row_comes_back_to_the_queue(
 ):
     draft = make_draft(mailbox_a)
     client.force_login(approver_a.user)
-    response = client.post(
-        reverse("draft_take", args=[tenant_a.slug, draft.pk]), {"back": "queue"}
-    )
+    response = client.post(reverse("draft_take", args=[tenant_a.slug, draft.pk]), {"back": "queue"})
     assert response["Location"] == reverse("tenant_home", args=[tenant_a.slug])
 
 
