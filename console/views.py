@@ -12,14 +12,12 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console import selectors
 from console import services as console_services
 from console.forms import (
     AuditFilterForm,
-    DeadlinesForm,
     InviteForm,
     PoliciesForm,
     RightsForm,
@@ -27,6 +25,7 @@ from console.forms import (
     SuppressionAddForm,
     SuppressionRemoveForm,
 )
+from console.views_deadlines import deadlines_form
 from tenants import invitations, services
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 from tenants.models import Membership
@@ -239,7 +238,7 @@ def policies(request: TenantRequest) -> HttpResponse:
         return render(
             request,
             "console/policies.html",
-            {"form": form, "deadlines_form": _deadlines_form(tenant)},
+            {"form": form, "deadlines_form": deadlines_form(tenant)},
         )
     form = PoliciesForm(request.POST)
     if form.is_valid():
@@ -253,89 +252,9 @@ def policies(request: TenantRequest) -> HttpResponse:
     return render(
         request,
         "console/policies.html",
-        {"form": form, "deadlines_form": _deadlines_form(tenant)},
+        {"form": form, "deadlines_form": deadlines_form(tenant)},
         status=400,
     )
-
-
-def _escalation_members(tenant) -> list[Membership]:
-    return list(
-        Membership.objects.select_related("user")
-        .filter(
-            tenant=tenant,
-            is_active=True,
-            user__is_active=True,
-            role__in=services.ESCALATION_ROLES,
-        )
-        .order_by("user__full_name", "user__email")
-    )
-
-
-def _deadlines_form(tenant, data=None) -> DeadlinesForm:
-    initial = {
-        "sla_minutes": tenant.sla_minutes,
-        "sla_warning_minutes": tenant.sla_warning_minutes,
-        "escalate_to": tenant.escalate_to_id,
-        "escalate_to_role": tenant.escalate_to_role,
-    }
-    return DeadlinesForm(data, initial=initial, members=_escalation_members(tenant))
-
-
-@tenant_view(roles=ADMIN_ONLY)
-@require_POST
-def deadlines(request: TenantRequest) -> HttpResponse:
-    tenant = request.tenant
-    form = _deadlines_form(tenant, request.POST)
-    if form.is_valid():
-        data = form.cleaned_data
-        try:
-            services.tenant_update_deadlines(
-                tenant=tenant,
-                sla_minutes=data["sla_minutes"],
-                sla_warning_minutes=data["sla_warning_minutes"],
-                escalate_to_id=data["escalate_to"],
-                escalate_to_role=data["escalate_to_role"],
-                actor=request.user,
-            )
-        except services.AdminError as error:
-            _refuse(form, error)
-        else:
-            messages.success(request, _("Deadlines and escalation saved."))
-            return redirect("admin_policies", tenant.slug)
-    policies_form = PoliciesForm(
-        initial={
-            "review_deadline_hours": tenant.review_deadline_hours,
-            "second_approver_on_edit": tenant.second_approver_on_edit,
-            "retention_days": tenant.retention_days,
-        }
-    )
-    return render(
-        request,
-        "console/policies.html",
-        {"form": policies_form, "deadlines_form": form},
-        status=400,
-    )
-
-
-@tenant_view(roles=ADMIN_ONLY)
-@require_POST
-def member_away(request: TenantRequest, membership_id: int) -> HttpResponse:
-    away = bool(request.POST.get("away"))
-    try:
-        membership = services.member_set_away(
-            tenant=request.tenant, membership_id=membership_id, away=away, actor=request.user
-        )
-    except services.AdminError as error:
-        if error.code == "not_found":
-            raise Http404(error.message) from None
-        messages.error(request, error.message)
-        return redirect("admin_members", request.tenant.slug)
-    name = membership.user.display_name
-    if away:
-        messages.success(request, _("%(name)s is marked away.") % {"name": name})
-    else:
-        messages.success(request, _("%(name)s is back.") % {"name": name})
-    return redirect("admin_member", request.tenant.slug, membership.pk)
 
 
 @tenant_view(roles=ADMIN_ONLY)

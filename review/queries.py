@@ -148,7 +148,8 @@ def queue_view_counts(*, tenant: Tenant, user_id: int) -> dict[str, int]:
         "unassigned": pending.filter(assignee__isnull=True),
         "escalated": pending.filter(escalated_at__isnull=False),
     }
-    parts, params = [], []
+    parts: list[str] = []
+    params: list = []
     for i, qs in enumerate(views.values()):
         sql, part_params = qs.values("pk")[: TOTAL_CAP + 1].query.sql_with_params()
         parts.append(f"(SELECT count(*) FROM ({sql}) AS v{i})")  # noqa: S608
