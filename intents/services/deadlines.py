@@ -70,7 +70,6 @@ def drafts_warn_due(*, batch: int = 500, now: datetime | None = None) -> int:
     """Journal once, for each pending draft entering its warning window, that its deadline is
     near. Safe on every cluster (SKIP LOCKED; the conditional UPDATE decides)."""
     now = now or timezone.now()
-    warned = 0
     with transaction.atomic():
         due = list(
             Draft.objects.select_for_update(skip_locked=True)
@@ -78,15 +77,18 @@ def drafts_warn_due(*, batch: int = 500, now: datetime | None = None) -> int:
             .order_by("sla_warn_at")
             .only("pk", "tenant_id", "sla_due_at", "assignee_id")[:batch]
         )
-        for draft in due:
-            changed = Draft.objects.filter(
-                pk=draft.pk, status=Draft.Status.PENDING, sla_warned_at__isnull=True
-            ).update(sla_warned_at=now)
-            if changed:
-                warned += 1
-                data = {"due_at": draft.sla_due_at.isoformat() if draft.sla_due_at else None}
-                _sweep_journal(draft, "draft.sla_warning", {**data, "holder": draft.assignee_id})
+        warned = sum(_warn(draft, now) for draft in due)
     return warned
+
+
+def _warn(draft: Draft, now: datetime) -> bool:
+    changed = Draft.objects.filter(
+        pk=draft.pk, status=Draft.Status.PENDING, sla_warned_at__isnull=True
+    ).update(sla_warned_at=now)
+    if changed:
+        data = {"due_at": draft.sla_due_at.isoformat() if draft.sla_due_at else None}
+        _sweep_journal(draft, "draft.sla_warning", {**data, "holder": draft.assignee_id})
+    return bool(changed)
 
 
 def _escalation_target(tenant: Tenant, draft: Draft):

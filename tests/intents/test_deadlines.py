@@ -12,9 +12,11 @@ from django.utils import timezone
 from intents import services
 from intents.models import Draft, IntentEvent
 from intents.selectors.queue import QueueFilter, draft_queue
+from intents.services import deadlines
 from intents.tasks import sweep_once
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
+from tests.intents.helpers import run_concurrently
 from webhooks.models import InboundMessage
 
 SECOND = timedelta(seconds=1)
@@ -135,7 +137,7 @@ def test_escalation_to_a_role_goes_round_robin_among_present_members(
     member_of(tenant_a, "admin", is_away=True)
     drafts = [new_draft() for _ in range(3)]
     with time_machine.travel(timezone.now() + timedelta(minutes=5, seconds=5), tick=False):
-        assert services.deadlines.drafts_escalate_due() == 3
+        assert deadlines.drafts_escalate_due() == 3
     holders = [Draft.objects.get(pk=d.pk).assignee for d in drafts]
     assert holders == [admins[0], admins[1], admins[0]]
 
@@ -175,3 +177,34 @@ def test_an_escalation_target_without_the_right_leaves_it_unassigned(
     assert draft.assignee is None
     event = IntentEvent.objects.get(draft=draft, action="draft.escalated")
     assert "nobody the escalation rule names" in event.reason
+
+
+@pytest.mark.django_db(transaction=True)
+def test_many_sweeps_at_once_warn_and_escalate_each_draft_once(
+    tenant_a, new_draft, escalation_member
+):
+    _set(tenant_a, sla_minutes=5, escalate_to=escalation_member)
+    drafts = [new_draft() for _ in range(12)]
+    later = timezone.now() + timedelta(minutes=6)
+    warned = run_concurrently(lambda i: deadlines.drafts_warn_due(batch=5, now=later), 4)
+    breached = run_concurrently(lambda i: deadlines.drafts_escalate_due(batch=5, now=later), 4)
+    deadlines.drafts_warn_due(now=later)
+    deadlines.drafts_escalate_due(now=later)
+    assert all(isinstance(n, int) for n in warned + breached)
+    for action in ("draft.sla_warning", "draft.sla_breached", "draft.escalated"):
+        rows = IntentEvent.objects.filter(draft__in=drafts, action=action)
+        assert sorted(rows.values_list("draft_id", flat=True)) == sorted(d.pk for d in drafts)
+
+
+def test_a_stale_row_is_not_warned_or_breached_twice(tenant_a, new_draft, escalation_member):
+    """The conditional UPDATE decides, not the row the sweep read: a second pass over the same
+    read (another sweep that read it before the first committed) changes and journals nothing."""
+    _set(tenant_a, sla_minutes=5, escalate_to=escalation_member)
+    draft = new_draft()
+    stale = Draft.objects.select_related("mailbox").get(pk=draft.pk)
+    later = timezone.now() + timedelta(minutes=6)
+    assert deadlines._warn(stale, later) is True
+    assert deadlines._warn(stale, later) is False
+    assert deadlines._breach(tenant_a, stale, later) is True
+    assert deadlines._breach(tenant_a, stale, later) is False
+    assert _actions(draft) == ["draft.sla_warning", "draft.sla_breached", "draft.escalated"]
