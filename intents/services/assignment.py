@@ -15,6 +15,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models.functions import Now
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from intents import errors
 from intents.journal import journal
@@ -40,9 +41,14 @@ def _require_approver(tenant, user, draft: Draft, *, who: str = "You") -> object
     membership = active_membership(tenant=tenant, user=user)
     if not can_approve(membership=membership, mailbox=draft.mailbox):
         if who == "You":
-            message = f"You may not review drafts of {draft.mailbox.address}."
+            message = _("You may not review drafts of %(mailbox)s.") % {
+                "mailbox": draft.mailbox.address
+            }
         else:
-            message = f"{who} may not review drafts of {draft.mailbox.address}."
+            message = _("%(name)s may not review drafts of %(mailbox)s.") % {
+                "name": who,
+                "mailbox": draft.mailbox.address,
+            }
         raise errors.NoRight(message=message)
     return membership
 
@@ -82,8 +88,8 @@ def draft_take(*, tenant, draft_id, actor) -> Draft:
         previous = draft.assignee_id
         if previous not in (None, actor.pk) and not claim_lapsed(draft, now):
             raise errors.HeldByOther(
-                message=f"{_holder_name(draft)} holds this draft; ask them to hand it to you "
-                "or release it."
+                message=_("%(name)s holds this draft; ask them to hand it to you or release it.")
+                % {"name": _holder_name(draft)}
             )
         Draft.objects.filter(pk=draft.pk).update(
             assignee=actor,
@@ -117,9 +123,10 @@ def _require_holder_or_admin(draft: Draft, actor, membership) -> None:
     if draft.assignee_id == actor.pk or membership.is_admin:
         return
     if draft.assignee_id is None:
-        raise errors.NotHolder(message="Nobody holds this draft; take it first.")
+        raise errors.NotHolder(message=_("Nobody holds this draft; take it first."))
     raise errors.NotHolder(
-        message=f"{_holder_name(draft)} holds this draft; only they or an admin may pass it on."
+        message=_("%(name)s holds this draft; only they or an admin may pass it on.")
+        % {"name": _holder_name(draft)}
     )
 
 
@@ -131,17 +138,20 @@ def draft_hand(*, tenant, draft_id, actor, to_user) -> Draft:
         membership = _require_approver(tenant, actor, draft)
         _require_holder_or_admin(draft, actor, membership)
         if to_user is None:
-            raise errors.InvalidInput("member_required", "Choose whom to hand it to.", "to")
+            raise errors.InvalidInput("member_required", _("Choose whom to hand it to."), "to")
         if active_membership(tenant=tenant, user=to_user) is None:
             raise errors.InvalidInput(
                 "member_not_active",
-                f"{to_user.display_name} is not an active member of this tenant.",
+                _("%(name)s is not an active member of this tenant.")
+                % {"name": to_user.display_name},
                 "to",
             )
         _require_approver(tenant, to_user, draft, who=to_user.display_name)
         if draft.assignee_id == to_user.pk:
             raise errors.InvalidInput(
-                "already_holder", f"{to_user.display_name} already holds this draft.", "to"
+                "already_holder",
+                _("%(name)s already holds this draft.") % {"name": to_user.display_name},
+                "to",
             )
         previous = draft.assignee_id
         Draft.objects.filter(pk=draft.pk).update(
@@ -160,7 +170,7 @@ def draft_release(*, tenant, draft_id, actor) -> Draft:
         draft = _lock_pending(tenant, draft_id)
         membership = _require_approver(tenant, actor, draft)
         if draft.assignee_id is None:
-            raise errors.NotHolder(message="Nobody holds this draft.")
+            raise errors.NotHolder(message=_("Nobody holds this draft."))
         _require_holder_or_admin(draft, actor, membership)
         previous = draft.assignee_id
         Draft.objects.filter(pk=draft.pk).update(**UNHELD, updated_at=Now())

@@ -200,6 +200,7 @@ def draft_edit(request: TenantRequest, draft_id: int) -> HttpResponse:
             request, f"This draft is {draft.get_status_display().lower()}; it cannot be edited."
         )
         return redirect("draft", request.tenant.slug, draft.pk)
+    services.draft_claim_renew(tenant=request.tenant, draft_id=draft.pk, actor=request.user)
     if request.method == "GET":
         return _edit_page(request, detail, EditForm.of_version(detail.current))
     form = EditForm(request.POST)

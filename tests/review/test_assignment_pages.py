@@ -234,3 +234,18 @@ def test_a_journal_row_per_take_not_per_renewal(
     client.get(reverse("draft", args=[tenant_a.slug, draft.pk]))
     assert Draft.objects.get(pk=draft.pk).claim_expires_at >= before
     assert IntentEvent.objects.filter(draft=draft, action="draft.taken").count() == 1
+
+
+def test_the_holder_working_on_it_renews_the_claim_others_do_not(
+    tenant_a, mailbox_a, make_draft, approver_a, member_of, client
+):
+    draft = make_draft(mailbox_a)
+    services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=approver_a.user)
+    soon = timezone.now() + timedelta(minutes=1)
+    Draft.objects.filter(pk=draft.pk).update(claim_expires_at=soon)
+    client.force_login(member_of(tenant_a, "approver").user)
+    client.get(reverse("draft_edit", args=[tenant_a.slug, draft.pk]))
+    assert Draft.objects.get(pk=draft.pk).claim_expires_at == soon
+    client.force_login(approver_a.user)
+    client.get(reverse("draft_edit", args=[tenant_a.slug, draft.pk]))
+    assert Draft.objects.get(pk=draft.pk).claim_expires_at > soon + timedelta(minutes=20)
