@@ -168,7 +168,14 @@ def queue_holders(*, tenant: Tenant, shown: list[int]) -> list[Draft]:
     return list(
         Draft.objects.filter(tenant=tenant, pk__in=shown)
         .select_related("assignee")
-        .only("pk", "assignee_id", "claim_expires_at", "assignee__full_name", "assignee__email")
+        .only(
+            "pk",
+            "mailbox_id",
+            "assignee_id",
+            "claim_expires_at",
+            "assignee__full_name",
+            "assignee__email",
+        )
     )
 
 

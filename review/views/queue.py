@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET, require_POST
 
 from intents import errors, services
+from intents.policy import approvable_mailbox_ids, may_decide
 from review import pages
 from review import queries as review
 from review.forms import (
@@ -100,6 +101,10 @@ def queue_changes(request: TenantRequest) -> HttpResponse:
     except ValueError:
         since_id, shown = 0, []
     new, gone = review.queue_changes(tenant=request.tenant, since_id=since_id, shown=shown)
+    holders = review.queue_holders(tenant=request.tenant, shown=shown)
+    allowed = approvable_mailbox_ids(request.membership)
+    for draft in holders:
+        draft.can_decide = may_decide(allowed, draft.mailbox_id)
     return render(
         request,
         "review/queue.html#changes",
@@ -109,7 +114,7 @@ def queue_changes(request: TenantRequest) -> HttpResponse:
             "since_id": since_id,
             "shown_ids": ",".join(map(str, shown)),
             # Each shown row's holder badge, swapped in place (out of band).
-            "holders": review.queue_holders(tenant=request.tenant, shown=shown),
+            "holders": holders,
         },
     )
 
