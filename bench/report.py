@@ -244,6 +244,11 @@ def _ui(u: dict) -> str:
     text = "Review UI (server time in-process, test client; median of repeats)\n" + _table(
         ["page", "median ms", "p95 ms", "queries"], body
     )
+    if "queue_queries_constant" in u:
+        text += (
+            "\nqueue query count constant across sizes, every view: "
+            f"{'yes' if u['queue_queries_constant'] else 'NO'}"
+        )
     plans = u.get("plans", {})
     if plans and all(isinstance(p, list) for p in plans.values()):
         largest = max(r["pending"] for r in u["rows"] if not r.get("of"))

@@ -1,5 +1,10 @@
-"""Review UI: server time and query count of the queue page and a draft page as the number of
-pending drafts grows (100 → 10,000 → 100,000), measured in-process with the test client.
+"""Review UI: server time and query count of the queue page (and its views: Mine, Unassigned,
+Escalated, sorted by time left) and a draft page as the number of pending drafts grows
+(100 → 10,000 → 100,000), measured in-process with the test client.
+
+Assignment and deadlines are on: every third draft is held by the signed-in reviewer and one in
+eleven by a colleague, each has a due time spread over the next ten hours (a few already past),
+and one in fifty is escalated.
 
 Rows are bulk-inserted (drafts and their first version, with real content hashes); the pages are
 rendered through the full middleware stack, signed in as an approver. At the largest size every
@@ -21,14 +26,29 @@ REPEATS = 15
 CHUNK = 5000
 
 
-def _insert(tenant, mailboxes, start: int, stop: int) -> None:
+def _ownership(i: int, now, holders) -> dict:
+    """Holder, deadline and escalation of the i-th bench draft (see the module docstring)."""
+    me, colleague = holders
+    holder = me if i % 3 == 0 else colleague if i % 11 == 0 else None
+    due = now + timedelta(minutes=(i * 7) % 600 - 30)
+    return {
+        "assignee": holder,
+        "assigned_how": "handed" if holder else "",
+        "sla_due_at": due,
+        "sla_warn_at": due - timedelta(minutes=30),
+        "escalated_at": now if i % 50 == 0 else None,
+    }
+
+
+def _insert(tenant, mailboxes, start: int, stop: int, holders) -> None:
     from django.utils import timezone
 
     from intents.hashing import content_hash
     from intents.journal import Entry, journal_many
     from intents.models import Draft, DraftVersion, IntentEvent
 
-    deadline = timezone.now() + timedelta(days=7)
+    now = timezone.now()
+    deadline = now + timedelta(days=7)
     for low in range(start, stop, CHUNK):
         high = min(stop, low + CHUNK)
         drafts = Draft.objects.bulk_create(
@@ -39,6 +59,7 @@ def _insert(tenant, mailboxes, start: int, stop: int) -> None:
                     thread_id=f"thr_{i}",
                     provenance={"model": "bench"},
                     review_deadline=deadline,
+                    **_ownership(i, now, holders),
                 )
                 for i in range(low, high)
             ]
@@ -141,8 +162,16 @@ def _explain_all(statements: list[str]) -> list[dict]:
 
 
 def _pages(tenant, draft) -> tuple[tuple[str, str], ...]:
-    """The two measured pages: the tenant's queue, and one draft's review page."""
-    return (("queue", f"/t/{tenant.slug}/"), ("draft", f"/t/{tenant.slug}/drafts/{draft.pk}/"))
+    """The measured pages: the tenant's queue, its views, and one draft's review page."""
+    queue = f"/t/{tenant.slug}/"
+    return (
+        ("queue", queue),
+        ("queue mine", f"{queue}?view=mine"),
+        ("queue unassigned", f"{queue}?view=unassigned"),
+        ("queue escalated", f"{queue}?view=escalated"),
+        ("queue by time left", f"{queue}?sort=due"),
+        ("draft", f"/t/{tenant.slug}/drafts/{draft.pk}/"),
+    )
 
 
 def run(params: dict) -> dict:
@@ -155,13 +184,14 @@ def run(params: dict) -> dict:
     sizes = sorted(params["sizes"])
     reset_tables()
     tenant, user = make_tenant("ui")
+    holders = (user, _colleague(tenant))
     mailboxes = [make_local_mailbox(tenant, f"support{i}") for i in range(3)]
     client = Client(HTTP_HOST="127.0.0.1")
     client.force_login(user, backend="django.contrib.auth.backends.ModelBackend")
     rows, plans, have = [], {}, 0
     for size in sizes:
         started = time.perf_counter()
-        _insert(tenant, mailboxes, have, size)
+        _insert(tenant, mailboxes, have, size, holders)
         have = size
         vacuum_analyze("intents_draft", "intents_draftversion", "intents_intentevent")
         insert_s = time.perf_counter() - started
@@ -178,7 +208,12 @@ def run(params: dict) -> dict:
     decided_pending = min(100, have)
     keep = Draft.objects.filter(tenant=tenant).order_by("-id")[decided_pending - 1].pk
     Draft.objects.filter(tenant=tenant, pk__lt=keep).update(
-        status=Draft.Status.REJECTED, decided_by=user, decided_at=Now(), reject_reason="bench"
+        status=Draft.Status.REJECTED,
+        decided_by=user,
+        decided_at=Now(),
+        reject_reason="bench",
+        assignee=None,
+        assigned_how="",
     )
     vacuum_analyze("intents_draft")
     middle = Draft.objects.filter(tenant=tenant, pk__gte=keep).order_by("id")[decided_pending // 2]
@@ -190,10 +225,24 @@ def run(params: dict) -> dict:
         size: [r["queries"] for r in rows if r["pending"] == size and "of" not in r]
         for size in sizes
     }
-    queue_counts = [r["queries"] for r in rows if r["page"] == "queue" and "of" not in r]
+    by_page: dict[str, set[int]] = {}
+    for r in rows:
+        if r["page"].startswith("queue") and "of" not in r:
+            by_page.setdefault(r["page"], set()).add(r["queries"])
     return {
         "rows": rows,
         "plans": plans,
         "queries_by_size": counts,
-        "queue_queries_constant": len(set(queue_counts)) == 1,
+        "queue_queries_constant": all(len(n) == 1 for n in by_page.values()),
+        "queue_queries_by_view": {page: sorted(n) for page, n in by_page.items()},
     }
+
+
+def _colleague(tenant):
+    from tenants.models import Membership, User
+
+    colleague = User.objects.create_user(
+        email=f"colleague@{tenant.slug}.bench.test", full_name="Bench Colleague"
+    )
+    Membership.objects.create(user=colleague, tenant=tenant, role=Membership.Role.APPROVER)
+    return colleague

@@ -151,3 +151,65 @@ class TokenForm(forms.Form):
         self.fields["mailboxes"].queryset = Mailbox.objects.filter(tenant=tenant).order_by(
             "address"
         )
+
+
+MAX_SLA_MINUTES = 60 * 24 * 14
+
+
+def _minutes_field(label, help_text):
+    return forms.IntegerField(
+        label=label,
+        required=False,
+        min_value=1,
+        max_value=MAX_SLA_MINUTES,
+        help_text=help_text,
+        error_messages={
+            "min_value": _("Give a positive number of minutes (at least 1)."),
+            "max_value": _("At most %(limit_value)s minutes (14 days)."),
+            "invalid": _("Give a whole number of minutes."),
+        },
+    )
+
+
+class DeadlinesForm(forms.Form):
+    """The tenant's deadline target, warning window and escalation rule (policies page)."""
+
+    sla_minutes = _minutes_field(
+        _("Target time to first decision (minutes)"),
+        _("Measured from the customer's message. Blank: no target."),
+    )
+    sla_warning_minutes = _minutes_field(
+        _("Warning window (minutes)"),
+        _("A draft is shown as due soon this long before its target. Blank: the last quarter."),
+    )
+    escalate_to = forms.TypedChoiceField(
+        label=_("Escalate to a member"),
+        required=False,
+        coerce=int,
+        empty_value=None,
+    )
+    escalate_to_role = forms.ChoiceField(
+        label=_("…or round-robin among a role"),
+        required=False,
+        choices=[("", _("No role")), ("admin", _("Admins")), ("approver", _("Approvers"))],
+    )
+
+    def __init__(self, *args, members, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["escalate_to"].choices = [("", _("Nobody"))] + [
+            (m.user_id, m.user.display_name) for m in members
+        ]
+        self.fields["escalate_to"].error_messages["invalid_choice"] = _(
+            "Choose an active admin or approver of this tenant."
+        )
+
+    def clean(self):
+        data = super().clean()
+        target, window = data.get("sla_minutes"), data.get("sla_warning_minutes")
+        if target and window and window >= target:
+            self.add_error(
+                "sla_warning_minutes", _("The warning window must be shorter than the target.")
+            )
+        if data.get("escalate_to") and data.get("escalate_to_role"):
+            self.add_error("escalate_to_role", _("Escalate to a member or to a role, not both."))
+        return data

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django import forms
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
+from django.utils.translation import gettext_lazy as _
 
 from mailboxes.models import Mailbox
 
@@ -65,3 +66,26 @@ class MailboxPolicyForm(forms.Form):
                 "A restricted mailbox needs at least one allowed domain or address."
             )
         return data
+
+
+class MailboxAssignmentForm(forms.Form):
+    sla_minutes = forms.IntegerField(
+        label=_("Target time to first decision (minutes)"),
+        required=False,
+        min_value=1,
+        max_value=60 * 24 * 14,
+        help_text=_("Overrides the tenant's target for this mailbox. Blank: the tenant's."),
+        error_messages={
+            "min_value": _("Give a positive number of minutes (at least 1)."),
+            "max_value": _("At most %(limit_value)s minutes (14 days)."),
+            "invalid": _("Give a whole number of minutes."),
+        },
+    )
+    auto_assign = forms.BooleanField(
+        required=False,
+        label=_("Assign new drafts automatically"),
+        help_text=_(
+            "Round-robin among the active members who may approve for this mailbox, skipping "
+            "those marked away."
+        ),
+    )

@@ -3,7 +3,7 @@ admin/, agent tokens at admin/tokens/, mailboxes at mailboxes/."""
 
 from django.urls import include, path
 
-from console import views, views_mailboxes, views_tokens
+from console import views, views_deadlines, views_mailboxes, views_tokens
 
 admin_patterns = [
     path("", views.admin_home, name="admin_home"),
@@ -11,6 +11,9 @@ admin_patterns = [
     path("members/<int:membership_id>/", views.member_detail, name="admin_member"),
     path("members/<int:membership_id>/role/", views.member_role, name="admin_member_role"),
     path("members/<int:membership_id>/rights/", views.member_rights, name="admin_member_rights"),
+    path(
+        "members/<int:membership_id>/away/", views_deadlines.member_away, name="admin_member_away"
+    ),
     path(
         "members/<int:membership_id>/deactivate/",
         views.member_deactivate,
@@ -28,6 +31,7 @@ admin_patterns = [
     ),
     path("policies/", views.policies, name="admin_policies"),
     path("policies/domains/", views.own_domains, name="admin_own_domains"),
+    path("policies/deadlines/", views_deadlines.deadlines, name="admin_deadlines"),
     path("recipients/", views.recipients, name="admin_recipients"),
     path("suppressions/", views.suppressions, name="admin_suppressions"),
     path("suppressions/add/", views.suppression_add, name="admin_suppression_add"),
@@ -52,6 +56,11 @@ mailbox_patterns = [
     path("new/", views_mailboxes.mailbox_create, name="mailbox_create"),
     path("<int:mailbox_id>/", views_mailboxes.mailbox_detail, name="mailbox_detail"),
     path("<int:mailbox_id>/policy/", views_mailboxes.mailbox_policy, name="mailbox_policy"),
+    path(
+        "<int:mailbox_id>/assignment/",
+        views_mailboxes.mailbox_assignment,
+        name="mailbox_assignment",
+    ),
     path("<int:mailbox_id>/status/", views_mailboxes.mailbox_status, name="mailbox_status"),
     path("<int:mailbox_id>/provision/", views_mailboxes.mailbox_retry, name="mailbox_retry"),
 ]

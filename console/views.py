@@ -27,6 +27,7 @@ from console.forms import (
     SuppressionAddForm,
     SuppressionRemoveForm,
 )
+from console.policies_page import policies_page
 from tenants import invitations, services
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 from tenants.models import Membership
@@ -249,26 +250,6 @@ def member_reactivate(request: TenantRequest, membership_id: int) -> HttpRespons
     )
 
 
-def _policies_page(request: TenantRequest, *, form=None, domains_form=None, status=200):
-    tenant = request.tenant
-    form = form or PoliciesForm(
-        initial={
-            "review_deadline_hours": tenant.review_deadline_hours,
-            "second_approver_on_edit": tenant.second_approver_on_edit,
-            "retention_days": tenant.retention_days,
-        }
-    )
-    domains_form = domains_form or OwnDomainsForm(
-        initial={"own_domains": "\n".join(tenant.own_domains)}
-    )
-    return render(
-        request,
-        "console/policies.html",
-        {"form": form, "domains_form": domains_form},
-        status=status,
-    )
-
-
 @tenant_view(roles=ADMIN_ONLY)
 @require_http_methods(["GET", "POST"])
 def own_domains(request: TenantRequest) -> HttpResponse:
@@ -277,7 +258,7 @@ def own_domains(request: TenantRequest) -> HttpResponse:
         return redirect("admin_policies", request.tenant.slug)
     form = OwnDomainsForm(request.POST)
     if not form.is_valid():
-        return _policies_page(request, domains_form=form, status=400)
+        return policies_page(request, domains_form=form, status=400)
     services.tenant_set_own_domains(
         tenant=request.tenant, domains=form.cleaned_data["own_domains"], actor=request.user
     )
@@ -290,15 +271,7 @@ def own_domains(request: TenantRequest) -> HttpResponse:
 def policies(request: TenantRequest) -> HttpResponse:
     tenant = request.tenant
     if request.method == "GET":
-        form = PoliciesForm(
-            initial={
-                "review_deadline_hours": tenant.review_deadline_hours,
-                "second_approver_on_edit": tenant.second_approver_on_edit,
-                "retention_days": tenant.retention_days,
-                "send_hold_seconds": tenant.send_hold_seconds,
-            }
-        )
-        return _policies_page(request, form=form)
+        return policies_page(request)
     form = PoliciesForm(request.POST)
     if form.is_valid():
         try:
@@ -308,7 +281,7 @@ def policies(request: TenantRequest) -> HttpResponse:
         else:
             messages.success(request, "Policies saved.")
             return redirect("admin_policies", tenant.slug)
-    return _policies_page(request, form=form, status=400)
+    return policies_page(request, form=form, status=400)
 
 
 @tenant_view(roles=ADMIN_ONLY)

@@ -6,10 +6,11 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console import selectors
-from console.forms_mailboxes import MailboxCreateForm, MailboxPolicyForm
+from console.forms_mailboxes import MailboxAssignmentForm, MailboxCreateForm, MailboxPolicyForm
 from mailboxes import provisioning
 from mailboxes.models import Mailbox
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
@@ -64,7 +65,50 @@ def mailbox_detail(request: TenantRequest, mailbox_id: int) -> HttpResponse:
             "allowed_addresses": "\n".join(mailbox.allowed_addresses),
         }
     )
-    return render(request, "console/mailboxes/detail.html", {"mailbox": mailbox, "form": form})
+    return render(
+        request,
+        "console/mailboxes/detail.html",
+        {"mailbox": mailbox, "form": form, "assignment_form": _assignment_form(mailbox)},
+    )
+
+
+def _assignment_form(mailbox: Mailbox, data=None) -> MailboxAssignmentForm:
+    return MailboxAssignmentForm(
+        data, initial={"sla_minutes": mailbox.sla_minutes, "auto_assign": mailbox.auto_assign}
+    )
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def mailbox_assignment(request: TenantRequest, mailbox_id: int) -> HttpResponse:
+    mailbox = _mailbox(request, mailbox_id)
+    form = _assignment_form(mailbox, request.POST)
+    if form.is_valid():
+        try:
+            provisioning.mailbox_update_assignment(
+                tenant=request.tenant,
+                mailbox_id=mailbox.pk,
+                actor=request.user,
+                **form.cleaned_data,
+            )
+        except provisioning.ProvisioningError as exc:
+            form.add_error(exc.field, exc.message)
+        else:
+            messages.success(request, _("Deadline and assignment saved."))
+            return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
+    context = {"mailbox": mailbox, "form": _policy_form(mailbox), "assignment_form": form}
+    return render(request, "console/mailboxes/detail.html", context, status=400)
+
+
+def _policy_form(mailbox: Mailbox) -> MailboxPolicyForm:
+    return MailboxPolicyForm(
+        initial={
+            "display_name": mailbox.display_name,
+            "policy_mode": mailbox.policy_mode,
+            "allowed_domains": "\n".join(mailbox.allowed_domains),
+            "allowed_addresses": "\n".join(mailbox.allowed_addresses),
+        }
+    )
 
 
 @tenant_view(roles=ADMIN_ONLY)
@@ -74,7 +118,10 @@ def mailbox_policy(request: TenantRequest, mailbox_id: int) -> HttpResponse:
     form = MailboxPolicyForm(request.POST)
     if not form.is_valid():
         return render(
-            request, "console/mailboxes/detail.html", {"mailbox": mailbox, "form": form}, status=400
+            request,
+            "console/mailboxes/detail.html",
+            {"mailbox": mailbox, "form": form, "assignment_form": _assignment_form(mailbox)},
+            status=400,
         )
     try:
         provisioning.mailbox_update_policy(
@@ -86,7 +133,10 @@ def mailbox_policy(request: TenantRequest, mailbox_id: int) -> HttpResponse:
     except provisioning.ProvisioningError as exc:
         form.add_error(exc.field, exc.message)
         return render(
-            request, "console/mailboxes/detail.html", {"mailbox": mailbox, "form": form}, status=400
+            request,
+            "console/mailboxes/detail.html",
+            {"mailbox": mailbox, "form": form, "assignment_form": _assignment_form(mailbox)},
+            status=400,
         )
     messages.success(request, "Recipient policy saved.")
     return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)

@@ -84,3 +84,16 @@ class IntentError(DraftError):
     """A send intent is not in a state that allows the requested transition."""
 
     code = "intent_state"
+
+
+class HeldByOther(DraftError):
+    """Someone else holds the draft with a claim that has not lapsed; the message names them."""
+
+    code = "held_by_other"
+
+
+class NotHolder(DraftError):
+    """Only the holder (or an admin) may release or hand on a draft."""
+
+    code = "not_holder"
+    status = 403

@@ -17,6 +17,12 @@ class Draft(models.Model):
         EXPIRED = "expired", "Expired"
         WITHDRAWN = "withdrawn", "Withdrawn"
 
+    class AssignedHow(models.TextChoices):
+        TAKEN = "taken", "Taken"
+        HANDED = "handed", "Handed over"
+        AUTO = "auto", "Assigned automatically"
+        ESCALATED = "escalated", "Escalated"
+
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="drafts")
     mailbox = models.ForeignKey(
         "mailboxes.Mailbox", on_delete=models.PROTECT, related_name="drafts"
@@ -47,6 +53,32 @@ class Draft(models.Model):
     )
     decided_at = models.DateTimeField(null=True, blank=True)
     reject_reason = models.TextField(blank=True)
+    # Ownership: who holds the draft (coordination, not a lock: any approver may still decide).
+    # A claim taken by hand lapses at claim_expires_at unless renewed; an assignment (handed,
+    # automatic, escalation) has no expiry. Cleared when the draft leaves pending.
+    assignee = models.ForeignKey(
+        "tenants.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    assigned_how = models.CharField(max_length=12, choices=AssignedHow.choices, blank=True)
+    claim_expires_at = models.DateTimeField(null=True, blank=True)
+    # Deadlines (SLA), fixed at creation from the customer's message and the target then in force.
+    sla_due_at = models.DateTimeField(null=True, blank=True)
+    sla_warn_at = models.DateTimeField(null=True, blank=True)
+    sla_warned_at = models.DateTimeField(null=True, blank=True)
+    sla_breached_at = models.DateTimeField(null=True, blank=True)
+    escalated_at = models.DateTimeField(null=True, blank=True)
+    # Whom the round-robins last picked (automatic assignment per mailbox, escalation to a role
+    # per tenant): the next pick is the member after them. Kept after the draft leaves pending.
+    auto_assigned_to = models.ForeignKey(
+        "tenants.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    escalated_to = models.ForeignKey(
+        "tenants.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Who held it when it breached (for the health panel), kept after it leaves pending.
+    sla_breach_holder = models.ForeignKey(
+        "tenants.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -66,10 +98,72 @@ class Draft(models.Model):
                 condition=Q(status__in=["pending", "approved", "rejected", "expired", "withdrawn"]),
                 name="draft_status_valid",
             ),
+            models.CheckConstraint(
+                condition=Q(status="pending") | Q(assignee__isnull=True),
+                name="draft_only_pending_held",
+            ),
         ]
         indexes = [
             models.Index(fields=["tenant", "status", "created_at", "id"], name="draft_queue"),
             models.Index(fields=["status", "review_deadline"], name="draft_deadline"),
+            # "Mine": a holder's pending drafts, oldest first.
+            models.Index(
+                fields=["tenant", "assignee", "created_at", "id"],
+                name="draft_held",
+                condition=Q(status="pending", assignee__isnull=False),
+            ),
+            # "Unassigned", oldest first.
+            models.Index(
+                fields=["tenant", "created_at", "id"],
+                name="draft_unheld",
+                condition=Q(status="pending", assignee__isnull=True),
+            ),
+            # The queue sorted by time left.
+            models.Index(
+                fields=["tenant", "sla_due_at", "id"],
+                name="draft_sla_due",
+                condition=Q(status="pending"),
+            ),
+            # "Escalated", oldest first.
+            models.Index(
+                fields=["tenant", "created_at", "id"],
+                name="draft_escalated",
+                condition=Q(status="pending", escalated_at__isnull=False),
+            ),
+            # The health panel: breaches of the last days.
+            models.Index(
+                fields=["tenant", "sla_due_at"],
+                name="draft_sla_history",
+                condition=Q(sla_due_at__isnull=False),
+            ),
+            # The round-robins' last pick.
+            models.Index(
+                fields=["mailbox", "-id"],
+                name="draft_auto_assigned",
+                condition=Q(auto_assigned_to__isnull=False),
+            ),
+            models.Index(
+                fields=["tenant", "-escalated_at", "-id"],
+                name="draft_escalations",
+                condition=Q(escalated_to__isnull=False),
+            ),
+            # The sweep: claims that lapse.
+            models.Index(
+                fields=["claim_expires_at"],
+                name="draft_claim_lapse",
+                condition=Q(status="pending", claim_expires_at__isnull=False),
+            ),
+            # The sweep: drafts entering their warning window or past their target.
+            models.Index(
+                fields=["sla_warn_at"],
+                name="draft_sla_warn_due",
+                condition=Q(status="pending", sla_warned_at__isnull=True),
+            ),
+            models.Index(
+                fields=["sla_due_at"],
+                name="draft_sla_breach_due",
+                condition=Q(status="pending", sla_breached_at__isnull=True),
+            ),
         ]
 
     def __str__(self) -> str:

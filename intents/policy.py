@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from django.conf import settings
+from django.db.models import Q
 from email_validator import EmailNotValidError, validate_email
 
 from intents.models import DraftVersion, Suppression
@@ -231,3 +232,35 @@ def active_memberships(pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int]
         user__is_active=True,
     )
     return {(m.tenant_id, m.user_id): m for m in rows if (m.tenant_id, m.user_id) in pairs}
+
+
+def approver_memberships(*, mailbox, role: str = "", present_only: bool = False) -> list:
+    """The memberships that may decide for this mailbox now (``can_approve``'s rule for all the
+    tenant's members in one query), by user id: the order the round-robins walk. ``role`` narrows
+    to one deciding role; ``present_only`` skips the members marked away."""
+    qs = (
+        Membership.objects.select_related("user")
+        .filter(
+            tenant_id=mailbox.tenant_id,
+            is_active=True,
+            user__is_active=True,
+            role__in=[role] if role else list(DECIDING_ROLES),
+        )
+        .filter(Q(approve_all_mailboxes=True) | Q(approve_mailboxes=mailbox))
+        .distinct()
+        .order_by("user_id")
+    )
+    if present_only:
+        qs = qs.filter(is_away=False)
+    return list(qs)
+
+
+def next_in_turn(candidates: list, last_user_id: int | None):
+    """Round-robin: the first candidate after the last one picked (by user id), wrapping."""
+    if not candidates:
+        return None
+    if last_user_id is not None:
+        for membership in candidates:
+            if membership.user_id > last_user_id:
+                return membership
+    return candidates[0]

@@ -21,6 +21,8 @@ from intents.sending.sweep import (
 )
 from intents.sending.worker import run_once, worker_id
 from intents.services import draft_expire_due
+from intents.services.assignment import drafts_release_lapsed_claims
+from intents.services.deadlines import drafts_escalate_due, drafts_warn_due
 from intents.services.presence import presence_purge
 
 log = logging.getLogger("intents.tasks")
@@ -97,6 +99,9 @@ def sweep_once() -> dict[str, int]:
         "leases_released": intents_release_expired_leases(),
         "intents_expired": intents_expire_not_after(),
         "drafts_expired": draft_expire_due(),
+        "claims_lapsed": drafts_release_lapsed_claims(),
+        "sla_warned": drafts_warn_due(),
+        "sla_breached": drafts_escalate_due(),
         "api_keys_purged": api_idempotency_purge(),
     }
     queued, uncertain = due_intent_ids(limit=WAKE_LIMIT)

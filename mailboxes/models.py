@@ -33,6 +33,11 @@ class Mailbox(models.Model):
     )
     allowed_domains = ArrayField(models.CharField(max_length=253), default=list, blank=True)
     allowed_addresses = ArrayField(models.EmailField(), default=list, blank=True)
+    # Overrides the tenant's deadline target (Tenant.sla_minutes) for this mailbox; blank = the
+    # tenant's.
+    sla_minutes = models.PositiveIntegerField(null=True, blank=True)
+    # New drafts are assigned round-robin among the members who may approve for this mailbox.
+    auto_assign = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -48,6 +53,10 @@ class Mailbox(models.Model):
             models.CheckConstraint(
                 condition=~Q(status="active") | (~Q(inbox_id="") & ~Q(api_key_sealed="")),
                 name="mailbox_active_has_inbox_and_key",
+            ),
+            models.CheckConstraint(
+                condition=Q(sla_minutes__isnull=True) | Q(sla_minutes__gte=1),
+                name="mailbox_sla_positive",
             ),
         ]
 

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.utils.translation import gettext as _
 
 from mailboxes import provider
 from mailboxes.headers import line_break_in
@@ -270,6 +271,38 @@ def mailbox_update_policy(
         tenant=tenant,
         actor=actor,
         action="mailbox.policy_changed",
+        obj=mailbox,
+        data={"before": before, "after": after},
+    )
+    return mailbox
+
+
+MAX_SLA_MINUTES = 60 * 24 * 14
+
+
+@transaction.atomic
+def mailbox_update_assignment(
+    *, tenant: Tenant, mailbox_id: int, sla_minutes: int | None, auto_assign: bool, actor
+) -> Mailbox:
+    """The mailbox's own deadline target (None: the tenant's) and automatic assignment."""
+    if sla_minutes is not None and not 1 <= sla_minutes <= MAX_SLA_MINUTES:
+        raise ProvisioningError(
+            _("The target must be between 1 and %(most)d minutes (14 days).")
+            % {"most": MAX_SLA_MINUTES},
+            field="sla_minutes",
+        )
+    mailbox = Mailbox.objects.select_for_update().get(tenant=tenant, pk=mailbox_id)
+    before = {"sla_minutes": mailbox.sla_minutes, "auto_assign": mailbox.auto_assign}
+    after = {"sla_minutes": sla_minutes, "auto_assign": auto_assign}
+    if before == after:
+        return mailbox
+    mailbox.sla_minutes = sla_minutes
+    mailbox.auto_assign = auto_assign
+    mailbox.save(update_fields=["sla_minutes", "auto_assign"])
+    audit(
+        tenant=tenant,
+        actor=actor,
+        action="mailbox.assignment_changed",
         obj=mailbox,
         data={"before": before, "after": after},
     )

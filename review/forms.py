@@ -21,6 +21,15 @@ class QueueFilterForm(forms.Form):
     age = forms.ChoiceField(choices=AGE_CHOICES, required=False)
     warnings = forms.BooleanField(required=False, label="Only with warnings")
     q = forms.CharField(required=False, max_length=200, label="Search")
+    view = forms.ChoiceField(
+        choices=[
+            ("", _("All")),
+            ("mine", _("Mine")),
+            ("unassigned", _("Unassigned")),
+            ("escalated", _("Escalated")),
+        ],
+        required=False,
+    )
     sort = forms.ChoiceField(
         choices=[(key, sort.label) for key, sort in QUEUE_SORTS.items()],
         required=False,
@@ -49,6 +58,7 @@ class QueueFilterForm(forms.Form):
             age=data["age"] or "",
             warnings=data["warnings"],
             q=data["q"].strip(),
+            view=data["view"] or "",
         )
 
 

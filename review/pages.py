@@ -17,6 +17,7 @@ from intents.policy import (
     NOTE_WRITERS,
     SECOND_APPROVER_REASON,
     approvable_mailbox_ids,
+    approver_memberships,
     can_approve,
     may_decide,
     needs_another_approver,
@@ -91,6 +92,9 @@ class DraftReview:
     # The journal and the notes in one time line, oldest first: (kind, row), kind "event"/"note".
     timeline: list[tuple[str, object]] = field(default_factory=list)
     can_note: bool = False
+    # Ownership: whom this person may hand the draft to, and whether they may release it.
+    hand_to: list = field(default_factory=list)
+    may_pass_on: bool = False
 
 
 def timeline(detail: selectors.DraftDetail) -> list[tuple[str, object]]:
@@ -180,6 +184,7 @@ def draft_review(
         can_undo=bool(undo_seconds) and can_approve(membership=membership, mailbox=draft.mailbox),
         timeline=timeline(detail),
         can_note=membership.role in NOTE_WRITERS,
+        **_ownership(draft, membership, can_decide),
     )
 
 
@@ -193,6 +198,20 @@ def edit_aside(*, tenant: Tenant, draft: Draft) -> dict:
         "answered_exactly": answered is not None,
         "thread_others": [m for m in inbound if m is not (answered or inbound[-1])],
     }
+
+
+def _ownership(draft: Draft, membership: Membership, can_decide: bool) -> dict:
+    """Whether this person may pass the draft on (its holder, or an admin), and to whom: the
+    members who may review its mailbox now, but its current holder."""
+    may_pass_on = can_decide and (draft.assignee_id == membership.user_id or membership.is_admin)
+    if not may_pass_on:
+        return {"hand_to": [], "may_pass_on": False}
+    colleagues = [
+        m.user
+        for m in approver_memberships(mailbox=draft.mailbox)
+        if m.user_id != draft.assignee_id
+    ]
+    return {"hand_to": colleagues, "may_pass_on": True}
 
 
 # --- send page -----------------------------------------------------------------------------------

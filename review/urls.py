@@ -3,7 +3,7 @@
 
 from django.urls import path
 
-from review.views import drafts, outbox, queue
+from review.views import assignment, drafts, outbox, queue
 
 urlpatterns = [
     path("", queue.queue, name="tenant_home"),
@@ -16,6 +16,10 @@ urlpatterns = [
     path("drafts/<int:draft_id>/edit/", drafts.draft_edit, name="draft_edit"),
     path("drafts/<int:draft_id>/notes/", drafts.draft_note_add, name="draft_note_add"),
     path("drafts/<int:draft_id>/presence/", drafts.draft_presence, name="draft_presence"),
+    path("drafts/<int:draft_id>/take/", assignment.draft_take, name="draft_take"),
+    path("drafts/<int:draft_id>/release/", assignment.draft_release, name="draft_release"),
+    path("drafts/<int:draft_id>/hand/", assignment.draft_hand, name="draft_hand"),
+    path("away/", assignment.my_away, name="my_away"),
     path("outbox/", outbox.outbox, name="outbox"),
     path("outbox/<int:intent_id>/", outbox.outbox_intent, name="outbox_intent"),
     path("outbox/<int:intent_id>/cancel/", outbox.intent_cancel, name="intent_cancel"),

@@ -83,10 +83,32 @@ class Tenant(models.Model):
         default=10,
         help_text="After Approve, the send waits this long so it can be undone (0: no hold).",
     )
+    # Deadlines (SLA): the target time from the customer's message to a first decision. Blank
+    # means no target; a mailbox may set its own (Mailbox.sla_minutes).
+    sla_minutes = models.PositiveIntegerField(null=True, blank=True)
+    # The warning window before the target; blank means the last quarter of the target.
+    sla_warning_minutes = models.PositiveIntegerField(null=True, blank=True)
+    # Escalation of a breached draft: to one named member, or round-robin among a role.
+    escalate_to = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    escalate_to_role = models.CharField(max_length=16, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
+            models.CheckConstraint(
+                condition=Q(sla_minutes__isnull=True) | Q(sla_minutes__gte=1),
+                name="tenant_sla_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(escalate_to__isnull=True) | Q(escalate_to_role=""),
+                name="tenant_escalation_one_rule",
+            ),
+            models.CheckConstraint(
+                condition=Q(escalate_to_role__in=["", "admin", "approver"]),
+                name="tenant_escalation_role_valid",
+            ),
             models.CheckConstraint(
                 condition=Q(status__in=["active", "suspended"]), name="tenant_status_valid"
             ),
@@ -122,6 +144,8 @@ class Membership(models.Model):
     approve_mailboxes = models.ManyToManyField(
         "mailboxes.Mailbox", blank=True, related_name="approver_memberships"
     )
+    # Away: automatic assignment and escalation skip this member (set by them or an admin).
+    is_away = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -287,3 +287,122 @@ def tenant_set_own_domains(*, tenant: Tenant, domains: list[str], actor: User) -
             data={"before": {"own_domains": before}, "after": {"own_domains": domains}},
         )
     return locked
+
+
+ESCALATION_ROLES = (Membership.Role.ADMIN, Membership.Role.APPROVER)
+MAX_SLA_MINUTES = 60 * 24 * 14
+
+
+def _check_minutes(value: int | None, field: str, what: str) -> None:
+    if value is not None and not 1 <= value <= MAX_SLA_MINUTES:
+        raise AdminError(
+            "invalid_minutes",
+            _("%(what)s must be between 1 and %(most)d minutes (14 days).")
+            % {"what": what, "most": MAX_SLA_MINUTES},
+            field,
+        )
+
+
+def _escalation_member(tenant: Tenant, user_id: int | None) -> User | None:
+    if user_id is None:
+        return None
+    membership = (
+        Membership.objects.select_related("user").filter(tenant=tenant, user_id=user_id).first()
+    )
+    if membership is None:
+        raise AdminError(
+            "not_member", _("That person is not a member of this tenant."), "escalate_to"
+        )
+    if not membership.is_active or not membership.user.is_active:
+        raise AdminError(
+            "member_inactive",
+            _("%(name)s is not an active member; choose an active one.")
+            % {"name": membership.user.display_name},
+            "escalate_to",
+        )
+    if membership.role not in ESCALATION_ROLES:
+        raise AdminError(
+            "member_cannot_decide",
+            _("%(name)s is a viewer and cannot decide drafts; choose an admin or approver.")
+            % {"name": membership.user.display_name},
+            "escalate_to",
+        )
+    return membership.user
+
+
+def tenant_update_deadlines(
+    *,
+    tenant: Tenant,
+    sla_minutes: int | None,
+    sla_warning_minutes: int | None,
+    escalate_to_id: int | None,
+    escalate_to_role: str,
+    actor: User,
+) -> Tenant:
+    """The tenant's deadline target, its warning window and the escalation rule (one member, or
+    a role round-robin, or none)."""
+    _check_minutes(sla_minutes, "sla_minutes", _("The target"))
+    _check_minutes(sla_warning_minutes, "sla_warning_minutes", _("The warning window"))
+    if sla_minutes and sla_warning_minutes and sla_warning_minutes >= sla_minutes:
+        raise AdminError(
+            "warning_too_long",
+            _("The warning window must be shorter than the target."),
+            "sla_warning_minutes",
+        )
+    if escalate_to_role not in ("", *ESCALATION_ROLES):
+        raise AdminError("invalid_role", _("Choose admin or approver."), "escalate_to_role")
+    if escalate_to_id is not None and escalate_to_role:
+        raise AdminError(
+            "two_rules",
+            _("Escalate to a member or to a role, not both."),
+            "escalate_to_role",
+        )
+    fields = ("sla_minutes", "sla_warning_minutes", "escalate_to_id", "escalate_to_role")
+    with transaction.atomic():
+        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        member = _escalation_member(locked, escalate_to_id)
+        before = {f: getattr(locked, f) for f in fields}
+        after = {
+            "sla_minutes": sla_minutes,
+            "sla_warning_minutes": sla_warning_minutes,
+            "escalate_to_id": member.pk if member else None,
+            "escalate_to_role": escalate_to_role,
+        }
+        if before == after:
+            return locked
+        Tenant.objects.filter(pk=tenant.pk).update(**after)
+        for name, value in after.items():
+            setattr(locked, name, value)
+            setattr(tenant, name, value)
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="tenant.deadlines_changed",
+            obj=locked,
+            data={"before": before, "after": after},
+        )
+    return locked
+
+
+def member_set_away(*, tenant: Tenant, membership_id: int, away: bool, actor: User) -> Membership:
+    """Mark a member away (automatic assignment and escalation to a role skip them) or back. A
+    member sets it for themselves; an admin for anyone of the tenant."""
+    with transaction.atomic():
+        membership = _lock_member(tenant, membership_id)
+        if membership.user_id != actor.pk:
+            actor_membership = Membership.objects.filter(
+                tenant=tenant, user=actor, is_active=True, role=Membership.Role.ADMIN
+            ).first()
+            if actor_membership is None:
+                raise AdminError("not_allowed", _("Only an admin may set someone else away."))
+        changed = Membership.objects.filter(pk=membership.pk, is_away=not away).update(is_away=away)
+        membership.is_away = away
+        if changed:
+            audit_record(
+                tenant=tenant,
+                actor=actor,
+                action="member.away" if away else "member.back",
+                obj=membership,
+                data={"email": membership.user.email},
+            )
+    return membership

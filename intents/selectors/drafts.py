@@ -31,7 +31,9 @@ class DraftDetail:
 
 def draft_get(*, tenant, draft_id) -> Draft:
     draft = (
-        Draft.objects.select_related("mailbox", "agent_token", "created_by", "decided_by")
+        Draft.objects.select_related(
+            "mailbox", "agent_token", "created_by", "decided_by", "assignee", "escalated_to"
+        )
         .filter(tenant=tenant, pk=as_int(draft_id, "draft"))
         .first()
     )
@@ -84,7 +86,6 @@ def draft_detail(*, tenant, draft_id) -> DraftDetail:
     )
 
 
-
 # --- the navigation's live counts (review.queries.nav_counts) ------------------------------------
 
 NAV_COUNT_CAP = 99
@@ -100,17 +101,18 @@ def pending_count(*, tenant, cap: int = NAV_COUNT_CAP) -> int:
     return capped_count(Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING), cap)
 
 
-def pending_mine_count(*, tenant, user, cap: int = NAV_COUNT_CAP) -> int | None:
-    """Pending drafts assigned to this person; None while drafts have no assignee. INTEGRATOR:
-    with branch own's Draft.assignee, the body becomes
-    ``return capped_count(Draft.objects.filter(tenant=tenant, status="pending", assignee=user), cap)``
-    """
-    return None
+def pending_mine_count(*, tenant, user, cap: int = NAV_COUNT_CAP) -> int:
+    """Pending drafts this person holds (the queue's Mine view)."""
+    return capped_count(
+        Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING, assignee=user), cap
+    )
 
 
-def pending_escalated_count(*, tenant, cap: int = NAV_COUNT_CAP) -> int | None:
-    """Escalated pending drafts; None while drafts cannot be escalated. INTEGRATOR: with branch
-    own's escalation field, the body becomes
-    ``return capped_count(Draft.objects.filter(tenant=tenant, status="pending", escalated_at__isnull=False), cap)``
-    """
-    return None
+def pending_escalated_count(*, tenant, cap: int = NAV_COUNT_CAP) -> int:
+    """Escalated pending drafts (the queue's Escalated view)."""
+    return capped_count(
+        Draft.objects.filter(
+            tenant=tenant, status=Draft.Status.PENDING, escalated_at__isnull=False
+        ),
+        cap,
+    )

@@ -33,6 +33,7 @@ from intents.models import Draft, DraftVersion, SendIntent
 from intents.selectors.common import DEFAULT_PAGE, Page, decode_cursor, encode_cursor, limit_of
 
 if TYPE_CHECKING:
+    from django.db.models.expressions import OrderBy
     from django_stubs_ext import StrOrPromise, WithAnnotations
 
 MAX_ID = 2**63 - 1
@@ -72,6 +73,12 @@ class QueueFilter:
     age: str = ""  # "", "1h", "4h", "24h", "due"
     warnings: bool = False
     q: str = ""
+    # Whose drafts: "" (all), "mine" (held by ``viewer``), "unassigned", "escalated".
+    view: str = ""
+    viewer: int | None = None
+
+
+VIEWS = ("", "mine", "unassigned", "escalated")
 
 
 class ArrayToString(Func):
@@ -99,7 +106,7 @@ def queue_drafts(
         qs = qs.filter(status=status)
     if mailbox_ids is not None:
         qs = qs.filter(mailbox_id__in=list(mailbox_ids))
-    qs = qs.select_related("mailbox", "agent_token").annotate(
+    qs = qs.select_related("mailbox", "agent_token", "assignee").annotate(
         cur=FilteredRelation("versions", condition=Q(versions__number=F("current_version"))),
         cur_subject=F("cur__subject"),
         cur_to=F("cur__to"),
@@ -119,7 +126,20 @@ def queue_drafts(
     return _filtered(rows, f) if f is not None else rows
 
 
+def _in_view(qs: QuerySet[QueueRow], f: QueueFilter) -> QuerySet[QueueRow]:
+    """Each view reads one partial index of intents.models.Draft (draft_held, draft_unheld,
+    draft_escalated), so it stays an index range at any queue size."""
+    if f.view == "mine":
+        return qs.filter(assignee_id=f.viewer) if f.viewer else qs.none()
+    if f.view == "unassigned":
+        return qs.filter(assignee__isnull=True)
+    if f.view == "escalated":
+        return qs.filter(escalated_at__isnull=False)
+    return qs
+
+
 def _filtered(qs: QuerySet[QueueRow], f: QueueFilter) -> QuerySet[QueueRow]:
+    qs = _in_view(qs, f)
     if f.mailbox:
         qs = qs.filter(mailbox_id=f.mailbox)
     if f.agent:
@@ -150,6 +170,9 @@ class SortKey:
     field: str
     descending: bool
     parse: Callable[[str], object]
+    # A nullable column: NULL sorts after every value going forwards (as if infinitely late);
+    # its cursor value is the empty string.
+    nullable: bool = False
 
 
 @dataclass(frozen=True)
@@ -188,6 +211,12 @@ QUEUE_SORTS: dict[str, QueueSort] = {
             _ID_ASC,
         ),
     ),
+    # Least time left first (intents.services.deadlines fixes sla_due_at at creation); drafts
+    # without a deadline come last, oldest first among themselves by id.
+    "due": QueueSort(
+        _("Least time left"),
+        (SortKey("sla_due_at", False, lambda v: _datetime_in(v), nullable=True), _ID_ASC),
+    ),
 }
 DEFAULT_SORT = "oldest"
 
@@ -200,24 +229,50 @@ def _beyond(sort: QueueSort, values: list[object], *, backwards: bool) -> Q:
     equal = Q()
     for key, value in zip(sort.keys, values, strict=True):
         later = key.descending == backwards
-        condition |= equal & Q(**{f"{key.field}__{'gt' if later else 'lt'}": value})
-        equal &= Q(**{key.field: value})
+        condition |= equal & _past(key, value, later=later)
+        equal &= Q(**{f"{key.field}__isnull": True}) if value is None else Q(**{key.field: value})
     return condition
 
 
-def _order(sort: QueueSort, *, backwards: bool) -> list[str]:
-    return [("-" if key.descending != backwards else "") + key.field for key in sort.keys]
+def _past(key: SortKey, value: object, *, later: bool) -> Q:
+    """The rows whose ``key`` is past ``value`` (greater when ``later``, else smaller); a NULL of a
+    nullable key counts as greater than every value."""
+    if not key.nullable:
+        return Q(**{f"{key.field}__{'gt' if later else 'lt'}": value})
+    if value is None:
+        return Q(pk__in=[]) if later else Q(**{f"{key.field}__isnull": False})
+    beyond = Q(**{f"{key.field}__{'gt' if later else 'lt'}": value})
+    return beyond | Q(**{f"{key.field}__isnull": True}) if later else beyond
+
+
+def _order(sort: QueueSort, *, backwards: bool) -> list[OrderBy]:
+    order = []
+    for key in sort.keys:
+        descending = key.descending != backwards
+        column = F(key.field)
+        if key.nullable:
+            # NULL is the greatest value: last ascending, first descending.
+            order.append(
+                column.desc(nulls_first=True) if descending else column.asc(nulls_last=True)
+            )
+        else:
+            order.append(column.desc() if descending else column.asc())
+    return order
 
 
 def _sort_cursor(name: str, sort: QueueSort, row) -> str:
-    return encode_cursor(name, *(getattr(row, key.field) for key in sort.keys))
+    values = (getattr(row, key.field) for key in sort.keys)
+    return encode_cursor(name, *("" if value is None else value for value in values))
 
 
 def _sort_values(name: str, sort: QueueSort, cursor: str) -> list[object]:
     parts = decode_cursor(cursor, len(sort.keys) + 1)
     if parts[0] != name:
         raise InvalidInput("cursor_invalid", "The cursor is for another order.", "cursor")
-    return [key.parse(raw) for key, raw in zip(sort.keys, parts[1:], strict=True)]
+    return [
+        None if key.nullable and raw == "" else key.parse(raw)
+        for key, raw in zip(sort.keys, parts[1:], strict=True)
+    ]
 
 
 def sorted_queue_page(

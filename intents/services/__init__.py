@@ -12,6 +12,8 @@ here touches the network. The worker-side transitions (claim, record result, rec
 - ``intents``: cancel, resolve by hand, hold, release
 - ``undo``: undo an approval inside its undo window
 - ``notes``: internal notes between reviewers
+- ``assignment``: take, hand over, release, automatic assignment, lapsed claims
+- ``deadlines``: the deadline (SLA) of a draft, its warning and escalation
 - ``suppressions``: the suppression list
 - ``content``: validation of what a draft holds; ``common``: guards shared by all
 
@@ -22,6 +24,12 @@ imports from the entity module.
 from intents.journal import Entry, journal, journal_many
 from intents.selectors.intents import REOPENABLE_STATES
 from intents.services.approval import draft_approve, draft_reopen
+from intents.services.assignment import (
+    draft_claim_renew,
+    draft_hand,
+    draft_release,
+    draft_take,
+)
 from intents.services.common import enqueue_execution
 from intents.services.content import MAX_RECIPIENTS, MAX_SUBJECT
 from intents.services.drafts import (
@@ -55,11 +63,15 @@ __all__ = [
     "apply_deferred_events",
     "draft_add_version",
     "draft_approve",
+    "draft_claim_renew",
     "draft_create",
     "draft_expire_due",
+    "draft_hand",
     "draft_note_add",
     "draft_reject",
+    "draft_release",
     "draft_reopen",
+    "draft_take",
     "draft_withdraw",
     "enqueue_execution",
     "intent_cancel",

@@ -24,6 +24,7 @@ from intents.policy import (
 )
 from intents.selectors.intents import REOPENABLE_STATES, intents_that_may_have_gone_out
 from intents.services.common import (
+    UNHELD,
     active_tenant,
     clean_reason,
     enqueue_execution,
@@ -131,7 +132,11 @@ def _create_intent(tenant, draft: Draft, current: DraftVersion, actor, now) -> S
 
 def _record_approval(tenant, draft: Draft, current: DraftVersion, intent, actor, now) -> None:
     Draft.objects.filter(pk=draft.pk).update(
-        status=Draft.Status.APPROVED, decided_by=actor, decided_at=now, updated_at=Now()
+        status=Draft.Status.APPROVED,
+        decided_by=actor,
+        decided_at=now,
+        updated_at=Now(),
+        **UNHELD,
     )
     journal(
         tenant=tenant,

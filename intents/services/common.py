@@ -13,6 +13,8 @@ from tenants.models import Tenant
 log = logging.getLogger("intents.services")
 
 MAX_REASON = 2_000
+# What a draft leaving pending drops (its holder and claim), in the UPDATE that moves it.
+UNHELD: dict = {"assignee": None, "assigned_how": "", "claim_expires_at": None}
 
 
 def enqueue_execution(intent_id: int, *, held: bool = False) -> None:

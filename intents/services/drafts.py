@@ -16,7 +16,9 @@ from intents.hashing import content_hash as compute_content_hash
 from intents.journal import journal
 from intents.models import Draft, DraftVersion, IntentEvent
 from intents.policy import active_membership, can_approve
+from intents.services.assignment import auto_assignee
 from intents.services.common import (
+    UNHELD,
     active_tenant,
     clean_reason,
     lock_draft,
@@ -30,6 +32,7 @@ from intents.services.content import (
     clean_content,
     draft_reply_subject,
 )
+from intents.services.deadlines import deadline_times
 from mailboxes import provider
 
 log = logging.getLogger("intents.services")
@@ -91,7 +94,7 @@ def draft_create(
     if not mailbox.is_active:
         raise errors.MailboxInactive(message=f"{mailbox.address} is not active.", field="mailbox")
     author_fields, actor_fields = _author(tenant, mailbox, agent_token, actor_user)
-    in_reply_to, thread_id, reply_subject = _reply_reference(
+    in_reply_to, thread_id, reply_subject, customer_at = _reply_reference(
         tenant, mailbox, in_reply_to, thread_id
     )
     content = clean_content(
@@ -111,8 +114,10 @@ def draft_create(
         raise errors.InvalidInput(
             "not_after_past", "not_after is already in the past.", "not_after"
         )
+    sla_due_at, sla_warn_at = deadline_times(tenant, mailbox, customer_at or timezone.now())
     with transaction.atomic():
         now = db_now()
+        assignee = auto_assignee(mailbox)
         draft = Draft.objects.create(
             tenant=tenant,
             mailbox=mailbox,
@@ -125,25 +130,47 @@ def draft_create(
             current_version=1,
             review_deadline=now + timedelta(hours=tenant.review_deadline_hours),
             not_after=not_after,
+            sla_due_at=sla_due_at,
+            sla_warn_at=sla_warn_at,
+            assignee=assignee,
+            assigned_how=Draft.AssignedHow.AUTO if assignee else "",
+            auto_assigned_to=assignee,
         )
         _first_version(tenant, draft, content, author_fields, actor_fields)
+        if assignee is not None:
+            journal(
+                tenant=tenant,
+                draft=draft,
+                action="draft.assigned",
+                actor_kind=IntentEvent.Actor.SWEEP,
+                actor_label="auto-assign",
+                from_state=Draft.Status.PENDING,
+                to_state=Draft.Status.PENDING,
+                data={"holder": assignee.pk, "rule": "round_robin"},
+            )
     log.info("intents.draft.created", extra={"tenant_id": tenant.pk, "draft_id": draft.pk})
     return draft
 
 
-def _reply_reference(tenant, mailbox, in_reply_to, thread_id) -> tuple[str, str, str | None]:
-    """(in_reply_to, thread_id, the reply's subject or None for a new message), checked."""
+def _reply_reference(tenant, mailbox, in_reply_to, thread_id) -> tuple:
+    """(in_reply_to, thread_id, the reply's subject or None for a new message, when the customer's
+    message arrived or None), checked."""
     in_reply_to = (in_reply_to or "").strip()
     thread_id = (thread_id or "").strip()
     if len(in_reply_to) > 998 or len(thread_id) > 255:
         raise errors.InvalidInput("reference_too_long", "A message or thread id is too long.")
     if not in_reply_to:
-        return in_reply_to, thread_id, None
+        return in_reply_to, thread_id, None, None
     answered = answered_message(
         tenant=tenant, mailbox=mailbox, in_reply_to=in_reply_to, thread_id=thread_id
     )
     # The reply joins the answered message's thread: the reviewer sees that conversation.
-    return in_reply_to, answered.thread_id, provider.reply_subject(answered.subject)
+    return (
+        in_reply_to,
+        answered.thread_id,
+        provider.reply_subject(answered.subject),
+        answered.received_at,
+    )
 
 
 def _clean_provenance(provenance) -> dict:
@@ -305,6 +332,7 @@ def draft_reject(*, tenant, draft_id, reason, actor) -> Draft:
         Draft.objects.filter(pk=draft.pk).update(
             status=Draft.Status.REJECTED,
             reject_reason=reason,
+            **UNHELD,
             decided_by=actor,
             decided_at=Now(),
             updated_at=Now(),
@@ -330,7 +358,7 @@ def draft_withdraw(*, tenant, draft_id, agent_token=None, actor_user=None) -> Dr
         require_pending(draft)
         _, actor_fields = _author(tenant, draft.mailbox, agent_token, actor_user)
         Draft.objects.filter(pk=draft.pk).update(
-            status=Draft.Status.WITHDRAWN, decided_at=Now(), updated_at=Now()
+            status=Draft.Status.WITHDRAWN, decided_at=Now(), updated_at=Now(), **UNHELD
         )
         journal(
             tenant=tenant,
@@ -357,7 +385,7 @@ def draft_expire_due(*, batch: int = 500) -> int:
         )
         for draft_id, tenant_id in due:
             changed = Draft.objects.filter(pk=draft_id, status=Draft.Status.PENDING).update(
-                status=Draft.Status.EXPIRED, decided_at=Now(), updated_at=Now()
+                status=Draft.Status.EXPIRED, decided_at=Now(), updated_at=Now(), **UNHELD
             )
             if changed:
                 expired += 1

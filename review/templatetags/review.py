@@ -108,3 +108,25 @@ def state_class(value: str) -> str:
 @register.filter
 def first(value):
     return value[0] if value else ""
+
+
+@register.filter
+def sla_state(draft) -> str:
+    """Where a pending draft stands against its deadline: "breached", "warning" (inside its
+    warning window), "ok", or "" without a deadline. Shown as words, not only as a colour."""
+    due = getattr(draft, "sla_due_at", None)
+    if due is None:
+        return ""
+    now = timezone.now()
+    if due <= now:
+        return "breached"
+    warn = draft.sla_warn_at
+    if warn is not None and warn <= now:
+        return "warning"
+    return "ok"
+
+
+@register.filter
+def claim_lapsed(draft) -> bool:
+    expires = getattr(draft, "claim_expires_at", None)
+    return expires is not None and expires <= timezone.now()

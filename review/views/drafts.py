@@ -49,6 +49,8 @@ def _draft_context(request: TenantRequest, draft_id, **extra) -> dict:
 @tenant_view()
 @require_GET
 def draft_detail(request: TenantRequest, draft_id: int) -> HttpResponse:
+    # The holder working on it keeps their claim (a no-op for anyone else).
+    services.draft_claim_renew(tenant=request.tenant, draft_id=draft_id, actor=request.user)
     return render(request, "review/draft.html", _draft_context(request, draft_id))
 
 
@@ -268,6 +270,7 @@ def draft_edit(request: TenantRequest, draft_id: int) -> HttpResponse:
             request, f"This draft is {draft.get_status_display().lower()}; it cannot be edited."
         )
         return redirect("draft", request.tenant.slug, draft.pk)
+    services.draft_claim_renew(tenant=request.tenant, draft_id=draft.pk, actor=request.user)
     if request.method == "GET":
         return _edit_page(request, detail, EditForm.of_version(detail.current))
     form = EditForm(request.POST)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from django.contrib import messages
@@ -10,10 +11,11 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_GET, require_POST
 
 from intents import errors, services
+from intents.policy import approvable_mailbox_ids, may_decide
 from intents.selectors.queue import QUEUE_SORTS
 from review import pages
 from review import queries as review
@@ -32,7 +34,8 @@ def _queue_context(request: TenantRequest) -> dict:
     mailboxes = list(review.review_mailboxes(tenant))
     agents = list(review.review_agents(tenant))
     form = QueueFilterForm(request.GET or None, mailboxes=mailboxes, agents=agents)
-    queue_filter, sort = form.queue_filter(), form.queue_sort()
+    queue_filter = dataclasses.replace(form.queue_filter(), viewer=request.user.pk)
+    sort = form.queue_sort()
     page = pages.queue(
         tenant=tenant,
         membership=request.membership,
@@ -56,7 +59,10 @@ def _queue_context(request: TenantRequest) -> dict:
         "place": queue_place(request.GET.urlencode()),
         "form": form,
         "page": page,
-        "filtered": queue_filter != review.QueueFilter(),
+        "filtered": dataclasses.replace(queue_filter, viewer=None, view="") != review.QueueFilter(),
+        "view": queue_filter.view,
+        "view_tabs": _view_tabs(request),
+        "sort_due": sort == "due",
         "any_decidable": any(d.can_decide and not d.approve_blocked for d in page.rows),
         "since_id": review.newest_draft_id(tenant=tenant),
         "shown_ids": ",".join(str(d.pk) for d in page.rows),
@@ -64,6 +70,31 @@ def _queue_context(request: TenantRequest) -> dict:
         "next_query": next_params.urlencode() if page.next_cursor else None,
         "paged": bool(request.GET.get("after") or request.GET.get("before")),
     }
+
+
+VIEW_LABELS = {
+    "": gettext_lazy("All"),
+    "mine": gettext_lazy("Mine"),
+    "unassigned": gettext_lazy("Unassigned"),
+    "escalated": gettext_lazy("Escalated"),
+}
+
+
+def _view_tabs(request: TenantRequest) -> list[dict]:
+    """Each view's tab: its label, its pending count, and its query string (the other filters
+    kept, the page cursor dropped)."""
+    counts = review.queue_view_counts(tenant=request.tenant, user_id=request.user.pk)
+    tabs = []
+    for name, label in VIEW_LABELS.items():
+        params = request.GET.copy()
+        params.pop("after", None)
+        params.pop("view", None)
+        if name:
+            params["view"] = name
+        tabs.append(
+            {"name": name, "label": label, "count": counts[name], "query": params.urlencode()}
+        )
+    return tabs
 
 
 @tenant_view()
@@ -82,10 +113,21 @@ def queue_changes(request: TenantRequest) -> HttpResponse:
     except ValueError:
         since_id, shown = 0, []
     new, gone = review.queue_changes(tenant=request.tenant, since_id=since_id, shown=shown)
+    holders = review.queue_holders(tenant=request.tenant, shown=shown)
+    allowed = approvable_mailbox_ids(request.membership)
+    for draft in holders:
+        draft.can_decide = may_decide(allowed, draft.mailbox_id)
     return render(
         request,
         "review/queue.html#changes",
-        {"new": new, "gone": gone, "since_id": since_id, "shown_ids": ",".join(map(str, shown))},
+        {
+            "new": new,
+            "gone": gone,
+            "since_id": since_id,
+            "shown_ids": ",".join(map(str, shown)),
+            # Each shown row's holder badge, swapped in place (out of band).
+            "holders": holders,
+        },
     )
 
 

@@ -66,5 +66,10 @@ def test_bench_quick_run_completes_and_checks_its_own_invariants(tmp_path):
     assert floor["stored"] == ours["stored"]  # both rounds, like ours
     assert anymail_storing["ok"] == anymail_storing["requests"]
     assert anymail_storing["stored"] == ours["stored"]
-    assert {(r["page"], r["pending"]) for r in rows["ui"]["rows"]} == {("queue", 30), ("draft", 30)}
+    pages = ("queue", "queue mine", "queue unassigned", "queue escalated", "queue by time left")
+    assert {(r["page"], r["pending"]) for r in rows["ui"]["rows"]} == {
+        *((page, 30) for page in pages),
+        ("draft", 30),
+    }
+    assert rows["ui"]["queue_queries_constant"] is True
     assert "Dispatch" in completed.stdout

@@ -21,6 +21,7 @@ POST_DECIDE = {"viewer": 403, "approver": 405, "admin": 405}
 POST_ADMIN = {"viewer": 403, "approver": 403, "admin": 405}
 POST_READ = {"viewer": 405, "approver": 405, "admin": 405}
 # A form's POST URL that a reload may GET: it leads an admin back to the page with the form.
+POST_ANY = {"viewer": 405, "approver": 405, "admin": 405}
 BACK_TO_FORM_ADMIN = {"viewer": 403, "approver": 403, "admin": 302}
 
 EXPECTED = {
@@ -34,6 +35,10 @@ EXPECTED = {
     "draft_edit": DECIDE_PAGE,
     "draft_note_add": POST_DECIDE,
     "draft_presence": POST_READ,
+    "draft_take": POST_DECIDE,
+    "draft_release": POST_DECIDE,
+    "draft_hand": POST_DECIDE,
+    "my_away": POST_ANY,
     "outbox": READ,
     "outbox_intent": READ,
     "intent_cancel": POST_DECIDE,
@@ -49,10 +54,12 @@ EXPECTED = {
     "admin_member_rights": POST_ADMIN,
     # GET is the confirm page; its POST deactivates.
     "admin_member_deactivate": ADMIN_PAGE,
+    "admin_member_away": POST_ADMIN,
     "admin_member_reactivate": POST_ADMIN,
     "admin_invitation_revoke": POST_ADMIN,
     "admin_policies": ADMIN_PAGE,
     "admin_own_domains": BACK_TO_FORM_ADMIN,
+    "admin_deadlines": POST_ADMIN,
     "admin_recipients": ADMIN_PAGE,
     "admin_suppressions": ADMIN_PAGE,
     "admin_suppression_add": POST_ADMIN,
@@ -67,6 +74,7 @@ EXPECTED = {
     "mailbox_create": ADMIN_PAGE,
     "mailbox_detail": READ,
     "mailbox_policy": POST_ADMIN,
+    "mailbox_assignment": POST_ADMIN,
     "mailbox_status": POST_ADMIN,
     "mailbox_retry": POST_ADMIN,
 }

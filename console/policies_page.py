@@ -1,0 +1,63 @@
+"""The policies page, which carries three forms (policies, the organisation's own domains,
+deadlines and escalation): each view that answers a refused form renders it through here, with
+the other two as they are saved."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from django.shortcuts import render
+
+from console.forms import DeadlinesForm, OwnDomainsForm, PoliciesForm
+from tenants import services
+from tenants.access import TenantRequest
+from tenants.models import Membership
+
+
+def _escalation_members(tenant) -> list[Membership]:
+    return list(
+        Membership.objects.select_related("user")
+        .filter(
+            tenant=tenant,
+            is_active=True,
+            user__is_active=True,
+            role__in=services.ESCALATION_ROLES,
+        )
+        .order_by("user__full_name", "user__email")
+    )
+
+
+def deadlines_form(tenant, data=None) -> DeadlinesForm:
+    initial = {
+        "sla_minutes": tenant.sla_minutes,
+        "sla_warning_minutes": tenant.sla_warning_minutes,
+        "escalate_to": tenant.escalate_to_id,
+        "escalate_to_role": tenant.escalate_to_role,
+    }
+    return DeadlinesForm(data, initial=initial, members=_escalation_members(tenant))
+
+
+def policies_page(
+    request: TenantRequest, *, form=None, domains_form=None, deadlines=None, status=200
+) -> HttpResponse:
+    tenant = request.tenant
+    form = form or PoliciesForm(
+        initial={
+            "review_deadline_hours": tenant.review_deadline_hours,
+            "second_approver_on_edit": tenant.second_approver_on_edit,
+            "retention_days": tenant.retention_days,
+            "send_hold_seconds": tenant.send_hold_seconds,
+        }
+    )
+    domains_form = domains_form or OwnDomainsForm(
+        initial={"own_domains": "\n".join(tenant.own_domains)}
+    )
+    return render(
+        request,
+        "console/policies.html",
+        {
+            "form": form,
+            "domains_form": domains_form,
+            "deadlines_form": deadlines or deadlines_form(tenant),
+        },
+        status=status,
+    )

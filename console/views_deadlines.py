@@ -1,0 +1,63 @@
+"""The deadline (SLA) and escalation settings of a tenant (on the policies page) and the
+"away" flag an admin sets for a member."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from console.policies_page import deadlines_form, policies_page
+from tenants import services
+from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
+
+
+def _refuse(form, error: services.AdminError) -> None:
+    form.add_error(error.field if error.field in form.fields else None, error.message)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def deadlines(request: TenantRequest) -> HttpResponse:
+    tenant = request.tenant
+    form = deadlines_form(tenant, request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            services.tenant_update_deadlines(
+                tenant=tenant,
+                sla_minutes=data["sla_minutes"],
+                sla_warning_minutes=data["sla_warning_minutes"],
+                escalate_to_id=data["escalate_to"],
+                escalate_to_role=data["escalate_to_role"],
+                actor=request.user,
+            )
+        except services.AdminError as error:
+            _refuse(form, error)
+        else:
+            messages.success(request, _("Deadlines and escalation saved."))
+            return redirect("admin_policies", tenant.slug)
+    return policies_page(request, deadlines=form, status=400)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def member_away(request: TenantRequest, membership_id: int) -> HttpResponse:
+    away = bool(request.POST.get("away"))
+    try:
+        membership = services.member_set_away(
+            tenant=request.tenant, membership_id=membership_id, away=away, actor=request.user
+        )
+    except services.AdminError as error:
+        if error.code == "not_found":
+            raise Http404(error.message) from None
+        messages.error(request, error.message)
+        return redirect("admin_members", request.tenant.slug)
+    name = membership.user.display_name
+    if away:
+        messages.success(request, _("%(name)s is marked away.") % {"name": name})
+    else:
+        messages.success(request, _("%(name)s is back.") % {"name": name})
+    return redirect("admin_member", request.tenant.slug, membership.pk)

@@ -1,0 +1,174 @@
+"""Deadlines (SLA) of pending drafts: the due time fixed at creation, the warning window and the
+escalation of breached drafts, both found by the sweep.
+
+The target is a time to first decision measured from the customer's message (the inbound message
+the draft replies to; a draft that is not a reply measures from its creation): the mailbox's
+target, or the tenant's when the mailbox sets none. The warning window is the tenant's, or the
+last quarter of the target.
+
+These times coordinate people and guard no send, so they are measured on the application clock
+(hosts keep NTP time; minutes matter here, not milliseconds), unlike leases and the review expiry
+(``draft_expire_due``), which stay on the database clock and fail closed.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from intents.journal import journal
+from intents.models import Draft, IntentEvent
+from intents.policy import (
+    active_membership,
+    approver_memberships,
+    can_approve,
+    next_in_turn,
+)
+from tenants.models import Tenant
+
+log = logging.getLogger("intents.services")
+
+Assigned = Draft.AssignedHow
+
+
+def sla_minutes(tenant, mailbox) -> int | None:
+    """The target in force for a new draft of this mailbox (None: no target)."""
+    return mailbox.sla_minutes or tenant.sla_minutes
+
+
+def deadline_times(tenant, mailbox, measured_from: datetime) -> tuple[datetime | None, ...]:
+    """(due, warn) for a draft of this mailbox whose clock started at ``measured_from``."""
+    minutes = sla_minutes(tenant, mailbox)
+    if not minutes:
+        return None, None
+    target = timedelta(minutes=minutes)
+    window = (
+        timedelta(minutes=tenant.sla_warning_minutes) if tenant.sla_warning_minutes else target / 4
+    )
+    due = measured_from + target
+    return due, due - min(window, target)
+
+
+def _sweep_journal(draft: Draft, action: str, data: dict, reason: str = "") -> None:
+    journal(
+        tenant=draft.tenant_id,
+        draft=draft.pk,
+        action=action,
+        actor_kind=IntentEvent.Actor.SWEEP,
+        from_state=Draft.Status.PENDING,
+        to_state=Draft.Status.PENDING,
+        reason=reason,
+        data=data,
+    )
+
+
+def drafts_warn_due(*, batch: int = 500, now: datetime | None = None) -> int:
+    """Journal once, for each pending draft entering its warning window, that its deadline is
+    near. Safe on every cluster (SKIP LOCKED; the conditional UPDATE decides)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        due = list(
+            Draft.objects.select_for_update(skip_locked=True)
+            .filter(status=Draft.Status.PENDING, sla_warned_at__isnull=True, sla_warn_at__lte=now)
+            .order_by("sla_warn_at")
+            .only("pk", "tenant_id", "sla_due_at", "assignee_id")[:batch]
+        )
+        warned = sum(_warn(draft, now) for draft in due)
+    return warned
+
+
+def _warn(draft: Draft, now: datetime) -> bool:
+    changed = Draft.objects.filter(
+        pk=draft.pk, status=Draft.Status.PENDING, sla_warned_at__isnull=True
+    ).update(sla_warned_at=now)
+    if changed:
+        data = {"due_at": draft.sla_due_at.isoformat() if draft.sla_due_at else None}
+        _sweep_journal(draft, "draft.sla_warning", {**data, "holder": draft.assignee_id})
+    return bool(changed)
+
+
+def _escalation_target(tenant: Tenant, draft: Draft):
+    """Whom the tenant's rule sends this breached draft to (a user), or None: no rule, or nobody
+    the rule names may review this mailbox now. A named member gets it even when away (the
+    tenant named them); a role goes round-robin among its present members."""
+    if tenant.escalate_to_id:
+        membership = active_membership(tenant=tenant, user=tenant.escalate_to)
+        if can_approve(membership=membership, mailbox=draft.mailbox):
+            return tenant.escalate_to
+        return None
+    if not tenant.escalate_to_role:
+        return None
+    candidates = approver_memberships(
+        mailbox=draft.mailbox, role=tenant.escalate_to_role, present_only=True
+    )
+    last = (
+        Draft.objects.filter(tenant=tenant, escalated_to__isnull=False)
+        .order_by("-escalated_at", "-id")
+        .values_list("escalated_to_id", flat=True)
+        .first()
+    )
+    picked = next_in_turn(candidates, last)
+    return picked.user if picked else None
+
+
+def _has_rule(tenant: Tenant) -> bool:
+    return bool(tenant.escalate_to_id or tenant.escalate_to_role)
+
+
+def drafts_escalate_due(*, batch: int = 200, now: datetime | None = None) -> int:
+    """Pending drafts past their deadline: marked breached (remembering who held them) and, by
+    the tenant's rule, escalated (reassigned to the rule's member, listed as escalated). Each is
+    journaled once. Safe on every cluster at once: rows another sweep holds are skipped, the
+    conditional UPDATE on ``sla_breached_at`` decides, and a role's round-robin takes its turn
+    under the tenant's row lock."""
+    now = now or timezone.now()
+    breached = 0
+    with transaction.atomic():
+        due = list(
+            Draft.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("mailbox")
+            .filter(status=Draft.Status.PENDING, sla_breached_at__isnull=True, sla_due_at__lte=now)
+            .order_by("sla_due_at")[:batch]
+        )
+        tenants: dict[int, Tenant] = {}
+        for draft in due:
+            if draft.tenant_id not in tenants:
+                # Locked: two sweeps escalating to a role must not both pick the same member.
+                tenants[draft.tenant_id] = (
+                    Tenant.objects.select_for_update(of=("self",)).select_related("escalate_to")
+                ).get(pk=draft.tenant_id)
+            if _breach(tenants[draft.tenant_id], draft, now):
+                breached += 1
+    return breached
+
+
+def _breach(tenant: Tenant, draft: Draft, now: datetime) -> bool:
+    target = _escalation_target(tenant, draft) if _has_rule(tenant) else None
+    updates: dict = {"sla_breached_at": now, "sla_breach_holder_id": draft.assignee_id}
+    if _has_rule(tenant):
+        updates["escalated_at"] = now
+    if target is not None:
+        updates.update(
+            assignee=target,
+            assigned_how=Assigned.ESCALATED,
+            claim_expires_at=None,
+            escalated_to=target,
+            updated_at=Now(),
+        )
+    changed = Draft.objects.filter(
+        pk=draft.pk, status=Draft.Status.PENDING, sla_breached_at__isnull=True
+    ).update(**updates)
+    if not changed:
+        return False
+    due_at = draft.sla_due_at.isoformat() if draft.sla_due_at else None
+    _sweep_journal(draft, "draft.sla_breached", {"due_at": due_at, "holder": draft.assignee_id})
+    if _has_rule(tenant):
+        reason = "" if target else "nobody the escalation rule names may review this mailbox"
+        data = {"to": target.pk if target else None, "previous_holder": draft.assignee_id}
+        _sweep_journal(draft, "draft.escalated", data, reason)
+    log.info("intents.draft.sla_breached", extra={"tenant_id": tenant.pk, "draft_id": draft.pk})
+    return True

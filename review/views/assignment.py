@@ -1,0 +1,87 @@
+"""Ownership of a draft from the review pages: take, hand over, release; and the reviewer's own
+"away" flag. Each POST calls one service and comes back to where the person was (the draft page,
+or the queue for a take from a queue row) with what happened."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import redirect
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from intents import errors, services
+from review.views.common import draft_or_404
+from tenants import services as tenant_services
+from tenants.access import DECIDERS, TenantRequest, tenant_view
+from tenants.models import Membership
+
+
+def _back(request: TenantRequest, draft_id: int) -> HttpResponse:
+    # Only two places, named: never a URL from the request.
+    if request.POST.get("back") == "queue":
+        return redirect("tenant_home", request.tenant.slug)
+    return redirect("draft", request.tenant.slug, draft_id)
+
+
+def _run(request: TenantRequest, draft_id: int, action, done: str, **kwargs) -> HttpResponse:
+    draft = draft_or_404(request, draft_id)
+    try:
+        action(tenant=request.tenant, draft_id=draft.pk, actor=request.user, **kwargs)
+    except errors.DraftError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, done)
+    return _back(request, draft.pk)
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def draft_take(request: TenantRequest, draft_id: int) -> HttpResponse:
+    return _run(request, draft_id, services.draft_take, _("You hold this draft now."))
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def draft_release(request: TenantRequest, draft_id: int) -> HttpResponse:
+    return _run(request, draft_id, services.draft_release, _("Released: the draft is unassigned."))
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def draft_hand(request: TenantRequest, draft_id: int) -> HttpResponse:
+    draft = draft_or_404(request, draft_id)
+    raw = request.POST.get("to", "")
+    # Only this tenant's members are looked up; anyone else reads as "not a member".
+    membership = (
+        Membership.objects.select_related("user")
+        .filter(tenant=request.tenant, user_id=int(raw))
+        .first()
+        if raw.isdigit() and len(raw) < 19
+        else None
+    )
+    if membership is None:
+        messages.error(request, _("Choose a member of this tenant to hand the draft to."))
+        return _back(request, draft.pk)
+    name = membership.user.display_name
+    return _run(
+        request,
+        draft.pk,
+        services.draft_hand,
+        _("Handed to %(name)s.") % {"name": name},
+        to_user=membership.user,
+    )
+
+
+@tenant_view()
+@require_POST
+def my_away(request: TenantRequest) -> HttpResponse:
+    away = bool(request.POST.get("away"))
+    tenant_services.member_set_away(
+        tenant=request.tenant, membership_id=request.membership.pk, away=away, actor=request.user
+    )
+    if away:
+        messages.success(request, _("You are marked away: automatic assignment skips you."))
+    else:
+        messages.success(request, _("Welcome back: drafts can be assigned to you again."))
+    return redirect("tenant_home", request.tenant.slug)

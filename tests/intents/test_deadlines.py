@@ -1,0 +1,210 @@
+"""Deadlines (SLA): the due time fixed at creation, the warning, the breach and the escalation,
+driven by the sweep at the configured times (time-machine moves the application clock)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.utils import timezone
+
+from intents import services
+from intents.models import Draft, IntentEvent
+from intents.selectors.queue import QueueFilter, draft_queue
+from intents.services import deadlines
+from intents.tasks import sweep_once
+from mailboxes.models import Mailbox
+from tenants.models import Tenant
+from tests.intents.helpers import run_concurrently
+from webhooks.models import InboundMessage
+
+SECOND = timedelta(seconds=1)
+
+
+def _actions(draft) -> list[str]:
+    return list(
+        IntentEvent.objects.filter(draft=draft, action__startswith="draft.")
+        .exclude(action="draft.created")
+        .order_by("id")
+        .values_list("action", flat=True)
+    )
+
+
+def _set(tenant, **fields):
+    Tenant.objects.filter(pk=tenant.pk).update(**fields)
+    tenant.refresh_from_db()
+
+
+@pytest.fixture
+def escalation_member(tenant_a, member_of):
+    return member_of(tenant_a, "approver", user__full_name="Esme Escalation").user
+
+
+def test_warning_breach_and_escalation_happen_at_their_times_once_each(
+    tenant_a, new_draft, approver, escalation_member, member_of
+):
+    _set(tenant_a, sla_minutes=60, sla_warning_minutes=15, escalate_to=escalation_member)
+    admin = member_of(tenant_a, "admin").user
+    draft = new_draft()
+    # Handed (no claim expiry), so only the deadline moves the draft.
+    services.draft_hand(tenant=tenant_a, draft_id=draft.pk, actor=admin, to_user=approver)
+    draft.refresh_from_db()
+    due = draft.sla_due_at
+    assert due - draft.created_at == pytest.approx(timedelta(minutes=60), abs=timedelta(seconds=5))
+    assert draft.sla_warn_at == due - timedelta(minutes=15)
+
+    with time_machine.travel(draft.sla_warn_at - SECOND, tick=False):
+        sweep_once()
+    assert _actions(draft) == ["draft.handed"]
+    with time_machine.travel(draft.sla_warn_at + SECOND, tick=False):
+        sweep_once()
+        sweep_once()
+    assert _actions(draft) == ["draft.handed", "draft.sla_warning"]
+
+    with time_machine.travel(due - SECOND, tick=False):
+        sweep_once()
+    draft.refresh_from_db()
+    assert draft.sla_breached_at is None and draft.escalated_at is None
+    assert draft.assignee == approver
+
+    with time_machine.travel(due + SECOND, tick=False):
+        sweep_once()
+        sweep_once()
+    assert _actions(draft) == [
+        "draft.handed",
+        "draft.sla_warning",
+        "draft.sla_breached",
+        "draft.escalated",
+    ]
+    draft.refresh_from_db()
+    assert draft.assignee == escalation_member
+    assert draft.assigned_how == "escalated"
+    assert draft.escalated_at is not None
+    assert draft.sla_breach_holder == approver
+    escalated = IntentEvent.objects.get(draft=draft, action="draft.escalated")
+    assert escalated.data == {"to": escalation_member.pk, "previous_holder": approver.pk}
+
+    mine = draft_queue(tenant=tenant_a, f=_mine(escalation_member))
+    assert [d.pk for d in mine.items] == [draft.pk]
+    assert [d.pk for d in draft_queue(tenant=tenant_a, f=_escalated()).items] == [draft.pk]
+
+
+def _mine(user):
+    return QueueFilter(view="mine", viewer=user.pk)
+
+
+def _escalated():
+    return QueueFilter(view="escalated")
+
+
+def test_the_deadline_runs_from_the_customers_message(tenant_a, local_mailbox, new_draft):
+    _set(tenant_a, sla_minutes=120)
+    received = timezone.now() - timedelta(minutes=30)
+    InboundMessage.objects.create(
+        tenant=tenant_a,
+        mailbox=local_mailbox,
+        thread_id="th-1",
+        message_id="<m1@example.com>",
+        sender="Customer <customer@example.com>",
+        subject="Refund?",
+        received_at=received,
+    )
+    draft = new_draft(in_reply_to="<m1@example.com>", subject=None)
+    assert draft.sla_due_at == received + timedelta(minutes=120)
+    assert draft.sla_warn_at == received + timedelta(minutes=90)
+
+
+def test_the_mailbox_target_overrides_the_tenants(tenant_a, local_mailbox, new_draft):
+    _set(tenant_a, sla_minutes=120)
+    Mailbox.objects.filter(pk=local_mailbox.pk).update(sla_minutes=10)
+    draft = new_draft()
+    assert draft.sla_due_at - draft.created_at == pytest.approx(
+        timedelta(minutes=10), abs=timedelta(seconds=5)
+    )
+
+
+def test_no_target_no_deadline(tenant_a, new_draft):
+    draft = new_draft()
+    assert draft.sla_due_at is None and draft.sla_warn_at is None
+
+
+def test_escalation_to_a_role_goes_round_robin_among_present_members(
+    tenant_a, new_draft, approver, member_of
+):
+    _set(tenant_a, sla_minutes=5, escalate_to_role="admin")
+    admins = [member_of(tenant_a, "admin").user for _ in range(2)]
+    member_of(tenant_a, "admin", is_away=True)
+    drafts = [new_draft() for _ in range(3)]
+    with time_machine.travel(timezone.now() + timedelta(minutes=5, seconds=5), tick=False):
+        assert deadlines.drafts_escalate_due() == 3
+    holders = [Draft.objects.get(pk=d.pk).assignee for d in drafts]
+    assert holders == [admins[0], admins[1], admins[0]]
+
+
+def test_breach_without_a_rule_is_counted_but_not_escalated(tenant_a, new_draft, approver):
+    _set(tenant_a, sla_minutes=5)
+    draft = new_draft()
+    with time_machine.travel(timezone.now() + timedelta(minutes=6), tick=False):
+        sweep_once()
+    draft.refresh_from_db()
+    assert draft.sla_breached_at is not None
+    assert draft.escalated_at is None
+    assert _actions(draft) == ["draft.sla_warning", "draft.sla_breached"]
+
+
+def test_the_review_expiry_still_fails_closed(tenant_a, new_draft, escalation_member):
+    _set(tenant_a, sla_minutes=5, escalate_to=escalation_member)
+    draft = new_draft()
+    Draft.objects.filter(pk=draft.pk).update(review_deadline=timezone.now() - SECOND)
+    sweep_once()
+    draft.refresh_from_db()
+    assert draft.status == "expired"
+    assert draft.assignee is None
+    assert "draft.escalated" not in _actions(draft)
+
+
+def test_an_escalation_target_without_the_right_leaves_it_unassigned(
+    tenant_a, new_draft, member_of
+):
+    narrow = member_of(tenant_a, "approver", approve_all_mailboxes=False).user
+    _set(tenant_a, sla_minutes=5, escalate_to=narrow)
+    draft = new_draft()
+    with time_machine.travel(timezone.now() + timedelta(minutes=6), tick=False):
+        sweep_once()
+    draft.refresh_from_db()
+    assert draft.escalated_at is not None
+    assert draft.assignee is None
+    event = IntentEvent.objects.get(draft=draft, action="draft.escalated")
+    assert "nobody the escalation rule names" in event.reason
+
+
+@pytest.mark.django_db(transaction=True)
+def test_many_sweeps_at_once_warn_and_escalate_each_draft_once(
+    tenant_a, new_draft, escalation_member
+):
+    _set(tenant_a, sla_minutes=5, escalate_to=escalation_member)
+    drafts = [new_draft() for _ in range(12)]
+    later = timezone.now() + timedelta(minutes=6)
+    warned = run_concurrently(lambda i: deadlines.drafts_warn_due(batch=5, now=later), 4)
+    breached = run_concurrently(lambda i: deadlines.drafts_escalate_due(batch=5, now=later), 4)
+    deadlines.drafts_warn_due(now=later)
+    deadlines.drafts_escalate_due(now=later)
+    assert all(isinstance(n, int) for n in warned + breached)
+    for action in ("draft.sla_warning", "draft.sla_breached", "draft.escalated"):
+        rows = IntentEvent.objects.filter(draft__in=drafts, action=action)
+        assert sorted(rows.values_list("draft_id", flat=True)) == sorted(d.pk for d in drafts)
+
+
+def test_a_stale_row_is_not_warned_or_breached_twice(tenant_a, new_draft, escalation_member):
+    """The conditional UPDATE decides, not the row the sweep read: a second pass over the same
+    read (another sweep that read it before the first committed) changes and journals nothing."""
+    _set(tenant_a, sla_minutes=5, escalate_to=escalation_member)
+    draft = new_draft()
+    stale = Draft.objects.select_related("mailbox").get(pk=draft.pk)
+    later = timezone.now() + timedelta(minutes=6)
+    assert deadlines._warn(stale, later) is True
+    assert deadlines._warn(stale, later) is False
+    assert deadlines._breach(tenant_a, stale, later) is True
+    assert deadlines._breach(tenant_a, stale, later) is False
+    assert _actions(draft) == ["draft.sla_warning", "draft.sla_breached", "draft.escalated"]
