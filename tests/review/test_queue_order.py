@@ -70,7 +70,7 @@ def test_the_first_page_has_no_previous_and_a_cursor_of_another_order_shows_the_
 
 
 def test_the_sorts_are_a_dict_another_branch_can_extend():
-    assert list(QUEUE_SORTS) == ["oldest", "newest", "priority"]
+    assert list(QUEUE_SORTS) == ["oldest", "newest", "priority", "due"]
 
 
 def test_the_queue_page_sorts_by_the_query_and_offers_the_orders(
@@ -158,8 +158,24 @@ def test_nav_counts_count_this_tenants_pending_drafts_and_attention(
     html = signed_in(admin_a.user).get(reverse("nav_counts", args=[tenant_a.slug])).content.decode()
     assert 'id="nav-count-queue" class="count" hx-swap-oob="true" data-n="2">2<' in html
     assert 'id="nav-count-attention" class="count" hx-swap-oob="true" data-n="1">1<' in html
-    # Mine and Escalated are slots until drafts have an assignee (branch own).
-    assert "nav-count-mine" not in html
+    # Nothing held nor escalated yet: Mine and Escalated are there, at zero (hidden).
+    assert 'id="nav-count-mine" class="count zero" hx-swap-oob="true" data-n="0">' in html
+    assert 'id="nav-count-escalated" class="count zero" hx-swap-oob="true" data-n="0">' in html
+
+
+def test_nav_counts_count_mine_and_escalated(
+    tenant_a, mailbox_a, make_draft, admin_a, member_of, signed_in
+):
+    from intents.models import Draft
+
+    other = member_of(tenant_a, "approver")
+    mine, theirs, escalated = make_draft(mailbox_a), make_draft(mailbox_a), make_draft(mailbox_a)
+    Draft.objects.filter(pk=mine.pk).update(assignee=admin_a.user, assigned_how="handed")
+    Draft.objects.filter(pk=theirs.pk).update(assignee=other.user, assigned_how="handed")
+    Draft.objects.filter(pk=escalated.pk).update(escalated_at=timezone.now())
+    html = signed_in(admin_a.user).get(reverse("nav_counts", args=[tenant_a.slug])).content.decode()
+    assert 'id="nav-count-mine" class="count" hx-swap-oob="true" data-n="1">1<' in html
+    assert 'id="nav-count-escalated" class="count" hx-swap-oob="true" data-n="1">1<' in html
 
 
 def test_nav_counts_stop_at_the_cap(tenant_a, mailbox_a, make_draft, admin_a, signed_in, settings):

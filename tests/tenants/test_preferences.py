@@ -33,7 +33,7 @@ def test_a_german_user_gets_the_nav_in_german(signed_in, member):
     member.user.save(update_fields=["language"])
     response = tenant_page(signed_in(member.user), member, accept_language="es")
     nav = nav_text(response)
-    assert ">Warteschlange<" in nav and ">Postausgang<" in nav and "Abmelden" in nav
+    assert ">Warteschlange <" in nav and ">Postausgang<" in nav and "Abmelden" in nav
     assert ">Queue<" not in nav
     assert '<html lang="de">' in response.content.decode()
     assert response["Content-Language"] == "de"
@@ -43,15 +43,15 @@ def test_a_spanish_user_gets_the_nav_in_spanish(signed_in, member):
     member.user.language = "es"
     member.user.save(update_fields=["language"])
     nav = nav_text(tenant_page(signed_in(member.user), member, accept_language="de"))
-    assert ">Cola<" in nav and ">Bandeja de salida<" in nav and "Cerrar sesión" in nav
+    assert ">Cola <" in nav and ">Bandeja de salida<" in nav and "Cerrar sesión" in nav
 
 
 def test_without_a_choice_the_browser_language_decides(signed_in, member):
     client = signed_in(member.user)
-    assert ">Warteschlange<" in nav_text(tenant_page(client, member, accept_language="de-DE,de"))
-    assert ">Cola<" in nav_text(tenant_page(client, member, accept_language="es-MX,es;q=0.9"))
+    assert ">Warteschlange <" in nav_text(tenant_page(client, member, accept_language="de-DE,de"))
+    assert ">Cola <" in nav_text(tenant_page(client, member, accept_language="es-MX,es;q=0.9"))
     # A language we do not offer falls back to English.
-    assert ">Queue<" in nav_text(tenant_page(client, member, accept_language="fr-FR"))
+    assert ">Queue <" in nav_text(tenant_page(client, member, accept_language="fr-FR"))
 
 
 def test_the_signed_out_sign_in_page_follows_the_browser(client):
@@ -184,14 +184,14 @@ def test_a_draft_whose_words_are_msgids_is_shown_unchanged_to_a_german_user(
     page = response.content.decode()
     assert f'<pre class="body-text">{text}</pre>' in page
     assert "<h1>Outbox</h1>" in page
-    assert ">Warteschlange<" in nav_text(response)
+    assert ">Warteschlange <" in nav_text(response)
 
 
 def test_a_stored_language_no_longer_offered_falls_back_to_the_browser(signed_in, member):
     member.user.language = "fr"  # written behind the service's back, or a language withdrawn
     member.user.save(update_fields=["language"])
     response = tenant_page(signed_in(member.user), member, accept_language="es")
-    assert ">Cola<" in nav_text(response) and response["Content-Language"] == "es"
+    assert ">Cola <" in nav_text(response) and response["Content-Language"] == "es"
 
 
 def test_a_refused_sign_in_and_the_lockout_speak_the_browser_language(client, member, settings):
