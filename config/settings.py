@@ -121,6 +121,7 @@ MIDDLEWARE = [
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",
+    "tenants.signin_gate.SignInGateMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -208,6 +209,9 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "tenants/locked_out.html"
 AXES_IPWARE_PROXY_COUNT = env_int("AXES_PROXY_COUNT", 0) or None
 AXES_VERBOSE = False
+# Second factors (tenants.two_factor): after n wrong codes in a row, wait 2**(n-1) x this many
+# seconds before the next try (django-otp's throttling).
+OTP_TOTP_THROTTLE_FACTOR = env_int("OTP_TOTP_THROTTLE_FACTOR", 1)
 
 LANGUAGE_CODE = "en"
 TIME_ZONE = "UTC"

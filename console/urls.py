@@ -3,7 +3,7 @@ admin/, agent tokens at admin/tokens/, mailboxes at mailboxes/."""
 
 from django.urls import include, path
 
-from console import views, views_mailboxes, views_tokens
+from console import views, views_mailboxes, views_signin, views_tokens
 
 admin_patterns = [
     path("", views.admin_home, name="admin_home"),
@@ -36,6 +36,8 @@ admin_patterns = [
         name="admin_suppression_remove",
     ),
     path("webhooks/", views.webhooks, name="admin_webhooks"),
+    path("sign-in/", views_signin.signin_settings, name="admin_signin"),
+    path("sign-in/two-factor/", views_signin.two_factor_policy, name="admin_two_factor_policy"),
     path("audit/", views.audit, name="admin_audit"),
     path("audit.csv", views.audit_csv, name="admin_audit_csv"),
 ]

@@ -51,6 +51,8 @@ EXPECTED = {
     "admin_suppression_add": POST_ADMIN,
     "admin_suppression_remove": POST_ADMIN,
     "admin_webhooks": ADMIN_PAGE,
+    "admin_signin": ADMIN_PAGE,
+    "admin_two_factor_policy": POST_ADMIN,
     "admin_audit": ADMIN_PAGE,
     "admin_audit_csv": ADMIN_PAGE,
     "token_list": ADMIN_PAGE,

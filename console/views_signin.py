@@ -1,0 +1,63 @@
+"""The tenant's sign-in settings under /t/<slug>/admin/sign-in/: two-factor requirement and
+single sign-on. Admins only; the rules live in tenants.signin_policy and tenants.oidc_config."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from console.forms_signin import TwoFactorPolicyForm
+from tenants import signin_policy
+from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
+from tenants.models import Membership, Passkey, TotpDevice
+
+
+def _members_without_factor(request: TenantRequest) -> int:
+    return (
+        Membership.objects.filter(tenant=request.tenant, is_active=True)
+        .exclude(user__in=TotpDevice.objects.filter(confirmed=True).values("user"))
+        .exclude(user__in=Passkey.objects.values("user"))
+        .count()
+    )
+
+
+def _page(request: TenantRequest, *, two_factor_form=None, status=200) -> HttpResponse:
+    tenant = request.tenant
+    return render(
+        request,
+        "console/signin.html",
+        {
+            "two_factor_form": two_factor_form
+            or TwoFactorPolicyForm(initial={"require_two_factor": tenant.require_two_factor}),
+            "without_factor": _members_without_factor(request),
+        },
+        status=status,
+    )
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_GET
+def signin_settings(request: TenantRequest) -> HttpResponse:
+    return _page(request)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def two_factor_policy(request: TenantRequest) -> HttpResponse:
+    form = TwoFactorPolicyForm(request.POST)
+    if not form.is_valid():
+        return _page(request, two_factor_form=form, status=400)
+    required = form.cleaned_data["require_two_factor"]
+    signin_policy.tenant_require_two_factor(
+        tenant=request.tenant, required=required, actor=request.user
+    )
+    if required:
+        messages.success(
+            request, _("Two-factor sign-in is required: members without it must set it up now.")
+        )
+    else:
+        messages.success(request, _("Two-factor sign-in is optional for this tenant."))
+    return redirect("admin_signin", request.tenant.slug)
