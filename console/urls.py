@@ -22,6 +22,11 @@ admin_patterns = [
         name="admin_member_reactivate",
     ),
     path(
+        "members/<int:membership_id>/reset-two-factor/",
+        views_signin.member_two_factor_reset,
+        name="admin_member_two_factor_reset",
+    ),
+    path(
         "invitations/<int:invitation_id>/revoke/",
         views.invitation_revoke,
         name="admin_invitation_revoke",

@@ -4,7 +4,7 @@ single sign-on. Admins only; the rules live in tenants.signin_policy and tenants
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
@@ -13,6 +13,7 @@ from console.forms_signin import TwoFactorPolicyForm
 from tenants import signin_policy
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 from tenants.models import Membership, Passkey, TotpDevice
+from tenants.services import AdminError
 
 
 def _members_without_factor(request: TenantRequest) -> int:
@@ -61,3 +62,20 @@ def two_factor_policy(request: TenantRequest) -> HttpResponse:
     else:
         messages.success(request, _("Two-factor sign-in is optional for this tenant."))
     return redirect("admin_signin", request.tenant.slug)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def member_two_factor_reset(request: TenantRequest, membership_id: int) -> HttpResponse:
+    try:
+        membership = signin_policy.member_reset_two_factor(
+            tenant=request.tenant, membership_id=membership_id, actor=request.user
+        )
+    except AdminError:
+        raise Http404("No such member") from None
+    messages.success(
+        request,
+        _("%(email)s's second factors are removed and their sessions ended.")
+        % {"email": membership.user.email},
+    )
+    return redirect("admin_member", request.tenant.slug, membership.pk)

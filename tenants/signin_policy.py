@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from tenants.models import Tenant, User
-from tenants.services import audit_record
+from tenants import two_factor
+from tenants.models import Membership, Tenant, User
+from tenants.services import AdminError, audit_record
+from tenants.user_sessions import sessions_end_all
 
 
 def tenant_require_two_factor(*, tenant: Tenant, required: bool, actor: User) -> bool:
@@ -26,3 +28,27 @@ def tenant_require_two_factor(*, tenant: Tenant, required: bool, actor: User) ->
             data={"required": required},
         )
     return True
+
+
+def member_reset_two_factor(*, tenant: Tenant, membership_id: int, actor: User) -> Membership:
+    """An admin's reset for a member who lost their authenticator: every factor of theirs is
+    removed and their sessions end, so they enrol again at their next sign-in."""
+    with transaction.atomic():
+        membership = (
+            Membership.objects.select_for_update()
+            .select_related("user")
+            .filter(tenant=tenant, pk=membership_id)
+            .first()
+        )
+        if membership is None:
+            raise AdminError("not_found", "No such member in this tenant.")
+        two_factor.two_factor_remove(user=membership.user, actor=actor, reason="reset")
+        ended = sessions_end_all(user=membership.user)
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="member.two_factor_reset",
+            obj=membership,
+            data={"email": membership.user.email, "sessions_ended": ended},
+        )
+    return membership

@@ -269,3 +269,27 @@ def test_a_failed_password_is_audited_without_the_password(tenant_a, member_of, 
     row = AuditEvent.objects.get(action="signin.failed", tenant=tenant_a)
     assert row.data == {"email": user.email, "reason": "password"}
     assert "not-it-at-all" not in str(row.data)
+
+
+def test_an_admin_resets_a_members_lost_factor_and_ends_their_sessions(
+    enrolled, tenant_a, tenant_b, member_of, password, signed_in
+):
+    user, secret, _ = enrolled
+    membership = user.memberships.get(tenant=tenant_a)
+    theirs = Client()
+    password_sign_in(theirs, user, password)
+    theirs.post(reverse("two_factor_verify"), {"code": next_step_code(secret)})
+    outsider = signed_in(member_of(tenant_b, "admin").user)
+    foreign = outsider.post(
+        reverse("admin_member_two_factor_reset", args=[tenant_b.slug, membership.pk])
+    )
+    assert foreign.status_code == 404 and TotpDevice.objects.filter(user=user).exists()
+    admin = Client()
+    admin.force_login(member_of(tenant_a, "admin").user)
+    done = admin.post(reverse("admin_member_two_factor_reset", args=[tenant_a.slug, membership.pk]))
+    assert done.status_code == 302
+    assert not TotpDevice.objects.filter(user=user).exists()
+    assert not RecoveryCode.objects.filter(user=user).exists()
+    assert theirs.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 302
+    actions = set(AuditEvent.objects.filter(tenant=tenant_a).values_list("action", flat=True))
+    assert {"member.two_factor_reset", "signin.two_factor_reset"} <= actions

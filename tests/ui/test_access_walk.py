@@ -44,6 +44,7 @@ EXPECTED = {
     "admin_member_rights": POST_ADMIN,
     "admin_member_deactivate": POST_ADMIN,
     "admin_member_reactivate": POST_ADMIN,
+    "admin_member_two_factor_reset": POST_ADMIN,
     "admin_invitation_revoke": POST_ADMIN,
     "admin_policies": ADMIN_PAGE,
     "admin_recipients": ADMIN_PAGE,
