@@ -43,6 +43,7 @@ admin_patterns = [
     path("webhooks/", views.webhooks, name="admin_webhooks"),
     path("sign-in/", views_signin.signin_settings, name="admin_signin"),
     path("sign-in/two-factor/", views_signin.two_factor_policy, name="admin_two_factor_policy"),
+    path("sign-in/sso/", views_signin.sso_settings, name="admin_sso_settings"),
     path("audit/", views.audit, name="admin_audit"),
     path("audit.csv", views.audit_csv, name="admin_audit_csv"),
 ]

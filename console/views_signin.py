@@ -6,13 +6,14 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from console.forms_signin import TwoFactorPolicyForm
-from tenants import signin_policy
+from console.forms_signin import SsoForm, TwoFactorPolicyForm
+from tenants import oidc_signin, signin_policy
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
-from tenants.models import Membership, Passkey, TotpDevice
+from tenants.models import Membership, Passkey, SingleSignOn, TotpDevice
 from tenants.services import AdminError
 
 
@@ -25,8 +26,26 @@ def _members_without_factor(request: TenantRequest) -> int:
     )
 
 
-def _page(request: TenantRequest, *, two_factor_form=None, status=200) -> HttpResponse:
+def _sso_form(sso: SingleSignOn | None) -> SsoForm:
+    if sso is None:
+        return SsoForm(initial={"password_signin_allowed": True})
+    return SsoForm(
+        initial={
+            "enabled": sso.enabled,
+            "issuer": sso.issuer,
+            "client_id": sso.client_id,
+            "password_signin_allowed": sso.password_signin_allowed,
+            "domains": ", ".join(sso.jit_domains),
+            "jit_role": sso.jit_role,
+        }
+    )
+
+
+def _page(
+    request: TenantRequest, *, two_factor_form=None, sso_form=None, status=200
+) -> HttpResponse:
     tenant = request.tenant
+    sso = SingleSignOn.objects.filter(tenant=tenant).first()
     return render(
         request,
         "console/signin.html",
@@ -34,9 +53,30 @@ def _page(request: TenantRequest, *, two_factor_form=None, status=200) -> HttpRe
             "two_factor_form": two_factor_form
             or TwoFactorPolicyForm(initial={"require_two_factor": tenant.require_two_factor}),
             "without_factor": _members_without_factor(request),
+            "sso": sso,
+            "sso_form": sso_form or _sso_form(sso),
+            "redirect_uri": request.build_absolute_uri(reverse("sso_callback")),
+            "start_url": request.build_absolute_uri(reverse("sso_start", args=[tenant.slug])),
         },
         status=status,
     )
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def sso_settings(request: TenantRequest) -> HttpResponse:
+    form = SsoForm(request.POST)
+    if not form.is_valid():
+        return _page(request, sso_form=form, status=400)
+    try:
+        oidc_signin.sso_settings_save(
+            tenant=request.tenant, actor=request.user, **form.cleaned_data
+        )
+    except AdminError as error:
+        form.add_error(error.field if error.field in form.fields else None, error.message)
+        return _page(request, sso_form=form, status=400)
+    messages.success(request, _("Single sign-on settings saved."))
+    return redirect("admin_signin", request.tenant.slug)
 
 
 @tenant_view(roles=ADMIN_ONLY)

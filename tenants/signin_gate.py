@@ -22,7 +22,7 @@ from tenants.user_sessions import FACTOR_KEY, session_seen
 
 SESSIONLESS_PREFIXES = ("/api/", "/webhooks/", "/static/")
 SESSIONLESS_NAMES = frozenset({"healthz", "readyz", "metrics"})
-ALWAYS_OPEN = frozenset({"logout"})
+ALWAYS_OPEN = frozenset({"logout", "sso_choose", "sso_start", "sso_callback"})
 # What a session that owes its second factor may open.
 VERIFY_OPEN = ALWAYS_OPEN | {"two_factor_verify", "passkey_signin_options", "passkey_signin"}
 # What a person who must enrol may open.

@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from tenants import views, views_signin
+from tenants import views, views_signin, views_sso
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -9,4 +9,7 @@ urlpatterns = [
     path("signout/", views.SignOutView.as_view(), name="logout"),
     path("invitations/", include("tenants.urls_invitations")),
     path("account/", include("tenants.urls_account")),
+    path("sso/", views_sso.sso_choose, name="sso_choose"),
+    path("sso/callback/", views_sso.sso_callback, name="sso_callback"),
+    path("sso/start/<slug:slug>/", views_sso.sso_start, name="sso_start"),
 ]

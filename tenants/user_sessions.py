@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.contrib.auth.signals import user_logged_in, user_login_failed
+from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.db.models.functions import Now
@@ -42,7 +42,7 @@ class SessionError(Exception):
 def _record_session(sender, request: HttpRequest | None, user: User, **kwargs) -> None:
     if request is None or not hasattr(request, "session"):
         return
-    method = request.session.get(METHOD_KEY, "password")
+    method = getattr(request, "signin_method", None) or request.session.get(METHOD_KEY, "password")
     request.session[METHOD_KEY] = method
     request.session[_SEEN_KEY] = timezone.now().isoformat()
     if request.session.session_key is None:
@@ -84,8 +84,19 @@ def session_seen(request: HttpRequest) -> bool:
     return bool(seen)
 
 
+@receiver(user_logged_out, dispatch_uid="tenants.session_forgotten")
+def _forget_session(sender, request: HttpRequest | None, user: User | None, **kwargs) -> None:
+    if request is not None and request.session.session_key:
+        UserSession.objects.filter(session_key=request.session.session_key).delete()
+
+
 def sessions_of(user: User) -> list[UserSession]:
-    return list(UserSession.objects.filter(user=user).order_by("-last_seen_at"))
+    # Only sessions that still exist: a key replaced by login() or flushed leaves no row behind
+    # worth showing.
+    live = Session.objects.filter(expire_date__gt=Now()).values("session_key")
+    return list(
+        UserSession.objects.filter(user=user, session_key__in=live).order_by("-last_seen_at")
+    )
 
 
 def session_end(

@@ -146,10 +146,21 @@ def totp_confirm(http_request: HttpRequest) -> HttpResponse:
     return render(request, "tenants/recovery_codes.html", {"codes": codes, "new_device": True})
 
 
+def _came_through_sso(request: HttpRequest) -> bool:
+    """A session from a tenant's identity provider does not change the person's own factors:
+    that provider is run by one tenant's admin, and these factors guard every tenant."""
+    if request.session.get(user_sessions.METHOD_KEY) != "sso":
+        return False
+    messages.error(request, _("Sign in with your password to change your second factors."))
+    return True
+
+
 @login_required
 @require_POST
 def recovery_codes_renew(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
+    if _came_through_sso(request):
+        return redirect("account_security")
     try:
         codes = two_factor.recovery_codes_regenerate(user=request.user, request=request)
     except two_factor.TwoFactorError as error:
@@ -162,6 +173,8 @@ def recovery_codes_renew(http_request: HttpRequest) -> HttpResponse:
 @require_POST
 def two_factor_remove(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
+    if _came_through_sso(request):
+        return redirect("account_security")
     two_factor.two_factor_remove(user=request.user, actor=request.user, request=request)
     request.session.pop(user_sessions.FACTOR_KEY, None)
     messages.success(

@@ -54,6 +54,7 @@ EXPECTED = {
     "admin_webhooks": ADMIN_PAGE,
     "admin_signin": ADMIN_PAGE,
     "admin_two_factor_policy": POST_ADMIN,
+    "admin_sso_settings": POST_ADMIN,
     "admin_audit": ADMIN_PAGE,
     "admin_audit_csv": ADMIN_PAGE,
     "token_list": ADMIN_PAGE,
