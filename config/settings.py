@@ -212,6 +212,9 @@ AXES_VERBOSE = False
 # Second factors (tenants.two_factor): after n wrong codes in a row, wait 2**(n-1) x this many
 # seconds before the next try (django-otp's throttling).
 OTP_TOTP_THROTTLE_FACTOR = env_int("OTP_TOTP_THROTTLE_FACTOR", 1)
+# Passkeys (tenants.passkeys): the WebAuthn relying party ID, the site's host name (e.g.
+# countersign.example.com). Empty means the request's host (which ALLOWED_HOSTS vets).
+WEBAUTHN_RP_ID = env("WEBAUTHN_RP_ID", "")
 
 LANGUAGE_CODE = "en"
 TIME_ZONE = "UTC"
