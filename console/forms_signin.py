@@ -21,6 +21,7 @@ class SsoForm(forms.Form):
         label=_("Issuer URL"),
         max_length=300,
         assume_scheme="https",
+        widget=forms.TextInput(attrs={"inputmode": "url", "autocomplete": "off"}),
         help_text=_(
             "As your identity provider names it, e.g. https://login.example.com/realms/acme"
         ),

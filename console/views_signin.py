@@ -15,6 +15,7 @@ from tenants import oidc_signin, signin_policy
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 from tenants.models import Membership, Passkey, SingleSignOn, TotpDevice
 from tenants.services import AdminError
+from tenants.user_sessions import SSO_TENANTS_KEY
 
 
 def _members_without_factor(request: TenantRequest) -> int:
@@ -67,6 +68,21 @@ def _page(
 def sso_settings(request: TenantRequest) -> HttpResponse:
     form = SsoForm(request.POST)
     if not form.is_valid():
+        return _page(request, sso_form=form, status=400)
+    proven = request.tenant.pk in request.session.get(SSO_TENANTS_KEY, [])
+    if (
+        form.cleaned_data["enabled"]
+        and not form.cleaned_data["password_signin_allowed"]
+        and not proven
+    ):
+        # Otherwise a wrong issuer or secret would lock every member out, this admin included.
+        form.add_error(
+            "password_signin_allowed",
+            _(
+                "Sign in through single sign-on once first (save with password sign-in allowed, "
+                "then use the sign-in link above), so you know it works; then turn this off."
+            ),
+        )
         return _page(request, sso_form=form, status=400)
     try:
         oidc_signin.sso_settings_save(

@@ -71,7 +71,11 @@
       var button = box.querySelector("button[data-passkey-action]");
       if (!button) return;
       button.hidden = false;
-      button.addEventListener("click", function () { action(box); });
+      if (box.tagName === "FORM") {
+        box.addEventListener("submit", function (event) { event.preventDefault(); action(box); });
+      } else {
+        button.addEventListener("click", function () { action(box); });
+      }
     });
   }
 

@@ -256,7 +256,16 @@ def test_admin_settings_need_an_https_issuer_and_real_domains(tenant_a, member_o
     errors = refused.context["sso_form"].errors
     assert set(errors) == {"issuer", "domains", "jit_role"}
     assert not SingleSignOn.objects.exists()
-    ok = client.post(url, {**form, "issuer": ISSUER, "domains": "acme.test", "jit_role": ""})
+    fixed = {**form, "issuer": ISSUER, "domains": "acme.test", "jit_role": ""}
+    unproven = client.post(url, fixed)
+    assert unproven.status_code == 400
+    assert set(unproven.context["sso_form"].errors) == {"password_signin_allowed"}
+    assert client.post(url, {**fixed, "password_signin_allowed": "on"}).status_code == 302
+    # Once this admin came through the provider, password sign-in can be turned off.
+    session = client.session
+    session[SSO_TENANTS_KEY] = [tenant_a.pk]
+    session.save()
+    ok = client.post(url, {**fixed, "client_secret": ""})
     assert ok.status_code == 302
     saved = SingleSignOn.objects.get(tenant=tenant_a)
     assert (saved.issuer, saved.jit_domains, saved.password_signin_allowed) == (
@@ -264,6 +273,8 @@ def test_admin_settings_need_an_https_issuer_and_real_domains(tenant_a, member_o
         ["acme.test"],
         False,
     )
+    # A blank secret kept the stored one.
+    assert oidc_signin.client_secret(saved) == "s"
 
 
 def test_a_session_from_a_tenants_provider_cannot_remove_the_persons_factors(

@@ -11,8 +11,9 @@ import pyotp
 import pytest
 from django.conf import settings
 
-from tenants import two_factor
+from tenants import oidc_signin, two_factor
 from tests.browser import sign_in
+from tests.factories import PASSWORD
 
 OUT = Path(os.environ.get("SCREENSHOT_DIR", Path(settings.BASE_DIR) / "docs" / "screenshots"))
 pytestmark = pytest.mark.browser
@@ -42,15 +43,29 @@ def test_shoot_signin_pages(page, transactional_db, tenant_a, member_of, live_se
     shoot(page, "security-on")
     page.goto("/account/sessions/")
     shoot(page, "sessions")
+    oidc_signin.sso_settings_save(
+        tenant=tenant_a,
+        actor=admin.user,
+        enabled=True,
+        issuer="https://login.acme.test/realms/acme",
+        client_id="countersign",
+        client_secret="not-shown-again",
+        password_signin_allowed=True,
+        domains=["acme.test", "acme.de"],
+        jit_role="viewer",
+    )
     page.goto(f"/t/{tenant_a.slug}/admin/sign-in/")
     shoot(page, "admin-settings")
     other = page.context.browser.new_context(base_url=live_server.url).new_page()
     other.goto("/signin/")
+    shoot(other, "login")
+    other.goto("/sso/")
+    shoot(other, "sso-choose")
+    other.goto(f"/sso/?tenant={tenant_a.slug}")
+    shoot(other, "sso-continue")
+    other.goto("/signin/")
     other.fill("input[name=username]", admin.user.email)
-    other.fill("input[name=password]", "correct-horse-battery-staple")
     assert two_factor.recovery_codes_left(admin.user) == 10
-    from tests.factories import PASSWORD
-
     other.fill("input[name=password]", PASSWORD)
     other.click("button[type=submit]")
     other.wait_for_url("**/signin/two-factor/**")
