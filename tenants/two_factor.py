@@ -166,11 +166,22 @@ def second_factor_verify(*, user: User, code: str, request: HttpRequest | None =
             if _check_totp(device, code):
                 factor = "totp"
         elif device is not None and code:
+            allowed, _details = device.verify_is_allowed()
+            if not allowed:
+                raise TwoFactorError(
+                    "throttled", _("Too many wrong codes. Wait a few seconds and try again.")
+                )
             used = RecoveryCode.objects.filter(
                 user=user, digest=recovery_digest(code), used_at__isnull=True
             ).update(used_at=Now())
             if used:
                 factor = "recovery_code"
+            else:
+                # Wrong recovery codes count towards the same back-off as wrong app codes.
+                device.throttle_increment(commit=False)
+                device.save(
+                    update_fields=["throttling_failure_timestamp", "throttling_failure_count"]
+                )
     if not factor:
         signin_audit(action="signin.second_factor_failed", user=user, request=request)
         raise TwoFactorError(

@@ -151,6 +151,17 @@ def test_wrong_codes_in_a_row_are_throttled(enrolled, password, settings):
     assert throttled.status_code == 400 and b"Too many wrong codes" in throttled.content
 
 
+def test_wrong_recovery_codes_are_throttled_too(enrolled, password, settings):
+    settings.OTP_TOTP_THROTTLE_FACTOR = 60
+    user, _, codes = enrolled
+    client = Client()
+    password_sign_in(client, user, password)
+    client.post(reverse("two_factor_verify"), {"code": "guess-guess"})
+    throttled = client.post(reverse("two_factor_verify"), {"code": codes[0]})
+    assert throttled.status_code == 400 and b"Too many wrong codes" in throttled.content
+    assert two_factor.recovery_codes_left(user) == 10
+
+
 @pytest.mark.django_db(transaction=True)
 def test_one_code_is_accepted_once_by_two_requests_at_the_same_moment(
     tenant_a, member_of, password
