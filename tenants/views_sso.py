@@ -128,16 +128,18 @@ def sso_callback(request: HttpRequest) -> HttpResponse:
     tenant = sso.tenant
     if "error" in request.GET or not request.GET.get("code"):
         return _refused(request, _("The identity provider did not sign you in."))
+    claims: dict = {}
     try:
         claims = _claims(request, sso, pending)
         user = oidc_signin.sso_member_for(tenant=tenant, claims=claims, request=request)
     except (oidc.OidcError, oidc_signin.SsoRefused) as error:
+        # The address is the provider's claim (from a verified token only), for the admin's eyes.
         signin_audit(
             action="signin.sso_refused",
             user=None,
             tenant=tenant,
             request=request,
-            data={"reason": error.code},
+            data={"reason": error.code, "email": str(claims.get("email", ""))[:254]},
         )
         return _refused(request, error.message)
     if not (request.user.is_authenticated and request.user.pk == user.pk):

@@ -191,6 +191,34 @@ def test_one_code_is_accepted_once_by_two_requests_at_the_same_moment(
     assert sorted(results) == ["refused", "refused", "refused", "totp"]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_one_recovery_code_is_accepted_once_by_requests_at_the_same_moment(tenant_a, member_of):
+    user = member_of(tenant_a, "approver").user
+    device = two_factor.totp_begin(user=user)
+    codes = two_factor.totp_confirm(
+        user=user, code=pyotp.TOTP(two_factor.totp_secret(device)).now()
+    )
+    barrier = threading.Barrier(4)
+    results = []
+
+    def attempt():
+        barrier.wait()
+        try:
+            results.append(two_factor.second_factor_verify(user=user, code=codes[3]))
+        except two_factor.TwoFactorError as error:
+            results.append(error.code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=attempt) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results.count("recovery_code") == 1
+    assert two_factor.recovery_codes_left(user) == 9
+
+
 def test_a_tenant_requiring_two_factor_sends_the_unenrolled_to_enrolment_only(
     tenant_a, tenant_b, member_of, password, make_draft, mailbox_a
 ):

@@ -71,3 +71,5 @@ def test_the_code_flow_through_a_real_provider(
     actions = list(AuditEvent.objects.filter(tenant=tenant_a).values_list("action", flat=True))
     assert actions.count("signin.sso_linked") == 2
     assert "signin.sso_refused" in actions and "member.created_by_sso" in actions
+    refused = AuditEvent.objects.get(action="signin.sso_refused", tenant=tenant_a)
+    assert refused.data == {"email": "eve@elsewhere.test", "reason": "domain_not_allowed"}
