@@ -179,3 +179,15 @@ def sso_member_for(*, tenant: Tenant, claims: dict, request=None) -> User:
                 data={"email": email, "role": sso.jit_role},
             )
     return user
+
+
+def sso_reseal_all() -> int:
+    """Re-seal every client secret under the ring's first key (``reencrypt_secrets``); call
+    inside the command's transaction. Returns how many changed."""
+    changed = 0
+    for sso in SingleSignOn.objects.select_for_update():
+        if crypto.needs_reseal(sso.sealed_client_secret):
+            sso.sealed_client_secret = crypto.seal(client_secret(sso), aad=_aad(sso.tenant_id))
+            sso.save(update_fields=["sealed_client_secret"])
+            changed += 1
+    return changed

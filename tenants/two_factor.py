@@ -240,3 +240,16 @@ def factor_state(user: User) -> tuple[bool, bool]:
 
 def recovery_codes_left(user: User) -> int:
     return RecoveryCode.objects.filter(user=user, used_at__isnull=True).count()
+
+
+def totp_reseal_all() -> int:
+    """Re-seal every authenticator seed under the ring's first key (``reencrypt_secrets``);
+    call inside the command's transaction. Returns how many changed."""
+    changed = 0
+    for device in TotpDevice.objects.select_for_update():
+        if crypto.needs_reseal(device.sealed_key):
+            seed = crypto.unseal(device.sealed_key, aad=_aad(device.user_id))
+            device.sealed_key = crypto.seal(seed, aad=_aad(device.user_id))
+            device.save(update_fields=["sealed_key"])
+            changed += 1
+    return changed
