@@ -125,6 +125,7 @@ MIDDLEWARE = [
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",
+    "tenants.signin_gate.SignInGateMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -214,6 +215,12 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "tenants/locked_out.html"
 AXES_IPWARE_PROXY_COUNT = env_int("AXES_PROXY_COUNT", 0) or None
 AXES_VERBOSE = False
+# Second factors (tenants.two_factor): after n wrong codes in a row, wait 2**(n-1) x this many
+# seconds before the next try (django-otp's throttling).
+OTP_TOTP_THROTTLE_FACTOR = env_int("OTP_TOTP_THROTTLE_FACTOR", 1)
+# Passkeys (tenants.passkeys): the WebAuthn relying party ID, the site's host name (e.g.
+# countersign.example.com). Empty means the request's host (which ALLOWED_HOSTS vets).
+WEBAUTHN_RP_ID = env("WEBAUTHN_RP_ID", "")
 
 # The staff UI's languages, each named in its own language (the preferences page lists them).
 # A user's own choice wins; without one, the browser's Accept-Language; else English. Times are

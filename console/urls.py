@@ -3,7 +3,7 @@ admin/, agent tokens at admin/tokens/, mailboxes at mailboxes/."""
 
 from django.urls import include, path
 
-from console import views, views_deadlines, views_mailboxes, views_tokens
+from console import views, views_deadlines, views_mailboxes, views_signin, views_tokens
 
 admin_patterns = [
     path("", views.admin_home, name="admin_home"),
@@ -25,6 +25,11 @@ admin_patterns = [
         name="admin_member_reactivate",
     ),
     path(
+        "members/<int:membership_id>/reset-two-factor/",
+        views_signin.member_two_factor_reset,
+        name="admin_member_two_factor_reset",
+    ),
+    path(
         "invitations/<int:invitation_id>/revoke/",
         views.invitation_revoke,
         name="admin_invitation_revoke",
@@ -41,6 +46,9 @@ admin_patterns = [
         name="admin_suppression_remove",
     ),
     path("webhooks/", views.webhooks, name="admin_webhooks"),
+    path("sign-in/", views_signin.signin_settings, name="admin_signin"),
+    path("sign-in/two-factor/", views_signin.two_factor_policy, name="admin_two_factor_policy"),
+    path("sign-in/sso/", views_signin.sso_settings, name="admin_sso_settings"),
     path("audit/", views.audit, name="admin_audit"),
     path("audit.csv", views.audit_csv, name="admin_audit_csv"),
 ]

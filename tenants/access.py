@@ -11,12 +11,16 @@ from functools import wraps
 from typing import TYPE_CHECKING, cast
 
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.http import Http404, HttpRequest
 from django.http.response import HttpResponseBase
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils.http import urlencode
 from django.utils.translation import gettext as _
 
 from tenants.models import Membership, Tenant, User
+from tenants.user_sessions import METHOD_KEY, SSO_TENANTS_KEY
 
 if TYPE_CHECKING:
     from django_htmx.middleware import HtmxDetails
@@ -46,11 +50,38 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 def membership_for(user: User, slug: str) -> Membership:
     try:
-        return Membership.objects.select_related("tenant", "user").get(
+        return Membership.objects.select_related("tenant", "user", "tenant__single_sign_on").get(
             user=user, tenant__slug=slug, is_active=True, user__is_active=True
         )
     except Membership.DoesNotExist:
         raise Http404("No such tenant") from None
+
+
+def signin_rule_refusal(request: AuthenticatedRequest, tenant: Tenant) -> HttpResponseBase | None:
+    """None when this session signed in the way ``tenant`` accepts. A tenant whose members must
+    come through its identity provider sends a password session there; a session that came
+    through single sign-on opens only the tenants whose provider it came through (another
+    tenant's admin controls that provider, so its word is good for that tenant alone)."""
+    came_through = tenant.pk in request.session.get(SSO_TENANTS_KEY, [])
+    if came_through:
+        return None
+    try:
+        sso = tenant.single_sign_on
+    except ObjectDoesNotExist:
+        sso = None
+    if sso is not None and sso.enabled and not sso.password_signin_allowed:
+        if request.method in SAFE_METHODS and not getattr(request, "htmx", False):
+            query = urlencode({"next": request.get_full_path()})
+            return redirect(f"{reverse('sso_start', args=[tenant.slug])}?{query}")
+        raise PermissionDenied(_("Sign in through this tenant's single sign-on first."))
+    if request.session.get(METHOD_KEY) == "sso":
+        raise PermissionDenied(
+            _(
+                "You signed in through another tenant's single sign-on: sign out and sign in "
+                "with your password to open this one."
+            )
+        )
+    return None
 
 
 def tenant_view(
@@ -75,6 +106,9 @@ def tenant_view(
             membership = membership_for(request.user, slug)
             request.membership = membership
             request.tenant = membership.tenant
+            refused = signin_rule_refusal(request, membership.tenant)
+            if refused is not None:
+                return refused
             if allowed is not None and membership.role not in allowed:
                 raise PermissionDenied(_("Your role does not allow this."))
             if request.method not in SAFE_METHODS and not membership.tenant.is_active:

@@ -28,7 +28,8 @@ class UserManager(BaseUserManager["User"]):
         return self.create_user(email, password, **fields)
 
 
-class User(AbstractBaseUser, PermissionsMixin):
+# django-otp is untyped, so the plugin cannot see TotpDevice's reverse manager on User.
+class User(AbstractBaseUser, PermissionsMixin):  # type: ignore[django-manager-missing]
     """A person who signs in with an email address. Global: one person may serve several tenants."""
 
     email = models.EmailField(unique=True)
@@ -93,6 +94,8 @@ class Tenant(models.Model):
         User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     escalate_to_role = models.CharField(max_length=16, blank=True)
+    # Members without a second factor (authenticator app or passkey) can only enrol one.
+    require_two_factor = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -282,3 +285,29 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.object_type}:{self.object_id}"
+
+
+# Sign-in models (second factors, passkeys, single sign-on, sessions) live in their own module.
+from tenants.models_signin import (  # noqa: E402
+    Passkey,
+    RecoveryCode,
+    SingleSignOn,
+    SsoIdentity,
+    TotpDevice,
+    UserSession,
+)
+
+__all__ = [
+    "AgentToken",
+    "AuditEvent",
+    "Invitation",
+    "Membership",
+    "Passkey",
+    "RecoveryCode",
+    "SingleSignOn",
+    "SsoIdentity",
+    "Tenant",
+    "TotpDevice",
+    "User",
+    "UserSession",
+]

@@ -15,6 +15,7 @@ from django.utils.translation import gettext as _
 
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AuditEvent, Membership, Tenant, User
+from tenants.user_sessions import sessions_end_all
 
 logger = logging.getLogger(__name__)
 
@@ -142,12 +143,14 @@ def member_deactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Mem
         if not changed:
             raise AdminError("not_active", "This member is already deactivated.")
         membership.is_active = False
+        # Signed out everywhere at once: no browser of theirs keeps a session past this point.
+        ended = sessions_end_all(user=membership.user)
         audit_record(
             tenant=tenant,
             actor=actor,
             action="member.deactivated",
             obj=membership,
-            data={"email": membership.user.email},
+            data={"email": membership.user.email, "sessions_ended": ended},
         )
     logger.info(
         "tenants.member.deactivated",

@@ -15,6 +15,7 @@ from tenants.forms import PreferencesForm, SignInForm
 from tenants.invitations import invitations_opened
 from tenants.preferences import time_zone_names, user_set_preferences
 from tenants.services import AdminError
+from tenants.signin_audit import signin_audit
 from tenants.views_invitations import opened_ids
 
 
@@ -22,6 +23,18 @@ class SignInView(auth_views.LoginView):
     template_name = "tenants/login.html"
     authentication_form = SignInForm
     redirect_authenticated_user = True
+
+    def form_valid(self, form):
+        response = super().form_valid(form)
+        # The audit row is written where a person signs in (here, the second-factor step, single
+        # sign-on, passkeys), not on every login() call.
+        signin_audit(
+            action="signin.succeeded",
+            user=form.get_user(),
+            request=self.request,
+            data={"method": "password"},
+        )
+        return response
 
 
 class SignOutView(auth_views.LogoutView):

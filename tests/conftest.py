@@ -6,7 +6,7 @@ from tests.factories import PASSWORD, MembershipFactory, TenantFactory
 
 # The staff pages' fixtures (local mailboxes, drafts, intents in a state, one headless Chromium
 # per session), shared by tests/review, tests/ui and the admin pages' tests.
-pytest_plugins = ["tests.pages"]
+pytest_plugins = ["tests.pages", "tests.idp.fixtures"]
 
 
 @pytest.fixture

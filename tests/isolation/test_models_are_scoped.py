@@ -12,6 +12,10 @@ GLOBAL = {
     "intents.ProviderThrottle": "rate budget and circuit state per AgentMail key; holds no tenant data",
     "tenants.User_groups": "Django permission groups of a person (operators' admin only)",
     "tenants.User_user_permissions": "Django permissions of a person (operators' admin only)",
+    "tenants.TotpDevice": "a person's authenticator app; serves every tenant they belong to",
+    "tenants.RecoveryCode": "a person's recovery codes; serve every tenant they belong to",
+    "tenants.Passkey": "a person's passkey; serves every tenant they belong to",
+    "tenants.UserSession": "a person's signed-in session; tenant access is checked per request",
 }
 SCOPED_THROUGH_PARENT = {
     "webhooks.WebhookSecret": "endpoint",

@@ -33,7 +33,6 @@ def berlin_page(chromium, live_server):
     context.close()
 
 
-
 NAV = ("Queue", "Mine", "Escalated", "Outbox", "Needs attention")
 
 
@@ -42,6 +41,7 @@ def nav_words(language: str) -> list[str]:
     zero)."""
     with translation.override(language):
         return " ".join(translation.gettext(label) for label in NAV).split()
+
 
 def test_choosing_german_and_the_browser_zone_changes_nav_and_times(berlin_page, person):
     page = berlin_page

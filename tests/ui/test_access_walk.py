@@ -56,6 +56,7 @@ EXPECTED = {
     "admin_member_deactivate": ADMIN_PAGE,
     "admin_member_away": POST_ADMIN,
     "admin_member_reactivate": POST_ADMIN,
+    "admin_member_two_factor_reset": POST_ADMIN,
     "admin_invitation_revoke": POST_ADMIN,
     "admin_policies": ADMIN_PAGE,
     "admin_own_domains": BACK_TO_FORM_ADMIN,
@@ -65,6 +66,9 @@ EXPECTED = {
     "admin_suppression_add": POST_ADMIN,
     "admin_suppression_remove": POST_ADMIN,
     "admin_webhooks": ADMIN_PAGE,
+    "admin_signin": ADMIN_PAGE,
+    "admin_two_factor_policy": POST_ADMIN,
+    "admin_sso_settings": POST_ADMIN,
     "admin_audit": ADMIN_PAGE,
     "admin_audit_csv": ADMIN_PAGE,
     "token_list": ADMIN_PAGE,
@@ -244,3 +248,51 @@ def test_every_html_page_carries_a_strict_csp_with_a_fresh_nonce(world, client):
             nonces.add(script_src.split("'nonce-")[1].split("'")[0])
     assert pages >= 15
     assert len(nonces) == documents
+
+
+# The sign-in and account routes outside /t/<slug>/ (a person's own, no tenant): what a visitor
+# who is not signed in gets from a GET. Every route of tenants/urls_account.py and the sign-in
+# routes must be listed, so a new one is classified here too.
+SIGNED_OUT = {
+    "two_factor_verify": 302,
+    "account_security": 302,
+    "totp_enrol": 302,
+    "totp_confirm": 302,
+    "recovery_codes_renew": 302,
+    "two_factor_remove": 302,
+    "passkey_register_options": 302,
+    "passkey_register": 302,
+    "passkey_remove": 302,
+    "sessions": 302,
+    "session_end": 302,
+    "passkey_signin_options": 405,
+    "passkey_signin": 405,
+    "sso_choose": 200,
+    "sso_callback": 400,
+    "sso_start": 404,
+}
+
+
+def signin_patterns():
+    found = []
+
+    def walk(patterns, prefix):
+        for p in patterns:
+            if isinstance(p, URLResolver):
+                walk(p.url_patterns, prefix + str(p.pattern))
+            elif isinstance(p, URLPattern):
+                route = prefix + str(p.pattern)
+                if route.startswith(("account/", "sso/", "signin/")) and p.name != "login":
+                    found.append((p.name, route))
+
+    walk(get_resolver().url_patterns, "")
+    return found
+
+
+def test_every_signin_route_is_classified_and_closed_to_strangers(client, tenant_a):
+    values = {"slug": tenant_a.slug, "passkey_id": 1, "session_id": 1}
+    got = {name: client.get(fill(route, values)).status_code for name, route in signin_patterns()}
+    assert got == SIGNED_OUT
+    for name, route in signin_patterns():
+        if SIGNED_OUT[name] == 302:
+            assert client.get(fill(route, values))["Location"].startswith("/signin/"), name

@@ -20,3 +20,19 @@ def test_every_state_changing_staff_route_refuses_a_post_without_csrf_token(worl
         statuses[name] = client.post(fill(route, world["values"]), {"reason": "x"}).status_code
     assert statuses == {name: 403 for name, _ in tenant_patterns()}
     assert (IntentEvent.objects.count(), AuditEvent.objects.count()) == journal_before
+
+
+def test_every_account_post_refuses_a_post_without_csrf_token(tenant_a, member_of):
+    from tests.ui.test_access_walk import signin_patterns
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(member_of(tenant_a, "approver").user)
+    audit_before = AuditEvent.objects.count()
+    values = {"slug": tenant_a.slug, "passkey_id": 1, "session_id": 1}
+    statuses = {
+        name: client.post(fill(route, values), {"code": "123456"}).status_code
+        for name, route in signin_patterns()
+        if name not in {"sso_choose", "sso_callback", "sso_start"}
+    }
+    assert set(statuses.values()) == {403}, statuses
+    assert AuditEvent.objects.count() == audit_before

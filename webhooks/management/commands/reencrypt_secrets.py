@@ -3,6 +3,8 @@ from django.db import transaction
 
 from mailboxes import crypto
 from mailboxes.models import Mailbox
+from tenants.oidc_signin import sso_reseal_all
+from tenants.two_factor import totp_reseal_all
 from webhooks.models import WebhookSecret
 
 
@@ -10,7 +12,8 @@ from webhooks.models import WebhookSecret
 # app (webhooks) may import the other's models.
 class Command(BaseCommand):
     help = (
-        "Re-seal every stored secret (AgentMail keys, webhook secrets) under the first key of "
+        "Re-seal every stored secret (AgentMail keys, webhook secrets, authenticator seeds, "
+        "single sign-on client secrets) under the first key of "
         "SECRET_ENCRYPTION_KEYS, so older keys can then be removed from the ring."
     )
 
@@ -27,7 +30,10 @@ class Command(BaseCommand):
                     secret.sealed = secret.seal(secret.plaintext())
                     secret.save(update_fields=["sealed"])
                     secrets += 1
+            seeds = totp_reseal_all()
+            clients = sso_reseal_all()
         primary, _ = crypto.key_ring()
         self.stdout.write(
-            f"re-sealed {mailboxes} mailbox keys and {secrets} webhook secrets under key {primary!r}"
+            f"re-sealed {mailboxes} mailbox keys, {secrets} webhook secrets, {seeds} authenticator "
+            f"seeds and {clients} single sign-on client secrets under key {primary!r}"
         )

@@ -1,0 +1,1 @@
+"""Building blocks below every app (imports no app of ours): sealing secrets at rest."""

@@ -1,0 +1,79 @@
+"""Secrets at rest: AES-GCM with a key ring from the environment.
+
+A sealed value is ``"<kid>:<base64(nonce || ciphertext)>"``. The associated data binds it to its
+row (for example ``"mailbox:42:api_key"``), so a ciphertext copied into another tenant's row does
+not decrypt. The first key in ``SECRET_ENCRYPTION_KEYS`` seals; every key opens, which lets an
+operator prepend a new key, run ``manage.py reencrypt_secrets`` and then drop the old one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from functools import cache
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+
+class SecretUnreadable(Exception):
+    """The sealed value cannot be opened: unknown key id, tampered data or wrong row."""
+
+
+@cache
+def _key_ring(raw: tuple[str, ...]) -> tuple[str, dict[str, AESGCM]]:
+    if not raw:
+        raise ImproperlyConfigured("SECRET_ENCRYPTION_KEYS is empty")
+    ring: dict[str, AESGCM] = {}
+    for entry in raw:
+        kid, sep, material = entry.partition(":")
+        if not sep or not kid or ":" in kid:
+            raise ImproperlyConfigured("each SECRET_ENCRYPTION_KEYS entry must be 'kid:base64key'")
+        try:
+            key = base64.b64decode(material, validate=True)
+        except binascii.Error:
+            raise ImproperlyConfigured(f"encryption key {kid!r} is not valid base64") from None
+        if len(key) != 32:
+            raise ImproperlyConfigured(f"encryption key {kid!r} must be 32 bytes, got {len(key)}")
+        ring[kid] = AESGCM(key)
+    return raw[0].partition(":")[0], ring
+
+
+def key_ring() -> tuple[str, dict[str, AESGCM]]:
+    return _key_ring(tuple(settings.SECRET_ENCRYPTION_KEYS))
+
+
+def seal(plaintext: str, *, aad: str) -> str:
+    primary, ring = key_ring()
+    nonce = os.urandom(12)
+    ciphertext = ring[primary].encrypt(nonce, plaintext.encode(), aad.encode())
+    return f"{primary}:{base64.b64encode(nonce + ciphertext).decode()}"
+
+
+def unseal(sealed: str, *, aad: str) -> str:
+    _, ring = key_ring()
+    kid, sep, payload = sealed.partition(":")
+    if not sep or kid not in ring:
+        raise SecretUnreadable(f"no encryption key with id {kid!r}")
+    try:
+        blob = base64.b64decode(payload, validate=True)
+        return ring[kid].decrypt(blob[:12], blob[12:], aad.encode()).decode()
+    except (binascii.Error, InvalidTag, ValueError):
+        raise SecretUnreadable("sealed secret failed authentication") from None
+
+
+def key_id_of(sealed: str) -> str:
+    return sealed.partition(":")[0]
+
+
+def needs_reseal(sealed: str) -> bool:
+    primary, _ = key_ring()
+    return key_id_of(sealed) != primary
+
+
+def generate_key(kid: str) -> str:
+    """A new ring entry for SECRET_ENCRYPTION_KEYS."""
+    return f"{kid}:{base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()}"

@@ -1,0 +1,193 @@
+"""Single sign-on per tenant, the database half: the admin's settings (client secret sealed) and
+the mapping of a verified ID token to a member (link by the provider's subject, or by address in
+the tenant's domains; just-in-time accounts only in those domains, only with the role chosen).
+Each write in one transaction with its audit row."""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from common import crypto
+from tenants.models import Membership, SingleSignOn, SsoIdentity, Tenant, User
+from tenants.services import AdminError, audit_record
+from tenants.signin_audit import signin_audit
+
+JIT_ROLES = ("", Membership.Role.VIEWER, Membership.Role.APPROVER)
+
+
+def _aad(tenant_id: int) -> str:
+    return f"sso:{tenant_id}:client_secret"
+
+
+def client_secret(sso: SingleSignOn) -> str:
+    return crypto.unseal(sso.sealed_client_secret, aad=_aad(sso.tenant_id))
+
+
+def sso_settings_save(
+    *,
+    tenant: Tenant,
+    actor: User,
+    enabled: bool,
+    issuer: str,
+    client_id: str,
+    client_secret: str,
+    password_signin_allowed: bool,
+    domains: list[str],
+    jit_role: str,
+) -> SingleSignOn:
+    """Create or change the tenant's identity provider. A blank ``client_secret`` keeps the
+    stored one."""
+    if jit_role not in JIT_ROLES:
+        raise AdminError(
+            "invalid_role", _("Choose viewer, approver or no new accounts."), "jit_role"
+        )
+    domains = sorted({d.strip().lower().lstrip("@") for d in domains if d.strip()})
+    with transaction.atomic():
+        Tenant.objects.select_for_update().get(pk=tenant.pk)
+        sso = SingleSignOn.objects.filter(tenant=tenant).first()
+        if sso is None and not client_secret:
+            raise AdminError("secret_required", _("Enter the client secret."), "client_secret")
+        if enabled and not domains:
+            raise AdminError(
+                "domains_required",
+                _("List at least one e-mail domain of your company."),
+                "domains",
+            )
+        fields = {
+            "enabled": enabled,
+            "issuer": issuer.strip(),
+            "client_id": client_id,
+            "password_signin_allowed": password_signin_allowed,
+            "jit_domains": domains,
+            "jit_role": jit_role,
+            "updated_at": timezone.now(),
+        }
+        if client_secret:
+            fields["sealed_client_secret"] = crypto.seal(client_secret, aad=_aad(tenant.pk))
+        sso, _created = SingleSignOn.objects.update_or_create(tenant=tenant, defaults=fields)
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="tenant.sso_changed",
+            obj=sso,
+            data={
+                "enabled": enabled,
+                "issuer": sso.issuer,
+                "client_id": client_id,
+                "secret_changed": bool(client_secret),
+                "password_signin_allowed": password_signin_allowed,
+                "domains": domains,
+                "jit_role": jit_role,
+            },
+        )
+    return sso
+
+
+class SsoRefused(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _email_of(claims: dict, sso: SingleSignOn) -> str:
+    email = str(claims.get("email") or "").strip().lower()
+    if not email or "@" not in email:
+        raise SsoRefused("no_email", _("The identity provider sent no e-mail address."))
+    if claims.get("email_verified") is False:
+        raise SsoRefused(
+            "email_unverified", _("The identity provider has not verified that address.")
+        )
+    if email.rsplit("@", 1)[1] not in sso.jit_domains:
+        raise SsoRefused(
+            "domain_not_allowed",
+            _("%(email)s is not an address of this company's domains.") % {"email": email},
+        )
+    return email
+
+
+def _member_by_address(
+    tenant: Tenant, sso: SingleSignOn, email: str, claims: dict
+) -> tuple[User, bool]:
+    user = User.objects.filter(email=email).first()
+    membership = (
+        Membership.objects.filter(tenant=tenant, user=user).first() if user is not None else None
+    )
+    if user is not None and membership is not None:
+        if not membership.is_active or not user.is_active:
+            raise SsoRefused("inactive", _("Your membership of this tenant is deactivated."))
+        return user, False
+    if not sso.jit_role:
+        raise SsoRefused("not_a_member", _("You are not a member of this tenant; ask its admin."))
+    if user is None:
+        user = User.objects.create_user(email, None, full_name=str(claims.get("name") or "")[:150])
+    Membership.objects.create(tenant=tenant, user=user, role=sso.jit_role)
+    return user, True
+
+
+def sso_member_for(*, tenant: Tenant, claims: dict, request=None) -> User:
+    """The active member of ``tenant`` that a verified ID token stands for; SsoRefused if none."""
+    sso = SingleSignOn.objects.get(tenant=tenant)
+    email = _email_of(claims, sso)
+    subject = str(claims["sub"])
+    with transaction.atomic():
+        link = (
+            SsoIdentity.objects.select_for_update()
+            .select_related("user")
+            .filter(tenant=tenant, issuer=sso.issuer, subject=subject)
+            .first()
+        )
+        if link is not None:
+            user = link.user
+            if not Membership.objects.filter(
+                tenant=tenant, user=user, is_active=True, user__is_active=True
+            ).exists():
+                raise SsoRefused("inactive", _("Your membership of this tenant is deactivated."))
+            SsoIdentity.objects.filter(pk=link.pk).update(last_signin_at=timezone.now())
+            return user
+        user, created = _member_by_address(tenant, sso, email, claims)
+        try:
+            with transaction.atomic():
+                SsoIdentity.objects.create(
+                    tenant=tenant,
+                    issuer=sso.issuer,
+                    subject=subject,
+                    user=user,
+                    last_signin_at=timezone.now(),
+                )
+        except IntegrityError:
+            raise SsoRefused(
+                "linked_elsewhere",
+                _("This account is already linked to another identity at this provider."),
+            ) from None
+        signin_audit(
+            action="signin.sso_linked",
+            user=user,
+            tenant=tenant,
+            request=request,
+            data={"issuer": sso.issuer, "subject": subject, "created": created},
+        )
+        if created:
+            membership = Membership.objects.get(tenant=tenant, user=user)
+            audit_record(
+                tenant=tenant,
+                actor=None,
+                action="member.created_by_sso",
+                obj=membership,
+                data={"email": email, "role": sso.jit_role},
+            )
+    return user
+
+
+def sso_reseal_all() -> int:
+    """Re-seal every client secret under the ring's first key (``reencrypt_secrets``); call
+    inside the command's transaction. Returns how many changed."""
+    changed = 0
+    for sso in SingleSignOn.objects.select_for_update():
+        if crypto.needs_reseal(sso.sealed_client_secret):
+            sso.sealed_client_secret = crypto.seal(client_secret(sso), aad=_aad(sso.tenant_id))
+            sso.save(update_fields=["sealed_client_secret"])
+            changed += 1
+    return changed

@@ -1,0 +1,199 @@
+"""Passkeys (WebAuthn) with py_webauthn: registering one, and signing in with one, either as the
+second factor after a password or on its own (a discoverable credential, verified by the
+device's fingerprint, face or PIN, is two factors by itself).
+
+A challenge is made per ceremony, kept in the session and used once. The relying party is this
+site: ``WEBAUTHN_RP_ID`` (the host name, default the request's host, which ALLOWED_HOSTS already
+vets) and the request's origin. User verification is required both ways.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from webauthn import (
+    base64url_to_bytes,
+    generate_authentication_options,
+    generate_registration_options,
+    options_to_json,
+    verify_authentication_response,
+    verify_registration_response,
+)
+from webauthn.helpers.exceptions import InvalidAuthenticationResponse, InvalidRegistrationResponse
+from webauthn.helpers.structs import (
+    AuthenticatorSelectionCriteria,
+    AuthenticatorTransport,
+    PublicKeyCredentialDescriptor,
+    ResidentKeyRequirement,
+    UserVerificationRequirement,
+)
+
+from tenants.models import Passkey, User
+from tenants.signin_audit import signin_audit
+
+REGISTER_KEY = "cs_passkey_register"
+SIGNIN_KEY = "cs_passkey_signin"
+MAX_PASSKEYS = 10
+
+
+class PasskeyError(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class RelyingParty:
+    rp_id: str
+    origin: str
+
+
+def relying_party(request: HttpRequest) -> RelyingParty:
+    host = request.get_host().rsplit(":", 1)[0] if "]" not in request.get_host() else ""
+    scheme = "https" if request.is_secure() else "http"
+    return RelyingParty(
+        rp_id=getattr(settings, "WEBAUTHN_RP_ID", "") or host,
+        origin=f"{scheme}://{request.get_host()}",
+    )
+
+
+def _descriptors(user: User) -> list[PublicKeyCredentialDescriptor]:
+    return [
+        PublicKeyCredentialDescriptor(
+            id=bytes(key.credential_id),
+            transports=[AuthenticatorTransport(t) for t in key.transports],
+        )
+        for key in Passkey.objects.filter(user=user)
+    ]
+
+
+def registration_options(request: HttpRequest, user: User) -> str:
+    rp = relying_party(request)
+    options = generate_registration_options(
+        rp_id=rp.rp_id,
+        rp_name="Countersign",
+        user_id=f"countersign-user-{user.pk}".encode(),
+        user_name=user.email,
+        user_display_name=user.display_name,
+        exclude_credentials=_descriptors(user),
+        authenticator_selection=AuthenticatorSelectionCriteria(
+            resident_key=ResidentKeyRequirement.REQUIRED,
+            user_verification=UserVerificationRequirement.REQUIRED,
+        ),
+    )
+    request.session[REGISTER_KEY] = options.challenge.hex()
+    return options_to_json(options)
+
+
+def passkey_register(*, request: HttpRequest, user: User, credential: dict, name: str) -> Passkey:
+    challenge = request.session.pop(REGISTER_KEY, None)
+    if not challenge:
+        raise PasskeyError("no_challenge", _("Start again: this set-up has expired."))
+    rp = relying_party(request)
+    try:
+        verified = verify_registration_response(
+            credential=credential,
+            expected_challenge=bytes.fromhex(challenge),
+            expected_rp_id=rp.rp_id,
+            expected_origin=rp.origin,
+            require_user_verification=True,
+        )
+    except (InvalidRegistrationResponse, ValueError, KeyError, TypeError):
+        raise PasskeyError("invalid", _("The passkey could not be verified.")) from None
+    transports = [
+        t for t in credential.get("response", {}).get("transports", []) or [] if isinstance(t, str)
+    ]
+    with transaction.atomic():
+        User.objects.select_for_update().get(pk=user.pk)
+        if Passkey.objects.filter(user=user).count() >= MAX_PASSKEYS:
+            raise PasskeyError("too_many", _("You have the most passkeys allowed; remove one."))
+        if Passkey.objects.filter(credential_id=verified.credential_id).exists():
+            raise PasskeyError("duplicate", _("This passkey is already registered."))
+        passkey = Passkey.objects.create(
+            user=user,
+            name=(name.strip() or _("Passkey"))[:64],
+            credential_id=verified.credential_id,
+            public_key=verified.credential_public_key,
+            sign_count=verified.sign_count,
+            transports=[t for t in transports if t in AuthenticatorTransport._value2member_map_],
+        )
+        signin_audit(
+            action="signin.passkey_added", user=user, request=request, data={"name": passkey.name}
+        )
+    return passkey
+
+
+def authentication_options(request: HttpRequest, user: User | None) -> str:
+    """Options for a sign-in: for ``user``'s passkeys (the second-factor step), or for any
+    discoverable passkey (signing in without a password)."""
+    rp = relying_party(request)
+    options = generate_authentication_options(
+        rp_id=rp.rp_id,
+        allow_credentials=_descriptors(user) if user is not None else None,
+        user_verification=UserVerificationRequirement.REQUIRED,
+    )
+    request.session[SIGNIN_KEY] = options.challenge.hex()
+    return options_to_json(options)
+
+
+def passkey_authenticate(*, request: HttpRequest, credential: dict, user: User | None) -> User:
+    """The person a passkey assertion proves; ``user`` set means it must be theirs."""
+    challenge = request.session.pop(SIGNIN_KEY, None)
+    if not challenge:
+        raise PasskeyError("no_challenge", _("Start again: this sign-in has expired."))
+    try:
+        raw_id = base64url_to_bytes(str(credential["rawId"]))
+    except (KeyError, ValueError, TypeError):
+        raise PasskeyError("invalid", _("The passkey could not be verified.")) from None
+    rp = relying_party(request)
+    with transaction.atomic():
+        passkey = (
+            Passkey.objects.select_for_update()
+            .select_related("user")
+            .filter(credential_id=raw_id, user__is_active=True)
+            .first()
+        )
+        if passkey is None or (user is not None and passkey.user_id != user.pk):
+            raise PasskeyError("unknown", _("This passkey is not registered here."))
+        try:
+            verified = verify_authentication_response(
+                credential=credential,
+                expected_challenge=bytes.fromhex(challenge),
+                expected_rp_id=rp.rp_id,
+                expected_origin=rp.origin,
+                credential_public_key=bytes(passkey.public_key),
+                credential_current_sign_count=passkey.sign_count,
+                require_user_verification=True,
+            )
+        except (InvalidAuthenticationResponse, ValueError, KeyError, TypeError):
+            raise PasskeyError("invalid", _("The passkey could not be verified.")) from None
+        Passkey.objects.filter(pk=passkey.pk).update(
+            sign_count=verified.new_sign_count, last_used_at=timezone.now()
+        )
+    return passkey.user
+
+
+def passkey_remove(*, request: HttpRequest, user: User, passkey_id: int) -> None:
+    with transaction.atomic():
+        deleted, _rows = Passkey.objects.filter(pk=passkey_id, user=user).delete()
+        if not deleted:
+            raise PasskeyError("not_found", _("No such passkey."))
+        signin_audit(action="signin.passkey_removed", user=user, request=request)
+
+
+def parse_credential(body: bytes) -> tuple[dict, str]:
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError:
+        raise PasskeyError("invalid", _("The passkey could not be verified.")) from None
+    credential = data.get("credential") if isinstance(data, dict) else None
+    if not isinstance(credential, dict):
+        raise PasskeyError("invalid", _("The passkey could not be verified."))
+    return credential, str(data.get("name", ""))[:64]

@@ -1,0 +1,54 @@
+"""A tenant's sign-in rules, set by its admins: whether two-factor sign-in is required (single
+sign-on's settings are in tenants.oidc_config). One transaction each, guarded by the locked tenant
+row, with its audit row."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from tenants import two_factor
+from tenants.models import Membership, Tenant, User
+from tenants.services import AdminError, audit_record
+from tenants.user_sessions import sessions_end_all
+
+
+def tenant_require_two_factor(*, tenant: Tenant, required: bool, actor: User) -> bool:
+    """Returns whether anything changed."""
+    with transaction.atomic():
+        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        if locked.require_two_factor == required:
+            return False
+        Tenant.objects.filter(pk=tenant.pk).update(require_two_factor=required)
+        tenant.require_two_factor = required
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="tenant.two_factor_required" if required else "tenant.two_factor_optional",
+            obj=locked,
+            data={"required": required},
+        )
+    return True
+
+
+def member_reset_two_factor(*, tenant: Tenant, membership_id: int, actor: User) -> Membership:
+    """An admin's reset for a member who lost their authenticator: every factor of theirs is
+    removed and their sessions end, so they enrol again at their next sign-in."""
+    with transaction.atomic():
+        membership = (
+            Membership.objects.select_for_update()
+            .select_related("user")
+            .filter(tenant=tenant, pk=membership_id)
+            .first()
+        )
+        if membership is None:
+            raise AdminError("not_found", "No such member in this tenant.")
+        two_factor.two_factor_remove(user=membership.user, actor=actor, reason="reset")
+        ended = sessions_end_all(user=membership.user)
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="member.two_factor_reset",
+            obj=membership,
+            data={"email": membership.user.email, "sessions_ended": ended},
+        )
+    return membership

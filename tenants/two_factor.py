@@ -1,0 +1,255 @@
+"""Second factors: an authenticator app (TOTP) and single-use recovery codes.
+
+django-otp supplies the device framework (``Device``, its exponential throttling) and the RFC 6238
+arithmetic (``django_otp.oath.TOTP``); the seed is sealed at rest and recovery codes are kept as
+digests (django-otp's own TOTP and static devices store both in the clear). Every verification
+locks the device row, so one code cannot be accepted twice by two requests at the same moment.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+import time
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef
+from django.db.models.functions import Now
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django_otp.oath import TOTP
+
+from common import crypto
+from tenants.models import Membership, Passkey, RecoveryCode, TotpDevice, User
+from tenants.signin_audit import signin_audit
+
+RECOVERY_CODE_COUNT = 10
+# A code of the step before or after the server's is accepted too (clock skew, typing time).
+TOTP_TOLERANCE = 1
+TOTP_ISSUER = "Countersign"
+_RECOVERY_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
+
+
+class TwoFactorError(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _aad(user_id: int) -> str:
+    return f"totp:{user_id}:seed"
+
+
+def totp_secret(device: TotpDevice) -> str:
+    """The seed as the base32 text authenticator apps take."""
+    raw = crypto.unseal(device.sealed_key, aad=_aad(device.user_id))
+    return base64.b32encode(bytes.fromhex(raw)).decode()
+
+
+def totp_uri(device: TotpDevice, user: User) -> str:
+    from urllib.parse import quote, urlencode
+
+    label = quote(f"{TOTP_ISSUER}:{user.email}")
+    query = urlencode({"secret": totp_secret(device), "issuer": TOTP_ISSUER, "digits": 6})
+    return f"otpauth://totp/{label}?{query}"
+
+
+def totp_begin(*, user: User) -> TotpDevice:
+    """A fresh unconfirmed authenticator for ``user`` (replacing an unconfirmed one)."""
+    with transaction.atomic():
+        if TotpDevice.objects.filter(user=user, confirmed=True).exists():
+            raise TwoFactorError("already_enrolled", _("An authenticator app is already set up."))
+        TotpDevice.objects.filter(user=user, confirmed=False).delete()
+        seed = secrets.token_hex(20)
+        return TotpDevice.objects.create(
+            user=user,
+            name="Authenticator app",
+            confirmed=False,
+            sealed_key=crypto.seal(seed, aad=_aad(user.pk)),
+        )
+
+
+def _check_totp(device: TotpDevice, code: str) -> bool:
+    """Verify ``code`` against a locked device and record the outcome on it."""
+    allowed, _details = device.verify_is_allowed()
+    if not allowed:
+        return False
+    normalized = code.replace(" ", "").strip()
+    if not (normalized.isdigit() and len(normalized) == 6):
+        device.throttle_increment(commit=False)
+        device.save(update_fields=["throttling_failure_timestamp", "throttling_failure_count"])
+        return False
+    seed = bytes.fromhex(crypto.unseal(device.sealed_key, aad=_aad(device.user_id)))
+    totp = TOTP(seed, 30, 0, 6, device.drift)
+    totp.time = time.time()
+    if not totp.verify(int(normalized), TOTP_TOLERANCE, device.last_t + 1):
+        device.throttle_increment(commit=False)
+        device.save(update_fields=["throttling_failure_timestamp", "throttling_failure_count"])
+        return False
+    device.last_t = totp.t()
+    device.drift = totp.drift
+    device.throttle_reset(commit=False)
+    device.last_used_at = timezone.now()
+    device.save(
+        update_fields=[
+            "last_t",
+            "drift",
+            "throttling_failure_timestamp",
+            "throttling_failure_count",
+            "last_used_at",
+        ]
+    )
+    return True
+
+
+def _new_recovery_codes(user: User) -> list[str]:
+    RecoveryCode.objects.filter(user=user).delete()
+    codes = [
+        "-".join("".join(secrets.choice(_RECOVERY_ALPHABET) for _ in range(5)) for _ in range(2))
+        for _ in range(RECOVERY_CODE_COUNT)
+    ]
+    RecoveryCode.objects.bulk_create(
+        RecoveryCode(user=user, digest=recovery_digest(code)) for code in codes
+    )
+    return codes
+
+
+def recovery_digest(code: str) -> str:
+    normalized = code.replace("-", "").replace(" ", "").strip().lower()
+    return hashlib.sha256(normalized.encode()).hexdigest()
+
+
+def totp_confirm(*, user: User, code: str, request: HttpRequest | None = None) -> list[str]:
+    """Confirm the pending authenticator with a code from it; returns the new recovery codes
+    (shown once: only their digests are kept)."""
+    with transaction.atomic():
+        device = TotpDevice.objects.select_for_update().filter(user=user, confirmed=False).first()
+        if device is None:
+            raise TwoFactorError("no_pending", _("Start again: there is no set-up in progress."))
+        if not _check_totp(device, code):
+            raise TwoFactorError(
+                "wrong_code", _("That code is not right. Enter the 6 digits the app shows now.")
+            )
+        TotpDevice.objects.filter(pk=device.pk).update(confirmed=True)
+        codes = _new_recovery_codes(user)
+        signin_audit(
+            action="signin.two_factor_enrolled", user=user, request=request, data={"factor": "totp"}
+        )
+    return codes
+
+
+def recovery_codes_regenerate(*, user: User, request: HttpRequest | None = None) -> list[str]:
+    with transaction.atomic():
+        if not TotpDevice.objects.filter(user=user, confirmed=True).exists():
+            raise TwoFactorError("not_enrolled", _("Set up an authenticator app first."))
+        codes = _new_recovery_codes(user)
+        signin_audit(action="signin.recovery_codes_renewed", user=user, request=request)
+    return codes
+
+
+def second_factor_verify(*, user: User, code: str, request: HttpRequest | None = None) -> str:
+    """Check a code typed at sign-in: a current authenticator code (once) or an unused recovery
+    code (once). Returns the factor used; raises TwoFactorError otherwise."""
+    code = code.strip()
+    with transaction.atomic():
+        device = TotpDevice.objects.select_for_update().filter(user=user, confirmed=True).first()
+        factor = ""
+        if device is not None and code.replace(" ", "").isdigit():
+            allowed, _details = device.verify_is_allowed()
+            if not allowed:
+                raise TwoFactorError(
+                    "throttled", _("Too many wrong codes. Wait a few seconds and try again.")
+                )
+            if _check_totp(device, code):
+                factor = "totp"
+        elif device is not None and code:
+            allowed, _details = device.verify_is_allowed()
+            if not allowed:
+                raise TwoFactorError(
+                    "throttled", _("Too many wrong codes. Wait a few seconds and try again.")
+                )
+            used = RecoveryCode.objects.filter(
+                user=user, digest=recovery_digest(code), used_at__isnull=True
+            ).update(used_at=Now())
+            if used:
+                factor = "recovery_code"
+            else:
+                # Wrong recovery codes count towards the same back-off as wrong app codes.
+                device.throttle_increment(commit=False)
+                device.save(
+                    update_fields=["throttling_failure_timestamp", "throttling_failure_count"]
+                )
+    if not factor:
+        signin_audit(action="signin.second_factor_failed", user=user, request=request)
+        raise TwoFactorError(
+            "wrong_code",
+            _("That code is not right, or it was already used. Try the code the app shows now."),
+        )
+    left = RecoveryCode.objects.filter(user=user, used_at__isnull=True).count()
+    signin_audit(
+        action="signin.second_factor_verified",
+        user=user,
+        request=request,
+        data={"factor": factor, "recovery_codes_left": left},
+    )
+    return factor
+
+
+def two_factor_remove(
+    *, user: User, actor: User, request: HttpRequest | None = None, reason: str = "removed"
+) -> None:
+    """Remove the authenticator, recovery codes and passkeys of ``user`` (by the person, or an
+    admin's reset when the device was lost)."""
+    with transaction.atomic():
+        TotpDevice.objects.filter(user=user).delete()
+        RecoveryCode.objects.filter(user=user).delete()
+        passkeys = Passkey.objects.filter(user=user).delete()[0]
+        signin_audit(
+            action=f"signin.two_factor_{reason}",
+            user=user,
+            actor=actor,
+            request=request,
+            data={"passkeys_removed": passkeys},
+        )
+
+
+def factor_state(user: User) -> tuple[bool, bool]:
+    """(has a second factor, must have one because a tenant of theirs requires it), one query."""
+    row = (
+        User.objects.filter(pk=user.pk)
+        .annotate(
+            has_totp=Exists(TotpDevice.objects.filter(user=OuterRef("pk"), confirmed=True)),
+            has_passkey=Exists(Passkey.objects.filter(user=OuterRef("pk"))),
+            required=Exists(
+                Membership.objects.filter(
+                    user=OuterRef("pk"), is_active=True, tenant__require_two_factor=True
+                )
+            ),
+        )
+        .values_list("has_totp", "has_passkey", "required")
+        .first()
+    )
+    if row is None:
+        return False, False
+    has_totp, has_passkey, required = row
+    return bool(has_totp or has_passkey), bool(required)
+
+
+def recovery_codes_left(user: User) -> int:
+    return RecoveryCode.objects.filter(user=user, used_at__isnull=True).count()
+
+
+def totp_reseal_all() -> int:
+    """Re-seal every authenticator seed under the ring's first key (``reencrypt_secrets``);
+    call inside the command's transaction. Returns how many changed."""
+    changed = 0
+    for device in TotpDevice.objects.select_for_update():
+        if crypto.needs_reseal(device.sealed_key):
+            seed = crypto.unseal(device.sealed_key, aad=_aad(device.user_id))
+            device.sealed_key = crypto.seal(seed, aad=_aad(device.user_id))
+            device.save(update_fields=["sealed_key"])
+            changed += 1
+    return changed

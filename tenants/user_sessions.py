@@ -1,0 +1,133 @@
+"""Signed-in sessions a person can see and end, and the audit row of a failed password.
+
+Django's database session backend holds the sessions; a UserSession row (same key) says whose
+session it is, from which browser and address, and when it was last seen, so that a person's
+sessions can be listed and ended, and a deactivation can end all of a member's sessions at once
+(deleting the Session row signs that browser out at its very next request).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
+from django.contrib.sessions.models import Session
+from django.db import transaction
+from django.db.models.functions import Now
+from django.dispatch import receiver
+from django.http import HttpRequest
+from django.utils import timezone
+
+from tenants.models import User, UserSession
+from tenants.signin_audit import client_ip, signin_audit
+
+# Session keys of ours. METHOD: how this session signed in (password, passkey, sso).
+# FACTOR: the second factor (or identity provider) that completed the sign-in, if any.
+# SSO_TENANTS: ids of the tenants whose identity provider this session came through.
+METHOD_KEY = "cs_signin_method"
+FACTOR_KEY = "cs_factor"
+SSO_TENANTS_KEY = "cs_sso_tenants"
+_SEEN_KEY = "cs_seen"
+SEEN_EVERY = timedelta(seconds=60)
+
+
+class SessionError(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@receiver(user_logged_in, dispatch_uid="tenants.session_recorded")
+def _record_session(sender, request: HttpRequest | None, user: User, **kwargs) -> None:
+    if request is None or not hasattr(request, "session"):
+        return
+    method = getattr(request, "signin_method", None) or request.session.get(METHOD_KEY, "password")
+    request.session[METHOD_KEY] = method
+    request.session[_SEEN_KEY] = timezone.now().isoformat()
+    if request.session.session_key is None:
+        request.session.save()
+    UserSession.objects.update_or_create(
+        session_key=request.session.session_key,
+        defaults={
+            "user": user,
+            "user_agent": request.META.get("HTTP_USER_AGENT", "")[:300],
+            "ip_address": client_ip(request),
+            "method": method,
+        },
+    )
+
+
+@receiver(user_login_failed, dispatch_uid="tenants.signin_failure_audited")
+def _audit_failure(sender, credentials: dict, request: HttpRequest | None = None, **kwargs) -> None:
+    email = str(credentials.get("username", "")).strip().lower()
+    user = User.objects.filter(email=email).first() if email else None
+    signin_audit(
+        action="signin.failed",
+        user=user,
+        request=request,
+        data={"email": email, "reason": "password"},
+    )
+
+
+def session_seen(request: HttpRequest) -> bool:
+    """Record that this session is in use (at most once a minute). False when the session has no
+    UserSession row any more (it was ended, or it predates session tracking): sign it out."""
+    stamp = request.session.get(_SEEN_KEY)
+    now = timezone.now()
+    if stamp and now - datetime.fromisoformat(stamp) < SEEN_EVERY:
+        return True
+    seen = UserSession.objects.filter(
+        session_key=request.session.session_key, user_id=request.user.pk or 0
+    ).update(last_seen_at=Now())
+    request.session[_SEEN_KEY] = now.isoformat()
+    return bool(seen)
+
+
+@receiver(user_logged_out, dispatch_uid="tenants.session_forgotten")
+def _forget_session(sender, request: HttpRequest | None, user: User | None, **kwargs) -> None:
+    if request is not None and request.session.session_key:
+        UserSession.objects.filter(session_key=request.session.session_key).delete()
+
+
+def sessions_of(user: User) -> list[UserSession]:
+    # Only sessions that still exist: a key replaced by login() or flushed leaves no row behind
+    # worth showing.
+    live = Session.objects.filter(expire_date__gt=Now()).values("session_key")
+    return list(
+        UserSession.objects.filter(user=user, session_key__in=live).order_by("-last_seen_at")
+    )
+
+
+def session_end(
+    *, user: User, session_id: int, current_key: str | None, request: HttpRequest | None = None
+) -> UserSession:
+    """End one of ``user``'s other sessions (another person's session and a missing one are the
+    same "not found")."""
+    with transaction.atomic():
+        row = UserSession.objects.select_for_update().filter(pk=session_id, user=user).first()
+        if row is None:
+            raise SessionError("not_found", "No such session.")
+        if row.session_key == current_key:
+            raise SessionError("current", "This is the session you are using: sign out instead.")
+        Session.objects.filter(session_key=row.session_key).delete()
+        row.delete()
+        signin_audit(
+            action="signin.session_ended",
+            user=user,
+            request=request,
+            data={"user_agent": row.user_agent, "ip": row.ip_address},
+        )
+    return row
+
+
+def sessions_end_all(*, user: User, keep_key: str | None = None) -> int:
+    """Delete every session of ``user`` (except ``keep_key``); call inside the caller's
+    transaction, next to its audit row. Returns how many ended."""
+    rows = UserSession.objects.filter(user=user)
+    if keep_key:
+        rows = rows.exclude(session_key=keep_key)
+    keys = list(rows.values_list("session_key", flat=True))
+    Session.objects.filter(session_key__in=keys).delete()
+    UserSession.objects.filter(session_key__in=keys).delete()
+    return len(keys)

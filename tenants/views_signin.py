@@ -1,0 +1,217 @@
+"""A person's own sign-in pages: the second-factor step of signing in, the security page
+(authenticator app, recovery codes, passkeys) and the list of their sessions.
+
+Nothing here is tenant-scoped: these belong to the person. The sign-in gate
+(tenants.signin_gate) lets a session that owes a factor reach only the verify step, and a person
+who must enrol only the security page.
+"""
+
+from __future__ import annotations
+
+import base64
+from io import BytesIO
+from typing import cast
+
+import segno
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from tenants import two_factor, user_sessions
+from tenants.access import AuthenticatedRequest
+from tenants.models import Passkey, TotpDevice
+from tenants.signin_gate import gate_for
+
+
+def _next_url(request: HttpRequest) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return "/"
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def two_factor_verify(http_request: HttpRequest) -> HttpResponse:
+    request = cast(AuthenticatedRequest, http_request)
+    if gate_for(request) != "verify":
+        return redirect(_next_url(request))
+    next_url = _next_url(request)
+    context = {
+        "next": next_url,
+        "has_totp": TotpDevice.objects.filter(user=request.user, confirmed=True).exists(),
+        "has_passkey": Passkey.objects.filter(user=request.user).exists(),
+    }
+    if request.method == "GET":
+        return render(request, "tenants/two_factor_verify.html", context)
+    try:
+        factor = two_factor.second_factor_verify(
+            user=request.user, code=request.POST.get("code", ""), request=request
+        )
+    except two_factor.TwoFactorError as error:
+        context["error"] = error.message
+        return render(request, "tenants/two_factor_verify.html", context, status=400)
+    request.session[user_sessions.FACTOR_KEY] = factor
+    if factor == "recovery_code":
+        left = two_factor.recovery_codes_left(request.user)
+        messages.warning(
+            request,
+            _(
+                "You signed in with a recovery code; %(left)d are left. Make new ones if you are low."
+            )
+            % {"left": left},
+        )
+    return redirect(next_url)
+
+
+def _security_context(request: AuthenticatedRequest) -> dict:
+    device = TotpDevice.objects.filter(user=request.user).first()
+    has_factor, required = two_factor.factor_state(request.user)
+    return {
+        "device": device,
+        "recovery_left": two_factor.recovery_codes_left(request.user),
+        "passkeys": list(Passkey.objects.filter(user=request.user).order_by("created_at")),
+        "required": required,
+        "has_factor": has_factor,
+    }
+
+
+@login_required
+@require_GET
+def account_security(http_request: HttpRequest) -> HttpResponse:
+    request = cast(AuthenticatedRequest, http_request)
+    return render(request, "tenants/account_security.html", _security_context(request))
+
+
+def _qr_data_uri(uri: str) -> str:
+    buffer = BytesIO()
+    segno.make(uri, error="m").save(buffer, kind="svg", scale=5, border=2)
+    return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def _enrol_page(request: AuthenticatedRequest, device: TotpDevice, error: str = "", status=200):
+    uri = two_factor.totp_uri(device, request.user)
+    return render(
+        request,
+        "tenants/totp_enrol.html",
+        {
+            "secret": two_factor.totp_secret(device),
+            "qr": _qr_data_uri(uri),
+            "error": error,
+        },
+        status=status,
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def totp_enrol(http_request: HttpRequest) -> HttpResponse:
+    """POST starts a set-up (a new seed); GET shows the one in progress."""
+    request = cast(AuthenticatedRequest, http_request)
+    if request.method == "POST":
+        try:
+            device = two_factor.totp_begin(user=request.user)
+        except two_factor.TwoFactorError as error:
+            messages.error(request, error.message)
+            return redirect("account_security")
+        return _enrol_page(request, device)
+    pending = TotpDevice.objects.filter(user=request.user, confirmed=False).first()
+    if pending is None:
+        return redirect("account_security")
+    return _enrol_page(request, pending)
+
+
+@login_required
+@require_POST
+def totp_confirm(http_request: HttpRequest) -> HttpResponse:
+    request = cast(AuthenticatedRequest, http_request)
+    try:
+        codes = two_factor.totp_confirm(
+            user=request.user, code=request.POST.get("code", ""), request=request
+        )
+    except two_factor.TwoFactorError as error:
+        pending = TotpDevice.objects.filter(user=request.user, confirmed=False).first()
+        if pending is None:
+            messages.error(request, error.message)
+            return redirect("account_security")
+        return _enrol_page(request, pending, error.message, status=400)
+    # The person just proved the factor: this session counts as signed in with it.
+    request.session[user_sessions.FACTOR_KEY] = "totp"
+    return render(request, "tenants/recovery_codes.html", {"codes": codes, "new_device": True})
+
+
+def _came_through_sso(request: HttpRequest) -> bool:
+    """A session from a tenant's identity provider does not change the person's own factors:
+    that provider is run by one tenant's admin, and these factors guard every tenant."""
+    if request.session.get(user_sessions.METHOD_KEY) != "sso":
+        return False
+    messages.error(request, _("Sign in with your password to change your second factors."))
+    return True
+
+
+@login_required
+@require_POST
+def recovery_codes_renew(http_request: HttpRequest) -> HttpResponse:
+    request = cast(AuthenticatedRequest, http_request)
+    if _came_through_sso(request):
+        return redirect("account_security")
+    try:
+        codes = two_factor.recovery_codes_regenerate(user=request.user, request=request)
+    except two_factor.TwoFactorError as error:
+        messages.error(request, error.message)
+        return redirect("account_security")
+    return render(request, "tenants/recovery_codes.html", {"codes": codes, "new_device": False})
+
+
+@login_required
+@require_POST
+def two_factor_remove(http_request: HttpRequest) -> HttpResponse:
+    request = cast(AuthenticatedRequest, http_request)
+    if _came_through_sso(request):
+        return redirect("account_security")
+    two_factor.two_factor_remove(user=request.user, actor=request.user, request=request)
+    request.session.pop(user_sessions.FACTOR_KEY, None)
+    messages.success(
+        request, _("Two-factor sign-in is off; your authenticator and passkeys are removed.")
+    )
+    return redirect("account_security")
+
+
+@login_required
+@require_GET
+def sessions(http_request: HttpRequest) -> HttpResponse:
+    request = cast(AuthenticatedRequest, http_request)
+    return render(
+        request,
+        "tenants/sessions.html",
+        {
+            "sessions": user_sessions.sessions_of(request.user),
+            "current_key": request.session.session_key,
+        },
+    )
+
+
+@login_required
+@require_POST
+def session_end(http_request: HttpRequest, session_id: int) -> HttpResponse:
+    request = cast(AuthenticatedRequest, http_request)
+    try:
+        user_sessions.session_end(
+            user=request.user,
+            session_id=session_id,
+            current_key=request.session.session_key,
+            request=request,
+        )
+    except user_sessions.SessionError as error:
+        if error.code == "not_found":
+            return render(request, "404.html", {"exception": _("No such session.")}, status=404)
+        messages.error(request, _("This is the session you are using: sign out instead."))
+        return redirect("sessions")
+    messages.success(request, _("That session is signed out."))
+    return redirect("sessions")

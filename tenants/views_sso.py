@@ -1,0 +1,160 @@
+"""Single sign-on pages: choose the tenant, go to its identity provider, come back.
+
+The session keeps one flow at a time (state, nonce, PKCE verifier, tenant); the callback accepts
+only that state, once. Network calls happen here, outside any transaction; the database work is
+tenants.oidc_signin's.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth import login
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET
+
+from common.crypto import SecretUnreadable
+from tenants import oidc, oidc_signin
+from tenants.models import SingleSignOn
+from tenants.signin_audit import signin_audit
+from tenants.user_sessions import FACTOR_KEY, METHOD_KEY, SSO_TENANTS_KEY
+
+FLOW_KEY = "cs_sso_flow"
+
+
+def _redirect_uri(request: HttpRequest) -> str:
+    return request.build_absolute_uri(reverse("sso_callback"))
+
+
+def _refused(request: HttpRequest, message: str, status: int = 403) -> HttpResponse:
+    return render(request, "tenants/sso_error.html", {"message": message}, status=status)
+
+
+@require_GET
+def sso_choose(request: HttpRequest) -> HttpResponse:
+    """The sign-in page's "single sign-on" link: which tenant (its address in Countersign)."""
+    slug = request.GET.get("tenant", "").strip().lower()
+    if not slug:
+        return render(request, "tenants/sso_choose.html", {})
+    sso = (
+        SingleSignOn.objects.select_related("tenant")
+        .filter(tenant__slug=slug, enabled=True)
+        .first()
+    )
+    if sso is None:
+        return render(
+            request,
+            "tenants/sso_choose.html",
+            {"error": _("No tenant with that address uses single sign-on."), "slug": slug},
+            status=404,
+        )
+    # A link, not a redirect: the page's CSP (form-action 'self') rightly stops a form from
+    # being redirected to another origin, and the provider is another origin.
+    return render(request, "tenants/sso_choose.html", {"chosen": sso.tenant, "slug": slug})
+
+
+@require_GET
+def sso_start(request: HttpRequest, slug: str) -> HttpResponse:
+    sso = get_object_or_404(
+        SingleSignOn.objects.select_related("tenant"), tenant__slug=slug, enabled=True
+    )
+    try:
+        provider = oidc.discover(sso.issuer)
+    except oidc.OidcError as error:
+        return _refused(request, error.message, status=502)
+    flow = oidc.new_flow()
+    target = request.GET.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = ""
+    request.session[FLOW_KEY] = {
+        "state": flow.state,
+        "nonce": flow.nonce,
+        "verifier": flow.code_verifier,
+        "tenant": sso.tenant_id,
+        "next": target,
+    }
+    return redirect(
+        oidc.authorization_url(
+            provider, client_id=sso.client_id, redirect_uri=_redirect_uri(request), flow=flow
+        )
+    )
+
+
+def _claims(request: HttpRequest, sso: SingleSignOn, pending: dict) -> dict:
+    flow = oidc.Flow(
+        state=pending["state"], nonce=pending["nonce"], code_verifier=pending["verifier"]
+    )
+    provider = oidc.discover(sso.issuer)
+    try:
+        secret = oidc_signin.client_secret(sso)
+    except SecretUnreadable:
+        raise oidc.OidcError(
+            "secret_unreadable", _("The client secret cannot be read; enter it again.")
+        ) from None
+    id_token = oidc.exchange_code(
+        provider,
+        client_id=sso.client_id,
+        client_secret=secret,
+        code=request.GET.get("code", ""),
+        redirect_uri=_redirect_uri(request),
+        flow=flow,
+    )
+    return oidc.verify_id_token(
+        id_token,
+        jwks=oidc.fetch_jwks(provider),
+        issuer=sso.issuer,
+        client_id=sso.client_id,
+        nonce=flow.nonce,
+    )
+
+
+@require_GET
+def sso_callback(request: HttpRequest) -> HttpResponse:
+    pending = request.session.pop(FLOW_KEY, None)
+    state = request.GET.get("state", "")
+    if not pending or not state or state != pending.get("state"):
+        return _refused(
+            request, _("This sign-in link is not the one we started; start again."), 400
+        )
+    sso = (
+        SingleSignOn.objects.select_related("tenant")
+        .filter(tenant_id=pending["tenant"], enabled=True)
+        .first()
+    )
+    if sso is None:
+        return _refused(request, _("Single sign-on is off for this tenant."), 404)
+    tenant = sso.tenant
+    if "error" in request.GET or not request.GET.get("code"):
+        return _refused(request, _("The identity provider did not sign you in."))
+    claims: dict = {}
+    try:
+        claims = _claims(request, sso, pending)
+        user = oidc_signin.sso_member_for(tenant=tenant, claims=claims, request=request)
+    except (oidc.OidcError, oidc_signin.SsoRefused) as error:
+        # The address is the provider's claim (from a verified token only), for the admin's eyes.
+        signin_audit(
+            action="signin.sso_refused",
+            user=None,
+            tenant=tenant,
+            request=request,
+            data={"reason": error.code, "email": str(claims.get("email", ""))[:254]},
+        )
+        return _refused(request, error.message)
+    if not (request.user.is_authenticated and request.user.pk == user.pk):
+        request.signin_method = "sso"  # type: ignore[attr-defined]
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        request.session[METHOD_KEY] = "sso"
+    request.session[FACTOR_KEY] = request.session.get(FACTOR_KEY) or "sso"
+    request.session[SSO_TENANTS_KEY] = sorted(
+        {*request.session.get(SSO_TENANTS_KEY, []), tenant.pk}
+    )
+    signin_audit(
+        action="signin.succeeded",
+        user=user,
+        tenant=tenant,
+        request=request,
+        data={"method": "sso", "issuer": sso.issuer},
+    )
+    return redirect(pending.get("next") or reverse("tenant_home", args=[tenant.slug]))

@@ -1,0 +1,187 @@
+"""The single sign-on callback end to end through our views, against a provider served on
+loopback by this test (discovery, JWKS and token endpoint over real HTTP) that hands back the ID
+token each case needs: the good one signs the member in; another audience, a wrong issuer, an
+expired or unsigned token and an address outside the tenant's domains are refused and audited.
+(The real provider and a browser: tests/ui/test_browser_sso.py.)"""
+
+import base64
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from django.urls import reverse
+
+from tenants import oidc_signin
+from tenants.models import AuditEvent
+from tenants.views_sso import FLOW_KEY
+
+CLIENT = "countersign"
+
+
+class Provider:
+    def __init__(self):
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
+        self.jwks = {"keys": [{**public, "kid": "k1", "use": "sig", "alg": "RS256"}]}
+        self.id_token = ""
+        self.token_requests = []
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, body):
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                if self.path == "/.well-known/openid-configuration":
+                    self._send(
+                        {
+                            "issuer": provider.issuer,
+                            "authorization_endpoint": f"{provider.issuer}/authorize",
+                            "token_endpoint": f"{provider.issuer}/token",
+                            "jwks_uri": f"{provider.issuer}/jwks",
+                        }
+                    )
+                elif self.path == "/jwks":
+                    self._send(provider.jwks)
+                else:
+                    self.send_error(404)
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                provider.token_requests.append(
+                    (self.headers.get("Authorization"), self.rfile.read(length).decode())
+                )
+                self._send(
+                    {"access_token": "at", "token_type": "Bearer", "id_token": provider.id_token}
+                )
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.issuer = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def sign(self, nonce, **overrides):
+        now = int(time.time())
+        claims = {
+            "iss": self.issuer,
+            "aud": CLIENT,
+            "sub": "subject-1",
+            "iat": now,
+            "exp": now + 300,
+            "nonce": nonce,
+            "email": "alice@acme.test",
+            "email_verified": True,
+            **overrides,
+        }
+        return jwt.encode(claims, self.key, algorithm="RS256", headers={"kid": "k1"})
+
+
+@pytest.fixture
+def provider():
+    served = Provider()
+    yield served
+    served.server.shutdown()
+
+
+@pytest.fixture
+def alice(db, tenant_a, member_of, provider):
+    oidc_signin.sso_settings_save(
+        tenant=tenant_a,
+        actor=member_of(tenant_a, "admin").user,
+        enabled=True,
+        issuer=provider.issuer,
+        client_id=CLIENT,
+        client_secret="client-secret-at-the-provider",
+        password_signin_allowed=False,
+        domains=["acme.test"],
+        jit_role="",
+    )
+    return member_of(tenant_a, "approver", user__email="alice@acme.test").user
+
+
+def start(client, tenant):
+    response = client.get(reverse("sso_start", args=[tenant.slug]))
+    assert response.status_code == 302
+    flow = client.session[FLOW_KEY]
+    assert "code_challenge_method=S256" in response["Location"]
+    assert f"state={flow['state']}" in response["Location"]
+    return flow
+
+
+def unsigned(token):
+    _, payload, _ = token.split(".")
+    header = base64.urlsafe_b64encode(b'{"alg":"none","typ":"JWT"}').rstrip(b"=").decode()
+    return f"{header}.{payload}."
+
+
+def test_the_good_token_signs_the_member_in_through_the_views(client, provider, alice, tenant_a):
+    flow = start(client, tenant_a)
+    provider.id_token = provider.sign(flow["nonce"])
+    response = client.get(reverse("sso_callback"), {"state": flow["state"], "code": "c0de"})
+    assert response.status_code == 302
+    assert response["Location"] == reverse("tenant_home", args=[tenant_a.slug])
+    assert client.get(response["Location"]).status_code == 200
+    auth, body = provider.token_requests[-1]
+    expected = base64.b64encode(f"{CLIENT}:client-secret-at-the-provider".encode()).decode()
+    assert auth == f"Basic {expected}"
+    assert f"code_verifier={flow['verifier']}" in body
+    # The state is spent: the same callback again is refused.
+    again = client.get(reverse("sso_callback"), {"state": flow["state"], "code": "c0de"})
+    assert again.status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda p, n: p.sign(n, aud="another-app"), "token_audience"),
+        (lambda p, n: p.sign(n, iss="https://impostor.test"), "token_issuer"),
+        (
+            lambda p, n: p.sign(n, exp=int(time.time()) - 600, iat=int(time.time()) - 900),
+            "token_expired",
+        ),
+        (lambda p, n: unsigned(p.sign(n)), "token_unsigned"),
+        (lambda p, n: p.sign("another-sign-in"), "token_nonce"),
+        (lambda p, n: p.sign(n, email="eve@elsewhere.test", sub="eve"), "domain_not_allowed"),
+    ],
+    ids=["audience", "issuer", "expired", "unsigned", "nonce", "domain"],
+)
+def test_bad_tokens_are_refused_and_audited(client, provider, alice, tenant_a, make, reason):
+    flow = start(client, tenant_a)
+    provider.id_token = make(provider, flow["nonce"])
+    response = client.get(reverse("sso_callback"), {"state": flow["state"], "code": "c0de"})
+    assert response.status_code == 403
+    assert "_auth_user_id" not in client.session
+    row = AuditEvent.objects.get(action="signin.sso_refused", tenant=tenant_a)
+    assert row.data["reason"] == reason
+
+
+def test_a_member_of_two_tenants_signs_in_once_per_tenants_rule(
+    client, provider, alice, tenant_a, tenant_b, member_of, password
+):
+    member_of(tenant_b, "viewer", user=alice)
+    client.post(reverse("login"), {"username": alice.email, "password": password})
+    assert client.get(reverse("tenant_home", args=[tenant_b.slug])).status_code == 200
+    outbox_a = reverse("outbox", args=[tenant_a.slug])
+    sent = client.get(outbox_a)
+    assert sent.status_code == 302
+    assert client.get(sent["Location"]).status_code == 302
+    flow = client.session[FLOW_KEY]
+    assert flow["next"] == outbox_a
+    provider.id_token = provider.sign(flow["nonce"])
+    back = client.get(reverse("sso_callback"), {"state": flow["state"], "code": "c0de"})
+    assert back.status_code == 302 and back["Location"] == outbox_a
+    assert client.get(outbox_a).status_code == 200
+    # The password sign-in still stands for the tenant that accepts it.
+    assert client.get(reverse("tenant_home", args=[tenant_b.slug])).status_code == 200

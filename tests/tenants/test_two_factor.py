@@ -1,0 +1,334 @@
+"""Two-factor sign-in through the real views: enrol an authenticator app (codes from pyotp), sign
+in with it, refuse wrong and reused codes, recovery codes once each, the tenant's requirement, the
+audit rows, and the seed sealed at rest."""
+
+import threading
+import time
+
+import pyotp
+import pytest
+from django.db import connection
+from django.test import Client
+from django.urls import reverse
+
+from tenants import two_factor
+from tenants.models import AuditEvent, RecoveryCode, TotpDevice
+from tenants.tokens import token_create
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _no_throttle_delay(settings):
+    settings.OTP_TOTP_THROTTLE_FACTOR = 0
+
+
+def password_sign_in(client, user, password):
+    return client.post(reverse("login"), {"username": user.email, "password": password})
+
+
+def enrol(client):
+    page = client.post(reverse("totp_enrol"))
+    secret = page.context["secret"]
+    done = client.post(reverse("totp_confirm"), {"code": pyotp.TOTP(secret).now()})
+    assert done.status_code == 200
+    return secret, done.context["codes"]
+
+
+@pytest.fixture
+def enrolled(tenant_a, member_of, password):
+    """(user, secret, recovery codes) of an approver who enrolled an authenticator app."""
+    user = member_of(tenant_a, "approver").user
+    client = Client()
+    password_sign_in(client, user, password)
+    secret, codes = enrol(client)
+    return user, secret, codes
+
+
+def next_step_code(secret):
+    # The step after the current one is within the tolerance, and later than any code used now.
+    return pyotp.TOTP(secret).at(time.time() + 30)
+
+
+def test_enrolment_shows_the_secret_once_and_seals_it(tenant_a, member_of, password, client):
+    user = member_of(tenant_a, "approver").user
+    password_sign_in(client, user, password)
+    secret, codes = enrol(client)
+    device = TotpDevice.objects.get(user=user)
+    assert device.confirmed
+    assert len(codes) == 10 and len(set(codes)) == 10
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT row_to_json(t)::text FROM tenants_totpdevice t")
+        stored = cursor.fetchone()[0]
+        cursor.execute("SELECT string_agg(digest, ',') FROM tenants_recoverycode")
+        digests = cursor.fetchone()[0]
+    import base64
+
+    assert secret not in stored and base64.b32decode(secret).hex() not in stored
+    assert not any(code in digests or code.replace("-", "") in digests for code in codes)
+    # The page no longer shows the secret once set up.
+    assert secret.encode() not in client.get(reverse("account_security")).content
+    assert client.get(reverse("totp_enrol")).status_code == 302
+    row = AuditEvent.objects.get(action="signin.two_factor_enrolled", tenant=tenant_a)
+    assert row.data == {"email": user.email, "factor": "totp"}
+
+
+def test_wrong_code_at_enrolment_leaves_it_off(tenant_a, member_of, password, client):
+    user = member_of(tenant_a, "approver").user
+    password_sign_in(client, user, password)
+    secret = client.post(reverse("totp_enrol")).context["secret"]
+    wrong = str((int(pyotp.TOTP(secret).now()) + 1) % 1_000_000).zfill(6)
+    refused = client.post(reverse("totp_confirm"), {"code": wrong})
+    assert refused.status_code == 400 and b"not right" in refused.content
+    assert not TotpDevice.objects.get(user=user).confirmed
+    assert not RecoveryCode.objects.filter(user=user).exists()
+
+
+def test_sign_in_asks_for_the_code_and_nothing_else_answers_before_it(enrolled, tenant_a, password):
+    user, secret, _ = enrolled
+    client = Client()
+    response = password_sign_in(client, user, password)
+    home = reverse("tenant_home", args=[tenant_a.slug])
+    blocked = client.get(home)
+    assert blocked.status_code == 302 and blocked["Location"].startswith(
+        reverse("two_factor_verify")
+    )
+    assert client.get(home, headers={"HX-Request": "true"}).status_code == 403
+    assert client.get(reverse("account_security")).status_code == 302
+    assert client.get(reverse("sessions")).status_code == 302
+    assert client.post(reverse("totp_enrol")).status_code == 403
+    assert response.status_code == 302
+    ok = client.post(reverse("two_factor_verify"), {"code": next_step_code(secret), "next": home})
+    assert ok.status_code == 302 and ok["Location"] == home
+    assert client.get(home).status_code == 200
+    actions = set(AuditEvent.objects.filter(tenant=tenant_a).values_list("action", flat=True))
+    assert {"signin.succeeded", "signin.second_factor_verified"} <= actions
+
+
+def test_a_wrong_and_a_reused_code_are_refused(enrolled, tenant_a, password):
+    user, secret, _ = enrolled
+    first = Client()
+    password_sign_in(first, user, password)
+    code = next_step_code(secret)
+    wrong = str((int(code) + 1) % 1_000_000).zfill(6)
+    refused = first.post(reverse("two_factor_verify"), {"code": wrong})
+    assert refused.status_code == 400 and b"not right" in refused.content
+    assert first.post(reverse("two_factor_verify"), {"code": code}).status_code == 302
+    second = Client()
+    password_sign_in(second, user, password)
+    reused = second.post(reverse("two_factor_verify"), {"code": code})
+    assert reused.status_code == 400
+    assert second.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 302
+    assert (
+        AuditEvent.objects.filter(action="signin.second_factor_failed", tenant=tenant_a).count()
+        == 2
+    )
+
+
+def test_recovery_codes_work_once_each(enrolled, tenant_a, password):
+    user, _, codes = enrolled
+    first = Client()
+    password_sign_in(first, user, password)
+    assert first.post(reverse("two_factor_verify"), {"code": codes[0].upper()}).status_code == 302
+    assert first.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 200
+    second = Client()
+    password_sign_in(second, user, password)
+    assert second.post(reverse("two_factor_verify"), {"code": codes[0]}).status_code == 400
+    assert second.post(reverse("two_factor_verify"), {"code": codes[1]}).status_code == 302
+    assert two_factor.recovery_codes_left(user) == 8
+    row = AuditEvent.objects.filter(action="signin.second_factor_verified").latest("id")
+    assert row.data["factor"] == "recovery_code" and row.data["recovery_codes_left"] == 8
+
+
+def test_wrong_codes_in_a_row_are_throttled(enrolled, password, settings):
+    settings.OTP_TOTP_THROTTLE_FACTOR = 60
+    user, secret, _ = enrolled
+    client = Client()
+    password_sign_in(client, user, password)
+    code = next_step_code(secret)
+    client.post(reverse("two_factor_verify"), {"code": str((int(code) + 1) % 1_000_000).zfill(6)})
+    throttled = client.post(reverse("two_factor_verify"), {"code": code})
+    assert throttled.status_code == 400 and b"Too many wrong codes" in throttled.content
+
+
+def test_wrong_recovery_codes_are_throttled_too(enrolled, password, settings):
+    settings.OTP_TOTP_THROTTLE_FACTOR = 60
+    user, _, codes = enrolled
+    client = Client()
+    password_sign_in(client, user, password)
+    client.post(reverse("two_factor_verify"), {"code": "guess-guess"})
+    throttled = client.post(reverse("two_factor_verify"), {"code": codes[0]})
+    assert throttled.status_code == 400 and b"Too many wrong codes" in throttled.content
+    assert two_factor.recovery_codes_left(user) == 10
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_code_is_accepted_once_by_two_requests_at_the_same_moment(
+    tenant_a, member_of, password
+):
+    user = member_of(tenant_a, "approver").user
+    device = two_factor.totp_begin(user=user)
+    secret = two_factor.totp_secret(device)
+    two_factor.totp_confirm(user=user, code=pyotp.TOTP(secret).now())
+    code = next_step_code(secret)
+    barrier = threading.Barrier(4)
+    results = []
+
+    def attempt():
+        barrier.wait()
+        try:
+            results.append(two_factor.second_factor_verify(user=user, code=code))
+        except two_factor.TwoFactorError:
+            results.append("refused")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=attempt) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == ["refused", "refused", "refused", "totp"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_recovery_code_is_accepted_once_by_requests_at_the_same_moment(tenant_a, member_of):
+    user = member_of(tenant_a, "approver").user
+    device = two_factor.totp_begin(user=user)
+    codes = two_factor.totp_confirm(
+        user=user, code=pyotp.TOTP(two_factor.totp_secret(device)).now()
+    )
+    barrier = threading.Barrier(4)
+    results = []
+
+    def attempt():
+        barrier.wait()
+        try:
+            results.append(two_factor.second_factor_verify(user=user, code=codes[3]))
+        except two_factor.TwoFactorError as error:
+            results.append(error.code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=attempt) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results.count("recovery_code") == 1
+    assert two_factor.recovery_codes_left(user) == 9
+
+
+def test_a_tenant_requiring_two_factor_sends_the_unenrolled_to_enrolment_only(
+    tenant_a, tenant_b, member_of, password, make_draft, mailbox_a
+):
+    admin = member_of(tenant_a, "admin").user
+    member = member_of(tenant_a, "approver").user
+    member_of(tenant_b, "viewer", user=member)
+    admin_client = Client()
+    password_sign_in(admin_client, admin, password)
+    enrol(admin_client)
+    admin_client.post(
+        reverse("admin_two_factor_policy", args=[tenant_a.slug]), {"require_two_factor": "on"}
+    )
+    tenant_a.refresh_from_db()
+    assert tenant_a.require_two_factor
+
+    client = Client()
+    password_sign_in(client, member, password)
+    security = reverse("account_security")
+    for url in (
+        reverse("home"),
+        reverse("tenant_home", args=[tenant_a.slug]),
+        reverse("tenant_home", args=[tenant_b.slug]),
+        reverse("sessions"),
+        "/ops/admin/",
+    ):
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith(security), url
+    assert (
+        client.get(
+            reverse("outbox", args=[tenant_b.slug]), headers={"HX-Request": "true"}
+        ).status_code
+        == 403
+    )
+    assert (
+        client.post(
+            reverse("draft_reject", args=[tenant_a.slug, make_draft(mailbox_a).pk])
+        ).status_code
+        == 403
+    )
+    assert client.get(security).status_code == 200
+    enrol(client)
+    assert client.get(reverse("tenant_home", args=[tenant_b.slug])).status_code == 200
+    assert (
+        AuditEvent.objects.filter(action="tenant.two_factor_required", tenant=tenant_a).count() == 1
+    )
+
+
+def test_the_agent_api_is_not_behind_the_gate(tenant_a, make_draft, mailbox_a):
+    from tenants.models import Tenant
+
+    Tenant.objects.filter(pk=tenant_a.pk).update(require_two_factor=True)
+    draft = make_draft(mailbox_a)
+    _, plaintext = token_create(tenant=tenant_a, name="bot", scopes=["drafts:read"], actor=None)
+    response = Client().get(
+        f"/api/v1/drafts/{draft.pk}", headers={"Authorization": f"Bearer {plaintext}"}
+    )
+    assert response.status_code == 200
+
+
+def test_a_viewer_cannot_change_the_tenant_rule(tenant_a, member_of, signed_in):
+    viewer = member_of(tenant_a, "viewer").user
+    response = signed_in(viewer).post(
+        reverse("admin_two_factor_policy", args=[tenant_a.slug]), {"require_two_factor": "on"}
+    )
+    assert response.status_code == 403
+    tenant_a.refresh_from_db()
+    assert not tenant_a.require_two_factor
+
+
+def test_turning_it_off_removes_every_factor_and_is_audited(enrolled, tenant_a, password):
+    user, secret, _ = enrolled
+    client = Client()
+    password_sign_in(client, user, password)
+    client.post(reverse("two_factor_verify"), {"code": next_step_code(secret)})
+    client.post(reverse("two_factor_remove"))
+    assert not TotpDevice.objects.filter(user=user).exists()
+    assert not RecoveryCode.objects.filter(user=user).exists()
+    assert AuditEvent.objects.filter(action="signin.two_factor_removed", tenant=tenant_a).exists()
+    again = Client()
+    password_sign_in(again, user, password)
+    assert again.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 200
+
+
+def test_a_failed_password_is_audited_without_the_password(tenant_a, member_of, client):
+    user = member_of(tenant_a, "approver").user
+    client.post(reverse("login"), {"username": user.email, "password": "not-it-at-all"})
+    row = AuditEvent.objects.get(action="signin.failed", tenant=tenant_a)
+    assert row.data == {"email": user.email, "reason": "password"}
+    assert "not-it-at-all" not in str(row.data)
+
+
+def test_an_admin_resets_a_members_lost_factor_and_ends_their_sessions(
+    enrolled, tenant_a, tenant_b, member_of, password, signed_in
+):
+    user, secret, _ = enrolled
+    membership = user.memberships.get(tenant=tenant_a)
+    theirs = Client()
+    password_sign_in(theirs, user, password)
+    theirs.post(reverse("two_factor_verify"), {"code": next_step_code(secret)})
+    outsider = signed_in(member_of(tenant_b, "admin").user)
+    foreign = outsider.post(
+        reverse("admin_member_two_factor_reset", args=[tenant_b.slug, membership.pk])
+    )
+    assert foreign.status_code == 404 and TotpDevice.objects.filter(user=user).exists()
+    admin = Client()
+    admin.force_login(member_of(tenant_a, "admin").user)
+    done = admin.post(reverse("admin_member_two_factor_reset", args=[tenant_a.slug, membership.pk]))
+    assert done.status_code == 302
+    assert not TotpDevice.objects.filter(user=user).exists()
+    assert not RecoveryCode.objects.filter(user=user).exists()
+    assert theirs.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 302
+    actions = set(AuditEvent.objects.filter(tenant=tenant_a).values_list("action", flat=True))
+    assert {"member.two_factor_reset", "signin.two_factor_reset"} <= actions

@@ -1,0 +1,100 @@
+"""In headless Chromium: a member sets up an authenticator app (the code computed with pyotp from
+the secret the page shows), signs out, signs in with a code; a wrong or reused code is refused;
+recovery codes work once each; a tenant requiring two-factor sends an unenrolled member to
+enrolment and nothing else answers for them."""
+
+import re
+import time
+
+import pyotp
+import pytest
+
+from tenants.models import Tenant
+from tests.browser import BROWSER_MARKS
+from tests.factories import PASSWORD
+
+pytestmark = BROWSER_MARKS
+
+
+@pytest.fixture(autouse=True)
+def _no_throttle_delay(settings):
+    settings.OTP_TOTP_THROTTLE_FACTOR = 0
+
+
+def password_step(page, user):
+    page.goto("/signin/")
+    page.fill("input[name=username]", user.email)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+
+
+def sign_out(page):
+    page.click("header form button:has-text('Sign out')")
+    page.wait_for_url("**/signin/")
+
+
+def enrol(page):
+    page.goto("/account/security/")
+    page.click("button:has-text('Set up an authenticator app')")
+    secret = page.locator("#totp-secret").inner_text().strip()
+    page.fill("input[name=code]", pyotp.TOTP(secret).now())
+    page.click("button:has-text('Turn on two-factor sign-in')")
+    codes = page.locator("#recovery-codes li").all_inner_texts()
+    return secret, [c.strip() for c in codes]
+
+
+def test_enrol_sign_out_and_sign_in_with_the_code(page, transactional_db, tenant_a, member_of):
+    user = member_of(tenant_a, "approver").user
+    password_step(page, user)
+    page.wait_for_url(re.compile(rf"/t/{tenant_a.slug}/$"))
+    secret, codes = enrol(page)
+    assert len(codes) == 10
+    assert page.locator("[role=status]", has_text="Two-factor sign-in is on").count() == 1
+    sign_out(page)
+
+    password_step(page, user)
+    page.wait_for_url("**/signin/two-factor/**")
+    page.goto(f"/t/{tenant_a.slug}/")
+    assert "/signin/two-factor/" in page.url
+    # The code of the enrolment is spent: the same one is refused.
+    used = pyotp.TOTP(secret).now()
+    page.fill("input[name=code]", used)
+    page.click("button:has-text('Verify')")
+    assert page.locator("[role=alert]", has_text="not right").count() == 1
+    page.fill("input[name=code]", pyotp.TOTP(secret).at(time.time() + 30))
+    page.click("button:has-text('Verify')")
+    page.wait_for_url(re.compile(rf"/t/{tenant_a.slug}/$"))
+    sign_out(page)
+
+    password_step(page, user)
+    page.wait_for_url("**/signin/two-factor/**")
+    page.fill("input[name=code]", codes[0])
+    page.click("button:has-text('Verify')")
+    page.wait_for_url(re.compile(rf"/t/{tenant_a.slug}/$"))
+    assert page.locator(".flash", has_text="9 are left").count() == 1
+    sign_out(page)
+
+    password_step(page, user)
+    page.wait_for_url("**/signin/two-factor/**")
+    page.fill("input[name=code]", codes[0])
+    page.click("button:has-text('Verify')")
+    assert page.locator("[role=alert]", has_text="already used").count() == 1
+    page.fill("input[name=code]", codes[1])
+    page.click("button:has-text('Verify')")
+    page.wait_for_url(re.compile(rf"/t/{tenant_a.slug}/$"))
+
+
+def test_a_tenant_requiring_it_leads_an_unenrolled_member_to_enrolment_only(
+    page, transactional_db, tenant_a, member_of
+):
+    Tenant.objects.filter(pk=tenant_a.pk).update(require_two_factor=True)
+    user = member_of(tenant_a, "approver").user
+    password_step(page, user)
+    page.wait_for_url("**/account/security/")
+    assert page.locator("[role=alert]", has_text="requires two-factor sign-in").count() == 1
+    for path in (f"/t/{tenant_a.slug}/", f"/t/{tenant_a.slug}/outbox/", "/account/sessions/"):
+        page.goto(path)
+        assert page.url.endswith("/account/security/"), path
+    enrol(page)
+    page.click("text=I have saved them")
+    page.wait_for_url(re.compile(rf"/t/{tenant_a.slug}/$"))
