@@ -5,8 +5,7 @@ from typing import TYPE_CHECKING
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q
-from django.db.models.functions import Length, Now
-from django.db.models.lookups import GreaterThan, LessThanOrEqual
+from django.db.models.functions import Now
 
 
 class Draft(models.Model):
@@ -417,64 +416,6 @@ class IntentEvent(models.Model):
         return f"{self.action} {self.from_state}->{self.to_state}"
 
 
-class DraftNote(models.Model):
-    """An internal note between reviewers on a draft: never sent, never hashed, not in the agent
-    API. Append-only (no edit or delete): like the journal it is part of the review record; a
-    wrong note is answered by a newer one."""
-
-    MAX_LENGTH = 2_000
-
-    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
-    draft = models.ForeignKey(Draft, on_delete=models.CASCADE, related_name="notes")
-    author = models.ForeignKey("tenants.User", on_delete=models.PROTECT, related_name="+")
-    text = models.TextField()
-    # The database's clock, as the journal's: notes and journal rows interleave in time order.
-    created_at = models.DateTimeField(db_default=Now())
-
-    class Meta:
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(GreaterThan(Length("text"), 0))
-                & Q(LessThanOrEqual(Length("text"), 2_000)),
-                name="draftnote_text_length",
-            ),
-        ]
-        indexes = [models.Index(fields=["draft", "created_at", "id"], name="draftnote_draft")]
-
-    def __str__(self) -> str:
-        return f"Note {self.pk} on draft {self.draft_id}"
-
-
-class DraftPresence(models.Model):
-    """Who has a draft open right now: one row per person and draft, refreshed by the page's
-    heartbeat and considered gone PRESENCE_SECONDS after the last one. Ephemeral, so not
-    journaled; the edit conflict check (base_version) stays the safety net."""
-
-    class Mode(models.TextChoices):
-        VIEWING = "viewing", "Viewing"
-        EDITING = "editing", "Editing"
-
-    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
-    draft = models.ForeignKey(Draft, on_delete=models.CASCADE, related_name="+")
-    user = models.ForeignKey("tenants.User", on_delete=models.CASCADE, related_name="+")
-    mode = models.CharField(max_length=8, choices=Mode.choices)
-    # Since when in this mode (the database clock): "Ana is editing since 14:02".
-    started_at = models.DateTimeField(db_default=Now())
-    seen_at = models.DateTimeField(db_default=Now())
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["draft", "user"], name="draftpresence_one_per_person"),
-            models.CheckConstraint(
-                condition=Q(mode__in=["viewing", "editing"]), name="draftpresence_mode_valid"
-            ),
-        ]
-        indexes = [models.Index(fields=["tenant", "seen_at"], name="draftpresence_recent")]
-
-    def __str__(self) -> str:
-        return f"{self.user_id} {self.mode} draft {self.draft_id}"
-
-
 class Suppression(models.Model):
     """An address this tenant must not send to (bounced, complained, rejected, or added by hand)."""
 
@@ -507,55 +448,19 @@ class Suppression(models.Model):
         return f"{self.address} ({self.reason})"
 
 
-class ApiIdempotencyKey(models.Model):
-    """The agent API's Idempotency-Key record (IETF draft), scoped per tenant."""
+# Re-exported: intents.models is where Django and the code look for the app's models.
+from intents.models_infra import ApiIdempotencyKey, ProviderThrottle  # noqa: E402
+from intents.models_team import DraftNote, DraftPresence  # noqa: E402
 
-    class State(models.TextChoices):
-        IN_FLIGHT = "in_flight", "In flight"
-        COMPLETED = "completed", "Completed"
-
-    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
-    key = models.CharField(max_length=255)
-    fingerprint = models.CharField(max_length=64)
-    method = models.CharField(max_length=8)
-    path = models.CharField(max_length=255)
-    state = models.CharField(max_length=12, choices=State.choices, default=State.IN_FLIGHT)
-    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    response_body = models.BinaryField(null=True, blank=True)
-    locked_until = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    completed_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["tenant", "key"], name="apiidempotencykey_unique_per_tenant"
-            ),
-        ]
-        indexes = [models.Index(fields=["created_at"], name="apiidem_created")]
-
-    def __str__(self) -> str:
-        return f"{self.key} ({self.state})"
-
-
-class ProviderThrottle(models.Model):
-    """Shared per-AgentMail-key token bucket and circuit breaker, kept in the database so every
-    worker process on every host sees the same budget."""
-
-    class Circuit(models.TextChoices):
-        CLOSED = "closed", "Closed"
-        OPEN = "open", "Open"
-        HALF_OPEN = "half_open", "Half open (one probe)"
-
-    key_ref = models.CharField(
-        max_length=100, unique=True, help_text="Provider key id or mailbox ref"
-    )
-    tokens = models.FloatField(default=0)
-    refilled_at = models.DateTimeField()
-    circuit = models.CharField(max_length=10, choices=Circuit.choices, default=Circuit.CLOSED)
-    consecutive_failures = models.PositiveIntegerField(default=0)
-    opened_until = models.DateTimeField(null=True, blank=True)
-    probe_token = models.UUIDField(null=True, blank=True)
-
-    def __str__(self) -> str:
-        return f"{self.key_ref}: {self.circuit}"
+__all__ = [
+    "ApiIdempotencyKey",
+    "Draft",
+    "DraftNote",
+    "DraftPresence",
+    "DraftVersion",
+    "IntentEvent",
+    "ProviderThrottle",
+    "SendAttempt",
+    "SendIntent",
+    "Suppression",
+]

@@ -1,0 +1,60 @@
+"""Rows that serve the machinery rather than the domain: the agent API's Idempotency-Key store
+and the provider throttle shared by every worker. intents.models re-exports both."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class ApiIdempotencyKey(models.Model):
+    """The agent API's Idempotency-Key record (IETF draft), scoped per tenant."""
+
+    class State(models.TextChoices):
+        IN_FLIGHT = "in_flight", "In flight"
+        COMPLETED = "completed", "Completed"
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    method = models.CharField(max_length=8)
+    path = models.CharField(max_length=255)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.IN_FLIGHT)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.BinaryField(null=True, blank=True)
+    locked_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "key"], name="apiidempotencykey_unique_per_tenant"
+            ),
+        ]
+        indexes = [models.Index(fields=["created_at"], name="apiidem_created")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.state})"
+
+
+class ProviderThrottle(models.Model):
+    """Shared per-AgentMail-key token bucket and circuit breaker, kept in the database so every
+    worker process on every host sees the same budget."""
+
+    class Circuit(models.TextChoices):
+        CLOSED = "closed", "Closed"
+        OPEN = "open", "Open"
+        HALF_OPEN = "half_open", "Half open (one probe)"
+
+    key_ref = models.CharField(
+        max_length=100, unique=True, help_text="Provider key id or mailbox ref"
+    )
+    tokens = models.FloatField(default=0)
+    refilled_at = models.DateTimeField()
+    circuit = models.CharField(max_length=10, choices=Circuit.choices, default=Circuit.CLOSED)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    opened_until = models.DateTimeField(null=True, blank=True)
+    probe_token = models.UUIDField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.key_ref}: {self.circuit}"
