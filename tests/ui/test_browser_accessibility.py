@@ -4,11 +4,15 @@ scene of tests/ui/shoot_screenshots.py): no critical or serious violation on any
 To add a page, add a line to STAFF_PAGES: its name and its path, formatted with the ids below.
 """
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 from axe_playwright_python.sync_playwright import Axe
 
 from intents import services
-from intents.models import SendIntent
+from intents.models import Draft, SendIntent
+from intents.services.deadlines import drafts_escalate_due, drafts_warn_due
 from tenants import invitations
 from tenants.models import AgentToken, Membership
 from tests.browser import BROWSER_MARKS, sign_in
@@ -19,6 +23,10 @@ pytestmark = BROWSER_MARKS
 STAFF_PAGES = [
     ("queue", "/t/{slug}/"),
     ("queue, filtered", "/t/{slug}/?warnings=on&age=1h"),
+    ("queue, mine", "/t/{slug}/?view=mine"),
+    ("queue, unassigned", "/t/{slug}/?view=unassigned"),
+    ("queue, escalated", "/t/{slug}/?view=escalated"),
+    ("queue, by time left", "/t/{slug}/?sort=due"),
     ("draft", "/t/{slug}/drafts/{draft}/"),
     ("edit", "/t/{slug}/drafts/{draft}/edit/"),
     ("draft with hostile HTML", "/t/{slug}/drafts/{hostile}/"),
@@ -40,10 +48,15 @@ STAFF_PAGES = [
     ("suppressions", "/t/{slug}/admin/suppressions/"),
     ("webhooks", "/t/{slug}/admin/webhooks/"),
     ("audit", "/t/{slug}/admin/audit/"),
+    ("admin sign-in", "/t/{slug}/admin/sign-in/"),
+    ("preferences", "/preferences/"),
+    ("account security", "/account/security/"),
+    ("sessions", "/account/sessions/"),
 ]
 # Pages a signed-out person sees.
 PUBLIC_PAGES = [
     ("sign-in", "/signin/"),
+    ("single sign-on", "/sso/"),
     ("invitation", "/invitations/{invitation_token}/"),
 ]
 BLOCKING = {"critical", "serious"}
@@ -81,6 +94,21 @@ def scene(transactional_db, tenant_a, member_of, mailbox_factory):
         html=HOSTILE_HTML,
         actor_user=admin.user,
     )
+    # Team review on: a draft held by the admin with a note, another escalated past its deadline.
+    pending = list(Draft.objects.filter(tenant=tenant_a, status="pending").order_by("pk")[:2])
+    services.draft_take(tenant=tenant_a, draft_id=pending[0].pk, actor=admin.user)
+    services.draft_note_add(
+        tenant=tenant_a, draft_id=pending[0].pk, author=admin.user, text="Check the refund amount."
+    )
+    tenant_a.sla_minutes, tenant_a.escalate_to = 30, admin.user
+    tenant_a.save(update_fields=["sla_minutes", "escalate_to"])
+    Draft.objects.filter(pk=pending[1].pk).update(
+        sla_due_at=timezone.now() - timedelta(minutes=5),
+        sla_warn_at=timezone.now() - timedelta(minutes=10),
+    )
+    drafts_warn_due()
+    drafts_escalate_due()
+    assert Draft.objects.filter(pk=pending[1].pk, escalated_at__isnull=False).exists()
     _, token = invitations.invitation_create(
         tenant=tenant_a, email="second.hire@acme.test", role="viewer", actor=admin.user
     )
