@@ -149,9 +149,9 @@ class UserSession(models.Model):
     class Meta:
         indexes = [models.Index(fields=["user", "-last_seen_at"], name="usersession_user_recent")]
 
+    def __str__(self) -> str:
+        return f"session of user {self.user_id} ({self.method})"
+
     @property
     def method_label(self) -> str:
         return str(self.METHOD_LABELS.get(self.method, self.method))
-
-    def __str__(self) -> str:
-        return f"session of user {self.user_id} ({self.method})"

@@ -110,9 +110,7 @@ def session_end(
         if row is None:
             raise SessionError("not_found", _("No such session."))
         if row.session_key == current_key:
-            raise SessionError(
-                "current", _("This is the session you are using: sign out instead.")
-            )
+            raise SessionError("current", _("This is the session you are using: sign out instead."))
         Session.objects.filter(session_key=row.session_key).delete()
         row.delete()
         signin_audit(

@@ -94,7 +94,9 @@ def owing_a_factor(tenant_a, member_of, password):
     enrol = Client()
     enrol.post(reverse("login"), {"username": user.email, "password": password})
     secret = enrol.post(reverse("totp_enrol")).context["secret"]
-    assert enrol.post(reverse("totp_confirm"), {"code": pyotp.TOTP(secret).now()}).status_code == 200
+    assert (
+        enrol.post(reverse("totp_confirm"), {"code": pyotp.TOTP(secret).now()}).status_code == 200
+    )
     user.language = "de"
     user.save(update_fields=["language"])
     client = Client()
