@@ -11,6 +11,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
+from django.utils.translation import gettext_lazy
 from django_otp.models import Device, ThrottlingMixin
 
 
@@ -137,8 +138,20 @@ class UserSession(models.Model):
     created_at = models.DateTimeField(db_default=Now())
     last_seen_at = models.DateTimeField(db_default=Now())
 
+    # How a session signed in, as the sessions page names it (no choices on the field: the values
+    # are ours, written by tenants.user_sessions, and a label change needs no migration).
+    METHOD_LABELS = {
+        "password": gettext_lazy("a password"),
+        "passkey": gettext_lazy("a passkey"),
+        "sso": gettext_lazy("single sign-on"),
+    }
+
     class Meta:
         indexes = [models.Index(fields=["user", "-last_seen_at"], name="usersession_user_recent")]
 
     def __str__(self) -> str:
         return f"session of user {self.user_id} ({self.method})"
+
+    @property
+    def method_label(self) -> str:
+        return str(self.METHOD_LABELS.get(self.method, self.method))

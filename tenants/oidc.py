@@ -93,7 +93,8 @@ def discover(issuer: str) -> Provider:
     """The provider's endpoints from its discovery document, whose issuer must be ``issuer``."""
     url = issuer.rstrip("/") + "/.well-known/openid-configuration"
     with _client() as client:
-        meta = _get_json(client, url, "discovery document")
+        # Translators: fills %(what)s in "The identity provider's %(what)s did not answer."
+        meta = _get_json(client, url, _("discovery document"))
     if meta.get("issuer") != issuer:
         raise OidcError("issuer_mismatch", _("The identity provider names another issuer."))
     try:
@@ -163,7 +164,8 @@ def exchange_code(
 
 def fetch_jwks(provider: Provider) -> dict[str, Any]:
     with _client() as client:
-        return _get_json(client, provider.jwks_uri, "key set")
+        # Translators: fills %(what)s in "The identity provider's %(what)s did not answer."
+        return _get_json(client, provider.jwks_uri, _("key set"))
 
 
 def verify_id_token(

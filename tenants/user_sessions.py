@@ -17,6 +17,7 @@ from django.db.models.functions import Now
 from django.dispatch import receiver
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from tenants.models import User, UserSession
 from tenants.signin_audit import client_ip, signin_audit
@@ -107,9 +108,9 @@ def session_end(
     with transaction.atomic():
         row = UserSession.objects.select_for_update().filter(pk=session_id, user=user).first()
         if row is None:
-            raise SessionError("not_found", "No such session.")
+            raise SessionError("not_found", _("No such session."))
         if row.session_key == current_key:
-            raise SessionError("current", "This is the session you are using: sign out instead.")
+            raise SessionError("current", _("This is the session you are using: sign out instead."))
         Session.objects.filter(session_key=row.session_key).delete()
         row.delete()
         signin_audit(

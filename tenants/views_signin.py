@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from tenants import two_factor, user_sessions
@@ -62,8 +63,10 @@ def two_factor_verify(http_request: HttpRequest) -> HttpResponse:
         left = two_factor.recovery_codes_left(request.user)
         messages.warning(
             request,
-            _(
-                "You signed in with a recovery code; %(left)d are left. Make new ones if you are low."
+            ngettext(
+                "You signed in with a recovery code; %(left)d is left. Make new ones soon.",
+                "You signed in with a recovery code; %(left)d are left. Make new ones if you are low.",
+                left,
             )
             % {"left": left},
         )

@@ -20,18 +20,20 @@
       body: body ? JSON.stringify(body) : "{}",
     }).then(function (response) {
       return response.json().then(function (data) {
-        if (!response.ok) throw new Error(data.message || "The passkey could not be used.");
+        if (!response.ok) throw new Error(data.message || "");
         return data;
       });
     });
   }
 
+  // The words come from the page (data-cancelled, data-failed), so they are in the reader's language;
+  // a refusal of ours carries its own translated message.
   function showError(box, error) {
     var message = box.querySelector("[data-passkey-error]");
     if (!message) return;
     message.textContent = error && error.name === "NotAllowedError"
       ? message.getAttribute("data-cancelled") || error.message
-      : (error && error.message) || String(error);
+      : (error && error.message) || message.getAttribute("data-failed") || String(error);
     message.hidden = false;
     message.focus();
   }

@@ -51,7 +51,7 @@ def test_the_code_flow_through_a_real_provider(
     page.wait_for_url(re.compile(rf"/t/{tenant_a.slug}/$"))
     assert page.locator("header .user", has_text=alice.display_name).count() == 1
     page.goto("/account/sessions/")
-    assert page.locator("#sessions", has_text="Signed in with sso").count() == 1
+    assert page.locator("#sessions", has_text="Signed in with single sign-on").count() == 1
     page.context.close()
 
     newcomer = new_page()
