@@ -134,13 +134,16 @@ def drafts_escalate_due(*, batch: int = 200, now: datetime | None = None) -> int
             .filter(status=Draft.Status.PENDING, sla_breached_at__isnull=True, sla_due_at__lte=now)
             .order_by("sla_due_at")[:batch]
         )
-        tenants: dict[int, Tenant] = {}
+        # Locked: two sweeps escalating to a role must not both pick the same member. In id
+        # order, so that two sweeps whose batches span the same tenants cannot deadlock.
+        tenants = {
+            t.pk: t
+            for t in Tenant.objects.select_for_update(of=("self",))
+            .select_related("escalate_to")
+            .filter(pk__in={d.tenant_id for d in due})
+            .order_by("pk")
+        }
         for draft in due:
-            if draft.tenant_id not in tenants:
-                # Locked: two sweeps escalating to a role must not both pick the same member.
-                tenants[draft.tenant_id] = (
-                    Tenant.objects.select_for_update(of=("self",)).select_related("escalate_to")
-                ).get(pk=draft.tenant_id)
             if _breach(tenants[draft.tenant_id], draft, now):
                 breached += 1
     return breached
