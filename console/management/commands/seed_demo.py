@@ -12,10 +12,16 @@ from tenants.models import Membership, Tenant, User
 
 DEMO_PASSWORD = "countersign-demo"
 
+# Acme shows team review: a one-hour target to first decision, escalated to its admins.
 TENANTS = [
-    ("acme", "Acme Support"),
-    ("globex", "Globex Help"),
+    ("acme", "Acme Support", {"sla_minutes": 60, "escalate_to_role": "admin"}),
+    ("globex", "Globex Help", {}),
 ]
+# Globex's team reads the UI in German and Spanish, each in their own time zone.
+PREFERENCES = {
+    "approver@globex.test": ("de", "Europe/Berlin"),
+    "viewer@globex.test": ("es", "America/Mexico_City"),
+}
 PEOPLE = [
     ("admin@acme.test", "Ada Admin", [("acme", "admin")]),
     ("approver@acme.test", "Arthur Approver", [("acme", "approver")]),
@@ -43,15 +49,18 @@ class Command(BaseCommand):
 def seed_people() -> int:
     created = 0
     tenants = {}
-    for slug, name in TENANTS:
+    for slug, name, settings_ in TENANTS:
         tenants[slug], was_created = Tenant.objects.get_or_create(
-            slug=slug, defaults={"name": name}
+            slug=slug, defaults={"name": name, **settings_}
         )
         created += was_created
     for email, full_name, memberships in PEOPLE:
         user = User.objects.filter(email=email).first()
         if user is None:
-            user = User.objects.create_user(email, DEMO_PASSWORD, full_name=full_name)
+            language, time_zone = PREFERENCES.get(email, ("", ""))
+            user = User.objects.create_user(
+                email, DEMO_PASSWORD, full_name=full_name, language=language, time_zone=time_zone
+            )
             created += 1
         for slug, role in memberships:
             _, was_created = Membership.objects.get_or_create(
