@@ -7,8 +7,8 @@ To add a page, add a line to STAFF_PAGES: its name and its path, formatted with 
 from datetime import timedelta
 
 import pytest
-from django.utils import timezone
 from axe_playwright_python.sync_playwright import Axe
+from django.utils import timezone
 
 from intents import services
 from intents.models import Draft, SendIntent
