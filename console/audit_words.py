@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext_lazy as _
@@ -19,6 +21,7 @@ from console.selectors import SUPPRESSION_REASONS
 from intents.models import Draft, SendIntent
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken, Invitation, Membership, Tenant
+from tenants.templatetags.zones import zoned
 
 # %(actor)s and %(object)s are filled in escaped; an action missing here reads as FALLBACK.
 SENTENCES = {
@@ -205,6 +208,12 @@ def _coded(key: str, value):
     choices = CODED.get(key)
     if isinstance(value, str) and choices is not None:
         return dict(choices).get(value, value)
+    if key in TIMES and isinstance(value, str):
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+        return zoned(timezone.localtime(when)) if timezone.is_aware(when) else value
     return value
 
 
@@ -229,6 +238,10 @@ CODED = {
     "policy_mode": Mailbox.PolicyMode.choices,
     "was": list(SUPPRESSION_REASONS.items()),
 }
+
+
+# The keys whose values are ISO times: shown in the reader's zone, like every time on the page.
+TIMES = {"expires_at"}
 
 
 def _field(key: str) -> str:

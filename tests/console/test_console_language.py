@@ -205,6 +205,9 @@ def test_times_are_shown_in_the_readers_zone_and_never_as_utc(admin_pages, admin
     # São Paulo has no abbreviation in the tz database: its offset is shown.
     assert re.search(r"Refreshed \d\d:\d\d:\d\d -03,", home)
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d -03<", audit)
+    # A time kept in an audit row's data (the invitation's expiry) is shown in the zone too.
+    assert "+00:00" not in audit
+    assert re.search(r"<dd>\d+ \w+ \d{4}, \d\d:\d\d -03</dd>", audit)
 
 
 def test_refusals_and_confirmations_come_in_the_readers_language(
