@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from console.selectors import SUPPRESSION_REASONS
 from intents.models import Draft, SendIntent
@@ -95,7 +96,7 @@ ACTOR_KINDS = {
     "worker": _("the send worker"),
     "webhook": _("a webhook"),
     "agent": _("an agent"),
-    "person": _("someone"),
+    "person": pgettext_lazy("audit actor", "someone"),
     "auto-assign": _("automatic assignment"),
 }
 
@@ -288,7 +289,8 @@ def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:
         )
         values = {
             "actor": conditional_escape(
-                ACTOR_KINDS.get(row["actor_display"], row["actor_display"]) or _("someone")
+                ACTOR_KINDS.get(row["actor_display"], row["actor_display"])
+                or pgettext_lazy("audit actor", "someone")
             ),
             "object": obj,
             "action": conditional_escape(action.partition(".")[2] or action).replace("_", " "),

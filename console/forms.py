@@ -125,10 +125,14 @@ class AuditFilterForm(forms.Form):
     action = forms.CharField(required=False, max_length=64, label=_("Action starts with"))
     actor = forms.CharField(required=False, max_length=254, label=_("Actor contains"))
     since = forms.DateField(
-        label=_("From"), required=False, widget=forms.DateInput(attrs={"type": "date"})
+        label=pgettext_lazy("date range", "From"),
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
     )
     until = forms.DateField(
-        label=_("To"), required=False, widget=forms.DateInput(attrs={"type": "date"})
+        label=pgettext_lazy("date range", "To"),
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
     )
     before = forms.DateTimeField(label=_("Page"), required=False, widget=forms.HiddenInput)
 
