@@ -9,24 +9,32 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
+from console.selectors import SUPPRESSION_REASONS
 from intents.models import Draft, SendIntent
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken, Invitation, Membership, Tenant
+from tenants.templatetags.zones import zoned
 
 # %(actor)s and %(object)s are filled in escaped; an action missing here reads as FALLBACK.
 SENTENCES = {
     "tenant.connected": _("%(actor)s set up this tenant"),
     "tenant.policies_changed": _("%(actor)s changed the tenant's %(object)s"),
+    "tenant.deadlines_changed": _("%(actor)s changed the deadlines in the tenant's %(object)s"),
     "member.role_changed": _("%(actor)s changed the role of %(object)s"),
     "member.rights_changed": _("%(actor)s changed which mailboxes %(object)s may approve for"),
     "member.deactivated": _("%(actor)s deactivated %(object)s"),
     "member.reactivated": _("%(actor)s reactivated %(object)s"),
+    "member.away": _("%(actor)s marked %(object)s away"),
+    "member.back": _("%(actor)s marked %(object)s present"),
     "invitation.invited": _("%(actor)s invited %(object)s"),
     "invitation.revoked": _("%(actor)s revoked the invitation of %(object)s"),
     "invitation.accepted": _("%(actor)s accepted the invitation of %(object)s"),
@@ -39,6 +47,7 @@ SENTENCES = {
     "mailbox.enabled": _("%(actor)s enabled the mailbox %(object)s"),
     "mailbox.disabled": _("%(actor)s disabled the mailbox %(object)s"),
     "mailbox.policy_changed": _("%(actor)s changed the recipient policy of %(object)s"),
+    "mailbox.assignment_changed": _("%(actor)s changed the deadline and assignment of %(object)s"),
     "suppression.added": _("%(actor)s added %(object)s to the suppression list"),
     "suppression.removed": _("%(actor)s removed %(object)s from the suppression list"),
     "webhook.secret_stored": _("%(actor)s stored a new webhook secret for %(object)s"),
@@ -50,6 +59,16 @@ SENTENCES = {
     "draft.expired": _("%(object)s expired without a decision"),
     "draft.reopened": _("%(actor)s put %(object)s back in review"),
     "draft.bodies_purged": _("The retention policy purged the bodies of %(object)s"),
+    "draft.taken": _("%(actor)s took %(object)s"),
+    "draft.handed": _("%(actor)s handed %(object)s to a colleague"),
+    "draft.released": _("%(actor)s released their claim on %(object)s"),
+    "draft.assigned": _("%(object)s was assigned automatically"),
+    "draft.claim_lapsed": _("The claim on %(object)s lapsed"),
+    "draft.sla_warning": _("%(object)s is close to its deadline"),
+    "draft.sla_breached": _("%(object)s missed its deadline"),
+    "draft.escalated": _("%(object)s was escalated"),
+    "draft.note_added": _("%(actor)s added a note to %(object)s"),
+    "draft.approval_undone": _("%(actor)s undid the approval of %(object)s"),
     "intent.created": _("%(actor)s queued %(object)s"),
     "intent.claimed": _("%(actor)s started sending %(object)s"),
     "intent.accepted": _("AgentMail accepted %(object)s"),
@@ -64,9 +83,56 @@ SENTENCES = {
     "intent.released": _("%(actor)s released %(object)s"),
     "intent.cancelled": _("%(actor)s cancelled %(object)s"),
     "intent.expired": _("%(object)s expired before it was sent"),
+    "intent.undone": _("%(actor)s undid %(object)s before it was sent"),
+    "intent.lease_expired": _("The sending lease of %(object)s expired"),
 }
 FALLBACK = _("%(actor)s: %(action)s, %(object)s")
 DELIVERY = _("Delivery of %(object)s: %(action)s")
+
+# Actors without a person or token: the kinds and labels the journals write, in words.
+ACTOR_KINDS = {
+    "system": _("the system"),
+    "sweep": _("the sweep"),
+    "worker": _("the send worker"),
+    "webhook": _("a webhook"),
+    "agent": _("an agent"),
+    "person": pgettext_lazy("audit actor", "someone"),
+    "auto-assign": _("automatic assignment"),
+}
+
+# The names of the details' keys a person reads; other keys show as they are, "_" as spaces.
+FIELD_NAMES = {
+    "review_deadline_hours": _("review deadline (hours)"),
+    "second_approver_on_edit": _("second person after an edit"),
+    "retention_days": _("retention (days)"),
+    "send_hold_seconds": _("undo window (seconds)"),
+    "own_domains": _("own domains"),
+    "sla_minutes": _("target (minutes)"),
+    "sla_warning_minutes": _("warning window (minutes)"),
+    "escalate_to_id": _("escalate to"),
+    "escalate_to_role": _("escalate to role"),
+    "auto_assign": _("automatic assignment"),
+    "policy_mode": _("recipients"),
+    "allowed_domains": _("allowed domains"),
+    "allowed_addresses": _("allowed addresses"),
+    "display_name": _("name"),
+    "approve_all_mailboxes": _("every mailbox"),
+    "mailboxes_before": _("mailboxes before"),
+    "mailboxes_after": _("mailboxes after"),
+    "mailbox_ids": _("mailboxes"),
+    "email": _("email"),
+    "address": _("address"),
+    "name": _("name"),
+    "note": _("reason"),
+    "reason": _("reason"),
+    "role": _("role"),
+    "scopes": _("scopes"),
+    "prefix": _("prefix"),
+    "expires_at": _("expires"),
+    "was": _("was"),
+    "language": _("language"),
+    "time_zone": _("time zone"),
+}
 
 
 @dataclass
@@ -127,8 +193,29 @@ def _gone_name(row: dict) -> str:
         "sendintent": _("send"),
         "tenant": _("policies"),
         "webhookendpoint": _("webhook endpoint"),
+        "agent_token": _("agent token"),
+        "membership": _("member"),
+        "user": _("person"),
+        "mailbox": _("mailbox"),
+        "invitation": _("invitation"),
+        "suppression": _("suppressed address"),
     }.get(row["obj_type"], row["obj_type"].replace("_", " "))
     return f"{kind} #{row['obj_id']}" if row["obj_id"] and row["obj_type"] != "tenant" else kind
+
+
+def _coded(key: str, value):
+    """A stored code (a role, a policy mode, a status, a suppression reason) as its label, for
+    the keys that hold one; anything else as it was."""
+    choices = CODED.get(key)
+    if isinstance(value, str) and choices is not None:
+        return dict(choices).get(value, value)
+    if key in TIMES and isinstance(value, str):
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+        return zoned(timezone.localtime(when)) if timezone.is_aware(when) else value
+    return value
 
 
 def _value(value) -> str:
@@ -141,6 +228,27 @@ def _value(value) -> str:
     return str(value)
 
 
+# The keys whose values are codes of a choice. "from"/"to" hold a role (member.role_changed) or
+# a mailbox status (mailbox.enabled/disabled): their codes do not overlap.
+_STATES = [*Membership.Role.choices, *Mailbox.Status.choices, *Mailbox.PolicyMode.choices]
+CODED = {
+    "from": _STATES,
+    "to": _STATES,
+    "role": Membership.Role.choices,
+    "escalate_to_role": Membership.Role.choices,
+    "policy_mode": Mailbox.PolicyMode.choices,
+    "was": list(SUPPRESSION_REASONS.items()),
+}
+
+
+# The keys whose values are ISO times: shown in the reader's zone, like every time on the page.
+TIMES = {"expires_at"}
+
+
+def _field(key: str) -> str:
+    return str(FIELD_NAMES.get(key) or key.replace("_", " "))
+
+
 def _details(data) -> list[tuple[str, str]]:
     """The row's data as (what, value) pairs: a before/after pair becomes what changed."""
     if not isinstance(data, dict):
@@ -148,14 +256,18 @@ def _details(data) -> list[tuple[str, str]]:
     before, after = data.get("before"), data.get("after")
     if isinstance(before, dict) and isinstance(after, dict):
         return [
-            (key.replace("_", " "), f"{_value(before.get(key))} → {_value(after.get(key))}")
+            (
+                _field(key),
+                f"{_value(_coded(key, before.get(key)))} → {_value(_coded(key, after.get(key)))}",
+            )
             for key in sorted(set(before) | set(after))
             if before.get(key) != after.get(key)
         ]
     if "from" in data and "to" in data:
-        return [(str(_("changed")), f"{_value(data['from'])} → {_value(data['to'])}")]
+        old, new = _coded("from", data["from"]), _coded("to", data["to"])
+        return [(str(_("changed")), f"{_value(old)} → {_value(new)}")]
     return [
-        (key.replace("_", " "), _value(value))
+        (_field(key), _value(_coded(key, value)))
         for key, value in sorted(data.items())
         if not isinstance(value, dict)
     ]
@@ -176,7 +288,10 @@ def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:
             DELIVERY if action.startswith("delivery.") else FALLBACK
         )
         values = {
-            "actor": conditional_escape(row["actor_display"] or _("someone")),
+            "actor": conditional_escape(
+                ACTOR_KINDS.get(row["actor_display"], row["actor_display"])
+                or pgettext_lazy("audit actor", "someone")
+            ),
             "object": obj,
             "action": conditional_escape(action.partition(".")[2] or action).replace("_", " "),
         }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from mailboxes.models import Mailbox
 from tenants import services
@@ -13,19 +14,21 @@ from tenants.models import AgentToken, Membership
 
 class InviteForm(forms.Form):
     ALL, SOME = "all", "some"
-    email = forms.EmailField(label="Email", max_length=254)
-    full_name = forms.CharField(label="Name (optional)", max_length=150, required=False)
-    role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.APPROVER)
+    email = forms.EmailField(label=_("Email"), max_length=254)
+    full_name = forms.CharField(label=_("Name (optional)"), max_length=150, required=False)
+    role = forms.ChoiceField(
+        label=_("Role"), choices=Membership.Role.choices, initial=Membership.Role.APPROVER
+    )
     # Left out means every mailbox, Membership's default.
     approve = forms.ChoiceField(
-        label="May approve for",
-        choices=[(ALL, "Every mailbox"), (SOME, "Only the mailboxes ticked")],
+        label=_("May approve for"),
+        choices=[(ALL, _("Every mailbox")), (SOME, _("Only the mailboxes ticked"))],
         initial=ALL,
         required=False,
         widget=forms.RadioSelect,
     )
     mailboxes: forms.ModelMultipleChoiceField[Mailbox] = forms.ModelMultipleChoiceField(
-        queryset=None, required=False, widget=forms.CheckboxSelectMultiple, label="Mailboxes"
+        queryset=None, required=False, widget=forms.CheckboxSelectMultiple, label=_("Mailboxes")
     )
 
     def __init__(self, *args, mailboxes, **kwargs):
@@ -37,18 +40,18 @@ class InviteForm(forms.Form):
 
 
 class RoleForm(forms.Form):
-    role = forms.ChoiceField(choices=Membership.Role.choices)
+    role = forms.ChoiceField(label=_("Role"), choices=Membership.Role.choices)
 
 
 class RightsForm(forms.Form):
     approve_all_mailboxes = forms.BooleanField(
-        required=False, label="May approve for every mailbox (including future ones)"
+        required=False, label=_("May approve for every mailbox (including future ones)")
     )
     mailboxes: forms.ModelMultipleChoiceField[Mailbox] = forms.ModelMultipleChoiceField(
         queryset=None,
         required=False,
         widget=forms.CheckboxSelectMultiple,
-        label="Otherwise only these mailboxes",
+        label=_("Otherwise only these mailboxes"),
     )
 
     def __init__(self, *args, mailboxes, **kwargs):
@@ -58,20 +61,20 @@ class RightsForm(forms.Form):
 
 class PoliciesForm(forms.Form):
     review_deadline_hours = forms.IntegerField(
-        label="Review deadline (hours)",
+        label=_("Review deadline (hours)"),
         min_value=1,
         max_value=336,
-        help_text="A pending draft expires this many hours after it arrives.",
+        help_text=_("A pending draft expires this many hours after it arrives."),
     )
     second_approver_on_edit = forms.BooleanField(
         required=False,
-        label="Require a second person when the approver edited the draft",
+        label=_("Require a second person when the approver edited the draft"),
     )
     retention_days = forms.IntegerField(
-        label="Retention (days)",
+        label=_("Retention (days)"),
         min_value=1,
         max_value=3650,
-        help_text="Message bodies and webhook payloads are purged after this many days.",
+        help_text=_("Message bodies and webhook payloads are purged after this many days."),
     )
     send_hold_seconds = forms.IntegerField(
         label=_("Undo window after Approve (seconds)"),
@@ -104,36 +107,51 @@ class OwnDomainsForm(forms.Form):
 
 
 class SuppressionAddForm(forms.Form):
-    address = forms.EmailField(label="Address", max_length=254)
-    note = forms.CharField(label="Reason", max_length=500)
+    address = forms.EmailField(label=_("Address"), max_length=254)
+    note = forms.CharField(label=_("Reason"), max_length=500)
 
 
 class SuppressionRemoveForm(forms.Form):
-    reason = forms.CharField(label="Why may this address receive mail again?", max_length=500)
+    reason = forms.CharField(label=_("Why may this address receive mail again?"), max_length=500)
 
 
 class AuditFilterForm(forms.Form):
-    SOURCES = [("", "Everything"), ("journal", "Drafts and sends"), ("admin", "Administration")]
-    source = forms.ChoiceField(choices=SOURCES, required=False)
-    action = forms.CharField(required=False, max_length=64, label="Action starts with")
-    actor = forms.CharField(required=False, max_length=254, label="Actor contains")
-    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    before = forms.DateTimeField(required=False, widget=forms.HiddenInput)
+    SOURCES = [
+        ("", _("Everything")),
+        ("journal", _("Drafts and sends")),
+        ("admin", pgettext_lazy("audit source", "Administration")),
+    ]
+    source = forms.ChoiceField(label=_("Source"), choices=SOURCES, required=False)
+    action = forms.CharField(required=False, max_length=64, label=_("Action starts with"))
+    actor = forms.CharField(required=False, max_length=254, label=_("Actor contains"))
+    since = forms.DateField(
+        label=pgettext_lazy("date range", "From"),
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+    )
+    until = forms.DateField(
+        label=pgettext_lazy("date range", "To"),
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+    )
+    before = forms.DateTimeField(label=_("Page"), required=False, widget=forms.HiddenInput)
 
 
 EXPIRY_CHOICES = [
-    ("", "Never"),
-    ("7", "In 7 days"),
-    ("30", "In 30 days"),
-    ("90", "In 90 days"),
-    ("365", "In a year"),
+    ("", _("Never")),
+    ("7", _("In 7 days")),
+    ("30", _("In 30 days")),
+    ("90", _("In 90 days")),
+    ("365", _("In a year")),
 ]
 
 
 class TokenForm(forms.Form):
-    name = forms.CharField(max_length=100, help_text="Which agent uses it, e.g. “support-bot”.")
+    name = forms.CharField(
+        label=_("Name"), max_length=100, help_text=_("Which agent uses it, e.g. “support-bot”.")
+    )
     scopes = forms.MultipleChoiceField(
+        label=_("Scopes"),
         choices=AgentToken.Scope.choices,
         widget=forms.CheckboxSelectMultiple,
         initial=[AgentToken.Scope.DRAFTS_WRITE, AgentToken.Scope.DRAFTS_READ],
@@ -142,9 +160,10 @@ class TokenForm(forms.Form):
         queryset=Mailbox.objects.none(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
-        help_text="Leave all unticked to allow every mailbox of this tenant.",
+        label=_("Restrict to mailboxes"),
+        help_text=_("Leave all unticked to allow every mailbox of this tenant."),
     )
-    expires_in_days = forms.ChoiceField(choices=EXPIRY_CHOICES, required=False, label="Expires")
+    expires_in_days = forms.ChoiceField(choices=EXPIRY_CHOICES, required=False, label=_("Expires"))
 
     def __init__(self, *args, tenant, **kwargs):
         super().__init__(*args, **kwargs)

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django import forms
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
+from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from mailboxes.models import Mailbox
@@ -17,21 +18,29 @@ def _lines(value: str) -> list[str]:
 
 class MailboxCreateForm(forms.Form):
     username = forms.CharField(
-        max_length=64, help_text="The part before the @. Lower-case letters, digits, dots, dashes."
+        label=_("Username"),
+        max_length=64,
+        help_text=_("The part before the @. Lower-case letters, digits, dots, dashes."),
     )
-    display_name = forms.CharField(max_length=120, required=False)
+    display_name = forms.CharField(label=_("Display name"), max_length=120, required=False)
 
 
 class MailboxPolicyForm(forms.Form):
-    display_name = forms.CharField(max_length=120, required=False)
-    policy_mode = forms.ChoiceField(choices=Mailbox.PolicyMode.choices, widget=forms.RadioSelect)
+    display_name = forms.CharField(label=_("Display name"), max_length=120, required=False)
+    policy_mode = forms.ChoiceField(
+        label=_("Policy mode"), choices=Mailbox.PolicyMode.choices, widget=forms.RadioSelect
+    )
     allowed_domains = forms.CharField(
+        label=_("Allowed domains"),
         required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="One domain a line, e.g. example.com",
+        help_text=_("One domain a line, e.g. example.com"),
     )
     allowed_addresses = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 3}), help_text="One address a line"
+        label=_("Allowed addresses"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=_("One address a line"),
     )
 
     def clean_allowed_domains(self) -> list[str]:
@@ -40,7 +49,12 @@ class MailboxPolicyForm(forms.Form):
         domains = _lines(self.cleaned_data["allowed_domains"])
         bad = [d for d in domains if not re.match(DOMAIN_RE, d)]
         if bad:
-            raise ValidationError(f"Not a domain name: {', '.join(bad[:5])}")
+            raise ValidationError(
+                ngettext(
+                    "Not a domain name: %(names)s", "Not domain names: %(names)s", len(bad[:5])
+                )
+                % {"names": ", ".join(bad[:5])}
+            )
         return domains
 
     def clean_allowed_addresses(self) -> list[str]:
@@ -52,7 +66,14 @@ class MailboxPolicyForm(forms.Form):
             except ValidationError:
                 bad.append(address)
         if bad:
-            raise ValidationError(f"Not an email address: {', '.join(bad[:5])}")
+            raise ValidationError(
+                ngettext(
+                    "Not an email address: %(names)s",
+                    "Not email addresses: %(names)s",
+                    len(bad[:5]),
+                )
+                % {"names": ", ".join(bad[:5])}
+            )
         return addresses
 
     def clean(self):
@@ -63,7 +84,7 @@ class MailboxPolicyForm(forms.Form):
             and not data.get("allowed_addresses")
         ):
             raise ValidationError(
-                "A restricted mailbox needs at least one allowed domain or address."
+                gettext("A restricted mailbox needs at least one allowed domain or address.")
             )
         return data
 

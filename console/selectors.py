@@ -109,7 +109,36 @@ def token_rows(tenant: Tenant) -> list[dict]:
         .prefetch_related("mailboxes")
         .order_by("revoked_at", "-created_at")
     )
-    return [{"token": t, "status": token_status(t)} for t in tokens]
+    labels = dict(AgentToken.Scope.choices)
+    return [
+        {
+            "token": t,
+            "status": token_status(t),
+            "scopes": [(scope, labels.get(scope, scope)) for scope in t.scopes],
+        }
+        for t in tokens
+    ]
+
+
+# How the suppressions page names each reason (intents.Suppression.Reason holds the codes).
+SUPPRESSION_REASONS = {
+    "bounced": _("bounced"),
+    "complained": _("complained"),
+    "rejected": _("rejected by provider"),
+    "manual": _("added by a person"),
+}
+
+
+def suppression_reason(code: str) -> StrOrPromise:
+    return SUPPRESSION_REASONS.get(code, code)
+
+
+def suppression_rows(tenant: Tenant, search: str = "", limit: int = 500) -> list[Suppression]:
+    """The suppressions page's rows, each with ``reason_label`` in the reader's language."""
+    rows = list(suppressions(tenant, search)[:limit])
+    for row in rows:
+        row.reason_label = suppression_reason(row.reason)
+    return rows
 
 
 def suppressions(tenant: Tenant, search: str = ""):

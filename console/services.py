@@ -10,7 +10,9 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
+from django.utils.translation import gettext as _
 
+from console.selectors import suppression_reason
 from intents.services import suppressions
 from tenants.models import Tenant, User
 from tenants.services import AdminError, audit_record
@@ -21,10 +23,10 @@ def suppression_add(*, tenant: Tenant, address: str, note: str, actor: User):
     try:
         validate_email(address)
     except ValidationError:
-        raise AdminError("invalid_email", "Enter a valid email address.", "address") from None
+        raise AdminError("invalid_email", _("Enter a valid email address."), "address") from None
     note = (note or "").strip()
     if not note:
-        raise AdminError("reason_required", "Say why this address is suppressed.", "note")
+        raise AdminError("reason_required", _("Say why this address is suppressed."), "note")
     with transaction.atomic():
         suppression, created = suppressions.suppression_add(
             tenant=tenant, address=address, note=note, actor=actor
@@ -32,7 +34,8 @@ def suppression_add(*, tenant: Tenant, address: str, note: str, actor: User):
         if not created:
             raise AdminError(
                 "already_suppressed",
-                f"{address} is already suppressed ({suppression.get_reason_display()}).",
+                _("%(address)s is already suppressed (%(reason)s).")
+                % {"address": address, "reason": suppression_reason(suppression.reason)},
                 "address",
             )
         audit_record(
@@ -49,12 +52,12 @@ def suppression_remove(*, tenant: Tenant, suppression_id: int, reason: str, acto
     reason = (reason or "").strip()
     if not reason:
         raise AdminError(
-            "reason_required", "Say why this address may receive mail again.", "reason"
+            "reason_required", _("Say why this address may receive mail again."), "reason"
         )
     with transaction.atomic():
         suppression = suppressions.suppression_remove(tenant=tenant, suppression_id=suppression_id)
         if suppression is None:
-            raise AdminError("not_found", "That address is no longer suppressed.")
+            raise AdminError("not_found", _("That address is no longer suppressed."))
         audit_record(
             tenant=tenant,
             actor=actor,

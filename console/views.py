@@ -13,6 +13,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console import audit_words, selectors
@@ -116,7 +117,10 @@ def invitation_revoke(request: TenantRequest, invitation_id: int) -> HttpRespons
             raise Http404(error.message) from None
         messages.error(request, error.message)
     else:
-        messages.success(request, f"The invitation of {invitation.email} no longer works.")
+        messages.success(
+            request,
+            _("The invitation of %(email)s no longer works.") % {"email": invitation.email},
+        )
     return redirect("admin_members", _slug(request))
 
 
@@ -167,8 +171,10 @@ def member_role(request: TenantRequest, membership_id: int) -> HttpResponse:
         except services.AdminError as error:
             _refuse(form, error)
         else:
+            role = Membership.Role(form.cleaned_data["role"]).label
             messages.success(
-                request, f"{membership.user.email} is now {form.cleaned_data['role']}."
+                request,
+                _("%(email)s is now %(role)s.") % {"email": membership.user.email, "role": role},
             )
             return redirect("admin_member", _slug(request), membership.pk)
     return _member_page(request, membership, role_form=form, status=400)
@@ -191,19 +197,23 @@ def member_rights(request: TenantRequest, membership_id: int) -> HttpResponse:
         except services.AdminError as error:
             _refuse(form, error)
         else:
-            messages.success(request, f"Approve rights of {membership.user.email} saved.")
+            messages.success(
+                request,
+                _("Approve rights of %(email)s saved.") % {"email": membership.user.email},
+            )
             return redirect("admin_member", _slug(request), membership.pk)
     return _member_page(request, membership, rights_form=form, status=400)
 
 
-def _member_action(request: TenantRequest, membership_id, service, done: str) -> HttpResponse:
+def _member_action(request: TenantRequest, membership_id, service, done) -> HttpResponse:
+    """``done`` is a lazy message with %(email)s, translated when the person reads it."""
     membership = _member_or_404(request, membership_id)
     try:
         service(tenant=request.tenant, membership_id=membership.pk, actor=request.user)
     except services.AdminError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, done.format(email=membership.user.email))
+        messages.success(request, done % {"email": membership.user.email})
     return redirect("admin_member", _slug(request), membership.pk)
 
 
@@ -238,7 +248,7 @@ def member_deactivate(request: TenantRequest, membership_id: int) -> HttpRespons
         request,
         membership_id,
         services.member_deactivate,
-        "{email} can no longer open this tenant.",
+        gettext_lazy("%(email)s can no longer open this tenant."),
     )
 
 
@@ -246,7 +256,10 @@ def member_deactivate(request: TenantRequest, membership_id: int) -> HttpRespons
 @require_POST
 def member_reactivate(request: TenantRequest, membership_id: int) -> HttpResponse:
     return _member_action(
-        request, membership_id, services.member_reactivate, "{email} is active again."
+        request,
+        membership_id,
+        services.member_reactivate,
+        gettext_lazy("%(email)s is active again."),
     )
 
 
@@ -279,7 +292,7 @@ def policies(request: TenantRequest) -> HttpResponse:
         except services.AdminError as error:
             _refuse(form, error)
         else:
-            messages.success(request, "Policies saved.")
+            messages.success(request, _("Policies saved."))
             return redirect("admin_policies", tenant.slug)
     return policies_page(request, form=form, status=400)
 
@@ -300,7 +313,7 @@ def _suppressions_page(request: TenantRequest, *, add_form=None, status=200):
         request,
         "console/suppressions.html",
         {
-            "suppressions": selectors.suppressions(request.tenant, search)[:500],
+            "suppressions": selectors.suppression_rows(request.tenant, search),
             "q": search,
             "add_form": add_form or SuppressionAddForm(),
             "remove_form": SuppressionRemoveForm(),
@@ -330,7 +343,10 @@ def suppression_add(request: TenantRequest) -> HttpResponse:
         except services.AdminError as error:
             _refuse(form, error)
         else:
-            messages.success(request, f"{suppression.address} will not receive mail from us.")
+            messages.success(
+                request,
+                _("%(address)s will not receive mail from us.") % {"address": suppression.address},
+            )
             return redirect("admin_suppressions", _slug(request))
     return _suppressions_page(request, add_form=form, status=400)
 
@@ -342,7 +358,7 @@ def suppression_remove(request: TenantRequest, suppression_id: int) -> HttpRespo
         raise Http404("No such suppressed address")
     form = SuppressionRemoveForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Say why this address may receive mail again.")
+        messages.error(request, _("Say why this address may receive mail again."))
         return redirect("admin_suppressions", _slug(request))
     try:
         console_services.suppression_remove(
@@ -356,7 +372,7 @@ def suppression_remove(request: TenantRequest, suppression_id: int) -> HttpRespo
             raise Http404(error.message) from None
         messages.error(request, error.message)
     else:
-        messages.success(request, "Removed from the suppression list.")
+        messages.success(request, _("Removed from the suppression list."))
     return redirect("admin_suppressions", _slug(request))
 
 

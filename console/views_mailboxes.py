@@ -46,7 +46,11 @@ def mailbox_create(request: TenantRequest) -> HttpResponse:
         except provisioning.ProvisioningError as exc:
             form.add_error(exc.field, exc.message)
         else:
-            messages.success(request, f"Mailbox {mailbox.address} is connected and ready to send.")
+            messages.success(
+                request,
+                _("Mailbox %(address)s is connected and ready to send.")
+                % {"address": mailbox.address},
+            )
             return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
     return render(
         request, "console/mailboxes/create.html", {"form": form}, status=400 if form.errors else 200
@@ -138,7 +142,7 @@ def mailbox_policy(request: TenantRequest, mailbox_id: int) -> HttpResponse:
             {"mailbox": mailbox, "form": form, "assignment_form": _assignment_form(mailbox)},
             status=400,
         )
-    messages.success(request, "Recipient policy saved.")
+    messages.success(request, _("Recipient policy saved."))
     return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
 
 
@@ -154,9 +158,12 @@ def mailbox_status(request: TenantRequest, mailbox_id: int) -> HttpResponse:
     except provisioning.ProvisioningError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(
-            request, f"{mailbox.address} is now {'enabled' if wanted == 'active' else 'disabled'}."
+        done = (
+            _("%(address)s is now enabled.")
+            if wanted == "active"
+            else _("%(address)s is now disabled.")
         )
+        messages.success(request, done % {"address": mailbox.address})
     return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
 
 
@@ -169,5 +176,5 @@ def mailbox_retry(request: TenantRequest, mailbox_id: int) -> HttpResponse:
     except provisioning.ProvisioningError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"{mailbox.address} is provisioned.")
+        messages.success(request, _("%(address)s is provisioned.") % {"address": mailbox.address})
     return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)

@@ -43,8 +43,10 @@ def token_new(request: TenantRequest) -> HttpResponse:
         # form is on the list, and the plaintext is never shown again.
         messages.info(
             request,
-            "A token is shown only once, right after it is created. "
-            "Create a new one below; revoke one whose secret you lost.",
+            _(
+                "A token is shown only once, right after it is created. "
+                "Create a new one below; revoke one whose secret you lost."
+            ),
         )
         return redirect("token_list", slug=request.tenant.slug)
     form = TokenForm(request.POST, tenant=request.tenant)
@@ -97,5 +99,8 @@ def token_revoke_view(request: TenantRequest, token_id: int) -> HttpResponse:
     except TokenError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Token “{token.name}” revoked; it stopped working at once.")
+        messages.success(
+            request,
+            _("Token “%(name)s” revoked; it stopped working at once.") % {"name": token.name},
+        )
     return redirect("token_list", slug=request.tenant.slug)

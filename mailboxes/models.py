@@ -3,6 +3,8 @@ from __future__ import annotations
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from mailboxes import crypto
 
@@ -11,13 +13,14 @@ class Mailbox(models.Model):
     """A tenant's AgentMail inbox, with the inbox-scoped key used for every send from it."""
 
     class Status(models.TextChoices):
-        PROVISIONING = "provisioning", "Provisioning"
-        ACTIVE = "active", "Active"
-        DISABLED = "disabled", "Disabled"
+        # A context of their own: "Active" of a tenant is another word in Spanish (activa).
+        PROVISIONING = "provisioning", pgettext_lazy("mailbox status", "Provisioning")
+        ACTIVE = "active", pgettext_lazy("mailbox status", "Active")
+        DISABLED = "disabled", pgettext_lazy("mailbox status", "Disabled")
 
     class PolicyMode(models.TextChoices):
-        OPEN = "open", "Any recipient"
-        RESTRICTED = "restricted", "Only allowed domains and addresses"
+        OPEN = "open", _("Any recipient")
+        RESTRICTED = "restricted", _("Only allowed domains and addresses")
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="mailboxes")
     username = models.CharField(max_length=64)

@@ -44,7 +44,8 @@ def _clean_display_name(display_name: str) -> str:
     display_name = display_name.strip()
     if line_break := line_break_in(display_name):
         raise ProvisioningError(
-            f"The display name must be a single line; it holds {line_break}.",
+            _("The display name must be a single line; it holds %(character)s.")
+            % {"character": line_break},
             field="display_name",
         )
     return display_name
@@ -57,7 +58,9 @@ def _advisory_lock(name: str):
         cursor.execute("SELECT pg_try_advisory_lock(%s::bigint)", [key])
         (acquired,) = cursor.fetchone()
     if not acquired:
-        raise ProvisioningError("Provisioning of this item is already running; try again shortly.")
+        raise ProvisioningError(
+            _("Provisioning of this item is already running; try again shortly.")
+        )
     try:
         yield
     finally:
@@ -77,7 +80,7 @@ def audit(*, tenant, actor, action: str, obj, data: dict | None = None) -> None:
 
 
 def refused(exc: provider.ProviderError) -> ProvisioningError:
-    return ProvisioningError(f"AgentMail refused the request: {exc}")
+    return ProvisioningError(_("AgentMail refused the request: %(error)s") % {"error": exc})
 
 
 def tenant_connect(*, tenant: Tenant, actor=None) -> str:
@@ -122,8 +125,10 @@ def mailbox_create(
     username = username.strip().lower()
     if not USERNAME_RE.match(username):
         raise ProvisioningError(
-            "Use 1-64 lower-case letters, digits, dots, dashes or underscores, starting and ending "
-            "with a letter or digit.",
+            _(
+                "Use 1-64 lower-case letters, digits, dots, dashes or underscores, starting and "
+                "ending with a letter or digit."
+            ),
             field="username",
         )
     address = f"{username}@{settings.AGENTMAIL_INBOX_DOMAIN}"
@@ -149,10 +154,14 @@ def mailbox_create(
                 )
         except IntegrityError:
             raise ProvisioningError(
-                f"The address {address} is already taken.", field="username"
+                _("The address %(address)s is already taken.") % {"address": address},
+                field="username",
             ) from None
     elif existing.status == Mailbox.Status.ACTIVE:
-        raise ProvisioningError(f"This tenant already has the mailbox {address}.", field="username")
+        raise ProvisioningError(
+            _("This tenant already has the mailbox %(address)s.") % {"address": address},
+            field="username",
+        )
     return mailbox_provision(mailbox=existing, actor=actor)
 
 
@@ -215,11 +224,11 @@ def _install_inbox_key(*, mailbox: Mailbox, inbox_id: str, actor) -> None:
 @transaction.atomic
 def mailbox_set_status(*, tenant: Tenant, mailbox_id: int, status: str, actor) -> Mailbox:
     if status not in (Mailbox.Status.ACTIVE, Mailbox.Status.DISABLED):
-        raise ProvisioningError("A mailbox can only be enabled or disabled.")
+        raise ProvisioningError(_("A mailbox can only be enabled or disabled."))
     mailbox = Mailbox.objects.select_for_update().get(tenant=tenant, pk=mailbox_id)
     if mailbox.status == Mailbox.Status.PROVISIONING:
         raise ProvisioningError(
-            "This mailbox is still being provisioned; retry provisioning first."
+            _("This mailbox is still being provisioned; retry provisioning first.")
         )
     if mailbox.status != status:
         previous = mailbox.status

@@ -234,8 +234,8 @@ class AgentToken(models.Model):
     """A bearer token for an AI agent. Only a SHA-256 digest of the secret is stored."""
 
     class Scope(models.TextChoices):
-        DRAFTS_WRITE = "drafts:write", "Create and revise drafts"
-        DRAFTS_READ = "drafts:read", "Read drafts and their status"
+        DRAFTS_WRITE = "drafts:write", _("Create and revise drafts")
+        DRAFTS_READ = "drafts:read", _("Read drafts and their status")
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agent_tokens")
     name = models.CharField(max_length=100)

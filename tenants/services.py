@@ -53,7 +53,7 @@ def _lock_member(tenant: Tenant, membership_id: int) -> Membership:
             .get(tenant=tenant, pk=membership_id)
         )
     except Membership.DoesNotExist:
-        raise AdminError("not_found", "No such member in this tenant.") from None
+        raise AdminError("not_found", _("No such member in this tenant.")) from None
 
 
 def _other_active_admins(tenant: Tenant, membership: Membership) -> int:
@@ -69,7 +69,7 @@ def _other_active_admins(tenant: Tenant, membership: Membership) -> int:
 
 def member_set_role(*, tenant: Tenant, membership_id: int, role: str, actor: User) -> Membership:
     if role not in Membership.Role.values:
-        raise AdminError("invalid_role", "Choose admin, approver or viewer.", "role")
+        raise AdminError("invalid_role", _("Choose admin, approver or viewer."), "role")
     with transaction.atomic():
         membership = _lock_member(tenant, membership_id)
         old = membership.role
@@ -77,7 +77,7 @@ def member_set_role(*, tenant: Tenant, membership_id: int, role: str, actor: Use
             return membership
         if old == Membership.Role.ADMIN and _other_active_admins(tenant, membership) == 0:
             raise AdminError(
-                "last_admin", "A tenant needs at least one active admin; promote someone first."
+                "last_admin", _("A tenant needs at least one active admin; promote someone first.")
             )
         Membership.objects.filter(pk=membership.pk, role=old).update(role=role)
         membership.role = role
@@ -102,7 +102,7 @@ def member_set_mailbox_rights(
     wanted = set(mailbox_ids)
     mailboxes = tenant_mailbox_ids(tenant, wanted)
     if len(mailboxes) != len(wanted):
-        raise AdminError("unknown_mailbox", "One of those mailboxes is not in this tenant.")
+        raise AdminError("unknown_mailbox", _("One of those mailboxes is not in this tenant."))
     with transaction.atomic():
         membership = _lock_member(tenant, membership_id)
         before = sorted(membership.approve_mailboxes.values_list("pk", flat=True))
@@ -135,13 +135,13 @@ def member_deactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Mem
             and _other_active_admins(tenant, membership) == 0
         ):
             raise AdminError(
-                "last_admin", "This is the last active admin; promote someone else first."
+                "last_admin", _("This is the last active admin; promote someone else first.")
             )
         changed = Membership.objects.filter(pk=membership.pk, is_active=True).update(
             is_active=False
         )
         if not changed:
-            raise AdminError("not_active", "This member is already deactivated.")
+            raise AdminError("not_active", _("This member is already deactivated."))
         membership.is_active = False
         # Signed out everywhere at once: no browser of theirs keeps a session past this point.
         ended = sessions_end_all(user=membership.user)
@@ -166,7 +166,7 @@ def member_reactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Mem
             is_active=True
         )
         if not changed:
-            raise AdminError("already_active", "This member is already active.")
+            raise AdminError("already_active", _("This member is already active."))
         membership.is_active = True
         audit_record(
             tenant=tenant,
@@ -190,13 +190,13 @@ def tenant_update_policies(
     if not 1 <= review_deadline_hours <= 24 * 14:
         raise AdminError(
             "invalid_deadline",
-            "The review deadline must be between 1 and 336 hours (14 days).",
+            _("The review deadline must be between 1 and 336 hours (14 days)."),
             "review_deadline_hours",
         )
     if not 1 <= retention_days <= 3650:
         raise AdminError(
             "invalid_retention",
-            "Retention must be between 1 and 3650 days.",
+            _("Retention must be between 1 and 3650 days."),
             "retention_days",
         )
     if send_hold_seconds is not None and not 0 <= send_hold_seconds <= MAX_SEND_HOLD_SECONDS:
@@ -296,14 +296,10 @@ ESCALATION_ROLES = (Membership.Role.ADMIN, Membership.Role.APPROVER)
 MAX_SLA_MINUTES = 60 * 24 * 14
 
 
-def _check_minutes(value: int | None, field: str, what: str) -> None:
+def _check_minutes(value: int | None, field: str, message: str) -> None:
+    """``message`` is the whole refusal with %(most)d (no sentence is pieced together)."""
     if value is not None and not 1 <= value <= MAX_SLA_MINUTES:
-        raise AdminError(
-            "invalid_minutes",
-            _("%(what)s must be between 1 and %(most)d minutes (14 days).")
-            % {"what": what, "most": MAX_SLA_MINUTES},
-            field,
-        )
+        raise AdminError("invalid_minutes", message % {"most": MAX_SLA_MINUTES}, field)
 
 
 def _escalation_member(tenant: Tenant, user_id: int | None) -> User | None:
@@ -344,8 +340,16 @@ def tenant_update_deadlines(
 ) -> Tenant:
     """The tenant's deadline target, its warning window and the escalation rule (one member, or
     a role round-robin, or none)."""
-    _check_minutes(sla_minutes, "sla_minutes", _("The target"))
-    _check_minutes(sla_warning_minutes, "sla_warning_minutes", _("The warning window"))
+    _check_minutes(
+        sla_minutes,
+        "sla_minutes",
+        _("The target must be between 1 and %(most)d minutes (14 days)."),
+    )
+    _check_minutes(
+        sla_warning_minutes,
+        "sla_warning_minutes",
+        _("The warning window must be between 1 and %(most)d minutes (14 days)."),
+    )
     if sla_minutes and sla_warning_minutes and sla_warning_minutes >= sla_minutes:
         raise AdminError(
             "warning_too_long",

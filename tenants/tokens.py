@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AgentToken, AuditEvent, Tenant, User
@@ -52,7 +53,7 @@ def _digest(raw: str) -> str:
 
 
 def _new_prefix() -> str:
-    return "".join(secrets.choice(PREFIX_ALPHABET) for _ in range(PREFIX_LENGTH))
+    return "".join(secrets.choice(PREFIX_ALPHABET) for _i in range(PREFIX_LENGTH))
 
 
 def _checked(
@@ -62,16 +63,18 @@ def _checked(
     name = (name or "").strip()
     scopes = sorted(set(scopes))
     if not name:
-        raise TokenError("A token needs a name.", field="name")
+        raise TokenError(_("A token needs a name."), field="name")
     if len(name) > 100:
-        raise TokenError("The name is longer than 100 characters.", field="name")
+        raise TokenError(_("The name is longer than 100 characters."), field="name")
     if not scopes:
-        raise TokenError("Choose at least one scope.", field="scopes")
+        raise TokenError(_("Choose at least one scope."), field="scopes")
     unknown = [s for s in scopes if s not in VALID_SCOPES]
     if unknown:
-        raise TokenError(f"Unknown scope: {', '.join(unknown)}.", field="scopes")
+        raise TokenError(
+            _("Unknown scope: %(scopes)s.") % {"scopes": ", ".join(unknown)}, field="scopes"
+        )
     if expires_at is not None and expires_at <= timezone.now():
-        raise TokenError("The expiry must be in the future.", field="expires_at")
+        raise TokenError(_("The expiry must be in the future."), field="expires_at")
     return name, scopes
 
 
@@ -84,7 +87,7 @@ def _insert(
     actor: User | None,
 ) -> tuple[AgentToken, str]:
     """Insert the row under a freshly drawn prefix; return it with the plaintext."""
-    for _ in range(5):
+    for _attempt in range(5):
         prefix = _new_prefix()
         plaintext = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(SECRET_BYTES)}"
         try:
@@ -101,7 +104,9 @@ def _insert(
             return token, plaintext
         except IntegrityError:
             if AgentToken.objects.filter(tenant=tenant, name=name).exists():
-                raise TokenError("A token with this name already exists.", field="name") from None
+                raise TokenError(
+                    _("A token with this name already exists."), field="name"
+                ) from None
             continue  # a prefix collision (1 in 57^8): draw again
     raise RuntimeError("could not draw a unique token prefix")  # pragma: no cover
 
@@ -122,9 +127,9 @@ def token_create(
         mailboxes = tenant_mailbox_ids(tenant, mailbox_ids)
         if len(mailboxes) != len(mailbox_ids):
             # Another tenant's mailbox id is treated exactly like a missing one.
-            raise TokenError("Unknown mailbox.", field="mailboxes")
+            raise TokenError(_("Unknown mailbox."), field="mailboxes")
         if AgentToken.objects.filter(tenant=tenant, name=name).exists():
-            raise TokenError("A token with this name already exists.", field="name")
+            raise TokenError(_("A token with this name already exists."), field="name")
         token, plaintext = _insert(
             tenant=tenant, name=name, scopes=scopes, expires_at=expires_at, actor=actor
         )
@@ -159,9 +164,9 @@ def token_revoke(*, tenant: Tenant, token_id: int, actor: User | None) -> AgentT
         try:
             token = AgentToken.objects.get(tenant=tenant, pk=token_id)
         except AgentToken.DoesNotExist:
-            raise TokenError("No such token.") from None
+            raise TokenError(_("No such token.")) from None
         if not changed:
-            raise TokenError("This token is already revoked.")
+            raise TokenError(_("This token is already revoked."))
         AuditEvent.objects.create(
             tenant=tenant,
             actor=actor,
