@@ -7,21 +7,23 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Length, Now
 from django.db.models.lookups import GreaterThan, LessThanOrEqual
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 
 class Draft(models.Model):
     class Status(models.TextChoices):
-        PENDING = "pending", "Pending review"
-        APPROVED = "approved", "Approved"
-        REJECTED = "rejected", "Rejected"
-        EXPIRED = "expired", "Expired"
-        WITHDRAWN = "withdrawn", "Withdrawn"
+        PENDING = "pending", _("Pending review")
+        APPROVED = "approved", _("Approved")
+        REJECTED = "rejected", _("Rejected")
+        EXPIRED = "expired", _("Expired")
+        WITHDRAWN = "withdrawn", _("Withdrawn")
 
     class AssignedHow(models.TextChoices):
-        TAKEN = "taken", "Taken"
-        HANDED = "handed", "Handed over"
-        AUTO = "auto", "Assigned automatically"
-        ESCALATED = "escalated", "Escalated"
+        TAKEN = "taken", _("Taken")
+        HANDED = "handed", _("Handed over")
+        AUTO = "auto", _("Assigned automatically")
+        ESCALATED = "escalated", pgettext_lazy("assigned how", "Escalated")
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="drafts")
     mailbox = models.ForeignKey(
@@ -174,8 +176,8 @@ class DraftVersion(models.Model):
     """One immutable revision of a draft. Approval names a version and its content hash."""
 
     class Author(models.TextChoices):
-        AGENT = "agent", "Agent"
-        PERSON = "person", "Person"
+        AGENT = "agent", _("Agent")
+        PERSON = "person", _("Person")
 
     draft = models.ForeignKey(Draft, on_delete=models.CASCADE, related_name="versions")
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
@@ -222,15 +224,15 @@ class SendIntent(models.Model):
     """The durable decision to send one approved draft version, exactly once."""
 
     class State(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        SENDING = "sending", "Sending"
-        UNCERTAIN = "uncertain", "Outcome uncertain"
-        ACCEPTED = "accepted", "Accepted by AgentMail"
-        NEEDS_ATTENTION = "needs_attention", "Needs attention"
-        FAILED = "failed", "Failed"
-        BLOCKED = "blocked", "Blocked"
-        EXPIRED = "expired", "Expired"
-        CANCELLED = "cancelled", "Cancelled"
+        QUEUED = "queued", _("Queued")
+        SENDING = "sending", _("Sending")
+        UNCERTAIN = "uncertain", _("Outcome uncertain")
+        ACCEPTED = "accepted", _("Accepted by AgentMail")
+        NEEDS_ATTENTION = "needs_attention", _("Needs attention")
+        FAILED = "failed", _("Failed")
+        BLOCKED = "blocked", _("Blocked")
+        EXPIRED = "expired", _("Expired")
+        CANCELLED = "cancelled", _("Cancelled")
 
     TERMINAL = frozenset({"accepted", "failed", "blocked", "expired", "cancelled"})
 
@@ -337,18 +339,18 @@ class SendAttempt(models.Model):
     """One provider call, committed before the call is made."""
 
     class Kind(models.TextChoices):
-        SEND = "send", "Send"
-        REPLAY = "replay", "Reconcile by replaying with the same key"
-        LOOKUP = "lookup", "Reconcile by label lookup"
+        SEND = "send", _("Send")
+        REPLAY = "replay", _("Reconcile by replaying with the same key")
+        LOOKUP = "lookup", _("Reconcile by label lookup")
 
     class Outcome(models.TextChoices):
-        PENDING = "pending", "In flight"
-        ACCEPTED = "accepted", "Accepted"
-        RETRY = "retry", "Retry later"
-        UNCERTAIN = "uncertain", "Uncertain"
-        PERMANENT = "permanent", "Permanent failure"
-        NOT_FOUND = "not_found", "Not found"
-        FENCED = "fenced", "Lease lost; result not applied"
+        PENDING = "pending", _("In flight")
+        ACCEPTED = "accepted", pgettext_lazy("attempt outcome", "Accepted")
+        RETRY = "retry", _("Retry later")
+        UNCERTAIN = "uncertain", _("Uncertain")
+        PERMANENT = "permanent", _("Permanent failure")
+        NOT_FOUND = "not_found", _("Not found")
+        FENCED = "fenced", _("Lease lost; result not applied")
 
     intent = models.ForeignKey(SendIntent, on_delete=models.CASCADE, related_name="attempts_log")
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
@@ -378,11 +380,11 @@ class IntentEvent(models.Model):
     """Append-only journal of every draft and intent transition (a trigger refuses UPDATE/DELETE)."""
 
     class Actor(models.TextChoices):
-        PERSON = "person", "Person"
-        AGENT = "agent", "Agent"
-        WORKER = "worker", "Worker"
-        SWEEP = "sweep", "Sweep"
-        WEBHOOK = "webhook", "Webhook"
+        PERSON = "person", _("Person")
+        AGENT = "agent", _("Agent")
+        WORKER = "worker", _("Worker")
+        SWEEP = "sweep", _("Sweep")
+        WEBHOOK = "webhook", _("Webhook")
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     draft = models.ForeignKey(
@@ -451,8 +453,8 @@ class DraftPresence(models.Model):
     journaled; the edit conflict check (base_version) stays the safety net."""
 
     class Mode(models.TextChoices):
-        VIEWING = "viewing", "Viewing"
-        EDITING = "editing", "Editing"
+        VIEWING = "viewing", _("Viewing")
+        EDITING = "editing", _("Editing")
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     draft = models.ForeignKey(Draft, on_delete=models.CASCADE, related_name="+")
@@ -479,10 +481,10 @@ class Suppression(models.Model):
     """An address this tenant must not send to (bounced, complained, rejected, or added by hand)."""
 
     class Reason(models.TextChoices):
-        BOUNCED = "bounced", "Bounced"
-        COMPLAINED = "complained", "Complained"
-        REJECTED = "rejected", "Rejected by provider"
-        MANUAL = "manual", "Added by a person"
+        BOUNCED = "bounced", _("Bounced")
+        COMPLAINED = "complained", _("Complained")
+        REJECTED = "rejected", _("Rejected by provider")
+        MANUAL = "manual", _("Added by a person")
 
     tenant = models.ForeignKey(
         "tenants.Tenant", on_delete=models.CASCADE, related_name="suppressions"
@@ -511,8 +513,8 @@ class ApiIdempotencyKey(models.Model):
     """The agent API's Idempotency-Key record (IETF draft), scoped per tenant."""
 
     class State(models.TextChoices):
-        IN_FLIGHT = "in_flight", "In flight"
-        COMPLETED = "completed", "Completed"
+        IN_FLIGHT = "in_flight", _("In flight")
+        COMPLETED = "completed", _("Completed")
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=255)
@@ -543,9 +545,9 @@ class ProviderThrottle(models.Model):
     worker process on every host sees the same budget."""
 
     class Circuit(models.TextChoices):
-        CLOSED = "closed", "Closed"
-        OPEN = "open", "Open"
-        HALF_OPEN = "half_open", "Half open (one probe)"
+        CLOSED = "closed", _("Closed")
+        OPEN = "open", _("Open")
+        HALF_OPEN = "half_open", _("Half open (one probe)")
 
     key_ref = models.CharField(
         max_length=100, unique=True, help_text="Provider key id or mailbox ref"
