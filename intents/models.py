@@ -224,7 +224,7 @@ class SendIntent(models.Model):
     """The durable decision to send one approved draft version, exactly once."""
 
     class State(models.TextChoices):
-        QUEUED = "queued", _("Queued")
+        QUEUED = "queued", pgettext_lazy("send state", "Queued")
         SENDING = "sending", _("Sending")
         UNCERTAIN = "uncertain", _("Outcome uncertain")
         ACCEPTED = "accepted", _("Accepted by AgentMail")

@@ -7,6 +7,7 @@ import re
 from django import forms
 from django.http import QueryDict
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from intents.selectors.queue import AGE_CHOICES, DEFAULT_SORT, QUEUE_SORTS, QueueFilter
 
@@ -23,7 +24,7 @@ class QueueFilterForm(forms.Form):
     q = forms.CharField(required=False, max_length=200, label=_("Search"))
     view = forms.ChoiceField(
         choices=[
-            ("", _("All")),
+            ("", pgettext_lazy("queue view", "All")),
             ("mine", _("Mine")),
             ("unassigned", _("Unassigned")),
             ("escalated", _("Escalated")),
@@ -84,8 +85,12 @@ class EditForm(forms.Form):
     to = forms.CharField(
         max_length=10000, help_text=_("Separate addresses with commas."), label=_("To")
     )
-    cc = forms.CharField(max_length=10000, required=False, label="Cc")
-    bcc = forms.CharField(max_length=10000, required=False, label="Bcc")
+    cc = forms.CharField(
+        max_length=10000, required=False, label=pgettext_lazy("recipient field", "Cc")
+    )
+    bcc = forms.CharField(
+        max_length=10000, required=False, label=pgettext_lazy("recipient field", "Bcc")
+    )
     subject = forms.CharField(max_length=998, label=_("Subject"))
     text = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 14}), required=False, strip=False, label=_("Text")

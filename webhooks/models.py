@@ -17,7 +17,7 @@ class WebhookEndpoint(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending", _("Not registered yet")
         ACTIVE = "active", pgettext_lazy("webhook endpoint", "Active")
-        DISABLED = "disabled", _("Disabled")
+        DISABLED = "disabled", pgettext_lazy("webhook endpoint", "Disabled")
 
     tenant = models.ForeignKey(
         "tenants.Tenant", on_delete=models.CASCADE, related_name="webhook_endpoints"

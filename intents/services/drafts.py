@@ -52,6 +52,13 @@ def _check_agent_token(tenant, agent_token, mailbox) -> None:
         raise errors.NotFound("mailbox_not_found", "No such mailbox.", field="mailbox")
 
 
+def _require_active(mailbox) -> None:
+    if not mailbox.is_active:
+        raise errors.MailboxInactive(
+            message=_("%(address)s is not active.") % {"address": mailbox.address}, field="mailbox"
+        )
+
+
 def _author(tenant, mailbox, agent_token, actor_user) -> tuple[dict, dict]:
     """(DraftVersion author fields, IntentEvent actor fields), after checking the actor."""
     if (agent_token is None) == (actor_user is None):
@@ -92,10 +99,7 @@ def draft_create(
     """A pending draft (version 1) in the review queue, after validating everything it holds."""
     tenant = active_tenant(tenant)
     mailbox = tenant_mailbox(tenant, mailbox)
-    if not mailbox.is_active:
-        raise errors.MailboxInactive(
-            message=_("%(address)s is not active.") % {"address": mailbox.address}, field="mailbox"
-        )
+    _require_active(mailbox)
     author_fields, actor_fields = _author(tenant, mailbox, agent_token, actor_user)
     in_reply_to, thread_id, reply_subject, customer_at = _reply_reference(
         tenant, mailbox, in_reply_to, thread_id

@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext
+from django.utils.translation import gettext_lazy, ngettext, pgettext_lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from intents import errors, services
@@ -73,7 +73,7 @@ def _queue_context(request: TenantRequest) -> dict:
 
 
 VIEW_LABELS = {
-    "": gettext_lazy("All"),
+    "": pgettext_lazy("queue view", "All"),
     "mine": gettext_lazy("Mine"),
     "unassigned": gettext_lazy("Unassigned"),
     "escalated": gettext_lazy("Escalated"),

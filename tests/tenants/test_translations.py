@@ -185,3 +185,25 @@ def test_makemessages_finds_no_untranslated_string(tmp_path):
     # ... and an app without a locale/ of its own has its strings in the project's catalogue, so
     # a string cannot escape the check by living in an app nobody translates.
     assert missing == {}, "untranslated: run `make messages`, translate, run it again"
+
+
+@pytest.mark.parametrize(("place", "lang"), CATALOGUES)
+def test_each_translation_is_the_one_served(place, lang):
+    """Django merges every catalogue: the project's locale/ first, then the apps' in
+    INSTALLED_APPS order (django.contrib.admin, django_q... before ours). A msgid another
+    catalogue also translates is served from there ("Filter" is admin's), so an app's own
+    translation would silently never show: such a msgid needs a context (pgettext)."""
+    from django.utils import translation
+
+    overridden = []
+    with translation.override(lang):
+        for entry in polib.pofile(str(catalogue(lang, "po", place))):
+            if not entry.msgid or entry.msgid_plural or not entry.msgstr or "fuzzy" in entry.flags:
+                continue
+            if entry.msgctxt:
+                served = translation.pgettext(entry.msgctxt, entry.msgid)
+            else:
+                served = translation.gettext(entry.msgid)
+            if served != entry.msgstr:
+                overridden.append(f"{entry.msgid!r}: {served!r} instead of {entry.msgstr!r}")
+    assert overridden == []
