@@ -38,6 +38,8 @@ def test_choosing_german_and_the_browser_zone_changes_nav_and_times(berlin_page,
     sign_in(page, person)
     assert page.locator(".mainnav").inner_text().split() == [
         "Queue",
+        "Mine",
+        "Escalated",
         "Outbox",
         "Needs",
         "attention",
@@ -63,6 +65,8 @@ def test_choosing_german_and_the_browser_zone_changes_nav_and_times(berlin_page,
     page.wait_for_url(re.compile(r"/t/[\w-]+/$"))
     assert page.locator(".mainnav").inner_text().split() == [
         "Warteschlange",
+        "Meine",
+        "Eskaliert",
         "Postausgang",
         "Zu",
         "prüfen",
@@ -77,6 +81,8 @@ def test_a_spanish_user_reads_spanish_whatever_the_browser_says(berlin_page, per
     sign_in(page, person)
     assert page.locator(".mainnav").inner_text().split() == [
         "Cola",
+        "Míos",
+        "Escalados",
         "Bandeja",
         "de",
         "salida",
