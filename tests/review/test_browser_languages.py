@@ -257,6 +257,13 @@ def test_queue_draft_and_outbox_in_their_language_and_zone(
             intent.approved_at, lang, zone, "j M H:i"
         )
         assert_no_english(page, lang, "outbox")
+
+        # The send page of the same send: its approval time and journal in their zone too.
+        page.goto(f"/t/{tenant.slug}/outbox/{intent.pk}/")
+        assert page.locator("[data-approved-at]").inner_text() == shown(
+            intent.approved_at, lang, zone, "j M Y H:i:s"
+        )
+        assert_no_english(page, lang, "send page")
     finally:
         context.close()
 
