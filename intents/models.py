@@ -6,21 +6,23 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Now
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 
 class Draft(models.Model):
     class Status(models.TextChoices):
-        PENDING = "pending", "Pending review"
-        APPROVED = "approved", "Approved"
-        REJECTED = "rejected", "Rejected"
-        EXPIRED = "expired", "Expired"
-        WITHDRAWN = "withdrawn", "Withdrawn"
+        PENDING = "pending", _("Pending review")
+        APPROVED = "approved", _("Approved")
+        REJECTED = "rejected", _("Rejected")
+        EXPIRED = "expired", _("Expired")
+        WITHDRAWN = "withdrawn", _("Withdrawn")
 
     class AssignedHow(models.TextChoices):
-        TAKEN = "taken", "Taken"
-        HANDED = "handed", "Handed over"
-        AUTO = "auto", "Assigned automatically"
-        ESCALATED = "escalated", "Escalated"
+        TAKEN = "taken", _("Taken")
+        HANDED = "handed", _("Handed over")
+        AUTO = "auto", _("Assigned automatically")
+        ESCALATED = "escalated", pgettext_lazy("assigned how", "Escalated")
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="drafts")
     mailbox = models.ForeignKey(
@@ -173,8 +175,8 @@ class DraftVersion(models.Model):
     """One immutable revision of a draft. Approval names a version and its content hash."""
 
     class Author(models.TextChoices):
-        AGENT = "agent", "Agent"
-        PERSON = "person", "Person"
+        AGENT = "agent", _("Agent")
+        PERSON = "person", _("Person")
 
     draft = models.ForeignKey(Draft, on_delete=models.CASCADE, related_name="versions")
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
@@ -221,15 +223,15 @@ class SendIntent(models.Model):
     """The durable decision to send one approved draft version, exactly once."""
 
     class State(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        SENDING = "sending", "Sending"
-        UNCERTAIN = "uncertain", "Outcome uncertain"
-        ACCEPTED = "accepted", "Accepted by AgentMail"
-        NEEDS_ATTENTION = "needs_attention", "Needs attention"
-        FAILED = "failed", "Failed"
-        BLOCKED = "blocked", "Blocked"
-        EXPIRED = "expired", "Expired"
-        CANCELLED = "cancelled", "Cancelled"
+        QUEUED = "queued", pgettext_lazy("send state", "Queued")
+        SENDING = "sending", _("Sending")
+        UNCERTAIN = "uncertain", _("Outcome uncertain")
+        ACCEPTED = "accepted", _("Accepted by AgentMail")
+        NEEDS_ATTENTION = "needs_attention", _("Needs attention")
+        FAILED = "failed", _("Failed")
+        BLOCKED = "blocked", _("Blocked")
+        EXPIRED = "expired", _("Expired")
+        CANCELLED = "cancelled", _("Cancelled")
 
     TERMINAL = frozenset({"accepted", "failed", "blocked", "expired", "cancelled"})
 
@@ -336,18 +338,18 @@ class SendAttempt(models.Model):
     """One provider call, committed before the call is made."""
 
     class Kind(models.TextChoices):
-        SEND = "send", "Send"
-        REPLAY = "replay", "Reconcile by replaying with the same key"
-        LOOKUP = "lookup", "Reconcile by label lookup"
+        SEND = "send", _("Send")
+        REPLAY = "replay", _("Reconcile by replaying with the same key")
+        LOOKUP = "lookup", _("Reconcile by label lookup")
 
     class Outcome(models.TextChoices):
-        PENDING = "pending", "In flight"
-        ACCEPTED = "accepted", "Accepted"
-        RETRY = "retry", "Retry later"
-        UNCERTAIN = "uncertain", "Uncertain"
-        PERMANENT = "permanent", "Permanent failure"
-        NOT_FOUND = "not_found", "Not found"
-        FENCED = "fenced", "Lease lost; result not applied"
+        PENDING = "pending", _("In flight")
+        ACCEPTED = "accepted", pgettext_lazy("attempt outcome", "Accepted")
+        RETRY = "retry", _("Retry later")
+        UNCERTAIN = "uncertain", _("Uncertain")
+        PERMANENT = "permanent", _("Permanent failure")
+        NOT_FOUND = "not_found", _("Not found")
+        FENCED = "fenced", _("Lease lost; result not applied")
 
     intent = models.ForeignKey(SendIntent, on_delete=models.CASCADE, related_name="attempts_log")
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
@@ -377,11 +379,11 @@ class IntentEvent(models.Model):
     """Append-only journal of every draft and intent transition (a trigger refuses UPDATE/DELETE)."""
 
     class Actor(models.TextChoices):
-        PERSON = "person", "Person"
-        AGENT = "agent", "Agent"
-        WORKER = "worker", "Worker"
-        SWEEP = "sweep", "Sweep"
-        WEBHOOK = "webhook", "Webhook"
+        PERSON = "person", _("Person")
+        AGENT = "agent", _("Agent")
+        WORKER = "worker", _("Worker")
+        SWEEP = "sweep", _("Sweep")
+        WEBHOOK = "webhook", _("Webhook")
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     draft = models.ForeignKey(
@@ -420,10 +422,10 @@ class Suppression(models.Model):
     """An address this tenant must not send to (bounced, complained, rejected, or added by hand)."""
 
     class Reason(models.TextChoices):
-        BOUNCED = "bounced", "Bounced"
-        COMPLAINED = "complained", "Complained"
-        REJECTED = "rejected", "Rejected by provider"
-        MANUAL = "manual", "Added by a person"
+        BOUNCED = "bounced", _("Bounced")
+        COMPLAINED = "complained", _("Complained")
+        REJECTED = "rejected", _("Rejected by provider")
+        MANUAL = "manual", _("Added by a person")
 
     tenant = models.ForeignKey(
         "tenants.Tenant", on_delete=models.CASCADE, related_name="suppressions"

@@ -4,14 +4,15 @@ and the provider throttle shared by every worker. intents.models re-exports both
 from __future__ import annotations
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class ApiIdempotencyKey(models.Model):
     """The agent API's Idempotency-Key record (IETF draft), scoped per tenant."""
 
     class State(models.TextChoices):
-        IN_FLIGHT = "in_flight", "In flight"
-        COMPLETED = "completed", "Completed"
+        IN_FLIGHT = "in_flight", _("In flight")
+        COMPLETED = "completed", _("Completed")
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=255)
@@ -42,9 +43,9 @@ class ProviderThrottle(models.Model):
     worker process on every host sees the same budget."""
 
     class Circuit(models.TextChoices):
-        CLOSED = "closed", "Closed"
-        OPEN = "open", "Open"
-        HALF_OPEN = "half_open", "Half open (one probe)"
+        CLOSED = "closed", _("Closed")
+        OPEN = "open", _("Open")
+        HALF_OPEN = "half_open", _("Half open (one probe)")
 
     key_ref = models.CharField(
         max_length=100, unique=True, help_text="Provider key id or mailbox ref"

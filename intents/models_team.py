@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Length, Now
 from django.db.models.lookups import GreaterThan, LessThanOrEqual
+from django.utils.translation import gettext_lazy as _
 
 
 class DraftNote(models.Model):
@@ -43,8 +44,8 @@ class DraftPresence(models.Model):
     journaled; the edit conflict check (base_version) stays the safety net."""
 
     class Mode(models.TextChoices):
-        VIEWING = "viewing", "Viewing"
-        EDITING = "editing", "Editing"
+        VIEWING = "viewing", _("Viewing")
+        EDITING = "editing", _("Editing")
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     draft = models.ForeignKey("intents.Draft", on_delete=models.CASCADE, related_name="+")

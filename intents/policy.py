@@ -14,6 +14,8 @@ from functools import lru_cache
 
 from django.conf import settings
 from django.db.models import Q
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from email_validator import EmailNotValidError, validate_email
 
 from intents.models import DraftVersion, Suppression
@@ -98,7 +100,8 @@ def recipient_problems(
                 RecipientProblem(
                     address,
                     "not_allowed",
-                    f"{address} is outside the recipient policy of {mailbox.address}",
+                    _("%(address)s is outside the recipient policy of %(mailbox)s")
+                    % {"address": address, "mailbox": mailbox.address},
                 )
             )
     if normalized:
@@ -114,8 +117,11 @@ def recipient_problems(
                     RecipientProblem(
                         address,
                         "suppressed",
-                        f"{address} is on this tenant's suppression list (bounced, complained or "
-                        "rejected before)",
+                        _(
+                            "%(address)s is on this tenant's suppression list (bounced, "
+                            "complained or rejected before)"
+                        )
+                        % {"address": address},
                     )
                 )
     return problems
@@ -186,7 +192,7 @@ def may_decide(allowed: set[int] | None, mailbox_id: int) -> bool:
     return allowed is None or mailbox_id in allowed
 
 
-SECOND_APPROVER_REASON = (
+SECOND_APPROVER_REASON = gettext_lazy(
     "You edited this version; this tenant requires another person to approve it."
 )
 

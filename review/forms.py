@@ -7,6 +7,7 @@ import re
 from django import forms
 from django.http import QueryDict
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from intents.selectors.queue import AGE_CHOICES, DEFAULT_SORT, QUEUE_SORTS, QueueFilter
 
@@ -19,11 +20,11 @@ class QueueFilterForm(forms.Form):
     mailbox = forms.TypedChoiceField(required=False, coerce=int, empty_value=None)
     agent = forms.TypedChoiceField(required=False, coerce=int, empty_value=None)
     age = forms.ChoiceField(choices=AGE_CHOICES, required=False)
-    warnings = forms.BooleanField(required=False, label="Only with warnings")
-    q = forms.CharField(required=False, max_length=200, label="Search")
+    warnings = forms.BooleanField(required=False, label=_("Only with warnings"))
+    q = forms.CharField(required=False, max_length=200, label=_("Search"))
     view = forms.ChoiceField(
         choices=[
-            ("", _("All")),
+            ("", pgettext_lazy("queue view", "All")),
             ("mine", _("Mine")),
             ("unassigned", _("Unassigned")),
             ("escalated", _("Escalated")),
@@ -38,10 +39,10 @@ class QueueFilterForm(forms.Form):
 
     def __init__(self, *args, mailboxes, agents, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["mailbox"].choices = [("", "All mailboxes")] + [
+        self.fields["mailbox"].choices = [("", _("All mailboxes"))] + [
             (m.pk, m.address) for m in mailboxes
         ]
-        self.fields["agent"].choices = [("", "All agents")] + [(a.pk, a.name) for a in agents]
+        self.fields["agent"].choices = [("", _("All agents"))] + [(a.pk, a.name) for a in agents]
 
     def queue_sort(self) -> str:
         if not self.is_bound or not self.is_valid():
@@ -78,15 +79,21 @@ class EditForm(forms.Form):
         widget=forms.HiddenInput,
         error_messages=dict.fromkeys(
             ("required", "invalid", "min_value"),
-            "The form did not say which version you edited; open the edit page again.",
+            _("The form did not say which version you edited; open the edit page again."),
         ),
     )
-    to = forms.CharField(max_length=10000, help_text="Separate addresses with commas.")
-    cc = forms.CharField(max_length=10000, required=False, label="Cc")
-    bcc = forms.CharField(max_length=10000, required=False, label="Bcc")
-    subject = forms.CharField(max_length=998)
+    to = forms.CharField(
+        max_length=10000, help_text=_("Separate addresses with commas."), label=_("To")
+    )
+    cc = forms.CharField(
+        max_length=10000, required=False, label=pgettext_lazy("recipient field", "Cc")
+    )
+    bcc = forms.CharField(
+        max_length=10000, required=False, label=pgettext_lazy("recipient field", "Bcc")
+    )
+    subject = forms.CharField(max_length=998, label=_("Subject"))
     text = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 14}), required=False, strip=False, label="Text"
+        widget=forms.Textarea(attrs={"rows": 14}), required=False, strip=False, label=_("Text")
     )
     html = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 8, "class": "mono"}),
@@ -147,10 +154,12 @@ class BulkApproveForm(forms.Form):
         for raw in self.raw_items[:200]:
             match = ITEM_RE.match(raw)
             if match is None:
-                raise forms.ValidationError("A selected draft was not understood; reload the page.")
+                raise forms.ValidationError(
+                    _("A selected draft was not understood; reload the page.")
+                )
             items.append((int(match[1]), int(match[2]), match[3]))
         if not items:
-            raise forms.ValidationError("Select at least one draft to approve.")
+            raise forms.ValidationError(_("Select at least one draft to approve."))
         return {"items": items}
 
 
@@ -159,12 +168,14 @@ class CancelForm(forms.Form):
 
 
 class ResolveForm(forms.Form):
-    provider_message_id = forms.CharField(max_length=998, label="Provider message id")
+    provider_message_id = forms.CharField(max_length=998, label=_("Provider message id"))
     evidence = forms.CharField(
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 3}),
-        label="Evidence",
-        help_text="Where you saw that it was sent (the recipient's copy, the provider console…).",
+        label=_("Evidence"),
+        help_text=_(
+            "Where you saw that it was sent (the recipient's copy, the provider console…)."
+        ),
     )
 
 
@@ -172,8 +183,8 @@ class ReopenForm(forms.Form):
     reason = forms.CharField(
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 2}),
-        label="Why send it again",
-        help_text="Kept in the journal with your name.",
+        label=_("Why send it again"),
+        help_text=_("Kept in the journal with your name."),
     )
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from config.clock import db_now
 from intents import selectors
@@ -129,7 +130,7 @@ def _recipients(*, tenant: Tenant, detail: selectors.DraftDetail, inbound: list)
     added = queries.added_recipients(first, current)
     for r in recipients:
         if r.address in added:
-            r.notes.append(("added", "Added after the agent's first version"))
+            r.notes.append(("added", _("Added after the agent's first version")))
     return recipients
 
 
@@ -177,7 +178,7 @@ def draft_review(
         newer_inbound=[m for m in inbound if m.received_at > since and m is not anchor],
         diff=version_diff(first, current) if len(detail.versions) > 1 else None,
         can_decide=can_decide,
-        approve_blocked_reason=SECOND_APPROVER_REASON if approve_blocked else "",
+        approve_blocked_reason=str(SECOND_APPROVER_REASON) if approve_blocked else "",
         provenance=draft.provenance if isinstance(draft.provenance, dict) else {},
         unproven_earlier=_unproven_earlier(detail) if pending else [],
         undo_seconds=undo_seconds,

@@ -292,19 +292,20 @@ def recipients_with_warnings(
                 r.warnings.append(
                     (
                         "suppressed",
-                        f"Suppressed: {suppressed[address].get_reason_display().lower()}",
+                        _("Suppressed: %(reason)s")
+                        % {"reason": suppressed[address].get_reason_display().lower()},
                     )
                 )
             if (address, "not_allowed") in problems:
-                r.warnings.append(("not_allowed", "Outside this mailbox's recipient policy"))
+                r.warnings.append(("not_allowed", _("Outside this mailbox's recipient policy")))
             if participants and address not in participants:
-                r.warnings.append(("not_on_thread", "Not a participant of this thread"))
+                r.warnings.append(("not_on_thread", _("Not a participant of this thread")))
             if is_external(address, tenant.own_domains):
                 r.notes.append(
                     ("external", _("Outside your organisation: %(d)s") % {"d": _domain(address)})
                 )
             if kind == "bcc":
-                r.notes.append(("bcc", "Blind copy: other recipients will not see it"))
+                r.notes.append(("bcc", _("Blind copy: other recipients will not see it")))
             out.append(r)
     return out
 

@@ -5,6 +5,8 @@ import uuid
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from mailboxes import crypto
 
@@ -13,9 +15,9 @@ class WebhookEndpoint(models.Model):
     """Our receiver for one tenant: the URL id selects the tenant and its signing secrets."""
 
     class Status(models.TextChoices):
-        PENDING = "pending", "Not registered yet"
-        ACTIVE = "active", "Active"
-        DISABLED = "disabled", "Disabled"
+        PENDING = "pending", _("Not registered yet")
+        ACTIVE = "active", pgettext_lazy("webhook endpoint", "Active")
+        DISABLED = "disabled", pgettext_lazy("webhook endpoint", "Disabled")
 
     tenant = models.ForeignKey(
         "tenants.Tenant", on_delete=models.CASCADE, related_name="webhook_endpoints"
@@ -67,11 +69,11 @@ class WebhookEvent(models.Model):
     """The ledger: one row per (endpoint, svix-id), whatever the number of deliveries."""
 
     class State(models.TextChoices):
-        PENDING = "pending", "Stored, not applied yet"
-        DEFERRED = "deferred", "Waiting for its message id to be recorded"
-        APPLIED = "applied", "Applied"
-        IGNORED = "ignored", "Ignored (unknown type or no effect)"
-        REJECTED = "rejected", "Rejected (not this tenant's inbox)"
+        PENDING = "pending", _("Stored, not applied yet")
+        DEFERRED = "deferred", _("Waiting for its message id to be recorded")
+        APPLIED = "applied", _("Applied")
+        IGNORED = "ignored", _("Ignored (unknown type or no effect)")
+        REJECTED = "rejected", _("Rejected (not this tenant's inbox)")
 
     endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="events")
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
@@ -110,11 +112,11 @@ class RecipientDelivery(models.Model):
     """Delivery state of one recipient of one accepted intent; only moves forward."""
 
     class State(models.TextChoices):
-        SENT = "sent", "Sent"
-        DELIVERED = "delivered", "Delivered"
-        BOUNCED = "bounced", "Bounced"
-        COMPLAINED = "complained", "Complained"
-        REJECTED = "rejected", "Rejected"
+        SENT = "sent", _("Sent")
+        DELIVERED = "delivered", _("Delivered")
+        BOUNCED = "bounced", _("Bounced")
+        COMPLAINED = "complained", _("Complained")
+        REJECTED = "rejected", _("Rejected")
 
     # sent < delivered < {rejected, bounced, complained}. Events arrive in any order, so the three
     # outcomes need a total order too, or the final state would depend on arrival: a complaint

@@ -56,11 +56,11 @@ if TYPE_CHECKING:
     QueueRow = WithAnnotations[Draft, _CurrentVersion]
 
 AGE_CHOICES = [
-    ("", "Any age"),
-    ("1h", "Waiting over 1 hour"),
-    ("4h", "Waiting over 4 hours"),
-    ("24h", "Waiting over a day"),
-    ("due", "Deadline within 2 hours"),
+    ("", _("Any age")),
+    ("1h", _("Waiting over 1 hour")),
+    ("4h", _("Waiting over 4 hours")),
+    ("24h", _("Waiting over a day")),
+    ("due", _("Deadline within 2 hours")),
 ]
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
+from django.utils.translation import gettext as _
 
 from config.clock import db_now
 from intents import errors
@@ -50,10 +51,11 @@ def draft_approve(*, tenant, draft_id, version, content_hash, actor) -> SendInte
         current = DraftVersion.objects.get(draft=draft, number=draft.current_version)
         if str(version) != str(current.number) or content_hash != current.content_hash:
             raise errors.StaleVersion(
-                message=(
-                    f"The draft changed since you opened it: version {current.number} is current. "
+                message=_(
+                    "The draft changed since you opened it: version %(n)s is current. "
                     "Review it again before approving."
                 )
+                % {"n": current.number}
             )
         _require_approver(tenant, draft, current, actor)
         now = db_now()
@@ -74,16 +76,21 @@ def _require_approver(tenant, draft: Draft, current: DraftVersion, actor) -> Non
     saw an edit that policy wants a second pair of eyes on."""
     membership = active_membership(tenant=tenant, user=actor)
     if not can_approve(membership=membership, mailbox=draft.mailbox):
-        raise errors.NoRight(message=f"You may not approve sends from {draft.mailbox.address}.")
+        raise errors.NoRight(
+            message=_("You may not approve sends from %(address)s.")
+            % {"address": draft.mailbox.address}
+        )
     if not draft.mailbox.is_active:
-        raise errors.MailboxInactive(message=f"{draft.mailbox.address} is not active.")
+        raise errors.MailboxInactive(
+            message=_("%(address)s is not active.") % {"address": draft.mailbox.address}
+        )
     if needs_another_approver(
         tenant=tenant,
         author_kind=current.author_kind,
         author_user_id=current.author_user_id,
         user=actor,
     ):
-        raise errors.SecondApproverRequired(message=SECOND_APPROVER_REASON)
+        raise errors.SecondApproverRequired(message=str(SECOND_APPROVER_REASON))
 
 
 def _require_sendable(tenant, draft: Draft, current: DraftVersion, now) -> None:
@@ -93,12 +100,12 @@ def _require_sendable(tenant, draft: Draft, current: DraftVersion, now) -> None:
         # A reopened draft whose earlier send was later proven sent (marked accepted with
         # evidence): approving it would send the reply twice.
         raise errors.NotPending(
-            "already_sent", "An earlier send of this draft was accepted: it went out."
+            "already_sent", _("An earlier send of this draft was accepted: it went out.")
         )
     if draft.review_deadline is not None and draft.review_deadline <= now:
-        raise errors.NotPending("review_expired", "The review deadline of this draft passed.")
+        raise errors.NotPending("review_expired", _("The review deadline of this draft passed."))
     if draft.not_after is not None and draft.not_after <= now:
-        raise errors.NotPending("not_after_passed", "This draft may no longer be sent.")
+        raise errors.NotPending("not_after_passed", _("This draft may no longer be sent."))
     for field, addresses in current.recipients.items():
         refuse_recipient_problems(tenant, draft.mailbox, field, addresses)
 
@@ -127,7 +134,7 @@ def _create_intent(tenant, draft: Draft, current: DraftVersion, actor, now) -> S
                 not_after=draft.not_after,
             )
     except IntegrityError:
-        raise errors.NotPending(message="This version is already approved.") from None
+        raise errors.NotPending(message=_("This version is already approved.")) from None
 
 
 def _record_approval(tenant, draft: Draft, current: DraftVersion, intent, actor, now) -> None:
@@ -220,13 +227,17 @@ def _require_approved(draft: Draft) -> None:
     if draft.status == Draft.Status.PENDING:
         raise errors.NotPending(
             "already_pending",
-            f"This draft is already back in the review queue (version {draft.current_version}).",
+            _("This draft is already back in the review queue (version %(n)s).")
+            % {"n": draft.current_version},
         )
     if draft.status != Draft.Status.APPROVED:
         raise errors.NotPending(
             "not_approved",
-            f"This draft was {draft.get_status_display().lower()}, never sent; "
-            "only an approved draft whose send did not go out can be re-approved.",
+            _(
+                "This draft was %(status)s, never sent; "
+                "only an approved draft whose send did not go out can be re-approved."
+            )
+            % {"status": draft.get_status_display().lower()},
         )
 
 
@@ -243,27 +254,35 @@ def _lock_reopenable_intent(tenant, draft: Draft) -> SendIntent:
         .first()
     )
     if intent is None:
-        raise errors.IntentError("no_send", "This draft has no send to re-approve.")
+        raise errors.IntentError("no_send", _("This draft has no send to re-approve."))
     if intent.state == SendIntent.State.ACCEPTED or (
         SendIntent.objects.filter(draft=draft, state=SendIntent.State.ACCEPTED).exists()
     ):
         raise errors.IntentError(
             "intent_accepted",
-            f"Send #{intent.pk} of this draft was accepted by AgentMail: it went out. "
-            "Write a new reply instead of sending this one again.",
+            _(
+                "Send #%(send)s of this draft was accepted by AgentMail: it went out. "
+                "Write a new reply instead of sending this one again."
+            )
+            % {"send": intent.pk},
         )
     if intent.state not in REOPENABLE_STATES:
         raise errors.IntentError(
             "intent_live",
-            f"Send #{intent.pk} is still {intent.get_state_display().lower()} and may still "
-            "go out. Wait for its outcome, or cancel it, before re-approving.",
+            _(
+                "Send #%(send)s is still %(state)s and may still "
+                "go out. Wait for its outcome, or cancel it, before re-approving."
+            )
+            % {"send": intent.pk, "state": intent.get_state_display().lower()},
         )
     if not draft.mailbox.is_active:
-        raise errors.MailboxInactive(message=f"{draft.mailbox.address} is not active.")
+        raise errors.MailboxInactive(
+            message=_("%(address)s is not active.") % {"address": draft.mailbox.address}
+        )
     if intent.draft_version.body_purged_at is not None:
         raise errors.DraftError(
             "body_purged",
-            "The approved body was purged by the retention policy; it cannot be sent again.",
+            _("The approved body was purged by the retention policy; it cannot be sent again."),
         )
     return intent
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from django.utils.translation import gettext as _
+
 from intents import errors
 from intents.models import Draft, SendIntent
 from intents.policy import active_membership, can_approve
@@ -32,9 +34,9 @@ def enqueue_execution(intent_id: int, *, held: bool = False) -> None:
 def active_tenant(tenant) -> Tenant:
     current = Tenant.objects.filter(pk=tenant.pk).first()
     if current is None:
-        raise errors.NotFound("not_found", "No such tenant.")
+        raise errors.NotFound("not_found", _("No such tenant."))
     if not current.is_active:
-        raise errors.TenantInactive(message="This tenant is suspended; nothing can be changed.")
+        raise errors.TenantInactive(message=_("This tenant is suspended; nothing can be changed."))
     return current
 
 
@@ -43,10 +45,10 @@ def tenant_mailbox(tenant, mailbox) -> Mailbox:
     try:
         mailbox_id = int(mailbox_id)
     except (TypeError, ValueError):
-        raise errors.NotFound("mailbox_not_found", "No such mailbox.", field="mailbox") from None
+        raise errors.NotFound("mailbox_not_found", _("No such mailbox."), field="mailbox") from None
     found = Mailbox.objects.filter(tenant=tenant, pk=mailbox_id).first()
     if found is None:
-        raise errors.NotFound("mailbox_not_found", "No such mailbox.", field="mailbox")
+        raise errors.NotFound("mailbox_not_found", _("No such mailbox."), field="mailbox")
     return found
 
 
@@ -75,17 +77,20 @@ def lock_draft(tenant, draft_id) -> Draft:
 def require_pending(draft: Draft) -> None:
     if draft.status != Draft.Status.PENDING:
         raise errors.NotPending(
-            message=f"This draft is already {draft.get_status_display().lower()}."
+            message=_("This draft is already %(status)s.")
+            % {"status": draft.get_status_display().lower()}
         )
 
 
 def clean_reason(reason, *, required: bool) -> str:
     reason = (reason or "").strip() if isinstance(reason, str | None) else ""
     if required and not reason:
-        raise errors.InvalidInput("reason_required", "Please give a reason.", "reason")
+        raise errors.InvalidInput("reason_required", _("Please give a reason."), "reason")
     if len(reason) > MAX_REASON:
         raise errors.InvalidInput(
-            "reason_too_long", f"The reason is longer than {MAX_REASON} characters.", "reason"
+            "reason_too_long",
+            _("The reason is longer than %(n)s characters.") % {"n": MAX_REASON},
+            "reason",
         )
     return reason
 
@@ -97,4 +102,7 @@ def lock_intent(tenant, intent_id) -> SendIntent:
 def require_decider(tenant, actor, mailbox) -> None:
     membership = active_membership(tenant=tenant, user=actor)
     if not can_approve(membership=membership, mailbox=mailbox):
-        raise errors.NoRight(message=f"You may not decide on sends from {mailbox.address}.")
+        raise errors.NoRight(
+            message=_("You may not decide on sends from %(address)s.")
+            % {"address": mailbox.address}
+        )

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.utils.translation import gettext as _
+
 from intents import errors
 from intents.models import Draft
 from intents.policy import normalize_address, recipient_problems
@@ -87,40 +89,50 @@ def clean_content(
                 out.append(normalised)
         cleaned[field] = out
     if not cleaned["to"]:
-        raise errors.InvalidInput("no_recipients", "A draft needs at least one recipient.", "to")
+        raise errors.InvalidInput("no_recipients", _("A draft needs at least one recipient."), "to")
     if len(seen) > MAX_RECIPIENTS:
         raise errors.InvalidInput(
-            "too_many_recipients", f"A draft may have at most {MAX_RECIPIENTS} recipients.", "to"
+            "too_many_recipients",
+            _("A draft may have at most %(n)s recipients.") % {"n": MAX_RECIPIENTS},
+            "to",
         )
     if reply_subject is not None:
         if isinstance(subject, str) and subject.strip() not in ("", reply_subject.strip()):
             raise errors.InvalidInput(
                 "subject_not_reply_subject",
-                "A reply's subject is set by AgentMail from the message it answers: "
-                f'"{reply_subject}". Leave the subject out, or send exactly that.',
+                _(
+                    "A reply's subject is set by AgentMail from the message it answers: "
+                    '"%(subject)s". Leave the subject out, or send exactly that.'
+                )
+                % {"subject": reply_subject},
                 "subject",
             )
         subject = reply_subject
     if not isinstance(subject, str) or not subject.strip():
-        raise errors.InvalidInput("subject_required", "A subject is required.", "subject")
+        raise errors.InvalidInput("subject_required", _("A subject is required."), "subject")
     if len(subject) > MAX_SUBJECT:
         raise errors.InvalidInput(
-            "subject_too_long", f"The subject is longer than {MAX_SUBJECT} characters.", "subject"
+            "subject_too_long",
+            _("The subject is longer than %(n)s characters.") % {"n": MAX_SUBJECT},
+            "subject",
         )
     if line_break := line_break_in(subject):
-        message = f"The subject must be a single line; it holds {line_break}."
+        message = _("The subject must be a single line; it holds %(what)s.") % {"what": line_break}
         raise errors.InvalidInput("subject_invalid", message, "subject")
     text = text or ""
     html = html or ""
     if not isinstance(text, str) or not isinstance(html, str):
-        raise errors.InvalidInput("body_invalid", "The body must be text.", "text")
+        raise errors.InvalidInput("body_invalid", _("The body must be text."), "text")
     text, html = _lf_line_endings(text), _lf_line_endings(html)
     if not text.strip() and not html.strip():
-        raise errors.InvalidInput("body_required", "A text or HTML body is required.", "text")
+        raise errors.InvalidInput("body_required", _("A text or HTML body is required."), "text")
     for field, value in (("text", text), ("html", html)):
         if len(value) > MAX_BODY:
             raise errors.InvalidInput(
-                "body_too_long", f"The {field} body is longer than {MAX_BODY} characters.", field
+                "body_too_long",
+                _("The %(field)s body is longer than %(n)s characters.")
+                % {"field": field, "n": MAX_BODY},
+                field,
             )
     subject = subject if reply_subject is not None else subject.strip()
     return {**cleaned, "subject": subject, "text": text, "html": html}

@@ -9,6 +9,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models.functions import Now
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from config.clock import db_now
 from intents import errors
@@ -51,6 +52,13 @@ def _check_agent_token(tenant, agent_token, mailbox) -> None:
         raise errors.NotFound("mailbox_not_found", "No such mailbox.", field="mailbox")
 
 
+def _require_active(mailbox) -> None:
+    if not mailbox.is_active:
+        raise errors.MailboxInactive(
+            message=_("%(address)s is not active.") % {"address": mailbox.address}, field="mailbox"
+        )
+
+
 def _author(tenant, mailbox, agent_token, actor_user) -> tuple[dict, dict]:
     """(DraftVersion author fields, IntentEvent actor fields), after checking the actor."""
     if (agent_token is None) == (actor_user is None):
@@ -63,7 +71,7 @@ def _author(tenant, mailbox, agent_token, actor_user) -> tuple[dict, dict]:
         )
     membership = active_membership(tenant=tenant, user=actor_user)
     if not can_approve(membership=membership, mailbox=mailbox):
-        raise errors.NoRight(message="You may not write drafts for this mailbox.")
+        raise errors.NoRight(message=_("You may not write drafts for this mailbox."))
     return (
         {"author_kind": DraftVersion.Author.PERSON, "author_user": actor_user},
         {"actor_kind": IntentEvent.Actor.PERSON, "actor_user": actor_user},
@@ -91,8 +99,7 @@ def draft_create(
     """A pending draft (version 1) in the review queue, after validating everything it holds."""
     tenant = active_tenant(tenant)
     mailbox = tenant_mailbox(tenant, mailbox)
-    if not mailbox.is_active:
-        raise errors.MailboxInactive(message=f"{mailbox.address} is not active.", field="mailbox")
+    _require_active(mailbox)
     author_fields, actor_fields = _author(tenant, mailbox, agent_token, actor_user)
     in_reply_to, thread_id, reply_subject, customer_at = _reply_reference(
         tenant, mailbox, in_reply_to, thread_id
@@ -306,13 +313,13 @@ def _require_current_base(draft: Draft, base_version: int | None) -> None:
     if base_version > draft.current_version:
         raise errors.InvalidInput(
             "base_version_unknown",
-            f"This draft has no version {base_version}; version {draft.current_version} is "
-            "current.",
+            _("This draft has no version %(base)s; version %(current)s is current.")
+            % {"base": base_version, "current": draft.current_version},
             "base_version",
         )
     raise errors.VersionConflict(
-        f"Someone saved version {draft.current_version} while you were editing version "
-        f"{base_version}.",
+        _("Someone saved version %(current)s while you were editing version %(base)s.")
+        % {"current": draft.current_version, "base": base_version},
         base_version=base_version,
         current_version=draft.current_version,
     )
@@ -327,7 +334,8 @@ def draft_reject(*, tenant, draft_id, reason, actor) -> Draft:
         membership = active_membership(tenant=tenant, user=actor)
         if not can_approve(membership=membership, mailbox=draft.mailbox):
             raise errors.NoRight(
-                message=f"You may not decide on drafts of {draft.mailbox.address}."
+                message=_("You may not decide on drafts of %(address)s.")
+                % {"address": draft.mailbox.address}
             )
         Draft.objects.filter(pk=draft.pk).update(
             status=Draft.Status.REJECTED,
@@ -356,7 +364,7 @@ def draft_withdraw(*, tenant, draft_id, agent_token=None, actor_user=None) -> Dr
     with transaction.atomic():
         draft = lock_draft(tenant, draft_id)
         require_pending(draft)
-        _, actor_fields = _author(tenant, draft.mailbox, agent_token, actor_user)
+        _fields, actor_fields = _author(tenant, draft.mailbox, agent_token, actor_user)
         Draft.objects.filter(pk=draft.pk).update(
             status=Draft.Status.WITHDRAWN, decided_at=Now(), updated_at=Now(), **UNHELD
         )

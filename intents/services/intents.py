@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.functions import Greatest, Now
+from django.utils.translation import gettext as _
 
 from intents import errors
 from intents.journal import journal
@@ -36,7 +37,8 @@ def intent_cancel(*, tenant, intent_id, actor, reason="") -> SendIntent:
         if intent.state not in allowed:
             raise errors.IntentError(
                 "not_cancellable",
-                f"A send that is {intent.get_state_display().lower()} cannot be cancelled.",
+                _("A send that is %(state)s cannot be cancelled.")
+                % {"state": intent.get_state_display().lower()},
             )
         from_state = intent.state
         SendIntent.objects.filter(pk=intent.pk, state=from_state).update(
@@ -72,12 +74,12 @@ def intent_resolve_accepted(
     if not provider_message_id:
         raise errors.InvalidInput(
             "message_id_required",
-            "Give the provider message id that proves the send.",
+            _("Give the provider message id that proves the send."),
             "provider_message_id",
         )
     if len(provider_message_id) > 998:
         raise errors.InvalidInput(
-            "message_id_invalid", "The message id is too long.", "provider_message_id"
+            "message_id_invalid", _("The message id is too long."), "provider_message_id"
         )
     evidence = clean_reason(evidence, required=True)
     with transaction.atomic():
@@ -85,7 +87,8 @@ def intent_resolve_accepted(
         require_decider(tenant, actor, intent.mailbox)
         if intent.state != SendIntent.State.NEEDS_ATTENTION:
             raise errors.IntentError(
-                "not_needs_attention", "Only a send that needs attention can be resolved by hand."
+                "not_needs_attention",
+                _("Only a send that needs attention can be resolved by hand."),
             )
         SendIntent.objects.filter(pk=intent.pk, state=SendIntent.State.NEEDS_ATTENTION).update(
             state=SendIntent.State.ACCEPTED,
@@ -118,7 +121,7 @@ def intent_hold(*, tenant, intent_id, reason) -> SendIntent:
     with transaction.atomic():
         intent = lock_intent(tenant, intent_id)
         if intent.state != SendIntent.State.QUEUED:
-            raise errors.IntentError("not_queued", "Only a queued send can be held.")
+            raise errors.IntentError("not_queued", _("Only a queued send can be held."))
         SendIntent.objects.filter(pk=intent.pk, state=SendIntent.State.QUEUED).update(
             held_reason=reason[:200], updated_at=Now()
         )
@@ -142,7 +145,7 @@ def intent_release(*, tenant, intent_id, actor) -> SendIntent:
         intent = lock_intent(tenant, intent_id)
         require_decider(tenant, actor, intent.mailbox)
         if intent.state != SendIntent.State.QUEUED or not intent.held_reason:
-            raise errors.IntentError("not_held", "This send is not on hold.")
+            raise errors.IntentError("not_held", _("This send is not on hold."))
         SendIntent.objects.filter(pk=intent.pk, state=SendIntent.State.QUEUED).update(
             # Released inside its undo window, it still waits for the window's end.
             held_reason="",

@@ -6,6 +6,10 @@ from datetime import datetime, timedelta
 
 from django import template
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, pgettext_lazy
+
+from intents.models import Draft, SendIntent
 
 register = template.Library()
 
@@ -18,16 +22,21 @@ def duration(value: timedelta | float | None) -> str:
     seconds = int(value.total_seconds() if isinstance(value, timedelta) else value)
     if seconds < 0:
         seconds = 0
+    # Unit symbols, not words, so no plural forms: each language's own ("Std." and "T" in German).
     if seconds < 60:
-        return f"{seconds} s"
+        return _("%(n)s s") % {"n": seconds}
     minutes = seconds // 60
     if minutes < 60:
-        return f"{minutes} min"
+        return _("%(n)s min") % {"n": minutes}
     hours, minutes = divmod(minutes, 60)
     if hours < 24:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+        if minutes:
+            return _("%(h)s h %(min)s min") % {"h": hours, "min": minutes}
+        return _("%(h)s h") % {"h": hours}
     days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return _("%(d)s d %(h)s h") % {"d": days, "h": hours}
+    return _("%(d)s d") % {"d": days}
 
 
 @register.filter
@@ -54,7 +63,7 @@ def until(value: datetime | None) -> str:
         return "\u2013"
     left = value - timezone.now()
     if left.total_seconds() <= 0:
-        return "passed"
+        return _("passed")
     return duration(left)
 
 
@@ -130,3 +139,73 @@ def sla_state(draft) -> str:
 def claim_lapsed(draft) -> bool:
     expires = getattr(draft, "claim_expires_at", None)
     return expires is not None and expires <= timezone.now()
+
+
+RECIPIENT_KINDS = {
+    "to": pgettext_lazy("recipient field", "To"),
+    "cc": pgettext_lazy("recipient field", "Cc"),
+    "bcc": pgettext_lazy("recipient field", "Bcc"),
+}
+
+
+@register.filter
+def recipient_kind(value: str) -> str:
+    """The label of a recipient field (to, cc, bcc) in the reader's language."""
+    return str(RECIPIENT_KINDS.get(value, value))
+
+
+# What each journal action says, in the reader's language; the stored action stays the code
+# (data-action on the page, the journal's CSV and the API keep it).
+JOURNAL_ACTIONS = {
+    "draft.created": gettext_lazy("draft created"),
+    "draft.version_added": gettext_lazy("new version"),
+    "draft.approved": gettext_lazy("approved"),
+    "draft.approval_undone": gettext_lazy("approval undone"),
+    "draft.rejected": gettext_lazy("rejected"),
+    "draft.withdrawn": gettext_lazy("withdrawn"),
+    "draft.expired": gettext_lazy("expired"),
+    "draft.reopened": gettext_lazy("back in review"),
+    "draft.note_added": gettext_lazy("note added"),
+    "draft.bodies_purged": gettext_lazy("bodies purged"),
+    "draft.taken": gettext_lazy("taken"),
+    "draft.handed": gettext_lazy("handed over"),
+    "draft.released": pgettext_lazy("draft journal", "released"),
+    "draft.assigned": gettext_lazy("assigned"),
+    "draft.claim_lapsed": gettext_lazy("claim lapsed"),
+    "draft.sla_warning": gettext_lazy("deadline near"),
+    "draft.sla_breached": gettext_lazy("deadline passed"),
+    "draft.escalated": gettext_lazy("escalated"),
+    "intent.created": gettext_lazy("send created"),
+    "intent.claimed": gettext_lazy("picked up by a worker"),
+    "intent.accepted": gettext_lazy("accepted by AgentMail"),
+    "intent.uncertain": gettext_lazy("outcome uncertain"),
+    "intent.retry_scheduled": gettext_lazy("retry scheduled"),
+    "intent.reconcile_pending": gettext_lazy("checking the outcome"),
+    "intent.needs_attention": gettext_lazy("needs attention"),
+    "intent.failed": gettext_lazy("failed"),
+    "intent.blocked": gettext_lazy("blocked"),
+    "intent.expired": gettext_lazy("expired"),
+    "intent.cancelled": gettext_lazy("cancelled"),
+    "intent.held": gettext_lazy("held"),
+    "intent.released": pgettext_lazy("send journal", "released"),
+    "intent.resolved_accepted": gettext_lazy("marked accepted"),
+    "intent.lease_expired": gettext_lazy("worker lease expired"),
+    "intent.undone": gettext_lazy("undone"),
+}
+
+
+@register.filter
+def journal_action(value: str) -> str:
+    """A journal action in words; an action this table does not know is shown as stored."""
+    return str(JOURNAL_ACTIONS.get(value, value))
+
+
+@register.filter
+def intent_state(value: str) -> str:
+    """A send state (a journal row's from/to) by its label, as the badges show it."""
+    if not value:
+        return ""
+    for choices in (SendIntent.State, Draft.Status):
+        if value in choices.values:
+            return str(choices(value).label)
+    return value

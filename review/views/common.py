@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
+from django.utils.translation import gettext as _
 
 from intents import errors, selectors
 from intents.models import Draft, SendIntent
@@ -32,8 +33,11 @@ def intent_or_404(request: TenantRequest, intent_id: int) -> SendIntent:
 def require_right(request: TenantRequest, mailbox: Mailbox) -> None:
     if not can_approve(membership=request.membership, mailbox=mailbox):
         raise PermissionDenied(
-            f"You do not have the right to decide on drafts from {mailbox.address}. "
-            "Ask a tenant admin for approve rights on this mailbox."
+            _(
+                "You do not have the right to decide on drafts from %(address)s. "
+                "Ask a tenant admin for approve rights on this mailbox."
+            )
+            % {"address": mailbox.address}
         )
 
 

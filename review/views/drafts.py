@@ -101,7 +101,7 @@ def draft_approve(request: TenantRequest, draft_id: int) -> HttpResponse:
     form = ApproveForm(request.POST)
     if not form.is_valid():
         error = errors.InvalidInput(
-            "invalid", "The approval did not say which version it approves; reload the page."
+            "invalid", _("The approval did not say which version it approves; reload the page.")
         )
         return _refusal(request, draft.pk, error=error, status=400)
     version = form.cleaned_data["version"]
@@ -125,10 +125,11 @@ def draft_approve(request: TenantRequest, draft_id: int) -> HttpResponse:
     messages.success(
         request,
         format_html(
-            'Approved draft {} (version {}). <a href="{}">Follow the send</a>.{}',
-            draft.pk,
-            version,
+            '{} <a href="{}">{}</a>.{}',
+            _("Approved draft %(draft)s (version %(version)s).")
+            % {"draft": draft.pk, "version": version},
             outbox_url,
+            _("Follow the send"),
             _undo_offer(request, intent),
         ),
     )
@@ -161,7 +162,9 @@ def draft_reject(request: TenantRequest, draft_id: int) -> HttpResponse:
     require_right(request, draft.mailbox)
     form = RejectForm(request.POST)
     if not form.is_valid():
-        error = errors.InvalidInput("reason_required", "Say why you reject this draft.", "reason")
+        error = errors.InvalidInput(
+            "reason_required", _("Say why you reject this draft."), "reason"
+        )
         return _refusal(request, draft.pk, error=error, status=400)
     try:
         services.draft_reject(
@@ -174,7 +177,9 @@ def draft_reject(request: TenantRequest, draft_id: int) -> HttpResponse:
         raise PermissionDenied(error.message) from None
     except errors.DraftError as error:
         return _refusal(request, draft.pk, error=error)
-    messages.success(request, f"Rejected draft {draft.pk}. The agent sees your reason.")
+    messages.success(
+        request, _("Rejected draft %(draft)s. The agent sees your reason.") % {"draft": draft.pk}
+    )
     following = review.next_pending(
         tenant=request.tenant, membership=request.membership, after=draft
     )
@@ -267,7 +272,9 @@ def draft_edit(request: TenantRequest, draft_id: int) -> HttpResponse:
     require_right(request, draft.mailbox)
     if draft.status != Draft.Status.PENDING:
         messages.error(
-            request, f"This draft is {draft.get_status_display().lower()}; it cannot be edited."
+            request,
+            _("This draft is %(status)s; it cannot be edited.")
+            % {"status": draft.get_status_display().lower()},
         )
         return redirect("draft", request.tenant.slug, draft.pk)
     services.draft_claim_renew(tenant=request.tenant, draft_id=draft.pk, actor=request.user)
@@ -298,6 +305,7 @@ def draft_edit(request: TenantRequest, draft_id: int) -> HttpResponse:
         form.add_error(error.field if error.field in form.fields else None, error.message)
         return _edit_page(request, detail, form, status=409 if error.status == 409 else 400)
     messages.success(
-        request, f"Saved version {version.number}. Check it once more, then approve it."
+        request,
+        _("Saved version %(n)s. Check it once more, then approve it.") % {"n": version.number},
     )
     return redirect("draft", request.tenant.slug, draft.pk)

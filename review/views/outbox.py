@@ -10,6 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, pgettext_lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from intents import errors, selectors, services
@@ -28,16 +29,16 @@ log = logging.getLogger(__name__)
 
 
 OUTBOX_TABS = [
-    ("", "All"),
-    ("queued", "Queued"),
-    ("sending", "Sending"),
-    ("accepted", "Accepted"),
-    ("uncertain", "Uncertain"),
-    ("needs_attention", "Needs attention"),
-    ("failed", "Failed"),
-    ("blocked", "Blocked"),
-    ("expired", "Expired"),
-    ("cancelled", "Cancelled"),
+    ("", pgettext_lazy("sends", "All")),
+    ("queued", pgettext_lazy("sends", "Queued")),
+    ("sending", pgettext_lazy("sends", "Sending")),
+    ("accepted", pgettext_lazy("sends", "Accepted")),
+    ("uncertain", pgettext_lazy("sends", "Uncertain")),
+    ("needs_attention", gettext_lazy("Needs attention")),
+    ("failed", pgettext_lazy("sends", "Failed")),
+    ("blocked", pgettext_lazy("sends", "Blocked")),
+    ("expired", pgettext_lazy("sends", "Expired")),
+    ("cancelled", pgettext_lazy("sends", "Cancelled")),
 ]
 
 
@@ -53,7 +54,7 @@ def outbox(request: TenantRequest) -> HttpResponse:
         )
     except errors.InvalidInput:
         page = selectors.outbox(tenant=request.tenant, state=state or None)
-        messages.warning(request, "That page link was not valid; showing the newest sends.")
+        messages.warning(request, _("That page link was not valid; showing the newest sends."))
     counts = selectors.intent_counts(tenant=request.tenant)
     counts[""] = sum(counts.values())
     deliveries = review.outbox_deliveries(page.items)
@@ -122,7 +123,7 @@ def intent_cancel(request: TenantRequest, intent_id: int) -> HttpResponse:
         lambda intent: services.intent_cancel(
             tenant=request.tenant, intent_id=intent.pk, actor=request.user, reason=reason
         ),
-        "Cancelled: this send will not go out.",
+        _("Cancelled: this send will not go out."),
     )
 
 
@@ -160,7 +161,7 @@ def intent_resolve(request: TenantRequest, intent_id: int) -> HttpResponse:
     intent = intent_or_404(request, intent_id)
     form = ResolveForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Give the provider message id and the evidence you have.")
+        messages.error(request, _("Give the provider message id and the evidence you have."))
         return redirect("outbox_intent", request.tenant.slug, intent.pk)
     return _intent_action(
         request,
@@ -172,7 +173,7 @@ def intent_resolve(request: TenantRequest, intent_id: int) -> HttpResponse:
             provider_message_id=form.cleaned_data["provider_message_id"],
             evidence=form.cleaned_data["evidence"],
         ),
-        "Marked as accepted, with your evidence in the journal.",
+        _("Marked as accepted, with your evidence in the journal."),
     )
 
 
@@ -185,7 +186,7 @@ def intent_release(request: TenantRequest, intent_id: int) -> HttpResponse:
         lambda intent: services.intent_release(
             tenant=request.tenant, intent_id=intent.pk, actor=request.user
         ),
-        "Released: the send is queued again.",
+        _("Released: the send is queued again."),
     )
 
 
@@ -197,7 +198,7 @@ def intent_reopen(request: TenantRequest, intent_id: int) -> HttpResponse:
     require_right(request, intent.mailbox)
     form = ReopenForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Say why this should be sent again; nothing was changed.")
+        messages.error(request, _("Say why this should be sent again; nothing was changed."))
         return redirect("outbox_intent", request.tenant.slug, intent.pk)
     try:
         draft = services.draft_reopen(
@@ -217,19 +218,22 @@ def intent_reopen(request: TenantRequest, intent_id: int) -> HttpResponse:
         return redirect("outbox_intent", request.tenant.slug, intent.pk)
     messages.success(
         request,
-        f"Draft {draft.pk} is back in the review queue as version {draft.current_version}. "
-        f"Approving it creates a new send; send #{intent.pk} stays as it is.",
+        _(
+            "Draft %(draft)s is back in the review queue as version %(version)s. "
+            "Approving it creates a new send; send #%(send)s stays as it is."
+        )
+        % {"draft": draft.pk, "version": draft.current_version, "send": intent.pk},
     )
     return redirect("draft", request.tenant.slug, draft.pk)
 
 
 ATTENTION_TABS = [
-    ("", "All"),
-    ("uncertain", "Uncertain"),
-    ("needs_attention", "Needs attention"),
-    ("failed", "Failed"),
-    ("blocked", "Blocked"),
-    ("held", "Held"),
+    ("", pgettext_lazy("sends", "All")),
+    ("uncertain", pgettext_lazy("sends", "Uncertain")),
+    ("needs_attention", gettext_lazy("Needs attention")),
+    ("failed", pgettext_lazy("sends", "Failed")),
+    ("blocked", pgettext_lazy("sends", "Blocked")),
+    ("held", pgettext_lazy("sends", "Held")),
 ]
 
 

@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext
+from django.utils.translation import gettext_lazy, ngettext, pgettext_lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from intents import errors, services
@@ -73,7 +73,7 @@ def _queue_context(request: TenantRequest) -> dict:
 
 
 VIEW_LABELS = {
-    "": gettext_lazy("All"),
+    "": pgettext_lazy("queue view", "All"),
     "mine": gettext_lazy("Mine"),
     "unassigned": gettext_lazy("Unassigned"),
     "escalated": gettext_lazy("Escalated"),
@@ -188,7 +188,13 @@ def bulk_approve(request: TenantRequest) -> HttpResponse:
         )
     if approved:
         messages.success(
-            request, f"Approved {approved} draft{'s' if approved != 1 else ''}; they are sending."
+            request,
+            ngettext(
+                "Approved %(count)d draft; it is sending.",
+                "Approved %(count)d drafts; they are sending.",
+                approved,
+            )
+            % {"count": approved},
         )
     if approved and request.tenant.send_hold_seconds:
         messages.info(
@@ -206,5 +212,9 @@ def bulk_approve(request: TenantRequest) -> HttpResponse:
             ),
         )
     for draft_id, message in refused:
-        messages.error(request, f"Draft {draft_id} was not approved: {message}")
+        messages.error(
+            request,
+            _("Draft %(draft)s was not approved: %(message)s")
+            % {"draft": draft_id, "message": message},
+        )
     return redirect(back)

@@ -42,7 +42,7 @@ def test_the_pages_say_where_a_replys_subject_comes_from(tenant_a, reply, admin_
     page = client.get(reverse("draft", args=[tenant_a.slug, reply.pk])).content.decode()
     form = client.get(reverse("draft_edit", args=[tenant_a.slug, reply.pk])).content.decode()
 
-    assert "<h1>Re: Where is my order?</h1>" in page
+    assert "data-customer-content>Re: Where is my order?</h1>" in page
     assert "set by AgentMail from the message it answers" in page
     assert "set by AgentMail from the message it answers" in form
     assert 'value="Re: Where is my order?"' in form
