@@ -140,3 +140,21 @@ def test_the_editor_keeps_the_customers_message_and_a_sandboxed_preview(
     assert " sandbox " in iframe and "allow-" not in iframe
     assert 'srcdoc="&lt;p&gt;Hello&lt;/p&gt;&lt;script&gt;' in iframe
     assert "<script>parent" not in html
+
+
+def test_a_decided_draft_shows_no_empty_decision_card(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    from intents import services
+
+    draft = make_draft(mailbox_a)
+    version = draft.versions.get(number=draft.current_version)
+    services.draft_approve(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        version=version.number,
+        content_hash=version.content_hash,
+        actor=admin_a.user,
+    )
+    html = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk])).content
+    assert b'id="decision" hidden>' in html
