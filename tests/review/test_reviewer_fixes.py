@@ -145,8 +145,6 @@ def test_the_editor_keeps_the_customers_message_and_a_sandboxed_preview(
 def test_a_decided_draft_shows_no_empty_decision_card(
     tenant_a, mailbox_a, make_draft, admin_a, signed_in
 ):
-    from intents import services
-
     draft = make_draft(mailbox_a)
     version = draft.versions.get(number=draft.current_version)
     services.draft_approve(
