@@ -19,6 +19,8 @@
  *   -DNO_WINDOW      no 23 h stop (precheck.py _attempt_kind, record.py _record_not_processed):
  *                    the provider forgets the key while a worker still replays: a double send
  *   -DNO_SAME_KEY    reconciliation replays with a new key instead of the intent's one
+ *   -DNO_GIVE_UP     failing label lookups are retried for ever (reconcile.py's 2 x max attempts):
+ *                    the liveness property fails, an intent stays uncertain
  *   -DLONG_PAUSE     the environment may pause a worker for hours between its pre-call check and
  *                    its call (the assumption the 1 h margin rests on; see RELIABILITY.md)
  */
@@ -40,6 +42,11 @@
 #endif
 #ifndef MAXFAULTS
 #define MAXFAULTS 2       /* crashes and pauses past the lease, in one run */
+#endif
+#ifdef NO_GIVE_UP
+#define ATTCAP (2 * MAXATT + 2)
+#else
+#define ATTCAP 255
 #endif
 #define HOLD 1            /* hold_until: the undo window ends at clock 1 */
 #define NOTAFTER 2        /* not_after, for an intent that has one */
@@ -149,12 +156,12 @@ end_idle:
        fresh();
        /* transition: queued -> sending */
        st = sending; tok = w + 1; lexp = false; arow = false;
-       if :: attempts < 255 -> attempts++ :: else -> skip fi;
+       if :: attempts < ATTCAP -> attempts++ :: else -> skip fi;
        if :: !has_fa -> has_fa = true; fa = now :: else -> skip fi
     :: st == uncertain && tok == 0 ->
        fresh();
        tok = w + 1; lexp = false; arow = false;
-       if :: attempts < 255 -> attempts++ :: else -> skip fi
+       if :: attempts < ATTCAP -> attempts++ :: else -> skip fi
     fi
   }
   fault();
@@ -317,8 +324,12 @@ lookup:
     :: a == A_OK && found -> st = accepted; msgrec = true; drop_lease();
        if :: wh == 1 -> wh = 2 :: else -> skip fi
     :: a == A_OK && !found -> st = needs_attention; drop_lease()
+#ifdef NO_GIVE_UP
+    :: a == A_UNC -> drop_lease()
+#else
     :: a == A_UNC && attempts > 2 * MAXATT -> st = needs_attention; drop_lease()
     :: a == A_UNC && attempts <= 2 * MAXATT -> drop_lease()   /* uncertain, later again */
+#endif
     fi;
     found = false
   }

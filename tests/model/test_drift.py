@@ -44,7 +44,7 @@ def test_the_terminal_states_are_those_without_a_way_out():
 
 
 def _state_literal(node: ast.expr | None) -> str | None:
-    """"sending" for ``State.SENDING`` or ``SendIntent.State.SENDING``; None for anything else."""
+    """The value ("sending") of ``State.SENDING`` or ``SendIntent.State.SENDING``; None for anything else."""
     if isinstance(node, ast.Attribute) and node.attr in ENUM_NAMES:
         base = node.value
         if (isinstance(base, ast.Name) and base.id == "State") or (

@@ -27,9 +27,7 @@ def spin_present():
 
 
 def _mutant(macro: str) -> run.Result:
-    return run.check(
-        {**run.SMALL, macro: None}, label=macro, depth=run.MUTANT_DEPTH, time_limit=30
-    )
+    return run.check({**run.SMALL, macro: None}, label=macro, depth=run.MUTANT_DEPTH, time_limit=30)
 
 
 def _failed_assertion(result: run.Result) -> str:
@@ -81,3 +79,20 @@ def test_a_pause_of_hours_between_check_and_call_is_a_double_send():
     result = _mutant("LONG_PAUSE")
     assert result.errors >= 1, result.output
     assert _failed_assertion(result) == "assert((ksends[k]<=1))", result.trail[-3000:]
+
+
+def test_every_run_ends_terminal_or_in_needs_attention():
+    """Liveness under weak fairness (pan -a -f), exhaustive for the fault-free configuration."""
+    result = run.check(run.LIVE, label="live", liveness=True, time_limit=60)
+    assert result.errors == 0, result.trail[-3000:] or result.output
+    assert result.complete and result.states > 100_000
+
+
+def test_retrying_a_failing_lookup_for_ever_breaks_liveness():
+    """reconcile.py hands an intent whose label lookups keep failing to a person after 2 x max
+    attempts; without that, spin finds a fair cycle in which it stays uncertain."""
+    result = run.check(
+        {**run.LIVE, "NO_GIVE_UP": None}, label="NO_GIVE_UP", liveness=True, time_limit=30
+    )
+    assert result.errors >= 1, result.output
+    assert "acceptance cycle" in result.output, result.output[-2000:]
