@@ -66,6 +66,44 @@ def _number(pattern: str, text: str, cast=float, default=0):
     return cast(found[-1]) if found else default
 
 
+def _compile(work: Path, defines: dict, *, liveness: bool, collapse: bool, bitstate: bool):
+    """spin generates pan.c for these macros; gcc compiles it, in ``work``."""
+    shutil.copy(MODEL, work / MODEL.name)
+    subprocess.run(
+        ["spin", *_defines(defines), "-a", MODEL.name], cwd=work, check=True, capture_output=True
+    )
+    cflags = ["-O2", "-w", "-DVECTORSZ=4096"]
+    if liveness:
+        # weak fairness bookkeeping for every process: NW workers, 4 others, init, the claim
+        cflags.append(f"-DNFAIR={int(defines.get('NW', 2)) + 6}")
+    else:
+        cflags += ["-DSAFETY", "-DNOCLAIM"]
+    if collapse:
+        cflags.append("-DCOLLAPSE")
+    if bitstate:
+        cflags.append("-DBITSTATE")
+    subprocess.run(
+        ["gcc", *cflags, "-o", "pan", "pan.c"], cwd=work, check=True, capture_output=True
+    )
+
+
+def _run_pan(work: Path, args: list[str], time_limit: float | None) -> tuple[str, bool, float]:
+    """(pan's output, whether the time limit stopped it, seconds)."""
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        args, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    stopped = False
+    try:
+        out, _ = proc.communicate(timeout=time_limit)
+    except subprocess.TimeoutExpired:
+        # pan prints its statistics when interrupted: the search so far is the bounded result.
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate()
+        stopped = True
+    return out, stopped, time.monotonic() - started
+
+
 def check(
     defines: dict | None = None,
     *,
@@ -81,42 +119,11 @@ def check(
     defines = dict(defines or {})
     with tempfile.TemporaryDirectory(prefix="modelcheck-") as tmp:
         work = Path(tmp)
-        shutil.copy(MODEL, work / MODEL.name)
-        subprocess.run(
-            ["spin", *_defines(defines), "-a", MODEL.name],
-            cwd=work,
-            check=True,
-            capture_output=True,
-        )
-        cflags = ["-O2", "-w", "-DVECTORSZ=4096"]
-        if liveness:
-            # weak fairness bookkeeping for every process: NW workers, 4 others, init, the claim
-            cflags.append(f"-DNFAIR={int(defines.get('NW', 2)) + 6}")
-        else:
-            cflags += ["-DSAFETY", "-DNOCLAIM"]
-        if collapse:
-            cflags.append("-DCOLLAPSE")
-        if bitstate:
-            cflags.append("-DBITSTATE")
-        subprocess.run(
-            ["gcc", *cflags, "-o", "pan", "pan.c"], cwd=work, check=True, capture_output=True
-        )
+        _compile(work, defines, liveness=liveness, collapse=collapse, bitstate=bitstate)
         args = ["./pan", f"-m{depth}", f"-w{hash_bits}"]
         if liveness:
             args += ["-a", "-f"]
-        started = time.monotonic()
-        proc = subprocess.Popen(
-            args, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        stopped = False
-        try:
-            out, _ = proc.communicate(timeout=time_limit)
-        except subprocess.TimeoutExpired:
-            # pan prints its statistics when interrupted: the search so far is the bounded result.
-            proc.send_signal(signal.SIGINT)
-            out, _ = proc.communicate()
-            stopped = True
-        seconds = time.monotonic() - started
+        out, stopped, seconds = _run_pan(work, args, time_limit)
         errors = _number(r"errors: (\d+)", out, int)
         if "states, stored" not in out or "pan: error" in out:
             # pan refused to run (a compile limit, a bad option): never a pass
