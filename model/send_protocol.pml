@@ -441,7 +441,7 @@ end:
   :: atomic {
        /* the provider's webhook for the sent message, perhaps before the worker records */
        sends > 0 && wh == 0 ->
-       if :: msgrec -> wh = 2 :: else -> wh = 1 fi
+       if :: msgrec -> wh = 2 :: else -> wh = 1 fi   /* applied, or kept until recorded */
      }
   od
 }
