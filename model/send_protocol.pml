@@ -21,6 +21,9 @@
  *   -DNO_SAME_KEY    reconciliation replays with a new key instead of the intent's one
  *   -DNO_GIVE_UP     failing label lookups are retried for ever (reconcile.py's 2 x max attempts):
  *                    the liveness property fails, an intent stays uncertain
+ *   -DLATE_SEND_CHECK asserts that nothing is sent once the intent ended unsent (cancelled, failed,
+ *                    blocked, expired): it does not hold, a request still in progress at the
+ *                    provider completes after a person cancelled the needs_attention intent
  *   -DLONG_PAUSE     the environment may pause a worker for hours between its pre-call check and
  *                    its call (the assumption the 1 h margin rests on; see RELIABILITY.md)
  */
@@ -349,6 +352,10 @@ end:
        :: /* processed: the send happens */
           assert(kok[k]);          /* exactly the approved version and recipients, and the
                                       approver still had the right at the check */
+#ifdef LATE_SEND_CHECK
+          /* a known limit, asserted on purpose: no send once the intent ended without one */
+          assert(st != cancelled && st != failed && st != blocked && st != expired);
+#endif
           sends++; ksends[k]++;
           assert(ksends[k] <= 1);  /* at most one send per key */
           assert(sends <= 1);      /* at most one send per intent */

@@ -96,3 +96,12 @@ def test_retrying_a_failing_lookup_for_ever_breaks_liveness():
     )
     assert result.errors >= 1, result.output
     assert "acceptance cycle" in result.output, result.output[-2000:]
+
+
+def test_a_request_still_in_progress_can_land_after_a_person_cancels():
+    """A known limit, shown on purpose: the worker dies while its request is in progress at the
+    provider, the lookup finds nothing yet, a person cancels the needs-attention intent, then the
+    provider completes the send (RELIABILITY.md "Model checking")."""
+    result = _mutant("LATE_SEND_CHECK")
+    assert result.errors >= 1, result.output
+    assert "st = cancelled" in result.trail and "needs_attention" in result.trail
