@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from email.utils import parseaddr
 from typing import TYPE_CHECKING
 
-from django.db import connection
 from django.db.models import (
     BooleanField,
     Count,
@@ -32,9 +31,6 @@ from intents.policy import recipient_breaks_policy_sql, recipient_problems
 from intents.selectors.drafts import (
     NAV_COUNT_CAP,
     capped_count,
-    pending_count,
-    pending_escalated_count,
-    pending_mine_count,
 )
 from intents.selectors.intents import current_sends
 from intents.selectors.queue import (
@@ -43,6 +39,7 @@ from intents.selectors.queue import (
     QueueFilter,
     queue_drafts,
     sorted_queue_page,
+    view_counts,
 )
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken, Membership, Tenant
@@ -158,26 +155,8 @@ def queue_page(
 
 
 def queue_view_counts(*, tenant: Tenant, user_id: int) -> dict[str, int]:
-    """Pending drafts per queue view (All, Mine, Unassigned, Escalated), each counted up to
-    TOTAL_CAP on its own partial index, in one statement whatever the queue's size."""
-    pending = Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING)
-    views = {
-        "": pending,
-        "mine": pending.filter(assignee_id=user_id),
-        "unassigned": pending.filter(assignee__isnull=True),
-        "escalated": pending.filter(escalated_at__isnull=False),
-    }
-    parts: list[str] = []
-    params: list = []
-    for i, qs in enumerate(views.values()):
-        sql, part_params = qs.values("pk")[: TOTAL_CAP + 1].query.sql_with_params()
-        parts.append(f"(SELECT count(*) FROM ({sql}) AS v{i})")  # noqa: S608
-        params.extend(part_params)
-    with connection.cursor() as cursor:
-        # Compiled by the ORM from the querysets above; the input is in params.
-        cursor.execute("SELECT " + ", ".join(parts), params)
-        row = cursor.fetchone()
-    return dict(zip(views, row, strict=True))
+    """The queue's tabs: pending drafts per view, each counted up to TOTAL_CAP."""
+    return view_counts(tenant=tenant, viewer=user_id, cap=TOTAL_CAP)
 
 
 def queue_holders(*, tenant: Tenant, shown: list[int]) -> list[Draft]:
@@ -347,19 +326,21 @@ class NavCounts:
 
     queue: int
     attention: int
-    mine: int | None
-    escalated: int | None
+    mine: int
+    escalated: int
     cap: int = NAV_COUNT_CAP
 
 
 def nav_counts(*, tenant: Tenant, user) -> NavCounts:
-    """Four capped counts (Queue, Needs attention, Mine, Escalated), polled by every open tab:
-    kept cheap on purpose (each reads an index and stops at the cap)."""
+    """The navigation's capped counts (Queue, Mine, Escalated in one statement, Needs attention
+    in another), polled by every open tab: kept cheap on purpose (each reads an index and stops
+    at the cap)."""
+    views = view_counts(tenant=tenant, viewer=user.pk, cap=NAV_COUNT_CAP)
     return NavCounts(
-        queue=pending_count(tenant=tenant),
+        queue=views[""],
         attention=capped_count(current_sends(tenant).filter(_attention_filter())),
-        mine=pending_mine_count(tenant=tenant, user=user),
-        escalated=pending_escalated_count(tenant=tenant),
+        mine=views["mine"],
+        escalated=views["escalated"],
     )
 
 

@@ -11,6 +11,7 @@ from intents.errors import NotFound
 from intents.models import Draft, DraftNote, DraftVersion, IntentEvent, SendAttempt, SendIntent
 from intents.selectors.common import as_int
 from intents.selectors.intents import UNPROVEN_STATES
+from intents.selectors.queue import view_counts
 
 
 @dataclass
@@ -98,21 +99,5 @@ def capped_count(qs, cap: int = NAV_COUNT_CAP) -> int:
 
 
 def pending_count(*, tenant, cap: int = NAV_COUNT_CAP) -> int:
-    return capped_count(Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING), cap)
-
-
-def pending_mine_count(*, tenant, user, cap: int = NAV_COUNT_CAP) -> int:
-    """Pending drafts this person holds (the queue's Mine view)."""
-    return capped_count(
-        Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING, assignee=user), cap
-    )
-
-
-def pending_escalated_count(*, tenant, cap: int = NAV_COUNT_CAP) -> int:
-    """Escalated pending drafts (the queue's Escalated view)."""
-    return capped_count(
-        Draft.objects.filter(
-            tenant=tenant, status=Draft.Status.PENDING, escalated_at__isnull=False
-        ),
-        cap,
-    )
+    """Pending drafts of the tenant, up to cap + 1 (the queue's All view)."""
+    return view_counts(tenant=tenant, viewer=None, cap=cap)[""]
