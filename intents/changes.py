@@ -1,0 +1,104 @@
+"""What a person changed between two versions of a draft, as data: the structured diff that agent
+events carry and that the reviewer analytics measure.
+
+The reviewer's page renders its own HTML diff (``review/diff.py``); this one is for programs, so it
+is plain JSON-ready values and counts, and it is computed the same way wherever it is needed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from intents.models import DraftVersion
+
+_TOKEN = re.compile(r"\s+|[^\s]+")
+_FIELDS = ("to", "cc", "bcc")
+
+
+def _lf(body: str) -> str:
+    return (body or "").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def text_change(before: str, after: str) -> dict:
+    """Word-level operations from ``before`` to ``after`` and the characters they add and remove.
+
+    Each operation is ``{"op": "insert"|"delete"|"replace", "at": <char offset in before>,
+    "before": str, "after": str}``; equal stretches are left out. CRLF and lone CR compare as LF.
+    """
+    a = _TOKEN.findall(_lf(before))
+    b = _TOKEN.findall(_lf(after))
+    ops: list[dict] = []
+    added = removed = 0
+    offset = 0
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        old, new = "".join(a[i1:i2]), "".join(b[j1:j2])
+        if op != "equal":
+            ops.append({"op": op, "at": offset, "before": old, "after": new})
+            removed += len(old)
+            added += len(new)
+        offset += len(old)
+    return {"ops": ops, "chars_added": added, "chars_removed": removed}
+
+
+def recipients_change(before: DraftVersion, after: DraftVersion) -> dict:
+    """Per field (to, cc, bcc), the addresses added and removed, compared case-insensitively."""
+    result: dict[str, dict[str, list[str]]] = {}
+    for field in _FIELDS:
+        old = {a.lower(): a for a in getattr(before, field)}
+        new = {a.lower(): a for a in getattr(after, field)}
+        result[field] = {
+            "added": sorted(new[k] for k in new.keys() - old.keys()),
+            "removed": sorted(old[k] for k in old.keys() - new.keys()),
+        }
+    return result
+
+
+def version_change(before: DraftVersion, after: DraftVersion) -> dict:
+    """The structured diff from ``before`` to ``after``.
+
+    ``edit_size`` is the number of characters added plus removed in subject and text, a measure of
+    how much a person rewrote; a recipient added or removed counts as one more.
+    """
+    text = text_change(before.text, after.text)
+    subject = text_change(before.subject, after.subject)
+    recipients = recipients_change(before, after)
+    moved = sum(len(v["added"]) + len(v["removed"]) for v in recipients.values())
+    html_changed = before.html != after.html
+    return {
+        "from_version": before.number,
+        "to_version": after.number,
+        "changed": bool(text["ops"] or subject["ops"] or moved or html_changed),
+        "subject": {"before": before.subject, "after": after.subject} if subject["ops"] else None,
+        "text": text,
+        "html_changed": html_changed,
+        "recipients": recipients,
+        "edit_size": text["chars_added"]
+        + text["chars_removed"]
+        + subject["chars_added"]
+        + subject["chars_removed"]
+        + moved,
+    }
+
+
+def last_agent_version(target: DraftVersion) -> DraftVersion | None:
+    """The agent's newest version at or before ``target`` (the one a person started from)."""
+    return (
+        DraftVersion.objects.filter(
+            draft_id=target.draft_id,
+            number__lte=target.number,
+            author_kind=DraftVersion.Author.AGENT,
+        )
+        .order_by("-number")
+        .first()
+    )
+
+
+def change_from_agent(target: DraftVersion) -> dict | None:
+    """The structured diff from the agent's last version to ``target`` (``None`` when a person
+    wrote every version, which the API does not allow today but the model does)."""
+    base = last_agent_version(target)
+    if base is None:
+        return None
+    return version_change(base, target)
