@@ -3,7 +3,6 @@ in with it, refuse wrong and reused codes, recovery codes once each, the tenant'
 audit rows, and the seed sealed at rest."""
 
 import threading
-import time
 
 import pyotp
 import pytest
@@ -46,8 +45,15 @@ def enrolled(tenant_a, member_of, password):
 
 
 def next_step_code(secret):
-    # The step after the current one is within the tolerance, and later than any code used now.
-    return pyotp.TOTP(secret).at(time.time() + 30)
+    """A code the device takes next: the step after the last one it accepted.
+
+    Not "the step after now": a confirmation that crossed a 30 s boundary leaves the device at a
+    drift of -1, and two steps ahead of its clock is then outside the tolerance (a rare flake).
+    """
+    device = next(
+        d for d in TotpDevice.objects.filter(confirmed=True) if two_factor.totp_secret(d) == secret
+    )
+    return pyotp.TOTP(secret).at((device.last_t + 1) * 30)
 
 
 def test_enrolment_shows_the_secret_once_and_seals_it(tenant_a, member_of, password, client):
