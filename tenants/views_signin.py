@@ -117,6 +117,8 @@ def _enrol_page(request: AuthenticatedRequest, device: TotpDevice, error: str = 
 def totp_enrol(http_request: HttpRequest) -> HttpResponse:
     """POST starts a set-up (a new seed); GET shows the one in progress."""
     request = cast(AuthenticatedRequest, http_request)
+    if _came_through_sso(request):
+        return redirect("account_security")
     if request.method == "POST":
         try:
             device = two_factor.totp_begin(user=request.user)
@@ -134,6 +136,8 @@ def totp_enrol(http_request: HttpRequest) -> HttpResponse:
 @require_POST
 def totp_confirm(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
+    if _came_through_sso(request):
+        return redirect("account_security")
     try:
         codes = two_factor.totp_confirm(
             user=request.user, code=request.POST.get("code", ""), request=request
@@ -149,13 +153,20 @@ def totp_confirm(http_request: HttpRequest) -> HttpResponse:
     return render(request, "tenants/recovery_codes.html", {"codes": codes, "new_device": True})
 
 
-def _came_through_sso(request: HttpRequest) -> bool:
-    """A session from a tenant's identity provider does not change the person's own factors:
-    that provider is run by one tenant's admin, and these factors guard every tenant."""
+def _came_through_sso(request: HttpRequest, message: str = "") -> bool:
+    """A session from a tenant's identity provider does not change the person's own factors
+    or see and end their other sessions: that provider is run by one tenant's admin, who could
+    assert any address in the domains they listed, and these pages guard every tenant."""
     if request.session.get(user_sessions.METHOD_KEY) != "sso":
         return False
-    messages.error(request, _("Sign in with your password to change your second factors."))
+    messages.error(
+        request, message or _("Sign in with your password to change your second factors.")
+    )
     return True
+
+
+def _sessions_need_password() -> str:
+    return _("Sign in with your password to see and end your other sessions.")
 
 
 @login_required
@@ -190,6 +201,8 @@ def two_factor_remove(http_request: HttpRequest) -> HttpResponse:
 @require_GET
 def sessions(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
+    if _came_through_sso(request, _sessions_need_password()):
+        return redirect("account_security")
     return render(
         request,
         "tenants/sessions.html",
@@ -204,6 +217,8 @@ def sessions(http_request: HttpRequest) -> HttpResponse:
 @require_POST
 def session_end(http_request: HttpRequest, session_id: int) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
+    if _came_through_sso(request, _sessions_need_password()):
+        return redirect("account_security")
     try:
         user_sessions.session_end(
             user=request.user,
