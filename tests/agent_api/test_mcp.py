@@ -68,7 +68,7 @@ def results(url: str, token: str | None, *calls: tuple[str, dict]):
     return session(url, token, *calls)[1]
 
 
-def rpc(url: str, token: str | None, body: bytes) -> httpx.Response:
+def rpc(url: str, token: str | None, body: bytes, **extra: str) -> httpx.Response:
     """One raw JSON-RPC POST: for what the SDK's client cannot send (a lone surrogate escaped in
     the JSON, an oversized body) and to read the HTTP status."""
     headers = {
@@ -78,7 +78,7 @@ def rpc(url: str, token: str | None, body: bytes) -> httpx.Response:
     }
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    return httpx.post(url, content=body, headers=headers, timeout=30)
+    return httpx.post(url, content=body, headers={**headers, **extra}, timeout=30)
 
 
 def tool_call(name: str, arguments_json: str) -> bytes:
@@ -392,4 +392,24 @@ def test_a_suspended_tenants_token_is_refused(mcp_url, token_a, tenant_a, mailbo
 
     assert problem(mailboxes)["code"] == "tenant_suspended"
     assert problem(created)["status"] == 403
+    assert draft_count() == 0
+
+
+def test_a_host_outside_allowed_hosts_is_refused(mcp_url, token_a):
+    rebound = rpc(mcp_url, token_a, INITIALIZE, Host="attacker.example")
+    foreign_origin = rpc(mcp_url, token_a, INITIALIZE, Origin="https://attacker.example")
+
+    assert rebound.status_code == 421
+    assert foreign_origin.status_code == 403
+
+
+def test_deeply_nested_arguments_are_refused_before_any_tool_runs(mcp_url, token_a, mailbox_a):
+    nested = json.dumps(draft_body(mailbox_a, provenance="@@")).replace(
+        '"@@"', '{"a":' * 5_000 + "1" + "}" * 5_000
+    )
+
+    answer = rpc(mcp_url, token_a, tool_call("create_draft", nested))
+
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == -32700
     assert draft_count() == 0
