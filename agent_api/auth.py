@@ -125,29 +125,34 @@ class AgentTokenAuth(HttpBearer):
             log.info("intents.api.auth_failed", extra={"path": request.path})
             return None
         cast(AgentRequest, request).agent_token = agent_token
-        if not agent_token.tenant.is_active:
-            raise ApiProblem(
-                403,
-                "tenant_suspended",
-                "This tenant is suspended; the API is closed for it.",
-                title="Tenant suspended",
-            )
-        if self.scope not in agent_token.scopes:
-            raise ApiProblem(
-                403,
-                "insufficient_scope",
-                f"This token lacks the scope '{self.scope}'.",
-                title="Insufficient scope",
-                headers={
-                    "WWW-Authenticate": (
-                        f'Bearer realm="countersign", error="insufficient_scope", '
-                        f'scope="{self.scope}"'
-                    )
-                },
-            )
-        check_rate_limit(agent_token)
+        check_token(agent_token, self.scope)
         check_body(request)
         return agent_token
+
+
+def check_token(agent_token: AgentToken, scope: str) -> None:
+    """What an authenticated token may do, for the JSON API and the MCP tools alike: its tenant
+    is active (403), it holds ``scope`` (403), it is within its rate (429)."""
+    if not agent_token.tenant.is_active:
+        raise ApiProblem(
+            403,
+            "tenant_suspended",
+            "This tenant is suspended; the API is closed for it.",
+            title="Tenant suspended",
+        )
+    if scope not in agent_token.scopes:
+        raise ApiProblem(
+            403,
+            "insufficient_scope",
+            f"This token lacks the scope '{scope}'.",
+            title="Insufficient scope",
+            headers={
+                "WWW-Authenticate": (
+                    f'Bearer realm="countersign", error="insufficient_scope", scope="{scope}"'
+                )
+            },
+        )
+    check_rate_limit(agent_token)
 
 
 DRAFTS_READ = AgentTokenAuth(AgentToken.Scope.DRAFTS_READ)

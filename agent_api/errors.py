@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import wraps
 from http import HTTPStatus
+from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
@@ -53,6 +54,25 @@ class ApiProblem(Exception):
         self.headers = headers or {}
 
 
+def problem_document(
+    *,
+    status: int,
+    code: str,
+    detail: str,
+    title: str | None = None,
+    errors: Iterable[dict] = (),
+) -> dict:
+    """The RFC 9457 document: the JSON API's error body, and the MCP tools' error result."""
+    return {
+        "type": TYPE_BASE + code,
+        "title": title or HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "code": code,
+        "errors": [{"field": e.get("field"), "message": str(e.get("message", ""))} for e in errors],
+    }
+
+
 def problem_response(
     *,
     status: int,
@@ -62,14 +82,7 @@ def problem_response(
     errors: Iterable[dict] = (),
     headers: dict[str, str] | None = None,
 ) -> HttpResponse:
-    body = {
-        "type": TYPE_BASE + code,
-        "title": title or HTTPStatus(status).phrase,
-        "status": status,
-        "detail": detail,
-        "code": code,
-        "errors": [{"field": e.get("field"), "message": str(e.get("message", ""))} for e in errors],
-    }
+    body = problem_document(status=status, code=code, detail=detail, title=title, errors=errors)
     response = HttpResponse(
         json.dumps(body, ensure_ascii=False, separators=(",", ":")),
         status=status,
@@ -143,15 +156,20 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not valid JSON")
 
 
+def check_storable(data) -> None:
+    """Refuse (``UnstorableText``) what PostgreSQL would refuse: NUL, lone surrogates, NaN."""
+    try:
+        _refuse_unstorable(data)
+    except RecursionError:
+        raise UnstorableText(None, "the body is nested too deeply") from None
+
+
 class StrictJSONParser(Parser):
     """JSON, minus the strings PostgreSQL would refuse (they would otherwise surface as a 500)."""
 
     def parse_body(self, request: HttpRequest):
         data = json.loads(request.body, parse_constant=_refuse_constant)
-        try:
-            _refuse_unstorable(data)
-        except RecursionError:
-            raise UnstorableText(None, "the body is nested too deeply") from None
+        check_storable(data)
         return data
 
 
@@ -172,10 +190,16 @@ def _field_from_loc(loc: Sequence) -> str | None:
     return out or None
 
 
-def _validation_message(error: dict) -> str:
+def _validation_message(error: Mapping[str, Any]) -> str:
     message = str(error.get("msg", "invalid value"))
     # pydantic prefixes errors raised by our own validators; the prefix is noise to a client.
     return message.removeprefix("Value error, ")
+
+
+def problem_of(exc: ApiProblem) -> dict:
+    return problem_document(
+        status=exc.status, code=exc.code, title=exc.title, detail=exc.detail, errors=exc.errors
+    )
 
 
 def on_problem(request: HttpRequest, exc: ApiProblem) -> HttpResponse:
@@ -189,22 +213,37 @@ def on_problem(request: HttpRequest, exc: ApiProblem) -> HttpResponse:
     )
 
 
-def on_validation(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+def validation_problem(raw_errors: Iterable[Mapping[str, Any]]) -> dict:
+    """422 ``validation_failed`` from pydantic's errors, each naming its field (``to[2]``)."""
     errors = [
         {"field": _field_from_loc(e.get("loc", ())), "message": _validation_message(e)}
-        for e in exc.errors
+        for e in raw_errors
     ]
     first = errors[0] if errors else {"field": None, "message": "invalid request"}
     detail = f"{first['field']}: {first['message']}" if first["field"] else str(first["message"])
     if len(errors) > 1:
         detail += f" (and {len(errors) - 1} more)"
-    return problem_response(
+    return problem_document(
         status=422,
         code="validation_failed",
         title="The request is not valid",
         detail=detail,
         errors=errors,
     )
+
+
+def _send(document: dict) -> HttpResponse:
+    return problem_response(
+        status=document["status"],
+        code=document["code"],
+        title=document["title"],
+        detail=document["detail"],
+        errors=document["errors"],
+    )
+
+
+def on_validation(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    return _send(validation_problem(exc.errors))
 
 
 def on_unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
@@ -217,16 +256,20 @@ def on_unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpRe
     )
 
 
+def unstorable_problem(exc: UnstorableText) -> dict:
+    return problem_document(
+        status=422,
+        code="unstorable_value",
+        title="The request contains a value that cannot be stored",
+        detail=exc.message,
+        errors=[{"field": exc.field, "message": exc.message}],
+    )
+
+
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     # Ninja raises HttpError(400) from the parser's exception when the body cannot be used.
     if isinstance(exc.__cause__, UnstorableText):
-        return problem_response(
-            status=422,
-            code="unstorable_value",
-            title="The request contains a value that cannot be stored",
-            detail=exc.__cause__.message,
-            errors=[{"field": exc.__cause__.field, "message": exc.__cause__.message}],
-        )
+        return _send(unstorable_problem(exc.__cause__))
     if exc.status_code == 400:
         return problem_response(
             status=400,
@@ -242,16 +285,18 @@ def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return problem_response(status=404, code="not_found", detail="No such resource.")
 
 
-def on_draft_error(request: HttpRequest, exc: DraftError) -> HttpResponse:
-    status = int(getattr(exc, "status", 409))
-    errors = [{"field": exc.field, "message": exc.message}]
-    return problem_response(
-        status=status,
+def draft_problem(exc: DraftError) -> dict:
+    return problem_document(
+        status=int(getattr(exc, "status", 409)),
         code=exc.code,
         title=exc.code.replace("_", " ").capitalize(),
         detail=exc.message,
-        errors=errors,
+        errors=[{"field": exc.field, "message": exc.message}],
     )
+
+
+def on_draft_error(request: HttpRequest, exc: DraftError) -> HttpResponse:
+    return _send(draft_problem(exc))
 
 
 def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:

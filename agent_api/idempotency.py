@@ -28,6 +28,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
@@ -89,21 +90,28 @@ def read_key(request: HttpRequest, *, required: bool) -> str | None:
     return value
 
 
-def request_fingerprint(request: HttpRequest, *, credential: str = "") -> str:
+def fingerprint(*, credential: str, method: str, path: str, data: object) -> str:
     """sha256 over the credential, method, path and the canonical JSON of the body (key order and
     whitespace do not matter; values do). The credential (the agent token's id) is part of it so
     that a second token of the same tenant, perhaps restricted to other mailboxes, cannot read
-    another token's stored response by guessing its key."""
-    body = request.body
+    another token's stored response by guessing its key. ``data`` is the parsed body, or None."""
     canonical = ""
-    if body:
-        canonical = json.dumps(
-            json.loads(body), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        )
+    if data is not None:
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     digest = hashlib.sha256()
-    digest.update(f"{credential}\n{request.method}\n{request.path}\n".encode())
+    digest.update(f"{credential}\n{method}\n{path}\n".encode())
     digest.update(canonical.encode())
     return digest.hexdigest()
+
+
+def request_fingerprint(request: HttpRequest, *, credential: str = "") -> str:
+    body = request.body
+    return fingerprint(
+        credential=credential,
+        method=request.method or "",
+        path=request.path,
+        data=json.loads(body) if body else None,
+    )
 
 
 def _json_response(
@@ -130,7 +138,7 @@ def _in_flight_problem() -> ApiProblem:
 
 
 def _claim(
-    *, tenant: Tenant, key: str, fingerprint: str, request: HttpRequest
+    *, tenant: Tenant, key: str, fingerprint: str, method: str, path: str
 ) -> tuple[ApiIdempotencyKey, datetime | None]:
     """(row, lock) for a request that must do the work, or (row, None) for a replay."""
     try:
@@ -139,9 +147,8 @@ def _claim(
                 tenant=tenant,
                 key=key,
                 fingerprint=fingerprint,
-                # Django's handlers always set the method; only a hand-built request has none.
-                method=request.method or "",
-                path=request.path[:255],
+                method=method,
+                path=path[:255],
                 state=ApiIdempotencyKey.State.IN_FLIGHT,
                 locked_until=_lock_expiry(),
             )
@@ -190,42 +197,33 @@ def _release(row_id: int, lock) -> None:
     ).delete()
 
 
-def _credential(request: HttpRequest) -> str:
-    token = getattr(request, "auth", None)
+def token_credential(token) -> str:
+    """What of the caller goes into a fingerprint: the agent token's id (never its secret)."""
     return f"agent-token:{token.pk}" if token is not None else ""
 
 
-def run_idempotent(
-    request: HttpRequest,
-    *,
-    tenant: Tenant,
-    required: bool,
-    work: Work,
-    locate: Locate | None = None,
-) -> HttpResponse:
-    """Run ``work`` (returns status and JSON bytes) at most once per (tenant, Idempotency-Key).
+def _credential(request: HttpRequest) -> str:
+    return token_credential(getattr(request, "auth", None))
 
-    ``locate`` gives the response's Location header from its status and body; a replay gets the
-    same header as the first answer."""
-    key = read_key(request, required=required)
-    if key is None:
-        with transaction.atomic():
-            status, body = work()
-        return _json_response(status, body, replayed=False, locate=locate)
 
-    row, lock = _claim(
-        tenant=tenant,
-        key=key,
-        fingerprint=request_fingerprint(request, credential=_credential(request)),
-        request=request,
-    )
+@dataclass(frozen=True)
+class Outcome:
+    status: int
+    body: bytes
+    replayed: bool
+
+
+def run_once(
+    *, tenant: Tenant, key: str, fingerprint: str, method: str, path: str, work: Work
+) -> Outcome:
+    """Run ``work`` (returns status and JSON bytes) at most once per (tenant, key): the protocol
+    above, for any entry point (the HTTP routes below, the MCP tools)."""
+    row, lock = _claim(tenant=tenant, key=key, fingerprint=fingerprint, method=method, path=path)
     if lock is None:
         # Only a completed row comes back without a lock, and completing stores the response.
         assert row.response_status is not None and row.response_body is not None
         log.info("intents.api.idempotent_replay", extra={"tenant_id": tenant.pk, "key_id": row.pk})
-        return _json_response(
-            row.response_status, bytes(row.response_body), replayed=True, locate=locate
-        )
+        return Outcome(row.response_status, bytes(row.response_body), replayed=True)
 
     try:
         with transaction.atomic():
@@ -250,4 +248,34 @@ def run_idempotent(
     except BaseException:
         _release(row.pk, lock)
         raise
-    return _json_response(status, body, replayed=False, locate=locate)
+    return Outcome(status, body, replayed=False)
+
+
+def run_idempotent(
+    request: HttpRequest,
+    *,
+    tenant: Tenant,
+    required: bool,
+    work: Work,
+    locate: Locate | None = None,
+) -> HttpResponse:
+    """``run_once`` keyed by the request's Idempotency-Key header (without one, the work runs
+    once in a transaction).
+
+    ``locate`` gives the response's Location header from its status and body; a replay gets the
+    same header as the first answer."""
+    key = read_key(request, required=required)
+    if key is None:
+        with transaction.atomic():
+            status, body = work()
+        return _json_response(status, body, replayed=False, locate=locate)
+    outcome = run_once(
+        tenant=tenant,
+        key=key,
+        fingerprint=request_fingerprint(request, credential=_credential(request)),
+        # Django's handlers always set the method; only a hand-built request has none.
+        method=request.method or "",
+        path=request.path,
+        work=work,
+    )
+    return _json_response(outcome.status, outcome.body, replayed=outcome.replayed, locate=locate)

@@ -1,21 +1,20 @@
 """The agent API's routes: post, revise, read and withdraw drafts; list mailboxes.
 
 Agents can never approve, edit an approval or send: there is no route for any of it. Each route
-is thin: the token (``request.auth``) names the tenant, the mailbox or draft is resolved inside
-that tenant and the token's mailbox restriction (``queries.py``), then one intents service does
-the write, inside ``run_idempotent``.
+is thin: the token (``request.auth``) names the tenant, and one operation (``operations.py``,
+shared with the MCP tools) resolves the mailbox or draft inside that tenant and the token's
+mailbox restriction and calls one intents service, inside ``run_idempotent``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import cast
 
 from django.http import HttpResponse
 from django.urls import reverse
 from ninja import Query, Router
 
-from agent_api import queries
+from agent_api import operations
 from agent_api.auth import DRAFTS_READ, DRAFTS_WRITE, AgentRequest
 from agent_api.idempotency import run_idempotent
 from agent_api.schemas import (
@@ -24,12 +23,9 @@ from agent_api.schemas import (
     DraftPage,
     DraftStatus,
     MailboxList,
-    MailboxOut,
-    MailboxStatus,
     Problem,
     VersionIn,
 )
-from intents import services
 from tenants.models import AgentToken
 
 ERRORS_READ = {401: Problem, 403: Problem, 404: Problem, 422: Problem, 429: Problem}
@@ -52,30 +48,12 @@ def _token(request: AgentRequest) -> AgentToken:
     return request.auth
 
 
-def _draft_bytes(draft_id: int) -> bytes:
-    return (
-        DraftOut.model_validate(queries.draft_document_by_id(draft_id)).model_dump_json().encode()
-    )
-
-
 def _created_draft_location(status: int, body: bytes) -> str | None:
     """Location of a created draft (RFC 9110 §10.2.2): read from the stored body, so a replayed
     201 points at the same draft as the first."""
     if status != 201:
         return None
     return reverse("api:get_draft", kwargs={"draft_id": json.loads(body)["id"]})
-
-
-def _content(payload: DraftCreateIn | VersionIn) -> dict:
-    """What a person approves of a version, as the draft services take it."""
-    return {
-        "to": payload.to,
-        "cc": payload.cc,
-        "bcc": payload.bcc,
-        "subject": payload.subject,
-        "text": payload.text,
-        "html": payload.html,
-    }
 
 
 def _ok(body: bytes, status: int = 200) -> HttpResponse:
@@ -93,24 +71,12 @@ def _ok(body: bytes, status: int = 200) -> HttpResponse:
 def create_draft(request: AgentRequest, payload: DraftCreateIn):
     """Creates a pending draft (version 1) in the review queue. Requires `Idempotency-Key`."""
     token = _token(request)
-
-    def work() -> tuple[int, bytes]:
-        mailbox = queries.mailbox_resolve(token, payload.mailbox)
-        draft = services.draft_create(
-            tenant=token.tenant,
-            mailbox=mailbox,
-            **_content(payload),
-            in_reply_to=payload.in_reply_to,
-            thread_id=payload.thread_id,
-            provenance=payload.provenance,
-            not_after=payload.not_after,
-            priority=payload.priority,
-            agent_token=token,
-        )
-        return 201, _draft_bytes(draft.pk)
-
     return run_idempotent(
-        request, tenant=token.tenant, required=True, work=work, locate=_created_draft_location
+        request,
+        tenant=token.tenant,
+        required=True,
+        work=lambda: operations.create_draft(token, payload),
+        locate=_created_draft_location,
     )
 
 
@@ -128,8 +94,7 @@ def list_drafts(
     cursor: str | None = Query(None, max_length=200, description="From `next_cursor`."),
     limit: int = Query(20, ge=1, le=100),
 ):
-    page = queries.draft_page(_token(request), status=status, cursor=cursor, limit=limit)
-    return _ok(DraftPage.model_validate(page).model_dump_json().encode())
+    return _ok(operations.list_drafts(_token(request), status=status, cursor=cursor, limit=limit))
 
 
 @router.get(
@@ -141,8 +106,7 @@ def list_drafts(
     operation_id="draft_get",
 )
 def get_draft(request: AgentRequest, draft_id: int):
-    draft = queries.draft_in_scope(_token(request), draft_id)
-    return _ok(DraftOut.model_validate(queries.draft_document(draft)).model_dump_json().encode())
+    return _ok(operations.read_draft(_token(request), draft_id))
 
 
 @router.post(
@@ -159,19 +123,12 @@ def add_version(request: AgentRequest, draft_id: int, payload: VersionIn):
     changed since is refused (409 `version_conflict`). `Idempotency-Key` is optional but
     recommended."""
     token = _token(request)
-
-    def work() -> tuple[int, bytes]:
-        draft = queries.draft_in_scope(token, draft_id)
-        services.draft_add_version(
-            tenant=token.tenant,
-            draft_id=draft.pk,
-            **_content(payload),
-            agent_token=token,
-            base_version=payload.base_version,
-        )
-        return 201, _draft_bytes(draft.pk)
-
-    return run_idempotent(request, tenant=token.tenant, required=False, work=work)
+    return run_idempotent(
+        request,
+        tenant=token.tenant,
+        required=False,
+        work=lambda: operations.revise_draft(token, draft_id, payload),
+    )
 
 
 @router.post(
@@ -186,13 +143,12 @@ def withdraw_draft(request: AgentRequest, draft_id: int):
     """Takes the draft out of the review queue (409 `not_pending` if it was already decided).
     No body. `Idempotency-Key` is optional."""
     token = _token(request)
-
-    def work() -> tuple[int, bytes]:
-        draft = queries.draft_in_scope(token, draft_id)
-        services.draft_withdraw(tenant=token.tenant, draft_id=draft.pk, agent_token=token)
-        return 200, _draft_bytes(draft.pk)
-
-    return run_idempotent(request, tenant=token.tenant, required=False, work=work)
+    return run_idempotent(
+        request,
+        tenant=token.tenant,
+        required=False,
+        work=lambda: operations.withdraw_draft(token, draft_id),
+    )
 
 
 @router.get(
@@ -204,15 +160,4 @@ def withdraw_draft(request: AgentRequest, draft_id: int):
     operation_id="mailbox_list",
 )
 def list_mailboxes(request: AgentRequest):
-    mailboxes = queries.mailboxes_in_scope(_token(request)).order_by("address")
-    # status is a choices column (Mailbox.Status); MailboxOut validates the value again.
-    items = [
-        MailboxOut(
-            id=m.pk,
-            address=m.address,
-            display_name=m.display_name,
-            status=cast(MailboxStatus, m.status),
-        )
-        for m in mailboxes
-    ]
-    return _ok(MailboxList(items=items).model_dump_json().encode())
+    return _ok(operations.list_mailboxes(_token(request)))

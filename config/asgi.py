@@ -1,6 +1,37 @@
+"""The ASGI application: ``/mcp/`` (the MCP server, agent_api.mcp_server) and everything else
+(Django).
+
+The MCP server is an ASGI app of the official ``mcp`` SDK, so it needs an ASGI server:
+``gunicorn config.asgi -k asgi`` (gunicorn's own ASGI worker). The rest of the product stays on
+WSGI (``config.wsgi``, gunicorn sync workers): the usual deployment serves ``/mcp/`` from this
+entry and everything else from ``config.wsgi`` (DEPLOYMENT.md). Routing the rest to Django here
+lets one ASGI server serve the whole product too, with Django's ASGI caveat that persistent
+database connections are not reused (set ``DB_CONN_MAX_AGE=0`` for such a process).
+
+The lifespan events go to the MCP app, which runs its session manager in them; Django's ASGI
+handler answers HTTP only.
+"""
+
 import os
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+# Imported once Django is set up: the MCP tools use its models.
+from agent_api.mcp_server import PATH, mcp_application  # noqa: E402
+
+mcp_app = mcp_application()
+_MCP_PREFIX = PATH.rstrip("/")
+
+
+def is_mcp(path: str) -> bool:
+    return path == _MCP_PREFIX or path.startswith(PATH)
+
+
+async def application(scope, receive, send):
+    if scope["type"] == "lifespan" or (scope["type"] == "http" and is_mcp(scope["path"])):
+        await mcp_app(scope, receive, send)
+    else:
+        await django_application(scope, receive, send)

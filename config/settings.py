@@ -287,6 +287,9 @@ PUBLIC_BASE_URL = required("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
 
 # Agent API: requests per token per minute (429 with Retry-After beyond it).
 API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 120)
+# The MCP server (/mcp/, config.asgi) runs tool calls in this many threads per process: each holds
+# at most one database connection.
+MCP_THREADS = env_int("MCP_THREADS", 4)
 # The API rate limit lives in the cache, so production shares it through the database
 # (`manage.py createcachetable` once per deployment); development keeps it per process.
 CACHES = {

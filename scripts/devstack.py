@@ -1,4 +1,4 @@
-"""Run the whole app for a demo: sandbox AgentMail, web server, worker, demo agent.
+"""Run the whole app for a demo: sandbox AgentMail, web server, MCP server, worker, demo agent.
 
 Started by `make run` after set-up. Ctrl-C stops every process. Components whose management
 command does not exist are skipped with a note, so the stack always starts.
@@ -19,6 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WEB = os.environ.get("COUNTERSIGN_WEB_ADDR", "127.0.0.1:8000")
 SANDBOX_PORT = os.environ.get("SANDBOX_PORT", "8025")
+# The MCP server (config.asgi, /mcp/) is an ASGI app; the web app stays on its WSGI workers.
+MCP = os.environ.get("COUNTERSIGN_MCP_ADDR", "127.0.0.1:8001")
 # gunicorn sync workers, each holding at most one database connection: a burst of webhooks waits
 # in the listen backlog. runserver opened a thread per request, and each thread's persistent
 # connection (DB_CONN_MAX_AGE) outlived it, until PostgreSQL refused clients and the receiver
@@ -26,18 +28,15 @@ SANDBOX_PORT = os.environ.get("SANDBOX_PORT", "8025")
 WEB_WORKERS = 3
 
 
-def web_command(addr: str) -> list[str]:
+def gunicorn(app: str, addr: str, *options: str) -> list[str]:
     return [
         sys.executable,
         "-m",
         "gunicorn",
-        "config.wsgi_dev",
-        "--workers",
-        str(WEB_WORKERS),
+        app,
+        *options,
         "--bind",
         addr,
-        "--timeout",
-        "30",
         "--graceful-timeout",
         "5",
         "--access-logfile",
@@ -47,6 +46,16 @@ def web_command(addr: str) -> list[str]:
     ]
 
 
+def web_command(addr: str) -> list[str]:
+    return gunicorn("config.wsgi_dev", addr, "--workers", str(WEB_WORKERS), "--timeout", "30")
+
+
+def mcp_command(addr: str) -> list[str]:
+    """gunicorn's own ASGI worker (no second server to install); one process, whose tool calls
+    run in MCP_THREADS threads, each with at most one database connection."""
+    return gunicorn("config.asgi", addr, "--worker-class", "asgi", "--workers", "1")
+
+
 def manage(*args: str) -> list[str]:
     return [sys.executable, "manage.py", *args]
 
@@ -54,6 +63,7 @@ def manage(*args: str) -> list[str]:
 PROCESSES = [
     ("sandbox", "sandbox", manage("sandbox", "--port", SANDBOX_PORT)),
     ("web", None, web_command(WEB)),
+    ("mcp", None, mcp_command(MCP)),
     ("worker", "qcluster", manage("qcluster")),
     ("agent", "demo_agent", manage("demo_agent")),
 ]
@@ -116,6 +126,7 @@ def main() -> int:
     env = child_env()
     for name, addr, variable in (
         ("web", WEB, "COUNTERSIGN_WEB_ADDR=127.0.0.1:8100"),
+        ("mcp", MCP, "COUNTERSIGN_MCP_ADDR=127.0.0.1:8101"),
         ("sandbox", f"127.0.0.1:{SANDBOX_PORT}", "SANDBOX_PORT=8125"),
     ):
         if port_in_use(addr):
@@ -143,13 +154,15 @@ def main() -> int:
                 subprocess.run(manage("seed_demo"), cwd=ROOT, env=env, check=True)
             elif name == "web":
                 wait_until_serving(name, f"http://{WEB}/healthz", proc, timeout=120)
+            elif name == "mcp":
+                wait_until_serving(name, f"http://{MCP}/healthz", proc, timeout=120)
     except (SystemExit, subprocess.CalledProcessError) as error:
         print(error if isinstance(error, SystemExit) else f"[devstack] {error}", flush=True)
         stop_all(children)
         return 1
     print(
-        f"[devstack] Countersign is up: http://{WEB}/  (sandbox AgentMail at "
-        f"{env['AGENTMAIL_BASE_URL']}; sign-ins in README.md; Ctrl-C stops)",
+        f"[devstack] Countersign is up: http://{WEB}/  (MCP server at http://{MCP}/mcp/; "
+        f"sandbox AgentMail at {env['AGENTMAIL_BASE_URL']}; sign-ins in README.md; Ctrl-C stops)",
         flush=True,
     )
 

@@ -12,35 +12,19 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from urllib.parse import quote, urlencode
 
 import psycopg
 import pytest
 from django.db import connection
 
 from scripts import devstack
+from tests.servers import free_port, server_database_url, serving
 
 pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parents[2]
 APP_NAME = "devstack-burst-test"
 CLIENTS = 60
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def server_database_url() -> str:
-    """The test database, with an application_name that marks the server's connections."""
-    s = connection.settings_dict
-    query = {"host": s["HOST"] or s["OPTIONS"].get("host", ""), "application_name": APP_NAME}
-    if s["PORT"]:
-        query["port"] = s["PORT"]
-    user, password = quote(s["USER"] or "", safe=""), quote(s["PASSWORD"] or "", safe="")
-    return f"postgresql://{user}:{password}@/{s['NAME']}?{urlencode(query)}"
 
 
 def server_connections() -> int:
@@ -63,22 +47,15 @@ def get_status(url: str) -> int:
 def devstack_web(tmp_path):
     """The web process exactly as devstack starts it, on the test database."""
     addr = f"127.0.0.1:{free_port()}"
-    env = {**devstack.child_env(), "DATABASE_URL": server_database_url()}
-    log = (tmp_path / "web.log").open("w")
-    proc = subprocess.Popen(
-        devstack.web_command(addr), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-    )
-    try:
-        devstack.wait_until_serving("web", f"http://{addr}/healthz", proc, timeout=120)
+    env = {**devstack.child_env(), "DATABASE_URL": server_database_url(APP_NAME)}
+    with serving(
+        "web",
+        devstack.web_command(addr),
+        env=env,
+        log_path=tmp_path / "web.log",
+        health_url=f"http://{addr}/healthz",
+    ):
         yield f"http://{addr}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def test_a_burst_of_concurrent_requests_keeps_the_connection_count_bounded(devstack_web):

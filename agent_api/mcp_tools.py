@@ -1,0 +1,351 @@
+"""The MCP tools: the agent API's operations (``operations.py``) for agents that speak the Model
+Context Protocol, with exactly the rights of the bearer token that authenticates the call.
+
+Each tool names the scope it needs and a pydantic model of its arguments built from the JSON
+API's own request schemas (``schemas.py``: unknown fields refused, strict types, the same limits),
+so a tool and its route accept and refuse the same input. A call is checked in the API's order:
+token (revoked or expired since the HTTP request was let in: refused), tenant suspended and scope
+(403), rate limit (429, one budget per token for both entry points), storable text, the
+arguments; then one operation runs. Every refusal is the API's problem document as an error
+result, and changes nothing. No tool approves or sends.
+
+``create_draft`` is idempotent like ``POST /drafts``, through the same store
+(``idempotency.run_once``): the same ``idempotency_key`` with the same arguments gives the first
+answer again, with different arguments it is refused (``idempotency_key_reused``). Without a key
+the key is derived from the token and the arguments, so a retried call never makes a second
+draft; an agent that means two identical drafts gives two keys.
+
+This module is synchronous Django code; ``mcp_server.py`` runs it off the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from django.db import transaction
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel, Field, StrictInt, StrictStr
+from pydantic import ValidationError as ArgumentsInvalid
+
+from agent_api import operations
+from agent_api.auth import check_token
+from agent_api.errors import (
+    ApiProblem,
+    UnstorableText,
+    check_storable,
+    draft_problem,
+    problem_document,
+    problem_of,
+    unstorable_problem,
+    validation_problem,
+)
+from agent_api.idempotency import KEY_RE, fingerprint, run_once, token_credential
+from agent_api.queries import MAX_ID
+from agent_api.schemas import DraftCreateIn, DraftStatus, StrictIn, VersionIn
+from intents.errors import DraftError
+from tenants.models import AgentToken
+from tenants.tokens import token_authenticate
+
+log = logging.getLogger("agent_api.mcp")
+
+READ = AgentToken.Scope.DRAFTS_READ
+WRITE = AgentToken.Scope.DRAFTS_WRITE
+# The idempotency store's method column: what tells an MCP call from an HTTP request.
+METHOD = "MCP"
+
+IdempotencyKey = Annotated[
+    StrictStr,
+    Field(
+        pattern=KEY_RE.pattern,
+        description=(
+            "1-255 of A-Za-z0-9._~- (a UUID is ideal). The same key with the same arguments "
+            "returns the first result again; with other arguments it is refused. Kept 24 hours."
+        ),
+    ),
+]
+DraftId = Annotated[StrictInt, Field(ge=1, le=MAX_ID, description="The draft's id.")]
+
+
+class NoArguments(StrictIn):
+    pass
+
+
+class CreateDraftArguments(DraftCreateIn):
+    idempotency_key: IdempotencyKey | None = Field(
+        None,
+        description=(
+            "Optional. Left out, it is derived from the token and the arguments: the same draft "
+            "posted twice within 24 hours is one draft."
+        ),
+    )
+
+
+class DraftArguments(StrictIn):
+    draft_id: DraftId
+
+
+class ReviseDraftArguments(VersionIn):
+    draft_id: DraftId
+    idempotency_key: IdempotencyKey | None = None
+
+
+class WithdrawDraftArguments(DraftArguments):
+    idempotency_key: IdempotencyKey | None = None
+
+
+class ListDraftsArguments(StrictIn):
+    status: DraftStatus | None = None
+    cursor: Annotated[StrictStr, Field(max_length=200)] | None = Field(
+        None, description="The `next_cursor` of the previous page."
+    )
+    limit: Annotated[StrictInt, Field(ge=1, le=100)] = 20
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """A tool's result: the API's JSON document, or its problem document when ``is_error``."""
+
+    document: dict
+    is_error: bool = False
+    replayed: bool = False
+
+
+Run = Callable[[AgentToken, Any, dict], ToolAnswer]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    scope: str
+    arguments: type[BaseModel]
+    run: Run
+    annotations: ToolAnnotations
+
+
+def _answer(body: bytes, *, replayed: bool = False) -> ToolAnswer:
+    return ToolAnswer(json.loads(body), replayed=replayed)
+
+
+def _once(
+    token: AgentToken,
+    *,
+    tool: str,
+    key: str | None,
+    derive: bool,
+    raw: dict,
+    work: Callable[[], tuple[int, bytes]],
+) -> ToolAnswer:
+    """``work`` at most once per key, in the JSON API's idempotency store. The fingerprint is the
+    token, the tool and the canonical arguments (the key itself left out)."""
+    path = f"mcp:{tool}"
+    arguments = {name: value for name, value in raw.items() if name != "idempotency_key"}
+    digest = fingerprint(
+        credential=token_credential(token), method=METHOD, path=path, data=arguments
+    )
+    if key is None and derive:
+        key = f"mcp-{digest[:60]}"
+    if key is None:
+        with transaction.atomic():
+            _status, body = work()
+        return _answer(body)
+    outcome = run_once(
+        tenant=token.tenant, key=key, fingerprint=digest, method=METHOD, path=path, work=work
+    )
+    return _answer(outcome.body, replayed=outcome.replayed)
+
+
+def _list_mailboxes(token: AgentToken, args: NoArguments, raw: dict) -> ToolAnswer:
+    return _answer(operations.list_mailboxes(token))
+
+
+def _create_draft(token: AgentToken, args: CreateDraftArguments, raw: dict) -> ToolAnswer:
+    return _once(
+        token,
+        tool="create_draft",
+        key=args.idempotency_key,
+        derive=True,
+        raw=raw,
+        work=lambda: operations.create_draft(token, args),
+    )
+
+
+def _revise_draft(token: AgentToken, args: ReviseDraftArguments, raw: dict) -> ToolAnswer:
+    return _once(
+        token,
+        tool="revise_draft",
+        key=args.idempotency_key,
+        derive=False,
+        raw=raw,
+        work=lambda: operations.revise_draft(token, args.draft_id, args),
+    )
+
+
+def _withdraw_draft(token: AgentToken, args: WithdrawDraftArguments, raw: dict) -> ToolAnswer:
+    return _once(
+        token,
+        tool="withdraw_draft",
+        key=args.idempotency_key,
+        derive=False,
+        raw=raw,
+        work=lambda: operations.withdraw_draft(token, args.draft_id),
+    )
+
+
+def _get_draft(token: AgentToken, args: DraftArguments, raw: dict) -> ToolAnswer:
+    return _answer(operations.read_draft(token, args.draft_id))
+
+
+def _list_drafts(token: AgentToken, args: ListDraftsArguments, raw: dict) -> ToolAnswer:
+    return _answer(
+        operations.list_drafts(token, status=args.status, cursor=args.cursor, limit=args.limit)
+    )
+
+
+def _reads(title: str) -> ToolAnnotations:
+    return ToolAnnotations(title=title, read_only_hint=True, open_world_hint=False)
+
+
+def _writes(title: str, *, idempotent: bool, destructive: bool = False) -> ToolAnnotations:
+    return ToolAnnotations(
+        title=title,
+        read_only_hint=False,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=False,
+    )
+
+
+TOOLS: dict[str, ToolSpec] = {
+    spec.name: spec
+    for spec in (
+        ToolSpec(
+            name="list_mailboxes",
+            title="List mailboxes",
+            description="The mailboxes this token may draft from (id, address, status).",
+            scope=READ,
+            arguments=NoArguments,
+            run=_list_mailboxes,
+            annotations=_reads("List mailboxes"),
+        ),
+        ToolSpec(
+            name="create_draft",
+            title="Post a draft reply for review",
+            description=(
+                "Creates a pending draft (version 1) in the review queue; a person approves or "
+                "rejects it, and only then is it sent. `mailbox` is an id or address from "
+                "list_mailboxes. A reply (`in_reply_to`) takes the subject of the message it "
+                "answers: leave `subject` out or send exactly it. Idempotent (idempotency_key)."
+            ),
+            scope=WRITE,
+            arguments=CreateDraftArguments,
+            run=_create_draft,
+            annotations=_writes("Post a draft reply for review", idempotent=True),
+        ),
+        ToolSpec(
+            name="revise_draft",
+            title="Revise a pending draft",
+            description=(
+                "Adds a version to a pending draft (refused once it is decided). With "
+                "`base_version`, a revision of a draft a person edited since is refused "
+                "(version_conflict): read it again with get_draft."
+            ),
+            scope=WRITE,
+            arguments=ReviseDraftArguments,
+            run=_revise_draft,
+            annotations=_writes("Revise a pending draft", idempotent=False),
+        ),
+        ToolSpec(
+            name="withdraw_draft",
+            title="Withdraw a pending draft",
+            description="Takes a pending draft out of the review queue (refused once decided).",
+            scope=WRITE,
+            arguments=WithdrawDraftArguments,
+            run=_withdraw_draft,
+            annotations=_writes("Withdraw a pending draft", idempotent=False, destructive=True),
+        ),
+        ToolSpec(
+            name="get_draft",
+            title="Read a draft",
+            description=(
+                "A draft's status (pending, approved, rejected and why, expired, withdrawn), its "
+                "current version, its send intent and per-recipient delivery."
+            ),
+            scope=READ,
+            arguments=DraftArguments,
+            run=_get_draft,
+            annotations=_reads("Read a draft"),
+        ),
+        ToolSpec(
+            name="list_drafts",
+            title="List drafts",
+            description="Drafts newest first, optionally by status; page with `next_cursor`.",
+            scope=READ,
+            arguments=ListDraftsArguments,
+            run=_list_drafts,
+            annotations=_reads("List drafts"),
+        ),
+    )
+}
+
+
+def _unknown_tool(name: str) -> ToolAnswer:
+    return ToolAnswer(
+        problem_document(
+            status=404,
+            code="unknown_tool",
+            detail="There is no tool of that name; tools/list names them.",
+        ),
+        is_error=True,
+    )
+
+
+def _authenticated(raw_token: str) -> AgentToken:
+    token = token_authenticate(raw_token)
+    if token is None:
+        raise ApiProblem(
+            401,
+            "unauthenticated",
+            "Send a valid, unexpired agent token as 'Authorization: Bearer cs_…'.",
+            title="Authentication required",
+        )
+    return token
+
+
+def _refusal(document: dict) -> ToolAnswer:
+    return ToolAnswer(document, is_error=True)
+
+
+def _call(spec: ToolSpec, raw_token: str, arguments: dict) -> ToolAnswer:
+    try:
+        token = _authenticated(raw_token)
+        check_token(token, spec.scope)
+        check_storable(arguments)
+        args = spec.arguments.model_validate(arguments)
+        return spec.run(token, args, arguments)
+    except ArgumentsInvalid as exc:
+        return _refusal(validation_problem(exc.errors()))
+    except UnstorableText as exc:
+        return _refusal(unstorable_problem(exc))
+    except ApiProblem as exc:
+        return _refusal(problem_of(exc))
+    except DraftError as exc:
+        return _refusal(draft_problem(exc))
+
+
+def call_tool(*, raw_token: str, name: str, arguments: dict) -> ToolAnswer:
+    """One tool call with the token's rights; a refusal is an error answer, never an exception."""
+    spec = TOOLS.get(name)
+    answer = _call(spec, raw_token, arguments) if spec is not None else _unknown_tool(name)
+    if answer.is_error:
+        # The code only: arguments are the agent's data and may hold a customer's words.
+        log.info(
+            "agent_api.mcp.tool_refused",
+            extra={"tool": spec.name if spec else None, "code": answer.document["code"]},
+        )
+    return answer

@@ -1,0 +1,415 @@
+"""The MCP server (/mcp/) as an agent meets it: the app served by the exact command `make run`
+uses (gunicorn's ASGI worker on config.asgi) on a loopback port, on the test database, driven by
+the official SDK's client over streamable HTTP.
+
+Every tool has exactly the rights of the token: its tenant, its scopes, its mailbox restriction,
+its expiry and revocation. Refusals are the JSON API's problem documents and change nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import ClientSession, MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+from intents import services
+from intents.models import Draft, DraftVersion
+from scripts import devstack
+from tenants.models import AgentToken
+from tenants.tokens import token_revoke
+from tests.agent_api.conftest import draft_body
+from tests.servers import free_port, server_database_url, serving
+
+TOOLS = {"list_mailboxes", "create_draft", "revise_draft", "withdraw_draft", "get_draft"}
+TOOLS |= {"list_drafts"}
+
+
+@pytest.fixture(scope="module")
+def mcp_url(django_db_setup, django_db_blocker, tmp_path_factory):
+    """`make run`'s MCP process on a free port, on the test database."""
+    with django_db_blocker.unblock():
+        database_url = server_database_url("mcp-test")
+    addr = f"127.0.0.1:{free_port()}"
+    env = {**devstack.child_env(), "DATABASE_URL": database_url, "MCP_THREADS": "2"}
+    with serving(
+        "mcp",
+        devstack.mcp_command(addr),
+        env=env,
+        log_path=tmp_path_factory.mktemp("mcp") / "mcp.log",
+        health_url=f"http://{addr}/healthz",
+    ):
+        yield f"http://{addr}/mcp/"
+
+
+def session(url: str, token: str | None, *calls: tuple[str, dict]):
+    """One MCP session with the SDK's client: initialize, then each (tool, arguments) in order.
+    Returns the tools/list result and the call results."""
+
+    async def run():
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            listed = await client.list_tools()
+            return listed, [await client.call_tool(name, arguments) for name, arguments in calls]
+
+    return anyio.run(run)
+
+
+def results(url: str, token: str | None, *calls: tuple[str, dict]):
+    return session(url, token, *calls)[1]
+
+
+def rpc(url: str, token: str | None, body: bytes, **extra: str) -> httpx.Response:
+    """One raw JSON-RPC POST: for what the SDK's client cannot send (a lone surrogate escaped in
+    the JSON, an oversized body) and to read the HTTP status."""
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return httpx.post(url, content=body, headers={**headers, **extra}, timeout=30)
+
+
+def tool_call(name: str, arguments_json: str) -> bytes:
+    """A tools/call request whose arguments are the JSON text given, byte for byte."""
+    params = {"name": name, "arguments": "@arguments@"}
+    envelope = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+    return envelope.replace('"@arguments@"', arguments_json).encode()
+
+
+INITIALIZE = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
+    }
+).encode()
+
+
+def problem(result) -> dict:
+    assert result.is_error is True
+    return result.structured_content
+
+
+def draft_count() -> int:
+    return Draft.objects.count()
+
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_tools_are_listed_with_the_apis_own_schemas(mcp_url, token_a):
+    listed, _ = session(mcp_url, token_a)
+
+    tools = {tool.name: tool for tool in listed.tools}
+    create = tools["create_draft"].input_schema
+    assert set(tools) == TOOLS
+    assert not {name for name in tools if "approve" in name or "send" in name}
+    assert create["additionalProperties"] is False
+    assert set(create["required"]) == {"mailbox", "to"}
+    assert create["properties"]["to"]["maxItems"] == services.MAX_RECIPIENTS
+    assert create["properties"]["idempotency_key"]["anyOf"][0]["pattern"].startswith("^[A-Za-z")
+    assert tools["revise_draft"].input_schema["required"] == ["to", "draft_id"]
+    assert tools["list_mailboxes"].input_schema["additionalProperties"] is False
+    assert tools["get_draft"].annotations.read_only_hint is True
+    assert tools["create_draft"].annotations.read_only_hint is False
+
+
+def test_one_key_twice_is_one_draft_and_the_same_answer(mcp_url, token_a, mailbox_a):
+    arguments = {**draft_body(mailbox_a), "idempotency_key": "order-1042-reply"}
+
+    first, second, other = results(
+        mcp_url,
+        token_a,
+        ("create_draft", arguments),
+        ("create_draft", arguments),
+        ("create_draft", {**arguments, "text": "Another text under the same key."}),
+    )
+
+    assert first.is_error is False
+    assert first.structured_content["status"] == "pending"
+    assert first.structured_content["mailbox"]["id"] == mailbox_a.pk
+    assert second.structured_content == first.structured_content
+    assert second.meta == {"countersign/idempotent-replayed": True}
+    assert first.meta is None
+    assert problem(other)["code"] == "idempotency_key_reused"
+    assert problem(other)["status"] == 422
+    assert draft_count() == 1
+    assert Draft.objects.get().agent_token.tenant_id == mailbox_a.tenant_id
+
+
+def test_without_a_key_the_same_arguments_are_one_draft(mcp_url, token_a, mailbox_a):
+    first, second, changed = results(
+        mcp_url,
+        token_a,
+        ("create_draft", draft_body(mailbox_a)),
+        ("create_draft", draft_body(mailbox_a)),
+        ("create_draft", draft_body(mailbox_a, text="A different reply.")),
+    )
+
+    assert second.structured_content["id"] == first.structured_content["id"]
+    assert changed.structured_content["id"] != first.structured_content["id"]
+    assert draft_count() == 2
+
+
+def test_another_tenants_mailbox_is_refused_exactly_like_a_missing_one(
+    mcp_url, token_a, mailbox_a, mailbox_b
+):
+    by_address, by_id, missing = results(
+        mcp_url,
+        token_a,
+        ("create_draft", draft_body(mailbox_b)),
+        ("create_draft", {**draft_body(mailbox_b), "mailbox": mailbox_b.pk}),
+        ("create_draft", {**draft_body(mailbox_b), "mailbox": "nobody@agentmail.to"}),
+    )
+
+    assert problem(by_address)["status"] == 404
+    assert problem(by_address)["code"] == "mailbox_not_found"
+    assert problem(by_address) == problem(by_id) == problem(missing)
+    assert by_address.content[0].text == missing.content[0].text
+    assert draft_count() == 0
+
+
+def test_no_token_a_bad_one_and_a_revoked_one_are_401(mcp_url, make_token, tenant_a):
+    revoked = make_token(tenant_a)
+    token_revoke(
+        tenant=tenant_a,
+        token_id=AgentToken.objects.get(prefix=revoked.split("_")[1]).pk,
+        actor=None,
+    )
+    forged = revoked[:-4] + "AAAA"
+
+    answers = [rpc(mcp_url, token, INITIALIZE) for token in (None, "cs_nonsense", forged, revoked)]
+
+    assert [a.status_code for a in answers] == [401, 401, 401, 401]
+    assert all(a.headers["WWW-Authenticate"].startswith("Bearer ") for a in answers)
+    with pytest.raises(ExceptionGroup) as refused:
+        session(mcp_url, revoked)
+    assert refused.group_contains(MCPError)
+
+
+def test_an_expired_token_is_401(mcp_url, make_token, tenant_a):
+    token = make_token(tenant_a)
+    AgentToken.objects.filter(prefix=token.split("_")[1]).update(expires_at="2020-01-01T00:00Z")
+
+    assert rpc(mcp_url, token, INITIALIZE).status_code == 401
+
+
+def test_a_read_only_token_cannot_create(mcp_url, make_token, tenant_a, mailbox_a):
+    reader = make_token(tenant_a, scopes=("drafts:read",))
+
+    mailboxes, created = results(
+        mcp_url, reader, ("list_mailboxes", {}), ("create_draft", draft_body(mailbox_a))
+    )
+
+    assert [m["id"] for m in mailboxes.structured_content["items"]] == [mailbox_a.pk]
+    assert problem(created)["status"] == 403
+    assert problem(created)["code"] == "insufficient_scope"
+    assert draft_count() == 0
+
+
+def test_reads_show_only_the_tokens_tenant_and_mailboxes(
+    mcp_url, make_token, tenant_a, mailbox_a, mailbox_a2, mailbox_b, token_b
+):
+    restricted = make_token(tenant_a, mailboxes=[mailbox_a])
+    whole_tenant = make_token(tenant_a)
+    [mine] = results(mcp_url, restricted, ("create_draft", draft_body(mailbox_a)))
+    [sibling] = results(mcp_url, whole_tenant, ("create_draft", draft_body(mailbox_a2)))
+    [foreign] = results(mcp_url, token_b, ("create_draft", draft_body(mailbox_b)))
+    mine_id = mine.structured_content["id"]
+    sibling_id = sibling.structured_content["id"]
+    foreign_id = foreign.structured_content["id"]
+
+    listed, boxes, own, other_box, other_tenant, missing, tenant_wide = results(
+        mcp_url,
+        restricted,
+        ("list_drafts", {}),
+        ("list_mailboxes", {}),
+        ("get_draft", {"draft_id": mine_id}),
+        ("get_draft", {"draft_id": sibling_id}),
+        ("get_draft", {"draft_id": foreign_id}),
+        ("get_draft", {"draft_id": foreign_id + 1000}),
+        ("create_draft", draft_body(mailbox_a2)),
+    )
+    [wide] = results(mcp_url, whole_tenant, ("list_drafts", {}))
+
+    assert [d["id"] for d in listed.structured_content["items"]] == [mine_id]
+    assert [m["id"] for m in boxes.structured_content["items"]] == [mailbox_a.pk]
+    assert own.structured_content["current_version"]["number"] == 1
+    assert problem(other_box)["code"] == "not_found"
+    assert problem(other_box) == problem(other_tenant) == problem(missing)
+    assert problem(tenant_wide)["code"] == "mailbox_not_found"
+    assert sorted(d["id"] for d in wide.structured_content["items"]) == [mine_id, sibling_id]
+    assert draft_count() == 3
+
+
+def test_revise_and_withdraw_then_a_decided_draft_is_refused(
+    mcp_url, token_a, mailbox_a, member_of
+):
+    [kept, approved] = results(
+        mcp_url,
+        token_a,
+        ("create_draft", draft_body(mailbox_a)),
+        ("create_draft", draft_body(mailbox_a, text="To be approved.")),
+    )
+    kept_id, approved_id = kept.structured_content["id"], approved.structured_content["id"]
+    version = DraftVersion.objects.get(draft_id=approved_id)
+    services.draft_approve(
+        tenant=mailbox_a.tenant,
+        draft_id=approved_id,
+        version=1,
+        content_hash=version.content_hash,
+        actor=member_of(mailbox_a.tenant, "approver").user,
+    )
+    revision = {"to": ["customer@example.com"], "subject": "Re: v2", "text": "Tracking: 1Z999."}
+
+    revised, stale, withdrawn, again, late_revision, on_approved, withdraw_approved = results(
+        mcp_url,
+        token_a,
+        ("revise_draft", {**revision, "draft_id": kept_id, "base_version": 1}),
+        ("revise_draft", {**revision, "draft_id": kept_id, "base_version": 1}),
+        ("withdraw_draft", {"draft_id": kept_id}),
+        ("withdraw_draft", {"draft_id": kept_id}),
+        ("revise_draft", {**revision, "draft_id": kept_id}),
+        ("revise_draft", {**revision, "draft_id": approved_id}),
+        ("withdraw_draft", {"draft_id": approved_id}),
+    )
+
+    assert revised.structured_content["current_version"]["number"] == 2
+    assert revised.structured_content["current_version"]["text"] == "Tracking: 1Z999."
+    assert problem(stale)["code"] == "version_conflict"
+    assert withdrawn.structured_content["status"] == "withdrawn"
+    assert problem(again)["code"] == "not_pending"
+    assert problem(late_revision)["code"] == "not_pending"
+    assert problem(on_approved)["code"] == "not_pending"
+    assert problem(withdraw_approved)["status"] == 409
+    assert Draft.objects.get(pk=approved_id).status == "approved"
+    assert DraftVersion.objects.filter(draft_id=kept_id).count() == 2
+
+
+def test_hostile_arguments_are_refused_cleanly_and_change_nothing(mcp_url, token_a, mailbox_a):
+    nul, huge, unknown, header_break, wrong_type, unknown_tool = results(
+        mcp_url,
+        token_a,
+        ("create_draft", draft_body(mailbox_a, text="hello\x00world")),
+        ("create_draft", draft_body(mailbox_a, text="x" * 200_001)),
+        ("create_draft", {**draft_body(mailbox_a), "bbc": ["hidden@example.com"]}),
+        ("create_draft", draft_body(mailbox_a, subject="Hi\r\nBcc: x@evil.test")),
+        ("get_draft", {"draft_id": "1"}),
+        ("approve_draft", {"draft_id": 1}),
+    )
+    surrogate = rpc(
+        mcp_url,
+        token_a,
+        tool_call(
+            "create_draft", json.dumps(draft_body(mailbox_a, text="@@")).replace("@@", "\\ud800")
+        ),
+    )
+    oversized = rpc(
+        mcp_url,
+        token_a,
+        tool_call("create_draft", json.dumps(draft_body(mailbox_a, text="y" * 300_000))),
+    )
+
+    assert problem(nul)["code"] == "unstorable_value"
+    assert problem(nul)["errors"][0]["field"] == "text"
+    assert problem(huge)["code"] == "validation_failed"
+    assert problem(huge)["errors"][0]["field"] == "text"
+    assert problem(unknown)["errors"][0]["field"] == "bbc"
+    assert problem(header_break)["errors"][0]["field"] == "subject"
+    assert problem(wrong_type)["errors"][0]["field"] == "draft_id"
+    assert problem(unknown_tool)["code"] == "unknown_tool"
+    # The SDK's JSON parser refuses an unpaired surrogate escape before any tool runs.
+    assert surrogate.status_code == 400
+    assert surrogate.json()["error"]["code"] == -32700
+    assert oversized.status_code == 413
+    assert draft_count() == 0
+
+
+def test_concurrent_calls_with_one_key_make_one_draft(mcp_url, token_a, mailbox_a):
+    arguments = {**draft_body(mailbox_a), "idempotency_key": "raced"}
+    outcomes: list = []
+
+    async def one():
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token_a}"}, timeout=30) as http,
+            streamable_http_client(mcp_url, http_client=http) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            outcomes.append(await client.call_tool("create_draft", arguments))
+
+    async def race():
+        async with anyio.create_task_group() as group:
+            for _ in range(4):
+                group.start_soon(one)
+
+    anyio.run(race)
+
+    created = {o.structured_content["id"] for o in outcomes if not o.is_error}
+    refused = {o.structured_content["code"] for o in outcomes if o.is_error}
+    assert len(created) == 1
+    assert refused <= {"idempotency_key_in_flight"}
+    assert draft_count() == 1
+
+
+def test_a_key_used_on_the_json_api_is_not_replayed_to_a_tool(mcp_url, api, token_a, mailbox_a):
+    posted = api.post("/drafts", draft_body(mailbox_a), token=token_a, key="shared-key")
+
+    [tool] = results(
+        mcp_url,
+        token_a,
+        ("create_draft", {**draft_body(mailbox_a), "idempotency_key": "shared-key"}),
+    )
+
+    assert posted.status_code == 201
+    assert problem(tool)["code"] == "idempotency_key_reused"
+    assert draft_count() == 1
+
+
+def test_a_suspended_tenants_token_is_refused(mcp_url, token_a, tenant_a, mailbox_a):
+    type(tenant_a).objects.filter(pk=tenant_a.pk).update(status="suspended")
+
+    mailboxes, created = results(
+        mcp_url, token_a, ("list_mailboxes", {}), ("create_draft", draft_body(mailbox_a))
+    )
+
+    assert problem(mailboxes)["code"] == "tenant_suspended"
+    assert problem(created)["status"] == 403
+    assert draft_count() == 0
+
+
+def test_a_host_outside_allowed_hosts_is_refused(mcp_url, token_a):
+    rebound = rpc(mcp_url, token_a, INITIALIZE, Host="attacker.example")
+    foreign_origin = rpc(mcp_url, token_a, INITIALIZE, Origin="https://attacker.example")
+
+    assert rebound.status_code == 421
+    assert foreign_origin.status_code == 403
+
+
+def test_deeply_nested_arguments_are_refused_before_any_tool_runs(mcp_url, token_a, mailbox_a):
+    nested = json.dumps(draft_body(mailbox_a, provenance="@@")).replace(
+        '"@@"', '{"a":' * 5_000 + "1" + "}" * 5_000
+    )
+
+    answer = rpc(mcp_url, token_a, tool_call("create_draft", nested))
+
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == -32700
+    assert draft_count() == 0
