@@ -4,14 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('intents', '0010_ownership_and_deadlines'),
+        ("intents", "0010_ownership_and_deadlines"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='draft',
-            index=models.Index(condition=models.Q(('decided_at__isnull', False)), fields=['tenant', 'decided_at'], name='draft_decided'),
+            model_name="draft",
+            index=models.Index(
+                condition=models.Q(("decided_at__isnull", False)),
+                fields=["tenant", "decided_at"],
+                name="draft_decided",
+            ),
         ),
     ]

@@ -48,15 +48,17 @@ TEXT = "We refunded your order."
 class Seeded:
     support: AgentToken
     billing: AgentToken
+    support_key: str
+    billing_key: str
+    admin: object
     approver: object
     drafts: dict
 
 
-def _token(tenant, name, admin) -> AgentToken:
-    token, _ = token_create(
+def _token(tenant, name, admin) -> tuple[AgentToken, str]:
+    return token_create(
         tenant=tenant, name=name, scopes=("drafts:write", "drafts:read"), actor=admin
     )
-    return token
 
 
 def agent_draft(tenant, mailbox, token, model=None):
@@ -115,8 +117,8 @@ def seed_history(tenant, other_tenant) -> Seeded:
     admin = MembershipFactory(tenant=tenant, role="admin").user
     approver = MembershipFactory(tenant=tenant, role="approver").user
     mailbox = make_local_mailbox(tenant)
-    support = _token(tenant, "support-bot", admin)
-    billing = _token(tenant, "billing-bot", admin)
+    support, support_key = _token(tenant, "support-bot", admin)
+    billing, billing_key = _token(tenant, "billing-bot", admin)
     d: dict = {}
 
     d["a1"] = agent_draft(tenant, mailbox, support, "gpt-x")
@@ -161,7 +163,15 @@ def seed_history(tenant, other_tenant) -> Seeded:
     reject(tenant, d["r4"], approver, "Wrong tone!", 100)
 
     _not_counted(tenant, other_tenant, mailbox, support, approver)
-    return Seeded(support=support, billing=billing, approver=approver, drafts=d)
+    return Seeded(
+        support=support,
+        billing=billing,
+        support_key=support_key,
+        billing_key=billing_key,
+        admin=admin,
+        approver=approver,
+        drafts=d,
+    )
 
 
 def _not_counted(tenant, other_tenant, mailbox, support, approver) -> None:
@@ -183,7 +193,7 @@ def _not_counted(tenant, other_tenant, mailbox, support, approver) -> None:
     other_admin = MembershipFactory(tenant=other_tenant, role="admin").user
     other_approver = MembershipFactory(tenant=other_tenant, role="approver").user
     other_mailbox = make_local_mailbox(other_tenant)
-    other_token = _token(other_tenant, "support-bot", other_admin)
+    other_token, _ = _token(other_tenant, "support-bot", other_admin)
     for rejecting in (False, True):
         draft = agent_draft(other_tenant, other_mailbox, other_token, "gpt-x")
         if rejecting:
