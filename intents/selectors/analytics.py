@@ -23,7 +23,8 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
-from typing import TYPE_CHECKING, TypedDict
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from django.db.models import (
     Aggregate,
@@ -332,9 +333,11 @@ def _edit_sizes(drafts: QuerySet[DecidedDraft]) -> list[tuple]:
 
 
 def _edit_size(row: dict) -> int | None:
-    after = DraftVersion(**{name: row[name] for name in _BASE_FIELDS})
-    before = DraftVersion(**{name: row[f"base_{name}"] for name in _BASE_FIELDS})
-    change = version_change(before, after)
+    # Plain objects with the fields version_change reads: building model instances took half
+    # the time of this pass at 10,000 edited drafts.
+    after = SimpleNamespace(**{name: row[name] for name in _BASE_FIELDS})
+    before = SimpleNamespace(**{name: row[f"base_{name}"] for name in _BASE_FIELDS})
+    change = version_change(cast(DraftVersion, before), cast(DraftVersion, after))
     return change["edit_size"] if change["changed"] else None
 
 
