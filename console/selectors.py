@@ -97,6 +97,11 @@ def mailbox(tenant: Tenant, mailbox_id: int) -> Mailbox | None:
         return None
 
 
+def tokens(tenant: Tenant) -> QuerySet[AgentToken]:
+    """Every agent token of the tenant, revoked ones too (their drafts stay in the figures)."""
+    return AgentToken.objects.filter(tenant=tenant).order_by("name", "pk")
+
+
 def token(tenant: Tenant, token_id: int) -> AgentToken | None:
     return AgentToken.objects.filter(tenant=tenant, pk=token_id).first()
 

@@ -3,7 +3,14 @@ admin/, agent tokens at admin/tokens/, mailboxes at mailboxes/."""
 
 from django.urls import include, path
 
-from console import views, views_deadlines, views_mailboxes, views_signin, views_tokens
+from console import (
+    views,
+    views_analytics,
+    views_deadlines,
+    views_mailboxes,
+    views_signin,
+    views_tokens,
+)
 
 admin_patterns = [
     path("", views.admin_home, name="admin_home"),
@@ -51,6 +58,8 @@ admin_patterns = [
     path("sign-in/sso/", views_signin.sso_settings, name="admin_sso_settings"),
     path("audit/", views.audit, name="admin_audit"),
     path("audit.csv", views.audit_csv, name="admin_audit_csv"),
+    path("analytics/", views_analytics.analytics, name="admin_analytics"),
+    path("analytics.csv", views_analytics.analytics_csv, name="admin_analytics_csv"),
 ]
 
 token_patterns = [

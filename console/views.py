@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from console import audit_words, selectors
 from console import services as console_services
+from console.csv_cells import csv_safe
 from console.forms import (
     AuditFilterForm,
     InviteForm,
@@ -451,7 +452,7 @@ def audit_csv(request: TenantRequest) -> StreamingHttpResponse:
                 json.dumps(row["data"], sort_keys=True),
             ]
             # Every cell: actor names, object types and even actions can carry outsiders' text.
-            yield writer.writerow([_csv_safe(cell) for cell in cells])
+            yield writer.writerow([csv_safe(cell) for cell in cells])
 
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")
@@ -459,10 +460,3 @@ def audit_csv(request: TenantRequest) -> StreamingHttpResponse:
         f'attachment; filename="audit-{request.tenant.slug}-{stamp}.csv"'
     )
     return response
-
-
-def _csv_safe(value: str) -> str:
-    # A cell starting with = + - @ is a formula in spreadsheet apps (CSV injection, OWASP).
-    if value and value[0] in "=+-@\t\r":
-        return "'" + value
-    return value

@@ -148,6 +148,12 @@ class Draft(models.Model):
                 name="draft_escalations",
                 condition=Q(escalated_to__isnull=False),
             ),
+            # Reviewer analytics: the drafts decided in a period (intents.selectors.analytics).
+            models.Index(
+                fields=["tenant", "decided_at"],
+                name="draft_decided",
+                condition=Q(decided_at__isnull=False),
+            ),
             # The sweep: claims that lapse.
             models.Index(
                 fields=["claim_expires_at"],

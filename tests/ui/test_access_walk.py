@@ -71,6 +71,8 @@ EXPECTED = {
     "admin_sso_settings": POST_ADMIN,
     "admin_audit": ADMIN_PAGE,
     "admin_audit_csv": ADMIN_PAGE,
+    "admin_analytics": ADMIN_PAGE,
+    "admin_analytics_csv": ADMIN_PAGE,
     "token_list": ADMIN_PAGE,
     "token_new": BACK_TO_FORM_ADMIN,
     "token_revoke": ADMIN_PAGE,

@@ -1,0 +1,49 @@
+"""The filters of the reviewer analytics page: a period of whole days in the viewer's zone, an
+agent token of the tenant, a model seen in the period."""
+
+from __future__ import annotations
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
+
+from intents.selectors.analytics import MAX_DAYS, MODEL_MAX
+
+
+class AnalyticsFilterForm(forms.Form):
+    since = forms.DateField(
+        label=pgettext_lazy("date range", "From"),
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+    )
+    until = forms.DateField(
+        label=pgettext_lazy("date range", "To"),
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+    )
+    token = forms.TypedChoiceField(
+        label=_("Agent token"), required=False, coerce=int, empty_value=None
+    )
+    # Free text with the models seen in the period offered (a datalist): the choices depend on
+    # the period being filtered, and a model with no drafts simply shows nothing.
+    model = forms.CharField(
+        label=_("Model"),
+        required=False,
+        max_length=MODEL_MAX,
+        widget=forms.TextInput(attrs={"list": "analytics-models", "autocomplete": "off"}),
+    )
+
+    def __init__(self, *args, tokens=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["token"].choices = [("", _("All tokens")), *[(t.pk, t.name) for t in tokens]]
+
+    def clean(self):
+        data = super().clean()
+        since, until = data.get("since"), data.get("until")
+        if since and until and since > until:
+            raise forms.ValidationError(_("The period ends before it starts."))
+        if since and until and (until - since).days >= MAX_DAYS:
+            raise forms.ValidationError(
+                _("A period is at most %(days)s days long.") % {"days": MAX_DAYS}
+            )
+        return data
