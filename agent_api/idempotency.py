@@ -37,6 +37,7 @@ from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 
 from agent_api.errors import ApiProblem
+from common.counters import count, counters_add
 from intents.models import ApiIdempotencyKey
 from tenants.models import Tenant
 
@@ -223,6 +224,7 @@ def run_once(
         # Only a completed row comes back without a lock, and completing stores the response.
         assert row.response_status is not None and row.response_body is not None
         log.info("intents.api.idempotent_replay", extra={"tenant_id": tenant.pk, "key_id": row.pk})
+        counters_add([count(tenant.pk, "idempotent_replays")])
         return Outcome(row.response_status, bytes(row.response_body), replayed=True)
 
     try:

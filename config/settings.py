@@ -101,6 +101,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "django_q",
     "axes",
+    "common",
     "tenants",
     "mailboxes",
     "intents",

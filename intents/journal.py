@@ -2,6 +2,10 @@
 
 Every transition writes its row in the transaction of the change (``journal``); a worker batch or
 the webhook receiver appends many rows in one statement (``journal_many``).
+
+Every transition passes through here, so this is also where the transitions ``/metrics`` counts
+are counted (``common.counters``, same transaction): intents reaching a terminal state (a count
+of them in the table would grow forever) and reconciliations (an ``uncertain`` intent resolved).
 """
 
 from __future__ import annotations
@@ -12,7 +16,24 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from intents.models import IntentEvent
+from common.counters import Count, count, counters_add, counters_sql
+from intents.models import IntentEvent, SendIntent
+
+TERMINAL = SendIntent.TERMINAL
+UNCERTAIN = SendIntent.State.UNCERTAIN
+
+
+def transition_counts(tenant_id: int, action: str, from_state: str, to_state: str) -> list[Count]:
+    """What ``/metrics`` counts for one journal row: a terminal state reached, an uncertain
+    intent resolved. Draft rows (``draft.*``: their states share names) count nothing."""
+    if not action.startswith("intent.") or from_state == to_state or not to_state:
+        return []
+    counts = []
+    if to_state in TERMINAL:
+        counts.append(count(tenant_id, "intents_finished", state=to_state))
+    if from_state == UNCERTAIN:
+        counts.append(count(tenant_id, "reconciliations", result=to_state))
+    return counts
 
 
 def journal(
@@ -31,6 +52,7 @@ def journal(
     data: dict | None = None,
 ) -> IntentEvent:
     tenant_id = tenant if isinstance(tenant, int) else tenant.pk
+    counters_add(transition_counts(tenant_id, action, from_state, to_state))
     return IntentEvent.objects.create(
         tenant_id=tenant_id,
         draft_id=getattr(draft, "pk", draft),
@@ -107,8 +129,32 @@ def journal_many(entries: list[Entry], *, along_with: tuple[str, list] | None = 
         "%s::text[], %s::text[], %s::text[]) AS u(t, d, i, k, l, a, f, s, r, j)"
     )
     params: list = [list(column) for column in columns]
-    if along_with is not None:
-        sql = f"WITH journal AS ({sql}) {along_with[0]}"
-        params += along_with[1]
+    sql, params = _one_round_trip(entries, sql, params, along_with)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+
+
+def _one_round_trip(
+    entries: list[Entry], insert_sql: str, insert_params: list, along_with: tuple[str, list] | None
+) -> tuple[str, list]:
+    """The journal insert with the batch's counts and the caller's ``along_with`` statement, as
+    data-modifying CTEs (PostgreSQL allows them at the top level only)."""
+    ctes: list[str] = []
+    params: list = []
+    counted = counters_sql(
+        c
+        for e in entries
+        for c in transition_counts(e.tenant_id, e.action, e.from_state, e.to_state)
+    )
+    if counted is not None:
+        ctes.append(f"counted AS ({counted[0]})")
+        params += counted[1]
+    sql = insert_sql
+    tail = insert_params
+    if along_with is not None:
+        ctes.append(f"journal AS ({insert_sql})")
+        params += insert_params
+        sql, tail = along_with[0], list(along_with[1])
+    if not ctes:
+        return sql, tail
+    return f"WITH {', '.join(ctes)} {sql}", params + tail

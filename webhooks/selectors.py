@@ -1,9 +1,49 @@
-"""Tenant-scoped reads of the webhooks app, for the review UI, the agent API and the health panel."""
+"""Tenant-scoped reads of the webhooks app, for the review UI, the agent API and the health panel
+(and one operator read across tenants, for metrics)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from django.db import connection
+
 from intents.models import SendIntent
-from webhooks.models import InboundMessage, RecipientDelivery
+from webhooks.models import InboundMessage, RecipientDelivery, WebhookEvent
+
+
+@dataclass(frozen=True)
+class Unapplied:
+    """A tenant's stored but not yet applied events: how many (pending or deferred), and the age
+    of the oldest pending one in seconds (database clock; 0 when none is pending)."""
+
+    count: int
+    lag_seconds: float
+
+
+def unapplied_events_by_tenant() -> dict[int, Unapplied]:
+    """Unapplied events per tenant id, across all tenants: for operators only (metrics). Reads the
+    partial index of pending and deferred events, never the applied history."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tenant_id, count(*), "  # noqa: S608
+            "EXTRACT(EPOCH FROM statement_timestamp() - min(received_at) FILTER (WHERE state = %s)) "
+            f"FROM {WebhookEvent._meta.db_table} WHERE state IN (%s, %s) GROUP BY tenant_id",
+            [WebhookEvent.State.PENDING, WebhookEvent.State.PENDING, WebhookEvent.State.DEFERRED],
+        )
+        rows = cursor.fetchall()
+    return {tenant_id: Unapplied(int(n), max(0.0, float(lag or 0))) for tenant_id, n, lag in rows}
+
+
+def ledger_rows_estimate() -> int:
+    """The planner's estimate of the ledger's size (``pg_class.reltuples``, kept by autovacuum):
+    counting the rows would read the whole history on every scrape."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
+            [WebhookEvent._meta.db_table],
+        )
+        row = cursor.fetchone()
+    return max(0, int(row[0])) if row else 0
 
 
 def inbound_for_thread(*, tenant, thread_id: str, limit: int = 20) -> list[InboundMessage]:

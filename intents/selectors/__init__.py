@@ -20,6 +20,7 @@ from intents.selectors.intents import (
     intent_get,
     intent_reopenable,
     intents_that_may_have_gone_out,
+    live_intent_counts_by_tenant,
     oldest_queued_age_seconds,
     outbox,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "intent_get",
     "intent_reopenable",
     "intents_that_may_have_gone_out",
+    "live_intent_counts_by_tenant",
     "oldest_queued_age_seconds",
     "outbox",
     "queue_drafts",

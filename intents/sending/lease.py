@@ -1,5 +1,6 @@
 """What every step of sending shares: the lease a worker holds on an intent (``Claim``), the
-attempt it committed under that lease (``Prepared``), and the clocks they are judged by.
+attempt it committed under that lease (``Prepared``), the clocks they are judged by, and what an
+attempt's outcome adds to the ``/metrics`` counters.
 
 Time for leases comes from the database clock; the safe window is judged by the later of the
 database clock and this process's clock (``strict_now``), so neither a lagging host nor a lagging
@@ -19,6 +20,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from common.counters import Count, count
 from mailboxes import provider
 
 
@@ -73,5 +75,14 @@ class Prepared:
     inbox_id: str
     label: str
     key_ref: str
+    tenant_id: int
     # A lookup lists the inbox's messages from here when the labelled query finds nothing.
     first_attempt_at: datetime | None = None
+
+
+def attempt_counts(tenant_id: int, kind: str, outcome: str, http_status: int | None) -> list[Count]:
+    """What ``/metrics`` counts when an attempt gets its outcome (once: when it leaves pending)."""
+    counts = [count(tenant_id, "attempts", kind=kind, outcome=outcome)]
+    if http_status == 429:
+        counts.append(count(tenant_id, "provider_429"))
+    return counts

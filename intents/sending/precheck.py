@@ -295,5 +295,6 @@ def _prepared(intent: SendIntent, attempt_id: int, kind: str, api_key: str) -> P
         inbox_id=intent.mailbox.inbox_id,
         label=intent.label,
         key_ref=throttle_key(intent.mailbox),
+        tenant_id=intent.tenant_id,
         first_attempt_at=intent.first_attempt_at,
     )

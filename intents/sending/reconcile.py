@@ -16,6 +16,7 @@ from intents.sending.lease import Claim, Prepared, backoff_seconds
 from intents.sending.record import (
     Acceptance,
     Leased,
+    close_attempt,
     finish_leased,
     lock_leased_for_record,
     mark_accepted,
@@ -37,13 +38,9 @@ def intent_record_lookup(claim: Claim, prepared: Prepared, lookup: provider.Look
             "provider_message_id": lookup.message_ids[0] if lookup.message_ids else "",
         }
         if intent is None:
-            SendAttempt.objects.filter(pk=prepared.attempt_id).update(
-                finished_at=Now(), outcome=AttemptOutcome.FENCED, **fields
-            )
+            close_attempt(prepared, AttemptOutcome.FENCED, **fields)
             return "fenced"
-        SendAttempt.objects.filter(pk=prepared.attempt_id).update(
-            finished_at=Now(), outcome=outcome, **fields
-        )
+        close_attempt(prepared, outcome, **fields)
         return _resolve(intent, claim, prepared, lookup, outcome)
 
 

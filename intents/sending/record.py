@@ -20,10 +20,11 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
+from common.counters import counters_add
 from config.clock import db_now
 from intents.journal import Entry, journal, journal_many
 from intents.models import IntentEvent, SendAttempt, SendIntent, Suppression
-from intents.sending.lease import Claim, Prepared, backoff_seconds, safe_window
+from intents.sending.lease import Claim, Prepared, attempt_counts, backoff_seconds, safe_window
 from intents.sending.throttle import throttle_feedback, throttles_clean
 from intents.services.intents import apply_deferred_events
 from intents.services.suppressions import suppressions_record
@@ -115,18 +116,29 @@ def finish_leased(
     return bool(changed)
 
 
-def _close_attempt(attempt_id: int, outcome: str, result: provider.SendResult | None, **extra):
-    fields = {"finished_at": Now(), "outcome": outcome}
-    if result is not None:
-        fields.update(
-            http_status=result.http_status,
-            error_code=result.error_code[:64],
-            error_detail=result.error_message[:2000],
-            latency_ms=result.latency_ms,
-            provider_message_id=result.message_id,
-        )
-    fields.update(extra)
-    SendAttempt.objects.filter(pk=attempt_id).update(**fields)
+def close_attempt(prepared: Prepared, outcome: str, **fields) -> None:
+    """Give the attempt row its outcome (with ``fields``), and count it the first time: when a
+    sweep took the lease over, it already marked (and counted) the attempt uncertain, and the
+    late worker's ``fenced`` only completes the row."""
+    fields.update(finished_at=Now(), outcome=outcome)
+    attempt = SendAttempt.objects.filter(pk=prepared.attempt_id)
+    if attempt.filter(outcome=AttemptOutcome.PENDING).update(**fields):
+        http_status = fields.get("http_status")
+        counters_add(attempt_counts(prepared.tenant_id, prepared.kind, outcome, http_status))
+    else:
+        attempt.update(**fields)
+
+
+def _close_attempt(prepared: Prepared, outcome: str, result: provider.SendResult) -> None:
+    close_attempt(
+        prepared,
+        outcome,
+        http_status=result.http_status,
+        error_code=result.error_code[:64],
+        error_detail=result.error_message[:2000],
+        latency_ms=result.latency_ms,
+        provider_message_id=result.message_id,
+    )
 
 
 _ATTEMPT_OUTCOME = {
@@ -209,7 +221,7 @@ def intent_record_accepted(
         for claim, prepared, result in answers:
             intent = locked.get(claim.intent_id)
             if intent is None:
-                _close_attempt(prepared.attempt_id, AttemptOutcome.FENCED, result)
+                _close_attempt(prepared, AttemptOutcome.FENCED, result)
                 log.warning("intents.intent.fenced", extra={"intent_id": claim.intent_id})
                 states[claim.intent_id] = "fenced"
                 continue
@@ -259,6 +271,12 @@ def _close_attempts_accepted(answers: list[tuple[Prepared, provider.SendResult]]
             "message_id) WHERE a.id = v.id",
             [AttemptOutcome.ACCEPTED, *params],
         )
+    # Under the batch's lock with the lease ours, no sweep has marked these attempts.
+    counters_add(
+        c
+        for prepared, _ in answers
+        for c in attempt_counts(prepared.tenant_id, prepared.kind, AttemptOutcome.ACCEPTED, None)
+    )
 
 
 def intent_record_result(claim: Claim, prepared: Prepared, result: provider.SendResult) -> str:
@@ -268,10 +286,10 @@ def intent_record_result(claim: Claim, prepared: Prepared, result: provider.Send
     with transaction.atomic():
         intent = lock_leased_for_record([claim]).get(claim.intent_id)
         if intent is None:
-            _close_attempt(prepared.attempt_id, AttemptOutcome.FENCED, result)
+            _close_attempt(prepared, AttemptOutcome.FENCED, result)
             log.warning("intents.intent.fenced", extra={"intent_id": claim.intent_id})
             return "fenced"
-        _close_attempt(prepared.attempt_id, _ATTEMPT_OUTCOME[result.outcome], result)
+        _close_attempt(prepared, _ATTEMPT_OUTCOME[result.outcome], result)
         throttle_feedback(prepared.key_ref, result)
         detail = f"{result.http_status or '-'} {result.error_code}: {result.error_message}"[:2000]
         if result.outcome == provider.Outcome.PERMANENT:

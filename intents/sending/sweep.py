@@ -4,17 +4,41 @@ their ``not_after`` expire, and due retries and reconciliations are found to wak
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Min, Q
 from django.db.models.functions import Now
 
+from common.counters import counters_add
 from config.clock import db_now
 from intents.journal import journal
 from intents.models import IntentEvent, SendAttempt, SendIntent
-from intents.sending.lease import Claim
+from intents.sending.lease import Claim, attempt_counts
 
 State = SendIntent.State
 AttemptOutcome = SendAttempt.Outcome
+
+
+def _mark_attempts_uncertain(intent: SendIntent) -> None:
+    """The lease's attempt, still pending: its call may have happened. Counted here, once (a late
+    worker's ``fenced`` completes the row without counting it again)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {SendAttempt._meta.db_table} SET outcome = %s, error_code = %s "  # noqa: S608
+            "WHERE intent_id = %s AND lease_token = %s AND outcome = %s RETURNING kind",
+            [
+                AttemptOutcome.UNCERTAIN,
+                "lease_expired",
+                intent.pk,
+                intent.lease_token,
+                AttemptOutcome.PENDING,
+            ],
+        )
+        kinds = [kind for (kind,) in cursor.fetchall()]
+    counters_add(
+        c
+        for kind in kinds
+        for c in attempt_counts(intent.tenant_id, kind, AttemptOutcome.UNCERTAIN, None)
+    )
 
 
 def intents_release_expired_leases(*, batch: int = 500) -> int:
@@ -31,9 +55,7 @@ def intents_release_expired_leases(*, batch: int = 500) -> int:
             called = SendAttempt.objects.filter(
                 intent_id=intent.pk, lease_token=intent.lease_token
             ).exists()
-            SendAttempt.objects.filter(
-                intent_id=intent.pk, lease_token=intent.lease_token, outcome=AttemptOutcome.PENDING
-            ).update(outcome=AttemptOutcome.UNCERTAIN, error_code="lease_expired")
+            _mark_attempts_uncertain(intent)
             # Claiming sets the token with the expiry this query matched on.
             assert intent.lease_token is not None
             claim = Claim(intent.pk, intent.lease_token, "sweep")

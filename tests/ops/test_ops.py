@@ -20,13 +20,13 @@ def test_metrics_is_hidden_without_a_configured_token(client, settings):
     assert client.get("/metrics").status_code == 404
 
 
-def test_metrics_needs_the_token(client, settings):
+def test_metrics_needs_the_token(client, settings, tenant_a):
     settings.METRICS_TOKEN = "metrics-test-token"
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
     response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer metrics-test-token")
     body = response.content.decode()
     assert response.status_code == 200
-    assert 'countersign_intents{state="queued"} 0' in body
-    assert "countersign_oldest_queued_seconds 0" in body
-    assert "countersign_webhook_lag_seconds 0" in body
+    assert f'countersign_intents{{state="queued",tenant="{tenant_a.slug}"}} 0.0' in body
+    assert "countersign_oldest_queued_seconds 0.0" in body
+    assert f'countersign_webhook_lag_seconds{{tenant="{tenant_a.slug}"}} 0.0' in body

@@ -19,6 +19,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from psycopg.errors import LockNotAvailable
 
+from common.counters import count, counters_add
 from webhooks.models import WebhookEndpoint, WebhookEvent
 from webhooks.normalize import DELIVERY_KINDS, NormalizedEvent, normalize
 from webhooks.services.apply import _apply, _finish, _message_lock_key
@@ -173,6 +174,7 @@ def event_receive(*, tenant, endpoint: WebhookEndpoint, svix_id: str, payload: d
 
 
 def _duplicate(tenant, endpoint: WebhookEndpoint, svix_id: str) -> Received:
+    counters_add([count(tenant.pk, "webhook_duplicates")])
     log.info(
         "webhooks.event.duplicate",
         extra={"tenant_id": tenant.pk, "endpoint_id": endpoint.pk, "svix_id": svix_id},
