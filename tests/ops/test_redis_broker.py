@@ -1,0 +1,57 @@
+"""Q_REDIS_URL: django-q2 on its Redis broker, end to end on a Redis of the test's own."""
+
+import subprocess
+import sys
+
+import pytest
+import redis
+from django_q.models import Task
+
+from reliability.cluster import daemons
+from tests.ops.live import ROOT, manage, process_env, redis_url, wait_for
+
+__all__ = ["redis_url"]
+
+ENQUEUE = (
+    "from django_q.tasks import async_task; from django.test import Client; "
+    "print(Client(HTTP_HOST='localhost').get('/readyz').content.decode()); "
+    "print(async_task('math.floor', 2.5))"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_q_redis_url_carries_a_task_from_the_web_to_a_cluster_through_redis(redis_url):
+    env = process_env(Q_REDIS_URL=redis_url, Q_WORKERS=1)
+    readyz, task_id = manage("shell", "-v", "0", "-c", ENQUEUE, env=env).splitlines()[-2:]
+    queue = redis.Redis.from_url(redis_url)
+    assert '"broker": "ok"' in readyz
+    # The task waits in Redis (not in the ORM broker's table) until a cluster takes it.
+    assert queue.llen("django_q:countersign:q") == 1
+    cluster = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        done = wait_for(
+            lambda: Task.objects.filter(id=task_id).first(), timeout=40, what="the task's result"
+        )
+    finally:
+        cluster.terminate()
+        cluster.wait(timeout=30)
+    assert (done.success, done.result, done.func) == (True, 2, "math.floor")
+    assert queue.llen("django_q:countersign:q") == 0
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_readyz_reports_the_redis_broker_down_when_nothing_answers():
+    # A port just freed: nothing listens there.
+    env = process_env(Q_REDIS_URL=f"redis://127.0.0.1:{daemons.free_port()}/0")
+    probe = "from django.test import Client; r = Client(HTTP_HOST='localhost').get('/readyz'); print(r.status_code, r.content.decode())"
+    out = manage("shell", "-v", "0", "-c", probe, env=env)
+    assert out.startswith("503 ")
+    assert '"broker": "error: ConnectionError"' in out
