@@ -10,6 +10,7 @@ import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, overload
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -343,9 +344,15 @@ Q_CLUSTER: dict[str, Any] = {
     "catch_up": False,
     "label": "Tasks",
 }
-if env("Q_REDIS_URL"):
+if _redis_url := env("Q_REDIS_URL"):
+    # redis-py waits for a partitioned broker as long as the kernel retries TCP (minutes): bound
+    # every call, so an approval's wake-up costs seconds and the sweep sends without the queue.
+    _redis_parts = urlsplit(_redis_url)
+    _redis_query = dict(parse_qsl(_redis_parts.query))
+    for _name in ("socket_timeout", "socket_connect_timeout"):
+        _redis_query.setdefault(_name, env("Q_REDIS_TIMEOUT", "2"))
     Q_CLUSTER.pop("orm")
-    Q_CLUSTER["redis"] = env("Q_REDIS_URL")
+    Q_CLUSTER["redis"] = urlunsplit(_redis_parts._replace(query=urlencode(_redis_query)))
 
 LOGGING = {
     "version": 1,

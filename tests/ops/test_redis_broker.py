@@ -55,3 +55,10 @@ def test_readyz_reports_the_redis_broker_down_when_nothing_answers():
     out = manage("shell", "-v", "0", "-c", probe, env=env)
     assert out.startswith("503 ")
     assert '"broker": "error: ConnectionError"' in out
+
+
+def test_q_redis_url_gets_bounded_socket_timeouts_unless_it_sets_its_own():
+    show = "from django.conf import settings; print(settings.Q_CLUSTER['redis'])"
+    env = process_env(Q_REDIS_URL="redis://10.0.0.1:6379/0?socket_timeout=9", Q_REDIS_TIMEOUT="0.5")
+    url = manage("shell", "-v", "0", "-c", show, env=env).splitlines()[-1]
+    assert url == "redis://10.0.0.1:6379/0?socket_timeout=9&socket_connect_timeout=0.5"
