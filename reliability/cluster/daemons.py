@@ -57,10 +57,13 @@ def redis_argv(*, bind: str, port: int, prefix: tuple[str, ...] = ()) -> list[st
     ]
 
 
-def pgbouncer_files(*, listen: str, port: int, server_host: str, server_port: int) -> Path:
+def pgbouncer_files(
+    *, listen: str, port: int, server_host: str, server_port: int, folder: Path | None = None
+) -> Path:
     """A folder with pgbouncer.ini (transaction mode, every database passed through) and its
     user list. Readable by the user PgBouncer runs as (it refuses to run as root)."""
-    folder = Path(tempfile.mkdtemp(prefix="countersign-pgbouncer-"))
+    folder = folder or Path(tempfile.mkdtemp(prefix="countersign-pgbouncer-"))
+    folder.mkdir(exist_ok=True)
     folder.chmod(0o755)
     (folder / "userlist.txt").write_text('"postgres" ""\n')
     (folder / "pgbouncer.ini").write_text(
