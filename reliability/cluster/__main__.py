@@ -41,6 +41,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--fault-interval", type=float, default=2.0)
     parser.add_argument("--drain-seconds", type=float, default=240)
     parser.add_argument("--no-faults", action="store_true", help="a clean run (throughput)")
+    parser.add_argument(
+        "--broker-down", type=float, default=0, help="stop Redis this many seconds mid-run"
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--inner", type=int, default=None, help=argparse.SUPPRESS)

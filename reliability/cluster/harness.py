@@ -11,9 +11,11 @@ import signal
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from reliability import nemesis
+from reliability.cluster import daemons
 from reliability.cluster import hosts as h
 from reliability.cluster.faults import Nemesis
 from reliability.cluster.netns import Host
@@ -73,6 +75,7 @@ def wait_http(url: str, *, timeout: float) -> None:
 
 def prepare(n: int, seed: int, webs: list[Host]):
     """Two tenants, each with its webhook on its own web host, two mailboxes each, n drafts."""
+    from django.db import connections
     from django.test import override_settings
 
     from intents.models import DraftVersion
@@ -92,8 +95,8 @@ def prepare(n: int, seed: int, webs: list[Host]):
                 mailbox_create(tenant=tenant, username=f"cl-{label}-{seed}-{i}") for i in range(2)
             ]
         plan.append((tenant, approver, mailboxes))
-    drafts = []
-    for i in range(n):
+
+    def one(i: int):
         tenant, approver, mailboxes = plan[i % len(plan)]
         draft = draft_create(
             tenant=tenant,
@@ -105,8 +108,22 @@ def prepare(n: int, seed: int, webs: list[Host]):
             text=f"Hello customer {i}, here is your answer.",
         )
         version = DraftVersion.objects.get(draft=draft, number=draft.current_version)
-        drafts.append((tenant, approver, draft.pk, version.number, version.content_hash))
-    return drafts
+        return (tenant, approver, draft.pk, version.number, version.content_hash)
+
+    def chunk(indexes: range):
+        try:
+            return [one(i) for i in indexes]
+        finally:
+            connections.close_all()
+
+    # Several threads: each draft is a few round trips through PgBouncer, mostly waiting.
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        parts = pool.map(chunk, [range(k, n, 6) for k in range(6)])
+    by_index = {}
+    for k, part in enumerate(parts):
+        for j, row in enumerate(part):
+            by_index[k + 6 * j] = row
+    return [by_index[i] for i in range(n)]
 
 
 def per_host(sandbox, webs: list[Host]) -> dict:
@@ -137,6 +154,24 @@ def per_host(sandbox, webs: list[Host]) -> dict:
         "webhook_attempts_by_web_host": dict(deliveries),
         "open_intents": SendIntent.objects.exclude(state__in=nemesis.FINAL_OK).count(),
     }
+
+
+def broker_outage(procs: h.Processes, args, outage: dict) -> None:
+    """Redis stopped (memory only: its queue is gone) for args.broker_down seconds, a quarter of
+    the way into the run; the senders' sweep must keep sending meanwhile."""
+    from intents.models import SendIntent
+
+    time.sleep(args.fault_seconds / 4)
+    redis = next(p for p in procs.procs if p.name == "broker-redis")
+    accepted = SendIntent.objects.filter(state="accepted").count
+    outage["accepted_before"] = accepted()
+    procs.stop(redis)
+    outage["stopped_at_s"] = round(args.fault_seconds / 4, 1)
+    time.sleep(args.broker_down)
+    outage["accepted_while_down"] = accepted() - outage["accepted_before"]
+    restarted = procs.restart(redis)
+    daemons.wait_port(restarted.host.address, h.REDIS_PORT)
+    outage["down_seconds"] = args.broker_down
 
 
 def inner(args: argparse.Namespace, hosts: dict[str, Host], results: Path) -> int:
@@ -217,6 +252,9 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     if not args.no_faults:
         nem.started = t0
         fault_thread.start()
+    outage: dict = {}
+    if args.broker_down:
+        threading.Thread(target=broker_outage, args=(procs, args, outage), daemon=True).start()
     feeder = threading.Thread(target=nemesis.feed, args=(run, drafts, approved_at))
     feeder.start()
     while time.monotonic() - t0 < args.fault_seconds:
@@ -248,6 +286,7 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
             "approvals_done_at_s": round(approvals_done - t0, 1),
             "sends_per_second": round(result["accepted"] / max(0.001, drained - t0), 1),
             "per_host": per_host(sandbox, webs),
+            "broker_outage": outage,
         }
     )
     return result
