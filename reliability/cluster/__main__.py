@@ -40,7 +40,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--fault-seconds", type=float, default=60)
     parser.add_argument("--fault-interval", type=float, default=2.0)
     parser.add_argument("--drain-seconds", type=float, default=240)
-    parser.add_argument("--no-faults", action="store_true", help="a clean run (throughput)")
+    parser.add_argument("--no-faults", action="store_true", help="no network faults")
+    parser.add_argument(
+        "--throughput",
+        action="store_true",
+        help="approve everything before the workers start (with --no-faults: a throughput run)",
+    )
     parser.add_argument(
         "--broker-down", type=float, default=0, help="stop Redis this many seconds mid-run"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -30,7 +31,7 @@ class Nemesis:
     started: float = field(default_factory=time.monotonic)
 
     def workers(self) -> list[Host]:
-        return [h for n, h in self.hosts.items() if n.startswith("w")]
+        return [h for n, h in self.hosts.items() if re.fullmatch(r"w\d+", n)]
 
     def webs(self) -> list[Host]:
         return [h for n, h in self.hosts.items() if n.startswith("web")]

@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import threading
 import time
@@ -126,6 +127,14 @@ def prepare(n: int, seed: int, webs: list[Host]):
     return [by_index[i] for i in range(n)]
 
 
+def send_rate(sandbox) -> float | None:
+    """Sends per second at the provider, first to last accepted send (its ledger's clock)."""
+    times = sorted(nemesis._epoch(send["at"]) for send in sandbox.ledger())
+    if len(times) < 2 or times[-1] == times[0]:
+        return None
+    return round((len(times) - 1) / (times[-1] - times[0]), 1)
+
+
 def per_host(sandbox, webs: list[Host]) -> dict:
     """Attempts and final sends by worker host, webhook deliveries by web host."""
     from intents.models import SendAttempt, SendIntent
@@ -242,11 +251,14 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     for web in webs:
         wait_http(f"{h.url(web)}/healthz", timeout=180)
     drafts = prepare(args.intents, seed, webs)
-    for name, worker in hosts.items():
-        if name.startswith("w") and not name.startswith("web"):
-            h.start_worker_host(procs, worker, env)
     run = nemesis.Run(args=args)
     approved_at: dict[int, float] = {}
+    if args.throughput:
+        # Everything approved first, then the workers start: the rate is theirs, not the feed's.
+        nemesis.feed(run, drafts, approved_at)
+    for name, worker in hosts.items():
+        if re.fullmatch(r"w\d+", name):
+            h.start_worker_host(procs, worker, env)
     t0 = time.monotonic()
     fault_thread = threading.Thread(target=nem.run, daemon=True)
     if not args.no_faults:
@@ -286,6 +298,7 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
             "approvals_done_at_s": round(approvals_done - t0, 1),
             "sends_per_second": round(result["accepted"] / max(0.001, drained - t0), 1),
             "per_host": per_host(sandbox, webs),
+            "provider_sends_per_second": send_rate(sandbox),
             "broker_outage": outage,
         }
     )

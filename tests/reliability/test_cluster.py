@@ -61,6 +61,8 @@ def test_small_cluster_run_under_network_faults_loses_and_duplicates_nothing(tmp
         "web host cut off",
     } <= set(report["faults_injected"])
     assert set(report["per_host"]["attempts_by_worker_host"]) <= {"w1", "w2"}
+    # Worker faults hit worker hosts only.
+    assert [t for _, t in report["fault_timeline"] if "worker<->" in t and ":web" in t] == []
     assert [n for n in netns.namespaces() if n.startswith(f"cs{proc.pid}-")] == []
 
 
