@@ -106,8 +106,20 @@ def outer(args: argparse.Namespace, argv: list[str]) -> int:
             except subprocess.TimeoutExpired:
                 inner_proc.kill()
         removed = netns.destroy(run_id)
-        shutil.rmtree(ROOT / ".data" / f"cluster-{run_id}", ignore_errors=True)
-        print(f"cluster: removed {len(removed)} namespaces and the run's data", flush=True)
+        keep_logs_only(ROOT / ".data" / f"cluster-{run_id}")
+        print(
+            f"cluster: removed {len(removed)} namespaces and the run's data (logs in .data/cluster-{run_id})",
+            flush=True,
+        )
+
+
+def keep_logs_only(folder: Path) -> None:
+    """The run's data goes (PostgreSQL's files, the sandbox's database); its logs stay."""
+    for item in folder.glob("*"):
+        if item.is_dir():
+            shutil.rmtree(item, ignore_errors=True)
+        elif item.suffix != ".log":
+            item.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:

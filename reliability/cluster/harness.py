@@ -165,17 +165,30 @@ def per_host(sandbox, webs: list[Host]) -> dict:
     }
 
 
+def supervise(procs: h.Processes, stop: threading.Event, restarts: Counter) -> None:
+    """Restart a worker host's process that exited (a crash on a lost database, say), as an init
+    system would."""
+    while not stop.wait(1.0):
+        for proc in list(procs.procs):
+            if re.fullmatch(r"w\d+-\w+", proc.name) and proc.popen.poll() is not None:
+                procs.restart(proc)
+                restarts[proc.name] += 1
+
+
 def broker_outage(procs: h.Processes, args, outage: dict) -> None:
-    """Redis stopped (memory only: its queue is gone) for args.broker_down seconds, a quarter of
-    the way into the run; the senders' sweep must keep sending meanwhile."""
+    """Redis stopped (memory only: its queue is gone) for args.broker_down seconds once sending
+    is under way; the senders' sweep must keep sending meanwhile."""
     from intents.models import SendIntent
 
-    time.sleep(args.fault_seconds / 4)
-    redis = next(p for p in procs.procs if p.name == "broker-redis")
+    began = time.monotonic()
     accepted = SendIntent.objects.filter(state="accepted").count
+    # Once sending is under way (a tenth of the intents, or half the fault window at most).
+    while accepted() < max(5, args.intents // 10) and time.monotonic() - began < 300:
+        time.sleep(0.5)
+    redis = next(p for p in procs.procs if p.name == "broker-redis")
     outage["accepted_before"] = accepted()
     procs.stop(redis)
-    outage["stopped_at_s"] = round(args.fault_seconds / 4, 1)
+    outage["stopped_at_s"] = round(time.monotonic() - began, 1)
     time.sleep(args.broker_down)
     outage["accepted_while_down"] = accepted() - outage["accepted_before"]
     restarted = procs.restart(redis)
@@ -253,12 +266,15 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     drafts = prepare(args.intents, seed, webs)
     run = nemesis.Run(args=args)
     approved_at: dict[int, float] = {}
+    restarts: Counter = Counter()
+    supervisor_stop = threading.Event()
     if args.throughput:
         # Everything approved first, then the workers start: the rate is theirs, not the feed's.
         nemesis.feed(run, drafts, approved_at)
     for name, worker in hosts.items():
         if re.fullmatch(r"w\d+", name):
             h.start_worker_host(procs, worker, env)
+    threading.Thread(target=supervise, args=(procs, supervisor_stop, restarts), daemon=True).start()
     t0 = time.monotonic()
     fault_thread = threading.Thread(target=nem.run, daemon=True)
     if not args.no_faults:
@@ -277,6 +293,7 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     approvals_done = time.monotonic()
     drain_seconds = nemesis.drain(run, args.drain_seconds)
     drained = time.monotonic()
+    supervisor_stop.set()
     settled = nemesis.settle_webhooks(sandbox, timeout=180)
     from webhooks.services.apply import events_replay_pending
 
@@ -300,6 +317,7 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
             "per_host": per_host(sandbox, webs),
             "provider_sends_per_second": send_rate(sandbox),
             "broker_outage": outage,
+            "worker_processes_restarted": dict(restarts),
         }
     )
     return result

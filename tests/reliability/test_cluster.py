@@ -90,5 +90,5 @@ def test_interrupted_run_stops_everything_and_stale_namespaces_are_cleaned_at_st
     assert stale not in netns.namespaces()
     assert len(running) == 8  # bridge, ctl, db, broker, provider, web1, web2, w1
     assert [n for n in netns.namespaces() if n.startswith(mine)] == [], rest[-2000:]
-    assert not (ROOT / ".data" / f"cluster-{proc.pid}").exists()
+    assert not (ROOT / ".data" / f"cluster-{proc.pid}" / "pg").exists()
     assert "removed 8 namespaces" in rest
