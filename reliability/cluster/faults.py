@@ -110,7 +110,7 @@ class Nemesis:
         from intents.models import SendIntent
 
         worker = self.rng.choice(self.workers())
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + 1.5
         while time.monotonic() < deadline:
             busy = SendIntent.objects.filter(
                 state="sending", lease_owner__startswith=f"{worker.name}:"

@@ -62,3 +62,44 @@ def test_q_redis_url_gets_bounded_socket_timeouts_unless_it_sets_its_own():
     env = process_env(Q_REDIS_URL="redis://10.0.0.1:6379/0?socket_timeout=9", Q_REDIS_TIMEOUT="0.5")
     url = manage("shell", "-v", "0", "-c", show, env=env).splitlines()[-1]
     assert url == "redis://10.0.0.1:6379/0?socket_timeout=9&socket_connect_timeout=0.5"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_sender_keeps_sending_when_the_redis_broker_is_down(
+    sandbox, mailbox_factory, tenant_a, member_of
+):
+    from intents.models import SendIntent
+    from intents.services import draft_approve, draft_create
+
+    tenant_a.send_hold_seconds = 0
+    tenant_a.save(update_fields=["send_hold_seconds"])
+    approver = member_of(tenant_a, "approver").user
+    draft = draft_create(
+        tenant=tenant_a,
+        actor_user=approver,
+        mailbox=mailbox_factory(tenant_a),
+        to=["customer@example.com"],
+        subject="Your refund",
+        text="We refunded it.",
+    )
+    intent = draft_approve(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=draft.versions.get().content_hash,
+        actor=approver,
+    )
+    # Nothing listens on the broker's port: the sweep's wake-ups fail; the sender must not die of
+    # it but claim the due intent itself.
+    env = process_env(
+        Q_REDIS_URL=f"redis://127.0.0.1:{daemons.free_port()}/0",
+        Q_REDIS_TIMEOUT="0.5",
+        AGENTMAIL_BASE_URL=sandbox.base_url,
+        AGENTMAIL_ORG_API_KEY=sandbox.org_key,
+    )
+    worker = ["intents_worker", "--sweep-every", "0.5", "--poll", "0.1", "--seconds", "8"]
+    manage(*worker, env=env, timeout=90)
+    intent.refresh_from_db()
+    assert intent.state == SendIntent.State.ACCEPTED
+    assert len(sandbox.ledger(idempotency_key=intent.idempotency_key)) == 1
