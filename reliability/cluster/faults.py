@@ -142,7 +142,10 @@ class Nemesis:
 
         kinds = [self.link, self.worker_db, self.worker_provider, self.broker, self.web]
         schedule = self.rng.sample(kinds, len(kinds))
-        while not self.stop.wait(self.interval):
+        while True:
+            # Every kind once, even when a loaded machine makes each injection slow.
+            if self.stop.wait(self.interval) and not schedule:
+                return
             fault = schedule.pop() if schedule else self.rng.choice(kinds)
             try:
                 fault()

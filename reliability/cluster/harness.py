@@ -287,6 +287,9 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     feeder.start()
     while time.monotonic() - t0 < args.fault_seconds:
         time.sleep(0.5)
+    nem.stop.set()
+    if fault_thread.is_alive():
+        fault_thread.join(timeout=120)
     nem.heal_all()
     faults_stopped = time.monotonic()
     feeder.join()
