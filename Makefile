@@ -5,7 +5,7 @@ PYTHON ?= python3
 UV := $(shell if command -v uv >/dev/null 2>&1 && uv --version >/dev/null 2>&1; then echo uv; else echo .tools/bin/uv; fi)
 MANAGE := $(UV) run --frozen python manage.py
 
-.PHONY: help setup run test lint format check bench nemesis modelcheck mutants messages stop clean
+.PHONY: help setup run test lint format check bench nemesis cluster modelcheck mutants messages stop clean
 
 help:
 	@echo "make run    - set up on first use, then web + worker + sandbox AgentMail + demo agent"
@@ -15,6 +15,7 @@ help:
 	@echo "make stop   - stop the embedded PostgreSQL server"
 	@echo "make bench  - side-by-side benchmarks (BENCHMARKS.md)"
 	@echo "make nemesis - the whole system under random faults, checked (RELIABILITY.md)"
+	@echo "make cluster - test hosts in network namespaces under network faults, checked (root; RELIABILITY.md)"
 	@echo "make modelcheck - spin explores the send protocol model (model/, RELIABILITY.md)"
 	@echo "make mutants - mutation testing of hashing, policy and webhook verification (docs/mutants.md)"
 	@echo "make bench  - side-by-side benchmarks (BENCHMARKS.md); BENCH_ARGS=--quick for a smoke run"
@@ -49,6 +50,10 @@ format: .venv/.synced
 
 nemesis: .venv/.synced
 	$(UV) run --frozen python -m reliability.nemesis $(NEMESIS_ARGS)
+
+# Root (network namespaces), iproute2, nftables, redis-server, pgbouncer (Debian's packages).
+cluster: .venv/.synced
+	$(UV) run --frozen python -m reliability.cluster $(or $(CLUSTER_ARGS),--workers 3 --intents 2000 --fault-seconds 60 --seed 20)
 
 # spin (Debian's package) and gcc; MODELCHECK_ARGS="--small" for the suite's configuration only.
 modelcheck: .venv/.synced

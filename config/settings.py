@@ -10,6 +10,7 @@ import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, overload
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -171,13 +172,20 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Server-side parameter binding, and statements prepared on a connection after they ran
 # DB_PREPARE_THRESHOLD times: PostgreSQL then skips parsing and planning the hot statements of the
 # worker and the webhook receiver (about half of the database's CPU per webhook event, BENCHMARKS.md).
-# Behind PgBouncer in transaction mode, set its max_prepared_statements (1.21+) or set
-# DB_PREPARE_THRESHOLD=-1 (no prepared statements).
+# Behind PgBouncer in transaction mode set DB_PGBOUNCER=true: consecutive transactions of one
+# Django connection may run on different server sessions, so nothing may live in the session
+# between them: no named prepared statements (psycopg's prepare_threshold=None; PgBouncer before
+# 1.21 cannot track them) and no server-side cursors (QuerySet.iterator() outside a transaction
+# would open one in one session and fetch from another). Parameters stay bound server-side
+# (unnamed statements live for one round trip only).
+DB_PGBOUNCER = env_bool("DB_PGBOUNCER", False)
 if env_bool("DB_SERVER_SIDE_BINDING", True):
-    _threshold = env_int("DB_PREPARE_THRESHOLD", 5)
+    _threshold = -1 if DB_PGBOUNCER else env_int("DB_PREPARE_THRESHOLD", 5)
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         server_side_binding=True, prepare_threshold=_threshold if _threshold >= 0 else None
     )
+if DB_PGBOUNCER:
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME", "test_countersign")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -340,9 +348,15 @@ Q_CLUSTER: dict[str, Any] = {
     "catch_up": False,
     "label": "Tasks",
 }
-if env("Q_REDIS_URL"):
+if _redis_url := env("Q_REDIS_URL"):
+    # redis-py waits for a partitioned broker as long as the kernel retries TCP (minutes): bound
+    # every call, so an approval's wake-up costs seconds and the sweep sends without the queue.
+    _redis_parts = urlsplit(_redis_url)
+    _redis_query = dict(parse_qsl(_redis_parts.query))
+    for _name in ("socket_timeout", "socket_connect_timeout"):
+        _redis_query.setdefault(_name, env("Q_REDIS_TIMEOUT", "2"))
     Q_CLUSTER.pop("orm")
-    Q_CLUSTER["redis"] = env("Q_REDIS_URL")
+    Q_CLUSTER["redis"] = urlunsplit(_redis_parts._replace(query=urlencode(_redis_query)))
 
 LOGGING = {
     "version": 1,

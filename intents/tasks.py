@@ -122,10 +122,15 @@ def _wake(queued: list[int], uncertain: list[int]) -> None:
         # Workers are already behind on wake-ups; more of them would only pile up.
         return
     drains = min(workers, math.ceil(len(queued) / settings.SEND_BATCH_SIZE))
-    for _ in range(drains):
-        async_task("intents.tasks.drain", task_name="intents-drain")
-    for intent_id in uncertain:
-        async_task("intents.tasks.execute_intent", intent_id, task_name=f"intent-{intent_id}")
+    try:
+        for _ in range(drains):
+            async_task("intents.tasks.drain", task_name="intents-drain")
+        for intent_id in uncertain:
+            async_task("intents.tasks.execute_intent", intent_id, task_name=f"intent-{intent_id}")
+    except Exception:
+        # The broker is down or cut off (Redis timeouts): wake-ups are only a hint. A sender that
+        # sweeps goes on to claim the due intents itself; raising here killed its threads.
+        log.exception("intents.sweep.wake_failed", extra={"queued": len(queued)})
 
 
 def retention_purge() -> int:

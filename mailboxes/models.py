@@ -42,6 +42,10 @@ class Mailbox(models.Model):
     # New drafts are assigned round-robin among the members who may approve for this mailbox.
     auto_assign = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Who is provisioning this mailbox, until when (database clock): a row lease, not a session
+    # advisory lock, so it holds behind PgBouncer's transaction mode and expires after a crash.
+    provisioning_lease = models.UUIDField(null=True, blank=True, editable=False)
+    provisioning_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         verbose_name_plural = "mailboxes"

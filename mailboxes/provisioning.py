@@ -6,19 +6,22 @@ Each step is safe to repeat after a crash at any point: creates carry a determin
 ``client_id`` (AgentMail answers a repeat with the original object), local rows are written with
 conditional updates, and a key created at the provider but never stored locally (the process died
 in between) is found by its name and deleted before a new one is made, so a mailbox ends with
-exactly one key. Network calls happen outside transactions; a PostgreSQL advisory lock keeps two
-provisioners of the same mailbox from interleaving.
+exactly one key. Network calls happen outside transactions; a lease on the mailbox row (database clock) keeps
+two provisioners of the same mailbox from interleaving.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import zlib
+import uuid
 from contextlib import contextmanager
+from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 
 from mailboxes import provider
@@ -51,21 +54,30 @@ def _clean_display_name(display_name: str) -> str:
     return display_name
 
 
+# Longer than the provider calls of one provisioning run (each bounded by the read timeout).
+PROVISIONING_LEASE = timedelta(minutes=2)
+
+
 @contextmanager
-def _advisory_lock(name: str):
-    key = (7301 << 32) | zlib.crc32(name.encode())
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s::bigint)", [key])
-        (acquired,) = cursor.fetchone()
-    if not acquired:
+def _provisioning_lease(mailbox: Mailbox):
+    """Hold the mailbox's provisioning lease (a conditional UPDATE on the database clock) for the
+    block; refuse when another run holds an unexpired one. Session state such as an advisory lock
+    would not survive PgBouncer's transaction mode (the unlock may reach another server session)."""
+    token = uuid.uuid4()
+    free = Q(provisioning_lease__isnull=True) | Q(provisioning_lease_until__lt=Now())
+    taken = Mailbox.objects.filter(free, pk=mailbox.pk).update(
+        provisioning_lease=token, provisioning_lease_until=Now() + PROVISIONING_LEASE
+    )
+    if not taken:
         raise ProvisioningError(
             _("Provisioning of this item is already running; try again shortly.")
         )
     try:
         yield
     finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s::bigint)", [key])
+        Mailbox.objects.filter(pk=mailbox.pk, provisioning_lease=token).update(
+            provisioning_lease=None, provisioning_lease_until=None
+        )
 
 
 def audit(*, tenant, actor, action: str, obj, data: dict | None = None) -> None:
@@ -170,7 +182,7 @@ def mailbox_provision(*, mailbox: Mailbox, actor=None) -> Mailbox:
     registers the tenant webhook). Safe to repeat."""
     tenant = mailbox.tenant
     pod_id = tenant_connect(tenant=tenant, actor=actor)
-    with _advisory_lock(f"mailbox:{mailbox.pk}"):
+    with _provisioning_lease(mailbox):
         mailbox.refresh_from_db()
         try:
             inbox_id = provider.create_inbox(

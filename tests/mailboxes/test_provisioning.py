@@ -100,3 +100,24 @@ def test_inbox_key_is_refused_on_another_tenants_inbox(
     assert result.outcome == provider.Outcome.PERMANENT
     assert result.http_status == 404
     assert sandbox.ledger(idempotency_key="cross-tenant-1") == []
+
+
+def test_a_held_provisioning_lease_refuses_a_second_run_and_an_expired_one_is_taken_over(
+    tenant_a, sandbox
+):
+    import uuid
+    from datetime import timedelta
+
+    from django.db.models.functions import Now
+
+    mailbox = provisioning.mailbox_create(tenant=tenant_a, username="leased")
+    other_run = uuid.uuid4()
+    held = Mailbox.objects.filter(pk=mailbox.pk)
+    held.update(provisioning_lease=other_run, provisioning_lease_until=Now() + timedelta(minutes=1))
+    with pytest.raises(provisioning.ProvisioningError, match="already running"):
+        provisioning.mailbox_provision(mailbox=mailbox)
+    assert held.get().provisioning_lease == other_run
+    # The other run died: its lease expires, and the next run takes over and releases it.
+    held.update(provisioning_lease_until=Now() - timedelta(seconds=1))
+    assert provisioning.mailbox_provision(mailbox=mailbox).status == Mailbox.Status.ACTIVE
+    assert held.values_list("provisioning_lease", "provisioning_lease_until").get() == (None, None)

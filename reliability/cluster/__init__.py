@@ -1,0 +1,1 @@
+"""Countersign across hosts: network namespaces on one machine (python -m reliability.cluster)."""
