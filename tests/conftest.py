@@ -74,7 +74,10 @@ def sandbox_server():
     """One sandbox AgentMail process for the test session, on a free loopback port."""
     from mailboxes.sandbox.testing import SandboxServer
 
-    with SandboxServer() as server:
+    # Under xdist every worker starts its own at the same moment, beside its Django start-up:
+    # on a loaded machine that takes longer than the helper's 15 s, and a session fixture that
+    # fails once fails every test of that worker.
+    with SandboxServer(startup_timeout=120) as server:
         yield server
 
 
