@@ -35,8 +35,13 @@ setup: .venv/.synced
 run: setup
 	$(UV) run --frozen python scripts/devstack.py
 
+# The suite runs in pytest-xdist workers, each on its own test database (pytest-django names it
+# test_countersign_gw0, _gw1, ...). It waits on subprocesses, HTTP and Chromium more than it
+# computes, so three workers pay on CI's two cores. PYTEST_XDIST= (empty) runs it in one process,
+# for debugging; PYTEST_ARGS="-n 0" does too.
+PYTEST_XDIST ?= -n 3
 test: .venv/.synced
-	COUNTERSIGN_ENV=test $(UV) run --frozen pytest $(PYTEST_ARGS)
+	COUNTERSIGN_ENV=test $(UV) run --frozen pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 lint: .venv/.synced
 	$(UV) run --frozen ruff check .

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.factories import PASSWORD, MembershipFactory, TenantFactory
@@ -7,6 +9,28 @@ from tests.factories import PASSWORD, MembershipFactory, TenantFactory
 # The staff pages' fixtures (local mailboxes, drafts, intents in a state, one headless Chromium
 # per session), shared by tests/review, tests/ui and the admin pages' tests.
 pytest_plugins = ["tests.pages", "tests.idp.fixtures"]
+
+
+def _uses_database(item) -> bool:
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return item.get_closest_marker("django_db") is not None or bool(
+        fixtures & {"db", "transactional_db", "live_server", "django_db_setup"}
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test`), the slow tests that never touch the test database (the
+    nemesis and bench harnesses at their small size, with servers and databases of their own)
+    come first, so the scheduler hands them out one per worker at the start and they overlap the
+    many short tests instead of ending the run on one worker alone. pytest-django sorted the list
+    before (database tests, then transactional ones, which empty the tables a migration filled,
+    then the rest); a stable sort that moves only tests without a database keeps that order for
+    every test that has one. Every worker collects the same order, as xdist requires; without
+    xdist the order is left alone."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(
+            key=lambda item: not (item.get_closest_marker("slow") and not _uses_database(item))
+        )
 
 
 @pytest.fixture
@@ -50,7 +74,10 @@ def sandbox_server():
     """One sandbox AgentMail process for the test session, on a free loopback port."""
     from mailboxes.sandbox.testing import SandboxServer
 
-    with SandboxServer() as server:
+    # Under xdist every worker starts its own at the same moment, beside its Django start-up:
+    # on a loaded machine that takes longer than the helper's 15 s, and a session fixture that
+    # fails once fails every test of that worker.
+    with SandboxServer(startup_timeout=120) as server:
         yield server
 
 
