@@ -19,7 +19,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from tenants.models import User, UserSession
+from tenants.models import Membership, User, UserSession
 from tenants.signin_audit import client_ip, signin_audit
 
 # Session keys of ours. METHOD: how this session signed in (password, passkey, sso).
@@ -30,6 +30,21 @@ FACTOR_KEY = "cs_factor"
 SSO_TENANTS_KEY = "cs_sso_tenants"
 _SEEN_KEY = "cs_seen"
 SEEN_EVERY = timedelta(seconds=60)
+
+
+def sso_session_beyond_its_tenants(request: HttpRequest) -> bool:
+    """True for a session from single sign-on whose person is an active member of a tenant it
+    did not come through: that session may not act on the person's whole account (their other
+    sessions), because the provider that opened it speaks only for its own tenants. A person
+    whose every membership came through those providers is not held back."""
+    if request.session.get(METHOD_KEY) != "sso":
+        return False
+    came_through = set(request.session.get(SSO_TENANTS_KEY, []))
+    return (
+        Membership.objects.filter(user=request.user, is_active=True)
+        .exclude(tenant_id__in=came_through)
+        .exists()
+    )
 
 
 class SessionError(Exception):

@@ -153,15 +153,13 @@ def totp_confirm(http_request: HttpRequest) -> HttpResponse:
     return render(request, "tenants/recovery_codes.html", {"codes": codes, "new_device": True})
 
 
-def _came_through_sso(request: HttpRequest, message: str = "") -> bool:
-    """A session from a tenant's identity provider does not change the person's own factors
-    or see and end their other sessions: that provider is run by one tenant's admin, who could
-    assert any address in the domains they listed, and these pages guard every tenant."""
+def _came_through_sso(request: HttpRequest) -> bool:
+    """A session from a tenant's identity provider does not change the person's own factors:
+    that provider is run by one tenant's admin, who could assert any address in the domains they
+    listed, and these factors guard every tenant."""
     if request.session.get(user_sessions.METHOD_KEY) != "sso":
         return False
-    messages.error(
-        request, message or _("Sign in with your password to change your second factors.")
-    )
+    messages.error(request, _("Sign in with your password to change your second factors."))
     return True
 
 
@@ -201,7 +199,8 @@ def two_factor_remove(http_request: HttpRequest) -> HttpResponse:
 @require_GET
 def sessions(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
-    if _came_through_sso(request, _sessions_need_password()):
+    if user_sessions.sso_session_beyond_its_tenants(request):
+        messages.error(request, _sessions_need_password())
         return redirect("account_security")
     return render(
         request,
@@ -217,7 +216,8 @@ def sessions(http_request: HttpRequest) -> HttpResponse:
 @require_POST
 def session_end(http_request: HttpRequest, session_id: int) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
-    if _came_through_sso(request, _sessions_need_password()):
+    if user_sessions.sso_session_beyond_its_tenants(request):
+        messages.error(request, _sessions_need_password())
         return redirect("account_security")
     try:
         user_sessions.session_end(

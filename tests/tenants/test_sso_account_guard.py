@@ -101,3 +101,27 @@ def test_with_his_password_the_person_still_manages_his_sessions(bob, password, 
 
     assert page.status_code == 200
     assert b"203.0.113.77" in page.content
+
+
+def test_a_person_whose_only_tenant_is_the_providers_sees_their_sessions(
+    client, provider, tenant_a, member_of
+):
+    oidc_signin.sso_settings_save(
+        tenant=tenant_a,
+        actor=member_of(tenant_a, "admin").user,
+        enabled=True,
+        issuer=provider.issuer,
+        client_id=CLIENT,
+        client_secret="client-secret-at-the-provider",
+        password_signin_allowed=False,
+        domains=["acme.test"],
+        jit_role="viewer",
+    )
+    flow = start(client, tenant_a)
+    provider.id_token = provider.sign(flow["nonce"], sub="carol", email="carol@acme.test")
+    client.get(reverse("sso_callback"), {"state": flow["state"], "code": "c0de"})
+
+    page = client.get(reverse("sessions"))
+
+    assert page.status_code == 200
+    assert "Signed in with single sign-on" in page.content.decode()
