@@ -411,7 +411,12 @@ def test_webhooks_are_signed_and_retried_with_the_same_svix_id(sandbox, receiver
     sent = client.inboxes.messages.send(inbox.inbox_id, to="a@example.com", text="hi")
     client.inboxes.messages.send(other_inbox.inbox_id, to="b@example.com", text="other pod")
 
-    sandbox.wait_for(lambda: len(endpoint.events("message.delivered")) == 2)
+    # Both the retried message.sent and the delivered events: under load the retry of the
+    # refused first delivery can come after the delivered ones.
+    sandbox.wait_for(
+        lambda: len(endpoint.events("message.delivered")) == 2
+        and len(endpoint.events("message.sent")) == 2
+    )
     sent_deliveries = endpoint.events("message.sent")
     payloads = [
         verified(h, b, client.webhooks.get(hook.webhook_id).secret) for h, b in sent_deliveries
