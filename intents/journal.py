@@ -2,6 +2,10 @@
 
 Every transition writes its row in the transaction of the change (``journal``); a worker batch or
 the webhook receiver appends many rows in one statement (``journal_many``).
+
+Both hand their rows to the agent events outbox (``intents.events.outbox``) in the same
+transaction: the journal is the one place every state change passes, so mapping a journal action
+to an event type there means no transition can forget its event or emit it twice.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from intents.events.outbox import Cause, outbox_record
 from intents.models import IntentEvent
 
 
@@ -31,7 +36,7 @@ def journal(
     data: dict | None = None,
 ) -> IntentEvent:
     tenant_id = tenant if isinstance(tenant, int) else tenant.pk
-    return IntentEvent.objects.create(
+    row = IntentEvent.objects.create(
         tenant_id=tenant_id,
         draft_id=getattr(draft, "pk", draft),
         intent_id=getattr(intent, "pk", intent),
@@ -45,6 +50,21 @@ def journal(
         reason=reason,
         data=data or {},
     )
+    outbox_record(
+        [
+            Cause(
+                tenant_id=tenant_id,
+                action=action,
+                actor_kind=actor_kind,
+                draft_id=row.draft_id,
+                intent_id=row.intent_id,
+                reason=reason,
+                data=row.data,
+                journal_id=row.pk,
+            )
+        ]
+    )
+    return row
 
 
 @dataclass(frozen=True)
@@ -112,3 +132,15 @@ def journal_many(entries: list[Entry], *, along_with: tuple[str, list] | None = 
         params += along_with[1]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+    outbox_record(
+        Cause(
+            tenant_id=e.tenant_id,
+            action=e.action,
+            actor_kind=e.actor_kind,
+            draft_id=e.draft_id,
+            intent_id=e.intent_id,
+            reason=e.reason,
+            data=e.data,
+        )
+        for e in entries
+    )
