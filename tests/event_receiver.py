@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -27,6 +28,10 @@ class Receiver:
     fail_next: int = 0
     redirect_to: str = ""
     connections: int = 0
+    # Seconds each request takes, and the most requests it was ever handling at once.
+    delay: float = 0.0
+    in_flight: int = 0
+    most_in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -43,6 +48,17 @@ def _handler(receiver: Receiver):
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self):
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            with receiver.lock:
+                receiver.in_flight += 1
+                receiver.most_in_flight = max(receiver.most_in_flight, receiver.in_flight)
+            time.sleep(receiver.delay)
+            try:
+                self._handle(body)
+            finally:
+                with receiver.lock:
+                    receiver.in_flight -= 1
+
+        def _handle(self, body: bytes):
             with receiver.lock:
                 if receiver.redirect_to:
                     self._answer(302, {"Location": receiver.redirect_to})
