@@ -333,6 +333,23 @@ SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 15)
 SEND_CIRCUIT_FAILURES = env_int("SEND_CIRCUIT_FAILURES", 5)
 SEND_CIRCUIT_COOLDOWN_SECONDS = float(env("SEND_CIRCUIT_COOLDOWN_SECONDS", "30"))
 
+# Agent events (intents.events): signed deliveries to the URLs tenant admins register.
+# Private, loopback and shared (CGNAT) addresses are refused after DNS resolution unless this is
+# on (a self-hosted deployment whose receivers live on its own network); link-local (the cloud
+# metadata address), multicast and reserved ranges are refused always. Off in production unless
+# set; on in development and tests, whose receivers run on loopback. With it off, endpoint URLs
+# must use https.
+AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = env_bool(
+    "AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS", not PRODUCTION
+)
+AGENT_EVENTS_CONNECT_TIMEOUT = float(env("AGENT_EVENTS_CONNECT_TIMEOUT", "5"))
+AGENT_EVENTS_READ_TIMEOUT = float(env("AGENT_EVENTS_READ_TIMEOUT", "15"))
+# The waits before each retry (seconds; each is jittered by +/-10 %): 30 s, then x3 each time,
+# about 27 h from the first attempt to the ninth and last. Published in the README.
+AGENT_EVENTS_RETRY_DELAYS = [
+    float(v) for v in env_list("AGENT_EVENTS_RETRY_DELAYS", [str(30 * 3**n) for n in range(8)])
+]
+
 # django-q2 on the ORM broker (same PostgreSQL). The intents table is the source of truth; the queue
 # only wakes workers, so a lost or doubled task is harmless. timeout < retry, finite attempts.
 Q_CLUSTER: dict[str, Any] = {

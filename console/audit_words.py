@@ -19,7 +19,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from console.selectors import SUPPRESSION_REASONS
-from intents.models import Draft, SendIntent
+from intents.models import AgentEventEndpoint, Draft, SendIntent
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken, Invitation, Membership, Tenant
 from tenants.templatetags.zones import zoned
@@ -68,6 +68,15 @@ SENTENCES = {
     "suppression.added": _("%(actor)s added %(object)s to the suppression list"),
     "suppression.removed": _("%(actor)s removed %(object)s from the suppression list"),
     "webhook.secret_stored": _("%(actor)s stored a new webhook secret for %(object)s"),
+    "agent_events.endpoint_created": _("%(actor)s added the agent events endpoint %(object)s"),
+    "agent_events.secret_rotated": _("%(actor)s rotated the signing secret of %(object)s"),
+    "agent_events.endpoint_disabled": _("%(actor)s disabled the agent events endpoint %(object)s"),
+    "agent_events.endpoint_enabled": _("%(actor)s enabled the agent events endpoint %(object)s"),
+    "agent_events.endpoint_auto_disabled": _(
+        "The agent events endpoint %(object)s was disabled after a day of failed deliveries"
+    ),
+    "agent_events.endpoint_deleted": _("%(actor)s deleted the agent events endpoint %(object)s"),
+    "agent_events.delivery_resent": _("%(actor)s resent an event to %(object)s"),
     "draft.created": _("%(actor)s wrote %(object)s"),
     "draft.version_added": _("%(actor)s added a version to %(object)s"),
     "draft.approved": _("%(actor)s approved %(object)s"),
@@ -146,6 +155,11 @@ FIELD_NAMES = {
     "scopes": _("scopes"),
     "prefix": _("prefix"),
     "expires_at": _("expires"),
+    "url": _("URL"),
+    "event_types": _("events"),
+    "mailbox_id": _("mailbox"),
+    "delivery_id": _("delivery"),
+    "resend_id": _("new delivery"),
     "was": _("was"),
     "language": _("language"),
     "time_zone": _("time zone"),
@@ -194,6 +208,8 @@ def _name_tables(tenant: Tenant, rows: list[dict]) -> dict[tuple[str, str], tupl
     ):
         url = reverse("outbox_intent", args=[slug, pk])
         keep("sendintent", pk, _("send #%(id)s") % {"id": pk}, url)
+    for e in AgentEventEndpoint.objects.filter(tenant=tenant, pk__in=ids["agenteventendpoint"]):
+        keep("agenteventendpoint", e.pk, e.url, reverse("agent_events", args=[slug]))
     if str(tenant.pk) in {row["obj_id"] for row in rows if row["obj_type"] == "tenant"}:
         keep("tenant", tenant.pk, _("policies"), reverse("admin_policies", args=[slug]))
     return found

@@ -1,5 +1,6 @@
 """Tenant administration under /t/<slug>/ (mounted by config/urls.py): the admin pages at
-admin/, agent tokens at admin/tokens/, mailboxes at mailboxes/."""
+admin/, agent tokens at admin/tokens/, agent events at admin/agent-events/, mailboxes at
+mailboxes/."""
 
 from django.urls import include, path
 
@@ -7,6 +8,7 @@ from console import (
     views,
     views_analytics,
     views_deadlines,
+    views_events,
     views_mailboxes,
     views_signin,
     views_tokens,
@@ -68,6 +70,30 @@ token_patterns = [
     path("<int:token_id>/revoke/", views_tokens.token_revoke_view, name="token_revoke"),
 ]
 
+agent_event_patterns = [
+    path("", views_events.agent_events, name="agent_events"),
+    path("new/", views_events.endpoint_new, name="agent_events_new"),
+    path("<int:endpoint_id>/rotate/", views_events.endpoint_rotate, name="agent_events_rotate"),
+    path("<int:endpoint_id>/delete/", views_events.endpoint_delete, name="agent_events_delete"),
+    path(
+        "<int:endpoint_id>/enable/",
+        views_events.endpoint_switch,
+        {"to": "on"},
+        name="agent_events_enable",
+    ),
+    path(
+        "<int:endpoint_id>/disable/",
+        views_events.endpoint_switch,
+        {"to": "off"},
+        name="agent_events_disable",
+    ),
+    path(
+        "deliveries/<int:delivery_id>/resend/",
+        views_events.delivery_resend,
+        name="agent_events_resend",
+    ),
+]
+
 mailbox_patterns = [
     path("", views_mailboxes.mailbox_list, name="mailbox_list"),
     path("new/", views_mailboxes.mailbox_create, name="mailbox_create"),
@@ -84,6 +110,7 @@ mailbox_patterns = [
 
 urlpatterns = [
     path("admin/tokens/", include(token_patterns)),
+    path("admin/agent-events/", include(agent_event_patterns)),
     path("admin/", include(admin_patterns)),
     path("mailboxes/", include(mailbox_patterns)),
 ]

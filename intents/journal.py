@@ -6,6 +6,10 @@ the webhook receiver appends many rows in one statement (``journal_many``).
 Every transition passes through here, so this is also where the transitions ``/metrics`` counts
 are counted (``common.counters``, same transaction): intents reaching a terminal state (a count
 of them in the table would grow forever) and reconciliations (an ``uncertain`` intent resolved).
+
+``journal`` and ``journal_many`` also hand their rows to the agent events outbox (``intents.events.outbox``) in the same
+transaction: the journal is the one place every state change passes, so mapping a journal action
+to an event type there means no transition can forget its event or emit it twice.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from common.counters import Count, count, counters_add, counters_sql
+from intents.events.outbox import Cause, outbox_record
 from intents.models import IntentEvent, SendIntent
 
 TERMINAL = SendIntent.TERMINAL
@@ -53,7 +58,7 @@ def journal(
 ) -> IntentEvent:
     tenant_id = tenant if isinstance(tenant, int) else tenant.pk
     counters_add(transition_counts(tenant_id, action, from_state, to_state))
-    return IntentEvent.objects.create(
+    row = IntentEvent.objects.create(
         tenant_id=tenant_id,
         draft_id=getattr(draft, "pk", draft),
         intent_id=getattr(intent, "pk", intent),
@@ -67,6 +72,21 @@ def journal(
         reason=reason,
         data=data or {},
     )
+    outbox_record(
+        [
+            Cause(
+                tenant_id=tenant_id,
+                action=action,
+                actor_kind=actor_kind,
+                draft_id=row.draft_id,
+                intent_id=row.intent_id,
+                reason=reason,
+                data=row.data,
+                journal_id=row.pk,
+            )
+        ]
+    )
+    return row
 
 
 @dataclass(frozen=True)
@@ -132,6 +152,18 @@ def journal_many(entries: list[Entry], *, along_with: tuple[str, list] | None = 
     sql, params = _one_round_trip(entries, sql, params, along_with)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+    outbox_record(
+        Cause(
+            tenant_id=e.tenant_id,
+            action=e.action,
+            actor_kind=e.actor_kind,
+            draft_id=e.draft_id,
+            intent_id=e.intent_id,
+            reason=e.reason,
+            data=e.data,
+        )
+        for e in entries
+    )
 
 
 def _one_round_trip(

@@ -457,15 +457,25 @@ class Suppression(models.Model):
 
 
 # Re-exported: intents.models is where Django and the code look for the app's models.
+from intents.models_events import (  # noqa: E402
+    AgentEvent,
+    AgentEventDelivery,
+    AgentEventEndpoint,
+    EventType,
+)
 from intents.models_infra import ApiIdempotencyKey, ProviderThrottle  # noqa: E402
 from intents.models_team import DraftNote, DraftPresence  # noqa: E402
 
 __all__ = [
+    "AgentEvent",
+    "AgentEventDelivery",
+    "AgentEventEndpoint",
     "ApiIdempotencyKey",
     "Draft",
     "DraftNote",
     "DraftPresence",
     "DraftVersion",
+    "EventType",
     "IntentEvent",
     "ProviderThrottle",
     "SendAttempt",

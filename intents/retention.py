@@ -2,7 +2,8 @@
 
 Past the tenant's ``retention_days`` after a draft was decided (sent, failed, rejected, expired,
 withdrawn), the subject line and the recipients stay (they are the audit record, together with
-the content hash, the ids and the journal), and the text and HTML bodies are emptied. A draft
+the content hash, the ids and the journal), and the text and HTML bodies are emptied, with the
+reviewers' notes and the draft's agent events (whose diffs quote the text). A draft
 whose send is still open (queued, sending, uncertain, needs attention) keeps its body: a person
 may still need it to decide.
 
@@ -21,6 +22,8 @@ from django.db.models.functions import Now
 
 from intents.journal import Entry, journal_many
 from intents.models import (
+    AgentEvent,
+    AgentEventDelivery,
     ApiIdempotencyKey,
     Draft,
     DraftNote,
@@ -59,8 +62,14 @@ def draft_bodies_purge(*, batch: int = 1000) -> int:
             id__in=[r[0] for r in rows], body_purged_at__isnull=True
         ).update(text="", html="", body_purged_at=Now())
         drafts = {(tenant_id, draft_id) for _, tenant_id, draft_id in rows}
-        # Reviewers' notes may quote the customer: they go with the bodies.
-        DraftNote.objects.filter(draft_id__in={d for _, d in drafts}).delete()
+        # Reviewers' notes may quote the customer: they go with the bodies. So do agent events
+        # (their diffs quote the text) once no delivery of them is still being attempted.
+        draft_ids = {d for _, d in drafts}
+        DraftNote.objects.filter(draft_id__in=draft_ids).delete()
+        unfinished = AgentEventDelivery.objects.filter(
+            event=OuterRef("pk"), status__in=AgentEventDelivery.UNFINISHED
+        )
+        AgentEvent.objects.filter(draft_id__in=draft_ids).exclude(Exists(unfinished)).delete()
         journal_many(
             [
                 Entry(

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import connection
 
 from config.clock import db_now
+from intents.events.delivery import deliver_due, due_endpoint_ids
 from intents.models import SendIntent
 from intents.retention import api_idempotency_purge
 from intents.sending.sweep import (
@@ -104,6 +105,7 @@ def sweep_once() -> dict[str, int]:
         "sla_breached": drafts_escalate_due(),
         "api_keys_purged": api_idempotency_purge(),
     }
+    report["agent_event_endpoints_due"] = _wake_agent_events()
     queued, uncertain = due_intent_ids(limit=WAKE_LIMIT)
     report["due_queued"] = len(queued)
     report["due_uncertain"] = len(uncertain)
@@ -131,6 +133,20 @@ def _wake(queued: list[int], uncertain: list[int]) -> None:
         # The broker is down or cut off (Redis timeouts): wake-ups are only a hint. A sender that
         # sweeps goes on to claim the due intents itself; raising here killed its threads.
         log.exception("intents.sweep.wake_failed", extra={"queued": len(queued)})
+
+
+def deliver_agent_events(limit: int = 200) -> int:
+    """Deliver due agent events (woken on commit by the outbox and by the sweep)."""
+    return deliver_due(limit=int(limit))
+
+
+def _wake_agent_events() -> int:
+    from django_q.tasks import async_task
+
+    due = len(due_endpoint_ids(limit=WAKE_LIMIT))
+    if due:
+        async_task("intents.tasks.deliver_agent_events", task_name="agent-events")
+    return due
 
 
 def retention_purge() -> int:

@@ -41,7 +41,7 @@ def sso_session_beyond_its_tenants(request: HttpRequest) -> bool:
         return False
     came_through = set(request.session.get(SSO_TENANTS_KEY, []))
     return (
-        Membership.objects.filter(user=request.user, is_active=True)
+        Membership.objects.filter(user_id=request.user.pk, is_active=True)
         .exclude(tenant_id__in=came_through)
         .exists()
     )

@@ -7,8 +7,9 @@ import pytest
 from tests.factories import PASSWORD, MembershipFactory, TenantFactory
 
 # The staff pages' fixtures (local mailboxes, drafts, intents in a state, one headless Chromium
-# per session), shared by tests/review, tests/ui and the admin pages' tests.
-pytest_plugins = ["tests.pages", "tests.idp.fixtures"]
+# per session), shared by tests/review, tests/ui and the admin pages' tests; a receiver of agent
+# events on loopback (tests.event_receiver).
+pytest_plugins = ["tests.pages", "tests.idp.fixtures", "tests.event_receiver"]
 
 
 def _uses_database(item) -> bool:

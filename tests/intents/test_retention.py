@@ -4,8 +4,16 @@ import pytest
 from django.utils import timezone
 
 from intents import services, tasks
-from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
+from intents.models import (
+    AgentEvent,
+    AgentEventDelivery,
+    Draft,
+    DraftVersion,
+    IntentEvent,
+    SendIntent,
+)
 from intents.retention import draft_bodies_purge
+from intents.services.event_endpoints import endpoint_create
 
 pytestmark = pytest.mark.django_db
 
@@ -72,3 +80,19 @@ def test_each_tenant_has_its_own_retention(decided, tenant_a):
     tenant_a.save(update_fields=["retention_days"])
     decided(days=200)
     assert draft_bodies_purge() == 0
+
+
+def test_agent_events_go_with_the_bodies_once_delivered(decided, tenant_a, member_of):
+    admin = member_of(tenant_a, "admin").user
+    endpoint_create(
+        tenant=tenant_a, url="https://a.example.com/", event_types=["draft.rejected"], actor=admin
+    )
+    old, still_sending, fresh = decided(days=91), decided(days=92), decided(days=10)
+    AgentEventDelivery.objects.exclude(event__draft=still_sending).update(status="delivered")
+
+    draft_bodies_purge()
+
+    assert sorted(AgentEvent.objects.values_list("draft_id", flat=True)) == sorted(
+        [still_sending.pk, fresh.pk]
+    )
+    assert old.pk not in AgentEventDelivery.objects.values_list("event__draft_id", flat=True)

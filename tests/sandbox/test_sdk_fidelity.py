@@ -414,8 +414,10 @@ def test_webhooks_are_signed_and_retried_with_the_same_svix_id(sandbox, receiver
     # Both the retried message.sent and the delivered events: under load the retry of the
     # refused first delivery can come after the delivered ones.
     sandbox.wait_for(
-        lambda: len(endpoint.events("message.delivered")) == 2
-        and len(endpoint.events("message.sent")) == 2
+        lambda: (
+            len(endpoint.events("message.delivered")) == 2
+            and len(endpoint.events("message.sent")) == 2
+        )
     )
     sent_deliveries = endpoint.events("message.sent")
     payloads = [

@@ -7,7 +7,8 @@ who may open it.
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from intents.models import Suppression
+from intents.models import AgentEvent, AgentEventDelivery, AgentEventEndpoint, Suppression
+from intents.services.event_endpoints import endpoint_create
 from tenants import invitations
 from tenants.models import AgentToken
 
@@ -76,6 +77,14 @@ EXPECTED = {
     "token_list": ADMIN_PAGE,
     "token_new": BACK_TO_FORM_ADMIN,
     "token_revoke": ADMIN_PAGE,
+    "agent_events": ADMIN_PAGE,
+    "agent_events_new": BACK_TO_FORM_ADMIN,
+    # GET is the confirm page; its POST rotates or deletes.
+    "agent_events_rotate": ADMIN_PAGE,
+    "agent_events_delete": ADMIN_PAGE,
+    "agent_events_enable": POST_ADMIN,
+    "agent_events_disable": POST_ADMIN,
+    "agent_events_resend": POST_ADMIN,
     "mailbox_list": READ,
     "mailbox_create": ADMIN_PAGE,
     "mailbox_detail": READ,
@@ -84,6 +93,20 @@ EXPECTED = {
     "mailbox_status": POST_ADMIN,
     "mailbox_retry": POST_ADMIN,
 }
+
+
+def event_delivery(tenant, admin):
+    """An agent events endpoint of the tenant and one (delivered) delivery to it."""
+    endpoint, _ = endpoint_create(
+        tenant=tenant, url="https://a.example.com/", event_types=["draft.approved"], actor=admin
+    )
+    event = AgentEvent.objects.create(
+        tenant=tenant, public_id=f"evt_walk{tenant.pk}", type="draft.approved", payload={}
+    )
+    delivery = AgentEventDelivery.objects.create(
+        tenant=tenant, endpoint=endpoint, event=event, status="delivered"
+    )
+    return endpoint, delivery
 
 
 def tenant_patterns():
@@ -134,8 +157,11 @@ def world(tenant_a, tenant_b, mailbox_a, mailbox_b, make_draft, make_intent, mem
     b_invitation, _ = invitations.invitation_create(
         tenant=tenant_b, email="invited@example.test", role="admin", actor=outsider.user
     )
+    endpoint, delivery = event_delivery(tenant_a, admin.user)
     values_a = {
         "slug": tenant_a.slug,
+        "endpoint_id": endpoint.pk,
+        "delivery_id": delivery.pk,
         "invitation_id": invitation.pk,
         "draft_id": draft.pk,
         "intent_id": intent.pk,
@@ -151,8 +177,11 @@ def world(tenant_a, tenant_b, mailbox_a, mailbox_b, make_draft, make_intent, mem
     b_suppression = Suppression.objects.create(
         tenant=tenant_b, address="b@example.com", reason="manual"
     )
+    b_endpoint, b_delivery = event_delivery(tenant_b, outsider.user)
     values_b_objects = {
         **values_a,
+        "endpoint_id": b_endpoint.pk,
+        "delivery_id": b_delivery.pk,
         "draft_id": b_draft.pk,
         "intent_id": make_intent(mailbox_b, state="needs_attention").pk,
         "membership_id": outsider.pk,
@@ -226,6 +255,11 @@ def test_another_tenants_object_ids_answer_like_missing_ones(world, client):
     assert ours and set(ours.values()) == {404}
     assert not AgentToken.objects.filter(tenant=world["outsider"].tenant, revoked_at__isnull=False)
     assert Membership.objects.get(pk=world["outsider"].pk).is_active
+    assert (
+        AgentEventEndpoint.objects.filter(tenant=world["outsider"].tenant, enabled=True).count()
+        == 1
+    )
+    assert not AgentEventDelivery.objects.filter(resend_of__isnull=False).exists()
     assert not Invitation.objects.filter(tenant=world["outsider"].tenant).exclude(state="pending")
 
 

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("intents", "0010_ownership_and_deadlines"),
+        ("intents", "0011_agent_event_outbox"),
     ]
 
     operations = [

@@ -1,0 +1,167 @@
+"""Agent events for tenant admins (Console → Agent events): endpoints (add with the secret shown
+once, rotate it, disable, enable, delete) and the recent deliveries, one of which may be resent.
+The writes are intents.services.event_endpoints; another tenant's ids answer 404."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from console.forms_events import EndpointForm
+from intents.selectors.events import event_endpoint, event_endpoints, recent_deliveries
+from intents.services import event_endpoints as services
+from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
+from tenants.services import AdminError
+
+
+def _page(request: TenantRequest, form: EndpointForm, status: int = 200) -> HttpResponse:
+    return render(
+        request,
+        "console/agent_events.html",
+        {
+            "endpoints": list(event_endpoints(request.tenant)),
+            "deliveries": recent_deliveries(request.tenant),
+            "form": form,
+        },
+        status=status,
+    )
+
+
+def _back(request: TenantRequest) -> HttpResponse:
+    return redirect("agent_events", slug=request.tenant.slug)
+
+
+def _secret_page(request: TenantRequest, endpoint, secret: str, rotated: bool) -> HttpResponse:
+    # The only responses that carry a secret: not cached, never redirected to.
+    response = render(
+        request,
+        "console/agent_events_secret.html",
+        {"endpoint": endpoint, "secret": secret, "rotated": rotated},
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_GET
+def agent_events(request: TenantRequest) -> HttpResponse:
+    return _page(request, EndpointForm(tenant=request.tenant))
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_http_methods(["GET", "POST"])
+@never_cache
+def endpoint_new(request: TenantRequest) -> HttpResponse:
+    if request.method == "GET":
+        return _back(request)
+    form = EndpointForm(request.POST, tenant=request.tenant)
+    if not form.is_valid():
+        return _page(request, form, status=422)
+    mailbox = form.cleaned_data["mailbox"]
+    try:
+        endpoint, secret = services.endpoint_create(
+            tenant=request.tenant,
+            url=form.cleaned_data["url"],
+            event_types=form.cleaned_data["event_types"],
+            mailbox_id=mailbox.pk if mailbox else None,
+            description=form.cleaned_data["description"],
+            actor=request.user,
+        )
+    except AdminError as exc:
+        form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        return _page(request, form, status=422)
+    return _secret_page(request, endpoint, secret, rotated=False)
+
+
+def _confirm(request: TenantRequest, endpoint_id, heading: str, consequence: str, action: str):
+    endpoint = event_endpoint(request.tenant, endpoint_id)
+    if endpoint is None:
+        raise Http404("No such endpoint")
+    return render(
+        request,
+        "console/confirm.html",
+        {
+            "heading": heading % {"url": endpoint.url},
+            "consequence": consequence,
+            "action": action,
+            "cancel_url": reverse("agent_events", args=[request.tenant.slug]),
+        },
+    )
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_http_methods(["GET", "POST"])
+@never_cache
+def endpoint_rotate(request: TenantRequest, endpoint_id: int) -> HttpResponse:
+    if request.method == "GET":
+        return _confirm(
+            request,
+            endpoint_id,
+            _("Rotate the signing secret of %(url)s?"),
+            _(
+                "A new secret is shown once. For 24 hours each delivery carries a signature "
+                "with the old secret too, so the receiver can switch without losing one."
+            ),
+            _("Rotate the secret"),
+        )
+    try:
+        endpoint, secret = services.endpoint_rotate_secret(
+            tenant=request.tenant, endpoint_id=endpoint_id, actor=request.user
+        )
+    except AdminError:
+        raise Http404("No such endpoint") from None
+    return _secret_page(request, endpoint, secret, rotated=True)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_http_methods(["GET", "POST"])
+def endpoint_delete(request: TenantRequest, endpoint_id: int) -> HttpResponse:
+    if request.method == "GET":
+        return _confirm(
+            request,
+            endpoint_id,
+            _("Delete the endpoint %(url)s?"),
+            _("Events stop going there at once and its deliveries are forgotten."),
+            _("Delete the endpoint"),
+        )
+    try:
+        services.endpoint_delete(tenant=request.tenant, endpoint_id=endpoint_id, actor=request.user)
+    except AdminError:
+        raise Http404("No such endpoint") from None
+    messages.success(request, _("Endpoint deleted."))
+    return _back(request)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def endpoint_switch(request: TenantRequest, endpoint_id: int, to: str) -> HttpResponse:
+    """Disable (``to="off"``) or enable (``to="on"``) an endpoint."""
+    write = services.endpoint_enable if to == "on" else services.endpoint_disable
+    if event_endpoint(request.tenant, endpoint_id) is None:
+        raise Http404("No such endpoint")
+    try:
+        write(tenant=request.tenant, endpoint_id=endpoint_id, actor=request.user)
+    except AdminError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, _("Endpoint enabled.") if to == "on" else _("Endpoint disabled."))
+    return _back(request)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def delivery_resend(request: TenantRequest, delivery_id: int) -> HttpResponse:
+    try:
+        services.delivery_resend(tenant=request.tenant, delivery_id=delivery_id, actor=request.user)
+    except AdminError as exc:
+        if exc.code == "not_found":
+            raise Http404("No such delivery") from None
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, _("The event is queued again for this endpoint."))
+    return _back(request)

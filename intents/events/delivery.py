@@ -1,0 +1,258 @@
+"""The agent events worker: claim an endpoint's oldest unfinished delivery, commit, POST it signed,
+record the answer. No network inside a transaction.
+
+Order: each endpoint has at most one delivery in flight (the claim locks the endpoint row, and a
+``sending`` head with a live lease blocks the next), and its deliveries go out oldest first, so
+events of one draft arrive in the order their changes committed. A delivery that waits for a
+retry holds back the endpoint's later ones: that is the price of order, as with Svix's FIFO.
+
+Retries: ``AGENT_EVENTS_RETRY_DELAYS`` (jittered +/-10 %), about 27 hours in all by default;
+after the last the delivery is ``failed`` and the endpoint is disabled with the reason in words
+(every attempt for a day failed), so an admin sees it and re-enables it when the receiver is
+back. A lease that expires (the worker died mid-request) makes the delivery claimable again, so
+a receiver may see a delivery twice: it dedupes on ``webhook-id``, as the specification says.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import httpx
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Now
+from standardwebhooks import Webhook
+
+from common.egress import EgressRefused, PinnedTransport
+from config.clock import db_now
+from intents.models import AgentEvent, AgentEventDelivery, AgentEventEndpoint
+from tenants.models import AuditEvent
+
+log = logging.getLogger("intents.events")
+
+Status = AgentEventDelivery.Status
+USER_AGENT = "Countersign-Webhooks/1"
+# Time a claimed delivery may take before another worker may take it over.
+LEASE_SECONDS = 120
+
+
+@dataclass(frozen=True)
+class Claim:
+    delivery_id: int
+    lease_token: uuid.UUID
+    attempt: int
+    endpoint: AgentEventEndpoint
+    event: AgentEvent
+
+
+@dataclass(frozen=True)
+class Answer:
+    ok: bool
+    status_code: int | None
+    error: str
+
+
+def due_endpoint_ids(*, limit: int = 500) -> list[int]:
+    """Enabled endpoints whose oldest unfinished delivery may be attempted now."""
+    now = db_now()
+    heads = (
+        AgentEventDelivery.objects.filter(
+            status__in=AgentEventDelivery.UNFINISHED, endpoint__enabled=True
+        )
+        .order_by("endpoint_id", "id")
+        .distinct("endpoint_id")
+        .values_list("endpoint_id", "status", "next_attempt_at", "lease_expires_at")[:limit]
+    )
+    return [
+        endpoint_id
+        for endpoint_id, status, next_at, lease in heads
+        if next_at <= now and (status != Status.SENDING or lease is None or lease <= now)
+    ]
+
+
+def delivery_claim(*, endpoint_id: int) -> Claim | None:
+    """Take the endpoint's head delivery if it is due and nobody holds it; commits at once."""
+    with transaction.atomic():
+        endpoint = (
+            AgentEventEndpoint.objects.select_for_update(no_key=True, skip_locked=True)
+            .filter(pk=endpoint_id, enabled=True)
+            .first()
+        )
+        if endpoint is None:
+            return None
+        head = (
+            AgentEventDelivery.objects.filter(
+                endpoint_id=endpoint_id, status__in=AgentEventDelivery.UNFINISHED
+            )
+            .select_related("event")
+            .order_by("id")
+            .first()
+        )
+        now = db_now()
+        if head is None or head.next_attempt_at > now:
+            return None
+        if head.status == Status.SENDING and head.lease_expires_at and head.lease_expires_at > now:
+            return None
+        token = uuid.uuid4()
+        AgentEventDelivery.objects.filter(pk=head.pk, status=head.status).update(
+            status=Status.SENDING,
+            lease_token=token,
+            lease_expires_at=Now() + timedelta(seconds=LEASE_SECONDS),
+            attempts=F("attempts") + 1,
+            last_attempt_at=Now(),
+        )
+    return Claim(head.pk, token, head.attempts + 1, endpoint, head.event)
+
+
+def body_of(event: AgentEvent) -> str:
+    """The Standard Webhooks body: ``type``, ``timestamp`` (when the event was written), ``data``."""
+    return json.dumps(
+        {
+            "type": event.type,
+            "timestamp": event.created_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "data": event.payload,
+        },
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+def signed_headers(claim: Claim, body: str, at: datetime) -> dict[str, str]:
+    signatures = " ".join(
+        Webhook(secret).sign(claim.event.public_id, at, body)
+        for secret in claim.endpoint.secrets(at)
+    )
+    return {
+        "content-type": "application/json",
+        "user-agent": USER_AGENT,
+        "webhook-id": claim.event.public_id,
+        "webhook-timestamp": str(int(at.timestamp())),
+        "webhook-signature": signatures,
+    }
+
+
+def client() -> httpx.Client:
+    return httpx.Client(
+        transport=PinnedTransport(allow_private=settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS),
+        timeout=httpx.Timeout(
+            settings.AGENT_EVENTS_READ_TIMEOUT, connect=settings.AGENT_EVENTS_CONNECT_TIMEOUT
+        ),
+        follow_redirects=False,
+        trust_env=False,
+    )
+
+
+def post(claim: Claim) -> Answer:
+    """One signed POST; a 2xx is success, anything else (a 3xx too: redirects are not
+    followed) is a failed attempt. The response body is never read."""
+    body = body_of(claim.event)
+    headers = signed_headers(claim, body, datetime.now(UTC))
+    try:
+        with (
+            client() as http,
+            http.stream(
+                "POST", claim.endpoint.url, content=body.encode(), headers=headers
+            ) as response,
+        ):
+            code = response.status_code
+    except EgressRefused as exc:
+        return Answer(False, None, f"{exc.code}: {exc.message}")
+    except httpx.TimeoutException as exc:
+        return Answer(False, None, f"timeout: {type(exc).__name__}")
+    except httpx.HTTPError as exc:
+        return Answer(False, None, f"connection: {type(exc).__name__}")
+    if 200 <= code < 300:
+        return Answer(True, code, "")
+    return Answer(False, code, f"HTTP {code}")
+
+
+def _retry_delay(attempt: int) -> float | None:
+    delays = settings.AGENT_EVENTS_RETRY_DELAYS
+    if attempt > len(delays):
+        return None
+    return delays[attempt - 1] * random.uniform(0.9, 1.1)
+
+
+def delivery_record(*, claim: Claim, answer: Answer) -> str:
+    """Record an attempt's answer, fenced by the lease; returns the delivery's new status ("" if
+    the lease was lost and nothing was written)."""
+    fence = AgentEventDelivery.objects.filter(
+        pk=claim.delivery_id, status=Status.SENDING, lease_token=claim.lease_token
+    )
+    done = {"lease_token": None, "lease_expires_at": None, "last_status_code": answer.status_code}
+    with transaction.atomic():
+        if answer.ok:
+            if not fence.update(status=Status.DELIVERED, delivered_at=Now(), last_error="", **done):
+                return ""
+            AgentEventEndpoint.objects.filter(pk=claim.endpoint.pk).update(
+                consecutive_failures=0, last_success_at=Now()
+            )
+            return Status.DELIVERED
+        delay = _retry_delay(claim.attempt)
+        status = Status.FAILED if delay is None else Status.PENDING
+        retry = {} if delay is None else {"next_attempt_at": Now() + timedelta(seconds=delay)}
+        if not fence.update(status=status, last_error=answer.error[:500], **done, **retry):
+            return ""
+        AgentEventEndpoint.objects.filter(pk=claim.endpoint.pk).update(
+            consecutive_failures=F("consecutive_failures") + 1, last_failure_at=Now()
+        )
+        if status == Status.FAILED:
+            _disable_failing(claim, answer)
+    log.info(
+        "intents.events.delivery_failed",
+        extra={
+            "delivery_id": claim.delivery_id,
+            "attempt": claim.attempt,
+            "status": str(status),
+            "code": answer.status_code,
+        },
+    )
+    return status
+
+
+def _disable_failing(claim: Claim, answer: Answer) -> None:
+    # The page says in the reader's language that every attempt failed for a day; the reason
+    # kept is the last error, as technical as the receiver's answer.
+    reason = answer.error[:500] or "failed"
+    changed = AgentEventEndpoint.objects.filter(pk=claim.endpoint.pk, enabled=True).update(
+        enabled=False, disabled_automatically=True, disabled_reason=reason, disabled_at=Now()
+    )
+    if changed:
+        AuditEvent.objects.create(
+            tenant_id=claim.endpoint.tenant_id,
+            actor=None,
+            action="agent_events.endpoint_auto_disabled",
+            object_type="agenteventendpoint",
+            object_id=str(claim.endpoint.pk),
+            data={"url": claim.endpoint.url, "delivery_id": claim.delivery_id, "reason": reason},
+        )
+        log.warning(
+            "intents.events.endpoint_disabled",
+            extra={"endpoint_id": claim.endpoint.pk, "tenant_id": claim.endpoint.tenant_id},
+        )
+
+
+def deliver_due(*, limit: int = 200) -> int:
+    """Deliver what is due, one delivery per endpoint per round, until nothing is due or the
+    budget is spent; returns the number of attempts made. Safe on several workers at once."""
+    attempts = 0
+    while attempts < limit:
+        progressed = False
+        for endpoint_id in due_endpoint_ids():
+            claim = delivery_claim(endpoint_id=endpoint_id)
+            if claim is None:
+                continue
+            delivery_record(claim=claim, answer=post(claim))
+            attempts += 1
+            progressed = True
+            if attempts >= limit:
+                break
+        if not progressed:
+            break
+    return attempts

@@ -1,0 +1,206 @@
+"""Agent event endpoints, for tenant admins: register (the secret is returned once), rotate the
+secret, disable, enable, delete, and resend one delivery. Each writes its audit row
+(``tenants.AuditEvent``) in its transaction; another tenant's id is refused like a missing one.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+from collections.abc import Iterable
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models.functions import Now
+from django.utils.translation import gettext as _
+
+from common.egress import EgressRefused, validate_url
+from config.clock import db_now
+from intents.events.outbox import wake_delivery
+from intents.models import AgentEventDelivery, AgentEventEndpoint, EventType
+from mailboxes.models import Mailbox
+from tenants.services import AdminError, audit_record
+
+log = logging.getLogger("intents.events")
+
+MAX_ENDPOINTS = 20
+# After a rotation the previous secret keeps signing (a second signature) this long.
+ROTATION_GRACE = timedelta(hours=24)
+
+
+def new_secret() -> str:
+    """A Standard Webhooks secret: ``whsec_`` and 32 random bytes in base64."""
+    return "whsec_" + base64.b64encode(os.urandom(32)).decode()
+
+
+def clean_url(url: str) -> str:
+    allow = settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS
+    try:
+        return validate_url((url or "").strip(), allow_private=allow, require_https=not allow)
+    except EgressRefused as exc:
+        raise AdminError(exc.code, exc.message, field="url") from None
+
+
+def _clean_types(event_types: Iterable[str]) -> list[str]:
+    chosen = sorted(set(event_types))
+    if not chosen:
+        raise AdminError("no_event_types", _("Choose at least one event."), field="event_types")
+    unknown = [t for t in chosen if t not in EventType.values]
+    if unknown:
+        raise AdminError("unknown_event_type", _("Unknown event type."), field="event_types")
+    return chosen
+
+
+def endpoint_create(
+    *, tenant, url: str, event_types: Iterable[str], mailbox_id=None, description="", actor
+) -> tuple[AgentEventEndpoint, str]:
+    """Register an endpoint; returns it with its secret, which is never shown again."""
+    url = clean_url(url)
+    types = _clean_types(event_types)
+    with transaction.atomic():
+        mailbox = None
+        if mailbox_id not in (None, ""):
+            mailbox = Mailbox.objects.filter(tenant=tenant, pk=mailbox_id).first()
+            if mailbox is None:
+                raise AdminError("mailbox_not_found", _("Unknown mailbox."), field="mailbox")
+        if AgentEventEndpoint.objects.filter(tenant=tenant).count() >= MAX_ENDPOINTS:
+            raise AdminError(
+                "too_many_endpoints",
+                _("A tenant may have at most %(n)s endpoints.") % {"n": MAX_ENDPOINTS},
+            )
+        secret = new_secret()
+        endpoint = AgentEventEndpoint(
+            tenant=tenant,
+            url=url,
+            description=(description or "")[:200],
+            event_types=types,
+            mailbox=mailbox,
+            created_by=actor,
+        )
+        endpoint.secret_sealed = endpoint.seal_secret(secret)
+        endpoint.save()
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="agent_events.endpoint_created",
+            obj=endpoint,
+            data={"url": url, "event_types": types, "mailbox_id": mailbox and mailbox.pk},
+        )
+    log.info("intents.events.endpoint_created", extra={"tenant_id": tenant.pk, "id": endpoint.pk})
+    return endpoint, secret
+
+
+def _lock(tenant, endpoint_id) -> AgentEventEndpoint:
+    try:
+        pk = int(endpoint_id)
+    except (TypeError, ValueError):
+        pk = 0
+    endpoint = (
+        AgentEventEndpoint.objects.select_for_update(no_key=True)
+        .filter(tenant=tenant, pk=pk)
+        .first()
+    )
+    if endpoint is None:
+        raise AdminError("not_found", _("No such endpoint."))
+    return endpoint
+
+
+def endpoint_rotate_secret(*, tenant, endpoint_id, actor) -> tuple[AgentEventEndpoint, str]:
+    """A new secret (returned once); the old one also signs for ROTATION_GRACE."""
+    with transaction.atomic():
+        endpoint = _lock(tenant, endpoint_id)
+        secret = new_secret()
+        AgentEventEndpoint.objects.filter(pk=endpoint.pk).update(
+            secret_sealed=endpoint.seal_secret(secret),
+            previous_secret_sealed=endpoint.secret_sealed,
+            previous_secret_expires_at=db_now() + ROTATION_GRACE,
+        )
+        audit_record(tenant=tenant, actor=actor, action="agent_events.secret_rotated", obj=endpoint)
+    endpoint.refresh_from_db()
+    return endpoint, secret
+
+
+def endpoint_disable(*, tenant, endpoint_id, actor, reason="") -> AgentEventEndpoint:
+    with transaction.atomic():
+        endpoint = _lock(tenant, endpoint_id)
+        if not endpoint.enabled:
+            raise AdminError("already_disabled", _("This endpoint is already disabled."))
+        words = (reason or "").strip()[:500] or _("Disabled by %(who)s") % {
+            "who": actor.display_name
+        }
+        AgentEventEndpoint.objects.filter(pk=endpoint.pk).update(
+            enabled=False, disabled_automatically=False, disabled_reason=words, disabled_at=Now()
+        )
+        audit_record(
+            tenant=tenant, actor=actor, action="agent_events.endpoint_disabled", obj=endpoint
+        )
+    endpoint.refresh_from_db()
+    return endpoint
+
+
+def endpoint_enable(*, tenant, endpoint_id, actor) -> AgentEventEndpoint:
+    """Enable again: deliveries left pending resume, in order. A delivery that failed stays
+    failed (the page offers to resend it)."""
+    with transaction.atomic():
+        endpoint = _lock(tenant, endpoint_id)
+        if endpoint.enabled:
+            raise AdminError("already_enabled", _("This endpoint is already enabled."))
+        AgentEventEndpoint.objects.filter(pk=endpoint.pk).update(
+            enabled=True,
+            disabled_automatically=False,
+            disabled_reason="",
+            disabled_at=None,
+            consecutive_failures=0,
+        )
+        audit_record(
+            tenant=tenant, actor=actor, action="agent_events.endpoint_enabled", obj=endpoint
+        )
+    transaction.on_commit(lambda: wake_delivery([endpoint.pk]))
+    endpoint.refresh_from_db()
+    return endpoint
+
+
+def endpoint_delete(*, tenant, endpoint_id, actor) -> None:
+    """Delete an endpoint and its deliveries (the events stay, for the other endpoints)."""
+    with transaction.atomic():
+        endpoint = _lock(tenant, endpoint_id)
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="agent_events.endpoint_deleted",
+            obj=endpoint,
+            data={"url": endpoint.url},
+        )
+        endpoint.delete()
+
+
+def delivery_resend(*, tenant, delivery_id, actor) -> AgentEventDelivery:
+    """Queue the same event (same ``webhook-id``) again to the same endpoint, as a new delivery
+    at the end of its queue. Only a finished delivery of an enabled endpoint can be resent."""
+    with transaction.atomic():
+        try:
+            pk = int(delivery_id)
+        except (TypeError, ValueError):
+            pk = 0
+        original = AgentEventDelivery.objects.filter(tenant=tenant, pk=pk).first()
+        if original is None:
+            raise AdminError("not_found", _("No such delivery."))
+        endpoint = _lock(tenant, original.endpoint_id)
+        if not endpoint.enabled:
+            raise AdminError("endpoint_disabled", _("Enable the endpoint before resending."))
+        if original.status in AgentEventDelivery.UNFINISHED:
+            raise AdminError("not_finished", _("This delivery is still being attempted."))
+        resend = AgentEventDelivery.objects.create(
+            tenant=tenant, endpoint=endpoint, event_id=original.event_id, resend_of=original
+        )
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="agent_events.delivery_resent",
+            obj=endpoint,
+            data={"delivery_id": original.pk, "resend_id": resend.pk},
+        )
+    transaction.on_commit(lambda: wake_delivery([endpoint.pk]))
+    return resend

@@ -1,0 +1,118 @@
+"""The delivery worker: an endpoint that keeps failing is disabled with its reason after the last
+retry and gets nothing new until enabled; two workers at once still keep one delivery in flight
+per endpoint, in order; a worker that died mid-request leaves a lease that expires."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+from django.db import connection
+
+from intents import services as intent_services
+from intents.events.delivery import deliver_due, delivery_claim
+from intents.models import AgentEventDelivery, AgentEventEndpoint
+from intents.services.event_endpoints import endpoint_enable
+from tenants.models import AuditEvent
+from tests.factories import make_local_mailbox
+
+
+def reject_drafts(tenant, approver, n: int) -> list[int]:
+    mailbox = make_local_mailbox(tenant, username=f"support-{uuid.uuid4().hex[:6]}")
+    ids = []
+    for i in range(n):
+        draft = intent_services.draft_create(
+            tenant=tenant,
+            mailbox=mailbox,
+            to=["jane@customer.test"],
+            subject=f"Hi {i}",
+            text="Hello",
+            actor_user=approver,
+        )
+        intent_services.draft_reject(
+            tenant=tenant, draft_id=draft.pk, reason=f"reason {i}", actor=approver
+        )
+        ids.append(draft.pk)
+    return ids
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_endpoint_failing_every_retry_is_disabled_with_its_reason_and_resumes_when_enabled(
+    tenant_a, member_of, settings, receiver, subscribe
+):
+    settings.AGENT_EVENTS_RETRY_DELAYS = [0.0, 0.0]
+    admin = member_of(tenant_a, "admin").user
+    approver = member_of(tenant_a, "approver").user
+    endpoint = subscribe(tenant_a, receiver, types=["draft.rejected"])
+    receiver.fail_next = 100
+    first, second = reject_drafts(tenant_a, approver, 2)
+
+    attempts = deliver_due()
+    endpoint.refresh_from_db()
+    while_disabled = reject_drafts(tenant_a, approver, 1)
+    receiver.fail_next = 0
+    endpoint_enable(tenant=tenant_a, endpoint_id=endpoint.pk, actor=admin)
+    after = deliver_due()
+
+    assert attempts == 3
+    assert (endpoint.enabled, endpoint.disabled_automatically, endpoint.disabled_reason) == (
+        False,
+        True,
+        "HTTP 500",
+    )
+    assert endpoint.consecutive_failures == 3
+    assert AuditEvent.objects.filter(action="agent_events.endpoint_auto_disabled").count() == 1
+    assert list(
+        AgentEventDelivery.objects.order_by("id").values_list("event__draft_id", "status")
+    ) == [(first, "failed"), (second, "delivered")]
+    assert while_disabled and after == 1
+    assert [e["data"]["draft"]["id"] for e in receiver.accepted] == [second]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_at_once_keep_one_delivery_in_flight_per_endpoint_in_order(
+    tenant_a, member_of, receiver, subscribe
+):
+    approver = member_of(tenant_a, "approver").user
+    subscribe(tenant_a, receiver, types=["draft.rejected"])
+    drafts = reject_drafts(tenant_a, approver, 6)
+    receiver.delay = 0.1
+    barrier = threading.Barrier(3)
+    done: list[int] = []
+
+    def work():
+        barrier.wait()
+        done.append(deliver_due())
+        connection.close()
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert sum(done) == 6
+    assert receiver.most_in_flight == 1
+    assert [e["data"]["draft"]["id"] for e in receiver.accepted] == drafts
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_whose_worker_died_is_taken_over_after_its_lease(
+    tenant_a, member_of, receiver, subscribe
+):
+    approver = member_of(tenant_a, "approver").user
+    endpoint = subscribe(tenant_a, receiver, types=["draft.rejected"])
+    reject_drafts(tenant_a, approver, 1)
+    dead = delivery_claim(endpoint_id=endpoint.pk)
+
+    while_leased = deliver_due()
+    AgentEventDelivery.objects.filter(pk=dead.delivery_id).update(
+        lease_expires_at="2000-01-01T00:00:00Z"
+    )
+    after_lease = deliver_due()
+
+    delivery = AgentEventDelivery.objects.get()
+    assert (while_leased, after_lease) == (0, 1)
+    assert (delivery.status, delivery.attempts) == ("delivered", 2)
+    assert AgentEventEndpoint.objects.get().consecutive_failures == 0

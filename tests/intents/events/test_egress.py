@@ -1,0 +1,244 @@
+"""The SSRF guard (common/egress.py) through the real delivery worker, with production settings
+(private networks refused): loopback, 10.x, the metadata address and a name whose resolver answer
+is faked (the process edge) to a private address are refused before any connection is opened; a
+redirect is not followed. Every connection any test here opens goes to loopback."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import uuid
+
+import pytest
+
+from common.egress import EgressRefused, check_address, validate_url
+from intents import services as intent_services
+from intents.events.delivery import deliver_due
+from intents.models import AgentEventDelivery, AgentEventEndpoint
+from intents.services.event_endpoints import endpoint_create
+from tenants.services import AdminError
+from tests.factories import make_local_mailbox
+
+
+@pytest.fixture
+def connects(monkeypatch):
+    """Every outgoing TCP connection the process opens (httpcore's sync backend uses
+    socket.create_connection); the real call still happens, so only loopback is reachable."""
+    seen: list[tuple] = []
+    real = socket.create_connection
+
+    def spy(address, *args, **kwargs):
+        seen.append(address)
+        return real(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", spy)
+    return seen
+
+
+@pytest.fixture
+def resolver(monkeypatch):
+    """resolver({"hooks.example.test": "10.0.0.5"}): fake answers for these names only."""
+    real = socket.getaddrinfo
+
+    def install(answers: dict[str, str]):
+        def fake(host, port, *args, **kwargs):
+            if host in answers:
+                ip = answers[host]
+                family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+                return [(family, socket.SOCK_STREAM, 6, "", (ip, port))]
+            return real(host, port, *args, **kwargs)
+
+        monkeypatch.setattr(socket, "getaddrinfo", fake)
+
+    return install
+
+
+def an_event_to(tenant, url, member_of, settings, receiver=None) -> AgentEventEndpoint:
+    """Register ``url`` (as a self-hosted deployment may), then turn production's guard on and
+    cause one event (a rejection)."""
+    settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = True
+    admin = member_of(tenant, "admin").user
+    approver = member_of(tenant, "approver").user
+    endpoint, secret = endpoint_create(
+        tenant=tenant, url=url, event_types=["draft.rejected"], actor=admin
+    )
+    if receiver is not None:
+        receiver.secret = secret
+    settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = False
+    draft = intent_services.draft_create(
+        tenant=tenant,
+        mailbox=make_local_mailbox(tenant, username=f"support-{uuid.uuid4().hex[:6]}"),
+        to=["jane@customer.test"],
+        subject="Hi",
+        text="Hello",
+        actor_user=approver,
+    )
+    intent_services.draft_reject(tenant=tenant, draft_id=draft.pk, reason="No", actor=approver)
+    return endpoint
+
+
+def last_error(endpoint) -> tuple:
+    delivery = AgentEventDelivery.objects.filter(endpoint=endpoint).order_by("id").first()
+    return delivery.status, delivery.attempts, delivery.last_status_code, delivery.last_error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_loopback_is_refused_before_connecting(tenant_a, member_of, settings, receiver, connects):
+    endpoint = an_event_to(tenant_a, receiver.url, member_of, settings)
+
+    deliver_due()
+
+    status, attempts, code, error = last_error(endpoint)
+    assert (status, attempts, code) == ("pending", 1, None)
+    assert error.startswith("address_loopback:")
+    assert (receiver.connections, connects) == (0, [])
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("url", "answer", "code"),
+    [
+        ("http://10.1.2.3:8080/hooks", None, "address_private"),
+        ("http://[::ffff:10.0.0.1]/hooks", None, "address_private"),
+        ("http://[fd00:ec2::254]/", None, "address_private"),
+        ("http://metadata.example.test/latest/meta-data/", "169.254.169.254", "address_forbidden"),
+        ("http://zero.example.test:8080/", "0.0.0.0", "address_forbidden"),
+    ],
+)
+def test_private_and_metadata_addresses_are_refused_before_connecting(
+    tenant_a, member_of, settings, resolver, connects, url, answer, code
+):
+    """Literal private addresses, and names answering the metadata or the unspecified address
+    (which registration refuses when typed as literals)."""
+    resolver({"metadata.example.test": answer, "zero.example.test": answer})
+    endpoint = an_event_to(tenant_a, url, member_of, settings)
+
+    deliver_due()
+
+    assert last_error(endpoint)[3].startswith(f"{code}:")
+    assert connects == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_name_that_resolves_to_a_private_address_is_refused_before_connecting(
+    tenant_a, member_of, settings, receiver, resolver, connects
+):
+    port = receiver.server.server_address[1]
+    resolver({"hooks.example.test": "10.0.0.5", "rebind.example.test": "127.0.0.1"})
+    private = an_event_to(tenant_a, "https://hooks.example.test/in", member_of, settings)
+    loopback = an_event_to(tenant_a, f"http://rebind.example.test:{port}/in", member_of, settings)
+
+    deliver_due()
+
+    assert last_error(private)[3].startswith("address_private:")
+    assert last_error(loopback)[3].startswith("address_loopback:")
+    assert (receiver.connections, connects) == (0, [])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_connection_goes_to_the_checked_address_with_the_name_as_host(
+    tenant_a, member_of, settings, receiver, resolver, connects
+):
+    """Self-hosted (private networks allowed): the name is resolved once, the connection goes to
+    that address, and the request still names the host it was sent to."""
+    port = receiver.server.server_address[1]
+    resolver({"hooks.internal.test": "127.0.0.1"})
+    an_event_to(tenant_a, f"http://hooks.internal.test:{port}/in", member_of, settings, receiver)
+    settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = True
+
+    deliver_due()
+
+    assert receiver.types == ["draft.rejected"]
+    assert receiver.headers[0]["Host"] == f"hooks.internal.test:{port}"
+    assert connects == [("127.0.0.1", port)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_redirect_is_not_followed(tenant_a, member_of, settings, make_receiver, connects):
+    first, second = make_receiver(), make_receiver()
+    first.redirect_to = second.url
+    endpoint = an_event_to(tenant_a, first.url, member_of, settings)
+    settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = True
+
+    deliver_due(limit=1)
+
+    status, attempts, code, error = last_error(endpoint)
+    assert (status, attempts, code, error) == ("pending", 1, 302, "HTTP 302")
+    assert (first.connections, second.connections) == (1, 0)
+    assert len(connects) == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "code"),
+    [
+        ("ftp://hooks.example.com/", "url_scheme"),
+        ("http://hooks.example.com/", "url_https"),
+        ("https://user:pw@hooks.example.com/", "url_userinfo"),
+        ("https:///path", "url_host"),
+        ("https://hooks.example.com/#x", "url_fragment"),
+        ("https://hooks.example.com/a b", "url_whitespace"),
+        ("https://hooks.example.com/\x00", "url_whitespace"),
+        ("https://hooks.example.com:99999/", "url_invalid"),
+        ("https://127.0.0.1/", "address_loopback"),
+        ("https://10.0.0.1/", "address_private"),
+        ("https://169.254.169.254/", "address_forbidden"),
+        ("https://[::ffff:192.168.1.1]/", "address_private"),
+    ],
+)
+def test_registration_refuses_urls_with_a_precise_reason(url, code):
+    with pytest.raises(EgressRefused) as refused:
+        validate_url(url, allow_private=False, require_https=True)
+    assert refused.value.code == code
+
+
+def test_registration_accepts_a_public_https_url_without_resolving_it():
+    assert (
+        validate_url(
+            "https://hooks.example.com:8443/in?x=1", allow_private=False, require_https=True
+        )
+        == "https://hooks.example.com:8443/in?x=1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("ip", "allowed_private", "allowed_public"),
+    [
+        ("8.8.8.8", True, True),
+        ("2606:4700::1111", True, True),
+        ("127.0.0.1", True, False),
+        ("10.9.8.7", True, False),
+        ("192.168.0.1", True, False),
+        ("100.64.0.1", True, False),
+        ("::1", True, False),
+        ("169.254.169.254", False, False),
+        ("fe80::1", False, False),
+        ("224.0.0.1", False, False),
+        ("0.0.0.0", False, False),
+        ("240.0.0.1", False, False),
+        ("::ffff:127.0.0.1", True, False),
+    ],
+)
+def test_address_rules(ip, allowed_private, allowed_public):
+    def allowed(allow_private: bool) -> bool:
+        try:
+            check_address(ipaddress.ip_address(ip), allow_private=allow_private)
+        except EgressRefused:
+            return False
+        return True
+
+    assert (allowed(True), allowed(False)) == (allowed_private, allowed_public)
+
+
+@pytest.mark.django_db
+def test_the_registration_form_error_names_the_field(tenant_a, member_of, settings):
+    settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = False
+    admin = member_of(tenant_a, "admin").user
+    with pytest.raises(AdminError) as refused:
+        endpoint_create(
+            tenant=tenant_a,
+            url="http://hooks.example.com/",
+            event_types=["draft.rejected"],
+            actor=admin,
+        )
+    assert (refused.value.code, refused.value.field) == ("url_https", "url")
+    assert AgentEventEndpoint.objects.count() == 0
