@@ -9,6 +9,7 @@ sessions can be listed and ended, and a deactivation can end all of a member's s
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import cast
 
 from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 from django.contrib.sessions.models import Session
@@ -41,7 +42,7 @@ def sso_session_beyond_its_tenants(request: HttpRequest) -> bool:
         return False
     came_through = set(request.session.get(SSO_TENANTS_KEY, []))
     return (
-        Membership.objects.filter(user_id=request.user.pk, is_active=True)
+        Membership.objects.filter(user=cast(User, request.user), is_active=True)
         .exclude(tenant_id__in=came_through)
         .exists()
     )
