@@ -176,10 +176,12 @@ def test_undo_within_the_window_sends_nothing_while_a_worker_runs(live):
 
 def test_after_the_window_exactly_one_message(live):
     with_hold(live, 2)
-    worker = start_worker(live.sandbox, "--seconds", "12", "--poll", "0.1", "--sweep-every", "0.5")
+    # A worker that lives well past the window even when its start-up is slow (a loaded CI
+    # machine took 15 s to import Django); the test stops it as soon as the intent settled.
+    worker = start_worker(live.sandbox, "--seconds", "90", "--poll", "0.1", "--sweep-every", "0.5")
     try:
         intent = live.approved()
-        accepted = wait_for_state(intent, SendIntent.TERMINAL, timeout=15)
+        accepted = wait_for_state(intent, SendIntent.TERMINAL, timeout=60)
     finally:
         worker.terminate()
         worker.communicate(timeout=30)
