@@ -15,6 +15,21 @@ from tenants.models import TotpDevice, UserSession
 from tests.tenants.test_sso_callback import CLIENT, Provider, start
 
 
+def provider_of(tenant, member_of, provider, *, domains):
+    """The tenant's admin turns single sign-on on with ``provider``, new accounts as viewers."""
+    oidc_signin.sso_settings_save(
+        tenant=tenant,
+        actor=member_of(tenant, "admin").user,
+        enabled=True,
+        issuer=provider.issuer,
+        client_id=CLIENT,
+        client_secret="client-secret-at-the-provider",
+        password_signin_allowed=True,
+        domains=domains,
+        jit_role="viewer",
+    )
+
+
 @pytest.fixture
 def provider():
     served = Provider()
@@ -43,17 +58,7 @@ def bobs_own_session(bob, password):
 @pytest.fixture
 def impostor(client, provider, tenant_a, member_of, bob, bobs_own_session):
     """A's admin, signed in as Bob through A's provider."""
-    oidc_signin.sso_settings_save(
-        tenant=tenant_a,
-        actor=member_of(tenant_a, "admin").user,
-        enabled=True,
-        issuer=provider.issuer,
-        client_id=CLIENT,
-        client_secret="client-secret-at-the-provider",
-        password_signin_allowed=True,
-        domains=["globex.test"],
-        jit_role="viewer",
-    )
+    provider_of(tenant_a, member_of, provider, domains=["globex.test"])
     flow = start(client, tenant_a)
     provider.id_token = provider.sign(flow["nonce"], sub="bob-at-a", email=bob.email)
     response = client.get(reverse("sso_callback"), {"state": flow["state"], "code": "c0de"})
@@ -106,17 +111,7 @@ def test_with_his_password_the_person_still_manages_his_sessions(bob, password, 
 def test_a_person_whose_only_tenant_is_the_providers_sees_their_sessions(
     client, provider, tenant_a, member_of
 ):
-    oidc_signin.sso_settings_save(
-        tenant=tenant_a,
-        actor=member_of(tenant_a, "admin").user,
-        enabled=True,
-        issuer=provider.issuer,
-        client_id=CLIENT,
-        client_secret="client-secret-at-the-provider",
-        password_signin_allowed=False,
-        domains=["acme.test"],
-        jit_role="viewer",
-    )
+    provider_of(tenant_a, member_of, provider, domains=["acme.test"])
     flow = start(client, tenant_a)
     provider.id_token = provider.sign(flow["nonce"], sub="carol", email="carol@acme.test")
     client.get(reverse("sso_callback"), {"state": flow["state"], "code": "c0de"})
