@@ -5,11 +5,12 @@ PYTHON ?= python3
 UV := $(shell if command -v uv >/dev/null 2>&1 && uv --version >/dev/null 2>&1; then echo uv; else echo .tools/bin/uv; fi)
 MANAGE := $(UV) run --frozen python manage.py
 
-.PHONY: help setup run test lint format check bench nemesis cluster modelcheck mutants messages stop clean
+.PHONY: help setup run test test-full lint format check bench nemesis cluster modelcheck mutants messages stop clean
 
 help:
 	@echo "make run    - set up on first use, then web + worker + sandbox AgentMail + demo agent"
 	@echo "make test   - the test suite on a private PostgreSQL"
+	@echo "make test-full - the suite with fuzzers and harnesses at full size (tests/sizes.py)"
 	@echo "make lint   - ruff check and format check, mypy, migrations check"
 	@echo "make messages - refresh locale/*/django.po from the code (gettext needed), compile the .mo files"
 	@echo "make stop   - stop the embedded PostgreSQL server"
@@ -42,6 +43,11 @@ run: setup
 PYTEST_XDIST ?= -n 3
 test: .venv/.synced
 	COUNTERSIGN_ENV=test $(UV) run --frozen pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
+
+# The same suite with the heavy tests at the sizes they were written for (tests/sizes.py): more
+# generated examples for the fuzzers and the state machine, schemathesis at 100 per operation.
+test-full: .venv/.synced
+	COUNTERSIGN_ENV=test COUNTERSIGN_TEST_SIZE=full $(UV) run --frozen pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 lint: .venv/.synced
 	$(UV) run --frozen ruff check .

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent_api.conftest import draft_body
+from tests.sizes import size
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,7 +93,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
             "not_a_server_error,status_code_conformance,content_type_conformance,"
             "response_headers_conformance,response_schema_conformance,negative_data_rejection",
             "--max-examples",
-            os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "40"),
+            os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", str(size(15, 100))),
             "--workers",
             "1",
             "--seed",

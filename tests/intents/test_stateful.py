@@ -25,6 +25,7 @@ from hypothesis.stateful import (
 from intents import errors, sending, services, tasks
 from intents.models import Draft, IntentEvent, SendIntent
 from tenants.models import AgentToken, Membership
+from tests.sizes import size
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -233,7 +234,7 @@ def run_machine(live):
                 assert path[-1][1] == intent.state
 
     SendMachine.TestCase.settings = settings(
-        max_examples=20,
+        max_examples=size(12, 60),
         stateful_step_count=15,
         deadline=None,
         suppress_health_check=list(HealthCheck),

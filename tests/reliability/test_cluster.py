@@ -27,7 +27,7 @@ def test_small_cluster_run_under_network_faults_loses_and_duplicates_nothing(tmp
         "--intents",
         "30",
         "--fault-seconds",
-        "16",
+        "10",
         "--fault-interval",
         "1.5",
         "--drain-seconds",

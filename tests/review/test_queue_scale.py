@@ -44,19 +44,25 @@ def measure(client, url, params):
     return len(queries), elapsed
 
 
-@pytest.mark.parametrize(
-    "params", [{}, {"warnings": "on"}, {"q": "order 1"}, {"age": "1h"}], ids=str
-)
-def test_queue_queries_do_not_grow_with_the_queue(tenant_a, mailbox_a, admin_a, signed_in, params):
+FILTERS = [{}, {"warnings": "on"}, {"q": "order 1"}, {"age": "1h"}]
+
+
+def test_queue_queries_do_not_grow_with_the_queue(tenant_a, mailbox_a, admin_a, signed_in):
+    """Every filter, measured at 10 and at 10,000 pending drafts: one filling of the queue for
+    all four (filling it took most of the test's time)."""
     client = signed_in(admin_a.user)
     url = reverse("tenant_home", args=[tenant_a.slug])
     add_pending(tenant_a, mailbox_a, 10)
     client.get(url)  # warm the session and caches
-    small, _ = measure(client, url, params)
+    small = [measure(client, url, params)[0] for params in FILTERS]
     add_pending(tenant_a, mailbox_a, 9_990)
-    large, elapsed = measure(client, url, params)
-    print(
-        f"queue {params or 'unfiltered'}: {large} queries, {elapsed * 1000:.0f} ms at 10,000 drafts"
-    )
-    assert small == large
-    assert large <= 12
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE intents_draft, intents_draftversion")
+    for params, count_at_10 in zip(FILTERS, small, strict=True):
+        large, elapsed = measure(client, url, params)
+        print(
+            f"queue {params or 'unfiltered'}: {large} queries, "
+            f"{elapsed * 1000:.0f} ms at 10,000 drafts"
+        )
+        assert (params, count_at_10) == (params, large)
+        assert large <= 12, params

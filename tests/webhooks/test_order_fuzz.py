@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from intents.models import Suppression
+from tests.sizes import size
 from tests.webhooks.conftest import delivery_payload, new_svix_id
 from webhooks.models import RecipientDelivery
 
@@ -61,7 +62,7 @@ def suppressed(domain):
 
 
 @settings(
-    max_examples=150,
+    max_examples=size(60, 300),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
