@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from webhooks.services import apply, retention
+from webhooks.services import applier, apply, retention
+
+
+def apply_pending() -> int:
+    """Woken on the receiver's commit: apply stored events in batches until none is pending."""
+    return applier.events_apply_pending()
 
 
 def replay_pending() -> int:
-    """Part of the sweep: apply events stored but not applied."""
-    return apply.events_replay_pending()
+    """Part of the sweep: apply events stored but not applied (in batches), and deferred events
+    whose message id has been recorded since."""
+    return applier.events_apply_pending(settle=0) + apply.events_replay_pending()
 
 
 def purge_payloads() -> int:
