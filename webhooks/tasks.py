@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from webhooks.services import applier, apply, retention
+from webhooks.services import backfill as backfill_service
 
 
 def apply_pending() -> int:
@@ -19,3 +20,9 @@ def replay_pending() -> int:
 def purge_payloads() -> int:
     """Retention: drop webhook payloads older than each tenant's retention period."""
     return retention.events_purge_payloads()
+
+
+def backfill() -> int:
+    """Every ten minutes: ask AgentMail for what webhooks should have told us (bounded)."""
+    report = backfill_service.webhooks_backfill()
+    return report.deliveries + report.inbound

@@ -51,6 +51,8 @@ _SUPPRESSING = {
 _TRANSIENT_BOUNCE = "transient"
 HOLD_REASON = "customer wrote again in this thread after the draft was written; re-confirm"
 _PURGED_UNAPPLIED = "payload purged before it could be applied"
+# The svix-id of an event the backfill found (webhooks.services.backfill): Svix ids are msg_...
+BACKFILL_PREFIX = "backfill:"
 # The sweep gives up on an event whose message lock is held longer, and takes it next time.
 SWEEP_LOCK_TIMEOUT_MS = 2000
 
@@ -264,7 +266,11 @@ def _finish(event: WebhookEvent, outcome: _Outcome) -> str:
                 tenant_id=event.tenant_id,
                 draft_id=outcome.journal.draft_id,
                 intent_id=outcome.journal.intent_id,
-                actor_kind=IntentEvent.Actor.WEBHOOK,
+                actor_kind=(
+                    IntentEvent.Actor.SWEEP
+                    if event.svix_id.startswith(BACKFILL_PREFIX)
+                    else IntentEvent.Actor.WEBHOOK
+                ),
                 actor_label=event.svix_id,
                 action=outcome.journal.action,
                 data=outcome.journal.data,
@@ -367,6 +373,7 @@ def _apply_delivery(event: WebhookEvent, normalized: NormalizedEvent, sent: _Sen
             "unchanged": [a for a in targets if a not in moved],
             "suppressed": suppressed,
             "unknown_recipients": len(strangers),
+            **({"source": "backfill"} if event.svix_id.startswith(BACKFILL_PREFIX) else {}),
         },
     )
     text = f"{len(moved)} of {len(targets)} recipients moved to {normalized.kind.value}"
