@@ -6,13 +6,11 @@ from __future__ import annotations
 import base64
 import json
 import os
-import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 from itertools import count
 
 import pytest
-from django.db import connections
 from django.urls import reverse
 from django.utils import timezone
 from svix.webhooks import Webhook
@@ -97,24 +95,6 @@ class Hook:
 def apply_stored() -> int:
     """What the woken ``webhooks.tasks.apply_pending`` does: batches until nothing is pending."""
     return applier.events_apply_pending(settle=0)
-
-
-@pytest.fixture
-def running_applier():
-    """The dedicated applier loop in a thread for the test's duration (live-server tests)."""
-    stop = threading.Event()
-
-    def run():
-        try:
-            applier.events_apply_loop(stop=stop, interval=0.02)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=run, name="webhooks-applier")
-    thread.start()
-    yield
-    stop.set()
-    thread.join(10)
 
 
 def new_svix_id() -> str:

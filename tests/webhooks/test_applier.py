@@ -64,6 +64,7 @@ def _backend_gone(application_name: str, timeout: float = 30) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_an_applier_killed_mid_batch_loses_nothing_and_applies_nothing_twice(
     client, tenant_a, hook_for, mailbox_row, intent_row

@@ -30,7 +30,6 @@ def states(intent):
 def test_sandbox_webhooks_track_delivery_bounce_and_reply_end_to_end(
     live_server,
     short_lived_connections,
-    running_applier,
     sandbox,
     settings,
     tenant_a,
@@ -112,7 +111,6 @@ def test_sandbox_webhooks_track_delivery_bounce_and_reply_end_to_end(
 def test_sandbox_redelivery_is_answered_2xx_and_stored_once(
     live_server,
     short_lived_connections,
-    running_applier,
     sandbox,
     settings,
     tenant_a,
@@ -146,7 +144,6 @@ def test_sandbox_redelivery_is_answered_2xx_and_stored_once(
 def test_webhooks_that_beat_the_worker_are_applied_when_reconciliation_records_the_message(
     live_server,
     short_lived_connections,
-    running_applier,
     sandbox,
     settings,
     tenant_a,
