@@ -35,7 +35,8 @@ def journal_per_event() -> Counter:
     )
 
 
-def _backend_waits_for_a_lock(application_name: str, timeout: float = 30) -> bool:
+def _backend_waits_for_a_lock(application_name: str, timeout: float = 120) -> bool:
+    # Long: on a loaded machine the subprocess's Django start-up alone has taken 20 s.
     deadline = time.monotonic() + timeout
     with connection.cursor() as cursor:
         while time.monotonic() < deadline:
