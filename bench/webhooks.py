@@ -2,8 +2,8 @@
 
 One gunicorn (bench.settings_peers, so both URLs live in the same server process), the same
 payload size, the same number of signed deliveries, the same load generator. Each of our events
-is verified, stored in the ledger (UNIQUE(endpoint, svix-id)) and applied to per-recipient
-delivery state in the request; anymail verifies, parses and fires its `tracking` signal (with no
+is verified and stored in the ledger (UNIQUE(endpoint, svix-id)) in the request, and applied to
+per-recipient delivery state after it by the batch applier (store first); anymail verifies, parses and fires its `tracking` signal (with no
 receiver connected: it stores nothing, which is its documented design).
 
 An additional row, never used for the Countersign/anymail ratio: the same anymail view with a
@@ -186,6 +186,7 @@ def scenario(params: dict) -> dict:
 
     from bench import anymail_store, views_floor
     from webhooks.models import RecipientDelivery, WebhookEvent
+    from webhooks.services import applier
 
     events, concurrency = params["events"], params["concurrency"]
     endpoint, secret_text, mailbox, intents = _setup(max(1, events // 2))
@@ -211,6 +212,9 @@ def scenario(params: dict) -> dict:
     with Gunicorn("bench.settings_peers", workers=params["http_workers"]) as server:
         measured = load(server.base, *phases, concurrency=concurrency)[1:]
         description = server.description
+    # Store first: the receiver only stores; apply what it stored, as the woken task would, so
+    # the row below counts each event applied (once) after the run.
+    applier.events_apply_pending(settle=0)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*) FROM {views_floor.TABLE}")  # noqa: S608
         floor_stored = cursor.fetchone()[0] - 20
@@ -225,7 +229,7 @@ def scenario(params: dict) -> dict:
     stored = WebhookEvent.objects.exclude(svix_id__in=[w["headers"]["svix-id"] for w in warm_ours])
     best = {k: max(v, key=lambda x: x["per_s"]) for k, v in rounds.items()}
     ours = {
-        "name": "Countersign /webhooks/agentmail/<id>/ (verify+store+apply)",
+        "name": "Countersign /webhooks/agentmail/<id>/ (verify+store; applied after by the batch applier)",
         **best["ours"],
         "stored": stored.count(),
         "applied": stored.filter(state=WebhookEvent.State.APPLIED).count(),

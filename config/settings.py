@@ -291,6 +291,13 @@ AGENTMAIL_POOL_TIMEOUT = float(env("AGENTMAIL_POOL_TIMEOUT", "5"))
 AGENTMAIL_LOOKUP_PAGE_SIZE = env_int("AGENTMAIL_LOOKUP_PAGE_SIZE", 100)
 AGENTMAIL_LOOKUP_SCAN_PAGES = env_int("AGENTMAIL_LOOKUP_SCAN_PAGES", 20)
 AGENTMAIL_LOOKUP_SCAN_SECONDS = float(env("AGENTMAIL_LOOKUP_SCAN_SECONDS", "30"))
+# The webhook backfill (webhooks.services.backfill): sends accepted this long ago with no delivery
+# yet, and inbound mail since the last recorded, are looked up; bounded per key and per run.
+WEBHOOK_BACKFILL_AFTER_SECONDS = float(env("WEBHOOK_BACKFILL_AFTER_SECONDS", "600"))
+WEBHOOK_BACKFILL_MAX_AGE_HOURS = float(env("WEBHOOK_BACKFILL_MAX_AGE_HOURS", "48"))
+WEBHOOK_BACKFILL_CALLS_PER_KEY = env_int("WEBHOOK_BACKFILL_CALLS_PER_KEY", 20)
+WEBHOOK_BACKFILL_CALLS_PER_SECOND = float(env("WEBHOOK_BACKFILL_CALLS_PER_SECOND", "5"))
+WEBHOOK_BACKFILL_MAX_CALLS = env_int("WEBHOOK_BACKFILL_MAX_CALLS", 500)
 # The public URL at which AgentMail reaches our webhook receiver.
 PUBLIC_BASE_URL = required("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
 

@@ -300,6 +300,10 @@ class Health:
     webhook_unapplied: int
     webhook_oldest_unapplied: datetime | None
     webhook_max_lag: timedelta | None
+    # Store first: how long the oldest stored event has waited for the applier (zero when none
+    # waits), and the longest any event waited, store to apply, in the last hour.
+    webhook_apply_lag: timedelta
+    webhook_max_apply_lag: timedelta | None
     webhook_last_event: datetime | None
     # Deadline breaches of the last week (intents.selectors.deadlines).
     breaches_by_mailbox: list[tuple[str, int]]
@@ -333,6 +337,11 @@ def health(tenant: Tenant) -> Health:
             ExpressionWrapper(F("received_at") - F("occurred_at"), output_field=DurationField()),
             filter=Q(received_at__gte=hour_ago, occurred_at__isnull=False),
         ),
+        oldest_pending=Min("received_at", filter=Q(state="pending")),
+        max_apply_lag=Max(
+            ExpressionWrapper(F("applied_at") - F("received_at"), output_field=DurationField()),
+            filter=Q(received_at__gte=hour_ago, state="applied", applied_at__isnull=False),
+        ),
     )
     last_event = WebhookEndpoint.objects.filter(tenant=tenant).aggregate(last=Max("last_event_at"))
     breaches = sla_breaches(tenant=tenant)
@@ -352,5 +361,11 @@ def health(tenant: Tenant) -> Health:
         webhook_unapplied=events["unapplied"],
         webhook_oldest_unapplied=events["oldest_unapplied"],
         webhook_max_lag=events["max_lag"],
+        webhook_apply_lag=(
+            max(timedelta(0), timezone.now() - events["oldest_pending"])
+            if events["oldest_pending"]
+            else timedelta(0)
+        ),
+        webhook_max_apply_lag=events["max_apply_lag"],
         webhook_last_event=last_event["last"],
     )

@@ -34,6 +34,38 @@ def pytest_collection_modifyitems(config, items):
         )
 
 
+@pytest.fixture(autouse=True)
+def webhook_applier_beside_live_server(request):
+    """Store first: a live server's webhook receiver only stores events, and in production the
+    django-q2 task it wakes applies them. Tests run no cluster, so beside every live server the
+    applier loop runs in a thread (what ``manage.py webhooks_apply`` runs), stopped before the
+    test's database is emptied."""
+    if "live_server" not in request.fixturenames:
+        yield
+        return
+    import threading
+
+    from django.db import connections
+
+    from webhooks.services import applier
+
+    request.getfixturevalue("transactional_db")
+    request.getfixturevalue("live_server")
+    stop = threading.Event()
+
+    def run():
+        try:
+            applier.events_apply_loop(stop=stop, interval=0.02)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run, name="webhooks-applier", daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(10)
+
+
 @pytest.fixture
 def tenant_a(db):
     return TenantFactory(name="Tenant A", slug="tenant-a")

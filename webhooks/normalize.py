@@ -210,7 +210,9 @@ def _inbound(message: dict) -> Inbound:
     return Inbound(
         sender=_text(sender)[:320],
         subject=_text(message.get("subject"))[:998],
-        preview=" ".join(preview.split())[:PREVIEW_LENGTH],
+        # Stripped after the cut: normalizing the stored (minimal) payload again must give the
+        # same preview, and the applier does exactly that.
+        preview=" ".join(preview.split())[:PREVIEW_LENGTH].rstrip(),
         in_reply_to=_text(message.get("in_reply_to"))[:998],
     )
 

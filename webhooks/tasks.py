@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
-from webhooks.services import apply, retention
+from webhooks.services import applier, apply, retention
+from webhooks.services import backfill as backfill_service
+
+
+def apply_pending() -> int:
+    """Woken on the receiver's commit: apply stored events in batches until none is pending."""
+    return applier.events_apply_pending()
 
 
 def replay_pending() -> int:
-    """Part of the sweep: apply events stored but not applied."""
-    return apply.events_replay_pending()
+    """Part of the sweep: apply events stored but not applied (in batches), and deferred events
+    whose message id has been recorded since."""
+    return applier.events_apply_pending(settle=0) + apply.events_replay_pending()
 
 
 def purge_payloads() -> int:
     """Retention: drop webhook payloads older than each tenant's retention period."""
     return retention.events_purge_payloads()
+
+
+def backfill() -> int:
+    """Every ten minutes: ask AgentMail for what webhooks should have told us (bounded)."""
+    report = backfill_service.webhooks_backfill()
+    return report.deliveries + report.inbound

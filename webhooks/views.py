@@ -1,4 +1,4 @@
-"""The AgentMail webhook receiver: verify → normalise → store and apply (one short transaction).
+"""The AgentMail webhook receiver: verify → normalise → store (one INSERT); applied after, in batches.
 
 Answers: 2xx for a stored, duplicate or ignored event (Svix must stop retrying); 400 for anything
 unverifiable or nested deeper than ``MAX_JSON_DEPTH`` (nothing stored); 404 for an unknown

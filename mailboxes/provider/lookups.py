@@ -13,7 +13,7 @@ from agentmail import AgentMail
 from agentmail.core.api_error import ApiError
 from django.conf import settings
 
-from .client import NO_RETRIES, sdk
+from .client import NO_RETRIES, encode_message_id, sdk
 from .responses import parse_error_body
 
 logger = logging.getLogger("mailboxes.provider")
@@ -178,3 +178,114 @@ def _carrying(items: list[Any], *, inbox_id: str, label: str) -> list[str]:
         if any(isinstance(x, str) and x.casefold() == wanted for x in labels):
             ids.append(message_id)
     return ids
+
+
+# The fields of a message the webhook backfill needs (reference §2.4); bodies are never kept.
+_BACKFILL_FIELDS = (
+    "inbox_id",
+    "thread_id",
+    "message_id",
+    "labels",
+    "timestamp",
+    "from",
+    "to",
+    "cc",
+    "bcc",
+    "subject",
+    "preview",
+    "in_reply_to",
+)
+
+
+@dataclass(frozen=True)
+class MessagesResult:
+    """Messages as plain dicts of ``_BACKFILL_FIELDS`` (the wire names: ``from``, not ``from_``)."""
+
+    ok: bool
+    messages: list[dict] = field(default_factory=list)
+    error_code: str = ""
+    http_status: int | None = None
+    next_page_token: str = ""
+
+
+def get_message(*, api_key: str, inbox_id: str, message_id: str) -> MessagesResult:
+    """One message of an inbox (``GET /inboxes/{inbox_id}/messages/{message_id}``): its labels say
+    how far delivery got (``sent``, then ``delivered``, ``bounced``, ...). Not found is ``ok`` with
+    no message."""
+    client = sdk(api_key)
+
+    def call() -> MessagesResult:
+        response = client.inboxes.messages.get(
+            inbox_id, encode_message_id(message_id), request_options=NO_RETRIES
+        )
+        return MessagesResult(ok=True, messages=[_plain(response)], http_status=200)
+
+    return _guarded(call, op="message_get", inbox_id=inbox_id, not_found_ok=True)
+
+
+def list_messages_since(
+    *, api_key: str, inbox_id: str, after: datetime, limit: int, page_token: str | None = None
+) -> MessagesResult:
+    """One page of an inbox's messages since ``after`` (less ``LOOKUP_CLOCK_MARGIN``), oldest
+    first; ``next_page_token`` when the provider has another page."""
+    client = sdk(api_key)
+
+    def call() -> MessagesResult:
+        response = client.inboxes.messages.list(
+            inbox_id,
+            after=after - LOOKUP_CLOCK_MARGIN,
+            ascending=True,
+            limit=max(1, min(100, limit)),
+            page_token=page_token,
+            request_options=NO_RETRIES,
+        )
+        token = getattr(response, "next_page_token", None)
+        return MessagesResult(
+            ok=True,
+            messages=[_plain(item) for item in _listed(response)],
+            http_status=200,
+            next_page_token=token if isinstance(token, str) else "",
+        )
+
+    return _guarded(call, op="message_list", inbox_id=inbox_id)
+
+
+def _guarded(call, *, op: str, inbox_id: str, not_found_ok: bool = False) -> MessagesResult:
+    try:
+        result = call()
+    except httpx.TransportError as exc:
+        result = MessagesResult(ok=False, error_code=type(exc).__name__)
+    except ApiError as exc:
+        body = parse_error_body(exc.body)
+        if not_found_ok and exc.status_code == 404:
+            result = MessagesResult(ok=True, http_status=404)
+        else:
+            result = MessagesResult(
+                ok=False,
+                error_code=body.code or f"http_{exc.status_code}",
+                http_status=exc.status_code,
+            )
+    except Exception as exc:  # the SDK failed to parse a 2xx body, for instance
+        logger.warning("mailboxes.provider.unexpected", extra={"error": type(exc).__name__})
+        result = MessagesResult(ok=False, error_code=type(exc).__name__)
+    logger.info(
+        f"mailboxes.provider.{op}",
+        extra={
+            "inbox_id": inbox_id,
+            "ok": result.ok,
+            "found": len(result.messages),
+            "error_code": result.error_code,
+        },
+    )
+    return result
+
+
+def _plain(item: Any) -> dict:
+    out: dict[str, Any] = {}
+    for name in _BACKFILL_FIELDS:
+        value = _field(item, "from_" if name == "from" and not isinstance(item, dict) else name)
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        if value is not None:
+            out[name] = value
+    return out

@@ -277,3 +277,49 @@ def test_health_oldest_queued_is_the_operators_definition(
     expected = oldest_queued_age_seconds(tenant=tenant_a)
     assert 600 <= age.total_seconds() < 660
     assert abs(age.total_seconds() - expected) < 5
+
+
+def test_health_apply_lag_is_the_oldest_pending_event_and_the_worst_of_the_hour(
+    tenant_a, tenant_b, admin_a, signed_in
+):
+    """Store first: the panel shows how long stored events wait for the batch applier. Another
+    tenant's backlog is not ours."""
+    from datetime import timedelta
+
+    from django.db.models import F
+    from django.db.models.functions import Now
+
+    from webhooks.models import WebhookEndpoint, WebhookEvent
+
+    def event(tenant, state, waited_seconds, *, applied_after=None):
+        endpoint, _ = WebhookEndpoint.objects.get_or_create(tenant=tenant)
+        row = WebhookEvent.objects.create(
+            endpoint=endpoint,
+            tenant=tenant,
+            svix_id=f"msg_{tenant.pk}_{state}_{waited_seconds}",
+            event_type="message.delivered",
+            state=state,
+        )
+        WebhookEvent.objects.filter(pk=row.pk).update(
+            received_at=Now() - timedelta(seconds=waited_seconds)
+        )
+        if applied_after is not None:
+            WebhookEvent.objects.filter(pk=row.pk).update(
+                applied_at=F("received_at") + timedelta(seconds=applied_after)
+            )
+
+    client = signed_in(admin_a.user)
+    url = reverse("admin_home", args=[tenant_a.slug])
+    idle = client.get(url).context["health"]
+    event(tenant_a, "pending", 90)
+    event(tenant_a, "applied", 600, applied_after=3)
+    event(tenant_a, "applied", 7200, applied_after=50)  # older than the hour
+    event(tenant_b, "pending", 3000)
+
+    response = client.get(url)
+    health = response.context["health"]
+
+    assert (idle.webhook_apply_lag, idle.webhook_max_apply_lag) == (timedelta(0), None)
+    assert 90 <= health.webhook_apply_lag.total_seconds() < 150
+    assert health.webhook_max_apply_lag == timedelta(seconds=3)
+    assert "data-apply-lag" in response.content.decode()

@@ -157,8 +157,38 @@ def test_list_by_label_and_get_by_bracketed_id(sandbox):
     assert [m.message_id for m in listed.messages] == [wanted.message_id]
     assert [m.message_id for m in both.messages] == [wanted.message_id]
     assert message.from_ == inbox.inbox_id
-    assert message.labels == ["sent", "cs-intent-1"]
+    # auto_deliver is on: the delivery the sandbox reports adds its label to the sent message.
+    assert message.labels == ["sent", "cs-intent-1", "delivered"]
     assert message.text == "a"
+
+
+def test_a_lookup_reports_how_far_delivery_got(sandbox):
+    _, inbox, _, inbox_key = make_tenant(sandbox)
+    client = sandbox.sdk(inbox_key.api_key)
+    sandbox.config(auto_deliver=False)
+    sent = client.inboxes.messages.send(inbox.inbox_id, to="a@example.com", subject="A", text="a")
+    before = client.inboxes.messages.get(inbox.inbox_id, sent.message_id).labels
+    sandbox.trigger(sent.message_id, "message.bounced")
+    after = client.inboxes.messages.get(inbox.inbox_id, sent.message_id).labels
+    bounced = client.inboxes.messages.list(inbox.inbox_id, labels=["bounced"])
+
+    assert (before, after) == (["sent"], ["sent", "bounced"])
+    assert [m.message_id for m in bounced.messages] == [sent.message_id]
+
+
+def test_switched_off_webhooks_wait_and_are_delivered_when_switched_on(sandbox, receiver):
+    _, inbox, _, _ = make_tenant(sandbox)
+    endpoint = receiver()
+    sandbox.sdk().webhooks.create(url=endpoint.url, event_types=["message.received"])
+    sandbox.config(webhooks_enabled=False)
+    sandbox.inbound(inbox.inbox_id, from_="jane@customer.test", subject="Hi", text="x")
+    time.sleep(0.3)
+    while_off = len(endpoint.events())
+
+    sandbox.config(webhooks_enabled=True)
+    arrived = sandbox.wait_for(lambda: len(endpoint.events()) == 1)
+
+    assert (while_off, arrived) == (0, True)
 
 
 def test_list_pages_with_tokens(sandbox):

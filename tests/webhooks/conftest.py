@@ -20,6 +20,7 @@ from intents.models import Draft, DraftVersion, SendIntent
 from mailboxes.models import Mailbox
 from tests.factories import UserFactory, make_local_mailbox
 from webhooks.models import WebhookEndpoint, WebhookSecret
+from webhooks.services import applier
 
 _seq = count(1)
 
@@ -60,18 +61,40 @@ class Hook:
             "svix-signature": signature,
         }
 
-    def post(self, client, payload: dict, *, svix_id: str | None = None, url: str | None = None):
+    def post(
+        self,
+        client,
+        payload: dict,
+        *,
+        svix_id: str | None = None,
+        url: str | None = None,
+        apply: bool = True,
+    ):
         body = json.dumps(payload, separators=(",", ":"))
         svix_id = svix_id or new_svix_id()
-        return self.post_raw(client, body.encode(), self.headers(body, svix_id=svix_id), url=url)
+        return self.post_raw(
+            client, body.encode(), self.headers(body, svix_id=svix_id), url=url, apply=apply
+        )
 
-    def post_raw(self, client, body: bytes, headers: dict, *, url: str | None = None):
-        return client.post(
+    def post_raw(
+        self, client, body: bytes, headers: dict, *, url: str | None = None, apply: bool = True
+    ):
+        """Post a delivery; with ``apply``, then run the batch applier as the task the receiver
+        wakes would (a test's on-commit callbacks do not run inside its transaction)."""
+        response = client.post(
             url or self.url,
             data=body,
             content_type="application/json",
             headers=headers,
         )
+        if apply:
+            apply_stored()
+        return response
+
+
+def apply_stored() -> int:
+    """What the woken ``webhooks.tasks.apply_pending`` does: batches until nothing is pending."""
+    return applier.events_apply_pending(settle=0)
 
 
 def new_svix_id() -> str:

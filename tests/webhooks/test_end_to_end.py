@@ -28,7 +28,13 @@ def states(intent):
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_sandbox_webhooks_track_delivery_bounce_and_reply_end_to_end(
-    live_server, short_lived_connections, sandbox, settings, tenant_a, member_of, mailbox_factory
+    live_server,
+    short_lived_connections,
+    sandbox,
+    settings,
+    tenant_a,
+    member_of,
+    mailbox_factory,
 ):
     settings.PUBLIC_BASE_URL = live_server.url
     approver = member_of(tenant_a, "approver").user
@@ -103,7 +109,13 @@ def test_sandbox_webhooks_track_delivery_bounce_and_reply_end_to_end(
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_sandbox_redelivery_is_answered_2xx_and_stored_once(
-    live_server, short_lived_connections, sandbox, settings, tenant_a, member_of, mailbox_factory
+    live_server,
+    short_lived_connections,
+    sandbox,
+    settings,
+    tenant_a,
+    member_of,
+    mailbox_factory,
 ):
     settings.PUBLIC_BASE_URL = live_server.url
     mailbox = mailbox_factory(tenant_a)
@@ -130,7 +142,13 @@ def test_sandbox_redelivery_is_answered_2xx_and_stored_once(
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_webhooks_that_beat_the_worker_are_applied_when_reconciliation_records_the_message(
-    live_server, short_lived_connections, sandbox, settings, tenant_a, member_of, mailbox_factory
+    live_server,
+    short_lived_connections,
+    sandbox,
+    settings,
+    tenant_a,
+    member_of,
+    mailbox_factory,
 ):
     """The provider sends and answers 500: its message.sent and message.delivered reach us while
     the intent is uncertain (no message id), so they wait; reconciliation records the message id

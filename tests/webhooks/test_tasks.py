@@ -1,4 +1,5 @@
-"""The django-q2 schedules that replay unapplied events and purge old payloads exist and run."""
+"""The django-q2 schedules that replay unapplied events, purge old payloads and backfill missed
+webhooks exist and run, and so does the applier task the receiver wakes."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ def test_replay_and_purge_are_scheduled(db):
     assert scheduled == {
         "webhooks-replay": "webhooks.tasks.replay_pending",
         "webhooks-purge": "webhooks.tasks.purge_payloads",
+        "webhooks-backfill": "webhooks.tasks.backfill",
     }
 
 
 def test_scheduled_tasks_run_on_an_empty_ledger(db):
-    assert (tasks.replay_pending(), tasks.purge_payloads()) == (0, 0)
+    assert (tasks.replay_pending(), tasks.purge_payloads(), tasks.apply_pending()) == (0, 0, 0)
+    assert tasks.backfill() == 0

@@ -1,14 +1,18 @@
 """Every write of the webhooks app, one module per job:
 
-- ``receive``: the receiver's transaction, the event ledger (store, duplicates, endpoint touch);
+- ``receive``: the receiver's one statement, the event ledger (store, duplicates, endpoint touch);
+- ``applier``: the batch applier that applies stored events (``SKIP LOCKED``, one transaction per
+  batch), the wake-up the receiver sends it, and its loop;
 - ``apply``: the apply step, an event's effect on delivery state, suppressions, inbound mail and
-  holds, and the later paths that apply what the receiver could not (deferred events, the sweep);
+  holds, and the later paths (deferred events, the sweep);
+- ``backfill``: asking AgentMail for what webhooks never told us, stored as events to apply;
 - ``retention``: payloads purged after each tenant's retention period.
 
 The reads are in ``webhooks.selectors``. Import from the module that does the job; the names below
 are re-exported only so that ``from webhooks import services`` keeps working.
 """
 
+from webhooks.services.applier import events_apply_batch, events_apply_pending
 from webhooks.services.apply import (
     event_apply,
     events_apply_deferred,
@@ -31,8 +35,10 @@ __all__ = [
     "event_apply",
     "event_receive",
     "event_store",
+    "events_apply_batch",
     "events_apply_deferred",
     "events_apply_deferred_many",
+    "events_apply_pending",
     "events_purge_payloads",
     "events_replay_pending",
 ]

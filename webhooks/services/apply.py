@@ -1,8 +1,9 @@
 """The webhook apply step: a stored event changes delivery state, suppressions, inbound mail, holds.
 
-The receiver (``receive.event_receive``) applies an event in the transaction that stores it; what
-it could not apply is applied here later: ``event_apply`` for one event, ``events_apply_deferred``
-(and ``_many``) when the intents worker records the message id an early event was waiting for, and
+The receiver (``receive.event_receive``) only stores an event; the batch applier
+(``applier.events_apply_batch``) applies it with the functions here. What could not be applied
+then is applied later: ``event_apply`` for one event, ``events_apply_deferred`` (and ``_many``)
+when the intents worker records the message id an early event was waiting for, and
 ``events_replay_pending``, the sweep, for whatever is left.
 
 Applying can only move per-recipient delivery state forward and add suppressions. It writes no
@@ -10,8 +11,8 @@ table of intents itself: the journal row goes through ``intents.journal``, suppr
 ``intents.services.suppressions`` and holds through ``intents.services.intents`` (a person must
 re-confirm).
 
-The names starting with ``_`` that ``receive`` uses (``_apply``, ``_finish``, ``_Outcome``,
-``_message_lock_key``) are private to this package, not to this module.
+The names starting with ``_`` that ``applier`` and ``backfill`` use (``_apply``, ``_finish``,
+``_Outcome``, ``_message_lock_key``) are private to this package, not to this module.
 """
 
 from __future__ import annotations
@@ -50,11 +51,23 @@ _SUPPRESSING = {
 _TRANSIENT_BOUNCE = "transient"
 HOLD_REASON = "customer wrote again in this thread after the draft was written; re-confirm"
 _PURGED_UNAPPLIED = "payload purged before it could be applied"
+# The svix-id of an event the backfill found (webhooks.services.backfill): Svix ids are msg_...
+BACKFILL_PREFIX = "backfill:"
+# The sweep gives up on an event whose message lock is held longer, and takes it next time.
+SWEEP_LOCK_TIMEOUT_MS = 2000
 
 
-def event_apply(*, event_id: int) -> str:
-    """Apply one stored, not yet applied event; safe to call twice or concurrently."""
+def event_apply(*, event_id: int, lock_timeout_ms: int | None = None) -> str:
+    """Apply one stored, not yet applied event; safe to call twice or concurrently.
+
+    ``lock_timeout_ms``: give up (``LockNotAvailable``, the event stays pending) rather than wait
+    longer for its message lock."""
     with transaction.atomic():
+        if lock_timeout_ms is not None:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT set_config('lock_timeout', %s, true)", [f"{lock_timeout_ms}ms"]
+                )
         event = (
             WebhookEvent.objects.select_for_update(skip_locked=True)
             .filter(pk=event_id, state__in=UNAPPLIED)
@@ -158,7 +171,13 @@ def events_replay_pending(*, batch: int = 500) -> int:
     )
     moved = 0
     for event_id in candidates:
-        state = event_apply(event_id=event_id)
+        try:
+            state = event_apply(event_id=event_id, lock_timeout_ms=SWEEP_LOCK_TIMEOUT_MS)
+        except OperationalError as exc:
+            if not isinstance(exc.__cause__, LockNotAvailable):
+                raise
+            log.warning("webhooks.event.apply_postponed", extra={"webhook_event_id": event_id})
+            continue
         if state and state not in UNAPPLIED:
             moved += 1
     if moved:
@@ -247,7 +266,11 @@ def _finish(event: WebhookEvent, outcome: _Outcome) -> str:
                 tenant_id=event.tenant_id,
                 draft_id=outcome.journal.draft_id,
                 intent_id=outcome.journal.intent_id,
-                actor_kind=IntentEvent.Actor.WEBHOOK,
+                actor_kind=(
+                    IntentEvent.Actor.SWEEP
+                    if event.svix_id.startswith(BACKFILL_PREFIX)
+                    else IntentEvent.Actor.WEBHOOK
+                ),
                 actor_label=event.svix_id,
                 action=outcome.journal.action,
                 data=outcome.journal.data,
@@ -350,6 +373,7 @@ def _apply_delivery(event: WebhookEvent, normalized: NormalizedEvent, sent: _Sen
             "unchanged": [a for a in targets if a not in moved],
             "suppressed": suppressed,
             "unknown_recipients": len(strangers),
+            **({"source": "backfill"} if event.svix_id.startswith(BACKFILL_PREFIX) else {}),
         },
     )
     text = f"{len(moved)} of {len(targets)} recipients moved to {normalized.kind.value}"

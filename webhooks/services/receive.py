@@ -1,10 +1,10 @@
-"""Receiving a webhook event: the ledger row, and applying it in the same transaction.
+"""Receiving a webhook event: the ledger row, stored first and applied after.
 
-The receiver calls ``event_receive``: one short transaction that inserts the ledger row
-(``UNIQUE(endpoint, svix_id)`` with ``ON CONFLICT DO NOTHING``, so a redelivery changes nothing)
-and applies it (``apply._apply``, the apply step). A failure while applying rolls that transaction
-back and stores the row alone, ``pending``, for ``apply.events_replay_pending`` (the sweep)
-instead of answering 5xx.
+The receiver calls ``event_receive``: one statement that inserts the ledger row, ``pending``
+(``UNIQUE(endpoint, svix_id)`` with ``ON CONFLICT DO NOTHING``, so a redelivery changes nothing),
+durable before the receiver answers. Once it is committed the batch applier is woken
+(``applier.applier_wake``); the sweep (``apply.events_replay_pending``) applies whatever the
+applier leaves.
 """
 
 from __future__ import annotations
@@ -14,22 +14,20 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import OperationalError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.db.models.functions import Now
-from psycopg.errors import LockNotAvailable
 
 from common.counters import count, counters_add
 from webhooks.models import WebhookEndpoint, WebhookEvent
-from webhooks.normalize import DELIVERY_KINDS, NormalizedEvent, normalize
-from webhooks.services.apply import _apply, _finish, _message_lock_key
+from webhooks.normalize import NormalizedEvent, normalize
+from webhooks.services.applier import applier_wake
 
 # The name of the module this came from: log routing and filters keep working.
 log = logging.getLogger("webhooks.services")
 
 State = WebhookEvent.State
 ENDPOINT_TOUCH_INTERVAL = timedelta(seconds=60)
-APPLY_LOCK_TIMEOUT_MS = 2000
 
 
 @dataclass(frozen=True)
@@ -46,42 +44,10 @@ def event_store(
 ) -> WebhookEvent | None:
     """Insert the ledger row; ``None`` when this (endpoint, svix-id) is already stored.
 
-    Must run inside a transaction. A concurrent duplicate waits for the first insert's commit
-    and then inserts nothing.
+    One statement: in autocommit it is its own transaction. A concurrent duplicate waits for the
+    first insert's commit and then inserts nothing.
     """
     sql, params = _ledger_insert(tenant, endpoint, svix_id, event)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    return None if row is None else _stored(row, tenant, endpoint, svix_id, event)
-
-
-def _store_and_lock(
-    *, tenant, endpoint: WebhookEndpoint, svix_id: str, event: NormalizedEvent
-) -> WebhookEvent | None:
-    """``event_store``, then the receiver's lock timeout and (for a delivery event) the message
-    lock, in one round trip. ``None`` for a duplicate, which sets and locks nothing.
-
-    Svix gives up on a delivery after ~15 s: applying that has to wait for a lock held elsewhere
-    fails after ``APPLY_LOCK_TIMEOUT_MS`` instead, and the event is kept pending for the sweep.
-    The timeout is set after the insert, so a concurrent duplicate still waits for the first
-    insert's commit, however long. The statement that takes the message lock completes before
-    ``_apply`` reads the intent, in a later statement with a later snapshot (see ``_lock_message``).
-    """
-    insert_sql, params = _ledger_insert(tenant, endpoint, svix_id, event)
-    params.append(f"{APPLY_LOCK_TIMEOUT_MS}ms")
-    lock = ""
-    if event.kind in DELIVERY_KINDS and event.message_id:
-        lock = ", pg_advisory_xact_lock(hashtextextended(%s, 0))"
-        params.append(_message_lock_key(tenant.pk, event.message_id))
-    # The inserted row (none for a duplicate) drives the rest: the materialized CTE sets the
-    # transaction-local timeout once the row exists and before the outer SELECT waits for the lock.
-    sql = (
-        f"WITH stored AS ({insert_sql}), "  # noqa: S608
-        "timed AS MATERIALIZED (SELECT id, received_at, "
-        "set_config('lock_timeout', %s, true) AS lock_timeout FROM stored) "
-        f"SELECT id, received_at{lock} FROM timed"
-    )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -131,35 +97,17 @@ def _stored(row, tenant, endpoint: WebhookEndpoint, svix_id: str, event: Normali
 
 
 def event_receive(*, tenant, endpoint: WebhookEndpoint, svix_id: str, payload: dict) -> Received:
-    """Store a verified delivery and apply it, in one short transaction (no savepoint).
+    """Store a verified delivery, ``pending``, and wake the applier once it is committed.
 
-    If applying fails (a lock wait past ``APPLY_LOCK_TIMEOUT_MS``, an unexpected error), that
-    transaction is rolled back and the event is stored alone, ``pending``, for the sweep.
+    One statement (in autocommit it is its own transaction, durable when it returns): applying
+    is the batch applier's job (``applier.events_apply_batch``), so the answer never waits for a
+    lock held by a worker or another event of the same message.
     """
     normalized = normalize(payload)
-    stored = False
-    try:
-        with transaction.atomic():
-            event = _store_and_lock(
-                tenant=tenant, endpoint=endpoint, svix_id=svix_id, event=normalized
-            )
-            if event is None:
-                return _duplicate(tenant, endpoint, svix_id)
-            stored = True
-            state = _finish(event, _apply(event, normalized))
-    except Exception as exc:
-        if stored:
-            _log_apply_failure(exc, tenant_id=tenant.pk, svix_id=svix_id)
-        # If the failed statement was the one that both inserts the row and takes the message
-        # lock, storing alone tells which part failed: a failing insert fails again here and its
-        # error propagates, as a failed store always has; otherwise it was the lock.
-        with transaction.atomic():
-            event = event_store(tenant=tenant, endpoint=endpoint, svix_id=svix_id, event=normalized)
-        if not stored:
-            _log_apply_failure(exc, tenant_id=tenant.pk, svix_id=svix_id)
-        if event is None:
-            return _duplicate(tenant, endpoint, svix_id)
-        state = str(State.PENDING)
+    event = event_store(tenant=tenant, endpoint=endpoint, svix_id=svix_id, event=normalized)
+    if event is None:
+        return _duplicate(tenant, endpoint, svix_id)
+    transaction.on_commit(applier_wake)
     log.info(
         "webhooks.event.stored",
         extra={
@@ -167,10 +115,10 @@ def event_receive(*, tenant, endpoint: WebhookEndpoint, svix_id: str, payload: d
             "endpoint_id": endpoint.pk,
             "svix_id": svix_id,
             "event_type": normalized.event_type,
-            "state": state,
+            "state": State.PENDING,
         },
     )
-    return Received(created=True, event_id=event.pk, state=state)
+    return Received(created=True, event_id=event.pk, state=str(State.PENDING))
 
 
 def _duplicate(tenant, endpoint: WebhookEndpoint, svix_id: str) -> Received:
@@ -180,19 +128,6 @@ def _duplicate(tenant, endpoint: WebhookEndpoint, svix_id: str) -> Received:
         extra={"tenant_id": tenant.pk, "endpoint_id": endpoint.pk, "svix_id": svix_id},
     )
     return Received(created=False, event_id=None, state="duplicate")
-
-
-def _log_apply_failure(exc: Exception, *, tenant_id: int, svix_id: str) -> None:
-    if isinstance(exc, OperationalError) and isinstance(exc.__cause__, LockNotAvailable):
-        log.warning(
-            "webhooks.event.apply_postponed", extra={"tenant_id": tenant_id, "svix_id": svix_id}
-        )
-    else:
-        log.error(
-            "webhooks.event.apply_failed",
-            exc_info=exc,
-            extra={"tenant_id": tenant_id, "svix_id": svix_id},
-        )
 
 
 def endpoint_touch(*, endpoint: WebhookEndpoint) -> None:

@@ -35,6 +35,9 @@ DEFAULT_CONFIG: dict[str, Any] = {
     # (no label filter at all). Real AgentMail's reading is not documented (reference §2.2);
     # the last two let tests meet a provider that does not understand what the SDK sends.
     "labels_query": "both",
+    # False: webhook deliveries wait (queued, not attempted) until it is true again, as during
+    # an outage of the receiver that Svix outlasts; tests of the webhook backfill switch it off.
+    "webhooks_enabled": True,
 }
 LABELS_QUERY_MODES = ("both", "repeated", "ignored")
 
@@ -115,7 +118,10 @@ class Core:
         with self.lock:
             self.config = {**self.config, **changes}
             self.set_meta("config", dumps(self.config))
-            return dict(self.config)
+            config = dict(self.config)
+        if changes.get("webhooks_enabled"):
+            self.on_enqueue()
+        return config
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 import uuid
@@ -10,6 +11,15 @@ from ..errors import ApiError
 from ..records import dumps
 from .core import Core, Resource
 from .webhooks import Webhooks
+
+# The label a delivery event adds to the sent message (reference §2.4 lists labels on every
+# message; which ones the real API sets for delivery is not documented, see the sandbox README).
+DELIVERY_LABELS = {
+    "message.delivered": "delivered",
+    "message.bounced": "bounced",
+    "message.complained": "complained",
+    "message.rejected": "rejected",
+}
 
 
 class Events(Resource):
@@ -44,7 +54,27 @@ class Events(Resource):
             (event_id, svix_id, event_type, inbox_id, pod_id, message_id, body, time.time()),
         )
         self._queue(event_id, svix_id, event_type, pod_id, inbox_id, due=time.time() + delay)
+        if event_type in DELIVERY_LABELS and message_id:
+            self._label(inbox_id, message_id, DELIVERY_LABELS[event_type])
         return event_id
+
+    def _label(self, inbox_id: str, message_id: str, label: str) -> None:
+        """A sent message's labels say how far its delivery got, as a lookup of it shows."""
+        row = self.db.execute(
+            "SELECT seq, doc FROM messages WHERE inbox_id=? AND message_id=?",
+            (inbox_id, message_id),
+        ).fetchone()
+        if row is None:
+            return
+        doc = json.loads(row[1])
+        if label in doc["labels"]:
+            return
+        doc["labels"] = [*doc["labels"], label]
+        self.db.execute("UPDATE messages SET doc=? WHERE seq=?", (dumps(doc), row[0]))
+        self.db.execute(
+            "INSERT OR IGNORE INTO message_labels (inbox_id, label, message_seq) VALUES (?, ?, ?)",
+            (inbox_id, label, row[0]),
+        )
 
     def redeliver(self, *, svix_id: str | None, event_id: str | None) -> int:
         """Queue one more delivery of an already emitted event, with the same svix-id."""

@@ -1,0 +1,202 @@
+"""The batch applier: pending events applied once each, whoever applies them and however it dies.
+
+- an applier process killed (SIGKILL) in the middle of a batch has committed nothing of it: every
+  event of the batch is still pending, and the next applier applies each exactly once;
+- two appliers taking batches at the same moment (SKIP LOCKED) apply each event once;
+- the task the receiver wakes drains until the ledger is empty, and a wake is enqueued on commit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+
+import pytest
+from django.db import connection, connections, transaction
+from django_q.models import OrmQ
+
+from intents.models import IntentEvent
+from tests.servers import ROOT, server_database_url
+from tests.webhooks.conftest import apply_stored, delivery_payload
+from webhooks.models import RecipientDelivery, WebhookEvent
+from webhooks.services import applier
+
+KILLED_APP = "cs-test-applier-killed"
+
+
+def journal_per_event() -> Counter:
+    return Counter(
+        IntentEvent.objects.filter(actor_kind="webhook").values_list("actor_label", flat=True)
+    )
+
+
+def _backend_waits_for_a_lock(application_name: str, timeout: float = 120) -> bool:
+    # Long: on a loaded machine the subprocess's Django start-up alone has taken 20 s.
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE a.application_name = %s AND NOT l.granted",
+                [application_name],
+            )
+            if cursor.fetchone()[0]:
+                return True
+            time.sleep(0.01)
+    return False
+
+
+def _backend_gone(application_name: str, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                [application_name],
+            )
+            if not cursor.fetchone()[0]:
+                return True
+            time.sleep(0.05)
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_an_applier_killed_mid_batch_loses_nothing_and_applies_nothing_twice(
+    client, tenant_a, hook_for, mailbox_row, intent_row
+):
+    hook = hook_for(tenant_a)
+    mailbox = mailbox_row(tenant_a)
+    first = intent_row(mailbox, to=["jane@customer.test"])
+    last = intent_row(mailbox, to=["max@customer.test"])
+    hook.post(client, delivery_payload("sent", last))
+    # Oldest first: the batch applies both of `first`'s events, then waits for `last`'s row.
+    hook.post(client, delivery_payload("sent", first), apply=False)
+    hook.post(client, delivery_payload("delivered", first), apply=False)
+    hook.post(client, delivery_payload("delivered", last), apply=False)
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_last_row():
+        try:
+            with transaction.atomic():
+                list(RecipientDelivery.objects.select_for_update().filter(intent=last))
+                locked.set()
+                release.wait(60)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold_the_last_row)
+    holder.start()
+    locked.wait(5)
+    env = {
+        **os.environ,
+        "COUNTERSIGN_ENV": "test",
+        "DATABASE_URL": server_database_url(KILLED_APP),
+        "LOG_LEVEL": "WARNING",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "webhooks_apply", "--once", "--batch", "10"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        waited = _backend_waits_for_a_lock(KILLED_APP)
+        # In the batch's transaction `first` has moved to delivered; nobody else can see it yet.
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        release.set()
+        holder.join()
+    gone = _backend_gone(KILLED_APP)
+    after_kill = sorted(WebhookEvent.objects.values_list("state", flat=True))
+    first_after_kill = RecipientDelivery.objects.filter(intent=first).count()
+
+    finished = apply_stored()
+
+    assert (waited, proc.returncode, gone) == (True, -signal.SIGKILL, True)
+    assert after_kill == ["applied", "pending", "pending", "pending"]
+    assert first_after_kill == 0
+    assert finished == 3
+    assert set(WebhookEvent.objects.values_list("state", flat=True)) == {"applied"}
+    assert set(journal_per_event().values()) == {1}
+    assert len(journal_per_event()) == 4
+    assert dict(RecipientDelivery.objects.values_list("address", "state")) == {
+        "jane@customer.test": "delivered",
+        "max@customer.test": "delivered",
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_appliers_at_once_apply_each_event_once(
+    client, tenant_a, hook_for, mailbox_row, intent_row
+):
+    hook = hook_for(tenant_a)
+    mailbox = mailbox_row(tenant_a)
+    intents = [intent_row(mailbox, to=[f"r{i}@customer.test"]) for i in range(12)]
+    for intent in intents:
+        for kind in ("sent", "delivered", "bounced"):
+            hook.post(client, delivery_payload(kind, intent), apply=False)
+    start = threading.Barrier(2)
+    finished: list[int] = []
+    taken: list[int] = []
+    lock = threading.Lock()
+
+    def run():
+        try:
+            start.wait(5)
+            while True:
+                got, done = applier.events_apply_batch(limit=4)
+                with lock:
+                    taken.append(got)
+                    finished.append(done)
+                if not got:
+                    return
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    assert (sum(taken), sum(finished)) == (36, 36)
+    assert set(WebhookEvent.objects.values_list("state", flat=True)) == {"applied"}
+    assert len(journal_per_event()) == 36
+    assert set(journal_per_event().values()) == {1}
+    assert set(RecipientDelivery.objects.values_list("state", flat=True)) == {"bounced"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_receiver_wakes_the_applier_task_on_commit(client, tenant_a, hook_for, mailbox_row):
+    hook = hook_for(tenant_a)
+    intent_mailbox = mailbox_row(tenant_a)
+    applier._last_wake = -applier.WAKE_INTERVAL
+    payload = delivery_payload(
+        "delivered", (intent_mailbox.inbox_id, "<m@x.test>", "thr", ["jane@customer.test"])
+    )
+
+    hook.post(client, payload, apply=False)
+
+    queued = [task for task in OrmQ.objects.all() if task.func() == "webhooks.tasks.apply_pending"]
+    assert len(queued) == 1
+    assert WebhookEvent.objects.get().state == "pending"
+
+
+def test_the_woken_task_drains_every_batch(client, tenant_a, hook_for, mailbox_row, intent_row):
+    hook = hook_for(tenant_a)
+    intent = intent_row(mailbox_row(tenant_a), to=["jane@customer.test"])
+    for _ in range(5):
+        hook.post(client, delivery_payload("delivered", intent), apply=False)
+
+    finished = applier.events_apply_pending(settle=0, limit=2)
+
+    assert finished == 5
+    assert set(WebhookEvent.objects.values_list("state", flat=True)) == {"applied"}

@@ -1,0 +1,214 @@
+"""The webhook backfill against the sandbox over real HTTP: with the sandbox's webhooks switched
+off, a delivered send and a received message are found by asking AgentMail, applied once through
+the batch applier, and the real webhooks arriving later (switched back on) change nothing. Its
+bounds, its failures and another tenant's mailboxes."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connections
+
+from intents import sending
+from intents import services as intent_services
+from intents.models import IntentEvent, SendIntent, Suppression
+from tests.webhooks.conftest import apply_stored
+from webhooks import registration
+from webhooks.models import InboundMessage, RecipientDelivery, WebhookEvent
+from webhooks.services.backfill import webhooks_backfill
+
+
+@pytest.fixture
+def short_lived_connections(monkeypatch):
+    """The sandbox keeps its HTTP connections to the live server alive: close the request
+    thread's database connection after each request (see test_end_to_end)."""
+    monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
+
+
+@pytest.fixture
+def webhooks_off(sandbox):
+    sandbox.config(webhooks_enabled=False)
+    yield sandbox
+    sandbox.config(webhooks_enabled=True)
+
+
+@pytest.fixture
+def no_delay(settings):
+    settings.WEBHOOK_BACKFILL_AFTER_SECONDS = 0
+    settings.WEBHOOK_BACKFILL_CALLS_PER_SECOND = 0
+
+
+def accepted_send(tenant, mailbox, approver, to=("jane@customer.test", "ops@customer.test")):
+    draft = intent_services.draft_create(
+        tenant=tenant,
+        mailbox=mailbox,
+        to=list(to),
+        subject="Your refund",
+        text="We refunded your order.",
+        actor_user=approver,
+    )
+    version = draft.versions.get(number=1)
+    intent = intent_services.draft_approve(
+        tenant=tenant,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=version.content_hash,
+        actor=approver,
+    )
+    sending.run_once(intent_id=intent.pk)
+    intent.refresh_from_db()
+    assert intent.state == SendIntent.State.ACCEPTED
+    return intent
+
+
+def delivery_rows():
+    return sorted(RecipientDelivery.objects.values_list("address", "state", "updated_at"))
+
+
+def inbound_rows():
+    return sorted(
+        InboundMessage.objects.values_list("message_id", "thread_id", "sender", "received_at")
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_backfill_finds_what_switched_off_webhooks_missed_and_the_late_webhooks_change_nothing(
+    live_server,
+    short_lived_connections,
+    webhooks_off,
+    no_delay,
+    settings,
+    tenant_a,
+    member_of,
+    mailbox_factory,
+):
+    sandbox = webhooks_off
+    settings.PUBLIC_BASE_URL = live_server.url
+    approver = member_of(tenant_a, "approver").user
+    mailbox = mailbox_factory(tenant_a)
+    endpoint = registration.webhook_register(tenant=tenant_a)
+    intent = accepted_send(tenant_a, mailbox, approver)
+    reply = sandbox.inbound(
+        mailbox.inbox_id,
+        from_="Jane Doe <jane@customer.test>",
+        subject="Re: Your refund",
+        text="Thanks! One more question.",
+        in_reply_to=intent.provider_message_id,
+    )
+    stored_before = WebhookEvent.objects.count()
+
+    report = webhooks_backfill(tenant_id=tenant_a.pk)
+    # The applier loop that runs beside every live server (tests/conftest.py) may apply them
+    # first; driving it here as well must not apply anything twice.
+    apply_stored()
+    applied = sandbox.wait_for(
+        lambda: set(WebhookEvent.objects.values_list("state", flat=True)) == {"applied"}
+    )
+    again = webhooks_backfill(tenant_id=tenant_a.pk)
+
+    assert stored_before == 0
+    assert (report.deliveries, report.inbound, report.errors, applied) == (1, 1, 0, True)
+    assert (again.deliveries, again.inbound) == (0, 0)
+    assert sorted(
+        WebhookEvent.objects.filter(endpoint=endpoint).values_list("event_type", "state")
+    ) == [("message.delivered", "applied"), ("message.received", "applied")]
+    assert dict(RecipientDelivery.objects.values_list("address", "state")) == {
+        "jane@customer.test": "delivered",
+        "ops@customer.test": "delivered",
+    }
+    recorded = InboundMessage.objects.get()
+    assert (recorded.message_id, recorded.thread_id) == (
+        reply["message_id"],
+        intent.provider_thread_id,
+    )
+    journal = IntentEvent.objects.get(intent=intent, action="delivery.delivered")
+    assert (journal.actor_kind, journal.data["source"], journal.data["moved"]) == (
+        "sweep",
+        "backfill",
+        ["jane@customer.test", "ops@customer.test"],
+    )
+    deliveries, inbound = delivery_rows(), inbound_rows()
+    suppressions = Suppression.objects.count()
+
+    sandbox.config(webhooks_enabled=True)
+    arrived = sandbox.wait_for(
+        lambda: WebhookEvent.objects.exclude(svix_id__startswith="backfill:").count() == 3,
+        timeout=15,
+    )
+    apply_stored()
+    late = sandbox.wait_for(
+        lambda: set(WebhookEvent.objects.values_list("state", flat=True)) == {"applied"}
+    )
+
+    assert (arrived, late) == (True, True)
+    assert sorted(
+        WebhookEvent.objects.exclude(svix_id__startswith="backfill:").values_list(
+            "event_type", "state"
+        )
+    ) == [
+        ("message.delivered", "applied"),
+        ("message.received", "applied"),
+        ("message.sent", "applied"),
+    ]
+    assert (delivery_rows(), inbound_rows()) == (deliveries, inbound)
+    assert Suppression.objects.count() == suppressions
+    assert [
+        row.data["moved"] for row in IntentEvent.objects.filter(intent=intent, actor_kind="webhook")
+    ] == [[], []]
+    assert WebhookEvent.objects.get(event_type="message.received", svix_id__startswith="msg_")
+    assert (
+        WebhookEvent.objects.get(event_type="message.received", svix_id__startswith="msg_").outcome
+        == "inbound message already recorded"
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_backfill_is_bounded_per_key_and_says_which_mailbox_it_cut_short(
+    webhooks_off, no_delay, settings, tenant_a, member_of, mailbox_factory
+):
+    sandbox = webhooks_off
+    settings.WEBHOOK_BACKFILL_CALLS_PER_KEY = 2
+    approver = member_of(tenant_a, "approver").user
+    mailbox = mailbox_factory(tenant_a)
+    registration.webhook_register(tenant=tenant_a)
+    for n in range(3):
+        accepted_send(tenant_a, mailbox, approver, to=[f"c{n}@customer.test"])
+    before = len(sandbox.requests(route="get_message")) + len(
+        sandbox.requests(route="list_messages")
+    )
+
+    report = webhooks_backfill(tenant_id=tenant_a.pk)
+    calls = (
+        len(sandbox.requests(route="get_message"))
+        + len(sandbox.requests(route="list_messages"))
+        - before
+    )
+
+    assert (report.calls, calls, report.deliveries, report.limited) == (2, 2, 2, [mailbox.pk])
+    assert WebhookEvent.objects.filter(state="pending").count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_lookup_stores_nothing_and_another_tenant_is_not_asked(
+    webhooks_off, no_delay, tenant_a, tenant_b, member_of, mailbox_factory
+):
+    sandbox = webhooks_off
+    approver = member_of(tenant_a, "approver").user
+    mailbox = mailbox_factory(tenant_a)
+    other = mailbox_factory(tenant_b)
+    registration.webhook_register(tenant=tenant_a)
+    registration.webhook_register(tenant=tenant_b)
+    accepted_send(tenant_a, mailbox, approver)
+    sandbox.fault("get_message", "500_before", times=0, inbox_id=mailbox.inbox_id)
+    sandbox.inbound(other.inbox_id, from_="max@customer.test", subject="Hi", text="Hello")
+    seen = {r["id"] for r in sandbox.requests()}
+
+    report = webhooks_backfill(tenant_id=tenant_a.pk)
+    asked = [r for r in sandbox.requests() if r["id"] not in seen]
+    sandbox.clear_faults()
+
+    assert (report.deliveries, report.inbound, report.errors) == (0, 0, 1)
+    assert [r["status"] for r in asked if r["route"] == "get_message"] == [500]
+    assert {r["route"] for r in asked} == {"get_message", "list_messages"}
+    assert all(other.inbox_id not in r["path"] for r in asked)
+    assert WebhookEvent.objects.count() == 0

@@ -1,0 +1,28 @@
+"""Run the webhook backfill once (django-q2 runs it every ten minutes: ``webhooks-backfill``)."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from tenants.models import Tenant
+from webhooks.services.backfill import webhooks_backfill
+
+
+class Command(BaseCommand):
+    help = "Ask AgentMail for deliveries and inbound mail whose webhooks never arrived."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--tenant", help="Only this tenant (slug)")
+
+    def handle(self, *args, **o):
+        tenant_id = None
+        if o["tenant"]:
+            tenant = Tenant.objects.filter(slug=o["tenant"]).first()
+            if tenant is None:
+                raise CommandError(f"No tenant with the slug {o['tenant']!r}.")
+            tenant_id = tenant.pk
+        report = webhooks_backfill(tenant_id=tenant_id)
+        self.stdout.write(
+            f"mailboxes {report.mailboxes} calls {report.calls} deliveries {report.deliveries} "
+            f"inbound {report.inbound} errors {report.errors} limited {len(report.limited)}"
+        )

@@ -1,0 +1,296 @@
+"""Backfill: ask AgentMail for what webhooks should have told us, and apply it the same way.
+
+Two questions per active mailbox, with the mailbox's own inbox-scoped key:
+
+- deliveries: an accepted send older than ``WEBHOOK_BACKFILL_AFTER_SECONDS`` with no recipient
+  delivered yet (and no event of it waiting to be applied) is looked up
+  (``lookups.get_message``); a ``delivered`` or ``rejected`` label becomes an event;
+- inbound mail: the inbox's messages since the last one we recorded (``lookups.list_messages_since``)
+  that carry ``received`` and that we have not recorded become ``message.received`` events.
+
+What is found is stored in the ledger as an event of the tenant's endpoint, with a svix-id of its
+own (``backfill:<kind>:<digest of the message id>``, so a second run stores nothing new), and goes
+through the batch applier like any webhook: delivery state only moves forward, an inbound message
+is recorded once, and a real webhook arriving later changes nothing. The journal row of an applied
+backfill says so (actor ``sweep``, ``data.source = "backfill"``).
+
+Bounds: at most ``WEBHOOK_BACKFILL_CALLS_PER_KEY`` provider calls per key and run, spaced by
+``1 / WEBHOOK_BACKFILL_CALLS_PER_SECOND`` on the same key (rate limits are per key), and at most
+``WEBHOOK_BACKFILL_MAX_CALLS`` per run. No provider call is made inside a transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, Max, OuterRef
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from intents.models import SendIntent
+from mailboxes.models import Mailbox
+from mailboxes.provider import lookups
+from tenants.models import Tenant
+from webhooks.models import InboundMessage, RecipientDelivery, WebhookEndpoint, WebhookEvent
+from webhooks.normalize import normalize
+from webhooks.services.applier import applier_wake
+from webhooks.services.apply import BACKFILL_PREFIX, UNAPPLIED
+from webhooks.services.receive import event_store
+
+log = logging.getLogger("webhooks.backfill")
+
+# A sent message's labels that say what its delivery webhook would have said, and the event it
+# stands for. Bounces and complaints name recipients the label does not: those wait for their
+# webhook (or a person), rather than suppress every recipient of the message.
+_DELIVERY_LABELS = {"delivered": "message.delivered", "rejected": "message.rejected"}
+_EVENT_KEYS = {"message.delivered": "delivery", "message.rejected": "reject"}
+_DELIVERED_OR_LATER = [s for s, rank in RecipientDelivery.RANK.items() if rank >= 2]
+
+
+@dataclass
+class BackfillReport:
+    mailboxes: int = 0
+    calls: int = 0
+    deliveries: int = 0
+    inbound: int = 0
+    errors: int = 0
+    limited: list[int] = field(default_factory=list)  # mailbox ids cut short by the bounds
+
+
+class _Budget:
+    """Provider calls left for one key and for the run, paced per key."""
+
+    def __init__(self, run_left: int):
+        self.run_left = run_left
+        self.key_left = 0
+        self.last_call = 0.0
+
+    def for_key(self) -> None:
+        self.key_left = int(settings.WEBHOOK_BACKFILL_CALLS_PER_KEY)
+        self.last_call = 0.0
+
+    def take(self) -> bool:
+        if self.run_left <= 0 or self.key_left <= 0:
+            return False
+        rate = float(settings.WEBHOOK_BACKFILL_CALLS_PER_SECOND)
+        if rate > 0 and self.last_call:
+            wait = self.last_call + 1 / rate - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+        self.last_call = time.monotonic()
+        self.run_left -= 1
+        self.key_left -= 1
+        return True
+
+
+def webhooks_backfill(*, tenant_id: int | None = None) -> BackfillReport:
+    """One backfill run over every active mailbox of active tenants (or of one tenant)."""
+    report = BackfillReport()
+    budget = _Budget(int(settings.WEBHOOK_BACKFILL_MAX_CALLS))
+    mailboxes = Mailbox.objects.filter(
+        status=Mailbox.Status.ACTIVE, tenant__status=Tenant.Status.ACTIVE
+    ).exclude(inbox_id="")
+    if tenant_id is not None:
+        mailboxes = mailboxes.filter(tenant_id=tenant_id)
+    endpoints: dict[int, WebhookEndpoint | None] = {}
+    for mailbox in mailboxes.select_related("tenant").order_by("tenant_id", "id"):
+        if mailbox.tenant_id not in endpoints:
+            endpoints[mailbox.tenant_id] = (
+                WebhookEndpoint.objects.filter(tenant_id=mailbox.tenant_id)
+                .exclude(status=WebhookEndpoint.Status.DISABLED)
+                .order_by("id")
+                .first()
+            )
+        endpoint = endpoints[mailbox.tenant_id]
+        if endpoint is None:
+            continue
+        report.mailboxes += 1
+        budget.for_key()
+        before = budget.run_left
+        complete = _deliveries(mailbox, endpoint, budget, report) and _inbound(
+            mailbox, endpoint, budget, report
+        )
+        report.calls += before - budget.run_left
+        if not complete:
+            report.limited.append(mailbox.pk)
+    if report.deliveries or report.inbound:
+        applier_wake(force=True)
+    log.info(
+        "webhooks.backfill.done",
+        extra={
+            "mailboxes": report.mailboxes,
+            "calls": report.calls,
+            "deliveries": report.deliveries,
+            "inbound": report.inbound,
+            "errors": report.errors,
+            "limited": len(report.limited),
+        },
+    )
+    return report
+
+
+def _after() -> timedelta:
+    return timedelta(seconds=float(settings.WEBHOOK_BACKFILL_AFTER_SECONDS))
+
+
+def _deliveries(mailbox, endpoint, budget: _Budget, report: BackfillReport) -> bool:
+    """Look up the mailbox's accepted sends with no delivery yet; False if the budget ran out."""
+    delivered = RecipientDelivery.objects.filter(
+        intent_id=OuterRef("pk"), state__in=_DELIVERED_OR_LATER
+    )
+    waiting = WebhookEvent.objects.filter(
+        tenant_id=OuterRef("tenant_id"),
+        message_id=OuterRef("provider_message_id"),
+        state__in=UNAPPLIED,
+    )
+    max_age = timedelta(hours=float(settings.WEBHOOK_BACKFILL_MAX_AGE_HOURS))
+    candidates = list(
+        SendIntent.objects.filter(
+            tenant_id=mailbox.tenant_id,
+            mailbox=mailbox,
+            state=SendIntent.State.ACCEPTED,
+            updated_at__lte=Now() - _after(),
+            updated_at__gte=Now() - max_age,
+        )
+        .exclude(provider_message_id="")
+        .exclude(Exists(delivered))
+        .exclude(Exists(waiting))
+        .order_by("updated_at", "id")
+        .values_list("provider_message_id", "recipients")[: budget.key_left + 1]
+    )
+    if not candidates:
+        return True
+    api_key = mailbox.api_key()
+    for message_id, recipients in candidates:
+        if not budget.take():
+            return False
+        found = lookups.get_message(
+            api_key=api_key, inbox_id=mailbox.inbox_id, message_id=message_id
+        )
+        if not found.ok:
+            report.errors += 1
+            continue
+        for message in found.messages:
+            labels = {str(label).lower() for label in message.get("labels") or []}
+            for label, event_type in _DELIVERY_LABELS.items():
+                if label in labels:
+                    everyone = recipients.get("to", []) + recipients.get("cc", [])
+                    everyone += recipients.get("bcc", [])
+                    payload = _delivery_payload(event_type, mailbox, message, message_id, everyone)
+                    if _store(endpoint, payload, event_type, message_id):
+                        report.deliveries += 1
+    return True
+
+
+def _inbound(mailbox, endpoint, budget: _Budget, report: BackfillReport) -> bool:
+    """List the inbox since the last inbound message we recorded; False if the budget ran out."""
+    last = InboundMessage.objects.filter(mailbox=mailbox).aggregate(at=Max("received_at"))["at"]
+    since = last or mailbox.created_at
+    recorded_before: set[str] = set()
+    token: str | None = None
+    api_key = mailbox.api_key()
+    page_size = int(settings.AGENTMAIL_LOOKUP_PAGE_SIZE)
+    while True:
+        if not budget.take():
+            return False
+        page = lookups.list_messages_since(
+            api_key=api_key,
+            inbox_id=mailbox.inbox_id,
+            after=since,
+            limit=page_size,
+            page_token=token,
+        )
+        if not page.ok:
+            report.errors += 1
+            return True
+        received = [
+            m
+            for m in page.messages
+            if "received" in {str(label).lower() for label in m.get("labels") or []}
+            and isinstance(m.get("message_id"), str)
+            and m["message_id"]
+            and _old_enough(m.get("timestamp"))
+        ]
+        ids = [m["message_id"] for m in received]
+        recorded_before |= set(
+            InboundMessage.objects.filter(mailbox=mailbox, message_id__in=ids).values_list(
+                "message_id", flat=True
+            )
+        )
+        for message in received:
+            if message["message_id"] in recorded_before:
+                continue
+            payload = _received_payload(message)
+            if _store(endpoint, payload, "message.received", message["message_id"]):
+                report.inbound += 1
+        if not page.next_page_token:
+            return True
+        token = page.next_page_token
+
+
+def _old_enough(timestamp) -> bool:
+    """A message younger than the backfill delay may still have its webhook in flight."""
+    if not _after() or not isinstance(timestamp, str):
+        return True
+    try:
+        at = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return True
+    return at <= timezone.now() - _after()
+
+
+def _svix_id(event_type: str, message_id: str) -> str:
+    digest = hashlib.sha256(message_id.encode("utf-8", "replace")).hexdigest()[:40]
+    return f"{BACKFILL_PREFIX}{event_type.removeprefix('message.')}:{digest}"
+
+
+def _delivery_payload(event_type, mailbox, message: dict, message_id: str, recipients) -> dict:
+    obj = {
+        "inbox_id": mailbox.inbox_id,
+        "thread_id": message.get("thread_id") or "",
+        "message_id": message_id,
+        "timestamp": message.get("timestamp"),
+    }
+    if event_type == "message.delivered":
+        obj["recipients"] = list(recipients)
+    else:
+        obj["reason"] = "backfill: the provider's message lookup says rejected"
+    return {
+        "type": "event",
+        "event_type": event_type,
+        "event_id": _svix_id(event_type, message_id),
+        _EVENT_KEYS[event_type]: obj,
+    }
+
+
+def _received_payload(message: dict) -> dict:
+    return {
+        "type": "event",
+        "event_type": "message.received",
+        "event_id": _svix_id("message.received", message["message_id"]),
+        "message": message,
+        "thread": {"inbox_id": message.get("inbox_id"), "thread_id": message.get("thread_id")},
+    }
+
+
+def _store(endpoint: WebhookEndpoint, payload: dict, event_type: str, message_id: str) -> bool:
+    """Store a found event in the ledger, pending for the applier; False if a run stored it."""
+    with transaction.atomic():
+        stored = event_store(
+            tenant=endpoint.tenant,
+            endpoint=endpoint,
+            svix_id=_svix_id(event_type, message_id),
+            event=normalize(payload),
+        )
+    if stored is not None:
+        log.info(
+            "webhooks.backfill.found",
+            extra={"tenant_id": endpoint.tenant_id, "event_type": event_type},
+        )
+    return stored is not None
