@@ -198,6 +198,8 @@ def start_web(procs: Processes, web: Host, env: dict[str, str]) -> Proc:
         sys.executable,
         "-m",
         "gunicorn",
+        "-c",
+        "config/gunicorn.py",
         "config.wsgi",
         "-w",
         "2",
