@@ -165,14 +165,15 @@ def run_once(
 ) -> int:
     """Claim and execute up to ``limit`` due intents (sends first, then reconciliations).
 
-    ``stopping`` (the process was asked to stop, say by SIGTERM) is asked after each claim: a
-    batch claimed while the stop arrived is handed back unsent (``intents_hand_back``) rather
-    than held until its leases expire; a batch whose attempts are committed runs to its end.
+    ``stopping`` (the process was asked to stop, say by SIGTERM) is asked before and after each
+    claim: nothing new is claimed once it is set, a batch claimed while the stop arrived is
+    handed back unsent (``intents_hand_back``) rather than held until its leases expire, and a
+    batch whose attempts are committed runs to its end.
     """
     worker = worker or worker_id()
     done = 0
     for claim_due in (intent_claim, intent_claim_uncertain):
-        if done >= limit:
+        if done >= limit or (stopping is not None and stopping()):
             break
         claims = claim_due(worker=worker, limit=limit - done, intent_id=intent_id)
         if stopping is not None and stopping():

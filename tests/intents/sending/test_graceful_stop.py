@@ -39,7 +39,7 @@ def test_sigterm_mid_batch_finishes_the_batch_and_exits_0(live):
     )
     _wait_until(lambda: SendAttempt.objects.filter(outcome="pending").count() == 6)
     worker.send_signal(signal.SIGTERM)
-    out, err = worker.communicate(timeout=60)
+    _, err = worker.communicate(timeout=60)
     live.sandbox.config(latency_ms=0)
 
     assert worker.returncode == 0, err[-2000:]
@@ -60,8 +60,9 @@ def test_sigterm_mid_batch_finishes_the_batch_and_exits_0(live):
 def test_a_batch_claimed_as_the_stop_arrives_is_handed_back_unsent(live):
     intents = [live.approved(to=[f"customer{i}@example.com"]) for i in range(3)]
 
-    # The stop arrived while the claim was in the database.
-    done = sending.run_once(worker="stopping", limit=3, stopping=lambda: True)
+    # The stop arrives while the claim is in the database: not set before it, set after it.
+    answers = iter([False])
+    done = sending.run_once(worker="stopping", limit=3, stopping=lambda: next(answers, True))
 
     assert done == 0
     rows = SendIntent.objects.order_by("id")
@@ -122,7 +123,7 @@ def test_the_loop_survives_a_round_that_raises_and_sends_the_rest(live, mailbox_
         )
         alive = worker.poll() is None
         worker.send_signal(signal.SIGTERM)
-        out, err = worker.communicate(timeout=60)
+        _, err = worker.communicate(timeout=60)
     finally:
         if worker.poll() is None:
             worker.kill()
