@@ -57,6 +57,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--rolling-pause", type=float, default=3.0, help="seconds between two hosts' restarts"
     )
+    parser.add_argument(
+        "--rolling-web-timeout",
+        type=float,
+        default=600,
+        help="seconds a restarted web host may take to answer /healthz",
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--inner", type=int, default=None, help=argparse.SUPPRESS)

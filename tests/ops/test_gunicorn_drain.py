@@ -32,12 +32,8 @@ def _webhook_path(tenant) -> str:
 
 
 def _gunicorn(addr: str) -> list[str]:
-    return [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi"] + [
-        "--workers",
-        "1",
-        "--bind",
-        addr,
-    ]
+    config = ["-c", "config/gunicorn.py"]
+    return [sys.executable, "-m", "gunicorn", *config, "config.wsgi", "-w", "1", "-b", addr]
 
 
 def _stopped_mid_request(tmp_path, tenant, *, graceful: int, body_after: float):
