@@ -31,9 +31,9 @@ def _webhook_path(tenant) -> str:
     return reverse("webhooks_agentmail", kwargs={"endpoint_id": endpoint.public_id})
 
 
-def _gunicorn(addr: str) -> list[str]:
-    config = ["-c", "config/gunicorn.py"]
-    return [sys.executable, "-m", "gunicorn", *config, "config.wsgi", "-w", "1", "-b", addr]
+def _gunicorn() -> list[str]:
+    """As DEPLOYMENT.md runs it: the config file, the rest from GUNICORN_* variables."""
+    return [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi"]
 
 
 def _stopped_mid_request(tmp_path, tenant, *, graceful: int, body_after: float):
@@ -44,10 +44,12 @@ def _stopped_mid_request(tmp_path, tenant, *, graceful: int, body_after: float):
         **devstack.child_env(),
         "DATABASE_URL": server_database_url("gunicorn-drain-test"),
         "GUNICORN_GRACEFUL_TIMEOUT": str(graceful),
+        "GUNICORN_BIND": f"127.0.0.1:{port}",
+        "GUNICORN_WORKERS": "1",
     }
     with serving(
         "web",
-        _gunicorn(f"127.0.0.1:{port}"),
+        _gunicorn(),
         env=env,
         log_path=tmp_path / "web.log",
         health_url=f"http://127.0.0.1:{port}/healthz",
