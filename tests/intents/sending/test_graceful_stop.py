@@ -6,12 +6,15 @@ from __future__ import annotations
 import signal
 import time
 import uuid
+from datetime import timedelta
 
 import pytest
+from django.db.models.functions import Now
 
-from intents import sending
+from intents import sending, tasks
 from intents.models import IntentEvent, SendAttempt, SendIntent
 from tests.intents.conftest import start_worker
+from tests.intents.helpers import run_concurrently
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -134,3 +137,22 @@ def test_the_loop_survives_a_round_that_raises_and_sends_the_rest(live, mailbox_
     assert [_sends(live, i) for i in good] == [1, 1, 1]
     assert _sends(live, bad) == 0
     assert {SendIntent.objects.get(pk=i.pk).state for i in good} == {State.ACCEPTED}
+
+
+def test_hand_back_racing_the_sweep_on_an_expired_lease_moves_it_once(live):
+    intents = [live.approved(to=[f"customer{i}@example.com"]) for i in range(5)]
+    claims = sending.intent_claim(worker="stopping", limit=5)
+    # The stopping worker was slow: its leases expired just as it hands them back.
+    SendIntent.objects.update(lease_expires_at=Now() - timedelta(seconds=1))
+
+    results = run_concurrently(
+        lambda i: sending.intents_hand_back(claims) if i == 0 else tasks.sweep_once(), 2
+    )
+
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    rows = SendIntent.objects.order_by("id")
+    assert [(r.state, r.lease_token) for r in rows] == [(State.QUEUED, None)] * 5
+    moves = IntentEvent.objects.filter(action__in=("intent.handed_back", "intent.lease_expired"))
+    # Each intent left `sending` once, by one of the two.
+    assert sorted(moves.values_list("intent_id", flat=True)) == sorted(i.pk for i in intents)
+    assert [_sends(live, i) for i in intents] == [0] * 5
