@@ -5,7 +5,7 @@ PYTHON ?= python3
 UV := $(shell if command -v uv >/dev/null 2>&1 && uv --version >/dev/null 2>&1; then echo uv; else echo .tools/bin/uv; fi)
 MANAGE := $(UV) run --frozen python manage.py
 
-.PHONY: help setup run test test-full lint format check bench nemesis cluster modelcheck mutants messages stop clean
+.PHONY: help setup run test test-full lint format check bench nemesis cluster restore-drill modelcheck mutants messages stop clean
 
 help:
 	@echo "make run    - set up on first use, then web + worker + sandbox AgentMail + demo agent"
@@ -17,6 +17,7 @@ help:
 	@echo "make bench  - side-by-side benchmarks (BENCHMARKS.md)"
 	@echo "make nemesis - the whole system under random faults, checked (RELIABILITY.md)"
 	@echo "make cluster - test hosts in network namespaces under network faults, checked (root; RELIABILITY.md)"
+	@echo "make restore-drill - back up while sending, restore, workers on the copy; the provider's ledger checked"
 	@echo "make modelcheck - spin explores the send protocol model (model/, RELIABILITY.md)"
 	@echo "make mutants - mutation testing of hashing, policy and webhook verification (docs/mutants.md)"
 	@echo "make bench  - side-by-side benchmarks (BENCHMARKS.md); BENCH_ARGS=--quick for a smoke run"
@@ -65,6 +66,10 @@ nemesis: .venv/.synced
 # Root (network namespaces), iproute2, nftables, redis-server, pgbouncer (Debian's packages).
 cluster: .venv/.synced
 	$(UV) run --frozen python -m reliability.cluster $(or $(CLUSTER_ARGS),--workers 3 --intents 2000 --fault-seconds 60 --seed 20)
+
+# Backup while sending, restore into a fresh database, workers on it (DEPLOYMENT.md "Backup and restore").
+restore-drill: .venv/.synced
+	$(UV) run --frozen python -m reliability.restore_drill $(or $(DRILL_ARGS),--intents 300 --workers 2 --seed 5)
 
 # spin (Debian's package) and gcc; MODELCHECK_ARGS="--small" for the suite's configuration only.
 modelcheck: .venv/.synced

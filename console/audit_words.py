@@ -111,6 +111,7 @@ SENTENCES = {
     "intent.expired": _("%(object)s expired before it was sent"),
     "intent.undone": _("%(actor)s undid %(object)s before it was sent"),
     "intent.lease_expired": _("The sending lease of %(object)s expired"),
+    "intent.handed_back": _("A stopping worker handed %(object)s back to the queue"),
 }
 FALLBACK = _("%(actor)s: %(action)s, %(object)s")
 DELIVERY = _("Delivery of %(object)s: %(action)s")

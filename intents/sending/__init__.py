@@ -1,7 +1,8 @@
 """The send worker, one module per job (DESIGN.md "Send intent lifecycle"):
 
 - ``lease.py``: the claim (lease) and the prepared attempt every step passes on; the clocks.
-- ``claim.py``: leasing due intents (``FOR UPDATE SKIP LOCKED``, token fenced, database clock).
+- ``claim.py``: leasing due intents (``FOR UPDATE SKIP LOCKED``, token fenced, database clock),
+  and handing unused leases back when a worker stops.
 - ``throttle.py``: the token bucket per AgentMail key and the circuit breaker.
 - ``precheck.py``: the pre-call check (approval hash, rights, suppression, policy) and the
   attempt row, committed before any call.
@@ -12,7 +13,7 @@
 - ``sweep.py``: expired leases, ``not_after``, due retries and reconciliations.
 """
 
-from intents.sending.claim import intent_claim, intent_claim_uncertain
+from intents.sending.claim import intent_claim, intent_claim_uncertain, intents_hand_back
 from intents.sending.lease import Claim, Prepared, backoff_seconds, worker_id
 from intents.sending.precheck import (
     CheckFacts,
@@ -47,6 +48,7 @@ __all__ = [
     "intent_record_lookup",
     "intent_record_result",
     "intents_expire_not_after",
+    "intents_hand_back",
     "intents_release_expired_leases",
     "policy_problem",
     "run_once",

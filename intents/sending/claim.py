@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Exists, F, OuterRef, Q
+from django.db.models.functions import Now
 
 from config.clock import db_now
-from intents.journal import Entry, journal_many
-from intents.models import IntentEvent, ProviderThrottle, SendIntent
+from intents.journal import Entry, journal, journal_many
+from intents.models import IntentEvent, ProviderThrottle, SendAttempt, SendIntent
 from intents.sending.lease import Claim, lease_duration
 from intents.sending.throttle import key_ref_for, lock_throttles, save_throttles, take_token
 
@@ -181,3 +182,59 @@ def intent_claim_uncertain(
 ) -> list[Claim]:
     """Lease up to ``limit`` uncertain intents whose reconciliation is due."""
     return _claim(worker=worker, limit=limit, intent_id=intent_id, reconcile=True)
+
+
+def intents_hand_back(claims: list[Claim]) -> int:
+    """A stopping worker gives back the leases it took but has not used, so that another worker
+    may claim them at once instead of after the lease expires.
+
+    Only a lease with no attempt row under its token is given back: without that row no provider
+    call was made (the row is committed before every call), so the intent is exactly as it was
+    before the claim. One whose row exists may have its call on the way; it is left to its
+    worker or, if that worker dies, to the sweep. Fenced by the lease token: a lease another
+    worker took over in the meantime is not touched. Returns the number given back.
+    """
+    if not claims:
+        return 0
+    tokens = {claim.intent_id: claim.lease_token for claim in claims}
+    attempted = SendAttempt.objects.filter(
+        intent_id=OuterRef("pk"), lease_token=OuterRef("lease_token")
+    )
+    handed = 0
+    with transaction.atomic():
+        rows = list(
+            SendIntent.objects.select_for_update(of=("self",))
+            .filter(pk__in=list(tokens), state__in=(State.SENDING, State.UNCERTAIN))
+            .exclude(Exists(attempted))
+            .order_by("id")
+            .values_list("pk", "state", "lease_token", "lease_owner", "tenant_id", "draft_id")
+        )
+        for pk, state, token, owner, tenant_id, draft_id in rows:
+            if token != tokens[pk]:
+                continue
+            to_state = State.QUEUED if state == State.SENDING else State.UNCERTAIN
+            changed = SendIntent.objects.filter(pk=pk, lease_token=token, state=state).update(
+                state=to_state,
+                lease_token=None,
+                lease_owner="",
+                lease_expires_at=None,
+                # The claim counted an attempt that was never made.
+                attempts=F("attempts") - 1,
+                updated_at=Now(),
+            )
+            if not changed:
+                continue
+            handed += 1
+            if to_state != state:
+                journal(
+                    tenant=tenant_id,
+                    intent=pk,
+                    draft=draft_id,
+                    action="intent.handed_back",
+                    actor_kind=IntentEvent.Actor.WORKER,
+                    actor_label=owner,
+                    from_state=state,
+                    to_state=to_state,
+                    reason="the worker stopped before its call",
+                )
+    return handed

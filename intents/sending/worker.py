@@ -19,13 +19,14 @@ back the others.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 
 from django.conf import settings
 
 from config.perprocess import PerProcess
 from intents.models import SendAttempt, SendIntent
-from intents.sending.claim import intent_claim, intent_claim_uncertain
+from intents.sending.claim import intent_claim, intent_claim_uncertain, intents_hand_back
 from intents.sending.lease import Claim, Prepared, worker_id
 from intents.sending.precheck import intent_begin_attempt, intent_begin_attempts
 from intents.sending.reconcile import intent_record_lookup
@@ -155,14 +156,34 @@ def execute_claims(claims: list[Claim]) -> list[str]:
     return [states.get(claim.intent_id, "") for claim in claims]
 
 
-def run_once(*, worker: str | None = None, limit: int = 10, intent_id: int | None = None) -> int:
-    """Claim and execute up to ``limit`` due intents (sends first, then reconciliations)."""
+def run_once(
+    *,
+    worker: str | None = None,
+    limit: int = 10,
+    intent_id: int | None = None,
+    stopping: Callable[[], bool] | None = None,
+) -> int:
+    """Claim and execute up to ``limit`` due intents (sends first, then reconciliations).
+
+    ``stopping`` (the process was asked to stop, say by SIGTERM) is asked before and after each
+    claim: nothing new is claimed once it is set, a batch claimed while the stop arrived is
+    handed back unsent (``intents_hand_back``) rather than held until its leases expire, and a
+    batch whose attempts are committed runs to its end.
+    """
     worker = worker or worker_id()
-    claims = intent_claim(worker=worker, limit=limit, intent_id=intent_id)
-    execute_claims(claims)
-    done = len(claims)
-    if done < limit:
-        more = intent_claim_uncertain(worker=worker, limit=limit - done, intent_id=intent_id)
-        execute_claims(more)
-        done += len(more)
+    done = 0
+    for claim_due in (intent_claim, intent_claim_uncertain):
+        if done >= limit or (stopping is not None and stopping()):
+            break
+        claims = claim_due(worker=worker, limit=limit - done, intent_id=intent_id)
+        if stopping is not None and stopping():
+            handed = intents_hand_back(claims)
+            if claims:
+                log.info(
+                    "intents.worker.handed_back",
+                    extra={"worker": worker, "claimed": len(claims), "handed_back": handed},
+                )
+            return done
+        execute_claims(claims)
+        done += len(claims)
     return done

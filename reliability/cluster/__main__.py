@@ -49,6 +49,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--broker-down", type=float, default=0, help="stop Redis this many seconds mid-run"
     )
+    parser.add_argument(
+        "--rolling",
+        action="store_true",
+        help="stop (SIGTERM) and restart every worker host, then every web host, one by one",
+    )
+    parser.add_argument(
+        "--rolling-pause", type=float, default=3.0, help="seconds between two hosts' restarts"
+    )
+    parser.add_argument(
+        "--rolling-web-timeout",
+        type=float,
+        default=600,
+        help="seconds a restarted web host may take to answer /healthz",
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--inner", type=int, default=None, help=argparse.SUPPRESS)

@@ -165,14 +165,70 @@ def per_host(sandbox, webs: list[Host]) -> dict:
     }
 
 
-def supervise(procs: h.Processes, stop: threading.Event, restarts: Counter) -> None:
+def supervise(
+    procs: h.Processes, stop: threading.Event, restarts: Counter, paused: set[str]
+) -> None:
     """Restart a worker host's process that exited (a crash on a lost database, say), as an init
-    system would."""
+    system would; not one that a rolling restart is stopping on purpose (`paused`)."""
     while not stop.wait(1.0):
         for proc in list(procs.procs):
-            if re.fullmatch(r"w\d+-\w+", proc.name) and proc.popen.poll() is not None:
-                procs.restart(proc)
+            if proc.name in paused or not re.fullmatch(r"w\d+-\w+", proc.name):
+                continue
+            if proc.popen.poll() is not None and procs.restart(proc) is not None:
                 restarts[proc.name] += 1
+
+
+# How long each kind of process may take to stop before it is killed: the sender's provider
+# call (2 s read timeout here) and two commits; gunicorn's graceful timeout (config/gunicorn.py)
+# plus its start-up margin; django-q2 finishes the task it runs (a sweep may run for a while).
+STOP_TIMEOUT = {"sender": 30.0, "qcluster": 60.0, "gunicorn": 40.0}
+
+
+def rolling_restart(
+    procs: h.Processes, hosts: dict[str, Host], args, paused: set[str], report: dict
+) -> None:
+    """Once sending is under way, stop (SIGTERM) and start again every worker host, then every
+    web host, one by one; the next host only after the previous one is back (a web host answers
+    /healthz again), as an operator's rolling deploy would."""
+    from django.db import connections
+
+    from intents.models import SendIntent
+
+    began = time.monotonic()
+    accepted = SendIntent.objects.filter(state="accepted").count
+    while accepted() < max(5, args.intents // 50) and time.monotonic() - began < 300:
+        time.sleep(0.5)
+    report["began_at_s"] = round(time.monotonic() - began, 1)
+    order = [n for n in hosts if re.fullmatch(r"w\d+", n)] + [
+        n for n in hosts if n.startswith("web")
+    ]
+    steps = []
+    for name in order:
+        step: dict = {"host": name, "at_s": round(time.monotonic() - began, 1)}
+        step["accepted_before"] = accepted()
+        mine = [p for p in list(procs.procs) if p.name.startswith(f"{name}-")]
+        paused.update(p.name for p in mine)
+        try:
+            for proc in mine:
+                kind = proc.name.split("-", 1)[1]
+                step[kind] = procs.stop_gracefully(proc, timeout=STOP_TIMEOUT[kind])
+            step["accepted_while_down"] = accepted() - step["accepted_before"]
+            for proc in mine:
+                procs.restart(proc)
+            if name.startswith("web"):
+                try:
+                    wait_http(f"{h.url(hosts[name])}/healthz", timeout=args.rolling_web_timeout)
+                except SystemExit as exc:
+                    # Recorded, not raised: a SystemExit ends this thread without a word.
+                    step["error"] = str(exc)
+        finally:
+            paused.difference_update(p.name for p in mine)
+        step["back_after_s"] = round(time.monotonic() - began - step["at_s"], 1)
+        steps.append(step)
+        print(f"cluster: rolling restart {json.dumps(step)}", flush=True)
+        time.sleep(args.rolling_pause)
+    connections.close_all()
+    report["steps"] = steps
 
 
 def broker_outage(procs: h.Processes, args, outage: dict) -> None:
@@ -232,6 +288,18 @@ def inner(args: argparse.Namespace, hosts: dict[str, Host], results: Path) -> in
     print(f"JSON: {path}")
     ok = (result["lost"], result["duplicated"], result["unexpected"]) == (0, 0, 0)
     ok = ok and result["webhook_events_acknowledged_but_missing"] == 0
+    if args.rolling:
+        steps = result["rolling_restart"].get("steps", [])
+        # Every host was restarted, and every sender and web host stopped by itself, with 0.
+        restartable = [n for n in hosts if n.startswith("web") or re.fullmatch(r"w\d+", n)]
+        ok = ok and len(steps) == len(restartable)
+        ok = ok and not any("error" in step for step in steps)
+        ok = ok and all(
+            step[kind]["exit"] == 0 and not step[kind]["killed"]
+            for step in steps
+            for kind in ("sender", "gunicorn")
+            if kind in step
+        )
     return 0 if ok and result["webhook_events_applied_twice"] == 0 else 1
 
 
@@ -267,6 +335,7 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     run = nemesis.Run(args=args)
     approved_at: dict[int, float] = {}
     restarts: Counter = Counter()
+    paused: set[str] = set()
     supervisor_stop = threading.Event()
     if args.throughput:
         # Everything approved first, then the workers start: the rate is theirs, not the feed's.
@@ -274,7 +343,9 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     for name, worker in hosts.items():
         if re.fullmatch(r"w\d+", name):
             h.start_worker_host(procs, worker, env)
-    threading.Thread(target=supervise, args=(procs, supervisor_stop, restarts), daemon=True).start()
+    threading.Thread(
+        target=supervise, args=(procs, supervisor_stop, restarts, paused), daemon=True
+    ).start()
     t0 = time.monotonic()
     fault_thread = threading.Thread(target=nem.run, daemon=True)
     if not args.no_faults:
@@ -283,6 +354,12 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     outage: dict = {}
     if args.broker_down:
         threading.Thread(target=broker_outage, args=(procs, args, outage), daemon=True).start()
+    rolling: dict = {}
+    roller = threading.Thread(
+        target=rolling_restart, args=(procs, hosts, args, paused, rolling), daemon=True
+    )
+    if args.rolling:
+        roller.start()
     feeder = threading.Thread(target=nemesis.feed, args=(run, drafts, approved_at))
     feeder.start()
     while time.monotonic() - t0 < args.fault_seconds:
@@ -294,6 +371,8 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     faults_stopped = time.monotonic()
     feeder.join()
     approvals_done = time.monotonic()
+    if roller.is_alive():
+        roller.join(timeout=900)
     drain_seconds = nemesis.drain(run, args.drain_seconds)
     drained = time.monotonic()
     supervisor_stop.set()
@@ -321,6 +400,24 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
             "provider_sends_per_second": send_rate(sandbox),
             "broker_outage": outage,
             "worker_processes_restarted": dict(restarts),
+            "rolling_restart": _rolling_summary(rolling) if args.rolling else {},
         }
     )
     return result
+
+
+def _rolling_summary(rolling: dict) -> dict:
+    """The restart's steps, and what the journal says about leases: handed back by a stopping
+    worker, or left to expire (the sweep took them over; with graceful stops and no faults the
+    aim is none)."""
+    from intents.models import IntentEvent
+
+    swept = IntentEvent.objects.filter(
+        actor_kind=IntentEvent.Actor.SWEEP,
+        action__in=("intent.lease_expired", "intent.uncertain", "intent.reconcile_pending"),
+    )
+    return {
+        **rolling,
+        "handed_back": IntentEvent.objects.filter(action="intent.handed_back").count(),
+        "leases_expired": swept.count(),
+    }

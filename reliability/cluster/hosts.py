@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,8 @@ class Proc:
 class Processes:
     folder: Path
     procs: list[Proc] = field(default_factory=list)
+    # The supervisor and a rolling restart may both restart a process: one of them does.
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self, name: str, host: Host, argv: list[str], env=None, cwd=ROOT) -> Proc:
         log = open(self.folder / f"{name}.log", "ab")  # noqa: SIM115 (the child owns it)
@@ -52,9 +55,35 @@ class Processes:
         self.procs.append(proc)
         return proc
 
-    def restart(self, proc: Proc) -> Proc:
-        self.procs.remove(proc)
-        return self.start(proc.name, proc.host, proc.argv, proc.env)
+    def restart(self, proc: Proc) -> Proc | None:
+        """Start `proc` again (its old process must have ended); None if someone else did."""
+        with self.lock:
+            if proc not in self.procs:
+                return None
+            self.procs.remove(proc)
+            return self.start(proc.name, proc.host, proc.argv, proc.env)
+
+    def stop_gracefully(self, proc: Proc, *, timeout: float) -> dict:
+        """SIGTERM to the process itself, not its group (as DEPLOYMENT.md says: django-q2's
+        children keep the default SIGTERM action), then SIGKILL to the group after `timeout`.
+        Returns its exit code, whether it had to be killed, and how long the stop took."""
+        began = time.monotonic()
+        with contextlib.suppress(ProcessLookupError):
+            proc.popen.send_signal(signal.SIGTERM)
+        killed = False
+        try:
+            proc.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            killed = True
+            group(proc.popen, signal.SIGKILL)
+            proc.popen.wait(timeout=10)
+        # Whatever of its group outlived it (django-q2's workers after their pills).
+        group(proc.popen, signal.SIGKILL)
+        return {
+            "exit": proc.popen.returncode,
+            "killed": killed,
+            "seconds": round(time.monotonic() - began, 1),
+        }
 
     def stop(self, proc: Proc, *, timeout: float = 15.0) -> int | None:
         """SIGTERM to the group, SIGKILL after `timeout`: returns the exit code."""
@@ -198,6 +227,8 @@ def start_web(procs: Processes, web: Host, env: dict[str, str]) -> Proc:
         sys.executable,
         "-m",
         "gunicorn",
+        "-c",
+        "config/gunicorn.py",
         "config.wsgi",
         "-w",
         "2",

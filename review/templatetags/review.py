@@ -190,6 +190,7 @@ JOURNAL_ACTIONS = {
     "intent.released": pgettext_lazy("send journal", "released"),
     "intent.resolved_accepted": gettext_lazy("marked accepted"),
     "intent.lease_expired": gettext_lazy("worker lease expired"),
+    "intent.handed_back": gettext_lazy("handed back by a stopping worker"),
     "intent.undone": gettext_lazy("undone"),
 }
 

@@ -46,21 +46,26 @@ class Command(BaseCommand):
             self.stdout.write(f"processed {done}")
             return
         stop = threading.Event()
+        # SIGTERM (an init system, a rolling restart) and SIGINT stop the loop: a batch whose
+        # attempts are committed finishes and is recorded, one claimed but not begun is handed
+        # back (run_once's ``stopping``), nothing new is claimed; then the process exits 0.
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
         deadline = time.monotonic() + o["seconds"] if o["seconds"] else None
 
         def loop(n: int) -> None:
             worker = f"{worker_id()}-{n}"
             last_sweep = 0.0
             outage = 0
+            failures = 0
             try:
                 while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
                     try:
                         if o["sweep_every"] and time.monotonic() - last_sweep >= o["sweep_every"]:
                             tasks.sweep_once()
                             last_sweep = time.monotonic()
-                        done = run_once(worker=worker, limit=o["batch"])
-                        outage = 0
+                        done = run_once(worker=worker, limit=o["batch"], stopping=stop.is_set)
+                        outage = failures = 0
                     except (OperationalError, InterfaceError) as exc:
                         # The database went away (restart, failover, killed backend). Whatever
                         # was in flight is fenced by its lease and recovered by the sweep; this
@@ -72,6 +77,18 @@ class Command(BaseCommand):
                         )
                         connections.close_all()
                         stop.wait(min(5.0, 0.2 * 2**outage))
+                        continue
+                    except Exception:
+                        # Anything else one round raised (one intent's unreadable key, a bug, a
+                        # broker timeout): the round's intents are fenced by their leases as for
+                        # a database outage, so log it and go on. A thread that died here left
+                        # the process up and idle, which no supervisor notices.
+                        failures += 1
+                        log.exception(
+                            "intents.worker.round_failed",
+                            extra={"worker": worker, "streak": failures},
+                        )
+                        stop.wait(min(5.0, 0.2 * 2**failures))
                         continue
                     if not done:
                         if o["exit_when_idle"]:
@@ -87,3 +104,5 @@ class Command(BaseCommand):
             thread.start()
         for thread in threads:
             thread.join()
+        if stop.is_set():
+            log.info("intents.worker.stopped", extra={"threads": o["threads"]})

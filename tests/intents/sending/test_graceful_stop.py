@@ -1,0 +1,158 @@
+"""A worker asked to stop (SIGTERM) finishes or hands back its batch and exits 0; a worker whose
+round raises anything goes on with the next round. Every test counts the sandbox's ledger."""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db.models.functions import Now
+
+from intents import sending, tasks
+from intents.models import IntentEvent, SendAttempt, SendIntent
+from tests.intents.conftest import start_worker
+from tests.intents.helpers import run_concurrently
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+State = SendIntent.State
+
+
+def _sends(live, intent) -> int:
+    return len(live.sandbox.ledger(idempotency_key=intent.idempotency_key))
+
+
+def _wait_until(predicate, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_sigterm_mid_batch_finishes_the_batch_and_exits_0(live):
+    intents = [live.approved(to=[f"customer{i}@example.com"]) for i in range(8)]
+    # Each call takes 1.5 s, so the signal lands while both threads' batches are at the provider.
+    live.sandbox.config(latency_ms=1500)
+    worker = start_worker(
+        live.sandbox, "--threads", "2", "--batch", "3", "--poll", "0.1", AGENTMAIL_READ_TIMEOUT=10
+    )
+    _wait_until(lambda: SendAttempt.objects.filter(outcome="pending").count() == 6)
+    worker.send_signal(signal.SIGTERM)
+    _, err = worker.communicate(timeout=60)
+    live.sandbox.config(latency_ms=0)
+
+    assert worker.returncode == 0, err[-2000:]
+    states = sorted(SendIntent.objects.values_list("state", flat=True))
+    assert states == [State.ACCEPTED] * 6 + [State.QUEUED] * 2
+    # The two it never claimed: no lease left for anyone to wait out, no attempt, no send.
+    untouched = SendIntent.objects.filter(state=State.QUEUED)
+    assert set(untouched.values_list("lease_token", "attempts")) == {(None, 0)}
+    assert sorted(_sends(live, i) for i in intents) == [0, 0, 1, 1, 1, 1, 1, 1]
+    assert not SendAttempt.objects.filter(outcome="pending").exists()
+    # A worker started afterwards sends the rest at once, each exactly once.
+    while sending.run_once(worker="next", limit=10):
+        pass
+    assert set(SendIntent.objects.values_list("state", flat=True)) == {State.ACCEPTED}
+    assert [_sends(live, i) for i in intents] == [1] * 8
+
+
+def test_a_batch_claimed_as_the_stop_arrives_is_handed_back_unsent(live):
+    intents = [live.approved(to=[f"customer{i}@example.com"]) for i in range(3)]
+
+    # The stop arrives while the claim is in the database: not set before it, set after it.
+    answers = iter([False])
+    done = sending.run_once(worker="stopping", limit=3, stopping=lambda: next(answers, True))
+
+    assert done == 0
+    rows = SendIntent.objects.order_by("id")
+    assert [(r.state, r.lease_token, r.lease_owner, r.attempts) for r in rows] == [
+        (State.QUEUED, None, "", 0)
+    ] * 3
+    assert not SendAttempt.objects.exists()
+    assert [_sends(live, i) for i in intents] == [0, 0, 0]
+    handed = IntentEvent.objects.filter(action="intent.handed_back")
+    assert sorted(handed.values_list("intent_id", "from_state", "to_state")) == [
+        (i.pk, State.SENDING, State.QUEUED) for i in intents
+    ]
+    # Due again at once, not after a lease: the next worker sends each exactly once.
+    assert sending.run_once(worker="next", limit=3) == 3
+    assert [_sends(live, i) for i in intents] == [1, 1, 1]
+    assert set(SendIntent.objects.values_list("attempts", flat=True)) == {1}
+
+
+def test_hand_back_leaves_a_begun_attempt_and_a_lease_taken_over(live):
+    begun, taken, free = (live.approved(to=[f"customer{i}@example.com"]) for i in range(3))
+    claims = {c.intent_id: c for c in sending.intent_claim(worker="stopping", limit=3)}
+    # One attempt row is committed (its call may be on the way); one lease is another worker's.
+    sending.intent_begin_attempt(claims[begun.pk])
+    other = uuid.uuid4()
+    SendIntent.objects.filter(pk=taken.pk).update(lease_token=other)
+
+    assert sending.intents_hand_back(list(claims.values())) == 1
+
+    by_id = {r.pk: r for r in SendIntent.objects.all()}
+    assert (by_id[free.pk].state, by_id[free.pk].lease_token) == (State.QUEUED, None)
+    assert (by_id[begun.pk].state, by_id[begun.pk].lease_token) == (
+        State.SENDING,
+        claims[begun.pk].lease_token,
+    )
+    assert (by_id[taken.pk].state, by_id[taken.pk].lease_token) == (State.SENDING, other)
+    assert [_sends(live, i) for i in (begun, taken, free)] == [0, 0, 0]
+
+
+@pytest.mark.slow
+def test_the_loop_survives_a_round_that_raises_and_sends_the_rest(live, mailbox_factory):
+    broken_box = mailbox_factory(live.tenant)
+    bad = live.approved(mailbox=broken_box)
+    # Its sealed key no longer opens: precheck raises SecretUnreadable (not a database error)
+    # for the round that claims it, which used to end the worker thread.
+    sealed = broken_box.api_key_sealed
+    broken_box.api_key_sealed = sealed[:-4] + ("AAAA" if not sealed.endswith("AAAA") else "BBBB")
+    broken_box.save(update_fields=["api_key_sealed"])
+    good = [live.approved(to=[f"customer{i}@example.com"]) for i in range(3)]
+    worker = start_worker(
+        live.sandbox, "--threads", "1", "--batch", "1", "--poll", "0.1", "--seconds", "60"
+    )
+    try:
+        _wait_until(
+            lambda: (
+                worker.poll() is not None
+                or SendIntent.objects.filter(state=State.ACCEPTED).count() == 3
+            )
+        )
+        alive = worker.poll() is None
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert alive, err[-2000:]
+    assert worker.returncode == 0, err[-2000:]
+    assert "intents.worker.round_failed" in err
+    assert "SecretUnreadable" in err
+    assert [_sends(live, i) for i in good] == [1, 1, 1]
+    assert _sends(live, bad) == 0
+    assert {SendIntent.objects.get(pk=i.pk).state for i in good} == {State.ACCEPTED}
+
+
+def test_hand_back_racing_the_sweep_on_an_expired_lease_moves_it_once(live):
+    intents = [live.approved(to=[f"customer{i}@example.com"]) for i in range(5)]
+    claims = sending.intent_claim(worker="stopping", limit=5)
+    # The stopping worker was slow: its leases expired just as it hands them back.
+    SendIntent.objects.update(lease_expires_at=Now() - timedelta(seconds=1))
+
+    results = run_concurrently(
+        lambda i: sending.intents_hand_back(claims) if i == 0 else tasks.sweep_once(), 2
+    )
+
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    rows = SendIntent.objects.order_by("id")
+    assert [(r.state, r.lease_token) for r in rows] == [(State.QUEUED, None)] * 5
+    moves = IntentEvent.objects.filter(action__in=("intent.handed_back", "intent.lease_expired"))
+    # Each intent left `sending` once, by one of the two.
+    assert sorted(moves.values_list("intent_id", flat=True)) == sorted(i.pk for i in intents)
+    assert [_sends(live, i) for i in intents] == [0] * 5
