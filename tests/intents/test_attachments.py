@@ -14,6 +14,7 @@ import pytest
 from intents import errors, sending, services
 from intents.attachments import Upload, clean_upload, clean_uploads, sniffed_danger
 from intents.models import AttachmentBlob, DraftAttachment, DraftVersion, IntentEvent, SendIntent
+from tests.intents.helpers import run_concurrently
 
 PNG = (
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f"
@@ -195,6 +196,26 @@ def test_a_persons_edit_keeps_the_files_and_the_hash_still_covers_them(new_draft
     assert AttachmentBlob.objects.filter(tenant=tenant_a).count() == 2  # stored once
     assert list(removed.attachments.all()) == []
     assert removed.content_hash != edited.content_hash
+
+
+@pytest.mark.django_db(transaction=True)
+def test_drafts_storing_the_same_file_at_once_share_one_blob(tenant_a, local_mailbox, approver):
+    def create(i):
+        return services.draft_create(
+            tenant=tenant_a,
+            mailbox=local_mailbox,
+            to=[f"customer{i}@example.com"],
+            subject="Your invoice",
+            text="Attached.",
+            actor_user=approver,
+            attachments=[Upload("invoice-1042.pdf", "application/pdf", INVOICE)],
+        )
+
+    results = run_concurrently(create, 6)
+
+    assert [type(r).__name__ for r in results] == ["Draft"] * 6
+    assert AttachmentBlob.objects.filter(tenant=tenant_a).count() == 1
+    assert DraftAttachment.objects.filter(tenant=tenant_a).count() == 6
 
 
 @pytest.mark.django_db
