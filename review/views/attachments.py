@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+from django.core.cache import cache
 from django.http import Http404, HttpResponse
 from django.utils.http import content_disposition_header
 from django.views.decorators.cache import never_cache
@@ -27,6 +28,7 @@ from tenants.access import TenantRequest, tenant_view
 
 log = logging.getLogger(__name__)
 
+PREVIEW_CACHE_SECONDS = 24 * 3600
 LOCKED_DOWN = "sandbox; default-src 'none'"
 
 
@@ -63,6 +65,17 @@ def attachment_download(request: TenantRequest, draft_id: int, attachment_id: in
     return _locked_down(response)
 
 
+def _pdf_preview(attachment: DraftAttachment, data: bytes) -> bytes:
+    """The PDF's first page as PNG, cached per tenant and digest: rendering takes about 0.2 s and
+    the bytes of a digest never change."""
+    key = f"review.pdf_preview:{attachment.tenant_id}:{attachment.sha256}"
+    png = cache.get(key)
+    if png is None:
+        png = pdf_first_page_png(data)
+        cache.set(key, png, timeout=PREVIEW_CACHE_SECONDS)
+    return png
+
+
 @tenant_view()
 @require_GET
 @never_cache
@@ -74,7 +87,7 @@ def attachment_preview(request: TenantRequest, draft_id: int, attachment_id: int
         response = HttpResponse(data, content_type=image_type)
     elif is_pdf(data):
         try:
-            response = HttpResponse(pdf_first_page_png(data), content_type="image/png")
+            response = HttpResponse(_pdf_preview(attachment, data), content_type="image/png")
         except PreviewFailed as exc:
             log.info(
                 "review.attachment.preview_failed",

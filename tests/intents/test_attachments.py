@@ -321,3 +321,34 @@ def test_limits_per_file_per_draft_and_count_name_the_file(settings):
     assert (total.value.code, total.value.field) == ("attachments_too_large", "attachments[2]")
     assert "part2.txt" in total.value.message
     assert (many.value.code, many.value.field) == ("too_many_attachments", "attachments")
+
+
+@pytest.mark.django_db
+def test_a_reopened_draft_carries_the_approved_files_under_the_same_hash(
+    new_draft, tenant_a, approver, member_of
+):
+    from tests.intents.helpers import set_state
+
+    draft = new_draft(attachments=_files())
+    first = draft.versions.get()
+    intent = services.draft_approve(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=first.content_hash,
+        actor=approver,
+    )
+    set_state(intent, "failed")
+
+    services.draft_reopen(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        actor=member_of(tenant_a, "admin").user,
+        reason="customer asked again",
+    )
+
+    copy = DraftVersion.objects.get(draft=draft, number=2)
+    assert copy.content_hash == first.content_hash
+    assert [(a.filename, a.sha256, a.blob_id) for a in copy.attachments.all()] == [
+        (a.filename, a.sha256, a.blob_id) for a in first.attachments.all()
+    ]
