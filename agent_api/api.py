@@ -5,6 +5,7 @@ description, offline docs, strict JSON parser and problem+json errors; the route
 
 from __future__ import annotations
 
+from django.conf import settings
 from ninja import NinjaAPI
 
 from agent_api.auth import MAX_BODY_BYTES, rate_limit_per_window
@@ -66,6 +67,14 @@ at most {services.MAX_RECIPIENTS} recipients in to + cc + bcc; subject up to
 {services.MAX_SUBJECT} characters on one line; bodies are stored and hashed with LF line endings
 (CRLF and a lone CR become LF). **{rate_limit_per_window()} requests per minute per
 token** (fixed one-minute window; 429 with `Retry-After`).
+
+### Attachments
+`attachments: [{{filename, content_type, content}}]`, `content` in base64: up to
+{settings.ATTACHMENT_MAX_FILES} files, {settings.ATTACHMENT_MAX_FILE_BYTES} bytes each and
+{settings.ATTACHMENT_MAX_DRAFT_BYTES} bytes together (AgentMail takes at most 6 MB per send, in
+base64). Programs, scripts and macro documents are refused by extension, type and content; each
+refusal is 422 naming `attachments[i]` and the file. The content hash covers every file's name,
+type and SHA-256. `forward_attachments` sends back files of the message the draft answers.
 """
 
 

@@ -24,7 +24,10 @@ from tenants.tokens import token_authenticate
 # Logger and event names are the ones from before the API became its own app: alerts match them.
 log = logging.getLogger("intents.api")
 
-MAX_BODY_BYTES = 256 * 1024
+# The text of a draft (256 KiB) plus the attachments it may carry, base64-encoded (4/3 of their
+# size) with room for MIME line breaks (78 characters per 76); settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+# must not be lower, or Django refuses the body first.
+MAX_BODY_BYTES = 256 * 1024 + settings.ATTACHMENT_MAX_DRAFT_BYTES * 4 // 3 * 78 // 76 + 1024
 RATE_WINDOW_SECONDS = 60
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
 JSON_TYPES = frozenset({"application/json"})

@@ -165,24 +165,26 @@ def _list_mailboxes(token: AgentToken, args: NoArguments, raw: dict) -> ToolAnsw
 
 
 def _create_draft(token: AgentToken, args: CreateDraftArguments, raw: dict) -> ToolAnswer:
+    forwarded = operations.forwarded_for_create(token, args)  # network: before the transaction
     return _once(
         token,
         tool="create_draft",
         key=args.idempotency_key,
         derive=True,
         raw=raw,
-        work=lambda: operations.create_draft(token, args),
+        work=lambda: operations.create_draft(token, args, forwarded),
     )
 
 
 def _revise_draft(token: AgentToken, args: ReviseDraftArguments, raw: dict) -> ToolAnswer:
+    forwarded = operations.forwarded_for_revision(token, args.draft_id, args)
     return _once(
         token,
         tool="revise_draft",
         key=args.idempotency_key,
         derive=False,
         raw=raw,
-        work=lambda: operations.revise_draft(token, args.draft_id, args),
+        work=lambda: operations.revise_draft(token, args.draft_id, args, forwarded),
     )
 
 

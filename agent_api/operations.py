@@ -23,6 +23,8 @@ from agent_api.schemas import (
     VersionIn,
 )
 from intents import services
+from intents.attachments import Upload, decode_base64
+from intents.services.attachments import forwarded_uploads
 from tenants.models import AgentToken
 
 
@@ -44,7 +46,50 @@ def _content(payload: DraftCreateIn | VersionIn) -> dict:
     }
 
 
-def create_draft(token: AgentToken, payload: DraftCreateIn) -> tuple[int, bytes]:
+def uploads(
+    payload: DraftCreateIn | VersionIn, forwarded: list[Upload] | None = None
+) -> list[Upload] | None:
+    """The version's files: the uploaded ones (base64 decoded; a 422 names a file that is not
+    base64), then those forwarded from the answered message. None: neither was given."""
+    forwarded = forwarded or []
+    if payload.attachments is None and not forwarded:
+        return None
+    files = [
+        Upload(a.filename, a.content_type, decode_base64(index, a.filename, a.content))
+        for index, a in enumerate(payload.attachments or [])
+    ]
+    return files + forwarded
+
+
+def forwarded_for_create(token: AgentToken, payload: DraftCreateIn) -> list[Upload]:
+    """The answered message's files a new draft forwards, fetched from AgentMail. A network
+    call: the entry points make it before the idempotent transaction, never inside it."""
+    if not payload.forward_attachments:
+        return []
+    return forwarded_uploads(
+        tenant=token.tenant,
+        mailbox=queries.mailbox_resolve(token, payload.mailbox),
+        in_reply_to=payload.in_reply_to.strip(),
+        attachment_ids=payload.forward_attachments,
+    )
+
+
+def forwarded_for_revision(token: AgentToken, draft_id: int, payload: VersionIn) -> list[Upload]:
+    """``forwarded_for_create`` for a revision: from the message the draft answers."""
+    if not payload.forward_attachments:
+        return []
+    draft = queries.draft_in_scope(token, draft_id)
+    return forwarded_uploads(
+        tenant=token.tenant,
+        mailbox=draft.mailbox,
+        in_reply_to=draft.in_reply_to,
+        attachment_ids=payload.forward_attachments,
+    )
+
+
+def create_draft(
+    token: AgentToken, payload: DraftCreateIn, forwarded: list[Upload] | None = None
+) -> tuple[int, bytes]:
     mailbox = queries.mailbox_resolve(token, payload.mailbox)
     draft = services.draft_create(
         tenant=token.tenant,
@@ -56,11 +101,14 @@ def create_draft(token: AgentToken, payload: DraftCreateIn) -> tuple[int, bytes]
         not_after=payload.not_after,
         priority=payload.priority,
         agent_token=token,
+        attachments=uploads(payload, forwarded) or (),
     )
     return 201, draft_json(draft.pk)
 
 
-def revise_draft(token: AgentToken, draft_id: int, payload: VersionIn) -> tuple[int, bytes]:
+def revise_draft(
+    token: AgentToken, draft_id: int, payload: VersionIn, forwarded: list[Upload] | None = None
+) -> tuple[int, bytes]:
     draft = queries.draft_in_scope(token, draft_id)
     services.draft_add_version(
         tenant=token.tenant,
@@ -68,6 +116,7 @@ def revise_draft(token: AgentToken, draft_id: int, payload: VersionIn) -> tuple[
         **_content(payload),
         agent_token=token,
         base_version=payload.base_version,
+        attachments=uploads(payload, forwarded),
     )
     return 201, draft_json(draft.pk)
 

@@ -88,6 +88,16 @@ def _version_document(version: DraftVersion) -> dict:
         "text": version.text,
         "html": version.html,
         "content_hash": version.content_hash,
+        "attachments": [
+            {
+                "id": a.pk,
+                "filename": a.filename,
+                "content_type": a.content_type,
+                "size": a.size,
+                "sha256": a.sha256,
+            }
+            for a in version.attachments.all()
+        ],
         "author": version.author_kind,
         "created_at": version.created_at,
     }

@@ -71,11 +71,12 @@ def _ok(body: bytes, status: int = 200) -> HttpResponse:
 def create_draft(request: AgentRequest, payload: DraftCreateIn):
     """Creates a pending draft (version 1) in the review queue. Requires `Idempotency-Key`."""
     token = _token(request)
+    forwarded = operations.forwarded_for_create(token, payload)  # network: before the transaction
     return run_idempotent(
         request,
         tenant=token.tenant,
         required=True,
-        work=lambda: operations.create_draft(token, payload),
+        work=lambda: operations.create_draft(token, payload, forwarded),
         locate=_created_draft_location,
     )
 
@@ -123,11 +124,12 @@ def add_version(request: AgentRequest, draft_id: int, payload: VersionIn):
     changed since is refused (409 `version_conflict`). `Idempotency-Key` is optional but
     recommended."""
     token = _token(request)
+    forwarded = operations.forwarded_for_revision(token, draft_id, payload)
     return run_idempotent(
         request,
         tenant=token.tenant,
         required=False,
-        work=lambda: operations.revise_draft(token, draft_id, payload),
+        work=lambda: operations.revise_draft(token, draft_id, payload, forwarded),
     )
 
 

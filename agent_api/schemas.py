@@ -91,6 +91,21 @@ class StrictIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
 
+class AttachmentIn(StrictIn):
+    filename: StrictStr = Field(
+        max_length=255,
+        description="The file's name as the customer sees it; no path separators or control characters.",
+        examples=["invoice-1042.pdf"],
+    )
+    content_type: StrictStr = Field(max_length=255, examples=["application/pdf"])
+    content: StrictStr = Field(
+        description=(
+            "The file's bytes, base64 (standard alphabet, padded; line breaks are ignored). "
+            "Limits per file and per draft are in the API description."
+        )
+    )
+
+
 class ContentIn(StrictIn):
     to: list[Address] = Field(min_length=1, max_length=MAX_RECIPIENTS)
     cc: list[Address] = Field(default_factory=list, max_length=MAX_RECIPIENTS)
@@ -104,6 +119,24 @@ class ContentIn(StrictIn):
     )
     text: Body = ""
     html: Body = ""
+    attachments: list[AttachmentIn] | None = Field(
+        None,
+        max_length=100,
+        description=(
+            "Files sent with the reply, approved with it (the content hash covers each file's "
+            "name, type and SHA-256). On a revision, leaving this out keeps the current "
+            "version's files; an empty list removes them."
+        ),
+    )
+    forward_attachments: list[Annotated[StrictStr, Field(min_length=1, max_length=255)]] = Field(
+        default_factory=list,
+        max_length=100,
+        description=(
+            "Attachment ids (`attachments[].attachment_id` of AgentMail's Message) of the "
+            "customer's message this draft answers (`in_reply_to`), to send back with the reply. "
+            "They are fetched from AgentMail and checked like uploaded files."
+        ),
+    )
 
 
 class DraftCreateIn(ContentIn):
@@ -196,6 +229,14 @@ class MailboxBrief(Schema):
     address: str
 
 
+class AttachmentOut(Schema):
+    id: int
+    filename: str
+    content_type: str
+    size: int
+    sha256: str
+
+
 class VersionOut(Schema):
     number: int
     to: list[str]
@@ -205,6 +246,7 @@ class VersionOut(Schema):
     text: str
     html: str
     content_hash: str
+    attachments: list[AttachmentOut]
     author: Literal["agent", "person"]
     created_at: datetime
 

@@ -316,6 +316,18 @@ CACHES = {
     )
 }
 
+# Attachments of drafts (README "Attachments"). AgentMail limits a whole send request to 6 MB
+# (reference/agentmail-api.md §2.4), and attachments travel in it as base64 (4/3 of their size):
+# 3 MiB of files per draft is 4 MiB of base64, which leaves room for the bodies. Lower, never
+# raise past that. The blob store names where the bytes live (the database by default).
+ATTACHMENT_BLOB_STORE = env("ATTACHMENT_BLOB_STORE", "intents.blobs.DatabaseBlobStore")
+ATTACHMENT_MAX_FILE_BYTES = env_int("ATTACHMENT_MAX_FILE_BYTES", 2 * 1024 * 1024)
+ATTACHMENT_MAX_DRAFT_BYTES = env_int("ATTACHMENT_MAX_DRAFT_BYTES", 3 * 1024 * 1024)
+ATTACHMENT_MAX_FILES = env_int("ATTACHMENT_MAX_FILES", 10)
+# The agent API takes attachments as base64 in JSON (agent_api.auth.MAX_BODY_BYTES); Django's
+# own cap on a request body (2.5 MB by default) must leave room for them.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024 + ATTACHMENT_MAX_DRAFT_BYTES * 4 // 3 * 78 // 76 + 1024
+
 # Bearer token for /metrics; unset means the endpoint answers 404.
 METRICS_TOKEN = env("METRICS_TOKEN", "")
 

@@ -97,3 +97,10 @@ class NotHolder(DraftError):
 
     code = "not_holder"
     status = 403
+
+
+class ProviderUnavailable(DraftError):
+    """AgentMail did not answer a read the request needs (not the customer's or agent's fault)."""
+
+    code = "provider_unavailable"
+    status = 502

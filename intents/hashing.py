@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 # How the scheme rule keeps every stored approval verifiable (tests/intents/test_hashing.py pins it):
 # - A scheme is frozen once released: its canonical form and digest for given content never change
@@ -18,7 +18,7 @@ from collections.abc import Iterable
 #   stored hash names, so a version approved under scheme 1 still matches after scheme 2 ships.
 #   A stored hash that names no known scheme is recomputed with the current one and so never
 #   matches: the send is blocked (fail closed).
-HASH_SCHEME = 1  # the scheme new versions are hashed with
+HASH_SCHEME = 2  # the scheme new versions are hashed with
 
 
 def _addresses(values: Iterable[str]) -> list[str]:
@@ -54,7 +54,42 @@ def _canonical_v1(
     )
 
 
-_CANONICAL = {1: _canonical_v1}
+def _canonical_v2(
+    *,
+    mailbox_id: int,
+    to: Iterable[str],
+    cc: Iterable[str],
+    bcc: Iterable[str],
+    subject: str,
+    text: str,
+    html: str,
+    in_reply_to: str,
+    attachments: Iterable[tuple[str, str, str]] = (),
+) -> bytes:
+    """Scheme 2: scheme 1's fields, and each attachment as [filename, content type, sha256]
+    (scheme 1 had no content type: a file renamed nothing but relabelled from text/plain to
+    text/html would have kept its approval)."""
+    document = {
+        "scheme": 2,
+        "mailbox_id": int(mailbox_id),
+        "to": _addresses(to),
+        "cc": _addresses(cc),
+        "bcc": _addresses(bcc),
+        "subject": subject,
+        "text": text,
+        "html": html,
+        "in_reply_to": in_reply_to or "",
+        "attachments": sorted(
+            [str(name), str(content_type), str(digest)]
+            for name, content_type, digest in attachments
+        ),
+    }
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8"
+    )
+
+
+_CANONICAL: dict[int, Callable[..., bytes]] = {1: _canonical_v1, 2: _canonical_v2}
 _STORED_HASH = re.compile(r"(?:([1-9][0-9]*):)?[0-9a-f]{64}")
 
 
@@ -89,7 +124,7 @@ def content_hash(
     text: str,
     html: str,
     in_reply_to: str,
-    attachments: Iterable[tuple[str, str]] = (),
+    attachments: Iterable[tuple] = (),
     scheme: int = HASH_SCHEME,
 ) -> str:
     """The stored form of the hash of this content under ``scheme`` (by default the current one)."""
@@ -110,11 +145,21 @@ def content_hash(
     return format_hash(scheme, digest)
 
 
-def version_hash(version) -> str:
-    """Recompute a stored DraftVersion's hash from its fields (the worker's pre-call check), under
-    the scheme its stored hash names; an unknown scheme is recomputed with the current one."""
+def attachment_entries(scheme: int, attachments: Iterable) -> list[tuple]:
+    """What ``scheme`` hashes of each attachment row (filename, content_type, sha256)."""
+    if scheme == 1:
+        return [(a.filename, a.sha256) for a in attachments]
+    return [(a.filename, a.content_type, a.sha256) for a in attachments]
+
+
+def version_hash(version, attachments: Iterable | None = None) -> str:
+    """Recompute a stored DraftVersion's hash from its fields and attachment rows (the worker's
+    pre-call check), under the scheme its stored hash names; an unknown scheme is recomputed
+    with the current one. ``attachments``: the version's rows, if the caller has read them."""
+    scheme = scheme_of(version.content_hash or "") or HASH_SCHEME
+    rows = version.attachments.all() if attachments is None else attachments
     return content_hash(
-        scheme=scheme_of(version.content_hash or "") or HASH_SCHEME,
+        scheme=scheme,
         mailbox_id=version.draft.mailbox_id,
         to=version.to,
         cc=version.cc,
@@ -123,4 +168,5 @@ def version_hash(version) -> str:
         text=version.text,
         html=version.html,
         in_reply_to=version.draft.in_reply_to,
+        attachments=attachment_entries(scheme, rows),
     )

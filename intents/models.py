@@ -200,7 +200,8 @@ class DraftVersion(models.Model):
     author_token = models.ForeignKey(
         "tenants.AgentToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    content_hash = models.CharField(max_length=64)
+    # "N:" + sha256 hex for hash schemes after 1 (intents/hashing.py).
+    content_hash = models.CharField(max_length=72)
     # Set by the retention purge: the body is gone, the hash and metadata stay.
     body_purged_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -251,7 +252,8 @@ class SendIntent(models.Model):
     )
     approver = models.ForeignKey("tenants.User", on_delete=models.PROTECT, related_name="+")
     approved_at = models.DateTimeField()
-    content_hash = models.CharField(max_length=64)
+    # "N:" + sha256 hex for hash schemes after 1 (intents/hashing.py).
+    content_hash = models.CharField(max_length=72)
     recipients = models.JSONField(help_text="{'to': [...], 'cc': [...], 'bcc': [...]} as approved")
     idempotency_key = models.CharField(max_length=128, unique=True, editable=False)
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
@@ -457,6 +459,7 @@ class Suppression(models.Model):
 
 
 # Re-exported: intents.models is where Django and the code look for the app's models.
+from intents.models_attachments import AttachmentBlob, DraftAttachment  # noqa: E402
 from intents.models_events import (  # noqa: E402
     AgentEvent,
     AgentEventDelivery,
@@ -471,7 +474,9 @@ __all__ = [
     "AgentEventDelivery",
     "AgentEventEndpoint",
     "ApiIdempotencyKey",
+    "AttachmentBlob",
     "Draft",
+    "DraftAttachment",
     "DraftNote",
     "DraftPresence",
     "DraftVersion",

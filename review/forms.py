@@ -11,8 +11,9 @@ from django.utils.translation import pgettext_lazy
 
 from intents.selectors.queue import AGE_CHOICES, DEFAULT_SORT, QUEUE_SORTS, QueueFilter
 
-HASH_RE = re.compile(r"^[0-9a-f]{64}$")
-ITEM_RE = re.compile(r"^(\d{1,18}):(\d{1,9}):([0-9a-f]{64})$")
+# A stored content hash: bare hex (scheme 1) or "N:" + hex (later schemes, intents/hashing.py).
+HASH_RE = re.compile(r"^(?:[1-9][0-9]{0,2}:)?[0-9a-f]{64}$")
+ITEM_RE = re.compile(r"^(\d{1,18}):(\d{1,9}):((?:[1-9][0-9]{0,2}:)?[0-9a-f]{64})$")
 ADDRESS_SPLIT = re.compile(r"[\s,;]+")
 
 

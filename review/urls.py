@@ -3,7 +3,7 @@
 
 from django.urls import path
 
-from review.views import assignment, drafts, outbox, queue
+from review.views import assignment, attachments, drafts, outbox, queue
 
 urlpatterns = [
     path("", queue.queue, name="tenant_home"),
@@ -15,6 +15,16 @@ urlpatterns = [
     path("drafts/<int:draft_id>/reject/", drafts.draft_reject, name="draft_reject"),
     path("drafts/<int:draft_id>/edit/", drafts.draft_edit, name="draft_edit"),
     path("drafts/<int:draft_id>/notes/", drafts.draft_note_add, name="draft_note_add"),
+    path(
+        "drafts/<int:draft_id>/files/<int:attachment_id>/",
+        attachments.attachment_download,
+        name="attachment_download",
+    ),
+    path(
+        "drafts/<int:draft_id>/files/<int:attachment_id>/preview/",
+        attachments.attachment_preview,
+        name="attachment_preview",
+    ),
     path("drafts/<int:draft_id>/presence/", drafts.draft_presence, name="draft_presence"),
     path("drafts/<int:draft_id>/take/", assignment.draft_take, name="draft_take"),
     path("drafts/<int:draft_id>/release/", assignment.draft_release, name="draft_release"),

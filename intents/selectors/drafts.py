@@ -5,10 +5,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db.models import Q
+from django.db.models import Prefetch, Q
 
 from intents.errors import NotFound
-from intents.models import Draft, DraftNote, DraftVersion, IntentEvent, SendAttempt, SendIntent
+from intents.models import (
+    Draft,
+    DraftAttachment,
+    DraftNote,
+    DraftVersion,
+    IntentEvent,
+    SendAttempt,
+    SendIntent,
+)
 from intents.selectors.common import as_int
 from intents.selectors.intents import UNPROVEN_STATES
 from intents.selectors.queue import view_counts
@@ -50,6 +58,8 @@ def draft_detail(*, tenant, draft_id) -> DraftDetail:
     versions = list(
         DraftVersion.objects.filter(tenant=tenant, draft=draft)
         .select_related("author_user", "author_token")
+        # The files' names, types and sizes; their bytes stay in the blob table.
+        .prefetch_related(Prefetch("attachments", queryset=DraftAttachment.objects.all()))
         .order_by("number")
     )
     current = next(v for v in versions if v.number == draft.current_version)
@@ -85,6 +95,24 @@ def draft_detail(*, tenant, draft_id) -> DraftDetail:
     return DraftDetail(
         draft, versions, current, intent, attempts, events, intents[1:], unproven, notes
     )
+
+
+def draft_attachment_get(*, tenant, draft_id, attachment_id) -> DraftAttachment:
+    """One file of one of the draft's versions, with its blob (bytes). Another tenant's file, a
+    file of another draft and a missing one raise the same NotFound."""
+    attachment = (
+        DraftAttachment.objects.select_related("blob")
+        .filter(
+            tenant=tenant,
+            version__tenant=tenant,
+            version__draft_id=as_int(draft_id, "draft"),
+            pk=as_int(attachment_id, "attachment"),
+        )
+        .first()
+    )
+    if attachment is None:
+        raise NotFound("not_found", "No such attachment.")
+    return attachment
 
 
 # --- the navigation's live counts (review.queries.nav_counts) ------------------------------------

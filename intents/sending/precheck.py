@@ -9,6 +9,7 @@ ends that intent (``blocked``/``expired``/``failed``) with zero provider calls; 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,8 +20,9 @@ from django.db import connection, transaction
 from django.db.models import OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce, Now
 
+from intents.blobs import blob_store
 from intents.hashing import version_hash
-from intents.models import SendAttempt, SendIntent
+from intents.models import DraftAttachment, SendAttempt, SendIntent
 from intents.policy import (
     active_memberships,
     can_approve,
@@ -91,6 +93,11 @@ class CheckFacts:
 
     memberships: dict
     suppressed: set
+    # The approved versions' attachment rows (with their blobs), by version id.
+    attachments: dict
+
+    def files_of(self, intent: SendIntent) -> list[DraftAttachment]:
+        return self.attachments.get(intent.draft_version_id, [])
 
     @classmethod
     def load(cls, intents: list[SendIntent]) -> CheckFacts:
@@ -101,11 +108,18 @@ class CheckFacts:
                     pairs.append((intent.tenant_id, normalize_address(raw)))
                 except ValueError:
                     continue  # reported as invalid by the check itself
+        attachments: dict[int, list[DraftAttachment]] = {}
+        rows = DraftAttachment.objects.filter(
+            version_id__in=[i.draft_version_id for i in intents]
+        ).select_related("blob")
+        for row in rows.order_by("version_id", "position"):
+            attachments.setdefault(row.version_id, []).append(row)
         return cls(
             memberships=active_memberships(
                 (i.tenant_id, i.approver_id) for i in intents if i.approver_id is not None
             ),
             suppressed=suppressed_addresses(pairs),
+            attachments=attachments,
         )
 
 
@@ -137,7 +151,8 @@ def policy_problem(intent: SendIntent, facts: CheckFacts) -> tuple[str, str] | N
         return "body_purged", "The approved body was purged by retention."
     # Same draft row as the one locked with the intent (checked above): no reload for the hash.
     version.draft = intent.draft
-    if intent.content_hash != version.content_hash or intent.content_hash != version_hash(version):
+    recomputed = version_hash(version, facts.files_of(intent))
+    if intent.content_hash != version.content_hash or intent.content_hash != recomputed:
         return "hash_mismatch", "The stored content no longer matches what was approved."
     if intent.recipients != version.recipients:
         return "recipients_changed", "The recipients differ from those approved."
@@ -169,11 +184,14 @@ def intent_begin_attempts(claims: list[Claim]) -> dict[int, Prepared | None]:
         locked = _lock_leased(claims)
         facts = CheckFacts.load(list(locked.values()))
         started: list[tuple[Locked, Claim, str]] = []
+        files: dict[int, tuple[provider.OutgoingAttachment, ...]] = {}
         for claim in claims:
             intent = locked.get(claim.intent_id)
             if intent is None:
                 continue
             kind = _attempt_kind(intent, claim, policy_problem(intent, facts))
+            if kind is not None and kind != SendAttempt.Kind.LOOKUP:
+                kind, files[intent.pk] = _approved_files(intent, claim, kind, facts)
             if kind is None:
                 continue
             started.append((intent, claim, kind))
@@ -184,7 +202,7 @@ def intent_begin_attempts(claims: list[Claim]) -> dict[int, Prepared | None]:
             if mailbox.pk not in api_keys:
                 api_keys[mailbox.pk] = mailbox.api_key()
             prepared[intent.pk] = _prepared(
-                intent, attempt_ids[intent.pk], kind, api_keys[mailbox.pk]
+                intent, attempt_ids[intent.pk], kind, api_keys[mailbox.pk], files.get(intent.pk, ())
             )
     return prepared
 
@@ -271,7 +289,48 @@ def _attempt_kind(intent: Locked, claim: Claim, problem: tuple[str, str] | None)
     return SendAttempt.Kind.SEND
 
 
-def _prepared(intent: SendIntent, attempt_id: int, kind: str, api_key: str) -> Prepared:
+def _approved_files(
+    intent: Locked, claim: Claim, kind: str, facts: CheckFacts
+) -> tuple[str | None, tuple[provider.OutgoingAttachment, ...]]:
+    """(kind, the approved version's files) for a send or replay: exactly the bytes whose
+    SHA-256 the approver's hash covers. A blob whose bytes no longer have that digest (storage
+    corruption, a hand edit) ends a send as failed, journaled, with zero provider calls; a replay
+    turns into a label lookup (repeating the request with other bytes could send them)."""
+    out = []
+    store = blob_store()
+    for row in facts.files_of(intent):
+        data = store.read(row.blob)
+        if hashlib.sha256(data).hexdigest() != row.sha256 or row.blob.sha256 != row.sha256:
+            log.error(
+                "intents.intent.attachment_digest_mismatch",
+                extra={"intent_id": intent.pk, "attachment_id": row.pk},
+            )
+            if kind == SendAttempt.Kind.REPLAY:
+                return SendAttempt.Kind.LOOKUP, ()
+            finish_leased(
+                intent,
+                claim,
+                to_state=State.FAILED,
+                action="intent.failed",
+                reason=(
+                    f"The stored bytes of attachment {row.filename!r} no longer have the "
+                    "SHA-256 that was approved; nothing was sent."
+                ),
+                code="attachment_digest_mismatch",
+                data={"attachment_id": row.pk, "sha256": row.sha256},
+            )
+            return None, ()
+        out.append(provider.OutgoingAttachment(row.filename, row.content_type, data))
+    return kind, tuple(out)
+
+
+def _prepared(
+    intent: SendIntent,
+    attempt_id: int,
+    kind: str,
+    api_key: str,
+    files: tuple[provider.OutgoingAttachment, ...] = (),
+) -> Prepared:
     version = intent.draft_version
     request = None
     if kind != SendAttempt.Kind.LOOKUP:
@@ -286,6 +345,7 @@ def _prepared(intent: SendIntent, attempt_id: int, kind: str, api_key: str) -> P
             labels=[intent.label],
             idempotency_key=intent.idempotency_key,
             reply_to_message_id=intent.draft.in_reply_to,
+            attachments=files,
         )
     return Prepared(
         attempt_id=attempt_id,

@@ -24,6 +24,7 @@ from intents.policy import (
     needs_another_approver,
 )
 from intents.selectors.intents import REOPENABLE_STATES, intents_that_may_have_gone_out
+from intents.services.attachments import attach, hash_entries, planned_copy
 from intents.services.common import (
     UNHELD,
     active_tenant,
@@ -301,18 +302,24 @@ def _copy_version(
         "text": source.text,
         "html": source.html,
     }
-    return DraftVersion.objects.create(
+    files = planned_copy(source)
+    version = DraftVersion.objects.create(
         draft=draft,
         tenant=tenant,
         number=draft.current_version + 1,
         content_hash=compute_content_hash(
-            mailbox_id=draft.mailbox_id, in_reply_to=draft.in_reply_to, **content
+            mailbox_id=draft.mailbox_id,
+            in_reply_to=draft.in_reply_to,
+            attachments=hash_entries(files),
+            **content,
         ),
         author_kind=source.author_kind if keep_author else DraftVersion.Author.PERSON,
         author_user=source.author_user if keep_author else actor,
         author_token=source.author_token if keep_author else None,
         **content,
     )
+    attach(tenant, version, files)
+    return version
 
 
 def reopen_as_new_version(

@@ -18,6 +18,7 @@ from intents.journal import journal
 from intents.models import Draft, DraftVersion, IntentEvent
 from intents.policy import active_membership, can_approve
 from intents.services.assignment import auto_assignee
+from intents.services.attachments import Planned, attach, hash_entries, planned, planned_uploads
 from intents.services.common import (
     UNHELD,
     active_tenant,
@@ -95,8 +96,11 @@ def draft_create(
     priority=0,
     agent_token=None,
     actor_user=None,
+    attachments=(),
 ) -> Draft:
-    """A pending draft (version 1) in the review queue, after validating everything it holds."""
+    """A pending draft (version 1) in the review queue, after validating everything it holds.
+
+    ``attachments``: the files (``intents.attachments.Upload``), already fetched or decoded."""
     tenant = active_tenant(tenant)
     mailbox = tenant_mailbox(tenant, mailbox)
     _require_active(mailbox)
@@ -115,6 +119,7 @@ def draft_create(
         html=html,
         reply_subject=reply_subject,
     )
+    files = planned_uploads(attachments or ())
     provenance = _clean_provenance(provenance)
     _check_priority(priority)
     if not_after is not None and not_after <= timezone.now():
@@ -143,7 +148,7 @@ def draft_create(
             assigned_how=Draft.AssignedHow.AUTO if assignee else "",
             auto_assigned_to=assignee,
         )
-        _first_version(tenant, draft, content, author_fields, actor_fields)
+        _first_version(tenant, draft, content, files, author_fields, actor_fields)
         if assignee is not None:
             journal(
                 tenant=tenant,
@@ -206,25 +211,48 @@ def _check_priority(priority) -> None:
         )
 
 
-def _first_version(tenant, draft: Draft, content: dict, author_fields, actor_fields) -> None:
+def _first_version(
+    tenant, draft: Draft, content: dict, files: list[Planned], author_fields, actor_fields
+) -> None:
     version = DraftVersion.objects.create(
         draft=draft,
         tenant=tenant,
         number=1,
         content_hash=compute_content_hash(
-            mailbox_id=draft.mailbox_id, in_reply_to=draft.in_reply_to, **content
+            mailbox_id=draft.mailbox_id,
+            in_reply_to=draft.in_reply_to,
+            attachments=hash_entries(files),
+            **content,
         ),
         **content,
         **author_fields,
     )
+    attach(tenant, version, files)
     journal(
         tenant=tenant,
         draft=draft,
         action="draft.created",
         to_state=Draft.Status.PENDING,
-        data={"version": 1, "content_hash": version.content_hash},
+        data={"version": 1, "content_hash": version.content_hash, **_files_data(files)},
         **actor_fields,
     )
+
+
+def _files_data(files: list[Planned]) -> dict:
+    """What the journal keeps of a version's files: names, types, sizes, digests (no bytes)."""
+    if not files:
+        return {}
+    return {
+        "attachments": [
+            {
+                "filename": f.filename,
+                "content_type": f.content_type,
+                "size": f.size,
+                "sha256": f.sha256,
+            }
+            for f in files
+        ]
+    }
 
 
 def draft_add_version(
@@ -240,8 +268,12 @@ def draft_add_version(
     agent_token=None,
     actor_user=None,
     base_version=None,
+    attachments=None,
 ) -> DraftVersion:
     """Add the next version of a pending draft.
+
+    ``attachments``: the new version's files (``intents.attachments.Upload``; an empty list
+    removes them all); None keeps the current version's files as they are (a person's edit).
 
     ``base_version`` is the version the author started from. It is checked under the draft's
     lock: two people saving on the same version, or a person saving after an agent's revision
@@ -271,11 +303,21 @@ def draft_add_version(
             html=html,
             reply_subject=draft_reply_subject(tenant, draft),
         )
-        return _next_version(tenant, draft, content, author_fields, actor_fields, base_version)
+        current = DraftVersion.objects.get(draft=draft, number=draft.current_version)
+        files = planned(attachments, current)
+        return _next_version(
+            tenant, draft, content, files, author_fields, actor_fields, base_version
+        )
 
 
 def _next_version(
-    tenant, draft: Draft, content: dict, author_fields, actor_fields, base_version
+    tenant,
+    draft: Draft,
+    content: dict,
+    files: list[Planned],
+    author_fields,
+    actor_fields,
+    base_version,
 ) -> DraftVersion:
     """Insert the draft's next version and make it current (call with the draft locked)."""
     number = draft.current_version + 1
@@ -284,11 +326,15 @@ def _next_version(
         tenant=tenant,
         number=number,
         content_hash=compute_content_hash(
-            mailbox_id=draft.mailbox_id, in_reply_to=draft.in_reply_to, **content
+            mailbox_id=draft.mailbox_id,
+            in_reply_to=draft.in_reply_to,
+            attachments=hash_entries(files),
+            **content,
         ),
         **content,
         **author_fields,
     )
+    attach(tenant, version, files)
     Draft.objects.filter(pk=draft.pk).update(current_version=number, updated_at=Now())
     journal(
         tenant=tenant,
@@ -300,6 +346,7 @@ def _next_version(
             "version": number,
             "content_hash": version.content_hash,
             "base_version": base_version,
+            **_files_data(files),
         },
         **actor_fields,
     )

@@ -21,6 +21,7 @@ One module per job: ``client`` (the HTTP client and the SDK facade), ``sending``
 bodies, ``Retry-After``, the classification of an outcome). Callers use this package's names.
 """
 
+from .attachments import ReceivedAttachment, fetch_attachment
 from .client import encode_message_id, http_client
 from .lookups import LookupResult, find_messages_by_label
 from .org import (
@@ -41,14 +42,16 @@ from .responses import (
     parse_error_body,
     parse_retry_after,
 )
-from .sending import SendRequest, SendResult, reply_subject, send_message
+from .sending import OutgoingAttachment, SendRequest, SendResult, reply_subject, send_message
 
 __all__ = [
     "CreatedKey",
     "LookupResult",
     "Outcome",
+    "OutgoingAttachment",
     "ProviderError",
     "ProviderErrorBody",
+    "ReceivedAttachment",
     "SendRequest",
     "SendResult",
     "Webhook",
@@ -58,6 +61,7 @@ __all__ = [
     "create_pod",
     "delete_inbox_key",
     "encode_message_id",
+    "fetch_attachment",
     "find_messages_by_label",
     "http_client",
     "list_inbox_keys",

@@ -3,6 +3,7 @@ raises for provider or network faults."""
 
 from __future__ import annotations
 
+import base64
 import logging
 import time
 from dataclasses import dataclass
@@ -21,6 +22,25 @@ REPLY_PREFIX = "Re: "
 
 
 @dataclass(frozen=True)
+class OutgoingAttachment:
+    """One file of a send, as approved: its bytes travel base64-encoded in the request."""
+
+    filename: str
+    content_type: str
+    content: bytes
+
+    def payload(self) -> dict[str, str]:
+        # The send routes' `attachments` items (reference/agentmail-api.md §2.4): base64 content,
+        # filename, content_type; "attachment" so that no client renders a file inline.
+        return {
+            "filename": self.filename,
+            "content_type": self.content_type,
+            "content_disposition": "attachment",
+            "content": base64.b64encode(self.content).decode("ascii"),
+        }
+
+
+@dataclass(frozen=True)
 class SendRequest:
     inbox_id: str
     to: list[str]
@@ -32,6 +52,7 @@ class SendRequest:
     labels: list[str]
     idempotency_key: str
     reply_to_message_id: str = ""
+    attachments: tuple[OutgoingAttachment, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,6 +94,8 @@ def send_message(*, api_key: str, request: SendRequest) -> SendResult:
         payload["cc"] = request.cc
     if request.bcc:
         payload["bcc"] = request.bcc
+    if request.attachments:
+        payload["attachments"] = [a.payload() for a in request.attachments]
     payload = {k: v for k, v in payload.items() if v is not None}
     started = time.monotonic()
     try:

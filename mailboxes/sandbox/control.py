@@ -12,6 +12,7 @@ from email.message import Message as HeaderMap
 from typing import Any
 
 from .api import Call, Reply
+from .api.fields import attachments
 from .errors import ApiError
 from .faults import FaultBook
 from .pages import index_page, mailbox_page
@@ -34,6 +35,7 @@ class Control:
             ("GET", "clock"): lambda call: Reply.json(200, self.store.clock_info()),
             ("POST", "clock"): self.c_clock,
             ("POST", "inbound"): self.c_inbound,
+            ("GET", "attachment"): self.c_attachment,
             ("GET", "events"): self.c_events,
             ("POST", "events"): self.c_trigger,
             ("GET", "deliveries"): self.c_deliveries,
@@ -92,6 +94,7 @@ class Control:
             where.append("id IN (SELECT ledger_id FROM ledger_recipients WHERE address=?)")
             params.append(address.lower())
         rows = _select(self.store, "SELECT * FROM ledger", where, params)
+        files = self.store.sends.attachments_of([r["id"] for r in rows])
         sends = [
             {
                 "id": r["id"],
@@ -113,6 +116,7 @@ class Control:
                 "in_reply_to": r["in_reply_to"],
                 "api_key_id": r["api_key_id"],
                 "api_key_prefix": r["api_key_prefix"],
+                "attachments": files.get(r["id"], []),
             }
             for r in rows
         ]
@@ -142,7 +146,17 @@ class Control:
             raise ApiError.not_found("Inbox")
         if not isinstance(body.get("from"), str):
             raise ApiError.validation("from is required", ["from"])
-        return Reply.json(200, self.store.messages.ingest_inbound(inbox=inbox, spec=body))
+        files = attachments(body["attachments"]) if body.get("attachments") else []
+        return Reply.json(
+            200, self.store.messages.ingest_inbound(inbox=inbox, spec=body, files=files)
+        )
+
+    def c_attachment(self, call: Call) -> Reply:
+        """An inbound attachment's bytes by the token of its download URL (no credentials)."""
+        data = self.store.messages.attachment_download(call.q("token") or "")
+        if data is None:
+            raise ApiError.not_found("Attachment")
+        return Reply(200, data, content_type="application/octet-stream")
 
     def c_events(self, call: Call) -> Reply:
         where, params = _filters(call, {"event_type", "message_id", "event_id", "svix_id"})

@@ -10,6 +10,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, pgettext_lazy
 
 from intents.models import Draft, SendIntent
+from review.previews import previewable
 
 register = template.Library()
 
@@ -80,8 +81,15 @@ def deadline_class(value: datetime | None) -> str:
 
 
 @register.filter
+def preview_kind(content_type: str) -> str:
+    """Which preview the draft page shows for a file of this type: "image", "pdf" or none."""
+    return previewable(content_type)
+
+
+@register.filter
 def short_hash(value: str | None) -> str:
-    return (value or "")[:12]
+    # The digest's first 12 hex digits, after a scheme prefix ("2:...") if there is one.
+    return (value or "").rpartition(":")[2][:12]
 
 
 STATE_CLASS = {

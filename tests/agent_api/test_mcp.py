@@ -324,7 +324,7 @@ def test_hostile_arguments_are_refused_cleanly_and_change_nothing(mcp_url, token
     oversized = rpc(
         mcp_url,
         token_a,
-        tool_call("create_draft", json.dumps(draft_body(mailbox_a, text="y" * 300_000))),
+        tool_call("create_draft", json.dumps(draft_body(mailbox_a, text="y" * 6_000_000))),
     )
 
     assert problem(nul)["code"] == "unstorable_value"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_api.auth import MAX_BODY_BYTES
 from tests.agent_api.conftest import draft_body
 from tests.sizes import size
 
@@ -45,7 +46,9 @@ def test_openapi_document_is_3_1_with_every_route_and_problem_errors(client):
     assert "Retry-After" in create["responses"]["429"]["headers"]
     assert set(create["responses"]["201"]["headers"]) == {"Location", "Idempotent-Replayed"}
     assert "Retention: 24 hours" in schema["info"]["description"]
-    assert "256 KiB" in schema["info"]["description"]
+    # The body limit: a draft's text and its attachments in base64 (agent_api.auth).
+    assert f"{MAX_BODY_BYTES // 1024} KiB" in schema["info"]["description"]
+    assert "attachments[i]" in schema["info"]["description"]
     assert not any("approve" in path or "send" in path for path, _ in operations)
 
 

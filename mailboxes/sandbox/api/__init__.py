@@ -57,6 +57,12 @@ ROUTES: list[tuple[str, str, str, Callable[[Store, Call], Reply]]] = [
     ("POST", "inboxes/{inbox_id}/messages/send", "send", sending.send),
     ("GET", "inboxes/{inbox_id}/messages", "list_messages", messages.list_messages),
     ("GET", "inboxes/{inbox_id}/messages/{message_id}", "get_message", messages.get_message),
+    (
+        "GET",
+        "inboxes/{inbox_id}/messages/{message_id}/attachments/{attachment_id}",
+        "get_attachment",
+        messages.get_attachment,
+    ),
     ("POST", "inboxes/{inbox_id}/messages/{message_id}/reply", "reply", sending.reply),
     ("POST", "inboxes/{inbox_id}/messages/{message_id}/reply-all", "reply_all", sending.reply_all),
     ("POST", "inboxes/{inbox_id}/messages/{message_id}/forward", "forward", sending.forward),

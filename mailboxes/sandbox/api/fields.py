@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 import uuid
@@ -87,17 +89,37 @@ def event_types(value: Any) -> list[str]:
     return unique(value)
 
 
-def attachments(value: Any) -> list[dict]:
+# AgentMail refuses a send request larger than this (reference/agentmail-api.md §2.4).
+MAX_SEND_REQUEST_BYTES = 6_000_000
+
+
+def attachments(value: Any) -> list[tuple[dict, bytes]]:
+    """Each attachment's Message entry and its decoded bytes; base64 `content` is required here
+    (the sandbox does not fetch `url` attachments)."""
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise ApiError.validation("attachments must be a list of objects", ["attachments"])
     out = []
-    for item in value:
-        content = item.get("content") or ""
-        entry = {"attachment_id": str(uuid.uuid4()), "size": len(content) * 3 // 4}
+    for index, item in enumerate(value):
+        content = item.get("content")
+        if not isinstance(content, str):
+            raise ApiError.validation(
+                "attachment content must be a base64 string", ["attachments", index, "content"]
+            )
+        try:
+            data = base64.b64decode(content, validate=True)
+        except (binascii.Error, ValueError):
+            raise ApiError.validation(
+                "attachment content is not valid base64", ["attachments", index, "content"]
+            ) from None
+        entry: dict[str, Any] = {"attachment_id": str(uuid.uuid4()), "size": len(data)}
         for name in ("filename", "content_type", "content_disposition", "content_id"):
             if item.get(name) is not None:
+                if not isinstance(item[name], str):
+                    raise ApiError.validation(
+                        f"{name} must be a string", ["attachments", index, name]
+                    )
                 entry[name] = item[name]
-        out.append(entry)
+        out.append((entry, data))
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ApiError
+from ..records import iso
 from ..store import Store
 from .call import Call, Reply
 from .fields import query_list
@@ -47,3 +48,34 @@ def get_message(store: Store, call: Call) -> Reply:
     if message is None:
         raise ApiError.not_found("Message")
     return Reply.json(200, message)
+
+
+# How long a download URL is said to last (AgentMail's are presigned and expire).
+DOWNLOAD_URL_SECONDS = 3600
+
+
+def get_attachment(store: Store, call: Call) -> Reply:
+    """`GET .../messages/{message_id}/attachments/{attachment_id}`: the AttachmentResponse, with
+    a `download_url` that serves the bytes without credentials, as AgentMail's presigned URL."""
+    inbox = scope_inbox(store, call)
+    perm(call, "message_read")
+    message = store.messages.get(inbox["inbox_id"], call.params["message_id"])
+    if message is None:
+        raise ApiError.not_found("Message")
+    attachment_id = call.params["attachment_id"]
+    entry = next(
+        (a for a in message.get("attachments", []) if a.get("attachment_id") == attachment_id),
+        None,
+    )
+    token = store.messages.attachment_token(inbox["inbox_id"], message["message_id"], attachment_id)
+    if entry is None or token is None:
+        raise ApiError.not_found("Attachment")
+    host = call.headers.get("Host") or "127.0.0.1"
+    return Reply.json(
+        200,
+        {
+            **entry,
+            "download_url": f"http://{host}/_sandbox/attachment?token={token}",
+            "expires_at": iso(store.now() + DOWNLOAD_URL_SECONDS),
+        },
+    )

@@ -15,6 +15,7 @@ from .call import Call, Reply
 from .fields import (
     ADDRESS_RE,
     IDEMPOTENCY_KEY_RE,
+    MAX_SEND_REQUEST_BYTES,
     addresses,
     attachments,
     opt_str,
@@ -50,13 +51,17 @@ def _send(store: Store, call: Call, route: str) -> Reply:
             "Idempotency-Key must be 1-256 characters from A-Z a-z 0-9 - . _ ~",
             ["Idempotency-Key"],
         )
+    if len(call.body) > MAX_SEND_REQUEST_BYTES:
+        raise ApiError(
+            413, "payload_too_large", "The request is larger than 6 MB", name="PayloadTooLargeError"
+        )
     body = call.json()
     source = None
     if route != "send":
         source = store.messages.get(inbox["inbox_id"], call.params["message_id"])
         if source is None:
             raise ApiError.not_found("Message")
-    message = compose(store, inbox, route, body, source)
+    message, files = compose(store, inbox, route, body, source)
     fingerprint = json.dumps(
         {
             "route": route,
@@ -72,7 +77,7 @@ def _send(store: Store, call: Call, route: str) -> Reply:
         if replay is not None:
             return Reply(replay[0], replay[1])
     try:
-        response = _accept(store, call, inbox, route, message, key)
+        response = _accept(store, call, inbox, route, message, files, key)
     except ApiError:
         if key is not None:
             store.idempotency.release(key)
@@ -85,7 +90,13 @@ def _send(store: Store, call: Call, route: str) -> Reply:
 
 
 def _accept(
-    store: Store, call: Call, inbox: dict, route: str, message: dict, key: str | None
+    store: Store,
+    call: Call,
+    inbox: dict,
+    route: str,
+    message: dict,
+    files: list[bytes],
+    key: str | None,
 ) -> bytes:
     """Refuse suppressed recipients, or record the send; the response body a replay repeats."""
     recipients = message["to"] + message.get("cc", []) + message.get("bcc", [])
@@ -110,12 +121,16 @@ def _accept(
         idempotency_key=key,
         response_body=response.encode(),
         identity=call.who,
+        files=files,
     )
     return response.encode()
 
 
-def compose(store: Store, inbox: dict, route: str, body: dict, source: dict | None) -> dict:
-    """The message a send, reply, reply-all or forward of `source` would store, validated."""
+def compose(
+    store: Store, inbox: dict, route: str, body: dict, source: dict | None
+) -> tuple[dict, list[bytes]]:
+    """The message a send, reply, reply-all or forward of `source` would store, validated, and
+    the bytes of its attachments (in the order of `message["attachments"]`)."""
     to = addresses(body, "to")
     cc = addresses(body, "cc")
     bcc = addresses(body, "bcc")
@@ -157,15 +172,18 @@ def compose(store: Store, inbox: dict, route: str, body: dict, source: dict | No
     if subject is not None:
         message["subject"] = subject
     set_body(message, text, html)
+    files: list[bytes] = []
     if body.get("attachments"):
-        message["attachments"] = attachments(body["attachments"])
+        parsed = attachments(body["attachments"])
+        message["attachments"] = [entry for entry, _ in parsed]
+        files = [data for _, data in parsed]
     if in_reply_to:
         message["in_reply_to"] = in_reply_to
         message["references"] = references
     if headers:
         message["headers"] = headers
-    message["size"] = message.pop("size")
-    return message
+    message["size"] = message.pop("size") + sum(len(f) for f in files)
+    return message, files
 
 
 def _reply_recipients(

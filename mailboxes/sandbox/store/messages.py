@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import uuid
 from typing import Any
 
@@ -113,16 +114,36 @@ class Messages(Resource):
             [(doc["inbox_id"], label, cur.lastrowid) for label in doc["labels"]],
         )
 
-    def ingest_inbound(self, *, inbox: dict, spec: dict) -> dict:
+    def ingest_inbound(
+        self, *, inbox: dict, spec: dict, files: list[tuple[dict, bytes]] | None = None
+    ) -> dict:
+        """Store an inbound message (with its attachments' bytes, downloadable by a secret
+        token as AgentMail's presigned URLs are) and emit `message.received`."""
         now = iso(self.core.now())
         with self.lock, self.core.tx():
             doc = self._inbound_doc(inbox, spec, now)
+            if files:
+                doc["attachments"] = [entry for entry, _ in files]
             if self.db.execute(
                 "SELECT 1 FROM messages WHERE inbox_id=? AND message_id=?",
                 (doc["inbox_id"], doc["message_id"]),
             ).fetchone():
                 raise ApiError(409, "conflict", "Message id already exists in this inbox")
             self.insert(doc, "inbound")
+            self.db.executemany(
+                "INSERT INTO message_attachments (inbox_id, message_id, attachment_id, "
+                "download_token, content) VALUES (?, ?, ?, ?, ?)",
+                [
+                    (
+                        doc["inbox_id"],
+                        doc["message_id"],
+                        entry["attachment_id"],
+                        secrets.token_urlsafe(24),
+                        data,
+                    )
+                    for entry, data in files or []
+                ],
+            )
             thread = self.thread_item(doc["thread_id"])
             event_id = self.events.emit(
                 spec.get("event_type") or "message.received",
@@ -137,6 +158,22 @@ class Messages(Resource):
             "thread_id": doc["thread_id"],
             "event_id": event_id,
         }
+
+    def attachment_token(self, inbox_id: str, message_id: str, attachment_id: str) -> str | None:
+        with self.lock:
+            row = self.db.execute(
+                "SELECT download_token FROM message_attachments WHERE inbox_id=? AND "
+                "message_id=? AND attachment_id=?",
+                (inbox_id, message_id, attachment_id),
+            ).fetchone()
+        return row[0] if row else None
+
+    def attachment_download(self, token: str) -> bytes | None:
+        with self.lock:
+            row = self.db.execute(
+                "SELECT content FROM message_attachments WHERE download_token=?", (token,)
+            ).fetchone()
+        return bytes(row[0]) if row else None
 
     def _thread_of(self, inbox_id: str, in_reply_to: str | None) -> tuple[str | None, list[str]]:
         """The thread and `references` of a message answering `in_reply_to`, if we hold it."""

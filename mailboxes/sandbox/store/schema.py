@@ -36,6 +36,14 @@ CREATE INDEX IF NOT EXISTS ledger_key ON ledger (idempotency_key);
 CREATE TABLE IF NOT EXISTS ledger_recipients (
     address TEXT NOT NULL, ledger_id INTEGER NOT NULL,
     PRIMARY KEY (address, ledger_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ledger_attachments (
+    ledger_id INTEGER NOT NULL, position INTEGER NOT NULL, attachment_id TEXT NOT NULL,
+    filename TEXT, content_type TEXT, content_disposition TEXT, content BLOB NOT NULL,
+    PRIMARY KEY (ledger_id, position)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS message_attachments (
+    inbox_id TEXT NOT NULL, message_id TEXT NOT NULL, attachment_id TEXT NOT NULL,
+    download_token TEXT UNIQUE NOT NULL, content BLOB NOT NULL,
+    PRIMARY KEY (inbox_id, message_id, attachment_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS requests (
     id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, method TEXT NOT NULL,
     path TEXT NOT NULL, route TEXT, api_key_id TEXT, api_key_prefix TEXT, scope_type TEXT,
@@ -70,6 +78,8 @@ WIPED_TABLES = (
     "idempotency_keys",
     "ledger",
     "ledger_recipients",
+    "ledger_attachments",
+    "message_attachments",
     "requests",
     "webhooks",
     "events",

@@ -3,6 +3,7 @@ emits about a sent message (sent, delivered, bounced, complained, rejected, open
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable
 
@@ -45,12 +46,17 @@ class Sends(Resource):
         idempotency_key: str | None,
         response_body: bytes,
         identity: Identity,
+        files: list[bytes] | None = None,
     ) -> None:
-        """Record an accepted send: message, ledger row, key completion and webhook events."""
+        """Record an accepted send: message, ledger row (with the attachments' bytes, so tests
+        can compare what arrived with what was approved), key completion and webhook events."""
         recipients = message["to"] + message.get("cc", []) + message.get("bcc", [])
         with self.lock, self.core.tx():
             self.messages.insert(message, "outbound")
-            self._ledger_insert(message, pod_id, route, idempotency_key, identity, recipients)
+            ledger_id = self._ledger_insert(
+                message, pod_id, route, idempotency_key, identity, recipients
+            )
+            self._attachments_insert(ledger_id, message.get("attachments", []), files or [])
             if idempotency_key is not None:
                 self.idempotency.complete(idempotency_key, response_body)
             self._emit_send_events(message, pod_id, recipients)
@@ -64,7 +70,7 @@ class Sends(Resource):
         idempotency_key: str | None,
         identity: Identity,
         recipients: list[str],
-    ) -> None:
+    ) -> int:
         cur = self.db.execute(
             "INSERT INTO ledger (at, route, inbox_id, pod_id, message_id, thread_id, "
             "idempotency_key, from_addr, to_addrs, cc_addrs, bcc_addrs, subject, text_body, "
@@ -95,6 +101,52 @@ class Sends(Resource):
             "INSERT OR IGNORE INTO ledger_recipients (address, ledger_id) VALUES (?, ?)",
             [(address_of(a), cur.lastrowid) for a in recipients],
         )
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    def _attachments_insert(self, ledger_id: int, entries: list[dict], files: list[bytes]) -> None:
+        self.db.executemany(
+            "INSERT INTO ledger_attachments (ledger_id, position, attachment_id, filename, "
+            "content_type, content_disposition, content) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    ledger_id,
+                    position,
+                    entry["attachment_id"],
+                    entry.get("filename"),
+                    entry.get("content_type"),
+                    entry.get("content_disposition"),
+                    data,
+                )
+                for position, (entry, data) in enumerate(zip(entries, files, strict=True))
+            ],
+        )
+
+    def attachments_of(self, ledger_ids: list[int]) -> dict[int, list[dict]]:
+        """The ledger rows' attachments (base64 content), by ledger id."""
+        if not ledger_ids:
+            return {}
+        marks = ",".join("?" * len(ledger_ids))
+        with self.lock:
+            sql = (
+                "SELECT ledger_id, attachment_id, filename, content_type, content_disposition, "  # noqa: S608
+                "content FROM ledger_attachments WHERE ledger_id IN (" + marks + ") "
+                "ORDER BY ledger_id, position"
+            )
+            rows = self.db.execute(sql, ledger_ids).fetchall()
+        out: dict[int, list[dict]] = {}
+        for row in rows:
+            out.setdefault(row[0], []).append(
+                {
+                    "attachment_id": row[1],
+                    "filename": row[2],
+                    "content_type": row[3],
+                    "content_disposition": row[4],
+                    "size": len(row[5]),
+                    "content": base64.b64encode(row[5]).decode("ascii"),
+                }
+            )
+        return out
 
     def _emit_send_events(self, message: dict, pod_id: str, recipients: list[str]) -> None:
         base = {

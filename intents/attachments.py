@@ -1,0 +1,397 @@
+"""Which files a draft may carry: names, types, sizes and contents, checked before anything is
+stored. Pure (no database): the draft services call ``clean_uploads`` for every entry point.
+
+Every refusal is an ``InvalidInput`` whose field is ``attachments[i]`` and whose message names
+the file, so an agent knows which of its files to fix.
+
+Dangerous files are refused by their extension, by the declared content type AND by their first
+bytes, since each of the three can lie: an ``invoice.pdf`` that starts with ``MZ`` is a Windows
+program, a ``report.docx`` that holds ``vbaProject.bin`` is a macro document.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import io
+import re
+import unicodedata
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from intents import errors
+
+MAX_FILENAME = 255
+
+# Programs, scripts, installers, shortcuts and macro-enabled Office documents: what mail filters
+# (Gmail's and Outlook's blocked-attachment lists) refuse, because opening one runs code.
+REFUSED_EXTENSIONS = frozenset(
+    [
+        "ade",
+        "adp",
+        "apk",
+        "app",
+        "appref-ms",
+        "application",
+        "appx",
+        "appxbundle",
+        "bas",
+        "bat",
+        "bash",
+        "cab",
+        "chm",
+        "class",
+        "cmd",
+        "com",
+        "cpl",
+        "csh",
+        "diagcab",
+        "dll",
+        "dmg",
+        "docm",
+        "dotm",
+        "drv",
+        "elf",
+        "exe",
+        "gadget",
+        "grp",
+        "hlp",
+        "hta",
+        "inf",
+        "ins",
+        "isp",
+        "jar",
+        "jnlp",
+        "js",
+        "jse",
+        "ksh",
+        "lib",
+        "lnk",
+        "mad",
+        "maf",
+        "mag",
+        "mam",
+        "maq",
+        "mar",
+        "mas",
+        "mat",
+        "mau",
+        "mav",
+        "maw",
+        "mcf",
+        "mda",
+        "mde",
+        "mdt",
+        "mdw",
+        "mdz",
+        "msc",
+        "msh",
+        "msh1",
+        "msh2",
+        "mshxml",
+        "msh1xml",
+        "msh2xml",
+        "msi",
+        "msix",
+        "msixbundle",
+        "msp",
+        "mst",
+        "msu",
+        "nsh",
+        "ocx",
+        "ops",
+        "osd",
+        "pcd",
+        "php",
+        "php3",
+        "php4",
+        "php5",
+        "phtml",
+        "pif",
+        "pkg",
+        "pl",
+        "plg",
+        "potm",
+        "ppam",
+        "ppsm",
+        "pptm",
+        "prf",
+        "prg",
+        "ps1",
+        "ps1xml",
+        "ps2",
+        "ps2xml",
+        "psc1",
+        "psc2",
+        "psd1",
+        "psm1",
+        "py",
+        "pyc",
+        "pyo",
+        "pyw",
+        "pyz",
+        "rb",
+        "reg",
+        "rpm",
+        "run",
+        "scf",
+        "scr",
+        "sct",
+        "sh",
+        "shb",
+        "shs",
+        "sldm",
+        "so",
+        "sys",
+        "url",
+        "vb",
+        "vbe",
+        "vbp",
+        "vbs",
+        "vhd",
+        "vhdx",
+        "vsmacros",
+        "vsw",
+        "vxd",
+        "webpkg",
+        "ws",
+        "wsc",
+        "wsf",
+        "wsh",
+        "xbap",
+        "xlam",
+        "xll",
+        "xlsb",
+        "xlsm",
+        "xltm",
+        "xnk",
+        "zsh",
+        "deb",
+    ]
+)
+REFUSED_TYPES = frozenset(
+    {
+        "application/x-msdownload",
+        "application/x-msdos-program",
+        "application/x-dosexec",
+        "application/x-executable",
+        "application/x-elf",
+        "application/x-mach-binary",
+        "application/x-sharedlib",
+        "application/x-msi",
+        "application/x-ms-installer",
+        "application/vnd.microsoft.portable-executable",
+        "application/x-sh",
+        "application/x-shellscript",
+        "application/x-csh",
+        "application/x-bat",
+        "application/x-python",
+        "text/x-python",
+        "text/x-shellscript",
+        "application/x-perl",
+        "application/x-php",
+        "application/x-httpd-php",
+        "application/javascript",
+        "application/x-javascript",
+        "text/javascript",
+        "application/ecmascript",
+        "text/vbscript",
+        "application/x-vbscript",
+        "application/hta",
+        "application/java-archive",
+        "application/x-java-archive",
+        "application/vnd.android.package-archive",
+        "application/x-apple-diskimage",
+        "application/x-ms-shortcut",
+    }
+)
+CONTENT_TYPE_RE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
+# First bytes of programs: Windows PE/DOS (MZ), ELF, Mach-O (both byte orders, 32/64 bit, fat),
+# Java class files share CAFEBABE with fat Mach-O; "#!" starts any Unix script.
+EXECUTABLE_MAGIC = (
+    (b"MZ", "a Windows program (MZ header)"),
+    (b"\x7fELF", "a Linux program (ELF header)"),
+    (b"\xfe\xed\xfa\xce", "a macOS program (Mach-O header)"),
+    (b"\xfe\xed\xfa\xcf", "a macOS program (Mach-O header)"),
+    (b"\xce\xfa\xed\xfe", "a macOS program (Mach-O header)"),
+    (b"\xcf\xfa\xed\xfe", "a macOS program (Mach-O header)"),
+    (b"\xca\xfe\xba\xbe", "a macOS or Java program (CAFEBABE header)"),
+    (b"#!", "a script (#! line)"),
+)
+OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+# The stream names of VBA macros in an OLE2 document (.doc, .xls, .ppt), as UTF-16LE directory
+# entries: "_VBA_PROJECT" and "Macros".
+OLE_MACRO_MARKERS = ("_VBA_PROJECT".encode("utf-16-le"), "Macros".encode("utf-16-le"))
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One file as a draft service takes it: already decoded, not yet checked."""
+
+    filename: str
+    content_type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class CleanUpload:
+    filename: str
+    content_type: str
+    data: bytes
+    sha256: str
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+def _refuse(index: int, name: str, code: str, why: str) -> errors.InvalidInput:
+    shown = name if name and _name_problem(name) is None else ascii(name)
+    return errors.InvalidInput(
+        code, f'attachments[{index}] "{shown}": {why}', field=f"attachments[{index}]"
+    )
+
+
+def decode_base64(index: int, filename: str, content) -> bytes:
+    """The bytes of a base64 ``content`` (standard alphabet, padding required; line breaks and
+    spaces, as MIME encoders write them, are ignored), or a 422 naming the file."""
+    if not isinstance(content, str):
+        raise _refuse(index, filename, "attachment_base64_invalid", "content must be base64 text.")
+    limit = int(settings.ATTACHMENT_MAX_FILE_BYTES)
+    # Refuse a huge upload before decoding it: base64 is 4/3 of the size, plus line breaks.
+    if len(content) > (limit * 4 // 3 + 4) * 2:
+        raise _too_large(index, filename, limit)
+    compact = re.sub(r"[ \t\r\n]", "", content)
+    try:
+        return base64.b64decode(compact, validate=True)
+    except (binascii.Error, ValueError):
+        raise _refuse(
+            index, filename, "attachment_base64_invalid", "content is not valid base64."
+        ) from None
+
+
+def _too_large(index: int, filename: str, limit: int) -> errors.InvalidInput:
+    return _refuse(
+        index,
+        filename,
+        "attachment_too_large",
+        f"the file is larger than {limit} bytes, the limit per file.",
+    )
+
+
+def _name_problem(name: str) -> str | None:
+    if not name or not name.strip():
+        return "a filename is required."
+    if len(name) > MAX_FILENAME:
+        return f"the filename is longer than {MAX_FILENAME} characters."
+    if "/" in name or "\\" in name:
+        return "the filename must not contain path separators."
+    for char in name:
+        category = unicodedata.category(char)
+        # Cc: NUL and every control character; Cf: invisible format characters such as the
+        # right-to-left override that shows "invoice\u202efdp.exe" as "invoiceexe.pdf"; Cs: a
+        # lone surrogate; Zl/Zp: line and paragraph separators (a header injection).
+        if category in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            return f"the filename contains a control or format character (U+{ord(char):04X})."
+    if name.strip(" .") == "" or name != name.strip() or name.endswith("."):
+        return "the filename must not start or end with spaces or end with a dot."
+    return None
+
+
+def _extension(name: str) -> str:
+    return name.rsplit(".", 1)[1].lower() if "." in name else ""
+
+
+def sniffed_danger(data: bytes) -> str | None:
+    """What the bytes say a file is, if it is something that runs code; None otherwise."""
+    for magic, what in EXECUTABLE_MAGIC:
+        if data.startswith(magic):
+            return what
+    if data.startswith(OLE_MAGIC) and any(marker in data for marker in OLE_MACRO_MARKERS):
+        return "an Office document with macros (VBA project)"
+    if data.startswith(b"PK\x03\x04"):
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                names = [n.lower() for n in archive.namelist()]
+        except (zipfile.BadZipFile, ValueError, OSError):
+            return None
+        if any(n.endswith("vbaproject.bin") for n in names):
+            return "an Office document with macros (vbaProject.bin)"
+        if any(_extension(n.rsplit("/", 1)[-1]) in REFUSED_EXTENSIONS for n in names):
+            return "an archive holding a program or script"
+    return None
+
+
+def clean_upload(index: int, upload: Upload) -> CleanUpload:
+    """One file, checked: its name, declared type, size and content, or a 422 naming it."""
+    name = upload.filename if isinstance(upload.filename, str) else ""
+    if problem := _name_problem(name):
+        raise _refuse(index, name, "attachment_filename_invalid", problem)
+    content_type = upload.content_type if isinstance(upload.content_type, str) else ""
+    content_type = content_type.strip().lower()
+    if not CONTENT_TYPE_RE.fullmatch(content_type):
+        raise _refuse(
+            index,
+            name,
+            "attachment_content_type_invalid",
+            "content_type must be a media type such as application/pdf.",
+        )
+    data = upload.data
+    limit = int(settings.ATTACHMENT_MAX_FILE_BYTES)
+    if len(data) > limit:
+        raise _too_large(index, name, limit)
+    if not data:
+        raise _refuse(index, name, "attachment_empty", "the file is empty.")
+    extension = _extension(name)
+    if extension in REFUSED_EXTENSIONS:
+        raise _refuse(
+            index,
+            name,
+            "attachment_type_refused",
+            f"files of type .{extension} are refused (programs, scripts and macro documents).",
+        )
+    if content_type in REFUSED_TYPES or "macroenabled" in content_type:
+        raise _refuse(
+            index,
+            name,
+            "attachment_type_refused",
+            f"content type {content_type} is refused (programs, scripts and macro documents).",
+        )
+    if what := sniffed_danger(data):
+        raise _refuse(
+            index, name, "attachment_type_refused", f"the content is {what}, which is refused."
+        )
+    return CleanUpload(name, content_type, data, hashlib.sha256(data).hexdigest())
+
+
+def clean_uploads(uploads: Iterable[Upload]) -> list[CleanUpload]:
+    """Every file of a version, checked one by one, then the count and total size."""
+    items = list(uploads)
+    most = int(settings.ATTACHMENT_MAX_FILES)
+    if len(items) > most:
+        raise errors.InvalidInput(
+            "too_many_attachments",
+            f"A draft may carry at most {most} attachments; this one has {len(items)}.",
+            field="attachments",
+        )
+    cleaned = [clean_upload(index, upload) for index, upload in enumerate(items)]
+    total = sum(c.size for c in cleaned)
+    limit = int(settings.ATTACHMENT_MAX_DRAFT_BYTES)
+    if total > limit:
+        # Name the file that crosses the limit.
+        running = 0
+        for index, item in enumerate(cleaned):
+            running += item.size
+            if running > limit:
+                raise _refuse(
+                    index,
+                    item.filename,
+                    "attachments_too_large",
+                    f"with this file the attachments total {total} bytes, over the limit of "
+                    f"{limit} bytes per draft.",
+                )
+    return cleaned

@@ -1,0 +1,59 @@
+"""Attachments of draft versions: content-addressed blobs and the per-version rows that name them.
+intents.models re-exports both.
+
+A blob is stored once per tenant and SHA-256 (two drafts attaching the same invoice share it);
+per tenant, not globally, so that retention and deletion of one tenant never touch another's
+bytes. The bytes live in ``data`` with the database backend (``ATTACHMENT_BLOB_STORE``, the
+default); another backend keeps them elsewhere and leaves ``data`` null. The job queue never
+carries them: the worker reads them by reference when it sends.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+
+class AttachmentBlob(models.Model):
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    sha256 = models.CharField(max_length=64)
+    size = models.PositiveIntegerField()
+    data = models.BinaryField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "sha256"], name="attachmentblob_unique"),
+            models.CheckConstraint(
+                condition=Q(sha256__regex=r"^[0-9a-f]{64}$"), name="attachmentblob_sha256_hex"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Blob {self.sha256[:12]} ({self.size} bytes)"
+
+
+class DraftAttachment(models.Model):
+    """One file of one immutable DraftVersion: what the content hash covers (name, type, digest)."""
+
+    version = models.ForeignKey(
+        "intents.DraftVersion", on_delete=models.CASCADE, related_name="attachments"
+    )
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    position = models.PositiveSmallIntegerField()
+    filename = models.CharField(max_length=255)
+    content_type = models.CharField(max_length=255)
+    size = models.PositiveIntegerField()
+    sha256 = models.CharField(max_length=64)
+    blob = models.ForeignKey(AttachmentBlob, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        ordering = ["version_id", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["version", "position"], name="draftattachment_unique_position"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.filename} ({self.content_type}, {self.size} bytes)"

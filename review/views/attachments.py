@@ -1,0 +1,100 @@
+"""A draft's files for the reviewer: download, and a preview for images and PDFs.
+
+The bytes are the customer's or the agent's, so nothing here lets a browser interpret them as
+they were declared: a download is ``application/octet-stream`` as an attachment; an image preview
+is served only when the bytes are one of a few raster formats, with the Content-Type we read from
+them; a PDF is never served inline: its first page is rendered to PNG here. Every response
+carries ``X-Content-Type-Options: nosniff`` and ``Content-Security-Policy: sandbox`` (a document
+opened from it runs nothing and has no origin). Another tenant's file is a 404, like a missing
+one.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.core.cache import cache
+from django.http import Http404, HttpResponse
+from django.utils.http import content_disposition_header
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from intents import errors
+from intents.blobs import blob_store
+from intents.models import DraftAttachment
+from intents.selectors.drafts import draft_attachment_get
+from review.previews import PreviewFailed, is_pdf, pdf_first_page_png, raster_type
+from tenants.access import TenantRequest, tenant_view
+
+log = logging.getLogger(__name__)
+
+PREVIEW_CACHE_SECONDS = 24 * 3600
+LOCKED_DOWN = "sandbox; default-src 'none'"
+
+
+def _attachment_or_404(request: TenantRequest, draft_id: int, attachment_id: int):
+    try:
+        return draft_attachment_get(
+            tenant=request.tenant, draft_id=draft_id, attachment_id=attachment_id
+        )
+    except errors.NotFound:
+        raise Http404("No such attachment") from None
+
+
+def _locked_down(response: HttpResponse) -> HttpResponse:
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = LOCKED_DOWN
+    response["Cross-Origin-Resource-Policy"] = "same-origin"
+    response["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+def _bytes(attachment: DraftAttachment) -> bytes:
+    return blob_store().read(attachment.blob)
+
+
+@tenant_view()
+@require_GET
+@never_cache
+def attachment_download(request: TenantRequest, draft_id: int, attachment_id: int):
+    attachment = _attachment_or_404(request, draft_id, attachment_id)
+    response = HttpResponse(_bytes(attachment), content_type="application/octet-stream")
+    response["Content-Disposition"] = content_disposition_header(
+        as_attachment=True, filename=attachment.filename
+    )
+    return _locked_down(response)
+
+
+def _pdf_preview(attachment: DraftAttachment, data: bytes) -> bytes:
+    """The PDF's first page as PNG, cached per tenant and digest: rendering takes about 0.2 s and
+    the bytes of a digest never change."""
+    key = f"review.pdf_preview:{attachment.tenant_id}:{attachment.sha256}"
+    png = cache.get(key)
+    if png is None:
+        png = pdf_first_page_png(data)
+        cache.set(key, png, timeout=PREVIEW_CACHE_SECONDS)
+    return png
+
+
+@tenant_view()
+@require_GET
+@never_cache
+def attachment_preview(request: TenantRequest, draft_id: int, attachment_id: int):
+    attachment = _attachment_or_404(request, draft_id, attachment_id)
+    data = _bytes(attachment)
+    image_type = raster_type(data)
+    if image_type is not None:
+        response = HttpResponse(data, content_type=image_type)
+    elif is_pdf(data):
+        try:
+            response = HttpResponse(_pdf_preview(attachment, data), content_type="image/png")
+        except PreviewFailed as exc:
+            log.info(
+                "review.attachment.preview_failed",
+                extra={"attachment_id": attachment.pk, "reason": str(exc)[:200]},
+            )
+            raise Http404("No preview") from None
+    else:
+        raise Http404("No preview")
+    response["Content-Disposition"] = "inline"
+    return _locked_down(response)

@@ -1,0 +1,300 @@
+"""Attachments through the agent API (and the MCP tool): base64 in JSON, limits that fit
+AgentMail's 6 MB request, and a 422 naming the file for anything refused, with nothing written."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import pytest
+
+from agent_api.mcp_tools import call_tool
+from intents.models import AttachmentBlob, Draft, DraftAttachment, DraftVersion
+from tests.agent_api.conftest import draft_body
+
+pytestmark = pytest.mark.django_db
+
+PDF = b"%PDF-1.4\n1 0 obj << >> endobj\ntrailer << >>\n%%EOF\n"
+
+
+def _file(filename="invoice.pdf", content_type="application/pdf", data=PDF, **extra):
+    return {
+        "filename": filename,
+        "content_type": content_type,
+        "content": base64.b64encode(data).decode(),
+        **extra,
+    }
+
+
+def _refused(response, index, filename):
+    assert response.status_code == 422, response.content
+    assert response["Content-Type"] == "application/problem+json"
+    problem = response.json()
+    assert problem["errors"][0]["field"] == f"attachments[{index}]"
+    assert filename in problem["detail"]
+    assert Draft.objects.count() == 0
+    assert AttachmentBlob.objects.count() == 0
+    return problem
+
+
+def test_a_draft_carries_its_files_and_the_document_lists_them(api, token_a, mailbox_a):
+    body = draft_body(mailbox_a, attachments=[_file(), _file("a.txt", "text/plain", b"hello")])
+
+    response = api.post("/drafts", body, token=token_a, key="att-1")
+
+    assert response.status_code == 201, response.content
+    files = response.json()["current_version"]["attachments"]
+    assert [(f["filename"], f["content_type"], f["size"], f["sha256"]) for f in files] == [
+        ("invoice.pdf", "application/pdf", len(PDF), hashlib.sha256(PDF).hexdigest()),
+        ("a.txt", "text/plain", 5, hashlib.sha256(b"hello").hexdigest()),
+    ]
+    assert "content" not in files[0]
+    assert response.json()["current_version"]["content_hash"].startswith("2:")
+
+
+def test_base64_with_mime_line_breaks_is_accepted(api, token_a, mailbox_a):
+    data = bytes(range(256)) * 3
+    wrapped = base64.encodebytes(data).decode()  # 76 characters a line, as MIME writes it
+    body = draft_body(mailbox_a, attachments=[{**_file("blob.dat"), "content": wrapped}])
+
+    response = api.post("/drafts", body, token=token_a, key="att-2")
+
+    assert response.status_code == 201, response.content
+    assert bytes(DraftAttachment.objects.get().blob.data) == data
+
+
+@pytest.mark.parametrize(
+    ("upload", "code"),
+    [
+        ({**_file("scan.pdf"), "content": "not base64!"}, "attachment_base64_invalid"),
+        ({**_file("scan.pdf"), "content": "QUJD="}, "attachment_base64_invalid"),
+        (_file("setup.exe", "application/octet-stream", b"hello"), "attachment_type_refused"),
+        (_file("scan.pdf", "application/pdf", b"MZ\x90\x00" + PDF), "attachment_type_refused"),
+        (_file("macro.docm", "application/octet-stream", b"PK\x03\x04"), "attachment_type_refused"),
+        (_file("scan.pdf", "application/x-sh", PDF), "attachment_type_refused"),
+        (_file("../scan.pdf"), "attachment_filename_invalid"),
+        (_file("scan\u202efdp.pdf"), "attachment_filename_invalid"),
+    ],
+)
+def test_a_refused_file_is_422_naming_it_and_writes_nothing(api, token_a, mailbox_a, upload, code):
+    body = draft_body(mailbox_a, attachments=[_file("fine.pdf"), upload])
+
+    response = api.post("/drafts", body, token=token_a, key="att-bad")
+
+    problem = _refused(response, 1, "scan" if "scan" in upload["filename"] else upload["filename"])
+    assert problem["code"] == code
+
+
+def test_an_oversize_file_is_422_naming_it(api, token_a, mailbox_a, settings):
+    settings.ATTACHMENT_MAX_FILE_BYTES = 1024
+    body = draft_body(mailbox_a, attachments=[_file("huge-scan.pdf", data=b"%PDF" + b"x" * 1100)])
+
+    response = api.post("/drafts", body, token=token_a, key="att-big")
+
+    assert _refused(response, 0, "huge-scan.pdf")["code"] == "attachment_too_large"
+
+
+def test_files_over_the_draft_limit_are_422_naming_the_file_that_crosses_it(
+    api, token_a, mailbox_a, settings
+):
+    settings.ATTACHMENT_MAX_DRAFT_BYTES = 2048
+    files = [_file(f"page-{i}.pdf", data=b"%PDF" + b"x" * 900) for i in range(3)]
+
+    response = api.post("/drafts", draft_body(mailbox_a, attachments=files), token=token_a, key="t")
+
+    assert _refused(response, 2, "page-2.pdf")["code"] == "attachments_too_large"
+
+
+def test_too_many_files_is_422(api, token_a, mailbox_a, settings):
+    settings.ATTACHMENT_MAX_FILES = 2
+    files = [_file(f"f{i}.pdf") for i in range(3)]
+
+    response = api.post("/drafts", draft_body(mailbox_a, attachments=files), token=token_a, key="n")
+
+    assert response.status_code == 422
+    assert response.json()["code"] == "too_many_attachments"
+    assert response.json()["errors"][0]["field"] == "attachments"
+    assert Draft.objects.count() == 0
+
+
+def test_a_nul_in_a_filename_is_422_and_writes_nothing(api, token_a, mailbox_a):
+    body = draft_body(mailbox_a, attachments=[_file("inv\x00oice.pdf")])
+
+    response = api.post("/drafts", body, token=token_a, key="nul")
+
+    assert response.status_code == 422
+    assert "attachments" in response.json()["errors"][0]["field"]
+    assert Draft.objects.count() == 0
+
+
+def test_a_body_over_the_limit_is_413(api, token_a, mailbox_a):
+    files = [_file(f"f{i}.pdf", data=b"%PDF" + b"x" * 2_000_000) for i in range(3)]
+
+    response = api.post("/drafts", draft_body(mailbox_a, attachments=files), token=token_a, key="b")
+
+    assert response.status_code == 413
+    assert Draft.objects.count() == 0
+
+
+def test_a_revision_keeps_replaces_or_removes_the_files(api, token_a, mailbox_a):
+    created = api.post(
+        "/drafts", draft_body(mailbox_a, attachments=[_file()]), token=token_a, key="r"
+    )
+    draft_id = created.json()["id"]
+    revision = {
+        "to": ["customer@example.com"],
+        "subject": "Re: Where is my order?",
+        "text": "Revised.",
+    }
+
+    kept = api.post(f"/drafts/{draft_id}/versions", revision, token=token_a).json()
+    replaced = api.post(
+        f"/drafts/{draft_id}/versions",
+        {**revision, "attachments": [_file("invoice.pdf", data=PDF + b"% corrected\n")]},
+        token=token_a,
+    ).json()
+    removed = api.post(
+        f"/drafts/{draft_id}/versions", {**revision, "attachments": []}, token=token_a
+    ).json()
+
+    def files(document):
+        return [
+            {k: v for k, v in f.items() if k != "id"}
+            for f in document["current_version"]["attachments"]
+        ]
+
+    first = files(created.json())
+    assert files(kept) == first
+    assert files(replaced)[0]["sha256"] != first[0]["sha256"]
+    assert files(removed) == []
+    hashes = {
+        v["current_version"]["content_hash"] for v in (created.json(), kept, replaced, removed)
+    }
+    assert len(hashes) == 4
+    assert DraftVersion.objects.filter(draft_id=draft_id).count() == 4
+
+
+def test_another_tenants_token_gets_404_for_the_draft_and_cannot_revise_its_files(
+    api, token_a, token_b, mailbox_a
+):
+    draft_id = api.post(
+        "/drafts", draft_body(mailbox_a, attachments=[_file()]), token=token_a, key="o"
+    ).json()["id"]
+
+    read = api.get(f"/drafts/{draft_id}", token=token_b)
+    revise = api.post(
+        f"/drafts/{draft_id}/versions",
+        {"to": ["customer@example.com"], "text": "x", "attachments": []},
+        token=token_b,
+    )
+
+    assert (read.status_code, revise.status_code) == (404, 404)
+    assert DraftVersion.objects.filter(draft_id=draft_id).count() == 1
+
+
+def test_the_mcp_tool_takes_attachments_with_the_same_checks(token_a, mailbox_a):
+    good = call_tool(
+        raw_token=token_a,
+        name="create_draft",
+        arguments=draft_body(mailbox_a, attachments=[_file()]),
+    )
+    bad = call_tool(
+        raw_token=token_a,
+        name="create_draft",
+        arguments=draft_body(mailbox_a, subject="Other", attachments=[_file("x.vbs")]),
+    )
+
+    assert not good.is_error
+    assert good.document["current_version"]["attachments"][0]["filename"] == "invoice.pdf"
+    assert bad.is_error
+    assert bad.document["errors"][0]["field"] == "attachments[0]"
+    assert "x.vbs" in bad.document["detail"]
+
+
+# --- forwarding the customer's files from the message the draft answers ------------------------
+
+
+def _customer_wrote(sandbox, mailbox, files):
+    """An inbound message with ``files`` in the sandbox, and its row in our inbound table."""
+    from django.utils import timezone
+
+    from webhooks.models import InboundMessage
+
+    sent = sandbox.inbound(
+        mailbox.inbox_id,
+        from_="customer@example.com",
+        subject="Where is my order?",
+        text="See the photo.",
+        attachments=files,
+    )
+    InboundMessage.objects.create(
+        tenant=mailbox.tenant,
+        mailbox=mailbox,
+        thread_id=sent["thread_id"],
+        message_id=sent["message_id"],
+        sender="customer@example.com",
+        subject="Where is my order?",
+        received_at=timezone.now(),
+    )
+    message = sandbox.sdk().inboxes.messages.get(mailbox.inbox_id, sent["message_id"])
+    return sent["message_id"], [a.attachment_id for a in message.attachments]
+
+
+def test_a_reply_forwards_the_customers_file_fetched_from_agentmail(
+    api, token_a, mailbox_a, sandbox
+):
+    photo = b"\x89PNG\r\n\x1a\n" + b"customer photo" * 50
+    message_id, [photo_id] = _customer_wrote(
+        sandbox, mailbox_a, [_file("damage.png", "image/png", photo)]
+    )
+    body = draft_body(
+        mailbox_a, in_reply_to=message_id, attachments=[_file()], forward_attachments=[photo_id]
+    )
+
+    response = api.post("/drafts", body, token=token_a, key="fwd-1")
+
+    assert response.status_code == 201, response.content
+    files = response.json()["current_version"]["attachments"]
+    assert [(f["filename"], f["content_type"]) for f in files] == [
+        ("invoice.pdf", "application/pdf"),
+        ("damage.png", "image/png"),
+    ]
+    assert files[1]["sha256"] == hashlib.sha256(photo).hexdigest()
+    stored = DraftAttachment.objects.get(filename="damage.png")
+    assert bytes(stored.blob.data) == photo
+
+
+def test_forwarding_an_unknown_or_a_dangerous_file_is_422_and_writes_nothing(
+    api, token_a, mailbox_a, sandbox
+):
+    message_id, [program_id] = _customer_wrote(
+        sandbox, mailbox_a, [_file("totally-a-photo.jpg", "image/jpeg", b"MZ\x90\x00" * 20)]
+    )
+
+    unknown = api.post(
+        "/drafts",
+        draft_body(mailbox_a, in_reply_to=message_id, forward_attachments=["no-such-file"]),
+        token=token_a,
+        key="fwd-2",
+    )
+    dangerous = api.post(
+        "/drafts",
+        draft_body(mailbox_a, in_reply_to=message_id, forward_attachments=[program_id]),
+        token=token_a,
+        key="fwd-3",
+    )
+    no_reply = api.post(
+        "/drafts",
+        draft_body(mailbox_a, forward_attachments=[program_id]),
+        token=token_a,
+        key="fwd-4",
+    )
+
+    assert unknown.status_code == 422
+    assert unknown.json()["errors"][0]["field"] == "forward_attachments[0]"
+    assert dangerous.status_code == 422
+    assert dangerous.json()["code"] == "attachment_type_refused"
+    assert "totally-a-photo.jpg" in dangerous.json()["detail"]
+    assert no_reply.status_code == 422
+    assert no_reply.json()["code"] == "forward_needs_reply"
+    assert Draft.objects.count() == 0

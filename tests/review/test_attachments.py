@@ -1,0 +1,192 @@
+"""The reviewer's view of a draft's files: listed with name, type and size; downloadable; previews
+for images and PDFs served only as raster images we identified, locked down, from a
+tenant-checked view; approval through the real view covers the files."""
+
+from __future__ import annotations
+
+import io
+
+import pypdfium2 as pdfium
+import pytest
+from django.urls import reverse
+
+from intents import services
+from intents.attachments import Upload
+from intents.models import DraftAttachment, DraftVersion, SendIntent
+
+pytestmark = pytest.mark.django_db
+
+PNG = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f"
+    b"\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\xcf\xc0\xf0\x1f\x00\x05\x00\x01\xff\x89\x99=\x1d"
+    b"\x00\x00\x00\x00IEND\xaeB`\x82"
+)
+
+
+def one_page_pdf() -> bytes:
+    document = pdfium.PdfDocument.new()
+    document.new_page(595, 842)
+    out = io.BytesIO()
+    document.save(out)
+    document.close()
+    return out.getvalue()
+
+
+@pytest.fixture
+def with_files(make_draft, mailbox_a):
+    return make_draft(
+        mailbox_a,
+        attachments=[
+            Upload("label.png", "image/png", PNG),
+            Upload("invoice.pdf", "application/pdf", one_page_pdf()),
+            Upload("notes.txt", "text/plain", b"<script>alert(1)</script>"),
+            Upload("fake.png", "image/png", b"<html><script>alert(1)</script></html>"),
+        ],
+    )
+
+
+def _file(draft, name):
+    return DraftAttachment.objects.get(version__draft=draft, filename=name)
+
+
+def _url(name, tenant, draft, attachment):
+    return reverse(name, args=[tenant.slug, draft.pk, attachment.pk])
+
+
+def _locked_down(response):
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response["Content-Security-Policy"].startswith("sandbox")
+
+
+def test_the_page_lists_each_file_with_type_size_download_and_preview(
+    tenant_a, admin_a, signed_in, with_files
+):
+    client = signed_in(admin_a.user)
+
+    page = client.get(reverse("draft", args=[tenant_a.slug, with_files.pk])).content.decode()
+
+    for name in ("label.png", "invoice.pdf", "notes.txt"):
+        assert _url("attachment_download", tenant_a, with_files, _file(with_files, name)) in page
+    assert "image/png · 70\xa0bytes" in page
+    assert _url("attachment_preview", tenant_a, with_files, _file(with_files, "label.png")) in page
+    assert (
+        _url("attachment_preview", tenant_a, with_files, _file(with_files, "invoice.pdf")) in page
+    )
+    assert (
+        _url("attachment_preview", tenant_a, with_files, _file(with_files, "notes.txt")) not in page
+    )
+
+
+def test_a_download_is_an_octet_stream_attachment_never_rendered(
+    tenant_a, admin_a, signed_in, with_files
+):
+    client = signed_in(admin_a.user)
+    notes = _file(with_files, "notes.txt")
+
+    response = client.get(_url("attachment_download", tenant_a, with_files, notes))
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/octet-stream"
+    assert response["Content-Disposition"] == 'attachment; filename="notes.txt"'
+    assert response.content == b"<script>alert(1)</script>"
+    _locked_down(response)
+
+
+def test_an_image_preview_has_the_type_we_read_from_its_bytes(
+    tenant_a, admin_a, signed_in, with_files
+):
+    client = signed_in(admin_a.user)
+
+    response = client.get(
+        _url("attachment_preview", tenant_a, with_files, _file(with_files, "label.png"))
+    )
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "image/png"
+    assert response.content == PNG
+    _locked_down(response)
+
+
+def test_a_file_that_only_claims_to_be_an_image_gets_no_preview(
+    tenant_a, admin_a, signed_in, with_files
+):
+    client = signed_in(admin_a.user)
+
+    response = client.get(
+        _url("attachment_preview", tenant_a, with_files, _file(with_files, "fake.png"))
+    )
+
+    assert response.status_code == 404
+    assert b"<script>" not in response.content
+
+
+def test_a_pdf_preview_is_its_first_page_as_png_never_the_pdf(
+    tenant_a, admin_a, signed_in, with_files
+):
+    client = signed_in(admin_a.user)
+
+    response = client.get(
+        _url("attachment_preview", tenant_a, with_files, _file(with_files, "invoice.pdf"))
+    )
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "image/png"
+    assert response.content.startswith(b"\x89PNG\r\n\x1a\n")
+    assert b"%PDF" not in response.content
+    _locked_down(response)
+
+
+def test_another_tenants_member_gets_404_for_download_and_preview(
+    tenant_a, tenant_b, member_of, signed_in, with_files
+):
+    outsider = member_of(tenant_b, "admin").user
+    client = signed_in(outsider)
+    png = _file(with_files, "label.png")
+
+    for name in ("attachment_download", "attachment_preview"):
+        in_their_tenant = reverse(name, args=[tenant_b.slug, with_files.pk, png.pk])
+        in_ours = _url(name, tenant_a, with_files, png)
+        assert client.get(in_their_tenant).status_code == 404
+        assert client.get(in_ours).status_code == 404
+
+
+def test_a_file_of_another_draft_is_404(
+    tenant_a, admin_a, signed_in, with_files, make_draft, mailbox_a
+):
+    other = make_draft(mailbox_a)
+    client = signed_in(admin_a.user)
+    png = _file(with_files, "label.png")
+
+    response = client.get(reverse("attachment_download", args=[tenant_a.slug, other.pk, png.pk]))
+
+    assert response.status_code == 404
+
+
+def test_approving_through_the_view_after_a_file_changed_is_refused(
+    tenant_a, admin_a, signed_in, with_files
+):
+    client = signed_in(admin_a.user)
+    seen = DraftVersion.objects.get(draft=with_files, number=1)
+    services.draft_add_version(
+        tenant=tenant_a,
+        draft_id=with_files.pk,
+        to=list(seen.to),
+        cc=[],
+        bcc=[],
+        subject=seen.subject,
+        text=seen.text,
+        html="",
+        actor_user=admin_a.user,
+        attachments=[Upload("label.png", "image/png", PNG + b"\x00")],
+    )
+    approve = reverse("draft_approve", args=[tenant_a.slug, with_files.pk])
+
+    stale = client.post(approve, {"version": 1, "content_hash": seen.content_hash})
+    current = DraftVersion.objects.get(draft=with_files, number=2)
+    fresh = client.post(approve, {"version": 2, "content_hash": current.content_hash})
+
+    assert stale.status_code == 409
+    assert fresh.status_code == 302
+    intent = SendIntent.objects.get(draft=with_files)
+    assert intent.draft_version_id == current.pk
+    assert intent.content_hash == current.content_hash
