@@ -20,6 +20,7 @@ from intents.sending.sweep import (
     intents_release_expired_leases,
     seconds_until_next_due,
 )
+from intents.sending.fanout import broadcast_run, broadcasts_sweep
 from intents.sending.worker import run_once, worker_id
 from intents.services import draft_expire_due
 from intents.services.assignment import drafts_release_lapsed_claims
@@ -95,6 +96,12 @@ def sweep(budget_seconds: float = 50.0) -> int:
         time.sleep(max(wait, min(1.0, settings.SWEEP_INTERVAL_SECONDS)))
 
 
+def fan_out_broadcast(broadcast_id: int) -> None:
+    """The fan-out of an approved broadcast (and its cancellation or completion); safe to run
+    twice: pages are guarded by the broadcast's row lock and its position."""
+    broadcast_run(broadcast_id)
+
+
 def sweep_once() -> dict[str, int]:
     report = {
         "leases_released": intents_release_expired_leases(),
@@ -104,6 +111,7 @@ def sweep_once() -> dict[str, int]:
         "sla_warned": drafts_warn_due(),
         "sla_breached": drafts_escalate_due(),
         "api_keys_purged": api_idempotency_purge(),
+        "broadcasts_run": broadcasts_sweep(),
     }
     report["agent_event_endpoints_due"] = _wake_agent_events()
     queued, uncertain = due_intent_ids(limit=WAKE_LIMIT)

@@ -14,9 +14,16 @@ from django.db.models import Q
 
 from config.clock import db_now
 from intents.journal import Entry, journal_many
-from intents.models import IntentEvent, ProviderThrottle, SendIntent
+from intents.models import Broadcast, IntentEvent, ProviderThrottle, SendIntent
 from intents.sending.lease import Claim, lease_duration
-from intents.sending.throttle import key_ref_for, lock_throttles, save_throttles, take_token
+from intents.sending.throttle import (
+    broadcast_bucket,
+    key_ref_for,
+    take_broadcast_token,
+    lock_throttles,
+    save_throttles,
+    take_token,
+)
 
 State = SendIntent.State
 
@@ -29,15 +36,21 @@ class _Candidate:
     state: str
     attempts: int
     tenant_id: int
-    draft_id: int
+    draft_id: int | None
     key_ref: str
+    # A broadcast's send also takes a token from its broadcast's own, slower bucket.
+    broadcast_ref: str | None = None
+    broadcast_rate: float | None = None
 
 
 def _claim(*, worker: str, limit: int, intent_id: int | None, reconcile: bool) -> list[Claim]:
     with transaction.atomic():
         now = db_now()
         candidates = _candidates(now, limit=limit, intent_id=intent_id, reconcile=reconcile)
-        throttles = lock_throttles({c.key_ref for c in candidates}, now)
+        throttles = lock_throttles(
+            {c.key_ref for c in candidates} | {c.broadcast_ref for c in candidates if c.broadcast_ref},
+            now,
+        )
         if any(row.refilled_at > now for row in throttles.values()):
             # Another claimer refilled a bucket, with its own later clock reading, while this
             # one waited for the row: read the clock again, or that refill would look like a
@@ -71,22 +84,35 @@ def _candidates(
             # Inside its undo window an intent is not ours to send (intent_undo may still win).
             & (Q(hold_until__isnull=True) | Q(hold_until__lte=now))
         )
+        # A paused (or cancelled) broadcast's sends are not claimed: no new provider call.
+        due &= Q(broadcast__isnull=True) | Q(broadcast__state__in=Broadcast.SENDABLE)
     qs = SendIntent.objects.select_for_update(skip_locked=True, of=("self",)).filter(due)
     if intent_id is not None:
         qs = qs.filter(pk=intent_id)
     return [
-        _Candidate(pk, state, attempts, tenant_id, draft_id, key_ref_for(key_id, mailbox_id))
-        for pk, state, attempts, tenant_id, draft_id, mailbox_id, key_id in qs.order_by(
-            "-priority", "next_attempt_at", "id"
-        ).values_list(
-            "id",
-            "state",
-            "attempts",
-            "tenant_id",
-            "draft_id",
-            "mailbox_id",
-            "mailbox__provider_api_key_id",
-        )[: max(limit * 3, limit)]
+        _Candidate(
+            pk,
+            state,
+            attempts,
+            tenant_id,
+            draft_id,
+            key_ref_for(key_id, mailbox_id),
+            broadcast_bucket(broadcast_id) if broadcast_id and not reconcile else None,
+            rate,
+        )
+        for pk, state, attempts, tenant_id, draft_id, mailbox_id, key_id, broadcast_id, rate in (
+            qs.order_by("-priority", "next_attempt_at", "id").values_list(
+                "id",
+                "state",
+                "attempts",
+                "tenant_id",
+                "draft_id",
+                "mailbox_id",
+                "mailbox__provider_api_key_id",
+                "broadcast_id",
+                "broadcast__rate_per_second",
+            )[: max(limit * 3, limit)]
+        )
     ]
 
 
@@ -104,7 +130,12 @@ def _take_tokens(
         if len(leased) >= limit:
             break
         token = uuid.uuid4()
-        wait = take_token(throttles[candidate.key_ref], now, token)
+        paced = throttles[candidate.broadcast_ref] if candidate.broadcast_ref else None
+        wait = take_broadcast_token(paced, now, candidate.broadcast_rate) if paced else 0.0
+        if not wait:
+            wait = take_token(throttles[candidate.key_ref], now, token)
+            if wait and paced is not None:
+                paced.tokens += 1  # not sent: the broadcast's token goes back
         if wait:
             # Not due until the key has budget again; keeps claimers from spinning on it.
             postponed.append((candidate.pk, candidate.state, now + timedelta(seconds=wait)))
