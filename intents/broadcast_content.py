@@ -215,7 +215,9 @@ def parse_csv(text: str) -> list[tuple[int, object, object]]:
             if len(values) != len(names):
                 rows.append((number, values[column] if column < len(values) else "", None))
                 continue
-            variables = {n: v for i, (n, v) in enumerate(zip(names, values)) if i != column}
+            variables = {
+                n: v for i, (n, v) in enumerate(zip(names, values, strict=False)) if i != column
+            }
             rows.append((number, values[column], variables))
     except csv.Error as exc:
         raise RecipientsInvalid([RowError(0, "recipients", f"unreadable CSV: {exc}")], 1) from None

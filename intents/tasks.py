@@ -14,13 +14,13 @@ from config.clock import db_now
 from intents.events.delivery import deliver_due, due_endpoint_ids
 from intents.models import SendIntent
 from intents.retention import api_idempotency_purge
+from intents.sending.fanout import broadcast_run, broadcasts_sweep
 from intents.sending.sweep import (
     due_intent_ids,
     intents_expire_not_after,
     intents_release_expired_leases,
     seconds_until_next_due,
 )
-from intents.sending.fanout import broadcast_run, broadcasts_sweep
 from intents.sending.worker import run_once, worker_id
 from intents.services import draft_expire_due
 from intents.services.assignment import drafts_release_lapsed_claims

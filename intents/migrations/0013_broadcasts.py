@@ -6,111 +6,297 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('intents', '0012_draft_decided_index'),
-        ('mailboxes', '0004_mailbox_provisioning_lease'),
-        ('tenants', '0008_sign_in_factors_passkeys_sso_sessions'),
+        ("intents", "0012_draft_decided_index"),
+        ("mailboxes", "0004_mailbox_provisioning_lease"),
+        ("tenants", "0008_sign_in_factors_passkeys_sso_sessions"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='sendintent',
-            name='draft',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='intents', to='intents.draft'),
+            model_name="sendintent",
+            name="draft",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="intents",
+                to="intents.draft",
+            ),
         ),
         migrations.AlterField(
-            model_name='sendintent',
-            name='draft_version',
-            field=models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='intent', to='intents.draftversion'),
+            model_name="sendintent",
+            name="draft_version",
+            field=models.OneToOneField(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="intent",
+                to="intents.draftversion",
+            ),
         ),
         migrations.CreateModel(
-            name='Broadcast',
+            name="Broadcast",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(blank=True, max_length=200)),
-                ('subject', models.CharField(max_length=998)),
-                ('text', models.TextField(blank=True)),
-                ('html', models.TextField(blank=True)),
-                ('state', models.CharField(choices=[('pending_review', 'Pending review'), ('approved', 'Approved'), ('fanning_out', 'Creating sends'), ('sending', 'Sending'), ('paused', 'Paused'), ('completed', 'Completed'), ('cancelled', 'Cancelled'), ('rejected', 'Rejected')], default='pending_review', max_length=16)),
-                ('rate_per_second', models.FloatField(blank=True, null=True)),
-                ('recipient_count', models.PositiveIntegerField(default=0)),
-                ('recipients_digest', models.CharField(blank=True, max_length=64)),
-                ('content_hash', models.CharField(blank=True, max_length=64)),
-                ('approved_at', models.DateTimeField(blank=True, null=True)),
-                ('approved_hash', models.CharField(blank=True, max_length=64)),
-                ('reject_reason', models.TextField(blank=True)),
-                ('fanout_position', models.IntegerField(default=-1)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('agent_token', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='tenants.agenttoken')),
-                ('approved_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('decided_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('mailbox', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='mailboxes.mailbox')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.tenant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(blank=True, max_length=200)),
+                ("subject", models.CharField(max_length=998)),
+                ("text", models.TextField(blank=True)),
+                ("html", models.TextField(blank=True)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("pending_review", "Pending review"),
+                            ("approved", "Approved"),
+                            ("fanning_out", "Creating sends"),
+                            ("sending", "Sending"),
+                            ("paused", "Paused"),
+                            ("completed", "Completed"),
+                            ("cancelled", "Cancelled"),
+                            ("rejected", "Rejected"),
+                        ],
+                        default="pending_review",
+                        max_length=16,
+                    ),
+                ),
+                ("rate_per_second", models.FloatField(blank=True, null=True)),
+                ("recipient_count", models.PositiveIntegerField(default=0)),
+                ("recipients_digest", models.CharField(blank=True, max_length=64)),
+                ("content_hash", models.CharField(blank=True, max_length=64)),
+                ("approved_at", models.DateTimeField(blank=True, null=True)),
+                ("approved_hash", models.CharField(blank=True, max_length=64)),
+                ("reject_reason", models.TextField(blank=True)),
+                ("fanout_position", models.IntegerField(default=-1)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "agent_token",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="tenants.agenttoken",
+                    ),
+                ),
+                (
+                    "approved_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "decided_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "mailbox",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="mailboxes.mailbox",
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenants.tenant",
+                    ),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='intentevent',
-            name='broadcast',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='events', to='intents.broadcast'),
+            model_name="intentevent",
+            name="broadcast",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="events",
+                to="intents.broadcast",
+            ),
         ),
         migrations.AddField(
-            model_name='sendintent',
-            name='broadcast',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='intents', to='intents.broadcast'),
+            model_name="sendintent",
+            name="broadcast",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="intents",
+                to="intents.broadcast",
+            ),
         ),
         migrations.CreateModel(
-            name='BroadcastRecipient',
+            name="BroadcastRecipient",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('position', models.PositiveIntegerField()),
-                ('source_row', models.PositiveIntegerField()),
-                ('address', models.EmailField(max_length=254)),
-                ('variables', models.JSONField(blank=True, default=dict)),
-                ('leaf_hash', models.CharField(max_length=64)),
-                ('skip_reason', models.CharField(blank=True, choices=[('', 'Not skipped'), ('suppressed', 'Suppressed'), ('not_allowed', 'Outside the recipient policy')], max_length=16)),
-                ('broadcast', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='recipients', to='intents.broadcast')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.tenant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("position", models.PositiveIntegerField()),
+                ("source_row", models.PositiveIntegerField()),
+                ("address", models.EmailField(max_length=254)),
+                ("variables", models.JSONField(blank=True, default=dict)),
+                ("leaf_hash", models.CharField(max_length=64)),
+                (
+                    "skip_reason",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("", "Not skipped"),
+                            ("suppressed", "Suppressed"),
+                            ("not_allowed", "Outside the recipient policy"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "broadcast",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="recipients",
+                        to="intents.broadcast",
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenants.tenant",
+                    ),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='sendintent',
-            name='broadcast_recipient',
-            field=models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='intent', to='intents.broadcastrecipient'),
+            model_name="sendintent",
+            name="broadcast_recipient",
+            field=models.OneToOneField(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="intent",
+                to="intents.broadcastrecipient",
+            ),
         ),
         migrations.AddIndex(
-            model_name='sendintent',
-            index=models.Index(condition=models.Q(('broadcast__isnull', False)), fields=['broadcast', 'state'], name='intent_broadcast_state'),
+            model_name="sendintent",
+            index=models.Index(
+                condition=models.Q(("broadcast__isnull", False)),
+                fields=["broadcast", "state"],
+                name="intent_broadcast_state",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='sendintent',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('draft__isnull', False), ('draft_version__isnull', False), ('broadcast__isnull', True), ('broadcast_recipient__isnull', True)), models.Q(('draft__isnull', True), ('draft_version__isnull', True), ('broadcast__isnull', False), ('broadcast_recipient__isnull', False)), _connector='OR'), name='intent_reply_or_broadcast'),
+            model_name="sendintent",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(
+                        ("draft__isnull", False),
+                        ("draft_version__isnull", False),
+                        ("broadcast__isnull", True),
+                        ("broadcast_recipient__isnull", True),
+                    ),
+                    models.Q(
+                        ("draft__isnull", True),
+                        ("draft_version__isnull", True),
+                        ("broadcast__isnull", False),
+                        ("broadcast_recipient__isnull", False),
+                    ),
+                    _connector="OR",
+                ),
+                name="intent_reply_or_broadcast",
+            ),
         ),
         migrations.AddIndex(
-            model_name='broadcast',
-            index=models.Index(fields=['tenant', '-created_at', '-id'], name='broadcast_recent'),
+            model_name="broadcast",
+            index=models.Index(fields=["tenant", "-created_at", "-id"], name="broadcast_recent"),
         ),
         migrations.AddIndex(
-            model_name='broadcast',
-            index=models.Index(condition=models.Q(('state__in', ['approved', 'fanning_out', 'sending'])), fields=['state'], name='broadcast_fanning_out'),
+            model_name="broadcast",
+            index=models.Index(
+                condition=models.Q(("state__in", ["approved", "fanning_out", "sending"])),
+                fields=["state"],
+                name="broadcast_fanning_out",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='broadcast',
-            constraint=models.CheckConstraint(condition=models.Q(('state__in', ['pending_review', 'approved', 'fanning_out', 'sending', 'paused', 'completed', 'cancelled', 'rejected'])), name='broadcast_state_valid'),
+            model_name="broadcast",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "state__in",
+                        [
+                            "pending_review",
+                            "approved",
+                            "fanning_out",
+                            "sending",
+                            "paused",
+                            "completed",
+                            "cancelled",
+                            "rejected",
+                        ],
+                    )
+                ),
+                name="broadcast_state_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='broadcast',
-            constraint=models.CheckConstraint(condition=models.Q(('state__in', ['pending_review', 'rejected']), models.Q(('approved_by__isnull', False), models.Q(('approved_hash', ''), _negated=True)), _connector='OR'), name='broadcast_approved_has_approval'),
+            model_name="broadcast",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("state__in", ["pending_review", "rejected"]),
+                    models.Q(
+                        ("approved_by__isnull", False),
+                        models.Q(("approved_hash", ""), _negated=True),
+                    ),
+                    _connector="OR",
+                ),
+                name="broadcast_approved_has_approval",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='broadcastrecipient',
-            constraint=models.UniqueConstraint(fields=('broadcast', 'position'), name='broadcastrecipient_unique_position'),
+            model_name="broadcastrecipient",
+            constraint=models.UniqueConstraint(
+                fields=("broadcast", "position"), name="broadcastrecipient_unique_position"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='broadcastrecipient',
-            constraint=models.UniqueConstraint(fields=('broadcast', 'address'), name='broadcastrecipient_unique_address'),
+            model_name="broadcastrecipient",
+            constraint=models.UniqueConstraint(
+                fields=("broadcast", "address"), name="broadcastrecipient_unique_address"
+            ),
         ),
     ]

@@ -19,9 +19,9 @@ from intents.sending.lease import Claim, lease_duration
 from intents.sending.throttle import (
     broadcast_bucket,
     key_ref_for,
-    take_broadcast_token,
     lock_throttles,
     save_throttles,
+    take_broadcast_token,
     take_token,
 )
 
@@ -48,7 +48,8 @@ def _claim(*, worker: str, limit: int, intent_id: int | None, reconcile: bool) -
         now = db_now()
         candidates = _candidates(now, limit=limit, intent_id=intent_id, reconcile=reconcile)
         throttles = lock_throttles(
-            {c.key_ref for c in candidates} | {c.broadcast_ref for c in candidates if c.broadcast_ref},
+            {c.key_ref for c in candidates}
+            | {c.broadcast_ref for c in candidates if c.broadcast_ref},
             now,
         )
         if any(row.refilled_at > now for row in throttles.values()):

@@ -169,8 +169,9 @@ def broadcast_cancel_page(*, broadcast_id: int, page_size: int = 500) -> bool:
         if not ids:
             return False
         cancelled = list(
-            SendIntent.objects.filter(pk__in=ids, state=SendIntent.State.QUEUED)
-            .values_list("pk", flat=True)
+            SendIntent.objects.filter(pk__in=ids, state=SendIntent.State.QUEUED).values_list(
+                "pk", flat=True
+            )
         )
         SendIntent.objects.filter(pk__in=cancelled).update(
             state=SendIntent.State.CANCELLED, updated_at=Now()

@@ -54,15 +54,18 @@ def approve(live, broadcast):
 def drain(live, rounds=200):
     for _ in range(rounds):
         SendIntent.objects.filter(state="queued").update(next_attempt_at=Now())
-        if not sending.run_once(worker="t", limit=20) and not SendIntent.objects.filter(
-            state__in=("queued", "sending", "uncertain")
-        ).exists():
+        if (
+            not sending.run_once(worker="t", limit=20)
+            and not SendIntent.objects.filter(state__in=("queued", "sending", "uncertain")).exists()
+        ):
             return
     raise AssertionError("broadcast did not drain")
 
 
 def ledger_of(live, broadcast):
-    keys = set(SendIntent.objects.filter(broadcast=broadcast).values_list("idempotency_key", flat=True))
+    keys = set(
+        SendIntent.objects.filter(broadcast=broadcast).values_list("idempotency_key", flat=True)
+    )
     return [s for s in live.sandbox.ledger() if s.get("idempotency_key") in keys]
 
 
@@ -131,7 +134,9 @@ def test_too_many_recipients_is_refused(live, settings):
 
 
 def test_html_values_are_escaped(live):
-    b = create(live, recipients=[{"address": "a@example.com", "variables": {"name": "<b>&", "order": 1}}])
+    b = create(
+        live, recipients=[{"address": "a@example.com", "variables": {"name": "<b>&", "order": 1}}]
+    )
     approve(live, b)
     broadcast_run(b.pk)
     drain(live)
@@ -148,7 +153,9 @@ def test_approval_needs_the_hash_that_was_shown(live):
     shown = b.content_hash
     broadcast_replace_recipients(tenant=live.tenant, broadcast_id=b.pk, recipients=people(4))
     with pytest.raises(errors.StaleVersion):
-        broadcast_approve(tenant=live.tenant, broadcast_id=b.pk, content_hash=shown, actor=live.approver)
+        broadcast_approve(
+            tenant=live.tenant, broadcast_id=b.pk, content_hash=shown, actor=live.approver
+        )
     b.refresh_from_db()
     assert b.state == "pending_review"
 
@@ -163,10 +170,14 @@ def test_viewer_and_other_tenant_cannot_approve(live, member_of, tenant_b):
     b = create(live)
     viewer = member_of(live.tenant, "viewer").user
     with pytest.raises(errors.NoRight):
-        broadcast_approve(tenant=live.tenant, broadcast_id=b.pk, content_hash=b.content_hash, actor=viewer)
+        broadcast_approve(
+            tenant=live.tenant, broadcast_id=b.pk, content_hash=b.content_hash, actor=viewer
+        )
     outsider = member_of(tenant_b, "admin").user
     with pytest.raises(errors.NotFound):
-        broadcast_approve(tenant=tenant_b, broadcast_id=b.pk, content_hash=b.content_hash, actor=outsider)
+        broadcast_approve(
+            tenant=tenant_b, broadcast_id=b.pk, content_hash=b.content_hash, actor=outsider
+        )
     assert Broadcast.objects.get(pk=b.pk).state == "pending_review"
 
 
@@ -191,7 +202,9 @@ def test_reject_needs_a_reason_and_ends_it(live):
     b = create(live)
     with pytest.raises(errors.InvalidInput):
         broadcast_reject(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver, reason="")
-    b = broadcast_reject(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver, reason="wrong list")
+    b = broadcast_reject(
+        tenant=live.tenant, broadcast_id=b.pk, actor=live.approver, reason="wrong list"
+    )
     assert b.state == "rejected"
     with pytest.raises(errors.NotPending):
         approve(live, b)
@@ -218,19 +231,28 @@ def test_each_recipient_gets_their_own_message_once(live):
 
 def test_fan_out_in_pages_filters_suppressed_and_out_of_policy(live, settings):
     settings.BROADCAST_FANOUT_PAGE = 4
-    Suppression.objects.create(tenant=live.tenant, address="customer2@example.com", reason="bounced")
+    Suppression.objects.create(
+        tenant=live.tenant, address="customer2@example.com", reason="bounced"
+    )
     live.mailbox.policy_mode = "allowlist"
     live.mailbox.allowed_domains = ["example.com"]
     live.mailbox.save(update_fields=["policy_mode", "allowed_domains"])
-    rows = people(9) + [{"address": "someone@elsewhere.test", "variables": {"name": "x", "order": 0}}]
+    rows = [
+        *people(9),
+        {"address": "someone@elsewhere.test", "variables": {"name": "x", "order": 0}},
+    ]
     b = approve(live, create(live, recipients=rows))
     broadcast_run(b.pk)
     skips = dict(
-        BroadcastRecipient.objects.filter(broadcast=b).exclude(skip_reason="").values_list("address", "skip_reason")
+        BroadcastRecipient.objects.filter(broadcast=b)
+        .exclude(skip_reason="")
+        .values_list("address", "skip_reason")
     )
     assert skips == {"customer2@example.com": "suppressed", "someone@elsewhere.test": "not_allowed"}
     assert SendIntent.objects.filter(broadcast=b).count() == 8
-    pages = IntentEvent.objects.filter(broadcast=b, action__in=("broadcast.fan_out_page", "broadcast.fanned_out"))
+    pages = IntentEvent.objects.filter(
+        broadcast=b, action__in=("broadcast.fan_out_page", "broadcast.fanned_out")
+    )
     assert pages.count() == 3
     drain(live)
     assert len(ledger_of(live, b)) == 8
@@ -252,7 +274,9 @@ def test_fan_out_run_twice_creates_no_second_intent(live, settings):
 def test_a_recipient_row_changed_after_approval_is_blocked_not_sent(live):
     b = approve(live, create(live))
     broadcast_run(b.pk)
-    BroadcastRecipient.objects.filter(broadcast=b, position=1).update(variables={"name": "Evil", "order": 1})
+    BroadcastRecipient.objects.filter(broadcast=b, position=1).update(
+        variables={"name": "Evil", "order": 1}
+    )
     drain(live)
     blocked = SendIntent.objects.get(broadcast=b, broadcast_recipient__position=1)
     assert (blocked.state, blocked.last_error_code) == ("blocked", "hash_mismatch")
@@ -264,7 +288,9 @@ def test_a_template_changed_after_approval_blocks_every_send(live):
     broadcast_run(b.pk)
     Broadcast.objects.filter(pk=b.pk).update(text="Send money to {{ name }}")
     drain(live)
-    assert set(SendIntent.objects.filter(broadcast=b).values_list("state", flat=True)) == {"blocked"}
+    assert set(SendIntent.objects.filter(broadcast=b).values_list("state", flat=True)) == {
+        "blocked"
+    }
     assert ledger_of(live, b) == []
 
 
@@ -321,7 +347,9 @@ def test_a_send_claimed_just_before_the_pause_goes_back_unsent(live):
     claims = intent_claim(worker="t", limit=3)
     broadcast_pause(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver)
     execute_claims(claims)
-    assert set(SendIntent.objects.filter(broadcast=b).values_list("state", "attempts")) == {("queued", 0)}
+    assert set(SendIntent.objects.filter(broadcast=b).values_list("state", "attempts")) == {
+        ("queued", 0)
+    }
     assert ledger_of(live, b) == []
     released = IntentEvent.objects.filter(action="intent.released", from_state="sending")
     assert released.count() == len(claims) > 0
@@ -341,4 +369,7 @@ def test_cancel_leaves_the_rest_unsent_and_journaled(live, settings):
     assert len(ledger_of(live, b)) == sent
     cancelled = SendIntent.objects.filter(broadcast=b, state="cancelled")
     assert cancelled.count() == 10 - sent
-    assert IntentEvent.objects.filter(intent__in=cancelled, action="intent.cancelled").count() == 10 - sent
+    assert (
+        IntentEvent.objects.filter(intent__in=cancelled, action="intent.cancelled").count()
+        == 10 - sent
+    )
