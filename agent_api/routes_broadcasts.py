@@ -149,7 +149,9 @@ def create_broadcast(request: AgentRequest, payload: BroadcastCreateIn):
     tags=["broadcasts"],
     operation_id="broadcast_replace_recipients",
 )
-def replace_broadcast_recipients(request: AgentRequest, broadcast_id: int, payload: BroadcastRecipientsIn):
+def replace_broadcast_recipients(
+    request: AgentRequest, broadcast_id: int, payload: BroadcastRecipientsIn
+):
     """Only while pending review (409 otherwise: what each customer receives is fixed at
     approval). The hash changes, so a reviewer's page opened before must be reloaded."""
     token = request.auth

@@ -113,6 +113,7 @@ def run_crash(
                 break
             _kill(worker)
             kills.append(f"fan-out at {intents.count()} sends created")
+            log(f"{time.monotonic() - started:.1f} s: killed during fan-out")
             worker = _worker(env)
         for n in range(2):
             target = (n + 1) * expected // 3
@@ -123,6 +124,7 @@ def run_crash(
             )
             _kill(worker)
             kills.append(f"sending at {intents.filter(state='accepted').count()} accepted")
+            log(f"{time.monotonic() - started:.1f} s: killed during sending")
             worker = _worker(env)
         _wait(
             lambda: Broadcast.objects.get(pk=broadcast.pk).state == "completed",

@@ -79,14 +79,13 @@ def main(argv: list[str] | None = None) -> int:
         "BROADCAST_RATE_PER_SECOND": str(args.key_rate),  # capped at BROADCAST_KEY_SHARE
         "SEND_LEASE_SECONDS": "10",
     }
-    with scratch_run(settings) as (sandbox, env, tenant, mailbox, approver, make_tenant):
+    with scratch_run(settings) as (_sandbox, env, tenant, mailbox, approver, make_tenant):
         from intents.models import SendIntent
         from intents.services.broadcasts import (
             broadcast_approve,
             broadcast_cancel,
             broadcast_create,
         )
-
         from tenants.models import Tenant
 
         other = make_tenant("other")

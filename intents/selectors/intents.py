@@ -147,6 +147,8 @@ def intent_reopenable(intent: SendIntent) -> bool:
     """Whether a person may re-approve this send's draft as a new send (see draft_reopen): the
     send did not go out, it is its draft's current one, and the draft was not reopened yet.
     Needs intent.draft and intent.draft_version loaded (intent_get does)."""
+    if intent.draft is None or intent.draft_version is None:
+        return False  # a broadcast's send: no draft to reopen
     return (
         intent.state in REOPENABLE_STATES
         and intent.draft.status == Draft.Status.APPROVED

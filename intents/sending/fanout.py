@@ -130,6 +130,8 @@ def broadcast_fan_out_page(*, broadcast_id: int, page_size: int | None = None) -
 
 
 def _intent_for(broadcast: Broadcast, recipient: BroadcastRecipient, now) -> SendIntent:
+    # The approval's (the broadcast is approved, see the constraint broadcast_approved_has_approval).
+    assert broadcast.approved_by_id is not None and broadcast.approved_at is not None
     return SendIntent(
         tenant_id=broadcast.tenant_id,
         mailbox_id=broadcast.mailbox_id,

@@ -196,6 +196,7 @@ def policy_problem(intent: SendIntent, facts: CheckFacts) -> tuple[str, str] | N
     if version.body_purged_at is not None:
         return "body_purged", "The approved body was purged by retention."
     # Same draft row as the one locked with the intent (checked above): no reload for the hash.
+    assert intent.draft is not None
     version.draft = intent.draft
     if intent.content_hash != version.content_hash or intent.content_hash != version_hash(version):
         return "hash_mismatch", "The stored content no longer matches what was approved."

@@ -32,6 +32,7 @@ def test_killed_four_times_still_one_send_per_recipient(live):
         suppressed=6,
         env=env,
         timeout=90,
+        log=print,
     )
     assert len(figures["kills"]) == 4, figures
     assert (figures["sends"], figures["unique_keys"], figures["unique_recipients"]) == (
