@@ -23,12 +23,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _worker(env: dict[str, str]) -> subprocess.Popen:
+def _worker(env: dict[str, str], threads: int = 1) -> subprocess.Popen:
     return subprocess.Popen(
         [
             sys.executable,
             "manage.py",
             "intents_worker",
+            "--threads",
+            str(threads),
             "--batch",
             "20",
             "--poll",

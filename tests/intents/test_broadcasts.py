@@ -316,13 +316,13 @@ def test_replies_are_claimed_before_broadcast_sends(live):
 
 
 def test_broadcast_is_paced_below_the_key(live, settings):
-    settings.SEND_RATE_PER_KEY = 10
-    settings.BROADCAST_RATE_PER_SECOND = 50  # asks for more than its share: capped at 5/s
+    settings.SEND_RATE_PER_KEY = 40
+    settings.BROADCAST_RATE_PER_SECOND = 500  # asks for more than its share: capped at 20/s
     b = approve(live, create(live, recipients=people(30)))
     broadcast_run(b.pk)
     SendIntent.objects.update(next_attempt_at=Now())
     sending.run_once(worker="t", limit=20)
-    # Burst of one second of its (capped) rate; the key alone would have allowed 20.
+    # A burst of a quarter second of its (capped) rate; the key alone would have allowed 20.
     assert SendIntent.objects.filter(broadcast=b, state="accepted").count() == 5
 
 
