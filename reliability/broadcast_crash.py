@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _worker(env: dict[str, str], threads: int = 1) -> subprocess.Popen:
+def _worker(env: dict[str, str], threads: int = 1, reply_threads: int = 0) -> subprocess.Popen:
     return subprocess.Popen(
         [
             sys.executable,
@@ -31,6 +31,8 @@ def _worker(env: dict[str, str], threads: int = 1) -> subprocess.Popen:
             "intents_worker",
             "--threads",
             str(threads),
+            "--reply-threads",
+            str(reply_threads),
             "--batch",
             "20",
             "--poll",

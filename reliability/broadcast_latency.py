@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recipients", type=int, default=3000)
     parser.add_argument("--replies", type=int, default=40)
     parser.add_argument("--key-rate", type=float, default=40, help="SEND_RATE_PER_KEY")
-    parser.add_argument("--threads", type=int, default=2, help="sender threads of the worker")
+    parser.add_argument("--threads", type=int, default=1, help="sender threads of the worker")
+    parser.add_argument("--reply-threads", type=int, default=1, help="threads for replies only")
     args = parser.parse_args(argv)
     settings = {
         "SEND_RATE_PER_KEY": str(args.key_rate),
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             ("same tenant", tenant, mailbox, approver),
             ("other tenant", other[0], other[1], other[2]),
         ]
-        worker = _worker(env, threads=args.threads)
+        worker = _worker(env, threads=args.threads, reply_threads=args.reply_threads)
         try:
             # Warm-up, not measured: the worker process is up and has sent for both tenants.
             _latencies(_replies(targets, 4, 0))

@@ -43,10 +43,14 @@ class _Candidate:
     broadcast_rate: float | None = None
 
 
-def _claim(*, worker: str, limit: int, intent_id: int | None, reconcile: bool) -> list[Claim]:
+def _claim(
+    *, worker: str, limit: int, intent_id: int | None, reconcile: bool, replies_only: bool = False
+) -> list[Claim]:
     with transaction.atomic():
         now = db_now()
-        candidates = _candidates(now, limit=limit, intent_id=intent_id, reconcile=reconcile)
+        candidates = _candidates(
+            now, limit=limit, intent_id=intent_id, reconcile=reconcile, replies_only=replies_only
+        )
         throttles = lock_throttles(
             {c.key_ref for c in candidates}
             | {c.broadcast_ref for c in candidates if c.broadcast_ref},
@@ -70,7 +74,7 @@ def _claim(*, worker: str, limit: int, intent_id: int | None, reconcile: bool) -
 
 
 def _candidates(
-    now: datetime, *, limit: int, intent_id: int | None, reconcile: bool
+    now: datetime, *, limit: int, intent_id: int | None, reconcile: bool, replies_only: bool = False
 ) -> list[_Candidate]:
     """Due intents, locked (``SKIP LOCKED``), highest priority then oldest first: up to three
     times ``limit``, so that intents of a key without budget do not starve the others."""
@@ -87,6 +91,8 @@ def _candidates(
         )
         # A paused (or cancelled) broadcast's sends are not claimed: no new provider call.
         due &= Q(broadcast__isnull=True) | Q(broadcast__state__in=Broadcast.SENDABLE)
+    if replies_only:
+        due &= Q(broadcast__isnull=True)
     qs = SendIntent.objects.select_for_update(skip_locked=True, of=("self",)).filter(due)
     if intent_id is not None:
         qs = qs.filter(pk=intent_id)
@@ -203,9 +209,18 @@ def _lease_rows(leased, *, worker: str, expires: datetime, reconcile: bool) -> s
         return {row[0] for row in cursor.fetchall()}
 
 
-def intent_claim(*, worker: str, limit: int = 1, intent_id: int | None = None) -> list[Claim]:
-    """Lease up to ``limit`` due queued intents (highest priority, then oldest first)."""
-    return _claim(worker=worker, limit=limit, intent_id=intent_id, reconcile=False)
+def intent_claim(
+    *, worker: str, limit: int = 1, intent_id: int | None = None, replies_only: bool = False
+) -> list[Claim]:
+    """Lease up to ``limit`` due queued intents (highest priority, then oldest first);
+    ``replies_only``: none of a broadcast's."""
+    return _claim(
+        worker=worker,
+        limit=limit,
+        intent_id=intent_id,
+        reconcile=False,
+        replies_only=replies_only,
+    )
 
 
 def intent_claim_uncertain(

@@ -155,10 +155,19 @@ def execute_claims(claims: list[Claim]) -> list[str]:
     return [states.get(claim.intent_id, "") for claim in claims]
 
 
-def run_once(*, worker: str | None = None, limit: int = 10, intent_id: int | None = None) -> int:
-    """Claim and execute up to ``limit`` due intents (sends first, then reconciliations)."""
+def run_once(
+    *,
+    worker: str | None = None,
+    limit: int = 10,
+    intent_id: int | None = None,
+    replies_only: bool = False,
+) -> int:
+    """Claim and execute up to ``limit`` due intents (sends first, then reconciliations).
+    ``replies_only``: never a broadcast's send, so this round cannot be held up by one."""
     worker = worker or worker_id()
-    claims = intent_claim(worker=worker, limit=limit, intent_id=intent_id)
+    claims = intent_claim(
+        worker=worker, limit=limit, intent_id=intent_id, replies_only=replies_only
+    )
     execute_claims(claims)
     done = len(claims)
     if done < limit:

@@ -373,3 +373,15 @@ def test_cancel_leaves_the_rest_unsent_and_journaled(live, settings):
         IntentEvent.objects.filter(intent__in=cancelled, action="intent.cancelled").count()
         == 10 - sent
     )
+
+
+def test_a_replies_only_round_never_claims_a_broadcast_send(live):
+    b = approve(live, create(live))
+    broadcast_run(b.pk)
+    reply = live.approved()
+    SendIntent.objects.update(next_attempt_at=Now())
+    assert sending.run_once(worker="t", limit=20, replies_only=True) == 1
+    reply.refresh_from_db()
+    assert reply.state == "accepted"
+    assert sending.run_once(worker="t", limit=20, replies_only=True) == 0
+    assert ledger_of(live, b) == []
