@@ -7,7 +7,8 @@ import pytest
 from reliability.broadcast_crash import run_crash
 from tests.intents.conftest import worker_env
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+# Four worker start-ups: on a loaded machine they alone can take minutes.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def test_killed_four_times_still_one_send_per_recipient(live):
