@@ -5,7 +5,7 @@ PYTHON ?= python3
 UV := $(shell if command -v uv >/dev/null 2>&1 && uv --version >/dev/null 2>&1; then echo uv; else echo .tools/bin/uv; fi)
 MANAGE := $(UV) run --frozen python manage.py
 
-.PHONY: help setup run test test-full lint format check bench nemesis cluster restore-drill modelcheck mutants messages stop clean
+.PHONY: help setup run test test-full lint format check bench broadcast-crash broadcast-latency nemesis cluster restore-drill modelcheck mutants messages stop clean
 
 help:
 	@echo "make run    - set up on first use, then web + worker + sandbox AgentMail + demo agent"
@@ -16,6 +16,7 @@ help:
 	@echo "make stop   - stop the embedded PostgreSQL server"
 	@echo "make bench  - side-by-side benchmarks (BENCHMARKS.md)"
 	@echo "make nemesis - the whole system under random faults, checked (RELIABILITY.md)"
+	@echo "make broadcast-crash - 5,000-recipient broadcast, worker killed 4 times (RELIABILITY.md)"
 	@echo "make cluster - test hosts in network namespaces under network faults, checked (root; RELIABILITY.md)"
 	@echo "make restore-drill - back up while sending, restore, workers on the copy; the provider's ledger checked"
 	@echo "make modelcheck - spin explores the send protocol model (model/, RELIABILITY.md)"
@@ -59,6 +60,12 @@ lint: .venv/.synced
 format: .venv/.synced
 	$(UV) run --frozen ruff check --fix .
 	$(UV) run --frozen ruff format .
+
+broadcast-crash: .venv/.synced
+	$(UV) run --frozen python -m reliability.broadcast_crash $(BROADCAST_CRASH_ARGS)
+
+broadcast-latency: .venv/.synced
+	$(UV) run --frozen python -m reliability.broadcast_latency $(BROADCAST_LATENCY_ARGS)
 
 nemesis: .venv/.synced
 	$(UV) run --frozen python -m reliability.nemesis $(NEMESIS_ARGS)

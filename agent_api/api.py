@@ -14,6 +14,7 @@ from agent_api.errors import StrictJSONParser, install_exception_handlers
 from agent_api.idempotency import LOCK_SECONDS
 from agent_api.routes import router
 from agent_api.routes_analytics import router as analytics_router
+from agent_api.routes_broadcasts import router as broadcasts_router
 from intents import services
 from intents.retention import IDEMPOTENCY_RETENTION
 
@@ -97,3 +98,4 @@ api = CountersignAPI(
 install_exception_handlers(api)
 api.add_router("", router)
 api.add_router("", analytics_router)
+api.add_router("", broadcasts_router)

@@ -286,12 +286,24 @@ def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 
 
 def draft_problem(exc: DraftError) -> dict:
+    errors = [{"field": exc.field, "message": exc.message}]
+    rows = getattr(exc, "rows", None)
+    if rows is not None:
+        # A broadcast's recipient upload: one error per bad row (row 0: the upload as a whole).
+        errors = [
+            {
+                "field": f"recipients[{r.row}].{r.field}" if r.row else r.field,
+                "row": r.row,
+                "message": r.message,
+            }
+            for r in rows
+        ]
     return problem_document(
         status=int(getattr(exc, "status", 409)),
         code=exc.code,
         title=exc.code.replace("_", " ").capitalize(),
         detail=exc.message,
-        errors=[{"field": exc.field, "message": exc.message}],
+        errors=errors,
     )
 
 

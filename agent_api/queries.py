@@ -107,7 +107,7 @@ def _intent_document(intent: SendIntent) -> dict:
     return {
         "id": intent.pk,
         "state": intent.state,
-        "version": intent.draft_version.number,
+        "version": intent.draft_version.number if intent.draft_version else None,
         "approved_at": intent.approved_at,
         "provider_message_id": intent.provider_message_id,
         "provider_thread_id": intent.provider_thread_id,

@@ -351,6 +351,14 @@ SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 15)
 # single probe through.
 SEND_CIRCUIT_FAILURES = env_int("SEND_CIRCUIT_FAILURES", 5)
 SEND_CIRCUIT_COOLDOWN_SECONDS = float(env("SEND_CIRCUIT_COOLDOWN_SECONDS", "30"))
+# Broadcasts (issue 19): the default pace of one broadcast's sends, and the share of the mailbox
+# key's rate a broadcast may use at most, so replies from the same mailbox keep the rest.
+BROADCAST_RATE_PER_SECOND = float(env("BROADCAST_RATE_PER_SECOND", "2"))
+BROADCAST_KEY_SHARE = float(env("BROADCAST_KEY_SHARE", "0.5"))
+BROADCAST_MAX_RECIPIENTS = env_int("BROADCAST_MAX_RECIPIENTS", 10_000)
+BROADCAST_FANOUT_PAGE = env_int("BROADCAST_FANOUT_PAGE", 500)
+# A pause between fan-out pages (seconds), so a huge fan-out leaves the database to others.
+BROADCAST_FANOUT_PAGE_PAUSE_SECONDS = float(env("BROADCAST_FANOUT_PAGE_PAUSE_SECONDS", "0"))
 
 # Agent events (intents.events): signed deliveries to the URLs tenant admins register.
 # Private, loopback and shared (CGNAT) addresses are refused after DNS resolution unless this is

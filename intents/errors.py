@@ -104,3 +104,22 @@ class ProviderUnavailable(DraftError):
 
     code = "provider_unavailable"
     status = 502
+
+
+class BroadcastRowsInvalid(InvalidInput):
+    """Some rows of a broadcast's recipient upload are invalid; ``rows`` lists them (row, field,
+    message), the first ``MAX_REPORTED_ERRORS`` of ``total``."""
+
+    code = "recipients_invalid"
+
+    def __init__(self, message: str, *, rows: list, total: int):
+        super().__init__(message=message, field="recipients")
+        self.rows = rows
+        self.total = total
+
+    def as_dict(self) -> dict:
+        return {
+            **super().as_dict(),
+            "total": self.total,
+            "rows": [{"row": r.row, "field": r.field, "message": r.message} for r in self.rows],
+        }

@@ -246,9 +246,28 @@ class SendIntent(models.Model):
     mailbox = models.ForeignKey(
         "mailboxes.Mailbox", on_delete=models.PROTECT, related_name="intents"
     )
-    draft = models.ForeignKey(Draft, on_delete=models.CASCADE, related_name="intents")
+    # A reply names its draft and version; a broadcast's send names the broadcast and the
+    # recipient instead (exactly one of the two, see the constraint).
+    draft = models.ForeignKey(
+        Draft, null=True, blank=True, on_delete=models.CASCADE, related_name="intents"
+    )
     draft_version = models.OneToOneField(
-        DraftVersion, on_delete=models.PROTECT, related_name="intent"
+        DraftVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="intent"
+    )
+    broadcast = models.ForeignKey(
+        "intents.Broadcast",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="intents",
+    )
+    # One send per recipient of a broadcast, however often the fan-out runs.
+    broadcast_recipient = models.OneToOneField(
+        "intents.BroadcastRecipient",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="intent",
     )
     approver = models.ForeignKey("tenants.User", on_delete=models.PROTECT, related_name="+")
     approved_at = models.DateTimeField()
@@ -321,6 +340,17 @@ class SendIntent(models.Model):
                 condition=Q(hold_until__isnull=True) | Q(next_attempt_at__gte=F("hold_until")),
                 name="intent_not_due_inside_hold",
             ),
+            models.CheckConstraint(
+                condition=(
+                    Q(draft__isnull=False, draft_version__isnull=False)
+                    & Q(broadcast__isnull=True, broadcast_recipient__isnull=True)
+                )
+                | (
+                    Q(draft__isnull=True, draft_version__isnull=True)
+                    & Q(broadcast__isnull=False, broadcast_recipient__isnull=False)
+                ),
+                name="intent_reply_or_broadcast",
+            ),
         ]
         indexes = [
             # The claim query: due queued intents, highest priority then oldest first.
@@ -331,6 +361,11 @@ class SendIntent(models.Model):
             ),
             models.Index(fields=["state", "lease_expires_at"], name="intent_lease"),
             models.Index(fields=["tenant", "state", "-updated_at"], name="intent_tenant_state"),
+            models.Index(
+                fields=["broadcast", "state"],
+                name="intent_broadcast_state",
+                condition=Q(broadcast__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -400,6 +435,9 @@ class IntentEvent(models.Model):
     intent = models.ForeignKey(
         SendIntent, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
     )
+    broadcast = models.ForeignKey(
+        "intents.Broadcast", null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
     actor_kind = models.CharField(max_length=8, choices=Actor.choices)
     actor_user = models.ForeignKey(
         "tenants.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -460,6 +498,7 @@ class Suppression(models.Model):
 
 # Re-exported: intents.models is where Django and the code look for the app's models.
 from intents.models_attachments import AttachmentBlob, DraftAttachment  # noqa: E402
+from intents.models_broadcast import Broadcast, BroadcastRecipient  # noqa: E402
 from intents.models_events import (  # noqa: E402
     AgentEvent,
     AgentEventDelivery,
@@ -475,6 +514,8 @@ __all__ = [
     "AgentEventEndpoint",
     "ApiIdempotencyKey",
     "AttachmentBlob",
+    "Broadcast",
+    "BroadcastRecipient",
     "Draft",
     "DraftAttachment",
     "DraftNote",

@@ -14,6 +14,7 @@ from config.clock import db_now
 from intents.events.delivery import deliver_due, due_endpoint_ids
 from intents.models import SendIntent
 from intents.retention import api_idempotency_purge
+from intents.sending.fanout import broadcast_run, broadcasts_sweep
 from intents.sending.sweep import (
     due_intent_ids,
     intents_expire_not_after,
@@ -95,6 +96,12 @@ def sweep(budget_seconds: float = 50.0) -> int:
         time.sleep(max(wait, min(1.0, settings.SWEEP_INTERVAL_SECONDS)))
 
 
+def fan_out_broadcast(broadcast_id: int) -> None:
+    """The fan-out of an approved broadcast (and its cancellation or completion); safe to run
+    twice: pages are guarded by the broadcast's row lock and its position."""
+    broadcast_run(broadcast_id)
+
+
 def sweep_once() -> dict[str, int]:
     report = {
         "leases_released": intents_release_expired_leases(),
@@ -104,6 +111,7 @@ def sweep_once() -> dict[str, int]:
         "sla_warned": drafts_warn_due(),
         "sla_breached": drafts_escalate_due(),
         "api_keys_purged": api_idempotency_purge(),
+        "broadcasts_run": broadcasts_sweep(),
     }
     report["agent_event_endpoints_due"] = _wake_agent_events()
     queued, uncertain = due_intent_ids(limit=WAKE_LIMIT)

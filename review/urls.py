@@ -3,7 +3,7 @@
 
 from django.urls import path
 
-from review.views import assignment, attachments, drafts, outbox, queue
+from review.views import assignment, attachments, broadcasts, drafts, outbox, queue
 
 urlpatterns = [
     path("", queue.queue, name="tenant_home"),
@@ -38,4 +38,21 @@ urlpatterns = [
     path("outbox/<int:intent_id>/release/", outbox.intent_release, name="intent_release"),
     path("outbox/<int:intent_id>/reopen/", outbox.intent_reopen, name="intent_reopen"),
     path("attention/", outbox.attention, name="attention"),
+    path("broadcasts/", broadcasts.broadcast_list, name="broadcasts"),
+    path("broadcasts/<int:broadcast_id>/", broadcasts.broadcast_detail, name="broadcast"),
+    path(
+        "broadcasts/<int:broadcast_id>/approve/",
+        broadcasts.broadcast_approve,
+        name="broadcast_approve",
+    ),
+    path(
+        "broadcasts/<int:broadcast_id>/reject/",
+        broadcasts.broadcast_reject,
+        name="broadcast_reject",
+    ),
+    path(
+        "broadcasts/<int:broadcast_id>/<str:action>/",
+        broadcasts.broadcast_control,
+        name="broadcast_control",
+    ),
 ]

@@ -58,6 +58,10 @@ class Cause:
 
 
 def event_type(cause: Cause) -> str | None:
+    if cause.intent_id is not None and cause.draft_id is None:
+        # A broadcast's send (the only intent without a draft): thousands per broadcast, and
+        # no agent's draft to report on. Not agent events (yet).
+        return None
     if cause.action == "draft.version_added":
         # An agent's revision is the agent's own news; a person's edit is what it learns from.
         return EventType.DRAFT_EDITED if cause.actor_kind == "person" else None

@@ -56,7 +56,7 @@ class Facts:
 
 
 def _version_number(cause, type_: str, draft: Draft | None, intent: SendIntent | None) -> int:
-    if intent is not None and type_.startswith("send."):
+    if intent is not None and intent.draft_version is not None and type_.startswith("send."):
         return intent.draft_version.number
     if isinstance(cause.data.get("version"), int):
         return cause.data["version"]

@@ -30,7 +30,8 @@ def current_sends(tenant) -> QuerySet[SendIntent]:
 def intent_get(*, tenant, intent_id) -> SendIntent:
     intent = (
         SendIntent.objects.select_related("mailbox", "draft", "draft_version", "approver")
-        .filter(tenant=tenant, pk=as_int(intent_id, "send"))
+        # A broadcast's sends are shown on the broadcast's page, not one by one.
+        .filter(tenant=tenant, pk=as_int(intent_id, "send"), broadcast__isnull=True)
         .first()
     )
     if intent is None:
@@ -46,7 +47,7 @@ def intent_attempts(*, tenant, intent_id) -> list[SendAttempt]:
 def outbox(*, tenant, state=None, cursor=None, limit=DEFAULT_PAGE) -> Page:
     """Send intents, most recent first, optionally in one state (or a list of states)."""
     limit = limit_of(limit)
-    qs = SendIntent.objects.filter(tenant=tenant).select_related(
+    qs = SendIntent.objects.filter(tenant=tenant, broadcast__isnull=True).select_related(
         "mailbox", "draft", "draft_version", "approver"
     )
     if state:
@@ -73,6 +74,8 @@ def intent_counts(*, tenant=None) -> dict[str, int]:
     """Intents per state (every state present). Without a tenant: across all tenants, for
     operators only (the intents_status command and metrics)."""
     qs = SendIntent.objects.all() if tenant is None else SendIntent.objects.filter(tenant=tenant)
+    if tenant is not None:
+        qs = qs.filter(broadcast__isnull=True)  # the outbox's tabs; broadcasts have their page
     counts = dict.fromkeys(SendIntent.State.values, 0)
     for row in qs.values("state").annotate(n=Count("id")):
         counts[row["state"]] = row["n"]
@@ -144,6 +147,8 @@ def intent_reopenable(intent: SendIntent) -> bool:
     """Whether a person may re-approve this send's draft as a new send (see draft_reopen): the
     send did not go out, it is its draft's current one, and the draft was not reopened yet.
     Needs intent.draft and intent.draft_version loaded (intent_get does)."""
+    if intent.draft is None or intent.draft_version is None:
+        return False  # a broadcast's send: no draft to reopen
     return (
         intent.state in REOPENABLE_STATES
         and intent.draft.status == Draft.Status.APPROVED

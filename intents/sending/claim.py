@@ -15,9 +15,16 @@ from django.db.models.functions import Now
 
 from config.clock import db_now
 from intents.journal import Entry, journal, journal_many
-from intents.models import IntentEvent, ProviderThrottle, SendAttempt, SendIntent
+from intents.models import Broadcast, IntentEvent, ProviderThrottle, SendAttempt, SendIntent
 from intents.sending.lease import Claim, lease_duration
-from intents.sending.throttle import key_ref_for, lock_throttles, save_throttles, take_token
+from intents.sending.throttle import (
+    broadcast_bucket,
+    key_ref_for,
+    lock_throttles,
+    save_throttles,
+    take_broadcast_token,
+    take_token,
+)
 
 State = SendIntent.State
 
@@ -30,15 +37,26 @@ class _Candidate:
     state: str
     attempts: int
     tenant_id: int
-    draft_id: int
+    draft_id: int | None
     key_ref: str
+    # A broadcast's send also takes a token from its broadcast's own, slower bucket.
+    broadcast_ref: str | None = None
+    broadcast_rate: float | None = None
 
 
-def _claim(*, worker: str, limit: int, intent_id: int | None, reconcile: bool) -> list[Claim]:
+def _claim(
+    *, worker: str, limit: int, intent_id: int | None, reconcile: bool, replies_only: bool = False
+) -> list[Claim]:
     with transaction.atomic():
         now = db_now()
-        candidates = _candidates(now, limit=limit, intent_id=intent_id, reconcile=reconcile)
-        throttles = lock_throttles({c.key_ref for c in candidates}, now)
+        candidates = _candidates(
+            now, limit=limit, intent_id=intent_id, reconcile=reconcile, replies_only=replies_only
+        )
+        throttles = lock_throttles(
+            {c.key_ref for c in candidates}
+            | {c.broadcast_ref for c in candidates if c.broadcast_ref},
+            now,
+        )
         if any(row.refilled_at > now for row in throttles.values()):
             # Another claimer refilled a bucket, with its own later clock reading, while this
             # one waited for the row: read the clock again, or that refill would look like a
@@ -57,7 +75,7 @@ def _claim(*, worker: str, limit: int, intent_id: int | None, reconcile: bool) -
 
 
 def _candidates(
-    now: datetime, *, limit: int, intent_id: int | None, reconcile: bool
+    now: datetime, *, limit: int, intent_id: int | None, reconcile: bool, replies_only: bool = False
 ) -> list[_Candidate]:
     """Due intents, locked (``SKIP LOCKED``), highest priority then oldest first: up to three
     times ``limit``, so that intents of a key without budget do not starve the others."""
@@ -72,22 +90,37 @@ def _candidates(
             # Inside its undo window an intent is not ours to send (intent_undo may still win).
             & (Q(hold_until__isnull=True) | Q(hold_until__lte=now))
         )
+        # A paused (or cancelled) broadcast's sends are not claimed: no new provider call.
+        due &= Q(broadcast__isnull=True) | Q(broadcast__state__in=Broadcast.SENDABLE)
+    if replies_only:
+        due &= Q(broadcast__isnull=True)
     qs = SendIntent.objects.select_for_update(skip_locked=True, of=("self",)).filter(due)
     if intent_id is not None:
         qs = qs.filter(pk=intent_id)
     return [
-        _Candidate(pk, state, attempts, tenant_id, draft_id, key_ref_for(key_id, mailbox_id))
-        for pk, state, attempts, tenant_id, draft_id, mailbox_id, key_id in qs.order_by(
-            "-priority", "next_attempt_at", "id"
-        ).values_list(
-            "id",
-            "state",
-            "attempts",
-            "tenant_id",
-            "draft_id",
-            "mailbox_id",
-            "mailbox__provider_api_key_id",
-        )[: max(limit * 3, limit)]
+        _Candidate(
+            pk,
+            state,
+            attempts,
+            tenant_id,
+            draft_id,
+            key_ref_for(key_id, mailbox_id),
+            broadcast_bucket(broadcast_id) if broadcast_id and not reconcile else None,
+            rate,
+        )
+        for pk, state, attempts, tenant_id, draft_id, mailbox_id, key_id, broadcast_id, rate in (
+            qs.order_by("-priority", "next_attempt_at", "id").values_list(
+                "id",
+                "state",
+                "attempts",
+                "tenant_id",
+                "draft_id",
+                "mailbox_id",
+                "mailbox__provider_api_key_id",
+                "broadcast_id",
+                "broadcast__rate_per_second",
+            )[: max(limit * 3, limit)]
+        )
     ]
 
 
@@ -105,7 +138,12 @@ def _take_tokens(
         if len(leased) >= limit:
             break
         token = uuid.uuid4()
-        wait = take_token(throttles[candidate.key_ref], now, token)
+        paced = throttles[candidate.broadcast_ref] if candidate.broadcast_ref else None
+        wait = take_broadcast_token(paced, now, candidate.broadcast_rate) if paced else 0.0
+        if not wait:
+            wait = take_token(throttles[candidate.key_ref], now, token)
+            if wait and paced is not None:
+                paced.tokens += 1  # not sent: the broadcast's token goes back
         if wait:
             # Not due until the key has budget again; keeps claimers from spinning on it.
             postponed.append((candidate.pk, candidate.state, now + timedelta(seconds=wait)))
@@ -172,9 +210,18 @@ def _lease_rows(leased, *, worker: str, expires: datetime, reconcile: bool) -> s
         return {row[0] for row in cursor.fetchall()}
 
 
-def intent_claim(*, worker: str, limit: int = 1, intent_id: int | None = None) -> list[Claim]:
-    """Lease up to ``limit`` due queued intents (highest priority, then oldest first)."""
-    return _claim(worker=worker, limit=limit, intent_id=intent_id, reconcile=False)
+def intent_claim(
+    *, worker: str, limit: int = 1, intent_id: int | None = None, replies_only: bool = False
+) -> list[Claim]:
+    """Lease up to ``limit`` due queued intents (highest priority, then oldest first);
+    ``replies_only``: none of a broadcast's."""
+    return _claim(
+        worker=worker,
+        limit=limit,
+        intent_id=intent_id,
+        reconcile=False,
+        replies_only=replies_only,
+    )
 
 
 def intent_claim_uncertain(

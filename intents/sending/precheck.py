@@ -20,9 +20,11 @@ from django.db import connection, transaction
 from django.db.models import OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce, Now
 
+from intents import broadcast_content
 from intents.blobs import blob_store
 from intents.hashing import version_hash
-from intents.models import DraftAttachment, SendAttempt, SendIntent
+from intents.journal import journal
+from intents.models import Broadcast, DraftAttachment, IntentEvent, SendAttempt, SendIntent
 from intents.policy import (
     active_memberships,
     can_approve,
@@ -74,7 +76,9 @@ def _lock_leased(claims: list[Claim], *, live: bool = True) -> dict[int, Locked]
         SendAttempt.objects.filter(intent_id=OuterRef("pk")).order_by("-number").values("number")
     )
     rows = (
-        qs.select_related("mailbox", "tenant", "draft", "draft_version")
+        qs.select_related(
+            "mailbox", "tenant", "draft", "draft_version", "broadcast", "broadcast_recipient"
+        )
         .annotate(
             db_now=Now(),
             next_attempt_number=Coalesce(Subquery(last_number[:1]), Value(0)) + 1,
@@ -103,7 +107,7 @@ class CheckFacts:
     def load(cls, intents: list[SendIntent]) -> CheckFacts:
         pairs = []
         for intent in intents:
-            for raw in intent.draft_version.all_recipients:
+            for raw in _addresses_of(intent):
                 try:
                     pairs.append((intent.tenant_id, normalize_address(raw)))
                 except ValueError:
@@ -121,6 +125,56 @@ class CheckFacts:
             suppressed=suppressed_addresses(pairs),
             attachments=attachments,
         )
+
+
+def _addresses_of(intent: SendIntent) -> list[str]:
+    if intent.draft_version is not None:
+        return intent.draft_version.all_recipients
+    return list(intent.recipients.get("to", []))
+
+
+def _broadcast_problem(intent: SendIntent) -> tuple[str, str] | None:
+    """A broadcast send's link to its approval: the broadcast approved by the intent's approver
+    with the hash of its stored template and recipient digest, the recipient row unchanged since
+    (its leaf hash), and the rendered message exactly the one the intent was made for."""
+    broadcast, recipient = intent.broadcast, intent.broadcast_recipient
+    assert broadcast is not None and recipient is not None
+    if broadcast.state == Broadcast.State.CANCELLED:
+        return "broadcast_cancelled", "The broadcast was cancelled."
+    if broadcast.state not in (*Broadcast.SENDABLE, Broadcast.State.PAUSED):
+        return "broadcast_not_approved", "The broadcast is not approved for sending."
+    if (
+        broadcast.tenant_id != intent.tenant_id
+        or recipient.broadcast_id != broadcast.pk
+        or broadcast.approved_by_id != intent.approver_id
+        or broadcast.mailbox_id != intent.mailbox_id
+    ):
+        return "hash_mismatch", "The send does not belong to its broadcast's approval."
+    approved = broadcast_content.broadcast_hash(
+        mailbox_id=broadcast.mailbox_id,
+        subject=broadcast.subject,
+        text=broadcast.text,
+        html=broadcast.html,
+        digest=broadcast.recipients_digest,
+        count=broadcast.recipient_count,
+    )
+    if not broadcast.approved_hash or approved != broadcast.approved_hash:
+        return "hash_mismatch", "The broadcast no longer matches what was approved."
+    if broadcast_content.leaf_hash(recipient.address, recipient.variables) != recipient.leaf_hash:
+        return "hash_mismatch", "The recipient's row changed after approval."
+    rendered = broadcast_content.recipient_message_hash(
+        mailbox_id=broadcast.mailbox_id,
+        address=recipient.address,
+        subject=broadcast.subject,
+        text=broadcast.text,
+        html=broadcast.html,
+        variables=recipient.variables,
+    )
+    if rendered != intent.content_hash:
+        return "hash_mismatch", "The rendered message differs from the approved one."
+    if intent.recipients != {"to": [recipient.address], "cc": [], "bcc": []}:
+        return "recipients_changed", "The recipients differ from those approved."
+    return None
 
 
 def policy_problem(intent: SendIntent, facts: CheckFacts) -> tuple[str, str] | None:
@@ -144,22 +198,35 @@ def policy_problem(intent: SendIntent, facts: CheckFacts) -> tuple[str, str] | N
             "approver_no_right",
             "The approver no longer has the right to send from this mailbox.",
         )
+    if intent.broadcast_id is not None:
+        problem = _broadcast_problem(intent)
+        if problem:
+            return problem
+        return _recipient_problem(intent, _addresses_of(intent), facts)
     version = intent.draft_version
+    assert version is not None
     if version.draft_id != intent.draft_id or version.tenant_id != intent.tenant_id:
         return "hash_mismatch", "The approved version does not belong to this draft."
     if version.body_purged_at is not None:
         return "body_purged", "The approved body was purged by retention."
     # Same draft row as the one locked with the intent (checked above): no reload for the hash.
+    assert intent.draft is not None
     version.draft = intent.draft
     recomputed = version_hash(version, facts.files_of(intent))
     if intent.content_hash != version.content_hash or intent.content_hash != recomputed:
         return "hash_mismatch", "The stored content no longer matches what was approved."
     if intent.recipients != version.recipients:
         return "recipients_changed", "The recipients differ from those approved."
+    return _recipient_problem(intent, version.all_recipients, facts)
+
+
+def _recipient_problem(
+    intent: SendIntent, addresses: list[str], facts: CheckFacts
+) -> tuple[str, str] | None:
     problems = recipient_problems(
-        tenant=tenant,
-        mailbox=mailbox,
-        addresses=version.all_recipients,
+        tenant=intent.tenant,
+        mailbox=intent.mailbox,
+        addresses=addresses,
         suppressed={a for t, a in facts.suppressed if t == intent.tenant_id},
     )
     if problems:
@@ -252,6 +319,9 @@ def _attempt_kind(intent: Locked, claim: Claim, problem: tuple[str, str] | None)
         if problem or not_after_passed or window_passed or exhausted:
             return SendAttempt.Kind.LOOKUP
         return SendAttempt.Kind.REPLAY
+    if intent.broadcast is not None and intent.broadcast.state == Broadcast.State.PAUSED:
+        _release_paused(intent, claim)
+        return None
     if not_after_passed:
         # The claim skips these (the sweep expires them from queued); this closes the gap
         # between claim and call, as a policy stop.
@@ -323,6 +393,54 @@ def _approved_files(
         out.append(provider.OutgoingAttachment(row.filename, row.content_type, data))
     return kind, tuple(out)
 
+def _release_paused(intent: Locked, claim: Claim) -> None:
+    """Its broadcast was paused after the claim: back to the queue, no call made and no attempt
+    counted (the claim's count is undone), so a pause does not use up the send's attempts."""
+    changed = SendIntent.objects.filter(
+        pk=intent.pk, lease_token=claim.lease_token, state=State.SENDING
+    ).update(
+        state=State.QUEUED,
+        lease_token=None,
+        lease_owner="",
+        lease_expires_at=None,
+        attempts=max(0, intent.attempts - 1),
+        first_attempt_at=intent.first_attempt_at if intent.next_attempt_number > 1 else None,
+        updated_at=Now(),
+    )
+    if changed:
+        journal(
+            tenant=intent.tenant_id,
+            intent=intent.pk,
+            action="intent.released",
+            actor_kind=IntentEvent.Actor.WORKER,
+            actor_label=claim.worker,
+            from_state=State.SENDING,
+            to_state=State.QUEUED,
+            reason="The broadcast was paused before the call.",
+            data={"broadcast": intent.broadcast_id},
+        )
+
+
+def _broadcast_request(intent: SendIntent) -> provider.SendRequest:
+    broadcast, recipient = intent.broadcast, intent.broadcast_recipient
+    assert broadcast is not None and recipient is not None
+    subject, text, html = broadcast_content.rendered_message(
+        subject=broadcast.subject,
+        text=broadcast.text,
+        html=broadcast.html,
+        variables=recipient.variables,
+    )
+    return provider.SendRequest(
+        inbox_id=intent.mailbox.inbox_id,
+        to=[recipient.address],
+        cc=[],
+        bcc=[],
+        subject=subject,
+        text=text,
+        html=html,
+        labels=[intent.label, f"cs-broadcast-{broadcast.pk}"],
+        idempotency_key=intent.idempotency_key,
+    )
 
 def _prepared(
     intent: SendIntent,
@@ -333,7 +451,10 @@ def _prepared(
 ) -> Prepared:
     version = intent.draft_version
     request = None
-    if kind != SendAttempt.Kind.LOOKUP:
+    if kind != SendAttempt.Kind.LOOKUP and intent.broadcast_id is not None:
+        request = _broadcast_request(intent)
+    elif kind != SendAttempt.Kind.LOOKUP:
+        assert version is not None and intent.draft is not None
         request = provider.SendRequest(
             inbox_id=intent.mailbox.inbox_id,
             to=list(version.to),

@@ -37,6 +37,33 @@ def key_ref_for(provider_api_key_id: str, mailbox_id: int) -> str:
     return f"key:{provider_api_key_id}" if provider_api_key_id else f"mailbox:{mailbox_id}"
 
 
+def broadcast_bucket(broadcast_id: int) -> str:
+    return f"broadcast:{broadcast_id}"
+
+
+def broadcast_rate(rate: float | None) -> float:
+    """A broadcast's sends per second: its own rate or the default, and never more than
+    ``BROADCAST_KEY_SHARE`` of the key's rate, so replies from the mailbox keep the rest."""
+    wanted = rate if rate else settings.BROADCAST_RATE_PER_SECOND
+    ceiling = settings.SEND_RATE_PER_KEY * settings.BROADCAST_KEY_SHARE
+    return max(0.001, min(wanted, ceiling))
+
+
+def take_broadcast_token(row: ProviderThrottle, now: datetime, rate: float | None) -> float:
+    """0 when the broadcast's own bucket has a token (taken), else seconds to wait. Its burst is
+    a quarter second of its rate: a claim takes few broadcast sends at a time, so the batch a
+    reply approved meanwhile waits behind stays short (BENCHMARKS.md, broadcasts)."""
+    rate = broadcast_rate(rate)
+    burst = max(1.0, rate / 4)
+    elapsed = max(0.0, (now - row.refilled_at).total_seconds())
+    row.tokens = min(burst, row.tokens + elapsed * rate)
+    row.refilled_at = max(row.refilled_at, now)
+    if row.tokens < 1:
+        return max(0.02, (1 - row.tokens) / rate)
+    row.tokens -= 1
+    return 0.0
+
+
 def lock_throttles(keys: set[str], now: datetime) -> dict[str, ProviderThrottle]:
     if not keys:
         return {}

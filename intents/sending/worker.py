@@ -162,20 +162,28 @@ def run_once(
     limit: int = 10,
     intent_id: int | None = None,
     stopping: Callable[[], bool] | None = None,
+    replies_only: bool = False,
 ) -> int:
     """Claim and execute up to ``limit`` due intents (sends first, then reconciliations).
 
     ``stopping`` (the process was asked to stop, say by SIGTERM) is asked before and after each
     claim: nothing new is claimed once it is set, a batch claimed while the stop arrived is
     handed back unsent (``intents_hand_back``) rather than held until its leases expire, and a
-    batch whose attempts are committed runs to its end.
+    batch whose attempts are committed runs to its end. ``replies_only``: never a broadcast's
+    send, so this round cannot be held up by one.
     """
     worker = worker or worker_id()
     done = 0
-    for claim_due in (intent_claim, intent_claim_uncertain):
+    claimers: tuple[Callable[[int], list], ...] = (
+        lambda n: intent_claim(
+            worker=worker, limit=n, intent_id=intent_id, replies_only=replies_only
+        ),
+        lambda n: intent_claim_uncertain(worker=worker, limit=n, intent_id=intent_id),
+    )
+    for claim_due in claimers:
         if done >= limit or (stopping is not None and stopping()):
             break
-        claims = claim_due(worker=worker, limit=limit - done, intent_id=intent_id)
+        claims = claim_due(limit - done)
         if stopping is not None and stopping():
             handed = intents_hand_back(claims)
             if claims:

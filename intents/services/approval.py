@@ -186,6 +186,7 @@ def draft_reopen(*, tenant, draft_id, actor, reason) -> Draft:
         _require_approved(draft)
         intent = _lock_reopenable_intent(tenant, draft)
         source = intent.draft_version
+        assert source is not None  # the draft's own intent
         may_have_gone_out = intent.state == SendIntent.State.NEEDS_ATTENTION or (
             intent.pk in intents_that_may_have_gone_out(tenant=tenant, intent_ids=[intent.pk])
         )
@@ -280,6 +281,7 @@ def _lock_reopenable_intent(tenant, draft: Draft) -> SendIntent:
         raise errors.MailboxInactive(
             message=_("%(address)s is not active.") % {"address": draft.mailbox.address}
         )
+    assert intent.draft_version is not None  # selected by draft
     if intent.draft_version.body_purged_at is not None:
         raise errors.DraftError(
             "body_purged",

@@ -50,6 +50,7 @@ def intent_undo(*, tenant, intent_id, actor) -> Draft:
             .get()
         )
         intent = lock_intent(tenant, intent_id)
+        assert intent.draft_version is not None  # found through its draft above
         require_decider(tenant, actor, intent.mailbox)
         now = db_now()
         _require_undoable(intent, draft, now)
@@ -95,6 +96,7 @@ def _too_late(intent: SendIntent) -> errors.IntentError:
 
 def _require_undoable(intent: SendIntent, draft: Draft, now) -> None:
     """Queued, never attempted, still inside its window, and the draft's live approval."""
+    assert intent.draft_version is not None
     if intent.hold_until is None:
         raise errors.IntentError(
             "undo_no_window",
@@ -115,6 +117,7 @@ def _require_undoable(intent: SendIntent, draft: Draft, now) -> None:
 
 
 def _journal_undo(tenant, draft: Draft, intent: SendIntent, version, actor, now) -> None:
+    assert intent.draft_version is not None
     journal(
         tenant=tenant,
         draft=draft,

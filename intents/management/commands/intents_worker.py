@@ -33,6 +33,12 @@ class Command(BaseCommand):
         parser.add_argument("--intent", type=int, help="Only this intent (with --once)")
         parser.add_argument("--threads", type=int, default=1)
         parser.add_argument(
+            "--reply-threads",
+            type=int,
+            default=0,
+            help="More threads that claim only replies (never a broadcast's sends)",
+        )
+        parser.add_argument(
             "--batch", type=int, default=None, help="Intents per round (default SEND_BATCH_SIZE)"
         )
         parser.add_argument("--poll", type=float, default=0.2)
@@ -53,7 +59,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         deadline = time.monotonic() + o["seconds"] if o["seconds"] else None
 
-        def loop(n: int) -> None:
+        def loop(n: int, replies_only: bool = False) -> None:
             worker = f"{worker_id()}-{n}"
             last_sweep = 0.0
             outage = 0
@@ -64,7 +70,12 @@ class Command(BaseCommand):
                         if o["sweep_every"] and time.monotonic() - last_sweep >= o["sweep_every"]:
                             tasks.sweep_once()
                             last_sweep = time.monotonic()
-                        done = run_once(worker=worker, limit=o["batch"], stopping=stop.is_set)
+                        done = run_once(
+                            worker=worker,
+                            limit=o["batch"],
+                            stopping=stop.is_set,
+                            replies_only=replies_only,
+                        )
                         outage = failures = 0
                     except (OperationalError, InterfaceError) as exc:
                         # The database went away (restart, failover, killed backend). Whatever
@@ -99,6 +110,9 @@ class Command(BaseCommand):
 
         threads = [
             threading.Thread(target=loop, args=(i,), daemon=True) for i in range(o["threads"])
+        ] + [
+            threading.Thread(target=loop, args=(o["threads"] + i, True), daemon=True)
+            for i in range(o["reply_threads"])
         ]
         for thread in threads:
             thread.start()

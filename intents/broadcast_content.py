@@ -1,0 +1,279 @@
+"""A broadcast's template, its recipients as uploaded, and the hashes a person approves.
+
+The template syntax is deliberately tiny: ``{{ name }}`` is replaced by the recipient's variable
+``name``; nothing else (no filters, tags, attribute access or logic). In the HTML body every value
+is HTML-escaped; a variable used in the subject may hold no line break (it would become a header).
+
+The approval hash covers the template, every recipient's address and variables, in canonical
+order (sorted by address), through per-recipient *leaf* hashes, so the worker can check one
+recipient's row against what was approved without reading all 10,000 (``leaf_hash``); the
+approved broadcast hash binds the digest of all leaves (``broadcast_hash``).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import html as html_lib
+import io
+import json
+import re
+from dataclasses import dataclass
+
+from intents.hashing import content_hash as message_content_hash
+from intents.policy import normalize_address
+from mailboxes.headers import line_break_in
+
+MAX_VARIABLES = 50
+MAX_VARIABLE_NAME = 64
+MAX_VARIABLE_VALUE = 2000
+MAX_REPORTED_ERRORS = 50
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
+_PLACEHOLDER = re.compile(r"\{\{\s*(" + _NAME + r")\s*\}\}")
+_NAME_ONLY = re.compile(_NAME)
+# Anything that looks like template syntax but is not a plain placeholder.
+_STRAY = re.compile(r"\{\{|\}\}|\{%|%\}|\{#|#\}")
+# Control characters other than TAB and LF (CR is normalised away before this check).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class RowError:
+    row: int  # 1-based row of the upload (for CSV: the line after the header is row 1)
+    field: str
+    message: str
+
+
+class TemplateInvalid(ValueError):
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+class RecipientsInvalid(ValueError):
+    def __init__(self, errors: list[RowError], total: int):
+        super().__init__(f"{total} recipient rows are invalid")
+        self.errors = errors[:MAX_REPORTED_ERRORS]
+        self.total = total
+
+
+@dataclass(frozen=True)
+class Recipient:
+    row: int
+    address: str
+    variables: dict[str, str]
+
+
+def placeholders(field: str, template: str) -> set[str]:
+    """The variable names a template uses; TemplateInvalid for any other template syntax."""
+    stray = _STRAY.search(_PLACEHOLDER.sub("", template))
+    if stray:
+        raise TemplateInvalid(
+            field,
+            f"{field}: only {{{{ name }}}} placeholders are allowed (letters, digits and _); "
+            f"found {stray.group()!r} outside one.",
+        )
+    return set(_PLACEHOLDER.findall(template))
+
+
+def render(template: str, variables: dict[str, str], *, escape: bool = False) -> str:
+    def value(match: re.Match) -> str:
+        text = variables[match.group(1)]
+        return html_lib.escape(text, quote=True) if escape else text
+
+    return _PLACEHOLDER.sub(value, template)
+
+
+def rendered_message(
+    *, subject: str, text: str, html: str, variables: dict[str, str]
+) -> tuple[str, str, str]:
+    return (
+        render(subject, variables),
+        render(text, variables),
+        render(html, variables, escape=True),
+    )
+
+
+def _clean_value(value) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return value.replace("\r\n", "\n").replace("\r", "\n")
+    return None
+
+
+def _row_variables(row: int, raw, used: set[str], in_subject: set[str]) -> tuple[dict, list]:
+    errors: list[RowError] = []
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        return {}, [RowError(row, "variables", "variables must be an object of names to text")]
+    if len(raw) > MAX_VARIABLES:
+        errors.append(RowError(row, "variables", f"at most {MAX_VARIABLES} variables per row"))
+    out: dict[str, str] = {}
+    for name, value in raw.items():
+        if not isinstance(name, str) or not _NAME_ONLY.fullmatch(name):
+            errors.append(RowError(row, "variables", f"{str(name)[:40]!r} is not a variable name"))
+            continue
+        text = _clean_value(value)
+        if text is None:
+            errors.append(RowError(row, f"variables.{name}", "must be text or a number"))
+            continue
+        if len(text) > MAX_VARIABLE_VALUE:
+            errors.append(
+                RowError(row, f"variables.{name}", f"longer than {MAX_VARIABLE_VALUE} characters")
+            )
+            continue
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            errors.append(RowError(row, f"variables.{name}", "holds an unpaired surrogate"))
+            continue
+        if _CONTROL.search(text):
+            errors.append(RowError(row, f"variables.{name}", "holds a control character"))
+            continue
+        if name in in_subject and (line_break := line_break_in(text)):
+            errors.append(
+                RowError(row, f"variables.{name}", f"is used in the subject and holds {line_break}")
+            )
+            continue
+        out[name] = text
+    for name in sorted(used - out.keys()):
+        if not any(e.field == f"variables.{name}" for e in errors):
+            errors.append(
+                RowError(row, f"variables.{name}", f"the template uses {{{{ {name} }}}}, not given")
+            )
+    return out, errors
+
+
+def clean_recipients(
+    rows: list[tuple[int, object, object]],
+    *,
+    used: set[str],
+    in_subject: set[str],
+    max_recipients: int,
+) -> list[Recipient]:
+    """Validated recipients from (row number, address, variables) triples, or RecipientsInvalid
+    listing every bad row (the first MAX_REPORTED_ERRORS of them)."""
+    if not rows:
+        raise RecipientsInvalid([RowError(0, "recipients", "at least one recipient is needed")], 1)
+    if len(rows) > max_recipients:
+        raise RecipientsInvalid(
+            [RowError(0, "recipients", f"at most {max_recipients} recipients ({len(rows)} given)")],
+            1,
+        )
+    errors: list[RowError] = []
+    seen: dict[str, int] = {}
+    out: list[Recipient] = []
+    for row, raw_address, raw_variables in rows:
+        try:
+            address = normalize_address(raw_address)  # type: ignore[arg-type]
+        except ValueError as exc:
+            errors.append(RowError(row, "address", str(exc)))
+            continue
+        if address in seen:
+            errors.append(RowError(row, "address", f"{address} is also on row {seen[address]}"))
+            continue
+        seen[address] = row
+        variables, problems = _row_variables(row, raw_variables, used, in_subject)
+        if problems:
+            errors.extend(problems)
+            continue
+        out.append(Recipient(row, address, variables))
+    if errors:
+        raise RecipientsInvalid(errors, len(errors))
+    return out
+
+
+def parse_csv(text: str) -> list[tuple[int, object, object]]:
+    """Rows of a CSV upload: a header naming ``address`` (or ``email``) and the variables."""
+    if "\x00" in text:
+        raise RecipientsInvalid([RowError(0, "recipients", "the CSV holds a NUL character")], 1)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise RecipientsInvalid([RowError(0, "recipients", "the CSV is empty")], 1) from None
+    except csv.Error as exc:
+        raise RecipientsInvalid([RowError(0, "recipients", f"unreadable CSV: {exc}")], 1) from None
+    names = [h.strip().lstrip("\ufeff") for h in header]
+    lowered = [n.lower() for n in names]
+    column = next((lowered.index(k) for k in ("address", "email") if k in lowered), None)
+    if column is None:
+        raise RecipientsInvalid(
+            [RowError(0, "recipients", "the CSV header needs an 'address' column")], 1
+        )
+    rows: list[tuple[int, object, object]] = []
+    try:
+        for number, values in enumerate(reader, start=1):
+            if not any(v.strip() for v in values):
+                continue
+            if len(values) != len(names):
+                rows.append((number, values[column] if column < len(values) else "", None))
+                continue
+            variables = {
+                n: v for i, (n, v) in enumerate(zip(names, values, strict=False)) if i != column
+            }
+            rows.append((number, values[column], variables))
+    except csv.Error as exc:
+        raise RecipientsInvalid([RowError(0, "recipients", f"unreadable CSV: {exc}")], 1) from None
+    return rows
+
+
+def leaf_hash(address: str, variables: dict[str, str]) -> str:
+    document = [address, sorted([k, v] for k, v in variables.items())]
+    raw = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return hashlib.sha256(raw).hexdigest()
+
+
+def recipients_digest(leaves_in_order) -> str:
+    digest = hashlib.sha256()
+    for leaf in leaves_in_order:
+        digest.update(leaf.encode("ascii"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def broadcast_hash(
+    *, mailbox_id: int, subject: str, text: str, html: str, digest: str, count: int
+) -> str:
+    document = {
+        "scheme": "broadcast-1",
+        "mailbox_id": int(mailbox_id),
+        "subject": subject,
+        "text": text,
+        "html": html,
+        "recipients_digest": digest,
+        "recipient_count": int(count),
+    }
+    raw = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def recipient_message_hash(
+    *, mailbox_id: int, address: str, subject: str, text: str, html: str, variables: dict
+) -> str:
+    """The content hash (intents.hashing) of the one message this recipient receives."""
+    subject, text, html = rendered_message(
+        subject=subject, text=text, html=html, variables=variables
+    )
+    return message_content_hash(
+        mailbox_id=mailbox_id,
+        to=[address],
+        cc=[],
+        bcc=[],
+        subject=subject,
+        text=text,
+        html=html,
+        in_reply_to="",
+    )
+
+
+def broadcast_idempotency_key(*, tenant_id: int, broadcast_id: int, address: str) -> str:
+    """Derived from the broadcast and the recipient, so it is the same on every fan-out run."""
+    tag = hashlib.sha256(f"{broadcast_id}\n{address}".encode()).hexdigest()[:32]
+    return f"cs-{tenant_id}-b{broadcast_id}-{tag}"

@@ -1,0 +1,128 @@
+"""Reads of broadcasts for the review pages and the agent API; always tenant-scoped (another
+tenant's broadcast and a missing one raise the same NotFound)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db.models import Count, QuerySet
+
+from intents import broadcast_content
+from intents.errors import NotFound
+from intents.models import Broadcast, BroadcastRecipient, SendIntent, Suppression
+from intents.selectors.common import as_int
+
+SKIPPED_SHOWN = 200
+
+
+def broadcasts_of(*, tenant, mailbox_ids: set[int] | None = None) -> QuerySet[Broadcast]:
+    """The tenant's broadcasts, newest first (``mailbox_ids``: only those mailboxes')."""
+    qs = Broadcast.objects.filter(tenant=tenant).select_related("mailbox", "approved_by")
+    if mailbox_ids is not None:
+        qs = qs.filter(mailbox_id__in=mailbox_ids)
+    return qs.order_by("-created_at", "-id")
+
+
+def broadcast_get(*, tenant, broadcast_id, mailbox_ids: set[int] | None = None) -> Broadcast:
+    found = broadcasts_of(tenant=tenant, mailbox_ids=mailbox_ids).filter(
+        pk=as_int(broadcast_id, "broadcast")
+    )
+    broadcast = found.first()
+    if broadcast is None:
+        raise NotFound("not_found", "No such broadcast.")
+    return broadcast
+
+
+@dataclass
+class Progress:
+    recipients: int
+    created: int
+    by_state: dict[str, int]
+    deliveries: dict[str, int]
+    skipped: dict[str, int]
+    # The skipped (or, before the fan-out, about-to-be-skipped) addresses, the first few.
+    skipped_rows: list[tuple[int, str, str]] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> int:
+        return self.by_state.get("accepted", 0)
+
+    @property
+    def unsent(self) -> int:
+        return sum(self.by_state.get(s, 0) for s in ("queued", "sending", "uncertain"))
+
+
+def broadcast_progress(broadcast: Broadcast) -> Progress:
+    """Counts for the page and the API: sends by state, deliveries by state (webhooks), and
+    the recipients filtered out (recorded at fan-out; before it, what the fan-out would filter
+    now: suppressed or outside the mailbox's policy)."""
+    by_state = dict(
+        SendIntent.objects.filter(broadcast=broadcast)
+        .values_list("state")
+        .annotate(n=Count("id"))
+        .values_list("state", "n")
+    )
+    deliveries = dict(
+        SendIntent.objects.filter(broadcast=broadcast, deliveries__isnull=False)
+        .values_list("deliveries__state")
+        .annotate(n=Count("id"))
+        .values_list("deliveries__state", "n")
+    )
+    recipients = BroadcastRecipient.objects.filter(broadcast=broadcast)
+    if broadcast.state in (Broadcast.State.PENDING_REVIEW, Broadcast.State.APPROVED):
+        skipped_rows = _would_skip(broadcast)
+    else:
+        skipped_rows = list(
+            recipients.exclude(skip_reason="")
+            .order_by("position")
+            .values_list("source_row", "address", "skip_reason")
+        )
+    skipped: dict[str, int] = {}
+    for _, _, reason in skipped_rows:
+        skipped[reason] = skipped.get(reason, 0) + 1
+    return Progress(
+        recipients=broadcast.recipient_count,
+        created=sum(by_state.values()),
+        by_state=by_state,
+        deliveries=deliveries,
+        skipped=skipped,
+        skipped_rows=skipped_rows[:SKIPPED_SHOWN],
+    )
+
+
+def _would_skip(broadcast: Broadcast) -> list[tuple[int, str, str]]:
+    rows = BroadcastRecipient.objects.filter(broadcast=broadcast)
+    suppressed = set(
+        Suppression.objects.filter(
+            tenant_id=broadcast.tenant_id,
+            address__in=rows.values("address"),
+        ).values_list("address", flat=True)
+    )
+    out = []
+    mailbox = broadcast.mailbox
+    for row, address in rows.order_by("position").values_list("source_row", "address"):
+        if address in suppressed:
+            out.append((row, address, BroadcastRecipient.Skip.SUPPRESSED.value))
+        elif not mailbox.allows_recipient(address):
+            out.append((row, address, BroadcastRecipient.Skip.NOT_ALLOWED.value))
+    return out
+
+
+def broadcast_sample(broadcast: Broadcast, position: int = 0) -> dict | None:
+    """The message one recipient (by canonical position) receives, rendered as it will be sent."""
+    recipient = BroadcastRecipient.objects.filter(broadcast=broadcast, position=position).first()
+    if recipient is None:
+        return None
+    subject, text, html = broadcast_content.rendered_message(
+        subject=broadcast.subject,
+        text=broadcast.text,
+        html=broadcast.html,
+        variables=recipient.variables,
+    )
+    return {
+        "address": recipient.address,
+        "row": recipient.source_row,
+        "subject": subject,
+        "text": text,
+        "html": html,
+    }

@@ -1,0 +1,256 @@
+"""A broadcast's worker side: the fan-out into one send intent per recipient, in pages, and the
+end of a broadcast (the rest cancelled, or all sends settled).
+
+Each page is one transaction under the broadcast's row lock: it reads the next recipients after
+``fanout_position``, filters the suppressed and out-of-policy ones (recorded on the recipient,
+reported on the page), creates one intent per remaining recipient and advances the position. A
+process killed mid-page rolls the page back whole; the next run (the task or the sweep) starts
+where the last committed page ended. ``SendIntent.broadcast_recipient`` is unique, so even a
+position written wrongly could not make a second send for a recipient.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.db.models.functions import Now
+
+from config.clock import db_now
+from intents import broadcast_content as content
+from intents.journal import Entry, journal, journal_many
+from intents.models import Broadcast, BroadcastRecipient, IntentEvent, SendIntent, Suppression
+from intents.policy import normalize_address
+
+log = logging.getLogger("intents.sending")
+
+State = Broadcast.State
+# Below every reply (drafts' priorities lie in -100..100): the claim takes replies first.
+BROADCAST_PRIORITY = -1000
+SETTLED = frozenset({*SendIntent.TERMINAL, SendIntent.State.NEEDS_ATTENTION})
+
+
+def _lock(broadcast_id: int) -> Broadcast | None:
+    return (
+        Broadcast.objects.select_for_update(of=("self",))
+        .select_related("mailbox")
+        .filter(pk=broadcast_id)
+        .first()
+    )
+
+
+def _skip_reason(broadcast: Broadcast, address: str, suppressed: set[str]) -> str:
+    try:
+        address = normalize_address(address)
+    except ValueError:
+        return BroadcastRecipient.Skip.NOT_ALLOWED
+    if address in suppressed:
+        return BroadcastRecipient.Skip.SUPPRESSED
+    if not broadcast.mailbox.allows_recipient(address):
+        return BroadcastRecipient.Skip.NOT_ALLOWED
+    return ""
+
+
+def broadcast_fan_out_page(*, broadcast_id: int, page_size: int | None = None) -> bool:
+    """One page of the fan-out; True while more pages remain."""
+    page_size = page_size or settings.BROADCAST_FANOUT_PAGE
+    with transaction.atomic():
+        broadcast = _lock(broadcast_id)
+        if broadcast is None or broadcast.state not in (
+            State.APPROVED,
+            State.FANNING_OUT,
+            State.PAUSED,
+        ):
+            return False
+        page = list(
+            BroadcastRecipient.objects.filter(
+                broadcast=broadcast, position__gt=broadcast.fanout_position
+            ).order_by("position")[:page_size]
+        )
+        addresses = [r.address for r in page]
+        suppressed = set(
+            Suppression.objects.filter(
+                tenant_id=broadcast.tenant_id, address__in=addresses
+            ).values_list("address", flat=True)
+        )
+        now = db_now()
+        skipped: dict[str, list[int]] = {}
+        intents = []
+        for recipient in page:
+            reason = _skip_reason(broadcast, recipient.address, suppressed)
+            if reason:
+                skipped.setdefault(reason, []).append(recipient.pk)
+                continue
+            intents.append(_intent_for(broadcast, recipient, now))
+        created = SendIntent.objects.bulk_create(intents)
+        for reason, ids in skipped.items():
+            BroadcastRecipient.objects.filter(pk__in=ids).update(skip_reason=reason)
+        journal_many(
+            [
+                Entry(
+                    tenant_id=broadcast.tenant_id,
+                    intent_id=intent.pk,
+                    actor_kind=IntentEvent.Actor.WORKER,
+                    actor_label="fan-out",
+                    action="intent.created",
+                    to_state=SendIntent.State.QUEUED,
+                    data={"broadcast": broadcast.pk, "idempotency_key": intent.idempotency_key},
+                )
+                for intent in created
+            ]
+        )
+        last = page[-1].position if page else broadcast.recipient_count - 1
+        done = last >= broadcast.recipient_count - 1
+        to_state = broadcast.state
+        if broadcast.state == State.APPROVED:
+            to_state = State.FANNING_OUT
+        if done and to_state == State.FANNING_OUT:
+            to_state = State.SENDING
+        Broadcast.objects.filter(pk=broadcast.pk).update(
+            fanout_position=last, state=to_state, updated_at=Now()
+        )
+        journal(
+            tenant=broadcast.tenant_id,
+            broadcast=broadcast,
+            action="broadcast.fanned_out" if done else "broadcast.fan_out_page",
+            actor_kind=IntentEvent.Actor.WORKER,
+            actor_label="fan-out",
+            from_state=broadcast.state,
+            to_state=to_state,
+            data={
+                "through_position": last,
+                "created": len(created),
+                "skipped": {reason: len(ids) for reason, ids in skipped.items()},
+            },
+        )
+    return not done
+
+
+def _intent_for(broadcast: Broadcast, recipient: BroadcastRecipient, now) -> SendIntent:
+    # The approval's (the broadcast is approved, see the constraint broadcast_approved_has_approval).
+    assert broadcast.approved_by_id is not None and broadcast.approved_at is not None
+    return SendIntent(
+        tenant_id=broadcast.tenant_id,
+        mailbox_id=broadcast.mailbox_id,
+        broadcast=broadcast,
+        broadcast_recipient=recipient,
+        approver_id=broadcast.approved_by_id,
+        approved_at=broadcast.approved_at,
+        content_hash=content.recipient_message_hash(
+            mailbox_id=broadcast.mailbox_id,
+            address=recipient.address,
+            subject=broadcast.subject,
+            text=broadcast.text,
+            html=broadcast.html,
+            variables=recipient.variables,
+        ),
+        recipients={"to": [recipient.address], "cc": [], "bcc": []},
+        idempotency_key=content.broadcast_idempotency_key(
+            tenant_id=broadcast.tenant_id, broadcast_id=broadcast.pk, address=recipient.address
+        ),
+        state=SendIntent.State.QUEUED,
+        priority=BROADCAST_PRIORITY,
+        next_attempt_at=now,
+    )
+
+
+def broadcast_cancel_page(*, broadcast_id: int, page_size: int = 500) -> bool:
+    """Cancel one page of a cancelled broadcast's queued sends; True while more remain."""
+    with transaction.atomic():
+        broadcast = _lock(broadcast_id)
+        if broadcast is None or broadcast.state != State.CANCELLED:
+            return False
+        ids = list(
+            SendIntent.objects.select_for_update(skip_locked=True)
+            .filter(broadcast=broadcast, state=SendIntent.State.QUEUED)
+            .values_list("pk", flat=True)[:page_size]
+        )
+        if not ids:
+            return False
+        cancelled = list(
+            SendIntent.objects.filter(pk__in=ids, state=SendIntent.State.QUEUED).values_list(
+                "pk", flat=True
+            )
+        )
+        SendIntent.objects.filter(pk__in=cancelled).update(
+            state=SendIntent.State.CANCELLED, updated_at=Now()
+        )
+        journal_many(
+            [
+                Entry(
+                    tenant_id=broadcast.tenant_id,
+                    intent_id=pk,
+                    actor_kind=IntentEvent.Actor.WORKER,
+                    actor_label="broadcast-cancel",
+                    action="intent.cancelled",
+                    from_state=SendIntent.State.QUEUED,
+                    to_state=SendIntent.State.CANCELLED,
+                    reason="The broadcast was cancelled.",
+                    data={"broadcast": broadcast.pk},
+                )
+                for pk in cancelled
+            ]
+        )
+    return len(ids) == page_size
+
+
+def broadcast_complete_if_done(*, broadcast_id: int) -> bool:
+    """``sending`` → ``completed`` once every send of the broadcast is settled."""
+    with transaction.atomic():
+        broadcast = _lock(broadcast_id)
+        if broadcast is None or broadcast.state != State.SENDING:
+            return False
+        if broadcast.fanout_position < broadcast.recipient_count - 1:
+            return False
+        if SendIntent.objects.filter(broadcast=broadcast).exclude(state__in=SETTLED).exists():
+            return False
+        Broadcast.objects.filter(pk=broadcast.pk, state=State.SENDING).update(
+            state=State.COMPLETED, updated_at=Now()
+        )
+        journal(
+            tenant=broadcast.tenant_id,
+            broadcast=broadcast,
+            action="broadcast.completed",
+            actor_kind=IntentEvent.Actor.WORKER,
+            from_state=State.SENDING,
+            to_state=State.COMPLETED,
+        )
+    return True
+
+
+def broadcast_run(broadcast_id: int) -> None:
+    """Everything the worker owes a broadcast now: the fan-out's remaining pages, the rest
+    cancelled, or its completion. Safe to run twice, and concurrently (the row lock)."""
+    pause = settings.BROADCAST_FANOUT_PAGE_PAUSE_SECONDS
+    while broadcast_fan_out_page(broadcast_id=broadcast_id):
+        if pause:
+            time.sleep(pause)
+    while broadcast_cancel_page(broadcast_id=broadcast_id):
+        pass
+    broadcast_complete_if_done(broadcast_id=broadcast_id)
+
+
+def broadcasts_due(limit: int = 50) -> list[int]:
+    """Broadcasts the sweep should run: a fan-out not finished (a dead process's included), a
+    cancellation with queued sends left, or sends that may all be settled."""
+    unfinished = Q(state__in=(State.APPROVED, State.FANNING_OUT)) | Q(
+        state=State.PAUSED, fanout_position__lt=F("recipient_count") - 1
+    )
+    cancelling = Q(state=State.CANCELLED, intents__state=SendIntent.State.QUEUED)
+    return list(
+        Broadcast.objects.filter(unfinished | cancelling | Q(state=State.SENDING))
+        .values_list("pk", flat=True)
+        .distinct()
+        .order_by("pk")[:limit]
+    )
+
+
+def broadcasts_sweep(limit: int = 50) -> int:
+    ran = 0
+    for broadcast_id in broadcasts_due(limit):
+        broadcast_run(broadcast_id)
+        ran += 1
+    return ran

@@ -1,0 +1,448 @@
+"""A broadcast's life as a person or an agent drives it: create (with its recipients), replace
+the recipients, approve, reject, pause, resume, cancel. The fan-out into one send intent per
+recipient and the end of a broadcast are the worker's (``broadcast_fanout``)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models.functions import Now
+from django.utils.translation import gettext as _
+
+from config.clock import db_now
+from intents import broadcast_content as content
+from intents import errors
+from intents.journal import journal
+from intents.models import Broadcast, BroadcastRecipient, IntentEvent
+from intents.policy import active_membership, can_approve, needs_another_approver
+from intents.services.common import active_tenant, clean_reason, lock_in_tenant, tenant_mailbox
+from intents.services.content import MAX_BODY, MAX_SUBJECT
+from mailboxes.headers import line_break_in
+
+log = logging.getLogger("intents.services")
+
+State = Broadcast.State
+MAX_NAME = 200
+MAX_RATE = 1000.0
+
+
+def _clean_template(subject, text, html) -> tuple[str, str, str, set[str], set[str]]:
+    if not isinstance(subject, str) or not subject.strip():
+        raise errors.InvalidInput("subject_required", _("A subject is required."), "subject")
+    if not isinstance(text, str | None) or not isinstance(html, str | None):
+        raise errors.InvalidInput("body_invalid", _("The body must be text."), "text")
+    subject = subject.strip()
+    text = (text or "").replace("\r\n", "\n").replace("\r", "\n")
+    html = (html or "").replace("\r\n", "\n").replace("\r", "\n")
+    if len(subject) > MAX_SUBJECT:
+        raise errors.InvalidInput(
+            "subject_too_long",
+            _("The subject is longer than %(n)s characters.") % {"n": MAX_SUBJECT},
+            "subject",
+        )
+    if line_break := line_break_in(subject):
+        message = _("The subject must be a single line; it holds %(what)s.") % {"what": line_break}
+        raise errors.InvalidInput("subject_invalid", message, "subject")
+    if not text.strip() and not html.strip():
+        raise errors.InvalidInput("body_required", _("A text or HTML body is required."), "text")
+    for field, value in (("subject", subject), ("text", text), ("html", html)):
+        if len(value) > MAX_BODY or "\x00" in value:
+            raise errors.InvalidInput("body_invalid", _("The body must be text."), field)
+    try:
+        in_subject = content.placeholders("subject", subject)
+        used = in_subject | content.placeholders("text", text) | content.placeholders("html", html)
+    except content.TemplateInvalid as exc:
+        raise errors.InvalidInput("template_invalid", exc.message, exc.field) from None
+    return subject, text, html, used, in_subject
+
+
+def _clean_rate(rate) -> float | None:
+    if rate is None:
+        return None
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate <= MAX_RATE:
+        raise errors.InvalidInput(
+            "rate_invalid",
+            _("The rate must be a number of sends per second above 0 and at most %(n)s.")
+            % {"n": int(MAX_RATE)},
+            "rate_per_second",
+        )
+    return float(rate)
+
+
+def _clean_rows(rows, *, used: set[str], in_subject: set[str]) -> list[content.Recipient]:
+    try:
+        return content.clean_recipients(
+            rows,
+            used=used,
+            in_subject=in_subject,
+            max_recipients=settings.BROADCAST_MAX_RECIPIENTS,
+        )
+    except content.RecipientsInvalid as exc:
+        raise errors.BroadcastRowsInvalid(
+            _("%(n)s recipient rows are invalid; nothing was saved.") % {"n": exc.total},
+            rows=exc.errors,
+            total=exc.total,
+        ) from None
+
+
+def recipient_rows(recipients=None, recipients_csv=None) -> list[tuple[int, object, object]]:
+    """(row, address, variables) triples from a JSON list (``[{"address", "variables"}]``) or a
+    CSV text; BroadcastRowsInvalid when the shape itself is wrong."""
+    try:
+        if recipients_csv is not None:
+            if not isinstance(recipients_csv, str):
+                raise content.RecipientsInvalid(
+                    [content.RowError(0, "recipients_csv", "must be CSV text")], 1
+                )
+            return content.parse_csv(recipients_csv)
+        if not isinstance(recipients, list):
+            raise content.RecipientsInvalid(
+                [content.RowError(0, "recipients", "must be a list of recipients")], 1
+            )
+        rows: list[tuple[int, object, object]] = []
+        for number, item in enumerate(recipients, start=1):
+            if isinstance(item, str):
+                rows.append((number, item, {}))
+            elif isinstance(item, dict):
+                rows.append((number, item.get("address"), item.get("variables")))
+            else:
+                rows.append((number, None, None))
+        return rows
+    except content.RecipientsInvalid as exc:
+        raise errors.BroadcastRowsInvalid(
+            _("%(n)s recipient rows are invalid; nothing was saved.") % {"n": exc.total},
+            rows=exc.errors,
+            total=exc.total,
+        ) from None
+
+
+def _store_recipients(broadcast: Broadcast, recipients: list[content.Recipient]) -> None:
+    """Replace the broadcast's recipients (canonical order: by address) and its hashes."""
+    ordered = sorted(recipients, key=lambda r: r.address)
+    leaves = [content.leaf_hash(r.address, r.variables) for r in ordered]
+    BroadcastRecipient.objects.filter(broadcast=broadcast).delete()
+    BroadcastRecipient.objects.bulk_create(
+        [
+            BroadcastRecipient(
+                broadcast=broadcast,
+                tenant_id=broadcast.tenant_id,
+                position=position,
+                source_row=r.row,
+                address=r.address,
+                variables=r.variables,
+                leaf_hash=leaf,
+            )
+            for position, (r, leaf) in enumerate(zip(ordered, leaves, strict=True))
+        ],
+        batch_size=2000,
+    )
+    broadcast.recipient_count = len(ordered)
+    broadcast.recipients_digest = content.recipients_digest(leaves)
+    broadcast.content_hash = content.broadcast_hash(
+        mailbox_id=broadcast.mailbox_id,
+        subject=broadcast.subject,
+        text=broadcast.text,
+        html=broadcast.html,
+        digest=broadcast.recipients_digest,
+        count=broadcast.recipient_count,
+    )
+
+
+def broadcast_create(
+    *,
+    tenant,
+    mailbox,
+    subject,
+    text="",
+    html="",
+    recipients=None,
+    recipients_csv=None,
+    name="",
+    rate_per_second=None,
+    agent_token=None,
+    actor_user=None,
+) -> Broadcast:
+    """A broadcast pending review, with all its recipients, after validating every row; any bad
+    row refuses the whole upload (BroadcastRowsInvalid lists them) and nothing is written."""
+    tenant = active_tenant(tenant)
+    mailbox = tenant_mailbox(tenant, mailbox)
+    if not mailbox.is_active:
+        raise errors.MailboxInactive(
+            message=_("%(address)s is not active.") % {"address": mailbox.address}
+        )
+    subject, text, html, used, in_subject = _clean_template(subject, text, html)
+    rate = _clean_rate(rate_per_second)
+    name = name.strip()[:MAX_NAME] if isinstance(name, str) else ""
+    cleaned = _clean_rows(
+        recipient_rows(recipients, recipients_csv), used=used, in_subject=in_subject
+    )
+    with transaction.atomic():
+        broadcast = Broadcast.objects.create(
+            tenant=tenant,
+            mailbox=mailbox,
+            agent_token=agent_token,
+            created_by=actor_user,
+            name=name,
+            subject=subject,
+            text=text,
+            html=html,
+            rate_per_second=rate,
+        )
+        _store_recipients(broadcast, cleaned)
+        broadcast.save(update_fields=["recipient_count", "recipients_digest", "content_hash"])
+        journal(
+            tenant=tenant,
+            broadcast=broadcast,
+            action="broadcast.created",
+            actor_kind=IntentEvent.Actor.AGENT if agent_token else IntentEvent.Actor.PERSON,
+            actor_user=actor_user,
+            actor_token=agent_token,
+            to_state=State.PENDING_REVIEW,
+            data={"recipients": broadcast.recipient_count, "content_hash": broadcast.content_hash},
+        )
+    log.info(
+        "intents.broadcast.created",
+        extra={"tenant_id": tenant.pk, "broadcast_id": broadcast.pk},
+    )
+    return broadcast
+
+
+def lock_broadcast(tenant, broadcast_id) -> Broadcast:
+    return lock_in_tenant(Broadcast, tenant, broadcast_id, _("No such broadcast."))
+
+
+def broadcast_replace_recipients(
+    *, tenant, broadcast_id, recipients=None, recipients_csv=None, agent_token=None, actor_user=None
+) -> Broadcast:
+    """New recipients for a broadcast still pending review (its hash changes, so an approval
+    form opened before no longer matches). Refused once approved: what each customer receives
+    is fixed at approval."""
+    tenant = active_tenant(tenant)
+    with transaction.atomic():
+        broadcast = lock_broadcast(tenant, broadcast_id)
+        _require_state(broadcast, {State.PENDING_REVIEW})
+        template = _clean_template(broadcast.subject, broadcast.text, broadcast.html)
+        used, in_subject = template[3], template[4]
+        cleaned = _clean_rows(
+            recipient_rows(recipients, recipients_csv), used=used, in_subject=in_subject
+        )
+        before = broadcast.content_hash
+        _store_recipients(broadcast, cleaned)
+        broadcast.save(
+            update_fields=["recipient_count", "recipients_digest", "content_hash", "updated_at"]
+        )
+        journal(
+            tenant=tenant,
+            broadcast=broadcast,
+            action="broadcast.recipients_replaced",
+            actor_kind=IntentEvent.Actor.AGENT if agent_token else IntentEvent.Actor.PERSON,
+            actor_user=actor_user,
+            actor_token=agent_token,
+            from_state=State.PENDING_REVIEW,
+            to_state=State.PENDING_REVIEW,
+            data={
+                "recipients": broadcast.recipient_count,
+                "content_hash": broadcast.content_hash,
+                "previous_hash": before,
+            },
+        )
+    return broadcast
+
+
+def _require_state(broadcast: Broadcast, allowed: set[str]) -> None:
+    if broadcast.state not in allowed:
+        raise errors.NotPending(
+            "broadcast_state",
+            _("This broadcast is %(state)s.") % {"state": broadcast.get_state_display().lower()},
+        )
+
+
+def _require_approver(tenant, broadcast: Broadcast, actor) -> None:
+    membership = active_membership(tenant=tenant, user=actor)
+    if not can_approve(membership=membership, mailbox=broadcast.mailbox):
+        raise errors.NoRight(
+            message=_("You may not approve sends from %(address)s.")
+            % {"address": broadcast.mailbox.address}
+        )
+
+
+def recomputed_hash(broadcast: Broadcast) -> str:
+    """The broadcast's hash from its stored template and every stored recipient row (leaves
+    recomputed from the rows, not read from them)."""
+    rows = BroadcastRecipient.objects.filter(broadcast=broadcast).order_by("position")
+    leaves = [
+        content.leaf_hash(address, variables)
+        for address, variables in rows.values_list("address", "variables").iterator(2000)
+    ]
+    return content.broadcast_hash(
+        mailbox_id=broadcast.mailbox_id,
+        subject=broadcast.subject,
+        text=broadcast.text,
+        html=broadcast.html,
+        digest=content.recipients_digest(leaves),
+        count=len(leaves),
+    )
+
+
+def broadcast_approve(*, tenant, broadcast_id, content_hash, actor) -> Broadcast:
+    """Approve exactly the broadcast the approver saw (its hash), once. The fan-out into one send
+    per recipient starts after the commit."""
+    tenant = active_tenant(tenant)
+    with transaction.atomic():
+        broadcast = lock_broadcast(tenant, broadcast_id)
+        _require_state(broadcast, {State.PENDING_REVIEW})
+        _require_approver(tenant, broadcast, actor)
+        if not broadcast.mailbox.is_active:
+            raise errors.MailboxInactive(
+                message=_("%(address)s is not active.") % {"address": broadcast.mailbox.address}
+            )
+        if needs_another_approver(
+            tenant=tenant,
+            author_kind="person" if broadcast.created_by_id else "agent",
+            author_user_id=broadcast.created_by_id,
+            user=actor,
+        ):
+            raise errors.SecondApproverRequired(
+                message=_("Someone other than its author must approve this broadcast.")
+            )
+        if content_hash != broadcast.content_hash or content_hash != recomputed_hash(broadcast):
+            raise errors.StaleVersion(
+                message=_(
+                    "The broadcast changed since you opened it. Review it again before approving."
+                )
+            )
+        Broadcast.objects.filter(pk=broadcast.pk, state=State.PENDING_REVIEW).update(
+            state=State.APPROVED,
+            approved_by=actor,
+            approved_at=db_now(),
+            approved_hash=content_hash,
+            decided_by=actor,
+            updated_at=Now(),
+        )
+        journal(
+            tenant=tenant,
+            broadcast=broadcast,
+            action="broadcast.approved",
+            actor_kind=IntentEvent.Actor.PERSON,
+            actor_user=actor,
+            from_state=State.PENDING_REVIEW,
+            to_state=State.APPROVED,
+            data={"content_hash": content_hash, "recipients": broadcast.recipient_count},
+        )
+        transaction.on_commit(lambda: enqueue_fan_out(broadcast.pk))
+    log.info(
+        "intents.broadcast.approved", extra={"tenant_id": tenant.pk, "broadcast_id": broadcast.pk}
+    )
+    broadcast.refresh_from_db()
+    return broadcast
+
+
+def enqueue_fan_out(broadcast_id: int) -> None:
+    """Wake a worker for the fan-out. Losing this is harmless: the sweep resumes it."""
+    try:
+        from django_q.tasks import async_task
+
+        async_task(
+            "intents.tasks.fan_out_broadcast",
+            broadcast_id,
+            task_name=f"broadcast-{broadcast_id}",
+        )
+    except Exception:
+        log.exception("intents.broadcast.enqueue_failed", extra={"broadcast_id": broadcast_id})
+
+
+def broadcast_reject(*, tenant, broadcast_id, actor, reason) -> Broadcast:
+    tenant = active_tenant(tenant)
+    reason = clean_reason(reason, required=True)
+    with transaction.atomic():
+        broadcast = lock_broadcast(tenant, broadcast_id)
+        _require_state(broadcast, {State.PENDING_REVIEW})
+        _require_approver(tenant, broadcast, actor)
+        Broadcast.objects.filter(pk=broadcast.pk, state=State.PENDING_REVIEW).update(
+            state=State.REJECTED, decided_by=actor, reject_reason=reason, updated_at=Now()
+        )
+        journal(
+            tenant=tenant,
+            broadcast=broadcast,
+            action="broadcast.rejected",
+            actor_kind=IntentEvent.Actor.PERSON,
+            actor_user=actor,
+            from_state=State.PENDING_REVIEW,
+            to_state=State.REJECTED,
+            reason=reason,
+        )
+    broadcast.refresh_from_db()
+    return broadcast
+
+
+def _move(*, tenant, broadcast_id, actor, allowed: set[str], target, action: str, reason=""):
+    tenant = active_tenant(tenant)
+    with transaction.atomic():
+        broadcast = lock_broadcast(tenant, broadcast_id)
+        _require_state(broadcast, allowed)
+        _require_approver(tenant, broadcast, actor)
+        to_state = target(broadcast) if callable(target) else target
+        Broadcast.objects.filter(pk=broadcast.pk, state=broadcast.state).update(
+            state=to_state, updated_at=Now()
+        )
+        journal(
+            tenant=tenant,
+            broadcast=broadcast,
+            action=action,
+            actor_kind=IntentEvent.Actor.PERSON,
+            actor_user=actor,
+            from_state=broadcast.state,
+            to_state=to_state,
+            reason=reason,
+        )
+    broadcast.refresh_from_db()
+    return broadcast
+
+
+def fan_out_done(broadcast: Broadcast) -> bool:
+    return broadcast.fanout_position >= broadcast.recipient_count - 1
+
+
+def broadcast_pause(*, tenant, broadcast_id, actor) -> Broadcast:
+    """No new provider call for this broadcast after this commits: the claim skips its sends and
+    the pre-call check hands a send claimed just before back to the queue, unsent."""
+    return _move(
+        tenant=tenant,
+        broadcast_id=broadcast_id,
+        actor=actor,
+        allowed={State.APPROVED, State.FANNING_OUT, State.SENDING},
+        target=State.PAUSED,
+        action="broadcast.paused",
+    )
+
+
+def broadcast_resume(*, tenant, broadcast_id, actor) -> Broadcast:
+    broadcast = _move(
+        tenant=tenant,
+        broadcast_id=broadcast_id,
+        actor=actor,
+        allowed={State.PAUSED},
+        target=lambda b: State.SENDING if fan_out_done(b) else State.FANNING_OUT,
+        action="broadcast.resumed",
+    )
+    transaction.on_commit(lambda: enqueue_fan_out(broadcast.pk))
+    return broadcast
+
+
+def broadcast_cancel(*, tenant, broadcast_id, actor, reason="") -> Broadcast:
+    """Cancel the rest: no more sends are created or claimed; the queued ones are cancelled (in
+    pages, journaled, by ``broadcasts_cancel_remaining``, which the sweep also runs)."""
+    reason = clean_reason(reason, required=False)
+    broadcast = _move(
+        tenant=tenant,
+        broadcast_id=broadcast_id,
+        actor=actor,
+        allowed={State.APPROVED, State.FANNING_OUT, State.SENDING, State.PAUSED},
+        target=State.CANCELLED,
+        action="broadcast.cancelled",
+        reason=reason,
+    )
+    transaction.on_commit(lambda: enqueue_fan_out(broadcast.pk))
+    return broadcast

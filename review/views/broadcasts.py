@@ -1,0 +1,119 @@
+"""The broadcast pages: the list, one broadcast (a sample recipient's message, the recipient
+count, who is filtered out, progress) and a person's decisions on it: approve, reject, pause,
+resume, cancel. Each decision is one intents service; a business refusal is a message."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from intents import errors
+from intents.policy import can_approve
+from intents.selectors.broadcasts import (
+    broadcast_get,
+    broadcast_progress,
+    broadcast_sample,
+    broadcasts_of,
+)
+from intents.services import broadcasts as service
+from tenants.access import DECIDERS, TenantRequest, tenant_view
+
+LIST_LIMIT = 100
+
+
+def _broadcast_or_404(request: TenantRequest, broadcast_id: int):
+    try:
+        return broadcast_get(tenant=request.tenant, broadcast_id=broadcast_id)
+    except errors.NotFound:
+        raise Http404("No such broadcast") from None
+
+
+@tenant_view()
+@require_GET
+def broadcast_list(request: TenantRequest) -> HttpResponse:
+    items = list(broadcasts_of(tenant=request.tenant)[:LIST_LIMIT])
+    return render(request, "review/broadcasts.html", {"items": items})
+
+
+@tenant_view()
+@require_GET
+def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
+    broadcast = _broadcast_or_404(request, broadcast_id)
+    try:
+        position = max(0, min(int(request.GET.get("sample", 0)), broadcast.recipient_count - 1))
+    except ValueError:
+        position = 0
+    return render(
+        request,
+        "review/broadcast.html",
+        {
+            "broadcast": broadcast,
+            "progress": broadcast_progress(broadcast),
+            "sample": broadcast_sample(broadcast, position),
+            "can_decide": can_approve(membership=request.membership, mailbox=broadcast.mailbox),
+        },
+    )
+
+
+def _decide(request: TenantRequest, broadcast_id: int, call, done: str) -> HttpResponse:
+    broadcast = _broadcast_or_404(request, broadcast_id)
+    try:
+        call(broadcast)
+    except errors.NoRight as error:
+        raise PermissionDenied(error.message) from None
+    except errors.DraftError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, done)
+    return redirect("broadcast", request.tenant.slug, broadcast.pk)
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def broadcast_approve(request: TenantRequest, broadcast_id: int) -> HttpResponse:
+    shown = request.POST.get("content_hash", "")
+    return _decide(
+        request,
+        broadcast_id,
+        lambda b: service.broadcast_approve(
+            tenant=request.tenant, broadcast_id=b.pk, content_hash=shown, actor=request.user
+        ),
+        _("Approved: one message per recipient is being sent."),
+    )
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def broadcast_reject(request: TenantRequest, broadcast_id: int) -> HttpResponse:
+    reason = request.POST.get("reason", "")
+    return _decide(
+        request,
+        broadcast_id,
+        lambda b: service.broadcast_reject(
+            tenant=request.tenant, broadcast_id=b.pk, actor=request.user, reason=reason
+        ),
+        _("Rejected: nothing will be sent."),
+    )
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+def broadcast_control(request: TenantRequest, broadcast_id: int, action: str) -> HttpResponse:
+    calls = {
+        "pause": (service.broadcast_pause, _("Paused: no new message goes out.")),
+        "resume": (service.broadcast_resume, _("Resumed.")),
+        "cancel": (service.broadcast_cancel, _("Cancelled: the rest will not be sent.")),
+    }
+    if action not in calls:
+        raise Http404("No such action")
+    call, done = calls[action]
+    return _decide(
+        request,
+        broadcast_id,
+        lambda b: call(tenant=request.tenant, broadcast_id=b.pk, actor=request.user),
+        done,
+    )

@@ -1,0 +1,387 @@
+"""Broadcasts (issue 19): upload and validation, one approval over the template, the variables
+and every recipient, the paged fan-out into one send per recipient, the worker's check against
+the approval, and sending through the sandbox over real HTTP (its ledger is counted)."""
+
+import pytest
+from django.db.models.functions import Now
+
+from intents import errors, sending
+from intents.models import Broadcast, BroadcastRecipient, IntentEvent, SendIntent, Suppression
+from intents.sending.fanout import broadcast_run
+from intents.services.broadcasts import (
+    broadcast_approve,
+    broadcast_cancel,
+    broadcast_create,
+    broadcast_pause,
+    broadcast_reject,
+    broadcast_replace_recipients,
+    broadcast_resume,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def people(n, start=0):
+    return [
+        {"address": f"Customer{i}@Example.com", "variables": {"name": f"Kunde {i}", "order": i}}
+        for i in range(start, start + n)
+    ]
+
+
+def create(live, **overrides):
+    fields = {
+        "tenant": live.tenant,
+        "mailbox": live.mailbox,
+        "subject": "Order {{ order }} is delayed",
+        "text": "Hello {{ name }},\nyour order {{order}} is late.",
+        "html": "<p>Hello {{ name }}</p>",
+        "recipients": people(3),
+        "actor_user": None,
+    }
+    fields.update(overrides)
+    return broadcast_create(**fields)
+
+
+def approve(live, broadcast):
+    return broadcast_approve(
+        tenant=live.tenant,
+        broadcast_id=broadcast.pk,
+        content_hash=broadcast.content_hash,
+        actor=live.approver,
+    )
+
+
+def drain(live, rounds=200):
+    for _ in range(rounds):
+        SendIntent.objects.filter(state="queued").update(next_attempt_at=Now())
+        if (
+            not sending.run_once(worker="t", limit=20)
+            and not SendIntent.objects.filter(state__in=("queued", "sending", "uncertain")).exists()
+        ):
+            return
+    raise AssertionError("broadcast did not drain")
+
+
+def ledger_of(live, broadcast):
+    keys = set(
+        SendIntent.objects.filter(broadcast=broadcast).values_list("idempotency_key", flat=True)
+    )
+    return [s for s in live.sandbox.ledger() if s.get("idempotency_key") in keys]
+
+
+# --- upload and validation -----------------------------------------------------------------------
+
+
+def test_upload_stores_recipients_in_canonical_order_with_one_hash(live):
+    b = create(live, recipients=list(reversed(people(3))))
+    rows = list(b.recipients.order_by("position").values_list("address", "source_row"))
+    assert rows == [
+        ("customer0@example.com", 3),
+        ("customer1@example.com", 2),
+        ("customer2@example.com", 1),
+    ]
+    same = create(live, recipients=people(3))
+    assert (b.state, b.recipient_count) == ("pending_review", 3)
+    assert same.content_hash == b.content_hash  # order of the upload does not matter
+
+
+def test_csv_is_a_second_format_with_the_same_hash(live):
+    csv_text = "email,name,order\r\n" + "".join(
+        f"Customer{i}@Example.com,Kunde {i},{i}\r\n" for i in range(3)
+    )
+    b = create(live, recipients=None, recipients_csv=csv_text)
+    assert b.content_hash == create(live).content_hash
+
+
+def test_unknown_variable_is_a_422_naming_the_row_and_nothing_is_saved(live):
+    rows = people(3)
+    del rows[1]["variables"]["name"]
+    with pytest.raises(errors.BroadcastRowsInvalid) as caught:
+        create(live, recipients=rows)
+    assert caught.value.status == 422
+    assert [(r.row, r.field) for r in caught.value.rows] == [(2, "variables.name")]
+    assert not Broadcast.objects.exists()
+
+
+def test_every_bad_row_is_reported(live):
+    rows = [
+        {"address": "not an address", "variables": {"name": "a", "order": 1}},
+        {"address": "ok@example.com", "variables": {"name": "b", "order": 2}},
+        {"address": "OK@example.com", "variables": {"name": "c", "order": 3}},
+        {"address": "x@example.com", "variables": {"name": "d\x00", "order": 4}},
+        {"address": "y@example.com", "variables": {"name": "e", "order": "1\r\nBcc: z@x.com"}},
+    ]
+    with pytest.raises(errors.BroadcastRowsInvalid) as caught:
+        create(live, recipients=rows)
+    found = [(r.row, r.field) for r in caught.value.rows]
+    assert found == [(1, "address"), (3, "address"), (4, "variables.name"), (5, "variables.order")]
+    assert "row 2" in caught.value.rows[1].message
+
+
+@pytest.mark.parametrize(
+    "template", ["{{ name|upper }}", "{% if x %}", "{{ a.b }}", "{{ name }", "{# c #}"]
+)
+def test_template_allows_only_plain_placeholders(live, template):
+    with pytest.raises(errors.InvalidInput) as caught:
+        create(live, text=template)
+    assert (caught.value.code, caught.value.field) == ("template_invalid", "text")
+
+
+def test_too_many_recipients_is_refused(live, settings):
+    settings.BROADCAST_MAX_RECIPIENTS = 2
+    with pytest.raises(errors.BroadcastRowsInvalid):
+        create(live)
+
+
+def test_html_values_are_escaped(live):
+    b = create(
+        live, recipients=[{"address": "a@example.com", "variables": {"name": "<b>&", "order": 1}}]
+    )
+    approve(live, b)
+    broadcast_run(b.pk)
+    drain(live)
+    [sent] = ledger_of(live, b)
+    assert "&lt;b&gt;&amp;" in sent["html"]
+    assert sent["text"].startswith("Hello <b>&,")
+
+
+# --- approval ------------------------------------------------------------------------------------
+
+
+def test_approval_needs_the_hash_that_was_shown(live):
+    b = create(live)
+    shown = b.content_hash
+    broadcast_replace_recipients(tenant=live.tenant, broadcast_id=b.pk, recipients=people(4))
+    with pytest.raises(errors.StaleVersion):
+        broadcast_approve(
+            tenant=live.tenant, broadcast_id=b.pk, content_hash=shown, actor=live.approver
+        )
+    b.refresh_from_db()
+    assert b.state == "pending_review"
+
+
+def test_recipients_cannot_change_after_approval(live):
+    b = approve(live, create(live))
+    with pytest.raises(errors.NotPending):
+        broadcast_replace_recipients(tenant=live.tenant, broadcast_id=b.pk, recipients=people(4))
+
+
+def test_viewer_and_other_tenant_cannot_approve(live, member_of, tenant_b):
+    b = create(live)
+    viewer = member_of(live.tenant, "viewer").user
+    with pytest.raises(errors.NoRight):
+        broadcast_approve(
+            tenant=live.tenant, broadcast_id=b.pk, content_hash=b.content_hash, actor=viewer
+        )
+    outsider = member_of(tenant_b, "admin").user
+    with pytest.raises(errors.NotFound):
+        broadcast_approve(
+            tenant=tenant_b, broadcast_id=b.pk, content_hash=b.content_hash, actor=outsider
+        )
+    assert Broadcast.objects.get(pk=b.pk).state == "pending_review"
+
+
+def test_two_reviewers_at_once_approve_once(live, member_of):
+    from tests.intents.helpers import run_concurrently
+
+    b = create(live)
+    second = member_of(live.tenant, "approver").user
+    actors = [live.approver, second]
+
+    def go(i):
+        return broadcast_approve(
+            tenant=live.tenant, broadcast_id=b.pk, content_hash=b.content_hash, actor=actors[i % 2]
+        )
+
+    results = run_concurrently(go, 4)
+    assert sum(isinstance(r, Broadcast) for r in results) == 1
+    assert IntentEvent.objects.filter(broadcast=b, action="broadcast.approved").count() == 1
+
+
+def test_reject_needs_a_reason_and_ends_it(live):
+    b = create(live)
+    with pytest.raises(errors.InvalidInput):
+        broadcast_reject(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver, reason="")
+    b = broadcast_reject(
+        tenant=live.tenant, broadcast_id=b.pk, actor=live.approver, reason="wrong list"
+    )
+    assert b.state == "rejected"
+    with pytest.raises(errors.NotPending):
+        approve(live, b)
+
+
+# --- fan-out and sending -------------------------------------------------------------------------
+
+
+def test_each_recipient_gets_their_own_message_once(live):
+    b = approve(live, create(live, recipients=people(7)))
+    broadcast_run(b.pk)
+    assert Broadcast.objects.get(pk=b.pk).state == "sending"
+    drain(live)
+    sends = ledger_of(live, b)
+    assert sorted(s["to"][0] for s in sends) == [f"customer{i}@example.com" for i in range(7)]
+    assert all(len(s["to"]) == 1 and not s.get("cc") and not s.get("bcc") for s in sends)
+    assert len({s["idempotency_key"] for s in sends}) == 7
+    first = next(s for s in sends if s["to"] == ["customer3@example.com"])
+    assert first["subject"] == "Order 3 is delayed"
+    assert first["text"] == "Hello Kunde 3,\nyour order 3 is late."
+    broadcast_run(b.pk)
+    assert Broadcast.objects.get(pk=b.pk).state == "completed"
+
+
+def test_fan_out_in_pages_filters_suppressed_and_out_of_policy(live, settings):
+    settings.BROADCAST_FANOUT_PAGE = 4
+    Suppression.objects.create(
+        tenant=live.tenant, address="customer2@example.com", reason="bounced"
+    )
+    live.mailbox.policy_mode = "allowlist"
+    live.mailbox.allowed_domains = ["example.com"]
+    live.mailbox.save(update_fields=["policy_mode", "allowed_domains"])
+    rows = [
+        *people(9),
+        {"address": "someone@elsewhere.test", "variables": {"name": "x", "order": 0}},
+    ]
+    b = approve(live, create(live, recipients=rows))
+    broadcast_run(b.pk)
+    skips = dict(
+        BroadcastRecipient.objects.filter(broadcast=b)
+        .exclude(skip_reason="")
+        .values_list("address", "skip_reason")
+    )
+    assert skips == {"customer2@example.com": "suppressed", "someone@elsewhere.test": "not_allowed"}
+    assert SendIntent.objects.filter(broadcast=b).count() == 8
+    pages = IntentEvent.objects.filter(
+        broadcast=b, action__in=("broadcast.fan_out_page", "broadcast.fanned_out")
+    )
+    assert pages.count() == 3
+    drain(live)
+    assert len(ledger_of(live, b)) == 8
+
+
+def test_fan_out_run_twice_creates_no_second_intent(live, settings):
+    settings.BROADCAST_FANOUT_PAGE = 2
+    b = approve(live, create(live, recipients=people(5)))
+    from intents.sending.fanout import broadcast_fan_out_page
+
+    assert broadcast_fan_out_page(broadcast_id=b.pk)
+    broadcast_run(b.pk)
+    broadcast_run(b.pk)
+    assert SendIntent.objects.filter(broadcast=b).count() == 5
+    keys = list(SendIntent.objects.filter(broadcast=b).values_list("idempotency_key", flat=True))
+    assert len(set(keys)) == 5
+
+
+def test_a_recipient_row_changed_after_approval_is_blocked_not_sent(live):
+    b = approve(live, create(live))
+    broadcast_run(b.pk)
+    BroadcastRecipient.objects.filter(broadcast=b, position=1).update(
+        variables={"name": "Evil", "order": 1}
+    )
+    drain(live)
+    blocked = SendIntent.objects.get(broadcast=b, broadcast_recipient__position=1)
+    assert (blocked.state, blocked.last_error_code) == ("blocked", "hash_mismatch")
+    assert len(ledger_of(live, b)) == 2
+
+
+def test_a_template_changed_after_approval_blocks_every_send(live):
+    b = approve(live, create(live))
+    broadcast_run(b.pk)
+    Broadcast.objects.filter(pk=b.pk).update(text="Send money to {{ name }}")
+    drain(live)
+    assert set(SendIntent.objects.filter(broadcast=b).values_list("state", flat=True)) == {
+        "blocked"
+    }
+    assert ledger_of(live, b) == []
+
+
+def test_approver_losing_the_right_blocks_the_rest(live):
+    from tenants.models import Membership
+
+    b = approve(live, create(live))
+    broadcast_run(b.pk)
+    Membership.objects.filter(user=live.approver).update(role="viewer")
+    drain(live)
+    assert ledger_of(live, b) == []
+
+
+def test_replies_are_claimed_before_broadcast_sends(live):
+    b = approve(live, create(live, recipients=people(30)))
+    broadcast_run(b.pk)
+    reply = live.approved()
+    SendIntent.objects.update(next_attempt_at=Now())
+    sending.run_once(worker="t", limit=1)
+    reply.refresh_from_db()
+    assert reply.state == "accepted"
+    assert SendIntent.objects.filter(broadcast=b).exclude(state="queued").count() == 0
+
+
+def test_broadcast_is_paced_below_the_key(live, settings):
+    settings.SEND_RATE_PER_KEY = 40
+    settings.BROADCAST_RATE_PER_SECOND = 500  # asks for more than its share: capped at 20/s
+    b = approve(live, create(live, recipients=people(30)))
+    broadcast_run(b.pk)
+    SendIntent.objects.update(next_attempt_at=Now())
+    sending.run_once(worker="t", limit=20)
+    # A burst of a quarter second of its (capped) rate; the key alone would have allowed 20.
+    assert SendIntent.objects.filter(broadcast=b, state="accepted").count() == 5
+
+
+def test_pause_stops_claims_resume_continues_without_duplicates(live):
+    b = approve(live, create(live, recipients=people(6)))
+    broadcast_run(b.pk)
+    broadcast_pause(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver)
+    SendIntent.objects.update(next_attempt_at=Now())
+    assert sending.run_once(worker="t", limit=20) == 0
+    assert ledger_of(live, b) == []
+    broadcast_resume(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver)
+    drain(live)
+    assert len(ledger_of(live, b)) == 6
+
+
+def test_a_send_claimed_just_before_the_pause_goes_back_unsent(live):
+    from intents.sending.claim import intent_claim
+    from intents.sending.worker import execute_claims
+
+    b = approve(live, create(live))
+    broadcast_run(b.pk)
+    claims = intent_claim(worker="t", limit=3)
+    broadcast_pause(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver)
+    execute_claims(claims)
+    assert set(SendIntent.objects.filter(broadcast=b).values_list("state", "attempts")) == {
+        ("queued", 0)
+    }
+    assert ledger_of(live, b) == []
+    released = IntentEvent.objects.filter(action="intent.released", from_state="sending")
+    assert released.count() == len(claims) > 0
+
+
+def test_cancel_leaves_the_rest_unsent_and_journaled(live, settings):
+    settings.BROADCAST_RATE_PER_SECOND = 2
+    b = approve(live, create(live, recipients=people(10)))
+    broadcast_run(b.pk)
+    SendIntent.objects.update(next_attempt_at=Now())
+    sending.run_once(worker="t", limit=20)
+    sent = len(ledger_of(live, b))
+    assert 0 < sent < 10
+    broadcast_cancel(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver, reason="wrong")
+    broadcast_run(b.pk)
+    drain(live)
+    assert len(ledger_of(live, b)) == sent
+    cancelled = SendIntent.objects.filter(broadcast=b, state="cancelled")
+    assert cancelled.count() == 10 - sent
+    assert (
+        IntentEvent.objects.filter(intent__in=cancelled, action="intent.cancelled").count()
+        == 10 - sent
+    )
+
+
+def test_a_replies_only_round_never_claims_a_broadcast_send(live):
+    b = approve(live, create(live))
+    broadcast_run(b.pk)
+    reply = live.approved()
+    SendIntent.objects.update(next_attempt_at=Now())
+    assert sending.run_once(worker="t", limit=20, replies_only=True) == 1
+    reply.refresh_from_db()
+    assert reply.state == "accepted"
+    assert sending.run_once(worker="t", limit=20, replies_only=True) == 0
+    assert ledger_of(live, b) == []

@@ -1,0 +1,66 @@
+"""The broadcast pages as an outsider and as a second reviewer: another tenant's admin gets the
+same 404 as for a missing broadcast, a viewer cannot decide, a stale hash approves nothing."""
+
+import pytest
+
+from intents.models import Broadcast
+from intents.services.broadcasts import broadcast_create, broadcast_replace_recipients
+from tests.factories import make_local_mailbox
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def broadcast(tenant_a):
+    return broadcast_create(
+        tenant=tenant_a,
+        mailbox=make_local_mailbox(tenant_a),
+        subject="Delay {{ n }}",
+        text="Hello {{ n }}",
+        recipients=[{"address": f"p{i}@example.com", "variables": {"n": i}} for i in range(3)],
+    )
+
+
+def url(broadcast, tail=""):
+    return f"/t/{broadcast.tenant.slug}/broadcasts/{broadcast.pk}/{tail}"
+
+
+def test_page_shows_the_sample_and_the_hash(signed_in, member_of, broadcast):
+    client = signed_in(member_of(broadcast.tenant, "approver").user)
+    page = client.get(url(broadcast)).content.decode()
+    assert "Delay 0" in page
+    assert broadcast.content_hash in page
+
+
+def test_other_tenants_admin_gets_404(signed_in, member_of, tenant_b, broadcast):
+    client = signed_in(member_of(tenant_b, "admin").user)
+    other = f"/t/{tenant_b.slug}/broadcasts/{broadcast.pk}/"
+    assert client.get(other).status_code == 404
+    response = client.post(other + "approve/", {"content_hash": broadcast.content_hash})
+    assert response.status_code == 404
+    assert Broadcast.objects.get(pk=broadcast.pk).state == "pending_review"
+
+
+def test_viewer_cannot_approve(signed_in, member_of, broadcast):
+    client = signed_in(member_of(broadcast.tenant, "viewer").user)
+    response = client.post(url(broadcast, "approve/"), {"content_hash": broadcast.content_hash})
+    assert response.status_code == 403
+    assert Broadcast.objects.get(pk=broadcast.pk).state == "pending_review"
+
+
+def test_stale_hash_approves_nothing(signed_in, member_of, broadcast):
+    client = signed_in(member_of(broadcast.tenant, "approver").user)
+    shown = broadcast.content_hash
+    broadcast_replace_recipients(
+        tenant=broadcast.tenant,
+        broadcast_id=broadcast.pk,
+        recipients=[{"address": "q@example.com", "variables": {"n": 1}}],
+    )
+    response = client.post(url(broadcast, "approve/"), {"content_hash": shown}, follow=True)
+    assert "changed since you opened it" in response.content.decode()
+    assert Broadcast.objects.get(pk=broadcast.pk).state == "pending_review"
+
+
+def test_unknown_control_action_is_404(signed_in, member_of, broadcast):
+    client = signed_in(member_of(broadcast.tenant, "approver").user)
+    assert client.post(url(broadcast, "explode/")).status_code == 404

@@ -1,0 +1,59 @@
+"""A broadcast approved in headless Chromium: the sample message, the filtered recipients, the
+approval, then the sends through the sandbox by the real worker code and the progress counts."""
+
+import os
+from pathlib import Path
+
+from django.db.models.functions import Now
+
+from intents import sending
+from intents.models import Broadcast, SendIntent, Suppression
+from intents.sending.fanout import broadcast_run
+from intents.services.broadcasts import broadcast_create
+from tests.browser import BROWSER_MARKS, sign_in
+
+pytestmark = BROWSER_MARKS
+
+
+def shot(page, tmp_path, name):
+    folder = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+
+
+def test_approve_a_broadcast_and_follow_its_progress(page, shop, tmp_path, settings):
+    settings.BROADCAST_RATE_PER_SECOND = 5
+    Suppression.objects.create(tenant=shop["tenant"], address="c3@example.com", reason="bounced")
+    broadcast = broadcast_create(
+        tenant=shop["tenant"],
+        mailbox=shop["mailbox"],
+        name="Warehouse outage",
+        subject="Your order {{ order }} is delayed",
+        text="Hello {{ name }},\n\nyour order {{ order }} ships next week.\n\nSorry!",
+        recipients=[
+            {"address": f"c{i}@example.com", "variables": {"name": f"Kim {i}", "order": f"A{i}"}}
+            for i in range(5)
+        ],
+    )
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/broadcasts/")
+    page.click(f"[data-broadcast='{broadcast.pk}'] a")
+    page.wait_for_url(f"**/broadcasts/{broadcast.pk}/")
+    assert page.locator("[data-sample-subject]").inner_text() == "Your order A0 is delayed"
+    assert "Hello Kim 0," in page.locator("[data-sample-text]").inner_text()
+    assert page.locator("[data-skipped=suppressed]").count() == 1
+    assert page.locator("[data-recipient-count]").inner_text() == "5"
+    shot(page, tmp_path, "broadcast-review")
+    page.click("[data-approve]")
+    page.wait_for_selector("[data-broadcast-state=approved]")
+    assert Broadcast.objects.get(pk=broadcast.pk).approved_by == shop["admin"].user
+    broadcast_run(broadcast.pk)
+    for _ in range(50):
+        SendIntent.objects.filter(state="queued").update(next_attempt_at=Now())
+        sending.run_once(worker="browser", limit=10)
+        if not SendIntent.objects.exclude(state="accepted").exists():
+            break
+    page.reload()
+    assert page.locator("[data-count=accepted]").inner_text() == "4 / 4"
+    assert page.locator("[data-pause]").count() == 1
+    shot(page, tmp_path, "broadcast-sending")
