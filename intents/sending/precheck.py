@@ -393,6 +393,7 @@ def _approved_files(
         out.append(provider.OutgoingAttachment(row.filename, row.content_type, data))
     return kind, tuple(out)
 
+
 def _release_paused(intent: Locked, claim: Claim) -> None:
     """Its broadcast was paused after the claim: back to the queue, no call made and no attempt
     counted (the claim's count is undone), so a pause does not use up the send's attempts."""
@@ -441,6 +442,7 @@ def _broadcast_request(intent: SendIntent) -> provider.SendRequest:
         labels=[intent.label, f"cs-broadcast-{broadcast.pk}"],
         idempotency_key=intent.idempotency_key,
     )
+
 
 def _prepared(
     intent: SendIntent,
