@@ -7,7 +7,16 @@ who may open it.
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from intents.models import AgentEvent, AgentEventDelivery, AgentEventEndpoint, Suppression
+from intents.attachments import Upload
+from intents.models import (
+    AgentEvent,
+    AgentEventDelivery,
+    AgentEventEndpoint,
+    Broadcast,
+    DraftAttachment,
+    Suppression,
+)
+from intents.services.broadcasts import broadcast_create
 from intents.services.event_endpoints import endpoint_create
 from tenants import invitations
 from tenants.models import AgentToken
@@ -39,6 +48,13 @@ EXPECTED = {
     "draft_take": POST_DECIDE,
     "draft_release": POST_DECIDE,
     "draft_hand": POST_DECIDE,
+    "attachment_download": READ,
+    "attachment_preview": READ,
+    "broadcasts": READ,
+    "broadcast": READ,
+    "broadcast_approve": POST_DECIDE,
+    "broadcast_reject": POST_DECIDE,
+    "broadcast_control": POST_DECIDE,
     "my_away": POST_ANY,
     "outbox": READ,
     "outbox_intent": READ,
@@ -109,6 +125,29 @@ def event_delivery(tenant, admin):
     return endpoint, delivery
 
 
+# A one-pixel PNG: the draft's file has a preview, so the preview route answers 200 to a reader.
+PNG = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f"
+    b"\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\xcf\xc0\xf0\x1f\x00\x05\x00\x01\xff\x89\x99=\x1d"
+    b"\x00\x00\x00\x00IEND\xaeB`\x82"
+)
+
+
+def draft_with_file(make_draft, mailbox):
+    draft = make_draft(mailbox, attachments=[Upload("label.png", "image/png", PNG)])
+    return draft, DraftAttachment.objects.get(version__draft=draft)
+
+
+def a_broadcast(tenant, mailbox) -> Broadcast:
+    return broadcast_create(
+        tenant=tenant,
+        mailbox=mailbox,
+        subject="Delay {{ n }}",
+        text="Hello {{ n }}",
+        recipients=[{"address": f"p{i}@example.com", "variables": {"n": i}} for i in range(2)],
+    )
+
+
 def tenant_patterns():
     """(name, route template) of every named pattern whose full route starts with t/<slug:slug>/."""
     found = []
@@ -143,7 +182,7 @@ def world(tenant_a, tenant_b, mailbox_a, mailbox_b, make_draft, make_intent, mem
     approver = member_of(tenant_a, "approver")
     admin = member_of(tenant_a, "admin")
     outsider = member_of(tenant_b, "admin")
-    draft = make_draft(mailbox_a)
+    draft, attachment = draft_with_file(make_draft, mailbox_a)
     intent = make_intent(mailbox_a, state="needs_attention")
     token = AgentToken.objects.create(
         tenant=tenant_a, name="walker", prefix="walk0001", digest="0" * 64
@@ -164,13 +203,16 @@ def world(tenant_a, tenant_b, mailbox_a, mailbox_b, make_draft, make_intent, mem
         "delivery_id": delivery.pk,
         "invitation_id": invitation.pk,
         "draft_id": draft.pk,
+        "attachment_id": attachment.pk,
+        "broadcast_id": a_broadcast(tenant_a, mailbox_a).pk,
+        "action": "pause",
         "intent_id": intent.pk,
         "membership_id": viewer.pk,
         "suppression_id": suppression.pk,
         "mailbox_id": mailbox_a.pk,
         "token_id": token.pk,
     }
-    b_draft = make_draft(mailbox_b)
+    b_draft, b_attachment = draft_with_file(make_draft, mailbox_b)
     b_token = AgentToken.objects.create(
         tenant=tenant_b, name="b", prefix="walk0002", digest="1" * 64
     )
@@ -183,6 +225,8 @@ def world(tenant_a, tenant_b, mailbox_a, mailbox_b, make_draft, make_intent, mem
         "endpoint_id": b_endpoint.pk,
         "delivery_id": b_delivery.pk,
         "draft_id": b_draft.pk,
+        "attachment_id": b_attachment.pk,
+        "broadcast_id": a_broadcast(tenant_b, mailbox_b).pk,
         "intent_id": make_intent(mailbox_b, state="needs_attention").pk,
         "membership_id": outsider.pk,
         "suppression_id": b_suppression.pk,
