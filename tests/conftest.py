@@ -39,8 +39,11 @@ def webhook_applier_beside_live_server(request):
     """Store first: a live server's webhook receiver only stores events, and in production the
     django-q2 task it wakes applies them. Tests run no cluster, so beside every live server the
     applier loop runs in a thread (what ``manage.py webhooks_apply`` runs), stopped before the
-    test's database is emptied."""
-    if "live_server" not in request.fixturenames:
+    test's database is emptied. A test marked ``without_webhook_applier`` (one that needs an
+    event to stay pending) runs without it."""
+    if "live_server" not in request.fixturenames or request.node.get_closest_marker(
+        "without_webhook_applier"
+    ):
         yield
         return
     import threading

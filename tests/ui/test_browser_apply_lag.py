@@ -4,13 +4,14 @@ and in German."""
 import os
 from datetime import timedelta
 
+import pytest
 from django.db.models import F
 from django.db.models.functions import Now
 
 from tests.browser import BROWSER_MARKS, sign_in
 from webhooks.models import WebhookEndpoint, WebhookEvent
 
-pytestmark = BROWSER_MARKS
+pytestmark = [*BROWSER_MARKS, pytest.mark.without_webhook_applier]
 
 
 def test_the_health_panel_shows_how_long_stored_events_wait_for_the_applier(
