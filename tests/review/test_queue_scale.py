@@ -47,7 +47,9 @@ def measure(client, url, params):
     return len(queries), elapsed
 
 
-FILTERS = [{}, {"warnings": "on"}, {"q": "order 1"}, {"age": "1h"}]
+# "order" is in every draft's subject: a term that matched some ids and not others would make the
+# page skip a query when nothing matched, at whichever size the ids happen to miss it.
+FILTERS = [{}, {"warnings": "on"}, {"q": "order"}, {"age": "1h"}]
 
 
 def test_queue_queries_do_not_grow_with_the_queue(tenant_a, mailbox_a, admin_a, signed_in):

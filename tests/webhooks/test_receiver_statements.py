@@ -138,6 +138,7 @@ def test_the_journal_row_is_what_the_orm_wrote(client, hook, intent):
         "tenant_id": intent.tenant_id,
         "draft_id": intent.draft_id,
         "intent_id": intent.pk,
+        "broadcast_id": None,
         "actor_kind": "webhook",
         "actor_user_id": None,
         "actor_token_id": None,
