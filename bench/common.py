@@ -84,6 +84,24 @@ def ensure_databases(*names: str) -> None:
                     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
+def clone_database(source: str, target: str) -> bool:
+    """CREATE DATABASE target TEMPLATE source, unless target exists; True if it was created.
+    The source must have no other connection (right after its migrate)."""
+    import psycopg
+    from psycopg import sql
+
+    info = {k: v for k, v in admin_conninfo().items() if v}
+    with psycopg.connect(**info, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [target]).fetchone():
+            return False
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(target), sql.Identifier(source)
+            )
+        )
+        return True
+
+
 def bootstrap(settings_module: str) -> None:
     """Configure Django in this process (call before importing models)."""
     os.environ["DJANGO_SETTINGS_MODULE"] = settings_module
