@@ -122,10 +122,7 @@ def draft_create(
     files = planned_uploads(attachments or ())
     provenance = _clean_provenance(provenance)
     _check_priority(priority)
-    if not_after is not None and not_after <= timezone.now():
-        raise errors.InvalidInput(
-            "not_after_past", "not_after is already in the past.", "not_after"
-        )
+    _check_not_after(not_after)
     sla_due_at, sla_warn_at = deadline_times(tenant, mailbox, customer_at or timezone.now())
     with transaction.atomic():
         now = db_now()
@@ -150,18 +147,29 @@ def draft_create(
         )
         _first_version(tenant, draft, content, files, author_fields, actor_fields)
         if assignee is not None:
-            journal(
-                tenant=tenant,
-                draft=draft,
-                action="draft.assigned",
-                actor_kind=IntentEvent.Actor.SWEEP,
-                actor_label="auto-assign",
-                from_state=Draft.Status.PENDING,
-                to_state=Draft.Status.PENDING,
-                data={"holder": assignee.pk, "rule": "round_robin"},
-            )
+            _journal_auto_assigned(tenant, draft, assignee)
     log.info("intents.draft.created", extra={"tenant_id": tenant.pk, "draft_id": draft.pk})
     return draft
+
+
+def _check_not_after(not_after) -> None:
+    if not_after is not None and not_after <= timezone.now():
+        raise errors.InvalidInput(
+            "not_after_past", "not_after is already in the past.", "not_after"
+        )
+
+
+def _journal_auto_assigned(tenant, draft: Draft, assignee) -> None:
+    journal(
+        tenant=tenant,
+        draft=draft,
+        action="draft.assigned",
+        actor_kind=IntentEvent.Actor.SWEEP,
+        actor_label="auto-assign",
+        from_state=Draft.Status.PENDING,
+        to_state=Draft.Status.PENDING,
+        data={"holder": assignee.pk, "rule": "round_robin"},
+    )
 
 
 def _reply_reference(tenant, mailbox, in_reply_to, thread_id) -> tuple:
