@@ -4,8 +4,6 @@ resume, cancel. Each decision is one intents service; a business refusal is a me
 
 from __future__ import annotations
 
-from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
@@ -20,6 +18,7 @@ from intents.selectors.broadcasts import (
     broadcasts_of,
 )
 from intents.services import broadcasts as service
+from review.views.common import run_decision
 from tenants.access import DECIDERS, TenantRequest, tenant_view
 
 LIST_LIMIT = 100
@@ -61,14 +60,7 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
 
 def _decide(request: TenantRequest, broadcast_id: int, call, done: str) -> HttpResponse:
     broadcast = _broadcast_or_404(request, broadcast_id)
-    try:
-        call(broadcast)
-    except errors.NoRight as error:
-        raise PermissionDenied(error.message) from None
-    except errors.DraftError as error:
-        messages.error(request, error.message)
-    else:
-        messages.success(request, done)
+    run_decision(request, lambda: call(broadcast), done)
     return redirect("broadcast", request.tenant.slug, broadcast.pk)
 
 

@@ -4,6 +4,7 @@ htmx."""
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
@@ -39,6 +40,19 @@ def require_right(request: TenantRequest, mailbox: Mailbox) -> None:
             )
             % {"address": mailbox.address}
         )
+
+
+def run_decision(request: TenantRequest, call, done: str) -> None:
+    """Run a person's decision (a service call): a missing right is a 403, any other refusal
+    the service names is an error message on the next page, success says ``done``."""
+    try:
+        call()
+    except errors.NoRight as error:
+        raise PermissionDenied(error.message) from None
+    except errors.DraftError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, done)
 
 
 def hx_redirect(request: TenantRequest, url: str) -> HttpResponse:

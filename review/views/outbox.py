@@ -22,7 +22,7 @@ from review.forms import (
     ReopenForm,
     ResolveForm,
 )
-from review.views.common import intent_or_404, require_right
+from review.views.common import intent_or_404, require_right, run_decision
 from tenants.access import DECIDERS, TenantRequest, tenant_view
 
 log = logging.getLogger(__name__)
@@ -101,14 +101,7 @@ def outbox_intent(request: TenantRequest, intent_id: int) -> HttpResponse:
 def _intent_action(request: TenantRequest, intent_id, call, done: str) -> HttpResponse:
     intent = intent_or_404(request, intent_id)
     require_right(request, intent.mailbox)
-    try:
-        call(intent)
-    except errors.NoRight as error:
-        raise PermissionDenied(error.message) from None
-    except errors.DraftError as error:
-        messages.error(request, error.message)
-    else:
-        messages.success(request, done)
+    run_decision(request, lambda: call(intent), done)
     return redirect("outbox_intent", request.tenant.slug, intent.pk)
 
 
