@@ -50,6 +50,11 @@ def drive(intent, timeout=20.0):
         time.sleep(0.1)
 
 
+# How long a worker subprocess may take to start and make its first call: seconds when the machine
+# is quiet, up to about 40 s when the suite's other processes share its two cores.
+WORKER_START_TIMEOUT = 120.0
+
+
 def wait_until(predicate, timeout=15.0, interval=0.05):
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -148,7 +153,10 @@ def test_worker_killed_after_provider_accepted_before_recording(live):
         SEND_LEASE_SECONDS=2,
         AGENTMAIL_READ_TIMEOUT=30,
     )
-    live.sandbox.wait_for(lambda: sends(live.sandbox, intent), timeout=20)
+    # The wait covers the worker's start-up (Django, a database connection), which takes well over
+    # 20 s on a loaded two-core machine; the sandbox holds its answer for 20 s after the send is
+    # in its ledger, so the kill still comes before the worker hears that it was accepted.
+    live.sandbox.wait_for(lambda: sends(live.sandbox, intent), timeout=WORKER_START_TIMEOUT)
     worker.send_signal(signal.SIGKILL)
     worker.wait(timeout=10)
     live.sandbox.clear_faults()
@@ -180,7 +188,10 @@ def test_paused_worker_past_its_lease_is_fenced(live):
         SEND_LEASE_SECONDS=2,
         AGENTMAIL_READ_TIMEOUT=30,
     )
-    wait_until(lambda: SendAttempt.objects.filter(intent=intent, outcome="pending").exists(), 30)
+    wait_until(
+        lambda: SendAttempt.objects.filter(intent=intent, outcome="pending").exists(),
+        WORKER_START_TIMEOUT,
+    )
     paused.send_signal(signal.SIGSTOP)
     wait_until(
         lambda: SendIntent.objects.filter(pk=intent.pk, lease_expires_at__lte=Now()).exists()
