@@ -35,6 +35,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def no_process_outlives_its_test():
+    """Processes started through ``tests.servers.started`` (the sending workers) end with their
+    test, even when it failed before stopping them."""
+    yield
+    from tests.servers import kill_leftovers
+
+    kill_leftovers()
+
+
+@pytest.fixture(autouse=True)
 def webhook_applier_beside_live_server(request):
     """Store first: a live server's webhook receiver only stores events, and in production the
     django-q2 task it wakes applies them. Tests run no cluster, so beside every live server the

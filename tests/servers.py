@@ -16,6 +16,29 @@ from scripts import devstack
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Every process a test starts through ``started``; the root conftest kills what is still running
+# when the test ends. A test that fails on a timeout must not leave a worker claiming the next
+# tests' intents on the same test database (one did: 24 tests failed after it on that xdist worker).
+_STARTED: list[subprocess.Popen] = []
+
+
+def started(proc: subprocess.Popen) -> subprocess.Popen:
+    """Register ``proc`` to be killed, if it still runs, when the current test ends."""
+    _STARTED.append(proc)
+    return proc
+
+
+def kill_leftovers() -> list[list[str]]:
+    """Kill and reap the registered processes still running; returns their command lines."""
+    killed = []
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+            killed.append(list(proc.args))
+    return killed
+
 
 def free_port() -> int:
     with socket.socket() as s:

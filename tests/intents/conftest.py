@@ -123,14 +123,18 @@ def start_worker(sandbox, *args, **env):
     import sys
     from pathlib import Path
 
+    from tests.servers import started
+
     root = Path(__file__).resolve().parents[2]
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "intents_worker", *args],
-        cwd=root,
-        env=worker_env(sandbox, **env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    return started(
+        subprocess.Popen(
+            [sys.executable, "manage.py", "intents_worker", *args],
+            cwd=root,
+            env=worker_env(sandbox, **env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     )
 
 
