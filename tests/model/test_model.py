@@ -27,7 +27,13 @@ def spin_present():
 
 
 def _mutant(macro: str) -> run.Result:
-    return run.check({**run.SMALL, macro: None}, label=macro, depth=run.MUTANT_DEPTH, time_limit=30)
+    return run.check(
+        {**run.SMALL, macro: None},
+        label=macro,
+        depth=run.MUTANT_DEPTH,
+        time_limit=30,
+        optimize="-O0",
+    )
 
 
 def _failed_assertion(result: run.Result) -> str:
