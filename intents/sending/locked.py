@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Model
+from django.db.models import ForeignKey, Model
 
 from intents.models import (
     Broadcast,
@@ -67,6 +67,17 @@ _RELATED = (
 
 
 @functools.cache
+def _relation(name: str) -> ForeignKey:
+    field = SendIntent._meta.get_field(name)
+    assert isinstance(field, ForeignKey)  # OneToOneField is one too
+    return field
+
+
+def _column(field: Any) -> str:
+    return connection.ops.quote_name(str(field.column))
+
+
+@functools.cache
 def _statement() -> tuple[str, tuple[_Part, ...]]:
     qn = connection.ops.quote_name
     parts: list[_Part] = []
@@ -94,17 +105,16 @@ def _statement() -> tuple[str, tuple[_Part, ...]]:
                 converters=tuple(converters),
             )
         )
-        columns += [f"{alias}.{qn(f.column)}" for f in fields]
-    intent_fields = SendIntent._meta
+        columns += [f"{alias}.{_column(f)}" for f in fields]
     joins = " ".join(
-        f"{kind} {qn(model._meta.db_table)} {alias} ON {alias}.{qn(model._meta.pk.column)} = "
-        f"i.{qn(intent_fields.get_field(relation).column)}"
+        f"{kind} {qn(model._meta.db_table)} {alias} ON {alias}.{_column(model._meta.pk)} = "
+        f"i.{_column(_relation(relation))}"
         for model, alias, relation, kind in _RELATED
     )
     sql = (
         f"SELECT {', '.join(columns)}, statement_timestamp(), COALESCE((SELECT a.number FROM "  # noqa: S608
         f"{qn(SendAttempt._meta.db_table)} a WHERE a.intent_id = i.id ORDER BY a.number DESC "
-        f"LIMIT 1), 0) + 1 FROM {qn(intent_fields.db_table)} i {joins} "
+        f"LIMIT 1), 0) + 1 FROM {qn(SendIntent._meta.db_table)} i {joins} "
         "WHERE i.id = ANY(%s) AND i.state = ANY(%s) "
         "AND (%s OR i.lease_expires_at > statement_timestamp()) "
         "ORDER BY i.id FOR UPDATE OF i"
@@ -131,7 +141,7 @@ def lock_leased(tokens: dict[int, Any], *, live: bool = True) -> dict[int, SendI
         if intent.lease_token != tokens[intent.pk]:
             continue
         for part in related:
-            SendIntent._meta.get_field(part.relation).set_cached_value(intent, part.build(row))
+            _relation(part.relation).set_cached_value(intent, part.build(row))
         intent.db_now, intent.next_attempt_number = row[-2], row[-1]  # type: ignore[attr-defined]
         out[intent.pk] = intent
     return out

@@ -110,9 +110,7 @@ def test_the_rows_it_returns_are_locked_until_the_commit(live):
     def try_lock() -> None:
         try:
             with transaction.atomic():
-                list(
-                    SendIntent.objects.select_for_update(nowait=True).filter(pk__in=list(tokens))
-                )
+                list(SendIntent.objects.select_for_update(nowait=True).filter(pk__in=list(tokens)))
             outcome.append("locked by nobody")
         except DatabaseError:
             outcome.append("held")
