@@ -30,7 +30,7 @@ from bench.common import (
     ensure_databases,
 )
 
-SCENARIOS = ("dispatch", "phases", "webhooks", "api", "ui", "recovery")
+SCENARIOS = ("dispatch", "phases", "webhooks", "scaling", "api", "ui", "recovery")
 
 
 def run_task(settings_module: str, target: str, params: dict, env: dict, timeout: float) -> dict:
@@ -158,6 +158,8 @@ def main(argv=None) -> int:
         results["rows"]["webhooks"] = task(
             PEERS, "bench.webhooks:scenario", {**http, "events": events}
         )
+    if "scaling" in only:
+        results["rows"]["scaling"] = scaling_rows(task, args, n, http)
     if "api" in only:
         requests = args.requests or (40 if quick else 1000)
         results["rows"]["api"] = task(
@@ -186,34 +188,33 @@ def main(argv=None) -> int:
 
 def dispatch_rows(task, args, n, latencies, profile_dir) -> dict:
     """Every dispatch row, `--rounds` times, the systems alternating within each round so that
-    the machine's drift falls on all of them alike; each row reports its median round."""
-    rows = {"countersign": [], "post_office": [], "post_office_http": [], "db_limit": []}
+    the machine's drift falls on all of them alike; each row reports its median round, and each
+    ratio is the median of the rounds' own ratios (Countersign / peer within one round)."""
+    rows: dict = {
+        "countersign": [],
+        "post_office": [],
+        "post_office_http": [],
+        "sdk_ceiling": [],
+        "db_limit": [],
+        "ratios": [],
+    }
     common = {"n": n, "workers": args.workers}
     rounds = 1 if args.quick else args.rounds
     for latency in latencies:
-        runs: dict[str, list] = {"countersign": [], "post_office": [], "post_office_http": []}
+        runs: dict[str, list] = {s: [] for s in PEERS_OF_DISPATCH}
         for number in range(rounds):
-            runs["countersign"].append(
-                task(
-                    PRODUCT,
-                    "bench.dispatch:countersign",
-                    {
-                        **common,
-                        "latency_ms": latency,
-                        "batch": args.batch,
-                        "mailboxes": 1 if args.quick else 4,
+            for system, settings_module, target, extra in _dispatch_systems(args, latency):
+                if system == "countersign":
+                    extra = {
+                        **extra,
                         "profile_dir": profile_dir if latency == 0 and number == 0 else None,
-                    },
+                    }
+                runs[system].append(
+                    task(settings_module, target, {**common, "latency_ms": latency, **extra})
                 )
-            )
-            runs["post_office"].append(
-                task(PEERS, "bench.dispatch:postoffice", {**common, "latency_ms": latency})
-            )
-            runs["post_office_http"].append(
-                task(PEERS, "bench.dispatch:postoffice_http", {**common, "latency_ms": latency})
-            )
         for system, results in runs.items():
             rows[system].append(median_round(results))
+        rows["ratios"].append({"latency_ms": latency, **median_ratios(runs)})
     for k in (1,) if args.quick else (1, 10):
         rows["db_limit"].append(
             median_round(
@@ -224,6 +225,89 @@ def dispatch_rows(task, args, n, latencies, profile_dir) -> dict:
             )
         )
     return rows
+
+
+def scaling_rows(task, args, n, http) -> dict:
+    """How cost grows with work on this machine: Countersign's dispatch at 0 ms with 1, 2 and 4
+    worker processes, and webhook ingestion (ours with the applier running, storing anymail, the
+    reference) with 1, 2 and 3 gunicorn workers; one round per point."""
+    processes = (1, 2) if args.quick else (1, 2, 4)
+    dispatch = [
+        task(
+            PRODUCT,
+            "bench.dispatch:countersign",
+            {
+                "n": n,
+                "workers": w,
+                "latency_ms": 0,
+                "batch": args.batch,
+                "mailboxes": 1 if args.quick else 4,
+            },
+        )
+        for w in processes
+    ]
+    events = args.events or (60 if args.quick else 3000)
+    webhooks = [
+        task(
+            PEERS,
+            "bench.webhooks:scenario",
+            {
+                **http,
+                "http_workers": w,
+                "events": max(1, events // 2),
+                "rounds": 1,
+                "endpoints": ["ours", "anymail_store", "floor"],
+            },
+        )
+        for w in ((1, 2) if args.quick else (1, 2, 3))
+    ]
+    return {"dispatch": dispatch, "webhooks": webhooks}
+
+
+PEERS_OF_DISPATCH = ("countersign", "post_office", "post_office_http", "sdk_ceiling")
+
+
+def _dispatch_systems(args, latency: int):
+    """(system, settings, task, extra params) of one round, in the order they alternate."""
+    from bench.ceiling import LATENCY_LAYOUTS, LAYOUTS, QUICK_LAYOUTS
+
+    layouts = QUICK_LAYOUTS if args.quick else (LAYOUTS if latency == 0 else LATENCY_LAYOUTS)
+    mailboxes = 1 if args.quick else 4
+    return (
+        (
+            "countersign",
+            PRODUCT,
+            "bench.dispatch:countersign",
+            {"batch": args.batch, "mailboxes": mailboxes},
+        ),
+        ("post_office", PEERS, "bench.dispatch:postoffice", {}),
+        ("post_office_http", PEERS, "bench.dispatch:postoffice_http", {}),
+        (
+            "sdk_ceiling",
+            PRODUCT,
+            "bench.ceiling:sdk_ceiling",
+            {"layouts": [list(x) for x in layouts], "mailboxes": mailboxes},
+        ),
+    )
+
+
+def median_ratios(runs: dict[str, list[dict]]) -> dict:
+    """Countersign's rate over each peer's, round by round; the median of those, and each."""
+    ours = [r["per_s"] or 0 for r in runs["countersign"]]
+    out = {}
+    for system, results in runs.items():
+        if system == "countersign":
+            continue
+        each = [
+            round(a / b["per_s"], 3) if b["per_s"] else None
+            for a, b in zip(ours, results, strict=True)
+        ]
+        known = sorted(x for x in each if x is not None)
+        out[system] = {
+            "median": known[(len(known) - 1) // 2] if known else None,
+            "rounds": each,
+        }
+    return out
 
 
 def median_round(results: list[dict]) -> dict:

@@ -96,9 +96,16 @@ def write_requests(path: str, requests: list[dict]) -> None:
             fh.write(json.dumps(request) + "\n")
 
 
-def load(base_url: str, *phases: list[dict], concurrency: int, timeout: float = 900) -> list:
+def load(
+    base_url: str,
+    *phases: list[dict],
+    concurrency: int,
+    timeout: float = 900,
+    statuses: bool = False,
+) -> list:
     """Send each phase's requests once, phase after phase, from one separate process with
-    `concurrency` connections; returns one summary per phase."""
+    `concurrency` connections; returns one summary per phase (with `statuses`, also each
+    request's status in the order of the phase's list)."""
     workdir = tempfile.mkdtemp(prefix="bench-load-")
     try:
         sources = []
@@ -116,16 +123,19 @@ def load(base_url: str, *phases: list[dict], concurrency: int, timeout: float = 
             raw_phases = json.load(fh)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return [_summary(raw, len(requests)) for raw, requests in zip(raw_phases, phases, strict=True)]
+    return [
+        _summary(raw, len(requests), statuses)
+        for raw, requests in zip(raw_phases, phases, strict=True)
+    ]
 
 
-def _summary(raw: dict, count: int) -> dict:
+def _summary(raw: dict, count: int, in_order: bool = False) -> dict:
     latencies = [r[1] for r in raw["results"]]
     statuses: dict[str, int] = {}
     for status, _ in raw["results"]:
         statuses[str(status)] = statuses.get(str(status), 0) + 1
     ok = sum(v for k, v in statuses.items() if k.startswith("2"))
-    return {
+    summary = {
         "requests": count,
         "ok": ok,
         "statuses": statuses,
@@ -134,3 +144,6 @@ def _summary(raw: dict, count: int) -> dict:
         "latency": latency_summary(latencies),
         "bodies": raw.get("bodies", []),
     }
+    if in_order:
+        summary["statuses_in_order"] = [status for status, _ in raw["results"]]
+    return summary

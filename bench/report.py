@@ -34,6 +34,8 @@ def render(results: dict) -> str:
         out.append(_phases(rows["phases"]))
     if "webhooks" in rows:
         out.append(_webhooks(rows["webhooks"]))
+    if "scaling" in rows:
+        out.append(_scaling(rows["scaling"]))
     if "api" in rows:
         out.append(_api(rows["api"]))
     if "ui" in rows:
@@ -43,22 +45,27 @@ def render(results: dict) -> str:
     return "\n\n".join(out)
 
 
+DISPATCH_NAMES = {
+    "countersign": "Countersign",
+    "post_office_http": "post-office over HTTP (official AgentMail SDK to the sandbox)",
+    "sdk_ceiling": "SDK ceiling, no database work",
+    "post_office": "older peer: post-office, backend only waits (no HTTP)",
+}
+
+
 def _dispatch(d: dict) -> str:
     limit = max((r["per_s"] for r in d["db_limit"] if r["k"] == 1), default=None)
     body = []
-    po_by_latency = {r["latency_ms"]: r for r in d["post_office"]}
-    # Additional rows (older result files have none): never used for the "vs post-office" ratio.
-    http_by_latency = {r["latency_ms"]: r for r in d.get("post_office_http", [])}
+    by_latency = {
+        system: {r["latency_ms"]: r for r in d.get(system, [])} for system in DISPATCH_NAMES
+    }
     for r in d["countersign"]:
-        po = po_by_latency.get(r["latency_ms"])
-        http = http_by_latency.get(r["latency_ms"])
-        for row, name in (
-            (r, "Countersign"),
-            (po, "django-post-office"),
-            (http, "django-post-office, HTTP backend (official AgentMail SDK to the sandbox)"),
-        ):
+        for system, name in DISPATCH_NAMES.items():
+            row = by_latency[system].get(r["latency_ms"])
             if row is None:
                 continue
+            if system == "sdk_ceiling":
+                name += f" (best layout {row['layout']})"
             body.append(
                 [
                     f"{name} @{row['latency_ms']} ms",
@@ -67,9 +74,6 @@ def _dispatch(d: dict) -> str:
                     row["latency"]["p50_ms"],
                     row["latency"]["p95_ms"],
                     row.get("duplicates_all_rounds", row["duplicates"]),
-                    _ratio(r["per_s"], po["per_s"]) if name == "Countersign" and po else "",
-                    _ratio(r["per_s"], http["per_s"]) if name == "Countersign" and http else "",
-                    _ratio(row["per_s"], limit),
                     row.get("worker_cpu_ms_per_item"),
                     row.get("sandbox_cpu_ms_per_item", "-"),
                     row.get("postgres_cpu_ms_per_item") or "-",
@@ -78,15 +82,12 @@ def _dispatch(d: dict) -> str:
     for row in d["db_limit"]:
         body.append(
             [
-                f"DB limit, raw SQL claim k={row['k']}",
+                f"older reference: DB limit, raw SQL claim k={row['k']}",
                 f"{row['accepted']}/{row['n']}",
                 row["per_s"],
                 "-",
                 "-",
                 row.get("duplicates_all_rounds", row["duplicates"]),
-                "",
-                "",
-                _ratio(row["per_s"], limit),
                 row.get("worker_cpu_ms_per_item"),
                 "-",
                 row.get("postgres_cpu_ms_per_item") or "-",
@@ -103,7 +104,7 @@ def _dispatch(d: dict) -> str:
     if count > 1:
         title += f"; each row its median of {count} alternating rounds, dups summed over all"
     footer = ("\nrounds, per s in run order: " + "; ".join(rounds)) if rounds else ""
-    return (
+    text = (
         f"Dispatch ({w} worker processes; {title})\n"
         + _table(
             [
@@ -113,9 +114,6 @@ def _dispatch(d: dict) -> str:
                 "p50 ms",
                 "p95 ms",
                 "dups",
-                "vs post-office",
-                "vs post-office over HTTP",
-                "vs DB k=1",
                 "worker CPU ms/item",
                 "provider CPU ms/item",
                 "PostgreSQL CPU ms/item",
@@ -124,13 +122,85 @@ def _dispatch(d: dict) -> str:
         )
         + footer
     )
+    if d.get("ratios"):
+        text += "\n\n" + _dispatch_ratios(d["ratios"], limit, d)
+    if d.get("sdk_ceiling"):
+        text += "\n\n" + _ceiling_layouts(d["sdk_ceiling"])
+    return text
+
+
+def _median_cell(ratio: dict | None) -> str:
+    if not ratio or ratio.get("median") is None:
+        return "-"
+    each = " / ".join("-" if x is None else f"{x:.2f}" for x in ratio["rounds"])
+    return f"{ratio['median']:.2f}x ({each})"
+
+
+def _dispatch_ratios(ratios: list[dict], limit, d: dict) -> str:
+    cs = {r["latency_ms"]: r for r in d["countersign"]}
+    body = [
+        [
+            f"{r['latency_ms']} ms",
+            _median_cell(r.get("post_office_http")),
+            _median_cell(r.get("sdk_ceiling")),
+            _median_cell(r.get("post_office")),
+            _ratio(cs[r["latency_ms"]]["per_s"], limit),
+        ]
+        for r in ratios
+    ]
+    return (
+        "Countersign / peer, median of the rounds' own ratios (each round in run order)\n"
+        + _table(
+            [
+                "provider latency",
+                "vs post-office over HTTP",
+                "vs SDK ceiling",
+                "vs older peer post-office (no HTTP)",
+                "vs older DB limit k=1",
+            ],
+            body,
+        )
+    )
+
+
+def _ceiling_layouts(rows: list[dict]) -> str:
+    body = [
+        [
+            f"{row['latency_ms']} ms",
+            f"{layout['processes']} x {layout['threads']}",
+            f"{layout['accepted']}/{layout['n']}",
+            layout["per_s"],
+            f"{layout['client_cpu_ms_per_send']:.2f}",
+            layout["sandbox_cpu_ms_per_item"],
+            layout["duplicates"],
+        ]
+        for row in rows
+        for layout in row.get("layouts", [])
+    ]
+    return (
+        "SDK ceiling: every layout tried (median round's run; processes x threads, one client "
+        "per thread, keep-alive)\n"
+        + _table(
+            [
+                "latency",
+                "layout",
+                "sent",
+                "per s",
+                "client CPU ms/send",
+                "provider CPU ms/send",
+                "dups",
+            ],
+            body,
+        )
+    )
 
 
 def _labelled(d: dict):
     names = {
         "countersign": "Countersign",
-        "post_office": "post-office",
         "post_office_http": "post-office over HTTP",
+        "sdk_ceiling": "SDK ceiling",
+        "post_office": "older post-office",
     }
     for system, name in names.items():
         for row in d.get(system, []):
@@ -142,12 +212,15 @@ def _labelled(d: dict):
 def _phases(p: dict) -> str:
     names = {
         "intent_claim": "claim (lease the batch, journal)",
-        "intent_begin_attempts": "re-check, attempt rows, commit",
+        "intent_begin_attempts": "re-check, attempt rows, commit (the two below excluded)",
+        "_lock_leased": "  re-check: the batch's locked read",
+        "policy_problem": "  re-check: the contract check per intent",
         "intent_record_accepted": "record accepted sends, deferred webhooks",
     }
     body = [
         [label, f"{p['phases'][name]['cpu_ms']:.2f}", f"{p['phases'][name]['statements']:.2f}"]
         for name, label in names.items()
+        if name in p["phases"]
     ]
     body += [
         ["main thread, all phases", f"{p['main_thread_cpu_ms']:.2f}", "-"],
@@ -167,48 +240,106 @@ def _phases(p: dict) -> str:
 
 
 def _webhooks(w: dict) -> str:
-    body = []
-    ours, peer = w["rows"][0], w["rows"][1] if len(w["rows"]) > 1 else None
-    for r in w["rows"]:
-        body.append(
+    rows = w["rows"]
+    body = [
+        [
+            r["name"],
+            f"{r['ok']}/{r['requests']}",
+            r["per_s"],
+            r["latency"]["p50_ms"],
+            r["latency"]["p95_ms"],
+            r["latency"]["p99_ms"],
+            r.get("stored", "-"),
+            r.get("applied", "-"),
+        ]
+        for r in rows
+    ]
+    text = (
+        f"Webhook ingestion ({w['server']}; {w['concurrency']} connections; body "
+        f"{w['body_bytes']} bytes; each row its median of {w.get('rounds', 1)} alternating rounds)\n"
+        + _table(
+            ["endpoint", "2xx", "per s", "p50 ms", "p95 ms", "p99 ms", "stored", "applied"], body
+        )
+    )
+    ours = next((r for r in rows if r.get("kind") == "ours"), None)
+    if ours and "apply_lag" in ours:
+        lag = ours["apply_lag"]
+        text += (
+            f"\nCountersign's events (applier running during the load): {ours['answered_2xx']} "
+            f"answered 2xx, {ours['stored']} stored, states {ours['states']}; lost "
+            f"{ours['lost']}, applied twice {ours['applied_twice']} ({ours['journal_rows']} "
+            f"journal rows); apply lag p50 {lag['p50_ms']} ms, p95 {lag['p95_ms']} ms, max "
+            f"{lag['max_ms']} ms; pending drained {ours['catch_up_after_load_s']} s after the "
+            f"load; applier CPU {ours['applier_cpu_ms_per_event']} ms/event"
+        )
+    names = {
+        "anymail_store": "storing anymail",
+        "floor": "reference (verify + one INSERT)",
+        "anymail": "older peer anymail (stores nothing)",
+    }
+    ratios = w.get("ratios") or {}
+    if ratios:
+        text += "\n\nCountersign / endpoint, median of the rounds' own ratios\n" + _table(
+            ["vs", "ratio (rounds in run order)"],
+            [[names[k], _median_cell(v)] for k, v in ratios.items() if k in names],
+        )
+    return text
+
+
+def _scaling(s: dict) -> str:
+    dispatch = [
+        [
+            r["workers"],
+            f"{r['accepted']}/{r['n']}",
+            r["per_s"],
+            r["worker_cpu_ms_per_item"],
+            r.get("sandbox_cpu_ms_per_item", "-"),
+            r.get("postgres_cpu_ms_per_item") or "-",
+            r["duplicates"],
+        ]
+        for r in s["dispatch"]
+    ]
+    text = "Scaling: Countersign dispatch @0 ms by worker processes (one run each)\n" + _table(
+        [
+            "worker processes",
+            "sent",
+            "per s",
+            "worker CPU ms/item",
+            "provider CPU ms/item",
+            "PostgreSQL CPU ms/item",
+            "dups",
+        ],
+        dispatch,
+    )
+    hooks = []
+    for run in s["webhooks"]:
+        by_kind = {r["kind"]: r for r in run["rows"]}
+        ours = by_kind.get("ours", {})
+        lag = ours.get("apply_lag", {})
+        hooks.append(
             [
-                r["name"],
-                f"{r['ok']}/{r['requests']}",
-                r["per_s"],
-                r["latency"]["p50_ms"],
-                r["latency"]["p95_ms"],
-                r["latency"]["p99_ms"],
-                r.get("stored", "-"),
-                r.get("applied", "-"),
-                _ratio(r["per_s"], peer["per_s"]) if peer and r is not peer else "",
+                run["http_workers"],
+                by_kind.get("ours", {}).get("per_s"),
+                by_kind.get("anymail_store", {}).get("per_s"),
+                by_kind.get("floor", {}).get("per_s"),
+                lag.get("p95_ms"),
+                f"{ours.get('lost', '-')} / {ours.get('applied_twice', '-')}",
             ]
         )
-    ratio = _ratio(ours["per_s"], peer["per_s"]) if peer else "-"
-    # Older result files have no storing-receiver row.
-    storing = w.get("ratio_vs_anymail_store")
-    note = (
-        f"\nCountersign / anymail with a storing receiver (additional row) = {storing:.2f}x"
-        if storing
-        else ""
-    )
     return (
-        f"Webhook ingestion ({w['server']}; {w['concurrency']} connections; "
-        f"body {w['body_bytes']} bytes) — Countersign/anymail = {ratio}\n"
+        text + "\n\nScaling: webhook ingestion by gunicorn sync workers (one round each, applier "
+        "running)\n"
         + _table(
             [
-                "endpoint",
-                "2xx",
-                "per s",
-                "p50 ms",
-                "p95 ms",
-                "p99 ms",
-                "stored",
-                "applied",
-                "vs anymail",
+                "gunicorn workers",
+                "Countersign per s",
+                "storing anymail per s",
+                "reference per s",
+                "apply lag p95 ms",
+                "lost / applied twice",
             ],
-            body,
+            hooks,
         )
-        + note
     )
 
 

@@ -1,13 +1,19 @@
-"""Webhook ingestion: Countersign's receiver next to django-anymail's Resend tracking view.
+"""Webhook ingestion: Countersign's receiver next to the fair peers, with the applier running.
 
-One gunicorn (bench.settings_peers, so both URLs live in the same server process), the same
-payload size, the same number of signed deliveries, the same load generator. Each of our events
-is verified and stored in the ledger (UNIQUE(endpoint, svix-id)) in the request, and applied to
-per-recipient delivery state after it by the batch applier (store first); anymail verifies, parses and fires its `tracking` signal (with no
-receiver connected: it stores nothing, which is its documented design).
+One gunicorn (bench.settings_peers, so every URL lives in the same server processes), the same
+payload size, the same number of signed deliveries, the same load generator, the endpoints
+alternating round by round. The fair peers (issue 18):
 
-An additional row, never used for the Countersign/anymail ratio: the same anymail view with a
-`tracking` receiver that stores each event (bench.anymail_store), as a team would deploy it.
+- storing anymail: django-anymail's Resend tracking view with a `tracking` receiver that stores
+  each event (bench.anymail_store), as a team would deploy it;
+- the reference: the same verification, then one INSERT (bench.views_floor).
+
+The older peer, kept for continuity: anymail's view with no receiver (stores nothing).
+
+Ours stores each event in the ledger (UNIQUE(endpoint, svix-id)) before the 2xx; the product's
+dedicated applier (`manage.py webhooks_apply`) runs beside gunicorn for the whole load, so the
+apply lag (applied_at - received_at, the database's clock) is measured under load, and every
+2xx'd event is checked: stored, applied, and applied once (one journal row per svix-id).
 """
 
 from __future__ import annotations
@@ -15,13 +21,19 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
+from collections import Counter
 from datetime import UTC, datetime
 
-from bench.common import make_tenant, reset_tables, vacuum_analyze
+from bench.common import REPO_ROOT, latency_summary, make_tenant, reset_tables, vacuum_analyze
+from bench.dispatch import process_cpu
 from bench.http import Gunicorn, load
 
-ROUNDS = 2  # alternate the endpoints twice; each row reports its better round
+ROUNDS = 3  # alternate the endpoints three times; each row reports its median round
 ANYMAIL_PATH = "/anymail/resend/tracking/"
 ANYMAIL_STORE_PATH = "/bench/anymail-store/resend/tracking/"
 
@@ -149,14 +161,14 @@ def _anymail(count: int, size: int, path: str = ANYMAIL_PATH) -> list[dict]:
     return requests
 
 
-def _floor(count: int, size: int) -> list[dict]:
+def _floor(count: int, size: int, offset: int = 0) -> list[dict]:
     """Deliveries for the store-only reference view: same secret as anymail's, same body size."""
     from django.conf import settings
     from svix.webhooks import Webhook
 
     signer = Webhook(settings.ANYMAIL["RESEND_SIGNING_SECRET"])
     requests = []
-    for i in range(count):
+    for i in range(offset, offset + count):
         event = {"event_type": "message.delivered", "event_id": f"evt_{i}", "pad": ""}
         body = json.dumps(event, separators=(",", ":"))
         event["pad"] = "x" * max(0, size - len(body))
@@ -181,90 +193,216 @@ def _signed(signer, path: str, body: str) -> dict:
     }
 
 
+ENDPOINTS = ("ours", "anymail", "floor", "anymail_store")
+NAMES = {
+    "ours": "Countersign /webhooks/agentmail/<id>/ (verify+store; the applier running beside it)",
+    "anymail": "older peer: django-anymail /anymail/resend/tracking/ (verify+signal, stores nothing)",
+    "floor": "reference: verify + one INSERT, nothing applied (bench-only view)",
+    "anymail_store": "storing anymail: django-anymail + a tracking receiver that stores each event",
+}
+
+
+class Applier:
+    """``manage.py webhooks_apply``, the product's dedicated applier loop, as its own process
+    beside gunicorn for the whole load: events are applied while they arrive, so the apply lag
+    is the one a user would see under this load."""
+
+    def __init__(self, settings_module: str, poll: float = 0.05):
+        self.args = [sys.executable, "manage.py", "webhooks_apply", "--poll", str(poll)]
+        self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": settings_module}
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(
+            self.args, cwd=REPO_ROOT, env=self.env, stdout=subprocess.DEVNULL
+        )
+        return self
+
+    def cpu(self) -> float:
+        return process_cpu(self.proc.pid) if self.proc and self.proc.poll() is None else 0.0
+
+    def __exit__(self, *exc):
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def _requests(kind: str, context, count: int, offset: int, size: int) -> list[dict]:
+    endpoint, secret_text, mailbox, intents = context
+    if kind == "ours":
+        return _ours(endpoint, secret_text, mailbox, intents, count, offset)
+    if kind == "anymail":
+        return _anymail(count, size)
+    if kind == "floor":
+        return _floor(count, size, offset)
+    return _anymail(count, size, ANYMAIL_STORE_PATH)
+
+
+def _wait_applied(timeout: float = 60) -> float:
+    """Seconds until no event is pending (the applier caught up after the load)."""
+    from webhooks.models import WebhookEvent
+
+    started = time.monotonic()
+    while WebhookEvent.objects.filter(state=WebhookEvent.State.PENDING).exists():
+        if time.monotonic() - started > timeout:
+            break
+        time.sleep(0.05)
+    return round(time.monotonic() - started, 2)
+
+
+def _ledger_check(ours_sent: list[dict], ours_results: list[dict]) -> dict:
+    """Every 2xx'd delivery of ours: stored once, left ``pending``, and applied at most once
+    (one journal row per svix-id: the applier writes one per event it applies); apply lag
+    = applied_at - received_at, both the database's clock."""
+    from django.db.models import Count
+
+    from intents.models import IntentEvent
+    from webhooks.models import WebhookEvent
+
+    ok_ids = {
+        request["headers"]["svix-id"]
+        for phase, result in zip(ours_sent, ours_results, strict=True)
+        for request, status in zip(phase, result["statuses_in_order"], strict=True)
+        if 200 <= status < 300
+    }
+    rows = list(
+        WebhookEvent.objects.filter(svix_id__in=ok_ids).values_list(
+            "svix_id", "state", "received_at", "applied_at"
+        )
+    )
+    states = Counter(r[1] for r in rows)
+    journal = Counter(
+        dict(
+            IntentEvent.objects.filter(actor_label__in=ok_ids)
+            .values_list("actor_label")
+            .annotate(n=Count("id"))
+            .values_list("actor_label", "n")
+        )
+    )
+    lags = [(r[3] - r[2]).total_seconds() for r in rows if r[3] is not None]
+    return {
+        "answered_2xx": len(ok_ids),
+        "stored": len(rows),
+        "states": dict(states),
+        "lost": len(ok_ids) - len(rows) + states.get(WebhookEvent.State.PENDING, 0),
+        "applied_twice": sum(n - 1 for n in journal.values() if n > 1),
+        "journal_rows": sum(journal.values()),
+        "apply_lag": latency_summary(lags),
+    }
+
+
 def scenario(params: dict) -> dict:
+    """Every endpoint in ``params["endpoints"]`` (default all four), alternating for
+    ``params["rounds"]`` rounds under one gunicorn, with the applier running; each row reports
+    its median round, each ratio the median of the rounds' own ratios."""
     from django.db import connection
 
     from bench import anymail_store, views_floor
-    from webhooks.models import RecipientDelivery, WebhookEvent
-    from webhooks.services import applier
 
     events, concurrency = params["events"], params["concurrency"]
-    endpoint, secret_text, mailbox, intents = _setup(max(1, events // 2))
-    per_round = max(1, events // ROUNDS)
-    ours_requests = [
-        _ours(endpoint, secret_text, mailbox, intents, per_round, r * per_round)
-        for r in range(ROUNDS)
+    endpoints = params.get("endpoints") or list(ENDPOINTS)
+    rounds = params.get("rounds", ROUNDS)
+    context = _setup(max(1, events // 2))
+    per_round = max(1, events // rounds)
+    size = round(sum(len(r["body"]) for r in _ours(*context, 4, 10**7)) / 4)
+    plan = [
+        [(kind, _requests(kind, context, per_round, r * per_round, size)) for kind in endpoints]
+        for r in range(rounds)
     ]
-    size = round(sum(len(r["body"]) for r in ours_requests[0]) / per_round)
-    peer_requests = [_anymail(per_round, size) for _ in range(ROUNDS)]
-    floor_requests = [_floor(per_round, size) for _ in range(ROUNDS)]
-    store_requests = [_anymail(per_round, size, ANYMAIL_STORE_PATH) for _ in range(ROUNDS)]
-    warm_ours = _ours(endpoint, secret_text, mailbox, intents, 20, 10**6)
-    phases = [
-        warm_ours + _anymail(20, size) + _floor(20, size) + _anymail(20, size, ANYMAIL_STORE_PATH)
-    ]
-    for r in range(ROUNDS):
-        phases += [ours_requests[r], peer_requests[r], floor_requests[r], store_requests[r]]
+    warm = [request for kind in endpoints for request in _requests(kind, context, 20, 10**6, size)]
+    phases = [requests for one_round in plan for _, requests in one_round]
     with connection.cursor() as cursor:
         for module in (views_floor, anymail_store):
             cursor.execute(module.CREATE)
             cursor.execute(f"TRUNCATE {module.TABLE}")
-    with Gunicorn("bench.settings_peers", workers=params["http_workers"]) as server:
-        measured = load(server.base, *phases, concurrency=concurrency)[1:]
+    connection.close()
+    with (
+        Gunicorn("bench.settings_peers", workers=params["http_workers"]) as server,
+        Applier("bench.settings_peers") as applier_process,
+    ):
+        # The warm-up's events are applied before the load: the applier has started (Django's
+        # start-up is not apply lag) and every process holds its connection.
+        load(server.base, warm, concurrency=concurrency)
+        _wait_applied(timeout=120)
+        applier_cpu = applier_process.cpu()
+        measured = load(server.base, *phases, concurrency=concurrency, statuses=True)
+        catch_up_s = _wait_applied()
+        applier_cpu = applier_process.cpu() - applier_cpu
         description = server.description
-    # Store first: the receiver only stores; apply what it stored, as the woken task would, so
-    # the row below counts each event applied (once) after the run.
-    applier.events_apply_pending(settle=0)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {views_floor.TABLE}")  # noqa: S608
-        floor_stored = cursor.fetchone()[0] - 20
-        cursor.execute(f"SELECT count(*) FROM {anymail_store.TABLE}")  # noqa: S608
-        anymail_stored = cursor.fetchone()[0] - 20
-    rounds = {
-        "ours": measured[0::4],
-        "anymail": measured[1::4],
-        "floor": measured[2::4],
-        "anymail_store": measured[3::4],
-    }
-    stored = WebhookEvent.objects.exclude(svix_id__in=[w["headers"]["svix-id"] for w in warm_ours])
-    best = {k: max(v, key=lambda x: x["per_s"]) for k, v in rounds.items()}
-    ours = {
-        "name": "Countersign /webhooks/agentmail/<id>/ (verify+store; applied after by the batch applier)",
-        **best["ours"],
-        "stored": stored.count(),
-        "applied": stored.filter(state=WebhookEvent.State.APPLIED).count(),
-        "deliveries": RecipientDelivery.objects.count(),
-        "rounds_per_s": [x["per_s"] for x in rounds["ours"]],
-    }
-    peer = {
-        "name": "django-anymail /anymail/resend/tracking/ (verify+signal)",
-        **best["anymail"],
-        "stored": 0,
-        "applied": "-",
-        "rounds_per_s": [x["per_s"] for x in rounds["anymail"]],
-    }
-    floor = {
-        "name": "reference: verify + one INSERT, nothing applied (bench-only view)",
-        **best["floor"],
-        "stored": floor_stored,
-        "applied": "-",
-        "rounds_per_s": [x["per_s"] for x in rounds["floor"]],
-    }
-    peer_storing = {
-        "name": "additional: django-anymail + a tracking receiver that stores each event",
-        **best["anymail_store"],
-        "stored": anymail_stored,
-        "applied": "-",
-        "rounds_per_s": [x["per_s"] for x in rounds["anymail_store"]],
-    }
+    by_kind: dict[str, list[dict]] = {kind: [] for kind in endpoints}
+    sent: dict[str, list[list[dict]]] = {kind: [] for kind in endpoints}
+    for (kind, requests), result in zip(
+        [x for one_round in plan for x in one_round], measured, strict=True
+    ):
+        by_kind[kind].append(result)
+        sent[kind].append(requests)
+    stored = _stored_counts(endpoints)
+    rows = []
+    for kind in endpoints:
+        row = {"kind": kind, "name": NAMES[kind], **_median(by_kind[kind])}
+        row["rounds_per_s"] = [x["per_s"] for x in by_kind[kind]]
+        row["stored"] = stored.get(kind, "-")
+        if kind == "ours":
+            row.update(_ledger_check(sent["ours"], by_kind["ours"]))
+            row["applied"] = row["states"].get("applied", 0)
+            row["catch_up_after_load_s"] = catch_up_s
+            row["applier_cpu_ms_per_event"] = round(
+                applier_cpu * 1000 / max(1, row["answered_2xx"]), 2
+            )
+        for result in by_kind[kind]:
+            result.pop("statuses_in_order", None)
+        row.pop("statuses_in_order", None)
+        rows.append(row)
     return {
         "server": description,
+        "http_workers": params["http_workers"],
         "concurrency": concurrency,
         "body_bytes": size,
-        "events_per_endpoint": per_round * ROUNDS,
-        "rows": [ours, peer, floor, peer_storing],
-        "ratio": round(ours["per_s"] / peer["per_s"], 2) if peer["per_s"] else None,
-        "ratio_vs_anymail_store": (
-            round(ours["per_s"] / peer_storing["per_s"], 2) if peer_storing["per_s"] else None
-        ),
+        "events_per_endpoint": per_round * rounds,
+        "rounds": rounds,
+        "rows": rows,
+        "ratios": _ratios(by_kind),
     }
+
+
+def _median(results: list[dict]) -> dict:
+    return dict(sorted(results, key=lambda x: x["per_s"])[(len(results) - 1) // 2])
+
+
+def _ratios(by_kind: dict[str, list[dict]]) -> dict:
+    """Ours over each other endpoint, round by round; the median of those, and each."""
+    if "ours" not in by_kind:
+        return {}
+    out = {}
+    for kind, results in by_kind.items():
+        if kind == "ours":
+            continue
+        each = [
+            round(a["per_s"] / b["per_s"], 3) for a, b in zip(by_kind["ours"], results, strict=True)
+        ]
+        out[kind] = {"median": sorted(each)[(len(each) - 1) // 2], "rounds": each}
+    return out
+
+
+def _stored_counts(endpoints) -> dict:
+    """Rows each endpoint stored, warm-up requests (20 each) left out."""
+    from django.db import connection
+
+    from bench import anymail_store, views_floor
+    from webhooks.models import WebhookEvent
+
+    out = {}
+    with connection.cursor() as cursor:
+        for kind, module in (("floor", views_floor), ("anymail_store", anymail_store)):
+            if kind in endpoints:
+                cursor.execute(f"SELECT count(*) FROM {module.TABLE}")  # noqa: S608
+                out[kind] = cursor.fetchone()[0] - 20
+    if "ours" in endpoints:
+        out["ours"] = WebhookEvent.objects.count() - 20
+    if "anymail" in endpoints:
+        out["anymail"] = 0
+    return out

@@ -64,12 +64,24 @@ def test_bench_quick_dispatch_and_webhook_rows_check_their_own_invariants(tmp_pa
     assert [r["accepted"] for r in dispatch["post_office_http"]] == [10]
     assert [r["provider_sends"] for r in dispatch["post_office_http"]] == [10]
     assert [r["accepted"] for r in dispatch["db_limit"]] == [10]
+    (ceiling,) = dispatch["sdk_ceiling"]
+    assert [(x["accepted"], x["provider_sends"]) for x in ceiling["layouts"]] == [(10, 10)] * 2
+    assert ceiling["duplicates"] == 0
+    assert set(dispatch["ratios"][0]) == {
+        "latency_ms",
+        "post_office",
+        "post_office_http",
+        "sdk_ceiling",
+    }
     ours, anymail, floor, anymail_storing = rows["webhooks"]["rows"]
     assert ours["ok"] == ours["requests"]
-    assert (ours["stored"], ours["applied"]) == (10, 10)
+    # The applier ran beside the load: every 2xx'd event stored and applied, once each.
+    assert (ours["answered_2xx"], ours["stored"], ours["applied"]) == (9, 9, 9)
+    assert (ours["lost"], ours["applied_twice"]) == (0, 0)
+    assert ours["apply_lag"]["p95_ms"] is not None
     assert anymail["ok"] == anymail["requests"]
     assert floor["ok"] == floor["requests"]
-    assert floor["stored"] == ours["stored"]  # both rounds, like ours
+    assert floor["stored"] == ours["stored"]  # every round, like ours
     assert anymail_storing["ok"] == anymail_storing["requests"]
     assert anymail_storing["stored"] == ours["stored"]
     assert "Dispatch" in completed.stdout
