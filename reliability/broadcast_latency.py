@@ -165,7 +165,7 @@ def _report(runner: str, figures: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reliability.broadcast_latency")
-    parser.add_argument("--recipients", type=int, default=3000)
+    parser.add_argument("--recipients", type=int, default=10_000)
     parser.add_argument("--replies", type=int, default=40)
     parser.add_argument("--key-rate", type=float, default=40, help="SEND_RATE_PER_KEY")
     parser.add_argument(

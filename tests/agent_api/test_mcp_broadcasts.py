@@ -88,9 +88,7 @@ def test_bad_rows_unknown_fields_and_a_reused_key_are_refused_and_save_nothing(
     assert problem(unknown)["errors"][0]["field"] == "bcc"
     assert problem(reused)["code"] == "idempotency_key_reused"
     assert problem(bad_cursor)["code"] == "cursor_invalid"
-    assert list(Broadcast.objects.values_list("pk", flat=True)) == [
-        first.structured_content["id"]
-    ]
+    assert list(Broadcast.objects.values_list("pk", flat=True)) == [first.structured_content["id"]]
 
 
 def test_replace_recipients_while_pending_then_refused_once_decided(
