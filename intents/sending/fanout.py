@@ -23,7 +23,14 @@ from django.db.models.functions import Now
 from config.clock import db_now
 from intents import broadcast_content as content
 from intents.journal import Entry, journal, journal_many
-from intents.models import Broadcast, BroadcastRecipient, IntentEvent, SendIntent, Suppression
+from intents.models import (
+    Broadcast,
+    BroadcastRecipient,
+    IntentEvent,
+    ProviderThrottle,
+    SendIntent,
+    Suppression,
+)
 from intents.policy import normalize_address
 
 log = logging.getLogger("intents.sending")
@@ -170,6 +177,9 @@ def broadcast_cancel_page(*, broadcast_id: int, page_size: int = 500) -> bool:
             .values_list("pk", flat=True)[:page_size]
         )
         if not ids:
+            # Again here: a claim that read this broadcast's sends just before the cancellation
+            # committed may have made the bucket again.
+            ProviderThrottle.drop_broadcast_bucket(broadcast.pk)
             return False
         cancelled = list(
             SendIntent.objects.filter(pk__in=ids, state=SendIntent.State.QUEUED).values_list(
@@ -211,6 +221,7 @@ def broadcast_complete_if_done(*, broadcast_id: int) -> bool:
         Broadcast.objects.filter(pk=broadcast.pk, state=State.SENDING).update(
             state=State.COMPLETED, updated_at=Now()
         )
+        ProviderThrottle.drop_broadcast_bucket(broadcast.pk)
         journal(
             tenant=broadcast.tenant_id,
             broadcast=broadcast,

@@ -15,7 +15,7 @@ from config.clock import db_now
 from intents import broadcast_content as content
 from intents import errors
 from intents.journal import journal
-from intents.models import Broadcast, BroadcastRecipient, IntentEvent
+from intents.models import Broadcast, BroadcastRecipient, IntentEvent, ProviderThrottle
 from intents.policy import active_membership, can_approve, needs_another_approver
 from intents.services.common import active_tenant, clean_reason, lock_in_tenant, tenant_mailbox
 from intents.services.content import MAX_BODY, MAX_SUBJECT
@@ -387,6 +387,8 @@ def _move(*, tenant, broadcast_id, actor, allowed: set[str], target, action: str
         Broadcast.objects.filter(pk=broadcast.pk, state=broadcast.state).update(
             state=to_state, updated_at=Now()
         )
+        if to_state in Broadcast.FINISHED:
+            ProviderThrottle.drop_broadcast_bucket(broadcast.pk)
         journal(
             tenant=tenant,
             broadcast=broadcast,

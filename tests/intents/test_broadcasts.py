@@ -462,3 +462,26 @@ def test_a_reconciliation_claimed_just_before_the_pause_makes_no_call(live, sett
     assert SendAttempt.objects.filter(intent__broadcast=b).count() == 3  # the first ones only
     released = IntentEvent.objects.filter(action="intent.released", from_state="uncertain")
     assert released.count() == 3
+
+
+def test_the_broadcasts_bucket_row_goes_when_it_completes_or_is_cancelled(live, settings):
+    from intents.models import ProviderThrottle
+
+    settings.SEND_RATE_PER_KEY = 400
+    settings.BROADCAST_RATE_PER_SECOND = 200
+    done = approve(live, create(live))
+    cancelled = approve(live, create(live, recipients=people(30)))
+    for b in (done, cancelled):
+        broadcast_run(b.pk)
+    SendIntent.objects.update(next_attempt_at=Now())
+    sending.run_once(worker="t", limit=20)
+    buckets = ProviderThrottle.objects.filter(key_ref__startswith="broadcast:")
+    assert buckets.count() == 2
+    broadcast_cancel(tenant=live.tenant, broadcast_id=cancelled.pk, actor=live.approver)
+    assert list(buckets.values_list("key_ref", flat=True)) == [f"broadcast:{done.pk}"]
+    broadcast_run(cancelled.pk)
+    drain(live)
+    broadcast_run(done.pk)
+    assert Broadcast.objects.get(pk=done.pk).state == "completed"
+    assert not buckets.exists()
+    assert ProviderThrottle.objects.filter(key_ref__startswith="key:").exists()
