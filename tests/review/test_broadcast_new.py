@@ -153,3 +153,20 @@ def test_only_mailboxes_the_person_may_decide_for(signed_in, member_of, tenant_a
             recipients=["a@example.com"],
             actor_user=membership.user,
         )
+
+
+def test_a_user_of_two_tenants_posts_only_from_the_tenant_in_the_url(
+    signed_in, member_of, tenant_a, tenant_b
+):
+    mailbox_a = make_local_mailbox(tenant_a)
+    mailbox_b = make_local_mailbox(tenant_b)
+    both = member_of(tenant_a, "approver")
+    member_of(tenant_b, "approver", user=both.user)
+    client = signed_in(both.user)
+    crossed = client.post(url(tenant_b), fields(mailbox_a, csv_file()))
+    assert crossed.status_code == 422
+    assert mailbox_a.address not in client.get(url(tenant_b)).content.decode()
+    assert client.post(url(tenant_b), fields(mailbox_b, csv_file())).status_code == 302
+    assert list(Broadcast.objects.values_list("tenant_id", "mailbox_id")) == [
+        (tenant_b.pk, mailbox_b.pk)
+    ]
