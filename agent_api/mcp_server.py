@@ -53,7 +53,8 @@ REPLAYED_META = "countersign/idempotent-replayed"
 INSTRUCTIONS = (
     "Countersign: post draft replies to customer email for a person to approve. Nothing you "
     "post is sent until a person approves it; no tool approves or sends. Use list_mailboxes, "
-    "then create_draft; follow a draft with get_draft (status, reject reason, delivery)."
+    "then create_draft; follow a draft with get_draft (status, reject reason, delivery). One "
+    "message to many customers is a broadcast: create_broadcast, then get_broadcast."
 )
 
 _executor = PerProcess(

@@ -9,7 +9,7 @@ token (revoked or expired since the HTTP request was let in: refused), tenant su
 arguments; then one operation runs. Every refusal is the API's problem document as an error
 result, and changes nothing. No tool approves or sends.
 
-``create_draft`` is idempotent like ``POST /drafts``, through the same store
+``create_draft`` and ``create_broadcast`` are idempotent like ``POST /drafts``, through the same store
 (``idempotency.run_once``): the same ``idempotency_key`` with the same arguments gives the first
 answer again, with different arguments it is refused (``idempotency_key_reused``). Without a key
 the key is derived from the token and the arguments, so a retried call never makes a second
@@ -46,6 +46,7 @@ from agent_api.errors import (
 from agent_api.idempotency import KEY_RE, fingerprint, run_once, token_credential
 from agent_api.queries import MAX_ID
 from agent_api.schemas import DraftCreateIn, DraftStatus, StrictIn, VersionIn
+from agent_api.schemas_broadcasts import BroadcastCreateIn, BroadcastRecipientsIn
 from intents.errors import DraftError
 from tenants.models import AgentToken
 from tenants.tokens import token_authenticate
@@ -68,6 +69,8 @@ IdempotencyKey = Annotated[
     ),
 ]
 DraftId = Annotated[StrictInt, Field(ge=1, le=MAX_ID, description="The draft's id.")]
+BroadcastId = Annotated[StrictInt, Field(ge=1, le=MAX_ID, description="The broadcast's id.")]
+Cursor = Annotated[StrictStr, Field(max_length=200)]
 
 
 class NoArguments(StrictIn):
@@ -99,9 +102,31 @@ class WithdrawDraftArguments(DraftArguments):
 
 class ListDraftsArguments(StrictIn):
     status: DraftStatus | None = None
-    cursor: Annotated[StrictStr, Field(max_length=200)] | None = Field(
-        None, description="The `next_cursor` of the previous page."
+    cursor: Cursor | None = Field(None, description="The `next_cursor` of the previous page.")
+    limit: Annotated[StrictInt, Field(ge=1, le=100)] = 20
+
+
+class CreateBroadcastArguments(BroadcastCreateIn):
+    idempotency_key: IdempotencyKey | None = Field(
+        None,
+        description=(
+            "Optional. Left out, it is derived from the token and the arguments: the same "
+            "broadcast posted twice within 24 hours is one broadcast."
+        ),
     )
+
+
+class BroadcastArguments(StrictIn):
+    broadcast_id: BroadcastId
+
+
+class ReplaceRecipientsArguments(BroadcastRecipientsIn):
+    broadcast_id: BroadcastId
+    idempotency_key: IdempotencyKey | None = None
+
+
+class ListBroadcastsArguments(StrictIn):
+    cursor: Cursor | None = Field(None, description="The `next_cursor` of the previous page.")
     limit: Annotated[StrictInt, Field(ge=1, le=100)] = 20
 
 
@@ -209,6 +234,38 @@ def _list_drafts(token: AgentToken, args: ListDraftsArguments, raw: dict) -> Too
     )
 
 
+def _create_broadcast(token: AgentToken, args: CreateBroadcastArguments, raw: dict) -> ToolAnswer:
+    return _once(
+        token,
+        tool="create_broadcast",
+        key=args.idempotency_key,
+        derive=True,
+        raw=raw,
+        work=lambda: operations.create_broadcast(token, args),
+    )
+
+
+def _replace_recipients(
+    token: AgentToken, args: ReplaceRecipientsArguments, raw: dict
+) -> ToolAnswer:
+    return _once(
+        token,
+        tool="replace_broadcast_recipients",
+        key=args.idempotency_key,
+        derive=False,
+        raw=raw,
+        work=lambda: operations.replace_broadcast_recipients(token, args.broadcast_id, args),
+    )
+
+
+def _get_broadcast(token: AgentToken, args: BroadcastArguments, raw: dict) -> ToolAnswer:
+    return _answer(operations.read_broadcast(token, args.broadcast_id))
+
+
+def _list_broadcasts(token: AgentToken, args: ListBroadcastsArguments, raw: dict) -> ToolAnswer:
+    return _answer(operations.list_broadcasts(token, cursor=args.cursor, limit=args.limit))
+
+
 def _reads(title: str) -> ToolAnnotations:
     return ToolAnnotations(title=title, read_only_hint=True, open_world_hint=False)
 
@@ -221,6 +278,60 @@ def _writes(title: str, *, idempotent: bool, destructive: bool = False) -> ToolA
         idempotent_hint=idempotent,
         open_world_hint=False,
     )
+
+
+BROADCAST_TOOLS = (
+    ToolSpec(
+        name="create_broadcast",
+        title="Post a broadcast for review",
+        description=(
+            "One message to many recipients (up to 10,000), each receiving their own copy: "
+            "`recipients` as a list of {address, variables} (or `recipients_csv`, a header with "
+            "`address` and one column per variable). `{{ name }}` placeholders take each "
+            "recipient's variables; nothing else is template syntax. Pending until a person "
+            "approves it once; nothing is sent before. Any bad row refuses the whole upload "
+            "(recipients_invalid, each row named). Idempotent (idempotency_key)."
+        ),
+        scope=WRITE,
+        arguments=CreateBroadcastArguments,
+        run=_create_broadcast,
+        annotations=_writes("Post a broadcast for review", idempotent=True),
+    ),
+    ToolSpec(
+        name="replace_broadcast_recipients",
+        title="Replace a pending broadcast's recipients",
+        description=(
+            "Sets the whole recipient list of a broadcast still pending review (refused once "
+            "decided); the same row checks as create_broadcast."
+        ),
+        scope=WRITE,
+        arguments=ReplaceRecipientsArguments,
+        run=_replace_recipients,
+        annotations=_writes("Replace a pending broadcast's recipients", idempotent=True),
+    ),
+    ToolSpec(
+        name="get_broadcast",
+        title="Read a broadcast",
+        description=(
+            "A broadcast's state (pending_review, approved, fanning_out, sending, paused, "
+            "completed, cancelled, rejected), its sends by state, deliveries and the recipients "
+            "filtered out (suppressed, not allowed)."
+        ),
+        scope=READ,
+        arguments=BroadcastArguments,
+        run=_get_broadcast,
+        annotations=_reads("Read a broadcast"),
+    ),
+    ToolSpec(
+        name="list_broadcasts",
+        title="List broadcasts",
+        description="Broadcasts newest first; page with `next_cursor`.",
+        scope=READ,
+        arguments=ListBroadcastsArguments,
+        run=_list_broadcasts,
+        annotations=_reads("List broadcasts"),
+    ),
+)
 
 
 TOOLS: dict[str, ToolSpec] = {
@@ -292,6 +403,7 @@ TOOLS: dict[str, ToolSpec] = {
             run=_list_drafts,
             annotations=_reads("List drafts"),
         ),
+        *BROADCAST_TOOLS,
     )
 }
 

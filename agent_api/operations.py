@@ -10,21 +10,32 @@ sends: there is no such operation.
 
 from __future__ import annotations
 
+import json
 from typing import cast
 
 from agent_api import queries
+from agent_api.errors import ApiProblem
 from agent_api.schemas import (
     DraftCreateIn,
     DraftOut,
     DraftPage,
+    MailboxBrief,
     MailboxList,
     MailboxOut,
     MailboxStatus,
     VersionIn,
 )
+from agent_api.schemas_broadcasts import (
+    BroadcastCreateIn,
+    BroadcastPage,
+    BroadcastRecipientsIn,
+    BroadcastSummary,
+)
 from intents import services
 from intents.attachments import Upload, decode_base64
+from intents.selectors.broadcasts import broadcast_get, broadcast_progress, broadcasts_of
 from intents.services.attachments import forwarded_uploads
+from intents.services.broadcasts import broadcast_create, broadcast_replace_recipients
 from tenants.models import AgentToken
 
 
@@ -150,3 +161,103 @@ def list_mailboxes(token: AgentToken) -> bytes:
         for m in mailboxes
     ]
     return MailboxList(items=items).model_dump_json().encode()
+
+
+# --- broadcasts: post one for review, replace its recipients while pending, read, list ---------
+# Agents never approve, pause or cancel a broadcast: a person does, in the review pages.
+
+
+def broadcast_json(broadcast) -> bytes:
+    progress = broadcast_progress(broadcast)
+    document = {
+        "id": broadcast.pk,
+        "name": broadcast.name,
+        "state": broadcast.state,
+        "mailbox": {"id": broadcast.mailbox_id, "address": broadcast.mailbox.address},
+        "subject": broadcast.subject,
+        "recipient_count": broadcast.recipient_count,
+        "content_hash": broadcast.content_hash,
+        "rate_per_second": broadcast.rate_per_second,
+        "progress": {
+            "sends": progress.by_state,
+            "deliveries": progress.deliveries,
+            "skipped": progress.skipped,
+        },
+    }
+    return json.dumps(document).encode()
+
+
+def _allowed_mailbox_ids(token: AgentToken) -> set[int]:
+    return set(queries.mailboxes_in_scope(token).values_list("pk", flat=True))
+
+
+def broadcast_in_scope(token: AgentToken, broadcast_id):
+    """The token's tenant's broadcast from a mailbox the token may use; another tenant's, one
+    from another mailbox and a missing one are the same 404."""
+    return broadcast_get(
+        tenant=token.tenant, broadcast_id=broadcast_id, mailbox_ids=_allowed_mailbox_ids(token)
+    )
+
+
+def create_broadcast(token: AgentToken, payload: BroadcastCreateIn) -> tuple[int, bytes]:
+    broadcast = broadcast_create(
+        tenant=token.tenant,
+        mailbox=queries.mailbox_resolve(token, payload.mailbox),
+        name=payload.name,
+        subject=payload.subject,
+        text=payload.text,
+        html=payload.html,
+        rate_per_second=payload.rate_per_second,
+        recipients=payload.recipients,
+        recipients_csv=payload.recipients_csv,
+        agent_token=token,
+    )
+    return 201, broadcast_json(broadcast)
+
+
+def replace_broadcast_recipients(
+    token: AgentToken, broadcast_id: int, payload: BroadcastRecipientsIn
+) -> tuple[int, bytes]:
+    broadcast = broadcast_replace_recipients(
+        tenant=token.tenant,
+        broadcast_id=broadcast_in_scope(token, broadcast_id).pk,
+        recipients=payload.recipients,
+        recipients_csv=payload.recipients_csv,
+        agent_token=token,
+    )
+    return 200, broadcast_json(broadcast)
+
+
+def read_broadcast(token: AgentToken, broadcast_id: int) -> bytes:
+    return broadcast_json(broadcast_in_scope(token, broadcast_id))
+
+
+def list_broadcasts(token: AgentToken, *, cursor: str | None, limit: int) -> bytes:
+    """Newest first (by id), ``limit`` broadcasts before the cursor (the last id of the page
+    before), and the next page's cursor."""
+    qs = broadcasts_of(tenant=token.tenant, mailbox_ids=_allowed_mailbox_ids(token))
+    if cursor is not None:
+        if not cursor.isascii() or not cursor.isdigit() or not 0 < int(cursor) <= queries.MAX_ID:
+            raise ApiProblem(
+                422,
+                "cursor_invalid",
+                "The cursor is not one this API returned.",
+                errors=[{"field": "cursor", "message": "invalid cursor"}],
+            )
+        qs = qs.filter(pk__lt=int(cursor))
+    rows = list(qs.order_by("-id")[: limit + 1])
+    items = [
+        BroadcastSummary(
+            id=b.pk,
+            name=b.name,
+            state=b.state,
+            mailbox=MailboxBrief(id=b.mailbox_id, address=b.mailbox.address),
+            subject=b.subject,
+            recipient_count=b.recipient_count,
+            created_at=b.created_at,
+            updated_at=b.updated_at,
+        )
+        for b in rows[:limit]
+    ]
+    next_cursor = str(rows[limit - 1].pk) if len(rows) > limit else None
+    return BroadcastPage(items=items, next_cursor=next_cursor).model_dump_json().encode()

@@ -356,9 +356,11 @@ SEND_CIRCUIT_COOLDOWN_SECONDS = float(env("SEND_CIRCUIT_COOLDOWN_SECONDS", "30")
 BROADCAST_RATE_PER_SECOND = float(env("BROADCAST_RATE_PER_SECOND", "2"))
 BROADCAST_KEY_SHARE = float(env("BROADCAST_KEY_SHARE", "0.5"))
 BROADCAST_MAX_RECIPIENTS = env_int("BROADCAST_MAX_RECIPIENTS", 10_000)
-BROADCAST_FANOUT_PAGE = env_int("BROADCAST_FANOUT_PAGE", 500)
+# Pages of 200 with a 0.1 s pause: a 10,000-recipient fan-out takes about 5 s longer, and replies
+# approved meanwhile stayed within 2x their idle latency on two cores (BENCHMARKS.md, broadcasts).
+BROADCAST_FANOUT_PAGE = env_int("BROADCAST_FANOUT_PAGE", 200)
 # A pause between fan-out pages (seconds), so a huge fan-out leaves the database to others.
-BROADCAST_FANOUT_PAGE_PAUSE_SECONDS = float(env("BROADCAST_FANOUT_PAGE_PAUSE_SECONDS", "0"))
+BROADCAST_FANOUT_PAGE_PAUSE_SECONDS = float(env("BROADCAST_FANOUT_PAGE_PAUSE_SECONDS", "0.1"))
 
 # Agent events (intents.events): signed deliveries to the URLs tenant admins register.
 # Private, loopback and shared (CGNAT) addresses are refused after DNS resolution unless this is

@@ -59,3 +59,14 @@ class ProviderThrottle(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key_ref}: {self.circuit}"
+
+    @staticmethod
+    def broadcast_key(broadcast_id: int) -> str:
+        """The key_ref of a broadcast's own pacing bucket (beside its mailbox key's)."""
+        return f"broadcast:{broadcast_id}"
+
+    @classmethod
+    def drop_broadcast_bucket(cls, broadcast_id: int) -> None:
+        """A broadcast that ended (completed or cancelled) sends nothing more: its bucket row
+        goes, in the transition that ends it."""
+        cls.objects.filter(key_ref=cls.broadcast_key(broadcast_id)).delete()

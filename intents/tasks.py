@@ -96,10 +96,21 @@ def sweep(budget_seconds: float = 50.0) -> int:
         time.sleep(max(wait, min(1.0, settings.SWEEP_INTERVAL_SECONDS)))
 
 
+def serve_replies() -> int:
+    """One round of reply sends (never a broadcast's), between the pages of a long broadcast job.
+
+    The queue is first in, first out and its workers are few (Q_WORKERS, 2 by default): while
+    one runs a fan-out and another the sweep, a reply's own ``execute_intent`` task waits in the
+    queue. The round sends that reply from inside the long job instead. ``drain`` needs none:
+    its every claim takes due replies before broadcast sends."""
+    return run_once(limit=settings.SEND_BATCH_SIZE, replies_only=True)
+
+
 def fan_out_broadcast(broadcast_id: int) -> None:
-    """The fan-out of an approved broadcast (and its cancellation or completion); safe to run
-    twice: pages are guarded by the broadcast's row lock and its position."""
-    broadcast_run(broadcast_id)
+    """The fan-out of an approved broadcast (and its cancellation or completion), with a round
+    of reply sends after each page; safe to run twice: pages are guarded by the broadcast's row
+    lock and its position."""
+    broadcast_run(broadcast_id, between=serve_replies)
 
 
 def sweep_once() -> dict[str, int]:
@@ -111,7 +122,7 @@ def sweep_once() -> dict[str, int]:
         "sla_warned": drafts_warn_due(),
         "sla_breached": drafts_escalate_due(),
         "api_keys_purged": api_idempotency_purge(),
-        "broadcasts_run": broadcasts_sweep(),
+        "broadcasts_run": broadcasts_sweep(between=serve_replies),
     }
     report["agent_event_endpoints_due"] = _wake_agent_events()
     queued, uncertain = due_intent_ids(limit=WAKE_LIMIT)

@@ -308,7 +308,7 @@ def attention_intents(*, tenant: Tenant, state: str = "", limit: int = 100) -> l
     else:
         qs = qs.filter(_attention_filter())
     return list(
-        qs.select_related("mailbox", "draft", "draft_version", "approver")
+        qs.select_related("mailbox", "draft", "draft_version", "approver", "broadcast")
         .prefetch_related(
             Prefetch("attempts_log", queryset=SendAttempt.objects.order_by("number")),
         )

@@ -39,6 +39,7 @@ urlpatterns = [
     path("outbox/<int:intent_id>/reopen/", outbox.intent_reopen, name="intent_reopen"),
     path("attention/", outbox.attention, name="attention"),
     path("broadcasts/", broadcasts.broadcast_list, name="broadcasts"),
+    path("broadcasts/new/", broadcasts.broadcast_new, name="broadcast_new"),
     path("broadcasts/<int:broadcast_id>/", broadcasts.broadcast_detail, name="broadcast"),
     path(
         "broadcasts/<int:broadcast_id>/approve/",

@@ -3,7 +3,7 @@ queue's age. Always tenant-scoped, except the operator-wide counts."""
 
 from __future__ import annotations
 
-from django.db.models import Count, F, Min, QuerySet
+from django.db.models import Count, F, Min, Q, QuerySet
 from django.db.models.functions import Now
 
 from config.clock import db_now
@@ -21,17 +21,19 @@ from intents.selectors.common import (
 
 def current_sends(tenant) -> QuerySet[SendIntent]:
     """A tenant's intents, without those superseded by a re-approval: once a person reopened the
-    draft (a newer version exists), the old send is history, not something left to act on."""
-    return SendIntent.objects.filter(
-        tenant=tenant, draft_version__number=F("draft__current_version")
+    draft (a newer version exists), the old send is history, not something left to act on. A
+    broadcast's sends have no draft and are never superseded."""
+    return SendIntent.objects.filter(tenant=tenant).filter(
+        Q(broadcast__isnull=False) | Q(draft_version__number=F("draft__current_version"))
     )
 
 
 def intent_get(*, tenant, intent_id) -> SendIntent:
     intent = (
-        SendIntent.objects.select_related("mailbox", "draft", "draft_version", "approver")
-        # A broadcast's sends are shown on the broadcast's page, not one by one.
-        .filter(tenant=tenant, pk=as_int(intent_id, "send"), broadcast__isnull=True)
+        SendIntent.objects.select_related(
+            "mailbox", "draft", "draft_version", "approver", "broadcast"
+        )
+        .filter(tenant=tenant, pk=as_int(intent_id, "send"))
         .first()
     )
     if intent is None:
@@ -47,8 +49,8 @@ def intent_attempts(*, tenant, intent_id) -> list[SendAttempt]:
 def outbox(*, tenant, state=None, cursor=None, limit=DEFAULT_PAGE) -> Page:
     """Send intents, most recent first, optionally in one state (or a list of states)."""
     limit = limit_of(limit)
-    qs = SendIntent.objects.filter(tenant=tenant, broadcast__isnull=True).select_related(
-        "mailbox", "draft", "draft_version", "approver"
+    qs = SendIntent.objects.filter(tenant=tenant).select_related(
+        "mailbox", "draft", "draft_version", "approver", "broadcast"
     )
     if state:
         states = [state] if isinstance(state, str) else list(state)
@@ -74,8 +76,6 @@ def intent_counts(*, tenant=None) -> dict[str, int]:
     """Intents per state (every state present). Without a tenant: across all tenants, for
     operators only (the intents_status command and metrics)."""
     qs = SendIntent.objects.all() if tenant is None else SendIntent.objects.filter(tenant=tenant)
-    if tenant is not None:
-        qs = qs.filter(broadcast__isnull=True)  # the outbox's tabs; broadcasts have their page
     counts = dict.fromkeys(SendIntent.State.values, 0)
     for row in qs.values("state").annotate(n=Count("id")):
         counts[row["state"]] = row["n"]

@@ -15,8 +15,13 @@ from django.db.models.functions import Now
 
 from config.clock import db_now
 from intents.journal import Entry, journal, journal_many
-from intents.models import Broadcast, IntentEvent, ProviderThrottle, SendAttempt, SendIntent
-from intents.sending.lease import Claim, lease_duration
+from intents.models import IntentEvent, ProviderThrottle, SendAttempt, SendIntent
+from intents.sending.lease import (
+    Claim,
+    broadcast_lets_reconcile,
+    broadcast_lets_send,
+    lease_duration,
+)
 from intents.sending.throttle import (
     broadcast_bucket,
     key_ref_for,
@@ -80,8 +85,10 @@ def _candidates(
     """Due intents, locked (``SKIP LOCKED``), highest priority then oldest first: up to three
     times ``limit``, so that intents of a key without budget do not starve the others."""
     if reconcile:
-        due = Q(state=State.UNCERTAIN, next_attempt_at__lte=now) & (
-            Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
+        due = (
+            Q(state=State.UNCERTAIN, next_attempt_at__lte=now)
+            & (Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
+            & broadcast_lets_reconcile()
         )
     else:
         due = (
@@ -90,8 +97,7 @@ def _candidates(
             # Inside its undo window an intent is not ours to send (intent_undo may still win).
             & (Q(hold_until__isnull=True) | Q(hold_until__lte=now))
         )
-        # A paused (or cancelled) broadcast's sends are not claimed: no new provider call.
-        due &= Q(broadcast__isnull=True) | Q(broadcast__state__in=Broadcast.SENDABLE)
+        due &= broadcast_lets_send()
     if replies_only:
         due &= Q(broadcast__isnull=True)
     qs = SendIntent.objects.select_for_update(skip_locked=True, of=("self",)).filter(due)
@@ -225,10 +231,17 @@ def intent_claim(
 
 
 def intent_claim_uncertain(
-    *, worker: str, limit: int = 1, intent_id: int | None = None
+    *, worker: str, limit: int = 1, intent_id: int | None = None, replies_only: bool = False
 ) -> list[Claim]:
-    """Lease up to ``limit`` uncertain intents whose reconciliation is due."""
-    return _claim(worker=worker, limit=limit, intent_id=intent_id, reconcile=True)
+    """Lease up to ``limit`` uncertain intents whose reconciliation is due; ``replies_only``:
+    none of a broadcast's."""
+    return _claim(
+        worker=worker,
+        limit=limit,
+        intent_id=intent_id,
+        reconcile=True,
+        replies_only=replies_only,
+    )
 
 
 def intents_hand_back(claims: list[Claim]) -> int:

@@ -18,14 +18,31 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from common.counters import Count, count
+from intents.models import Broadcast
 from mailboxes import provider
 
 
 def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"[:100]
+
+
+def broadcast_lets_send() -> Q:
+    """A queued intent may be claimed: a reply, or a send of a broadcast that is fanning out or
+    sending (a paused or cancelled broadcast's sends are held back: no new provider call)."""
+    return Q(broadcast__isnull=True) | Q(broadcast__state__in=Broadcast.SENDABLE)
+
+
+def broadcast_lets_reconcile() -> Q:
+    """An uncertain intent may be reconciled unless its broadcast is paused. A replay with the
+    same key performs the first send when the original never reached the provider, and even a
+    label lookup is a call with the broadcast's key: paused means no provider call for it at
+    all. A cancelled broadcast's uncertain sends are still reconciled, by label lookup only (the
+    cancellation is a pre-call problem, and a problem turns a replay into a lookup)."""
+    return Q(broadcast__isnull=True) | ~Q(broadcast__state=Broadcast.State.PAUSED)
 
 
 def lease_duration() -> timedelta:

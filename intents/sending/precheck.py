@@ -291,6 +291,11 @@ def _attempt_kind(intent: Locked, claim: Claim, problem: tuple[str, str] | None)
         intent.first_attempt_at is not None and strict - intent.first_attempt_at > safe_window()
     )
     not_after_passed = intent.not_after is not None and intent.not_after <= strict
+    if intent.broadcast is not None and intent.broadcast.state == Broadcast.State.PAUSED:
+        # Paused after the claim: no call at all, not even a reconciliation's replay (which is
+        # the first send if the original never reached the provider) or lookup.
+        _release_paused(intent, claim)
+        return None
     if intent.state == State.UNCERTAIN:
         # A replay may perform the first send, so it needs every check a send needs; a label
         # lookup only reads, and is the only way left once the key may have expired.
@@ -298,9 +303,6 @@ def _attempt_kind(intent: Locked, claim: Claim, problem: tuple[str, str] | None)
         if problem or not_after_passed or window_passed or exhausted:
             return SendAttempt.Kind.LOOKUP
         return SendAttempt.Kind.REPLAY
-    if intent.broadcast is not None and intent.broadcast.state == Broadcast.State.PAUSED:
-        _release_paused(intent, claim)
-        return None
     if not_after_passed:
         # The claim skips these (the sweep expires them from queued); this closes the gap
         # between claim and call, as a policy stop.
@@ -374,12 +376,15 @@ def _approved_files(
 
 
 def _release_paused(intent: Locked, claim: Claim) -> None:
-    """Its broadcast was paused after the claim: back to the queue, no call made and no attempt
-    counted (the claim's count is undone), so a pause does not use up the send's attempts."""
+    """Its broadcast was paused after the claim: the lease is given up with no call made and no
+    attempt counted (the claim's count is undone), so a pause does not use up the send's
+    attempts. A send goes back to the queue; a reconciliation stays uncertain, due again once
+    the broadcast is resumed."""
+    to_state = State.QUEUED if intent.state == State.SENDING else State.UNCERTAIN
     changed = SendIntent.objects.filter(
-        pk=intent.pk, lease_token=claim.lease_token, state=State.SENDING
+        pk=intent.pk, lease_token=claim.lease_token, state=intent.state
     ).update(
-        state=State.QUEUED,
+        state=to_state,
         lease_token=None,
         lease_owner="",
         lease_expires_at=None,
@@ -394,8 +399,8 @@ def _release_paused(intent: Locked, claim: Claim) -> None:
             action="intent.released",
             actor_kind=IntentEvent.Actor.WORKER,
             actor_label=claim.worker,
-            from_state=State.SENDING,
-            to_state=State.QUEUED,
+            from_state=intent.state,
+            to_state=to_state,
             reason="The broadcast was paused before the call.",
             data={"broadcast": intent.broadcast_id},
         )

@@ -12,7 +12,12 @@ from common.counters import counters_add
 from config.clock import db_now
 from intents.journal import journal
 from intents.models import IntentEvent, SendAttempt, SendIntent
-from intents.sending.lease import Claim, attempt_counts
+from intents.sending.lease import (
+    Claim,
+    attempt_counts,
+    broadcast_lets_reconcile,
+    broadcast_lets_send,
+)
 
 State = SendIntent.State
 AttemptOutcome = SendAttempt.Outcome
@@ -125,12 +130,14 @@ def due_intent_ids(*, limit: int = 100) -> tuple[list[int], list[int]]:
     queued = list(
         SendIntent.objects.filter(state=State.QUEUED, held_reason="", next_attempt_at__lte=Now())
         .filter(Q(hold_until__isnull=True) | Q(hold_until__lte=Now()))
+        .filter(broadcast_lets_send())
         .order_by("-priority", "next_attempt_at", "id")
         .values_list("pk", flat=True)[:limit]
     )
     uncertain = list(
         SendIntent.objects.filter(state=State.UNCERTAIN, next_attempt_at__lte=Now())
         .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=Now()))
+        .filter(broadcast_lets_reconcile())
         .order_by("next_attempt_at", "id")
         .values_list("pk", flat=True)[:limit]
     )
@@ -141,10 +148,13 @@ def seconds_until_next_due() -> float | None:
     """Seconds (database clock) until the next retry, reconciliation or lease expiry, if any."""
     now = db_now()
     soonest = [
-        SendIntent.objects.filter(state=State.QUEUED, held_reason="").aggregate(
-            at=Min("next_attempt_at")
-        )["at"],
-        SendIntent.objects.filter(state=State.UNCERTAIN).aggregate(at=Min("next_attempt_at"))["at"],
+        # A paused broadcast's sends are not due: the sweep does not spin on them.
+        SendIntent.objects.filter(state=State.QUEUED, held_reason="")
+        .filter(broadcast_lets_send())
+        .aggregate(at=Min("next_attempt_at"))["at"],
+        SendIntent.objects.filter(state=State.UNCERTAIN)
+        .filter(broadcast_lets_reconcile())
+        .aggregate(at=Min("next_attempt_at"))["at"],
         SendIntent.objects.filter(state=State.SENDING).aggregate(at=Min("lease_expires_at"))["at"],
     ]
     times = [t for t in soonest if t is not None]

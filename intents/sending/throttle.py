@@ -38,7 +38,7 @@ def key_ref_for(provider_api_key_id: str, mailbox_id: int) -> str:
 
 
 def broadcast_bucket(broadcast_id: int) -> str:
-    return f"broadcast:{broadcast_id}"
+    return ProviderThrottle.broadcast_key(broadcast_id)
 
 
 def broadcast_rate(rate: float | None) -> float:

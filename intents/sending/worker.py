@@ -170,7 +170,7 @@ def run_once(
     claim: nothing new is claimed once it is set, a batch claimed while the stop arrived is
     handed back unsent (``intents_hand_back``) rather than held until its leases expire, and a
     batch whose attempts are committed runs to its end. ``replies_only``: never a broadcast's
-    send, so this round cannot be held up by one.
+    send (nor a broadcast send's reconciliation), so this round cannot be held up by one.
     """
     worker = worker or worker_id()
     done = 0
@@ -178,7 +178,9 @@ def run_once(
         lambda n: intent_claim(
             worker=worker, limit=n, intent_id=intent_id, replies_only=replies_only
         ),
-        lambda n: intent_claim_uncertain(worker=worker, limit=n, intent_id=intent_id),
+        lambda n: intent_claim_uncertain(
+            worker=worker, limit=n, intent_id=intent_id, replies_only=replies_only
+        ),
     )
     for claim_due in claimers:
         if done >= limit or (stopping is not None and stopping()):

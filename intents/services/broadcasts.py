@@ -15,9 +15,15 @@ from config.clock import db_now
 from intents import broadcast_content as content
 from intents import errors
 from intents.journal import journal
-from intents.models import Broadcast, BroadcastRecipient, IntentEvent
+from intents.models import Broadcast, BroadcastRecipient, IntentEvent, ProviderThrottle
 from intents.policy import active_membership, can_approve, needs_another_approver
-from intents.services.common import active_tenant, clean_reason, lock_in_tenant, tenant_mailbox
+from intents.services.common import (
+    active_tenant,
+    clean_reason,
+    lock_in_tenant,
+    require_decider,
+    tenant_mailbox,
+)
 from intents.services.content import MAX_BODY, MAX_SUBJECT
 from mailboxes.headers import line_break_in
 
@@ -168,6 +174,9 @@ def broadcast_create(
     row refuses the whole upload (BroadcastRowsInvalid lists them) and nothing is written."""
     tenant = active_tenant(tenant)
     mailbox = tenant_mailbox(tenant, mailbox)
+    if actor_user is not None:
+        # A person posts only from a mailbox they may decide for (an agent: its token's scope).
+        require_decider(tenant, actor_user, mailbox)
     if not mailbox.is_active:
         raise errors.MailboxInactive(
             message=_("%(address)s is not active.") % {"address": mailbox.address}
@@ -387,6 +396,8 @@ def _move(*, tenant, broadcast_id, actor, allowed: set[str], target, action: str
         Broadcast.objects.filter(pk=broadcast.pk, state=broadcast.state).update(
             state=to_state, updated_at=Now()
         )
+        if to_state in Broadcast.FINISHED:
+            ProviderThrottle.drop_broadcast_bucket(broadcast.pk)
         journal(
             tenant=tenant,
             broadcast=broadcast,

@@ -4,13 +4,14 @@ resume, cancel. Each decision is one intents service; a business refusal is a me
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from intents import errors
-from intents.policy import can_approve
+from intents.policy import approvable_mailbox_ids, can_approve
 from intents.selectors.broadcasts import (
     broadcast_get,
     broadcast_progress,
@@ -18,6 +19,8 @@ from intents.selectors.broadcasts import (
     broadcasts_of,
 )
 from intents.services import broadcasts as service
+from review.forms_broadcast import BroadcastForm
+from review.queries import review_mailboxes
 from review.views.common import run_decision
 from tenants.access import DECIDERS, TenantRequest, tenant_view
 
@@ -35,7 +38,64 @@ def _broadcast_or_404(request: TenantRequest, broadcast_id: int):
 @require_GET
 def broadcast_list(request: TenantRequest) -> HttpResponse:
     items = list(broadcasts_of(tenant=request.tenant)[:LIST_LIMIT])
-    return render(request, "review/broadcasts.html", {"items": items})
+    can_post = request.membership.role in DECIDERS
+    return render(request, "review/broadcasts.html", {"items": items, "can_post": can_post})
+
+
+def _postable_mailboxes(request: TenantRequest) -> list:
+    """The tenant's active mailboxes this person may decide for (the service checks again)."""
+    allowed = approvable_mailbox_ids(request.membership)
+    return [
+        m
+        for m in review_mailboxes(request.tenant).filter(status="active")
+        if allowed is None or m.pk in allowed
+    ]
+
+
+def _create(request: TenantRequest, form: BroadcastForm):
+    """The broadcast, or None after putting the service's refusal on the form; every bad
+    recipient row is returned to be listed (the service saved nothing)."""
+    data = form.cleaned_data
+    try:
+        return service.broadcast_create(
+            tenant=request.tenant,
+            mailbox=data["mailbox"],
+            name=data["name"],
+            subject=data["subject"],
+            text=data["text"],
+            actor_user=request.user,
+            **data["recipients"],
+        ), None
+    except errors.BroadcastRowsInvalid as exc:
+        form.add_error("recipients", exc.message)
+        return None, exc
+    except errors.DraftError as exc:
+        form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        return None, None
+
+
+@tenant_view(roles=DECIDERS)
+@require_http_methods(["GET", "POST"])
+def broadcast_new(request: TenantRequest) -> HttpResponse:
+    """A person posts a broadcast for review: the same checks as the agent API, every bad row
+    listed, nothing saved on any error."""
+    mailboxes = _postable_mailboxes(request)
+    bad_rows = None
+    if request.method == "POST":
+        form = BroadcastForm(request.POST, request.FILES, mailboxes=mailboxes)
+        if form.is_valid():
+            broadcast, bad_rows = _create(request, form)
+            if broadcast is not None:
+                messages.success(request, _("Posted: it waits for approval."))
+                return redirect("broadcast", request.tenant.slug, broadcast.pk)
+    else:
+        form = BroadcastForm(mailboxes=mailboxes)
+    return render(
+        request,
+        "review/broadcast_new.html",
+        {"form": form, "bad_rows": bad_rows, "has_mailboxes": bool(mailboxes)},
+        status=422 if form.errors else 200,
+    )
 
 
 @tenant_view()

@@ -26,7 +26,8 @@ from tests.agent_api.conftest import draft_body
 from tests.servers import free_port, server_database_url, serving
 
 TOOLS = {"list_mailboxes", "create_draft", "revise_draft", "withdraw_draft", "get_draft"}
-TOOLS |= {"list_drafts"}
+TOOLS |= {"list_drafts", "create_broadcast", "replace_broadcast_recipients", "get_broadcast"}
+TOOLS |= {"list_broadcasts"}
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,7 @@ def test_openapi_document_is_3_1_with_every_route_and_problem_errors(client):
     assert schema["openapi"].startswith("3.1")
     assert sorted(operations) == [
         ("/api/v1/analytics", "get"),
+        ("/api/v1/broadcasts", "get"),
         ("/api/v1/broadcasts", "post"),
         ("/api/v1/broadcasts/{broadcast_id}", "get"),
         ("/api/v1/broadcasts/{broadcast_id}/recipients", "put"),

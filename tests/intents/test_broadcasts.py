@@ -2,12 +2,23 @@
 and every recipient, the paged fan-out into one send per recipient, the worker's check against
 the approval, and sending through the sandbox over real HTTP (its ledger is counted)."""
 
+import time
+
 import pytest
 from django.db.models.functions import Now
 
-from intents import errors, sending
-from intents.models import Broadcast, BroadcastRecipient, IntentEvent, SendIntent, Suppression
+from intents import errors, sending, tasks
+from intents.models import (
+    Broadcast,
+    BroadcastRecipient,
+    IntentEvent,
+    SendAttempt,
+    SendIntent,
+    Suppression,
+)
+from intents.sending.claim import intent_claim, intent_claim_uncertain
 from intents.sending.fanout import broadcast_run
+from intents.sending.worker import execute_claims
 from intents.services.broadcasts import (
     broadcast_approve,
     broadcast_cancel,
@@ -51,8 +62,11 @@ def approve(live, broadcast):
     )
 
 
-def drain(live, rounds=200):
-    for _ in range(rounds):
+def drain(live, seconds=60):
+    # By time, not by rounds: the broadcast's bucket (2/s by default) refills by the clock, so a
+    # fixed number of quick rounds ran out before the sends did on an idle machine.
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         SendIntent.objects.filter(state="queued").update(next_attempt_at=Now())
         if (
             not sending.run_once(worker="t", limit=20)
@@ -339,9 +353,6 @@ def test_pause_stops_claims_resume_continues_without_duplicates(live):
 
 
 def test_a_send_claimed_just_before_the_pause_goes_back_unsent(live):
-    from intents.sending.claim import intent_claim
-    from intents.sending.worker import execute_claims
-
     b = approve(live, create(live))
     broadcast_run(b.pk)
     claims = intent_claim(worker="t", limit=3)
@@ -385,3 +396,97 @@ def test_a_replies_only_round_never_claims_a_broadcast_send(live):
     assert reply.state == "accepted"
     assert sending.run_once(worker="t", limit=20, replies_only=True) == 0
     assert ledger_of(live, b) == []
+
+
+def test_a_replies_only_round_never_reconciles_a_broadcast_send(live):
+    b = approve(live, create(live))
+    broadcast_run(b.pk)
+    SendIntent.objects.filter(broadcast=b).update(
+        state="uncertain", attempts=1, first_attempt_at=Now(), next_attempt_at=Now()
+    )
+    assert sending.run_once(worker="t", limit=20, replies_only=True) == 0
+    assert SendAttempt.objects.count() == 0
+
+
+def test_a_fan_out_task_sends_a_reply_approved_meanwhile_between_its_pages(live, settings):
+    settings.BROADCAST_FANOUT_PAGE = 2
+    b = approve(live, create(live, recipients=people(6)))
+    reply = live.approved()
+    SendIntent.objects.filter(pk=reply.pk).update(next_attempt_at=Now())
+    tasks.fan_out_broadcast(b.pk)
+    reply.refresh_from_db()
+    assert reply.state == "accepted"
+    assert SendIntent.objects.filter(broadcast=b, state="queued").count() == 6
+    assert ledger_of(live, b) == []
+
+
+def _uncertain_after_a_500(live, settings, n=3):
+    """A broadcast whose n sends all got a 500 the sandbox answered before processing them:
+    uncertain, and a replay with the same key would be their first send."""
+    settings.SEND_RATE_PER_KEY = 400
+    settings.BROADCAST_RATE_PER_SECOND = 200  # a burst of 50: the n sends in one round
+    b = approve(live, create(live, recipients=people(n)))
+    broadcast_run(b.pk)
+    live.sandbox.fault("sends", "500_before", times=n)
+    SendIntent.objects.update(next_attempt_at=Now())
+    # The sends only, not run_once's reconciliation round after them.
+    execute_claims(intent_claim(worker="t", limit=20))
+    sends = SendIntent.objects.filter(broadcast=b)
+    assert set(sends.values_list("state", flat=True)) == {"uncertain"}
+    assert ledger_of(live, b) == []
+    return b, sends
+
+
+def test_a_paused_broadcast_makes_no_provider_call_not_even_a_reconciliation(live, settings):
+    b, sends = _uncertain_after_a_500(live, settings)
+    calls = len(live.sandbox.requests())
+    broadcast_pause(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver)
+    for _ in range(3):
+        sends.update(next_attempt_at=Now())
+        tasks.sweep_once()
+        assert sending.run_once(worker="t", limit=20) == 0
+    assert len(live.sandbox.requests()) == calls
+    assert ledger_of(live, b) == []
+    assert set(sends.values_list("state", "attempts")) == {("uncertain", 1)}
+    broadcast_resume(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver)
+    drain(live)
+    ledger = ledger_of(live, b)
+    assert len(ledger) == len({s["idempotency_key"] for s in ledger}) == 3
+
+
+def test_a_reconciliation_claimed_just_before_the_pause_makes_no_call(live, settings):
+    b, sends = _uncertain_after_a_500(live, settings)
+    calls = len(live.sandbox.requests())
+    sends.update(next_attempt_at=Now())
+    claims = intent_claim_uncertain(worker="t", limit=3)
+    broadcast_pause(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver)
+    execute_claims(claims)
+    assert len(claims) == 3
+    assert len(live.sandbox.requests()) == calls
+    assert set(sends.values_list("state", "attempts", "lease_token")) == {("uncertain", 1, None)}
+    assert SendAttempt.objects.filter(intent__broadcast=b).count() == 3  # the first ones only
+    released = IntentEvent.objects.filter(action="intent.released", from_state="uncertain")
+    assert released.count() == 3
+
+
+def test_the_broadcasts_bucket_row_goes_when_it_completes_or_is_cancelled(live, settings):
+    from intents.models import ProviderThrottle
+
+    settings.SEND_RATE_PER_KEY = 400
+    settings.BROADCAST_RATE_PER_SECOND = 200
+    done = approve(live, create(live))
+    cancelled = approve(live, create(live, recipients=people(30)))
+    for b in (done, cancelled):
+        broadcast_run(b.pk)
+    SendIntent.objects.update(next_attempt_at=Now())
+    sending.run_once(worker="t", limit=20)
+    buckets = ProviderThrottle.objects.filter(key_ref__startswith="broadcast:")
+    assert buckets.count() == 2
+    broadcast_cancel(tenant=live.tenant, broadcast_id=cancelled.pk, actor=live.approver)
+    assert list(buckets.values_list("key_ref", flat=True)) == [f"broadcast:{done.pk}"]
+    broadcast_run(cancelled.pk)
+    drain(live)
+    broadcast_run(done.pk)
+    assert Broadcast.objects.get(pk=done.pk).state == "completed"
+    assert not buckets.exists()
+    assert ProviderThrottle.objects.filter(key_ref__startswith="key:").exists()

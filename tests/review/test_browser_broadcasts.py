@@ -57,3 +57,36 @@ def test_approve_a_broadcast_and_follow_its_progress(page, shop, tmp_path, setti
     assert page.locator("[data-count=accepted]").inner_text() == "4 / 4"
     assert page.locator("[data-pause]").count() == 1
     shot(page, tmp_path, "broadcast-sending")
+
+
+def test_post_a_broadcast_from_the_browser_with_a_csv(page, shop, tmp_path):
+    bad = (
+        "address,name,order\nnot-an-address,Kim,A1\nlee@example.com,Lee,A2\nLEE@example.com,Bo,A3\n"
+    )
+    good = "address,name,order\nkim@example.com,Kim,A1\nlee@example.com,Lee,A2\n"
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/broadcasts/")
+    page.click("[data-new-broadcast]")
+    page.wait_for_url("**/broadcasts/new/")
+    page.select_option("select[name=mailbox]", str(shop["mailbox"].pk))
+    page.fill("input[name=name]", "Warehouse outage")
+    page.fill("input[name=subject]", "Your order {{ order }} is delayed")
+    page.fill("textarea[name=text]", "Hello {{ name }},\n\nyour order {{ order }} ships next week.")
+    upload = {"name": "customers.csv", "mimeType": "text/csv"}
+    page.set_input_files("input[name=recipients]", files=[{**upload, "buffer": bad.encode()}])
+    page.click("[data-post-broadcast]")
+    page.wait_for_selector("[data-bad-rows]")
+    assert page.locator("[data-bad-row]").count() == 2
+    assert "Row 1" in page.locator("[data-bad-row='1']").inner_text()
+    assert page.locator("[data-bad-row='3']").inner_text().startswith("Row 3, address")
+    assert page.input_value("input[name=subject]") == "Your order {{ order }} is delayed"
+    assert not Broadcast.objects.exists()
+    shot(page, tmp_path, "broadcast-new-bad-rows")
+    page.set_input_files("input[name=recipients]", files=[{**upload, "buffer": good.encode()}])
+    page.click("[data-post-broadcast]")
+    page.wait_for_selector("[data-broadcast-state=pending_review]")
+    broadcast = Broadcast.objects.get()
+    assert page.url.endswith(f"/broadcasts/{broadcast.pk}/")
+    assert (broadcast.created_by, broadcast.recipient_count) == (shop["admin"].user, 2)
+    assert page.locator("[data-sample-subject]").inner_text() == "Your order A1 is delayed"
+    shot(page, tmp_path, "broadcast-new-posted")

@@ -1,0 +1,67 @@
+"""The form a person posts a broadcast with: its mailbox (only those the person may decide for),
+subject, template body and the recipients as an uploaded CSV or JSON file. The rows themselves
+are checked by the intents service, exactly as for the agent API."""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+# The agent API's limit for recipients_csv (agent_api/schemas_broadcasts.py).
+MAX_UPLOAD = 5_000_000
+
+
+class BroadcastForm(forms.Form):
+    mailbox = forms.TypedChoiceField(coerce=int, label=_("From mailbox"))
+    name = forms.CharField(required=False, max_length=200, label=_("Name (for your team)"))
+    subject = forms.CharField(max_length=998, label=_("Subject"))
+    text = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 10}),
+        max_length=1_000_000,
+        label=_("Message"),
+        help_text=_(
+            "A placeholder such as {{ name }} takes each recipient's value of that name; "
+            "nothing else is template syntax."
+        ),
+    )
+    recipients = forms.FileField(
+        label=_("Recipients (CSV or JSON file)"),
+        help_text=_(
+            "CSV: a header row with an address (or email) column and one column per "
+            'placeholder. JSON: a list of {"address": …, "variables": {…}}.'
+        ),
+    )
+
+    def __init__(self, *args, mailboxes, **kwargs):
+        super().__init__(*args, **kwargs)
+        field = self.fields["mailbox"]
+        assert isinstance(field, forms.TypedChoiceField)
+        field.choices = [(m.pk, m.address) for m in mailboxes]
+
+    def clean_recipients(self) -> dict:
+        """The upload as the service takes it: ``{"recipients": [...]}`` for JSON (by the
+        file's name or a leading ``[``), ``{"recipients_csv": text}`` otherwise."""
+        upload = self.cleaned_data["recipients"]
+        if upload.size > MAX_UPLOAD:
+            raise forms.ValidationError(
+                _("The file is larger than %(n)s MB.") % {"n": MAX_UPLOAD // 1_000_000}
+            )
+        try:
+            text = upload.read().decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise forms.ValidationError(_("The file is not UTF-8 text.")) from None
+        if upload.name.lower().endswith(".json") or text.lstrip().startswith("["):
+            try:
+                rows = json.loads(text)
+            except ValueError as exc:
+                raise forms.ValidationError(
+                    _("The file is not valid JSON (line %(line)s).") % {"line": exc.lineno}
+                    if isinstance(exc, json.JSONDecodeError)
+                    else _("The file is not valid JSON.")
+                ) from None
+            if not isinstance(rows, list):
+                raise forms.ValidationError(_("The JSON file must hold a list of recipients."))
+            return {"recipients": rows}
+        return {"recipients_csv": text}
