@@ -6,10 +6,12 @@ Hosts, each its own namespace and address on one bridge (10.77.0.0/24, no route 
 ctl (this harness: approvals, faults, the check), db (PostgreSQL + PgBouncer, transaction mode),
 broker (Redis), provider (the sandbox AgentMail), web1/web2 (gunicorn; tenant "north" has its
 webhook on web1, "south" on web2), w1..wN (a sender and a django-q2 cluster each, through
-PgBouncer and Redis). Faults at random (seeded): link loss (and delay where the kernel has
-tc netem), worker<->db and worker<->provider partitions, the broker partitioned, a web host cut
-off while the provider retries its webhooks. Then the nemesis' history check over the whole
-cluster (lost, duplicated, unexpected, recovered), plus counts per host.
+PgBouncer and Redis). Faults at random (seeded): 5-20 % packet loss on one host's link
+(nftables), 200-800 ms delay on one host's link (this kernel has no tc netem: relays in front of
+PgBouncer, Redis, the sandbox and gunicorn hold the delayed host's chunks, forward.py),
+worker<->db and worker<->provider partitions, the broker partitioned, a web host cut off while
+the provider retries its webhooks. Then the nemesis' history check over the whole cluster (lost,
+duplicated, unexpected, recovered), plus counts per host (faults, packets dropped, chunks held).
 
 The outer process (root namespace) builds the namespaces, runs the harness inside `ctl`, and
 removes everything on exit, on SIGINT/SIGTERM, and (for runs that died) at the next start.

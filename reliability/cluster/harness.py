@@ -16,9 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from reliability import nemesis
-from reliability.cluster import daemons
 from reliability.cluster import hosts as h
-from reliability.cluster.faults import Nemesis
+from reliability.cluster.faults import Nemesis, delays_held
 from reliability.cluster.netns import Host
 
 LEASE_SECONDS = 3
@@ -206,7 +205,12 @@ def rolling_restart(
     for name in order:
         step: dict = {"host": name, "at_s": round(time.monotonic() - began, 1)}
         step["accepted_before"] = accepted()
-        mine = [p for p in list(procs.procs) if p.name.startswith(f"{name}-")]
+        # Its application processes (a web host's relay, if any, stays: it is the network).
+        mine = [
+            p
+            for p in list(procs.procs)
+            if p.name.startswith(f"{name}-") and p.name.split("-", 1)[1] in STOP_TIMEOUT
+        ]
         paused.update(p.name for p in mine)
         try:
             for proc in mine:
@@ -247,8 +251,8 @@ def broker_outage(procs: h.Processes, args, outage: dict) -> None:
     outage["stopped_at_s"] = round(time.monotonic() - began, 1)
     time.sleep(args.broker_down)
     outage["accepted_while_down"] = accepted() - outage["accepted_before"]
-    restarted = procs.restart(redis)
-    daemons.wait_port(restarted.host.address, h.REDIS_PORT)
+    procs.restart(redis)
+    h.wait_redis(redis.host)
     outage["down_seconds"] = args.broker_down
 
 
@@ -259,7 +263,9 @@ def inner(args: argparse.Namespace, hosts: dict[str, Host], results: Path) -> in
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o755)
     procs = h.Processes(folder=folder)
-    nem = Nemesis(hosts=hosts, rng=rng, interval=args.fault_interval)
+    # Faults on: PgBouncer, Redis, the sandbox and gunicorn behind relays that can delay a link.
+    delays = None if args.no_faults else folder / "link-delays.json"
+    nem = Nemesis(hosts=hosts, rng=rng, interval=args.fault_interval, delays_file=delays)
 
     def terminate(signum, frame):
         raise SystemExit(f"cluster: stopped by signal {signum}")
@@ -280,6 +286,9 @@ def inner(args: argparse.Namespace, hosts: dict[str, Host], results: Path) -> in
             connections.close_all()
     nemesis.print_table(result)
     print("per host: " + json.dumps(result["per_host"]))
+    for name, kinds in result["faults_by_host"].items():
+        held = result["delays_held_by_host"].get(name)
+        print(f"faults on {name}: {json.dumps(kinds)}" + (f"; relays held {held}" if held else ""))
     if nem.log:
         print("fault notes: " + "; ".join(dict.fromkeys(nem.log)))
     results.mkdir(parents=True, exist_ok=True)
@@ -304,12 +313,13 @@ def inner(args: argparse.Namespace, hosts: dict[str, Host], results: Path) -> in
 
 
 def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: float) -> dict:
-    admin = h.start_database(procs, hosts["db"])
+    delays = nem.delays_file
+    admin = h.start_database(procs, hosts["db"], delays)
     database_url = nemesis.scratch_database(admin, h.DATABASE).replace(
         f":{h.PG_PORT}/", f":{h.BOUNCER_PORT}/"
     )
-    redis_url = h.start_broker(procs, hosts["broker"])
-    sandbox = h.start_provider(procs, hosts["provider"], SANDBOX_CONFIG)
+    redis_url = h.start_broker(procs, hosts["broker"], delays)
+    sandbox = h.start_provider(procs, hosts["provider"], SANDBOX_CONFIG, delays)
     env = app_env(hosts, database_url, redis_url, sandbox)
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -328,7 +338,7 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     call_command("migrate", verbosity=0)
     webs = [x for n, x in hosts.items() if n.startswith("web")]
     for web in webs:
-        h.start_web(procs, web, env)
+        h.start_web(procs, web, env, delays)
     for web in webs:
         wait_http(f"{h.url(web)}/healthz", timeout=180)
     drafts = prepare(args.intents, seed, webs)
@@ -388,6 +398,8 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
             "worker_hosts": args.workers,
             "fault_seconds": 0 if args.no_faults else args.fault_seconds,
             "faults_injected": dict(nem.injected),
+            "faults_by_host": {name: dict(c) for name, c in sorted(nem.by_host.items())},
+            "delays_held_by_host": delays_held(procs.folder, hosts),
             "fault_errors": list(dict.fromkeys(nem.log))[:10],
             "fault_timeline": nem.timeline,
             "drain_seconds_after_faults": round(drain_seconds, 2),
