@@ -42,6 +42,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--fault-seconds", type=float, default=60)
     parser.add_argument("--fault-interval", type=float, default=2.0)
     parser.add_argument("--drain-seconds", type=float, default=240)
+    parser.add_argument(
+        "--approvers",
+        type=int,
+        default=6,
+        help="approval threads (each approval is a few round trips through PgBouncer)",
+    )
     parser.add_argument("--no-faults", action="store_true", help="no network faults")
     parser.add_argument(
         "--throughput",
@@ -64,6 +70,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         type=float,
         default=600,
         help="seconds a restarted web host may take to answer /healthz",
+    )
+    parser.add_argument(
+        "--scaling",
+        type=lambda text: [int(k) for k in text.split(",")],
+        default=None,
+        help="e.g. 1,2,3: a throughput run without faults, --intents per worker-host count "
+        "(reliability/cluster/scaling.py)",
     )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
@@ -141,6 +154,8 @@ def keep_logs_only(folder: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse(argv)
+    if args.scaling:
+        args.workers, args.no_faults = max(args.scaling), True
     if args.workers < 1 or args.intents < 1:
         raise SystemExit("cluster: need --workers >= 1 and --intents >= 1")
     if args.inner is None:

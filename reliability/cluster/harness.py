@@ -274,7 +274,12 @@ def inner(args: argparse.Namespace, hosts: dict[str, Host], results: Path) -> in
     signal.signal(signal.SIGINT, terminate)
     started = time.monotonic()
     try:
-        result = _run(args, hosts, procs, nem, seed, started)
+        if args.scaling:
+            from reliability.cluster.scaling import scale
+
+            result = scale(args, hosts, procs, seed, started)
+        else:
+            result = _run(args, hosts, procs, nem, seed, started)
     finally:
         nem.heal_all()
         procs.stop_all()
@@ -285,6 +290,10 @@ def inner(args: argparse.Namespace, hosts: dict[str, Host], results: Path) -> in
 
             connections.close_all()
     nemesis.print_table(result)
+    if args.scaling:
+        from reliability.cluster.scaling import print_scaling
+
+        print_scaling(result["scaling"])
     print("per host: " + json.dumps(result["per_host"]))
     for name, kinds in result["faults_by_host"].items():
         held = result["delays_held_by_host"].get(name)
@@ -312,8 +321,9 @@ def inner(args: argparse.Namespace, hosts: dict[str, Host], results: Path) -> in
     return 0 if ok and result["webhook_events_applied_twice"] == 0 else 1
 
 
-def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: float) -> dict:
-    delays = nem.delays_file
+def setup(args, hosts, procs: h.Processes, delays: Path | None, seed: int):
+    """Every host but the worker hosts up, the database migrated, Django set up here.
+    Returns the application's environment, the sandbox and the web hosts."""
     admin = h.start_database(procs, hosts["db"], delays)
     database_url = nemesis.scratch_database(admin, h.DATABASE).replace(
         f":{h.PG_PORT}/", f":{h.BOUNCER_PORT}/"
@@ -341,6 +351,11 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
         h.start_web(procs, web, env, delays)
     for web in webs:
         wait_http(f"{h.url(web)}/healthz", timeout=180)
+    return env, sandbox, webs
+
+
+def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: float) -> dict:
+    env, sandbox, webs = setup(args, hosts, procs, nem.delays_file, seed)
     drafts = prepare(args.intents, seed, webs)
     run = nemesis.Run(args=args)
     approved_at: dict[int, float] = {}
@@ -349,7 +364,7 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     supervisor_stop = threading.Event()
     if args.throughput:
         # Everything approved first, then the workers start: the rate is theirs, not the feed's.
-        nemesis.feed(run, drafts, approved_at)
+        nemesis.feed(run, drafts, approved_at, args.approvers)
     for name, worker in hosts.items():
         if re.fullmatch(r"w\d+", name):
             h.start_worker_host(procs, worker, env)
@@ -370,7 +385,7 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     )
     if args.rolling:
         roller.start()
-    feeder = threading.Thread(target=nemesis.feed, args=(run, drafts, approved_at))
+    feeder = threading.Thread(target=nemesis.feed, args=(run, drafts, approved_at, args.approvers))
     feeder.start()
     while time.monotonic() - t0 < args.fault_seconds:
         time.sleep(0.5)
