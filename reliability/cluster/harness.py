@@ -17,6 +17,7 @@ from pathlib import Path
 
 from reliability import nemesis
 from reliability.cluster import hosts as h
+from reliability.cluster import netns
 from reliability.cluster.faults import Nemesis, delays_held
 from reliability.cluster.netns import Host
 
@@ -124,6 +125,23 @@ def prepare(n: int, seed: int, webs: list[Host]):
         for j, row in enumerate(part):
             by_index[k + 6 * j] = row
     return [by_index[i] for i in range(n)]
+
+
+def wait_connected(hosts: dict[str, Host], *, timeout: float) -> float:
+    """Seconds until every worker host holds a connection to PgBouncer (its sender is up)."""
+    db = f"{hosts['db'].address}:{h.BOUNCER_PORT}"
+    workers = [x for n, x in hosts.items() if re.fullmatch(r"w\d+", n)]
+    began = time.monotonic()
+    while time.monotonic() - began < timeout:
+        if all(
+            netns.in_ns(
+                x.netns, "ss", "-Htn", "state", "established", "dst", db, check=False
+            ).stdout.strip()
+            for x in workers
+        ):
+            break
+        time.sleep(0.5)
+    return round(time.monotonic() - began, 1)
 
 
 def send_rate(sandbox) -> float | None:
@@ -371,6 +389,12 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     threading.Thread(
         target=supervise, args=(procs, supervisor_stop, restarts, paused), daemon=True
     ).start()
+    feeder = threading.Thread(target=nemesis.feed, args=(run, drafts, approved_at, args.approvers))
+    feeder.start()
+    # The fault window opens once every worker host runs: on a loaded machine a worker host
+    # takes tens of seconds to start, and a fault on a host that is still importing Django tests
+    # nothing.
+    ready_after = wait_connected(hosts, timeout=300)
     t0 = time.monotonic()
     fault_thread = threading.Thread(target=nem.run, daemon=True)
     if not args.no_faults:
@@ -385,8 +409,6 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     )
     if args.rolling:
         roller.start()
-    feeder = threading.Thread(target=nemesis.feed, args=(run, drafts, approved_at, args.approvers))
-    feeder.start()
     while time.monotonic() - t0 < args.fault_seconds:
         time.sleep(0.5)
     nem.stop.set()
@@ -420,6 +442,7 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
             "drain_seconds_after_faults": round(drain_seconds, 2),
             "webhook_deliveries_settled": settled,
             "total_seconds": round(time.monotonic() - started, 1),
+            "worker_hosts_connected_after_s": ready_after,
             "faults_stopped_at_s": round(faults_stopped - t0, 1),
             "approvals_done_at_s": round(approvals_done - t0, 1),
             "sends_per_second": round(result["accepted"] / max(0.001, drained - t0), 1),
