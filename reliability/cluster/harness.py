@@ -166,9 +166,10 @@ def per_host(sandbox, webs: list[Host]) -> dict:
             intent__state="accepted", outcome="accepted"
         ).values_list("worker", flat=True)
     )
+    # prepare() puts each "north" tenant's webhook on the first web host, "south" on the second.
     web_of = {
-        e.provider_webhook_id: webs[i % len(webs)].name
-        for i, e in enumerate(WebhookEndpoint.objects.order_by("tenant__slug"))
+        e.provider_webhook_id: webs[0 if "-north-" in e.tenant.slug else -1].name
+        for e in WebhookEndpoint.objects.select_related("tenant")
     }
     deliveries: Counter = Counter()
     for attempt in sandbox.deliveries():
