@@ -30,6 +30,7 @@ class Nemesis:
     active: set[str] = field(default_factory=set)
     heals: list[threading.Thread] = field(default_factory=list)
     serial: int = 0
+    spans: list[tuple[float, float, str]] = field(default_factory=list)  # epoch, seconds, kind
     delays_file: Path | None = None
     delayed: dict[str, list[int]] = field(default_factory=dict)
     delay_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -72,6 +73,7 @@ class Nemesis:
             return False
         self.injected[kind] += 1
         self.by_host[key.split(":", 1)[1]][kind] += 1
+        self.spans.append((time.time(), seconds, kind))
         at = round(time.monotonic() - self.started, 1)
         self.timeline.append((at, f"{key} {seconds:.1f}s{detail}"))
         return True
@@ -201,3 +203,18 @@ def delays_held(folder: Path, hosts: dict[str, Host]) -> dict[str, dict]:
         name: {"chunks delayed": int(c), "mean delay ms": round(ms / c) if c else 0}
         for name, (c, ms) in sorted(held.items())
     }
+
+
+def uncertain_by_fault(spans: list[tuple[float, float, str]], grace: float) -> dict[str, int]:
+    """Intents that went `uncertain`, by the fault kinds active (on any host) when they did, a
+    fault counting until `grace` seconds after it healed (a lease outlives the cut by that
+    much); "no fault" when none was."""
+    from intents.models import IntentEvent
+
+    counts: Counter = Counter()
+    moments = IntentEvent.objects.filter(to_state="uncertain").values_list("created_at", flat=True)
+    for moment in moments:
+        t = moment.timestamp()
+        kinds = sorted({k for start, secs, k in spans if start <= t <= start + secs + grace})
+        counts[" + ".join(kinds) or "no fault"] += 1
+    return dict(counts.most_common())

@@ -18,7 +18,7 @@ from pathlib import Path
 from reliability import nemesis
 from reliability.cluster import hosts as h
 from reliability.cluster import netns
-from reliability.cluster.faults import Nemesis, delays_held
+from reliability.cluster.faults import Nemesis, delays_held, uncertain_by_fault
 from reliability.cluster.netns import Host
 
 LEASE_SECONDS = 3
@@ -317,6 +317,8 @@ def inner(args: argparse.Namespace, hosts: dict[str, Host], results: Path) -> in
     for name, kinds in result["faults_by_host"].items():
         held = result["delays_held_by_host"].get(name)
         print(f"faults on {name}: {json.dumps(kinds)}" + (f"; relays held {held}" if held else ""))
+    if result.get("uncertain_by_active_fault"):
+        print("went uncertain during: " + json.dumps(result["uncertain_by_active_fault"]))
     if nem.log:
         print("fault notes: " + "; ".join(dict.fromkeys(nem.log)))
     results.mkdir(parents=True, exist_ok=True)
@@ -438,6 +440,7 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
             "faults_injected": dict(nem.injected),
             "faults_by_host": {name: dict(c) for name, c in sorted(nem.by_host.items())},
             "delays_held_by_host": delays_held(procs.folder, hosts),
+            "uncertain_by_active_fault": uncertain_by_fault(nem.spans, LEASE_SECONDS + 2),
             "fault_errors": list(dict.fromkeys(nem.log))[:10],
             "fault_timeline": nem.timeline,
             "drain_seconds_after_faults": round(drain_seconds, 2),
