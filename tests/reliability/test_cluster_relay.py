@@ -62,12 +62,13 @@ def relay(tmp_path):
     argv = [sys.executable, "-m", "reliability.cluster.forward", RELAY, str(port)]
     argv += [str(echo_server()), "--delays", str(delays), "--stats", str(stats)]
     proc = subprocess.Popen(argv, cwd=ROOT)
-    daemons.wait_port(RELAY, port, proc=proc)
-    sock = socket.create_connection((RELAY, port), source_address=(CLIENT, 0))
-    yield sock, delays, tmp_path
-    sock.close()
-    proc.terminate()
-    proc.wait(timeout=10)
+    try:
+        daemons.wait_port(RELAY, port, proc=proc)
+        with socket.create_connection((RELAY, port), source_address=(CLIENT, 0)) as sock:
+            yield sock, delays, tmp_path
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def test_a_delayed_client_waits_200_to_800_ms_a_chunk_in_order_and_the_relay_counts_them(relay):
