@@ -126,9 +126,11 @@ async def serve(listen: str, port: int, target_port: int, delays: Delays, stats:
         stats_task = loop.create_task(write_stats(delays, stats))
 
         def stop() -> None:
-            # A stop writes what was held since the last second's file.
-            flush_stats(delays, stats)
-            os._exit(0)
+            # A stop writes what was held since the last second's file, and stops in any case.
+            try:
+                flush_stats(delays, stats)
+            finally:
+                os._exit(0)
 
         loop.add_signal_handler(signal.SIGTERM, stop)
     server = await asyncio.start_server(relay, listen, port)
