@@ -12,6 +12,7 @@ from django.db import connection
 
 from config.clock import db_now
 from intents.events.delivery import deliver_due, due_endpoint_ids
+from intents.events.outbox import wake_delivery
 from intents.models import SendIntent
 from intents.retention import api_idempotency_purge
 from intents.sending.fanout import broadcast_run, broadcasts_sweep
@@ -160,12 +161,11 @@ def deliver_agent_events(limit: int = 200) -> int:
 
 
 def _wake_agent_events() -> int:
-    from django_q.tasks import async_task
-
-    due = len(due_endpoint_ids(limit=WAKE_LIMIT))
+    due = due_endpoint_ids(limit=WAKE_LIMIT)
     if due:
-        async_task("intents.tasks.deliver_agent_events", task_name="agent-events")
-    return due
+        # Guarded like the intents' wake-ups: a broker that is down must not end the sweep.
+        wake_delivery(due)
+    return len(due)
 
 
 def retention_purge() -> int:

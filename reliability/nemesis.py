@@ -377,8 +377,8 @@ def prepare_drafts(n: int, seed: int):
     return drafts
 
 
-def feed(run: Run, drafts: list, approved_at: dict[int, float]) -> None:
-    """Approve the drafts at a steady rate across the fault window (two threads)."""
+def feed(run: Run, drafts: list, approved_at: dict[int, float], threads: int = 2) -> None:
+    """Approve the drafts at a steady rate across the fault window (two threads by default)."""
     from django.db import OperationalError, connections
 
     from intents.services import draft_approve
@@ -424,10 +424,10 @@ def feed(run: Run, drafts: list, approved_at: dict[int, float]) -> None:
         finally:
             connections.close_all()
 
-    threads = [threading.Thread(target=approver_thread) for _ in range(2)]
-    for thread in threads:
+    approvers = [threading.Thread(target=approver_thread) for _ in range(threads)]
+    for thread in approvers:
         thread.start()
-    for thread in threads:
+    for thread in approvers:
         thread.join()
 
 

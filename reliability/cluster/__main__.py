@@ -6,10 +6,12 @@ Hosts, each its own namespace and address on one bridge (10.77.0.0/24, no route 
 ctl (this harness: approvals, faults, the check), db (PostgreSQL + PgBouncer, transaction mode),
 broker (Redis), provider (the sandbox AgentMail), web1/web2 (gunicorn; tenant "north" has its
 webhook on web1, "south" on web2), w1..wN (a sender and a django-q2 cluster each, through
-PgBouncer and Redis). Faults at random (seeded): link loss (and delay where the kernel has
-tc netem), worker<->db and worker<->provider partitions, the broker partitioned, a web host cut
-off while the provider retries its webhooks. Then the nemesis' history check over the whole
-cluster (lost, duplicated, unexpected, recovered), plus counts per host.
+PgBouncer and Redis). Faults at random (seeded): 5-20 % packet loss on one host's link
+(nftables), 200-800 ms delay on one host's link (this kernel has no tc netem: relays in front of
+PgBouncer, Redis, the sandbox and gunicorn hold the delayed host's chunks, forward.py),
+worker<->db and worker<->provider partitions, the broker partitioned, a web host cut off while
+the provider retries its webhooks. Then the nemesis' history check over the whole cluster (lost,
+duplicated, unexpected, recovered), plus counts per host (faults, packets dropped, chunks held).
 
 The outer process (root namespace) builds the namespaces, runs the harness inside `ctl`, and
 removes everything on exit, on SIGINT/SIGTERM, and (for runs that died) at the next start.
@@ -40,6 +42,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--fault-seconds", type=float, default=60)
     parser.add_argument("--fault-interval", type=float, default=2.0)
     parser.add_argument("--drain-seconds", type=float, default=240)
+    parser.add_argument(
+        "--approvers",
+        type=int,
+        default=6,
+        help="approval threads (each approval is a few round trips through PgBouncer)",
+    )
     parser.add_argument("--no-faults", action="store_true", help="no network faults")
     parser.add_argument(
         "--throughput",
@@ -62,6 +70,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         type=float,
         default=600,
         help="seconds a restarted web host may take to answer /healthz",
+    )
+    parser.add_argument(
+        "--scaling",
+        type=lambda text: [int(k) for k in text.split(",")],
+        default=None,
+        help="e.g. 1,2,3: a throughput run without faults, --intents per worker-host count "
+        "(reliability/cluster/scaling.py)",
     )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
@@ -139,6 +154,8 @@ def keep_logs_only(folder: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse(argv)
+    if args.scaling:
+        args.workers, args.no_faults = max(args.scaling), True
     if args.workers < 1 or args.intents < 1:
         raise SystemExit("cluster: need --workers >= 1 and --intents >= 1")
     if args.inner is None:

@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from reliability import nemesis
-from reliability.cluster import daemons
 from reliability.cluster import hosts as h
-from reliability.cluster.faults import Nemesis
+from reliability.cluster import netns
+from reliability.cluster.faults import Nemesis, delays_held, uncertain_by_fault
 from reliability.cluster.netns import Host
 
 LEASE_SECONDS = 3
@@ -127,6 +127,23 @@ def prepare(n: int, seed: int, webs: list[Host]):
     return [by_index[i] for i in range(n)]
 
 
+def wait_connected(hosts: dict[str, Host], *, timeout: float) -> float:
+    """Seconds until every worker host holds a connection to PgBouncer (its sender is up)."""
+    db = f"{hosts['db'].address}:{h.BOUNCER_PORT}"
+    workers = [x for n, x in hosts.items() if re.fullmatch(r"w\d+", n)]
+    began = time.monotonic()
+    while time.monotonic() - began < timeout:
+        if all(
+            netns.in_ns(
+                x.netns, "ss", "-Htn", "state", "established", "dst", db, check=False
+            ).stdout.strip()
+            for x in workers
+        ):
+            break
+        time.sleep(0.5)
+    return round(time.monotonic() - began, 1)
+
+
 def send_rate(sandbox) -> float | None:
     """Sends per second at the provider, first to last accepted send (its ledger's clock)."""
     times = sorted(nemesis._epoch(send["at"]) for send in sandbox.ledger())
@@ -149,9 +166,10 @@ def per_host(sandbox, webs: list[Host]) -> dict:
             intent__state="accepted", outcome="accepted"
         ).values_list("worker", flat=True)
     )
+    # prepare() puts each "north" tenant's webhook on the first web host, "south" on the second.
     web_of = {
-        e.provider_webhook_id: webs[i % len(webs)].name
-        for i, e in enumerate(WebhookEndpoint.objects.order_by("tenant__slug"))
+        e.provider_webhook_id: webs[0 if "-north-" in e.tenant.slug else -1].name
+        for e in WebhookEndpoint.objects.select_related("tenant")
     }
     deliveries: Counter = Counter()
     for attempt in sandbox.deliveries():
@@ -206,7 +224,12 @@ def rolling_restart(
     for name in order:
         step: dict = {"host": name, "at_s": round(time.monotonic() - began, 1)}
         step["accepted_before"] = accepted()
-        mine = [p for p in list(procs.procs) if p.name.startswith(f"{name}-")]
+        # Its application processes (a web host's relay, if any, stays: it is the network).
+        mine = [
+            p
+            for p in list(procs.procs)
+            if p.name.startswith(f"{name}-") and p.name.split("-", 1)[1] in STOP_TIMEOUT
+        ]
         paused.update(p.name for p in mine)
         try:
             for proc in mine:
@@ -247,8 +270,8 @@ def broker_outage(procs: h.Processes, args, outage: dict) -> None:
     outage["stopped_at_s"] = round(time.monotonic() - began, 1)
     time.sleep(args.broker_down)
     outage["accepted_while_down"] = accepted() - outage["accepted_before"]
-    restarted = procs.restart(redis)
-    daemons.wait_port(restarted.host.address, h.REDIS_PORT)
+    procs.restart(redis)
+    h.wait_redis(redis.host)
     outage["down_seconds"] = args.broker_down
 
 
@@ -259,7 +282,9 @@ def inner(args: argparse.Namespace, hosts: dict[str, Host], results: Path) -> in
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o755)
     procs = h.Processes(folder=folder)
-    nem = Nemesis(hosts=hosts, rng=rng, interval=args.fault_interval)
+    # Faults on: PgBouncer, Redis, the sandbox and gunicorn behind relays that can delay a link.
+    delays = None if args.no_faults else folder / "link-delays.json"
+    nem = Nemesis(hosts=hosts, rng=rng, interval=args.fault_interval, delays_file=delays)
 
     def terminate(signum, frame):
         raise SystemExit(f"cluster: stopped by signal {signum}")
@@ -268,7 +293,12 @@ def inner(args: argparse.Namespace, hosts: dict[str, Host], results: Path) -> in
     signal.signal(signal.SIGINT, terminate)
     started = time.monotonic()
     try:
-        result = _run(args, hosts, procs, nem, seed, started)
+        if args.scaling:
+            from reliability.cluster.scaling import scale
+
+            result = scale(args, hosts, procs, seed, started)
+        else:
+            result = _run(args, hosts, procs, nem, seed, started)
     finally:
         nem.heal_all()
         procs.stop_all()
@@ -279,7 +309,16 @@ def inner(args: argparse.Namespace, hosts: dict[str, Host], results: Path) -> in
 
             connections.close_all()
     nemesis.print_table(result)
+    if args.scaling:
+        from reliability.cluster.scaling import print_scaling
+
+        print_scaling(result["scaling"])
     print("per host: " + json.dumps(result["per_host"]))
+    for name, kinds in result["faults_by_host"].items():
+        held = result["delays_held_by_host"].get(name)
+        print(f"faults on {name}: {json.dumps(kinds)}" + (f"; relays held {held}" if held else ""))
+    if result.get("uncertain_by_active_fault"):
+        print("went uncertain during: " + json.dumps(result["uncertain_by_active_fault"]))
     if nem.log:
         print("fault notes: " + "; ".join(dict.fromkeys(nem.log)))
     results.mkdir(parents=True, exist_ok=True)
@@ -303,13 +342,15 @@ def inner(args: argparse.Namespace, hosts: dict[str, Host], results: Path) -> in
     return 0 if ok and result["webhook_events_applied_twice"] == 0 else 1
 
 
-def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: float) -> dict:
-    admin = h.start_database(procs, hosts["db"])
+def setup(args, hosts, procs: h.Processes, delays: Path | None, seed: int):
+    """Every host but the worker hosts up, the database migrated, Django set up here.
+    Returns the application's environment, the sandbox and the web hosts."""
+    admin = h.start_database(procs, hosts["db"], delays)
     database_url = nemesis.scratch_database(admin, h.DATABASE).replace(
         f":{h.PG_PORT}/", f":{h.BOUNCER_PORT}/"
     )
-    redis_url = h.start_broker(procs, hosts["broker"])
-    sandbox = h.start_provider(procs, hosts["provider"], SANDBOX_CONFIG)
+    redis_url = h.start_broker(procs, hosts["broker"], delays)
+    sandbox = h.start_provider(procs, hosts["provider"], SANDBOX_CONFIG, delays)
     env = app_env(hosts, database_url, redis_url, sandbox)
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -328,9 +369,14 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     call_command("migrate", verbosity=0)
     webs = [x for n, x in hosts.items() if n.startswith("web")]
     for web in webs:
-        h.start_web(procs, web, env)
+        h.start_web(procs, web, env, delays)
     for web in webs:
         wait_http(f"{h.url(web)}/healthz", timeout=180)
+    return env, sandbox, webs
+
+
+def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: float) -> dict:
+    env, sandbox, webs = setup(args, hosts, procs, nem.delays_file, seed)
     drafts = prepare(args.intents, seed, webs)
     run = nemesis.Run(args=args)
     approved_at: dict[int, float] = {}
@@ -339,13 +385,19 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     supervisor_stop = threading.Event()
     if args.throughput:
         # Everything approved first, then the workers start: the rate is theirs, not the feed's.
-        nemesis.feed(run, drafts, approved_at)
+        nemesis.feed(run, drafts, approved_at, args.approvers)
     for name, worker in hosts.items():
         if re.fullmatch(r"w\d+", name):
             h.start_worker_host(procs, worker, env)
     threading.Thread(
         target=supervise, args=(procs, supervisor_stop, restarts, paused), daemon=True
     ).start()
+    feeder = threading.Thread(target=nemesis.feed, args=(run, drafts, approved_at, args.approvers))
+    feeder.start()
+    # The fault window opens once every worker host runs: on a loaded machine a worker host
+    # takes tens of seconds to start, and a fault on a host that is still importing Django tests
+    # nothing.
+    ready_after = wait_connected(hosts, timeout=300)
     t0 = time.monotonic()
     fault_thread = threading.Thread(target=nem.run, daemon=True)
     if not args.no_faults:
@@ -360,8 +412,6 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
     )
     if args.rolling:
         roller.start()
-    feeder = threading.Thread(target=nemesis.feed, args=(run, drafts, approved_at))
-    feeder.start()
     while time.monotonic() - t0 < args.fault_seconds:
         time.sleep(0.5)
     nem.stop.set()
@@ -388,11 +438,15 @@ def _run(args, hosts, procs: h.Processes, nem: Nemesis, seed: int, started: floa
             "worker_hosts": args.workers,
             "fault_seconds": 0 if args.no_faults else args.fault_seconds,
             "faults_injected": dict(nem.injected),
+            "faults_by_host": {name: dict(c) for name, c in sorted(nem.by_host.items())},
+            "delays_held_by_host": delays_held(procs.folder, hosts),
+            "uncertain_by_active_fault": uncertain_by_fault(nem.spans, LEASE_SECONDS + 2),
             "fault_errors": list(dict.fromkeys(nem.log))[:10],
             "fault_timeline": nem.timeline,
             "drain_seconds_after_faults": round(drain_seconds, 2),
             "webhook_deliveries_settled": settled,
             "total_seconds": round(time.monotonic() - started, 1),
+            "worker_hosts_connected_after_s": ready_after,
             "faults_stopped_at_s": round(faults_stopped - t0, 1),
             "approvals_done_at_s": round(approvals_done - t0, 1),
             "sends_per_second": round(result["accepted"] / max(0.001, drained - t0), 1),

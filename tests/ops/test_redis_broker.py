@@ -103,3 +103,31 @@ def test_a_sender_keeps_sending_when_the_redis_broker_is_down(
     intent.refresh_from_db()
     assert intent.state == SendIntent.State.ACCEPTED
     assert len(sandbox.ledger(idempotency_key=intent.idempotency_key)) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sweep_goes_on_when_the_broker_is_down_and_agent_events_are_due(
+    tenant_a, member_of, receiver, subscribe
+):
+    from intents.services import draft_create, draft_reject
+    from tests.factories import make_local_mailbox
+
+    subscribe(tenant_a, receiver, types=["draft.rejected"])
+    approver = member_of(tenant_a, "approver").user
+    draft = draft_create(
+        tenant=tenant_a,
+        actor_user=approver,
+        mailbox=make_local_mailbox(tenant_a, username="support-sweep"),
+        to=["customer@example.com"],
+        subject="Your refund",
+        text="We refunded it.",
+    )
+    draft_reject(tenant=tenant_a, draft_id=draft.pk, reason="wrong tone", actor=approver)
+    env = process_env(
+        Q_REDIS_URL=f"redis://127.0.0.1:{daemons.free_port()}/0", Q_REDIS_TIMEOUT="0.5"
+    )
+    # The agent event's wake-up fails like the intents' do; the sweep still ends with its report
+    # (an unguarded wake-up raised out of it, and the sender backed off a round).
+    sweep = "from intents.tasks import sweep_once; print(sweep_once()['agent_event_endpoints_due'])"
+    out = manage("shell", "-v", "0", "-c", sweep, env=env, timeout=180)
+    assert out.splitlines()[-1] == "1"

@@ -5,6 +5,7 @@ import json
 import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -53,14 +54,23 @@ def test_small_cluster_run_under_network_faults_loses_and_duplicates_nothing(tmp
     assert report["per_host"]["open_intents"] == 0
     assert report["webhook_events_missing"] == 0
     assert report["webhook_events_applied_twice"] == 0
-    # Every kind of network fault happened (the first five are one of each, in random order).
+    # Every kind of network fault happened (the first six are one of each, in random order).
     assert {
+        "link delay",
+        "link loss",
         "worker<->db partition",
         "worker<->provider partition",
         "broker partition",
         "web host cut off",
     } <= set(report["faults_injected"])
     assert set(report["per_host"]["attempts_by_worker_host"]) <= {"w1", "w2"}
+    # Counted per host, and the relays held chunks only for hosts whose link was delayed.
+    by_host = report["faults_by_host"]
+    totals = sum((Counter(kinds) for kinds in by_host.values()), Counter())
+    faults = {k: n for k, n in report["faults_injected"].items() if "in flight" not in k}
+    assert {kind: totals[kind] for kind in faults} == faults
+    delayed_hosts = {name for name, kinds in by_host.items() if "link delay" in kinds}
+    assert set(report["delays_held_by_host"]) <= delayed_hosts
     # Worker faults hit worker hosts only.
     assert [t for _, t in report["fault_timeline"] if "worker<->" in t and ":web" in t] == []
     assert [n for n in netns.namespaces() if n.startswith(f"cs{proc.pid}-")] == []
