@@ -27,6 +27,7 @@ from bench.common import (
     REPO_ROOT,
     RESULTS_DIR,
     clone_database,
+    drop_databases,
     ensure_databases,
 )
 
@@ -57,6 +58,11 @@ def run_task(settings_module: str, target: str, params: dict, env: dict, timeout
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes, to prove the harness works")
+    p.add_argument(
+        "--template",
+        help="start the product database as a copy of this migrated database (no one connected "
+        "to it) instead of migrating; the suite passes its own migrated template",
+    )
     p.add_argument(
         "--only", default=",".join(SCENARIOS), help="comma list of " + ", ".join(SCENARIOS)
     )
@@ -98,7 +104,11 @@ def main(argv=None) -> int:
     n = args.n or (20 if quick else 2000)
     latencies = [int(x) for x in args.latencies.split(",") if x.strip()]
     product_db, peers_db = args.db_prefix, f"{args.db_prefix}_peers"
-    ensure_databases(product_db)
+    if args.template:
+        drop_databases(product_db, peers_db)
+        clone_database(args.template, product_db)
+    else:
+        ensure_databases(product_db)
     env = {
         **os.environ,
         "BENCH_DB_NAME": product_db,
@@ -122,7 +132,7 @@ def main(argv=None) -> int:
     # The peers' database is the product's schema plus post-office's and anymail's tables: a new
     # one starts as a copy of the migrated product database, so only those migrations run on it
     # (two whole migrations of the schema were most of a --quick run).
-    if not migrate(PRODUCT):
+    if not args.template and not migrate(PRODUCT):
         print("migrate failed", file=sys.stderr)
         return 1
     clone_database(product_db, peers_db)

@@ -84,6 +84,18 @@ def ensure_databases(*names: str) -> None:
                     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
+def drop_databases(*names: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    info = {k: v for k, v in admin_conninfo().items() if v}
+    with psycopg.connect(**info, autocommit=True) as conn:
+        for name in names:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
 def clone_database(source: str, target: str) -> bool:
     """CREATE DATABASE target TEMPLATE source, unless target exists; True if it was created.
     The source must have no other connection (right after its migrate)."""

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_quick(tmp_path, only: str) -> tuple[subprocess.CompletedProcess, dict]:
+def run_quick(tmp_path, only: str, template: str) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "bench.json"
     completed = subprocess.run(
         [
@@ -30,6 +30,8 @@ def run_quick(tmp_path, only: str) -> tuple[subprocess.CompletedProcess, dict]:
             "--quick",
             "--db-prefix",
             "bench_smoke",
+            "--template",
+            template,
             "--only",
             only,
             "--latencies",
@@ -54,8 +56,10 @@ def run_quick(tmp_path, only: str) -> tuple[subprocess.CompletedProcess, dict]:
     return completed, json.loads(out.read_text())["rows"]
 
 
-def test_bench_quick_dispatch_and_webhook_rows_check_their_own_invariants(tmp_path):
-    completed, rows = run_quick(tmp_path, "dispatch,webhooks")
+def test_bench_quick_dispatch_and_webhook_rows_check_their_own_invariants(
+    tmp_path, migrated_template
+):
+    completed, rows = run_quick(tmp_path, "dispatch,webhooks", migrated_template[1])
     dispatch = rows["dispatch"]
     assert [r["accepted"] for r in dispatch["countersign"]] == [10]
     assert [r["provider_sends"] for r in dispatch["countersign"]] == [10]
@@ -88,8 +92,10 @@ def test_bench_quick_dispatch_and_webhook_rows_check_their_own_invariants(tmp_pa
 
 
 @pytest.mark.skipif(not FULL, reason="phase profile and review-page rows: make test-full")
-def test_bench_quick_phase_and_review_page_rows_check_their_own_invariants(tmp_path):
-    _, rows = run_quick(tmp_path, "phases,ui")
+def test_bench_quick_phase_and_review_page_rows_check_their_own_invariants(
+    tmp_path, migrated_template
+):
+    _, rows = run_quick(tmp_path, "phases,ui", migrated_template[1])
     phases = rows["phases"]
     assert phases["intents"] == 40
     assert phases["sdk_outcomes"] == {"accepted": phases["sdk_calls"]}

@@ -1,11 +1,13 @@
 """In headless Chromium: a reviewer sees a draft's files (name, type, size, previews of the image
 and of the PDF's first page), approves, and the worker sends exactly those bytes through the
-sandbox AgentMail. Screenshots go to docs/screenshots/ui-draft-attachments-*.png."""
+sandbox AgentMail. Screenshots go to SCREENSHOT_DIR (docs/screenshots/ui-draft-attachments-*.png
+when refreshing the committed ones), else to the test's own folder."""
 
 from __future__ import annotations
 
 import base64
 import io
+import os
 import re
 from pathlib import Path
 
@@ -17,8 +19,6 @@ from intents.models import SendIntent
 from tests.browser import BROWSER_MARKS, new_draft, sign_in
 
 pytestmark = BROWSER_MARKS
-
-OUT = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
 def label_png() -> bytes:
@@ -44,7 +44,11 @@ def invoice_pdf() -> bytes:
     return out.getvalue()
 
 
-def test_reviewer_sees_the_files_previews_them_and_approves_the_exact_bytes(page, shop, sandbox):
+def test_reviewer_sees_the_files_previews_them_and_approves_the_exact_bytes(
+    page, shop, sandbox, tmp_path
+):
+    # SCREENSHOT_DIR=docs/screenshots refreshes the committed pictures; the suite writes elsewhere.
+    out = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
     png, pdf = label_png(), invoice_pdf()
     draft = new_draft(
         shop,
@@ -74,9 +78,9 @@ def test_reviewer_sees_the_files_previews_them_and_approves_the_exact_bytes(page
     # The image as it is; the PDF's first page rendered about 800 pixels wide (PDFium rounds).
     assert widths[0] == 360
     assert 795 <= widths[1] <= 805
-    page.screenshot(path=str(OUT / "ui-draft-attachments-desktop.png"), full_page=True)
+    page.screenshot(path=str(out / "ui-draft-attachments-desktop.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
-    page.screenshot(path=str(OUT / "ui-draft-attachments-phone.png"), full_page=True)
+    page.screenshot(path=str(out / "ui-draft-attachments-phone.png"), full_page=True)
     page.set_viewport_size({"width": 1280, "height": 900})
 
     with page.expect_download() as download:
