@@ -39,7 +39,8 @@ run: setup
 	$(UV) run --frozen python scripts/devstack.py
 
 # The suite runs in pytest-xdist workers, each on its own test database (pytest-django names it
-# test_countersign_gw0, _gw1, ...). It waits on subprocesses, HTTP and Chromium more than it
+# test_countersign_gw0, _gw1, ...), a copy of one migrated template (tests/dbtemplate.py). It
+# waits on subprocesses, HTTP and Chromium more than it
 # computes, so three workers pay on CI's two cores. PYTEST_XDIST= (empty) runs it in one process,
 # for debugging; PYTEST_ARGS="-n 0" does too.
 PYTEST_XDIST ?= -n 3
