@@ -6,32 +6,19 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
-from django.db import connection, connections
 
 ROOT = Path(__file__).resolve().parents[2]
-
-# Transactional: the drill copies the (migrated) test database, which needs no one connected.
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _admin_url() -> str:
-    """The test session's PostgreSQL server (the drill makes and drops its own databases)."""
-    s = connection.settings_dict
-    user, password = quote(s["USER"] or "", safe=""), quote(s["PASSWORD"] or "", safe="")
-    host = s["HOST"] or s["OPTIONS"].get("host", "")
-    port = f"&port={s['PORT']}" if s["PORT"] else ""
-    return f"postgresql://{user}:{password}@/postgres?host={quote(host, safe='')}{port}"
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(480)
-def test_restored_backup_resolves_open_intents_without_a_second_send(tmp_path):
+def test_restored_backup_resolves_open_intents_without_a_second_send(tmp_path, migrated_template):
+    """The drill makes and drops its own databases on the test session's server, each a copy of
+    the suite's migrated template."""
     out = tmp_path / "drill.json"
-    admin, template = _admin_url(), connection.settings_dict["NAME"]
-    connections.close_all()
+    admin, template = migrated_template
     command = [sys.executable, "-m", "reliability.restore_drill", "--server-url", admin]
     command += ["--template", template]
     command += ["--intents", "16", "--workers", "1", "--feed-seconds", "8", "--backup-at", "4"]
