@@ -346,6 +346,12 @@ SEND_CALL_CONCURRENCY = env_int("SEND_CALL_CONCURRENCY", 8)
 # batches cost less database work per send; the batch's records wait for its slowest call.
 SEND_BATCH_SIZE = env_int("SEND_BATCH_SIZE", 20)
 SEND_BURST_PER_KEY = float(env("SEND_BURST_PER_KEY", "20"))
+# How long a thread of `intents_worker` may hold Python's GIL before another may take it (CPython's
+# default is 5 ms). The sender's threads spend their time waiting on PostgreSQL and the provider;
+# each time one comes back it waits up to a switch interval for a thread that is computing (a
+# broadcast's fan-out in the sweep thread), once per round trip. At 5 ms a reply's p95 grew 3.7-4.9x
+# during a fan-out, at 0.2 ms 1.2-1.4x (BENCHMARKS.md, broadcasts).
+WORKER_SWITCH_INTERVAL_SECONDS = float(env("WORKER_SWITCH_INTERVAL_SECONDS", "0.0002"))
 SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 15)
 # After this many consecutive failures on one AgentMail key, pause it for the cooldown, then let a
 # single probe through.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 import time
 
@@ -51,6 +52,7 @@ class Command(BaseCommand):
             done = run_once(limit=o["batch"], intent_id=o["intent"])
             self.stdout.write(f"processed {done}")
             return
+        sys.setswitchinterval(settings.WORKER_SWITCH_INTERVAL_SECONDS)
         stop = threading.Event()
         # SIGTERM (an init system, a rolling restart) and SIGINT stop the loop: a batch whose
         # attempts are committed finishes and is recorded, one claimed but not begun is handed
