@@ -61,3 +61,26 @@ def blocked_on_a_lock(timeout: float = 10.0) -> bool:
                 return True
             time.sleep(0.02)
     return False
+
+
+def drain_sends(seconds: float = 60) -> None:
+    """Send every queued intent, rounds after rounds, until none is left to send or settle.
+
+    By time, not by rounds: a broadcast's bucket refills by the clock, so a fixed number of quick
+    rounds ran out before the sends did on an idle machine."""
+    import time
+
+    from django.db.models.functions import Now
+
+    from intents import sending
+    from intents.models import SendIntent
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        SendIntent.objects.filter(state="queued").update(next_attempt_at=Now())
+        if (
+            not sending.run_once(worker="t", limit=20)
+            and not SendIntent.objects.filter(state__in=("queued", "sending", "uncertain")).exists()
+        ):
+            return
+    raise AssertionError("the sends did not drain")

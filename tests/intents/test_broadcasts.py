@@ -2,8 +2,6 @@
 and every recipient, the paged fan-out into one send per recipient, the worker's check against
 the approval, and sending through the sandbox over real HTTP (its ledger is counted)."""
 
-import time
-
 import pytest
 from django.db.models.functions import Now
 
@@ -28,6 +26,7 @@ from intents.services.broadcasts import (
     broadcast_replace_recipients,
     broadcast_resume,
 )
+from tests.intents.helpers import drain_sends
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,17 +62,7 @@ def approve(live, broadcast):
 
 
 def drain(live, seconds=60):
-    # By time, not by rounds: the broadcast's bucket (2/s by default) refills by the clock, so a
-    # fixed number of quick rounds ran out before the sends did on an idle machine.
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        SendIntent.objects.filter(state="queued").update(next_attempt_at=Now())
-        if (
-            not sending.run_once(worker="t", limit=20)
-            and not SendIntent.objects.filter(state__in=("queued", "sending", "uncertain")).exists()
-        ):
-            return
-    raise AssertionError("broadcast did not drain")
+    drain_sends(seconds)
 
 
 def ledger_of(live, broadcast):

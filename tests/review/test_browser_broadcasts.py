@@ -4,13 +4,11 @@ approval, then the sends through the sandbox by the real worker code and the pro
 import os
 from pathlib import Path
 
-from django.db.models.functions import Now
-
-from intents import sending
-from intents.models import Broadcast, SendIntent, Suppression
+from intents.models import Broadcast, Suppression
 from intents.sending.fanout import broadcast_run
 from intents.services.broadcasts import broadcast_create
 from tests.browser import BROWSER_MARKS, sign_in
+from tests.intents.helpers import drain_sends
 
 pytestmark = BROWSER_MARKS
 
@@ -48,11 +46,7 @@ def test_approve_a_broadcast_and_follow_its_progress(page, shop, tmp_path, setti
     page.wait_for_selector("[data-broadcast-state=approved]")
     assert Broadcast.objects.get(pk=broadcast.pk).approved_by == shop["admin"].user
     broadcast_run(broadcast.pk)
-    for _ in range(50):
-        SendIntent.objects.filter(state="queued").update(next_attempt_at=Now())
-        sending.run_once(worker="browser", limit=10)
-        if not SendIntent.objects.exclude(state="accepted").exists():
-            break
+    drain_sends()
     page.reload()
     assert page.locator("[data-count=accepted]").inner_text() == "4 / 4"
     assert page.locator("[data-pause]").count() == 1
