@@ -239,21 +239,21 @@ def _phases(p: dict) -> str:
     )
 
 
+def _http_cells(r: dict) -> list:
+    """The cells every HTTP load row starts with: name, answered, rate, latency quantiles."""
+    return [
+        r["name"],
+        f"{r['ok']}/{r['requests']}",
+        r["per_s"],
+        r["latency"]["p50_ms"],
+        r["latency"]["p95_ms"],
+        r["latency"]["p99_ms"],
+    ]
+
+
 def _webhooks(w: dict) -> str:
     rows = w["rows"]
-    body = [
-        [
-            r["name"],
-            f"{r['ok']}/{r['requests']}",
-            r["per_s"],
-            r["latency"]["p50_ms"],
-            r["latency"]["p95_ms"],
-            r["latency"]["p99_ms"],
-            r.get("stored", "-"),
-            r.get("applied", "-"),
-        ]
-        for r in rows
-    ]
+    body = [[*_http_cells(r), r.get("stored", "-"), r.get("applied", "-")] for r in rows]
     text = (
         f"Webhook ingestion ({w['server']}; {w['concurrency']} connections; body "
         f"{w['body_bytes']} bytes; each row its median of {w.get('rounds', 1)} alternating rounds)\n"
@@ -344,18 +344,7 @@ def _scaling(s: dict) -> str:
 
 
 def _api(a: dict) -> str:
-    body = [
-        [
-            r["name"],
-            f"{r['ok']}/{r['requests']}",
-            r["per_s"],
-            r["latency"]["p50_ms"],
-            r["latency"]["p95_ms"],
-            r["latency"]["p99_ms"],
-            r.get("check", ""),
-        ]
-        for r in a["rows"]
-    ]
+    body = [[*_http_cells(r), r.get("check", "")] for r in a["rows"]]
     return f"Agent API ({a['server']}; {a['concurrency']} connections)\n" + _table(
         ["request", "ok", "per s", "p50 ms", "p95 ms", "p99 ms", "check"], body
     )
