@@ -242,7 +242,14 @@ class SendIntent(models.Model):
 
     TERMINAL = frozenset({"accepted", "failed", "blocked", "expired", "cancelled"})
 
-    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="intents")
+    # Indexes: every claim, pre-check and record rewrites the row, and as ``state`` is indexed no
+    # such update is HOT: each writes an entry into every index of the table. So no index here
+    # repeats the leading column of another (tenant: intent_tenant_state; broadcast:
+    # intent_broadcast_state), none is a ``varchar_pattern_ops`` copy (no LIKE on these columns),
+    # and the columns that stay empty for most of a row's life are indexed only where set.
+    tenant = models.ForeignKey(
+        "tenants.Tenant", on_delete=models.CASCADE, related_name="intents", db_index=False
+    )
     mailbox = models.ForeignKey(
         "mailboxes.Mailbox", on_delete=models.PROTECT, related_name="intents"
     )
@@ -260,6 +267,7 @@ class SendIntent(models.Model):
         blank=True,
         on_delete=models.PROTECT,
         related_name="intents",
+        db_index=False,
     )
     # One send per recipient of a broadcast, however often the fan-out runs.
     broadcast_recipient = models.OneToOneField(
@@ -274,7 +282,8 @@ class SendIntent(models.Model):
     # "N:" + sha256 hex for hash schemes after 1 (intents/hashing.py).
     content_hash = models.CharField(max_length=72)
     recipients = models.JSONField(help_text="{'to': [...], 'cc': [...], 'bcc': [...]} as approved")
-    idempotency_key = models.CharField(max_length=128, unique=True, editable=False)
+    # Unique (the constraint intent_unique_idempotency_key): one key per intent, for life.
+    idempotency_key = models.CharField(max_length=128, editable=False)
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
     priority = models.SmallIntegerField(default=0)
     attempts = models.PositiveIntegerField(default=0)
@@ -289,12 +298,17 @@ class SendIntent(models.Model):
     not_after = models.DateTimeField(null=True, blank=True)
     # Set when the customer wrote again in the thread after approval: a person must re-confirm.
     held_reason = models.CharField(max_length=200, blank=True)
-    provider_message_id = models.CharField(max_length=998, blank=True, db_index=True)
+    provider_message_id = models.CharField(max_length=998, blank=True)
     provider_thread_id = models.CharField(max_length=255, blank=True)
     last_error_code = models.CharField(max_length=64, blank=True)
     last_error_detail = models.TextField(blank=True)
     resolved_by = models.ForeignKey(
-        "tenants.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "tenants.User",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
     )
     resolution_note = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -310,6 +324,9 @@ class SendIntent(models.Model):
 
     class Meta:
         constraints = [
+            models.UniqueConstraint(
+                fields=["idempotency_key"], name="intent_unique_idempotency_key"
+            ),
             models.CheckConstraint(
                 condition=Q(
                     state__in=[
@@ -366,6 +383,17 @@ class SendIntent(models.Model):
                 name="intent_broadcast_state",
                 condition=Q(broadcast__isnull=False),
             ),
+            # Webhook events find their intent by the provider's message id, set on acceptance.
+            models.Index(
+                fields=["provider_message_id"],
+                name="intent_provider_message",
+                condition=~Q(provider_message_id=""),
+            ),
+            models.Index(
+                fields=["resolved_by"],
+                name="intent_resolved_by",
+                condition=Q(resolved_by__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -394,7 +422,10 @@ class SendAttempt(models.Model):
         NOT_FOUND = "not_found", _("Not found")
         FENCED = "fenced", _("Lease lost; result not applied")
 
-    intent = models.ForeignKey(SendIntent, on_delete=models.CASCADE, related_name="attempts_log")
+    # Lookups by intent use sendattempt_unique_number (intent, number).
+    intent = models.ForeignKey(
+        SendIntent, on_delete=models.CASCADE, related_name="attempts_log", db_index=False
+    )
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     number = models.PositiveIntegerField()
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.SEND)
@@ -428,7 +459,11 @@ class IntentEvent(models.Model):
         SWEEP = "sweep", _("Sweep")
         WEBHOOK = "webhook", _("Webhook")
 
-    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    # Appended several times per send: tenant is covered by intentevent_tenant_recent, and the
+    # columns most rows leave empty are indexed only where set.
+    tenant = models.ForeignKey(
+        "tenants.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     draft = models.ForeignKey(
         Draft, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
     )
@@ -436,14 +471,29 @@ class IntentEvent(models.Model):
         SendIntent, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
     )
     broadcast = models.ForeignKey(
-        "intents.Broadcast", null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+        "intents.Broadcast",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="events",
+        db_index=False,
     )
     actor_kind = models.CharField(max_length=8, choices=Actor.choices)
     actor_user = models.ForeignKey(
-        "tenants.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "tenants.User",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
     )
     actor_token = models.ForeignKey(
-        "tenants.AgentToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "tenants.AgentToken",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
     )
     actor_label = models.CharField(max_length=100, blank=True)
     action = models.CharField(max_length=64)
@@ -458,6 +508,21 @@ class IntentEvent(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["tenant", "-created_at", "-id"], name="intentevent_tenant_recent"),
+            models.Index(
+                fields=["broadcast"],
+                name="intentevent_broadcast",
+                condition=Q(broadcast__isnull=False),
+            ),
+            models.Index(
+                fields=["actor_user"],
+                name="intentevent_actor_user",
+                condition=Q(actor_user__isnull=False),
+            ),
+            models.Index(
+                fields=["actor_token"],
+                name="intentevent_actor_token",
+                condition=Q(actor_token__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
