@@ -321,7 +321,13 @@ def scenario(params: dict) -> dict:
             cursor.execute(f"TRUNCATE {module.TABLE}")
     connection.close()
     with (
-        Gunicorn("bench.settings_peers", workers=params["http_workers"]) as server,
+        # A dedicated applier runs, so the web processes enqueue no wake-up tasks
+        # (WEBHOOK_APPLY_WAKE=0, as DEPLOYMENT.md says for that set-up).
+        Gunicorn(
+            "bench.settings_peers",
+            workers=params["http_workers"],
+            env={**os.environ, "WEBHOOK_APPLY_WAKE": "0"},
+        ) as server,
         Applier("bench.settings_peers") as applier_process,
     ):
         # The warm-up's events are applied before the load: the applier has started (Django's

@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Iterable
 
+from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from psycopg.errors import LockNotAvailable
 
@@ -146,8 +147,11 @@ def events_apply_loop(
 
 
 def applier_wake(*, force: bool = False) -> None:
-    """Wake an applier (django-q2). Losing a wake is harmless: the sweep applies what is left."""
+    """Wake an applier (django-q2). Losing a wake is harmless: the sweep applies what is left.
+    Nothing to do where ``WEBHOOK_APPLY_WAKE`` is off (a dedicated loop applies)."""
     global _last_wake
+    if not settings.WEBHOOK_APPLY_WAKE:
+        return
     now = time.monotonic()
     with _wake_lock:
         if not force and now - _last_wake < WAKE_INTERVAL:
