@@ -6,87 +6,158 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('intents', '0014_broadcasts'),
-        ('mailboxes', '0004_mailbox_provisioning_lease'),
-        ('tenants', '0008_sign_in_factors_passkeys_sso_sessions'),
+        ("intents", "0014_broadcasts"),
+        ("mailboxes", "0004_mailbox_provisioning_lease"),
+        ("tenants", "0008_sign_in_factors_passkeys_sso_sessions"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='intentevent',
-            name='actor_token',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='tenants.agenttoken'),
+            model_name="intentevent",
+            name="actor_token",
+            field=models.ForeignKey(
+                blank=True,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="tenants.agenttoken",
+            ),
         ),
         migrations.AlterField(
-            model_name='intentevent',
-            name='actor_user',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="intentevent",
+            name="actor_user",
+            field=models.ForeignKey(
+                blank=True,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AlterField(
-            model_name='intentevent',
-            name='broadcast',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='events', to='intents.broadcast'),
+            model_name="intentevent",
+            name="broadcast",
+            field=models.ForeignKey(
+                blank=True,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="events",
+                to="intents.broadcast",
+            ),
         ),
         migrations.AlterField(
-            model_name='intentevent',
-            name='tenant',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.tenant'),
+            model_name="intentevent",
+            name="tenant",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="+",
+                to="tenants.tenant",
+            ),
         ),
         migrations.AlterField(
-            model_name='sendattempt',
-            name='intent',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='attempts_log', to='intents.sendintent'),
+            model_name="sendattempt",
+            name="intent",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="attempts_log",
+                to="intents.sendintent",
+            ),
         ),
         migrations.AlterField(
-            model_name='sendintent',
-            name='broadcast',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='intents', to='intents.broadcast'),
+            model_name="sendintent",
+            name="broadcast",
+            field=models.ForeignKey(
+                blank=True,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="intents",
+                to="intents.broadcast",
+            ),
         ),
         migrations.AlterField(
-            model_name='sendintent',
-            name='idempotency_key',
+            model_name="sendintent",
+            name="idempotency_key",
             field=models.CharField(editable=False, max_length=128),
         ),
         migrations.AlterField(
-            model_name='sendintent',
-            name='provider_message_id',
+            model_name="sendintent",
+            name="provider_message_id",
             field=models.CharField(blank=True, max_length=998),
         ),
         migrations.AlterField(
-            model_name='sendintent',
-            name='resolved_by',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="sendintent",
+            name="resolved_by",
+            field=models.ForeignKey(
+                blank=True,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AlterField(
-            model_name='sendintent',
-            name='tenant',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='intents', to='tenants.tenant'),
+            model_name="sendintent",
+            name="tenant",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="intents",
+                to="tenants.tenant",
+            ),
         ),
         migrations.AddIndex(
-            model_name='intentevent',
-            index=models.Index(condition=models.Q(('broadcast__isnull', False)), fields=['broadcast'], name='intentevent_broadcast'),
+            model_name="intentevent",
+            index=models.Index(
+                condition=models.Q(("broadcast__isnull", False)),
+                fields=["broadcast"],
+                name="intentevent_broadcast",
+            ),
         ),
         migrations.AddIndex(
-            model_name='intentevent',
-            index=models.Index(condition=models.Q(('actor_user__isnull', False)), fields=['actor_user'], name='intentevent_actor_user'),
+            model_name="intentevent",
+            index=models.Index(
+                condition=models.Q(("actor_user__isnull", False)),
+                fields=["actor_user"],
+                name="intentevent_actor_user",
+            ),
         ),
         migrations.AddIndex(
-            model_name='intentevent',
-            index=models.Index(condition=models.Q(('actor_token__isnull', False)), fields=['actor_token'], name='intentevent_actor_token'),
+            model_name="intentevent",
+            index=models.Index(
+                condition=models.Q(("actor_token__isnull", False)),
+                fields=["actor_token"],
+                name="intentevent_actor_token",
+            ),
         ),
         migrations.AddIndex(
-            model_name='sendintent',
-            index=models.Index(condition=models.Q(('provider_message_id', ''), _negated=True), fields=['provider_message_id'], name='intent_provider_message'),
+            model_name="sendintent",
+            index=models.Index(
+                condition=models.Q(("provider_message_id", ""), _negated=True),
+                fields=["provider_message_id"],
+                name="intent_provider_message",
+            ),
         ),
         migrations.AddIndex(
-            model_name='sendintent',
-            index=models.Index(condition=models.Q(('resolved_by__isnull', False)), fields=['resolved_by'], name='intent_resolved_by'),
+            model_name="sendintent",
+            index=models.Index(
+                condition=models.Q(("resolved_by__isnull", False)),
+                fields=["resolved_by"],
+                name="intent_resolved_by",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='sendintent',
-            constraint=models.UniqueConstraint(fields=('idempotency_key',), name='intent_unique_idempotency_key'),
+            model_name="sendintent",
+            constraint=models.UniqueConstraint(
+                fields=("idempotency_key",), name="intent_unique_idempotency_key"
+            ),
         ),
     ]

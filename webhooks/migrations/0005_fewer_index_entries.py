@@ -5,30 +5,39 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tenants', '0008_sign_in_factors_passkeys_sso_sessions'),
-        ('webhooks', '0004_backfill_schedule'),
+        ("tenants", "0008_sign_in_factors_passkeys_sso_sessions"),
+        ("webhooks", "0004_backfill_schedule"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='webhookevent',
-            name='endpoint',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='events', to='webhooks.webhookendpoint'),
+            model_name="webhookevent",
+            name="endpoint",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="events",
+                to="webhooks.webhookendpoint",
+            ),
         ),
         migrations.AlterField(
-            model_name='webhookevent',
-            name='message_id',
+            model_name="webhookevent",
+            name="message_id",
             field=models.CharField(blank=True, max_length=998),
         ),
         migrations.AlterField(
-            model_name='webhookevent',
-            name='tenant',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.tenant'),
+            model_name="webhookevent",
+            name="tenant",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="+",
+                to="tenants.tenant",
+            ),
         ),
         migrations.AddIndex(
-            model_name='webhookevent',
-            index=models.Index(fields=['message_id'], name='webhookevent_message'),
+            model_name="webhookevent",
+            index=models.Index(fields=["message_id"], name="webhookevent_message"),
         ),
     ]

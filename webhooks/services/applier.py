@@ -34,7 +34,7 @@ from webhooks.services.apply import (
     _PURGED_UNAPPLIED,
     UNAPPLIED,
     _apply,
-    _finish,
+    _finish_many,
     _message_lock_key,
     _Outcome,
     event_apply,
@@ -79,14 +79,19 @@ def events_apply_batch(*, limit: int = APPLY_BATCH_SIZE) -> tuple[int, int]:
                 for e, n in prepared
                 if n is not None and n.kind in DELIVERY_KINDS and n.message_id
             )
-            finished = 0
-            for event, normalized in prepared:
-                if normalized is None:
-                    state = _finish(event, _Outcome(State.IGNORED, _PURGED_UNAPPLIED))
-                else:
-                    state = _finish(event, _apply(event, normalized))
-                if state != State.PENDING:
-                    finished += 1
+            # Applied in order; their ledger rows and journal rows written in one statement.
+            states = _finish_many(
+                [
+                    (
+                        event,
+                        _Outcome(State.IGNORED, _PURGED_UNAPPLIED)
+                        if normalized is None
+                        else _apply(event, normalized),
+                    )
+                    for event, normalized in prepared
+                ]
+            )
+            finished = sum(1 for state in states if state != State.PENDING)
     except Exception as exc:
         if not taken:
             raise
