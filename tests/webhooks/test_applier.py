@@ -22,7 +22,7 @@ from django_q.models import OrmQ
 
 from intents.models import IntentEvent
 from tests.servers import ROOT, server_database_url
-from tests.webhooks.conftest import apply_stored, delivery_payload
+from tests.webhooks.conftest import apply_stored, delivery_payload, new_svix_id, received_payload
 from webhooks.models import RecipientDelivery, WebhookEvent
 from webhooks.services import applier
 
@@ -219,3 +219,48 @@ def test_the_woken_task_drains_every_batch(client, tenant_a, hook_for, mailbox_r
 
     assert finished == 5
     assert set(WebhookEvent.objects.values_list("state", flat=True)) == {"applied"}
+
+
+def test_one_batch_of_mixed_events_gets_each_event_its_own_outcome(
+    client, tenant_a, tenant_b, hook_for, mailbox_row, intent_row
+):
+    """The batch looks up every event's mailbox and intent in one statement and writes every
+    outcome in one: each event still gets exactly what it would get alone."""
+    hook = hook_for(tenant_a)
+    box = mailbox_row(tenant_a)
+    sent = intent_row(box, to=["jane@customer.test"])
+    other = intent_row(mailbox_row(tenant_a, "sales"), to=["max@customer.test"])
+    foreign = intent_row(mailbox_row(tenant_b), to=["eve@customer.test"])
+    payloads = {
+        "delivered": delivery_payload("delivered", sent),
+        "other_sent": delivery_payload("sent", other),
+        # Another tenant's inbox, posted to tenant A's endpoint: refused, nothing moved.
+        "foreign": delivery_payload("delivered", foreign),
+        # A message id no send has recorded yet: deferred until one does.
+        "unrecorded": delivery_payload(
+            "delivered", (box.inbox_id, "<later@x.test>", "thr", ["jane@customer.test"])
+        ),
+        "received": received_payload(box, thread_id="thr_in"),
+        "unknown_type": {"type": "event", "event_type": "domain.verified", "event_id": "evt_x"},
+    }
+    ids = {name: new_svix_id() for name in payloads}
+    for name, payload in payloads.items():
+        assert hook.post(client, payload, svix_id=ids[name], apply=False).status_code == 200
+
+    taken, finished = applier.events_apply_batch()
+
+    states = dict(WebhookEvent.objects.values_list("svix_id", "state"))
+    assert {name: states[svix_id] for name, svix_id in ids.items()} == {
+        "delivered": "applied",
+        "other_sent": "applied",
+        "foreign": "rejected",
+        "unrecorded": "deferred",
+        "received": "applied",
+        "unknown_type": "ignored",
+    }
+    assert (taken, finished) == (6, 6)
+    assert dict(RecipientDelivery.objects.values_list("intent_id", "state")) == {
+        sent.pk: "delivered",
+        other.pk: "sent",
+    }
+    assert sorted(journal_per_event()) == sorted([ids["delivered"], ids["other_sent"]])

@@ -29,11 +29,12 @@ from django.db import OperationalError, connection, transaction
 from psycopg.errors import LockNotAvailable
 
 from webhooks.models import WebhookEvent
-from webhooks.normalize import DELIVERY_KINDS, normalize
+from webhooks.normalize import DELIVERY_KINDS, Kind, normalize
 from webhooks.services.apply import (
     _PURGED_UNAPPLIED,
     UNAPPLIED,
     _apply,
+    _find_many,
     _finish_many,
     _message_lock_key,
     _Outcome,
@@ -79,14 +80,18 @@ def events_apply_batch(*, limit: int = APPLY_BATCH_SIZE) -> tuple[int, int]:
                 for e, n in prepared
                 if n is not None and n.kind in DELIVERY_KINDS and n.message_id
             )
-            # Applied in order; their ledger rows and journal rows written in one statement.
+            # Their mailboxes and intents in one statement, after the message locks; applied in
+            # order; their ledger rows and journal rows written in one statement.
+            found = _find_many(
+                [(e, n) for e, n in prepared if n is not None and n.kind is not Kind.OTHER]
+            )
             states = _finish_many(
                 [
                     (
                         event,
                         _Outcome(State.IGNORED, _PURGED_UNAPPLIED)
                         if normalized is None
-                        else _apply(event, normalized),
+                        else _apply(event, normalized, found.get(event.pk)),
                     )
                     for event, normalized in prepared
                 ]

@@ -22,6 +22,7 @@ import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import OperationalError, connection, transaction
 from django.db.models import Exists, OuterRef, Q
@@ -317,44 +318,70 @@ class _Sent:
     recipients: dict
 
 
-def _find(event: WebhookEvent, normalized: NormalizedEvent) -> tuple[int, _Sent | None] | None:
+_Found = tuple[int, _Sent | None] | None
+# _apply's marker for "not looked up yet" (None means: looked up, no such mailbox).
+_LOOK_UP: Any = object()
+
+
+def _find(event: WebhookEvent, normalized: NormalizedEvent) -> _Found:
     """(mailbox id, intent or None) of the event's inbox in the event's tenant; None if no such
-    mailbox. One statement; the intent is looked up only for a delivery kind with a message id.
+    mailbox. One statement; the intent is looked up only for a delivery kind with a message id."""
+    return _find_many([(event, normalized)]).get(event.pk)
+
+
+def _find_many(events: list[tuple[WebhookEvent, NormalizedEvent]]) -> dict[int, _Found]:
+    """``_find`` for a batch's events, in one statement; keyed by event id (absent: no mailbox).
 
     The same rules as ``Mailbox.objects.filter(tenant_id=, inbox_id__iexact=).exclude(
     inbox_id="").first()`` then ``SendIntent.objects.filter(tenant_id=, mailbox=,
     provider_message_id=).order_by("id").first()``, without the ORM's compile cost per event.
+    The batch applier runs it after taking the batch's message locks, like the one-event path.
     """
-    # NULL matches no intent (an inbound message needs none, and an empty id would match the
-    # intents that have not recorded one yet).
-    message_id = normalized.message_id if normalized.kind in DELIVERY_KINDS else None
+    wanted = [(e, n) for e, n in events if n.inbox_id]
+    if not wanted:
+        return {}
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT m.id, i.id, i.draft_id, i.recipients "  # noqa: S608
-            f"FROM {Mailbox._meta.db_table} m LEFT JOIN LATERAL ("
-            f"SELECT id, draft_id, recipients FROM {SendIntent._meta.db_table} "
-            "WHERE tenant_id = m.tenant_id AND mailbox_id = m.id AND provider_message_id = %s "
-            "ORDER BY id LIMIT 1) i ON true "
-            "WHERE m.tenant_id = %s AND UPPER(m.inbox_id) = UPPER(%s) AND m.inbox_id <> '' "
-            "ORDER BY m.id LIMIT 1",
-            [message_id or None, event.tenant_id, normalized.inbox_id],
+            "SELECT u.event_id, m.id, i.id, i.draft_id, i.recipients "  # noqa: S608
+            "FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[]) "
+            "AS u(event_id, tenant_id, inbox_id, message_id) "
+            f"JOIN LATERAL (SELECT id, tenant_id FROM {Mailbox._meta.db_table} "
+            "WHERE tenant_id = u.tenant_id AND UPPER(inbox_id) = UPPER(u.inbox_id) "
+            "AND inbox_id <> '' ORDER BY id LIMIT 1) m ON true "
+            f"LEFT JOIN LATERAL (SELECT id, draft_id, recipients FROM {SendIntent._meta.db_table} "
+            "WHERE tenant_id = m.tenant_id AND mailbox_id = m.id "
+            "AND provider_message_id = u.message_id ORDER BY id LIMIT 1) i ON true",
+            [
+                [e.pk for e, _ in wanted],
+                [e.tenant_id for e, _ in wanted],
+                [n.inbox_id for _, n in wanted],
+                # NULL matches no intent (an inbound message needs none, and an empty id would
+                # match the intents that have not recorded one yet).
+                [(n.message_id or None) if n.kind in DELIVERY_KINDS else None for _, n in wanted],
+            ],
         )
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    mailbox_id, intent_id, draft_id, recipients = row
-    if intent_id is None:
-        return mailbox_id, None
-    # Django reads jsonb as text (its psycopg setup) and leaves decoding to the field.
-    return mailbox_id, _Sent(intent_id, draft_id, json.loads(recipients) if recipients else {})
+        rows = cursor.fetchall()
+    found: dict[int, _Found] = {}
+    for event_id, mailbox_id, intent_id, draft_id, recipients in rows:
+        if intent_id is None:
+            found[event_id] = (mailbox_id, None)
+            continue
+        # Django reads jsonb as text (its psycopg setup) and leaves decoding to the field.
+        if isinstance(recipients, str | bytes):
+            recipients = json.loads(recipients)
+        found[event_id] = (mailbox_id, _Sent(intent_id, draft_id, recipients or {}))
+    return found
 
 
-def _apply(event: WebhookEvent, normalized: NormalizedEvent) -> _Outcome:
+def _apply(event: WebhookEvent, normalized: NormalizedEvent, found: Any = _LOOK_UP) -> _Outcome:
+    """The event's outcome; ``found``: what ``_find`` answers for it, when the caller looked it up
+    with the rest of its batch (``_find_many``)."""
     if normalized.kind is Kind.OTHER:
         return _Outcome(
             State.IGNORED, f"event type {normalized.event_type or '(none)'} is not tracked"
         )
-    found = _find(event, normalized) if normalized.inbox_id else None
+    if found is _LOOK_UP:
+        found = _find(event, normalized) if normalized.inbox_id else None
     if found is None:
         return _Outcome(State.REJECTED, "the event's inbox is not a mailbox of this tenant")
     if not normalized.message_id:
