@@ -21,10 +21,10 @@ from bench.common import CTX_FORK, provision_mailboxes, reset_tables
 from bench.dispatch import _configure_sending, process_cpu
 
 # (processes, threads per process); Countersign's worker has 8 call threads per process. With a
-# provider latency the rate is bound by concurrent calls, so only layouts of Countersign's 4 x 8
-# concurrent calls or more run there.
-LAYOUTS = ((1, 8), (2, 4), (2, 8), (4, 4), (4, 8), (8, 4))
-LATENCY_LAYOUTS = ((4, 8), (8, 4), (8, 8))
+# provider latency the rate is bound by concurrent calls, so only layouts of Countersign's 4 x 16
+# concurrent calls (SEND_CALL_CONCURRENCY per worker process) or more run there.
+LAYOUTS = ((1, 8), (2, 4), (2, 8), (4, 4), (4, 8), (8, 4), (4, 16))
+LATENCY_LAYOUTS = ((4, 16), (8, 8), (16, 4))
 QUICK_LAYOUTS = ((1, 2), (2, 2))
 TEXT = "Thanks for writing. Your order shipped yesterday; tracking number 1Z999."
 

@@ -69,7 +69,10 @@ def parse_args(argv):
     p.add_argument("--n", type=int, help="intents per dispatch row (default 2000; quick 40)")
     p.add_argument("--workers", type=int, default=4, help="worker processes for dispatch rows")
     p.add_argument(
-        "--batch", type=int, default=20, help="intents claimed per worker round (SEND_BATCH_SIZE)"
+        "--batch",
+        type=int,
+        default=None,
+        help="intents claimed per worker round (default: the product's SEND_BATCH_SIZE)",
     )
     p.add_argument(
         "--rounds",

@@ -233,7 +233,7 @@ def countersign(params: dict) -> dict:
         pg_before = postgres_cpu()
         t0 = run_workers(
             workers=workers,
-            batch=params.get("batch", 20),
+            batch=params.get("batch") or settings.SEND_BATCH_SIZE,
             threads=params.get("threads", 1),
             done=done,
             timeout=params.get("timeout", 300),
@@ -257,7 +257,7 @@ def countersign(params: dict) -> dict:
         "n": n,
         "workers": workers,
         "latency_ms": latency,
-        "batch": params.get("batch", 20),
+        "batch": params.get("batch") or settings.SEND_BATCH_SIZE,
         "threads": params.get("threads", 1),
         "accepted": states.get("accepted", 0),
         "states": dict(states),

@@ -96,7 +96,7 @@ def run(params: dict) -> dict:
     from intents.sending import precheck, record, worker
     from mailboxes.sandbox.testing import SandboxServer
 
-    n, batch = params["n"], params.get("batch", settings.SEND_BATCH_SIZE)
+    n, batch = params["n"], params.get("batch") or settings.SEND_BATCH_SIZE
     settings.SEND_RATE_PER_KEY = settings.SEND_BURST_PER_KEY = 1e6
     cpu: collections.Counter = collections.Counter()
     statements: collections.Counter = collections.Counter()

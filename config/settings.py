@@ -345,10 +345,14 @@ SEND_BACKOFF_CAP_SECONDS = float(env("SEND_BACKOFF_CAP_SECONDS", "900"))
 SEND_SAFE_WINDOW_SECONDS = env_int("SEND_SAFE_WINDOW_SECONDS", 23 * 3600)
 SEND_RATE_PER_KEY = float(env("SEND_RATE_PER_KEY", "10"))
 # Provider calls a worker process makes at once for one claimed batch (HTTP only, no database).
-SEND_CALL_CONCURRENCY = env_int("SEND_CALL_CONCURRENCY", 8)
+SEND_CALL_CONCURRENCY = env_int("SEND_CALL_CONCURRENCY", 16)
 # Intents one worker claims, re-checks and records per round (one transaction each): larger
-# batches cost less database work per send; the batch's records wait for its slowest call.
-SEND_BATCH_SIZE = env_int("SEND_BATCH_SIZE", 20)
+# batches cost less database work per send (measured: about 25 ms of worker CPU per batch
+# whatever its size, BENCHMARKS.md); the batch's records wait for its slowest call. 48 with 16
+# calls at once is three rounds of calls, as 20 with 8 was: even if every call of a batch waits
+# out AGENTMAIL_CONNECT_TIMEOUT + AGENTMAIL_READ_TIMEOUT (18 s), the batch ends (54 s) inside its
+# SEND_LEASE_SECONDS (60). Keep SEND_BATCH_SIZE / SEND_CALL_CONCURRENCY * 18 s under the lease.
+SEND_BATCH_SIZE = env_int("SEND_BATCH_SIZE", 48)
 SEND_BURST_PER_KEY = float(env("SEND_BURST_PER_KEY", "20"))
 # How long a thread of `intents_worker` may hold Python's GIL before another may take it (CPython's
 # default is 5 ms). The sender's threads spend their time waiting on PostgreSQL and the provider;
