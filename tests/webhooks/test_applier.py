@@ -264,3 +264,49 @@ def test_one_batch_of_mixed_events_gets_each_event_its_own_outcome(
         other.pk: "sent",
     }
     assert sorted(journal_per_event()) == sorted([ids["delivered"], ids["other_sent"]])
+
+
+def test_one_batch_of_events_for_the_same_recipients_journals_what_each_one_moved(
+    client, tenant_a, hook_for, mailbox_row, intent_row
+):
+    """The batch advances recipient rows in memory, in order, and writes them once: each event's
+    journal row still says whom it moved, and a lower rank after a higher one moves nobody."""
+    hook = hook_for(tenant_a)
+    intent = intent_row(mailbox_row(tenant_a), to=["jane@customer.test"], cc=["ops@customer.test"])
+    # Already sent to both before this batch: the rows exist and are locked by the batch.
+    hook.post(client, delivery_payload("sent", intent))
+    order = [
+        ("delivered", ["jane@customer.test"]),
+        ("sent", ["jane@customer.test", "ops@customer.test"]),  # late: below both
+        ("delivered", ["ops@customer.test"]),
+        ("bounced", ["jane@customer.test"]),
+        ("delivered", ["jane@customer.test"]),  # after the bounce: nothing
+    ]
+    ids = [new_svix_id() for _ in order]
+    for svix_id, (kind, recipients) in zip(ids, order, strict=True):
+        payload = delivery_payload(kind, intent, recipients=recipients)
+        hook.post(client, payload, svix_id=svix_id, apply=False)
+
+    assert applier.events_apply_batch() == (5, 5)
+
+    moved = {
+        row.actor_label: row.data["moved"]
+        for row in IntentEvent.objects.filter(actor_kind="webhook", actor_label__in=ids)
+    }
+    assert [moved[svix_id] for svix_id in ids] == [
+        ["jane@customer.test"],
+        [],
+        ["ops@customer.test"],
+        ["jane@customer.test"],
+        [],
+    ]
+    rows = RecipientDelivery.objects.filter(intent=intent)
+    assert dict(rows.values_list("address", "state")) == {
+        "jane@customer.test": "bounced",
+        "ops@customer.test": "delivered",
+    }
+    # Each row names the event that last moved it.
+    assert dict(rows.values_list("address", "last_event__svix_id")) == {
+        "jane@customer.test": ids[3],
+        "ops@customer.test": ids[2],
+    }

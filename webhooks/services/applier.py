@@ -33,6 +33,7 @@ from webhooks.normalize import DELIVERY_KINDS, Kind, normalize
 from webhooks.services.apply import (
     _PURGED_UNAPPLIED,
     UNAPPLIED,
+    DeliveryPlan,
     _apply,
     _find_many,
     _finish_many,
@@ -85,17 +86,21 @@ def events_apply_batch(*, limit: int = APPLY_BATCH_SIZE) -> tuple[int, int]:
             found = _find_many(
                 [(e, n) for e, n in prepared if n is not None and n.kind is not Kind.OTHER]
             )
-            states = _finish_many(
-                [
-                    (
-                        event,
-                        _Outcome(State.IGNORED, _PURGED_UNAPPLIED)
-                        if normalized is None
-                        else _apply(event, normalized, found.get(event.pk)),
-                    )
-                    for event, normalized in prepared
-                ]
+            # Their intents' recipient rows, locked, advanced event by event, written once.
+            deliveries = DeliveryPlan.load(
+                hit[1].intent_id for hit in found.values() if hit is not None and hit[1]
             )
+            outcomes = [
+                (
+                    event,
+                    _Outcome(State.IGNORED, _PURGED_UNAPPLIED)
+                    if normalized is None
+                    else _apply(event, normalized, found.get(event.pk), deliveries),
+                )
+                for event, normalized in prepared
+            ]
+            deliveries.write()
+            states = _finish_many(outcomes)
             finished = sum(1 for state in states if state != State.PENDING)
     except Exception as exc:
         if not taken:

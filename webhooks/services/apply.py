@@ -373,9 +373,15 @@ def _find_many(events: list[tuple[WebhookEvent, NormalizedEvent]]) -> dict[int, 
     return found
 
 
-def _apply(event: WebhookEvent, normalized: NormalizedEvent, found: Any = _LOOK_UP) -> _Outcome:
+def _apply(
+    event: WebhookEvent,
+    normalized: NormalizedEvent,
+    found: Any = _LOOK_UP,
+    deliveries: DeliveryPlan | None = None,
+) -> _Outcome:
     """The event's outcome; ``found``: what ``_find`` answers for it, when the caller looked it up
-    with the rest of its batch (``_find_many``)."""
+    with the rest of its batch (``_find_many``); ``deliveries``: the batch's recipient rows, written
+    once at the end of the batch (``DeliveryPlan``), instead of one upsert per event."""
     if normalized.kind is Kind.OTHER:
         return _Outcome(
             State.IGNORED, f"event type {normalized.event_type or '(none)'} is not tracked"
@@ -393,10 +399,15 @@ def _apply(event: WebhookEvent, normalized: NormalizedEvent, found: Any = _LOOK_
         return _Outcome(*_apply_received(event, normalized, mailbox))
     if sent is None:
         return _Outcome(State.DEFERRED, "no send has recorded this message id yet")
-    return _apply_delivery(event, normalized, sent)
+    return _apply_delivery(event, normalized, sent, deliveries)
 
 
-def _apply_delivery(event: WebhookEvent, normalized: NormalizedEvent, sent: _Sent) -> _Outcome:
+def _apply_delivery(
+    event: WebhookEvent,
+    normalized: NormalizedEvent,
+    sent: _Sent,
+    deliveries: DeliveryPlan | None = None,
+) -> _Outcome:
     approved = approved_addresses(sent.recipients)
     # An event without recipients (message.rejected) concerns the whole message.
     named = list(normalized.recipients) or approved
@@ -407,7 +418,10 @@ def _apply_delivery(event: WebhookEvent, normalized: NormalizedEvent, sent: _Sen
             "webhooks.event.unknown_recipients",
             extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id, "count": len(strangers)},
         )
-    moved = _advance(event, sent.intent_id, normalized.kind.value, targets)
+    if deliveries is None:
+        moved = _advance(event, sent.intent_id, normalized.kind.value, targets)
+    else:
+        moved = deliveries.advance(event, sent.intent_id, normalized.kind.value, targets)
     suppressed: list[str] = []
     reason = _SUPPRESSING.get(normalized.kind)
     if reason and normalized.bounce_type.lower() != _TRANSIENT_BOUNCE:
@@ -465,6 +479,72 @@ def _advance(event: WebhookEvent, intent_id: int, state: str, addresses: Iterabl
         )
         moved = {row[0] for row in cursor.fetchall()}
     return [a for a in addresses if a in moved]
+
+
+class DeliveryPlan:
+    """The recipient rows of a batch's intents, advanced in memory event by event, written once.
+
+    ``advance`` gives each event exactly what ``_advance`` would (a row moves only to a higher
+    rank; a new row always "moves"), in the batch's order, so each event's journal row says what
+    it moved. That is exact because nobody else writes these rows meanwhile: every writer holds the
+    message's lock (the batch took all of its messages' locks before ``load``), and ``load`` also
+    locks the rows that exist. ``write`` upserts the final states in one statement, with the same
+    rank guard as ``_advance``.
+    """
+
+    def __init__(self, current: dict[tuple[int, str], str]):
+        self.current = current
+        self.final: dict[tuple[int, str], tuple[int, str, int]] = {}
+
+    @classmethod
+    def load(cls, intent_ids: Iterable[int]) -> DeliveryPlan:
+        ids = sorted(set(intent_ids))
+        if not ids:
+            return cls({})
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT intent_id, address, state "  # noqa: S608
+                f"FROM {RecipientDelivery._meta.db_table} WHERE intent_id = ANY(%s) "
+                "ORDER BY intent_id, address FOR UPDATE",
+                [ids],
+            )
+            return cls({(i, a): state for i, a, state in cursor.fetchall()})
+
+    def advance(
+        self, event: WebhookEvent, intent_id: int, state: str, addresses: Iterable[str]
+    ) -> list[str]:
+        rank = RecipientDelivery.RANK.get(state, 0)
+        moved = []
+        for address in addresses:
+            key = (intent_id, address)
+            if key in self.current and RecipientDelivery.RANK.get(self.current[key], 0) >= rank:
+                continue
+            self.current[key] = state
+            self.final[key] = (event.tenant_id, state, event.pk)
+            moved.append(address)
+        return moved
+
+    def write(self) -> None:
+        if not self.final:
+            return
+        rows = [(key, value) for key, value in sorted(self.final.items())]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {RecipientDelivery._meta.db_table} AS d (tenant_id, intent_id, "  # noqa: S608
+                "address, state, updated_at, last_event_id) "
+                "SELECT t, i, a, s, now(), e FROM unnest(%s::bigint[], %s::bigint[], %s::text[], "
+                "%s::text[], %s::bigint[]) AS u(t, i, a, s, e) "
+                "ON CONFLICT (intent_id, address) DO UPDATE SET state = EXCLUDED.state, "
+                "updated_at = EXCLUDED.updated_at, last_event_id = EXCLUDED.last_event_id "
+                f"WHERE {_rank_sql('d.state')} < {_rank_sql('EXCLUDED.state')}",
+                [
+                    [tenant for _, (tenant, _, _) in rows],
+                    [intent for (intent, _), _ in rows],
+                    [address for (_, address), _ in rows],
+                    [state for _, (_, state, _) in rows],
+                    [event for _, (_, _, event) in rows],
+                ],
+            )
 
 
 def _suppress(
