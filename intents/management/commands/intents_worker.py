@@ -7,6 +7,7 @@ operators who want a dedicated sender.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import signal
 import sys
@@ -59,6 +60,9 @@ class Command(BaseCommand):
         # back (run_once's ``stopping``), nothing new is claimed; then the process exits 0.
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
+        # A worker that does not stop or does not send: `kill -USR1 <pid>` writes every thread's
+        # Python stack to stderr (nothing else happens; the worker goes on).
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         deadline = time.monotonic() + o["seconds"] if o["seconds"] else None
 
         def loop(n: int, replies_only: bool = False) -> None:

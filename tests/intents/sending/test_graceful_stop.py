@@ -4,6 +4,7 @@ round raises anything goes on with the next round. Every test counts the sandbox
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 import uuid
 from datetime import timedelta
@@ -32,6 +33,19 @@ def _wait_until(predicate, timeout: float = 120.0) -> None:
         time.sleep(0.05)
 
 
+def _exited(worker, *, timeout: float) -> str:
+    """The worker's stderr once it has exited; if it has not within ``timeout``, fail with every
+    thread's stack (SIGUSR1, which the worker hands to faulthandler) rather than a bare timeout."""
+    try:
+        return worker.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        worker.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        worker.kill()
+        err = worker.communicate()[1]
+        pytest.fail(f"the worker did not exit within {timeout} s; its threads:\n{err[-12000:]}")
+
+
 @pytest.mark.slow
 def test_sigterm_mid_batch_finishes_the_batch_and_exits_0(live):
     intents = [live.approved(to=[f"customer{i}@example.com"]) for i in range(8)]
@@ -42,7 +56,7 @@ def test_sigterm_mid_batch_finishes_the_batch_and_exits_0(live):
     )
     _wait_until(lambda: SendAttempt.objects.filter(outcome="pending").count() == 6)
     worker.send_signal(signal.SIGTERM)
-    _, err = worker.communicate(timeout=60)
+    err = _exited(worker, timeout=60)
     live.sandbox.config(latency_ms=0)
 
     assert worker.returncode == 0, err[-2000:]
@@ -126,7 +140,7 @@ def test_the_loop_survives_a_round_that_raises_and_sends_the_rest(live, mailbox_
         )
         alive = worker.poll() is None
         worker.send_signal(signal.SIGTERM)
-        _, err = worker.communicate(timeout=60)
+        err = _exited(worker, timeout=60)
     finally:
         if worker.poll() is None:
             worker.kill()
@@ -156,3 +170,26 @@ def test_hand_back_racing_the_sweep_on_an_expired_lease_moves_it_once(live):
     # Each intent left `sending` once, by one of the two.
     assert sorted(moves.values_list("intent_id", flat=True)) == sorted(i.pk for i in intents)
     assert [_sends(live, i) for i in intents] == [0] * 5
+
+
+def test_sigusr1_writes_every_threads_stack_and_the_worker_goes_on(live):
+    first, second = (live.approved(to=[f"customer{i}@example.com"]) for i in range(2))
+    worker = start_worker(live.sandbox, "--threads", "2", "--poll", "0.1", "--seconds", "60")
+    try:
+        _wait_until(lambda: SendIntent.objects.get(pk=first.pk).state == State.ACCEPTED)
+        worker.send_signal(signal.SIGUSR1)
+        time.sleep(0.5)
+        assert worker.poll() is None, "SIGUSR1 ended the worker"
+        # Still working after the dump: an intent approved now is sent.
+        third = live.approved(to=["customer9@example.com"])
+        _wait_until(lambda: SendIntent.objects.get(pk=third.pk).state == State.ACCEPTED)
+        worker.send_signal(signal.SIGTERM)
+        err = _exited(worker, timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0, err[-2000:]
+    # faulthandler's dump: one block per thread, the two loops' among them.
+    assert err.count("(most recent call first)") >= 3, err[-2000:]
+    assert "intents_worker.py" in err
+    assert [_sends(live, i) for i in (first, second, third)] == [1, 1, 1]
