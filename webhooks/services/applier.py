@@ -33,7 +33,6 @@ from webhooks.normalize import DELIVERY_KINDS, Kind, normalize
 from webhooks.services.apply import (
     _PURGED_UNAPPLIED,
     UNAPPLIED,
-    DeliveryPlan,
     _apply,
     _find_many,
     _finish_many,
@@ -41,6 +40,7 @@ from webhooks.services.apply import (
     _Outcome,
     event_apply,
 )
+from webhooks.services.deliveries import DeliveryPlan
 
 log = logging.getLogger("webhooks.services")
 
