@@ -123,6 +123,12 @@ class Command(BaseCommand):
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join()
+            # Joined with a timeout, never without: a SIGTERM's Python handler runs only on this
+            # (the main) thread, between bytecodes. When the kernel delivers the signal to another
+            # of the process's threads, a join with no timeout sleeps through it and the handler
+            # never runs: seen about once in several hundred stops, every thread waiting for a stop
+            # that never came (the SIGUSR1 dump in tests/intents/sending/test_graceful_stop.py).
+            while thread.is_alive():
+                thread.join(0.5)
         if stop.is_set():
             log.info("intents.worker.stopped", extra={"threads": o["threads"]})

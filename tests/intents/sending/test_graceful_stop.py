@@ -3,6 +3,7 @@ round raises anything goes on with the next round. Every test counts the sandbox
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -193,3 +194,33 @@ def test_sigusr1_writes_every_threads_stack_and_the_worker_goes_on(live):
     assert err.count("(most recent call first)") >= 3, err[-2000:]
     assert "intents_worker.py" in err
     assert [_sends(live, i) for i in (first, second, third)] == [1, 1, 1]
+
+
+def _tgkill(pid: int, tid: int, sig: int) -> None:
+    """Linux's tgkill(2): a signal to one thread of a process (os.kill's go to the process and the
+    kernel picks the thread)."""
+    import ctypes
+    import platform
+
+    number = {"x86_64": 234, "aarch64": 131}[platform.machine()]
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(number, pid, tid, sig) != 0:
+        raise OSError(ctypes.get_errno(), "tgkill failed")
+
+
+def test_a_sigterm_the_kernel_gives_to_another_thread_still_stops_the_worker(live):
+    """The case behind a rare 60 s stop timeout: SIGTERM delivered to a thread other than the main
+    one, whose handler must still run (on the main thread) and stop the loops."""
+    intent = live.approved(to=["customer1@example.com"])
+    worker = start_worker(live.sandbox, "--threads", "2", "--poll", "0.1", "--seconds", "120")
+    try:
+        _wait_until(lambda: SendIntent.objects.get(pk=intent.pk).state == State.ACCEPTED)
+        others = [int(t) for t in os.listdir(f"/proc/{worker.pid}/task") if int(t) != worker.pid]
+        assert others, "the worker runs its loops in threads"
+        _tgkill(worker.pid, others[0], signal.SIGTERM)
+        err = _exited(worker, timeout=20)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0, err[-2000:]
+    assert _sends(live, intent) == 1
