@@ -301,7 +301,7 @@ WEBHOOK_BACKFILL_MAX_CALLS = env_int("WEBHOOK_BACKFILL_MAX_CALLS", 500)
 # The receiver wakes a django-q2 applier task on its commit (at most one per web process every
 # 50 ms). Set it off where a dedicated `manage.py webhooks_apply` runs (DEPLOYMENT.md): that loop
 # looks every 0.1 s, and the wake-ups would only be tasks enqueued for nothing.
-WEBHOOK_APPLY_WAKE = env("WEBHOOK_APPLY_WAKE", "1").lower() not in ("0", "false", "no", "off")
+WEBHOOK_APPLY_WAKE = env_bool("WEBHOOK_APPLY_WAKE", True)
 # The public URL at which AgentMail reaches our webhook receiver.
 PUBLIC_BASE_URL = required("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
 

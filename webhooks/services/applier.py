@@ -87,9 +87,7 @@ def events_apply_batch(*, limit: int = APPLY_BATCH_SIZE) -> tuple[int, int]:
                 [(e, n) for e, n in prepared if n is not None and n.kind is not Kind.OTHER]
             )
             # Their intents' recipient rows, locked, advanced event by event, written once.
-            deliveries = DeliveryPlan.load(
-                hit[1].intent_id for hit in found.values() if hit is not None and hit[1]
-            )
+            deliveries = DeliveryPlan().load(sent.intent_id for _, sent in found.values() if sent)
             outcomes = [
                 (
                     event,

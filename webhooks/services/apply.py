@@ -36,7 +36,7 @@ from mailboxes.models import Mailbox
 from webhooks.models import InboundMessage, WebhookEvent
 from webhooks.normalize import DELIVERY_KINDS, Kind, NormalizedEvent, normalize
 from webhooks.selectors import approved_addresses
-from webhooks.services.deliveries import DeliveryPlan, advance
+from webhooks.services.deliveries import DeliveryPlan
 
 # The name of the module this came from: log routing and filters keep working.
 log = logging.getLogger("webhooks.services")
@@ -330,7 +330,9 @@ def _find(event: WebhookEvent, normalized: NormalizedEvent) -> _Found:
     return _find_many([(event, normalized)]).get(event.pk)
 
 
-def _find_many(events: list[tuple[WebhookEvent, NormalizedEvent]]) -> dict[int, _Found]:
+def _find_many(
+    events: list[tuple[WebhookEvent, NormalizedEvent]],
+) -> dict[int, tuple[int, _Sent | None]]:
     """``_find`` for a batch's events, in one statement; keyed by event id (absent: no mailbox).
 
     The same rules as ``Mailbox.objects.filter(tenant_id=, inbox_id__iexact=).exclude(
@@ -362,7 +364,7 @@ def _find_many(events: list[tuple[WebhookEvent, NormalizedEvent]]) -> dict[int, 
             ],
         )
         rows = cursor.fetchall()
-    found: dict[int, _Found] = {}
+    found: dict[int, tuple[int, _Sent | None]] = {}
     for event_id, mailbox_id, intent_id, draft_id, recipients in rows:
         if intent_id is None:
             found[event_id] = (mailbox_id, None)
@@ -381,8 +383,8 @@ def _apply(
     deliveries: DeliveryPlan | None = None,
 ) -> _Outcome:
     """The event's outcome; ``found``: what ``_find`` answers for it, when the caller looked it up
-    with the rest of its batch (``_find_many``); ``deliveries``: the batch's recipient rows, written
-    once at the end of the batch (``DeliveryPlan``), instead of one upsert per event."""
+    with the rest of its batch (``_find_many``); ``deliveries``: the batch's recipient rows, which
+    the caller writes once at the end of the batch (without it, this event's are written here)."""
     if normalized.kind is Kind.OTHER:
         return _Outcome(
             State.IGNORED, f"event type {normalized.event_type or '(none)'} is not tracked"
@@ -419,10 +421,10 @@ def _apply_delivery(
             "webhooks.event.unknown_recipients",
             extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id, "count": len(strangers)},
         )
+    plan = deliveries or DeliveryPlan()
+    moved = plan.advance(event, sent.intent_id, normalized.kind.value, targets)
     if deliveries is None:
-        moved = advance(event, sent.intent_id, normalized.kind.value, targets)
-    else:
-        moved = deliveries.advance(event, sent.intent_id, normalized.kind.value, targets)
+        plan.write()
     suppressed: list[str] = []
     reason = _SUPPRESSING.get(normalized.kind)
     if reason and normalized.bounce_type.lower() != _TRANSIENT_BOUNCE:

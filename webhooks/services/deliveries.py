@@ -1,9 +1,10 @@
 """Recipient delivery rows: each approved recipient's furthest delivery state, by rank.
 
 A row only ever moves to a higher rank (``RecipientDelivery.RANK``: sent < delivered < rejected <
-bounced < complained), so events applied late or twice change nothing. ``advance`` writes one
-event's recipients (one upsert); ``DeliveryPlan`` does the same for a whole batch of events, in
-memory and in order, and writes once. Every writer holds the message's lock (``apply``).
+bounced < complained), so events applied late or twice change nothing. ``DeliveryPlan`` reads an
+intent's rows (locked), advances them in memory event by event, in order, and writes them once:
+the batch applier keeps one plan for its whole batch, a single event gets its own. Every writer
+holds the message's lock first (``apply``), so nobody else writes these rows meanwhile.
 """
 
 from __future__ import annotations
@@ -22,54 +23,24 @@ def _rank_sql(column: str) -> str:
     return f"(CASE {column} {cases} ELSE 0 END)"
 
 
-def advance(event: WebhookEvent, intent_id: int, state: str, addresses: Iterable[str]) -> list:
-    """Upsert each recipient's state, changing a row only to a higher rank; returns who moved.
-
-    One statement per event: concurrent events for the same recipient are ordered by the row
-    lock of the upsert, and the rank comparison makes the result independent of that order.
-    """
-    addresses = list(addresses)
-    if not addresses:
-        return []
-    table = RecipientDelivery._meta.db_table
-    values = ", ".join(["(%s, %s, %s, %s, now(), %s)"] * len(addresses))
-    params: list = []
-    for address in addresses:
-        params += [event.tenant_id, intent_id, address, state, event.pk]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} AS d (tenant_id, intent_id, address, state, updated_at, "  # noqa: S608
-            f"last_event_id) VALUES {values} "
-            "ON CONFLICT (intent_id, address) DO UPDATE SET state = EXCLUDED.state, "
-            "updated_at = EXCLUDED.updated_at, last_event_id = EXCLUDED.last_event_id "
-            f"WHERE {_rank_sql('d.state')} < {_rank_sql('EXCLUDED.state')} "
-            "RETURNING address",
-            params,
-        )
-        moved = {row[0] for row in cursor.fetchall()}
-    return [a for a in addresses if a in moved]
-
-
 class DeliveryPlan:
-    """The recipient rows of a batch's intents, advanced in memory event by event, written once.
+    """The recipient rows of some intents, advanced in memory, written once.
 
-    ``advance`` gives each event exactly what ``advance`` would (a row moves only to a higher
-    rank; a new row always "moves"), in the batch's order, so each event's journal row says what
-    it moved. That is exact because nobody else writes these rows meanwhile: every writer holds the
-    message's lock (the batch took all of its messages' locks before ``load``), and ``load`` also
-    locks the rows that exist. ``write`` upserts the final states in one statement, with the same
-    rank guard as ``advance``.
+    ``advance`` returns whom one event moved (a row moves only to a higher rank; a new row always
+    moves), so each event's journal row says what it moved. ``load`` reads (and locks) the rows of
+    intents up front, in one statement for a batch; ``advance`` loads an intent it has not seen.
+    ``write`` upserts the final states in one statement, with the same rank guard in SQL.
     """
 
-    def __init__(self, current: dict[tuple[int, str], str]):
-        self.current = current
+    def __init__(self) -> None:
+        self.current: dict[tuple[int, str], str] = {}
+        self.loaded: set[int] = set()
         self.final: dict[tuple[int, str], tuple[int, str, int]] = {}
 
-    @classmethod
-    def load(cls, intent_ids: Iterable[int]) -> DeliveryPlan:
-        ids = sorted(set(intent_ids))
+    def load(self, intent_ids: Iterable[int]) -> DeliveryPlan:
+        ids = sorted(set(intent_ids) - self.loaded)
         if not ids:
-            return cls({})
+            return self
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT intent_id, address, state "  # noqa: S608
@@ -77,11 +48,16 @@ class DeliveryPlan:
                 "ORDER BY intent_id, address FOR UPDATE",
                 [ids],
             )
-            return cls({(i, a): state for i, a, state in cursor.fetchall()})
+            self.current.update({(i, a): state for i, a, state in cursor.fetchall()})
+        self.loaded.update(ids)
+        return self
 
     def advance(
         self, event: WebhookEvent, intent_id: int, state: str, addresses: Iterable[str]
     ) -> list[str]:
+        addresses = list(addresses)
+        if addresses:
+            self.load([intent_id])
         rank = RecipientDelivery.RANK.get(state, 0)
         moved = []
         for address in addresses:
@@ -96,7 +72,8 @@ class DeliveryPlan:
     def write(self) -> None:
         if not self.final:
             return
-        rows = [(key, value) for key, value in sorted(self.final.items())]
+        rows = sorted(self.final.items())
+        self.final = {}
         with connection.cursor() as cursor:
             cursor.execute(
                 f"INSERT INTO {RecipientDelivery._meta.db_table} AS d (tenant_id, intent_id, "  # noqa: S608

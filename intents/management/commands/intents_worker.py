@@ -24,6 +24,17 @@ from intents.sending.worker import run_once, worker_id
 log = logging.getLogger("intents.worker")
 
 
+def _join(threads: list[threading.Thread]) -> None:
+    """Wait for the loops with a timeout, never without: a SIGTERM's Python handler runs only on
+    the main thread, between bytecodes. When the kernel delivers the signal to another of the
+    process's threads, a join with no timeout sleeps through it and the handler never runs: seen
+    about once in several hundred stops, every thread waiting for a stop that never came (the
+    SIGUSR1 dump; tests/intents/sending/test_graceful_stop.py)."""
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.5)
+
+
 class Command(BaseCommand):
     help = "Run a send worker loop (claims due intents, sends, records; sweeps periodically)."
 
@@ -122,13 +133,6 @@ class Command(BaseCommand):
         ]
         for thread in threads:
             thread.start()
-        for thread in threads:
-            # Joined with a timeout, never without: a SIGTERM's Python handler runs only on this
-            # (the main) thread, between bytecodes. When the kernel delivers the signal to another
-            # of the process's threads, a join with no timeout sleeps through it and the handler
-            # never runs: seen about once in several hundred stops, every thread waiting for a stop
-            # that never came (the SIGUSR1 dump in tests/intents/sending/test_graceful_stop.py).
-            while thread.is_alive():
-                thread.join(0.5)
+        _join(threads)
         if stop.is_set():
             log.info("intents.worker.stopped", extra={"threads": o["threads"]})
