@@ -161,9 +161,11 @@ def events_replay_pending(*, batch: int = 500) -> int:
     """The sweep: apply events left pending, and deferred events whose message id has since been
     recorded (the on-commit call from the worker may have been lost). Returns how many changed
     state."""
+    # The exclude is the partial index's predicate (`intent_provider_message`), so the
+    # correlated lookup is an index probe, not a scan of every intent per deferred event.
     recorded = SendIntent.objects.filter(
         tenant_id=OuterRef("tenant_id"), provider_message_id=OuterRef("message_id")
-    )
+    ).exclude(provider_message_id="")
     candidates = list(
         WebhookEvent.objects.filter(
             Q(state=State.PENDING)
@@ -353,7 +355,11 @@ def _find_many(
             "AND inbox_id <> '' ORDER BY id LIMIT 1) m ON true "
             f"LEFT JOIN LATERAL (SELECT id, draft_id, recipients FROM {SendIntent._meta.db_table} "
             "WHERE tenant_id = m.tenant_id AND mailbox_id = m.id "
-            "AND provider_message_id = u.message_id ORDER BY id LIMIT 1) i ON true",
+            # Redundant for the result (NULL or a real id never equals ''), but it is the
+            # predicate of the partial index `intent_provider_message`: without it the planner
+            # cannot use that index and scans every intent once per event.
+            "AND provider_message_id = u.message_id AND provider_message_id <> '' "
+            "ORDER BY id LIMIT 1) i ON true",
             [
                 [e.pk for e, _ in wanted],
                 [e.tenant_id for e, _ in wanted],

@@ -1,0 +1,158 @@
+"""No statement of a hot path scans a table that grows with traffic.
+
+Each statement the applier, the sweep and the send worker really run is captured (SQL and
+parameters) and explained with sequential scans switched off: where an index can serve the
+statement, the planner then uses it, so a ``Seq Scan`` left in the plan means no index can.
+On a table that grows with every send or event, that is a cost that grows with history.
+
+Found this way: the applier's one-statement lookup of a batch's intents matched
+``provider_message_id`` to the event's message id, and the index on that column is partial
+(``WHERE provider_message_id <> ''``); nothing in the statement implied the predicate, so every
+delivery event scanned every intent.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import DatabaseError, connection, transaction
+
+from intents import sending
+from tests.factories import UserFactory
+from tests.webhooks.conftest import apply_stored, delivery_payload, received_payload
+from webhooks.models import WebhookEvent
+from webhooks.services import apply
+
+pytestmark = pytest.mark.django_db
+
+# Rows here grow with every draft, send and event; the others are configuration (tenants,
+# mailboxes, endpoints, members), a handful of rows per tenant.
+GROWING = {
+    "intents_draft",
+    "intents_draftversion",
+    "intents_sendintent",
+    "intents_sendattempt",
+    "intents_intentevent",
+    "intents_agentevent",
+    "intents_agenteventdelivery",
+    "webhooks_webhookevent",
+    "webhooks_recipientdelivery",
+    "webhooks_inboundmessage",
+}
+STATEMENTS = ("SELECT", "INSERT", "UPDATE", "DELETE", "WITH")
+# History in the test's one mailbox: far more rows than any hot statement may read and discard.
+HISTORY = 120
+WASTE_LIMIT = 20
+
+
+class Captured:
+    def __init__(self):
+        self.statements: list[tuple[str, object]] = []
+
+    def __call__(self, execute, sql, params, many, context):
+        if not many and sql.lstrip().upper().startswith(STATEMENTS):
+            self.statements.append((sql, params))
+        return execute(sql, params, many, context)
+
+
+def analyze() -> None:
+    """Statistics, as autovacuum keeps them in production: without any, the planner guesses."""
+    with connection.cursor() as cursor:
+        for table in sorted(GROWING):
+            cursor.execute(f"ANALYZE {table}")
+
+
+def captured(run) -> list[tuple[str, object]]:
+    capture = Captured()
+    with connection.execute_wrapper(capture):
+        run()
+    assert capture.statements, "nothing was captured: the test would prove nothing"
+    return capture.statements
+
+
+class _RolledBack(Exception):
+    pass
+
+
+def _plan(sql: str, params) -> dict:
+    """The statement's plan, executed (ANALYZE) in a savepoint that is always rolled back, with
+    every index the planner could use preferred (``enable_seqscan`` off). A statement that cannot
+    run twice (an INSERT of a key that now exists) is explained without running it."""
+    found: list = []
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
+            found.append(cursor.fetchone()[0])
+            raise _RolledBack
+    except _RolledBack:
+        pass
+    except DatabaseError:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+            found.append(cursor.fetchone()[0])
+    plan = found[0]
+    return (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+
+
+def wasteful(sql: str, params) -> set[str]:
+    """The growing tables the statement reads with a sequential scan, or reads through rows it
+    then throws away (more than ``WASTE_LIMIT``: a lookup by an index on another column)."""
+    found, nodes = set(), [_plan(sql, params)]
+    while nodes:
+        node = nodes.pop()
+        table = node.get("Relation Name")
+        if table in GROWING:
+            removed = node.get("Rows Removed by Filter", 0) * node.get("Actual Loops", 1)
+            if node["Node Type"] == "Seq Scan" or removed > WASTE_LIMIT:
+                how = node["Node Type"] + (
+                    f" using {node['Index Name']}" if "Index Name" in node else ""
+                )
+                found.add(f"{table}: {how}, {removed:.0f} rows read and discarded")
+        nodes.extend(node.get("Plans", []))
+    return found
+
+
+def scanning(statements) -> list[tuple[set[str], str]]:
+    return [(tables, sql[:200]) for sql, params in statements if (tables := wasteful(sql, params))]
+
+
+def test_the_applier_and_the_sweep_use_an_index_for_every_growing_table(
+    client, tenant_a, hook_for, mailbox_row, intent_row
+):
+    hook = hook_for(tenant_a)
+    mailbox = mailbox_row(tenant_a)
+    approver = UserFactory()
+    for i in range(HISTORY):  # earlier sends of the same mailbox
+        intent_row(mailbox, thread_id=f"thr_old_{i}", approver=approver)
+    sent = [intent_row(mailbox, to=[f"c{i}@customer.test"], thread_id=f"thr_{i}") for i in range(3)]
+    for intent in sent:
+        hook.post(client, delivery_payload("sent", intent), apply=False)
+        hook.post(client, delivery_payload("delivered", intent), apply=False)
+    hook.post(client, received_payload(mailbox, thread_id="thr_in"), apply=False)
+    unknown = (mailbox.inbox_id, "<not-recorded-yet@sandbox.test>", "thr_x", ["x@customer.test"])
+    hook.post(client, delivery_payload("delivered", unknown), apply=False)
+    analyze()
+
+    statements = captured(apply_stored) + captured(apply.events_replay_pending)
+
+    assert WebhookEvent.objects.filter(state="applied").count() == 7  # the path really ran
+    assert WebhookEvent.objects.filter(state="deferred").count() == 1  # and the sweep's branch
+    assert scanning(statements) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_send_worker_uses_an_index_for_every_growing_table(live, intent_row):
+    for i in range(HISTORY):  # earlier sends of the same mailbox
+        intent_row(live.mailbox, thread_id=f"thr_old_{i}", approver=live.approver)
+    intents = [live.approved(to=[f"c{i}@example.com"]) for i in range(3)]
+    analyze()
+
+    statements = captured(lambda: sending.run_once(worker="w", limit=10))
+
+    assert {i.state for i in type(intents[0]).objects.filter(pk__in=[i.pk for i in intents])} == {
+        "accepted"
+    }
+    assert scanning(statements) == []
