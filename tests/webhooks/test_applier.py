@@ -195,6 +195,45 @@ def test_the_receiver_wakes_the_applier_task_on_commit_unless_a_dedicated_applie
     assert applier.events_apply_batch() == (1, 1)  # what the task, or the dedicated loop, runs
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_dedicated_loop_gathers_a_stream_into_batches(
+    client, tenant_a, hook_for, mailbox_row, intent_row
+):
+    """A steady stream of deliveries is applied in batches of about ``interval`` of events, not
+    one or two at a time back to back: each batch is a transaction and a commit whatever its size
+    (``applied_at`` is the batch statement's clock, so one value per batch)."""
+    hook = hook_for(tenant_a)
+    intent = intent_row(mailbox_row(tenant_a), to=["jane@customer.test"])
+    interval, stop = 0.3, threading.Event()
+
+    def loop():
+        try:
+            applier.events_apply_loop(stop=stop, interval=interval)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    started, posted = time.monotonic(), 0
+    try:
+        while time.monotonic() - started < 1.5:
+            hook.post(client, delivery_payload("delivered", intent), apply=False)
+            posted += 1
+        deadline = time.monotonic() + 60
+        while WebhookEvent.objects.filter(state="pending").exists():
+            assert time.monotonic() < deadline, "the loop stopped applying"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(30)
+    elapsed = time.monotonic() - started
+
+    batches = WebhookEvent.objects.values("applied_at").distinct().count()
+    assert WebhookEvent.objects.filter(state="applied").count() == posted
+    assert posted >= 20  # a stream, not a trickle
+    assert batches <= elapsed / interval + 2, (batches, posted, elapsed)
+
+
 def test_the_woken_task_drains_every_batch(client, tenant_a, hook_for, mailbox_row, intent_row):
     hook = hook_for(tenant_a)
     intent = intent_row(mailbox_row(tenant_a), to=["jane@customer.test"])

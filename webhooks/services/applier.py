@@ -128,7 +128,10 @@ def events_apply_pending(
     limit: int = APPLY_BATCH_SIZE,
 ) -> int:
     """Apply batches until the ledger has no pending event, and has been seen so at least
-    ``settle`` seconds after we started; returns how many events were finished."""
+    ``settle`` seconds after we started; returns how many events were finished.
+
+    As in ``events_apply_loop``, a partial batch is followed by a short wait (``settle``) that
+    gathers the next events into one batch, rather than a batch of one or two at once."""
     started = time.monotonic()
     total = 0
     while True:
@@ -139,7 +142,10 @@ def events_apply_pending(
             if taken:
                 applier_wake(force=True)
             return total
+        if taken >= limit and finished:
+            continue
         if taken and finished:
+            time.sleep(settle)
             continue
         if elapsed >= settle:
             return total
@@ -149,12 +155,20 @@ def events_apply_pending(
 def events_apply_loop(
     *, stop: threading.Event, interval: float = 0.1, limit: int = APPLY_BATCH_SIZE
 ) -> int:
-    """The dedicated applier: batches whenever there is work, else a look every ``interval``."""
+    """The dedicated applier: full batches back to back while there is a backlog, else a look
+    every ``interval``.
+
+    After a partial batch it waits too: each batch is a transaction and a commit whatever its
+    size, and under a steady stream of deliveries looking again at once meant batches of one or
+    two events, back to back (measured: 0.6 ms of applier CPU per event under load against 0.16
+    for full batches). Waiting gathers about ``interval`` of events per batch, and adds at most
+    ``interval`` to an event's apply lag.
+    """
     total = 0
     while not stop.is_set():
         taken, finished = events_apply_batch(limit=limit)
         total += finished
-        if not (taken and finished):
+        if taken < limit or not finished:
             stop.wait(interval)
     return total
 
