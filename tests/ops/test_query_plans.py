@@ -1,14 +1,17 @@
 """No statement of a hot path scans a table that grows with traffic.
 
-Each statement the applier, the sweep and the send worker really run is captured (SQL and
-parameters) and explained with sequential scans switched off: where an index can serve the
-statement, the planner then uses it, so a ``Seq Scan`` left in the plan means no index can.
-On a table that grows with every send or event, that is a cost that grows with history.
+Each statement that the applier, the sweep, the send worker, an agent's calls and a reviewer's
+pages really run over a tenant with history is captured (SQL and parameters), then executed
+again under EXPLAIN ANALYZE in a savepoint that is rolled back, with sequential scans switched
+off and fresh statistics: where an index can serve the statement, the planner then uses it. A
+``Seq Scan`` left on a growing table, or an index scan that reads and discards more than
+``WASTE_LIMIT`` rows (a lookup through an index on another column), is a cost that grows with
+history.
 
 Found this way: the applier's one-statement lookup of a batch's intents matched
 ``provider_message_id`` to the event's message id, and the index on that column is partial
 (``WHERE provider_message_id <> ''``); nothing in the statement implied the predicate, so every
-delivery event scanned every intent.
+delivery event scanned every intent (or, with statistics, every intent of its mailbox).
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ import json
 
 import pytest
 from django.db import DatabaseError, connection, transaction
+from django.urls import reverse
 
 from intents import sending
+from tests.agent_api.conftest import Api, draft_body
 from tests.factories import UserFactory
 from tests.webhooks.conftest import apply_stored, delivery_payload, received_payload
 from webhooks.models import WebhookEvent
@@ -156,3 +161,69 @@ def test_the_send_worker_uses_an_index_for_every_growing_table(live, intent_row)
         "accepted"
     }
     assert scanning(statements) == []
+
+
+def test_the_agent_api_uses_an_index_for_every_growing_table(
+    client, tenant_a, make_token, mailbox_row, intent_row, member_of
+):
+    mailbox = mailbox_row(tenant_a)
+    approver = member_of(tenant_a, "approver").user
+    for i in range(HISTORY):  # earlier drafts and sends of the tenant
+        intent_row(mailbox, thread_id=f"thr_old_{i}", approver=approver)
+    token = make_token(tenant_a)
+    api = Api(client)
+    analyze()
+
+    def agent_loop():
+        made = api.post("/drafts", draft_body(mailbox), token=token, key="k-1")
+        assert made.status_code == 201, made.content
+        draft_id = made.json()["id"]
+        for path in ("/drafts", f"/drafts/{draft_id}", "/mailboxes", "/analytics"):
+            assert api.get(path, token=token).status_code == 200, path
+        revised = api.post(
+            f"/drafts/{draft_id}/versions",
+            {
+                "to": ["customer@example.com"],
+                "subject": "Re: order",
+                "text": "Revised.",
+                "base_version": 1,
+            },
+            token=token,
+        )
+        assert revised.status_code == 201, revised.content
+        assert api.post(f"/drafts/{draft_id}/withdraw", token=token).status_code == 200
+
+    assert scanning(captured(agent_loop)) == []
+
+
+def test_the_review_pages_use_an_index_for_every_growing_table(
+    tenant_a, mailbox_row, intent_row, make_draft, member_of, signed_in
+):
+    mailbox = mailbox_row(tenant_a)
+    admin = member_of(tenant_a, "admin").user
+    for i in range(HISTORY):  # earlier drafts and sends of the tenant
+        intent_row(mailbox, thread_id=f"thr_old_{i}", approver=admin)
+    drafts = [make_draft(mailbox) for _ in range(3)]
+    sent = intent_row(mailbox, thread_id="thr_new", approver=admin)
+    client = signed_in(admin)
+    analyze()
+
+    def reviewer():
+        for name, args in (
+            ("tenant_home", []),
+            ("nav_counts", []),
+            ("draft", [drafts[0].pk]),
+            ("outbox", []),
+            ("outbox_intent", [sent.pk]),
+            ("attention", []),
+        ):
+            page = client.get(reverse(name, args=[tenant_a.slug, *args]))
+            assert page.status_code == 200, name
+        version = drafts[1].versions.get()
+        approved = client.post(
+            reverse("draft_approve", args=[tenant_a.slug, drafts[1].pk]),
+            {"version": version.number, "content_hash": version.content_hash},
+        )
+        assert approved.status_code in (200, 302), approved.content[:300]
+
+    assert scanning(captured(reviewer)) == []
