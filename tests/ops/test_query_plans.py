@@ -23,11 +23,18 @@ from django.db import DatabaseError, connection, transaction
 from django.urls import reverse
 
 from intents import sending
+from intents.models import Broadcast
+from intents.retention import draft_bodies_purge
+from intents.sending.fanout import broadcast_run
+from intents.services.broadcasts import broadcast_approve, broadcast_create
+from intents.tasks import sweep_once
 from tests.agent_api.conftest import Api, draft_body
 from tests.factories import UserFactory
+from tests.intents.helpers import drain_sends
 from tests.webhooks.conftest import apply_stored, delivery_payload, received_payload
 from webhooks.models import WebhookEvent
 from webhooks.services import apply
+from webhooks.services.retention import events_purge_payloads
 
 pytestmark = pytest.mark.django_db
 
@@ -41,6 +48,7 @@ GROWING = {
     "intents_intentevent",
     "intents_agentevent",
     "intents_agenteventdelivery",
+    "intents_broadcastrecipient",
     "webhooks_webhookevent",
     "webhooks_recipientdelivery",
     "webhooks_inboundmessage",
@@ -227,3 +235,61 @@ def test_the_review_pages_use_an_index_for_every_growing_table(
         assert approved.status_code in (200, 302), approved.content[:300]
 
     assert scanning(captured(reviewer)) == []
+
+
+def test_the_periodic_jobs_use_an_index_for_every_growing_table(
+    tenant_a, mailbox_row, intent_row, make_draft, member_of
+):
+    """The minute's sweep (leases, expiry, claims, SLA, idempotency keys, broadcasts, due sends)
+    and the daily purges, over decided history and a few pending drafts."""
+    mailbox = mailbox_row(tenant_a)
+    admin = member_of(tenant_a, "admin").user
+    for i in range(HISTORY):
+        intent_row(mailbox, thread_id=f"thr_old_{i}", approver=admin)
+    for _ in range(3):
+        make_draft(mailbox)
+    analyze()
+
+    def jobs():
+        sweep_once()
+        draft_bodies_purge()
+        events_purge_payloads()
+
+    assert scanning(captured(jobs)) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_broadcast_uses_an_index_for_every_growing_table(live, intent_row):
+    """Fan-out, its sends and its completion, beside an earlier broadcast's recipients and the
+    mailbox's earlier sends."""
+    for i in range(HISTORY):
+        intent_row(live.mailbox, thread_id=f"thr_old_{i}", approver=live.approver)
+
+    def broadcast(n: int, start: int = 0):
+        return broadcast_create(
+            tenant=live.tenant,
+            mailbox=live.mailbox,
+            subject="Order {{ order }} is delayed",
+            text="Hello {{ name }}",
+            recipients=[
+                {"address": f"c{i}@example.com", "variables": {"name": f"N{i}", "order": i}}
+                for i in range(start, start + n)
+            ],
+        )
+
+    broadcast(HISTORY, start=1000)  # earlier, still in review
+    new = broadcast(4)
+    broadcast_approve(
+        tenant=live.tenant, broadcast_id=new.pk, content_hash=new.content_hash, actor=live.approver
+    )
+    analyze()
+
+    def fan_out_and_send():
+        broadcast_run(new.pk)
+        drain_sends()  # a broadcast's sends are paced by its own bucket
+        broadcast_run(new.pk)
+
+    statements = captured(fan_out_and_send)
+
+    assert Broadcast.objects.get(pk=new.pk).state == "completed"
+    assert scanning(statements) == []
