@@ -132,14 +132,19 @@ def scanning(statements) -> list[tuple[set[str], str]]:
     return [(tables, sql[:200]) for sql, params in statements if (tables := wasteful(sql, params))]
 
 
+def earlier_sends(intent_row, mailbox, approver) -> None:
+    """``HISTORY`` earlier sends of the mailbox: drafts, versions and accepted intents."""
+    for i in range(HISTORY):
+        intent_row(mailbox, thread_id=f"thr_old_{i}", approver=approver)
+
+
 def test_the_applier_and_the_sweep_use_an_index_for_every_growing_table(
     client, tenant_a, hook_for, mailbox_row, intent_row
 ):
     hook = hook_for(tenant_a)
     mailbox = mailbox_row(tenant_a)
     approver = UserFactory()
-    for i in range(HISTORY):  # earlier sends of the same mailbox
-        intent_row(mailbox, thread_id=f"thr_old_{i}", approver=approver)
+    earlier_sends(intent_row, mailbox, approver)
     sent = [intent_row(mailbox, to=[f"c{i}@customer.test"], thread_id=f"thr_{i}") for i in range(3)]
     for intent in sent:
         hook.post(client, delivery_payload("sent", intent), apply=False)
@@ -158,8 +163,7 @@ def test_the_applier_and_the_sweep_use_an_index_for_every_growing_table(
 
 @pytest.mark.django_db(transaction=True)
 def test_the_send_worker_uses_an_index_for_every_growing_table(live, intent_row):
-    for i in range(HISTORY):  # earlier sends of the same mailbox
-        intent_row(live.mailbox, thread_id=f"thr_old_{i}", approver=live.approver)
+    earlier_sends(intent_row, live.mailbox, live.approver)
     intents = [live.approved(to=[f"c{i}@example.com"]) for i in range(3)]
     analyze()
 
@@ -176,8 +180,7 @@ def test_the_agent_api_uses_an_index_for_every_growing_table(
 ):
     mailbox = mailbox_row(tenant_a)
     approver = member_of(tenant_a, "approver").user
-    for i in range(HISTORY):  # earlier drafts and sends of the tenant
-        intent_row(mailbox, thread_id=f"thr_old_{i}", approver=approver)
+    earlier_sends(intent_row, mailbox, approver)
     token = make_token(tenant_a)
     api = Api(client)
     analyze()
@@ -209,8 +212,7 @@ def test_the_review_pages_use_an_index_for_every_growing_table(
 ):
     mailbox = mailbox_row(tenant_a)
     admin = member_of(tenant_a, "admin").user
-    for i in range(HISTORY):  # earlier drafts and sends of the tenant
-        intent_row(mailbox, thread_id=f"thr_old_{i}", approver=admin)
+    earlier_sends(intent_row, mailbox, admin)
     drafts = [make_draft(mailbox) for _ in range(3)]
     sent = intent_row(mailbox, thread_id="thr_new", approver=admin)
     client = signed_in(admin)
@@ -244,8 +246,7 @@ def test_the_periodic_jobs_use_an_index_for_every_growing_table(
     and the daily purges, over decided history and a few pending drafts."""
     mailbox = mailbox_row(tenant_a)
     admin = member_of(tenant_a, "admin").user
-    for i in range(HISTORY):
-        intent_row(mailbox, thread_id=f"thr_old_{i}", approver=admin)
+    earlier_sends(intent_row, mailbox, admin)
     for _ in range(3):
         make_draft(mailbox)
     analyze()
@@ -262,8 +263,7 @@ def test_the_periodic_jobs_use_an_index_for_every_growing_table(
 def test_a_broadcast_uses_an_index_for_every_growing_table(live, intent_row):
     """Fan-out, its sends and its completion, beside an earlier broadcast's recipients and the
     mailbox's earlier sends."""
-    for i in range(HISTORY):
-        intent_row(live.mailbox, thread_id=f"thr_old_{i}", approver=live.approver)
+    earlier_sends(intent_row, live.mailbox, live.approver)
 
     def broadcast(n: int, start: int = 0):
         return broadcast_create(
