@@ -130,8 +130,10 @@ def events_apply_pending(
     """Apply batches until the ledger has no pending event, and has been seen so at least
     ``settle`` seconds after we started; returns how many events were finished.
 
-    As in ``events_apply_loop``, a partial batch is followed by a short wait (``settle``) that
-    gathers the next events into one batch, rather than a batch of one or two at once."""
+    Unlike ``events_apply_loop`` it looks again at once after a partial batch, and returns as
+    soon as it has seen the ledger empty: it runs in the django-q2 cluster, whose few workers
+    also send, so it gives its worker back rather than wait for more of a slow stream (the next
+    receiver commit wakes a new task)."""
     started = time.monotonic()
     total = 0
     while True:
@@ -142,10 +144,7 @@ def events_apply_pending(
             if taken:
                 applier_wake(force=True)
             return total
-        if taken >= limit and finished:
-            continue
         if taken and finished:
-            time.sleep(settle)
             continue
         if elapsed >= settle:
             return total
