@@ -78,7 +78,8 @@ def parse_args(argv):
         "--rounds",
         type=int,
         default=3,
-        help="rounds of every dispatch row, alternating; each row reports its median (quick: 1)",
+        help="rounds of every dispatch row and of the webhook endpoints, alternating; each row "
+        "reports its median (quick: 1 for dispatch, 3 for webhooks)",
     )
     p.add_argument("--latencies", default="0,50", help="provider latencies in ms")
     p.add_argument("--events", type=int, help="webhook events per endpoint (default 3000)")
@@ -168,8 +169,9 @@ def main(argv=None) -> int:
     http = {"concurrency": args.concurrency, "http_workers": args.http_workers}
     if "webhooks" in only:
         events = args.events or (60 if quick else 3000)
+        rounds = {} if quick else {"rounds": args.rounds}
         results["rows"]["webhooks"] = task(
-            PEERS, "bench.webhooks:scenario", {**http, "events": events}
+            PEERS, "bench.webhooks:scenario", {**http, "events": events, **rounds}
         )
     if "scaling" in only:
         results["rows"]["scaling"] = scaling_rows(task, args, n, http)
