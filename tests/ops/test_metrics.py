@@ -27,6 +27,7 @@ from tenants.tokens import token_create
 from tests.agent_api.conftest import ALL_SCOPES, Api, draft_body
 from tests.factories import TenantFactory
 from tests.intents.helpers import run_concurrently
+from tests.plans import plan_nodes
 from tests.webhooks.conftest import Hook, add_secret, delivery_payload, new_secret, new_svix_id
 from webhooks.models import WebhookEndpoint, WebhookEvent
 
@@ -318,18 +319,7 @@ def timed_scrape(client) -> tuple[list[str], float]:
 
 def scans(sql: str) -> set[tuple[str, str]]:
     """(node type, relation) of every scan in the statement's plan."""
-    with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
-        plan = cursor.fetchone()[0]
-    if isinstance(plan, str):
-        plan = json.loads(plan)
-    found, nodes = set(), [plan[0]["Plan"]]
-    while nodes:
-        node = nodes.pop()
-        if "Relation Name" in node:
-            found.add((node["Node Type"], node["Relation Name"]))
-        nodes.extend(node.get("Plans", []))
-    return found
+    return {(n["Node Type"], n["Relation Name"]) for n in plan_nodes(sql) if "Relation Name" in n}
 
 
 @pytest.mark.django_db
