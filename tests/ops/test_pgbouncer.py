@@ -50,7 +50,7 @@ WORKER = [
 
 @pytest.mark.slow
 def test_the_send_path_through_pgbouncer_in_transaction_mode(
-    pgbouncer_url, sandbox, tenant_a, member_of
+    pgbouncer_url, sandbox, tenant_a, member_of, tmp_path
 ):
     approver = member_of(tenant_a, "approver").user
     tenant_a.send_hold_seconds = 0
@@ -67,21 +67,29 @@ def test_the_send_path_through_pgbouncer_in_transaction_mode(
     options = manage("shell", "-v", "0", "-c", APPROVE, env=env).splitlines()[-1]
     # No named prepared statements, no server-side cursors: nothing outlives a transaction.
     assert options == "None True"
+    logs = [tmp_path / f"worker{i}.log" for i in range(2)]
     workers = [
         subprocess.Popen(
             [sys.executable, "manage.py", "intents_worker", *WORKER],
             cwd=ROOT,
-            env=env,
+            env={**env, "LOG_LEVEL": "INFO"},
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=log.open("w"),
         )
-        for _ in range(2)
+        for log in logs
     ]
     try:
         wait_for(
             lambda: SendIntent.objects.filter(tenant=tenant_a, state="accepted").count() == 12,
             timeout=60,
             what="12 sends accepted",
+        )
+        # One worker may send all twelve while the other is still importing Django; a SIGTERM
+        # then would end it before its handler exists (exit -15), which is not what this checks.
+        wait_for(
+            lambda: all("intents.worker.started" in log.read_text() for log in logs),
+            timeout=60,
+            what="both workers started",
         )
     finally:
         for worker in workers:
@@ -93,4 +101,4 @@ def test_the_send_path_through_pgbouncer_in_transaction_mode(
     )
     ledger = [sandbox.ledger(idempotency_key=key) for key in keys]
     assert [len(sends) for sends in ledger] == [1] * 12
-    assert [w.returncode for w in workers] == [0, 0]
+    assert [w.returncode for w in workers] == [0, 0], [log.read_text()[-2000:] for log in logs]

@@ -133,6 +133,12 @@ class Command(BaseCommand):
         ]
         for thread in threads:
             thread.start()
+        # From here a SIGTERM stops the loops gracefully; before it, it ends the process (which
+        # holds nothing yet). Supervisors and tests can wait for this line.
+        log.info(
+            "intents.worker.started",
+            extra={"threads": o["threads"], "reply_threads": o["reply_threads"], "batch": o["batch"]},
+        )
         _join(threads)
         if stop.is_set():
             log.info("intents.worker.stopped", extra={"threads": o["threads"]})
