@@ -137,7 +137,11 @@ class Command(BaseCommand):
         # holds nothing yet). Supervisors and tests can wait for this line.
         log.info(
             "intents.worker.started",
-            extra={"threads": o["threads"], "reply_threads": o["reply_threads"], "batch": o["batch"]},
+            extra={
+                "threads": o["threads"],
+                "reply_threads": o["reply_threads"],
+                "batch": o["batch"],
+            },
         )
         _join(threads)
         if stop.is_set():
