@@ -130,6 +130,12 @@ MIDDLEWARE = [
     "tenants.signin_gate.SignInGateMiddleware",
 ]
 
+# The provider's signed webhooks carry no session, cookie, language or CSRF token: under WSGI
+# they are served by a handler with only these (config.machine), not the chain above. Only
+# middleware with nothing but __call__ / process_request / process_response may be listed.
+MACHINE_PATH_PREFIXES = ("/webhooks/",)
+MACHINE_MIDDLEWARE = ["django.middleware.security.SecurityMiddleware"]
+
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 ASGI_APPLICATION = "config.asgi.application"

@@ -5,6 +5,7 @@ import os
 import pytest
 
 from tests.factories import PASSWORD, MembershipFactory, TenantFactory
+from tests.routed_client import RoutedClient
 
 # The staff pages' fixtures (local mailboxes, drafts, intents in a state, one headless Chromium
 # per session), shared by tests/review, tests/ui and the admin pages' tests; a receiver of agent
@@ -148,6 +149,12 @@ def webhook_applier_beside_live_server(request):
     yield
     stop.set()
     thread.join(10)
+
+
+@pytest.fixture
+def client():
+    """pytest-django's ``client``, routed as production routes (tests/routed_client.py)."""
+    return RoutedClient()
 
 
 @pytest.fixture
