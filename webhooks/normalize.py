@@ -27,6 +27,13 @@ PREVIEW_LENGTH = 200
 REPLACEMENT_CHARACTER = "\ufffd"
 # In a Python str a surrogate code point is always unpaired: json.loads joins valid pairs.
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# A bare dot-atom address, as AgentMail sends recipients: parseaddr would return it unchanged,
+# for about 25 µs per address (the receiver's and the applier's normalising of every delivery
+# event). tests/webhooks/test_normalize_addresses.py checks the two agree on every such string.
+_BARE_ADDRESS = re.compile(
+    r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+    r"@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
+)
 
 
 class Kind(StrEnum):
@@ -169,6 +176,8 @@ def address_of(value: Any) -> str:
         value = value.get("address") or value.get("email") or ""
     if not isinstance(value, str):
         return ""
+    if _BARE_ADDRESS.fullmatch(value):
+        return value.lower()
     address = parseaddr(value)[1].strip().lower()
     return address if "@" in address else ""
 
