@@ -109,7 +109,13 @@ class WebhookEvent(models.Model):
                 condition=Q(state__in=["pending", "deferred"]),
             ),
             models.Index(fields=["tenant", "-received_at"], name="webhookevent_tenant_recent"),
-            models.Index(fields=["message_id"], name="webhookevent_message"),
+            # Events are looked up by message only while they wait (deferred until the intent
+            # records its message id, or pending for the backfill): applied events leave it.
+            models.Index(
+                fields=["tenant", "message_id"],
+                name="webhookevent_waiting_message",
+                condition=Q(state__in=["pending", "deferred"]),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -22,7 +22,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from intents import sending
-from intents.models import Broadcast
+from intents.models import Broadcast, SendIntent
 from intents.retention import draft_bodies_purge
 from intents.sending.fanout import broadcast_run
 from intents.services.broadcasts import broadcast_approve, broadcast_create
@@ -32,8 +32,9 @@ from tests.factories import UserFactory
 from tests.intents.helpers import drain_sends
 from tests.plans import plan_nodes
 from tests.webhooks.conftest import apply_stored, delivery_payload, received_payload
-from webhooks.models import WebhookEvent
+from webhooks.models import RecipientDelivery, WebhookEvent
 from webhooks.services import apply
+from webhooks.services.backfill import webhooks_backfill
 from webhooks.services.retention import events_purge_payloads
 
 pytestmark = pytest.mark.django_db
@@ -234,6 +235,37 @@ def test_the_periodic_jobs_use_an_index_for_every_growing_table(
         events_purge_payloads()
 
     assert scanning(captured(jobs)) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_webhook_backfill_uses_an_index_for_every_growing_table(
+    live, client, intent_row, hook_for, settings
+):
+    """The backfill's search for accepted sends with no delivery yet (and no event waiting),
+    over delivered history, a send still waiting for its webhook and a stored event not yet
+    applied."""
+    settings.WEBHOOK_BACKFILL_AFTER_SECONDS = 0
+    settings.WEBHOOK_BACKFILL_CALLS_PER_SECOND = 0
+    hook = hook_for(live.tenant)
+    earlier_sends(intent_row, live.mailbox, live.approver)
+    RecipientDelivery.objects.bulk_create(
+        RecipientDelivery(
+            tenant=live.tenant, intent=intent, address=intent.recipients["to"][0], state="delivered"
+        )
+        for intent in SendIntent.objects.filter(tenant=live.tenant)
+    )
+    intent_row(live.mailbox, thread_id="thr_waiting")  # the sandbox does not know its message
+    stored = intent_row(live.mailbox, thread_id="thr_stored")
+    hook.post(client, delivery_payload("delivered", stored), apply=False)
+    analyze()
+    reports = []
+
+    statements = captured(lambda: reports.append(webhooks_backfill(tenant_id=live.tenant.pk)))
+
+    # One message lookup (the waiting send: the history is delivered, one event is stored) and
+    # one page of the inbox's list.
+    assert (reports[0].mailboxes, reports[0].calls) == (1, 2)
+    assert scanning(statements) == []
 
 
 @pytest.mark.django_db(transaction=True)
