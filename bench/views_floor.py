@@ -17,7 +17,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from webhooks.verification import VerificationFailed, verify_delivery
+from webhooks.verification import VerificationFailed, meta_signature_headers, verify_delivery
 
 TABLE = "bench_hook_floor"
 CREATE = (
@@ -31,7 +31,9 @@ CREATE = (
 def store_only(request: HttpRequest) -> JsonResponse:
     secret = settings.ANYMAIL["RESEND_SIGNING_SECRET"]
     try:
-        delivery = verify_delivery(secrets=[secret], body=request.body, headers=request.headers)
+        delivery = verify_delivery(
+            secrets=[secret], body=request.body, headers=meta_signature_headers(request.META)
+        )
     except VerificationFailed as exc:
         return JsonResponse({"error": exc.reason}, status=400)
     with connection.cursor() as cursor:

@@ -48,6 +48,15 @@ class VerifiedDelivery:
     payload: dict
 
 
+_META_KEYS = {name: "HTTP_" + name.upper().replace("-", "_") for name in _HEADER_NAMES}
+
+
+def meta_signature_headers(meta: Mapping[str, str]) -> dict[str, str]:
+    """The verification headers of a request, read from ``request.META`` (the WSGI environ):
+    ``request.headers`` parses every header of the request to offer these six."""
+    return {name: meta[key] for name, key in _META_KEYS.items() if key in meta}
+
+
 def signature_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """Only the headers that take part in verification, lower-cased."""
     lowered = {k.lower(): v for k, v in headers.items()}

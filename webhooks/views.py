@@ -29,7 +29,7 @@ from django.views.decorators.http import require_POST
 from mailboxes.crypto import SecretUnreadable
 from webhooks.models import WebhookEndpoint, WebhookSecret
 from webhooks.services import receive
-from webhooks.verification import VerificationFailed, verify_delivery
+from webhooks.verification import VerificationFailed, meta_signature_headers, verify_delivery
 
 log = logging.getLogger("webhooks.views")
 
@@ -120,7 +120,9 @@ def agentmail_webhook(request: HttpRequest, endpoint_id) -> JsonResponse:
     endpoint = opened.endpoint
     try:
         try:
-            delivery = verify_delivery(secrets=opened.secrets, body=body, headers=request.headers)
+            delivery = verify_delivery(
+                secrets=opened.secrets, body=body, headers=meta_signature_headers(request.META)
+            )
         except VerificationFailed:
             if not from_cache:
                 raise
@@ -129,7 +131,9 @@ def agentmail_webhook(request: HttpRequest, endpoint_id) -> JsonResponse:
             if opened is None:
                 return _problem(404, "Not found")
             endpoint = opened.endpoint
-            delivery = verify_delivery(secrets=opened.secrets, body=body, headers=request.headers)
+            delivery = verify_delivery(
+                secrets=opened.secrets, body=body, headers=meta_signature_headers(request.META)
+            )
     except VerificationFailed as exc:
         log.warning(
             "webhooks.delivery.unverified",

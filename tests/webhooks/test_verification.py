@@ -8,6 +8,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.test import RequestFactory
 from svix.webhooks import Webhook
 
 from tests.webhooks.conftest import new_secret, new_svix_id
@@ -15,6 +16,7 @@ from webhooks.verification import (
     MAX_JSON_DEPTH,
     SVIX_ID_MAX_LENGTH,
     VerificationFailed,
+    meta_signature_headers,
     signature_headers,
     verify_delivery,
 )
@@ -272,3 +274,26 @@ def test_a_body_too_deep_for_the_json_parser_itself_is_refused_as_too_deep():
     body = '{"a":' + "[" * 100_000 + "]" * 100_000 + "}"
 
     assert _refuses(body) == "body_too_deep"
+
+
+def test_the_headers_read_from_meta_are_those_request_headers_gives():
+    request = RequestFactory().post(
+        "/webhooks/x/",
+        data=b"{}",
+        content_type="application/json",
+        headers={
+            "Svix-Id": "msg_1",
+            "svix-timestamp": "1",
+            "SVIX-SIGNATURE": "v1,x",
+            "webhook-id": "msg_2",
+            "X-Other": "ignored",
+        },
+    )
+    from_meta = meta_signature_headers(request.META)
+    assert from_meta == signature_headers(request.headers)
+    assert from_meta == {
+        "svix-id": "msg_1",
+        "svix-timestamp": "1",
+        "svix-signature": "v1,x",
+        "webhook-id": "msg_2",
+    }
