@@ -275,6 +275,7 @@ def _webhooks(w: dict) -> str:
     names = {
         "anymail_store": "storing anymail",
         "floor": "reference (verify + one INSERT)",
+        "floor_machine": "reference under /webhooks/ (short chain, as ours)",
         "anymail": "older peer anymail (stores nothing)",
     }
     ratios = w.get("ratios") or {}

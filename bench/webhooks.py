@@ -6,7 +6,10 @@ alternating round by round. The fair peers (issue 18):
 
 - storing anymail: django-anymail's Resend tracking view with a `tracking` receiver that stores
   each event (bench.anymail_store), as a team would deploy it;
-- the reference: the same verification, then one INSERT (bench.views_floor).
+- the reference: the same verification, then one INSERT (bench.views_floor), served like
+  anymail's view through the full middleware chain; and the same view mounted under /webhooks/,
+  so served as ours is, through config.machine's short chain (what the reference is worth
+  without the browser's middleware, which ours skips).
 
 The older peer, kept for continuity: anymail's view with no receiver (stores nothing).
 
@@ -36,6 +39,8 @@ from bench.http import Gunicorn, load
 ROUNDS = 3  # alternate the endpoints three times; each row reports its median round
 ANYMAIL_PATH = "/anymail/resend/tracking/"
 ANYMAIL_STORE_PATH = "/bench/anymail-store/resend/tracking/"
+FLOOR_PATH = "/bench/store-only/"
+FLOOR_MACHINE_PATH = "/webhooks/bench-store-only/"
 
 
 def _iso(dt: datetime) -> str:
@@ -161,7 +166,7 @@ def _anymail(count: int, size: int, path: str = ANYMAIL_PATH) -> list[dict]:
     return requests
 
 
-def _floor(count: int, size: int, offset: int = 0) -> list[dict]:
+def _floor(count: int, size: int, offset: int = 0, path: str = FLOOR_PATH) -> list[dict]:
     """Deliveries for the store-only reference view: same secret as anymail's, same body size."""
     from django.conf import settings
     from svix.webhooks import Webhook
@@ -172,9 +177,7 @@ def _floor(count: int, size: int, offset: int = 0) -> list[dict]:
         event = {"event_type": "message.delivered", "event_id": f"evt_{i}", "pad": ""}
         body = json.dumps(event, separators=(",", ":"))
         event["pad"] = "x" * max(0, size - len(body))
-        requests.append(
-            _signed(signer, "/bench/store-only/", json.dumps(event, separators=(",", ":")))
-        )
+        requests.append(_signed(signer, path, json.dumps(event, separators=(",", ":"))))
     return requests
 
 
@@ -193,12 +196,13 @@ def _signed(signer, path: str, body: str) -> dict:
     }
 
 
-ENDPOINTS = ("ours", "anymail", "floor", "anymail_store")
+ENDPOINTS = ("ours", "anymail", "floor", "anymail_store", "floor_machine")
 NAMES = {
     "ours": "Countersign /webhooks/agentmail/<id>/ (verify+store; the applier running beside it)",
     "anymail": "older peer: django-anymail /anymail/resend/tracking/ (verify+signal, stores nothing)",
     "floor": "reference: verify + one INSERT, nothing applied (bench-only view)",
     "anymail_store": "storing anymail: django-anymail + a tracking receiver that stores each event",
+    "floor_machine": "reference under /webhooks/: the same view behind ours' short middleware chain",
 }
 
 
@@ -242,6 +246,8 @@ def _requests(kind: str, context, count: int, offset: int, size: int) -> list[di
         return _anymail(count, size)
     if kind == "floor":
         return _floor(count, size, offset)
+    if kind == "floor_machine":
+        return _floor(count, size, offset, FLOOR_MACHINE_PATH)
     return _anymail(count, size, ANYMAIL_STORE_PATH)
 
 
@@ -319,9 +325,10 @@ def scenario(params: dict) -> dict:
     warm = [request for kind in endpoints for request in _requests(kind, context, 20, 10**6, size)]
     phases = [requests for one_round in plan for _, requests in one_round]
     with connection.cursor() as cursor:
-        for module in (views_floor, anymail_store):
-            cursor.execute(module.CREATE)
-            cursor.execute(f"TRUNCATE {module.TABLE}")
+        for create in (*views_floor.CREATES, anymail_store.CREATE):
+            cursor.execute(create)
+        for table in (views_floor.TABLE, views_floor.MACHINE_TABLE, anymail_store.TABLE):
+            cursor.execute(f"TRUNCATE {table}")
     connection.close()
     with (
         # A dedicated applier runs, so the web processes enqueue no wake-up tasks
@@ -406,9 +413,13 @@ def _stored_counts(endpoints) -> dict:
 
     out = {}
     with connection.cursor() as cursor:
-        for kind, module in (("floor", views_floor), ("anymail_store", anymail_store)):
+        for kind, table in (
+            ("floor", views_floor.TABLE),
+            ("floor_machine", views_floor.MACHINE_TABLE),
+            ("anymail_store", anymail_store.TABLE),
+        ):
             if kind in endpoints:
-                cursor.execute(f"SELECT count(*) FROM {module.TABLE}")  # noqa: S608
+                cursor.execute(f"SELECT count(*) FROM {table}")  # noqa: S608
                 out[kind] = cursor.fetchone()[0] - 20
     if "ours" in endpoints:
         out["ours"] = WebhookEvent.objects.count() - 20
