@@ -24,6 +24,16 @@ from intents.sending.worker import run_once, worker_id
 log = logging.getLogger("intents.worker")
 
 
+def _run(threads: list[threading.Thread], shape: dict) -> None:
+    """Start the loops, say so, and wait for them."""
+    for thread in threads:
+        thread.start()
+    # From here a SIGTERM stops the loops gracefully; before it, it ends the process (which holds
+    # nothing yet). Supervisors and tests can wait for this line.
+    log.info("intents.worker.started", extra=shape)
+    _join(threads)
+
+
 def _join(threads: list[threading.Thread]) -> None:
     """Wait for the loops with a timeout, never without: a SIGTERM's Python handler runs only on
     the main thread, between bytecodes. When the kernel delivers the signal to another of the
@@ -131,18 +141,6 @@ class Command(BaseCommand):
             threading.Thread(target=loop, args=(o["threads"] + i, True), daemon=True)
             for i in range(o["reply_threads"])
         ]
-        for thread in threads:
-            thread.start()
-        # From here a SIGTERM stops the loops gracefully; before it, it ends the process (which
-        # holds nothing yet). Supervisors and tests can wait for this line.
-        log.info(
-            "intents.worker.started",
-            extra={
-                "threads": o["threads"],
-                "reply_threads": o["reply_threads"],
-                "batch": o["batch"],
-            },
-        )
-        _join(threads)
+        _run(threads, {k: o[k] for k in ("threads", "reply_threads", "batch")})
         if stop.is_set():
             log.info("intents.worker.stopped", extra={"threads": o["threads"]})
