@@ -49,5 +49,17 @@ class MachineHandler(MachineMiddlewareMixin, WSGIHandler):
     """What ``config.wsgi`` serves machine paths with."""
 
 
+class AllowedHostsMiddleware:
+    """Refuse a Host outside ``ALLOWED_HOSTS`` (400), as the full chain does: there Django checks it
+    when CommonMiddleware reads ``request.get_host()``, which nothing on the short chain would."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        request.get_host()  # raises DisallowedHost, which the handler answers with 400
+        return self.get_response(request)
+
+
 def is_machine(path_info: str) -> bool:
     return path_info.startswith(tuple(settings.MACHINE_PATH_PREFIXES))

@@ -134,7 +134,10 @@ MIDDLEWARE = [
 # they are served by a handler with only these (config.machine), not the chain above. Only
 # middleware with nothing but __call__ / process_request / process_response may be listed.
 MACHINE_PATH_PREFIXES = ("/webhooks/",)
-MACHINE_MIDDLEWARE = ["django.middleware.security.SecurityMiddleware"]
+MACHINE_MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "config.machine.AllowedHostsMiddleware",
+]
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"

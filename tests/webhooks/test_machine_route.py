@@ -96,6 +96,16 @@ def test_an_unknown_path_under_the_prefix_is_a_404_not_an_error():
     assert status == 404
 
 
+def test_a_host_outside_allowed_hosts_is_refused_on_the_short_chain_too(hook_for, tenant_a):
+    hook = hook_for(tenant_a)
+    svix_id = new_svix_id()
+    body = json.dumps({"event_type": "message.received", "event_id": "evt_h"}).encode()
+    headers = {**hook.headers(body, svix_id=svix_id), "Host": "attacker.example"}
+    status, _ = call(hook.url, method="POST", body=body, headers=headers)
+    assert status == 400
+    assert not WebhookEvent.objects.filter(svix_id=svix_id).exists()
+
+
 def test_the_suite_client_routes_webhooks_as_production_does(client, hook_for, tenant_a):
     hook = hook_for(tenant_a)
     response = hook.post(client, {"event_type": "message.received", "event_id": "e"}, apply=False)
