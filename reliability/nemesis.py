@@ -68,6 +68,7 @@ class Run:
     stop_faults: threading.Event = field(default_factory=threading.Event)
     embedded_pgdata: Path | None = None
     worker_serial: int = 0
+    process_serial: int = 0
 
 
 # --- set-up ------------------------------------------------------------------------------------
@@ -127,16 +128,25 @@ def manage(run: Run, *args: str, skew: str | None = None, **kwargs) -> subproces
     command = [sys.executable, "manage.py", *args]
     if skew:
         command = ["faketime", "-f", skew, *command]
+    stderr = kwargs.pop("stderr", subprocess.DEVNULL)
+    opened = None
+    if stderr is subprocess.DEVNULL and run.args.logs is not None:
+        # --logs: each process's log in its own file, kept for reading after the run.
+        run.process_serial += 1
+        opened = stderr = (run.args.logs / f"{run.process_serial:03d}-{args[0]}.log").open("ab")
     # Each child leads its own process group, so a signal reaches everything it started
     # (faketime runs the worker as its child; qcluster forks its own workers).
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         command,
         cwd=ROOT,
         env=run.env,
         stdout=subprocess.DEVNULL,
-        stderr=kwargs.pop("stderr", subprocess.DEVNULL),
+        stderr=stderr,
         start_new_session=True,
     )
+    if opened is not None:
+        opened.close()  # the child holds its own descriptor
+    return proc
 
 
 def signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -574,7 +584,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain-seconds", type=float, default=180)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--logs",
+        type=Path,
+        default=None,
+        help="directory to keep every worker's and qcluster's log in (INFO), one file each",
+    )
     args = parser.parse_args(argv)
+    if args.logs is not None:
+        args.logs.mkdir(parents=True, exist_ok=True)
     if args.workers < 2 or args.intents < 1 or args.fault_seconds <= 0:
         parser.error("need --workers >= 2, --intents >= 1 and --fault-seconds > 0")
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
@@ -609,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
         "Q_WORKERS": "2",
         "Q_POLL": "0.1",
         "DB_CONN_MAX_AGE": "0",
-        "LOG_LEVEL": "WARNING",
+        "LOG_LEVEL": "INFO" if args.logs is not None else "WARNING",
         "PYTHONUNBUFFERED": "1",
     }
     # The harness itself (feeding, checking) runs against the same scratch database and settings.

@@ -33,6 +33,9 @@ class Command(BaseCommand):
         parser.add_argument("--drain-seconds", type=float, default=180)
         parser.add_argument("--seed", type=int, default=None)
         parser.add_argument("--json", default=None, help="also write the report as JSON here")
+        parser.add_argument(
+            "--logs", default=None, help="keep each process's log in this directory"
+        )
 
     def handle(self, *args, **o):
         if o["workers"] < 2 or o["intents"] < 1 or o["seconds"] <= 0:
@@ -54,6 +57,8 @@ class Command(BaseCommand):
             command += ["--seed", str(o["seed"])]
         if o["json"]:
             command += ["--json", o["json"]]
+        if o["logs"]:
+            command += ["--logs", o["logs"]]
         self.stdout.flush()
         os.chdir(ROOT)
         # The nemesis replaces this process: its exit status (non-zero when the history check
