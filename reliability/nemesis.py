@@ -126,8 +126,15 @@ def free_port() -> int:
 
 def manage(run: Run, *args: str, skew: str | None = None, **kwargs) -> subprocess.Popen:
     command = [sys.executable, "manage.py", *args]
+    env = run.env
     if skew:
         command = ["faketime", "-f", skew, *command]
+        # A host's skewed clock is its wall clock; its monotonic clock stays the kernel's. By
+        # default libfaketime shifts CLOCK_MONOTONIC too, while the kernel times Python's lock
+        # waits (sem_clockwait) against the real one: every timed wait of such a worker
+        # (Event.wait(0.05) between idle rounds) then hung for good. Each skew fault left
+        # a hung worker in place of a healthy one; with several, the pool stopped sending.
+        env = {**run.env, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
     stderr = kwargs.pop("stderr", subprocess.DEVNULL)
     opened = None
     if stderr is subprocess.DEVNULL and run.args.logs is not None:
@@ -139,7 +146,7 @@ def manage(run: Run, *args: str, skew: str | None = None, **kwargs) -> subproces
     proc = subprocess.Popen(
         command,
         cwd=ROOT,
-        env=run.env,
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=stderr,
         start_new_session=True,
