@@ -77,7 +77,7 @@ def test_bench_quick_dispatch_and_webhook_rows_check_their_own_invariants(
         "post_office_http",
         "sdk_ceiling",
     }
-    ours, anymail, floor, anymail_storing = rows["webhooks"]["rows"]
+    ours, anymail, floor, anymail_storing, floor_machine = rows["webhooks"]["rows"]
     assert ours["ok"] == ours["requests"]
     # The applier ran beside the load: every 2xx'd event stored and applied, once each.
     assert (ours["answered_2xx"], ours["stored"], ours["applied"]) == (9, 9, 9)
@@ -88,6 +88,9 @@ def test_bench_quick_dispatch_and_webhook_rows_check_their_own_invariants(
     assert floor["stored"] == ours["stored"]  # every round, like ours
     assert anymail_storing["ok"] == anymail_storing["requests"]
     assert anymail_storing["stored"] == ours["stored"]
+    # The reference under /webhooks/ (served through the machine route, as ours is).
+    assert floor_machine["ok"] == floor_machine["requests"]
+    assert floor_machine["stored"] == ours["stored"]
     assert "Dispatch" in completed.stdout
 
 

@@ -52,12 +52,11 @@ def test_small_nemesis_run_loses_and_duplicates_nothing(tmp_path):
     assert {"SIGKILL worker", "SIGSTOP worker past its lease", "PostgreSQL restart"} <= set(
         report["faults_injected"]
     )
-    # --logs kept a log file per process started (workers killed before they logged anything
-    # leave an empty one), with what the workers and the cluster did.
+    # --logs kept a log file per process started (a worker killed before it logged anything
+    # leaves an empty one), and between them they logged the sends.
     logs = tmp_path / "logs"
     worker_logs = [log.read_text() for log in logs.glob("*-intents_worker.log")]
     restarted = report["faults_injected"].get("worker restarted by supervisor", 0)
     assert len(worker_logs) >= 2 + restarted
-    assert any("intents.worker.started" in text for text in worker_logs)
     cluster = "".join(log.read_text() for log in logs.glob("*-qcluster.log"))
     assert "intents.intent.accepted" in "".join(worker_logs) + cluster
