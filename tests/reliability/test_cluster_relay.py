@@ -103,5 +103,7 @@ def test_a_delayed_server_host_slows_only_what_it_sends(relay):
     seconds = round_trip(sock, b"ping")
     time.sleep(1.5)
     stats = json.loads((folder / "web1-relay.json").read_text())
-    assert 0.3 <= seconds < 0.45
+    # Delayed once (what the server host sends), not twice (0.6 s and more): the upper bound
+    # leaves a loaded VM its scheduling delay (0.46 s seen in CI at 0.45).
+    assert 0.3 <= seconds < 0.58
     assert list(stats) == [RELAY]
