@@ -14,7 +14,6 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 from django.db.models.functions import Now
@@ -90,8 +89,7 @@ def event_receive(*, tenant, endpoint: WebhookEndpoint, svix_id: str, payload: d
     event_id = event_store(tenant=tenant, endpoint=endpoint, svix_id=svix_id, event=normalized)
     if event_id is None:
         return _duplicate(tenant, endpoint, svix_id)
-    if settings.WEBHOOK_APPLY_WAKE:  # else a dedicated applier loop looks for it
-        transaction.on_commit(applier_wake)
+    transaction.on_commit(applier_wake)
     log.info(
         "webhooks.event.stored",
         extra={
