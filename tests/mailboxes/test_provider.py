@@ -241,3 +241,41 @@ def test_parse_retry_after_http_date_in_the_future():
 
 def test_message_ids_are_encoded_for_paths():
     assert provider.encode_message_id("<a/b?c#d@x.com>") == "%3Ca%2Fb%3Fc%23d@x.com%3E"
+
+
+def test_a_cookie_the_provider_sets_never_rides_on_the_next_request():
+    # One client per thread serves every tenant's key in turn: a Set-Cookie from one answer
+    # must not reach the next request, whoever's it is. A loopback server sets one every time
+    # and reports the Cookie header it was sent.
+    import http.server
+    import threading
+
+    seen: list[str | None] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            seen.append(self.headers.get("Cookie"))
+            self.send_response(200)
+            self.send_header("Set-Cookie", "session=tenant-a; Path=/")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = provider.http_client()
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        first = client.get(url)
+        second = client.get(url)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert first.headers["set-cookie"] and second.status_code == 200
+    assert seen == [None, None]
+    assert not client.cookies and dict(client.cookies) == {}
