@@ -5,6 +5,8 @@ bounds, its failures and another tenant's mailboxes."""
 
 from __future__ import annotations
 
+from urllib.parse import unquote
+
 import pytest
 from django.db import connections
 
@@ -212,3 +214,36 @@ def test_a_failing_lookup_stores_nothing_and_another_tenant_is_not_asked(
     assert {r["route"] for r in asked} == {"get_message", "list_messages"}
     assert all(other.inbox_id not in r["path"] for r in asked)
     assert WebhookEvent.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_search_for_unconfirmed_sends_per_tenant_however_many_mailboxes(
+    webhooks_off, no_delay, tenant_a, member_of, mailbox_factory
+):
+    # Each mailbox's search would read the tenant's whole window of accepted sends: with many
+    # mailboxes a run would cost mailboxes x sends. One search serves every mailbox of a tenant,
+    # and each mailbox still gets only its own sends, looked up with its own key.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    sandbox = webhooks_off
+    approver = member_of(tenant_a, "approver").user
+    boxes = [mailbox_factory(tenant_a) for _ in range(3)]
+    registration.webhook_register(tenant=tenant_a)
+    sent = {box.inbox_id: accepted_send(tenant_a, box, approver) for box in boxes}
+    seen = {r["id"] for r in sandbox.requests()}
+
+    with CaptureQueriesContext(connection) as queries:
+        report = webhooks_backfill(tenant_id=tenant_a.pk)
+
+    searches = [
+        q
+        for q in queries
+        if q["sql"].startswith("SELECT") and 'FROM "intents_sendintent"' in q["sql"]
+    ]
+    asked = [r for r in sandbox.requests(route="get_message") if r["id"] not in seen]
+    assert (report.mailboxes, report.deliveries, len(searches)) == (3, 3, 1)
+    assert sorted(r["path"].split("/")[3] for r in asked) == sorted(sent)
+    for box in boxes:
+        lookup = next(r for r in asked if f"/inboxes/{box.inbox_id}/" in r["path"])
+        assert sent[box.inbox_id].provider_message_id in unquote(lookup["path"])

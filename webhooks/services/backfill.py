@@ -29,8 +29,8 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, Max, OuterRef
-from django.db.models.functions import Now
+from django.db.models import Exists, F, Max, OuterRef, Window
+from django.db.models.functions import Now, RowNumber
 from django.utils import timezone
 
 from intents.models import SendIntent
@@ -99,7 +99,9 @@ def webhooks_backfill(*, tenant_id: int | None = None) -> BackfillReport:
     if tenant_id is not None:
         mailboxes = mailboxes.filter(tenant_id=tenant_id)
     endpoints: dict[int, WebhookEndpoint | None] = {}
-    for mailbox in mailboxes.select_related("tenant").order_by("tenant_id", "id"):
+    unconfirmed: dict[int, dict[int, list]] = {}
+    boxes = list(mailboxes.select_related("tenant").order_by("tenant_id", "id"))
+    for mailbox in boxes:
         if mailbox.tenant_id not in endpoints:
             endpoints[mailbox.tenant_id] = (
                 WebhookEndpoint.objects.filter(tenant_id=mailbox.tenant_id)
@@ -110,10 +112,15 @@ def webhooks_backfill(*, tenant_id: int | None = None) -> BackfillReport:
         endpoint = endpoints[mailbox.tenant_id]
         if endpoint is None:
             continue
+        if mailbox.tenant_id not in unconfirmed:
+            unconfirmed[mailbox.tenant_id] = _unconfirmed_sends(
+                mailbox.tenant_id, [m.pk for m in boxes if m.tenant_id == mailbox.tenant_id]
+            )
         report.mailboxes += 1
         budget.for_key()
         before = budget.run_left
-        complete = _deliveries(mailbox, endpoint, budget, report) and _inbound(
+        candidates = unconfirmed[mailbox.tenant_id].get(mailbox.pk, [])
+        complete = _deliveries(mailbox, endpoint, candidates, budget, report) and _inbound(
             mailbox, endpoint, budget, report
         )
         report.calls += before - budget.run_left
@@ -139,8 +146,11 @@ def _after() -> timedelta:
     return timedelta(seconds=float(settings.WEBHOOK_BACKFILL_AFTER_SECONDS))
 
 
-def _deliveries(mailbox, endpoint, budget: _Budget, report: BackfillReport) -> bool:
-    """Look up the mailbox's accepted sends with no delivery yet; False if the budget ran out."""
+def _unconfirmed_sends(tenant_id: int, mailbox_ids: list[int]) -> dict[int, list]:
+    """Per mailbox, its oldest accepted sends with no recipient delivered yet and no event of
+    theirs waiting to be applied: one query for the tenant, not one per mailbox (each would read
+    the tenant's whole window of accepted sends), at most one more per mailbox than a key may
+    look up in a run (the extra one tells a run cut short)."""
     delivered = RecipientDelivery.objects.filter(
         intent_id=OuterRef("pk"), state__in=_DELIVERED_OR_LATER
     )
@@ -150,10 +160,10 @@ def _deliveries(mailbox, endpoint, budget: _Budget, report: BackfillReport) -> b
         state__in=UNAPPLIED,
     )
     max_age = timedelta(hours=float(settings.WEBHOOK_BACKFILL_MAX_AGE_HOURS))
-    candidates = list(
+    rows = (
         SendIntent.objects.filter(
-            tenant_id=mailbox.tenant_id,
-            mailbox=mailbox,
+            tenant_id=tenant_id,
+            mailbox_id__in=mailbox_ids,
             state=SendIntent.State.ACCEPTED,
             updated_at__lte=Now() - _after(),
             updated_at__gte=Now() - max_age,
@@ -161,9 +171,27 @@ def _deliveries(mailbox, endpoint, budget: _Budget, report: BackfillReport) -> b
         .exclude(provider_message_id="")
         .exclude(Exists(delivered))
         .exclude(Exists(waiting))
-        .order_by("updated_at", "id")
-        .values_list("provider_message_id", "recipients")[: budget.key_left + 1]
+        .annotate(
+            rank=Window(
+                RowNumber(),
+                partition_by=[F("mailbox_id")],
+                order_by=[F("updated_at").asc(), F("id").asc()],
+            )
+        )
+        .filter(rank__lte=int(settings.WEBHOOK_BACKFILL_CALLS_PER_KEY) + 1)
+        .order_by("mailbox_id", "rank")
+        .values_list("mailbox_id", "provider_message_id", "recipients")
     )
+    found: dict[int, list] = {}
+    for mailbox_id, message_id, recipients in rows:
+        found.setdefault(mailbox_id, []).append((message_id, recipients))
+    return found
+
+
+def _deliveries(
+    mailbox, endpoint, candidates: list, budget: _Budget, report: BackfillReport
+) -> bool:
+    """Look up the mailbox's accepted sends with no delivery yet; False if the budget ran out."""
     if not candidates:
         return True
     api_key = mailbox.api_key()
