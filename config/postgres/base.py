@@ -1,11 +1,11 @@
 """Django's PostgreSQL backend, with the connection health check spared right after a success.
 
 With ``CONN_HEALTH_CHECKS`` Django sends ``SELECT 1`` before the first query of every request on
-a persistent connection: a round trip to the server per request, and a sixth of the
-webhook receiver's Python per event (0.66 -> 0.54 ms measured in process, BENCHMARKS.md). A connection that served the previous request
-of this process without an error less than ``DB_HEALTH_CHECK_GRACE`` seconds ago (default 1) is
-used as it is; one that has been idle longer, or whose last request hit a database error, is
-checked as before.
+a persistent connection: a round trip to the server per request, and a sixth of the webhook
+receiver's Python per event (0.66 -> 0.54 ms in process, BENCHMARKS.md). A connection that
+served the previous request of this process without an error less than ``DB_HEALTH_CHECK_GRACE``
+seconds ago (default 1) is used as it is; one that has been idle longer, or whose last request
+hit a database error, is checked as before.
 
 The trade, for operators: if the server drops connections (a restart, a failover, PgBouncer
 reloading) within that second, the next request on each such connection fails once (an error
