@@ -31,6 +31,9 @@ from bench.common import (
     ensure_databases,
 )
 
+# Webhook events per endpoint: 3 rounds of 10,000 (about 13 s per endpoint and round here).
+# Rounds of 1,000 lasted a second or two and their ratios moved by up to 0.4 (BENCHMARKS.md).
+DEFAULT_EVENTS = 30000
 SCENARIOS = ("dispatch", "phases", "webhooks", "scaling", "api", "ui", "recovery")
 
 
@@ -82,7 +85,11 @@ def parse_args(argv):
         "reports its median (quick: 1 for dispatch, 3 for webhooks)",
     )
     p.add_argument("--latencies", default="0,50", help="provider latencies in ms")
-    p.add_argument("--events", type=int, help="webhook events per endpoint (default 3000)")
+    p.add_argument(
+        "--events",
+        type=int,
+        help=f"webhook events per endpoint, over all rounds (default {DEFAULT_EVENTS})",
+    )
     p.add_argument("--requests", type=int, help="agent API requests per row (default 1000)")
     p.add_argument("--concurrency", type=int, default=8, help="load generator connections")
     p.add_argument("--http-workers", type=int, default=3, help="gunicorn worker processes")
@@ -168,7 +175,7 @@ def main(argv=None) -> int:
         )
     http = {"concurrency": args.concurrency, "http_workers": args.http_workers}
     if "webhooks" in only:
-        events = args.events or (60 if quick else 3000)
+        events = args.events or (60 if quick else DEFAULT_EVENTS)
         rounds = {} if quick else {"rounds": args.rounds}
         results["rows"]["webhooks"] = task(
             PEERS, "bench.webhooks:scenario", {**http, "events": events, **rounds}
@@ -261,7 +268,7 @@ def scaling_rows(task, args, n, http) -> dict:
         )
         for w in processes
     ]
-    events = args.events or (60 if args.quick else 3000)
+    events = args.events or (60 if args.quick else DEFAULT_EVENTS)
     webhooks = [
         task(
             PEERS,
