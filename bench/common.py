@@ -45,7 +45,12 @@ def admin_conninfo() -> dict:
 def postgres_cpu() -> float | None:
     """CPU seconds used so far by the embedded PostgreSQL server: the postmaster, its live
     children (backends, WAL writer, checkpointer...) and its exited children. None when the
-    server is not the local embedded one (DATABASE_URL elsewhere)."""
+    server is not the local embedded one (DATABASE_URL elsewhere).
+
+    A backend that exits while ``/proc`` is being read moves its CPU from its own entry to the
+    postmaster's reaped-children total; read once, it could be missed (a row whose peer's
+    connections were closing as it ended came out negative). So the postmaster is read before
+    and after its children, and the scan repeats until no child was reaped in between."""
     if os.environ.get("DATABASE_URL"):
         return None
     from config.dbserver import PGDATA
@@ -54,22 +59,39 @@ def postgres_cpu() -> float | None:
         postmaster = int((PGDATA / "postmaster.pid").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    tick = os.sysconf("SC_CLK_TCK")
+    ticks = None
+    for _ in range(20):
+        before, children, after = (
+            _stat_fields(postmaster),
+            _children_ticks(postmaster),
+            _stat_fields(postmaster),
+        )
+        if before is None or after is None:
+            return None
+        ticks = children + sum(int(f) for f in after[11:15])  # utime, stime, cutime, cstime
+        if before[13:15] == after[13:15]:  # cutime, cstime: no child reaped during the scan
+            break
+    return None if ticks is None else ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (field 3 onwards)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _children_ticks(parent: int) -> int:
     total = 0
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or int(entry) == parent:
             continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid, ppid = int(entry), int(fields[1])
-        if pid == postmaster:
-            total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-        elif ppid == postmaster:
+        fields = _stat_fields(int(entry))
+        if fields is not None and int(fields[1]) == parent:
             total += int(fields[11]) + int(fields[12])
-    return total / tick
+    return total
 
 
 def ensure_databases(*names: str) -> None:
