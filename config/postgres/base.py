@@ -35,12 +35,11 @@ class DatabaseWrapper(base.DatabaseWrapper):
             self.fine_at = time.monotonic()
 
     def close_if_health_check_failed(self) -> None:
-        grace = float(getattr(settings, "DB_HEALTH_CHECK_GRACE", 0))
         if (
             self.connection is not None
             and not self.health_check_done  # type: ignore[has-type]
             and self.fine_at is not None
-            and time.monotonic() - self.fine_at < grace
+            and time.monotonic() - self.fine_at < settings.DB_HEALTH_CHECK_GRACE
         ):
             self.health_check_done = True
             return

@@ -26,6 +26,8 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import groupby
+from operator import attrgetter
 
 from django.conf import settings
 from django.db import transaction
@@ -98,34 +100,20 @@ def webhooks_backfill(*, tenant_id: int | None = None) -> BackfillReport:
     ).exclude(inbox_id="")
     if tenant_id is not None:
         mailboxes = mailboxes.filter(tenant_id=tenant_id)
-    endpoints: dict[int, WebhookEndpoint | None] = {}
-    unconfirmed: dict[int, dict[int, list]] = {}
-    boxes = list(mailboxes.select_related("tenant").order_by("tenant_id", "id"))
-    for mailbox in boxes:
-        if mailbox.tenant_id not in endpoints:
-            endpoints[mailbox.tenant_id] = (
-                WebhookEndpoint.objects.filter(tenant_id=mailbox.tenant_id)
-                .exclude(status=WebhookEndpoint.Status.DISABLED)
-                .order_by("id")
-                .first()
-            )
-        endpoint = endpoints[mailbox.tenant_id]
+    ordered = mailboxes.select_related("tenant").order_by("tenant_id", "id")
+    for tenant_pk, group in groupby(ordered, key=attrgetter("tenant_id")):
+        endpoint = (
+            WebhookEndpoint.objects.filter(tenant_id=tenant_pk)
+            .exclude(status=WebhookEndpoint.Status.DISABLED)
+            .order_by("id")
+            .first()
+        )
         if endpoint is None:
             continue
-        if mailbox.tenant_id not in unconfirmed:
-            unconfirmed[mailbox.tenant_id] = _unconfirmed_sends(
-                mailbox.tenant_id, [m.pk for m in boxes if m.tenant_id == mailbox.tenant_id]
-            )
-        report.mailboxes += 1
-        budget.for_key()
-        before = budget.run_left
-        candidates = unconfirmed[mailbox.tenant_id].get(mailbox.pk, [])
-        complete = _deliveries(mailbox, endpoint, candidates, budget, report) and _inbound(
-            mailbox, endpoint, budget, report
-        )
-        report.calls += before - budget.run_left
-        if not complete:
-            report.limited.append(mailbox.pk)
+        boxes = list(group)
+        unconfirmed = _unconfirmed_sends(tenant_pk, [m.pk for m in boxes])
+        for mailbox in boxes:
+            _backfill_mailbox(mailbox, endpoint, unconfirmed.get(mailbox.pk, []), budget, report)
     if report.deliveries or report.inbound:
         applier_wake(force=True)
     log.info(
@@ -140,6 +128,21 @@ def webhooks_backfill(*, tenant_id: int | None = None) -> BackfillReport:
         },
     )
     return report
+
+
+def _backfill_mailbox(
+    mailbox, endpoint, candidates: list, budget: _Budget, report: BackfillReport
+) -> None:
+    """Both questions for one mailbox, within its key's budget."""
+    report.mailboxes += 1
+    budget.for_key()
+    before = budget.run_left
+    complete = _deliveries(mailbox, endpoint, candidates, budget, report) and _inbound(
+        mailbox, endpoint, budget, report
+    )
+    report.calls += before - budget.run_left
+    if not complete:
+        report.limited.append(mailbox.pk)
 
 
 def _after() -> timedelta:
