@@ -130,3 +130,14 @@ def active_memberships(user: User) -> list[Membership]:
         .select_related("tenant")
         .order_by("tenant__name")
     )
+
+
+def session_memberships(request: HttpRequest) -> list[Membership]:
+    """The memberships this session may open, for lists (home, the tenant switcher): a session
+    from single sign-on only those of the tenants whose provider it came through. Whoever runs
+    that provider learns nothing of the person's other tenants, names nor roles."""
+    memberships = active_memberships(cast(User, request.user))
+    if request.session.get(METHOD_KEY) != "sso":
+        return memberships
+    came_through = set(request.session.get(SSO_TENANTS_KEY, []))
+    return [m for m in memberships if m.tenant_id in came_through]

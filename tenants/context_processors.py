@@ -1,4 +1,4 @@
-from tenants.access import active_memberships
+from tenants.access import session_memberships
 
 
 def tenancy(request):
@@ -9,5 +9,5 @@ def tenancy(request):
     return {
         "current_tenant": getattr(request, "tenant", None),
         "current_membership": getattr(request, "membership", None),
-        "switcher_memberships": lambda: active_memberships(user),
+        "switcher_memberships": lambda: session_memberships(request),
     }

@@ -121,8 +121,19 @@ def _member_by_address(
         return user, False
     if not sso.jit_role:
         raise SsoRefused("not_a_member", _("You are not a member of this tenant; ask its admin."))
-    if user is None:
-        user = User.objects.create_user(email, None, full_name=str(claims.get("name") or "")[:150])
+    if user is not None:
+        # Automatic accounts are new accounts only. The provider is this tenant admin's, and
+        # its word must not make a member of an account that exists already (another tenant's
+        # person): as a member, the account's second factors and sessions would be within
+        # this admin's reach. An existing account joins by invitation, signing in as itself.
+        raise SsoRefused(
+            "existing_account",
+            _(
+                "An account with this address exists already; ask this tenant's admin for an "
+                "invitation."
+            ),
+        )
+    user = User.objects.create_user(email, None, full_name=str(claims.get("name") or "")[:150])
     Membership.objects.create(tenant=tenant, user=user, role=sso.jit_role)
     return user, True
 

@@ -10,12 +10,13 @@ from django.utils.translation import get_language_from_request
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods
 
-from tenants.access import AuthenticatedRequest, active_memberships, tenant_view
+from tenants.access import AuthenticatedRequest, session_memberships, tenant_view
 from tenants.forms import PreferencesForm, SignInForm
 from tenants.invitations import invitations_opened
 from tenants.preferences import time_zone_names, user_set_preferences
 from tenants.services import AdminError
 from tenants.signin_audit import signin_audit
+from tenants.user_sessions import sso_session_beyond_its_tenants
 from tenants.views_invitations import opened_ids
 
 
@@ -45,7 +46,7 @@ class SignOutView(auth_views.LogoutView):
 def home(request: HttpRequest) -> HttpResponse:
     if not request.user.is_authenticated:
         return redirect("login")
-    memberships = active_memberships(request.user)
+    memberships = session_memberships(request)
     pending = invitations_opened(user=request.user, invitation_ids=opened_ids(request))
     if len(memberships) == 1 and not pending:
         return redirect("tenant_home", slug=memberships[0].tenant.slug)
@@ -69,6 +70,12 @@ def preferences(request: AuthenticatedRequest) -> HttpResponse:
         request.POST if request.method == "POST" else None,
         initial={"language": user.language, "time_zone": user.time_zone},
     )
+    if request.method == "POST" and sso_session_beyond_its_tenants(request):
+        # The preferences are the person's in every tenant; this provider speaks for its own.
+        messages.error(
+            request, _("Sign in with your password to change your language or time zone.")
+        )
+        return redirect("preferences")
     if request.method == "POST" and form.is_valid():
         try:
             user_set_preferences(

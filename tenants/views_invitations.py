@@ -25,6 +25,7 @@ from tenants import invitations
 from tenants.access import AuthenticatedRequest
 from tenants.models import Invitation, User
 from tenants.services import AdminError
+from tenants.user_sessions import sso_session_beyond_its_tenants
 
 SESSION_KEY = "tenants.invitations_opened"
 TEMPLATE = "tenants/invitation.html"
@@ -139,6 +140,12 @@ def _decide[T](
     """What ``service`` returned for this invitation and user, or why it was refused."""
     if invitation_id not in opened_ids(request):
         return link_required()
+    if sso_session_beyond_its_tenants(request):
+        # Joining a tenant is the person's own act; this session is one tenant's provider's word.
+        return AdminError(
+            "password_needed",
+            _("Sign in with your password to accept or decline an invitation."),
+        )
     try:
         result = service(invitation_id=invitation_id, user=request.user)
     except AdminError as error:
@@ -180,4 +187,5 @@ def _status(error: AdminError) -> int:
         "wrong_account": 403,
         "not_found": 404,
         "already_member": 409,
+        "password_needed": 403,
     }.get(error.code, 410)

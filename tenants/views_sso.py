@@ -7,7 +7,7 @@ tenants.oidc_signin's.
 
 from __future__ import annotations
 
-from django.contrib.auth import login
+from django.contrib.auth import login, logout
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -19,6 +19,7 @@ from common.crypto import SecretUnreadable
 from tenants import oidc, oidc_signin
 from tenants.models import SingleSignOn
 from tenants.signin_audit import signin_audit
+from tenants.signin_gate import gate_for
 from tenants.user_sessions import FACTOR_KEY, METHOD_KEY, SSO_TENANTS_KEY
 
 FLOW_KEY = "cs_sso_flow"
@@ -142,11 +143,29 @@ def sso_callback(request: HttpRequest) -> HttpResponse:
             data={"reason": error.code, "email": str(claims.get("email", ""))[:254]},
         )
         return _refused(request, error.message)
-    if not (request.user.is_authenticated and request.user.pk == user.pk):
+    if request.user.is_authenticated and request.user.pk != user.pk:
+        # Not a silent switch of person: a link to another tenant's sign-in (whose admin runs
+        # its provider) would otherwise sign this browser into an account of theirs.
+        return _refused(
+            request,
+            _(
+                "You are signed in as %(email)s and the identity provider signed in someone "
+                "else: sign out first, then sign in again."
+            )
+            % {"email": request.user.email},
+            409,
+        )
+    if not (request.user.is_authenticated and gate_for(request) is None):
+        # A new sign-in, also for a session of this person that still owes its second factor:
+        # the provider's word counts for its own tenant only, so it must not complete a password
+        # sign-in that would open the person's other tenants (an admin who runs this provider
+        # and knows the password would be past the person's second factor everywhere).
+        if request.user.is_authenticated:
+            logout(request)
         request.signin_method = "sso"  # type: ignore[attr-defined]
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         request.session[METHOD_KEY] = "sso"
-    request.session[FACTOR_KEY] = request.session.get(FACTOR_KEY) or "sso"
+        request.session[FACTOR_KEY] = "sso"
     request.session[SSO_TENANTS_KEY] = sorted(
         {*request.session.get(SSO_TENANTS_KEY, []), tenant.pk}
     )

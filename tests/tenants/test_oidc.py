@@ -186,14 +186,17 @@ def test_a_deactivated_member_is_refused_even_when_linked(sso, tenant_a, member_
 
 
 def test_a_member_of_another_tenant_is_not_joined_by_address_there(sso, tenant_b, member_of):
-    """Tenant A's provider speaks for tenant A only: a person of tenant B with an address in A's
-    domain is not made a member of B, nor of A without the role A chose."""
+    """Tenant A's provider speaks for tenant A only, and automatic accounts are new accounts: a
+    person of tenant B with an address in A's domain is made a member of neither (as a member
+    of A, their sessions and second factors would be within reach of A's admin, who runs the
+    provider). They join A by invitation."""
     bob = member_of(tenant_b, "admin", user__email="bob@acme.test").user
-    user = oidc_signin.sso_member_for(
-        tenant=sso.tenant, claims=claims(sub="bob", email="bob@acme.test")
-    )
-    assert user == bob
-    assert Membership.objects.get(user=bob, tenant=sso.tenant).role == "viewer"
+    with pytest.raises(oidc_signin.SsoRefused) as refused:
+        oidc_signin.sso_member_for(
+            tenant=sso.tenant, claims=claims(sub="bob", email="bob@acme.test")
+        )
+    assert refused.value.code == "existing_account"
+    assert not Membership.objects.filter(user=bob, tenant=sso.tenant).exists()
     assert Membership.objects.get(user=bob, tenant=tenant_b).role == "admin"
 
 

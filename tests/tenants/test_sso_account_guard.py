@@ -1,9 +1,12 @@
 """An outsider probe of single sign-on: tenant A's admin runs A's identity provider, lists tenant
-B's domain as A's own and asserts the address of B's admin. Tenant A's provider then signs that
-person in (for tenant A only: tests/tenants/test_sso_callback.py). What the session must not do
-is act on the person's whole account: set up an authenticator (it would lock the real person out
-of tenant B and hand the recovery codes to A's admin), see the addresses and browsers of their
-other sessions, or end them."""
+B's domain as A's own and asserts the address of B's admin.
+
+An account that is not a member of A is not made one (automatic accounts are new accounts only).
+When the person does belong to A too, A's provider signs them in for tenant A only
+(tests/tenants/test_sso_callback.py). What that session must not do is act on the person's whole
+account: set up an authenticator (it would lock the real person out of tenant B and hand the
+recovery codes to A's admin), see the addresses and browsers of their other sessions, or end
+them; nor may it complete a password sign-in that still owes its second factor."""
 
 import pytest
 from django.contrib.sessions.models import Session
@@ -11,8 +14,17 @@ from django.test import Client
 from django.urls import reverse
 
 from tenants import oidc_signin
-from tenants.models import TotpDevice, UserSession
+from tenants.models import (
+    AuditEvent,
+    Invitation,
+    Membership,
+    SsoIdentity,
+    TotpDevice,
+    UserSession,
+)
+from tenants.user_sessions import METHOD_KEY
 from tests.tenants.test_sso_callback import CLIENT, Provider, start
+from tests.tenants.test_two_factor import enrol
 
 
 def provider_of(tenant, member_of, provider, *, domains):
@@ -55,9 +67,56 @@ def bobs_own_session(bob, password):
     return UserSession.objects.get(user=bob)
 
 
+def sso_callback(client, provider, tenant, email, sub):
+    flow = start(client, tenant)
+    provider.id_token = provider.sign(flow["nonce"], sub=sub, email=email)
+    return client.get(reverse("sso_callback"), {"state": flow["state"], "code": "c0de"})
+
+
+def test_the_provider_does_not_make_a_member_of_an_existing_account(
+    client, provider, tenant_a, member_of, bob
+):
+    provider_of(tenant_a, member_of, provider, domains=["globex.test"])
+
+    response = sso_callback(client, provider, tenant_a, bob.email, "bob-at-a")
+
+    assert response.status_code == 403
+    assert "admin for an invitation" in response.content.decode()
+    assert "_auth_user_id" not in client.session
+    assert not Membership.objects.filter(tenant=tenant_a, user=bob).exists()
+    assert not SsoIdentity.objects.filter(user=bob).exists()
+    refused = AuditEvent.objects.get(action="signin.sso_refused", tenant=tenant_a)
+    assert refused.data["reason"] == "existing_account"
+
+
+def test_a_password_sign_in_owing_its_second_factor_is_not_completed_by_the_provider(
+    client, provider, tenant_a, tenant_b, member_of, bob, password
+):
+    """A's admin knows Bob's password, not his authenticator. Bob belongs to A too."""
+    member_of(tenant_a, "viewer", user=bob)
+    own = Client()
+    own.post(reverse("login"), {"username": bob.email, "password": password})
+    enrol(own)
+    provider_of(tenant_a, member_of, provider, domains=["globex.test"])
+    client.post(reverse("login"), {"username": bob.email, "password": password})
+    owing = client.session.session_key
+    assert client.get(reverse("tenant_home", args=[tenant_b.slug])).status_code == 302
+
+    response = sso_callback(client, provider, tenant_a, bob.email, "bob-at-a")
+
+    assert response.status_code == 302
+    assert client.session.session_key != owing
+    assert client.session[METHOD_KEY] == "sso"
+    assert client.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 200
+    assert client.get(reverse("tenant_home", args=[tenant_b.slug])).status_code == 403
+    client.post(reverse("two_factor_remove"))
+    assert TotpDevice.objects.filter(user=bob, confirmed=True).exists()
+
+
 @pytest.fixture
 def impostor(client, provider, tenant_a, member_of, bob, bobs_own_session):
-    """A's admin, signed in as Bob through A's provider."""
+    """A's admin, signed in as Bob through A's provider; Bob belongs to A too (as a viewer)."""
+    member_of(tenant_a, "viewer", user=bob)
     provider_of(tenant_a, member_of, provider, domains=["globex.test"])
     flow = start(client, tenant_a)
     provider.id_token = provider.sign(flow["nonce"], sub="bob-at-a", email=bob.email)
@@ -120,3 +179,62 @@ def test_a_person_whose_only_tenant_is_the_providers_sees_their_sessions(
 
     assert page.status_code == 200
     assert "Signed in with single sign-on" in page.content.decode()
+
+
+def test_the_impostor_does_not_learn_the_persons_other_tenants(impostor, tenant_a, tenant_b):
+    page = impostor.get(reverse("home"), follow=True)
+
+    assert page.status_code == 200
+    assert tenant_a.name in page.content.decode()
+    assert tenant_b.name not in page.content.decode()
+    assert tenant_b.slug not in page.content.decode()
+
+
+def test_the_impostor_cannot_change_the_persons_language_or_time_zone(impostor, bob):
+    before = (bob.language, bob.time_zone)
+
+    response = impostor.post(
+        reverse("preferences"), {"language": "de", "time_zone": "Asia/Tokyo"}, follow=True
+    )
+
+    bob.refresh_from_db()
+    assert (bob.language, bob.time_zone) == before
+    assert "Sign in with your password to change your language" in response.content.decode()
+
+
+def test_the_impostor_cannot_accept_an_invitation_for_the_person(impostor, bob, member_of):
+    """Joining a tenant is the person's own act: C's invitation, opened by a session that is
+    only A's provider's word, is neither accepted nor declined."""
+    from tests.factories import TenantFactory
+    from tests.tenants.test_invitations import invite
+
+    tenant_c = TenantFactory(name="Tenant C", slug="tenant-c")
+    session = impostor.session.session_key
+    link = invite(Client(), member_of(tenant_c, "admin"), tenant_c, bob.email).context["link"]
+    impostor.get(link)
+    invitation = Invitation.objects.get(tenant=tenant_c)
+    assert impostor.session.session_key == session
+
+    for action in ("invitation_accept", "invitation_decline"):
+        refused = impostor.post(reverse(action, args=[invitation.pk]))
+        assert refused.status_code == 403
+        assert "Sign in with your password to accept" in refused.content.decode()
+    assert Invitation.objects.get(pk=invitation.pk).state == "pending"
+    assert not Membership.objects.filter(tenant=tenant_c, user=bob).exists()
+
+
+def test_a_browser_signed_in_as_someone_else_is_not_switched_to_the_providers_person(
+    client, provider, tenant_a, member_of, bob, password
+):
+    """A link to a tenant's sign-in, whose admin runs the provider, must not silently sign this
+    browser into another account (login CSRF)."""
+    member_of(tenant_a, "viewer", user=bob)
+    provider_of(tenant_a, member_of, provider, domains=["globex.test"])
+    carol = member_of(tenant_a, "approver", user__email="carol@acme.test").user
+    client.post(reverse("login"), {"username": carol.email, "password": password})
+
+    response = sso_callback(client, provider, tenant_a, bob.email, "bob-at-a")
+
+    assert response.status_code == 409
+    assert "You are signed in as carol@acme.test" in response.content.decode()
+    assert client.session["_auth_user_id"] == str(carol.pk)
