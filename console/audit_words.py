@@ -55,6 +55,7 @@ SENTENCES = {
     "signin.sso_refused": _("The identity provider's sign-in as %(object)s was refused"),
     "member.created_by_sso": _("The identity provider brought in %(object)s as a new member"),
     "member.two_factor_reset": _("%(actor)s reset the two-factor sign-in of %(object)s"),
+    "signin.two_factor_operator_reset": _("An operator reset the two-factor sign-in of %(object)s"),
     "tenant.sso_changed": _("%(actor)s changed the single sign-on settings"),
     "tenant.two_factor_required": _("%(actor)s changed whether members need two-factor sign-in"),
     "token.created": _("%(actor)s created the agent token %(object)s"),

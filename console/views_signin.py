@@ -127,8 +127,11 @@ def member_two_factor_reset(request: TenantRequest, membership_id: int) -> HttpR
         membership = signin_policy.member_reset_two_factor(
             tenant=request.tenant, membership_id=membership_id, actor=request.user
         )
-    except AdminError:
-        raise Http404("No such member") from None
+    except AdminError as error:
+        if error.code == "not_found":
+            raise Http404("No such member") from None
+        messages.error(request, error.message)
+        return redirect("admin_member", request.tenant.slug, membership_id)
     messages.success(
         request,
         _("%(email)s's second factors are removed and their sessions ended.")

@@ -67,6 +67,18 @@ def _other_active_admins(tenant: Tenant, membership: Membership) -> int:
     return len(admins)
 
 
+def belongs_elsewhere(membership: Membership) -> bool:
+    """Whether the member also belongs, active, to another tenant. The person's sessions and
+    second factors are theirs across tenants: one tenant's admin may cut this tenant's access
+    (every tenant page re-reads the membership) but must not reach what another tenant's
+    access depends on."""
+    return (
+        Membership.objects.filter(user_id=membership.user_id, is_active=True)
+        .exclude(tenant_id=membership.tenant_id)
+        .exists()
+    )
+
+
 def member_set_role(*, tenant: Tenant, membership_id: int, role: str, actor: User) -> Membership:
     if role not in Membership.Role.values:
         raise AdminError("invalid_role", _("Choose admin, approver or viewer."), "role")
@@ -143,8 +155,9 @@ def member_deactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Mem
         if not changed:
             raise AdminError("not_active", _("This member is already deactivated."))
         membership.is_active = False
-        # Signed out everywhere at once: no browser of theirs keeps a session past this point.
-        ended = sessions_end_all(user=membership.user)
+        # Signed out everywhere at once, unless another tenant still counts them as a member:
+        # their sessions serve it too, and this tenant's pages refuse them from the next request.
+        ended = 0 if belongs_elsewhere(membership) else sessions_end_all(user=membership.user)
         audit_record(
             tenant=tenant,
             actor=actor,

@@ -5,10 +5,11 @@ row, with its audit row."""
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from tenants import two_factor
 from tenants.models import Membership, Tenant, User
-from tenants.services import AdminError, audit_record
+from tenants.services import AdminError, audit_record, belongs_elsewhere
 from tenants.user_sessions import sessions_end_all
 
 
@@ -41,7 +42,17 @@ def member_reset_two_factor(*, tenant: Tenant, membership_id: int, actor: User) 
             .first()
         )
         if membership is None:
-            raise AdminError("not_found", "No such member in this tenant.")
+            raise AdminError("not_found", _("No such member in this tenant."))
+        if belongs_elsewhere(membership):
+            raise AdminError(
+                "other_tenants",
+                _(
+                    "%(email)s also belongs to another tenant, and their second factors serve "
+                    "every tenant they belong to: they can replace them on their own security "
+                    "page, or an operator can reset them (manage.py two_factor_reset)."
+                )
+                % {"email": membership.user.email},
+            )
         two_factor.two_factor_remove(user=membership.user, actor=actor, reason="reset")
         ended = sessions_end_all(user=membership.user)
         audit_record(
@@ -52,3 +63,19 @@ def member_reset_two_factor(*, tenant: Tenant, membership_id: int, actor: User) 
             data={"email": membership.user.email, "sessions_ended": ended},
         )
     return membership
+
+
+def account_reset_two_factor(*, email: str) -> tuple[User, int]:
+    """An operator's reset (``manage.py two_factor_reset``) for a person who lost every second
+    factor and belongs to several tenants, which no single tenant's admin may reset: every factor
+    removed, every session ended, an audit row in each of their tenants. Returns the person and
+    how many sessions ended."""
+    with transaction.atomic():
+        user = User.objects.select_for_update().filter(email=email.strip().lower()).first()
+        if user is None:
+            raise AdminError(
+                "not_found", _("No account has the address %(email)s.") % {"email": email}
+            )
+        two_factor.two_factor_remove(user=user, actor=None, reason="operator_reset")
+        ended = sessions_end_all(user=user)
+    return user, ended

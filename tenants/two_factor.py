@@ -199,10 +199,10 @@ def second_factor_verify(*, user: User, code: str, request: HttpRequest | None =
 
 
 def two_factor_remove(
-    *, user: User, actor: User, request: HttpRequest | None = None, reason: str = "removed"
+    *, user: User, actor: User | None, request: HttpRequest | None = None, reason: str = "removed"
 ) -> None:
-    """Remove the authenticator, recovery codes and passkeys of ``user`` (by the person, or an
-    admin's reset when the device was lost)."""
+    """Remove the authenticator, recovery codes and passkeys of ``user`` (by the person, an
+    admin's reset when the device was lost, or an operator's: ``actor`` None)."""
     with transaction.atomic():
         TotpDevice.objects.filter(user=user).delete()
         RecoveryCode.objects.filter(user=user).delete()

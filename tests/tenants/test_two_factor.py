@@ -2,10 +2,12 @@
 in with it, refuse wrong and reused codes, recovery codes once each, the tenant's requirement, the
 audit rows, and the seed sealed at rest."""
 
+import io
 import threading
 
 import pyotp
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
 from django.urls import reverse
@@ -338,3 +340,56 @@ def test_an_admin_resets_a_members_lost_factor_and_ends_their_sessions(
     assert theirs.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 302
     actions = set(AuditEvent.objects.filter(tenant=tenant_a).values_list("action", flat=True))
     assert {"member.two_factor_reset", "signin.two_factor_reset"} <= actions
+
+
+def test_an_admin_cannot_reset_the_factors_of_a_person_another_tenant_counts_on(
+    enrolled, tenant_a, tenant_b, member_of, password
+):
+    """The person's factors guard tenant B too: A's admin may not strip them (and then, knowing
+    the password, enrol their own); the person or an operator may."""
+    user, secret, _ = enrolled
+    member_of(tenant_b, "viewer", user=user)
+    membership = user.memberships.get(tenant=tenant_a)
+    theirs = Client()
+    password_sign_in(theirs, user, password)
+    theirs.post(reverse("two_factor_verify"), {"code": next_step_code(secret)})
+    admin = Client()
+    admin.force_login(member_of(tenant_a, "admin").user)
+
+    refused = admin.post(
+        reverse("admin_member_two_factor_reset", args=[tenant_a.slug, membership.pk]), follow=True
+    )
+
+    assert "also belongs to another tenant" in refused.content.decode()
+    assert TotpDevice.objects.filter(user=user, confirmed=True).exists()
+    assert RecoveryCode.objects.filter(user=user).count() == 10
+    assert theirs.get(reverse("tenant_home", args=[tenant_b.slug])).status_code == 200
+    assert not AuditEvent.objects.filter(action__endswith="two_factor_reset").exists()
+
+
+def test_an_operator_resets_the_factors_of_a_person_in_several_tenants(
+    enrolled, tenant_a, tenant_b, member_of, password
+):
+    user, secret, _ = enrolled
+    member_of(tenant_b, "viewer", user=user)
+    theirs = Client()
+    password_sign_in(theirs, user, password)
+    theirs.post(reverse("two_factor_verify"), {"code": next_step_code(secret)})
+    out = io.StringIO()
+
+    call_command("two_factor_reset", user.email.upper(), stdout=out)
+
+    # Two sessions: the browser that enrolled (the fixture's) and this one.
+    assert f"removed the second factors of {user.email} and ended 2 session(s)" in out.getvalue()
+    assert not TotpDevice.objects.filter(user=user).exists()
+    assert not RecoveryCode.objects.filter(user=user).exists()
+    assert theirs.get(reverse("tenant_home", args=[tenant_b.slug])).status_code == 302
+    rows = AuditEvent.objects.filter(action="signin.two_factor_operator_reset")
+    assert set(rows.values_list("tenant_id", flat=True)) == {tenant_a.pk, tenant_b.pk}
+
+
+def test_the_operator_reset_names_an_unknown_address_and_changes_nothing(enrolled):
+    user, _, _ = enrolled
+    with pytest.raises(CommandError, match=r"No account has the address nobody@acme\.test"):
+        call_command("two_factor_reset", "nobody@acme.test")
+    assert TotpDevice.objects.filter(user=user, confirmed=True).exists()

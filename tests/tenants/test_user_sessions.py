@@ -70,23 +70,38 @@ def test_another_persons_session_answers_like_a_missing_one(
     assert {s.user_id for s in listed} == {mallory.pk}
 
 
-def test_deactivation_ends_every_session_of_the_member_at_once(
-    tenant_a, tenant_b, member_of, password
-):
+def test_deactivation_ends_every_session_of_the_member_at_once(tenant_a, member_of, password):
     admin = member_of(tenant_a, "admin").user
     membership = member_of(tenant_a, "approver")
-    member_of(tenant_b, "viewer", user=membership.user)
     laptop = browser(membership.user, password, "Laptop")
     phone = browser(membership.user, password, "Phone")
     bystander = browser(admin, password, "Admin laptop")
     services.member_deactivate(tenant=tenant_a, membership_id=membership.pk, actor=admin)
     for client in (laptop, phone):
-        response = client.get(reverse("tenant_home", args=[tenant_b.slug]))
+        response = client.get(reverse("preferences"))
         assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
     assert not UserSession.objects.filter(user=membership.user).exists()
     assert bystander.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 200
     row = AuditEvent.objects.get(action="member.deactivated")
     assert row.data["sessions_ended"] == 2
+
+
+def test_deactivation_leaves_the_sessions_another_tenant_still_serves(
+    tenant_a, tenant_b, member_of, password
+):
+    """Tenant A's admin cuts A's access at once, but the person's sessions serve tenant B too:
+    A's admin must not be able to sign a member of B out of B (as often as they like, by
+    deactivating and reactivating)."""
+    admin = member_of(tenant_a, "admin").user
+    membership = member_of(tenant_a, "approver")
+    member_of(tenant_b, "viewer", user=membership.user)
+    laptop = browser(membership.user, password, "Laptop")
+    services.member_deactivate(tenant=tenant_a, membership_id=membership.pk, actor=admin)
+    assert laptop.get(reverse("tenant_home", args=[tenant_b.slug])).status_code == 200
+    assert laptop.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 404
+    assert UserSession.objects.filter(user=membership.user).count() == 1
+    row = AuditEvent.objects.get(action="member.deactivated")
+    assert row.data["sessions_ended"] == 0
 
 
 def test_a_session_without_a_record_is_signed_out(tenant_a, member_of, password):
