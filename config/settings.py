@@ -398,6 +398,11 @@ BROADCAST_FANOUT_PAGE_PAUSE_SECONDS = float(env("BROADCAST_FANOUT_PAGE_PAUSE_SEC
 AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = env_bool(
     "AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS", not PRODUCTION
 )
+# Single sign-on: the server calls each tenant's identity provider (discovery, key set, token),
+# at addresses a tenant admin types or the provider names. The same guard as agent events:
+# private and loopback addresses only with this on (a provider on the deployment's own network),
+# and then plain http to loopback; https otherwise; link-local, multicast and reserved never.
+SSO_ALLOW_PRIVATE_NETWORKS = env_bool("SSO_ALLOW_PRIVATE_NETWORKS", not PRODUCTION)
 AGENT_EVENTS_CONNECT_TIMEOUT = float(env("AGENT_EVENTS_CONNECT_TIMEOUT", "5"))
 AGENT_EVENTS_READ_TIMEOUT = float(env("AGENT_EVENTS_READ_TIMEOUT", "15"))
 # The waits before each retry (seconds; each is jittered by +/-10 %): 30 s, then x3 each time,

@@ -5,14 +5,14 @@ from __future__ import annotations
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from common.egress import EgressRefused
+from tenants import oidc
+
 
 class TwoFactorPolicyForm(forms.Form):
     require_two_factor = forms.BooleanField(
         required=False, label=_("Require two-factor sign-in for every member")
     )
-
-
-LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
 
 
 class SsoForm(forms.Form):
@@ -57,11 +57,12 @@ class SsoForm(forms.Form):
 
         issuer = self.cleaned_data["issuer"].strip()
         parts = urlsplit(issuer)
-        if parts.scheme != "https" and parts.hostname not in LOOPBACK_HOSTS:
-            raise forms.ValidationError(_("The issuer must be an https:// address."))
         if parts.query or parts.fragment:
             raise forms.ValidationError(_("The issuer has no query or fragment."))
-        return issuer
+        try:
+            return oidc.checked_url(issuer)
+        except EgressRefused as refused:
+            raise forms.ValidationError(refused.message) from None
 
     def clean_domains(self) -> list[str]:
         import re

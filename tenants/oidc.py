@@ -16,11 +16,14 @@ import logging
 import secrets
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 import jwt
+from django.conf import settings
 from django.utils.translation import gettext as _
+
+from common.egress import EgressRefused, PinnedTransport, literal_address, validate_url
 
 logger = logging.getLogger(__name__)
 ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "PS256"]
@@ -73,6 +76,8 @@ def _get_json(client: httpx.Client, url: str, what: str) -> dict[str, Any]:
         response = client.get(url)
         response.raise_for_status()
         body = response.json()
+    except EgressRefused as refused:
+        raise _address_refused(refused) from None
     except (httpx.HTTPError, ValueError):
         raise OidcError(
             "provider_unreachable",
@@ -86,19 +91,50 @@ def _get_json(client: httpx.Client, url: str, what: str) -> dict[str, Any]:
 
 
 def _client() -> httpx.Client:
-    return httpx.Client(timeout=TIMEOUT, follow_redirects=False)
+    """A tenant admin types the issuer, and the provider names the other two addresses: each
+    call resolves its host and connects only to a checked address (common.egress), so neither
+    can point the server at its own network or the cloud metadata address."""
+    return httpx.Client(
+        timeout=TIMEOUT,
+        follow_redirects=False,
+        transport=PinnedTransport(allow_private=settings.SSO_ALLOW_PRIVATE_NETWORKS),
+    )
+
+
+def _address_refused(refused: EgressRefused) -> OidcError:
+    return OidcError(
+        "provider_address",
+        _("The identity provider's address is not one we connect to: %(why)s")
+        % {"why": refused.message},
+    )
+
+
+def checked_url(url: str) -> str:
+    """``url`` if the server may call it: https, and no literal internal address; with
+    ``SSO_ALLOW_PRIVATE_NETWORKS``, private addresses too and plain http to loopback (a provider
+    run on this machine). EgressRefused with the reason otherwise. A name's addresses are checked
+    when it is called (``_client``)."""
+    allow = settings.SSO_ALLOW_PRIVATE_NETWORKS
+    host = urlsplit(url).hostname or ""
+    literal = literal_address(host)
+    local = host == "localhost" or (literal is not None and literal.is_loopback)
+    return validate_url(url, allow_private=allow, require_https=not (allow and local))
 
 
 def discover(issuer: str) -> Provider:
     """The provider's endpoints from its discovery document, whose issuer must be ``issuer``."""
     url = issuer.rstrip("/") + "/.well-known/openid-configuration"
+    try:
+        checked_url(url)  # the issuer was checked when typed; the rule may have tightened since
+    except EgressRefused as refused:
+        raise _address_refused(refused) from None
     with _client() as client:
         # Translators: fills %(what)s in "The identity provider's %(what)s did not answer."
         meta = _get_json(client, url, _("discovery document"))
     if meta.get("issuer") != issuer:
         raise OidcError("issuer_mismatch", _("The identity provider names another issuer."))
     try:
-        return Provider(
+        provider = Provider(
             issuer=issuer,
             authorization_endpoint=str(meta["authorization_endpoint"]),
             token_endpoint=str(meta["token_endpoint"]),
@@ -108,6 +144,13 @@ def discover(issuer: str) -> Provider:
         raise OidcError(
             "provider_invalid", _("The identity provider's discovery is incomplete.")
         ) from None
+    try:
+        checked_url(provider.authorization_endpoint)
+        checked_url(provider.token_endpoint)
+        checked_url(provider.jwks_uri)
+    except EgressRefused as refused:
+        raise _address_refused(refused) from None
+    return provider
 
 
 def authorization_url(provider: Provider, *, client_id: str, redirect_uri: str, flow: Flow) -> str:
@@ -149,6 +192,8 @@ def exchange_code(
                 auth=(client_id, client_secret),
                 headers={"Accept": "application/json"},
             )
+        except EgressRefused as refused:
+            raise _address_refused(refused) from None
         except httpx.HTTPError:
             raise OidcError(
                 "provider_unreachable", _("The identity provider did not answer.")

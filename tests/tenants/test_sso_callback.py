@@ -15,8 +15,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from django.urls import reverse
 
-from tenants import oidc_signin
-from tenants.models import AuditEvent
+from common.egress import EgressRefused
+from tenants import oidc, oidc_signin
+from tenants.models import AuditEvent, SingleSignOn
 from tenants.views_sso import FLOW_KEY
 
 CLIENT = "countersign"
@@ -29,6 +30,8 @@ class Provider:
         self.jwks = {"keys": [{**public, "kid": "k1", "use": "sig", "alg": "RS256"}]}
         self.id_token = ""
         self.token_requests = []
+        self.gets = []
+        self.discovery_overrides = {}
         provider = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -44,6 +47,7 @@ class Provider:
                 self.wfile.write(data)
 
             def do_GET(self):
+                provider.gets.append(self.path)
                 if self.path == "/.well-known/openid-configuration":
                     self._send(
                         {
@@ -51,6 +55,7 @@ class Provider:
                             "authorization_endpoint": f"{provider.issuer}/authorize",
                             "token_endpoint": f"{provider.issuer}/token",
                             "jwks_uri": f"{provider.issuer}/jwks",
+                            **provider.discovery_overrides,
                         }
                     )
                 elif self.path == "/jwks":
@@ -185,3 +190,60 @@ def test_a_member_of_two_tenants_signs_in_once_per_tenants_rule(
     assert client.get(outbox_a).status_code == 200
     # The password sign-in still stands for the tenant that accepts it.
     assert client.get(reverse("tenant_home", args=[tenant_b.slug])).status_code == 200
+
+
+def test_without_private_networks_a_provider_on_loopback_is_never_called(
+    client, provider, alice, tenant_a, settings
+):
+    """Production's default: the issuer a tenant admin typed may not point the server at its
+    own network (checked after resolution, so a name that answers 127.0.0.1 is refused too)."""
+    settings.SSO_ALLOW_PRIVATE_NETWORKS = False
+    response = client.get(reverse("sso_start", args=[tenant_a.slug]))
+    assert response.status_code == 502
+    assert "not one we connect to" in response.content.decode()
+    assert provider.gets == []
+    # An https name passes the typed check; its address is refused when it is resolved.
+    SingleSignOn.objects.filter(tenant=tenant_a).update(
+        issuer=provider.issuer.replace("http://127.0.0.1", "https://localhost")
+    )
+    named = client.get(reverse("sso_start", args=[tenant_a.slug]))
+    assert named.status_code == 502 and provider.gets == []
+    assert "not one we connect to" in named.content.decode()
+
+
+@pytest.mark.parametrize("field", ["jwks_uri", "token_endpoint", "authorization_endpoint"])
+def test_a_discovery_document_naming_the_metadata_address_is_refused(
+    client, provider, alice, tenant_a, field
+):
+    """The provider names its key set and token addresses; the cloud metadata address is
+    refused even where private networks are allowed."""
+    provider.discovery_overrides = {field: "https://169.254.169.254/latest/meta-data/"}
+    response = client.get(reverse("sso_start", args=[tenant_a.slug]))
+    assert response.status_code == 502
+    assert "169.254.169.254 is never a delivery address" in response.content.decode()
+    assert provider.gets == ["/.well-known/openid-configuration"]
+    assert FLOW_KEY not in client.session
+
+
+@pytest.mark.parametrize(
+    ("allow", "url", "refusal"),
+    [
+        (False, "https://login.acme.test/realms/acme", None),
+        (False, "http://login.acme.test/", "must use https"),
+        (False, "http://127.0.0.1:8080", "must use https"),
+        (False, "https://127.0.0.1:8443", "loopback"),
+        (False, "https://10.1.2.3/", "not a public address"),
+        (True, "http://127.0.0.1:8080", None),
+        (True, "https://10.1.2.3/", None),
+        (True, "http://10.1.2.3/", "must use https"),
+        (True, "https://169.254.169.254/", "never a delivery address"),
+        (True, "https://user:pw@login.acme.test/", "user name or password"),
+    ],
+)
+def test_the_addresses_the_server_may_call(settings, allow, url, refusal):
+    settings.SSO_ALLOW_PRIVATE_NETWORKS = allow
+    if refusal is None:
+        assert oidc.checked_url(url) == url
+    else:
+        with pytest.raises(EgressRefused, match=refusal):
+            oidc.checked_url(url)
