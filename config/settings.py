@@ -235,7 +235,14 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_USERNAME_FORM_FIELD = "username"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "tenants/locked_out.html"
-AXES_IPWARE_PROXY_COUNT = env_int("AXES_PROXY_COUNT", 0) or None
+# How many reverse proxies that append to X-Forwarded-For stand in front (0: clients connect
+# directly). The throttle, the sessions page and sign-in audit rows then see each client's own
+# address, not the proxy's (tenants.signin_audit.request_client_ip). AXES_PROXY_COUNT is its old
+# name, still read.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", env_int("AXES_PROXY_COUNT", 0))
+if TRUSTED_PROXY_COUNT < 0:
+    raise ImproperlyConfigured("TRUSTED_PROXY_COUNT must be 0 or more.")
+AXES_CLIENT_IP_CALLABLE = "tenants.signin_audit.request_client_ip"
 AXES_VERBOSE = False
 # Second factors (tenants.two_factor): after n wrong codes in a row, wait 2**(n-1) x this many
 # seconds before the next try (django-otp's throttling).

@@ -2,6 +2,9 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
+from tenants.models import AuditEvent
+from tenants.signin_audit import client_ip
+
 pytestmark = pytest.mark.django_db
 
 
@@ -36,6 +39,51 @@ def test_throttle_trips_then_other_address_still_works(client, tenant_a, member_
     assert "_auth_user_id" not in client.session
     elsewhere = sign_in(client, email, password, "10.0.0.2")
     assert elsewhere.status_code == 302
+
+
+def via_proxy(client, email, password, forwarded_for):
+    """A sign-in through one reverse proxy at 10.9.9.9 that appends the client's address."""
+    return client.post(
+        reverse("login"),
+        {"username": email, "password": password},
+        REMOTE_ADDR="10.9.9.9",
+        HTTP_X_FORWARDED_FOR=forwarded_for,
+    )
+
+
+def test_behind_a_proxy_the_throttle_locks_the_client_not_the_proxy(
+    client, tenant_a, member_of, password, settings
+):
+    """Everyone arrives from the proxy's address: without TRUSTED_PROXY_COUNT one stranger's
+    five wrong passwords locked the person out for every client. The address a client writes in
+    the header itself (left of what the proxy appended) is not believed."""
+    settings.TRUSTED_PROXY_COUNT = 1
+    email = member_of(tenant_a).user.email
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        via_proxy(client, email, "wrong-password", "198.51.100.7, 203.0.113.66")
+    assert via_proxy(client, email, password, "203.0.113.66").status_code == 429
+    assert via_proxy(client, email, password, "203.0.113.66, 198.51.100.7").status_code == 302
+    row = AuditEvent.objects.filter(action="signin.succeeded").latest("pk")
+    assert row.ip_address == "198.51.100.7"
+
+
+@pytest.mark.parametrize(
+    ("count", "forwarded", "seen"),
+    [
+        (0, "203.0.113.66", "10.9.9.9"),
+        (1, "", "10.9.9.9"),
+        (1, "not-an-address", "10.9.9.9"),
+        (1, "192.0.2.1, 203.0.113.66", "203.0.113.66"),
+        (2, "192.0.2.1, 203.0.113.66, 10.8.8.8", "203.0.113.66"),
+        (2, "203.0.113.66", "10.9.9.9"),
+    ],
+)
+def test_the_client_address_is_the_one_the_nearest_trusted_proxy_saw(
+    rf, settings, count, forwarded, seen
+):
+    settings.TRUSTED_PROXY_COUNT = count
+    request = rf.get("/", REMOTE_ADDR="10.9.9.9", HTTP_X_FORWARDED_FOR=forwarded)
+    assert client_ip(request) == seen
 
 
 def test_session_cookie_flags(client, tenant_a, member_of, password):
