@@ -22,7 +22,7 @@ bodies, ``Retry-After``, the classification of an outcome). Callers use this pac
 """
 
 from .attachments import ReceivedAttachment, fetch_attachment
-from .client import encode_message_id, http_client
+from .client import encode_path_segment, http_client
 from .lookups import LookupResult, find_messages_by_label
 from .org import (
     CreatedKey,
@@ -60,7 +60,7 @@ __all__ = [
     "create_inbox_key",
     "create_pod",
     "delete_inbox_key",
-    "encode_message_id",
+    "encode_path_segment",
     "fetch_attachment",
     "find_messages_by_label",
     "http_client",

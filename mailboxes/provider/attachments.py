@@ -15,7 +15,7 @@ import httpx
 from agentmail.core.api_error import ApiError
 from django.conf import settings
 
-from .client import NO_RETRIES, encode_message_id, http_client, sdk
+from .client import NO_RETRIES, encode_path_segment, http_client, sdk
 from .responses import ProviderError, parse_error_body
 
 
@@ -43,8 +43,8 @@ def fetch_attachment(
     try:
         meta = sdk(api_key).inboxes.messages.get_attachment(
             inbox_id,
-            encode_message_id(message_id),
-            attachment_id,
+            encode_path_segment(message_id),
+            encode_path_segment(attachment_id),
             request_options=NO_RETRIES,
         )
     except ApiError as exc:

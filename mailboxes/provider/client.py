@@ -115,7 +115,11 @@ def sdk(api_key: str) -> AgentMail:
     )
 
 
-def encode_message_id(message_id: str) -> str:
-    """Message ids carry ``<``/``>`` and may carry ``/?#``; httpx leaves the last three alone,
-    which would break the path. Pre-encode them; httpx keeps existing %XX escapes."""
-    return quote(message_id, safe="@")
+def encode_path_segment(value: str) -> str:
+    """An id for one segment of an API path. Message ids carry ``<``/``>`` and may carry
+    ``/?#``; httpx leaves the last three alone, which would break the path: pre-encode them
+    (httpx keeps existing %XX escapes). A whole segment of ``.`` or ``..`` is encoded too: httpx
+    would resolve it, and the request would name another path of the API. Every id an agent or
+    a customer chose (message and attachment ids) goes through this."""
+    encoded = quote(value, safe="@")
+    return encoded.replace(".", "%2E") if encoded in {".", ".."} else encoded

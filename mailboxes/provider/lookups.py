@@ -13,7 +13,7 @@ from agentmail import AgentMail
 from agentmail.core.api_error import ApiError
 from django.conf import settings
 
-from .client import NO_RETRIES, encode_message_id, sdk
+from .client import NO_RETRIES, encode_path_segment, sdk
 from .responses import parse_error_body
 
 logger = logging.getLogger("mailboxes.provider")
@@ -216,7 +216,7 @@ def get_message(*, api_key: str, inbox_id: str, message_id: str) -> MessagesResu
 
     def call() -> MessagesResult:
         response = client.inboxes.messages.get(
-            inbox_id, encode_message_id(message_id), request_options=NO_RETRIES
+            inbox_id, encode_path_segment(message_id), request_options=NO_RETRIES
         )
         return MessagesResult(ok=True, messages=[_plain(response)], http_status=200)
 

@@ -13,7 +13,7 @@ import httpx
 from agentmail import AgentMail
 from agentmail.core.api_error import ApiError
 
-from .client import NO_RETRIES, encode_message_id, sdk
+from .client import NO_RETRIES, encode_path_segment, sdk
 from .responses import Outcome, classify_api_error, parse_error_body
 
 logger = logging.getLogger("mailboxes.provider")
@@ -109,7 +109,7 @@ def _call(client: AgentMail, request: SendRequest, payload: dict[str, Any]) -> A
     if request.reply_to_message_id:
         return client.inboxes.messages.reply(
             request.inbox_id,
-            encode_message_id(request.reply_to_message_id),
+            encode_path_segment(request.reply_to_message_id),
             idempotency_key=request.idempotency_key,
             request_options=NO_RETRIES,
             **payload,

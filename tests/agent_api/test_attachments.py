@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from urllib.parse import quote
 
 import pytest
 
@@ -237,7 +238,7 @@ def _customer_wrote(sandbox, mailbox, files):
         received_at=timezone.now(),
     )
     message = sandbox.sdk().inboxes.messages.get(mailbox.inbox_id, sent["message_id"])
-    return sent["message_id"], [a.attachment_id for a in message.attachments]
+    return sent["message_id"], [a.attachment_id for a in message.attachments or []]
 
 
 def test_a_reply_forwards_the_customers_file_fetched_from_agentmail(
@@ -298,3 +299,29 @@ def test_forwarding_an_unknown_or_a_dangerous_file_is_422_and_writes_nothing(
     assert no_reply.status_code == 422
     assert no_reply.json()["code"] == "forward_needs_reply"
     assert Draft.objects.count() == 0
+
+
+@pytest.mark.parametrize("shape", ["walk", "dots"])
+def test_an_attachment_id_cannot_walk_to_another_message_of_the_inbox(
+    api, token_a, mailbox_a, sandbox, shape
+):
+    """The id goes into the API path: ``../../<another message>/attachments/<its file>`` once
+    made httpx resolve the dots, and the reply to one customer carried another's file (``..``
+    alone named the answered message itself)."""
+    answered, _ = _customer_wrote(sandbox, mailbox_a, [])
+    other, [their_file] = _customer_wrote(
+        sandbox, mailbox_a, [_file("passport.png", "image/png", b"\x89PNG\r\n\x1a\n" + b"x" * 64)]
+    )
+    walk = f"../../{quote(other, safe='@')}/attachments/{their_file}" if shape == "walk" else ".."
+
+    response = api.post(
+        "/drafts",
+        draft_body(mailbox_a, in_reply_to=answered, forward_attachments=[walk]),
+        token=token_a,
+        key=f"fwd-{shape}",
+    )
+
+    assert response.status_code == 422, response.content
+    assert response.json()["code"] == "forward_attachment_unknown"
+    assert Draft.objects.count() == 0
+    assert not DraftAttachment.objects.exists()

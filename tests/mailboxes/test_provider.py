@@ -240,7 +240,7 @@ def test_parse_retry_after_http_date_in_the_future():
 
 
 def test_message_ids_are_encoded_for_paths():
-    assert provider.encode_message_id("<a/b?c#d@x.com>") == "%3Ca%2Fb%3Fc%23d@x.com%3E"
+    assert provider.encode_path_segment("<a/b?c#d@x.com>") == "%3Ca%2Fb%3Fc%23d@x.com%3E"
 
 
 def test_a_cookie_the_provider_sets_never_rides_on_the_next_request():
