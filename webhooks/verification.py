@@ -11,6 +11,7 @@ from __future__ import annotations
 import binascii
 import json
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -103,9 +104,11 @@ def verify_delivery(
         # Svix ids are ASCII tokens; a NUL in one would fail the ledger insert (a 500).
         raise VerificationFailed("malformed_svix_id")
     try:
-        payload = json.loads(text)
+        payload = json.loads(text, parse_constant=_not_finite, parse_float=_finite_float)
     except RecursionError:
         raise VerificationFailed("body_too_deep") from None
+    except NotFinite:
+        raise VerificationFailed("number_not_finite") from None
     except ValueError:
         raise VerificationFailed("body_not_json") from None
     if not isinstance(payload, dict):
@@ -113,6 +116,22 @@ def verify_delivery(
     if _deeper_than(payload, MAX_JSON_DEPTH):
         raise VerificationFailed("body_too_deep")
     return VerifiedDelivery(svix_id=svix_id, payload=payload)
+
+
+class NotFinite(ValueError):
+    """NaN, Infinity or a number beyond a float (``1e400``): Python's json takes them, jsonb
+    refuses them, and the ledger insert would fail (a 500, retried by Svix for a day)."""
+
+
+def _not_finite(name: str) -> float:
+    raise NotFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotFinite(text)
+    return value
 
 
 def _deeper_than(value: dict | list, limit: int) -> bool:

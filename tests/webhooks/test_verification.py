@@ -212,7 +212,15 @@ def test_the_last_secrets_reason_is_the_one_returned():
 
 @pytest.mark.parametrize(
     ("body", "reason"),
-    [("not json", "body_not_json"), ("[1, 2]", "body_not_object"), ('"text"', "body_not_object")],
+    [
+        ("not json", "body_not_json"),
+        ("[1, 2]", "body_not_object"),
+        ('"text"', "body_not_object"),
+        ('{"type": "message.delivered", "n": 1e400}', "number_not_finite"),
+        ('{"type": "message.delivered", "n": -1e400}', "number_not_finite"),
+        ('{"type": "message.delivered", "n": NaN}', "number_not_finite"),
+        ('{"type": "message.delivered", "n": [Infinity]}', "number_not_finite"),
+    ],
 )
 def test_a_signed_body_that_is_not_a_json_object_is_refused(body, reason):
     secret = new_secret()
