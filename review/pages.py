@@ -151,7 +151,9 @@ def draft_review(
     detail = selectors.draft_detail(tenant=tenant, draft_id=draft_id)
     draft, current = detail.draft, detail.current
     # Oldest first, as a conversation reads.
-    inbound = inbound_for_thread(tenant=tenant, thread_id=draft.thread_id, limit=10)[::-1]
+    inbound = inbound_for_thread(
+        tenant=tenant, mailbox=draft.mailbox_id, thread_id=draft.thread_id, limit=10
+    )[::-1]
     anchor = next((m for m in inbound if m.message_id == draft.in_reply_to), None)
     since = anchor.received_at if anchor else draft.created_at
     first = detail.versions[0]
@@ -192,7 +194,9 @@ def draft_review(
 def edit_aside(*, tenant: Tenant, draft: Draft) -> dict:
     """What the editor keeps beside the form: the customer's message the draft answers (or the
     thread's latest when the draft names none), and the rest of the thread, oldest first."""
-    inbound = inbound_for_thread(tenant=tenant, thread_id=draft.thread_id, limit=10)[::-1]
+    inbound = inbound_for_thread(
+        tenant=tenant, mailbox=draft.mailbox_id, thread_id=draft.thread_id, limit=10
+    )[::-1]
     answered = next((m for m in inbound if m.message_id == draft.in_reply_to), None)
     return {
         "answered": answered or (inbound[-1] if inbound else None),

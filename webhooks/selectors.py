@@ -46,12 +46,14 @@ def ledger_rows_estimate() -> int:
     return max(0, int(row[0])) if row else 0
 
 
-def inbound_for_thread(*, tenant, thread_id: str, limit: int = 20) -> list[InboundMessage]:
-    """The customer's messages in a thread, newest first (what a reviewer must see)."""
+def inbound_for_thread(*, tenant, mailbox, thread_id: str, limit: int = 20) -> list[InboundMessage]:
+    """The customer's messages in a thread of ``mailbox``, newest first (what a reviewer must
+    see). Of that mailbox only: a draft's thread id is the agent's word when the draft answers
+    no message, and must not show a reviewer another mailbox's customers."""
     if not thread_id:
         return []
     return list(
-        InboundMessage.objects.filter(tenant=tenant, thread_id=thread_id)
+        InboundMessage.objects.filter(tenant=tenant, mailbox=mailbox, thread_id=thread_id)
         .select_related("mailbox")
         .order_by("-received_at", "-id")[:limit]
     )

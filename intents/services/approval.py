@@ -39,11 +39,17 @@ from intents.services.content import refuse_recipient_problems
 log = logging.getLogger("intents.services")
 
 
-def draft_approve(*, tenant, draft_id, version, content_hash, actor) -> SendIntent:
+def draft_approve(
+    *, tenant, draft_id, version, content_hash, actor, unseen: bool = False
+) -> SendIntent:
     """Approve exactly the version and hash the approver saw, creating the send intent.
 
     The draft row lock serialises concurrent approvals; the OneToOne on draft_version is the
     database's backstop. The idempotency key is born here and never changes.
+
+    ``unseen``: approved from a list (the queue's bulk approval), whose rows show neither the
+    draft page's warnings nor its whole content. A draft with an earlier send that may have gone
+    out is then refused: only its page says so, and a new send could reach the customer twice.
     """
     tenant = active_tenant(tenant)
     with transaction.atomic():
@@ -61,6 +67,8 @@ def draft_approve(*, tenant, draft_id, version, content_hash, actor) -> SendInte
         _require_approver(tenant, draft, current, actor)
         now = db_now()
         _require_sendable(tenant, draft, current, now)
+        if unseen:
+            _require_no_unproven_send(tenant, draft)
         intent = _create_intent(tenant, draft, current, actor, now)
         _record_approval(tenant, draft, current, intent, actor, now)
         held = intent.hold_until is not None
@@ -109,6 +117,18 @@ def _require_sendable(tenant, draft: Draft, current: DraftVersion, now) -> None:
         raise errors.NotPending("not_after_passed", _("This draft may no longer be sent."))
     for field, addresses in current.recipients.items():
         refuse_recipient_problems(tenant, draft.mailbox, field, addresses)
+
+
+def _require_no_unproven_send(tenant, draft: Draft) -> None:
+    earlier = SendIntent.objects.filter(draft=draft).values_list("pk", flat=True)
+    if intents_that_may_have_gone_out(tenant=tenant, intent_ids=list(earlier)):
+        raise errors.NotPending(
+            "earlier_send_unproven",
+            _(
+                "An earlier send of this draft may have gone out: open the draft, check what "
+                "AgentMail delivered, and approve it there."
+            ),
+        )
 
 
 def _create_intent(tenant, draft: Draft, current: DraftVersion, actor, now) -> SendIntent:

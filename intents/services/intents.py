@@ -90,6 +90,18 @@ def intent_resolve_accepted(
                 "not_needs_attention",
                 _("Only a send that needs attention can be resolved by hand."),
             )
+        if (
+            SendIntent.objects.filter(tenant=tenant, provider_message_id=provider_message_id)
+            .exclude(pk=intent.pk)
+            .exists()
+        ):
+            # Delivery events find their send by this id: a second send with it would take
+            # the other's deliveries and bounces (or give it this one's).
+            raise errors.InvalidInput(
+                "message_id_taken",
+                _("Another send already has this message id; check which message proves this one."),
+                "provider_message_id",
+            )
         SendIntent.objects.filter(pk=intent.pk, state=SendIntent.State.NEEDS_ATTENTION).update(
             state=SendIntent.State.ACCEPTED,
             provider_message_id=provider_message_id,

@@ -109,7 +109,13 @@ def _intent_action(request: TenantRequest, intent_id, call, done: str) -> HttpRe
 @require_POST
 def intent_cancel(request: TenantRequest, intent_id: int) -> HttpResponse:
     form = CancelForm(request.POST)
-    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    if not form.is_valid():
+        # An over-long reason: say so and cancel nothing (it was dropped, the send cancelled).
+        for errors_of_field in form.errors.values():
+            for error in errors_of_field:
+                messages.error(request, error)
+        return redirect("outbox_intent", request.tenant.slug, intent_id)
+    reason = form.cleaned_data["reason"]
     return _intent_action(
         request,
         intent_id,

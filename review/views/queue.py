@@ -174,6 +174,7 @@ def bulk_approve(request: TenantRequest) -> HttpResponse:
                 version=version,
                 content_hash=content_hash,
                 actor=request.user,
+                unseen=True,
             )
         except errors.DraftError as error:
             refused.append((draft_id, error.message))

@@ -53,6 +53,35 @@ def test_resolve_accepted_from_needs_attention(tenant_a, intent, approver):
     assert IntentEvent.objects.filter(intent=intent, action="intent.resolved_accepted").count() == 1
 
 
+def test_resolve_accepted_refuses_a_message_id_another_send_has(
+    tenant_a, intent, new_draft, approver
+):
+    """Delivery events find their send by this id: given twice, one send would get the other's
+    deliveries and bounces."""
+    other_draft = new_draft()
+    other = services.draft_approve(
+        tenant=tenant_a,
+        draft_id=other_draft.pk,
+        version=1,
+        content_hash=other_draft.versions.get().content_hash,
+        actor=approver,
+    )
+    set_state(other, "accepted", provider_message_id="<theirs@agentmail.to>")
+    set_state(intent, "needs_attention")
+    with pytest.raises(errors.InvalidInput) as refused:
+        services.intent_resolve_accepted(
+            tenant=tenant_a,
+            intent_id=intent.pk,
+            actor=approver,
+            provider_message_id=" <theirs@agentmail.to> ",
+            evidence="The customer's copy",
+        )
+    assert refused.value.code == "message_id_taken"
+    intent.refresh_from_db()
+    assert (intent.state, intent.provider_message_id) == ("needs_attention", "")
+    assert not IntentEvent.objects.filter(intent=intent, action="intent.resolved_accepted").exists()
+
+
 def test_resolve_accepted_refuses_other_states_and_missing_evidence(tenant_a, intent, approver):
     with pytest.raises(errors.IntentError):
         services.intent_resolve_accepted(

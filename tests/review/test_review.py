@@ -390,3 +390,103 @@ def test_queue_count_stops_at_the_cap(
         make_draft(mailbox_a)
     page = signed_in(admin_a.user).get(reverse("tenant_home", args=[tenant_a.slug]))
     assert 'title="Pending drafts matching the filters">3+</span>' in page.content.decode()
+
+
+def test_a_draft_naming_another_mailboxs_thread_does_not_show_that_conversation(
+    tenant_a, mailbox_a, make_draft, member_of, signed_in
+):
+    """A draft that answers no message keeps the agent's thread id. Naming a thread of another
+    mailbox must not show an approver of this one that mailbox's customers."""
+    from tests.factories import make_local_mailbox as local_mailbox
+
+    other = local_mailbox(tenant_a, "billing")
+    InboundMessage.objects.create(
+        tenant=tenant_a,
+        mailbox=other,
+        thread_id="thr-billing",
+        message_id="<private@x>",
+        sender="Grace Hopper <grace@customer.test>",
+        subject="My card was charged twice",
+        received_at=timezone.now(),
+    )
+    draft = make_draft(mailbox_a, subject="Hello", thread_id="thr-billing")
+    approver = member_of(tenant_a, "approver")
+    approver.approve_all_mailboxes = False
+    approver.save(update_fields=["approve_all_mailboxes"])
+    approver.approve_mailboxes.set([mailbox_a])
+
+    page = signed_in(approver.user).get(reverse("draft", args=[tenant_a.slug, draft.pk]))
+
+    assert page.status_code == 200
+    assert "grace@customer.test" not in page.content.decode()
+    assert "charged twice" not in page.content.decode()
+
+
+def test_bulk_approve_leaves_a_draft_whose_earlier_send_may_have_gone_out_to_its_page(
+    tenant_a, mailbox_a, make_draft, admin_a, member_of, signed_in
+):
+    """Only the draft page warns that AgentMail may already have delivered the earlier send; a
+    queue row does not, and a new send could reach the customer twice."""
+    from tests.intents.helpers import set_state
+
+    draft, plain = make_draft(mailbox_a), make_draft(mailbox_a)
+    approver = member_of(tenant_a, "approver").user
+    first = services.draft_approve(
+        tenant=tenant_a, draft_id=draft.pk, actor=approver, **approve_data(draft)
+    )
+    services.journal(
+        tenant=tenant_a,
+        draft=draft.pk,
+        intent=first,
+        action="intent.needs_attention",
+        actor_kind="sweep",
+        from_state="uncertain",
+        to_state="needs_attention",
+    )
+    set_state(first, "needs_attention")
+    services.draft_reopen(tenant=tenant_a, draft_id=draft.pk, actor=approver, reason="retry")
+    items = [
+        f"{d.pk}:{approve_data(d)['version']}:{approve_data(d)['content_hash']}"
+        for d in (draft, plain)
+    ]
+    client = signed_in(admin_a.user)
+
+    response = client.post(
+        reverse("bulk_approve", args=[tenant_a.slug]), {"item": items}, follow=True
+    )
+
+    body = response.content.decode()
+    assert "Approved 1 draft" in body and "may have gone out: open the draft" in body
+    assert SendIntent.objects.filter(draft=draft).count() == 1
+    assert SendIntent.objects.filter(draft=plain).count() == 1
+    page = client.post(
+        reverse("draft_approve", args=[tenant_a.slug, draft.pk]), approve_data(draft)
+    )
+    assert page.status_code == 302
+    assert SendIntent.objects.filter(draft=draft).count() == 2
+
+
+def test_cancelling_with_an_over_long_reason_is_refused_and_cancels_nothing(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """The reason was dropped and the send cancelled anyway; now the form says why it refused."""
+    draft = make_draft(mailbox_a)
+    intent = services.draft_approve(
+        tenant=tenant_a, draft_id=draft.pk, actor=admin_a.user, **approve_data(draft)
+    )
+    client = signed_in(admin_a.user)
+
+    response = client.post(
+        reverse("intent_cancel", args=[tenant_a.slug, intent.pk]),
+        {"reason": "x" * 2001},
+        follow=True,
+    )
+
+    intent.refresh_from_db()
+    assert intent.state == SendIntent.State.QUEUED
+    assert "at most 2000 characters" in response.content.decode()
+    kept = client.post(
+        reverse("intent_cancel", args=[tenant_a.slug, intent.pk]), {"reason": "Wrong customer"}
+    )
+    intent.refresh_from_db()
+    assert kept.status_code == 302 and intent.state == SendIntent.State.CANCELLED

@@ -64,7 +64,9 @@ def test_received_mail_with_nul_or_lone_surrogates_is_stored_applied_and_holds(
     assert event.payload["replaced_characters"] == 16 * len(bad)
     assert queued.held_reason.startswith("customer wrote again")
     assert IntentEvent.objects.filter(intent=queued, action="intent.held").count() == 1
-    assert selectors.inbound_for_thread(tenant=mailbox.tenant, thread_id="thr_1") == [inbound]
+    assert selectors.inbound_for_thread(
+        tenant=mailbox.tenant, mailbox=mailbox, thread_id="thr_1"
+    ) == [inbound]
 
 
 def test_a_delivery_event_with_nul_in_its_object_is_stored_and_applied(
@@ -114,6 +116,23 @@ def test_a_deeply_nested_signed_body_is_400_and_stores_nothing(client, hook, mai
     assert response.status_code == 400
     assert response["Content-Type"] == "application/problem+json"
     assert response.json()["detail"] == "body_too_deep"
+    assert WebhookEvent.objects.count() == 0
+    assert InboundMessage.objects.count() == 0
+
+
+@pytest.mark.parametrize("number", ["1e400", "-1e999", "NaN", "Infinity"])
+def test_a_signed_body_with_a_number_jsonb_cannot_hold_is_400_and_stores_nothing(
+    client, hook, mailbox, number
+):
+    """Valid JSON to Python (1e400 reads as inf), not to PostgreSQL: the ledger insert failed
+    with a 500, and Svix retried it for a day."""
+    event = received_payload(mailbox, thread_id="thr_1")
+    body = json.dumps(event)[:-1] + f', "size": {number}}}'
+
+    response = _signed_post(client, hook, body)
+
+    assert response.status_code == 400
+    assert response.json()["detail"] == "number_not_finite"
     assert WebhookEvent.objects.count() == 0
     assert InboundMessage.objects.count() == 0
 

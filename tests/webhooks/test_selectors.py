@@ -19,16 +19,20 @@ def intent(tenant_a, mailbox_row, intent_row):
     return intent_row(mailbox_row(tenant_a), to=["jane@customer.test"], cc=["ops@customer.test"])
 
 
-def test_inbound_for_thread_shows_only_this_tenants_messages(
+def test_inbound_for_thread_shows_only_this_mailboxs_messages(
     client, tenant_a, tenant_b, hook_for, mailbox_row
 ):
+    """Another tenant's thread and another mailbox's of the same tenant stay out: a draft that
+    answers no message carries the agent's thread id, which could name any thread."""
     hook_a, hook_b = hook_for(tenant_a), hook_for(tenant_b)
-    hook_a.post(client, received_payload(mailbox_row(tenant_a), thread_id="thr_same"))
+    support, sales = mailbox_row(tenant_a), mailbox_row(tenant_a, "sales")
+    hook_a.post(client, received_payload(support, thread_id="thr_same"))
+    hook_a.post(client, received_payload(sales, thread_id="thr_same"))
     hook_b.post(client, received_payload(mailbox_row(tenant_b), thread_id="thr_same"))
 
-    shown = selectors.inbound_for_thread(tenant=tenant_a, thread_id="thr_same")
+    shown = selectors.inbound_for_thread(tenant=tenant_a, mailbox=support, thread_id="thr_same")
 
-    assert [m.tenant_id for m in shown] == [tenant_a.pk]
+    assert [(m.tenant_id, m.mailbox_id) for m in shown] == [(tenant_a.pk, support.pk)]
 
 
 def test_delivery_summary_lists_every_approved_recipient_in_order(client, hook, intent):
