@@ -76,6 +76,11 @@ SECRET_KEY = required(
 )
 SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
 DEBUG = env_bool("DEBUG", not PRODUCTION)
+if PRODUCTION and DEBUG:
+    raise ImproperlyConfigured(
+        "DEBUG must be off when COUNTERSIGN_ENV=production: its error pages show settings, "
+        "code and request data to whoever causes an error."
+    )
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
 if PRODUCTION and not ALLOWED_HOSTS:
     raise ImproperlyConfigured("ALLOWED_HOSTS must be set when COUNTERSIGN_ENV=production")

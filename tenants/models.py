@@ -52,6 +52,17 @@ class User(AbstractBaseUser, PermissionsMixin):  # type: ignore[django-manager-m
     def __str__(self) -> str:
         return self.email
 
+    def clean(self) -> None:
+        # Sign-in, invitations and single sign-on compare lower-cased addresses: an operator's
+        # "Bob@Acme.test" in the Django admin could never sign in, and an invitation would then
+        # make a second, lower-case account. Here, before the form checks uniqueness.
+        super().clean()
+        self.email = (self.email or "").strip().lower()
+
+    def save(self, *args, **kwargs) -> None:
+        self.email = (self.email or "").strip().lower()
+        super().save(*args, **kwargs)
+
     @property
     def display_name(self) -> str:
         return self.full_name or self.email

@@ -52,6 +52,20 @@ def test_production_refuses_to_start_without_database_url():
     assert "DATABASE_URL must be set" in result.stderr
 
 
+def test_production_refuses_to_start_with_debug_on():
+    env = {**PRODUCTION_ENV, "DATABASE_URL": settings.DATABASE_URL, "DEBUG": "true"}
+    result = run_manage("check", env=env)
+    assert result.returncode != 0
+    assert "DEBUG must be off when COUNTERSIGN_ENV=production" in result.stderr
+
+
+def test_production_refuses_a_negative_proxy_count():
+    env = {**PRODUCTION_ENV, "DATABASE_URL": settings.DATABASE_URL, "TRUSTED_PROXY_COUNT": "-1"}
+    result = run_manage("check", env=env)
+    assert result.returncode != 0
+    assert "TRUSTED_PROXY_COUNT must be 0 or more" in result.stderr
+
+
 def test_check_deploy_is_clean_in_production():
     env = {**PRODUCTION_ENV, "DATABASE_URL": settings.DATABASE_URL}
     result = run_manage("check", "--deploy", "--fail-level", "WARNING", env=env)

@@ -7,15 +7,17 @@ operators who want a dedicated sender.
 
 from __future__ import annotations
 
+import argparse
 import faulthandler
 import logging
+import math
 import signal
 import sys
 import threading
 import time
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import InterfaceError, OperationalError, connections
 
 from intents import tasks
@@ -45,31 +47,61 @@ def _join(threads: list[threading.Thread]) -> None:
             thread.join(0.5)
 
 
+def _number(kind: type, *, least: float, above: bool = False):
+    """An argparse type: ``kind`` at least ``least`` (or above it), else a usage error naming
+    the bound (``--poll -1`` spun without pausing; a negative ``--batch`` failed inside every
+    round, forever)."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number")
+        if value < least or (above and value == least):
+            bound = f"more than {least:g}" if above else f"at least {least:g}"
+            raise argparse.ArgumentTypeError(f"{text} is not allowed: it must be {bound}")
+        return value
+
+    return parse
+
+
 class Command(BaseCommand):
     help = "Run a send worker loop (claims due intents, sends, records; sweeps periodically)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--seconds", type=float, default=0, help="Stop after this long (0: never)"
+            "--seconds",
+            type=_number(float, least=0),
+            default=0,
+            help="Stop after this long (0: never)",
         )
         parser.add_argument("--once", action="store_true", help="One claim round, then exit")
         parser.add_argument("--intent", type=int, help="Only this intent (with --once)")
-        parser.add_argument("--threads", type=int, default=1)
+        parser.add_argument("--threads", type=_number(int, least=0), default=1)
         parser.add_argument(
             "--reply-threads",
-            type=int,
+            type=_number(int, least=0),
             default=0,
             help="More threads that claim only replies (never a broadcast's sends)",
         )
         parser.add_argument(
-            "--batch", type=int, default=None, help="Intents per round (default SEND_BATCH_SIZE)"
+            "--batch",
+            type=_number(int, least=1),
+            default=None,
+            help="Intents per round (default SEND_BATCH_SIZE)",
         )
-        parser.add_argument("--poll", type=float, default=0.2)
-        parser.add_argument("--sweep-every", type=float, default=0, help="Seconds; 0: no sweep")
+        parser.add_argument("--poll", type=_number(float, least=0, above=True), default=0.2)
+        parser.add_argument(
+            "--sweep-every", type=_number(float, least=0), default=0, help="Seconds; 0: no sweep"
+        )
         parser.add_argument("--exit-when-idle", action="store_true")
 
     def handle(self, *args, **o):
         o["batch"] = o["batch"] or settings.SEND_BATCH_SIZE
+        if not o["once"] and o["threads"] + o["reply_threads"] == 0:
+            raise CommandError("--threads and --reply-threads are both 0: no loop would send.")
         if o["once"]:
             done = run_once(limit=o["batch"], intent_id=o["intent"])
             self.stdout.write(f"processed {done}")
