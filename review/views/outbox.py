@@ -113,7 +113,7 @@ def intent_cancel(request: TenantRequest, intent_id: int) -> HttpResponse:
         # An over-long reason: say so and cancel nothing (it was dropped, the send cancelled).
         for errors_of_field in form.errors.values():
             for error in errors_of_field:
-                messages.error(request, error)
+                messages.error(request, str(error))
         return redirect("outbox_intent", request.tenant.slug, intent_id)
     reason = form.cleaned_data["reason"]
     return _intent_action(
