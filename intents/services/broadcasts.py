@@ -77,13 +77,20 @@ def _clean_rate(rate) -> float | None:
     return float(rate)
 
 
-def _clean_rows(rows, *, used: set[str], in_subject: set[str]) -> list[content.Recipient]:
+def _clean_rows(rows, template: tuple) -> list[content.Recipient]:
+    """``template``: what ``_clean_template`` returned."""
+    subject, text, html, used, in_subject = template
     try:
         return content.clean_recipients(
             rows,
             used=used,
             in_subject=in_subject,
             max_recipients=settings.BROADCAST_MAX_RECIPIENTS,
+            limits=(
+                content.Limit.of("subject", subject, most=MAX_SUBJECT),
+                content.Limit.of("text", text, most=MAX_BODY),
+                content.Limit.of("html", html, most=MAX_BODY, escape=True),
+            ),
         )
     except content.RecipientsInvalid as exc:
         raise errors.BroadcastRowsInvalid(
@@ -181,12 +188,11 @@ def broadcast_create(
         raise errors.MailboxInactive(
             message=_("%(address)s is not active.") % {"address": mailbox.address}
         )
-    subject, text, html, used, in_subject = _clean_template(subject, text, html)
+    template = _clean_template(subject, text, html)
+    subject, text, html = template[:3]
     rate = _clean_rate(rate_per_second)
     name = name.strip()[:MAX_NAME] if isinstance(name, str) else ""
-    cleaned = _clean_rows(
-        recipient_rows(recipients, recipients_csv), used=used, in_subject=in_subject
-    )
+    cleaned = _clean_rows(recipient_rows(recipients, recipients_csv), template)
     with transaction.atomic():
         broadcast = Broadcast.objects.create(
             tenant=tenant,
@@ -233,10 +239,7 @@ def broadcast_replace_recipients(
         broadcast = lock_broadcast(tenant, broadcast_id)
         _require_state(broadcast, {State.PENDING_REVIEW})
         template = _clean_template(broadcast.subject, broadcast.text, broadcast.html)
-        used, in_subject = template[3], template[4]
-        cleaned = _clean_rows(
-            recipient_rows(recipients, recipients_csv), used=used, in_subject=in_subject
-        )
+        cleaned = _clean_rows(recipient_rows(recipients, recipients_csv), template)
         before = broadcast.content_hash
         _store_recipients(broadcast, cleaned)
         broadcast.save(

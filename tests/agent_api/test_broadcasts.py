@@ -68,6 +68,38 @@ def test_bad_rows_are_a_422_naming_each_row(api, token_a, mailbox_a):
     assert not Broadcast.objects.exists()
 
 
+def test_a_row_whose_message_would_render_over_the_limits_is_a_422_naming_it(
+    api, token_a, mailbox_a
+):
+    """The template and each value are within their limits, the rendering is not: 1,000
+    placeholders of a 2,000-character value are 2 MB of text (as HTML, quotes escaped, 12 MB),
+    and the subject goes past 998 characters. 200,000 placeholders once made a reviewer's
+    sample page render gigabytes in the web process."""
+    quote = '"' * 2000
+    rows = [
+        {"address": "fine@example.com", "variables": {"name": "Ana", "order": 1}},
+        {"address": "big@example.com", "variables": {"name": quote, "order": 2}},
+        {"address": "long@example.com", "variables": {"name": "B", "order": "9" * 990}},
+    ]
+    response = api.post(
+        "/broadcasts",
+        body(mailbox_a, text="{{ name }}" * 1000, html="<p>{{name}}</p>" * 1000, recipients=rows),
+        token=token_a,
+        key="b-big",
+    )
+
+    assert response.status_code == 422
+    problem = response.json()
+    assert [e["field"] for e in problem["errors"]] == [
+        "recipients[2].text",
+        "recipients[2].html",
+        "recipients[3].subject",
+    ]
+    assert "the text is 2000000 characters long; at most 1000000" in problem["errors"][0]["message"]
+    assert "the html is 12007000 characters long" in problem["errors"][1]["message"]
+    assert not Broadcast.objects.exists()
+
+
 def test_template_logic_is_a_422_naming_the_field(api, token_a, mailbox_a):
     response = api.post(
         "/broadcasts", body(mailbox_a, text="{% if a %}x{% endif %}"), token=token_a, key="b-4"
