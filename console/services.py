@@ -7,22 +7,22 @@ and the audit row stay here, with the administrative action.
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
 from django.db import transaction
 from django.utils.translation import gettext as _
 
 from console.selectors import suppression_reason
+from intents.policy import normalize_address
 from intents.services import suppressions
 from tenants.models import Tenant, User
 from tenants.services import AdminError, audit_record
 
 
 def suppression_add(*, tenant: Tenant, address: str, note: str, actor: User):
-    address = (address or "").strip().lower()
+    # The form every send compares against (intents.policy.normalize_address): stored as typed,
+    # ana@xn--bcher-kva.de never matched the ana@bücher.de a draft to that person is checked as.
     try:
-        validate_email(address)
-    except ValidationError:
+        address = normalize_address(address or "")
+    except ValueError:
         raise AdminError("invalid_email", _("Enter a valid email address."), "address") from None
     note = (note or "").strip()
     if not note:
