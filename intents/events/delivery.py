@@ -9,7 +9,8 @@ retry holds back the endpoint's later ones: that is the price of order, as with 
 Retries: ``AGENT_EVENTS_RETRY_DELAYS`` (jittered +/-10 %), about 27 hours in all by default;
 after the last the delivery is ``failed`` and the endpoint is disabled with the reason in words
 (every attempt for a day failed), so an admin sees it and re-enables it when the receiver is
-back. A lease that expires (the worker died mid-request) makes the delivery claimable again, so
+back. A lease that expires (the worker died mid-request, or the receiver stalled it past the
+task's time limit) counts as a failed attempt and the delivery is retried at its next delay, so
 a receiver may see a delivery twice: it dedupes on ``webhook-id``, as the specification says.
 """
 
@@ -40,6 +41,7 @@ Status = AgentEventDelivery.Status
 USER_AGENT = "Countersign-Webhooks/1"
 # Time a claimed delivery may take before another worker may take it over.
 LEASE_SECONDS = 120
+LEASE_EXPIRED = "no answer recorded within the lease (the worker stopped or the receiver stalled)"
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,20 @@ def delivery_claim(*, endpoint_id: int) -> Claim | None:
             return None
         if head.status == Status.SENDING and head.lease_expires_at and head.lease_expires_at > now:
             return None
+        if head.status == Status.SENDING:
+            # The last attempt never recorded an answer: its worker died, or the receiver held
+            # the request past the task's time limit (an answer trickled one byte at a time
+            # resets the read timeout). Posting again at once made such a receiver get the event
+            # every two minutes for ever, never failing and never disabled: it is a failed
+            # attempt, retried at its delay like any other.
+            stalled = Claim(head.pk, head.lease_token, head.attempts, endpoint, head.event)
+            if delivery_record(claim=stalled, answer=Answer(False, None, LEASE_EXPIRED)) != (
+                Status.PENDING
+            ):
+                return None
+            head.refresh_from_db()
+            if head.next_attempt_at > db_now():
+                return None
         token = uuid.uuid4()
         AgentEventDelivery.objects.filter(pk=head.pk, status=head.status).update(
             status=Status.SENDING,

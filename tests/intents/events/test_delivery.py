@@ -99,8 +99,11 @@ def test_two_workers_at_once_keep_one_delivery_in_flight_per_endpoint_in_order(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_claim_whose_worker_died_is_taken_over_after_its_lease(
-    tenant_a, member_of, receiver, subscribe
+    tenant_a, member_of, receiver, subscribe, settings
 ):
+    """The lost attempt counts as a failed one; with no wait before the retry it goes again at
+    once, and its success clears the endpoint's failures."""
+    settings.AGENT_EVENTS_RETRY_DELAYS = [0.0, 0.0]
     approver = member_of(tenant_a, "approver").user
     endpoint = subscribe(tenant_a, receiver, types=["draft.rejected"])
     reject_drafts(tenant_a, approver, 1)
@@ -116,3 +119,38 @@ def test_a_claim_whose_worker_died_is_taken_over_after_its_lease(
     assert (while_leased, after_lease) == (0, 1)
     assert (delivery.status, delivery.attempts) == ("delivered", 2)
     assert AgentEventEndpoint.objects.get().consecutive_failures == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_receiver_that_stalls_every_attempt_past_the_lease_is_retried_then_disabled(
+    tenant_a, member_of, receiver, subscribe, settings
+):
+    """An answer trickled a byte at a time keeps resetting the read timeout, so the task's time
+    limit ends the attempt and nothing is recorded. Such a delivery was claimed and posted again
+    every two minutes for ever, never failing; now each lost attempt is a failed one, retried at
+    its delay, and the endpoint is disabled when they run out."""
+    settings.AGENT_EVENTS_RETRY_DELAYS = [3600.0]
+    approver = member_of(tenant_a, "approver").user
+    endpoint = subscribe(tenant_a, receiver, types=["draft.rejected"])
+    reject_drafts(tenant_a, approver, 1)
+    stalled = AgentEventDelivery.objects.filter(
+        pk=delivery_claim(endpoint_id=endpoint.pk).delivery_id
+    )
+
+    stalled.update(lease_expires_at="2000-01-01T00:00:00Z")
+    first = deliver_due()
+    delivery = stalled.get()
+    assert first == 0 and receiver.accepted == []
+    assert (delivery.status, delivery.attempts) == ("pending", 1)
+    assert delivery.last_error.startswith("no answer recorded within the lease")
+
+    stalled.update(next_attempt_at="2000-01-01T00:00:00Z")
+    delivery_claim(endpoint_id=endpoint.pk)  # the retry stalls too
+    stalled.update(lease_expires_at="2000-01-01T00:00:00Z")
+    second = deliver_due()
+
+    endpoint.refresh_from_db()
+    assert second == 0 and receiver.accepted == []
+    assert (stalled.get().status, stalled.get().attempts) == ("failed", 2)
+    assert (endpoint.enabled, endpoint.disabled_automatically) == (False, True)
+    assert endpoint.disabled_reason.startswith("no answer recorded within the lease")
