@@ -47,7 +47,7 @@ LEASE_EXPIRED = "no answer recorded within the lease (the worker stopped or the 
 @dataclass(frozen=True)
 class Claim:
     delivery_id: int
-    lease_token: uuid.UUID
+    lease_token: uuid.UUID | None  # the column is nullable; a sending row always has one
     attempt: int
     endpoint: AgentEventEndpoint
     event: AgentEvent
