@@ -1,4 +1,4 @@
-"""Cells of the console's CSV exports, safe to open in a spreadsheet."""
+"""Cells of CSV exports (the console's, a broadcast's recipients), safe to open in a spreadsheet."""
 
 from __future__ import annotations
 

@@ -16,9 +16,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from common.csv_cells import csv_safe
 from console import audit_words, selectors
 from console import services as console_services
-from console.csv_cells import csv_safe
 from console.forms import (
     AuditFilterForm,
     InviteForm,

@@ -18,9 +18,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
+from common.csv_cells import csv_safe
 from console import selectors
 from console.analytics_chart import outcome_chart
-from console.csv_cells import csv_safe
 from console.forms_analytics import AnalyticsFilterForm
 from intents.selectors.analytics import (
     Figures,

@@ -42,6 +42,11 @@ urlpatterns = [
     path("broadcasts/new/", broadcasts.broadcast_new, name="broadcast_new"),
     path("broadcasts/<int:broadcast_id>/", broadcasts.broadcast_detail, name="broadcast"),
     path(
+        "broadcasts/<int:broadcast_id>/recipients.csv",
+        broadcasts.broadcast_recipients_csv,
+        name="broadcast_recipients_csv",
+    ),
+    path(
         "broadcasts/<int:broadcast_id>/approve/",
         broadcasts.broadcast_approve,
         name="broadcast_approve",

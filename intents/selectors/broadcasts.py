@@ -126,3 +126,24 @@ def broadcast_sample(broadcast: Broadcast, position: int = 0) -> dict | None:
         "text": text,
         "html": html,
     }
+
+
+def broadcast_recipient_rows(broadcast: Broadcast):
+    """Every recipient of the broadcast in canonical order: (row of the upload, address, the
+    variables), streamed in chunks (10,000 rows). The whole list a person approves, for the
+    page's download: one sample does not show what the 9,999 others receive."""
+    return (
+        BroadcastRecipient.objects.filter(broadcast=broadcast)
+        .order_by("position")
+        .values_list("source_row", "address", "variables")
+        .iterator(chunk_size=1000)
+    )
+
+
+def broadcast_variable_names(broadcast: Broadcast) -> set[str]:
+    """The variable names the broadcast's template uses."""
+    return (
+        broadcast_content.placeholders("subject", broadcast.subject)
+        | broadcast_content.placeholders("text", broadcast.text)
+        | broadcast_content.placeholders("html", broadcast.html)
+    )

@@ -64,3 +64,41 @@ def test_stale_hash_approves_nothing(signed_in, member_of, broadcast):
 def test_unknown_control_action_is_404(signed_in, member_of, broadcast):
     client = signed_in(member_of(broadcast.tenant, "approver").user)
     assert client.post(url(broadcast, "explode/")).status_code == 404
+
+
+def test_every_recipient_and_their_values_download_as_approved(
+    signed_in, member_of, tenant_a, tenant_b
+):
+    """One sample does not show what the others receive: an injected value on the last row
+    (sorted by address) is in the download, every cell spreadsheet-safe; another tenant's
+    admin gets 404."""
+    rows = [{"address": f"p{i}@example.com", "variables": {"n": i, "who": "Ana"}} for i in range(3)]
+    rows.append(
+        {"address": "zz@example.com", "variables": {"n": '=HYPERLINK("http://evil")', "who": "Z"}}
+    )
+    broadcast = broadcast_create(
+        tenant=tenant_a,
+        mailbox=make_local_mailbox(tenant_a),
+        subject="Delay {{ n }}",
+        text="Hello {{ who }}",
+        recipients=rows,
+    )
+    client = signed_in(member_of(tenant_a, "viewer").user)
+
+    page = client.get(url(broadcast)).content.decode()
+    response = client.get(url(broadcast, "recipients.csv"))
+
+    assert "Every recipient and their values (CSV, 4 rows)" in page
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    lines = b"".join(response.streaming_content).decode().splitlines()
+    assert lines == [
+        "row,address,n,who",
+        "1,p0@example.com,0,Ana",
+        "2,p1@example.com,1,Ana",
+        "3,p2@example.com,2,Ana",
+        '4,zz@example.com,"\'=HYPERLINK(""http://evil"")",Z',
+    ]
+    outsider = signed_in(member_of(tenant_b, "admin").user)
+    foreign = f"/t/{tenant_b.slug}/broadcasts/{broadcast.pk}/recipients.csv"
+    assert outsider.get(foreign).status_code == 404

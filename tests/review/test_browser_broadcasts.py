@@ -42,6 +42,11 @@ def test_approve_a_broadcast_and_follow_its_progress(page, shop, tmp_path, setti
     assert page.locator("[data-skipped=suppressed]").count() == 1
     assert page.locator("[data-recipient-count]").inner_text() == "5"
     shot(page, tmp_path, "broadcast-review")
+    with page.expect_download() as download:
+        page.click("[data-recipients-csv]")
+    rows = Path(download.value.path()).read_text().splitlines()
+    assert rows[0] == "row,address,name,order" and len(rows) == 6
+    assert rows[5] == "5,c4@example.com,Kim 4,A4"
     page.click("[data-approve]")
     page.wait_for_selector("[data-broadcast-state=approved]")
     assert Broadcast.objects.get(pk=broadcast.pk).approved_by == shop["admin"].user

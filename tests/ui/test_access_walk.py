@@ -52,6 +52,7 @@ EXPECTED = {
     "attachment_preview": READ,
     "broadcasts": READ,
     "broadcast": READ,
+    "broadcast_recipients_csv": READ,
     "broadcast_new": DECIDE_PAGE,
     "broadcast_approve": POST_DECIDE,
     "broadcast_reject": POST_DECIDE,
