@@ -45,6 +45,23 @@ def set_state(intent, state, **fields):
     SendIntent.objects.filter(pk=intent.pk).update(state=state, **fields)
 
 
+def unproven(intent) -> None:
+    """The intent in needs_attention with the journal row the sweep writes when a send's outcome
+    could not be proven: it may have gone out."""
+    from intents import services
+
+    services.journal(
+        tenant=intent.tenant,
+        draft=intent.draft_id,
+        intent=intent,
+        action="intent.needs_attention",
+        actor_kind="sweep",
+        from_state="uncertain",
+        to_state="needs_attention",
+    )
+    set_state(intent, "needs_attention")
+
+
 def blocked_on_a_lock(timeout: float = 10.0) -> bool:
     """Whether another session of this database waits on a lock within ``timeout`` seconds: the
     event a race test waits for instead of sleeping."""

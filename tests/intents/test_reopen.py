@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from intents import errors, selectors, services
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
-from tests.intents.helpers import run_concurrently, set_state
+from tests.intents.helpers import run_concurrently, set_state, unproven
 
 pytestmark = pytest.mark.django_db
 
@@ -163,26 +163,17 @@ def test_reopen_gives_a_fresh_review_deadline_and_clears_a_passed_send_before(
 
 
 def test_journal_says_whether_the_earlier_send_may_have_gone_out(tenant_a, new_draft, approver):
-    unproven = approve_current(tenant_a, new_draft().pk, approver)
-    services.journal(
-        tenant=tenant_a,
-        draft=unproven.draft_id,
-        intent=unproven,
-        action="intent.needs_attention",
-        actor_kind="sweep",
-        from_state="uncertain",
-        to_state="needs_attention",
-    )
-    set_state(unproven, "needs_attention")
+    unknown = approve_current(tenant_a, new_draft().pk, approver)
+    unproven(unknown)
     failed = approve_current(tenant_a, new_draft().pk, approver)
     set_state(failed, "failed")
-    for i in (unproven, failed):
+    for i in (unknown, failed):
         services.draft_reopen(tenant=tenant_a, draft_id=i.draft_id, actor=approver, reason="r")
     flags = {
         e.intent_id: e.data["earlier_may_have_gone_out"]
         for e in IntentEvent.objects.filter(action="draft.reopened")
     }
-    assert flags == {unproven.pk: True, failed.pk: False}
+    assert flags == {unknown.pk: True, failed.pk: False}
 
 
 def test_an_earlier_send_proven_sent_stops_the_new_approval(tenant_a, intent, approver):

@@ -427,23 +427,14 @@ def test_bulk_approve_leaves_a_draft_whose_earlier_send_may_have_gone_out_to_its
 ):
     """Only the draft page warns that AgentMail may already have delivered the earlier send; a
     queue row does not, and a new send could reach the customer twice."""
-    from tests.intents.helpers import set_state
+    from tests.intents.helpers import unproven
 
     draft, plain = make_draft(mailbox_a), make_draft(mailbox_a)
     approver = member_of(tenant_a, "approver").user
     first = services.draft_approve(
         tenant=tenant_a, draft_id=draft.pk, actor=approver, **approve_data(draft)
     )
-    services.journal(
-        tenant=tenant_a,
-        draft=draft.pk,
-        intent=first,
-        action="intent.needs_attention",
-        actor_kind="sweep",
-        from_state="uncertain",
-        to_state="needs_attention",
-    )
-    set_state(first, "needs_attention")
+    unproven(first)
     services.draft_reopen(tenant=tenant_a, draft_id=draft.pk, actor=approver, reason="retry")
     items = [
         f"{d.pk}:{approve_data(d)['version']}:{approve_data(d)['content_hash']}"
