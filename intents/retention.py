@@ -86,6 +86,27 @@ def draft_bodies_purge(*, batch: int = 1000) -> int:
     return purged
 
 
+def purged_drafts_events_purge() -> int:
+    """Agent events of drafts whose bodies are already purged, once no delivery of them is still
+    being attempted (their diffs quote the text). ``draft_bodies_purge`` skips those with a
+    delivery pending, on an endpoint that may be disabled for months, and never looks at the
+    draft again: this pass, run daily after it, takes them when they finish. Returns how many
+    events were deleted."""
+    purged = DraftVersion.objects.filter(draft=OuterRef("draft"), body_purged_at__isnull=False)
+    unfinished = AgentEventDelivery.objects.filter(
+        event=OuterRef("pk"), status__in=AgentEventDelivery.UNFINISHED
+    )
+    deleted, _ = (
+        AgentEvent.objects.filter(draft__isnull=False)
+        .filter(Exists(purged))
+        .exclude(Exists(unfinished))
+        .delete()
+    )
+    if deleted:
+        log.info("intents.retention.events_purged", extra={"deleted": deleted})
+    return deleted
+
+
 def api_idempotency_purge(*, retention: timedelta = IDEMPOTENCY_RETENTION) -> int:
     """Delete keys completed more than ``retention`` ago, and abandoned in-flight claims whose lock
     passed that long ago. Safe to run anywhere, any number of times."""

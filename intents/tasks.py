@@ -170,10 +170,11 @@ def _wake_agent_events() -> int:
 
 def retention_purge() -> int:
     """Daily: empty draft bodies past each tenant's retention (webhooks purge their own payloads)."""
-    from intents.retention import draft_bodies_purge
+    from intents.retention import draft_bodies_purge, purged_drafts_events_purge
 
     total = 0
     while step := draft_bodies_purge():
         total += step
+    purged_drafts_events_purge()
     presence_purge()
     return total

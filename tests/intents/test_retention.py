@@ -96,3 +96,9 @@ def test_agent_events_go_with_the_bodies_once_delivered(decided, tenant_a, membe
         [still_sending.pk, fresh.pk]
     )
     assert old.pk not in AgentEventDelivery.objects.values_list("event__draft_id", flat=True)
+
+    # The one still being attempted (its endpoint disabled for months, say) goes once it ends:
+    # its draft was purged above and is not looked at again by that pass.
+    AgentEventDelivery.objects.update(status="failed")
+    tasks.retention_purge()
+    assert list(AgentEvent.objects.values_list("draft_id", flat=True)) == [fresh.pk]
