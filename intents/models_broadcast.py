@@ -57,6 +57,10 @@ class Broadcast(models.Model):
     # Fan-out progress: every recipient with position <= this has been handled (an intent made
     # or a skip recorded), in the same transaction that moved it.
     fanout_position = models.IntegerField(default=-1)
+    # Retention (intents.retention): when text, html and every recipient's variables were
+    # emptied, the tenant's retention after the broadcast finished. The subject template, the
+    # addresses, the hashes and the journal stay: the audit record.
+    body_purged_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -20,11 +20,13 @@ from django.db import transaction
 from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterRef, Q, Value
 from django.db.models.functions import Now
 
-from intents.journal import Entry, journal_many
+from intents.journal import Entry, journal, journal_many
 from intents.models import (
     AgentEvent,
     AgentEventDelivery,
     ApiIdempotencyKey,
+    Broadcast,
+    BroadcastRecipient,
     Draft,
     DraftNote,
     DraftVersion,
@@ -83,6 +85,45 @@ def draft_bodies_purge(*, batch: int = 1000) -> int:
             ]
         )
     log.info("intents.retention.bodies_purged", extra={"versions": purged, "drafts": len(drafts)})
+    return purged
+
+
+def broadcast_bodies_purge(*, batch: int = 100) -> int:
+    """Empty the text, the HTML and every recipient's variables (names, order numbers: the
+    customers' data) of finished broadcasts older than their tenant's retention, as for drafts.
+    A broadcast with a send still open keeps them: its pre-send check re-derives each message
+    from them. Returns how many broadcasts were purged."""
+    cutoff = ExpressionWrapper(
+        Now() - F("tenant__retention_days") * Value(timedelta(days=1)), output_field=DateTimeField()
+    )
+    open_send = SendIntent.objects.filter(broadcast=OuterRef("pk"), state__in=OPEN_INTENT_STATES)
+    rows = list(
+        Broadcast.objects.filter(
+            body_purged_at__isnull=True,
+            state__in=Broadcast.FINISHED,
+            updated_at__lt=cutoff,
+        )
+        .exclude(Exists(open_send))
+        .order_by("id")
+        .values_list("id", "tenant_id")[:batch]
+    )
+    if not rows:
+        return 0
+    ids = [pk for pk, _ in rows]
+    with transaction.atomic():
+        purged = Broadcast.objects.filter(id__in=ids, body_purged_at__isnull=True).update(
+            text="", html="", body_purged_at=Now()
+        )
+        BroadcastRecipient.objects.filter(broadcast_id__in=ids).update(variables={})
+        for pk, tenant_id in rows:
+            journal(
+                tenant=tenant_id,
+                broadcast=pk,
+                actor_kind=IntentEvent.Actor.SWEEP,
+                action="broadcast.bodies_purged",
+                reason="retention period passed",
+            )
+    log.info("intents.retention.broadcasts_purged", extra={"broadcasts": purged})
     return purged
 
 

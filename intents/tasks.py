@@ -169,12 +169,19 @@ def _wake_agent_events() -> int:
 
 
 def retention_purge() -> int:
-    """Daily: empty draft bodies past each tenant's retention (webhooks purge their own payloads)."""
-    from intents.retention import draft_bodies_purge, purged_drafts_events_purge
+    """Daily: empty draft and broadcast bodies past each tenant's retention (webhooks purge their
+    own payloads)."""
+    from intents.retention import (
+        broadcast_bodies_purge,
+        draft_bodies_purge,
+        purged_drafts_events_purge,
+    )
 
     total = 0
     while step := draft_bodies_purge():
         total += step
+    while broadcast_bodies_purge():
+        pass
     purged_drafts_events_purge()
     presence_purge()
     return total

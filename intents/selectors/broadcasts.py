@@ -109,7 +109,10 @@ def _would_skip(broadcast: Broadcast) -> list[tuple[int, str, str]]:
 
 
 def broadcast_sample(broadcast: Broadcast, position: int = 0) -> dict | None:
-    """The message one recipient (by canonical position) receives, rendered as it will be sent."""
+    """The message one recipient (by canonical position) receives, rendered as it will be sent;
+    None when there is none, or when retention emptied the values it was made of."""
+    if broadcast.body_purged_at is not None:
+        return None
     recipient = BroadcastRecipient.objects.filter(broadcast=broadcast, position=position).first()
     if recipient is None:
         return None

@@ -102,3 +102,55 @@ def test_agent_events_go_with_the_bodies_once_delivered(decided, tenant_a, membe
     AgentEventDelivery.objects.update(status="failed")
     tasks.retention_purge()
     assert list(AgentEvent.objects.values_list("draft_id", flat=True)) == [fresh.pk]
+
+
+def test_finished_broadcasts_lose_their_bodies_and_values_past_retention(
+    tenant_a, member_of, mailbox_factory, signed_in
+):
+    """A broadcast's text and each recipient's values (names, order numbers) are customers'
+    data like a draft's body; the subject template, the addresses, the hashes and the journal
+    stay. One still in review keeps everything, and so does one finished recently."""
+    from intents.models import Broadcast, BroadcastRecipient
+    from intents.retention import broadcast_bodies_purge
+    from intents.services.broadcasts import broadcast_create, broadcast_reject
+
+    approver = member_of(tenant_a, "approver").user
+    mailbox = mailbox_factory(tenant_a)
+
+    def make(days: int, *, reject: bool = True):
+        broadcast = broadcast_create(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            subject="Order {{ order }} is late",
+            text="Dear {{ name }}",
+            html="<p>Dear {{ name }}</p>",
+            recipients=[{"address": "ana@example.com", "variables": {"name": "Ana", "order": 7}}],
+        )
+        if reject:
+            broadcast_reject(tenant=tenant_a, broadcast_id=broadcast.pk, actor=approver, reason="x")
+        Broadcast.objects.filter(pk=broadcast.pk).update(
+            updated_at=timezone.now() - timedelta(days=days)
+        )
+        return broadcast
+
+    old, recent, in_review = make(91), make(10), make(91, reject=False)
+
+    assert broadcast_bodies_purge() == 1
+    assert broadcast_bodies_purge() == 0
+
+    purged = Broadcast.objects.get(pk=old.pk)
+    assert (purged.text, purged.html, purged.subject) == ("", "", "Order {{ order }} is late")
+    assert purged.body_purged_at is not None and purged.content_hash == old.content_hash
+    assert list(
+        BroadcastRecipient.objects.filter(broadcast=old).values_list("address", "variables")
+    ) == [("ana@example.com", {})]
+    for kept in (recent, in_review):
+        assert Broadcast.objects.get(pk=kept.pk).text == "Dear {{ name }}"
+        assert BroadcastRecipient.objects.get(broadcast=kept).variables == {
+            "name": "Ana",
+            "order": "7",
+        }
+    assert IntentEvent.objects.filter(broadcast=old, action="broadcast.bodies_purged").count() == 1
+    page = signed_in(approver).get(f"/t/{tenant_a.slug}/broadcasts/{old.pk}/")
+    assert page.status_code == 200
+    assert "each recipient" in page.content.decode() and "Dear Ana" not in page.content.decode()
