@@ -43,11 +43,25 @@ IDEMPOTENCY_RETENTION = timedelta(hours=24)
 OPEN_INTENT_STATES = ("queued", "sending", "uncertain", "needs_attention")
 
 
-def draft_bodies_purge(*, batch: int = 1000) -> int:
-    """Empty the bodies of decided drafts older than their tenant's retention. Returns rows purged."""
-    cutoff = ExpressionWrapper(
+def _retention_cutoff() -> ExpressionWrapper:
+    """Now less the row's tenant's ``retention_days`` (for a model with a ``tenant`` key)."""
+    return ExpressionWrapper(
         Now() - F("tenant__retention_days") * Value(timedelta(days=1)), output_field=DateTimeField()
     )
+
+
+def _delivery_pending() -> Exists:
+    """For an AgentEvent: a delivery of it is still being attempted (it must not go yet)."""
+    return Exists(
+        AgentEventDelivery.objects.filter(
+            event=OuterRef("pk"), status__in=AgentEventDelivery.UNFINISHED
+        )
+    )
+
+
+def draft_bodies_purge(*, batch: int = 1000) -> int:
+    """Empty the bodies of decided drafts older than their tenant's retention. Returns rows purged."""
+    cutoff = _retention_cutoff()
     open_intent = SendIntent.objects.filter(draft=OuterRef("draft"), state__in=OPEN_INTENT_STATES)
     due = (
         DraftVersion.objects.filter(body_purged_at__isnull=True, draft__updated_at__lt=cutoff)
@@ -68,10 +82,7 @@ def draft_bodies_purge(*, batch: int = 1000) -> int:
         # (their diffs quote the text) once no delivery of them is still being attempted.
         draft_ids = {d for _, d in drafts}
         DraftNote.objects.filter(draft_id__in=draft_ids).delete()
-        unfinished = AgentEventDelivery.objects.filter(
-            event=OuterRef("pk"), status__in=AgentEventDelivery.UNFINISHED
-        )
-        AgentEvent.objects.filter(draft_id__in=draft_ids).exclude(Exists(unfinished)).delete()
+        AgentEvent.objects.filter(draft_id__in=draft_ids).exclude(_delivery_pending()).delete()
         journal_many(
             [
                 Entry(
@@ -93,9 +104,7 @@ def broadcast_bodies_purge(*, batch: int = 100) -> int:
     customers' data) of finished broadcasts older than their tenant's retention, as for drafts.
     A broadcast with a send still open keeps them: its pre-send check re-derives each message
     from them. Returns how many broadcasts were purged."""
-    cutoff = ExpressionWrapper(
-        Now() - F("tenant__retention_days") * Value(timedelta(days=1)), output_field=DateTimeField()
-    )
+    cutoff = _retention_cutoff()
     open_send = SendIntent.objects.filter(broadcast=OuterRef("pk"), state__in=OPEN_INTENT_STATES)
     rows = list(
         Broadcast.objects.filter(
@@ -134,13 +143,10 @@ def purged_drafts_events_purge() -> int:
     draft again: this pass, run daily after it, takes them when they finish. Returns how many
     events were deleted."""
     purged = DraftVersion.objects.filter(draft=OuterRef("draft"), body_purged_at__isnull=False)
-    unfinished = AgentEventDelivery.objects.filter(
-        event=OuterRef("pk"), status__in=AgentEventDelivery.UNFINISHED
-    )
     deleted, _ = (
         AgentEvent.objects.filter(draft__isnull=False)
         .filter(Exists(purged))
-        .exclude(Exists(unfinished))
+        .exclude(_delivery_pending())
         .delete()
     )
     if deleted:

@@ -4,15 +4,13 @@ resume, cancel. Each decision is one intents service; a business refusal is a me
 
 from __future__ import annotations
 
-import csv
-
 from django.contrib import messages
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from common.csv_cells import csv_safe
+from common.csv_cells import csv_lines
 from intents import errors
 from intents.policy import approvable_mailbox_ids, can_approve
 from intents.selectors.broadcasts import (
@@ -123,11 +121,6 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
     )
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
 @tenant_view()
 @require_GET
 def broadcast_recipients_csv(request: TenantRequest, broadcast_id: int) -> StreamingHttpResponse:
@@ -135,17 +128,14 @@ def broadcast_recipients_csv(request: TenantRequest, broadcast_id: int) -> Strea
     template filled with their row. Every cell is spreadsheet-safe (agents and uploads wrote
     them)."""
     broadcast = _broadcast_or_404(request, broadcast_id)
-    rows = broadcast_recipient_rows(broadcast)
     names = sorted(broadcast_variable_names(broadcast))
-    writer = csv.writer(_Echo())
-
-    def stream():
-        yield writer.writerow(["row", "address", *names])
-        for row, address, variables in rows:
-            cells = [str(row), address, *(str(variables.get(name, "")) for name in names)]
-            yield writer.writerow([csv_safe(cell) for cell in cells])
-
-    response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")
+    cells = (
+        [str(row), address, *(str(variables.get(name, "")) for name in names)]
+        for row, address, variables in broadcast_recipient_rows(broadcast)
+    )
+    response = StreamingHttpResponse(
+        csv_lines(["row", "address", *names], cells), content_type="text/csv; charset=utf-8"
+    )
     response["Content-Disposition"] = (
         f'attachment; filename="broadcast-{broadcast.pk}-recipients.csv"'
     )
