@@ -22,23 +22,19 @@ from webhooks import selectors as webhook_selectors
 MAX_ID = 2**63 - 1
 
 
-def _allowed_mailbox_ids(token: AgentToken) -> list[int]:
-    return list(token.mailboxes.values_list("pk", flat=True))
-
-
 def mailboxes_in_scope(token: AgentToken) -> QuerySet[Mailbox]:
     queryset = Mailbox.objects.filter(tenant_id=token.tenant_id)
-    allowed = _allowed_mailbox_ids(token)
-    if allowed:
-        queryset = queryset.filter(pk__in=allowed)
+    scope = token.mailbox_scope()
+    if scope is not None:
+        queryset = queryset.filter(pk__in=scope)
     return queryset
 
 
 def _drafts(token: AgentToken) -> QuerySet[Draft]:
     queryset = Draft.objects.filter(tenant_id=token.tenant_id)
-    allowed = _allowed_mailbox_ids(token)
-    if allowed:
-        queryset = queryset.filter(mailbox_id__in=allowed)
+    scope = token.mailbox_scope()
+    if scope is not None:
+        queryset = queryset.filter(mailbox_id__in=scope)
     return queryset
 
 
@@ -167,7 +163,7 @@ def draft_page(
         page = draft_queue(
             tenant=token.tenant_id,
             status=status,
-            mailbox_ids=_allowed_mailbox_ids(token) or None,
+            mailbox_ids=token.mailbox_scope(),
             with_intent_state=True,
             newest_first=True,
             cursor=cursor,

@@ -253,7 +253,10 @@ class AgentToken(models.Model):
     prefix = models.CharField(max_length=16, unique=True)
     digest = models.CharField(max_length=64)
     scopes = ArrayField(models.CharField(max_length=32), default=list)
-    # Empty means every mailbox of the tenant.
+    # Every mailbox of the tenant, those connected later too; otherwise only ``mailboxes``. An
+    # explicit flag, not "an empty set means all": a token whose set somehow ended up empty must
+    # reach nothing, never everything.
+    all_mailboxes = models.BooleanField(default=False)
     mailboxes = models.ManyToManyField("mailboxes.Mailbox", blank=True, related_name="agent_tokens")
     created_by = models.ForeignKey(
         User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -272,6 +275,12 @@ class AgentToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} (cs_{self.prefix}…)"
+
+    def mailbox_scope(self) -> set[int] | None:
+        """The ids of the mailboxes this token may use, or None for every mailbox of its tenant."""
+        if self.all_mailboxes:
+            return None
+        return set(self.mailboxes.values_list("pk", flat=True))
 
 
 class AuditEvent(models.Model):

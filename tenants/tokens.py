@@ -83,6 +83,7 @@ def _insert(
     tenant: Tenant,
     name: str,
     scopes: list[str],
+    all_mailboxes: bool,
     expires_at: datetime | None,
     actor: User | None,
 ) -> tuple[AgentToken, str]:
@@ -98,6 +99,7 @@ def _insert(
                     prefix=prefix,
                     digest=_digest(plaintext),
                     scopes=scopes,
+                    all_mailboxes=all_mailboxes,
                     created_by=actor,
                     expires_at=expires_at,
                 )
@@ -120,7 +122,10 @@ def token_create(
     expires_at: datetime | None = None,
     actor: User | None,
 ) -> tuple[AgentToken, str]:
-    """Create a token and return it with its plaintext, which is never available again."""
+    """Create a token and return it with its plaintext, which is never available again.
+
+    No ``mailbox_ids``: the token reaches every mailbox of the tenant (``all_mailboxes``), those
+    connected later too; otherwise exactly those."""
     mailbox_ids = sorted({int(pk) for pk in mailbox_ids})
     name, scopes = _checked(name, scopes, expires_at)
     with transaction.atomic():
@@ -131,7 +136,12 @@ def token_create(
         if AgentToken.objects.filter(tenant=tenant, name=name).exists():
             raise TokenError(_("A token with this name already exists."), field="name")
         token, plaintext = _insert(
-            tenant=tenant, name=name, scopes=scopes, expires_at=expires_at, actor=actor
+            tenant=tenant,
+            name=name,
+            scopes=scopes,
+            all_mailboxes=not mailbox_ids,
+            expires_at=expires_at,
+            actor=actor,
         )
         token.mailboxes.set(mailboxes)
         AuditEvent.objects.create(
@@ -144,6 +154,7 @@ def token_create(
                 "name": name,
                 "prefix": token.prefix,
                 "scopes": scopes,
+                "all_mailboxes": not mailbox_ids,
                 "mailbox_ids": mailbox_ids,
                 "expires_at": expires_at.isoformat() if expires_at else None,
             },

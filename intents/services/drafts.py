@@ -47,8 +47,8 @@ def _check_agent_token(tenant, agent_token, mailbox) -> None:
         raise errors.NoRight(message="This agent token has been revoked.")
     if agent_token.expires_at is not None and agent_token.expires_at <= timezone.now():
         raise errors.NoRight(message="This agent token has expired.")
-    restricted = list(agent_token.mailboxes.values_list("pk", flat=True))
-    if restricted and mailbox.pk not in restricted:
+    scope = agent_token.mailbox_scope()
+    if scope is not None and mailbox.pk not in scope:
         # The same answer as a missing mailbox: a restricted token learns nothing about others.
         raise errors.NotFound("mailbox_not_found", "No such mailbox.", field="mailbox")
 

@@ -8,6 +8,7 @@ import pytest
 
 from intents import services
 from intents.models import Draft, DraftVersion, IntentEvent, Suppression
+from tenants.models import AgentToken
 from tests.agent_api.conftest import draft_body
 
 pytestmark = pytest.mark.django_db
@@ -254,6 +255,45 @@ def test_token_restricted_to_m_cannot_draft_from_or_see_n(
     assert allowed.status_code == 201
     assert Draft.objects.filter(mailbox=mailbox_a2).count() == 1
     assert Draft.objects.get(pk=n_draft).status == "pending"
+
+
+def test_a_restricted_token_whose_mailbox_set_empties_reaches_nothing(
+    api, make_token, tenant_a, mailbox_a, mailbox_a2
+):
+    """Only the token's own flag means "every mailbox": a restricted token that loses its last
+    mailbox (say, a row removed beside the product) is refused everywhere, not widened."""
+    only_m = make_token(tenant_a, mailboxes=[mailbox_a])
+    everything = make_token(tenant_a)
+    existing = api.post("/drafts", draft_body(mailbox_a), token=everything, key="e1").json()["id"]
+    AgentToken.objects.get(prefix=only_m.split("_")[1]).mailboxes.clear()
+
+    listed = api.get("/mailboxes", token=only_m)
+    creates = [
+        api.post("/drafts", draft_body(m), token=only_m, key=f"k{m.pk}")
+        for m in (mailbox_a, mailbox_a2)
+    ]
+    read = api.get(f"/drafts/{existing}", token=only_m)
+    listing = api.get("/drafts", token=only_m)
+
+    assert listed.status_code == 200
+    assert listed.json()["items"] == []
+    assert [r.status_code for r in creates] == [404, 404]
+    assert {r.json()["code"] for r in creates} == {"mailbox_not_found"}
+    assert read.status_code == 404
+    assert listing.json()["items"] == []
+    assert Draft.objects.filter(tenant=tenant_a).count() == 1
+
+
+def test_a_token_for_every_mailbox_reaches_one_connected_after_it(
+    api, make_token, tenant_a, mailbox_factory
+):
+    everything = make_token(tenant_a)
+    later = mailbox_factory(tenant_a, username=f"later-{uuid.uuid4().hex[:6]}")
+
+    created = api.post("/drafts", draft_body(later), token=everything, key="later")
+
+    assert AgentToken.objects.get(prefix=everything.split("_")[1]).all_mailboxes is True
+    assert created.status_code == 201
 
 
 def test_unknown_route_is_problem_json(api, token_a):

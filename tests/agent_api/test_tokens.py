@@ -3,6 +3,7 @@ tested in tests/console/test_views_tokens.py)."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from datetime import timedelta
 
@@ -105,3 +106,24 @@ def test_create_refuses_another_tenants_mailbox_and_a_duplicate_name(tenant_a, m
     with pytest.raises(TokenError, match="already exists"):
         token_create(tenant=tenant_a, name="bot", scopes=["drafts:read"], actor=None)
     assert AgentToken.objects.count() == 1
+
+
+def test_the_migration_flags_exactly_the_tokens_that_had_no_mailbox(tenant_a, mailbox_factory):
+    """Before the flag, an empty mailbox set meant every mailbox: those tokens, and only they,
+    keep that reach (tenants/migrations/0009)."""
+    from django.apps import apps
+
+    migration = importlib.import_module("tenants.migrations.0009_agent_token_all_mailboxes")
+    mailbox = mailbox_factory(tenant_a, username="migr")
+    legacy_all = AgentToken.objects.create(tenant=tenant_a, name="a", prefix="legacy01", digest="0")
+    legacy_one = AgentToken.objects.create(tenant=tenant_a, name="b", prefix="legacy02", digest="0")
+    legacy_one.mailboxes.set([mailbox])
+
+    migration.flag_unrestricted_tokens(apps, None)
+
+    legacy_all.refresh_from_db()
+    legacy_one.refresh_from_db()
+    assert legacy_all.all_mailboxes is True
+    assert legacy_one.all_mailboxes is False
+    assert legacy_one.mailbox_scope() == {mailbox.pk}
+    assert legacy_all.mailbox_scope() is None

@@ -21,7 +21,7 @@ def make_token(tenant, name="agent", **kwargs):
         prefix=f"p{tenant.pk}{name}"[:16],
         digest="0" * 64,
         scopes=["drafts:write"],
-        **kwargs,
+        **{"all_mailboxes": True, **kwargs},
     )
 
 
@@ -218,7 +218,7 @@ def test_create_refuses_revoked_token_and_foreign_token(tenant_a, tenant_b, loca
 
 def test_token_restricted_to_other_mailbox_sees_not_found(tenant_a, local_mailbox):
     other = make_local_mailbox(tenant_a, username="sales")
-    token = make_token(tenant_a)
+    token = make_token(tenant_a, all_mailboxes=False)
     token.mailboxes.add(other)
     with pytest.raises(errors.NotFound):
         services.draft_create(

@@ -63,7 +63,12 @@ ADDRESSES = ["a@example.com", "b@example.com", "c@example.org"]
 
 def run_machine(live):
     agent = AgentToken.objects.create(
-        tenant=live.tenant, name="hyp", prefix="hypagent", digest="0" * 64, scopes=["drafts:write"]
+        tenant=live.tenant,
+        name="hyp",
+        prefix="hypagent",
+        digest="0" * 64,
+        scopes=["drafts:write"],
+        all_mailboxes=True,
     )
 
     class SendMachine(RuleBasedStateMachine):

@@ -34,6 +34,7 @@ def build(tenant, admin, mailbox, member_of):
         prefix="k3x9q2ab",
         digest="0" * 64,
         scopes=["drafts:write"],
+        all_mailboxes=True,
     )
     limited = member_of(tenant, "approver", approve_all_mailboxes=False)
     limited.user.full_name = "Arthur Approver"

@@ -187,7 +187,7 @@ def world(tenant_a, tenant_b, mailbox_a, mailbox_b, make_draft, make_intent, mem
     draft, attachment = draft_with_file(make_draft, mailbox_a)
     intent = make_intent(mailbox_a, state="needs_attention")
     token = AgentToken.objects.create(
-        tenant=tenant_a, name="walker", prefix="walk0001", digest="0" * 64
+        tenant=tenant_a, name="walker", prefix="walk0001", digest="0" * 64, all_mailboxes=True
     )
     suppression = Suppression.objects.create(
         tenant=tenant_a, address="gone@example.com", reason="manual"
