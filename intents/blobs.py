@@ -13,9 +13,33 @@ from functools import cache
 from typing import Protocol
 
 from django.conf import settings
+from django.db import connection
 from django.utils.module_loading import import_string
 
 from intents.models import AttachmentBlob
+
+
+class BlobPurged(Exception):
+    """The blob's bytes were dropped by retention (``AttachmentBlob.data_purged_at``)."""
+
+
+def preview_cache_key(tenant_id: int, sha256: str) -> str:
+    """Where the review UI caches a rendering of a blob (a PDF's first page): retention deletes
+    it with the bytes."""
+    return f"review.pdf_preview:{tenant_id}:{sha256}"
+
+
+# Insert the blob, or, if the tenant has it already, lock its row and refill bytes that retention
+# dropped. ON CONFLICT DO UPDATE locks the conflicting row even when its WHERE is false, so a
+# purge running at the same moment waits for this transaction, which names the blob, to end
+# (intents.retention.attachment_bytes_purge).
+_PUT = """
+INSERT INTO {table} AS blob (tenant_id, sha256, size, data, created_at)
+VALUES (%s, %s, %s, %s, now())
+ON CONFLICT (tenant_id, sha256) DO UPDATE
+   SET data = EXCLUDED.data, data_purged_at = NULL
+ WHERE blob.data_purged_at IS NOT NULL
+"""
 
 
 class BlobStore(Protocol):
@@ -25,19 +49,22 @@ class BlobStore(Protocol):
 
 
 class DatabaseBlobStore:
-    """Bytes in ``AttachmentBlob.data``; one row per tenant and SHA-256 (call in a transaction)."""
+    """Bytes in ``AttachmentBlob.data``; one row per tenant and SHA-256 (call in a transaction).
+    Two drafts storing the same file at once share one row."""
 
     def put(self, *, tenant_id: int, data: bytes) -> AttachmentBlob:
         digest = hashlib.sha256(data).hexdigest()
-        # ON CONFLICT DO NOTHING: two drafts storing the same file at once share one row.
-        AttachmentBlob.objects.bulk_create(
-            [AttachmentBlob(tenant_id=tenant_id, sha256=digest, size=len(data), data=data)],
-            ignore_conflicts=True,
-        )
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _PUT.format(table=connection.ops.quote_name(AttachmentBlob._meta.db_table)),
+                [tenant_id, digest, len(data), data],
+            )
         return AttachmentBlob.objects.get(tenant_id=tenant_id, sha256=digest)
 
     def read(self, blob: AttachmentBlob) -> bytes:
-        return bytes(blob.data) if blob.data is not None else b""
+        if blob.data_purged_at is not None or blob.data is None:
+            raise BlobPurged(blob.pk)
+        return bytes(blob.data)
 
 
 @cache

@@ -6,6 +6,11 @@ per tenant, not globally, so that retention and deletion of one tenant never tou
 bytes. The bytes live in ``data`` with the database backend (``ATTACHMENT_BLOB_STORE``, the
 default); another backend keeps them elsewhere and leaves ``data`` null. The job queue never
 carries them: the worker reads them by reference when it sends.
+
+Retention (``intents.retention.attachment_bytes_purge``) drops a blob's bytes once every version
+naming it has had its body purged, and stamps ``data_purged_at``; the row stays, with its size and
+digest (what the audit record and the content hashes cite). A later draft attaching the same bytes
+stores them again (``DatabaseBlobStore.put``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ class AttachmentBlob(models.Model):
     size = models.PositiveIntegerField()
     data = models.BinaryField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    data_purged_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

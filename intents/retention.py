@@ -3,7 +3,9 @@
 Past the tenant's ``retention_days`` after a draft was decided (sent, failed, rejected, expired,
 withdrawn), the subject line and the recipients stay (they are the audit record, together with
 the content hash, the ids and the journal), and the text and HTML bodies are emptied, with the
-reviewers' notes and the draft's agent events (whose diffs quote the text). A draft
+reviewers' notes and the draft's agent events (whose diffs quote the text). Its attachments'
+bytes go too, once no version that still has its body names the same bytes
+(``attachment_bytes_purge``); their names, sizes and digests stay. A draft
 whose send is still open (queued, sending, uncertain, needs attention) keeps its body: a person
 may still need it to decide.
 
@@ -16,18 +18,22 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
+from django.core.cache import cache
 from django.db import transaction
 from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterRef, Q, Value
 from django.db.models.functions import Now
 
+from intents.blobs import preview_cache_key
 from intents.journal import Entry, journal, journal_many
 from intents.models import (
     AgentEvent,
     AgentEventDelivery,
     ApiIdempotencyKey,
+    AttachmentBlob,
     Broadcast,
     BroadcastRecipient,
     Draft,
+    DraftAttachment,
     DraftNote,
     DraftVersion,
     IntentEvent,
@@ -97,6 +103,63 @@ def draft_bodies_purge(*, batch: int = 1000) -> int:
         )
     log.info("intents.retention.bodies_purged", extra={"versions": purged, "drafts": len(drafts)})
     return purged
+
+
+def attachment_bytes_purge(*, batch: int = 200) -> int:
+    """Drop the bytes of attachment blobs that only purged versions name (a blob is shared by
+    every draft of the tenant that attached the same bytes), and their cached previews. Returns
+    how many blobs lost their bytes.
+
+    A draft attaching the same bytes at this moment (``DatabaseBlobStore.put``) locks the blob's
+    row until its version commits. So the rows are locked first, and the second statement, with
+    a snapshot taken after those locks were granted, sees every version that names them: a blob
+    that one of them still needs keeps its bytes, and a put() after the purge refills them."""
+    named = DraftAttachment.objects.filter(blob=OuterRef("pk"))
+    still_needed = Exists(named.filter(version__body_purged_at__isnull=True))
+    candidates = list(
+        AttachmentBlob.objects.filter(data_purged_at__isnull=True)
+        .filter(Exists(named.filter(version__body_purged_at__isnull=False)))
+        .exclude(still_needed)
+        .order_by("id")
+        .values_list("id", flat=True)[:batch]
+    )
+    if not candidates:
+        return 0
+    with transaction.atomic():
+        locked = list(
+            AttachmentBlob.objects.select_for_update()
+            .filter(id__in=candidates, data_purged_at__isnull=True)
+            .values_list("id", flat=True)
+        )
+        gone = list(
+            AttachmentBlob.objects.filter(id__in=locked)
+            .exclude(still_needed)
+            .values_list("id", "tenant_id", "sha256")
+        )
+        AttachmentBlob.objects.filter(id__in=[pk for pk, _, _ in gone]).update(
+            data=None, data_purged_at=Now()
+        )
+        drafts = set(
+            DraftAttachment.objects.filter(blob_id__in=[pk for pk, _, _ in gone]).values_list(
+                "tenant_id", "version__draft_id"
+            )
+        )
+        journal_many(
+            [
+                Entry(
+                    tenant_id=tenant_id,
+                    draft_id=draft_id,
+                    actor_kind=IntentEvent.Actor.SWEEP,
+                    action="draft.attachment_bytes_purged",
+                    reason="retention period passed",
+                )
+                for tenant_id, draft_id in sorted(drafts)
+            ]
+        )
+    # After the commit: a preview rendered from the bytes goes with them.
+    cache.delete_many([preview_cache_key(t, sha) for _, t, sha in gone])
+    log.info("intents.retention.attachments_purged", extra={"blobs": len(gone)})
+    return len(gone)
 
 
 def broadcast_bodies_purge(*, batch: int = 100) -> int:

@@ -169,9 +169,10 @@ def _wake_agent_events() -> int:
 
 
 def retention_purge() -> int:
-    """Daily: empty draft and broadcast bodies past each tenant's retention (webhooks purge their
-    own payloads)."""
+    """Daily: empty draft and broadcast bodies past each tenant's retention, with the attachment
+    bytes only purged drafts name (webhooks purge their own payloads)."""
     from intents.retention import (
+        attachment_bytes_purge,
         broadcast_bodies_purge,
         draft_bodies_purge,
         purged_drafts_events_purge,
@@ -180,6 +181,8 @@ def retention_purge() -> int:
     total = 0
     while step := draft_bodies_purge():
         total += step
+    while attachment_bytes_purge():
+        pass
     while broadcast_bodies_purge():
         pass
     purged_drafts_events_purge()

@@ -101,7 +101,7 @@ def draft_attachment_get(*, tenant, draft_id, attachment_id) -> DraftAttachment:
     """One file of one of the draft's versions, with its blob (bytes). Another tenant's file, a
     file of another draft and a missing one raise the same NotFound."""
     attachment = (
-        DraftAttachment.objects.select_related("blob")
+        DraftAttachment.objects.select_related("blob", "version")
         .filter(
             tenant=tenant,
             version__tenant=tenant,

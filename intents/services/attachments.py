@@ -9,11 +9,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db import connection
+from django.utils.translation import gettext as _
 
 from intents import errors
 from intents.attachments import CleanUpload, Upload, clean_uploads
 from intents.blobs import blob_store
-from intents.models import DraftAttachment, DraftVersion
+from intents.models import AttachmentBlob, DraftAttachment, DraftVersion
 from intents.services.content import answered_message
 from mailboxes import provider
 
@@ -62,11 +64,34 @@ def hash_entries(files: Iterable[Planned]) -> list[tuple[str, str, str]]:
     return [(f.filename, f.content_type, f.sha256) for f in files]
 
 
+def _hold_kept_blobs(blob_ids: list[int]) -> None:
+    """A kept file names a stored blob without writing it: share-lock those rows until the
+    version commits, so a retention purge (which locks them for update, then looks for versions
+    naming them) waits and sees this one; refuse if a purge already dropped the bytes. (The
+    foreign keys' own checks lock them only at commit: they are deferred.)"""
+    if not blob_ids:
+        return
+    table = connection.ops.quote_name(AttachmentBlob._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FILTER (WHERE data_purged_at IS NOT NULL) FROM "  # noqa: S608
+            f"(SELECT data_purged_at FROM {table} WHERE id = ANY(%s) FOR SHARE) AS kept",
+            [sorted(set(blob_ids))],
+        )
+        (purged,) = cursor.fetchone()
+    if purged:
+        raise errors.DraftError(
+            "body_purged",
+            _("The files were deleted at the end of the retention period; they cannot be sent."),
+        )
+
+
 def attach(tenant, version: DraftVersion, files: Sequence[Planned]) -> None:
     """Store the files' bytes (once per tenant and digest) and the version's rows (call in the
     version's transaction)."""
     if not files:
         return
+    _hold_kept_blobs([item.blob_id for item in files if item.blob_id is not None])
     store = blob_store()
     rows = []
     for position, item in enumerate(files):

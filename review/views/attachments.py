@@ -6,7 +6,8 @@ is served only when the bytes are one of a few raster formats, with the Content-
 them; a PDF is never served inline: its first page is rendered to PNG here. Every response
 carries ``X-Content-Type-Options: nosniff`` and ``Content-Security-Policy: sandbox`` (a document
 opened from it runs nothing and has no origin). Another tenant's file is a 404, like a missing
-one.
+one; a file of a version whose body retention purged is a 410, even while another draft's
+version still holds the same bytes.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import logging
 from django.core.cache import cache
 from django.http import Http404, HttpResponse
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from intents import errors
-from intents.blobs import blob_store
+from intents.blobs import BlobPurged, blob_store, preview_cache_key
 from intents.models import DraftAttachment
 from intents.selectors.drafts import draft_attachment_get
 from review.previews import PreviewFailed, is_pdf, pdf_first_page_png, raster_type
@@ -49,8 +51,26 @@ def _locked_down(response: HttpResponse) -> HttpResponse:
     return response
 
 
+class _Purged(Exception):
+    pass
+
+
 def _bytes(attachment: DraftAttachment) -> bytes:
-    return blob_store().read(attachment.blob)
+    if attachment.version.body_purged_at is not None:
+        raise _Purged
+    try:
+        return blob_store().read(attachment.blob)
+    except BlobPurged:
+        raise _Purged from None
+
+
+def _gone() -> HttpResponse:
+    response = HttpResponse(
+        _("This file was deleted at the end of the tenant's retention period."),
+        status=410,
+        content_type="text/plain; charset=utf-8",
+    )
+    return _locked_down(response)
 
 
 @tenant_view()
@@ -58,7 +78,11 @@ def _bytes(attachment: DraftAttachment) -> bytes:
 @never_cache
 def attachment_download(request: TenantRequest, draft_id: int, attachment_id: int):
     attachment = _attachment_or_404(request, draft_id, attachment_id)
-    response = HttpResponse(_bytes(attachment), content_type="application/octet-stream")
+    try:
+        data = _bytes(attachment)
+    except _Purged:
+        return _gone()
+    response = HttpResponse(data, content_type="application/octet-stream")
     response["Content-Disposition"] = content_disposition_header(
         as_attachment=True, filename=attachment.filename
     )
@@ -68,7 +92,7 @@ def attachment_download(request: TenantRequest, draft_id: int, attachment_id: in
 def _pdf_preview(attachment: DraftAttachment, data: bytes) -> bytes:
     """The PDF's first page as PNG, cached per tenant and digest: rendering takes about 0.2 s and
     the bytes of a digest never change."""
-    key = f"review.pdf_preview:{attachment.tenant_id}:{attachment.sha256}"
+    key = preview_cache_key(attachment.tenant_id, attachment.sha256)
     png = cache.get(key)
     if png is None:
         png = pdf_first_page_png(data)
@@ -81,7 +105,10 @@ def _pdf_preview(attachment: DraftAttachment, data: bytes) -> bytes:
 @never_cache
 def attachment_preview(request: TenantRequest, draft_id: int, attachment_id: int):
     attachment = _attachment_or_404(request, draft_id, attachment_id)
-    data = _bytes(attachment)
+    try:
+        data = _bytes(attachment)
+    except _Purged:
+        return _gone()
     image_type = raster_type(data)
     if image_type is not None:
         response = HttpResponse(data, content_type=image_type)
