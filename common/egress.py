@@ -7,6 +7,12 @@ check), so a DNS answer that changes between the check and the connect (rebindin
 elsewhere. Redirects are never followed (the client is built with ``follow_redirects=False``; a 3xx
 is an answer like any other).
 
+Each request also has a hard deadline (``PinnedTransport(deadline=...)``): httpx's timeouts are
+per socket operation, so a server answering one byte at a time, each within the read timeout,
+would hold the request for as long as it liked. When the deadline passes, the connection's
+socket is shut down and the request fails with ``DeadlinePassed`` (an ``httpx.ReadTimeout``), whatever phase it is in
+(headers or body).
+
 Refused always: loopback and private only unless ``allow_private``; link-local (which holds the
 cloud metadata address 169.254.169.254), multicast, reserved, unspecified and the other
 non-global ranges of ``ipaddress`` always. IPv4-mapped IPv6 (``::ffff:10.0.0.1``) is judged as
@@ -15,8 +21,11 @@ the IPv4 address it carries.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
+import threading
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import httpx
@@ -95,15 +104,111 @@ def resolve(host: str, port: int, *, allow_private: bool) -> IPAddress:
     return addresses[0]
 
 
+class DeadlinePassed(httpx.ReadTimeout):
+    """The request's hard deadline passed (``PinnedTransport(deadline=...)``)."""
+
+
+class _Deadline:
+    """Shuts a request's socket down at a fixed time. It learns the socket from httpcore's
+    ``trace`` extension (the connection's ``connect_tcp`` event); a deadline that passes before
+    the connection exists shuts it as soon as it does."""
+
+    def __init__(self, seconds: float, chained=None):
+        self.seconds = seconds
+        self.fired = False
+        self._chained = chained
+        self._socket: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    def start(self) -> None:
+        self._timer.start()
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+    def trace(self, event_name: str, info: dict) -> None:
+        if event_name == "connection.connect_tcp.complete":
+            stream = info.get("return_value")
+            with self._lock:
+                self._socket = stream.get_extra_info("socket") if stream is not None else None
+                if self.fired:
+                    self._shut()
+        if self._chained is not None:
+            self._chained(event_name, info)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            self._shut()
+
+    def _shut(self) -> None:
+        if self._socket is not None:
+            with contextlib.suppress(OSError):  # already closed
+                self._socket.shutdown(socket.SHUT_RDWR)
+
+    def timeout(self, request: httpx.Request) -> DeadlinePassed:
+        return DeadlinePassed(f"no complete answer within {self.seconds:g} s", request=request)
+
+
+class _DeadlineStream(httpx.SyncByteStream):
+    """The response body, read under the request's deadline, which ends when it is closed."""
+
+    def __init__(self, inner: httpx.SyncByteStream, deadline: _Deadline, request: httpx.Request):
+        self._inner = inner
+        self._deadline = deadline
+        self._request = request
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._inner
+        except httpx.HTTPError as exc:
+            if self._deadline.fired:
+                raise self._deadline.timeout(self._request) from exc
+            raise
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            self._deadline.cancel()
+
+
 class PinnedTransport(httpx.BaseTransport):
     """An httpx transport that resolves and checks each request's host, then connects to that
-    address only, with the original name as Host and TLS server name."""
+    address only, with the original name as Host and TLS server name; ``deadline``: seconds the
+    whole request may take, from the connection to the last byte of the answer."""
 
-    def __init__(self, *, allow_private: bool, **transport_options):
+    def __init__(self, *, allow_private: bool, deadline: float | None = None, **transport_options):
         self.allow_private = allow_private
+        self.deadline = deadline
+        if deadline is not None:
+            # The deadline learns a request's socket when it connects: one connection each.
+            transport_options.setdefault("limits", httpx.Limits(max_keepalive_connections=0))
         self._inner = httpx.HTTPTransport(**transport_options)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.deadline is None:
+            return self._pinned(request)
+        deadline = _Deadline(self.deadline, chained=request.extensions.get("trace"))
+        request.extensions = {**request.extensions, "trace": deadline.trace}
+        deadline.start()
+        try:
+            response = self._pinned(request)
+        except httpx.HTTPError as exc:
+            deadline.cancel()
+            if deadline.fired:
+                raise deadline.timeout(request) from exc
+            raise
+        except BaseException:
+            deadline.cancel()
+            raise
+        assert isinstance(response.stream, httpx.SyncByteStream)
+        response.stream = _DeadlineStream(response.stream, deadline, request)
+        return response
+
+    def _pinned(self, request: httpx.Request) -> httpx.Response:
         url = request.url
         host = url.host
         port = url.port or (443 if url.scheme == "https" else 80)

@@ -417,6 +417,15 @@ AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = env_bool(
 SSO_ALLOW_PRIVATE_NETWORKS = env_bool("SSO_ALLOW_PRIVATE_NETWORKS", not PRODUCTION)
 AGENT_EVENTS_CONNECT_TIMEOUT = float(env("AGENT_EVENTS_CONNECT_TIMEOUT", "5"))
 AGENT_EVENTS_READ_TIMEOUT = float(env("AGENT_EVENTS_READ_TIMEOUT", "15"))
+# The whole attempt, from the connection to the answer's headers: the read timeout above applies
+# to each read, so a receiver trickling its answer a byte at a time would otherwise hold the
+# worker as long as it liked. Past it the attempt is a failed one ("timeout"), retried at its delay.
+AGENT_EVENTS_TOTAL_TIMEOUT = float(env("AGENT_EVENTS_TOTAL_TIMEOUT", "30"))
+if not 0 < AGENT_EVENTS_TOTAL_TIMEOUT < 120:  # under the delivery's lease (intents/events)
+    raise ImproperlyConfigured(
+        f"AGENT_EVENTS_TOTAL_TIMEOUT must be above 0 and under 120 seconds, "
+        f"got {AGENT_EVENTS_TOTAL_TIMEOUT!r}"
+    )
 # The waits before each retry (seconds; each is jittered by +/-10 %): 30 s, then x3 each time,
 # about 27 h from the first attempt to the ninth and last. Published in the README.
 AGENT_EVENTS_RETRY_DELAYS = [

@@ -30,6 +30,8 @@ ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "PS256"]
 # Clock skew allowed between us and the identity provider for exp/iat.
 LEEWAY_SECONDS = 60
 TIMEOUT = httpx.Timeout(10.0, connect=5.0)
+# The whole of one call, however slowly the provider answers: a person is waiting on the page.
+DEADLINE_SECONDS = 15.0
 
 
 class OidcError(Exception):
@@ -97,7 +99,9 @@ def _client() -> httpx.Client:
     return httpx.Client(
         timeout=TIMEOUT,
         follow_redirects=False,
-        transport=PinnedTransport(allow_private=settings.SSO_ALLOW_PRIVATE_NETWORKS),
+        transport=PinnedTransport(
+            allow_private=settings.SSO_ALLOW_PRIVATE_NETWORKS, deadline=DEADLINE_SECONDS
+        ),
     )
 
 

@@ -9,8 +9,8 @@ retry holds back the endpoint's later ones: that is the price of order, as with 
 Retries: ``AGENT_EVENTS_RETRY_DELAYS`` (jittered +/-10 %), about 27 hours in all by default;
 after the last the delivery is ``failed`` and the endpoint is disabled with the reason in words
 (every attempt for a day failed), so an admin sees it and re-enables it when the receiver is
-back. A lease that expires (the worker died mid-request, or the receiver stalled it past the
-task's time limit) counts as a failed attempt and the delivery is retried at its next delay, so
+back. An attempt has ``AGENT_EVENTS_TOTAL_TIMEOUT`` in all, however the receiver paces its
+answer. A lease that expires (the worker died mid-request) counts as a failed attempt and the delivery is retried at its next delay, so
 a receiver may see a delivery twice: it dedupes on ``webhook-id``, as the specification says.
 """
 
@@ -30,7 +30,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 from standardwebhooks import Webhook
 
-from common.egress import EgressRefused, PinnedTransport
+from common.egress import DeadlinePassed, EgressRefused, PinnedTransport
 from config.clock import db_now
 from intents.models import AgentEvent, AgentEventDelivery, AgentEventEndpoint
 from tenants.models import AuditEvent
@@ -155,7 +155,10 @@ def signed_headers(claim: Claim, body: str, at: datetime) -> dict[str, str]:
 
 def client() -> httpx.Client:
     return httpx.Client(
-        transport=PinnedTransport(allow_private=settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS),
+        transport=PinnedTransport(
+            allow_private=settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS,
+            deadline=settings.AGENT_EVENTS_TOTAL_TIMEOUT,
+        ),
         timeout=httpx.Timeout(
             settings.AGENT_EVENTS_READ_TIMEOUT, connect=settings.AGENT_EVENTS_CONNECT_TIMEOUT
         ),
@@ -179,6 +182,8 @@ def post(claim: Claim) -> Answer:
             code = response.status_code
     except EgressRefused as exc:
         return Answer(False, None, f"{exc.code}: {exc.message}")
+    except DeadlinePassed as exc:
+        return Answer(False, None, f"timeout: {exc}")
     except httpx.TimeoutException as exc:
         return Answer(False, None, f"timeout: {type(exc).__name__}")
     except httpx.HTTPError as exc:

@@ -1,0 +1,134 @@
+"""Every outbound call to an address people typed (agent event endpoints, identity providers) has
+a hard deadline: httpx's timeouts are per read, so a server answering one byte at a time, each
+inside the read timeout, could hold a worker for as long as it liked. Loopback servers only."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+
+import httpx
+import pytest
+
+from common.egress import PinnedTransport
+from intents import services as intent_services
+from intents.events.delivery import deliver_due
+from intents.models import AgentEventDelivery
+from tests.factories import make_local_mailbox
+
+
+class Trickler:
+    """Accepts connections on 127.0.0.1, reads the request, then answers ``head`` at once and
+    ``slow`` one byte every ``pace`` seconds; counts what it managed to write."""
+
+    def __init__(self, head: bytes, slow: bytes, pace: float = 0.2):
+        self.head, self.slow, self.pace = head, slow, pace
+        self.sent = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}/hooks"
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(5)
+            try:
+                conn.recv(65536)
+                conn.sendall(self.head)
+                for byte in self.slow:
+                    if self.stop.wait(self.pace):
+                        return
+                    conn.sendall(bytes([byte]))
+                    self.sent += 1
+            except OSError:  # the client gave up: what the deadline is for
+                return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+
+
+@pytest.fixture
+def trickler():
+    made: list[Trickler] = []
+
+    def make(head: bytes, slow: bytes, pace: float = 0.2) -> Trickler:
+        made.append(Trickler(head, slow, pace))
+        return made[-1]
+
+    yield make
+    for server in made:
+        server.close()
+
+
+def test_an_answer_body_trickled_past_the_deadline_is_a_read_timeout(trickler):
+    server = trickler(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 200\r\nContent-Type: text/plain\r\n\r\n", b"x" * 200
+    )
+    client = httpx.Client(
+        timeout=httpx.Timeout(1.0), transport=PinnedTransport(allow_private=True, deadline=1.0)
+    )
+
+    started = time.monotonic()
+    with pytest.raises(httpx.ReadTimeout, match="no complete answer within 1 s"):
+        client.get(server.url)
+    took = time.monotonic() - started
+
+    assert 0.9 < took < 3.0
+    assert server.sent < 20  # about five bytes a second, for one second
+
+
+def test_a_quick_answer_is_untouched_by_the_deadline(trickler):
+    server = trickler(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", b"hello", pace=0.01)
+    client = httpx.Client(transport=PinnedTransport(allow_private=True, deadline=2.0))
+
+    response = client.get(server.url)
+    time.sleep(2.2)  # the deadline's timer has passed: it must have been cancelled, not fired
+
+    assert (response.status_code, response.text) == (200, "hello")
+    assert client.get(server.url).text == "hello"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_event_receiver_trickling_its_headers_fails_the_attempt_at_the_deadline(
+    tenant_a, member_of, settings, trickler, subscribe
+):
+    """Each byte arrives well inside the read timeout; without a deadline this attempt lasted
+    the whole trickle (about 12 s here, or for ever)."""
+    settings.AGENT_EVENTS_READ_TIMEOUT = 1.0
+    settings.AGENT_EVENTS_TOTAL_TIMEOUT = 1.5
+    server = trickler(b"", b"HTTP/1.1 204 No Content\r\nX-Padding: " + b"a" * 40 + b"\r\n\r\n")
+    approver = member_of(tenant_a, "approver").user
+    subscribe(tenant_a, server, types=["draft.rejected"])
+    draft = intent_services.draft_create(
+        tenant=tenant_a,
+        mailbox=make_local_mailbox(tenant_a, username=f"s-{uuid.uuid4().hex[:6]}"),
+        to=["jane@customer.test"],
+        subject="Hi",
+        text="Hello",
+        actor_user=approver,
+    )
+    intent_services.draft_reject(tenant=tenant_a, draft_id=draft.pk, reason="no", actor=approver)
+
+    started = time.monotonic()
+    delivered = deliver_due()
+    took = time.monotonic() - started
+
+    delivery = AgentEventDelivery.objects.get()
+    assert delivered == 1  # one attempt made
+    assert took < 4.0
+    assert (delivery.status, delivery.attempts) == ("pending", 1)
+    assert delivery.last_error == "timeout: no complete answer within 1.5 s"
