@@ -65,6 +65,22 @@ def _delivery_pending() -> Exists:
     )
 
 
+def _journal_purged(drafts: set[tuple[int, int]], action: str) -> None:
+    """One sweep journal row per (tenant id, draft id)."""
+    journal_many(
+        [
+            Entry(
+                tenant_id=tenant_id,
+                draft_id=draft_id,
+                actor_kind=IntentEvent.Actor.SWEEP,
+                action=action,
+                reason="retention period passed",
+            )
+            for tenant_id, draft_id in sorted(drafts)
+        ]
+    )
+
+
 def draft_bodies_purge(*, batch: int = 1000) -> int:
     """Empty the bodies of decided drafts older than their tenant's retention. Returns rows purged."""
     cutoff = _retention_cutoff()
@@ -89,18 +105,7 @@ def draft_bodies_purge(*, batch: int = 1000) -> int:
         draft_ids = {d for _, d in drafts}
         DraftNote.objects.filter(draft_id__in=draft_ids).delete()
         AgentEvent.objects.filter(draft_id__in=draft_ids).exclude(_delivery_pending()).delete()
-        journal_many(
-            [
-                Entry(
-                    tenant_id=tenant_id,
-                    draft_id=draft_id,
-                    actor_kind=IntentEvent.Actor.SWEEP,
-                    action="draft.bodies_purged",
-                    reason="retention period passed",
-                )
-                for tenant_id, draft_id in sorted(drafts)
-            ]
-        )
+        _journal_purged(drafts, "draft.bodies_purged")
     log.info("intents.retention.bodies_purged", extra={"versions": purged, "drafts": len(drafts)})
     return purged
 
@@ -144,18 +149,7 @@ def attachment_bytes_purge(*, batch: int = 200) -> int:
                 "tenant_id", "version__draft_id"
             )
         )
-        journal_many(
-            [
-                Entry(
-                    tenant_id=tenant_id,
-                    draft_id=draft_id,
-                    actor_kind=IntentEvent.Actor.SWEEP,
-                    action="draft.attachment_bytes_purged",
-                    reason="retention period passed",
-                )
-                for tenant_id, draft_id in sorted(drafts)
-            ]
-        )
+        _journal_purged(drafts, "draft.attachment_bytes_purged")
     # After the commit: a preview rendered from the bytes goes with them.
     cache.delete_many([preview_cache_key(t, sha) for _, t, sha in gone])
     log.info("intents.retention.attachments_purged", extra={"blobs": len(gone)})

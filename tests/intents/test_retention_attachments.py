@@ -57,6 +57,26 @@ def rejected(tenant_a, member_of, mailbox_factory):
     return make
 
 
+@pytest.fixture
+def again(tenant_a, member_of, mailbox_factory):
+    """again() -> a new pending draft attaching the invoice's bytes once more."""
+    person = member_of(tenant_a, "approver").user
+    mailbox = mailbox_factory(tenant_a)
+
+    def make() -> Draft:
+        return services.draft_create(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            to=["c@example.com"],
+            subject="Re: invoice",
+            text="again",
+            actor_user=person,
+            attachments=[Upload("again.pdf", "application/pdf", INVOICE)],
+        )
+
+    return make
+
+
 def age(draft: Draft, days: int) -> None:
     Draft.objects.filter(pk=draft.pk).update(updated_at=timezone.now() - timedelta(days=days))
 
@@ -103,21 +123,13 @@ def test_bytes_go_when_the_last_version_naming_them_is_purged(rejected, tenant_a
 
 @pytest.mark.django_db
 def test_the_daily_job_purges_the_bytes_and_a_later_draft_stores_them_again(
-    rejected, tenant_a, member_of, mailbox_factory, signed_in
+    rejected, again, tenant_a, member_of, signed_in
 ):
     old = rejected([("a.pdf", "application/pdf", INVOICE)], days=91)
     tasks.retention_purge()
     assert blob(tenant_a, INVOICE).data_purged_at is not None
 
-    later = services.draft_create(
-        tenant=tenant_a,
-        mailbox=mailbox_factory(tenant_a),
-        to=["c@example.com"],
-        subject="Re: invoice",
-        text="again",
-        actor_user=member_of(tenant_a, "approver").user,
-        attachments=[Upload("again.pdf", "application/pdf", INVOICE)],
-    )
+    later = again()
 
     stored = blob(tenant_a, INVOICE)
     assert bytes(stored.data) == INVOICE and stored.data_purged_at is None
@@ -170,24 +182,13 @@ def _in_thread(fn, results: list) -> threading.Thread:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_purge_waits_for_a_draft_storing_the_same_bytes_and_keeps_them(
-    rejected, tenant_a, member_of, mailbox_factory
-):
+def test_a_purge_waits_for_a_draft_storing_the_same_bytes_and_keeps_them(rejected, again, tenant_a):
     rejected([("a.pdf", "application/pdf", INVOICE)], days=91)
     draft_bodies_purge()
-    mailbox, person = mailbox_factory(tenant_a), member_of(tenant_a, "approver").user
     results: list = []
 
     with transaction.atomic():
-        services.draft_create(
-            tenant=tenant_a,
-            mailbox=mailbox,
-            to=["c@example.com"],
-            subject="Re: invoice",
-            text="again",
-            actor_user=person,
-            attachments=[Upload("again.pdf", "application/pdf", INVOICE)],
-        )
+        again()
         purge = _in_thread(attachment_bytes_purge, results)
         assert blocked_on_a_lock(), "the purge never waited for the draft naming the blob"
     purge.join(30)
@@ -198,28 +199,14 @@ def test_a_purge_waits_for_a_draft_storing_the_same_bytes_and_keeps_them(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_draft_storing_bytes_a_purge_holds_stores_them_again(
-    rejected, tenant_a, member_of, mailbox_factory
-):
+def test_a_draft_storing_bytes_a_purge_holds_stores_them_again(rejected, again, tenant_a):
     rejected([("a.pdf", "application/pdf", INVOICE)], days=91)
     draft_bodies_purge()
-    mailbox, person = mailbox_factory(tenant_a), member_of(tenant_a, "approver").user
     results: list = []
-
-    def create() -> Draft:
-        return services.draft_create(
-            tenant=tenant_a,
-            mailbox=mailbox,
-            to=["c@example.com"],
-            subject="Re: invoice",
-            text="again",
-            actor_user=person,
-            attachments=[Upload("again.pdf", "application/pdf", INVOICE)],
-        )
 
     with transaction.atomic():
         assert attachment_bytes_purge() == 1
-        writer = _in_thread(create, results)
+        writer = _in_thread(again, results)
         assert blocked_on_a_lock(), "the draft never waited for the purge holding the blob"
     writer.join(30)
 
