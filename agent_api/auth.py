@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from typing import cast
 
 from django.conf import settings
-from django.core.cache import cache
+from django.db import connection
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
 from agent_api.errors import ApiProblem
+from intents.models import ApiRateWindow
 from tenants.models import AgentToken
 from tenants.tokens import token_authenticate
 
@@ -49,24 +49,36 @@ def rate_limit_per_window() -> int:
     return int(settings.API_RATE_LIMIT_PER_MINUTE)
 
 
-def check_rate_limit(token: AgentToken) -> None:
-    """A fixed one-minute window per token in Django's cache.
+# One request more in the token's current minute (the database clock's), counted atomically:
+# the row is created or incremented in one statement, under its row lock. Returns the count and
+# the seconds left in the window.
+_COUNT = """
+INSERT INTO {table} AS w (token_id, window_start, count)
+VALUES (%s, to_timestamp(floor(extract(epoch FROM statement_timestamp()) / {seconds}) * {seconds}), 1)
+ON CONFLICT (token_id, window_start) DO UPDATE SET count = w.count + 1
+RETURNING w.count,
+          extract(epoch FROM w.window_start + make_interval(secs => {seconds})
+                             - statement_timestamp())
+"""
 
-    Production uses the database cache, which every web process shares (one budget per token);
-    development's per-process cache counts each process on its own.
-    """
+
+def _count_request(token: AgentToken) -> tuple[int, float]:
+    table = connection.ops.quote_name(ApiRateWindow._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNT.format(table=table, seconds=RATE_WINDOW_SECONDS), [token.pk])
+        count, left = cursor.fetchone()
+    return int(count), float(left)
+
+
+def check_rate_limit(token: AgentToken) -> None:
+    """A fixed one-minute window per token, counted in the database (``ApiRateWindow``): one
+    budget per token across every web and MCP process, and exact under concurrent requests
+    (Django's database cache increments by a read and a write, which concurrent requests
+    overwrote: 30 requests at once all passed a limit of 5)."""
     limit = rate_limit_per_window()
-    now = time.time()
-    window = int(now // RATE_WINDOW_SECONDS)
-    key = f"cs:api-rate:{token.pk}:{window}"
-    cache.add(key, 0, timeout=RATE_WINDOW_SECONDS * 2)
-    try:
-        count = cache.incr(key)
-    except ValueError:  # evicted between add and incr
-        cache.set(key, 1, timeout=RATE_WINDOW_SECONDS * 2)
-        count = 1
+    count, left = _count_request(token)
     if count > limit:
-        retry_after = max(1, math.ceil((window + 1) * RATE_WINDOW_SECONDS - now))
+        retry_after = max(1, math.ceil(left))
         log.info(
             "intents.api.rate_limited",
             extra={"token_id": token.pk, "tenant_id": token.tenant_id, "limit": limit},

@@ -335,8 +335,9 @@ API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 120)
 # The MCP server (/mcp/, config.asgi) runs tool calls in this many threads per process: each holds
 # at most one database connection.
 MCP_THREADS = env_int("MCP_THREADS", 4)
-# The API rate limit lives in the cache, so production shares it through the database
-# (`manage.py createcachetable` once per deployment); development keeps it per process.
+# The cache holds rendered previews (a PDF's first page), shared through the database in
+# production (`manage.py createcachetable` once per deployment); development keeps it per process.
+# The API rate limit is not in it: it is counted exactly in its own table (intents.ApiRateWindow).
 CACHES = {
     "default": (
         {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "countersign_cache"}

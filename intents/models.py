@@ -570,7 +570,7 @@ from intents.models_events import (  # noqa: E402
     AgentEventEndpoint,
     EventType,
 )
-from intents.models_infra import ApiIdempotencyKey, ProviderThrottle  # noqa: E402
+from intents.models_infra import ApiIdempotencyKey, ApiRateWindow, ProviderThrottle  # noqa: E402
 from intents.models_team import DraftNote, DraftPresence  # noqa: E402
 
 __all__ = [
@@ -578,6 +578,7 @@ __all__ = [
     "AgentEventDelivery",
     "AgentEventEndpoint",
     "ApiIdempotencyKey",
+    "ApiRateWindow",
     "AttachmentBlob",
     "Broadcast",
     "BroadcastRecipient",

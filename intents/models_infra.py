@@ -1,5 +1,6 @@
 """Rows that serve the machinery rather than the domain: the agent API's Idempotency-Key store
-and the provider throttle shared by every worker. intents.models re-exports both."""
+and rate windows, and the provider throttle shared by every worker. intents.models re-exports
+them."""
 
 from __future__ import annotations
 
@@ -36,6 +37,30 @@ class ApiIdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.state})"
+
+
+class ApiRateWindow(models.Model):
+    """How many agent API requests (and MCP tool calls) a token made in one minute. Counted with
+    one atomic upsert per request (``agent_api.auth.check_rate_limit``), so concurrent requests
+    cannot overwrite each other's counts; windows past are purged by the sweep."""
+
+    # Indexed by the unique constraint, whose leading column it is.
+    token = models.ForeignKey(
+        "tenants.AgentToken", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    window_start = models.DateTimeField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["token", "window_start"], name="apiratewindow_unique_per_token"
+            ),
+        ]
+        indexes = [models.Index(fields=["window_start"], name="apiratewindow_start")]
+
+    def __str__(self) -> str:
+        return f"token {self.token_id} at {self.window_start:%H:%M}: {self.count}"
 
 
 class ProviderThrottle(models.Model):

@@ -29,6 +29,7 @@ from intents.models import (
     AgentEvent,
     AgentEventDelivery,
     ApiIdempotencyKey,
+    ApiRateWindow,
     AttachmentBlob,
     Broadcast,
     BroadcastRecipient,
@@ -208,6 +209,15 @@ def purged_drafts_events_purge() -> int:
     )
     if deleted:
         log.info("intents.retention.events_purged", extra={"deleted": deleted})
+    return deleted
+
+
+def api_rate_windows_purge() -> int:
+    """Delete the agent API's rate windows that ended more than a minute ago (only the current
+    window is ever read). Returns how many were deleted."""
+    deleted, _ = ApiRateWindow.objects.filter(
+        window_start__lt=Now() - timedelta(minutes=2)
+    ).delete()
     return deleted
 
 

@@ -14,7 +14,7 @@ from config.clock import db_now
 from intents.events.delivery import deliver_due, due_endpoint_ids
 from intents.events.outbox import wake_delivery
 from intents.models import SendIntent
-from intents.retention import api_idempotency_purge
+from intents.retention import api_idempotency_purge, api_rate_windows_purge
 from intents.sending.fanout import broadcast_run, broadcasts_sweep
 from intents.sending.sweep import (
     due_intent_ids,
@@ -123,6 +123,7 @@ def sweep_once() -> dict[str, int]:
         "sla_warned": drafts_warn_due(),
         "sla_breached": drafts_escalate_due(),
         "api_keys_purged": api_idempotency_purge(),
+        "api_rate_windows_purged": api_rate_windows_purge(),
         "broadcasts_run": broadcasts_sweep(between=serve_replies),
     }
     report["agent_event_endpoints_due"] = _wake_agent_events()

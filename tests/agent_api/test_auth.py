@@ -6,12 +6,15 @@ from datetime import timedelta
 
 import pytest
 import time_machine
+from django.test import Client
 from django.utils import timezone
 
-from intents.models import ApiIdempotencyKey, Draft
+from intents import tasks
+from intents.models import ApiIdempotencyKey, ApiRateWindow, Draft
 from tenants.models import AgentToken
 from tenants.tokens import token_revoke
-from tests.agent_api.conftest import draft_body
+from tests.agent_api.conftest import Api, draft_body
+from tests.intents.helpers import run_concurrently
 
 pytestmark = pytest.mark.django_db
 
@@ -158,3 +161,29 @@ def test_last_used_is_recorded_at_most_once_a_minute(api, token_a):
     assert first is not None
     assert unchanged == first
     assert later > first
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_requests_cannot_overrun_the_rate_limit(token_a, settings):
+    """Thirty requests released together with a budget of five: exactly five pass. The cache's
+    read-then-write increment let all thirty through."""
+    settings.API_RATE_LIMIT_PER_MINUTE = 5
+
+    def call(_):
+        return Api(Client()).get("/mailboxes", token=token_a).status_code
+
+    codes = run_concurrently(call, 30)
+
+    assert sorted(codes) == [200] * 5 + [429] * 25
+    assert ApiRateWindow.objects.get().count == 30
+
+
+def test_past_rate_windows_are_purged_by_the_sweep(api, token_a):
+    api.get("/mailboxes", token=token_a)
+    ApiRateWindow.objects.update(window_start=timezone.now() - timedelta(minutes=3))
+    api.get("/mailboxes", token=token_a)
+
+    report = tasks.sweep_once()
+
+    assert report["api_rate_windows_purged"] == 1
+    assert list(ApiRateWindow.objects.values_list("count", flat=True)) == [1]
