@@ -23,6 +23,8 @@ PDF_MAGIC = b"%PDF-"
 # The rendered page's width in pixels (its height follows the page's proportions), and the
 # largest page area we agree to render: a PDF may declare a page kilometres wide.
 PREVIEW_WIDTH = 800
+# At most this many pixels tall (three widths: an A4 page is 1.41); a taller page shows its top.
+MAX_PREVIEW_HEIGHT = 3 * PREVIEW_WIDTH
 MAX_PAGE_POINTS = 14_400 * 14_400
 
 # PDFium is not thread-safe: one render at a time per process.
@@ -75,10 +77,16 @@ def pdf_first_page_png(data: bytes) -> bytes:
             width, height = page.get_size()
             if width <= 0 or height <= 0 or width * height > MAX_PAGE_POINTS:
                 raise PreviewFailed("page size out of range")
-            bitmap = page.render(scale=PREVIEW_WIDTH / width, may_draw_forms=False)
+            scale = PREVIEW_WIDTH / width
+            # A page far taller than wide (a 300-byte PDF can declare 100 x 125,000 points) would
+            # be a bitmap of gigabytes at this width: only its top is drawn.
+            hidden = max(0.0, height - MAX_PREVIEW_HEIGHT / scale)
+            bitmap = page.render(scale=scale, crop=(0, hidden, 0, 0), may_draw_forms=False)
             image = bitmap.to_pil()
             out = io.BytesIO()
             image.save(out, format="PNG")
             return out.getvalue()
+        except (pdfium.PdfiumError, MemoryError) as exc:
+            raise PreviewFailed(type(exc).__name__) from None
         finally:
             document.close()

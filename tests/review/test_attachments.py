@@ -9,10 +9,12 @@ import io
 import pypdfium2 as pdfium
 import pytest
 from django.urls import reverse
+from PIL import Image
 
 from intents import services
 from intents.attachments import Upload
 from intents.models import DraftAttachment, DraftVersion, SendIntent
+from review.previews import MAX_PREVIEW_HEIGHT, PREVIEW_WIDTH, pdf_first_page_png
 
 pytestmark = pytest.mark.django_db
 
@@ -190,3 +192,38 @@ def test_approving_through_the_view_after_a_file_changed_is_refused(
     intent = SendIntent.objects.get(draft=with_files)
     assert intent.draft_version_id == current.pk
     assert intent.content_hash == current.content_hash
+
+
+def _tall_pdf(width: int, height: int) -> bytes:
+    """A one-page PDF of that page size, written by hand: 300-odd bytes whatever the size."""
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] >>" % (width, height),
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 4\n0000000000 65535 f \n"
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size 4 /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % xref
+    return bytes(out)
+
+
+def test_a_page_far_taller_than_wide_previews_only_its_top():
+    """100 x 125,000 points passes the area check; drawn whole at the preview's width it was an
+    800 x 1,000,000 bitmap (5.5 GB). Now the preview stops at three widths."""
+    png = pdf_first_page_png(_tall_pdf(100, 125_000))
+
+    width, height = Image.open(io.BytesIO(png)).size
+    assert abs(width - PREVIEW_WIDTH) <= 1 and abs(height - MAX_PREVIEW_HEIGHT) <= 1
+
+
+def test_an_ordinary_page_previews_whole():
+    png = pdf_first_page_png(_tall_pdf(595, 842))
+
+    width, height = Image.open(io.BytesIO(png)).size
+    assert abs(width - PREVIEW_WIDTH) <= 1 and abs(height - 842 * PREVIEW_WIDTH / 595) <= 1
