@@ -120,6 +120,19 @@ def check_body(request: HttpRequest) -> None:
         )
 
 
+def refuse_body(request: HttpRequest) -> None:
+    """For a route that takes no body: nothing, whitespace or ``{}`` only (nothing else is read,
+    so a body there is a client's mistake, and it must not be taken as one that was used)."""
+    if request.body.strip() not in (b"", b"{}"):
+        raise ApiProblem(
+            422,
+            "body_not_allowed",
+            "This route takes no request body; send none.",
+            title="Unexpected request body",
+            errors=[{"field": None, "message": "no body expected"}],
+        )
+
+
 class AgentTokenAuth(HttpBearer):
     """``Authorization: Bearer cs_…`` and nothing else: a session cookie is not a credential here
     (agents would otherwise inherit a person's rights, and CSRF would matter)."""

@@ -311,16 +311,22 @@ def on_draft_error(request: HttpRequest, exc: DraftError) -> HttpResponse:
     return _send(draft_problem(exc))
 
 
+def internal_problem() -> dict:
+    """What a caller learns of a failure of ours: nothing of the exception (its text may name
+    tables, values or another caller's data)."""
+    return problem_document(
+        status=500,
+        code="internal_error",
+        detail="Something went wrong on our side. Retrying with the same Idempotency-Key is safe.",
+    )
+
+
 def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     log.exception(
         "intents.api.unexpected_error",
         extra={"path": request.path, "method": request.method},
     )
-    return problem_response(
-        status=500,
-        code="internal_error",
-        detail="Something went wrong on our side. Retrying with the same Idempotency-Key is safe.",
-    )
+    return _send(internal_problem())
 
 
 # Ninja looks a handler up along the exception's MRO: the order here does not matter.

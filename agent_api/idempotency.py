@@ -105,13 +105,26 @@ def fingerprint(*, credential: str, method: str, path: str, data: object) -> str
     return digest.hexdigest()
 
 
+def _parsed_body(body: bytes):
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):  # the routes with a body refused it before this
+        raise ApiProblem(
+            400,
+            "malformed_json",
+            "The request body could not be parsed as JSON.",
+            title="The body is not valid JSON",
+            errors=[{"field": None, "message": "malformed JSON"}],
+        ) from None
+
+
 def request_fingerprint(request: HttpRequest, *, credential: str = "") -> str:
     body = request.body
     return fingerprint(
         credential=credential,
         method=request.method or "",
         path=request.path,
-        data=json.loads(body) if body else None,
+        data=_parsed_body(body) if body else None,
     )
 
 

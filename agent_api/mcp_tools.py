@@ -38,6 +38,7 @@ from agent_api.errors import (
     UnstorableText,
     check_storable,
     draft_problem,
+    internal_problem,
     problem_document,
     problem_of,
     unstorable_problem,
@@ -450,6 +451,11 @@ def _call(spec: ToolSpec, raw_token: str, arguments: dict) -> ToolAnswer:
         return _refusal(problem_of(exc))
     except DraftError as exc:
         return _refusal(draft_problem(exc))
+    except Exception:
+        # A failure of ours: logged here, and the caller gets the API's 500 document, never the
+        # exception's text (the SDK would send str(exc), a database error's included).
+        log.exception("agent_api.mcp.tool_failed", extra={"tool": spec.name})
+        return _refusal(internal_problem())
 
 
 def call_tool(*, raw_token: str, name: str, arguments: dict) -> ToolAnswer:

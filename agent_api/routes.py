@@ -15,7 +15,7 @@ from django.urls import reverse
 from ninja import Query, Router
 
 from agent_api import operations
-from agent_api.auth import DRAFTS_READ, DRAFTS_WRITE, AgentRequest
+from agent_api.auth import DRAFTS_READ, DRAFTS_WRITE, AgentRequest, refuse_body
 from agent_api.idempotency import run_idempotent
 from agent_api.schemas import (
     DraftCreateIn,
@@ -143,8 +143,9 @@ def add_version(request: AgentRequest, draft_id: int, payload: VersionIn):
 )
 def withdraw_draft(request: AgentRequest, draft_id: int):
     """Takes the draft out of the review queue (409 `not_pending` if it was already decided).
-    No body. `Idempotency-Key` is optional."""
+    No body (an empty object is accepted too). `Idempotency-Key` is optional."""
     token = _token(request)
+    refuse_body(request)
     return run_idempotent(
         request,
         tenant=token.tenant,

@@ -7,6 +7,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
+from common.days import DAY_VALIDATORS
 from mailboxes.models import Mailbox
 from tenants import services
 from tenants.models import AgentToken, Membership
@@ -128,11 +129,13 @@ class AuditFilterForm(forms.Form):
         label=pgettext_lazy("date range", "From"),
         required=False,
         widget=forms.DateInput(attrs={"type": "date"}),
+        validators=DAY_VALIDATORS,
     )
     until = forms.DateField(
         label=pgettext_lazy("date range", "To"),
         required=False,
         widget=forms.DateInput(attrs={"type": "date"}),
+        validators=DAY_VALIDATORS,
     )
     before = forms.DateTimeField(label=_("Page"), required=False, widget=forms.HiddenInput)
 

@@ -148,6 +148,8 @@ def suppression_rows(tenant: Tenant, search: str = "", limit: int = 500) -> list
 
 def suppressions(tenant: Tenant, search: str = ""):
     qs = Suppression.objects.filter(tenant=tenant).select_related("created_by")
+    if "\x00" in search:  # no stored address holds one (and PostgreSQL refuses it in a query)
+        return qs.none()
     if search:
         qs = qs.filter(address__icontains=search.strip().lower())
     return qs.order_by("-created_at", "-id")

@@ -43,6 +43,7 @@ from django.db.models import (
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from common.days import FIRST_DAY, LAST_DAY
 from intents.changes import version_change
 from intents.errors import InvalidInput
 from intents.models import Draft, DraftVersion
@@ -107,16 +108,35 @@ def period_of_days(since: date | None, until: date | None, zone: tzinfo) -> Peri
     ``DEFAULT_DAYS`` days ending today (in that zone)."""
     today = timezone.localdate(timezone=zone)
     until = until or today
-    since = since or until - timedelta(days=DEFAULT_DAYS - 1)
-    start = datetime.combine(since, time.min, tzinfo=zone)
-    end = datetime.combine(until + timedelta(days=1), time.min, tzinfo=zone)
+    try:
+        since = since or until - timedelta(days=DEFAULT_DAYS - 1)
+        start = datetime.combine(since, time.min, tzinfo=zone)
+        end = datetime.combine(until + timedelta(days=1), time.min, tzinfo=zone)
+    except OverflowError:  # a day next to the calendar's ends (year 1, year 9999)
+        raise _out_of_range() from None
     return period_between(start, end)
+
+
+# Periods are counted between common.days' days (these instants allow a day's slack for any
+# time zone).
+EARLIEST = datetime.combine(FIRST_DAY - timedelta(days=1), time.min, tzinfo=UTC)
+LATEST = datetime.combine(LAST_DAY + timedelta(days=2), time.min, tzinfo=UTC)
+
+
+def _out_of_range() -> InvalidInput:
+    return InvalidInput(
+        "period_out_of_range",
+        "A period must lie between the years 2000 and 9000.",
+        "since",
+    )
 
 
 def period_between(since: datetime | None, until: datetime | None) -> Period:
     """An explicit period (naive times are UTC); by default the ``DEFAULT_DAYS`` days up to now.
     Refused: an empty or reversed period, or one longer than ``MAX_DAYS`` days."""
     until = _aware(until) if until else timezone.now()
+    if not EARLIEST < until <= LATEST or (since is not None and not _aware(since) >= EARLIEST):
+        raise _out_of_range()
     since = _aware(since) if since else until - timedelta(days=DEFAULT_DAYS)
     if since >= until:
         raise InvalidInput("period_invalid", "since must be before until.", "since")

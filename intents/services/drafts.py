@@ -29,6 +29,7 @@ from intents.services.common import (
 )
 from intents.services.content import (
     MAX_PROVENANCE_BYTES,
+    MAX_PROVENANCE_DEPTH,
     PRIORITY_RANGE,
     answered_message,
     clean_content,
@@ -152,10 +153,24 @@ def draft_create(
     return draft
 
 
+# A draft's latest send time may lie this far ahead at most (and an instant past the year 9999
+# in UTC, which PostgreSQL cannot store, is far beyond it).
+NOT_AFTER_HORIZON = timedelta(days=366)
+
+
 def _check_not_after(not_after) -> None:
-    if not_after is not None and not_after <= timezone.now():
+    if not_after is None:
+        return
+    now = timezone.now()
+    if not_after <= now:
         raise errors.InvalidInput(
             "not_after_past", "not_after is already in the past.", "not_after"
+        )
+    if not_after - now > NOT_AFTER_HORIZON:
+        raise errors.InvalidInput(
+            "not_after_too_far",
+            "not_after may be at most 366 days ahead.",
+            "not_after",
         )
 
 
@@ -199,6 +214,13 @@ def _clean_provenance(provenance) -> dict:
         raise errors.InvalidInput(
             "provenance_invalid", "provenance must be an object.", "provenance"
         )
+    if _depth(provenance) > MAX_PROVENANCE_DEPTH:
+        # Small but deep nesting fits the size and then fails every reader that renders it.
+        raise errors.InvalidInput(
+            "provenance_too_deep",
+            f"provenance nests more than {MAX_PROVENANCE_DEPTH} levels deep.",
+            "provenance",
+        )
     if len(json.dumps(provenance, default=str)) > MAX_PROVENANCE_BYTES:
         raise errors.InvalidInput(
             "provenance_too_large",
@@ -206,6 +228,19 @@ def _clean_provenance(provenance) -> dict:
             "provenance",
         )
     return provenance
+
+
+def _depth(value) -> int:
+    """How deep objects and arrays nest in ``value`` (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in item)
+    return deepest
 
 
 def _check_priority(priority) -> None:

@@ -85,6 +85,10 @@ def test_the_period_is_honoured(seeded, api):
         ({"since": "yesterday"}, "validation_failed", "since"),
         ({"until": "2026-13-01"}, "validation_failed", "until"),
         ({"since": "2026-01-01\x00"}, "validation_failed", "since"),
+        # The ends of the calendar: until - 30 days overflowed into a 500.
+        ({"until": "0001-01-01"}, "period_out_of_range", "since"),
+        ({"until": "0001-01-05T00:00:00+14:00"}, "period_out_of_range", "since"),
+        ({"since": "9999-12-01", "until": "9999-12-31"}, "period_out_of_range", "since"),
     ],
 )
 def test_bad_periods_are_problems(seeded, api, params, code, field):

@@ -296,6 +296,61 @@ def test_a_token_for_every_mailbox_reaches_one_connected_after_it(
     assert created.status_code == 201
 
 
+def test_withdraw_refuses_a_body_it_would_not_read(api, token_a, mailbox_a):
+    """The route takes no body: one sent anyway is a 422 and changes nothing, with or without an
+    Idempotency-Key (with one, the key's fingerprint parsed the body and crashed into a 500)."""
+    draft = api.post("/drafts", draft_body(mailbox_a), token=token_a, key="d1").json()["id"]
+    url = f"/drafts/{draft}/withdraw"
+
+    refused = [
+        api.post(url, token=token_a, key=key, raw=body)
+        for body in (b"not json", b"[" * 100_000, b'{"a": NaN}', b'{"reason": "x"}')
+        for key in (None, "w1")
+    ]
+    empty = api.post(url, token=token_a, key="w2", raw=b"{}")
+
+    assert {r.status_code for r in refused} == {422}
+    assert {r.json()["code"] for r in refused} == {"body_not_allowed"}
+    assert empty.status_code == 200
+    assert Draft.objects.get(pk=draft).status == "withdrawn"
+
+
+@pytest.mark.parametrize(
+    ("not_after", "code"),
+    [
+        ("9999-12-31T23:59:59-14:00", "not_after_too_far"),  # past year 9999 in UTC: was a 500
+        ("2999-01-01T00:00:00Z", "not_after_too_far"),
+        ("2001-01-01T00:00:00Z", "not_after_past"),
+    ],
+)
+def test_not_after_out_of_range_is_422_and_writes_nothing(api, token_a, mailbox_a, not_after, code):
+    response = api.post(
+        "/drafts", draft_body(mailbox_a, not_after=not_after), token=token_a, key="n"
+    )
+
+    assert response.status_code == 422
+    assert response.json()["code"] == code
+    assert response.json()["errors"][0]["field"] == "not_after"
+    assert Draft.objects.count() == 0
+
+
+def test_provenance_nested_too_deep_is_422_and_writes_nothing(api, token_a, mailbox_a):
+    """300 levels fit in 16 KiB; the draft document could not be written back (a 500)."""
+    deep: dict = {}
+    for _ in range(300):
+        deep = {"a": deep}
+
+    response = api.post("/drafts", draft_body(mailbox_a, provenance=deep), token=token_a, key="p")
+    shallow = api.post(
+        "/drafts", draft_body(mailbox_a, provenance={"a": [{"b": [1]}]}), token=token_a, key="q"
+    )
+
+    assert response.status_code == 422
+    assert response.json()["code"] == "provenance_too_deep"
+    assert shallow.status_code == 201
+    assert Draft.objects.count() == 1
+
+
 def test_unknown_route_is_problem_json(api, token_a):
     response = api.get("/approve", token=token_a)
 

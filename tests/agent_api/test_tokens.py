@@ -4,6 +4,7 @@ tested in tests/console/test_views_tokens.py)."""
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from datetime import timedelta
 
@@ -127,3 +128,29 @@ def test_the_migration_flags_exactly_the_tokens_that_had_no_mailbox(tenant_a, ma
     assert legacy_one.all_mailboxes is False
     assert legacy_one.mailbox_scope() == {mailbox.pk}
     assert legacy_all.mailbox_scope() is None
+
+
+def test_a_tool_failing_on_our_side_answers_the_apis_500_document_without_its_text(
+    tenant_a, mailbox_factory, monkeypatch, caplog
+):
+    """The MCP SDK answers an exception escaping a tool with str(exc): a database error's text
+    (a table, a value) reached the agent. A fault injected into the tool's work now gives the
+    API's internal_error document, and the exception is logged for us."""
+    from agent_api import mcp_tools, operations
+
+    mailbox_factory(tenant_a)
+    _, plaintext = token_create(
+        tenant=tenant_a, name="bot", scopes=["drafts:read", "drafts:write"], actor=None
+    )
+
+    def fault(token):
+        raise RuntimeError('relation "secret_table" value 42 is broken')
+
+    monkeypatch.setattr(operations, "list_mailboxes", fault)
+    answer = mcp_tools.call_tool(raw_token=plaintext, name="list_mailboxes", arguments={})
+
+    assert answer.is_error is True
+    assert answer.document["code"] == "internal_error"
+    assert answer.document["status"] == 500
+    assert "secret_table" not in json.dumps(answer.document)
+    assert "agent_api.mcp.tool_failed" in caplog.text

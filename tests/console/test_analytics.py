@@ -87,6 +87,28 @@ def test_bad_filters_are_ignored_and_said(seeded, tenant_a, tenant_b, signed_in)
 
 
 @pytest.mark.parametrize("name", ["admin_analytics", "admin_analytics_csv"])
+@pytest.mark.parametrize(
+    ("params", "said"),
+    [
+        # A start alone, far back: the period ran to today, past 400 days (a 500).
+        ({"since": "2000-01-01"}, "A period is at most 400 days long."),
+        ({"since": "2999-01-01"}, "The period ends before it starts."),
+        # The calendar's ends: date arithmetic overflowed (a 500).
+        ({"until": "9999-12-31"}, "8999-12-31"),
+        ({"until": "0001-01-01"}, "2000-01-01"),
+    ],
+)
+def test_filters_the_period_cannot_hold_are_said_not_a_500(
+    seeded, tenant_a, signed_in, name, params, said
+):
+    response = signed_in(seeded.admin).get(_url(tenant_a, name), params)
+
+    assert response.status_code == 200
+    if name == "admin_analytics":
+        assert said in response.content.decode()
+
+
+@pytest.mark.parametrize("name", ["admin_analytics", "admin_analytics_csv"])
 def test_approvers_and_viewers_are_refused(seeded, tenant_a, member_of, signed_in, name):
     assert signed_in(seeded.approver).get(_url(tenant_a, name)).status_code == 403
     viewer = member_of(tenant_a, "viewer").user

@@ -55,3 +55,15 @@ def test_every_cell_of_the_audit_csv_goes_through_the_formula_guard(tenant_a, me
     assert admin_row[2] == "'\t=1+1"
     assert admin_row[4] == "'\r=2+2 1"
     assert all(not cell.startswith(FORMULA_LEADS) for row in rows for cell in row)
+
+
+@pytest.mark.parametrize("name", ["admin_audit", "admin_audit_csv"])
+@pytest.mark.parametrize("day", ["9999-12-31", "0001-01-01"])
+def test_a_day_at_the_calendars_end_is_a_form_error_not_a_500(
+    tenant_a, member_of, signed_in, name, day
+):
+    client = signed_in(member_of(tenant_a, "admin").user)
+
+    response = client.get(reverse(name, args=[tenant_a.slug]), {"until": day, "since": day})
+
+    assert response.status_code == 200

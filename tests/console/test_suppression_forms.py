@@ -6,6 +6,7 @@ import importlib
 
 import pytest
 from django.apps import apps
+from django.urls import reverse
 
 from console import services as console_services
 from intents.models import Suppression
@@ -60,3 +61,19 @@ def test_the_migration_rewrites_old_rows_keeping_the_stronger_twin(tenant_a, ten
         ("tenant-b", "bo@bücher.de", "manual"),
         ("tenant-b", "plain@example.com", "manual"),
     }
+
+
+def test_a_search_holding_a_nul_finds_nothing_instead_of_failing(tenant_a, member_of, signed_in):
+    admin = member_of(tenant_a, "admin").user
+    console_services.suppression_add(
+        tenant=tenant_a, address="gone@example.com", note="bounce", actor=admin
+    )
+    client = signed_in(admin)
+    url = reverse("admin_suppressions", args=[tenant_a.slug])
+
+    with_nul = client.get(url, {"q": "gone\x00"})
+    plain = client.get(url, {"q": "gone"})
+
+    assert with_nul.status_code == 200
+    assert "gone@example.com" not in with_nul.content.decode()
+    assert "gone@example.com" in plain.content.decode()
