@@ -58,7 +58,10 @@ def _validated(candidate: str, *, test_environment: bool) -> str:
             candidate, check_deliverability=False, test_environment=test_environment
         )
     except EmailNotValidError as exc:
-        raise ValueError(f"{candidate} is not a valid email address: {exc}") from None
+        # The address is quoted as text that can always be shown: a lone surrogate in it made
+        # the page repeating the error impossible to encode (a 500 instead of the refusal).
+        shown = candidate.encode("utf-8", "backslashreplace").decode("utf-8")
+        raise ValueError(f"{shown} is not a valid email address: {exc}") from None
     return result.normalized.lower()
 
 

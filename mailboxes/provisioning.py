@@ -24,6 +24,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 
+from common.text import unsafe_in_name
 from mailboxes import provider
 from mailboxes.headers import line_break_in
 from mailboxes.models import Mailbox
@@ -49,6 +50,12 @@ def _clean_display_name(display_name: str) -> str:
         raise ProvisioningError(
             _("The display name must be a single line; it holds %(character)s.")
             % {"character": line_break},
+            field="display_name",
+        )
+    if unsafe := unsafe_in_name(display_name):
+        raise ProvisioningError(
+            _("The display name cannot hold the control character %(character)s.")
+            % {"character": unsafe},
             field="display_name",
         )
     return display_name

@@ -55,6 +55,8 @@ class BroadcastForm(forms.Form):
         if upload.name.lower().endswith(".json") or text.lstrip().startswith("["):
             try:
                 rows = json.loads(text)
+            except RecursionError:
+                raise forms.ValidationError(_("The JSON file nests too deeply.")) from None
             except ValueError as exc:
                 raise forms.ValidationError(
                     _("The file is not valid JSON (line %(line)s).") % {"line": exc.lineno}

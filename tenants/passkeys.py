@@ -34,6 +34,7 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
+from common.text import unsafe_in_name
 from tenants.models import Passkey, User
 from tenants.signin_audit import signin_audit
 
@@ -191,9 +192,16 @@ def passkey_remove(*, request: HttpRequest, user: User, passkey_id: int) -> None
 def parse_credential(body: bytes) -> tuple[dict, str]:
     try:
         data = json.loads(body or b"{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         raise PasskeyError("invalid", _("The passkey could not be verified.")) from None
     credential = data.get("credential") if isinstance(data, dict) else None
     if not isinstance(credential, dict):
         raise PasskeyError("invalid", _("The passkey could not be verified."))
-    return credential, str(data.get("name", ""))[:64]
+    name = str(data.get("name", ""))[:64]
+    if unsafe := unsafe_in_name(name):
+        raise PasskeyError(
+            "invalid_name",
+            _("A passkey name cannot hold the control character %(character)s.")
+            % {"character": unsafe},
+        )
+    return credential, name

@@ -21,6 +21,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from common.text import unsafe_in_name
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AgentToken, AuditEvent, Tenant, User
 
@@ -66,6 +67,11 @@ def _checked(
         raise TokenError(_("A token needs a name."), field="name")
     if len(name) > 100:
         raise TokenError(_("The name is longer than 100 characters."), field="name")
+    if unsafe := unsafe_in_name(name):
+        raise TokenError(
+            _("The name cannot hold the control character %(character)s.") % {"character": unsafe},
+            field="name",
+        )
     if not scopes:
         raise TokenError(_("Choose at least one scope."), field="scopes")
     unknown = [s for s in scopes if s not in VALID_SCOPES]

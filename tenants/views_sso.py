@@ -8,6 +8,7 @@ tenants.oidc_signin's.
 from __future__ import annotations
 
 from django.contrib.auth import login, logout
+from django.core.validators import slug_re
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -39,10 +40,14 @@ def sso_choose(request: HttpRequest) -> HttpResponse:
     slug = request.GET.get("tenant", "").strip().lower()
     if not slug:
         return render(request, "tenants/sso_choose.html", {})
+    # A slug is letters, digits, - and _: anything else (a NUL, which PostgreSQL refuses in a
+    # query) names no tenant.
     sso = (
         SingleSignOn.objects.select_related("tenant")
         .filter(tenant__slug=slug, enabled=True)
         .first()
+        if slug_re.fullmatch(slug)
+        else None
     )
     if sso is None:
         return render(

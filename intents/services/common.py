@@ -92,6 +92,21 @@ def clean_reason(reason, *, required: bool) -> str:
             _("The reason is longer than %(n)s characters.") % {"n": MAX_REASON},
             "reason",
         )
+    # Callers past a form (a view reading POST, the agent API) get no NUL check from Django, and
+    # PostgreSQL refuses both of these in text.
+    if "\x00" in reason:
+        raise errors.InvalidInput(
+            "reason_unstorable", _("A reason cannot hold NUL characters."), "reason"
+        )
+    if not reason.isascii():
+        try:
+            reason.encode("utf-8")
+        except UnicodeEncodeError:
+            raise errors.InvalidInput(
+                "reason_unstorable",
+                _("A reason cannot hold unpaired UTF-16 surrogates."),
+                "reason",
+            ) from None
     return reason
 
 

@@ -154,3 +154,13 @@ def test_a_tool_failing_on_our_side_answers_the_apis_500_document_without_its_te
     assert answer.document["status"] == 500
     assert "secret_table" not in json.dumps(answer.document)
     assert "agent_api.mcp.tool_failed" in caplog.text
+
+
+@pytest.mark.parametrize("name", ["bot\x1b[31m", "\u202egnp.exe", "bot\x00"])
+def test_a_token_name_with_a_control_character_is_refused(tenant_a, name):
+    with pytest.raises(TokenError) as refused:
+        token_create(tenant=tenant_a, name=name, scopes=["drafts:read"], actor=None)
+
+    assert refused.value.field == "name"
+    assert "control character" in str(refused.value)
+    assert not AgentToken.objects.exists()

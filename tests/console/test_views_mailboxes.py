@@ -132,3 +132,19 @@ def test_a_display_name_with_a_line_break_is_refused_on_update(
     assert b"display name must be a single line" in response.content
     assert mailbox.display_name == before
     assert not AuditEvent.objects.filter(action="mailbox.policy_changed").exists()
+
+
+@pytest.mark.parametrize("control", ["\u202e", "\x1b", "\x07"], ids=str.__repr__)
+def test_a_display_name_with_a_control_character_is_refused(
+    tenant_a, member_of, signed_in, sandbox, control
+):
+    """The From header's phrase of every message: a right-to-left override makes it read as
+    something else in the customer's mail client."""
+    client = signed_in(member_of(tenant_a, "admin").user)
+    response = client.post(
+        reverse("mailbox_create", args=[tenant_a.slug]),
+        {"username": "billing", "display_name": f"Billing{control}gnp.exe"},
+    )
+    assert response.status_code == 400
+    assert b"cannot hold the control character U+" in response.content
+    assert not Mailbox.objects.exists()

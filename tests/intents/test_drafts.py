@@ -452,6 +452,20 @@ def test_reject_needs_reason_and_right(tenant_a, new_draft, approver, member_of)
         approve_current(draft, approver)
 
 
+@pytest.mark.parametrize("reason", ["bad\x00", "bad \ud800"], ids=["nul", "surrogate"])
+def test_a_reason_postgresql_cannot_store_is_refused_and_the_draft_stays(
+    tenant_a, new_draft, approver, reason
+):
+    draft = new_draft()
+
+    with pytest.raises(errors.InvalidInput) as refused:
+        services.draft_reject(tenant=tenant_a, draft_id=draft.pk, reason=reason, actor=approver)
+
+    assert (refused.value.code, refused.value.field) == ("reason_unstorable", "reason")
+    draft.refresh_from_db()
+    assert draft.status == "pending"
+
+
 def test_withdraw_by_agent(tenant_a, local_mailbox):
     token = make_token(tenant_a)
     draft = services.draft_create(

@@ -86,6 +86,12 @@ def test_every_bad_row_is_listed_and_nothing_is_saved(signed_in, member_of, tena
         (csv_file("address\n", name="x.json"), "The file is not valid JSON (line 1)."),
         (SimpleUploadedFile("x.json", b'{"address": "a@b.c"}'), "must hold a list"),
         (SimpleUploadedFile("x.csv", b"\xff\xfe\x00a"), "not UTF-8 text"),
+        # Found by an outside probe: each was a 500.
+        (SimpleUploadedFile("x.json", b"[" * 100_000), "The JSON file nests too deeply."),
+        (
+            SimpleUploadedFile("x.json", b'[{"address": "\\ud800@example.com"}]'),
+            "\\ud800@example.com is not a valid email address",
+        ),
     ],
 )
 def test_an_unreadable_file_is_a_visible_error(signed_in, member_of, tenant_a, upload, message):

@@ -102,3 +102,16 @@ def test_every_recipient_and_their_values_download_as_approved(
     outsider = signed_in(member_of(tenant_b, "admin").user)
     foreign = f"/t/{tenant_b.slug}/broadcasts/{broadcast.pk}/recipients.csv"
     assert outsider.get(foreign).status_code == 404
+
+
+@pytest.mark.parametrize("reason", ["bad\x00reason", "\x00"])
+def test_a_reject_reason_that_cannot_be_stored_is_said_and_nothing_changes(
+    signed_in, member_of, broadcast, reason
+):
+    client = signed_in(member_of(broadcast.tenant, "approver").user)
+
+    response = client.post(url(broadcast, "reject/"), {"reason": reason}, follow=True)
+
+    assert response.status_code == 200
+    assert "A reason cannot hold" in response.content.decode()
+    assert Broadcast.objects.get(pk=broadcast.pk).state == "pending_review"

@@ -66,3 +66,36 @@ def test_registration_options_require_user_verification_and_exclude_known_keys(
     assert options["authenticatorSelection"]["userVerification"] == "required"
     assert options["authenticatorSelection"]["residentKey"] == "required"
     assert [c["id"] for c in options["excludeCredentials"]] == ["Y3JlZC0y"]
+
+
+def test_deeply_nested_json_is_refused_not_a_500(client, tenant_a, member_of, signed_in):
+    client.post(reverse("passkey_signin_options"))
+    signin = client.post(
+        reverse("passkey_signin"), data=b"[" * 50_000, content_type="application/json"
+    )
+    person = signed_in(member_of(tenant_a).user)
+    person.post(reverse("passkey_register_options"))
+    register = person.post(
+        reverse("passkey_register"), data=b"[" * 50_000, content_type="application/json"
+    )
+
+    assert signin.status_code == 400
+    assert register.status_code == 400
+
+
+@pytest.mark.parametrize("name", ["key\x00", "key \ud800", "\u202egnp.exe", "esc\x1b[31m"])
+def test_a_passkey_name_with_a_control_character_is_refused_before_anything_is_stored(
+    tenant_a, member_of, signed_in, name
+):
+    person = signed_in(member_of(tenant_a).user)
+    person.post(reverse("passkey_register_options"))
+
+    response = person.post(
+        reverse("passkey_register"),
+        data=json.dumps({"credential": {"rawId": "AAAA"}, "name": name}),
+        content_type="application/json",
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_name"
+    assert not Passkey.objects.exists()

@@ -247,3 +247,13 @@ def test_the_addresses_the_server_may_call(settings, allow, url, refusal):
     else:
         with pytest.raises(EgressRefused, match=refusal):
             oidc.checked_url(url)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("typed", ["a\x00b", "a b", "../admin", "ä"])
+def test_a_tenant_address_that_is_no_slug_names_no_tenant(client, typed):
+    """A NUL reached the query and PostgreSQL refused it: a 500 before anyone signed in."""
+    response = client.get(reverse("sso_choose"), {"tenant": typed})
+
+    assert response.status_code == 404
+    assert "No tenant with that address uses single sign-on." in response.content.decode()
