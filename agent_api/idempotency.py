@@ -50,6 +50,7 @@ LOCK_SECONDS = 60
 JSON_CONTENT_TYPE = "application/json"
 
 Work = Callable[[], tuple[int, bytes]]
+Prepare = Callable[[], None]
 # The Location header of a stored response, derived from its status and body, so a replay carries
 # the same header as the first answer without storing headers.
 Locate = Callable[[int, bytes], str | None]
@@ -228,10 +229,21 @@ class Outcome:
 
 
 def run_once(
-    *, tenant: Tenant, key: str, fingerprint: str, method: str, path: str, work: Work
+    *,
+    tenant: Tenant,
+    key: str,
+    fingerprint: str,
+    method: str,
+    path: str,
+    work: Work,
+    prepare: Prepare | None = None,
 ) -> Outcome:
     """Run ``work`` (returns status and JSON bytes) at most once per (tenant, key): the protocol
-    above, for any entry point (the HTTP routes below, the MCP tools)."""
+    above, for any entry point (the HTTP routes below, the MCP tools).
+
+    ``prepare`` (network calls the work needs, such as fetching forwarded files) runs once the
+    key is ours and before the work's transaction: a replay, a key in flight or a reused key is
+    answered without it, and a failure of it releases the key like a failure of the work."""
     row, lock = _claim(tenant=tenant, key=key, fingerprint=fingerprint, method=method, path=path)
     if lock is None:
         # Only a completed row comes back without a lock, and completing stores the response.
@@ -241,6 +253,8 @@ def run_once(
         return Outcome(row.response_status, bytes(row.response_body), replayed=True)
 
     try:
+        if prepare is not None:
+            prepare()
         with transaction.atomic():
             status, body = work()
             completed = ApiIdempotencyKey.objects.filter(
@@ -273,14 +287,17 @@ def run_idempotent(
     required: bool,
     work: Work,
     locate: Locate | None = None,
+    prepare: Prepare | None = None,
 ) -> HttpResponse:
-    """``run_once`` keyed by the request's Idempotency-Key header (without one, the work runs
-    once in a transaction).
+    """``run_once`` keyed by the request's Idempotency-Key header (without one, ``prepare`` and
+    then the work run once, the work in a transaction).
 
     ``locate`` gives the response's Location header from its status and body; a replay gets the
     same header as the first answer."""
     key = read_key(request, required=required)
     if key is None:
+        if prepare is not None:
+            prepare()
         with transaction.atomic():
             status, body = work()
         return _json_response(status, body, replayed=False, locate=locate)
@@ -292,5 +309,6 @@ def run_idempotent(
         method=request.method or "",
         path=request.path,
         work=work,
+        prepare=prepare,
     )
     return _json_response(outcome.status, outcome.body, replayed=outcome.replayed, locate=locate)

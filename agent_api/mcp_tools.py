@@ -48,6 +48,7 @@ from agent_api.idempotency import KEY_RE, fingerprint, run_once, token_credentia
 from agent_api.queries import MAX_ID
 from agent_api.schemas import DraftCreateIn, DraftStatus, StrictIn, VersionIn
 from agent_api.schemas_broadcasts import BroadcastCreateIn, BroadcastRecipientsIn
+from intents.attachments import Upload
 from intents.errors import DraftError
 from tenants.models import AgentToken
 from tenants.tokens import token_authenticate
@@ -166,9 +167,11 @@ def _once(
     derive: bool,
     raw: dict,
     work: Callable[[], tuple[int, bytes]],
+    prepare: Callable[[], None] | None = None,
 ) -> ToolAnswer:
-    """``work`` at most once per key, in the JSON API's idempotency store. The fingerprint is the
-    token, the tool and the canonical arguments (the key itself left out)."""
+    """``work`` at most once per key, in the JSON API's idempotency store, after ``prepare`` (its
+    network calls: ``run_once``). The fingerprint is the token, the tool and the canonical
+    arguments (the key itself left out)."""
     path = f"mcp:{tool}"
     arguments = {name: value for name, value in raw.items() if name != "idempotency_key"}
     digest = fingerprint(
@@ -177,11 +180,19 @@ def _once(
     if key is None and derive:
         key = f"mcp-{digest[:60]}"
     if key is None:
+        if prepare is not None:
+            prepare()
         with transaction.atomic():
             _status, body = work()
         return _answer(body)
     outcome = run_once(
-        tenant=token.tenant, key=key, fingerprint=digest, method=METHOD, path=path, work=work
+        tenant=token.tenant,
+        key=key,
+        fingerprint=digest,
+        method=METHOD,
+        path=path,
+        work=work,
+        prepare=prepare,
     )
     return _answer(outcome.body, replayed=outcome.replayed)
 
@@ -191,25 +202,29 @@ def _list_mailboxes(token: AgentToken, args: NoArguments, raw: dict) -> ToolAnsw
 
 
 def _create_draft(token: AgentToken, args: CreateDraftArguments, raw: dict) -> ToolAnswer:
-    forwarded = operations.forwarded_for_create(token, args)  # network: before the transaction
+    forwarded: list[Upload] = []
     return _once(
         token,
         tool="create_draft",
         key=args.idempotency_key,
         derive=True,
         raw=raw,
+        prepare=lambda: forwarded.extend(operations.forwarded_for_create(token, args)),
         work=lambda: operations.create_draft(token, args, forwarded),
     )
 
 
 def _revise_draft(token: AgentToken, args: ReviseDraftArguments, raw: dict) -> ToolAnswer:
-    forwarded = operations.forwarded_for_revision(token, args.draft_id, args)
+    forwarded: list[Upload] = []
     return _once(
         token,
         tool="revise_draft",
         key=args.idempotency_key,
         derive=False,
         raw=raw,
+        prepare=lambda: forwarded.extend(
+            operations.forwarded_for_revision(token, args.draft_id, args)
+        ),
         work=lambda: operations.revise_draft(token, args.draft_id, args, forwarded),
     )
 

@@ -26,6 +26,7 @@ from agent_api.schemas import (
     Problem,
     VersionIn,
 )
+from intents.attachments import Upload
 from tenants.models import AgentToken
 
 ERRORS_READ = {401: Problem, 403: Problem, 404: Problem, 422: Problem, 429: Problem}
@@ -71,11 +72,13 @@ def _ok(body: bytes, status: int = 200) -> HttpResponse:
 def create_draft(request: AgentRequest, payload: DraftCreateIn):
     """Creates a pending draft (version 1) in the review queue. Requires `Idempotency-Key`."""
     token = _token(request)
-    forwarded = operations.forwarded_for_create(token, payload)  # network: before the transaction
+    forwarded: list[Upload] = []
     return run_idempotent(
         request,
         tenant=token.tenant,
         required=True,
+        # Network, so before the transaction; after the key's check, so never for a replay.
+        prepare=lambda: forwarded.extend(operations.forwarded_for_create(token, payload)),
         work=lambda: operations.create_draft(token, payload, forwarded),
         locate=_created_draft_location,
     )
@@ -124,11 +127,14 @@ def add_version(request: AgentRequest, draft_id: int, payload: VersionIn):
     changed since is refused (409 `version_conflict`). `Idempotency-Key` is optional but
     recommended."""
     token = _token(request)
-    forwarded = operations.forwarded_for_revision(token, draft_id, payload)
+    forwarded: list[Upload] = []
     return run_idempotent(
         request,
         tenant=token.tenant,
         required=False,
+        prepare=lambda: forwarded.extend(
+            operations.forwarded_for_revision(token, draft_id, payload)
+        ),
         work=lambda: operations.revise_draft(token, draft_id, payload, forwarded),
     )
 

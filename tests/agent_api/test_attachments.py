@@ -265,6 +265,36 @@ def test_a_reply_forwards_the_customers_file_fetched_from_agentmail(
     assert bytes(stored.blob.data) == photo
 
 
+def test_the_idempotency_key_is_checked_before_any_file_is_fetched(
+    api, token_a, mailbox_a, sandbox
+):
+    """A replay answers from the store, and a missing or reused key is refused, with no call to
+    AgentMail: the fetch ran before the key's check, so a retry of a completed request failed
+    with 502 while AgentMail was down, instead of getting its stored answer."""
+    message_id, [photo_id] = _customer_wrote(
+        sandbox, mailbox_a, [_file("damage.png", "image/png", b"\x89PNG\r\n\x1a\n" * 40)]
+    )
+    body = draft_body(mailbox_a, in_reply_to=message_id, forward_attachments=[photo_id])
+
+    def fetches() -> int:
+        return len(sandbox.requests(route="get_attachment"))
+
+    first = api.post("/drafts", body, token=token_a, key="fwd-once")
+    after_first = fetches()
+    sandbox.fault("get_attachment", "503_before", times=10)
+    replay = api.post("/drafts", body, token=token_a, key="fwd-once")
+    reused = api.post("/drafts", {**body, "subject": "Other"}, token=token_a, key="fwd-once")
+    keyless = api.post("/drafts", body, token=token_a)
+
+    assert first.status_code == 201
+    assert after_first >= 1
+    assert (replay.status_code, replay["Idempotent-Replayed"]) == (201, "true")
+    assert replay.json() == first.json()
+    assert reused.json()["code"] == "idempotency_key_reused"
+    assert keyless.json()["code"] == "idempotency_key_missing"
+    assert fetches() == after_first
+
+
 def test_forwarding_an_unknown_or_a_dangerous_file_is_422_and_writes_nothing(
     api, token_a, mailbox_a, sandbox
 ):
