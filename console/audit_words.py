@@ -145,6 +145,7 @@ FIELD_NAMES = {
     "allowed_addresses": _("allowed addresses"),
     "display_name": _("name"),
     "approve_all_mailboxes": _("every mailbox"),
+    "all_mailboxes": _("every mailbox"),
     "mailboxes_before": _("mailboxes before"),
     "mailboxes_after": _("mailboxes after"),
     "mailbox_ids": _("mailboxes"),
