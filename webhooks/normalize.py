@@ -16,6 +16,7 @@ only metadata (no bodies) and must stay storable and re-applicable as it is.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -141,7 +142,7 @@ def _normalize(payload: dict) -> NormalizedEvent:
         "event_type": event_type,
         "event_id": _text(payload.get("event_id"))[:100],
         "inbox_id": inbox_id.lower()[:254],
-        "message_id": message_id[:998],
+        "message_id": bounded_id(message_id),
         "thread_id": thread_id[:255],
         "occurred_at": _timestamp(obj.get("timestamp") or payload.get("timestamp")),
     }
@@ -166,8 +167,27 @@ def _normalize(payload: dict) -> NormalizedEvent:
             "event_type": event_type,
             "event_id": payload.get("event_id"),
             key: obj,
+            **_top_level_ids(payload),
         },
     )
+
+
+# A message id is indexed (the ledger's waiting index, the inbound unique key), and PostgreSQL
+# refuses an index entry over about 2,700 bytes: 998 characters of a sender-chosen Message-ID in
+# a three-byte script are 2,994. The cut is in bytes, and a cut id ends in a digest of the whole.
+MESSAGE_ID_BYTES = 998
+
+
+def bounded_id(value: str) -> str:
+    """``value`` if its UTF-8 fits ``MESSAGE_ID_BYTES``; else the longest prefix that leaves room,
+    ``~`` and 16 hex digits of the whole id's SHA-256 (the same id always cuts the same way, and
+    two ids that share the prefix stay apart)."""
+    encoded = value.encode("utf-8")
+    if len(encoded) <= MESSAGE_ID_BYTES:
+        return value
+    digest = hashlib.sha256(encoded).hexdigest()[:16]
+    prefix = encoded[: MESSAGE_ID_BYTES - 17].decode("utf-8", "ignore")
+    return f"{prefix}~{digest}"
 
 
 def address_of(value: Any) -> str:
@@ -235,14 +255,38 @@ def _minimal_received(payload: dict, message: dict, thread: dict) -> dict:
         "event_id": payload.get("event_id"),
         "message": kept,
         "thread": {k: thread[k] for k in _KEPT_THREAD_FIELDS if k in thread},
+        **_top_level_ids(payload),
     }
+
+
+# Read from the payload's top level when the event's object lacks them (_normalize): the applier
+# normalizes the stored minimal payload again, so it must keep them, or an event stored with the
+# right inbox would be applied as one naming no inbox.
+_TOP_LEVEL_IDS = ("inbox_id", "message_id", "thread_id", "timestamp")
+
+
+def _top_level_ids(payload: dict) -> dict:
+    return {name: payload[name] for name in _TOP_LEVEL_IDS if name in payload}
 
 
 def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+# Timestamps outside these are not believed (None: the receipt time stands in): every page that
+# shows one converts it to the reader's zone, which overflows next to the calendar's ends.
+_EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+_LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+
+
 def _timestamp(value: Any) -> datetime | None:
+    parsed = _parsed_timestamp(value)
+    if parsed is None or not _EARLIEST <= parsed <= _LATEST:
+        return None
+    return parsed
+
+
+def _parsed_timestamp(value: Any) -> datetime | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):

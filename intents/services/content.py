@@ -66,6 +66,27 @@ def refuse_recipient_problems(tenant, mailbox, field: str, addresses: list[str])
         )
 
 
+def _check_reply_subject(reply_subject: str) -> None:
+    """AgentMail sets a reply's subject from the message it answers, so one that could not be
+    sent is refused naming ``in_reply_to`` (the agent cannot change a subject it never sent):
+    the customer's subject was too long for "Re: ", or held a line break."""
+    problem = None
+    if len(reply_subject) > MAX_SUBJECT:
+        problem = _("it would be longer than %(n)s characters") % {"n": MAX_SUBJECT}
+    elif line_break := line_break_in(reply_subject):
+        problem = _("it would hold %(what)s") % {"what": line_break}
+    if problem:
+        raise errors.InvalidInput(
+            "reply_subject_invalid",
+            _(
+                "The message this answers has a subject AgentMail cannot reply with (%(problem)s). "
+                "Write a new message instead of a reply."
+            )
+            % {"problem": problem},
+            "in_reply_to",
+        )
+
+
 def clean_content(
     *, tenant, mailbox, to, cc, bcc, subject, text, html, reply_subject: str | None = None
 ) -> dict:
@@ -108,6 +129,7 @@ def clean_content(
                 % {"subject": reply_subject},
                 "subject",
             )
+        _check_reply_subject(reply_subject)
         subject = reply_subject
     if not isinstance(subject, str) or not subject.strip():
         raise errors.InvalidInput("subject_required", _("A subject is required."), "subject")

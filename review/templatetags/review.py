@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 from django import template
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, pgettext_lazy
 
@@ -13,6 +14,13 @@ from intents.models import Draft, SendIntent
 from review.previews import previewable
 
 register = template.Library()
+
+
+@register.filter
+def isolated(value) -> str:
+    """Text an outsider chose (a sender's name), bidi-isolated: a right-to-left override in it
+    cannot reorder the words around it on the page."""
+    return format_html("<bdi>{}</bdi>", value)
 
 
 @register.filter

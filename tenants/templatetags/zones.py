@@ -8,7 +8,7 @@ any format of Django's ``date`` filter (month names follow the active language),
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django import template
 from django.template.defaultfilters import date as date_filter
@@ -19,10 +19,17 @@ register = template.Library()
 DEFAULT_FORMAT = "j M Y, H:i"
 
 
-@register.filter(expects_localtime=True, is_safe=False)
+@register.filter(is_safe=False)
 def zoned(value: datetime | None, fmt: str = DEFAULT_FORMAT) -> str:
     if not value:
         return ""
+    if timezone.is_aware(value):
+        try:
+            value = timezone.localtime(value)
+        except OverflowError:
+            # Next to the calendar's ends (year 1 seen from the west, 9999 from the east) the
+            # reader's zone cannot hold the instant: it is shown in UTC rather than failing the page.
+            value = value.astimezone(UTC)
     # "T" is the zone's abbreviation at that instant (CET in winter, CEST in summer); zones that
     # have none show their offset ("-03").
     return f"{date_filter(value, fmt)} {date_filter(value, 'T')}"

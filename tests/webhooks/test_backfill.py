@@ -247,3 +247,25 @@ def test_one_search_for_unconfirmed_sends_per_tenant_however_many_mailboxes(
     for box in boxes:
         lookup = next(r for r in asked if f"/inboxes/{box.inbox_id}/" in r["path"])
         assert sent[box.inbox_id].provider_message_id in unquote(lookup["path"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_id_too_long_for_an_index_is_backfilled_and_the_next_tenant_too(
+    webhooks_off, no_delay, tenant_a, tenant_b, mailbox_factory
+):
+    """900 CJK characters of Message-ID (2,700 bytes) made the ledger's insert fail, which ended
+    the whole run: the tenants after it were never asked, on every run after."""
+    sandbox = webhooks_off
+    first, second = mailbox_factory(tenant_a), mailbox_factory(tenant_b)
+    registration.webhook_register(tenant=tenant_a)
+    registration.webhook_register(tenant=tenant_b)
+    long_id = "<" + "訂" * 900 + "@customer.test>"
+    sandbox.inbound(first.inbox_id, from_="kim@customer.test", subject="Hi", message_id=long_id)
+    sandbox.inbound(second.inbox_id, from_="max@customer.test", subject="Hello")
+
+    report = webhooks_backfill()
+    again = webhooks_backfill()
+
+    assert (report.inbound, report.errors) == (2, 0)
+    assert again.inbound == 0
+    assert WebhookEvent.objects.filter(event_type="message.received").count() == 2

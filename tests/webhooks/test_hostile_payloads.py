@@ -175,3 +175,70 @@ def test_a_timestamp_beyond_what_python_reads_back_falls_back_to_the_time_of_rec
     assert response.status_code == 200
     assert occurred_at is None
     assert abs(received_at - datetime.now(UTC)) < timedelta(minutes=5)
+
+
+def test_a_long_message_id_in_a_three_byte_script_is_stored_and_applied(client, hook, mailbox):
+    """900 CJK characters are 2,700 bytes: past what a PostgreSQL index entry holds, so the
+    receiver answered 500 and Svix dropped the mail after a day. The id is cut by bytes, ending in
+    a digest of the whole; the same id cuts the same way (a redelivery is one message)."""
+    long_id = "<" + "訂" * 900 + "@customer.test>"
+    payload = received_payload(mailbox, thread_id="thr_1", message_id=long_id)
+
+    first = hook.post(client, payload)
+    again = hook.post(client, {**payload, "event_id": "evt_again"})
+
+    stored = InboundMessage.objects.get()
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert len(stored.message_id.encode()) <= 998
+    assert stored.message_id.startswith("<訂訂") and "~" in stored.message_id
+    assert WebhookEvent.objects.filter(state="applied").count() == 2
+
+
+@pytest.mark.parametrize(
+    "timestamp",
+    ["2099-01-01T00:00:00Z", "2001-01-01T00:00:00Z", "0001-01-01T00:00:00Z"],
+    ids=["future", "long past", "year 1"],
+)
+def test_a_received_time_far_from_the_receipt_is_not_believed(client, hook, mailbox, timestamp):
+    """The message's time is where the next backfill lists the inbox from: one message 'from
+    2099' hid every later one from it. Outside 30 days before to 5 minutes after the receipt,
+    the receipt time stands in."""
+    payload = received_payload(mailbox, thread_id="thr_1", timestamp=timestamp)
+
+    response = hook.post(client, payload)
+
+    received_at = InboundMessage.objects.values_list("received_at", flat=True).get()
+    assert response.status_code == 200
+    assert abs(received_at - datetime.now(UTC)) < timedelta(minutes=5)
+
+
+def test_a_received_time_a_day_before_the_receipt_is_kept(client, hook, mailbox):
+    yesterday = datetime.now(UTC) - timedelta(days=1)
+    payload = received_payload(
+        mailbox, thread_id="thr_1", timestamp=yesterday.isoformat().replace("+00:00", "Z")
+    )
+
+    hook.post(client, payload)
+
+    received_at = InboundMessage.objects.values_list("received_at", flat=True).get()
+    assert abs(received_at - yesterday) < timedelta(seconds=1)
+
+
+def test_a_delivery_naming_its_message_at_the_top_level_is_applied(
+    client, hook, mailbox, intent_row
+):
+    """The receiver reads inbox and message ids from the top level when the event's object
+    lacks them, and stored the event with them; the applier normalised the stored (minimal)
+    payload again without them and rejected it as naming no inbox of the tenant."""
+    intent = intent_row(mailbox)
+    payload = delivery_payload("delivered", intent)
+    inner = payload["delivery"]
+    payload["inbox_id"] = inner.pop("inbox_id")
+    payload["message_id"] = inner.pop("message_id")
+
+    response = hook.post(client, payload)
+
+    event = WebhookEvent.objects.get()
+    assert response.status_code == 200
+    assert (event.state, event.message_id) == ("applied", intent.provider_message_id)
+    assert RecipientDelivery.objects.get(intent=intent).state == "delivered"

@@ -22,6 +22,7 @@ import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.db import OperationalError, connection, transaction
@@ -480,11 +481,29 @@ def _suppress(
     return changed
 
 
+# How far before our receipt, or after it, a received message's own timestamp may lie. Outside,
+# it is not believed and the receipt time stands in: the message's time orders the thread, starts
+# its reply deadline, is where the next backfill lists the inbox from and when retention purges
+# it, so one skewed value (a message "from 2099") would blind the backfill for that inbox.
+RECEIVED_AT_BEFORE = timedelta(days=30)
+RECEIVED_AT_AFTER = timedelta(minutes=5)
+
+
+def believed_time(claimed, received_at):
+    """``claimed`` if it lies within the window around ``received_at``; else ``received_at``."""
+    if claimed is None:
+        return received_at
+    if received_at - RECEIVED_AT_BEFORE <= claimed <= received_at + RECEIVED_AT_AFTER:
+        return claimed
+    log.info("webhooks.event.time_not_believed", extra={"claimed": claimed.isoformat()})
+    return received_at
+
+
 def _apply_received(
     event: WebhookEvent, normalized: NormalizedEvent, mailbox: Mailbox
 ) -> tuple[str, str]:
     inbound_facts = normalized.inbound
-    occurred_at = normalized.occurred_at or event.received_at
+    occurred_at = believed_time(normalized.occurred_at, event.received_at)
     _, created = InboundMessage.objects.get_or_create(
         mailbox=mailbox,
         message_id=normalized.message_id,

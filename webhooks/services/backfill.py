@@ -40,7 +40,7 @@ from mailboxes.models import Mailbox
 from mailboxes.provider import lookups
 from tenants.models import Tenant
 from webhooks.models import InboundMessage, RecipientDelivery, WebhookEndpoint, WebhookEvent
-from webhooks.normalize import normalize
+from webhooks.normalize import bounded_id, normalize
 from webhooks.services.applier import applier_wake
 from webhooks.services.apply import BACKFILL_PREFIX, UNAPPLIED
 from webhooks.services.receive import event_store
@@ -113,7 +113,18 @@ def webhooks_backfill(*, tenant_id: int | None = None) -> BackfillReport:
         boxes = list(group)
         unconfirmed = _unconfirmed_sends(tenant_pk, [m.pk for m in boxes])
         for mailbox in boxes:
-            _backfill_mailbox(mailbox, endpoint, unconfirmed.get(mailbox.pk, []), budget, report)
+            try:
+                _backfill_mailbox(
+                    mailbox, endpoint, unconfirmed.get(mailbox.pk, []), budget, report
+                )
+            except Exception:
+                # One mailbox's failure (a message the ledger cannot hold, a provider answer we
+                # cannot read) must not keep the others, and the tenants after it, from their run.
+                report.errors += 1
+                log.exception(
+                    "webhooks.backfill.mailbox_failed",
+                    extra={"tenant_id": tenant_pk, "mailbox_id": mailbox.pk},
+                )
     if report.deliveries or report.inbound:
         applier_wake(force=True)
     log.info(
@@ -248,14 +259,15 @@ def _inbound(mailbox, endpoint, budget: _Budget, report: BackfillReport) -> bool
             and m["message_id"]
             and _old_enough(m.get("timestamp"))
         ]
-        ids = [m["message_id"] for m in received]
+        # Stored ids are cut to what an index holds (normalize.bounded_id): compare those.
+        ids = [bounded_id(m["message_id"]) for m in received]
         recorded_before |= set(
             InboundMessage.objects.filter(mailbox=mailbox, message_id__in=ids).values_list(
                 "message_id", flat=True
             )
         )
         for message in received:
-            if message["message_id"] in recorded_before:
+            if bounded_id(message["message_id"]) in recorded_before:
                 continue
             payload = _received_payload(message)
             if _store(endpoint, payload, "message.received", message["message_id"]):
