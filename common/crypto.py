@@ -38,6 +38,10 @@ def _key_ring(raw: tuple[str, ...]) -> tuple[str, dict[str, AESGCM]]:
             raise ImproperlyConfigured(f"encryption key {kid!r} is not valid base64") from None
         if len(key) != 32:
             raise ImproperlyConfigured(f"encryption key {kid!r} must be 32 bytes, got {len(key)}")
+        if kid in ring:
+            # The later entry used to win: a rotation written "new:…,new:old…" re-sealed nothing
+            # and lost every secret once the old entry went.
+            raise ImproperlyConfigured(f"encryption key id {kid!r} appears twice")
         ring[kid] = AESGCM(key)
     return raw[0].partition(":")[0], ring
 

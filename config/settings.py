@@ -6,6 +6,7 @@ start without the secrets it needs; see the configuration table in README.md.
 
 from __future__ import annotations
 
+import math
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -39,14 +40,44 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {value!r}")
 
 
-def env_int(name: str, default: int) -> int:
+def _bounded(name: str, value, low, high):
+    if (low is not None and value < low) or (high is not None and value > high):
+        span = " and ".join(
+            part
+            for part in (
+                f"at least {low}" if low is not None else "",
+                f"at most {high}" if high is not None else "",
+            )
+            if part
+        )
+        raise ImproperlyConfigured(f"{name} must be {span}, got {value!r}")
+    return value
+
+
+def env_int(name: str, default: int, *, low: int | None = None, high: int | None = None) -> int:
     value = env(name)
     if value is None:
-        return default
+        return _bounded(name, default, low, high)
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
+    return _bounded(name, number, low, high)
+
+
+def env_float(
+    name: str, default: float, *, low: float | None = None, high: float | None = None
+) -> float:
+    value = env(name)
+    if value is None:
+        return _bounded(name, default, low, high)
+    try:
+        number = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ImproperlyConfigured(f"{name} must be a finite number, got {value!r}")
+    return _bounded(name, number, low, high)
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -186,7 +217,7 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Django's backend, sparing the health check's round trip for a connection that served a request
 # cleanly less than DB_HEALTH_CHECK_GRACE seconds ago (config/postgres/base.py: the trade).
 DATABASES["default"]["ENGINE"] = "config.postgres"
-DB_HEALTH_CHECK_GRACE = float(env("DB_HEALTH_CHECK_GRACE", "1"))
+DB_HEALTH_CHECK_GRACE = env_float("DB_HEALTH_CHECK_GRACE", 1)
 # Server-side parameter binding, and statements prepared on a connection after they ran
 # DB_PREPARE_THRESHOLD times: PostgreSQL then skips parsing and planning the hot statements of the
 # worker and the webhook receiver (about half of the database's CPU per webhook event, BENCHMARKS.md).
@@ -308,20 +339,20 @@ SECURE_CSP = {
 AGENTMAIL_BASE_URL = required("AGENTMAIL_BASE_URL", "http://127.0.0.1:8025")
 AGENTMAIL_ORG_API_KEY = required("AGENTMAIL_ORG_API_KEY", "am_sandbox_org_key")
 AGENTMAIL_INBOX_DOMAIN = env("AGENTMAIL_INBOX_DOMAIN", "agentmail.to")
-AGENTMAIL_CONNECT_TIMEOUT = float(env("AGENTMAIL_CONNECT_TIMEOUT", "3"))
-AGENTMAIL_READ_TIMEOUT = float(env("AGENTMAIL_READ_TIMEOUT", "15"))
-AGENTMAIL_POOL_TIMEOUT = float(env("AGENTMAIL_POOL_TIMEOUT", "5"))
+AGENTMAIL_CONNECT_TIMEOUT = env_float("AGENTMAIL_CONNECT_TIMEOUT", 3, low=0.001)
+AGENTMAIL_READ_TIMEOUT = env_float("AGENTMAIL_READ_TIMEOUT", 15, low=0.001)
+AGENTMAIL_POOL_TIMEOUT = env_float("AGENTMAIL_POOL_TIMEOUT", 5, low=0.001)
 # Reconciling by label lists an inbox's messages since the first attempt when the labelled query
 # finds nothing: that many pages (of up to 100, the API's cap) and seconds at most.
 AGENTMAIL_LOOKUP_PAGE_SIZE = env_int("AGENTMAIL_LOOKUP_PAGE_SIZE", 100)
 AGENTMAIL_LOOKUP_SCAN_PAGES = env_int("AGENTMAIL_LOOKUP_SCAN_PAGES", 20)
-AGENTMAIL_LOOKUP_SCAN_SECONDS = float(env("AGENTMAIL_LOOKUP_SCAN_SECONDS", "30"))
+AGENTMAIL_LOOKUP_SCAN_SECONDS = env_float("AGENTMAIL_LOOKUP_SCAN_SECONDS", 30)
 # The webhook backfill (webhooks.services.backfill): sends accepted this long ago with no delivery
 # yet, and inbound mail since the last recorded, are looked up; bounded per key and per run.
-WEBHOOK_BACKFILL_AFTER_SECONDS = float(env("WEBHOOK_BACKFILL_AFTER_SECONDS", "600"))
-WEBHOOK_BACKFILL_MAX_AGE_HOURS = float(env("WEBHOOK_BACKFILL_MAX_AGE_HOURS", "48"))
+WEBHOOK_BACKFILL_AFTER_SECONDS = env_float("WEBHOOK_BACKFILL_AFTER_SECONDS", 600)
+WEBHOOK_BACKFILL_MAX_AGE_HOURS = env_float("WEBHOOK_BACKFILL_MAX_AGE_HOURS", 48)
 WEBHOOK_BACKFILL_CALLS_PER_KEY = env_int("WEBHOOK_BACKFILL_CALLS_PER_KEY", 20)
-WEBHOOK_BACKFILL_CALLS_PER_SECOND = float(env("WEBHOOK_BACKFILL_CALLS_PER_SECOND", "5"))
+WEBHOOK_BACKFILL_CALLS_PER_SECOND = env_float("WEBHOOK_BACKFILL_CALLS_PER_SECOND", 5)
 WEBHOOK_BACKFILL_MAX_CALLS = env_int("WEBHOOK_BACKFILL_MAX_CALLS", 500)
 # The receiver wakes a django-q2 applier task on its commit (at most one per web process every
 # 50 ms). Set it off where a dedicated `manage.py webhooks_apply` runs (DEPLOYMENT.md): that loop
@@ -362,45 +393,47 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024 + ATTACHMENT_MAX_DRAFT_BYTES * 4 // 3 *
 METRICS_TOKEN = env("METRICS_TOKEN", "")
 
 # Sending.
-SEND_LEASE_SECONDS = env_int("SEND_LEASE_SECONDS", 60)
-SEND_MAX_ATTEMPTS = env_int("SEND_MAX_ATTEMPTS", 8)
-SEND_BACKOFF_BASE_SECONDS = float(env("SEND_BACKOFF_BASE_SECONDS", "2"))
-SEND_BACKOFF_CAP_SECONDS = float(env("SEND_BACKOFF_CAP_SECONDS", "900"))
+SEND_LEASE_SECONDS = env_int("SEND_LEASE_SECONDS", 60, low=1)
+SEND_MAX_ATTEMPTS = env_int("SEND_MAX_ATTEMPTS", 8, low=1)
+SEND_BACKOFF_BASE_SECONDS = env_float("SEND_BACKOFF_BASE_SECONDS", 2, low=0)
+SEND_BACKOFF_CAP_SECONDS = env_float("SEND_BACKOFF_CAP_SECONDS", 900, low=0)
 # AgentMail remembers an Idempotency-Key for 24 h after the send completes; we stop automatic
-# retries well before that so a retry can never be a second, un-deduplicated send.
-SEND_SAFE_WINDOW_SECONDS = env_int("SEND_SAFE_WINDOW_SECONDS", 23 * 3600)
-SEND_RATE_PER_KEY = float(env("SEND_RATE_PER_KEY", "10"))
+# retries well before that so a retry can never be a second, un-deduplicated send. A value near
+# or past 24 h would let a retry be that second send (an outside probe counted two sends at 48 h):
+# refused at start-up above 23.5 h.
+SEND_SAFE_WINDOW_SECONDS = env_int("SEND_SAFE_WINDOW_SECONDS", 23 * 3600, low=60, high=84600)
+SEND_RATE_PER_KEY = env_float("SEND_RATE_PER_KEY", 10, low=0.001)
 # Provider calls a worker process makes at once for one claimed batch (HTTP only, no database).
-SEND_CALL_CONCURRENCY = env_int("SEND_CALL_CONCURRENCY", 16)
+SEND_CALL_CONCURRENCY = env_int("SEND_CALL_CONCURRENCY", 16, low=1, high=256)
 # Intents one worker claims, re-checks and records per round (one transaction each): larger
 # batches cost less database work per send (measured: about 25 ms of worker CPU per batch
 # whatever its size, BENCHMARKS.md); the batch's records wait for its slowest call. 48 with 16
 # calls at once is three rounds of calls, as 20 with 8 was: even if every call of a batch waits
 # out AGENTMAIL_CONNECT_TIMEOUT + AGENTMAIL_READ_TIMEOUT (18 s), the batch ends (54 s) inside its
 # SEND_LEASE_SECONDS (60). Keep SEND_BATCH_SIZE / SEND_CALL_CONCURRENCY * 18 s under the lease.
-SEND_BATCH_SIZE = env_int("SEND_BATCH_SIZE", 48)
-SEND_BURST_PER_KEY = float(env("SEND_BURST_PER_KEY", "20"))
+SEND_BATCH_SIZE = env_int("SEND_BATCH_SIZE", 48, low=1, high=1000)
+SEND_BURST_PER_KEY = env_float("SEND_BURST_PER_KEY", 20, low=1)
 # How long a thread of `intents_worker` may hold Python's GIL before another may take it (CPython's
 # default is 5 ms). The sender's threads spend their time waiting on PostgreSQL and the provider;
 # each time one comes back it waits up to a switch interval for a thread that is computing (a
 # broadcast's fan-out in the sweep thread), once per round trip. At 5 ms a reply's p95 grew 3.7-4.9x
 # during a fan-out, at 0.2 ms 1.2-1.4x (BENCHMARKS.md, broadcasts).
-WORKER_SWITCH_INTERVAL_SECONDS = float(env("WORKER_SWITCH_INTERVAL_SECONDS", "0.0002"))
+WORKER_SWITCH_INTERVAL_SECONDS = env_float("WORKER_SWITCH_INTERVAL_SECONDS", 0.0002)
 SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 15)
 # After this many consecutive failures on one AgentMail key, pause it for the cooldown, then let a
 # single probe through.
 SEND_CIRCUIT_FAILURES = env_int("SEND_CIRCUIT_FAILURES", 5)
-SEND_CIRCUIT_COOLDOWN_SECONDS = float(env("SEND_CIRCUIT_COOLDOWN_SECONDS", "30"))
+SEND_CIRCUIT_COOLDOWN_SECONDS = env_float("SEND_CIRCUIT_COOLDOWN_SECONDS", 30)
 # Broadcasts (issue 19): the default pace of one broadcast's sends, and the share of the mailbox
 # key's rate a broadcast may use at most, so replies from the same mailbox keep the rest.
-BROADCAST_RATE_PER_SECOND = float(env("BROADCAST_RATE_PER_SECOND", "2"))
-BROADCAST_KEY_SHARE = float(env("BROADCAST_KEY_SHARE", "0.5"))
+BROADCAST_RATE_PER_SECOND = env_float("BROADCAST_RATE_PER_SECOND", 2)
+BROADCAST_KEY_SHARE = env_float("BROADCAST_KEY_SHARE", 0.5)
 BROADCAST_MAX_RECIPIENTS = env_int("BROADCAST_MAX_RECIPIENTS", 10_000)
 # Pages of 200 with a 0.1 s pause: a 10,000-recipient fan-out takes about 5 s longer, and replies
 # approved meanwhile stayed within 2x their idle latency on two cores (BENCHMARKS.md, broadcasts).
 BROADCAST_FANOUT_PAGE = env_int("BROADCAST_FANOUT_PAGE", 200)
 # A pause between fan-out pages (seconds), so a huge fan-out leaves the database to others.
-BROADCAST_FANOUT_PAGE_PAUSE_SECONDS = float(env("BROADCAST_FANOUT_PAGE_PAUSE_SECONDS", "0.1"))
+BROADCAST_FANOUT_PAGE_PAUSE_SECONDS = env_float("BROADCAST_FANOUT_PAGE_PAUSE_SECONDS", 0.1)
 
 # Agent events (intents.events): signed deliveries to the URLs tenant admins register.
 # Private, loopback and shared (CGNAT) addresses are refused after DNS resolution unless this is
@@ -416,12 +449,12 @@ AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = env_bool(
 # private and loopback addresses only with this on (a provider on the deployment's own network),
 # and then plain http to loopback; https otherwise; link-local, multicast and reserved never.
 SSO_ALLOW_PRIVATE_NETWORKS = env_bool("SSO_ALLOW_PRIVATE_NETWORKS", not PRODUCTION)
-AGENT_EVENTS_CONNECT_TIMEOUT = float(env("AGENT_EVENTS_CONNECT_TIMEOUT", "5"))
-AGENT_EVENTS_READ_TIMEOUT = float(env("AGENT_EVENTS_READ_TIMEOUT", "15"))
+AGENT_EVENTS_CONNECT_TIMEOUT = env_float("AGENT_EVENTS_CONNECT_TIMEOUT", 5, low=0.001)
+AGENT_EVENTS_READ_TIMEOUT = env_float("AGENT_EVENTS_READ_TIMEOUT", 15, low=0.001)
 # The whole attempt, from the connection to the answer's headers: the read timeout above applies
 # to each read, so a receiver trickling its answer a byte at a time would otherwise hold the
 # worker as long as it liked. Past it the attempt is a failed one ("timeout"), retried at its delay.
-AGENT_EVENTS_TOTAL_TIMEOUT = float(env("AGENT_EVENTS_TOTAL_TIMEOUT", "30"))
+AGENT_EVENTS_TOTAL_TIMEOUT = env_float("AGENT_EVENTS_TOTAL_TIMEOUT", 30)
 if not 0 < AGENT_EVENTS_TOTAL_TIMEOUT < 120:  # under the delivery's lease (intents/events)
     raise ImproperlyConfigured(
         f"AGENT_EVENTS_TOTAL_TIMEOUT must be above 0 and under 120 seconds, "
@@ -429,9 +462,18 @@ if not 0 < AGENT_EVENTS_TOTAL_TIMEOUT < 120:  # under the delivery's lease (inte
     )
 # The waits before each retry (seconds; each is jittered by +/-10 %): 30 s, then x3 each time,
 # about 27 h from the first attempt to the ninth and last. Published in the README.
-AGENT_EVENTS_RETRY_DELAYS = [
-    float(v) for v in env_list("AGENT_EVENTS_RETRY_DELAYS", [str(30 * 3**n) for n in range(8)])
-]
+try:
+    AGENT_EVENTS_RETRY_DELAYS = [
+        float(v) for v in env_list("AGENT_EVENTS_RETRY_DELAYS", [str(30 * 3**n) for n in range(8)])
+    ]
+except ValueError:
+    raise ImproperlyConfigured(
+        "AGENT_EVENTS_RETRY_DELAYS must be a comma list of seconds, e.g. 30,90,270"
+    ) from None
+if not AGENT_EVENTS_RETRY_DELAYS or any(
+    not math.isfinite(d) or d < 0 for d in AGENT_EVENTS_RETRY_DELAYS
+):
+    raise ImproperlyConfigured("AGENT_EVENTS_RETRY_DELAYS must be seconds, 0 or more, at least one")
 
 # django-q2 on the ORM broker (same PostgreSQL). The intents table is the source of truth; the queue
 # only wakes workers, so a lost or doubled task is harmless. timeout < retry, finite attempts.
@@ -442,7 +484,7 @@ Q_CLUSTER: dict[str, Any] = {
     "timeout": env_int("Q_TIMEOUT", 120),
     "retry": env_int("Q_RETRY", 180),
     "max_attempts": env_int("Q_MAX_ATTEMPTS", 3),
-    "poll": float(env("Q_POLL", "0.2")),
+    "poll": env_float("Q_POLL", 0.2, low=0.01),
     "save_limit": 1000,
     "ack_failures": True,
     "catch_up": False,
@@ -454,9 +496,15 @@ if _redis_url := env("Q_REDIS_URL"):
     _redis_parts = urlsplit(_redis_url)
     _redis_query = dict(parse_qsl(_redis_parts.query))
     for _name in ("socket_timeout", "socket_connect_timeout"):
-        _redis_query.setdefault(_name, env("Q_REDIS_TIMEOUT", "2"))
+        _redis_query.setdefault(_name, str(env_float("Q_REDIS_TIMEOUT", 2, low=0.001)))
     Q_CLUSTER.pop("orm")
     Q_CLUSTER["redis"] = urlunsplit(_redis_parts._replace(query=urlencode(_redis_query)))
+
+LOG_LEVEL = env("LOG_LEVEL", "INFO").upper()
+if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+    raise ImproperlyConfigured(
+        f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {LOG_LEVEL!r}"
+    )
 
 LOGGING = {
     "version": 1,
@@ -468,7 +516,7 @@ LOGGING = {
         },
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},

@@ -54,6 +54,15 @@ class AgentTokenAdmin(admin.ModelAdmin):
     exclude = ["digest"]
     readonly_fields = ["prefix", "created_at", "last_used_at"]
 
+    # Read-only for operators: a token made here had no secret (an empty prefix and digest; the
+    # second one was a 500), and an edit here (a scope, un-revoking) left no audit row. Tokens are
+    # made and revoked in the console, through tenants.tokens.
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
 
 @admin.register(Invitation)
 class InvitationAdmin(admin.ModelAdmin):
@@ -74,6 +83,11 @@ class InvitationAdmin(admin.ModelAdmin):
 class AuditEventAdmin(admin.ModelAdmin):
     list_display = ["created_at", "tenant", "actor", "action", "object_type", "object_id"]
     list_filter = ["action", "tenant"]
+
+    # The audit trail is written by the services only: an operator adding a row here could
+    # forge one.
+    def has_add_permission(self, request):
+        return False
 
     def has_change_permission(self, request, obj=None):
         return False

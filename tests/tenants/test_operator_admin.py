@@ -6,6 +6,7 @@ from django.test import Client
 from django.urls import reverse
 
 from tenants.models import User
+from tenants.tokens import token_create
 
 pytestmark = pytest.mark.django_db
 
@@ -49,3 +50,29 @@ def test_the_same_address_in_another_case_is_a_form_error_not_a_second_account(o
     assert response.status_code == 200
     assert "already exists" in response.content.decode()
     assert User.objects.filter(email__iexact="bob@acme.test").count() == 1
+
+
+@pytest.mark.parametrize(
+    "model", ["agenttoken", "auditevent", "invitation"], ids=["token", "audit", "invitation"]
+)
+def test_operators_cannot_add_tokens_audit_rows_or_invitations_here(operator, tenant_a, model):
+    """An agent token added here had no secret (the second add was a 500), and an audit row added
+    here would be a forgery: both go through their services."""
+    page = operator.get(f"/ops/admin/tenants/{model}/add/")
+    posted = operator.post(f"/ops/admin/tenants/{model}/add/", {"tenant": tenant_a.pk})
+
+    assert (page.status_code, posted.status_code) == (403, 403)
+
+
+def test_a_token_is_read_only_here(operator, tenant_a):
+    token, _ = token_create(tenant=tenant_a, name="bot", scopes=["drafts:read"], actor=None)
+
+    page = operator.get(f"/ops/admin/tenants/agenttoken/{token.pk}/change/")
+    operator.post(
+        f"/ops/admin/tenants/agenttoken/{token.pk}/change/",
+        {"tenant": tenant_a.pk, "name": "renamed", "scopes": "drafts:read,drafts:write"},
+    )
+
+    token.refresh_from_db()
+    assert page.status_code == 200
+    assert (token.name, token.scopes) == ("bot", ["drafts:read"])

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,3 +72,24 @@ def test_check_deploy_is_clean_in_production():
     result = run_manage("check", "--deploy", "--fail-level", "WARNING", env=env)
     assert result.returncode == 0, result.stderr
     assert "no issues" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        # Past AgentMail's 24 h key memory a retry is a second send: counted twice at 48 h.
+        ("SEND_SAFE_WINDOW_SECONDS", "172800", "SEND_SAFE_WINDOW_SECONDS must be at least 60"),
+        ("SEND_BATCH_SIZE", "0", "SEND_BATCH_SIZE must be at least 1 and at most 1000, got 0"),
+        ("SEND_BURST_PER_KEY", "0.5", "SEND_BURST_PER_KEY must be at least 1"),
+        ("AGENTMAIL_READ_TIMEOUT", "-1", "AGENTMAIL_READ_TIMEOUT must be at least 0.001"),
+        ("DB_HEALTH_CHECK_GRACE", "abc", "DB_HEALTH_CHECK_GRACE must be a number, got 'abc'"),
+        ("Q_POLL", "nan", "Q_POLL must be a finite number"),
+        ("LOG_LEVEL", "LOUD", "LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL"),
+        ("SECRET_ENCRYPTION_KEYS", "garbage", "each SECRET_ENCRYPTION_KEYS entry must be"),
+    ],
+)
+def test_a_setting_out_of_its_range_stops_the_start_naming_it(variable, value, said):
+    env = {**PRODUCTION_ENV, "DATABASE_URL": settings.DATABASE_URL, variable: value}
+    result = run_manage("check", env=env)
+    assert result.returncode != 0
+    assert said in result.stderr

@@ -7,10 +7,8 @@ operators who want a dedicated sender.
 
 from __future__ import annotations
 
-import argparse
 import faulthandler
 import logging
-import math
 import signal
 import sys
 import threading
@@ -20,6 +18,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import InterfaceError, OperationalError, connections
 
+from common.cli import number
 from intents import tasks
 from intents.sending.worker import run_once, worker_id
 
@@ -47,54 +46,34 @@ def _join(threads: list[threading.Thread]) -> None:
             thread.join(0.5)
 
 
-def _number(kind: type, *, least: float, above: bool = False):
-    """An argparse type: ``kind`` at least ``least`` (or above it), else a usage error naming
-    the bound (``--poll -1`` spun without pausing; a negative ``--batch`` failed inside every
-    round, forever)."""
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number")
-        if value < least or (above and value == least):
-            bound = f"more than {least:g}" if above else f"at least {least:g}"
-            raise argparse.ArgumentTypeError(f"{text} is not allowed: it must be {bound}")
-        return value
-
-    return parse
-
-
 class Command(BaseCommand):
     help = "Run a send worker loop (claims due intents, sends, records; sweeps periodically)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--seconds",
-            type=_number(float, least=0),
+            type=number(float, least=0),
             default=0,
             help="Stop after this long (0: never)",
         )
         parser.add_argument("--once", action="store_true", help="One claim round, then exit")
         parser.add_argument("--intent", type=int, help="Only this intent (with --once)")
-        parser.add_argument("--threads", type=_number(int, least=0), default=1)
+        parser.add_argument("--threads", type=number(int, least=0), default=1)
         parser.add_argument(
             "--reply-threads",
-            type=_number(int, least=0),
+            type=number(int, least=0),
             default=0,
             help="More threads that claim only replies (never a broadcast's sends)",
         )
         parser.add_argument(
             "--batch",
-            type=_number(int, least=1),
+            type=number(int, least=1, most=10_000),
             default=None,
             help="Intents per round (default SEND_BATCH_SIZE)",
         )
-        parser.add_argument("--poll", type=_number(float, least=0, above=True), default=0.2)
+        parser.add_argument("--poll", type=number(float, least=0, above=True), default=0.2)
         parser.add_argument(
-            "--sweep-every", type=_number(float, least=0), default=0, help="Seconds; 0: no sweep"
+            "--sweep-every", type=number(float, least=0), default=0, help="Seconds; 0: no sweep"
         )
         parser.add_argument("--exit-when-idle", action="store_true")
 

@@ -1,6 +1,7 @@
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from common.crypto import SecretUnreadable
 from mailboxes import crypto
 from mailboxes.models import Mailbox
 from tenants.oidc_signin import sso_reseal_all
@@ -18,6 +19,16 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args, **options):
+        try:
+            self._reseal()
+        except SecretUnreadable as exc:
+            # Rolled back whole: nothing was re-sealed.
+            raise CommandError(
+                f"A stored secret cannot be opened with SECRET_ENCRYPTION_KEYS ({exc}); put back "
+                "the key that sealed it and run this again. Nothing was changed."
+            ) from None
+
+    def _reseal(self) -> None:
         mailboxes = secrets = 0
         with transaction.atomic():
             for mailbox in Mailbox.objects.select_for_update().exclude(api_key_sealed=""):

@@ -12,6 +12,7 @@ import threading
 
 from django.core.management.base import BaseCommand
 
+from common.cli import number
 from webhooks.services import applier
 
 
@@ -20,13 +21,19 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--once", action="store_true", help="One batch, then exit")
-        parser.add_argument("--batch", type=int, default=applier.APPLY_BATCH_SIZE)
-        parser.add_argument("--poll", type=float, default=0.1, help="Seconds between idle looks")
+        parser.add_argument(
+            "--batch",
+            type=number(int, least=1, most=100_000),
+            default=applier.APPLY_BATCH_SIZE,
+        )
+        parser.add_argument(
+            "--poll",
+            type=number(float, least=0, above=True, most=3600),
+            default=0.1,
+            help="Seconds between idle looks",
+        )
 
     def handle(self, *args, **o):
-        if o["batch"] < 1:
-            self.stderr.write("--batch must be at least 1")
-            raise SystemExit(2)
         if o["once"]:
             taken, finished = applier.events_apply_batch(limit=o["batch"])
             self.stdout.write(f"taken {taken} finished {finished}")
