@@ -332,17 +332,24 @@ def health(tenant: Tenant) -> Health:
         failures=Count("id", filter=Q(outcome__in=["permanent", "uncertain"])),
         throttled=Count("id", filter=Q(http_status=429)),
     )
-    events = WebhookEvent.objects.filter(tenant=tenant).aggregate(
-        unapplied=Count("id", filter=Q(state__in=["pending", "deferred"])),
-        oldest_unapplied=Min("received_at", filter=Q(state__in=["pending", "deferred"])),
+    # Two reads that each stay within an index, not one over the tenant's whole history (events
+    # are never deleted, only their payloads: at a million events the one read took 120 ms, on
+    # a panel every open tab refreshes twice a minute): the waiting events (a partial index) and
+    # the last hour's (the tenant's recent index).
+    events = WebhookEvent.objects.filter(
+        tenant=tenant, state__in=["pending", "deferred"]
+    ).aggregate(
+        unapplied=Count("id"),
+        oldest_unapplied=Min("received_at"),
+        oldest_pending=Min("received_at", filter=Q(state="pending")),
+    ) | WebhookEvent.objects.filter(tenant=tenant, received_at__gte=hour_ago).aggregate(
         max_lag=Max(
             ExpressionWrapper(F("received_at") - F("occurred_at"), output_field=DurationField()),
-            filter=Q(received_at__gte=hour_ago, occurred_at__isnull=False),
+            filter=Q(occurred_at__isnull=False),
         ),
-        oldest_pending=Min("received_at", filter=Q(state="pending")),
         max_apply_lag=Max(
             ExpressionWrapper(F("applied_at") - F("received_at"), output_field=DurationField()),
-            filter=Q(received_at__gte=hour_ago, state="applied", applied_at__isnull=False),
+            filter=Q(state="applied", applied_at__isnull=False),
         ),
     )
     last_event = WebhookEndpoint.objects.filter(tenant=tenant).aggregate(last=Max("last_event_at"))
