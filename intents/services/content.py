@@ -11,7 +11,7 @@ from intents import errors
 from intents.models import Draft
 from intents.policy import normalize_address, recipient_problems
 from mailboxes import provider
-from mailboxes.headers import line_break_in
+from mailboxes.headers import control_in, line_break_in
 
 # The inbound-mail table belongs to webhooks. Reading it here points intents at webhooks, against
 # the write direction (webhooks -> intents), but webhooks.selectors is a leaf (it imports only
@@ -73,7 +73,7 @@ def _check_reply_subject(reply_subject: str) -> None:
     problem = None
     if len(reply_subject) > MAX_SUBJECT:
         problem = _("it would be longer than %(n)s characters") % {"n": MAX_SUBJECT}
-    elif line_break := line_break_in(reply_subject):
+    elif line_break := line_break_in(reply_subject) or control_in(reply_subject):
         problem = _("it would hold %(what)s") % {"what": line_break}
     if problem:
         raise errors.InvalidInput(
@@ -141,6 +141,9 @@ def clean_content(
         )
     if line_break := line_break_in(subject):
         message = _("The subject must be a single line; it holds %(what)s.") % {"what": line_break}
+        raise errors.InvalidInput("subject_invalid", message, "subject")
+    if control := control_in(subject):
+        message = _("The subject cannot hold the control character %(what)s.") % {"what": control}
         raise errors.InvalidInput("subject_invalid", message, "subject")
     text = text or ""
     html = html or ""

@@ -38,3 +38,27 @@ def test_in_reply_to_with_a_unicode_line_break_is_a_422_naming_it(api, token_a, 
     assert response.status_code == 422
     assert [e["field"] for e in response.json()["errors"]] == ["in_reply_to"]
     assert Draft.objects.count() == 0
+
+
+@pytest.mark.parametrize("control", ["\x1b", "\x07", "\x7f", "\x9b"], ids=str.__repr__)
+def test_subject_with_a_control_character_is_a_422_naming_it(api, token_a, mailbox_a, control):
+    """ESC, BEL, DEL and C1 controls were stored and sent: none can be written in a header as it
+    is, and a terminal or mail client reading them may act on them."""
+    body = draft_body(mailbox_a, subject=f"Refund{control}[31m approved")
+
+    response = api.post("/drafts", body, token=token_a, key="ctl-1")
+
+    problem = response.json()
+    assert response.status_code == 422
+    assert [e["field"] for e in problem["errors"]] == ["subject"]
+    assert f"U+{ord(control):04X}" in problem["errors"][0]["message"]
+    assert Draft.objects.count() == 0
+
+
+def test_a_tab_in_a_subject_is_kept(api, token_a, mailbox_a):
+    response = api.post(
+        "/drafts", draft_body(mailbox_a, subject="Order\t1042"), token=token_a, key="tab"
+    )
+
+    assert response.status_code == 201
+    assert response.json()["current_version"]["subject"] == "Order\t1042"
