@@ -20,9 +20,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_application = get_asgi_application()
 
 # Imported once Django is set up: the MCP tools use its models.
+from agent_api.auth import MAX_BODY_BYTES  # noqa: E402
 from agent_api.mcp_server import PATH, mcp_application  # noqa: E402
+from agent_api.mcp_shape import rpc_shape_guard  # noqa: E402
 
-mcp_app = mcp_application()
+# The JSON-RPC shapes the SDK mishandles (agent_api.mcp_shape) are answered before it.
+mcp_app = rpc_shape_guard(mcp_application(), max_body=MAX_BODY_BYTES)
 _MCP_PREFIX = PATH.rstrip("/")
 
 

@@ -414,3 +414,35 @@ def test_deeply_nested_arguments_are_refused_before_any_tool_runs(mcp_url, token
     assert answer.status_code == 400
     assert answer.json()["error"]["code"] == -32700
     assert draft_count() == 0
+
+
+@pytest.mark.parametrize(
+    "request_id", [{"a": 1}, [1], 1.5, True, None], ids=["object", "list", "float", "true", "null"]
+)
+def test_a_request_id_of_no_json_rpc_type_is_an_invalid_request_and_runs_nothing(
+    mcp_url, token_a, mailbox_a, request_id
+):
+    """The SDK took such a request for a notification: 202, no body, the client left waiting."""
+    body = json.loads(tool_call("create_draft", json.dumps(draft_body(mailbox_a))))
+    body["id"] = request_id
+
+    answer = rpc(mcp_url, token_a, json.dumps(body).encode())
+
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": "A request's id must be a string or an integer."},
+    }
+    assert draft_count() == 0
+
+
+def test_a_batch_is_an_invalid_request_that_repeats_nothing_back(mcp_url, token_a):
+    secret = "customer-private-words"
+    batch = json.dumps([json.loads(INITIALIZE), {"jsonrpc": "2.0", "id": 2, "note": secret}])
+
+    answer = rpc(mcp_url, token_a, batch.encode())
+
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == -32600
+    assert secret not in answer.text

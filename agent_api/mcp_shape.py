@@ -1,0 +1,88 @@
+"""JSON-RPC shapes the MCP SDK mishandles, answered before it sees them.
+
+- A request whose ``id`` is neither a string nor an integer (an object, a list, a float, ``true``,
+  ``null``): the SDK takes it for a notification, runs nothing and answers 202 with no body, so the
+  client waits for an answer that never comes. JSON-RPC 2.0 makes it an Invalid Request (-32600).
+- A batch (a JSON array): the SDK answers 400 with a validation dump that repeats the start of the
+  request back. MCP's streamable HTTP transport since 2025-06-18 has no batches: -32600 too.
+
+Anything else, a body that is not JSON included, goes to the SDK unchanged (it answers -32700).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+App = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Any]
+
+
+def shape_problem(body: bytes) -> str | None:
+    """Why this body is an Invalid Request the SDK would mishandle, or None."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(data, list):
+        return "Batch requests are not supported: send one JSON-RPC request per POST."
+    if isinstance(data, dict) and "method" in data and "id" in data:
+        request_id = data["id"]
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+            return "A request's id must be a string or an integer."
+    return None
+
+
+def rpc_shape_guard(app: App, *, max_body: int) -> App:
+    """``app`` behind the check above, for POSTs; the body is read once and handed on as read.
+    A body over ``max_body`` goes on unread past that point: the SDK refuses it (413)."""
+
+    async def guarded(scope: Scope, receive, send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more and size <= max_body:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left
+                return
+            chunk = message.get("body", b"")
+            chunks.append(chunk)
+            size += len(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        problem = None if more else shape_problem(body)
+        if problem is not None:
+            await _invalid_request(send, problem)
+            return
+        handed = False
+
+        async def replay() -> Message:
+            nonlocal handed
+            if not handed:
+                handed = True
+                return {"type": "http.request", "body": body, "more_body": more}
+            return await receive()
+
+        await app(scope, replay, send)
+
+    return guarded
+
+
+async def _invalid_request(send, message: str) -> None:
+    document = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+    payload = json.dumps(document).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 400,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
