@@ -98,6 +98,12 @@ def classify_api_error(
         return Outcome.UNCERTAIN, None
     if status == 408:
         return Outcome.UNCERTAIN, None
+    if status < 300:
+        # A success whose body could not be read (a gateway's "OK" page, a cut body): the SDK
+        # raises ApiError with the 2xx status (or none). AgentMail may well have processed the
+        # send, so it is replayed with the same key, never failed (a failed send can be sent
+        # again by a person: an outside probe counted two sends this way).
+        return Outcome.UNCERTAIN, None
     return Outcome.PERMANENT, None
 
 

@@ -25,8 +25,17 @@ BEFORE_MODES = frozenset(
 # Modes applied after the request was fully processed (the send is in the ledger).
 # `malformed_2xx` processes the send, then answers 200 without a message_id (an SDK-invisible
 # shape failure the client must treat as uncertain).
+# `html_2xx_after` processes the send, then answers 200 with a page that is not JSON (a gateway's
+# "OK" page, a cut body): the SDK raises ApiError with status 200, which is uncertain too.
 AFTER_MODES = frozenset(
-    {"timeout_after_accept", "drop_after", "500_after", "503_after", "malformed_2xx"}
+    {
+        "timeout_after_accept",
+        "drop_after",
+        "500_after",
+        "503_after",
+        "malformed_2xx",
+        "html_2xx_after",
+    }
 )
 MODES = BEFORE_MODES | AFTER_MODES
 

@@ -182,6 +182,8 @@ def _after_fault(fault: Fault, processed: Reply | None) -> Outcome:
         return Outcome(None)
     if fault.mode == "malformed_2xx":
         return Outcome(Reply.json(200, {"thread_id": "thd-malformed"}))
+    if fault.mode == "html_2xx_after":
+        return Outcome(Reply(200, b"<html><body>OK</body></html>", content_type="text/html"))
     if fault.mode == "503_after":
         reply = Reply.error(ApiError(503, "service_unavailable", "Service unavailable"))
     else:

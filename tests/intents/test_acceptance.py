@@ -463,6 +463,22 @@ def test_5xx_after_processing_is_uncertain_then_replayed_once(live):
     assert len(sends(live.sandbox, intent)) == 1
 
 
+def test_a_2xx_page_that_is_not_json_is_uncertain_then_replayed_once(live):
+    """A gateway's "OK" page after AgentMail processed the send: the SDK raises with status 200,
+    which was classified permanent, so the intent failed and a person could send it again (an
+    outside probe counted two sends). It is uncertain: the replay with the same key proves it."""
+    intent = live.approved()
+    live.sandbox.fault("sends", "html_2xx_after")
+    step()
+    intent.refresh_from_db()
+    assert intent.state == "uncertain"
+    make_due(intent)
+    step()
+    intent.refresh_from_db()
+    assert intent.state == "accepted"
+    assert len(sends(live.sandbox, intent)) == 1
+
+
 def test_connection_refused_is_retried_later(live, settings):
     intent = live.approved()
     settings.AGENTMAIL_BASE_URL = "http://127.0.0.1:9"

@@ -157,6 +157,13 @@ def test_malformed_2xx_is_uncertain(mailbox, sandbox):
     assert result.error_code == "malformed_response"
 
 
+def test_a_2xx_that_is_not_json_is_uncertain(mailbox, sandbox):
+    sandbox.fault("send", "html_2xx_after")
+    result = send(mailbox, request_for(mailbox))
+    assert result.outcome == Outcome.UNCERTAIN
+    assert result.http_status == 200
+
+
 def test_reply_with_awkward_message_id_reaches_the_right_message(mailbox, sandbox):
     inbound = sandbox.inbound(
         mailbox.inbox_id,
