@@ -44,6 +44,27 @@ def intent_record_lookup(claim: Claim, prepared: Prepared, lookup: provider.Look
         return _resolve(intent, claim, prepared, lookup, outcome)
 
 
+def _earlier_call_in_flight(claim: Claim, prepared: Prepared) -> timedelta | None:
+    """How long until every earlier call of the intent must have ended, if one has not answered
+    (its attempt row not finished: pending, or marked uncertain by the sweep when its lease ran
+    out) and may still be running; else None."""
+    longest = timedelta(
+        seconds=settings.SEND_LEASE_SECONDS
+        + settings.AGENTMAIL_CONNECT_TIMEOUT
+        + settings.AGENTMAIL_READ_TIMEOUT
+    )
+    running = (
+        SendAttempt.objects.filter(
+            intent_id=claim.intent_id,
+            finished_at__isnull=True,
+            started_at__gt=Now() - longest,
+        )
+        .exclude(pk=prepared.attempt_id)
+        .exists()
+    )
+    return longest if running else None
+
+
 def _lookup_outcome(lookup: provider.LookupResult) -> str:
     if lookup.ok and lookup.message_ids:
         return AttemptOutcome.ACCEPTED
@@ -68,6 +89,20 @@ def _resolve(
             ]
         )
         return State.ACCEPTED
+    if outcome == AttemptOutcome.NOT_FOUND and (wait := _earlier_call_in_flight(claim, prepared)):
+        # An earlier call of this intent has not answered yet (its lease ran out first): what it
+        # sends may land after this lookup. Look again once it must have ended; its own answer,
+        # if it comes first, settles the intent (record.intents_adopt_late_acceptances).
+        finish_leased(
+            intent,
+            claim,
+            to_state=State.UNCERTAIN,
+            action="intent.reconcile_pending",
+            reason="nothing found yet, and an earlier call may still be in flight",
+            code="call_in_flight",
+            next_attempt_at=Now() + wait,
+        )
+        return State.UNCERTAIN
     if outcome == AttemptOutcome.NOT_FOUND or intent.attempts > 2 * settings.SEND_MAX_ATTEMPTS:
         finish_leased(
             intent,

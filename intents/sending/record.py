@@ -241,7 +241,65 @@ def intent_record_accepted(
         if live:
             throttles_clean([p.key_ref for _, p, _ in live])
         mark_accepted(acceptances)
+    late = [(c, r) for c, _, r in answers if states[c.intent_id] == "fenced"]
+    if late:
+        for intent_id in intents_adopt_late_acceptances(late):
+            states[intent_id] = State.ACCEPTED
     return states
+
+
+# The states in which nobody is working on an intent and its outcome is unknown: a late answer
+# from AgentMail settles them.
+_WAITING_ON_PROOF = [State.UNCERTAIN, State.NEEDS_ATTENTION]
+
+
+def intents_adopt_late_acceptances(late: list[tuple[Claim, provider.SendResult]]) -> set[int]:
+    """Sends AgentMail accepted after our lease on their intent ended (a slow call, a batch's later
+    round of calls): the acceptance is a fact. An intent still waiting on that proof (uncertain or
+    needs attention, not leased, no message id yet) moves to ``accepted`` with it, journaled;
+    one another worker holds, or that ended otherwise, keeps the proof on the attempt row only.
+    Without this, a lookup made while the call was still in flight found nothing, the intent
+    went to a person, and a person reopening it sent the reply twice. Returns the ids moved."""
+    by_id = {claim.intent_id: (claim, result) for claim, result in late}
+    with transaction.atomic():
+        waiting = list(
+            SendIntent.objects.select_for_update()
+            .filter(
+                pk__in=list(by_id),
+                state__in=_WAITING_ON_PROOF,
+                provider_message_id="",
+                lease_token__isnull=True,
+            )
+            .values_list("pk", "tenant_id", "draft_id", "state")
+        )
+        for pk, tenant_id, draft_id, state in waiting:
+            claim, result = by_id[pk]
+            SendIntent.objects.filter(pk=pk, state=state).update(
+                state=State.ACCEPTED,
+                provider_message_id=result.message_id,
+                provider_thread_id=result.thread_id[:255],
+                last_error_code="",
+                last_error_detail="",
+                updated_at=Now(),
+            )
+            journal(
+                tenant=tenant_id,
+                draft=draft_id,
+                intent=pk,
+                actor_kind=IntentEvent.Actor.WORKER,
+                actor_label=claim.worker,
+                action="intent.accepted",
+                from_state=state,
+                to_state=State.ACCEPTED,
+                reason="AgentMail's answer to an earlier call arrived after its lease ended",
+                data={"provider_message_id": result.message_id},
+            )
+        recorded = [(tenant_id, by_id[pk][1].message_id) for pk, tenant_id, _, _ in waiting]
+        if recorded:
+            transaction.on_commit(lambda: apply_deferred_events(recorded))
+    for pk, *_ in waiting:
+        log.info("intents.intent.accepted_late", extra={"intent_id": pk})
+    return {pk for pk, *_ in waiting}
 
 
 def _close_attempts_accepted(answers: list[tuple[Prepared, provider.SendResult]]) -> None:

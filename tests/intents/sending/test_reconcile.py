@@ -202,3 +202,38 @@ def test_scan_starts_at_the_first_attempt_not_at_older_mail(live, label_filter, 
     [sent] = sends(live.sandbox, intent)
     assert intent.state == "accepted"
     assert intent.provider_message_id == sent["message_id"]
+
+
+def test_a_lookup_made_while_the_first_call_is_in_flight_does_not_hand_it_to_a_person(
+    live, settings
+):
+    """Found by an outside probe: a call outlived its lease, the sweep made the intent uncertain,
+    and, past its not_after, the next worker looked its label up before the call had landed:
+    nothing found, needs attention; the call's late acceptance was fenced off, and a person
+    reopening the send sent it twice. Now the lookup waits for the call, and the call's own
+    answer settles the intent."""
+    import threading
+    import time
+
+    settings.SEND_LEASE_SECONDS = 2
+    settings.AGENTMAIL_READ_TIMEOUT = 10
+    intent = live.approved(not_after=timezone.now() + timedelta(seconds=3))
+    live.sandbox.fault("sends", "delay", delay=4)
+    first = threading.Thread(target=lambda: sending.run_once(worker="slow", limit=1))
+    first.start()
+
+    time.sleep(2.4)
+    sending.intents_release_expired_leases()
+    time.sleep(1.0)  # past not_after: the next worker may only look the label up
+    reconcile(intent)
+    looked_up_early = intent.state
+    first.join(20)
+    intent.refresh_from_db()
+
+    assert looked_up_early == "uncertain"
+    assert intent.state == "accepted"
+    [sent] = sends(live.sandbox, intent)
+    assert intent.provider_message_id == sent["message_id"]
+    assert IntentEvent.objects.filter(
+        intent=intent, action="intent.accepted", reason__startswith="AgentMail's answer"
+    ).exists()
