@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Max
 from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 
@@ -100,6 +101,29 @@ def _require_approver(tenant, draft: Draft, current: DraftVersion, actor) -> Non
         user=actor,
     ):
         raise errors.SecondApproverRequired(message=str(SECOND_APPROVER_REASON))
+    if tenant.second_approver_on_edit and _wrote_a_version_since_last_approval(draft, actor):
+        # A colleague's later version (a full stop added, the agent re-posting the same text)
+        # does not make an edit of the actor's someone else's: they still saw only their own.
+        raise errors.SecondApproverRequired(
+            message=_(
+                "You wrote a version of this draft since it was last approved; this tenant "
+                "requires another person to approve it."
+            )
+        )
+
+
+def _wrote_a_version_since_last_approval(draft: Draft, actor) -> bool:
+    """Whether ``actor`` wrote (as a person) any version of the draft after the last version
+    a send was approved for (all of them if none was)."""
+    if actor is None:
+        return False
+    approved = SendIntent.objects.filter(draft=draft).aggregate(n=Max("draft_version__number"))
+    return DraftVersion.objects.filter(
+        draft=draft,
+        number__gt=approved["n"] or 0,
+        author_kind=DraftVersion.Author.PERSON,
+        author_user=actor,
+    ).exists()
 
 
 def _require_sendable(tenant, draft: Draft, current: DraftVersion, now) -> None:
@@ -211,7 +235,11 @@ def draft_reopen(*, tenant, draft_id, actor, reason) -> Draft:
             intent.pk in intents_that_may_have_gone_out(tenant=tenant, intent_ids=[intent.pk])
         )
         now = db_now()
-        version, not_after_cleared = reopen_as_new_version(tenant, draft, source, actor, now)
+        # The copy keeps its author, as an undo's does: the person reopening wrote nothing, and
+        # four-eyes must still keep whoever edited the approved text from approving it alone.
+        version, not_after_cleared = reopen_as_new_version(
+            tenant, draft, source, actor, now, keep_author=True
+        )
         journal(
             tenant=tenant,
             draft=draft,
@@ -313,9 +341,9 @@ def _lock_reopenable_intent(tenant, draft: Draft) -> SendIntent:
 def _copy_version(
     tenant, draft: Draft, source: DraftVersion, actor, *, keep_author: bool = False
 ) -> DraftVersion:
-    """The next version of the draft: the approved content, authored by the person reopening
-    (or, with ``keep_author``, by whoever wrote the source: an undo writes nothing, so it must
-    not turn the undoer into the author that four-eyes keeps from approving)."""
+    """The next version of the draft: the approved content, authored by ``actor`` or, with
+    ``keep_author`` (an undo, a reopen: the person writes nothing), by whoever wrote the source,
+    so four-eyes keeps that author, not the person bringing it back, from approving alone."""
     content: dict[str, Any] = {
         "to": list(source.to),
         "cc": list(source.cc),

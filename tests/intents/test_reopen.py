@@ -28,7 +28,7 @@ def approve_current(tenant, draft_id, actor):
 
 
 @pytest.mark.parametrize("state", ["needs_attention", "failed", "blocked", "cancelled", "expired"])
-def test_reopen_puts_a_copy_authored_by_the_person_back_in_review(
+def test_reopen_puts_a_copy_keeping_its_author_back_in_review(
     tenant_a, intent, member_of, state
 ):
     reopener = member_of(tenant_a, "admin").user
@@ -39,7 +39,13 @@ def test_reopen_puts_a_copy_authored_by_the_person_back_in_review(
     assert (draft.status, draft.current_version, draft.decided_by_id) == ("pending", 2, None)
     old, new = DraftVersion.objects.filter(draft=draft).order_by("number")
     assert new.pk != old.pk
-    assert (new.author_kind, new.author_user_id) == ("person", reopener.pk)
+    # The person reopening wrote nothing: the copy keeps the approved version's author (four-eyes
+    # must keep whoever wrote it from approving it alone, not the person who brought it back).
+    assert (new.author_kind, new.author_user_id, new.author_token_id) == (
+        old.author_kind,
+        old.author_user_id,
+        old.author_token_id,
+    )
     assert (new.recipients, new.subject, new.text, new.html) == (
         old.recipients,
         old.subject,

@@ -94,3 +94,74 @@ def test_a_bulk_approve_that_names_the_editors_draft_is_refused_with_the_reason(
     assert f"Draft {own.pk} was not approved: {REASON}" in body
     assert "Approved 1 draft;" in body
     assert list(SendIntent.objects.values_list("draft_id", flat=True)) == [theirs.pk]
+
+
+def _revise(tenant, draft, text, **author):
+    from intents import services
+
+    current = draft.versions.get(number=draft.current_version)
+    services.draft_add_version(
+        tenant=tenant,
+        draft_id=draft.pk,
+        to=list(current.to),
+        cc=[],
+        bcc=[],
+        subject=current.subject,
+        text=text,
+        html="",
+        **author,
+    )
+    draft.refresh_from_db()
+
+
+def _approve(tenant, draft, actor):
+    from intents import services
+
+    version = draft.versions.get(number=draft.current_version)
+    return services.draft_approve(
+        tenant=tenant,
+        draft_id=draft.pk,
+        version=version.number,
+        content_hash=version.content_hash,
+        actor=actor,
+    )
+
+
+def test_an_editor_cannot_approve_their_edit_once_a_colleague_adds_a_version_on_top(
+    four_eyes, mailbox_a, make_draft, member_of
+):
+    """Found by an outside probe: the rule looked only at who wrote the current version, so a
+    colleague's trailing full stop let the editor approve their own refund offer alone."""
+    from intents import errors
+
+    alice, bob, carol = (member_of(four_eyes, "approver").user for _ in range(3))
+    draft = make_draft(mailbox_a)
+    _revise(four_eyes, draft, "Full refund plus 100 EUR", actor_user=alice)
+    _revise(four_eyes, draft, "Full refund plus 100 EUR.", actor_user=bob)
+
+    with pytest.raises(errors.SecondApproverRequired):
+        _approve(four_eyes, draft, alice)
+    with pytest.raises(errors.SecondApproverRequired):
+        _approve(four_eyes, draft, bob)  # the current version's author, as before
+    assert _approve(four_eyes, draft, carol).state == SendIntent.State.QUEUED
+
+
+def test_a_reopened_send_keeps_its_editor_from_approving_it_and_lets_the_reopener(
+    four_eyes, mailbox_a, make_draft, member_of
+):
+    """The copy a reopen makes was authored by the person reopening: the editor of the approved
+    text could then approve it alone, and the person who only reopened could not."""
+    from intents import errors, services
+    from tests.intents.helpers import set_state
+
+    alice, bob = (member_of(four_eyes, "approver").user for _ in range(2))
+    draft = make_draft(mailbox_a)
+    _revise(four_eyes, draft, "Full refund plus 100 EUR", actor_user=alice)
+    intent = _approve(four_eyes, draft, bob)
+    set_state(intent, "failed")
+    services.draft_reopen(tenant=four_eyes, draft_id=draft.pk, actor=bob, reason="try again")
+    draft.refresh_from_db()
+
+    with pytest.raises(errors.SecondApproverRequired):
+        _approve(four_eyes, draft, alice)
+    assert _approve(four_eyes, draft, bob).state == SendIntent.State.QUEUED
