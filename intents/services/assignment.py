@@ -86,7 +86,11 @@ def draft_take(*, tenant, draft_id, actor) -> Draft:
         _require_approver(tenant, actor, draft)
         now = timezone.now()
         previous = draft.assignee_id
-        if previous not in (None, actor.pk) and not claim_lapsed(draft, now):
+        if (
+            previous not in (None, actor.pk)
+            and not claim_lapsed(draft, now)
+            and _may_still_decide(tenant, draft)
+        ):
             raise errors.HeldByOther(
                 message=_("%(name)s holds this draft; ask them to hand it to you or release it.")
                 % {"name": _holder_name(draft)}
@@ -104,10 +108,38 @@ def draft_take(*, tenant, draft_id, actor) -> Draft:
     return draft
 
 
+def _may_still_decide(tenant, draft: Draft) -> bool:
+    """Whether the draft's holder may still decide it: a holder deactivated, made a viewer or
+    stripped of the mailbox's right holds nothing (such a hold, handed or escalated, never
+    lapsed, and kept the draft from everyone, off the Unassigned view, for good)."""
+    holder = draft.assignee
+    return holder is not None and can_approve(
+        membership=active_membership(tenant=tenant, user=holder), mailbox=draft.mailbox
+    )
+
+
 def draft_claim_renew(*, tenant, draft_id, actor) -> bool:
     """Push the holder's claim forward while they work on the draft (opening or editing it).
-    Only a running claim of this person moves; nothing else changes, so nothing is journaled."""
+    Only a running claim of this person moves, and only while they may still decide it (a holder
+    made a viewer kept their claim alive by opening the page); nothing else changes, so nothing
+    is journaled."""
     now = timezone.now()
+    held = (
+        Draft.objects.filter(
+            tenant=tenant,
+            pk=draft_id,
+            status=Draft.Status.PENDING,
+            assignee=actor,
+            assigned_how=Assigned.TAKEN,
+            claim_expires_at__gt=now,
+        )
+        .select_related("mailbox")
+        .first()
+    )
+    if held is None or not can_approve(
+        membership=active_membership(tenant=tenant, user=actor), mailbox=held.mailbox
+    ):
+        return False
     changed = Draft.objects.filter(
         tenant=tenant,
         pk=draft_id,

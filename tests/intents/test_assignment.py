@@ -251,3 +251,45 @@ def test_auto_assign_takes_turns_when_drafts_arrive_at_once(
     assert all(isinstance(r, Draft) for r in results)
     holders = sorted(r.assignee_id for r in results)
     assert holders == sorted([approver.pk, approver.pk, second.pk, second.pk])
+
+
+@pytest.mark.parametrize("change", ["deactivated", "made a viewer", "lost the mailbox right"])
+def test_a_holder_who_may_no_longer_decide_holds_nothing(
+    tenant_a, new_draft, approver, member_of, change
+):
+    """Found by an outside probe: a draft handed, assigned or escalated to someone later
+    deactivated (or demoted) was refused to everyone for good, naming them."""
+    holder = member_of(tenant_a, "approver", user__full_name="Bo Gone")
+    draft = new_draft()
+    admin = member_of(tenant_a, "admin").user
+    services.draft_hand(tenant=tenant_a, draft_id=draft.pk, to_user=holder.user, actor=admin)
+    if change == "deactivated":
+        holder.is_active = False
+    elif change == "made a viewer":
+        holder.role = "viewer"
+    else:
+        holder.approve_all_mailboxes = False
+    holder.save()
+
+    taken = services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=approver)
+
+    assert taken.assignee == approver
+    [event] = _events(draft, "draft.taken")
+    assert event.data == {"holder": approver.pk, "previous_holder": holder.user_id}
+
+
+def test_a_holder_made_a_viewer_does_not_keep_the_claim_alive_by_opening_the_draft(
+    tenant_a, new_draft, member_of
+):
+    holder = member_of(tenant_a, "approver")
+    draft = new_draft()
+    services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=holder.user)
+    before = Draft.objects.get(pk=draft.pk).claim_expires_at
+    holder.role = "viewer"
+    holder.save()
+
+    with time_machine.travel(timezone.now() + timedelta(minutes=20)):
+        renewed = services.draft_claim_renew(tenant=tenant_a, draft_id=draft.pk, actor=holder.user)
+
+    assert renewed is False
+    assert Draft.objects.get(pk=draft.pk).claim_expires_at == before
