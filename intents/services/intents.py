@@ -65,6 +65,15 @@ def intent_cancel(*, tenant, intent_id, actor, reason="") -> SendIntent:
     return intent
 
 
+# A send in one of these never went out and never will.
+_ENDED_UNSENT = [
+    SendIntent.State.CANCELLED,
+    SendIntent.State.FAILED,
+    SendIntent.State.BLOCKED,
+    SendIntent.State.EXPIRED,
+]
+
+
 def intent_resolve_accepted(
     *, tenant, intent_id, actor, provider_message_id, evidence
 ) -> SendIntent:
@@ -89,6 +98,26 @@ def intent_resolve_accepted(
             raise errors.IntentError(
                 "not_needs_attention",
                 _("Only a send that needs attention can be resolved by hand."),
+            )
+        newer = (
+            SendIntent.objects.filter(draft_id=intent.draft_id, pk__gt=intent.pk)
+            .exclude(state__in=_ENDED_UNSENT)
+            .order_by("pk")
+            .first()
+            if intent.draft_id is not None
+            else None
+        )
+        if newer is not None:
+            # The draft was reopened and approved again: that send is queued or went out.
+            # Recording this one as sent too would leave two sends of one reply (the approval
+            # refuses a draft with an accepted send; the worker does not look again).
+            raise errors.IntentError(
+                "superseded",
+                _(
+                    "Send #%(newer)s of this draft came after this one and is %(state)s: cancel "
+                    "it first if this one went out."
+                )
+                % {"newer": newer.pk, "state": newer.get_state_display().lower()},
             )
         if (
             SendIntent.objects.filter(tenant=tenant, provider_message_id=provider_message_id)

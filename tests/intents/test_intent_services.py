@@ -189,3 +189,39 @@ def test_queue_query_count_does_not_grow(tenant_a, new_draft, django_assert_max_
         page = selectors.draft_queue(tenant=tenant_a)
         _ = [(d.mailbox.address, d.current.subject) for d in page.items]
     assert Draft.objects.count() == 5
+
+
+def test_resolve_accepted_refuses_a_send_a_newer_approval_superseded(
+    tenant_a, intent, approver, member_of
+):
+    """Found by an outside probe: reopen, approve again (the new send queued), then record the
+    old send as accepted: both went out, the worker never looking back."""
+    other = member_of(tenant_a, "approver").user
+    set_state(intent, "needs_attention")
+    services.draft_reopen(tenant=tenant_a, draft_id=intent.draft_id, actor=approver, reason="again")
+    draft = Draft.objects.get(pk=intent.draft_id)
+    version = draft.versions.get(number=draft.current_version)
+    newer = services.draft_approve(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        version=version.number,
+        content_hash=version.content_hash,
+        actor=other,
+    )
+
+    def resolve():
+        return services.intent_resolve_accepted(
+            tenant=tenant_a,
+            intent_id=intent.pk,
+            actor=approver,
+            provider_message_id="<old@agentmail.to>",
+            evidence="The customer quoted it",
+        )
+
+    with pytest.raises(errors.IntentError) as refused:
+        resolve()
+    assert refused.value.code == "superseded"
+    intent.refresh_from_db()
+    assert intent.state == "needs_attention"
+    services.intent_cancel(tenant=tenant_a, intent_id=newer.pk, actor=other, reason="old one went")
+    assert resolve().state == "accepted"

@@ -28,9 +28,7 @@ def approve_current(tenant, draft_id, actor):
 
 
 @pytest.mark.parametrize("state", ["needs_attention", "failed", "blocked", "cancelled", "expired"])
-def test_reopen_puts_a_copy_keeping_its_author_back_in_review(
-    tenant_a, intent, member_of, state
-):
+def test_reopen_puts_a_copy_keeping_its_author_back_in_review(tenant_a, intent, member_of, state):
     reopener = member_of(tenant_a, "admin").user
     set_state(intent, state)
     draft = services.draft_reopen(
