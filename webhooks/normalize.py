@@ -238,7 +238,9 @@ def _inbound(message: dict) -> Inbound:
         preview = _text(message.get("text"))
     return Inbound(
         sender=_text(sender)[:320],
-        subject=_text(message.get("subject"))[:998],
+        # Not stripped: AgentMail builds a reply's subject from the subject as it is ("Re: " and
+        # the leading spaces), and the draft's approved subject must be that one.
+        subject=_raw_text(message.get("subject"))[:998],
         # Stripped after the cut: normalizing the stored (minimal) payload again must give the
         # same preview, and the applier does exactly that.
         preview=" ".join(preview.split())[:PREVIEW_LENGTH].rstrip(),
@@ -271,6 +273,10 @@ def _top_level_ids(payload: dict) -> dict:
 
 def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
+
+
+def _raw_text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 # Timestamps outside these are not believed (None: the receipt time stands in): every page that
