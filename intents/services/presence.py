@@ -10,6 +10,7 @@ from django.utils.translation import gettext as _
 
 from intents import errors
 from intents.models import Draft, DraftPresence
+from intents.policy import active_membership, can_approve
 from intents.selectors.presence import PRESENCE_SECONDS
 
 
@@ -22,10 +23,17 @@ def presence_beat(*, tenant, draft_id, user, mode: str) -> None:
     except (TypeError, ValueError):
         raise errors.NotFound("not_found", "No such draft.") from None
     # Another tenant's draft is a 404 whatever else is wrong with the request.
-    if not Draft.objects.filter(tenant=tenant, pk=pk).exists():
+    draft = Draft.objects.filter(tenant=tenant, pk=pk).select_related("mailbox").first()
+    if draft is None:
         raise errors.NotFound("not_found", "No such draft.")
     if mode not in DraftPresence.Mode.values:
         raise errors.InvalidInput("bad_mode", _("Presence is viewing or editing."), "mode")
+    if mode == DraftPresence.Mode.EDITING and not can_approve(
+        membership=active_membership(tenant=tenant, user=user), mailbox=draft.mailbox
+    ):
+        # Only someone who may edit the draft shows as editing it (a viewer's page could claim
+        # to, and warn colleagues off a draft nobody was changing): they count as viewing.
+        mode = DraftPresence.Mode.VIEWING
     table = DraftPresence._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(

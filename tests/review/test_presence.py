@@ -154,3 +154,17 @@ def test_the_daily_purge_forgets_stale_presence(tenant_a, mailbox_a, make_draft,
     DraftPresence.objects.filter(draft=drafts[0]).update(seen_at=Now() - timedelta(days=2))
     tasks.retention_purge()
     assert list(DraftPresence.objects.values_list("draft_id", flat=True)) == [drafts[1].pk]
+
+
+def test_a_viewer_claiming_to_edit_counts_as_viewing(
+    tenant_a, mailbox_a, make_draft, member_of, signed_in
+):
+    """Found by an outside probe: a viewer's heartbeat with mode=editing listed them as editing
+    on colleagues' pages, warning them off a draft nobody was changing."""
+    draft = make_draft(mailbox_a)
+    viewer = member_of(tenant_a, "viewer").user
+
+    response = signed_in(viewer).post(beat_url(tenant_a, draft, "editing"))
+
+    assert response.status_code == 200
+    assert DraftPresence.objects.get(draft=draft, user=viewer).mode == "viewing"
