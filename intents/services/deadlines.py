@@ -91,7 +91,7 @@ def _warn(draft: Draft, now: datetime) -> bool:
     return bool(changed)
 
 
-def _escalation_target(tenant: Tenant, draft: Draft):
+def _escalation_target(tenant: Tenant, draft: Draft, picked: dict[int, int]):
     """Whom the tenant's rule sends this breached draft to (a user), or None: no rule, or nobody
     the rule names may review this mailbox now. A named member gets it even when away (the
     tenant named them); a role goes round-robin among its present members."""
@@ -105,14 +105,20 @@ def _escalation_target(tenant: Tenant, draft: Draft):
     candidates = approver_memberships(
         mailbox=draft.mailbox, role=tenant.escalate_to_role, present_only=True
     )
-    last = (
+    # Within one sweep every escalation has the same time, and drafts go by due time, not id:
+    # the sweep's own last pick says whose turn it is (reading it back by escalated_at and id
+    # gave one approver two of three drafts and another none).
+    last = picked.get(tenant.pk) or (
         Draft.objects.filter(tenant=tenant, escalated_to__isnull=False)
         .order_by("-escalated_at", "-id")
         .values_list("escalated_to_id", flat=True)
         .first()
     )
-    picked = next_in_turn(candidates, last)
-    return picked.user if picked else None
+    chosen = next_in_turn(candidates, last)
+    if chosen is None:
+        return None
+    picked[tenant.pk] = chosen.user_id
+    return chosen.user
 
 
 def _has_rule(tenant: Tenant) -> bool:
@@ -143,14 +149,21 @@ def drafts_escalate_due(*, batch: int = 200, now: datetime | None = None) -> int
             .filter(pk__in={d.tenant_id for d in due})
             .order_by("pk")
         }
+        picked: dict[int, int] = {}  # tenant id -> the user this sweep escalated to last
         for draft in due:
-            if _breach(tenants[draft.tenant_id], draft, now):
+            if _breach(tenants[draft.tenant_id], draft, now, picked):
                 breached += 1
     return breached
 
 
-def _breach(tenant: Tenant, draft: Draft, now: datetime) -> bool:
-    target = _escalation_target(tenant, draft) if _has_rule(tenant) else None
+def _breach(
+    tenant: Tenant, draft: Draft, now: datetime, picked: dict[int, int] | None = None
+) -> bool:
+    target = (
+        _escalation_target(tenant, draft, {} if picked is None else picked)
+        if _has_rule(tenant)
+        else None
+    )
     updates: dict = {"sla_breached_at": now, "sla_breach_holder_id": draft.assignee_id}
     if _has_rule(tenant):
         updates["escalated_at"] = now

@@ -142,6 +142,24 @@ def test_escalation_to_a_role_goes_round_robin_among_present_members(
     assert holders == [admins[0], admins[1], admins[0]]
 
 
+def test_round_robin_takes_turns_when_drafts_fall_due_out_of_creation_order(
+    tenant_a, new_draft, member_of
+):
+    """Found by an outside probe: within one sweep every escalation has the same time, and the
+    last pick was read back as the draft with the highest id, not the one escalated last."""
+    _set(tenant_a, sla_minutes=5, escalate_to_role="admin")
+    admins = [member_of(tenant_a, "admin").user for _ in range(3)]
+    drafts = [new_draft() for _ in range(3)]
+    now = timezone.now()
+    for draft, minutes in zip(drafts, (2, 3, 1), strict=True):  # due: third, first, second
+        Draft.objects.filter(pk=draft.pk).update(sla_due_at=now + timedelta(minutes=minutes))
+    with time_machine.travel(now + timedelta(minutes=5), tick=False):
+        assert deadlines.drafts_escalate_due() == 3
+
+    holders = {Draft.objects.get(pk=d.pk).assignee for d in drafts}
+    assert holders == set(admins)
+
+
 def test_breach_without_a_rule_is_counted_but_not_escalated(tenant_a, new_draft, approver):
     _set(tenant_a, sla_minutes=5)
     draft = new_draft()
