@@ -25,7 +25,7 @@ from tenants import invitations
 from tenants.access import AuthenticatedRequest
 from tenants.models import Invitation, User
 from tenants.services import AdminError
-from tenants.user_sessions import sso_session_beyond_its_tenants
+from tenants.user_sessions import METHOD_KEY, SSO_TENANTS_KEY, sso_session_beyond_its_tenants
 
 SESSION_KEY = "tenants.invitations_opened"
 TEMPLATE = "tenants/invitation.html"
@@ -134,14 +134,30 @@ def invitation(request: HttpRequest, invitation_id: int) -> HttpResponse:
     return render(request, TEMPLATE, context, status=400 if request.method == "POST" else 200)
 
 
+def _sso_session_of_another_tenant(request: AuthenticatedRequest, invitation_id: int) -> bool:
+    """A session from single sign-on, and the invitation is to a tenant it did not come
+    through."""
+    if request.session.get(METHOD_KEY) != "sso":
+        return False
+    tenant_id = (
+        Invitation.objects.filter(pk=invitation_id).values_list("tenant_id", flat=True).first()
+    )
+    return tenant_id not in request.session.get(SSO_TENANTS_KEY, [])
+
+
 def _decide[T](
     request: AuthenticatedRequest, invitation_id: int, service: Callable[..., T]
 ) -> T | AdminError:
     """What ``service`` returned for this invitation and user, or why it was refused."""
     if invitation_id not in opened_ids(request):
         return link_required()
-    if sso_session_beyond_its_tenants(request):
-        # Joining a tenant is the person's own act; this session is one tenant's provider's word.
+    if sso_session_beyond_its_tenants(request) or _sso_session_of_another_tenant(
+        request, invitation_id
+    ):
+        # Joining a tenant is the person's own act; this session is one tenant's provider's word,
+        # and that tenant's admin runs the provider: a browser sent through it (a plain link can
+        # do that) was signed in as an account the admin holds, and accepting another tenant's
+        # invitation there handed that tenant's role to the admin.
         return AdminError(
             "password_needed",
             _("Sign in with your password to accept or decline an invitation."),

@@ -238,3 +238,35 @@ def test_a_browser_signed_in_as_someone_else_is_not_switched_to_the_providers_pe
     assert response.status_code == 409
     assert "You are signed in as carol@acme.test" in response.content.decode()
     assert client.session["_auth_user_id"] == str(carol.pk)
+
+
+def test_a_browser_sent_through_a_providers_sign_in_cannot_accept_another_tenants_invitation(
+    client, provider, tenant_a, tenant_b, member_of
+):
+    """Found by an outside probe: A's admin made an account for x@globex.test (a plain invitation
+    of A), put x's domain on A's provider, and sent x's browser to A's sign-in start (a link
+    does it). Signed in as that account, x opened B's invitation, saw their own address, and
+    accepting gave B's admin role to the account A's admin holds. A session from A's provider
+    now accepts only invitations to A."""
+    from tests.tenants.test_invitations import create_account, invite
+
+    account = "x@globex.test"
+    create_account(
+        Client(), invite(Client(), member_of(tenant_a, "admin"), tenant_a, account).context["link"]
+    )
+    provider_of(tenant_a, member_of, provider, domains=["globex.test"])
+    link = invite(Client(), member_of(tenant_b, "admin"), tenant_b, account, role="admin")
+    link = link.context["link"]
+    held = Membership.objects.get(tenant=tenant_a, user__email=account).user
+    # The forced sign-in: A's provider vouches for the account A's admin holds.
+    SsoIdentity.objects.create(tenant=tenant_a, issuer=provider.issuer, subject="held", user=held)
+    sso_callback(client, provider, tenant_a, account, "held")
+    client.get(link)
+    invitation = Invitation.objects.get(tenant=tenant_b)
+
+    refused = client.post(reverse("invitation_accept", args=[invitation.pk]))
+
+    assert refused.status_code == 403
+    assert "Sign in with your password to accept" in refused.content.decode()
+    assert Invitation.objects.get(pk=invitation.pk).state == "pending"
+    assert not Membership.objects.filter(tenant=tenant_b, user=held).exists()
