@@ -35,8 +35,8 @@ _PLACEHOLDER = re.compile(r"\{\{\s*(" + _NAME + r")\s*\}\}")
 _NAME_ONLY = re.compile(_NAME)
 # Anything that looks like template syntax but is not a plain placeholder.
 _STRAY = re.compile(r"\{\{|\}\}|\{%|%\}|\{#|#\}")
-# Control characters other than TAB and LF (CR is normalised away before this check).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+# Control characters other than TAB and LF (CR is normalised away before this check), C1 too.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -167,8 +167,9 @@ def _row_variables(row: int, raw, used: set[str], in_subject: set[str]) -> tuple
             )
             continue
         out[name] = text
+    refused = {e.field for e in errors}
     for name in sorted(used - out.keys()):
-        if not any(e.field == f"variables.{name}" for e in errors):
+        if f"variables.{name}" not in refused:
             errors.append(
                 RowError(row, f"variables.{name}", f"the template uses {{{{ {name} }}}}, not given")
             )
@@ -197,16 +198,18 @@ def clean_recipients(
             1,
         )
     errors: list[RowError] = []
+    total = 0
     seen: dict[str, int] = {}
     out: list[Recipient] = []
     for row, raw_address, raw_variables in rows:
         try:
             address = normalize_address(raw_address)  # type: ignore[arg-type]
         except ValueError as exc:
-            errors.append(RowError(row, "address", str(exc)))
+            total += _keep(errors, [RowError(row, "address", str(exc))])
             continue
         if address in seen:
-            errors.append(RowError(row, "address", f"{address} is also on row {seen[address]}"))
+            problem = RowError(row, "address", f"{address} is also on row {seen[address]}")
+            total += _keep(errors, [problem])
             continue
         seen[address] = row
         variables, problems = _row_variables(row, raw_variables, used, in_subject)
@@ -221,12 +224,19 @@ def clean_recipients(
             if not problems and (length := limit.rendered_length(variables)) > limit.most
         ]
         if problems:
-            errors.extend(problems)
+            total += _keep(errors, problems)
             continue
         out.append(Recipient(row, address, variables))
-    if errors:
-        raise RecipientsInvalid(errors, len(errors))
+    if total:
+        raise RecipientsInvalid(errors, total)
     return out
+
+
+def _keep(errors: list[RowError], problems: list[RowError]) -> int:
+    """Keep what will be reported (the first MAX_REPORTED_ERRORS), count everything: 10,000 bad
+    rows must not hold 10,000 error objects, let alone one per missing variable each."""
+    errors.extend(problems[: max(0, MAX_REPORTED_ERRORS - len(errors))])
+    return len(problems)
 
 
 def parse_csv(text: str) -> list[tuple[int, object, object]]:

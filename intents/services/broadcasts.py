@@ -25,7 +25,7 @@ from intents.services.common import (
     tenant_mailbox,
 )
 from intents.services.content import MAX_BODY, MAX_SUBJECT
-from mailboxes.headers import line_break_in
+from mailboxes.headers import control_in, line_break_in
 
 log = logging.getLogger("intents.services")
 
@@ -51,6 +51,9 @@ def _clean_template(subject, text, html) -> tuple[str, str, str, set[str], set[s
     if line_break := line_break_in(subject):
         message = _("The subject must be a single line; it holds %(what)s.") % {"what": line_break}
         raise errors.InvalidInput("subject_invalid", message, "subject")
+    if control := control_in(subject):
+        message = _("The subject cannot hold the control character %(what)s.") % {"what": control}
+        raise errors.InvalidInput("subject_invalid", message, "subject")
     if not text.strip() and not html.strip():
         raise errors.InvalidInput("body_required", _("A text or HTML body is required."), "text")
     for field, value in (("subject", subject), ("text", text), ("html", html)):
@@ -61,6 +64,15 @@ def _clean_template(subject, text, html) -> tuple[str, str, str, set[str], set[s
         used = in_subject | content.placeholders("text", text) | content.placeholders("html", html)
     except content.TemplateInvalid as exc:
         raise errors.InvalidInput("template_invalid", exc.message, exc.field) from None
+    if len(used) > content.MAX_VARIABLES:
+        # No row may give more: such a template could never be filled, and checking every row
+        # against 100,000 names took minutes and gigabytes in the web process.
+        raise errors.InvalidInput(
+            "template_invalid",
+            _("The template uses %(n)s placeholders; at most %(most)s are allowed.")
+            % {"n": len(used), "most": content.MAX_VARIABLES},
+            "text",
+        )
     return subject, text, html, used, in_subject
 
 
