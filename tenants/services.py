@@ -11,10 +11,11 @@ import logging
 import re
 
 from django.db import transaction
+from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 
 from tenants.mailbox_rights import tenant_mailbox_ids
-from tenants.models import AuditEvent, Membership, Tenant, User
+from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
 from tenants.user_sessions import sessions_end_all
 
 logger = logging.getLogger(__name__)
@@ -100,7 +101,32 @@ def member_set_role(*, tenant: Tenant, membership_id: int, role: str, actor: Use
             obj=membership,
             data={"from": old, "to": role, "email": membership.user.email},
         )
+        if old == Membership.Role.ADMIN:
+            _withdraw_invitations_sent_by(tenant, membership, actor, "inviter_no_longer_admin")
     return membership
+
+
+def _withdraw_invitations_sent_by(tenant: Tenant, membership: Membership, actor, why: str) -> int:
+    """Pending invitations this member sent as an admin go when they stop being one: the offer
+    was theirs to make, and a demoted or deactivated admin could otherwise keep a link that
+    makes a new account an admin again. Each is audited as revoked."""
+    pending = list(
+        Invitation.objects.select_for_update().filter(
+            tenant=tenant, invited_by=membership.user, state=Invitation.State.PENDING
+        )
+    )
+    for invitation in pending:
+        Invitation.objects.filter(pk=invitation.pk, state=Invitation.State.PENDING).update(
+            state=Invitation.State.REVOKED, closed_at=Now(), closed_by=actor
+        )
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="invitation.revoked",
+            obj=invitation,
+            data={"email": invitation.email, "reason": why},
+        )
+    return len(pending)
 
 
 def member_set_mailbox_rights(
@@ -165,6 +191,7 @@ def member_deactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Mem
             obj=membership,
             data={"email": membership.user.email, "sessions_ended": ended},
         )
+        _withdraw_invitations_sent_by(tenant, membership, actor, "inviter_deactivated")
     logger.info(
         "tenants.member.deactivated",
         extra={"tenant_id": tenant.pk, "membership_id": membership.pk},

@@ -378,3 +378,28 @@ def test_the_invitee_pages_refuse_a_post_without_csrf_token(tenant_a, tenant_b, 
     assert statuses == [403, 403, 403]
     assert Invitation.objects.get(pk=invitation.pk).state == "pending"
     assert not Membership.objects.filter(tenant=tenant_a, user=person).exists()
+
+
+@pytest.mark.parametrize("change", ["demoted", "deactivated"])
+def test_an_admins_pending_invitations_go_when_they_stop_being_admin(tenant_a, member_of, change):
+    """Found by an outside probe: an admin could invite a private address as admin, keep the
+    link, and after being demoted or deactivated accept it and be an admin again."""
+    from tenants import invitations, services
+
+    leaving = member_of(tenant_a, "admin")
+    other = member_of(tenant_a, "admin").user
+    invitation, _link = invitations.invitation_create(
+        tenant=tenant_a, email="m.private@example.com", role="admin", actor=leaving.user
+    )
+    if change == "demoted":
+        services.member_set_role(
+            tenant=tenant_a, membership_id=leaving.pk, role="viewer", actor=other
+        )
+    else:
+        services.member_deactivate(tenant=tenant_a, membership_id=leaving.pk, actor=other)
+
+    invitation.refresh_from_db()
+    assert invitation.state == "revoked"
+    assert AuditEvent.objects.filter(
+        tenant=tenant_a, action="invitation.revoked", object_id=str(invitation.pk)
+    ).exists()
