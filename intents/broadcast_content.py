@@ -183,10 +183,12 @@ def clean_recipients(
     in_subject: set[str],
     max_recipients: int,
     limits: tuple[Limit, ...] = (),
+    subject: str | None = None,
 ) -> list[Recipient]:
     """Validated recipients from (row number, address, variables) triples, or RecipientsInvalid
     listing every bad row (the first MAX_REPORTED_ERRORS of them).
 
+    ``subject``: the subject template, which no row may render blank.
     ``limits``: the most each part may hold once this row's variables fill it in. Without them
     a template of 200,000 placeholders and 2,000-character values rendered to gigabytes when a
     reviewer opened the broadcast's sample, in the web process that serves every tenant."""
@@ -223,6 +225,11 @@ def clean_recipients(
             for limit in limits
             if not problems and (length := limit.rendered_length(variables)) > limit.most
         ]
+        if not problems and subject is not None and not render(subject, variables).strip():
+            # A draft needs a subject; so does every message of a broadcast.
+            problems.append(
+                RowError(row, "subject", "with this row's variables the subject is empty")
+            )
         if problems:
             total += _keep(errors, problems)
             continue

@@ -259,12 +259,21 @@ def broadcasts_due(limit: int = 50) -> list[int]:
         state=State.PAUSED, fanout_position__lt=F("recipient_count") - 1
     )
     cancelling = Q(state=State.CANCELLED, intents__state=SendIntent.State.QUEUED)
-    return list(
-        Broadcast.objects.filter(unfinished | cancelling | Q(state=State.SENDING))
+    # Those with work left first: fifty long broadcasts in ``sending`` (each drains for an hour
+    # or more) used to fill the whole list, and a lost fan-out or a cancellation waited for them.
+    needs_work = list(
+        Broadcast.objects.filter(unfinished | cancelling)
         .values_list("pk", flat=True)
         .distinct()
         .order_by("pk")[:limit]
     )
+    settling = list(
+        Broadcast.objects.filter(state=State.SENDING)
+        .exclude(pk__in=needs_work)
+        .values_list("pk", flat=True)
+        .order_by("pk")[: max(0, limit - len(needs_work))]
+    )
+    return needs_work + settling
 
 
 def broadcasts_sweep(limit: int = 50, *, between: Callable[[], object] | None = None) -> int:

@@ -98,6 +98,7 @@ def _clean_rows(rows, template: tuple) -> list[content.Recipient]:
             used=used,
             in_subject=in_subject,
             max_recipients=settings.BROADCAST_MAX_RECIPIENTS,
+            subject=subject,
             limits=(
                 content.Limit.of("subject", subject, most=MAX_SUBJECT),
                 content.Limit.of("text", text, most=MAX_BODY),

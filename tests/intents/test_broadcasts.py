@@ -165,6 +165,19 @@ def test_a_value_with_a_c1_control_is_refused_naming_it(live):
     assert [(r.row, r.field) for r in caught.value.rows] == [(2, "variables.order")]
 
 
+def test_a_row_whose_values_leave_the_subject_blank_is_refused(live):
+    """Found by an outside probe: a subject of "{{ s }}" and an empty value was sent with no
+    subject, which a draft may never have."""
+    rows = [
+        {"address": "a@example.com", "variables": {"s": "Your order", "name": "A", "order": 1}},
+        {"address": "b@example.com", "variables": {"s": "  ", "name": "B", "order": 2}},
+    ]
+    with pytest.raises(errors.BroadcastRowsInvalid) as caught:
+        create(live, subject="{{ s }}", recipients=rows)
+    assert [(r.row, r.field) for r in caught.value.rows] == [(2, "subject")]
+    assert not Broadcast.objects.exists()
+
+
 def test_too_many_recipients_is_refused(live, settings):
     settings.BROADCAST_MAX_RECIPIENTS = 2
     with pytest.raises(errors.BroadcastRowsInvalid):
@@ -514,3 +527,19 @@ def test_the_broadcasts_bucket_row_goes_when_it_completes_or_is_cancelled(live, 
     assert Broadcast.objects.get(pk=done.pk).state == "completed"
     assert not buckets.exists()
     assert ProviderThrottle.objects.filter(key_ref__startswith="key:").exists()
+
+
+def test_the_sweep_reaches_a_lost_fan_out_behind_many_broadcasts_still_sending(live):
+    """Found by an outside probe: the sweep took the first 50 broadcasts by id, every one in
+    ``sending`` among them, so with fifty long broadcasts draining a newer approved broadcast
+    whose fan-out task was lost waited for them all."""
+    from intents.sending.fanout import broadcasts_due
+
+    sending_ones = [create(live, recipients=people(1, start=10 * i)) for i in range(3)]
+    lost = create(live, recipients=people(1, start=100))
+    for broadcast in [*sending_ones, lost]:
+        approve(live, broadcast)
+    Broadcast.objects.filter(pk__in=[b.pk for b in sending_ones]).update(state="sending")
+    Broadcast.objects.filter(pk=lost.pk).update(state="approved", fanout_position=-1)
+
+    assert broadcasts_due(limit=2) == [lost.pk, sending_ones[0].pk]
