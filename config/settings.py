@@ -40,44 +40,33 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {value!r}")
 
 
-def _bounded(name: str, value, low, high):
-    if (low is not None and value < low) or (high is not None and value > high):
-        span = " and ".join(
-            part
-            for part in (
-                f"at least {low}" if low is not None else "",
-                f"at most {high}" if high is not None else "",
-            )
-            if part
-        )
-        raise ImproperlyConfigured(f"{name} must be {span}, got {value!r}")
-    return value
+def _env_number(name: str, default, kind: type, noun: str, low, high):
+    """The variable read as ``kind`` (int or float), finite and within ``low``..``high`` (each
+    optional, inclusive), or ImproperlyConfigured naming it; ``default`` when it is unset."""
+    raw = env(name)
+    if raw is None:
+        number = default
+    else:
+        try:
+            number = kind(raw)
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} must be {noun}, got {raw!r}") from None
+        if not math.isfinite(number):
+            raise ImproperlyConfigured(f"{name} must be a finite number, got {raw!r}")
+    if (low is not None and number < low) or (high is not None and number > high):
+        bounds = [f"at least {low}"] * (low is not None) + [f"at most {high}"] * (high is not None)
+        raise ImproperlyConfigured(f"{name} must be {' and '.join(bounds)}, got {number!r}")
+    return number
 
 
 def env_int(name: str, default: int, *, low: int | None = None, high: int | None = None) -> int:
-    value = env(name)
-    if value is None:
-        return _bounded(name, default, low, high)
-    try:
-        number = int(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
-    return _bounded(name, number, low, high)
+    return _env_number(name, default, int, "an integer", low, high)
 
 
 def env_float(
     name: str, default: float, *, low: float | None = None, high: float | None = None
 ) -> float:
-    value = env(name)
-    if value is None:
-        return _bounded(name, default, low, high)
-    try:
-        number = float(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(number):
-        raise ImproperlyConfigured(f"{name} must be a finite number, got {value!r}")
-    return _bounded(name, number, low, high)
+    return _env_number(name, default, float, "a number", low, high)
 
 
 def env_list(name: str, default: list[str]) -> list[str]:

@@ -243,6 +243,11 @@ def active_memberships(pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int]
     return {(m.tenant_id, m.user_id): m for m in rows if (m.tenant_id, m.user_id) in pairs}
 
 
+def user_may_decide(*, tenant, user, mailbox) -> bool:
+    """``can_approve`` for a user (their active membership of ``tenant``, loaded now)."""
+    return can_approve(membership=active_membership(tenant=tenant, user=user), mailbox=mailbox)
+
+
 def approver_memberships(*, mailbox, role: str = "", present_only: bool = False) -> list:
     """The memberships that may decide for this mailbox now (``can_approve``'s rule for all the
     tenant's members in one query), by user id: the order the round-robins walk. ``role`` narrows

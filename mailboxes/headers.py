@@ -33,14 +33,3 @@ def line_break_in(value: str) -> str | None:
         return None
     char = found.group()
     return f"U+{ord(char):04X} {_NAMES[char]}"
-
-
-def control_in(value: str) -> str | None:
-    """The first control character of ``value`` other than a tab (ESC, BEL, NUL...: C0, C1 and
-    DEL) or an unpaired surrogate, as ``U+001B``, or None. None of these can be written in a
-    header faithfully; line breaks are ``line_break_in``'s to name."""
-    for char in value:
-        code = ord(char)
-        if (code < 0x20 and char != "\t") or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xDFFF:
-            return f"U+{code:04X}"
-    return None

@@ -36,7 +36,7 @@ from django.utils.translation import gettext as _
 
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
-from tenants.services import AdminError
+from tenants.services import AdminError, invitations_revoke_pending
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -159,22 +159,7 @@ def _replace_pending(*, tenant: Tenant, email: str, actor: User) -> None:
             % {"email": email, "tenant": tenant.name},
             "email",
         )
-    replaced = list(
-        Invitation.objects.select_for_update().filter(
-            tenant=tenant, email=email, state=Invitation.State.PENDING
-        )
-    )
-    for old in replaced:
-        Invitation.objects.filter(pk=old.pk, state=Invitation.State.PENDING).update(
-            state=Invitation.State.REVOKED, closed_at=Now(), closed_by=actor
-        )
-        _audit(
-            tenant=tenant,
-            actor=actor,
-            action="invitation.revoked",
-            invitation=old,
-            data={"email": email, "reason": "replaced"},
-        )
+    invitations_revoke_pending(tenant=tenant, actor=actor, reason="replaced", email=email)
 
 
 def invitation_create(

@@ -109,10 +109,18 @@ def member_set_role(*, tenant: Tenant, membership_id: int, role: str, actor: Use
 def _withdraw_invitations_sent_by(tenant: Tenant, membership: Membership, actor, why: str) -> int:
     """Pending invitations this member sent as an admin go when they stop being one: the offer
     was theirs to make, and a demoted or deactivated admin could otherwise keep a link that
-    makes a new account an admin again. Each is audited as revoked."""
+    makes a new account an admin again."""
+    return invitations_revoke_pending(
+        tenant=tenant, actor=actor, reason=why, invited_by=membership.user
+    )
+
+
+def invitations_revoke_pending(*, tenant: Tenant, actor, reason: str, **match) -> int:
+    """Revoke this tenant's pending invitations that ``match`` (in the caller's transaction,
+    locked), each audited with ``reason``; returns how many."""
     pending = list(
         Invitation.objects.select_for_update().filter(
-            tenant=tenant, invited_by=membership.user, state=Invitation.State.PENDING
+            tenant=tenant, state=Invitation.State.PENDING, **match
         )
     )
     for invitation in pending:
@@ -124,7 +132,7 @@ def _withdraw_invitations_sent_by(tenant: Tenant, membership: Membership, actor,
             actor=actor,
             action="invitation.revoked",
             obj=invitation,
-            data={"email": invitation.email, "reason": why},
+            data={"email": invitation.email, "reason": reason},
         )
     return len(pending)
 

@@ -20,7 +20,13 @@ from django.utils.translation import gettext as _
 from intents import errors
 from intents.journal import journal
 from intents.models import Draft, IntentEvent
-from intents.policy import active_membership, approver_memberships, can_approve, next_in_turn
+from intents.policy import (
+    active_membership,
+    approver_memberships,
+    can_approve,
+    next_in_turn,
+    user_may_decide,
+)
 from intents.services.common import UNHELD, active_tenant, lock_draft, require_pending
 from mailboxes.models import Mailbox
 
@@ -113,9 +119,7 @@ def _may_still_decide(tenant, draft: Draft) -> bool:
     stripped of the mailbox's right holds nothing (such a hold, handed or escalated, never
     lapsed, and kept the draft from everyone, off the Unassigned view, for good)."""
     holder = draft.assignee
-    return holder is not None and can_approve(
-        membership=active_membership(tenant=tenant, user=holder), mailbox=draft.mailbox
-    )
+    return holder is not None and user_may_decide(tenant=tenant, user=holder, mailbox=draft.mailbox)
 
 
 def draft_claim_renew(*, tenant, draft_id, actor) -> bool:
@@ -136,16 +140,13 @@ def draft_claim_renew(*, tenant, draft_id, actor) -> bool:
         .select_related("mailbox")
         .first()
     )
-    if held is None or not can_approve(
-        membership=active_membership(tenant=tenant, user=actor), mailbox=held.mailbox
-    ):
+    if held is None or not user_may_decide(tenant=tenant, user=actor, mailbox=held.mailbox):
         return False
+    # Guarded again: the claim may have been released or taken over since the read.
     changed = Draft.objects.filter(
-        tenant=tenant,
-        pk=draft_id,
+        pk=held.pk,
         status=Draft.Status.PENDING,
         assignee=actor,
-        assigned_how=Assigned.TAKEN,
         claim_expires_at__gt=now,
     ).update(claim_expires_at=now + CLAIM_DURATION)
     return bool(changed)

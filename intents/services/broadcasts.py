@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 
+from common.text import control_in
 from config.clock import db_now
 from intents import broadcast_content as content
 from intents import errors
@@ -25,7 +26,7 @@ from intents.services.common import (
     tenant_mailbox,
 )
 from intents.services.content import MAX_BODY, MAX_SUBJECT
-from mailboxes.headers import control_in, line_break_in
+from mailboxes.headers import line_break_in
 
 log = logging.getLogger("intents.services")
 

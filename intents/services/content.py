@@ -7,11 +7,12 @@ from collections.abc import Iterable
 
 from django.utils.translation import gettext as _
 
+from common.text import control_in
 from intents import errors
 from intents.models import Draft
 from intents.policy import normalize_address, recipient_problems
 from mailboxes import provider
-from mailboxes.headers import control_in, line_break_in
+from mailboxes.headers import line_break_in
 
 # The inbound-mail table belongs to webhooks. Reading it here points intents at webhooks, against
 # the write direction (webhooks -> intents), but webhooks.selectors is a leaf (it imports only

@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 
 from intents import errors
 from intents.models import Draft, DraftPresence
-from intents.policy import active_membership, can_approve
+from intents.policy import user_may_decide
 from intents.selectors.presence import PRESENCE_SECONDS
 
 
@@ -28,8 +28,8 @@ def presence_beat(*, tenant, draft_id, user, mode: str) -> None:
         raise errors.NotFound("not_found", "No such draft.")
     if mode not in DraftPresence.Mode.values:
         raise errors.InvalidInput("bad_mode", _("Presence is viewing or editing."), "mode")
-    if mode == DraftPresence.Mode.EDITING and not can_approve(
-        membership=active_membership(tenant=tenant, user=user), mailbox=draft.mailbox
+    if mode == DraftPresence.Mode.EDITING and not user_may_decide(
+        tenant=tenant, user=user, mailbox=draft.mailbox
     ):
         # Only someone who may edit the draft shows as editing it (a viewer's page could claim
         # to, and warn colleagues off a draft nobody was changing): they count as viewing.

@@ -450,25 +450,14 @@ def test_rejected_recipient_fails_and_is_suppressed(live):
     assert sends(live.sandbox, second) == []
 
 
-def test_5xx_after_processing_is_uncertain_then_replayed_once(live):
+@pytest.mark.parametrize("fault", ["500_after", "html_2xx_after"])
+def test_an_answer_after_processing_that_says_nothing_is_uncertain_then_replayed_once(live, fault):
+    """A 5xx after AgentMail processed the send, or a gateway's "OK" page that is not JSON (the
+    SDK raises with status 200; it was classified permanent, so the intent failed and a person
+    could send it again: an outside probe counted two sends). Either is uncertain: the replay
+    with the same key proves it."""
     intent = live.approved()
-    live.sandbox.fault("sends", "500_after")
-    step()
-    intent.refresh_from_db()
-    assert intent.state == "uncertain"
-    make_due(intent)
-    step()
-    intent.refresh_from_db()
-    assert intent.state == "accepted"
-    assert len(sends(live.sandbox, intent)) == 1
-
-
-def test_a_2xx_page_that_is_not_json_is_uncertain_then_replayed_once(live):
-    """A gateway's "OK" page after AgentMail processed the send: the SDK raises with status 200,
-    which was classified permanent, so the intent failed and a person could send it again (an
-    outside probe counted two sends). It is uncertain: the replay with the same key proves it."""
-    intent = live.approved()
-    live.sandbox.fault("sends", "html_2xx_after")
+    live.sandbox.fault("sends", fault)
     step()
     intent.refresh_from_db()
     assert intent.state == "uncertain"
