@@ -235,11 +235,7 @@ def draft_reopen(*, tenant, draft_id, actor, reason) -> Draft:
             intent.pk in intents_that_may_have_gone_out(tenant=tenant, intent_ids=[intent.pk])
         )
         now = db_now()
-        # The copy keeps its author, as an undo's does: the person reopening wrote nothing, and
-        # four-eyes must still keep whoever edited the approved text from approving it alone.
-        version, not_after_cleared = reopen_as_new_version(
-            tenant, draft, source, actor, now, keep_author=True
-        )
+        version, not_after_cleared = reopen_as_new_version(tenant, draft, source, now)
         journal(
             tenant=tenant,
             draft=draft,
@@ -338,12 +334,10 @@ def _lock_reopenable_intent(tenant, draft: Draft) -> SendIntent:
     return intent
 
 
-def _copy_version(
-    tenant, draft: Draft, source: DraftVersion, actor, *, keep_author: bool = False
-) -> DraftVersion:
-    """The next version of the draft: the approved content, authored by ``actor`` or, with
-    ``keep_author`` (an undo, a reopen: the person writes nothing), by whoever wrote the source,
-    so four-eyes keeps that author, not the person bringing it back, from approving alone."""
+def _copy_version(tenant, draft: Draft, source: DraftVersion) -> DraftVersion:
+    """The next version of the draft: the approved content, by whoever wrote it (an undo or a
+    reopen writes nothing, so four-eyes keeps that author, not the person bringing it back,
+    from approving it alone)."""
     content: dict[str, Any] = {
         "to": list(source.to),
         "cc": list(source.cc),
@@ -363,9 +357,9 @@ def _copy_version(
             attachments=hash_entries(files),
             **content,
         ),
-        author_kind=source.author_kind if keep_author else DraftVersion.Author.PERSON,
-        author_user=source.author_user if keep_author else actor,
-        author_token=source.author_token if keep_author else None,
+        author_kind=source.author_kind,
+        author_user=source.author_user,
+        author_token=source.author_token,
         **content,
     )
     attach(tenant, version, files)
@@ -373,12 +367,12 @@ def _copy_version(
 
 
 def reopen_as_new_version(
-    tenant, draft: Draft, source: DraftVersion, actor, now, *, keep_author: bool = False
+    tenant, draft: Draft, source: DraftVersion, now
 ) -> tuple[DraftVersion, str | None]:
     """The one way back to review for an approved draft (call with the draft locked): a copy
     of ``source`` as the next version, the draft pending on it. Returns the version and the
     send-before time it had to clear, if any."""
-    version = _copy_version(tenant, draft, source, actor, keep_author=keep_author)
+    version = _copy_version(tenant, draft, source)
     return version, _back_to_review(tenant, draft, version.number, now)
 
 

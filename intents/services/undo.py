@@ -64,9 +64,7 @@ def intent_undo(*, tenant, intent_id, actor) -> Draft:
         )
         if not changed:
             raise _too_late(intent)
-        version, _cleared = reopen_as_new_version(
-            tenant, draft, intent.draft_version, actor, now, keep_author=True
-        )
+        version, _cleared = reopen_as_new_version(tenant, draft, intent.draft_version, now)
         _journal_undo(tenant, draft, intent, version, actor, now)
     log.info(
         "intents.intent.undone",
