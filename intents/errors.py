@@ -57,6 +57,13 @@ class VersionConflict(StaleVersion):
         self.current_version = current_version
 
 
+class CustomerWroteAgain(DraftError):
+    """The customer wrote in the thread after the draft, in a message the approver was not shown:
+    the reply may no longer fit."""
+
+    code = "customer_wrote_again"
+
+
 class NotPending(DraftError):
     code = "not_pending"
 

@@ -125,6 +125,12 @@ class Draft(models.Model):
                 name="draft_sla_due",
                 condition=Q(status="pending"),
             ),
+            # A customer's new message locks its thread's pending drafts (intents_hold_stale).
+            models.Index(
+                fields=["mailbox", "thread_id"],
+                name="draft_pending_thread",
+                condition=Q(status="pending"),
+            ),
             # "Escalated", oldest first.
             models.Index(
                 fields=["tenant", "created_at", "id"],
@@ -529,38 +535,6 @@ class IntentEvent(models.Model):
         return f"{self.action} {self.from_state}->{self.to_state}"
 
 
-class Suppression(models.Model):
-    """An address this tenant must not send to (bounced, complained, rejected, or added by hand)."""
-
-    class Reason(models.TextChoices):
-        BOUNCED = "bounced", _("Bounced")
-        COMPLAINED = "complained", _("Complained")
-        REJECTED = "rejected", _("Rejected by provider")
-        MANUAL = "manual", _("Added by a person")
-
-    tenant = models.ForeignKey(
-        "tenants.Tenant", on_delete=models.CASCADE, related_name="suppressions"
-    )
-    address = models.EmailField()
-    reason = models.CharField(max_length=16, choices=Reason.choices)
-    source = models.CharField(max_length=100, blank=True, help_text="Webhook event id or person")
-    note = models.TextField(blank=True)
-    created_by = models.ForeignKey(
-        "tenants.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["tenant", "address"], name="suppression_unique_address"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.address} ({self.reason})"
-
-
 # Re-exported: intents.models is where Django and the code look for the app's models.
 from intents.models_attachments import AttachmentBlob, DraftAttachment  # noqa: E402
 from intents.models_broadcast import Broadcast, BroadcastRecipient  # noqa: E402
@@ -571,6 +545,7 @@ from intents.models_events import (  # noqa: E402
     EventType,
 )
 from intents.models_infra import ApiIdempotencyKey, ApiRateWindow, ProviderThrottle  # noqa: E402
+from intents.models_suppression import Suppression  # noqa: E402
 from intents.models_team import DraftNote, DraftPresence  # noqa: E402
 
 __all__ = [

@@ -13,6 +13,7 @@ from intents.selectors.queue import AGE_CHOICES, DEFAULT_SORT, QUEUE_SORTS, Queu
 
 # A stored content hash: bare hex (scheme 1) or "N:" + hex (later schemes, intents/hashing.py).
 HASH_RE = re.compile(r"^(?:[1-9][0-9]{0,2}:)?[0-9a-f]{64}$")
+MESSAGES_SEEN_RE = re.compile(r"^(?:[1-9][0-9]{0,18}(?:,[1-9][0-9]{0,18}){0,49})?$")
 ITEM_RE = re.compile(r"^(\d{1,18}):(\d{1,9}):((?:[1-9][0-9]{0,2}:)?[0-9a-f]{64})$")
 ADDRESS_SPLIT = re.compile(r"[\s,;]+")
 
@@ -67,7 +68,13 @@ class QueueFilterForm(forms.Form):
 class ApproveForm(forms.Form):
     version = forms.IntegerField(min_value=1)
     content_hash = forms.RegexField(regex=HASH_RE)
+    # The ids of the customer's messages the page showed (at most the page's ten), comma-separated.
+    messages_seen = forms.RegexField(regex=MESSAGES_SEEN_RE, required=False)
     next = forms.BooleanField(required=False)
+
+    def clean_messages_seen(self) -> frozenset[int]:
+        value = self.cleaned_data["messages_seen"]
+        return frozenset(int(n) for n in value.split(",")) if value else frozenset()
 
 
 def _addresses(value: str) -> list[str]:

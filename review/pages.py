@@ -82,6 +82,9 @@ class DraftReview:
     warning_count: int
     inbound: list
     newer_inbound: list
+    # The ids of the customer's messages this page shows, carried by the approve form: a newer
+    # one it did not show refuses the approval (draft_approve's messages_seen).
+    messages_seen: str
     diff: VersionDiff | None
     can_decide: bool
     approve_blocked_reason: str
@@ -178,6 +181,7 @@ def draft_review(
         warning_count=sum(1 for r in recipients if r.warnings),
         inbound=inbound,
         newer_inbound=[m for m in inbound if m.received_at > since and m is not anchor],
+        messages_seen=",".join(str(m.pk) for m in inbound),
         diff=version_diff(first, current) if len(detail.versions) > 1 else None,
         can_decide=can_decide,
         approve_blocked_reason=str(SECOND_APPROVER_REASON) if approve_blocked else "",

@@ -59,6 +59,24 @@ def inbound_for_thread(*, tenant, mailbox, thread_id: str, limit: int = 20) -> l
     )
 
 
+def customer_messages_after(
+    *, tenant, mailbox, thread_id: str, written_after, answering: str, limit: int = 100
+) -> list[int]:
+    """Ids of the customer's messages in a thread of ``mailbox`` written after ``written_after``
+    (a draft's creation), the message the draft answers excepted, oldest first: those a reply
+    approved without seeing them may no longer fit (the rule of ``intents_hold_stale``)."""
+    if not thread_id:
+        return []
+    return list(
+        InboundMessage.objects.filter(
+            tenant=tenant, mailbox=mailbox, thread_id=thread_id, received_at__gt=written_after
+        )
+        .exclude(message_id=answering)
+        .order_by("received_at", "id")
+        .values_list("pk", flat=True)[:limit]
+    )
+
+
 def inbound_message(*, tenant, mailbox, message_id: str) -> InboundMessage | None:
     """The customer's message with this provider id in this mailbox, or None (also for another
     tenant's or another mailbox's message: a reply may only answer mail of its own mailbox)."""

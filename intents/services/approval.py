@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Collection
 from datetime import timedelta
 from typing import Any
 
@@ -12,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.db.models.functions import Now
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from config.clock import db_now
 from intents import errors
@@ -36,17 +38,30 @@ from intents.services.common import (
     require_pending,
 )
 from intents.services.content import refuse_recipient_problems
+from webhooks.selectors import customer_messages_after
 
 log = logging.getLogger("intents.services")
 
 
 def draft_approve(
-    *, tenant, draft_id, version, content_hash, actor, unseen: bool = False
+    *,
+    tenant,
+    draft_id,
+    version,
+    content_hash,
+    actor,
+    unseen: bool = False,
+    messages_seen: Collection[int] = (),
 ) -> SendIntent:
     """Approve exactly the version and hash the approver saw, creating the send intent.
 
     The draft row lock serialises concurrent approvals; the OneToOne on draft_version is the
     database's backstop. The idempotency key is born here and never changes.
+
+    ``messages_seen``: the ids of the customer's messages the approver's page showed. A message
+    written in the thread after the draft and not among them refuses the approval: a send
+    approved a moment earlier would have been held for it (``intents_hold_stale``), and one
+    approved a moment later must not go out answering what nobody read.
 
     ``unseen``: approved from a list (the queue's bulk approval), whose rows show neither the
     draft page's warnings nor its whole content. A draft with an earlier send that may have gone
@@ -68,6 +83,7 @@ def draft_approve(
         _require_approver(tenant, draft, current, actor)
         now = db_now()
         _require_sendable(tenant, draft, current, now)
+        _require_customer_messages_seen(tenant, draft, messages_seen, from_list=unseen)
         if unseen:
             _require_no_unproven_send(tenant, draft)
         intent = _create_intent(tenant, draft, current, actor, now)
@@ -141,6 +157,39 @@ def _require_sendable(tenant, draft: Draft, current: DraftVersion, now) -> None:
         raise errors.NotPending("not_after_passed", _("This draft may no longer be sent."))
     for field, addresses in current.recipients.items():
         refuse_recipient_problems(tenant, draft.mailbox, field, addresses)
+
+
+def _require_customer_messages_seen(
+    tenant, draft: Draft, seen: Collection[int], *, from_list: bool
+) -> None:
+    """Refuse when the customer wrote in the thread after the draft, in a message the approver
+    was not shown. Under the draft's lock: the webhook applier locks the thread's pending drafts
+    before it holds their queued sends, so a message stored at the same moment is either seen
+    here or finds this send to hold."""
+    newer = customer_messages_after(
+        tenant=tenant,
+        mailbox=draft.mailbox,
+        thread_id=draft.thread_id,
+        written_after=draft.created_at,
+        answering=draft.in_reply_to,
+    )
+    unread = [pk for pk in newer if pk not in seen]
+    if not unread:
+        return
+    if from_list:
+        message = _(
+            "The customer wrote again after this draft was written: open the draft, read the "
+            "new message and approve it there if the reply still fits."
+        )
+    else:
+        message = ngettext(
+            "The customer wrote again since this page was loaded: read the new message below, "
+            "then approve again if the reply still fits.",
+            "The customer wrote again since this page was loaded: read the %(count)d new "
+            "messages below, then approve again if the reply still fits.",
+            len(unread),
+        ) % {"count": len(unread)}
+    raise errors.CustomerWroteAgain(message=message)
 
 
 def _require_no_unproven_send(tenant, draft: Draft) -> None:

@@ -13,7 +13,7 @@ from django.utils.translation import gettext as _
 
 from intents import errors
 from intents.journal import journal
-from intents.models import IntentEvent, SendIntent
+from intents.models import Draft, IntentEvent, SendIntent
 from intents.services.common import (
     active_tenant,
     clean_reason,
@@ -240,26 +240,47 @@ def intents_hold_stale(
     """
     if not thread_id:
         return Holds([], [])
-    stale = (
-        SendIntent.objects.filter(
-            tenant_id=mailbox.tenant_id,
-            mailbox=mailbox,
-            state=SendIntent.State.QUEUED,
-            held_reason="",
-            draft__created_at__lt=written_at,
-        )
-        .filter(Q(draft__thread_id=thread_id) | Q(provider_thread_id=thread_id))
-        .exclude(draft__in_reply_to=message_id)
-        .values_list("pk", flat=True)
-    )
     held: list[int] = []
     skipped: list[tuple[int, str]] = []
-    for intent_id in list(stale):
-        try:
-            intent_hold(tenant=mailbox.tenant, intent_id=intent_id, reason=reason)
-        except errors.DraftError as exc:
-            # It left `queued` meanwhile (claimed, cancelled): nothing to hold any more.
-            skipped.append((intent_id, exc.code))
-            continue
-        held.append(intent_id)
+    # In the caller's transaction (the one that stores the message), or in one of its own.
+    with transaction.atomic():
+        _lock_pending_drafts(mailbox, thread_id)
+        stale = (
+            SendIntent.objects.filter(
+                tenant_id=mailbox.tenant_id,
+                mailbox=mailbox,
+                state=SendIntent.State.QUEUED,
+                held_reason="",
+                draft__created_at__lt=written_at,
+            )
+            .filter(Q(draft__thread_id=thread_id) | Q(provider_thread_id=thread_id))
+            .exclude(draft__in_reply_to=message_id)
+            .values_list("pk", flat=True)
+        )
+        for intent_id in list(stale):
+            try:
+                intent_hold(tenant=mailbox.tenant, intent_id=intent_id, reason=reason)
+            except errors.DraftError as exc:
+                # It left `queued` meanwhile (claimed, cancelled): nothing to hold any more.
+                skipped.append((intent_id, exc.code))
+                continue
+            held.append(intent_id)
     return Holds(held, skipped)
+
+
+def _lock_pending_drafts(mailbox, thread_id: str) -> None:
+    """Lock the thread's pending drafts against an approval at this moment: that approval either
+    waits for the message's commit and then sees it (``draft_approve`` refuses a message its
+    page did not show), or committed first and its send is among the queued ones to hold.
+    FOR NO KEY UPDATE conflicts with the approval's FOR UPDATE."""
+    list(
+        Draft.objects.select_for_update(no_key=True)
+        .filter(
+            tenant_id=mailbox.tenant_id,
+            mailbox=mailbox,
+            thread_id=thread_id,
+            status=Draft.Status.PENDING,
+        )
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )

@@ -112,6 +112,7 @@ def draft_approve(request: TenantRequest, draft_id: int) -> HttpResponse:
             version=version,
             content_hash=form.cleaned_data["content_hash"],
             actor=request.user,
+            messages_seen=form.cleaned_data["messages_seen"],
         )
     except (errors.NoRight, errors.SecondApproverRequired) as error:
         raise PermissionDenied(error.message) from None

@@ -1,0 +1,341 @@
+"""A customer who writes again while the reply waits for review. A send approved before the new
+message is held for a person when it arrives (intents_hold_stale); one approved after it must have
+been approved on a page that showed it. The approve form carries the ids of the customer's messages
+its page showed, and an approval that did not see a newer one is refused; bulk approval, whose rows
+show no messages, refuses such a draft with "open the draft". The message's store and an approval
+at the same moment meet on the draft's lock: either the approval sees the message or the message's
+hold finds the send."""
+
+from __future__ import annotations
+
+import re
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connections, transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from intents import errors, sending, services
+from intents.models import DraftVersion, SendIntent
+from tests.factories import make_local_mailbox
+from tests.intents.conftest import fast_send  # noqa: F401
+from tests.intents.helpers import blocked_on_a_lock
+from tests.webhooks.conftest import hook_for, received_payload  # noqa: F401
+from webhooks.models import InboundMessage
+
+pytestmark = pytest.mark.django_db
+
+
+def approve_form(page: str) -> dict:
+    """The hidden fields of the page's approve form, as the browser would post them."""
+    form = re.search(r"<form[^>]*data-approve-form.*?</form>", page, re.S)
+    assert form, "the page offers no approve form"
+    return dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', form.group(0)))
+
+
+def customer_wrote(tenant, mailbox, thread: str, n: int, received_at) -> InboundMessage:
+    """A stored customer message, as the webhook applier stores it (data setup)."""
+    return InboundMessage.objects.create(
+        tenant=tenant,
+        mailbox=mailbox,
+        thread_id=thread,
+        message_id=f"<q{n}@customer.test>",
+        sender="c@example.com",
+        subject=f"Message {n}",
+        received_at=received_at,
+    )
+
+
+def draft_answering(tenant, mailbox, make_draft, thread: str):
+    """A pending reply to the customer's first message in ``thread``."""
+    customer_wrote(tenant, mailbox, thread, 1, timezone.now() - timedelta(minutes=30))
+    return make_draft(
+        mailbox,
+        thread_id=thread,
+        in_reply_to="<q1@customer.test>",
+        to=["c@example.com"],
+        subject=None,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_that_arrives_after_the_page_loaded_refuses_the_approval_and_nothing_is_sent(
+    tenant_a,
+    member_of,
+    mailbox_factory,
+    sandbox,
+    fast_send,  # noqa: F811
+    client,
+    hook_for,  # noqa: F811
+):
+    mailbox = mailbox_factory(tenant_a)
+    hook = hook_for(tenant_a)
+
+    def customer_writes(subject: str, in_reply_to: str | None = None) -> dict:
+        """Mail reaches the sandbox inbox; its message.received webhook reaches the receiver."""
+        message = sandbox.inbound(
+            mailbox.inbox_id,
+            from_="jane@customer.test",
+            subject=subject,
+            text=subject,
+            in_reply_to=in_reply_to,
+        )
+        hook.post(
+            client,
+            received_payload(
+                mailbox,
+                thread_id=message["thread_id"],
+                message_id=message["message_id"],
+                subject=subject,
+                sender="jane@customer.test",
+            ),
+        )
+        return message
+
+    first = customer_writes("Refund?")
+    writer = member_of(tenant_a, "approver").user
+    draft = services.draft_create(
+        tenant=tenant_a,
+        mailbox=mailbox,
+        to=["jane@customer.test"],
+        text="We refunded it.",
+        thread_id=first["thread_id"],
+        in_reply_to=first["message_id"],
+        actor_user=writer,
+    )
+    reviewer = member_of(tenant_a, "admin").user
+    client.force_login(reviewer, backend="django.contrib.auth.backends.ModelBackend")
+    page_url = reverse("draft", args=[tenant_a.slug, draft.pk])
+    seen = approve_form(client.get(page_url).content.decode())
+
+    # "Stop, do not refund: I found it." The applier stores it; no send exists yet to hold.
+    customer_writes("Cancel that", in_reply_to=first["message_id"])
+    refused = client.post(reverse("draft_approve", args=[tenant_a.slug, draft.pk]), seen)
+
+    body = refused.content.decode()
+    assert refused.status_code == 409
+    assert 'data-refusal="customer_wrote_again"' in body and "Cancel that" in body
+    assert not SendIntent.objects.filter(draft=draft).exists()
+    sending.run_once(worker="t", limit=5)
+    assert sandbox.ledger(inbox_id=mailbox.inbox_id) == []
+
+    # The reviewer reads it and approves again (the reply still fits): it goes out once.
+    again = approve_form(client.get(page_url).content.decode())
+    assert again["messages_seen"] != seen["messages_seen"]
+    client.post(reverse("draft_approve", args=[tenant_a.slug, draft.pk]), again)
+    intent = SendIntent.objects.get(draft=draft)
+    assert intent.held_reason == ""
+    sending.run_once(worker="t", limit=5)
+    intent.refresh_from_db()
+    assert intent.state == "accepted"
+    assert len(sandbox.ledger(inbox_id=mailbox.inbox_id)) == 1
+    assert len(sandbox.ledger(intent.idempotency_key)) == 1
+
+
+def test_a_newer_message_the_page_showed_does_not_refuse_the_approval(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = draft_answering(tenant_a, mailbox_a, make_draft, "thr-shown")
+    customer_wrote(tenant_a, mailbox_a, "thr-shown", 2, draft.created_at + timedelta(minutes=5))
+    client = signed_in(admin_a.user)
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft.pk])).content.decode()
+    assert "The customer wrote again" in page and "Message 2" in page
+
+    client.post(reverse("draft_approve", args=[tenant_a.slug, draft.pk]), approve_form(page))
+
+    assert SendIntent.objects.filter(draft=draft, held_reason="").count() == 1
+
+
+def test_messages_older_than_the_draft_and_the_one_it_answers_never_refuse(
+    tenant_a, mailbox_a, make_draft, admin_a
+):
+    customer_wrote(tenant_a, mailbox_a, "thr-old", 0, timezone.now() - timedelta(hours=2))
+    draft = draft_answering(tenant_a, mailbox_a, make_draft, "thr-old")
+    version = DraftVersion.objects.get(draft=draft)
+
+    intent = services.draft_approve(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=version.content_hash,
+        actor=admin_a.user,
+    )
+
+    assert intent.state == "queued"
+
+
+def test_another_threads_or_mailboxes_message_does_not_refuse(
+    tenant_a, mailbox_a, make_draft, admin_a
+):
+    draft = draft_answering(tenant_a, mailbox_a, make_draft, "thr-mine")
+    later = draft.created_at + timedelta(minutes=1)
+    customer_wrote(tenant_a, mailbox_a, "thr-other", 2, later)
+    customer_wrote(tenant_a, make_local_mailbox(tenant_a, username="sales"), "thr-mine", 3, later)
+    version = DraftVersion.objects.get(draft=draft)
+
+    intent = services.draft_approve(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=version.content_hash,
+        actor=admin_a.user,
+    )
+
+    assert intent.state == "queued"
+
+
+def test_bulk_approval_refuses_a_draft_whose_customer_wrote_again_and_approves_the_rest(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    stale = draft_answering(tenant_a, mailbox_a, make_draft, "thr-bulk")
+    customer_wrote(tenant_a, mailbox_a, "thr-bulk", 2, stale.created_at + timedelta(minutes=5))
+    fresh = make_draft(mailbox_a)
+    items = []
+    for draft in (stale, fresh):
+        version = DraftVersion.objects.get(draft=draft)
+        items.append(f"{draft.pk}:{version.number}:{version.content_hash}")
+
+    answer = signed_in(admin_a.user).post(
+        reverse("bulk_approve", args=[tenant_a.slug]),
+        {"item": items},
+        headers={"X-Bulk-Progress": "1"},
+    )
+
+    assert answer.json()["approved"] == 1
+    [refusal] = answer.json()["refused"]
+    assert refusal["draft"] == stale.pk and "open the draft" in refusal["message"]
+    assert not SendIntent.objects.filter(draft=stale).exists()
+    assert SendIntent.objects.filter(draft=fresh).exists()
+
+
+@pytest.mark.parametrize("value", ["x", "1,,2", ",".join(["1"] * 51), "0", "-1", "1" * 20, "1;2"])
+def test_a_malformed_list_of_seen_messages_is_refused_and_changes_nothing(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in, value
+):
+    draft = make_draft(mailbox_a)
+    version = DraftVersion.objects.get(draft=draft)
+
+    answer = signed_in(admin_a.user).post(
+        reverse("draft_approve", args=[tenant_a.slug, draft.pk]),
+        {"version": 1, "content_hash": version.content_hash, "messages_seen": value},
+    )
+
+    assert answer.status_code == 400
+    assert not SendIntent.objects.filter(draft=draft).exists()
+
+
+def _approve_in_thread(tenant, draft, actor, results: list) -> threading.Thread:
+    version = DraftVersion.objects.get(draft=draft)
+
+    def approve() -> None:
+        try:
+            results.append(
+                services.draft_approve(
+                    tenant=tenant,
+                    draft_id=draft.pk,
+                    version=1,
+                    content_hash=version.content_hash,
+                    actor=actor,
+                )
+            )
+        except errors.DraftError as exc:
+            results.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=approve)
+    thread.start()
+    return thread
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_approval_at_the_moment_the_message_is_stored_waits_for_it_and_is_refused(
+    tenant_a, mailbox_a, make_draft, admin_a
+):
+    draft = draft_answering(tenant_a, mailbox_a, make_draft, "thr-race")
+    results: list = []
+    with transaction.atomic():
+        # The applier's transaction: the message stored, the thread's queued sends looked for
+        # (none yet), not committed when the approval arrives.
+        message = customer_wrote(tenant_a, mailbox_a, "thr-race", 2, timezone.now())
+        services.intents_hold_stale(
+            mailbox=mailbox_a,
+            thread_id="thr-race",
+            message_id=message.message_id,
+            written_at=message.received_at,
+            reason="customer wrote again",
+        )
+        approver = _approve_in_thread(tenant_a, draft, admin_a.user, results)
+        assert blocked_on_a_lock(), "the approval did not wait for the message's transaction"
+    approver.join(30)
+
+    [outcome] = results
+    assert isinstance(outcome, errors.CustomerWroteAgain)
+    assert not SendIntent.objects.filter(draft=draft).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_stored_while_an_approval_commits_holds_that_send(
+    tenant_a, mailbox_a, make_draft, admin_a
+):
+    draft = draft_answering(tenant_a, mailbox_a, make_draft, "thr-race2")
+    version = DraftVersion.objects.get(draft=draft)
+    results: list = []
+    holds: list = []
+
+    def store_message() -> None:
+        try:
+            with transaction.atomic():
+                message = customer_wrote(tenant_a, mailbox_a, "thr-race2", 2, timezone.now())
+                holds.append(
+                    services.intents_hold_stale(
+                        mailbox=mailbox_a,
+                        thread_id="thr-race2",
+                        message_id=message.message_id,
+                        written_at=message.received_at,
+                        reason="customer wrote again",
+                    )
+                )
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        # Something else holds the version row, so the approval, past its check of the
+        # customer's messages (none newer yet) and holding the draft's lock, waits to insert
+        # its send (the foreign key's share lock on the version).
+        DraftVersion.objects.select_for_update().get(pk=version.pk)
+        approver = _approve_in_thread(tenant_a, draft, admin_a.user, results)
+        assert blocked_on_a_lock(), "the approval never reached the insert of its send"
+        storer = threading.Thread(target=store_message)
+        storer.start()
+        assert _two_waiting(), "storing the message did not wait for the approval"
+    approver.join(30)
+    storer.join(30)
+
+    [intent] = results
+    assert isinstance(intent, SendIntent)
+    intent.refresh_from_db()
+    assert intent.held_reason == "customer wrote again"
+    assert holds[0].held == [intent.pk]
+
+
+def _two_waiting(timeout: float = 10.0) -> bool:
+    """Whether two other sessions wait on locks at once."""
+    import time
+
+    from django.db import connection
+
+    since = time.monotonic()
+    with connection.cursor() as cursor:
+        while time.monotonic() - since < timeout:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0] >= 2:
+                return True
+            time.sleep(0.02)
+    return False
