@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
-from common.days import DAY_VALIDATORS
+from common.days import DAY_VALIDATORS, FIRST_DAY
 from intents.selectors.analytics import DEFAULT_DAYS, MAX_DAYS, MODEL_MAX
 
 
@@ -51,7 +51,7 @@ class AnalyticsFilterForm(forms.Form):
         if "since" in self.errors or "until" in self.errors:
             return data
         end = until or timezone.localdate()
-        start = since or end - timedelta(days=DEFAULT_DAYS - 1)
+        start = since or max(FIRST_DAY, end - timedelta(days=DEFAULT_DAYS - 1))
         if start > end:
             raise forms.ValidationError(_("The period ends before it starts."))
         if (end - start).days >= MAX_DAYS:

@@ -109,7 +109,8 @@ def period_of_days(since: date | None, until: date | None, zone: tzinfo) -> Peri
     today = timezone.localdate(timezone=zone)
     until = until or today
     try:
-        since = since or until - timedelta(days=DEFAULT_DAYS - 1)
+        # The default start goes no further back than the first day a period may begin on.
+        since = since or max(FIRST_DAY, until - timedelta(days=DEFAULT_DAYS - 1))
         start = datetime.combine(since, time.min, tzinfo=zone)
         end = datetime.combine(until + timedelta(days=1), time.min, tzinfo=zone)
     except OverflowError:  # a day next to the calendar's ends (year 1, year 9999)

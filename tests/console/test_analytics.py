@@ -177,3 +177,30 @@ def test_a_hostile_token_name_and_model_stay_text(tenant_a, tenant_b, signed_in)
         )
     )
     assert rows[2][:2] == ["token", "'@SUM(1+1)"]
+
+
+@pytest.mark.parametrize("name", ["admin_analytics", "admin_analytics_csv"])
+@pytest.mark.parametrize("until", ["2000-01-01", "2000-01-28"])
+def test_an_end_day_near_the_first_day_starts_the_default_period_on_that_day(
+    tenant_a, member_of, signed_in, name, until
+):
+    """A missing start is the default length before the end, but never before the first day a
+    period may begin on (it was a 500: the computed start fell outside the years allowed)."""
+    response = signed_in(member_of(tenant_a, "admin").user).get(
+        _url(tenant_a, name), {"until": until}
+    )
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("name", ["admin_analytics", "admin_analytics_csv"])
+def test_a_longest_period_across_daylight_saving_changes_is_counted(
+    tenant_a, member_of, signed_in, name
+):
+    """400 local days with two autumn changes and one spring one (400 days and an hour)."""
+    admin = member_of(tenant_a, "admin")
+    admin.user.time_zone = "Europe/Berlin"
+    admin.user.save(update_fields=["time_zone"])
+    response = signed_in(admin.user).get(
+        _url(tenant_a, name), {"since": "2023-10-01", "until": "2024-11-03"}
+    )
+    assert response.status_code == 200
