@@ -108,6 +108,32 @@ HAS_WARNING_SQL = _has_warning_sql()
 # The warning flag of the one queue query (intents.selectors.queue); constant SQL, no input.
 HAS_WARNING = RawSQL(HAS_WARNING_SQL, [], output_field=BooleanField())  # noqa: S611
 
+
+def _wrote_again_sql() -> str:
+    """True when the customer wrote in the draft's thread after the draft was written, the
+    message it answers excepted: the rule draft_approve and intents_hold_stale apply, so a row
+    says what bulk approval will refuse. Correlated on the outer draft row; names from the
+    models, no input."""
+    i = {
+        name: _db_column(InboundMessage, name)
+        for name in ("tenant", "mailbox", "thread_id", "received_at", "message_id")
+    }
+    thread_id = _column(Draft, "thread_id")
+    return f"""
+({thread_id} <> '' AND EXISTS (
+  SELECT 1 FROM "{InboundMessage._meta.db_table}" i
+  WHERE i.{i["tenant"]} = {_column(Draft, "tenant")}
+    AND i.{i["mailbox"]} = {_column(Draft, "mailbox")}
+    AND i.{i["thread_id"]} = {thread_id}
+    AND i.{i["received_at"]} > {_column(Draft, "created_at")}
+    AND i.{i["message_id"]} <> {_column(Draft, "in_reply_to")}
+))
+"""  # noqa: S608
+
+
+# The queue rows' "the customer wrote again" flag (the page's rows only, not the count).
+WROTE_AGAIN = RawSQL(_wrote_again_sql(), [], output_field=BooleanField())  # noqa: S611
+
 TOTAL_CAP = 10_000
 
 
@@ -138,12 +164,13 @@ def queue_page(
     sort = sort if sort in QUEUE_SORTS else DEFAULT_SORT
     qs = queue_drafts(tenant=tenant, f=f, warning=HAS_WARNING)
     total = qs[: TOTAL_CAP + 1].count()
+    rows = qs.annotate(wrote_again=WROTE_AGAIN)
     try:
         page = sorted_queue_page(
-            qs, sort=sort, after=after or None, before=before or None, limit=limit
+            rows, sort=sort, after=after or None, before=before or None, limit=limit
         )
     except InvalidInput:
-        page = sorted_queue_page(qs, sort=sort, limit=limit)
+        page = sorted_queue_page(rows, sort=sort, limit=limit)
     return QueuePage(
         rows=page.items,
         total=total,

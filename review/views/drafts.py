@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRefresh
 
 from intents import errors, selectors, services
 from intents.models import Draft, DraftPresence
@@ -121,6 +122,11 @@ def draft_approve(request: TenantRequest, draft_id: int) -> HttpResponse:
             "intents.ui.approve_refused",
             extra={"tenant_id": request.tenant.pk, "draft_id": draft.pk, "code": error.code},
         )
+        if isinstance(error, errors.CustomerWroteAgain) and request.htmx:
+            # The whole page again: the thread with the new message, and a form that carries
+            # it as seen (the decision box alone would show neither).
+            messages.error(request, error.message)
+            return HttpResponseClientRefresh()
         return _refusal(request, draft.pk, error=error, seen_version=version)
     outbox_url = reverse("outbox_intent", args=[request.tenant.slug, intent.pk])
     messages.success(

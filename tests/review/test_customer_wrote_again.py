@@ -210,6 +210,26 @@ def test_bulk_approval_refuses_a_draft_whose_customer_wrote_again_and_approves_t
     assert SendIntent.objects.filter(draft=fresh).exists()
 
 
+def test_the_queue_row_says_the_customer_wrote_again(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    stale = draft_answering(tenant_a, mailbox_a, make_draft, "thr-row")
+    customer_wrote(tenant_a, mailbox_a, "thr-row", 2, stale.created_at + timedelta(minutes=5))
+    quiet = make_draft(mailbox_a, thread_id="thr-quiet")
+
+    page = signed_in(admin_a.user).get(reverse("tenant_home", args=[tenant_a.slug]))
+
+    rows = re.findall(r'<article class="qrow.*?</article>', page.content.decode(), re.S)
+    flagged = {
+        int(pk)
+        for row in rows
+        if "data-wrote-again" in row
+        for pk in re.findall(r"/drafts/(\d+)/", row)
+    }
+    assert flagged == {stale.pk}
+    assert quiet.pk != stale.pk
+
+
 @pytest.mark.parametrize("value", ["x", "1,,2", ",".join(["1"] * 51), "0", "-1", "1" * 20, "1;2"])
 def test_a_malformed_list_of_seen_messages_is_refused_and_changes_nothing(
     tenant_a, mailbox_a, make_draft, admin_a, signed_in, value
