@@ -13,23 +13,38 @@ would hold the request for as long as it liked. When the deadline passes, the co
 socket is shut down and the request fails with ``DeadlinePassed`` (an ``httpx.ReadTimeout``), whatever phase it is in
 (headers or body).
 
-Refused always: loopback and private only unless ``allow_private``; link-local (which holds the
-cloud metadata address 169.254.169.254), multicast, reserved, unspecified and the other
-non-global ranges of ``ipaddress`` always. IPv4-mapped IPv6 (``::ffff:10.0.0.1``) is judged as
-the IPv4 address it carries.
+Refused: loopback and private (with the deprecated site-local ``fec0::/10``) unless
+``allow_private``; link-local (which holds the cloud metadata address 169.254.169.254), multicast,
+reserved, unspecified and the other non-global ranges of ``ipaddress`` always. An IPv6 address
+that only spells an IPv4 address is judged as that IPv4 address: IPv4-mapped
+(``::ffff:10.0.0.1``), NAT64 (``64:ff9b::/96``, RFC 6052), SIIT IPv4-translated
+(``::ffff:0:0:0/96``, RFC 2765) and IPv4-compatible (``::/96``), which a translator on the path
+delivers to that IPv4 address. A tunnel address (6to4 ``2002::/16``, Teredo ``2001::/32``) is
+refused if an IPv4 end it names is, and is then judged as the IPv6 address it is.
+
+A name refused for what it resolved to is reported by its name only: the resolver's answer is
+logged, never put in the error, which tenant admins read (it would map the internal network by
+name). A URL is refused at registration if the HTTP client could not build a request for it
+(``validate_url``), so the worker never meets one it cannot send.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
+import logging
 import socket
 import threading
+import unicodedata
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import httpx
 from django.utils.translation import gettext as _
+
+from common.text import control_in
+
+log = logging.getLogger("common.egress")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -43,6 +58,8 @@ class EgressRefused(Exception):
         self.message = message
 
 
+# Site-local, deprecated by RFC 3879 for fc00::/7: private by nature, but ipaddress calls it global.
+_SITE_LOCAL = ipaddress.ip_network("fec0::/10")
 _PRIVATE_OK = (
     ipaddress.ip_network("10.0.0.0/8"),
     ipaddress.ip_network("172.16.0.0/12"),
@@ -51,18 +68,52 @@ _PRIVATE_OK = (
     ipaddress.ip_network("127.0.0.0/8"),
     ipaddress.ip_network("fc00::/7"),
     ipaddress.ip_network("::1/128"),
+    _SITE_LOCAL,
 )
+
+# IPv6 prefixes whose last 32 bits are an IPv4 address the packet goes to (IPv4-mapped, handled
+# by ``ipv4_mapped``, is the fourth).
+_IPV4_SPELLINGS = (
+    ipaddress.ip_network("64:ff9b::/96"),  # NAT64 well-known prefix (RFC 6052)
+    ipaddress.ip_network("::ffff:0:0:0/96"),  # SIIT IPv4-translated (RFC 2765)
+    ipaddress.ip_network("::/96"),  # IPv4-compatible (RFC 4291, deprecated)
+)
+
+
+def _spelled_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address ``ip`` is only another spelling of, or None."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.is_loopback or ip.is_unspecified:  # ::1 and :: lie in ::/96 but are IPv6's own
+        return None
+    if any(ip in net for net in _IPV4_SPELLINGS):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def _tunnel_ends(ip: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses a 6to4 or Teredo (server, client) address names."""
+    if ip.sixtofour is not None:
+        return (ip.sixtofour,)
+    if ip.teredo is not None:
+        return ip.teredo
+    return ()
 
 
 def check_address(ip: IPAddress, *, allow_private: bool) -> None:
     """Refuse an address we must not connect to (``EgressRefused``)."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        spelled = _spelled_ipv4(ip)
+        if spelled is not None:
+            ip = spelled
+        else:
+            for end in _tunnel_ends(ip):
+                check_address(end, allow_private=allow_private)
     if ip.is_unspecified or ip.is_multicast or ip.is_link_local:
         raise EgressRefused(
             "address_forbidden", _("%(ip)s is never a delivery address.") % {"ip": ip}
         )
-    if ip.is_global:
+    if ip.is_global and ip not in _SITE_LOCAL:
         return
     # Before is_reserved: ::1 lies in the reserved ::/8.
     if allow_private and any(ip in net for net in _PRIVATE_OK):
@@ -100,7 +151,19 @@ def resolve(host: str, port: int, *, allow_private: bool) -> IPAddress:
     if not addresses:
         raise EgressRefused("dns_failed", _("%(host)s does not resolve.") % {"host": host})
     for ip in addresses:
-        check_address(ip, allow_private=allow_private)
+        try:
+            check_address(ip, allow_private=allow_private)
+        except EgressRefused as refused:
+            # The error reaches tenant admins: it names the host they typed, never the address
+            # our resolver answered (which would let them map the internal network name by name).
+            log.warning(
+                "common.egress.name_refused",
+                extra={"host": host, "address": str(ip), "code": refused.code},
+            )
+            raise EgressRefused(
+                refused.code,
+                _("%(host)s resolves to an address that is not public.") % {"host": host},
+            ) from None
     return addresses[0]
 
 
@@ -210,7 +273,10 @@ class PinnedTransport(httpx.BaseTransport):
 
     def _pinned(self, request: httpx.Request) -> httpx.Response:
         url = request.url
-        host = url.host
+        # The A-label (IDNA 2008) form the request is addressed to: ``url.host`` is the Unicode
+        # form, which the resolver and the TLS layer would encode again with Python's IDNA 2003
+        # codec, so "faß.de" would be resolved and verified as another domain, "fass.de".
+        host = url.raw_host.decode("ascii")
         port = url.port or (443 if url.scheme == "https" else 80)
         ip = resolve(host, port, allow_private=self.allow_private)
         ip_host = f"[{ip}]" if ip.version == 6 else str(ip)
@@ -230,9 +296,11 @@ def validate_url(raw: str, *, allow_private: bool, require_https: bool) -> str:
     Names are resolved only when delivering (their answers may change); a literal address is
     checked here too, so an obviously internal URL is refused when it is typed.
     """
-    if any(ord(ch) < 33 or ord(ch) == 127 for ch in raw):
+    if char := _unsafe_in_url(raw):
         raise EgressRefused(
-            "url_whitespace", _("The URL may not contain spaces or control characters.")
+            "url_whitespace",
+            _("The URL may not contain spaces, control or invisible characters (%(char)s).")
+            % {"char": char},
         )
     try:
         parts = urlsplit(raw)
@@ -251,7 +319,36 @@ def validate_url(raw: str, *, allow_private: bool, require_https: bool) -> str:
         raise EgressRefused("url_fragment", _("The URL may not contain a #fragment."))
     if port == 0:
         raise EgressRefused("url_port", _("The URL's port is not valid."))
+    _check_buildable(raw, parts.scheme, parts.netloc)
     literal = literal_address(parts.hostname)
     if literal is not None:
         check_address(literal, allow_private=allow_private)
     return raw
+
+
+def _unsafe_in_url(raw: str) -> str | None:
+    """The first character of ``raw`` a URL may not hold, as ``U+00A0``: a control character or
+    lone surrogate (``control_in``), a space of any kind (Zs, Zl, Zp) or an invisible format
+    character (Cf: zero-width joiner, bidirectional controls), which make a URL read as another."""
+    if found := control_in(raw, tab=False):
+        return found
+    bad = next((c for c in raw if unicodedata.category(c) in {"Cf", "Zs", "Zl", "Zp"}), None)
+    return None if bad is None else f"U+{ord(bad):04X}"
+
+
+def _check_buildable(raw: str, scheme: str, netloc: str) -> None:
+    """Refuse a URL the HTTP client cannot build a request for: the standard library's
+    ``urlsplit`` accepts hosts that httpx (and the ``idna`` package) refuse, such as
+    ``999.1.1.1``, ``0177.0.0.1``, ``[v1.x]`` or an invalid ``xn--`` label."""
+    host = netloc[: netloc.index("]") + 1] if netloc.startswith("[") else netloc.split(":")[0]
+    try:
+        httpx.Request("POST", f"{scheme}://{host}/")
+    except (httpx.InvalidURL, UnicodeError):
+        raise EgressRefused(
+            "url_host_invalid",
+            _("%(host)s is not a valid host name or IP address.") % {"host": host},
+        ) from None
+    try:
+        httpx.Request("POST", raw)
+    except (httpx.InvalidURL, UnicodeError):
+        raise EgressRefused("url_invalid", _("This is not a valid URL.")) from None

@@ -172,22 +172,33 @@ def post(claim: Claim) -> Answer:
     followed) is a failed attempt. The response body is never read."""
     body = body_of(claim.event)
     headers = signed_headers(claim, body, datetime.now(UTC))
-    try:
-        with (
-            client() as http,
-            http.stream(
+    with client() as http:
+        try:
+            request = http.build_request(
                 "POST", claim.endpoint.url, content=body.encode(), headers=headers
-            ) as response,
-        ):
-            code = response.status_code
-    except EgressRefused as exc:
-        return Answer(False, None, f"{exc.code}: {exc.message}")
-    except DeadlinePassed as exc:
-        return Answer(False, None, f"timeout: {exc}")
-    except httpx.TimeoutException as exc:
-        return Answer(False, None, f"timeout: {type(exc).__name__}")
-    except httpx.HTTPError as exc:
-        return Answer(False, None, f"connection: {type(exc).__name__}")
+            )
+        except (httpx.InvalidURL, UnicodeError) as exc:
+            # A URL registered before validate_url refused what httpx and idna cannot build.
+            return Answer(False, None, f"url_invalid: {exc}")
+        except Exception as exc:
+            log.exception(
+                "intents.events.request_unbuildable", extra={"delivery_id": claim.delivery_id}
+            )
+            return Answer(False, None, f"url_invalid: {type(exc).__name__}")
+        try:
+            response = http.send(request, stream=True)
+            try:
+                code = response.status_code
+            finally:
+                response.close()
+        except EgressRefused as exc:
+            return Answer(False, None, f"{exc.code}: {exc.message}")
+        except DeadlinePassed as exc:
+            return Answer(False, None, f"timeout: {exc}")
+        except httpx.TimeoutException as exc:
+            return Answer(False, None, f"timeout: {type(exc).__name__}")
+        except httpx.HTTPError as exc:
+            return Answer(False, None, f"connection: {type(exc).__name__}")
     if 200 <= code < 300:
         return Answer(True, code, "")
     return Answer(False, code, f"HTTP {code}")
@@ -259,17 +270,39 @@ def _disable_failing(claim: Claim, answer: Answer) -> None:
         )
 
 
+def deliver_one(*, endpoint_id: int) -> bool:
+    """Claim the endpoint's head delivery, POST it, record the answer; False if there was
+    nothing to claim. An unexpected error while posting is that attempt's failure."""
+    claim = delivery_claim(endpoint_id=endpoint_id)
+    if claim is None:
+        return False
+    try:
+        answer = post(claim)
+    except Exception as exc:
+        log.exception("intents.events.attempt_crashed", extra={"delivery_id": claim.delivery_id})
+        answer = Answer(False, None, f"internal error: {type(exc).__name__}")
+    delivery_record(claim=claim, answer=answer)
+    return True
+
+
 def deliver_due(*, limit: int = 200) -> int:
     """Deliver what is due, one delivery per endpoint per round, until nothing is due or the
-    budget is spent; returns the number of attempts made. Safe on several workers at once."""
+    budget is spent; returns the number of attempts made. Safe on several workers at once.
+
+    One endpoint's failure is its own: an error claiming or recording its delivery is logged
+    and the round goes on to the other endpoints (other tenants'); a delivery left ``sending``
+    is taken over when its lease expires, as a failed attempt."""
     attempts = 0
     while attempts < limit:
         progressed = False
         for endpoint_id in due_endpoint_ids():
-            claim = delivery_claim(endpoint_id=endpoint_id)
-            if claim is None:
+            try:
+                attempted = deliver_one(endpoint_id=endpoint_id)
+            except Exception:
+                log.exception("intents.events.endpoint_failed", extra={"endpoint_id": endpoint_id})
                 continue
-            delivery_record(claim=claim, answer=post(claim))
+            if not attempted:
+                continue
             attempts += 1
             progressed = True
             if attempts >= limit:

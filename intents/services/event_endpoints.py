@@ -21,6 +21,7 @@ from config.clock import db_now
 from intents.events.outbox import wake_delivery
 from intents.models import AgentEventDelivery, AgentEventEndpoint, EventType
 from mailboxes.models import Mailbox
+from tenants.models import Tenant
 from tenants.services import AdminError, audit_record
 
 log = logging.getLogger("intents.events")
@@ -60,6 +61,9 @@ def endpoint_create(
     url = clean_url(url)
     types = _clean_types(event_types)
     with transaction.atomic():
+        # The tenant's row serialises registrations: without it two at once both counted 19
+        # and both inserted, past the cap.
+        Tenant.objects.select_for_update(no_key=True).values_list("pk").get(pk=tenant.pk)
         mailbox = None
         if mailbox_id not in (None, ""):
             mailbox = Mailbox.objects.filter(tenant=tenant, pk=mailbox_id).first()

@@ -1,9 +1,12 @@
 """The delivery worker: an endpoint that keeps failing is disabled with its reason after the last
 retry and gets nothing new until enabled; two workers at once still keep one delivery in flight
-per endpoint, in order; a worker that died mid-request leaves a lease that expires."""
+per endpoint, in order; a worker that died mid-request leaves a lease that expires; one endpoint
+whose request cannot be built or whose attempt crashes fails that attempt and the round goes on
+to the other tenants' endpoints."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import uuid
 
@@ -154,3 +157,67 @@ def test_a_receiver_that_stalls_every_attempt_past_the_lease_is_retried_then_dis
     assert (stalled.get().status, stalled.get().attempts) == ("failed", 2)
     assert (endpoint.enabled, endpoint.disabled_automatically) == (False, True)
     assert endpoint.disabled_reason.startswith("no answer recorded within the lease")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "stored_url",
+    [
+        "https://0177.0.0.1/hooks",  # httpx: Invalid IPv4 address
+        "https://999.1.1.1/hooks",  # httpx: Invalid IPv4 address
+        "https://[v1.x]/hooks",  # httpx: Invalid IPv6 address
+        "https://a\u200db.example.com/hooks",  # httpx: Invalid IDNA hostname
+        "https://hooks.example.com\u00a0/hooks",  # httpx: Invalid IDNA hostname
+        "https://xn--zz.example.com/hooks",  # idna.IDNAError, a UnicodeError
+    ],
+)
+def test_a_url_the_client_cannot_build_fails_its_attempt_and_other_tenants_still_get_theirs(
+    tenant_a, tenant_b, member_of, make_receiver, subscribe, stored_url
+):
+    """Registration refuses these URLs now; rows stored before it did still reach the worker.
+    Such a URL used to raise out of deliver_due, so tenant B's event was never delivered and A's
+    delivery stayed ``sending`` to crash the next round too."""
+    broken = subscribe(tenant_a, make_receiver(), types=["draft.rejected"])
+    AgentEventEndpoint.objects.filter(pk=broken.pk).update(url=stored_url)
+    healthy = make_receiver()
+    subscribe(tenant_b, healthy, types=["draft.rejected"])
+    reject_drafts(tenant_a, member_of(tenant_a, "approver").user, 1)
+    [b_draft] = reject_drafts(tenant_b, member_of(tenant_b, "approver").user, 1)
+
+    attempts = deliver_due()
+
+    failed = AgentEventDelivery.objects.get(endpoint=broken)
+    assert attempts == 2
+    assert [e["data"]["draft"]["id"] for e in healthy.accepted] == [b_draft]
+    assert (failed.status, failed.attempts, failed.last_status_code) == ("pending", 1, None)
+    assert failed.last_error.startswith("url_invalid: ")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unexpected_error_in_one_attempt_fails_it_and_the_round_goes_on(
+    tenant_a, tenant_b, member_of, make_receiver, subscribe, monkeypatch
+):
+    """An error no handler expects (here from the socket layer, the process edge) costs its
+    delivery one attempt; it neither ends the round nor leaves the delivery ``sending``."""
+    crashing, healthy = make_receiver(), make_receiver()
+    broken = subscribe(tenant_a, crashing, types=["draft.rejected"])
+    subscribe(tenant_b, healthy, types=["draft.rejected"])
+    crash_port = crashing.server.server_address[1]
+    real = socket.create_connection
+
+    def connect(address, *args, **kwargs):
+        if address[1] == crash_port:
+            raise RuntimeError("not an OSError: httpcore does not map it")
+        return real(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", connect)
+    reject_drafts(tenant_a, member_of(tenant_a, "approver").user, 1)
+    [b_draft] = reject_drafts(tenant_b, member_of(tenant_b, "approver").user, 1)
+
+    attempts = deliver_due()
+
+    failed = AgentEventDelivery.objects.get(endpoint=broken)
+    assert attempts == 2
+    assert [e["data"]["draft"]["id"] for e in healthy.accepted] == [b_draft]
+    assert (failed.status, failed.attempts, failed.lease_token) == ("pending", 1, None)
+    assert failed.last_error == "internal error: RuntimeError"

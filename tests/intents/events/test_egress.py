@@ -1,7 +1,10 @@
 """The SSRF guard (common/egress.py) through the real delivery worker, with production settings
 (private networks refused): loopback, 10.x, the metadata address and a name whose resolver answer
-is faked (the process edge) to a private address are refused before any connection is opened; a
-redirect is not followed. Every connection any test here opens goes to loopback."""
+is faked (the process edge) to a private address are refused before any connection is opened,
+and the error names the host, never the address it resolved to; a redirect is not followed; an
+international name is resolved as the name the request carries. Registration refuses a URL the
+HTTP client cannot build, and IPv6 forms that carry an IPv4 address are judged by that address.
+Every connection any test here opens goes to loopback."""
 
 from __future__ import annotations
 
@@ -136,6 +139,45 @@ def test_a_name_that_resolves_to_a_private_address_is_refused_before_connecting(
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_refused_name_is_reported_by_its_name_never_by_its_resolved_address(
+    tenant_a, member_of, settings, resolver, connects
+):
+    """The error is shown to tenant admins: the resolver's answer for an internal name would
+    let them map the deployment's network by name."""
+    resolver({"billing-db.internal.test": "10.23.45.67", "cache.internal.test": "127.0.0.9"})
+    private = an_event_to(tenant_a, "https://billing-db.internal.test/", member_of, settings)
+    loopback = an_event_to(tenant_a, "https://cache.internal.test/", member_of, settings)
+
+    deliver_due()
+
+    assert last_error(private)[3] == (
+        "address_private: billing-db.internal.test resolves to an address that is not public."
+    )
+    assert last_error(loopback)[3] == (
+        "address_loopback: cache.internal.test resolves to an address that is not public."
+    )
+    assert connects == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_international_name_is_resolved_as_the_name_the_request_carries(
+    tenant_a, member_of, settings, receiver, resolver, connects
+):
+    """IDNA 2008 (httpx) writes "faß" as xn--fa-hia; Python's IDNA 2003 codec, which the
+    resolver and the TLS layer use on a Unicode name, as "fass": another domain."""
+    port = receiver.server.server_address[1]
+    resolver({"xn--fa-hia.example.test": "127.0.0.1", "fass.example.test": "10.9.9.9"})
+    an_event_to(tenant_a, f"http://faß.example.test:{port}/in", member_of, settings, receiver)
+    settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = True
+
+    deliver_due()
+
+    assert receiver.types == ["draft.rejected"]
+    assert receiver.headers[0]["Host"] == f"xn--fa-hia.example.test:{port}"
+    assert connects == [("127.0.0.1", port)]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_the_connection_goes_to_the_checked_address_with_the_name_as_host(
     tenant_a, member_of, settings, receiver, resolver, connects
 ):
@@ -178,6 +220,16 @@ def test_a_redirect_is_not_followed(tenant_a, member_of, settings, make_receiver
         ("https://hooks.example.com/#x", "url_fragment"),
         ("https://hooks.example.com/a b", "url_whitespace"),
         ("https://hooks.example.com/\x00", "url_whitespace"),
+        ("https://hooks.example.com\u00a0/hooks", "url_whitespace"),  # NBSP pasted from a doc
+        ("https://a\u200db.example.com/", "url_whitespace"),  # zero-width joiner (Cf)
+        ("https://hooks.example.com/a\u202eb", "url_whitespace"),  # right-to-left override
+        ("https://hooks.example.com/a\u0085b", "url_whitespace"),  # C1 control (NEL)
+        ("https://hooks.example.com/a\u2028b", "url_whitespace"),  # line separator (Zl)
+        ("https://hooks.example.com/a\u3000b", "url_whitespace"),  # ideographic space (Zs)
+        ("https://999.1.1.1/", "url_host_invalid"),
+        ("https://0177.0.0.1/", "url_host_invalid"),
+        ("https://[v1.x]/", "url_host_invalid"),
+        ("https://xn--zz.example.com/", "url_host_invalid"),
         ("https://hooks.example.com:99999/", "url_invalid"),
         ("https://127.0.0.1/", "address_loopback"),
         ("https://10.0.0.1/", "address_private"),
@@ -216,6 +268,18 @@ def test_registration_accepts_a_public_https_url_without_resolving_it():
         ("0.0.0.0", False, False),
         ("240.0.0.1", False, False),
         ("::ffff:127.0.0.1", True, False),
+        ("64:ff9b::808:808", True, True),  # NAT64 of 8.8.8.8
+        ("64:ff9b::a00:1", True, False),  # NAT64 of 10.0.0.1
+        ("64:ff9b::7f00:1", True, False),  # NAT64 of 127.0.0.1
+        ("64:ff9b::a9fe:a9fe", False, False),  # NAT64 of the metadata address
+        ("::ffff:0:a00:1", True, False),  # SIIT IPv4-translated 10.0.0.1
+        ("::ffff:0:a9fe:a9fe", False, False),  # SIIT IPv4-translated metadata address
+        ("::a9fe:a9fe", False, False),  # IPv4-compatible metadata address
+        ("::a00:1", True, False),  # IPv4-compatible 10.0.0.1
+        ("fec0::1", True, False),  # site-local, deprecated (RFC 3879)
+        ("2002:a9fe:a9fe::1", False, False),  # 6to4 of the metadata address
+        ("2002:a00:1::1", False, False),  # 6to4 of 10.0.0.1: a tunnel is not a private network
+        ("2001:0:4136:e378::5601:5601", False, False),  # Teredo, client 169.254.169.254
     ],
 )
 def test_address_rules(ip, allowed_private, allowed_public):

@@ -1,7 +1,7 @@
 """Acceptance (issue 17): an agent's draft goes through a person's edit, approval, the worker's
 send through the sandbox and a sandbox bounce; a receiver on loopback verifies every delivery with
 the ``standardwebhooks`` library and sees each event exactly once, in order, also after it
-failed for a while."""
+failed for a while, and across a secret rotation."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from django.db import connections
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
+from config.clock import db_now
 from intents import sending
 from intents import services as intent_services
 from intents.events.delivery import deliver_due
-from intents.models import AgentEventDelivery
-from intents.services.event_endpoints import new_secret
+from intents.models import AgentEventDelivery, AgentEventEndpoint
+from intents.services.event_endpoints import endpoint_rotate_secret, new_secret
 from tenants.models import AgentToken
 from tenants.tokens import token_create
 from tests.factories import make_local_mailbox
@@ -230,3 +231,47 @@ def test_a_forged_or_stale_signature_is_refused_by_the_library(
         pytest.raises(WebhookVerificationError, match="too old"),
     ):
         Webhook(receiver.secret).verify(raw, headers)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_a_rotation_both_secrets_verify_until_the_grace_ends_then_only_the_new(
+    tenant_a, member_of, receiver, subscribe
+):
+    endpoint = subscribe(tenant_a, receiver, types=["draft.rejected"])
+    old = receiver.secret
+    admin = member_of(tenant_a, "admin").user
+    approver = member_of(tenant_a, "approver").user
+    mailbox = make_local_mailbox(tenant_a)
+
+    def reject_one() -> None:
+        draft = intent_services.draft_create(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            to=["jane@customer.test"],
+            subject="Hi",
+            text="Hello",
+            actor_user=approver,
+        )
+        intent_services.draft_reject(
+            tenant=tenant_a, draft_id=draft.pk, reason="No", actor=approver
+        )
+
+    _, new = endpoint_rotate_secret(tenant=tenant_a, endpoint_id=endpoint.pk, actor=admin)
+    receiver.secret = new
+    reject_one()
+    deliver_due()
+    AgentEventEndpoint.objects.filter(pk=endpoint.pk).update(
+        previous_secret_expires_at=db_now() - timedelta(seconds=1)
+    )
+    reject_one()
+    deliver_due()
+    (during, after), headers = receiver.raw, receiver.headers
+
+    assert len(receiver.accepted) == 2
+    assert len(headers[0]["webhook-signature"].split()) == 2
+    assert Webhook(old).verify(during, headers[0])["type"] == "draft.rejected"
+    assert Webhook(new).verify(during, headers[0])["type"] == "draft.rejected"
+    assert len(headers[1]["webhook-signature"].split()) == 1
+    assert Webhook(new).verify(after, headers[1])["type"] == "draft.rejected"
+    with pytest.raises(WebhookVerificationError, match="No matching signature"):
+        Webhook(old).verify(after, headers[1])
