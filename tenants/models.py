@@ -40,7 +40,7 @@ class User(AbstractBaseUser, PermissionsMixin):  # type: ignore[django-manager-m
     # Blank: the browser's Accept-Language decides. Otherwise one of settings.LANGUAGES (checked
     # by tenants.preferences, the only writer, so that adding a language needs no migration).
     language = models.CharField(max_length=10, blank=True)
-    # Blank: UTC. Otherwise an IANA name from zoneinfo.available_timezones().
+    # Blank: UTC. Otherwise an IANA name from tenants.preferences.time_zone_names().
     time_zone = models.CharField(max_length=64, blank=True)
 
     objects = UserManager()

@@ -7,6 +7,7 @@ translated: the customer's mail and the drafts are shown exactly as they were wr
 
 from __future__ import annotations
 
+import importlib.resources
 import zoneinfo
 from datetime import tzinfo
 from functools import cache
@@ -23,10 +24,27 @@ def language_codes() -> list[str]:
     return [code for code, _name in settings.LANGUAGES]
 
 
+# Names that are files of a zone tree but not zones anyone lives in: "localtime" is the host's
+# /etc/localtime (times would follow however the server is configured, labelled "localtime"),
+# "posixrules" a template for POSIX TZ strings, "Factory" a placeholder whose abbreviation is "-00".
+NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
+
+
 @cache
 def time_zone_names() -> frozenset[str]:
-    # available_timezones() reads the system's (or the tzdata package's) zone files: read once.
-    return frozenset(zoneinfo.available_timezones())
+    """The IANA zone names a person may choose (the list offered and the check are this one set).
+
+    The tzdata package's own list when it is installed (python-dateutil brings it), so the choice
+    does not depend on the host: zoneinfo.available_timezones() also walks the system's tree,
+    which has files such as "localtime" that are not IANA zones.
+    """
+    try:
+        listed = (importlib.resources.files("tzdata") / "zones").read_text(encoding="utf-8")
+    except (ModuleNotFoundError, OSError):
+        names = set(zoneinfo.available_timezones())
+    else:
+        names = set(listed.split())
+    return frozenset(names - NOT_ZONES)
 
 
 def check_language(value: str) -> str:
@@ -79,10 +97,16 @@ def user_set_preferences(*, user: User, language: str, time_zone: str) -> User:
 
 
 def zone_for(user: User) -> tzinfo | None:
-    """The user's zone, or None (UTC) when they chose none or the name is no longer known."""
-    if not user.time_zone:
+    """The user's zone, or None (UTC) when they chose none or the name is no longer a zone.
+
+    A name written behind check_time_zone's back (a shell, a data fix, an older release that took
+    "localtime") must not break every page of that person, the preferences page included: a folder
+    of the zone tree ("Europe") raises IsADirectoryError, an unreadable file another OSError, a
+    malformed one ValueError.
+    """
+    if not user.time_zone or user.time_zone not in time_zone_names():
         return None
     try:
         return zoneinfo.ZoneInfo(user.time_zone)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+    except (zoneinfo.ZoneInfoNotFoundError, OSError, ValueError):
         return None

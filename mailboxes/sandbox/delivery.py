@@ -33,7 +33,9 @@ class Dispatcher:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
-        self._thread.join(timeout=0.5)
+        # A sandbox whose port could not be bound is closed before its dispatcher ever started.
+        if self._thread.ident is not None:
+            self._thread.join(timeout=0.5)
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self._client is not None:
             self._client.close()

@@ -299,7 +299,11 @@ def serve(
     org_key: str | None = None,
 ) -> None:
     """Run the sandbox until SIGINT/SIGTERM. Prints one line with the URL once it listens."""
-    server = build(host, port, db_path, org_key)
+    run(build(host, port, db_path, org_key))
+
+
+def run(server: SandboxHTTPServer) -> None:
+    """Serve a built sandbox until SIGINT/SIGTERM, then close it."""
     bound_host, bound_port = server.server_address[:2]
     if isinstance(bound_host, bytes):  # typeshed allows bytes; an AF_INET(6) server has str
         bound_host = bound_host.decode()
@@ -338,4 +342,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["build", "main", "serve"]
+__all__ = ["build", "main", "run", "serve"]

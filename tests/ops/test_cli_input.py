@@ -1,8 +1,18 @@
 """Bad command-line input is a usage error that names the option and its bound, and changes
-nothing: a worker with no loop, a negative poll or batch once started and misbehaved."""
+nothing: a worker with no loop, a negative poll or batch once started and misbehaved. Free text
+that is no text (a byte that is not UTF-8, a NUL) is refused before it reaches PostgreSQL, and no
+command prints the database password."""
+
+import io
+import os
+import socket
 
 import pytest
 from django.core.management import CommandError, call_command
+
+from tenants.models import AuditEvent
+
+NOT_UTF8 = "\udcff"  # what Python makes of the byte 0xFF on the command line (surrogateescape)
 
 
 @pytest.mark.parametrize(
@@ -71,3 +81,147 @@ def test_a_key_id_given_twice_is_refused(settings):
     settings.SECRET_ENCRYPTION_KEYS = ["k1:" + "A" * 43 + "=", "k1:" + "B" * 43 + "="]
     with pytest.raises(ImproperlyConfigured, match="'k1' appears twice"):
         crypto.key_ring()
+
+
+# --- free text ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("email", "message"),
+    [
+        (f"{NOT_UTF8}@example.test", "holds the byte 0xFF, which is not UTF-8"),
+        ("a\x00b@example.test", "holds U+0000"),
+        ("", "No account has the address"),
+        ("   ", "No account has the address"),
+        ("nobody@example.test", "No account has the address"),
+        ("x" * 100_000, "No account has the address"),
+    ],
+    ids=["not-utf8", "nul", "empty", "blank", "unknown", "huge"],
+)
+def test_two_factor_reset_of_no_account_is_a_command_error(db, email, message):
+    with pytest.raises(CommandError) as refused:
+        call_command("two_factor_reset", email)
+    assert message in str(refused.value)
+    assert not AuditEvent.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("slug", "message"),
+    [
+        (NOT_UTF8, "holds the byte 0xFF, which is not UTF-8"),
+        ("acme\x00", "holds U+0000"),
+        ("no-such-tenant", "No tenant with the slug"),
+        ("' OR 1=1 --", "No tenant with the slug"),
+    ],
+)
+def test_webhooks_backfill_of_no_tenant_is_a_command_error(db, slug, message):
+    with pytest.raises(CommandError) as refused:
+        call_command("webhooks_backfill", "--tenant", slug)
+    assert message in str(refused.value)
+
+
+@pytest.mark.parametrize("option", ["--tenants", "--api-url"])
+def test_demo_agent_refuses_text_that_is_no_text(db, option):
+    with pytest.raises(CommandError, match="not UTF-8"):
+        call_command("demo_agent", "--once", option, f"acme{NOT_UTF8}")
+
+
+@pytest.mark.parametrize("intent", ["-1", "0", "99999999999999999999"])
+def test_intents_status_of_an_unknown_intent_is_a_command_error(db, intent):
+    with pytest.raises(CommandError):
+        call_command("intents_status", "--intent", intent)
+
+
+# --- sandbox and chaos: checked before anything starts ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("port", "message"),
+    [("70000", "it must be at most 65535"), ("-1", "it must be at least 0")],
+)
+def test_sandbox_with_an_impossible_port_is_a_command_error(tmp_path, port, message):
+    with pytest.raises(CommandError) as refused:
+        call_command("sandbox", "--port", port, "--db", str(tmp_path / "sandbox.sqlite3"))
+    assert message in str(refused.value)
+
+
+def test_sandbox_on_a_port_in_use_is_a_command_error_naming_it(tmp_path):
+    """A second `manage.py sandbox` while one listens: the bind error was masked by a
+    RuntimeError from the cleanup (the delivery thread joined before it was started)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        with pytest.raises(CommandError) as refused:
+            call_command("sandbox", "--port", port, "--db", str(tmp_path / "sandbox.sqlite3"))
+    assert f"cannot listen on 127.0.0.1 port {port}" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--seconds", "nan"], "'nan' is not a number"),
+        (["--seconds", "inf"], "'inf' is not a number"),
+        (["--seconds", "0"], "it must be more than 0"),
+        (["--drain-seconds", "-5"], "it must be more than 0"),
+        (["--drain-seconds", "nan"], "'nan' is not a number"),
+        (["--workers", "1"], "it must be at least 2"),
+        (["--intents", "0"], "it must be at least 1"),
+    ],
+)
+def test_chaos_refuses_numbers_it_cannot_run_with(monkeypatch, args, message):
+    """chaos replaces itself with the nemesis (os.execv, faked here as the process edge): a
+    refused option must stop before that."""
+    started = []
+    monkeypatch.setattr(os, "execv", lambda *a: started.append(a))
+    monkeypatch.setattr(os, "chdir", lambda *a: None)
+    with pytest.raises(CommandError) as refused:
+        call_command("chaos", *args)
+    assert message in str(refused.value)
+    assert not started
+
+
+# --- dbserver: a truthful "ready", never the password ------------------------------------------
+
+PASSWORD = "s3cr3t-db-password"
+
+
+def dbserver(action: str) -> str:
+    out = io.StringIO()
+    call_command("dbserver", action, stdout=out, stderr=out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            f"postgres://countersign:{PASSWORD}@db.internal:5432/cs",
+            "postgres://countersign:********@db.internal:5432/cs",
+        ),
+        (
+            f"postgres://countersign@db.internal/cs?sslmode=require&password={PASSWORD}",
+            "postgres://countersign@db.internal/cs?sslmode=require&password=********",
+        ),
+        (
+            "postgresql://postgres:@/countersign?host=/srv/pg",
+            "postgresql://postgres:@/countersign?host=/srv/pg",
+        ),
+    ],
+    ids=["in-address", "in-query", "none"],
+)
+def test_dbserver_url_masks_the_database_password(settings, url, shown):
+    settings.DATABASE_URL = url
+    assert dbserver("url").strip() == shown
+
+
+def test_dbserver_start_says_ready_only_when_the_database_answers(settings):
+    assert dbserver("start").startswith("PostgreSQL ready at ")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # bound, never listening: the connection is refused
+        settings.DATABASE_URL = f"postgres://countersign:{PASSWORD}@127.0.0.1:{port}/cs"
+        with pytest.raises(CommandError) as refused:
+            dbserver("start")
+    assert "PostgreSQL does not answer at postgres://countersign:********@" in str(refused.value)
+    assert PASSWORD not in str(refused.value)

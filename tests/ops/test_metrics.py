@@ -87,6 +87,25 @@ def test_label_values_with_quotes_backslashes_and_newlines_survive(client, metri
 
 
 @pytest.mark.django_db
+def test_a_tenant_name_never_reaches_the_exposition(client, metrics_token):
+    TenantFactory(name='Evil "name"\n# TYPE fake gauge\nfake 1', slug="evil-name")
+    text = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content.decode()
+    assert "Evil" not in text and "fake" not in text
+    assert list(text_string_to_metric_families(text))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "slug", ["a\\", "\\n", 'x"} 1\nfake_metric 2', "é-ünïcode", "\u2028sep", "tab\there"]
+)
+def test_odd_slugs_stay_one_label_value(client, metrics_token, slug):
+    TenantFactory(slug=slug)
+    samples = scrape(client)
+    assert at(samples, "countersign_intents", tenant=slug, state="queued") == 0
+    assert not any(name == "fake_metric" for name, _labels in samples)
+
+
+@pytest.mark.django_db
 def test_every_series_keeps_its_name_and_type(client, metrics_token, tenant_a):
     response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     types = {f.name: f.type for f in text_string_to_metric_families(response.content.decode())}

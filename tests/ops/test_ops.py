@@ -30,3 +30,44 @@ def test_metrics_needs_the_token(client, settings, tenant_a):
     assert f'countersign_intents{{state="queued",tenant="{tenant_a.slug}"}} 0.0' in body
     assert "countersign_oldest_queued_seconds 0.0" in body
     assert f'countersign_webhook_lag_seconds{{tenant="{tenant_a.slug}"}} 0.0' in body
+
+
+TOKEN = "metrics-test-token"
+
+
+@pytest.mark.parametrize("header", ["", "Bearer ", "Bearer None"])
+def test_metrics_stays_hidden_whatever_is_sent_without_a_token(client, settings, header):
+    settings.METRICS_TOKEN = ""
+    assert client.get("/metrics", HTTP_AUTHORIZATION=header).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Bearer",
+        f"Bearer {TOKEN[:-1]}",
+        f"Bearer {TOKEN}x",
+        f"Basic {TOKEN}",
+        TOKEN,
+        f"Bearer {TOKEN}\x00",
+        "Bearer é" + TOKEN,
+    ],
+)
+def test_metrics_refuses_anything_but_the_token(client, settings, header):
+    settings.METRICS_TOKEN = TOKEN
+    response = client.get("/metrics", HTTP_AUTHORIZATION=header)
+    assert response.status_code == 401
+    assert b"countersign_" not in response.content
+
+
+def test_metrics_takes_the_token_only_from_the_header_and_only_for_get(client, settings):
+    from tests.factories import UserFactory
+
+    settings.METRICS_TOKEN = TOKEN
+    assert client.get(f"/metrics?token={TOKEN}").status_code == 401
+    assert client.post("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").status_code == 405
+    client.force_login(
+        UserFactory(is_staff=True, is_superuser=True),
+        backend="django.contrib.auth.backends.ModelBackend",
+    )
+    assert client.get("/metrics").status_code == 401

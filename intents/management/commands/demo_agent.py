@@ -27,6 +27,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
+from common.cli import text
 from tenants.models import AgentToken, Tenant
 from tenants.tokens import token_authenticate, token_create
 
@@ -151,8 +152,8 @@ class Command(BaseCommand):
     help = "Play customer conversations and post drafted replies through the agent API (demo)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--api-url", default=None, help="Countersign base URL")
-        parser.add_argument("--tenants", default=",".join(DEFAULT_TENANTS))
+        parser.add_argument("--api-url", type=text, default=None, help="Countersign base URL")
+        parser.add_argument("--tenants", type=text, default=",".join(DEFAULT_TENANTS))
         parser.add_argument("--target", type=int, default=6, help="Pending drafts per tenant")
         parser.add_argument("--interval", type=float, default=20.0, help="Seconds between rounds")
         parser.add_argument(

@@ -3,7 +3,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from mailboxes.sandbox.server import serve
+from common.cli import number
+from mailboxes.sandbox.server import build, run
 
 
 class Command(BaseCommand):
@@ -11,7 +12,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=8025)
+        parser.add_argument("--port", type=number(int, least=0, most=65535), default=8025)
         parser.add_argument(
             "--db", default=str(Path(settings.BASE_DIR) / ".data" / "sandbox.sqlite3")
         )
@@ -22,4 +23,11 @@ class Command(BaseCommand):
         if host not in {"127.0.0.1", "localhost", "::1"}:
             raise CommandError("the sandbox binds to loopback only (127.0.0.1, localhost or ::1)")
         Path(db).parent.mkdir(parents=True, exist_ok=True)
-        serve(host, port, db, settings.AGENTMAIL_ORG_API_KEY)
+        try:
+            server = build(host, port, db, settings.AGENTMAIL_ORG_API_KEY)
+        except OSError as error:
+            # Most often a sandbox already listening there (make run starts one).
+            raise CommandError(
+                f"the sandbox cannot listen on {host} port {port}: {error.strerror or error}"
+            ) from None
+        run(server)

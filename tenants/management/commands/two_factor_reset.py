@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from common.cli import text
 from tenants.services import AdminError
 from tenants.signin_policy import account_reset_two_factor
 
@@ -13,7 +14,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("email", help="the account's sign-in address")
+        parser.add_argument("email", type=text, help="the account's sign-in address")
 
     def handle(self, *args, **options):
         try:

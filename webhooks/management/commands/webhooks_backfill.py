@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from common.cli import text
 from tenants.models import Tenant
 from webhooks.services.backfill import webhooks_backfill
 
@@ -12,7 +13,7 @@ class Command(BaseCommand):
     help = "Ask AgentMail for deliveries and inbound mail whose webhooks never arrived."
 
     def add_arguments(self, parser):
-        parser.add_argument("--tenant", help="Only this tenant (slug)")
+        parser.add_argument("--tenant", type=text, help="Only this tenant (slug)")
 
     def handle(self, *args, **o):
         tenant_id = None
