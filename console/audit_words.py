@@ -51,6 +51,7 @@ SENTENCES = {
     "signin.passkey_removed": _("%(actor)s removed a passkey"),
     "signin.passkey_failed": _("A passkey sign-in as %(object)s failed"),
     "signin.session_ended": _("%(actor)s ended a session of %(object)s"),
+    "signin.password_changed": _("%(actor)s changed their password"),
     "signin.sso_linked": _("%(object)s was linked to the identity provider"),
     "signin.sso_refused": _("The identity provider's sign-in as %(object)s was refused"),
     "member.created_by_sso": _("The identity provider brought in %(object)s as a new member"),

@@ -1,5 +1,7 @@
 from django import forms
 from django.conf import settings
+from django.contrib.auth import authenticate
+from django.contrib.auth import forms as auth_forms
 from django.contrib.auth.forms import AuthenticationForm
 from django.utils.translation import gettext_lazy as _
 
@@ -8,13 +10,35 @@ from tenants.services import AdminError
 
 
 class SignInForm(AuthenticationForm):
+    # 254: the longest address an account can have, and django-axes keeps the address in a
+    # 255-character column (a longer one was a database error, and no throttle).
     username = forms.EmailField(
         label=_("Email"),
+        max_length=254,
         widget=forms.EmailInput(attrs={"autofocus": True, "autocomplete": "username"}),
     )
 
     def clean_username(self) -> str:
         return self.cleaned_data["username"].strip().lower()
+
+
+class PasswordChangeForm(auth_forms.PasswordChangeForm):
+    """Django's form (current password, new one twice, the password validators). The current
+    password is checked through authenticate(), not check_password(): django-axes then counts a
+    wrong one against the same address and client as at sign-in, and locks both out alike."""
+
+    def __init__(self, user, *args, request, **kwargs):
+        self.request = request
+        super().__init__(user, *args, **kwargs)
+
+    def clean_old_password(self) -> str:
+        old_password = self.cleaned_data["old_password"]
+        person = authenticate(self.request, username=self.user.email, password=old_password)
+        if person is None or person.pk != self.user.pk:
+            raise forms.ValidationError(
+                self.error_messages["password_incorrect"], code="password_incorrect"
+            )
+        return old_password
 
 
 class PreferencesForm(forms.Form):

@@ -34,6 +34,7 @@ from django.db.models.expressions import ExpressionWrapper
 from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 
+from common.text import unsafe_in_name
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
 from tenants.services import AdminError, invitations_revoke_pending
@@ -149,6 +150,19 @@ def _checked(
     return email, wanted, mailboxes
 
 
+def full_name_checked(full_name: str) -> str:
+    """A person's name as typed, trimmed; refused when it holds what ``unsafe_in_name`` names
+    (every admin and approver of the tenant reads it: member list, approvals, audit)."""
+    full_name = (full_name or "").strip()
+    if unsafe := unsafe_in_name(full_name):
+        raise AdminError(
+            "invalid_name",
+            _("A name cannot hold the control character %(character)s.") % {"character": unsafe},
+            "full_name",
+        )
+    return full_name
+
+
 def _replace_pending(*, tenant: Tenant, email: str, actor: User) -> None:
     """Refuse a member's address; revoke this tenant's pending invitations to it (in the caller's
     transaction, locked, so the new one is the only pending one)."""
@@ -175,6 +189,7 @@ def invitation_create(
     """A new invitation and the plaintext of its link's secret, which is never available again.
     A pending invitation to the same address in this tenant is revoked (replaced)."""
     email, wanted, mailboxes = _checked(tenant, email, role, mailbox_ids)
+    full_name = full_name_checked(full_name)
     token = secrets.token_urlsafe(SECRET_BYTES)
     with transaction.atomic():
         _replace_pending(tenant=tenant, email=email, actor=actor)
@@ -183,7 +198,7 @@ def invitation_create(
                 invitation = Invitation.objects.create(
                     tenant=tenant,
                     email=email,
-                    full_name=(full_name or "").strip(),
+                    full_name=full_name,
                     role=role,
                     approve_all_mailboxes=approve_all_mailboxes,
                     digest=_digest(token),
@@ -342,6 +357,7 @@ def invitation_accept_with_new_account(
     invitation = Invitation.objects.select_related("tenant").filter(pk=invitation_id).first()
     if invitation is None:
         raise AdminError("not_found", _("No such invitation."))
+    full_name = full_name_checked(full_name)
     hashed = make_password(password)  # before the transaction: hashing is slow on purpose
     with transaction.atomic():
         _take(invitation, state=Invitation.State.ACCEPTED, user=None)
@@ -354,7 +370,7 @@ def invitation_accept_with_new_account(
             raise exists
         user = User(
             email=invitation.email,
-            full_name=(full_name or "").strip() or invitation.full_name,
+            full_name=full_name or invitation.full_name,
             password=hashed,
         )
         try:

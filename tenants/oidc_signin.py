@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from common import crypto
+from common.text import unsafe_in_name
 from tenants.models import Membership, SingleSignOn, SsoIdentity, Tenant, User
 from tenants.services import AdminError, audit_record
 from tenants.signin_audit import signin_audit
@@ -108,6 +109,31 @@ def _email_of(claims: dict, sso: SingleSignOn) -> str:
     return email
 
 
+def _not_an_operator(user: User) -> None:
+    """An operator's account (the Django admin acts on every tenant) is never signed in by a
+    tenant's identity provider, whose admin could assert any address in the domains they list:
+    not linked, not signed in, also when a link made earlier exists."""
+    if user.is_staff or user.is_superuser:
+        raise SsoRefused(
+            "operator_account",
+            _(
+                "This account belongs to an operator of Countersign: it signs in with its "
+                "password and its own second factor, not through a tenant's identity provider."
+            ),
+        )
+
+
+def _readable_name(claim: object) -> str:
+    """The provider's name claim without what ``unsafe_in_name`` refuses (controls, a tab, bidi
+    overrides). Cleaned, not refused: the name is optional, the person cannot change what their
+    company's provider sends, and a sign-in should not fail over how a name is spelled."""
+    name = "".join(
+        char if unsafe_in_name(char) is None else " " if char.isspace() else ""
+        for char in str(claim or "")
+    )
+    return " ".join(name.split())[:150]
+
+
 def _member_by_address(
     tenant: Tenant, sso: SingleSignOn, email: str, claims: dict
 ) -> tuple[User, bool]:
@@ -133,7 +159,7 @@ def _member_by_address(
                 "invitation."
             ),
         )
-    user = User.objects.create_user(email, None, full_name=str(claims.get("name") or "")[:150])
+    user = User.objects.create_user(email, None, full_name=_readable_name(claims.get("name")))
     Membership.objects.create(tenant=tenant, user=user, role=sso.jit_role)
     return user, True
 
@@ -152,6 +178,7 @@ def sso_member_for(*, tenant: Tenant, claims: dict, request=None) -> User:
         )
         if link is not None:
             user = link.user
+            _not_an_operator(user)
             if not Membership.objects.filter(
                 tenant=tenant, user=user, is_active=True, user__is_active=True
             ).exists():
@@ -159,6 +186,7 @@ def sso_member_for(*, tenant: Tenant, claims: dict, request=None) -> User:
             SsoIdentity.objects.filter(pk=link.pk).update(last_signin_at=timezone.now())
             return user
         user, created = _member_by_address(tenant, sso, email, claims)
+        _not_an_operator(user)
         try:
             with transaction.atomic():
                 SsoIdentity.objects.create(

@@ -25,7 +25,7 @@ from webauthn import (
     verify_authentication_response,
     verify_registration_response,
 )
-from webauthn.helpers.exceptions import InvalidAuthenticationResponse, InvalidRegistrationResponse
+from webauthn.helpers.exceptions import WebAuthnException
 from webauthn.helpers.structs import (
     AuthenticatorSelectionCriteria,
     AuthenticatorTransport,
@@ -37,6 +37,11 @@ from webauthn.helpers.structs import (
 from common.text import unsafe_in_name
 from tenants.models import Passkey, User
 from tenants.signin_audit import signin_audit
+
+# What py_webauthn raises for a response it cannot read or does not accept (a missing id or
+# attestationObject, a list where an object belongs, a userHandle that is no string...): its own
+# exceptions, and the built-in ones from parsing before it checks the structure.
+MALFORMED = (WebAuthnException, ValueError, KeyError, TypeError, AttributeError)
 
 REGISTER_KEY = "cs_passkey_register"
 SIGNIN_KEY = "cs_passkey_signin"
@@ -106,11 +111,11 @@ def passkey_register(*, request: HttpRequest, user: User, credential: dict, name
             expected_origin=rp.origin,
             require_user_verification=True,
         )
-    except (InvalidRegistrationResponse, ValueError, KeyError, TypeError):
+    except MALFORMED:
         raise PasskeyError("invalid", _("The passkey could not be verified.")) from None
-    transports = [
-        t for t in credential.get("response", {}).get("transports", []) or [] if isinstance(t, str)
-    ]
+    response = credential.get("response")
+    listed = response.get("transports") if isinstance(response, dict) else None
+    transports = [t for t in listed if isinstance(t, str)] if isinstance(listed, list) else []
     with transaction.atomic():
         User.objects.select_for_update().get(pk=user.pk)
         if Passkey.objects.filter(user=user).count() >= MAX_PASSKEYS:
@@ -173,7 +178,7 @@ def passkey_authenticate(*, request: HttpRequest, credential: dict, user: User |
                 credential_current_sign_count=passkey.sign_count,
                 require_user_verification=True,
             )
-        except (InvalidAuthenticationResponse, ValueError, KeyError, TypeError):
+        except MALFORMED:
             raise PasskeyError("invalid", _("The passkey could not be verified.")) from None
         Passkey.objects.filter(pk=passkey.pk).update(
             sign_count=verified.new_sign_count, last_used_at=timezone.now()

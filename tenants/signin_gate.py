@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from tenants.two_factor import factor_state
-from tenants.user_sessions import FACTOR_KEY, session_seen
+from tenants.user_sessions import FACTOR_KEY, METHOD_KEY, session_seen
 
 SESSIONLESS_PREFIXES = ("/api/", "/webhooks/", "/static/")
 SESSIONLESS_NAMES = frozenset({"healthz", "readyz", "metrics"})
@@ -35,14 +35,26 @@ ENROL_OPEN = ALWAYS_OPEN | {
 }
 
 
+def came_through_sso(request: HttpRequest) -> bool:
+    return request.session.get(METHOD_KEY) == "sso"
+
+
 def gate_for(request: HttpRequest) -> str | None:
     """None when the session may go anywhere; "verify" or "enrol" otherwise."""
-    if request.session.get(FACTOR_KEY):
+    proven = request.session.get(FACTOR_KEY)
+    if proven == "sso":
+        # The tenant's identity provider vouched for this session under its own rules (and such a
+        # session may not change the person's factors: it could not enrol one here).
         return None
+    # Read on every request, not trusted from the session: a person who removed their last
+    # factor (in this browser or another) has nothing left that their sessions could have proven.
     has_factor, required = factor_state(request.user)  # type: ignore[arg-type]
-    if has_factor:
-        return "verify"
-    return "enrol" if required else None
+    if not has_factor:
+        if proven:
+            # Forgotten, so that a factor enrolled later (from any browser) must be proven here.
+            request.session.pop(FACTOR_KEY, None)
+        return "enrol" if required else None
+    return None if proven else "verify"
 
 
 class SignInGateMiddleware:
@@ -62,6 +74,15 @@ class SignInGateMiddleware:
         if not session_seen(request):
             logout(request)
             return redirect("login")
+        if match is not None and match.namespace == "admin" and came_through_sso(request):
+            # The operators' admin acts on every tenant; a tenant's identity provider speaks for
+            # that tenant only (its admin could assert any address in the domains they list).
+            return HttpResponseForbidden(
+                _(
+                    "The operators' admin needs a sign-in with your password and your second "
+                    "factor: sign out, then sign in with your password."
+                )
+            )
         gate = gate_for(request)
         if gate is None:
             return None

@@ -43,6 +43,16 @@ def member_reset_two_factor(*, tenant: Tenant, membership_id: int, actor: User) 
         )
         if membership is None:
             raise AdminError("not_found", _("No such member in this tenant."))
+        if membership.user.is_staff or membership.user.is_superuser:
+            # An operator's factors guard the Django admin, which acts on every tenant.
+            raise AdminError(
+                "operator",
+                _(
+                    "%(email)s is an operator of Countersign, and their second factors guard "
+                    "every tenant: only an operator can reset them (manage.py two_factor_reset)."
+                )
+                % {"email": membership.user.email},
+            )
         if belongs_elsewhere(membership):
             raise AdminError(
                 "other_tenants",

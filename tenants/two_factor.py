@@ -72,13 +72,18 @@ def totp_begin(*, user: User) -> TotpDevice:
         )
 
 
+def _ascii_digits(value: str) -> bool:
+    # str.isdigit() is true of ¹ and ① too, which int() refuses.
+    return value.isascii() and value.isdigit()
+
+
 def _check_totp(device: TotpDevice, code: str) -> bool:
     """Verify ``code`` against a locked device and record the outcome on it."""
     allowed, _details = device.verify_is_allowed()
     if not allowed:
         return False
     normalized = code.replace(" ", "").strip()
-    if not (normalized.isdigit() and len(normalized) == 6):
+    if not (_ascii_digits(normalized) and len(normalized) == 6):
         device.throttle_increment(commit=False)
         device.save(update_fields=["throttling_failure_timestamp", "throttling_failure_count"])
         return False
@@ -157,7 +162,7 @@ def second_factor_verify(*, user: User, code: str, request: HttpRequest | None =
     with transaction.atomic():
         device = TotpDevice.objects.select_for_update().filter(user=user, confirmed=True).first()
         factor = ""
-        if device is not None and code.replace(" ", "").isdigit():
+        if device is not None and _ascii_digits(code.replace(" ", "")):
             allowed, _details = device.verify_is_allowed()
             if not allowed:
                 raise TwoFactorError(

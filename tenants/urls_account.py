@@ -14,6 +14,7 @@ urlpatterns = [
     path("passkeys/options/", views_passkeys.register_options, name="passkey_register_options"),
     path("passkeys/", views_passkeys.register, name="passkey_register"),
     path("passkeys/<int:passkey_id>/remove/", views_passkeys.remove, name="passkey_remove"),
+    path("password/", views.password_change, name="password_change"),
     path("sessions/", views.sessions, name="sessions"),
     path("sessions/<int:session_id>/end/", views.session_end, name="session_end"),
 ]

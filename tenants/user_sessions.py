@@ -101,6 +101,29 @@ def session_seen(request: HttpRequest) -> bool:
     return bool(seen)
 
 
+def session_key_renew(request: HttpRequest, *, old_key: str | None = None) -> None:
+    """Give this session a new key when what it may do grows (OWASP: renew the session id on
+    every privilege change), so that a copy of the old cookie, planted in this browser before the
+    step or read from it, is worth nothing; its UserSession row follows the new key. ``old_key``:
+    the key before something (Django's update_session_auth_hash) already renewed it."""
+    if old_key is None:
+        old_key = request.session.session_key
+        request.session.cycle_key()
+    if old_key and old_key != request.session.session_key:
+        UserSession.objects.filter(session_key=old_key).update(
+            session_key=request.session.session_key
+        )
+
+
+def session_factor_proven(request: HttpRequest, factor: str) -> None:
+    """Record that this session proved a second factor; the first one it proves renews its key
+    (the session owed it, or had to enrol one, and now goes everywhere)."""
+    if request.session.get(FACTOR_KEY):
+        return
+    request.session[FACTOR_KEY] = factor
+    session_key_renew(request)
+
+
 @receiver(user_logged_out, dispatch_uid="tenants.session_forgotten")
 def _forget_session(sender, request: HttpRequest | None, user: User | None, **kwargs) -> None:
     if request is not None and request.session.session_key:

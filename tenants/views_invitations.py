@@ -44,6 +44,12 @@ class NewAccountForm(SetPasswordForm):
     )
     field_order = ["full_name", "new_password1", "new_password2"]
 
+    def clean_full_name(self) -> str:
+        try:
+            return invitations.full_name_checked(self.cleaned_data["full_name"])
+        except AdminError as error:
+            raise forms.ValidationError(error.message, code=error.code) from None
+
 
 def opened_ids(request: HttpRequest) -> list[int]:
     return [int(pk) for pk in request.session.get(SESSION_KEY, [])]

@@ -13,15 +13,15 @@ from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from tenants import passkeys
 from tenants.access import AuthenticatedRequest
 from tenants.models import User
+from tenants.next_url import safe_next_url
 from tenants.signin_audit import signin_audit
-from tenants.user_sessions import FACTOR_KEY, METHOD_KEY
+from tenants.user_sessions import FACTOR_KEY, METHOD_KEY, session_factor_proven
 
 
 def _json_options(body: str) -> HttpResponse:
@@ -56,7 +56,7 @@ def register(http_request: HttpRequest) -> HttpResponse:
     except passkeys.PasskeyError as error:
         return _refused(error)
     # Registering with user verification proves the passkey: this session counts as verified.
-    request.session[FACTOR_KEY] = request.session.get(FACTOR_KEY) or "passkey"
+    session_factor_proven(request, "passkey")
     messages.success(request, _("Passkey added."))
     return JsonResponse({"redirect": "/account/security/"})
 
@@ -88,15 +88,14 @@ def signin(request: HttpRequest) -> HttpResponse:
         request.signin_method = "passkey"  # type: ignore[attr-defined]
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         request.session[METHOD_KEY] = "passkey"
+        # login() gave this session a new key already.
+        request.session[FACTOR_KEY] = "passkey"
         action, data = "signin.succeeded", {"method": "passkey"}
     else:
         action, data = "signin.second_factor_verified", {"factor": "passkey"}
-    request.session[FACTOR_KEY] = "passkey"
+        session_factor_proven(request, "passkey")
     signin_audit(action=action, user=user, request=request, data=data)
-    target = request.GET.get("next", "")
-    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
-        target = "/"
-    return JsonResponse({"redirect": target})
+    return JsonResponse({"redirect": safe_next_url(request, request.GET.get("next"))})
 
 
 @login_required

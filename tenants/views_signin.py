@@ -1,5 +1,5 @@
 """A person's own sign-in pages: the second-factor step of signing in, the security page
-(authenticator app, recovery codes, passkeys) and the list of their sessions.
+(authenticator app, recovery codes, passkeys), their password and the list of their sessions.
 
 Nothing here is tenant-scoped: these belong to the person. The sign-in gate
 (tenants.signin_gate) lets a session that owes a factor reach only the verify step, and a person
@@ -14,27 +14,24 @@ from typing import cast
 
 import segno
 from django.contrib import messages
+from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from tenants import two_factor, user_sessions
+from tenants import passwords, two_factor, user_sessions
 from tenants.access import AuthenticatedRequest
+from tenants.forms import PasswordChangeForm
 from tenants.models import Passkey, TotpDevice
+from tenants.next_url import safe_next_url
 from tenants.signin_gate import gate_for
 
 
 def _next_url(request: HttpRequest) -> str:
-    target = request.POST.get("next") or request.GET.get("next") or ""
-    if url_has_allowed_host_and_scheme(
-        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    ):
-        return target
-    return "/"
+    return safe_next_url(request, request.POST.get("next") or request.GET.get("next"))
 
 
 @login_required
@@ -42,7 +39,7 @@ def _next_url(request: HttpRequest) -> str:
 def two_factor_verify(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
     if gate_for(request) != "verify":
-        return redirect(_next_url(request))
+        return HttpResponseRedirect(_next_url(request))
     next_url = _next_url(request)
     context = {
         "next": next_url,
@@ -58,7 +55,7 @@ def two_factor_verify(http_request: HttpRequest) -> HttpResponse:
     except two_factor.TwoFactorError as error:
         context["error"] = error.message
         return render(request, "tenants/two_factor_verify.html", context, status=400)
-    request.session[user_sessions.FACTOR_KEY] = factor
+    user_sessions.session_factor_proven(request, factor)
     if factor == "recovery_code":
         left = two_factor.recovery_codes_left(request.user)
         messages.warning(
@@ -70,7 +67,7 @@ def two_factor_verify(http_request: HttpRequest) -> HttpResponse:
             )
             % {"left": left},
         )
-    return redirect(next_url)
+    return HttpResponseRedirect(next_url)
 
 
 def _security_context(request: AuthenticatedRequest) -> dict:
@@ -149,7 +146,7 @@ def totp_confirm(http_request: HttpRequest) -> HttpResponse:
             return redirect("account_security")
         return _enrol_page(request, pending, error.message, status=400)
     # The person just proved the factor: this session counts as signed in with it.
-    request.session[user_sessions.FACTOR_KEY] = "totp"
+    user_sessions.session_factor_proven(request, "totp")
     return render(request, "tenants/recovery_codes.html", {"codes": codes, "new_device": True})
 
 
@@ -193,6 +190,42 @@ def two_factor_remove(http_request: HttpRequest) -> HttpResponse:
         request, _("Two-factor sign-in is off; your authenticator and passkeys are removed.")
     )
     return redirect("account_security")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def password_change(http_request: HttpRequest) -> HttpResponse:
+    request = cast(AuthenticatedRequest, http_request)
+    if request.session.get(user_sessions.METHOD_KEY) == "sso":
+        # The password opens every tenant of the person; a tenant's provider speaks for its own.
+        messages.error(request, _("Sign in with your password to change it."))
+        return redirect("account_security")
+    form = PasswordChangeForm(
+        request.user, request.POST if request.method == "POST" else None, request=request
+    )
+    if request.method == "POST" and form.is_valid():
+        kept = request.session.session_key
+        ended = passwords.password_change(
+            user=request.user,
+            password=form.cleaned_data["new_password1"],
+            keep_session_key=kept,
+            request=request,
+        )
+        # This session stays signed in (under a new key); the others ended above.
+        update_session_auth_hash(request, request.user)
+        user_sessions.session_key_renew(request, old_key=kept)
+        messages.success(
+            request,
+            ngettext(
+                "Your password is changed. %(ended)d other session was signed out.",
+                "Your password is changed. %(ended)d other sessions were signed out.",
+                ended,
+            )
+            % {"ended": ended},
+        )
+        return redirect("sessions")
+    status = 400 if request.method == "POST" else 200
+    return render(request, "tenants/password_change.html", {"form": form}, status=status)
 
 
 @login_required

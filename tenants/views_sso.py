@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from django.contrib.auth import login, logout
 from django.core.validators import slug_re
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
 from common.crypto import SecretUnreadable
 from tenants import oidc, oidc_signin
 from tenants.models import SingleSignOn
+from tenants.next_url import safe_next_url
 from tenants.signin_audit import signin_audit
 from tenants.signin_gate import gate_for
 from tenants.user_sessions import FACTOR_KEY, METHOD_KEY, SSO_TENANTS_KEY
@@ -71,9 +71,7 @@ def sso_start(request: HttpRequest, slug: str) -> HttpResponse:
     except oidc.OidcError as error:
         return _refused(request, error.message, status=502)
     flow = oidc.new_flow()
-    target = request.GET.get("next", "")
-    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
-        target = ""
+    target = safe_next_url(request, request.GET.get("next"), fallback="")
     request.session[FLOW_KEY] = {
         "state": flow.state,
         "nonce": flow.nonce,
@@ -181,4 +179,11 @@ def sso_callback(request: HttpRequest) -> HttpResponse:
         request=request,
         data={"method": "sso", "issuer": sso.issuer},
     )
-    return redirect(pending.get("next") or reverse("tenant_home", args=[tenant.slug]))
+    # Checked again: a flow kept in a session from before the rule was tightened.
+    return HttpResponseRedirect(
+        safe_next_url(
+            request,
+            pending.get("next"),
+            fallback=reverse("tenant_home", args=[tenant.slug]),
+        )
+    )

@@ -403,3 +403,44 @@ def test_an_admins_pending_invitations_go_when_they_stop_being_admin(tenant_a, m
     assert AuditEvent.objects.filter(
         tenant=tenant_a, action="invitation.revoked", object_id=str(invitation.pk)
     ).exists()
+
+
+UNSAFE_NAMES = pytest.mark.parametrize(
+    "name",
+    ["Eve\u202egnp.exe", "Eve\x1b[31m", "Eve\u2066Mallory", "Eve\tMallory"],
+    ids=["rlo", "esc", "isolate", "tab"],
+)
+
+
+@UNSAFE_NAMES
+def test_the_invitee_cannot_choose_a_name_that_reads_as_something_else(
+    client, tenant_a, member_of, name
+):
+    """Found by an outside probe: every admin and approver of the tenant reads a member's name
+    (member list, approvals, audit); the rule for names others read is common.text's
+    unsafe_in_name, as for tokens, passkeys and inboxes."""
+    link = invite(client, member_of(tenant_a, "admin"), tenant_a, "newbie@example.test")
+    page = client.get(link.context["link"])
+
+    response = client.post(
+        page["Location"],
+        {"full_name": name, "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
+    )
+
+    assert response.status_code == 400
+    assert "A name cannot hold the control character" in response.content.decode()
+    assert Invitation.objects.get(email="newbie@example.test").state == "pending"
+    assert not User.objects.filter(email="newbie@example.test").exists()
+
+
+@UNSAFE_NAMES
+def test_the_admin_cannot_invite_under_a_name_that_reads_as_something_else(
+    client, tenant_a, member_of, name
+):
+    page = invite(
+        client, member_of(tenant_a, "admin"), tenant_a, "named@example.test", full_name=name
+    )
+
+    assert page.status_code == 400
+    assert "A name cannot hold the control character" in page.content.decode()
+    assert not Invitation.objects.filter(email="named@example.test").exists()

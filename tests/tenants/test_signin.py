@@ -1,6 +1,7 @@
 import pytest
 from django.conf import settings
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from tenants.models import AuditEvent
 from tenants.signin_audit import client_ip
@@ -100,3 +101,72 @@ def test_pages_carry_a_strict_csp_with_a_fresh_nonce(client):
     assert "script-src 'self' 'nonce-" in first
     assert "unsafe-inline" not in first and "unsafe-eval" not in first
     assert first != second
+
+
+# --- "next": never off the site, never from https down to http ---------------------------------
+
+OFF_SITE = [
+    "//evil.example/",
+    "https://evil.example/",
+    "/\\evil.example/",
+    "\\\\evil.example",
+    "http:evil.example",
+    "/%2F%2Fevil.example",
+    " //evil.example",
+    "\t//evil.example",
+    "javascript:alert(1)",
+    "https:///evil.example",
+]
+
+
+def _stays_on_site(response, *, secure: bool = False) -> bool:
+    location = response["Location"]
+    return url_has_allowed_host_and_scheme(
+        location, allowed_hosts={"testserver"}, require_https=secure
+    ) and not location.lower().startswith("javascript")
+
+
+@pytest.mark.parametrize("target", OFF_SITE)
+def test_sign_in_next_never_leaves_the_site(client, tenant_a, member_of, password, target):
+    membership = member_of(tenant_a)
+    response = client.post(
+        reverse("login") + "?next=" + target,
+        {"username": membership.user.email, "password": password, "next": target},
+    )
+    assert response.status_code == 302
+    assert _stays_on_site(response)
+
+
+def test_sign_in_over_https_never_sends_on_over_http(client, tenant_a, member_of, password):
+    membership = member_of(tenant_a)
+    target = f"http://testserver/t/{tenant_a.slug}/"
+    response = client.post(
+        reverse("login"),
+        {"username": membership.user.email, "password": password, "next": target},
+        secure=True,
+    )
+    assert response.status_code == 302
+    assert _stays_on_site(response, secure=True)
+
+
+@pytest.mark.parametrize("target", OFF_SITE)
+def test_sign_out_next_never_leaves_the_site(signed_in, tenant_a, member_of, target):
+    client = signed_in(member_of(tenant_a).user)
+    response = client.post(reverse("logout") + "?next=" + target, {"next": target})
+    assert response.status_code == 302
+    assert _stays_on_site(response)
+
+
+def test_an_address_too_long_for_any_account_is_a_form_error_not_a_500(client, db):
+    """Found by an outside probe: the form took addresses over 254 characters, and django-axes
+    then wrote one into its 255-character column: a database error (500), no throttle."""
+    email = "a" * 60 + "@" + ".".join(["b" * 60] * 4) + ".test"
+
+    responses = [
+        sign_in(client, email, "wrong-wrong-wrong", "10.0.0.1")
+        for _ in range(settings.AXES_FAILURE_LIMIT + 1)
+    ]
+
+    assert {response.status_code for response in responses} == {200}
+    assert "at most 254 characters" in responses[-1].content.decode()
+    assert "_auth_user_id" not in client.session

@@ -13,18 +13,19 @@ from django.contrib.sessions.models import Session
 from django.test import Client
 from django.urls import reverse
 
-from tenants import oidc_signin
+from tenants import oidc_signin, two_factor
 from tenants.models import (
     AuditEvent,
     Invitation,
     Membership,
     SsoIdentity,
     TotpDevice,
+    User,
     UserSession,
 )
 from tenants.user_sessions import METHOD_KEY
 from tests.tenants.test_sso_callback import CLIENT, Provider, start
-from tests.tenants.test_two_factor import enrol
+from tests.tenants.test_two_factor import enrol, next_step_code
 
 
 def provider_of(tenant, member_of, provider, *, domains):
@@ -270,3 +271,113 @@ def test_a_browser_sent_through_a_providers_sign_in_cannot_accept_another_tenant
     assert "Sign in with your password to accept" in refused.content.decode()
     assert Invitation.objects.get(pk=invitation.pk).state == "pending"
     assert not Membership.objects.filter(tenant=tenant_b, user=held).exists()
+
+
+# --- An operator's account (the Django admin acts on every tenant) ------------------------------
+
+
+@pytest.fixture
+def operator(db, tenant_a, member_of, password):
+    """An operator who also belongs to tenant A and keeps an authenticator app."""
+    user = member_of(tenant_a, "viewer", user__email="ops@countersign-ops.test").user
+    User.objects.filter(pk=user.pk).update(is_staff=True, is_superuser=True)
+    own = Client()
+    own.post(reverse("login"), {"username": user.email, "password": password})
+    enrol(own)
+    return User.objects.get(pk=user.pk)
+
+
+def test_a_tenants_provider_does_not_sign_in_an_operators_account(
+    client, provider, tenant_a, member_of, operator
+):
+    """Found by an outside probe: A's admin listed the operator's domain as A's own, asserted
+    the operator's address, and the session opened /ops/admin/ with neither the operator's
+    password nor their authenticator."""
+    provider_of(tenant_a, member_of, provider, domains=["countersign-ops.test"])
+
+    response = sso_callback(client, provider, tenant_a, operator.email, "anything")
+
+    assert response.status_code == 403
+    assert "operator of Countersign" in response.content.decode()
+    assert "_auth_user_id" not in client.session
+    assert not SsoIdentity.objects.filter(user=operator).exists()
+    refused = AuditEvent.objects.get(action="signin.sso_refused", tenant=tenant_a)
+    assert refused.data["reason"] == "operator_account"
+    assert client.get("/ops/admin/tenants/tenant/").status_code == 302  # to the admin's sign-in
+
+
+def test_a_link_made_before_the_account_became_an_operators_signs_nobody_in(
+    client, provider, tenant_a, member_of
+):
+    person = member_of(tenant_a, "viewer", user__email="dana@acme.test").user
+    provider_of(tenant_a, member_of, provider, domains=["acme.test"])
+    assert sso_callback(Client(), provider, tenant_a, person.email, "dana").status_code == 302
+    User.objects.filter(pk=person.pk).update(is_staff=True)
+
+    response = sso_callback(client, provider, tenant_a, person.email, "dana")
+
+    assert response.status_code == 403
+    assert "_auth_user_id" not in client.session
+
+
+def test_a_session_from_a_tenants_provider_never_opens_the_operators_admin(
+    client, provider, tenant_a, member_of
+):
+    """An account made an operator while a session from A's provider is open: that session
+    still never reaches the admin, which needs the password and the person's own factor."""
+    person = member_of(tenant_a, "viewer", user__email="dana@acme.test").user
+    provider_of(tenant_a, member_of, provider, domains=["acme.test"])
+    assert sso_callback(client, provider, tenant_a, person.email, "dana").status_code == 302
+    User.objects.filter(pk=person.pk).update(is_staff=True, is_superuser=True)
+
+    pages = [
+        client.get(url).status_code
+        for url in ("/ops/admin/", "/ops/admin/tenants/tenant/", "/ops/admin/login/")
+    ]
+
+    assert pages == [403, 403, 403]
+    assert client.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 200
+
+
+def test_the_same_operator_signed_in_with_password_and_factor_opens_the_admin(operator, password):
+    browser = Client()
+    browser.post(reverse("login"), {"username": operator.email, "password": password})
+    assert browser.get("/ops/admin/").status_code == 302  # owes the second factor
+    secret = two_factor.totp_secret(TotpDevice.objects.get(user=operator))
+    browser.post(reverse("two_factor_verify"), {"code": next_step_code(secret)})
+
+    assert browser.get("/ops/admin/").status_code == 200
+
+
+def test_a_new_accounts_name_from_the_provider_loses_its_controls(
+    client, provider, tenant_a, member_of
+):
+    """The name claim is cleaned, not refused: it is optional, the person cannot change what
+    their company's provider sends, and the sign-in should not fail over it."""
+    provider_of(tenant_a, member_of, provider, domains=["acme.test"])
+    flow = start(client, tenant_a)
+    provider.id_token = provider.sign(
+        flow["nonce"], sub="new", email="new@acme.test", name="Eve\u202egnp.exe\tMallory\x1b[2J"
+    )
+
+    response = client.get(reverse("sso_callback"), {"state": flow["state"], "code": "c0de"})
+
+    assert response.status_code == 302
+    assert User.objects.get(email="new@acme.test").full_name == "Evegnp.exe Mallory[2J"
+
+
+def test_the_impostor_cannot_change_the_persons_password(impostor, bob, password):
+    page = impostor.get(reverse("password_change"))
+    posted = impostor.post(
+        reverse("password_change"),
+        {
+            "old_password": password,
+            "new_password1": "Zx9-taken-over",
+            "new_password2": "Zx9-taken-over",
+        },
+    )
+
+    assert (page.status_code, posted.status_code) == (302, 302)
+    bob.refresh_from_db()
+    assert bob.check_password(password)
+    assert not AuditEvent.objects.filter(action="signin.password_changed").exists()

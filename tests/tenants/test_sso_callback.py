@@ -192,6 +192,45 @@ def test_a_member_of_two_tenants_signs_in_once_per_tenants_rule(
     assert client.get(reverse("tenant_home", args=[tenant_b.slug])).status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [("http://testserver/preferences/", ""), ("/preferences/", "/preferences/")],
+    ids=["plain-http", "path"],
+)
+def test_a_sign_in_begun_over_https_never_returns_over_http(
+    client, provider, alice, tenant_a, given, kept
+):
+    """Django's own sign-in refuses a plain-http "next" on a secure request (require_https); the
+    single sign-on start kept it, and the callback redirected there after a good sign-in."""
+    started = client.get(reverse("sso_start", args=[tenant_a.slug]), {"next": given}, secure=True)
+    assert started.status_code == 302
+    flow = client.session[FLOW_KEY]
+    assert flow["next"] == kept
+    provider.id_token = provider.sign(flow["nonce"])
+    back = client.get(
+        reverse("sso_callback"), {"state": flow["state"], "code": "c0de"}, secure=True
+    )
+    assert back.status_code == 302
+    assert back["Location"] == (kept or reverse("tenant_home", args=[tenant_a.slug]))
+
+
+@pytest.mark.parametrize("given", ["foo", "tenant_home", "%C3%A9"])
+def test_a_next_that_is_no_path_returns_to_the_tenant_not_a_500(
+    client, provider, alice, tenant_a, given
+):
+    """Found by an outside probe: redirect() took ?next=foo for a view name to reverse, and the
+    callback answered 500 right after a good sign-in."""
+    started = client.get(reverse("sso_start", args=[tenant_a.slug]) + "?next=" + given)
+    assert started.status_code == 302
+    flow = client.session[FLOW_KEY]
+    provider.id_token = provider.sign(flow["nonce"])
+
+    back = client.get(reverse("sso_callback"), {"state": flow["state"], "code": "c0de"})
+
+    assert back.status_code == 302
+    assert back["Location"] == reverse("tenant_home", args=[tenant_a.slug])
+
+
 def test_without_private_networks_a_provider_on_loopback_is_never_called(
     client, provider, alice, tenant_a, settings
 ):

@@ -7,13 +7,15 @@ import threading
 
 import pyotp
 import pytest
+from django.conf import settings
+from django.contrib.sessions.models import Session
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
 from tenants import two_factor
-from tenants.models import AuditEvent, RecoveryCode, TotpDevice
+from tenants.models import AuditEvent, RecoveryCode, Tenant, TotpDevice, UserSession
 from tenants.tokens import token_create
 
 pytestmark = pytest.mark.django_db
@@ -393,3 +395,165 @@ def test_the_operator_reset_names_an_unknown_address_and_changes_nothing(enrolle
     with pytest.raises(CommandError, match=r"No account has the address nobody@acme\.test"):
         call_command("two_factor_reset", "nobody@acme.test")
     assert TotpDevice.objects.filter(user=user, confirmed=True).exists()
+
+
+@pytest.mark.parametrize("code", ["¹²³⁴⁵⁶", "①②③④⑤⑥", "12345²"])
+def test_digits_that_are_not_ascii_are_a_wrong_code_not_a_500(enrolled, password, code):
+    """Found by an outside probe: str.isdigit() is true of superscript and circled digits,
+    which int() refuses."""
+    user, _secret, _codes = enrolled
+    client = Client(raise_request_exception=False)
+    password_sign_in(client, user, password)
+
+    response = client.post(reverse("two_factor_verify"), {"code": code})
+
+    assert response.status_code == 400
+    assert client.get(reverse("account_security")).status_code == 302
+
+
+def test_digits_that_are_not_ascii_do_not_confirm_an_enrolment(tenant_a, member_of, password):
+    user = member_of(tenant_a, "approver").user
+    client = Client(raise_request_exception=False)
+    password_sign_in(client, user, password)
+    client.post(reverse("totp_enrol"))
+
+    response = client.post(reverse("totp_confirm"), {"code": "¹²³⁴⁵⁶"})
+
+    assert response.status_code == 400
+    assert not TotpDevice.objects.get(user=user).confirmed
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["code=%00", "code=%ED%A0%80", "code=" + "9" * 100_000, "code=123456&code=654321"],
+    ids=["nul", "surrogate", "huge", "twice"],
+)
+def test_odd_codes_are_refused_cleanly(enrolled, password, body):
+    user, _secret, _codes = enrolled
+    client = Client(raise_request_exception=False)
+    password_sign_in(client, user, password)
+
+    response = client.post(
+        reverse("two_factor_verify"), body, content_type="application/x-www-form-urlencoded"
+    )
+
+    assert response.status_code == 400
+    assert client.get(reverse("account_security")).status_code == 302
+
+
+def test_the_second_factor_renews_the_session_key_and_its_record(enrolled, tenant_a, password):
+    """A cookie copied (or planted) while the session still owed its factor is worth nothing
+    once the person gives the code: the session goes on under a new key, listed as before."""
+    user, secret, _codes = enrolled
+    attacker = Client()
+    password_sign_in(attacker, user, password)
+    planted = attacker.session.session_key
+    victim = Client()
+    victim.cookies[settings.SESSION_COOKIE_NAME] = planted
+
+    done = victim.post(reverse("two_factor_verify"), {"code": next_step_code(secret)})
+
+    home = reverse("tenant_home", args=[tenant_a.slug])
+    assert done.status_code == 302
+    assert victim.session.session_key != planted
+    assert victim.get(home).status_code == 200
+    assert attacker.get(home).status_code == 302
+    assert not Session.objects.filter(session_key=planted).exists()
+    assert UserSession.objects.filter(user=user, session_key=victim.session.session_key).exists()
+    assert not UserSession.objects.filter(session_key=planted).exists()
+
+
+def test_enrolling_under_a_tenants_requirement_renews_the_session_key(
+    tenant_a, member_of, password
+):
+    Tenant.objects.filter(pk=tenant_a.pk).update(require_two_factor=True)
+    user = member_of(tenant_a, "approver").user
+    client = Client()
+    password_sign_in(client, user, password)
+    before = client.session.session_key
+
+    enrol(client)
+
+    assert client.session.session_key != before
+    assert client.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 200
+    assert UserSession.objects.filter(user=user, session_key=client.session.session_key).exists()
+
+
+def test_removing_every_factor_sends_the_persons_other_sessions_to_enrolment(
+    enrolled, tenant_a, password
+):
+    """Found by an outside probe: the gate trusted the factor a session had proven, so the
+    person's other browser kept going everywhere after the last factor was removed."""
+    user, secret, _codes = enrolled
+    Tenant.objects.filter(pk=tenant_a.pk).update(require_two_factor=True)
+    laptop, phone = Client(), Client()
+    for browser in (laptop, phone):
+        password_sign_in(browser, user, password)
+        browser.post(reverse("two_factor_verify"), {"code": next_step_code(secret)})
+
+    laptop.post(reverse("two_factor_remove"))
+
+    home = reverse("tenant_home", args=[tenant_a.slug])
+    for browser in (laptop, phone):
+        response = browser.get(home)
+        assert response.status_code == 302
+        assert response["Location"].startswith(reverse("account_security"))
+
+
+def test_a_factor_enrolled_elsewhere_after_removal_must_be_proven_in_this_session(
+    enrolled, tenant_a, password
+):
+    user, secret, _codes = enrolled
+    phone = Client()
+    password_sign_in(phone, user, password)
+    phone.post(reverse("two_factor_verify"), {"code": next_step_code(secret)})
+    laptop = Client()
+    password_sign_in(laptop, user, password)
+    laptop.post(reverse("two_factor_verify"), {"code": next_step_code(secret)})
+    laptop.post(reverse("two_factor_remove"))
+    home = reverse("tenant_home", args=[tenant_a.slug])
+    assert phone.get(home).status_code == 200  # no factor, and none is required
+
+    enrol(laptop)
+
+    assert phone.get(home).status_code == 302
+
+
+def test_an_admin_cannot_reset_the_factors_of_an_operator(tenant_a, member_of, password):
+    """Found by an outside probe: an operator who belongs to tenant A alone; their factors guard
+    the Django admin (every tenant), so only an operator's command resets them."""
+    membership = member_of(tenant_a, "viewer")
+    operator = membership.user
+    type(operator).objects.filter(pk=operator.pk).update(is_staff=True)
+    own = Client()
+    password_sign_in(own, operator, password)
+    enrol(own)
+    admin = Client()
+    admin.force_login(member_of(tenant_a, "admin").user)
+
+    refused = admin.post(
+        reverse("admin_member_two_factor_reset", args=[tenant_a.slug, membership.pk]), follow=True
+    )
+
+    assert "is an operator of Countersign" in refused.content.decode()
+    assert TotpDevice.objects.filter(user=operator, confirmed=True).exists()
+    assert own.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 200
+    assert not AuditEvent.objects.filter(action__endswith="two_factor_reset").exists()
+
+
+@pytest.mark.parametrize("given", ["foo", "tenant_home", "%C3%A9", "%ED%A0%80"])
+def test_a_next_that_is_no_path_is_not_a_500(enrolled, password, given):
+    """Found by an outside probe: redirect() took ?next=foo for a view name to reverse: a 500
+    right after a correct code (then spent), and for every signed-in GET of the step."""
+    user, secret, _codes = enrolled
+    client = Client(raise_request_exception=False)
+    password_sign_in(client, user, password)
+
+    done = client.post(
+        reverse("two_factor_verify") + "?next=" + given,
+        {"code": next_step_code(secret), "next": given},
+    )
+    again = client.get(reverse("two_factor_verify") + "?next=" + given)
+
+    assert (done.status_code, done["Location"]) == (302, "/")
+    assert (again.status_code, again["Location"]) == (302, "/")

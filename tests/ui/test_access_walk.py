@@ -345,6 +345,7 @@ SIGNED_OUT = {
     "passkey_register_options": 302,
     "passkey_register": 302,
     "passkey_remove": 302,
+    "password_change": 302,
     "sessions": 302,
     "session_end": 302,
     "passkey_signin_options": 405,

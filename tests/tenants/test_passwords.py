@@ -1,0 +1,129 @@
+"""A signed-in person changes their own password on the account pages: the current password
+first (throttled as at sign-in), Django's validators, an audit row, and every other session of
+theirs ended while this one stays signed in. (A single sign-on session may not: test_sso_account_
+guard.py. In a browser: tests/ui/test_browser_password.py.)"""
+
+import pytest
+from django.conf import settings
+from django.contrib.sessions.models import Session
+from django.test import Client
+from django.urls import reverse
+
+from tenants.models import AuditEvent, UserSession
+
+pytestmark = pytest.mark.django_db
+
+NEW = "a-fresh-pass-phrase-58"
+
+
+def browser(user, password, ip="10.2.0.1"):
+    client = Client(REMOTE_ADDR=ip)
+    response = client.post(reverse("login"), {"username": user.email, "password": password})
+    assert response.status_code == 302
+    return client
+
+
+def change(client, old, new=NEW, again=None):
+    return client.post(
+        reverse("password_change"),
+        {"old_password": old, "new_password1": new, "new_password2": again or new},
+    )
+
+
+def test_the_account_pages_link_to_it(tenant_a, member_of, password):
+    client = browser(member_of(tenant_a).user, password)
+    link = f'href="{reverse("password_change")}"'
+
+    assert link in client.get(reverse("account_security")).content.decode()
+    assert link in client.get(reverse("sessions")).content.decode()
+    assert client.get(reverse("password_change")).status_code == 200
+
+
+def test_changing_it_ends_the_other_sessions_and_keeps_this_one(tenant_a, member_of, password):
+    user = member_of(tenant_a).user
+    other = browser(user, password, ip="10.2.0.2")
+    other_key = other.session.session_key
+    client = browser(user, password)
+    before = client.session.session_key
+
+    response = change(client, password)
+
+    assert response.status_code == 302 and response["Location"] == reverse("sessions")
+    user.refresh_from_db()
+    assert user.check_password(NEW)
+    assert client.session.session_key != before
+    assert client.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 200
+    assert other.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 302
+    assert not Session.objects.filter(session_key__in=[before, other_key]).exists()
+    assert list(UserSession.objects.filter(user=user).values_list("session_key", flat=True)) == [
+        client.session.session_key
+    ]
+    row = AuditEvent.objects.get(action="signin.password_changed", tenant=tenant_a)
+    assert row.data == {"email": user.email, "sessions_ended": 1}
+    assert NEW not in str(row.data) and password not in str(row.data)
+    assert (
+        Client().post(reverse("login"), {"username": user.email, "password": NEW}).status_code
+        == 302
+    )
+
+
+def test_a_wrong_current_password_changes_nothing(tenant_a, member_of, password):
+    user = member_of(tenant_a).user
+    client = browser(user, password)
+
+    response = change(client, "not-the-password")
+
+    assert response.status_code == 400
+    assert "Your old password was entered incorrectly" in response.content.decode()
+    user.refresh_from_db()
+    assert user.check_password(password)
+    assert AuditEvent.objects.filter(action="signin.failed", tenant=tenant_a).count() == 1
+    assert not AuditEvent.objects.filter(action="signin.password_changed").exists()
+
+
+def test_the_validators_refuse_a_weak_or_mismatched_new_password(tenant_a, member_of, password):
+    user = member_of(tenant_a).user
+    client = browser(user, password)
+
+    weak = change(client, password, new="short")
+    mismatched = change(client, password, new=NEW, again=NEW + "x")
+
+    assert (weak.status_code, mismatched.status_code) == (400, 400)
+    user.refresh_from_db()
+    assert user.check_password(password)
+
+
+def test_wrong_current_passwords_are_throttled_like_sign_in(tenant_a, member_of, password):
+    """The page would otherwise be a way around the sign-in throttle for whoever holds a
+    signed-in browser: the same counter (address and client) and the same lockout."""
+    user = member_of(tenant_a).user
+    client = browser(user, password)
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        change(client, "not-the-password")
+
+    locked = change(client, password)
+
+    assert locked.status_code == 429
+    user.refresh_from_db()
+    assert user.check_password(password)
+    signing_in = Client(REMOTE_ADDR="10.2.0.1").post(
+        reverse("login"), {"username": user.email, "password": password}
+    )
+    assert signing_in.status_code == 429
+
+
+def test_it_needs_a_signed_in_person_and_a_csrf_token(tenant_a, member_of, password):
+    user = member_of(tenant_a).user
+    anonymous = Client().get(reverse("password_change"))
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(user)
+
+    forged = strict.post(
+        reverse("password_change"),
+        {"old_password": password, "new_password1": NEW, "new_password2": NEW},
+    )
+
+    assert anonymous.status_code == 302 and anonymous["Location"].startswith(reverse("login"))
+    assert forged.status_code == 403
+    user.refresh_from_db()
+    assert user.check_password(password)
