@@ -80,7 +80,9 @@ class Draft(models.Model):
     sla_breach_holder = models.ForeignKey(
         "tenants.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    # The database's clock, as the customer's messages' recorded_at: which messages are newer
+    # than the draft (intents_hold_stale, draft_approve) must not depend on a web host's clock.
+    created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(auto_now=True)
 
     if TYPE_CHECKING:

@@ -110,13 +110,13 @@ HAS_WARNING = RawSQL(HAS_WARNING_SQL, [], output_field=BooleanField())  # noqa: 
 
 
 def _wrote_again_sql() -> str:
-    """True when the customer wrote in the draft's thread after the draft was written, the
-    message it answers excepted: the rule draft_approve and intents_hold_stale apply, so a row
-    says what bulk approval will refuse. Correlated on the outer draft row; names from the
-    models, no input."""
+    """True when the customer wrote in the draft's thread after the draft was written (or we
+    recorded such a message after it), the message it answers excepted: the rule draft_approve
+    and intents_hold_stale apply, so a row says what bulk approval will refuse. Correlated on
+    the outer draft row; names from the models, no input."""
     i = {
         name: _db_column(InboundMessage, name)
-        for name in ("tenant", "mailbox", "thread_id", "received_at", "message_id")
+        for name in ("tenant", "mailbox", "thread_id", "received_at", "recorded_at", "message_id")
     }
     thread_id = _column(Draft, "thread_id")
     return f"""
@@ -125,7 +125,8 @@ def _wrote_again_sql() -> str:
   WHERE i.{i["tenant"]} = {_column(Draft, "tenant")}
     AND i.{i["mailbox"]} = {_column(Draft, "mailbox")}
     AND i.{i["thread_id"]} = {thread_id}
-    AND i.{i["received_at"]} > {_column(Draft, "created_at")}
+    AND (i.{i["received_at"]} > {_column(Draft, "created_at")}
+         OR i.{i["recorded_at"]} > {_column(Draft, "created_at")})
     AND i.{i["message_id"]} <> {_column(Draft, "in_reply_to")}
 ))
 """  # noqa: S608

@@ -174,6 +174,9 @@ class InboundMessage(models.Model):
     subject = models.CharField(max_length=998, blank=True)
     preview = models.CharField(max_length=500, blank=True)
     received_at = models.DateTimeField()
+    # When we stored it (the database's clock): from then on a reviewer could see it. A message
+    # written before a draft but recorded after it (a webhook delivered late) was seen by no one.
+    recorded_at = models.DateTimeField(db_default=Now())
 
     class Meta:
         constraints = [

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import connection
+from django.db.models import Q
 
 from intents.models import SendIntent
 from webhooks.models import InboundMessage, RecipientDelivery, WebhookEvent
@@ -60,17 +61,18 @@ def inbound_for_thread(*, tenant, mailbox, thread_id: str, limit: int = 20) -> l
 
 
 def customer_messages_after(
-    *, tenant, mailbox, thread_id: str, written_after, answering: str, limit: int = 100
+    *, tenant, mailbox, thread_id: str, after, answering: str, limit: int = 100
 ) -> list[int]:
-    """Ids of the customer's messages in a thread of ``mailbox`` written after ``written_after``
-    (a draft's creation), the message the draft answers excepted, oldest first: those a reply
-    approved without seeing them may no longer fit (the rule of ``intents_hold_stale``)."""
+    """Ids of the customer's messages in a thread of ``mailbox`` written or recorded after
+    ``after`` (a draft's creation, the database's clock), the message the draft answers
+    excepted, oldest first: those a reply approved without seeing them may no longer fit (the
+    rule of ``intents_hold_stale``). Recorded after counts too: a message written earlier but
+    delivered to us late was seen by no one."""
     if not thread_id:
         return []
     return list(
-        InboundMessage.objects.filter(
-            tenant=tenant, mailbox=mailbox, thread_id=thread_id, received_at__gt=written_after
-        )
+        InboundMessage.objects.filter(tenant=tenant, mailbox=mailbox, thread_id=thread_id)
+        .filter(Q(received_at__gt=after) | Q(recorded_at__gt=after))
         .exclude(message_id=answering)
         .order_by("received_at", "id")
         .values_list("pk", flat=True)[:limit]

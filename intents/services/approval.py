@@ -170,7 +170,7 @@ def _require_customer_messages_seen(
         tenant=tenant,
         mailbox=draft.mailbox,
         thread_id=draft.thread_id,
-        written_after=draft.created_at,
+        after=draft.created_at,
         answering=draft.in_reply_to,
     )
     unread = [pk for pk in newer if pk not in seen]

@@ -230,14 +230,17 @@ class Holds:
 
 
 def intents_hold_stale(
-    *, mailbox, thread_id: str, message_id: str, written_at, reason: str
+    *, mailbox, thread_id: str, message_id: str, written_at, reason: str, recorded_at=None
 ) -> Holds:
     """A reply approved before the customer wrote again may no longer fit: hold it for a person.
 
-    Only messages written after the draft count (the agent had the earlier ones), and never the
-    message the draft answers. Each send is held by ``intent_hold`` (its own transition). The
-    mailbox names the tenant: the caller found it in the tenant of a verified event.
+    Only messages written after the draft count (the agent had the earlier ones), or recorded
+    after it (``recorded_at``, the database's clock: a message delivered to us late was seen by
+    no one), and never the message the draft answers. Each send is held by ``intent_hold`` (its
+    own transition). The mailbox names the tenant: the caller found it in the tenant of a
+    verified event.
     """
+    newer_than = max(written_at, recorded_at) if recorded_at is not None else written_at
     if not thread_id:
         return Holds([], [])
     held: list[int] = []
@@ -251,7 +254,7 @@ def intents_hold_stale(
                 mailbox=mailbox,
                 state=SendIntent.State.QUEUED,
                 held_reason="",
-                draft__created_at__lt=written_at,
+                draft__created_at__lt=newer_than,
             )
             .filter(Q(draft__thread_id=thread_id) | Q(provider_thread_id=thread_id))
             .exclude(draft__in_reply_to=message_id)

@@ -13,6 +13,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+import time_machine
 from django.db import connections, transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -359,3 +360,110 @@ def _two_waiting(timeout: float = 10.0) -> bool:
                 return True
             time.sleep(0.02)
     return False
+
+
+# --- clocks: the web host's may run ahead; a webhook may come late ------------------------------
+
+
+@pytest.fixture
+def thread_live(tenant_a, member_of, mailbox_factory, sandbox, fast_send, client, hook_for):  # noqa: F811
+    """A sandbox mailbox whose customer wrote once (through the signed webhook); a writer and an
+    approver. ``.writes(subject, timestamp=None)`` delivers another message of the thread."""
+    import types
+
+    mailbox = mailbox_factory(tenant_a)
+    hook = hook_for(tenant_a)
+
+    def writes(subject: str, *, timestamp: str | None = None, deliver: bool = True):
+        message = sandbox.inbound(
+            mailbox.inbox_id,
+            from_="jane@customer.test",
+            subject=subject,
+            text=subject,
+            in_reply_to=first["message_id"] if first else None,
+        )
+        extra = {"timestamp": timestamp} if timestamp else {}
+        payload = received_payload(
+            mailbox,
+            thread_id=message["thread_id"],
+            message_id=message["message_id"],
+            subject=subject,
+            sender="jane@customer.test",
+            **extra,
+        )
+        if deliver:
+            hook.post(client, payload)
+        return lambda: hook.post(client, payload)
+
+    first: dict = {}
+    writes("Refund?")
+    first.update(InboundMessage.objects.values("thread_id", "message_id").get())
+
+    def draft():
+        return services.draft_create(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            to=["jane@customer.test"],
+            text="We refunded it.",
+            thread_id=first["thread_id"],
+            in_reply_to=first["message_id"],
+            actor_user=member_of(tenant_a, "approver").user,
+        )
+
+    def approve(d, seen=()):
+        version = DraftVersion.objects.get(draft=d)
+        return services.draft_approve(
+            tenant=tenant_a,
+            draft_id=d.pk,
+            version=1,
+            content_hash=version.content_hash,
+            actor=member_of(tenant_a, "admin").user,
+            messages_seen=seen,
+        )
+
+    return types.SimpleNamespace(writes=writes, draft=draft, approve=approve, sandbox=sandbox)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_web_host_clock_ahead_does_not_let_a_queued_reply_escape_the_new_message(thread_live):
+    with time_machine.travel(timezone.now() + timedelta(minutes=3), tick=True):
+        draft = thread_live.draft()  # stamped by the database's clock all the same
+    intent = thread_live.approve(draft)
+
+    thread_live.writes("Cancel that")
+    sending.run_once(worker="t", limit=5)
+
+    intent.refresh_from_db()
+    assert intent.held_reason and intent.state == "queued"
+    assert thread_live.sandbox.ledger(intent.idempotency_key) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_web_host_clock_ahead_does_not_let_an_approval_ignore_a_message_it_never_showed(
+    thread_live,
+):
+    with time_machine.travel(timezone.now() + timedelta(minutes=3), tick=True):
+        draft = thread_live.draft()
+    thread_live.writes("Cancel that")
+
+    with pytest.raises(errors.CustomerWroteAgain):
+        thread_live.approve(draft)
+    assert not SendIntent.objects.filter(draft=draft).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_written_before_the_draft_but_delivered_after_the_approval_holds_the_send(
+    thread_live,
+):
+    """Svix delivered it late (an outage of the receiver): nobody here could have seen it."""
+    written = (timezone.now() - timedelta(minutes=2)).isoformat().replace("+00:00", "Z")
+    deliver_late = thread_live.writes("Cancel that", timestamp=written, deliver=False)
+    draft = thread_live.draft()
+    intent = thread_live.approve(draft)
+
+    deliver_late()
+    sending.run_once(worker="t", limit=5)
+
+    intent.refresh_from_db()
+    assert intent.held_reason and intent.state == "queued"
+    assert thread_live.sandbox.ledger(intent.idempotency_key) == []

@@ -136,14 +136,34 @@ def test_no_hold_for_other_threads_for_sent_replies_or_for_the_message_being_ans
     )
 
 
-def test_no_hold_when_the_customers_message_predates_the_draft(client, hook, mailbox, intent_row):
-    intent_row(mailbox, thread_id="thr_1", message_id=None, state="queued")
+def test_no_hold_for_a_message_written_and_recorded_before_the_draft(
+    client, hook, mailbox, intent_row
+):
+    """The agent could have had it: both its own time and ours precede the draft (here the
+    draft is dated after now, as if written right after the message was stored)."""
+    later = datetime.now(UTC) + timedelta(minutes=10)
+    intent_row(mailbox, thread_id="thr_1", message_id=None, state="queued", draft_created_at=later)
     written = iso(datetime.now(UTC) - timedelta(hours=1))
 
     hook.post(client, received_payload(mailbox, thread_id="thr_1", timestamp=written))
 
     assert SendIntent.objects.exclude(held_reason="").count() == 0
     assert InboundMessage.objects.count() == 1
+
+
+def test_a_message_written_before_the_draft_but_delivered_after_it_holds_the_reply(
+    client, hook, mailbox, intent_row
+):
+    """Delivered late (an outage of the receiver): nobody here could have seen it."""
+    queued = intent_row(mailbox, thread_id="thr_1", message_id=None, state="queued")
+    written = iso(datetime.now(UTC) - timedelta(hours=1))
+
+    hook.post(client, received_payload(mailbox, thread_id="thr_1", timestamp=written))
+
+    queued.refresh_from_db()
+    assert queued.held_reason.startswith("customer wrote again")
+    message = InboundMessage.objects.get()
+    assert message.recorded_at > message.received_at
 
 
 def test_redelivered_received_event_does_not_hold_twice(client, hook, mailbox, intent_row):

@@ -504,7 +504,7 @@ def _apply_received(
 ) -> tuple[str, str]:
     inbound_facts = normalized.inbound
     occurred_at = believed_time(normalized.occurred_at, event.received_at)
-    _, created = InboundMessage.objects.get_or_create(
+    message, created = InboundMessage.objects.get_or_create(
         mailbox=mailbox,
         message_id=normalized.message_id,
         defaults={
@@ -518,17 +518,20 @@ def _apply_received(
     )
     if not created:
         return State.APPLIED, "inbound message already recorded"
-    held = _hold_stale_intents(event, normalized, mailbox, occurred_at)
+    held = _hold_stale_intents(event, normalized, mailbox, message)
     return State.APPLIED, f"inbound message recorded; {held} queued send(s) held"
 
 
-def _hold_stale_intents(event, normalized: NormalizedEvent, mailbox: Mailbox, occurred_at) -> int:
+def _hold_stale_intents(
+    event, normalized: NormalizedEvent, mailbox: Mailbox, message: InboundMessage
+) -> int:
     """Hold the queued replies this new customer message may make stale (``intents_hold_stale``)."""
     holds = intents_hold_stale(
         mailbox=mailbox,
         thread_id=normalized.thread_id,
         message_id=normalized.message_id,
-        written_at=occurred_at,
+        written_at=message.received_at,
+        recorded_at=message.recorded_at,
         reason=HOLD_REASON,
     )
     for intent_id, code in holds.skipped:
