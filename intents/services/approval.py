@@ -38,6 +38,7 @@ from intents.services.common import (
     require_pending,
 )
 from intents.services.content import refuse_recipient_problems
+from tenants.templatetags.zones import zoned
 from webhooks.selectors import customer_messages_after
 
 log = logging.getLogger("intents.services")
@@ -155,6 +156,21 @@ def _require_sendable(tenant, draft: Draft, current: DraftVersion, now) -> None:
         raise errors.NotPending("review_expired", _("The review deadline of this draft passed."))
     if draft.not_after is not None and draft.not_after <= now:
         raise errors.NotPending("not_after_passed", _("This draft may no longer be sent."))
+    hold = tenant.send_hold_seconds
+    if draft.not_after is not None and hold and now + timedelta(seconds=hold) >= draft.not_after:
+        # The send is not due before its undo window ends and dead after not_after: approved,
+        # it could only expire.
+        raise errors.NotPending(
+            "not_after_within_undo",
+            ngettext(
+                "This draft must be sent by %(not_after)s, but the undo window of "
+                "%(seconds)d second would hold it until after that: it could never go out.",
+                "This draft must be sent by %(not_after)s, but the undo window of "
+                "%(seconds)d seconds would hold it until after that: it could never go out.",
+                hold,
+            )
+            % {"not_after": zoned(draft.not_after, "j M Y, H:i:s"), "seconds": hold},
+        )
     for field, addresses in current.recipients.items():
         refuse_recipient_problems(tenant, draft.mailbox, field, addresses)
 
@@ -284,7 +300,8 @@ def draft_reopen(*, tenant, draft_id, actor, reason) -> Draft:
             intent.pk in intents_that_may_have_gone_out(tenant=tenant, intent_ids=[intent.pk])
         )
         now = db_now()
-        version, not_after_cleared = reopen_as_new_version(tenant, draft, source, now)
+        version = reopen_as_new_version(tenant, draft, source, now)
+        not_after_cleared = _clear_passed_not_after(draft, now)
         journal(
             tenant=tenant,
             draft=draft,
@@ -415,34 +432,30 @@ def _copy_version(tenant, draft: Draft, source: DraftVersion) -> DraftVersion:
     return version
 
 
-def reopen_as_new_version(
-    tenant, draft: Draft, source: DraftVersion, now
-) -> tuple[DraftVersion, str | None]:
+def reopen_as_new_version(tenant, draft: Draft, source: DraftVersion, now) -> DraftVersion:
     """The one way back to review for an approved draft (call with the draft locked): a copy
-    of ``source`` as the next version, the draft pending on it. Returns the version and the
-    send-before time it had to clear, if any."""
+    of ``source`` as the next version, the draft pending on it. The agent's send-before time
+    (``not_after``) stays: only a person's reopen may decide to send past it
+    (``_clear_passed_not_after``); an undo stops a send, it does not extend its deadline."""
     version = _copy_version(tenant, draft, source)
-    return version, _back_to_review(tenant, draft, version.number, now)
-
-
-def _back_to_review(tenant, draft: Draft, number: int, now) -> str | None:
-    """Make the draft pending on version ``number``; returns the cleared send-before time, if
-    one had passed."""
-    updates = {
-        "status": Draft.Status.PENDING,
-        "current_version": number,
-        "decided_by": None,
-        "decided_at": None,
+    Draft.objects.filter(pk=draft.pk, status=Draft.Status.APPROVED).update(
+        status=Draft.Status.PENDING,
+        current_version=version.number,
+        decided_by=None,
+        decided_at=None,
         # A fresh review window: the old deadline has usually passed and the sweep would
         # expire the draft before anyone could approve it.
-        "review_deadline": now + timedelta(hours=tenant.review_deadline_hours),
-        "updated_at": Now(),
-    }
-    not_after_cleared = None
-    if draft.not_after is not None and draft.not_after <= now:
-        # The person decides to send after the agent's send-before time; keeping it would make
-        # the new version impossible to approve. The journal keeps the old value.
-        updates["not_after"] = None
-        not_after_cleared = draft.not_after.isoformat()
-    Draft.objects.filter(pk=draft.pk, status=Draft.Status.APPROVED).update(**updates)
-    return not_after_cleared
+        review_deadline=now + timedelta(hours=tenant.review_deadline_hours),
+        updated_at=Now(),
+    )
+    return version
+
+
+def _clear_passed_not_after(draft: Draft, now) -> str | None:
+    """Clear the draft's send-before time if it passed; returns the cleared value for the
+    journal. The person reopening decides to send after it: keeping it would make the new
+    version impossible to approve."""
+    if draft.not_after is None or draft.not_after > now:
+        return None
+    Draft.objects.filter(pk=draft.pk).update(not_after=None, updated_at=Now())
+    return draft.not_after.isoformat()

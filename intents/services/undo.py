@@ -20,10 +20,22 @@ from config.clock import db_now
 from intents import errors
 from intents.journal import journal
 from intents.models import Draft, IntentEvent, SendAttempt, SendIntent
+from intents.selectors.intents import intents_that_may_have_gone_out
 from intents.services.approval import reopen_as_new_version
 from intents.services.common import active_tenant, lock_intent, require_decider
 
 log = logging.getLogger("intents.services")
+
+# Ended, and nothing went out unless the journal shows an unproven outcome (a send cancelled from
+# needs_attention may have): refusing an undo of these as "too late, it is on its way" is false.
+NOT_SENT_STATES = frozenset(
+    {
+        SendIntent.State.EXPIRED,
+        SendIntent.State.CANCELLED,
+        SendIntent.State.BLOCKED,
+        SendIntent.State.FAILED,
+    }
+)
 
 
 def intent_undo(*, tenant, intent_id, actor) -> Draft:
@@ -53,7 +65,7 @@ def intent_undo(*, tenant, intent_id, actor) -> Draft:
         assert intent.draft_version is not None  # found through its draft above
         require_decider(tenant, actor, intent.mailbox)
         now = db_now()
-        _require_undoable(intent, draft, now)
+        _require_undoable(tenant, intent, draft, now)
         changed = SendIntent.objects.filter(
             pk=intent.pk, state=SendIntent.State.QUEUED, attempts=0, hold_until__gt=Now()
         ).update(
@@ -64,7 +76,7 @@ def intent_undo(*, tenant, intent_id, actor) -> Draft:
         )
         if not changed:
             raise _too_late(intent)
-        version, _cleared = reopen_as_new_version(tenant, draft, intent.draft_version, now)
+        version = reopen_as_new_version(tenant, draft, intent.draft_version, now)
         _journal_undo(tenant, draft, intent, version, actor, now)
     log.info(
         "intents.intent.undone",
@@ -92,7 +104,15 @@ def _too_late(intent: SendIntent) -> errors.IntentError:
     )
 
 
-def _require_undoable(intent: SendIntent, draft: Draft, now) -> None:
+def _not_sent(intent: SendIntent) -> errors.IntentError:
+    return errors.IntentError(
+        "undo_not_sent",
+        _("Nothing to undo: send #%(id)s is %(state)s and nothing was sent.")
+        % {"id": intent.pk, "state": intent.get_state_display().lower()},
+    )
+
+
+def _require_undoable(tenant, intent: SendIntent, draft: Draft, now) -> None:
     """Queued, never attempted, still inside its window, and the draft's live approval."""
     assert intent.draft_version is not None
     if intent.hold_until is None:
@@ -103,6 +123,10 @@ def _require_undoable(intent: SendIntent, draft: Draft, now) -> None:
             )
             % {"id": intent.pk},
         )
+    if intent.state in NOT_SENT_STATES and not intents_that_may_have_gone_out(
+        tenant=tenant, intent_ids=[intent.pk]
+    ):
+        raise _not_sent(intent)
     attempted = intent.attempts or SendAttempt.objects.filter(intent_id=intent.pk).exists()
     if intent.state != SendIntent.State.QUEUED or attempted or intent.hold_until <= now:
         raise _too_late(intent)

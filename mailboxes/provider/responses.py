@@ -4,6 +4,7 @@ in DESIGN.md), and :class:`ProviderError` for the calls that raise."""
 from __future__ import annotations
 
 import email.utils
+import math
 import time
 from dataclasses import dataclass
 from datetime import UTC
@@ -36,23 +37,37 @@ class ProviderError(Exception):
         self.code = code
 
 
+# AgentMail keeps an idempotency key for 24 h after a send completes, and no retry of ours comes
+# later than that (DESIGN.md, contract 2): a longer wait means the same as this one. Clamping keeps
+# every delay a datetime can hold, whatever the header says ("1e18", "inf", a date in year 9999).
+MAX_RETRY_AFTER_SECONDS = 24 * 3600.0
+
+
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """``Retry-After`` as seconds or an HTTP date; None when absent or unreadable."""
+    """``Retry-After`` as seconds or an HTTP date, between 0 and ``MAX_RETRY_AFTER_SECONDS``;
+    None when absent or unreadable (not a number, or not a finite one)."""
     if not value:
         return None
     value = value.strip()
+    seconds: float | None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        pass
+        seconds = _seconds_until_http_date(value, now)
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    return min(max(0.0, seconds), MAX_RETRY_AFTER_SECONDS)
+
+
+def _seconds_until_http_date(value: str, now: float | None) -> float | None:
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     current = now if now is not None else time.time()
-    return max(0.0, when.timestamp() - current)
+    return when.timestamp() - current
 
 
 def parse_error_body(body: Any) -> ProviderErrorBody:

@@ -4,10 +4,12 @@ what the sandbox received for the intent's idempotency key."""
 
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import IntegrityError, transaction
 from django.db.models import F
+from django.db.models.functions import Now
 
 from config.clock import db_now
 from intents import errors, sending, services, tasks
@@ -143,6 +145,66 @@ def test_hold_zero_sends_at_once_and_has_nothing_to_undo(live):
 def with_state(intent):
     intent.refresh_from_db()
     return intent
+
+
+def approve(live, draft):
+    version = draft.versions.order_by("-number").first()
+    return services.draft_approve(
+        tenant=live.tenant,
+        draft_id=draft.pk,
+        version=version.number,
+        content_hash=version.content_hash,
+        actor=live.approver,
+    )
+
+
+def draft_sending_by(live, not_after):
+    return services.draft_create(
+        tenant=live.tenant,
+        mailbox=live.mailbox,
+        to=["customer@example.com"],
+        subject="Your refund",
+        text="We refunded your order.",
+        actor_user=live.approver,
+        not_after=not_after,
+    )
+
+
+def not_after_passes(intent):
+    """The agent's send-by time is now a second behind the database clock (as if the test had
+    slept until then); the sweep has not run yet."""
+    Draft.objects.filter(pk=intent.draft_id).update(not_after=Now() - timedelta(seconds=1))
+    SendIntent.objects.filter(pk=intent.pk).update(not_after=Now() - timedelta(seconds=1))
+
+
+def test_an_undo_window_that_would_outlast_not_after_refuses_the_approval(live):
+    """Not due before its window ends and dead after not_after: such a send could only expire.
+    The approval is refused, naming both, and changes nothing."""
+    with_hold(live, 60)
+    draft = draft_sending_by(live, db_now() + timedelta(seconds=20))
+    events = IntentEvent.objects.count()
+    with pytest.raises(errors.NotPending) as refused:
+        approve(live, draft)
+    assert refused.value.code == "not_after_within_undo"
+    not_after = Draft.objects.get(pk=draft.pk).not_after
+    assert f"sent by {not_after:%-d %b %Y, %H:%M:%S} UTC" in refused.value.message
+    assert "undo window of 60 seconds" in refused.value.message
+    assert Draft.objects.get(pk=draft.pk).status == "pending"
+    assert not SendIntent.objects.filter(draft=draft).exists()
+    assert IntentEvent.objects.count() == events
+    assert step_now() == 0
+    assert live.sandbox.ledger(inbox_id=live.mailbox.inbox_id) == []
+
+
+def test_a_not_after_beyond_the_undo_window_is_approved_and_sent_after_it(live):
+    with_hold(live, 1)
+    draft = draft_sending_by(live, db_now() + timedelta(minutes=10))
+    intent = approve(live, draft)
+    assert intent.hold_until < intent.not_after
+    sleep_until(intent.hold_until)
+    time.sleep(0.05)
+    assert step_now() == 1
+    assert len(sends(live.sandbox, intent)) == 1
 
 
 # --- acceptance: the real worker loop over HTTP --------------------------------------------------
@@ -376,5 +438,59 @@ def test_undo_twice_is_refused_the_second_time(live):
     undo(live, intent)
     with pytest.raises(errors.IntentError) as refused:
         undo(live, intent)
-    assert refused.value.code == "undo_too_late"
+    assert refused.value.code == "undo_not_sent"
+    assert "nothing was sent" in refused.value.message
     assert DraftVersion.objects.filter(draft=intent.draft_id).count() == 2
+    assert calls(live.sandbox, intent) == []
+
+
+# --- not_after inside the undo window ------------------------------------------------------------
+
+
+def test_undo_after_not_after_passed_keeps_it_and_a_reapproval_is_refused(live):
+    """The undo window outlasts the agent's not_after, which passes while the send is held; the
+    approver undoes it. The undo stops the send; it does not extend the agent's send-by time:
+    the draft keeps it, so approving the copied version again is refused and nothing goes out
+    (it was cleared, and an ordinary re-approval sent the reply after its send-by time)."""
+    with_hold(live, 120)
+    intent = approve(live, draft_sending_by(live, db_now() + timedelta(minutes=10)))
+    not_after_passes(intent)
+    agents_not_after = Draft.objects.get(pk=intent.draft_id).not_after
+
+    draft = undo(live, intent)
+
+    assert (draft.status, draft.current_version) == ("pending", 2)
+    assert draft.not_after == agents_not_after
+    with_hold(live, 0)
+    with pytest.raises(errors.NotPending) as refused:
+        approve(live, draft)
+    assert refused.value.code == "not_after_passed"
+    assert not SendIntent.objects.filter(draft=draft).exclude(pk=intent.pk).exists()
+    assert step_now() == 0
+    tasks.sweep_once()
+    assert sends(live.sandbox, intent) == []
+    assert live.sandbox.ledger(inbox_id=live.mailbox.inbox_id) == []
+
+
+def test_undo_of_a_send_that_expired_inside_its_window_says_nothing_was_sent(live):
+    """The sweep expired the held send (its not_after passed inside the undo window). An undo
+    clicked then, still inside the window, is refused saying nothing was sent: not "too late,
+    it is on its way"."""
+    with_hold(live, 120)
+    intent = approve(live, draft_sending_by(live, db_now() + timedelta(minutes=10)))
+    not_after_passes(intent)
+    tasks.sweep_once()
+    assert with_state(intent).state == "expired"
+    events = IntentEvent.objects.count()
+
+    with pytest.raises(errors.IntentError) as refused:
+        undo(live, intent)
+
+    assert refused.value.code == "undo_not_sent"
+    assert refused.value.message == (
+        f"Nothing to undo: send #{intent.pk} is expired and nothing was sent."
+    )
+    assert IntentEvent.objects.count() == events
+    assert Draft.objects.get(pk=intent.draft_id).status == "approved"
+    assert step_now() == 0
+    assert calls(live.sandbox, intent) == []

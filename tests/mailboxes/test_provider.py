@@ -242,6 +242,20 @@ def test_parse_retry_after(value, expected):
     assert provider.parse_retry_after(value) == expected
 
 
+@pytest.mark.parametrize("value", ["inf", "Infinity", "-inf", "nan", "1e400"])
+def test_parse_retry_after_refuses_a_number_that_is_not_finite(value):
+    assert provider.parse_retry_after(value) is None
+
+
+@pytest.mark.parametrize(
+    "value", ["1000000000000", "1e18", "86401", "Fri, 31 Dec 9999 23:59:59 GMT"]
+)
+def test_parse_retry_after_clamps_a_wait_longer_than_a_day(value):
+    """A longer wait than AgentMail keeps a key for means the same; unclamped, adding it to a
+    datetime raised OverflowError in the worker's record step."""
+    assert provider.parse_retry_after(value) == 86400.0
+
+
 def test_parse_retry_after_http_date_in_the_future():
     assert provider.parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now=1445412480.0) == 30.0
 

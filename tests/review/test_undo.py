@@ -2,10 +2,12 @@
 undo route, and who may use it (the service and the worker are tested in tests/intents)."""
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
 
+from config.clock import db_now
 from intents import services
 from intents.models import Draft, IntentEvent, SendIntent
 from tenants.models import Tenant
@@ -153,3 +155,28 @@ def test_bulk_approve_points_to_the_outbox_to_undo(held, mailbox_a, make_draft, 
         actor=admin_a.user,
     )
     assert Draft.objects.get(pk=drafts[0].pk).status == "pending"
+
+
+def test_undo_of_a_send_that_expired_in_its_window_says_nothing_was_sent(
+    held, mailbox_a, make_intent, admin_a, signed_in
+):
+    """The sweep expired it (its not_after passed inside the undo window): the refusal does not
+    say "too late, it is on its way"."""
+    intent = make_intent(mailbox_a, state="expired", last_error_code="not_after_passed")
+    events = IntentEvent.objects.count()
+    response = signed_in(admin_a.user).post(undo_url(held, intent), follow=True)
+    page = response.content.decode()
+    assert f"Nothing to undo: send #{intent.pk} is expired and nothing was sent." in page
+    assert "Too late to undo" not in page
+    assert response.redirect_chain[-1][0] == reverse("outbox_intent", args=[held.slug, intent.pk])
+    assert IntentEvent.objects.count() == events
+
+
+def test_approving_with_an_undo_window_past_not_after_is_refused_on_the_page(
+    held, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(mailbox_a, not_after=db_now() + timedelta(seconds=20))
+    page = approve(signed_in(admin_a.user), held, draft).content.decode()
+    assert "but the undo window of 30 seconds would hold it until after that" in page
+    assert not SendIntent.objects.filter(draft=draft).exists()
+    assert Draft.objects.get(pk=draft.pk).status == "pending"

@@ -10,11 +10,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from datetime import timedelta
 
 import pytest
 
+from config.clock import db_now
 from intents import sending
-from intents.models import SendAttempt, SendIntent, Suppression
+from intents.models import ProviderThrottle, SendAttempt, SendIntent, Suppression
 from mailboxes.crypto import SecretUnreadable
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -107,3 +109,22 @@ def test_bad_data_in_one_intent_does_not_hold_back_the_others(live, mailbox_fact
     # No attempt row, so the sweep will give it back to the queue when its lease expires.
     assert SendIntent.objects.get(pk=bad.pk).state == State.SENDING
     assert not SendAttempt.objects.filter(intent_id=bad.pk).exists()
+
+
+@pytest.mark.parametrize("retry_after", [10**9, 10**12, 10**18])
+def test_a_429_with_a_huge_retry_after_is_recorded_and_gives_up(live, retry_after):
+    """A 429 certainly did not send. A Retry-After beyond the safe window fails the intent
+    (max_age) and pauses the key for a day at most. It raised OverflowError out of run_once,
+    leaving the intent sending with a pending attempt (the sweep then made it uncertain), or
+    paused the key for decades."""
+    live.sandbox.fault("send", "429", retry_after=retry_after, times=1)
+    intent = live.approved()
+
+    assert sending.run_once(worker="w", limit=1, intent_id=intent.pk) == 1
+
+    intent.refresh_from_db()
+    assert (intent.state, intent.last_error_code) == (State.FAILED, "max_age")
+    assert SendAttempt.objects.get(intent=intent).outcome != SendAttempt.Outcome.PENDING
+    assert ProviderThrottle.objects.get().refilled_at <= db_now() + timedelta(days=1)
+    assert len(live.sandbox.requests(idempotency_key=intent.idempotency_key)) == 1
+    assert _sends(live, intent) == 0
