@@ -127,6 +127,12 @@ class Draft(models.Model):
                 name="draft_sla_due",
                 condition=Q(status="pending"),
             ),
+            # The sweep expires pending drafts whose send-by time passed (draft_expire_due).
+            models.Index(
+                fields=["not_after"],
+                name="draft_pending_not_after",
+                condition=Q(status="pending", not_after__isnull=False),
+            ),
             # A customer's new message locks its thread's pending drafts (intents_hold_stale).
             models.Index(
                 fields=["mailbox", "thread_id"],

@@ -7,6 +7,7 @@ import logging
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -471,17 +472,19 @@ def draft_withdraw(*, tenant, draft_id, agent_token=None, actor_user=None) -> Dr
 
 
 def draft_expire_due(*, batch: int = 500) -> int:
-    """Expire pending drafts past their review deadline (database clock). Safe on every cluster:
-    rows another sweep holds are skipped, and the status guard makes a repeat a no-op."""
+    """Expire pending drafts past their review deadline or their send-by time (``not_after``:
+    no approval could send them any more), on the database clock. Safe on every cluster: rows
+    another sweep holds are skipped, and the status guard makes a repeat a no-op."""
     expired = 0
     with transaction.atomic():
         due = list(
             Draft.objects.select_for_update(skip_locked=True)
-            .filter(status=Draft.Status.PENDING, review_deadline__lte=Now())
-            .order_by("review_deadline")
-            .values_list("pk", "tenant_id")[:batch]
+            .filter(status=Draft.Status.PENDING)
+            .filter(Q(review_deadline__lte=Now()) | Q(not_after__lte=Now()))
+            .values_list("pk", "tenant_id", "review_deadline")[:batch]
         )
-        for draft_id, tenant_id in due:
+        now = db_now()
+        for draft_id, tenant_id, review_deadline in due:
             changed = Draft.objects.filter(pk=draft_id, status=Draft.Status.PENDING).update(
                 status=Draft.Status.EXPIRED, decided_at=Now(), updated_at=Now(), **UNHELD
             )
@@ -494,6 +497,10 @@ def draft_expire_due(*, batch: int = 500) -> int:
                     actor_kind=IntentEvent.Actor.SWEEP,
                     from_state=Draft.Status.PENDING,
                     to_state=Draft.Status.EXPIRED,
-                    reason="review deadline passed",
+                    reason=(
+                        "review deadline passed"
+                        if review_deadline is not None and review_deadline <= now
+                        else "send-by time (not_after) passed"
+                    ),
                 )
     return expired

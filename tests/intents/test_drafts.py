@@ -501,3 +501,22 @@ def test_expire_due_only_touches_pending_past_deadline(new_draft, approver):
     statuses = dict(Draft.objects.values_list("pk", "status"))
     assert statuses == {due.pk: "expired", fresh.pk: "pending", approved.pk: "approved"}
     assert IntentEvent.objects.filter(draft=due, action="draft.expired").count() == 1
+
+
+def test_expire_due_also_ends_pending_drafts_past_their_send_by_time(new_draft, approver):
+    """No approval could send them any more (it is refused past not_after): they leave the
+    queue as expired, with the reason, instead of waiting there for a person forever."""
+    late = new_draft()
+    later = new_draft()
+    approved = new_draft()
+    approve_current(approved, approver)
+    past = timezone.now() - timedelta(minutes=1)
+    Draft.objects.filter(pk__in=[late.pk, approved.pk]).update(not_after=past)
+    Draft.objects.filter(pk=later.pk).update(not_after=timezone.now() + timedelta(hours=1))
+
+    assert services.draft_expire_due() == 1
+
+    statuses = dict(Draft.objects.values_list("pk", "status"))
+    assert statuses == {late.pk: "expired", later.pk: "pending", approved.pk: "approved"}
+    event = IntentEvent.objects.get(draft=late, action="draft.expired")
+    assert event.reason == "send-by time (not_after) passed"
