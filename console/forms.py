@@ -13,6 +13,23 @@ from tenants import services
 from tenants.models import AgentToken, Membership
 
 
+class BasedOnForm(forms.Form):
+    """A settings form that other admins may save too: ``based_on`` carries the fingerprint of
+    the values the page showed (tenants.stale), and the service refuses a save based on values
+    that changed since."""
+
+    based_on = forms.CharField(required=False, max_length=2000, widget=forms.HiddenInput)
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("based_on"):
+            self.add_error(
+                None,
+                _("The form did not say which settings it was based on; open the page again."),
+            )
+        return data
+
+
 class InviteForm(forms.Form):
     ALL, SOME = "all", "some"
     email = forms.EmailField(label=_("Email"), max_length=254)
@@ -44,7 +61,7 @@ class RoleForm(forms.Form):
     role = forms.ChoiceField(label=_("Role"), choices=Membership.Role.choices)
 
 
-class RightsForm(forms.Form):
+class RightsForm(BasedOnForm):
     approve_all_mailboxes = forms.BooleanField(
         required=False, label=_("May approve for every mailbox (including future ones)")
     )
@@ -60,7 +77,7 @@ class RightsForm(forms.Form):
         self.fields["mailboxes"].queryset = mailboxes
 
 
-class PoliciesForm(forms.Form):
+class PoliciesForm(BasedOnForm):
     review_deadline_hours = forms.IntegerField(
         label=_("Review deadline (hours)"),
         min_value=1,

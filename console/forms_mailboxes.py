@@ -6,6 +6,7 @@ from django.core.validators import validate_email
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
+from console.forms import BasedOnForm
 from mailboxes.models import Mailbox
 
 DOMAIN_RE = r"^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$"
@@ -25,7 +26,7 @@ class MailboxCreateForm(forms.Form):
     display_name = forms.CharField(label=_("Display name"), max_length=120, required=False)
 
 
-class MailboxPolicyForm(forms.Form):
+class MailboxPolicyForm(BasedOnForm):
     display_name = forms.CharField(label=_("Display name"), max_length=120, required=False)
     policy_mode = forms.ChoiceField(
         label=_("Policy mode"), choices=Mailbox.PolicyMode.choices, widget=forms.RadioSelect

@@ -37,8 +37,16 @@ def deadlines_form(tenant, data=None) -> DeadlinesForm:
 
 
 def policies_page(
-    request: TenantRequest, *, form=None, domains_form=None, deadlines=None, status=200
+    request: TenantRequest,
+    *,
+    form=None,
+    domains_form=None,
+    deadlines=None,
+    conflict: str = "",
+    status=200,
 ) -> HttpResponse:
+    """``conflict``: why a stale save was refused, shown above the policies form, which then
+    holds the values saved now."""
     tenant = request.tenant
     form = form or PoliciesForm(
         initial={
@@ -46,6 +54,7 @@ def policies_page(
             "second_approver_on_edit": tenant.second_approver_on_edit,
             "retention_days": tenant.retention_days,
             "send_hold_seconds": tenant.send_hold_seconds,
+            "based_on": services.policies_fingerprint(tenant),
         }
     )
     domains_form = domains_form or OwnDomainsForm(
@@ -58,6 +67,7 @@ def policies_page(
             "form": form,
             "domains_form": domains_form,
             "deadlines_form": deadlines or deadlines_form(tenant),
+            "conflict": conflict,
         },
         status=status,
     )

@@ -14,7 +14,7 @@ from console.selectors import suppression_reason
 from intents.policy import normalize_address
 from intents.services import suppressions
 from tenants.models import Tenant, User
-from tenants.services import AdminError, audit_record
+from tenants.services import AdminError, audit_record, require_admin
 
 
 def suppression_add(*, tenant: Tenant, address: str, note: str, actor: User):
@@ -28,6 +28,7 @@ def suppression_add(*, tenant: Tenant, address: str, note: str, actor: User):
     if not note:
         raise AdminError("reason_required", _("Say why this address is suppressed."), "note")
     with transaction.atomic():
+        require_admin(tenant, actor)
         suppression, created = suppressions.suppression_add(
             tenant=tenant, address=address, note=note, actor=actor
         )
@@ -55,6 +56,7 @@ def suppression_remove(*, tenant: Tenant, suppression_id: int, reason: str, acto
             "reason_required", _("Say why this address may receive mail again."), "reason"
         )
     with transaction.atomic():
+        require_admin(tenant, actor)
         suppression = suppressions.suppression_remove(tenant=tenant, suppression_id=suppression_id)
         if suppression is None:
             raise AdminError("not_found", _("That address is no longer suppressed."))

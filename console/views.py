@@ -32,6 +32,7 @@ from console.policies_page import policies_page
 from tenants import invitations, services
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 from tenants.models import Membership
+from tenants.stale import StaleSave
 
 AUDIT_PAGE = 100
 
@@ -125,7 +126,13 @@ def invitation_revoke(request: TenantRequest, invitation_id: int) -> HttpRespons
 
 
 def _member_page(
-    request: TenantRequest, membership, *, role_form=None, rights_form=None, status=200
+    request: TenantRequest,
+    membership,
+    *,
+    role_form=None,
+    rights_form=None,
+    rights_conflict: str = "",
+    status=200,
 ):
     mailboxes = selectors.mailboxes(request.tenant)
     return render(
@@ -141,8 +148,10 @@ def _member_page(
                 initial={
                     "approve_all_mailboxes": membership.approve_all_mailboxes,
                     "mailboxes": list(membership.approve_mailboxes.all()),
+                    "based_on": services.member_rights_fingerprint(membership),
                 },
             ),
+            "rights_conflict": rights_conflict,
             "is_self": membership.user_id == request.user.pk,
         },
         status=status,
@@ -193,7 +202,12 @@ def member_rights(request: TenantRequest, membership_id: int) -> HttpResponse:
                 approve_all_mailboxes=form.cleaned_data["approve_all_mailboxes"],
                 mailbox_ids=[m.pk for m in form.cleaned_data["mailboxes"]],
                 actor=request.user,
+                based_on=form.cleaned_data["based_on"],
             )
+        except StaleSave as conflict:
+            # The rights saved now, in a fresh form based on them.
+            current = _member_or_404(request, membership.pk)
+            return _member_page(request, current, rights_conflict=conflict.message, status=409)
         except services.AdminError as error:
             _refuse(form, error)
         else:
@@ -289,6 +303,9 @@ def policies(request: TenantRequest) -> HttpResponse:
     if form.is_valid():
         try:
             services.tenant_update_policies(tenant=tenant, actor=request.user, **form.cleaned_data)
+        except StaleSave as conflict:
+            tenant.refresh_from_db()
+            return policies_page(request, conflict=conflict.message, status=409)
         except services.AdminError as error:
             _refuse(form, error)
         else:

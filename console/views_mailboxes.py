@@ -14,6 +14,7 @@ from console.forms_mailboxes import MailboxAssignmentForm, MailboxCreateForm, Ma
 from mailboxes import provisioning
 from mailboxes.models import Mailbox
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
+from tenants.stale import StaleSave
 
 
 def _mailbox(request: TenantRequest, mailbox_id: int) -> Mailbox:
@@ -61,18 +62,14 @@ def mailbox_create(request: TenantRequest) -> HttpResponse:
 @require_GET
 def mailbox_detail(request: TenantRequest, mailbox_id: int) -> HttpResponse:
     mailbox = _mailbox(request, mailbox_id)
-    form = MailboxPolicyForm(
-        initial={
-            "display_name": mailbox.display_name,
-            "policy_mode": mailbox.policy_mode,
-            "allowed_domains": "\n".join(mailbox.allowed_domains),
-            "allowed_addresses": "\n".join(mailbox.allowed_addresses),
-        }
-    )
     return render(
         request,
         "console/mailboxes/detail.html",
-        {"mailbox": mailbox, "form": form, "assignment_form": _assignment_form(mailbox)},
+        {
+            "mailbox": mailbox,
+            "form": _policy_form(mailbox),
+            "assignment_form": _assignment_form(mailbox),
+        },
     )
 
 
@@ -111,6 +108,7 @@ def _policy_form(mailbox: Mailbox) -> MailboxPolicyForm:
             "policy_mode": mailbox.policy_mode,
             "allowed_domains": "\n".join(mailbox.allowed_domains),
             "allowed_addresses": "\n".join(mailbox.allowed_addresses),
+            "based_on": provisioning.policy_fingerprint(mailbox),
         }
     )
 
@@ -134,6 +132,16 @@ def mailbox_policy(request: TenantRequest, mailbox_id: int) -> HttpResponse:
             actor=request.user,
             **form.cleaned_data,
         )
+    except StaleSave as conflict:
+        # The policy saved now, in a fresh form based on it.
+        current = _mailbox(request, mailbox.pk)
+        context = {
+            "mailbox": current,
+            "form": _policy_form(current),
+            "assignment_form": _assignment_form(current),
+            "conflict": conflict.message,
+        }
+        return render(request, "console/mailboxes/detail.html", context, status=409)
     except provisioning.ProvisioningError as exc:
         form.add_error(exc.field, exc.message)
         return render(

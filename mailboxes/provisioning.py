@@ -23,6 +23,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from common.text import unsafe_in_name
 from mailboxes import provider
@@ -30,6 +31,8 @@ from mailboxes.headers import line_break_in
 from mailboxes.models import Mailbox
 from mailboxes.signals import mailbox_provisioned
 from tenants.models import AuditEvent, Tenant
+from tenants.services import require_admin
+from tenants.stale import fingerprint, refuse_if_changed
 
 logger = logging.getLogger("mailboxes.provisioning")
 
@@ -139,8 +142,12 @@ def mailbox_create(
     allowed_domains: list[str] | None = None,
     allowed_addresses: list[str] | None = None,
 ) -> Mailbox:
-    """Create the local mailbox row, then provision it at AgentMail."""
+    """Create the local mailbox row, then provision it at AgentMail. ``actor`` None: a command
+    of the operators' (the demo, the harnesses)."""
     display_name = _clean_display_name(display_name)
+    allowed_domains, allowed_addresses = _clean_allow_lists(
+        allowed_domains or [], allowed_addresses or []
+    )
     username = username.strip().lower()
     if not USERNAME_RE.match(username):
         raise ProvisioningError(
@@ -155,14 +162,16 @@ def mailbox_create(
     if existing is None:
         try:
             with transaction.atomic():
+                if actor is not None:
+                    require_admin(tenant, actor)
                 existing = Mailbox.objects.create(
                     tenant=tenant,
                     username=username,
                     address=address,
                     display_name=display_name,
                     policy_mode=policy_mode,
-                    allowed_domains=allowed_domains or [],
-                    allowed_addresses=allowed_addresses or [],
+                    allowed_domains=allowed_domains,
+                    allowed_addresses=allowed_addresses,
                 )
                 audit(
                     tenant=tenant,
@@ -244,6 +253,7 @@ def _install_inbox_key(*, mailbox: Mailbox, inbox_id: str, actor) -> None:
 def mailbox_set_status(*, tenant: Tenant, mailbox_id: int, status: str, actor) -> Mailbox:
     if status not in (Mailbox.Status.ACTIVE, Mailbox.Status.DISABLED):
         raise ProvisioningError(_("A mailbox can only be enabled or disabled."))
+    require_admin(tenant, actor)
     mailbox = Mailbox.objects.select_for_update().get(tenant=tenant, pk=mailbox_id)
     if mailbox.status == Mailbox.Status.PROVISIONING:
         raise ProvisioningError(
@@ -263,6 +273,56 @@ def mailbox_set_status(*, tenant: Tenant, mailbox_id: int, status: str, actor) -
     return mailbox
 
 
+# What the stale-save refusal names (tenants.stale), by field, in the form's order.
+POLICY_LABELS = {
+    "display_name": gettext_lazy("the display name"),
+    "policy_mode": gettext_lazy("the policy mode"),
+    "allowed_domains": gettext_lazy("the allowed domains"),
+    "allowed_addresses": gettext_lazy("the allowed addresses"),
+}
+# Every approval and every send's pre-call check build a set of these lists
+# (Mailbox.allows_recipient) and the audit row of each change holds both before and after: a
+# list without a bound made every one of them as slow and as large as anyone cared to paste.
+# A thousand is far beyond a hand-kept allow-list; a longer one is a directory, not a policy.
+MAX_ALLOWED_ENTRIES = 1000
+# The column's length (Mailbox.allowed_addresses, an EmailField): PostgreSQL cuts a longer
+# element of the array to it without a word, leaving an address nobody typed.
+MAX_ADDRESS_LENGTH = 254
+
+
+def _clean_allow_lists(domains: list[str], addresses: list[str]) -> tuple[list[str], list[str]]:
+    for entries, field in ((domains, "allowed_domains"), (addresses, "allowed_addresses")):
+        if len(entries) > MAX_ALLOWED_ENTRIES:
+            raise ProvisioningError(
+                _("At most %(most)d entries; this list has %(count)d.")
+                % {"most": MAX_ALLOWED_ENTRIES, "count": len(entries)},
+                field=field,
+            )
+    too_long = [a for a in addresses if len(a) > MAX_ADDRESS_LENGTH]
+    if too_long:
+        raise ProvisioningError(
+            _("Longer than the %(most)d characters an address may have: %(names)s")
+            % {"most": MAX_ADDRESS_LENGTH, "names": ", ".join(too_long[:3])},
+            field="allowed_addresses",
+        )
+    return domains, addresses
+
+
+def _policy(mailbox: Mailbox) -> dict:
+    return {
+        "display_name": mailbox.display_name,
+        "policy_mode": mailbox.policy_mode,
+        "allowed_domains": list(mailbox.allowed_domains),
+        "allowed_addresses": list(mailbox.allowed_addresses),
+    }
+
+
+def policy_fingerprint(mailbox: Mailbox) -> str:
+    """What a recipient policy form is based on: its ``based_on`` for
+    ``mailbox_update_policy``."""
+    return fingerprint(_policy(mailbox))
+
+
 @transaction.atomic
 def mailbox_update_policy(
     *,
@@ -273,15 +333,16 @@ def mailbox_update_policy(
     allowed_addresses: list[str],
     display_name: str,
     actor,
+    based_on: str | None = None,
 ) -> Mailbox:
+    """``based_on``: the fingerprint (``policy_fingerprint``) of the policy the admin's page
+    showed; a save based on a policy that changed since is refused (tenants.stale.StaleSave)."""
     display_name = _clean_display_name(display_name)
+    allowed_domains, allowed_addresses = _clean_allow_lists(allowed_domains, allowed_addresses)
+    require_admin(tenant, actor)
     mailbox = Mailbox.objects.select_for_update().get(tenant=tenant, pk=mailbox_id)
-    before = {
-        "policy_mode": mailbox.policy_mode,
-        "allowed_domains": list(mailbox.allowed_domains),
-        "allowed_addresses": list(mailbox.allowed_addresses),
-        "display_name": mailbox.display_name,
-    }
+    before = _policy(mailbox)
+    refuse_if_changed(based_on=based_on, current=before, labels=POLICY_LABELS)
     mailbox.policy_mode = policy_mode
     mailbox.allowed_domains = allowed_domains
     mailbox.allowed_addresses = allowed_addresses
@@ -319,6 +380,7 @@ def mailbox_update_assignment(
             % {"most": MAX_SLA_MINUTES},
             field="sla_minutes",
         )
+    require_admin(tenant, actor)
     mailbox = Mailbox.objects.select_for_update().get(tenant=tenant, pk=mailbox_id)
     before = {"sla_minutes": mailbox.sla_minutes, "auto_assign": mailbox.auto_assign}
     after = {"sla_minutes": sla_minutes, "auto_assign": auto_assign}

@@ -37,7 +37,12 @@ from django.utils.translation import gettext as _
 from common.text import unsafe_in_name
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
-from tenants.services import AdminError, invitations_revoke_pending
+from tenants.services import (
+    AdminError,
+    admin_membership_shared,
+    invitations_revoke_pending,
+    require_admin,
+)
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -192,6 +197,9 @@ def invitation_create(
     full_name = full_name_checked(full_name)
     token = secrets.token_urlsafe(SECRET_BYTES)
     with transaction.atomic():
+        # Under the lock a demotion or deactivation takes, which withdraws this admin's pending
+        # invitations: an invitation written after it would survive as an admin's offer.
+        require_admin(tenant, actor)
         _replace_pending(tenant=tenant, email=email, actor=actor)
         try:
             with transaction.atomic():
@@ -233,6 +241,7 @@ def invitation_create(
 
 def invitation_revoke(*, tenant: Tenant, invitation_id: int, actor: User) -> Invitation:
     with transaction.atomic():
+        require_admin(tenant, actor)
         changed = Invitation.objects.filter(
             tenant=tenant, pk=invitation_id, state=Invitation.State.PENDING
         ).update(state=Invitation.State.REVOKED, closed_at=Now(), closed_by=actor)
@@ -264,6 +273,25 @@ def _take(invitation: Invitation, *, state: str, user: User | None) -> None:
     if not changed:
         invitation.refresh_from_db(fields=["state"])
         raise refusal(invitation)
+
+
+def _require_inviter_still_admin(invitation: Invitation) -> None:
+    """An invitation is its inviter's offer as an admin: it is refused once they are no longer
+    one (a demotion withdraws their pending invitations, but one written while the demotion was
+    under way, or a deactivated and reactivated inviter's, must not make anyone a member).
+    Called before ``_take``: the inviter's membership is locked before the invitation's row, in
+    the order a demotion takes them. A link that is not open any more gets ``_take``'s reason."""
+    if invitation.state != Invitation.State.PENDING:
+        return
+    if admin_membership_shared(invitation.tenant, invitation.invited_by_id) is None:
+        raise AdminError(
+            "inviter_not_admin",
+            _(
+                "The person who invited you is no longer an admin of %(tenant)s, so this "
+                "invitation no longer works. Ask an admin of %(tenant)s for a new invitation."
+            )
+            % {"tenant": invitation.tenant.name},
+        )
 
 
 def _join(invitation: Invitation, user: User) -> Membership:
@@ -320,6 +348,7 @@ def invitation_accept(*, invitation_id: int, user: User) -> Membership:
     in this session (see the module docstring): holding the address alone is not enough."""
     with transaction.atomic():
         invitation = _invitation_for(invitation_id, user)
+        _require_inviter_still_admin(invitation)
         _take(invitation, state=Invitation.State.ACCEPTED, user=user)
         if Membership.objects.filter(tenant=invitation.tenant, user=user).exists():
             raise AdminError(
@@ -360,6 +389,7 @@ def invitation_accept_with_new_account(
     full_name = full_name_checked(full_name)
     hashed = make_password(password)  # before the transaction: hashing is slow on purpose
     with transaction.atomic():
+        _require_inviter_still_admin(invitation)
         _take(invitation, state=Invitation.State.ACCEPTED, user=None)
         exists = AdminError(
             "account_exists",

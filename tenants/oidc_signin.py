@@ -12,7 +12,7 @@ from django.utils.translation import gettext as _
 from common import crypto
 from common.text import unsafe_in_name
 from tenants.models import Membership, SingleSignOn, SsoIdentity, Tenant, User
-from tenants.services import AdminError, audit_record
+from tenants.services import AdminError, audit_record, require_admin
 from tenants.signin_audit import signin_audit
 
 JIT_ROLES = ("", Membership.Role.VIEWER, Membership.Role.APPROVER)
@@ -46,6 +46,7 @@ def sso_settings_save(
         )
     domains = sorted({d.strip().lower().lstrip("@") for d in domains if d.strip()})
     with transaction.atomic():
+        require_admin(tenant, actor)
         Tenant.objects.select_for_update().get(pk=tenant.pk)
         sso = SingleSignOn.objects.filter(tenant=tenant).first()
         if sso is None and not client_secret:

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 
-from django.db import transaction
+from django.core.exceptions import PermissionDenied
+from django.db import connection, transaction
+from django.db.models import Q
 from django.db.models.functions import Now
+from django.db.transaction import TransactionManagementError
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
+from tenants.stale import fingerprint, refuse_if_changed
 from tenants.user_sessions import sessions_end_all
 
 logger = logging.getLogger(__name__)
@@ -46,26 +52,100 @@ def audit_record(*, tenant, actor, action, obj, data=None) -> AuditEvent:
     )
 
 
-def _lock_member(tenant: Tenant, membership_id: int) -> Membership:
-    try:
-        return (
-            Membership.objects.select_for_update()
-            .select_related("user")
-            .get(tenant=tenant, pk=membership_id)
-        )
-    except Membership.DoesNotExist:
-        raise AdminError("not_found", _("No such member in this tenant.")) from None
+class NotAnAdmin(PermissionDenied):
+    """The actor is not an active admin of the tenant when their write runs. The role is checked
+    when a request starts (``tenants.access.tenant_view``), but another admin may demote or
+    deactivate them while it is in flight; every view answers this with a 403 showing the
+    message."""
+
+    code = "not_admin"
+
+    def __init__(self, tenant: Tenant):
+        self.message = _(
+            "You are no longer an admin of %(tenant)s, so nothing was changed. Ask an admin if "
+            "you need this done."
+        ) % {"tenant": tenant.name}
+        super().__init__(self.message)
 
 
-def _other_active_admins(tenant: Tenant, membership: Membership) -> int:
-    # Locks every admin row so two admins demoting each other at once cannot both succeed.
-    admins = list(
-        Membership.objects.select_for_update()
-        .filter(tenant=tenant, role=Membership.Role.ADMIN, is_active=True)
-        .exclude(pk=membership.pk)
-        .values_list("pk", flat=True)
+def _is_active_admin(membership: Membership | None) -> bool:
+    return (
+        membership is not None
+        and membership.is_active
+        and membership.role == Membership.Role.ADMIN
+        and membership.user.is_active
     )
-    return len(admins)
+
+
+def admin_membership_shared(tenant: Tenant, user_id: int | None) -> Membership | None:
+    """The user's active admin membership of ``tenant`` or None, read under FOR SHARE in the
+    caller's transaction: a demotion or deactivation (which locks the row FOR UPDATE) either
+    waits for that transaction or has committed and is seen here."""
+    if not connection.in_atomic_block:
+        raise TransactionManagementError("an admin check must run inside the write's transaction")
+    if user_id is None:
+        return None
+    # Django's ORM has FOR UPDATE and FOR NO KEY UPDATE only. FOR SHARE lets an admin's
+    # simultaneous requests check the same row without waiting for each other.
+    rows = Membership.objects.raw(
+        f"SELECT m.* FROM {Membership._meta.db_table} m "  # noqa: S608 - table names, not input
+        f"JOIN {User._meta.db_table} u ON u.id = m.user_id "
+        "WHERE m.tenant_id = %s AND m.user_id = %s AND m.is_active AND m.role = %s "
+        "AND u.is_active FOR SHARE OF m",
+        [tenant.pk, user_id, Membership.Role.ADMIN],
+    )
+    return next(iter(rows), None)
+
+
+def require_admin(tenant: Tenant, actor: User) -> Membership:
+    """The actor's active admin membership of ``tenant``, re-read and locked inside the caller's
+    transaction; raises NotAnAdmin otherwise. The first lock every administrative write takes, so
+    it waits behind no row that a demotion, which locks memberships first, may be waiting for."""
+    membership = admin_membership_shared(tenant, actor.pk)
+    if membership is None:
+        raise NotAnAdmin(tenant)
+    return membership
+
+
+@dataclass
+class MemberLocks:
+    """The rows ``lock_member_change`` locked: the member acted on, the actor's own membership
+    (None when they have none here) and every active admin of the tenant."""
+
+    target: Membership
+    actor: Membership | None
+    admins: list[Membership]
+
+    def other_active_admins(self) -> int:
+        return sum(1 for m in self.admins if m.pk != self.target.pk)
+
+    def require_admin_actor(self, tenant: Tenant) -> None:
+        if not _is_active_admin(self.actor):
+            raise NotAnAdmin(tenant)
+
+
+def lock_member_change(tenant: Tenant, membership_id: int, actor: User) -> MemberLocks:
+    """Lock, in one statement and in id order, the member acted on, the actor's membership and
+    every active admin membership of the tenant. Two admins acting on each other at once used to
+    lock their targets first and then each other's rows, and PostgreSQL killed one of them as a
+    deadlock (a 500); in one order, the second waits and then sees the first's change."""
+    rows = list(
+        Membership.objects.select_for_update(of=("self",))
+        .select_related("user")
+        .filter(
+            Q(role=Membership.Role.ADMIN, is_active=True) | Q(pk=membership_id) | Q(user=actor),
+            tenant=tenant,
+        )
+        .order_by("pk")
+    )
+    target = next((m for m in rows if m.pk == membership_id), None)
+    if target is None:
+        raise AdminError("not_found", _("No such member in this tenant."))
+    return MemberLocks(
+        target=target,
+        actor=next((m for m in rows if m.user_id == actor.pk), None),
+        admins=[m for m in rows if m.role == Membership.Role.ADMIN and m.is_active],
+    )
 
 
 def belongs_elsewhere(membership: Membership) -> bool:
@@ -84,14 +164,18 @@ def member_set_role(*, tenant: Tenant, membership_id: int, role: str, actor: Use
     if role not in Membership.Role.values:
         raise AdminError("invalid_role", _("Choose admin, approver or viewer."), "role")
     with transaction.atomic():
-        membership = _lock_member(tenant, membership_id)
+        locked = lock_member_change(tenant, membership_id, actor)
+        membership = locked.target
         old = membership.role
-        if old == role:
-            return membership
-        if old == Membership.Role.ADMIN and _other_active_admins(tenant, membership) == 0:
+        # Before the actor's own check: of two admins demoting each other, the second learns
+        # that the other is now the last admin.
+        if old == Membership.Role.ADMIN and role != old and locked.other_active_admins() == 0:
             raise AdminError(
                 "last_admin", _("A tenant needs at least one active admin; promote someone first.")
             )
+        locked.require_admin_actor(tenant)
+        if old == role:
+            return membership
         Membership.objects.filter(pk=membership.pk, role=old).update(role=role)
         membership.role = role
         audit_record(
@@ -137,6 +221,34 @@ def invitations_revoke_pending(*, tenant: Tenant, actor, reason: str, **match) -
     return len(pending)
 
 
+# What the stale-save refusal names (tenants.stale), by field, in the form's order.
+RIGHTS_LABELS = {
+    "approve_all_mailboxes": gettext_lazy("whether they may approve for every mailbox"),
+    "mailboxes": gettext_lazy("the mailboxes they may approve for"),
+}
+POLICY_LABELS = {
+    "review_deadline_hours": gettext_lazy("the review deadline"),
+    "second_approver_on_edit": gettext_lazy("the second approver rule"),
+    "retention_days": gettext_lazy("the retention"),
+    "send_hold_seconds": gettext_lazy("the undo window"),
+}
+
+
+def _rights(membership: Membership, mailbox_ids: list[int]) -> dict:
+    return {"approve_all_mailboxes": membership.approve_all_mailboxes, "mailboxes": mailbox_ids}
+
+
+def member_rights_fingerprint(membership: Membership) -> str:
+    """What a rights form is based on: its ``based_on`` for ``member_set_mailbox_rights``."""
+    mailbox_ids = sorted(membership.approve_mailboxes.values_list("pk", flat=True))
+    return fingerprint(_rights(membership, mailbox_ids))
+
+
+def policies_fingerprint(tenant: Tenant) -> str:
+    """What a policies form is based on: its ``based_on`` for ``tenant_update_policies``."""
+    return fingerprint({f: getattr(tenant, f) for f in POLICY_LABELS})
+
+
 def member_set_mailbox_rights(
     *,
     tenant: Tenant,
@@ -144,14 +256,22 @@ def member_set_mailbox_rights(
     approve_all_mailboxes: bool,
     mailbox_ids: list[int],
     actor: User,
+    based_on: str | None = None,
 ) -> Membership:
+    """``based_on``: the fingerprint (``member_rights_fingerprint``) of the rights the admin's
+    page showed; a save based on rights that changed since is refused (StaleSave)."""
     wanted = set(mailbox_ids)
     mailboxes = tenant_mailbox_ids(tenant, wanted)
     if len(mailboxes) != len(wanted):
         raise AdminError("unknown_mailbox", _("One of those mailboxes is not in this tenant."))
     with transaction.atomic():
-        membership = _lock_member(tenant, membership_id)
+        locked = lock_member_change(tenant, membership_id, actor)
+        locked.require_admin_actor(tenant)
+        membership = locked.target
         before = sorted(membership.approve_mailboxes.values_list("pk", flat=True))
+        refuse_if_changed(
+            based_on=based_on, current=_rights(membership, before), labels=RIGHTS_LABELS
+        )
         Membership.objects.filter(pk=membership.pk).update(
             approve_all_mailboxes=approve_all_mailboxes
         )
@@ -174,15 +294,17 @@ def member_set_mailbox_rights(
 
 def member_deactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Membership:
     with transaction.atomic():
-        membership = _lock_member(tenant, membership_id)
+        locked = lock_member_change(tenant, membership_id, actor)
+        membership = locked.target
         if (
             membership.role == Membership.Role.ADMIN
             and membership.is_active
-            and _other_active_admins(tenant, membership) == 0
+            and locked.other_active_admins() == 0
         ):
             raise AdminError(
                 "last_admin", _("This is the last active admin; promote someone else first.")
             )
+        locked.require_admin_actor(tenant)
         changed = Membership.objects.filter(pk=membership.pk, is_active=True).update(
             is_active=False
         )
@@ -209,7 +331,9 @@ def member_deactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Mem
 
 def member_reactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Membership:
     with transaction.atomic():
-        membership = _lock_member(tenant, membership_id)
+        locked = lock_member_change(tenant, membership_id, actor)
+        locked.require_admin_actor(tenant)
+        membership = locked.target
         changed = Membership.objects.filter(pk=membership.pk, is_active=False).update(
             is_active=True
         )
@@ -234,7 +358,10 @@ def tenant_update_policies(
     retention_days: int,
     actor: User,
     send_hold_seconds: int | None = None,
+    based_on: str | None = None,
 ) -> Tenant:
+    """``based_on``: the fingerprint (``policies_fingerprint``) of the policies the admin's page
+    showed; a save based on policies that changed since is refused (StaleSave)."""
     if not 1 <= review_deadline_hours <= 24 * 14:
         raise AdminError(
             "invalid_deadline",
@@ -254,15 +381,11 @@ def tenant_update_policies(
             % {"max": MAX_SEND_HOLD_SECONDS},
             "send_hold_seconds",
         )
-    fields = (
-        "review_deadline_hours",
-        "second_approver_on_edit",
-        "retention_days",
-        "send_hold_seconds",
-    )
     with transaction.atomic():
+        require_admin(tenant, actor)
         locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
-        before = {f: getattr(locked, f) for f in fields}
+        before = {f: getattr(locked, f) for f in POLICY_LABELS}
+        refuse_if_changed(based_on=based_on, current=before, labels=POLICY_LABELS)
         after = {
             "review_deadline_hours": review_deadline_hours,
             "second_approver_on_edit": second_approver_on_edit,
@@ -324,6 +447,7 @@ def own_domains_parse(raw: str) -> list[str]:
 def tenant_set_own_domains(*, tenant: Tenant, domains: list[str], actor: User) -> Tenant:
     """Replace the organisation's own mail domains (already parsed by ``own_domains_parse``)."""
     with transaction.atomic():
+        require_admin(tenant, actor)
         locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
         before = list(locked.own_domains)
         if before == domains:
@@ -414,6 +538,7 @@ def tenant_update_deadlines(
         )
     fields = ("sla_minutes", "sla_warning_minutes", "escalate_to_id", "escalate_to_role")
     with transaction.atomic():
+        require_admin(tenant, actor)
         locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
         member = _escalation_member(locked, escalate_to_id)
         before = {f: getattr(locked, f) for f in fields}
@@ -443,13 +568,10 @@ def member_set_away(*, tenant: Tenant, membership_id: int, away: bool, actor: Us
     """Mark a member away (automatic assignment and escalation to a role skip them) or back. A
     member sets it for themselves; an admin for anyone of the tenant."""
     with transaction.atomic():
-        membership = _lock_member(tenant, membership_id)
-        if membership.user_id != actor.pk:
-            actor_membership = Membership.objects.filter(
-                tenant=tenant, user=actor, is_active=True, role=Membership.Role.ADMIN
-            ).first()
-            if actor_membership is None:
-                raise AdminError("not_allowed", _("Only an admin may set someone else away."))
+        locked = lock_member_change(tenant, membership_id, actor)
+        membership = locked.target
+        if membership.user_id != actor.pk and not _is_active_admin(locked.actor):
+            raise AdminError("not_allowed", _("Only an admin may set someone else away."))
         changed = Membership.objects.filter(pk=membership.pk, is_away=not away).update(is_away=away)
         membership.is_away = away
         if changed:

@@ -9,13 +9,20 @@ from django.utils.translation import gettext as _
 
 from tenants import two_factor
 from tenants.models import Membership, Tenant, User
-from tenants.services import AdminError, audit_record, belongs_elsewhere
+from tenants.services import (
+    AdminError,
+    audit_record,
+    belongs_elsewhere,
+    lock_member_change,
+    require_admin,
+)
 from tenants.user_sessions import sessions_end_all
 
 
 def tenant_require_two_factor(*, tenant: Tenant, required: bool, actor: User) -> bool:
     """Returns whether anything changed."""
     with transaction.atomic():
+        require_admin(tenant, actor)
         locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
         if locked.require_two_factor == required:
             return False
@@ -35,14 +42,9 @@ def member_reset_two_factor(*, tenant: Tenant, membership_id: int, actor: User) 
     """An admin's reset for a member who lost their authenticator: every factor of theirs is
     removed and their sessions end, so they enrol again at their next sign-in."""
     with transaction.atomic():
-        membership = (
-            Membership.objects.select_for_update()
-            .select_related("user")
-            .filter(tenant=tenant, pk=membership_id)
-            .first()
-        )
-        if membership is None:
-            raise AdminError("not_found", _("No such member in this tenant."))
+        locked = lock_member_change(tenant, membership_id, actor)
+        locked.require_admin_actor(tenant)
+        membership = locked.target
         if membership.user.is_staff or membership.user.is_superuser:
             # An operator's factors guard the Django admin, which acts on every tenant.
             raise AdminError(

@@ -16,7 +16,7 @@ import secrets
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -24,6 +24,7 @@ from django.utils.translation import gettext as _
 from common.text import unsafe_in_name
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AgentToken, AuditEvent, Tenant, User
+from tenants.services import require_admin
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +136,8 @@ def token_create(
     mailbox_ids = sorted({int(pk) for pk in mailbox_ids})
     name, scopes = _checked(name, scopes, expires_at)
     with transaction.atomic():
+        if actor is not None:  # None: a command of the operators'
+            require_admin(tenant, actor)
         mailboxes = tenant_mailbox_ids(tenant, mailbox_ids)
         if len(mailboxes) != len(mailbox_ids):
             # Another tenant's mailbox id is treated exactly like a missing one.
@@ -173,8 +176,11 @@ def token_create(
 
 
 def token_revoke(*, tenant: Tenant, token_id: int, actor: User | None) -> AgentToken:
-    """Revoke a token at once. Revoking a revoked token is refused (nothing to do)."""
+    """Revoke a token at once. Revoking a revoked token is refused (nothing to do). ``actor``
+    None: a command of the operators'."""
     with transaction.atomic():
+        if actor is not None:
+            require_admin(tenant, actor)
         changed = AgentToken.objects.filter(
             tenant=tenant, pk=token_id, revoked_at__isnull=True
         ).update(revoked_at=Now())
@@ -238,6 +244,30 @@ def token_authenticate(raw: str | None) -> AgentToken | None:
         AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
     return token
+
+
+# The row read again inside a write's transaction; the ORM has no FOR SHARE.
+_LIVE_FOR_SHARE = """
+SELECT revoked_at IS NULL AND (expires_at IS NULL OR expires_at > statement_timestamp())
+FROM {table} WHERE id = %s FOR SHARE
+"""
+
+
+def token_is_live(token_id: int) -> bool:
+    """Whether the token is neither revoked nor expired (database clock), read again, FOR SHARE,
+    in the caller's transaction, which must be the one that writes.
+
+    A request is authenticated once, at its start; a revocation committed while it runs must
+    still stop its write. FOR SHARE: a revocation already running is waited for and then seen,
+    one that starts later waits for the caller's commit (its UPDATE needs the row), and a token's
+    concurrent requests do not queue behind each other as they would with FOR UPDATE."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("token_is_live must run inside the writing transaction")
+    table = connection.ops.quote_name(AgentToken._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(_LIVE_FOR_SHARE.format(table=table), [token_id])
+        row = cursor.fetchone()
+    return row is not None and bool(row[0])
 
 
 def token_status(token: AgentToken) -> str:

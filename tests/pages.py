@@ -44,6 +44,12 @@ def admin_of(tenant, admin_a):
     return (existing or MembershipFactory(tenant=tenant, role="admin")).user
 
 
+def based_on(client, url: str, form: str = "form") -> str:
+    """What a settings form on the page at ``url`` is based on now (its hidden ``based_on``, the
+    stale-save fingerprint of tenants.stale), as a post from that page carries it."""
+    return client.get(url).context[form]["based_on"].value()
+
+
 @pytest.fixture
 def make_draft(admin_a):
     """make_draft(mailbox, **overrides) -> a pending draft written through draft_create."""

@@ -22,7 +22,7 @@ from intents.events.outbox import wake_delivery
 from intents.models import AgentEventDelivery, AgentEventEndpoint, EventType
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
-from tenants.services import AdminError, audit_record
+from tenants.services import AdminError, audit_record, require_admin
 
 log = logging.getLogger("intents.events")
 
@@ -61,6 +61,7 @@ def endpoint_create(
     url = clean_url(url)
     types = _clean_types(event_types)
     with transaction.atomic():
+        require_admin(tenant, actor)
         # The tenant's row serialises registrations: without it two at once both counted 19
         # and both inserted, past the cap.
         Tenant.objects.select_for_update(no_key=True).values_list("pk").get(pk=tenant.pk)
@@ -114,6 +115,7 @@ def _lock(tenant, endpoint_id) -> AgentEventEndpoint:
 def endpoint_rotate_secret(*, tenant, endpoint_id, actor) -> tuple[AgentEventEndpoint, str]:
     """A new secret (returned once); the old one also signs for ROTATION_GRACE."""
     with transaction.atomic():
+        require_admin(tenant, actor)
         endpoint = _lock(tenant, endpoint_id)
         secret = new_secret()
         AgentEventEndpoint.objects.filter(pk=endpoint.pk).update(
@@ -128,6 +130,7 @@ def endpoint_rotate_secret(*, tenant, endpoint_id, actor) -> tuple[AgentEventEnd
 
 def endpoint_disable(*, tenant, endpoint_id, actor, reason="") -> AgentEventEndpoint:
     with transaction.atomic():
+        require_admin(tenant, actor)
         endpoint = _lock(tenant, endpoint_id)
         if not endpoint.enabled:
             raise AdminError("already_disabled", _("This endpoint is already disabled."))
@@ -148,6 +151,7 @@ def endpoint_enable(*, tenant, endpoint_id, actor) -> AgentEventEndpoint:
     """Enable again: deliveries left pending resume, in order. A delivery that failed stays
     failed (the page offers to resend it)."""
     with transaction.atomic():
+        require_admin(tenant, actor)
         endpoint = _lock(tenant, endpoint_id)
         if endpoint.enabled:
             raise AdminError("already_enabled", _("This endpoint is already enabled."))
@@ -169,6 +173,7 @@ def endpoint_enable(*, tenant, endpoint_id, actor) -> AgentEventEndpoint:
 def endpoint_delete(*, tenant, endpoint_id, actor) -> None:
     """Delete an endpoint and its deliveries (the events stay, for the other endpoints)."""
     with transaction.atomic():
+        require_admin(tenant, actor)
         endpoint = _lock(tenant, endpoint_id)
         audit_record(
             tenant=tenant,
@@ -184,6 +189,7 @@ def delivery_resend(*, tenant, delivery_id, actor) -> AgentEventDelivery:
     """Queue the same event (same ``webhook-id``) again to the same endpoint, as a new delivery
     at the end of its queue. Only a finished delivery of an enabled endpoint can be resent."""
     with transaction.atomic():
+        require_admin(tenant, actor)
         try:
             pk = int(delivery_id)
         except (TypeError, ValueError):

@@ -20,6 +20,7 @@ from console import services as console_services
 from intents.models import Suppression
 from tenants import invitations, services
 from tenants.tokens import token_create
+from tests.pages import based_on
 
 pytestmark = pytest.mark.django_db
 
@@ -232,9 +233,15 @@ def test_refusals_and_confirmations_come_in_the_readers_language(
     twice = client.post(
         reverse("admin_suppression_add", args=[slug]), {"address": "a@example.com", "note": "x"}
     )
+    policies = reverse("admin_policies", args=[slug])
     saved = client.post(
-        reverse("admin_policies", args=[slug]),
-        {"review_deadline_hours": 8, "retention_days": 30, "send_hold_seconds": 0},
+        policies,
+        {
+            "review_deadline_hours": 8,
+            "retention_days": 30,
+            "send_hold_seconds": 0,
+            "based_on": based_on(client, policies),
+        },
         follow=True,
     )
     assert (

@@ -8,6 +8,8 @@ from django.urls import reverse
 
 from intents.models import SendIntent, Suppression
 from tenants.models import AuditEvent, Membership, Tenant, User
+from tests.pages import based_on
+from tests.routed_client import RoutedClient
 
 pytestmark = pytest.mark.django_db
 
@@ -78,9 +80,11 @@ def test_role_change_and_last_admin_guard(tenant_a, admin_a, member_of, signed_i
 
 def test_mailbox_rights_are_saved_and_audited(tenant_a, admin_a, member_of, mailbox_a, signed_in):
     approver = member_of(tenant_a, "approver")
-    signed_in(admin_a.user).post(
+    client = signed_in(admin_a.user)
+    page = reverse("admin_member", args=[tenant_a.slug, approver.pk])
+    client.post(
         reverse("admin_member_rights", args=[tenant_a.slug, approver.pk]),
-        {"mailboxes": [mailbox_a.pk]},
+        {"mailboxes": [mailbox_a.pk], "based_on": based_on(client, page, "rights_form")},
     )
     approver.refresh_from_db()
     assert approver.approve_all_mailboxes is False
@@ -121,6 +125,7 @@ def test_policies_validate_and_save(tenant_a, admin_a, signed_in):
             "second_approver_on_edit": "on",
             "retention_days": 30,
             "send_hold_seconds": 15,
+            "based_on": based_on(client, url),
         },
     )
     tenant = Tenant.objects.get(pk=tenant_a.pk)
@@ -159,7 +164,15 @@ def test_undo_window_zero_turns_it_off(tenant_a, admin_a, signed_in):
     url = reverse("admin_policies", args=[tenant_a.slug])
     form = client.get(url).content.decode()
     assert 'name="send_hold_seconds"' in form and 'value="10"' in form
-    client.post(url, {"review_deadline_hours": 24, "retention_days": 90, "send_hold_seconds": 0})
+    client.post(
+        url,
+        {
+            "review_deadline_hours": 24,
+            "retention_days": 90,
+            "send_hold_seconds": 0,
+            "based_on": based_on(client, url),
+        },
+    )
     assert Tenant.objects.get(pk=tenant_a.pk).send_hold_seconds == 0
 
 
@@ -323,3 +336,91 @@ def test_health_apply_lag_is_the_oldest_pending_event_and_the_worst_of_the_hour(
     assert 90 <= health.webhook_apply_lag.total_seconds() < 150
     assert health.webhook_max_apply_lag == timedelta(seconds=3)
     assert "data-apply-lag" in response.content.decode()
+
+
+def _admin_client(tenant, member_of) -> RoutedClient:
+    client = RoutedClient()
+    client.force_login(
+        member_of(tenant, "admin").user, backend="django.contrib.auth.backends.ModelBackend"
+    )
+    return client
+
+
+def _as_posted(form) -> dict:
+    """What the browser posts from an unchanged form: its initial values (a box left unticked
+    is not posted)."""
+    return {
+        name: value
+        for name, value in ((f.name, f.value()) for f in form)
+        if value is not None and value is not False
+    }
+
+
+def test_a_policies_save_from_an_older_page_is_refused_and_shows_the_current_values(
+    tenant_a, member_of
+):
+    """Two admins open the policies page; Alice turns on the second approver, then Bob, from
+    the page he opened before, changes only the review deadline. His page still says "off":
+    saving it as it is would silently turn off what Alice turned on."""
+    alice, bob = _admin_client(tenant_a, member_of), _admin_client(tenant_a, member_of)
+    url = reverse("admin_policies", args=[tenant_a.slug])
+    bobs = _as_posted(bob.get(url).context["form"])
+    alices = _as_posted(alice.get(url).context["form"])
+    assert alice.post(url, {**alices, "second_approver_on_edit": "on"}).status_code == 302
+
+    refused = bob.post(url, {**bobs, "review_deadline_hours": 48})
+
+    tenant = Tenant.objects.get(pk=tenant_a.pk)
+    assert (tenant.second_approver_on_edit, tenant.review_deadline_hours) == (True, 24)
+    assert refused.status_code == 409
+    assert "Someone changed the second approver rule since you opened this page." in (
+        refused.content.decode()
+    )
+    # The page now holds the saved values, and a save from it goes through.
+    shown = _as_posted(refused.context["form"])
+    assert shown["second_approver_on_edit"] is True
+    again = bob.post(url, {**shown, "second_approver_on_edit": "on", "review_deadline_hours": 48})
+    assert again.status_code == 302
+    tenant = Tenant.objects.get(pk=tenant_a.pk)
+    assert (tenant.second_approver_on_edit, tenant.review_deadline_hours) == (True, 48)
+    assert AuditEvent.objects.filter(action="tenant.policies_changed").count() == 2
+
+
+def test_a_rights_save_from_an_older_page_does_not_give_back_a_withdrawn_right(tenant_a, member_of):
+    from tests.factories import make_local_mailbox
+
+    support = make_local_mailbox(tenant_a, username="support")
+    billing = make_local_mailbox(tenant_a, username="billing")
+    carol = member_of(tenant_a, "approver", approve_all_mailboxes=False)
+    carol.approve_mailboxes.set([support])
+    alice, bob = _admin_client(tenant_a, member_of), _admin_client(tenant_a, member_of)
+    page = reverse("admin_member", args=[tenant_a.slug, carol.pk])
+    url = reverse("admin_member_rights", args=[tenant_a.slug, carol.pk])
+    bobs = bob.get(page).context["rights_form"]
+    alices = alice.get(page).context["rights_form"]
+    assert alice.post(url, {"based_on": alices["based_on"].value()}).status_code == 302
+
+    refused = bob.post(
+        url,
+        {
+            "mailboxes": [m.pk for m in bobs.initial["mailboxes"]] + [billing.pk],
+            "based_on": bobs["based_on"].value(),
+        },
+    )
+
+    assert list(Membership.objects.get(pk=carol.pk).approve_mailboxes.all()) == []
+    assert refused.status_code == 409
+    assert "Someone changed the mailboxes they may approve for" in refused.content.decode()
+    assert refused.context["rights_form"].initial["mailboxes"] == []
+    assert AuditEvent.objects.filter(action="member.rights_changed").count() == 1
+
+
+def test_a_settings_form_without_what_it_was_based_on_saves_nothing(tenant_a, admin_a, signed_in):
+    client = signed_in(admin_a.user)
+    url = reverse("admin_policies", args=[tenant_a.slug])
+    page = client.post(
+        url, {"review_deadline_hours": 8, "retention_days": 30, "send_hold_seconds": 0}
+    )
+    assert page.status_code == 400
+    assert "did not say which settings it was based on" in page.content.decode()
+    assert Tenant.objects.get(pk=tenant_a.pk).review_deadline_hours == 24

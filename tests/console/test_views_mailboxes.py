@@ -3,6 +3,7 @@ from django.urls import reverse
 
 from mailboxes.models import Mailbox
 from tenants.models import AuditEvent
+from tests.pages import based_on
 
 pytestmark = pytest.mark.django_db
 
@@ -64,12 +65,24 @@ def test_restricted_policy_needs_an_allowed_entry(tenant_a, member_of, signed_in
     mailbox = mailbox_factory(tenant_a)
     client = signed_in(member_of(tenant_a, "admin").user)
     url = reverse("mailbox_policy", args=[tenant_a.slug, mailbox.pk])
+    base = based_on(client, reverse("mailbox_detail", args=[tenant_a.slug, mailbox.pk]))
     refused = client.post(
-        url, {"policy_mode": "restricted", "allowed_domains": "", "allowed_addresses": ""}
+        url,
+        {
+            "policy_mode": "restricted",
+            "allowed_domains": "",
+            "allowed_addresses": "",
+            "based_on": base,
+        },
     )
     bad = client.post(
         url,
-        {"policy_mode": "restricted", "allowed_domains": "not a domain", "allowed_addresses": ""},
+        {
+            "policy_mode": "restricted",
+            "allowed_domains": "not a domain",
+            "allowed_addresses": "",
+            "based_on": base,
+        },
     )
     saved = client.post(
         url,
@@ -77,6 +90,7 @@ def test_restricted_policy_needs_an_allowed_entry(tenant_a, member_of, signed_in
             "policy_mode": "restricted",
             "allowed_domains": "Example.COM\nacme.test",
             "allowed_addresses": "",
+            "based_on": base,
         },
     )
     mailbox.refresh_from_db()
@@ -125,7 +139,13 @@ def test_a_display_name_with_a_line_break_is_refused_on_update(
     client = signed_in(member_of(tenant_a, "admin").user)
     response = client.post(
         reverse("mailbox_policy", args=[tenant_a.slug, mailbox.pk]),
-        {"display_name": f"Help{brk}Bcc: evil@example.org", "policy_mode": "open"},
+        {
+            "display_name": f"Help{brk}Bcc: evil@example.org",
+            "policy_mode": "open",
+            "based_on": based_on(
+                client, reverse("mailbox_detail", args=[tenant_a.slug, mailbox.pk])
+            ),
+        },
     )
     mailbox.refresh_from_db()
     assert response.status_code == 400
@@ -148,3 +168,83 @@ def test_a_display_name_with_a_control_character_is_refused(
     assert response.status_code == 400
     assert b"cannot hold the control character U+" in response.content
     assert not Mailbox.objects.exists()
+
+
+def test_a_policy_save_from_an_older_page_does_not_reopen_a_restricted_mailbox(
+    tenant_a, member_of, mailbox_factory
+):
+    from tests.routed_client import RoutedClient
+
+    mailbox = mailbox_factory(tenant_a)
+    alice, bob = RoutedClient(), RoutedClient()
+    for client in (alice, bob):
+        client.force_login(
+            member_of(tenant_a, "admin").user, backend="django.contrib.auth.backends.ModelBackend"
+        )
+    page = reverse("mailbox_detail", args=[tenant_a.slug, mailbox.pk])
+    url = reverse("mailbox_policy", args=[tenant_a.slug, mailbox.pk])
+    bobs = bob.get(page).context["form"].initial
+    restricted = alice.post(
+        url,
+        {
+            "policy_mode": "restricted",
+            "allowed_domains": "example.com",
+            "based_on": based_on(alice, page),
+        },
+    )
+    assert restricted.status_code == 302
+
+    refused = bob.post(url, {**bobs, "display_name": "Support team"})
+
+    mailbox.refresh_from_db()
+    assert (mailbox.policy_mode, mailbox.allowed_domains) == ("restricted", ["example.com"])
+    assert mailbox.display_name != "Support team"
+    assert refused.status_code == 409
+    assert (
+        "Someone changed the policy mode, the allowed domains since you opened this page."
+        in refused.content.decode()
+    )
+    assert refused.context["form"].initial["policy_mode"] == "restricted"
+    assert AuditEvent.objects.filter(action="mailbox.policy_changed").count() == 1
+
+
+# 64-character local part and a domain of labels of at most 63: valid by the usual rules, and
+# 301 characters, longer than the 254 the column holds (PostgreSQL would cut it silently).
+LONG_ADDRESS = "l" * 64 + "@" + ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 40]) + ".com"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("allowed_addresses", LONG_ADDRESS, LONG_ADDRESS),
+        (
+            "allowed_domains",
+            "\n".join(f"d{i}.example.com" for i in range(1001)),
+            "At most 1000 entries; this list has 1001.",
+        ),
+        (
+            "allowed_addresses",
+            "\n".join(f"p{i}@example.com" for i in range(1001)),
+            "At most 1000 entries; this list has 1001.",
+        ),
+    ],
+    ids=["address-too-long", "too-many-domains", "too-many-addresses"],
+)
+def test_an_allow_list_the_policy_cannot_hold_is_refused_naming_why(
+    tenant_a, member_of, signed_in, mailbox_factory, field, value, said
+):
+    mailbox = mailbox_factory(tenant_a)
+    client = signed_in(member_of(tenant_a, "admin").user)
+    page = reverse("mailbox_detail", args=[tenant_a.slug, mailbox.pk])
+    response = client.post(
+        reverse("mailbox_policy", args=[tenant_a.slug, mailbox.pk]),
+        {"policy_mode": "restricted", field: value, "based_on": based_on(client, page)},
+    )
+    mailbox.refresh_from_db()
+    assert response.status_code == 400
+    assert said in response.content.decode()
+    assert (mailbox.policy_mode, mailbox.allowed_domains, mailbox.allowed_addresses) == (
+        "open",
+        [],
+        [],
+    )

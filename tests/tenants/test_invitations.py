@@ -405,6 +405,40 @@ def test_an_admins_pending_invitations_go_when_they_stop_being_admin(tenant_a, m
     ).exists()
 
 
+def test_a_link_whose_inviter_is_no_longer_an_admin_makes_nobody_a_member(
+    tenant_a, tenant_b, member_of, client
+):
+    """An invitation that outlived its inviter's admin role (written while the demotion was
+    under way, before the write re-checked the role): the link is the inviter's offer as an
+    admin and no longer works, for a new account as for an existing one."""
+    from tenants import invitations
+
+    inviter = member_of(tenant_a, "admin")
+    member_of(tenant_a, "admin")
+    existing = member_of(tenant_b, "viewer").user
+    new, _ = invitations.invitation_create(
+        tenant=tenant_a, email="second-account@example.test", role="admin", actor=inviter.user
+    )
+    link = invite(client, inviter, tenant_a, existing.email, role="admin").context["link"]
+    Membership.objects.filter(pk=inviter.pk).update(role="viewer")
+
+    with pytest.raises(invitations.AdminError) as refused:
+        invitations.invitation_accept_with_new_account(invitation_id=new.pk, password=NEW_PASSWORD)
+    client.get(link)
+    client.force_login(existing)
+    theirs = Invitation.objects.get(email=existing.email)
+    page = client.post(reverse("invitation_accept", args=[theirs.pk]))
+
+    assert refused.value.code == "inviter_not_admin"
+    assert "Ask an admin of Tenant A for a new invitation." in refused.value.message
+    assert page.status_code == 410 and b"no longer an admin of Tenant A" in page.content
+    assert not User.objects.filter(email="second-account@example.test").exists()
+    assert not Membership.objects.filter(tenant=tenant_a, user=existing).exists()
+    assert set(Invitation.objects.filter(tenant=tenant_a).values_list("state", flat=True)) == {
+        "pending"
+    }
+
+
 UNSAFE_NAMES = pytest.mark.parametrize(
     "name",
     ["Eve\u202egnp.exe", "Eve\x1b[31m", "Eve\u2066Mallory", "Eve\tMallory"],
