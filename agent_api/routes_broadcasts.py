@@ -40,9 +40,11 @@ def _location(status: int, body: bytes) -> str | None:
 )
 def create_broadcast(request: AgentRequest, payload: BroadcastCreateIn):
     """A broadcast pending review. Placeholders `{{ name }}` take each recipient's variables
-    (nothing else is template syntax). Every recipient row is validated; any bad row refuses
-    the whole upload with 422 `recipients_invalid`, whose `errors` name each row and field.
-    Requires `Idempotency-Key`."""
+    (nothing else is template syntax). In `html` a placeholder may sit only in text or in a
+    quoted attribute value (422 `template_invalid` names it and where); one that begins a link
+    or image address (`href="{{ link }}"`) takes only http(s) or mailto URLs. Every recipient
+    row is validated; any bad row refuses the whole upload with 422 `recipients_invalid`, whose
+    `errors` name each row and field. Requires `Idempotency-Key`."""
     token = request.auth
     return run_idempotent(
         request,

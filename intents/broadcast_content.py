@@ -2,7 +2,9 @@
 
 The template syntax is deliberately tiny: ``{{ name }}`` is replaced by the recipient's variable
 ``name``; nothing else (no filters, tags, attribute access or logic). In the HTML body every value
-is HTML-escaped; a variable used in the subject may hold no line break (it would become a header).
+is HTML-escaped, and a placeholder may sit only in text or a quoted attribute value; one that
+begins a link or image address takes http(s) or mailto URLs only (``broadcast_html``). A variable
+used in the subject may hold no line break (it would become a header).
 
 The approval hash covers the template, every recipient's address and variables, in canonical
 order (sorted by address), through per-recipient *leaf* hashes, so the worker can check one
@@ -19,6 +21,7 @@ import io
 import json
 import re
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from intents.hashing import content_hash as message_content_hash
@@ -31,12 +34,15 @@ MAX_VARIABLE_VALUE = 2000
 MAX_REPORTED_ERRORS = 50
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
-_PLACEHOLDER = re.compile(r"\{\{\s*(" + _NAME + r")\s*\}\}")
+PLACEHOLDER = re.compile(r"\{\{\s*(" + _NAME + r")\s*\}\}")
 _NAME_ONLY = re.compile(_NAME)
 # Anything that looks like template syntax but is not a plain placeholder.
 _STRAY = re.compile(r"\{\{|\}\}|\{%|%\}|\{#|#\}")
 # Control characters other than TAB and LF (CR is normalised away before this check), C1 too.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# What a value that begins a URL attribute may be: the scheme is all that matters, and it must be
+# the first thing (the URL parser would drop a leading space or a tab inside "java\tscript:").
+_SAFE_URL = re.compile(r"(?:https?://[^\s/?#\\]|mailto:\S)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -69,14 +75,14 @@ class Recipient:
 
 def placeholders(field: str, template: str) -> set[str]:
     """The variable names a template uses; TemplateInvalid for any other template syntax."""
-    stray = _STRAY.search(_PLACEHOLDER.sub("", template))
+    stray = _STRAY.search(PLACEHOLDER.sub("", template))
     if stray:
         raise TemplateInvalid(
             field,
             f"{field}: only {{{{ name }}}} placeholders are allowed (letters, digits and _); "
             f"found {stray.group()!r} outside one.",
         )
-    return set(_PLACEHOLDER.findall(template))
+    return set(PLACEHOLDER.findall(template))
 
 
 def render(template: str, variables: dict[str, str], *, escape: bool = False) -> str:
@@ -84,7 +90,7 @@ def render(template: str, variables: dict[str, str], *, escape: bool = False) ->
         text = variables[match.group(1)]
         return html_lib.escape(text, quote=True) if escape else text
 
-    return _PLACEHOLDER.sub(value, template)
+    return PLACEHOLDER.sub(value, template)
 
 
 def rendered_message(
@@ -111,8 +117,8 @@ class Limit:
 
     @classmethod
     def of(cls, field: str, template: str, *, most: int, escape: bool = False) -> Limit:
-        counts = Counter(match.group(1) for match in _PLACEHOLDER.finditer(template))
-        return cls(field, len(_PLACEHOLDER.sub("", template)), dict(counts), escape, most)
+        counts = Counter(match.group(1) for match in PLACEHOLDER.finditer(template))
+        return cls(field, len(PLACEHOLDER.sub("", template)), dict(counts), escape, most)
 
     def rendered_length(self, variables: dict[str, str]) -> int:
         def length(text: str) -> int:
@@ -131,7 +137,9 @@ def _clean_value(value) -> str | None:
     return None
 
 
-def _row_variables(row: int, raw, used: set[str], in_subject: set[str]) -> tuple[dict, list]:
+def _row_variables(
+    row: int, raw, used: set[str], in_subject: set[str], in_url: Collection[str]
+) -> tuple[dict, list]:
     errors: list[RowError] = []
     if raw is None:
         raw = {}
@@ -166,6 +174,16 @@ def _row_variables(row: int, raw, used: set[str], in_subject: set[str]) -> tuple
                 RowError(row, f"variables.{name}", f"is used in the subject and holds {line_break}")
             )
             continue
+        if name in in_url and not _SAFE_URL.match(text):
+            errors.append(
+                RowError(
+                    row,
+                    f"variables.{name}",
+                    "begins a link or image address in the HTML and must be an http(s) or "
+                    "mailto URL",
+                )
+            )
+            continue
         out[name] = text
     refused = {e.field for e in errors}
     for name in sorted(used - out.keys()):
@@ -184,11 +202,13 @@ def clean_recipients(
     max_recipients: int,
     limits: tuple[Limit, ...] = (),
     subject: str | None = None,
+    in_url: Collection[str] = (),
 ) -> list[Recipient]:
     """Validated recipients from (row number, address, variables) triples, or RecipientsInvalid
     listing every bad row (the first MAX_REPORTED_ERRORS of them).
 
     ``subject``: the subject template, which no row may render blank.
+    ``in_url``: the placeholders that begin a URL attribute of the HTML (``broadcast_html``).
     ``limits``: the most each part may hold once this row's variables fill it in. Without them
     a template of 200,000 placeholders and 2,000-character values rendered to gigabytes when a
     reviewer opened the broadcast's sample, in the web process that serves every tenant."""
@@ -214,7 +234,7 @@ def clean_recipients(
             total += _keep(errors, [problem])
             continue
         seen[address] = row
-        variables, problems = _row_variables(row, raw_variables, used, in_subject)
+        variables, problems = _row_variables(row, raw_variables, used, in_subject, in_url)
         problems += [
             RowError(
                 row,

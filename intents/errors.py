@@ -73,6 +73,13 @@ class NoRight(DraftError):
     status = 403
 
 
+class TokenRevoked(NoRight):
+    """The agent token was revoked (or expired) after its request was authenticated."""
+
+    code = "token_revoked"
+    status = 401
+
+
 class TenantInactive(DraftError):
     code = "tenant_inactive"
     status = 403

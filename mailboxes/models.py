@@ -8,6 +8,9 @@ from django.utils.translation import pgettext_lazy
 
 from mailboxes import crypto
 
+# Where a Mailbox keeps its lower-cased allow-lists (``Mailbox._allowed_sets``).
+_ALLOWED_SETS = "_allowed_sets_cache"
+
 
 class Mailbox(models.Model):
     """A tenant's AgentMail inbox, with the inbox-scoped key used for every send from it."""
@@ -70,6 +73,15 @@ class Mailbox(models.Model):
     def __str__(self) -> str:
         return self.address
 
+    def save(self, *args, **kwargs) -> None:
+        # A list changed in place keeps its identity; what is saved is what counts from now on.
+        self.__dict__.pop(_ALLOWED_SETS, None)
+        super().save(*args, **kwargs)
+
+    def refresh_from_db(self, *args, **kwargs) -> None:
+        self.__dict__.pop(_ALLOWED_SETS, None)
+        super().refresh_from_db(*args, **kwargs)
+
     @property
     def is_active(self) -> bool:
         return self.status == self.Status.ACTIVE
@@ -90,10 +102,30 @@ class Mailbox(models.Model):
         return crypto.unseal(self.api_key_sealed, aad=self._aad())
 
     def allows_recipient(self, address: str) -> bool:
+        """The recipient policy for one valid address: an open mailbox writes to anyone, another
+        only to its allowed addresses and domains (after the last "@"), compared lower-cased.
+        ``intents.policy.recipient_breaks_policy_sql`` is the same rule in SQL."""
         if self.policy_mode == self.PolicyMode.OPEN:
             return True
+        addresses, domains = self._allowed_sets()
         address = address.lower()
-        domain = address.rpartition("@")[2]
-        return address in {a.lower() for a in self.allowed_addresses} or domain in {
-            d.lower() for d in self.allowed_domains
-        }
+        return address in addresses or address.rpartition("@")[2] in domains
+
+    def _allowed_sets(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The lower-cased allow-lists, built once per instance and list: a broadcast's page,
+        its fan-out and the worker check thousands of recipients against one mailbox, and
+        building them on every call cost recipients x allowed addresses (19 s for 10,000 of
+        each). Built again when a list is replaced, or the row saved or reloaded."""
+        cached = self.__dict__.get(_ALLOWED_SETS)
+        if (
+            cached is None
+            or cached[0] is not self.allowed_addresses
+            or cached[1] is not self.allowed_domains
+        ):
+            sets = (
+                frozenset(a.lower() for a in self.allowed_addresses),
+                frozenset(d.lower() for d in self.allowed_domains),
+            )
+            cached = (self.allowed_addresses, self.allowed_domains, sets)
+            self.__dict__[_ALLOWED_SETS] = cached
+        return cached[2]

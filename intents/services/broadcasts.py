@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 from common.text import control_in
 from config.clock import db_now
 from intents import broadcast_content as content
-from intents import errors
+from intents import broadcast_html, errors
 from intents.journal import journal
 from intents.models import Broadcast, BroadcastRecipient, IntentEvent, ProviderThrottle
 from intents.policy import active_membership, can_approve, needs_another_approver
@@ -23,6 +23,7 @@ from intents.services.common import (
     clean_reason,
     lock_in_tenant,
     require_decider,
+    require_live_token,
     tenant_mailbox,
 )
 from intents.services.content import MAX_BODY, MAX_SUBJECT
@@ -35,7 +36,9 @@ MAX_NAME = 200
 MAX_RATE = 1000.0
 
 
-def _clean_template(subject, text, html) -> tuple[str, str, str, set[str], set[str]]:
+def _clean_template(subject, text, html) -> tuple[str, str, str, set[str], set[str], set[str]]:
+    """(subject, text, html, every placeholder, those in the subject, those that begin a URL of
+    the HTML), or the refusal."""
     if not isinstance(subject, str) or not subject.strip():
         raise errors.InvalidInput("subject_required", _("A subject is required."), "subject")
     if not isinstance(text, str | None) or not isinstance(html, str | None):
@@ -63,6 +66,7 @@ def _clean_template(subject, text, html) -> tuple[str, str, str, set[str], set[s
     try:
         in_subject = content.placeholders("subject", subject)
         used = in_subject | content.placeholders("text", text) | content.placeholders("html", html)
+        in_url = broadcast_html.url_placeholders(html)
     except content.TemplateInvalid as exc:
         raise errors.InvalidInput("template_invalid", exc.message, exc.field) from None
     if len(used) > content.MAX_VARIABLES:
@@ -74,7 +78,7 @@ def _clean_template(subject, text, html) -> tuple[str, str, str, set[str], set[s
             % {"n": len(used), "most": content.MAX_VARIABLES},
             "text",
         )
-    return subject, text, html, used, in_subject
+    return subject, text, html, used, in_subject, in_url
 
 
 def _clean_rate(rate) -> float | None:
@@ -92,7 +96,7 @@ def _clean_rate(rate) -> float | None:
 
 def _clean_rows(rows, template: tuple) -> list[content.Recipient]:
     """``template``: what ``_clean_template`` returned."""
-    subject, text, html, used, in_subject = template
+    subject, text, html, used, in_subject, in_url = template
     try:
         return content.clean_recipients(
             rows,
@@ -100,6 +104,7 @@ def _clean_rows(rows, template: tuple) -> list[content.Recipient]:
             in_subject=in_subject,
             max_recipients=settings.BROADCAST_MAX_RECIPIENTS,
             subject=subject,
+            in_url=in_url,
             limits=(
                 content.Limit.of("subject", subject, most=MAX_SUBJECT),
                 content.Limit.of("text", text, most=MAX_BODY),
@@ -208,6 +213,7 @@ def broadcast_create(
     name = name.strip()[:MAX_NAME] if isinstance(name, str) else ""
     cleaned = _clean_rows(recipient_rows(recipients, recipients_csv), template)
     with transaction.atomic():
+        require_live_token(agent_token)
         broadcast = Broadcast.objects.create(
             tenant=tenant,
             mailbox=mailbox,
@@ -251,6 +257,7 @@ def broadcast_replace_recipients(
     tenant = active_tenant(tenant)
     with transaction.atomic():
         broadcast = lock_broadcast(tenant, broadcast_id)
+        require_live_token(agent_token)
         _require_state(broadcast, {State.PENDING_REVIEW})
         template = _clean_template(broadcast.subject, broadcast.text, broadcast.html)
         cleaned = _clean_rows(recipient_rows(recipients, recipients_csv), template)

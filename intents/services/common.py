@@ -11,6 +11,7 @@ from intents.models import Draft, SendIntent
 from intents.policy import active_membership, can_approve
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
+from tenants.tokens import token_is_live
 
 log = logging.getLogger("intents.services")
 
@@ -38,6 +39,14 @@ def active_tenant(tenant) -> Tenant:
     if not current.is_active:
         raise errors.TenantInactive(message=_("This tenant is suspended; nothing can be changed."))
     return current
+
+
+def require_live_token(agent_token) -> None:
+    """Refuse an agent's write (401 ``token_revoked``) when its token was revoked or expired
+    since the request was authenticated. Every agent write calls it inside its transaction,
+    before writing (``tenants.tokens.token_is_live``). None: a person acts."""
+    if agent_token is not None and not token_is_live(agent_token.pk):
+        raise errors.TokenRevoked(message=_("This agent token has been revoked or has expired."))
 
 
 def tenant_mailbox(tenant, mailbox) -> Mailbox:

@@ -25,6 +25,7 @@ from intents.services.common import (
     active_tenant,
     clean_reason,
     lock_draft,
+    require_live_token,
     require_pending,
     tenant_mailbox,
 )
@@ -43,12 +44,10 @@ log = logging.getLogger("intents.services")
 
 
 def _check_agent_token(tenant, agent_token, mailbox) -> None:
+    """The token's tenant and mailbox restriction; whether it is still live is read again in the
+    writing transaction (``require_live_token``)."""
     if agent_token.tenant_id != tenant.pk:
         raise errors.NoRight(message="This agent token does not belong to the tenant.")
-    if agent_token.revoked_at is not None:
-        raise errors.NoRight(message="This agent token has been revoked.")
-    if agent_token.expires_at is not None and agent_token.expires_at <= timezone.now():
-        raise errors.NoRight(message="This agent token has expired.")
     scope = agent_token.mailbox_scope()
     if scope is not None and mailbox.pk not in scope:
         # The same answer as a missing mailbox: a restricted token learns nothing about others.
@@ -127,6 +126,7 @@ def draft_create(
     _check_not_after(not_after)
     sla_due_at, sla_warn_at = deadline_times(tenant, mailbox, customer_at or timezone.now())
     with transaction.atomic():
+        require_live_token(agent_token)
         now = db_now()
         assignee = auto_assignee(mailbox)
         draft = Draft.objects.create(
@@ -335,6 +335,7 @@ def draft_add_version(
         draft = lock_draft(tenant, draft_id)
         require_pending(draft)
         author_fields, actor_fields = _author(tenant, draft.mailbox, agent_token, actor_user)
+        require_live_token(agent_token)
         _require_current_base(draft, base_version)
         content = clean_content(
             tenant=tenant,
@@ -456,6 +457,7 @@ def draft_withdraw(*, tenant, draft_id, agent_token=None, actor_user=None) -> Dr
         draft = lock_draft(tenant, draft_id)
         require_pending(draft)
         _fields, actor_fields = _author(tenant, draft.mailbox, agent_token, actor_user)
+        require_live_token(agent_token)
         Draft.objects.filter(pk=draft.pk).update(
             status=Draft.Status.WITHDRAWN, decided_at=Now(), updated_at=Now(), **UNHELD
         )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
 import time_machine
+from django.db import connections, transaction
 from django.test import Client
 from django.utils import timezone
 
@@ -14,7 +16,7 @@ from intents.models import ApiIdempotencyKey, ApiRateWindow, Draft
 from tenants.models import AgentToken
 from tenants.tokens import token_revoke
 from tests.agent_api.conftest import Api, draft_body
-from tests.intents.helpers import run_concurrently
+from tests.intents.helpers import blocked_on_a_lock, run_concurrently
 
 pytestmark = pytest.mark.django_db
 
@@ -89,6 +91,36 @@ def test_revoked_token_is_401_at_once(api, token_a, tenant_a, mailbox_a):
     assert _unauthenticated(after) == UNAUTHENTICATED
     assert write.status_code == 401
     assert Draft.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_revoked_while_its_request_is_in_flight_is_401_and_nothing_is_written(
+    api, token_a, tenant_a, mailbox_a
+):
+    """Found by an outside probe: the request authenticated with the live token, the admin's
+    revocation committed, and the request still wrote its draft (201)."""
+    token = AgentToken.objects.get(prefix=token_a.split("_")[1])
+    # Used a moment ago: authentication does not write the row (which would wait right there).
+    AgentToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+    answers: list = []
+
+    def agent_posts() -> None:
+        try:
+            answers.append(api.post("/drafts", draft_body(mailbox_a), token=token_a, key="k-1"))
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        token_revoke(tenant=tenant_a, token_id=token.pk, actor=None)
+        agent = threading.Thread(target=agent_posts)
+        agent.start()
+        assert blocked_on_a_lock(), "the request's write did not wait for the revocation"
+    agent.join(30)
+
+    [answer] = answers
+    assert (answer.status_code, answer.json()["code"]) == (401, "token_revoked")
+    assert not Draft.objects.exists()
+    assert not ApiIdempotencyKey.objects.exists()  # released with the refusal
 
 
 def test_expired_token_is_401(api, make_token, tenant_a, mailbox_a):

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from intents.models import Broadcast
+from intents.services.broadcasts import broadcast_create
 
 pytestmark = pytest.mark.django_db
 
@@ -106,6 +107,110 @@ def test_template_logic_is_a_422_naming_the_field(api, token_a, mailbox_a):
     )
     assert response.status_code == 422
     assert response.json()["errors"][0]["field"] == "text"
+
+
+def test_a_placeholder_in_an_unquoted_attribute_is_a_422_naming_it(api, token_a, mailbox_a):
+    """Found by an outside probe: <img src={{ pic }}> let a row's value add an onerror handler."""
+    html = "<p>Hello {{ name }}</p>\n<img src={{ pic }}>"
+    rows = [{"address": "c@example.com", "variables": {"name": "N", "order": 1, "pic": "x"}}]
+    response = api.post(
+        "/broadcasts", body(mailbox_a, html=html, recipients=rows), token=token_a, key="b-h1"
+    )
+    assert response.status_code == 422
+    problem = response.json()
+    assert (problem["code"], problem["errors"][0]["field"]) == ("template_invalid", "html")
+    assert problem["detail"].startswith(
+        "html, line 2: {{ pic }} is in the unquoted value of the src attribute of <img>"
+    )
+    assert not Broadcast.objects.exists()
+
+
+def test_a_link_value_that_is_not_an_http_or_mailto_url_is_a_422_naming_its_row(
+    api, token_a, mailbox_a
+):
+    """Found by an outside probe: href="{{ link }}" sent a javascript: URL."""
+    rows = [
+        {"address": f"c{i}@example.com", "variables": {"name": "N", "order": i, "link": link}}
+        for i, link in enumerate(["https://shop.test/1", "javascript:alert(1)"])
+    ]
+    html = '<a href="{{ link }}">Track {{ name }}</a>'
+    response = api.post(
+        "/broadcasts", body(mailbox_a, html=html, recipients=rows), token=token_a, key="b-h2"
+    )
+    assert response.status_code == 422
+    problem = response.json()
+    assert problem["code"] == "recipients_invalid"
+    assert [e["field"] for e in problem["errors"]] == ["recipients[2].variables.link"]
+    assert not Broadcast.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("name", "Outage\x00"),
+        ("name", "Outage \ud800"),
+        ("text", "Hello {{ name }} \ud800"),
+        ("html", "<p>Hello {{ name }} \udfff</p>"),
+        ("subject", "Order {{ order }} \ud800"),
+    ],
+)
+def test_template_text_that_cannot_be_stored_is_a_422(api, token_a, mailbox_a, field, value):
+    # json.dumps escapes a lone surrogate as \udXXX, which the server's JSON parser accepts.
+    raw = json.dumps(body(mailbox_a, **{field: value}))
+    response = api.post("/broadcasts", raw=raw, token=token_a, key=f"b-u-{field}-{len(value)}")
+    assert (response.status_code, response.json()["code"]) == (422, "unstorable_value")
+    assert not Broadcast.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {
+            "recipients": [
+                {"address": "c\ud800@example.com", "variables": {"name": "a", "order": 1}}
+            ]
+        },
+        {"recipients": [{"address": "c@example.com", "variables": {"name": "a", "x\ud800": "v"}}]},
+        {"recipients": None, "recipients_csv": "address,name,order\nc0@example.com,N0 \ud800,0\n"},
+    ],
+    ids=["address", "variable name", "csv"],
+)
+def test_recipients_that_cannot_be_stored_are_a_422(api, token_a, mailbox_a, overrides):
+    raw = json.dumps(body(mailbox_a, **overrides))
+    response = api.post("/broadcasts", raw=raw, token=token_a, key="b-u-rows")
+    assert response.status_code == 422
+    assert not Broadcast.objects.exists()
+
+
+def test_a_token_restricted_to_one_mailbox_reaches_no_other_mailboxs_broadcast(
+    api, make_token, tenant_a, mailbox_a, mailbox_a2
+):
+    only_a = make_token(tenant_a, mailboxes=[mailbox_a])
+    other = broadcast_create(
+        tenant=tenant_a,
+        mailbox=mailbox_a2,
+        subject="S {{ name }}",
+        text="T",
+        recipients=[{"address": "x@example.com", "variables": {"name": "x"}}],
+    )
+    by_address = api.post("/broadcasts", body(mailbox_a2), token=only_a, key="s-1")
+    by_id = api.post(
+        "/broadcasts", {**body(mailbox_a2), "mailbox": mailbox_a2.pk}, token=only_a, key="s-2"
+    )
+    replaced = api.client.generic(
+        "PUT",
+        f"/api/v1/broadcasts/{other.pk}/recipients",
+        data=json.dumps({"recipients": ["evil@example.com"]}),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {only_a}"},
+    )
+    listed = api.get("/broadcasts", token=only_a).json()
+
+    assert (by_address.status_code, by_id.status_code, replaced.status_code) == (404, 404, 404)
+    assert api.get(f"/broadcasts/{other.pk}", token=only_a).status_code == 404
+    assert other.pk not in [b["id"] for b in listed["items"]]
+    other.refresh_from_db()
+    assert (Broadcast.objects.count(), other.recipient_count) == (1, 1)
 
 
 def test_replace_recipients_while_pending(api, token_a, mailbox_a):

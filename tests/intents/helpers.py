@@ -62,6 +62,19 @@ def unproven(intent) -> None:
     set_state(intent, "needs_attention")
 
 
+def counted_lower(values: list[str]) -> tuple[list[str], list[str]]:
+    """The values as strings that record each time they are lower-cased, and that record: the
+    work a recipient check does on a mailbox's allow-list, counted instead of timed."""
+    lowered: list[str] = []
+
+    class Counted(str):
+        def lower(self) -> str:
+            lowered.append(str(self))
+            return super().lower()
+
+    return [Counted(v) for v in values], lowered
+
+
 def blocked_on_a_lock(timeout: float = 10.0) -> bool:
     """Whether another session of this database waits on a lock within ``timeout`` seconds: the
     event a race test waits for instead of sleeping."""

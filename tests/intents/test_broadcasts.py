@@ -5,7 +5,7 @@ the approval, and sending through the sandbox over real HTTP (its ledger is coun
 import pytest
 from django.db.models.functions import Now
 
-from intents import errors, sending, tasks
+from intents import broadcast_content, errors, sending, tasks
 from intents.models import (
     Broadcast,
     BroadcastRecipient,
@@ -14,6 +14,7 @@ from intents.models import (
     SendIntent,
     Suppression,
 )
+from intents.selectors.broadcasts import broadcast_get, broadcast_progress
 from intents.sending.claim import intent_claim, intent_claim_uncertain
 from intents.sending.fanout import broadcast_run
 from intents.sending.worker import execute_claims
@@ -26,7 +27,9 @@ from intents.services.broadcasts import (
     broadcast_replace_recipients,
     broadcast_resume,
 )
-from tests.intents.helpers import drain_sends
+from intents.services.suppressions import suppressions_record
+from tenants.tokens import token_create, token_revoke
+from tests.intents.helpers import counted_lower, drain_sends
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -196,6 +199,125 @@ def test_html_values_are_escaped(live):
     assert sent["text"].startswith("Hello <b>&,")
 
 
+def test_a_value_holding_a_placeholder_is_not_expanded():
+    subject, text, html = broadcast_content.rendered_message(
+        subject="Hi {{ a }}",
+        text="{{ a }} / {{ b }}",
+        html="<p>{{ a }}</p>",
+        variables={"a": "{{ b }}", "b": "SECRET"},
+    )
+    assert (subject, text, html) == ("Hi {{ b }}", "{{ b }} / SECRET", "<p>{{ b }}</p>")
+
+
+@pytest.mark.parametrize("brk", ["\n", "\r\n", "\u2028", "\x85", "\v", "\f"])
+def test_a_line_break_in_a_value_used_in_the_subject_is_refused(live, brk):
+    rows = people(2)
+    rows[1]["variables"]["order"] = f"7{brk}Bcc: x@evil.test"
+    with pytest.raises(errors.BroadcastRowsInvalid) as caught:
+        create(live, recipients=rows)
+    assert [(r.row, r.field) for r in caught.value.rows] == [(2, "variables.order")]
+    assert not Broadcast.objects.exists()
+
+
+def _with_pictures(*pictures):
+    return [
+        {"address": f"c{i}@example.com", "variables": {"name": f"N{i}", "order": i, "pic": pic}}
+        for i, pic in enumerate(pictures)
+    ]
+
+
+def test_a_placeholder_in_an_unquoted_attribute_is_refused_and_nothing_is_saved(live):
+    """Found by an outside probe: with <img src={{ pic }}>, the second row's value
+    "https://x.test/z.png onerror=alert(document.domain)" reached the provider as an image with an
+    onerror handler (html.escape leaves spaces and "="), and the reviewer is shown row 0 only."""
+    rows = _with_pictures(
+        "https://x.test/a.png", "https://x.test/z.png onerror=alert(document.domain)"
+    )
+    with pytest.raises(errors.InvalidInput) as caught:
+        create(live, html="<p>Hi {{ name }} <img src={{ pic }}></p>", recipients=rows)
+    assert (caught.value.code, caught.value.field) == ("template_invalid", "html")
+    assert caught.value.message.startswith(
+        "html, line 1: {{ pic }} is in the unquoted value of the src attribute of <img>"
+    )
+    assert not Broadcast.objects.exists()
+
+
+def test_a_value_that_begins_a_link_must_be_an_http_or_mailto_url_each_bad_row_named(live):
+    """Found by an outside probe: href="{{ link }}" sent a javascript: URL."""
+    links = [
+        "https://shop.test/a",
+        "javascript:alert(1)",
+        "MAILTO:help@shop.test",
+        " https://shop.test/",  # the URL parser would drop the space; so is "java script:"
+        "data:text/html,<script>alert(1)</script>",
+        "HTTP://Shop.test/b",
+    ]
+    rows = [
+        {"address": f"c{i}@example.com", "variables": {"name": "N", "order": i, "link": link}}
+        for i, link in enumerate(links, start=1)
+    ]
+    with pytest.raises(errors.BroadcastRowsInvalid) as caught:
+        create(live, html='<p><a href="{{ link }}">Track {{ name }}</a></p>', recipients=rows)
+    assert [(r.row, r.field) for r in caught.value.rows] == [
+        (2, "variables.link"),
+        (4, "variables.link"),
+        (5, "variables.link"),
+    ]
+    assert "must be an http(s) or mailto URL" in caught.value.rows[0].message
+    assert not Broadcast.objects.exists()
+
+
+def test_replaced_recipients_are_checked_against_the_links_too(live):
+    html = '<a href="{{ pic }}">{{ name }}</a>'
+    b = create(live, html=html, recipients=_with_pictures("https://x.test/a.png"))
+    with pytest.raises(errors.BroadcastRowsInvalid) as caught:
+        broadcast_replace_recipients(
+            tenant=live.tenant,
+            broadcast_id=b.pk,
+            recipients=_with_pictures("https://x.test/a.png", "javascript:alert(1)"),
+        )
+    assert [(r.row, r.field) for r in caught.value.rows] == [(2, "variables.pic")]
+    assert list(b.recipients.values_list("address", flat=True)) == ["c0@example.com"]
+
+
+def test_hostile_values_in_quoted_attributes_and_after_a_fixed_host_reach_the_provider_inert(
+    live,
+):
+    rows = _with_pictures("https://x.test/a.png", "https://x.test/z.png onerror=alert(1)")
+    rows[0]["variables"].update(name='Ana" onmouseover="alert(1)', order="1 onclick=alert(1)")
+    html = (
+        '<p>Hi {{ name }} <img src="{{ pic }}" alt="{{ name }}">'
+        ' <a href="https://shop.test/track/{{ order }}">track</a></p>'
+    )
+    b = approve(live, create(live, html=html, recipients=rows))
+    broadcast_run(b.pk)
+    drain(live)
+    sent = {s["to"][0]: s["html"] for s in ledger_of(live, b)}
+    hostile = "Ana&quot; onmouseover=&quot;alert(1)"
+    assert sent == {
+        "c0@example.com": f'<p>Hi {hostile} <img src="https://x.test/a.png" alt="{hostile}"> '
+        '<a href="https://shop.test/track/1 onclick=alert(1)">track</a></p>',
+        "c1@example.com": '<p>Hi N1 <img src="https://x.test/z.png onerror=alert(1)" alt="N1"> '
+        '<a href="https://shop.test/track/1">track</a></p>',
+    }
+
+
+def test_a_token_revoked_after_its_request_read_it_creates_and_replaces_nothing(live):
+    """Found by an outside probe (for drafts): the token is read once, when the request is
+    authenticated; a revocation committed after that must still stop the write."""
+    token, _ = token_create(tenant=live.tenant, name="agent", scopes=["drafts:write"], actor=None)
+    b = create(live, agent_token=token)
+    token_revoke(tenant=live.tenant, token_id=token.pk, actor=None)
+    with pytest.raises(errors.TokenRevoked) as created:
+        create(live, agent_token=token)
+    with pytest.raises(errors.TokenRevoked):
+        broadcast_replace_recipients(
+            tenant=live.tenant, broadcast_id=b.pk, recipients=people(1), agent_token=token
+        )
+    assert (created.value.status, created.value.code) == (401, "token_revoked")
+    assert list(Broadcast.objects.values_list("pk", "recipient_count")) == [(b.pk, 3)]
+
+
 # --- approval ------------------------------------------------------------------------------------
 
 
@@ -307,6 +429,39 @@ def test_fan_out_in_pages_filters_suppressed_and_out_of_policy(live, settings):
     assert pages.count() == 3
     drain(live)
     assert len(ledger_of(live, b)) == 8
+
+
+def test_the_pending_page_lower_cases_the_allow_list_once_not_per_recipient(live):
+    """Found by an outside probe: the page of a pending broadcast from a restricted mailbox
+    rebuilt the lower-cased allow-list for every recipient, 19 s for 10,000 of each."""
+    allowed = [f"CUSTOMER{i}@example.com" for i in range(200)]
+    live.mailbox.policy_mode = "restricted"
+    live.mailbox.allowed_addresses = allowed
+    live.mailbox.save(update_fields=["policy_mode", "allowed_addresses"])
+    b = create(live, recipients=people(300))
+    broadcast = broadcast_get(tenant=live.tenant, broadcast_id=b.pk)
+    broadcast.mailbox.allowed_addresses, lowered = counted_lower(allowed)
+
+    progress = broadcast_progress(broadcast)
+
+    assert progress.skipped == {"not_allowed": 100}
+    assert len(lowered) == len(allowed)  # was len(allowed) for each of the 300 recipients
+
+
+def test_a_suppression_and_a_policy_change_after_the_fan_out_stop_those_sends(live):
+    b = approve(live, create(live, recipients=people(6)))
+    broadcast_run(b.pk)
+    assert SendIntent.objects.filter(broadcast=b).count() == 6
+    suppressions_record(
+        tenant_id=live.tenant.pk, addresses=["customer1@example.com"], reason="bounced", source="t"
+    )
+    live.mailbox.policy_mode = "restricted"
+    live.mailbox.allowed_addresses = [f"customer{i}@example.com" for i in range(6) if i != 4]
+    live.mailbox.save(update_fields=["policy_mode", "allowed_addresses"])
+    drain(live)
+    sent = sorted(s["to"][0] for s in ledger_of(live, b))
+    assert sent == [f"customer{i}@example.com" for i in (0, 2, 3, 5)]
+    assert SendIntent.objects.filter(broadcast=b, state="blocked").count() == 2
 
 
 def test_fan_out_run_twice_creates_no_second_intent(live, settings):

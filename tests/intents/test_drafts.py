@@ -9,6 +9,7 @@ from intents.hashing import content_hash, version_hash
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent, Suppression
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken
+from tenants.tokens import token_revoke
 from tests.factories import make_local_mailbox
 
 pytestmark = pytest.mark.django_db
@@ -214,6 +215,36 @@ def test_create_refuses_revoked_token_and_foreign_token(tenant_a, tenant_b, loca
                 agent_token=token,
             )
     assert Draft.objects.count() == 0
+
+
+@pytest.mark.parametrize("write", ["create", "revise", "withdraw"])
+def test_a_token_revoked_after_the_request_read_it_writes_nothing(tenant_a, local_mailbox, write):
+    """Found by an outside probe: the token is read once, when the request is authenticated, and
+    the write trusted that copy; a revocation committed in between must stop the write."""
+    token = make_token(tenant_a)
+    content = {"to": ["a@example.com"], "subject": "Hi", "text": "x"}
+    draft = services.draft_create(
+        tenant=tenant_a, mailbox=local_mailbox, agent_token=token, **content
+    )
+    token_revoke(tenant=tenant_a, token_id=token.pk, actor=None)  # `token` is the request's copy
+    writes = {
+        "create": lambda: services.draft_create(
+            tenant=tenant_a, mailbox=local_mailbox, agent_token=token, **content
+        ),
+        "revise": lambda: services.draft_add_version(
+            tenant=tenant_a, draft_id=draft.pk, cc=[], bcc=[], html="", agent_token=token, **content
+        ),
+        "withdraw": lambda: services.draft_withdraw(
+            tenant=tenant_a, draft_id=draft.pk, agent_token=token
+        ),
+    }
+
+    with pytest.raises(errors.TokenRevoked) as caught:
+        writes[write]()
+
+    assert (caught.value.status, caught.value.code) == (401, "token_revoked")
+    draft.refresh_from_db()
+    assert (Draft.objects.count(), draft.current_version, draft.status) == (1, 1, "pending")
 
 
 def test_token_restricted_to_other_mailbox_sees_not_found(tenant_a, local_mailbox):

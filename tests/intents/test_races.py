@@ -4,11 +4,21 @@ import threading
 
 import pytest
 from django.db import connections, transaction
+from django.db.models.functions import Now
 
-from intents import errors, services
-from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
-from tenants.tokens import token_create
-from tests.intents.helpers import blocked_on_a_lock, run_concurrently
+from intents import errors, sending, services
+from intents.models import Broadcast, Draft, DraftVersion, IntentEvent, SendIntent
+from intents.sending.fanout import broadcast_run
+from intents.services.broadcasts import (
+    broadcast_approve,
+    broadcast_cancel,
+    broadcast_create,
+    broadcast_pause,
+    broadcast_resume,
+)
+from tenants.models import AgentToken
+from tenants.tokens import token_create, token_revoke
+from tests.intents.helpers import blocked_on_a_lock, drain_sends, run_concurrently
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -187,7 +197,7 @@ def test_an_agent_revision_landing_during_a_persons_save_refuses_the_stale_save(
 ):
     draft = new_draft()
     token, _ = token_create(
-        tenant=tenant_a, name="agent", scopes=["drafts:write"], mailbox_ids=[], actor=approver
+        tenant=tenant_a, name="agent", scopes=["drafts:write"], mailbox_ids=[], actor=None
     )
     outcome: list = []
 
@@ -215,3 +225,143 @@ def test_an_agent_revision_landing_during_a_persons_save_refuses_the_stale_save(
     current = draft.versions.get(number=2)
     assert current.text == "Agent's revision."
     assert draft.versions.count() == 2
+
+
+def _agent_token(tenant):
+    token, _ = token_create(tenant=tenant, name="agent", scopes=["drafts:write"], actor=None)
+    return token
+
+
+def _agent_draft(tenant, mailbox, token):
+    return services.draft_create(
+        tenant=tenant,
+        mailbox=mailbox,
+        to=["a@example.com"],
+        subject="Hi",
+        text="x",
+        agent_token=token,
+    )
+
+
+def test_a_revocation_waits_for_an_agent_write_that_already_checked_its_token(
+    tenant_a, local_mailbox
+):
+    token = _agent_token(tenant_a)
+    revoked: list = []
+
+    def admin_revokes() -> None:
+        try:
+            revoked.append(token_revoke(tenant=tenant_a, token_id=token.pk, actor=None))
+        except Exception as exc:
+            revoked.append(exc)
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        # The agent's request: its draft written, its transaction not committed yet.
+        draft = _agent_draft(tenant_a, local_mailbox, token)
+        admin = threading.Thread(target=admin_revokes)
+        admin.start()
+        assert blocked_on_a_lock(), "the revocation did not wait for the write in flight"
+    admin.join(30)
+
+    assert [type(r) for r in revoked] == [AgentToken]
+    assert revoked[0].revoked_at > Draft.objects.get(pk=draft.pk).created_at
+
+
+def test_an_agent_write_waits_for_a_running_revocation_and_is_refused(tenant_a, local_mailbox):
+    token = _agent_token(tenant_a)
+    outcome: list = []
+
+    def agent_writes() -> None:
+        try:
+            outcome.append(_agent_draft(tenant_a, local_mailbox, token))
+        except Exception as exc:
+            outcome.append(exc)
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        token_revoke(tenant=tenant_a, token_id=token.pk, actor=None)
+        agent = threading.Thread(target=agent_writes)
+        agent.start()
+        assert blocked_on_a_lock(), "the write did not wait for the revocation in flight"
+    agent.join(30)
+
+    assert [type(r) for r in outcome] == [errors.TokenRevoked]
+    assert not Draft.objects.exists()
+
+
+# --- broadcasts: the sandbox's ledger is counted ---------------------------------------------------
+
+
+def _approved_broadcast(live, n):
+    b = broadcast_create(
+        tenant=live.tenant,
+        mailbox=live.mailbox,
+        subject="Hi {{ name }}",
+        text="Hello {{ name }}",
+        recipients=[
+            {"address": f"P{i}@Example.com", "variables": {"name": f"N{i}"}} for i in range(n)
+        ],
+    )
+    return broadcast_approve(
+        tenant=live.tenant, broadcast_id=b.pk, content_hash=b.content_hash, actor=live.approver
+    )
+
+
+def _ledger_of(live, broadcast):
+    keys = set(
+        SendIntent.objects.filter(broadcast=broadcast).values_list("idempotency_key", flat=True)
+    )
+    return [s for s in live.sandbox.ledger() if s.get("idempotency_key") in keys]
+
+
+def test_fan_out_runs_racing_send_rounds_send_each_recipient_once(live, settings):
+    settings.BROADCAST_FANOUT_PAGE = 3
+    settings.BROADCAST_RATE_PER_SECOND = 1000
+    b = _approved_broadcast(live, 20)
+
+    def work(i):
+        if i < 3:
+            broadcast_run(b.pk)
+        for _ in range(5):
+            SendIntent.objects.filter(state="queued").update(next_attempt_at=Now())
+            sending.run_once(worker=f"w{i}", limit=20)
+
+    results = run_concurrently(work, 6)
+    drain_sends(60)
+    broadcast_run(b.pk)
+
+    assert [r for r in results if isinstance(r, BaseException)] == []
+    sends = _ledger_of(live, b)
+    assert len(sends) == 20
+    assert len({s["to"][0] for s in sends}) == 20
+    assert Broadcast.objects.get(pk=b.pk).state == "completed"
+
+
+def test_pause_cancel_and_resume_racing_senders_end_cancelled_and_send_nothing_more(live, settings):
+    settings.BROADCAST_RATE_PER_SECOND = 1000
+    b = _approved_broadcast(live, 10)
+    broadcast_run(b.pk)
+    decisions = {
+        0: lambda: broadcast_pause(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver),
+        1: lambda: broadcast_cancel(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver),
+        2: lambda: broadcast_resume(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver),
+    }
+
+    run_concurrently(
+        lambda i: decisions[i]() if i in decisions else sending.run_once(worker=f"w{i}", limit=20),
+        5,
+    )
+    broadcast_run(b.pk)
+    drain_sends(60)
+    sent_before = len(_ledger_of(live, b))
+    # Whatever order the three decisions ran in, a cancelled broadcast sends nothing more.
+    broadcast_run(b.pk)
+    drain_sends(30)
+
+    assert Broadcast.objects.get(pk=b.pk).state == "cancelled"
+    assert len(_ledger_of(live, b)) == sent_before
+    states = set(SendIntent.objects.filter(broadcast=b).values_list("state", flat=True))
+    assert states <= {"accepted", "cancelled", "blocked"}, states

@@ -80,6 +80,35 @@ def test_every_bad_row_is_listed_and_nothing_is_saved(signed_in, member_of, tena
     assert not Broadcast.objects.exists()
 
 
+def test_a_spreadsheet_export_with_a_bom_quotes_and_a_case_duplicate(
+    signed_in, member_of, tenant_a
+):
+    """An Excel-style export: a byte-order mark before the header, "Email" as its name, commas
+    and doubled quotes inside quoted values, CRLF line ends, addresses in mixed case."""
+    mailbox = make_local_mailbox(tenant_a)
+    client = signed_in(member_of(tenant_a, "admin").user)
+    lines = ["\ufeffEmail,name,order"] + [
+        f'"P{i}@Example.com","Smith, Jo ""{i}""",{i}' for i in range(300)
+    ]
+    duplicate = csv_file("\r\n".join([*lines, '"p5@EXAMPLE.COM","dup",5']) + "\r\n")
+
+    refused = client.post(url(tenant_a), fields(mailbox, duplicate, text="Hi {{ name }}"))
+    assert refused.status_code == 422
+    assert "p5@example.com is also on row 6" in refused.content.decode()
+    assert not Broadcast.objects.exists()
+
+    created = client.post(
+        url(tenant_a), fields(mailbox, csv_file("\r\n".join(lines) + "\r\n"), text="Hi {{ name }}")
+    )
+    assert created.status_code == 302
+    broadcast = Broadcast.objects.get()
+    assert broadcast.recipient_count == 300
+    assert broadcast.recipients.get(address="p7@example.com").variables == {
+        "name": 'Smith, Jo "7"',
+        "order": "7",
+    }
+
+
 @pytest.mark.parametrize(
     ("upload", "message"),
     [
