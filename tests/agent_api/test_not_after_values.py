@@ -49,9 +49,7 @@ ODD = [
 def test_odd_not_after_is_4xx_or_exact(api, token_a, mailbox_a, raw):
     soon = _soon(30)
     value = raw.format(y=soon.year, d=soon.date().isoformat()) if isinstance(raw, str) else raw
-    response = api.post(
-        "/drafts", draft_body(mailbox_a, not_after=value), token=token_a, key="k1"
-    )
+    response = api.post("/drafts", draft_body(mailbox_a, not_after=value), token=token_a, key="k1")
     assert response.status_code in (201, 200, 400, 422), (value, response.status_code)
     if response.status_code in (200, 201):
         draft = Draft.objects.get()
