@@ -9,7 +9,7 @@ from django.utils.translation import pgettext_lazy
 
 from common.days import DAY_VALIDATORS
 from mailboxes.models import Mailbox
-from tenants import services
+from tenants import policies, services
 from tenants.models import AgentToken, Membership
 
 
@@ -119,7 +119,7 @@ class OwnDomainsForm(forms.Form):
 
     def clean_own_domains(self) -> list[str]:
         try:
-            return services.own_domains_parse(self.cleaned_data["own_domains"])
+            return policies.own_domains_parse(self.cleaned_data["own_domains"])
         except services.AdminError as error:
             raise forms.ValidationError(error.message, code=error.code) from None
 

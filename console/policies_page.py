@@ -8,7 +8,7 @@ from django.http import HttpResponse
 from django.shortcuts import render
 
 from console.forms import DeadlinesForm, OwnDomainsForm, PoliciesForm
-from tenants import services
+from tenants import policies
 from tenants.access import TenantRequest
 from tenants.models import Membership
 
@@ -20,7 +20,7 @@ def _escalation_members(tenant) -> list[Membership]:
             tenant=tenant,
             is_active=True,
             user__is_active=True,
-            role__in=services.ESCALATION_ROLES,
+            role__in=policies.ESCALATION_ROLES,
         )
         .order_by("user__full_name", "user__email")
     )
@@ -54,7 +54,7 @@ def policies_page(
             "second_approver_on_edit": tenant.second_approver_on_edit,
             "retention_days": tenant.retention_days,
             "send_hold_seconds": tenant.send_hold_seconds,
-            "based_on": services.policies_fingerprint(tenant),
+            "based_on": policies.policies_fingerprint(tenant),
         }
     )
     domains_form = domains_form or OwnDomainsForm(

@@ -30,6 +30,7 @@ from console.forms import (
 )
 from console.policies_page import policies_page
 from tenants import invitations, services
+from tenants import policies as tenant_policies
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 from tenants.models import Membership
 from tenants.stale import StaleSave
@@ -286,7 +287,7 @@ def own_domains(request: TenantRequest) -> HttpResponse:
     form = OwnDomainsForm(request.POST)
     if not form.is_valid():
         return policies_page(request, domains_form=form, status=400)
-    services.tenant_set_own_domains(
+    tenant_policies.tenant_set_own_domains(
         tenant=request.tenant, domains=form.cleaned_data["own_domains"], actor=request.user
     )
     messages.success(request, _("Your organisation's domains are saved."))
@@ -302,7 +303,9 @@ def policies(request: TenantRequest) -> HttpResponse:
     form = PoliciesForm(request.POST)
     if form.is_valid():
         try:
-            services.tenant_update_policies(tenant=tenant, actor=request.user, **form.cleaned_data)
+            tenant_policies.tenant_update_policies(
+                tenant=tenant, actor=request.user, **form.cleaned_data
+            )
         except StaleSave as conflict:
             tenant.refresh_from_db()
             return policies_page(request, conflict=conflict.message, status=409)

@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from console.policies_page import deadlines_form, policies_page
-from tenants import services
+from tenants import policies, services
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 
 
@@ -26,7 +26,7 @@ def deadlines(request: TenantRequest) -> HttpResponse:
     if form.is_valid():
         data = form.cleaned_data
         try:
-            services.tenant_update_deadlines(
+            policies.tenant_update_deadlines(
                 tenant=tenant,
                 sla_minutes=data["sla_minutes"],
                 sla_warning_minutes=data["sla_warning_minutes"],

@@ -8,7 +8,6 @@ tenants.AuditEvent row in that same transaction, so the audit log can never miss
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied
@@ -25,9 +24,6 @@ from tenants.stale import fingerprint, refuse_if_changed
 from tenants.user_sessions import sessions_end_all
 
 logger = logging.getLogger(__name__)
-
-# The undo window after Approve (Tenant.send_hold_seconds); the database refuses more too.
-MAX_SEND_HOLD_SECONDS = 300
 
 
 class AdminError(Exception):
@@ -226,12 +222,6 @@ RIGHTS_LABELS = {
     "approve_all_mailboxes": gettext_lazy("whether they may approve for every mailbox"),
     "mailboxes": gettext_lazy("the mailboxes they may approve for"),
 }
-POLICY_LABELS = {
-    "review_deadline_hours": gettext_lazy("the review deadline"),
-    "second_approver_on_edit": gettext_lazy("the second approver rule"),
-    "retention_days": gettext_lazy("the retention"),
-    "send_hold_seconds": gettext_lazy("the undo window"),
-}
 
 
 def _rights(membership: Membership, mailbox_ids: list[int]) -> dict:
@@ -242,11 +232,6 @@ def member_rights_fingerprint(membership: Membership) -> str:
     """What a rights form is based on: its ``based_on`` for ``member_set_mailbox_rights``."""
     mailbox_ids = sorted(membership.approve_mailboxes.values_list("pk", flat=True))
     return fingerprint(_rights(membership, mailbox_ids))
-
-
-def policies_fingerprint(tenant: Tenant) -> str:
-    """What a policies form is based on: its ``based_on`` for ``tenant_update_policies``."""
-    return fingerprint({f: getattr(tenant, f) for f in POLICY_LABELS})
 
 
 def member_set_mailbox_rights(
@@ -348,220 +333,6 @@ def member_reactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Mem
             data={"email": membership.user.email},
         )
     return membership
-
-
-def tenant_update_policies(
-    *,
-    tenant: Tenant,
-    review_deadline_hours: int,
-    second_approver_on_edit: bool,
-    retention_days: int,
-    actor: User,
-    send_hold_seconds: int | None = None,
-    based_on: str | None = None,
-) -> Tenant:
-    """``based_on``: the fingerprint (``policies_fingerprint``) of the policies the admin's page
-    showed; a save based on policies that changed since is refused (StaleSave)."""
-    if not 1 <= review_deadline_hours <= 24 * 14:
-        raise AdminError(
-            "invalid_deadline",
-            _("The review deadline must be between 1 and 336 hours (14 days)."),
-            "review_deadline_hours",
-        )
-    if not 1 <= retention_days <= 3650:
-        raise AdminError(
-            "invalid_retention",
-            _("Retention must be between 1 and 3650 days."),
-            "retention_days",
-        )
-    if send_hold_seconds is not None and not 0 <= send_hold_seconds <= MAX_SEND_HOLD_SECONDS:
-        raise AdminError(
-            "invalid_send_hold",
-            _("The undo hold must be between 0 and %(max)d seconds.")
-            % {"max": MAX_SEND_HOLD_SECONDS},
-            "send_hold_seconds",
-        )
-    with transaction.atomic():
-        require_admin(tenant, actor)
-        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
-        before = {f: getattr(locked, f) for f in POLICY_LABELS}
-        refuse_if_changed(based_on=based_on, current=before, labels=POLICY_LABELS)
-        after = {
-            "review_deadline_hours": review_deadline_hours,
-            "second_approver_on_edit": second_approver_on_edit,
-            "retention_days": retention_days,
-            "send_hold_seconds": (
-                locked.send_hold_seconds if send_hold_seconds is None else send_hold_seconds
-            ),
-        }
-        if before == after:
-            return locked
-        Tenant.objects.filter(pk=tenant.pk).update(**after)
-        for name, value in after.items():
-            setattr(locked, name, value)
-            setattr(tenant, name, value)
-        audit_record(
-            tenant=tenant,
-            actor=actor,
-            action="tenant.policies_changed",
-            obj=locked,
-            data={"before": before, "after": after},
-        )
-    return locked
-
-
-MAX_OWN_DOMAINS = 50
-_DOMAIN_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
-
-
-def own_domains_parse(raw: str) -> list[str]:
-    """The domains of a comma-, space- or line-separated list, lower-cased, without duplicates,
-    in the order given; raises AdminError naming the first one that is not a domain name."""
-    domains: list[str] = []
-    for item in re.split(r"[\s,;]+", raw.strip()):
-        if not item:
-            continue
-        domain = item.lower().removeprefix("@").rstrip(".")
-        labels = domain.split(".")
-        if (
-            len(domain) > 253
-            or len(labels) < 2
-            or not all(_DOMAIN_LABEL.match(label) for label in labels)
-        ):
-            raise AdminError(
-                "invalid_domain",
-                _("“%(item)s” is not a domain name (like example.com).") % {"item": item[:80]},
-                "own_domains",
-            )
-        if domain not in domains:
-            domains.append(domain)
-    if len(domains) > MAX_OWN_DOMAINS:
-        raise AdminError(
-            "too_many_domains",
-            _("At most %(n)d domains.") % {"n": MAX_OWN_DOMAINS},
-            "own_domains",
-        )
-    return domains
-
-
-def tenant_set_own_domains(*, tenant: Tenant, domains: list[str], actor: User) -> Tenant:
-    """Replace the organisation's own mail domains (already parsed by ``own_domains_parse``)."""
-    with transaction.atomic():
-        require_admin(tenant, actor)
-        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
-        before = list(locked.own_domains)
-        if before == domains:
-            return locked
-        Tenant.objects.filter(pk=tenant.pk).update(own_domains=domains)
-        locked.own_domains = tenant.own_domains = domains
-        audit_record(
-            tenant=tenant,
-            actor=actor,
-            action="tenant.policies_changed",
-            obj=locked,
-            data={"before": {"own_domains": before}, "after": {"own_domains": domains}},
-        )
-    return locked
-
-
-ESCALATION_ROLES = (Membership.Role.ADMIN, Membership.Role.APPROVER)
-MAX_SLA_MINUTES = 60 * 24 * 14
-
-
-def _check_minutes(value: int | None, field: str, message: str) -> None:
-    """``message`` is the whole refusal with %(most)d (no sentence is pieced together)."""
-    if value is not None and not 1 <= value <= MAX_SLA_MINUTES:
-        raise AdminError("invalid_minutes", message % {"most": MAX_SLA_MINUTES}, field)
-
-
-def _escalation_member(tenant: Tenant, user_id: int | None) -> User | None:
-    if user_id is None:
-        return None
-    membership = (
-        Membership.objects.select_related("user").filter(tenant=tenant, user_id=user_id).first()
-    )
-    if membership is None:
-        raise AdminError(
-            "not_member", _("That person is not a member of this tenant."), "escalate_to"
-        )
-    if not membership.is_active or not membership.user.is_active:
-        raise AdminError(
-            "member_inactive",
-            _("%(name)s is not an active member; choose an active one.")
-            % {"name": membership.user.display_name},
-            "escalate_to",
-        )
-    if membership.role not in ESCALATION_ROLES:
-        raise AdminError(
-            "member_cannot_decide",
-            _("%(name)s is a viewer and cannot decide drafts; choose an admin or approver.")
-            % {"name": membership.user.display_name},
-            "escalate_to",
-        )
-    return membership.user
-
-
-def tenant_update_deadlines(
-    *,
-    tenant: Tenant,
-    sla_minutes: int | None,
-    sla_warning_minutes: int | None,
-    escalate_to_id: int | None,
-    escalate_to_role: str,
-    actor: User,
-) -> Tenant:
-    """The tenant's deadline target, its warning window and the escalation rule (one member, or
-    a role round-robin, or none)."""
-    _check_minutes(
-        sla_minutes,
-        "sla_minutes",
-        _("The target must be between 1 and %(most)d minutes (14 days)."),
-    )
-    _check_minutes(
-        sla_warning_minutes,
-        "sla_warning_minutes",
-        _("The warning window must be between 1 and %(most)d minutes (14 days)."),
-    )
-    if sla_minutes and sla_warning_minutes and sla_warning_minutes >= sla_minutes:
-        raise AdminError(
-            "warning_too_long",
-            _("The warning window must be shorter than the target."),
-            "sla_warning_minutes",
-        )
-    if escalate_to_role not in ("", *ESCALATION_ROLES):
-        raise AdminError("invalid_role", _("Choose admin or approver."), "escalate_to_role")
-    if escalate_to_id is not None and escalate_to_role:
-        raise AdminError(
-            "two_rules",
-            _("Escalate to a member or to a role, not both."),
-            "escalate_to_role",
-        )
-    fields = ("sla_minutes", "sla_warning_minutes", "escalate_to_id", "escalate_to_role")
-    with transaction.atomic():
-        require_admin(tenant, actor)
-        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
-        member = _escalation_member(locked, escalate_to_id)
-        before = {f: getattr(locked, f) for f in fields}
-        after = {
-            "sla_minutes": sla_minutes,
-            "sla_warning_minutes": sla_warning_minutes,
-            "escalate_to_id": member.pk if member else None,
-            "escalate_to_role": escalate_to_role,
-        }
-        if before == after:
-            return locked
-        Tenant.objects.filter(pk=tenant.pk).update(**after)
-        for name, value in after.items():
-            setattr(locked, name, value)
-            setattr(tenant, name, value)
-        audit_record(
-            tenant=tenant,
-            actor=actor,
-            action="tenant.deadlines_changed",
-            obj=locked,
-            data={"before": before, "after": after},
-        )
-    return locked
 
 
 def member_set_away(*, tenant: Tenant, membership_id: int, away: bool, actor: User) -> Membership:

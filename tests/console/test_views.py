@@ -177,7 +177,8 @@ def test_undo_window_zero_turns_it_off(tenant_a, admin_a, signed_in):
 
 
 def test_undo_window_service_refuses_out_of_range(tenant_a, admin_a):
-    from tenants.services import AdminError, tenant_update_policies
+    from tenants.policies import tenant_update_policies
+    from tenants.services import AdminError
 
     with pytest.raises(AdminError) as refused:
         tenant_update_policies(

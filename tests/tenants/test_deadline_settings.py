@@ -1,11 +1,11 @@
-"""tenants.services.tenant_update_deadlines and member_set_away, called directly: the checks
-behind the console's forms."""
+"""tenants.policies.tenant_update_deadlines and tenants.services.member_set_away, called
+directly: the checks behind the console's forms."""
 
 from __future__ import annotations
 
 import pytest
 
-from tenants import services
+from tenants import policies, services
 from tenants.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +19,7 @@ def _update(tenant, actor, **fields):
         "escalate_to_role": "",
     }
     values.update(fields)
-    return services.tenant_update_deadlines(tenant=tenant, actor=actor, **values)
+    return policies.tenant_update_deadlines(tenant=tenant, actor=actor, **values)
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from console import services as console_services
 from intents.models import Suppression
 from intents.services import event_endpoints
 from mailboxes import provisioning
-from tenants import invitations, oidc_signin, services, signin_policy, tokens
+from tenants import invitations, oidc_signin, policies, services, signin_policy, tokens
 from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant, User
 from tests.factories import make_local_mailbox
 from tests.intents.helpers import blocked_on_a_lock
@@ -175,17 +175,17 @@ def _writes(tenant, actor, member, mailbox, token, invitation, suppression, endp
         "reactivate": lambda: services.member_reactivate(
             tenant=t, membership_id=member.pk, actor=a
         ),
-        "policies": lambda: services.tenant_update_policies(
+        "policies": lambda: policies.tenant_update_policies(
             tenant=t,
             review_deadline_hours=1,
             second_approver_on_edit=True,
             retention_days=1,
             actor=a,
         ),
-        "own domains": lambda: services.tenant_set_own_domains(
+        "own domains": lambda: policies.tenant_set_own_domains(
             tenant=t, domains=["evil.example"], actor=a
         ),
-        "deadlines": lambda: services.tenant_update_deadlines(
+        "deadlines": lambda: policies.tenant_update_deadlines(
             tenant=t,
             sla_minutes=5,
             sla_warning_minutes=None,
