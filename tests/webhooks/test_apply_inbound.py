@@ -175,3 +175,29 @@ def test_redelivered_received_event_does_not_hold_twice(client, hook, mailbox, i
     hook.post(client, payload, svix_id="msg_other")
 
     assert IntentEvent.objects.filter(action="intent.held").count() == 1
+
+
+def test_the_migration_dates_messages_stored_before_it_by_their_own_time(mailbox, monkeypatch):
+    """webhooks 0008: the column's default would make every old message newer than every
+    pending draft; the back-fill (in batches) gives each its own time instead."""
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("webhooks.migrations.0008_inbound_message_recorded_at")
+    monkeypatch.setattr(migration, "BATCH", 2)
+    now = datetime.now(UTC)
+    for n in range(5):
+        InboundMessage.objects.create(
+            tenant=mailbox.tenant,
+            mailbox=mailbox,
+            thread_id="thr_old",
+            message_id=f"<old{n}@customer.test>",
+            sender="jane@customer.test",
+            received_at=now - timedelta(days=n + 1),
+        )
+
+    migration.recorded_when_received(apps, None)
+
+    rows = list(InboundMessage.objects.values_list("recorded_at", "received_at"))
+    assert len(rows) == 5 and all(recorded == received for recorded, received in rows)

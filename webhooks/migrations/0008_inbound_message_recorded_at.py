@@ -2,17 +2,28 @@
 
 import django.db.models.functions.datetime
 from django.db import migrations, models
-from django.db.models import F
+from django.db.models import F, Max
+
+BATCH = 5_000
 
 
 def recorded_when_received(apps, schema_editor):
     """Messages stored before this migration: their own time stands for when they were recorded
-    (the migration's time would make every old message newer than every pending draft)."""
+    (the migration's time would make every old message newer than every pending draft). In
+    batches, each its own transaction (the migration is not atomic): a big table is never
+    locked as a whole, and rows the running code stores meanwhile keep their own recorded_at."""
     InboundMessage = apps.get_model("webhooks", "InboundMessage")
-    InboundMessage.objects.update(recorded_at=F("received_at"))
+    last = InboundMessage.objects.aggregate(last=Max("pk"))["last"] or 0
+    for low in range(0, last + 1, BATCH):
+        InboundMessage.objects.filter(pk__gte=low, pk__lt=min(low + BATCH, last + 1)).update(
+            recorded_at=F("received_at")
+        )
 
 
 class Migration(migrations.Migration):
+    # The column first (a default, no table rewrite), then the back-fill in batches.
+    atomic = False
+
     dependencies = [
         ("webhooks", "0007_recipient_delivery_fewer_indexes"),
     ]
