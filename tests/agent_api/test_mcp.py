@@ -9,6 +9,7 @@ its expiry and revocation. Refusals are the JSON API's problem documents and cha
 from __future__ import annotations
 
 import json
+import threading
 
 import anyio
 import httpx
@@ -47,6 +48,26 @@ def mcp_url(django_db_setup, django_db_blocker, tmp_path_factory):
         yield f"http://{addr}/mcp/"
 
 
+def run_async(fn):
+    """``anyio.run(fn)`` in a thread of its own. The session-long Playwright browser
+    (tests/pages.py) keeps an event loop running in the main thread once a browser test has run
+    in this process, and anyio refuses to start another one there."""
+    outcome: dict = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = anyio.run(fn)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
 def session(url: str, token: str | None, *calls: tuple[str, dict]):
     """One MCP session with the SDK's client: initialize, then each (tool, arguments) in order.
     Returns the tools/list result and the call results."""
@@ -62,7 +83,7 @@ def session(url: str, token: str | None, *calls: tuple[str, dict]):
             listed = await client.list_tools()
             return listed, [await client.call_tool(name, arguments) for name, arguments in calls]
 
-    return anyio.run(run)
+    return run_async(run)
 
 
 def results(url: str, token: str | None, *calls: tuple[str, dict]):
@@ -361,7 +382,7 @@ def test_concurrent_calls_with_one_key_make_one_draft(mcp_url, token_a, mailbox_
             for _ in range(4):
                 group.start_soon(one)
 
-    anyio.run(race)
+    run_async(race)
 
     created = {o.structured_content["id"] for o in outcomes if not o.is_error}
     refused = {o.structured_content["code"] for o in outcomes if o.is_error}
