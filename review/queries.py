@@ -44,6 +44,7 @@ from intents.selectors.queue import (
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken, Membership, Tenant
 from webhooks.models import InboundMessage, RecipientDelivery
+from webhooks.selectors import customer_wrote_after_draft
 
 if TYPE_CHECKING:
     from intents.selectors.queue import QueueRow
@@ -109,32 +110,6 @@ HAS_WARNING_SQL = _has_warning_sql()
 HAS_WARNING = RawSQL(HAS_WARNING_SQL, [], output_field=BooleanField())  # noqa: S611
 
 
-def _wrote_again_sql() -> str:
-    """True when the customer wrote in the draft's thread after the draft was written (or we
-    recorded such a message after it), the message it answers excepted: the rule draft_approve
-    and intents_hold_stale apply, so a row says what bulk approval will refuse. Correlated on
-    the outer draft row; names from the models, no input."""
-    i = {
-        name: _db_column(InboundMessage, name)
-        for name in ("tenant", "mailbox", "thread_id", "received_at", "recorded_at", "message_id")
-    }
-    thread_id = _column(Draft, "thread_id")
-    return f"""
-({thread_id} <> '' AND EXISTS (
-  SELECT 1 FROM "{InboundMessage._meta.db_table}" i
-  WHERE i.{i["tenant"]} = {_column(Draft, "tenant")}
-    AND i.{i["mailbox"]} = {_column(Draft, "mailbox")}
-    AND i.{i["thread_id"]} = {thread_id}
-    AND (i.{i["received_at"]} > {_column(Draft, "created_at")}
-         OR i.{i["recorded_at"]} > {_column(Draft, "created_at")})
-    AND i.{i["message_id"]} <> {_column(Draft, "in_reply_to")}
-))
-"""  # noqa: S608
-
-
-# The queue rows' "the customer wrote again" flag (the page's rows only, not the count).
-WROTE_AGAIN = RawSQL(_wrote_again_sql(), [], output_field=BooleanField())  # noqa: S611
-
 TOTAL_CAP = 10_000
 
 
@@ -165,7 +140,8 @@ def queue_page(
     sort = sort if sort in QUEUE_SORTS else DEFAULT_SORT
     qs = queue_drafts(tenant=tenant, f=f, warning=HAS_WARNING)
     total = qs[: TOTAL_CAP + 1].count()
-    rows = qs.annotate(wrote_again=WROTE_AGAIN)
+    # The rows only, not the count: "customer wrote again", the rule the approval applies.
+    rows = qs.annotate(wrote_again=customer_wrote_after_draft())
     try:
         page = sorted_queue_page(
             rows, sort=sort, after=after or None, before=before or None, limit=limit

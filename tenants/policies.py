@@ -34,6 +34,24 @@ def policies_fingerprint(tenant: Tenant) -> str:
     return fingerprint({f: getattr(tenant, f) for f in POLICY_LABELS})
 
 
+def _change(tenant: Tenant, locked: Tenant, before: dict, after: dict, *, actor, action) -> None:
+    """Write ``after`` to the (locked) tenant row and both copies in hand, with its audit row;
+    nothing when nothing changed."""
+    if before == after:
+        return
+    Tenant.objects.filter(pk=tenant.pk).update(**after)
+    for name, value in after.items():
+        setattr(locked, name, value)
+        setattr(tenant, name, value)
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action=action,
+        obj=locked,
+        data={"before": before, "after": after},
+    )
+
+
 def tenant_update_policies(
     *,
     tenant: Tenant,
@@ -78,19 +96,7 @@ def tenant_update_policies(
                 locked.send_hold_seconds if send_hold_seconds is None else send_hold_seconds
             ),
         }
-        if before == after:
-            return locked
-        Tenant.objects.filter(pk=tenant.pk).update(**after)
-        for name, value in after.items():
-            setattr(locked, name, value)
-            setattr(tenant, name, value)
-        audit_record(
-            tenant=tenant,
-            actor=actor,
-            action="tenant.policies_changed",
-            obj=locked,
-            data={"before": before, "after": after},
-        )
+        _change(tenant, locked, before, after, actor=actor, action="tenant.policies_changed")
     return locked
 
 
@@ -232,17 +238,5 @@ def tenant_update_deadlines(
             "escalate_to_id": member.pk if member else None,
             "escalate_to_role": escalate_to_role,
         }
-        if before == after:
-            return locked
-        Tenant.objects.filter(pk=tenant.pk).update(**after)
-        for name, value in after.items():
-            setattr(locked, name, value)
-            setattr(tenant, name, value)
-        audit_record(
-            tenant=tenant,
-            actor=actor,
-            action="tenant.deadlines_changed",
-            obj=locked,
-            data={"before": before, "after": after},
-        )
+        _change(tenant, locked, before, after, actor=actor, action="tenant.deadlines_changed")
     return locked

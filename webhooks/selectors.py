@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from intents.models import SendIntent
 from webhooks.models import InboundMessage, RecipientDelivery, WebhookEvent
@@ -60,22 +60,41 @@ def inbound_for_thread(*, tenant, mailbox, thread_id: str, limit: int = 20) -> l
     )
 
 
+def _newer_than(moment) -> Q:
+    """Written (the message's own time) or recorded (ours) after ``moment``: a message written
+    earlier but delivered to us late was seen by no one."""
+    return Q(received_at__gt=moment) | Q(recorded_at__gt=moment)
+
+
 def customer_messages_after(
     *, tenant, mailbox, thread_id: str, after, answering: str, limit: int = 100
 ) -> list[int]:
     """Ids of the customer's messages in a thread of ``mailbox`` written or recorded after
     ``after`` (a draft's creation, the database's clock), the message the draft answers
     excepted, oldest first: those a reply approved without seeing them may no longer fit (the
-    rule of ``intents_hold_stale``). Recorded after counts too: a message written earlier but
-    delivered to us late was seen by no one."""
+    rule of ``intents_hold_stale``)."""
     if not thread_id:
         return []
     return list(
         InboundMessage.objects.filter(tenant=tenant, mailbox=mailbox, thread_id=thread_id)
-        .filter(Q(received_at__gt=after) | Q(recorded_at__gt=after))
+        .filter(_newer_than(after))
         .exclude(message_id=answering)
         .order_by("received_at", "id")
         .values_list("pk", flat=True)[:limit]
+    )
+
+
+def customer_wrote_after_draft() -> Exists:
+    """For a query of drafts: whether ``customer_messages_after`` would find a message for the
+    draft (its thread, mailbox and creation), so that a queue row says what the approval will
+    refuse."""
+    return Exists(
+        InboundMessage.objects.filter(
+            tenant=OuterRef("tenant"), mailbox=OuterRef("mailbox"), thread_id=OuterRef("thread_id")
+        )
+        .exclude(thread_id="")
+        .filter(_newer_than(OuterRef("created_at")))
+        .exclude(message_id=OuterRef("in_reply_to"))
     )
 
 
