@@ -227,6 +227,8 @@ def test_the_queue_row_says_the_customer_wrote_again(
         if "data-wrote-again" in row
         for pk in re.findall(r"/drafts/(\d+)/", row)
     }
+    shown = {int(pk) for row in rows for pk in re.findall(r"/drafts/(\d+)/", row)}
+    assert quiet.pk in shown  # the quiet draft's row is on the page, without the badge
     assert flagged == {stale.pk}
 
 
