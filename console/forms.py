@@ -20,6 +20,11 @@ class BasedOnForm(forms.Form):
 
     based_on = forms.CharField(required=False, max_length=2000, widget=forms.HiddenInput)
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The policies page holds three of these forms: one id each, not three "id_based_on".
+        self.fields["based_on"].widget.attrs["id"] = f"id_based_on_{type(self).__name__.lower()}"
+
     def clean(self):
         data = super().clean()
         if not data.get("based_on"):
@@ -104,7 +109,7 @@ class PoliciesForm(BasedOnForm):
     )
 
 
-class OwnDomainsForm(forms.Form):
+class OwnDomainsForm(BasedOnForm):
     own_domains = forms.CharField(
         label=_("Your organisation's mail domains"),
         required=False,
@@ -210,7 +215,7 @@ def _minutes_field(label, help_text):
     )
 
 
-class DeadlinesForm(forms.Form):
+class DeadlinesForm(BasedOnForm):
     """The tenant's deadline target, warning window and escalation rule (policies page)."""
 
     sla_minutes = _minutes_field(

@@ -6,6 +6,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from common.egress import EgressRefused
+from console.forms import BasedOnForm
 from tenants import oidc
 
 
@@ -15,7 +16,7 @@ class TwoFactorPolicyForm(forms.Form):
     )
 
 
-class SsoForm(forms.Form):
+class SsoForm(BasedOnForm):
     enabled = forms.BooleanField(required=False, label=_("Single sign-on is on"))
     issuer = forms.URLField(
         label=_("Issuer URL"),

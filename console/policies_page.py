@@ -32,6 +32,7 @@ def deadlines_form(tenant, data=None) -> DeadlinesForm:
         "sla_warning_minutes": tenant.sla_warning_minutes,
         "escalate_to": tenant.escalate_to_id,
         "escalate_to_role": tenant.escalate_to_role,
+        "based_on": policies.deadlines_fingerprint(tenant),
     }
     return DeadlinesForm(data, initial=initial, members=_escalation_members(tenant))
 
@@ -43,10 +44,13 @@ def policies_page(
     domains_form=None,
     deadlines=None,
     conflict: str = "",
+    domains_conflict: str = "",
+    deadlines_conflict: str = "",
     status=200,
 ) -> HttpResponse:
-    """``conflict``: why a stale save was refused, shown above the policies form, which then
-    holds the values saved now."""
+    """``conflict``, ``domains_conflict``, ``deadlines_conflict``: why a stale save of the
+    policies, own-domains or deadlines form was refused, shown above that form, which then holds
+    the values saved now."""
     tenant = request.tenant
     form = form or PoliciesForm(
         initial={
@@ -58,7 +62,10 @@ def policies_page(
         }
     )
     domains_form = domains_form or OwnDomainsForm(
-        initial={"own_domains": "\n".join(tenant.own_domains)}
+        initial={
+            "own_domains": "\n".join(tenant.own_domains),
+            "based_on": policies.own_domains_fingerprint(tenant),
+        }
     )
     return render(
         request,
@@ -68,6 +75,8 @@ def policies_page(
             "domains_form": domains_form,
             "deadlines_form": deadlines or deadlines_form(tenant),
             "conflict": conflict,
+            "domains_conflict": domains_conflict,
+            "deadlines_conflict": deadlines_conflict,
         },
         status=status,
     )

@@ -287,9 +287,16 @@ def own_domains(request: TenantRequest) -> HttpResponse:
     form = OwnDomainsForm(request.POST)
     if not form.is_valid():
         return policies_page(request, domains_form=form, status=400)
-    tenant_policies.tenant_set_own_domains(
-        tenant=request.tenant, domains=form.cleaned_data["own_domains"], actor=request.user
-    )
+    try:
+        tenant_policies.tenant_set_own_domains(
+            tenant=request.tenant,
+            domains=form.cleaned_data["own_domains"],
+            actor=request.user,
+            based_on=form.cleaned_data["based_on"],
+        )
+    except StaleSave as conflict:
+        request.tenant.refresh_from_db()
+        return policies_page(request, domains_conflict=conflict.message, status=409)
     messages.success(request, _("Your organisation's domains are saved."))
     return redirect("admin_policies", request.tenant.slug)
 

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from console.policies_page import deadlines_form, policies_page
 from tenants import policies, services
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
+from tenants.stale import StaleSave
 
 
 def _refuse(form, error: services.AdminError) -> None:
@@ -33,7 +34,11 @@ def deadlines(request: TenantRequest) -> HttpResponse:
                 escalate_to_id=data["escalate_to"],
                 escalate_to_role=data["escalate_to_role"],
                 actor=request.user,
+                based_on=data["based_on"],
             )
+        except StaleSave as conflict:
+            tenant.refresh_from_db()
+            return policies_page(request, deadlines_conflict=conflict.message, status=409)
         except services.AdminError as error:
             _refuse(form, error)
         else:

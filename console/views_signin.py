@@ -15,6 +15,7 @@ from tenants import oidc_signin, signin_policy
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 from tenants.models import Membership, Passkey, SingleSignOn, TotpDevice
 from tenants.services import AdminError
+from tenants.stale import StaleSave
 from tenants.user_sessions import SSO_TENANTS_KEY
 
 
@@ -29,7 +30,12 @@ def _members_without_factor(request: TenantRequest) -> int:
 
 def _sso_form(sso: SingleSignOn | None) -> SsoForm:
     if sso is None:
-        return SsoForm(initial={"password_signin_allowed": True})
+        return SsoForm(
+            initial={
+                "password_signin_allowed": True,
+                "based_on": oidc_signin.sso_fingerprint(None),
+            }
+        )
     return SsoForm(
         initial={
             "enabled": sso.enabled,
@@ -38,13 +44,21 @@ def _sso_form(sso: SingleSignOn | None) -> SsoForm:
             "password_signin_allowed": sso.password_signin_allowed,
             "domains": ", ".join(sso.jit_domains),
             "jit_role": sso.jit_role,
+            "based_on": oidc_signin.sso_fingerprint(sso),
         }
     )
 
 
 def _page(
-    request: TenantRequest, *, two_factor_form=None, sso_form=None, status=200
+    request: TenantRequest,
+    *,
+    two_factor_form=None,
+    sso_form=None,
+    sso_conflict: str = "",
+    status=200,
 ) -> HttpResponse:
+    """``sso_conflict``: why a stale save of the single sign-on form was refused, shown above
+    that form, which then holds the settings saved now."""
     tenant = request.tenant
     sso = SingleSignOn.objects.filter(tenant=tenant).first()
     return render(
@@ -56,6 +70,7 @@ def _page(
             "without_factor": _members_without_factor(request),
             "sso": sso,
             "sso_form": sso_form or _sso_form(sso),
+            "sso_conflict": sso_conflict,
             "redirect_uri": request.build_absolute_uri(reverse("sso_callback")),
             "start_url": request.build_absolute_uri(reverse("sso_start", args=[tenant.slug])),
         },
@@ -88,6 +103,8 @@ def sso_settings(request: TenantRequest) -> HttpResponse:
         oidc_signin.sso_settings_save(
             tenant=request.tenant, actor=request.user, **form.cleaned_data
         )
+    except StaleSave as conflict:
+        return _page(request, sso_conflict=conflict.message, status=409)
     except AdminError as error:
         form.add_error(error.field if error.field in form.fields else None, error.message)
         return _page(request, sso_form=form, status=400)

@@ -8,12 +8,14 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from common import crypto
 from common.text import unsafe_in_name
 from tenants.models import Membership, SingleSignOn, SsoIdentity, Tenant, User
 from tenants.services import AdminError, audit_record, require_admin
 from tenants.signin_audit import signin_audit
+from tenants.stale import fingerprint, refuse_if_changed
 
 JIT_ROLES = ("", Membership.Role.VIEWER, Membership.Role.APPROVER)
 
@@ -24,6 +26,47 @@ def _aad(tenant_id: int) -> str:
 
 def client_secret(sso: SingleSignOn) -> str:
     return crypto.unseal(sso.sealed_client_secret, aad=_aad(sso.tenant_id))
+
+
+SSO_LABELS = {
+    "enabled": gettext_lazy("whether single sign-on is on"),
+    "issuer": gettext_lazy("the issuer URL"),
+    "client_id": gettext_lazy("the client ID"),
+    "client_secret_set": gettext_lazy("the client secret"),
+    "password_signin_allowed": gettext_lazy("whether members may sign in with a password"),
+    "jit_domains": gettext_lazy("the e-mail domains"),
+    "jit_role": gettext_lazy("what becomes of new people from the identity provider"),
+}
+
+
+def _sso_values(sso: SingleSignOn | None) -> dict[str, object]:
+    """The settings a page shows (the form's defaults when there are none yet). Of the client
+    secret only whether one is stored: the page never shows the secret, and a digest of it in
+    the page would let anyone who reads the page test guesses against it."""
+    if sso is None:
+        return {
+            "enabled": False,
+            "issuer": "",
+            "client_id": "",
+            "client_secret_set": False,
+            "password_signin_allowed": True,
+            "jit_domains": [],
+            "jit_role": "",
+        }
+    return {
+        "enabled": sso.enabled,
+        "issuer": sso.issuer,
+        "client_id": sso.client_id,
+        "client_secret_set": bool(sso.sealed_client_secret),
+        "password_signin_allowed": sso.password_signin_allowed,
+        "jit_domains": list(sso.jit_domains),
+        "jit_role": sso.jit_role,
+    }
+
+
+def sso_fingerprint(sso: SingleSignOn | None) -> str:
+    """What a single sign-on form is based on: its ``based_on`` for ``sso_settings_save``."""
+    return fingerprint(_sso_values(sso))
 
 
 def sso_settings_save(
@@ -37,9 +80,11 @@ def sso_settings_save(
     password_signin_allowed: bool,
     domains: list[str],
     jit_role: str,
+    based_on: str | None = None,
 ) -> SingleSignOn:
     """Create or change the tenant's identity provider. A blank ``client_secret`` keeps the
-    stored one."""
+    stored one. ``based_on``: the fingerprint (``sso_fingerprint``) of the settings the admin's
+    page showed; a save based on settings that changed since is refused (StaleSave)."""
     if jit_role not in JIT_ROLES:
         raise AdminError(
             "invalid_role", _("Choose viewer, approver or no new accounts."), "jit_role"
@@ -47,8 +92,10 @@ def sso_settings_save(
     domains = sorted({d.strip().lower().lstrip("@") for d in domains if d.strip()})
     with transaction.atomic():
         require_admin(tenant, actor)
+        # The tenant's row is the lock of its single sign-on row, which may not exist yet.
         Tenant.objects.select_for_update().get(pk=tenant.pk)
         sso = SingleSignOn.objects.filter(tenant=tenant).first()
+        refuse_if_changed(based_on=based_on, current=_sso_values(sso), labels=SSO_LABELS)
         if sso is None and not client_secret:
             raise AdminError("secret_required", _("Enter the client secret."), "client_secret")
         if enabled and not domains:

@@ -134,12 +134,27 @@ def own_domains_parse(raw: str) -> list[str]:
     return domains
 
 
-def tenant_set_own_domains(*, tenant: Tenant, domains: list[str], actor: User) -> Tenant:
-    """Replace the organisation's own mail domains (already parsed by ``own_domains_parse``)."""
+OWN_DOMAINS_LABELS = {"own_domains": gettext_lazy("your organisation's domains")}
+
+
+def own_domains_fingerprint(tenant: Tenant) -> str:
+    """What an own-domains form is based on: its ``based_on`` for ``tenant_set_own_domains``."""
+    return fingerprint({"own_domains": list(tenant.own_domains)})
+
+
+def tenant_set_own_domains(
+    *, tenant: Tenant, domains: list[str], actor: User, based_on: str | None = None
+) -> Tenant:
+    """Replace the organisation's own mail domains (already parsed by ``own_domains_parse``).
+    ``based_on``: the fingerprint (``own_domains_fingerprint``) of the domains the admin's page
+    showed; a save based on domains that changed since is refused (StaleSave)."""
     with transaction.atomic():
         require_admin(tenant, actor)
         locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
         before = list(locked.own_domains)
+        refuse_if_changed(
+            based_on=based_on, current={"own_domains": before}, labels=OWN_DOMAINS_LABELS
+        )
         if before == domains:
             return locked
         Tenant.objects.filter(pk=tenant.pk).update(own_domains=domains)
@@ -156,6 +171,18 @@ def tenant_set_own_domains(*, tenant: Tenant, domains: list[str], actor: User) -
 
 ESCALATION_ROLES = (Membership.Role.ADMIN, Membership.Role.APPROVER)
 MAX_SLA_MINUTES = 60 * 24 * 14
+
+DEADLINES_LABELS = {
+    "sla_minutes": gettext_lazy("the target time to first decision"),
+    "sla_warning_minutes": gettext_lazy("the warning window"),
+    "escalate_to_id": gettext_lazy("the member to escalate to"),
+    "escalate_to_role": gettext_lazy("the role to escalate to"),
+}
+
+
+def deadlines_fingerprint(tenant: Tenant) -> str:
+    """What a deadlines form is based on: its ``based_on`` for ``tenant_update_deadlines``."""
+    return fingerprint({f: getattr(tenant, f) for f in DEADLINES_LABELS})
 
 
 def _check_minutes(value: int | None, field: str, message: str) -> None:
@@ -199,9 +226,12 @@ def tenant_update_deadlines(
     escalate_to_id: int | None,
     escalate_to_role: str,
     actor: User,
+    based_on: str | None = None,
 ) -> Tenant:
     """The tenant's deadline target, its warning window and the escalation rule (one member, or
-    a role round-robin, or none)."""
+    a role round-robin, or none). ``based_on``: the fingerprint (``deadlines_fingerprint``) of
+    the settings the admin's page showed; a save based on settings that changed since is
+    refused (StaleSave)."""
     _check_minutes(
         sla_minutes,
         "sla_minutes",
@@ -226,12 +256,12 @@ def tenant_update_deadlines(
             _("Escalate to a member or to a role, not both."),
             "escalate_to_role",
         )
-    fields = ("sla_minutes", "sla_warning_minutes", "escalate_to_id", "escalate_to_role")
     with transaction.atomic():
         require_admin(tenant, actor)
         locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        before = {f: getattr(locked, f) for f in DEADLINES_LABELS}
+        refuse_if_changed(based_on=based_on, current=before, labels=DEADLINES_LABELS)
         member = _escalation_member(locked, escalate_to_id)
-        before = {f: getattr(locked, f) for f in fields}
         after = {
             "sla_minutes": sla_minutes,
             "sla_warning_minutes": sla_warning_minutes,

@@ -49,6 +49,7 @@ def _text_posts(client, tenant, mailbox, value) -> dict:
     policy = reverse("mailbox_policy", args=[tenant.slug, mailbox.pk])
     base = based_on(client, reverse("mailbox_detail", args=[tenant.slug, mailbox.pk]))
     members = reverse("admin_members", args=[tenant.slug])
+    policies = reverse("admin_policies", args=[tenant.slug])
     return {
         "token name": client.post(
             reverse("token_new", args=[tenant.slug]), {"name": value, "scopes": ["drafts:write"]}
@@ -64,7 +65,8 @@ def _text_posts(client, tenant, mailbox, value) -> dict:
             {"policy_mode": "restricted", "allowed_domains": value + ".com", "based_on": base},
         ),
         "own domains": client.post(
-            reverse("admin_own_domains", args=[tenant.slug]), {"own_domains": value}
+            reverse("admin_own_domains", args=[tenant.slug]),
+            {"own_domains": value, "based_on": based_on(client, policies, "domains_form")},
         ),
         "mailbox username": client.post(
             reverse("mailbox_create", args=[tenant.slug]), {"username": value}
@@ -133,7 +135,11 @@ def test_number_fields_refuse_bad_numbers(tenant_a, admin, admin_client, value):
         ).status_code,
         "deadlines": client.post(
             reverse("admin_deadlines", args=[tenant_a.slug]),
-            {"sla_minutes": value, "escalate_to": value},
+            {
+                "sla_minutes": value,
+                "escalate_to": value,
+                "based_on": based_on(client, policies, "deadlines_form"),
+            },
         ).status_code,
         "assignment": client.post(
             reverse("mailbox_assignment", args=[tenant_a.slug, mailbox.pk]), {"sla_minutes": value}

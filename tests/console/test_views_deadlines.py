@@ -7,16 +7,21 @@ from django.urls import reverse
 
 from mailboxes.models import Mailbox
 from tenants.models import AuditEvent, Tenant
+from tests.pages import based_on
 
 pytestmark = pytest.mark.django_db
 
 
 def _post(client, tenant, **data):
+    """A post from the policies page as it is now (its deadlines form's ``based_on``)."""
     fields = {
         "sla_minutes": "",
         "sla_warning_minutes": "",
         "escalate_to": "",
         "escalate_to_role": "",
+        "based_on": based_on(
+            client, reverse("admin_policies", args=[tenant.slug]), "deadlines_form"
+        ),
     }
     fields.update(data)
     return client.post(reverse("admin_deadlines", args=[tenant.slug]), fields)

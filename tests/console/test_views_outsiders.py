@@ -11,6 +11,7 @@ from tenants import invitations
 from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant
 from tenants.tokens import token_create
 from tests.factories import make_local_mailbox
+from tests.pages import based_on
 from tests.routed_client import RoutedClient
 
 pytestmark = pytest.mark.django_db
@@ -130,7 +131,12 @@ def test_token_invite_and_escalation_cannot_name_another_tenants_rows(
     )
     escalate = client.post(
         reverse("admin_deadlines", args=[tenant_a.slug]),
-        {"escalate_to": b_world["admin"].user_id},
+        {
+            "escalate_to": b_world["admin"].user_id,
+            "based_on": based_on(
+                client, reverse("admin_policies", args=[tenant_a.slug]), "deadlines_form"
+            ),
+        },
     )
     assert (token.status_code, invite.status_code, escalate.status_code) == (422, 400, 400)
     assert not AgentToken.objects.filter(tenant=tenant_a).exists()

@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from intents import services
 from tenants.models import AuditEvent
+from tests.pages import based_on
 from webhooks.models import InboundMessage
 
 pytestmark = pytest.mark.django_db
@@ -40,14 +41,17 @@ def test_external_means_outside_the_tenants_own_domains_not_the_mailboxs(
 def test_an_admin_sets_the_own_domains_with_validation(tenant_a, admin_a, signed_in):
     client = signed_in(admin_a.user)
     url = reverse("admin_own_domains", args=[tenant_a.slug])
+    base = based_on(client, reverse("admin_policies", args=[tenant_a.slug]), "domains_form")
 
-    bad = client.post(url, {"own_domains": "acme.test\nnot a domain@"})
+    bad = client.post(url, {"own_domains": "acme.test\nnot a domain@", "based_on": base})
     tenant_a.refresh_from_db()
     assert bad.status_code == 400
     assert "is not a domain name" in bad.content.decode()
     assert tenant_a.own_domains == []
 
-    good = client.post(url, {"own_domains": "Acme.test, @support.acme.test\nacme.test"})
+    good = client.post(
+        url, {"own_domains": "Acme.test, @support.acme.test\nacme.test", "based_on": base}
+    )
     tenant_a.refresh_from_db()
     assert good.status_code == 302
     assert tenant_a.own_domains == ["acme.test", "support.acme.test"]

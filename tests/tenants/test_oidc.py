@@ -15,6 +15,7 @@ from django.urls import reverse
 from tenants import oidc, oidc_signin
 from tenants.models import AuditEvent, Membership, SingleSignOn, SsoIdentity, User
 from tenants.user_sessions import METHOD_KEY, SSO_TENANTS_KEY
+from tests.pages import based_on
 
 ISSUER = "https://login.acme.test/realms/acme"
 CLIENT = "countersign"
@@ -246,7 +247,9 @@ def test_a_callback_with_a_state_we_did_not_start_is_refused(client, db):
 def test_admin_settings_need_an_https_issuer_and_real_domains(tenant_a, member_of, signed_in):
     client = signed_in(member_of(tenant_a, "admin").user)
     url = reverse("admin_sso_settings", args=[tenant_a.slug])
+    page = reverse("admin_signin", args=[tenant_a.slug])
     form = {
+        "based_on": based_on(client, page, "sso_form"),
         "enabled": "on",
         "issuer": "http://login.acme.test/",
         "client_id": "c",
@@ -268,7 +271,9 @@ def test_admin_settings_need_an_https_issuer_and_real_domains(tenant_a, member_o
     session = client.session
     session[SSO_TENANTS_KEY] = [tenant_a.pk]
     session.save()
-    ok = client.post(url, {**fixed, "client_secret": ""})
+    ok = client.post(
+        url, {**fixed, "client_secret": "", "based_on": based_on(client, page, "sso_form")}
+    )
     assert ok.status_code == 302
     saved = SingleSignOn.objects.get(tenant=tenant_a)
     assert (saved.issuer, saved.jit_domains, saved.password_signin_allowed) == (
