@@ -90,7 +90,7 @@ class MailboxPolicyForm(BasedOnForm):
         return data
 
 
-class MailboxAssignmentForm(forms.Form):
+class MailboxAssignmentForm(BasedOnForm):
     sla_minutes = forms.IntegerField(
         label=_("Target time to first decision (minutes)"),
         required=False,

@@ -75,7 +75,12 @@ def mailbox_detail(request: TenantRequest, mailbox_id: int) -> HttpResponse:
 
 def _assignment_form(mailbox: Mailbox, data=None) -> MailboxAssignmentForm:
     return MailboxAssignmentForm(
-        data, initial={"sla_minutes": mailbox.sla_minutes, "auto_assign": mailbox.auto_assign}
+        data,
+        initial={
+            "sla_minutes": mailbox.sla_minutes,
+            "auto_assign": mailbox.auto_assign,
+            "based_on": provisioning.assignment_fingerprint(mailbox),
+        },
     )
 
 
@@ -92,6 +97,15 @@ def mailbox_assignment(request: TenantRequest, mailbox_id: int) -> HttpResponse:
                 actor=request.user,
                 **form.cleaned_data,
             )
+        except StaleSave as conflict:
+            current = _mailbox(request, mailbox.pk)
+            context = {
+                "mailbox": current,
+                "form": _policy_form(current),
+                "assignment_form": _assignment_form(current),
+                "assignment_conflict": conflict.message,
+            }
+            return render(request, "console/mailboxes/detail.html", context, status=409)
         except provisioning.ProvisioningError as exc:
             form.add_error(exc.field, exc.message)
         else:

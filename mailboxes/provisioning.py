@@ -367,13 +367,35 @@ def mailbox_update_policy(
 
 
 MAX_SLA_MINUTES = 60 * 24 * 14
+ASSIGNMENT_LABELS = {
+    "sla_minutes": gettext_lazy("the mailbox's target time"),
+    "auto_assign": gettext_lazy("automatic assignment"),
+}
+
+
+def _assignment(mailbox: Mailbox) -> dict:
+    return {"sla_minutes": mailbox.sla_minutes, "auto_assign": mailbox.auto_assign}
+
+
+def assignment_fingerprint(mailbox: Mailbox) -> str:
+    """What a deadline-and-assignment form is based on: its ``based_on`` for
+    ``mailbox_update_assignment``."""
+    return fingerprint(_assignment(mailbox))
 
 
 @transaction.atomic
 def mailbox_update_assignment(
-    *, tenant: Tenant, mailbox_id: int, sla_minutes: int | None, auto_assign: bool, actor
+    *,
+    tenant: Tenant,
+    mailbox_id: int,
+    sla_minutes: int | None,
+    auto_assign: bool,
+    actor,
+    based_on: str | None = None,
 ) -> Mailbox:
-    """The mailbox's own deadline target (None: the tenant's) and automatic assignment."""
+    """The mailbox's own deadline target (None: the tenant's) and automatic assignment.
+    ``based_on``: the fingerprint (``assignment_fingerprint``) of the settings the admin's page
+    showed; a save based on settings that changed since is refused (tenants.stale.StaleSave)."""
     if sla_minutes is not None and not 1 <= sla_minutes <= MAX_SLA_MINUTES:
         raise ProvisioningError(
             _("The target must be between 1 and %(most)d minutes (14 days).")
@@ -382,7 +404,8 @@ def mailbox_update_assignment(
         )
     require_admin(tenant, actor)
     mailbox = Mailbox.objects.select_for_update().get(tenant=tenant, pk=mailbox_id)
-    before = {"sla_minutes": mailbox.sla_minutes, "auto_assign": mailbox.auto_assign}
+    before = _assignment(mailbox)
+    refuse_if_changed(based_on=based_on, current=before, labels=ASSIGNMENT_LABELS)
     after = {"sla_minutes": sla_minutes, "auto_assign": auto_assign}
     if before == after:
         return mailbox

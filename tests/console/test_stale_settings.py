@@ -317,3 +317,51 @@ def test_the_sign_in_page_never_carries_the_client_secret_or_a_digest_of_it(
     assert bobs
     pages = [r.content.decode() for r in (opened, refused, unbased)]
     assert [leak for page in pages for leak in _derived_from(SECRET) if leak in page] == []
+
+
+# --- a mailbox's deadline and assignment (mailbox page) ---
+
+
+def test_a_mailbox_assignment_save_from_an_older_page_is_refused_and_shows_the_current_one(
+    tenant_a, member_of, mailbox_a
+):
+    """Alice turns automatic assignment on; Bob, from the page he opened before, sets the
+    mailbox's target. His page still shows assignment off: saving it would turn it off again."""
+    alice, bob = _admin_client(tenant_a, member_of), _admin_client(tenant_a, member_of)
+    page = reverse("mailbox_detail", args=[tenant_a.slug, mailbox_a.pk])
+    url = reverse("mailbox_assignment", args=[tenant_a.slug, mailbox_a.pk])
+    bobs = based_on(bob, page, "assignment_form")
+    alices = based_on(alice, page, "assignment_form")
+    assert alice.post(url, {"auto_assign": "on", "based_on": alices}).status_code == 302
+
+    refused = bob.post(url, {"sla_minutes": "30", "based_on": bobs})
+
+    mailbox_a.refresh_from_db()
+    assert (mailbox_a.sla_minutes, mailbox_a.auto_assign) == (None, True)
+    assert AuditEvent.objects.filter(action="mailbox.assignment_changed").count() == 1
+    assert refused.status_code == 409
+    assert "Someone changed automatic assignment since you opened this page." in (
+        refused.content.decode()
+    )
+    shown = refused.context["assignment_form"]
+    assert (shown.initial["sla_minutes"], shown.initial["auto_assign"]) == (None, True)
+    assert shown["based_on"].value() == based_on(bob, page, "assignment_form")
+
+    again = bob.post(
+        url, {"sla_minutes": "30", "auto_assign": "on", "based_on": shown["based_on"].value()}
+    )
+    assert again.status_code == 302
+    mailbox_a.refresh_from_db()
+    assert (mailbox_a.sla_minutes, mailbox_a.auto_assign) == (30, True)
+
+
+def test_a_mailbox_assignment_post_without_what_it_was_based_on_saves_nothing(
+    tenant_a, admin_a, signed_in, mailbox_a
+):
+    client = signed_in(admin_a.user)
+    url = reverse("mailbox_assignment", args=[tenant_a.slug, mailbox_a.pk])
+    page = client.post(url, {"sla_minutes": "30", "auto_assign": "on"})
+    assert page.status_code == 400
+    assert "did not say which settings it was based on" in page.content.decode()
+    mailbox_a.refresh_from_db()
+    assert (mailbox_a.sla_minutes, mailbox_a.auto_assign) == (None, False)

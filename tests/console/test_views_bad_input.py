@@ -142,7 +142,15 @@ def test_number_fields_refuse_bad_numbers(tenant_a, admin, admin_client, value):
             },
         ).status_code,
         "assignment": client.post(
-            reverse("mailbox_assignment", args=[tenant_a.slug, mailbox.pk]), {"sla_minutes": value}
+            reverse("mailbox_assignment", args=[tenant_a.slug, mailbox.pk]),
+            {
+                "sla_minutes": value,
+                "based_on": based_on(
+                    client,
+                    reverse("mailbox_detail", args=[tenant_a.slug, mailbox.pk]),
+                    "assignment_form",
+                ),
+            },
         ).status_code,
         "token expiry": client.post(
             reverse("token_new", args=[tenant_a.slug]),

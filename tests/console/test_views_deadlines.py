@@ -88,12 +88,14 @@ def test_member_and_role_together_are_refused(tenant_a, admin_a, member_of, clie
 def test_mailbox_target_and_auto_assign(tenant_a, admin_a, mailbox_a, client):
     client.force_login(admin_a.user)
     url = reverse("mailbox_assignment", args=[tenant_a.slug, mailbox_a.pk])
-    assert client.post(url, {"sla_minutes": "0"}).status_code == 400
-    response = client.post(url, {"sla_minutes": "45", "auto_assign": "on"})
+    page = reverse("mailbox_detail", args=[tenant_a.slug, mailbox_a.pk])
+    shown = based_on(client, page, "assignment_form")
+    assert client.post(url, {"sla_minutes": "0", "based_on": shown}).status_code == 400
+    response = client.post(url, {"sla_minutes": "45", "auto_assign": "on", "based_on": shown})
     assert response.status_code == 302
     mailbox = Mailbox.objects.get(pk=mailbox_a.pk)
     assert (mailbox.sla_minutes, mailbox.auto_assign) == (45, True)
-    client.post(url, {"sla_minutes": ""})
+    client.post(url, {"sla_minutes": "", "based_on": based_on(client, page, "assignment_form")})
     mailbox.refresh_from_db()
     assert (mailbox.sla_minutes, mailbox.auto_assign) == (None, False)
     assert AuditEvent.objects.filter(action="mailbox.assignment_changed").count() == 2
