@@ -82,6 +82,7 @@ def forwarded_for_create(token: AgentToken, payload: DraftCreateIn) -> list[Uplo
         mailbox=queries.mailbox_resolve(token, payload.mailbox),
         in_reply_to=payload.in_reply_to.strip(),
         attachment_ids=payload.forward_attachments,
+        uploaded=len(payload.attachments or ()),
     )
 
 
@@ -95,6 +96,7 @@ def forwarded_for_revision(token: AgentToken, draft_id: int, payload: VersionIn)
         mailbox=draft.mailbox,
         in_reply_to=draft.in_reply_to,
         attachment_ids=payload.forward_attachments,
+        uploaded=len(payload.attachments or ()),
     )
 
 

@@ -114,17 +114,38 @@ def attach(tenant, version: DraftVersion, files: Sequence[Planned]) -> None:
     DraftAttachment.objects.bulk_create(rows)
 
 
-def forwarded_uploads(*, tenant, mailbox, in_reply_to: str, attachment_ids: Sequence[str]):
+def forwarded_uploads(
+    *, tenant, mailbox, in_reply_to: str, attachment_ids: Sequence[str], uploaded: int = 0
+):
     """The files of the customer's message a draft answers, fetched from AgentMail, to send back
     with the reply: ``attachment_ids`` name them (``attachments[].attachment_id`` of the Message).
 
     A network call: call it outside any transaction, before the draft service that stores them
     (which checks them like uploaded files). Only a message this mailbox received can be
-    forwarded from, and only with the mailbox's own key.
+    forwarded from, and only with the mailbox's own key. The draft's limits on files and bytes
+    hold before and during the fetches (``uploaded``: the files the request uploads beside
+    these): checked only afterwards, a request naming a hundred of the customer's files fetched
+    them all first, holding a web or MCP thread (shared by every tenant) and the bytes.
     """
     ids = list(attachment_ids or ())
     if not ids:
         return []
+    _check_forward_request(ids, in_reply_to, uploaded)
+    answered_message(tenant=tenant, mailbox=mailbox, in_reply_to=in_reply_to, thread_id="")
+    api_key = mailbox.api_key()
+    budget = int(settings.ATTACHMENT_MAX_DRAFT_BYTES)
+    files = []
+    for index, attachment_id in enumerate(ids):
+        received = _fetch_forwarded(
+            mailbox, api_key, in_reply_to, index=index, attachment_id=attachment_id, budget=budget
+        )
+        budget -= len(received.content)
+        files.append(Upload(received.filename, received.content_type, received.content))
+    return files
+
+
+def _check_forward_request(ids: list[str], in_reply_to: str, uploaded: int) -> None:
+    """Refuse, before any network call, what no fetch could make acceptable."""
     field = "forward_attachments"
     if not in_reply_to:
         raise errors.InvalidInput(
@@ -137,40 +158,55 @@ def forwarded_uploads(*, tenant, mailbox, in_reply_to: str, attachment_ids: Sequ
         raise errors.InvalidInput(
             "forward_duplicate", "forward_attachments names a file twice.", field
         )
-    answered_message(tenant=tenant, mailbox=mailbox, in_reply_to=in_reply_to, thread_id="")
-    api_key = mailbox.api_key()
-    files = []
-    for index, attachment_id in enumerate(ids):
-        try:
-            received = provider.fetch_attachment(
-                api_key=api_key,
-                inbox_id=mailbox.inbox_id,
-                message_id=in_reply_to,
-                attachment_id=attachment_id,
-                max_bytes=int(settings.ATTACHMENT_MAX_FILE_BYTES),
-            )
-        except provider.ProviderError as exc:
-            if exc.status == 404:
-                raise errors.InvalidInput(
-                    "forward_attachment_unknown",
-                    f"forward_attachments[{index}]: {attachment_id!r} is not an attachment of "
-                    f"{in_reply_to}.",
-                    f"{field}[{index}]",
-                ) from None
-            if exc.code == "too_large":
-                raise errors.InvalidInput(
-                    "attachment_too_large",
-                    f"forward_attachments[{index}]: {attachment_id!r} is larger than "
-                    f"{settings.ATTACHMENT_MAX_FILE_BYTES} bytes, the limit per file.",
-                    f"{field}[{index}]",
-                ) from None
-            log.warning(
-                "intents.attachment.forward_failed",
-                extra={"mailbox_id": mailbox.pk, "code": exc.code, "status": exc.status},
-            )
-            raise errors.ProviderUnavailable(
-                message=f"AgentMail did not hand over attachment {attachment_id!r}; retry later.",
-                field=f"{field}[{index}]",
+    most = int(settings.ATTACHMENT_MAX_FILES)
+    if len(ids) + uploaded > most:
+        raise errors.InvalidInput(
+            "too_many_attachments",
+            f"A draft may carry at most {most} attachments; this one has {len(ids) + uploaded}.",
+            field=field,
+        )
+
+
+def _fetch_forwarded(
+    mailbox, api_key: str, in_reply_to: str, *, index: int, attachment_id: str, budget: int
+) -> provider.ReceivedAttachment:
+    """One file of the answered message, refused as it streams in once it passes the limit per
+    file or what is left of the draft's (``budget`` bytes)."""
+    field = f"forward_attachments[{index}]"
+    per_file = int(settings.ATTACHMENT_MAX_FILE_BYTES)
+    try:
+        return provider.fetch_attachment(
+            api_key=api_key,
+            inbox_id=mailbox.inbox_id,
+            message_id=in_reply_to,
+            attachment_id=attachment_id,
+            max_bytes=max(0, min(per_file, budget)),
+        )
+    except provider.ProviderError as exc:
+        if exc.status == 404:
+            raise errors.InvalidInput(
+                "forward_attachment_unknown",
+                f"{field}: {attachment_id!r} is not an attachment of {in_reply_to}.",
+                field,
             ) from None
-        files.append(Upload(received.filename, received.content_type, received.content))
-    return files
+        if exc.code == "too_large" and budget < per_file:
+            raise errors.InvalidInput(
+                "attachments_too_large",
+                f"{field}: with {attachment_id!r} the files pass the limit of "
+                f"{settings.ATTACHMENT_MAX_DRAFT_BYTES} bytes per draft.",
+                field,
+            ) from None
+        if exc.code == "too_large":
+            raise errors.InvalidInput(
+                "attachment_too_large",
+                f"{field}: {attachment_id!r} is larger than {per_file} bytes, the limit per file.",
+                field,
+            ) from None
+        log.warning(
+            "intents.attachment.forward_failed",
+            extra={"mailbox_id": mailbox.pk, "code": exc.code, "status": exc.status},
+        )
+        raise errors.ProviderUnavailable(
+            message=f"AgentMail did not hand over attachment {attachment_id!r}; retry later.",
+            field=field,
+        ) from None

@@ -355,3 +355,64 @@ def test_an_attachment_id_cannot_walk_to_another_message_of_the_inbox(
     assert response.json()["code"] == "forward_attachment_unknown"
     assert Draft.objects.count() == 0
     assert not DraftAttachment.objects.exists()
+
+
+def test_naming_more_files_than_a_draft_may_carry_is_refused_before_any_fetch(
+    api, token_a, mailbox_a, sandbox, settings
+):
+    """A customer's mail with many files, and an agent told to forward them all: every file was
+    fetched from AgentMail (the schema takes 100 ids) before the ten-file limit refused the
+    draft, each request holding a web or MCP thread (four per process, for every tenant) and
+    the bytes in memory meanwhile. Counted with the uploads of the same request."""
+    settings.ATTACHMENT_MAX_FILES = 3
+    message_id, ids = _customer_wrote(
+        sandbox, mailbox_a, [_file(f"page-{n}.txt", "text/plain", b"x" * 100) for n in range(4)]
+    )
+    before = len(sandbox.requests(route="get_attachment"))
+
+    forwarded = api.post(
+        "/drafts",
+        draft_body(mailbox_a, in_reply_to=message_id, forward_attachments=ids),
+        token=token_a,
+        key="fwd-many",
+    )
+    with_upload = call_tool(
+        raw_token=token_a,
+        name="create_draft",
+        arguments=draft_body(
+            mailbox_a, in_reply_to=message_id, attachments=[_file()], forward_attachments=ids[:3]
+        ),
+    )
+
+    assert forwarded.status_code == 422, forwarded.content
+    assert forwarded.json()["code"] == "too_many_attachments"
+    assert forwarded.json()["errors"][0]["field"] == "forward_attachments"
+    assert with_upload.document["code"] == "too_many_attachments"
+    assert len(sandbox.requests(route="get_attachment")) == before
+    assert Draft.objects.count() == 0
+
+
+def test_forwarding_stops_once_the_files_pass_the_drafts_byte_limit(
+    api, token_a, mailbox_a, sandbox, settings
+):
+    """Ten files of the limit per file each were all downloaded before the total per draft
+    refused them: the download past what the draft may still carry is cut off instead."""
+    settings.ATTACHMENT_MAX_FILE_BYTES = 1000
+    settings.ATTACHMENT_MAX_DRAFT_BYTES = 1500
+    message_id, ids = _customer_wrote(
+        sandbox, mailbox_a, [_file(f"scan-{n}.txt", "text/plain", b"y" * 800) for n in range(4)]
+    )
+    before = len(sandbox.requests(route="get_attachment"))
+
+    response = api.post(
+        "/drafts",
+        draft_body(mailbox_a, in_reply_to=message_id, forward_attachments=ids),
+        token=token_a,
+        key="fwd-budget",
+    )
+
+    assert response.status_code == 422, response.content
+    assert response.json()["code"] == "attachments_too_large"
+    assert response.json()["errors"][0]["field"] == "forward_attachments[1]"
+    assert len(sandbox.requests(route="get_attachment")) - before == 2
+    assert Draft.objects.count() == 0
