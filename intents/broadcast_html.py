@@ -59,6 +59,12 @@ NOT_TEXT_ATTRIBUTES = frozenset({"style", "srcdoc"})
 CODE_ELEMENTS = frozenset({"script", "style", "noscript"})
 # Their text is text up to their end tag (RCDATA, RAWTEXT): an escaped value stays inert.
 TEXT_ELEMENTS = frozenset({"title", "textarea", "xmp", "iframe", "noembed", "noframes"})
+# ...but not after one of these: inside <svg> or <math> (foreign content has no RCDATA or
+# RAWTEXT, so <svg><title><img onerror={{ v }}> is an image with an event handler) and inside a
+# <select> that ignores their start tag, what they hold is read as tags.
+_TEXT_MAY_BE_TAGS_AFTER = re.compile(r"<(?:svg|math|select)(?=[\t\n\f\r />]|$)", re.IGNORECASE)
+# What starts markup in text: a tag, an end tag, a comment or declaration.
+_MARKUP = re.compile(r"<[A-Za-z!/?]")
 # The tokenizer's runs: a tag name, what separates attributes, an attribute name (its first
 # character may be "="), spaces, an unquoted value.
 _TAG_NAME = re.compile(r"[^\t\n\f\r />]*")
@@ -114,6 +120,10 @@ class _Check:
         self.marker = marker
         self.names = names
         self.in_url: set[str] = set()
+        found = _TEXT_MAY_BE_TAGS_AFTER.search(text)
+        self.text_may_be_tags_from = len(text) if found is None else found.start()
+        # No placeholder from here on (found by a search that failed): a later one need not run.
+        self.unmarked_from = len(text)
 
     def run(self) -> set[str]:
         position = 0
@@ -186,7 +196,22 @@ class _Check:
                 end,
                 _("inside <%(tag)s>, whose text is read as script or CSS") % {"tag": tag.name},
             )
+        elif start > self.text_may_be_tags_from and _MARKUP.search(self.text, tag.end, end):
+            # Text or tags as the element's place decides: neither reading of it, nor of what
+            # follows (a quoted value in one may be the end tag in the other), can be trusted.
+            self._refuse_from(
+                tag.end,
+                _("after <%(tag)s> holding markup, which inside <svg>, <math> or <select> is tags")
+                % {"tag": tag.name},
+            )
         return end
+
+    def _refuse_from(self, start: int, where: str) -> None:
+        """``_refuse_in`` to the template's end, searched at most once past each position (so a
+        template of many such elements stays linear)."""
+        if start < self.unmarked_from:
+            self._refuse_in(start, len(self.text), where)
+            self.unmarked_from = start
 
     def _check_attribute(self, tag: str, attribute: _Attribute) -> None:
         where = {"tag": tag[:40], "attribute": attribute.name[:40]}

@@ -78,3 +78,37 @@ def test_a_placeholder_outside_text_and_quoted_values_is_refused_naming_it_and_w
 )
 def test_text_and_quoted_values_are_kept_and_url_starts_named(template, in_url):
     assert url_placeholders(template) == in_url
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "<svg><title><img src=x onerror={{ t }}></title></svg>",
+        "<MATH><title><img src=x onerror={{ t }}></title></MATH>",
+        "<svg><textarea><a href={{ t }}>x</a></textarea></svg>",
+        '<svg><title><img src=x title="</title>" onerror={{ t }}></svg>',
+        "<select><xmp><img src=x onerror={{ t }}></xmp></select>",
+    ],
+)
+def test_a_text_element_holding_markup_inside_svg_math_or_select_is_not_text(template):
+    """Found by an outside probe: the text of <title>, <textarea> and the other RCDATA/RAWTEXT
+    elements was skipped as text, but inside <svg> or <math> a browser reads it as tags
+    (foreign content has no RCDATA), so ``<svg><title><img src=x onerror={{ t }}>`` passed and
+    a row's value became an event handler with attributes of its own (Chromium's parser:
+    ``<img src="x" onerror="alert(1)" data-x="1">``)."""
+    with pytest.raises(TemplateInvalid) as caught:
+        url_placeholders(f"<p>{{{{ name }}}}</p>\n{template}")
+    assert caught.value.message.startswith("html, line 2: {{ t }} is after <")
+    assert "holding markup" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "<svg><title>{{ t }}</title></svg>",
+        "<title>{{ t }}</title><svg><textarea><b>kept as it is</b></textarea></svg>",
+        "<svg></svg><textarea>{{ t }} &lt;b&gt;</textarea>",
+    ],
+)
+def test_a_text_element_whose_text_holds_no_markup_keeps_its_placeholders(template):
+    assert url_placeholders(template) == set()
