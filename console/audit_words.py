@@ -27,6 +27,10 @@ from tenants.templatetags.zones import zoned
 # %(actor)s and %(object)s are filled in escaped; an action missing here reads as FALLBACK.
 SENTENCES = {
     "tenant.connected": _("%(actor)s set up this tenant"),
+    # An operator's actions (tenants.onboarding): whoever ran them is nobody in the tenant.
+    "tenant.created": _("An operator created this tenant"),
+    "tenant.suspended": _("An operator suspended this tenant: it is read-only"),
+    "tenant.resumed": _("An operator resumed this tenant: it is active again"),
     "tenant.policies_changed": _("%(actor)s changed the tenant's %(object)s"),
     "tenant.deadlines_changed": _("%(actor)s changed the deadlines in the tenant's %(object)s"),
     "member.role_changed": _("%(actor)s changed the role of %(object)s"),
@@ -115,6 +119,10 @@ SENTENCES = {
     "intent.lease_expired": _("The sending lease of %(object)s expired"),
     "intent.handed_back": _("A stopping worker handed %(object)s back to the queue"),
 }
+# The same actions when an operator took them (the row's data has "by_operator").
+BY_OPERATOR = {
+    "invitation.invited": _("An operator invited %(object)s"),
+}
 FALLBACK = _("%(actor)s: %(action)s, %(object)s")
 DELIVERY = _("Delivery of %(object)s: %(action)s")
 
@@ -155,6 +163,7 @@ FIELD_NAMES = {
     "name": _("name"),
     "note": _("reason"),
     "reason": _("reason"),
+    "by_operator": _("by an operator"),
     "role": _("role"),
     "scopes": _("scopes"),
     "prefix": _("prefix"),
@@ -321,8 +330,11 @@ def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:
         else:
             obj = conditional_escape(_gone_name(row)) if row["obj_type"] else ""
         action = row["action"]
-        template = SENTENCES.get(action) or (
-            DELIVERY if action.startswith("delivery.") else FALLBACK
+        by_operator = isinstance(row["data"], dict) and row["data"].get("by_operator") is True
+        template = (
+            (BY_OPERATOR.get(action) if by_operator else None)
+            or SENTENCES.get(action)
+            or (DELIVERY if action.startswith("delivery.") else FALLBACK)
         )
         values = {
             "actor": conditional_escape(

@@ -1,7 +1,17 @@
-from django.contrib import admin
-from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from collections.abc import Callable
+from functools import partial
 
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.template.response import TemplateResponse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from tenants import onboarding
 from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant, User
+from tenants.services import AdminError
 
 
 @admin.register(User)
@@ -23,18 +33,109 @@ class UserAdmin(BaseUserAdmin):
 
 
 class MembershipInline(admin.TabularInline):
+    # Read-only, as the tenant: roles and approve rights change in the tenant's console, through
+    # tenants.services (the last-admin rule, this tenant's mailboxes only, an audit row).
     model = Membership
     extra = 0
-    raw_id_fields = ["user"]
-    filter_horizontal = ["approve_mailboxes"]
+    fields = readonly_fields = (
+        "user",
+        "role",
+        "is_active",
+        "approve_all_mailboxes",
+        "approve_mailboxes",
+        "is_away",
+    )
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class SuspendForm(forms.Form):
+    reason = forms.CharField(
+        label=gettext_lazy("Reason"),
+        max_length=onboarding.REASON_MAX,
+        help_text=gettext_lazy("The tenant's admins read it in their audit log."),
+        widget=forms.TextInput(attrs={"size": 80}),
+        error_messages={"required": gettext_lazy("Say why the tenant is suspended.")},
+    )
+
+    def clean_reason(self) -> str:
+        try:
+            return onboarding.suspension_reason_checked(self.cleaned_data["reason"])
+        except AdminError as error:
+            raise forms.ValidationError(error.message, code=error.code) from None
 
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
+    """Read-only for operators: a tenant is created, suspended and resumed through
+    tenants.onboarding (the commands, or the actions here), which check what they write and leave
+    an audit row the tenant's admins read; an edit here did neither."""
+
     list_display = ["name", "slug", "status", "agentmail_pod_id", "created_at"]
     list_filter = ["status"]
     search_fields = ["name", "slug"]
     inlines = [MembershipInline]
+    actions = ["suspend", "resume"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_status_permission(self, request) -> bool:
+        """Who may suspend and resume: an operator who could change a tenant in the admin."""
+        return request.user.has_perm("tenants.change_tenant")
+
+    @admin.action(description=gettext_lazy("Suspend the selected tenants"), permissions=["status"])
+    def suspend(self, request, queryset):
+        form = SuspendForm(request.POST if "confirm" in request.POST else None)
+        if not form.is_valid():
+            return TemplateResponse(
+                request,
+                "admin/tenants/tenant/suspend.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "title": _("Suspend tenants"),
+                    "opts": self.model._meta,
+                    "tenants": queryset.order_by("slug"),
+                    "form": form,
+                    "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+                },
+            )
+        suspend = partial(
+            onboarding.tenant_suspend, reason=form.cleaned_data["reason"], actor=request.user
+        )
+        self._each(request, queryset, suspend, _("%(tenant)s (%(slug)s) is suspended."))
+        return None
+
+    @admin.action(description=gettext_lazy("Resume the selected tenants"), permissions=["status"])
+    def resume(self, request, queryset):
+        resume = partial(onboarding.tenant_resume, actor=request.user)
+        self._each(request, queryset, resume, _("%(tenant)s (%(slug)s) is active again."))
+
+    def _each(self, request, queryset, change: Callable[..., Tenant], done: str) -> None:
+        """``change`` each selected tenant (each in its own transaction), reporting per tenant
+        what happened."""
+        for slug in queryset.order_by("slug").values_list("slug", flat=True):
+            try:
+                tenant = change(slug=slug)
+            except AdminError as error:
+                self.message_user(request, error.message, messages.WARNING)
+            else:
+                self.message_user(
+                    request, done % {"tenant": tenant.name, "slug": tenant.slug}, messages.SUCCESS
+                )
 
 
 @admin.register(AgentToken)
@@ -67,7 +168,16 @@ class AgentTokenAdmin(admin.ModelAdmin):
 @admin.register(Invitation)
 class InvitationAdmin(admin.ModelAdmin):
     # Read-only for operators: every change goes through tenants.invitations (and its audit row).
-    list_display = ["email", "tenant", "role", "state", "created_at", "expires_at", "closed_at"]
+    list_display = [
+        "email",
+        "tenant",
+        "role",
+        "state",
+        "by_operator",
+        "created_at",
+        "expires_at",
+        "closed_at",
+    ]
     list_filter = ["state", "tenant"]
     search_fields = ["email"]
     exclude = ["digest"]

@@ -127,13 +127,18 @@ def refusal(invitation: Invitation) -> AdminError:
             ),
         ),
     }
-    code, message = messages.get(
-        invitation.state,
-        (
-            "expired",
-            _("This invitation has expired. Ask the admin who invited you for a new link."),
-        ),
-    )
+    expired = _("This invitation has expired. Ask the admin who invited you for a new link.")
+    if invitation.by_operator:
+        # No admin of the tenant made this link: whoever handed it over asks an operator again.
+        messages[Invitation.State.REVOKED] = (
+            "revoked",
+            _(
+                "This invitation was withdrawn or replaced by a newer one. Ask whoever gave you "
+                "the link for a new one."
+            ),
+        )
+        expired = _("This invitation has expired. Ask whoever gave you the link for a new one.")
+    code, message = messages.get(invitation.state, ("expired", expired))
     return AdminError(code, message)
 
 
@@ -168,7 +173,7 @@ def full_name_checked(full_name: str) -> str:
     return full_name
 
 
-def _replace_pending(*, tenant: Tenant, email: str, actor: User) -> None:
+def _replace_pending(*, tenant: Tenant, email: str, actor: User | None) -> None:
     """Refuse a member's address; revoke this tenant's pending invitations to it (in the caller's
     transaction, locked, so the new one is the only pending one)."""
     if Membership.objects.filter(tenant=tenant, user__email=email).exists():
@@ -179,6 +184,38 @@ def _replace_pending(*, tenant: Tenant, email: str, actor: User) -> None:
             "email",
         )
     invitations_revoke_pending(tenant=tenant, actor=actor, reason="replaced", email=email)
+
+
+def _insert(
+    *,
+    tenant: Tenant,
+    email: str,
+    full_name: str,
+    role: str,
+    approve_all_mailboxes: bool,
+    token: str,
+    actor: User | None,
+) -> Invitation:
+    """The invitation row, an operator's when ``actor`` is None (in the caller's transaction)."""
+    try:
+        with transaction.atomic():
+            invitation = Invitation.objects.create(
+                tenant=tenant,
+                email=email,
+                full_name=full_name,
+                role=role,
+                approve_all_mailboxes=approve_all_mailboxes,
+                digest=_digest(token),
+                invited_by=actor,
+                by_operator=actor is None,
+                expires_at=Now() + LIFETIME,
+            )
+    except IntegrityError:
+        raise AdminError(
+            "conflict", _("This address was just invited by someone else."), "email"
+        ) from None
+    invitation.refresh_from_db(fields=["created_at", "expires_at"])
+    return invitation
 
 
 def invitation_create(
@@ -201,24 +238,16 @@ def invitation_create(
         # invitations: an invitation written after it would survive as an admin's offer.
         require_admin(tenant, actor)
         _replace_pending(tenant=tenant, email=email, actor=actor)
-        try:
-            with transaction.atomic():
-                invitation = Invitation.objects.create(
-                    tenant=tenant,
-                    email=email,
-                    full_name=full_name,
-                    role=role,
-                    approve_all_mailboxes=approve_all_mailboxes,
-                    digest=_digest(token),
-                    invited_by=actor,
-                    expires_at=Now() + LIFETIME,
-                )
-        except IntegrityError:
-            raise AdminError(
-                "conflict", _("This address was just invited by someone else."), "email"
-            ) from None
+        invitation = _insert(
+            tenant=tenant,
+            email=email,
+            full_name=full_name,
+            role=role,
+            approve_all_mailboxes=approve_all_mailboxes,
+            token=token,
+            actor=actor,
+        )
         invitation.approve_mailboxes.set(mailboxes)
-        invitation.refresh_from_db(fields=["created_at", "expires_at"])
         _audit(
             tenant=tenant,
             actor=actor,
@@ -235,6 +264,48 @@ def invitation_create(
     logger.info(
         "tenants.invitation.invited",
         extra={"tenant_id": tenant.pk, "invitation_id": invitation.pk, "role": role},
+    )
+    return invitation, token
+
+
+def invitation_create_by_operator(
+    *, tenant: Tenant, email: str, full_name: str = ""
+) -> tuple[Invitation, str]:
+    """An operator's invitation of an admin to ``tenant`` and its link's plaintext secret. The
+    operator is nobody in the tenant: no inviter, ``by_operator`` set (see
+    ``_require_inviter_still_admin``); otherwise the link works as any other. The caller holds
+    the tenant's row locked, or has just created it, in its transaction."""
+    email, _wanted, _mailboxes = _checked(tenant, email, Membership.Role.ADMIN, ())
+    full_name = full_name_checked(full_name)
+    token = secrets.token_urlsafe(SECRET_BYTES)
+    with transaction.atomic():
+        _replace_pending(tenant=tenant, email=email, actor=None)
+        invitation = _insert(
+            tenant=tenant,
+            email=email,
+            full_name=full_name,
+            role=Membership.Role.ADMIN,
+            approve_all_mailboxes=True,
+            token=token,
+            actor=None,
+        )
+        _audit(
+            tenant=tenant,
+            actor=None,
+            action="invitation.invited",
+            invitation=invitation,
+            data={
+                "email": email,
+                "role": Membership.Role.ADMIN,
+                "approve_all_mailboxes": True,
+                "mailbox_ids": [],
+                "expires_at": invitation.expires_at.isoformat(),
+                "by_operator": True,
+            },
+        )
+    logger.info(
+        "tenants.invitation.invited",
+        extra={"tenant_id": tenant.pk, "invitation_id": invitation.pk, "role": "admin"},
     )
     return invitation, token
 
@@ -280,8 +351,10 @@ def _require_inviter_still_admin(invitation: Invitation) -> None:
     one (a demotion withdraws their pending invitations, but one written while the demotion was
     under way, or a deactivated and reactivated inviter's, must not make anyone a member).
     Called before ``_take``: the inviter's membership is locked before the invitation's row, in
-    the order a demotion takes them. A link that is not open any more gets ``_take``'s reason."""
-    if invitation.state != Invitation.State.PENDING:
+    the order a demotion takes them. A link that is not open any more gets ``_take``'s reason.
+    An operator's invitation (``by_operator``) is no admin's offer: no role backs it, nothing
+    to re-check; ``_take`` still refuses it once revoked, replaced or expired."""
+    if invitation.state != Invitation.State.PENDING or invitation.by_operator:
         return
     if admin_membership_shared(invitation.tenant, invitation.invited_by_id) is None:
         raise AdminError(

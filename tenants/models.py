@@ -206,6 +206,10 @@ class Invitation(models.Model):
     invited_by = models.ForeignKey(
         User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The platform's offer, made by an operator (tenants.onboarding), who is nobody in the tenant:
+    # no admin's role backs it. A flag, not "no inviter": ``invited_by`` also empties when the
+    # inviting admin's account is deleted, and that must not make their link work again.
+    by_operator = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField(db_default=Now())
     expires_at = models.DateTimeField()
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
@@ -227,6 +231,10 @@ class Invitation(models.Model):
                 condition=Q(state="pending", closed_at__isnull=True)
                 | (~Q(state="pending") & Q(closed_at__isnull=False)),
                 name="invitation_closed_iff_not_pending",
+            ),
+            models.CheckConstraint(
+                condition=Q(by_operator=False) | Q(invited_by__isnull=True),
+                name="invitation_operator_has_no_inviter",
             ),
             # One live link per address and tenant: inviting again replaces the old one.
             models.UniqueConstraint(

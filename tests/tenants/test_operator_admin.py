@@ -1,11 +1,13 @@
-"""The operators' Django admin keeps the address rule the rest of the product relies on: every
-address lower-cased, one account per address whatever its case."""
+"""The operators' Django admin keeps the address rule the rest of the product relies on (every
+address lower-cased, one account per address whatever its case), and writes tenants only through
+tenants.onboarding (read-only tenants and memberships; the Suspend and Resume actions)."""
 
 import pytest
 from django.test import Client
 from django.urls import reverse
 
-from tenants.models import User
+from tenants import onboarding
+from tenants.models import AuditEvent, Tenant, User
 from tenants.tokens import token_create
 
 pytestmark = pytest.mark.django_db
@@ -76,3 +78,120 @@ def test_a_token_is_read_only_here(operator, tenant_a):
     token.refresh_from_db()
     assert page.status_code == 200
     assert (token.name, token.scopes) == ("bot", ["drafts:read"])
+
+
+TENANTS = "/ops/admin/tenants/tenant/"
+
+
+def test_a_tenant_cannot_be_added_changed_or_deleted_here(operator, tenant_a, member_of):
+    """Status, names and memberships used to be edited here with no audit row and none of the
+    services' checks (suspension, the last admin, mailboxes of other tenants)."""
+    admin = member_of(tenant_a, "admin")
+    change = f"{TENANTS}{tenant_a.pk}/change/"
+
+    page = operator.get(change)
+    posted = operator.post(
+        change,
+        {
+            "name": "Renamed",
+            "slug": "renamed",
+            "status": "suspended",
+            "review_deadline_hours": "0",
+            "retention_days": "1",
+            "send_hold_seconds": "0",
+            "memberships-TOTAL_FORMS": "1",
+            "memberships-INITIAL_FORMS": "1",
+            "memberships-0-id": str(admin.pk),
+            "memberships-0-tenant": str(tenant_a.pk),
+            "memberships-0-user": str(admin.user.pk),
+            "memberships-0-role": "viewer",
+        },
+    )
+    added = operator.post(f"{TENANTS}add/", {"name": "New", "slug": "new"})
+    deleted = operator.post(f"{TENANTS}{tenant_a.pk}/delete/", {"post": "yes"})
+
+    assert page.status_code == 200
+    assert b'name="memberships-0-role"' not in page.content
+    assert b'name="name"' not in page.content
+    assert (posted.status_code, added.status_code, deleted.status_code) == (403, 403, 403)
+    tenant_a.refresh_from_db()
+    admin.refresh_from_db()
+    assert (tenant_a.name, tenant_a.slug, tenant_a.status) == ("Tenant A", "tenant-a", "active")
+    assert admin.role == "admin"
+    assert list(Tenant.objects.values_list("slug", flat=True)) == ["tenant-a"]
+
+
+def test_the_list_still_finds_tenants(operator, tenant_a, tenant_b):
+    found = operator.get(TENANTS, {"q": "tenant-b"})
+
+    assert found.status_code == 200
+    assert b"Tenant B" in found.content and b"Tenant A" not in found.content
+
+
+def suspend(client, *tenants, reason=None):
+    data = {"action": "suspend", "_selected_action": [t.pk for t in tenants]}
+    if reason is None:
+        return client.post(TENANTS, {**data, "index": "0"})
+    return client.post(TENANTS, {**data, "confirm": "yes", "reason": reason}, follow=True)
+
+
+def test_the_suspend_action_asks_for_a_reason_then_suspends_each_tenant(
+    operator, tenant_a, tenant_b
+):
+    onboarding.tenant_suspend(slug=tenant_b.slug, reason="earlier")
+
+    asked = suspend(operator, tenant_a, tenant_b)
+    blank = suspend(operator, tenant_a, tenant_b, reason="  ")
+    statuses_after_blank = set(Tenant.objects.values_list("status", flat=True))
+    done = suspend(operator, tenant_a, tenant_b, reason="Chargeback on invoice 88")
+
+    assert asked.status_code == 200 and b'name="reason"' in asked.content
+    assert blank.status_code == 200 and b"Say why the tenant is suspended." in blank.content
+    assert statuses_after_blank == {"active", "suspended"}
+    reported = [str(m) for m in done.context["messages"]]
+    assert reported == [
+        "Tenant A (tenant-a) is suspended.",
+        "The tenant tenant-b is already suspended; nothing was changed.",
+    ]
+    assert Tenant.objects.get(pk=tenant_a.pk).status == "suspended"
+    row = AuditEvent.objects.get(tenant=tenant_a, action="tenant.suspended")
+    assert (row.actor.email, row.data) == (
+        "ops@countersign.test",
+        {"reason": "Chargeback on invoice 88"},
+    )
+    assert AuditEvent.objects.filter(tenant=tenant_b, action="tenant.suspended").count() == 1
+
+
+def test_the_resume_action_resumes_each_suspended_tenant(operator, tenant_a, tenant_b):
+    onboarding.tenant_suspend(slug=tenant_a.slug, reason="test")
+
+    done = operator.post(
+        TENANTS,
+        {"action": "resume", "index": "0", "_selected_action": [tenant_a.pk, tenant_b.pk]},
+        follow=True,
+    )
+
+    assert [str(m) for m in done.context["messages"]] == [
+        "Tenant A (tenant-a) is active again.",
+        "The tenant tenant-b is not suspended; nothing was changed.",
+    ]
+    assert set(Tenant.objects.values_list("status", flat=True)) == {"active"}
+    row = AuditEvent.objects.get(action="tenant.resumed")
+    assert (row.tenant, row.actor.email) == (tenant_a, "ops@countersign.test")
+
+
+def test_a_staff_member_who_may_only_view_tenants_cannot_suspend(tenant_a):
+    from django.contrib.auth.models import Permission
+
+    viewer = User.objects.create_user("support@countersign.test", "viewer-pass-1", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_tenant"))
+    client = Client()
+    client.force_login(viewer)
+
+    listing = client.get(TENANTS)
+    tried = suspend(client, tenant_a, reason="not mine to do")
+
+    assert listing.status_code == 200 and b'value="suspend"' not in listing.content
+    assert tried.status_code == 200
+    assert Tenant.objects.get(pk=tenant_a.pk).status == "active"
+    assert not AuditEvent.objects.exists()

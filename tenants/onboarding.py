@@ -1,0 +1,232 @@
+"""The operators' writes on whole tenants: onboarding one, inviting an admin to it, suspending and
+resuming it (the commands ``tenant_create``, ``tenant_invite_admin``, ``tenant_suspend``,
+``tenant_resume``, and the actions of the operators' Django admin).
+
+An operator is nobody in a tenant: the tenant's first admin joins by an invitation like any
+member (``invitations.invitation_create_by_operator``), and every change here leaves an audit row
+that the tenant's admins read on their audit page. As in tenants.services, each function is one
+transaction, guarded by the row it changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.urls import reverse
+from django.utils.translation import gettext as _
+
+from common.text import control_in, unsafe_in_name
+from tenants import invitations
+from tenants.models import Tenant, User
+from tenants.services import AdminError, audit_record
+
+logger = logging.getLogger(__name__)
+
+SLUG_MAX = Tenant._meta.get_field("slug").max_length or 60
+NAME_MAX = Tenant._meta.get_field("name").max_length or 120
+REASON_MAX = 500
+# What /t/<slug>/ accepts (Django's slug converter), lower case only: slugs are compared as
+# typed, and "Acme" beside "acme" would be two tenants that read as one.
+SLUG_CHARACTER = re.compile(r"[a-z0-9_-]")
+
+
+def tenant_slug_checked(slug: str) -> str:
+    """The slug as typed, or the refusal naming what is wrong with it."""
+    slug = (slug or "").strip()
+    if not slug:
+        raise AdminError(
+            "invalid_slug", _("A tenant needs a slug (its address /t/<slug>/)."), "slug"
+        )
+    if len(slug) > SLUG_MAX:
+        raise AdminError(
+            "invalid_slug",
+            _("A slug is at most %(most)d characters long; this one has %(count)d.")
+            % {"most": SLUG_MAX, "count": len(slug)},
+            "slug",
+        )
+    wrong = next((char for char in slug if not SLUG_CHARACTER.fullmatch(char)), None)
+    if wrong is not None:
+        shown = f"U+{ord(wrong):04X}" if not wrong.isprintable() or wrong.isspace() else wrong
+        raise AdminError(
+            "invalid_slug",
+            _(
+                "A slug holds only lower-case letters a-z, digits, hyphens and underscores; "
+                "it cannot hold %(character)s."
+            )
+            % {"character": shown},
+            "slug",
+        )
+    if not (slug[0].isalnum() and slug[-1].isalnum()):
+        raise AdminError(
+            "invalid_slug", _("A slug starts and ends with a letter or a digit."), "slug"
+        )
+    return slug
+
+
+def tenant_name_checked(name: str) -> str:
+    """The tenant's name, trimmed; refused when empty, too long, or holding what
+    ``unsafe_in_name`` names (every member reads it: the tenant switcher, invitations)."""
+    name = (name or "").strip()
+    if not name:
+        raise AdminError("invalid_name", _("A tenant needs a name."), "name")
+    if len(name) > NAME_MAX:
+        raise AdminError(
+            "invalid_name",
+            _("A tenant's name is at most %(most)d characters long; this one has %(count)d.")
+            % {"most": NAME_MAX, "count": len(name)},
+            "name",
+        )
+    if unsafe := unsafe_in_name(name):
+        raise AdminError(
+            "invalid_name",
+            _("A name cannot hold the control character %(character)s.") % {"character": unsafe},
+            "name",
+        )
+    return name
+
+
+def suspension_reason_checked(reason: str) -> str:
+    """The reason given for a suspension, trimmed: the tenant's admins read it in their audit
+    log, so it is required, one line of plain text, at most ``REASON_MAX`` characters."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise AdminError("invalid_reason", _("Say why the tenant is suspended."), "reason")
+    if len(reason) > REASON_MAX:
+        raise AdminError(
+            "invalid_reason",
+            _("A reason is at most %(most)d characters long; this one has %(count)d.")
+            % {"most": REASON_MAX, "count": len(reason)},
+            "reason",
+        )
+    if found := control_in(reason, tab=False):
+        raise AdminError(
+            "invalid_reason",
+            _("A reason cannot hold the control character %(character)s.") % {"character": found},
+            "reason",
+        )
+    return reason
+
+
+def invitation_url(token: str) -> str:
+    """The invitation link for a secret, on the deployment's public address (a command has no
+    request to take the host from, as the console's members page does)."""
+    return settings.PUBLIC_BASE_URL.rstrip("/") + reverse("invitation_open", args=[token])
+
+
+def _slug_taken(slug: str) -> AdminError:
+    return AdminError(
+        "slug_taken", _("The slug %(slug)s is taken by another tenant.") % {"slug": slug}, "slug"
+    )
+
+
+def tenant_create(
+    *, name: str, slug: str, admin_email: str, admin_name: str = ""
+) -> tuple[Tenant, str]:
+    """A new, active tenant and the plaintext secret of its first admin's invitation link (shown
+    once; only its digest is stored). Nothing is written when anything is refused."""
+    name = tenant_name_checked(name)
+    slug = tenant_slug_checked(slug)
+    with transaction.atomic():
+        # Slugs made before this check (the Django admin took any case) may differ in case only.
+        if Tenant.objects.filter(slug__iexact=slug).exists():
+            raise _slug_taken(slug)
+        try:
+            with transaction.atomic():
+                tenant = Tenant.objects.create(name=name, slug=slug)
+        except IntegrityError:
+            raise _slug_taken(slug) from None
+        audit_record(
+            tenant=tenant,
+            actor=None,
+            action="tenant.created",
+            obj=tenant,
+            data={"name": name, "slug": slug},
+        )
+        _invitation, token = invitations.invitation_create_by_operator(
+            tenant=tenant, email=admin_email, full_name=admin_name
+        )
+    logger.info("tenants.tenant.created", extra={"tenant_id": tenant.pk})
+    return tenant, token
+
+
+def _locked(slug: str) -> Tenant:
+    """The tenant of ``slug``, its row locked in the caller's transaction."""
+    tenant = Tenant.objects.select_for_update().filter(slug=slug).first()
+    if tenant is None:
+        raise AdminError("not_found", _("No tenant has the slug %(slug)s.") % {"slug": slug})
+    return tenant
+
+
+def tenant_invite_admin(*, slug: str, admin_email: str, admin_name: str = "") -> tuple[Tenant, str]:
+    """An operator's invitation of an admin to an existing tenant (its first admin's link expired,
+    or no admin is left) and the plaintext of its link's secret. A pending invitation to the same
+    address in the tenant is replaced; a member's address is refused."""
+    with transaction.atomic():
+        tenant = _locked(slug)
+        if not tenant.is_active:
+            raise AdminError(
+                "suspended",
+                _("%(tenant)s is suspended; it takes no new members. Resume it first.")
+                % {"tenant": tenant.name},
+            )
+        _invitation, token = invitations.invitation_create_by_operator(
+            tenant=tenant, email=admin_email, full_name=admin_name
+        )
+    return tenant, token
+
+
+def _change_status(
+    *,
+    slug: str,
+    source: str,
+    target: str,
+    action: str,
+    data: dict,
+    actor: User | None,
+    refused: str,
+) -> Tenant:
+    """Move the tenant from ``source`` to ``target`` under its row lock, audited as ``action``;
+    refused with the message ``refused``, changing nothing, when it is not in ``source``."""
+    with transaction.atomic():
+        tenant = _locked(slug)
+        if tenant.status != source:
+            raise AdminError(f"already_{target}", refused)
+        Tenant.objects.filter(pk=tenant.pk, status=source).update(status=target)
+        tenant.status = target
+        audit_record(tenant=tenant, actor=actor, action=action, obj=tenant, data=data)
+    logger.info(f"tenants.{action}", extra={"tenant_id": tenant.pk})
+    return tenant
+
+
+def tenant_suspend(*, slug: str, reason: str, actor: User | None = None) -> Tenant:
+    """Suspend an active tenant: read-only for its members, refused to its agents, and its
+    queued sends blocked before any provider call (README "A suspended tenant is read-only").
+    ``actor``: the operator signed in to the Django admin; None from a command."""
+    reason = suspension_reason_checked(reason)
+    return _change_status(
+        slug=slug,
+        source=Tenant.Status.ACTIVE,
+        target=Tenant.Status.SUSPENDED,
+        action="tenant.suspended",
+        data={"reason": reason},
+        actor=actor,
+        refused=_("The tenant %(slug)s is already suspended; nothing was changed.")
+        % {"slug": slug},
+    )
+
+
+def tenant_resume(*, slug: str, actor: User | None = None) -> Tenant:
+    """Make a suspended tenant active again. Sends that a worker blocked while it was suspended
+    stay blocked (a final state)."""
+    return _change_status(
+        slug=slug,
+        source=Tenant.Status.SUSPENDED,
+        target=Tenant.Status.ACTIVE,
+        action="tenant.resumed",
+        data={},
+        actor=actor,
+        refused=_("The tenant %(slug)s is not suspended; nothing was changed.") % {"slug": slug},
+    )
