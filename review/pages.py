@@ -29,7 +29,7 @@ from review import queries
 from review.diff import VersionDiff, version_diff
 from review.queries import QueuePage, Recipient
 from tenants.models import Membership, Tenant, User
-from webhooks.selectors import inbound_for_thread
+from webhooks.selectors import customer_messages_after, inbound_for_thread
 
 # --- queue ---------------------------------------------------------------------------------------
 
@@ -153,9 +153,22 @@ def draft_review(
     """Raises intents.errors.NotFound for another tenant's draft as for a missing one."""
     detail = selectors.draft_detail(tenant=tenant, draft_id=draft_id)
     draft, current = detail.draft, detail.current
+    # What the approval will ask the page to have shown (draft_approve): marked new, and shown
+    # even when ten newer messages (or a Date weeks back) put it beyond the thread's newest.
+    after_draft = customer_messages_after(
+        tenant=tenant,
+        mailbox=draft.mailbox_id,
+        thread_id=draft.thread_id,
+        after=draft.created_at,
+        answering=draft.in_reply_to,
+    )
     # Oldest first, as a conversation reads.
     inbound = inbound_for_thread(
-        tenant=tenant, mailbox=draft.mailbox_id, thread_id=draft.thread_id, limit=10
+        tenant=tenant,
+        mailbox=draft.mailbox_id,
+        thread_id=draft.thread_id,
+        limit=10,
+        also=after_draft,
     )[::-1]
     anchor = next((m for m in inbound if m.message_id == draft.in_reply_to), None)
     since = anchor.received_at if anchor else draft.created_at
@@ -180,7 +193,9 @@ def draft_review(
         recipients=recipients,
         warning_count=sum(1 for r in recipients if r.warnings),
         inbound=inbound,
-        newer_inbound=[m for m in inbound if m.received_at > since and m is not anchor],
+        newer_inbound=[
+            m for m in inbound if (m.received_at > since or m.pk in after_draft) and m is not anchor
+        ],
         messages_seen=",".join(str(m.pk) for m in inbound),
         diff=version_diff(first, current) if len(detail.versions) > 1 else None,
         can_decide=can_decide,

@@ -10,7 +10,6 @@ EXISTS, and per-page lookups are batched.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from email.utils import parseaddr
 from typing import TYPE_CHECKING
 
 from django.db.models import (
@@ -66,15 +65,21 @@ def _column(model: type[Model], name: str) -> str:
 
 def _has_warning_sql() -> str:
     """True when any recipient of the draft's current version breaks the recipient policy (the
-    SQL form in intents.policy) or, when the thread is known, is not among the thread's
-    participants (as ``thread_participants`` reads the senders). Correlated on the outer draft
-    row, so it filters and annotates in the same single query. Names come from the models."""
+    SQL form in intents.policy) or, when the draft's mailbox has customer messages in its thread,
+    is not on the thread (``on_thread``'s rule, with the same comparison). Correlated on the outer
+    draft row, so it filters and annotates in the same single query. Names come from the models."""
     draft, version, inbound = Draft._meta.db_table, DraftVersion._meta, InboundMessage._meta
     draft_id, tenant_id = _column(Draft, "id"), _column(Draft, "tenant")
     thread_id = _column(Draft, "thread_id")
     v = {name: _db_column(DraftVersion, name) for name in ("draft", "number", "to", "cc", "bcc")}
-    i = {name: _db_column(InboundMessage, name) for name in ("tenant", "thread_id", "sender")}
-    same_thread = f"i.{i['tenant']} = {tenant_id} AND i.{i['thread_id']} = {thread_id}"
+    i = {
+        name: _db_column(InboundMessage, name)
+        for name in ("tenant", "mailbox", "thread_id", "sender")
+    }
+    same_thread = (
+        f"i.{i['tenant']} = {tenant_id} AND i.{i['mailbox']} = {_column(Draft, 'mailbox')} "
+        f"AND i.{i['thread_id']} = {thread_id}"
+    )
     breaks_policy = recipient_breaks_policy_sql(
         address="r.addr", tenant_id=tenant_id, mailbox_id=_column(Draft, "mailbox")
     )
@@ -95,7 +100,8 @@ EXISTS (
           SELECT 1 FROM "{inbound.db_table}" i
           WHERE {same_thread}
             AND (lower(i.{i["sender"]}) = lower(r.addr)
-                 OR lower(i.{i["sender"]}) LIKE '%%<' || lower(r.addr) || '>')
+                 OR right(lower(i.{i["sender"]}), length(lower(r.addr)) + 2)
+                    = '<' || lower(r.addr) || '>')
         )
       )
     )
@@ -242,8 +248,15 @@ def is_external(address: str, own_domains: list[str]) -> bool:
     return not any(domain == own or domain.endswith("." + own) for own in own_domains)
 
 
-def thread_participants(inbound: list[InboundMessage]) -> set[str]:
-    return {parseaddr(m.sender)[1].lower() for m in inbound if parseaddr(m.sender)[1]}
+def on_thread(address: str, senders: list[str]) -> bool:
+    """Whether a customer message came from ``address``: its sender (``senders``, lower-cased) is
+    the address or ends with it in angle brackets ("Jane <jane@x.test>"); the queue's flag is the
+    same comparison in SQL (``_has_warning_sql``). Not parseaddr: it reads a sender it finds
+    ambiguous ("Doe, John <john@x.test>", or one a customer shaped for it) as nobody, and a
+    thread of such senders hid the warning for every recipient. Not LIKE: "_" and "%" may be in
+    an address, and matched other addresses."""
+    address = address.lower()
+    return any(sender == address or sender.endswith(f"<{address}>") for sender in senders)
 
 
 def recipients_with_warnings(
@@ -263,7 +276,7 @@ def recipients_with_warnings(
             tenant=tenant, mailbox=mailbox, addresses=addresses, suppressed=set(suppressed)
         )
     }
-    participants = thread_participants(inbound)
+    senders = [m.sender.lower() for m in inbound]
     out = []
     for kind in ("to", "cc", "bcc"):
         for address in getattr(version, kind):
@@ -281,7 +294,7 @@ def recipients_with_warnings(
                 )
             if (address, "not_allowed") in problems:
                 r.warnings.append(("not_allowed", _("Outside this mailbox's recipient policy")))
-            if participants and address not in participants:
+            if senders and not on_thread(address, senders):
                 r.warnings.append(("not_on_thread", _("Not a participant of this thread")))
             if is_external(address, tenant.own_domains):
                 r.notes.append(

@@ -190,6 +190,22 @@ def bounded_id(value: str) -> str:
     return f"{prefix}~{digest}"
 
 
+# What InboundMessage.sender holds. Only a display name makes a sender longer (an address has
+# at most 254 characters), and the address comes last ("Name <address>"): a plain cut kept a
+# long name and dropped the address, so the reviewer saw whatever the name claimed to be
+# ("support@acme.test <support@acme.test> ...") and never who wrote.
+MAX_SENDER = 320
+_SENDER_HEAD = 60
+
+
+def bounded_sender(sender: str) -> str:
+    """``sender`` if it fits ``MAX_SENDER``; else its first ``_SENDER_HEAD`` characters, an
+    ellipsis and as much of its end as fits, which holds the address."""
+    if len(sender) <= MAX_SENDER:
+        return sender
+    return sender[:_SENDER_HEAD] + "\u2026" + sender[-(MAX_SENDER - _SENDER_HEAD - 1) :]
+
+
 def address_of(value: Any) -> str:
     """The bare, lower-cased address of ``"Jane <jane@x.test>"``, ``jane@x.test`` or an object."""
     if isinstance(value, dict):
@@ -237,7 +253,7 @@ def _inbound(message: dict) -> Inbound:
     if not preview:
         preview = _text(message.get("text"))
     return Inbound(
-        sender=_text(sender)[:320],
+        sender=bounded_sender(_text(sender)),
         # Not stripped: AgentMail builds a reply's subject from the subject as it is ("Re: " and
         # the leading spaces), and the draft's approved subject must be that one.
         subject=_raw_text(message.get("subject"))[:998],

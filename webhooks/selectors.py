@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from django.db import connection
@@ -47,17 +48,27 @@ def ledger_rows_estimate() -> int:
     return max(0, int(row[0])) if row else 0
 
 
-def inbound_for_thread(*, tenant, mailbox, thread_id: str, limit: int = 20) -> list[InboundMessage]:
+def inbound_for_thread(
+    *, tenant, mailbox, thread_id: str, limit: int = 20, also: Collection[int] = ()
+) -> list[InboundMessage]:
     """The customer's messages in a thread of ``mailbox``, newest first (what a reviewer must
-    see). Of that mailbox only: a draft's thread id is the agent's word when the draft answers
-    no message, and must not show a reviewer another mailbox's customers."""
+    see): the ``limit`` newest, and those of ``also`` (ids) that are older, since an approval asks
+    whether its page showed every message ``customer_messages_after`` names. Of that mailbox
+    only: a draft's thread id is the agent's word when the draft answers no message, and must not
+    show a reviewer another mailbox's customers."""
     if not thread_id:
         return []
-    return list(
+    thread = (
         InboundMessage.objects.filter(tenant=tenant, mailbox=mailbox, thread_id=thread_id)
         .select_related("mailbox")
-        .order_by("-received_at", "-id")[:limit]
+        .order_by("-received_at", "-id")
     )
+    newest = list(thread[:limit])
+    missing = set(also) - {m.pk for m in newest}
+    if not missing:
+        return newest
+    older = list(thread.filter(pk__in=missing))
+    return sorted(newest + older, key=lambda m: (m.received_at, m.pk), reverse=True)
 
 
 def _newer_than(moment) -> Q:

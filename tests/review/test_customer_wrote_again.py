@@ -149,6 +149,51 @@ def test_a_newer_message_the_page_showed_does_not_refuse_the_approval(
     assert SendIntent.objects.filter(draft=draft, held_reason="").count() == 1
 
 
+def page_then_approve(client, tenant, draft):
+    page = client.get(reverse("draft", args=[tenant.slug, draft.pk]))
+    answer = client.post(
+        reverse("draft_approve", args=[tenant.slug, draft.pk]), approve_form(page.content.decode())
+    )
+    return page, answer
+
+
+def test_eleven_follow_ups_are_all_on_the_page_and_the_draft_can_be_approved(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """The page showed the thread's ten newest messages, and the approval refused any newer
+    message the page did not show: a customer who wrote eleven follow-ups made the draft
+    impossible to approve, its page saying "read the new message below" where it never was."""
+    draft = draft_answering(tenant_a, mailbox_a, make_draft, "thr-many")
+    first, *_ = [
+        customer_wrote(tenant_a, mailbox_a, "thr-many", n, draft.created_at + timedelta(minutes=n))
+        for n in range(2, 13)
+    ]
+
+    page, answer = page_then_approve(signed_in(admin_a.user), tenant_a, draft)
+
+    assert first in page.context["newer_inbound"]
+    assert answer.status_code == 302 and SendIntent.objects.filter(draft=draft).exists()
+
+
+def test_a_new_message_dated_weeks_back_is_on_the_page_and_marked_new(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """Recorded after the draft but dated before the thread's ten newest (delivered late, or a
+    Date its sender chose): the approval asked about it, the page neither showed nor marked it."""
+    for n in range(2, 12):
+        customer_wrote(tenant_a, mailbox_a, "thr-back", n, timezone.now() - timedelta(minutes=40))
+    draft = draft_answering(tenant_a, mailbox_a, make_draft, "thr-back")
+    backdated = customer_wrote(
+        tenant_a, mailbox_a, "thr-back", 12, draft.created_at - timedelta(days=20)
+    )
+
+    page, answer = page_then_approve(signed_in(admin_a.user), tenant_a, draft)
+
+    assert page.context["newer_inbound"] == [backdated]
+    assert "The customer wrote again" in page.content.decode()
+    assert answer.status_code == 302 and SendIntent.objects.filter(draft=draft).exists()
+
+
 def test_messages_older_than_the_draft_and_the_one_it_answers_never_refuse(
     tenant_a, mailbox_a, make_draft, admin_a
 ):

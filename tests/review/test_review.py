@@ -1,11 +1,14 @@
 """The review flow through the real views and services: approve, stale approve, rights, edit,
 reject, bulk approve, approve-next, warnings, filters, paging and the live notice."""
 
+import difflib
+
 import pytest
 from django.urls import reverse
 from django.utils import timezone
 
 from intents import services
+from intents.changes import MAX_MATCHED_TOKENS
 from intents.models import Draft, DraftVersion, SendIntent, Suppression
 from webhooks.models import InboundMessage
 
@@ -281,6 +284,57 @@ def test_recipient_warnings_on_the_draft_and_the_queue_filter(
     assert clean.pk != risky.pk
 
 
+def _thread_from(tenant, mailbox, draft, sender):
+    InboundMessage.objects.create(
+        tenant=tenant,
+        mailbox=mailbox,
+        thread_id=draft.thread_id,
+        message_id=f"<{draft.pk}@customer.test>",
+        sender=sender,
+        subject="Help",
+        received_at=draft.created_at,
+    )
+
+
+def test_a_sender_parseaddr_cannot_read_still_leaves_a_stranger_flagged(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """A customer whose From no parser reads as one address ("Doe, John <...>" unquoted) made the
+    draft page call nobody a stranger: a recipient the customer talked the agent into adding
+    went without "Not a participant", while the queue flagged the draft."""
+    draft = make_draft(
+        mailbox_a, to=["john@customer.test"], cc=["accomplice@elsewhere.test"], thread_id="t-doe"
+    )
+    _thread_from(tenant_a, mailbox_a, draft, "Doe, John <John@Customer.test>")
+    client = signed_in(admin_a.user)
+
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft.pk])).content.decode()
+    queue = client.get(reverse("tenant_home", args=[tenant_a.slug]), {"warnings": "on"})
+
+    rows = page.split('<ul class="recipients">')[1].split("</ul>")[0].split("<li")[1:]
+    john, accomplice = rows
+    assert 'data-warning="not_on_thread"' not in john
+    assert 'data-warning="not_on_thread"' in accomplice
+    assert [row.pk for row in queue.context["page"].rows] == [draft.pk]
+
+
+@pytest.mark.parametrize("recipient", ["j_doe@customer.test", "j%@customer.test"])
+def test_an_underscore_or_percent_in_a_recipient_matches_no_other_sender_in_the_queue(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in, recipient
+):
+    """The queue's flag compared with LIKE, so j_doe@ passed for the thread's j.doe@ (another
+    person's mailbox) and bulk approval showed nothing to check; the draft page flagged it."""
+    draft = make_draft(mailbox_a, to=[recipient], thread_id="t-jdoe")
+    _thread_from(tenant_a, mailbox_a, draft, "J <j.doe@customer.test>")
+    client = signed_in(admin_a.user)
+
+    queue = client.get(reverse("tenant_home", args=[tenant_a.slug]), {"warnings": "on"})
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft.pk])).content.decode()
+
+    assert [row.pk for row in queue.context["page"].rows] == [draft.pk]
+    assert 'data-warning="not_on_thread"' in page
+
+
 def test_policy_warning_shows_and_filters(tenant_a, make_draft, admin_a, signed_in):
     from tests.factories import make_local_mailbox as local_mailbox
 
@@ -481,3 +535,41 @@ def test_cancelling_with_an_over_long_reason_is_refused_and_cancels_nothing(
     )
     intent.refresh_from_db()
     assert kept.status_code == 302 and intent.state == SendIntent.State.CANCELLED
+
+
+class _SmallSidesOnly(difflib.SequenceMatcher):
+    """SequenceMatcher that refuses, at once, a side longer than the bound: its work grows with
+    the product of the sides (a 100,000-character body took 47 s, past gunicorn's 30 s)."""
+
+    def __init__(self, isjunk=None, a="", b="", autojunk=True):
+        assert len(a) <= MAX_MATCHED_TOKENS and len(b) <= MAX_MATCHED_TOKENS, (len(a), len(b))
+        super().__init__(isjunk, a, b, autojunk)
+
+
+def test_the_diff_of_a_long_quoted_body_opens_and_names_the_changed_word(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in, monkeypatch
+):
+    """A customer's long mail, quoted back in the reply, made the draft page of any revised
+    draft compute a diff quadratic in the body's length: the worker was killed, the page never
+    opened, and every reviewer who tried held one of the few web workers for 30 s."""
+    monkeypatch.setattr(difflib, "SequenceMatcher", _SmallSidesOnly)
+    quoted = " ".join(
+        ("refund", "order", "the", "your", "parcel", "we")[i % 6] for i in range(20_000)
+    )
+    draft = make_draft(mailbox_a, text="Dear Ann,\n\n" + quoted)
+    services.draft_add_version(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        to=draft.versions.get().to,
+        cc=[],
+        bcc=[],
+        subject=draft.versions.get().subject,
+        text="Dear Anna,\n\n" + quoted,
+        html="",
+        actor_user=admin_a.user,
+    )
+
+    page = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk]))
+
+    diff = page.content.decode().split('id="diff"')[1].split("</section>")[0]
+    assert "Dear <del>Ann,</del><ins>Anna,</ins>" in diff

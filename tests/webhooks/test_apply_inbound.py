@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.urls import reverse
 
 from intents.models import IntentEvent, SendIntent
 from tests.webhooks.conftest import received_payload
@@ -70,6 +71,28 @@ def test_preview_falls_back_to_the_text_and_is_cut_short(client, hook, mailbox):
     text = " ".join(payload["message"]["text"].split())
     assert InboundMessage.objects.get().preview == text[:200].rstrip()
     assert len(text[:200].rstrip()) == 199
+
+
+def test_a_long_display_name_is_cut_in_its_middle_and_the_senders_address_is_kept(
+    client, hook, mailbox, admin_a, make_draft, signed_in
+):
+    """The sender was cut to its first 320 characters: a display name of that length pushed the
+    address out, and the draft page showed the reviewer the name's claim ("support@acme.test")
+    instead of who wrote."""
+    claim = '"support@acme.test <support@acme.test> ' + "Acme Support Team " * 20 + '"'
+    sender = f"{claim} <attacker@evil.test>"
+    hook.post(client, received_payload(mailbox, thread_id="thr_long", sender=sender))
+    draft = make_draft(mailbox, to=["attacker@evil.test"], thread_id="thr_long")
+
+    page = signed_in(admin_a.user).get(reverse("draft", args=[mailbox.tenant.slug, draft.pk]))
+
+    stored = InboundMessage.objects.get().sender
+    assert len(sender) > 320 >= len(stored)
+    assert stored.startswith('"support@acme.test <support@acme.test> Acme')
+    assert stored.endswith('Acme Support Team " <attacker@evil.test>')
+    thread = page.content.decode().split('id="thread"')[1]
+    assert "&lt;attacker@evil.test&gt;" in thread
+    assert 'data-warning="not_on_thread"' not in page.content.decode()
 
 
 def test_sender_given_as_from_underscore_list_is_accepted(client, hook, mailbox):
