@@ -1,9 +1,9 @@
 """The word-level diff a reviewer sees between two versions of a draft: escaped HTML with
-<ins>/<del>, and which recipients were added or removed."""
+<ins>/<del>, and which recipients and files were added or removed."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -39,6 +39,10 @@ class VersionDiff:
     html_changed: bool
     added: list[str]
     removed: list[str]
+    # Files (attachment rows) of one version with no file of the same name, type and bytes in
+    # the other: the hash covers all three, so a file replaced under its old name is both.
+    files_added: list = field(default_factory=list)
+    files_removed: list = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -47,7 +51,18 @@ class VersionDiff:
             or self.base.text != self.target.text
             or self.html_changed
             or bool(self.added or self.removed)
+            or bool(self.files_added or self.files_removed)
         )
+
+
+def _files_only_in(version: DraftVersion, other: DraftVersion) -> list:
+    """``version``'s attachment rows that ``other`` does not carry (same name, type, digest)."""
+
+    def key(row) -> tuple[str, str, str]:
+        return (row.filename, row.content_type, row.sha256)
+
+    theirs = {key(row) for row in other.attachments.all()}
+    return [row for row in version.attachments.all() if key(row) not in theirs]
 
 
 def version_diff(base: DraftVersion, target: DraftVersion) -> VersionDiff:
@@ -63,4 +78,6 @@ def version_diff(base: DraftVersion, target: DraftVersion) -> VersionDiff:
         html_changed=base.html != target.html,
         added=sorted(new - old),
         removed=sorted(old - new),
+        files_added=_files_only_in(target, base),
+        files_removed=_files_only_in(base, target),
     )

@@ -9,6 +9,7 @@ EXISTS, and per-page lookups are batched.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -234,6 +235,14 @@ class Recipient:
     notes: list[tuple[str, str]] = field(default_factory=list)  # (code, message): worth a look
 
 
+def _letters_beyond_ascii(address: str) -> str:
+    """The characters of ``address`` outside ASCII, each named once (``U+0430 CYRILLIC SMALL
+    LETTER A``), or "". The page shows an address as it is, and ``example.com`` written with a
+    Cyrillic small a (U+0430) looks exactly like ``example.com``: another domain, another person."""
+    beyond = dict.fromkeys(char for char in address if not char.isascii())
+    return ", ".join(f"U+{ord(char):04X} {unicodedata.name(char, '?')}" for char in beyond)
+
+
 def _domain(address: str) -> str:
     return address.rpartition("@")[2].lower()
 
@@ -299,6 +308,10 @@ def recipients_with_warnings(
             if is_external(address, tenant.own_domains):
                 r.notes.append(
                     ("external", _("Outside your organisation: %(d)s") % {"d": _domain(address)})
+                )
+            if beyond := _letters_beyond_ascii(address):
+                r.notes.append(
+                    ("non_ascii", _("Not plain ASCII: it holds %(chars)s") % {"chars": beyond})
                 )
             if kind == "bcc":
                 r.notes.append(("bcc", _("Blind copy: other recipients will not see it")))

@@ -3,7 +3,7 @@
 
 from django.urls import path
 
-from review.views import assignment, attachments, broadcasts, drafts, outbox, queue
+from review.views import assignment, attachments, bodies, broadcasts, drafts, outbox, queue
 
 urlpatterns = [
     path("", queue.queue, name="tenant_home"),
@@ -24,6 +24,11 @@ urlpatterns = [
         "drafts/<int:draft_id>/files/<int:attachment_id>/preview/",
         attachments.attachment_preview,
         name="attachment_preview",
+    ),
+    path(
+        "drafts/<int:draft_id>/versions/<int:number>/html/",
+        bodies.draft_version_html,
+        name="draft_version_html",
     ),
     path("drafts/<int:draft_id>/presence/", drafts.draft_presence, name="draft_presence"),
     path("drafts/<int:draft_id>/take/", assignment.draft_take, name="draft_take"),

@@ -97,6 +97,20 @@ def draft_detail(*, tenant, draft_id) -> DraftDetail:
     )
 
 
+def draft_version_get(*, tenant, draft_id, number) -> DraftVersion:
+    """One version of a draft by its number. Another tenant's version, a version of another
+    draft and a missing one raise the same NotFound."""
+    version = DraftVersion.objects.filter(
+        tenant=tenant,
+        draft__tenant=tenant,
+        draft_id=as_int(draft_id, "draft"),
+        number=as_int(number, "version"),
+    ).first()
+    if version is None:
+        raise NotFound("not_found", "No such version.")
+    return version
+
+
 def draft_attachment_get(*, tenant, draft_id, attachment_id) -> DraftAttachment:
     """One file of one of the draft's versions, with its blob (bytes). Another tenant's file, a
     file of another draft and a missing one raise the same NotFound."""

@@ -190,7 +190,7 @@ def test_a_draft_whose_words_are_msgids_is_shown_unchanged_to_a_german_user(
     member.user.save(update_fields=["language"])
     response = signed_in(member.user).get(reverse("draft", args=[member.tenant.slug, draft.pk]))
     page = response.content.decode()
-    assert f'<pre class="body-text" data-customer-content>{text}</pre>' in page
+    assert f'<pre class="body-text" data-customer-content>\n{text}</pre>' in page
     assert "<h1 data-customer-content>Outbox</h1>" in page
     assert ">Warteschlange <" in nav_text(response)
 
