@@ -29,6 +29,10 @@ class Mailbox(models.Model):
     username = models.CharField(max_length=64)
     address = models.EmailField(unique=True)
     display_name = models.CharField(max_length=120, blank=True)
+    # The display name AgentMail holds for the inbox, as it last reported it: what the inbox's
+    # mail is sent as. It trails display_name while a rename is on its way there
+    # (mailboxes.display_names).
+    provider_display_name = models.CharField(max_length=120, blank=True, editable=False)
     # AgentMail's inbox id is the address; kept apart because the provider owns its format.
     inbox_id = models.CharField(max_length=254, blank=True)
     provider_api_key_id = models.CharField(max_length=100, blank=True)
@@ -49,6 +53,12 @@ class Mailbox(models.Model):
     # advisory lock, so it holds behind PgBouncer's transaction mode and expires after a crash.
     provisioning_lease = models.UUIDField(null=True, blank=True, editable=False)
     provisioning_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # The sync of a rename to AgentMail (mailboxes.display_names): the run that holds it, and
+    # when the next run may start (database clock): the end of that run's lease, or of the
+    # backoff after a failed run.
+    display_name_sync_token = models.UUIDField(null=True, blank=True, editable=False)
+    display_name_sync_not_before = models.DateTimeField(null=True, blank=True, editable=False)
+    display_name_sync_failures = models.PositiveIntegerField(default=0, editable=False)
 
     class Meta:
         verbose_name_plural = "mailboxes"
@@ -68,6 +78,11 @@ class Mailbox(models.Model):
                 condition=Q(sla_minutes__isnull=True) | Q(sla_minutes__gte=1),
                 name="mailbox_sla_positive",
             ),
+            models.CheckConstraint(
+                condition=Q(display_name_sync_token__isnull=True)
+                | Q(display_name_sync_not_before__isnull=False),
+                name="mailbox_display_name_sync_lease_ends",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -85,6 +100,11 @@ class Mailbox(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status == self.Status.ACTIVE
+
+    @property
+    def display_name_pending(self) -> bool:
+        """Whether AgentMail still sends this inbox's mail under another name than its own."""
+        return bool(self.inbox_id) and self.display_name != self.provider_display_name
 
     @property
     def client_id(self) -> str:

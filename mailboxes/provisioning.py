@@ -27,6 +27,7 @@ from django.utils.translation import gettext_lazy
 
 from common.text import unsafe_in_name
 from mailboxes import provider
+from mailboxes.display_names import display_name_sync_wake
 from mailboxes.headers import line_break_in
 from mailboxes.models import Mailbox
 from mailboxes.signals import mailbox_provisioned
@@ -201,7 +202,7 @@ def mailbox_provision(*, mailbox: Mailbox, actor=None) -> Mailbox:
     with _provisioning_lease(mailbox):
         mailbox.refresh_from_db()
         try:
-            inbox_id = provider.create_inbox(
+            inbox = provider.create_inbox(
                 pod_id=pod_id,
                 username=mailbox.username,
                 domain=mailbox.address.rpartition("@")[2],
@@ -210,11 +211,16 @@ def mailbox_provision(*, mailbox: Mailbox, actor=None) -> Mailbox:
             )
         except provider.ProviderError as exc:
             raise refused(exc) from None
-        Mailbox.objects.filter(pk=mailbox.pk, inbox_id="").update(inbox_id=inbox_id)
+        Mailbox.objects.filter(pk=mailbox.pk, inbox_id="").update(inbox_id=inbox.inbox_id)
+        # What AgentMail reports, not what was asked: a repeated create answers with the inbox
+        # as first created, under its first name if the mailbox was renamed since.
+        Mailbox.objects.filter(pk=mailbox.pk).update(provider_display_name=inbox.display_name)
         if not mailbox.api_key_sealed:
-            _install_inbox_key(mailbox=mailbox, inbox_id=inbox_id, actor=actor)
+            _install_inbox_key(mailbox=mailbox, inbox_id=inbox.inbox_id, actor=actor)
     mailbox_provisioned.send(sender=Mailbox, tenant=tenant, mailbox=mailbox, actor=actor)
     mailbox.refresh_from_db()
+    if mailbox.display_name_pending:
+        display_name_sync_wake(mailbox.pk)
     return mailbox
 
 
@@ -336,20 +342,27 @@ def mailbox_update_policy(
     based_on: str | None = None,
 ) -> Mailbox:
     """``based_on``: the fingerprint (``policy_fingerprint``) of the policy the admin's page
-    showed; a save based on a policy that changed since is refused (tenants.stale.StaleSave)."""
+    showed; a save based on a policy that changed since is refused (tenants.stale.StaleSave).
+    A new display name is brought to AgentMail after the commit (mailboxes.display_names)."""
     display_name = _clean_display_name(display_name)
     allowed_domains, allowed_addresses = _clean_allow_lists(allowed_domains, allowed_addresses)
     require_admin(tenant, actor)
     mailbox = Mailbox.objects.select_for_update().get(tenant=tenant, pk=mailbox_id)
     before = _policy(mailbox)
     refuse_if_changed(based_on=based_on, current=before, labels=POLICY_LABELS)
+    renamed = display_name != mailbox.display_name
     mailbox.policy_mode = policy_mode
     mailbox.allowed_domains = allowed_domains
     mailbox.allowed_addresses = allowed_addresses
     mailbox.display_name = display_name
-    mailbox.save(
-        update_fields=["policy_mode", "allowed_domains", "allowed_addresses", "display_name"]
-    )
+    fields = ["policy_mode", "allowed_domains", "allowed_addresses", "display_name"]
+    if renamed and mailbox.display_name_sync_token is None:
+        # A new name is due at once, whatever the backoff of an older one. A run in flight
+        # keeps its lease: it finds the new name when it records, and sends it next.
+        mailbox.display_name_sync_not_before = None
+        mailbox.display_name_sync_failures = 0
+        fields += ["display_name_sync_not_before", "display_name_sync_failures"]
+    mailbox.save(update_fields=fields)
     after = {
         "policy_mode": policy_mode,
         "allowed_domains": allowed_domains,
@@ -363,6 +376,8 @@ def mailbox_update_policy(
         obj=mailbox,
         data={"before": before, "after": after},
     )
+    if renamed:
+        transaction.on_commit(lambda: display_name_sync_wake(mailbox.pk))
     return mailbox
 
 

@@ -25,6 +25,7 @@ from .attachments import ReceivedAttachment, fetch_attachment
 from .client import encode_path_segment, http_client
 from .lookups import LookupResult, find_messages_by_label
 from .org import (
+    CreatedInbox,
     CreatedKey,
     Webhook,
     create_inbox,
@@ -33,6 +34,7 @@ from .org import (
     delete_inbox_key,
     list_inbox_keys,
     register_pod_webhook,
+    update_inbox_display_name,
 )
 from .responses import (
     Outcome,
@@ -45,6 +47,7 @@ from .responses import (
 from .sending import OutgoingAttachment, SendRequest, SendResult, reply_subject, send_message
 
 __all__ = [
+    "CreatedInbox",
     "CreatedKey",
     "LookupResult",
     "Outcome",
@@ -70,4 +73,5 @@ __all__ = [
     "register_pod_webhook",
     "reply_subject",
     "send_message",
+    "update_inbox_display_name",
 ]

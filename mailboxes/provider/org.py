@@ -43,6 +43,15 @@ class CreatedKey:
 
 
 @dataclass(frozen=True)
+class CreatedInbox:
+    """An inbox as AgentMail reports it: a replayed ``client_id`` answers with the original
+    inbox, whose display name may be an older one than the create asked for."""
+
+    inbox_id: str
+    display_name: str
+
+
+@dataclass(frozen=True)
 class Webhook:
     webhook_id: str
     secret: str
@@ -71,7 +80,7 @@ def create_pod(*, client_id: str, name: str) -> str:
 
 def create_inbox(
     *, pod_id: str, username: str, domain: str, display_name: str, client_id: str
-) -> str:
+) -> CreatedInbox:
     optional = {"display_name": display_name} if display_name else {}
     inbox = _org_call(
         lambda c: c.pods.inboxes.create(
@@ -87,7 +96,29 @@ def create_inbox(
         raise ProviderError(
             "AgentMail returned an inbox without inbox_id", code="malformed_response"
         )
-    return inbox.inbox_id
+    return CreatedInbox(inbox_id=inbox.inbox_id, display_name=inbox.display_name or "")
+
+
+def update_inbox_display_name(*, pod_id: str, inbox_id: str, display_name: str) -> str:
+    """Set the inbox's display name, the phrase of the From header of everything it sends
+    (``""``: none), and return it once AgentMail reports it. Through the tenant's pod route, so
+    AgentMail itself refuses (404) an inbox outside that pod, whatever the organization key
+    could reach. Safe to repeat: the same name again changes nothing."""
+    inbox = _org_call(
+        lambda c: c.pods.inboxes.update(
+            pod_id, inbox_id, display_name=display_name, request_options=NO_RETRIES
+        )
+    )
+    if getattr(inbox, "inbox_id", None) != inbox_id:
+        raise ProviderError(
+            "AgentMail answered the update with another inbox or none", code="malformed_response"
+        )
+    reported = getattr(inbox, "display_name", None) or ""
+    if reported != display_name:
+        raise ProviderError(
+            "AgentMail reports another display name than the one sent", code="not_applied"
+        )
+    return reported
 
 
 def list_inbox_keys(*, inbox_id: str) -> list[tuple[str, str]]:

@@ -29,12 +29,29 @@ class ProviderErrorBody:
 
 
 class ProviderError(Exception):
-    """A provisioning call failed. ``code`` is AgentMail's error code or a transport label."""
+    """A provisioning call failed. ``code`` is AgentMail's error code or a transport label;
+    ``retry_after`` the provider's ``Retry-After`` in seconds, if it sent one."""
 
-    def __init__(self, message: str, *, status: int | None = None, code: str = ""):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str = "",
+        retry_after: float | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.code = code
+        self.retry_after = retry_after
+
+    @property
+    def transient(self) -> bool:
+        """Whether the same call may succeed later: no answer or an unreadable one, a timeout, a
+        conflict, a rate limit or a server error (the table in DESIGN.md); any other 4xx
+        describes the request and will be refused again."""
+        status = self.status
+        return status is None or status < 400 or status in (408, 409, 429) or status >= 500
 
 
 # AgentMail keeps an idempotency key for 24 h after a send completes, and no retry of ours comes
@@ -129,4 +146,5 @@ def provider_error(exc: ApiError) -> ProviderError:
         f"AgentMail answered {exc.status_code} {body.code or ''}: {detail}".replace("  ", " "),
         status=exc.status_code,
         code=body.code,
+        retry_after=parse_retry_after(header(exc.headers, "retry-after")),
     )

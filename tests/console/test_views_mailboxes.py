@@ -248,3 +248,27 @@ def test_an_allow_list_the_policy_cannot_hold_is_refused_naming_why(
         [],
         [],
     )
+
+
+def test_the_page_says_agentmail_still_sends_the_old_name_only_while_the_rename_is_pending(
+    tenant_a, member_of, signed_in, mailbox_factory, sandbox
+):
+    from mailboxes import tasks
+
+    mailbox = mailbox_factory(tenant_a, display_name="Acme Support")
+    client = signed_in(member_of(tenant_a, "admin").user)
+    page = reverse("mailbox_detail", args=[tenant_a.slug, mailbox.pk])
+    before = client.get(page).content.decode()
+    saved = client.post(
+        reverse("mailbox_policy", args=[tenant_a.slug, mailbox.pk]),
+        {"display_name": "Acme Billing", "policy_mode": "open", "based_on": based_on(client, page)},
+    )
+    pending = client.get(page).content.decode()
+    tasks.sync_display_name(mailbox.pk)
+    applied = client.get(page).content.decode()
+
+    assert saved.status_code == 302
+    assert "data-name-pending" not in before
+    assert "AgentMail still sends as “Acme Support”; the new name is being applied" in pending
+    assert "data-name-pending" not in applied
+    assert "Acme Billing" in applied

@@ -12,6 +12,9 @@ from .core import Resource
 
 ADJECTIVES = ("brisk", "calm", "eager", "gentle", "lucky", "quiet", "rapid", "sunny", "witty")
 NOUNS = ("otter", "falcon", "maple", "harbor", "comet", "meadow", "lantern", "pebble", "river")
+# reference/agentmail-api.md §2.3: at most 256 keys, 256 characters per key or string value.
+MAX_METADATA_KEYS = 256
+MAX_METADATA_LENGTH = 256
 
 
 class Inboxes(Resource):
@@ -85,6 +88,33 @@ class Inboxes(Resource):
             ).fetchone()
         return json.loads(row[0]) if row else None
 
+    def update(self, inbox_id: str, changes: dict[str, Any]) -> dict | None:
+        """Apply a validated PATCH to the inbox (None if it does not exist). ``display_name`` ""
+        or None removes the name; ``status`` "active" removes the status; ``metadata`` None
+        clears it, a dict is merged (a None value removes its key)."""
+        with self.lock, self.core.tx():
+            row = self.db.execute(
+                "SELECT doc FROM inboxes WHERE inbox_id=?", (inbox_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            doc = json.loads(row[0])
+            if "display_name" in changes:
+                _set_or_drop(doc, "display_name", changes["display_name"] or None)
+            if "status" in changes:
+                _set_or_drop(doc, "status", None if changes["status"] == "active" else "paused")
+            if "metadata" in changes:
+                doc["metadata"] = merged_metadata(doc.get("metadata"), changes["metadata"])
+                if len(doc["metadata"]) > MAX_METADATA_KEYS:
+                    raise ApiError.validation(
+                        f"metadata may hold at most {MAX_METADATA_KEYS} keys", ["metadata"]
+                    )
+                if not doc["metadata"]:
+                    del doc["metadata"]
+            doc["updated_at"] = iso(self.core.now())
+            self.db.execute("UPDATE inboxes SET doc=? WHERE inbox_id=?", (dumps(doc), inbox_id))
+            return doc
+
     def page(
         self,
         *,
@@ -108,3 +138,25 @@ class Inboxes(Resource):
         with self.lock:
             rows = self.db.execute("SELECT inbox_id FROM inboxes WHERE pod_id=?", (pod_id,))
             return [r[0] for r in rows]
+
+
+def merged_metadata(current: dict | None, change: dict | None) -> dict:
+    """AgentMail's PATCH semantics: None clears everything, otherwise keys are merged and a key
+    set to None is removed (reference/agentmail-api.md §2.3)."""
+    if change is None:
+        return {}
+    out = dict(current or {})
+    for key, value in change.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def _set_or_drop(doc: dict, name: str, value: Any) -> None:
+    # Absent optional fields are omitted, never null (reference §8.1, JSON output).
+    if value is None:
+        doc.pop(name, None)
+    else:
+        doc[name] = value
