@@ -57,19 +57,21 @@ def membership_for(user: User, slug: str) -> Membership:
         raise Http404("No such tenant") from None
 
 
-def signin_rule_refusal(request: AuthenticatedRequest, tenant: Tenant) -> HttpResponseBase | None:
+def signin_rule_refusal(
+    request: AuthenticatedRequest, tenant: Tenant | None
+) -> HttpResponseBase | None:
     """None when this session signed in the way ``tenant`` accepts. A tenant whose members must
     come through its identity provider sends a password session there; a session that came
     through single sign-on opens only the tenants whose provider it came through (another
-    tenant's admin controls that provider, so its word is good for that tenant alone)."""
-    came_through = tenant.pk in request.session.get(SSO_TENANTS_KEY, [])
-    if came_through:
+    tenant's admin controls that provider, so its word is good for that tenant alone).
+    ``tenant`` None: no tenant has the address (see ``sso_session_refusal``)."""
+    if tenant is not None and tenant.pk in request.session.get(SSO_TENANTS_KEY, []):
         return None
     try:
-        sso = tenant.single_sign_on
+        sso = tenant.single_sign_on if tenant is not None else None
     except ObjectDoesNotExist:
         sso = None
-    if sso is not None and sso.enabled and not sso.password_signin_allowed:
+    if tenant is not None and sso is not None and sso.enabled and not sso.password_signin_allowed:
         if request.method in SAFE_METHODS and not getattr(request, "htmx", False):
             query = urlencode({"next": request.get_full_path()})
             return redirect(f"{reverse('sso_start', args=[tenant.slug])}?{query}")
@@ -82,6 +84,19 @@ def signin_rule_refusal(request: AuthenticatedRequest, tenant: Tenant) -> HttpRe
             )
         )
     return None
+
+
+def sso_session_refusal(request: AuthenticatedRequest, slug: str) -> HttpResponseBase | None:
+    """For a session from single sign-on, the sign-in rule of the tenant at ``slug``, before
+    anything of the person's memberships is read: a tenant it did not come through gets the same
+    answer whether the person belongs to it, a stranger's tenant or no tenant has the address.
+    Otherwise whoever runs that provider (another tenant's admin, who can sign in as the person
+    there) could try addresses one by one and tell the person's other tenants by a 403 among
+    404s, which the home page and the tenant switcher keep from them."""
+    if request.session.get(METHOD_KEY) != "sso":
+        return None
+    tenant = Tenant.objects.select_related("single_sign_on").filter(slug=slug).first()
+    return signin_rule_refusal(request, tenant)
 
 
 def tenant_view(
@@ -103,6 +118,9 @@ def tenant_view(
             # login_required ran first, so the user is signed in; this is where the request
             # becomes a TenantRequest (the attributes are set on the same object).
             request = cast(TenantRequest, http_request)
+            refused = sso_session_refusal(request, slug)
+            if refused is not None:
+                return refused
             membership = membership_for(request.user, slug)
             request.membership = membership
             request.tenant = membership.tenant

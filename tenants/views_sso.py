@@ -21,7 +21,7 @@ from tenants.models import SingleSignOn
 from tenants.next_url import safe_next_url
 from tenants.signin_audit import signin_audit
 from tenants.signin_gate import gate_for
-from tenants.user_sessions import FACTOR_KEY, METHOD_KEY, SSO_TENANTS_KEY
+from tenants.user_sessions import FACTOR_KEY, METHOD_KEY, SSO_TENANTS_KEY, session_key_renew
 
 FLOW_KEY = "cs_sso_flow"
 
@@ -169,6 +169,11 @@ def sso_callback(request: HttpRequest) -> HttpResponse:
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         request.session[METHOD_KEY] = "sso"
         request.session[FACTOR_KEY] = "sso"
+    elif tenant.pk not in request.session.get(SSO_TENANTS_KEY, []):
+        # The session stays, and now opens this tenant too: a new key, so that a copy of the
+        # cookie planted in this browser (a session another tenant's provider opened as this
+        # person) or read from it does not open it as well.
+        session_key_renew(request)
     request.session[SSO_TENANTS_KEY] = sorted(
         {*request.session.get(SSO_TENANTS_KEY, []), tenant.pk}
     )

@@ -9,6 +9,7 @@ recovery codes to A's admin), see the addresses and browsers of their other sess
 them; nor may it complete a password sign-in that still owes its second factor."""
 
 import pytest
+from django.conf import settings
 from django.contrib.sessions.models import Session
 from django.test import Client
 from django.urls import reverse
@@ -157,6 +158,93 @@ def test_the_impostor_cannot_end_the_persons_other_sessions(impostor, bobs_own_s
 
 def test_the_impostor_does_not_open_the_persons_own_tenant(impostor, tenant_b):
     assert impostor.get(reverse("tenant_home", args=[tenant_b.slug])).status_code == 403
+
+
+def test_the_impostor_cannot_tell_the_persons_tenants_by_trying_addresses(
+    impostor, tenant_b, member_of
+):
+    """Found by an outside probe: the home page hid Bob's other tenants from the session of A's
+    provider, but /t/<address>/ answered 403 ("you signed in through another tenant's single
+    sign-on") for a tenant of Bob's and 404 for any other, so A's admin could try company
+    names one by one and learn where else Bob works, what /t/<address>/admin/ told of his role
+    too. Every tenant the session did not come through now gets the same answer."""
+    from tests.factories import TenantFactory
+
+    stranger = TenantFactory(name="Tenant C", slug="tenant-c")
+    pages = ("tenant_home", "admin_home", "outbox")
+    slugs = (tenant_b.slug, stranger.slug, "no-such-tenant")
+
+    answers = {
+        (page, slug): impostor.get(reverse(page, args=[slug])) for page in pages for slug in slugs
+    }
+
+    assert {key: r.status_code for key, r in answers.items()} == {key: 403 for key in answers}
+    refusal = "signed in through another tenant&#x27;s single sign-on"
+    assert all(refusal in r.content.decode() for r in answers.values())
+    assert all(tenant_b.name not in r.content.decode() for r in answers.values())
+
+
+def test_the_impostor_cannot_tell_the_persons_tenants_that_require_their_own_provider(
+    impostor, tenant_b, member_of, provider
+):
+    """A tenant whose members must come through its own provider sends the session there: a
+    tenant of Bob's and a tenant of strangers alike, a page or a post."""
+    from tests.factories import TenantFactory
+
+    stranger = TenantFactory(name="Tenant C", slug="tenant-c")
+    for tenant in (tenant_b, stranger):
+        oidc_signin.sso_settings_save(
+            tenant=tenant,
+            actor=member_of(tenant, "admin").user,
+            enabled=True,
+            issuer=provider.issuer,
+            client_id=CLIENT,
+            client_secret="client-secret-at-the-provider",
+            password_signin_allowed=False,
+            domains=["globex.test"],
+            jit_role="",
+        )
+
+    got = {}
+    for tenant in (tenant_b, stranger):
+        page = impostor.get(reverse("outbox", args=[tenant.slug]))
+        posted = impostor.post(reverse("my_away", args=[tenant.slug]), {"away": "1"})
+        got[tenant.slug] = (page.status_code, page["Location"].split("?")[0], posted.status_code)
+
+    assert got == {
+        tenant.slug: (302, reverse("sso_start", args=[tenant.slug]), 403)
+        for tenant in (tenant_b, stranger)
+    }
+    assert not Membership.objects.filter(tenant=tenant_b, is_away=True).exists()
+
+
+def test_a_session_planted_by_the_impostor_gains_nothing_from_the_persons_own_provider(
+    impostor, bob, tenant_b, member_of
+):
+    """Found by an outside probe: A's admin, signed in as Bob through A's provider, plants that
+    session's cookie in Bob's browser. Bob, sent to tenant B, signs in through B's own provider;
+    the callback added B to the session in place, under the key A's admin still held, and A's
+    admin then opened B as B's admin. A session whose reach grows now gets a new key, as it does
+    when it proves a second factor."""
+    b_provider = Provider()
+    try:
+        provider_of(tenant_b, member_of, b_provider, domains=["globex.test"])
+        planted = impostor.session.session_key
+        browser = Client()
+        browser.cookies[settings.SESSION_COOKIE_NAME] = planted
+        flow = start(browser, tenant_b)
+        b_provider.id_token = b_provider.sign(flow["nonce"], sub="bob-at-b", email=bob.email)
+        back = browser.get(reverse("sso_callback"), {"state": flow["state"], "code": "c0de"})
+    finally:
+        b_provider.server.shutdown()
+
+    home_b = reverse("tenant_home", args=[tenant_b.slug])
+    assert back.status_code == 302
+    assert browser.session.session_key != planted
+    assert browser.get(home_b).status_code == 200
+    assert impostor.get(home_b).status_code == 302  # to the sign-in: its key is gone
+    assert not Session.objects.filter(session_key=planted).exists()
+    assert UserSession.objects.filter(user=bob, session_key=browser.session.session_key).exists()
 
 
 def test_with_his_password_the_person_still_manages_his_sessions(bob, password, bobs_own_session):
