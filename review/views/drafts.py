@@ -256,9 +256,12 @@ def _edit_conflict(
     form.is_valid()
     form.add_error(
         None,
-        f"{conflict.message} Nothing was saved. What changed since version "
-        f"{conflict.base_version} is shown above and your text is kept below: bring in what you "
-        f"need, then save again.",
+        f"{conflict.message} "
+        + _(
+            "Nothing was saved. What changed since version %(base)s is shown above and your "
+            "text is kept below: bring in what you need, then save again."
+        )
+        % {"base": conflict.base_version},
     )
     return _edit_page(
         request,

@@ -116,6 +116,38 @@ def test_after_a_conflict_saving_again_is_based_on_the_version_shown(
     assert event.data["base_version"] == 2
 
 
+def test_the_conflict_is_told_whole_in_the_persons_language(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """The refusal's second half was an English f-string beside the translated first half."""
+    admin_a.user.language = "de"
+    admin_a.user.save(update_fields=["language"])
+    draft = make_draft(mailbox_a, text="We refunded your order today.")
+    first = draft.versions.get()
+    services.draft_add_version(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        to=list(first.to),
+        cc=[],
+        bcc=[],
+        subject=first.subject,
+        text="Someone else's text.",
+        html="",
+        actor_user=admin_a.user,
+        base_version=1,
+    )
+    client = signed_in(admin_a.user)
+
+    conflict = client.post(
+        reverse("draft_edit", args=[tenant_a.slug, draft.pk]), edit_data(first, text="Mine.")
+    )
+
+    body = conflict.content.decode()
+    assert conflict.status_code == 409
+    assert "Nichts wurde gespeichert. Was sich seit Version 1 geändert hat" in body
+    assert "Nothing was saved" not in body
+
+
 def test_a_browser_edit_with_crlf_line_endings_shows_only_the_changed_word(
     tenant_a, mailbox_a, make_draft, admin_a, signed_in
 ):
