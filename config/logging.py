@@ -13,6 +13,16 @@ _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"me
 _SENSITIVE = ("secret", "password", "api_key", "token", "authorization", "body", "text", "html")
 
 
+def _masked(key: str) -> bool:
+    """Whether a field's value is hidden. An id names a row and is never the secret itself: the
+    operator needs ``token_id`` (which agent hit its rate limit) and ``secret_id`` (which webhook
+    secret cannot be opened) to act on a line, and these were masked with the secrets."""
+    name = key.lower()
+    if name.endswith(("_id", "_ids")):
+        return False
+    return any(word in name for word in _SENSITIVE)
+
+
 class KeyValueFormatter(logging.Formatter):
     def __init__(self, *, json_lines: bool = False):
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -20,7 +30,7 @@ class KeyValueFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         fields = {
-            key: ("[redacted]" if any(word in key.lower() for word in _SENSITIVE) else value)
+            key: ("[redacted]" if _masked(key) else value)
             for key, value in record.__dict__.items()
             if key not in _STANDARD and not key.startswith("_")
         }

@@ -147,6 +147,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "tenants.middleware.UserPreferencesMiddleware",
+    # Cache-Control: no-store on every page served to a signed-in person (tenants.private_pages).
+    "tenants.private_pages.PrivatePagesMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
@@ -231,6 +233,8 @@ AUTH_USER_MODEL = "tenants.User"
 AUTHENTICATION_BACKENDS = [
     # Axes first, so a locked-out attempt is refused before any password hash is computed.
     "axes.backends.AxesStandaloneBackend",
+    # Then a client's budget of failed sign-ins across addresses (tenants.signin_throttle).
+    "tenants.signin_throttle.ClientBudgetBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 PASSWORD_HASHERS = [
@@ -254,12 +258,15 @@ LOGOUT_REDIRECT_URL = "login"
 
 # Login throttling: lock the (username, IP) pair, so one address cannot lock every account out and
 # a stranger cannot lock a user out from elsewhere.
-AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
-AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15))
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, low=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, low=1))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_USERNAME_FORM_FIELD = "username"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "tenants/locked_out.html"
+# A client that fails on this many accounts (addresses) within a minute is refused before any
+# password is hashed, whatever address it types next (tenants.signin_throttle).
+SIGNIN_FAILED_ACCOUNTS_PER_MINUTE = env_int("SIGNIN_FAILED_ACCOUNTS_PER_MINUTE", 30, low=1)
 # How many reverse proxies that append to X-Forwarded-For stand in front (0: clients connect
 # directly). The throttle, the sessions page and sign-in audit rows then see each client's own
 # address, not the proxy's (tenants.signin_audit.request_client_ip). AXES_PROXY_COUNT is its old
@@ -297,7 +304,7 @@ CSRF_COOKIE_SECURE = PRODUCTION
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = True  # htmx takes the token from the page (hx-headers), not the cookie
 SESSION_COOKIE_SAMESITE = "Lax"
-SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 8 * 3600)
+SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 8 * 3600, low=60)
 SESSION_COOKIE_NAME = "__Host-cs_session" if PRODUCTION else "cs_session"
 CSRF_COOKIE_NAME = "__Host-cs_csrf" if PRODUCTION else "cs_csrf"
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
@@ -333,7 +340,7 @@ AGENTMAIL_READ_TIMEOUT = env_float("AGENTMAIL_READ_TIMEOUT", 15, low=0.001)
 AGENTMAIL_POOL_TIMEOUT = env_float("AGENTMAIL_POOL_TIMEOUT", 5, low=0.001)
 # Reconciling by label lists an inbox's messages since the first attempt when the labelled query
 # finds nothing: that many pages (of up to 100, the API's cap) and seconds at most.
-AGENTMAIL_LOOKUP_PAGE_SIZE = env_int("AGENTMAIL_LOOKUP_PAGE_SIZE", 100)
+AGENTMAIL_LOOKUP_PAGE_SIZE = env_int("AGENTMAIL_LOOKUP_PAGE_SIZE", 100, low=1, high=100)
 AGENTMAIL_LOOKUP_SCAN_PAGES = env_int("AGENTMAIL_LOOKUP_SCAN_PAGES", 20)
 AGENTMAIL_LOOKUP_SCAN_SECONDS = env_float("AGENTMAIL_LOOKUP_SCAN_SECONDS", 30)
 # The webhook backfill (webhooks.services.backfill): sends accepted this long ago with no delivery
@@ -351,10 +358,10 @@ WEBHOOK_APPLY_WAKE = env_bool("WEBHOOK_APPLY_WAKE", True)
 PUBLIC_BASE_URL = required("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
 
 # Agent API: requests per token per minute (429 with Retry-After beyond it).
-API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 120)
+API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 120, low=1)
 # The MCP server (/mcp/, config.asgi) runs tool calls in this many threads per process: each holds
 # at most one database connection.
-MCP_THREADS = env_int("MCP_THREADS", 4)
+MCP_THREADS = env_int("MCP_THREADS", 4, low=1, high=256)
 # The cache holds rendered previews (a PDF's first page), shared through the database in
 # production (`manage.py createcachetable` once per deployment); development keeps it per process.
 # The API rate limit is not in it: it is counted exactly in its own table (intents.ApiRateWindow).
@@ -371,9 +378,11 @@ CACHES = {
 # 3 MiB of files per draft is 4 MiB of base64, which leaves room for the bodies. Lower, never
 # raise past that. The blob store names where the bytes live (the database by default).
 ATTACHMENT_BLOB_STORE = env("ATTACHMENT_BLOB_STORE", "intents.blobs.DatabaseBlobStore")
-ATTACHMENT_MAX_FILE_BYTES = env_int("ATTACHMENT_MAX_FILE_BYTES", 2 * 1024 * 1024)
-ATTACHMENT_MAX_DRAFT_BYTES = env_int("ATTACHMENT_MAX_DRAFT_BYTES", 3 * 1024 * 1024)
-ATTACHMENT_MAX_FILES = env_int("ATTACHMENT_MAX_FILES", 10)
+ATTACHMENT_MAX_FILE_BYTES = env_int("ATTACHMENT_MAX_FILE_BYTES", 2 * 1024 * 1024, low=1)
+ATTACHMENT_MAX_DRAFT_BYTES = env_int(
+    "ATTACHMENT_MAX_DRAFT_BYTES", 3 * 1024 * 1024, low=1, high=3 * 1024 * 1024
+)
+ATTACHMENT_MAX_FILES = env_int("ATTACHMENT_MAX_FILES", 10, low=0)
 # The agent API takes attachments as base64 in JSON (agent_api.auth.MAX_BODY_BYTES); Django's
 # own cap on a request body (2.5 MB by default) must leave room for them.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024 + ATTACHMENT_MAX_DRAFT_BYTES * 4 // 3 * 78 // 76 + 1024
@@ -407,22 +416,24 @@ SEND_BURST_PER_KEY = env_float("SEND_BURST_PER_KEY", 20, low=1)
 # each time one comes back it waits up to a switch interval for a thread that is computing (a
 # broadcast's fan-out in the sweep thread), once per round trip. At 5 ms a reply's p95 grew 3.7-4.9x
 # during a fan-out, at 0.2 ms 1.2-1.4x (BENCHMARKS.md, broadcasts).
-WORKER_SWITCH_INTERVAL_SECONDS = env_float("WORKER_SWITCH_INTERVAL_SECONDS", 0.0002)
-SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 15)
+WORKER_SWITCH_INTERVAL_SECONDS = env_float("WORKER_SWITCH_INTERVAL_SECONDS", 0.0002, low=1e-6)
+SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 15, low=1)
 # After this many consecutive failures on one AgentMail key, pause it for the cooldown, then let a
 # single probe through.
-SEND_CIRCUIT_FAILURES = env_int("SEND_CIRCUIT_FAILURES", 5)
-SEND_CIRCUIT_COOLDOWN_SECONDS = env_float("SEND_CIRCUIT_COOLDOWN_SECONDS", 30)
+SEND_CIRCUIT_FAILURES = env_int("SEND_CIRCUIT_FAILURES", 5, low=1)
+SEND_CIRCUIT_COOLDOWN_SECONDS = env_float("SEND_CIRCUIT_COOLDOWN_SECONDS", 30, low=0)
 # Broadcasts (issue 19): the default pace of one broadcast's sends, and the share of the mailbox
 # key's rate a broadcast may use at most, so replies from the same mailbox keep the rest.
-BROADCAST_RATE_PER_SECOND = env_float("BROADCAST_RATE_PER_SECOND", 2)
-BROADCAST_KEY_SHARE = env_float("BROADCAST_KEY_SHARE", 0.5)
-BROADCAST_MAX_RECIPIENTS = env_int("BROADCAST_MAX_RECIPIENTS", 10_000)
+BROADCAST_RATE_PER_SECOND = env_float("BROADCAST_RATE_PER_SECOND", 2, low=0.001)
+BROADCAST_KEY_SHARE = env_float("BROADCAST_KEY_SHARE", 0.5, low=0.001, high=1)
+BROADCAST_MAX_RECIPIENTS = env_int("BROADCAST_MAX_RECIPIENTS", 10_000, low=1)
 # Pages of 200 with a 0.1 s pause: a 10,000-recipient fan-out takes about 5 s longer, and replies
 # approved meanwhile stayed within 2x their idle latency on two cores (BENCHMARKS.md, broadcasts).
-BROADCAST_FANOUT_PAGE = env_int("BROADCAST_FANOUT_PAGE", 200)
+BROADCAST_FANOUT_PAGE = env_int("BROADCAST_FANOUT_PAGE", 200, low=1, high=10_000)
 # A pause between fan-out pages (seconds), so a huge fan-out leaves the database to others.
-BROADCAST_FANOUT_PAGE_PAUSE_SECONDS = env_float("BROADCAST_FANOUT_PAGE_PAUSE_SECONDS", 0.1)
+BROADCAST_FANOUT_PAGE_PAUSE_SECONDS = env_float(
+    "BROADCAST_FANOUT_PAGE_PAUSE_SECONDS", 0.1, low=0, high=60
+)
 
 # Agent events (intents.events): signed deliveries to the URLs tenant admins register.
 # Private, loopback and shared (CGNAT) addresses are refused after DNS resolution unless this is
@@ -469,16 +480,21 @@ if not AGENT_EVENTS_RETRY_DELAYS or any(
 Q_CLUSTER: dict[str, Any] = {
     "name": "countersign",
     "orm": "default",
-    "workers": env_int("Q_WORKERS", 2),
-    "timeout": env_int("Q_TIMEOUT", 120),
+    "workers": env_int("Q_WORKERS", 2, low=1),
+    "timeout": env_int("Q_TIMEOUT", 120, low=1),
     "retry": env_int("Q_RETRY", 180),
-    "max_attempts": env_int("Q_MAX_ATTEMPTS", 3),
+    "max_attempts": env_int("Q_MAX_ATTEMPTS", 3, low=1),
     "poll": env_float("Q_POLL", 0.2, low=0.01),
     "save_limit": 1000,
     "ack_failures": True,
     "catch_up": False,
     "label": "Tasks",
 }
+if Q_CLUSTER["retry"] <= Q_CLUSTER["timeout"]:
+    # django-q2 only warns: a task still running at Q_RETRY is handed to a second worker.
+    raise ImproperlyConfigured(
+        f"Q_RETRY must be more than Q_TIMEOUT ({Q_CLUSTER['timeout']}), got {Q_CLUSTER['retry']}"
+    )
 if _redis_url := env("Q_REDIS_URL"):
     # redis-py waits for a partitioned broker as long as the kernel retries TCP (minutes): bound
     # every call, so an approval's wake-up costs seconds and the sweep sends without the queue.

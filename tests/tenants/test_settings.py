@@ -86,6 +86,19 @@ def test_check_deploy_is_clean_in_production():
         ("Q_POLL", "nan", "Q_POLL must be a finite number"),
         ("LOG_LEVEL", "LOUD", "LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL"),
         ("SECRET_ENCRYPTION_KEYS", "garbage", "each SECRET_ENCRYPTION_KEYS entry must be"),
+        # Found by an outside probe (the operator): these were taken as given. A fan-out page of
+        # 0 marked an approved broadcast "completed" with nothing sent (the sandbox got none).
+        ("BROADCAST_FANOUT_PAGE", "0", "BROADCAST_FANOUT_PAGE must be at least 1"),
+        ("BROADCAST_FANOUT_PAGE_PAUSE_SECONDS", "-1", "_PAUSE_SECONDS must be at least 0"),
+        ("BROADCAST_KEY_SHARE", "2", "BROADCAST_KEY_SHARE must be at least 0.001 and at most 1"),
+        # 0: every agent request was a 429; 0 threads: every MCP tool call failed.
+        ("API_RATE_LIMIT_PER_MINUTE", "0", "API_RATE_LIMIT_PER_MINUTE must be at least 1"),
+        ("MCP_THREADS", "0", "MCP_THREADS must be at least 1"),
+        # Past 3 MiB of files a send exceeds AgentMail's 6 MB: refused after the approval.
+        ("ATTACHMENT_MAX_DRAFT_BYTES", "8388608", "ATTACHMENT_MAX_DRAFT_BYTES must be at least"),
+        # 0 minutes: axes forgot every failure at once, so the sign-in throttle never locked.
+        ("AXES_COOLOFF_MINUTES", "0", "AXES_COOLOFF_MINUTES must be at least 1"),
+        ("Q_RETRY", "60", "Q_RETRY must be more than Q_TIMEOUT (120), got 60"),
     ],
 )
 def test_a_setting_out_of_its_range_stops_the_start_naming_it(variable, value, said):
