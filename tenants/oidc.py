@@ -4,8 +4,8 @@ PKCE, state and nonce), the code exchange and the ID token's checks.
 Per tenant, so not a settings-based library: httpx for the three HTTP calls, PyJWT for the token
 (signature against the issuer's JWKS, ``iss``, ``aud``, ``exp``, ``iat``, ``nonce``). Only
 asymmetric algorithms are accepted: an unsigned token (``alg: none``) or one "signed" with the
-client secret as an HMAC key is refused. Nothing here touches the database; callers run it
-outside any transaction.
+client secret as an HMAC key is refused. Nothing here touches the database but Django's cache
+(the discovery document, ``discover``); callers run it outside any transaction.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 import jwt
 from django.conf import settings
+from django.core.cache import cache
 from django.utils.translation import gettext as _
 
 from common.egress import EgressRefused, PinnedTransport, literal_address, validate_url
@@ -32,6 +33,9 @@ LEEWAY_SECONDS = 60
 TIMEOUT = httpx.Timeout(10.0, connect=5.0)
 # The whole of one call, however slowly the provider answers: a person is waiting on the page.
 DEADLINE_SECONDS = 15.0
+# How long a provider's discovery document is kept, and a failure to get it (``discover``).
+DISCOVERY_CACHE_SECONDS = 300
+DISCOVERY_FAILURE_CACHE_SECONDS = 10
 
 
 class OidcError(Exception):
@@ -126,12 +130,40 @@ def checked_url(url: str) -> str:
 
 
 def discover(issuer: str) -> Provider:
-    """The provider's endpoints from its discovery document, whose issuer must be ``issuer``."""
+    """The provider's endpoints from its discovery document, whose issuer must be ``issuer``.
+
+    Kept in the cache for ``DISCOVERY_CACHE_SECONDS``, and a failure for
+    ``DISCOVERY_FAILURE_CACHE_SECONDS``: /sso/start/<slug>/ needs no session, and an outside
+    probe found that every visit made the server call the tenant's provider, holding a web
+    worker up to ``DEADLINE_SECONDS`` when it is slow or down. The addresses are checked against
+    the rule of the moment on every use, cached or not."""
     url = issuer.rstrip("/") + "/.well-known/openid-configuration"
     try:
         checked_url(url)  # the issuer was checked when typed; the rule may have tightened since
     except EgressRefused as refused:
         raise _address_refused(refused) from None
+    key = "oidc:discovery:" + hashlib.sha256(issuer.encode()).hexdigest()
+    kept = cache.get(key)
+    if isinstance(kept, tuple) and len(kept) == 2:
+        raise OidcError(*kept)
+    try:
+        provider = kept if isinstance(kept, Provider) else _discovered(issuer, url)
+        try:
+            checked_url(provider.authorization_endpoint)
+            checked_url(provider.token_endpoint)
+            checked_url(provider.jwks_uri)
+        except EgressRefused as refused:
+            raise _address_refused(refused) from None
+    except OidcError as error:
+        cache.set(key, (error.code, error.message), DISCOVERY_FAILURE_CACHE_SECONDS)
+        raise
+    if not isinstance(kept, Provider):
+        cache.set(key, provider, DISCOVERY_CACHE_SECONDS)
+    return provider
+
+
+def _discovered(issuer: str, url: str) -> Provider:
+    """The discovery document at ``url``, fetched."""
     with _client() as client:
         # Translators: fills %(what)s in "The identity provider's %(what)s did not answer."
         meta = _get_json(client, url, _("discovery document"))
@@ -148,12 +180,6 @@ def discover(issuer: str) -> Provider:
         raise OidcError(
             "provider_invalid", _("The identity provider's discovery is incomplete.")
         ) from None
-    try:
-        checked_url(provider.authorization_endpoint)
-        checked_url(provider.token_endpoint)
-        checked_url(provider.jwks_uri)
-    except EgressRefused as refused:
-        raise _address_refused(refused) from None
     return provider
 
 

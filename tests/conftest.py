@@ -107,6 +107,17 @@ def _trim_flush_signals():
 
 
 @pytest.fixture(autouse=True)
+def empty_cache():
+    """Each test starts with an empty cache (the process's own, outside production): what one
+    test kept (an identity provider's discovery document under an issuer whose port the next
+    test's provider may be given, a rendered preview) is not another test's."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
+@pytest.fixture(autouse=True)
 def no_process_outlives_its_test():
     """Processes started through ``tests.servers.started`` (the sending workers) end with their
     test, even when it failed before stopping them."""

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+from django.core.cache import cache
 from django.urls import reverse
 
 from common.egress import EgressRefused
@@ -296,3 +297,29 @@ def test_a_tenant_address_that_is_no_slug_names_no_tenant(client, typed):
 
     assert response.status_code == 404
     assert "No tenant with that address uses single sign-on." in response.content.decode()
+
+
+def test_sign_in_pages_visited_again_and_again_ask_the_provider_once(
+    client, provider, alice, tenant_a
+):
+    """Found by an outside probe: /sso/start/<slug>/ needs no session, and every visit made the
+    server fetch the provider's discovery document (up to 15 s of a web worker when the provider
+    is slow or down). It is kept for a while, and so is a failure to get it."""
+    for _ in range(5):
+        assert client.get(reverse("sso_start", args=[tenant_a.slug])).status_code == 302
+    assert provider.gets == ["/.well-known/openid-configuration"]
+
+
+def test_a_provider_that_does_not_answer_is_asked_again_only_after_a_pause(
+    client, provider, alice, tenant_a
+):
+    provider.discovery_overrides = {"issuer": "https://somebody-else.test"}
+    url = reverse("sso_start", args=[tenant_a.slug])
+    answers = [client.get(url).status_code for _ in range(4)]
+    assert answers == [502] * 4
+    assert provider.gets == ["/.well-known/openid-configuration"]
+
+    cache.clear()  # the pause (DISCOVERY_FAILURE_CACHE_SECONDS) is over
+    provider.discovery_overrides = {}
+    assert client.get(url).status_code == 302
+    assert len(provider.gets) == 2
