@@ -290,7 +290,10 @@ def draft_reopen(*, tenant, draft_id, actor, reason) -> Draft:
     tenant = active_tenant(tenant)
     reason = clean_reason(reason, required=True)
     with transaction.atomic():
-        draft = lock_draft(tenant, draft_id)
+        # FOR NO KEY UPDATE, then the send's row (as intent_undo): a cancel or a sweep holding
+        # that row checks, as it commits, the draft its journal row names (a KEY SHARE lock),
+        # which FOR UPDATE would block while this waits for the row: a deadlock.
+        draft = lock_draft(tenant, draft_id, no_key=True)
         require_decider(tenant, actor, draft.mailbox)
         _require_approved(draft)
         intent = _lock_reopenable_intent(tenant, draft)

@@ -61,15 +61,16 @@ def tenant_mailbox(tenant, mailbox) -> Mailbox:
     return found
 
 
-def lock_in_tenant(model, tenant, pk, missing: str):
+def lock_in_tenant(model, tenant, pk, missing: str, *, no_key: bool = False):
     """Lock one row of the tenant; another tenant's id and a missing or malformed one give the
-    same NotFound."""
+    same NotFound. ``no_key``: FOR NO KEY UPDATE, which a transaction whose new rows name this
+    one (a KEY SHARE lock, taken as it commits) does not wait for."""
     try:
         pk = int(pk)
     except (TypeError, ValueError):
         raise errors.NotFound("not_found", missing) from None
     row = (
-        model.objects.select_for_update(of=("self",))
+        model.objects.select_for_update(of=("self",), no_key=no_key)
         .select_related("mailbox")
         .filter(tenant=tenant, pk=pk)
         .first()
@@ -79,8 +80,8 @@ def lock_in_tenant(model, tenant, pk, missing: str):
     return row
 
 
-def lock_draft(tenant, draft_id) -> Draft:
-    return lock_in_tenant(Draft, tenant, draft_id, "No such draft.")
+def lock_draft(tenant, draft_id, *, no_key: bool = False) -> Draft:
+    return lock_in_tenant(Draft, tenant, draft_id, "No such draft.", no_key=no_key)
 
 
 def require_pending(draft: Draft) -> None:
@@ -121,6 +122,26 @@ def clean_reason(reason, *, required: bool) -> str:
 
 def lock_intent(tenant, intent_id) -> SendIntent:
     return lock_in_tenant(SendIntent, tenant, intent_id, "No such send.")
+
+
+def lock_draft_of_intent(tenant, intent_id) -> None:
+    """Lock the draft of a reply's send (none for a broadcast's), before the send itself: the
+    order ``draft_reopen`` and ``intent_undo`` lock in. FOR NO KEY UPDATE: an approval of the
+    draft (FOR UPDATE) and this wait for each other; a worker whose journal row names the draft
+    (a KEY SHARE lock) waits for neither."""
+    try:
+        pk = int(intent_id)
+    except (TypeError, ValueError):
+        return  # lock_intent answers NotFound
+    draft_id = (
+        SendIntent.objects.filter(tenant=tenant, pk=pk).values_list("draft_id", flat=True).first()
+    )
+    if draft_id is not None:
+        list(
+            Draft.objects.select_for_update(no_key=True)
+            .filter(tenant=tenant, pk=draft_id)
+            .values_list("pk", flat=True)
+        )
 
 
 def require_decider(tenant, actor, mailbox) -> None:

@@ -18,6 +18,7 @@ from intents.services.common import (
     active_tenant,
     clean_reason,
     enqueue_execution,
+    lock_draft_of_intent,
     lock_intent,
     require_decider,
 )
@@ -92,6 +93,10 @@ def intent_resolve_accepted(
         )
     evidence = clean_reason(evidence, required=True)
     with transaction.atomic():
+        # The draft's lock first: a new approval of the reopened draft at this moment either
+        # committed (and is the newer send refused below) or waits and finds this one accepted.
+        # Without it, each missed the other's uncommitted row and the reply went out twice.
+        lock_draft_of_intent(tenant, intent_id)
         intent = lock_intent(tenant, intent_id)
         require_decider(tenant, actor, intent.mailbox)
         if intent.state != SendIntent.State.NEEDS_ATTENTION:

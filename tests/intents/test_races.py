@@ -365,3 +365,142 @@ def test_pause_cancel_and_resume_racing_senders_end_cancelled_and_send_nothing_m
     assert len(_ledger_of(live, b)) == sent_before
     states = set(SendIntent.objects.filter(broadcast=b).values_list("state", flat=True))
     assert states <= {"accepted", "cancelled", "blocked"}, states
+
+
+# --- an earlier send proven sent, and a new approval of the reopened draft, at the same moment ------
+
+
+def _reopened_after_a_lost_answer(live, reviewer):
+    """A send that went out (the sandbox holds it) whose answer was lost (needs attention), its
+    draft reopened by ``reviewer``: what a second reviewer may approve again. Returns the earlier
+    send, the provider's record of it and the new version's approve arguments."""
+    earlier = live.approved()
+    drain_sends()
+    [sent] = live.sandbox.ledger(idempotency_key=earlier.idempotency_key)
+    # Data setup: the worker's answer was lost and the window passed without proof.
+    SendIntent.objects.filter(pk=earlier.pk).update(state="needs_attention", provider_message_id="")
+    services.draft_reopen(tenant=live.tenant, draft_id=earlier.draft_id, actor=reviewer, reason="r")
+    current = DraftVersion.objects.filter(draft_id=earlier.draft_id).order_by("-number").first()
+    approve = {
+        "tenant": live.tenant,
+        "draft_id": earlier.draft_id,
+        "version": current.number,
+        "content_hash": current.content_hash,
+    }
+    return earlier, sent, approve
+
+
+def _sent_for_draft(live, draft_id) -> list:
+    keys = SendIntent.objects.filter(draft_id=draft_id).values_list("idempotency_key", flat=True)
+    return [s for key in keys for s in live.sandbox.ledger(idempotency_key=key)]
+
+
+def _in_thread(fn, outcome: list) -> threading.Thread:
+    def run() -> None:
+        try:
+            outcome.append(fn())
+        except Exception as exc:
+            outcome.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_a_send_marked_sent_while_its_reopened_draft_is_approved_again_goes_out_once(
+    live, member_of
+):
+    """Found by an outside probe: the approval found no accepted send (the mark was not
+    committed) and the mark found no newer send (the approval was not committed): both
+    committed, and the reply went out a second time. They now meet on the draft's lock."""
+    second = member_of(live.tenant, "approver").user
+    earlier, sent, approve = _reopened_after_a_lost_answer(live, live.approver)
+    approval: list = []
+
+    with transaction.atomic():
+        # The reviewer's evidence is being recorded; the colleague's approval arrives.
+        services.intent_resolve_accepted(
+            tenant=live.tenant,
+            intent_id=earlier.pk,
+            actor=live.approver,
+            provider_message_id=sent["message_id"],
+            evidence="The customer quoted our reply.",
+        )
+        approving = _in_thread(lambda: services.draft_approve(**approve, actor=second), approval)
+        blocked_on_a_lock()
+    approving.join(30)
+    drain_sends()
+
+    assert [type(r) for r in approval] == [errors.NotPending]
+    assert approval[0].code == "already_sent"
+    assert len(_sent_for_draft(live, earlier.draft_id)) == 1
+
+
+def test_an_approval_of_a_reopened_draft_while_its_earlier_send_is_marked_sent_goes_out_once(
+    live, member_of
+):
+    second = member_of(live.tenant, "approver").user
+    earlier, sent, approve = _reopened_after_a_lost_answer(live, live.approver)
+    marking: list = []
+
+    def mark_sent():
+        return services.intent_resolve_accepted(
+            tenant=live.tenant,
+            intent_id=earlier.pk,
+            actor=live.approver,
+            provider_message_id=sent["message_id"],
+            evidence="The customer quoted our reply.",
+        )
+
+    with transaction.atomic():
+        newer = services.draft_approve(**approve, actor=second)
+        resolving = _in_thread(mark_sent, marking)
+        blocked_on_a_lock()
+    resolving.join(30)
+
+    assert [type(r) for r in marking] == [errors.IntentError]
+    assert marking[0].code == "superseded"
+    # What the refusal says to do when the earlier send went out: cancel the newer one first.
+    services.intent_cancel(tenant=live.tenant, intent_id=newer.pk, actor=live.approver)
+    assert mark_sent().state == "accepted"
+    drain_sends()
+    assert len(_sent_for_draft(live, earlier.draft_id)) == 1
+
+
+def test_a_cancel_and_a_reopen_of_the_same_send_at_once_do_not_deadlock(
+    tenant_a, new_draft, approver, member_of
+):
+    """Found by an outside probe: the cancel holds the send's row and, committing, checks its
+    journal row's draft (a KEY SHARE lock); the reopen held the draft FOR UPDATE and waited for
+    the send's row. PostgreSQL killed one of them (a 500). The reopen now takes the draft FOR NO
+    KEY UPDATE, as the undo does: the cancel commits, then the reopen goes on."""
+    colleague = member_of(tenant_a, "approver").user
+    draft = new_draft()
+    intent = services.draft_approve(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=draft.versions.get().content_hash,
+        actor=approver,
+    )
+    SendIntent.objects.filter(pk=intent.pk).update(state="needs_attention")
+    reopening: list = []
+
+    with transaction.atomic():
+        services.intent_cancel(tenant=tenant_a, intent_id=intent.pk, actor=approver, reason="x")
+        reopen = _in_thread(
+            lambda: services.draft_reopen(
+                tenant=tenant_a, draft_id=draft.pk, actor=colleague, reason="send it again"
+            ),
+            reopening,
+        )
+        assert blocked_on_a_lock(), "the reopen did not wait for the cancel"
+    reopen.join(30)
+
+    assert [type(r) for r in reopening] == [Draft]
+    draft.refresh_from_db()
+    assert (draft.status, draft.current_version) == ("pending", 2)
+    intent.refresh_from_db()
+    assert intent.state == "cancelled"
