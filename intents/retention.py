@@ -97,6 +97,7 @@ def draft_bodies_purge(*, batch: int = 1000) -> int:
     if not rows:
         return 0
     with transaction.atomic():
+        rows = _still_decided(rows)
         purged = DraftVersion.objects.filter(
             id__in=[r[0] for r in rows], body_purged_at__isnull=True
         ).update(text="", html="", body_purged_at=Now())
@@ -109,6 +110,20 @@ def draft_bodies_purge(*, batch: int = 1000) -> int:
         _journal_purged(drafts, "draft.bodies_purged")
     log.info("intents.retention.bodies_purged", extra={"versions": purged, "drafts": len(drafts)})
     return purged
+
+
+def _still_decided(rows: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """The (version, tenant, draft) rows whose draft is, under its lock, still decided and
+    untouched since the cutoff. A person may have reopened it since the rows were read
+    (``draft_reopen`` locks the draft): a draft back in review keeps its versions and notes. A
+    draft another transaction holds is left for the next run."""
+    kept = set(
+        Draft.objects.select_for_update(skip_locked=True, of=("self",))
+        .filter(pk__in={draft_id for _, _, draft_id in rows}, updated_at__lt=_retention_cutoff())
+        .exclude(status=Draft.Status.PENDING)
+        .values_list("pk", flat=True)
+    )
+    return [row for row in rows if row[2] in kept]
 
 
 def attachment_bytes_purge(*, batch: int = 200) -> int:

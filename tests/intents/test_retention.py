@@ -1,19 +1,24 @@
+import threading
+import time
 from datetime import timedelta
 
 import pytest
+from django.db import connections, transaction
 from django.utils import timezone
 
-from intents import services, tasks
+from intents import errors, services, tasks
 from intents.models import (
     AgentEvent,
     AgentEventDelivery,
     Draft,
+    DraftNote,
     DraftVersion,
     IntentEvent,
     SendIntent,
 )
 from intents.retention import draft_bodies_purge
 from intents.services.event_endpoints import endpoint_create
+from tests.intents.helpers import blocked_on_a_lock
 
 pytestmark = pytest.mark.django_db
 
@@ -154,3 +159,72 @@ def test_finished_broadcasts_lose_their_bodies_and_values_past_retention(
     page = signed_in(approver).get(f"/t/{tenant_a.slug}/broadcasts/{old.pk}/")
     assert page.status_code == 200
     assert "each recipient" in page.content.decode() and "Dear Ana" not in page.content.decode()
+
+
+def _in_thread(fn, outcome: list) -> threading.Thread:
+    def run() -> None:
+        try:
+            outcome.append(fn())
+        except Exception as exc:
+            outcome.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _waiting_sessions() -> int:
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
+def _finished_or_waiting(thread: threading.Thread, timeout: float = 10.0) -> None:
+    """Until ``thread`` has finished or waits on a lock too (two sessions waiting)."""
+    deadline = time.monotonic() + timeout
+    while thread.is_alive() and _waiting_sessions() < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_draft_reopened_while_the_purge_runs_keeps_its_bodies_and_notes(
+    decided, tenant_a, member_of
+):
+    """Found by an outside probe: the purge read its rows, a person reopened one of their drafts,
+    and the purge then emptied the versions and deleted the notes of a draft back in review.
+    Now the purge re-checks each draft under its lock, and the reopen waits for it."""
+    draft = decided(days=200, approve=True, intent_state="failed")
+    reviewer = member_of(tenant_a, "approver").user
+    services.draft_note_add(
+        tenant=tenant_a, draft_id=draft.pk, author=reviewer, text="Resend once they confirm."
+    )
+    version = DraftVersion.objects.get(draft=draft)
+    purging, reopening = [], []
+
+    with transaction.atomic():
+        # Holding the version's row pauses the purge between reading its rows and writing them.
+        DraftVersion.objects.select_for_update().filter(pk=version.pk).get()
+        purge = _in_thread(draft_bodies_purge, purging)
+        assert blocked_on_a_lock(), "the purge did not reach its write"
+        reopen = _in_thread(
+            lambda: services.draft_reopen(
+                tenant=tenant_a, draft_id=draft.pk, actor=reviewer, reason="They confirmed."
+            ),
+            reopening,
+        )
+        _finished_or_waiting(reopen)
+    purge.join(30)
+    reopen.join(30)
+
+    assert purging == [1]
+    assert [type(r) for r in reopening] == [errors.DraftError]
+    assert reopening[0].code == "body_purged"
+    draft.refresh_from_db()
+    assert (draft.status, draft.current_version) == ("approved", 1)
+    assert not DraftNote.objects.filter(draft=draft).exists()
