@@ -141,10 +141,12 @@ def drafts_escalate_due(*, batch: int = 200, now: datetime | None = None) -> int
             .order_by("sla_due_at")[:batch]
         )
         # Locked: two sweeps escalating to a role must not both pick the same member. In id
-        # order, so that two sweeps whose batches span the same tenants cannot deadlock.
+        # order, so that two sweeps whose batches span the same tenants cannot deadlock. FOR NO
+        # KEY UPDATE: every row that names the tenant (a draft, a journal or audit row) takes a
+        # KEY SHARE lock on it as it is written, which FOR UPDATE would make wait for the sweep.
         tenants = {
             t.pk: t
-            for t in Tenant.objects.select_for_update(of=("self",))
+            for t in Tenant.objects.select_for_update(of=("self",), no_key=True)
             .select_related("escalate_to")
             .filter(pk__in={d.tenant_id for d in due})
             .order_by("pk")

@@ -226,3 +226,42 @@ def test_a_stale_row_is_not_warned_or_breached_twice(tenant_a, new_draft, escala
     assert deadlines._breach(tenant_a, stale, later) is True
     assert deadlines._breach(tenant_a, stale, later) is False
     assert _actions(draft) == ["draft.sla_warning", "draft.sla_breached", "draft.escalated"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_escalation_sweep_in_progress_does_not_hold_up_writes_that_name_the_tenant(
+    tenant_a, new_draft, escalation_member, member_of
+):
+    """The sweep locks the tenants of its batch (a role's round-robin); with FOR UPDATE every
+    row written meanwhile that names the tenant (an audit row, a draft, a journal row: a KEY
+    SHARE lock on it) waited for the sweep's commit."""
+    import threading
+
+    from django.db import connection, connections, transaction
+
+    from tenants.models import AuditEvent
+
+    _set(tenant_a, sla_minutes=1, escalate_to=escalation_member)
+    admin = member_of(tenant_a, "admin").user
+    new_draft()
+    Draft.objects.update(sla_due_at=timezone.now() - SECOND)
+    written: list[object] = []
+
+    def write_an_audit_row() -> None:
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL lock_timeout = '2s'")
+                AuditEvent.objects.create(tenant=tenant_a, actor=admin, action="test.written")
+            written.append("done")
+        except Exception as exc:  # the lock timeout of the old FOR UPDATE
+            written.append(exc)
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        assert deadlines.drafts_escalate_due() == 1  # its locks are held until this block ends
+        writer = threading.Thread(target=write_an_audit_row)
+        writer.start()
+        writer.join(10)
+    assert written == ["done"]
