@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_safe
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 # config/ is at both ends of the house (DESIGN.md): this module and config.metrics are its top,
@@ -20,13 +20,14 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from config.metrics import exposition
 
 
-@require_GET
+# GET or HEAD: load balancers probe with either, and a 405 reads as down.
+@require_safe
 @never_cache
 def healthz(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"status": "ok"})
 
 
-@require_GET
+@require_safe
 @never_cache
 def readyz(request: HttpRequest) -> HttpResponse:
     checks = {}

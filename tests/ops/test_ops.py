@@ -71,3 +71,12 @@ def test_metrics_takes_the_token_only_from_the_header_and_only_for_get(client, s
         backend="django.contrib.auth.backends.ModelBackend",
     )
     assert client.get("/metrics").status_code == 401
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+def test_a_load_balancer_probing_with_head_gets_the_status_without_a_body(client, path):
+    """Found by an outside probe: HEAD answered 405, which a load balancer reads as down."""
+    response = client.head(path)
+    assert response.status_code == 200
+    assert response.content == b""
+    assert client.post(path).status_code == 405
