@@ -120,6 +120,13 @@ def test_webhooks_backfill_of_no_tenant_is_a_command_error(db, slug, message):
     assert message in str(refused.value)
 
 
+def test_webhooks_backfill_of_a_suspended_tenant_says_it_asks_nothing(db, tenant_a):
+    """It did nothing and printed a report of zeros, as if the tenant had nothing missing."""
+    type(tenant_a).objects.filter(pk=tenant_a.pk).update(status="suspended")
+    with pytest.raises(CommandError, match="is suspended: the backfill asks nothing for it"):
+        call_command("webhooks_backfill", "--tenant", tenant_a.slug)
+
+
 @pytest.mark.parametrize("option", ["--tenants", "--api-url"])
 def test_demo_agent_refuses_text_that_is_no_text(db, option):
     with pytest.raises(CommandError, match="not UTF-8"):
