@@ -115,8 +115,12 @@ def draft_approve(request: TenantRequest, draft_id: int) -> HttpResponse:
             actor=request.user,
             messages_seen=form.cleaned_data["messages_seen"],
         )
-    except (errors.NoRight, errors.SecondApproverRequired) as error:
+    except errors.NoRight as error:
         raise PermissionDenied(error.message) from None
+    except errors.SecondApproverRequired as error:
+        # The page again with the reason (a colleague's version may have made this person the
+        # editor since the page was loaded), not a bare 403 page.
+        return _refusal(request, draft.pk, error=error, status=403)
     except errors.DraftError as error:
         log.info(
             "intents.ui.approve_refused",

@@ -165,3 +165,26 @@ def test_a_reopened_send_keeps_its_editor_from_approving_it_and_lets_the_reopene
     with pytest.raises(errors.SecondApproverRequired):
         _approve(four_eyes, draft, alice)
     assert _approve(four_eyes, draft, bob).state == SendIntent.State.QUEUED
+
+
+def test_an_approval_the_rule_refuses_shows_the_page_with_the_reason_not_a_bare_403(
+    four_eyes, mailbox_a, make_draft, member_of, signed_in
+):
+    """Found by the concurrent-reviewers probe: Bob's page offered Approve, then Alice's version
+    landed on top of Bob's edit; the click got Django's bare 403 page. It is the draft page
+    again, with why and what to do."""
+    alice, bob = (member_of(four_eyes, "approver").user for _ in range(2))
+    draft = make_draft(mailbox_a)
+    _revise(four_eyes, draft, "Full refund plus 100 EUR", actor_user=bob)
+    _revise(four_eyes, draft, "Full refund plus 100 EUR.", actor_user=alice)
+    version = draft.versions.get(number=draft.current_version)
+
+    refused = signed_in(bob).post(
+        reverse("draft_approve", args=[four_eyes.slug, draft.pk]),
+        {"version": version.number, "content_hash": version.content_hash, "messages_seen": ""},
+    )
+
+    assert refused.status_code == 403
+    assert refused.templates[0].name == "review/draft.html"
+    assert "another person" in refused.content.decode()
+    assert not SendIntent.objects.filter(draft=draft).exists()
