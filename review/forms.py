@@ -65,6 +65,11 @@ class QueueFilterForm(forms.Form):
         )
 
 
+def message_ids(value: str) -> frozenset[int]:
+    """The ids of a valid ``messages_seen`` field (MESSAGES_SEEN_RE)."""
+    return frozenset(int(n) for n in value.split(",")) if value else frozenset()
+
+
 class ApproveForm(forms.Form):
     version = forms.IntegerField(min_value=1)
     content_hash = forms.RegexField(regex=HASH_RE)
@@ -73,8 +78,15 @@ class ApproveForm(forms.Form):
     next = forms.BooleanField(required=False)
 
     def clean_messages_seen(self) -> frozenset[int]:
-        value = self.cleaned_data["messages_seen"]
-        return frozenset(int(n) for n in value.split(",")) if value else frozenset()
+        return message_ids(self.cleaned_data["messages_seen"])
+
+
+class ReleaseForm(forms.Form):
+    # The ids of the customer's messages the send's page showed, comma-separated (ApproveForm's).
+    messages_seen = forms.RegexField(regex=MESSAGES_SEEN_RE, required=False)
+
+    def clean_messages_seen(self) -> frozenset[int]:
+        return message_ids(self.cleaned_data["messages_seen"])
 
 
 def _addresses(value: str) -> list[str]:

@@ -259,11 +259,37 @@ def send_page_live(intent: SendIntent, deliveries) -> bool:
     return not recipients <= settled and timezone.now() - intent.updated_at < DELIVERY_WATCH
 
 
+def held_for_messages(*, tenant: Tenant, intent: SendIntent) -> list:
+    """The customer's messages a held send's release asks its page to have shown (those
+    ``intent_release`` checks: written in the thread after the draft), oldest first, as a
+    conversation reads; none for a send that is not held."""
+    draft = intent.draft
+    if intent.state != SendIntent.State.QUEUED or not intent.held_reason or draft is None:
+        return []
+    after_draft = customer_messages_after(
+        tenant=tenant,
+        mailbox=draft.mailbox_id,
+        thread_id=draft.thread_id,
+        after=draft.created_at,
+        answering=draft.in_reply_to,
+    )
+    # No newest beyond them (limit=0): those, and only those, are what the release is about.
+    return inbound_for_thread(
+        tenant=tenant,
+        mailbox=draft.mailbox_id,
+        thread_id=draft.thread_id,
+        limit=0,
+        also=after_draft,
+    )[::-1]
+
+
 def send_page(*, tenant: Tenant, membership: Membership, intent: SendIntent) -> dict:
-    """The send page's context: the send, its attempts, journal and deliveries, and what this
-    person may do with it."""
+    """The send page's context: the send, its attempts, journal and deliveries, what this
+    person may do with it, and for a held send the customer's messages that held it (their ids
+    carried by the release form: intent_release's messages_seen)."""
     deliveries = queries.intent_deliveries(tenant=tenant, intent=intent)
     can_decide = can_approve(membership=membership, mailbox=intent.mailbox)
+    held_for = held_for_messages(tenant=tenant, intent=intent)
     return {
         "intent": intent,
         "version": intent.draft_version,
@@ -277,6 +303,8 @@ def send_page(*, tenant: Tenant, membership: Membership, intent: SendIntent) -> 
             selectors.intents_that_may_have_gone_out(tenant=tenant, intent_ids=[intent.pk])
         ),
         "undo_seconds": undo_seconds_left(intent, db_now()),
+        "held_for": held_for,
+        "messages_seen": ",".join(str(m.pk) for m in held_for),
     }
 
 

@@ -4,12 +4,14 @@ release. The worker-side transitions live in ``intents/sending/``."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.functions import Greatest, Now
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from intents import errors
 from intents.journal import journal
@@ -23,6 +25,7 @@ from intents.services.common import (
     require_decider,
 )
 from intents.signals import message_ids_recorded
+from webhooks.selectors import customer_messages_after
 
 log = logging.getLogger("intents.services")
 
@@ -104,38 +107,7 @@ def intent_resolve_accepted(
                 "not_needs_attention",
                 _("Only a send that needs attention can be resolved by hand."),
             )
-        newer = (
-            SendIntent.objects.filter(draft_id=intent.draft_id, pk__gt=intent.pk)
-            .exclude(state__in=_ENDED_UNSENT)
-            .order_by("pk")
-            .first()
-            if intent.draft_id is not None
-            else None
-        )
-        if newer is not None:
-            # The draft was reopened and approved again: that send is queued or went out.
-            # Recording this one as sent too would leave two sends of one reply (the approval
-            # refuses a draft with an accepted send; the worker does not look again).
-            raise errors.IntentError(
-                "superseded",
-                _(
-                    "Send #%(newer)s of this draft came after this one and is %(state)s: cancel "
-                    "it first if this one went out."
-                )
-                % {"newer": newer.pk, "state": newer.get_state_display().lower()},
-            )
-        if (
-            SendIntent.objects.filter(tenant=tenant, provider_message_id=provider_message_id)
-            .exclude(pk=intent.pk)
-            .exists()
-        ):
-            # Delivery events find their send by this id: a second send with it would take
-            # the other's deliveries and bounces (or give it this one's).
-            raise errors.InvalidInput(
-                "message_id_taken",
-                _("Another send already has this message id; check which message proves this one."),
-                "provider_message_id",
-            )
+        _require_resolvable(tenant, intent, provider_message_id)
         SendIntent.objects.filter(pk=intent.pk, state=SendIntent.State.NEEDS_ATTENTION).update(
             state=SendIntent.State.ACCEPTED,
             provider_message_id=provider_message_id,
@@ -159,6 +131,43 @@ def intent_resolve_accepted(
         transaction.on_commit(lambda: apply_deferred_events([(tenant_id, provider_message_id)]))
     intent.refresh_from_db()
     return intent
+
+
+def _require_resolvable(tenant, intent: SendIntent, provider_message_id: str) -> None:
+    """Refuse marking ``intent`` sent when a later send of its draft is queued or went out, or
+    when another send already has ``provider_message_id`` (under the caller's locks)."""
+    newer = (
+        SendIntent.objects.filter(draft_id=intent.draft_id, pk__gt=intent.pk)
+        .exclude(state__in=_ENDED_UNSENT)
+        .order_by("pk")
+        .first()
+        if intent.draft_id is not None
+        else None
+    )
+    if newer is not None:
+        # The draft was reopened and approved again: that send is queued or went out.
+        # Recording this one as sent too would leave two sends of one reply (the approval
+        # refuses a draft with an accepted send; the worker does not look again).
+        raise errors.IntentError(
+            "superseded",
+            _(
+                "Send #%(newer)s of this draft came after this one and is %(state)s: cancel "
+                "it first if this one went out."
+            )
+            % {"newer": newer.pk, "state": newer.get_state_display().lower()},
+        )
+    if (
+        SendIntent.objects.filter(tenant=tenant, provider_message_id=provider_message_id)
+        .exclude(pk=intent.pk)
+        .exists()
+    ):
+        # Delivery events find their send by this id: a second send with it would take
+        # the other's deliveries and bounces (or give it this one's).
+        raise errors.InvalidInput(
+            "message_id_taken",
+            _("Another send already has this message id; check which message proves this one."),
+            "provider_message_id",
+        )
 
 
 def intent_hold(*, tenant, intent_id, reason) -> SendIntent:
@@ -185,13 +194,27 @@ def intent_hold(*, tenant, intent_id, reason) -> SendIntent:
     return intent
 
 
-def intent_release(*, tenant, intent_id, actor) -> SendIntent:
+def intent_release(
+    *, tenant, intent_id, actor, messages_seen: Collection[int] | None = None
+) -> SendIntent:
+    """Let a held send go again (released inside its undo window, it still waits for its end).
+
+    ``messages_seen``: the ids of the customer's messages the send's page showed. A message
+    written in the thread after the draft and not among them refuses the release: the send was
+    held so that a person reads what the customer wrote, and a message that came after the page
+    was loaded (which holds nothing more: the send is already held) was read by no one. None: a
+    caller that showed no messages (a command, a test), refused by any such message, as
+    ``draft_approve`` refuses one that saw none. The journal row records the messages checked.
+    """
     tenant = active_tenant(tenant)
     with transaction.atomic():
+        # The draft's lock first, the order of intent_undo and draft_reopen.
+        lock_draft_of_intent(tenant, intent_id)
         intent = lock_intent(tenant, intent_id)
         require_decider(tenant, actor, intent.mailbox)
         if intent.state != SendIntent.State.QUEUED or not intent.held_reason:
             raise errors.IntentError("not_held", _("This send is not on hold."))
+        seen = _require_customer_messages_seen(tenant, intent, messages_seen)
         SendIntent.objects.filter(pk=intent.pk, state=SendIntent.State.QUEUED).update(
             # Released inside its undo window, it still waits for the window's end.
             held_reason="",
@@ -208,11 +231,48 @@ def intent_release(*, tenant, intent_id, actor) -> SendIntent:
             from_state=SendIntent.State.QUEUED,
             to_state=SendIntent.State.QUEUED,
             reason=intent.held_reason,
+            data={"messages_seen": seen},
         )
         intent_pk = intent.pk
         transaction.on_commit(lambda: enqueue_execution(intent_pk))
     intent.refresh_from_db()
     return intent
+
+
+def _require_customer_messages_seen(
+    tenant, intent: SendIntent, seen: Collection[int] | None
+) -> list[int]:
+    """The ids of the customer's messages written in the thread after the send's draft; refuses
+    when one is not in ``seen``. Under the send's lock: the webhook applier locks the thread's
+    held sends before it looks for sends to hold, so a message stored at the same moment is
+    either seen here or finds this send released and holds it again."""
+    draft = intent.draft
+    if draft is None:
+        return []  # a broadcast's send answers no thread
+    newer = customer_messages_after(
+        tenant=tenant,
+        mailbox=draft.mailbox_id,
+        thread_id=draft.thread_id,
+        after=draft.created_at,
+        answering=draft.in_reply_to,
+    )
+    unread = [pk for pk in newer if seen is None or pk not in seen]
+    if not unread:
+        return newer
+    if seen is None:
+        message = _(
+            "The customer wrote again after this reply was written: open the send, read the "
+            "new message and release it there if the reply still fits."
+        )
+    else:
+        message = ngettext(
+            "The customer wrote again since this page was loaded: read the new message below, "
+            "then release again if the reply still fits.",
+            "The customer wrote again since this page was loaded: read the %(count)d new "
+            "messages below, then release again if the reply still fits.",
+            len(unread),
+        ) % {"count": len(unread)}
+    raise errors.CustomerWroteAgain(message=message)
 
 
 def apply_deferred_events(messages: list[tuple[int, str]]) -> None:
@@ -253,6 +313,7 @@ def intents_hold_stale(
     # In the caller's transaction (the one that stores the message), or in one of its own.
     with transaction.atomic():
         _lock_pending_drafts(mailbox, thread_id)
+        _lock_held_sends(mailbox, thread_id)
         stale = (
             SendIntent.objects.filter(
                 tenant_id=mailbox.tenant_id,
@@ -289,6 +350,25 @@ def _lock_pending_drafts(mailbox, thread_id: str) -> None:
             thread_id=thread_id,
             status=Draft.Status.PENDING,
         )
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
+def _lock_held_sends(mailbox, thread_id: str) -> None:
+    """Lock the thread's held sends against a release at this moment: that release either waits
+    for the message's commit and then sees it (``intent_release`` refuses a message its page did
+    not show), or committed first and its send, queued again and unheld, is held anew below.
+    Without it, a message that came while the send was held added no hold and no release saw it."""
+    list(
+        SendIntent.objects.select_for_update(of=("self",), no_key=True)
+        .filter(
+            tenant_id=mailbox.tenant_id,
+            mailbox=mailbox,
+            state=SendIntent.State.QUEUED,
+        )
+        .exclude(held_reason="")
+        .filter(Q(draft__thread_id=thread_id) | Q(provider_thread_id=thread_id))
         .order_by("pk")
         .values_list("pk", flat=True)
     )

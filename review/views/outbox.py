@@ -19,6 +19,7 @@ from review import pages
 from review import queries as review
 from review.forms import (
     CancelForm,
+    ReleaseForm,
     ReopenForm,
     ResolveForm,
 )
@@ -179,11 +180,28 @@ def intent_resolve(request: TenantRequest, intent_id: int) -> HttpResponse:
 @tenant_view(roles=DECIDERS)
 @require_POST
 def intent_release(request: TenantRequest, intent_id: int) -> HttpResponse:
+    """Release a held send: refused, back on its page with the message, when the customer wrote
+    a message that page did not show (it shows it now)."""
+    intent = intent_or_404(request, intent_id)
+    require_right(request, intent.mailbox)
+    form = ReleaseForm(request.POST)
+    if not form.is_valid():
+        messages.error(
+            request,
+            _(
+                "The release did not say which of the customer's messages you saw; nothing was "
+                "changed. Reload the page and release again."
+            ),
+        )
+        return redirect("outbox_intent", request.tenant.slug, intent.pk)
     return _intent_action(
         request,
         intent_id,
         lambda intent: services.intent_release(
-            tenant=request.tenant, intent_id=intent.pk, actor=request.user
+            tenant=request.tenant,
+            intent_id=intent.pk,
+            actor=request.user,
+            messages_seen=form.cleaned_data["messages_seen"],
         ),
         _("Released: the send is queued again."),
     )
