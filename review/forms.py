@@ -13,7 +13,13 @@ from intents.selectors.queue import AGE_CHOICES, DEFAULT_SORT, QUEUE_SORTS, Queu
 
 # A stored content hash: bare hex (scheme 1) or "N:" + hex (later schemes, intents/hashing.py).
 HASH_RE = re.compile(r"^(?:[1-9][0-9]{0,2}:)?[0-9a-f]{64}$")
-MESSAGES_SEEN_RE = re.compile(r"^(?:[1-9][0-9]{0,18}(?:,[1-9][0-9]{0,18}){0,49})?$")
+# The most message ids a page carries as seen: the thread's ten newest and every message the
+# approval or release asks about (webhooks.selectors.customer_messages_after: at most 100). At 50,
+# a customer who wrote 51 follow-ups made the draft impossible to approve.
+MESSAGES_SEEN_MOST = 120
+MESSAGES_SEEN_RE = re.compile(
+    rf"^(?:[1-9][0-9]{{0,18}}(?:,[1-9][0-9]{{0,18}}){{0,{MESSAGES_SEEN_MOST - 1}}})?$"
+)
 ITEM_RE = re.compile(r"^(\d{1,18}):(\d{1,9}):((?:[1-9][0-9]{0,2}:)?[0-9a-f]{64})$")
 ADDRESS_SPLIT = re.compile(r"[\s,;]+")
 

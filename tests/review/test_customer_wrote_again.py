@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from intents import errors, sending, services
 from intents.models import DraftVersion, SendIntent
+from review.forms import MESSAGES_SEEN_MOST
 from tests.factories import make_local_mailbox
 from tests.intents.conftest import fast_send  # noqa: F401
 from tests.intents.helpers import blocked_on_a_lock
@@ -175,6 +176,22 @@ def test_eleven_follow_ups_are_all_on_the_page_and_the_draft_can_be_approved(
     assert answer.status_code == 302 and SendIntent.objects.filter(draft=draft).exists()
 
 
+def test_sixty_follow_ups_do_not_make_the_draft_impossible_to_approve(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """The page showed every message the approval asks about (up to 100), but the approve
+    form's field took at most 50 ids: a customer who wrote 51 follow-ups made every approval
+    fail as a form that "did not say which version it approves"."""
+    draft = draft_answering(tenant_a, mailbox_a, make_draft, "thr-sixty")
+    for n in range(2, 62):
+        customer_wrote(tenant_a, mailbox_a, "thr-sixty", n, draft.created_at + timedelta(seconds=n))
+
+    page, answer = page_then_approve(signed_in(admin_a.user), tenant_a, draft)
+
+    assert len(page.context["newer_inbound"]) == 60
+    assert answer.status_code == 302 and SendIntent.objects.filter(draft=draft).exists()
+
+
 def test_a_new_message_dated_weeks_back_is_on_the_page_and_marked_new(
     tenant_a, mailbox_a, make_draft, admin_a, signed_in
 ):
@@ -277,7 +294,9 @@ def test_the_queue_row_says_the_customer_wrote_again(
     assert flagged == {stale.pk}
 
 
-@pytest.mark.parametrize("value", ["x", "1,,2", ",".join(["1"] * 51), "0", "-1", "1" * 20, "1;2"])
+@pytest.mark.parametrize(
+    "value", ["x", "1,,2", ",".join(["1"] * (MESSAGES_SEEN_MOST + 1)), "0", "-1", "1" * 20, "1;2"]
+)
 def test_a_malformed_list_of_seen_messages_is_refused_and_changes_nothing(
     tenant_a, mailbox_a, make_draft, admin_a, signed_in, value
 ):
