@@ -24,42 +24,12 @@ from review.forms import MESSAGES_SEEN_MOST
 from tests.factories import make_local_mailbox
 from tests.intents.conftest import fast_send  # noqa: F401
 from tests.intents.helpers import blocked_on_a_lock
+from tests.review import wrote_again
+from tests.review.wrote_again import approve_form, customer_wrote, draft_answering
 from tests.webhooks.conftest import hook_for, received_payload  # noqa: F401
 from webhooks.models import InboundMessage
 
 pytestmark = pytest.mark.django_db
-
-
-def approve_form(page: str) -> dict:
-    """The hidden fields of the page's approve form, as the browser would post them."""
-    form = re.search(r"<form[^>]*data-approve-form.*?</form>", page, re.S)
-    assert form, "the page offers no approve form"
-    return dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', form.group(0)))
-
-
-def customer_wrote(tenant, mailbox, thread: str, n: int, received_at) -> InboundMessage:
-    """A stored customer message, as the webhook applier stores it (data setup)."""
-    return InboundMessage.objects.create(
-        tenant=tenant,
-        mailbox=mailbox,
-        thread_id=thread,
-        message_id=f"<q{n}@customer.test>",
-        sender="c@example.com",
-        subject=f"Message {n}",
-        received_at=received_at,
-    )
-
-
-def draft_answering(tenant, mailbox, make_draft, thread: str):
-    """A pending reply to the customer's first message in ``thread``."""
-    customer_wrote(tenant, mailbox, thread, 1, timezone.now() - timedelta(minutes=30))
-    return make_draft(
-        mailbox,
-        thread_id=thread,
-        in_reply_to="<q1@customer.test>",
-        to=["c@example.com"],
-        subject=None,
-    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -76,25 +46,7 @@ def test_a_message_that_arrives_after_the_page_loaded_refuses_the_approval_and_n
     hook = hook_for(tenant_a)
 
     def customer_writes(subject: str, in_reply_to: str | None = None) -> dict:
-        """Mail reaches the sandbox inbox; its message.received webhook reaches the receiver."""
-        message = sandbox.inbound(
-            mailbox.inbox_id,
-            from_="jane@customer.test",
-            subject=subject,
-            text=subject,
-            in_reply_to=in_reply_to,
-        )
-        hook.post(
-            client,
-            received_payload(
-                mailbox,
-                thread_id=message["thread_id"],
-                message_id=message["message_id"],
-                subject=subject,
-                sender="jane@customer.test",
-            ),
-        )
-        return message
+        return wrote_again.customer_writes(sandbox, hook, client, mailbox, subject, in_reply_to)
 
     first = customer_writes("Refund?")
     writer = member_of(tenant_a, "approver").user

@@ -7,7 +7,6 @@ the released send again."""
 
 from __future__ import annotations
 
-import re
 import threading
 import types
 from datetime import timedelta
@@ -22,18 +21,16 @@ from intents import errors, sending, services
 from intents.models import DraftVersion, IntentEvent, SendIntent
 from tests.intents.conftest import fast_send  # noqa: F401
 from tests.intents.helpers import blocked_on_a_lock
-from tests.review.test_customer_wrote_again import customer_wrote, draft_answering
+from tests.review.wrote_again import (
+    customer_writes,
+    customer_wrote,
+    draft_answering,
+    release_form,
+)
 from tests.webhooks.conftest import hook_for, received_payload  # noqa: F401
 from webhooks.models import InboundMessage
 
 pytestmark = pytest.mark.django_db
-
-
-def release_form(page: str) -> dict:
-    """The hidden fields of the page's release form, as the browser would post them."""
-    form = re.search(r'<form[^>]*action="[^"]*/release/".*?</form>', page, re.S)
-    assert form, "the page offers no release form"
-    return dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', form.group(0)))
 
 
 def flash(response) -> list[str]:
@@ -49,22 +46,7 @@ def held(tenant_a, member_of, mailbox_factory, sandbox, fast_send, client, hook_
     hook = hook_for(tenant_a)
 
     def writes(subject: str, in_reply_to: str | None = None) -> dict:
-        message = sandbox.inbound(
-            mailbox.inbox_id,
-            from_="jane@customer.test",
-            subject=subject,
-            text=subject,
-            in_reply_to=in_reply_to,
-        )
-        payload = received_payload(
-            mailbox,
-            thread_id=message["thread_id"],
-            message_id=message["message_id"],
-            subject=subject,
-            sender="jane@customer.test",
-        )
-        hook.post(client, payload)
-        return message
+        return customer_writes(sandbox, hook, client, mailbox, subject, in_reply_to)
 
     first = writes("Refund?")
     draft = services.draft_create(
