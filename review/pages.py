@@ -29,7 +29,7 @@ from review import queries
 from review.diff import VersionDiff, version_diff
 from review.queries import QueuePage, Recipient
 from tenants.models import Membership, Tenant, User
-from webhooks.selectors import customer_messages_after, inbound_for_thread
+from webhooks.selectors import customer_messages_after_draft, inbound_for_thread
 
 # --- queue ---------------------------------------------------------------------------------------
 
@@ -155,13 +155,7 @@ def draft_review(
     draft, current = detail.draft, detail.current
     # What the approval will ask the page to have shown (draft_approve): marked new, and shown
     # even when ten newer messages (or a Date weeks back) put it beyond the thread's newest.
-    after_draft = customer_messages_after(
-        tenant=tenant,
-        mailbox=draft.mailbox_id,
-        thread_id=draft.thread_id,
-        after=draft.created_at,
-        answering=draft.in_reply_to,
-    )
+    after_draft = customer_messages_after_draft(tenant=tenant, draft=draft)
     # Oldest first, as a conversation reads.
     inbound = inbound_for_thread(
         tenant=tenant,
@@ -266,13 +260,7 @@ def held_for_messages(*, tenant: Tenant, intent: SendIntent) -> list:
     draft = intent.draft
     if intent.state != SendIntent.State.QUEUED or not intent.held_reason or draft is None:
         return []
-    after_draft = customer_messages_after(
-        tenant=tenant,
-        mailbox=draft.mailbox_id,
-        thread_id=draft.thread_id,
-        after=draft.created_at,
-        answering=draft.in_reply_to,
-    )
+    after_draft = customer_messages_after_draft(tenant=tenant, draft=draft)
     # No newest beyond them (limit=0): those, and only those, are what the release is about.
     return inbound_for_thread(
         tenant=tenant,

@@ -95,6 +95,18 @@ def customer_messages_after(
     )
 
 
+def customer_messages_after_draft(*, tenant, draft) -> list[int]:
+    """``customer_messages_after`` for ``draft`` (an intents Draft): the messages an approval of
+    it, or a release of its held send, asks the page to have shown."""
+    return customer_messages_after(
+        tenant=tenant,
+        mailbox=draft.mailbox_id,
+        thread_id=draft.thread_id,
+        after=draft.created_at,
+        answering=draft.in_reply_to,
+    )
+
+
 def customer_wrote_after_draft() -> Exists:
     """For a query of drafts: whether ``customer_messages_after`` would find a message for the
     draft (its thread, mailbox and creation), so that a queue row says what the approval will

@@ -39,7 +39,7 @@ from intents.services.common import (
 )
 from intents.services.content import refuse_recipient_problems
 from tenants.templatetags.zones import zoned
-from webhooks.selectors import customer_messages_after
+from webhooks.selectors import customer_messages_after_draft
 
 log = logging.getLogger("intents.services")
 
@@ -182,13 +182,7 @@ def _require_customer_messages_seen(
     was not shown. Under the draft's lock: the webhook applier locks the thread's pending drafts
     before it holds their queued sends, so a message stored at the same moment is either seen
     here or finds this send to hold."""
-    newer = customer_messages_after(
-        tenant=tenant,
-        mailbox=draft.mailbox,
-        thread_id=draft.thread_id,
-        after=draft.created_at,
-        answering=draft.in_reply_to,
-    )
+    newer = customer_messages_after_draft(tenant=tenant, draft=draft)
     unread = [pk for pk in newer if pk not in seen]
     if not unread:
         return

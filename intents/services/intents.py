@@ -25,7 +25,7 @@ from intents.services.common import (
     require_decider,
 )
 from intents.signals import message_ids_recorded
-from webhooks.selectors import customer_messages_after
+from webhooks.selectors import customer_messages_after_draft
 
 log = logging.getLogger("intents.services")
 
@@ -249,13 +249,7 @@ def _require_customer_messages_seen(
     draft = intent.draft
     if draft is None:
         return []  # a broadcast's send answers no thread
-    newer = customer_messages_after(
-        tenant=tenant,
-        mailbox=draft.mailbox_id,
-        thread_id=draft.thread_id,
-        after=draft.created_at,
-        answering=draft.in_reply_to,
-    )
+    newer = customer_messages_after_draft(tenant=tenant, draft=draft)
     unread = [pk for pk in newer if seen is None or pk not in seen]
     if not unread:
         return newer
