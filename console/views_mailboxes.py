@@ -98,14 +98,7 @@ def mailbox_assignment(request: TenantRequest, mailbox_id: int) -> HttpResponse:
                 **form.cleaned_data,
             )
         except StaleSave as conflict:
-            current = _mailbox(request, mailbox.pk)
-            context = {
-                "mailbox": current,
-                "form": _policy_form(current),
-                "assignment_form": _assignment_form(current),
-                "assignment_conflict": conflict.message,
-            }
-            return render(request, "console/mailboxes/detail.html", context, status=409)
+            return _stale_save_page(request, mailbox.pk, assignment_conflict=conflict.message)
         except provisioning.ProvisioningError as exc:
             form.add_error(exc.field, exc.message)
         else:
@@ -113,6 +106,20 @@ def mailbox_assignment(request: TenantRequest, mailbox_id: int) -> HttpResponse:
             return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
     context = {"mailbox": mailbox, "form": _policy_form(mailbox), "assignment_form": form}
     return render(request, "console/mailboxes/detail.html", context, status=400)
+
+
+def _stale_save_page(request: TenantRequest, mailbox_id: int, **conflict: str) -> HttpResponse:
+    """A save refused as based on an older page (409): the mailbox page with the settings saved
+    now, in fresh forms based on them, and the refusal (``conflict`` or ``assignment_conflict``)
+    above its form."""
+    current = _mailbox(request, mailbox_id)
+    context = {
+        "mailbox": current,
+        "form": _policy_form(current),
+        "assignment_form": _assignment_form(current),
+        **conflict,
+    }
+    return render(request, "console/mailboxes/detail.html", context, status=409)
 
 
 def _policy_form(mailbox: Mailbox) -> MailboxPolicyForm:
@@ -147,15 +154,7 @@ def mailbox_policy(request: TenantRequest, mailbox_id: int) -> HttpResponse:
             **form.cleaned_data,
         )
     except StaleSave as conflict:
-        # The policy saved now, in a fresh form based on it.
-        current = _mailbox(request, mailbox.pk)
-        context = {
-            "mailbox": current,
-            "form": _policy_form(current),
-            "assignment_form": _assignment_form(current),
-            "conflict": conflict.message,
-        }
-        return render(request, "console/mailboxes/detail.html", context, status=409)
+        return _stale_save_page(request, mailbox.pk, conflict=conflict.message)
     except provisioning.ProvisioningError as exc:
         form.add_error(exc.field, exc.message)
         return render(
