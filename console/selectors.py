@@ -26,6 +26,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from intents.models import Draft, IntentEvent, SendAttempt, Suppression
+from intents.models_events import AgentEventEndpoint
 from intents.selectors.deadlines import sla_breaches
 from intents.selectors.intents import current_sends, oldest_queued_age_seconds
 from mailboxes.models import Mailbox
@@ -378,3 +379,19 @@ def health(tenant: Tenant) -> Health:
         webhook_max_apply_lag=events["max_apply_lag"],
         webhook_last_event=last_event["last"],
     )
+
+
+def still_working_for(tenant: Tenant, user) -> tuple[int, int]:
+    """The agent tokens (live: not revoked, not expired) and the enabled agent-event endpoints of
+    ``tenant`` that ``user`` created. They belong to the tenant and outlive the membership of
+    whoever made them; the deactivation page says so, so the admin can decide."""
+    now = timezone.now()
+    tokens = (
+        AgentToken.objects.filter(tenant=tenant, created_by=user, revoked_at__isnull=True)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        .count()
+    )
+    endpoints = AgentEventEndpoint.objects.filter(
+        tenant=tenant, created_by=user, enabled=True
+    ).count()
+    return tokens, endpoints

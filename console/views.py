@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from common.csv_cells import csv_lines
@@ -254,7 +254,8 @@ def member_deactivate(request: TenantRequest, membership_id: int) -> HttpRespons
                     "already approved are checked again before sending and stop if nobody with "
                     "the right approved them. You can reactivate them later."
                 )
-                % names,
+                % names
+                + _still_working(request, membership),
                 "action": _("Leave this tenant") if is_self else _("Deactivate"),
                 "cancel_url": reverse("admin_member", args=[_slug(request), membership.pk]),
             },
@@ -265,6 +266,24 @@ def member_deactivate(request: TenantRequest, membership_id: int) -> HttpRespons
         services.member_deactivate,
         gettext_lazy("%(email)s can no longer open this tenant."),
     )
+
+
+def _still_working(request: TenantRequest, membership) -> str:
+    """What the person set up that goes on without them: agent tokens and agent-event endpoints
+    belong to the tenant, so deactivating their maker stops neither (said, so it is decided)."""
+    tokens, endpoints = selectors.still_working_for(request.tenant, membership.user)
+    if not tokens and not endpoints:
+        return ""
+    return " " + _(
+        "Still working after this: %(tokens)s and %(endpoints)s they created. Revoke or turn "
+        "them off on the agent tokens and agent events pages if they should stop."
+    ) % {
+        "tokens": ngettext("%(n)d agent token", "%(n)d agent tokens", tokens) % {"n": tokens},
+        "endpoints": ngettext(
+            "%(n)d agent-event endpoint", "%(n)d agent-event endpoints", endpoints
+        )
+        % {"n": endpoints},
+    }
 
 
 @tenant_view(roles=ADMIN_ONLY)

@@ -126,3 +126,36 @@ def test_the_audit_csv_keeps_the_data(tenant_a, admin_a, signed_in):
     body = b"".join(client.get(reverse("admin_audit_csv", args=[tenant_a.slug])).streaming_content)
     assert b"token.created" in body
     assert b'""name"": ""triage-bot""' in body
+
+
+def test_deactivating_says_what_the_person_set_up_goes_on_working(
+    tenant_a, admin_a, member_of, signed_in
+):
+    """Found by the two-tenant probe: agent tokens and event endpoints belong to the tenant and
+    outlive their maker's membership, and the deactivation page did not say so."""
+    from intents.models_events import AgentEventEndpoint
+    from tenants.tokens import token_revoke
+
+    maker = member_of(tenant_a, "admin")
+    for name in ("bot", "bot 2", "old bot"):
+        token_create(tenant=tenant_a, name=name, scopes=["drafts:read"], actor=maker.user)
+    old = tenant_a.agent_tokens.get(name="old bot")
+    token_revoke(tenant=tenant_a, token_id=old.pk, actor=admin_a.user)
+    AgentEventEndpoint.objects.create(
+        tenant=tenant_a,
+        url="https://hooks.example.com/cs",
+        event_types=["draft.approved"],
+        secret_sealed="sealed",
+        created_by=maker.user,
+    )
+    client = signed_in(admin_a.user)
+
+    page = client.get(reverse("admin_member_deactivate", args=[tenant_a.slug, maker.pk]))
+    quiet = client.get(
+        reverse("admin_member_deactivate", args=[tenant_a.slug, member_of(tenant_a, "viewer").pk])
+    )
+
+    assert "Still working after this: 2 agent tokens and 1 agent-event endpoint" in (
+        page.content.decode()
+    )
+    assert "Still working after this" not in quiet.content.decode()
