@@ -272,8 +272,9 @@ def _record_approval(tenant, draft: Draft, current: DraftVersion, intent, actor,
     )
 
 
-def draft_reopen(*, tenant, draft_id, actor, reason) -> Draft:
+def draft_reopen(*, tenant, draft_id, actor, reason, from_intent: int | None = None) -> Draft:
     """Put an approved draft whose send did not go out back into review, as a new version.
+    ``from_intent``: the send whose page asked (refused unless it is the draft's latest send).
 
     The new version is a copy of the approved one authored by the person reopening it, so only a
     fresh approval of that exact version (and its hash) can send it, and that approval creates a
@@ -291,6 +292,17 @@ def draft_reopen(*, tenant, draft_id, actor, reason) -> Draft:
         require_decider(tenant, actor, draft.mailbox)
         _require_approved(draft)
         intent = _lock_reopenable_intent(tenant, draft)
+        if from_intent is not None and str(from_intent) != str(intent.pk):
+            # Reopened from an older send's page: the copy would be of the latest send's
+            # version, which that page did not show.
+            raise errors.IntentError(
+                "not_latest_send",
+                _(
+                    "Send #%(old)s is not this draft's latest send: open send #%(latest)s and "
+                    "re-approve from there."
+                )
+                % {"old": from_intent, "latest": intent.pk},
+            )
         source = intent.draft_version
         assert source is not None  # the draft's own intent
         may_have_gone_out = intent.state == SendIntent.State.NEEDS_ATTENTION or (

@@ -223,6 +223,7 @@ def intent_reopen(request: TenantRequest, intent_id: int) -> HttpResponse:
             draft_id=intent.draft_id,
             actor=request.user,
             reason=form.cleaned_data["reason"],
+            from_intent=intent.pk,
         )
     except errors.NoRight as error:
         raise PermissionDenied(error.message) from None

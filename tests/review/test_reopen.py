@@ -117,3 +117,35 @@ def test_health_panel_does_not_count_a_send_replaced_by_a_reopen(
     assert health(tenant_a).needs_attention == 1
     reopen(signed_in(admin_a.user), tenant_a, intent)
     assert health(tenant_a).needs_attention == 0
+
+
+def test_reopen_from_an_older_sends_page_is_refused_and_names_the_latest(
+    tenant_a, mailbox_a, make_intent, admin_a, signed_in
+):
+    """Found by the concurrent-reviewers probe: "Reopen" on send #1's page (opened before the
+    draft was reopened and approved again) reopened send #2, copying the version #2 approved,
+    which that page did not show, while the message named #1."""
+    from intents import services
+
+    first = make_intent(mailbox_a, state="failed", last_error_code="unprocessable")
+    client = signed_in(admin_a.user)
+    assert reopen(client, tenant_a, first).status_code == 302
+    version = DraftVersion.objects.get(draft_id=first.draft_id, number=2)
+    second = services.draft_approve(
+        tenant=tenant_a,
+        draft_id=first.draft_id,
+        version=2,
+        content_hash=version.content_hash,
+        actor=admin_a.user,
+    )
+    SendIntent.objects.filter(pk=second.pk).update(state="failed")
+
+    refused = reopen(client, tenant_a, first)
+    page = client.get(refused["Location"]).content.decode()
+
+    assert refused["Location"] == reverse("outbox_intent", args=[tenant_a.slug, first.pk])
+    assert f"open send #{second.pk} and re-approve from there" in page
+    draft = Draft.objects.get(pk=first.draft_id)
+    assert (draft.status, draft.current_version) == ("approved", 2)
+    assert reopen(client, tenant_a, second).status_code == 302
+    assert Draft.objects.get(pk=first.draft_id).current_version == 3
