@@ -93,6 +93,23 @@ def blocked_on_a_lock(timeout: float = 10.0) -> bool:
     return False
 
 
+def in_thread(fn: Callable[[], object], outcome: list) -> threading.Thread:
+    """Start ``fn`` in a thread of its own (its own database connection, closed at the end);
+    its result, or the exception it raised, is appended to ``outcome``."""
+
+    def run() -> None:
+        try:
+            outcome.append(fn())
+        except Exception as exc:
+            outcome.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
 def drain_sends(seconds: float = 60) -> None:
     """Send every queued intent, rounds after rounds, until none is left to send or settle.
 

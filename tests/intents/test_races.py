@@ -18,7 +18,7 @@ from intents.services.broadcasts import (
 )
 from tenants.models import AgentToken
 from tenants.tokens import token_create, token_revoke
-from tests.intents.helpers import blocked_on_a_lock, drain_sends, run_concurrently
+from tests.intents.helpers import blocked_on_a_lock, drain_sends, in_thread, run_concurrently
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -395,20 +395,6 @@ def _sent_for_draft(live, draft_id) -> list:
     return [s for key in keys for s in live.sandbox.ledger(idempotency_key=key)]
 
 
-def _in_thread(fn, outcome: list) -> threading.Thread:
-    def run() -> None:
-        try:
-            outcome.append(fn())
-        except Exception as exc:
-            outcome.append(exc)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread
-
-
 def test_a_send_marked_sent_while_its_reopened_draft_is_approved_again_goes_out_once(
     live, member_of
 ):
@@ -428,7 +414,7 @@ def test_a_send_marked_sent_while_its_reopened_draft_is_approved_again_goes_out_
             provider_message_id=sent["message_id"],
             evidence="The customer quoted our reply.",
         )
-        approving = _in_thread(lambda: services.draft_approve(**approve, actor=second), approval)
+        approving = in_thread(lambda: services.draft_approve(**approve, actor=second), approval)
         blocked_on_a_lock()
     approving.join(30)
     drain_sends()
@@ -456,7 +442,7 @@ def test_an_approval_of_a_reopened_draft_while_its_earlier_send_is_marked_sent_g
 
     with transaction.atomic():
         newer = services.draft_approve(**approve, actor=second)
-        resolving = _in_thread(mark_sent, marking)
+        resolving = in_thread(mark_sent, marking)
         blocked_on_a_lock()
     resolving.join(30)
 
@@ -490,7 +476,7 @@ def test_a_cancel_and_a_reopen_of_the_same_send_at_once_do_not_deadlock(
 
     with transaction.atomic():
         services.intent_cancel(tenant=tenant_a, intent_id=intent.pk, actor=approver, reason="x")
-        reopen = _in_thread(
+        reopen = in_thread(
             lambda: services.draft_reopen(
                 tenant=tenant_a, draft_id=draft.pk, actor=colleague, reason="send it again"
             ),

@@ -18,7 +18,7 @@ from intents.models import (
 )
 from intents.retention import draft_bodies_purge
 from intents.services.event_endpoints import endpoint_create
-from tests.intents.helpers import blocked_on_a_lock
+from tests.intents.helpers import blocked_on_a_lock, in_thread
 
 pytestmark = pytest.mark.django_db
 
@@ -161,20 +161,6 @@ def test_finished_broadcasts_lose_their_bodies_and_values_past_retention(
     assert "each recipient" in page.content.decode() and "Dear Ana" not in page.content.decode()
 
 
-def _in_thread(fn, outcome: list) -> threading.Thread:
-    def run() -> None:
-        try:
-            outcome.append(fn())
-        except Exception as exc:
-            outcome.append(exc)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread
-
-
 def _waiting_sessions() -> int:
     with connections["default"].cursor() as cursor:
         cursor.execute("SELECT pg_stat_clear_snapshot()")
@@ -210,9 +196,9 @@ def test_a_draft_reopened_while_the_purge_runs_keeps_its_bodies_and_notes(
     with transaction.atomic():
         # Holding the version's row pauses the purge between reading its rows and writing them.
         DraftVersion.objects.select_for_update().filter(pk=version.pk).get()
-        purge = _in_thread(draft_bodies_purge, purging)
+        purge = in_thread(draft_bodies_purge, purging)
         assert blocked_on_a_lock(), "the purge did not reach its write"
-        reopen = _in_thread(
+        reopen = in_thread(
             lambda: services.draft_reopen(
                 tenant=tenant_a, draft_id=draft.pk, actor=reviewer, reason="They confirmed."
             ),

@@ -84,13 +84,13 @@ def test_an_agent_revision_landing_during_the_save_is_a_conflict_that_keeps_the_
     ]
 
 
-def test_after_a_conflict_saving_again_is_based_on_the_version_shown(
-    tenant_a, mailbox_a, make_draft, admin_a, signed_in
-):
-    draft = make_draft(mailbox_a, text="We refunded your order today.")
+def _someone_saved_version_2(tenant, mailbox, make_draft, actor):
+    """A draft whose version 2 someone saved over version 1; returns it and version 1 (what a
+    page opened before that save shows)."""
+    draft = make_draft(mailbox, text="We refunded your order today.")
     first = draft.versions.get()
     services.draft_add_version(
-        tenant=tenant_a,
+        tenant=tenant,
         draft_id=draft.pk,
         to=list(first.to),
         cc=[],
@@ -98,9 +98,16 @@ def test_after_a_conflict_saving_again_is_based_on_the_version_shown(
         subject=first.subject,
         text="Someone else's text.",
         html="",
-        actor_user=admin_a.user,
+        actor_user=actor,
         base_version=1,
     )
+    return draft, first
+
+
+def test_after_a_conflict_saving_again_is_based_on_the_version_shown(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft, first = _someone_saved_version_2(tenant_a, mailbox_a, make_draft, admin_a.user)
     client = signed_in(admin_a.user)
     url = reverse("draft_edit", args=[tenant_a.slug, draft.pk])
 
@@ -122,20 +129,7 @@ def test_the_conflict_is_told_whole_in_the_persons_language(
     """The refusal's second half was an English f-string beside the translated first half."""
     admin_a.user.language = "de"
     admin_a.user.save(update_fields=["language"])
-    draft = make_draft(mailbox_a, text="We refunded your order today.")
-    first = draft.versions.get()
-    services.draft_add_version(
-        tenant=tenant_a,
-        draft_id=draft.pk,
-        to=list(first.to),
-        cc=[],
-        bcc=[],
-        subject=first.subject,
-        text="Someone else's text.",
-        html="",
-        actor_user=admin_a.user,
-        base_version=1,
-    )
+    draft, first = _someone_saved_version_2(tenant_a, mailbox_a, make_draft, admin_a.user)
     client = signed_in(admin_a.user)
 
     conflict = client.post(
