@@ -60,7 +60,8 @@ canonical JSON body (a key reused by another token of the tenant is a different 
 Every error is `application/problem+json` (RFC 9457): `type`, `title`, `status`, `detail`, a stable
 `code`, and `errors: [{{field, message}}]`. Validation errors are 422 and name the field
 (`to[2]`, `subject`); a recipient refused by the mailbox policy or the suppression list is 422
-naming the address.
+naming the address. Files that would take the tenant past its attachment storage quota are
+**413** `storage_quota_exceeded` (below).
 
 ### Limits
 Request bodies up to **{MAX_BODY_BYTES // 1024} KiB** (413 above), JSON only (415 otherwise);
@@ -76,6 +77,14 @@ token** (fixed one-minute window; 429 with `Retry-After`).
 base64). Programs, scripts and macro documents are refused by extension, type and content; each
 refusal is 422 naming `attachments[i]` and the file. The content hash covers every file's name,
 type and SHA-256. `forward_attachments` sends back files of the message the draft answers.
+
+A tenant holds at most {settings.TENANT_ATTACHMENT_STORAGE_BYTES} bytes of files in all: each
+distinct file once (the same bytes attached to many drafts, or kept by a revision, cost nothing
+more), until the retention period after its drafts are decided deletes it. A draft or revision
+whose new files would pass it is refused whole, **413** `storage_quota_exceeded` naming
+`attachments`, with the bytes in use and the quota in `detail`; nothing is stored and the
+Idempotency-Key is not used up. Retrying soon will not help: leave the files out, or wait for
+retention to free space.
 """
 
 

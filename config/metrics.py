@@ -6,7 +6,7 @@ same and nothing is lost when one restarts; the collector sits on a registry of 
 the library's global one. A scrape costs a fixed number of small queries, whatever the history:
 totals come from the counter rows (``common.counters``, written in the transaction of each
 change), and the gauges read only rows that do not accumulate (non-terminal intents, unapplied
-webhook events, throttles), through their indexes.
+webhook events, throttles, the attachment storage total of each tenant), through their indexes.
 
 config/ is at both ends of the house (DESIGN.md): this module is its top, like ``config.ops``.
 """
@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 from common.counters import Total, counter_totals
 from intents.models import ProviderThrottle, SendIntent
 from intents.selectors import live_intent_counts_by_tenant, oldest_queued_age_seconds
+from intents.selectors.storage import attachment_storage_by_tenant, storage_quota
 from tenants.models import Tenant
 from webhooks.selectors import ledger_rows_estimate, unapplied_events_by_tenant
 
@@ -75,6 +76,7 @@ class CountersignCollector(Collector):
             circuit.add_metric([key_ref, state], int(state != ProviderThrottle.Circuit.CLOSED))
         yield circuit
         yield from _webhooks(slugs)
+        yield from _attachment_storage(slugs)
 
 
 def _intents(slugs: dict[int, str], totals: list[Total]) -> GaugeMetricFamily:
@@ -134,6 +136,23 @@ def _webhooks(slugs: dict[int, str]) -> Iterator[Metric]:
         lag.add_metric([slug], round(row.lag_seconds, 3) if row else 0.0)
     yield waiting
     yield lag
+
+
+def _attachment_storage(slugs: dict[int, str]) -> Iterator[Metric]:
+    used = attachment_storage_by_tenant()
+    family = GaugeMetricFamily(
+        "countersign_attachment_storage_bytes",
+        "Attachment bytes a tenant holds (each stored file once, until retention drops it).",
+        labels=["tenant"],
+    )
+    for tenant_id, slug in slugs.items():
+        family.add_metric([slug], used.get(tenant_id, 0))
+    yield family
+    yield GaugeMetricFamily(
+        "countersign_attachment_storage_quota_bytes",
+        "What one tenant may hold in attachment bytes (TENANT_ATTACHMENT_STORAGE_BYTES).",
+        value=storage_quota(),
+    )
 
 
 def exposition() -> bytes:

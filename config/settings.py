@@ -383,6 +383,11 @@ ATTACHMENT_MAX_DRAFT_BYTES = env_int(
     "ATTACHMENT_MAX_DRAFT_BYTES", 3 * 1024 * 1024, low=1, high=3 * 1024 * 1024
 )
 ATTACHMENT_MAX_FILES = env_int("ATTACHMENT_MAX_FILES", 10, low=0)
+# What one tenant may hold in attachment bytes in all (README "Attachments": each stored file
+# once, until retention drops it). At least one draft's worth: a smaller figure is a unit mistake.
+TENANT_ATTACHMENT_STORAGE_BYTES = env_int(
+    "TENANT_ATTACHMENT_STORAGE_BYTES", 1024**3, low=ATTACHMENT_MAX_DRAFT_BYTES, high=1024**5
+)
 # The agent API takes attachments as base64 in JSON (agent_api.auth.MAX_BODY_BYTES); Django's
 # own cap on a request body (2.5 MB by default) must leave room for them.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024 + ATTACHMENT_MAX_DRAFT_BYTES * 4 // 3 * 78 // 76 + 1024

@@ -25,10 +25,11 @@ from django.db.models.functions import Cast, Coalesce, Concat, NullIf
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from intents.models import Draft, IntentEvent, SendAttempt, Suppression
+from intents.models import Draft, IntentEvent, SendAttempt, SendIntent, Suppression
 from intents.models_events import AgentEventEndpoint
 from intents.selectors.deadlines import sla_breaches
 from intents.selectors.intents import current_sends, oldest_queued_age_seconds
+from intents.selectors.storage import StorageUse, attachment_storage
 from mailboxes.models import Mailbox
 from tenants.invitations import with_expiry
 from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant
@@ -311,10 +312,12 @@ class Health:
     # Deadline breaches of the last week (intents.selectors.deadlines).
     breaches_by_mailbox: list[tuple[str, int]]
     breaches_by_reviewer: list[tuple[str, int]]
+    # Attachment bytes the tenant holds, against its quota (intents.selectors.storage).
+    attachment_storage: StorageUse
 
 
 def health(tenant: Tenant) -> Health:
-    """Eight aggregate queries, whatever the volume."""
+    """Nine small queries (eight aggregates and one row), whatever the volume."""
     hour_ago = timezone.now() - timedelta(hours=1)
     # The same sends the needs-attention view lists: one superseded by a re-approval is history.
     intents = current_sends(tenant).aggregate(
@@ -378,6 +381,7 @@ def health(tenant: Tenant) -> Health:
         ),
         webhook_max_apply_lag=events["max_apply_lag"],
         webhook_last_event=last_event["last"],
+        attachment_storage=attachment_storage(tenant=tenant),
     )
 
 

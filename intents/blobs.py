@@ -3,12 +3,15 @@
 The default keeps them in PostgreSQL (``AttachmentBlob.data``, bytea): one database to back up,
 and the bytes commit in the same transaction as the version that names them. Another store (an
 object store, say) implements the same two methods; it must write before the version's
-transaction and be content-addressed, so that a write repeated after a crash is harmless.
+transaction and be content-addressed, so that a write repeated after a crash is harmless, and
+say whether the call stored bytes the tenant did not hold (``Stored.new_bytes``): the tenant's
+storage quota counts those (``intents.services.storage``).
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from functools import cache
 from typing import Protocol
 
@@ -39,27 +42,39 @@ VALUES (%s, %s, %s, %s, now())
 ON CONFLICT (tenant_id, sha256) DO UPDATE
    SET data = EXCLUDED.data, data_purged_at = NULL
  WHERE blob.data_purged_at IS NOT NULL
+RETURNING blob.id
 """
 
 
+@dataclass(frozen=True)
+class Stored:
+    """The tenant's blob for some bytes, and whether this put stored them (a new blob, or one
+    whose bytes retention had dropped) rather than finding them held already."""
+
+    blob: AttachmentBlob
+    new_bytes: bool
+
+
 class BlobStore(Protocol):
-    def put(self, *, tenant_id: int, data: bytes) -> AttachmentBlob: ...
+    def put(self, *, tenant_id: int, data: bytes) -> Stored: ...
 
     def read(self, blob: AttachmentBlob) -> bytes: ...
 
 
 class DatabaseBlobStore:
     """Bytes in ``AttachmentBlob.data``; one row per tenant and SHA-256 (call in a transaction).
-    Two drafts storing the same file at once share one row."""
+    Two drafts storing the same file at once share one row. The statement returns the row only
+    when it wrote the bytes: a conflict whose WHERE is false updates, and returns, nothing."""
 
-    def put(self, *, tenant_id: int, data: bytes) -> AttachmentBlob:
+    def put(self, *, tenant_id: int, data: bytes) -> Stored:
         digest = hashlib.sha256(data).hexdigest()
         with connection.cursor() as cursor:
             cursor.execute(
                 _PUT.format(table=connection.ops.quote_name(AttachmentBlob._meta.db_table)),
                 [tenant_id, digest, len(data), data],
             )
-        return AttachmentBlob.objects.get(tenant_id=tenant_id, sha256=digest)
+            wrote = cursor.fetchone() is not None
+        return Stored(AttachmentBlob.objects.get(tenant_id=tenant_id, sha256=digest), wrote)
 
     def read(self, blob: AttachmentBlob) -> bytes:
         if blob.data_purged_at is not None or blob.data is None:

@@ -120,6 +120,14 @@ class ProviderUnavailable(DraftError):
     status = 502
 
 
+class StorageQuotaExceeded(DraftError):
+    """The files a version would store take the tenant past its attachment storage quota
+    (``TENANT_ATTACHMENT_STORAGE_BYTES``): 413, the content is larger than the room left."""
+
+    code = "storage_quota_exceeded"
+    status = 413
+
+
 class BroadcastRowsInvalid(InvalidInput):
     """Some rows of a broadcast's recipient upload are invalid; ``rows`` lists them (row, field,
     message), the first ``MAX_REPORTED_ERRORS`` of ``total``."""

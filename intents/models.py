@@ -544,7 +544,11 @@ class IntentEvent(models.Model):
 
 
 # Re-exported: intents.models is where Django and the code look for the app's models.
-from intents.models_attachments import AttachmentBlob, DraftAttachment  # noqa: E402
+from intents.models_attachments import (  # noqa: E402
+    AttachmentBlob,
+    AttachmentStorage,
+    DraftAttachment,
+)
 from intents.models_broadcast import Broadcast, BroadcastRecipient  # noqa: E402
 from intents.models_events import (  # noqa: E402
     AgentEvent,
@@ -563,6 +567,7 @@ __all__ = [
     "ApiIdempotencyKey",
     "ApiRateWindow",
     "AttachmentBlob",
+    "AttachmentStorage",
     "Broadcast",
     "BroadcastRecipient",
     "Draft",

@@ -11,6 +11,9 @@ Retention (``intents.retention.attachment_bytes_purge``) drops a blob's bytes on
 naming it has had its body purged, and stamps ``data_purged_at``; the row stays, with its size and
 digest (what the audit record and the content hashes cite). A later draft attaching the same bytes
 stores them again (``DatabaseBlobStore.put``).
+
+``AttachmentStorage`` is the tenant's total of stored bytes, held against its quota
+(``TENANT_ATTACHMENT_STORAGE_BYTES``, ``intents.services.storage``).
 """
 
 from __future__ import annotations
@@ -63,3 +66,26 @@ class DraftAttachment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.filename} ({self.content_type}, {self.size} bytes)"
+
+
+class AttachmentStorage(models.Model):
+    """The attachment bytes a tenant holds: the ``size`` of each of its blobs that still has its
+    bytes (``data_purged_at`` null), once per blob however many versions name it. Added to in the
+    transaction that stores a blob's bytes (a guarded UPDATE against the quota), taken from in
+    the one where retention drops them (``intents.services.storage``); a tenant that never
+    stored a file has no row (0)."""
+
+    tenant = models.OneToOneField(
+        "tenants.Tenant", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    bytes_used = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(bytes_used__gte=0), name="attachmentstorage_not_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Attachment storage of tenant {self.tenant_id}: {self.bytes_used} bytes"

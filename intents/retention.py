@@ -16,6 +16,7 @@ docs publish it), then the sweep deletes them.
 from __future__ import annotations
 
 import logging
+from collections import Counter as Tally
 from datetime import timedelta
 
 from django.core.cache import cache
@@ -40,6 +41,7 @@ from intents.models import (
     IntentEvent,
     SendIntent,
 )
+from intents.services.storage import storage_release
 
 log = logging.getLogger("intents.retention")
 # The purge's log line keeps the logger and event name it had in the agent API's module.
@@ -134,7 +136,9 @@ def attachment_bytes_purge(*, batch: int = 200) -> int:
     A draft attaching the same bytes at this moment (``DatabaseBlobStore.put``) locks the blob's
     row until its version commits. So the rows are locked first, and the second statement, with
     a snapshot taken after those locks were granted, sees every version that names them: a blob
-    that one of them still needs keeps its bytes, and a put() after the purge refills them."""
+    that one of them still needs keeps its bytes, and a put() after the purge refills them (and
+    counts them against the tenant's storage quota again). The bytes dropped come off the
+    tenant's total (``storage_release``) in the same transaction."""
     named = DraftAttachment.objects.filter(blob=OuterRef("pk"))
     still_needed = Exists(named.filter(version__body_purged_at__isnull=True))
     candidates = list(
@@ -155,19 +159,23 @@ def attachment_bytes_purge(*, batch: int = 200) -> int:
         gone = list(
             AttachmentBlob.objects.filter(id__in=locked)
             .exclude(still_needed)
-            .values_list("id", "tenant_id", "sha256")
+            .values_list("id", "tenant_id", "sha256", "size")
         )
-        AttachmentBlob.objects.filter(id__in=[pk for pk, _, _ in gone]).update(
+        AttachmentBlob.objects.filter(id__in=[row[0] for row in gone]).update(
             data=None, data_purged_at=Now()
         )
+        freed: Tally[int] = Tally()
+        for _, tenant_id, _, size in gone:
+            freed[tenant_id] += size
+        storage_release(freed)
         drafts = set(
-            DraftAttachment.objects.filter(blob_id__in=[pk for pk, _, _ in gone]).values_list(
+            DraftAttachment.objects.filter(blob_id__in=[row[0] for row in gone]).values_list(
                 "tenant_id", "version__draft_id"
             )
         )
         _journal_purged(drafts, "draft.attachment_bytes_purged")
     # After the commit: a preview rendered from the bytes goes with them.
-    cache.delete_many([preview_cache_key(t, sha) for _, t, sha in gone])
+    cache.delete_many([preview_cache_key(t, sha) for _, t, sha, _ in gone])
     log.info("intents.retention.attachments_purged", extra={"blobs": len(gone)})
     return len(gone)
 

@@ -17,6 +17,7 @@ from intents.attachments import CleanUpload, Upload, clean_uploads
 from intents.blobs import blob_store
 from intents.models import AttachmentBlob, DraftAttachment, DraftVersion
 from intents.services.content import answered_message
+from intents.services.storage import storage_charge
 from mailboxes import provider
 
 log = logging.getLogger("intents.services")
@@ -88,17 +89,21 @@ def _hold_kept_blobs(blob_ids: list[int]) -> None:
 
 def attach(tenant, version: DraftVersion, files: Sequence[Planned]) -> None:
     """Store the files' bytes (once per tenant and digest) and the version's rows (call in the
-    version's transaction)."""
+    version's transaction). Bytes the tenant did not hold yet count against its storage quota:
+    past it, ``StorageQuotaExceeded`` and the transaction writes nothing."""
     if not files:
         return
     _hold_kept_blobs([item.blob_id for item in files if item.blob_id is not None])
     store = blob_store()
     rows = []
+    added = 0
     for position, item in enumerate(files):
         blob_id = item.blob_id
         if blob_id is None:
             assert item.data is not None
-            blob_id = store.put(tenant_id=tenant.pk, data=item.data).pk
+            stored = store.put(tenant_id=tenant.pk, data=item.data)
+            blob_id = stored.blob.pk
+            added += stored.blob.size if stored.new_bytes else 0
         rows.append(
             DraftAttachment(
                 version=version,
@@ -111,6 +116,7 @@ def attach(tenant, version: DraftVersion, files: Sequence[Planned]) -> None:
                 blob_id=blob_id,
             )
         )
+    storage_charge(tenant_id=tenant.pk, added=added)
     DraftAttachment.objects.bulk_create(rows)
 
 

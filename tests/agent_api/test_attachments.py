@@ -137,6 +137,54 @@ def test_a_body_over_the_limit_is_413(api, token_a, mailbox_a):
     assert Draft.objects.count() == 0
 
 
+def test_files_past_the_tenants_storage_quota_are_413_and_write_nothing(
+    api, token_a, token_b, mailbox_a, mailbox_b, settings
+):
+    settings.TENANT_ATTACHMENT_STORAGE_BYTES = len(PDF) + 100
+    other = _file("other.pdf", data=PDF + b"x" * 200)
+    draft_id = api.post(
+        "/drafts", draft_body(mailbox_a, attachments=[_file()]), token=token_a, key="q1"
+    ).json()["id"]
+
+    create = api.post(
+        "/drafts", draft_body(mailbox_a, attachments=[other]), token=token_a, key="q2"
+    )
+    revise = api.post(
+        f"/drafts/{draft_id}/versions",
+        {
+            "to": ["customer@example.com"],
+            "subject": "Re: Where is my order?",
+            "text": "x",
+            "attachments": [_file(), other],
+        },
+        token=token_a,
+    )
+    tool = call_tool(
+        raw_token=token_a, name="create_draft", arguments=draft_body(mailbox_a, attachments=[other])
+    )
+    same_bytes = api.post(
+        "/drafts", draft_body(mailbox_a, attachments=[_file()]), token=token_a, key="q3"
+    )
+    another_tenant = api.post(
+        "/drafts", draft_body(mailbox_b, attachments=[_file()]), token=token_b, key="q2"
+    )
+
+    assert (create.status_code, revise.status_code) == (413, 413)
+    assert create["Content-Type"] == "application/problem+json"
+    problem = create.json()
+    assert (problem["code"], problem["title"]) == (
+        "storage_quota_exceeded",
+        "Storage quota exceeded",
+    )
+    assert problem["errors"] == [{"field": "attachments", "message": problem["detail"]}]
+    assert f"{len(PDF)} of {len(PDF) + 100} bytes are in use" in problem["detail"]
+    assert (tool.is_error, tool.document["status"]) == (True, 413)
+    assert (same_bytes.status_code, another_tenant.status_code) == (201, 201)
+    assert Draft.objects.filter(tenant=mailbox_a.tenant).count() == 2
+    assert DraftVersion.objects.filter(draft_id=draft_id).count() == 1
+    assert AttachmentBlob.objects.filter(tenant=mailbox_a.tenant).count() == 1
+
+
 def test_a_revision_keeps_replaces_or_removes_the_files(api, token_a, mailbox_a):
     created = api.post(
         "/drafts", draft_body(mailbox_a, attachments=[_file()]), token=token_a, key="r"

@@ -53,6 +53,8 @@ def test_openapi_document_is_3_1_with_every_route_and_problem_errors(client):
     # The body limit: a draft's text and its attachments in base64 (agent_api.auth).
     assert f"{MAX_BODY_BYTES // 1024} KiB" in schema["info"]["description"]
     assert "attachments[i]" in schema["info"]["description"]
+    assert "**413** `storage_quota_exceeded`" in schema["info"]["description"]
+    assert list(create["responses"]["413"]["content"]) == ["application/problem+json"]
     assert not any("approve" in path or "send" in path for path, _ in operations)
 
 

@@ -6,6 +6,7 @@ import io
 import pytest
 from django.urls import reverse
 
+from intents.attachments import Upload
 from intents.models import SendIntent, Suppression
 from tenants.models import AuditEvent, Membership, Tenant, User
 from tests.pages import based_on
@@ -259,6 +260,26 @@ def test_health_panel_counts(tenant_a, admin_a, mailbox_a, make_draft, make_inte
         health.needs_attention,
     ) == (1, 1, 1, 1)
     assert (health.failures_last_hour, health.attempts_last_hour) == (1, 1)
+
+
+def test_health_panel_shows_the_attachment_storage_against_the_quota(
+    tenant_a, admin_a, mailbox_a, mailbox_b, make_draft, signed_in, settings
+):
+    """Each stored file once (two drafts attaching the same bytes hold them once); another
+    tenant's files are not ours."""
+    settings.TENANT_ATTACHMENT_STORAGE_BYTES = 4 * 1024 * 1024
+    photo = Upload("photo.txt", "text/plain", b"p" * 1024 * 1024)
+    make_draft(mailbox_a, attachments=[photo])
+    make_draft(mailbox_a, attachments=[photo])
+    make_draft(mailbox_b, attachments=[Upload("b.txt", "text/plain", b"b" * 2 * 1024 * 1024)])
+
+    page = signed_in(admin_a.user).get(reverse("admin_home", args=[tenant_a.slug]))
+
+    storage = page.context["health"].attachment_storage
+    assert (storage.used, storage.quota, storage.percent) == (1024 * 1024, 4 * 1024 * 1024, 25)
+    shown = page.content.decode().split("data-attachment-storage", 1)[1].split("</div>", 1)[0]
+    assert "Attachment storage" in shown
+    assert "1.0\xa0MB" in shown and "of 4.0\xa0MB (25%)" in shown
 
 
 def test_health_oldest_queued_is_the_operators_definition(

@@ -17,8 +17,16 @@ from django.utils import timezone
 from intents import errors, services, tasks
 from intents.attachments import Upload
 from intents.blobs import BlobPurged, blob_store, preview_cache_key
-from intents.models import AttachmentBlob, Draft, DraftAttachment, DraftVersion, IntentEvent
+from intents.models import (
+    AttachmentBlob,
+    AttachmentStorage,
+    Draft,
+    DraftAttachment,
+    DraftVersion,
+    IntentEvent,
+)
 from intents.retention import attachment_bytes_purge, draft_bodies_purge
+from intents.selectors.storage import used_bytes
 from intents.services.attachments import Planned, attach
 from tests.intents.helpers import blocked_on_a_lock
 
@@ -151,6 +159,36 @@ def test_the_daily_job_purges_the_bytes_and_a_later_draft_stores_them_again(
 
 
 @pytest.mark.django_db
+def test_bytes_retention_drops_no_longer_count_against_the_storage_quota(
+    rejected, again, tenant_a, settings
+):
+    settings.TENANT_ATTACHMENT_STORAGE_BYTES = 2 * len(INVOICE) + len(PNG)
+    rejected([("a.pdf", "application/pdf", INVOICE), ("l.png", "image/png", PNG)], days=91)
+    with pytest.raises(errors.StorageQuotaExceeded):
+        rejected([("b.pdf", "application/pdf", INVOICE + b"% page 2\n")], days=1)
+    assert used_bytes(tenant_a.pk) == len(INVOICE) + len(PNG)
+
+    tasks.retention_purge()
+    assert used_bytes(tenant_a.pk) == 0
+
+    rejected([("b.pdf", "application/pdf", INVOICE + b"% page 2\n")], days=1)
+    again()  # the purged invoice's bytes, stored again, count again
+    assert used_bytes(tenant_a.pk) == 2 * len(INVOICE) + len(b"% page 2\n")
+
+
+@pytest.mark.django_db
+def test_the_purge_never_takes_a_total_below_zero(rejected, tenant_a):
+    """Files an older release stored were never counted: retention still runs."""
+    rejected([("a.pdf", "application/pdf", INVOICE)], days=91)
+    AttachmentStorage.objects.filter(tenant=tenant_a).update(bytes_used=10)
+
+    tasks.retention_purge()
+
+    assert blob(tenant_a, INVOICE).data_purged_at is not None
+    assert used_bytes(tenant_a.pk) == 0
+
+
+@pytest.mark.django_db
 def test_a_kept_file_whose_bytes_were_purged_is_refused(rejected, tenant_a):
     old = rejected([("a.pdf", "application/pdf", INVOICE)], days=91)
     tasks.retention_purge()
@@ -196,6 +234,7 @@ def test_a_purge_waits_for_a_draft_storing_the_same_bytes_and_keeps_them(rejecte
     assert results == [0]
     stored = blob(tenant_a, INVOICE)
     assert bytes(stored.data) == INVOICE and stored.data_purged_at is None
+    assert used_bytes(tenant_a.pk) == len(INVOICE)  # counted once, never taken off
 
 
 @pytest.mark.django_db(transaction=True)
@@ -213,6 +252,7 @@ def test_a_draft_storing_bytes_a_purge_holds_stores_them_again(rejected, again, 
     assert isinstance(results[0], Draft)
     stored = blob(tenant_a, INVOICE)
     assert bytes(stored.data) == INVOICE and stored.data_purged_at is None
+    assert used_bytes(tenant_a.pk) == len(INVOICE)  # taken off by the purge, counted again
 
 
 @pytest.mark.django_db(transaction=True)

@@ -21,11 +21,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from common.counters import count, counter_totals, counters_add
 from common.models import Counter
-from intents import sending
+from intents import sending, services
+from intents.attachments import Upload
 from intents.models import IntentEvent, ProviderThrottle, SendAttempt, SendIntent
 from tenants.tokens import token_create
 from tests.agent_api.conftest import ALL_SCOPES, Api, draft_body
-from tests.factories import TenantFactory
+from tests.factories import MembershipFactory, TenantFactory, make_local_mailbox
 from tests.intents.helpers import run_concurrently
 from tests.plans import plan_nodes
 from tests.webhooks.conftest import Hook, add_secret, delivery_payload, new_secret, new_svix_id
@@ -122,7 +123,34 @@ def test_every_series_keeps_its_name_and_type(client, metrics_token, tenant_a):
         "countersign_webhook_ledger_rows": "gauge",
         "countersign_webhook_unapplied": "gauge",
         "countersign_webhook_lag_seconds": "gauge",
+        "countersign_attachment_storage_bytes": "gauge",
+        "countersign_attachment_storage_quota_bytes": "gauge",
     }
+
+
+@pytest.mark.django_db
+def test_attachment_storage_is_what_each_tenant_holds_and_the_quota(
+    client, metrics_token, tenant_a, tenant_b, settings
+):
+    settings.TENANT_ATTACHMENT_STORAGE_BYTES = 5_000_000
+    mailbox = make_local_mailbox(tenant_a)
+    person = MembershipFactory(tenant=tenant_a, role="approver").user
+    for text in ("one", "two"):  # the same file twice: held once
+        services.draft_create(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            to=["c@example.com"],
+            subject=text,
+            text=text,
+            actor_user=person,
+            attachments=[Upload("a.txt", "text/plain", b"a" * 3000)],
+        )
+
+    samples = scrape(client)
+
+    assert at(samples, "countersign_attachment_storage_bytes", tenant=tenant_a.slug) == 3000
+    assert at(samples, "countersign_attachment_storage_bytes", tenant=tenant_b.slug) == 0
+    assert at(samples, "countersign_attachment_storage_quota_bytes") == 5_000_000
 
 
 @pytest.mark.django_db

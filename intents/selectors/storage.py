@@ -1,0 +1,43 @@
+"""The tenants' attachment storage and quota (``intents.services.storage`` keeps the totals): for
+the admin's health panel and ``/metrics``. One row per tenant, whatever the history."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from intents.models import AttachmentStorage
+
+
+@dataclass(frozen=True)
+class StorageUse:
+    used: int
+    quota: int
+
+    @property
+    def percent(self) -> int:
+        """Of the quota, rounded down (100 when full or past it)."""
+        return min(100, self.used * 100 // self.quota) if self.quota else 100
+
+    @property
+    def left(self) -> int:
+        return max(0, self.quota - self.used)
+
+
+def storage_quota() -> int:
+    return int(settings.TENANT_ATTACHMENT_STORAGE_BYTES)
+
+
+def used_bytes(tenant_id: int) -> int:
+    row = AttachmentStorage.objects.filter(tenant_id=tenant_id).values_list("bytes_used").first()
+    return int(row[0]) if row else 0
+
+
+def attachment_storage(*, tenant) -> StorageUse:
+    return StorageUse(used=used_bytes(tenant.pk), quota=storage_quota())
+
+
+def attachment_storage_by_tenant() -> dict[int, int]:
+    """Bytes held per tenant id (a tenant that never stored a file is missing: 0)."""
+    return dict(AttachmentStorage.objects.values_list("tenant_id", "bytes_used"))
