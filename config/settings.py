@@ -118,6 +118,10 @@ if PRODUCTION and not SECRET_ENCRYPTION_KEYS:
 
 INSTALLED_APPS = [
     "django.contrib.admin",
+    # Before django.contrib.auth: its ``changepassword`` command replaces Django's (which left no
+    # audit row and kept the person's sessions). It has no templates, static files or catalogue
+    # of its own for this order to change.
+    "tenants",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -128,7 +132,6 @@ INSTALLED_APPS = [
     "django_q",
     "axes",
     "common",
-    "tenants",
     "mailboxes",
     "intents",
     "webhooks",

@@ -61,6 +61,8 @@ SENTENCES = {
     "member.created_by_sso": _("The identity provider brought in %(object)s as a new member"),
     "member.two_factor_reset": _("%(actor)s reset the two-factor sign-in of %(object)s"),
     "signin.two_factor_operator_reset": _("An operator reset the two-factor sign-in of %(object)s"),
+    "signin.password_operator_set": _("An operator set a new password for %(object)s"),
+    "user.changed_by_operator": _("An operator changed the account of %(object)s"),
     "tenant.sso_changed": _("%(actor)s changed the single sign-on settings"),
     "tenant.two_factor_required": _("%(actor)s changed whether members need two-factor sign-in"),
     "token.created": _("%(actor)s created the agent token %(object)s"),
@@ -159,6 +161,12 @@ FIELD_NAMES = {
     "mailboxes_after": _("mailboxes after"),
     "mailbox_ids": _("mailboxes"),
     "email": _("email"),
+    "recipients": _("recipients"),
+    "from_list": _("approved from the queue's list"),
+    "full_name": _("name"),
+    "is_active": _("may sign in"),
+    "is_staff": _("operator"),
+    "is_superuser": _("operator with every right"),
     "address": _("address"),
     "name": _("name"),
     "note": _("reason"),
@@ -313,10 +321,20 @@ def _details(data) -> list[tuple[str, str]]:
         old, new = _coded("from", data["from"]), _coded("to", data["to"])
         return [(str(_("changed")), f"{_value(old)} → {_value(new)}")]
     return [
-        (_field(key), _value(_coded(key, value)))
+        (_field(key), _recipients(value) if key == "recipients" else _value(_coded(key, value)))
         for key, value in sorted(data.items())
-        if not isinstance(value, dict)
+        if not isinstance(value, dict) or key == "recipients"
     ]
+
+
+def _recipients(value) -> str:
+    """An approval's recipients (``{"to": [...], "cc": [...], "bcc": [...]}``) as one line by
+    header; a broadcast's approval keeps only their count."""
+    if not isinstance(value, dict):
+        return _value(value)
+    return "; ".join(
+        f"{kind}: {_value(addresses)}" for kind, addresses in value.items() if addresses
+    )
 
 
 def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:

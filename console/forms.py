@@ -159,6 +159,9 @@ class AuditFilterForm(forms.Form):
         widget=forms.DateInput(attrs={"type": "date"}),
         validators=DAY_VALIDATORS,
     )
+    # A send's number (as on its page): the record of that one send, from its draft's first
+    # version to its deliveries.
+    send = forms.IntegerField(label=_("Send #"), required=False, min_value=1, max_value=2**63 - 1)
     before = forms.DateTimeField(label=_("Page"), required=False, widget=forms.HiddenInput)
 
 

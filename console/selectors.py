@@ -191,6 +191,27 @@ class AuditFilter:
     since: date | None = None
     until: date | None = None
     before: datetime | None = None
+    # One send's record: the journal of the send, of the draft (or broadcast) it sends, from the
+    # draft's first version to the send's last delivery event.
+    send: int | None = None
+
+
+def _send_scope(tenant: Tenant, send: int) -> Q:
+    """The journal rows of one send's chain of custody; nothing for another tenant's send."""
+    found = (
+        SendIntent.objects.filter(tenant=tenant, pk=send)
+        .values_list("draft_id", "broadcast_id")
+        .first()
+    )
+    if found is None:
+        return Q(pk__in=[])
+    draft_id, broadcast_id = found
+    scope = Q(intent_id=send)
+    if draft_id is not None:
+        scope |= Q(draft_id=draft_id)
+    if broadcast_id is not None:
+        scope |= Q(broadcast_id=broadcast_id, intent__isnull=True)
+    return scope
 
 
 def _journal(tenant: Tenant, f: AuditFilter):
@@ -237,6 +258,8 @@ def _journal(tenant: Tenant, f: AuditFilter):
             output_field=CharField(),
         ),
     )
+    if f.send is not None:
+        qs = qs.filter(_send_scope(tenant, f.send))
     return _filtered(qs, f).values(*AUDIT_PAGE_COLUMNS)
 
 
@@ -281,8 +304,11 @@ def audit_log(tenant: Tenant, f: AuditFilter):
     parts = []
     if f.source in ("", "journal"):
         parts.append(_journal(tenant, f))
-    if f.source in ("", "admin"):
+    if f.source in ("", "admin") and f.send is None:
         parts.append(_admin(tenant, f))
+    if not parts:
+        # Administration rows name no send.
+        return _journal(tenant, f).none()
     qs = parts[0]
     if len(parts) == 2:
         qs = qs.union(parts[1], all=True)

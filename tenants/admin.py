@@ -1,16 +1,21 @@
 from collections.abc import Callable
+from datetime import datetime
 from functools import partial
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.utils import unquote
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.db import transaction
+from django.db.models import QuerySet
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from tenants import onboarding
 from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant, User
+from tenants.passwords import operator_password_recorded
 from tenants.services import AdminError
 
 
@@ -30,6 +35,48 @@ class UserAdmin(BaseUserAdmin):
         ("Dates", {"fields": ["last_login", "date_joined"]}),
     ]
     add_fieldsets = [(None, {"classes": ["wide"], "fields": ["email", "password1", "password2"]})]
+
+    # Every edit here is in the audit log of each tenant of the person (an address, whether they
+    # may sign in, a password chosen by someone else: a tenant's admins must be able to see it),
+    # and nobody is deleted: the journals name people for good (a deletion of anyone who ever
+    # acted failed on them with a 500; of anyone else it silently took their memberships with
+    # it). An account that must stop is made inactive.
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        changed = [name for name in form.changed_data if name != "password"]
+        if change and changed:
+            onboarding.account_changed_by_operator(
+                user=obj,
+                actor=request.user,
+                request=request,
+                before={name: _plain(form.initial.get(name)) for name in changed},
+                after={name: _plain(form.cleaned_data.get(name)) for name in changed},
+            )
+
+    def user_change_password(self, request, id, form_url=""):
+        if request.method != "POST":
+            return super().user_change_password(request, id, form_url)
+        with transaction.atomic():
+            user = self.get_object(request, unquote(id))
+            before = user.password if user is not None else None
+            response = super().user_change_password(request, id, form_url)
+            if user is not None:
+                user.refresh_from_db(fields=["password"])
+                if user.password != before:
+                    operator_password_recorded(user=user, actor=request.user, request=request)
+        return response
+
+
+def _plain(value):
+    """A form value as the audit row keeps it (JSON): related rows by name, times as ISO text."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, QuerySet | list | tuple):
+        return sorted(str(item) for item in value)
+    return value
 
 
 class MembershipInline(admin.TabularInline):
@@ -157,11 +204,16 @@ class AgentTokenAdmin(admin.ModelAdmin):
 
     # Read-only for operators: a token made here had no secret (an empty prefix and digest; the
     # second one was a 500), and an edit here (a scope, un-revoking) left no audit row. Tokens are
-    # made and revoked in the console, through tenants.tokens.
+    # made and revoked in the console, through tenants.tokens. Nor deleted: the drafts and the
+    # journal name the token that wrote them (a used token's deletion failed on the journal with
+    # a 500; an unused one's vanished without an audit row). Revoking is the way to stop one.
     def has_add_permission(self, request):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False
 
 

@@ -20,8 +20,9 @@ from django.utils.translation import gettext as _
 
 from common.text import control_in, unsafe_in_name
 from tenants import invitations
-from tenants.models import Tenant, User
+from tenants.models import AuditEvent, Tenant, User
 from tenants.services import AdminError, audit_record
+from tenants.signin_audit import signin_audit
 
 logger = logging.getLogger(__name__)
 
@@ -230,3 +231,36 @@ def tenant_resume(*, slug: str, actor: User | None = None) -> Tenant:
         actor=actor,
         refused=_("The tenant %(slug)s is not suspended; nothing was changed.") % {"slug": slug},
     )
+
+
+def account_changed_by_operator(
+    *, user: User, actor: User | None, before: dict, after: dict, request=None
+) -> None:
+    """The audit rows of an operator's edit of an account in the operators' admin (its address,
+    name, whether it may sign in, its operator rights), in the transaction that saved it: one in
+    each tenant of the person. An address changed there changes the name every earlier row of
+    theirs is shown under, so the old one is kept here."""
+    signin_audit(
+        action="user.changed_by_operator",
+        user=user,
+        actor=actor,
+        request=request,
+        data={"before": before, "after": after},
+    )
+    logger.info(
+        "tenants.user.changed_by_operator", extra={"user_id": user.pk, "fields": sorted(after)}
+    )
+
+
+def operator_account_created(*, user: User) -> None:
+    """The audit row of an operator's account made by ``manage.py createsuperuser`` (no tenant:
+    an operator belongs to none)."""
+    AuditEvent.objects.create(
+        tenant=None,
+        actor=None,
+        action="user.created_as_operator",
+        object_type="user",
+        object_id=str(user.pk),
+        data={"email": user.email, "is_superuser": user.is_superuser},
+    )
+    logger.info("tenants.user.created_as_operator", extra={"user_id": user.pk})

@@ -1,5 +1,6 @@
-"""A signed-in person changing their own password (the account pages). There is no reset by
-e-mail: the product sends people no e-mail; a person who forgot theirs asks an operator."""
+"""A signed-in person changing their own password (the account pages), and an operator setting
+one (``manage.py changepassword``, the operators' admin). There is no reset by e-mail: the product
+sends people no e-mail; a person who forgot theirs asks an operator."""
 
 from __future__ import annotations
 
@@ -27,4 +28,34 @@ def password_change(
             request=request,
             data={"sessions_ended": ended},
         )
+    return ended
+
+
+def password_set_by_operator(*, user: User, password: str) -> int:
+    """An operator's ``manage.py changepassword`` (the caller checked the validators): the new
+    password, every session of the person ended, and an audit row in each of their tenants, as
+    for a change of their own. Returns how many sessions ended."""
+    user.set_password(password)  # before the transaction: hashing is slow on purpose
+    with transaction.atomic():
+        user.save(update_fields=["password"])
+        return operator_password_recorded(user=user, actor=None)
+
+
+def operator_password_recorded(
+    *, user: User, actor: User | None, request: HttpRequest | None = None
+) -> int:
+    """What follows an operator's setting of ``user``'s password, in the transaction that saved
+    it: every session of the person ends (the operator's own, when it is theirs, stays) and each
+    tenant of theirs gets an audit row. A person may belong to several tenants: whoever reads
+    any of their audit logs must see that someone else chose this password. ``actor``: the
+    operator signed in to the admin, or None from the command line."""
+    keep = request.session.session_key if request is not None and actor == user else None
+    ended = sessions_end_all(user=user, keep_key=keep)
+    signin_audit(
+        action="signin.password_operator_set",
+        user=user,
+        actor=actor,
+        request=request,
+        data={"sessions_ended": ended},
+    )
     return ended

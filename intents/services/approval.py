@@ -38,6 +38,7 @@ from intents.services.common import (
     require_pending,
 )
 from intents.services.content import refuse_recipient_problems
+from tenants.models import Membership
 from tenants.templatetags.zones import zoned
 from webhooks.selectors import customer_messages_after_draft
 
@@ -81,14 +82,14 @@ def draft_approve(
                 )
                 % {"n": current.number}
             )
-        _require_approver(tenant, draft, current, actor)
+        membership = _require_approver(tenant, draft, current, actor)
         now = db_now()
         _require_sendable(tenant, draft, current, now)
         _require_customer_messages_seen(tenant, draft, messages_seen, from_list=unseen)
         if unseen:
             _require_no_unproven_send(tenant, draft)
         intent = _create_intent(tenant, draft, current, actor, now)
-        _record_approval(tenant, draft, current, intent, actor, now)
+        _record_approval(tenant, draft, current, intent, membership, from_list=unseen)
         held = intent.hold_until is not None
         transaction.on_commit(lambda: enqueue_execution(intent.pk, held=held))
     log.info(
@@ -98,15 +99,17 @@ def draft_approve(
     return intent
 
 
-def _require_approver(tenant, draft: Draft, current: DraftVersion, actor) -> None:
+def _require_approver(tenant, draft: Draft, current: DraftVersion, actor) -> Membership:
     """The actor may approve sends from this (active) mailbox, and is not the only person who
-    saw an edit that policy wants a second pair of eyes on."""
+    saw an edit that policy wants a second pair of eyes on. Returns the membership that allows
+    it."""
     membership = active_membership(tenant=tenant, user=actor)
     if not can_approve(membership=membership, mailbox=draft.mailbox):
         raise errors.NoRight(
             message=_("You may not approve sends from %(address)s.")
             % {"address": draft.mailbox.address}
         )
+    assert membership is not None  # can_approve refuses None
     if not draft.mailbox.is_active:
         raise errors.MailboxInactive(
             message=_("%(address)s is not active.") % {"address": draft.mailbox.address}
@@ -127,6 +130,7 @@ def _require_approver(tenant, draft: Draft, current: DraftVersion, actor) -> Non
                 "requires another person to approve it."
             )
         )
+    return membership
 
 
 def _wrote_a_version_since_last_approval(draft: Draft, actor) -> bool:
@@ -241,11 +245,25 @@ def _create_intent(tenant, draft: Draft, current: DraftVersion, actor, now) -> S
         raise errors.NotPending(message=_("This version is already approved.")) from None
 
 
-def _record_approval(tenant, draft: Draft, current: DraftVersion, intent, actor, now) -> None:
+def _record_approval(
+    tenant,
+    draft: Draft,
+    current: DraftVersion,
+    intent: SendIntent,
+    membership: Membership,
+    *,
+    from_list: bool,
+) -> None:
+    """The draft approved, and the journal's record of what and under which right: the append-only
+    row keeps the recipients and the approver's address, role and mailbox right as they were
+    when they approved, which a later edit of the account or the membership cannot change, and
+    which outlives the body's retention purge beside the hash; and whether it was approved from
+    the queue's list (``from_list``), whose rows show less than the draft's page."""
+    actor = membership.user
     Draft.objects.filter(pk=draft.pk).update(
         status=Draft.Status.APPROVED,
         decided_by=actor,
-        decided_at=now,
+        decided_at=intent.approved_at,
         updated_at=Now(),
         **UNHELD,
     )
@@ -258,7 +276,15 @@ def _record_approval(tenant, draft: Draft, current: DraftVersion, intent, actor,
         actor_user=actor,
         from_state=Draft.Status.PENDING,
         to_state=Draft.Status.APPROVED,
-        data={"version": current.number, "content_hash": current.content_hash},
+        data={
+            "version": current.number,
+            "content_hash": current.content_hash,
+            "recipients": current.recipients,
+            "email": actor.email,
+            "role": membership.role,
+            "all_mailboxes": membership.approve_all_mailboxes,
+            "from_list": from_list,
+        },
     )
     journal(
         tenant=tenant,

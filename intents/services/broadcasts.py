@@ -292,13 +292,21 @@ def _require_state(broadcast: Broadcast, allowed: set[str]) -> None:
         )
 
 
-def _require_approver(tenant, broadcast: Broadcast, actor) -> None:
+def _require_approver(tenant, broadcast: Broadcast, actor) -> dict:
+    """Refused unless ``actor`` may approve for the broadcast's mailbox; the right that allows
+    it, as the approval's journal row keeps it (``draft_approve`` keeps the same)."""
     membership = active_membership(tenant=tenant, user=actor)
     if not can_approve(membership=membership, mailbox=broadcast.mailbox):
         raise errors.NoRight(
             message=_("You may not approve sends from %(address)s.")
             % {"address": broadcast.mailbox.address}
         )
+    assert membership is not None  # can_approve refuses None
+    return {
+        "email": membership.user.email,
+        "role": membership.role,
+        "all_mailboxes": membership.approve_all_mailboxes,
+    }
 
 
 def recomputed_hash(broadcast: Broadcast) -> str:
@@ -326,7 +334,7 @@ def broadcast_approve(*, tenant, broadcast_id, content_hash, actor) -> Broadcast
     with transaction.atomic():
         broadcast = lock_broadcast(tenant, broadcast_id)
         _require_state(broadcast, {State.PENDING_REVIEW})
-        _require_approver(tenant, broadcast, actor)
+        right = _require_approver(tenant, broadcast, actor)
         if not broadcast.mailbox.is_active:
             raise errors.MailboxInactive(
                 message=_("%(address)s is not active.") % {"address": broadcast.mailbox.address}
@@ -362,7 +370,11 @@ def broadcast_approve(*, tenant, broadcast_id, content_hash, actor) -> Broadcast
             actor_user=actor,
             from_state=State.PENDING_REVIEW,
             to_state=State.APPROVED,
-            data={"content_hash": content_hash, "recipients": broadcast.recipient_count},
+            data={
+                "content_hash": content_hash,
+                "recipients": broadcast.recipient_count,
+                **right,
+            },
         )
         transaction.on_commit(lambda: enqueue_fan_out(broadcast.pk))
     log.info(

@@ -9,7 +9,7 @@ import re
 import pytest
 from django.core.management import CommandError, call_command
 
-from tenants.models import AuditEvent, Invitation, Tenant
+from tenants.models import AuditEvent, Invitation, Tenant, User
 
 pytestmark = pytest.mark.django_db
 
@@ -139,3 +139,17 @@ def test_tenant_invite_admin_prints_a_new_link(tenant_a, settings):
     assert LINK.match(out.splitlines()[-1])
     assert str(bad.value) == "--email: Enter a valid email address."
     assert Invitation.objects.get(tenant=tenant_a).email == "new@a.test"
+
+
+def test_an_operator_account_made_by_command_is_recorded():
+    """Django's own ``createsuperuser`` made an account with every right in the operators' admin
+    and left no row anywhere."""
+    call_command("createsuperuser", "--noinput", "--email", "root@countersign.test")
+
+    user = User.objects.get(email="root@countersign.test")
+    row = AuditEvent.objects.get(action="user.created_as_operator")
+    assert (row.tenant_id, row.object_id, row.data) == (
+        None,
+        str(user.pk),
+        {"email": "root@countersign.test", "is_superuser": True},
+    )

@@ -195,3 +195,89 @@ def test_a_staff_member_who_may_only_view_tenants_cannot_suspend(tenant_a):
     assert tried.status_code == 200
     assert Tenant.objects.get(pk=tenant_a.pk).status == "active"
     assert not AuditEvent.objects.exists()
+
+
+USERS = "/ops/admin/tenants/user/"
+
+
+def test_an_account_edit_here_is_in_the_audit_log_of_each_tenant_of_the_person(
+    operator, tenant_a, tenant_b, member_of
+):
+    """An address changed here renames every earlier row of the person (the journals name the
+    account, not the address it had), and an account switched off here locks them out of every
+    tenant: neither left a row anywhere."""
+    user = member_of(tenant_a).user
+    member_of(tenant_b, "viewer", user=user)
+    old_email = user.email
+    admin_a = member_of(tenant_a, "admin").user
+
+    response = operator.post(
+        f"{USERS}{user.pk}/change/",
+        {
+            "email": "ana.new@example.test",
+            "full_name": user.full_name,
+            "is_active": "",
+            "date_joined_0": user.date_joined.date().isoformat(),
+            "date_joined_1": "00:00:00",
+        },
+    )
+
+    assert response.status_code == 302
+    rows = AuditEvent.objects.filter(action="user.changed_by_operator")
+    assert sorted(rows.values_list("tenant_id", flat=True)) == [tenant_a.pk, tenant_b.pk]
+    row = rows.get(tenant=tenant_a)
+    assert (row.actor.email, row.object_id) == ("ops@countersign.test", str(user.pk))
+    assert (row.data["before"]["email"], row.data["after"]["email"]) == (
+        old_email,
+        "ana.new@example.test",
+    )
+    assert (row.data["before"]["is_active"], row.data["after"]["is_active"]) == (True, False)
+    page = Client()
+    page.force_login(admin_a)
+    shown = page.get(reverse("admin_audit", args=[tenant_a.slug])).content.decode()
+    assert "An operator changed the account of" in shown
+    assert f"{old_email} → ana.new@example.test" in shown
+
+
+def test_a_password_set_here_ends_the_persons_sessions_and_is_audited(
+    operator, tenant_a, member_of, password
+):
+    user = member_of(tenant_a).user
+    theirs = Client()
+    theirs.post(reverse("login"), {"username": user.email, "password": password})
+
+    response = operator.post(
+        f"{USERS}{user.pk}/password/",
+        {"password1": PASSWORD, "password2": PASSWORD, "usable_password": "true"},
+    )
+
+    assert response.status_code == 302
+    user.refresh_from_db()
+    assert user.check_password(PASSWORD)
+    assert theirs.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 302
+    row = AuditEvent.objects.get(action="signin.password_operator_set")
+    assert (row.tenant, row.actor.email, row.data["sessions_ended"]) == (
+        tenant_a,
+        "ops@countersign.test",
+        1,
+    )
+
+
+def test_people_and_agent_tokens_cannot_be_deleted_here(operator, tenant_a, member_of):
+    """The journals name the person or token that acted: deleting one who had acted failed on
+    them with a 500, and deleting one who had not took their memberships along, unaudited."""
+    membership = member_of(tenant_a)
+    token, _ = token_create(tenant=tenant_a, name="bot", scopes=["drafts:read"], actor=None)
+
+    answers = [
+        operator.get(f"{USERS}{membership.user.pk}/delete/").status_code,
+        operator.post(f"{USERS}{membership.user.pk}/delete/", {"post": "yes"}).status_code,
+        operator.post(
+            f"/ops/admin/tenants/agenttoken/{token.pk}/delete/", {"post": "yes"}
+        ).status_code,
+    ]
+
+    assert answers == [403, 403, 403]
+    assert User.objects.filter(pk=membership.user.pk).exists()
+    assert tenant_a.memberships.filter(pk=membership.pk).exists()
+    assert tenant_a.agent_tokens.filter(pk=token.pk).exists()

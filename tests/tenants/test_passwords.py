@@ -127,3 +127,33 @@ def test_it_needs_a_signed_in_person_and_a_csrf_token(tenant_a, member_of, passw
     assert forged.status_code == 403
     user.refresh_from_db()
     assert user.check_password(password)
+
+
+def test_an_operator_setting_one_by_command_ends_their_sessions_and_tells_each_tenant(
+    tenant_a, tenant_b, member_of, password, monkeypatch
+):
+    """``manage.py changepassword`` (the README's way for a person who forgot theirs) was
+    Django's own: it found no address typed in another case, left no audit row in any tenant of
+    the person, and whoever held their sessions stayed signed in."""
+    import getpass
+    import io
+
+    from django.core.management import call_command
+
+    user = member_of(tenant_a).user
+    member_of(tenant_b, "viewer", user=user)
+    theirs = browser(user, password)
+    monkeypatch.setattr(getpass, "getpass", lambda prompt="": NEW)
+    out = io.StringIO()
+
+    call_command("changepassword", user.email.upper(), stdout=out)
+
+    user.refresh_from_db()
+    assert user.check_password(NEW)
+    assert "ended 1 session(s)" in out.getvalue()
+    assert theirs.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 302
+    rows = AuditEvent.objects.filter(action="signin.password_operator_set")
+    assert sorted(rows.values_list("tenant_id", "object_id", "data")) == [
+        (tenant.pk, str(user.pk), {"email": user.email, "sessions_ended": 1})
+        for tenant in (tenant_a, tenant_b)
+    ]

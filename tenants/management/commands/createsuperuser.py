@@ -1,0 +1,19 @@
+"""Django's ``createsuperuser``, recorded: an operator's account (every right in the operators'
+admin, where people's passwords and addresses can be changed) now leaves an audit row, without a
+tenant as it belongs to none (the operators' admin lists it). Django's own left nothing. The row
+is written once the account exists, not in its transaction: Django's command asks its questions
+between the two, and a transaction must not wait on a person typing.
+This app comes before ``django.contrib.auth`` in INSTALLED_APPS so that this command wins."""
+
+from django.contrib.auth.management.commands import createsuperuser
+
+from tenants.models import User
+from tenants.onboarding import operator_account_created
+
+
+class Command(createsuperuser.Command):
+    def handle(self, *args, **options):
+        known = set(User.objects.filter(is_superuser=True).values_list("pk", flat=True))
+        super().handle(*args, **options)
+        for user in User.objects.filter(is_superuser=True).exclude(pk__in=known):
+            operator_account_created(user=user)
