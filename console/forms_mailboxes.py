@@ -17,19 +17,39 @@ def _lines(value: str) -> list[str]:
     return sorted({item for item in items if item})
 
 
+DISPLAY_NAME_HELP = _("The sender's name your customers see, e.g. Acme Support.")
+
+
 class MailboxCreateForm(forms.Form):
     username = forms.CharField(
         label=_("Username"),
         max_length=64,
-        help_text=_("The part before the @. Lower-case letters, digits, dots, dashes."),
+        help_text=_(
+            "The part before the @ of the new address: 1-64 lower-case letters, digits, dots, "
+            "dashes or underscores, starting and ending with a letter or digit."
+        ),
     )
-    display_name = forms.CharField(label=_("Display name"), max_length=120, required=False)
+    display_name = forms.CharField(
+        label=_("Display name"),
+        max_length=120,
+        required=False,
+        help_text=DISPLAY_NAME_HELP,
+    )
 
 
 class MailboxPolicyForm(BasedOnForm):
-    display_name = forms.CharField(label=_("Display name"), max_length=120, required=False)
+    display_name = forms.CharField(
+        label=_("Display name"), max_length=120, required=False, help_text=DISPLAY_NAME_HELP
+    )
     policy_mode = forms.ChoiceField(
-        label=_("Policy mode"), choices=Mailbox.PolicyMode.choices, widget=forms.RadioSelect
+        label=_("Policy mode"),
+        choices=Mailbox.PolicyMode.choices,
+        widget=forms.RadioSelect,
+        help_text=_(
+            "With only allowed domains and addresses, a draft to anyone else is refused when the "
+            "agent posts it, flagged in review if it was already waiting, and blocked before "
+            "sending."
+        ),
     )
     allowed_domains = forms.CharField(
         label=_("Allowed domains"),

@@ -425,3 +425,31 @@ def still_working_for(tenant: Tenant, user) -> tuple[int, int]:
         tenant=tenant, created_by=user, enabled=True
     ).count()
     return tokens, endpoints
+
+
+@dataclass(frozen=True)
+class SetupProgress:
+    """What a new tenant still lacks before an agent's draft can be reviewed and sent: a
+    mailbox, an agent token, and someone besides the first admin (a member or an invitation).
+    The health page lists the steps while any is missing: a first admin lands on an empty
+    queue and an all-zero health page, and nothing else says where to begin."""
+
+    mailbox: bool
+    token: bool
+    team: bool
+
+    @property
+    def complete(self) -> bool:
+        return self.mailbox and self.token and self.team
+
+
+def setup_progress(tenant: Tenant) -> SetupProgress:
+    now = timezone.now()
+    return SetupProgress(
+        mailbox=Mailbox.objects.filter(tenant=tenant).exists(),
+        token=AgentToken.objects.filter(tenant=tenant, revoked_at__isnull=True)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        .exists(),
+        team=Membership.objects.filter(tenant=tenant).count() > 1
+        or Invitation.objects.filter(tenant=tenant, state=Invitation.State.PENDING).exists(),
+    )

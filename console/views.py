@@ -59,7 +59,10 @@ def admin_home(request: TenantRequest) -> HttpResponse:
     template = "console/home.html"
     if request.htmx:
         template += "#health"
-    return render(request, template, {"health": selectors.health(request.tenant)})
+    context: dict[str, object] = {"health": selectors.health(request.tenant)}
+    if not request.htmx:
+        context["setup"] = selectors.setup_progress(request.tenant)
+    return render(request, template, context)
 
 
 def _members_page(

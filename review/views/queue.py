@@ -54,6 +54,8 @@ def _queue_context(request: TenantRequest) -> dict:
     if page.prev_cursor:
         prev_params["before"] = page.prev_cursor
     return {
+        # A tenant without a mailbox has no drafts to come: its empty queue says what is missing.
+        "no_mailbox": not mailboxes,
         "sort_label": QUEUE_SORTS[sort].label,
         "prev_query": prev_params.urlencode() if page.prev_cursor else None,
         "place": queue_place(request.GET.urlencode()),
