@@ -9,33 +9,57 @@ refuses before any hash once the client failed on ``SIGNIN_FAILED_ACCOUNTS_PER_M
 (axes' rows: one per address and browser) in the last minute; the person sees axes' lock-out page
 (429). It counts the rows axes writes, in the database every web process shares.
 
-The budget is per client address as ``TRUSTED_PROXY_COUNT`` finds it: behind a proxy with that
+The budget is per client: an IPv4 address, or an IPv6 /64 (``client_networks``), of the address
+``TRUSTED_PROXY_COUNT`` finds. Behind a proxy with that
 setting left at 0, every client is the proxy, and a burst of failures pauses sign-in for all for a
 minute (DEPLOYMENT.md).
 """
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import timedelta
 
 from axes.exceptions import AxesBackendPermissionDenied
 from axes.models import AccessAttempt
 from django.conf import settings
+from django.db.models import BooleanField
+from django.db.models.expressions import RawSQL
 from django.http import HttpRequest
 from django.utils import timezone
 
 from tenants.signin_audit import request_client_ip
 
 WINDOW = timedelta(minutes=1)
+IPV6_CLIENT_PREFIX = 64
+
+
+def client_networks(address: str) -> list[str]:
+    """The blocks of addresses one client controls, as PostgreSQL ``inet`` text: an IPv4 address
+    alone, in both the forms a server reports it (``a.b.c.d`` and, from a dual-stack socket,
+    ``::ffff:a.b.c.d``); an IPv6 client's whole ``/64``, the smallest block a network hands one
+    subscriber: it picks any of its 2^64 addresses at will, so counting exact addresses gave it
+    a fresh budget per address, without end. Empty when ``address`` is not an address."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return []
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv4Address):
+        return [f"{ip}/32", f"::ffff:{ip}/128"]
+    return [str(ipaddress.IPv6Network((ip, IPV6_CLIENT_PREFIX), strict=False))]
 
 
 def failed_accounts_recently(request: HttpRequest) -> int:
-    """Accounts (axes rows) this client failed to sign in to within the last ``WINDOW``."""
-    client = request_client_ip(request)
-    if not client:
+    """Accounts (axes rows) this client failed to sign in to within the last ``WINDOW``, from
+    any address of its blocks (``client_networks``)."""
+    networks = client_networks(request_client_ip(request) or "")
+    if not networks:
         return 0
+    in_networks = RawSQL("ip_address <<= ANY(%s::inet[])", (networks,), output_field=BooleanField())
     return AccessAttempt.objects.filter(
-        ip_address=client, attempt_time__gte=timezone.now() - WINDOW
+        in_networks, attempt_time__gte=timezone.now() - WINDOW
     ).count()
 
 

@@ -61,3 +61,42 @@ def test_a_client_trying_address_after_address_is_refused_before_any_hash(
     assert own_password == 429
     assert elsewhere == 302
     assert a_minute_later == 302
+
+
+def test_an_ipv6_client_is_counted_by_its_64_whatever_address_of_it_it_uses(
+    client, hashes, member_of, tenant_a, password
+):
+    """An IPv6 client picks any of its /64's 2^64 addresses: one failure from each spent no
+    budget when the count went by exact address."""
+    person = member_of(tenant_a).user
+    with time_machine.travel(timezone.now(), tick=False):
+        tries = [
+            sign_in(
+                client, f"guess{n}@example.test", "Winter2026!", address=f"2001:db8:1:2::{n:x}"
+            ).status_code
+            for n in range(1, 8)
+        ]
+        same_64 = sign_in(client, person.email, password, address="2001:db8:1:2:ffff::1")
+        next_64 = sign_in(client, person.email, password, address="2001:db8:1:3::1")
+
+    assert tries == [200] * 5 + [429] * 2
+    assert same_64.status_code == 429
+    assert next_64.status_code == 302
+
+
+def test_an_ipv4_client_is_counted_by_its_own_address_in_either_form(
+    client, hashes, member_of, tenant_a, password
+):
+    """IPv4 stays exact (a /24 is often many people behind one provider); a dual-stack socket
+    reports the same client as ``::ffff:a.b.c.d``, which is that client too, not the ``::/64``
+    every IPv4 client's mapped form shares."""
+    person = member_of(tenant_a).user
+    with time_machine.travel(timezone.now(), tick=False):
+        for n in range(5):
+            address = STRANGER if n % 2 else f"::ffff:{STRANGER}"
+            sign_in(client, f"guess{n}@example.test", "Winter2026!", address=address)
+        mapped = sign_in(client, person.email, password, address=f"::ffff:{STRANGER}")
+        neighbour = sign_in(client, person.email, password, address="203.0.113.10")
+
+    assert mapped.status_code == 429
+    assert neighbour.status_code == 302
