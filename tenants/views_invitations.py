@@ -112,28 +112,32 @@ def invitation(request: HttpRequest, invitation_id: int) -> HttpResponse:
             context["wrong_account"] = True
             return render(request, TEMPLATE, context, status=403)
         return render(request, TEMPLATE, context)
-    if User.objects.filter(email=found.email).exists():
-        context["sign_in"] = True
-        return render(request, TEMPLATE, context, status=409 if request.method == "POST" else 200)
+    # One page whether or not the address has an account, and one answer to the form: the link
+    # may have been forwarded, and the admin who made it holds it too, so telling the two apart
+    # told any admin which addresses have an account here, in any tenant (their own invite page
+    # answers the same whatever the address). An existing account's password is never set here;
+    # its owner signs in, then accepts.
     form = _new_account_form(found, request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         try:
-            membership = invitations.invitation_accept_with_new_account(
+            invitations.invitation_accept_with_new_account(
                 invitation_id=found.pk,
                 password=form.cleaned_data["new_password1"],
                 full_name=form.cleaned_data["full_name"],
             )
         except AdminError as error:
-            form.add_error(None, error.message)
+            if error.code != "account_exists":
+                form.add_error(None, error.message)
         else:
             _forget(request, found.pk)
-            messages.success(
+        if not form.errors:
+            messages.info(
                 request,
                 _(
-                    "Your account is ready and you are a member of %(tenant)s. "
-                    "Sign in with your email and the new password."
+                    "Now sign in as %(email)s. If that address already had an account, use its "
+                    "own password: an invitation link never changes an existing account."
                 )
-                % {"tenant": membership.tenant.name},
+                % {"email": found.email},
             )
             return redirect("login")
     context["form"] = form
