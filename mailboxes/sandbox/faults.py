@@ -20,6 +20,7 @@ BEFORE_MODES = frozenset(
         "gateway_403",
         "422_unprocessable",
         "delay",
+        "json_2xx_before",
     }
 )
 # Modes applied after the request was fully processed (the send is in the ledger).
@@ -27,6 +28,10 @@ BEFORE_MODES = frozenset(
 # shape failure the client must treat as uncertain).
 # `html_2xx_after` processes the send, then answers 200 with a page that is not JSON (a gateway's
 # "OK" page, a cut body): the SDK raises ApiError with status 200, which is uncertain too.
+# `json_2xx_before` answers 200 with the fault's `answer` object and processes nothing (a provider
+# that hands one key's answer to another request); `json_2xx_after` processes the send, then
+# answers 200 with its real body updated by `answer` (a message id too long, another thread, extra
+# fields). Either way the idempotency record keeps the real outcome: a replay gets the truth.
 AFTER_MODES = frozenset(
     {
         "timeout_after_accept",
@@ -35,6 +40,7 @@ AFTER_MODES = frozenset(
         "503_after",
         "malformed_2xx",
         "html_2xx_after",
+        "json_2xx_after",
     }
 )
 MODES = BEFORE_MODES | AFTER_MODES
@@ -52,6 +58,7 @@ class Fault:
     retry_after: int | None
     delay: float
     inbox_id: str | None
+    answer: dict | None = None
     seen: int = 0
     fired: int = 0
 
@@ -89,6 +96,9 @@ class FaultBook:
             raise ApiError.validation(f"Invalid fault: {exc}") from exc
         if times < 0 or nth < 1:
             raise ApiError.validation("times must be >= 0 and nth >= 1")
+        answer = spec.get("answer")
+        if answer is not None and not isinstance(answer, dict):
+            raise ApiError.validation("answer must be a JSON object", ["answer"])
         fault = Fault(
             id=next(self._ids),
             route=str(spec.get("route", "*")),
@@ -98,6 +108,7 @@ class FaultBook:
             retry_after=retry_after,
             delay=delay,
             inbox_id=spec.get("inbox_id"),
+            answer=answer,
         )
         with self._lock:
             self._faults.append(fault)

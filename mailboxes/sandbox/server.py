@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
 import logging
 import os
 import signal
@@ -166,6 +167,8 @@ def _fault_reply(fault: Fault) -> Reply | None:
                 "retry the identical request shortly"
             )
         )
+    elif mode == "json_2xx_before":
+        reply = Reply.json(200, fault.answer or {})
     elif mode == "503_before":
         reply = Reply.error(ApiError(503, "service_unavailable", "Service unavailable"))
     else:
@@ -184,6 +187,10 @@ def _after_fault(fault: Fault, processed: Reply | None) -> Outcome:
         return Outcome(Reply.json(200, {"thread_id": "thd-malformed"}))
     if fault.mode == "html_2xx_after":
         return Outcome(Reply(200, b"<html><body>OK</body></html>", content_type="text/html"))
+    if fault.mode == "json_2xx_after":
+        if processed is None or processed.status != 200:
+            return Outcome(processed)
+        return Outcome(Reply.json(200, {**json.loads(processed.body), **(fault.answer or {})}))
     if fault.mode == "503_after":
         reply = Reply.error(ApiError(503, "service_unavailable", "Service unavailable"))
     else:

@@ -165,6 +165,7 @@ class SandboxServer:
         retry_after: int | None = None,
         delay: float | None = None,
         inbox_id: str | None = None,
+        answer: dict[str, Any] | None = None,
     ) -> dict:
         spec: dict[str, Any] = {"route": route, "mode": mode, "times": times}
         for name, value in (
@@ -172,6 +173,7 @@ class SandboxServer:
             ("retry_after", retry_after),
             ("delay", delay),
             ("inbox_id", inbox_id),
+            ("answer", answer),
         ):
             if value is not None:
                 spec[name] = value
