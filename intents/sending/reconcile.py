@@ -5,6 +5,7 @@ the send (``accepted``), nothing found leaves it to a person (``needs_attention`
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from django.conf import settings
@@ -22,6 +23,8 @@ from intents.sending.record import (
     mark_accepted,
 )
 from mailboxes import provider
+
+log = logging.getLogger("intents.sending")
 
 State = SendIntent.State
 AttemptOutcome = SendAttempt.Outcome
@@ -76,15 +79,23 @@ def _resolve(
 ) -> str:
     """The intent's move after a lookup (inside the recording transaction, lease checked)."""
     if outcome == AttemptOutcome.ACCEPTED:
+        found, *others = lookup.message_ids
+        if others:
+            log.warning(
+                "intents.intent.sent_more_than_once",
+                extra={"intent_id": intent.pk, "messages": len(lookup.message_ids)},
+            )
         mark_accepted(
             [
                 Acceptance(
                     intent=intent,
                     claim=claim,
-                    message_id=lookup.message_ids[0],
+                    message_id=found,
                     thread_id="",
                     how=f"found by label {prepared.label}"
-                    + (" (inbox scan)" if lookup.method == "inbox_scan" else ""),
+                    + (" (inbox scan)" if lookup.method == "inbox_scan" else "")
+                    + (f"; {len(others)} other message(s) carry it too" if others else ""),
+                    also_found=tuple(others),
                 )
             ]
         )

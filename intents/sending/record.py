@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -156,6 +156,9 @@ class Acceptance:
     message_id: str
     thread_id: str
     how: str
+    # Other messages of the inbox that carry the intent's label (a lookup found more than one):
+    # AgentMail sent it more than once. Kept in the journal, the evidence a person needs.
+    also_found: tuple[str, ...] = ()
 
 
 def mark_accepted(acceptances: list[Acceptance]) -> set[int]:
@@ -195,7 +198,10 @@ def mark_accepted(acceptances: list[Acceptance]) -> set[int]:
                 from_state=a.intent.state,
                 to_state=State.ACCEPTED,
                 reason=a.how,
-                data={"provider_message_id": a.message_id},
+                data={
+                    "provider_message_id": a.message_id,
+                    **({"also_found": list(a.also_found)} if a.also_found else {}),
+                },
             )
             for a in done
         ]
@@ -217,6 +223,7 @@ def intent_record_accepted(
     states: dict[int, str] = {}
     with transaction.atomic():
         locked = lock_leased_for_record([claim for claim, _, _ in answers])
+        taken = message_ids_taken([(c.intent_id, r.message_id) for c, _, r in answers])
         acceptances = []
         for claim, prepared, result in answers:
             intent = locked.get(claim.intent_id)
@@ -224,6 +231,11 @@ def intent_record_accepted(
                 _close_attempt(prepared, AttemptOutcome.FENCED, result)
                 log.warning("intents.intent.fenced", extra={"intent_id": claim.intent_id})
                 states[claim.intent_id] = "fenced"
+                continue
+            if claim.intent_id in taken:
+                states[claim.intent_id] = _record_taken(
+                    intent, claim, prepared, result, taken[claim.intent_id]
+                )
                 continue
             acceptances.append(
                 Acceptance(
@@ -236,7 +248,7 @@ def intent_record_accepted(
             )
             states[claim.intent_id] = State.ACCEPTED
         live = [(c, p, r) for c, p, r in answers if c.intent_id in locked]
-        _close_attempts_accepted([(p, r) for _, p, r in live])
+        _close_attempts_accepted([(p, r) for c, p, r in live if c.intent_id not in taken])
         # Every answer here is clean: once per key is the same as once per send.
         if live:
             throttles_clean([p.key_ref for _, p, _ in live])
@@ -246,6 +258,59 @@ def intent_record_accepted(
         for intent_id in intents_adopt_late_acceptances(late):
             states[intent_id] = State.ACCEPTED
     return states
+
+
+def message_ids_taken(answers: list[tuple[int, str]]) -> dict[int, int]:
+    """Of (intent id, message id) answers, those whose message id is not this intent's alone:
+    another intent, of any tenant, recorded it already (or another answer of the same batch
+    names it); {intent id: the other intent's id}. Message ids are unique at AgentMail, so such
+    an answer proves nothing about this send. The message ids' advisory locks, held to the end
+    of the caller's transaction, keep two transactions from recording one id at once."""
+    if not answers:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) "
+            "FROM (SELECT unnest(%s::text[]) AS k ORDER BY 1) AS keys",
+            [sorted({f"intents.provider_message:{m}" for _, m in answers})],
+        )
+        values = ", ".join(["(%s::bigint, %s::text)"] * len(answers))
+        cursor.execute(
+            f"SELECT v.id, (SELECT i.id FROM {SendIntent._meta.db_table} AS i "  # noqa: S608
+            "WHERE i.provider_message_id = v.message_id AND i.provider_message_id <> '' "
+            f"AND i.id <> v.id ORDER BY i.id LIMIT 1) FROM (VALUES {values}) AS v(id, message_id)",
+            [value for pair in answers for value in pair],
+        )
+        taken = {pk: other for pk, other in cursor.fetchall() if other is not None}
+    first: dict[str, int] = {}
+    for pk, message_id in answers:
+        if first.setdefault(message_id, pk) != pk:
+            taken.setdefault(pk, first[message_id])
+            taken.setdefault(first[message_id], pk)
+    return taken
+
+
+def _record_taken(
+    intent: Leased, claim: Claim, prepared: Prepared, result: provider.SendResult, other: int
+) -> str:
+    """AgentMail answered 200 with a message id another send recorded (``message_ids_taken``).
+    Taken as proof, a reply was marked sent that never went out, and that message's delivery
+    events went to the other send. Unknown instead: the replay with the same key, or past the
+    attempts the label lookup, decides."""
+    log.warning(
+        "intents.intent.message_id_taken",
+        extra={"intent_id": intent.pk, "other_intent_id": other},
+    )
+    doubtful = replace(
+        result,
+        outcome=provider.Outcome.UNCERTAIN,
+        thread_id="",
+        error_code="message_id_taken",
+        error_message="AgentMail answered with the message id of another send",
+    )
+    _close_attempt(prepared, AttemptOutcome.UNCERTAIN, doubtful)
+    detail = f"{doubtful.http_status or '-'} {doubtful.error_code}: {doubtful.error_message}"
+    return _record_not_processed(intent, claim, doubtful, detail)
 
 
 # The states in which nobody is working on an intent and its outcome is unknown: a late answer
@@ -272,6 +337,9 @@ def intents_adopt_late_acceptances(late: list[tuple[Claim, provider.SendResult]]
             )
             .values_list("pk", "tenant_id", "draft_id", "state")
         )
+        # After the row locks, as in intent_record_accepted: the same order in both, no deadlock.
+        taken = message_ids_taken([(row[0], by_id[row[0]][1].message_id) for row in waiting])
+        waiting = [row for row in waiting if row[0] not in taken]
         for pk, tenant_id, draft_id, state in waiting:
             claim, result = by_id[pk]
             SendIntent.objects.filter(pk=pk, state=state).update(

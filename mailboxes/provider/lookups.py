@@ -14,7 +14,7 @@ from agentmail.core.api_error import ApiError
 from django.conf import settings
 
 from .client import NO_RETRIES, encode_path_segment, sdk
-from .responses import parse_error_body
+from .responses import parse_error_body, usable_id
 
 logger = logging.getLogger("mailboxes.provider")
 
@@ -171,7 +171,7 @@ def _carrying(items: list[Any], *, inbox_id: str, label: str) -> list[str]:
         message_id = _field(item, "message_id")
         labels = _field(item, "labels")
         owner = _field(item, "inbox_id")
-        if not isinstance(message_id, str) or not message_id or not isinstance(labels, list):
+        if not usable_id(message_id) or not isinstance(labels, list):
             continue
         if not isinstance(owner, str) or owner.casefold() != inbox_id.casefold():
             continue

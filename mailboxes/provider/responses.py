@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeGuard
 
 from agentmail.core.api_error import ApiError
 
@@ -85,6 +85,26 @@ def _seconds_until_http_date(value: str, now: float | None) -> float | None:
         when = when.replace(tzinfo=UTC)
     current = now if now is not None else time.time()
     return when.timestamp() - current
+
+
+# An id we record must fit its column (a message id is one header line, RFC 5322 §2.1.1) and be
+# text PostgreSQL can store: an id with a NUL, another control character or an unpaired surrogate
+# made the insert raise, and the worker's round with it, on every replay of the same answer.
+MESSAGE_ID_MAX_LENGTH = 998
+THREAD_ID_MAX_LENGTH = 255
+
+
+def usable_id(value: Any, *, max_length: int = MESSAGE_ID_MAX_LENGTH) -> TypeGuard[str]:
+    """Whether a provider's message or thread id is one we can record as it is."""
+    if not isinstance(value, str) or not value or len(value) > max_length:
+        return False
+    if any(ch < " " or ch == "\x7f" for ch in value):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_error_body(body: Any) -> ProviderErrorBody:

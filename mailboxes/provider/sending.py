@@ -14,7 +14,13 @@ from agentmail import AgentMail
 from agentmail.core.api_error import ApiError
 
 from .client import NO_RETRIES, encode_path_segment, sdk
-from .responses import Outcome, classify_api_error, parse_error_body
+from .responses import (
+    THREAD_ID_MAX_LENGTH,
+    Outcome,
+    classify_api_error,
+    parse_error_body,
+    usable_id,
+)
 
 logger = logging.getLogger("mailboxes.provider")
 
@@ -160,21 +166,26 @@ def _failed(exc: Exception, started: float) -> SendResult:
 
 
 def _answered(response: Any, started: float) -> SendResult:
-    """A 2xx is a success only with a message id (the SDK does not validate responses)."""
+    """A 2xx is a success only with a message id we can record (the SDK does not validate
+    responses). A thread id we could not record is left out: the message id is the proof."""
     message_id = getattr(response, "message_id", None)
     thread_id = getattr(response, "thread_id", None)
-    if not isinstance(message_id, str) or not message_id:
+    if not usable_id(message_id):
         return SendResult(
             Outcome.UNCERTAIN,
             http_status=200,
             error_code="malformed_response",
-            error_message="2xx without message_id",
+            error_message=(
+                "2xx without message_id"
+                if not message_id
+                else "2xx with a message_id that cannot be recorded"
+            ),
             latency_ms=_elapsed(started),
         )
     return SendResult(
         Outcome.ACCEPTED,
         message_id=message_id,
-        thread_id=thread_id if isinstance(thread_id, str) else "",
+        thread_id=thread_id if usable_id(thread_id, max_length=THREAD_ID_MAX_LENGTH) else "",
         http_status=200,
         latency_ms=_elapsed(started),
     )

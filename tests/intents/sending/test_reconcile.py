@@ -237,3 +237,30 @@ def test_a_lookup_made_while_the_first_call_is_in_flight_does_not_hand_it_to_a_p
     assert IntentEvent.objects.filter(
         intent=intent, action="intent.accepted", reason__startswith="AgentMail's answer"
     ).exists()
+
+
+def test_two_messages_carrying_the_label_are_both_kept_as_evidence(live, request):
+    """AgentMail holds two messages with the intent's label (it sent the reply twice): the lookup
+    proves the send with one and the journal names the other, so a person can see that the
+    customer got it twice (only the first id was kept, and the duplicate left no trace)."""
+    intent = never_sent(live)
+    client = live.sandbox.sdk(live.mailbox.api_key())
+    copies = [
+        client.inboxes.messages.send(
+            live.mailbox.inbox_id,
+            to=["customer@example.com"],
+            subject="Your refund",
+            text="We refunded your order.",
+            labels=[intent.label],
+        ).message_id
+        for _ in range(2)
+    ]
+    request.getfixturevalue("day_later")
+
+    reconcile(intent)
+
+    accepted = IntentEvent.objects.get(intent=intent, action="intent.accepted")
+    assert intent.state == "accepted"
+    assert sorted([intent.provider_message_id, *accepted.data["also_found"]]) == sorted(copies)
+    assert "1 other message(s) carry it too" in accepted.reason
+    assert calls(live.sandbox, intent) and sends(live.sandbox, intent) == []
