@@ -140,8 +140,11 @@ def classify_api_error(
     if status == 429:
         return Outcome.RETRY_LATER, parse_retry_after(header(headers, "retry-after"))
     if status >= 500:
-        # The request may have been processed before the server failed.
-        return Outcome.UNCERTAIN, None
+        # The request may have been processed before the server failed. A 503's Retry-After
+        # says when the service expects to be back (RFC 9110 §10.2.3): the replay waits for it
+        # rather than spending its attempts on a service that said it is away.
+        retry_after = parse_retry_after(header(headers, "retry-after")) if status == 503 else None
+        return Outcome.UNCERTAIN, retry_after
     if status == 409:
         # "in progress" may complete; "key already used for a different message" never will.
         text = f"{body.code} {body.message}".lower()

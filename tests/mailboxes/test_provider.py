@@ -86,6 +86,16 @@ def test_429_is_retry_later_with_retry_after(mailbox, sandbox):
     assert sandbox.ledger(idempotency_key=request.idempotency_key) == []
 
 
+def test_a_503_with_retry_after_is_uncertain_and_carries_the_wait(mailbox, sandbox):
+    """It was ignored: the replay went on its own backoff, spending attempts on a service that
+    had said when it would be back."""
+    sandbox.fault("send", "503_before", retry_after=30)
+    request = request_for(mailbox)
+    result = send(mailbox, request)
+    assert (result.outcome, result.http_status, result.retry_after) == (Outcome.UNCERTAIN, 503, 30)
+    assert sandbox.ledger(idempotency_key=request.idempotency_key) == []
+
+
 @pytest.mark.parametrize("mode", ["500_before", "503_before", "502_html"])
 def test_5xx_before_processing_is_uncertain_and_nothing_was_sent(mailbox, sandbox, mode):
     sandbox.fault("send", mode)

@@ -111,6 +111,25 @@ def test_bad_data_in_one_intent_does_not_hold_back_the_others(live, mailbox_fact
     assert not SendAttempt.objects.filter(intent_id=bad.pk).exists()
 
 
+def test_a_503_with_retry_after_holds_the_replay_until_then(live):
+    """The replay of a send answered 503 waits at least the Retry-After the service gave, then
+    sends once with the same key."""
+    live.sandbox.fault("send", "503_before", retry_after=600, times=1)
+    intent = live.approved()
+    before = db_now()
+
+    assert sending.run_once(worker="w", limit=1, intent_id=intent.pk) == 1
+
+    intent.refresh_from_db()
+    assert intent.state == State.UNCERTAIN
+    assert intent.next_attempt_at >= before + timedelta(seconds=600)
+    assert sending.run_once(worker="w", limit=1, intent_id=intent.pk) == 0
+    SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=db_now())
+    assert sending.run_once(worker="w", limit=1, intent_id=intent.pk) == 1
+    assert SendIntent.objects.get(pk=intent.pk).state == State.ACCEPTED
+    assert _sends(live, intent) == 1
+
+
 @pytest.mark.parametrize("retry_after", [10**9, 10**12, 10**18])
 def test_a_429_with_a_huge_retry_after_is_recorded_and_gives_up(live, retry_after):
     """A 429 certainly did not send. A Retry-After beyond the safe window fails the intent
