@@ -240,6 +240,11 @@ class InvitationAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
+    # Nor deleted: a pending invitation deleted here was withdrawn with no audit row (revoking it
+    # on the members page records who did), and a closed one is the record of how a member came.
+    def has_delete_permission(self, request, obj=None):
+        return False
+
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(admin.ModelAdmin):

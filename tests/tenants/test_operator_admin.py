@@ -281,3 +281,21 @@ def test_people_and_agent_tokens_cannot_be_deleted_here(operator, tenant_a, memb
     assert User.objects.filter(pk=membership.user.pk).exists()
     assert tenant_a.memberships.filter(pk=membership.pk).exists()
     assert tenant_a.agent_tokens.filter(pk=token.pk).exists()
+
+
+def test_invitations_cannot_be_deleted_here(operator, tenant_a, member_of):
+    """Deleting a pending invitation here withdrew it without an audit row (revoking it on the
+    members page records who did); a closed one is how a member came in."""
+    from tenants import invitations
+    from tenants.models import Invitation
+
+    admin = member_of(tenant_a, "admin").user
+    invitation, _ = invitations.invitation_create(
+        tenant=tenant_a, email="new@example.test", role="viewer", actor=admin
+    )
+    url = f"/ops/admin/tenants/invitation/{invitation.pk}/delete/"
+
+    answers = [operator.get(url).status_code, operator.post(url, {"post": "yes"}).status_code]
+
+    assert answers == [403, 403]
+    assert Invitation.objects.get(pk=invitation.pk).state == "pending"
