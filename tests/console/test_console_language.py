@@ -31,6 +31,9 @@ SAME = {
     "de": {"Status", "Details", "Name", "Person", "Webhooks", "Token", "Tokens", "optional"},
     "es": {"Webhooks", "Token", "Tokens", "no", "Ctrl"},
 }
+# Single words that are the same inside a longer text ("0 bytes": Django's own Spanish for the
+# unit of a file size is "bytes").
+SAME_WORDS = {"de": set(), "es": {"bytes"}}
 WORD = re.compile(r"[A-Za-z][A-Za-z:]{2,}")
 
 
@@ -38,7 +41,7 @@ def left_in_english(text: str, lang: str) -> bool:
     """Whether a piece of text read the same in English holds a word that should not."""
     if text in SAME[lang]:
         return False
-    return bool(set(WORD.findall(text)) - NAMES)
+    return bool(set(WORD.findall(text)) - NAMES - SAME_WORDS[lang])
 
 
 class _Texts(HTMLParser):
