@@ -23,6 +23,7 @@ from intents.models import AgentEventEndpoint, Draft, SendIntent
 from mailboxes.models import Mailbox
 from tenants.models import AgentToken, Invitation, Membership, Tenant
 from tenants.templatetags.zones import zoned
+from webhooks.models import RecipientDelivery
 
 # %(actor)s and %(object)s are filled in escaped; an action missing here reads as FALLBACK.
 SENTENCES = {
@@ -337,6 +338,15 @@ def _recipients(value) -> str:
     )
 
 
+def _action_words(action: str) -> str:
+    """The verb of an action the tables above do not name: a delivery's state by the label its
+    badges show ("Delivered", translated), else the code's last part."""
+    kind, _dot, verb = action.partition(".")
+    if kind == "delivery" and verb in RecipientDelivery.State.values:
+        return str(RecipientDelivery.State(verb).label)
+    return (verb or action).replace("_", " ")
+
+
 def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:
     names = _name_tables(tenant, rows)
     lines = []
@@ -360,7 +370,7 @@ def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:
                 or pgettext_lazy("audit actor", "someone")
             ),
             "object": obj,
-            "action": conditional_escape(action.partition(".")[2] or action).replace("_", " "),
+            "action": conditional_escape(_action_words(action)),
         }
         sentence = conditional_escape(str(template)) % values
         lines.append(

@@ -21,7 +21,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import Cast, Coalesce, Concat, NullIf
+from django.db.models.functions import Cast, Coalesce, Concat, Now, NullIf
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -319,6 +319,10 @@ def audit_log(tenant: Tenant, f: AuditFilter):
 class Health:
     pending_drafts: int
     queue_depth: int
+    # Of queue_depth, the sends not due yet and so not in oldest_queued_age: those in their undo
+    # window after approval, and those waiting for a retry (held ones are counted by ``held``).
+    in_undo_window: int
+    waiting_to_retry: int
     oldest_queued_age: timedelta | None
     sending: int
     uncertain: int
@@ -342,6 +346,11 @@ class Health:
     attachment_storage: StorageUse
 
 
+# Queued, not held, and not due yet by the database clock: the complement, within the unheld
+# queued sends, of what oldest_queued_age_seconds ages.
+_QUEUED_NOT_DUE = Q(state="queued", held_reason="", next_attempt_at__gt=Now())
+
+
 def health(tenant: Tenant) -> Health:
     """Nine small queries (eight aggregates and one row), whatever the volume."""
     hour_ago = timezone.now() - timedelta(hours=1)
@@ -352,6 +361,8 @@ def health(tenant: Tenant) -> Health:
         uncertain=Count("id", filter=Q(state="uncertain")),
         needs_attention=Count("id", filter=Q(state="needs_attention")),
         held=Count("id", filter=Q(state="queued") & ~Q(held_reason="")),
+        not_due=Count("id", filter=_QUEUED_NOT_DUE),
+        in_undo_window=Count("id", filter=_QUEUED_NOT_DUE & Q(hold_until__gt=Now())),
     )
     # One definition with the operators' command: due, unheld intents, aged from next_attempt_at
     # by the database clock. A queued intent backing off or on hold is not late.
@@ -389,6 +400,8 @@ def health(tenant: Tenant) -> Health:
         breaches_by_reviewer=breaches["reviewers"],
         pending_drafts=pending,
         queue_depth=intents["queued"],
+        in_undo_window=intents["in_undo_window"],
+        waiting_to_retry=intents["not_due"] - intents["in_undo_window"],
         oldest_queued_age=None if oldest_seconds is None else timedelta(seconds=oldest_seconds),
         sending=intents["sending"],
         uncertain=intents["uncertain"],

@@ -17,7 +17,7 @@ from tenants.preferences import time_zone_names, user_set_preferences
 from tenants.services import AdminError
 from tenants.signin_audit import signin_audit
 from tenants.user_sessions import sso_session_beyond_its_tenants
-from tenants.views_invitations import opened_ids
+from tenants.views_invitations import SIGNIN_EMAIL_KEY, opened_ids
 
 
 class SignInView(auth_views.LoginView):
@@ -25,8 +25,25 @@ class SignInView(auth_views.LoginView):
     authentication_form = SignInForm
     redirect_authenticated_user = True
 
+    def get_initial(self):
+        # Only what the invitation page put in this session (the invitation's own address, once
+        # its form was accepted): never a query parameter, which a stranger's link could set.
+        initial = super().get_initial()
+        email = self.request.session.get(SIGNIN_EMAIL_KEY)
+        if isinstance(email, str) and email:
+            initial["username"] = email
+        return initial
+
+    def get_form(self, form_class=None):
+        form = super().get_form(form_class)
+        if form.initial.get("username"):
+            form.fields["username"].widget.attrs.pop("autofocus", None)
+            form.fields["password"].widget.attrs["autofocus"] = True
+        return form
+
     def form_valid(self, form):
         response = super().form_valid(form)
+        self.request.session.pop(SIGNIN_EMAIL_KEY, None)
         # The audit row is written where a person signs in (here, the second-factor step, single
         # sign-on, passkeys), not on every login() call.
         signin_audit(

@@ -28,6 +28,8 @@ from tenants.services import AdminError
 from tenants.user_sessions import METHOD_KEY, SSO_TENANTS_KEY, sso_session_beyond_its_tenants
 
 SESSION_KEY = "tenants.invitations_opened"
+# The address the sign-in page fills in after the invitation page sent the invitee there.
+SIGNIN_EMAIL_KEY = "tenants.signin_email"
 TEMPLATE = "tenants/invitation.html"
 
 
@@ -139,6 +141,7 @@ def invitation(request: HttpRequest, invitation_id: int) -> HttpResponse:
                 )
                 % {"email": found.email},
             )
+            request.session[SIGNIN_EMAIL_KEY] = found.email
             return redirect("login")
     context["form"] = form
     return render(request, TEMPLATE, context, status=400 if request.method == "POST" else 200)

@@ -8,9 +8,10 @@ from django import template
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, pgettext_lazy
+from django.utils.translation import pgettext_lazy
 
 from intents.models import Draft, SendIntent
+from review import journal_words
 from review.previews import previewable
 
 register = template.Library()
@@ -170,51 +171,28 @@ def recipient_kind(value: str) -> str:
     return str(RECIPIENT_KINDS.get(value, value))
 
 
-# What each journal action says, in the reader's language; the stored action stays the code
-# (data-action on the page, the journal's CSV and the API keep it).
-JOURNAL_ACTIONS = {
-    "draft.created": gettext_lazy("draft created"),
-    "draft.version_added": gettext_lazy("new version"),
-    "draft.approved": gettext_lazy("approved"),
-    "draft.approval_undone": gettext_lazy("approval undone"),
-    "draft.rejected": gettext_lazy("rejected"),
-    "draft.withdrawn": gettext_lazy("withdrawn"),
-    "draft.expired": gettext_lazy("expired"),
-    "draft.reopened": gettext_lazy("back in review"),
-    "draft.note_added": gettext_lazy("note added"),
-    "draft.bodies_purged": gettext_lazy("bodies purged"),
-    "draft.taken": gettext_lazy("taken"),
-    "draft.handed": gettext_lazy("handed over"),
-    "draft.released": pgettext_lazy("draft journal", "released"),
-    "draft.assigned": gettext_lazy("assigned"),
-    "draft.claim_lapsed": gettext_lazy("claim lapsed"),
-    "draft.sla_warning": gettext_lazy("deadline near"),
-    "draft.sla_breached": gettext_lazy("deadline passed"),
-    "draft.escalated": gettext_lazy("escalated"),
-    "intent.created": gettext_lazy("send created"),
-    "intent.claimed": gettext_lazy("picked up by a worker"),
-    "intent.accepted": gettext_lazy("accepted by AgentMail"),
-    "intent.uncertain": gettext_lazy("outcome uncertain"),
-    "intent.retry_scheduled": gettext_lazy("retry scheduled"),
-    "intent.reconcile_pending": gettext_lazy("checking the outcome"),
-    "intent.needs_attention": gettext_lazy("needs attention"),
-    "intent.failed": gettext_lazy("failed"),
-    "intent.blocked": gettext_lazy("blocked"),
-    "intent.expired": gettext_lazy("expired"),
-    "intent.cancelled": gettext_lazy("cancelled"),
-    "intent.held": gettext_lazy("held"),
-    "intent.released": pgettext_lazy("send journal", "released"),
-    "intent.resolved_accepted": gettext_lazy("marked accepted"),
-    "intent.lease_expired": gettext_lazy("worker lease expired"),
-    "intent.handed_back": gettext_lazy("handed back by a stopping worker"),
-    "intent.undone": gettext_lazy("undone"),
-}
+@register.filter
+def journal_action(value: str) -> str:
+    """A journal action in words; an action no table knows is shown as stored."""
+    return journal_words.action_words(value)
 
 
 @register.filter
-def journal_action(value: str) -> str:
-    """A journal action in words; an action this table does not know is shown as stored."""
-    return str(JOURNAL_ACTIONS.get(value, value))
+def journal_actor(event) -> str:
+    """Who wrote a journal row: the person, or the kind of process (its own label in a tooltip)."""
+    return journal_words.actor_words(event)
+
+
+@register.filter
+def journal_reason(event) -> str:
+    """A journal row's reason: the words of a reason the system wrote, or a person's as written."""
+    return journal_words.reason_words(event)
+
+
+@register.filter
+def journal_recipients(event) -> str:
+    """The addresses a delivery row moved ("" for any other row)."""
+    return journal_words.delivery_recipients(event)
 
 
 @register.filter

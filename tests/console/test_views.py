@@ -314,6 +314,35 @@ def test_health_oldest_queued_is_the_operators_definition(
     assert abs(age.total_seconds() - expected) < 5
 
 
+def test_health_says_why_queued_sends_are_not_in_the_oldest_queued(
+    tenant_a, admin_a, mailbox_a, make_intent, signed_in
+):
+    """A send in its undo window, one waiting to retry and one held are queued but not due: the
+    panel counts each under "Queued to send", and "Oldest queued" says no send is due rather than
+    a bare dash beside "Queued to send 3"."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    later = timezone.now() + timedelta(minutes=1)
+    make_intent(mailbox_a, state="queued", hold_until=later, next_attempt_at=later)
+    make_intent(mailbox_a, state="queued", attempts=1, next_attempt_at=later)
+    make_intent(mailbox_a, state="queued", held_reason="customer wrote again")
+    page = signed_in(admin_a.user).get(reverse("admin_home", args=[tenant_a.slug]))
+
+    health = page.context["health"]
+    assert (health.queue_depth, health.in_undo_window, health.waiting_to_retry, health.held) == (
+        3,
+        1,
+        1,
+        1,
+    )
+    html = page.content.decode()
+    assert "1 in its undo window" in html and "1 waiting to retry" in html
+    oldest = html.split("data-oldest-queued", 1)[1].split("</div>", 1)[0]
+    assert "no send is due now" in oldest
+
+
 def test_health_apply_lag_is_the_oldest_pending_event_and_the_worst_of_the_hour(
     tenant_a, tenant_b, admin_a, signed_in
 ):

@@ -272,3 +272,21 @@ def test_the_page_says_agentmail_still_sends_the_old_name_only_while_the_rename_
     assert "AgentMail still sends as “Acme Support”; the new name is being applied" in pending
     assert "data-name-pending" not in applied
     assert "Acme Billing" in applied
+
+
+def test_the_display_name_sits_under_a_heading_that_names_it_not_under_recipient_policy(
+    tenant_a, member_of, signed_in, mailbox_factory
+):
+    """The sender's name is not part of the recipient policy: the card says it holds both, and
+    the "Recipient policy" heading comes after the name, right above the policy's own fields."""
+    mailbox = mailbox_factory(tenant_a)
+    client = signed_in(member_of(tenant_a, "admin").user)
+    html = client.get(reverse("mailbox_detail", args=[tenant_a.slug, mailbox.pk])).content.decode()
+    card = html.split('id="sender-and-policy"', 1)[1].split("</section>", 1)[0]
+
+    assert "<h2>Sender name and recipient policy</h2>" in card
+    assert (
+        card.index('name="display_name"')
+        < card.index(">Recipient policy</h3>")
+        < card.index('name="policy_mode"')
+    )

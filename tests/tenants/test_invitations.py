@@ -513,3 +513,28 @@ def test_the_link_looks_the_same_whether_or_not_the_address_has_an_account(
     assert shown["nobody.yet@example.test"] == shown[elsewhere.email]
     assert elsewhere.check_password(password)
     assert not Membership.objects.filter(tenant=tenant_a, user=elsewhere).exists()
+
+
+def test_the_sign_in_page_after_a_new_account_offers_the_invitations_address_only(
+    tenant_a, member_of, client
+):
+    """The invitee was just told "now sign in as new.agent@...": the address is filled in (from
+    the session the invitation page wrote, never from the URL) and the password has the focus.
+    A stranger's link with the address in its query fills in nothing."""
+    acme_admin = member_of(tenant_a, "admin")
+    link = invite(client, acme_admin, tenant_a, "new.agent@example.test").context["link"]
+    created = create_account(client, link)
+    page = client.get(created["Location"])
+    form = page.context["form"]
+    assert (created["Location"], form["username"].value()) == (
+        reverse("login"),
+        "new.agent@example.test",
+    )
+    assert "autofocus" in form.fields["password"].widget.attrs
+    assert 'value="new.agent@example.test"' in page.content.decode()
+
+    sign_in(client, "new.agent@example.test")
+    client.logout()
+    after = client.get(reverse("login") + "?username=mallory@evil.test&email=mallory@evil.test")
+    assert after.context["form"]["username"].value() is None
+    assert "mallory" not in after.content.decode()

@@ -1,0 +1,128 @@
+"""The draft's and the send's journal in words a support person reads, in their language.
+
+The stored rows keep their codes (``data-action`` on the page, the audit CSV and the API show
+them): an action, the process that wrote the row (a worker's ``host:pid:thread``, a webhook's
+``svix-id``) and the reasons the system writes are for operators, so the page shows words and
+keeps the code in a tooltip. A delivery row takes its words from the delivery states' own labels
+(``RecipientDelivery.State``), as the recipients' badges and the console's audit page do.
+"""
+
+from __future__ import annotations
+
+from django.utils.html import conditional_escape, format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
+
+from intents.models import IntentEvent
+from webhooks.models import RecipientDelivery
+
+DELIVERY_PREFIX = "delivery."
+
+ACTIONS = {
+    "draft.created": _("draft created"),
+    "draft.version_added": _("new version"),
+    "draft.approved": _("approved"),
+    "draft.approval_undone": _("approval undone"),
+    "draft.rejected": _("rejected"),
+    "draft.withdrawn": _("withdrawn"),
+    "draft.expired": _("expired"),
+    "draft.reopened": _("back in review"),
+    "draft.note_added": _("note added"),
+    "draft.bodies_purged": _("bodies purged"),
+    "draft.taken": _("taken"),
+    "draft.handed": _("handed over"),
+    "draft.released": pgettext_lazy("draft journal", "released"),
+    "draft.assigned": _("assigned"),
+    "draft.claim_lapsed": _("claim lapsed"),
+    "draft.sla_warning": _("deadline near"),
+    "draft.sla_breached": _("deadline passed"),
+    "draft.escalated": _("escalated"),
+    "intent.created": _("send created"),
+    "intent.claimed": _("picked up by a worker"),
+    "intent.accepted": _("accepted by AgentMail"),
+    "intent.uncertain": _("outcome uncertain"),
+    "intent.retry_scheduled": _("retry scheduled"),
+    "intent.reconcile_pending": _("checking the outcome"),
+    "intent.needs_attention": _("needs attention"),
+    "intent.failed": _("failed"),
+    "intent.blocked": _("blocked"),
+    "intent.expired": _("expired"),
+    "intent.cancelled": _("cancelled"),
+    "intent.held": _("held"),
+    "intent.released": pgettext_lazy("send journal", "released"),
+    "intent.resolved_accepted": _("marked accepted"),
+    "intent.lease_expired": _("worker lease expired"),
+    "intent.handed_back": _("handed back by a stopping worker"),
+    "intent.undone": _("undone"),
+}
+
+# The reasons the worker, the sweep and the webhook applier write as fixed text (intents.sending,
+# intents.services, webhooks.services). A reason built from a provider's answer is shown as it is.
+SYSTEM_REASONS = {
+    "sent": _("AgentMail accepted it on the first request."),
+    "replayed with the same key": _(
+        "AgentMail confirmed it when the request was repeated with the same idempotency key."
+    ),
+    "AgentMail's answer to an earlier call arrived after its lease ended": _(
+        "AgentMail's answer to an earlier try arrived after that try had been handed over."
+    ),
+    "not_after passed before sending": _("Its send-before time passed before it was sent."),
+    "Gave up: the safe retry window passed.": _(
+        "Gave up: the time in which a retry is safe has passed."
+    ),
+    "The broadcast was paused before the call.": _("The broadcast was paused before the send."),
+    "The broadcast was cancelled.": _("The broadcast was cancelled."),
+    "the worker stopped before its call": _("The worker stopped before it called AgentMail."),
+    "nothing found yet, and an earlier call may still be in flight": _(
+        "Nothing found at AgentMail yet; an earlier try may still be under way."
+    ),
+    "retention period passed": _("The retention period passed."),
+    "review deadline passed": _("The review deadline passed."),
+    "send-by time (not_after) passed": _("Its send-before time passed."),
+    "customer wrote again in this thread after the draft was written; re-confirm": _(
+        "The customer wrote again after this reply was written: a person must confirm it."
+    ),
+}
+
+_MACHINES = {IntentEvent.Actor.WORKER, IntentEvent.Actor.SWEEP, IntentEvent.Actor.WEBHOOK}
+
+
+def action_words(action: str) -> str:
+    if action.startswith(DELIVERY_PREFIX):
+        state = action.removeprefix(DELIVERY_PREFIX)
+        if state in RecipientDelivery.State.values:
+            return str(RecipientDelivery.State(state).label)
+    return str(ACTIONS.get(action, action))
+
+
+def actor_words(event: IntentEvent) -> SafeString:
+    if event.actor_user_id and event.actor_user:
+        return conditional_escape(event.actor_user.display_name)
+    if event.actor_token_id and event.actor_token:
+        return format_html("<span data-customer-content>{}</span>", event.actor_token.name)
+    kind = event.get_actor_kind_display()
+    if event.actor_label:
+        return format_html('<span title="{}">{}</span>', event.actor_label, kind)
+    return conditional_escape(kind)
+
+
+def reason_words(event: IntentEvent) -> SafeString:
+    if not event.reason:
+        return SafeString("")
+    words = SYSTEM_REASONS.get(event.reason) if event.actor_kind in _MACHINES else None
+    if words is not None:
+        return format_html('<div class="small" title="{}">{}</div>', event.reason, words)
+    # A person's or an agent's words (a cancel reason, evidence), or a provider's answer.
+    return format_html('<div class="small" data-customer-content>{}</div>', event.reason)
+
+
+def delivery_recipients(event: IntentEvent) -> SafeString:
+    if not event.action.startswith(DELIVERY_PREFIX) or not isinstance(event.data, dict):
+        return SafeString("")
+    moved = [a for a in event.data.get("moved") or [] if isinstance(a, str)]
+    if not moved:
+        return format_html(" · {}", _("no change"))
+    return format_html(
+        " · {}", format_html_join(", ", '<span class="mono">{}</span>', ((a,) for a in moved))
+    )

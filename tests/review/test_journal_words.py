@@ -1,0 +1,85 @@
+"""The send's journal in words: a reply sent through the sandbox, then AgentMail's signed "sent"
+and "delivered" webhooks; the send page and the draft page say what happened, and keep the
+codes (the action, the worker's and the webhook's labels) out of the text, in attributes only."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from intents import sending, services
+from intents.models import DraftVersion, IntentEvent
+from tests.webhooks.conftest import delivery_payload, hook_for  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+
+def visible(html: str) -> str:
+    """The page's text as read: no tags, so no attribute values (title, data-action)."""
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+@pytest.fixture
+def delivered(tenant_a, member_of, mailbox_factory, sandbox, client, hook_for):  # noqa: F811
+    mailbox = mailbox_factory(tenant_a)
+    approver = member_of(tenant_a, "approver").user
+    draft = services.draft_create(
+        tenant=tenant_a,
+        mailbox=mailbox,
+        to=["maria@example.com"],
+        subject="Where is my order?",
+        text="It ships today.",
+        actor_user=approver,
+    )
+    intent = services.draft_approve(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=DraftVersion.objects.get(draft=draft).content_hash,
+        actor=approver,
+    )
+    sending.run_once(worker="host-7:4242:MainThread", limit=5)
+    intent.refresh_from_db()
+    hook = hook_for(tenant_a)
+    for kind in ("sent", "delivered"):
+        hook.post(client, delivery_payload(kind, intent))
+    client.force_login(approver, backend="django.contrib.auth.backends.ModelBackend")
+    return intent, sandbox.ledger(inbox_id=mailbox.inbox_id)
+
+
+def test_the_send_page_tells_the_journal_in_words_and_keeps_the_codes_in_attributes(
+    delivered, tenant_a, client
+):
+    intent, ledger = delivered
+    svix_ids = list(
+        IntentEvent.objects.filter(intent=intent, action__startswith="delivery.").values_list(
+            "actor_label", flat=True
+        )
+    )
+    html = client.get(reverse("outbox_intent", args=[tenant_a.slug, intent.pk])).content.decode()
+    journal = html.split('<ol class="journal">', 1)[1].split("</ol>", 1)[0]
+    text = visible(journal)
+
+    assert len(ledger) == 1 and intent.state == "accepted" and len(svix_ids) == 2
+    assert (
+        'data-action="delivery.sent"' in journal and 'data-action="delivery.delivered"' in journal
+    )
+    assert "delivery." not in text and "host-7" not in text
+    assert not any(svix_id in text for svix_id in svix_ids)
+    assert all(f'title="{svix_id}"' in journal for svix_id in svix_ids)
+    assert 'title="host-7:4242:MainThread">Worker<' in journal
+    assert "Sent · " not in text and " Sent " in text and " Delivered " in text
+    assert text.count("maria@example.com") == 2
+    assert "AgentMail accepted it on the first request." in text
+    assert not re.search(r"(^|\W)sent(\W|$)", text)
+
+
+def test_the_draft_page_journal_uses_the_same_words(delivered, tenant_a, client):
+    intent, _ledger = delivered
+    html = client.get(reverse("draft", args=[tenant_a.slug, intent.draft_id])).content.decode()
+    journal = visible(html.split('id="journal-title"', 1)[1].split("</ol>", 1)[0])
+
+    assert "delivery." not in journal and "host-7" not in journal
+    assert " Delivered " in journal and "AgentMail accepted it on the first request." in journal
