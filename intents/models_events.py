@@ -30,6 +30,9 @@ class EventType(models.TextChoices):
     SEND_NEEDS_ATTENTION = "send.needs_attention", _("A send needs a person")
     SEND_FAILED = "send.failed", _("A send failed")
     SEND_BLOCKED = "send.blocked", _("A send was blocked before the call")
+    DRAFT_REOPENED = "draft.reopened", _("An approved draft went back into review")
+    SEND_CANCELLED = "send.cancelled", _("A person cancelled a send")
+    SEND_EXPIRED = "send.expired", _("A send passed its send-by time unsent")
 
 
 class AgentEventEndpoint(models.Model):

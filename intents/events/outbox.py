@@ -37,6 +37,14 @@ _BY_ACTION = {
     "intent.needs_attention": EventType.SEND_NEEDS_ATTENTION,
     "intent.failed": EventType.SEND_FAILED,
     "intent.blocked": EventType.SEND_BLOCKED,
+    # Without these an agent told `draft.approved` heard nothing more when a person cancelled
+    # the send, undid the approval or reopened the draft, or the send-by time passed: it waited
+    # for a send that would never come, and could not revise the draft that was pending again.
+    "intent.cancelled": EventType.SEND_CANCELLED,
+    "intent.expired": EventType.SEND_EXPIRED,
+    "draft.reopened": EventType.DRAFT_REOPENED,
+    # An undo writes `intent.undone` too; the draft's event names that send (`intent`).
+    "draft.approval_undone": EventType.DRAFT_REOPENED,
     "delivery.delivered": EventType.SEND_DELIVERED,
     "delivery.bounced": EventType.SEND_BOUNCED,
     "delivery.complained": EventType.SEND_COMPLAINED,

@@ -3,9 +3,10 @@
 Every payload names the draft (id, version, mailbox, the agent token that wrote it) and, for send
 events, the intent. ``draft.approved`` and ``draft.edited`` carry ``change``, the structured diff
 from the agent's last version (``intents.changes``); ``draft.rejected`` the reviewer's reason;
-the send events the code and reason the journal recorded; delivery events the recipients that
-moved. Payloads are computed once, when the event is written, and stored: every retry and resend
-sends the same bytes.
+``draft.reopened`` (an approval undone, or a draft reopened after its send did not go out) the
+new version and the earlier send; the send events the code and reason the journal recorded;
+delivery events the recipients that moved. Payloads are computed once, when the event is written,
+and stored: every retry and resend sends the same bytes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,16 @@ _WITH_REASON = {
     EventType.SEND_NEEDS_ATTENTION,
     EventType.SEND_FAILED,
     EventType.SEND_BLOCKED,
+    EventType.SEND_CANCELLED,
+    EventType.SEND_EXPIRED,
+    EventType.DRAFT_REOPENED,
+}
+# The code of an event whose journal row records none: what happened, for an agent to branch on.
+_CODE_BY_ACTION = {
+    "intent.cancelled": "cancelled",
+    "intent.expired": "not_after_passed",
+    "draft.reopened": "reopened",
+    "draft.approval_undone": "approval_undone",
 }
 _DELIVERY = {EventType.SEND_DELIVERED, EventType.SEND_BOUNCED, EventType.SEND_COMPLAINED}
 
@@ -85,7 +96,7 @@ def payload_for(cause, type_: str, facts: Facts) -> dict:
         payload["change"] = change_from_agent(version) if version else None
     if type_ in _WITH_REASON:
         payload["reason"] = cause.reason
-        payload["code"] = cause.data.get("code", "")
+        payload["code"] = cause.data.get("code") or _CODE_BY_ACTION.get(cause.action, "")
     if type_ == EventType.SEND_ACCEPTED:
         payload["provider_message_id"] = cause.data.get("provider_message_id") or (
             intent.provider_message_id if intent else ""

@@ -5,16 +5,30 @@ none for a change that rolled back; two racing rejections write one event. The w
 
 from __future__ import annotations
 
+import importlib
 import threading
+from datetime import timedelta
 
 import pytest
+from django.apps import apps as django_apps
 from django.db import connection, transaction
 
+from config.clock import db_now
 from intents import errors
 from intents import services as intent_services
-from intents.models import AgentEvent, AgentEventDelivery
+from intents.models import AgentEvent, AgentEventDelivery, EventType, SendIntent
+from intents.sending.sweep import intents_expire_not_after
 from intents.services.event_endpoints import endpoint_create, endpoint_disable
+from intents.services.intents import intent_cancel
+from intents.services.undo import intent_undo
+from tenants.models import Tenant
+from tenants.tokens import token_create
 from tests.factories import make_local_mailbox
+
+NEW_EVENTS_MIGRATION = importlib.import_module(
+    "intents.migrations.0024_agent_events_reopened_cancelled_expired"
+)
+NEW_EVENTS = NEW_EVENTS_MIGRATION.ADDED
 
 
 def endpoint(tenant, admin, url="https://a.example.com/", **kwargs):
@@ -138,3 +152,109 @@ def test_two_racing_rejections_write_one_event(tenant_a, member_of):
 
     assert sorted(outcomes) == ["refused", "refused", "refused", "rejected"]
     assert AgentEvent.objects.filter(type="draft.rejected").count() == 1
+
+
+def approved_agent_draft(tenant, mailbox, approver, admin, *, not_after=None):
+    """An agent's draft that a person approved: (draft, intent)."""
+    token, _ = token_create(tenant=tenant, name="agent", scopes=["drafts:write"], actor=admin)
+    draft = intent_services.draft_create(
+        tenant=tenant,
+        mailbox=mailbox,
+        to=["jane@customer.test"],
+        subject="Hi",
+        text="Hello",
+        agent_token=token,
+        not_after=not_after,
+    )
+    intent = intent_services.draft_approve(
+        tenant=tenant,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=draft.versions.get(number=1).content_hash,
+        actor=approver,
+    )
+    return draft, intent
+
+
+def told(*types):
+    return [
+        (e.type, e.payload["draft"]["version"], e.payload["draft"]["status"], e.payload["code"])
+        for e in AgentEvent.objects.filter(type__in=types).order_by("id")
+    ]
+
+
+@pytest.mark.django_db
+def test_a_cancelled_send_and_its_reopened_draft_tell_the_agent(tenant_a, member_of):
+    """An agent told draft.approved heard nothing more when a person cancelled the send and
+    reopened the draft: it waited for a send that never came, and never learnt that the draft
+    was pending again (as version 2, the base_version to revise from)."""
+    admin = member_of(tenant_a, "admin").user
+    approver = member_of(tenant_a, "approver").user
+    endpoint(tenant_a, admin, event_types=["send.cancelled", "draft.reopened"])
+    draft, intent = approved_agent_draft(tenant_a, make_local_mailbox(tenant_a), approver, admin)
+
+    intent_cancel(tenant=tenant_a, intent_id=intent.pk, actor=approver, reason="Wrong order")
+    intent_services.draft_reopen(
+        tenant=tenant_a, draft_id=draft.pk, actor=approver, reason="Needs the new address"
+    )
+
+    assert told("send.cancelled", "draft.reopened") == [
+        ("send.cancelled", 1, "approved", "cancelled"),
+        ("draft.reopened", 2, "pending", "reopened"),
+    ]
+    cancelled, reopened = (e.payload for e in AgentEvent.objects.order_by("id"))
+    assert cancelled["intent"] == reopened["intent"] == {"id": intent.pk, "state": "cancelled"}
+    assert (cancelled["reason"], reopened["reason"]) == ("Wrong order", "Needs the new address")
+
+
+@pytest.mark.django_db
+def test_an_undone_approval_tells_the_agent_its_draft_is_pending_again(tenant_a, member_of):
+    admin = member_of(tenant_a, "admin").user
+    approver = member_of(tenant_a, "approver").user
+    Tenant.objects.filter(pk=tenant_a.pk).update(send_hold_seconds=60)
+    tenant_a.refresh_from_db()
+    endpoint(tenant_a, admin, event_types=EventType.values)
+    _, intent = approved_agent_draft(tenant_a, make_local_mailbox(tenant_a), approver, admin)
+
+    intent_undo(tenant=tenant_a, intent_id=intent.pk, actor=approver)
+
+    # One event for one change: the undo's send.cancelled would say the same thing again.
+    assert told("draft.reopened", "send.cancelled") == [
+        ("draft.reopened", 2, "pending", "approval_undone")
+    ]
+
+
+@pytest.mark.django_db
+def test_a_send_past_its_send_by_time_tells_the_agent(tenant_a, member_of):
+    admin = member_of(tenant_a, "admin").user
+    approver = member_of(tenant_a, "approver").user
+    endpoint(tenant_a, admin, event_types=["send.expired"])
+    _, intent = approved_agent_draft(
+        tenant_a,
+        make_local_mailbox(tenant_a),
+        approver,
+        admin,
+        not_after=db_now() + timedelta(hours=1),
+    )
+    # The hour passes before a worker takes the send.
+    SendIntent.objects.filter(pk=intent.pk).update(not_after=db_now() - timedelta(seconds=1))
+
+    assert intents_expire_not_after() == 1
+    assert told("send.expired") == [("send.expired", 1, "approved", "not_after_passed")]
+
+
+@pytest.mark.django_db
+def test_endpoints_that_took_every_event_take_the_new_ones_too(tenant_a, member_of):
+    admin = member_of(tenant_a, "admin").user
+    earlier = [t for t in EventType.values if t not in NEW_EVENTS]
+    every = endpoint(tenant_a, admin, event_types=earlier)
+    some = endpoint(tenant_a, admin, event_types=["draft.rejected"])
+
+    NEW_EVENTS_MIGRATION.subscribe_all_to_the_new_events(django_apps, None)
+
+    every.refresh_from_db()
+    some.refresh_from_db()
+    assert (sorted(every.event_types), some.event_types) == (
+        sorted(EventType.values),
+        ["draft.rejected"],
+    )
