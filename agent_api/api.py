@@ -41,8 +41,9 @@ is known a few seconds after it arrives (our webhook); `in_reply_to_unknown` jus
 a retry.
 
 ### Idempotency (IETF draft-ietf-httpapi-idempotency-key-header)
-Every POST accepts an `Idempotency-Key` header (1-255 of `A-Za-z0-9._~-`, a UUID is ideal; the
-RFC 8941 quoted form `"…"` is accepted too); `POST /drafts` **requires** it (400 without).
+Every POST and PUT accepts an `Idempotency-Key` header (1-255 of `A-Za-z0-9._~-`, a UUID is
+ideal; the RFC 8941 quoted form `"…"` is accepted too); `POST /drafts` and `POST /broadcasts`
+**require** it (400 without).
 Keys are scoped to the tenant; the fingerprint is the token, the method, the path and the
 canonical JSON body (a key reused by another token of the tenant is a different request).
 
@@ -50,7 +51,9 @@ canonical JSON body (a key reused by another token of the tenant is a different 
   `Idempotent-Replayed: true`.
 * Same key, different request: **422** `idempotency_key_reused`.
 * Same key while the first request is still running: **409** `idempotency_key_in_flight` with
-  `Retry-After`. A request that died holds its key for at most {LOCK_SECONDS} s.
+  `Retry-After`. A request that died holds its key for at most {LOCK_SECONDS} s. Retry only a
+  409 that carries `Retry-After`: the others (`not_pending`, `version_conflict`,
+  `mailbox_inactive`) say what is in the way, and the same request fails again.
 * A request refused with an error (4xx, or a 5xx: nothing was written) does not consume its key:
   correct it and retry with the same key. Only successful responses are stored.
 * **Retention: {RETENTION_HOURS} hours** after completion, then the key

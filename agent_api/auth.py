@@ -133,6 +133,26 @@ def refuse_body(request: HttpRequest) -> None:
         )
 
 
+def refuse_unknown_query(request: HttpRequest, allowed: frozenset[str]) -> None:
+    """Query parameters the route does not take are refused, as unknown body fields are: a
+    misspelt filter (``?state=pending``) was ignored and the agent got every draft, decided
+    ones included, as if they were the ones it asked for."""
+    unknown = sorted(set(request.GET) - allowed)
+    if unknown:
+        takes = ", ".join(sorted(allowed)) or "none"
+        errors = [
+            {"field": name, "message": f"unknown query parameter; this route takes: {takes}"}
+            for name in unknown
+        ]
+        raise ApiProblem(
+            422,
+            "validation_failed",
+            f"{unknown[0]}: unknown query parameter; this route takes: {takes}",
+            title="The request is not valid",
+            errors=errors,
+        )
+
+
 class AgentTokenAuth(HttpBearer):
     """``Authorization: Bearer cs_…`` and nothing else: a session cookie is not a credential here
     (agents would otherwise inherit a person's rights, and CSRF would matter)."""

@@ -74,7 +74,7 @@ class OfflineSwagger(DocsBase):
         return HttpResponse(html)
 
 
-IDEMPOTENCY_PARAMETER = {
+IDEMPOTENCY_PARAMETER: dict[str, Any] = {
     "name": "Idempotency-Key",
     "in": "header",
     "description": (
@@ -84,12 +84,22 @@ IDEMPOTENCY_PARAMETER = {
     "schema": {"type": "string", "pattern": "^[A-Za-z0-9._~-]{1,255}$"},
     "example": "8e03978e-40d5-43e8-bc93-6894a57f9324",
 }
+# The writes that create something answer 400 without a key (``run_idempotent(required=True)``)
+# and point at what they created; every other write takes a key if given. The schema said the
+# key was optional for POST /broadcasts, which refuses a request without one, and documented no
+# key at all for the PUT.
+KEY_REQUIRED = frozenset({"draft_create", "broadcast_create"})
+WRITE_METHODS = frozenset({"post", "put"})
 RETRY_AFTER = {
-    "description": "Seconds to wait before retrying.",
+    "description": (
+        "Seconds to wait before sending the same request again: on 429, and on 409 "
+        "`idempotency_key_in_flight`. A 409 without it (`not_pending`, `version_conflict`, "
+        "`mailbox_inactive`) describes the draft or mailbox: the same request will fail again."
+    ),
     "schema": {"type": "integer", "minimum": 1},
 }
 LOCATION = {
-    "description": "The created draft's URL (the same on a replay).",
+    "description": "The created resource's URL (the same on a replay).",
     "schema": {"type": "string", "example": "/api/v1/drafts/1"},
 }
 REPLAYED = {
@@ -97,6 +107,17 @@ REPLAYED = {
     "with the same Idempotency-Key.",
     "schema": {"type": "string", "enum": ["true"]},
 }
+
+
+def _response_headers(operation: dict, method: str, code: int) -> dict:
+    headers = {}
+    if code in (409, 429):
+        headers["Retry-After"] = RETRY_AFTER
+    if method in WRITE_METHODS and code < 300:
+        headers["Idempotent-Replayed"] = REPLAYED
+    if operation.get("operationId") in KEY_REQUIRED and code == 201:
+        headers["Location"] = LOCATION
+    return headers
 
 
 def finish_openapi_schema(schema: dict) -> dict:
@@ -108,17 +129,10 @@ def finish_openapi_schema(schema: dict) -> dict:
                 content = response.get("content", {})
                 if code >= 400 and "application/json" in content:
                     response["content"] = {PROBLEM: content["application/json"]}
-                headers = {}
-                if code in (409, 429):
-                    headers["Retry-After"] = RETRY_AFTER
-                if method == "post" and code < 300:
-                    headers["Idempotent-Replayed"] = REPLAYED
-                if operation.get("operationId") == "draft_create" and code == 201:
-                    headers["Location"] = LOCATION
-                if headers:
+                if headers := _response_headers(operation, method, code):
                     response["headers"] = headers
-            if method == "post":
+            if method in WRITE_METHODS:
                 parameter = dict(IDEMPOTENCY_PARAMETER)
-                parameter["required"] = operation.get("operationId") == "draft_create"
+                parameter["required"] = operation.get("operationId") in KEY_REQUIRED
                 operation.setdefault("parameters", []).append(parameter)
     return schema

@@ -190,7 +190,22 @@ def _field_from_loc(loc: Sequence) -> str | None:
     return out or None
 
 
+# A body that is no JSON object at all: pydantic's words for it ("Field required", "Input
+# should be a valid dictionary or object to extract fields from") named no field and did not
+# say what was wrong with the request.
+_WHOLE_BODY = {
+    "missing": "the request needs a JSON object body; none was sent",
+    "model_attributes_type": "the body must be a JSON object ({...}) with the route's fields",
+    "dict_type": "the body must be a JSON object ({...}) with the route's fields",
+    "model_type": "the body must be a JSON object ({...}) with the route's fields",
+}
+
+
 def _validation_message(error: Mapping[str, Any]) -> str:
+    if tuple(error.get("loc", ())) in (("body", "payload"), ("body",)):
+        whole = _WHOLE_BODY.get(str(error.get("type")))
+        if whole:
+            return whole
     message = str(error.get("msg", "invalid value"))
     # pydantic prefixes errors raised by our own validators; the prefix is noise to a client.
     return message.removeprefix("Value error, ")

@@ -5,7 +5,8 @@ Each tool names the scope it needs and a pydantic model of its arguments built f
 API's own request schemas (``schemas.py``: unknown fields refused, strict types, the same limits),
 so a tool and its route accept and refuse the same input. A call is checked in the API's order:
 token (revoked or expired since the HTTP request was let in: refused), tenant suspended and scope
-(403), rate limit (429, one budget per token for both entry points), storable text, the
+(403), rate limit (429, one budget per token for both entry points, with ``retry_after``
+seconds in the problem document), storable text, the
 arguments; then one operation runs. Every refusal is the API's problem document as an error
 result, and changes nothing. No tool approves or sends.
 
@@ -451,6 +452,16 @@ def _refusal(document: dict) -> ToolAnswer:
     return ToolAnswer(document, is_error=True)
 
 
+def _problem_refusal(exc: ApiProblem) -> ToolAnswer:
+    """The problem document, with ``retry_after`` (seconds) where the JSON API sends a
+    Retry-After header (the rate limit, a key in flight): a tool result has no headers, and the
+    wait was otherwise only in the words of ``detail``."""
+    document = problem_of(exc)
+    if "Retry-After" in exc.headers:
+        document["retry_after"] = int(exc.headers["Retry-After"])
+    return _refusal(document)
+
+
 def _call(spec: ToolSpec, raw_token: str, arguments: dict) -> ToolAnswer:
     try:
         token = _authenticated(raw_token)
@@ -463,7 +474,7 @@ def _call(spec: ToolSpec, raw_token: str, arguments: dict) -> ToolAnswer:
     except UnstorableText as exc:
         return _refusal(unstorable_problem(exc))
     except ApiProblem as exc:
-        return _refusal(problem_of(exc))
+        return _problem_refusal(exc)
     except DraftError as exc:
         return _refusal(draft_problem(exc))
     except Exception:

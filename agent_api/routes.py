@@ -15,7 +15,13 @@ from django.urls import reverse
 from ninja import Query, Router
 
 from agent_api import operations
-from agent_api.auth import DRAFTS_READ, DRAFTS_WRITE, AgentRequest, refuse_body
+from agent_api.auth import (
+    DRAFTS_READ,
+    DRAFTS_WRITE,
+    AgentRequest,
+    refuse_body,
+    refuse_unknown_query,
+)
 from agent_api.idempotency import run_idempotent
 from agent_api.schemas import (
     DraftCreateIn,
@@ -43,6 +49,8 @@ ERRORS_WRITE = {
 }
 
 router = Router()
+
+DRAFT_LIST_PARAMETERS = frozenset({"status", "cursor", "limit"})
 
 
 def _token(request: AgentRequest) -> AgentToken:
@@ -98,6 +106,7 @@ def list_drafts(
     cursor: str | None = Query(None, max_length=200, description="From `next_cursor`."),
     limit: int = Query(20, ge=1, le=100),
 ):
+    refuse_unknown_query(request, DRAFT_LIST_PARAMETERS)
     return _ok(operations.list_drafts(_token(request), status=status, cursor=cursor, limit=limit))
 
 

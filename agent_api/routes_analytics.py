@@ -14,7 +14,7 @@ from django.http import HttpResponse
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from agent_api.auth import DRAFTS_READ, AgentRequest
+from agent_api.auth import DRAFTS_READ, AgentRequest, refuse_unknown_query
 from agent_api.errors import ApiProblem
 from agent_api.routes import ERRORS_READ
 from intents.selectors.analytics import (
@@ -142,6 +142,7 @@ def get_analytics(
     since: str | None = SINCE,
     until: str | None = UNTIL,
 ):
+    refuse_unknown_query(request, frozenset({"since", "until"}))
     token = request.auth
     period = period_between(_moment(since, "since"), _moment(until, "until"))
     result = reviewer_analytics(token.tenant, period, agent_token_id=token.pk)

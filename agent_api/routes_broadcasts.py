@@ -11,7 +11,7 @@ from django.urls import reverse
 from ninja import Query, Router
 
 from agent_api import operations
-from agent_api.auth import DRAFTS_READ, DRAFTS_WRITE, AgentRequest
+from agent_api.auth import DRAFTS_READ, DRAFTS_WRITE, AgentRequest, refuse_unknown_query
 from agent_api.idempotency import run_idempotent
 from agent_api.routes import ERRORS_READ, ERRORS_WRITE, _ok
 from agent_api.schemas_broadcasts import (
@@ -68,6 +68,7 @@ def list_broadcasts(
     cursor: str | None = Query(None, max_length=200, description="From `next_cursor`."),
     limit: int = Query(20, ge=1, le=100),
 ):
+    refuse_unknown_query(request, frozenset({"cursor", "limit"}))
     return _ok(operations.list_broadcasts(request.auth, cursor=cursor, limit=limit))
 
 

@@ -117,8 +117,12 @@ class ContentIn(StrictIn):
             'it, "Re: " and the subject of the message it answers: leave it out or send exactly that.'
         ),
     )
-    text: Body = ""
-    html: Body = ""
+    text: Body = Field(
+        "", description="Plain-text body. `text`, `html` or both: a draft with neither is 422."
+    )
+    html: Body = Field(
+        "", description="HTML body. `text`, `html` or both: a draft with neither is 422."
+    )
     attachments: list[AttachmentIn] | None = Field(
         None,
         max_length=100,

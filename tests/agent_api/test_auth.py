@@ -11,6 +11,7 @@ from django.db import connections, transaction
 from django.test import Client
 from django.utils import timezone
 
+from agent_api.mcp_tools import call_tool
 from intents import tasks
 from intents.models import ApiIdempotencyKey, ApiRateWindow, Draft
 from tenants.models import AgentToken
@@ -174,6 +175,19 @@ def test_rate_limit_is_429_with_retry_after(api, token_a, token_b, settings):
     assert limited.json()["code"] == "rate_limited"
     assert 1 <= int(limited["Retry-After"]) <= 60
     assert other_token.status_code == 200
+
+
+def test_a_rate_limited_mcp_tool_call_says_how_long_to_wait(settings, token_a):
+    """The JSON API's 429 carries Retry-After; a tool result has no headers, and the wait was
+    only in the words of `detail` (the MCP tools in-process: no server needed for this)."""
+    settings.API_RATE_LIMIT_PER_MINUTE = 1
+
+    first = call_tool(raw_token=token_a, name="list_mailboxes", arguments={})
+    limited = call_tool(raw_token=token_a, name="list_mailboxes", arguments={})
+
+    assert (first.is_error, limited.is_error) == (False, True)
+    assert limited.document["code"] == "rate_limited"
+    assert 1 <= limited.document["retry_after"] <= 60
 
 
 def test_last_used_is_recorded_at_most_once_a_minute(api, token_a):

@@ -254,6 +254,22 @@ def test_bad_input_gets_a_specific_4xx_and_writes_nothing(api, token_a, mailbox_
     assert ApiIdempotencyKey.objects.count() == 0
 
 
+@pytest.mark.parametrize(
+    ("raw", "detail"),
+    [
+        ("", "the request needs a JSON object body; none was sent"),
+        ("[1, 2]", "the body must be a JSON object ({...}) with the route's fields"),
+        ("null", "the body must be a JSON object ({...}) with the route's fields"),
+    ],
+)
+def test_a_body_that_is_no_json_object_says_so(api, token_a, raw, detail):
+    """It answered "Field required" or "Input should be a valid dictionary or object to
+    extract fields from", naming no field: nothing a developer could act on."""
+    response = api.post("/drafts", raw=raw, token=token_a, key="no-object")
+
+    assert (response.status_code, response.json()["detail"]) == (422, detail)
+
+
 def test_validation_errors_list_every_field(api, token_a, mailbox_a):
     body = draft_body(mailbox_a, to=["bad"], subject="a\r\nb", unknown=1)
 

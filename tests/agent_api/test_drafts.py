@@ -111,6 +111,17 @@ def test_a_garbage_cursor_is_422_naming_the_cursor(api, token_a, mailbox_a):
     assert response.json()["errors"] == [{"field": "cursor", "message": "invalid cursor"}]
 
 
+@pytest.mark.parametrize("path", ["/drafts", "/broadcasts", "/analytics"])
+def test_a_misspelt_query_parameter_is_422_naming_it_not_ignored(api, token_a, path):
+    """`?state=pending` was ignored: the agent got every draft, decided ones too, as if they
+    were the pending ones it asked for."""
+    response = api.get(path, token=token_a, params={"state": "pending"})
+
+    assert (response.status_code, response["Content-Type"]) == (422, "application/problem+json")
+    assert [e["field"] for e in response.json()["errors"]] == ["state"]
+    assert response.json()["code"] == "validation_failed"
+
+
 def test_add_version_while_pending(api, token_a, mailbox_a):
     draft_id = api.post("/drafts", draft_body(mailbox_a), token=token_a, key="v1").json()["id"]
 

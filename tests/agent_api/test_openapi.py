@@ -59,6 +59,38 @@ def test_openapi_document_is_3_1_with_every_route_and_problem_errors(client):
 
 
 @pytest.mark.django_db
+def test_the_idempotency_key_is_documented_on_every_write_as_the_routes_enforce_it(client):
+    """POST /broadcasts answers 400 without a key (test_broadcasts.py) and the PUT replays with
+    one: the schema called the first optional and did not list the second at all."""
+    schema = client.get("/api/v1/openapi.json").json()
+    operations = {
+        op["operationId"]: op for item in schema["paths"].values() for op in item.values()
+    }
+
+    keys = {
+        name: parameter["required"]
+        for name, op in operations.items()
+        for parameter in op.get("parameters", [])
+        if parameter["name"] == "Idempotency-Key"
+    }
+    assert keys == {
+        "draft_create": True,
+        "broadcast_create": True,
+        "draft_add_version": False,
+        "draft_withdraw": False,
+        "broadcast_replace_recipients": False,
+    }
+    assert set(operations["broadcast_create"]["responses"]["201"]["headers"]) == {
+        "Location",
+        "Idempotent-Replayed",
+    }
+    assert (
+        "Idempotent-Replayed"
+        in (operations["broadcast_replace_recipients"]["responses"]["200"]["headers"])
+    )
+
+
+@pytest.mark.django_db
 def test_docs_page_loads_only_local_assets_under_the_csp(client):
     page = client.get("/api/v1/docs")
     html = page.content.decode()
