@@ -59,3 +59,27 @@ def make_local_mailbox(tenant, username="support", **kwargs) -> Mailbox:
     mailbox.status = Mailbox.Status.ACTIVE
     mailbox.save(update_fields=["api_key_sealed", "status"])
     return mailbox
+
+
+def approve_new_draft(tenant, mailbox, approver, *, actor_user=None, **fields):
+    """A draft with ``fields`` (to, subject, text...), written by ``actor_user`` (the approver
+    unless given), approved by ``approver`` at its first version through the services: the
+    SendIntent."""
+    from intents import services
+
+    fields = {
+        "to": ["customer@example.com"],
+        "subject": "Your refund",
+        "text": "We refunded your order.",
+        **fields,
+    }
+    draft = services.draft_create(
+        tenant=tenant, mailbox=mailbox, actor_user=actor_user or approver, **fields
+    )
+    return services.draft_approve(
+        tenant=tenant,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=draft.versions.get().content_hash,
+        actor=approver,
+    )

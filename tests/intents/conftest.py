@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from intents import services
-from tests.factories import UserFactory, make_local_mailbox
+from tests.factories import UserFactory, approve_new_draft, make_local_mailbox
 
 
 @pytest.fixture
@@ -68,23 +68,8 @@ def live(tenant_a, member_of, mailbox_factory, sandbox, fast_send):
     approver = member_of(tenant_a, "approver").user
 
     def approved(**overrides):
-        fields = {
-            "tenant": tenant_a,
-            "mailbox": mailbox,
-            "to": ["customer@example.com"],
-            "subject": "Your refund",
-            "text": "We refunded your order.",
-            "actor_user": approver,
-        }
-        fields.update(overrides)
-        draft = services.draft_create(**fields)
-        return services.draft_approve(
-            tenant=tenant_a,
-            draft_id=draft.pk,
-            version=1,
-            content_hash=draft.versions.get().content_hash,
-            actor=approver,
-        )
+        box = overrides.pop("mailbox", mailbox)
+        return approve_new_draft(tenant_a, box, approver, **overrides)
 
     return types.SimpleNamespace(
         tenant=tenant_a, mailbox=mailbox, approver=approver, sandbox=sandbox, approved=approved

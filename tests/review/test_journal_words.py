@@ -9,8 +9,9 @@ import re
 import pytest
 from django.urls import reverse
 
-from intents import sending, services
-from intents.models import DraftVersion, IntentEvent
+from intents import sending
+from intents.models import IntentEvent
+from tests.factories import approve_new_draft
 from tests.webhooks.conftest import delivery_payload, hook_for  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -25,20 +26,13 @@ def visible(html: str) -> str:
 def delivered(tenant_a, member_of, mailbox_factory, sandbox, client, hook_for):  # noqa: F811
     mailbox = mailbox_factory(tenant_a)
     approver = member_of(tenant_a, "approver").user
-    draft = services.draft_create(
-        tenant=tenant_a,
-        mailbox=mailbox,
+    intent = approve_new_draft(
+        tenant_a,
+        mailbox,
+        approver,
         to=["maria@example.com"],
         subject="Where is my order?",
         text="It ships today.",
-        actor_user=approver,
-    )
-    intent = services.draft_approve(
-        tenant=tenant_a,
-        draft_id=draft.pk,
-        version=1,
-        content_hash=DraftVersion.objects.get(draft=draft).content_hash,
-        actor=approver,
     )
     sending.run_once(worker="host-7:4242:MainThread", limit=5)
     intent.refresh_from_db()

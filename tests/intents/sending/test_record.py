@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 from django.db.models.functions import Now
 
-from intents import sending, services
+from intents import sending
 from intents.models import IntentEvent, SendIntent
+from tests.factories import approve_new_draft
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,22 +31,13 @@ def _step_when_due(intent) -> None:
 
 
 def _sent_in_other_tenant(tenant_b, member_of, mailbox_factory) -> SendIntent:
-    mailbox = mailbox_factory(tenant_b)
-    approver = member_of(tenant_b, "approver").user
-    draft = services.draft_create(
-        tenant=tenant_b,
-        mailbox=mailbox,
+    intent = approve_new_draft(
+        tenant_b,
+        mailbox_factory(tenant_b),
+        member_of(tenant_b, "approver").user,
         to=["someone@example.com"],
         subject="Tenant B's reply",
         text="Tenant B's text.",
-        actor_user=approver,
-    )
-    intent = services.draft_approve(
-        tenant=tenant_b,
-        draft_id=draft.pk,
-        version=1,
-        content_hash=draft.versions.get().content_hash,
-        actor=approver,
     )
     _step()
     intent.refresh_from_db()
