@@ -29,6 +29,7 @@ _WITH_REASON = {
 }
 # The code of an event whose journal row records none: what happened, for an agent to branch on.
 _CODE_BY_ACTION = {
+    "draft.rejected": "rejected",
     "intent.cancelled": "cancelled",
     "intent.expired": "not_after_passed",
     "draft.reopened": "reopened",

@@ -492,6 +492,7 @@ def draft_expire_due(*, batch: int = 500) -> int:
             )
             if changed:
                 expired += 1
+                by_deadline = review_deadline is not None and review_deadline <= now
                 journal(
                     tenant=tenant_id,
                     draft=draft_id,
@@ -501,8 +502,10 @@ def draft_expire_due(*, batch: int = 500) -> int:
                     to_state=Draft.Status.EXPIRED,
                     reason=(
                         "review deadline passed"
-                        if review_deadline is not None and review_deadline <= now
+                        if by_deadline
                         else "send-by time (not_after) passed"
                     ),
+                    # For an agent to branch on (the draft.expired event's code).
+                    data={"code": "review_deadline_passed" if by_deadline else "not_after_passed"},
                 )
     return expired

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from config.clock import db_now
 from intents import errors
 from intents import services as intent_services
-from intents.models import AgentEvent, AgentEventDelivery, EventType, SendIntent
+from intents.models import AgentEvent, AgentEventDelivery, Draft, EventType, SendIntent
 from intents.sending.sweep import intents_expire_not_after
 from intents.services.event_endpoints import endpoint_create, endpoint_disable
 from intents.services.intents import intent_cancel
@@ -258,3 +258,29 @@ def test_endpoints_that_took_every_event_take_the_new_ones_too(tenant_a, member_
         sorted(EventType.values),
         ["draft.rejected"],
     )
+
+
+@pytest.mark.django_db
+def test_a_rejected_or_expired_draft_tells_the_agent_why_by_code(tenant_a, member_of):
+    """The README says these events carry a code to branch on; they carried an empty one."""
+    admin = member_of(tenant_a, "admin").user
+    approver = member_of(tenant_a, "approver").user
+    endpoint(tenant_a, admin, event_types=["draft.rejected", "draft.expired"])
+    mailbox = make_local_mailbox(tenant_a)
+    rejection(tenant_a, mailbox, approver, reason="Wrong customer")
+    late = intent_services.draft_create(
+        tenant=tenant_a,
+        mailbox=mailbox,
+        to=["jane@customer.test"],
+        subject="Hi",
+        text="Hello",
+        actor_user=approver,
+        not_after=db_now() + timedelta(hours=1),
+    )
+    Draft.objects.filter(pk=late.pk).update(not_after=db_now() - timedelta(seconds=1))
+
+    assert intent_services.draft_expire_due() == 1
+    assert told("draft.rejected", "draft.expired") == [
+        ("draft.rejected", 1, "rejected", "rejected"),
+        ("draft.expired", 1, "expired", "not_after_passed"),
+    ]
