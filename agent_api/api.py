@@ -81,7 +81,8 @@ base64). Programs, scripts and macro documents are refused by extension, type an
 refusal is 422 naming `attachments[i]` and the file. The content hash covers every file's name,
 type and SHA-256. `forward_attachments` sends back files of the message the draft answers.
 
-A tenant holds at most {settings.TENANT_ATTACHMENT_STORAGE_BYTES} bytes of files in all: each
+A tenant holds at most {settings.TENANT_ATTACHMENT_STORAGE_BYTES} bytes of files in all (unless
+the operators gave it a quota of its own; the 413 names the tenant's figure): each
 distinct file once (the same bytes attached to many drafts, or kept by a revision, cost nothing
 more), until the retention period after its drafts are decided deletes it. A draft or revision
 whose new files would pass it is refused whole, **413** `storage_quota_exceeded` naming

@@ -32,6 +32,9 @@ SENTENCES = {
     "tenant.created": _("An operator created this tenant"),
     "tenant.suspended": _("An operator suspended this tenant: it is read-only"),
     "tenant.resumed": _("An operator resumed this tenant: it is active again"),
+    "tenant.storage_quota_changed": _(
+        "An operator changed the attachment storage quota of this tenant"
+    ),
     "tenant.policies_changed": _("%(actor)s changed the tenant's %(object)s"),
     "tenant.deadlines_changed": _("%(actor)s changed the deadlines in the tenant's %(object)s"),
     "member.role_changed": _("%(actor)s changed the role of %(object)s"),
@@ -146,6 +149,8 @@ FIELD_NAMES = {
     "second_approver_on_edit": _("second person after an edit"),
     "retention_days": _("retention (days)"),
     "send_hold_seconds": _("undo window (seconds)"),
+    "attachment_storage_quota": _("attachment storage quota (bytes)"),
+    "own_quota": _("set for this tenant alone"),
     "own_domains": _("own domains"),
     "sla_minutes": _("target (minutes)"),
     "sla_warning_minutes": _("warning window (minutes)"),

@@ -9,6 +9,7 @@ from django.contrib.admin.utils import unquote
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.db import transaction
 from django.db.models import QuerySet
+from django.template.defaultfilters import filesizeformat
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -125,11 +126,23 @@ class TenantAdmin(admin.ModelAdmin):
     tenants.onboarding (the commands, or the actions here), which check what they write and leave
     an audit row the tenant's admins read; an edit here did neither."""
 
-    list_display = ["name", "slug", "status", "agentmail_pod_id", "created_at"]
+    list_display = ["name", "slug", "status", "agentmail_pod_id", "storage_quota", "created_at"]
     list_filter = ["status"]
     search_fields = ["name", "slug"]
     inlines = [MembershipInline]
     actions = ["suspend", "resume"]
+    # The effective quota in its place (``manage.py tenant_storage_quota`` changes it).
+    exclude = ["attachment_storage_quota_bytes"]
+    readonly_fields = ["storage_quota"]
+
+    @admin.display(description=gettext_lazy("Attachment storage quota"))
+    def storage_quota(self, tenant: Tenant) -> str:
+        quota = tenant.attachment_storage_quota
+        if tenant.attachment_storage_quota_bytes is None:
+            words = _("%(bytes)d bytes (%(size)s, the deployment's quota)")
+        else:
+            words = _("%(bytes)d bytes (%(size)s, its own quota)")
+        return words % {"bytes": quota, "size": filesizeformat(quota)}
 
     def has_add_permission(self, request):
         return False

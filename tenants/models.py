@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
@@ -107,6 +108,14 @@ class Tenant(models.Model):
     escalate_to_role = models.CharField(max_length=16, blank=True)
     # Members without a second factor (authenticator app or passkey) can only enrol one.
     require_two_factor = models.BooleanField(default=False)
+    # The tenant's own attachment storage quota, set by an operator (manage.py
+    # tenant_storage_quota, through tenants.onboarding); null: the deployment's
+    # TENANT_ATTACHMENT_STORAGE_BYTES. Read through attachment_storage_quota.
+    attachment_storage_quota_bytes = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="Attachment bytes this tenant may hold; blank: the deployment's quota.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -132,6 +141,13 @@ class Tenant(models.Model):
             models.CheckConstraint(
                 condition=Q(send_hold_seconds__lte=300), name="tenant_send_hold_at_most_300"
             ),
+            # The bounds of TENANT_ATTACHMENT_STORAGE_BYTES, as far as they do not depend on a
+            # setting (the lower one, one draft's files, is checked by tenants.onboarding).
+            models.CheckConstraint(
+                condition=Q(attachment_storage_quota_bytes__isnull=True)
+                | Q(attachment_storage_quota_bytes__range=(1, 1024**5)),
+                name="tenant_storage_quota_in_range",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -140,6 +156,13 @@ class Tenant(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status == self.Status.ACTIVE
+
+    @property
+    def attachment_storage_quota(self) -> int:
+        """The attachment bytes the tenant may hold (its effective quota): its own, when an
+        operator set one, else the deployment's."""
+        own = self.attachment_storage_quota_bytes
+        return int(settings.TENANT_ATTACHMENT_STORAGE_BYTES) if own is None else own
 
 
 class Membership(models.Model):

@@ -1,6 +1,7 @@
 """The operators' writes on whole tenants: onboarding one, inviting an admin to it, suspending and
-resuming it (the commands ``tenant_create``, ``tenant_invite_admin``, ``tenant_suspend``,
-``tenant_resume``, and the actions of the operators' Django admin).
+resuming it, giving it its own attachment storage quota (the commands ``tenant_create``,
+``tenant_invite_admin``, ``tenant_suspend``, ``tenant_resume``, ``tenant_storage_quota``, and the
+actions of the operators' Django admin).
 
 An operator is nobody in a tenant: the tenant's first admin joins by an invitation like any
 member (``invitations.invitation_create_by_operator``), and every change here leaves an audit row
@@ -29,6 +30,9 @@ logger = logging.getLogger(__name__)
 SLUG_MAX = Tenant._meta.get_field("slug").max_length or 60
 NAME_MAX = Tenant._meta.get_field("name").max_length or 120
 REASON_MAX = 500
+# A tenant's own attachment storage quota lies where TENANT_ATTACHMENT_STORAGE_BYTES must
+# (config.settings): at least one draft's files, at most 1 PiB.
+STORAGE_QUOTA_MOST = 1024**5
 # What /t/<slug>/ accepts (Django's slug converter), lower case only: slugs are compared as
 # typed, and "Acme" beside "acme" would be two tenants that read as one.
 SLUG_CHARACTER = re.compile(r"[a-z0-9_-]")
@@ -109,6 +113,44 @@ def suspension_reason_checked(reason: str) -> str:
             "reason",
         )
     return reason
+
+
+def storage_quota_parsed(value: str) -> int:
+    """An attachment storage quota as an operator typed it: a whole number of bytes, then
+    ``storage_quota_checked``."""
+    typed = (value or "").strip()
+    digits = typed.removeprefix("-")
+    # Only ASCII digits: int() also takes "1_000", "٣" and "+5", which nobody types as a quota.
+    if not (digits.isascii() and digits.isdigit()):
+        raise AdminError(
+            "invalid_quota",
+            _(
+                "A quota is a whole number of bytes, such as 21474836480 for 20 GiB; "
+                "%(value)s is not."
+            )
+            % {"value": repr(typed)},
+            "bytes",
+        )
+    return storage_quota_checked(int(typed))
+
+
+def storage_quota_checked(quota: int) -> int:
+    """A tenant's own attachment storage quota within the bounds of
+    ``TENANT_ATTACHMENT_STORAGE_BYTES``: below one draft's files (``ATTACHMENT_MAX_DRAFT_BYTES``)
+    it is refused as the start refuses the setting, since no draft could store its files and it
+    is most likely a unit slip (20 meant as GiB)."""
+    least = int(settings.ATTACHMENT_MAX_DRAFT_BYTES)
+    if not least <= quota <= STORAGE_QUOTA_MOST:
+        raise AdminError(
+            "invalid_quota",
+            _(
+                "A quota is from %(least)d bytes (one draft's files, ATTACHMENT_MAX_DRAFT_BYTES) "
+                "to %(most)d bytes (1 PiB); %(value)d is not."
+            )
+            % {"least": least, "most": STORAGE_QUOTA_MOST, "value": quota},
+            "bytes",
+        )
+    return quota
 
 
 def invitation_url(token: str) -> str:
@@ -231,6 +273,49 @@ def tenant_resume(*, slug: str, actor: User | None = None) -> Tenant:
         actor=actor,
         refused=_("The tenant %(slug)s is not suspended; nothing was changed.") % {"slug": slug},
     )
+
+
+def _storage_quota_data(tenant: Tenant) -> dict:
+    return {
+        "attachment_storage_quota": tenant.attachment_storage_quota,
+        "own_quota": tenant.attachment_storage_quota_bytes is not None,
+    }
+
+
+def tenant_storage_quota_set(
+    *, slug: str, quota_bytes: int | None, actor: User | None = None
+) -> Tenant:
+    """Give the tenant its own attachment storage quota (``quota_bytes``, checked by
+    ``storage_quota_checked``), or back the deployment's (None). The audit row keeps the
+    effective quota before and after, and whether it was the tenant's own, so it reads true
+    after the deployment's figure changes. A quota below what the tenant holds deletes nothing:
+    its new files are refused until retention frees room. A suspended tenant may be given one
+    (it applies once it is resumed). Refused, changing nothing, when it is what the tenant has."""
+    if quota_bytes is not None:
+        quota_bytes = storage_quota_checked(quota_bytes)
+    with transaction.atomic():
+        tenant = _locked(slug)
+        if tenant.attachment_storage_quota_bytes == quota_bytes:
+            raise AdminError(
+                "unchanged",
+                _("The tenant %(slug)s has this quota already; nothing was changed.")
+                % {"slug": slug},
+            )
+        before = _storage_quota_data(tenant)
+        Tenant.objects.filter(pk=tenant.pk).update(attachment_storage_quota_bytes=quota_bytes)
+        tenant.attachment_storage_quota_bytes = quota_bytes
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="tenant.storage_quota_changed",
+            obj=tenant,
+            data={"before": before, "after": _storage_quota_data(tenant)},
+        )
+    logger.info(
+        "tenants.tenant.storage_quota_changed",
+        extra={"tenant_id": tenant.pk, "quota": tenant.attachment_storage_quota},
+    )
+    return tenant
 
 
 def account_changed_by_operator(

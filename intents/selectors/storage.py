@@ -1,13 +1,14 @@
 """The tenants' attachment storage and quota (``intents.services.storage`` keeps the totals): for
-the admin's health panel and ``/metrics``. One row per tenant, whatever the history."""
+the quota check, the admin's health panel and ``/metrics``. One row per tenant, whatever the
+history. A tenant's quota is its own when an operator set one (``Tenant.attachment_storage_quota``,
+``manage.py tenant_storage_quota``), else the deployment's ``TENANT_ATTACHMENT_STORAGE_BYTES``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
-
 from intents.models import AttachmentStorage
+from tenants.models import Tenant
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,13 @@ class StorageUse:
         return max(0, self.quota - self.used)
 
 
-def storage_quota() -> int:
-    return int(settings.TENANT_ATTACHMENT_STORAGE_BYTES)
+def storage_quota(tenant_id: int) -> int:
+    """The tenant's effective quota, read now (an operator's change applies to the next draft)."""
+    return (
+        Tenant.objects.only("attachment_storage_quota_bytes")
+        .get(pk=tenant_id)
+        .attachment_storage_quota
+    )
 
 
 def used_bytes(tenant_id: int) -> int:
@@ -35,9 +41,15 @@ def used_bytes(tenant_id: int) -> int:
 
 
 def attachment_storage(*, tenant) -> StorageUse:
-    return StorageUse(used=used_bytes(tenant.pk), quota=storage_quota())
+    return StorageUse(used=used_bytes(tenant.pk), quota=tenant.attachment_storage_quota)
 
 
 def attachment_storage_by_tenant() -> dict[int, int]:
     """Bytes held per tenant id (a tenant that never stored a file is missing: 0)."""
     return dict(AttachmentStorage.objects.values_list("tenant_id", "bytes_used"))
+
+
+def storage_quota_by_tenant() -> dict[int, int]:
+    """Every tenant's effective quota, by id (one query)."""
+    tenants = Tenant.objects.only("pk", "attachment_storage_quota_bytes")
+    return {tenant.pk: tenant.attachment_storage_quota for tenant in tenants}

@@ -1,4 +1,5 @@
-"""The tenant's attachment storage against its quota (``TENANT_ATTACHMENT_STORAGE_BYTES``).
+"""The tenant's attachment storage against its quota (its own, when an operator set one, else
+``TENANT_ATTACHMENT_STORAGE_BYTES``: ``intents.selectors.storage.storage_quota``).
 
 What counts: the bytes a tenant holds, each blob once (a blob is per tenant and SHA-256, so an
 invoice that twenty drafts attach costs its size once, and a version that keeps its files costs
@@ -49,7 +50,7 @@ def storage_charge(*, tenant_id: int, added: int) -> None:
     with everything it wrote) if they would take the tenant past its quota."""
     if added <= 0:
         return
-    quota = storage_quota()
+    quota = storage_quota(tenant_id)
     table = connection.ops.quote_name(AttachmentStorage._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(

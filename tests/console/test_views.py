@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from intents.attachments import Upload
 from intents.models import SendIntent, Suppression
+from tenants import onboarding
 from tenants.models import AuditEvent, Membership, Tenant, User
 from tests.pages import based_on
 from tests.routed_client import RoutedClient
@@ -280,6 +281,19 @@ def test_health_panel_shows_the_attachment_storage_against_the_quota(
     shown = page.content.decode().split("data-attachment-storage", 1)[1].split("</div>", 1)[0]
     assert "Attachment storage" in shown
     assert "1.0\xa0MB" in shown and "of 4.0\xa0MB (25%)" in shown
+
+
+def test_health_panel_measures_against_the_tenants_own_quota(
+    tenant_a, admin_a, signed_in, settings
+):
+    settings.TENANT_ATTACHMENT_STORAGE_BYTES = 4 * 1024 * 1024
+    onboarding.tenant_storage_quota_set(slug=tenant_a.slug, quota_bytes=8 * 1024 * 1024)
+
+    page = signed_in(admin_a.user).get(reverse("admin_home", args=[tenant_a.slug]))
+
+    assert page.context["health"].attachment_storage.quota == 8 * 1024 * 1024
+    shown = page.content.decode().split("data-attachment-storage", 1)[1].split("</div>", 1)[0]
+    assert "of 8.0\xa0MB (0%)" in shown
 
 
 def test_health_oldest_queued_is_the_operators_definition(

@@ -13,7 +13,7 @@ from django.db import transaction
 from intents import errors
 from intents.attachments import Upload
 from intents.models import AttachmentBlob, AttachmentStorage, Draft
-from intents.selectors.storage import used_bytes
+from intents.selectors.storage import storage_quota, used_bytes
 from tests.factories import make_local_mailbox
 from tests.intents.helpers import blocked_on_a_lock, in_thread, run_concurrently
 
@@ -103,3 +103,30 @@ def test_the_recount_sets_each_total_to_what_the_blobs_hold(quota, new_draft, te
     assert used_bytes(tenant_a.pk) == 80 * KIB
     assert used_bytes(tenant_b.pk) == 0
     assert f"{tenant_a.slug}: 0 -> {80 * KIB} bytes" in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_a_tenants_own_quota_lets_through_what_the_default_refuses_until_set_back(
+    quota, settings, new_draft, tenant_a, tenant_b
+):
+    """``manage.py tenant_storage_quota``: the operator's figure for one tenant is what the
+    guarded charge checks; another tenant keeps the deployment's; ``--default`` restores it."""
+    settings.ATTACHMENT_MAX_DRAFT_BYTES = 80 * KIB  # the least a quota may be
+    new_draft(attachments=[_file("a"), _file("b")])
+    with pytest.raises(errors.StorageQuotaExceeded):
+        new_draft(attachments=[_file("c")])
+
+    call_command(
+        "tenant_storage_quota", tenant_a.slug, "--bytes", str(200 * KIB), stdout=io.StringIO()
+    )
+    stored = new_draft(attachments=[_file("c")])
+    quotas_while_own = (storage_quota(tenant_a.pk), storage_quota(tenant_b.pk))
+    call_command("tenant_storage_quota", tenant_a.slug, "--default", stdout=io.StringIO())
+    with pytest.raises(errors.StorageQuotaExceeded) as refused:
+        new_draft(attachments=[_file("d")])
+
+    assert stored.pk is not None
+    assert quotas_while_own == (200 * KIB, quota)
+    assert used_bytes(tenant_a.pk) == 120 * KIB
+    assert f"{120 * KIB} of {quota} bytes" in refused.value.message
+    assert AttachmentBlob.objects.filter(tenant=tenant_a).count() == 3

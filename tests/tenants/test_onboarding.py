@@ -177,6 +177,20 @@ def test_a_suspended_tenant_refuses_agents_and_staff_writes_then_works_again(
     ]
 
 
+def test_a_quota_change_reads_on_the_tenants_audit_page_with_before_and_after(
+    tenant_a, member_of, client, settings
+):
+    settings.TENANT_ATTACHMENT_STORAGE_BYTES = 1024**3
+    client.force_login(member_of(tenant_a, "admin").user)
+
+    onboarding.tenant_storage_quota_set(slug=tenant_a.slug, quota_bytes=20 * 1024**3)
+    page = audit_html(client, tenant_a)
+
+    assert "An operator changed the attachment storage quota of this tenant" in page
+    assert "1073741824 → 21474836480" in page
+    assert "no → yes" in page
+
+
 def test_suspending_twice_is_refused_and_leaves_one_audit_row(tenant_a):
     onboarding.tenant_suspend(slug=tenant_a.slug, reason="abuse report 7")
 

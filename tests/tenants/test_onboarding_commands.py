@@ -153,3 +153,97 @@ def test_an_operator_account_made_by_command_is_recorded():
         str(user.pk),
         {"email": "root@countersign.test", "is_superuser": True},
     )
+
+
+GIB = 1024**3
+
+
+def test_storage_quota_by_command_is_the_tenants_own_then_the_deployments_again(tenant_a, settings):
+    settings.TENANT_ATTACHMENT_STORAGE_BYTES = GIB
+
+    own = run("tenant_storage_quota", tenant_a.slug, "--bytes", str(20 * GIB))
+    held = Tenant.objects.get(pk=tenant_a.pk).attachment_storage_quota_bytes
+    back = run("tenant_storage_quota", tenant_a.slug, "--default")
+
+    assert own == f"Tenant A (tenant-a) may hold {20 * GIB} bytes of attachments (its own quota)\n"
+    assert (
+        back
+        == f"Tenant A (tenant-a) may hold {GIB} bytes of attachments (the deployment's quota)\n"
+    )
+    assert (held, Tenant.objects.get(pk=tenant_a.pk).attachment_storage_quota_bytes) == (
+        20 * GIB,
+        None,
+    )
+    default = {"attachment_storage_quota": GIB, "own_quota": False}
+    twenty = {"attachment_storage_quota": 20 * GIB, "own_quota": True}
+    rows = AuditEvent.objects.filter(tenant=tenant_a).order_by("id")
+    assert list(rows.values_list("action", "actor", "object_type", "object_id", "data")) == [
+        (
+            "tenant.storage_quota_changed",
+            None,
+            "tenant",
+            str(tenant_a.pk),
+            {"before": default, "after": twenty},
+        ),
+        (
+            "tenant.storage_quota_changed",
+            None,
+            "tenant",
+            str(tenant_a.pk),
+            {"before": twenty, "after": default},
+        ),
+    ]
+
+
+def test_a_suspended_tenant_may_be_given_its_own_quota_and_stays_suspended(tenant_a):
+    run("tenant_suspend", tenant_a.slug, "--reason", "unpaid invoice")
+
+    run("tenant_storage_quota", tenant_a.slug, "--bytes", str(20 * GIB))
+
+    tenant = Tenant.objects.get(pk=tenant_a.pk)
+    assert (tenant.status, tenant.attachment_storage_quota) == ("suspended", 20 * GIB)
+
+
+BAD_QUOTA = [
+    (
+        ("--bytes", "-5"),
+        "--bytes: A quota is from 3145728 bytes (one draft's files, "
+        "ATTACHMENT_MAX_DRAFT_BYTES) to 1125899906842624 bytes (1 PiB); -5 is not.",
+    ),
+    (("--bytes", str(3 * 1024 * 1024 - 1)), f"{3 * 1024 * 1024 - 1} is not."),
+    (("--bytes", str(1024**5 + 1)), f"{1024**5 + 1} is not."),
+    (
+        ("--bytes", "20GiB"),
+        "--bytes: A quota is a whole number of bytes, such as 21474836480 "
+        "for 20 GiB; '20GiB' is not.",
+    ),
+    (("--bytes", "2_000_000_000"), "'2_000_000_000' is not."),
+    (("--bytes", "4e9"), "'4e9' is not."),
+    (("--bytes", ""), "'' is not."),
+    (("--bytes", "5000000", "--default"), "not allowed with argument"),
+    ((), "one of the arguments --bytes --default is required"),
+    (("--default",), "The tenant tenant-a has this quota already; nothing was changed."),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_QUOTA)
+def test_storage_quota_refuses_bad_input_and_changes_nothing(tenant_a, args, message):
+    with pytest.raises(CommandError) as refused:
+        run("tenant_storage_quota", tenant_a.slug, *args)
+
+    assert message in str(refused.value)
+    assert Tenant.objects.get(pk=tenant_a.pk).attachment_storage_quota_bytes is None
+    assert not AuditEvent.objects.exists()
+
+
+def test_storage_quota_refuses_an_unknown_tenant_and_the_quota_it_has(tenant_a):
+    run("tenant_storage_quota", tenant_a.slug, "--bytes", str(20 * GIB))
+
+    with pytest.raises(CommandError) as unknown:
+        run("tenant_storage_quota", "nobody", "--bytes", str(20 * GIB))
+    with pytest.raises(CommandError) as same:
+        run("tenant_storage_quota", tenant_a.slug, "--bytes", str(20 * GIB))
+
+    assert str(unknown.value) == "No tenant has the slug nobody."
+    assert str(same.value) == "The tenant tenant-a has this quota already; nothing was changed."
+    assert AuditEvent.objects.count() == 1

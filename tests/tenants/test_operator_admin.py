@@ -128,6 +128,20 @@ def test_the_list_still_finds_tenants(operator, tenant_a, tenant_b):
     assert b"Tenant B" in found.content and b"Tenant A" not in found.content
 
 
+def test_the_storage_quota_is_shown_read_only(operator, tenant_a, tenant_b, settings):
+    """Effective, and whose: it changes only through ``manage.py tenant_storage_quota``."""
+    settings.TENANT_ATTACHMENT_STORAGE_BYTES = 1024**3
+    onboarding.tenant_storage_quota_set(slug=tenant_a.slug, quota_bytes=20 * 1024**3)
+
+    listing = operator.get(TENANTS).content.decode()
+    change = operator.get(f"{TENANTS}{tenant_a.pk}/change/").content.decode()
+
+    assert "21474836480 bytes (20.0\xa0GB, its own quota)" in listing
+    assert "1073741824 bytes (1.0\xa0GB, the deployment&#x27;s quota)" in listing
+    assert "21474836480 bytes (20.0\xa0GB, its own quota)" in change
+    assert 'name="attachment_storage_quota_bytes"' not in change
+
+
 def suspend(client, *tenants, reason=None):
     data = {"action": "suspend", "_selected_action": [t.pk for t in tenants]}
     if reason is None:
