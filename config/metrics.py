@@ -6,7 +6,8 @@ same and nothing is lost when one restarts; the collector sits on a registry of 
 the library's global one. A scrape costs a fixed number of small queries, whatever the history:
 totals come from the counter rows (``common.counters``, written in the transaction of each
 change), and the gauges read only rows that do not accumulate (non-terminal intents, unapplied
-webhook events, throttles, the attachment storage total of each tenant), through their indexes.
+webhook events, throttles, the attachment storage total of each tenant, mailboxes whose key
+was refused), through their indexes.
 
 config/ is at both ends of the house (DESIGN.md): this module is its top, like ``config.ops``.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from django.db.models import Count
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -22,7 +24,8 @@ from prometheus_client.registry import Collector
 from common.counters import Total, counter_totals
 from intents.models import ProviderThrottle, SendIntent
 from intents.selectors import live_intent_counts_by_tenant, oldest_queued_age_seconds
-from intents.selectors.storage import attachment_storage_by_tenant, storage_quota
+from intents.selectors.storage import attachment_storage_by_tenant, storage_quota_by_tenant
+from mailboxes.models import Mailbox
 from tenants.models import Tenant
 from webhooks.selectors import ledger_rows_estimate, unapplied_events_by_tenant
 
@@ -77,6 +80,7 @@ class CountersignCollector(Collector):
         yield circuit
         yield from _webhooks(slugs)
         yield from _attachment_storage(slugs)
+        yield _key_refused(slugs)
 
 
 def _intents(slugs: dict[int, str], totals: list[Total]) -> GaugeMetricFamily:
@@ -145,14 +149,39 @@ def _attachment_storage(slugs: dict[int, str]) -> Iterator[Metric]:
         "Attachment bytes a tenant holds (each stored file once, until retention drops it).",
         labels=["tenant"],
     )
+    quotas = storage_quota_by_tenant()
+    quota = GaugeMetricFamily(
+        "countersign_attachment_storage_quota_bytes",
+        "What the tenant may hold in attachment bytes: its own quota, else "
+        "TENANT_ATTACHMENT_STORAGE_BYTES.",
+        labels=["tenant"],
+    )
     for tenant_id, slug in slugs.items():
         family.add_metric([slug], used.get(tenant_id, 0))
+        # A tenant deleted since ``slugs`` was read has no quota left: no series.
+        if tenant_id in quotas:
+            quota.add_metric([slug], quotas[tenant_id])
     yield family
-    yield GaugeMetricFamily(
-        "countersign_attachment_storage_quota_bytes",
-        "What one tenant may hold in attachment bytes (TENANT_ATTACHMENT_STORAGE_BYTES).",
-        value=storage_quota(),
+    yield quota
+
+
+def _key_refused(slugs: dict[int, str]) -> GaugeMetricFamily:
+    """Mailboxes whose key AgentMail refused (mailboxes.key_health): nothing is sent from them
+    until an admin checks the key again. One small aggregate over the mailboxes table."""
+    refused = dict(
+        Mailbox.objects.filter(key_refused_at__isnull=False)
+        .values_list("tenant_id")
+        .annotate(n=Count("id"))
+        .order_by()
     )
+    family = GaugeMetricFamily(
+        "countersign_mailboxes_key_refused",
+        "Mailboxes whose AgentMail key was refused; their sends wait for an admin's check.",
+        labels=["tenant"],
+    )
+    for tenant_id, slug in slugs.items():
+        family.add_metric([slug], refused.get(tenant_id, 0))
+    return family
 
 
 def exposition() -> bytes:

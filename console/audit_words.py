@@ -75,6 +75,12 @@ SENTENCES = {
     "mailbox.key_installed": _("%(actor)s installed the AgentMail key of %(object)s"),
     "mailbox.enabled": _("%(actor)s enabled the mailbox %(object)s"),
     "mailbox.disabled": _("%(actor)s disabled the mailbox %(object)s"),
+    "mailbox.key_refused": _(
+        "AgentMail refused the key of %(object)s: its sends wait until the key works again"
+    ),
+    "mailbox.key_restored": _(
+        "%(actor)s checked the key of %(object)s: AgentMail accepts it again, its sends resume"
+    ),
     "mailbox.policy_changed": _("%(actor)s changed the recipient policy of %(object)s"),
     "mailbox.assignment_changed": _("%(actor)s changed the deadline and assignment of %(object)s"),
     "suppression.added": _("%(actor)s added %(object)s to the suppression list"),
@@ -124,6 +130,7 @@ SENTENCES = {
     "intent.undone": _("%(actor)s undid %(object)s before it was sent"),
     "intent.lease_expired": _("The sending lease of %(object)s expired"),
     "intent.handed_back": _("A stopping worker handed %(object)s back to the queue"),
+    "intent.key_refused": _("%(object)s waits: AgentMail refused its mailbox's key"),
 }
 # The same actions when an operator took them (the row's data has "by_operator").
 BY_OPERATOR = {

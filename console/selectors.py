@@ -99,6 +99,28 @@ def mailbox(tenant: Tenant, mailbox_id: int) -> Mailbox | None:
         return None
 
 
+# The sends that wait on a mailbox whose key AgentMail refused: the worker calls nothing for them.
+_WAITING_ON_KEY = Q(intents__state__in=["queued", "uncertain"])
+
+
+@dataclass(frozen=True)
+class KeyRefused:
+    """A mailbox whose key AgentMail refused, and its sends waiting for the key."""
+
+    mailbox: Mailbox
+    waiting: int
+
+
+def key_refused_mailboxes(tenant: Tenant, mailbox_id: int | None = None) -> list[KeyRefused]:
+    """The tenant's mailboxes whose key AgentMail refused (mailboxes.key_health), each with its
+    queued and uncertain sends, which wait for an admin to check the key; one query."""
+    qs = Mailbox.objects.filter(tenant=tenant, key_refused_at__isnull=False)
+    if mailbox_id is not None:
+        qs = qs.filter(pk=mailbox_id)
+    rows = qs.annotate(waiting=Count("intents", filter=_WAITING_ON_KEY)).order_by("address")
+    return [KeyRefused(mailbox, mailbox.waiting) for mailbox in rows]
+
+
 def tokens(tenant: Tenant) -> QuerySet[AgentToken]:
     """Every agent token of the tenant, revoked ones too (their drafts stay in the figures)."""
     return AgentToken.objects.filter(tenant=tenant).order_by("name", "pk")
@@ -344,6 +366,8 @@ class Health:
     breaches_by_reviewer: list[tuple[str, int]]
     # Attachment bytes the tenant holds, against its quota (intents.selectors.storage).
     attachment_storage: StorageUse
+    # Mailboxes whose key AgentMail refused, with their waiting sends (key_refused_mailboxes).
+    key_refused: list[KeyRefused]
 
 
 # Queued, not held, and not due yet by the database clock: the complement, within the unheld
@@ -352,7 +376,8 @@ _QUEUED_NOT_DUE = Q(state="queued", held_reason="", next_attempt_at__gt=Now())
 
 
 def health(tenant: Tenant) -> Health:
-    """Nine small queries (eight aggregates and one row), whatever the volume."""
+    """Ten small queries (eight aggregates, one row, the mailboxes whose key was refused),
+    whatever the volume."""
     hour_ago = timezone.now() - timedelta(hours=1)
     # The same sends the needs-attention view lists: one superseded by a re-approval is history.
     intents = current_sends(tenant).aggregate(
@@ -421,6 +446,7 @@ def health(tenant: Tenant) -> Health:
         webhook_max_apply_lag=events["max_apply_lag"],
         webhook_last_event=last_event["last"],
         attachment_storage=attachment_storage(tenant=tenant),
+        key_refused=key_refused_mailboxes(tenant),
     )
 
 

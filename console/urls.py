@@ -106,6 +106,9 @@ mailbox_patterns = [
     ),
     path("<int:mailbox_id>/status/", views_mailboxes.mailbox_status, name="mailbox_status"),
     path("<int:mailbox_id>/provision/", views_mailboxes.mailbox_retry, name="mailbox_retry"),
+    path(
+        "<int:mailbox_id>/key-check/", views_mailboxes.mailbox_key_check, name="mailbox_key_check"
+    ),
 ]
 
 urlpatterns = [

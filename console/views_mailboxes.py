@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from console import selectors
 from console.forms_mailboxes import MailboxAssignmentForm, MailboxCreateForm, MailboxPolicyForm
-from mailboxes import provisioning
+from mailboxes import key_health, provisioning
 from mailboxes.models import Mailbox
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 from tenants.stale import StaleSave
@@ -62,6 +62,7 @@ def mailbox_create(request: TenantRequest) -> HttpResponse:
 @require_GET
 def mailbox_detail(request: TenantRequest, mailbox_id: int) -> HttpResponse:
     mailbox = _mailbox(request, mailbox_id)
+    refused = selectors.key_refused_mailboxes(request.tenant, mailbox.pk)
     return render(
         request,
         "console/mailboxes/detail.html",
@@ -69,6 +70,7 @@ def mailbox_detail(request: TenantRequest, mailbox_id: int) -> HttpResponse:
             "mailbox": mailbox,
             "form": _policy_form(mailbox),
             "assignment_form": _assignment_form(mailbox),
+            "key_waiting": refused[0].waiting if refused else None,
         },
     )
 
@@ -198,4 +200,25 @@ def mailbox_retry(request: TenantRequest, mailbox_id: int) -> HttpResponse:
         messages.error(request, exc.message)
     else:
         messages.success(request, _("%(address)s is provisioned.") % {"address": mailbox.address})
+    return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def mailbox_key_check(request: TenantRequest, mailbox_id: int) -> HttpResponse:
+    """ "Check the key again": one read with the mailbox's key; if AgentMail accepts it, the
+    mailbox's waiting sends go out (mailboxes.key_health)."""
+    mailbox = _mailbox(request, mailbox_id)
+    try:
+        key_health.mailbox_key_check(
+            tenant=request.tenant, mailbox_id=mailbox.pk, actor=request.user
+        )
+    except provisioning.ProvisioningError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request,
+            _("AgentMail accepts the key of %(address)s again; its waiting sends go out now.")
+            % {"address": mailbox.address},
+        )
     return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)

@@ -59,6 +59,13 @@ class Mailbox(models.Model):
     display_name_sync_token = models.UUIDField(null=True, blank=True, editable=False)
     display_name_sync_not_before = models.DateTimeField(null=True, blank=True, editable=False)
     display_name_sync_failures = models.PositiveIntegerField(default=0, editable=False)
+    # AgentMail refused this mailbox's key (401, or a 403/404 naming the key or inbox: revoked,
+    # deleted, the inbox gone), when and how (mailboxes.key_health). While set, the worker
+    # calls nothing with the key: the mailbox's sends wait, queued or uncertain, until an admin
+    # shows the key works again. A state of the key beside ``status``, not one of its values:
+    # the mailbox stays enabled, nothing about its sends is decided.
+    key_refused_at = models.DateTimeField(null=True, blank=True, editable=False)
+    key_refused_detail = models.CharField(max_length=300, blank=True, editable=False)
 
     class Meta:
         verbose_name_plural = "mailboxes"
@@ -100,6 +107,11 @@ class Mailbox(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status == self.Status.ACTIVE
+
+    @property
+    def key_refused(self) -> bool:
+        """Whether AgentMail refused this mailbox's key and no admin has shown it works since."""
+        return self.key_refused_at is not None
 
     @property
     def display_name_pending(self) -> bool:

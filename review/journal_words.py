@@ -54,6 +54,7 @@ ACTIONS = {
     "intent.resolved_accepted": _("marked accepted"),
     "intent.lease_expired": _("worker lease expired"),
     "intent.handed_back": _("handed back by a stopping worker"),
+    "intent.key_refused": _("waiting: AgentMail refused the mailbox's key"),
     "intent.undone": _("undone"),
 }
 
@@ -72,6 +73,9 @@ SYSTEM_REASONS = {
         "Gave up: the time in which a retry is safe has passed."
     ),
     "The broadcast was paused before the call.": _("The broadcast was paused before the send."),
+    "AgentMail refused the mailbox's key before the call.": _(
+        "AgentMail had refused the mailbox's key; nothing was sent with it."
+    ),
     "The broadcast was cancelled.": _("The broadcast was cancelled."),
     "the worker stopped before its call": _("The worker stopped before it called AgentMail."),
     "nothing found yet, and an earlier call may still be in flight": _(

@@ -100,9 +100,14 @@ def live_intent_counts_by_tenant() -> dict[tuple[int, str], int]:
 
 
 def oldest_queued_age_seconds(*, tenant=None) -> float | None:
-    """Seconds since the oldest due, unheld queued intent became due (database clock)."""
+    """Seconds since the oldest due, unheld queued intent became due (database clock). The sends
+    of a mailbox whose key AgentMail refused wait for an admin, not for a worker: not late
+    (the mailbox's state says why they wait)."""
     qs = SendIntent.objects.filter(
-        state=SendIntent.State.QUEUED, held_reason="", next_attempt_at__lte=Now()
+        state=SendIntent.State.QUEUED,
+        held_reason="",
+        next_attempt_at__lte=Now(),
+        mailbox__key_refused_at__isnull=True,
     )
     if tenant is not None:
         qs = qs.filter(tenant=tenant)

@@ -21,6 +21,7 @@ from intents.sending.lease import (
     broadcast_lets_reconcile,
     broadcast_lets_send,
     lease_duration,
+    mailbox_key_usable,
 )
 from intents.sending.throttle import (
     broadcast_bucket,
@@ -100,6 +101,8 @@ def _candidates(
         due &= broadcast_lets_send()
     if replies_only:
         due &= Q(broadcast__isnull=True)
+    # A mailbox whose key AgentMail refused: its sends and reconciliations wait, uncalled.
+    due &= mailbox_key_usable()
     qs = SendIntent.objects.select_for_update(skip_locked=True, of=("self",)).filter(due)
     if intent_id is not None:
         qs = qs.filter(pk=intent_id)

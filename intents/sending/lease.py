@@ -45,6 +45,13 @@ def broadcast_lets_reconcile() -> Q:
     return Q(broadcast__isnull=True) | ~Q(broadcast__state=Broadcast.State.PAUSED)
 
 
+def mailbox_key_usable() -> Q:
+    """An intent's mailbox key may be used: AgentMail has not refused it (mailboxes.key_health).
+    The sends of a mailbox whose key was refused wait, queued or uncertain, until an admin shows
+    it works: no claim, no call, nothing due for the sweep to wake."""
+    return Q(mailbox__key_refused_at__isnull=True)
+
+
 def lease_duration() -> timedelta:
     return timedelta(seconds=settings.SEND_LEASE_SECONDS)
 
@@ -95,6 +102,10 @@ class Prepared:
     tenant_id: int
     # A lookup lists the inbox's messages from here when the labelled query finds nothing.
     first_attempt_at: datetime | None = None
+    # The mailbox and the AgentMail key id the call uses: a refusal of the key marks them
+    # (mailboxes.key_health), and only while the mailbox still has that key.
+    mailbox_id: int = 0
+    api_key_id: str = ""
 
 
 def attempt_counts(tenant_id: int, kind: str, outcome: str, http_status: int | None) -> list[Count]:

@@ -294,7 +294,16 @@ def _attempt_kind(intent: Locked, claim: Claim, problem: tuple[str, str] | None)
     if intent.broadcast is not None and intent.broadcast.state == Broadcast.State.PAUSED:
         # Paused after the claim: no call at all, not even a reconciliation's replay (which is
         # the first send if the original never reached the provider) or lookup.
-        _release_paused(intent, claim)
+        _release_unsent(
+            intent, claim, reason=PAUSED_REASON, data={"broadcast": intent.broadcast_id}
+        )
+        return None
+    if intent.mailbox.key_refused:
+        # AgentMail refused the mailbox's key after this claim (another call of the batch,
+        # another worker): no call with it, whatever the kind; the send waits as it was.
+        _release_unsent(
+            intent, claim, reason=KEY_REFUSED_REASON, data={"mailbox": intent.mailbox_id}
+        )
         return None
     if intent.state == State.UNCERTAIN:
         # A replay may perform the first send, so it needs every check a send needs; a label
@@ -378,11 +387,15 @@ def _approved_files(
     return kind, tuple(out)
 
 
-def _release_paused(intent: Locked, claim: Claim) -> None:
-    """Its broadcast was paused after the claim: the lease is given up with no call made and no
-    attempt counted (the claim's count is undone), so a pause does not use up the send's
-    attempts. A send goes back to the queue; a reconciliation stays uncertain, due again once
-    the broadcast is resumed."""
+PAUSED_REASON = "The broadcast was paused before the call."
+KEY_REFUSED_REASON = "AgentMail refused the mailbox's key before the call."
+
+
+def _release_unsent(intent: Locked, claim: Claim, *, reason: str, data: dict) -> None:
+    """Its broadcast was paused, or its mailbox's key refused, after the claim: the lease is
+    given up with no call made and no attempt counted (the claim's count is undone), so the wait
+    does not use up the send's attempts. A send goes back to the queue; a reconciliation stays
+    uncertain, due again once the broadcast is resumed or the key works again."""
     to_state = State.QUEUED if intent.state == State.SENDING else State.UNCERTAIN
     changed = SendIntent.objects.filter(
         pk=intent.pk, lease_token=claim.lease_token, state=intent.state
@@ -404,8 +417,8 @@ def _release_paused(intent: Locked, claim: Claim) -> None:
             actor_label=claim.worker,
             from_state=intent.state,
             to_state=to_state,
-            reason="The broadcast was paused before the call.",
-            data={"broadcast": intent.broadcast_id},
+            reason=reason,
+            data=data,
         )
 
 
@@ -467,4 +480,6 @@ def _prepared(
         key_ref=throttle_key(intent.mailbox),
         tenant_id=intent.tenant_id,
         first_attempt_at=intent.first_attempt_at,
+        mailbox_id=intent.mailbox_id,
+        api_key_id=intent.mailbox.provider_api_key_id,
     )

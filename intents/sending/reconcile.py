@@ -19,6 +19,7 @@ from intents.sending.record import (
     Leased,
     close_attempt,
     finish_leased,
+    hold_for_refused_key,
     lock_leased_for_record,
     mark_accepted,
 )
@@ -44,6 +45,10 @@ def intent_record_lookup(claim: Claim, prepared: Prepared, lookup: provider.Look
             close_attempt(prepared, AttemptOutcome.FENCED, **fields)
             return "fenced"
         close_attempt(prepared, outcome, **fields)
+        # A list of the inbox's messages answers 404 only for the inbox itself.
+        if not lookup.ok and provider.refuses_key(lookup.http_status, lookup.error_code, "inbox"):
+            detail = f"{lookup.http_status} {lookup.error_code}: label lookup refused"
+            return hold_for_refused_key(intent, claim, prepared, detail)
         return _resolve(intent, claim, prepared, lookup, outcome)
 
 

@@ -29,6 +29,7 @@ from intents.sending.throttle import throttle_feedback, throttles_clean
 from intents.services.intents import apply_deferred_events
 from intents.services.suppressions import suppressions_record
 from mailboxes import provider
+from mailboxes.key_health import mailbox_key_refused
 
 log = logging.getLogger("intents.sending")
 
@@ -416,11 +417,43 @@ def intent_record_result(claim: Claim, prepared: Prepared, result: provider.Send
             log.warning("intents.intent.fenced", extra={"intent_id": claim.intent_id})
             return "fenced"
         _close_attempt(prepared, _ATTEMPT_OUTCOME[result.outcome], result)
-        throttle_feedback(prepared.key_ref, result)
         detail = f"{result.http_status or '-'} {result.error_code}: {result.error_message}"[:2000]
+        if provider.refuses_key(result.http_status, result.error_code, result.error_message):
+            return hold_for_refused_key(intent, claim, prepared, detail)
+        throttle_feedback(prepared.key_ref, result)
         if result.outcome == provider.Outcome.PERMANENT:
             return _record_permanent(intent, claim, result, detail)
         return _record_not_processed(intent, claim, result, detail)
+
+
+def hold_for_refused_key(intent: Leased, claim: Claim, prepared: Prepared, detail: str) -> str:
+    """AgentMail refused the mailbox's key (``provider.refuses_key``): the refusal is the key's,
+    not this send's, and every other call with the key would get it too. The mailbox is marked
+    (``mailboxes.key_health``, audited) and this send waits with the others of its mailbox,
+    which the claim leaves alone until an admin shows the key works; then the same idempotency
+    key goes out. A fresh send goes back to ``queued``: AgentMail checks the key before it
+    processes anything. An uncertain one stays ``uncertain``: its first call may have sent, and
+    only a replay or a lookup with a working key can tell (it used to go to a person as if the
+    replay's refusal said something about that first call)."""
+    mailbox_key_refused(
+        mailbox_id=prepared.mailbox_id, api_key_id=prepared.api_key_id, detail=detail
+    )
+    to_state = State.UNCERTAIN if intent.state == State.UNCERTAIN else State.QUEUED
+    finish_leased(
+        intent,
+        claim,
+        to_state=to_state,
+        action="intent.key_refused",
+        reason=detail,
+        code="key_refused",
+        next_attempt_at=Now(),
+        data={"mailbox": prepared.mailbox_id},
+    )
+    log.warning(
+        "intents.intent.key_refused",
+        extra={"intent_id": intent.pk, "mailbox_id": prepared.mailbox_id, "state": str(to_state)},
+    )
+    return to_state
 
 
 def _record_permanent(

@@ -17,6 +17,7 @@ from intents.sending.lease import (
     attempt_counts,
     broadcast_lets_reconcile,
     broadcast_lets_send,
+    mailbox_key_usable,
 )
 
 State = SendIntent.State
@@ -130,14 +131,14 @@ def due_intent_ids(*, limit: int = 100) -> tuple[list[int], list[int]]:
     queued = list(
         SendIntent.objects.filter(state=State.QUEUED, held_reason="", next_attempt_at__lte=Now())
         .filter(Q(hold_until__isnull=True) | Q(hold_until__lte=Now()))
-        .filter(broadcast_lets_send())
+        .filter(broadcast_lets_send(), mailbox_key_usable())
         .order_by("-priority", "next_attempt_at", "id")
         .values_list("pk", flat=True)[:limit]
     )
     uncertain = list(
         SendIntent.objects.filter(state=State.UNCERTAIN, next_attempt_at__lte=Now())
         .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=Now()))
-        .filter(broadcast_lets_reconcile())
+        .filter(broadcast_lets_reconcile(), mailbox_key_usable())
         .order_by("next_attempt_at", "id")
         .values_list("pk", flat=True)[:limit]
     )
@@ -148,12 +149,13 @@ def seconds_until_next_due() -> float | None:
     """Seconds (database clock) until the next retry, reconciliation or lease expiry, if any."""
     now = db_now()
     soonest = [
-        # A paused broadcast's sends are not due: the sweep does not spin on them.
+        # A paused broadcast's sends, or those of a mailbox whose key AgentMail refused, are
+        # not due: the sweep does not spin on them.
         SendIntent.objects.filter(state=State.QUEUED, held_reason="")
-        .filter(broadcast_lets_send())
+        .filter(broadcast_lets_send(), mailbox_key_usable())
         .aggregate(at=Min("next_attempt_at"))["at"],
         SendIntent.objects.filter(state=State.UNCERTAIN)
-        .filter(broadcast_lets_reconcile())
+        .filter(broadcast_lets_reconcile(), mailbox_key_usable())
         .aggregate(at=Min("next_attempt_at"))["at"],
         SendIntent.objects.filter(state=State.SENDING).aggregate(at=Min("lease_expires_at"))["at"],
     ]

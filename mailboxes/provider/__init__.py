@@ -23,7 +23,7 @@ bodies, ``Retry-After``, the classification of an outcome). Callers use this pac
 
 from .attachments import ReceivedAttachment, fetch_attachment
 from .client import encode_path_segment, http_client
-from .lookups import LookupResult, find_messages_by_label
+from .lookups import LookupResult, MessagesResult, check_key, find_messages_by_label
 from .org import (
     CreatedInbox,
     CreatedKey,
@@ -43,6 +43,7 @@ from .responses import (
     classify_api_error,
     parse_error_body,
     parse_retry_after,
+    refuses_key,
 )
 from .sending import OutgoingAttachment, SendRequest, SendResult, reply_subject, send_message
 
@@ -50,6 +51,7 @@ __all__ = [
     "CreatedInbox",
     "CreatedKey",
     "LookupResult",
+    "MessagesResult",
     "Outcome",
     "OutgoingAttachment",
     "ProviderError",
@@ -58,6 +60,7 @@ __all__ = [
     "SendRequest",
     "SendResult",
     "Webhook",
+    "check_key",
     "classify_api_error",
     "create_inbox",
     "create_inbox_key",
@@ -70,6 +73,7 @@ __all__ = [
     "list_inbox_keys",
     "parse_error_body",
     "parse_retry_after",
+    "refuses_key",
     "register_pod_webhook",
     "reply_subject",
     "send_message",

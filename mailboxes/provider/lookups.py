@@ -250,6 +250,18 @@ def list_messages_since(
     return _guarded(call, op="message_list", inbox_id=inbox_id)
 
 
+def check_key(*, api_key: str, inbox_id: str) -> MessagesResult:
+    """One harmless read with a mailbox's key (the newest message of its inbox): whether
+    AgentMail accepts the key for that inbox now. Sends nothing, changes nothing."""
+    client = sdk(api_key)
+
+    def call() -> MessagesResult:
+        response = client.inboxes.messages.list(inbox_id, limit=1, request_options=NO_RETRIES)
+        return MessagesResult(ok=True, messages=[_plain(i) for i in _listed(response)])
+
+    return _guarded(call, op="key_check", inbox_id=inbox_id)
+
+
 def _guarded(call, *, op: str, inbox_id: str, not_found_ok: bool = False) -> MessagesResult:
     try:
         result = call()

@@ -162,6 +162,28 @@ def classify_api_error(
     return Outcome.PERMANENT, None
 
 
+# 403 codes that say the key may not do this (reference/agentmail-api.md §4.2); other 403s
+# (``message_rejected``, ``already_exists``...) describe the request.
+_KEY_REFUSED_403 = frozenset({"", "forbidden", "missing_permission", "unrestricted_key_required"})
+
+
+def refuses_key(status: int | None, code: str, message: str = "") -> bool:
+    """Whether an answer refuses the key itself, not one request: any 401 (revoked, deleted,
+    unknown key), a 403 about the key's rights (or the gateway's bare 403, "almost always a bad
+    key": reference §1), or a 404 naming the inbox (deleted, or outside the key's scope: AgentMail
+    answers both alike). Every other call with that key will be refused the same way. A 404 for
+    a message (a reply to one that is gone) is the request's, not the key's."""
+    if code.startswith("http_"):
+        code = ""  # no code in the body: the adapter's label for the status alone
+    if status == 401:
+        return True
+    if status == 403:
+        return code in _KEY_REFUSED_403
+    if status == 404:
+        return code in ("", "not_found") and message.lower().startswith("inbox")
+    return False
+
+
 def provider_error(exc: ApiError) -> ProviderError:
     body = parse_error_body(exc.body)
     detail = body.message or body.name or "error"

@@ -18,6 +18,7 @@ BEFORE_MODES = frozenset(
         "502_html",
         "409_in_progress",
         "gateway_403",
+        "401_unknown_key",
         "422_unprocessable",
         "delay",
         "json_2xx_before",

@@ -154,6 +154,10 @@ def _fault_reply(fault: Fault) -> Reply | None:
         reply = Reply(502, BAD_GATEWAY_HTML, "text/html")
     elif mode == "422_unprocessable":
         reply = Reply.error(ApiError(422, "unprocessable", "The request could not be processed"))
+    elif mode == "401_unknown_key":
+        # The key refused as a revoked or deleted one is, without revoking it: a test can make
+        # it work again by clearing the fault.
+        reply = Reply.error(ApiError(401, "unknown_api_key", "Unknown or revoked API key"))
     elif mode == "gateway_403":
         # API Gateway's own rejection: no code, no docs (knowledge-base/api-403-error).
         reply = Reply.json(403, {"message": "Forbidden"})

@@ -290,3 +290,52 @@ def test_the_display_name_sits_under_a_heading_that_names_it_not_under_recipient
         < card.index(">Recipient policy</h3>")
         < card.index('name="policy_mode"')
     )
+
+
+def test_a_refused_key_is_shown_to_admins_and_reviewers_and_only_an_admin_check_clears_it(
+    tenant_a, tenant_b, member_of, signed_in, mailbox_factory, sandbox
+):
+    """The worker marked the mailbox's key refused with one send waiting: the mailboxes list,
+    the mailbox page and Health say so, the send's page tells its reviewer why it waits. An
+    approver's or another tenant's admin's "check again" changes nothing; the admin's makes one
+    read with the key and, AgentMail accepting it, clears the refusal (audited)."""
+    from intents.models import SendIntent
+    from mailboxes.key_health import mailbox_key_refused
+    from tests.factories import approve_new_draft
+
+    mailbox = mailbox_factory(tenant_a)
+    approver = member_of(tenant_a, "approver").user
+    intent = approve_new_draft(tenant_a, mailbox, approver)
+    mailbox_key_refused(
+        mailbox_id=mailbox.pk,
+        api_key_id=mailbox.provider_api_key_id,
+        detail="401 unknown_api_key: Unknown or revoked API key",
+    )
+    admin_user = member_of(tenant_a, "admin").user
+    admin = signed_in(admin_user)
+    listed = admin.get(reverse("mailbox_list", args=[tenant_a.slug]))
+    page = admin.get(reverse("mailbox_detail", args=[tenant_a.slug, mailbox.pk]))
+    health = admin.get(reverse("admin_home", args=[tenant_a.slug]))
+    assert b"data-key-refused-badge" in listed.content
+    assert b'data-key-waiting="1"' in page.content and b"unknown_api_key" in page.content
+    assert mailbox.address.encode() in health.content and b"data-key-refused" in health.content
+    url = reverse("mailbox_key_check", args=[tenant_a.slug, mailbox.pk])
+    reviewer = signed_in(approver)  # one test client: each sign-in replaces the last
+    send_page = reviewer.get(reverse("outbox_intent", args=[tenant_a.slug, intent.pk]))
+    assert b"data-key-refused" in send_page.content
+    assert reviewer.post(url).status_code == 403
+    outsider = signed_in(member_of(tenant_b, "admin").user)
+    outside_url = reverse("mailbox_key_check", args=[tenant_b.slug, mailbox.pk])
+    assert outsider.post(outside_url).status_code == 404
+    mailbox.refresh_from_db()
+    assert mailbox.key_refused
+    reads = len(sandbox.requests(route="list_messages", api_key_id=mailbox.provider_api_key_id))
+
+    admin = signed_in(admin_user)
+    assert admin.post(url).status_code == 302
+    mailbox.refresh_from_db()
+    assert not mailbox.key_refused
+    after = sandbox.requests(route="list_messages", api_key_id=mailbox.provider_api_key_id)
+    assert len(after) == reads + 1
+    assert AuditEvent.objects.filter(tenant=tenant_a, action="mailbox.key_restored").count() == 1
+    assert SendIntent.objects.get(pk=intent.pk).state == "queued"

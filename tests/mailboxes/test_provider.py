@@ -310,3 +310,21 @@ def test_a_cookie_the_provider_sets_never_rides_on_the_next_request():
     assert first.headers["set-cookie"] and second.status_code == 200
     assert seen == [None, None]
     assert not client.cookies and dict(client.cookies) == {}
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "message", "refused"),
+    [
+        (401, "unknown_api_key", "Unknown or revoked API key", True),
+        (401, "missing_authorization", "", True),
+        (403, "missing_permission", "Forbidden", True),
+        (403, "http_403", "Forbidden", True),  # the gateway's bare 403
+        (403, "message_rejected", "Recipient is suppressed", False),
+        (404, "not_found", "Inbox not found", True),
+        (404, "not_found", "Message not found", False),
+        (422, "unprocessable", "", False),
+        (500, "internal_error", "", False),
+    ],
+)
+def test_refuses_key_names_only_answers_about_the_key_or_its_inbox(status, code, message, refused):
+    assert provider.refuses_key(status, code, message) is refused

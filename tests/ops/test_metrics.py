@@ -24,6 +24,7 @@ from common.models import Counter
 from intents import sending, services
 from intents.attachments import Upload
 from intents.models import IntentEvent, ProviderThrottle, SendAttempt, SendIntent
+from tenants import onboarding
 from tenants.tokens import token_create
 from tests.agent_api.conftest import ALL_SCOPES, Api, draft_body
 from tests.factories import MembershipFactory, TenantFactory, make_local_mailbox
@@ -125,6 +126,7 @@ def test_every_series_keeps_its_name_and_type(client, metrics_token, tenant_a):
         "countersign_webhook_lag_seconds": "gauge",
         "countersign_attachment_storage_bytes": "gauge",
         "countersign_attachment_storage_quota_bytes": "gauge",
+        "countersign_mailboxes_key_refused": "gauge",
     }
 
 
@@ -132,7 +134,9 @@ def test_every_series_keeps_its_name_and_type(client, metrics_token, tenant_a):
 def test_attachment_storage_is_what_each_tenant_holds_and_the_quota(
     client, metrics_token, tenant_a, tenant_b, settings
 ):
+    """The quota per tenant is its effective one: the deployment's, or its own."""
     settings.TENANT_ATTACHMENT_STORAGE_BYTES = 5_000_000
+    onboarding.tenant_storage_quota_set(slug=tenant_b.slug, quota_bytes=20 * 1024**3)
     mailbox = make_local_mailbox(tenant_a)
     person = MembershipFactory(tenant=tenant_a, role="approver").user
     for text in ("one", "two"):  # the same file twice: held once
@@ -150,7 +154,12 @@ def test_attachment_storage_is_what_each_tenant_holds_and_the_quota(
 
     assert at(samples, "countersign_attachment_storage_bytes", tenant=tenant_a.slug) == 3000
     assert at(samples, "countersign_attachment_storage_bytes", tenant=tenant_b.slug) == 0
-    assert at(samples, "countersign_attachment_storage_quota_bytes") == 5_000_000
+    assert at(samples, "countersign_attachment_storage_quota_bytes", tenant=tenant_a.slug) == (
+        5_000_000
+    )
+    assert at(samples, "countersign_attachment_storage_quota_bytes", tenant=tenant_b.slug) == (
+        20 * 1024**3
+    )
 
 
 @pytest.mark.django_db

@@ -264,3 +264,28 @@ def test_two_messages_carrying_the_label_are_both_kept_as_evidence(live, request
     assert sorted([intent.provider_message_id, *accepted.data["also_found"]]) == sorted(copies)
     assert "1 other message(s) carry it too" in accepted.reason
     assert calls(live.sandbox, intent) and sends(live.sandbox, intent) == []
+
+
+def test_a_label_lookup_refused_for_the_key_keeps_the_send_uncertain_and_holds_the_mailbox(
+    live, settings
+):
+    """Past its replays, an uncertain send (it did go out) is looked up with a key AgentMail has
+    since deleted: the 401 marks the mailbox and the send stays uncertain with nothing due, the
+    fact that it may have gone out kept for the lookup once the key works again."""
+    from mailboxes import provider
+    from mailboxes.models import Mailbox
+
+    intent = live.approved()
+    live.sandbox.fault("sends", "drop_after")
+    step()
+    SendIntent.objects.filter(pk=intent.pk).update(attempts=settings.SEND_MAX_ATTEMPTS + 1)
+    provider.delete_inbox_key(
+        inbox_id=live.mailbox.inbox_id, api_key_id=live.mailbox.provider_api_key_id
+    )
+
+    reconcile(intent)
+    assert (intent.state, intent.last_error_code) == ("uncertain", "key_refused")
+    assert kinds(intent) == ["send", "lookup"]
+    assert Mailbox.objects.get(pk=live.mailbox.pk).key_refused
+    assert len(sends(live.sandbox, intent)) == 1
+    assert sending.seconds_until_next_due() is None

@@ -117,12 +117,20 @@ def test_a_thread_id_we_cannot_store_does_not_stop_the_proof(live):
     assert IntentEvent.objects.filter(intent=intent, action="intent.accepted").count() == 1
 
 
-def test_a_key_revoked_at_agentmail_ends_each_send_once_and_nothing_is_retried(live):
-    """The mailbox's key is revoked at AgentMail after a send whose answer was lost: the replay
-    is refused 401, so the first call's fate is unknown and a person decides (the send did go
-    out: the ledger holds it); a fresh send is refused 401 and fails. One call each after the
-    revocation, and nothing is due again."""
+def test_a_key_revoked_at_agentmail_holds_the_mailbox_and_keeps_an_uncertain_send_unknown(
+    live, member_of
+):
+    """The mailbox's key is revoked at AgentMail after a send whose answer was lost. The replay
+    is refused 401: the refusal is the key's, so the mailbox is marked (audited) and the send
+    stays uncertain, the fact that its first call may have sent kept (it did: the ledger holds
+    it); it used to go to a person, and a fresh send to ``failed``. The fresh send approved
+    after the refusal is held, queued and never called; nothing is due, no worker calls the
+    refused key again, and an admin's check still finds it refused (one read call)."""
     from mailboxes import provider
+    from mailboxes.key_health import mailbox_key_check
+    from mailboxes.models import Mailbox
+    from mailboxes.provisioning import ProvisioningError
+    from tenants.models import AuditEvent
 
     lost = live.approved()
     live.sandbox.fault("sends", "drop_after")
@@ -138,11 +146,65 @@ def test_a_key_revoked_at_agentmail_ends_each_send_once_and_nothing_is_retried(l
     _step()
     lost.refresh_from_db()
     fresh.refresh_from_db()
-    assert (lost.state, lost.last_error_code) == ("needs_attention", "unknown_api_key")
-    assert (fresh.state, fresh.last_error_code) == ("failed", "unknown_api_key")
+    mailbox = Mailbox.objects.get(pk=live.mailbox.pk)
+    assert mailbox.key_refused and "unknown_api_key" in mailbox.key_refused_detail
+    assert (lost.state, lost.last_error_code) == ("uncertain", "key_refused")
+    assert (fresh.state, fresh.attempts) == ("queued", 0)
     assert (len(_sends(live, lost)), _sends(live, fresh)) == (1, [])
+    assert AuditEvent.objects.filter(action="mailbox.key_refused").count() == 1
 
     SendIntent.objects.update(next_attempt_at=Now())
     assert sending.run_once(worker="w", limit=10) == 0
+    assert sending.seconds_until_next_due() is None
     assert len(live.sandbox.requests(idempotency_key=lost.idempotency_key)) == 2
-    assert len(live.sandbox.requests(idempotency_key=fresh.idempotency_key)) == 1
+    assert live.sandbox.requests(idempotency_key=fresh.idempotency_key) == []
+
+    admin = member_of(live.tenant, "admin").user
+    checks_before = len(live.sandbox.requests(route="list_messages"))
+    with pytest.raises(ProvisioningError, match="still refuses"):
+        mailbox_key_check(tenant=live.tenant, mailbox_id=mailbox.pk, actor=admin)
+    assert len(live.sandbox.requests(route="list_messages")) == checks_before + 1
+    assert Mailbox.objects.get(pk=mailbox.pk).key_refused
+
+
+def test_queued_sends_on_a_refused_key_make_one_call_then_each_goes_once_after_a_check(
+    live, member_of
+):
+    """Three approved replies, and AgentMail refuses the mailbox's key (401 unknown_api_key):
+    the first call marks the mailbox, and no other call follows (one, not three); nothing fails.
+    Once the key works again and an admin checks it (one read), the three go out, each once,
+    each with the idempotency key it was given at approval."""
+    from mailboxes.key_health import mailbox_key_check
+    from tenants.models import AuditEvent
+
+    replies = [live.approved(text=f"Reply {n}.") for n in range(3)]
+    keys = [r.idempotency_key for r in replies]
+    live.sandbox.fault("sends", "401_unknown_key", times=0)
+
+    _step()
+    assert sending.run_once(worker="w", limit=10) == 0
+    calls = [len(live.sandbox.requests(idempotency_key=k)) for k in keys]
+    sent = [live.sandbox.ledger(idempotency_key=k) for k in keys]
+    assert (sorted(calls), sent) == ([0, 0, 1], [[], [], []])
+    assert sorted(SendIntent.objects.values_list("state", flat=True)) == ["queued"] * 3
+    live.mailbox.refresh_from_db()
+    assert live.mailbox.key_refused
+
+    live.sandbox.clear_faults()
+    admin = member_of(live.tenant, "admin").user
+    assert not mailbox_key_check(
+        tenant=live.tenant, mailbox_id=live.mailbox.pk, actor=admin
+    ).key_refused
+    assert sending.run_once(worker="w", limit=10) == 3
+
+    for reply, key in zip(replies, keys, strict=True):
+        reply.refresh_from_db()
+        [sent] = live.sandbox.ledger(idempotency_key=key)
+        assert (reply.state, reply.idempotency_key) == ("accepted", key)
+        assert reply.provider_message_id == sent["message_id"]
+    assert sum(len(live.sandbox.requests(idempotency_key=k)) for k in keys) == 4
+    assert list(
+        AuditEvent.objects.filter(action__startswith="mailbox.key_r")
+        .values_list("action", "actor")
+        .order_by("id")
+    ) == [("mailbox.key_refused", None), ("mailbox.key_restored", admin.pk)]

@@ -147,3 +147,23 @@ def test_a_429_with_a_huge_retry_after_is_recorded_and_gives_up(live, retry_afte
     assert ProviderThrottle.objects.get().refilled_at <= db_now() + timedelta(days=1)
     assert len(live.sandbox.requests(idempotency_key=intent.idempotency_key)) == 1
     assert _sends(live, intent) == 0
+
+
+def test_a_batch_claimed_before_the_key_was_refused_makes_no_call_and_keeps_its_attempts(live):
+    """Another worker's call finds the mailbox's key refused while this batch is claimed: the
+    batch's re-check gives each lease back unsent (no attempt row, the claim's count undone),
+    queued as before; nothing is called with the refused key."""
+    from mailboxes.key_health import mailbox_key_refused
+
+    intents, claims = _batch(live, 2)
+    assert mailbox_key_refused(
+        mailbox_id=live.mailbox.pk,
+        api_key_id=live.mailbox.provider_api_key_id,
+        detail="401 unknown_api_key: Unknown or revoked API key",
+    )
+
+    assert sending.execute_claims(claims) == [State.QUEUED, State.QUEUED]
+    rows = SendIntent.objects.filter(pk__in=[i.pk for i in intents])
+    assert sorted(rows.values_list("state", "attempts")) == [(State.QUEUED, 0)] * 2
+    assert not SendAttempt.objects.filter(intent__in=intents).exists()
+    assert [live.sandbox.requests(idempotency_key=i.idempotency_key) for i in intents] == [[], []]
