@@ -112,6 +112,7 @@ EXPECTED = {
     "mailbox_assignment": POST_ADMIN,
     "mailbox_status": POST_ADMIN,
     "mailbox_retry": POST_ADMIN,
+    "mailbox_key_check": POST_ADMIN,
 }
 
 
