@@ -37,15 +37,20 @@ def endpoint(tenant, admin, url="https://a.example.com/", **kwargs):
     return created
 
 
-def rejection(tenant, mailbox, approver, reason="No"):
-    draft = intent_services.draft_create(
+def pending_draft(tenant, mailbox, author, **extra):
+    return intent_services.draft_create(
         tenant=tenant,
         mailbox=mailbox,
         to=["jane@customer.test"],
         subject="Hi",
         text="Hello",
-        actor_user=approver,
+        actor_user=author,
+        **extra,
     )
+
+
+def rejection(tenant, mailbox, approver, reason="No"):
+    draft = pending_draft(tenant, mailbox, approver)
     return intent_services.draft_reject(
         tenant=tenant, draft_id=draft.pk, reason=reason, actor=approver
     )
@@ -121,14 +126,7 @@ def test_two_racing_rejections_write_one_event(tenant_a, member_of):
     admin = member_of(tenant_a, "admin").user
     approver = member_of(tenant_a, "approver").user
     endpoint(tenant_a, admin)
-    draft = intent_services.draft_create(
-        tenant=tenant_a,
-        mailbox=make_local_mailbox(tenant_a),
-        to=["jane@customer.test"],
-        subject="Hi",
-        text="Hello",
-        actor_user=approver,
-    )
+    draft = pending_draft(tenant_a, make_local_mailbox(tenant_a), approver)
     barrier = threading.Barrier(4)
     outcomes: list[str] = []
 
@@ -157,15 +155,7 @@ def test_two_racing_rejections_write_one_event(tenant_a, member_of):
 def approved_agent_draft(tenant, mailbox, approver, admin, *, not_after=None):
     """An agent's draft that a person approved: (draft, intent)."""
     token, _ = token_create(tenant=tenant, name="agent", scopes=["drafts:write"], actor=admin)
-    draft = intent_services.draft_create(
-        tenant=tenant,
-        mailbox=mailbox,
-        to=["jane@customer.test"],
-        subject="Hi",
-        text="Hello",
-        agent_token=token,
-        not_after=not_after,
-    )
+    draft = pending_draft(tenant, mailbox, None, agent_token=token, not_after=not_after)
     intent = intent_services.draft_approve(
         tenant=tenant,
         draft_id=draft.pk,
@@ -268,15 +258,7 @@ def test_a_rejected_or_expired_draft_tells_the_agent_why_by_code(tenant_a, membe
     endpoint(tenant_a, admin, event_types=["draft.rejected", "draft.expired"])
     mailbox = make_local_mailbox(tenant_a)
     rejection(tenant_a, mailbox, approver, reason="Wrong customer")
-    late = intent_services.draft_create(
-        tenant=tenant_a,
-        mailbox=mailbox,
-        to=["jane@customer.test"],
-        subject="Hi",
-        text="Hello",
-        actor_user=approver,
-        not_after=db_now() + timedelta(hours=1),
-    )
+    late = pending_draft(tenant_a, mailbox, approver, not_after=db_now() + timedelta(hours=1))
     Draft.objects.filter(pk=late.pk).update(not_after=db_now() - timedelta(seconds=1))
 
     assert intent_services.draft_expire_due() == 1
