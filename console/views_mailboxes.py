@@ -194,13 +194,12 @@ def mailbox_status(request: TenantRequest, mailbox_id: int) -> HttpResponse:
 @require_POST
 def mailbox_retry(request: TenantRequest, mailbox_id: int) -> HttpResponse:
     mailbox = _mailbox(request, mailbox_id)
-    try:
-        provisioning.mailbox_provision(mailbox=mailbox, actor=request.user)
-    except provisioning.ProvisioningError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, _("%(address)s is provisioned.") % {"address": mailbox.address})
-    return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
+    return _act_on_mailbox(
+        request,
+        mailbox,
+        lambda: provisioning.mailbox_provision(mailbox=mailbox, actor=request.user),
+        _("%(address)s is provisioned."),
+    )
 
 
 @tenant_view(roles=ADMIN_ONLY)
@@ -209,16 +208,23 @@ def mailbox_key_check(request: TenantRequest, mailbox_id: int) -> HttpResponse:
     """ "Check the key again": one read with the mailbox's key; if AgentMail accepts it, the
     mailbox's waiting sends go out (mailboxes.key_health)."""
     mailbox = _mailbox(request, mailbox_id)
-    try:
-        key_health.mailbox_key_check(
+    return _act_on_mailbox(
+        request,
+        mailbox,
+        lambda: key_health.mailbox_key_check(
             tenant=request.tenant, mailbox_id=mailbox.pk, actor=request.user
-        )
+        ),
+        _("AgentMail accepts the key of %(address)s again; its waiting sends go out now."),
+    )
+
+
+def _act_on_mailbox(request: TenantRequest, mailbox, act, success: str) -> HttpResponse:
+    """Run an admin's action on the mailbox (a call to AgentMail behind it); its refusal or
+    ``success`` (with the address) as a message, back to the mailbox's page."""
+    try:
+        act()
     except provisioning.ProvisioningError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(
-            request,
-            _("AgentMail accepts the key of %(address)s again; its waiting sends go out now.")
-            % {"address": mailbox.address},
-        )
+        messages.success(request, success % {"address": mailbox.address})
     return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
