@@ -81,6 +81,7 @@ SENTENCES = {
     "mailbox.key_restored": _(
         "%(actor)s checked the key of %(object)s: AgentMail accepts it again, its sends resume"
     ),
+    "mailbox.key_replaced": _("%(actor)s replaced the AgentMail key of %(object)s"),
     "mailbox.policy_changed": _("%(actor)s changed the recipient policy of %(object)s"),
     "mailbox.assignment_changed": _("%(actor)s changed the deadline and assignment of %(object)s"),
     "suppression.added": _("%(actor)s added %(object)s to the suppression list"),

@@ -109,6 +109,11 @@ mailbox_patterns = [
     path(
         "<int:mailbox_id>/key-check/", views_mailboxes.mailbox_key_check, name="mailbox_key_check"
     ),
+    path(
+        "<int:mailbox_id>/key-replace/",
+        views_mailboxes.mailbox_key_replace,
+        name="mailbox_key_replace",
+    ),
 ]
 
 urlpatterns = [

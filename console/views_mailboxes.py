@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -215,6 +216,40 @@ def mailbox_key_check(request: TenantRequest, mailbox_id: int) -> HttpResponse:
             tenant=request.tenant, mailbox_id=mailbox.pk, actor=request.user
         ),
         _("AgentMail accepts the key of %(address)s again; its waiting sends go out now."),
+    )
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def mailbox_key_replace(request: TenantRequest, mailbox_id: int) -> HttpResponse:
+    """ "Replace the key": the button's POST asks first (a page that works without JavaScript);
+    the POST it carries, marked confirmed, has AgentMail make a new key for the mailbox and
+    delete the old one (mailboxes.key_health)."""
+    mailbox = _mailbox(request, mailbox_id)
+    if request.POST.get("confirmed") != "yes":
+        return render(
+            request,
+            "console/confirm.html",
+            {
+                "heading": _("Replace the AgentMail key of %(address)s?")
+                % {"address": mailbox.address},
+                "consequence": _(
+                    "AgentMail makes a new key for this mailbox and its sends use it from now "
+                    "on; the old key is deleted at AgentMail, so anything else still using it "
+                    "stops working. Sends waiting for the key go out, each once."
+                ),
+                "action": _("Replace the key"),
+                "confirmed_field": "confirmed",
+                "cancel_url": reverse("mailbox_detail", args=[request.tenant.slug, mailbox.pk]),
+            },
+        )
+    return _act_on_mailbox(
+        request,
+        mailbox,
+        lambda: key_health.mailbox_key_replace(
+            tenant=request.tenant, mailbox_id=mailbox.pk, actor=request.user
+        ),
+        _("%(address)s sends with a new key now; the old key is deleted at AgentMail."),
     )
 
 

@@ -70,7 +70,7 @@ PROVISIONING_LEASE = timedelta(minutes=2)
 
 
 @contextmanager
-def _provisioning_lease(mailbox: Mailbox):
+def provisioning_lease(mailbox: Mailbox):
     """Hold the mailbox's provisioning lease (a conditional UPDATE on the database clock) for the
     block; refuse when another run holds an unexpired one. Session state such as an advisory lock
     would not survive PgBouncer's transaction mode (the unlock may reach another server session)."""
@@ -199,7 +199,7 @@ def mailbox_provision(*, mailbox: Mailbox, actor=None) -> Mailbox:
     registers the tenant webhook). Safe to repeat."""
     tenant = mailbox.tenant
     pod_id = tenant_connect(tenant=tenant, actor=actor)
-    with _provisioning_lease(mailbox):
+    with provisioning_lease(mailbox):
         mailbox.refresh_from_db()
         try:
             inbox = provider.create_inbox(
@@ -224,15 +224,37 @@ def mailbox_provision(*, mailbox: Mailbox, actor=None) -> Mailbox:
     return mailbox
 
 
+def inbox_key_name(mailbox_id: int) -> str:
+    """The name of the key provisioning creates for the mailbox; a replacement key's name
+    (mailboxes.key_health) is this, a dash and a suffix of its own."""
+    return f"countersign-mailbox-{mailbox_id}"
+
+
+def inbox_key_is_ours(name: str, mailbox_id: int) -> bool:
+    # Not a bare prefix match: "countersign-mailbox-1" begins "countersign-mailbox-12" too.
+    key_name = inbox_key_name(mailbox_id)
+    return name == key_name or name.startswith(f"{key_name}-")
+
+
+def delete_unstored_inbox_keys(*, mailbox_id: int, inbox_id: str) -> list[str]:
+    """Delete at AgentMail every key of the inbox named for the mailbox except the one the
+    mailbox stores now: a key created by a run that died between the provider call and our
+    commit (its secret is lost) and a key that was replaced. Returns the deleted key ids; raises
+    ProviderError. Call it under the mailbox's provisioning lease, after the commit that stored
+    the key, so the key read here is the one kept."""
+    stored = Mailbox.objects.values_list("provider_api_key_id", flat=True).get(pk=mailbox_id)
+    deleted = []
+    for api_key_id, name in provider.list_inbox_keys(inbox_id=inbox_id):
+        if api_key_id != stored and inbox_key_is_ours(name, mailbox_id):
+            provider.delete_inbox_key(inbox_id=inbox_id, api_key_id=api_key_id)
+            deleted.append(api_key_id)
+    return deleted
+
+
 def _install_inbox_key(*, mailbox: Mailbox, inbox_id: str, actor) -> None:
-    key_name = f"countersign-mailbox-{mailbox.pk}"
     try:
-        # A key with our name that we never stored belongs to a provisioning run that died
-        # between the provider call and our commit: its secret is lost, so remove it.
-        for api_key_id, name in provider.list_inbox_keys(inbox_id=inbox_id):
-            if name == key_name:
-                provider.delete_inbox_key(inbox_id=inbox_id, api_key_id=api_key_id)
-        created = provider.create_inbox_key(inbox_id=inbox_id, name=key_name)
+        delete_unstored_inbox_keys(mailbox_id=mailbox.pk, inbox_id=inbox_id)
+        created = provider.create_inbox_key(inbox_id=inbox_id, name=inbox_key_name(mailbox.pk))
     except provider.ProviderError as exc:
         raise refused(exc) from None
     with transaction.atomic():

@@ -339,3 +339,69 @@ def test_a_refused_key_is_shown_to_admins_and_reviewers_and_only_an_admin_check_
     assert len(after) == reads + 1
     assert AuditEvent.objects.filter(tenant=tenant_a, action="mailbox.key_restored").count() == 1
     assert SendIntent.objects.get(pk=intent.pk).state == "queued"
+
+
+def test_an_admin_replaces_a_refused_key_after_confirming_it(
+    tenant_a, member_of, signed_in, mailbox_factory, sandbox
+):
+    """The refused key's box offers "Replace the key"; its POST only asks (nothing is called),
+    the confirmed POST gives the mailbox a new key, deletes the old one at AgentMail and clears
+    the refusal. The audit page names what was done."""
+    from mailboxes.key_health import mailbox_key_refused
+
+    mailbox = mailbox_factory(tenant_a)
+    old_id = mailbox.provider_api_key_id
+    mailbox_key_refused(mailbox_id=mailbox.pk, api_key_id=old_id, detail="401 unknown_api_key")
+    admin = signed_in(member_of(tenant_a, "admin").user)
+    url = reverse("mailbox_key_replace", args=[tenant_a.slug, mailbox.pk])
+    page = admin.get(reverse("mailbox_detail", args=[tenant_a.slug, mailbox.pk]))
+    assert b"data-key-replace" in page.content and url.encode() in page.content
+    creates = len(sandbox.requests(route="create_api_key"))
+
+    asked = admin.post(url)
+    assert asked.status_code == 200 and b"data-confirm" in asked.content
+    assert b'name="confirmed" value="yes"' in asked.content
+    assert Mailbox.objects.get(pk=mailbox.pk).provider_api_key_id == old_id
+    assert len(sandbox.requests(route="create_api_key")) == creates
+
+    assert admin.post(url, {"confirmed": "yes"}).status_code == 302
+    mailbox.refresh_from_db()
+    keys = sandbox.sdk().inboxes.api_keys.list(mailbox.inbox_id).api_keys
+    assert [k.api_key_id for k in keys] == [mailbox.provider_api_key_id] != [old_id]
+    assert not mailbox.key_refused
+    audit = admin.get(reverse("admin_audit", args=[tenant_a.slug]))
+    assert b"replaced the AgentMail key of" in audit.content
+
+
+def test_the_key_is_replaced_by_no_one_but_the_tenants_admin(
+    tenant_a, tenant_b, member_of, signed_in, mailbox_factory, sandbox
+):
+    """An approver is refused (403) and sees no button; another tenant's admin, under their own
+    tenant or ours, gets the 404 of a missing mailbox. AgentMail is not called, nothing changes."""
+    mailbox = mailbox_factory(tenant_a)
+    before = Mailbox.objects.values_list("api_key_sealed", "provider_api_key_id").get(pk=mailbox.pk)
+    creates = len(sandbox.requests(route="create_api_key"))
+    confirmed = {"confirmed": "yes"}
+    approver = signed_in(member_of(tenant_a, "approver").user)
+    page = approver.get(reverse("mailbox_detail", args=[tenant_a.slug, mailbox.pk]))
+    assert b"data-key-replace" not in page.content
+    url = reverse("mailbox_key_replace", args=[tenant_a.slug, mailbox.pk])
+    assert approver.post(url, confirmed).status_code == 403
+
+    outsider = signed_in(member_of(tenant_b, "admin").user)
+    theirs = reverse("mailbox_key_replace", args=[tenant_b.slug, mailbox.pk])
+    assert outsider.post(theirs, confirmed).status_code == 404
+    assert outsider.post(url, confirmed).status_code == 404
+
+    after = Mailbox.objects.values_list("api_key_sealed", "provider_api_key_id").get(pk=mailbox.pk)
+    assert after == before
+    assert len(sandbox.requests(route="create_api_key")) == creates
+
+
+def test_the_admin_is_offered_a_key_replacement_for_a_working_key_too(
+    tenant_a, member_of, signed_in, mailbox_factory
+):
+    mailbox = mailbox_factory(tenant_a)
+    admin = signed_in(member_of(tenant_a, "admin").user)
+    page = admin.get(reverse("mailbox_detail", args=[tenant_a.slug, mailbox.pk]))
+    assert page.content.count(b"data-key-replace") == 1

@@ -52,6 +52,20 @@ def test_crash_after_key_creation_is_repaired_with_exactly_one_key(tenant_a, san
     assert [k.api_key_id for k in keys] == [repaired.provider_api_key_id]
 
 
+def test_provisioning_deletes_a_replacement_key_left_by_a_run_that_died(tenant_a, sandbox):
+    """A replace (mailboxes.key_health) names its key with a suffix; one whose secret was never
+    stored is found and deleted by provisioning too, so the mailbox ends with exactly one key."""
+    mailbox = provisioning.mailbox_create(tenant=tenant_a, username="rekeyed")
+    name = f"countersign-mailbox-{mailbox.pk}-0123456789ab"
+    provider.create_inbox_key(inbox_id=mailbox.inbox_id, name=name)
+    Mailbox.objects.filter(pk=mailbox.pk).update(
+        api_key_sealed="", provider_api_key_id="", status=Mailbox.Status.PROVISIONING
+    )
+    repaired = provisioning.mailbox_provision(mailbox=Mailbox.objects.get(pk=mailbox.pk))
+    keys = sandbox.sdk().inboxes.api_keys.list(mailbox.inbox_id).api_keys
+    assert [k.api_key_id for k in keys] == [repaired.provider_api_key_id]
+
+
 def test_crash_before_local_row_update_reuses_the_same_inbox(tenant_a, sandbox):
     mailbox = provisioning.mailbox_create(tenant=tenant_a, username="halfway")
     Mailbox.objects.filter(pk=mailbox.pk).update(

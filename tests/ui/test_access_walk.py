@@ -113,6 +113,7 @@ EXPECTED = {
     "mailbox_status": POST_ADMIN,
     "mailbox_retry": POST_ADMIN,
     "mailbox_key_check": POST_ADMIN,
+    "mailbox_key_replace": POST_ADMIN,
 }
 
 

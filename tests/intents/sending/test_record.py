@@ -208,3 +208,71 @@ def test_queued_sends_on_a_refused_key_make_one_call_then_each_goes_once_after_a
         .values_list("action", "actor")
         .order_by("id")
     ) == [("mailbox.key_refused", None), ("mailbox.key_restored", admin.pk)]
+
+
+def test_sends_held_for_a_deleted_key_go_out_once_each_with_the_key_that_replaces_it(
+    live, member_of
+):
+    """The mailbox's key is deleted at AgentMail: the first call marks the mailbox and the three
+    replies wait, uncalled; checking the key again cannot help. Once an admin replaces the key,
+    the three go out, each once, with the new key and the idempotency key given at approval."""
+    from mailboxes import provider
+    from mailboxes.key_health import mailbox_key_check, mailbox_key_replace
+    from mailboxes.provisioning import ProvisioningError
+
+    replies = [live.approved(text=f"Reply {n}.") for n in range(3)]
+    keys = [r.idempotency_key for r in replies]
+    old_id = live.mailbox.provider_api_key_id
+    provider.delete_inbox_key(inbox_id=live.mailbox.inbox_id, api_key_id=old_id)
+    _step()
+    assert sending.run_once(worker="w", limit=10) == 0
+    assert [live.sandbox.ledger(idempotency_key=k) for k in keys] == [[], [], []]
+    admin = member_of(live.tenant, "admin").user
+    with pytest.raises(ProvisioningError, match="replace the key"):
+        mailbox_key_check(tenant=live.tenant, mailbox_id=live.mailbox.pk, actor=admin)
+
+    new_id = mailbox_key_replace(
+        tenant=live.tenant, mailbox_id=live.mailbox.pk, actor=admin
+    ).provider_api_key_id
+    assert sending.run_once(worker="w", limit=10) == 3
+
+    for reply, key in zip(replies, keys, strict=True):
+        reply.refresh_from_db()
+        [sent] = live.sandbox.ledger(idempotency_key=key)
+        assert (reply.state, reply.provider_message_id) == ("accepted", sent["message_id"])
+        assert sent["api_key_id"] == new_id != old_id
+
+
+@pytest.mark.parametrize("state", ["queued", "uncertain"])
+def test_a_send_prepared_with_the_replaced_key_is_not_the_new_keys_refusal(live, member_of, state):
+    """A worker prepared a send with the old key; the key is replaced (the old one deleted at
+    AgentMail) before its call, which AgentMail refuses 401. That refusal is the old key's: the
+    mailbox is not marked, the send stays as it was (queued, or uncertain when its first call may
+    have sent: it did, the ledger holds it) and goes out with the new key, once in all."""
+    from mailboxes import provider
+    from mailboxes.key_health import mailbox_key_replace
+    from mailboxes.models import Mailbox
+    from tenants.models import AuditEvent
+
+    intent = live.approved()
+    if state == "uncertain":
+        live.sandbox.fault("sends", "drop_after")
+        _step()
+        SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now())
+        [claim] = sending.intent_claim_uncertain(worker="w", limit=1)
+    else:
+        [claim] = sending.intent_claim(worker="w", limit=1)
+    prepared = sending.intent_begin_attempt(claim)
+    admin = member_of(live.tenant, "admin").user
+    mailbox_key_replace(tenant=live.tenant, mailbox_id=live.mailbox.pk, actor=admin)
+
+    answer = provider.send_message(api_key=prepared.api_key, request=prepared.request)
+    assert answer.http_status == 401
+    assert sending.intent_record_result(claim, prepared, answer) == state
+    assert not Mailbox.objects.get(pk=live.mailbox.pk).key_refused
+    assert not AuditEvent.objects.filter(action="mailbox.key_refused").exists()
+
+    _step_when_due(intent)
+    intent.refresh_from_db()
+    assert intent.state == "accepted"
+    assert len(_sends(live, intent)) == 1
