@@ -131,6 +131,15 @@ def storage_quota_parsed(value: str) -> int:
             % {"value": repr(typed)},
             "bytes",
         )
+    # int() refuses more than 4,300 digits (a ValueError: the command's traceback), and a
+    # number with more digits than 1 PiB is past the bounds anyway.
+    if len(digits.lstrip("0")) > len(str(STORAGE_QUOTA_MOST)):
+        raise AdminError(
+            "invalid_quota",
+            _("A quota is at most %(most)d bytes (1 PiB); a number of %(digits)d digits is not.")
+            % {"most": STORAGE_QUOTA_MOST, "digits": len(digits.lstrip("0"))},
+            "bytes",
+        )
     return storage_quota_checked(int(typed))
 
 

@@ -212,6 +212,7 @@ BAD_QUOTA = [
     ),
     (("--bytes", str(3 * 1024 * 1024 - 1)), f"{3 * 1024 * 1024 - 1} is not."),
     (("--bytes", str(1024**5 + 1)), f"{1024**5 + 1} is not."),
+    (("--bytes", "9" * 5000), "a number of 5000 digits is not."),
     (
         ("--bytes", "20GiB"),
         "--bytes: A quota is a whole number of bytes, such as 21474836480 "
