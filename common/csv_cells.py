@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterable, Iterator
+
+FORMULA_LEADS = "=+-@\t\r"
+# Excel opens a .csv with the locale's list separator, a semicolon where the decimal mark is a
+# comma (German, Spanish), and then takes a quote only at a column's start: a cell's ";" ends a
+# column and its line break a row, whatever the quotes, and the next column starts with what
+# follows them.
+_BREAK_THEN_FORMULA = re.compile(r"([;\r\n])(?=[=+\-@\t\r])")
 
 
 def csv_safe(value: str) -> str:
     """A cell starting with = + - @ (or a tab or CR before one) is a formula in spreadsheet apps
-    (CSV injection, OWASP): prefix it with a quote so it stays text."""
-    if value and value[0] in "=+-@\t\r":
+    (CSV injection, OWASP): prefix it with a quote so it stays text; so is what follows a
+    semicolon or a line break in the cell (a column or a row of its own in a semicolon
+    locale)."""
+    value = _BREAK_THEN_FORMULA.sub(r"\1'", value)
+    if value and value[0] in FORMULA_LEADS:
         return "'" + value
     return value
 

@@ -219,7 +219,11 @@ class AuditFilter:
 
 
 def _send_scope(tenant: Tenant, send: int) -> Q:
-    """The journal rows of one send's chain of custody; nothing for another tenant's send."""
+    """The journal rows of one send's chain of custody; nothing for another tenant's send. Of
+    its draft's rows, the draft's own and those of this send and of the draft's earlier sends
+    (how the draft came to be approved again), not of its later ones: a draft reopened and
+    approved again gets a new send, and that send's rows (its approval, its delivery) in this
+    record made a cancelled send look approved and sent."""
     found = (
         SendIntent.objects.filter(tenant=tenant, pk=send)
         .values_list("draft_id", "broadcast_id")
@@ -230,7 +234,7 @@ def _send_scope(tenant: Tenant, send: int) -> Q:
     draft_id, broadcast_id = found
     scope = Q(intent_id=send)
     if draft_id is not None:
-        scope |= Q(draft_id=draft_id)
+        scope |= Q(draft_id=draft_id) & (Q(intent__isnull=True) | Q(intent_id__lt=send))
     if broadcast_id is not None:
         scope |= Q(broadcast_id=broadcast_id, intent__isnull=True)
     return scope

@@ -459,7 +459,9 @@ def audit(request: TenantRequest) -> HttpResponse:
         params["before"] = rows[-1]["created_at"].isoformat()
         next_query = params.urlencode()
     export = request.GET.copy()
-    export.pop("before", None)
+    # The export holds what the page shows: without the filters the page ignored.
+    for name in ("before", *form.errors):
+        export.pop(name, None)
     return render(
         request,
         "console/audit.html",
@@ -474,8 +476,12 @@ def audit(request: TenantRequest) -> HttpResponse:
 
 @tenant_view(roles=ADMIN_ONLY)
 @require_GET
-def audit_csv(request: TenantRequest) -> StreamingHttpResponse:
-    _, audit_filter = _audit_filter(request)
+def audit_csv(request: TenantRequest) -> HttpResponse | StreamingHttpResponse:
+    form, audit_filter = _audit_filter(request)
+    if form.errors:
+        # The page may show everything beside its warning; a file cannot carry one, and the
+        # whole log saved as, say, one send's record (send=-1) was taken for that record.
+        return _audit_csv_refused(form)
     rows = selectors.audit_log(request.tenant, audit_filter).iterator(chunk_size=2000)
     # Every cell is made safe: actor names, object types and even actions can carry outsiders'
     # text.
@@ -501,3 +507,16 @@ def audit_csv(request: TenantRequest) -> StreamingHttpResponse:
         f'attachment; filename="audit-{request.tenant.slug}-{stamp}.csv"'
     )
     return response
+
+
+def _audit_csv_refused(form: AuditFilterForm) -> HttpResponse:
+    fields = "; ".join(
+        f"{form.fields[name].label if name in form.fields else ''}: {' '.join(errors)}"
+        for name, errors in form.errors.items()
+    )
+    return HttpResponse(
+        _("Some filters were not understood, so nothing was exported: %(fields)s")
+        % {"fields": fields},
+        status=400,
+        content_type="text/plain; charset=utf-8",
+    )

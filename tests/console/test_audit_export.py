@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import pytest
 from django.urls import reverse
 
+from intents import services
 from intents.models import IntentEvent
+from intents.services.approval import draft_reopen
+from intents.services.intents import intent_cancel
 from tenants.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -53,20 +57,68 @@ def test_every_cell_of_the_audit_csv_goes_through_the_formula_guard(tenant_a, me
         "'-2+3",
     ]
     assert admin_row[2] == "'\t=1+1"
-    assert admin_row[4] == "'\r=2+2 1"
+    assert admin_row[4] == "'\r'=2+2 1"
     assert all(not cell.startswith(FORMULA_LEADS) for row in rows for cell in row)
 
 
-@pytest.mark.parametrize("name", ["admin_audit", "admin_audit_csv"])
+def test_no_column_of_the_audit_csv_starts_a_formula_where_excel_splits_on_semicolons(
+    tenant_a, member_of, signed_in
+):
+    """German and Spanish Excel open a .csv split on ";" and take a quote only at a column's
+    start: a semicolon or a line break inside a cell begins a new column or row there, and an
+    outsider's "x;=cmd|..." became a formula in the column after it."""
+    admin = member_of(tenant_a, "admin")
+    IntentEvent.objects.create(
+        tenant=tenant_a,
+        actor_kind=IntentEvent.Actor.WEBHOOK,
+        actor_label="Support;=cmd|' /C calc'!A0",
+        action="delivery.bounced",
+        to_state="queued",
+        reason='Mailbox full\n=HYPERLINK("http://evil.test")\r+1;@SUM(1)',
+        data={"note": "x;-2+3"},
+    )
+    client = signed_in(admin.user)
+
+    response = client.get(reverse("admin_audit_csv", args=[tenant_a.slug]))
+    body = b"".join(response.streaming_content).decode()
+
+    pieces = re.split(r"[;\r\n]", body)
+    assert [p for p in pieces if p.startswith(FORMULA_LEADS)] == []
+    journal = next(r for r in csv.reader(io.StringIO(body)) if r[1] == "journal")
+    assert journal[3] == "Support;'=cmd|' /C calc'!A0"
+
+
+@pytest.mark.parametrize(("name", "status"), [("admin_audit", 200), ("admin_audit_csv", 400)])
 @pytest.mark.parametrize("day", ["9999-12-31", "0001-01-01"])
 def test_a_day_at_the_calendars_end_is_a_form_error_not_a_500(
-    tenant_a, member_of, signed_in, name, day
+    tenant_a, member_of, signed_in, name, status, day
 ):
     client = signed_in(member_of(tenant_a, "admin").user)
 
     response = client.get(reverse(name, args=[tenant_a.slug]), {"until": day, "since": day})
 
-    assert response.status_code == 200
+    assert response.status_code == status
+
+
+@pytest.mark.parametrize(
+    "query", [{"send": "-1"}, {"send": str(2**63)}, {"source": "journal", "actor": "a\x00b"}]
+)
+def test_an_export_with_a_filter_it_cannot_read_is_refused_not_the_whole_log(
+    tenant_a, member_of, signed_in, mailbox_a, make_intent, query
+):
+    """The page shows its rows beside a warning that it ignored a filter; a file has no room for
+    one, so the export of "send #-1" was the tenant's whole log under a name that said nothing.
+    The page's own export link leaves the ignored filter out: it exports what the page shows."""
+    make_intent(mailbox_a)
+    client = signed_in(member_of(tenant_a, "admin").user)
+
+    response = client.get(reverse("admin_audit_csv", args=[tenant_a.slug]), query)
+    page = client.get(reverse("admin_audit", args=[tenant_a.slug]), query)
+
+    assert response.status_code == 400
+    assert "nothing was exported" in response.content.decode()
+    assert page.status_code == 200
+    assert page.context["export_query"] == ("source=journal" if "source" in query else "")
 
 
 def test_one_sends_record_is_its_drafts_and_its_own_journal_and_only_this_tenants(
@@ -116,3 +168,38 @@ def test_the_send_page_links_its_record_for_admins_only(
 
     assert page.status_code == 200
     assert b"data-send-record" not in page.content
+
+
+def test_a_sends_record_leaves_out_the_later_sends_of_its_draft(
+    tenant_a, signed_in, admin_a, mailbox_a, make_intent
+):
+    """Cancelled, reopened and approved again: the first send's record ends with its
+    cancellation (the second approval and send are not its own); the second's has the draft's
+    history before it, the first send's included, and its own."""
+    first = make_intent(mailbox_a)
+    intent_cancel(tenant=tenant_a, intent_id=first.pk, actor=admin_a.user, reason="wrong order")
+    draft = draft_reopen(
+        tenant=tenant_a, draft_id=first.draft_id, actor=admin_a.user, reason="again"
+    )
+    version = draft.versions.order_by("-number").first()
+    second = services.draft_approve(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        version=version.number,
+        content_hash=version.content_hash,
+        actor=admin_a.user,
+    )
+    client = signed_in(admin_a.user)
+
+    first_record = _export(client, tenant_a, send=first.pk)
+    second_record = _export(client, tenant_a, send=second.pk)
+
+    assert sorted((r[2], r[4]) for r in first_record[1:]) == [
+        ("draft.approved", f"intent {first.pk}"),
+        ("draft.created", f"draft {draft.pk}"),
+        ("draft.reopened", f"intent {first.pk}"),
+        ("intent.cancelled", f"intent {first.pk}"),
+        ("intent.created", f"intent {first.pk}"),
+    ]
+    assert sorted(r[4] for r in second_record[1:]).count(f"intent {second.pk}") == 2
+    assert len(second_record) == len(first_record) + 2
