@@ -511,7 +511,7 @@ def audit_csv(request: TenantRequest) -> HttpResponse | StreamingHttpResponse:
 
 def _audit_csv_refused(form: AuditFilterForm) -> HttpResponse:
     fields = "; ".join(
-        f"{form.fields[name].label if name in form.fields else ''}: {' '.join(errors)}"
+        f"{form.fields[name].label if name in form.fields else ''}: {' '.join(map(str, errors))}"
         for name, errors in form.errors.items()
     )
     return HttpResponse(
