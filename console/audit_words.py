@@ -138,6 +138,8 @@ BY_OPERATOR = {
     "invitation.invited": _("An operator invited %(object)s"),
 }
 FALLBACK = _("%(actor)s: %(action)s, %(object)s")
+# An actor whose address changed after they acted: the one they acted under, then today's.
+ACTOR_SINCE_RENAMED = _("%(then)s (now %(now)s)")
 DELIVERY = _("Delivery of %(object)s: %(action)s")
 
 # Actors without a person or token: the kinds and labels the journals write, in words.
@@ -360,6 +362,19 @@ def _action_words(action: str) -> str:
     return (verb or action).replace("_", " ")
 
 
+def _actor(row: dict) -> str:
+    """Who acted, escaped: as they were then, with their address today when it has changed."""
+    now = row.get("actor_now") or ""
+    if now and row["actor_name"] != now:
+        then = conditional_escape(row["actor_name"])
+        values = {"then": then, "now": conditional_escape(now)}
+        return conditional_escape(str(ACTOR_SINCE_RENAMED)) % values
+    return conditional_escape(
+        ACTOR_KINDS.get(row["actor_display"], row["actor_display"])
+        or pgettext_lazy("audit actor", "someone")
+    )
+
+
 def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:
     names = _name_tables(tenant, rows)
     lines = []
@@ -378,10 +393,7 @@ def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:
             or (DELIVERY if action.startswith("delivery.") else FALLBACK)
         )
         values = {
-            "actor": conditional_escape(
-                ACTOR_KINDS.get(row["actor_display"], row["actor_display"])
-                or pgettext_lazy("audit actor", "someone")
-            ),
+            "actor": _actor(row),
             "object": obj,
             "action": conditional_escape(_action_words(action)),
         }

@@ -202,7 +202,16 @@ def webhook_event_states(tenant: Tenant) -> dict[str, int]:
 AUDIT_COLUMNS = ("created_at", "src", "action", "actor_name", "obj", "transition", "reason", "data")
 # What the page adds to the export's columns: who in words, and the object as (type, id) so the
 # page can name it and link to it (console.audit_words).
-AUDIT_PAGE_COLUMNS = (*AUDIT_COLUMNS, "actor_display", "obj_type", "obj_id", "to_state")
+# actor_now: an administration row's actor's address today, beside the one they acted under
+# (actor_name); the journal keeps no address of its own, so it has none.
+AUDIT_PAGE_COLUMNS = (
+    *AUDIT_COLUMNS,
+    "actor_display",
+    "obj_type",
+    "obj_id",
+    "to_state",
+    "actor_now",
+)
 
 
 @dataclass(frozen=True)
@@ -283,6 +292,7 @@ def _journal(tenant: Tenant, f: AuditFilter):
             Value(""),
             output_field=CharField(),
         ),
+        actor_now=Value("", output_field=CharField()),
     )
     if f.send is not None:
         qs = qs.filter(_send_scope(tenant, f.send))
@@ -292,12 +302,20 @@ def _journal(tenant: Tenant, f: AuditFilter):
 def _admin(tenant: Tenant, f: AuditFilter):
     qs = AuditEvent.objects.filter(tenant=tenant).annotate(
         src=Value("admin", output_field=CharField()),
-        actor_name=Coalesce(F("actor__email"), Value("system"), output_field=CharField()),
+        # Who acted as they were then; a row without that (written by a release before it)
+        # has only their address today.
+        actor_name=Coalesce(
+            NullIf(F("actor_label"), Value("")),
+            F("actor__email"),
+            Value("system"),
+            output_field=CharField(),
+        ),
         obj=Concat(F("object_type"), Value(" "), F("object_id"), output_field=CharField()),
         transition=Value("", output_field=CharField()),
         reason=Value("", output_field=CharField()),
         actor_display=Coalesce(
             NullIf(F("actor__full_name"), Value("")),
+            NullIf(F("actor_label"), Value("")),
             F("actor__email"),
             Value("system"),
             output_field=CharField(),
@@ -305,6 +323,7 @@ def _admin(tenant: Tenant, f: AuditFilter):
         obj_type=F("object_type"),
         obj_id=F("object_id"),
         to_state=Value("", output_field=CharField()),
+        actor_now=Coalesce(F("actor__email"), Value(""), output_field=CharField()),
     )
     return _filtered(qs, f).values(*AUDIT_PAGE_COLUMNS)
 
@@ -313,7 +332,8 @@ def _filtered(qs, f: AuditFilter):
     if f.action:
         qs = qs.filter(action__startswith=f.action)
     if f.actor:
-        qs = qs.filter(actor_name__icontains=f.actor)
+        # A person is found by the address they acted under and by the one they have now.
+        qs = qs.filter(Q(actor_name__icontains=f.actor) | Q(actor_now__icontains=f.actor))
     tz = timezone.get_current_timezone()
     if f.since:
         qs = qs.filter(created_at__gte=datetime.combine(f.since, time.min, tzinfo=tz))

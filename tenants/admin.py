@@ -261,7 +261,7 @@ class InvitationAdmin(admin.ModelAdmin):
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(admin.ModelAdmin):
-    list_display = ["created_at", "tenant", "actor", "action", "object_type", "object_id"]
+    list_display = ["created_at", "tenant", "actor_label", "action", "object_type", "object_id"]
     list_filter = ["action", "tenant"]
 
     # The audit trail is written by the services only: an operator adding a row here could

@@ -314,6 +314,15 @@ class AgentToken(models.Model):
         return set(self.mailboxes.values_list("pk", flat=True))
 
 
+class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
+    def bulk_create(self, objs, *args, **kwargs):
+        # bulk_create skips save(): the rows take their actor's address here instead.
+        objs = list(objs)
+        for obj in objs:
+            obj.take_actor_label()
+        return super().bulk_create(objs, *args, **kwargs)
+
+
 class AuditEvent(models.Model):
     """Append-only record of administrative and security actions (members, tokens, mailboxes,
     policy, sign-in). Draft and intent transitions are journaled in intents.IntentEvent."""
@@ -324,6 +333,10 @@ class AuditEvent(models.Model):
     actor = models.ForeignKey(
         User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The actor's address when they acted: the log names who did it as they were then, after
+    # they (or an operator) change the address, and after the user row is gone. Filled on every
+    # write (save() and bulk_create), so no writer can forget it.
+    actor_label = models.CharField(max_length=254, blank=True, default="", db_default="")
     action = models.CharField(max_length=64)
     object_type = models.CharField(max_length=64, blank=True)
     object_id = models.CharField(max_length=64, blank=True)
@@ -331,11 +344,22 @@ class AuditEvent(models.Model):
     ip_address = models.GenericIPAddressField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now(), db_index=True)
 
+    objects = AuditEventQuerySet.as_manager()
+
     class Meta:
         indexes = [models.Index(fields=["tenant", "-created_at"], name="auditevent_tenant_recent")]
 
     def __str__(self) -> str:
         return f"{self.action} {self.object_type}:{self.object_id}"
+
+    def save(self, *args, **kwargs) -> None:
+        # Not a side effect: the row's own column, derived from its actor before it is written.
+        self.take_actor_label()
+        super().save(*args, **kwargs)
+
+    def take_actor_label(self) -> None:
+        if self.actor is not None and not self.actor_label:
+            self.actor_label = self.actor.email
 
 
 # Sign-in models (second factors, passkeys, single sign-on, sessions) live in their own module.

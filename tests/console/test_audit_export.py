@@ -7,13 +7,15 @@ import io
 import re
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from intents import services
 from intents.models import IntentEvent
 from intents.services.approval import draft_reopen
 from intents.services.intents import intent_cancel
-from tenants.models import AuditEvent
+from tenants.models import AuditEvent, User
+from tenants.tokens import token_create
 
 pytestmark = pytest.mark.django_db
 
@@ -203,3 +205,56 @@ def test_a_sends_record_leaves_out_the_later_sends_of_its_draft(
     ]
     assert sorted(r[4] for r in second_record[1:]).count(f"intent {second.pk}") == 2
     assert len(second_record) == len(first_record) + 2
+
+
+def _operator_changes_address(user, new_email):
+    """The address changed in the operators' Django admin, as an operator does it."""
+    operator = User.objects.create_superuser("ops@countersign.test", "operator-pass-1")
+    client = Client()
+    client.force_login(operator)
+    response = client.post(
+        f"/ops/admin/tenants/user/{user.pk}/change/",
+        {
+            "email": new_email,
+            "full_name": user.full_name,
+            "is_active": "on",
+            "date_joined_0": user.date_joined.date().isoformat(),
+            "date_joined_1": "00:00:00",
+        },
+    )
+    assert response.status_code == 302
+
+
+def test_the_log_names_who_acted_by_the_address_they_had_then(tenant_a, admin_a, signed_in):
+    """An address changed after the action (here by an operator) no longer renames the earlier
+    rows: the CSV keeps the address then, the page says it and the one now, and the actor
+    filter finds the person by either."""
+    old_email = admin_a.user.email
+    token, _ = token_create(tenant=tenant_a, name="bot", scopes=["drafts:read"], actor=admin_a.user)
+    signed_in(admin_a.user).post(reverse("token_revoke", args=[tenant_a.slug, token.pk]))
+    _operator_changes_address(admin_a.user, "ana.new@example.test")
+    client = signed_in(User.objects.get(pk=admin_a.user_id))
+
+    rows = _export(client, tenant_a, source="admin")
+    by_new_address = _export(client, tenant_a, actor="ana.new@")
+    page = client.get(reverse("admin_audit", args=[tenant_a.slug])).content.decode()
+
+    assert sorted((r[2], r[3]) for r in rows[1:]) == [
+        ("token.created", old_email),
+        ("token.revoked", old_email),
+        ("user.changed_by_operator", "ops@countersign.test"),
+    ]
+    assert sorted(r[2] for r in by_new_address[1:]) == ["token.created", "token.revoked"]
+    assert f"{old_email} (now ana.new@example.test) revoked the agent token" in page.lower()
+
+
+def test_the_address_an_actor_had_goes_through_the_formula_guard(tenant_a, member_of, signed_in):
+    """An address may begin with "=": the one kept from then is an outsider's text in the CSV
+    as much as today's."""
+    actor = member_of(tenant_a, "admin", user__email="=cmd@example.test").user
+    token_create(tenant=tenant_a, name="bot", scopes=["drafts:read"], actor=actor)
+    User.objects.filter(pk=actor.pk).update(email="plain@example.test")
+
+    rows = _export(signed_in(member_of(tenant_a, "admin").user), tenant_a, source="admin")
+
+    assert [r[3] for r in rows[1:]] == ["'=cmd@example.test"]

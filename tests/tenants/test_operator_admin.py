@@ -217,9 +217,9 @@ USERS = "/ops/admin/tenants/user/"
 def test_an_account_edit_here_is_in_the_audit_log_of_each_tenant_of_the_person(
     operator, tenant_a, tenant_b, member_of
 ):
-    """An address changed here renames every earlier row of the person (the journals name the
-    account, not the address it had), and an account switched off here locks them out of every
-    tenant: neither left a row anywhere."""
+    """An address changed here (the audit rows keep the address the person acted under, but the
+    change itself must be on record) and an account switched off here (locked out of every
+    tenant): neither left a row anywhere."""
     user = member_of(tenant_a).user
     member_of(tenant_b, "viewer", user=user)
     old_email = user.email
