@@ -171,7 +171,11 @@ class InboundMessage(models.Model):
     thread_id = models.CharField(max_length=255, blank=True, db_index=True)
     message_id = models.CharField(max_length=998)
     sender = models.CharField(max_length=320)
-    subject = models.CharField(max_length=998, blank=True)
+    # One more than a sendable subject: a cut one stays too long to reply to
+    # (normalize.SUBJECT_KEPT).
+    subject = models.CharField(max_length=999, blank=True)
+    # The subject held NUL or an unpaired surrogate, stored as U+FFFD: not the one a reply gets.
+    subject_replaced = models.BooleanField(db_default=False)
     preview = models.CharField(max_length=500, blank=True)
     received_at = models.DateTimeField()
     # When we stored it (the database's clock): from then on a reviewer could see it. A message

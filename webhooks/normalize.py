@@ -11,7 +11,10 @@ every string and key, before anything else, and the ledger payload records how m
 lose the whole event; and neither can be part of the mail itself (RFC 5322 and MIME forbid NUL,
 UTF-8 cannot encode a surrogate): they exist only as escapes in the JSON, so replacing them, as
 a UTF-8 decoder would, loses nothing of the message. This is one-way on purpose: the ledger keeps
-only metadata (no bodies) and must stay storable and re-applicable as it is.
+only metadata (no bodies) and must stay storable and re-applicable as it is. The one exception is
+a received message's subject: an RFC 2047 encoded word can carry a NUL, and AgentMail builds a
+reply's subject from the subject it holds, so such a message is flagged (``SUBJECT_REPLACED``) and
+a reply to it is refused rather than approved with a subject it would not be sent with.
 """
 
 from __future__ import annotations
@@ -60,6 +63,12 @@ DELIVERY_KINDS = frozenset(
     {Kind.SENT, Kind.DELIVERED, Kind.BOUNCED, Kind.COMPLAINED, Kind.REJECTED}
 )
 
+# Set (true) on a received message whose subject held NUL or an unpaired surrogate, and kept in
+# the ledger's payload (the applier normalizes that again): its stored subject, with U+FFFD, is
+# not the one AgentMail's reply route would send ("Re: " and the NUL).
+SUBJECT_REPLACED = "cs_subject_replaced"
+
+
 # Only metadata survives into the ledger: bodies, headers and attachments of received mail never do.
 _KEPT_MESSAGE_FIELDS = (
     "inbox_id",
@@ -73,6 +82,7 @@ _KEPT_MESSAGE_FIELDS = (
     "subject",
     "labels",
     "in_reply_to",
+    SUBJECT_REPLACED,
 )
 _KEPT_THREAD_FIELDS = ("inbox_id", "thread_id", "message_count", "last_message_id")
 
@@ -83,6 +93,7 @@ class Inbound:
     subject: str
     preview: str
     in_reply_to: str
+    subject_replaced: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,11 +113,23 @@ class NormalizedEvent:
 
 
 def normalize(payload: dict) -> NormalizedEvent:
-    payload, replaced = storable(payload)
+    payload, replaced = storable(_flag_replaced_subject(payload))
     event = _normalize(payload)
     if replaced:
         event.minimal_payload["replaced_characters"] = replaced
     return event
+
+
+def _flag_replaced_subject(payload: dict) -> dict:
+    """``payload`` with ``SUBJECT_REPLACED`` set on its message if the subject holds what
+    ``storable`` replaces; the message is the ``message`` object or, flattened, the payload."""
+    nested = isinstance(payload.get("message"), dict)
+    message = payload["message"] if nested else payload
+    subject = message.get("subject")
+    if not (isinstance(subject, str) and _UNSTORABLE.search(subject)):
+        return payload
+    flagged = {**message, SUBJECT_REPLACED: True}
+    return {**payload, "message": flagged} if nested else flagged
 
 
 def storable(value: Any) -> tuple[Any, int]:
@@ -190,6 +213,13 @@ def bounded_id(value: str) -> str:
     return f"{prefix}~{digest}"
 
 
+# What InboundMessage.subject holds: one character more than a draft's subject may have (998,
+# intents' MAX_SUBJECT), so a longer one stays too long to reply to. Cut at 998, a long subject
+# starting "Re: " kept the prefix and fitted: a reply was approved with the cut subject, and
+# AgentMail would have sent the whole one (its reply route takes the answered message's subject).
+SUBJECT_KEPT = 999
+
+
 # What InboundMessage.sender holds. Only a display name makes a sender longer (an address has
 # at most 254 characters), and the address comes last ("Name <address>"): a plain cut kept a
 # long name and dropped the address, so the reviewer saw whatever the name claimed to be
@@ -256,11 +286,12 @@ def _inbound(message: dict) -> Inbound:
         sender=bounded_sender(_text(sender)),
         # Not stripped: AgentMail builds a reply's subject from the subject as it is ("Re: " and
         # the leading spaces), and the draft's approved subject must be that one.
-        subject=_raw_text(message.get("subject"))[:998],
+        subject=_raw_text(message.get("subject"))[:SUBJECT_KEPT],
         # Stripped after the cut: normalizing the stored (minimal) payload again must give the
         # same preview, and the applier does exactly that.
         preview=" ".join(preview.split())[:PREVIEW_LENGTH].rstrip(),
         in_reply_to=_text(message.get("in_reply_to"))[:998],
+        subject_replaced=message.get(SUBJECT_REPLACED) is True,
     )
 
 

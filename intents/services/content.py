@@ -71,21 +71,31 @@ def _check_reply_subject(reply_subject: str) -> None:
     """AgentMail sets a reply's subject from the message it answers, so one that could not be
     sent is refused naming ``in_reply_to`` (the agent cannot change a subject it never sent):
     the customer's subject was too long for "Re: ", or held a line break."""
-    problem = None
     if len(reply_subject) > MAX_SUBJECT:
-        problem = _("it would be longer than %(n)s characters") % {"n": MAX_SUBJECT}
-    elif line_break := line_break_in(reply_subject) or control_in(reply_subject):
-        problem = _("it would hold %(what)s") % {"what": line_break}
-    if problem:
-        raise errors.InvalidInput(
-            "reply_subject_invalid",
-            _(
-                "The message this answers has a subject AgentMail cannot reply with (%(problem)s). "
-                "Write a new message instead of a reply."
-            )
-            % {"problem": problem},
-            "in_reply_to",
+        _refuse_reply_subject(_("it would be longer than %(n)s characters") % {"n": MAX_SUBJECT})
+    if line_break := line_break_in(reply_subject) or control_in(reply_subject):
+        _refuse_reply_subject(_("it would hold %(what)s") % {"what": line_break})
+
+
+def _refuse_reply_subject(problem: str) -> None:
+    raise errors.InvalidInput(
+        "reply_subject_invalid",
+        _(
+            "The message this answers has a subject AgentMail cannot reply with (%(problem)s). "
+            "Write a new message instead of a reply."
         )
+        % {"problem": problem},
+        "in_reply_to",
+    )
+
+
+def reply_subject_of(answered) -> str:
+    """The subject AgentMail gives a reply to the customer's message ``answered``. Refused when
+    what we hold of it is not that subject: it held a NUL or an unpaired surrogate, which the
+    receiver could only store replaced (U+FFFD), and AgentMail would send the original."""
+    if answered.subject_replaced:
+        _refuse_reply_subject(_("it held a NUL or an unpaired surrogate, shown replaced by U+FFFD"))
+    return provider.reply_subject(answered.subject)
 
 
 def clean_content(
@@ -197,4 +207,4 @@ def draft_reply_subject(tenant, draft: Draft) -> str | None:
         in_reply_to=draft.in_reply_to,
         thread_id=draft.thread_id,
     )
-    return provider.reply_subject(answered.subject)
+    return reply_subject_of(answered)

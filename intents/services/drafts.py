@@ -36,9 +36,9 @@ from intents.services.content import (
     answered_message,
     clean_content,
     draft_reply_subject,
+    reply_subject_of,
 )
 from intents.services.deadlines import deadline_times
-from mailboxes import provider
 
 log = logging.getLogger("intents.services")
 
@@ -204,7 +204,7 @@ def _reply_reference(tenant, mailbox, in_reply_to, thread_id) -> tuple:
     return (
         in_reply_to,
         answered.thread_id,
-        provider.reply_subject(answered.subject),
+        reply_subject_of(answered),
         answered.received_at,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import datetime, timedelta
 
 from django import template
@@ -22,6 +23,49 @@ def isolated(value) -> str:
     """Text an outsider chose (a sender's name), bidi-isolated: a right-to-left override in it
     cannot reorder the words around it on the page."""
     return format_html("<bdi>{}</bdi>", value)
+
+
+@register.filter
+def sender(value) -> str:
+    """A customer message's sender: the display name bidi-isolated on its own, the address apart
+    in its own isolate with its invisible characters shown as code points.
+
+    One isolate around "name <address>" kept an override in the name (U+202E) running over the
+    address: "Jane\u202e <evil@x.test>" read ">tset.x@live<", so a reviewer could not tell who
+    wrote. The address is where ``review.queries.on_thread`` finds it (the whole sender, or the
+    part in angle brackets at its end)."""
+    text = str(value or "")
+    name, address = _sender_parts(text)
+    if not address:
+        return format_html("<bdi>{}</bdi>", name)
+    shown = format_html('<bdi class="mono" data-sender-address>{}</bdi>', _visible(address))
+    if not name:
+        return shown
+    return format_html("<bdi>{}</bdi> &lt;{}&gt;", name, shown)
+
+
+def _sender_parts(text: str) -> tuple[str, str]:
+    """(display name, address) of a stored sender, as ``on_thread`` reads it."""
+    if text.endswith(">") and "<" in text:
+        name, address = text[:-1].rsplit("<", 1)
+        return name.strip(), address
+    if "@" in text:
+        return "", text
+    return text, ""
+
+
+def _visible(address: str) -> str:
+    """``address`` with every character a reader cannot see, or mistakes for another, or that
+    reorders the others, written as its code point: ``[U+202E]``."""
+    return "".join(
+        f"[U+{ord(char):04X}]" if char != " " and unicodedata.category(char) in _UNSEEN else char
+        for char in address
+    )
+
+
+# Controls, format characters (the bidi controls, zero-width ones), surrogates, private-use and
+# unassigned code points, line and paragraph separators, and spaces other than U+0020.
+_UNSEEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
 
 
 @register.filter

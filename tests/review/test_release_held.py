@@ -242,7 +242,7 @@ def test_hostile_text_of_the_message_is_escaped_on_the_send_page(
     body = page.content.decode()
     assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in body
     assert '<img src=x onerror="alert(1)">' not in body
-    assert "<bdi>\u202eevil@example.com</bdi>" in body
+    assert '<bdi class="mono" data-sender-address>[U+202E]evil@example.com</bdi>' in body
 
 
 def test_the_needs_attention_list_sends_a_held_reply_to_its_page_to_be_released(

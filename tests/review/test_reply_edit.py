@@ -90,8 +90,39 @@ def test_a_senders_name_is_bidi_isolated_and_a_time_at_the_calendars_end_renders
     form = client.get(reverse("draft_edit", args=[tenant_a.slug, draft.pk]))
 
     assert (page.status_code, form.status_code) == (200, 200)
-    assert "<strong><bdi>\u202eevil &lt;odd@example.com&gt;</bdi></strong>" in page.content.decode()
-    assert "<bdi>\u202eevil" in form.content.decode()
+    assert "<strong><bdi>\u202eevil</bdi> &lt;" in page.content.decode()
+    assert "<bdi>\u202eevil</bdi>" in form.content.decode()
+
+
+def test_an_override_in_a_senders_name_cannot_reorder_the_address_shown_to_the_reviewer(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """Name and address were one isolate: the override in the name ran on over the address
+    ("Jane >tset.remotsuc@enaj<"), and a zero-width space in the address did not show, so a
+    reviewer could not read who wrote."""
+    InboundMessage.objects.create(
+        tenant=tenant_a,
+        mailbox=mailbox_a,
+        thread_id="thr-jane",
+        message_id="<jane@example.com>",
+        sender="Jane\u202e <jane@cus\u200btomer.test>",
+        subject="Where is my order?",
+        received_at=timezone.now() - timedelta(minutes=5),
+    )
+    draft = make_draft(
+        mailbox_a, to=["jane@example.com"], subject=None, in_reply_to="<jane@example.com>"
+    )
+    client = signed_in(admin_a.user)
+
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft.pk])).content.decode()
+    form = client.get(reverse("draft_edit", args=[tenant_a.slug, draft.pk])).content.decode()
+
+    shown = (
+        '<strong><bdi>Jane\u202e</bdi> &lt;<bdi class="mono" data-sender-address>'
+        "jane@cus[U+200B]tomer.test</bdi>&gt;</strong>"
+    )
+    assert shown in page
+    assert shown in form
 
 
 @pytest.mark.parametrize(

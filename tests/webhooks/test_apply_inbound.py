@@ -91,7 +91,7 @@ def test_a_long_display_name_is_cut_in_its_middle_and_the_senders_address_is_kep
     assert stored.startswith('"support@acme.test <support@acme.test> Acme')
     assert stored.endswith('Acme Support Team " <attacker@evil.test>')
     thread = page.content.decode().split('id="thread"')[1]
-    assert "&lt;attacker@evil.test&gt;" in thread
+    assert "data-sender-address>attacker@evil.test</bdi>&gt;" in thread
     assert 'data-warning="not_on_thread"' not in page.content.decode()
 
 

@@ -8,10 +8,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from intents.models import IntentEvent
+from intents import errors
+from intents import services as intent_services
+from intents.models import Draft, IntentEvent
 from tests.webhooks.conftest import delivery_payload, new_svix_id, received_payload
 from webhooks import selectors
 from webhooks.models import InboundMessage, RecipientDelivery, WebhookEvent
+from webhooks.normalize import normalize
 from webhooks.services import apply
 
 REPLACEMENT = "\ufffd"
@@ -242,3 +245,70 @@ def test_a_delivery_naming_its_message_at_the_top_level_is_applied(
     assert response.status_code == 200
     assert (event.state, event.message_id) == ("applied", intent.provider_message_id)
     assert RecipientDelivery.objects.get(intent=intent).state == "delivered"
+
+
+def test_a_reply_to_a_subject_longer_than_a_header_line_is_refused_not_cut(
+    client, hook, mailbox, member_of, tenant_a
+):
+    """The stored subject was cut at 998 characters: a 100 KB one that began with "Re: " kept it,
+    fitted, and the reply was approved with the cut subject while AgentMail would send the whole
+    one."""
+    subject = "Re: " + "x" * 100_000
+    payload = received_payload(
+        mailbox, thread_id="thr_1", message_id="<long@customer.test>", subject=subject
+    )
+    response = hook.post(client, payload)
+
+    with pytest.raises(errors.InvalidInput) as refused:
+        intent_services.draft_create(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            to=["jane@customer.test"],
+            text="Thanks",
+            in_reply_to="<long@customer.test>",
+            actor_user=member_of(tenant_a, "approver").user,
+        )
+
+    assert response.status_code == 200
+    assert InboundMessage.objects.get().subject == subject[:999]
+    assert (refused.value.code, refused.value.field) == ("reply_subject_invalid", "in_reply_to")
+    assert Draft.objects.count() == 0
+
+
+@pytest.mark.parametrize("bad", ["\x00", "\ud800"], ids=["NUL", "lone surrogate"])
+def test_a_reply_to_a_subject_stored_with_replaced_characters_is_refused(
+    client, hook, mailbox, member_of, tenant_a, bad
+):
+    """The subject was stored as "Refund\ufffdnow" and a reply approved as "Re: Refund\ufffdnow";
+    AgentMail's reply route takes the subject it holds and sent "Re: Refund\\x00now" (an RFC 2047
+    encoded word carries a NUL). A subject that really holds U+FFFD is still answered."""
+    approver = member_of(tenant_a, "approver").user
+    flagged = received_payload(
+        mailbox, thread_id="thr_1", message_id="<nul@customer.test>", subject=f"Refund{bad}now"
+    )
+    plain = received_payload(
+        mailbox, thread_id="thr_2", message_id="<fffd@customer.test>", subject="Caf\ufffd order"
+    )
+    hook.post(client, flagged)
+    hook.post(client, plain)
+
+    def reply_to(message_id):
+        return intent_services.draft_create(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            to=["jane@customer.test"],
+            text="Thanks",
+            in_reply_to=message_id,
+            actor_user=approver,
+        )
+
+    with pytest.raises(errors.InvalidInput) as refused:
+        reply_to("<nul@customer.test>")
+    answered = reply_to("<fffd@customer.test>")
+
+    stored = WebhookEvent.objects.get(message_id="<nul@customer.test>").payload
+    assert (refused.value.code, refused.value.field) == ("reply_subject_invalid", "in_reply_to")
+    assert "NUL or an unpaired surrogate" in refused.value.message
+    assert normalize(stored).inbound.subject_replaced is True
+    assert answered.versions.get().subject == "Re: Caf\ufffd order"
+    assert Draft.objects.count() == 1

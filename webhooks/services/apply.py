@@ -512,6 +512,7 @@ def _apply_received(
             "thread_id": normalized.thread_id,
             "sender": inbound_facts.sender if inbound_facts else "",
             "subject": inbound_facts.subject if inbound_facts else "",
+            "subject_replaced": inbound_facts.subject_replaced if inbound_facts else False,
             "preview": inbound_facts.preview if inbound_facts else "",
             "received_at": occurred_at,
         },
