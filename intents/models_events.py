@@ -85,6 +85,10 @@ class AgentEventEndpoint(models.Model):
     def seal_secret(self, plaintext: str) -> str:
         return seal(plaintext, aad=self._aad("secret"))
 
+    def reseal_secret(self, sealed: str) -> str:
+        """``sealed`` (one of this endpoint's secrets) sealed again under the ring's first key."""
+        return self.seal_secret(unseal(sealed, aad=self._aad("secret")))
+
     def secrets(self, now) -> list[str]:
         """The secrets that sign a delivery now: the current one, and the previous one during
         its grace period (Standard Webhooks allows several signatures in one header)."""

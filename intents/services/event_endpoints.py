@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 
+from common.crypto import needs_reseal
 from common.egress import EgressRefused, validate_url
 from config.clock import db_now
 from intents.events.outbox import wake_delivery
@@ -126,6 +127,25 @@ def endpoint_rotate_secret(*, tenant, endpoint_id, actor) -> tuple[AgentEventEnd
         audit_record(tenant=tenant, actor=actor, action="agent_events.secret_rotated", obj=endpoint)
     endpoint.refresh_from_db()
     return endpoint, secret
+
+
+def endpoint_secrets_reseal_all() -> int:
+    """Re-seal every endpoint's signing secret, and the previous one kept for its rotation's
+    grace, under the ring's first key (``reencrypt_secrets``); call inside the command's
+    transaction. Returns how many endpoints changed."""
+    changed = 0
+    for endpoint in AgentEventEndpoint.objects.select_for_update(no_key=True).order_by("pk"):
+        fields = [
+            field
+            for field in ("secret_sealed", "previous_secret_sealed")
+            if getattr(endpoint, field) and needs_reseal(getattr(endpoint, field))
+        ]
+        for field in fields:
+            setattr(endpoint, field, endpoint.reseal_secret(getattr(endpoint, field)))
+        if fields:
+            endpoint.save(update_fields=fields)
+            changed += 1
+    return changed
 
 
 def endpoint_disable(*, tenant, endpoint_id, actor, reason="") -> AgentEventEndpoint:

@@ -2,6 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from common.crypto import SecretUnreadable
+from intents.services.event_endpoints import endpoint_secrets_reseal_all
 from mailboxes import crypto
 from mailboxes.models import Mailbox
 from tenants.oidc_signin import sso_reseal_all
@@ -9,12 +10,12 @@ from tenants.two_factor import totp_reseal_all
 from webhooks.models import WebhookSecret
 
 
-# In webhooks, not mailboxes: it re-seals both apps' secrets in one transaction, and only the upper
-# app (webhooks) may import the other's models.
+# In webhooks, not mailboxes: it re-seals every app's secrets in one transaction, and only the
+# upper app (webhooks) may import the others' models and services.
 class Command(BaseCommand):
     help = (
         "Re-seal every stored secret (AgentMail keys, webhook secrets, authenticator seeds, "
-        "single sign-on client secrets) under the first key of "
+        "single sign-on client secrets, agent event signing secrets) under the first key of "
         "SECRET_ENCRYPTION_KEYS, so older keys can then be removed from the ring."
     )
 
@@ -43,8 +44,10 @@ class Command(BaseCommand):
                     secrets += 1
             seeds = totp_reseal_all()
             clients = sso_reseal_all()
+            endpoints = endpoint_secrets_reseal_all()
         primary, _ = crypto.key_ring()
         self.stdout.write(
             f"re-sealed {mailboxes} mailbox keys, {secrets} webhook secrets, {seeds} authenticator "
-            f"seeds and {clients} single sign-on client secrets under key {primary!r}"
+            f"seeds, {clients} single sign-on client secrets and the signing secrets of "
+            f"{endpoints} agent event endpoints under key {primary!r}"
         )
