@@ -6,21 +6,7 @@ from __future__ import annotations
 import math
 
 from django.conf import settings
-from django.core.checks import Error, Warning, register
-from django.core.exceptions import ImproperlyConfigured
-
-from common import crypto
-
-
-@register()
-def encryption_keys_readable(app_configs, **kwargs) -> list[Error]:
-    """SECRET_ENCRYPTION_KEYS is parsed at start-up (every command and server runs the checks),
-    not at the first secret a request needs."""
-    try:
-        crypto.key_ring()
-    except ImproperlyConfigured as exc:
-        return [Error(str(exc), hint="See DEPLOYMENT.md, secrets.", id="countersign.E001")]
-    return []
+from django.core.checks import Warning, register
 
 
 @register(deploy=True)

@@ -35,13 +35,17 @@ def _key_ring(raw: tuple[str, ...]) -> tuple[str, dict[str, AESGCM]]:
         try:
             key = base64.b64decode(material, validate=True)
         except binascii.Error:
-            raise ImproperlyConfigured(f"encryption key {kid!r} is not valid base64") from None
+            raise ImproperlyConfigured(
+                f"SECRET_ENCRYPTION_KEYS: key {kid!r} is not valid base64"
+            ) from None
         if len(key) != 32:
-            raise ImproperlyConfigured(f"encryption key {kid!r} must be 32 bytes, got {len(key)}")
+            raise ImproperlyConfigured(
+                f"SECRET_ENCRYPTION_KEYS: key {kid!r} must be 32 bytes, got {len(key)}"
+            )
         if kid in ring:
             # The later entry used to win: a rotation written "new:…,new:old…" re-sealed nothing
             # and lost every secret once the old entry went.
-            raise ImproperlyConfigured(f"encryption key id {kid!r} appears twice")
+            raise ImproperlyConfigured(f"SECRET_ENCRYPTION_KEYS: key id {kid!r} appears twice")
         ring[kid] = AESGCM(key)
     return raw[0].partition(":")[0], ring
 

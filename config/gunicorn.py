@@ -15,11 +15,26 @@ from __future__ import annotations
 
 import os
 
+
+def _whole(name: str, default: int) -> int:
+    """The variable as a whole number of at least 1, or a stop naming it. gunicorn takes 0 as
+    given: 0 workers listen and never answer, a timeout of 0 bounds no request, and a graceful
+    timeout of 0 cuts every request in flight at a stop."""
+    raw = os.environ.get(name) or str(default)
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SystemExit(f"{name} must be a whole number, at least 1; got {raw!r}")
+    return value
+
+
 bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
-workers = int(os.environ.get("GUNICORN_WORKERS", 2 * (os.cpu_count() or 1)))
+workers = _whole("GUNICORN_WORKERS", 2 * (os.cpu_count() or 1))
 # Sync workers, each holding at most one database connection (DEPLOYMENT.md "PostgreSQL").
 worker_class = "sync"
-timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
-graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "30"))
+timeout = _whole("GUNICORN_TIMEOUT", 30)
+graceful_timeout = _whole("GUNICORN_GRACEFUL_TIMEOUT", 30)
 # Behind a proxy with keep-alive: a little longer than a request, shorter than the drain.
 keepalive = 5

@@ -200,9 +200,16 @@ if DATABASE_URL is None:
     from config.dbserver import database_url
 
     DATABASE_URL = database_url()
-DATABASES = {
-    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))
-}
+_conn_max_age = env_int("DB_CONN_MAX_AGE", 60)
+try:
+    _database = dj_database_url.parse(DATABASE_URL, conn_max_age=_conn_max_age)
+except ValueError:
+    # Not the value, nor dj_database_url's traceback of it: the URL holds the password.
+    raise ImproperlyConfigured(
+        "DATABASE_URL must be a URL like postgres://user:password@host:5432/name (its value is "
+        "not shown: it may hold a password); quote special characters in the password with %XX"
+    ) from None
+DATABASES = {"default": _database}
 if not DATABASES["default"]["ENGINE"].endswith("postgresql"):
     raise ImproperlyConfigured(
         "Countersign runs on PostgreSQL only; DATABASE_URL must be postgres://"
@@ -280,8 +287,8 @@ if TRUSTED_PROXY_COUNT < 0:
 AXES_CLIENT_IP_CALLABLE = "tenants.signin_audit.request_client_ip"
 AXES_VERBOSE = False
 # Second factors (tenants.two_factor): after n wrong codes in a row, wait 2**(n-1) x this many
-# seconds before the next try (django-otp's throttling).
-OTP_TOTP_THROTTLE_FACTOR = env_int("OTP_TOTP_THROTTLE_FACTOR", 1)
+# seconds before the next try (django-otp's throttling); 0 would turn the throttle off.
+OTP_TOTP_THROTTLE_FACTOR = env_int("OTP_TOTP_THROTTLE_FACTOR", 1, low=1)
 # Passkeys (tenants.passkeys): the WebAuthn relying party ID, the site's host name (e.g.
 # countersign.example.com). Empty means the request's host (which ALLOWED_HOSTS vets).
 WEBAUTHN_RP_ID = env("WEBAUTHN_RP_ID", "")
@@ -311,6 +318,9 @@ SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 8 * 3600, low=60)
 SESSION_COOKIE_NAME = "__Host-cs_session" if PRODUCTION else "cs_session"
 CSRF_COOKIE_NAME = "__Host-cs_csrf" if PRODUCTION else "cs_csrf"
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
+# Load balancers probe these on the process's own plain-HTTP port, with no X-Forwarded-Proto: a
+# redirect to https there read as a host that is down. They carry nothing secret.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000 if PRODUCTION else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = PRODUCTION
 SECURE_HSTS_PRELOAD = PRODUCTION

@@ -1,6 +1,19 @@
+import json
+import subprocess
+import sys
+
 import pytest
 
+from reliability.cluster import daemons
+from tests.ops.live import ROOT, process_env
+
 pytestmark = pytest.mark.django_db
+
+PROBE = (
+    "from django.test import Client; c = Client(HTTP_HOST='localhost'); "
+    "print('probe', c.get('/healthz').status_code, c.get('/readyz').status_code); "
+    "print('probe', c.get('/readyz').content.decode())"
+)
 
 
 def test_healthz(client):
@@ -13,6 +26,39 @@ def test_readyz_checks_database_and_broker(client):
     response = client.get("/readyz")
     assert response.status_code == 200
     assert response.json()["checks"] == {"database": "ok", "broker": "ok"}
+
+
+def test_with_the_database_down_the_process_is_live_but_not_ready():
+    """DEPLOYMENT.md "Watching it", with a real refused connection (a port just freed): /healthz
+    200, /readyz 503 naming the database, and the broker (the ORM broker is that database); the
+    URL's password reaches neither the answer nor the log."""
+    url = f"postgresql://cs:hunter2-secret@127.0.0.1:{daemons.free_port()}/cs"
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-v", "0", "-c", PROBE],
+        cwd=ROOT,
+        env=process_env(DATABASE_URL=url, LOG_LEVEL="INFO"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+    )
+    lines = [line[6:] for line in done.stdout.splitlines() if line.startswith("probe ")]
+    assert lines[0] == "200 503"
+    assert json.loads(lines[1]) == {
+        "status": "not ready",
+        "checks": {"database": "error: OperationalError", "broker": "error: OperationalError"},
+    }
+    assert "hunter2" not in done.stdout
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+def test_a_probe_over_plain_http_is_answered_not_redirected_to_https(client, settings, path):
+    """Production redirects HTTP to HTTPS; a load balancer probing the process's own port (no
+    proxy, no X-Forwarded-Proto) got a 301, which it reads as down."""
+    settings.SECURE_SSL_REDIRECT = True
+    assert client.get(path).status_code == 200
+    assert client.head(path).status_code == 200
+    assert client.get("/signin/").status_code == 301
 
 
 def test_metrics_is_hidden_without_a_configured_token(client, settings):

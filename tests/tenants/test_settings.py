@@ -22,6 +22,10 @@ PRODUCTION_ENV = {
 
 
 def run_manage(*args, env):
+    return run_python("manage.py", *args, env=env)
+
+
+def run_python(*args, env):
     # A clean production environment: nothing the test session set for itself (browser tests lift
     # Django's async guard for the session, which check --deploy rightly refuses).
     base = {
@@ -30,7 +34,7 @@ def run_manage(*args, env):
         if k not in PRODUCTION_ENV and k != "DJANGO_ALLOW_ASYNC_UNSAFE"
     }
     return subprocess.run(
-        [sys.executable, "manage.py", *args],
+        [sys.executable, *args],
         cwd=ROOT,
         env={**base, **env},
         capture_output=True,
@@ -99,6 +103,8 @@ def test_check_deploy_is_clean_in_production():
         # 0 minutes: axes forgot every failure at once, so the sign-in throttle never locked.
         ("AXES_COOLOFF_MINUTES", "0", "AXES_COOLOFF_MINUTES must be at least 1"),
         ("Q_RETRY", "60", "Q_RETRY must be more than Q_TIMEOUT (120), got 60"),
+        # 0 took the wait out of the authenticator code throttle: guesses as fast as they came.
+        ("OTP_TOTP_THROTTLE_FACTOR", "0", "OTP_TOTP_THROTTLE_FACTOR must be at least 1, got 0"),
     ],
 )
 def test_a_setting_out_of_its_range_stops_the_start_naming_it(variable, value, said):
@@ -106,3 +112,31 @@ def test_a_setting_out_of_its_range_stops_the_start_naming_it(variable, value, s
     result = run_manage("check", env=env)
     assert result.returncode != 0
     assert said in result.stderr
+
+
+@pytest.mark.parametrize(
+    "url", ["postgres://cs:hunter2-secret@db.internal:port/cs", "hunter2-secret@db.internal/cs"]
+)
+def test_a_malformed_database_url_is_named_and_its_password_never_shown(url):
+    """It ended in dj_database_url's ParseError or UnknownSchemeError, naming no variable."""
+    result = run_manage("check", env={**PRODUCTION_ENV, "DATABASE_URL": url})
+    assert result.returncode != 0
+    assert result.stderr.splitlines()[-1].startswith(
+        "django.core.exceptions.ImproperlyConfigured: DATABASE_URL must be a URL like postgres://"
+    )
+    assert "hunter2" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("entry", ["config.wsgi", "config.asgi"])
+def test_a_web_process_refuses_to_start_with_a_broken_key_ring(entry):
+    """gunicorn runs no system checks: a web process with a key id given twice used to start,
+    then fail every request that opened a secret (webhooks, SSO sign-ins)."""
+    ring = "k1:" + "A" * 43 + "=,k1:" + "B" * 43 + "="
+    env = {**PRODUCTION_ENV, "DATABASE_URL": settings.DATABASE_URL, "SECRET_ENCRYPTION_KEYS": ring}
+    result = run_python("-c", f"import {entry}", env=env)
+    assert result.returncode != 0
+    assert result.stderr.splitlines()[-1] == (
+        "django.core.exceptions.ImproperlyConfigured: "
+        "SECRET_ENCRYPTION_KEYS: key id 'k1' appears twice"
+    )
+    assert "AAAA" not in result.stderr
