@@ -1,0 +1,153 @@
+"""What README.md ("Configuration") and DEPLOYMENT.md tell an operator, held against the code:
+every variable the settings read is in the configuration table, with the default it states;
+every variable the table names is read; every management command and option the docs run
+exists; every series DEPLOYMENT.md names is emitted, with the type and labels it lists."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from django.core.management import get_commands, load_command_class
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+DEPLOYMENT = (ROOT / "DEPLOYMENT.md").read_text()
+READERS = {"env", "env_int", "env_float", "env_bool", "env_list", "required"}
+# Read by the settings for the test runner, not for an operator.
+NOT_FOR_OPERATORS = {"TEST_DATABASE_NAME"}
+NAME = re.compile(r"`([A-Z][A-Z0-9_]{2,})`")
+TOKEN = "docs-test-token"
+
+
+def settings_reads() -> dict[str, ast.expr | None]:
+    """Each variable config/settings.py reads, with the default expression it gives."""
+    tree = ast.parse((ROOT / "config" / "settings.py").read_text())
+    reads: dict[str, ast.expr | None] = {}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in READERS
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            reads[node.args[0].value] = node.args[1] if len(node.args) > 1 else None
+    return reads
+
+
+def table(text: str, heading: str) -> list[list[str]]:
+    """The cells of each row of the first table under ``heading``."""
+    section = text.split(f"\n{heading}\n", 1)[1]
+    rows = [line for line in section.split("\n\n")[1].splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows[2:]]
+
+
+CONFIGURATION = table(README, "## Configuration")
+
+
+def literal(node: ast.expr | None):
+    """A default written as constant arithmetic (``2 * 1024 * 1024``), else None."""
+    if node is None:
+        return None
+    try:
+        return eval(compile(ast.Expression(node), "settings", "eval"), {"__builtins__": {}})
+    except NameError:
+        return None
+
+
+def test_every_variable_the_settings_read_is_in_the_configuration_table():
+    documented = {name for row in CONFIGURATION for name in NAME.findall(" ".join(row))}
+    assert set(settings_reads()) - NOT_FOR_OPERATORS - documented == set()
+
+
+def test_every_variable_the_table_names_is_read():
+    # make run's own (scripts/devstack.py).
+    devstack = (ROOT / "scripts" / "devstack.py").read_text()
+    read_elsewhere = set(re.findall(r'environ\.get\("([A-Z_]+)"', devstack))
+    named = {name for row in CONFIGURATION for name in NAME.findall(row[0])}
+    assert named - set(settings_reads()) - read_elsewhere == set()
+
+
+def test_the_table_states_the_defaults_the_settings_give():
+    reads = settings_reads()
+    wrong = []
+    for row in CONFIGURATION:
+        names, stated = NAME.findall(row[0]), re.findall(r"`([^`]+)`", row[1])
+        if len(names) != len(stated):
+            continue
+        for name, said in zip(names, stated, strict=True):
+            value = literal(reads.get(name))
+            if isinstance(value, bool):
+                ok = said == str(value).lower()
+            elif isinstance(value, int | float):
+                ok = re.fullmatch(r"-?[0-9.e]+", said) is not None and float(said) == value
+            else:
+                continue
+            if not ok:
+                wrong.append((name, said, value))
+    assert wrong == []
+
+
+def test_every_gunicorn_variable_is_in_the_deployment_guide():
+    read = set(re.findall(r'"(GUNICORN_[A-Z_]+)"', (ROOT / "config" / "gunicorn.py").read_text()))
+    assert len(read) == 4
+    assert {name for name in read if f"`{name}`" not in DEPLOYMENT} == set()
+
+
+def documented_commands() -> list[tuple[str, list[str]]]:
+    text = (README + DEPLOYMENT).replace("\\\n", " ")
+    return [
+        (command, re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", rest))
+        for command, rest in re.findall(r"manage\.py ([a-z_]+)([^`\n]*)", text)
+    ]
+
+
+def test_every_command_and_option_the_docs_run_exists():
+    commands = get_commands()
+    missing = []
+    for command, options in documented_commands():
+        if command not in commands:
+            missing.append(command)
+            continue
+        parser = load_command_class(commands[command], command).create_parser("manage.py", command)
+        known = {flag for action in parser._actions for flag in action.option_strings}
+        missing += [f"{command} {option}" for option in options if option not in known]
+    assert documented_commands()
+    assert missing == []
+
+
+def metrics_table() -> dict[str, tuple[str, set[str]]]:
+    rows = table(DEPLOYMENT, "### The metrics")
+    return {row[0].strip("`"): (row[1], set(re.findall(r"`([a-z_]+)`", row[2]))) for row in rows}
+
+
+@pytest.mark.django_db
+def test_every_series_the_guide_lists_is_emitted_with_its_type_and_labels(
+    client, settings, tenant_a
+):
+    settings.METRICS_TOKEN = TOKEN
+    response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    families = {
+        f.name + ("_total" if f.type == "counter" else ""): f
+        for f in text_string_to_metric_families(response.content.decode())
+    }
+    listed = metrics_table()
+    assert set(listed) == set(families)
+    assert {name: kind for name, (kind, _labels) in listed.items()} == {
+        name: f.type for name, f in families.items()
+    }
+    for name, family in families.items():
+        for sample in family.samples:
+            assert set(sample.labels) == listed[name][1], name
+
+
+def test_every_series_the_guide_names_in_prose_or_an_alert_is_in_its_table():
+    # The nginx upstreams and the restore drill's database, not series.
+    not_series = {"countersign_web", "countersign_mcp", "countersign_restored"}
+    named = set(re.findall(r"\b(countersign_[a-z_0-9]+)", DEPLOYMENT)) - not_series
+    assert named - set(metrics_table()) == set()
