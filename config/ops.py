@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_safe
+from django.views.decorators.http import require_safe
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 # config/ is at both ends of the house (DESIGN.md): this module and config.metrics are its top,
@@ -59,7 +59,7 @@ def _authorised(request: HttpRequest) -> bool:
     return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
 
 
-@require_GET
+@require_safe
 @never_cache
 def metrics(request: HttpRequest) -> HttpResponse:
     if not _authorised(request):

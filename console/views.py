@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from common.csv_cells import csv_lines
 from console import audit_words, selectors
@@ -54,7 +54,7 @@ def _refuse(form: forms.Form, error: services.AdminError) -> None:
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_GET
+@require_safe
 def admin_home(request: TenantRequest) -> HttpResponse:
     template = "console/home.html"
     if request.htmx:
@@ -83,7 +83,7 @@ def _members_page(
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def members(request: TenantRequest) -> HttpResponse:
     if request.method == "GET":
         return _members_page(request)
@@ -163,7 +163,7 @@ def _member_page(
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_GET
+@require_safe
 def member_detail(request: TenantRequest, membership_id: int) -> HttpResponse:
     return _member_page(request, _member_or_404(request, membership_id))
 
@@ -236,7 +236,7 @@ def _member_action(request: TenantRequest, membership_id, service, done) -> Http
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def member_deactivate(request: TenantRequest, membership_id: int) -> HttpResponse:
     """GET asks first (a page that works without JavaScript); the POST it carries deactivates."""
     if request.method == "GET":
@@ -301,7 +301,7 @@ def member_reactivate(request: TenantRequest, membership_id: int) -> HttpRespons
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def own_domains(request: TenantRequest) -> HttpResponse:
     """The organisation's own mail domains, a form of its own on the policies page."""
     if request.method == "GET":
@@ -324,7 +324,7 @@ def own_domains(request: TenantRequest) -> HttpResponse:
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def policies(request: TenantRequest) -> HttpResponse:
     tenant = request.tenant
     if request.method == "GET":
@@ -347,7 +347,7 @@ def policies(request: TenantRequest) -> HttpResponse:
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_GET
+@require_safe
 def recipients(request: TenantRequest) -> HttpResponse:
     return render(
         request,
@@ -372,7 +372,7 @@ def _suppressions_page(request: TenantRequest, *, add_form=None, status=200):
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_GET
+@require_safe
 def suppressions(request: TenantRequest) -> HttpResponse:
     return _suppressions_page(request)
 
@@ -426,7 +426,7 @@ def suppression_remove(request: TenantRequest, suppression_id: int) -> HttpRespo
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_GET
+@require_safe
 def webhooks(request: TenantRequest) -> HttpResponse:
     return render(
         request,
@@ -447,7 +447,7 @@ def _audit_filter(request: TenantRequest) -> tuple[AuditFilterForm, selectors.Au
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_GET
+@require_safe
 def audit(request: TenantRequest) -> HttpResponse:
     form, audit_filter = _audit_filter(request)
     rows = list(selectors.audit_log(request.tenant, audit_filter)[: AUDIT_PAGE + 1])
@@ -475,7 +475,7 @@ def audit(request: TenantRequest) -> HttpResponse:
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_GET
+@require_safe
 def audit_csv(request: TenantRequest) -> HttpResponse | StreamingHttpResponse:
     form, audit_filter = _audit_filter(request)
     if form.errors:

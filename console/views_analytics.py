@@ -16,7 +16,7 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from common.csv_cells import csv_safe
 from console import selectors
@@ -67,7 +67,7 @@ def _analytics(request: TenantRequest) -> tuple[AnalyticsFilterForm, ReviewerAna
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_GET
+@require_safe
 def analytics(request: TenantRequest) -> HttpResponse:
     form, result, models = _analytics(request)
     first_day, last_day = _days(result)
@@ -112,7 +112,7 @@ def _row(breakdown: str, f: Figures) -> list:
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_GET
+@require_safe
 def analytics_csv(request: TenantRequest) -> HttpResponse:
     """Small (one row per token and per model), so written whole rather than streamed."""
     _, result, _models = _analytics(request)

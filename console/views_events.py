@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from console.forms_events import EndpointForm
 from intents.selectors.events import event_endpoint, event_endpoints, recent_deliveries
@@ -48,13 +48,13 @@ def _secret_page(request: TenantRequest, endpoint, secret: str, rotated: bool) -
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_GET
+@require_safe
 def agent_events(request: TenantRequest) -> HttpResponse:
     return _page(request, EndpointForm(tenant=request.tenant))
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 @never_cache
 def endpoint_new(request: TenantRequest) -> HttpResponse:
     if request.method == "GET":
@@ -95,7 +95,7 @@ def _confirm(request: TenantRequest, endpoint_id, heading: str, consequence: str
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 @never_cache
 def endpoint_rotate(request: TenantRequest, endpoint_id: int) -> HttpResponse:
     if request.method == "GET":
@@ -119,7 +119,7 @@ def endpoint_rotate(request: TenantRequest, endpoint_id: int) -> HttpResponse:
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def endpoint_delete(request: TenantRequest, endpoint_id: int) -> HttpResponse:
     if request.method == "GET":
         return _confirm(

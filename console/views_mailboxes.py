@@ -8,7 +8,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from console import selectors
 from console.forms_mailboxes import MailboxAssignmentForm, MailboxCreateForm, MailboxPolicyForm
@@ -26,7 +26,7 @@ def _mailbox(request: TenantRequest, mailbox_id: int) -> Mailbox:
 
 
 @tenant_view()
-@require_GET
+@require_safe
 def mailbox_list(request: TenantRequest) -> HttpResponse:
     return render(
         request, "console/mailboxes/list.html", {"mailboxes": selectors.mailboxes(request.tenant)}
@@ -34,7 +34,7 @@ def mailbox_list(request: TenantRequest) -> HttpResponse:
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def mailbox_create(request: TenantRequest) -> HttpResponse:
     form = MailboxCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -60,7 +60,7 @@ def mailbox_create(request: TenantRequest) -> HttpResponse:
 
 
 @tenant_view()
-@require_GET
+@require_safe
 def mailbox_detail(request: TenantRequest, mailbox_id: int) -> HttpResponse:
     mailbox = _mailbox(request, mailbox_id)
     refused = selectors.key_refused_mailboxes(request.tenant, mailbox.pk)

@@ -8,7 +8,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from console.forms_signin import SsoForm, TwoFactorPolicyForm
 from tenants import oidc_signin, signin_policy
@@ -113,7 +113,7 @@ def sso_settings(request: TenantRequest) -> HttpResponse:
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_GET
+@require_safe
 def signin_settings(request: TenantRequest) -> HttpResponse:
     return _page(request)
 

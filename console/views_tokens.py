@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_http_methods, require_safe
 
 from console import selectors
 from console.forms import TokenForm
@@ -29,13 +29,13 @@ def _page(request: TenantRequest, form: TokenForm, status: int = 200) -> HttpRes
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_GET
+@require_safe
 def token_list(request: TenantRequest) -> HttpResponse:
     return _page(request, TokenForm(tenant=request.tenant))
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 @never_cache
 def token_new(request: TenantRequest) -> HttpResponse:
     if request.method == "GET":
@@ -74,7 +74,7 @@ def token_new(request: TenantRequest) -> HttpResponse:
 
 
 @tenant_view(roles=ADMIN_ONLY)
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def token_revoke_view(request: TenantRequest, token_id: int) -> HttpResponse:
     """GET asks first (a page that works without JavaScript); the POST it carries revokes."""
     if request.method == "GET":

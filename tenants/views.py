@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone, translation
 from django.utils.translation import get_language_from_request
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_http_methods, require_safe
 
 from tenants.access import AuthenticatedRequest, session_memberships, tenant_view
 from tenants.forms import PreferencesForm, SignInForm
@@ -59,7 +59,7 @@ class SignOutView(auth_views.LogoutView):
     pass
 
 
-@require_GET
+@require_safe
 def home(request: HttpRequest) -> HttpResponse:
     if not request.user.is_authenticated:
         return redirect("login")
@@ -73,13 +73,13 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 @tenant_view()
-@require_GET
+@require_safe
 def tenant_home(request: HttpRequest) -> HttpResponse:
     return render(request, "tenants/tenant_home.html", {})
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def preferences(request: AuthenticatedRequest) -> HttpResponse:
     """The signed-in user's language and time zone."""
     user = request.user

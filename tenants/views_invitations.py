@@ -19,7 +19,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from tenants import invitations
 from tenants.access import AuthenticatedRequest
@@ -84,7 +84,7 @@ def _new_account_form(invitation: Invitation, data=None) -> NewAccountForm:
 
 
 @never_cache
-@require_GET
+@require_safe
 def invitation_open(request: HttpRequest, token: str) -> HttpResponse:
     """The link the admin handed over. Its secret is exchanged at once for a record in the session
     and a redirect, as Django's password reset does: the secret then appears in no later URL, no
@@ -97,7 +97,7 @@ def invitation_open(request: HttpRequest, token: str) -> HttpResponse:
 
 
 @never_cache
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def invitation(request: HttpRequest, invitation_id: int) -> HttpResponse:
     if invitation_id not in opened_ids(request):
         return render(request, TEMPLATE, {"refused": link_required().message}, status=403)

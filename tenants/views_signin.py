@@ -20,7 +20,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from tenants import passwords, two_factor, user_sessions
 from tenants.access import AuthenticatedRequest
@@ -35,7 +35,7 @@ def _next_url(request: HttpRequest) -> str:
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def two_factor_verify(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
     if gate_for(request) != "verify":
@@ -83,7 +83,7 @@ def _security_context(request: AuthenticatedRequest) -> dict:
 
 
 @login_required
-@require_GET
+@require_safe
 def account_security(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
     return render(request, "tenants/account_security.html", _security_context(request))
@@ -110,7 +110,7 @@ def _enrol_page(request: AuthenticatedRequest, device: TotpDevice, error: str = 
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def totp_enrol(http_request: HttpRequest) -> HttpResponse:
     """POST starts a set-up (a new seed); GET shows the one in progress."""
     request = cast(AuthenticatedRequest, http_request)
@@ -193,7 +193,7 @@ def two_factor_remove(http_request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def password_change(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
     if request.session.get(user_sessions.METHOD_KEY) == "sso":
@@ -229,7 +229,7 @@ def password_change(http_request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_GET
+@require_safe
 def sessions(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
     if user_sessions.sso_session_beyond_its_tenants(request):

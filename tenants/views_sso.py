@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from common.crypto import SecretUnreadable
 from tenants import oidc, oidc_signin
@@ -34,7 +34,7 @@ def _refused(request: HttpRequest, message: str, status: int = 403) -> HttpRespo
     return render(request, "tenants/sso_error.html", {"message": message}, status=status)
 
 
-@require_GET
+@require_safe
 def sso_choose(request: HttpRequest) -> HttpResponse:
     """The sign-in page's "single sign-on" link: which tenant (its address in Countersign)."""
     slug = request.GET.get("tenant", "").strip().lower()
@@ -61,7 +61,7 @@ def sso_choose(request: HttpRequest) -> HttpResponse:
     return render(request, "tenants/sso_choose.html", {"chosen": sso.tenant, "slug": slug})
 
 
-@require_GET
+@require_safe
 def sso_start(request: HttpRequest, slug: str) -> HttpResponse:
     sso = get_object_or_404(
         SingleSignOn.objects.select_related("tenant"), tenant__slug=slug, enabled=True
@@ -114,7 +114,7 @@ def _claims(request: HttpRequest, sso: SingleSignOn, pending: dict) -> dict:
     )
 
 
-@require_GET
+@require_safe
 def sso_callback(request: HttpRequest) -> HttpResponse:
     pending = request.session.pop(FLOW_KEY, None)
     state = request.GET.get("state", "")

@@ -19,7 +19,7 @@ from django.http import Http404, HttpResponse
 from django.utils.http import content_disposition_header
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from intents import errors
 from intents.blobs import BlobPurged, blob_store, preview_cache_key
@@ -74,7 +74,7 @@ def _gone() -> HttpResponse:
 
 
 @tenant_view()
-@require_GET
+@require_safe
 @never_cache
 def attachment_download(request: TenantRequest, draft_id: int, attachment_id: int):
     attachment = _attachment_or_404(request, draft_id, attachment_id)
@@ -101,7 +101,7 @@ def _pdf_preview(attachment: DraftAttachment, data: bytes) -> bytes:
 
 
 @tenant_view()
-@require_GET
+@require_safe
 @never_cache
 def attachment_preview(request: TenantRequest, draft_id: int, attachment_id: int):
     attachment = _attachment_or_404(request, draft_id, attachment_id)

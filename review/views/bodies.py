@@ -15,7 +15,7 @@ from __future__ import annotations
 from django.http import Http404, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.clickjacking import xframe_options_sameorigin
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from intents import errors
 from intents.selectors.drafts import draft_version_get
@@ -29,7 +29,7 @@ EMAIL_DOCUMENT_POLICY = (
 
 
 @tenant_view()
-@require_GET
+@require_safe
 @never_cache
 @xframe_options_sameorigin
 def draft_version_html(request: TenantRequest, draft_id: int, number: int) -> HttpResponse:

@@ -8,7 +8,7 @@ from django.contrib import messages
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from common.csv_cells import csv_lines
 from intents import errors
@@ -38,7 +38,7 @@ def _broadcast_or_404(request: TenantRequest, broadcast_id: int):
 
 
 @tenant_view()
-@require_GET
+@require_safe
 def broadcast_list(request: TenantRequest) -> HttpResponse:
     items = list(broadcasts_of(tenant=request.tenant)[:LIST_LIMIT])
     can_post = request.membership.role in DECIDERS
@@ -78,7 +78,7 @@ def _create(request: TenantRequest, form: BroadcastForm):
 
 
 @tenant_view(roles=DECIDERS)
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def broadcast_new(request: TenantRequest) -> HttpResponse:
     """A person posts a broadcast for review: the same checks as the agent API, every bad row
     listed, nothing saved on any error."""
@@ -102,7 +102,7 @@ def broadcast_new(request: TenantRequest) -> HttpResponse:
 
 
 @tenant_view()
-@require_GET
+@require_safe
 def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
     broadcast = _broadcast_or_404(request, broadcast_id)
     try:
@@ -122,7 +122,7 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
 
 
 @tenant_view()
-@require_GET
+@require_safe
 def broadcast_recipients_csv(request: TenantRequest, broadcast_id: int) -> StreamingHttpResponse:
     """Every recipient with their variables, as approved: what each of them receives is the
     template filled with their row. Every cell is spreadsheet-safe (agents and uploads wrote

@@ -12,7 +12,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from django_htmx.http import HttpResponseClientRefresh
 
 from intents import errors, selectors, services
@@ -48,7 +48,7 @@ def _draft_context(request: TenantRequest, draft_id, **extra) -> dict:
 
 
 @tenant_view()
-@require_GET
+@require_safe
 def draft_detail(request: TenantRequest, draft_id: int) -> HttpResponse:
     # The holder working on it keeps their claim (a no-op for anyone else).
     services.draft_claim_renew(tenant=request.tenant, draft_id=draft_id, actor=request.user)
@@ -277,7 +277,7 @@ def _edit_conflict(
 
 
 @tenant_view(roles=DECIDERS)
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def draft_edit(request: TenantRequest, draft_id: int) -> HttpResponse:
     """The edit form; a save names the version it was based on and the service refuses it, under
     the draft's lock, if that is no longer the current one."""

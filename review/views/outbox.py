@@ -11,7 +11,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, pgettext_lazy
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from intents import errors, selectors, services
 from intents.models import SendIntent
@@ -44,7 +44,7 @@ OUTBOX_TABS = [
 
 
 @tenant_view()
-@require_GET
+@require_safe
 def outbox(request: TenantRequest) -> HttpResponse:
     state = request.GET.get("state", "")
     if state not in SendIntent.State.values:
@@ -74,7 +74,7 @@ def outbox(request: TenantRequest) -> HttpResponse:
 
 
 @tenant_view()
-@require_GET
+@require_safe
 def outbox_intent(request: TenantRequest, intent_id: int) -> HttpResponse:
     intent = intent_or_404(request, intent_id)
     template = "review/intent.html"
@@ -256,7 +256,7 @@ ATTENTION_TABS = [
 
 
 @tenant_view()
-@require_GET
+@require_safe
 def attention(request: TenantRequest) -> HttpResponse:
     state = request.GET.get("state", "")
     if state not in {value for value, _ in ATTENTION_TABS}:

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext, pgettext_lazy
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from intents import errors, services
 from intents.policy import approvable_mailbox_ids, may_decide
@@ -100,13 +100,13 @@ def _view_tabs(request: TenantRequest) -> list[dict]:
 
 
 @tenant_view()
-@require_GET
+@require_safe
 def queue(request: TenantRequest) -> HttpResponse:
     return render(request, "review/queue.html", _queue_context(request))
 
 
 @tenant_view()
-@require_GET
+@require_safe
 def queue_changes(request: TenantRequest) -> HttpResponse:
     """The live notice: polled by htmx, it swaps only itself, so the reader's place is kept."""
     try:
@@ -134,7 +134,7 @@ def queue_changes(request: TenantRequest) -> HttpResponse:
 
 
 @tenant_view()
-@require_GET
+@require_safe
 def nav_counts(request: TenantRequest) -> HttpResponse:
     """The navigation's counts, polled by app.js every 15 s while the tab is visible (htmx's
     trigger filters would need eval, which the CSP forbids). Out-of-band spans only."""

@@ -389,3 +389,15 @@ def test_every_signin_route_is_classified_and_closed_to_strangers(client, tenant
     for name, route in signin_patterns():
         if SIGNED_OUT[name] == 302:
             assert client.get(fill(route, values))["Location"].startswith("/signin/"), name
+
+
+def test_every_page_answers_head_as_it_answers_get(world, client):
+    """Uptime monitors and link checkers ask with HEAD (RFC 9110: a GET resource should answer
+    it); every page answered it 405. Signed out and as an admin, who may open every page."""
+    got = {path: client.head(path).status_code for path in ("/", "/signin/", "/sso/")}
+    client.force_login(world["roles"]["admin"].user)
+    for name, route in tenant_patterns():
+        if EXPECTED[name]["admin"] == 200:
+            got[name] = client.head(fill(route, world["values"])).status_code
+    assert {k: v for k, v in got.items() if v == 405} == {}
+    assert got["/"] == 302 and got["/signin/"] == 200
