@@ -202,8 +202,8 @@ def webhook_event_states(tenant: Tenant) -> dict[str, int]:
 AUDIT_COLUMNS = ("created_at", "src", "action", "actor_name", "obj", "transition", "reason", "data")
 # What the page adds to the export's columns: who in words, and the object as (type, id) so the
 # page can name it and link to it (console.audit_words).
-# actor_now: an administration row's actor's address today, beside the one they acted under
-# (actor_name); the journal keeps no address of its own, so it has none.
+# actor_now: a person's address today, beside the one they acted under (actor_name); "" for
+# an actor that is not a person.
 AUDIT_PAGE_COLUMNS = (
     *AUDIT_COLUMNS,
     "actor_display",
@@ -252,10 +252,12 @@ def _send_scope(tenant: Tenant, send: int) -> Q:
 def _journal(tenant: Tenant, f: AuditFilter):
     qs = IntentEvent.objects.filter(tenant=tenant).annotate(
         src=Value("journal", output_field=CharField()),
+        # A person's row has their address then as its label (a row written by a release before
+        # has none: their address today); no writer gives a token's row a label.
         actor_name=Coalesce(
+            NullIf(F("actor_label"), Value("")),
             F("actor_user__email"),
             F("actor_token__name"),
-            NullIf(F("actor_label"), Value("")),
             F("actor_kind"),
             output_field=CharField(),
         ),
@@ -274,9 +276,9 @@ def _journal(tenant: Tenant, f: AuditFilter):
         transition=Concat(F("from_state"), Value(" → "), F("to_state"), output_field=CharField()),
         actor_display=Coalesce(
             NullIf(F("actor_user__full_name"), Value("")),
+            NullIf(F("actor_label"), Value("")),
             F("actor_user__email"),
             F("actor_token__name"),
-            NullIf(F("actor_label"), Value("")),
             F("actor_kind"),
             output_field=CharField(),
         ),
@@ -292,7 +294,7 @@ def _journal(tenant: Tenant, f: AuditFilter):
             Value(""),
             output_field=CharField(),
         ),
-        actor_now=Value("", output_field=CharField()),
+        actor_now=Coalesce(F("actor_user__email"), Value(""), output_field=CharField()),
     )
     if f.send is not None:
         qs = qs.filter(_send_scope(tenant, f.send))

@@ -26,6 +26,7 @@ from intents.models import IntentEvent, SendIntent
 
 TERMINAL = SendIntent.TERMINAL
 UNCERTAIN = SendIntent.State.UNCERTAIN
+LABEL_LENGTH = IntentEvent._meta.get_field("actor_label").max_length
 
 
 def transition_counts(tenant_id: int, action: str, from_state: str, to_state: str) -> list[Count]:
@@ -58,6 +59,10 @@ def journal(
     data: dict | None = None,
 ) -> IntentEvent:
     tenant_id = tenant if isinstance(tenant, int) else tenant.pk
+    if actor_user is not None:
+        # A person is named by the address they act under now, from the user in hand (no
+        # query): the pages name them so after the address changes (console.selectors).
+        actor_label = actor_user.email
     counters_add(transition_counts(tenant_id, action, from_state, to_state))
     row = IntentEvent.objects.create(
         tenant_id=tenant_id,
@@ -67,7 +72,7 @@ def journal(
         actor_kind=actor_kind,
         actor_user=actor_user,
         actor_token=actor_token,
-        actor_label=actor_label[:100],
+        actor_label=actor_label[:LABEL_LENGTH],
         action=action,
         from_state=from_state,
         to_state=to_state,
@@ -131,7 +136,7 @@ def journal_many(entries: list[Entry], *, along_with: tuple[str, list] | None = 
                     e.draft_id,
                     e.intent_id,
                     e.actor_kind,
-                    e.actor_label[:100],
+                    e.actor_label[:LABEL_LENGTH],
                     e.action,
                     e.from_state,
                     e.to_state,

@@ -509,7 +509,10 @@ class IntentEvent(models.Model):
         related_name="+",
         db_index=False,
     )
-    actor_label = models.CharField(max_length=100, blank=True)
+    # Who acted, in words, as written then: a non-person actor's label (a worker id, a webhook's
+    # svix id, "fan-out"), or a person's address when they acted (intents.journal fills it), so
+    # the journal still names them as they were after their address changes. 254: an address.
+    actor_label = models.CharField(max_length=254, blank=True)
     action = models.CharField(max_length=64)
     from_state = models.CharField(max_length=20, blank=True)
     to_state = models.CharField(max_length=20, blank=True)

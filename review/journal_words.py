@@ -10,7 +10,7 @@ keeps the code in a tooltip. A delivery row takes its words from the delivery st
 from __future__ import annotations
 
 from django.utils.html import conditional_escape, format_html, format_html_join
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
@@ -90,6 +90,9 @@ SYSTEM_REASONS = {
 }
 
 _MACHINES = {IntentEvent.Actor.WORKER, IntentEvent.Actor.SWEEP, IntentEvent.Actor.WEBHOOK}
+# A person whose address changed after they acted: the one they acted under, then today's (the
+# console's audit page says it in the same words).
+ACTOR_SINCE_RENAMED = _("%(then)s (now %(now)s)")
 
 
 def action_words(action: str) -> str:
@@ -102,13 +105,22 @@ def action_words(action: str) -> str:
 
 def actor_words(event: IntentEvent) -> SafeString:
     if event.actor_user_id and event.actor_user:
-        return conditional_escape(event.actor_user.display_name)
+        return _person_words(event.actor_user, then=event.actor_label)
     if event.actor_token_id and event.actor_token:
         return format_html("<span data-customer-content>{}</span>", event.actor_token.name)
     kind = event.get_actor_kind_display()
     if event.actor_label:
         return format_html('<span title="{}">{}</span>', event.actor_label, kind)
     return conditional_escape(kind)
+
+
+def _person_words(user, *, then: str) -> SafeString:
+    """A person by their name today, or, if the address they acted under (``then``: the row's
+    label; a row from before it has none) is no longer theirs, by that and today's."""
+    if not then or then == user.email:
+        return conditional_escape(user.display_name)
+    values = {"then": conditional_escape(then), "now": conditional_escape(user.email)}
+    return mark_safe(conditional_escape(str(ACTOR_SINCE_RENAMED)) % values)  # noqa: S308 - escaped
 
 
 def reason_words(event: IntentEvent) -> SafeString:

@@ -10,12 +10,13 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from intents import services
+from intents import sending, services
 from intents.models import IntentEvent
 from intents.services.approval import draft_reopen
 from intents.services.intents import intent_cancel
 from tenants.models import AuditEvent, User
 from tenants.tokens import token_create
+from tests.factories import approve_new_draft
 
 pytestmark = pytest.mark.django_db
 
@@ -258,3 +259,35 @@ def test_the_address_an_actor_had_goes_through_the_formula_guard(tenant_a, membe
     rows = _export(signed_in(member_of(tenant_a, "admin").user), tenant_a, source="admin")
 
     assert [r[3] for r in rows[1:]] == ["'=cmd@example.test"]
+
+
+def test_the_journal_names_who_approved_by_the_address_they_had_then(
+    tenant_a, member_of, mailbox_factory, signed_in
+):
+    """A person approves, the worker sends, then the person's address changes: the CSV's journal
+    rows keep the address they approved under, the page says it and the one now, the actor
+    filter finds them by either, and the worker's rows still name the worker."""
+    approver = member_of(tenant_a, "approver").user
+    old_email = approver.email
+    intent = approve_new_draft(tenant_a, mailbox_factory(tenant_a), approver)
+    sending.run_once(worker="host-7:4242:MainThread", limit=5)
+    _operator_changes_address(approver, "ana.new@example.test")
+    client = signed_in(member_of(tenant_a, "admin").user)
+
+    rows = _export(client, tenant_a, source="journal")
+    by_new_address = _export(client, tenant_a, source="journal", actor="ana.new@")
+    page = client.get(reverse("admin_audit", args=[tenant_a.slug])).content.decode()
+
+    assert sorted((r[2], r[3]) for r in rows[1:] if r[3] != "host-7:4242:MainThread") == [
+        ("draft.approved", old_email),
+        ("draft.created", old_email),
+        ("intent.created", old_email),
+    ]
+    assert {r[2] for r in rows[1:] if r[3] == "host-7:4242:MainThread"} >= {"intent.accepted"}
+    assert sorted(r[2] for r in by_new_address[1:]) == [
+        "draft.approved",
+        "draft.created",
+        "intent.created",
+    ]
+    assert page.lower().count(f"{old_email} (now ana.new@example.test)") == 3
+    assert IntentEvent.objects.get(intent=intent, action="intent.accepted").actor_user is None

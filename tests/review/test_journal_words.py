@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from intents import sending
 from intents.models import IntentEvent
+from tenants.models import User
 from tests.factories import approve_new_draft
 from tests.webhooks.conftest import delivery_payload, hook_for  # noqa: F401
 
@@ -77,3 +78,19 @@ def test_the_draft_page_journal_uses_the_same_words(delivered, tenant_a, client)
 
     assert "delivery." not in journal and "host-7" not in journal
     assert " Delivered " in journal and "AgentMail accepted it on the first request." in journal
+
+
+def test_the_journal_names_the_approver_by_the_address_they_approved_under(
+    delivered, tenant_a, client
+):
+    """The address changed after the approval: the send's journal says the one they approved
+    under and the one now, not that the new address approved; the worker's row is as it was."""
+    intent, _ledger = delivered
+    old_email = intent.approver.email
+    User.objects.filter(pk=intent.approver_id).update(email="ana.new@example.test")
+
+    html = client.get(reverse("outbox_intent", args=[tenant_a.slug, intent.pk])).content.decode()
+    journal = html.split('<ol class="journal">', 1)[1].split("</ol>", 1)[0]
+
+    assert f"{old_email} (now ana.new@example.test)" in visible(journal)
+    assert 'title="host-7:4242:MainThread">Worker<' in journal
