@@ -20,6 +20,7 @@ import html as html_lib
 import io
 import json
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -221,7 +222,7 @@ def clean_recipients(
         )
     errors: list[RowError] = []
     total = 0
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[int, str]] = {}
     out: list[Recipient] = []
     for row, raw_address, raw_variables in rows:
         try:
@@ -229,11 +230,9 @@ def clean_recipients(
         except ValueError as exc:
             total += _keep(errors, [RowError(row, "address", str(exc))])
             continue
-        if address in seen:
-            problem = RowError(row, "address", f"{address} is also on row {seen[address]}")
+        if (problem := _duplicate(row, address, seen)) is not None:
             total += _keep(errors, [problem])
             continue
-        seen[address] = row
         variables, problems = _row_variables(row, raw_variables, used, in_subject, in_url)
         problems += [
             RowError(
@@ -259,6 +258,28 @@ def clean_recipients(
     return out
 
 
+def _duplicate(row: int, address: str, seen: dict[str, tuple[int, str]]) -> RowError | None:
+    """The refusal of an address already on an earlier row, or None after noting it.
+
+    Compared in Unicode compatibility form, case-folded: "a@example.com" with a full-width a (U+FF41,
+    which email-validator accepts in an internationalised local part) is a different address from
+    the plain one to the validator, but the same customer to the person who approved the
+    list, and two messages to them."""
+    key = unicodedata.normalize("NFKC", address).casefold()
+    if key not in seen:
+        seen[key] = (row, address)
+        return None
+    first_row, first = seen[key]
+    if first == address:
+        return RowError(row, "address", f"{address} is also on row {first_row}")
+    return RowError(
+        row,
+        "address",
+        f"{address} is the same address as {first} on row {first_row} once Unicode "
+        "compatibility characters and case are folded",
+    )
+
+
 def _keep(errors: list[RowError], problems: list[RowError]) -> int:
     """Keep what will be reported (the first MAX_REPORTED_ERRORS), count everything: 10,000 bad
     rows must not hold 10,000 error objects, let alone one per missing variable each."""
@@ -277,6 +298,36 @@ def parse_csv(text: str) -> list[tuple[int, object, object]]:
         raise RecipientsInvalid([RowError(0, "recipients", "the CSV is empty")], 1) from None
     except csv.Error as exc:
         raise RecipientsInvalid([RowError(0, "recipients", f"unreadable CSV: {exc}")], 1) from None
+    names, column = _csv_header(header)
+    rows: list[tuple[int, object, object]] = []
+    errors: list[RowError] = []
+    total = 0
+    try:
+        for number, values in enumerate(reader, start=1):
+            if not any(v.strip() for v in values):
+                continue
+            if len(values) != len(names):
+                # Refused, not read as a row without variables: an unquoted comma in a value
+                # shifts every later cell, and the values would be dropped without a word.
+                message = (
+                    f"has {len(values)} fields, the header {len(names)} (quote a value that "
+                    "holds a comma)"
+                )
+                total += _keep(errors, [RowError(number, "columns", message)])
+                continue
+            variables = {
+                n: v for i, (n, v) in enumerate(zip(names, values, strict=True)) if i != column
+            }
+            rows.append((number, values[column], variables))
+    except csv.Error as exc:
+        raise RecipientsInvalid([RowError(0, "recipients", f"unreadable CSV: {exc}")], 1) from None
+    if total:
+        raise RecipientsInvalid(errors, total)
+    return rows
+
+
+def _csv_header(header: list[str]) -> tuple[list[str], int]:
+    """The header's column names and the address column's index, or the refusal."""
     names = [h.strip().lstrip("\ufeff") for h in header]
     lowered = [n.lower() for n in names]
     column = next((lowered.index(k) for k in ("address", "email") if k in lowered), None)
@@ -284,21 +335,13 @@ def parse_csv(text: str) -> list[tuple[int, object, object]]:
         raise RecipientsInvalid(
             [RowError(0, "recipients", "the CSV header needs an 'address' column")], 1
         )
-    rows: list[tuple[int, object, object]] = []
-    try:
-        for number, values in enumerate(reader, start=1):
-            if not any(v.strip() for v in values):
-                continue
-            if len(values) != len(names):
-                rows.append((number, values[column] if column < len(values) else "", None))
-                continue
-            variables = {
-                n: v for i, (n, v) in enumerate(zip(names, values, strict=False)) if i != column
-            }
-            rows.append((number, values[column], variables))
-    except csv.Error as exc:
-        raise RecipientsInvalid([RowError(0, "recipients", f"unreadable CSV: {exc}")], 1) from None
-    return rows
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        # A second column of the same name silently replaced the first one's values.
+        raise RecipientsInvalid(
+            [RowError(0, "recipients", f"the CSV header names {repeated[0]!r} twice")], 1
+        )
+    return names, column
 
 
 def leaf_hash(address: str, variables: dict[str, str]) -> str:

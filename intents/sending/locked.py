@@ -145,3 +145,30 @@ def lock_leased(tokens: dict[int, Any], *, live: bool = True) -> dict[int, SendI
         intent.db_now, intent.next_attempt_number = row[-2], row[-1]  # type: ignore[attr-defined]
         out[intent.pk] = intent
     return out
+
+
+def hold_broadcasts(intents: Sequence[SendIntent]) -> None:
+    """Share-lock the batch's broadcasts until the pre-call check commits, and read their state
+    again under that lock.
+
+    The state ``lock_leased`` read is its statement's snapshot, and a pause or cancellation
+    (``FOR UPDATE`` of the broadcast, then the new state) committing after that read went
+    unseen: the check passed, the attempt row was committed after the cancellation, and the
+    call went out after it. Under this lock the pause or cancellation waits for the batch's
+    attempt rows (those calls are in flight, recorded), or the batch waits for it and sees the
+    new state. A new statement in READ COMMITTED, so it reads what committed before it."""
+    held: dict[int, list[Broadcast]] = {}
+    for intent in intents:
+        if intent.broadcast is not None:  # one instance per row of the batch
+            held.setdefault(intent.broadcast.pk, []).append(intent.broadcast)
+    if not held:
+        return
+    table = connection.ops.quote_name(Broadcast._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, state FROM {table} WHERE id = ANY(%s) ORDER BY id FOR SHARE",  # noqa: S608
+            [sorted(held)],
+        )
+        for broadcast_id, state in cursor.fetchall():
+            for broadcast in held[broadcast_id]:
+                broadcast.state = state

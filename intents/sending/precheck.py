@@ -32,7 +32,7 @@ from intents.policy import (
     suppressed_addresses,
 )
 from intents.sending.lease import Claim, Prepared, safe_window, strict_now
-from intents.sending.locked import lock_leased
+from intents.sending.locked import hold_broadcasts, lock_leased
 from intents.sending.record import finish_leased
 from intents.sending.throttle import throttle_key
 from mailboxes import provider
@@ -228,6 +228,7 @@ def intent_begin_attempts(claims: list[Claim]) -> dict[int, Prepared | None]:
     prepared: dict[int, Prepared | None] = {claim.intent_id: None for claim in claims}
     with transaction.atomic():
         locked = _lock_leased(claims)
+        hold_broadcasts(list(locked.values()))
         facts = CheckFacts.load(list(locked.values()))
         started: list[tuple[Locked, Claim, str]] = []
         files: dict[int, tuple[provider.OutgoingAttachment, ...]] = {}

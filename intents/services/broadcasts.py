@@ -123,6 +123,12 @@ def recipient_rows(recipients=None, recipients_csv=None) -> list[tuple[int, obje
     """(row, address, variables) triples from a JSON list (``[{"address", "variables"}]``) or a
     CSV text; BroadcastRowsInvalid when the shape itself is wrong."""
     try:
+        if recipients_csv is not None and recipients is not None:
+            # Reading one and dropping the other would store a list nobody sent as such.
+            raise content.RecipientsInvalid(
+                [content.RowError(0, "recipients", "give recipients or recipients_csv, not both")],
+                1,
+            )
         if recipients_csv is not None:
             if not isinstance(recipients_csv, str):
                 raise content.RecipientsInvalid(

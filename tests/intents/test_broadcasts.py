@@ -2,7 +2,10 @@
 and every recipient, the paged fan-out into one send per recipient, the worker's check against
 the approval, and sending through the sandbox over real HTTP (its ledger is counted)."""
 
+import time
+
 import pytest
+from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from intents import broadcast_content, errors, sending, tasks
@@ -29,7 +32,7 @@ from intents.services.broadcasts import (
 )
 from intents.services.suppressions import suppressions_record
 from tenants.tokens import token_create, token_revoke
-from tests.intents.helpers import counted_lower, drain_sends
+from tests.intents.helpers import blocked_on_a_lock, counted_lower, drain_sends, in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -576,6 +579,54 @@ def test_cancel_leaves_the_rest_unsent_and_journaled(live, settings):
         IntentEvent.objects.filter(intent__in=cancelled, action="intent.cancelled").count()
         == 10 - sent
     )
+
+
+def _lock_waiters() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
+def _until_done_or_waiting(thread, waiters: int, timeout: float = 10) -> None:
+    """Until ``thread`` ends or ``waiters`` sessions wait on a lock: an event, not a sleep."""
+    deadline = time.monotonic() + timeout
+    while thread.is_alive() and _lock_waiters() < waiters and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_a_cancel_committed_during_the_pre_call_check_leaves_no_unrecorded_call(live):
+    """The check had read the broadcast as sending when the cancellation committed; its attempt
+    row came after, and so did the call: a send nobody could count as in flight at the cancel.
+    Now the cancellation waits for the check's attempt rows, or the check sees it."""
+    b = approve(live, create(live, recipients=people(1)))
+    broadcast_run(b.pk)
+    claims = intent_claim(worker="t", limit=5)
+    assert len(claims) == 1
+    worker: list = []
+    cancel: list = []
+
+    def cancel_then_count_attempts() -> int:
+        broadcast_cancel(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver)
+        return SendAttempt.objects.filter(intent__broadcast=b).count()
+
+    with transaction.atomic():
+        # The check reads the broadcast, then waits here to insert its attempt row.
+        table = connection.ops.quote_name(SendAttempt._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(f"LOCK TABLE {table} IN SHARE MODE")
+        sender = in_thread(lambda: execute_claims(claims), worker)
+        assert blocked_on_a_lock(), "the pre-call check never reached its attempt row"
+        canceller = in_thread(cancel_then_count_attempts, cancel)
+        _until_done_or_waiting(canceller, waiters=2)
+    sender.join(30)
+    canceller.join(30)
+    assert not isinstance(worker[0], Exception) and not isinstance(cancel[0], Exception)
+    recorded_before_the_cancel = cancel[0]
+    assert len(ledger_of(live, b)) <= recorded_before_the_cancel
 
 
 def test_a_replies_only_round_never_claims_a_broadcast_send(live):

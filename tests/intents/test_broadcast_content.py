@@ -1,0 +1,43 @@
+"""A broadcast's recipient upload read from hostile input (intents/broadcast_content.py): every
+row is stored as the uploader meant it or refused with a precise error, never silently changed
+before the hash is taken. Found by an outside probe of broadcasts."""
+
+from __future__ import annotations
+
+import pytest
+
+from intents import errors
+from intents.broadcast_content import RecipientsInvalid, clean_recipients, parse_csv
+from intents.services.broadcasts import recipient_rows
+
+
+def cleaned(rows):
+    return clean_recipients(rows, used=set(), in_subject=set(), max_recipients=100)
+
+
+def test_a_csv_row_with_an_unquoted_comma_is_refused_naming_it_not_stored_without_values():
+    text = "address,name\r\nana@example.com,Ana\r\nbo@example.com,Smith, Bo\r\n"
+    with pytest.raises(RecipientsInvalid) as caught:
+        parse_csv(text)
+    assert [(e.row, e.field) for e in caught.value.errors] == [(2, "columns")]
+    assert "3 fields, the header 2" in caught.value.errors[0].message
+
+
+def test_a_csv_header_naming_a_column_twice_is_refused():
+    with pytest.raises(RecipientsInvalid) as caught:
+        parse_csv("address,name,name\nana@example.com,Ana,Bo\n")
+    assert "'name' twice" in caught.value.errors[0].message
+
+
+def test_an_address_with_a_full_width_letter_is_a_duplicate_of_the_plain_one():
+    rows = [(1, "ana@example.com", {}), (2, "\uff21na@example.com", {})]
+    with pytest.raises(RecipientsInvalid) as caught:
+        cleaned(rows)
+    assert [(e.row, e.field) for e in caught.value.errors] == [(2, "address")]
+    assert "ana@example.com on row 1" in caught.value.errors[0].message
+
+
+def test_a_list_and_a_csv_together_are_refused_not_one_of_them_dropped():
+    with pytest.raises(errors.BroadcastRowsInvalid) as caught:
+        recipient_rows(recipients=["ana@example.com"], recipients_csv="address\nbo@example.com\n")
+    assert "not both" in caught.value.rows[0].message
