@@ -109,6 +109,9 @@ SENTENCES = {
     "draft.released": _("%(actor)s released their claim on %(object)s"),
     "draft.assigned": _("%(object)s was assigned automatically"),
     "draft.claim_lapsed": _("The claim on %(object)s lapsed"),
+    "draft.holder_cannot_decide": _(
+        "%(object)s went back to the queue: its holder may no longer decide it"
+    ),
     "draft.sla_warning": _("%(object)s is close to its deadline"),
     "draft.sla_breached": _("%(object)s missed its deadline"),
     "draft.escalated": _("%(object)s was escalated"),

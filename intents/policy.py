@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from email_validator import EmailNotValidError, validate_email
@@ -178,6 +178,20 @@ def can_approve(*, membership, mailbox) -> bool:
     if membership.approve_all_mailboxes:
         return True
     return membership.approve_mailboxes.filter(pk=mailbox.pk).exists()
+
+
+def may_decide_exists(*, tenant: str, user: str, mailbox: str) -> Exists:
+    """``can_approve``'s rule as an EXISTS on the outer query's columns (``tenant``, ``user`` and
+    ``mailbox`` name them), to ask it of many rows at once."""
+    return Exists(
+        Membership.objects.filter(
+            tenant_id=OuterRef(tenant),
+            user_id=OuterRef(user),
+            is_active=True,
+            user__is_active=True,
+            role__in=list(DECIDING_ROLES),
+        ).filter(Q(approve_all_mailboxes=True) | Q(approve_mailboxes=OuterRef(mailbox)))
+    )
 
 
 def approvable_mailbox_ids(membership) -> set[int] | None:

@@ -24,7 +24,10 @@ from intents.sending.sweep import (
 )
 from intents.sending.worker import run_once, worker_id
 from intents.services import draft_expire_due
-from intents.services.assignment import drafts_release_lapsed_claims
+from intents.services.assignment import (
+    drafts_release_lapsed_claims,
+    drafts_release_undecidable_holds,
+)
 from intents.services.deadlines import drafts_escalate_due, drafts_warn_due
 from intents.services.presence import presence_purge
 
@@ -120,6 +123,7 @@ def sweep_once() -> dict[str, int]:
         "intents_expired": intents_expire_not_after(),
         "drafts_expired": draft_expire_due(),
         "claims_lapsed": drafts_release_lapsed_claims(),
+        "holds_released": drafts_release_undecidable_holds(),
         "sla_warned": drafts_warn_due(),
         "sla_breached": drafts_escalate_due(),
         "api_keys_purged": api_idempotency_purge(),

@@ -35,6 +35,7 @@ ACTIONS = {
     "draft.released": pgettext_lazy("draft journal", "released"),
     "draft.assigned": _("assigned"),
     "draft.claim_lapsed": _("claim lapsed"),
+    "draft.holder_cannot_decide": _("released: the holder may no longer decide it"),
     "draft.sla_warning": _("deadline near"),
     "draft.sla_breached": _("deadline passed"),
     "draft.escalated": _("escalated"),

@@ -106,7 +106,8 @@ def require_admin(tenant: Tenant, actor: User) -> Membership:
 @dataclass
 class MemberLocks:
     """The rows ``lock_member_change`` locked: the member acted on, the actor's own membership
-    (None when they have none here) and every active admin of the tenant."""
+    (None when they have none here) and every active admin of the tenant; ``admins`` holds those
+    who can act (their account enabled too)."""
 
     target: Membership
     actor: Membership | None
@@ -140,7 +141,9 @@ def lock_member_change(tenant: Tenant, membership_id: int, actor: User) -> Membe
     return MemberLocks(
         target=target,
         actor=next((m for m in rows if m.user_id == actor.pk), None),
-        admins=[m for m in rows if m.role == Membership.Role.ADMIN and m.is_active],
+        # An admin whose account an operator disabled can act nowhere: counting them let the
+        # last admin who can act demote themselves or leave, and the tenant had none.
+        admins=[m for m in rows if _is_active_admin(m)],
     )
 
 

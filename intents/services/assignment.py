@@ -24,6 +24,7 @@ from intents.policy import (
     active_membership,
     approver_memberships,
     can_approve,
+    may_decide_exists,
     next_in_turn,
     user_may_decide,
 )
@@ -254,6 +255,39 @@ def drafts_release_lapsed_claims(*, batch: int = 500, now=None) -> int:
                     tenant=tenant_id,
                     draft=draft_id,
                     action="draft.claim_lapsed",
+                    actor_kind=IntentEvent.Actor.SWEEP,
+                    from_state=Draft.Status.PENDING,
+                    to_state=Draft.Status.PENDING,
+                    data={"previous_holder": holder},
+                )
+    return released
+
+
+def drafts_release_undecidable_holds(*, batch: int = 500) -> int:
+    """The sweep: drafts held by someone who may no longer decide them (deactivated, made a
+    viewer, stripped of the mailbox's right, account disabled) go back to the queue. A hold
+    handed, assigned or escalated has no expiry: it stayed on that person for good, off the
+    Unassigned view and without a Take button, though nobody could act on it as its holder.
+    Safe on every cluster, as ``drafts_release_lapsed_claims``."""
+    cannot_decide = ~may_decide_exists(tenant="tenant_id", user="assignee_id", mailbox="mailbox_id")
+    released = 0
+    with transaction.atomic():
+        due = list(
+            Draft.objects.select_for_update(skip_locked=True)
+            .filter(cannot_decide, status=Draft.Status.PENDING, assignee__isnull=False)
+            .values_list("pk", "tenant_id", "assignee_id")[:batch]
+        )
+        for draft_id, tenant_id, holder in due:
+            # Guarded again: the holder's rights may be back, or the draft handed on, since.
+            changed = Draft.objects.filter(
+                cannot_decide, pk=draft_id, status=Draft.Status.PENDING, assignee_id=holder
+            ).update(**UNHELD, updated_at=Now())
+            if changed:
+                released += 1
+                journal(
+                    tenant=tenant_id,
+                    draft=draft_id,
+                    action="draft.holder_cannot_decide",
                     actor_kind=IntentEvent.Actor.SWEEP,
                     from_state=Draft.Status.PENDING,
                     to_state=Draft.Status.PENDING,

@@ -80,6 +80,26 @@ def test_role_change_and_last_admin_guard(tenant_a, admin_a, member_of, signed_i
     ]
 
 
+@pytest.mark.parametrize("how", ["demote", "leave"])
+def test_an_admin_whose_account_is_disabled_does_not_count_as_the_other_admin(
+    tenant_a, admin_a, member_of, signed_in, how
+):
+    """Found by an outside probe: the last-admin guard counted an admin whose account an operator
+    disabled (who can act nowhere), so the last admin who could act demoted themselves or left,
+    and the tenant had no admin."""
+    disabled = member_of(tenant_a, "admin")
+    User.objects.filter(pk=disabled.user_id).update(is_active=False)
+    client = signed_in(admin_a.user)
+    if how == "demote":
+        url = reverse("admin_member_role", args=[tenant_a.slug, admin_a.pk])
+        client.post(url, {"role": "viewer"})
+    else:
+        url = reverse("admin_member_deactivate", args=[tenant_a.slug, admin_a.pk])
+        client.post(url)
+    assert Membership.objects.filter(pk=admin_a.pk, role="admin", is_active=True).exists()
+    assert not AuditEvent.objects.filter(tenant=tenant_a).exists()
+
+
 def test_mailbox_rights_are_saved_and_audited(tenant_a, admin_a, member_of, mailbox_a, signed_in):
     approver = member_of(tenant_a, "approver")
     client = signed_in(admin_a.user)

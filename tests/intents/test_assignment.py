@@ -10,8 +10,13 @@ from django.utils import timezone
 
 from intents import errors, services
 from intents.models import Draft, IntentEvent
-from intents.services.assignment import CLAIM_DURATION, drafts_release_lapsed_claims
+from intents.services.assignment import (
+    CLAIM_DURATION,
+    drafts_release_lapsed_claims,
+    drafts_release_undecidable_holds,
+)
 from mailboxes.models import Mailbox
+from tenants.models import User
 from tests.factories import make_local_mailbox
 from tests.intents.helpers import run_concurrently
 
@@ -276,6 +281,49 @@ def test_a_holder_who_may_no_longer_decide_holds_nothing(
     assert taken.assignee == approver
     [event] = _events(draft, "draft.taken")
     assert event.data == {"holder": approver.pk, "previous_holder": holder.user_id}
+
+
+@pytest.mark.parametrize(
+    "change", ["deactivated", "made a viewer", "lost the mailbox right", "account disabled"]
+)
+def test_the_sweep_gives_back_a_hold_whose_holder_may_no_longer_decide(
+    tenant_a, new_draft, local_mailbox, member_of, change
+):
+    """Found by an outside probe: a handed (or assigned, or escalated) hold never lapses, so a
+    draft held by a member later deactivated or demoted stayed theirs for good: off the
+    Unassigned view, and offered to nobody to take. Colleagues who still may decide keep
+    theirs: one with every mailbox, one restricted to this mailbox."""
+    admin = member_of(tenant_a, "admin").user
+    gone = member_of(tenant_a, "approver")
+    every = member_of(tenant_a, "approver")
+    kept = member_of(tenant_a, "approver", approve_all_mailboxes=False)
+    kept.approve_mailboxes.set([local_mailbox])
+    drafts = {}
+    for member in (gone, every, kept):
+        drafts[member.pk] = new_draft()
+        services.draft_hand(
+            tenant=tenant_a, draft_id=drafts[member.pk].pk, to_user=member.user, actor=admin
+        )
+    if change == "deactivated":
+        gone.is_active = False
+    elif change == "made a viewer":
+        gone.role = "viewer"
+    elif change == "lost the mailbox right":
+        gone.approve_all_mailboxes = False
+    gone.save()
+    if change == "account disabled":
+        User.objects.filter(pk=gone.user_id).update(is_active=False)
+
+    assert drafts_release_undecidable_holds() == 1
+    assert drafts_release_undecidable_holds() == 0
+
+    released = Draft.objects.get(pk=drafts[gone.pk].pk)
+    assert (released.assignee, released.assigned_how) == (None, "")
+    for member in (every, kept):
+        assert Draft.objects.get(pk=drafts[member.pk].pk).assignee == member.user
+    [event] = _events(released, "draft.holder_cannot_decide")
+    assert event.actor_kind == IntentEvent.Actor.SWEEP
+    assert event.data == {"previous_holder": gone.user_id}
 
 
 def test_a_holder_made_a_viewer_does_not_keep_the_claim_alive_by_opening_the_draft(
