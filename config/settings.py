@@ -396,6 +396,9 @@ ATTACHMENT_MAX_DRAFT_BYTES = env_int(
     "ATTACHMENT_MAX_DRAFT_BYTES", 3 * 1024 * 1024, low=1, high=3 * 1024 * 1024
 )
 ATTACHMENT_MAX_FILES = env_int("ATTACHMENT_MAX_FILES", 10, low=0)
+# How long the reviewer's preview of a PDF may take to draw (review.previews, in a child process
+# that is killed past it): a few kilobytes of PDF can ask PDFium for minutes of drawing.
+ATTACHMENT_PREVIEW_SECONDS = 5
 # What one tenant may hold in attachment bytes in all (README "Attachments": each stored file
 # once, until retention drops it). At least one draft's worth: a smaller figure is a unit mistake.
 TENANT_ATTACHMENT_STORAGE_BYTES = env_int(

@@ -209,6 +209,11 @@ REFUSED_TYPES = frozenset(
         "application/x-ms-shortcut",
     }
 )
+# Names Windows reserves for devices, with any extension: "NUL.txt" cannot be saved as a file.
+WINDOWS_DEVICE_NAMES = frozenset(
+    ["CON", "PRN", "AUX", "NUL"]
+    + [f"{port}{n}" for port in ("COM", "LPT") for n in [*range(10), "¹", "²", "³"]]
+)
 CONTENT_TYPE_RE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
 # First bytes of programs: Windows PE/DOS (MZ), ELF, Mach-O (both byte orders, 32/64 bit, fat),
 # Java class files share CAFEBABE with fat Mach-O; "#!" starts any Unix script.
@@ -288,8 +293,13 @@ def _name_problem(name: str) -> str | None:
         return "a filename is required."
     if len(name) > MAX_FILENAME:
         return f"the filename is longer than {MAX_FILENAME} characters."
-    if "/" in name or "\\" in name:
-        return "the filename must not contain path separators."
+    # ":" as well: Windows reads "invoice.exe::$DATA" (or "invoice.exe:x.pdf") as a stream of
+    # "invoice.exe", so a file saved under that name is a program the extension check let pass,
+    # the same trick as the trailing dot refused below.
+    if "/" in name or "\\" in name or ":" in name:
+        return "the filename must not contain path separators (/, \\ or :)."
+    if name.split(".", 1)[0].strip().upper() in WINDOWS_DEVICE_NAMES:
+        return "the filename must not be a Windows device name (CON, NUL, COM1 and the like)."
     for char in name:
         category = unicodedata.category(char)
         # Cc: NUL and every control character; Cf: invisible format characters such as the

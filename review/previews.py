@@ -8,7 +8,11 @@ A file's bytes come from a customer or an agent and are hostile until shown othe
 from __future__ import annotations
 
 import io
-import threading
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
 
 # Raster formats browsers decode without running anything, by their first bytes; the
 # Content-Type of a preview is the one named here, whatever the file claimed to be. SVG is not
@@ -27,8 +31,12 @@ PREVIEW_WIDTH = 800
 MAX_PREVIEW_HEIGHT = 3 * PREVIEW_WIDTH
 MAX_PAGE_POINTS = 14_400 * 14_400
 
-# PDFium is not thread-safe: one render at a time per process.
-_pdfium_lock = threading.Lock()
+# The child that renders a PDF (``_render_child``): run from the project's root, with at most this
+# much memory (the parent's deadline bounds its time; the CPU limit is a backstop if the parent
+# is gone).
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+RENDER_MEMORY_BYTES = 1024**3
+DEFAULT_RENDER_SECONDS = 5.0
 
 
 def raster_type(data: bytes) -> str | None:
@@ -60,33 +68,74 @@ class PreviewFailed(Exception):
     pass
 
 
-def pdf_first_page_png(data: bytes) -> bytes:
+def pdf_first_page_png(data: bytes, *, seconds: float = DEFAULT_RENDER_SECONDS) -> bytes:
     """The first page of a PDF as PNG bytes, PREVIEW_WIDTH pixels wide; PreviewFailed when the
-    file is not a PDF PDFium can open, has no page, or declares an absurd page size."""
-    import pypdfium2 as pdfium  # imported on first use: the web process only needs it here
+    file is not a PDF PDFium can open, has no page, declares an absurd page size, or takes longer
+    than ``seconds`` to draw.
 
-    with _pdfium_lock:
-        try:
-            document = pdfium.PdfDocument(data)
-        except pdfium.PdfiumError as exc:
-            raise PreviewFailed(str(exc)) from None
-        try:
-            if len(document) < 1:
-                raise PreviewFailed("no pages")
-            page = document[0]
-            width, height = page.get_size()
-            if width <= 0 or height <= 0 or width * height > MAX_PAGE_POINTS:
-                raise PreviewFailed("page size out of range")
-            scale = PREVIEW_WIDTH / width
-            # A page far taller than wide (a 300-byte PDF can declare 100 x 125,000 points) would
-            # be a bitmap of gigabytes at this width: only its top is drawn.
-            hidden = max(0.0, height - MAX_PREVIEW_HEIGHT / scale)
-            bitmap = page.render(scale=scale, crop=(0, hidden, 0, 0), may_draw_forms=False)
-            image = bitmap.to_pil()
-            out = io.BytesIO()
-            image.save(out, format="PNG")
-            return out.getvalue()
-        except (pdfium.PdfiumError, MemoryError) as exc:
-            raise PreviewFailed(type(exc).__name__) from None
-        finally:
-            document.close()
+    PDFium runs in a child process that is killed at the deadline: drawing cannot be stopped
+    from outside in-process, and a page of 100,000 strokes is 5 KB of compressed PDF that took
+    10 s to draw (a million, 44 KB: 110 s), holding a web worker (and, under the lock PDFium
+    needs in one process, every other preview) each time a reviewer opened the draft."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "review.previews"],
+            input=data,
+            capture_output=True,
+            timeout=seconds,
+            cwd=PROJECT_ROOT,
+            env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(PROJECT_ROOT)},
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise PreviewFailed(f"drawing took longer than {seconds} s") from None
+    if done.returncode != 0 or not done.stdout.startswith(b"\x89PNG"):
+        raise PreviewFailed(done.stderr.decode("utf-8", "replace")[-200:] or "render failed")
+    return done.stdout
+
+
+def _render(data: bytes) -> bytes:
+    """PDFium's drawing of the first page (in the child process)."""
+    import pypdfium2 as pdfium
+
+    try:
+        document = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        raise PreviewFailed(str(exc)) from None
+    try:
+        if len(document) < 1:
+            raise PreviewFailed("no pages")
+        page = document[0]
+        width, height = page.get_size()
+        if width <= 0 or height <= 0 or width * height > MAX_PAGE_POINTS:
+            raise PreviewFailed("page size out of range")
+        scale = PREVIEW_WIDTH / width
+        # A page far taller than wide (a 300-byte PDF can declare 100 x 125,000 points) would
+        # be a bitmap of gigabytes at this width: only its top is drawn.
+        hidden = max(0.0, height - MAX_PREVIEW_HEIGHT / scale)
+        bitmap = page.render(scale=scale, crop=(0, hidden, 0, 0), may_draw_forms=False)
+        image = bitmap.to_pil()
+        out = io.BytesIO()
+        image.save(out, format="PNG")
+        return out.getvalue()
+    except (pdfium.PdfiumError, MemoryError) as exc:
+        raise PreviewFailed(type(exc).__name__) from None
+    finally:
+        document.close()
+
+
+def _render_child() -> int:
+    """``python -m review.previews``: a PDF on stdin, its first page as PNG on stdout."""
+    resource.setrlimit(resource.RLIMIT_AS, (RENDER_MEMORY_BYTES, RENDER_MEMORY_BYTES))
+    resource.setrlimit(resource.RLIMIT_CPU, (60, 60))
+    try:
+        png = _render(sys.stdin.buffer.read())
+    except PreviewFailed as exc:
+        sys.stderr.write(str(exc))
+        return 1
+    sys.stdout.buffer.write(png)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_render_child())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.core.cache import cache
 from django.http import Http404, HttpResponse
 from django.utils.http import content_disposition_header
@@ -31,6 +32,7 @@ from tenants.access import TenantRequest, tenant_view
 log = logging.getLogger(__name__)
 
 PREVIEW_CACHE_SECONDS = 24 * 3600
+FAILED_PREVIEW_CACHE_SECONDS = 3600
 LOCKED_DOWN = "sandbox; default-src 'none'"
 
 
@@ -91,12 +93,20 @@ def attachment_download(request: TenantRequest, draft_id: int, attachment_id: in
 
 def _pdf_preview(attachment: DraftAttachment, data: bytes) -> bytes:
     """The PDF's first page as PNG, cached per tenant and digest: rendering takes about 0.2 s and
-    the bytes of a digest never change."""
+    the bytes of a digest never change. A failure is remembered too (as empty bytes, for less
+    long): a PDF built to take the whole deadline to draw would otherwise take it again, and a
+    web worker with it, each time the draft's page is opened."""
     key = preview_cache_key(attachment.tenant_id, attachment.sha256)
     png = cache.get(key)
     if png is None:
-        png = pdf_first_page_png(data)
+        try:
+            png = pdf_first_page_png(data, seconds=settings.ATTACHMENT_PREVIEW_SECONDS)
+        except PreviewFailed:
+            cache.set(key, b"", timeout=FAILED_PREVIEW_CACHE_SECONDS)
+            raise
         cache.set(key, png, timeout=PREVIEW_CACHE_SECONDS)
+    if not png:
+        raise PreviewFailed("an earlier rendering failed")
     return png
 
 

@@ -5,14 +5,17 @@ tenant-checked view; approval through the real view covers the files."""
 from __future__ import annotations
 
 import io
+import zlib
 
 import pypdfium2 as pdfium
 import pytest
+from django.core.cache import cache
 from django.urls import reverse
 from PIL import Image
 
 from intents import services
 from intents.attachments import Upload
+from intents.blobs import preview_cache_key
 from intents.models import DraftAttachment, DraftVersion, SendIntent
 from review.previews import MAX_PREVIEW_HEIGHT, PREVIEW_WIDTH, pdf_first_page_png
 
@@ -196,20 +199,42 @@ def test_approving_through_the_view_after_a_file_changed_is_refused(
 
 def _tall_pdf(width: int, height: int) -> bytes:
     """A one-page PDF of that page size, written by hand: 300-odd bytes whatever the size."""
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] >>" % (width, height),
-    ]
+    return _hand_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] >>" % (width, height),
+        ]
+    )
+
+
+def _slow_pdf(strokes: int) -> bytes:
+    """A one-page PDF whose page draws ``strokes`` diagonal lines: compressed, a few bytes each."""
+    drawing = zlib.compress(b"0 0 m 595 842 l S\n" * strokes, 9)
+    return _hand_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents 4 0 R >>",
+            b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream"
+            % (len(drawing), drawing),
+        ]
+    )
+
+
+def _hand_pdf(objects: list[bytes]) -> bytes:
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, start=1):
         offsets.append(len(out))
         out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
     xref = len(out)
-    out += b"xref\n0 4\n0000000000 65535 f \n"
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size 4 /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % xref
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
     return bytes(out)
 
 
@@ -227,3 +252,25 @@ def test_an_ordinary_page_previews_whole():
 
     width, height = Image.open(io.BytesIO(png)).size
     assert abs(width - PREVIEW_WIDTH) <= 1 and abs(height - 842 * PREVIEW_WIDTH / 595) <= 1
+
+
+def test_a_pdf_that_takes_too_long_to_draw_gets_no_preview_and_is_not_drawn_again(
+    tenant_a, admin_a, signed_in, make_draft, mailbox_a, settings
+):
+    """300,000 strokes: 13 KB of PDF that PDFium drew for about 30 s, holding a web worker
+    (and, behind the lock PDFium needs, every other preview of the process) each time a
+    reviewer opened the draft. Past the deadline the child process drawing it is killed, and
+    the failure is remembered so that the next page view does not start it again."""
+    settings.ATTACHMENT_PREVIEW_SECONDS = 1
+    draft = make_draft(
+        mailbox_a, attachments=[Upload("slow.pdf", "application/pdf", _slow_pdf(300_000))]
+    )
+    slow = _file(draft, "slow.pdf")
+    client = signed_in(admin_a.user)
+
+    first = client.get(_url("attachment_preview", tenant_a, draft, slow))
+    again = client.get(_url("attachment_preview", tenant_a, draft, slow))
+
+    assert first.status_code == 404
+    assert again.status_code == 404
+    assert cache.get(preview_cache_key(tenant_a.pk, slow.sha256)) == b""
