@@ -26,6 +26,24 @@ def isolated(value) -> str:
 
 
 @register.filter
+def isolated_text(value) -> str:
+    """Text an outsider chose, for plain text where no ``<bdi>`` can go (a page's ``<title>``):
+    between U+2068 FIRST STRONG ISOLATE and U+2069 POP DIRECTIONAL ISOLATE, so a right-to-left
+    override in a subject cannot reverse the rest of the browser tab's title.
+
+    The text's own isolate controls are dropped first: a U+2069 of its own would close this
+    isolate early, letting an override after it run on past the end, and an isolate it opened
+    would take the closing U+2069 for itself. Its overrides and embeddings stay, as on the page:
+    the closing U+2069 ends them (UAX #9, rule X6a)."""
+    text = "".join(char for char in str(value or "") if char not in _ISOLATE_CONTROLS)
+    return f"\u2068{text}\u2069"
+
+
+# LRI, RLI, FSI, PDI.
+_ISOLATE_CONTROLS = frozenset("\u2066\u2067\u2068\u2069")
+
+
+@register.filter
 def sender(value) -> str:
     """A customer message's sender: the display name bidi-isolated on its own, the address apart
     in its own isolate with its invisible characters shown as code points.

@@ -72,3 +72,23 @@ def test_a_state_change_reloads_the_whole_send_page_so_actions_are_never_stale(
     assert unchanged.status_code == 200 and "HX-Refresh" not in unchanged
     assert moved.status_code == 204 and moved["HX-Refresh"] == "true"
     assert "Cancel the send" not in client.get(url).content.decode()
+
+
+@pytest.mark.parametrize(
+    ("subject", "title"),
+    [
+        ("\u202eevil", "\u2068\u202eevil\u2069"),
+        # Its own U+2069 would close the isolate early and let the override run on.
+        ("\u2069\u202eevil", "\u2068\u202eevil\u2069"),
+    ],
+)
+def test_an_override_in_a_subject_cannot_reverse_the_rest_of_the_tabs_title(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in, subject, title
+):
+    """Found by an outside probe: the subject went into <title> as it was, so a right-to-left
+    override in it reversed "Draft 7 · Countersign" after it in the browser tab."""
+    draft = make_draft(mailbox_a, subject=subject)
+
+    page = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk]))
+
+    assert f"<title>{title} · Draft {draft.pk} · Countersign</title>" in page.content.decode()
