@@ -26,6 +26,22 @@ def _escalation_members(tenant) -> list[Membership]:
     )
 
 
+def _lapsed_escalation_target(tenant):
+    """The member the escalation rule names, when they can no longer take escalations (not an
+    active admin or approver): the sweep passes them over for the admins, and the form, which
+    offers only those who can, would otherwise show "Nobody" as if no one were named."""
+    if tenant.escalate_to_id is None:
+        return None
+    able = Membership.objects.filter(
+        tenant=tenant,
+        user_id=tenant.escalate_to_id,
+        is_active=True,
+        user__is_active=True,
+        role__in=policies.ESCALATION_ROLES,
+    )
+    return None if able.exists() else tenant.escalate_to
+
+
 def deadlines_form(tenant, data=None) -> DeadlinesForm:
     initial = {
         "sla_minutes": tenant.sla_minutes,
@@ -77,6 +93,7 @@ def policies_page(
             "conflict": conflict,
             "domains_conflict": domains_conflict,
             "deadlines_conflict": deadlines_conflict,
+            "lapsed_escalation_target": _lapsed_escalation_target(tenant),
         },
         status=status,
     )

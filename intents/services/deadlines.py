@@ -28,7 +28,7 @@ from intents.policy import (
     can_approve,
     next_in_turn,
 )
-from tenants.models import Tenant
+from tenants.models import Membership, Tenant
 
 log = logging.getLogger("intents.services")
 
@@ -94,17 +94,17 @@ def _warn(draft: Draft, now: datetime) -> bool:
 def _escalation_target(tenant: Tenant, draft: Draft, picked: dict[int, int]):
     """Whom the tenant's rule sends this breached draft to (a user), or None: no rule, or nobody
     the rule names may review this mailbox now. A named member gets it even when away (the
-    tenant named them); a role goes round-robin among its present members."""
-    if tenant.escalate_to_id:
-        membership = active_membership(tenant=tenant, user=tenant.escalate_to)
-        if can_approve(membership=membership, mailbox=draft.mailbox):
-            return tenant.escalate_to
+    tenant named them); a role goes round-robin among its present members.
+
+    A named member who can no longer decide this draft (deactivated, made a viewer, without this
+    mailbox's right) is passed over for the tenant's admins, round-robin: the draft went to
+    nobody, and nothing but the journal said so (the policies page now says it too)."""
+    if tenant.escalate_to_id and _named_may_decide(tenant, draft):
+        return tenant.escalate_to
+    role = Membership.Role.ADMIN if tenant.escalate_to_id else tenant.escalate_to_role
+    if not role:
         return None
-    if not tenant.escalate_to_role:
-        return None
-    candidates = approver_memberships(
-        mailbox=draft.mailbox, role=tenant.escalate_to_role, present_only=True
-    )
+    candidates = approver_memberships(mailbox=draft.mailbox, role=role, present_only=True)
     # Within one sweep every escalation has the same time, and drafts go by due time, not id:
     # the sweep's own last pick says whose turn it is (reading it back by escalated_at and id
     # gave one approver two of three drafts and another none).
@@ -119,6 +119,17 @@ def _escalation_target(tenant: Tenant, draft: Draft, picked: dict[int, int]):
         return None
     picked[tenant.pk] = chosen.user_id
     return chosen.user
+
+
+def _named_may_decide(tenant: Tenant, draft: Draft) -> bool:
+    membership = active_membership(tenant=tenant, user=tenant.escalate_to)
+    return can_approve(membership=membership, mailbox=draft.mailbox)
+
+
+def _passed_over(tenant: Tenant, target) -> int | None:
+    """The member the rule names, when the draft did not go to them."""
+    named = tenant.escalate_to_id
+    return named if named and (target is None or target.pk != named) else None
 
 
 def _has_rule(tenant: Tenant) -> bool:
@@ -185,8 +196,20 @@ def _breach(
     due_at = draft.sla_due_at.isoformat() if draft.sla_due_at else None
     _sweep_journal(draft, "draft.sla_breached", {"due_at": due_at, "holder": draft.assignee_id})
     if _has_rule(tenant):
-        reason = "" if target else "nobody the escalation rule names may review this mailbox"
-        data = {"to": target.pk if target else None, "previous_holder": draft.assignee_id}
-        _sweep_journal(draft, "draft.escalated", data, reason)
+        _journal_escalation(tenant, draft, target)
     log.info("intents.draft.sla_breached", extra={"tenant_id": tenant.pk, "draft_id": draft.pk})
     return True
+
+
+def _journal_escalation(tenant: Tenant, draft: Draft, target) -> None:
+    passed_over = _passed_over(tenant, target)
+    if target is None:
+        reason = "nobody the escalation rule names may review this mailbox"
+    elif passed_over:
+        reason = "the member the escalation rule names can no longer decide it: to an admin"
+    else:
+        reason = ""
+    data = {"to": target.pk if target else None, "previous_holder": draft.assignee_id}
+    if passed_over:
+        data["passed_over"] = passed_over
+    _sweep_journal(draft, "draft.escalated", data, reason)

@@ -111,3 +111,35 @@ def test_admin_marks_a_member_away_and_back(tenant_a, admin_a, member_of, client
     client.post(url, {"away": ""})
     member.refresh_from_db()
     assert not member.is_away
+
+
+@pytest.mark.parametrize("lapse", [{"is_active": False}, {"role": "viewer"}], ids=str)
+def test_the_policies_page_says_when_the_named_target_can_no_longer_take_escalations(
+    tenant_a, admin_a, member_of, client, lapse
+):
+    """Found by an outside probe: the member deactivated or made a viewer, the form offered only
+    those who can decide and so showed "Nobody", while escalations went to no one."""
+    lead = member_of(tenant_a, "approver", user__full_name="Lee \u202eLead").user
+    Tenant.objects.filter(pk=tenant_a.pk).update(sla_minutes=60, escalate_to=lead)
+    lead.memberships.filter(tenant=tenant_a).update(**lapse)
+    client.force_login(admin_a.user)
+
+    page = client.get(reverse("admin_policies", args=[tenant_a.slug])).content.decode()
+
+    assert (
+        '<p class="error" role="alert" data-escalation-lapsed><bdi>Lee \u202eLead</bdi>, named to '
+        "take escalations, can no longer decide drafts: escalations go to the admins, "
+        "round-robin, until you choose someone else.</p>"
+    ) in page
+
+
+def test_the_policies_page_says_nothing_while_the_named_target_can_decide(
+    tenant_a, admin_a, member_of, client
+):
+    lead = member_of(tenant_a, "approver").user
+    Tenant.objects.filter(pk=tenant_a.pk).update(sla_minutes=60, escalate_to=lead)
+    client.force_login(admin_a.user)
+
+    page = client.get(reverse("admin_policies", args=[tenant_a.slug])).content.decode()
+
+    assert "data-escalation-lapsed" not in page

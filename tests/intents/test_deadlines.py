@@ -197,6 +197,29 @@ def test_an_escalation_target_without_the_right_leaves_it_unassigned(
     assert "nobody the escalation rule names" in event.reason
 
 
+@pytest.mark.parametrize(
+    "lapse",
+    [{"is_active": False}, {"role": "viewer"}, {"approve_all_mailboxes": False}],
+    ids=["deactivated", "made a viewer", "without the mailbox's right"],
+)
+def test_a_named_target_who_can_no_longer_decide_is_passed_over_for_an_admin(
+    tenant_a, new_draft, escalation_member, member_of, lapse
+):
+    """Found by an outside probe: the named member deactivated or stripped of the right, each
+    breached draft was marked escalated and went to nobody."""
+    _set(tenant_a, sla_minutes=5, escalate_to=escalation_member)
+    admin = member_of(tenant_a, "admin").user
+    escalation_member.memberships.filter(tenant=tenant_a).update(**lapse)
+    draft = new_draft()
+    with time_machine.travel(timezone.now() + timedelta(minutes=6), tick=False):
+        sweep_once()
+    draft.refresh_from_db()
+    event = IntentEvent.objects.get(draft=draft, action="draft.escalated")
+    assert (draft.assignee, draft.assigned_how, draft.escalated_to) == (admin, "escalated", admin)
+    assert event.data["passed_over"] == escalation_member.pk
+    assert "can no longer decide it" in event.reason
+
+
 @pytest.mark.django_db(transaction=True)
 def test_many_sweeps_at_once_warn_and_escalate_each_draft_once(
     tenant_a, new_draft, escalation_member
