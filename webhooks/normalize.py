@@ -3,7 +3,8 @@
 Tolerant of the documented variations: ``from`` as a string or ``from_`` as a list, recipients as
 strings (with or without a display name) or as ``{"address", "status"}`` objects, the event object
 under its documented key or flattened into the payload, timestamps as ISO strings or epoch
-seconds. Unknown event types are kept (kind ``other``) and ignored by the applier.
+seconds; and of a sender as an ``{"address", "name"}`` object. Unknown event types are kept (kind
+``other``) and ignored by the applier.
 
 NUL and unpaired UTF-16 surrogates (``\\u0000``, ``\\ud800``) become U+FFFD REPLACEMENT CHARACTER in
 every string and key, before anything else, and the ledger payload records how many
@@ -283,7 +284,7 @@ def _inbound(message: dict) -> Inbound:
     if not preview:
         preview = _text(message.get("text"))
     return Inbound(
-        sender=bounded_sender(_text(sender)),
+        sender=bounded_sender(_sender_text(sender)),
         # Not stripped: AgentMail builds a reply's subject from the subject as it is ("Re: " and
         # the leading spaces), and the draft's approved subject must be that one.
         subject=_raw_text(message.get("subject"))[:SUBJECT_KEPT],
@@ -293,6 +294,20 @@ def _inbound(message: dict) -> Inbound:
         in_reply_to=_text(message.get("in_reply_to"))[:998],
         subject_replaced=message.get(SUBJECT_REPLACED) is True,
     )
+
+
+def _sender_text(value: Any) -> str:
+    """The sender as stored: the string as given, or for an object ``{"address", "name"}`` (not
+    what AgentMail documents, which is a string; it was stored empty) "name <address>", or the
+    address alone. Only a bare address is taken from an object: one like ``a@x.test> <boss@y.test``
+    would end the built sender with an address of the sender's choosing, which is the address
+    the review page shows and ``review.queries.on_thread`` matches."""
+    if not isinstance(value, dict):
+        return _text(value)
+    address, name = _text(value.get("address") or value.get("email")), _text(value.get("name"))
+    if not _BARE_ADDRESS.fullmatch(address):
+        return ""
+    return f"{name} <{address}>" if name else address
 
 
 def _minimal_received(payload: dict, message: dict, thread: dict) -> dict:

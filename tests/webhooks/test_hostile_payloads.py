@@ -312,3 +312,29 @@ def test_a_reply_to_a_subject_stored_with_replaced_characters_is_refused(
     assert normalize(stored).inbound.subject_replaced is True
     assert answered.versions.get().subject == "Re: Caf\ufffd order"
     assert Draft.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("sender", "stored"),
+    [
+        ({"address": "Jane@Customer.test", "name": "Jane Doe"}, "Jane Doe <Jane@Customer.test>"),
+        ({"address": "jane@customer.test"}, "jane@customer.test"),
+        # An address that would close the brackets early names nobody: the built sender would
+        # have ended with an address of the sender's choosing.
+        ({"address": "jane@customer.test> <boss@acme.test", "name": "Boss"}, ""),
+        ({"name": "Boss"}, ""),
+    ],
+    ids=["name and address", "address", "brackets in the address", "no address"],
+)
+def test_a_sender_given_as_an_object_is_stored_as_name_and_address(
+    client, hook, mailbox, sender, stored
+):
+    """Found by an outside probe: AgentMail documents ``from`` as a string, and a sender given as
+    an object was stored empty, so the reviewer saw no one and the thread matched no recipient."""
+    payload = received_payload(mailbox, thread_id="thr_1", sender=sender)
+
+    response = hook.post(client, payload)
+
+    assert response.status_code == 200
+    assert WebhookEvent.objects.get().state == "applied"
+    assert InboundMessage.objects.get().sender == stored
