@@ -200,7 +200,7 @@ if DATABASE_URL is None:
     from config.dbserver import database_url
 
     DATABASE_URL = database_url()
-_conn_max_age = env_int("DB_CONN_MAX_AGE", 60)
+_conn_max_age = env_int("DB_CONN_MAX_AGE", 60, low=0)
 try:
     _database = dj_database_url.parse(DATABASE_URL, conn_max_age=_conn_max_age)
 except ValueError:
@@ -281,9 +281,7 @@ SIGNIN_FAILED_ACCOUNTS_PER_MINUTE = env_int("SIGNIN_FAILED_ACCOUNTS_PER_MINUTE",
 # directly). The throttle, the sessions page and sign-in audit rows then see each client's own
 # address, not the proxy's (tenants.signin_audit.request_client_ip). AXES_PROXY_COUNT is its old
 # name, still read.
-TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", env_int("AXES_PROXY_COUNT", 0))
-if TRUSTED_PROXY_COUNT < 0:
-    raise ImproperlyConfigured("TRUSTED_PROXY_COUNT must be 0 or more.")
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", env_int("AXES_PROXY_COUNT", 0, low=0), low=0)
 AXES_CLIENT_IP_CALLABLE = "tenants.signin_audit.request_client_ip"
 AXES_VERBOSE = False
 # Second factors (tenants.two_factor): after n wrong codes in a row, wait 2**(n-1) x this many
@@ -321,7 +319,7 @@ SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
 # Load balancers probe these on the process's own plain-HTTP port, with no X-Forwarded-Proto: a
 # redirect to https there read as a host that is down. They carry nothing secret.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
-SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000 if PRODUCTION else 0)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000 if PRODUCTION else 0, low=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = PRODUCTION
 SECURE_HSTS_PRELOAD = PRODUCTION
 SECURE_REFERRER_POLICY = "same-origin"
@@ -352,17 +350,25 @@ AGENTMAIL_CONNECT_TIMEOUT = env_float("AGENTMAIL_CONNECT_TIMEOUT", 3, low=0.001)
 AGENTMAIL_READ_TIMEOUT = env_float("AGENTMAIL_READ_TIMEOUT", 15, low=0.001)
 AGENTMAIL_POOL_TIMEOUT = env_float("AGENTMAIL_POOL_TIMEOUT", 5, low=0.001)
 # Reconciling by label lists an inbox's messages since the first attempt when the labelled query
-# finds nothing: that many pages (of up to 100, the API's cap) and seconds at most.
+# finds nothing: that many pages (of up to 100, the API's cap) and seconds at most. 0 pages (or
+# no time) would turn the scan off: every such lookup "incomplete", each intent left to a person.
 AGENTMAIL_LOOKUP_PAGE_SIZE = env_int("AGENTMAIL_LOOKUP_PAGE_SIZE", 100, low=1, high=100)
-AGENTMAIL_LOOKUP_SCAN_PAGES = env_int("AGENTMAIL_LOOKUP_SCAN_PAGES", 20)
-AGENTMAIL_LOOKUP_SCAN_SECONDS = env_float("AGENTMAIL_LOOKUP_SCAN_SECONDS", 30)
+AGENTMAIL_LOOKUP_SCAN_PAGES = env_int("AGENTMAIL_LOOKUP_SCAN_PAGES", 20, low=1)
+AGENTMAIL_LOOKUP_SCAN_SECONDS = env_float("AGENTMAIL_LOOKUP_SCAN_SECONDS", 30, low=1)
 # The webhook backfill (webhooks.services.backfill): sends accepted this long ago with no delivery
 # yet, and inbound mail since the last recorded, are looked up; bounded per key and per run.
-WEBHOOK_BACKFILL_AFTER_SECONDS = env_float("WEBHOOK_BACKFILL_AFTER_SECONDS", 600)
-WEBHOOK_BACKFILL_MAX_AGE_HOURS = env_float("WEBHOOK_BACKFILL_MAX_AGE_HOURS", 48)
-WEBHOOK_BACKFILL_CALLS_PER_KEY = env_int("WEBHOOK_BACKFILL_CALLS_PER_KEY", 20)
-WEBHOOK_BACKFILL_CALLS_PER_SECOND = env_float("WEBHOOK_BACKFILL_CALLS_PER_SECOND", 5)
-WEBHOOK_BACKFILL_MAX_CALLS = env_int("WEBHOOK_BACKFILL_MAX_CALLS", 500)
+# A budget of 0 calls, or a window no send fits in (its age at most its delay), would turn the
+# backfill off without a word; a pace of 0 is documented as unpaced.
+WEBHOOK_BACKFILL_AFTER_SECONDS = env_float("WEBHOOK_BACKFILL_AFTER_SECONDS", 600, low=0)
+WEBHOOK_BACKFILL_MAX_AGE_HOURS = env_float("WEBHOOK_BACKFILL_MAX_AGE_HOURS", 48, low=1)
+WEBHOOK_BACKFILL_CALLS_PER_KEY = env_int("WEBHOOK_BACKFILL_CALLS_PER_KEY", 20, low=1)
+WEBHOOK_BACKFILL_CALLS_PER_SECOND = env_float("WEBHOOK_BACKFILL_CALLS_PER_SECOND", 5, low=0)
+WEBHOOK_BACKFILL_MAX_CALLS = env_int("WEBHOOK_BACKFILL_MAX_CALLS", 500, low=1)
+if WEBHOOK_BACKFILL_MAX_AGE_HOURS * 3600 <= WEBHOOK_BACKFILL_AFTER_SECONDS:
+    raise ImproperlyConfigured(
+        "WEBHOOK_BACKFILL_MAX_AGE_HOURS must be more than WEBHOOK_BACKFILL_AFTER_SECONDS "
+        f"({WEBHOOK_BACKFILL_AFTER_SECONDS:g} s), got {WEBHOOK_BACKFILL_MAX_AGE_HOURS:g} hours"
+    )
 # The receiver wakes a django-q2 applier task on its commit (at most one per web process every
 # 50 ms). Set it off where a dedicated `manage.py webhooks_apply` runs (DEPLOYMENT.md): that loop
 # looks every 0.1 s, and the wake-ups would only be tasks enqueued for nothing.

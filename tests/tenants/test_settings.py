@@ -25,7 +25,7 @@ def run_manage(*args, env):
     return run_python("manage.py", *args, env=env)
 
 
-def run_python(*args, env):
+def clean_env(env):
     # A clean production environment: nothing the test session set for itself (browser tests lift
     # Django's async guard for the session, which check --deploy rightly refuses).
     base = {
@@ -33,10 +33,14 @@ def run_python(*args, env):
         for k, v in os.environ.items()
         if k not in PRODUCTION_ENV and k != "DJANGO_ALLOW_ASYNC_UNSAFE"
     }
+    return {**base, **env}
+
+
+def run_python(*args, env):
     return subprocess.run(
         [sys.executable, *args],
         cwd=ROOT,
-        env={**base, **env},
+        env=clean_env(env),
         capture_output=True,
         text=True,
         timeout=120,
@@ -68,7 +72,7 @@ def test_production_refuses_a_negative_proxy_count():
     env = {**PRODUCTION_ENV, "DATABASE_URL": settings.DATABASE_URL, "TRUSTED_PROXY_COUNT": "-1"}
     result = run_manage("check", env=env)
     assert result.returncode != 0
-    assert "TRUSTED_PROXY_COUNT must be 0 or more" in result.stderr
+    assert "TRUSTED_PROXY_COUNT must be at least 0, got -1" in result.stderr
 
 
 def test_check_deploy_is_clean_in_production():
@@ -112,6 +116,50 @@ def test_a_setting_out_of_its_range_stops_the_start_naming_it(variable, value, s
     result = run_manage("check", env=env)
     assert result.returncode != 0
     assert said in result.stderr
+
+
+# Found by an outside probe (the operator): each was taken as given and turned a safety off
+# without a word. 0 calls per key or run, or a window no send fits in, and the backfill never
+# looked anything up; a negative pace was unpaced; 0 scan pages or seconds and reconciling never
+# listed the inbox. The old name of the proxy count was refused under the new one's name.
+SAFETY_LIMITS = {
+    "WEBHOOK_BACKFILL_CALLS_PER_KEY=0": "WEBHOOK_BACKFILL_CALLS_PER_KEY must be at least 1, got 0",
+    "WEBHOOK_BACKFILL_MAX_CALLS=0": "WEBHOOK_BACKFILL_MAX_CALLS must be at least 1, got 0",
+    "WEBHOOK_BACKFILL_CALLS_PER_SECOND=-1": "WEBHOOK_BACKFILL_CALLS_PER_SECOND must be at least 0, got -1.0",
+    "WEBHOOK_BACKFILL_MAX_AGE_HOURS=0": "WEBHOOK_BACKFILL_MAX_AGE_HOURS must be at least 1, got 0.0",
+    "WEBHOOK_BACKFILL_AFTER_SECONDS=7200 WEBHOOK_BACKFILL_MAX_AGE_HOURS=2": (
+        "WEBHOOK_BACKFILL_MAX_AGE_HOURS must be more than WEBHOOK_BACKFILL_AFTER_SECONDS (7200 s), "
+        "got 2 hours"
+    ),
+    "AGENTMAIL_LOOKUP_SCAN_PAGES=0": "AGENTMAIL_LOOKUP_SCAN_PAGES must be at least 1, got 0",
+    "AGENTMAIL_LOOKUP_SCAN_SECONDS=0": "AGENTMAIL_LOOKUP_SCAN_SECONDS must be at least 1, got 0.0",
+    "DB_CONN_MAX_AGE=-1": "DB_CONN_MAX_AGE must be at least 0, got -1",
+    "SECURE_HSTS_SECONDS=-1": "SECURE_HSTS_SECONDS must be at least 0, got -1",
+    "AXES_PROXY_COUNT=-1": "AXES_PROXY_COUNT must be at least 0, got -1",
+}
+
+
+def test_a_safety_limit_set_to_nothing_stops_the_start_naming_it():
+    """The settings alone, each case in its own process, all at once: seconds, not one each."""
+    production = {**PRODUCTION_ENV, "DATABASE_URL": settings.DATABASE_URL}
+    processes = {
+        case: subprocess.Popen(
+            [sys.executable, "-c", "import config.settings"],
+            cwd=ROOT,
+            env=clean_env({**production, **dict(pair.split("=") for pair in case.split())}),
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for case in SAFETY_LIMITS
+    }
+    last_lines = {
+        case: process.communicate(timeout=120)[1].strip().splitlines()[-1:]
+        for case, process in processes.items()
+    }
+    assert last_lines == {
+        case: [f"django.core.exceptions.ImproperlyConfigured: {said}"]
+        for case, said in SAFETY_LIMITS.items()
+    }
 
 
 @pytest.mark.parametrize(
