@@ -487,6 +487,9 @@ if not 0 < AGENT_EVENTS_TOTAL_TIMEOUT < 120:  # under the delivery's lease (inte
         f"AGENT_EVENTS_TOTAL_TIMEOUT must be above 0 and under 120 seconds, "
         f"got {AGENT_EVENTS_TOTAL_TIMEOUT!r}"
     )
+# Agent event attempts one worker task makes at once (threads that POST; the database stays on
+# the task's own thread): a receiver holding its request to the deadline takes one of them.
+AGENT_EVENTS_CONCURRENCY = env_int("AGENT_EVENTS_CONCURRENCY", 8, low=1, high=64)
 # The waits before each retry (seconds; each is jittered by +/-10 %): 30 s, then x3 each time,
 # about 27 h from the first attempt to the ninth and last. Published in the README.
 try:

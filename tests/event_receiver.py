@@ -1,6 +1,7 @@
 """A receiver of agent events on loopback: a tiny http.server thread that verifies each delivery
 with the ``standardwebhooks`` library (not our code), records what it accepted and what it
-refused, can answer 500 or a redirect for a while, and counts the connections it accepted."""
+refused, can answer 500 or a redirect for a while, or hold each request until released, and counts
+the connections it accepted."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ class Receiver:
     connections: int = 0
     # Seconds each request takes, and the most requests it was ever handling at once.
     delay: float = 0.0
+    # While set to an unset Event, each request waits for it (at most 30 s) before its answer.
+    hold: threading.Event | None = None
     in_flight: int = 0
     most_in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -52,6 +55,8 @@ def _handler(receiver: Receiver):
                 receiver.in_flight += 1
                 receiver.most_in_flight = max(receiver.most_in_flight, receiver.in_flight)
             time.sleep(receiver.delay)
+            if receiver.hold is not None:
+                receiver.hold.wait(30)
             try:
                 self._handle(body)
             finally:

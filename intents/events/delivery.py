@@ -19,9 +19,13 @@ from __future__ import annotations
 import json
 import logging
 import random
+import time
 import uuid
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import zip_longest
 
 import httpx
 from django.conf import settings
@@ -61,7 +65,8 @@ class Answer:
 
 
 def due_endpoint_ids(*, limit: int = 500) -> list[int]:
-    """Enabled endpoints whose oldest unfinished delivery may be attempted now."""
+    """Enabled endpoints whose oldest unfinished delivery may be attempted now: each tenant's
+    first, then each tenant's second, and so on, so that no tenant's endpoints go all first."""
     now = db_now()
     heads = (
         AgentEventDelivery.objects.filter(
@@ -69,13 +74,16 @@ def due_endpoint_ids(*, limit: int = 500) -> list[int]:
         )
         .order_by("endpoint_id", "id")
         .distinct("endpoint_id")
-        .values_list("endpoint_id", "status", "next_attempt_at", "lease_expires_at")[:limit]
+        .values_list("endpoint_id", "tenant_id", "status", "next_attempt_at", "lease_expires_at")[
+            :limit
+        ]
     )
-    return [
-        endpoint_id
-        for endpoint_id, status, next_at, lease in heads
-        if next_at <= now and (status != Status.SENDING or lease is None or lease <= now)
-    ]
+    by_tenant: dict[int, list[int]] = {}
+    for endpoint_id, tenant_id, status, next_at, lease in heads:
+        if next_at <= now and (status != Status.SENDING or lease is None or lease <= now):
+            by_tenant.setdefault(tenant_id, []).append(endpoint_id)
+    turns = zip_longest(*by_tenant.values())
+    return [endpoint_id for turn in turns for endpoint_id in turn if endpoint_id is not None]
 
 
 def delivery_claim(*, endpoint_id: int) -> Claim | None:
@@ -270,43 +278,72 @@ def _disable_failing(claim: Claim, answer: Answer) -> None:
         )
 
 
-def deliver_one(*, endpoint_id: int) -> bool:
-    """Claim the endpoint's head delivery, POST it, record the answer; False if there was
-    nothing to claim. An unexpected error while posting is that attempt's failure."""
-    claim = delivery_claim(endpoint_id=endpoint_id)
-    if claim is None:
-        return False
+def _claim(endpoint_id: int) -> Claim | None:
     try:
-        answer = post(claim)
+        return delivery_claim(endpoint_id=endpoint_id)
+    except Exception:
+        log.exception("intents.events.endpoint_failed", extra={"endpoint_id": endpoint_id})
+        return None
+
+
+def _post(claim: Claim) -> Answer:
+    """``post`` in a pool thread (HTTP only, no database): an unexpected error is the attempt's
+    failure."""
+    try:
+        return post(claim)
     except Exception as exc:
         log.exception("intents.events.attempt_crashed", extra={"delivery_id": claim.delivery_id})
-        answer = Answer(False, None, f"internal error: {type(exc).__name__}")
-    delivery_record(claim=claim, answer=answer)
-    return True
+        return Answer(False, None, f"internal error: {type(exc).__name__}")
+
+
+def _record(claim: Claim, answer: Answer) -> None:
+    try:
+        delivery_record(claim=claim, answer=answer)
+    except Exception:  # the lease expires and the attempt counts as a failed one
+        log.exception("intents.events.endpoint_failed", extra={"endpoint_id": claim.endpoint.pk})
+
+
+def claim_window() -> float:
+    """Seconds after a run starts during which it may begin attempts: each may last
+    ``AGENT_EVENTS_TOTAL_TIMEOUT``, and all must end inside the task's time limit (``Q_TIMEOUT``,
+    with a tenth to spare). A task killed at its limit left every attempt in flight, other
+    tenants' too, ``sending`` until its lease ran out, and then counted it as failed."""
+    limit = float(settings.Q_CLUSTER.get("timeout", 120))
+    return max(0.0, 0.9 * limit - settings.AGENT_EVENTS_TOTAL_TIMEOUT)
 
 
 def deliver_due(*, limit: int = 200) -> int:
-    """Deliver what is due, one delivery per endpoint per round, until nothing is due or the
-    budget is spent; returns the number of attempts made. Safe on several workers at once.
+    """Deliver what is due, at most ``AGENT_EVENTS_CONCURRENCY`` attempts at once, until nothing
+    is due, ``limit`` attempts were made or the claim window closed; returns the number of
+    attempts. Safe on several workers at once.
 
-    One endpoint's failure is its own: an error claiming or recording its delivery is logged
-    and the round goes on to the other endpoints (other tenants'); a delivery left ``sending``
-    is taken over when its lease expires, as a failed attempt."""
+    Claims and records run in this thread, the POSTs in a pool (no database there). When an
+    attempt is recorded, the endpoints newly due join the end of the waiting line (its own next
+    delivery too), one endpoint per tenant in turn (``due_endpoint_ids``): a receiver
+    that holds each request to the deadline occupies one slot, never the round. One after the
+    other, an endpoint answering in 30 s held every other tenant's events 30 s per delivery.
+    One endpoint's failure is its own: an error claiming or recording is logged and the run
+    goes on; a delivery left ``sending`` is taken over when its lease expires, as a failed
+    attempt."""
+    width = max(1, int(settings.AGENT_EVENTS_CONCURRENCY))
+    closes = time.monotonic() + claim_window()
+    waiting = deque(due_endpoint_ids())
+    running: dict[Future[Answer], Claim] = {}
     attempts = 0
-    while attempts < limit:
-        progressed = False
-        for endpoint_id in due_endpoint_ids():
-            try:
-                attempted = deliver_one(endpoint_id=endpoint_id)
-            except Exception:
-                log.exception("intents.events.endpoint_failed", extra={"endpoint_id": endpoint_id})
-                continue
-            if not attempted:
-                continue
-            attempts += 1
-            progressed = True
-            if attempts >= limit:
-                break
-        if not progressed:
-            break
-    return attempts
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="agent-events") as pool:
+        while True:
+            while waiting and len(running) < width and attempts < limit:
+                if attempts and time.monotonic() >= closes:
+                    break
+                claim = _claim(waiting.popleft())
+                if claim is not None:
+                    attempts += 1
+                    running[pool.submit(_post, claim)] = claim
+            if not running:
+                return attempts
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                claim = running.pop(future)
+                _record(claim, future.result())
+            busy = {c.endpoint.pk for c in running.values()} | set(waiting)
+            waiting.extend(i for i in due_endpoint_ids() if i not in busy)

@@ -2,12 +2,14 @@
 retry and gets nothing new until enabled; two workers at once still keep one delivery in flight
 per endpoint, in order; a worker that died mid-request leaves a lease that expires; one endpoint
 whose request cannot be built or whose attempt crashes fails that attempt and the round goes on
-to the other tenants' endpoints."""
+to the other tenants' endpoints; receivers holding their requests open hold back no other
+tenant's delivery; a run starts no attempt that could outlast the task's time limit."""
 
 from __future__ import annotations
 
 import socket
 import threading
+import time
 import uuid
 
 import pytest
@@ -221,3 +223,69 @@ def test_an_unexpected_error_in_one_attempt_fails_it_and_the_round_goes_on(
     assert [e["data"]["draft"]["id"] for e in healthy.accepted] == [b_draft]
     assert (failed.status, failed.attempts, failed.lease_token) == ("pending", 1, None)
     assert failed.last_error == "internal error: RuntimeError"
+
+
+def wait_for(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_receivers_holding_every_request_do_not_hold_back_another_tenants_delivery(
+    tenant_a, tenant_b, member_of, make_receiver, subscribe, settings
+):
+    """Tenant A's two endpoints (registered first) keep each request open until the deadline;
+    tenant B's event goes out meanwhile. One after the other, B waited for both: 40 s here."""
+    settings.AGENT_EVENTS_READ_TIMEOUT = 20.0
+    settings.AGENT_EVENTS_TOTAL_TIMEOUT = 20.0
+    held = threading.Event()
+    stalling = [make_receiver(), make_receiver()]
+    for receiver in stalling:
+        receiver.hold = held
+        subscribe(tenant_a, receiver, types=["draft.rejected"])
+    healthy = make_receiver()
+    subscribe(tenant_b, healthy, types=["draft.rejected"])
+    reject_drafts(tenant_a, member_of(tenant_a, "approver").user, 1)
+    [b_draft] = reject_drafts(tenant_b, member_of(tenant_b, "approver").user, 1)
+    done: list[int] = []
+
+    def work():
+        done.append(deliver_due())
+        connection.close()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    b_in_while_a_held = wait_for(
+        lambda: healthy.accepted and [r.in_flight for r in stalling] == [1, 1], 8.0
+    )
+    held.set()
+    worker.join()
+
+    assert b_in_while_a_held
+    assert [e["data"]["draft"]["id"] for e in healthy.accepted] == [b_draft]
+    assert done == [3]
+    assert set(AgentEventDelivery.objects.values_list("status", flat=True)) == {"delivered"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_starts_no_attempt_that_could_outlast_the_tasks_time_limit(
+    tenant_a, member_of, receiver, subscribe, settings
+):
+    """Attempts begin only while they can end inside 90 % of Q_TIMEOUT (here 1.8 s, less a 1 s
+    attempt: 0.8 s); the rest wait for the next task. A run that went on was killed at the
+    limit with its attempts in flight, left ``sending`` to count as failed at the lease."""
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 2}
+    settings.AGENT_EVENTS_TOTAL_TIMEOUT = 1.0
+    receiver.delay = 0.5
+    subscribe(tenant_a, receiver, types=["draft.rejected"])
+    reject_drafts(tenant_a, member_of(tenant_a, "approver").user, 6)
+
+    attempts = deliver_due()
+
+    statuses = list(AgentEventDelivery.objects.order_by("id").values_list("status", flat=True))
+    assert 1 <= attempts <= 3
+    assert statuses == ["delivered"] * attempts + ["pending"] * (6 - attempts)
