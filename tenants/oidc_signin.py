@@ -141,11 +141,21 @@ class SsoRefused(Exception):
         self.message = message
 
 
+def _verified_or_unsaid(claim: object) -> bool:
+    """``email_verified`` as the provider sent it: true, or left out (Microsoft Entra ID sends
+    none). Some providers send it as text (AWS Cognito: "true"/"false"): "false" was not
+    ``False``, so an address a stranger typed at sign-up, unverified, linked them to the member
+    who holds it. Anything else that is not true is refused."""
+    if claim is None or claim is True:
+        return True
+    return isinstance(claim, str) and claim.strip().lower() == "true"
+
+
 def _email_of(claims: dict, sso: SingleSignOn) -> str:
     email = str(claims.get("email") or "").strip().lower()
     if not email or "@" not in email:
         raise SsoRefused("no_email", _("The identity provider sent no e-mail address."))
-    if claims.get("email_verified") is False:
+    if not _verified_or_unsaid(claims.get("email_verified")):
         raise SsoRefused(
             "email_unverified", _("The identity provider has not verified that address.")
         )

@@ -145,6 +145,20 @@ def test_an_existing_member_is_linked_once_by_address(sso, tenant_a, member_of):
     assert AuditEvent.objects.filter(action="signin.sso_linked", tenant=tenant_a).count() == 1
 
 
+@pytest.mark.parametrize("said", ["false", "False", 0, "no"])
+def test_an_address_the_provider_says_is_unverified_links_nobody(sso, tenant_a, member_of, said):
+    """Found by an outside probe: some providers send ``email_verified`` as text (AWS Cognito),
+    and "false" was taken for verified, so a stranger who signed up at the provider with the
+    member's address (unverified) was linked to the member and signed in as them."""
+    member_of(tenant_a, "approver", user__email="alice@acme.test")
+    with pytest.raises(oidc_signin.SsoRefused) as refused:
+        oidc_signin.sso_member_for(
+            tenant=tenant_a, claims=claims(sub="stranger", email_verified=said)
+        )
+    assert refused.value.code == "email_unverified"
+    assert not SsoIdentity.objects.exists()
+
+
 def test_a_newcomer_in_the_domain_joins_with_the_chosen_role_only(sso, tenant_a):
     user = oidc_signin.sso_member_for(
         tenant=tenant_a, claims=claims(sub="new-1", email="Newbie@ACME.test")
