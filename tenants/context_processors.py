@@ -1,4 +1,5 @@
 from tenants.access import session_memberships
+from tenants.signin_gate import owes_second_factor
 
 
 def tenancy(request):
@@ -6,6 +7,9 @@ def tenancy(request):
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
+    if owes_second_factor(request):
+        # Only the password is proven: the header offers signing out, nothing of the account.
+        return {"signin_pending": True}
     return {
         "current_tenant": getattr(request, "tenant", None),
         "current_membership": getattr(request, "membership", None),

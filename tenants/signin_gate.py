@@ -57,6 +57,22 @@ def gate_for(request: HttpRequest) -> str | None:
     return None if proven else "verify"
 
 
+# Where the gate of this request is kept once known (the middleware computes it for every page).
+_GATE_ATTR = "cs_signin_gate"
+
+
+def owes_second_factor(request: HttpRequest) -> bool:
+    """True for a session signed in with its password that has not proven its second factor:
+    its pages show nothing of the account (tenants, roles, the person's name), which is what
+    that factor guards. The middleware notes the gate for every view; a page it never saw (an
+    address that resolves to nothing: Django renders that 404 without a view) is asked here."""
+    if not request.user.is_authenticated:
+        return False
+    if not hasattr(request, _GATE_ATTR):
+        setattr(request, _GATE_ATTR, gate_for(request))
+    return getattr(request, _GATE_ATTR) == "verify"
+
+
 class SignInGateMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
         self.get_response = get_response
@@ -84,6 +100,7 @@ class SignInGateMiddleware:
                 )
             )
         gate = gate_for(request)
+        setattr(request, _GATE_ATTR, gate)
         if gate is None:
             return None
         allowed, target = (

@@ -115,6 +115,20 @@ def test_sign_in_asks_for_the_code_and_nothing_else_answers_before_it(enrolled, 
     assert {"signin.succeeded", "signin.second_factor_verified"} <= actions
 
 
+def test_before_the_second_factor_no_page_shows_the_persons_account(enrolled, tenant_a, password):
+    """Found by an outside probe: with only the password, the code page and any 404 carried the
+    page header's tenant switcher (the person's tenants and roles) and their name."""
+    user, _secret, _codes = enrolled
+    client = Client()
+    password_sign_in(client, user, password)
+    pages = [client.get(reverse("two_factor_verify")), client.get("/no-such-page/")]
+    assert [page.status_code for page in pages] == [200, 404]
+    for page in pages:
+        assert tenant_a.name.encode() not in page.content
+        assert user.display_name.encode() not in page.content
+        assert reverse("logout").encode() in page.content
+
+
 def test_a_wrong_and_a_reused_code_are_refused(enrolled, tenant_a, password):
     user, secret, _ = enrolled
     first = Client()
