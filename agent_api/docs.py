@@ -16,7 +16,7 @@ import ninja
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import escape
-from django.views.decorators.http import require_safe
+from django.views.decorators.http import require_GET
 from ninja.openapi.docs import DocsBase
 
 ASSET_DIR = Path(ninja.__file__).resolve().parent / "static" / "ninja"
@@ -29,7 +29,7 @@ ASSETS = {
 PROBLEM = "application/problem+json"
 
 
-@require_safe
+@require_GET
 def docs_asset(request: HttpRequest, name: str) -> FileResponse:
     if name not in ASSETS:
         raise Http404("No such asset")
