@@ -28,7 +28,9 @@ help:
 	.tools/bin/pip install --quiet --disable-pip-version-check uv
 
 .venv/.synced: pyproject.toml uv.lock | $(if $(filter .tools/bin/uv,$(UV)),.tools/bin/uv)
-	$(UV) sync --frozen
+	# Bytecode compiled once here, in parallel, not by every process of a first run (the suite's
+	# workers and the harnesses' servers each compiled what they imported first).
+	$(UV) sync --frozen --compile-bytecode
 	@touch $@
 
 setup: .venv/.synced
