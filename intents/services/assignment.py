@@ -13,6 +13,7 @@ import logging
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -235,32 +236,7 @@ def drafts_release_lapsed_claims(*, batch: int = 500, now=None) -> int:
     """The sweep: claims nobody renewed go back to the queue ("Unassigned"). Safe on every
     cluster: rows another sweep holds are skipped; the conditional UPDATE decides."""
     now = now or timezone.now()
-    released = 0
-    with transaction.atomic():
-        due = list(
-            Draft.objects.select_for_update(skip_locked=True)
-            .filter(status=Draft.Status.PENDING, claim_expires_at__lte=now)
-            .values_list("pk", "tenant_id", "assignee_id")[:batch]
-        )
-        for draft_id, tenant_id, holder in due:
-            changed = Draft.objects.filter(
-                pk=draft_id,
-                status=Draft.Status.PENDING,
-                assignee_id=holder,
-                claim_expires_at__lte=now,
-            ).update(**UNHELD, updated_at=Now())
-            if changed:
-                released += 1
-                journal(
-                    tenant=tenant_id,
-                    draft=draft_id,
-                    action="draft.claim_lapsed",
-                    actor_kind=IntentEvent.Actor.SWEEP,
-                    from_state=Draft.Status.PENDING,
-                    to_state=Draft.Status.PENDING,
-                    data={"previous_holder": holder},
-                )
-    return released
+    return _release_holds(Q(claim_expires_at__lte=now), action="draft.claim_lapsed", batch=batch)
 
 
 def drafts_release_undecidable_holds(*, batch: int = 500) -> int:
@@ -270,24 +246,32 @@ def drafts_release_undecidable_holds(*, batch: int = 500) -> int:
     Unassigned view and without a Take button, though nobody could act on it as its holder.
     Safe on every cluster, as ``drafts_release_lapsed_claims``."""
     cannot_decide = ~may_decide_exists(tenant="tenant_id", user="assignee_id", mailbox="mailbox_id")
+    return _release_holds(
+        Q(assignee__isnull=False), cannot_decide, action="draft.holder_cannot_decide", batch=batch
+    )
+
+
+def _release_holds(*where, action: str, batch: int) -> int:
+    """Give back the pending drafts ``where`` holds (rows another sweep locked are skipped), each
+    with a guarded UPDATE that asks ``where`` again (the hold may have been renewed, handed on or
+    the rights given back since), and a journal row ``action`` naming the previous holder."""
     released = 0
     with transaction.atomic():
         due = list(
             Draft.objects.select_for_update(skip_locked=True)
-            .filter(cannot_decide, status=Draft.Status.PENDING, assignee__isnull=False)
+            .filter(*where, status=Draft.Status.PENDING)
             .values_list("pk", "tenant_id", "assignee_id")[:batch]
         )
         for draft_id, tenant_id, holder in due:
-            # Guarded again: the holder's rights may be back, or the draft handed on, since.
             changed = Draft.objects.filter(
-                cannot_decide, pk=draft_id, status=Draft.Status.PENDING, assignee_id=holder
+                *where, pk=draft_id, status=Draft.Status.PENDING, assignee_id=holder
             ).update(**UNHELD, updated_at=Now())
             if changed:
                 released += 1
                 journal(
                     tenant=tenant_id,
                     draft=draft_id,
-                    action="draft.holder_cannot_decide",
+                    action=action,
                     actor_kind=IntentEvent.Actor.SWEEP,
                     from_state=Draft.Status.PENDING,
                     to_state=Draft.Status.PENDING,
