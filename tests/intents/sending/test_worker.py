@@ -61,8 +61,11 @@ def test_a_check_failing_for_one_intent_stops_only_that_one(live):
         assert intent.events.filter(action="intent.accepted", to_state=State.ACCEPTED).count() == 1
 
 
-def test_a_lease_lost_during_the_calls_fences_only_that_intent(live):
+def test_a_lease_lost_during_the_calls_fences_only_that_intent(live, settings):
     intents, claims = _batch(live, 3)
+    # The calls are slowed to stay in flight while the lease is taken, not to time out: the
+    # suite's 1 s read timeout left 0.4 s for a loaded machine, and a call ran out (uncertain).
+    settings.AGENTMAIL_READ_TIMEOUT = 10
     live.sandbox.config(latency_ms=600)
     result: dict = {}
     runner = threading.Thread(target=lambda: result.update(states=sending.execute_claims(claims)))
