@@ -320,10 +320,20 @@ def validate_url(raw: str, *, allow_private: bool, require_https: bool) -> str:
     if port == 0:
         raise EgressRefused("url_port", _("The URL's port is not valid."))
     _check_buildable(raw, parts.scheme, parts.netloc)
-    literal = literal_address(parts.hostname)
+    literal = literal_address(parts.hostname) or _ipv4_written_as_a_number(parts.hostname)
     if literal is not None:
         check_address(literal, allow_private=allow_private)
     return raw
+
+
+def _ipv4_written_as_a_number(host: str) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a host spelled another way denotes to the system's resolver
+    (``2130706433``, ``0x7f000001`` and ``127.1`` are all 127.0.0.1), or None: such a URL was
+    accepted when typed and refused only at its first delivery."""
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except (OSError, ValueError):
+        return None
 
 
 def _unsafe_in_url(raw: str) -> str | None:

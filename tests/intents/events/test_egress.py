@@ -235,6 +235,11 @@ def test_a_redirect_is_not_followed(tenant_a, member_of, settings, make_receiver
         ("https://10.0.0.1/", "address_private"),
         ("https://169.254.169.254/", "address_forbidden"),
         ("https://[::ffff:192.168.1.1]/", "address_private"),
+        # IPv4 written as a number: refused when typed, not only at the first delivery.
+        ("https://2130706433/", "address_loopback"),
+        ("https://0x7f000001/", "address_loopback"),
+        ("https://127.1/", "address_loopback"),
+        ("https://10.1/", "address_private"),
     ],
 )
 def test_registration_refuses_urls_with_a_precise_reason(url, code):
