@@ -21,6 +21,7 @@ from django.utils.translation import pgettext_lazy
 from console.selectors import SUPPRESSION_REASONS
 from intents.models import AgentEventEndpoint, Draft, SendIntent
 from mailboxes.models import Mailbox
+from tenants.actor_words import then_and_now
 from tenants.models import AgentToken, Invitation, Membership, Tenant
 from tenants.templatetags.zones import zoned
 from webhooks.models import RecipientDelivery
@@ -141,8 +142,6 @@ BY_OPERATOR = {
     "invitation.invited": _("An operator invited %(object)s"),
 }
 FALLBACK = _("%(actor)s: %(action)s, %(object)s")
-# An actor whose address changed after they acted: the one they acted under, then today's.
-ACTOR_SINCE_RENAMED = _("%(then)s (now %(now)s)")
 DELIVERY = _("Delivery of %(object)s: %(action)s")
 
 # Actors without a person or token: the kinds and labels the journals write, in words.
@@ -369,9 +368,7 @@ def _actor(row: dict) -> str:
     """Who acted, escaped: as they were then, with their address today when it has changed."""
     now = row.get("actor_now") or ""
     if now and row["actor_name"] != now:
-        then = conditional_escape(row["actor_name"])
-        values = {"then": then, "now": conditional_escape(now)}
-        return conditional_escape(str(ACTOR_SINCE_RENAMED)) % values
+        return then_and_now(row["actor_name"], now)
     return conditional_escape(
         ACTOR_KINDS.get(row["actor_display"], row["actor_display"])
         or pgettext_lazy("audit actor", "someone")

@@ -10,11 +10,12 @@ keeps the code in a tooltip. A delivery row takes its words from the delivery st
 from __future__ import annotations
 
 from django.utils.html import conditional_escape, format_html, format_html_join
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from intents.models import IntentEvent
+from tenants.actor_words import then_and_now
 from webhooks.models import RecipientDelivery
 
 DELIVERY_PREFIX = "delivery."
@@ -91,9 +92,6 @@ SYSTEM_REASONS = {
 }
 
 _MACHINES = {IntentEvent.Actor.WORKER, IntentEvent.Actor.SWEEP, IntentEvent.Actor.WEBHOOK}
-# A person whose address changed after they acted: the one they acted under, then today's (the
-# console's audit page says it in the same words).
-ACTOR_SINCE_RENAMED = _("%(then)s (now %(now)s)")
 
 
 def action_words(action: str) -> str:
@@ -120,8 +118,7 @@ def _person_words(user, *, then: str) -> SafeString:
     label; a row from before it has none) is no longer theirs, by that and today's."""
     if not then or then == user.email:
         return conditional_escape(user.display_name)
-    values = {"then": conditional_escape(then), "now": conditional_escape(user.email)}
-    return mark_safe(conditional_escape(str(ACTOR_SINCE_RENAMED)) % values)  # noqa: S308 - escaped
+    return then_and_now(then, user.email)
 
 
 def reason_words(event: IntentEvent) -> SafeString:
