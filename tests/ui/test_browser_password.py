@@ -6,6 +6,7 @@ import os
 import re
 
 from axe_playwright_python.sync_playwright import Axe
+from playwright.sync_api import expect
 
 from tests.browser import BROWSER_MARKS, sign_in
 from tests.factories import PASSWORD
@@ -37,7 +38,7 @@ def test_change_the_password_from_the_account_pages(
     page.fill("input[name=new_password1]", NEW)
     page.fill("input[name=new_password2]", NEW)
     page.click("button:has-text('Change password')")
-    assert page.locator("[role=alert]", has_text="entered incorrectly").count() == 1
+    expect(page.locator("[role=alert]", has_text="entered incorrectly")).to_have_count(1)
     if shots := os.environ.get("SCREENSHOT_DIR"):
         page.screenshot(path=f"{shots}/password-refused.png", full_page=True)
 

@@ -8,6 +8,7 @@ import time
 
 import pyotp
 import pytest
+from playwright.sync_api import expect
 
 from tenants.models import Tenant
 from tests.browser import BROWSER_MARKS
@@ -40,6 +41,9 @@ def enrol(page):
     code = pyotp.TOTP(secret).now()
     page.fill("input[name=code]", code)
     page.click("button:has-text('Turn on two-factor sign-in')")
+    # The click does not wait for the page its POST answers with (the codes are in that answer);
+    # reading the list at once read the enrolment page on a loaded CI machine: no codes at all.
+    page.locator("#recovery-codes li").first.wait_for()
     codes = page.locator("#recovery-codes li").all_inner_texts()
     return secret, code, [c.strip() for c in codes]
 
@@ -61,7 +65,7 @@ def test_enrol_sign_out_and_sign_in_with_the_code(page, transactional_db, tenant
     # on a loaded machine a 30 s step may have passed since the enrolment, and that code is new.)
     page.fill("input[name=code]", enrolment_code)
     page.click("button:has-text('Verify')")
-    assert page.locator("[role=alert]", has_text="not right").count() == 1
+    expect(page.locator("[role=alert]", has_text="not right")).to_have_count(1)
     page.fill("input[name=code]", pyotp.TOTP(secret).at(time.time() + 30))
     page.click("button:has-text('Verify')")
     page.wait_for_url(re.compile(rf"/t/{tenant_a.slug}/$"))
@@ -79,7 +83,7 @@ def test_enrol_sign_out_and_sign_in_with_the_code(page, transactional_db, tenant
     page.wait_for_url("**/signin/two-factor/**")
     page.fill("input[name=code]", codes[0])
     page.click("button:has-text('Verify')")
-    assert page.locator("[role=alert]", has_text="already used").count() == 1
+    expect(page.locator("[role=alert]", has_text="already used")).to_have_count(1)
     page.fill("input[name=code]", codes[1])
     page.click("button:has-text('Verify')")
     page.wait_for_url(re.compile(rf"/t/{tenant_a.slug}/$"))
