@@ -11,7 +11,9 @@ Each request also has a hard deadline (``PinnedTransport(deadline=...)``): httpx
 per socket operation, so a server answering one byte at a time, each within the read timeout,
 would hold the request for as long as it liked. When the deadline passes, the connection's
 socket is shut down and the request fails with ``DeadlinePassed`` (an ``httpx.ReadTimeout``), whatever phase it is in
-(headers or body).
+(name lookup, headers or body). The lookup has no socket to shut: it runs on a small pool of
+threads and the request stops waiting for it at the deadline (the resolver's own timeouts, 5 s a
+try and name server by default, would otherwise hold the worker; the thread finishes on its own).
 
 Refused: loopback and private (with the deprecated site-local ``fec0::/10``) unless
 ``allow_private``; link-local (which holds the cloud metadata address 169.254.169.254), multicast,
@@ -33,10 +35,14 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import os
 import socket
 import threading
+import time
 import unicodedata
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as LookupTimedOut
 from urllib.parse import urlsplit
 
 import httpx
@@ -134,15 +140,47 @@ def literal_address(host: str) -> IPAddress | None:
         return None
 
 
-def resolve(host: str, port: int, *, allow_private: bool) -> IPAddress:
+# Name lookups with a deadline run on this pool. Bounded: names that hang take at most its
+# threads, and a lookup queued behind them waits no longer than its own request's deadline. One
+# pool per process: a pool inherited through fork has no threads, but thinks it has.
+_LOOKUPS: dict[int, ThreadPoolExecutor] = {}
+_LOOKUPS_LOCK = threading.Lock()
+
+
+def _lookup_pool() -> ThreadPoolExecutor:
+    pid = os.getpid()
+    with _LOOKUPS_LOCK:
+        if pid not in _LOOKUPS:
+            _LOOKUPS.clear()
+            _LOOKUPS[pid] = ThreadPoolExecutor(max_workers=8, thread_name_prefix="egress-lookup")
+        return _LOOKUPS[pid]
+
+
+class LookupTooSlow(Exception):
+    """The name did not resolve before the request's deadline."""
+
+
+def _getaddrinfo(host: str, port: int, within: float | None) -> list:
+    if within is None:
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    lookup = _lookup_pool().submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    try:
+        return lookup.result(timeout=max(within, 0.0))
+    except LookupTimedOut:
+        lookup.cancel()  # if it never started; a running lookup ends on its own
+        raise LookupTooSlow(host) from None
+
+
+def resolve(host: str, port: int, *, allow_private: bool, within: float | None = None) -> IPAddress:
     """The first address of ``host`` after every answer passed ``check_address``: one bad answer
-    refuses the host (an attacker's name may answer a public and a private address)."""
+    refuses the host (an attacker's name may answer a public and a private address).
+    ``within``: seconds the lookup may take (``LookupTooSlow`` after them)."""
     literal = literal_address(host)
     if literal is not None:
         check_address(literal, allow_private=allow_private)
         return literal
     try:
-        answers = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        answers = _getaddrinfo(host, port, within)
     except (socket.gaierror, UnicodeError):
         raise EgressRefused(
             "dns_failed", _("%(host)s does not resolve.") % {"host": host}
@@ -184,9 +222,15 @@ class _Deadline:
         self._lock = threading.Lock()
         self._timer = threading.Timer(seconds, self._fire)
         self._timer.daemon = True
+        self._ends_at: float | None = None
 
     def start(self) -> None:
+        self._ends_at = time.monotonic() + self.seconds
         self._timer.start()
+
+    def remaining(self) -> float:
+        assert self._ends_at is not None, "started first"
+        return self._ends_at - time.monotonic()
 
     def cancel(self) -> None:
         self._timer.cancel()
@@ -258,7 +302,12 @@ class PinnedTransport(httpx.BaseTransport):
         request.extensions = {**request.extensions, "trace": deadline.trace}
         deadline.start()
         try:
-            response = self._pinned(request)
+            response = self._pinned(request, deadline)
+        except LookupTooSlow as slow:
+            deadline.cancel()
+            raise DeadlinePassed(
+                f"{slow} did not resolve within {deadline.seconds:g} s", request=request
+            ) from None
         except httpx.HTTPError as exc:
             deadline.cancel()
             if deadline.fired:
@@ -271,14 +320,15 @@ class PinnedTransport(httpx.BaseTransport):
         response.stream = _DeadlineStream(response.stream, deadline, request)
         return response
 
-    def _pinned(self, request: httpx.Request) -> httpx.Response:
+    def _pinned(self, request: httpx.Request, deadline: _Deadline | None = None) -> httpx.Response:
         url = request.url
         # The A-label (IDNA 2008) form the request is addressed to: ``url.host`` is the Unicode
         # form, which the resolver and the TLS layer would encode again with Python's IDNA 2003
         # codec, so "faß.de" would be resolved and verified as another domain, "fass.de".
         host = url.raw_host.decode("ascii")
         port = url.port or (443 if url.scheme == "https" else 80)
-        ip = resolve(host, port, allow_private=self.allow_private)
+        within = deadline.remaining() if deadline is not None else None
+        ip = resolve(host, port, allow_private=self.allow_private, within=within)
         ip_host = f"[{ip}]" if ip.version == 6 else str(ip)
         request.url = url.copy_with(host=ip_host.strip("[]"))
         request.headers["Host"] = url.netloc.decode("ascii")

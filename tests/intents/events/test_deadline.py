@@ -134,3 +134,31 @@ def test_an_agent_event_receiver_trickling_its_headers_fails_the_attempt_at_the_
     assert took < 4.0
     assert (delivery.status, delivery.attempts) == ("pending", 1)
     assert delivery.last_error == "timeout: no complete answer within 1.5 s"
+
+
+def test_a_name_that_does_not_resolve_in_time_fails_at_the_deadline(trickler, monkeypatch):
+    """The deadline covers the name lookup too: a resolver that hangs (5 s a try and name server
+    by default) held the request until it answered, whatever the deadline said."""
+    server = trickler(b"HTTP/1.1 204 No Content\r\n\r\n", b"")
+    port = server.listener.getsockname()[1]
+    real = socket.getaddrinfo
+    released = threading.Event()
+
+    def hanging(host, *args, **kwargs):
+        if host == "slow-dns.example.test":
+            released.wait(10)
+            return real("127.0.0.1", *args, **kwargs)
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", hanging)
+    client = httpx.Client(transport=PinnedTransport(allow_private=True, deadline=0.5))
+
+    started = time.monotonic()
+    with pytest.raises(httpx.ReadTimeout, match=r"slow-dns\.example\.test did not resolve within"):
+        client.get(f"http://slow-dns.example.test:{port}/hooks")
+    took = time.monotonic() - started
+    released.set()
+
+    assert took < 3.0  # the lookup was let go at the deadline, not waited for (10 s)
+    # A name that resolves at once is untouched by the pool.
+    assert client.get(f"http://localhost:{port}/hooks").status_code == 204
