@@ -287,6 +287,11 @@ AXES_VERBOSE = False
 # Second factors (tenants.two_factor): after n wrong codes in a row, wait 2**(n-1) x this many
 # seconds before the next try (django-otp's throttling); 0 would turn the throttle off.
 OTP_TOTP_THROTTLE_FACTOR = env_int("OTP_TOTP_THROTTLE_FACTOR", 1, low=1)
+# Sudo mode (tenants.sudo): changing one's second factors, passkeys or recovery codes, or ending
+# one's other sessions, needs a proof of the password or a second factor (or, for a session from
+# single sign-on, that provider's sign-in) within this many seconds; older, the person confirms
+# it is them first. A stolen session cookie alone then cannot make itself permanent.
+SUDO_SECONDS = env_int("SUDO_SECONDS", 15 * 60, low=60, high=24 * 3600)
 # Passkeys (tenants.passkeys): the WebAuthn relying party ID, the site's host name (e.g.
 # countersign.example.com). Empty means the request's host (which ALLOWED_HOSTS vets).
 WEBAUTHN_RP_ID = env("WEBAUTHN_RP_ID", "")

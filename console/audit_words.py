@@ -54,6 +54,7 @@ SENTENCES = {
     "signin.failed": _("A sign-in as %(object)s failed"),
     "signin.second_factor_verified": _("%(actor)s confirmed their sign-in with a second factor"),
     "signin.second_factor_failed": _("%(actor)s gave a wrong second-factor code"),
+    "signin.reauthenticated": _("%(actor)s confirmed who they are again"),
     "signin.two_factor_enrolled": _("%(actor)s set up two-factor sign-in"),
     "signin.recovery_codes_renewed": _("%(actor)s made new recovery codes"),
     "signin.passkey_added": _("%(actor)s added a passkey"),

@@ -28,6 +28,8 @@ VERIFY_OPEN = ALWAYS_OPEN | {"two_factor_verify", "passkey_signin_options", "pas
 # What a person who must enrol may open.
 ENROL_OPEN = ALWAYS_OPEN | {
     "account_security",
+    # Enrolling needs a recent proof (tenants.sudo); a person slow to enrol proves it again.
+    "account_confirm",
     "totp_enrol",
     "totp_confirm",
     "passkey_register_options",

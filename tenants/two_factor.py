@@ -155,9 +155,17 @@ def recovery_codes_regenerate(*, user: User, request: HttpRequest | None = None)
     return codes
 
 
-def second_factor_verify(*, user: User, code: str, request: HttpRequest | None = None) -> str:
-    """Check a code typed at sign-in: a current authenticator code (once) or an unused recovery
-    code (once). Returns the factor used; raises TwoFactorError otherwise."""
+def second_factor_verify(
+    *,
+    user: User,
+    code: str,
+    request: HttpRequest | None = None,
+    verified_action: str = "signin.second_factor_verified",
+) -> str:
+    """Check a code typed at sign-in, or when a signed-in person confirms it is them
+    (tenants.sudo, whose ``verified_action`` names the audit row): a current authenticator code
+    (once) or an unused recovery code (once). Returns the factor used; raises TwoFactorError
+    otherwise."""
     code = code.strip()
     with transaction.atomic():
         device = TotpDevice.objects.select_for_update().filter(user=user, confirmed=True).first()
@@ -195,7 +203,7 @@ def second_factor_verify(*, user: User, code: str, request: HttpRequest | None =
         )
     left = RecoveryCode.objects.filter(user=user, used_at__isnull=True).count()
     signin_audit(
-        action="signin.second_factor_verified",
+        action=verified_action,
         user=user,
         request=request,
         data={"factor": factor, "recovery_codes_left": left},

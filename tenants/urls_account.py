@@ -2,11 +2,12 @@
 
 from django.urls import path
 
-from tenants import views_passkeys
+from tenants import views_passkeys, views_sudo
 from tenants import views_signin as views
 
 urlpatterns = [
     path("security/", views.account_security, name="account_security"),
+    path("confirm/", views_sudo.account_confirm, name="account_confirm"),
     path("security/totp/", views.totp_enrol, name="totp_enrol"),
     path("security/totp/confirm/", views.totp_confirm, name="totp_confirm"),
     path("security/recovery-codes/", views.recovery_codes_renew, name="recovery_codes_renew"),

@@ -29,6 +29,8 @@ from tenants.signin_audit import client_ip, signin_audit
 METHOD_KEY = "cs_signin_method"
 FACTOR_KEY = "cs_factor"
 SSO_TENANTS_KEY = "cs_sso_tenants"
+# PROVEN_AT: when this session last proved who it is (tenants.sudo reads it).
+PROVEN_AT_KEY = "cs_proven_at"
 _SEEN_KEY = "cs_seen"
 SEEN_EVERY = timedelta(seconds=60)
 
@@ -62,6 +64,8 @@ def _record_session(sender, request: HttpRequest | None, user: User, **kwargs) -
     method = getattr(request, "signin_method", None) or request.session.get(METHOD_KEY, "password")
     request.session[METHOD_KEY] = method
     request.session[_SEEN_KEY] = timezone.now().isoformat()
+    # A sign-in is a proof: the password, a passkey, or the identity provider's word.
+    session_proof_recorded(request)
     if request.session.session_key is None:
         request.session.save()
     UserSession.objects.update_or_create(
@@ -115,9 +119,15 @@ def session_key_renew(request: HttpRequest, *, old_key: str | None = None) -> No
         )
 
 
+def session_proof_recorded(request: HttpRequest) -> None:
+    """Record that this session proved, just now, who it is (tenants.sudo)."""
+    request.session[PROVEN_AT_KEY] = timezone.now().isoformat()
+
+
 def session_factor_proven(request: HttpRequest, factor: str) -> None:
     """Record that this session proved a second factor; the first one it proves renews its key
     (the session owed it, or had to enrol one, and now goes everywhere)."""
+    session_proof_recorded(request)
     if request.session.get(FACTOR_KEY):
         return
     request.session[FACTOR_KEY] = factor

@@ -16,7 +16,7 @@ from django.shortcuts import redirect
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from tenants import passkeys
+from tenants import passkeys, sudo
 from tenants.access import AuthenticatedRequest
 from tenants.models import User
 from tenants.next_url import safe_next_url
@@ -36,6 +36,8 @@ def _refused(error: passkeys.PasskeyError, status: int = 400) -> JsonResponse:
 @require_POST
 def register_options(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
+    if held := sudo.confirm_first(request, back="account_security", json=True):
+        return held
     return _json_options(passkeys.registration_options(request, request.user))
 
 
@@ -48,6 +50,8 @@ def register(http_request: HttpRequest) -> HttpResponse:
             {"error": "sso", "message": _("Sign in with your password to add a passkey.")},
             status=403,
         )
+    if held := sudo.confirm_first(request, back="account_security", json=True):
+        return held
     try:
         credential, name = passkeys.parse_credential(request.body)
         passkeys.passkey_register(
@@ -91,6 +95,10 @@ def signin(request: HttpRequest) -> HttpResponse:
         # login() gave this session a new key already.
         request.session[FACTOR_KEY] = "passkey"
         action, data = "signin.succeeded", {"method": "passkey"}
+    elif request.session.get(FACTOR_KEY):
+        # Signed in already, with its factor: the person confirms it is them (tenants.sudo).
+        sudo.sudo_confirmed(request=request, user=user, method="passkey")
+        return JsonResponse({"redirect": safe_next_url(request, request.GET.get("next"))})
     else:
         action, data = "signin.second_factor_verified", {"factor": "passkey"}
         session_factor_proven(request, "passkey")
@@ -105,6 +113,8 @@ def remove(http_request: HttpRequest, passkey_id: int) -> HttpResponse:
     if request.session.get(METHOD_KEY) == "sso":
         messages.error(request, _("Sign in with your password to change your second factors."))
         return redirect("account_security")
+    if held := sudo.confirm_first(request, back="account_security"):
+        return held
     try:
         passkeys.passkey_remove(request=request, user=request.user, passkey_id=passkey_id)
     except passkeys.PasskeyError:

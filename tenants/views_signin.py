@@ -22,7 +22,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from tenants import passwords, two_factor, user_sessions
+from tenants import passwords, sudo, two_factor, user_sessions
 from tenants.access import AuthenticatedRequest
 from tenants.forms import PasswordChangeForm
 from tenants.models import Passkey, TotpDevice
@@ -116,6 +116,8 @@ def totp_enrol(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
     if _came_through_sso(request):
         return redirect("account_security")
+    if held := sudo.confirm_first(request, back="account_security"):
+        return held
     if request.method == "POST":
         try:
             device = two_factor.totp_begin(user=request.user)
@@ -135,6 +137,8 @@ def totp_confirm(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
     if _came_through_sso(request):
         return redirect("account_security")
+    if held := sudo.confirm_first(request, back="totp_enrol"):
+        return held
     try:
         codes = two_factor.totp_confirm(
             user=request.user, code=request.POST.get("code", ""), request=request
@@ -170,6 +174,8 @@ def recovery_codes_renew(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
     if _came_through_sso(request):
         return redirect("account_security")
+    if held := sudo.confirm_first(request, back="account_security"):
+        return held
     try:
         codes = two_factor.recovery_codes_regenerate(user=request.user, request=request)
     except two_factor.TwoFactorError as error:
@@ -184,6 +190,8 @@ def two_factor_remove(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
     if _came_through_sso(request):
         return redirect("account_security")
+    if held := sudo.confirm_first(request, back="account_security"):
+        return held
     two_factor.two_factor_remove(user=request.user, actor=request.user, request=request)
     request.session.pop(user_sessions.FACTOR_KEY, None)
     messages.success(
@@ -214,6 +222,8 @@ def password_change(http_request: HttpRequest) -> HttpResponse:
         # This session stays signed in (under a new key); the others ended above.
         update_session_auth_hash(request, request.user)
         user_sessions.session_key_renew(request, old_key=kept)
+        # The current password was just proven (tenants.sudo).
+        user_sessions.session_proof_recorded(request)
         messages.success(
             request,
             ngettext(
@@ -252,6 +262,8 @@ def session_end(http_request: HttpRequest, session_id: int) -> HttpResponse:
     if user_sessions.sso_session_beyond_its_tenants(request):
         messages.error(request, _sessions_need_password())
         return redirect("account_security")
+    if held := sudo.confirm_first(request, back="sessions"):
+        return held
     try:
         user_sessions.session_end(
             user=request.user,

@@ -21,7 +21,13 @@ from tenants.models import SingleSignOn
 from tenants.next_url import safe_next_url
 from tenants.signin_audit import signin_audit
 from tenants.signin_gate import gate_for
-from tenants.user_sessions import FACTOR_KEY, METHOD_KEY, SSO_TENANTS_KEY, session_key_renew
+from tenants.user_sessions import (
+    FACTOR_KEY,
+    METHOD_KEY,
+    SSO_TENANTS_KEY,
+    session_key_renew,
+    session_proof_recorded,
+)
 
 FLOW_KEY = "cs_sso_flow"
 
@@ -177,6 +183,10 @@ def sso_callback(request: HttpRequest) -> HttpResponse:
     request.session[SSO_TENANTS_KEY] = sorted(
         {*request.session.get(SSO_TENANTS_KEY, []), tenant.pk}
     )
+    if request.session.get(METHOD_KEY) == "sso":
+        # The provider signed the person in again: a proof for a session it opened (tenants.sudo;
+        # the "Confirm it is you" page links here). A password session does not take its word.
+        session_proof_recorded(request)
     signin_audit(
         action="signin.succeeded",
         user=user,

@@ -20,7 +20,11 @@
       body: body ? JSON.stringify(body) : "{}",
     }).then(function (response) {
       return response.json().then(function (data) {
-        if (!response.ok) throw new Error(data.message || "");
+        if (!response.ok) {
+          // A refusal that names a page to go to: "Confirm it is you" first (tenants.sudo).
+          if (data.redirect) window.location.assign(data.redirect);
+          throw new Error(data.message || "");
+        }
         return data;
       });
     });

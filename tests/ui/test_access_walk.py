@@ -348,6 +348,7 @@ def test_every_html_page_carries_a_strict_csp_with_a_fresh_nonce(world, client):
 SIGNED_OUT = {
     "two_factor_verify": 302,
     "account_security": 302,
+    "account_confirm": 302,
     "totp_enrol": 302,
     "totp_confirm": 302,
     "recovery_codes_renew": 302,

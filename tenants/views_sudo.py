@@ -1,0 +1,72 @@
+"""The "Confirm it is you" page (tenants.sudo): the password, a code from the authenticator app or
+a recovery code, a passkey (static/js/passkeys.js, through the passkey sign-in endpoints), or for
+a session from single sign-on, that provider's sign-in again. Then back to ``next``."""
+
+from __future__ import annotations
+
+from typing import cast
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from tenants import sudo
+from tenants.access import AuthenticatedRequest
+from tenants.models import Passkey, SingleSignOn, TotpDevice
+from tenants.next_url import safe_next_url
+from tenants.user_sessions import METHOD_KEY, SSO_TENANTS_KEY
+
+
+def _context(request: AuthenticatedRequest, next_url: str) -> dict:
+    providers = []
+    if request.session.get(METHOD_KEY) == "sso":
+        # Only the providers this session came through: another tenant's would speak for a
+        # session it never opened.
+        came_through = request.session.get(SSO_TENANTS_KEY, [])
+        providers = [
+            {
+                "tenant": sso.tenant,
+                "url": f"{reverse('sso_start', args=[sso.tenant.slug])}?"
+                + urlencode({"next": next_url}),
+            }
+            for sso in SingleSignOn.objects.select_related("tenant")
+            .filter(tenant_id__in=came_through, enabled=True)
+            .order_by("tenant__name")
+        ]
+    return {
+        "next": next_url,
+        "minutes": settings.SUDO_SECONDS // 60,
+        "has_password": request.user.has_usable_password(),
+        "has_totp": TotpDevice.objects.filter(user=request.user, confirmed=True).exists(),
+        "has_passkey": Passkey.objects.filter(user=request.user).exists(),
+        "providers": providers,
+    }
+
+
+@login_required
+@require_http_methods(["GET", "HEAD", "POST"])
+def account_confirm(http_request: HttpRequest) -> HttpResponse:
+    request = cast(AuthenticatedRequest, http_request)
+    next_url = safe_next_url(
+        request,
+        request.POST.get("next") or request.GET.get("next"),
+        fallback=reverse("account_security"),
+    )
+    if request.method != "POST":
+        return render(request, "tenants/account_confirm.html", _context(request, next_url))
+    try:
+        if "code" in request.POST:
+            sudo.sudo_confirm_code(request=request, user=request.user, code=request.POST["code"])
+        else:
+            sudo.sudo_confirm_password(
+                request=request, user=request.user, password=request.POST.get("password", "")
+            )
+    except sudo.ConfirmError as error:
+        context = _context(request, next_url)
+        context["password_error" if "code" not in request.POST else "code_error"] = error.message
+        return render(request, "tenants/account_confirm.html", context, status=400)
+    return HttpResponseRedirect(next_url)
