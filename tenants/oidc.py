@@ -183,20 +183,38 @@ def _discovered(issuer: str, url: str) -> Provider:
     return provider
 
 
-def authorization_url(provider: Provider, *, client_id: str, redirect_uri: str, flow: Flow) -> str:
-    query = urlencode(
-        {
-            "response_type": "code",
-            "client_id": client_id,
-            "redirect_uri": redirect_uri,
-            "scope": "openid email profile",
-            "state": flow.state,
-            "nonce": flow.nonce,
-            "code_challenge": flow.code_challenge,
-            "code_challenge_method": "S256",
-        }
-    )
-    return f"{provider.authorization_endpoint}?{query}"
+def authorization_url(
+    provider: Provider, *, client_id: str, redirect_uri: str, flow: Flow, again: bool = False
+) -> str:
+    """``again``: the person must sign in at the provider now, not ride on its session
+    (``prompt=login``, ``max_age=0``; the token then carries ``auth_time``, see ``signed_in_since``)."""
+    params = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": redirect_uri,
+        "scope": "openid email profile",
+        "state": flow.state,
+        "nonce": flow.nonce,
+        "code_challenge": flow.code_challenge,
+        "code_challenge_method": "S256",
+    }
+    if again:
+        params |= {"prompt": "login", "max_age": "0"}
+    return f"{provider.authorization_endpoint}?{urlencode(params)}"
+
+
+# How far the provider's clock may be behind ours when it says when the person signed in.
+AUTH_TIME_SKEW_SECONDS = 60
+
+
+def signed_in_since(claims: dict, since: float) -> bool:
+    """Whether the token says the person signed in at the provider after ``since`` (a Unix
+    time). A provider that ignored ``max_age`` and sent no ``auth_time``, or an old one, rode on
+    its own session: no proof that the person is at the keyboard now."""
+    auth_time = claims.get("auth_time")
+    if isinstance(auth_time, bool) or not isinstance(auth_time, int | float):
+        return False
+    return auth_time >= since - AUTH_TIME_SKEW_SECONDS
 
 
 def exchange_code(

@@ -7,6 +7,8 @@ tenants.oidc_signin's.
 
 from __future__ import annotations
 
+import time
+
 from django.contrib.auth import login, logout
 from django.core.validators import slug_re
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -78,16 +80,24 @@ def sso_start(request: HttpRequest, slug: str) -> HttpResponse:
         return _refused(request, error.message, status=502)
     flow = oidc.new_flow()
     target = safe_next_url(request, request.GET.get("next"), fallback="")
+    # A session the provider opened, signing in again: the "Confirm it is you" page's link
+    # (tenants.sudo). The provider is asked for a new sign-in, and the token must say it was one.
+    again = request.user.is_authenticated and request.session.get(METHOD_KEY) == "sso"
     request.session[FLOW_KEY] = {
         "state": flow.state,
         "nonce": flow.nonce,
         "verifier": flow.code_verifier,
         "tenant": sso.tenant_id,
         "next": target,
+        "again_since": time.time() if again else None,
     }
     return redirect(
         oidc.authorization_url(
-            provider, client_id=sso.client_id, redirect_uri=_redirect_uri(request), flow=flow
+            provider,
+            client_id=sso.client_id,
+            redirect_uri=_redirect_uri(request),
+            flow=flow,
+            again=again,
         )
     )
 
@@ -164,7 +174,8 @@ def sso_callback(request: HttpRequest) -> HttpResponse:
             % {"email": request.user.email},
             409,
         )
-    if not (request.user.is_authenticated and gate_for(request) is None):
+    stayed = request.user.is_authenticated and gate_for(request) is None
+    if not stayed:
         # A new sign-in, also for a session of this person that still owes its second factor:
         # the provider's word counts for its own tenant only, so it must not complete a password
         # sign-in that would open the person's other tenants (an admin who runs this provider
@@ -183,9 +194,16 @@ def sso_callback(request: HttpRequest) -> HttpResponse:
     request.session[SSO_TENANTS_KEY] = sorted(
         {*request.session.get(SSO_TENANTS_KEY, []), tenant.pk}
     )
-    if request.session.get(METHOD_KEY) == "sso":
-        # The provider signed the person in again: a proof for a session it opened (tenants.sudo;
-        # the "Confirm it is you" page links here). A password session does not take its word.
+    again_since = pending.get("again_since")
+    if (
+        stayed
+        and again_since is not None
+        and request.session.get(METHOD_KEY) == "sso"
+        and oidc.signed_in_since(claims, again_since)
+    ):
+        # The provider signed the person in again, just now: a proof for a session it opened
+        # (tenants.sudo). A password session does not take its word; a new sign-in is a proof
+        # of its own (login()).
         session_proof_recorded(request)
     signin_audit(
         action="signin.succeeded",

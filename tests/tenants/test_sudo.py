@@ -3,6 +3,7 @@
 recovery codes or end the person's other sessions; it is sent to "Confirm it is you", where wrong
 passwords count as at sign-in, and the right proof lets the person do it again."""
 
+import time
 from datetime import timedelta
 from urllib.parse import parse_qs, urlsplit
 
@@ -232,11 +233,13 @@ def idp():
     served.server.shutdown()
 
 
-def sso_sign_in(client, idp, start_url):
-    client.get(start_url)
+def sso_sign_in(client, idp, start_url, **claims):
+    went = client.get(start_url)
     flow = client.session[FLOW_KEY]
-    idp.id_token = idp.sign(flow["nonce"], sub="carol", email="carol@acme.test")
-    return client.get(reverse("sso_callback"), {"state": flow["state"], "code": "c0de"})
+    idp.id_token = idp.sign(flow["nonce"], sub="carol", email="carol@acme.test", **claims)
+    back = client.get(reverse("sso_callback"), {"state": flow["state"], "code": "c0de"})
+    back.went = went
+    return back
 
 
 def test_a_single_sign_on_session_confirms_through_its_provider(
@@ -252,10 +255,34 @@ def test_a_single_sign_on_session_confirms_through_its_provider(
     held = client.post(reverse("session_end", args=[phone.pk]))
     page = client.get(sent_to_confirm(held, reverse("sessions"))).content.decode()
     link = f"{start}?next=%2Faccount%2Fsessions%2F"
-    back = sso_sign_in(client, idp, link)
+    back = sso_sign_in(client, idp, link, auth_time=int(time.time()))
     ended = client.post(reverse("session_end", args=[phone.pk]))
 
     assert link in page.replace("&amp;", "&")
+    # The provider is asked for a new sign-in, not its session's word.
+    assert "prompt=login" in back.went["Location"]
+    assert "max_age=0" in back.went["Location"]
     assert back["Location"] == reverse("sessions")
     assert ended.status_code == 302
     assert not Session.objects.filter(session_key=phone.session_key).exists()
+
+
+@pytest.mark.parametrize("auth_time", [None, "old"])
+def test_a_provider_that_rode_on_its_own_session_is_no_proof(
+    client, idp, tenant_a, member_of, settings, auth_time
+):
+    """Asked for a new sign-in (max_age=0), a provider that still answered from its own session
+    (no auth_time, or one from before the request) proves nothing about who is at the keyboard."""
+    provider_of(tenant_a, member_of, idp, domains=["acme.test"])
+    start = reverse("sso_start", args=[tenant_a.slug])
+    sso_sign_in(Client(REMOTE_ADDR="10.2.0.9"), idp, start)
+    phone = UserSession.objects.get()
+    sso_sign_in(client, idp, start)
+    age_proof(client, settings)
+
+    claims = {} if auth_time is None else {"auth_time": int(time.time()) - 3600}
+    sso_sign_in(client, idp, f"{start}?next=%2Faccount%2Fsessions%2F", **claims)
+    held = client.post(reverse("session_end", args=[phone.pk]))
+
+    assert sent_to_confirm(held, reverse("sessions"))
+    assert Session.objects.filter(session_key=phone.session_key).exists()
