@@ -10,7 +10,7 @@ from ninja import NinjaAPI
 
 from agent_api.auth import MAX_BODY_BYTES, rate_limit_per_window
 from agent_api.docs import OfflineSwagger, finish_openapi_schema
-from agent_api.errors import StrictJSONParser, install_exception_handlers
+from agent_api.errors import MAX_JSON_DEPTH, StrictJSONParser, install_exception_handlers
 from agent_api.idempotency import LOCK_SECONDS
 from agent_api.routes import router
 from agent_api.routes_analytics import router as analytics_router
@@ -67,7 +67,10 @@ naming the address. Files that would take the tenant past its attachment storage
 **413** `storage_quota_exceeded` (below).
 
 ### Limits
-Request bodies up to **{MAX_BODY_BYTES // 1024} KiB** (413 above), JSON only (415 otherwise);
+Request bodies up to **{MAX_BODY_BYTES // 1024} KiB** (413 above), JSON in UTF-8 only (415
+otherwise; a byte order mark or UTF-16 is 400 `malformed_json`); a key given twice in one object
+is **422** `duplicate_key` naming it, and objects and arrays nest at most {MAX_JSON_DEPTH} levels
+(422 `too_deeply_nested`);
 at most {services.MAX_RECIPIENTS} recipients in to + cc + bcc; subject up to
 {services.MAX_SUBJECT} characters on one line; bodies are stored and hashed with LF line endings
 (CRLF and a lone CR become LF). **{rate_limit_per_window()} requests per minute per

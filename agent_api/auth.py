@@ -31,6 +31,7 @@ MAX_BODY_BYTES = 256 * 1024 + settings.ATTACHMENT_MAX_DRAFT_BYTES * 4 // 3 * 78 
 RATE_WINDOW_SECONDS = 60
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
 JSON_TYPES = frozenset({"application/json"})
+UTF8_NAMES = frozenset({"utf-8", "utf8"})
 
 
 class AgentRequest(HttpRequest):
@@ -116,6 +117,17 @@ def check_body(request: HttpRequest) -> None:
             415,
             "unsupported_media_type",
             "Send the body as JSON with 'Content-Type: application/json'.",
+            title="Unsupported media type",
+        )
+    charset = (request.content_params or {}).get("charset")
+    if body and charset is not None and charset.strip().lower() not in UTF8_NAMES:
+        # The body is read as UTF-8 whatever the header says: a Latin-1 'Ã©' would be stored
+        # as 'é', so another charset is refused rather than read as something else.
+        raise ApiProblem(
+            415,
+            "unsupported_media_type",
+            "JSON bodies are read as UTF-8 only: send 'Content-Type: application/json' "
+            "(or with 'charset=utf-8') and a UTF-8 body.",
             title="Unsupported media type",
         )
 

@@ -23,6 +23,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
+from common import strict_json
 from intents.errors import DraftError
 
 # Logger and event names are the ones from before the API became its own app: alerts match them.
@@ -151,11 +152,6 @@ def _refuse_unstorable(value, field: str | None = None) -> None:
             _refuse_unstorable(item, f"{field}[{index}]" if field else f"[{index}]")
 
 
-def _refuse_constant(name: str):
-    # Python's json accepts NaN and Infinity, which are not JSON and which jsonb refuses.
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def check_storable(data) -> None:
     """Refuse (``UnstorableText``) what PostgreSQL would refuse: NUL, lone surrogates, NaN."""
     try:
@@ -164,13 +160,75 @@ def check_storable(data) -> None:
         raise UnstorableText(None, "the body is nested too deeply") from None
 
 
+# Well below Python's recursion limit, so every later walk of the body (check_storable, pydantic,
+# the fingerprint's json.dumps) has room; json itself gave up near 1,000 levels with a bare 400.
+# Provenance is refused past its own 32 levels by the draft service, with its own words.
+MAX_JSON_DEPTH = 512
+
+# What strict_json's refusals are in the API: (status, problem code). A literal NaN (no field)
+# is not JSON at all; a number beyond a float is JSON that no column stores.
+_REFUSED_JSON = {
+    "malformed": (400, "malformed_json"),
+    "not_utf8": (400, "malformed_json"),
+    "duplicate_key": (422, "duplicate_key"),
+    "number_too_long": (422, "number_too_long"),
+    "too_deep": (422, "too_deeply_nested"),
+}
+
+
+def parse_json(body: bytes):
+    """The request body as the one JSON reading every part of the API uses (the operation's
+    schema and the idempotency fingerprint alike), or ``ApiProblem``."""
+    try:
+        data = strict_json.loads(body, max_depth=MAX_JSON_DEPTH)
+    except strict_json.JSONRefused as exc:
+        raise json_refusal(exc) from None
+    try:
+        check_storable(data)
+    except UnstorableText as exc:
+        document = unstorable_problem(exc)
+        raise ApiProblem(
+            422, document["code"], exc.message, title=document["title"], errors=document["errors"]
+        ) from None
+    return data
+
+
+def json_refusal(exc: strict_json.JSONRefused) -> ApiProblem:
+    errors = [{"field": exc.field, "message": exc.message}]
+    if exc.code == "not_finite":
+        if exc.field is not None:
+            return ApiProblem(
+                422,
+                "unstorable_value",
+                exc.message,
+                title="The request contains a value that cannot be stored",
+                errors=errors,
+            )
+        status, code = 400, "malformed_json"
+    else:
+        status, code = _REFUSED_JSON[exc.code]
+    if status == 400:
+        return ApiProblem(
+            400,
+            code,
+            f"The request body is not valid JSON: {exc.message}.",
+            title="The body is not valid JSON",
+            errors=[{"field": None, "message": exc.message}],
+        )
+    return ApiProblem(
+        status,
+        code,
+        exc.message,
+        title="The request body cannot be read unambiguously",
+        errors=errors,
+    )
+
+
 class StrictJSONParser(Parser):
-    """JSON, minus the strings PostgreSQL would refuse (they would otherwise surface as a 500)."""
+    """JSON read by ``parse_json``: refusals are problem documents, never a 500 or a guess."""
 
     def parse_body(self, request: HttpRequest):
-        data = json.loads(request.body, parse_constant=_refuse_constant)
-        check_storable(data)
-        return data
+        return parse_json(request.body)
 
 
 def _field_from_loc(loc: Sequence) -> str | None:
@@ -283,8 +341,8 @@ def unstorable_problem(exc: UnstorableText) -> dict:
 
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     # Ninja raises HttpError(400) from the parser's exception when the body cannot be used.
-    if isinstance(exc.__cause__, UnstorableText):
-        return _send(unstorable_problem(exc.__cause__))
+    if isinstance(exc.__cause__, ApiProblem):
+        return on_problem(request, exc.__cause__)
     if exc.status_code == 400:
         return problem_response(
             status=400,

@@ -36,7 +36,7 @@ from django.db.models import DateTimeField, ExpressionWrapper
 from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 
-from agent_api.errors import ApiProblem
+from agent_api.errors import ApiProblem, parse_json
 from common.counters import count, counters_add
 from intents.models import ApiIdempotencyKey
 from tenants.models import Tenant
@@ -106,26 +106,16 @@ def fingerprint(*, credential: str, method: str, path: str, data: object) -> str
     return digest.hexdigest()
 
 
-def _parsed_body(body: bytes):
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError):  # the routes with a body refused it before this
-        raise ApiProblem(
-            400,
-            "malformed_json",
-            "The request body could not be parsed as JSON.",
-            title="The body is not valid JSON",
-            errors=[{"field": None, "message": "malformed JSON"}],
-        ) from None
-
-
 def request_fingerprint(request: HttpRequest, *, credential: str = "") -> str:
+    """The fingerprint of the body as the operation read it (``errors.parse_json``): a second,
+    laxer reading (it kept the last of two equal keys) could tell two requests apart, or mix
+    them up, differently from the work they ran."""
     body = request.body
     return fingerprint(
         credential=credential,
         method=request.method or "",
         path=request.path,
-        data=_parsed_body(body) if body else None,
+        data=parse_json(body) if body.strip() else None,
     )
 
 

@@ -5,6 +5,8 @@
   client waits for an answer that never comes. JSON-RPC 2.0 makes it an Invalid Request (-32600).
 - A batch (a JSON array): the SDK answers 400 with a validation dump that repeats the start of the
   request back. MCP's streamable HTTP transport since 2025-06-18 has no batches: -32600 too.
+- A key given twice in one object (``{"arguments": {"to": [...], "to": [...]}}``): the SDK keeps
+  the last, as the JSON API did; the API now refuses it (422 ``duplicate_key``), and so does this.
 
 Anything else, a body that is not JSON included, goes to the SDK unchanged (it answers -32700).
 """
@@ -15,6 +17,12 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from common import strict_json
+
+# Deep enough for any tool's arguments inside the JSON-RPC envelope; a deeper body is left to the
+# SDK and the tools' own checks.
+READ_DEPTH = 128
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 App = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Any]
@@ -23,8 +31,10 @@ App = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awa
 def shape_problem(body: bytes) -> str | None:
     """Why this body is an Invalid Request the SDK would mishandle, or None."""
     try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
+        data = strict_json.loads(body, max_depth=READ_DEPTH)
+    except strict_json.JSONRefused as exc:
+        if exc.code == "duplicate_key":
+            return f"Duplicate key in the request: {exc.message}."
         return None
     if isinstance(data, list):
         return "Batch requests are not supported: send one JSON-RPC request per POST."

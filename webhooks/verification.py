@@ -9,13 +9,13 @@ only the first and answers 500 to the others, which makes Svix retry a forgery f
 from __future__ import annotations
 
 import binascii
-import json
 import logging
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from svix.webhooks import Webhook, WebhookVerificationError
+
+from common import strict_json
 
 log = logging.getLogger("webhooks.verification")
 
@@ -104,46 +104,24 @@ def verify_delivery(
         # Svix ids are ASCII tokens; a NUL in one would fail the ledger insert (a 500).
         raise VerificationFailed("malformed_svix_id")
     try:
-        payload = json.loads(text, parse_constant=_not_finite, parse_float=_finite_float)
-    except RecursionError:
-        raise VerificationFailed("body_too_deep") from None
-    except NotFinite:
-        raise VerificationFailed("number_not_finite") from None
-    except ValueError:
-        raise VerificationFailed("body_not_json") from None
+        payload = strict_json.loads(text, max_depth=MAX_JSON_DEPTH)
+    except strict_json.JSONRefused as exc:
+        raise VerificationFailed(_JSON_REASONS[exc.code]) from None
     if not isinstance(payload, dict):
         raise VerificationFailed("body_not_object")
-    if _deeper_than(payload, MAX_JSON_DEPTH):
-        raise VerificationFailed("body_too_deep")
     return VerifiedDelivery(svix_id=svix_id, payload=payload)
 
 
-class NotFinite(ValueError):
-    """NaN, Infinity or a number beyond a float (``1e400``): Python's json takes them, jsonb
-    refuses them, and the ledger insert would fail (a 500, retried by Svix for a day)."""
-
-
-def _not_finite(name: str) -> float:
-    raise NotFinite(name)
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise NotFinite(text)
-    return value
-
-
-def _deeper_than(value: dict | list, limit: int) -> bool:
-    """Whether objects and arrays nest more than ``limit`` levels (iterative: no recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
+# strict_json's refusals as reasons. A duplicate key is refused, not read: the signature covers
+# both values, and the event would be applied with whichever one Python's json kept.
+_JSON_REASONS = {
+    "malformed": "body_not_json",
+    "not_utf8": "body_not_utf8",
+    "not_finite": "number_not_finite",
+    "number_too_long": "number_too_long",
+    "too_deep": "body_too_deep",
+    "duplicate_key": "duplicate_key",
+}
 
 
 def _reason_of(message: str) -> str:

@@ -57,7 +57,9 @@ def draft_hand(request: TenantRequest, draft_id: int) -> HttpResponse:
         Membership.objects.select_related("user")
         .filter(tenant=request.tenant, user_id=int(raw))
         .first()
-        if raw.isdigit() and len(raw) < 19
+        # isascii: U+00B2 (superscript two) and U+0661 (Arabic-Indic one) are digits to
+        # str.isdigit; int() refused the first (a 500) and read the second as 1.
+        if raw.isascii() and raw.isdigit() and len(raw) < 19
         else None
     )
     if membership is None:

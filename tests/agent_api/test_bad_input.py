@@ -214,6 +214,68 @@ CASES = {
         "unstorable_value",
         "provenance.score",
     ),
+    # One reading of the body for the schema, the idempotency fingerprint and the stored draft:
+    # Python's json kept the last of two equal keys (another reader keeps the first).
+    "key given twice": (
+        lambda m: _case(m, text="first").replace('"text": "first"', '"text": "a", "text": "b"'),
+        "application/json",
+        422,
+        "duplicate_key",
+        "text",
+    ),
+    "key given twice deep in provenance": (
+        lambda m: _case(m).replace('"text"', '"provenance": {"m": [{"k": 1, "k": 2}]}, "text"'),
+        "application/json",
+        422,
+        "duplicate_key",
+        "provenance.m[0].k",
+    ),
+    "integer of 5000 digits": (
+        lambda m: _case(m).replace('"text"', '"provenance": {"n": ' + "9" * 5000 + '}, "text"'),
+        "application/json",
+        422,
+        "number_too_long",
+        "provenance.n",
+    ),
+    "10,000 levels of nesting": (
+        lambda m: _case(m).replace(
+            '"text"', '"provenance": ' + "[" * 10_000 + "]" * 10_000 + ', "text"'
+        ),
+        "application/json",
+        422,
+        "too_deeply_nested",
+        None,
+    ),
+    # Past the API's limit (512) but within what Python's json reads (about 1,000).
+    "600 levels of nesting": (
+        lambda m: _case(m).replace('"text"', '"provenance": ' + "[" * 600 + "]" * 600 + ', "text"'),
+        "application/json",
+        422,
+        "too_deeply_nested",
+        None,
+    ),
+    "byte order mark": (
+        lambda m: b"\xef\xbb\xbf" + _case(m).encode(),
+        "application/json",
+        400,
+        "malformed_json",
+        None,
+    ),
+    "UTF-16 body": (
+        lambda m: _case(m).encode("utf-16"),
+        "application/json",
+        400,
+        "malformed_json",
+        None,
+    ),
+    # Read as UTF-8 whatever it said: Latin-1 "Ã©" (C3 A9) was stored as "é".
+    "charset other than UTF-8": (
+        lambda m: _case(m, text="Caf@").replace("@", "\u00c3\u00a9").encode("latin-1"),
+        "application/json; charset=iso-8859-1",
+        415,
+        "unsupported_media_type",
+        None,
+    ),
     "form-encoded body": (
         lambda m: "mailbox=x&to=y",
         "application/x-www-form-urlencoded",
@@ -268,6 +330,19 @@ def test_a_body_that_is_no_json_object_says_so(api, token_a, raw, detail):
     response = api.post("/drafts", raw=raw, token=token_a, key="no-object")
 
     assert (response.status_code, response.json()["detail"]) == (422, detail)
+
+
+def test_data_after_the_json_value_is_named_with_its_place(api, token_a, mailbox_a):
+    """It said only "could not be parsed as JSON", for a body whose JSON was whole."""
+    body = json.dumps(draft_body(mailbox_a))
+
+    response = api.post("/drafts", raw=body + "\n{}", token=token_a, key="trailing")
+
+    assert response.status_code == 400
+    assert response.json()["detail"] == (
+        "The request body is not valid JSON: Extra data at line 2 column 1."
+    )
+    assert Draft.objects.count() == 0
 
 
 def test_validation_errors_list_every_field(api, token_a, mailbox_a):

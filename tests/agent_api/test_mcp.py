@@ -458,6 +458,22 @@ def test_a_request_id_of_no_json_rpc_type_is_an_invalid_request_and_runs_nothing
     assert draft_count() == 0
 
 
+def test_arguments_naming_a_key_twice_are_an_invalid_request_and_run_nothing(
+    mcp_url, token_a, mailbox_a
+):
+    """The SDK kept the last of the two; the JSON API refuses them (422 duplicate_key)."""
+    arguments = json.dumps(draft_body(mailbox_a, text="first")).replace(
+        '"text": "first"', '"text": "first", "text": "second"'
+    )
+
+    answer = rpc(mcp_url, token_a, tool_call("create_draft", arguments))
+
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == -32600
+    assert "params.arguments.text" in answer.json()["error"]["message"]
+    assert draft_count() == 0
+
+
 def test_a_batch_is_an_invalid_request_that_repeats_nothing_back(mcp_url, token_a):
     secret = "customer-private-words"
     batch = json.dumps([json.loads(INITIALIZE), {"jsonrpc": "2.0", "id": 2, "note": secret}])

@@ -140,6 +140,21 @@ def test_a_signed_body_with_a_number_jsonb_cannot_hold_is_400_and_stores_nothing
     assert InboundMessage.objects.count() == 0
 
 
+def test_a_signed_body_naming_a_key_twice_is_400_and_stores_nothing(client, hook, mailbox):
+    """The signature covers both values of a key given twice; Python's json kept the last, so the
+    event was stored and applied with the second sender (or inbox, message id) while any reader
+    taking the first, as many parsers do, saw another event."""
+    event = received_payload(mailbox, thread_id="thr_1", sender="Jane <jane@customer.test>")
+    body = json.dumps(event).replace('"from": ', '"from": "Boss <boss@acme.test>", "from": ', 1)
+
+    response = _signed_post(client, hook, body)
+
+    assert response.status_code == 400
+    assert response.json()["detail"] == "duplicate_key"
+    assert WebhookEvent.objects.count() == 0
+    assert InboundMessage.objects.count() == 0
+
+
 def test_a_real_shaped_body_is_well_within_the_depth_limit(client, hook, mailbox):
     event = received_payload(mailbox, thread_id="thr_1")
     event["message"]["headers"] = {"x": [{"y": [{"z": ["deep"]}]}]}
