@@ -22,7 +22,7 @@ from intents.models import DraftVersion, Suppression
 from mailboxes.models import Mailbox
 from tenants.models import Membership, Tenant
 
-DECIDING_ROLES = frozenset({Membership.Role.ADMIN, Membership.Role.APPROVER})
+DECIDING_ROLES = Membership.DECIDING_ROLES
 MAX_ADDRESS_LENGTH = 254
 
 

@@ -32,6 +32,7 @@ from mailboxes.headers import line_break_in
 from mailboxes.models import Mailbox
 from mailboxes.signals import mailbox_provisioned
 from tenants.models import AuditEvent, Tenant
+from tenants.send_stops import sends_in_flight_hold
 from tenants.services import require_admin
 from tenants.stale import fingerprint, refuse_if_changed
 
@@ -282,6 +283,11 @@ def mailbox_set_status(*, tenant: Tenant, mailbox_id: int, status: str, actor) -
     if status not in (Mailbox.Status.ACTIVE, Mailbox.Status.DISABLED):
         raise ProvisioningError(_("A mailbox can only be enabled or disabled."))
     require_admin(tenant, actor)
+    data: dict[str, int] = {}
+    if status == Mailbox.Status.DISABLED:
+        # Before the mailbox's row (see tenants.send_stops): the record path holds a send while
+        # it locks its mailbox.
+        data["sends_in_flight"] = sends_in_flight_hold(tenant_id=tenant.pk, mailbox_id=mailbox_id)
     mailbox = Mailbox.objects.select_for_update().get(tenant=tenant, pk=mailbox_id)
     if mailbox.status == Mailbox.Status.PROVISIONING:
         raise ProvisioningError(
@@ -296,7 +302,7 @@ def mailbox_set_status(*, tenant: Tenant, mailbox_id: int, status: str, actor) -
             actor=actor,
             action=f"mailbox.{'enabled' if status == 'active' else 'disabled'}",
             obj=mailbox,
-            data={"from": previous},
+            data={"from": previous, **data},
         )
     return mailbox
 

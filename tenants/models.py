@@ -171,6 +171,9 @@ class Membership(models.Model):
         APPROVER = "approver", _("Approver")
         VIEWER = "viewer", _("Viewer")
 
+    # The roles that may approve or reject a draft (with the mailbox right: intents.policy).
+    DECIDING_ROLES = frozenset({Role.ADMIN, Role.APPROVER})
+
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)

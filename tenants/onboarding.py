@@ -22,6 +22,7 @@ from django.utils.translation import gettext as _
 from common.text import control_in, unsafe_in_name
 from tenants import invitations
 from tenants.models import AuditEvent, Tenant, User
+from tenants.send_stops import sends_in_flight_hold
 from tenants.services import AdminError, audit_record
 from tenants.signin_audit import signin_audit
 
@@ -239,10 +240,17 @@ def _change_status(
     data: dict,
     actor: User | None,
     refused: str,
+    stops_sends: bool = False,
 ) -> Tenant:
     """Move the tenant from ``source`` to ``target`` under its row lock, audited as ``action``;
-    refused with the message ``refused``, changing nothing, when it is not in ``source``."""
+    refused with the message ``refused``, changing nothing, when it is not in ``source``.
+    ``stops_sends``: first hold the tenant's sends on their way to a call (before the tenant's
+    row: see ``tenants.send_stops``), and audit how many were in flight."""
     with transaction.atomic():
+        if stops_sends:
+            tenant_id = Tenant.objects.filter(slug=slug).values_list("pk", flat=True).first()
+            if tenant_id is not None:
+                data = {**data, "sends_in_flight": sends_in_flight_hold(tenant_id=tenant_id)}
         tenant = _locked(slug)
         if tenant.status != source:
             raise AdminError(f"already_{target}", refused)
@@ -267,6 +275,7 @@ def tenant_suspend(*, slug: str, reason: str, actor: User | None = None) -> Tena
         actor=actor,
         refused=_("The tenant %(slug)s is already suspended; nothing was changed.")
         % {"slug": slug},
+        stops_sends=True,
     )
 
 

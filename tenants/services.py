@@ -20,6 +20,7 @@ from django.utils.translation import gettext_lazy
 
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
+from tenants.send_stops import sends_in_flight_hold
 from tenants.stale import fingerprint, refuse_if_changed
 from tenants.user_sessions import sessions_end_all
 
@@ -175,14 +176,15 @@ def member_set_role(*, tenant: Tenant, membership_id: int, role: str, actor: Use
         locked.require_admin_actor(tenant)
         if old == role:
             return membership
+        data: dict[str, object] = {"from": old, "to": role, "email": membership.user.email}
+        if role not in Membership.DECIDING_ROLES:
+            data["sends_in_flight"] = sends_in_flight_hold(
+                tenant_id=tenant.pk, approver_id=membership.user_id
+            )
         Membership.objects.filter(pk=membership.pk, role=old).update(role=role)
         membership.role = role
         audit_record(
-            tenant=tenant,
-            actor=actor,
-            action="member.role_changed",
-            obj=membership,
-            data={"from": old, "to": role, "email": membership.user.email},
+            tenant=tenant, actor=actor, action="member.role_changed", obj=membership, data=data
         )
         if old == Membership.Role.ADMIN:
             _withdraw_invitations_sent_by(tenant, membership, actor, "inviter_no_longer_admin")
@@ -260,6 +262,11 @@ def member_set_mailbox_rights(
         refuse_if_changed(
             based_on=based_on, current=_rights(membership, before), labels=RIGHTS_LABELS
         )
+        in_flight = 0
+        if not approve_all_mailboxes:
+            in_flight = sends_in_flight_hold(
+                tenant_id=tenant.pk, approver_id=membership.user_id, keep_mailboxes=mailboxes
+            )
         Membership.objects.filter(pk=membership.pk).update(
             approve_all_mailboxes=approve_all_mailboxes
         )
@@ -275,6 +282,7 @@ def member_set_mailbox_rights(
                 "approve_all_mailboxes": approve_all_mailboxes,
                 "mailboxes_before": before,
                 "mailboxes_after": sorted(wanted),
+                "sends_in_flight": in_flight,
             },
         )
     return membership
@@ -293,6 +301,7 @@ def member_deactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Mem
                 "last_admin", _("This is the last active admin; promote someone else first.")
             )
         locked.require_admin_actor(tenant)
+        in_flight = sends_in_flight_hold(tenant_id=tenant.pk, approver_id=membership.user_id)
         changed = Membership.objects.filter(pk=membership.pk, is_active=True).update(
             is_active=False
         )
@@ -307,7 +316,11 @@ def member_deactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Mem
             actor=actor,
             action="member.deactivated",
             obj=membership,
-            data={"email": membership.user.email, "sessions_ended": ended},
+            data={
+                "email": membership.user.email,
+                "sessions_ended": ended,
+                "sends_in_flight": in_flight,
+            },
         )
         _withdraw_invitations_sent_by(tenant, membership, actor, "inviter_deactivated")
     logger.info(

@@ -172,3 +172,28 @@ def hold_broadcasts(intents: Sequence[SendIntent]) -> None:
         for broadcast_id, state in cursor.fetchall():
             for broadcast in held[broadcast_id]:
                 broadcast.state = state
+
+
+def reread_stops(intents: Sequence[SendIntent]) -> None:
+    """Read the batch's tenant and mailbox status again, in a statement of its own.
+
+    ``lock_leased`` reads them in its statement's snapshot, which is taken before the statement
+    waits for a row lock. A change that stops sends (``intents.sending.stops``) holds the intents
+    it affects until it commits: a check that waited for it got its rows after that commit, with
+    the status from before it, and sent. This statement starts after the wait (READ COMMITTED),
+    so it reads what committed before it; the memberships and rights are read after the wait too
+    (``CheckFacts.load``). A plain read: a lock here would be one on the hottest rows of all."""
+    if not intents:
+        return
+    mailbox_table = connection.ops.quote_name(Mailbox._meta.db_table)
+    tenant_table = connection.ops.quote_name(Tenant._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 'm', id, status FROM {mailbox_table} WHERE id = ANY(%s) "  # noqa: S608
+            f"UNION ALL SELECT 't', id, status FROM {tenant_table} WHERE id = ANY(%s)",
+            [sorted({i.mailbox_id for i in intents}), sorted({i.tenant_id for i in intents})],
+        )
+        status = {(kind, pk): value for kind, pk, value in cursor.fetchall()}
+    for intent in intents:
+        intent.mailbox.status = status.get(("m", intent.mailbox_id), intent.mailbox.status)
+        intent.tenant.status = status.get(("t", intent.tenant_id), intent.tenant.status)

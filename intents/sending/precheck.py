@@ -32,7 +32,7 @@ from intents.policy import (
     suppressed_addresses,
 )
 from intents.sending.lease import Claim, Prepared, safe_window, strict_now
-from intents.sending.locked import hold_broadcasts, lock_leased
+from intents.sending.locked import hold_broadcasts, lock_leased, reread_stops
 from intents.sending.record import finish_leased
 from intents.sending.throttle import throttle_key
 from mailboxes import provider
@@ -160,8 +160,10 @@ def policy_problem(intent: SendIntent, facts: CheckFacts) -> tuple[str, str] | N
     """(code, reason) for the first contract check that fails, or None.
 
     Expects ``intent`` from ``_lock_leased``: its tenant, mailbox, draft and version were read in
-    the locking statement (fresh). ``facts`` are the membership and suppressions read in the same
-    transaction (``CheckFacts.load`` of the whole batch).
+    the locking statement, the tenant's and mailbox's status again after it (``reread_stops``: a
+    change that stops sends may have committed while the lock waited). ``facts`` are the
+    membership and suppressions read in the same transaction (``CheckFacts.load`` of the whole
+    batch), also after the lock.
     """
     tenant = intent.tenant
     if not tenant.is_active:
@@ -229,6 +231,7 @@ def intent_begin_attempts(claims: list[Claim]) -> dict[int, Prepared | None]:
     with transaction.atomic():
         locked = _lock_leased(claims)
         hold_broadcasts(list(locked.values()))
+        reread_stops(list(locked.values()))
         facts = CheckFacts.load(list(locked.values()))
         started: list[tuple[Locked, Claim, str]] = []
         files: dict[int, tuple[provider.OutgoingAttachment, ...]] = {}

@@ -172,7 +172,11 @@ def test_a_suspended_tenant_refuses_agents_and_staff_writes_then_works_again(
     assert Invitation.objects.filter(tenant=tenant_a, email="new@example.test").count() == 1
     rows = AuditEvent.objects.filter(tenant=tenant_a, action__startswith="tenant.")
     assert list(rows.order_by("id").values_list("action", "data", "object_id")) == [
-        ("tenant.suspended", {"reason": "Unpaid invoice 2024-117"}, str(tenant_a.pk)),
+        (
+            "tenant.suspended",
+            {"reason": "Unpaid invoice 2024-117", "sends_in_flight": 0},
+            str(tenant_a.pk),
+        ),
         ("tenant.resumed", {}, str(tenant_a.pk)),
     ]
 

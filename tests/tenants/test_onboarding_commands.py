@@ -107,7 +107,10 @@ def test_suspend_and_resume_by_command(tenant_a):
     assert "is not suspended; nothing was changed" in str(not_suspended.value)
     assert list(
         AuditEvent.objects.filter(tenant=tenant_a).order_by("id").values_list("action", "data")
-    ) == [("tenant.suspended", {"reason": "unpaid invoice"}), ("tenant.resumed", {})]
+    ) == [
+        ("tenant.suspended", {"reason": "unpaid invoice", "sends_in_flight": 0}),
+        ("tenant.resumed", {}),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -171,7 +171,7 @@ def test_the_suspend_action_asks_for_a_reason_then_suspends_each_tenant(
     row = AuditEvent.objects.get(tenant=tenant_a, action="tenant.suspended")
     assert (row.actor.email, row.data) == (
         "ops@countersign.test",
-        {"reason": "Chargeback on invoice 88"},
+        {"reason": "Chargeback on invoice 88", "sends_in_flight": 0},
     )
     assert AuditEvent.objects.filter(tenant=tenant_b, action="tenant.suspended").count() == 1
 

@@ -1,0 +1,77 @@
+"""Changes that stop sends wait for the pre-call checks they affect (``tenants.send_stops``).
+
+The pre-call check locks its batch's intents, reads the tenant, the mailbox and the approver's
+right, and commits the attempt rows; the call comes after that commit. A suspension, a disabled
+mailbox or a right taken away that committed between the check's read and that commit went
+unseen by both: the call went out after the change, and the change's audit row did not know.
+
+``intents_hold_in_flight`` closes that window without a lock in the worker's path: the changing
+transaction locks the intents it affects that may be on their way to a call (``queued``, which a
+claim may lease at any moment; ``sending``; ``uncertain``, whose replay may be a first send), in
+id order as every locker of intents does. If a check holds them, the change waits for its commit
+and then counts its attempt rows as in flight; a check that comes later waits for the change's
+commit and reads the tenant, mailbox and memberships again after that wait
+(``locked.reread_stops``, ``CheckFacts.load``), so it sees the change and blocks.
+
+Lock order: intents, then the row the change updates. The worker holds intents while it takes a
+KEY SHARE lock on the tenant (the attempt row's foreign key) and the record path holds them while
+it locks the mailbox (``mailbox_key_refused``); a change that locked its tenant or mailbox first
+and then waited for the intents would deadlock with either. Membership rows may come first: no
+path that holds intents locks a membership. Claims and the sweep skip locked rows; the record and
+reconcile paths lock intents in id order too, and then nothing the change holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+
+from intents.models import SendAttempt, SendIntent
+
+log = logging.getLogger("intents.sending")
+
+State = SendIntent.State
+ON_THEIR_WAY = [State.QUEUED, State.SENDING, State.UNCERTAIN]
+
+
+def intents_hold_in_flight(
+    *,
+    tenant_id: int,
+    mailbox_id: int | None = None,
+    approver_id: int | None = None,
+    keep_mailboxes: Collection[int] | None = None,
+) -> int:
+    """Lock (until the caller's commit) the tenant's intents on their way to a call, narrowed to
+    one mailbox, one approver, and mailboxes outside ``keep_mailboxes``; returns how many have an
+    attempt in flight. One statement through ``intent_tenant_state`` when none is on its way."""
+    qs = SendIntent.objects.select_for_update().filter(tenant_id=tenant_id, state__in=ON_THEIR_WAY)
+    if mailbox_id is not None:
+        qs = qs.filter(mailbox_id=mailbox_id)
+    if approver_id is not None:
+        qs = qs.filter(approver_id=approver_id)
+    if keep_mailboxes is not None:
+        qs = qs.exclude(mailbox_id__in=list(keep_mailboxes))
+    held = list(qs.order_by("id").values_list("id", flat=True))
+    if not held:
+        return 0
+    in_flight = (
+        SendAttempt.objects.filter(intent_id__in=held, outcome=SendAttempt.Outcome.PENDING)
+        .values("intent_id")
+        .distinct()
+        .count()
+    )
+    log.info(
+        "intents.sends.stop_held",
+        extra={"tenant_id": tenant_id, "held": len(held), "in_flight": in_flight},
+    )
+    return in_flight
+
+
+def on_sends_stopping(sender, **scope) -> int:
+    """The receiver of ``tenants.send_stops.sends_stopping``."""
+    return intents_hold_in_flight(
+        tenant_id=scope["tenant_id"],
+        mailbox_id=scope.get("mailbox_id"),
+        approver_id=scope.get("approver_id"),
+        keep_mailboxes=scope.get("keep_mailboxes"),
+    )

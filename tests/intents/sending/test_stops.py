@@ -1,0 +1,158 @@
+"""A change that stops sends (member deactivated, mailbox disabled, tenant suspended) and the
+worker's pre-call check, committing at the same moment: no call goes out after the change that
+the change does not count as in flight (intents.sending.stops)."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import pytest
+from django.db import connection, transaction
+from django.db.models.functions import Now
+
+from intents.models import SendIntent
+from intents.sending.claim import intent_claim
+from intents.sending.worker import execute_claims
+from mailboxes.provisioning import mailbox_set_status
+from tenants.models import AuditEvent, Membership
+from tenants.onboarding import tenant_suspend
+from tenants.services import member_deactivate
+from tests.intents.helpers import blocked_on_a_lock, in_thread
+from tests.ops.test_query_plans import analyze, captured, earlier_sends, scanning
+from tests.webhooks.conftest import intent_row  # noqa: F401 (a fixture, used by name)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _claimed(live):
+    intent = live.approved()
+    SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now())
+    claims = intent_claim(worker="t", limit=5)
+    assert [c.intent_id for c in claims] == [intent.pk]
+    return intent, claims
+
+
+def _lock_waiters() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
+def _until_done_or_waiting(thread, waiters: int, timeout: float = 10) -> None:
+    """Until ``thread`` ends or ``waiters`` sessions wait on a lock: an event, not a sleep."""
+    deadline = time.monotonic() + timeout
+    while thread.is_alive() and _lock_waiters() < waiters and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+@contextmanager
+def _held(model):
+    """Inserts into ``model``'s table wait until the block ends."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"LOCK TABLE {connection.ops.quote_name(model._meta.db_table)} IN SHARE MODE"
+        )
+        yield
+
+
+def _deactivate_approver(live, admin):
+    membership = Membership.objects.get(tenant=live.tenant, user=live.approver)
+    member_deactivate(tenant=live.tenant, membership_id=membership.pk, actor=admin)
+    return "member.deactivated"
+
+
+def _disable_mailbox(live, admin):
+    mailbox_set_status(
+        tenant=live.tenant, mailbox_id=live.mailbox.pk, status="disabled", actor=admin
+    )
+    return "mailbox.disabled"
+
+
+def _suspend_tenant(live, admin):
+    tenant_suspend(slug=live.tenant.slug, reason="Unpaid invoices")
+    return "tenant.suspended"
+
+
+def _sends(live, intent) -> int:
+    return len(live.sandbox.ledger(idempotency_key=intent.idempotency_key))
+
+
+@pytest.mark.parametrize("change", [_deactivate_approver, _disable_mailbox])
+def test_a_change_committed_while_the_check_inserts_its_attempt_counts_that_call(
+    live, member_of, change
+):
+    """The check had read the approver's right and the mailbox when the change committed; its
+    attempt row came after, and so did the call, which the change knew nothing about. Now the
+    change waits for the check's attempt row and says the call is in flight."""
+    admin = member_of(live.tenant, "admin").user
+    intent, claims = _claimed(live)
+    worker: list = []
+    changed: list = []
+
+    def change_then_count_attempts():
+        action = change(live, admin)
+        return action, intent.attempts_log.count()
+
+    with _held(type(intent.attempts_log.model())):
+        sender = in_thread(lambda: execute_claims(claims), worker)
+        assert blocked_on_a_lock(), "the pre-call check never reached its attempt row"
+        changer = in_thread(change_then_count_attempts, changed)
+        _until_done_or_waiting(changer, waiters=2)
+    sender.join(30)
+    changer.join(30)
+    assert not isinstance(worker[0], Exception) and not isinstance(changed[0], Exception)
+    action, attempts_before_the_change = changed[0]
+    assert _sends(live, intent) == 1
+    assert attempts_before_the_change == 1
+    assert AuditEvent.objects.get(action=action).data["sends_in_flight"] == 1
+
+
+@pytest.mark.parametrize("change", [_disable_mailbox, _suspend_tenant])
+def test_a_check_that_waited_for_the_change_reads_it_and_blocks_the_send(live, member_of, change):
+    """The check's locked read took its snapshot, then waited for the change's lock on the send:
+    it got the row after the change committed, with the mailbox and tenant from before, and
+    sent. They are read again after the wait."""
+    admin = member_of(live.tenant, "admin").user
+    intent, claims = _claimed(live)
+    worker: list = []
+    changed: list = []
+
+    with _held(AuditEvent):  # the change holds the send and waits here to write its audit row
+        changer = in_thread(lambda: change(live, admin), changed)
+        assert blocked_on_a_lock(), "the change never reached its audit row"
+        sender = in_thread(lambda: execute_claims(claims), worker)
+        _until_done_or_waiting(sender, waiters=2)
+    sender.join(30)
+    changer.join(30)
+    assert not isinstance(worker[0], Exception) and not isinstance(changed[0], Exception)
+    intent.refresh_from_db()
+    assert (intent.state, _sends(live, intent)) == ("blocked", 0)
+    assert AuditEvent.objects.get(action=changed[0]).data["sends_in_flight"] == 0
+
+
+def test_a_change_with_no_send_in_flight_costs_one_indexed_statement(
+    live,
+    member_of,
+    intent_row,  # noqa: F811 (the fixture imported above)
+):
+    """Over the mailbox's history of sends by the approver: one statement on the intents, read
+    through an index that skips the history."""
+    admin = member_of(live.tenant, "admin").user
+    earlier_sends(intent_row, live.mailbox, live.approver)
+    analyze()
+
+    statements = captured(lambda: _deactivate_approver(live, admin))
+    statements += captured(lambda: _disable_mailbox(live, admin))
+
+    on_intents = [sql for sql in statements if '"intents_sendintent"' in sql]
+    assert len(on_intents) == 2
+    assert scanning(on_intents) == []
+    assert {
+        e.data["sends_in_flight"]
+        for e in AuditEvent.objects.filter(action__in=("member.deactivated", "mailbox.disabled"))
+    } == {0}
