@@ -2,19 +2,29 @@ from __future__ import annotations
 
 from django import forms
 from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
+from common.addresses import normalize_address, normalize_domain
 from console.forms import BasedOnForm
 from mailboxes.models import Mailbox
-
-DOMAIN_RE = r"^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$"
 
 
 def _lines(value: str) -> list[str]:
     items = [item.strip().lower() for chunk in value.splitlines() for item in chunk.split(",")]
     return sorted({item for item in items if item})
+
+
+def _normalized(value: str, normalize) -> tuple[list[str], list[str]]:
+    """(the entries of ``value`` in their normal form, sorted, each once; those that have none)."""
+    good: set[str] = set()
+    bad: list[str] = []
+    for item in _lines(value):
+        try:
+            good.add(normalize(item))
+        except ValueError:
+            bad.append(item)
+    return sorted(good), bad
 
 
 DISPLAY_NAME_HELP = _("The sender's name your customers see, e.g. Acme Support.")
@@ -65,10 +75,9 @@ class MailboxPolicyForm(BasedOnForm):
     )
 
     def clean_allowed_domains(self) -> list[str]:
-        import re
-
-        domains = _lines(self.cleaned_data["allowed_domains"])
-        bad = [d for d in domains if not re.match(DOMAIN_RE, d)]
+        # In the form recipients are compared in (common.addresses): an IDN domain may be typed
+        # in Unicode or in punycode, and is kept in punycode either way.
+        domains, bad = _normalized(self.cleaned_data["allowed_domains"], normalize_domain)
         if bad:
             raise ValidationError(
                 ngettext(
@@ -79,13 +88,7 @@ class MailboxPolicyForm(BasedOnForm):
         return domains
 
     def clean_allowed_addresses(self) -> list[str]:
-        addresses = _lines(self.cleaned_data["allowed_addresses"])
-        bad = []
-        for address in addresses:
-            try:
-                validate_email(address)
-            except ValidationError:
-                bad.append(address)
+        addresses, bad = _normalized(self.cleaned_data["allowed_addresses"], normalize_address)
         if bad:
             raise ValidationError(
                 ngettext(

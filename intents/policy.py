@@ -10,20 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
-from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
-from email_validator import EmailNotValidError, validate_email
 
+# The address form every entry stores and every check compares lives below every app
+# (common.addresses), where the mailbox's allow-list service reaches it too; the apps above
+# import it from here, beside the recipient rule.
+from common.addresses import MAX_ADDRESS_LENGTH as MAX_ADDRESS_LENGTH
+from common.addresses import normalize_address as normalize_address
 from intents.models import DraftVersion, Suppression
 from mailboxes.models import Mailbox
 from tenants.models import Membership, Tenant
 
 DECIDING_ROLES = Membership.DECIDING_ROLES
-MAX_ADDRESS_LENGTH = 254
 
 
 @dataclass(frozen=True)
@@ -31,38 +32,6 @@ class RecipientProblem:
     address: str
     code: str  # "invalid", "not_allowed", "suppressed"
     message: str
-
-
-def normalize_address(address: str) -> str:
-    """The lower-cased, syntax-checked address; raises ValueError with a readable message.
-
-    No DNS or deliverability lookups: they are slow, flaky and leak which addresses we write to.
-    """
-    if not isinstance(address, str):
-        raise ValueError("an address must be a string")
-    candidate = address.strip()
-    if not candidate:
-        raise ValueError("an address is empty")
-    if len(candidate) > MAX_ADDRESS_LENGTH:
-        raise ValueError(f"{candidate[:40]}… is longer than {MAX_ADDRESS_LENGTH} characters")
-    # The sandbox and tests use the reserved .test domain; production never accepts it.
-    return _validated(candidate, test_environment=not settings.PRODUCTION)
-
-
-@lru_cache(maxsize=4096)
-def _validated(candidate: str, *, test_environment: bool) -> str:
-    """A pure function of its arguments (no DNS), so the worker's re-check of the same addresses
-    before every send does not parse them again. Refusals raise and are not cached."""
-    try:
-        result = validate_email(
-            candidate, check_deliverability=False, test_environment=test_environment
-        )
-    except EmailNotValidError as exc:
-        # The address is quoted as text that can always be shown: a lone surrogate in it made
-        # the page repeating the error impossible to encode (a 500 instead of the refusal).
-        shown = candidate.encode("utf-8", "backslashreplace").decode("utf-8")
-        raise ValueError(f"{shown} is not a valid email address: {exc}") from None
-    return result.normalized.lower()
 
 
 def suppressed_addresses(pairs: Iterable[tuple[int, str]]) -> set[tuple[int, str]]:

@@ -25,6 +25,7 @@ from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from common.addresses import normalize_address, normalize_domain
 from common.text import unsafe_in_name
 from mailboxes import provider
 from mailboxes.display_names import display_name_sync_wake
@@ -339,7 +340,29 @@ def _clean_allow_lists(domains: list[str], addresses: list[str]) -> tuple[list[s
             % {"most": MAX_ADDRESS_LENGTH, "names": ", ".join(too_long[:3])},
             field="allowed_addresses",
         )
-    return domains, addresses
+    # Stored in the form recipients are compared in (common.addresses): an IDN domain or an
+    # address kept as typed, in Unicode or in another case, never matched a recipient.
+    return (
+        _normalized(domains, normalize_domain, _("Not domain names: %(names)s"), "allowed_domains"),
+        _normalized(
+            addresses, normalize_address, _("Not email addresses: %(names)s"), "allowed_addresses"
+        ),
+    )
+
+
+def _normalized(entries: list[str], normalize, message: str, field: str) -> list[str]:
+    """Each entry in its normal form, each once, in the order given; ProvisioningError naming
+    the first few that have none."""
+    out: dict[str, None] = {}
+    bad: list[str] = []
+    for entry in entries:
+        try:
+            out.setdefault(normalize(entry), None)
+        except ValueError:
+            bad.append(str(entry))
+    if bad:
+        raise ProvisioningError(message % {"names": ", ".join(bad[:5])}, field=field)
+    return list(out)
 
 
 def _policy(mailbox: Mailbox) -> dict:

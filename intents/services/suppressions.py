@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from django.db import connection
 
 from intents.models import Suppression
+from intents.policy import normalize_address
 
 # complained > bounced > rejected; a manual entry is never overwritten (see suppressions_record).
 REASON_RANK = {
@@ -33,11 +34,16 @@ def suppressions_record(
     """Add or strengthen automatic suppressions in one statement; returns the addresses whose
     row changed (in the order given).
 
-    Addresses are stored as given (callers pass them normalised). A row only changes to a
-    higher-ranked reason and never from ``manual``; with ``rejected`` (the lowest) an existing row
-    is therefore never changed, as an ``INSERT ... ON CONFLICT DO NOTHING`` would.
+    Addresses are stored in the form every send is checked in (``normalize_address``), whatever
+    form the caller holds: a send approved before that form changed (its domain in Unicode, now
+    in punycode) bounced into a row no later draft to the same person matched. An address that
+    has no normal form is kept lower-cased. A row only changes to a higher-ranked reason and
+    never from ``manual``; with ``rejected`` (the lowest) an existing row is therefore never
+    changed, as an ``INSERT ... ON CONFLICT DO NOTHING`` would.
     """
-    addresses = list(addresses)
+    # Once each: two forms of one address in one statement would make ON CONFLICT update the
+    # same row twice, which PostgreSQL refuses.
+    addresses = list(dict.fromkeys(_stored_form(a) for a in addresses))
     if not addresses:
         return []
     values = ", ".join(["(%s, %s, %s, %s, %s, now())"] * len(addresses))
@@ -55,6 +61,13 @@ def suppressions_record(
         )
         changed = {row[0] for row in cursor.fetchall()}
     return [a for a in addresses if a in changed]
+
+
+def _stored_form(address: str) -> str:
+    try:
+        return normalize_address(address)
+    except ValueError:
+        return str(address).strip().lower()
 
 
 def suppression_add(*, tenant, address: str, note: str, actor) -> tuple[Suppression, bool]:

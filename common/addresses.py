@@ -1,0 +1,78 @@
+"""The one form of an email address and of a domain that every entry stores and every check
+compares: draft recipients (agent API, MCP, the reviewer's edit), broadcast rows, suppressions,
+a mailbox's allow-lists. Below every app, so that the mailbox's own policy service
+(``mailboxes.provisioning``) and the domain apps use the same function.
+
+The domain is kept in its ASCII form (IDNA A-label, ``xn--...``), not in Unicode. On screen a
+Unicode domain can look exactly like another one (example.com written with a Cyrillic small a,
+U+0430, is ``xn--exmple-4nf.com``), and every page that lists recipients (the queue a reviewer
+approves from in bulk, the outbox, the journal) showed it as the plain name. The allow-lists and
+the organisation's own domains are typed in ASCII, so a Unicode domain never matched an IDN
+written there. The local part has no ASCII form: it stays Unicode (NFC), and the draft page
+names every character of it outside ASCII.
+
+No DNS or deliverability lookups: they are slow, flaky and leak which addresses we write to.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from django.conf import settings
+from email_validator import EmailNotValidError, validate_email
+
+MAX_ADDRESS_LENGTH = 254
+# A syntactically valid local part, to check a domain with the address rules (no separate
+# IDNA code path that could disagree with them).
+_PROBE_LOCAL_PART = "x"
+
+
+def normalize_address(address: str) -> str:
+    """The lower-cased, syntax-checked address with its domain in ASCII (A-label); raises
+    ValueError with a readable message."""
+    if not isinstance(address, str):
+        raise ValueError("an address must be a string")
+    candidate = address.strip()
+    if not candidate:
+        raise ValueError("an address is empty")
+    if len(candidate) > MAX_ADDRESS_LENGTH:
+        raise ValueError(f"{candidate[:40]}… is longer than {MAX_ADDRESS_LENGTH} characters")
+    # The sandbox and tests use the reserved .test domain; production never accepts it.
+    return _validated(candidate, test_environment=not settings.PRODUCTION)
+
+
+def normalize_domain(domain: str) -> str:
+    """A domain as ``normalize_address`` writes the part after the "@" (lower-cased A-label);
+    raises ValueError. Written in Unicode or in punycode, the same domain gives the same form."""
+    if not isinstance(domain, str):
+        raise ValueError("a domain must be a string")
+    candidate = domain.strip()
+    if not candidate or "@" in candidate:
+        raise ValueError(f"{_shown(candidate)} is not a domain name")
+    try:
+        address = _validated(
+            f"{_PROBE_LOCAL_PART}@{candidate}", test_environment=not settings.PRODUCTION
+        )
+    except ValueError:
+        raise ValueError(f"{_shown(candidate)} is not a domain name") from None
+    return address.rpartition("@")[2]
+
+
+@lru_cache(maxsize=4096)
+def _validated(candidate: str, *, test_environment: bool) -> str:
+    """A pure function of its arguments (no DNS), so the worker's re-check of the same addresses
+    before every send does not parse them again. Refusals raise and are not cached."""
+    try:
+        result = validate_email(
+            candidate, check_deliverability=False, test_environment=test_environment
+        )
+    except EmailNotValidError as exc:
+        raise ValueError(f"{_shown(candidate)} is not a valid email address: {exc}") from None
+    # email_validator checks that this ASCII form fits the length limits too.
+    return f"{result.local_part}@{result.ascii_domain}".lower()
+
+
+def _shown(candidate: str) -> str:
+    # Quoted as text that can always be shown: a lone surrogate in it made the page repeating
+    # the error impossible to encode (a 500 instead of the refusal).
+    return candidate.encode("utf-8", "backslashreplace").decode("utf-8")
