@@ -11,28 +11,61 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 from common.text import control_in
+
+# What ``float`` reads as no number at all; any other infinity came from a number too large for
+# the type (``1e400``, or 5,000 digits: ``int`` refuses more than 4,300 digits, ``float`` rounds
+# them to infinity), which is a bound to name, not "not a number".
+NOT_FINITE = re.compile(r"\s*[-+]?(nan|inf|infinity)\s*", re.IGNORECASE)
+WHOLE = re.compile(r"\s*[-+]?[0-9]+\s*")
+# PostgreSQL's bigint, the widest id or count a query takes.
+BIGINT_MOST = 2**63 - 1
+
+
+def shown(value: str, most: int = 40) -> str:
+    """``value`` as a message quotes it: a 5,000-character argument is cut, its length said."""
+    if len(value) <= most:
+        return repr(value)
+    return f"{value[:most]!r}... ({len(value)} characters)"
 
 
 def number(kind: type, *, least: float, above: bool = False, most: float | None = None):
     """An argparse type: ``kind`` at least ``least`` (or above it) and at most ``most``."""
 
     def parse(text: str):
+        if NOT_FINITE.fullmatch(text):
+            raise argparse.ArgumentTypeError(f"{shown(text)} is not a number")
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number")
+            if not WHOLE.fullmatch(text):
+                raise argparse.ArgumentTypeError(f"{shown(text)} is not a number") from None
+            value = -math.inf if text.strip().startswith("-") else math.inf
+        # A number that parsed is digits: quoted as typed, unless it is too long to read.
+        typed = text if len(text) <= 40 else shown(text)
         if value < least or (above and value == least):
-            bound = f"more than {least:g}" if above else f"at least {least:g}"
-            raise argparse.ArgumentTypeError(f"{text} is not allowed: it must be {bound}")
+            bound = f"more than {_figure(least)}" if above else f"at least {_figure(least)}"
+            raise argparse.ArgumentTypeError(f"{typed} is not allowed: it must be {bound}")
         if most is not None and value > most:
-            raise argparse.ArgumentTypeError(f"{text} is not allowed: it must be at most {most:g}")
+            raise argparse.ArgumentTypeError(
+                f"{typed} is not allowed: it must be at most {_figure(most)}"
+            )
+        if math.isinf(value):
+            raise argparse.ArgumentTypeError(f"{typed} is not allowed: it is too large")
         return value
 
     return parse
+
+
+def _figure(bound: float) -> str:
+    return str(bound) if isinstance(bound, int) else f"{bound:g}"
+
+
+def identifier(text: str) -> int:
+    """An argparse type for a row id: a whole number from 1 to PostgreSQL's bigint."""
+    return number(int, least=1, most=BIGINT_MOST)(text)
 
 
 def text(value: str) -> str:

@@ -51,6 +51,8 @@ logger = logging.getLogger(__name__)
 
 LIFETIME = timedelta(days=7)
 SECRET_BYTES = 32
+EMAIL_MAX = Invitation._meta.get_field("email").max_length or 254
+FULL_NAME_MAX = Invitation._meta.get_field("full_name").max_length or 150
 # url-safe base64 of 32 bytes: 43 characters.
 TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 
@@ -151,6 +153,15 @@ def _checked(
         validate_email(email)
     except ValidationError:
         raise AdminError("invalid_email", _("Enter a valid email address."), "email") from None
+    # validate_email takes up to 320 characters, the column 254: a longer address was a
+    # DataError from the insert (a traceback in tenant_create), not this refusal.
+    if len(email) > EMAIL_MAX:
+        raise AdminError(
+            "invalid_email",
+            _("An address is at most %(most)d characters long; this one has %(count)d.")
+            % {"most": EMAIL_MAX, "count": len(email)},
+            "email",
+        )
     if role not in Membership.Role.values:
         raise AdminError("invalid_role", _("Choose admin, approver or viewer."), "role")
     wanted = set(mailbox_ids)
@@ -164,6 +175,13 @@ def full_name_checked(full_name: str) -> str:
     """A person's name as typed, trimmed; refused when it holds what ``unsafe_in_name`` names
     (every admin and approver of the tenant reads it: member list, approvals, audit)."""
     full_name = (full_name or "").strip()
+    if len(full_name) > FULL_NAME_MAX:
+        raise AdminError(
+            "invalid_name",
+            _("A name is at most %(most)d characters long; this one has %(count)d.")
+            % {"most": FULL_NAME_MAX, "count": len(full_name)},
+            "full_name",
+        )
     if unsafe := unsafe_in_name(full_name):
         raise AdminError(
             "invalid_name",

@@ -4,13 +4,14 @@ that is no text (a byte that is not UTF-8, a NUL) is refused before it reaches P
 command prints the database password."""
 
 import io
+import json
 import os
 import socket
 
 import pytest
 from django.core.management import CommandError, call_command
 
-from tenants.models import AuditEvent
+from tenants.models import AgentToken, AuditEvent
 
 NOT_UTF8 = "\udcff"  # what Python makes of the byte 0xFF on the command line (surrogateescape)
 
@@ -29,6 +30,16 @@ NOT_UTF8 = "\udcff"  # what Python makes of the byte 0xFF on the command line (s
         (["--threads", "0"], "--threads and --reply-threads are both 0: no loop would send."),
         # A batch past what a query's bigint holds failed every round, forever.
         (["--batch", "9223372036854775807"], "it must be at most 10000"),
+        # 5,000 digits were "not a number", echoed whole; a bound it is past, cut short.
+        (["--batch", "9" * 5000], "'" + "9" * 40 + "'... (5000 characters) is not allowed"),
+        # A wait past what a lock's timeout takes killed the loop's thread (OverflowError).
+        (["--once", "--poll", "1e300"], "1e300 is not allowed: it must be at most 3600"),
+        # 100,000 threads, a database connection each.
+        (["--once", "--threads", "100000"], "100000 is not allowed: it must be at most 256"),
+        # Without --once, --intent was ignored and the loop sent every due intent.
+        (["--intent", "1", "--exit-when-idle"], "--intent works only with --once"),
+        (["--once", "--intent", "424242"], "--intent: no send intent 424242."),
+        (["--once", "--intent", "0"], "0 is not allowed: it must be at least 1"),
     ],
 )
 def test_the_worker_refuses_options_it_cannot_run_with(db, args, message):
@@ -46,6 +57,8 @@ def test_the_worker_refuses_options_it_cannot_run_with(db, args, message):
         (["--poll", "inf"], "'inf' is not a number"),
         (["--batch", "0"], "0 is not allowed: it must be at least 1"),
         (["--batch", "99999999999999999999"], "it must be at most 100000"),
+        # A float past its range: no number, it was said; a bound, it is.
+        (["--poll", "1e400"], "1e400 is not allowed: it must be at most 3600"),
     ],
 )
 def test_the_applier_refuses_options_it_cannot_run_with(db, args, message):
@@ -112,12 +125,14 @@ def test_two_factor_reset_of_no_account_is_a_command_error(db, email, message):
         ("acme\x00", "holds U+0000"),
         ("no-such-tenant", "No tenant with the slug"),
         ("' OR 1=1 --", "No tenant with the slug"),
+        ("x" * 5000, "No tenant with the slug 'xxxxxxxxxx"),
     ],
 )
 def test_webhooks_backfill_of_no_tenant_is_a_command_error(db, slug, message):
     with pytest.raises(CommandError) as refused:
         call_command("webhooks_backfill", "--tenant", slug)
     assert message in str(refused.value)
+    assert len(str(refused.value)) < 200
 
 
 def test_webhooks_backfill_of_a_suspended_tenant_says_it_asks_nothing(db, tenant_a):
@@ -127,10 +142,106 @@ def test_webhooks_backfill_of_a_suspended_tenant_says_it_asks_nothing(db, tenant
         call_command("webhooks_backfill", "--tenant", tenant_a.slug)
 
 
+@pytest.mark.parametrize(
+    ("slug", "message"),
+    [
+        (NOT_UTF8, "holds the byte 0xFF, which is not UTF-8"),
+        ("tenant-a\x00", "holds U+0000"),
+        ("x" * 5000, "--tenant: no tenant has the slug 'xxxxxxxxxx"),
+    ],
+    ids=["not-utf8", "nul", "huge"],
+)
+def test_attachment_storage_recount_of_no_tenant_is_a_command_error(tenant_a, slug, message):
+    """The byte reached psycopg (UnicodeEncodeError) and the NUL PostgreSQL (DataError):
+    tracebacks from the first query."""
+    with pytest.raises(CommandError) as refused:
+        call_command("attachment_storage_recount", "--tenant", slug, stdout=io.StringIO())
+    assert message in str(refused.value)
+    assert len(str(refused.value)) < 200
+
+
 @pytest.mark.parametrize("option", ["--tenants", "--api-url"])
 def test_demo_agent_refuses_text_that_is_no_text(db, option):
     with pytest.raises(CommandError, match="not UTF-8"):
         call_command("demo_agent", "--once", option, f"acme{NOT_UTF8}")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # nan or a negative interval made every round's sleep raise, retried forever as if the
+        # web server were down; a target past the 100 drafts a round lists drafted without pause.
+        (["--interval", "nan"], "'nan' is not a number"),
+        (["--interval", "-1"], "-1 is not allowed: it must be more than 0"),
+        (["--target", "1000"], "1000 is not allowed: it must be at most 100"),
+        (["--revise-chance", "2"], "2 is not allowed: it must be at most 1"),
+    ],
+)
+def test_demo_agent_refuses_numbers_it_cannot_run_with(db, tmp_path, args, message):
+    token_file = str(tmp_path / "tokens.json")
+    with pytest.raises(CommandError) as refused:
+        call_command("demo_agent", "--once", "--tenants", "none", "--token-file", token_file, *args)
+    assert message in str(refused.value)
+
+
+def _demo_agent_round(tenant, token_file) -> None:
+    call_command(
+        "demo_agent",
+        "--once",
+        "--tenants",
+        tenant.slug,
+        "--token-file",
+        str(token_file),
+        "--api-url",
+        "http://127.0.0.1:9",  # discard: nothing listens, nothing is sent
+        stdout=io.StringIO(),
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "Is a directory"),
+        (b"\xff\xfe{}", "is not a token file of demo_agent (not UTF-8)"),
+        (b"#!/bin/sh\necho hi\n", "is not a token file of demo_agent (not its JSON)"),
+    ],
+    ids=["folder", "not-utf8", "another-file"],
+)
+def test_demo_agent_with_a_token_file_it_cannot_use_makes_no_token(
+    tenant_a, tmp_path, content, message
+):
+    """A folder there failed on the write after the token was made (one more stray token each
+    round); another file was read as no tokens, then overwritten with them."""
+    token_file = tmp_path / "tokens.json"
+    if content is None:
+        token_file.mkdir()
+    else:
+        token_file.write_bytes(content)
+
+    with pytest.raises(CommandError) as refused:
+        _demo_agent_round(tenant_a, token_file)
+
+    assert str(refused.value).startswith("--token-file: ")
+    assert message in str(refused.value)
+    assert not AgentToken.objects.exists()
+    assert content is None or token_file.read_bytes() == content
+
+
+def test_demo_agent_reads_a_token_file_an_editor_gave_a_byte_order_mark(tenant_a, tmp_path):
+    """It was read as no tokens: a new token made and the file overwritten each time."""
+    from intents.management.commands.demo_agent import TOKEN_NAME, Unavailable
+    from tenants.tokens import token_create
+
+    _, plaintext = token_create(
+        tenant=tenant_a, name=TOKEN_NAME, scopes=list(AgentToken.Scope), actor=None
+    )
+    token_file = tmp_path / "tokens.json"
+    token_file.write_bytes(b"\xef\xbb\xbf" + json.dumps({tenant_a.slug: plaintext}).encode())
+
+    with pytest.raises(Unavailable):  # the token was taken up; the API is not there
+        _demo_agent_round(tenant_a, token_file)
+
+    assert AgentToken.objects.count() == 1
 
 
 @pytest.mark.parametrize("intent", ["-1", "0", "99999999999999999999"])
@@ -150,6 +261,13 @@ def test_sandbox_with_an_impossible_port_is_a_command_error(tmp_path, port, mess
     with pytest.raises(CommandError) as refused:
         call_command("sandbox", "--port", port, "--db", str(tmp_path / "sandbox.sqlite3"))
     assert message in str(refused.value)
+
+
+def test_sandbox_on_a_folder_as_its_database_is_a_command_error(tmp_path):
+    """sqlite3's OperationalError was a traceback."""
+    with pytest.raises(CommandError) as refused:
+        call_command("sandbox", "--port", "0", "--db", str(tmp_path))
+    assert str(refused.value).startswith(f"--db: the sandbox cannot use {tmp_path} as its database")
 
 
 def test_sandbox_on_a_port_in_use_is_a_command_error_naming_it(tmp_path):

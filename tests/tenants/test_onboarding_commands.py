@@ -61,6 +61,9 @@ BAD = [
     (("--admin-name", "Ana\u202eEve"), "--admin-name: A name cannot hold the control character"),
     (("--name", "Acme\udcff"), "the byte 0xFF, which is not UTF-8"),
     (("--slug", "ac\x00me"), "it must be plain text but holds U+0000"),
+    # Past the columns, under what validate_email takes (320): DataErrors from the insert.
+    (("--admin-email", "a" * 300 + "@acme.test"), "--admin-email: An address is at most 254"),
+    (("--admin-name", "A" * 151), "--admin-name: A name is at most 150 characters long"),
 ]
 
 
@@ -156,6 +159,29 @@ def test_an_operator_account_made_by_command_is_recorded():
         str(user.pk),
         {"email": "root@countersign.test", "is_superuser": True},
     )
+
+
+@pytest.mark.parametrize(
+    ("email", "message"),
+    [
+        ("root\x00@countersign.test", "Error: email: it must be plain text but holds U+0000"),
+        ("root@\udcffcountersign.test", "holds the byte 0xFF, which is not UTF-8"),
+        ("ROOT@Countersign.test", "Error: That email is already taken."),
+    ],
+    ids=["nul", "not-utf8", "same-address-other-case"],
+)
+def test_createsuperuser_refuses_an_address_it_cannot_store(email, message):
+    """Django's command looked the address up as typed before checking it: the NUL and the byte
+    reached the query (DataError, UnicodeEncodeError), and another case of a taken address was
+    not found, then stored in lower case (IntegrityError). Tracebacks, all three."""
+    call_command("createsuperuser", "--noinput", "--email", "root@countersign.test")
+
+    with pytest.raises(CommandError) as refused:
+        call_command("createsuperuser", "--noinput", "--email", email)
+
+    assert message in str(refused.value)
+    assert User.objects.count() == 1
+    assert AuditEvent.objects.count() == 1
 
 
 GIB = 1024**3

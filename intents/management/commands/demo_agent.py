@@ -27,7 +27,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
-from common.cli import text
+from common.cli import number, shown, text
 from tenants.models import AgentToken, Tenant
 from tenants.tokens import token_authenticate, token_create
 
@@ -38,6 +38,8 @@ DEFAULT_TENANTS = ("acme", "globex")
 # A reply must answer a message Countersign has recorded, and the customer's mail reaches it through
 # the sandbox's webhook a moment after it is injected: a 422 naming in_reply_to is retried this long.
 INBOUND_WAIT_SECONDS = 15.0
+# A round lists at most this many pending drafts (the API's page).
+MOST_TARGET = 100
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,47 @@ def _names_in_reply_to(response: httpx.Response) -> bool:
     return any(e.get("field") == "in_reply_to" for e in problem.get("errors", []))
 
 
+def tokens_read(path: Path) -> dict[str, str]:
+    """The tokens kept in ``path``: none when it is missing or empty. ValueError when it is not
+    a file this agent wrote (not UTF-8, not a JSON object of slugs and tokens); a byte order mark
+    that an editor added is allowed."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    if not raw.strip():
+        return {}
+    tokens = json.loads(raw.decode("utf-8-sig"))
+    if not isinstance(tokens, dict) or not all(
+        isinstance(slug, str) and isinstance(token, str) for slug, token in tokens.items()
+    ):
+        raise ValueError("not a JSON object of tenant slugs and tokens")
+    return tokens
+
+
+def token_file_checked(value: str) -> Path:
+    """``--token-file`` as a path the agent can read and write, checked before any token is
+    made: a folder there failed on the write after the token was created, one more stray token
+    per round, and a file of something else was read as no tokens and then overwritten."""
+    path = Path(value)
+    try:
+        tokens_read(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CommandError(
+            f"--token-file: cannot use {shown(value, 300)}: {error.strerror or error}"
+        ) from None
+    except ValueError as error:
+        reason = "not UTF-8" if isinstance(error, UnicodeDecodeError) else "not its JSON"
+        raise CommandError(
+            f"--token-file: {shown(value, 300)} is not a token file of demo_agent ({reason}); name "
+            "another file or move this one away. Nothing was changed."
+        ) from None
+    if not os.access(path if path.exists() else path.parent, os.W_OK):
+        raise CommandError(f"--token-file: {shown(value, 300)} cannot be written.")
+    return path
+
+
 class Unavailable(Exception):
     """The web server or the sandbox is not answering yet."""
 
@@ -154,8 +197,21 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--api-url", type=text, default=None, help="Countersign base URL")
         parser.add_argument("--tenants", type=text, default=",".join(DEFAULT_TENANTS))
-        parser.add_argument("--target", type=int, default=6, help="Pending drafts per tenant")
-        parser.add_argument("--interval", type=float, default=20.0, help="Seconds between rounds")
+        # Checked here: nan or a negative interval made every round's sleep raise, which the loop
+        # took for an outage and retried forever; a target past the 100 drafts a round lists
+        # was never reached, so the agent drafted without pause.
+        parser.add_argument(
+            "--target",
+            type=number(int, least=1, most=MOST_TARGET),
+            default=6,
+            help="Pending drafts per tenant",
+        )
+        parser.add_argument(
+            "--interval",
+            type=number(float, least=0, above=True, most=3600),
+            default=20.0,
+            help="Seconds between rounds",
+        )
         parser.add_argument(
             "--token-file",
             default=str(Path(settings.BASE_DIR) / ".data" / "demo_agent_tokens.json"),
@@ -163,7 +219,7 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="One round, then exit")
         parser.add_argument(
             "--revise-chance",
-            type=float,
+            type=number(float, least=0, most=1),
             default=0.2,
             help="Chance per round that a pending draft gets a second version (0 turns it off)",
         )
@@ -177,7 +233,7 @@ class Command(BaseCommand):
             tenant_slugs=[s.strip() for s in options["tenants"].split(",") if s.strip()],
             target=options["target"],
             revise_chance=options["revise_chance"],
-            token_file=Path(options["token_file"]),
+            token_file=token_file_checked(options["token_file"]),
             write=self.stdout.write,
         )
         if options["once"]:
@@ -217,7 +273,7 @@ class DemoAgent:
 
     def _stored_tokens(self) -> dict[str, str]:
         try:
-            return json.loads(self.token_file.read_text())
+            return tokens_read(self.token_file)
         except (OSError, ValueError):
             return {}
 
@@ -289,7 +345,7 @@ class DemoAgent:
             if mailboxes.status_code != 200 or not active:
                 continue
             pending = self._api(
-                "GET", "/drafts", token, params={"status": "pending", "limit": 100}
+                "GET", "/drafts", token, params={"status": "pending", "limit": MOST_TARGET}
             ).json()["items"]
             if len(pending) < self.target:
                 self._converse(token, random.choice(active)["address"])

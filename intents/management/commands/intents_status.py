@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from common.cli import identifier
 from intents.models import SendAttempt, SendIntent
 from intents.selectors import intent_counts, oldest_queued_age_seconds
 
@@ -12,7 +13,9 @@ class Command(BaseCommand):
     help = "Print send intents by state, the oldest queued age, and the attempts of one intent."
 
     def add_arguments(self, parser):
-        parser.add_argument("--intent", type=int, help="Show this intent's attempts and journal.")
+        parser.add_argument(
+            "--intent", type=identifier, help="Show this intent's attempts and journal."
+        )
 
     def handle(self, *args, intent=None, **options):
         counts = intent_counts()

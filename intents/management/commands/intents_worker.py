@@ -18,11 +18,16 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import InterfaceError, OperationalError, connections
 
-from common.cli import number
+from common.cli import identifier, number
 from intents import tasks
+from intents.models import SendIntent
 from intents.sending.worker import run_once, worker_id
 
 log = logging.getLogger("intents.worker")
+
+# Each loop holds a database connection: past this, start more processes or hosts (PostgreSQL's
+# own default max_connections is 100), not a thread count that only exhausts them.
+MOST_THREADS = 256
 
 
 def _run(threads: list[threading.Thread], shape: dict) -> None:
@@ -57,11 +62,16 @@ class Command(BaseCommand):
             help="Stop after this long (0: never)",
         )
         parser.add_argument("--once", action="store_true", help="One claim round, then exit")
-        parser.add_argument("--intent", type=int, help="Only this intent (with --once)")
-        parser.add_argument("--threads", type=number(int, least=0), default=1)
+        parser.add_argument("--intent", type=identifier, help="Only this intent (needs --once)")
+        parser.add_argument(
+            "--threads",
+            type=number(int, least=0, most=MOST_THREADS),
+            default=1,
+            help=f"Sending loops, a database connection each (at most {MOST_THREADS})",
+        )
         parser.add_argument(
             "--reply-threads",
-            type=number(int, least=0),
+            type=number(int, least=0, most=MOST_THREADS),
             default=0,
             help="More threads that claim only replies (never a broadcast's sends)",
         )
@@ -71,7 +81,11 @@ class Command(BaseCommand):
             default=None,
             help="Intents per round (default SEND_BATCH_SIZE)",
         )
-        parser.add_argument("--poll", type=number(float, least=0, above=True), default=0.2)
+        # Capped as webhooks_apply's: a wait past what a lock's timeout takes (1e300) raised
+        # OverflowError in the loop's thread, which died and left the process sending nothing.
+        parser.add_argument(
+            "--poll", type=number(float, least=0, above=True, most=3600), default=0.2
+        )
         parser.add_argument(
             "--sweep-every", type=number(float, least=0), default=0, help="Seconds; 0: no sweep"
         )
@@ -79,6 +93,12 @@ class Command(BaseCommand):
 
     def handle(self, *args, **o):
         o["batch"] = o["batch"] or settings.SEND_BATCH_SIZE
+        if o["intent"] is not None:
+            # Without --once it was ignored: the loop sent every due intent, not the one named.
+            if not o["once"]:
+                raise CommandError("--intent works only with --once; nothing was sent.")
+            if not SendIntent.objects.filter(pk=o["intent"]).exists():
+                raise CommandError(f"--intent: no send intent {o['intent']}.")
         if not o["once"] and o["threads"] + o["reply_threads"] == 0:
             raise CommandError("--threads and --reply-threads are both 0: no loop would send.")
         if o["once"]:

@@ -1,3 +1,4 @@
+import sqlite3
 from pathlib import Path
 
 from django.conf import settings
@@ -22,9 +23,17 @@ class Command(BaseCommand):
             raise CommandError("the sandbox is for development and tests, not production")
         if host not in {"127.0.0.1", "localhost", "::1"}:
             raise CommandError("the sandbox binds to loopback only (127.0.0.1, localhost or ::1)")
-        Path(db).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            Path(db).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise CommandError(f"--db: cannot make the folder of {db}: {error.strerror}") from None
         try:
             server = build(host, port, db, settings.AGENTMAIL_ORG_API_KEY)
+        except sqlite3.Error as error:
+            # A folder, a file that is not SQLite, or one it may not write: a raw traceback.
+            raise CommandError(
+                f"--db: the sandbox cannot use {db} as its database: {error}"
+            ) from None
         except OSError as error:
             # Most often a sandbox already listening there (make run starts one).
             raise CommandError(

@@ -5,8 +5,11 @@ is written once the account exists, not in its transaction: Django's command ask
 between the two, and a transaction must not wait on a person typing.
 This app comes before ``django.contrib.auth`` in INSTALLED_APPS so that this command wins."""
 
+import argparse
+
 from django.contrib.auth.management.commands import createsuperuser
 
+from common.cli import text
 from tenants.models import User
 from tenants.onboarding import operator_account_created
 
@@ -17,3 +20,17 @@ class Command(createsuperuser.Command):
         super().handle(*args, **options)
         for user in User.objects.filter(is_superuser=True).exclude(pk__in=known):
             operator_account_created(user=user)
+
+    def _validate_username(self, username, verbose_field_name, database):
+        """Django's check, which looks the address up as typed before validating it: a NUL or a
+        byte that is not UTF-8 (``--email``, ``DJANGO_SUPERUSER_EMAIL``, the prompt) reached the
+        query as a DataError or UnicodeEncodeError, and ``Ana@X.test`` beside ``ana@x.test`` was
+        not found, then stored in lower case: an IntegrityError. Both were tracebacks."""
+        if username:
+            try:
+                text(username)
+            except argparse.ArgumentTypeError as error:
+                return f"Error: {verbose_field_name}: {error}"
+            if User.objects.db_manager(database).filter(email=username.strip().lower()).exists():
+                return f"Error: That {verbose_field_name} is already taken."
+        return super()._validate_username(username, verbose_field_name, database)

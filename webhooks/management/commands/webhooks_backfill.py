@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from common.cli import text
+from common.cli import shown, text
 from tenants.models import Tenant
 from webhooks.services.backfill import webhooks_backfill
 
@@ -20,7 +20,7 @@ class Command(BaseCommand):
         if o["tenant"]:
             tenant = Tenant.objects.filter(slug=o["tenant"]).first()
             if tenant is None:
-                raise CommandError(f"No tenant with the slug {o['tenant']!r}.")
+                raise CommandError(f"No tenant with the slug {shown(o['tenant'])}.")
             if not tenant.is_active:
                 # Said, not done silently: the backfill asks nothing for a suspended tenant.
                 raise CommandError(
