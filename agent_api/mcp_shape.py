@@ -9,6 +9,13 @@
   the last, as the JSON API did; the API now refuses it (422 ``duplicate_key``), and so does this.
 
 Anything else, a body that is not JSON included, goes to the SDK unchanged (it answers -32700).
+
+And one HTTP method: only POST is served. A GET asks for the server's own SSE stream, which the
+SDK's stateless transport opened and kept open for as long as the client liked (a ping every
+15 s), for any valid token, whatever its scopes and uncounted by the rate limit: each one held a
+connection and a file descriptor of the worker every tenant's agents share, with no end. This
+server sends nothing unasked (no tool streams or asks back), so, as the transport specification
+allows, a GET is 405, like the DELETE the SDK already refuses (there are no sessions to end).
 """
 
 from __future__ import annotations
@@ -46,12 +53,16 @@ def shape_problem(body: bytes) -> str | None:
 
 
 def rpc_shape_guard(app: App, *, max_body: int) -> App:
-    """``app`` behind the check above, for POSTs; the body is read once and handed on as read.
-    A body over ``max_body`` goes on unread past that point: the SDK refuses it (413)."""
+    """``app`` behind the checks above: another method than POST is 405; a POST's body is read
+    once and handed on as read. A body over ``max_body`` goes on unread past that point: the SDK
+    refuses it (413)."""
 
     async def guarded(scope: Scope, receive, send) -> None:
-        if scope["type"] != "http" or scope.get("method") != "POST":
+        if scope["type"] != "http":
             await app(scope, receive, send)
+            return
+        if scope.get("method") != "POST":
+            await _method_not_allowed(send)
             return
         chunks: list[bytes] = []
         size, more = 0, True
@@ -83,15 +94,30 @@ def rpc_shape_guard(app: App, *, max_body: int) -> App:
 
 
 async def _invalid_request(send, message: str) -> None:
+    await _error(send, 400, message)
+
+
+async def _method_not_allowed(send) -> None:
+    await _error(
+        send,
+        405,
+        "Method Not Allowed: this server answers POST only (it opens no SSE stream and keeps no "
+        "sessions).",
+        headers=[(b"allow", b"POST")],
+    )
+
+
+async def _error(send, status: int, message: str, headers: list | None = None) -> None:
     document = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
     payload = json.dumps(document).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": 400,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(payload)).encode()),
+                *(headers or []),
             ],
         }
     )

@@ -425,6 +425,22 @@ def test_a_host_outside_allowed_hosts_is_refused(mcp_url, token_a):
     assert foreign_origin.status_code == 403
 
 
+def test_a_get_opens_no_stream_it_is_405(mcp_url, make_token, tenant_b):
+    """A GET opened the transport's SSE stream and held it for as long as the client liked (a
+    ping every 15 s), for a token of any scope and uncounted by the rate limit: each one a
+    connection and a file descriptor of the worker that every tenant's agents share, with no
+    end."""
+    reader = make_token(tenant_b, scopes=["drafts:read"])
+    headers = {"Authorization": f"Bearer {reader}", "Accept": "text/event-stream"}
+
+    with httpx.stream("GET", mcp_url, headers=headers, timeout=10) as answer:
+        # The old answer was an endless stream, its headers sent with the first ping 15 s in:
+        # the timeout fails it.
+        assert answer.status_code == 405
+        assert answer.headers["Allow"] == "POST"
+        assert json.loads(answer.read())["error"]["code"] == -32600
+
+
 def test_deeply_nested_arguments_are_refused_before_any_tool_runs(mcp_url, token_a, mailbox_a):
     nested = json.dumps(draft_body(mailbox_a, provenance="@@")).replace(
         '"@@"', '{"a":' * 5_000 + "1" + "}" * 5_000
