@@ -9,13 +9,15 @@ U+0430, is ``xn--exmple-4nf.com``), and every page that lists recipients (the qu
 approves from in bulk, the outbox, the journal) showed it as the plain name. The allow-lists and
 the organisation's own domains are typed in ASCII, so a Unicode domain never matched an IDN
 written there. The local part has no ASCII form: it stays Unicode (NFC), and the draft page
-names every character of it outside ASCII.
+names every character of it outside ASCII (``letters_beyond_ascii``); the queue's bulk approval,
+whose rows cannot, leaves such a draft to its page.
 
 No DNS or deliverability lookups: they are slow, flaky and leak which addresses we write to.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from functools import lru_cache
 
 from django.conf import settings
@@ -39,6 +41,16 @@ def normalize_address(address: str) -> str:
         raise ValueError(f"{candidate[:40]}… is longer than {MAX_ADDRESS_LENGTH} characters")
     # The sandbox and tests use the reserved .test domain; production never accepts it.
     return _validated(candidate, test_environment=not settings.PRODUCTION)
+
+
+def letters_beyond_ascii(address: str) -> str:
+    """The characters of ``address`` outside ASCII, each named once (``U+0456 CYRILLIC SMALL
+    LETTER BYELORUSSIAN-UKRAINIAN I``), or "". An address is shown as it is, and
+    ``b\u0456lling@example.com`` looks exactly like ``billing@example.com``: another mailbox,
+    another person. The draft page names them beside the address; an approval from a list,
+    whose rows cannot, refuses such an address (``intents.services.approval``)."""
+    beyond = dict.fromkeys(char for char in address if not char.isascii())
+    return ", ".join(f"U+{ord(char):04X} {unicodedata.name(char, '?')}" for char in beyond)
 
 
 def normalize_domain(domain: str) -> str:

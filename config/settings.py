@@ -288,7 +288,9 @@ AXES_VERBOSE = False
 # seconds before the next try (django-otp's throttling); 0 would turn the throttle off.
 OTP_TOTP_THROTTLE_FACTOR = env_int("OTP_TOTP_THROTTLE_FACTOR", 1, low=1)
 # Sudo mode (tenants.sudo): changing one's second factors, passkeys or recovery codes, or ending
-# one's other sessions, needs a proof of the password or a second factor (or, for a session from
+# one's other sessions, and an admin's actions that outlive the session (agent tokens, agent-event
+# endpoints and secrets, mailbox keys, single sign-on, invitations, higher roles, the two-factor
+# requirement off), need a proof of the password or a second factor (or, for a session from
 # single sign-on, that provider's sign-in) within this many seconds; older, the person confirms
 # it is them first. A stolen session cookie alone then cannot make itself permanent.
 SUDO_SECONDS = env_int("SUDO_SECONDS", 15 * 60, low=60, high=24 * 3600)

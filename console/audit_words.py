@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import pgettext_lazy
+from django.utils.translation import ngettext_lazy, pgettext_lazy
 
 from console.selectors import SUPPRESSION_REASONS
 from intents.models import AgentEventEndpoint, Draft, SendIntent
@@ -143,6 +143,13 @@ BY_OPERATOR = {
     "invitation.invited": _("An operator invited %(object)s"),
 }
 FALLBACK = _("%(actor)s: %(action)s, %(object)s")
+# Added to the sentence of a change that stops sends (tenants.send_stops) when some were already
+# past their last check: those went on to the provider after it.
+IN_FLIGHT = ngettext_lazy(
+    "%(count)d send was already on its way and was not stopped",
+    "%(count)d sends were already on their way and were not stopped",
+    "count",
+)
 DELIVERY = _("Delivery of %(object)s: %(action)s")
 
 # Actors without a person or token: the kinds and labels the journals write, in words.
@@ -179,6 +186,7 @@ FIELD_NAMES = {
     "mailboxes_before": _("mailboxes before"),
     "mailboxes_after": _("mailboxes after"),
     "mailbox_ids": _("mailboxes"),
+    "sends_in_flight": _("sends already on their way"),
     "email": _("email"),
     "recipients": _("recipients"),
     "from_list": _("approved from the queue's list"),
@@ -376,6 +384,13 @@ def _actor(row: dict) -> str:
     )
 
 
+def _sends_in_flight(data) -> int:
+    """How many sends a change that stops them found already on their way (0 for any other
+    row, or a value the row did not write as a count)."""
+    count = data.get("sends_in_flight") if isinstance(data, dict) else None
+    return count if type(count) is int and count > 0 else 0
+
+
 def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:
     names = _name_tables(tenant, rows)
     lines = []
@@ -399,6 +414,8 @@ def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:
             "action": conditional_escape(_action_words(action)),
         }
         sentence = conditional_escape(str(template)) % values
+        if in_flight := _sends_in_flight(row["data"]):
+            sentence += "; " + conditional_escape(str(IN_FLIGHT % {"count": in_flight}))
         lines.append(
             AuditLine(
                 created_at=row["created_at"],

@@ -29,10 +29,11 @@ from console.forms import (
     SuppressionRemoveForm,
 )
 from console.policies_page import policies_page
-from tenants import invitations, services
+from tenants import invitations, services, sudo
 from tenants import policies as tenant_policies
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 from tenants.models import Membership
+from tenants.send_stops import Stopped, with_sends_in_flight
 from tenants.stale import StaleSave
 
 AUDIT_PAGE = 100
@@ -87,6 +88,10 @@ def _members_page(
 def members(request: TenantRequest) -> HttpResponse:
     if request.method == "GET":
         return _members_page(request)
+    # An invitation's link is a way in that outlives this session, whatever the role
+    # (tenants.sudo).
+    if held := sudo.confirm_first(request, back="admin_members", args=[_slug(request)]):
+        return held
     form = InviteForm(request.POST, mailboxes=selectors.mailboxes(request.tenant))
     if not form.is_valid():
         return _members_page(request, invite_form=form, status=400)
@@ -174,8 +179,14 @@ def member_role(request: TenantRequest, membership_id: int) -> HttpResponse:
     membership = _member_or_404(request, membership_id)
     form = RoleForm(request.POST)
     if form.is_valid():
+        if _raises(membership, form.cleaned_data["role"]) and (
+            held := sudo.confirm_first(
+                request, back="admin_member", args=[_slug(request), membership.pk]
+            )
+        ):
+            return held
         try:
-            services.member_set_role(
+            stopped = services.member_set_role(
                 tenant=request.tenant,
                 membership_id=membership.pk,
                 role=form.cleaned_data["role"],
@@ -185,12 +196,19 @@ def member_role(request: TenantRequest, membership_id: int) -> HttpResponse:
             _refuse(form, error)
         else:
             role = Membership.Role(form.cleaned_data["role"]).label
-            messages.success(
-                request,
-                _("%(email)s is now %(role)s.") % {"email": membership.user.email, "role": role},
-            )
+            done = _("%(email)s is now %(role)s.") % {"email": membership.user.email, "role": role}
+            messages.success(request, with_sends_in_flight(done, stopped, "approver"))
             return redirect("admin_member", _slug(request), membership.pk)
     return _member_page(request, membership, role_form=form, status=400)
+
+
+_RANK = {Membership.Role.VIEWER: 0, Membership.Role.APPROVER: 1, Membership.Role.ADMIN: 2}
+
+
+def _raises(membership: Membership, role: str) -> bool:
+    """A higher role is lasting power for whoever holds that account (tenants.sudo); a lower one
+    is not."""
+    return _RANK[Membership.Role(role)] > _RANK[Membership.Role(membership.role)]
 
 
 @tenant_view(roles=ADMIN_ONLY)
@@ -200,7 +218,7 @@ def member_rights(request: TenantRequest, membership_id: int) -> HttpResponse:
     form = RightsForm(request.POST, mailboxes=selectors.mailboxes(request.tenant))
     if form.is_valid():
         try:
-            services.member_set_mailbox_rights(
+            stopped = services.member_set_mailbox_rights(
                 tenant=request.tenant,
                 membership_id=membership.pk,
                 approve_all_mailboxes=form.cleaned_data["approve_all_mailboxes"],
@@ -215,10 +233,8 @@ def member_rights(request: TenantRequest, membership_id: int) -> HttpResponse:
         except services.AdminError as error:
             _refuse(form, error)
         else:
-            messages.success(
-                request,
-                _("Approve rights of %(email)s saved.") % {"email": membership.user.email},
-            )
+            done = _("Approve rights of %(email)s saved.") % {"email": membership.user.email}
+            messages.success(request, with_sends_in_flight(done, stopped, "rights"))
             return redirect("admin_member", _slug(request), membership.pk)
     return _member_page(request, membership, rights_form=form, status=400)
 
@@ -227,11 +243,14 @@ def _member_action(request: TenantRequest, membership_id, service, done) -> Http
     """``done`` is a lazy message with %(email)s, translated when the person reads it."""
     membership = _member_or_404(request, membership_id)
     try:
-        service(tenant=request.tenant, membership_id=membership.pk, actor=request.user)
+        result = service(tenant=request.tenant, membership_id=membership.pk, actor=request.user)
     except services.AdminError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, done % {"email": membership.user.email})
+        said = str(done % {"email": membership.user.email})
+        if isinstance(result, Stopped):
+            said = with_sends_in_flight(said, result, "approver")
+        messages.success(request, said)
     return redirect("admin_member", _slug(request), membership.pk)
 
 

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from console.forms_events import EndpointForm
 from intents.selectors.events import event_endpoint, event_endpoints, recent_deliveries
 from intents.services import event_endpoints as services
+from tenants import sudo
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 from tenants.services import AdminError
 
@@ -59,6 +60,9 @@ def agent_events(request: TenantRequest) -> HttpResponse:
 def endpoint_new(request: TenantRequest) -> HttpResponse:
     if request.method == "GET":
         return _back(request)
+    # Where the tenant's events go, and the secret that signs them (tenants.sudo).
+    if held := sudo.confirm_first(request, back="agent_events", args=[request.tenant.slug]):
+        return held
     form = EndpointForm(request.POST, tenant=request.tenant)
     if not form.is_valid():
         return _page(request, form, status=422)
@@ -98,6 +102,12 @@ def _confirm(request: TenantRequest, endpoint_id, heading: str, consequence: str
 @require_http_methods(["GET", "HEAD", "POST"])
 @never_cache
 def endpoint_rotate(request: TenantRequest, endpoint_id: int) -> HttpResponse:
+    """The question page asks for the proof (tenants.sudo) before it is answered, so that the
+    secret follows the one click on it; its POST asks again if the proof ran out meanwhile."""
+    if held := sudo.confirm_first(
+        request, back="agent_events_rotate", args=[request.tenant.slug, endpoint_id]
+    ):
+        return held
     if request.method == "GET":
         return _confirm(
             request,

@@ -14,7 +14,9 @@ from console import selectors
 from console.forms_mailboxes import MailboxAssignmentForm, MailboxCreateForm, MailboxPolicyForm
 from mailboxes import key_health, provisioning
 from mailboxes.models import Mailbox
+from tenants import sudo
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
+from tenants.send_stops import with_sends_in_flight
 from tenants.stale import StaleSave
 
 
@@ -176,7 +178,7 @@ def mailbox_status(request: TenantRequest, mailbox_id: int) -> HttpResponse:
     mailbox = _mailbox(request, mailbox_id)
     wanted = request.POST.get("status", "")
     try:
-        provisioning.mailbox_set_status(
+        stopped = provisioning.mailbox_set_status(
             tenant=request.tenant, mailbox_id=mailbox.pk, status=wanted, actor=request.user
         )
     except provisioning.ProvisioningError as exc:
@@ -186,8 +188,8 @@ def mailbox_status(request: TenantRequest, mailbox_id: int) -> HttpResponse:
             _("%(address)s is now enabled.")
             if wanted == "active"
             else _("%(address)s is now disabled.")
-        )
-        messages.success(request, done % {"address": mailbox.address})
+        ) % {"address": mailbox.address}
+        messages.success(request, with_sends_in_flight(done, stopped, "mailbox"))
     return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
 
 
@@ -224,8 +226,13 @@ def mailbox_key_check(request: TenantRequest, mailbox_id: int) -> HttpResponse:
 def mailbox_key_replace(request: TenantRequest, mailbox_id: int) -> HttpResponse:
     """ "Replace the key": the button's POST asks first (a page that works without JavaScript);
     the POST it carries, marked confirmed, has AgentMail make a new key for the mailbox and
-    delete the old one (mailboxes.key_health)."""
+    delete the old one (mailboxes.key_health). Both need a recent proof (tenants.sudo): the
+    first sends the admin to give it before the question, not after their answer."""
     mailbox = _mailbox(request, mailbox_id)
+    if held := sudo.confirm_first(
+        request, back="mailbox_detail", args=[request.tenant.slug, mailbox.pk]
+    ):
+        return held
     if request.POST.get("confirmed") != "yes":
         return render(
             request,

@@ -11,7 +11,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST, require_safe
 
 from console.forms_signin import SsoForm, TwoFactorPolicyForm
-from tenants import oidc_signin, signin_policy
+from tenants import oidc_signin, signin_policy, sudo
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 from tenants.models import Membership, Passkey, SingleSignOn, TotpDevice
 from tenants.services import AdminError
@@ -81,6 +81,9 @@ def _page(
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
 def sso_settings(request: TenantRequest) -> HttpResponse:
+    # Who may sign in to this tenant, and through whose provider (tenants.sudo).
+    if held := sudo.confirm_first(request, back="admin_signin", args=[request.tenant.slug]):
+        return held
     form = SsoForm(request.POST)
     if not form.is_valid():
         return _page(request, sso_form=form, status=400)
@@ -125,6 +128,13 @@ def two_factor_policy(request: TenantRequest) -> HttpResponse:
     if not form.is_valid():
         return _page(request, two_factor_form=form, status=400)
     required = form.cleaned_data["require_two_factor"]
+    # Off, a password alone opens every member's account again (tenants.sudo).
+    if (
+        not required
+        and request.tenant.require_two_factor
+        and (held := sudo.confirm_first(request, back="admin_signin", args=[request.tenant.slug]))
+    ):
+        return held
     signin_policy.tenant_require_two_factor(
         tenant=request.tenant, required=required, actor=request.user
     )

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_http_methods, require_safe
 
 from console import selectors
 from console.forms import TokenForm
+from tenants import sudo
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 from tenants.tokens import TokenError, token_create, token_revoke
 
@@ -49,6 +50,9 @@ def token_new(request: TenantRequest) -> HttpResponse:
             ),
         )
         return redirect("token_list", slug=request.tenant.slug)
+    # A token is API access that outlives this session (tenants.sudo).
+    if held := sudo.confirm_first(request, back="token_list", args=[request.tenant.slug]):
+        return held
     form = TokenForm(request.POST, tenant=request.tenant)
     if not form.is_valid():
         return _page(request, form, status=422)

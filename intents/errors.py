@@ -68,6 +68,13 @@ class NotPending(DraftError):
     code = "not_pending"
 
 
+class LookalikeRecipient(DraftError):
+    """A recipient holds letters outside ASCII, which a list shows as the plain address they look
+    like: approved only on the draft's page, which names each of them."""
+
+    code = "lookalike_recipient"
+
+
 class NoRight(DraftError):
     code = "no_right"
     status = 403

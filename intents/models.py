@@ -90,6 +90,8 @@ class Draft(models.Model):
         can_decide: bool
         approve_blocked: bool
         more_recipients: int
+        # Recipients with letters outside ASCII, each with them named (bulk approve leaves it).
+        lookalikes: dict[str, str]
         # intents.selectors.queue: the current version as the queue lists it (not a saved row).
         current: DraftVersion
         # review.pages.queue: who else has it open right now.

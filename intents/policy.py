@@ -19,6 +19,7 @@ from django.utils.translation import gettext_lazy
 # (common.addresses), where the mailbox's allow-list service reaches it too; the apps above
 # import it from here, beside the recipient rule.
 from common.addresses import MAX_ADDRESS_LENGTH as MAX_ADDRESS_LENGTH
+from common.addresses import letters_beyond_ascii
 from common.addresses import normalize_address as normalize_address
 from intents.models import DraftVersion, Suppression
 from mailboxes.models import Mailbox
@@ -133,6 +134,14 @@ def recipient_breaks_policy_sql(*, address: str, tenant_id: str, mailbox_id: str
           )
       )
     )"""  # noqa: S608
+
+
+def lookalike_recipients(addresses: Iterable[str]) -> dict[str, str]:
+    """The addresses among these that only the draft's page may approve, each with its letters
+    outside ASCII named (``letters_beyond_ascii``, the draft page's note). A list shows an
+    address as it is: ``b\u0456lling@example.com``, with a Cyrillic small i, reads as
+    ``billing@example.com``. The queue marks such a row and its bulk approval leaves it out."""
+    return {address: beyond for address in addresses if (beyond := letters_beyond_ascii(address))}
 
 
 def can_approve(*, membership, mailbox) -> bool:

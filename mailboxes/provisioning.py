@@ -33,7 +33,7 @@ from mailboxes.headers import line_break_in
 from mailboxes.models import Mailbox
 from mailboxes.signals import mailbox_provisioned
 from tenants.models import AuditEvent, Tenant
-from tenants.send_stops import sends_in_flight_hold
+from tenants.send_stops import Stopped, sends_in_flight_hold
 from tenants.services import require_admin
 from tenants.stale import fingerprint, refuse_if_changed
 
@@ -280,7 +280,7 @@ def _install_inbox_key(*, mailbox: Mailbox, inbox_id: str, actor) -> None:
 
 
 @transaction.atomic
-def mailbox_set_status(*, tenant: Tenant, mailbox_id: int, status: str, actor) -> Mailbox:
+def mailbox_set_status(*, tenant: Tenant, mailbox_id: int, status: str, actor) -> Stopped[Mailbox]:
     if status not in (Mailbox.Status.ACTIVE, Mailbox.Status.DISABLED):
         raise ProvisioningError(_("A mailbox can only be enabled or disabled."))
     require_admin(tenant, actor)
@@ -305,7 +305,7 @@ def mailbox_set_status(*, tenant: Tenant, mailbox_id: int, status: str, actor) -
             obj=mailbox,
             data={"from": previous, **data},
         )
-    return mailbox
+    return Stopped(mailbox, data.get("sends_in_flight", 0))
 
 
 # What the stale-save refusal names (tenants.stale), by field, in the form's order.

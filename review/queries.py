@@ -9,7 +9,6 @@ EXISTS, and per-page lookups are batched.
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -25,6 +24,7 @@ from django.db.models import (
 from django.db.models.expressions import RawSQL
 from django.utils.translation import gettext as _
 
+from common.addresses import letters_beyond_ascii
 from intents.errors import InvalidInput
 from intents.models import Draft, DraftVersion, SendAttempt, SendIntent, Suppression
 from intents.policy import recipient_breaks_policy_sql, recipient_problems
@@ -235,14 +235,6 @@ class Recipient:
     notes: list[tuple[str, str]] = field(default_factory=list)  # (code, message): worth a look
 
 
-def _letters_beyond_ascii(address: str) -> str:
-    """The characters of ``address`` outside ASCII, each named once (``U+0430 CYRILLIC SMALL
-    LETTER A``), or "". The page shows an address as it is, and ``example.com`` written with a
-    Cyrillic small a (U+0430) looks exactly like ``example.com``: another domain, another person."""
-    beyond = dict.fromkeys(char for char in address if not char.isascii())
-    return ", ".join(f"U+{ord(char):04X} {unicodedata.name(char, '?')}" for char in beyond)
-
-
 def _domain(address: str) -> str:
     return address.rpartition("@")[2].lower()
 
@@ -309,7 +301,7 @@ def recipients_with_warnings(
                 r.notes.append(
                     ("external", _("Outside your organisation: %(d)s") % {"d": _domain(address)})
                 )
-            if beyond := _letters_beyond_ascii(address):
+            if beyond := letters_beyond_ascii(address):
                 r.notes.append(
                     ("non_ascii", _("Not plain ASCII: it holds %(chars)s") % {"chars": beyond})
                 )

@@ -17,6 +17,7 @@ from django.utils.translation import gettext_lazy
 from tenants import onboarding
 from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant, User
 from tenants.passwords import operator_password_recorded
+from tenants.send_stops import Stopped, with_sends_in_flight
 from tenants.services import AdminError
 
 
@@ -184,17 +185,22 @@ class TenantAdmin(admin.ModelAdmin):
         resume = partial(onboarding.tenant_resume, actor=request.user)
         self._each(request, queryset, resume, _("%(tenant)s (%(slug)s) is active again."))
 
-    def _each(self, request, queryset, change: Callable[..., Tenant], done: str) -> None:
+    def _each(
+        self, request, queryset, change: Callable[..., Tenant | Stopped[Tenant]], done: str
+    ) -> None:
         """``change`` each selected tenant (each in its own transaction), reporting per tenant
-        what happened."""
+        what happened, and the sends a suspension found already on their way."""
         for slug in queryset.order_by("slug").values_list("slug", flat=True):
             try:
-                tenant = change(slug=slug)
+                result = change(slug=slug)
             except AdminError as error:
                 self.message_user(request, error.message, messages.WARNING)
             else:
+                stopped = result if isinstance(result, Stopped) else Stopped(result)
+                tenant = stopped.changed
+                said = done % {"tenant": tenant.name, "slug": tenant.slug}
                 self.message_user(
-                    request, done % {"tenant": tenant.name, "slug": tenant.slug}, messages.SUCCESS
+                    request, with_sends_in_flight(said, stopped, "tenant"), messages.SUCCESS
                 )
 
 

@@ -22,7 +22,7 @@ from django.utils.translation import gettext as _
 from common.text import control_in, unsafe_in_name
 from tenants import invitations
 from tenants.models import AuditEvent, Tenant, User
-from tenants.send_stops import sends_in_flight_hold
+from tenants.send_stops import Stopped, sends_in_flight_hold
 from tenants.services import AdminError, audit_record
 from tenants.signin_audit import signin_audit
 
@@ -241,7 +241,7 @@ def _change_status(
     actor: User | None,
     refused: str,
     stops_sends: bool = False,
-) -> Tenant:
+) -> Stopped[Tenant]:
     """Move the tenant from ``source`` to ``target`` under its row lock, audited as ``action``;
     refused with the message ``refused``, changing nothing, when it is not in ``source``.
     ``stops_sends``: first hold the tenant's sends on their way to a call (before the tenant's
@@ -258,10 +258,10 @@ def _change_status(
         tenant.status = target
         audit_record(tenant=tenant, actor=actor, action=action, obj=tenant, data=data)
     logger.info(f"tenants.{action}", extra={"tenant_id": tenant.pk})
-    return tenant
+    return Stopped(tenant, data.get("sends_in_flight", 0))
 
 
-def tenant_suspend(*, slug: str, reason: str, actor: User | None = None) -> Tenant:
+def tenant_suspend(*, slug: str, reason: str, actor: User | None = None) -> Stopped[Tenant]:
     """Suspend an active tenant: read-only for its members, refused to its agents, and its
     queued sends blocked before any provider call (README "A suspended tenant is read-only").
     ``actor``: the operator signed in to the Django admin; None from a command."""
@@ -290,7 +290,7 @@ def tenant_resume(*, slug: str, actor: User | None = None) -> Tenant:
         data={},
         actor=actor,
         refused=_("The tenant %(slug)s is not suspended; nothing was changed.") % {"slug": slug},
-    )
+    ).changed
 
 
 def _storage_quota_data(tenant: Tenant) -> dict:

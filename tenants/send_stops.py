@@ -15,17 +15,71 @@ signal, which intents connects in its AppConfig.ready.
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import cast
 
 from django.db import connection
 from django.db.transaction import TransactionManagementError
 from django.dispatch import Signal
+from django.utils.translation import ngettext_lazy
 
 # Sent inside the changing transaction with the scope of the sends it stops: ``tenant_id``, and
 # optionally ``mailbox_id`` (one mailbox), ``approver_id`` (sends this user approved) and
 # ``keep_mailboxes`` (mailbox ids the approver keeps the right for). The receiver answers how
 # many of those sends have a call in flight.
 sends_stopping = Signal()
+
+
+@dataclass(frozen=True)
+class Stopped[T]:
+    """What a change that stops sends returns: the row it changed, and how many of the sends it
+    stops were already past their last check (``sends_in_flight_hold``). Those go out; the
+    person who made the change is told so, as its audit row says."""
+
+    changed: T
+    sends_in_flight: int = 0
+
+
+# What the person who made the change reads after it, by what it stopped; %(count)d > 0.
+IN_FLIGHT_AFTER = {
+    "mailbox": ngettext_lazy(
+        "%(count)d send was already on its way and will go out; nothing else from this mailbox "
+        "will be sent.",
+        "%(count)d sends were already on their way and will go out; nothing else from this "
+        "mailbox will be sent.",
+        "count",
+    ),
+    "tenant": ngettext_lazy(
+        "%(count)d send was already on its way and will go out; nothing else from this tenant "
+        "will be sent.",
+        "%(count)d sends were already on their way and will go out; nothing else from this "
+        "tenant will be sent.",
+        "count",
+    ),
+    "approver": ngettext_lazy(
+        "%(count)d send they approved was already on its way and will go out; nothing else "
+        "they approved will be sent.",
+        "%(count)d sends they approved were already on their way and will go out; nothing else "
+        "they approved will be sent.",
+        "count",
+    ),
+    "rights": ngettext_lazy(
+        "%(count)d send they approved from a mailbox taken away was already on its way and will "
+        "go out; nothing else they approved from those mailboxes will be sent.",
+        "%(count)d sends they approved from mailboxes taken away were already on their way and "
+        "will go out; nothing else they approved from those mailboxes will be sent.",
+        "count",
+    ),
+}
+
+
+def with_sends_in_flight(done: str, stopped: Stopped, what: str) -> str:
+    """``done`` (what the change did, as its page says it) and, when the change found sends
+    already past their last check, that those go out (``what``: a key of IN_FLIGHT_AFTER). A
+    stop that let nothing through says nothing more."""
+    if not stopped.sends_in_flight:
+        return done
+    return f"{done} {IN_FLIGHT_AFTER[what] % {'count': stopped.sends_in_flight}}"
 
 
 def sends_in_flight_hold(

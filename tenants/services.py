@@ -20,7 +20,7 @@ from django.utils.translation import gettext_lazy
 
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
-from tenants.send_stops import sends_in_flight_hold
+from tenants.send_stops import Stopped, sends_in_flight_hold
 from tenants.stale import fingerprint, refuse_if_changed
 from tenants.user_sessions import sessions_end_all
 
@@ -160,7 +160,9 @@ def belongs_elsewhere(membership: Membership) -> bool:
     )
 
 
-def member_set_role(*, tenant: Tenant, membership_id: int, role: str, actor: User) -> Membership:
+def member_set_role(
+    *, tenant: Tenant, membership_id: int, role: str, actor: User
+) -> Stopped[Membership]:
     if role not in Membership.Role.values:
         raise AdminError("invalid_role", _("Choose admin, approver or viewer."), "role")
     with transaction.atomic():
@@ -175,12 +177,12 @@ def member_set_role(*, tenant: Tenant, membership_id: int, role: str, actor: Use
             )
         locked.require_admin_actor(tenant)
         if old == role:
-            return membership
+            return Stopped(membership)
         data: dict[str, object] = {"from": old, "to": role, "email": membership.user.email}
+        in_flight = 0
         if role not in Membership.DECIDING_ROLES:
-            data["sends_in_flight"] = sends_in_flight_hold(
-                tenant_id=tenant.pk, approver_id=membership.user_id
-            )
+            in_flight = sends_in_flight_hold(tenant_id=tenant.pk, approver_id=membership.user_id)
+            data["sends_in_flight"] = in_flight
         Membership.objects.filter(pk=membership.pk, role=old).update(role=role)
         membership.role = role
         audit_record(
@@ -188,7 +190,7 @@ def member_set_role(*, tenant: Tenant, membership_id: int, role: str, actor: Use
         )
         if old == Membership.Role.ADMIN:
             _withdraw_invitations_sent_by(tenant, membership, actor, "inviter_no_longer_admin")
-    return membership
+    return Stopped(membership, in_flight)
 
 
 def _withdraw_invitations_sent_by(tenant: Tenant, membership: Membership, actor, why: str) -> int:
@@ -247,7 +249,7 @@ def member_set_mailbox_rights(
     mailbox_ids: list[int],
     actor: User,
     based_on: str | None = None,
-) -> Membership:
+) -> Stopped[Membership]:
     """``based_on``: the fingerprint (``member_rights_fingerprint``) of the rights the admin's
     page showed; a save based on rights that changed since is refused (StaleSave)."""
     wanted = set(mailbox_ids)
@@ -285,10 +287,10 @@ def member_set_mailbox_rights(
                 "sends_in_flight": in_flight,
             },
         )
-    return membership
+    return Stopped(membership, in_flight)
 
 
-def member_deactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Membership:
+def member_deactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Stopped[Membership]:
     with transaction.atomic():
         locked = lock_member_change(tenant, membership_id, actor)
         membership = locked.target
@@ -327,7 +329,7 @@ def member_deactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Mem
         "tenants.member.deactivated",
         extra={"tenant_id": tenant.pk, "membership_id": membership.pk},
     )
-    return membership
+    return Stopped(membership, in_flight)
 
 
 def member_reactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Membership:

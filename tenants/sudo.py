@@ -1,4 +1,4 @@
-"""Sudo mode: changing how a person proves who they are needs a recent proof that it is them.
+"""Sudo mode: what outlives a stolen session cookie needs a recent proof that it is the person.
 
 A session cookie alone (copied from a shared computer, a browser extension, a log) was enough to
 turn off two-factor sign-in, or to add the holder's own authenticator app or passkey, which then
@@ -8,6 +8,13 @@ second factor (an authenticator code, a recovery code, a passkey), or for a sess
 through single sign-on, that provider's sign-in. Every sign-in records the time of its proof
 (tenants.user_sessions); the "Confirm it's you" page (tenants.views_sudo) renews it.
 
+A tenant admin's session could mint the same kind of lasting access for its holder, so these
+need the proof too (console.views, views_tokens, views_events, views_mailboxes, views_signin):
+creating an agent token; adding an agent-event endpoint (where events go, and its signing secret)
+or rotating its secret; replacing a mailbox's AgentMail key; saving the single sign-on settings;
+inviting someone (the link is a way in, whatever the role); giving a member a higher role; and
+turning the tenant's two-factor requirement off. Reading, revoking, disabling and lowering do not.
+
 A request without a recent proof is not carried out: it is sent to that page, and from there back
 to the page it came from, where the person does it again. Wrong passwords and codes there count
 as at sign-in: django-axes and the client's budget (through ``authenticate()``), django-otp's
@@ -16,6 +23,7 @@ throttle and the last code step of the device (through ``second_factor_verify``)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
@@ -27,6 +35,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonRes
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django_htmx.http import HttpResponseClientRedirect
 
 from tenants import two_factor
 from tenants.models import User
@@ -58,16 +67,19 @@ def confirm_url(target: str) -> str:
     return f"{reverse('account_confirm')}?{urlencode({'next': target})}"
 
 
-def confirm_first(request: HttpRequest, *, back: str, json: bool = False) -> HttpResponse | None:
+def confirm_first(
+    request: HttpRequest, *, back: str, args: Sequence[object] = (), json: bool = False
+) -> HttpResponse | None:
     """None when this session's proof is recent; otherwise the answer that sends the person to
     confirm it is them. A GET comes back to its own address; anything else to the page ``back``
-    (a URL name) whose form sent it: it was not carried out, and is repeated from there."""
+    (a URL name, with ``args``) whose form sent it: it was not carried out, and is repeated from
+    there. ``json``: for a script's fetch, which shows the page itself."""
     if proof_is_recent(request):
         return None
     if request.method in ("GET", "HEAD"):
         target = request.get_full_path()
     else:
-        target = reverse(back)
+        target = reverse(back, args=args)
         messages.warning(request, _("Nothing was changed: confirm it is you, then do it again."))
     if json:
         return JsonResponse(
@@ -78,6 +90,10 @@ def confirm_first(request: HttpRequest, *, back: str, json: bool = False) -> Htt
             },
             status=403,
         )
+    if getattr(request, "htmx", False):
+        # htmx follows a 302 inside its request and would swap the confirm page into the
+        # fragment's place; HX-Redirect has it open the page instead.
+        return HttpResponseClientRedirect(confirm_url(target))
     return HttpResponseRedirect(confirm_url(target))
 
 

@@ -24,6 +24,7 @@ from intents.policy import (
     SECOND_APPROVER_REASON,
     active_membership,
     can_approve,
+    lookalike_recipients,
     needs_another_approver,
 )
 from intents.selectors.intents import REOPENABLE_STATES, intents_that_may_have_gone_out
@@ -68,6 +69,8 @@ def draft_approve(
     ``unseen``: approved from a list (the queue's bulk approval), whose rows show neither the
     draft page's warnings nor its whole content. A draft with an earlier send that may have gone
     out is then refused: only its page says so, and a new send could reach the customer twice.
+    So is a draft with a recipient that holds letters outside ASCII (``lookalike_recipients``):
+    a list shows it as the plain address it looks like; only the page names its letters.
     """
     tenant = active_tenant(tenant)
     with transaction.atomic():
@@ -87,6 +90,7 @@ def draft_approve(
         _require_sendable(tenant, draft, current, now)
         _require_customer_messages_seen(tenant, draft, messages_seen, from_list=unseen)
         if unseen:
+            _require_plain_recipients(current)
             _require_no_unproven_send(tenant, draft)
         intent = _create_intent(tenant, draft, current, actor, now)
         _record_approval(tenant, draft, current, intent, membership, from_list=unseen)
@@ -204,6 +208,23 @@ def _require_customer_messages_seen(
             len(unread),
         ) % {"count": len(unread)}
     raise errors.CustomerWroteAgain(message=message)
+
+
+def _require_plain_recipients(current: DraftVersion) -> None:
+    lookalikes = lookalike_recipients(current.all_recipients)
+    if not lookalikes:
+        return
+    named = "; ".join(f"{address} ({letters})" for address, letters in lookalikes.items())
+    raise errors.LookalikeRecipient(
+        message=ngettext(
+            "The recipient %(addresses)s holds letters outside ASCII and can look exactly like "
+            "another address: open the draft, which names each letter, and approve it there.",
+            "The recipients %(addresses)s hold letters outside ASCII and can look exactly like "
+            "other addresses: open the draft, which names each letter, and approve it there.",
+            len(lookalikes),
+        )
+        % {"addresses": named}
+    )
 
 
 def _require_no_unproven_send(tenant, draft: Draft) -> None:

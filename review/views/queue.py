@@ -179,14 +179,16 @@ def bulk_approve(request: TenantRequest) -> HttpResponse:
                 unseen=True,
             )
         except errors.DraftError as error:
-            refused.append((draft_id, error.message))
+            refused.append((draft_id, error))
         else:
             approved += 1
     if progressive:
         return JsonResponse(
             {
                 "approved": approved,
-                "refused": [{"draft": d, "message": str(m)} for d, m in refused],
+                "refused": [
+                    {"draft": d, "code": e.code, "message": str(e.message)} for d, e in refused
+                ],
             }
         )
     if approved:
@@ -214,10 +216,22 @@ def bulk_approve(request: TenantRequest) -> HttpResponse:
                 _("Open the outbox"),
             ),
         )
-    for draft_id, message in refused:
+    for draft_id, refusal in refused:
+        said = _("Draft %(draft)s was not approved: %(message)s") % {
+            "draft": draft_id,
+            "message": refusal.message,
+        }
+        if isinstance(refusal, errors.NotFound):
+            messages.error(request, said)
+            continue
+        # Left out with what to do about it, most often "open the draft": a link to it.
         messages.error(
             request,
-            _("Draft %(draft)s was not approved: %(message)s")
-            % {"draft": draft_id, "message": message},
+            format_html(
+                '{} <a href="{}">{}</a>',
+                said,
+                reverse("draft", args=[request.tenant.slug, draft_id]),
+                _("Open draft %(draft)s") % {"draft": draft_id},
+            ),
         )
     return redirect(back)

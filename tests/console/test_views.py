@@ -509,3 +509,53 @@ def test_a_settings_form_without_what_it_was_based_on_saves_nothing(tenant_a, ad
     assert page.status_code == 400
     assert "did not say which settings it was based on" in page.content.decode()
     assert Tenant.objects.get(pk=tenant_a.pk).review_deadline_hours == 24
+
+
+def _deactivate(client, tenant, approver, mailbox):
+    return reverse("admin_member_deactivate", args=[tenant.slug, approver.pk]), {}
+
+
+def _demote_to_viewer(client, tenant, approver, mailbox):
+    return reverse("admin_member_role", args=[tenant.slug, approver.pk]), {"role": "viewer"}
+
+
+def _take_every_mailbox(client, tenant, approver, mailbox):
+    page = reverse("admin_member", args=[tenant.slug, approver.pk])
+    return (
+        reverse("admin_member_rights", args=[tenant.slug, approver.pk]),
+        {"mailboxes": [], "based_on": based_on(client, page, "rights_form")},
+    )
+
+
+def _disable_mailbox(client, tenant, approver, mailbox):
+    return reverse("mailbox_status", args=[tenant.slug, mailbox.pk]), {"status": "disabled"}
+
+
+@pytest.mark.parametrize(
+    ("change", "told"),
+    [
+        (_deactivate, "2 sends they approved were already on their way and will go out"),
+        (_demote_to_viewer, "2 sends they approved were already on their way and will go out"),
+        (_take_every_mailbox, "2 sends they approved from mailboxes taken away were already"),
+        (_disable_mailbox, "nothing else from this mailbox will be sent."),
+    ],
+    ids=["deactivate", "viewer", "rights", "mailbox"],
+)
+def test_a_change_that_stops_sends_says_which_were_already_on_their_way(
+    tenant_a, admin_a, member_of, mailbox_a, signed_in, change, told
+):
+    """The audit row counted the sends already past their last check (they go out), and nobody
+    was told: the flash said the change was made, the audit page's sentence said the same."""
+    from tests.intents.helpers import sends_in_flight
+
+    approver = member_of(tenant_a, "approver")
+    sends_in_flight(mailbox_a, approver.user, 2)
+    client = signed_in(admin_a.user)
+    url, data = change(client, tenant_a, approver, mailbox_a)
+
+    done = client.post(url, data, follow=True)
+    audit = client.get(reverse("admin_audit", args=[tenant_a.slug])).content.decode()
+
+    flash = " ".join(str(m) for m in done.context["messages"])
+    assert "2 sends" in flash and told in flash
+    assert "2 sends were already on their way and were not stopped" in audit

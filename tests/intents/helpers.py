@@ -131,3 +131,29 @@ def drain_sends(seconds: float = 60) -> None:
         ):
             return
     raise AssertionError("the sends did not drain")
+
+
+def sends_in_flight(mailbox, approver, count: int) -> list:
+    """``count`` sends of ``mailbox`` approved by ``approver``, each as the worker's pre-call check
+    leaves it: leased (``sending``) with its attempt row committed and no answer yet (``pending``),
+    the call on its way. A change that stops them counts these as in flight."""
+    from django.utils import timezone
+
+    from intents.models import SendAttempt
+    from tests.factories import approve_new_draft
+
+    intents = []
+    for _ in range(count):
+        intent = approve_new_draft(mailbox.tenant, mailbox, approver)
+        set_state(intent, "sending", attempts=1)
+        intent.refresh_from_db()
+        SendAttempt.objects.create(
+            intent=intent,
+            tenant=mailbox.tenant,
+            number=1,
+            worker="t",
+            lease_token=intent.lease_token,
+            started_at=timezone.now(),
+        )
+        intents.append(intent)
+    return intents

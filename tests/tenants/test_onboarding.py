@@ -242,7 +242,7 @@ def test_two_simultaneous_suspensions_one_wins(tenant_a):
         lambda i: onboarding.tenant_suspend(slug=tenant_a.slug, reason=f"operator {i}"), 2
     )
 
-    assert sorted(type(r).__name__ for r in results) == ["AdminError", "Tenant"]
+    assert sorted(type(r).__name__ for r in results) == ["AdminError", "Stopped"]
     assert AuditEvent.objects.filter(action="tenant.suspended").count() == 1
 
 

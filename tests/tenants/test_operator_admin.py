@@ -176,6 +176,22 @@ def test_the_suspend_action_asks_for_a_reason_then_suspends_each_tenant(
     assert AuditEvent.objects.filter(tenant=tenant_b, action="tenant.suspended").count() == 1
 
 
+def test_the_suspend_action_says_which_sends_were_already_on_their_way(
+    operator, tenant_a, mailbox_a, member_of
+):
+    """Counted in the audit row, and the operator was told only that the tenant was suspended."""
+    from tests.intents.helpers import sends_in_flight
+
+    sends_in_flight(mailbox_a, member_of(tenant_a, "approver").user, 1)
+
+    done = suspend(operator, tenant_a, reason="Chargeback on invoice 88")
+
+    assert [str(m) for m in done.context["messages"]] == [
+        "Tenant A (tenant-a) is suspended. 1 send was already on its way and will go out; "
+        "nothing else from this tenant will be sent."
+    ]
+
+
 def test_the_resume_action_resumes_each_suspended_tenant(operator, tenant_a, tenant_b):
     onboarding.tenant_suspend(slug=tenant_a.slug, reason="test")
 

@@ -77,14 +77,16 @@ def _two_admins(tenant, member_of):
 
 
 def _demote(tenant, target, actor):
-    return lambda: services.member_set_role(
-        tenant=tenant, membership_id=target.pk, role="viewer", actor=actor.user
+    return lambda: (
+        services.member_set_role(
+            tenant=tenant, membership_id=target.pk, role="viewer", actor=actor.user
+        ).changed
     )
 
 
 def _deactivate(tenant, target, actor):
-    return lambda: services.member_deactivate(
-        tenant=tenant, membership_id=target.pk, actor=actor.user
+    return lambda: (
+        services.member_deactivate(tenant=tenant, membership_id=target.pk, actor=actor.user).changed
     )
 
 

@@ -91,6 +91,24 @@ def test_a_stale_session_cannot_turn_off_two_factor_until_the_password_is_proven
     assert not TotpDevice.objects.filter(user=user).exists()
 
 
+def test_an_htmx_request_is_told_to_open_the_confirm_page_not_to_swap_it_in(
+    enrolled_session, settings
+):
+    """htmx follows a 302 inside its request and would put the whole confirm page where the
+    fragment was; HX-Redirect has the browser open it."""
+    user, client, _secret = enrolled_session
+    digests = set(RecoveryCode.objects.filter(user=user).values_list("digest", flat=True))
+    age_proof(client, settings)
+
+    held = client.post(reverse("recovery_codes_renew"), headers={"HX-Request": "true"})
+
+    assert held.status_code == 200 and not held.has_header("Location")
+    location = urlsplit(held["HX-Redirect"])
+    assert location.path == reverse("account_confirm")
+    assert parse_qs(location.query)["next"] == [reverse("account_security")]
+    assert set(RecoveryCode.objects.filter(user=user).values_list("digest", flat=True)) == digests
+
+
 def test_wrong_passwords_on_the_confirm_page_lock_out_as_at_sign_in(
     enrolled_session, password, settings
 ):

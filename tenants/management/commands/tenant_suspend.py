@@ -20,8 +20,12 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         try:
-            tenant = tenant_suspend(slug=options["slug"], reason=options["reason"])
+            stopped = tenant_suspend(slug=options["slug"], reason=options["reason"])
         except AdminError as error:
             prefix = "--reason: " if error.field == "reason" else ""
             raise CommandError(prefix + error.message) from None
+        tenant = stopped.changed
         self.stdout.write(f"suspended {tenant.name} ({tenant.slug})")
+        if stopped.sends_in_flight:
+            # Past their last check before the suspension: they go out (the audit row says so).
+            self.stdout.write(f"{stopped.sends_in_flight} send(s) already on their way will go out")
