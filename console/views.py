@@ -211,12 +211,29 @@ def _raises(membership: Membership, role: str) -> bool:
     return _RANK[Membership.Role(role)] > _RANK[Membership.Role(membership.role)]
 
 
+def _widens(membership: Membership, mailbox_ids: set[int]) -> bool:
+    """Whether these approve rights reach a mailbox the member cannot approve for now: lasting
+    power, like a higher role (tenants.sudo). Fewer rights are not."""
+    if membership.approve_all_mailboxes:
+        return False
+    return not mailbox_ids <= set(membership.approve_mailboxes.values_list("pk", flat=True))
+
+
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
 def member_rights(request: TenantRequest, membership_id: int) -> HttpResponse:
     membership = _member_or_404(request, membership_id)
     form = RightsForm(request.POST, mailboxes=selectors.mailboxes(request.tenant))
     if form.is_valid():
+        widened = form.cleaned_data["approve_all_mailboxes"] or _widens(
+            membership, {m.pk for m in form.cleaned_data["mailboxes"]}
+        )
+        if widened and (
+            held := sudo.confirm_first(
+                request, back="admin_member", args=[_slug(request), membership.pk]
+            )
+        ):
+            return held
         try:
             stopped = services.member_set_mailbox_rights(
                 tenant=request.tenant,

@@ -150,6 +150,11 @@ def two_factor_policy(request: TenantRequest) -> HttpResponse:
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
 def member_two_factor_reset(request: TenantRequest, membership_id: int) -> HttpResponse:
+    # Leaves the member's account behind a password alone (tenants.sudo).
+    if held := sudo.confirm_first(
+        request, back="admin_member", args=[request.tenant.slug, membership_id]
+    ):
+        return held
     try:
         membership = signin_policy.member_reset_two_factor(
             tenant=request.tenant, membership_id=membership_id, actor=request.user

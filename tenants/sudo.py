@@ -12,8 +12,9 @@ A tenant admin's session could mint the same kind of lasting access for its hold
 need the proof too (console.views, views_tokens, views_events, views_mailboxes, views_signin):
 creating an agent token; adding an agent-event endpoint (where events go, and its signing secret)
 or rotating its secret; replacing a mailbox's AgentMail key; saving the single sign-on settings;
-inviting someone (the link is a way in, whatever the role); giving a member a higher role; and
-turning the tenant's two-factor requirement off. Reading, revoking, disabling and lowering do not.
+inviting someone (the link is a way in, whatever the role); giving a member a higher role or
+approve rights for more mailboxes; resetting a member's second factors; and turning the tenant's
+two-factor requirement off. Reading, revoking, disabling and lowering do not.
 
 A request without a recent proof is not carried out: it is sent to that page, and from there back
 to the page it came from, where the person does it again. Wrong passwords and codes there count

@@ -18,7 +18,15 @@ from intents.models import AgentEventEndpoint
 from intents.services.event_endpoints import endpoint_create
 from mailboxes.models import Mailbox
 from tenants import oidc_signin
-from tenants.models import AgentToken, Invitation, Membership, SingleSignOn, Tenant
+from tenants.models import (
+    AgentToken,
+    Invitation,
+    Membership,
+    SingleSignOn,
+    Tenant,
+    TotpDevice,
+)
+from tenants.services import member_rights_fingerprint
 from tests.tenants.test_sudo import age_proof, sent_to_confirm
 from tests.tenants.test_two_factor import enrol
 
@@ -122,10 +130,35 @@ def two_factor_off(tenant, admin, client, request) -> Action:
     )
 
 
+def rights_widened(tenant, admin, client, request) -> Action:
+    approver = request.getfixturevalue("member_of")(tenant, "approver")
+    Membership.objects.filter(pk=approver.pk).update(approve_all_mailboxes=False)
+    approver.refresh_from_db()
+    return Action(
+        reverse("admin_member_rights", args=[tenant.slug, approver.pk]),
+        {"approve_all_mailboxes": "on", "based_on": member_rights_fingerprint(approver)},
+        reverse("admin_member", args=[tenant.slug, approver.pk]),
+        lambda: Membership.objects.values_list("approve_all_mailboxes").get(pk=approver.pk),
+    )
+
+
+def member_two_factor_reset(tenant, admin, client, request) -> Action:
+    member = request.getfixturevalue("member_of")(tenant, "approver")
+    TotpDevice.objects.create(user=member.user, name="phone", confirmed=True)
+    return Action(
+        reverse("admin_member_two_factor_reset", args=[tenant.slug, member.pk]),
+        {},
+        reverse("admin_member", args=[tenant.slug, member.pk]),
+        lambda: TotpDevice.objects.filter(user=member.user).count(),
+    )
+
+
 @pytest.mark.parametrize(
     "action",
     [
         token,
+        rights_widened,
+        member_two_factor_reset,
         event_endpoint,
         endpoint_secret,
         mailbox_key,
