@@ -177,8 +177,9 @@ def _claim(
             raise ApiProblem(
                 422,
                 "idempotency_key_reused",
-                "This Idempotency-Key was already used for a different request (method, path or "
-                "body differ). Use a new key for a new request.",
+                "This Idempotency-Key was already used for a different request: another "
+                "method, path or body, or another agent token of this tenant (a key is the "
+                "tenant's, not the token's). Use a new key for a new request.",
                 title="Idempotency-Key is already used",
                 errors=[{"field": HEADER, "message": "already used for a different request"}],
             )

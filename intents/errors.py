@@ -75,6 +75,14 @@ class LookalikeRecipient(DraftError):
     code = "lookalike_recipient"
 
 
+class RecipientNotOnThread(DraftError):
+    """A recipient wrote none of the customer messages of the draft's thread (another customer,
+    say): the draft's page says so beside the address, a list does not, so it is approved only
+    there."""
+
+    code = "recipient_not_on_thread"
+
+
 class NoRight(DraftError):
     code = "no_right"
     status = 403

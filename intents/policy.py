@@ -144,6 +144,28 @@ def lookalike_recipients(addresses: Iterable[str]) -> dict[str, str]:
     return {address: beyond for address in addresses if (beyond := letters_beyond_ascii(address))}
 
 
+def on_thread(address: str, senders: Iterable[str]) -> bool:
+    """Whether a customer message came from ``address``: its sender (``senders``, lower-cased) is
+    the address or ends with it in angle brackets ("Jane <jane@x.test>"); the queue's flag is the
+    same comparison in SQL (``review.queries._has_warning_sql``). Not parseaddr: it reads a sender
+    it finds ambiguous ("Doe, John <john@x.test>", or one a customer shaped for it) as nobody, and
+    a thread of such senders hid the warning for every recipient. Not LIKE: "_" and "%" may be in
+    an address, and matched other addresses."""
+    address = address.lower()
+    return any(sender == address or sender.endswith(f"<{address}>") for sender in senders)
+
+
+def strangers_to_thread(addresses: Iterable[str], senders: Iterable[str]) -> list[str]:
+    """The addresses among these that wrote none of the thread's customer messages (``senders``,
+    lower-cased; none: the draft has no thread to be a stranger to). The draft page says "Not a
+    participant of this thread" beside each and the queue marks the row; a list shows neither
+    whose conversation the reply carries nor to whom, so its bulk approval leaves it out."""
+    senders = list(senders)
+    if not senders:
+        return []
+    return [address for address in addresses if not on_thread(address, senders)]
+
+
 def can_approve(*, membership, mailbox) -> bool:
     """An active member (and active user) of the mailbox's tenant, with a deciding role and the
     right for this mailbox. Reads the rows as given: callers pass a freshly loaded membership."""

@@ -27,7 +27,7 @@ from django.utils.translation import gettext as _
 from common.addresses import letters_beyond_ascii
 from intents.errors import InvalidInput
 from intents.models import Draft, DraftVersion, SendAttempt, SendIntent, Suppression
-from intents.policy import recipient_breaks_policy_sql, recipient_problems
+from intents.policy import on_thread, recipient_breaks_policy_sql, recipient_problems
 from intents.selectors.drafts import (
     NAV_COUNT_CAP,
     capped_count,
@@ -67,8 +67,9 @@ def _column(model: type[Model], name: str) -> str:
 def _has_warning_sql() -> str:
     """True when any recipient of the draft's current version breaks the recipient policy (the
     SQL form in intents.policy) or, when the draft's mailbox has customer messages in its thread,
-    is not on the thread (``on_thread``'s rule, with the same comparison). Correlated on the outer
-    draft row, so it filters and annotates in the same single query. Names come from the models."""
+    is not on the thread (``intents.policy.on_thread``'s rule, with the same comparison; the
+    approval from a list asks ``strangers_to_thread``). Correlated on the outer draft row, so it
+    filters and annotates in the same single query. Names come from the models."""
     draft, version, inbound = Draft._meta.db_table, DraftVersion._meta, InboundMessage._meta
     draft_id, tenant_id = _column(Draft, "id"), _column(Draft, "tenant")
     thread_id = _column(Draft, "thread_id")
@@ -247,17 +248,6 @@ def is_external(address: str, own_domains: list[str]) -> bool:
         return False
     domain = _domain(address)
     return not any(domain == own or domain.endswith("." + own) for own in own_domains)
-
-
-def on_thread(address: str, senders: list[str]) -> bool:
-    """Whether a customer message came from ``address``: its sender (``senders``, lower-cased) is
-    the address or ends with it in angle brackets ("Jane <jane@x.test>"); the queue's flag is the
-    same comparison in SQL (``_has_warning_sql``). Not parseaddr: it reads a sender it finds
-    ambiguous ("Doe, John <john@x.test>", or one a customer shaped for it) as nobody, and a
-    thread of such senders hid the warning for every recipient. Not LIKE: "_" and "%" may be in
-    an address, and matched other addresses."""
-    address = address.lower()
-    return any(sender == address or sender.endswith(f"<{address}>") for sender in senders)
 
 
 def recipients_with_warnings(

@@ -10,6 +10,14 @@ counts as in flight, and a check that comes after it waits for its commit and se
 
 intents sits above tenants and mailboxes, so the locking is theirs and is reached through this
 signal, which intents connects in its AppConfig.ready.
+
+A send born while a change runs (an approval, a broadcast's fan-out page) is a row the change's
+hold cannot see: it read the right, the mailbox and the tenant before the change committed, and
+a worker could check and send it before the change did, uncounted (a deactivated approver's
+reply went out; the change said nothing was in flight). So the birth and the change also take
+one advisory lock of the tenant (``send_births_wait``, shared; the change, exclusive): a birth
+waits for a running change and then reads what it changed; a change waits for births in flight
+and then holds the sends they made.
 """
 
 from __future__ import annotations
@@ -82,6 +90,20 @@ def with_sends_in_flight(done: str, stopped: Stopped, what: str) -> str:
     return f"{done} {IN_FLIGHT_AFTER[what] % {'count': stopped.sends_in_flight}}"
 
 
+def _births_lock_sql(mode: str) -> str:
+    return f"SELECT {mode}(hashtextextended('send-births:' || %s::text, 0))"
+
+
+def send_births_wait(*, tenant_id: int) -> None:
+    """Call first in a transaction that creates sends of the tenant (an approval, a fan-out
+    page), before it reads what allows them: it waits for a change that stops the tenant's sends
+    to commit, and that change waits for this transaction. Births do not wait for each other."""
+    if not connection.in_atomic_block:
+        raise TransactionManagementError("a send is born inside its transaction")
+    with connection.cursor() as cursor:
+        cursor.execute(_births_lock_sql("pg_advisory_xact_lock_shared"), [tenant_id])
+
+
 def sends_in_flight_hold(
     *,
     tenant_id: int,
@@ -95,6 +117,9 @@ def sends_in_flight_hold(
     (tenant, mailbox): the worker locks sends first and then touches those rows."""
     if not connection.in_atomic_block:
         raise TransactionManagementError("a change that stops sends holds them in its transaction")
+    # Sends being born now are not rows yet: wait for them, and make the next ones wait for us.
+    with connection.cursor() as cursor:
+        cursor.execute(_births_lock_sql("pg_advisory_xact_lock"), [tenant_id])
     answers = sends_stopping.send(
         sender=None,
         tenant_id=tenant_id,

@@ -301,7 +301,7 @@ def _sender_text(value: Any) -> str:
     what AgentMail documents, which is a string; it was stored empty) "name <address>", or the
     address alone. Only a bare address is taken from an object: one like ``a@x.test> <boss@y.test``
     would end the built sender with an address of the sender's choosing, which is the address
-    the review page shows and ``review.queries.on_thread`` matches."""
+    the review page shows and ``intents.policy.on_thread`` matches."""
     if not isinstance(value, dict):
         return _text(value)
     address, name = _text(value.get("address") or value.get("email")), _text(value.get("name"))

@@ -131,6 +131,19 @@ def inbound_message(*, tenant, mailbox, message_id: str) -> InboundMessage | Non
     ).first()
 
 
+def thread_senders(*, tenant, mailbox, thread_id: str) -> list[str]:
+    """The senders of every customer message in a thread of ``mailbox``, lower-cased, each once
+    (none for no thread): who a reply in it may go to without a reviewer's look."""
+    if not thread_id:
+        return []
+    senders = (
+        InboundMessage.objects.filter(tenant=tenant, mailbox=mailbox, thread_id=thread_id)
+        .values_list("sender", flat=True)
+        .distinct()
+    )
+    return sorted({sender.lower() for sender in senders})
+
+
 def approved_addresses(recipients: dict | None) -> list[str]:
     """The approved recipients (to, cc, bcc), lower-cased, each once, in that order: whom delivery
     is tracked for (the apply step uses the same list)."""

@@ -32,6 +32,7 @@ from intents.models import (
     Suppression,
 )
 from intents.policy import normalize_address
+from tenants.send_stops import send_births_wait
 
 log = logging.getLogger("intents.sending")
 
@@ -73,6 +74,9 @@ def broadcast_fan_out_page(*, broadcast_id: int, page_size: int | None = None) -
             State.PAUSED,
         ):
             return False
+        # Its sends are born here: a change that stops the tenant's sends and is running now
+        # is waited for, and one that starts now waits for this page (tenants.send_stops).
+        send_births_wait(tenant_id=broadcast.tenant_id)
         page = list(
             BroadcastRecipient.objects.filter(
                 broadcast=broadcast, position__gt=broadcast.fanout_position

@@ -26,6 +26,7 @@ from intents.policy import (
     can_approve,
     lookalike_recipients,
     needs_another_approver,
+    strangers_to_thread,
 )
 from intents.selectors.intents import REOPENABLE_STATES, intents_that_may_have_gone_out
 from intents.services.attachments import attach, hash_entries, planned_copy
@@ -40,8 +41,9 @@ from intents.services.common import (
 )
 from intents.services.content import refuse_recipient_problems
 from tenants.models import Membership
+from tenants.send_stops import send_births_wait
 from tenants.templatetags.zones import zoned
-from webhooks.selectors import customer_messages_after_draft
+from webhooks.selectors import customer_messages_after_draft, thread_senders
 
 log = logging.getLogger("intents.services")
 
@@ -70,10 +72,17 @@ def draft_approve(
     draft page's warnings nor its whole content. A draft with an earlier send that may have gone
     out is then refused: only its page says so, and a new send could reach the customer twice.
     So is a draft with a recipient that holds letters outside ASCII (``lookalike_recipients``):
-    a list shows it as the plain address it looks like; only the page names its letters.
+    a list shows it as the plain address it looks like; only the page names its letters. And so
+    is a draft with a recipient who wrote nothing in its thread (``strangers_to_thread``): a
+    list row shows a subject and one address, not that Ana's conversation (her subject, her
+    forwarded files) would go to Ben; the page says "Not a participant of this thread".
     """
-    tenant = active_tenant(tenant)
     with transaction.atomic():
+        # Before reading the tenant, the mailbox and the approver's right: a change that stops
+        # sends and is running now is waited for and read after, and one that starts now waits
+        # for this send and holds it (tenants.send_stops).
+        send_births_wait(tenant_id=tenant.pk)
+        tenant = active_tenant(tenant)
         draft = lock_draft(tenant, draft_id)
         require_pending(draft)
         current = DraftVersion.objects.get(draft=draft, number=draft.current_version)
@@ -91,6 +100,7 @@ def draft_approve(
         _require_customer_messages_seen(tenant, draft, messages_seen, from_list=unseen)
         if unseen:
             _require_plain_recipients(current)
+            _require_thread_participants(tenant, draft, current)
             _require_no_unproven_send(tenant, draft)
         intent = _create_intent(tenant, draft, current, actor, now)
         _record_approval(tenant, draft, current, intent, membership, from_list=unseen)
@@ -224,6 +234,23 @@ def _require_plain_recipients(current: DraftVersion) -> None:
             len(lookalikes),
         )
         % {"addresses": named}
+    )
+
+
+def _require_thread_participants(tenant, draft: Draft, current: DraftVersion) -> None:
+    senders = thread_senders(tenant=tenant, mailbox=draft.mailbox_id, thread_id=draft.thread_id)
+    strangers = strangers_to_thread(current.all_recipients, senders)
+    if not strangers:
+        return
+    raise errors.RecipientNotOnThread(
+        message=ngettext(
+            "The recipient %(addresses)s wrote none of the customer messages of this draft's "
+            "thread: open the draft, check whose conversation it carries, and approve it there.",
+            "The recipients %(addresses)s wrote none of the customer messages of this draft's "
+            "thread: open the draft, check whose conversation it carries, and approve it there.",
+            len(strangers),
+        )
+        % {"addresses": ", ".join(strangers)}
     )
 
 

@@ -417,7 +417,11 @@ def _require_current_base(draft: Draft, base_version: int | None) -> None:
     )
 
 
-def draft_reject(*, tenant, draft_id, reason, actor) -> Draft:
+def draft_reject(*, tenant, draft_id, reason, actor, version=None) -> Draft:
+    """Reject a pending draft. ``version``: the version the reviewer's page showed; a version
+    added since (the agent's revision, a colleague's edit) refuses the rejection under the
+    draft's lock, as it refuses an approval: the reason was written about another text, and the
+    new one has not been read. The journal names the version rejected."""
     tenant = active_tenant(tenant)
     reason = clean_reason(reason, required=True)
     with transaction.atomic():
@@ -429,6 +433,15 @@ def draft_reject(*, tenant, draft_id, reason, actor) -> Draft:
                 message=_("You may not decide on drafts of %(address)s.")
                 % {"address": draft.mailbox.address}
             )
+        if version is not None and str(version) != str(draft.current_version):
+            raise errors.StaleVersion(
+                message=_(
+                    "The draft changed since you opened it: version %(n)s is current. "
+                    "Review it again before rejecting."
+                )
+                % {"n": draft.current_version}
+            )
+        rejected = DraftVersion.objects.get(draft=draft, number=draft.current_version)
         Draft.objects.filter(pk=draft.pk).update(
             status=Draft.Status.REJECTED,
             reject_reason=reason,
@@ -446,6 +459,7 @@ def draft_reject(*, tenant, draft_id, reason, actor) -> Draft:
             from_state=Draft.Status.PENDING,
             to_state=Draft.Status.REJECTED,
             reason=reason,
+            data={"version": rejected.number, "content_hash": rejected.content_hash},
         )
     draft.refresh_from_db()
     return draft

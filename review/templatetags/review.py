@@ -50,7 +50,7 @@ def sender(value) -> str:
 
     One isolate around "name <address>" kept an override in the name (U+202E) running over the
     address: "Jane\u202e <evil@x.test>" read ">tset.x@live<", so a reviewer could not tell who
-    wrote. The address is where ``review.queries.on_thread`` finds it (the whole sender, or the
+    wrote. The address is where ``intents.policy.on_thread`` finds it (the whole sender, or the
     part in angle brackets at its end)."""
     text = str(value or "")
     name, address = _sender_parts(text)

@@ -81,10 +81,11 @@ def draft_note_add(request: TenantRequest, draft_id: int) -> HttpResponse:
 
 
 def _refusal(
-    request: TenantRequest, draft_id, *, error, seen_version=None, status=409
+    request: TenantRequest, draft_id, *, error, seen_version=None, status=409, reject_reason=""
 ) -> HttpResponse:
-    """The page again with what happened; for a stale approval, the diff from what was seen."""
-    context = _draft_context(request, draft_id, refusal=error)
+    """The page again with what happened; for a stale decision, the diff from what was seen
+    (and a refused rejection's reason kept in its box)."""
+    context = _draft_context(request, draft_id, refusal=error, reject_reason=reject_reason)
     if seen_version is not None:
         seen = next((v for v in context["detail"].versions if v.number == seen_version), None)
         if seen is not None and seen.number != context["current"].number:
@@ -183,11 +184,18 @@ def draft_reject(request: TenantRequest, draft_id: int) -> HttpResponse:
             draft_id=draft.pk,
             reason=form.cleaned_data["reason"],
             actor=request.user,
+            version=form.cleaned_data["version"],
         )
     except errors.NoRight as error:
         raise PermissionDenied(error.message) from None
     except errors.DraftError as error:
-        return _refusal(request, draft.pk, error=error)
+        return _refusal(
+            request,
+            draft.pk,
+            error=error,
+            seen_version=form.cleaned_data["version"],
+            reject_reason=form.cleaned_data["reason"],
+        )
     messages.success(
         request, _("Rejected draft %(draft)s. The agent sees your reason.") % {"draft": draft.pk}
     )

@@ -116,6 +116,8 @@ def test_another_token_of_the_tenant_cannot_replay_a_key(api, make_token, tenant
     assert first.status_code == 201
     assert second.status_code == 422
     assert second.json()["code"] == "idempotency_key_reused"
+    # The same method, path and body: the refusal names what did differ.
+    assert "another agent token of this tenant" in second.json()["detail"]
     assert Draft.objects.count() == 1
 
 

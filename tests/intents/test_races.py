@@ -227,6 +227,39 @@ def test_an_agent_revision_landing_during_a_persons_save_refuses_the_stale_save(
     assert draft.versions.count() == 2
 
 
+def test_a_rejection_of_the_version_seen_waits_for_an_agent_revision_and_is_refused(
+    tenant_a, new_draft, approver
+):
+    """The reviewer's reason was about version 1; the agent's version 2 landed while the
+    rejection waited for the draft: it was rejected unread, and the journal did not say which
+    version. Now the rejection is refused as stale, and one that goes through names its version."""
+    draft = new_draft()
+    token = _agent_token(tenant_a)
+    outcome: list = []
+
+    with transaction.atomic():
+        _edit(tenant_a, draft, "Agent's revision.", agent_token=token)
+        reviewer = in_thread(
+            lambda: services.draft_reject(
+                tenant=tenant_a, draft_id=draft.pk, reason="Wrong amount", actor=approver, version=1
+            ),
+            outcome,
+        )
+        assert blocked_on_a_lock(), "the rejection never waited for the draft's lock"
+    reviewer.join(30)
+
+    assert isinstance(outcome[0], errors.StaleVersion), outcome[0]
+    assert "version 2 is current" in outcome[0].message
+    draft.refresh_from_db()
+    assert (draft.status, draft.current_version) == ("pending", 2)
+    services.draft_reject(
+        tenant=tenant_a, draft_id=draft.pk, reason="Still wrong", actor=approver, version=2
+    )
+    rejected = IntentEvent.objects.get(draft=draft, action="draft.rejected")
+    assert rejected.data["version"] == 2
+    assert rejected.data["content_hash"] == draft.versions.get(number=2).content_hash
+
+
 def _agent_token(tenant):
     token, _ = token_create(tenant=tenant, name="agent", scopes=["drafts:write"], actor=None)
     return token

@@ -200,6 +200,36 @@ def test_reject_needs_a_reason_and_then_records_it(
     assert (draft.status, draft.reject_reason) == ("rejected", "Wrong amount")
 
 
+def test_a_rejection_from_a_page_older_than_the_current_version_is_refused_with_the_diff(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(mailbox_a, text="We refunded your order today.")
+    seen = approve_data(draft)["version"]
+    services.draft_add_version(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        to=["customer@example.com"],
+        cc=[],
+        bcc=[],
+        subject="Your refund",
+        text="We refunded half of your order today.",
+        html="",
+        actor_user=admin_a.user,
+    )
+    client = signed_in(admin_a.user)
+    page = client.post(
+        reverse("draft_reject", args=[tenant_a.slug, draft.pk]),
+        {"reason": "Wrong amount", "version": seen},
+    )
+    body = page.content.decode()
+    assert page.status_code == 409
+    assert "Changed since you opened it" in body
+    assert "We refunded<ins> half of</ins> your order today." in body
+    assert ">Wrong amount</textarea>" in body
+    draft.refresh_from_db()
+    assert draft.status == "pending"
+
+
 def test_approve_next_opens_the_next_pending_draft(
     tenant_a, mailbox_a, make_draft, admin_a, signed_in
 ):

@@ -11,6 +11,7 @@ import pytest
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
+from intents import errors, sending
 from intents.models import SendIntent
 from intents.sending.claim import intent_claim
 from intents.sending.worker import execute_claims
@@ -156,3 +157,66 @@ def test_a_change_with_no_send_in_flight_costs_one_indexed_statement(
         e.data["sends_in_flight"]
         for e in AuditEvent.objects.filter(action__in=("member.deactivated", "mailbox.disabled"))
     } == {0}
+
+
+def _approval_of_a_new_draft(live):
+    """A pending draft of the live mailbox, and a function approving the version it shows."""
+    from intents import services
+
+    draft = services.draft_create(
+        tenant=live.tenant,
+        mailbox=live.mailbox,
+        actor_user=live.approver,
+        to=["customer@example.com"],
+        subject="Your refund",
+        text="We refunded your order.",
+    )
+    content_hash = draft.versions.get().content_hash
+
+    def approve():
+        return services.draft_approve(
+            tenant=live.tenant,
+            draft_id=draft.pk,
+            version=1,
+            content_hash=content_hash,
+            actor=live.approver,
+        )
+
+    return draft, approve
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        (_deactivate_approver, errors.NoRight),
+        (_disable_mailbox, errors.MailboxInactive),
+        (_suspend_tenant, errors.TenantInactive),
+    ],
+)
+def test_an_approval_during_a_change_that_stops_sends_waits_for_it_and_is_refused(
+    live, member_of, change, refusal
+):
+    """The change had held the sends on their way; an approval read the right, the mailbox and
+    the tenant as they were before it, and its new send was one the change never held: a worker
+    sent it before the change committed (a deactivated approver's reply went out, counted as no
+    send in flight), or it was approved after the change with what it had read before. Now an
+    approval waits for a running change and reads after it; a change waits for approvals."""
+    admin = member_of(live.tenant, "admin").user
+    draft, approve = _approval_of_a_new_draft(live)
+    changed: list = []
+    approved: list = []
+
+    with _held(AuditEvent):  # the change holds the sends and waits here to write its audit row
+        changer = in_thread(lambda: change(live, admin), changed)
+        assert blocked_on_a_lock(), "the change never reached its audit row"
+        approver = in_thread(approve, approved)
+        _until_done_or_waiting(approver, waiters=2)
+        # A worker round while the change is still running.
+        in_thread(lambda: sending.run_once(worker="t"), []).join(30)
+    changer.join(30)
+    approver.join(30)
+    assert not isinstance(changed[0], Exception)
+    assert isinstance(approved[0], refusal), approved[0]
+    assert not SendIntent.objects.filter(draft=draft).exists()
+    assert live.sandbox.ledger(inbox_id=live.mailbox.inbox_id) == []
+    assert AuditEvent.objects.get(action=changed[0]).data["sends_in_flight"] == 0
