@@ -235,11 +235,15 @@ OLE_MACRO_MARKERS = ("_VBA_PROJECT".encode("utf-16-le"), "Macros".encode("utf-16
 
 @dataclass(frozen=True)
 class Upload:
-    """One file as a draft service takes it: already decoded, not yet checked."""
+    """One file as a draft service takes it: already decoded, not yet checked. A file forwarded
+    from a customer's message names that message (its provider id) and its sender, as recorded;
+    an uploaded one names none."""
 
     filename: str
     content_type: str
     data: bytes
+    source_message_id: str = ""
+    source_sender: str = ""
 
 
 @dataclass(frozen=True)
@@ -248,6 +252,8 @@ class CleanUpload:
     content_type: str
     data: bytes
     sha256: str
+    source_message_id: str = ""
+    source_sender: str = ""
 
     @property
     def size(self) -> int:
@@ -375,7 +381,14 @@ def clean_upload(index: int, upload: Upload) -> CleanUpload:
         raise _refuse(
             index, name, "attachment_type_refused", f"the content is {what}, which is refused."
         )
-    return CleanUpload(name, content_type, data, hashlib.sha256(data).hexdigest())
+    return CleanUpload(
+        name,
+        content_type,
+        data,
+        hashlib.sha256(data).hexdigest(),
+        source_message_id=upload.source_message_id,
+        source_sender=upload.source_sender,
+    )
 
 
 def clean_uploads(uploads: Iterable[Upload]) -> list[CleanUpload]:

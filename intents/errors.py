@@ -65,7 +65,29 @@ class CustomerWroteAgain(DraftError):
 
 
 class NotPending(DraftError):
+    """The draft is no longer in review. Raised from the draft's row (``not_pending``), it also
+    says what happened, for a page to put in its reader's words: ``state`` (the draft's status
+    now), ``version`` (its current version, the one decided), ``decided_at`` and ``decided_by``
+    (a user, or None for the agent, the deadline or an unknown person)."""
+
     code = "not_pending"
+
+    def __init__(
+        self,
+        code: str | None = None,
+        message: str = "",
+        field: str | None = None,
+        *,
+        state: str | None = None,
+        version: int | None = None,
+        decided_at=None,
+        decided_by=None,
+    ):
+        super().__init__(code, message, field)
+        self.state = state
+        self.version = version
+        self.decided_at = decided_at
+        self.decided_by = decided_by
 
 
 class LookalikeRecipient(DraftError):
@@ -81,6 +103,27 @@ class RecipientNotOnThread(DraftError):
     there."""
 
     code = "recipient_not_on_thread"
+
+
+class AnsweredAuthorLeftOut(DraftError):
+    """The reply goes to none of the author of the message it answers (another participant of
+    the thread, say): the draft's page says so, a list does not, so it is approved only there."""
+
+    code = "answered_author_left_out"
+
+
+class ThreadOfSeveralOrganisations(DraftError):
+    """The draft's thread holds customer messages from more than one address domain (a stranger
+    joined it): whose conversation a reply carries is for the draft's page, not a list."""
+
+    code = "thread_of_several_organisations"
+
+
+class ForwardedFileOfOther(DraftError):
+    """A forwarded file came from a message whose author is not among the reply's recipients:
+    the draft's page names its source beside it, a list does not."""
+
+    code = "forwarded_file_of_other"
 
 
 class NoRight(DraftError):

@@ -92,6 +92,10 @@ class Draft(models.Model):
         more_recipients: int
         # Recipients with letters outside ASCII, each with them named (bulk approve leaves it).
         lookalikes: dict[str, str]
+        # Its thread's organisations when several, and the answered message's author when the
+        # reply leaves them out (intents.policy; bulk approve leaves it out).
+        thread_domains: list[str]
+        author_left_out: str
         # intents.selectors.queue: the current version as the queue lists it (not a saved row).
         current: DraftVersion
         # review.pages.queue: who else has it open right now.

@@ -55,6 +55,13 @@ class DraftAttachment(models.Model):
     size = models.PositiveIntegerField()
     sha256 = models.CharField(max_length=64)
     blob = models.ForeignKey(AttachmentBlob, on_delete=models.PROTECT, related_name="+")
+    # A file forwarded from a customer's message: that message's provider id and its sender as
+    # recorded (``InboundMessage.sender``); empty for a file the agent or a person uploaded. Not
+    # in the content hash: it changes nothing that is sent, and a version's rows never change
+    # (the hash names the version). The draft page says whose file it is, and a list's approval
+    # leaves out a reply that sends it to someone else (``intents.policy.files_of_others``).
+    source_message_id = models.CharField(max_length=998, blank=True, default="")
+    source_sender = models.CharField(max_length=320, blank=True, default="")
 
     class Meta:
         ordering = ["version_id", "position"]

@@ -166,6 +166,69 @@ def strangers_to_thread(addresses: Iterable[str], senders: Iterable[str]) -> lis
     return [address for address in addresses if not on_thread(address, senders)]
 
 
+def sender_address(sender: str) -> str:
+    """The address of a customer message's sender as recorded, lower-cased: the part in its last
+    angle brackets when it ends with them ("Jane <jane@x.test>"), else the whole, as ``on_thread``
+    reads it."""
+    sender = sender.strip().lower()
+    if sender.endswith(">") and "<" in sender:
+        return sender[sender.rindex("<") + 1 : -1].strip()
+    return sender
+
+
+def _sender_domain(sender: str) -> str:
+    address = sender_address(sender)
+    return address.rpartition("@")[2] if "@" in address else ""
+
+
+def answered_author_left_out(addresses: Iterable[str], author: str) -> bool:
+    """Whether a reply goes to none of the author of the message it answers (``author``: that
+    message's sender as recorded; empty when the draft answers none). A customer can join
+    another's thread (a reply of theirs whose In-Reply-To names her message lands in it, since
+    threads follow the headers), so being on the thread is not enough: a reply answering Ben's
+    message but addressed only to Ana carries Ben's question to her. The draft page says so
+    and a list's approval leaves it out."""
+    if not author:
+        return False
+    senders = [author.lower()]
+    return not any(on_thread(address, senders) for address in addresses)
+
+
+def mixed_thread_domains(senders: Iterable[str]) -> list[str]:
+    """The address domains a thread's customer messages come from (``senders``), sorted, when
+    they are more than one organisation; else none. A domain and its subdomains count as one
+    (``mail.ana.test`` is ``ana.test``). By domain, not by address: colleagues of one company
+    in copy of each other are common and no warning; a stranger who joined the thread (Ben's
+    message with In-Reply-To set to Ana's lands in her thread) usually writes from another
+    domain. Two strangers on one freemail domain (gmail.com) are not told apart by this rule:
+    ``answered_author_left_out`` and the forwarded files' source (``files_of_others``) still
+    catch the reply that goes to the wrong one of them. The draft page and the queue row say
+    so; a list's approval leaves such a thread's replies out."""
+    domains = {domain for sender in senders if (domain := _sender_domain(sender))}
+    organisations = sorted(
+        domain
+        for domain in domains
+        if not any(domain.endswith("." + other) for other in domains if other != domain)
+    )
+    return organisations if len(organisations) > 1 else []
+
+
+def files_of_others(
+    files: Iterable[tuple[str, str]], addresses: Iterable[str]
+) -> list[tuple[str, str]]:
+    """The forwarded files whose source message's author is not among a reply's recipients, as
+    (file name, that author's address). ``files``: (file name, source sender as recorded) of
+    each of the version's files; an uploaded file (no source) is never among them. Ana's
+    passport forwarded in a reply to Ben is the case: the draft page names the file's source
+    beside it and a list's approval leaves the reply out."""
+    addresses = list(addresses)
+    return [
+        (name, sender_address(source))
+        for name, source in files
+        if source and not any(on_thread(address, [source.lower()]) for address in addresses)
+    ]
+
+
 def can_approve(*, membership, mailbox) -> bool:
     """An active member (and active user) of the mailbox's tenant, with a deciding role and the
     right for this mailbox. Reads the rows as given: callers pass a freshly loaded membership."""

@@ -9,20 +9,25 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.utils import timezone
+from django.utils.text import get_text_list
 from django.utils.translation import gettext as _
 
 from config.clock import db_now
 from intents import selectors
-from intents.models import Draft, DraftVersion, SendIntent
+from intents.models import Draft, DraftAttachment, DraftVersion, SendIntent
 from intents.policy import (
     NOTE_WRITERS,
     SECOND_APPROVER_REASON,
+    answered_author_left_out,
     approvable_mailbox_ids,
     approver_memberships,
     can_approve,
+    files_of_others,
     lookalike_recipients,
     may_decide,
+    mixed_thread_domains,
     needs_another_approver,
+    sender_address,
 )
 from intents.selectors.presence import present_on_drafts
 from intents.selectors.queue import QueueFilter
@@ -30,7 +35,14 @@ from review import queries
 from review.diff import VersionDiff, version_diff
 from review.queries import QueuePage, Recipient
 from tenants.models import Membership, Tenant, User
-from webhooks.selectors import customer_messages_after_draft, inbound_for_thread
+from webhooks.selectors import (
+    customer_messages_after_draft,
+    inbound_for_thread,
+    inbound_messages,
+    senders_by_thread,
+    senders_of_messages,
+    thread_senders,
+)
 
 # --- queue ---------------------------------------------------------------------------------------
 
@@ -48,6 +60,14 @@ def queue(
     """One page of the queue, each row marked with what this person may do with it."""
     page = queries.queue_page(tenant=tenant, f=f, after=after, before=before, sort=sort)
     allowed = approvable_mailbox_ids(membership)
+    # Two queries for the whole page: the senders of each row's thread, and the author of the
+    # message each row answers (the rules the approval from this list asks, intents.policy).
+    senders = senders_by_thread(
+        tenant=tenant, threads=[(d.mailbox_id, d.thread_id) for d in page.rows]
+    )
+    authors = senders_of_messages(
+        tenant=tenant, messages=[(d.mailbox_id, d.in_reply_to) for d in page.rows]
+    )
     # One query for the whole page: who else has each row's draft open.
     present = present_on_drafts(
         tenant=tenant, draft_ids=[d.pk for d in page.rows], exclude_user=user
@@ -67,10 +87,28 @@ def queue(
         # Left out of bulk approve (draft_approve refuses it from a list): only the draft's page
         # names the letters that make an address look like another.
         draft.lookalikes = lookalike_recipients(recipients)
+        draft.thread_domains = mixed_thread_domains(
+            senders.get((draft.mailbox_id, draft.thread_id), [])
+        )
+        author = authors.get((draft.mailbox_id, draft.in_reply_to), "")
+        draft.author_left_out = (
+            sender_address(author) if answered_author_left_out(recipients, author) else ""
+        )
     return page
 
 
 # --- draft page ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ReviewFile:
+    """A file of the version the page shows, with the customer's message it was forwarded from
+    (none for an uploaded one): that message's time when it is still recorded, and whether its
+    author is left out of the reply's recipients (``intents.policy.files_of_others``)."""
+
+    file: DraftAttachment
+    source_at: datetime | None = None
+    source_left_out: bool = False
 
 
 @dataclass
@@ -93,6 +131,12 @@ class DraftReview:
     approve_blocked_reason: str
     provenance: dict
     unproven_earlier: list[SendIntent] = field(default_factory=list)
+    files: list[ReviewFile] = field(default_factory=list)
+    # Whose conversation the reply carries (intents.policy, the rules a list's approval asks):
+    # the answered message's author when no recipient is them, and the thread's organisations
+    # (address domains) when they are more than one.
+    author_left_out: str = ""
+    thread_domains: str = ""
     # Whole seconds left to undo the approval (0: nothing to undo), and whether this person may.
     undo_seconds: int = 0
     can_undo: bool = False
@@ -128,10 +172,12 @@ def undo_seconds_left(intent: SendIntent | None, now: datetime) -> int:
     return max(0, math.ceil((intent.hold_until - now).total_seconds()))
 
 
-def _recipients(*, tenant: Tenant, detail: selectors.DraftDetail, inbound: list) -> list[Recipient]:
+def _recipients(
+    *, tenant: Tenant, detail: selectors.DraftDetail, senders: list[str]
+) -> list[Recipient]:
     first, current = detail.versions[0], detail.current
     recipients = queries.recipients_with_warnings(
-        tenant=tenant, draft=detail.draft, version=current, inbound=inbound
+        tenant=tenant, draft=detail.draft, version=current, senders=senders
     )
     added = queries.added_recipients(first, current)
     for r in recipients:
@@ -178,7 +224,10 @@ def draft_review(
         author_user_id=current.author_user_id,
         user=user,
     )
-    recipients = _recipients(tenant=tenant, detail=detail, inbound=inbound)
+    # Every sender of the thread, as the queue's flag and the approval from a list read it: the
+    # ten messages the page shows left a stranger unflagged once the thread passed ten.
+    senders = thread_senders(tenant=tenant, mailbox=draft.mailbox_id, thread_id=draft.thread_id)
+    recipients = _recipients(tenant=tenant, detail=detail, senders=senders)
     undo_seconds = (
         undo_seconds_left(detail.intent, db_now()) if draft.status == Draft.Status.APPROVED else 0
     )
@@ -199,12 +248,48 @@ def draft_review(
         approve_blocked_reason=str(SECOND_APPROVER_REASON) if approve_blocked else "",
         provenance=draft.provenance if isinstance(draft.provenance, dict) else {},
         unproven_earlier=_unproven_earlier(detail) if pending else [],
+        **_conversation(tenant=tenant, draft=draft, current=current, senders=senders),
         undo_seconds=undo_seconds,
         can_undo=bool(undo_seconds) and can_approve(membership=membership, mailbox=draft.mailbox),
         timeline=timeline(detail),
         can_note=membership.role in NOTE_WRITERS,
         **_ownership(draft, membership, can_decide),
     )
+
+
+def _conversation(
+    *, tenant: Tenant, draft: Draft, current: DraftVersion, senders: list[str]
+) -> dict:
+    """Whose conversation the reply carries: its files with their sources, the author of the
+    answered message if the reply leaves them out, the thread's organisations if several. One
+    query (the answered message and the files' sources) beside the thread's senders."""
+    attached = list(current.attachments.all())
+    addresses = current.all_recipients
+    messages = inbound_messages(
+        tenant=tenant,
+        mailbox=draft.mailbox_id,
+        message_ids={draft.in_reply_to, *(f.source_message_id for f in attached)},
+    )
+    answered = messages.get(draft.in_reply_to)
+    author = answered.sender if answered is not None else ""
+    domains = mixed_thread_domains(senders)
+    files = []
+    for f in attached:
+        source = messages.get(f.source_message_id)
+        files.append(
+            ReviewFile(
+                file=f,
+                source_at=source.received_at if source is not None else None,
+                source_left_out=bool(files_of_others([(f.filename, f.source_sender)], addresses)),
+            )
+        )
+    return {
+        "files": files,
+        "author_left_out": (
+            sender_address(author) if answered_author_left_out(addresses, author) else ""
+        ),
+        "thread_domains": get_text_list(domains, _("and")) if domains else "",
+    }
 
 
 def edit_aside(*, tenant: Tenant, draft: Draft) -> dict:

@@ -251,11 +251,13 @@ def is_external(address: str, own_domains: list[str]) -> bool:
 
 
 def recipients_with_warnings(
-    *, tenant: Tenant, draft: Draft, version: DraftVersion, inbound: list
+    *, tenant: Tenant, draft: Draft, version: DraftVersion, senders: list[str]
 ) -> list[Recipient]:
     """Every recipient of the version, each with what a reviewer should know about it. What
     blocks a send is asked of the recipient rule itself (intents.policy.recipient_problems, as
-    the worker asks it before the call); the suppression rows are read once, for their reasons."""
+    the worker asks it before the call); the suppression rows are read once, for their reasons.
+    ``senders``: of every customer message of the draft's thread (``thread_senders``, as the
+    queue's flag and the approval from a list read them), lower-cased."""
     mailbox = draft.mailbox
     addresses = [a.lower() for a in version.all_recipients]
     suppressed = {
@@ -267,7 +269,6 @@ def recipients_with_warnings(
             tenant=tenant, mailbox=mailbox, addresses=addresses, suppressed=set(suppressed)
         )
     }
-    senders = [m.sender.lower() for m in inbound]
     out = []
     for kind in ("to", "cc", "bcc"):
         for address in getattr(version, kind):

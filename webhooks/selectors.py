@@ -131,6 +131,57 @@ def inbound_message(*, tenant, mailbox, message_id: str) -> InboundMessage | Non
     ).first()
 
 
+def inbound_messages(*, tenant, mailbox, message_ids: Collection[str]) -> dict[str, InboundMessage]:
+    """The customer's messages with these provider ids in this mailbox, by id, in one query
+    (those a draft answers or forwarded files from; a missing one is left out)."""
+    wanted = {message_id for message_id in message_ids if message_id}
+    if not wanted:
+        return {}
+    return {
+        m.message_id: m
+        for m in InboundMessage.objects.filter(
+            tenant=tenant, mailbox=mailbox, message_id__in=wanted
+        )
+    }
+
+
+def senders_by_thread(*, tenant, threads: Collection[tuple[int, str]]) -> dict[tuple, list[str]]:
+    """``thread_senders`` for many threads at once, keyed by (mailbox id, thread id), in one
+    query whatever their number (a queue page's rows)."""
+    threads = {(mailbox, thread) for mailbox, thread in threads if thread}
+    if not threads:
+        return {}
+    rows = (
+        InboundMessage.objects.filter(
+            tenant=tenant,
+            mailbox_id__in={mailbox for mailbox, _ in threads},
+            thread_id__in={thread for _, thread in threads},
+        )
+        .values_list("mailbox_id", "thread_id", "sender")
+        .distinct()
+    )
+    found: dict[tuple, set[str]] = {}
+    for mailbox, thread, sender in rows:
+        if (mailbox, thread) in threads:
+            found.setdefault((mailbox, thread), set()).add(sender.lower())
+    return {key: sorted(senders) for key, senders in found.items()}
+
+
+def senders_of_messages(*, tenant, messages: Collection[tuple[int, str]]) -> dict[tuple, str]:
+    """The sender (as recorded) of each of these customer messages, keyed by (mailbox id,
+    provider message id), in one query: the authors of the messages a queue page's drafts
+    answer."""
+    messages = {(mailbox, message_id) for mailbox, message_id in messages if message_id}
+    if not messages:
+        return {}
+    rows = InboundMessage.objects.filter(
+        tenant=tenant,
+        mailbox_id__in={mailbox for mailbox, _ in messages},
+        message_id__in={message_id for _, message_id in messages},
+    ).values_list("mailbox_id", "message_id", "sender")
+    return {(m, i): sender for m, i, sender in rows if (m, i) in messages}
+
+
 def thread_senders(*, tenant, mailbox, thread_id: str) -> list[str]:
     """The senders of every customer message in a thread of ``mailbox``, lower-cased, each once
     (none for no thread): who a reply in it may go to without a reviewer's look."""

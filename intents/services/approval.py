@@ -12,6 +12,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.db.models.functions import Now
+from django.utils.text import get_text_list
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -23,9 +24,13 @@ from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
 from intents.policy import (
     SECOND_APPROVER_REASON,
     active_membership,
+    answered_author_left_out,
     can_approve,
+    files_of_others,
     lookalike_recipients,
+    mixed_thread_domains,
     needs_another_approver,
+    sender_address,
     strangers_to_thread,
 )
 from intents.selectors.intents import REOPENABLE_STATES, intents_that_may_have_gone_out
@@ -43,7 +48,7 @@ from intents.services.content import refuse_recipient_problems
 from tenants.models import Membership
 from tenants.send_stops import send_births_wait
 from tenants.templatetags.zones import zoned
-from webhooks.selectors import customer_messages_after_draft, thread_senders
+from webhooks.selectors import customer_messages_after_draft, inbound_message, thread_senders
 
 log = logging.getLogger("intents.services")
 
@@ -75,7 +80,11 @@ def draft_approve(
     a list shows it as the plain address it looks like; only the page names its letters. And so
     is a draft with a recipient who wrote nothing in its thread (``strangers_to_thread``): a
     list row shows a subject and one address, not that Ana's conversation (her subject, her
-    forwarded files) would go to Ben; the page says "Not a participant of this thread".
+    forwarded files) would go to Ben; the page says "Not a participant of this thread". Nor
+    is a participant enough (``_require_one_conversation``): Ben can join Ana's thread by
+    answering her message, so a reply that leaves out the author of the message it answers, a
+    thread whose messages come from more than one organisation, and a file forwarded to
+    someone other than its sender are left for the page too.
     """
     with transaction.atomic():
         # Before reading the tenant, the mailbox and the approver's right: a change that stops
@@ -100,7 +109,11 @@ def draft_approve(
         _require_customer_messages_seen(tenant, draft, messages_seen, from_list=unseen)
         if unseen:
             _require_plain_recipients(current)
-            _require_thread_participants(tenant, draft, current)
+            senders = thread_senders(
+                tenant=tenant, mailbox=draft.mailbox_id, thread_id=draft.thread_id
+            )
+            _require_thread_participants(current, senders)
+            _require_one_conversation(tenant, draft, current, senders)
             _require_no_unproven_send(tenant, draft)
         intent = _create_intent(tenant, draft, current, actor, now)
         _record_approval(tenant, draft, current, intent, membership, from_list=unseen)
@@ -237,8 +250,7 @@ def _require_plain_recipients(current: DraftVersion) -> None:
     )
 
 
-def _require_thread_participants(tenant, draft: Draft, current: DraftVersion) -> None:
-    senders = thread_senders(tenant=tenant, mailbox=draft.mailbox_id, thread_id=draft.thread_id)
+def _require_thread_participants(current: DraftVersion, senders: list[str]) -> None:
     strangers = strangers_to_thread(current.all_recipients, senders)
     if not strangers:
         return
@@ -252,6 +264,46 @@ def _require_thread_participants(tenant, draft: Draft, current: DraftVersion) ->
         )
         % {"addresses": ", ".join(strangers)}
     )
+
+
+def _require_one_conversation(
+    tenant, draft: Draft, current: DraftVersion, senders: list[str]
+) -> None:
+    """The rules of the draft page's thread warnings (intents.policy), asked of a list's
+    approval: the reply goes to the author of the message it answers, its thread holds one
+    organisation's messages, and every forwarded file goes back to whoever sent it."""
+    recipients = current.all_recipients
+    answered = inbound_message(
+        tenant=tenant, mailbox=draft.mailbox_id, message_id=draft.in_reply_to
+    )
+    if answered is not None and answered_author_left_out(recipients, answered.sender):
+        raise errors.AnsweredAuthorLeftOut(
+            message=_(
+                "This reply does not go to %(author)s, who wrote the message it answers: open "
+                "the draft, check whose conversation it carries, and approve it there."
+            )
+            % {"author": sender_address(answered.sender)}
+        )
+    if domains := mixed_thread_domains(senders):
+        raise errors.ThreadOfSeveralOrganisations(
+            message=_(
+                "This draft's thread holds messages from %(domains)s: open the draft, check "
+                "whose conversation the reply carries, and approve it there."
+            )
+            % {"domains": get_text_list(domains, _("and"))}
+        )
+    files = [(f.filename, f.source_sender) for f in current.attachments.all()]
+    if others := files_of_others(files, recipients):
+        raise errors.ForwardedFileOfOther(
+            message=ngettext(
+                "The file %(files)s was forwarded from a message of someone this reply does not "
+                "go to: open the draft, which names its source, and approve it there.",
+                "The files %(files)s were forwarded from messages of people this reply does not "
+                "go to: open the draft, which names their sources, and approve it there.",
+                len(others),
+            )
+            % {"files": ", ".join(f"{name} ({author})" for name, author in others)}
+        )
 
 
 def _require_no_unproven_send(tenant, draft: Draft) -> None:

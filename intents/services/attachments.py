@@ -33,6 +33,8 @@ class Planned:
     size: int
     data: bytes | None = None
     blob_id: int | None = None
+    source_message_id: str = ""
+    source_sender: str = ""
 
 
 def planned_uploads(uploads: Iterable[Upload]) -> list[Planned]:
@@ -41,7 +43,15 @@ def planned_uploads(uploads: Iterable[Upload]) -> list[Planned]:
 
 
 def _from_clean(item: CleanUpload) -> Planned:
-    return Planned(item.filename, item.content_type, item.sha256, item.size, data=item.data)
+    return Planned(
+        item.filename,
+        item.content_type,
+        item.sha256,
+        item.size,
+        data=item.data,
+        source_message_id=item.source_message_id,
+        source_sender=item.source_sender,
+    )
 
 
 def planned_copy(version: DraftVersion | None) -> list[Planned]:
@@ -49,7 +59,15 @@ def planned_copy(version: DraftVersion | None) -> list[Planned]:
     if version is None:
         return []
     return [
-        Planned(a.filename, a.content_type, a.sha256, a.size, blob_id=a.blob_id)
+        Planned(
+            a.filename,
+            a.content_type,
+            a.sha256,
+            a.size,
+            blob_id=a.blob_id,
+            source_message_id=a.source_message_id,
+            source_sender=a.source_sender,
+        )
         for a in version.attachments.all()
     ]
 
@@ -114,6 +132,8 @@ def attach(tenant, version: DraftVersion, files: Sequence[Planned]) -> None:
                 size=item.size,
                 sha256=item.sha256,
                 blob_id=blob_id,
+                source_message_id=item.source_message_id,
+                source_sender=item.source_sender,
             )
         )
     storage_charge(tenant_id=tenant.pk, added=added)
@@ -132,12 +152,16 @@ def forwarded_uploads(
     hold before and during the fetches (``uploaded``: the files the request uploads beside
     these): checked only afterwards, a request naming a hundred of the customer's files fetched
     them all first, holding a web or MCP thread (shared by every tenant) and the bytes.
+
+    Each file names the message it came from and that message's sender: the version's rows
+    keep them, for the draft page ("from Ben's message of 3 Dec") and for the approval from a
+    list, which leaves out a reply that would send them to someone else.
     """
     ids = list(attachment_ids or ())
     if not ids:
         return []
     _check_forward_request(ids, in_reply_to, uploaded)
-    answered_message(tenant=tenant, mailbox=mailbox, in_reply_to=in_reply_to, thread_id="")
+    source = answered_message(tenant=tenant, mailbox=mailbox, in_reply_to=in_reply_to, thread_id="")
     api_key = mailbox.api_key()
     budget = int(settings.ATTACHMENT_MAX_DRAFT_BYTES)
     files = []
@@ -146,7 +170,15 @@ def forwarded_uploads(
             mailbox, api_key, in_reply_to, index=index, attachment_id=attachment_id, budget=budget
         )
         budget -= len(received.content)
-        files.append(Upload(received.filename, received.content_type, received.content))
+        files.append(
+            Upload(
+                received.filename,
+                received.content_type,
+                received.content,
+                source_message_id=source.message_id,
+                source_sender=source.sender,
+            )
+        )
     return files
 
 

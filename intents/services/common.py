@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC
 
 from django.utils.translation import gettext as _
 
@@ -86,10 +87,39 @@ def lock_draft(tenant, draft_id, *, no_key: bool = False) -> Draft:
 
 def require_pending(draft: Draft) -> None:
     if draft.status != Draft.Status.PENDING:
-        raise errors.NotPending(
-            message=_("This draft is already %(status)s.")
-            % {"status": draft.get_status_display().lower()}
+        raise not_pending(draft)
+
+
+def not_pending(draft: Draft) -> errors.NotPending:
+    """The refusal for a draft that left review, naming what happened: its status, the version
+    decided and when (UTC, ISO 8601: the agent API says it as it is). Who decided rides along for
+    the staff pages, which say it in their reader's words and zone; an agent is not told names."""
+    status = draft.get_status_display().lower()
+    if not draft.decided_at:
+        return errors.NotPending(
+            message=_("This draft is already %(status)s.") % {"status": status}
         )
+    when = draft.decided_at.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    values = {"status": status, "version": draft.current_version, "when": when}
+    if draft.status == Draft.Status.APPROVED:
+        message = (
+            _("This draft is already approved: version %(version)s was approved at %(when)s.")
+            % values
+        )
+    elif draft.status == Draft.Status.REJECTED:
+        message = (
+            _("This draft is already rejected: version %(version)s was rejected at %(when)s.")
+            % values
+        )
+    else:
+        message = _("This draft is already %(status)s (since %(when)s).") % values
+    return errors.NotPending(
+        message=message,
+        state=draft.status,
+        version=draft.current_version,
+        decided_at=draft.decided_at,
+        decided_by=draft.decided_by,
+    )
 
 
 def clean_reason(reason, *, required: bool) -> str:

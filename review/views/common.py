@@ -15,6 +15,7 @@ from intents.models import Draft, SendIntent
 from intents.policy import can_approve
 from mailboxes.models import Mailbox
 from tenants.access import TenantRequest
+from tenants.templatetags.zones import zoned
 
 
 def draft_or_404(request: TenantRequest, draft_id: int) -> Draft:
@@ -42,6 +43,28 @@ def require_right(request: TenantRequest, mailbox: Mailbox) -> None:
         )
 
 
+def left_review(error: errors.NotPending) -> str:
+    """What happened to a draft that left review while the person was on it, in their words and
+    time zone: who decided, which version, when ("Ana approved version 3 at 2 May, 14:02 CEST.").
+    A refusal that does not come from the draft's row keeps the service's own words."""
+    if error.state is None or error.decided_at is None:
+        return error.message
+    values = {
+        "who": error.decided_by.display_name if error.decided_by else _("Someone"),
+        "version": error.version,
+        "when": zoned(error.decided_at, "j M, H:i"),
+    }
+    if error.state == Draft.Status.APPROVED:
+        return _("%(who)s approved version %(version)s at %(when)s.") % values
+    if error.state == Draft.Status.REJECTED:
+        return _("%(who)s rejected version %(version)s at %(when)s.") % values
+    if error.state == Draft.Status.WITHDRAWN:
+        return _("The agent withdrew this draft at %(when)s.") % values
+    if error.state == Draft.Status.EXPIRED:
+        return _("This draft expired at %(when)s: its review deadline passed.") % values
+    return error.message
+
+
 def run_decision(request: TenantRequest, call, done: str) -> None:
     """Run a person's decision (a service call): a missing right is a 403, any other refusal
     the service names is an error message on the next page, success says ``done``."""
@@ -49,6 +72,8 @@ def run_decision(request: TenantRequest, call, done: str) -> None:
         call()
     except errors.NoRight as error:
         raise PermissionDenied(error.message) from None
+    except errors.NotPending as error:
+        messages.error(request, left_review(error))
     except errors.DraftError as error:
         messages.error(request, error.message)
     else:

@@ -18,6 +18,7 @@ from django_htmx.http import HttpResponseClientRefresh
 from intents import errors, selectors, services
 from intents.models import Draft, DraftPresence
 from intents.selectors.presence import present_on_drafts
+from intents.services.common import not_pending
 from intents.services.presence import presence_beat
 from review import pages
 from review import queries as review
@@ -28,7 +29,7 @@ from review.forms import (
     NoteForm,
     RejectForm,
 )
-from review.views.common import draft_or_404, hx_redirect, require_right
+from review.views.common import draft_or_404, hx_redirect, left_review, require_right
 from tenants.access import DECIDERS, TenantRequest, tenant_view
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,8 @@ def _refusal(
 ) -> HttpResponse:
     """The page again with what happened; for a stale decision, the diff from what was seen
     (and a refused rejection's reason kept in its box)."""
+    if isinstance(error, errors.NotPending):
+        error.message = left_review(error)
     context = _draft_context(request, draft_id, refusal=error, reject_reason=reject_reason)
     if seen_version is not None:
         seen = next((v for v in context["detail"].versions if v.number == seen_version), None)
@@ -215,7 +218,7 @@ def _edit_detail(request: TenantRequest, draft_id) -> selectors.DraftDetail:
 
 
 def _edit_page(
-    request: TenantRequest, detail, form, *, status=200, conflict_diff=None
+    request: TenantRequest, detail, form, *, status=200, conflict_diff=None, closed=False
 ) -> HttpResponse:
     # Read before this page's own first heartbeat: who was already here.
     others = present_on_drafts(
@@ -229,6 +232,8 @@ def _edit_page(
             "current": detail.current,
             "form": form,
             "conflict_diff": conflict_diff,
+            # Nothing this form holds can be saved any more: the page keeps it to be copied.
+            "closed": closed,
             # The preview shows what the form holds: the person's HTML after a refused save.
             "preview_html": form["html"].value() or "",
             **pages.edit_aside(tenant=request.tenant, draft=detail.draft),
@@ -284,13 +289,30 @@ def _edit_conflict(
     )
 
 
+def _edit_refused(
+    request: TenantRequest, detail, form: EditForm, message: str, *, status: int
+) -> HttpResponse:
+    """A save refused for a reason the text cannot fix (the draft left review, the right to
+    decide on its mailbox was taken away): the page again with everything the person typed and
+    what happened; nothing was saved."""
+    form.is_valid()
+    form.add_error(
+        None,
+        f"{message} " + _("Your text was not saved; it is kept below: copy it if you need it."),
+    )
+    return _edit_page(request, detail, form, status=status, closed=True)
+
+
 @tenant_view(roles=DECIDERS)
 @require_http_methods(["GET", "HEAD", "POST"])
 def draft_edit(request: TenantRequest, draft_id: int) -> HttpResponse:
     """The edit form; a save names the version it was based on and the service refuses it, under
-    the draft's lock, if that is no longer the current one."""
+    the draft's lock, if that is no longer the current one. Every refused save answers with the
+    page and the person's text in it, never a redirect that drops what they typed."""
     detail = _edit_detail(request, draft_id)
     draft = detail.draft
+    if request.method == "POST":
+        return _edit_save(request, detail)
     require_right(request, draft.mailbox)
     if draft.status != Draft.Status.PENDING:
         messages.error(
@@ -300,9 +322,20 @@ def draft_edit(request: TenantRequest, draft_id: int) -> HttpResponse:
         )
         return redirect("draft", request.tenant.slug, draft.pk)
     services.draft_claim_renew(tenant=request.tenant, draft_id=draft.pk, actor=request.user)
-    if request.method == "GET":
-        return _edit_page(request, detail, EditForm.of_version(detail.current))
+    return _edit_page(request, detail, EditForm.of_version(detail.current))
+
+
+def _edit_save(request: TenantRequest, detail) -> HttpResponse:
+    draft = detail.draft
     form = EditForm(request.POST)
+    try:
+        require_right(request, draft.mailbox)
+    except PermissionDenied as denied:
+        return _edit_refused(request, detail, form, str(denied), status=403)
+    if draft.status != Draft.Status.PENDING:
+        # Decided between the page's load and this save (a colleague, a bulk approval).
+        return _edit_refused(request, detail, form, left_review(not_pending(draft)), status=409)
+    services.draft_claim_renew(tenant=request.tenant, draft_id=draft.pk, actor=request.user)
     if not form.is_valid():
         return _edit_page(request, detail, form, status=400)
     data = form.cleaned_data
@@ -320,7 +353,12 @@ def draft_edit(request: TenantRequest, draft_id: int) -> HttpResponse:
             actor_user=request.user,
         )
     except errors.NoRight as error:
-        raise PermissionDenied(error.message) from None
+        return _edit_refused(request, detail, form, error.message, status=403)
+    except errors.NotPending as error:
+        # Decided while this save waited for the draft's lock.
+        return _edit_refused(
+            request, _edit_detail(request, draft.pk), form, left_review(error), status=409
+        )
     except errors.VersionConflict as conflict:
         return _edit_conflict(request, draft.pk, conflict)
     except errors.DraftError as error:

@@ -12,9 +12,12 @@ from intents.policy import (
     RecipientProblem,
     active_membership,
     active_memberships,
+    answered_author_left_out,
     approvable_mailbox_ids,
     can_approve,
+    files_of_others,
     may_decide,
+    mixed_thread_domains,
     needs_another_approver,
     normalize_address,
     recipient_breaks_policy_sql,
@@ -348,3 +351,29 @@ def test_the_sql_form_of_the_recipient_rule_agrees_with_the_python_form(
     Suppression.objects.create(tenant=tenant_a, address="gone@partner.org", reason="bounced")
     python_says = bool(recipient_problems(tenant=tenant_a, mailbox=mailbox, addresses=[address]))
     assert _sql_says_breaks(tenant_a, mailbox, address) is python_says
+
+
+def test_a_thread_of_one_organisation_is_one_domain_and_its_subdomains():
+    assert mixed_thread_domains(["ana <ana@ana.test>", "bo@mail.ana.test", "x@ANA.test"]) == []
+    assert mixed_thread_domains(["ana@gmail.test", "ben@gmail.test"]) == []
+    assert mixed_thread_domains(["Ana <ana@ana.test>", "ben@other.test", "not an address"]) == [
+        "ana.test",
+        "other.test",
+    ]
+    # The address is the part in the last angle brackets, as on_thread reads it.
+    assert mixed_thread_domains(["ana@ana.test <ben@other.test>", "ana@ana.test"]) == [
+        "ana.test",
+        "other.test",
+    ]
+
+
+def test_a_reply_must_go_to_the_author_of_the_message_it_answers():
+    assert answered_author_left_out(["ana@x.test"], "Ben <ben@x.test>")
+    assert not answered_author_left_out(["ana@x.test", "BEN@x.test"], "Ben <Ben@X.test>")
+    assert not answered_author_left_out(["ana@x.test"], "")
+
+
+def test_a_forwarded_file_goes_back_to_its_sender_only():
+    files = [("passport.pdf", "Ana <ana@x.test>"), ("terms.pdf", ""), ("id.pdf", "ben@x.test")]
+    assert files_of_others(files, ["ben@x.test"]) == [("passport.pdf", "ana@x.test")]
+    assert files_of_others(files, ["ana@x.test", "ben@x.test"]) == []
