@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from tenants.send_stops import sends_stopping
+
 
 class IntentsConfig(AppConfig):
     name = "intents"
@@ -7,8 +9,8 @@ class IntentsConfig(AppConfig):
 
     def ready(self) -> None:
         # A change that stops sends (tenants, mailboxes) waits for the pre-call checks it
-        # affects through this receiver: those apps do not import intents.
-        from intents.sending.stops import on_sends_stopping
-        from tenants.send_stops import sends_stopping
+        # affects through this receiver: those apps do not import intents. Imported here: the
+        # receiver needs the models, which are not loaded yet at import time.
+        from intents.sending import stops
 
-        sends_stopping.connect(on_sends_stopping, dispatch_uid="intents.sending.stops")
+        sends_stopping.connect(stops.on_sends_stopping, dispatch_uid="intents.sending.stops")
