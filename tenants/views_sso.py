@@ -19,7 +19,7 @@ from django.views.decorators.http import require_safe
 
 from common.crypto import SecretUnreadable
 from tenants import oidc, oidc_signin
-from tenants.models import SingleSignOn
+from tenants.models import SingleSignOn, Tenant, User
 from tenants.next_url import safe_next_url
 from tenants.signin_audit import signin_audit
 from tenants.signin_gate import gate_for
@@ -130,6 +130,44 @@ def _claims(request: HttpRequest, sso: SingleSignOn, pending: dict) -> dict:
     )
 
 
+def _session_signed_in(
+    request: HttpRequest, user: User, tenant: Tenant, claims: dict, pending: dict
+) -> None:
+    """The session after the provider vouched for ``user``: signed in anew, or kept (and opening
+    ``tenant`` too); a fresh sign-in at the provider asked for by "Confirm it is you" is a proof."""
+    stayed = request.user.is_authenticated and gate_for(request) is None
+    if not stayed:
+        # A new sign-in, also for a session of this person that still owes its second factor:
+        # the provider's word counts for its own tenant only, so it must not complete a password
+        # sign-in that would open the person's other tenants (an admin who runs this provider
+        # and knows the password would be past the person's second factor everywhere).
+        if request.user.is_authenticated:
+            logout(request)
+        request.signin_method = "sso"  # type: ignore[attr-defined]
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        request.session[METHOD_KEY] = "sso"
+        request.session[FACTOR_KEY] = "sso"
+    elif tenant.pk not in request.session.get(SSO_TENANTS_KEY, []):
+        # The session stays, and now opens this tenant too: a new key, so that a copy of the
+        # cookie planted in this browser (a session another tenant's provider opened as this
+        # person) or read from it does not open it as well.
+        session_key_renew(request)
+    request.session[SSO_TENANTS_KEY] = sorted(
+        {*request.session.get(SSO_TENANTS_KEY, []), tenant.pk}
+    )
+    again_since = pending.get("again_since")
+    if (
+        stayed
+        and again_since is not None
+        and request.session.get(METHOD_KEY) == "sso"
+        and oidc.signed_in_since(claims, again_since)
+    ):
+        # The provider signed the person in again, just now: a proof for a session it opened
+        # (tenants.sudo). A password session does not take its word; a new sign-in is a proof
+        # of its own (login()).
+        session_proof_recorded(request)
+
+
 @require_safe
 def sso_callback(request: HttpRequest) -> HttpResponse:
     pending = request.session.pop(FLOW_KEY, None)
@@ -174,37 +212,7 @@ def sso_callback(request: HttpRequest) -> HttpResponse:
             % {"email": request.user.email},
             409,
         )
-    stayed = request.user.is_authenticated and gate_for(request) is None
-    if not stayed:
-        # A new sign-in, also for a session of this person that still owes its second factor:
-        # the provider's word counts for its own tenant only, so it must not complete a password
-        # sign-in that would open the person's other tenants (an admin who runs this provider
-        # and knows the password would be past the person's second factor everywhere).
-        if request.user.is_authenticated:
-            logout(request)
-        request.signin_method = "sso"  # type: ignore[attr-defined]
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        request.session[METHOD_KEY] = "sso"
-        request.session[FACTOR_KEY] = "sso"
-    elif tenant.pk not in request.session.get(SSO_TENANTS_KEY, []):
-        # The session stays, and now opens this tenant too: a new key, so that a copy of the
-        # cookie planted in this browser (a session another tenant's provider opened as this
-        # person) or read from it does not open it as well.
-        session_key_renew(request)
-    request.session[SSO_TENANTS_KEY] = sorted(
-        {*request.session.get(SSO_TENANTS_KEY, []), tenant.pk}
-    )
-    again_since = pending.get("again_since")
-    if (
-        stayed
-        and again_since is not None
-        and request.session.get(METHOD_KEY) == "sso"
-        and oidc.signed_in_since(claims, again_since)
-    ):
-        # The provider signed the person in again, just now: a proof for a session it opened
-        # (tenants.sudo). A password session does not take its word; a new sign-in is a proof
-        # of its own (login()).
-        session_proof_recorded(request)
+    _session_signed_in(request, user, tenant, claims, pending)
     signin_audit(
         action="signin.succeeded",
         user=user,

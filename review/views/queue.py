@@ -144,6 +144,56 @@ def nav_counts(request: TenantRequest) -> HttpResponse:
     return response
 
 
+def _say_bulk_outcome(
+    request: TenantRequest, approved: int, refused: list[tuple[int, errors.DraftError]]
+) -> None:
+    """The flash messages of a whole-form bulk approval: how many went, the undo window, and
+    each draft left out with its reason (and a link to it)."""
+    if approved:
+        messages.success(
+            request,
+            ngettext(
+                "Approved %(count)d draft; it is sending.",
+                "Approved %(count)d drafts; they are sending.",
+                approved,
+            )
+            % {"count": approved},
+        )
+    if approved and request.tenant.send_hold_seconds:
+        messages.info(
+            request,
+            format_html(
+                '{} <a href="{}">{}</a>',
+                ngettext(
+                    "The approved draft can be undone from the outbox for %(seconds)d s.",
+                    "The %(count)d approved drafts can be undone from the outbox for %(seconds)d s.",
+                    approved,
+                )
+                % {"count": approved, "seconds": request.tenant.send_hold_seconds},
+                reverse("outbox", args=[request.tenant.slug]) + "?state=queued",
+                _("Open the outbox"),
+            ),
+        )
+    for draft_id, refusal in refused:
+        said = _("Draft %(draft)s was not approved: %(message)s") % {
+            "draft": draft_id,
+            "message": refusal.message,
+        }
+        if isinstance(refusal, errors.NotFound):
+            messages.error(request, said)
+            continue
+        # Left out with what to do about it, most often "open the draft": a link to it.
+        messages.error(
+            request,
+            format_html(
+                '{} <a href="{}">{}</a>',
+                said,
+                reverse("draft", args=[request.tenant.slug, draft_id]),
+                _("Open draft %(draft)s") % {"draft": draft_id},
+            ),
+        )
+
+
 @tenant_view(roles=DECIDERS)
 @require_POST
 def bulk_approve(request: TenantRequest) -> HttpResponse:
@@ -191,47 +241,5 @@ def bulk_approve(request: TenantRequest) -> HttpResponse:
                 ],
             }
         )
-    if approved:
-        messages.success(
-            request,
-            ngettext(
-                "Approved %(count)d draft; it is sending.",
-                "Approved %(count)d drafts; they are sending.",
-                approved,
-            )
-            % {"count": approved},
-        )
-    if approved and request.tenant.send_hold_seconds:
-        messages.info(
-            request,
-            format_html(
-                '{} <a href="{}">{}</a>',
-                ngettext(
-                    "The approved draft can be undone from the outbox for %(seconds)d s.",
-                    "The %(count)d approved drafts can be undone from the outbox for %(seconds)d s.",
-                    approved,
-                )
-                % {"count": approved, "seconds": request.tenant.send_hold_seconds},
-                reverse("outbox", args=[request.tenant.slug]) + "?state=queued",
-                _("Open the outbox"),
-            ),
-        )
-    for draft_id, refusal in refused:
-        said = _("Draft %(draft)s was not approved: %(message)s") % {
-            "draft": draft_id,
-            "message": refusal.message,
-        }
-        if isinstance(refusal, errors.NotFound):
-            messages.error(request, said)
-            continue
-        # Left out with what to do about it, most often "open the draft": a link to it.
-        messages.error(
-            request,
-            format_html(
-                '{} <a href="{}">{}</a>',
-                said,
-                reverse("draft", args=[request.tenant.slug, draft_id]),
-                _("Open draft %(draft)s") % {"draft": draft_id},
-            ),
-        )
+    _say_bulk_outcome(request, approved, refused)
     return redirect(back)

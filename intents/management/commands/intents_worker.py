@@ -91,8 +91,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--exit-when-idle", action="store_true")
 
-    def handle(self, *args, **o):
-        o["batch"] = o["batch"] or settings.SEND_BATCH_SIZE
+    @staticmethod
+    def _refuse_options(o: dict) -> None:
+        """A CommandError for options that could not run as written (nothing is sent)."""
         if o["intent"] is not None:
             # Without --once it was ignored: the loop sent every due intent, not the one named.
             if not o["once"]:
@@ -101,6 +102,10 @@ class Command(BaseCommand):
                 raise CommandError(f"--intent: no send intent {o['intent']}.")
         if not o["once"] and o["threads"] + o["reply_threads"] == 0:
             raise CommandError("--threads and --reply-threads are both 0: no loop would send.")
+
+    def handle(self, *args, **o):
+        o["batch"] = o["batch"] or settings.SEND_BATCH_SIZE
+        self._refuse_options(o)
         if o["once"]:
             done = run_once(limit=o["batch"], intent_id=o["intent"])
             self.stdout.write(f"processed {done}")
