@@ -8,8 +8,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from intents.models import Draft, SendIntent, Suppression
+from intents.services.intents import intent_resolve_accepted
 from tests.webhooks.conftest import delivery_payload
-from webhooks.models import WebhookEvent
+from webhooks.models import InboundMessage, WebhookEvent
 from webhooks.services import retention
 
 
@@ -57,6 +59,7 @@ def test_purge_drops_payloads_past_each_tenants_retention(
 
 
 def test_purge_closes_events_that_never_became_applicable(client, hook, mailbox, sending, tenant_a):
+    SendIntent.objects.filter(pk=sending.pk).update(state="cancelled")
     hook.post(client, early("delivered", mailbox))
     WebhookEvent.objects.update(received_at=timezone.now() - timedelta(days=91))
 
@@ -64,3 +67,59 @@ def test_purge_closes_events_that_never_became_applicable(client, hook, mailbox,
 
     event = WebhookEvent.objects.get()
     assert (event.state, event.payload) == ("ignored", None)
+
+
+def test_an_event_waiting_for_an_unresolved_send_outlives_the_retention(
+    client, hook, mailbox, sending, tenant_a, member_of, django_capture_on_commit_callbacks
+):
+    """Found by an outside probe: a bounce that beat an uncertain send's record was closed
+    unapplied once the tenant's retention (1 day, say) passed while the send waited for a
+    person; when they found the message and marked it sent, the address was never suppressed."""
+    tenant_a.retention_days = 1
+    tenant_a.save(update_fields=["retention_days"])
+    SendIntent.objects.filter(pk=sending.pk).update(state="needs_attention")
+    hook.post(client, early("bounced", mailbox))
+    WebhookEvent.objects.update(received_at=timezone.now() - timedelta(days=3))
+
+    assert retention.events_purge_payloads() == 0
+    with django_capture_on_commit_callbacks(execute=True):
+        intent_resolve_accepted(
+            tenant=tenant_a,
+            intent_id=sending.pk,
+            actor=member_of(tenant_a, "admin").user,
+            provider_message_id=MESSAGE_ID,
+            evidence="Found in the sent folder",
+        )
+
+    assert WebhookEvent.objects.get().state == "applied"
+    assert Suppression.objects.filter(tenant=tenant_a, address="jane@customer.test").exists()
+
+
+def test_the_message_a_pending_draft_answers_keeps_its_preview(mailbox, tenant_a):
+    """Found by an outside probe: shortening the retention to a day emptied the customer's
+    message on the page of a draft still in review (the reviewer could not see the question)."""
+    tenant_a.retention_days = 1
+    tenant_a.save(update_fields=["retention_days"])
+    old = timezone.now() - timedelta(days=3)
+
+    def inbound(n: int) -> InboundMessage:
+        return InboundMessage.objects.create(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            thread_id=f"thr_{n}",
+            message_id=f"<q{n}@customer.test>",
+            sender="jane@customer.test",
+            preview="Where is my order?",
+            received_at=old,
+        )
+
+    answered, forgotten = inbound(1), inbound(2)
+    Draft.objects.create(
+        tenant=tenant_a, mailbox=mailbox, in_reply_to=answered.message_id, thread_id="thr_1"
+    )
+
+    retention.events_purge_payloads()
+
+    answered.refresh_from_db()
+    forgotten.refresh_from_db()
+    assert (answered.preview, forgotten.preview) == ("Where is my order?", "")

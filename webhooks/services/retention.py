@@ -6,9 +6,10 @@ import logging
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import DateTimeField, ExpressionWrapper, F, Value
+from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterRef, Q, Value
 from django.db.models.functions import Now
 
+from intents.models import Draft, SendIntent
 from webhooks.models import InboundMessage, WebhookEvent
 from webhooks.services.apply import UNAPPLIED
 
@@ -17,26 +18,55 @@ log = logging.getLogger("webhooks.services")
 
 State = WebhookEvent.State
 
+# A send in these states may have gone out without our knowing its message id: an event waiting
+# for a message id in its inbox may be the one that tells its delivery, bounce or complaint.
+_UNRESOLVED_SENDS = (
+    SendIntent.State.SENDING,
+    SendIntent.State.UNCERTAIN,
+    SendIntent.State.NEEDS_ATTENTION,
+)
+
 
 def events_purge_payloads() -> int:
     """Drop payloads (and inbound previews) older than each tenant's retention period.
 
     The ledger row itself stays: it is tiny, and its svix-id must outlive every redelivery.
-    Events still waiting to be applied are closed as ignored, since nothing could apply them.
+    Events still waiting to be applied are closed as ignored, since nothing could apply them;
+    except an event deferred for its message id in an inbox with a send still unresolved: that
+    send may be the message (it is recorded when a reconciliation or a person finds it), and a
+    bounce or complaint closed unapplied would never suppress the address. It keeps its payload
+    until no such send is left. An inbound message in a thread a pending draft of its mailbox
+    answers keeps its preview too: the reviewer reads it to decide (the review deadline ends
+    the wait).
     """
     cutoff = ExpressionWrapper(
         Now() - F("tenant__retention_days") * Value(timedelta(days=1)),
         output_field=DateTimeField(),
     )
     with transaction.atomic():
-        old = WebhookEvent.objects.filter(payload__isnull=False, received_at__lt=cutoff)
+        unresolved = SendIntent.objects.filter(
+            tenant=OuterRef("tenant"),
+            mailbox__inbox_id=OuterRef("inbox_id"),
+            state__in=_UNRESOLVED_SENDS,
+        )
+        old = WebhookEvent.objects.filter(payload__isnull=False, received_at__lt=cutoff).exclude(
+            Exists(unresolved.filter(provider_message_id="")), state=State.DEFERRED
+        )
         old.filter(state__in=UNAPPLIED).update(
             state=State.IGNORED,
             outcome="payload purged after the retention period before it could be applied",
             applied_at=Now(),
         )
         purged = old.update(payload=None)
-        InboundMessage.objects.filter(received_at__lt=cutoff).exclude(preview="").update(preview="")
+        in_review = Draft.objects.filter(
+            mailbox=OuterRef("mailbox"), status=Draft.Status.PENDING
+        ).filter(
+            Q(in_reply_to=OuterRef("message_id"))
+            | (~Q(thread_id="") & Q(thread_id=OuterRef("thread_id")))
+        )
+        InboundMessage.objects.filter(received_at__lt=cutoff).exclude(preview="").exclude(
+            Exists(in_review)
+        ).update(preview="")
     if purged:
         log.info("webhooks.event.payloads_purged", extra={"count": purged})
     return purged
