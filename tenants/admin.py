@@ -14,6 +14,7 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from common.admin import UnfilterableFieldsAdmin
 from tenants import onboarding
 from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant, User
 from tenants.passwords import operator_password_recorded
@@ -45,6 +46,22 @@ class UserAdmin(BaseUserAdmin):
     # it). An account that must stop is made inactive.
     def has_delete_permission(self, request, obj=None):
         return False
+
+    # Who may use this admin and with which rights is a superuser's decision. A staff member who
+    # may change accounts made themselves superuser here (or gave a friend every permission), and
+    # set a superuser's password to sign in as one.
+    ACCESS_FIELDS = ("is_staff", "is_superuser", "groups", "user_permissions")
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = tuple(super().get_readonly_fields(request, obj))
+        if request.user.is_superuser:
+            return fields
+        return fields + self.ACCESS_FIELDS
+
+    def has_change_permission(self, request, obj=None):
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_change_permission(request, obj)
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
@@ -205,8 +222,9 @@ class TenantAdmin(admin.ModelAdmin):
 
 
 @admin.register(AgentToken)
-class AgentTokenAdmin(admin.ModelAdmin):
-    # The digest is never shown: it is useless to a reader and invites copying.
+class AgentTokenAdmin(UnfilterableFieldsAdmin):
+    # The digest is never shown: it is useless to a reader and invites copying. Nor can it be
+    # filtered on (``?digest__startswith=``): the count of results read it out a character at a time.
     list_display = [
         "name",
         "tenant",
@@ -219,6 +237,7 @@ class AgentTokenAdmin(admin.ModelAdmin):
     ]
     list_filter = ["tenant"]
     exclude = ["digest"]
+    unfilterable = frozenset({"digest"})
     readonly_fields = ["prefix", "created_at", "last_used_at"]
 
     # Read-only for operators: a token made here had no secret (an empty prefix and digest; the
@@ -237,8 +256,9 @@ class AgentTokenAdmin(admin.ModelAdmin):
 
 
 @admin.register(Invitation)
-class InvitationAdmin(admin.ModelAdmin):
+class InvitationAdmin(UnfilterableFieldsAdmin):
     # Read-only for operators: every change goes through tenants.invitations (and its audit row).
+    # The link's digest is neither shown nor filterable, as a token's.
     list_display = [
         "email",
         "tenant",
@@ -252,6 +272,7 @@ class InvitationAdmin(admin.ModelAdmin):
     list_filter = ["state", "tenant"]
     search_fields = ["email"]
     exclude = ["digest"]
+    unfilterable = frozenset({"digest"})
 
     def has_add_permission(self, request):
         return False

@@ -1,12 +1,18 @@
 """Operators' view of the ledger. Read-only: every write goes through webhooks.services (receive,
-apply, retention), and a sealed secret is never displayed."""
+apply, retention), and a sealed secret is never displayed.
+
+Nor is customer mail: an operator sees who wrote to which mailbox, when, under which ids, and what
+became of each event and recipient, never a subject, a preview or a stored payload (which holds
+both), and cannot search by them. Reading a message is the tenant's reviewers' job, in the review
+pages; an operator who browsed every tenant's mail here left no record of it."""
 
 from django.contrib import admin
 
+from common.admin import UnfilterableFieldsAdmin
 from webhooks.models import InboundMessage, RecipientDelivery, WebhookEndpoint, WebhookEvent
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(UnfilterableFieldsAdmin):
     def has_add_permission(self, request):
         return False
 
@@ -38,6 +44,8 @@ class WebhookEventAdmin(ReadOnlyAdmin):
     search_fields = ["svix_id", "event_id", "message_id"]
     list_select_related = ["tenant"]
     date_hierarchy = "received_at"
+    exclude = ["payload"]
+    unfilterable = frozenset({"payload"})
 
 
 @admin.register(RecipientDelivery)
@@ -50,6 +58,8 @@ class RecipientDeliveryAdmin(ReadOnlyAdmin):
 
 @admin.register(InboundMessage)
 class InboundMessageAdmin(ReadOnlyAdmin):
-    list_display = ["received_at", "tenant", "mailbox", "sender", "subject"]
+    list_display = ["received_at", "tenant", "mailbox", "sender", "message_id"]
     search_fields = ["message_id", "thread_id", "sender"]
     list_select_related = ["tenant", "mailbox"]
+    exclude = ["subject", "preview"]
+    unfilterable = frozenset({"subject", "preview"})

@@ -188,4 +188,5 @@ class InboundMessage(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.sender}: {self.subject}"
+        # No subject: this is the title of the operators' admin pages, which show no mail content.
+        return f"{self.sender}: {self.message_id}"

@@ -329,3 +329,89 @@ def test_invitations_cannot_be_deleted_here(operator, tenant_a, member_of):
 
     assert answers == [403, 403]
     assert Invitation.objects.get(pk=invitation.pk).state == "pending"
+
+
+def test_a_token_or_invitation_digest_cannot_be_read_through_a_url_lookup(
+    operator, tenant_a, member_of
+):
+    """Left off the pages, yet ``?digest__startswith=`` answered by its count of results: the
+    whole digest came out sixteen guesses a character."""
+    from tenants import invitations
+
+    token, _ = token_create(tenant=tenant_a, name="bot", scopes=["drafts:read"], actor=None)
+    invitation, _ = invitations.invitation_create(
+        tenant=tenant_a,
+        email="new@example.test",
+        role="viewer",
+        actor=member_of(tenant_a, "admin").user,
+    )
+
+    answers = [
+        operator.get(
+            "/ops/admin/tenants/agenttoken/", {"digest__startswith": token.digest[:2]}
+        ).status_code,
+        operator.get(
+            "/ops/admin/tenants/invitation/", {"digest__startswith": invitation.digest[:2]}
+        ).status_code,
+    ]
+
+    assert answers == [400, 400]
+
+
+def test_a_staff_member_who_may_change_accounts_cannot_grant_access_or_take_over_a_superuser():
+    from django.contrib.auth.models import Permission
+
+    superuser = User.objects.create_superuser("root@countersign.test", "operator-pass-1")
+    staff = User.objects.create_user("support@countersign.test", "staff-pass-1", is_staff=True)
+    staff.user_permissions.set(Permission.objects.filter(codename__in=["view_user", "change_user"]))
+    client = Client()
+    client.force_login(staff)
+
+    own = client.post(
+        f"{USERS}{staff.pk}/change/",
+        {
+            "email": staff.email,
+            "full_name": "",
+            "is_active": "on",
+            "is_staff": "on",
+            "is_superuser": "on",
+            "user_permissions": [p.pk for p in Permission.objects.all()],
+            "date_joined_0": staff.date_joined.date().isoformat(),
+            "date_joined_1": "00:00:00",
+        },
+    )
+    takeover = client.post(
+        f"{USERS}{superuser.pk}/password/",
+        {"password1": PASSWORD, "password2": PASSWORD, "usable_password": "true"},
+    )
+
+    staff.refresh_from_db()
+    superuser.refresh_from_db()
+    assert own.status_code == 302
+    assert (staff.is_superuser, staff.user_permissions.count()) == (False, 2)
+    assert takeover.status_code == 403
+    assert not superuser.check_password(PASSWORD)
+
+
+def test_a_staff_member_who_may_change_groups_cannot_give_their_group_every_permission():
+    """Another road to the same escalation: a group of theirs, given every permission."""
+    from django.contrib.auth.models import Group, Permission
+
+    staff = User.objects.create_user("support@countersign.test", "staff-pass-1", is_staff=True)
+    staff.user_permissions.set(
+        Permission.objects.filter(codename__in=["view_group", "change_group", "add_group"])
+    )
+    group = Group.objects.create(name="support")
+    staff.groups.add(group)
+    client = Client()
+    client.force_login(staff)
+
+    changed = client.post(
+        f"/ops/admin/auth/group/{group.pk}/change/",
+        {"name": "support", "permissions": [p.pk for p in Permission.objects.all()]},
+    )
+    added = client.get("/ops/admin/auth/group/add/")
+
+    assert (changed.status_code, added.status_code) == (403, 403)
+    assert group.permissions.count() == 0
+    assert client.get(f"/ops/admin/auth/group/{group.pk}/change/").status_code == 200  # may look

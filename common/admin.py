@@ -1,0 +1,63 @@
+"""What the operators' admin shares across apps: a guard on URL lookups, and the schedules of the
+background work made read-only."""
+
+from django.contrib import admin
+from django.contrib.auth.admin import GroupAdmin
+from django.contrib.auth.models import Group
+from django.db.models.constants import LOOKUP_SEP
+from django_q.admin import ScheduleAdmin
+from django_q.models import Schedule
+
+
+class UnfilterableFieldsAdmin(admin.ModelAdmin):
+    """Refuses URL lookups (``?digest__startswith=0a``) on the fields in ``unfilterable``.
+
+    Django allows a lookup on any local field, listed or not, and the count of results answers it:
+    a field left off every page could still be read a character at a time, and customer mail
+    could be searched in full. A refused lookup is a 400 (``DisallowedModelAdminLookup``)."""
+
+    unfilterable: frozenset[str] = frozenset()
+
+    def lookup_allowed(self, lookup, value, request):
+        if lookup.split(LOOKUP_SEP, 1)[0] in self.unfilterable:
+            return False
+        return super().lookup_allowed(lookup, value, request)
+
+
+admin.site.unregister(Schedule)
+
+
+@admin.register(Schedule)
+class ReadOnlyScheduleAdmin(ScheduleAdmin):
+    """The sweep, the webhook backfill, retention and the display-name sync are created by
+    migrations and nothing creates them again: a schedule deleted here stopped the sweep for good
+    (and with it retries, reconciliation and expiry), and one added or pointed elsewhere here ran
+    any importable function in the workers, past every service and its audit row."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class SuperuserOnlyGroupAdmin(GroupAdmin):
+    """Groups carry permissions: a staff member who may change a group they belong to could give
+    it every permission, their own "make me a superuser" by another road. Only a superuser adds,
+    changes or deletes one; staff with the permission may look."""
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_superuser
