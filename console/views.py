@@ -328,6 +328,12 @@ def _still_working(request: TenantRequest, membership) -> str:
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
 def member_reactivate(request: TenantRequest, membership_id: int) -> HttpResponse:
+    # Back with the role and approve rights they had, an admin's included: a stolen session that
+    # could not raise a role could otherwise deactivate and reactivate its way to it (tenants.sudo).
+    if held := sudo.confirm_first(
+        request, back="admin_member", args=[_slug(request), membership_id]
+    ):
+        return held
     return _member_action(
         request,
         membership_id,

@@ -153,7 +153,7 @@ class EditForm(forms.Form):
 class RejectForm(forms.Form):
     reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}))
     # The version the page showed: a version added since refuses the rejection.
-    version = forms.IntegerField(min_value=1, required=False)
+    version = forms.IntegerField(min_value=1)
 
 
 QUEUE_PLACE = ("q", "mailbox", "agent", "age", "warnings", "sort", "after", "before")

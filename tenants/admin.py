@@ -18,7 +18,7 @@ from common.admin import UnfilterableFieldsAdmin
 from tenants import onboarding
 from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant, User
 from tenants.passwords import operator_password_recorded
-from tenants.send_stops import Stopped, with_sends_in_flight
+from tenants.send_stops import Stopped, sends_in_flight_hold, with_sends_in_flight
 from tenants.services import AdminError
 
 
@@ -64,6 +64,17 @@ class UserAdmin(BaseUserAdmin):
         return super().has_change_permission(request, obj)
 
     def save_model(self, request, obj, form, change):
+        in_flight = None
+        if change and "is_active" in form.changed_data and not obj.is_active:
+            # An account switched off stops every send the person approved, as a member's
+            # deactivation does: first hold those on their way, tenant by tenant (the admin's
+            # change view is one transaction), and count those already past their last check.
+            tenants = sorted(
+                Membership.objects.filter(user=obj, is_active=True).values_list(
+                    "tenant_id", flat=True
+                )
+            )
+            in_flight = sum(sends_in_flight_hold(tenant_id=t, approver_id=obj.pk) for t in tenants)
         super().save_model(request, obj, form, change)
         changed = [name for name in form.changed_data if name != "password"]
         if change and changed:
@@ -73,6 +84,7 @@ class UserAdmin(BaseUserAdmin):
                 request=request,
                 before={name: _plain(form.initial.get(name)) for name in changed},
                 after={name: _plain(form.cleaned_data.get(name)) for name in changed},
+                sends_in_flight=in_flight,
             )
 
     def user_change_password(self, request, id, form_url=""):

@@ -337,18 +337,28 @@ def tenant_storage_quota_set(
 
 
 def account_changed_by_operator(
-    *, user: User, actor: User | None, before: dict, after: dict, request=None
+    *,
+    user: User,
+    actor: User | None,
+    before: dict,
+    after: dict,
+    request=None,
+    sends_in_flight: int | None = None,
 ) -> None:
     """The audit rows of an operator's edit of an account in the operators' admin (its address,
     name, whether it may sign in, its operator rights), in the transaction that saved it: one in
     each tenant of the person. An address changed there changes the name every earlier row of
-    theirs is shown under, so the old one is kept here."""
+    theirs is shown under, so the old one is kept here. ``sends_in_flight``: when the account was
+    switched off, the sends it had approved that were already past their last check."""
+    data: dict = {"before": before, "after": after}
+    if sends_in_flight is not None:
+        data["sends_in_flight"] = sends_in_flight
     signin_audit(
         action="user.changed_by_operator",
         user=user,
         actor=actor,
         request=request,
-        data={"before": before, "after": after},
+        data=data,
     )
     logger.info(
         "tenants.user.changed_by_operator", extra={"user_id": user.pk, "fields": sorted(after)}

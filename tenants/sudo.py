@@ -13,7 +13,8 @@ need the proof too (console.views, views_tokens, views_events, views_mailboxes, 
 creating an agent token; adding an agent-event endpoint (where events go, and its signing secret)
 or rotating its secret; replacing a mailbox's AgentMail key; saving the single sign-on settings;
 inviting someone (the link is a way in, whatever the role); giving a member a higher role or
-approve rights for more mailboxes; resetting a member's second factors; and turning the tenant's
+approve rights for more mailboxes; reactivating a member (with the role they had); resetting a
+member's second factors; and turning the tenant's
 two-factor requirement off. Reading, revoking, disabling and lowering do not.
 
 A request without a recent proof is not carried out: it is sent to that page, and from there back

@@ -67,6 +67,16 @@ def broadcast_fan_out_page(*, broadcast_id: int, page_size: int | None = None) -
     """One page of the fan-out; True while more pages remain."""
     page_size = page_size or settings.BROADCAST_FANOUT_PAGE
     with transaction.atomic():
+        # Its sends are born here: a change that stops the tenant's sends and is running now
+        # is waited for, and one that starts now waits for this page (tenants.send_stops).
+        # Before the broadcast's row lock: a worker holding sends waits for that row
+        # (hold_broadcasts) while the change waits for the worker's sends, so a page that held
+        # the row and then waited for the change closed a cycle of three.
+        tenant_id = (
+            Broadcast.objects.filter(pk=broadcast_id).values_list("tenant_id", flat=True).first()
+        )
+        if tenant_id is not None:
+            send_births_wait(tenant_id=tenant_id)
         broadcast = _lock(broadcast_id)
         if broadcast is None or broadcast.state not in (
             State.APPROVED,
@@ -74,9 +84,6 @@ def broadcast_fan_out_page(*, broadcast_id: int, page_size: int | None = None) -
             State.PAUSED,
         ):
             return False
-        # Its sends are born here: a change that stops the tenant's sends and is running now
-        # is waited for, and one that starts now waits for this page (tenants.send_stops).
-        send_births_wait(tenant_id=broadcast.tenant_id)
         page = list(
             BroadcastRecipient.objects.filter(
                 broadcast=broadcast, position__gt=broadcast.fanout_position

@@ -19,6 +19,12 @@ it locks the mailbox (``mailbox_key_refused``); a change that locked its tenant 
 and then waited for the intents would deadlock with either. Membership rows may come first: no
 path that holds intents locks a membership. Claims and the sweep skip locked rows; the record and
 reconcile paths lock intents in id order too, and then nothing the change holds.
+
+The births lock (``tenants.send_stops.send_births_wait``, a per-tenant advisory lock: shared by
+an approval and a fan-out page, exclusive for the change) comes before every row lock on both
+sides: the change takes it before the intents, a birth before the draft or the broadcast. A
+fan-out page that locked its broadcast first and then waited for a change closed a cycle with the
+worker, which holds sends while it waits for that broadcast's row (``hold_broadcasts``).
 """
 
 from __future__ import annotations

@@ -177,10 +177,25 @@ def draft_reject(request: TenantRequest, draft_id: int) -> HttpResponse:
     require_right(request, draft.mailbox)
     form = RejectForm(request.POST)
     if not form.is_valid():
-        error = errors.InvalidInput(
-            "reason_required", _("Say why you reject this draft."), "reason"
+        if "reason" in form.errors:
+            error = errors.InvalidInput(
+                "reason_required", _("Say why you reject this draft."), "reason"
+            )
+        else:
+            # A rejection names the version it saw; without one, an agent's newer version would
+            # be rejected unread (the page always sends it: only a hand-made request lacks it).
+            error = errors.InvalidInput(
+                "version_required",
+                _("This rejection does not say which version it is for: reload the draft."),
+                "version",
+            )
+        return _refusal(
+            request,
+            draft.pk,
+            error=error,
+            status=400,
+            reject_reason=str(request.POST.get("reason", ""))[:2000],
         )
-        return _refusal(request, draft.pk, error=error, status=400)
     try:
         services.draft_reject(
             tenant=request.tenant,

@@ -153,10 +153,22 @@ def member_two_factor_reset(tenant, admin, client, request) -> Action:
     )
 
 
+def member_reactivated(tenant, admin, client, request) -> Action:
+    member = request.getfixturevalue("member_of")(tenant, "admin")
+    Membership.objects.filter(pk=member.pk).update(is_active=False)
+    return Action(
+        reverse("admin_member_reactivate", args=[tenant.slug, member.pk]),
+        {},
+        reverse("admin_member", args=[tenant.slug, member.pk]),
+        lambda: Membership.objects.values_list("is_active").get(pk=member.pk),
+    )
+
+
 @pytest.mark.parametrize(
     "action",
     [
         token,
+        member_reactivated,
         rights_widened,
         member_two_factor_reset,
         event_endpoint,

@@ -195,7 +195,15 @@ def test_reject_needs_a_reason_and_then_records_it(
     client = signed_in(admin_a.user)
     empty = client.post(reverse("draft_reject", args=[tenant_a.slug, draft.pk]), {"reason": ""})
     assert empty.status_code == 400 and b"Say why you reject" in empty.content
-    client.post(reverse("draft_reject", args=[tenant_a.slug, draft.pk]), {"reason": "Wrong amount"})
+    unsaid = client.post(
+        reverse("draft_reject", args=[tenant_a.slug, draft.pk]), {"reason": "Wrong amount"}
+    )
+    assert unsaid.status_code == 400 and b"which version it is for" in unsaid.content
+    assert Draft.objects.get(pk=draft.pk).status == "pending"
+    client.post(
+        reverse("draft_reject", args=[tenant_a.slug, draft.pk]),
+        {"reason": "Wrong amount", "version": 1},
+    )
     draft.refresh_from_db()
     assert (draft.status, draft.reject_reason) == ("rejected", "Wrong amount")
 

@@ -415,3 +415,29 @@ def test_a_staff_member_who_may_change_groups_cannot_give_their_group_every_perm
     assert (changed.status_code, added.status_code) == (403, 403)
     assert group.permissions.count() == 0
     assert client.get(f"/ops/admin/auth/group/{group.pk}/change/").status_code == 200  # may look
+
+
+def test_an_account_switched_off_here_holds_and_counts_the_sends_it_approved(
+    operator, tenant_a, member_of, mailbox_factory
+):
+    """As a member's deactivation does (tenants.send_stops): the operator's switch-off of an
+    account is a change that stops sends, and it said nothing of those already on their way."""
+    from tests.intents.helpers import sends_in_flight
+
+    approver = member_of(tenant_a, "approver").user
+    sends_in_flight(mailbox_factory(tenant_a), approver, 2)
+
+    response = operator.post(
+        f"{USERS}{approver.pk}/change/",
+        {
+            "email": approver.email,
+            "full_name": approver.full_name,
+            "is_active": "",
+            "date_joined_0": approver.date_joined.date().isoformat(),
+            "date_joined_1": "00:00:00",
+        },
+    )
+
+    assert response.status_code == 302
+    row = AuditEvent.objects.get(action="user.changed_by_operator", tenant=tenant_a)
+    assert row.data["sends_in_flight"] == 2

@@ -220,3 +220,30 @@ def test_an_approval_during_a_change_that_stops_sends_waits_for_it_and_is_refuse
     assert not SendIntent.objects.filter(draft=draft).exists()
     assert live.sandbox.ledger(inbox_id=live.mailbox.inbox_id) == []
     assert AuditEvent.objects.get(action=changed[0]).data["sends_in_flight"] == 0
+
+
+def test_rights_narrowed_hold_and_count_only_the_sends_of_the_mailboxes_taken_away(
+    tenant_a, member_of, mailbox_factory
+):
+    """The approver keeps mailbox A and loses B: the send of A on its way is theirs to keep
+    (it is not stopped, and not counted as let through); only B's is."""
+    from tenants.services import member_set_mailbox_rights
+    from tests.intents.helpers import sends_in_flight
+
+    admin = member_of(tenant_a, "admin").user
+    approver = member_of(tenant_a, "approver")
+    kept, taken = mailbox_factory(tenant_a), mailbox_factory(tenant_a)
+    sends_in_flight(kept, approver.user, 1)
+    sends_in_flight(taken, approver.user, 1)
+
+    stopped = member_set_mailbox_rights(
+        tenant=tenant_a,
+        membership_id=approver.pk,
+        approve_all_mailboxes=False,
+        mailbox_ids=[kept.pk],
+        actor=admin,
+    )
+
+    assert stopped.sends_in_flight == 1
+    row = AuditEvent.objects.get(action="member.rights_changed")
+    assert row.data["sends_in_flight"] == 1
