@@ -175,7 +175,7 @@ def test_hand_back_racing_the_sweep_on_an_expired_lease_moves_it_once(live):
 
 def test_sigusr1_writes_every_threads_stack_and_the_worker_goes_on(live):
     first, second = (live.approved(to=[f"customer{i}@example.com"]) for i in range(2))
-    worker = start_worker(live.sandbox, "--threads", "2", "--poll", "0.1", "--seconds", "60")
+    worker = start_worker(live.sandbox, "--threads", "2", "--poll", "0.1", "--seconds", "600")
     try:
         _wait_until(lambda: SendIntent.objects.get(pk=first.pk).state == State.ACCEPTED)
         worker.send_signal(signal.SIGUSR1)
