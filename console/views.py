@@ -86,7 +86,7 @@ def _members_page(
 @tenant_view(roles=ADMIN_ONLY)
 @require_http_methods(["GET", "HEAD", "POST"])
 def members(request: TenantRequest) -> HttpResponse:
-    if request.method == "GET":
+    if request.method in ("GET", "HEAD"):
         return _members_page(request)
     # An invitation's link is a way in that outlives this session, whatever the role
     # (tenants.sudo).
@@ -275,7 +275,7 @@ def _member_action(request: TenantRequest, membership_id, service, done) -> Http
 @require_http_methods(["GET", "HEAD", "POST"])
 def member_deactivate(request: TenantRequest, membership_id: int) -> HttpResponse:
     """GET asks first (a page that works without JavaScript); the POST it carries deactivates."""
-    if request.method == "GET":
+    if request.method in ("GET", "HEAD"):
         membership = _member_or_404(request, membership_id)
         if not membership.is_active:
             return redirect("admin_member", _slug(request), membership.pk)
@@ -346,7 +346,7 @@ def member_reactivate(request: TenantRequest, membership_id: int) -> HttpRespons
 @require_http_methods(["GET", "HEAD", "POST"])
 def own_domains(request: TenantRequest) -> HttpResponse:
     """The organisation's own mail domains, a form of its own on the policies page."""
-    if request.method == "GET":
+    if request.method in ("GET", "HEAD"):
         return redirect("admin_policies", request.tenant.slug)
     form = OwnDomainsForm(request.POST)
     if not form.is_valid():
@@ -369,7 +369,7 @@ def own_domains(request: TenantRequest) -> HttpResponse:
 @require_http_methods(["GET", "HEAD", "POST"])
 def policies(request: TenantRequest) -> HttpResponse:
     tenant = request.tenant
-    if request.method == "GET":
+    if request.method in ("GET", "HEAD"):
         return policies_page(request)
     form = PoliciesForm(request.POST)
     if form.is_valid():

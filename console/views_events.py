@@ -58,7 +58,7 @@ def agent_events(request: TenantRequest) -> HttpResponse:
 @require_http_methods(["GET", "HEAD", "POST"])
 @never_cache
 def endpoint_new(request: TenantRequest) -> HttpResponse:
-    if request.method == "GET":
+    if request.method in ("GET", "HEAD"):
         return _back(request)
     # Where the tenant's events go, and the secret that signs them (tenants.sudo).
     if held := sudo.confirm_first(request, back="agent_events", args=[request.tenant.slug]):
@@ -108,7 +108,7 @@ def endpoint_rotate(request: TenantRequest, endpoint_id: int) -> HttpResponse:
         request, back="agent_events_rotate", args=[request.tenant.slug, endpoint_id]
     ):
         return held
-    if request.method == "GET":
+    if request.method in ("GET", "HEAD"):
         return _confirm(
             request,
             endpoint_id,
@@ -131,7 +131,7 @@ def endpoint_rotate(request: TenantRequest, endpoint_id: int) -> HttpResponse:
 @tenant_view(roles=ADMIN_ONLY)
 @require_http_methods(["GET", "HEAD", "POST"])
 def endpoint_delete(request: TenantRequest, endpoint_id: int) -> HttpResponse:
-    if request.method == "GET":
+    if request.method in ("GET", "HEAD"):
         return _confirm(
             request,
             endpoint_id,

@@ -39,7 +39,7 @@ def token_list(request: TenantRequest) -> HttpResponse:
 @require_http_methods(["GET", "HEAD", "POST"])
 @never_cache
 def token_new(request: TenantRequest) -> HttpResponse:
-    if request.method == "GET":
+    if request.method in ("GET", "HEAD"):
         # The created page is this URL's POST answer, so a reload or a bookmark lands here: the
         # form is on the list, and the plaintext is never shown again.
         messages.info(
@@ -81,7 +81,7 @@ def token_new(request: TenantRequest) -> HttpResponse:
 @require_http_methods(["GET", "HEAD", "POST"])
 def token_revoke_view(request: TenantRequest, token_id: int) -> HttpResponse:
     """GET asks first (a page that works without JavaScript); the POST it carries revokes."""
-    if request.method == "GET":
+    if request.method in ("GET", "HEAD"):
         token = selectors.token(request.tenant, token_id)
         if token is None or token.revoked_at is not None:
             raise Http404("No such live token")

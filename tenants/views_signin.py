@@ -46,7 +46,7 @@ def two_factor_verify(http_request: HttpRequest) -> HttpResponse:
         "has_totp": TotpDevice.objects.filter(user=request.user, confirmed=True).exists(),
         "has_passkey": Passkey.objects.filter(user=request.user).exists(),
     }
-    if request.method == "GET":
+    if request.method in ("GET", "HEAD"):
         return render(request, "tenants/two_factor_verify.html", context)
     try:
         factor = two_factor.second_factor_verify(

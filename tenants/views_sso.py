@@ -136,6 +136,7 @@ def _session_signed_in(
     """The session after the provider vouched for ``user``: signed in anew, or kept (and opening
     ``tenant`` too); a fresh sign-in at the provider asked for by "Confirm it is you" is a proof."""
     stayed = request.user.is_authenticated and gate_for(request) is None
+    came_through = set(request.session.get(SSO_TENANTS_KEY, []))
     if not stayed:
         # A new sign-in, also for a session of this person that still owes its second factor:
         # the provider's word counts for its own tenant only, so it must not complete a password
@@ -147,7 +148,7 @@ def _session_signed_in(
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         request.session[METHOD_KEY] = "sso"
         request.session[FACTOR_KEY] = "sso"
-    elif tenant.pk not in request.session.get(SSO_TENANTS_KEY, []):
+    elif tenant.pk not in came_through:
         # The session stays, and now opens this tenant too: a new key, so that a copy of the
         # cookie planted in this browser (a session another tenant's provider opened as this
         # person) or read from it does not open it as well.
@@ -160,11 +161,14 @@ def _session_signed_in(
         stayed
         and again_since is not None
         and request.session.get(METHOD_KEY) == "sso"
+        and tenant.pk in came_through
         and oidc.signed_in_since(claims, again_since)
     ):
         # The provider signed the person in again, just now: a proof for a session it opened
         # (tenants.sudo). A password session does not take its word; a new sign-in is a proof
-        # of its own (login()).
+        # of its own (login()). Nor does a provider this session did not come through: that
+        # other tenant's admin runs it and can sign the person in there at will, and with a
+        # stolen cookie of this session would otherwise get a proof for the tenants it opened.
         session_proof_recorded(request)
 
 

@@ -304,3 +304,33 @@ def test_a_provider_that_rode_on_its_own_session_is_no_proof(
 
     assert sent_to_confirm(held, reverse("sessions"))
     assert Session.objects.filter(session_key=phone.session_key).exists()
+
+
+def test_another_tenants_provider_is_no_proof_for_a_session_it_did_not_open(
+    client, idp, tenant_a, tenant_b, member_of, settings
+):
+    """B's admin runs B's provider and can sign Carol in there at will: with a stolen cookie of
+    her session from A's provider, a fresh sign-in at B's was a proof for all that session opens
+    (A's guarded actions, her other sessions)."""
+    provider_of(tenant_a, member_of, idp, domains=["acme.test"])
+    b_idp = Provider()
+    try:
+        provider_of(tenant_b, member_of, b_idp, domains=["acme.test"])
+        start_a = reverse("sso_start", args=[tenant_a.slug])
+        sso_sign_in(Client(REMOTE_ADDR="10.2.0.9"), idp, start_a)
+        phone = UserSession.objects.get()
+        member_of(tenant_b, "viewer", user=phone.user)
+        sso_sign_in(client, idp, start_a)
+        age_proof(client, settings)
+
+        start_b = reverse("sso_start", args=[tenant_b.slug])
+        sso_sign_in(
+            client, b_idp, f"{start_b}?next=%2Faccount%2Fsessions%2F", auth_time=int(time.time())
+        )
+        held = client.post(reverse("session_end", args=[phone.pk]))
+    finally:
+        b_idp.server.shutdown()
+
+    assert tenant_b.pk in client.session["cs_sso_tenants"]
+    assert sent_to_confirm(held, reverse("sessions"))
+    assert Session.objects.filter(session_key=phone.session_key).exists()

@@ -394,11 +394,23 @@ def test_every_signin_route_is_classified_and_closed_to_strangers(client, tenant
 
 def test_every_page_answers_head_as_it_answers_get(world, client):
     """Uptime monitors and link checkers ask with HEAD (RFC 9110: a GET resource should answer
-    it); every page answered it 405. Signed out and as an admin, who may open every page."""
+    it); every page answered it 405. Signed out and as an admin, who may open every page.
+
+    And a HEAD is answered as the GET, never as the POST: a page whose GET asks first
+    (deactivate, revoke, delete, rotate a secret) did what its POST does, with no CSRF check
+    (HEAD is a safe method) and, for a suspended tenant, past its read-only rule."""
+    from tenants.models import AuditEvent, Membership
+
+    endpoint = AgentEventEndpoint.objects.get(pk=world["values"]["endpoint_id"])
     got = {path: client.head(path).status_code for path in ("/", "/signin/", "/sso/")}
     client.force_login(world["roles"]["admin"].user)
+    audit_rows = AuditEvent.objects.count()
     for name, route in tenant_patterns():
         if EXPECTED[name]["admin"] == 200:
             got[name] = client.head(fill(route, world["values"])).status_code
     assert {k: v for k, v in got.items() if v == 405} == {}
     assert got["/"] == 302 and got["/signin/"] == 200
+    assert Membership.objects.get(pk=world["values"]["membership_id"]).is_active
+    assert not AgentToken.objects.filter(pk=world["values"]["token_id"], revoked_at__isnull=False)
+    assert AgentEventEndpoint.objects.get(pk=endpoint.pk).secret_sealed == endpoint.secret_sealed
+    assert AuditEvent.objects.count() == audit_rows
