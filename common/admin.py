@@ -24,17 +24,11 @@ class UnfilterableFieldsAdmin(admin.ModelAdmin):
         return super().lookup_allowed(lookup, value, request)
 
 
-admin.site.unregister(Schedule)
+class ReadOnlyAdmin:
+    """Mixin for an admin (or inline) whose rows the services alone write: nothing is added,
+    changed or deleted here, so nothing skips a service's checks and its audit row."""
 
-
-@admin.register(Schedule)
-class ReadOnlyScheduleAdmin(ScheduleAdmin):
-    """The sweep, the webhook backfill, retention and the display-name sync are created by
-    migrations and nothing creates them again: a schedule deleted here stopped the sweep for good
-    (and with it retries, reconciliation and expiry), and one added or pointed elsewhere here ran
-    any importable function in the workers, past every service and its audit row."""
-
-    def has_add_permission(self, request):
+    def has_add_permission(self, request, obj=None):
         return False
 
     def has_change_permission(self, request, obj=None):
@@ -42,6 +36,17 @@ class ReadOnlyScheduleAdmin(ScheduleAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+admin.site.unregister(Schedule)
+
+
+@admin.register(Schedule)
+class ReadOnlyScheduleAdmin(ReadOnlyAdmin, ScheduleAdmin):
+    """The sweep, the webhook backfill, retention and the display-name sync are created by
+    migrations and nothing creates them again: a schedule deleted here stopped the sweep for good
+    (and with it retries, reconciliation and expiry), and one added or pointed elsewhere here ran
+    any importable function in the workers, past every service and its audit row."""
 
 
 admin.site.unregister(Group)

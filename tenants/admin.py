@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from common.admin import UnfilterableFieldsAdmin
+from common.admin import ReadOnlyAdmin, UnfilterableFieldsAdmin
 from tenants import onboarding
 from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant, User
 from tenants.passwords import operator_password_recorded
@@ -110,7 +110,7 @@ def _plain(value):
     return value
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(ReadOnlyAdmin, admin.TabularInline):
     # Read-only, as the tenant: roles and approve rights change in the tenant's console, through
     # tenants.services (the last-admin rule, this tenant's mailboxes only, an audit row).
     model = Membership
@@ -123,15 +123,6 @@ class MembershipInline(admin.TabularInline):
         "approve_mailboxes",
         "is_away",
     )
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class SuspendForm(forms.Form):
@@ -151,7 +142,7 @@ class SuspendForm(forms.Form):
 
 
 @admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
+class TenantAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     """Read-only for operators: a tenant is created, suspended and resumed through
     tenants.onboarding (the commands, or the actions here), which check what they write and leave
     an audit row the tenant's admins read; an edit here did neither."""
@@ -173,15 +164,6 @@ class TenantAdmin(admin.ModelAdmin):
         else:
             words = _("%(bytes)d bytes (%(size)s, its own quota)")
         return words % {"bytes": quota, "size": filesizeformat(quota)}
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def has_status_permission(self, request) -> bool:
         """Who may suspend and resume: an operator who could change a tenant in the admin."""
@@ -234,7 +216,7 @@ class TenantAdmin(admin.ModelAdmin):
 
 
 @admin.register(AgentToken)
-class AgentTokenAdmin(UnfilterableFieldsAdmin):
+class AgentTokenAdmin(ReadOnlyAdmin, UnfilterableFieldsAdmin):
     # The digest is never shown: it is useless to a reader and invites copying. Nor can it be
     # filtered on (``?digest__startswith=``): the count of results read it out a character at a time.
     list_display = [
@@ -252,23 +234,16 @@ class AgentTokenAdmin(UnfilterableFieldsAdmin):
     unfilterable = frozenset({"digest"})
     readonly_fields = ["prefix", "created_at", "last_used_at"]
 
-    # Read-only for operators: a token made here had no secret (an empty prefix and digest; the
-    # second one was a 500), and an edit here (a scope, un-revoking) left no audit row. Tokens are
-    # made and revoked in the console, through tenants.tokens. Nor deleted: the drafts and the
-    # journal name the token that wrote them (a used token's deletion failed on the journal with
-    # a 500; an unused one's vanished without an audit row). Revoking is the way to stop one.
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+    # Read-only for operators (ReadOnlyAdmin): a token made here had no secret (an empty prefix
+    # and digest; the second one was a 500), and an edit here (a scope, un-revoking) left no audit
+    # row. Tokens are made and revoked in the console, through tenants.tokens. Nor deleted: the
+    # drafts and the journal name the token that wrote them (a used token's deletion failed on
+    # the journal with a 500; an unused one's vanished without an audit row). Revoking is the way
+    # to stop one.
 
 
 @admin.register(Invitation)
-class InvitationAdmin(UnfilterableFieldsAdmin):
+class InvitationAdmin(ReadOnlyAdmin, UnfilterableFieldsAdmin):
     # Read-only for operators: every change goes through tenants.invitations (and its audit row).
     # The link's digest is neither shown nor filterable, as a token's.
     list_display = [
@@ -286,30 +261,15 @@ class InvitationAdmin(UnfilterableFieldsAdmin):
     exclude = ["digest"]
     unfilterable = frozenset({"digest"})
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    # Nor deleted: a pending invitation deleted here was withdrawn with no audit row (revoking it
-    # on the members page records who did), and a closed one is the record of how a member came.
-    def has_delete_permission(self, request, obj=None):
-        return False
+    # Read-only (ReadOnlyAdmin), nor deleted: a pending invitation deleted here was withdrawn with
+    # no audit row (revoking it on the members page records who did), and a closed one is the
+    # record of how a member came.
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = ["created_at", "tenant", "actor_label", "action", "object_type", "object_id"]
     list_filter = ["action", "tenant"]
 
-    # The audit trail is written by the services only: an operator adding a row here could
-    # forge one.
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+    # The audit trail is written by the services only (ReadOnlyAdmin): an operator adding a row
+    # here could forge one.

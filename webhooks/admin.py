@@ -8,19 +8,13 @@ pages; an operator who browsed every tenant's mail here left no record of it."""
 
 from django.contrib import admin
 
+from common import admin as common_admin
 from common.admin import UnfilterableFieldsAdmin
 from webhooks.models import InboundMessage, RecipientDelivery, WebhookEndpoint, WebhookEvent
 
 
-class ReadOnlyAdmin(UnfilterableFieldsAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+class ReadOnlyAdmin(common_admin.ReadOnlyAdmin, UnfilterableFieldsAdmin):
+    """Webhook rows are written by the receiver and the applier only."""
 
 
 @admin.register(WebhookEndpoint)

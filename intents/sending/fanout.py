@@ -63,6 +63,25 @@ def _skip_reason(broadcast: Broadcast, address: str, suppressed: set[str]) -> st
     return ""
 
 
+def _born_here(broadcast_id: int) -> Broadcast | None:
+    """The broadcast locked for a page of its fan-out, after the tenant's send-births lock; None
+    when it has nothing to fan out (gone, or in no fan-out state)."""
+    tenant_id = (
+        Broadcast.objects.filter(pk=broadcast_id).values_list("tenant_id", flat=True).first()
+    )
+    if tenant_id is None:
+        return None
+    send_births_wait(tenant_id=tenant_id)
+    broadcast = _lock(broadcast_id)
+    if broadcast is None or broadcast.state not in (
+        State.APPROVED,
+        State.FANNING_OUT,
+        State.PAUSED,
+    ):
+        return None
+    return broadcast
+
+
 def broadcast_fan_out_page(*, broadcast_id: int, page_size: int | None = None) -> bool:
     """One page of the fan-out; True while more pages remain."""
     page_size = page_size or settings.BROADCAST_FANOUT_PAGE
@@ -72,17 +91,8 @@ def broadcast_fan_out_page(*, broadcast_id: int, page_size: int | None = None) -
         # Before the broadcast's row lock: a worker holding sends waits for that row
         # (hold_broadcasts) while the change waits for the worker's sends, so a page that held
         # the row and then waited for the change closed a cycle of three.
-        tenant_id = (
-            Broadcast.objects.filter(pk=broadcast_id).values_list("tenant_id", flat=True).first()
-        )
-        if tenant_id is not None:
-            send_births_wait(tenant_id=tenant_id)
-        broadcast = _lock(broadcast_id)
-        if broadcast is None or broadcast.state not in (
-            State.APPROVED,
-            State.FANNING_OUT,
-            State.PAUSED,
-        ):
+        broadcast = _born_here(broadcast_id)
+        if broadcast is None:
             return False
         page = list(
             BroadcastRecipient.objects.filter(
