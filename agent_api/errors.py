@@ -224,11 +224,22 @@ def json_refusal(exc: strict_json.JSONRefused) -> ApiProblem:
     )
 
 
+_READ_KEY = "_countersign_json"
+
+
+def request_json(request: HttpRequest):
+    """``parse_json`` of the request's body, read once per request: the operation's parser and
+    the idempotency fingerprint both need it, and each read walks the whole body."""
+    if _READ_KEY not in request.__dict__:
+        request.__dict__[_READ_KEY] = parse_json(request.body)
+    return request.__dict__[_READ_KEY]
+
+
 class StrictJSONParser(Parser):
     """JSON read by ``parse_json``: refusals are problem documents, never a 500 or a guess."""
 
     def parse_body(self, request: HttpRequest):
-        return parse_json(request.body)
+        return request_json(request)
 
 
 def _field_from_loc(loc: Sequence) -> str | None:

@@ -36,7 +36,7 @@ from django.db.models import DateTimeField, ExpressionWrapper
 from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 
-from agent_api.errors import ApiProblem, parse_json
+from agent_api.errors import ApiProblem, request_json
 from common.counters import count, counters_add
 from intents.models import ApiIdempotencyKey
 from tenants.models import Tenant
@@ -107,7 +107,7 @@ def fingerprint(*, credential: str, method: str, path: str, data: object) -> str
 
 
 def request_fingerprint(request: HttpRequest, *, credential: str = "") -> str:
-    """The fingerprint of the body as the operation read it (``errors.parse_json``): a second,
+    """The fingerprint of the body as the operation read it (``errors.request_json``): a second,
     laxer reading (it kept the last of two equal keys) could tell two requests apart, or mix
     them up, differently from the work they ran."""
     body = request.body
@@ -115,7 +115,7 @@ def request_fingerprint(request: HttpRequest, *, credential: str = "") -> str:
         credential=credential,
         method=request.method or "",
         path=request.path,
-        data=parse_json(body) if body.strip() else None,
+        data=request_json(request) if body.strip() else None,
     )
 
 
