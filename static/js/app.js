@@ -106,6 +106,107 @@
     if (event.target.classList && event.target.classList.contains("copy-field")) event.target.select();
   });
 
+  // --- unsaved text: what a person types in the editor survives a save the server never saw ---
+  // A save refused inside the view comes back with the text in the form. One refused before the
+  // view runs does not: a session that expired (the sign-in page, then the edit page afresh), a
+  // form whose CSRF token went stale when the person signed in again in another tab, a role taken
+  // away. So the form's fields are kept in this tab's sessionStorage (gone when the tab closes;
+  // the key names the user, so another person signing in here is never offered it) from the
+  // first keystroke until the save is seen to succeed (the draft's page follows the submit) or
+  // the person cancels or discards it. When the edit page opens with a kept copy that differs
+  // from the form, it offers it back; restoring also restores the version the text was typed
+  // on, so a version saved meanwhile is shown as a conflict, never overwritten.
+  var KEEP_FIELDS = ["to", "cc", "bcc", "subject", "text", "html"];
+  var KEEP_HOURS = 24;
+  function keptRead(key) {
+    try { return JSON.parse(window.sessionStorage.getItem(key) || "null"); } catch (e) { return null; }
+  }
+  function keptWrite(key, value) {
+    try {
+      if (value) window.sessionStorage.setItem(key, JSON.stringify(value));
+      else window.sessionStorage.removeItem(key);
+    } catch (e) { /* storage full or switched off: nothing is kept, nothing breaks */ }
+  }
+  function formValues(form) {
+    var out = {};
+    KEEP_FIELDS.forEach(function (name) {
+      var field = form.elements[name];
+      if (field) out[name] = field.value;
+    });
+    return out;
+  }
+  function sameValues(a, b) {
+    return KEEP_FIELDS.every(function (name) { return (a[name] || "") === (b[name] || ""); });
+  }
+  function keepUnsaved(form) {
+    var key = form.getAttribute("data-keep-unsaved");
+    var base = form.elements.base_version;
+    var pending = null;
+    var save = function (submitted) {
+      keptWrite(key, {
+        at: Date.now(), base: base ? base.value : "", fields: formValues(form),
+        submitted: !!submitted, done: form.getAttribute("data-done-url"),
+      });
+    };
+    form.addEventListener("input", function () {
+      window.clearTimeout(pending);
+      pending = window.setTimeout(function () { save(false); }, 300);
+    });
+    form.addEventListener("submit", function () { window.clearTimeout(pending); save(true); });
+    form.querySelectorAll("[data-unsaved-forget]").forEach(function (link) {
+      link.addEventListener("click", function () { keptWrite(key, null); });
+    });
+    var kept = keptRead(key);
+    var offer = form.querySelector("[data-unsaved-offer]");
+    if (!kept || !kept.fields || Date.now() - kept.at > KEEP_HOURS * 3600 * 1000) {
+      keptWrite(key, null);
+      return;
+    }
+    if (sameValues(kept.fields, formValues(form)) || !offer) return;
+    var when = new Date(kept.at);
+    var time = ("0" + when.getHours()).slice(-2) + ":" + ("0" + when.getMinutes()).slice(-2);
+    var line = offer.querySelector("[data-unsaved-text]");
+    line.textContent = line.getAttribute("data-template")
+      .replace("%(time)s", time).replace("%(version)s", kept.base);
+    var newer = offer.querySelector("[data-unsaved-newer]");
+    if (newer && base && kept.base && kept.base !== base.value) newer.hidden = false;
+    offer.hidden = false;
+    offer.querySelector("[data-unsaved-restore]").addEventListener("click", function () {
+      KEEP_FIELDS.forEach(function (name) {
+        var field = form.elements[name];
+        if (field && name in kept.fields) {
+          field.value = kept.fields[name];
+          field.dispatchEvent(new Event("input", { bubbles: true }));
+        }
+      });
+      if (base && kept.base) base.value = kept.base;
+      offer.hidden = true;
+      save(false);
+    });
+    offer.querySelector("[data-unsaved-discard]").addEventListener("click", function () {
+      keptWrite(key, null);
+      offer.hidden = true;
+    });
+  }
+  function forgetSaved() {
+    // The page a successful save leads to: forget what this tab kept for it. The sign-in page,
+    // the CSRF refusal and the edit page itself are not that page, so the copy stays.
+    try {
+      for (var i = window.sessionStorage.length - 1; i >= 0; i -= 1) {
+        var key = window.sessionStorage.key(i);
+        if (!key || key.indexOf("cs-unsaved:") !== 0) continue;
+        var kept = keptRead(key);
+        if (kept && kept.submitted && kept.done === window.location.pathname) keptWrite(key, null);
+      }
+    } catch (e) { /* no storage: nothing was kept */ }
+  }
+  function startKeeping() {
+    forgetSaved();
+    document.querySelectorAll("form[data-keep-unsaved]").forEach(keepUnsaved);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", startKeeping);
+  else startKeeping();
+
   // --- busy: every htmx action says so (aria-busy on what it updates, its buttons disabled) ---
   function busy(event, on) {
     var elt = event.detail && event.detail.elt;
