@@ -41,7 +41,9 @@ def _drafts(token: AgentToken) -> QuerySet[Draft]:
 def _as_id(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, str) and value.strip().isdigit():
+    # ASCII digits only: str.isdigit() is also true of "²", "①" (int() refuses them) and of
+    # Arabic-Indic digits (int() reads them as a number).
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         value = int(value.strip())
     if isinstance(value, int) and 0 < value <= MAX_ID:
         return value

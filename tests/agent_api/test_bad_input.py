@@ -380,3 +380,21 @@ def test_oversized_declared_length_is_413_before_reading(api, token_a, mailbox_a
 
     assert response.status_code == 413
     assert Draft.objects.count() == 0
+
+
+@pytest.mark.parametrize("digits", ["²", "①", "{arabic}"])
+def test_a_mailbox_named_by_digits_that_are_not_ascii_is_no_mailbox(
+    api, token_a, mailbox_a, digits
+):
+    """Found by an outside probe: the mailbox reference was read with ``str.isdigit()``, which is
+    true of Arabic-Indic digits (int() then read them as the mailbox's id: a 201) and of ``²``
+    and ``①`` (int() refuses those: a 500). An id is ASCII digits; anything else is looked up as
+    an address, and there is no such mailbox."""
+    arabic = "".join(chr(0x0660 + int(d)) for d in str(mailbox_a.pk))
+    body = draft_body(mailbox_a, mailbox=digits.format(arabic=arabic))
+
+    response = api.post("/drafts", body, token=token_a, key="digits-1")
+
+    assert response.status_code == 404, response.content
+    assert response.json()["code"] == "mailbox_not_found"
+    assert Draft.objects.count() == 0
