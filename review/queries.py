@@ -209,19 +209,20 @@ def newest_draft_id(*, tenant: Tenant) -> int:
 
 def next_pending(*, tenant: Tenant, membership: Membership, after: Draft) -> Draft | None:
     """The next pending draft after this one (queue order) that this person may decide."""
-    qs = Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING).filter(
-        Q(created_at__gt=after.created_at) | Q(created_at=after.created_at, id__gt=after.pk)
-    )
+    decidable = Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING)
     if not membership.approve_all_mailboxes:
-        qs = qs.filter(mailbox__in=membership.approve_mailboxes.all())
-    found = qs.order_by("created_at", "id").first()
-    if found is None:
-        found = (
-            Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING)
-            .exclude(pk=after.pk)
-            .order_by("created_at", "id")
-            .first()
+        decidable = decidable.filter(mailbox__in=membership.approve_mailboxes.all())
+    found = (
+        decidable.filter(
+            Q(created_at__gt=after.created_at) | Q(created_at=after.created_at, id__gt=after.pk)
         )
+        .order_by("created_at", "id")
+        .first()
+    )
+    if found is None:
+        # Wrapped around to the queue's start: still only drafts this person may decide (the
+        # wrap once dropped the mailbox rule and sent them to a draft without a decision box).
+        found = decidable.exclude(pk=after.pk).order_by("created_at", "id").first()
     return found
 
 
