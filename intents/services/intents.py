@@ -13,6 +13,7 @@ from django.db.models.functions import Greatest, Now
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from common.text import unsafe_in_name
 from intents import errors
 from intents.journal import journal
 from intents.models import Draft, IntentEvent, SendIntent
@@ -93,6 +94,22 @@ def intent_resolve_accepted(
     if len(provider_message_id) > 998:
         raise errors.InvalidInput(
             "message_id_invalid", _("The message id is too long."), "provider_message_id"
+        )
+    # One header line with no spaces (RFC 5322 msg-id): an id typed with a control character,
+    # a tab or a space inside matches no webhook and no lookup, and the send would wait for a
+    # delivery event that never names it.
+    odd = unsafe_in_name(provider_message_id) or next(
+        (f"U+{ord(ch):04X}" for ch in provider_message_id if ch.isspace()), None
+    )
+    if odd:
+        raise errors.InvalidInput(
+            "message_id_invalid",
+            _(
+                "A message id is one word with no spaces or control characters, like "
+                "<abc123@agentmail.to>; this one holds %(char)s."
+            )
+            % {"char": odd},
+            "provider_message_id",
         )
     evidence = clean_reason(evidence, required=True)
     with transaction.atomic():

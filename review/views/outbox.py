@@ -161,7 +161,11 @@ def intent_resolve(request: TenantRequest, intent_id: int) -> HttpResponse:
     intent = intent_or_404(request, intent_id)
     form = ResolveForm(request.POST)
     if not form.is_valid():
-        messages.error(request, _("Give the provider message id and the evidence you have."))
+        # Each field's own refusal (a NUL byte, an over-long id), not one line for all of them.
+        for name, field_errors in form.errors.items():
+            label = form.fields[name].label if name in form.fields else ""
+            for error in field_errors:
+                messages.error(request, f"{label}: {error}" if label else str(error))
         return redirect("outbox_intent", request.tenant.slug, intent.pk)
     return _intent_action(
         request,

@@ -82,6 +82,37 @@ def test_resolve_accepted_refuses_a_message_id_another_send_has(
     assert not IntentEvent.objects.filter(intent=intent, action="intent.resolved_accepted").exists()
 
 
+@pytest.mark.parametrize(
+    ("typed", "named"),
+    [
+        ("<abc@agentmail.to>\x01", "U+0001"),
+        ("<abc @agentmail.to>", "U+0020"),
+        ("<abc@agent\tmail.to>", "U+0009"),
+        ("<abc@agentmail.to>\u202e", "U+202E"),
+        ("<abc@agentmail\u00a0.to>", "U+00A0"),
+    ],
+)
+def test_resolve_accepted_refuses_a_message_id_no_webhook_could_name(
+    tenant_a, intent, approver, typed, named
+):
+    """Found by an outside probe: an id typed with a control character or a space inside was
+    recorded; no delivery event or lookup names such an id, so the send waited for ever."""
+    set_state(intent, "needs_attention")
+    with pytest.raises(errors.InvalidInput) as refused:
+        services.intent_resolve_accepted(
+            tenant=tenant_a,
+            intent_id=intent.pk,
+            actor=approver,
+            provider_message_id=typed,
+            evidence="The customer's copy",
+        )
+    assert refused.value.code == "message_id_invalid"
+    assert named in refused.value.message
+    intent.refresh_from_db()
+    assert (intent.state, intent.provider_message_id) == ("needs_attention", "")
+    assert not IntentEvent.objects.filter(intent=intent, action="intent.resolved_accepted").exists()
+
+
 def test_resolve_accepted_refuses_other_states_and_missing_evidence(tenant_a, intent, approver):
     with pytest.raises(errors.IntentError):
         services.intent_resolve_accepted(

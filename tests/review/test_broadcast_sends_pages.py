@@ -86,3 +86,25 @@ def test_reopen_and_undo_of_a_broadcast_send_are_refused_not_errors(signed_in, s
         assert response.status_code in (302, 404)
     intent.refresh_from_db()
     assert intent.state == "needs_attention"
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        ("<m-1@agent mail.to>", "holds U+0020"),
+        ("<m-1@agentmail.to>\x00", "Provider message id: Null characters are not allowed."),
+    ],
+)
+def test_a_message_id_no_webhook_could_name_is_refused_by_name(signed_in, stuck, typed, said):
+    """The page says what is wrong with the id (the service's refusal, or the form's for a NUL
+    byte, which once came back as one line for every field) and records nothing."""
+    intent, approver = stuck
+    client = signed_in(approver)
+    response = client.post(
+        send_url(intent, "resolve/"),
+        {"provider_message_id": typed, "evidence": "The customer's copy."},
+        follow=True,
+    )
+    assert said in response.content.decode()
+    intent.refresh_from_db()
+    assert (intent.state, intent.provider_message_id) == ("needs_attention", "")
