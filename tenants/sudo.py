@@ -5,8 +5,9 @@ turn off two-factor sign-in, or to add the holder's own authenticator app or pas
 outlives the cookie. So turning factors off or on, passkeys, recovery codes and ending the
 person's other sessions each need a proof within the last ``SUDO_SECONDS``: the password, a
 second factor (an authenticator code, a recovery code, a passkey), or for a session that came
-through single sign-on, that provider's sign-in. Every sign-in records the time of its proof
-(tenants.user_sessions); the "Confirm it's you" page (tenants.views_sudo) renews it.
+through single sign-on, that provider's sign-in (a proof on its own tenant's pages only). Every
+sign-in records the time of its proof (tenants.user_sessions); the "Confirm it's you" page
+(tenants.views_sudo) renews it.
 
 A tenant admin's session could mint the same kind of lasting access for its holder, so these
 need the proof too (console.views, views_tokens, views_events, views_mailboxes, views_signin):
@@ -42,7 +43,12 @@ from django_htmx.http import HttpResponseClientRedirect
 from tenants import two_factor
 from tenants.models import User
 from tenants.signin_audit import signin_audit
-from tenants.user_sessions import PROVEN_AT_KEY, session_key_renew, session_proof_recorded
+from tenants.user_sessions import (
+    PROVEN_AT_KEY,
+    PROVEN_THROUGH_KEY,
+    session_key_renew,
+    session_proof_recorded,
+)
 
 CONFIRMED_ACTION = "signin.reauthenticated"
 
@@ -55,6 +61,16 @@ class ConfirmError(Exception):
 
 
 def proof_is_recent(request: HttpRequest) -> bool:
+    """Whether this session proved who it is within ``SUDO_SECONDS``. A proof that a tenant's
+    identity provider gave holds on that tenant's pages (and on the person's own, which a
+    session from single sign-on reaches only when each of their tenants' providers opened it,
+    ``sso_session_beyond_its_tenants``), not on another tenant's: that provider's admin can sign
+    the person in there at will, and with a stolen cookie of a session that came through both
+    would otherwise make a proof for the other tenant's guarded actions."""
+    through = request.session.get(PROVEN_THROUGH_KEY)
+    tenant = getattr(request, "tenant", None)
+    if through is not None and tenant is not None and tenant.pk != through:
+        return False
     stamp = request.session.get(PROVEN_AT_KEY)
     if not isinstance(stamp, str):
         return False

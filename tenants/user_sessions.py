@@ -29,8 +29,11 @@ from tenants.signin_audit import client_ip, signin_audit
 METHOD_KEY = "cs_signin_method"
 FACTOR_KEY = "cs_factor"
 SSO_TENANTS_KEY = "cs_sso_tenants"
-# PROVEN_AT: when this session last proved who it is (tenants.sudo reads it).
+# PROVEN_AT: when this session last proved who it is (tenants.sudo reads it). PROVEN_THROUGH: the
+# id of the tenant whose identity provider gave that proof; absent for the person's own proof (a
+# password, a second factor), which holds everywhere.
 PROVEN_AT_KEY = "cs_proven_at"
+PROVEN_THROUGH_KEY = "cs_proven_through"
 _SEEN_KEY = "cs_seen"
 SEEN_EVERY = timedelta(seconds=60)
 
@@ -119,9 +122,14 @@ def session_key_renew(request: HttpRequest, *, old_key: str | None = None) -> No
         )
 
 
-def session_proof_recorded(request: HttpRequest) -> None:
-    """Record that this session proved, just now, who it is (tenants.sudo)."""
+def session_proof_recorded(request: HttpRequest, *, through_tenant_id: int | None = None) -> None:
+    """Record that this session proved, just now, who it is (tenants.sudo). ``through_tenant_id``:
+    the proof is the word of that tenant's identity provider, and holds for that tenant only."""
     request.session[PROVEN_AT_KEY] = timezone.now().isoformat()
+    if through_tenant_id is None:
+        request.session.pop(PROVEN_THROUGH_KEY, None)
+    else:
+        request.session[PROVEN_THROUGH_KEY] = through_tenant_id
 
 
 def session_factor_proven(request: HttpRequest, factor: str) -> None:

@@ -148,6 +148,8 @@ def _session_signed_in(
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         request.session[METHOD_KEY] = "sso"
         request.session[FACTOR_KEY] = "sso"
+        # The sign-in's proof (login()) is this provider's word: for its own tenant only.
+        session_proof_recorded(request, through_tenant_id=tenant.pk)
     elif tenant.pk not in came_through:
         # The session stays, and now opens this tenant too: a new key, so that a copy of the
         # cookie planted in this browser (a session another tenant's provider opened as this
@@ -169,7 +171,9 @@ def _session_signed_in(
         # of its own (login()). Nor does a provider this session did not come through: that
         # other tenant's admin runs it and can sign the person in there at will, and with a
         # stolen cookie of this session would otherwise get a proof for the tenants it opened.
-        session_proof_recorded(request)
+        # Nor, for the same reason, is it a proof in the session's other tenants, whose
+        # providers it also came through (tenants.sudo).
+        session_proof_recorded(request, through_tenant_id=tenant.pk)
 
 
 @require_safe

@@ -5,13 +5,13 @@ a session from single sign-on, that provider's sign-in again. Then back to ``nex
 from __future__ import annotations
 
 from typing import cast
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
-from django.urls import reverse
+from django.urls import Resolver404, resolve, reverse
 from django.views.decorators.http import require_http_methods
 
 from tenants import sudo
@@ -25,17 +25,21 @@ def _context(request: AuthenticatedRequest, next_url: str) -> dict:
     providers = []
     if request.session.get(METHOD_KEY) == "sso":
         # Only the providers this session came through: another tenant's would speak for a
-        # session it never opened.
+        # session it never opened. For a tenant's page, only that tenant's: another's word is
+        # no proof there (tenants.sudo.proof_is_recent).
         came_through = request.session.get(SSO_TENANTS_KEY, [])
+        found = SingleSignOn.objects.select_related("tenant").filter(
+            tenant_id__in=came_through, enabled=True
+        )
+        if slug := _tenant_slug(next_url):
+            found = found.filter(tenant__slug=slug)
         providers = [
             {
                 "tenant": sso.tenant,
                 "url": f"{reverse('sso_start', args=[sso.tenant.slug])}?"
                 + urlencode({"next": next_url}),
             }
-            for sso in SingleSignOn.objects.select_related("tenant")
-            .filter(tenant_id__in=came_through, enabled=True)
-            .order_by("tenant__name")
+            for sso in found.order_by("tenant__name")
         ]
     return {
         "next": next_url,
@@ -45,6 +49,16 @@ def _context(request: AuthenticatedRequest, next_url: str) -> dict:
         "has_passkey": Passkey.objects.filter(user=request.user).exists(),
         "providers": providers,
     }
+
+
+def _tenant_slug(next_url: str) -> str | None:
+    """The tenant whose page ``next_url`` (a URL of this site) is, or None."""
+    try:
+        match = resolve(urlsplit(next_url).path)
+    except Resolver404:
+        return None
+    slug = match.kwargs.get("slug")
+    return slug if isinstance(slug, str) else None
 
 
 @login_required
