@@ -150,10 +150,16 @@ def endpoint_delete(request: TenantRequest, endpoint_id: int) -> HttpResponse:
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
 def endpoint_switch(request: TenantRequest, endpoint_id: int, to: str) -> HttpResponse:
-    """Disable (``to="off"``) or enable (``to="on"``) an endpoint."""
+    """Disable (``to="off"``) or enable (``to="on"``) an endpoint. Enabling asks for the proof
+    (tenants.sudo), as adding one does: it starts the tenant's events flowing to a URL again,
+    one an admin may have switched off because it was no longer theirs."""
     write = services.endpoint_enable if to == "on" else services.endpoint_disable
     if event_endpoint(request.tenant, endpoint_id) is None:
         raise Http404("No such endpoint")
+    if to == "on" and (
+        held := sudo.confirm_first(request, back="agent_events", args=[request.tenant.slug])
+    ):
+        return held
     try:
         write(tenant=request.tenant, endpoint_id=endpoint_id, actor=request.user)
     except AdminError as exc:

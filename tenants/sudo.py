@@ -11,8 +11,8 @@ sign-in records the time of its proof (tenants.user_sessions); the "Confirm it's
 
 A tenant admin's session could mint the same kind of lasting access for its holder, so these
 need the proof too (console.views, views_tokens, views_events, views_mailboxes, views_signin):
-creating an agent token; adding an agent-event endpoint (where events go, and its signing secret)
-or rotating its secret; replacing a mailbox's AgentMail key; saving the single sign-on settings;
+creating an agent token; adding an agent-event endpoint (where events go, and its signing secret),
+enabling one again or rotating its secret; replacing a mailbox's AgentMail key; saving the single sign-on settings;
 inviting someone (the link is a way in, whatever the role); giving a member a higher role or
 approve rights for more mailboxes; reactivating a member (with the role they had); resetting a
 member's second factors; and turning the tenant's

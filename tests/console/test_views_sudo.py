@@ -15,7 +15,7 @@ import pytest
 from django.urls import reverse
 
 from intents.models import AgentEventEndpoint
-from intents.services.event_endpoints import endpoint_create
+from intents.services.event_endpoints import endpoint_create, endpoint_disable
 from mailboxes.models import Mailbox
 from tenants import oidc_signin
 from tenants.models import (
@@ -69,6 +69,21 @@ def endpoint_secret(tenant, admin, client, request) -> Action:
         {},
         url,
         lambda: AgentEventEndpoint.objects.values_list("secret_sealed").get(pk=endpoint.pk),
+    )
+
+
+def endpoint_enabled(tenant, admin, client, request) -> Action:
+    """Found by an outside probe: enabling an endpoint an admin had switched off (its URL no
+    longer theirs) sent the tenant's events there again without a proof."""
+    endpoint, _ = endpoint_create(
+        tenant=tenant, url="https://agent.example.com/", event_types=["draft.approved"], actor=admin
+    )
+    endpoint_disable(tenant=tenant, endpoint_id=endpoint.pk, actor=admin)
+    return Action(
+        reverse("agent_events_enable", args=[tenant.slug, endpoint.pk]),
+        {},
+        reverse("agent_events", args=[tenant.slug]),
+        lambda: AgentEventEndpoint.objects.values_list("enabled").get(pk=endpoint.pk),
     )
 
 
@@ -173,6 +188,7 @@ def member_reactivated(tenant, admin, client, request) -> Action:
         member_two_factor_reset,
         event_endpoint,
         endpoint_secret,
+        endpoint_enabled,
         mailbox_key,
         single_sign_on,
         admin_invitation,
