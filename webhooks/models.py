@@ -190,3 +190,18 @@ class InboundMessage(models.Model):
     def __str__(self) -> str:
         # No subject: this is the title of the operators' admin pages, which show no mail content.
         return f"{self.sender}: {self.message_id}"
+
+
+class InboundBackfillMark(models.Model):
+    """How far the backfill has listed a mailbox's inbox: every message up to ``covered_until``
+    (AgentMail's timestamps, less the lookup's clock margin) was seen by a complete listing. The
+    next run lists from here, not from the newest message recorded: a message whose webhook was
+    lost stays behind a newer one that arrived, and listing from the newer one never saw it."""
+
+    mailbox = models.OneToOneField(
+        "mailboxes.Mailbox", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    covered_until = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"mailbox {self.mailbox_id} listed until {self.covered_until.isoformat()}"

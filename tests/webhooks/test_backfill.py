@@ -5,17 +5,20 @@ bounds, its failures and another tenant's mailboxes."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from urllib.parse import unquote
 
+import httpx
 import pytest
 from django.db import connections
+from django.utils import timezone
 
 from intents import sending
 from intents import services as intent_services
 from intents.models import IntentEvent, SendIntent, Suppression
 from tests.webhooks.conftest import apply_stored
 from webhooks import registration
-from webhooks.models import InboundMessage, RecipientDelivery, WebhookEvent
+from webhooks.models import InboundBackfillMark, InboundMessage, RecipientDelivery, WebhookEvent
 from webhooks.services.backfill import webhooks_backfill
 
 
@@ -269,3 +272,87 @@ def test_a_message_id_too_long_for_an_index_is_backfilled_and_the_next_tenant_to
     assert (report.inbound, report.errors) == (2, 0)
     assert again.inbound == 0
     assert WebhookEvent.objects.filter(event_type="message.received").count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_whose_webhook_was_lost_behind_a_newer_recorded_one_is_backfilled(
+    webhooks_off, no_delay, tenant_a, mailbox_factory
+):
+    """Found by a reader of the code: the listing started at the newest message recorded (less
+    15 minutes of clock margin). A message whose webhook was lost, followed 16 minutes later by
+    one whose webhook arrived, was before every listing from then on: lost for good. The
+    listing now starts where the last complete listing reached (the mailbox's mark)."""
+    sandbox = webhooks_off
+    mailbox = mailbox_factory(tenant_a)
+    registration.webhook_register(tenant=tenant_a)
+    sandbox.inbound(mailbox.inbox_id, from_="kim@customer.test", subject="Lost", message_id=LOST)
+    InboundMessage.objects.create(  # a newer message, recorded by its webhook
+        tenant=tenant_a,
+        mailbox=mailbox,
+        thread_id="thr_newer",
+        message_id="<newer@customer.test>",
+        sender="max@customer.test",
+        received_at=timezone.now() + timedelta(minutes=16),
+    )
+    started = timezone.now()
+
+    report = webhooks_backfill(tenant_id=tenant_a.pk)
+    apply_stored()
+    again = webhooks_backfill(tenant_id=tenant_a.pk)
+
+    assert (report.inbound, report.errors, again.inbound) == (1, 0, 0)
+    assert InboundMessage.objects.filter(mailbox=mailbox, message_id=LOST).count() == 1
+    mark = InboundBackfillMark.objects.get(mailbox=mailbox)
+    assert started <= mark.covered_until <= timezone.now()
+
+
+LOST = "<lost@customer.test>"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_message_id_in_two_mailboxes_of_a_tenant_is_backfilled_in_both(
+    webhooks_off, no_delay, tenant_a, mailbox_factory
+):
+    """Found by a reader of the code: the found event's ledger id named the Message-ID only, so
+    one customer's message to two mailboxes of a tenant (or a sender reusing a Message-ID) was
+    backfilled in the first mailbox and refused as a copy in the second, on every run."""
+    sandbox = webhooks_off
+    boxes = [mailbox_factory(tenant_a), mailbox_factory(tenant_a)]
+    registration.webhook_register(tenant=tenant_a)
+    for box in boxes:
+        sandbox.inbound(box.inbox_id, from_="kim@customer.test", subject="Both", message_id=LOST)
+
+    report = webhooks_backfill(tenant_id=tenant_a.pk)
+    apply_stored()
+
+    assert report.inbound == 2
+    assert sorted(
+        InboundMessage.objects.filter(message_id=LOST).values_list("mailbox_id", flat=True)
+    ) == sorted(box.pk for box in boxes)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_listing_that_names_another_inbox_records_nothing_from_it(
+    webhooks_off, no_delay, tenant_a, mailbox_factory
+):
+    """The backfill records what it found in the inbox it asked about, never in the one an answer
+    names: a listing of A's inbox holding B's message records nothing from that answer (B's own
+    listing records it in B)."""
+    sandbox = webhooks_off
+    first, second = mailbox_factory(tenant_a), mailbox_factory(tenant_a)
+    registration.webhook_register(tenant=tenant_a)
+    sandbox.inbound(second.inbox_id, from_="kim@customer.test", subject="For B", message_id=LOST)
+    listing = httpx.get(
+        f"{sandbox.base_url}/v0/inboxes/{second.inbox_id}/messages",
+        headers={"Authorization": f"Bearer {second.api_key()}"},
+    ).json()
+    assert [m["inbox_id"] for m in listing["messages"]] == [second.inbox_id]
+    sandbox.fault("list_messages", "json_2xx_before", inbox_id=first.inbox_id, answer=listing)
+
+    report = webhooks_backfill(tenant_id=tenant_a.pk)
+    apply_stored()
+    sandbox.clear_faults()
+
+    assert (report.inbound, report.errors) == (1, 1)
+    assert not InboundMessage.objects.filter(mailbox=first).exists()
+    assert InboundMessage.objects.filter(mailbox=second, message_id=LOST).count() == 1

@@ -5,11 +5,13 @@ Two questions per active mailbox, with the mailbox's own inbox-scoped key:
 - deliveries: an accepted send older than ``WEBHOOK_BACKFILL_AFTER_SECONDS`` with no recipient
   delivered yet (and no event of it waiting to be applied) is looked up
   (``lookups.get_message``); a ``delivered`` or ``rejected`` label becomes an event;
-- inbound mail: the inbox's messages since the last one we recorded (``lookups.list_messages_since``)
-  that carry ``received`` and that we have not recorded become ``message.received`` events.
+- inbound mail: the inbox's messages since its last complete listing reached
+  (``InboundBackfillMark``; ``lookups.list_messages_since``) that carry ``received`` and that we
+  have not recorded become ``message.received`` events, recorded in the inbox asked about.
 
 What is found is stored in the ledger as an event of the tenant's endpoint, with a svix-id of its
-own (``backfill:<kind>:<digest of the message id>``, so a second run stores nothing new), and goes
+own (``backfill:<kind>:<digest of the message id>``, and of the inbox for a received message, so
+a second run stores nothing new), and goes
 through the batch applier like any webhook: delivery state only moves forward, an inbound message
 is recorded once, and a real webhook arriving later changes nothing. The journal row of an applied
 backfill says so (actor ``sweep``, ``data.source = "backfill"``).
@@ -31,7 +33,7 @@ from operator import attrgetter
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, F, Max, OuterRef, Window
+from django.db.models import Exists, F, OuterRef, Window
 from django.db.models.functions import Now, RowNumber
 from django.utils import timezone
 
@@ -39,7 +41,13 @@ from intents.models import SendIntent
 from mailboxes.models import Mailbox
 from mailboxes.provider import lookups
 from tenants.models import Tenant
-from webhooks.models import InboundMessage, RecipientDelivery, WebhookEndpoint, WebhookEvent
+from webhooks.models import (
+    InboundBackfillMark,
+    InboundMessage,
+    RecipientDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+)
 from webhooks.normalize import bounded_id, normalize
 from webhooks.services.applier import applier_wake
 from webhooks.services.apply import BACKFILL_PREFIX, UNAPPLIED
@@ -231,15 +239,18 @@ def _deliveries(
 
 
 def _inbound(mailbox, endpoint, budget: _Budget, report: BackfillReport) -> bool:
-    """List the inbox since the last inbound message we recorded; False if the budget ran out."""
-    last = InboundMessage.objects.filter(mailbox=mailbox).aggregate(at=Max("received_at"))["at"]
-    since = last or mailbox.created_at
-    recorded_before: set[str] = set()
+    """List the inbox from where the last complete listing reached; False if the budget ran
+    out. The mark moves to the backfill delay's horizon when the listing ends, or, cut short,
+    to the newest message it got through (oldest first, so nothing before it is left)."""
+    horizon = timezone.now() - _after()
+    since = _listed_until(mailbox)
+    reached: datetime | None = None
     token: str | None = None
     api_key = mailbox.api_key()
     page_size = int(settings.AGENTMAIL_LOOKUP_PAGE_SIZE)
     while True:
         if not budget.take():
+            _mark(mailbox, since, reached)
             return False
         page = lookups.list_messages_since(
             api_key=api_key,
@@ -250,31 +261,78 @@ def _inbound(mailbox, endpoint, budget: _Budget, report: BackfillReport) -> bool
         )
         if not page.ok:
             report.errors += 1
+            _mark(mailbox, since, reached)
             return True
-        received = [
-            m
-            for m in page.messages
-            if "received" in {str(label).lower() for label in m.get("labels") or []}
-            and isinstance(m.get("message_id"), str)
-            and m["message_id"]
-            and _old_enough(m.get("timestamp"))
-        ]
-        # Stored ids are cut to what an index holds (normalize.bounded_id): compare those.
-        ids = [bounded_id(m["message_id"]) for m in received]
-        recorded_before |= set(
-            InboundMessage.objects.filter(mailbox=mailbox, message_id__in=ids).values_list(
-                "message_id", flat=True
-            )
-        )
-        for message in received:
-            if bounded_id(message["message_id"]) in recorded_before:
-                continue
-            payload = _received_payload(message)
-            if _store(endpoint, payload, "message.received", message["message_id"]):
+        for message in _received(mailbox, page.messages, report):
+            payload = _received_payload(mailbox, message)
+            if _store(endpoint, payload, "message.received", message["message_id"], mailbox):
                 report.inbound += 1
+        reached = _newest_old_enough(page.messages, reached)
         if not page.next_page_token:
+            _mark(mailbox, since, horizon)
             return True
         token = page.next_page_token
+
+
+def _listed_until(mailbox) -> datetime:
+    """Where this mailbox's listing starts: its mark, or for a first run its creation; never
+    further back than ``WEBHOOK_BACKFILL_MAX_AGE_HOURS`` (the run stays bounded)."""
+    oldest = timezone.now() - timedelta(hours=float(settings.WEBHOOK_BACKFILL_MAX_AGE_HOURS))
+    mark = InboundBackfillMark.objects.filter(mailbox=mailbox).first()
+    return max(mark.covered_until if mark else mailbox.created_at, oldest)
+
+
+def _mark(mailbox, since: datetime, reached: datetime | None) -> None:
+    if reached is None or reached <= since:
+        return
+    InboundBackfillMark.objects.update_or_create(
+        mailbox=mailbox, defaults={"covered_until": reached}
+    )
+
+
+def _received(mailbox, messages: list[dict], report: BackfillReport) -> list[dict]:
+    """The page's received messages old enough, of this inbox, not recorded yet."""
+    received = []
+    for m in messages:
+        labels = {str(label).lower() for label in m.get("labels") or []}
+        if "received" not in labels or not isinstance(m.get("message_id"), str):
+            continue
+        if not m["message_id"] or not _old_enough(m.get("timestamp")):
+            continue
+        # The inbox asked about, whatever the answer says: a listing that named another inbox
+        # (of this tenant or none) would record the message where that inbox's people see it.
+        owner = m.get("inbox_id")
+        if owner is not None and str(owner).lower() != mailbox.inbox_id.lower():
+            report.errors += 1
+            log.warning("webhooks.backfill.other_inbox", extra={"mailbox_id": mailbox.pk})
+            continue
+        received.append(m)
+    # Stored ids are cut to what an index holds (normalize.bounded_id): compare those.
+    ids = [bounded_id(m["message_id"]) for m in received]
+    recorded = set(
+        InboundMessage.objects.filter(mailbox=mailbox, message_id__in=ids).values_list(
+            "message_id", flat=True
+        )
+    )
+    return [m for m in received if bounded_id(m["message_id"]) not in recorded]
+
+
+def _newest_old_enough(messages: list[dict], reached: datetime | None) -> datetime | None:
+    for m in messages:
+        at = _timestamp(m.get("timestamp"))
+        if at is not None and _old_enough(m.get("timestamp")) and (reached is None or at > reached):
+            reached = at
+    return reached
+
+
+def _timestamp(value) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        at = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else None
 
 
 def _old_enough(timestamp) -> bool:
@@ -288,8 +346,13 @@ def _old_enough(timestamp) -> bool:
     return at <= timezone.now() - _after()
 
 
-def _svix_id(event_type: str, message_id: str) -> str:
-    digest = hashlib.sha256(message_id.encode("utf-8", "replace")).hexdigest()[:40]
+def _svix_id(event_type: str, message_id: str, inbox_id: str = "") -> str:
+    """The ledger id of a found event. A received message's names its inbox too: one customer
+    writing to two mailboxes of a tenant (or anyone reusing a Message-ID, which for inbound mail
+    is the sender's) gives two messages with one id, and the second mailbox's was refused as a
+    copy of the first, on every run."""
+    named = f"{inbox_id.lower()}\n{message_id}" if inbox_id else message_id
+    digest = hashlib.sha256(named.encode("utf-8", "replace")).hexdigest()[:40]
     return f"{BACKFILL_PREFIX}{event_type.removeprefix('message.')}:{digest}"
 
 
@@ -312,23 +375,27 @@ def _delivery_payload(event_type, mailbox, message: dict, message_id: str, recip
     }
 
 
-def _received_payload(message: dict) -> dict:
+def _received_payload(mailbox, message: dict) -> dict:
+    message = {**message, "inbox_id": mailbox.inbox_id}
     return {
         "type": "event",
         "event_type": "message.received",
-        "event_id": _svix_id("message.received", message["message_id"]),
+        "event_id": _svix_id("message.received", message["message_id"], mailbox.inbox_id),
         "message": message,
-        "thread": {"inbox_id": message.get("inbox_id"), "thread_id": message.get("thread_id")},
+        "thread": {"inbox_id": mailbox.inbox_id, "thread_id": message.get("thread_id")},
     }
 
 
-def _store(endpoint: WebhookEndpoint, payload: dict, event_type: str, message_id: str) -> bool:
+def _store(
+    endpoint: WebhookEndpoint, payload: dict, event_type: str, message_id: str, mailbox=None
+) -> bool:
     """Store a found event in the ledger, pending for the applier; False if a run stored it."""
+    inbox_id = mailbox.inbox_id if mailbox is not None else ""
     with transaction.atomic():
         stored = event_store(
             tenant=endpoint.tenant,
             endpoint=endpoint,
-            svix_id=_svix_id(event_type, message_id),
+            svix_id=_svix_id(event_type, message_id, inbox_id),
             event=normalize(payload),
         )
     if stored is not None:

@@ -46,7 +46,8 @@ def events_purge_payloads() -> int:
     with transaction.atomic():
         unresolved = SendIntent.objects.filter(
             tenant=OuterRef("tenant"),
-            mailbox__inbox_id=OuterRef("inbox_id"),
+            # The ledger holds the inbox id lower-cased (normalize); the mailbox as AgentMail gave it.
+            mailbox__inbox_id__iexact=OuterRef("inbox_id"),
             state__in=_UNRESOLVED_SENDS,
         )
         old = WebhookEvent.objects.filter(payload__isnull=False, received_at__lt=cutoff).exclude(
