@@ -200,6 +200,16 @@
       }
     } catch (e) { /* no storage: nothing was kept */ }
   }
+  // Signing out forgets every kept text of this tab: the next person at this screen finds none.
+  document.addEventListener("submit", function (event) {
+    if (!event.target.matches || !event.target.matches("form[data-signout]")) return;
+    try {
+      for (var i = window.sessionStorage.length - 1; i >= 0; i -= 1) {
+        var key = window.sessionStorage.key(i);
+        if (key && key.indexOf("cs-unsaved:") === 0) window.sessionStorage.removeItem(key);
+      }
+    } catch (e) { /* no storage: nothing was kept */ }
+  });
   function startKeeping() {
     forgetSaved();
     document.querySelectorAll("form[data-keep-unsaved]").forEach(keepUnsaved);

@@ -2,7 +2,7 @@
 refused before the view ran (the session expired, the CSRF token went stale). The tab keeps it
 and the edit page offers it back; restoring a text typed on an older version is shown as a
 conflict, never saved over a colleague's version; another person signing in to the same tab is
-never offered it; a successful save or Cancel forgets it."""
+never offered it; a successful save, Cancel or signing out forgets it."""
 
 import re
 
@@ -71,12 +71,20 @@ def test_a_stale_csrf_token_loses_nothing_and_another_person_is_never_offered_it
     page.goto(edit)
     assert page.locator("[data-unsaved-offer]").is_visible()
 
-    # Sign-out, then a colleague signs in on the same tab: the kept text is not theirs.
+    # The session ends, a colleague signs in on the same tab: the kept text is not theirs.
     colleague = member_of(shop["tenant"], "admin").user
     page.context.clear_cookies()
     sign_in(page, colleague)
     page.goto(edit)
     assert page.locator("[data-unsaved-offer]").is_hidden()
+    # Signing out forgets every kept text of the tab.
+    assert page.evaluate(KEPT) == 1
+    page.click("text=Sign out")
+    page.wait_for_load_state()
+    assert page.evaluate(KEPT) == 0
+
+
+KEPT = "Object.keys(sessionStorage).filter(k => k.startsWith('cs-unsaved:')).length"
 
 
 def test_restoring_text_typed_on_an_older_version_shows_the_conflict(page, shop):
