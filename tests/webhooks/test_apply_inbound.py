@@ -114,6 +114,35 @@ def test_same_message_under_two_svix_ids_is_recorded_once(client, hook, mailbox)
     assert WebhookEvent.objects.count() == 2
 
 
+def test_another_message_under_a_recorded_message_id_is_named_not_taken_for_a_copy(
+    client, hook, mailbox
+):
+    """Found by a reader of the code: a received message's Message-ID is its sender's, and a
+    second, different message under one already recorded (another sender or thread: a copy
+    reusing it, a broken client) was closed as "already recorded", like a redelivery. It is
+    still not recorded (one row per mailbox and Message-ID), but its ledger row and the log
+    say what it was."""
+    hook.post(client, received_payload(mailbox, thread_id="thr_1", message_id="<m@customer.test>"))
+    hook.post(client, received_payload(mailbox, thread_id="thr_1", message_id="<m@customer.test>"))
+    hook.post(
+        client,
+        received_payload(
+            mailbox,
+            thread_id="thr_2",
+            message_id="<m@customer.test>",
+            sender="Mallory <mallory@elsewhere.test>",
+        ),
+    )
+
+    outcomes = list(WebhookEvent.objects.order_by("id").values_list("state", "outcome"))
+    assert InboundMessage.objects.get().sender == "Jane Doe <jane@customer.test>"
+    assert outcomes[1] == ("applied", "inbound message already recorded")
+    assert outcomes[2] == (
+        "ignored",
+        "another message under this Message-ID is recorded (other sender or thread): not this one",
+    )
+
+
 def test_customer_writing_again_holds_a_queued_reply_in_that_thread(
     client, hook, mailbox, intent_row
 ):

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
+from email.utils import parseaddr
 from typing import Any
 
 from django.db import OperationalError, connection, transaction
@@ -518,9 +519,30 @@ def _apply_received(
         },
     )
     if not created:
+        sender = inbound_facts.sender if inbound_facts else ""
+        if message.thread_id != normalized.thread_id or _address(message.sender) != _address(
+            sender
+        ):
+            # A Message-ID is the sender's to choose: another message under one we recorded
+            # (a copy reusing it, a broken client) is not a redelivery. Still one row per
+            # mailbox and Message-ID; the ledger and the log name it.
+            log.warning(
+                "webhooks.inbound.message_id_reused",
+                extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id},
+            )
+            return (
+                State.IGNORED,
+                "another message under this Message-ID is recorded (other sender or thread): "
+                "not this one",
+            )
         return State.APPLIED, "inbound message already recorded"
     held = _hold_stale_intents(event, normalized, mailbox, message)
     return State.APPLIED, f"inbound message recorded; {held} queued send(s) held"
+
+
+def _address(sender: str) -> str:
+    """The address of a From (its display name may be written differently by a listing)."""
+    return parseaddr(sender)[1].lower()
 
 
 def _hold_stale_intents(
