@@ -1,8 +1,11 @@
 """``GET /api/v1/analytics``: what reviewers did with this token's drafts (issue 17).
 
-The figures are the calling token's own, in its own tenant: a token is one agent, and another
-agent's rejection reasons or edit rates are not its business (a tenant admin sees every token's
-on the console page). There is no parameter to ask for the tenant or another token.
+The figures are the calling token's own, in its own tenant: a token is one agent, and these are
+its report card (a tenant admin sees every token's on the console page). There is no parameter
+to ask for the tenant or another token. This is not a wall between agents: a draft is reached
+by mailbox, not by the token that wrote it (a rotated token carries on its predecessor's
+drafts), so ``GET /drafts/{id}`` shows any draft of the token's mailboxes, its reviewers'
+reasons included.
 """
 
 from __future__ import annotations
