@@ -211,7 +211,7 @@ REFUSED_TYPES = frozenset(
 )
 # Names Windows reserves for devices, with any extension: "NUL.txt" cannot be saved as a file.
 WINDOWS_DEVICE_NAMES = frozenset(
-    ["CON", "PRN", "AUX", "NUL"]
+    ["CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$", "CLOCK$"]
     + [f"{port}{n}" for port in ("COM", "LPT") for n in [*range(10), "¹", "²", "³"]]
 )
 CONTENT_TYPE_RE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
@@ -329,17 +329,28 @@ def sniffed_danger(data: bytes) -> str | None:
             return what
     if data.startswith(OLE_MAGIC) and any(marker in data for marker in OLE_MACRO_MARKERS):
         return "an Office document with macros (VBA project)"
-    if data.startswith(b"PK\x03\x04"):
+    # Not only a ZIP that starts the file: 7-Zip and WinRAR open one found at the end of any
+    # bytes (a self-extractor's layout), which is where a ZIP's directory is read from.
+    buffer = io.BytesIO(data)
+    if data.startswith(b"PK\x03\x04") or zipfile.is_zipfile(buffer):
         try:
-            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            with zipfile.ZipFile(buffer) as archive:
                 names = [n.lower() for n in archive.namelist()]
         except (zipfile.BadZipFile, ValueError, OSError):
             return None
         if any(n.endswith("vbaproject.bin") for n in names):
             return "an Office document with macros (vbaProject.bin)"
-        if any(_extension(n.rsplit("/", 1)[-1]) in REFUSED_EXTENSIONS for n in names):
+        if any(_extension(_saved_as(n)) in REFUSED_EXTENSIONS for n in names):
             return "an archive holding a program or script"
     return None
+
+
+def _saved_as(member: str) -> str:
+    """The name Windows gives an archive member when it is extracted: the last path component
+    (either separator), before any ":" (a stream: "invoice.exe::$DATA" is invoice.exe), without
+    trailing dots and spaces ("invoice.exe. " is saved as invoice.exe): the tricks the filename
+    rules refuse for the attachment itself (``_name_problem``)."""
+    return re.split(r"[/\\]", member)[-1].split(":", 1)[0].rstrip(". ")
 
 
 def clean_upload(index: int, upload: Upload) -> CleanUpload:

@@ -54,6 +54,12 @@ URL_ATTRIBUTES = frozenset(
 )
 # Their value is CSS, or a whole HTML document.
 NOT_TEXT_ATTRIBUTES = frozenset({"style", "srcdoc"})
+# SVG's animation elements set another attribute of their parent to their own values
+# (<a><animate attributeName="href" values="javascript:..."/>, <set ... to=...>): any of their
+# attributes may pick a link's address or which attribute is set, so none takes a placeholder.
+ANIMATION_ELEMENTS = frozenset(
+    {"animate", "set", "animatemotion", "animatetransform", "animatecolor"}
+)
 # Their text is script or CSS (noscript: markup or raw text, as the reader's scripting decides):
 # no placeholder inside. A value there is not inert, escaped or not.
 CODE_ELEMENTS = frozenset({"script", "style", "noscript"})
@@ -180,6 +186,13 @@ class _Check:
         if not tag.closed:
             self._refuse_in(start, tag.end, _("in a tag that is never closed"))
         self._refuse_in(start, tag.name_end, _("in a tag name; a value there writes markup"))
+        if tag.name in ANIMATION_ELEMENTS:
+            self._refuse_in(
+                tag.name_end,
+                tag.end,
+                _("in an attribute of <%(tag)s>, which sets another attribute, a link's too")
+                % {"tag": tag.name},
+            )
         if self.marker.search(self.text, start, tag.end):
             for attribute in tag.attributes:
                 self._check_attribute(tag.name, attribute)

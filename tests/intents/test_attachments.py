@@ -283,6 +283,8 @@ def _docx(with_macros: bool) -> bytes:
         ("invoice.exe:scan.pdf", "application/pdf", b"x", "attachment_filename_invalid"),
         ("NUL.txt", "text/plain", b"x", "attachment_filename_invalid"),
         ("con", "text/plain", b"x", "attachment_filename_invalid"),
+        ("CONIN$.txt", "text/plain", b"x", "attachment_filename_invalid"),
+        ("conout$", "text/plain", b"x", "attachment_filename_invalid"),
         ("Com1.tar.gz", "application/gzip", b"x", "attachment_filename_invalid"),
         ("", "text/plain", b"x", "attachment_filename_invalid"),
         ("x" * 256, "text/plain", b"x", "attachment_filename_invalid"),

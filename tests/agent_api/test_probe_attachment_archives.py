@@ -1,0 +1,73 @@
+"""Probe: a ZIP whose member Windows saves as a program under another name.
+
+The filename rules refuse "invoice.exe." and "invoice.exe::$DATA" for the attachment itself
+(Windows saves both as invoice.exe); the archive check read each member's extension as written,
+so "invoice.exe." or "invoice.exe " inside a ZIP passed, and Explorer extracts it as invoice.exe.
+A ZIP with bytes before it (a self-extractor's layout, which 7-Zip and WinRAR open as the
+archive) was not looked into at all."""
+
+from __future__ import annotations
+
+import base64
+import io
+import zipfile
+
+import pytest
+
+from intents.models import AttachmentBlob, Draft
+from tests.agent_api.conftest import draft_body
+
+pytestmark = pytest.mark.django_db
+
+
+def _zip(member: str, prefix: bytes = b"") -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("readme.txt", "hello")
+        archive.writestr(member, b"MZ\x90\x00")
+    return prefix + buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        _zip("invoice.exe."),
+        _zip("invoice.exe "),
+        _zip("docs/invoice.exe. . "),
+        _zip("invoice.exe::$DATA"),
+        _zip("docs\\invoice.exe."),
+        _zip("invoice.exe", prefix=b"%PDF-1.4\n" + b"x" * 100),
+    ],
+    ids=["trailing-dot", "trailing-space", "dots-and-spaces", "stream", "backslash", "prefixed"],
+)
+def test_a_zip_holding_a_program_by_its_windows_name_is_refused(api, token_a, mailbox_a, data):
+    upload = {
+        "filename": "statements.zip",
+        "content_type": "application/zip",
+        "content": base64.b64encode(data).decode(),
+    }
+
+    response = api.post(
+        "/drafts", draft_body(mailbox_a, attachments=[upload]), token=token_a, key="z"
+    )
+
+    assert response.status_code == 422, response.content
+    problem = response.json()
+    assert problem["code"] == "attachment_type_refused"
+    assert problem["errors"][0]["field"] == "attachments[0]"
+    assert Draft.objects.count() == 0
+    assert AttachmentBlob.objects.count() == 0
+
+
+def test_a_zip_of_harmless_files_still_passes(api, token_a, mailbox_a):
+    upload = {
+        "filename": "statements.zip",
+        "content_type": "application/zip",
+        "content": base64.b64encode(_zip("march. statement.pdf")).decode(),
+    }
+
+    response = api.post(
+        "/drafts", draft_body(mailbox_a, attachments=[upload]), token=token_a, key="z"
+    )
+
+    assert response.status_code == 201, response.content
