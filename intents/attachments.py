@@ -329,19 +329,45 @@ def sniffed_danger(data: bytes) -> str | None:
             return what
     if data.startswith(OLE_MAGIC) and any(marker in data for marker in OLE_MACRO_MARKERS):
         return "an Office document with macros (VBA project)"
+    return _archive_danger(data, depth=0)
+
+
+# Archives inside archives are opened too (a ZIP holding docs.zip holding a program: what mail
+# scanners refuse), this many levels deep, each inner one read only up to this many bytes
+# unpacked (a small ZIP can unpack to gigabytes): one that says it is larger, or is nested
+# deeper, is refused rather than taken on trust.
+ARCHIVE_DEPTH = 3
+INNER_ARCHIVE_MAX_BYTES = 16 * 1024 * 1024
+INNER_ARCHIVES = frozenset({"zip"})
+
+
+def _archive_danger(data: bytes, *, depth: int) -> str | None:
     # Not only a ZIP that starts the file: 7-Zip and WinRAR open one found at the end of any
     # bytes (a self-extractor's layout), which is where a ZIP's directory is read from.
     buffer = io.BytesIO(data)
-    if data.startswith(b"PK\x03\x04") or zipfile.is_zipfile(buffer):
-        try:
-            with zipfile.ZipFile(buffer) as archive:
-                names = [n.lower() for n in archive.namelist()]
-        except (zipfile.BadZipFile, ValueError, OSError):
-            return None
-        if any(n.endswith("vbaproject.bin") for n in names):
-            return "an Office document with macros (vbaProject.bin)"
-        if any(_extension(_saved_as(n)) in REFUSED_EXTENSIONS for n in names):
-            return "an archive holding a program or script"
+    if not (data.startswith(b"PK\x03\x04") or zipfile.is_zipfile(buffer)):
+        return None
+    try:
+        with zipfile.ZipFile(buffer) as archive:
+            members = archive.infolist()
+            names = [m.filename.lower() for m in members]
+            if any(n.endswith("vbaproject.bin") for n in names):
+                return "an Office document with macros (vbaProject.bin)"
+            if any(_extension(_saved_as(n)) in REFUSED_EXTENSIONS for n in names):
+                return "an archive holding a program or script"
+            for member in members:
+                if _extension(_saved_as(member.filename.lower())) not in INNER_ARCHIVES:
+                    continue
+                if depth + 1 >= ARCHIVE_DEPTH or member.file_size > INNER_ARCHIVE_MAX_BYTES:
+                    return "an archive nested too deep or too large to look inside"
+                with archive.open(member) as inner:
+                    found = _archive_danger(
+                        inner.read(INNER_ARCHIVE_MAX_BYTES + 1), depth=depth + 1
+                    )
+                if found:
+                    return found
+    except (zipfile.BadZipFile, ValueError, OSError, NotImplementedError, RuntimeError):
+        return None
     return None
 
 

@@ -315,6 +315,33 @@ def test_ordinary_files_pass_and_keep_their_digest():
     assert sniffed_danger(docx) is None
 
 
+def _zipped(members: dict[str, bytes], method: int = zipfile.ZIP_DEFLATED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=method) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_archives_inside_archives_are_looked_into_and_a_bomb_is_not_unpacked():
+    """A ZIP holding docs.zip holding a program passed: only the outer archive's names were read
+    (an outside probe's lead). Inner ZIPs are opened two levels down; one deeper, or saying it
+    unpacks to more than INNER_ARCHIVE_MAX_BYTES, is refused unread."""
+    program = {"setup.exe": b"MZ\x90\x00"}
+    once = _zipped({"readme.txt": b"hi", "docs.zip": _zipped(program)})
+    twice = _zipped({"docs.ZIP": _zipped({"more.zip": _zipped(program)})})
+    harmless = _zipped({"docs.zip": _zipped({"a.txt": b"a", "b.zip": _zipped({"c.txt": b"c"})})})
+    too_deep = _zipped({"1.zip": _zipped({"2.zip": _zipped({"3.zip": _zipped({"a.txt": b"a"})})})})
+    # An inner archive of 17 MB (stored) deflates to about 17 kB in the outer one.
+    bomb = _zipped({"big.zip": _zipped({"zeros.txt": bytes(17 * 1024 * 1024)}, zipfile.ZIP_STORED)})
+
+    assert sniffed_danger(once) == "an archive holding a program or script"
+    assert sniffed_danger(twice) == "an archive holding a program or script"
+    assert sniffed_danger(harmless) is None
+    assert sniffed_danger(too_deep) == "an archive nested too deep or too large to look inside"
+    assert sniffed_danger(bomb) == "an archive nested too deep or too large to look inside"
+
+
 def test_limits_per_file_per_draft_and_count_name_the_file(settings):
     settings.ATTACHMENT_MAX_FILE_BYTES = 1000
     settings.ATTACHMENT_MAX_DRAFT_BYTES = 1500
