@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 
-from common.text import control_in
+from common.text import control_in, unsafe_in_name
 from config.clock import db_now
 from intents import broadcast_content as content
 from intents import broadcast_html, errors
@@ -92,6 +92,27 @@ def _clean_rate(rate) -> float | None:
             "rate_per_second",
         )
     return float(rate)
+
+
+def _clean_name(name) -> str:
+    """The team's name for the broadcast, which reviewers read in lists and on its page: refused,
+    not cut or cleaned, when too long or when it holds what makes a name display as something
+    else (``unsafe_in_name``: controls, a tab, bidirectional overrides), as a token's is."""
+    name = name.strip() if isinstance(name, str) else ""
+    if len(name) > MAX_NAME:
+        raise errors.InvalidInput(
+            "name_invalid",
+            _("The name may be at most %(n)s characters long.") % {"n": MAX_NAME},
+            "name",
+        )
+    if found := unsafe_in_name(name):
+        raise errors.InvalidInput(
+            "name_invalid",
+            _("The name holds %(char)s, which makes it display as something else.")
+            % {"char": found},
+            "name",
+        )
+    return name
 
 
 def _clean_rows(rows, template: tuple) -> list[content.Recipient]:
@@ -216,7 +237,7 @@ def broadcast_create(
     template = _clean_template(subject, text, html)
     subject, text, html = template[:3]
     rate = _clean_rate(rate_per_second)
-    name = name.strip()[:MAX_NAME] if isinstance(name, str) else ""
+    name = _clean_name(name)
     cleaned = _clean_rows(recipient_rows(recipients, recipients_csv), template)
     with transaction.atomic():
         require_live_token(agent_token)

@@ -182,6 +182,31 @@ def test_recipients_that_cannot_be_stored_are_a_422(api, token_a, mailbox_a, ove
     assert not Broadcast.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("Outage\u202e", "U+202E"),
+        ("Out\tage", "U+0009"),
+        ("Outage\x1b[31m", "U+001B"),
+        ("x" * 201, "at most 200 characters"),
+    ],
+    ids=["bidi override", "tab", "escape", "too long"],
+)
+def test_a_broadcast_name_that_would_display_as_something_else_is_a_422(
+    api, token_a, mailbox_a, name, said
+):
+    """Reviewers read the name in lists and on the broadcast's page: a right-to-left override
+    or a control character made it display as something else (token, passkey and inbox names
+    were refused for it, a broadcast's was not), and a long one was cut without a word."""
+    response = api.post("/broadcasts", body(mailbox_a, name=name), token=token_a, key="b-name")
+
+    problem = response.json()
+    assert response.status_code == 422, response.content
+    assert problem["errors"][0]["field"] == "name"
+    assert said in problem["errors"][0]["message"]
+    assert not Broadcast.objects.exists()
+
+
 def test_a_token_restricted_to_one_mailbox_reaches_no_other_mailboxs_broadcast(
     api, make_token, tenant_a, mailbox_a, mailbox_a2
 ):
