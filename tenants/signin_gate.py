@@ -37,6 +37,14 @@ ENROL_OPEN = ALWAYS_OPEN | {
 }
 
 
+# The admin's sign-in and password pages, which config.urls sends to this site's own.
+OPERATORS_ADMIN_NAMES = frozenset({"operators_admin_signin", "operators_admin_password_change"})
+
+
+def _operators_admin(match) -> bool:
+    return match.namespace == "admin" or match.url_name in OPERATORS_ADMIN_NAMES
+
+
 def came_through_sso(request: HttpRequest) -> bool:
     return request.session.get(METHOD_KEY) == "sso"
 
@@ -92,7 +100,7 @@ class SignInGateMiddleware:
         if not session_seen(request):
             logout(request)
             return redirect("login")
-        if match is not None and match.namespace == "admin" and came_through_sso(request):
+        if match is not None and _operators_admin(match) and came_through_sso(request):
             # The operators' admin acts on every tenant; a tenant's identity provider speaks for
             # that tenant only (its admin could assert any address in the domains they list).
             return HttpResponseForbidden(

@@ -3,8 +3,11 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.translation import get_language_from_request
 from django.utils.translation import gettext as _
@@ -13,6 +16,7 @@ from django.views.decorators.http import require_http_methods, require_safe
 from tenants.access import AuthenticatedRequest, session_memberships, tenant_view
 from tenants.forms import PreferencesForm, SignInForm
 from tenants.invitations import invitations_opened
+from tenants.next_url import safe_next_url
 from tenants.preferences import time_zone_names, user_set_preferences
 from tenants.services import AdminError
 from tenants.signin_audit import signin_audit
@@ -57,6 +61,33 @@ class SignInView(auth_views.LoginView):
 
 class SignOutView(auth_views.LogoutView):
     pass
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+def operators_admin_signin(request: HttpRequest) -> HttpResponse:
+    """The operators' admin's sign-in page (``/ops/admin/login/``): this site's sign-in, then back.
+
+    Django's admin signs in with a form of its own, which wrote no ``signin.succeeded`` audit
+    row and read the address as typed; one sign-in page keeps one set of rules. The admin sends
+    here whoever may not use it: a signed-in person who is not an operator is told so (sending
+    them to the sign-in page would send them straight back to the admin, without end)."""
+    next_url = safe_next_url(request, request.GET.get("next"), fallback=reverse("admin:index"))
+    if not request.user.is_authenticated:
+        return redirect_to_login(next_url)
+    if request.user.is_active and request.user.is_staff:
+        return HttpResponseRedirect(next_url)
+    raise PermissionDenied(_("The operators' admin is for Countersign's operators."))
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+def operators_admin_password_change(request: HttpRequest) -> HttpResponse:
+    """The admin's "Change password" (``/ops/admin/password_change/``) is the account page's.
+
+    Django's form checked the current password with ``check_password()``: wrong guesses were never
+    counted by django-axes nor the client's budget, so a stolen operator's cookie could try
+    passwords there without end; and a change there wrote no audit row. The account page
+    (tenants.forms.PasswordChangeForm, tenants.passwords) does all of that."""
+    return redirect("password_change")
 
 
 @require_safe
