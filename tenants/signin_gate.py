@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.contrib.auth import logout
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
+from tenants.sudo import confirm_url, proof_is_recent
 from tenants.two_factor import factor_state
 from tenants.user_sessions import FACTOR_KEY, METHOD_KEY, session_seen
 
@@ -43,6 +45,20 @@ OPERATORS_ADMIN_NAMES = frozenset({"operators_admin_signin", "operators_admin_pa
 
 def _operators_admin(match) -> bool:
     return match.namespace == "admin" or match.url_name in OPERATORS_ADMIN_NAMES
+
+
+def _operators_admin_proof(request: HttpRequest, match) -> HttpResponse | None:
+    """A change in the operators' admin needs a recent proof (tenants.sudo), as a tenant admin's
+    lasting powers do: it acts on every tenant, and a stolen operator cookie could otherwise set
+    any account's password, switch accounts on or raise one to superuser. Reading needs none;
+    nor does signing out. The change is not made; the page that sent it opens again after the
+    proof."""
+    if match is None or match.namespace != "admin" or match.url_name == "logout":
+        return None
+    if request.method in ("GET", "HEAD", "OPTIONS") or proof_is_recent(request):
+        return None
+    messages.warning(request, _("Nothing was changed: confirm it is you, then do it again."))
+    return redirect(confirm_url(request.get_full_path()))
 
 
 def came_through_sso(request: HttpRequest) -> bool:
@@ -112,7 +128,7 @@ class SignInGateMiddleware:
         gate = gate_for(request)
         setattr(request, _GATE_ATTR, gate)
         if gate is None:
-            return None
+            return _operators_admin_proof(request, match)
         allowed, target = (
             (VERIFY_OPEN, "two_factor_verify")
             if gate == "verify"

@@ -441,3 +441,40 @@ def test_an_account_switched_off_here_holds_and_counts_the_sends_it_approved(
     assert response.status_code == 302
     row = AuditEvent.objects.get(action="user.changed_by_operator", tenant=tenant_a)
     assert row.data["sends_in_flight"] == 2
+
+
+def test_a_change_here_from_a_stale_session_waits_for_a_proof(
+    operator, tenant_a, member_of, settings
+):
+    """An outside probe's lead: a stolen operator cookie could set any account's password here
+    (its own too, without the old one), raise an account to superuser or switch one on, with no
+    recent proof of who is at the keyboard, which a tenant admin's lasting powers need. Any
+    change here now does; reading and signing out do not."""
+    from tests.tenants.test_sudo import age_proof
+
+    user = member_of(tenant_a).user
+    age_proof(operator, settings)
+    url = f"{USERS}{user.pk}/password/"
+
+    held = operator.post(
+        url, {"password1": PASSWORD, "password2": PASSWORD, "usable_password": "true"}
+    )
+    read = operator.get(f"{USERS}{user.pk}/change/")
+
+    assert held.status_code == 302
+    assert held["Location"].startswith(reverse("account_confirm") + "?next=")
+    user.refresh_from_db()
+    assert not user.check_password(PASSWORD)
+    assert read.status_code == 200
+    assert operator.post(held["Location"], {"password": "operator-pass-1"}).status_code == 302
+    done = operator.post(
+        url, {"password1": PASSWORD, "password2": PASSWORD, "usable_password": "true"}
+    )
+    assert done.status_code == 302
+    user.refresh_from_db()
+    assert user.check_password(PASSWORD)
+    age_proof(operator, settings)
+    signed_out = operator.post("/ops/admin/logout/")
+    assert signed_out.status_code == 302
+    assert not signed_out["Location"].startswith(reverse("account_confirm"))
+    assert "_auth_user_id" not in operator.session
