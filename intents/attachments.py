@@ -15,9 +15,11 @@ import base64
 import binascii
 import hashlib
 import io
+import lzma
 import re
 import unicodedata
 import zipfile
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -333,41 +335,75 @@ def sniffed_danger(data: bytes) -> str | None:
 
 
 # Archives inside archives are opened too (a ZIP holding docs.zip holding a program: what mail
-# scanners refuse), this many levels deep, each inner one read only up to this many bytes
-# unpacked (a small ZIP can unpack to gigabytes): one that says it is larger, or is nested
-# deeper, is refused rather than taken on trust.
+# scanners refuse), this many levels deep, within one budget for the whole file: at most this
+# many inner archives, and this many bytes unpacked among them all (a small ZIP can unpack to
+# gigabytes, and many small inner ones as much). An inner archive past the budget or the depth,
+# or one that cannot be read (encrypted, damaged, compressed in a way we cannot read), is
+# refused: it is what a program would hide in.
 ARCHIVE_DEPTH = 3
+INNER_ARCHIVES_MAX = 64
 INNER_ARCHIVE_MAX_BYTES = 16 * 1024 * 1024
 INNER_ARCHIVES = frozenset({"zip"})
+TOO_DEEP = "an archive nested too deep or too large to look inside"
+UNREADABLE_INNER = (
+    "an archive holding an archive that cannot be looked inside (encrypted or damaged)"
+)
+# What reading a member's bytes may raise on hostile data (zipfile's own, and its codecs').
+_UNREADABLE = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    RuntimeError,  # encrypted
+    NotImplementedError,  # a compression method zipfile has no codec for (AES: 99)
+    zlib.error,
+    lzma.LZMAError,
+    EOFError,
+    OSError,
+    ValueError,
+)
 
 
-def _archive_danger(data: bytes, *, depth: int) -> str | None:
+@dataclass
+class _Unpacking:
+    archives_left: int = INNER_ARCHIVES_MAX
+    bytes_left: int = INNER_ARCHIVE_MAX_BYTES
+
+
+def _archive_danger(data: bytes, *, depth: int, budget: _Unpacking | None = None) -> str | None:
     # Not only a ZIP that starts the file: 7-Zip and WinRAR open one found at the end of any
     # bytes (a self-extractor's layout), which is where a ZIP's directory is read from.
+    budget = budget if budget is not None else _Unpacking()
     buffer = io.BytesIO(data)
     if not (data.startswith(b"PK\x03\x04") or zipfile.is_zipfile(buffer)):
         return None
     try:
-        with zipfile.ZipFile(buffer) as archive:
-            members = archive.infolist()
-            names = [m.filename.lower() for m in members]
-            if any(n.endswith("vbaproject.bin") for n in names):
-                return "an Office document with macros (vbaProject.bin)"
-            if any(_extension(_saved_as(n)) in REFUSED_EXTENSIONS for n in names):
-                return "an archive holding a program or script"
-            for member in members:
-                if _extension(_saved_as(member.filename.lower())) not in INNER_ARCHIVES:
-                    continue
-                if depth + 1 >= ARCHIVE_DEPTH or member.file_size > INNER_ARCHIVE_MAX_BYTES:
-                    return "an archive nested too deep or too large to look inside"
+        archive = zipfile.ZipFile(buffer)
+    except _UNREADABLE:
+        # The file itself: not an archive after all. An inner one: what it hides is unknown.
+        return None if depth == 0 else UNREADABLE_INNER
+    with archive:
+        members = archive.infolist()
+        names = [m.filename.lower() for m in members]
+        if any(n.endswith("vbaproject.bin") for n in names):
+            return "an Office document with macros (vbaProject.bin)"
+        if any(_extension(_saved_as(n)) in REFUSED_EXTENSIONS for n in names):
+            return "an archive holding a program or script"
+        for member in members:
+            if (
+                member.is_dir()
+                or _extension(_saved_as(member.filename.lower())) not in INNER_ARCHIVES
+            ):
+                continue
+            budget.archives_left -= 1
+            budget.bytes_left -= member.file_size
+            if depth + 1 >= ARCHIVE_DEPTH or budget.archives_left < 0 or budget.bytes_left < 0:
+                return TOO_DEEP
+            try:
                 with archive.open(member) as inner:
-                    found = _archive_danger(
-                        inner.read(INNER_ARCHIVE_MAX_BYTES + 1), depth=depth + 1
-                    )
-                if found:
-                    return found
-    except (zipfile.BadZipFile, ValueError, OSError, NotImplementedError, RuntimeError):
-        return None
+                    unpacked = inner.read(member.file_size + 1)
+            except _UNREADABLE:
+                return UNREADABLE_INNER
+            if found := _archive_danger(unpacked, depth=depth + 1, budget=budget):
+                return found
     return None
 
 

@@ -342,6 +342,40 @@ def test_archives_inside_archives_are_looked_into_and_a_bomb_is_not_unpacked():
     assert sniffed_danger(bomb) == "an archive nested too deep or too large to look inside"
 
 
+def _encrypted_member(archive: bytes) -> bytes:
+    """``archive`` (one member) with that member marked encrypted, as ``zip -e`` leaves it."""
+    data = bytearray(archive)
+    central = data.rfind(b"PK\x01\x02")
+    data[6] |= 0x01  # the local header's flags
+    data[central + 8] |= 0x01  # the central directory's
+    return bytes(data)
+
+
+def test_an_inner_archive_that_cannot_be_read_is_refused_and_the_check_keeps_one_budget():
+    """Found by a reviewer: an encrypted inner archive (a password-protected docs.zip holding
+    setup.exe, the classic delivery) or a damaged one listed first made the whole check answer
+    "nothing found"; and the 16 MB bound was per inner archive, so many small ones could unpack
+    gigabytes. Unreadable inner archives are refused, and one budget covers the whole file."""
+    program = _zipped({"setup.exe": b"MZ\x90\x00"})
+    encrypted = _encrypted_member(_zipped({"docs.zip": program}))
+    damaged_first = _zipped({"0.zip": b"PK\x03\x04 damaged", "1.zip": program})
+    many = _zipped({f"{n}.zip": _zipped({"a.txt": b"a"}) for n in range(65)})
+    nine_mb = _zipped({"zeros.txt": bytes(9 * 1024 * 1024)}, zipfile.ZIP_STORED)
+    two_large = _zipped({"a.zip": nine_mb, "b.zip": nine_mb})
+
+    assert sniffed_danger(encrypted) == (
+        "an archive holding an archive that cannot be looked inside (encrypted or damaged)"
+    )
+    assert sniffed_danger(damaged_first) == (
+        "an archive holding an archive that cannot be looked inside (encrypted or damaged)"
+    )
+    assert sniffed_danger(many) == "an archive nested too deep or too large to look inside"
+    assert sniffed_danger(two_large) == "an archive nested too deep or too large to look inside"
+    assert (
+        sniffed_danger(_zipped({f"{n}.zip": _zipped({"a.txt": b"a"}) for n in range(64)})) is None
+    )
+
+
 def test_limits_per_file_per_draft_and_count_name_the_file(settings):
     settings.ATTACHMENT_MAX_FILE_BYTES = 1000
     settings.ATTACHMENT_MAX_DRAFT_BYTES = 1500

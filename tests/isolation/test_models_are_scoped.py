@@ -19,6 +19,7 @@ GLOBAL = {
 }
 SCOPED_THROUGH_PARENT = {
     "webhooks.WebhookSecret": "endpoint",
+    "webhooks.InboundBackfillMark": "mailbox",
     "intents.ApiRateWindow": "token",
     "tenants.Membership_approve_mailboxes": "membership",
     "tenants.AgentToken_mailboxes": "agenttoken",
