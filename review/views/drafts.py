@@ -382,5 +382,7 @@ def _edit_save(request: TenantRequest, detail) -> HttpResponse:
     messages.success(
         request,
         _("Saved version %(n)s. Check it once more, then approve it.") % {"n": version.number},
+        # The editor's kept copy of the text is forgotten on the page that shows this (app.js).
+        extra_tags="edit-saved",
     )
     return redirect("draft", request.tenant.slug, draft.pk)

@@ -162,9 +162,14 @@
       keptWrite(key, null);
       return;
     }
+    if (kept.submitted) {
+      // The edit page again after a submit: that save did not land (refused here, or before
+      // the page's code ran), so nothing but its success page may forget this copy.
+      kept.submitted = false;
+      keptWrite(key, kept);
+    }
     if (sameValues(kept.fields, formValues(form)) || !offer) return;
-    var when = new Date(kept.at);
-    var time = ("0" + when.getHours()).slice(-2) + ":" + ("0" + when.getMinutes()).slice(-2);
+    var time = clockTime(new Date(kept.at), offer.getAttribute("data-time-zone"));
     var line = offer.querySelector("[data-unsaved-text]");
     line.textContent = line.getAttribute("data-template")
       .replace("%(time)s", time).replace("%(version)s", kept.base);
@@ -188,9 +193,21 @@
       offer.hidden = true;
     });
   }
+  function clockTime(when, zone) {
+    // In the zone the person chose (every time on these pages is), the browser's if unknown.
+    try {
+      return new Intl.DateTimeFormat(undefined, {
+        hour: "2-digit", minute: "2-digit", hourCycle: "h23", timeZone: zone || undefined,
+      }).format(when);
+    } catch (e) {
+      return ("0" + when.getHours()).slice(-2) + ":" + ("0" + when.getMinutes()).slice(-2);
+    }
+  }
   function forgetSaved() {
-    // The page a successful save leads to: forget what this tab kept for it. The sign-in page,
-    // the CSRF refusal and the edit page itself are not that page, so the copy stays.
+    // Only the page a successful save leads to, which says so ("Saved version N", tagged
+    // edit-saved), forgets what this tab kept for that draft. The sign-in page, the CSRF
+    // refusal, the edit page and the draft's page opened any other way keep the copy.
+    if (!document.querySelector(".flash .edit-saved")) return;
     try {
       for (var i = window.sessionStorage.length - 1; i >= 0; i -= 1) {
         var key = window.sessionStorage.key(i);
