@@ -5,7 +5,8 @@ turn off two-factor sign-in, or to add the holder's own authenticator app or pas
 outlives the cookie. So turning factors off or on, passkeys, recovery codes and ending the
 person's other sessions each need a proof within the last ``SUDO_SECONDS``: the password, a
 second factor (an authenticator code, a recovery code, a passkey), or for a session that came
-through single sign-on, that provider's sign-in (a proof on its own tenant's pages only). Every
+through single sign-on, that provider's sign-in (a proof on its own tenant's pages and on the
+person's own, never on another tenant's). Every
 sign-in records the time of its proof (tenants.user_sessions); the "Confirm it's you" page
 (tenants.views_sudo) renews it.
 

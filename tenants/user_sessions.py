@@ -124,7 +124,8 @@ def session_key_renew(request: HttpRequest, *, old_key: str | None = None) -> No
 
 def session_proof_recorded(request: HttpRequest, *, through_tenant_id: int | None = None) -> None:
     """Record that this session proved, just now, who it is (tenants.sudo). ``through_tenant_id``:
-    the proof is the word of that tenant's identity provider, and holds for that tenant only."""
+    the proof is the word of that tenant's identity provider: it holds on that tenant's pages
+    and the person's own, not on another tenant's (tenants.sudo.proof_is_recent)."""
     request.session[PROVEN_AT_KEY] = timezone.now().isoformat()
     if through_tenant_id is None:
         request.session.pop(PROVEN_THROUGH_KEY, None)

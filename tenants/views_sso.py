@@ -148,7 +148,7 @@ def _session_signed_in(
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         request.session[METHOD_KEY] = "sso"
         request.session[FACTOR_KEY] = "sso"
-        # The sign-in's proof (login()) is this provider's word: for its own tenant only.
+        # The sign-in's proof (login()) is this provider's word: not for another tenant's pages.
         session_proof_recorded(request, through_tenant_id=tenant.pk)
     elif tenant.pk not in came_through:
         # The session stays, and now opens this tenant too: a new key, so that a copy of the

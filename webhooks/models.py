@@ -193,15 +193,22 @@ class InboundMessage(models.Model):
 
 
 class InboundBackfillMark(models.Model):
-    """How far the backfill has listed a mailbox's inbox: every message up to ``covered_until``
-    (AgentMail's timestamps, less the lookup's clock margin) was seen by a complete listing. The
-    next run lists from here, not from the newest message recorded: a message whose webhook was
-    lost stays behind a newer one that arrived, and listing from the newer one never saw it."""
+    """How far the backfill has listed a mailbox's inbox. ``covered_until``: every message up to
+    then (our clock: the backfill delay's horizon of the last listing that ended) was seen; the
+    next listing starts the lookup's clock margin (15 min) before it. It starts from here, not
+    from the newest message recorded: a message whose webhook was lost stays behind a newer one
+    that arrived, and listing from the newer one never saw it.
+
+    ``resume_at``: AgentMail's own time of the last message a listing cut short by its budget got
+    through; the next one starts right there when that is later. Without it, an inbox with more
+    messages in those 15 minutes than a run lists (a broadcast's sends count) never got further.
+    """
 
     mailbox = models.OneToOneField(
         "mailboxes.Mailbox", on_delete=models.CASCADE, primary_key=True, related_name="+"
     )
     covered_until = models.DateTimeField()
+    resume_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"mailbox {self.mailbox_id} listed until {self.covered_until.isoformat()}"

@@ -224,16 +224,23 @@ def get_message(*, api_key: str, inbox_id: str, message_id: str) -> MessagesResu
 
 
 def list_messages_since(
-    *, api_key: str, inbox_id: str, after: datetime, limit: int, page_token: str | None = None
+    *,
+    api_key: str,
+    inbox_id: str,
+    after: datetime,
+    limit: int,
+    page_token: str | None = None,
+    margin: timedelta = LOOKUP_CLOCK_MARGIN,
 ) -> MessagesResult:
-    """One page of an inbox's messages since ``after`` (less ``LOOKUP_CLOCK_MARGIN``), oldest
+    """One page of an inbox's messages since ``after`` less ``margin`` (by default
+    ``LOOKUP_CLOCK_MARGIN``: ``after`` is our clock's, the messages' times AgentMail's), oldest
     first; ``next_page_token`` when the provider has another page."""
     client = sdk(api_key)
 
     def call() -> MessagesResult:
         response = client.inboxes.messages.list(
             inbox_id,
-            after=after - LOOKUP_CLOCK_MARGIN,
+            after=after - margin,
             ascending=True,
             limit=max(1, min(100, limit)),
             page_token=page_token,

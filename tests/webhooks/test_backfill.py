@@ -356,3 +356,35 @@ def test_a_listing_that_names_another_inbox_records_nothing_from_it(
     assert (report.inbound, report.errors) == (1, 1)
     assert not InboundMessage.objects.filter(mailbox=first).exists()
     assert InboundMessage.objects.filter(mailbox=second, message_id=LOST).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_inbox_busier_than_a_runs_budget_is_listed_further_on_every_run(
+    webhooks_off, no_delay, settings, tenant_a, mailbox_factory
+):
+    """Found by a reviewer: a run cut short by its budget marked where it got to, and the next
+    run listed from 15 minutes before that mark (the clock margin), so an inbox with more
+    messages in 15 minutes than a run lists (a broadcast's sends count) never got further. A run
+    cut short now resumes from AgentMail's time of the last message it got through."""
+    sandbox = webhooks_off
+    settings.WEBHOOK_BACKFILL_CALLS_PER_KEY = 2
+    settings.AGENTMAIL_LOOKUP_PAGE_SIZE = 2
+    mailbox = mailbox_factory(tenant_a)
+    registration.webhook_register(tenant=tenant_a)
+    for n in range(9):
+        sandbox.inbound(
+            mailbox.inbox_id, from_=f"c{n}@customer.test", subject="Hi", message_id=f"<m{n}@c.test>"
+        )
+
+    found = [webhooks_backfill(tenant_id=tenant_a.pk).inbound for _ in range(4)]
+    apply_stored()
+
+    # 2 pages of 2 a run; each run after the first lists the last one got through again (the
+    # millisecond of overlap), stored already: 4, then 3, then 2 new, then nothing left.
+    assert found == [4, 3, 2, 0]
+    assert InboundMessage.objects.filter(mailbox=mailbox).count() == 9
+    # The third run ended: covered up to its horizon; the fourth, cut short again inside the
+    # clock margin, only set where the next one resumes.
+    mark = InboundBackfillMark.objects.get(mailbox=mailbox)
+    assert mark.covered_until > mailbox.created_at
+    assert mark.resume_at is not None and mark.resume_at < mark.covered_until

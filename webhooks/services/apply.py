@@ -484,8 +484,8 @@ def _suppress(
 
 # How far before our receipt, or after it, a received message's own timestamp may lie. Outside,
 # it is not believed and the receipt time stands in: the message's time orders the thread, starts
-# its reply deadline, is where the next backfill lists the inbox from and when retention purges
-# it, so one skewed value (a message "from 2099") would blind the backfill for that inbox.
+# its reply deadline and says when retention purges it, so one skewed value (a message "from
+# 2099") would sort it above everything and keep it for ever.
 RECEIVED_AT_BEFORE = timedelta(days=30)
 RECEIVED_AT_AFTER = timedelta(minutes=5)
 

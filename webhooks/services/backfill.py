@@ -239,55 +239,91 @@ def _deliveries(
 
 
 def _inbound(mailbox, endpoint, budget: _Budget, report: BackfillReport) -> bool:
-    """List the inbox from where the last complete listing reached; False if the budget ran
-    out. The mark moves to the backfill delay's horizon when the listing ends, or, cut short,
-    to the newest message it got through (oldest first, so nothing before it is left)."""
+    """List the inbox from where the last listing reached; False if the budget ran out. When
+    the listing ends, everything up to the backfill delay's horizon is covered; cut short, it
+    resumes next time from AgentMail's time of the newest message it got through (oldest first,
+    so nothing before it is left): every run gets further."""
     horizon = timezone.now() - _after()
-    since = _listed_until(mailbox)
+    mark = InboundBackfillMark.objects.filter(mailbox=mailbox).first()
+    covered, after = _listing_start(mailbox, mark)
     reached: datetime | None = None
     token: str | None = None
     api_key = mailbox.api_key()
     page_size = int(settings.AGENTMAIL_LOOKUP_PAGE_SIZE)
     while True:
         if not budget.take():
-            _mark(mailbox, since, reached)
+            _resume_at(mailbox, covered, after, reached)
             return False
         page = lookups.list_messages_since(
             api_key=api_key,
             inbox_id=mailbox.inbox_id,
-            after=since,
+            after=after,
             limit=page_size,
             page_token=token,
+            margin=timedelta(0),
         )
         if not page.ok:
             report.errors += 1
-            _mark(mailbox, since, reached)
+            _resume_at(mailbox, covered, after, reached)
             return True
         for message in _received(mailbox, page.messages, report):
-            payload = _received_payload(mailbox, message)
-            if _store(endpoint, payload, "message.received", message["message_id"], mailbox):
-                report.inbound += 1
+            _store_received(mailbox, endpoint, message, report)
         reached = _newest_old_enough(page.messages, reached)
         if not page.next_page_token:
-            _mark(mailbox, since, horizon)
+            InboundBackfillMark.objects.update_or_create(
+                mailbox=mailbox, defaults={"covered_until": horizon, "resume_at": None}
+            )
             return True
         token = page.next_page_token
 
 
-def _listed_until(mailbox) -> datetime:
-    """Where this mailbox's listing starts: its mark, or for a first run its creation; never
-    further back than ``WEBHOOK_BACKFILL_MAX_AGE_HOURS`` (the run stays bounded)."""
+# Where a listing resumes before the last message it got through: a millisecond (AgentMail's
+# timestamps are to the millisecond), so that whatever its ``after`` means, strictly after or
+# from, messages of that same instant beyond the page it ended on are listed again.
+RESUME_OVERLAP = timedelta(milliseconds=1)
+
+
+def _listing_start(mailbox, mark: InboundBackfillMark | None) -> tuple[datetime, datetime]:
+    """(what is covered, where the listing starts): the mark less the clock margin, or where a
+    listing cut short got to if later; for a first run the mailbox's creation. Never further
+    back than ``WEBHOOK_BACKFILL_MAX_AGE_HOURS`` (the run stays bounded)."""
     oldest = timezone.now() - timedelta(hours=float(settings.WEBHOOK_BACKFILL_MAX_AGE_HOURS))
-    mark = InboundBackfillMark.objects.filter(mailbox=mailbox).first()
-    return max(mark.covered_until if mark else mailbox.created_at, oldest)
+    covered = max(mark.covered_until if mark is not None else mailbox.created_at, oldest)
+    after = covered - lookups.LOOKUP_CLOCK_MARGIN
+    if mark is not None and mark.resume_at is not None:
+        after = max(after, mark.resume_at - RESUME_OVERLAP)
+    return covered, after
 
 
-def _mark(mailbox, since: datetime, reached: datetime | None) -> None:
-    if reached is None or reached <= since:
+def _resume_at(mailbox, covered: datetime, after: datetime, reached: datetime | None) -> None:
+    """A listing cut short: the next one resumes where this one got to, if it got anywhere."""
+    if reached is None or reached <= after:
         return
     InboundBackfillMark.objects.update_or_create(
-        mailbox=mailbox, defaults={"covered_until": reached}
+        mailbox=mailbox, defaults={"covered_until": covered, "resume_at": reached}
     )
+
+
+def _store_received(mailbox, endpoint, message: dict, report: BackfillReport) -> None:
+    """Store one found message; one that cannot be stored is counted and logged, and the listing
+    goes on past it (it would fail the same way on every run, and hold back every later one)."""
+    try:
+        stored = _store(
+            endpoint,
+            _received_payload(mailbox, message),
+            "message.received",
+            message["message_id"],
+            mailbox,
+        )
+    except Exception:
+        report.errors += 1
+        log.exception(
+            "webhooks.backfill.message_failed",
+            extra={"tenant_id": endpoint.tenant_id, "mailbox_id": mailbox.pk},
+        )
+        return
+    if stored:
+        report.inbound += 1
 
 
 def _received(mailbox, messages: list[dict], report: BackfillReport) -> list[dict]:
