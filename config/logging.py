@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import logging
 
+from django.http import HttpRequest
+
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 _SENSITIVE = ("secret", "password", "api_key", "token", "authorization", "body", "text", "html")
 
@@ -23,6 +25,16 @@ def _masked(key: str) -> bool:
     return any(word in name for word in _SENSITIVE)
 
 
+def _shown(value: object) -> object:
+    """A field's value as the line shows it. Django's request loggers (``django.request``,
+    ``django.security.*``) pass the request itself, whose repr is the full path with its query
+    string: an SSO callback refused before its code was exchanged wrote the identity provider's
+    unused authorization code and state there. The path alone says which page answered."""
+    if isinstance(value, HttpRequest):
+        return f"<{type(value).__name__}: {value.method} {value.path!r}>"
+    return value
+
+
 class KeyValueFormatter(logging.Formatter):
     def __init__(self, *, json_lines: bool = False):
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -30,7 +42,7 @@ class KeyValueFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         fields = {
-            key: ("[redacted]" if _masked(key) else value)
+            key: ("[redacted]" if _masked(key) else _shown(value))
             for key, value in record.__dict__.items()
             if key not in _STANDARD and not key.startswith("_")
         }
