@@ -162,7 +162,15 @@ class AuditFilterForm(forms.Form):
     # A send's number (as on its page): the record of that one send, from its draft's first
     # version to its deliveries.
     send = forms.IntegerField(label=_("Send #"), required=False, min_value=1, max_value=2**63 - 1)
+    # The page's last row (its time, source and id): rows written in one statement share the
+    # time to the microsecond, so the time alone cannot say where the next page starts.
     before = forms.DateTimeField(label=_("Page"), required=False, widget=forms.HiddenInput)
+    before_src = forms.ChoiceField(
+        label=_("Page"), choices=SOURCES[1:], required=False, widget=forms.HiddenInput
+    )
+    before_id = forms.IntegerField(
+        label=_("Page"), required=False, min_value=1, max_value=2**63 - 1, widget=forms.HiddenInput
+    )
 
 
 EXPIRY_CHOICES = [

@@ -211,7 +211,13 @@ AUDIT_PAGE_COLUMNS = (
     "obj_id",
     "to_state",
     "actor_now",
+    "id",
 )
+
+
+# Newest first; rows of one instant in a fixed order, so that a page's last row says exactly
+# where the next page starts (``_older_than_page``).
+AUDIT_ORDER = ("-created_at", "-src", "-id")
 
 
 @dataclass(frozen=True)
@@ -222,6 +228,8 @@ class AuditFilter:
     since: date | None = None
     until: date | None = None
     before: datetime | None = None
+    before_src: str = ""
+    before_id: int | None = None
     # One send's record: the journal of the send, of the draft (or broadcast) it sends, from the
     # draft's first version to the send's last delivery event.
     send: int | None = None
@@ -298,7 +306,7 @@ def _journal(tenant: Tenant, f: AuditFilter):
     )
     if f.send is not None:
         qs = qs.filter(_send_scope(tenant, f.send))
-    return _filtered(qs, f).values(*AUDIT_PAGE_COLUMNS)
+    return _filtered(qs, f, "journal").values(*AUDIT_PAGE_COLUMNS)
 
 
 def _admin(tenant: Tenant, f: AuditFilter):
@@ -327,10 +335,10 @@ def _admin(tenant: Tenant, f: AuditFilter):
         to_state=Value("", output_field=CharField()),
         actor_now=Coalesce(F("actor__email"), Value(""), output_field=CharField()),
     )
-    return _filtered(qs, f).values(*AUDIT_PAGE_COLUMNS)
+    return _filtered(qs, f, "admin").values(*AUDIT_PAGE_COLUMNS)
 
 
-def _filtered(qs, f: AuditFilter):
+def _filtered(qs, f: AuditFilter, src: str):
     if f.action:
         qs = qs.filter(action__startswith=f.action)
     if f.actor:
@@ -342,8 +350,24 @@ def _filtered(qs, f: AuditFilter):
     if f.until:
         qs = qs.filter(created_at__lt=datetime.combine(f.until, time.min, tzinfo=tz) + timedelta(1))
     if f.before:
-        qs = qs.filter(created_at__lt=f.before)
+        qs = qs.filter(_older_than_page(f, src))
     return qs
+
+
+def _older_than_page(f: AuditFilter, src: str) -> Q:
+    """The rows of source ``src`` after the page's last row in the log's order (``AUDIT_ORDER``).
+    A batch written in one statement (the webhook applier's deliveries, a worker's claims, a
+    broadcast's fan-out) shares its created_at to the microsecond: cut at the time alone, the
+    next page began after the whole batch, and the rest of it was never shown."""
+    older = Q(created_at__lt=f.before)
+    if f.before_id is None or not f.before_src:
+        return older  # a link from before the cursor named the row
+    same_instant = Q(created_at=f.before)
+    if src == f.before_src:
+        return older | (same_instant & Q(id__lt=f.before_id))
+    if src < f.before_src:
+        return older | same_instant
+    return older
 
 
 def audit_log(tenant: Tenant, f: AuditFilter):
@@ -360,7 +384,7 @@ def audit_log(tenant: Tenant, f: AuditFilter):
     qs = parts[0]
     if len(parts) == 2:
         qs = qs.union(parts[1], all=True)
-    return qs.order_by("-created_at")
+    return qs.order_by(*AUDIT_ORDER)
 
 
 @dataclass(frozen=True)

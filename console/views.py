@@ -498,11 +498,14 @@ def audit(request: TenantRequest) -> HttpResponse:
     next_query = None
     if more:
         params = request.GET.copy()
-        params["before"] = rows[-1]["created_at"].isoformat()
+        last = rows[-1]
+        params["before"] = last["created_at"].isoformat()
+        params["before_src"] = last["src"]
+        params["before_id"] = str(last["id"])
         next_query = params.urlencode()
     export = request.GET.copy()
     # The export holds what the page shows: without the filters the page ignored.
-    for name in ("before", *form.errors):
+    for name in ("before", "before_src", "before_id", *form.errors):
         export.pop(name, None)
     return render(
         request,
