@@ -41,6 +41,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django_htmx.http import HttpResponseClientRedirect
 
+from config.clock import db_now
 from tenants import two_factor
 from tenants.models import User
 from tenants.signin_audit import signin_audit
@@ -79,7 +80,14 @@ def proof_is_recent(request: HttpRequest) -> bool:
         proven = datetime.fromisoformat(stamp)
     except ValueError:
         return False
-    return timezone.now() - proven < timedelta(seconds=settings.SUDO_SECONDS)
+    if timezone.is_naive(proven):
+        return False
+    # The database clock, which stamped the proof (tenants.user_sessions), so web hosts whose
+    # clocks disagree agree on its age. A proof from the future (that clock stepped back, or a
+    # stamp an older release took from a host running fast) is no proof: with the age counted
+    # negative it held for SUDO_SECONDS plus the whole step.
+    age = db_now() - proven
+    return timedelta(0) <= age < timedelta(seconds=settings.SUDO_SECONDS)
 
 
 def confirm_url(target: str) -> str:

@@ -20,6 +20,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from config.clock import db_now
 from tenants.models import Membership, User, UserSession
 from tenants.signin_audit import client_ip, signin_audit
 
@@ -126,7 +127,8 @@ def session_proof_recorded(request: HttpRequest, *, through_tenant_id: int | Non
     """Record that this session proved, just now, who it is (tenants.sudo). ``through_tenant_id``:
     the proof is the word of that tenant's identity provider: it holds on that tenant's pages
     and the person's own, not on another tenant's (tenants.sudo.proof_is_recent)."""
-    request.session[PROVEN_AT_KEY] = timezone.now().isoformat()
+    # The database clock, as tenants.sudo reads its age: every web host agrees on it.
+    request.session[PROVEN_AT_KEY] = db_now().isoformat()
     if through_tenant_id is None:
         request.session.pop(PROVEN_THROUGH_KEY, None)
     else:
