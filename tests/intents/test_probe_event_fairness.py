@@ -1,0 +1,72 @@
+"""Probe (an outsider's view of agent events): receivers that are down must not hold back another
+tenant's delivery. The worker looks at a bounded number of endpoints a round; it used to take the
+first 500 endpoints with anything unfinished and only then keep the due ones, so 500 endpoints
+waiting for a retry (25 tenants whose receivers are down, 20 endpoints each, registered first)
+hid every later endpoint's due delivery for as long as they kept failing: up to 27 hours."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from intents import services as intent_services
+from intents.events.delivery import deliver_due
+from intents.models import AgentEvent, AgentEventDelivery, AgentEventEndpoint
+from intents.services.event_endpoints import MAX_ENDPOINTS, new_secret
+from tests.factories import TenantFactory, make_local_mailbox
+
+
+def endpoints_waiting_for_a_retry(tenants: int) -> None:
+    """``tenants`` tenants with MAX_ENDPOINTS endpoints each, each endpoint's head delivery
+    failed three times and waiting an hour for its next attempt."""
+    later = timezone.now() + timedelta(hours=1)
+    for tenant in TenantFactory.create_batch(tenants):
+        event = AgentEvent.objects.create(
+            tenant=tenant, public_id=f"evt_{uuid.uuid4().hex}", type="draft.rejected", payload={}
+        )
+        endpoints = []
+        for i in range(MAX_ENDPOINTS):
+            endpoint = AgentEventEndpoint(
+                tenant=tenant, url=f"https://down-{i}.example.test/", event_types=["draft.rejected"]
+            )
+            endpoint.secret_sealed = endpoint.seal_secret(new_secret())
+            endpoints.append(endpoint)
+        AgentEventEndpoint.objects.bulk_create(endpoints)
+        AgentEventDelivery.objects.bulk_create(
+            AgentEventDelivery(
+                tenant=tenant,
+                endpoint=endpoint,
+                event=event,
+                attempts=3,
+                next_attempt_at=later,
+                last_error="HTTP 503",
+            )
+            for endpoint in endpoints
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_endpoints_waiting_for_a_retry_do_not_hide_another_tenants_due_delivery(
+    tenant_b, member_of, receiver, subscribe
+):
+    endpoints_waiting_for_a_retry(25)
+    subscribe(tenant_b, receiver, types=["draft.rejected"])
+    approver = member_of(tenant_b, "approver").user
+    draft = intent_services.draft_create(
+        tenant=tenant_b,
+        mailbox=make_local_mailbox(tenant_b),
+        to=["jane@customer.test"],
+        subject="Hi",
+        text="Hello",
+        actor_user=approver,
+    )
+    intent_services.draft_reject(tenant=tenant_b, draft_id=draft.pk, reason="No", actor=approver)
+
+    attempts = deliver_due()
+
+    assert attempts == 1
+    assert [e["data"]["draft"]["id"] for e in receiver.accepted] == [draft.pk]
+    assert AgentEventDelivery.objects.filter(attempts=3, status="pending").count() == 500
