@@ -362,11 +362,13 @@ def _older_than_page(f: AuditFilter, src: str) -> Q:
     older = Q(created_at__lt=f.before)
     if f.before_id is None or not f.before_src:
         return older  # a link from before the cursor named the row
-    same_instant = Q(created_at=f.before)
+    # Each condition is a plain upper bound on created_at first, so the index on (tenant,
+    # -created_at, -id) still seeks to the cursor (an OR of two ranges would walk from the top).
+    up_to = Q(created_at__lte=f.before)
     if src == f.before_src:
-        return older | (same_instant & Q(id__lt=f.before_id))
+        return up_to & (older | Q(id__lt=f.before_id))
     if src < f.before_src:
-        return older | same_instant
+        return up_to
     return older
 
 

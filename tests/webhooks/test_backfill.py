@@ -376,15 +376,16 @@ def test_an_inbox_busier_than_a_runs_budget_is_listed_further_on_every_run(
             mailbox.inbox_id, from_=f"c{n}@customer.test", subject="Hi", message_id=f"<m{n}@c.test>"
         )
 
-    found = [webhooks_backfill(tenant_id=tenant_a.pk).inbound for _ in range(4)]
+    found: list[int] = []
+    while not found or found[-1] and len(found) < 6:
+        found.append(webhooks_backfill(tenant_id=tenant_a.pk).inbound)
     apply_stored()
 
-    # 2 pages of 2 a run; each run after the first lists the last one got through again (the
-    # millisecond of overlap), stored already: 4, then 3, then 2 new, then nothing left.
-    assert found == [4, 3, 2, 0]
+    # 2 pages of 2 a run: 4 the first time; each run after it lists the last message got
+    # through again (a millisecond of overlap, and the sandbox's messages may share one), so it
+    # finds 2 or 3 new, until a run finds nothing left. Before, every run after the first found 0.
+    assert found[0] == 4 and all(found[:-1]) and found[-1] == 0
+    assert sum(found) == 9
     assert InboundMessage.objects.filter(mailbox=mailbox).count() == 9
-    # The third run ended: covered up to its horizon; the fourth, cut short again inside the
-    # clock margin, only set where the next one resumes.
-    mark = InboundBackfillMark.objects.get(mailbox=mailbox)
-    assert mark.covered_until > mailbox.created_at
-    assert mark.resume_at is not None and mark.resume_at < mark.covered_until
+    # A run got to the end and covered the inbox up to its horizon.
+    assert InboundBackfillMark.objects.get(mailbox=mailbox).covered_until > mailbox.created_at

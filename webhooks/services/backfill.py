@@ -32,7 +32,7 @@ from itertools import groupby
 from operator import attrgetter
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DataError, transaction
 from django.db.models import Exists, F, OuterRef, Window
 from django.db.models.functions import Now, RowNumber
 from django.utils import timezone
@@ -305,8 +305,11 @@ def _resume_at(mailbox, covered: datetime, after: datetime, reached: datetime | 
 
 
 def _store_received(mailbox, endpoint, message: dict, report: BackfillReport) -> None:
-    """Store one found message; one that cannot be stored is counted and logged, and the listing
-    goes on past it (it would fail the same way on every run, and hold back every later one)."""
+    """Store one found message; one that can never be stored (what it holds: a value the
+    normaliser or a column refuses) is counted and logged, and the listing goes on past it (it
+    would fail the same way on every run, and hold back every later one). Any other database
+    error ends the mailbox's run before its mark moves: that one may pass, and the message must
+    be listed again."""
     try:
         stored = _store(
             endpoint,
@@ -315,7 +318,7 @@ def _store_received(mailbox, endpoint, message: dict, report: BackfillReport) ->
             message["message_id"],
             mailbox,
         )
-    except Exception:
+    except (ValueError, TypeError, KeyError, DataError):
         report.errors += 1
         log.exception(
             "webhooks.backfill.message_failed",
