@@ -377,7 +377,7 @@ def test_an_inbox_busier_than_a_runs_budget_is_listed_further_on_every_run(
         )
 
     found: list[int] = []
-    while not found or found[-1] and len(found) < 6:
+    while not found or (found[-1] and len(found) < 6):
         found.append(webhooks_backfill(tenant_id=tenant_a.pk).inbound)
     apply_stored()
 
