@@ -156,7 +156,7 @@ class RejectForm(forms.Form):
     version = forms.IntegerField(min_value=1)
 
 
-QUEUE_PLACE = ("q", "mailbox", "agent", "age", "warnings", "sort", "after", "before")
+QUEUE_PLACE = ("view", "q", "mailbox", "agent", "age", "warnings", "sort", "after", "before")
 
 
 def queue_place(raw: str) -> str:

@@ -84,12 +84,14 @@ VIEW_LABELS = {
 
 def _view_tabs(request: TenantRequest) -> list[dict]:
     """Each view's tab: its label, its pending count, and its query string (the other filters
-    kept, the page cursor dropped)."""
+    kept, both page cursors dropped: a tab opens its view's first page, not the rows before a
+    place in another view)."""
     counts = review.queue_view_counts(tenant=request.tenant, user_id=request.user.pk)
     tabs = []
     for name, label in VIEW_LABELS.items():
         params = request.GET.copy()
         params.pop("after", None)
+        params.pop("before", None)
         params.pop("view", None)
         if name:
             params["view"] = name
