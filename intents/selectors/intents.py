@@ -3,6 +3,7 @@ queue's age. Always tenant-scoped, except the operator-wide counts."""
 
 from __future__ import annotations
 
+from django.db import connection
 from django.db.models import Count, F, Min, Q, QuerySet
 from django.db.models.functions import Now
 
@@ -80,6 +81,27 @@ def intent_counts(*, tenant=None) -> dict[str, int]:
     for row in qs.values("state").annotate(n=Count("id")):
         counts[row["state"]] = row["n"]
     return counts
+
+
+def intent_counts_capped(*, tenant, cap: int) -> dict[str, int]:
+    """One tenant's sends per state, and all of them under ``""``, each counted up to ``cap`` + 1
+    (a tab shows "10000+"), in one statement on the index (tenant, state, ...). The outbox's
+    tabs read it on every view: a whole count of the ended states grows with the tenant's
+    history of sends, as the queue's tabs would with its drafts (``queue.view_counts``)."""
+    base = SendIntent.objects.filter(tenant=tenant)
+    keys = ["", *SendIntent.State.values]
+    parts: list[str] = []
+    params: list = []
+    for i, state in enumerate(keys):
+        qs = base.filter(state=state) if state else base
+        sql, part_params = qs.values("pk")[: cap + 1].query.sql_with_params()
+        parts.append(f"(SELECT count(*) FROM ({sql}) AS s{i})")  # noqa: S608
+        params.extend(part_params)
+    with connection.cursor() as cursor:
+        # Compiled by the ORM from the querysets above; the input is in params.
+        cursor.execute("SELECT " + ", ".join(parts), params)
+        row = cursor.fetchone()
+    return dict(zip(keys, row, strict=True))
 
 
 # The states an intent leaves again: few rows at any time, so counting them scans an index

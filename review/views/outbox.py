@@ -29,6 +29,9 @@ from tenants.access import DECIDERS, TenantRequest, tenant_view
 log = logging.getLogger(__name__)
 
 
+# Each tab counts its sends up to this many, then says "10000+" (intent_counts_capped).
+OUTBOX_COUNT_CAP = 10_000
+
 OUTBOX_TABS = [
     ("", pgettext_lazy("sends", "All")),
     ("queued", pgettext_lazy("sends", "Queued")),
@@ -56,8 +59,7 @@ def outbox(request: TenantRequest) -> HttpResponse:
     except errors.InvalidInput:
         page = selectors.outbox(tenant=request.tenant, state=state or None)
         messages.warning(request, _("That page link was not valid; showing the newest sends."))
-    counts = selectors.intent_counts(tenant=request.tenant)
-    counts[""] = sum(counts.values())
+    counts = selectors.intent_counts_capped(tenant=request.tenant, cap=OUTBOX_COUNT_CAP)
     deliveries = review.outbox_deliveries(page.items)
     for intent in page.items:
         intent.delivery_list = deliveries.get(intent.pk, [])
@@ -69,6 +71,7 @@ def outbox(request: TenantRequest) -> HttpResponse:
             "page": page,
             "state": state,
             "tabs": [(value, label, counts.get(value, 0)) for value, label in OUTBOX_TABS],
+            "count_cap": OUTBOX_COUNT_CAP,
         },
     )
 

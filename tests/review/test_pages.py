@@ -34,6 +34,41 @@ def test_outbox_and_attention_render(tenant_a, mailbox_a, make_intent, admin_a, 
     assert f"#{stuck.pk}".encode() in page.content
 
 
+def test_outbox_tabs_count_up_to_a_cap_in_one_statement(
+    tenant_a, tenant_b, mailbox_a, mailbox_b, make_intent, admin_a, signed_in, monkeypatch
+):
+    """An outside probe's lead: the tabs counted every send the tenant ever made, on every view
+    of the outbox, a cost that grew with its history. Each tab now counts up to a cap and says
+    "cap+" beyond it, as the queue's tabs do; another tenant's sends are in no count."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from review.views import outbox
+
+    monkeypatch.setattr(outbox, "OUTBOX_COUNT_CAP", 3)
+    for _ in range(4):
+        make_intent(mailbox_a, state="cancelled")
+    make_intent(mailbox_a, state="needs_attention", attempts=1, last_error_code="timeout")
+    for _ in range(5):
+        make_intent(mailbox_b, state="queued")
+    client = signed_in(admin_a.user)
+
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get(reverse("outbox", args=[tenant_a.slug])).content.decode()
+
+    def tab(label: str) -> str:
+        return page.split(f'{label} <span class="count">', 1)[1].split("<", 1)[0]
+
+    assert (tab("All"), tab("Cancelled"), tab("Needs attention"), tab("Queued")) == (
+        "3+",
+        "3+",
+        "1",
+        "0",
+    )
+    counting = [q for q in queries if "count(*)" in q["sql"].lower() and "sendintent" in q["sql"]]
+    assert len(counting) == 1
+
+
 def test_send_page_keeps_refreshing_after_acceptance_until_delivery_settles(
     tenant_a, mailbox_a, make_intent, admin_a, signed_in
 ):
