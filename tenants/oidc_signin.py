@@ -217,6 +217,14 @@ def _member_by_address(
                 "invitation."
             ),
         )
+    # A suspended tenant takes no new members (tenants.invitations._join): its row is locked as
+    # tenant_suspend locks it, so a suspension either came first and is seen here, or waits.
+    active = Tenant.objects.select_for_update().filter(pk=tenant.pk, status=Tenant.Status.ACTIVE)
+    if active.first() is None:
+        raise SsoRefused(
+            "suspended",
+            _("%(tenant)s is suspended; it takes no new members.") % {"tenant": tenant.name},
+        )
     user = User.objects.create_user(email, None, full_name=_readable_name(claims.get("name")))
     Membership.objects.create(tenant=tenant, user=user, role=sso.jit_role)
     return user, True
