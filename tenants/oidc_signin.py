@@ -217,15 +217,34 @@ def _member_by_address(
                 "invitation."
             ),
         )
-    # A suspended tenant takes no new members (tenants.invitations._join): its row is locked as
-    # tenant_suspend locks it, so a suspension either came first and is seen here, or waits.
-    active = Tenant.objects.select_for_update().filter(pk=tenant.pk, status=Tenant.Status.ACTIVE)
+    # A suspended tenant takes no new members (tenants.invitations._join): its row is locked
+    # against tenant_suspend's lock, so a suspension either came first and is seen here, or
+    # waits. FOR NO KEY UPDATE: every insert naming the tenant (a membership, a journal row)
+    # takes KEY SHARE on it, which FOR UPDATE would make wait, and an invitation's sign-up for
+    # the same address at this moment would deadlock with this one.
+    active = Tenant.objects.select_for_update(no_key=True).filter(
+        pk=tenant.pk, status=Tenant.Status.ACTIVE
+    )
     if active.first() is None:
         raise SsoRefused(
             "suspended",
             _("%(tenant)s is suspended; it takes no new members.") % {"tenant": tenant.name},
         )
-    user = User.objects.create_user(email, None, full_name=_readable_name(claims.get("name")))
+    try:
+        with transaction.atomic():
+            user = User.objects.create_user(
+                email, None, full_name=_readable_name(claims.get("name"))
+            )
+    except IntegrityError:
+        # The same address signed up at this moment (an invitation, another newcomer): the
+        # account exists now, and joins by invitation like any existing one.
+        raise SsoRefused(
+            "existing_account",
+            _(
+                "An account with this address exists already; ask this tenant's admin for an "
+                "invitation."
+            ),
+        ) from None
     Membership.objects.create(tenant=tenant, user=user, role=sso.jit_role)
     return user, True
 

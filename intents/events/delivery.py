@@ -75,8 +75,11 @@ def due_endpoint_ids(*, limit: int = 500) -> list[int]:
     head = AgentEventDelivery.objects.filter(
         endpoint_id=OuterRef("pk"), status__in=AgentEventDelivery.UNFINISHED
     ).order_by("id")[:1]
+    waiting = AgentEventDelivery.objects.filter(status__in=AgentEventDelivery.UNFINISHED)
     due = (
-        AgentEventEndpoint.objects.filter(enabled=True)
+        # Only endpoints with something unfinished (the partial index holds nothing else), not
+        # every enabled one: idle endpoints cost nothing here.
+        AgentEventEndpoint.objects.filter(enabled=True, pk__in=waiting.values("endpoint_id"))
         .annotate(
             head_status=Subquery(head.values("status")),
             head_next_attempt_at=Subquery(head.values("next_attempt_at")),
@@ -88,7 +91,9 @@ def due_endpoint_ids(*, limit: int = 500) -> list[int]:
             | Q(head_lease_expires_at__isnull=True)
             | Q(head_lease_expires_at__lte=Now())
         )
-        .order_by("pk")
+        # The longest waiting first: in id order, 500 endpoints always due (backed-up receivers)
+        # would keep every later one out of the round.
+        .order_by("head_next_attempt_at", "pk")
         .values_list("pk", "tenant_id")[:limit]
     )
     by_tenant: dict[int, list[int]] = {}

@@ -70,3 +70,33 @@ def test_endpoints_waiting_for_a_retry_do_not_hide_another_tenants_due_delivery(
     assert attempts == 1
     assert [e["data"]["draft"]["id"] for e in receiver.accepted] == [draft.pk]
     assert AgentEventDelivery.objects.filter(attempts=3, status="pending").count() == 500
+
+
+@pytest.mark.django_db
+def test_the_longest_waiting_due_endpoints_make_the_round_not_the_lowest_ids():
+    """Found by a reviewer: the round took due endpoints in id order, so endpoints that are always
+    due (backed-up receivers, registered first) kept every later one out for as long as they
+    stayed busy. The longest waiting come first."""
+    from intents.events.delivery import due_endpoint_ids
+
+    tenant = TenantFactory()
+    event = AgentEvent.objects.create(
+        tenant=tenant, public_id=f"evt_{uuid.uuid4().hex}", type="draft.rejected", payload={}
+    )
+    endpoints = []
+    for i in range(4):
+        endpoint = AgentEventEndpoint(
+            tenant=tenant, url=f"https://busy-{i}.example.test/", event_types=["draft.rejected"]
+        )
+        endpoint.secret_sealed = endpoint.seal_secret(new_secret())
+        endpoints.append(endpoint)
+    AgentEventEndpoint.objects.bulk_create(endpoints)
+    now = timezone.now()
+    # The last endpoint (highest id) has waited an hour; the first three became due just now.
+    waited = [timedelta(seconds=1)] * 3 + [timedelta(hours=1)]
+    AgentEventDelivery.objects.bulk_create(
+        AgentEventDelivery(tenant=tenant, endpoint=endpoint, event=event, next_attempt_at=now - w)
+        for endpoint, w in zip(endpoints, waited, strict=True)
+    )
+
+    assert due_endpoint_ids(limit=3)[0] == endpoints[-1].pk

@@ -33,6 +33,8 @@ def test_a_view_tab_opens_the_first_page_of_that_view_even_from_a_previous_page(
     page = client.get(reverse("tenant_home", args=[tenant_a.slug]), {"before": before})
     assert page.status_code == 200
     assert f'href="/t/tenant-a/drafts/{oldest.pk}/"' in page.content.decode()
+    # The cursor took effect (a refused one would show the first page, and prove nothing).
+    assert f'href="/t/tenant-a/drafts/{middle.pk}/"' not in page.content.decode()
 
     tab = client.get(_tab_href(page.content.decode(), "escalated"))
 
