@@ -4,7 +4,11 @@ newcomers, but single sign-on with just-in-time accounts made a new account and 
 it (``member.created_by_sso``) and signed them in. Its existing members still sign in: a
 suspended tenant stays readable."""
 
+import threading
+import time
+
 import pytest
+from django.db import connection, transaction
 from django.urls import reverse
 
 from tenants import oidc_signin
@@ -71,3 +75,58 @@ def test_a_suspended_tenant_signs_in_its_members_but_takes_no_newcomer_until_res
     assert response.status_code == 302
     joined = Membership.objects.get(tenant=tenant, user__email="newbie@acme.test")
     assert joined.role == "approver"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_newcomer_racing_a_suspension_waits_for_it_and_is_refused(tenant_a, member_of, provider):
+    """The newcomer's check locks the tenant's row against the suspension's lock: a suspension
+    committing meanwhile is waited for and seen (a plain read saw the tenant still active and
+    made the account)."""
+    oidc_signin.sso_settings_save(
+        tenant=tenant_a,
+        actor=member_of(tenant_a, "admin").user,
+        enabled=True,
+        issuer=provider.issuer,
+        client_id=CLIENT,
+        client_secret="client-secret-at-the-provider",
+        password_signin_allowed=False,
+        domains=["acme.test"],
+        jit_role="approver",
+    )
+    suspended, release, outcome = threading.Event(), threading.Event(), {}
+
+    def suspend():
+        try:
+            with transaction.atomic():
+                tenant_suspend(slug=tenant_a.slug, reason="Unpaid invoice 2024-118")
+                suspended.set()
+                release.wait(10)  # the row stays locked until this commits
+        finally:
+            connection.close()
+
+    def join():
+        suspended.wait(10)
+        try:
+            oidc_signin.sso_member_for(
+                tenant=tenant_a,
+                claims={"sub": "new-2", "email": "racer@acme.test", "email_verified": True},
+            )
+            outcome["result"] = "joined"
+        except oidc_signin.SsoRefused as refused:
+            outcome["result"] = refused.code
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=suspend), threading.Thread(target=join)]
+    for thread in threads:
+        thread.start()
+    suspended.wait(10)
+    time.sleep(0.5)
+    waiting = threads[1].is_alive()  # on the tenant's row, until the suspension commits
+    release.set()
+    for thread in threads:
+        thread.join(10)
+
+    assert waiting
+    assert outcome["result"] == "suspended"
+    assert not User.objects.filter(email="racer@acme.test").exists()
