@@ -7,6 +7,9 @@ import binascii
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.db import connection
+from django.db.models import QuerySet
+
 from intents.errors import InvalidInput, NotFound
 
 DEFAULT_PAGE = 50
@@ -50,3 +53,23 @@ def decode_cursor(cursor: str, n: int) -> list[str]:
     if len(parts) != n:
         raise InvalidInput("cursor_invalid", "The cursor is not valid.", "cursor")
     return parts
+
+
+def counts_up_to(querysets: dict[str, QuerySet], cap: int) -> dict[str, int]:
+    """Each queryset's row count up to ``cap`` + 1 (a page shows "cap+" beyond it), all in one
+    statement: ``SELECT (SELECT count(*) FROM (... LIMIT cap+1)), ...``. Each part stops at the
+    cap, so the cost does not grow with history; an empty queryset (``.none()``) counts 0."""
+    parts: list[str] = []
+    params: list = []
+    for i, qs in enumerate(querysets.values()):
+        if qs.query.is_empty():  # nothing to compile
+            parts.append("0")
+            continue
+        sql, part_params = qs.values("pk")[: cap + 1].query.sql_with_params()
+        parts.append(f"(SELECT count(*) FROM ({sql}) AS c{i})")  # noqa: S608
+        params.extend(part_params)
+    with connection.cursor() as cursor:
+        # Compiled by the ORM from the querysets; the input is in params.
+        cursor.execute("SELECT " + ", ".join(parts), params)
+        row = cursor.fetchone()
+    return dict(zip(querysets, row, strict=True))

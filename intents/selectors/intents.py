@@ -3,7 +3,6 @@ queue's age. Always tenant-scoped, except the operator-wide counts."""
 
 from __future__ import annotations
 
-from django.db import connection
 from django.db.models import Count, F, Min, Q, QuerySet
 from django.db.models.functions import Now
 
@@ -14,6 +13,7 @@ from intents.selectors.common import (
     DEFAULT_PAGE,
     Page,
     as_int,
+    counts_up_to,
     decode_cursor,
     encode_cursor,
     limit_of,
@@ -89,19 +89,8 @@ def intent_counts_capped(*, tenant, cap: int) -> dict[str, int]:
     tabs read it on every view: a whole count of the ended states grows with the tenant's
     history of sends, as the queue's tabs would with its drafts (``queue.view_counts``)."""
     base = SendIntent.objects.filter(tenant=tenant)
-    keys = ["", *SendIntent.State.values]
-    parts: list[str] = []
-    params: list = []
-    for i, state in enumerate(keys):
-        qs = base.filter(state=state) if state else base
-        sql, part_params = qs.values("pk")[: cap + 1].query.sql_with_params()
-        parts.append(f"(SELECT count(*) FROM ({sql}) AS s{i})")  # noqa: S608
-        params.extend(part_params)
-    with connection.cursor() as cursor:
-        # Compiled by the ORM from the querysets above; the input is in params.
-        cursor.execute("SELECT " + ", ".join(parts), params)
-        row = cursor.fetchone()
-    return dict(zip(keys, row, strict=True))
+    by_state = {state: base.filter(state=state) for state in SendIntent.State.values}
+    return counts_up_to({"": base, **by_state}, cap)
 
 
 # The states an intent leaves again: few rows at any time, so counting them scans an index

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypedDict, cast
 
-from django.db import connection
 from django.db.models import (
     Expression,
     F,
@@ -31,7 +30,14 @@ from django.utils.translation import gettext_lazy as _
 
 from intents.errors import InvalidInput
 from intents.models import Draft, DraftVersion, SendIntent
-from intents.selectors.common import DEFAULT_PAGE, Page, decode_cursor, encode_cursor, limit_of
+from intents.selectors.common import (
+    DEFAULT_PAGE,
+    Page,
+    counts_up_to,
+    decode_cursor,
+    encode_cursor,
+    limit_of,
+)
 
 if TYPE_CHECKING:
     from django.db.models.expressions import OrderBy
@@ -144,21 +150,13 @@ def view_counts(*, tenant, viewer: int | None, cap: int) -> dict[str, int]:
     each counted up to ``cap`` + 1 on its own partial index through ``_in_view``, in one
     statement whatever the queue's size. The queue's tabs and the navigation's badges read it."""
     pending = Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING)
-    parts: list[str] = []
-    params: list = []
-    for i, view in enumerate(VIEWS):
-        qs = _in_view(pending, QueueFilter(view=view, viewer=viewer))  # type: ignore[arg-type]
-        if qs.query.is_empty():  # Mine without a viewer: nothing to compile
-            parts.append("0")
-            continue
-        sql, part_params = qs.values("pk")[: cap + 1].query.sql_with_params()
-        parts.append(f"(SELECT count(*) FROM ({sql}) AS v{i})")  # noqa: S608
-        params.extend(part_params)
-    with connection.cursor() as cursor:
-        # Compiled by the ORM from the querysets above; the input is in params.
-        cursor.execute("SELECT " + ", ".join(parts), params)
-        row = cursor.fetchone()
-    return dict(zip(VIEWS, row, strict=True))
+    return counts_up_to(
+        {
+            view: _in_view(pending, QueueFilter(view=view, viewer=viewer))  # type: ignore[arg-type]
+            for view in VIEWS
+        },
+        cap,
+    )
 
 
 def _filtered(qs: QuerySet[QueueRow], f: QueueFilter) -> QuerySet[QueueRow]:

@@ -24,11 +24,11 @@ def provider():
     served.server.shutdown()
 
 
-@pytest.fixture
-def suspended_with_jit(db, tenant_a, member_of, provider):
+def newcomers_join(tenant, admin, provider) -> None:
+    """Single sign-on through ``provider``, newcomers of acme.test joining as approvers."""
     oidc_signin.sso_settings_save(
-        tenant=tenant_a,
-        actor=member_of(tenant_a, "admin").user,
+        tenant=tenant,
+        actor=admin,
         enabled=True,
         issuer=provider.issuer,
         client_id=CLIENT,
@@ -37,6 +37,11 @@ def suspended_with_jit(db, tenant_a, member_of, provider):
         domains=["acme.test"],
         jit_role="approver",
     )
+
+
+@pytest.fixture
+def suspended_with_jit(db, tenant_a, member_of, provider):
+    newcomers_join(tenant_a, member_of(tenant_a, "admin").user, provider)
     tenant_suspend(slug=tenant_a.slug, reason="Unpaid invoice 2024-117")
     return tenant_a
 
@@ -82,17 +87,7 @@ def test_a_newcomer_racing_a_suspension_waits_for_it_and_is_refused(tenant_a, me
     """The newcomer's check locks the tenant's row against the suspension's lock: a suspension
     committing meanwhile is waited for and seen (a plain read saw the tenant still active and
     made the account)."""
-    oidc_signin.sso_settings_save(
-        tenant=tenant_a,
-        actor=member_of(tenant_a, "admin").user,
-        enabled=True,
-        issuer=provider.issuer,
-        client_id=CLIENT,
-        client_secret="client-secret-at-the-provider",
-        password_signin_allowed=False,
-        domains=["acme.test"],
-        jit_role="approver",
-    )
+    newcomers_join(tenant_a, member_of(tenant_a, "admin").user, provider)
     suspended, release, outcome = threading.Event(), threading.Event(), {}
 
     def suspend():
