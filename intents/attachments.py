@@ -385,13 +385,11 @@ def _archive_danger(data: bytes, *, depth: int, budget: _Unpacking | None = None
         names = [m.filename.lower() for m in members]
         if any(n.endswith("vbaproject.bin") for n in names):
             return "an Office document with macros (vbaProject.bin)"
-        if any(_extension(_saved_as(n)) in REFUSED_EXTENSIONS for n in names):
+        extensions = [_extension(_saved_as(n)) for n in names]
+        if any(extension in REFUSED_EXTENSIONS for extension in extensions):
             return "an archive holding a program or script"
-        for member in members:
-            if (
-                member.is_dir()
-                or _extension(_saved_as(member.filename.lower())) not in INNER_ARCHIVES
-            ):
+        for member, extension in zip(members, extensions, strict=True):
+            if member.is_dir() or extension not in INNER_ARCHIVES:
                 continue
             budget.archives_left -= 1
             budget.bytes_left -= member.file_size

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from urllib.parse import urlencode
 
-from django.contrib import messages
 from django.contrib.auth import logout
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
-from tenants.sudo import confirm_url, proof_is_recent
+from tenants.access import SAFE_METHODS
+from tenants.sudo import confirm_first
 from tenants.two_factor import factor_state
 from tenants.user_sessions import FACTOR_KEY, METHOD_KEY, session_seen
 
@@ -55,10 +55,9 @@ def _operators_admin_proof(request: HttpRequest, match) -> HttpResponse | None:
     proof."""
     if match is None or match.namespace != "admin" or match.url_name == "logout":
         return None
-    if request.method in ("GET", "HEAD", "OPTIONS") or proof_is_recent(request):
+    if request.method in SAFE_METHODS:
         return None
-    messages.warning(request, _("Nothing was changed: confirm it is you, then do it again."))
-    return redirect(confirm_url(request.get_full_path()))
+    return confirm_first(request, back=None)
 
 
 def came_through_sso(request: HttpRequest) -> bool:

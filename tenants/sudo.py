@@ -95,18 +95,19 @@ def confirm_url(target: str) -> str:
 
 
 def confirm_first(
-    request: HttpRequest, *, back: str, args: Sequence[object] = (), json: bool = False
+    request: HttpRequest, *, back: str | None, args: Sequence[object] = (), json: bool = False
 ) -> HttpResponse | None:
     """None when this session's proof is recent; otherwise the answer that sends the person to
     confirm it is them. A GET comes back to its own address; anything else to the page ``back``
-    (a URL name, with ``args``) whose form sent it: it was not carried out, and is repeated from
+    (a URL name, with ``args``; None: the address it was sent to, whose GET shows the form, as
+    in the operators' admin) whose form sent it: it was not carried out, and is repeated from
     there. ``json``: for a script's fetch, which shows the page itself."""
     if proof_is_recent(request):
         return None
     if request.method in ("GET", "HEAD"):
         target = request.get_full_path()
     else:
-        target = reverse(back, args=args)
+        target = reverse(back, args=args) if back is not None else request.get_full_path()
         messages.warning(request, _("Nothing was changed: confirm it is you, then do it again."))
     if json:
         return JsonResponse(

@@ -348,13 +348,15 @@ _LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 def _timestamp(value: Any) -> datetime | None:
-    parsed = _parsed_timestamp(value)
+    parsed = parsed_timestamp(value)
     if parsed is None or not _EARLIEST <= parsed <= _LATEST:
         return None
     return parsed
 
 
-def _parsed_timestamp(value: Any) -> datetime | None:
+def parsed_timestamp(value: Any) -> datetime | None:
+    """A provider's timestamp (ISO text, naive read as UTC, or epoch seconds) in UTC; None when
+    it is none of those or beyond what a datetime holds."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):

@@ -84,13 +84,17 @@ def intent_counts(*, tenant=None) -> dict[str, int]:
 
 
 def intent_counts_capped(*, tenant, cap: int) -> dict[str, int]:
-    """One tenant's sends per state, and all of them under ``""``, each counted up to ``cap`` + 1
-    (a tab shows "10000+"), in one statement on the index (tenant, state, ...). The outbox's
-    tabs read it on every view: a whole count of the ended states grows with the tenant's
-    history of sends, as the queue's tabs would with its drafts (``queue.view_counts``)."""
+    """One tenant's sends per state, each counted up to ``cap`` + 1 (a tab shows "10000+"), in
+    one statement on the index (tenant, state, ...), and all of them under ``""`` (their sum).
+    The outbox's tabs read it on every view: a whole count of the ended states grows with the
+    tenant's history of sends, as the queue's tabs would with its drafts (``queue.view_counts``)."""
     base = SendIntent.objects.filter(tenant=tenant)
-    by_state = {state: base.filter(state=state) for state in SendIntent.State.values}
-    return counts_up_to({"": base, **by_state}, cap)
+    counts = counts_up_to(
+        {state: base.filter(state=state) for state in SendIntent.State.values}, cap
+    )
+    # All of them: the states' sum is above the cap exactly when the whole count is.
+    counts[""] = sum(counts.values())
+    return counts
 
 
 # The states an intent leaves again: few rows at any time, so counting them scans an index

@@ -230,17 +230,16 @@ def list_messages_since(
     after: datetime,
     limit: int,
     page_token: str | None = None,
-    margin: timedelta = LOOKUP_CLOCK_MARGIN,
 ) -> MessagesResult:
-    """One page of an inbox's messages since ``after`` less ``margin`` (by default
-    ``LOOKUP_CLOCK_MARGIN``: ``after`` is our clock's, the messages' times AgentMail's), oldest
-    first; ``next_page_token`` when the provider has another page."""
+    """One page of an inbox's messages since ``after``, oldest first; ``next_page_token`` when
+    the provider has another page. ``after`` is as the caller gives it: a caller reading our
+    clock takes ``LOOKUP_CLOCK_MARGIN`` off first (the messages' times are AgentMail's)."""
     client = sdk(api_key)
 
     def call() -> MessagesResult:
         response = client.inboxes.messages.list(
             inbox_id,
-            after=after - margin,
+            after=after,
             ascending=True,
             limit=max(1, min(100, limit)),
             page_token=page_token,

@@ -29,8 +29,9 @@ from tenants.access import DECIDERS, TenantRequest, tenant_view
 log = logging.getLogger(__name__)
 
 
-# Each tab counts its sends up to this many, then says "10000+" (intent_counts_capped).
-OUTBOX_COUNT_CAP = 10_000
+# Each tab counts its sends up to this many, then says "10000+" (intent_counts_capped), as the
+# queue's tabs do.
+OUTBOX_COUNT_CAP = review.TOTAL_CAP
 
 OUTBOX_TABS = [
     ("", pgettext_lazy("sends", "All")),

@@ -208,24 +208,26 @@
     // edit-saved), forgets what this tab kept for that draft. The sign-in page, the CSRF
     // refusal, the edit page and the draft's page opened any other way keep the copy.
     if (!document.querySelector(".flash .edit-saved")) return;
+    keptKeys().forEach(function (key) {
+      var kept = keptRead(key);
+      if (kept && kept.submitted && kept.done === window.location.pathname) keptWrite(key, null);
+    });
+  }
+  function keptKeys() {
+    // Every key this tab keeps a text under (none when storage is switched off).
+    var keys = [];
     try {
-      for (var i = window.sessionStorage.length - 1; i >= 0; i -= 1) {
+      for (var i = 0; i < window.sessionStorage.length; i += 1) {
         var key = window.sessionStorage.key(i);
-        if (!key || key.indexOf("cs-unsaved:") !== 0) continue;
-        var kept = keptRead(key);
-        if (kept && kept.submitted && kept.done === window.location.pathname) keptWrite(key, null);
+        if (key && key.indexOf("cs-unsaved:") === 0) keys.push(key);
       }
     } catch (e) { /* no storage: nothing was kept */ }
+    return keys;
   }
   // Signing out forgets every kept text of this tab: the next person at this screen finds none.
   document.addEventListener("submit", function (event) {
     if (!event.target.matches || !event.target.matches("form[data-signout]")) return;
-    try {
-      for (var i = window.sessionStorage.length - 1; i >= 0; i -= 1) {
-        var key = window.sessionStorage.key(i);
-        if (key && key.indexOf("cs-unsaved:") === 0) window.sessionStorage.removeItem(key);
-      }
-    } catch (e) { /* no storage: nothing was kept */ }
+    keptKeys().forEach(function (key) { keptWrite(key, null); });
   });
   function startKeeping() {
     forgetSaved();

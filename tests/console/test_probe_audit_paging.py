@@ -39,6 +39,34 @@ def _pages(client, tenant, first: str = "") -> list[int]:
     raise AssertionError(f"more than ten pages: {counts}")
 
 
+def _only_rows_at_one_instant(tenant, *, journal: int, admin: int) -> None:
+    """The tenant's log made of ``journal`` journal rows and ``admin`` admin rows, all written
+    at one instant (to the microsecond)."""
+    IntentEvent.objects.filter(tenant=tenant).delete()
+    AuditEvent.objects.filter(tenant=tenant).delete()
+    instant = timezone.now() - timedelta(minutes=5)
+    IntentEvent.objects.bulk_create(
+        IntentEvent(
+            tenant=tenant,
+            actor_kind=IntentEvent.Actor.WEBHOOK,
+            action="delivery.delivered",
+            created_at=instant,
+        )
+        for _ in range(journal)
+    )
+    AuditEvent.objects.bulk_create(
+        AuditEvent(
+            tenant=tenant,
+            action="member.invited",
+            object_type="invitation",
+            object_id="1",
+            data={},
+            created_at=instant,
+        )
+        for _ in range(admin)
+    )
+
+
 @pytest.mark.parametrize("source", ["", "journal"])
 def test_older_entries_do_not_skip_rows_written_in_one_statement(
     tenant_a, member_of, signed_in, source
@@ -71,29 +99,7 @@ def test_a_page_ending_among_both_journals_at_one_instant_loses_neither(
     tenant_a, member_of, signed_in
 ):
     admin = member_of(tenant_a, "admin")
-    IntentEvent.objects.filter(tenant=tenant_a).delete()
-    AuditEvent.objects.filter(tenant=tenant_a).delete()
-    instant = timezone.now() - timedelta(minutes=5)
-    IntentEvent.objects.bulk_create(
-        IntentEvent(
-            tenant=tenant_a,
-            actor_kind=IntentEvent.Actor.WEBHOOK,
-            action="delivery.delivered",
-            created_at=instant,
-        )
-        for _ in range(AUDIT_PAGE - 10)
-    )
-    AuditEvent.objects.bulk_create(
-        AuditEvent(
-            tenant=tenant_a,
-            action="member.invited",
-            object_type="invitation",
-            object_id="1",
-            data={},
-            created_at=instant,
-        )
-        for _ in range(AUDIT_PAGE - 10)
-    )
+    _only_rows_at_one_instant(tenant_a, journal=AUDIT_PAGE - 10, admin=AUDIT_PAGE - 10)
     client = signed_in(admin.user)
     shown_now = IntentEvent.objects.filter(tenant=tenant_a).count()
     shown_now += AuditEvent.objects.filter(tenant=tenant_a).count()
@@ -109,29 +115,7 @@ def test_a_page_ending_on_a_journal_row_keeps_the_admin_rows_of_that_instant(
     """Within one instant journal rows come first: a page that ends among them must still show
     the admin rows of that instant on the next page (the cursor's other branch)."""
     admin = member_of(tenant_a, "admin")
-    IntentEvent.objects.filter(tenant=tenant_a).delete()
-    AuditEvent.objects.filter(tenant=tenant_a).delete()
-    instant = timezone.now() - timedelta(minutes=5)
-    IntentEvent.objects.bulk_create(
-        IntentEvent(
-            tenant=tenant_a,
-            actor_kind=IntentEvent.Actor.WEBHOOK,
-            action="delivery.delivered",
-            created_at=instant,
-        )
-        for _ in range(AUDIT_PAGE + 10)
-    )
-    AuditEvent.objects.bulk_create(
-        AuditEvent(
-            tenant=tenant_a,
-            action="member.invited",
-            object_type="invitation",
-            object_id="1",
-            data={},
-            created_at=instant,
-        )
-        for _ in range(20)
-    )
+    _only_rows_at_one_instant(tenant_a, journal=AUDIT_PAGE + 10, admin=20)
 
     pages = _pages(signed_in(admin.user), tenant_a)
 

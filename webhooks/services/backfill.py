@@ -48,7 +48,7 @@ from webhooks.models import (
     WebhookEndpoint,
     WebhookEvent,
 )
-from webhooks.normalize import bounded_id, normalize
+from webhooks.normalize import bounded_id, normalize, parsed_timestamp
 from webhooks.services.applier import applier_wake
 from webhooks.services.apply import BACKFILL_PREFIX, UNAPPLIED
 from webhooks.services.receive import event_store
@@ -260,7 +260,6 @@ def _inbound(mailbox, endpoint, budget: _Budget, report: BackfillReport) -> bool
             after=after,
             limit=page_size,
             page_token=token,
-            margin=timedelta(0),
         )
         if not page.ok:
             report.errors += 1
@@ -336,7 +335,7 @@ def _received(mailbox, messages: list[dict], report: BackfillReport) -> list[dic
         labels = {str(label).lower() for label in m.get("labels") or []}
         if "received" not in labels or not isinstance(m.get("message_id"), str):
             continue
-        if not m["message_id"] or not _old_enough(m.get("timestamp")):
+        if not m["message_id"] or not _old_enough(parsed_timestamp(m.get("timestamp"))):
             continue
         # The inbox asked about, whatever the answer says: a listing that named another inbox
         # (of this tenant or none) would record the message where that inbox's people see it.
@@ -358,31 +357,16 @@ def _received(mailbox, messages: list[dict], report: BackfillReport) -> list[dic
 
 def _newest_old_enough(messages: list[dict], reached: datetime | None) -> datetime | None:
     for m in messages:
-        at = _timestamp(m.get("timestamp"))
-        if at is not None and _old_enough(m.get("timestamp")) and (reached is None or at > reached):
+        at = parsed_timestamp(m.get("timestamp"))
+        if at is not None and _old_enough(at) and (reached is None or at > reached):
             reached = at
     return reached
 
 
-def _timestamp(value) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        at = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return at if at.tzinfo is not None else None
-
-
-def _old_enough(timestamp) -> bool:
-    """A message younger than the backfill delay may still have its webhook in flight."""
-    if not _after() or not isinstance(timestamp, str):
-        return True
-    try:
-        at = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return True
-    return at <= timezone.now() - _after()
+def _old_enough(at: datetime | None) -> bool:
+    """A message younger than the backfill delay may still have its webhook in flight; one
+    without a time we can read counts as old enough."""
+    return at is None or not _after() or at <= timezone.now() - _after()
 
 
 def _svix_id(event_type: str, message_id: str, inbox_id: str = "") -> str:
