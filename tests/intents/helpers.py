@@ -110,6 +110,25 @@ def in_thread(fn: Callable[[], object], outcome: list) -> threading.Thread:
     return thread
 
 
+def nudge_queued() -> None:
+    """Make the queued sends due now: the ones no other transaction holds, locked in id order.
+    A plain UPDATE of every queued row, run by racing threads at once, could deadlock with
+    itself (each one waiting on rows the other had already updated, in another order)."""
+    from django.db import transaction
+    from django.db.models.functions import Now
+
+    from intents.models import SendIntent
+
+    with transaction.atomic():
+        free = (
+            SendIntent.objects.filter(state="queued")
+            .order_by("pk")
+            .select_for_update(skip_locked=True)
+            .values("pk")
+        )
+        SendIntent.objects.filter(pk__in=free).update(next_attempt_at=Now())
+
+
 def drain_sends(seconds: float = 60) -> None:
     """Send every queued intent, rounds after rounds, until none is left to send or settle.
 
@@ -117,14 +136,12 @@ def drain_sends(seconds: float = 60) -> None:
     rounds ran out before the sends did on an idle machine."""
     import time
 
-    from django.db.models.functions import Now
-
     from intents import sending
     from intents.models import SendIntent
 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        SendIntent.objects.filter(state="queued").update(next_attempt_at=Now())
+        nudge_queued()
         if (
             not sending.run_once(worker="t", limit=20)
             and not SendIntent.objects.filter(state__in=("queued", "sending", "uncertain")).exists()

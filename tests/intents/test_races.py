@@ -4,7 +4,6 @@ import threading
 
 import pytest
 from django.db import connections, transaction
-from django.db.models.functions import Now
 
 from intents import errors, sending, services
 from intents.models import Broadcast, Draft, DraftVersion, IntentEvent, SendIntent
@@ -18,7 +17,13 @@ from intents.services.broadcasts import (
 )
 from tenants.models import AgentToken
 from tenants.tokens import token_create, token_revoke
-from tests.intents.helpers import blocked_on_a_lock, drain_sends, in_thread, run_concurrently
+from tests.intents.helpers import (
+    blocked_on_a_lock,
+    drain_sends,
+    in_thread,
+    nudge_queued,
+    run_concurrently,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -359,7 +364,7 @@ def test_fan_out_runs_racing_send_rounds_send_each_recipient_once(live, settings
         if i < 3:
             broadcast_run(b.pk)
         for _ in range(5):
-            SendIntent.objects.filter(state="queued").update(next_attempt_at=Now())
+            nudge_queued()
             sending.run_once(worker=f"w{i}", limit=20)
 
     results = run_concurrently(work, 6)
