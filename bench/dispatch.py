@@ -3,8 +3,9 @@
 All three drain the same number of items with the same number of worker processes, released at
 the same instant (t0) after the queue is filled:
 
-- Countersign: the send worker's own loop (`intents.sending.worker.run_once`, as the
-  `intents_worker` command and the django-q `drain` task run it) against the sandbox AgentMail
+- Countersign: the send worker's own loop (`intents.sending.worker.run_rounds`, as the
+  `intents_worker` command and the django-q `drain` task run it; `"loop": "once"` runs
+  `run_once` instead, one batch at a time, as both did before the rounds) against the sandbox AgentMail
   over real HTTP; every send carries its idempotency key; duplicates come from the sandbox ledger.
 - django-post-office: `send_queued_mail_until_done(processes=W)` (what `send_queued_mail
   --processes W` runs) through bench.backends.SleepBackend with the same latency.
@@ -101,13 +102,16 @@ def _warm_up() -> None:
     assert worker_module
 
 
-def _cs_worker(index: int, batch: int, threads: int, go, stop, profile_dir: str | None) -> None:
-    """One worker process: `threads` loops of `run_once`, as `manage.py intents_worker` runs."""
+def _cs_worker(
+    index: int, batch: int, threads: int, go, stop, profile_dir: str | None, loop_kind: str
+) -> None:
+    """One worker process: `threads` loops of `run_rounds` (or of `run_once`), as
+    `manage.py intents_worker` runs."""
     import threading
 
     from django.db import connections
 
-    from intents.sending.worker import run_once
+    from intents.sending.worker import run_once, run_rounds
 
     def loop(name: str, profile: bool) -> None:
         profiler = None
@@ -121,7 +125,11 @@ def _cs_worker(index: int, batch: int, threads: int, go, stop, profile_dir: str 
             if profiler:
                 profiler.start()
             while not stop.is_set():
-                if not run_once(worker=name, limit=batch):
+                if loop_kind == "once":
+                    sent = run_once(worker=name, limit=batch)
+                else:
+                    sent = run_rounds(worker=name, limit=batch, stopping=stop.is_set)
+                if not sent:
                     # Nothing due (the tail of a run): a short idle poll, so the CPU per item
                     # measures the work rather than spinning (intents_worker polls every 0.2 s).
                     time.sleep(0.02)
@@ -151,7 +159,9 @@ def _cs_worker(index: int, batch: int, threads: int, go, stop, profile_dir: str 
         thread.join()
 
 
-def start_workers(*, workers: int, batch: int, threads: int = 1, profile_dir=None):
+def start_workers(
+    *, workers: int, batch: int, threads: int = 1, profile_dir=None, loop_kind: str = "rounds"
+):
     """Fork `workers` worker processes waiting on `go`; returns (procs, go, stop)."""
     # Imports happen before the fork, as in a long-running worker: the children's CPU time then
     # measures sending, not importing the SDK.
@@ -164,7 +174,11 @@ def start_workers(*, workers: int, batch: int, threads: int = 1, profile_dir=Non
     connections.close_all()  # never fork with an open connection
     go, stop = CTX.Event(), CTX.Event()
     procs = [
-        CTX.Process(target=_cs_worker, args=(i, batch, threads, go, stop, profile_dir), daemon=True)
+        CTX.Process(
+            target=_cs_worker,
+            args=(i, batch, threads, go, stop, profile_dir, loop_kind),
+            daemon=True,
+        )
         for i in range(workers)
     ]
     for proc in procs:
@@ -182,14 +196,25 @@ def stop_workers(procs, stop) -> None:
 
 
 def run_workers(
-    *, workers: int, batch: int, done, timeout: float, threads: int = 1, profile_dir=None
+    *,
+    workers: int,
+    batch: int,
+    done,
+    timeout: float,
+    threads: int = 1,
+    profile_dir=None,
+    loop_kind: str = "rounds",
 ) -> float:
     """Release the workers together and stop them once `done()` (polled here) is True.
 
     Returns t0, the release instant (epoch seconds).
     """
     procs, go, stop = start_workers(
-        workers=workers, batch=batch, threads=threads, profile_dir=profile_dir
+        workers=workers,
+        batch=batch,
+        threads=threads,
+        profile_dir=profile_dir,
+        loop_kind=loop_kind,
     )
     t0 = time.time()
     go.set()
@@ -238,6 +263,7 @@ def countersign(params: dict) -> dict:
             done=done,
             timeout=params.get("timeout", 300),
             profile_dir=params.get("profile_dir"),
+            loop_kind=params.get("loop", "rounds"),
         )
         cpu = children_cpu() - cpu_before
         sandbox_cpu = process_cpu(sandbox_pid) - sandbox_before
@@ -259,6 +285,7 @@ def countersign(params: dict) -> dict:
         "latency_ms": latency,
         "batch": params.get("batch") or settings.SEND_BATCH_SIZE,
         "threads": params.get("threads", 1),
+        "loop": params.get("loop", "rounds"),
         "accepted": states.get("accepted", 0),
         "states": dict(states),
         "elapsed_s": round(elapsed, 3),

@@ -1,6 +1,6 @@
 """Where one worker's time goes: per-phase CPU of the real worker loop, and the SDK call alone.
 
-One worker runs ``intents.sending.worker.run_once`` in this process until the queue is empty,
+One worker runs ``intents.sending.worker.run_rounds`` in this process until the queue is empty,
 against the sandbox at 0 ms latency. The phases (claim, re-check and attempt rows, recording) are
 timed by wrapping the package's own functions where they are looked up (``intents.sending.worker``,
 and ``intents.sending.record``, whose ``intent_record_result`` records a lone accepted send) with a
@@ -119,9 +119,7 @@ def run(params: dict) -> dict:
         try:
             main_before, process_before = time.thread_time(), time.process_time()
             with connection.execute_wrapper(count):
-                done = 0
-                while step := worker.run_once(limit=batch):
-                    done += step
+                done = worker.run_rounds(limit=batch)
             main_cpu = time.thread_time() - main_before
             process_cpu = time.process_time() - process_before
         finally:

@@ -22,7 +22,7 @@ from intents.sending.sweep import (
     intents_release_expired_leases,
     seconds_until_next_due,
 )
-from intents.sending.worker import run_once, worker_id
+from intents.sending.worker import run_once, run_rounds, worker_id
 from intents.services import draft_expire_due
 from intents.services.assignment import (
     drafts_release_lapsed_claims,
@@ -69,16 +69,9 @@ def execute_intent_after_hold(intent_id: int) -> int:
 
 
 def drain(max_intents: int = 100) -> int:
-    """Work through due intents until none is left or the budget is spent."""
-    worker = worker_id()
-    done = 0
-    while done < max_intents:
-        batch = settings.SEND_BATCH_SIZE
-        step = run_once(worker=worker, limit=min(batch, max_intents - done))
-        if not step:
-            break
-        done += step
-    return done
+    """Work through due intents until none is left or the budget is spent (the next batch
+    claimed while the calls of the one before it are at the provider: ``run_rounds``)."""
+    return run_rounds(worker=worker_id(), limit=settings.SEND_BATCH_SIZE, most=max_intents)
 
 
 def sweep(budget_seconds: float = 50.0) -> int:

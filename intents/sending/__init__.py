@@ -30,7 +30,7 @@ from intents.sending.sweep import (
     seconds_until_next_due,
 )
 from intents.sending.throttle import throttle_key
-from intents.sending.worker import execute_claim, execute_claims, run_once
+from intents.sending.worker import execute_claim, execute_claims, run_once, run_rounds
 
 __all__ = [
     "CheckFacts",
@@ -52,6 +52,7 @@ __all__ = [
     "intents_release_expired_leases",
     "policy_problem",
     "run_once",
+    "run_rounds",
     "seconds_until_next_due",
     "throttle_key",
     "worker_id",

@@ -5,6 +5,7 @@ bucket; a candidate without budget is postponed, not spun on."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,6 +21,7 @@ from intents.sending.lease import (
     Claim,
     broadcast_lets_reconcile,
     broadcast_lets_send,
+    call_deadline,
     lease_duration,
     mailbox_key_usable,
 )
@@ -53,6 +55,7 @@ class _Candidate:
 def _claim(
     *, worker: str, limit: int, intent_id: int | None, reconcile: bool, replies_only: bool = False
 ) -> list[Claim]:
+    call_by = call_deadline(time.monotonic())
     with transaction.atomic():
         now = db_now()
         candidates = _candidates(
@@ -75,7 +78,9 @@ def _claim(
         )
         if not reconcile:
             _journal_claimed([c for c, _ in leased if c.pk in won], worker=worker)
-        claims = [Claim(c.pk, token, worker, reconcile) for c, token in leased if c.pk in won]
+        claims = [
+            Claim(c.pk, token, worker, reconcile, call_by) for c, token in leased if c.pk in won
+        ]
         save_throttles(throttles.values())
     return claims
 

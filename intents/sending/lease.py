@@ -9,6 +9,7 @@ database can stretch an automatic send past the provider's 24 h deduplication wi
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import socket
@@ -56,6 +57,21 @@ def lease_duration() -> timedelta:
     return timedelta(seconds=settings.SEND_LEASE_SECONDS)
 
 
+def call_deadline(leased_at: float) -> float:
+    """The latest ``time.monotonic()`` at which a call may start under a lease taken after
+    ``leased_at`` (read before the claim's transaction, so the lease's own expiry, from the
+    database clock, is later still): late enough for a call's connect and read timeouts to end
+    inside the lease. A call that could not start by then is not made (``worker._call``): a
+    batch waiting behind another on the same call pool (``intents_worker --threads``, the
+    pipelined rounds) must not call after its lease ran out, when the sweep may have handed the
+    intent on and a lookup counts on every earlier call having started inside its lease
+    (``reconcile._earlier_call_in_flight``). A lease shorter than twice a call's timeouts keeps
+    its first half."""
+    lease = float(settings.SEND_LEASE_SECONDS)
+    call = float(settings.AGENTMAIL_CONNECT_TIMEOUT) + float(settings.AGENTMAIL_READ_TIMEOUT)
+    return leased_at + lease - min(call, lease / 2)
+
+
 def safe_window() -> timedelta:
     return timedelta(seconds=settings.SEND_SAFE_WINDOW_SECONDS)
 
@@ -85,6 +101,9 @@ class Claim:
     lease_token: uuid.UUID
     worker: str
     reconcile: bool = False
+    # ``time.monotonic()`` after which this lease's provider call is not started (call_deadline);
+    # a claim made elsewhere (the sweep's, a test's) has none.
+    call_by: float = math.inf
 
 
 @dataclass(frozen=True)

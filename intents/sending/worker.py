@@ -13,14 +13,18 @@ Life of one batch (DESIGN.md "Send intent lifecycle"):
 
 Batching changes the number of transactions, not what is checked or written per intent; if a
 batch transaction fails, its intents are retried one by one, so one intent's bad data cannot hold
-back the others.
+back the others. ``run_rounds`` (what ``intents_worker`` and the ``drain`` task run) claims and
+begins the next batch while the calls of the one before it are out, so the pool's calls and this
+thread's database work overlap; no call starts after its lease's call deadline.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 
 from django.conf import settings
 
@@ -36,8 +40,22 @@ from mailboxes import provider
 log = logging.getLogger("intents.sending")
 
 
-def _call(prepared: Prepared) -> provider.SendResult | provider.LookupResult:
-    """The provider call of one prepared attempt: network only, no database."""
+# The error code of an attempt whose call was not made: its lease would have run out first.
+CALL_TOO_LATE = "lease_ending"
+
+
+def _call(claim: Claim, prepared: Prepared) -> provider.SendResult | provider.LookupResult:
+    """The provider call of one prepared attempt: network only, no database. Not made once the
+    lease's call deadline has passed (``lease.call_deadline``): nothing reaches the provider,
+    and the attempt is recorded as not processed while the lease is still ours."""
+    if time.monotonic() > claim.call_by:
+        log.warning("intents.call.too_late", extra={"intent_id": claim.intent_id})
+        detail = "not called: the lease would have run out during the call"
+        if prepared.kind == SendAttempt.Kind.LOOKUP:
+            return provider.LookupResult(ok=False, error_code=CALL_TOO_LATE)
+        return provider.SendResult(
+            provider.Outcome.RETRY_LATER, error_code=CALL_TOO_LATE, error_message=detail
+        )
     if prepared.kind == SendAttempt.Kind.LOOKUP:
         return provider.find_messages_by_label(
             api_key=prepared.api_key,
@@ -118,6 +136,58 @@ def _record_all(answers, errors: list[BaseException]) -> dict[int, str]:
     return states
 
 
+@dataclass
+class _Started:
+    """A batch whose attempt rows are committed and whose calls are on their way."""
+
+    claims: list[Claim]
+    states: dict[int, str]
+    errors: list[BaseException]
+    calls: list[tuple[Claim, Prepared, Future]]
+
+
+def _start(claims: list[Claim], *, inline_one: bool) -> _Started:
+    """Re-check the batch and commit its attempt rows, then hand its calls to the pool (a lone
+    call, with ``inline_one``, is made here: no hand-off when nothing else would run beside it)."""
+    errors: list[BaseException] = []
+    begun = _begin(claims, errors)
+    states = {
+        intent_id: _state_of(intent_id) for intent_id, prepared in begun.items() if prepared is None
+    }
+    ready = [(claim, prepared) for claim in claims if (prepared := begun.get(claim.intent_id))]
+    calls: list[tuple[Claim, Prepared, Future]] = []
+    if inline_one and len(ready) == 1:
+        claim, prepared = ready[0]
+        done: Future = Future()
+        try:
+            done.set_result(_call(claim, prepared))
+        except Exception as exc:
+            done.set_exception(exc)
+        calls.append((claim, prepared, done))
+    elif ready:
+        pool = _call_pool()
+        calls = [
+            (claim, prepared, pool.submit(_call, claim, prepared)) for claim, prepared in ready
+        ]
+    return _Started(claims, states, errors, calls)
+
+
+def _finish(batch: _Started) -> list[str]:
+    """Wait for the batch's calls, record their answers (fenced by the leases), and raise the
+    batch's first error, if any, once everything that could be recorded is."""
+    wait([call for _, _, call in batch.calls])  # one wake-up for the batch, not one per call
+    answers = []
+    for claim, prepared, call in batch.calls:
+        try:
+            answers.append((claim, prepared, call.result()))
+        except Exception as exc:
+            batch.errors.append(exc)
+    batch.states.update(_record_all(answers, batch.errors))
+    if batch.errors:
+        raise batch.errors[0]
+    return [batch.states.get(claim.intent_id, "") for claim in batch.claims]
+
+
 def execute_claims(claims: list[Claim]) -> list[str]:
     """Run a claimed batch: the re-checks and attempt rows are committed together, then the
     provider calls go out concurrently, then the results are recorded, fenced by their leases.
@@ -128,32 +198,7 @@ def execute_claims(claims: list[Claim]) -> list[str]:
     """
     if not claims:
         return []
-    errors: list[BaseException] = []
-    begun = _begin(claims, errors)
-    states = {
-        intent_id: _state_of(intent_id) for intent_id, prepared in begun.items() if prepared is None
-    }
-    ready = [(claim, prepared) for claim in claims if (prepared := begun.get(claim.intent_id))]
-    answers = []
-    if len(ready) == 1:
-        claim, prepared = ready[0]
-        try:
-            answers.append((claim, prepared, _call(prepared)))
-        except Exception as exc:
-            errors.append(exc)
-    else:
-        pool = _call_pool()
-        calls = [(claim, prepared, pool.submit(_call, prepared)) for claim, prepared in ready]
-        wait([call for _, _, call in calls])  # one wake-up for the batch, not one per call
-        for claim, prepared, call in calls:
-            try:
-                answers.append((claim, prepared, call.result()))
-            except Exception as exc:
-                errors.append(exc)
-    states.update(_record_all(answers, errors))
-    if errors:
-        raise errors[0]
-    return [states.get(claim.intent_id, "") for claim in claims]
+    return _finish(_start(claims, inline_one=True))
 
 
 def run_once(
@@ -196,4 +241,80 @@ def run_once(
             return done
         execute_claims(claims)
         done += len(claims)
+    return done
+
+
+def _claim_round(
+    worker: str, limit: int, replies_only: bool, stopping: Callable[[], bool]
+) -> list[Claim]:
+    """Due sends first, then due reconciliations for what room is left (as ``run_once``)."""
+    claims = intent_claim(worker=worker, limit=limit, replies_only=replies_only)
+    if len(claims) < limit and not stopping():
+        claims += intent_claim_uncertain(
+            worker=worker, limit=limit - len(claims), replies_only=replies_only
+        )
+    return claims
+
+
+def run_rounds(
+    *,
+    worker: str | None = None,
+    limit: int = 10,
+    most: int | None = None,
+    for_seconds: float | None = None,
+    stopping: Callable[[], bool] | None = None,
+    replies_only: bool = False,
+) -> int:
+    """``run_once`` again and again until nothing is due, ``stopping`` is set, ``most``
+    intents are done or ``for_seconds`` have passed (then nothing new is claimed, so that the
+    caller may sweep or stop), with each batch claimed and re-checked while the calls of the one before
+    it are at the provider; returns the number of intents handled.
+
+    Per batch nothing changes: its attempt rows commit before any of its calls, its calls run on
+    the pool with no transaction open, and it is recorded fenced by its leases. What overlaps is
+    this thread's database work for one batch with the pool's calls for the other, so the calls
+    do not wait for the claim, the re-check and the record, nor those for the calls. The calls
+    of the newer batch queue behind the older's on the pool; a call that could not start inside
+    its lease is not made (``lease.call_deadline``). Stopping works as in ``run_once``: a batch
+    claimed while the stop came is handed back unsent, a begun one runs to its end.
+    """
+    worker = worker or worker_id()
+    stopped = stopping or (lambda: False)
+    ends = None if for_seconds is None else time.monotonic() + for_seconds
+    done = 0
+    flying: _Started | None = None
+    try:
+        while (
+            not stopped()
+            and (most is None or done < most)
+            and (ends is None or time.monotonic() < ends)
+        ):
+            claims = _claim_round(
+                worker, limit if most is None else min(limit, most - done), replies_only, stopped
+            )
+            if stopped():
+                handed = intents_hand_back(claims)
+                if claims:
+                    log.info(
+                        "intents.worker.handed_back",
+                        extra={"worker": worker, "claimed": len(claims), "handed_back": handed},
+                    )
+                break
+            if not claims:
+                break
+            done += len(claims)
+            previous, flying = flying, _start(claims, inline_one=False)
+            if previous is not None:
+                _finish(previous)
+    except BaseException:
+        if flying is not None:
+            # The error propagates; the batch still in flight is recorded first (its calls may
+            # have been made), and its own failure, if any, is logged rather than hiding this one.
+            try:
+                _finish(flying)
+            except Exception:
+                log.exception("intents.worker.batch_failed", extra={"worker": worker})
+        raise
+    if flying is not None:
+        _finish(flying)
     return done

@@ -21,13 +21,27 @@ from django.db import InterfaceError, OperationalError, connections
 from common.cli import identifier, number
 from intents import tasks
 from intents.models import SendIntent
-from intents.sending.worker import run_once, worker_id
+from intents.sending.worker import run_once, run_rounds, worker_id
 
 log = logging.getLogger("intents.worker")
 
 # Each loop holds a database connection: past this, start more processes or hosts (PostgreSQL's
 # own default max_connections is 100), not a thread count that only exhausts them.
 MOST_THREADS = 256
+
+# A loop's rounds run this long at most before it looks again at its sweep and its deadline.
+ROUND_SECONDS = 5.0
+
+
+def _round_seconds(o: dict, last_sweep: float, deadline: float | None) -> float:
+    """How long ``run_rounds`` may go on claiming before the loop's own checks are due."""
+    now = time.monotonic()
+    seconds = ROUND_SECONDS
+    if o["sweep_every"]:
+        seconds = min(seconds, last_sweep + o["sweep_every"] - now)
+    if deadline is not None:
+        seconds = min(seconds, deadline - now)
+    return max(0.0, seconds)
 
 
 def _run(threads: list[threading.Thread], shape: dict) -> None:
@@ -133,9 +147,10 @@ class Command(BaseCommand):
                         if o["sweep_every"] and time.monotonic() - last_sweep >= o["sweep_every"]:
                             tasks.sweep_once()
                             last_sweep = time.monotonic()
-                        done = run_once(
+                        done = run_rounds(
                             worker=worker,
                             limit=o["batch"],
+                            for_seconds=_round_seconds(o, last_sweep, deadline),
                             stopping=stop.is_set,
                             replies_only=replies_only,
                         )
