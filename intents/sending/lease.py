@@ -57,6 +57,12 @@ def lease_duration() -> timedelta:
     return timedelta(seconds=settings.SEND_LEASE_SECONDS)
 
 
+# The error code of an attempt whose call was not made: its lease would have run out first
+# (``worker._call``). Nothing reached AgentMail, so recording it counts no attempt and no failure
+# of the key (``record.record_not_called``).
+CALL_TOO_LATE = "lease_ending"
+
+
 def call_deadline(leased_at: float) -> float:
     """The latest ``time.monotonic()`` at which a call may start under a lease taken after
     ``leased_at`` (read before the claim's transaction, so the lease's own expiry, from the

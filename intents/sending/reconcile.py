@@ -22,6 +22,8 @@ from intents.sending.record import (
     hold_for_refused_key,
     lock_leased_for_record,
     mark_accepted,
+    not_called,
+    record_not_called,
 )
 from mailboxes import provider
 
@@ -45,6 +47,8 @@ def intent_record_lookup(claim: Claim, prepared: Prepared, lookup: provider.Look
             close_attempt(prepared, AttemptOutcome.FENCED, **fields)
             return "fenced"
         close_attempt(prepared, outcome, **fields)
+        if not lookup.ok and not_called(lookup.http_status, lookup.error_code):
+            return record_not_called(intent, claim, f"- {lookup.error_code}: lookup not made")
         # A list of the inbox's messages answers 404 only for the inbox itself.
         if not lookup.ok and provider.refuses_key(lookup.http_status, lookup.error_code, "inbox"):
             detail = f"{lookup.http_status} {lookup.error_code}: label lookup refused"

@@ -24,7 +24,14 @@ from common.counters import counters_add
 from config.clock import db_now
 from intents.journal import Entry, journal, journal_many
 from intents.models import IntentEvent, SendAttempt, SendIntent, Suppression
-from intents.sending.lease import Claim, Prepared, attempt_counts, backoff_seconds, safe_window
+from intents.sending.lease import (
+    CALL_TOO_LATE,
+    Claim,
+    Prepared,
+    attempt_counts,
+    backoff_seconds,
+    safe_window,
+)
 from intents.sending.throttle import throttle_feedback, throttles_clean
 from intents.services.intents import apply_deferred_events
 from intents.services.suppressions import suppressions_record
@@ -418,12 +425,42 @@ def intent_record_result(claim: Claim, prepared: Prepared, result: provider.Send
             return "fenced"
         _close_attempt(prepared, _ATTEMPT_OUTCOME[result.outcome], result)
         detail = f"{result.http_status or '-'} {result.error_code}: {result.error_message}"[:2000]
+        if not_called(result.http_status, result.error_code):
+            return record_not_called(intent, claim, detail)
         if provider.refuses_key(result.http_status, result.error_code, result.error_message):
             return hold_for_refused_key(intent, claim, prepared, detail)
         throttle_feedback(prepared.key_ref, result)
         if result.outcome == provider.Outcome.PERMANENT:
             return _record_permanent(intent, claim, result, detail)
         return _record_not_processed(intent, claim, result, detail)
+
+
+def not_called(http_status: int | None, error_code: str) -> bool:
+    """Whether an answer is ``worker._call``'s own for a call it did not make (past its lease's
+    call deadline), not AgentMail's."""
+    return http_status is None and error_code == CALL_TOO_LATE
+
+
+def record_not_called(intent: Leased, claim: Claim, detail: str) -> str:
+    """The call was not made: it could not have started inside its lease (``worker._call``).
+    Nothing reached AgentMail, so, as for a hand-back, the claim's attempt is not counted (the
+    attempt row stays, closed) and the key's circuit hears nothing of it: a worker's backlog must
+    neither fail a send for ``max_attempts``, nor hand a reconciliation to a person, nor open a
+    working key's circuit. A send goes back to the queue, a reconciliation stays uncertain, both
+    due again after the first backoff step."""
+    uncertain = intent.state == State.UNCERTAIN
+    to_state = State.UNCERTAIN if uncertain else State.QUEUED
+    finish_leased(
+        intent,
+        claim,
+        to_state=to_state,
+        action="intent.reconcile_pending" if uncertain else "intent.retry_scheduled",
+        reason=detail,
+        code=CALL_TOO_LATE,
+        attempts=max(0, intent.attempts - 1),
+        next_attempt_at=Now() + timedelta(seconds=backoff_seconds(1)),
+    )
+    return to_state
 
 
 def hold_for_refused_key(intent: Leased, claim: Claim, prepared: Prepared, detail: str) -> str:

@@ -31,17 +31,13 @@ from django.conf import settings
 from config.perprocess import PerProcess
 from intents.models import SendAttempt, SendIntent
 from intents.sending.claim import intent_claim, intent_claim_uncertain, intents_hand_back
-from intents.sending.lease import Claim, Prepared, worker_id
+from intents.sending.lease import CALL_TOO_LATE, Claim, Prepared, worker_id
 from intents.sending.precheck import intent_begin_attempt, intent_begin_attempts
 from intents.sending.reconcile import intent_record_lookup
 from intents.sending.record import intent_record_accepted, intent_record_result
 from mailboxes import provider
 
 log = logging.getLogger("intents.sending")
-
-
-# The error code of an attempt whose call was not made: its lease would have run out first.
-CALL_TOO_LATE = "lease_ending"
 
 
 def _call(claim: Claim, prepared: Prepared) -> provider.SendResult | provider.LookupResult:
@@ -250,9 +246,15 @@ def _claim_round(
     """Due sends first, then due reconciliations for what room is left (as ``run_once``)."""
     claims = intent_claim(worker=worker, limit=limit, replies_only=replies_only)
     if len(claims) < limit and not stopping():
-        claims += intent_claim_uncertain(
-            worker=worker, limit=limit - len(claims), replies_only=replies_only
-        )
+        try:
+            claims += intent_claim_uncertain(
+                worker=worker, limit=limit - len(claims), replies_only=replies_only
+            )
+        except Exception:
+            # The sends claimed above were not begun: give them back rather than leave them
+            # leased, uncalled, until the sweep finds their leases expired.
+            intents_hand_back(claims)
+            raise
     return claims
 
 

@@ -11,7 +11,7 @@ import pytest
 from django.db.models import Max, Min
 
 from intents import sending
-from intents.models import SendAttempt, SendIntent
+from intents.models import ProviderThrottle, SendAttempt, SendIntent
 from intents.sending.worker import CALL_TOO_LATE
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -125,14 +125,15 @@ def test_a_reconciliation_whose_lookup_is_too_late_stays_uncertain_uncalled(live
 
 def test_calls_queued_on_the_pool_past_their_deadline_are_not_made(live, settings):
     """Through the real pool: more calls than its threads, each slow enough that the last ones
-    would start after their claim's deadline (half of a 2 s lease here)."""
+    would start after their claim's deadline (half of a 3 s lease here: the claim and the
+    re-check have 1.5 s, the first calls end after 1.8 s)."""
     from intents.sending.worker import _call_pool
 
     threads = _call_pool()._max_workers
     intents = _approved(live, threads + 2)
-    settings.SEND_LEASE_SECONDS = 2
+    settings.SEND_LEASE_SECONDS = 3
     settings.AGENTMAIL_READ_TIMEOUT = 5
-    live.sandbox.config(latency_ms=1300)
+    live.sandbox.config(latency_ms=1800)
 
     claims = sending.intent_claim(worker="queued", limit=len(intents))
     states = sending.execute_claims(claims)
@@ -143,3 +144,54 @@ def test_calls_queued_on_the_pool_past_their_deadline_are_not_made(live, setting
     skipped = SendAttempt.objects.filter(error_code=CALL_TOO_LATE)
     assert skipped.count() == 2
     assert {a.intent.state for a in skipped} == {State.QUEUED}
+
+
+def _late(claims):
+    return [dataclasses.replace(c, call_by=time.monotonic() - 0.001) for c in claims]
+
+
+def test_calls_not_made_do_not_count_against_the_keys_circuit(live, settings):
+    """Nothing reached AgentMail: the key's circuit breaker must not read a skipped call as the
+    provider failing (a slow but working provider, calls queued past their deadline, opened it)."""
+    settings.SEND_CIRCUIT_FAILURES = 2
+    intents = _approved(live, 3)
+    claims = sending.intent_claim(worker="late", limit=3)
+
+    assert sending.execute_claims(_late(claims)) == [State.QUEUED] * 3
+
+    assert [_sends(live, i) for i in intents] == [0, 0, 0]
+    (row,) = ProviderThrottle.objects.all()
+    assert (row.circuit, row.consecutive_failures) == (ProviderThrottle.Circuit.CLOSED, 0)
+
+
+def test_a_send_not_made_uses_up_no_attempt(live, settings):
+    """As a hand-back or a release: a call never made is not one of the send's attempts, so a
+    worker's backlog cannot fail a reply for max_attempts that AgentMail never saw."""
+    settings.SEND_MAX_ATTEMPTS = 1
+    intent = live.approved()
+    (claim,) = sending.intent_claim(worker="late", limit=1)
+
+    assert sending.execute_claims(_late([claim])) == [State.QUEUED]
+
+    intent.refresh_from_db()
+    assert (intent.state, intent.attempts) == (State.QUEUED, 0)
+    SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=intent.created_at)
+    assert sending.run_rounds(worker="again", limit=1) == 1
+    intent.refresh_from_db()
+    assert intent.state == State.ACCEPTED
+    assert _sends(live, intent) == 1
+
+
+def test_a_lookup_not_made_does_not_hand_the_intent_to_a_person(live, settings):
+    """A reconciliation past its attempts whose lookup was skipped stays uncertain, its count
+    unchanged: a lookup that never ran says nothing about the send."""
+    settings.SEND_MAX_ATTEMPTS = 2
+    intent = live.approved()
+    SendIntent.objects.filter(pk=intent.pk).update(state=State.UNCERTAIN, attempts=4)
+    (claim,) = sending.intent_claim_uncertain(worker="late", limit=1)
+
+    assert sending.execute_claims(_late([claim])) == [State.UNCERTAIN]
+
+    intent.refresh_from_db()
+    assert (intent.state, intent.attempts) == (State.UNCERTAIN, 4)
+    assert SendAttempt.objects.get(intent=intent).kind == SendAttempt.Kind.LOOKUP
