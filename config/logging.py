@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 from django.http import HttpRequest
 
@@ -25,13 +26,25 @@ def _masked(key: str) -> bool:
     return any(word in name for word in _SENSITIVE)
 
 
+# A path whose segment is itself a secret: an invitation link (``/invitations/<token>/``;
+# tenants.urls_invitations), as Django's request loggers write it for any answer of 400 or more
+# (a 405 to a POST, a 500 on a database hiccup) while the invitation may still be open.
+_SECRET_PATH = re.compile(r"(/invitations/)(?!\d+/)[^/\s'\"?#]+")
+
+
+def _unsecret(text: str) -> str:
+    return _SECRET_PATH.sub(r"\1[redacted]", text)
+
+
 def _shown(value: object) -> object:
     """A field's value as the line shows it. Django's request loggers (``django.request``,
     ``django.security.*``) pass the request itself, whose repr is the full path with its query
     string: an SSO callback refused before its code was exchanged wrote the identity provider's
     unused authorization code and state there. The path alone says which page answered."""
     if isinstance(value, HttpRequest):
-        return f"<{type(value).__name__}: {value.method} {value.path!r}>"
+        return f"<{type(value).__name__}: {value.method} {_unsecret(value.path)!r}>"
+    if isinstance(value, str):
+        return _unsecret(value)
     return value
 
 
@@ -51,13 +64,13 @@ class KeyValueFormatter(logging.Formatter):
                 "time": self.formatTime(record),
                 "level": record.levelname,
                 "logger": record.name,
-                "event": record.getMessage(),
+                "event": _unsecret(record.getMessage()),
                 **fields,
             }
             if record.exc_info:
-                payload["exc"] = self.formatException(record.exc_info)
+                payload["exc"] = _unsecret(self.formatException(record.exc_info))
             return json.dumps(payload, default=str)
-        line = super().format(record)
+        line = _unsecret(super().format(record))
         if fields:
             line += " " + " ".join(f"{key}={value!r}" for key, value in sorted(fields.items()))
         return line

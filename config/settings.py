@@ -274,6 +274,18 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_USERNAME_FORM_FIELD = "username"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "tenants/locked_out.html"
+# django-axes keeps the form of every failed authenticate() (AccessAttempt.post_data, shown in the
+# operators' admin), masking only the names listed here and "password". The password change page
+# authenticates its current password too: a mistyped one kept the new password, twice, in clear.
+# Axes' own defaults (username, ip_address) stay; the CSRF form token unmasks to the cookie's.
+AXES_SENSITIVE_PARAMETERS = [
+    "username",
+    "ip_address",
+    "old_password",
+    "new_password1",
+    "new_password2",
+    "csrfmiddlewaretoken",
+]
 # A client that fails on this many accounts (addresses) within a minute is refused before any
 # password is hashed, whatever address it types next (tenants.signin_throttle).
 SIGNIN_FAILED_ACCOUNTS_PER_MINUTE = env_int("SIGNIN_FAILED_ACCOUNTS_PER_MINUTE", 30, low=1)

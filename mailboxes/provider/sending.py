@@ -160,9 +160,19 @@ def _failed(exc: Exception, started: float) -> SendResult:
     return SendResult(
         outcome,
         error_code=type(exc).__name__,
-        error_message=str(exc)[:300],
+        error_message=_detail(exc),
         latency_ms=_elapsed(started),
     )
+
+
+def _detail(exc: Exception) -> str:
+    """The text an attempt records of an exception, which every reviewer of the tenant reads. A
+    ``LocalProtocolError`` is our own request refused by the HTTP library before it left (a key
+    with a stray newline or space, say): its text quotes the offending header value, and the
+    ``Authorization`` header is ``Bearer`` and the mailbox's key."""
+    if isinstance(exc, httpx.LocalProtocolError):
+        return "the request could not be written: a header or the body is malformed"
+    return str(exc)[:300]
 
 
 def _answered(response: Any, started: float) -> SendResult:

@@ -328,3 +328,16 @@ def test_a_cookie_the_provider_sets_never_rides_on_the_next_request():
 )
 def test_refuses_key_names_only_answers_about_the_key_or_its_inbox(status, code, message, refused):
     assert provider.refuses_key(status, code, message) is refused
+
+
+def test_a_key_the_http_library_refuses_is_not_quoted_in_the_recorded_error(mailbox, sandbox):
+    """httpx (h11) refuses a header value with a stray newline before anything is sent, and its
+    error quotes the value: ``Bearer`` and the key. The attempt's error text is shown to every
+    reviewer of the tenant (SendAttempt.error_detail, the intent's last error)."""
+    key = mailbox.api_key()
+
+    result = provider.send_message(api_key=f"{key}\n", request=request_for(mailbox))
+
+    assert result.error_code == "LocalProtocolError"
+    assert result.error_message
+    assert key not in result.error_message

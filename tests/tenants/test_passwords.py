@@ -4,6 +4,7 @@ theirs ended while this one stays signed in. (A single sign-on session may not: 
 guard.py. In a browser: tests/ui/test_browser_password.py.)"""
 
 import pytest
+from axes.models import AccessAttempt
 from django.conf import settings
 from django.contrib.sessions.models import Session
 from django.test import Client
@@ -79,6 +80,33 @@ def test_a_wrong_current_password_changes_nothing(tenant_a, member_of, password)
     assert user.check_password(password)
     assert AuditEvent.objects.filter(action="signin.failed", tenant=tenant_a).count() == 1
     assert not AuditEvent.objects.filter(action="signin.password_changed").exists()
+
+
+def test_a_wrong_current_password_leaves_no_password_or_form_token_in_the_throttle_rows(
+    tenant_a, member_of, password
+):
+    """django-axes keeps the form of each failed authenticate() (``post_data``, shown in the
+    operators' admin) and masked only ``password``: a mistyped current password kept it, the new
+    password twice and the CSRF form token in clear."""
+    user = member_of(tenant_a).user
+    client = browser(user, password)
+    typo, form_token = password + "x", "csrf-form-token-7d1e3b9a"
+
+    response = client.post(
+        reverse("password_change"),
+        {
+            "old_password": typo,
+            "new_password1": NEW,
+            "new_password2": NEW,
+            "csrfmiddlewaretoken": form_token,
+        },
+    )
+
+    assert response.status_code == 400
+    kept = AccessAttempt.objects.get(username=user.email)
+    assert "new_password1=" in kept.post_data
+    for secret in (typo, NEW, form_token):
+        assert secret not in kept.post_data
 
 
 def test_the_validators_refuse_a_weak_or_mismatched_new_password(tenant_a, member_of, password):
