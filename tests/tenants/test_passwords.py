@@ -185,3 +185,39 @@ def test_an_operator_setting_one_by_command_ends_their_sessions_and_tells_each_t
         (tenant.pk, str(user.pk), {"email": user.email, "sessions_ended": 1})
         for tenant in (tenant_a, tenant_b)
     ]
+
+
+def test_the_migration_masks_the_password_page_rows_written_before_and_leaves_sign_in_rows():
+    """Rows axes wrote before it masked the password page's fields (tenants/migrations/0013)."""
+    import importlib
+
+    from axes.models import AccessAttempt
+    from django.apps import apps
+
+    migration = importlib.import_module("tenants.migrations.0013_mask_passwords_in_axes_rows")
+    common = {"user_agent": "ua", "ip_address": "127.0.0.1", "http_accept": "*", "path_info": "/"}
+    page = AccessAttempt.objects.create(
+        username="ana@example.com",
+        post_data="csrfmiddlewaretoken=Tk83fQ\nold_password=wrong\nnew_password1=New secret\nline2\n"
+        "new_password2=New secret",
+        failures_since_start=1,
+        **common,
+    )
+    sign_in = AccessAttempt.objects.create(
+        username="ben@example.com",
+        post_data="username=ben@example.com\npassword=********************",
+        failures_since_start=1,
+        **common,
+    )
+
+    migration.mask_password_page_rows(apps, None)
+
+    page.refresh_from_db()
+    sign_in.refresh_from_db()
+    assert "wrong" not in page.post_data and "New secret" not in page.post_data
+    assert "Tk83fQ" not in page.post_data and "line2" not in page.post_data
+    assert page.post_data.splitlines() == [
+        f"{key}=********************"
+        for key in ("csrfmiddlewaretoken", "old_password", "new_password1", "new_password2")
+    ]
+    assert sign_in.post_data == "username=ben@example.com\npassword=********************"
