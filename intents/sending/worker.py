@@ -6,7 +6,7 @@ Life of one batch (DESIGN.md "Send intent lifecycle"):
    leases ``uncertain`` intents for reconciliation (their state stays ``uncertain``).
 2. ``intent_begin_attempts`` (``precheck.py``) re-checks each intent and commits the attempt rows
    of the batch; only then is the provider called (the batch's calls concurrently, from one
-   small per-process thread pool, no transaction open).
+   small per-process thread pool, reply-only rounds from one of their own; no transaction open).
 3. ``intent_record_accepted`` (the batch's accepted sends, one transaction) and
    ``intent_record_result`` / ``intent_record_lookup`` (any other answer, one by one;
    ``record.py``, ``reconcile.py``) write the classified outcome only while the lease is ours.
@@ -87,6 +87,10 @@ def _new_call_pool() -> ThreadPoolExecutor:
 
 # One small pool per process (worker processes fork; threads do not survive a fork).
 _call_pool = PerProcess(_new_call_pool).get
+# And one for reply-only rounds (``intents_worker --reply-threads``): on the shared pool their
+# calls queued behind the general loops' calls, up to two batches of each (broadcast sends among
+# them), so the reply lane waited for the very sends it is there to get ahead of.
+_reply_call_pool = PerProcess(_new_call_pool).get
 
 
 def _begin(claims: list[Claim], errors: list[BaseException]) -> dict[int, Prepared | None]:
@@ -142,9 +146,10 @@ class _Started:
     calls: list[tuple[Claim, Prepared, Future]]
 
 
-def _start(claims: list[Claim], *, inline_one: bool) -> _Started:
+def _start(claims: list[Claim], *, inline_one: bool, replies_only: bool = False) -> _Started:
     """Re-check the batch and commit its attempt rows, then hand its calls to the pool (a lone
-    call, with ``inline_one``, is made here: no hand-off when nothing else would run beside it)."""
+    call, with ``inline_one``, is made here: no hand-off when nothing else would run beside it;
+    a reply-only round's calls go to the replies' own pool)."""
     errors: list[BaseException] = []
     begun = _begin(claims, errors)
     states = {
@@ -161,7 +166,7 @@ def _start(claims: list[Claim], *, inline_one: bool) -> _Started:
             done.set_exception(exc)
         calls.append((claim, prepared, done))
     elif ready:
-        pool = _call_pool()
+        pool = _reply_call_pool() if replies_only else _call_pool()
         calls = [
             (claim, prepared, pool.submit(_call, claim, prepared)) for claim, prepared in ready
         ]
@@ -269,7 +274,7 @@ def run_rounds(
 ) -> int:
     """``run_once`` again and again until nothing is due, ``stopping`` is set, ``most``
     intents are done or ``for_seconds`` have passed (then nothing new is claimed, so that the
-    caller may sweep or stop), with each batch claimed and re-checked while the calls of the one before
+    caller may sweep or stop; the first round is always claimed, however short the time), with each batch claimed and re-checked while the calls of the one before
     it are at the provider; returns the number of intents handled.
 
     Per batch nothing changes: its attempt rows commit before any of its calls, its calls run on
@@ -289,7 +294,7 @@ def run_rounds(
         while (
             not stopped()
             and (most is None or done < most)
-            and (ends is None or time.monotonic() < ends)
+            and (ends is None or not done or time.monotonic() < ends)
         ):
             claims = _claim_round(
                 worker, limit if most is None else min(limit, most - done), replies_only, stopped
@@ -305,7 +310,8 @@ def run_rounds(
             if not claims:
                 break
             done += len(claims)
-            previous, flying = flying, _start(claims, inline_one=False)
+            started = _start(claims, inline_one=False, replies_only=replies_only)
+            previous, flying = flying, started
             if previous is not None:
                 _finish(previous)
     except BaseException:

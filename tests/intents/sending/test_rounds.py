@@ -13,6 +13,7 @@ from django.db.models import Max, Min
 from intents import sending
 from intents.models import ProviderThrottle, SendAttempt, SendIntent
 from intents.sending.worker import CALL_TOO_LATE
+from tests.intents.helpers import run_concurrently
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,13 +59,14 @@ def test_most_bounds_the_rounds_and_nothing_due_ends_them(live):
     assert [_sends(live, i) for i in intents] == [1] * 5
 
 
-def test_no_time_left_claims_nothing(live):
-    intent = live.approved()
+def test_no_time_left_still_runs_one_round_and_claims_no_other(live):
+    """``intents_worker`` gives its rounds the time left before its next sweep, which may be
+    none at all: one round still goes (as one ``run_once`` did), never a second."""
+    intents = _approved(live, 3)
 
-    assert sending.run_rounds(worker="rounds", limit=2, for_seconds=0) == 0
-    intent.refresh_from_db()
-    assert intent.state == State.QUEUED and intent.attempts == 0
-    assert _sends(live, intent) == 0
+    assert sending.run_rounds(worker="rounds", limit=2, for_seconds=0) == 2
+    assert [_sends(live, i) for i in intents] == [1, 1, 0]
+    assert SendIntent.objects.get(pk=intents[2].pk).attempts == 0
 
 
 def test_a_stop_during_a_claim_hands_that_batch_back_and_finishes_the_one_in_flight(live):
@@ -195,3 +197,43 @@ def test_a_lookup_not_made_does_not_hand_the_intent_to_a_person(live, settings):
     intent.refresh_from_db()
     assert (intent.state, intent.attempts) == (State.UNCERTAIN, 4)
     assert SendAttempt.objects.get(intent=intent).kind == SendAttempt.Kind.LOOKUP
+
+
+def test_a_reply_only_rounds_calls_do_not_queue_behind_the_general_rounds_calls(live, settings):
+    """``intents_worker --reply-threads``: the reply lane's calls went to the same per-process
+    pool as the general loops' and waited behind up to two of their batches (here one batch of
+    two rounds of calls, 1 s each): the reply was answered after the general batch's last call,
+    not alongside its first."""
+    from intents.sending.worker import _call_pool
+
+    threads = _call_pool()._max_workers
+    settings.SEND_RATE_PER_KEY = 1000
+    settings.SEND_BURST_PER_KEY = 1000
+    settings.SEND_LEASE_SECONDS = 20
+    settings.AGENTMAIL_READ_TIMEOUT = 5
+    general = _approved(live, 2 * threads)
+    live.sandbox.config(latency_ms=1000)
+    replies: list[SendIntent] = []
+
+    def loop(i: int) -> int:
+        if i == 0:
+            return sending.run_rounds(worker="general", limit=2 * threads, most=2 * threads)
+        # The reply is approved once every general call is on the pool, then sent by a
+        # reply-only round, as a --reply-threads loop does.
+        deadline = time.monotonic() + 30
+        while SendAttempt.objects.filter(outcome="pending").count() < 2 * threads:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        replies.append(live.approved(to=["asker@example.com"]))
+        return sending.run_rounds(worker="replies", limit=1, replies_only=True)
+
+    assert run_concurrently(loop, 2) == [2 * threads, 1]
+
+    (reply,) = replies
+    assert _sends(live, reply) == 1
+    assert [_sends(live, i) for i in general] == [1] * (2 * threads)
+    answered = SendAttempt.objects.get(intent=reply).finished_at
+    general_answered = SendAttempt.objects.filter(intent__in=general).aggregate(
+        t=Max("finished_at")
+    )["t"]
+    assert answered < general_answered
