@@ -80,6 +80,9 @@ SYSTEM_REASONS = {
     ),
     "The broadcast was cancelled.": _("The broadcast was cancelled."),
     "the worker stopped before its call": _("The worker stopped before it called AgentMail."),
+    "not called: its lease would have run out during the call": _(
+        "Not sent yet: the worker had too many calls ahead of this one; it will try again."
+    ),
     "nothing found yet, and an earlier call may still be in flight": _(
         "Nothing found at AgentMail yet; an earlier try may still be under way."
     ),

@@ -48,7 +48,7 @@ def intent_record_lookup(claim: Claim, prepared: Prepared, lookup: provider.Look
             return "fenced"
         close_attempt(prepared, outcome, **fields)
         if not lookup.ok and not_called(lookup.http_status, lookup.error_code):
-            return record_not_called(intent, claim, f"- {lookup.error_code}: lookup not made")
+            return record_not_called(intent, claim)
         # A list of the inbox's messages answers 404 only for the inbox itself.
         if not lookup.ok and provider.refuses_key(lookup.http_status, lookup.error_code, "inbox"):
             detail = f"{lookup.http_status} {lookup.error_code}: label lookup refused"

@@ -426,7 +426,7 @@ def intent_record_result(claim: Claim, prepared: Prepared, result: provider.Send
         _close_attempt(prepared, _ATTEMPT_OUTCOME[result.outcome], result)
         detail = f"{result.http_status or '-'} {result.error_code}: {result.error_message}"[:2000]
         if not_called(result.http_status, result.error_code):
-            return record_not_called(intent, claim, detail)
+            return record_not_called(intent, claim)
         if provider.refuses_key(result.http_status, result.error_code, result.error_message):
             return hold_for_refused_key(intent, claim, prepared, detail)
         throttle_feedback(prepared.key_ref, result)
@@ -441,7 +441,11 @@ def not_called(http_status: int | None, error_code: str) -> bool:
     return http_status is None and error_code == CALL_TOO_LATE
 
 
-def record_not_called(intent: Leased, claim: Claim, detail: str) -> str:
+# The journal's reason for a call not made (review.journal_words shows it in words).
+NOT_CALLED_REASON = "not called: its lease would have run out during the call"
+
+
+def record_not_called(intent: Leased, claim: Claim) -> str:
     """The call was not made: it could not have started inside its lease (``worker._call``).
     Nothing reached AgentMail, so, as for a hand-back, the claim's attempt is not counted (the
     attempt row stays, closed) and the key's circuit hears nothing of it: a worker's backlog must
@@ -455,7 +459,7 @@ def record_not_called(intent: Leased, claim: Claim, detail: str) -> str:
         claim,
         to_state=to_state,
         action="intent.reconcile_pending" if uncertain else "intent.retry_scheduled",
-        reason=detail,
+        reason=NOT_CALLED_REASON,
         code=CALL_TOO_LATE,
         attempts=max(0, intent.attempts - 1),
         next_attempt_at=Now() + timedelta(seconds=backoff_seconds(1)),

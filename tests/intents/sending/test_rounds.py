@@ -103,6 +103,11 @@ def test_a_call_that_could_not_start_inside_its_lease_is_not_made(live):
     assert attempt.finished_at is not None
     intent.refresh_from_db()
     assert intent.last_error_code == CALL_TOO_LATE
+    # The journal says so in words a reviewer reads, the fixed reason kept in the tooltip.
+    from review.journal_words import reason_words
+
+    event = intent.events.get(action="intent.retry_scheduled")
+    assert "too many calls ahead of this one" in reason_words(event)
     # Nothing reached the provider, so the retry is a plain send under the same key.
     SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=attempt.started_at)
     assert sending.run_rounds(worker="again", limit=1) == 1
