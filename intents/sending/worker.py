@@ -274,8 +274,9 @@ def run_rounds(
 ) -> int:
     """``run_once`` again and again until nothing is due, ``stopping`` is set, ``most``
     intents are done or ``for_seconds`` have passed (then nothing new is claimed, so that the
-    caller may sweep or stop; the first round is always claimed, however short the time), with each batch claimed and re-checked while the calls of the one before
-    it are at the provider; returns the number of intents handled.
+    caller may sweep or stop; the first round is always claimed, however short the time), with
+    each batch claimed and re-checked while the calls of the one before it are at the provider;
+    returns the number of intents handled.
 
     Per batch nothing changes: its attempt rows commit before any of its calls, its calls run on
     the pool with no transaction open, and it is recorded fenced by its leases. What overlaps is
