@@ -499,3 +499,83 @@ def test_a_batch_is_an_invalid_request_that_repeats_nothing_back(mcp_url, token_
     assert answer.status_code == 400
     assert answer.json()["error"]["code"] == -32600
     assert secret not in answer.text
+
+
+@pytest.mark.parametrize("depth", [130, 190])
+def test_a_key_given_twice_is_refused_however_deep_the_rest_of_the_request_nests(
+    mcp_url, token_a, mailbox_a, depth
+):
+    """The guard read the body only 128 levels deep and left a deeper one to the SDK, whose
+    parser goes to about 200 and keeps the last of two equal keys: a `_meta` nested 130 levels
+    took `"text": "first", "text": "second"` past the guard, and the draft held "second"."""
+    arguments = json.dumps(draft_body(mailbox_a, text="first")).replace(
+        '"text": "first"', '"text": "first", "text": "second"'
+    )
+    envelope = tool_call("create_draft", arguments).decode()
+    meta = '{"a":' * depth + "1" + "}" * depth
+    body = envelope.removesuffix("}}") + f', "_meta": {meta}}}}}'
+
+    answer = rpc(mcp_url, token_a, body.encode())
+
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == -32600
+    assert "params.arguments.text" in answer.json()["error"]["message"]
+    assert draft_count() == 0
+
+
+SECRET = "customer-private-words"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"params": SECRET}, "A request's params must be an object."),
+        ({"params": [SECRET]}, "A request's params must be an object."),
+        ({"jsonrpc": SECRET}, 'A JSON-RPC message must have "jsonrpc": "2.0".'),
+        ({"method": [SECRET]}, "A request's method must be a string."),
+        ({"method": None, "note": SECRET}, "A JSON-RPC request must name its method."),
+    ],
+    ids=["params-string", "params-array", "jsonrpc", "method-array", "no-method"],
+)
+def test_a_malformed_envelope_is_an_invalid_request_that_repeats_nothing_back(
+    mcp_url, token_a, mailbox_a, change, message
+):
+    """The SDK answered -32602 (invalid params) with pydantic's dump of four failed models, each
+    quoting the request's values back (`input_value='customer-private-words'`)."""
+    envelope = json.loads(tool_call("create_draft", json.dumps(draft_body(mailbox_a))))
+    envelope.update(change)
+    if envelope["method"] is None:
+        del envelope["method"]
+
+    answer = rpc(mcp_url, token_a, json.dumps(envelope).encode())
+
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": message},
+    }
+    assert SECRET not in answer.text
+    assert draft_count() == 0
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", ""])
+def test_a_body_not_sent_as_json_is_a_json_rpc_415_and_runs_nothing(
+    mcp_url, token_a, mailbox_a, content_type
+):
+    """The SDK's Host and Origin check answered it first: a bare text/plain 400, "Invalid
+    Content-Type header", that no JSON-RPC client can read."""
+    body = tool_call("create_draft", json.dumps(draft_body(mailbox_a)))
+
+    answer = rpc(mcp_url, token_a, body, **{"Content-Type": content_type})
+
+    assert answer.status_code == 415
+    assert answer.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32600,
+            "message": "Unsupported Media Type: send the request as Content-Type: application/json.",
+        },
+    }
+    assert draft_count() == 0
