@@ -58,8 +58,9 @@ def lease_duration() -> timedelta:
 
 
 # The error code of an attempt whose call was not made: its lease would have run out first
-# (``worker._call``). Nothing reached AgentMail, so recording it counts no attempt and no failure
-# of the key (``record.record_not_called``).
+# (``worker._call``). Nothing reached AgentMail, so recording it restores the intent's attempt
+# count and tells the key's circuit nothing (``record.record_not_called``); its attempt row is
+# closed as ``retry`` (and counted so in /metrics) with this code.
 CALL_TOO_LATE = "lease_ending"
 
 

@@ -34,7 +34,11 @@ from intents.sending.claim import intent_claim, intent_claim_uncertain, intents_
 from intents.sending.lease import CALL_TOO_LATE, Claim, Prepared, worker_id
 from intents.sending.precheck import intent_begin_attempt, intent_begin_attempts
 from intents.sending.reconcile import intent_record_lookup
-from intents.sending.record import intent_record_accepted, intent_record_result
+from intents.sending.record import (
+    NOT_CALLED_REASON,
+    intent_record_accepted,
+    intent_record_result,
+)
 from mailboxes import provider
 
 log = logging.getLogger("intents.sending")
@@ -46,7 +50,7 @@ def _call(claim: Claim, prepared: Prepared) -> provider.SendResult | provider.Lo
     and the attempt is recorded as not processed while the lease is still ours."""
     if time.monotonic() > claim.call_by:
         log.warning("intents.call.too_late", extra={"intent_id": claim.intent_id})
-        detail = "not called: the lease would have run out during the call"
+        detail = NOT_CALLED_REASON
         if prepared.kind == SendAttempt.Kind.LOOKUP:
             return provider.LookupResult(ok=False, error_code=CALL_TOO_LATE)
         return provider.SendResult(

@@ -5,6 +5,7 @@ here, as axes now masks them when it writes (every field of that page is sensiti
 sign-in page are left as they are: axes already masked their password."""
 
 from django.db import migrations
+from django.db.models import Q
 
 MASK = "********************"
 PAGE_FIELDS = ("old_password=", "new_password1=", "new_password2=")
@@ -23,9 +24,11 @@ def mask_row(post_data: str) -> str:
 
 def mask_password_page_rows(apps, schema_editor):
     AccessAttempt = apps.get_model("axes", "AccessAttempt")
-    for row in AccessAttempt.objects.only("pk", "post_data").iterator():
-        if any(field in row.post_data for field in PAGE_FIELDS):
-            AccessAttempt.objects.filter(pk=row.pk).update(post_data=mask_row(row.post_data))
+    page_rows = Q()
+    for field in PAGE_FIELDS:
+        page_rows |= Q(post_data__contains=field)
+    for row in AccessAttempt.objects.filter(page_rows).only("pk", "post_data").iterator():
+        AccessAttempt.objects.filter(pk=row.pk).update(post_data=mask_row(row.post_data))
 
 
 class Migration(migrations.Migration):

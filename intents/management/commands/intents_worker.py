@@ -128,7 +128,7 @@ class Command(BaseCommand):
         stop = threading.Event()
         # SIGTERM (an init system, a rolling restart) and SIGINT stop the loop: a batch whose
         # attempts are committed finishes and is recorded, one claimed but not begun is handed
-        # back (run_once's ``stopping``), nothing new is claimed; then the process exits 0.
+        # back (run_rounds' ``stopping``), nothing new is claimed; then the process exits 0.
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         # A worker that does not stop or does not send: `kill -USR1 <pid>` writes every thread's

@@ -108,6 +108,8 @@ def test_a_call_that_could_not_start_inside_its_lease_is_not_made(live):
 
     event = intent.events.get(action="intent.retry_scheduled")
     assert "too many calls ahead of this one" in reason_words(event)
+    # The attempt row says the same, so the page shows it once.
+    assert attempt.error_detail == event.reason == intent.last_error_detail
     # Nothing reached the provider, so the retry is a plain send under the same key.
     SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=attempt.started_at)
     assert sending.run_rounds(worker="again", limit=1) == 1
@@ -127,7 +129,8 @@ def test_a_reconciliation_whose_lookup_is_too_late_stays_uncertain_uncalled(live
 
     assert len(live.sandbox.requests()) == calls_before
     attempt = SendAttempt.objects.get(intent=intent)
-    assert attempt.error_code == CALL_TOO_LATE
+    # Nothing was asked, so nothing is uncertain about the lookup itself: a retry.
+    assert (attempt.outcome, attempt.error_code) == (SendAttempt.Outcome.RETRY, CALL_TOO_LATE)
 
 
 def test_calls_queued_on_the_pool_past_their_deadline_are_not_made(live, settings):
