@@ -80,8 +80,11 @@ def _validated(candidate: str, *, test_environment: bool) -> str:
         )
     except EmailNotValidError as exc:
         raise ValueError(f"{_shown(candidate)} is not a valid email address: {exc}") from None
-    # email_validator checks that this ASCII form fits the length limits too.
-    return f"{result.local_part}@{result.ascii_domain}".lower()
+    # email_validator checks that this ASCII form fits the length limits too. Composed (NFC)
+    # again after lower-casing: a capital with no composed form (J + U+030C) lower-cases to a
+    # letter that has one (U+01F0), and a second pass, as every check of a stored address
+    # makes, gave another string than the first (a suppression or an allowed address missed).
+    return unicodedata.normalize("NFC", f"{result.local_part}@{result.ascii_domain}".lower())
 
 
 def _shown(candidate: str) -> str:

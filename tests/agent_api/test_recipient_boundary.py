@@ -8,6 +8,7 @@ import pytest
 from django.db.models.functions import Now
 from django.urls import reverse
 
+from console.services import suppression_add
 from intents import sending, services
 from intents.models import Draft, DraftVersion, SendIntent
 from tests.agent_api.conftest import draft_body
@@ -81,3 +82,72 @@ def test_an_idn_domain_allowed_in_either_spelling_admits_both_and_nothing_like_i
     assert status("ana@b\u00fbcher.de") == 422  # û, not ü
     assert status("other@café.example") == 422
     assert Draft.objects.count() == 3
+
+
+# "ǰ" written as a capital J and a combining caron: NFC has no capital to compose it to, so only
+# its lower-cased form composes (U+01F0). The same address in both spellings.
+DECOMPOSED_CAPITAL = "J\u030cx@example.com"
+COMPOSED = "\u01f0x@example.com"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_address_suppressed_in_one_spelling_is_refused_in_the_other(
+    api, token_a, mailbox_a, member_of, sandbox
+):
+    admin = member_of(mailbox_a.tenant, "admin").user
+    suppression_add(tenant=mailbox_a.tenant, address=DECOMPOSED_CAPITAL, note="asked", actor=admin)
+
+    created = api.post("/drafts", draft_body(mailbox_a, to=[COMPOSED]), token=token_a, key="k-j")
+
+    assert created.status_code == 422
+    assert created.json()["code"] == "recipient_suppressed"
+    assert Draft.objects.count() == 0
+    assert sandbox.ledger(inbox_id=mailbox_a.inbox_id) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_address_the_admin_allowed_passes_a_reviewers_edit_in_another_spelling_and_is_sent(
+    api, token_a, mailbox_a, member_of, signed_in, sandbox
+):
+    admin = signed_in(member_of(mailbox_a.tenant, "admin").user)
+    page = reverse("mailbox_detail", args=[mailbox_a.tenant.slug, mailbox_a.pk])
+    admin.post(
+        reverse("mailbox_policy", args=[mailbox_a.tenant.slug, mailbox_a.pk]),
+        {
+            "policy_mode": "restricted",
+            "allowed_domains": "example.org",
+            "allowed_addresses": DECOMPOSED_CAPITAL,
+            "based_on": based_on(admin, page),
+        },
+    )
+    created = api.post(
+        "/drafts", draft_body(mailbox_a, to=["ana@example.org"]), token=token_a, key="k-j"
+    )
+    approver = member_of(mailbox_a.tenant, "approver").user
+    edited = services.draft_add_version(
+        tenant=mailbox_a.tenant,
+        draft_id=created.json()["id"],
+        to=[DECOMPOSED_CAPITAL],
+        cc=[],
+        bcc=[],
+        subject="Re: Where is my order?",
+        text="It shipped yesterday.",
+        html="",
+        actor_user=approver,
+        base_version=1,
+    )
+    intent = services.draft_approve(
+        tenant=mailbox_a.tenant,
+        draft_id=edited.draft_id,
+        version=2,
+        content_hash=edited.content_hash,
+        actor=member_of(mailbox_a.tenant, "approver").user,
+    )
+    SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now())
+    sending.run_once(worker="t", intent_id=intent.pk)
+
+    mailbox_a.refresh_from_db()
+    assert mailbox_a.allowed_addresses == [COMPOSED]
+    assert edited.to == [COMPOSED]
+    sent = sandbox.ledger(idempotency_key=intent.idempotency_key)
+    assert [message["to"] for message in sent] == [[COMPOSED]]
