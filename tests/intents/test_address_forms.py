@@ -125,3 +125,29 @@ def test_the_migration_writes_allowed_addresses_in_the_form_recipients_are_compa
     mailbox.refresh_from_db()
     assert mailbox.allowed_addresses == ["ana@xn--bcher-kva.de", "x@example.com"]
     assert mailbox.allows_recipient(normalize_address("Ana@Bücher.de"))
+
+
+@pytest.mark.django_db
+def test_the_migrations_compose_stored_suppressions_and_allowed_addresses(tenant_a, tenant_b):
+    """Stored before addresses were composed again after lower-casing (intents 0028, mailboxes
+    0010): the decomposed spelling becomes the one normalisation now gives."""
+    decomposed, composed = "j\u030cx@example.com", "\u01f0x@example.com"
+    assert normalize_address(decomposed) == composed
+    make = Suppression.objects.create
+    make(tenant=tenant_a, address=decomposed, reason="manual", source="p")
+    make(tenant=tenant_b, address=decomposed, reason="rejected", source="s")
+    make(tenant=tenant_b, address=composed, reason="bounced", source="s")
+    mailbox = make_local_mailbox(
+        tenant_a,
+        policy_mode=Mailbox.PolicyMode.RESTRICTED,
+        allowed_addresses=[decomposed, composed, "x@example.com"],
+    )
+
+    importlib.import_module("intents.migrations.0028_suppressions_composed").compose(apps, None)
+    importlib.import_module("mailboxes.migrations.0010_allow_lists_composed").compose(apps, None)
+
+    rows = set(Suppression.objects.values_list("tenant__slug", "address", "reason"))
+    assert rows == {("tenant-a", composed, "manual"), ("tenant-b", composed, "bounced")}
+    mailbox.refresh_from_db()
+    assert mailbox.allowed_addresses == [composed, "x@example.com"]
+    assert mailbox.allows_recipient(normalize_address("J\u030cx@example.com"))
