@@ -54,6 +54,15 @@ def _run(threads: list[threading.Thread], shape: dict) -> None:
     _join(threads)
 
 
+def _dump_stacks(*_) -> None:
+    """Every thread's Python stack to stderr, from a Python signal handler: it runs on the main
+    thread between bytecodes (``_join`` wakes twice a second), holding the GIL, so no other
+    thread's frames change while they are read. ``faulthandler.register`` read them from a C
+    signal handler without the GIL, and a worker whose call threads were busy crashed on it
+    (SIGSEGV, in a CI run)."""
+    faulthandler.dump_traceback(all_threads=True)
+
+
 def _join(threads: list[threading.Thread]) -> None:
     """Wait for the loops with a timeout, never without: a SIGTERM's Python handler runs only on
     the main thread, between bytecodes. When the kernel delivers the signal to another of the
@@ -133,7 +142,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         # A worker that does not stop or does not send: `kill -USR1 <pid>` writes every thread's
         # Python stack to stderr (nothing else happens; the worker goes on).
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+        signal.signal(signal.SIGUSR1, _dump_stacks)
         deadline = time.monotonic() + o["seconds"] if o["seconds"] else None
 
         def loop(n: int, replies_only: bool = False) -> None:
