@@ -65,7 +65,10 @@ class MailboxPolicyForm(BasedOnForm):
         label=_("Allowed domains"),
         required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text=_("One domain a line, e.g. example.com"),
+        help_text=_(
+            "One domain a line, e.g. example.com. Exactly that domain: its subdomains "
+            "(mail.example.com) need a line of their own."
+        ),
     )
     allowed_addresses = forms.CharField(
         label=_("Allowed addresses"),
