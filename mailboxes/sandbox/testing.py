@@ -56,7 +56,24 @@ class SandboxServer:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> SandboxServer:
-        self.port = self.port or _free_port()
+        # A free port is free when we look, not necessarily when the sandbox binds it: another
+        # process (a parallel test's server) may take it in between. Then the sandbox exits, or
+        # something else answers its health check; try again on another port.
+        fixed = self.port is not None
+        for tries_left in range(4, -1, -1):
+            self.port = self.port or _free_port()
+            try:
+                return self._start_on_port()
+            except _NotOurs:
+                self.stop()
+                if fixed or not tries_left:
+                    raise RuntimeError(
+                        f"port {self.port} is taken by another server; see {self.log_path}"
+                    ) from None
+                self.port = None
+        raise AssertionError("unreachable")
+
+    def _start_on_port(self) -> SandboxServer:
         env = {**os.environ, "PYTHONPATH": _pythonpath()}
         with open(self.log_path, "ab") as log:
             # Fixed argv built from our own values, no shell.
@@ -91,10 +108,16 @@ class SandboxServer:
         deadline = time.monotonic() + self._startup_timeout
         while True:
             if self._process is not None and self._process.poll() is not None:
-                raise RuntimeError(f"sandbox exited early; see {self.log_path}")
+                # Most often its port was taken before it could bind it (start tries another).
+                raise _NotOurs(f"sandbox exited early; see {self.log_path}")
             try:
                 health = self.health()
+                ours = self._process.pid if self._process is not None else None
+                if not isinstance(health, dict) or health.get("pid") != ours:
+                    raise _NotOurs("another server answered the sandbox's health check")
                 break
+            except httpx.HTTPStatusError:
+                raise _NotOurs("another server answered the sandbox's health check") from None
             except httpx.TransportError:
                 if time.monotonic() > deadline:
                     self.stop()
@@ -259,6 +282,10 @@ class SandboxServer:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"condition not met within {timeout:.1f}s")
             time.sleep(interval)
+
+
+class _NotOurs(RuntimeError):
+    """The port the sandbox was to listen on answered as another server, or the sandbox exited."""
 
 
 def _free_port() -> int:
