@@ -22,8 +22,6 @@ from intents.sending.record import (
     hold_for_refused_key,
     lock_leased_for_record,
     mark_accepted,
-    not_called,
-    record_not_called,
 )
 from mailboxes import provider
 
@@ -46,10 +44,6 @@ def intent_record_lookup(claim: Claim, prepared: Prepared, lookup: provider.Look
         if intent is None:
             close_attempt(prepared, AttemptOutcome.FENCED, **fields)
             return "fenced"
-        if not lookup.ok and not_called(lookup.http_status, lookup.error_code):
-            # Nothing was asked, so nothing is uncertain about it: a retry, as for a send.
-            close_attempt(prepared, AttemptOutcome.RETRY, **fields)
-            return record_not_called(intent, claim)
         close_attempt(prepared, outcome, **fields)
         # A list of the inbox's messages answers 404 only for the inbox itself.
         if not lookup.ok and provider.refuses_key(lookup.http_status, lookup.error_code, "inbox"):

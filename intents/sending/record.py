@@ -425,8 +425,6 @@ def intent_record_result(claim: Claim, prepared: Prepared, result: provider.Send
             return "fenced"
         _close_attempt(prepared, _ATTEMPT_OUTCOME[result.outcome], result)
         detail = f"{result.http_status or '-'} {result.error_code}: {result.error_message}"[:2000]
-        if not_called(result.http_status, result.error_code):
-            return record_not_called(intent, claim)
         if provider.refuses_key(result.http_status, result.error_code, result.error_message):
             return hold_for_refused_key(intent, claim, prepared, detail)
         throttle_feedback(prepared.key_ref, result)
@@ -435,14 +433,23 @@ def intent_record_result(claim: Claim, prepared: Prepared, result: provider.Send
         return _record_not_processed(intent, claim, result, detail)
 
 
-def not_called(http_status: int | None, error_code: str) -> bool:
-    """Whether an answer is ``worker._call``'s own for a call it did not make (past its lease's
-    call deadline), not AgentMail's."""
-    return http_status is None and error_code == CALL_TOO_LATE
-
-
 # The journal's reason for a call not made (review.journal_words shows it in words).
 NOT_CALLED_REASON = "not called: its lease would have run out during the call"
+
+
+def intent_record_not_called(claim: Claim, prepared: Prepared) -> str:
+    """Record an attempt whose call ``worker._call`` did not make (past its lease's call
+    deadline): its row closed as ``retry`` with ``CALL_TOO_LATE``, the intent moved by
+    ``record_not_called``; returns the intent's new state, or "fenced"."""
+    fields = {"error_code": CALL_TOO_LATE, "error_detail": NOT_CALLED_REASON}
+    with transaction.atomic():
+        intent = lock_leased_for_record([claim]).get(claim.intent_id)
+        if intent is None:
+            close_attempt(prepared, AttemptOutcome.FENCED, **fields)
+            return "fenced"
+        # Nothing was asked, so nothing is uncertain about it, whatever its kind: a retry.
+        close_attempt(prepared, AttemptOutcome.RETRY, **fields)
+        return record_not_called(intent, claim)
 
 
 def record_not_called(intent: Leased, claim: Claim) -> str:

@@ -31,12 +31,12 @@ from django.conf import settings
 from config.perprocess import PerProcess
 from intents.models import SendAttempt, SendIntent
 from intents.sending.claim import intent_claim, intent_claim_uncertain, intents_hand_back
-from intents.sending.lease import CALL_TOO_LATE, Claim, Prepared, worker_id
+from intents.sending.lease import Claim, Prepared, worker_id
 from intents.sending.precheck import intent_begin_attempt, intent_begin_attempts
 from intents.sending.reconcile import intent_record_lookup
 from intents.sending.record import (
-    NOT_CALLED_REASON,
     intent_record_accepted,
+    intent_record_not_called,
     intent_record_result,
 )
 from mailboxes import provider
@@ -44,18 +44,22 @@ from mailboxes import provider
 log = logging.getLogger("intents.sending")
 
 
-def _call(claim: Claim, prepared: Prepared) -> provider.SendResult | provider.LookupResult:
+class _NotCalled:
+    """What ``_call`` answers instead of the provider when it made no call."""
+
+
+NOT_CALLED = _NotCalled()
+
+
+def _call(
+    claim: Claim, prepared: Prepared
+) -> provider.SendResult | provider.LookupResult | _NotCalled:
     """The provider call of one prepared attempt: network only, no database. Not made once the
     lease's call deadline has passed (``lease.call_deadline``): nothing reaches the provider,
-    and the attempt is recorded as not processed while the lease is still ours."""
+    and ``intent_record_not_called`` records it while the lease is still ours."""
     if time.monotonic() > claim.call_by:
         log.warning("intents.call.too_late", extra={"intent_id": claim.intent_id})
-        detail = NOT_CALLED_REASON
-        if prepared.kind == SendAttempt.Kind.LOOKUP:
-            return provider.LookupResult(ok=False, error_code=CALL_TOO_LATE)
-        return provider.SendResult(
-            provider.Outcome.RETRY_LATER, error_code=CALL_TOO_LATE, error_message=detail
-        )
+        return NOT_CALLED
     if prepared.kind == SendAttempt.Kind.LOOKUP:
         return provider.find_messages_by_label(
             api_key=prepared.api_key,
@@ -69,6 +73,8 @@ def _call(claim: Claim, prepared: Prepared) -> provider.SendResult | provider.Lo
 
 
 def _record(claim: Claim, prepared: Prepared, answer) -> str:
+    if answer is NOT_CALLED:
+        return intent_record_not_called(claim, prepared)
     if prepared.kind == SendAttempt.Kind.LOOKUP:
         return intent_record_lookup(claim, prepared, answer)
     return intent_record_result(claim, prepared, answer)
@@ -123,7 +129,9 @@ def _record_all(answers, errors: list[BaseException]) -> dict[int, str]:
     accepted = [
         (claim, prepared, answer)
         for claim, prepared, answer in answers
-        if prepared.kind != SendAttempt.Kind.LOOKUP and answer.outcome == provider.Outcome.ACCEPTED
+        if answer is not NOT_CALLED
+        and prepared.kind != SendAttempt.Kind.LOOKUP
+        and answer.outcome == provider.Outcome.ACCEPTED
     ]
     if len(accepted) > 1:
         try:

@@ -12,7 +12,7 @@ from django.db.models import Max, Min
 
 from intents import sending
 from intents.models import ProviderThrottle, SendAttempt, SendIntent
-from intents.sending.worker import CALL_TOO_LATE
+from intents.sending.lease import CALL_TOO_LATE
 from tests.intents.helpers import run_concurrently
 
 pytestmark = pytest.mark.django_db(transaction=True)
