@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
+import time
 
 import pytest
 from django.utils import timezone
@@ -155,6 +157,24 @@ def page(chromium, live_server):
     tab.set_default_timeout(10_000)
     yield tab
     context.close()
+    _wait_for_requests_to_end()
+
+
+def _wait_for_requests_to_end(seconds: float = 10.0) -> None:
+    """Let the live server finish the requests the closed browser left behind before the test's
+    database is flushed: a request still inside a transaction when the flush's TRUNCATE takes its
+    locks deadlocks with it (a CI run failed so, at the teardown of a passkey sign-in). The live
+    server serves each connection in a thread of its own, which ends with its connection."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        serving = [
+            thread
+            for thread in threading.enumerate()
+            if thread.name.endswith("(process_request_thread)") and thread.is_alive()
+        ]
+        if not serving:
+            return
+        serving[0].join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 @pytest.fixture
