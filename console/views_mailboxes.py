@@ -152,7 +152,7 @@ def mailbox_policy(request: TenantRequest, mailbox_id: int) -> HttpResponse:
             status=400,
         )
     try:
-        provisioning.mailbox_update_policy(
+        stopped = provisioning.mailbox_update_policy(
             tenant=request.tenant,
             mailbox_id=mailbox.pk,
             actor=request.user,
@@ -168,7 +168,7 @@ def mailbox_policy(request: TenantRequest, mailbox_id: int) -> HttpResponse:
             {"mailbox": mailbox, "form": form, "assignment_form": _assignment_form(mailbox)},
             status=400,
         )
-    messages.success(request, _("Recipient policy saved."))
+    messages.success(request, with_sends_in_flight(_("Recipient policy saved."), stopped, "policy"))
     return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
 
 

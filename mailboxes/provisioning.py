@@ -374,6 +374,11 @@ def _policy(mailbox: Mailbox) -> dict:
     }
 
 
+def _recipient_rules(policy: dict) -> dict:
+    """The part of a policy that decides who may be written to (all but the display name)."""
+    return {key: value for key, value in policy.items() if key != "display_name"}
+
+
 def policy_fingerprint(mailbox: Mailbox) -> str:
     """What a recipient policy form is based on: its ``based_on`` for
     ``mailbox_update_policy``."""
@@ -391,13 +396,29 @@ def mailbox_update_policy(
     display_name: str,
     actor,
     based_on: str | None = None,
-) -> Mailbox:
+) -> Stopped[Mailbox]:
     """``based_on``: the fingerprint (``policy_fingerprint``) of the policy the admin's page
     showed; a save based on a policy that changed since is refused (tenants.stale.StaleSave).
-    A new display name is brought to AgentMail after the commit (mailboxes.display_names)."""
+    A new display name is brought to AgentMail after the commit (mailboxes.display_names).
+
+    A new recipient policy stops the sends it no longer allows, as disabling the mailbox stops
+    them all: the change holds the mailbox's sends on their way (tenants.send_stops) and counts
+    those already past their pre-call check, which go out under the policy they were checked
+    against; every later check reads the new one. A rename alone holds nothing."""
     display_name = _clean_display_name(display_name)
     allowed_domains, allowed_addresses = _clean_allow_lists(allowed_domains, allowed_addresses)
     require_admin(tenant, actor)
+    wanted = {
+        "policy_mode": policy_mode,
+        "allowed_domains": allowed_domains,
+        "allowed_addresses": allowed_addresses,
+    }
+    data: dict[str, int] = {}
+    unlocked = Mailbox.objects.filter(tenant=tenant, pk=mailbox_id).first()
+    if unlocked is not None and _recipient_rules(_policy(unlocked)) != wanted:
+        # Before the mailbox's row (see tenants.send_stops). Read unlocked to decide; a policy
+        # that changes again before the lock below holds nothing it would not have held.
+        data["sends_in_flight"] = sends_in_flight_hold(tenant_id=tenant.pk, mailbox_id=mailbox_id)
     mailbox = Mailbox.objects.select_for_update().get(tenant=tenant, pk=mailbox_id)
     before = _policy(mailbox)
     refuse_if_changed(based_on=based_on, current=before, labels=POLICY_LABELS)
@@ -425,11 +446,11 @@ def mailbox_update_policy(
         actor=actor,
         action="mailbox.policy_changed",
         obj=mailbox,
-        data={"before": before, "after": after},
+        data={"before": before, "after": after, **data},
     )
     if renamed:
         transaction.on_commit(lambda: display_name_sync_wake(mailbox.pk))
-    return mailbox
+    return Stopped(mailbox, data.get("sends_in_flight", 0))
 
 
 MAX_SLA_MINUTES = 60 * 24 * 14

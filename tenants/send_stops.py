@@ -1,5 +1,5 @@
 """A change that stops sends (a tenant suspended, a mailbox disabled, an approver's right taken
-away) waits, inside its transaction, for the sends already past their pre-call check.
+away, a mailbox's recipient policy changed) waits, inside its transaction, for the sends already past their pre-call check.
 
 The worker checks the tenant, the mailbox and the approver's right right before each provider
 call and commits the attempt row before calling (``intents.sending.precheck``). A change that
@@ -69,6 +69,13 @@ IN_FLIGHT_AFTER = {
         "they approved will be sent.",
         "%(count)d sends they approved were already on their way and will go out; nothing else "
         "they approved will be sent.",
+        "count",
+    ),
+    "policy": ngettext_lazy(
+        "%(count)d send from this mailbox was already on its way and will go out; the new "
+        "policy applies to everything else.",
+        "%(count)d sends from this mailbox were already on their way and will go out; the new "
+        "policy applies to everything else.",
         "count",
     ),
     "rights": ngettext_lazy(

@@ -160,10 +160,10 @@ def policy_problem(intent: SendIntent, facts: CheckFacts) -> tuple[str, str] | N
     """(code, reason) for the first contract check that fails, or None.
 
     Expects ``intent`` from ``_lock_leased``: its tenant, mailbox, draft and version were read in
-    the locking statement, the tenant's and mailbox's status again after it (``reread_stops``: a
-    change that stops sends may have committed while the lock waited). ``facts`` are the
-    membership and suppressions read in the same transaction (``CheckFacts.load`` of the whole
-    batch), also after the lock.
+    the locking statement, the tenant's and mailbox's status and the mailbox's recipient policy
+    again after it (``reread_stops``: a change that stops sends may have committed while the
+    lock waited). ``facts`` are the membership and suppressions read in the same transaction
+    (``CheckFacts.load`` of the whole batch), also after the lock.
     """
     tenant = intent.tenant
     if not tenant.is_active:

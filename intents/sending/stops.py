@@ -2,8 +2,9 @@
 
 The pre-call check locks its batch's intents, reads the tenant, the mailbox and the approver's
 right, and commits the attempt rows; the call comes after that commit. A suspension, a disabled
-mailbox or a right taken away that committed between the check's read and that commit went
-unseen by both: the call went out after the change, and the change's audit row did not know.
+mailbox, a right taken away or a narrower recipient policy that committed between the check's
+read and that commit went unseen by both: the call went out after the change, and the change's
+audit row did not know.
 
 ``intents_hold_in_flight`` closes that window without a lock in the worker's path: the changing
 transaction locks the intents it affects that may be on their way to a call (``queued``, which a

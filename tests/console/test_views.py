@@ -531,6 +531,20 @@ def _disable_mailbox(client, tenant, approver, mailbox):
     return reverse("mailbox_status", args=[tenant.slug, mailbox.pk]), {"status": "disabled"}
 
 
+def _narrow_policy(client, tenant, approver, mailbox):
+    page = reverse("mailbox_detail", args=[tenant.slug, mailbox.pk])
+    return (
+        reverse("mailbox_policy", args=[tenant.slug, mailbox.pk]),
+        {
+            "display_name": mailbox.display_name,
+            "policy_mode": "restricted",
+            "allowed_domains": "example.org",
+            "allowed_addresses": "",
+            "based_on": based_on(client, page),
+        },
+    )
+
+
 @pytest.mark.parametrize(
     ("change", "told"),
     [
@@ -538,8 +552,9 @@ def _disable_mailbox(client, tenant, approver, mailbox):
         (_demote_to_viewer, "2 sends they approved were already on their way and will go out"),
         (_take_every_mailbox, "2 sends they approved from mailboxes taken away were already"),
         (_disable_mailbox, "nothing else from this mailbox will be sent."),
+        (_narrow_policy, "2 sends from this mailbox were already on their way and will go out"),
     ],
-    ids=["deactivate", "viewer", "rights", "mailbox"],
+    ids=["deactivate", "viewer", "rights", "mailbox", "policy"],
 )
 def test_a_change_that_stops_sends_says_which_were_already_on_their_way(
     tenant_a, admin_a, member_of, mailbox_a, signed_in, change, told

@@ -1,5 +1,5 @@
-"""A change that stops sends (member deactivated, mailbox disabled, tenant suspended) and the
-worker's pre-call check, committing at the same moment: no call goes out after the change that
+"""A change that stops sends (member deactivated, mailbox disabled, tenant suspended, a mailbox's
+recipient policy narrowed) and the worker's pre-call check, committing at the same moment: no call goes out after the change that
 the change does not count as in flight (intents.sending.stops)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from intents import errors, sending
 from intents.models import SendIntent
 from intents.sending.claim import intent_claim
 from intents.sending.worker import execute_claims
-from mailboxes.provisioning import mailbox_set_status
+from mailboxes.provisioning import mailbox_set_status, mailbox_update_policy
 from tenants.models import AuditEvent, Membership
 from tenants.onboarding import tenant_suspend
 from tenants.services import member_deactivate
@@ -74,6 +74,20 @@ def _disable_mailbox(live, admin):
     return "mailbox.disabled"
 
 
+def _narrow_policy(live, admin):
+    """The approved send's recipient (example.com) is outside the new policy."""
+    mailbox_update_policy(
+        tenant=live.tenant,
+        mailbox_id=live.mailbox.pk,
+        policy_mode="restricted",
+        allowed_domains=["example.org"],
+        allowed_addresses=[],
+        display_name=live.mailbox.display_name,
+        actor=admin,
+    )
+    return "mailbox.policy_changed"
+
+
 def _suspend_tenant(live, admin):
     tenant_suspend(slug=live.tenant.slug, reason="Unpaid invoices")
     return "tenant.suspended"
@@ -83,7 +97,7 @@ def _sends(live, intent) -> int:
     return len(live.sandbox.ledger(idempotency_key=intent.idempotency_key))
 
 
-@pytest.mark.parametrize("change", [_deactivate_approver, _disable_mailbox])
+@pytest.mark.parametrize("change", [_deactivate_approver, _disable_mailbox, _narrow_policy])
 def test_a_change_committed_while_the_check_inserts_its_attempt_counts_that_call(
     live, member_of, change
 ):
@@ -113,7 +127,7 @@ def test_a_change_committed_while_the_check_inserts_its_attempt_counts_that_call
     assert AuditEvent.objects.get(action=action).data["sends_in_flight"] == 1
 
 
-@pytest.mark.parametrize("change", [_disable_mailbox, _suspend_tenant])
+@pytest.mark.parametrize("change", [_disable_mailbox, _suspend_tenant, _narrow_policy])
 def test_a_check_that_waited_for_the_change_reads_it_and_blocks_the_send(live, member_of, change):
     """The check's locked read took its snapshot, then waited for the change's lock on the send:
     it got the row after the change committed, with the mailbox and tenant from before, and
@@ -247,3 +261,30 @@ def test_rights_narrowed_hold_and_count_only_the_sends_of_the_mailboxes_taken_aw
     assert stopped.sends_in_flight == 1
     row = AuditEvent.objects.get(action="member.rights_changed")
     assert row.data["sends_in_flight"] == 1
+
+
+def test_a_rename_alone_holds_no_send(live, member_of):
+    """Only a change of who may be written to stops sends; a new display name locks none of
+    the mailbox's sends, in flight or queued."""
+    from tests.intents.helpers import sends_in_flight
+
+    admin = member_of(live.tenant, "admin").user
+    sends_in_flight(live.mailbox, live.approver, 1)
+
+    def rename():
+        return mailbox_update_policy(
+            tenant=live.tenant,
+            mailbox_id=live.mailbox.pk,
+            policy_mode=live.mailbox.policy_mode,
+            allowed_domains=[],
+            allowed_addresses=[],
+            display_name="Support desk",
+            actor=admin,
+        )
+
+    statements = captured(rename)
+
+    assert [sql for sql in statements if '"intents_sendintent"' in sql] == []
+    changed = AuditEvent.objects.get(action="mailbox.policy_changed")
+    assert changed.data["after"]["display_name"] == "Support desk"
+    assert "sends_in_flight" not in changed.data
