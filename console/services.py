@@ -14,10 +14,11 @@ from console.selectors import suppression_reason
 from intents.policy import normalize_address
 from intents.services import suppressions
 from tenants.models import Tenant, User
+from tenants.send_stops import Stopped, sends_in_flight_hold
 from tenants.services import AdminError, audit_record, require_admin
 
 
-def suppression_add(*, tenant: Tenant, address: str, note: str, actor: User):
+def suppression_add(*, tenant: Tenant, address: str, note: str, actor: User) -> Stopped:
     # The form every send compares against (intents.policy.normalize_address): stored as typed,
     # ana@xn--bcher-kva.de never matched the ana@bücher.de a draft to that person is checked as.
     try:
@@ -29,6 +30,9 @@ def suppression_add(*, tenant: Tenant, address: str, note: str, actor: User):
         raise AdminError("reason_required", _("Say why this address is suppressed."), "note")
     with transaction.atomic():
         require_admin(tenant, actor)
+        # The sends to this address already past their pre-call check go out; the hold makes
+        # every later check wait for this commit and read the new entry (tenants.send_stops).
+        in_flight = sends_in_flight_hold(tenant_id=tenant.pk, address=address)
         suppression, created = suppressions.suppression_add(
             tenant=tenant, address=address, note=note, actor=actor
         )
@@ -44,9 +48,9 @@ def suppression_add(*, tenant: Tenant, address: str, note: str, actor: User):
             actor=actor,
             action="suppression.added",
             obj=suppression,
-            data={"address": address, "note": note},
+            data={"address": address, "note": note, "sends_in_flight": in_flight},
         )
-    return suppression
+    return Stopped(suppression, in_flight)
 
 
 def suppression_remove(*, tenant: Tenant, suppression_id: int, reason: str, actor: User) -> None:

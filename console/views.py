@@ -425,7 +425,7 @@ def suppression_add(request: TenantRequest) -> HttpResponse:
     form = SuppressionAddForm(request.POST)
     if form.is_valid():
         try:
-            suppression = console_services.suppression_add(
+            stopped = console_services.suppression_add(
                 tenant=request.tenant,
                 address=form.cleaned_data["address"],
                 note=form.cleaned_data["note"],
@@ -434,10 +434,10 @@ def suppression_add(request: TenantRequest) -> HttpResponse:
         except services.AdminError as error:
             _refuse(form, error)
         else:
-            messages.success(
-                request,
-                _("%(address)s will not receive mail from us.") % {"address": suppression.address},
-            )
+            done = _("%(address)s will not receive mail from us.") % {
+                "address": stopped.changed.address
+            }
+            messages.success(request, with_sends_in_flight(done, stopped, "address"))
             return redirect("admin_suppressions", _slug(request))
     return _suppressions_page(request, add_form=form, status=400)
 

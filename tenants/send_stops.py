@@ -1,5 +1,5 @@
 """A change that stops sends (a tenant suspended, a mailbox disabled, an approver's right taken
-away, a mailbox's recipient policy changed) waits, inside its transaction, for the sends already past their pre-call check.
+away, a mailbox's recipient policy changed, an address suppressed by hand) waits, inside its transaction, for the sends already past their pre-call check.
 
 The worker checks the tenant, the mailbox and the approver's right right before each provider
 call and commits the attempt row before calling (``intents.sending.precheck``). A change that
@@ -32,8 +32,9 @@ from django.dispatch import Signal
 from django.utils.translation import ngettext_lazy
 
 # Sent inside the changing transaction with the scope of the sends it stops: ``tenant_id``, and
-# optionally ``mailbox_id`` (one mailbox), ``approver_id`` (sends this user approved) and
-# ``keep_mailboxes`` (mailbox ids the approver keeps the right for). The receiver answers how
+# optionally ``mailbox_id`` (one mailbox), ``approver_id`` (sends this user approved),
+# ``keep_mailboxes`` (mailbox ids the approver keeps the right for) and ``address`` (sends to
+# this address, in its normal form: a person suppressed it). The receiver answers how
 # many of those sends have a call in flight.
 sends_stopping = Signal()
 
@@ -78,6 +79,13 @@ IN_FLIGHT_AFTER = {
         "policy applies to everything else.",
         "count",
     ),
+    "address": ngettext_lazy(
+        "%(count)d send to this address was already on its way and will go out; nothing else "
+        "will be sent to it.",
+        "%(count)d sends to this address were already on their way and will go out; nothing "
+        "else will be sent to it.",
+        "count",
+    ),
     "rights": ngettext_lazy(
         "%(count)d send they approved from a mailbox taken away was already on its way and will "
         "go out; nothing else they approved from those mailboxes will be sent.",
@@ -117,6 +125,7 @@ def sends_in_flight_hold(
     mailbox_id: int | None = None,
     approver_id: int | None = None,
     keep_mailboxes: Collection[int] | None = None,
+    address: str | None = None,
 ) -> int:
     """Lock the sends this change stops until the caller's transaction ends, and return how many
     of them have a call in flight (an attempt row with no answer yet): those went out before the
@@ -133,6 +142,7 @@ def sends_in_flight_hold(
         mailbox_id=mailbox_id,
         approver_id=approver_id,
         keep_mailboxes=keep_mailboxes,
+        address=address,
     )
     if not answers:
         # Without the receiver the change would race the worker unseen again: refuse instead.

@@ -1,10 +1,10 @@
 """Changes that stop sends wait for the pre-call checks they affect (``tenants.send_stops``).
 
-The pre-call check locks its batch's intents, reads the tenant, the mailbox and the approver's
-right, and commits the attempt rows; the call comes after that commit. A suspension, a disabled
-mailbox, a right taken away or a narrower recipient policy that committed between the check's
-read and that commit went unseen by both: the call went out after the change, and the change's
-audit row did not know.
+The pre-call check locks its batch's intents, reads the tenant, the mailbox, the approver's right
+and the suppressions, and commits the attempt rows; the call comes after that commit. A
+suspension, a disabled mailbox, a right taken away, a narrower recipient policy or an address
+suppressed by hand that committed between the check's read and that commit went unseen by both:
+the call went out after the change, and the change's audit row did not know.
 
 ``intents_hold_in_flight`` closes that window without a lock in the worker's path: the changing
 transaction locks the intents it affects that may be on their way to a call (``queued``, which a
@@ -33,6 +33,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 
+from django.db.models import Q
+
 from intents.models import SendAttempt, SendIntent
 
 log = logging.getLogger("intents.sending")
@@ -47,10 +49,12 @@ def intents_hold_in_flight(
     mailbox_id: int | None = None,
     approver_id: int | None = None,
     keep_mailboxes: Collection[int] | None = None,
+    address: str | None = None,
 ) -> int:
     """Lock (until the caller's commit) the tenant's intents on their way to a call, narrowed to
-    one mailbox, one approver, and mailboxes outside ``keep_mailboxes``; returns how many have an
-    attempt in flight. One statement through ``intent_tenant_state`` when none is on its way."""
+    one mailbox, one approver, mailboxes outside ``keep_mailboxes``, and sends to ``address``
+    (its normal form, the form recipients are stored in); returns how many have an attempt in
+    flight. One statement through ``intent_tenant_state`` when none is on its way."""
     qs = SendIntent.objects.select_for_update().filter(tenant_id=tenant_id, state__in=ON_THEIR_WAY)
     if mailbox_id is not None:
         qs = qs.filter(mailbox_id=mailbox_id)
@@ -58,6 +62,12 @@ def intents_hold_in_flight(
         qs = qs.filter(approver_id=approver_id)
     if keep_mailboxes is not None:
         qs = qs.exclude(mailbox_id__in=list(keep_mailboxes))
+    if address is not None:
+        qs = qs.filter(
+            Q(recipients__to__contains=[address])
+            | Q(recipients__cc__contains=[address])
+            | Q(recipients__bcc__contains=[address])
+        )
     held = list(qs.order_by("id").values_list("id", flat=True))
     if not held:
         return 0
@@ -81,4 +91,5 @@ def on_sends_stopping(sender, **scope) -> int:
         mailbox_id=scope.get("mailbox_id"),
         approver_id=scope.get("approver_id"),
         keep_mailboxes=scope.get("keep_mailboxes"),
+        address=scope.get("address"),
     )

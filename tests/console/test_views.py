@@ -545,6 +545,13 @@ def _narrow_policy(client, tenant, approver, mailbox):
     )
 
 
+def _suppress_the_recipient(client, tenant, approver, mailbox):
+    return (
+        reverse("admin_suppression_add", args=[tenant.slug]),
+        {"address": "customer@example.com", "note": "Asked us to stop"},
+    )
+
+
 @pytest.mark.parametrize(
     ("change", "told"),
     [
@@ -553,8 +560,9 @@ def _narrow_policy(client, tenant, approver, mailbox):
         (_take_every_mailbox, "2 sends they approved from mailboxes taken away were already"),
         (_disable_mailbox, "nothing else from this mailbox will be sent."),
         (_narrow_policy, "2 sends from this mailbox were already on their way and will go out"),
+        (_suppress_the_recipient, "2 sends to this address were already on their way"),
     ],
-    ids=["deactivate", "viewer", "rights", "mailbox", "policy"],
+    ids=["deactivate", "viewer", "rights", "mailbox", "policy", "suppressed"],
 )
 def test_a_change_that_stops_sends_says_which_were_already_on_their_way(
     tenant_a, admin_a, member_of, mailbox_a, signed_in, change, told

@@ -1,5 +1,5 @@
 """A change that stops sends (member deactivated, mailbox disabled, tenant suspended, a mailbox's
-recipient policy narrowed) and the worker's pre-call check, committing at the same moment: no call goes out after the change that
+recipient policy narrowed, the recipient suppressed by hand) and the worker's pre-call check, committing at the same moment: no call goes out after the change that
 the change does not count as in flight (intents.sending.stops)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pytest
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
+from console.services import suppression_add
 from intents import errors, sending
 from intents.models import SendIntent
 from intents.sending.claim import intent_claim
@@ -88,6 +89,11 @@ def _narrow_policy(live, admin):
     return "mailbox.policy_changed"
 
 
+def _suppress_recipient(live, admin):
+    suppression_add(tenant=live.tenant, address="Customer@Example.com", note="asked", actor=admin)
+    return "suppression.added"
+
+
 def _suspend_tenant(live, admin):
     tenant_suspend(slug=live.tenant.slug, reason="Unpaid invoices")
     return "tenant.suspended"
@@ -97,7 +103,9 @@ def _sends(live, intent) -> int:
     return len(live.sandbox.ledger(idempotency_key=intent.idempotency_key))
 
 
-@pytest.mark.parametrize("change", [_deactivate_approver, _disable_mailbox, _narrow_policy])
+@pytest.mark.parametrize(
+    "change", [_deactivate_approver, _disable_mailbox, _narrow_policy, _suppress_recipient]
+)
 def test_a_change_committed_while_the_check_inserts_its_attempt_counts_that_call(
     live, member_of, change
 ):
@@ -127,7 +135,9 @@ def test_a_change_committed_while_the_check_inserts_its_attempt_counts_that_call
     assert AuditEvent.objects.get(action=action).data["sends_in_flight"] == 1
 
 
-@pytest.mark.parametrize("change", [_disable_mailbox, _suspend_tenant, _narrow_policy])
+@pytest.mark.parametrize(
+    "change", [_disable_mailbox, _suspend_tenant, _narrow_policy, _suppress_recipient]
+)
 def test_a_check_that_waited_for_the_change_reads_it_and_blocks_the_send(live, member_of, change):
     """The check's locked read took its snapshot, then waited for the change's lock on the send:
     it got the row after the change committed, with the mailbox and tenant from before, and
@@ -163,13 +173,16 @@ def test_a_change_with_no_send_in_flight_costs_one_indexed_statement(
 
     statements = captured(lambda: _deactivate_approver(live, admin))
     statements += captured(lambda: _disable_mailbox(live, admin))
+    statements += captured(lambda: _suppress_recipient(live, admin))
 
     on_intents = [sql for sql in statements if '"intents_sendintent"' in sql]
-    assert len(on_intents) == 2
+    assert len(on_intents) == 3
     assert scanning(on_intents) == []
     assert {
         e.data["sends_in_flight"]
-        for e in AuditEvent.objects.filter(action__in=("member.deactivated", "mailbox.disabled"))
+        for e in AuditEvent.objects.filter(
+            action__in=("member.deactivated", "mailbox.disabled", "suppression.added")
+        )
     } == {0}
 
 
