@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from django.db import transaction
+from django.utils.crypto import salted_hmac
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field, StrictInt, StrictStr
 from pydantic import ValidationError as ArgumentsInvalid
@@ -60,6 +61,7 @@ READ = AgentToken.Scope.DRAFTS_READ
 WRITE = AgentToken.Scope.DRAFTS_WRITE
 # The idempotency store's method column: what tells an MCP call from an HTTP request.
 METHOD = "MCP"
+DERIVED_KEY_SALT = "countersign.agent_api.mcp.derived-idempotency-key"
 
 IdempotencyKey = Annotated[
     StrictStr,
@@ -160,6 +162,15 @@ def _answer(body: bytes, *, replayed: bool = False) -> ToolAnswer:
     return ToolAnswer(json.loads(body), replayed=replayed)
 
 
+def derived_key(digest: str) -> str:
+    """The key of a create called without one: the same arguments from the same token are one
+    call. An HMAC under the deployment's secret, not the fingerprint itself: the keys share the
+    tenant's store with the JSON API, where the client names the key, and another token of the
+    tenant that computed a victim's next key (a token id and the arguments are all it takes)
+    could claim it first and have the victim's call refused for a day."""
+    return "mcp-" + salted_hmac(DERIVED_KEY_SALT, digest, algorithm="sha256").hexdigest()[:60]
+
+
 def _once(
     token: AgentToken,
     *,
@@ -179,7 +190,7 @@ def _once(
         credential=token_credential(token), method=METHOD, path=path, data=arguments
     )
     if key is None and derive:
-        key = f"mcp-{digest[:60]}"
+        key = derived_key(digest)
     if key is None:
         if prepare is not None:
             prepare()

@@ -18,6 +18,7 @@ import pytest
 from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
+from agent_api.idempotency import fingerprint, token_credential
 from intents import services
 from intents.models import Draft, DraftVersion
 from scripts import devstack
@@ -187,6 +188,29 @@ def test_without_a_key_the_same_arguments_are_one_draft(mcp_url, token_a, mailbo
 
     assert second.structured_content["id"] == first.structured_content["id"]
     assert changed.structured_content["id"] != first.structured_content["id"]
+    assert draft_count() == 2
+
+
+def test_another_token_cannot_claim_the_key_a_call_without_one_derives(
+    mcp_url, api, make_token, token_a, tenant_a, mailbox_a
+):
+    """The derived key was the fingerprint's first 60 hex digits: token id and arguments, both
+    known to another token of the tenant, which posted a draft under that key first; the
+    victim's own call was then refused as a reused key for a day."""
+    victim = AgentToken.objects.get(tenant=tenant_a)
+    digest = fingerprint(
+        credential=token_credential(victim),
+        method="MCP",
+        path="mcp:create_draft",
+        data=draft_body(mailbox_a),
+    )
+    other = make_token(tenant_a)
+    claimed = api.post("/drafts", draft_body(mailbox_a), token=other, key=f"mcp-{digest[:60]}")
+
+    [call] = results(mcp_url, token_a, ("create_draft", draft_body(mailbox_a)))
+
+    assert claimed.status_code == 201
+    assert not call.is_error and call.structured_content["status"] == "pending"
     assert draft_count() == 2
 
 
