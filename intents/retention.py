@@ -154,6 +154,9 @@ def attachment_bytes_purge(*, batch: int = 200) -> int:
         locked = list(
             AttachmentBlob.objects.select_for_update()
             .filter(id__in=candidates, data_purged_at__isnull=True)
+            # The order a new version stores its files in (services.attachments.attach): a draft
+            # storing again the bytes of two of these in the other order would deadlock with us.
+            .order_by("tenant_id", "sha256")
             .values_list("id", flat=True)
         )
         gone = list(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from django.utils.html import escape
@@ -56,13 +57,20 @@ class VersionDiff:
 
 
 def _files_only_in(version: DraftVersion, other: DraftVersion) -> list:
-    """``version``'s attachment rows that ``other`` does not carry (same name, type, digest)."""
+    """``version``'s attachment rows that ``other`` does not carry (same name, type, digest),
+    counted: the hash covers each copy, so a second copy of a file is a file added."""
 
     def key(row) -> tuple[str, str, str]:
         return (row.filename, row.content_type, row.sha256)
 
-    theirs = {key(row) for row in other.attachments.all()}
-    return [row for row in version.attachments.all() if key(row) not in theirs]
+    theirs = Counter(key(row) for row in other.attachments.all())
+    only = []
+    for row in version.attachments.all():
+        if theirs[key(row)]:
+            theirs[key(row)] -= 1
+        else:
+            only.append(row)
+    return only
 
 
 def version_diff(base: DraftVersion, target: DraftVersion) -> VersionDiff:

@@ -113,15 +113,21 @@ def attach(tenant, version: DraftVersion, files: Sequence[Planned]) -> None:
         return
     _hold_kept_blobs([item.blob_id for item in files if item.blob_id is not None])
     store = blob_store()
-    rows = []
+    # Each put locks its blob's row until the version commits (a new row, or a held one: ON
+    # CONFLICT DO UPDATE locks it). In the order the files were given, two drafts attaching the
+    # same two files in opposite orders each waited for the other's second one: a deadlock, and
+    # one of them failed. In digest order every version takes them in one order.
+    blob_ids: dict[str, int] = {}
     added = 0
-    for position, item in enumerate(files):
-        blob_id = item.blob_id
-        if blob_id is None:
+    for item in sorted(files, key=lambda f: f.sha256):
+        if item.blob_id is None and item.sha256 not in blob_ids:
             assert item.data is not None
             stored = store.put(tenant_id=tenant.pk, data=item.data)
-            blob_id = stored.blob.pk
+            blob_ids[item.sha256] = stored.blob.pk
             added += stored.blob.size if stored.new_bytes else 0
+    rows = []
+    for position, item in enumerate(files):
+        blob_id = item.blob_id if item.blob_id is not None else blob_ids[item.sha256]
         rows.append(
             DraftAttachment(
                 version=version,
