@@ -128,8 +128,9 @@ class ContentIn(StrictIn):
         max_length=100,
         description=(
             "Files sent with the reply, approved with it (the content hash covers each file's "
-            "name, type and SHA-256). On a revision, leaving this out keeps the current "
-            "version's files; an empty list removes them."
+            "name, type and SHA-256). On a revision, leaving this and `forward_attachments` "
+            "out keeps the current version's files; giving either makes the new version's "
+            "files these followed by the forwarded ones; an empty list removes them."
         ),
     )
     forward_attachments: list[Annotated[StrictStr, Field(min_length=1, max_length=255)]] = Field(
@@ -138,7 +139,9 @@ class ContentIn(StrictIn):
         description=(
             "Attachment ids (`attachments[].attachment_id` of AgentMail's Message) of the "
             "customer's message this draft answers (`in_reply_to`), to send back with the reply. "
-            "They are fetched from AgentMail and checked like uploaded files."
+            "They are fetched from AgentMail and checked like uploaded files, and come after "
+            "`attachments`. On a revision they replace the current version's files with "
+            "`attachments` and these (see `attachments`)."
         ),
     )
 
