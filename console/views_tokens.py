@@ -98,6 +98,8 @@ def token_revoke_view(request: TenantRequest, token_id: int) -> HttpResponse:
                 "cancel_url": reverse("token_list", args=[request.tenant.slug]),
             },
         )
+    if selectors.token(request.tenant, token_id) is None:
+        raise Http404("No such token")
     try:
         token = token_revoke(tenant=request.tenant, token_id=token_id, actor=request.user)
     except TokenError as exc:

@@ -188,7 +188,9 @@ def mailbox_create(
                 _("The address %(address)s is already taken.") % {"address": address},
                 field="username",
             ) from None
-    elif existing.status == Mailbox.Status.ACTIVE:
+    elif existing.status != Mailbox.Status.PROVISIONING:
+        # A disabled one too: provisioning leaves it disabled, and "connected and ready to send"
+        # was said of a mailbox that sends nothing.
         raise ProvisioningError(
             _("This tenant already has the mailbox %(address)s.") % {"address": address},
             field="username",
@@ -198,8 +200,13 @@ def mailbox_create(
 
 def mailbox_provision(*, mailbox: Mailbox, actor=None) -> Mailbox:
     """Bring a mailbox to `active`: inbox, inbox-scoped key, then ``mailbox_provisioned`` (webhooks
-    registers the tenant webhook). Safe to repeat."""
+    registers the tenant webhook). Safe to repeat. ``actor`` None: a command of the operators'."""
     tenant = mailbox.tenant
+    if actor is not None:
+        # Before the first call to AgentMail: the role was checked when the request started, and
+        # an admin demoted or deactivated since must not bring a mailbox into service.
+        with transaction.atomic():
+            require_admin(tenant, actor)
     pod_id = tenant_connect(tenant=tenant, actor=actor)
     with provisioning_lease(mailbox):
         mailbox.refresh_from_db()
@@ -260,6 +267,9 @@ def _install_inbox_key(*, mailbox: Mailbox, inbox_id: str, actor) -> None:
     except provider.ProviderError as exc:
         raise refused(exc) from None
     with transaction.atomic():
+        if actor is not None:
+            # The key made meanwhile stays unstored; the next run deletes it at AgentMail.
+            require_admin(mailbox.tenant, actor)
         updated = Mailbox.objects.filter(pk=mailbox.pk, api_key_sealed="").update(
             api_key_sealed=mailbox.seal_api_key(created.api_key),
             provider_api_key_id=created.api_key_id,
