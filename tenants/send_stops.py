@@ -93,6 +93,20 @@ IN_FLIGHT_AFTER = {
         "will go out; nothing else they approved from those mailboxes will be sent.",
         "count",
     ),
+    "broadcast_cancelled": ngettext_lazy(
+        "%(count)d send of this broadcast was already on its way and will go out; no other "
+        "will be sent.",
+        "%(count)d sends of this broadcast were already on their way and will go out; no other "
+        "will be sent.",
+        "count",
+    ),
+    "broadcast_paused": ngettext_lazy(
+        "%(count)d send of this broadcast was already on its way and will go out; no other "
+        "goes out until it is resumed.",
+        "%(count)d sends of this broadcast were already on their way and will go out; no other "
+        "goes out until it is resumed.",
+        "count",
+    ),
 }
 
 

@@ -16,7 +16,14 @@ from config.clock import db_now
 from intents import broadcast_content as content
 from intents import broadcast_html, errors
 from intents.journal import journal
-from intents.models import Broadcast, BroadcastRecipient, IntentEvent, ProviderThrottle
+from intents.models import (
+    Broadcast,
+    BroadcastRecipient,
+    IntentEvent,
+    ProviderThrottle,
+    SendAttempt,
+    SendIntent,
+)
 from intents.policy import active_membership, can_approve, needs_another_approver
 from intents.services.common import (
     active_tenant,
@@ -28,6 +35,7 @@ from intents.services.common import (
 )
 from intents.services.content import MAX_BODY, MAX_SUBJECT
 from mailboxes.headers import line_break_in
+from tenants.send_stops import Stopped
 
 log = logging.getLogger("intents.services")
 
@@ -449,12 +457,33 @@ def broadcast_reject(*, tenant, broadcast_id, actor, reason) -> Broadcast:
     return broadcast
 
 
-def _move(*, tenant, broadcast_id, actor, allowed: set[str], target, action: str, reason=""):
+def _sends_in_flight(broadcast: Broadcast) -> int:
+    """The broadcast's sends past their pre-call check whose call has no answer yet (an attempt
+    row committed, still pending). Read under the broadcast's row lock, which waited for every
+    check that had read the broadcast as sendable (``hold_broadcasts``): these calls go out after
+    a pause or a cancellation, and the person who made it is told so; a later check sees it."""
+    return (
+        SendAttempt.objects.filter(
+            intent__broadcast=broadcast,
+            intent__state__in=[SendIntent.State.SENDING, SendIntent.State.UNCERTAIN],
+            outcome=SendAttempt.Outcome.PENDING,
+        )
+        .values("intent_id")
+        .distinct()
+        .count()
+    )
+
+
+def _move(
+    *, tenant, broadcast_id, actor, allowed: set[str], target, action: str, reason="", stops=False
+) -> Stopped[Broadcast]:
+    """``stops``: the move stops the broadcast's sends, and counts those already on their way."""
     tenant = active_tenant(tenant)
     with transaction.atomic():
         broadcast = lock_broadcast(tenant, broadcast_id)
         _require_state(broadcast, allowed)
         _require_approver(tenant, broadcast, actor)
+        in_flight = _sends_in_flight(broadcast) if stops else 0
         to_state = target(broadcast) if callable(target) else target
         Broadcast.objects.filter(pk=broadcast.pk, state=broadcast.state).update(
             state=to_state, updated_at=Now()
@@ -470,18 +499,20 @@ def _move(*, tenant, broadcast_id, actor, allowed: set[str], target, action: str
             from_state=broadcast.state,
             to_state=to_state,
             reason=reason,
+            data={"sends_in_flight": in_flight} if stops else None,
         )
     broadcast.refresh_from_db()
-    return broadcast
+    return Stopped(broadcast, in_flight)
 
 
 def fan_out_done(broadcast: Broadcast) -> bool:
     return broadcast.fanout_position >= broadcast.recipient_count - 1
 
 
-def broadcast_pause(*, tenant, broadcast_id, actor) -> Broadcast:
+def broadcast_pause(*, tenant, broadcast_id, actor) -> Stopped[Broadcast]:
     """No new provider call for this broadcast after this commits: the claim skips its sends and
-    the pre-call check hands a send claimed just before back to the queue, unsent."""
+    the pre-call check hands a send claimed just before back to the queue, unsent. The calls
+    already past that check go out; the result counts them."""
     return _move(
         tenant=tenant,
         broadcast_id=broadcast_id,
@@ -489,6 +520,7 @@ def broadcast_pause(*, tenant, broadcast_id, actor) -> Broadcast:
         allowed={State.APPROVED, State.FANNING_OUT, State.SENDING},
         target=State.PAUSED,
         action="broadcast.paused",
+        stops=True,
     )
 
 
@@ -500,16 +532,17 @@ def broadcast_resume(*, tenant, broadcast_id, actor) -> Broadcast:
         allowed={State.PAUSED},
         target=lambda b: State.SENDING if fan_out_done(b) else State.FANNING_OUT,
         action="broadcast.resumed",
-    )
+    ).changed
     transaction.on_commit(lambda: enqueue_fan_out(broadcast.pk))
     return broadcast
 
 
-def broadcast_cancel(*, tenant, broadcast_id, actor, reason="") -> Broadcast:
+def broadcast_cancel(*, tenant, broadcast_id, actor, reason="") -> Stopped[Broadcast]:
     """Cancel the rest: no more sends are created or claimed; the queued ones are cancelled (in
-    pages, journaled, by ``broadcasts_cancel_remaining``, which the sweep also runs)."""
+    pages, journaled, by ``broadcasts_cancel_remaining``, which the sweep also runs). The calls
+    already past their pre-call check go out; the result counts them."""
     reason = clean_reason(reason, required=False)
-    broadcast = _move(
+    stopped = _move(
         tenant=tenant,
         broadcast_id=broadcast_id,
         actor=actor,
@@ -517,6 +550,7 @@ def broadcast_cancel(*, tenant, broadcast_id, actor, reason="") -> Broadcast:
         target=State.CANCELLED,
         action="broadcast.cancelled",
         reason=reason,
+        stops=True,
     )
-    transaction.on_commit(lambda: enqueue_fan_out(broadcast.pk))
-    return broadcast
+    transaction.on_commit(lambda: enqueue_fan_out(stopped.changed.pk))
+    return stopped

@@ -26,6 +26,7 @@ from review.forms_broadcast import BroadcastForm
 from review.queries import review_mailboxes
 from review.views.common import run_decision
 from tenants.access import DECIDERS, TenantRequest, tenant_view
+from tenants.send_stops import with_sends_in_flight
 
 LIST_LIMIT = 100
 
@@ -143,7 +144,7 @@ def broadcast_recipients_csv(request: TenantRequest, broadcast_id: int) -> Strea
     return response
 
 
-def _decide(request: TenantRequest, broadcast_id: int, call, done: str) -> HttpResponse:
+def _decide(request: TenantRequest, broadcast_id: int, call, done) -> HttpResponse:
     broadcast = _broadcast_or_404(request, broadcast_id)
     run_decision(request, lambda: call(broadcast), done)
     return redirect("broadcast", request.tenant.slug, broadcast.pk)
@@ -180,17 +181,27 @@ def broadcast_reject(request: TenantRequest, broadcast_id: int) -> HttpResponse:
 @tenant_view(roles=DECIDERS)
 @require_POST
 def broadcast_control(request: TenantRequest, broadcast_id: int, action: str) -> HttpResponse:
+    """Pause, resume or cancel. A pause or a cancellation also says how many sends were past
+    their pre-call check: those go out after it (``Stopped``)."""
     calls = {
-        "pause": (service.broadcast_pause, _("Paused: no new message goes out.")),
-        "resume": (service.broadcast_resume, _("Resumed.")),
-        "cancel": (service.broadcast_cancel, _("Cancelled: the rest will not be sent.")),
+        "pause": (
+            service.broadcast_pause,
+            _("Paused: no new message goes out."),
+            "broadcast_paused",
+        ),
+        "resume": (service.broadcast_resume, _("Resumed."), None),
+        "cancel": (
+            service.broadcast_cancel,
+            _("Cancelled: the rest will not be sent."),
+            "broadcast_cancelled",
+        ),
     }
     if action not in calls:
         raise Http404("No such action")
-    call, done = calls[action]
+    call, done, stopped = calls[action]
     return _decide(
         request,
         broadcast_id,
         lambda b: call(tenant=request.tenant, broadcast_id=b.pk, actor=request.user),
-        done,
+        (lambda result: with_sends_in_flight(done, result, stopped)) if stopped else done,
     )

@@ -4,6 +4,9 @@ htmx."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
@@ -65,11 +68,12 @@ def left_review(error: errors.NotPending) -> str:
     return error.message
 
 
-def run_decision(request: TenantRequest, call, done: str) -> None:
+def run_decision(request: TenantRequest, call, done: str | Callable[[Any], str]) -> None:
     """Run a person's decision (a service call): a missing right is a 403, any other refusal
-    the service names is an error message on the next page, success says ``done``."""
+    the service names is an error message on the next page, success says ``done`` (or
+    ``done(result)``, when what to say depends on what the call found)."""
     try:
-        call()
+        result = call()
     except errors.NoRight as error:
         raise PermissionDenied(error.message) from None
     except errors.NotPending as error:
@@ -77,7 +81,7 @@ def run_decision(request: TenantRequest, call, done: str) -> None:
     except errors.DraftError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, done)
+        messages.success(request, done(result) if callable(done) else done)
 
 
 def hx_redirect(request: TenantRequest, url: str) -> HttpResponse:

@@ -1,0 +1,113 @@
+"""An outside probe of broadcasts: what a person who pauses or cancels one is told about the
+sends already past their pre-call check, which go out after the decision."""
+
+import pytest
+
+from intents.models import Broadcast, IntentEvent
+from intents.sending.claim import intent_claim
+from intents.sending.fanout import broadcast_run
+from intents.sending.precheck import intent_begin_attempts
+from intents.services.broadcasts import broadcast_approve, broadcast_create, broadcast_pause
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _fanned_out(live):
+    """An approved broadcast of two recipients, its two sends queued."""
+    broadcast = broadcast_create(
+        tenant=live.tenant,
+        mailbox=live.mailbox,
+        subject="Order {{ order }}",
+        text="Hello {{ name }}",
+        recipients=[
+            {"address": f"customer{i}@example.com", "variables": {"name": "Ana", "order": i}}
+            for i in range(2)
+        ],
+    )
+    broadcast_approve(
+        tenant=live.tenant,
+        broadcast_id=broadcast.pk,
+        content_hash=broadcast.content_hash,
+        actor=live.approver,
+    )
+    broadcast_run(broadcast.pk)
+    return broadcast
+
+
+def _one_send_in_flight(live):
+    """``_fanned_out`` with its first send as the worker leaves it between its pre-call check and
+    the provider call: leased, its attempt row committed, no answer yet."""
+    broadcast = _fanned_out(live)
+    claims = intent_claim(worker="t", limit=1)
+    assert len(claims) == 1
+    prepared = intent_begin_attempts(claims)
+    assert prepared[claims[0].intent_id] is not None
+    return broadcast
+
+
+@pytest.mark.parametrize(
+    ("action", "said", "journaled"),
+    [
+        ("cancel", "Cancelled: the rest will not be sent.", "broadcast.cancelled"),
+        ("pause", "Paused: no new message goes out.", "broadcast.paused"),
+    ],
+)
+def test_a_send_in_flight_at_a_pause_or_cancel_is_told_and_journaled(
+    live, signed_in, action, said, journaled
+):
+    """The worker's call goes out after the decision (the decision waited for its attempt row,
+    ``hold_broadcasts``); the page said only that nothing more would be sent, and the journal
+    row did not count it, unlike every other change that stops sends."""
+    broadcast = _one_send_in_flight(live)
+    client = signed_in(live.approver)
+
+    response = client.post(
+        f"/t/{live.tenant.slug}/broadcasts/{broadcast.pk}/{action}/", follow=True
+    )
+
+    page = response.content.decode()
+    assert said in page
+    assert "1 send of this broadcast was already on its way and will go out" in page
+    decided = IntentEvent.objects.get(broadcast=broadcast, action=journaled)
+    assert decided.data["sends_in_flight"] == 1
+
+
+def test_a_cancel_with_no_send_in_flight_says_nothing_more(live, signed_in):
+    broadcast = _fanned_out(live)
+    client = signed_in(live.approver)
+
+    response = client.post(f"/t/{live.tenant.slug}/broadcasts/{broadcast.pk}/cancel/", follow=True)
+
+    page = response.content.decode()
+    assert "Cancelled: the rest will not be sent." in page
+    assert "on its way" not in page
+
+
+@pytest.mark.parametrize("action", ["pause", "cancel", "resume"])
+def test_outsiders_cannot_pause_cancel_or_resume(live, signed_in, member_of, tenant_b, action):
+    """A viewer and an approver without the right for the broadcast's mailbox are refused
+    (403); another tenant's admin, and a user of both tenants through the other tenant's
+    address, get the 404 of a missing broadcast. Nothing changes, nothing is journaled."""
+    broadcast = _fanned_out(live)
+    if action == "resume":
+        broadcast_pause(tenant=live.tenant, broadcast_id=broadcast.pk, actor=live.approver)
+    before = Broadcast.objects.get(pk=broadcast.pk).state
+    journaled = IntentEvent.objects.filter(broadcast=broadcast).count()
+    viewer = member_of(live.tenant, "viewer").user
+    narrow = member_of(live.tenant, "approver", approve_all_mailboxes=False).user
+    foreign_admin = member_of(tenant_b, "admin").user
+    both = member_of(tenant_b, "admin").user
+    member_of(live.tenant, "viewer", user=both)
+    here = f"/t/{live.tenant.slug}/broadcasts/{broadcast.pk}/{action}/"
+    there = f"/t/{tenant_b.slug}/broadcasts/{broadcast.pk}/{action}/"
+
+    answers = [
+        signed_in(viewer).post(here).status_code,
+        signed_in(narrow).post(here).status_code,
+        signed_in(foreign_admin).post(there).status_code,
+        signed_in(both).post(there).status_code,
+    ]
+
+    assert answers == [403, 403, 404, 404]
+    assert Broadcast.objects.get(pk=broadcast.pk).state == before
+    assert IntentEvent.objects.filter(broadcast=broadcast).count() == journaled
