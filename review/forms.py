@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from django import forms
+from django.core.validators import ProhibitNullCharactersValidator
 from django.http import QueryDict
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
@@ -220,3 +221,12 @@ class NoteForm(forms.Form):
     # The service checks the length, NUL and surrogates with the messages the page shows;
     # the form only keeps an absurd post from being read whole.
     text = forms.CharField(required=False, strip=False, max_length=20_000)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A CharField refuses NUL itself, before the service is asked: the page then said only
+        # "could not be read" and dropped the person's text.
+        text = self.fields["text"]
+        text.validators = [
+            v for v in text.validators if not isinstance(v, ProhibitNullCharactersValidator)
+        ]

@@ -102,7 +102,12 @@ def _refusal(
 @require_POST
 def draft_approve(request: TenantRequest, draft_id: int) -> HttpResponse:
     draft = draft_or_404(request, draft_id)
-    require_right(request, draft.mailbox)
+    try:
+        require_right(request, draft.mailbox)
+    except PermissionDenied as denied:
+        # The right may have been taken away since the page was loaded. The decision box says
+        # so: htmx swaps nothing of a bare 403 page, and the click seemed to do nothing.
+        return _refusal(request, draft.pk, error=errors.NoRight(message=str(denied)), status=403)
     form = ApproveForm(request.POST)
     if not form.is_valid():
         error = errors.InvalidInput(
@@ -120,7 +125,7 @@ def draft_approve(request: TenantRequest, draft_id: int) -> HttpResponse:
             messages_seen=form.cleaned_data["messages_seen"],
         )
     except errors.NoRight as error:
-        raise PermissionDenied(error.message) from None
+        return _refusal(request, draft.pk, error=error, status=403)
     except errors.SecondApproverRequired as error:
         # The page again with the reason (a colleague's version may have made this person the
         # editor since the page was loaded), not a bare 403 page.
@@ -174,13 +179,24 @@ def _undo_offer(request: TenantRequest, intent) -> str:
 @require_POST
 def draft_reject(request: TenantRequest, draft_id: int) -> HttpResponse:
     draft = draft_or_404(request, draft_id)
-    require_right(request, draft.mailbox)
+    typed_reason = str(request.POST.get("reason", ""))[:2000]
+    try:
+        require_right(request, draft.mailbox)
+    except PermissionDenied as denied:
+        # The right was taken away since the page was loaded: the page again with what
+        # happened and the reason kept to be copied, not a bare 403 page that drops it.
+        no_right = errors.NoRight(message=str(denied))
+        return _refusal(request, draft.pk, error=no_right, status=403, reject_reason=typed_reason)
     form = RejectForm(request.POST)
     if not form.is_valid():
-        if "reason" in form.errors:
+        if form.has_error("reason", "required"):
             error = errors.InvalidInput(
                 "reason_required", _("Say why you reject this draft."), "reason"
             )
+        elif "reason" in form.errors:
+            # Too long, or a NUL byte: the form's own words say which ("say why" did not).
+            said = str(form.errors["reason"][0])
+            error = errors.InvalidInput("reason_invalid", said, "reason")
         else:
             # A rejection names the version it saw; without one, an agent's newer version would
             # be rejected unread (the page always sends it: only a hand-made request lacks it).
@@ -189,13 +205,7 @@ def draft_reject(request: TenantRequest, draft_id: int) -> HttpResponse:
                 _("This rejection does not say which version it is for: reload the draft."),
                 "version",
             )
-        return _refusal(
-            request,
-            draft.pk,
-            error=error,
-            status=400,
-            reject_reason=str(request.POST.get("reason", ""))[:2000],
-        )
+        return _refusal(request, draft.pk, error=error, status=400, reject_reason=typed_reason)
     try:
         services.draft_reject(
             tenant=request.tenant,
@@ -205,7 +215,9 @@ def draft_reject(request: TenantRequest, draft_id: int) -> HttpResponse:
             version=form.cleaned_data["version"],
         )
     except errors.NoRight as error:
-        raise PermissionDenied(error.message) from None
+        return _refusal(
+            request, draft.pk, error=error, status=403, reject_reason=form.cleaned_data["reason"]
+        )
     except errors.DraftError as error:
         return _refusal(
             request,
