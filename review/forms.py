@@ -173,14 +173,25 @@ def queue_place(raw: str) -> str:
     return kept.urlencode()
 
 
+# Four queue pages (QUEUE_PAGE): more is a hand-made post, refused whole rather than cut.
+MAX_BULK_ITEMS = 200
+
+
 class BulkApproveForm(forms.Form):
     def __init__(self, data):
         super().__init__(data)
         self.raw_items = data.getlist("item") if hasattr(data, "getlist") else []
 
     def clean(self):
+        if len(self.raw_items) > MAX_BULK_ITEMS:
+            # The drafts past the limit were left out without a word: the page said how many
+            # were approved, and nothing of the others.
+            raise forms.ValidationError(
+                _("At most %(most)d drafts at a time; %(count)d were selected. Nothing was approved.")
+                % {"most": MAX_BULK_ITEMS, "count": len(self.raw_items)}
+            )
         items = []
-        for raw in self.raw_items[:200]:
+        for raw in self.raw_items:
             match = ITEM_RE.match(raw)
             if match is None:
                 raise forms.ValidationError(

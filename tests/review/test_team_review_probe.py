@@ -131,6 +131,20 @@ def test_bulk_approve_naming_another_tenants_draft_approves_nothing_there(
     assert IntentEvent.objects.count() == events
 
 
+def test_a_bulk_approval_of_more_than_the_limit_is_refused_whole(
+    tenant_a, mailbox_a, make_draft, member_of, signed_in
+):
+    """A hand-made post of 201 items approved the first 200 and left the last out unsaid."""
+    draft = make_draft(mailbox_a)
+    item = f"{draft.pk}:1:{draft.versions.get().content_hash}"
+    response = signed_in(member_of(tenant_a, "approver").user).post(
+        reverse("bulk_approve", args=[tenant_a.slug]), {"item": [item] * 201}, follow=True
+    )
+    assert "At most 200 drafts at a time; 201 were selected." in response.content.decode()
+    assert Draft.objects.get(pk=draft.pk).status == "pending"
+    assert not SendIntent.objects.exists()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_undo_and_cancel_at_once_exactly_one_wins(tenant_a, mailbox_a, make_draft, member_of):
     tenant_a.send_hold_seconds = 60
