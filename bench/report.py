@@ -261,6 +261,12 @@ def _webhooks(w: dict) -> str:
             ["endpoint", "2xx", "per s", "p50 ms", "p95 ms", "p99 ms", "stored", "applied"], body
         )
     )
+    for row in rows:
+        for failed in row.get("not_2xx", []):
+            text += (
+                f"\nNot 2xx: {row['name'][:40]}…, round {failed['round']}: {failed['statuses']} "
+                f"{[b['body'][:120] for b in failed['bodies']]}"
+            )
     ours = next((r for r in rows if r.get("kind") == "ours"), None)
     if ours and "apply_lag" in ours:
         lag = ours["apply_lag"]

@@ -372,6 +372,9 @@ def scenario(params: dict) -> dict:
     for kind in endpoints:
         row = {"kind": kind, "name": NAMES[kind], **_median(by_kind[kind])}
         row["rounds_per_s"] = [x["per_s"] for x in by_kind[kind]]
+        # The median round's statuses hide another round's failures: every answer that was not
+        # a 2xx, by round, with the first bodies of each status.
+        row["not_2xx"] = _not_2xx(by_kind[kind])
         row["stored"] = stored.get(kind, "-")
         if kind == "ours":
             row.update(_ledger_check(sent["ours"], by_kind["ours"]))
@@ -394,6 +397,16 @@ def scenario(params: dict) -> dict:
         "rows": rows,
         "ratios": _ratios(by_kind),
     }
+
+
+def _not_2xx(results: list[dict]) -> list[dict]:
+    out = []
+    for number, result in enumerate(results, start=1):
+        failed = {k: v for k, v in result["statuses"].items() if not k.startswith("2")}
+        if failed:
+            bodies = [b for b in result.get("bodies", []) if not str(b["status"]).startswith("2")]
+            out.append({"round": number, "statuses": failed, "bodies": bodies})
+    return out
 
 
 def _median(results: list[dict]) -> dict:
