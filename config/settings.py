@@ -156,6 +156,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # An htmx request redirected to the sign-in page takes the tab there (tenants.signin_redirect).
+    "tenants.signin_redirect.HtmxSignInRedirectMiddleware",
     "axes.middleware.AxesMiddleware",
     "tenants.signin_gate.SignInGateMiddleware",
 ]

@@ -150,11 +150,19 @@
     };
     form.addEventListener("input", function () {
       window.clearTimeout(pending);
-      pending = window.setTimeout(function () { save(false); }, 300);
+      pending = window.setTimeout(function () { pending = null; save(false); }, 300);
     });
-    form.addEventListener("submit", function () { window.clearTimeout(pending); save(true); });
+    form.addEventListener("submit", function () { window.clearTimeout(pending); pending = null; save(true); });
     form.querySelectorAll("[data-unsaved-forget]").forEach(function (link) {
-      link.addEventListener("click", function () { keptWrite(key, null); });
+      link.addEventListener("click", function () { window.clearTimeout(pending); pending = null; keptWrite(key, null); });
+    });
+    // The tab can be taken to the sign-in page mid-sentence (a presence beat after the session
+    // ended, tenants.signin_redirect): the last keystrokes are kept too.
+    window.addEventListener("pagehide", function () {
+      if (pending === null) return;
+      window.clearTimeout(pending);
+      pending = null;
+      save(false);
     });
     var kept = keptRead(key);
     var offer = form.querySelector("[data-unsaved-offer]");
@@ -252,6 +260,51 @@
   }
   document.addEventListener("htmx:beforeRequest", function (e) { busy(e, true); });
   document.addEventListener("htmx:afterRequest", function (e) { busy(e, false); });
+
+  // --- a failed htmx request says so. htmx swaps nothing of a 4xx/5xx answer (its default
+  // responseHandling), so a refused click (a role taken away, a tenant suspended since the page
+  // was loaded) seemed to do nothing. The alert in base.html carries the server's own words when
+  // the answer is one of our error pages (403.html and 404.html mark them), read from an inert
+  // document and set as text, never as HTML; else a translated line for the status. Only what
+  // the person did shows or hides it: a poll refused by design (presence on a suspended
+  // tenant's draft) is no news, and a presence beat that succeeds says nothing of an approval
+  // refused a moment ago. ---
+  var SERVER_WORDS_MAX = 300;
+  function byThePerson(detail) {
+    var elt = detail && detail.elt;
+    if (!elt || elt.hasAttribute("data-quiet")) return false;
+    // htmx sends polls ("every 6s") and "load" triggers with no triggering event.
+    return !!(detail.requestConfig && detail.requestConfig.triggeringEvent);
+  }
+  function serverWords(xhr) {
+    var type = xhr.getResponseHeader("Content-Type") || "";
+    if (type.indexOf("text/html") !== 0 || !window.DOMParser) return "";
+    var page = new DOMParser().parseFromString(xhr.responseText || "", "text/html");
+    var said = page.querySelector("main [data-error-message]");
+    var words = said ? said.textContent.replace(/\s+/g, " ").trim() : "";
+    return words.length > SERVER_WORDS_MAX ? words.slice(0, SERVER_WORDS_MAX - 1) + "…" : words;
+  }
+  function requestAlert(text) {
+    var region = document.getElementById("request-error");
+    if (!region) return;
+    region.textContent = text;
+    region.hidden = !text;
+  }
+  document.addEventListener("htmx:responseError", function (event) {
+    var region = document.getElementById("request-error");
+    if (!region || !byThePerson(event.detail)) return;
+    var xhr = event.detail.xhr;
+    var key = { 403: "data-forbidden", 404: "data-not-found", 409: "data-conflict" }[xhr.status];
+    var fallback = region.getAttribute(key || "data-failed").replace("%(status)s", xhr.status);
+    requestAlert((serverWords(xhr) || fallback) + " " + region.getAttribute("data-reload"));
+  });
+  document.addEventListener("htmx:sendError", function (event) {
+    var region = document.getElementById("request-error");
+    if (region && byThePerson(event.detail)) requestAlert(region.getAttribute("data-unreachable"));
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    if (event.detail.successful && byThePerson(event.detail)) requestAlert("");
+  });
 
   // --- live counts in the navigation: a poll every N s while the tab is visible. htmx's trigger
   // filters ([document.visibilityState=='visible']) need eval, which the CSP forbids. ---

@@ -142,3 +142,25 @@ def test_cancel_forgets_the_kept_text(page, shop):
     page.wait_for_url(f"**/drafts/{draft.pk}/")
     page.goto(edit)
     assert page.locator("[data-unsaved-offer]").is_hidden()
+
+
+def test_the_last_keystrokes_are_kept_when_a_heartbeat_takes_the_tab_to_sign_in(page, shop):
+    """The session ends while the person types: the editor's next presence beat takes the tab
+    to the sign-in page (tenants.signin_redirect) sooner than the keeper's 300 ms pause."""
+    draft = new_draft(shop)
+    user = shop["admin"].user
+    edit = f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/edit/"
+    sign_in(page, user)
+    page.goto(edit)
+    page.wait_for_load_state("networkidle")
+    Session.objects.all().delete()
+
+    page.fill("textarea[name=text]", TYPED)
+    page.locator("[data-presence]").evaluate(
+        "el => { htmx.ajax('POST', el.getAttribute('hx-post'), {source: el, target: el}); }"
+    )
+    _sign_in_here(page, user, edit)
+
+    assert page.locator("[data-unsaved-offer]").is_visible()
+    page.click("[data-unsaved-restore]")
+    assert page.input_value("textarea[name=text]") == TYPED
