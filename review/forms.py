@@ -187,7 +187,9 @@ class BulkApproveForm(forms.Form):
             # The drafts past the limit were left out without a word: the page said how many
             # were approved, and nothing of the others.
             raise forms.ValidationError(
-                _("At most %(most)d drafts at a time; %(count)d were selected. Nothing was approved.")
+                _(
+                    "At most %(most)d drafts at a time; %(count)d were selected. Nothing was approved."
+                )
                 % {"most": MAX_BULK_ITEMS, "count": len(self.raw_items)}
             )
         items = []
