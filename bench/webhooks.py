@@ -36,7 +36,7 @@ from bench.common import REPO_ROOT, latency_summary, make_tenant, reset_tables, 
 from bench.dispatch import process_cpu
 from bench.http import Gunicorn, load
 
-ROUNDS = 3  # alternate the endpoints three times; each row reports its median round
+ROUNDS = 3  # the quick smoke's rounds (the CLI's --webhook-rounds, 5 by default, otherwise)
 ANYMAIL_PATH = "/anymail/resend/tracking/"
 ANYMAIL_STORE_PATH = "/bench/anymail-store/resend/tracking/"
 FLOOR_PATH = "/bench/store-only/"
