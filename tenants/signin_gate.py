@@ -12,7 +12,8 @@ from collections.abc import Callable
 from urllib.parse import urlencode
 
 from django.contrib.auth import logout
-from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -118,7 +119,7 @@ class SignInGateMiddleware:
         if match is not None and _operators_admin(match) and came_through_sso(request):
             # The operators' admin acts on every tenant; a tenant's identity provider speaks for
             # that tenant only (its admin could assert any address in the domains they list).
-            return HttpResponseForbidden(
+            raise PermissionDenied(
                 _(
                     "The operators' admin needs a sign-in with your password and your second "
                     "factor: sign out, then sign in with your password."
@@ -136,9 +137,11 @@ class SignInGateMiddleware:
         if name in allowed:
             return None
         if getattr(request, "htmx", False) or request.method not in ("GET", "HEAD"):
+            # Raised, not answered: the 403 page with this sentence, which the page's alert reads
+            # out when the request came from htmx (static/js/app.js).
             if gate == "verify":
-                return HttpResponseForbidden(_("Finish signing in with your second factor first."))
-            return HttpResponseForbidden(_("Set up two-factor sign-in first."))
+                raise PermissionDenied(_("Finish signing in with your second factor first."))
+            raise PermissionDenied(_("Set up two-factor sign-in first."))
         if gate == "verify":
             return redirect(f"{reverse(target)}?{urlencode({'next': request.get_full_path()})}")
         return redirect(target)

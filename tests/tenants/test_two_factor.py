@@ -103,7 +103,13 @@ def test_sign_in_asks_for_the_code_and_nothing_else_answers_before_it(enrolled, 
     assert blocked.status_code == 302 and blocked["Location"].startswith(
         reverse("two_factor_verify")
     )
-    assert client.get(home, headers={"HX-Request": "true"}).status_code == 403
+    fragment = client.get(home, headers={"HX-Request": "true"})
+    assert fragment.status_code == 403
+    # The 403 page with the gate's sentence marked, which the page's alert reads out.
+    assert (
+        "<p data-error-message>Finish signing in with your second factor first.</p>"
+        in fragment.content.decode()
+    )
     assert client.get(reverse("account_security")).status_code == 302
     assert client.get(reverse("sessions")).status_code == 302
     assert client.post(reverse("totp_enrol")).status_code == 403
