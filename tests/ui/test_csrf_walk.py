@@ -3,6 +3,7 @@ and writes nothing."""
 
 import pytest
 from django.test import Client
+from django.urls import reverse
 
 from intents.models import IntentEvent
 from tenants.models import AuditEvent
@@ -36,3 +37,14 @@ def test_every_account_post_refuses_a_post_without_csrf_token(tenant_a, member_o
     }
     assert set(statuses.values()) == {403}, statuses
     assert AuditEvent.objects.count() == audit_before
+
+
+def test_a_refused_token_is_a_page_that_says_to_reload_in_the_persons_language(tenant_a, member_of):
+    """Django's own CSRF page (English, unstyled, no marker) became the page's alert's generic
+    'you may no longer have the right': a page loaded before signing in again is only stale."""
+    client = Client(enforce_csrf_checks=True, headers={"Accept-Language": "de"})
+    client.force_login(member_of(tenant_a, "approver").user)
+    refused = client.post(reverse("preferences"), {"language": "de"})
+    page = refused.content.decode()
+    assert refused.status_code == 403
+    assert "<p data-error-message>" in page and "Laden Sie die Seite neu" in page
