@@ -1,5 +1,6 @@
 """A change that stops sends (a tenant suspended, a mailbox disabled, an approver's right taken
-away, a mailbox's recipient policy changed, an address suppressed by hand) waits, inside its transaction, for the sends already past their pre-call check.
+away, a mailbox's recipient policy changed, an address suppressed by hand) waits, inside its
+transaction, for the sends already past their pre-call check.
 
 The worker checks the tenant, the mailbox and the approver's right right before each provider
 call and commits the attempt row before calling (``intents.sending.precheck``). A change that

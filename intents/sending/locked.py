@@ -181,9 +181,10 @@ def reread_stops(intents: Sequence[SendIntent]) -> None:
     ``lock_leased`` reads them in its statement's snapshot, which is taken before the statement
     waits for a row lock. A change that stops sends (``intents.sending.stops``) holds the intents
     it affects until it commits: a check that waited for it got its rows after that commit, with
-    the status (or the recipient policy) from before it, and sent. This statement starts after the wait (READ COMMITTED),
-    so it reads what committed before it; the memberships and rights are read after the wait too
-    (``CheckFacts.load``). A plain read: a lock here would be one on the hottest rows of all."""
+    the status (or the recipient policy) from before it, and sent. This statement starts after
+    the wait (READ COMMITTED), so it reads what committed before it; the memberships and rights
+    are read after the wait too (``CheckFacts.load``). A plain read: a lock here would be one on
+    the hottest rows of all."""
     if not intents:
         return
     mailbox_table = connection.ops.quote_name(Mailbox._meta.db_table)

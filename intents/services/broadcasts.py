@@ -468,6 +468,8 @@ def _sends_in_flight(broadcast: Broadcast) -> int:
             intent__state__in=[SendIntent.State.SENDING, SendIntent.State.UNCERTAIN],
             outcome=SendAttempt.Outcome.PENDING,
         )
+        # A label lookup only reads: nothing of it goes out after the pause or cancellation.
+        .exclude(kind=SendAttempt.Kind.LOOKUP)
         .values("intent_id")
         .distinct()
         .count()

@@ -3,7 +3,7 @@ sends already past their pre-call check, which go out after the decision."""
 
 import pytest
 
-from intents.models import Broadcast, IntentEvent
+from intents.models import Broadcast, IntentEvent, SendAttempt, SendIntent
 from intents.sending.claim import intent_claim
 from intents.sending.fanout import broadcast_run
 from intents.sending.precheck import intent_begin_attempts
@@ -111,3 +111,14 @@ def test_outsiders_cannot_pause_cancel_or_resume(live, signed_in, member_of, ten
     assert answers == [403, 403, 404, 404]
     assert Broadcast.objects.get(pk=broadcast.pk).state == before
     assert IntentEvent.objects.filter(broadcast=broadcast).count() == journaled
+
+
+def test_a_label_lookup_in_flight_at_a_pause_is_not_a_send_that_goes_out(live):
+    """A reconciliation's lookup only reads at AgentMail; the pause said one send would go out."""
+    broadcast = _one_send_in_flight(live)
+    SendIntent.objects.filter(broadcast=broadcast, state="sending").update(state="uncertain")
+    SendAttempt.objects.filter(intent__broadcast=broadcast).update(kind=SendAttempt.Kind.LOOKUP)
+
+    stopped = broadcast_pause(tenant=live.tenant, broadcast_id=broadcast.pk, actor=live.approver)
+
+    assert stopped.sends_in_flight == 0

@@ -1,6 +1,7 @@
 """A change that stops sends (member deactivated, mailbox disabled, tenant suspended, a mailbox's
-recipient policy narrowed, the recipient suppressed by hand) and the worker's pre-call check, committing at the same moment: no call goes out after the change that
-the change does not count as in flight (intents.sending.stops)."""
+recipient policy narrowed, the recipient suppressed by hand) and the worker's pre-call check,
+committing at the same moment: no call goes out after the change that the change does not count
+as in flight (intents.sending.stops)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ from django.db.models.functions import Now
 
 from console.services import suppression_add
 from intents import errors, sending
-from intents.models import SendIntent
+from intents.models import DraftVersion, SendAttempt, SendIntent
 from intents.sending.claim import intent_claim
 from intents.sending.worker import execute_claims
 from mailboxes.provisioning import mailbox_set_status, mailbox_update_policy
 from tenants.models import AuditEvent, Membership
 from tenants.onboarding import tenant_suspend
 from tenants.services import member_deactivate
-from tests.intents.helpers import blocked_on_a_lock, in_thread
+from tests.intents.helpers import blocked_on_a_lock, in_thread, sends_in_flight
 from tests.ops.test_query_plans import analyze, captured, earlier_sends, scanning
 from tests.webhooks.conftest import intent_row  # noqa: F401 (a fixture, used by name)
 
@@ -279,8 +280,6 @@ def test_rights_narrowed_hold_and_count_only_the_sends_of_the_mailboxes_taken_aw
 def test_a_rename_alone_holds_no_send(live, member_of):
     """Only a change of who may be written to stops sends; a new display name locks none of
     the mailbox's sends, in flight or queued."""
-    from tests.intents.helpers import sends_in_flight
-
     admin = member_of(live.tenant, "admin").user
     sends_in_flight(live.mailbox, live.approver, 1)
 
@@ -301,3 +300,48 @@ def test_a_rename_alone_holds_no_send(live, member_of):
     changed = AuditEvent.objects.get(action="mailbox.policy_changed")
     assert changed.data["after"]["display_name"] == "Support desk"
     assert "sends_in_flight" not in changed.data
+
+
+@pytest.mark.parametrize(
+    ("stored", "suppressed"),
+    [
+        # The domain in Unicode: the normal form before it was kept in ASCII.
+        ("ana@bücher.de", "ana@xn--bcher-kva.de"),
+        # J + U+030C lower-cased, not composed again: the normal form before it was.
+        ("j\u030cx@example.com", "\u01f0x@example.com"),
+    ],
+)
+def test_a_suppression_holds_the_sends_to_an_older_spelling_of_the_address(
+    live, member_of, stored, suppressed
+):
+    """Recipients approved before the address form changed keep their spelling (the approval
+    hash covers it). The worker normalises them and blocks the send; the hold looked for the
+    new spelling only, so such a send checked just before the save went out unseen, and the
+    admin was told nothing was on its way. Another address of the same domain is not held."""
+    admin = member_of(live.tenant, "admin").user
+    to_her, to_another = sends_in_flight(live.mailbox, live.approver, 2)
+    for intent, address in ((to_her, stored), (to_another, "bob@bücher.de")):
+        SendIntent.objects.filter(pk=intent.pk).update(
+            recipients={"to": [address], "cc": [], "bcc": []}
+        )
+        DraftVersion.objects.filter(pk=intent.draft_version_id).update(to=[address])
+
+    stopped = suppression_add(tenant=live.tenant, address=suppressed, note="asked", actor=admin)
+
+    assert stopped.sends_in_flight == 1
+    assert AuditEvent.objects.get(action="suppression.added").data["sends_in_flight"] == 1
+
+
+def test_a_label_lookup_in_flight_is_not_counted_as_a_send_that_goes_out(live, member_of):
+    """A reconciliation's lookup only reads at AgentMail: the admin was told "1 send ... will go
+    out" of a send whose lookup was in flight, and nothing went out."""
+    admin = member_of(live.tenant, "admin").user
+    [looking] = sends_in_flight(live.mailbox, live.approver, 1)
+    SendIntent.objects.filter(pk=looking.pk).update(state=SendIntent.State.UNCERTAIN)
+    SendAttempt.objects.filter(intent=looking).update(kind=SendAttempt.Kind.LOOKUP)
+
+    stopped = mailbox_set_status(
+        tenant=live.tenant, mailbox_id=live.mailbox.pk, status="disabled", actor=admin
+    )
+
+    assert stopped.sends_in_flight == 0
