@@ -203,6 +203,17 @@ def _release(row_id: int, lock) -> None:
     ).delete()
 
 
+def key_in_use(*, tenant: Tenant, keys: list[str], fingerprint: str) -> str | None:
+    """The first of ``keys`` the tenant's store holds for a request with this fingerprint."""
+    if not keys:
+        return None
+    return (
+        ApiIdempotencyKey.objects.filter(tenant=tenant, key__in=keys, fingerprint=fingerprint)
+        .values_list("key", flat=True)
+        .first()
+    )
+
+
 def token_credential(token) -> str:
     """What of the caller goes into a fingerprint: the agent token's id (never its secret)."""
     return f"agent-token:{token.pk}" if token is not None else ""

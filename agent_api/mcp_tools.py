@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils.crypto import salted_hmac
 from mcp_types import ToolAnnotations
@@ -46,7 +47,13 @@ from agent_api.errors import (
     unstorable_problem,
     validation_problem,
 )
-from agent_api.idempotency import KEY_RE, fingerprint, run_once, token_credential
+from agent_api.idempotency import (
+    KEY_RE,
+    fingerprint,
+    key_in_use,
+    run_once,
+    token_credential,
+)
 from agent_api.queries import MAX_ID
 from agent_api.schemas import DraftCreateIn, DraftStatus, StrictIn, VersionIn
 from agent_api.schemas_broadcasts import BroadcastCreateIn, BroadcastRecipientsIn
@@ -162,13 +169,23 @@ def _answer(body: bytes, *, replayed: bool = False) -> ToolAnswer:
     return ToolAnswer(json.loads(body), replayed=replayed)
 
 
-def derived_key(digest: str) -> str:
+def derived_key(digest: str, *, secret: str | None = None) -> str:
     """The key of a create called without one: the same arguments from the same token are one
     call. An HMAC under the deployment's secret, not the fingerprint itself: the keys share the
     tenant's store with the JSON API, where the client names the key, and another token of the
     tenant that computed a victim's next key (a token id and the arguments are all it takes)
     could claim it first and have the victim's call refused for a day."""
-    return "mcp-" + salted_hmac(DERIVED_KEY_SALT, digest, algorithm="sha256").hexdigest()[:60]
+    mac = salted_hmac(DERIVED_KEY_SALT, digest, secret=secret, algorithm="sha256")
+    return "mcp-" + mac.hexdigest()[:60]
+
+
+def _derived_key_for(token: AgentToken, digest: str) -> str:
+    """``derived_key`` under the current secret, unless the store holds this call under a key
+    derived with one still in ``SECRET_KEY_FALLBACKS``: right after a rotation, a retry of a call
+    made before it derived another key, and the draft was created twice."""
+    before = [derived_key(digest, secret=secret) for secret in settings.SECRET_KEY_FALLBACKS]
+    kept = key_in_use(tenant=token.tenant, keys=before, fingerprint=digest)
+    return kept or derived_key(digest)
 
 
 def _once(
@@ -190,7 +207,7 @@ def _once(
         credential=token_credential(token), method=METHOD, path=path, data=arguments
     )
     if key is None and derive:
-        key = derived_key(digest)
+        key = _derived_key_for(token, digest)
     if key is None:
         if prepare is not None:
             prepare()

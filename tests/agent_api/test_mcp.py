@@ -19,6 +19,7 @@ from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from agent_api.idempotency import fingerprint, token_credential
+from agent_api.mcp_tools import call_tool
 from intents import services
 from intents.models import Draft, DraftVersion
 from scripts import devstack
@@ -212,6 +213,20 @@ def test_another_token_cannot_claim_the_key_a_call_without_one_derives(
     assert claimed.status_code == 201
     assert not call.is_error and call.structured_content["status"] == "pending"
     assert draft_count() == 2
+
+
+def test_a_call_without_a_key_is_one_draft_across_a_secret_rotation(token_a, mailbox_a, settings):
+    """The derived key is an HMAC under SECRET_KEY: a retry just after a rotation (the old secret
+    kept in SECRET_KEY_FALLBACKS) derived another key, and created the draft a second time."""
+    first = call_tool(raw_token=token_a, name="create_draft", arguments=draft_body(mailbox_a))
+    settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
+    settings.SECRET_KEY = "rotated-" + settings.SECRET_KEY
+
+    retried = call_tool(raw_token=token_a, name="create_draft", arguments=draft_body(mailbox_a))
+
+    assert not first.is_error and first.document["status"] == "pending"
+    assert retried.replayed and retried.document == first.document
+    assert draft_count() == 1
 
 
 def test_another_tenants_mailbox_is_refused_exactly_like_a_missing_one(
