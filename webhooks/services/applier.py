@@ -33,6 +33,7 @@ from webhooks.normalize import DELIVERY_KINDS, Kind, normalize
 from webhooks.services.apply import (
     _PURGED_UNAPPLIED,
     UNAPPLIED,
+    SuppressionPlan,
     _apply,
     _find_many,
     _finish_many,
@@ -88,17 +89,21 @@ def events_apply_batch(*, limit: int = APPLY_BATCH_SIZE) -> tuple[int, int]:
             )
             # Their intents' recipient rows, locked, advanced event by event, written once.
             deliveries = DeliveryPlan().load(sent.intent_id for _, sent in found.values() if sent)
+            # Their suppressions, written after everything else but the ledger and journal rows:
+            # intents first, suppressions last, as the console and the worker take them.
+            suppressions = SuppressionPlan()
             outcomes = [
                 (
                     event,
                     _Outcome(State.IGNORED, _PURGED_UNAPPLIED)
                     if normalized is None
-                    else _apply(event, normalized, found.get(event.pk), deliveries),
+                    else _apply(event, normalized, found.get(event.pk), deliveries, suppressions),
                 )
                 for event, normalized in prepared
             ]
             deliveries.write()
-            states = _finish_many(outcomes)
+            suppressions.write()
+            states = _finish_many([(e, suppressions.outcome(e, o)) for e, o in outcomes])
             finished = sum(1 for state in states if state != State.PENDING)
     except Exception as exc:
         if not taken:

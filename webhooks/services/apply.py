@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from email.utils import parseaddr
 from typing import Any
@@ -389,10 +389,13 @@ def _apply(
     normalized: NormalizedEvent,
     found: Any = _LOOK_UP,
     deliveries: DeliveryPlan | None = None,
+    suppressions: SuppressionPlan | None = None,
 ) -> _Outcome:
     """The event's outcome; ``found``: what ``_find`` answers for it, when the caller looked it up
     with the rest of its batch (``_find_many``); ``deliveries``: the batch's recipient rows, which
-    the caller writes once at the end of the batch (without it, this event's are written here)."""
+    the caller writes once at the end of the batch (without it, this event's are written here);
+    ``suppressions``: the batch's suppressions, which the caller writes last and then completes
+    the outcome with (``SuppressionPlan.outcome``); without it, this event's are written here."""
     if normalized.kind is Kind.OTHER:
         return _Outcome(
             State.IGNORED, f"event type {normalized.event_type or '(none)'} is not tracked"
@@ -410,7 +413,7 @@ def _apply(
         return _Outcome(*_apply_received(event, normalized, mailbox))
     if sent is None:
         return _Outcome(State.DEFERRED, "no send has recorded this message id yet")
-    return _apply_delivery(event, normalized, sent, deliveries)
+    return _apply_delivery(event, normalized, sent, deliveries, suppressions)
 
 
 def _apply_delivery(
@@ -418,6 +421,7 @@ def _apply_delivery(
     normalized: NormalizedEvent,
     sent: _Sent,
     deliveries: DeliveryPlan | None = None,
+    suppressions: SuppressionPlan | None = None,
 ) -> _Outcome:
     approved = approved_addresses(sent.recipients)
     # An event without recipients (message.rejected) concerns the whole message.
@@ -433,10 +437,10 @@ def _apply_delivery(
     moved = plan.advance(event, sent.intent_id, normalized.kind.value, targets)
     if deliveries is None:
         plan.write()
-    suppressed: list[str] = []
     reason = _SUPPRESSING.get(normalized.kind)
-    if reason and normalized.bounce_type.lower() != _TRANSIENT_BOUNCE:
-        suppressed = _suppress(event, normalized, reason, targets)
+    if normalized.bounce_type.lower() == _TRANSIENT_BOUNCE:
+        reason = None
+    # Built as if nothing was suppressed; ``_with_suppressed`` adds what was.
     journal = _Journal(
         draft_id=sent.draft_id,
         intent_id=sent.intent_id,
@@ -446,15 +450,67 @@ def _apply_delivery(
             "event_id": normalized.event_id,
             "moved": moved,
             "unchanged": [a for a in targets if a not in moved],
-            "suppressed": suppressed,
+            "suppressed": [],
             "unknown_recipients": len(strangers),
             **({"source": "backfill"} if event.svix_id.startswith(BACKFILL_PREFIX) else {}),
         },
     )
     text = f"{len(moved)} of {len(targets)} recipients moved to {normalized.kind.value}"
-    if suppressed:
-        text += f"; {len(suppressed)} suppressed"
-    return _Outcome(State.APPLIED, text, journal)
+    outcome = _Outcome(State.APPLIED, text, journal)
+    if not reason:
+        return outcome
+    if suppressions is None:
+        return _with_suppressed(outcome, _suppress(event, normalized, reason, targets))
+    suppressions.add(event, normalized, reason, targets)
+    return outcome
+
+
+def _with_suppressed(outcome: _Outcome, suppressed: list[str]) -> _Outcome:
+    """A delivery event's outcome once its suppressions are written: the addresses whose row
+    changed in its journal row, and how many in its text."""
+    if not suppressed or outcome.journal is None:
+        return outcome
+    return _Outcome(
+        outcome.state,
+        f"{outcome.text}; {len(suppressed)} suppressed",
+        replace(outcome.journal, data={**outcome.journal.data, "suppressed": suppressed}),
+    )
+
+
+class SuppressionPlan:
+    """A batch's suppressions, written after the rest of its work, in event order.
+
+    Why last: a batch also holds queued replies (a received message, ``intents_hold_stale``),
+    which locks intents, while the admin console (``console.services.suppression_add``) and the
+    worker (``intents.sending.record``) lock intents first and write the suppression after.
+    Written when its bounce was applied, a suppression came before a later event's intent locks,
+    the other order: an admin suppressing the same address by hand at that moment deadlocked
+    with the batch, and PostgreSQL cancelled one of them (the admin's save, or the whole batch).
+
+    ``add`` notes what an event would suppress; ``write`` records each event's in event order,
+    one ``suppressions_record`` call each as when they were written at once, so every event still
+    gets the addresses whose row it changed (a complaint after a bounce of the same address
+    strengthens the row and says so, a second bounce does not); ``outcome`` puts them in the
+    event's journal row and text. Nothing in a batch reads the suppressions it writes.
+    """
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[WebhookEvent, NormalizedEvent, str, list[str]]] = []
+        self.changed: dict[int, list[str]] = {}
+
+    def add(
+        self, event: WebhookEvent, normalized: NormalizedEvent, reason: str, addresses: list[str]
+    ) -> None:
+        if addresses:
+            self.pending.append((event, normalized, reason, addresses))
+
+    def write(self) -> None:
+        pending, self.pending = self.pending, []
+        for event, normalized, reason, addresses in pending:
+            self.changed[event.pk] = _suppress(event, normalized, reason, addresses)
+
+    def outcome(self, event: WebhookEvent, outcome: _Outcome) -> _Outcome:
+        return _with_suppressed(outcome, self.changed.get(event.pk, []))
 
 
 def _suppress(

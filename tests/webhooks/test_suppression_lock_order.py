@@ -1,0 +1,180 @@
+"""A batch of webhook events takes its locks in the order the console and the worker take them:
+intents first, suppressions last (``apply.SuppressionPlan``).
+
+A batch that wrote a bounce's suppression at once, and then held a queued reply because the
+customer wrote again, deadlocked with an admin suppressing the same address by hand at that
+moment: the admin's save held the reply (``sends_in_flight_hold``) and waited for the batch's
+suppression row, the batch waited for the reply. PostgreSQL cancelled one of them.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.db import connection, transaction
+
+from console.services import suppression_add
+from intents.models import Draft, IntentEvent, Suppression
+from tests.intents.helpers import blocked_on_a_lock, in_thread
+from tests.webhooks.conftest import delivery_payload, new_svix_id, received_payload
+from webhooks.models import WebhookEvent
+from webhooks.services import applier
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ADDRESS = "jane@customer.test"
+
+
+def _deadlocks() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+        return cursor.fetchone()[0]
+
+
+def _lock_waiters() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
+def _until_done_or_waiting(thread, waiters: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while thread.is_alive() and _lock_waiters() < waiters and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _until_gone(pids: list[int], timeout: float = 10) -> None:
+    """Until these sessions have ended: a session flushes its statistics (a deadlock it took
+    part in) before it leaves ``pg_stat_activity``."""
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", [pids])
+            if not cursor.fetchone()[0]:
+                return
+            time.sleep(0.02)
+
+
+def _with_pid(fn, pids: list[int]):
+    def run():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            pids.append(cursor.fetchone()[0])
+        return fn()
+
+    return run
+
+
+def test_a_batch_that_suppresses_and_holds_does_not_deadlock_with_an_admin_suppressing_by_hand(
+    client, tenant_a, member_of, hook_for, mailbox_row, intent_row
+):
+    admin = member_of(tenant_a, "admin").user
+    hook = hook_for(tenant_a)
+    box = mailbox_row(tenant_a)
+    sent = intent_row(box, to=[ADDRESS])
+    # A reply to the same customer, queued in the thread the customer writes in again: the
+    # admin's save locks it (a send on its way to the address), the batch holds it.
+    queued = intent_row(box, to=[ADDRESS], thread_id="thr_q", message_id=None, state="queued")
+    # A pending draft of that thread: the batch locks it just before the queued replies, so the
+    # test can stop the batch there, after its bounce and before it touches the reply.
+    pending = Draft.objects.create(
+        tenant=tenant_a, mailbox=box, thread_id="thr_q", status=Draft.Status.PENDING
+    )
+    bounce, again = new_svix_id(), new_svix_id()
+    hook.post(client, delivery_payload("bounced", sent), svix_id=bounce, apply=False)
+    payload = received_payload(box, thread_id="thr_q", sender=f"Jane <{ADDRESS}>")
+    hook.post(client, payload, svix_id=again, apply=False)
+    before = _deadlocks()
+
+    batched: list = []
+    added: list = []
+    pids: list[int] = []
+    with transaction.atomic():
+        list(Draft.objects.select_for_update().filter(pk=pending.pk).values_list("pk"))
+        batch = in_thread(_with_pid(applier.events_apply_batch, pids), batched)
+        assert blocked_on_a_lock(), "the batch never reached the thread's drafts"
+        console = in_thread(
+            _with_pid(
+                lambda: suppression_add(
+                    tenant=tenant_a, address=ADDRESS, note="asked", actor=admin
+                ),
+                pids,
+            ),
+            added,
+        )
+        # Fixed: the console saves and ends. Before: it waits for the batch's suppression row.
+        _until_done_or_waiting(console, waiters=2)
+    batch.join(30)
+    console.join(30)
+    _until_gone(pids)
+
+    assert _deadlocks() == before
+    assert not isinstance(added[0], Exception), added[0]
+    assert batched == [(2, 2)]
+    manual = Suppression.objects.get(tenant=tenant_a, address=ADDRESS)
+    assert manual.reason == Suppression.Reason.MANUAL
+    events = {e.svix_id: e for e in WebhookEvent.objects.all()}
+    assert {svix_id: events[svix_id].state for svix_id in (bounce, again)} == {
+        bounce: "applied",
+        again: "applied",
+    }
+    # The person's entry came first and is never overwritten: the bounce changed no row.
+    journal = IntentEvent.objects.get(actor_label=bounce, action="delivery.bounced")
+    assert journal.data["suppressed"] == []
+    assert events[bounce].outcome == "1 of 1 recipients moved to bounced"
+    queued.refresh_from_db()
+    assert queued.held_reason.startswith("customer wrote again")
+
+
+def test_a_batch_still_journals_which_suppressions_each_event_changed(
+    client, tenant_a, hook_for, mailbox_row, intent_row
+):
+    """Written at the end of the batch, in event order: each event still says whose row it
+    changed, as if written when it was applied."""
+    hook = hook_for(tenant_a)
+    box = mailbox_row(tenant_a)
+    intent = intent_row(box, to=[ADDRESS], cc=["ops@customer.test"])
+    order = [
+        ("bounced", [ADDRESS]),  # new row
+        ("bounced", [ADDRESS, "ops@customer.test"]),  # only ops is new
+        ("complained", [ADDRESS]),  # stronger: changed again
+        ("bounced", [ADDRESS]),  # weaker: nothing
+        ("delivered", [ADDRESS]),  # suppresses nothing
+    ]
+    ids = [new_svix_id() for _ in order]
+    for svix_id, (kind, recipients) in zip(ids, order, strict=True):
+        payload = delivery_payload(kind, intent, recipients=recipients)
+        hook.post(client, payload, svix_id=svix_id, apply=False)
+
+    assert applier.events_apply_batch() == (5, 5)
+
+    journal = {
+        row.actor_label: row.data["suppressed"]
+        for row in IntentEvent.objects.filter(actor_kind="webhook", actor_label__in=ids)
+    }
+    assert [journal[svix_id] for svix_id in ids] == [
+        [ADDRESS],
+        ["ops@customer.test"],
+        [ADDRESS],
+        [],
+        [],
+    ]
+    outcomes = dict(WebhookEvent.objects.values_list("svix_id", "outcome"))
+    assert [outcomes[svix_id] for svix_id in ids] == [
+        "1 of 1 recipients moved to bounced; 1 suppressed",
+        "1 of 2 recipients moved to bounced; 1 suppressed",
+        "1 of 1 recipients moved to complained; 1 suppressed",
+        "0 of 1 recipients moved to bounced",
+        "0 of 1 recipients moved to delivered",
+    ]
+    assert dict(Suppression.objects.filter(tenant=tenant_a).values_list("address", "reason")) == {
+        ADDRESS: "complained",
+        "ops@customer.test": "bounced",
+    }
