@@ -4,16 +4,15 @@ revision that only repeats a file."""
 from __future__ import annotations
 
 import base64
-import time
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.test import Client
 
 from intents.models import AttachmentBlob, Draft, DraftVersion
 from review.diff import version_diff
 from tests.agent_api.conftest import Api, draft_body
-from tests.intents.helpers import in_thread
+from tests.intents.helpers import blocked_on_a_lock, in_thread
 
 
 def _file(filename: str, data: bytes) -> dict:
@@ -22,21 +21,6 @@ def _file(filename: str, data: bytes) -> dict:
         "content_type": "text/plain",
         "content": base64.b64encode(data).decode(),
     }
-
-
-def _sessions_waiting_on_locks(count: int, timeout: float = 10.0) -> bool:
-    since = time.monotonic()
-    with connection.cursor() as cursor:
-        while time.monotonic() - since < timeout:
-            cursor.execute("SELECT pg_stat_clear_snapshot()")
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-            )
-            if cursor.fetchone()[0] >= count:
-                return True
-            time.sleep(0.02)
-    return False
 
 
 @pytest.mark.django_db(transaction=True)
@@ -72,7 +56,7 @@ def test_two_agents_attaching_the_same_files_in_either_order_both_get_their_draf
             ),
             outcome,
         )
-        assert _sessions_waiting_on_locks(2), "the two requests never waited on the blobs"
+        assert blocked_on_a_lock(count=2), "the two requests never waited on the blobs"
     one.join(30)
     other.join(30)
 

@@ -75,22 +75,34 @@ def counted_lower(values: list[str]) -> tuple[list[str], list[str]]:
     return [Counted(v) for v in values], lowered
 
 
-def blocked_on_a_lock(timeout: float = 10.0) -> bool:
-    """Whether another session of this database waits on a lock within ``timeout`` seconds: the
-    event a race test waits for instead of sleeping."""
-    since = time.monotonic()
+def lock_waiters() -> int:
+    """How many other sessions of this database wait on a lock now."""
     with connection.cursor() as cursor:
-        while time.monotonic() - since < timeout:
-            # Inside a transaction the activity view is a snapshot until cleared.
-            cursor.execute("SELECT pg_stat_clear_snapshot()")
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-            )
-            if cursor.fetchone()[0]:
-                return True
-            time.sleep(0.02)
+        # Inside a transaction the activity view is a snapshot until cleared.
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
+def blocked_on_a_lock(timeout: float = 10.0, count: int = 1) -> bool:
+    """Whether ``count`` other sessions of this database wait on a lock within ``timeout``
+    seconds: the event a race test waits for instead of sleeping."""
+    since = time.monotonic()
+    while time.monotonic() - since < timeout:
+        if lock_waiters() >= count:
+            return True
+        time.sleep(0.02)
     return False
+
+
+def until_done_or_waiting(thread, waiters: int, timeout: float = 10) -> None:
+    """Until ``thread`` ends or ``waiters`` sessions wait on a lock: an event, not a sleep."""
+    deadline = time.monotonic() + timeout
+    while thread.is_alive() and lock_waiters() < waiters and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def in_thread(fn: Callable[[], object], outcome: list) -> threading.Thread:

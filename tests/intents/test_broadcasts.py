@@ -2,8 +2,6 @@
 and every recipient, the paged fan-out into one send per recipient, the worker's check against
 the approval, and sending through the sandbox over real HTTP (its ledger is counted)."""
 
-import time
-
 import pytest
 from django.db import connection, transaction
 from django.db.models.functions import Now
@@ -32,7 +30,13 @@ from intents.services.broadcasts import (
 )
 from intents.services.suppressions import suppressions_record
 from tenants.tokens import token_create, token_revoke
-from tests.intents.helpers import blocked_on_a_lock, counted_lower, drain_sends, in_thread
+from tests.intents.helpers import (
+    blocked_on_a_lock,
+    counted_lower,
+    drain_sends,
+    in_thread,
+    until_done_or_waiting,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -581,23 +585,6 @@ def test_cancel_leaves_the_rest_unsent_and_journaled(live, settings):
     )
 
 
-def _lock_waiters() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_clear_snapshot()")
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-        )
-        return cursor.fetchone()[0]
-
-
-def _until_done_or_waiting(thread, waiters: int, timeout: float = 10) -> None:
-    """Until ``thread`` ends or ``waiters`` sessions wait on a lock: an event, not a sleep."""
-    deadline = time.monotonic() + timeout
-    while thread.is_alive() and _lock_waiters() < waiters and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
 def test_a_cancel_committed_during_the_pre_call_check_leaves_no_unrecorded_call(live):
     """The check had read the broadcast as sending when the cancellation committed; its attempt
     row came after, and so did the call: a send nobody could count as in flight at the cancel.
@@ -621,7 +608,7 @@ def test_a_cancel_committed_during_the_pre_call_check_leaves_no_unrecorded_call(
         sender = in_thread(lambda: execute_claims(claims), worker)
         assert blocked_on_a_lock(), "the pre-call check never reached its attempt row"
         canceller = in_thread(cancel_then_count_attempts, cancel)
-        _until_done_or_waiting(canceller, waiters=2)
+        until_done_or_waiting(canceller, waiters=2)
     sender.join(30)
     canceller.join(30)
     assert not isinstance(worker[0], Exception) and not isinstance(cancel[0], Exception)

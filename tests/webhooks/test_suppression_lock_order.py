@@ -16,7 +16,7 @@ from django.db import connection, transaction
 
 from console.services import suppression_add
 from intents.models import Draft, IntentEvent, Suppression
-from tests.intents.helpers import blocked_on_a_lock, in_thread
+from tests.intents.helpers import blocked_on_a_lock, in_thread, until_done_or_waiting
 from tests.webhooks.conftest import delivery_payload, new_svix_id, received_payload
 from webhooks.models import WebhookEvent
 from webhooks.services import applier
@@ -31,22 +31,6 @@ def _deadlocks() -> int:
         cursor.execute("SELECT pg_stat_clear_snapshot()")
         cursor.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
         return cursor.fetchone()[0]
-
-
-def _lock_waiters() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_clear_snapshot()")
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-        )
-        return cursor.fetchone()[0]
-
-
-def _until_done_or_waiting(thread, waiters: int, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while thread.is_alive() and _lock_waiters() < waiters and time.monotonic() < deadline:
-        time.sleep(0.02)
 
 
 def _until_gone(pids: list[int], timeout: float = 10) -> None:
@@ -110,7 +94,7 @@ def test_a_batch_that_suppresses_and_holds_does_not_deadlock_with_an_admin_suppr
             added,
         )
         # Fixed: the console saves and ends. Before: it waits for the batch's suppression row.
-        _until_done_or_waiting(console, waiters=2)
+        until_done_or_waiting(console, waiters=2)
     batch.join(30)
     console.join(30)
     _until_gone(pids)

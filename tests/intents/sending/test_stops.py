@@ -5,7 +5,6 @@ as in flight (intents.sending.stops)."""
 
 from __future__ import annotations
 
-import time
 from contextlib import contextmanager
 
 import pytest
@@ -21,7 +20,12 @@ from mailboxes.provisioning import mailbox_set_status, mailbox_update_policy
 from tenants.models import AuditEvent, Membership
 from tenants.onboarding import tenant_suspend
 from tenants.services import member_deactivate
-from tests.intents.helpers import blocked_on_a_lock, in_thread, sends_in_flight
+from tests.intents.helpers import (
+    blocked_on_a_lock,
+    in_thread,
+    sends_in_flight,
+    until_done_or_waiting,
+)
 from tests.ops.test_query_plans import analyze, captured, earlier_sends, scanning
 from tests.webhooks.conftest import intent_row  # noqa: F401 (a fixture, used by name)
 
@@ -34,23 +38,6 @@ def _claimed(live):
     claims = intent_claim(worker="t", limit=5)
     assert [c.intent_id for c in claims] == [intent.pk]
     return intent, claims
-
-
-def _lock_waiters() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_clear_snapshot()")
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-        )
-        return cursor.fetchone()[0]
-
-
-def _until_done_or_waiting(thread, waiters: int, timeout: float = 10) -> None:
-    """Until ``thread`` ends or ``waiters`` sessions wait on a lock: an event, not a sleep."""
-    deadline = time.monotonic() + timeout
-    while thread.is_alive() and _lock_waiters() < waiters and time.monotonic() < deadline:
-        time.sleep(0.02)
 
 
 @contextmanager
@@ -126,7 +113,7 @@ def test_a_change_committed_while_the_check_inserts_its_attempt_counts_that_call
         sender = in_thread(lambda: execute_claims(claims), worker)
         assert blocked_on_a_lock(), "the pre-call check never reached its attempt row"
         changer = in_thread(change_then_count_attempts, changed)
-        _until_done_or_waiting(changer, waiters=2)
+        until_done_or_waiting(changer, waiters=2)
     sender.join(30)
     changer.join(30)
     assert not isinstance(worker[0], Exception) and not isinstance(changed[0], Exception)
@@ -152,7 +139,7 @@ def test_a_check_that_waited_for_the_change_reads_it_and_blocks_the_send(live, m
         changer = in_thread(lambda: change(live, admin), changed)
         assert blocked_on_a_lock(), "the change never reached its audit row"
         sender = in_thread(lambda: execute_claims(claims), worker)
-        _until_done_or_waiting(sender, waiters=2)
+        until_done_or_waiting(sender, waiters=2)
     sender.join(30)
     changer.join(30)
     assert not isinstance(worker[0], Exception) and not isinstance(changed[0], Exception)
@@ -238,7 +225,7 @@ def test_an_approval_during_a_change_that_stops_sends_waits_for_it_and_is_refuse
         changer = in_thread(lambda: change(live, admin), changed)
         assert blocked_on_a_lock(), "the change never reached its audit row"
         approver = in_thread(approve, approved)
-        _until_done_or_waiting(approver, waiters=2)
+        until_done_or_waiting(approver, waiters=2)
         # A worker round while the change is still running.
         in_thread(lambda: sending.run_once(worker="t"), []).join(30)
     changer.join(30)
