@@ -61,3 +61,21 @@ def test_home_lists_only_my_tenants(tenant_a, tenant_b, member_of, signed_in):
     assert b"Tenant A" not in page.content
     both = signed_in(membership.user).get("/")
     assert b"Tenant A" in both.content and b"Tenant B" in both.content
+
+
+def test_a_suspended_tenants_draft_page_sends_no_presence_beats(
+    tenant_a, member_of, mailbox_a, make_draft, signed_in
+):
+    """Every beat is a POST, which a suspended tenant refuses: a 403 every 6 s per open page."""
+    draft = make_draft(mailbox_a)
+    client = signed_in(member_of(tenant_a, "approver").user)
+    presence = reverse("draft_presence", args=[tenant_a.slug, draft.pk])
+    page = reverse("draft", args=[tenant_a.slug, draft.pk])
+    assert presence in client.get(page).content.decode()
+
+    tenant_a.status = "suspended"
+    tenant_a.save(update_fields=["status"])
+    suspended = client.get(page)
+
+    assert suspended.status_code == 200
+    assert presence not in suspended.content.decode()
