@@ -275,6 +275,12 @@ def may_decide(allowed: set[int] | None, mailbox_id: int) -> bool:
 SECOND_APPROVER_REASON = gettext_lazy(
     "You edited this version; this tenant requires another person to approve it."
 )
+# A colleague's later version (a full stop added, the agent re-posting the same text) does not
+# make an edit of the person's someone else's: they still saw only their own.
+EARLIER_VERSION_REASON = gettext_lazy(
+    "You wrote a version of this draft since it was last approved; this tenant requires "
+    "another person to approve it."
+)
 
 
 def needs_another_approver(*, tenant, author_kind, author_user_id, user) -> bool:

@@ -16,6 +16,7 @@ from config.clock import db_now
 from intents import selectors
 from intents.models import Draft, DraftAttachment, DraftVersion, SendIntent
 from intents.policy import (
+    EARLIER_VERSION_REASON,
     NOTE_WRITERS,
     SECOND_APPROVER_REASON,
     answered_author_left_out,
@@ -29,6 +30,7 @@ from intents.policy import (
     needs_another_approver,
     sender_address,
 )
+from intents.selectors.drafts import wrote_a_version_since_last_approval
 from intents.selectors.presence import present_on_drafts
 from intents.selectors.queue import QueueFilter
 from review import queries
@@ -218,12 +220,22 @@ def draft_review(
     first = detail.versions[0]
     pending = draft.status == Draft.Status.PENDING
     can_decide = pending and can_approve(membership=membership, mailbox=draft.mailbox)
-    approve_blocked = can_decide and needs_another_approver(
+    approve_blocked_reason = ""
+    if can_decide and needs_another_approver(
         tenant=tenant,
         author_kind=current.author_kind,
         author_user_id=current.author_user_id,
         user=user,
-    )
+    ):
+        approve_blocked_reason = str(SECOND_APPROVER_REASON)
+    elif (
+        can_decide
+        and tenant.second_approver_on_edit
+        and wrote_a_version_since_last_approval(draft, user)
+    ):
+        # An earlier version of theirs, since the last approval: draft_approve refuses it too,
+        # and the button offered what the click then refused.
+        approve_blocked_reason = str(EARLIER_VERSION_REASON)
     # Every sender of the thread, as the queue's flag and the approval from a list read it: the
     # ten messages the page shows left a stranger unflagged once the thread passed ten.
     senders = thread_senders(tenant=tenant, mailbox=draft.mailbox_id, thread_id=draft.thread_id)
@@ -245,7 +257,7 @@ def draft_review(
         messages_seen=",".join(str(m.pk) for m in inbound),
         diff=version_diff(first, current) if len(detail.versions) > 1 else None,
         can_decide=can_decide,
-        approve_blocked_reason=str(SECOND_APPROVER_REASON) if approve_blocked else "",
+        approve_blocked_reason=approve_blocked_reason,
         provenance=draft.provenance if isinstance(draft.provenance, dict) else {},
         unproven_earlier=_unproven_earlier(detail) if pending else [],
         **_conversation(tenant=tenant, draft=draft, current=current, senders=senders),

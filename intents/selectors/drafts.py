@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db.models import Prefetch, Q
+from django.db.models import Max, Prefetch, Q
 
 from intents.errors import NotFound
 from intents.models import (
@@ -143,3 +143,18 @@ def capped_count(qs, cap: int = NAV_COUNT_CAP) -> int:
 def pending_count(*, tenant, cap: int = NAV_COUNT_CAP) -> int:
     """Pending drafts of the tenant, up to cap + 1 (the queue's All view)."""
     return view_counts(tenant=tenant, viewer=None, cap=cap)[""]
+
+
+def wrote_a_version_since_last_approval(draft: Draft, user) -> bool:
+    """Whether ``user`` wrote (as a person) any version of the draft after the last version a
+    send was approved for (all of them if none was): with four-eyes on edit, they may not
+    approve it (``draft_approve``), and the draft page says so before they try."""
+    if user is None:
+        return False
+    approved = SendIntent.objects.filter(draft=draft).aggregate(n=Max("draft_version__number"))
+    return DraftVersion.objects.filter(
+        draft=draft,
+        number__gt=approved["n"] or 0,
+        author_kind=DraftVersion.Author.PERSON,
+        author_user=user,
+    ).exists()

@@ -10,7 +10,6 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max
 from django.db.models.functions import Now
 from django.utils.text import get_text_list
 from django.utils.translation import gettext as _
@@ -22,6 +21,7 @@ from intents.hashing import content_hash as compute_content_hash
 from intents.journal import journal
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
 from intents.policy import (
+    EARLIER_VERSION_REASON,
     SECOND_APPROVER_REASON,
     active_membership,
     answered_author_left_out,
@@ -33,6 +33,7 @@ from intents.policy import (
     sender_address,
     strangers_to_thread,
 )
+from intents.selectors.drafts import wrote_a_version_since_last_approval
 from intents.selectors.intents import REOPENABLE_STATES, intents_that_may_have_gone_out
 from intents.services.attachments import attach, hash_entries, planned_copy
 from intents.services.common import (
@@ -148,30 +149,9 @@ def _require_approver(tenant, draft: Draft, current: DraftVersion, actor) -> Mem
         user=actor,
     ):
         raise errors.SecondApproverRequired(message=str(SECOND_APPROVER_REASON))
-    if tenant.second_approver_on_edit and _wrote_a_version_since_last_approval(draft, actor):
-        # A colleague's later version (a full stop added, the agent re-posting the same text)
-        # does not make an edit of the actor's someone else's: they still saw only their own.
-        raise errors.SecondApproverRequired(
-            message=_(
-                "You wrote a version of this draft since it was last approved; this tenant "
-                "requires another person to approve it."
-            )
-        )
+    if tenant.second_approver_on_edit and wrote_a_version_since_last_approval(draft, actor):
+        raise errors.SecondApproverRequired(message=str(EARLIER_VERSION_REASON))
     return membership
-
-
-def _wrote_a_version_since_last_approval(draft: Draft, actor) -> bool:
-    """Whether ``actor`` wrote (as a person) any version of the draft after the last version
-    a send was approved for (all of them if none was)."""
-    if actor is None:
-        return False
-    approved = SendIntent.objects.filter(draft=draft).aggregate(n=Max("draft_version__number"))
-    return DraftVersion.objects.filter(
-        draft=draft,
-        number__gt=approved["n"] or 0,
-        author_kind=DraftVersion.Author.PERSON,
-        author_user=actor,
-    ).exists()
 
 
 def _require_sendable(tenant, draft: Draft, current: DraftVersion, now) -> None:

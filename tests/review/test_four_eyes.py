@@ -188,3 +188,37 @@ def test_an_approval_the_rule_refuses_shows_the_page_with_the_reason_not_a_bare_
     assert refused.templates[0].name == "review/draft.html"
     assert "another person" in refused.content.decode()
     assert not SendIntent.objects.filter(draft=draft).exists()
+
+
+EARLIER = (
+    "You wrote a version of this draft since it was last approved; this tenant requires another "
+    "person to approve it."
+)
+
+
+def test_the_writer_of_an_earlier_version_is_told_too_not_refused_after_the_click(
+    four_eyes, mailbox_a, make_draft, admin_a, signed_in
+):
+    """An agent's revision after the person's edit made the agent the current author: the page
+    offered Approve, and the click was refused for the person's earlier version."""
+    from intents import services
+    from tests.intents.test_drafts import make_token
+
+    draft = make_draft(mailbox_a, actor_user=admin_a.user)
+    services.draft_add_version(
+        tenant=four_eyes,
+        draft_id=draft.pk,
+        to=["customer@example.com"],
+        cc=[],
+        bcc=[],
+        subject="Your refund",
+        text="Hello again.",
+        html="",
+        agent_token=make_token(four_eyes),
+    )
+
+    page = signed_in(admin_a.user).get(reverse("draft", args=[four_eyes.slug, draft.pk]))
+
+    html = page.content.decode()
+    assert all(" disabled" in b for b in buttons(html, "data-approve"))
+    assert re.search(r'<p[^>]*id="approve-blocked"[^>]*>[^<]*' + re.escape(EARLIER), html)
