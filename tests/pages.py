@@ -8,9 +8,9 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-import time
 
 import pytest
+from django.core.signals import request_finished, request_started
 from django.utils import timezone
 
 from intents import services
@@ -160,21 +160,40 @@ def page(chromium, live_server):
     _wait_for_requests_to_end()
 
 
+class _InFlight:
+    """Requests the test process's Django is serving now (request_started to request_finished):
+    the live server's, whose threads the browser's kept-alive connections keep alive long after
+    their last request (waiting for those threads cost 10 s at the teardown of most browser
+    tests)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.changed = threading.Condition()
+
+    def started(self, **kwargs) -> None:
+        with self.changed:
+            self.count += 1
+
+    def finished(self, **kwargs) -> None:
+        with self.changed:
+            self.count = max(0, self.count - 1)
+            self.changed.notify_all()
+
+    def wait_until_none(self, seconds: float) -> None:
+        with self.changed:
+            self.changed.wait_for(lambda: self.count == 0, timeout=seconds)
+
+
+_in_flight = _InFlight()
+request_started.connect(_in_flight.started, dispatch_uid="tests.pages.in_flight")
+request_finished.connect(_in_flight.finished, dispatch_uid="tests.pages.in_flight")
+
+
 def _wait_for_requests_to_end(seconds: float = 10.0) -> None:
     """Let the live server finish the requests the closed browser left behind before the test's
     database is flushed: a request still inside a transaction when the flush's TRUNCATE takes its
-    locks deadlocks with it (a CI run failed so, at the teardown of a passkey sign-in). The live
-    server serves each connection in a thread of its own, which ends with its connection."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        serving = [
-            thread
-            for thread in threading.enumerate()
-            if thread.name.endswith("(process_request_thread)") and thread.is_alive()
-        ]
-        if not serving:
-            return
-        serving[0].join(timeout=max(0.0, deadline - time.monotonic()))
+    locks deadlocks with it (a CI run failed so, at the teardown of a passkey sign-in)."""
+    _in_flight.wait_until_none(seconds)
 
 
 @pytest.fixture
