@@ -1,5 +1,5 @@
 """A batch of webhook events takes its locks in the order the console and the worker take them:
-intents first, suppressions last (``apply.SuppressionPlan``).
+intents first, suppressions last (``suppressing.SuppressionPlan``).
 
 A batch that wrote a bounce's suppression at once, and then held a queued reply because the
 customer wrote again, deadlocked with an admin suppressing the same address by hand at that

@@ -33,15 +33,16 @@ from webhooks.normalize import DELIVERY_KINDS, Kind, normalize
 from webhooks.services.apply import (
     _PURGED_UNAPPLIED,
     UNAPPLIED,
-    SuppressionPlan,
     _apply,
     _find_many,
     _finish_many,
     _message_lock_key,
     _Outcome,
     event_apply,
+    with_suppressed,
 )
 from webhooks.services.deliveries import DeliveryPlan
+from webhooks.services.suppressing import SuppressionPlan
 
 log = logging.getLogger("webhooks.services")
 
@@ -103,7 +104,9 @@ def events_apply_batch(*, limit: int = APPLY_BATCH_SIZE) -> tuple[int, int]:
             ]
             deliveries.write()
             suppressions.write()
-            states = _finish_many([(e, suppressions.outcome(e, o)) for e, o in outcomes])
+            states = _finish_many(
+                [(e, with_suppressed(o, suppressions.changed_of(e))) for e, o in outcomes]
+            )
             finished = sum(1 for state in states if state != State.PENDING)
     except Exception as exc:
         if not taken:

@@ -33,12 +33,12 @@ from psycopg.errors import LockNotAvailable
 from intents.journal import Entry, journal_many
 from intents.models import IntentEvent, SendIntent, Suppression
 from intents.services.intents import intents_hold_stale
-from intents.services.suppressions import suppressions_record
 from mailboxes.models import Mailbox
 from webhooks.models import InboundMessage, WebhookEvent
 from webhooks.normalize import DELIVERY_KINDS, Kind, NormalizedEvent, normalize
 from webhooks.selectors import approved_addresses
 from webhooks.services.deliveries import DeliveryPlan
+from webhooks.services.suppressing import SuppressionPlan, suppress
 
 # The name of the module this came from: log routing and filters keep working.
 log = logging.getLogger("webhooks.services")
@@ -395,7 +395,7 @@ def _apply(
     with the rest of its batch (``_find_many``); ``deliveries``: the batch's recipient rows, which
     the caller writes once at the end of the batch (without it, this event's are written here);
     ``suppressions``: the batch's suppressions, which the caller writes last and then completes
-    the outcome with (``SuppressionPlan.outcome``); without it, this event's are written here."""
+    the outcome with (``with_suppressed``); without it, this event's are written here."""
     if normalized.kind is Kind.OTHER:
         return _Outcome(
             State.IGNORED, f"event type {normalized.event_type or '(none)'} is not tracked"
@@ -440,7 +440,7 @@ def _apply_delivery(
     reason = _SUPPRESSING.get(normalized.kind)
     if normalized.bounce_type.lower() == _TRANSIENT_BOUNCE:
         reason = None
-    # Built as if nothing was suppressed; ``_with_suppressed`` adds what was.
+    # Built as if nothing was suppressed; ``with_suppressed`` adds what was.
     journal = _Journal(
         draft_id=sent.draft_id,
         intent_id=sent.intent_id,
@@ -460,12 +460,12 @@ def _apply_delivery(
     if not reason:
         return outcome
     if suppressions is None:
-        return _with_suppressed(outcome, _suppress(event, normalized, reason, targets))
+        return with_suppressed(outcome, suppress(event, normalized, reason, targets))
     suppressions.add(event, normalized, reason, targets)
     return outcome
 
 
-def _with_suppressed(outcome: _Outcome, suppressed: list[str]) -> _Outcome:
+def with_suppressed(outcome: _Outcome, suppressed: list[str]) -> _Outcome:
     """A delivery event's outcome once its suppressions are written: the addresses whose row
     changed in its journal row, and how many in its text."""
     if not suppressed or outcome.journal is None:
@@ -475,67 +475,6 @@ def _with_suppressed(outcome: _Outcome, suppressed: list[str]) -> _Outcome:
         f"{outcome.text}; {len(suppressed)} suppressed",
         replace(outcome.journal, data={**outcome.journal.data, "suppressed": suppressed}),
     )
-
-
-class SuppressionPlan:
-    """A batch's suppressions, written after the rest of its work, in event order.
-
-    Why last: a batch also holds queued replies (a received message, ``intents_hold_stale``),
-    which locks intents, while the admin console (``console.services.suppression_add``) and the
-    worker (``intents.sending.record``) lock intents first and write the suppression after.
-    Written when its bounce was applied, a suppression came before a later event's intent locks,
-    the other order: an admin suppressing the same address by hand at that moment deadlocked
-    with the batch, and PostgreSQL cancelled one of them (the admin's save, or the whole batch).
-
-    ``add`` notes what an event would suppress; ``write`` records each event's in event order,
-    one ``suppressions_record`` call each as when they were written at once, so every event still
-    gets the addresses whose row it changed (a complaint after a bounce of the same address
-    strengthens the row and says so, a second bounce does not); ``outcome`` puts them in the
-    event's journal row and text. Nothing in a batch reads the suppressions it writes.
-    """
-
-    def __init__(self) -> None:
-        self.pending: list[tuple[WebhookEvent, NormalizedEvent, str, list[str]]] = []
-        self.changed: dict[int, list[str]] = {}
-
-    def add(
-        self, event: WebhookEvent, normalized: NormalizedEvent, reason: str, addresses: list[str]
-    ) -> None:
-        if addresses:
-            self.pending.append((event, normalized, reason, addresses))
-
-    def write(self) -> None:
-        pending, self.pending = self.pending, []
-        for event, normalized, reason, addresses in pending:
-            self.changed[event.pk] = _suppress(event, normalized, reason, addresses)
-
-    def outcome(self, event: WebhookEvent, outcome: _Outcome) -> _Outcome:
-        return _with_suppressed(outcome, self.changed.get(event.pk, []))
-
-
-def _suppress(
-    event: WebhookEvent, normalized: NormalizedEvent, reason: str, addresses: list[str]
-) -> list[str]:
-    """Add or strengthen tenant suppressions (``suppressions_record``: complained > bounced >
-    rejected, a person's entry never overwritten); returns the addresses whose row changed."""
-    if not addresses:
-        return []
-    note = f"{normalized.event_type} webhook" + (
-        f" ({normalized.reason})" if normalized.reason else ""
-    )
-    changed = suppressions_record(
-        tenant_id=event.tenant_id,
-        addresses=addresses,
-        reason=reason,
-        source=(normalized.event_id or event.svix_id)[:100],
-        note=note,
-    )
-    if changed:
-        log.info(
-            "webhooks.suppression.added",
-            extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id, "count": len(changed)},
-        )
-    return changed
 
 
 # How far before our receipt, or after it, a received message's own timestamp may lie. Outside,
