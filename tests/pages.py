@@ -11,6 +11,7 @@ import threading
 
 import pytest
 from django.core.signals import request_finished, request_started
+from django.test.client import ClientHandler
 from django.utils import timezone
 
 from intents import services
@@ -155,33 +156,44 @@ def page(chromium, live_server):
     )
     tab = context.new_page()
     tab.set_default_timeout(10_000)
+    _in_flight.forget()  # what an earlier test left unfinished is not this one's
     yield tab
     context.close()
     _wait_for_requests_to_end()
 
 
 class _InFlight:
-    """Requests the test process's Django is serving now (request_started to request_finished):
-    the live server's, whose threads the browser's kept-alive connections keep alive long after
-    their last request (waiting for those threads cost 10 s at the teardown of most browser
-    tests)."""
+    """Requests the live server is serving now (request_started to request_finished, by thread):
+    its threads outlive their last request (the browser keeps connections alive), so waiting for
+    them cost 10 s at most browser tests' teardown. The test client's requests are not counted:
+    a streamed answer a test never read never finishes, and held every later teardown of that
+    process for 10 s."""
 
     def __init__(self) -> None:
-        self.count = 0
+        self.by_thread: dict[int, int] = {}
         self.changed = threading.Condition()
 
-    def started(self, **kwargs) -> None:
+    def started(self, sender, **kwargs) -> None:
+        if isinstance(sender, type) and issubclass(sender, ClientHandler):
+            return
         with self.changed:
-            self.count += 1
+            thread = threading.get_ident()
+            self.by_thread[thread] = self.by_thread.get(thread, 0) + 1
 
     def finished(self, **kwargs) -> None:
         with self.changed:
-            self.count = max(0, self.count - 1)
-            self.changed.notify_all()
+            thread = threading.get_ident()
+            if self.by_thread.get(thread):
+                self.by_thread[thread] -= 1
+                self.changed.notify_all()
+
+    def forget(self) -> None:
+        with self.changed:
+            self.by_thread.clear()
 
     def wait_until_none(self, seconds: float) -> None:
         with self.changed:
-            self.changed.wait_for(lambda: self.count == 0, timeout=seconds)
+            self.changed.wait_for(lambda: not any(self.by_thread.values()), timeout=seconds)
 
 
 _in_flight = _InFlight()
