@@ -205,21 +205,24 @@ def _lease_rows(leased, *, worker: str, expires: datetime, reconcile: bool) -> s
     if not leased:
         return set()
     table = SendIntent._meta.db_table
-    values = ", ".join(["(%s, %s)"] * len(leased))
-    params: list = []
-    for intent, token in leased:
-        params += [intent.pk, str(token)]
     source = State.UNCERTAIN if reconcile else State.QUEUED
     target = State.UNCERTAIN if reconcile else State.SENDING
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} AS i SET lease_token = v.token::uuid, lease_owner = %s, "  # noqa: S608
+            f"UPDATE {table} AS i SET lease_token = v.token, lease_owner = %s, "  # noqa: S608
             "lease_expires_at = %s, attempts = i.attempts + 1, "
             "first_attempt_at = COALESCE(i.first_attempt_at, STATEMENT_TIMESTAMP()), "
             "updated_at = STATEMENT_TIMESTAMP(), state = %s "
-            f"FROM (VALUES {values}) AS v(id, token) "
-            "WHERE i.id = v.id::bigint AND i.state = %s RETURNING i.id",
-            [worker[:100], expires, target, *params, source],
+            "FROM unnest(%s::bigint[], %s::uuid[]) AS v(id, token) "
+            "WHERE i.id = v.id AND i.state = %s RETURNING i.id",
+            [
+                worker[:100],
+                expires,
+                target,
+                [intent.pk for intent, _ in leased],
+                [token for _, token in leased],
+                source,
+            ],
         )
         return {row[0] for row in cursor.fetchall()}
 

@@ -50,17 +50,19 @@ def lock_leased_for_record(claims: list[Claim]) -> dict[int, Leased]:
     for every provider call."""
     if not claims:
         return {}
-    values = ", ".join(["(%s::bigint, %s::uuid)"] * len(claims))
-    params: list = []
-    for claim in claims:
-        params += [claim.intent_id, str(claim.lease_token)]
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT i.id, i.tenant_id, i.draft_id, i.state, i.attempts, i.first_attempt_at, "  # noqa: S608
             f"i.recipients FROM {SendIntent._meta.db_table} AS i "
-            f"JOIN (VALUES {values}) AS v(id, token) ON i.id = v.id AND i.lease_token = v.token "
+            "JOIN unnest(%s::bigint[], %s::uuid[]) AS v(id, token) "
+            "ON i.id = v.id AND i.lease_token = v.token "
             "WHERE i.state IN (%s, %s) ORDER BY i.id FOR UPDATE OF i",
-            [*params, State.SENDING, State.UNCERTAIN],
+            [
+                [claim.intent_id for claim in claims],
+                [claim.lease_token for claim in claims],
+                State.SENDING,
+                State.UNCERTAIN,
+            ],
         )
         rows = cursor.fetchall()
     locked = {}
@@ -175,11 +177,6 @@ def mark_accepted(acceptances: list[Acceptance]) -> set[int]:
     after the rows were locked."""
     if not acceptances:
         return set()
-    values = ", ".join(["(%s::bigint, %s::uuid, %s::text, %s::text, %s::text)"] * len(acceptances))
-    params: list = []
-    for a in acceptances:
-        params += [a.intent.pk, str(a.claim.lease_token), a.intent.state, a.message_id]
-        params.append(a.thread_id[:255])
     with connection.cursor() as cursor:
         # What finish_leased writes for any transition out of the lease, plus the provider's ids.
         cursor.execute(
@@ -187,10 +184,18 @@ def mark_accepted(acceptances: list[Acceptance]) -> set[int]:
             "lease_owner = '', lease_expires_at = NULL, updated_at = STATEMENT_TIMESTAMP(), "
             "last_error_code = '', last_error_detail = '', provider_message_id = v.message_id, "
             "provider_thread_id = v.thread_id "
-            f"FROM (VALUES {values}) AS v(id, token, from_state, message_id, thread_id) "
+            "FROM unnest(%s::bigint[], %s::uuid[], %s::text[], %s::text[], %s::text[]) "
+            "AS v(id, token, from_state, message_id, thread_id) "
             "WHERE i.id = v.id AND i.lease_token = v.token AND i.state = v.from_state "
             "RETURNING i.id",
-            [State.ACCEPTED, *params],
+            [
+                State.ACCEPTED,
+                [a.intent.pk for a in acceptances],
+                [a.claim.lease_token for a in acceptances],
+                [a.intent.state for a in acceptances],
+                [a.message_id for a in acceptances],
+                [a.thread_id[:255] for a in acceptances],
+            ],
         )
         moved = {row[0] for row in cursor.fetchall()}
     done = [a for a in acceptances if a.intent.pk in moved]
@@ -282,12 +287,12 @@ def message_ids_taken(answers: list[tuple[int, str]]) -> dict[int, int]:
             "FROM (SELECT unnest(%s::text[]) AS k ORDER BY 1) AS keys",
             [sorted({f"intents.provider_message:{m}" for _, m in answers})],
         )
-        values = ", ".join(["(%s::bigint, %s::text)"] * len(answers))
         cursor.execute(
             f"SELECT v.id, (SELECT i.id FROM {SendIntent._meta.db_table} AS i "  # noqa: S608
             "WHERE i.provider_message_id = v.message_id AND i.provider_message_id <> '' "
-            f"AND i.id <> v.id ORDER BY i.id LIMIT 1) FROM (VALUES {values}) AS v(id, message_id)",
-            [value for pair in answers for value in pair],
+            "AND i.id <> v.id ORDER BY i.id LIMIT 1) "
+            "FROM unnest(%s::bigint[], %s::text[]) AS v(id, message_id)",
+            [[pk for pk, _ in answers], [message_id for _, message_id in answers]],
         )
         taken = {pk: other for pk, other in cursor.fetchall() if other is not None}
     first: dict[str, int] = {}
@@ -382,28 +387,24 @@ def _close_attempts_accepted(answers: list[tuple[Prepared, provider.SendResult]]
     """``_close_attempt`` for a batch of accepted sends, in one statement."""
     if not answers:
         return
-    values = ", ".join(
-        ["(%s::bigint, %s::int, %s::text, %s::text, %s::int, %s::text)"] * len(answers)
-    )
-    params: list = []
-    for prepared, result in answers:
-        params += [
-            prepared.attempt_id,
-            result.http_status,
-            result.error_code[:64],
-            result.error_message[:2000],
-            result.latency_ms,
-            result.message_id,
-        ]
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {SendAttempt._meta.db_table} AS a SET finished_at = STATEMENT_TIMESTAMP(), "  # noqa: S608
             "outcome = %s, http_status = v.http_status, error_code = v.error_code, "
             "error_detail = v.error_detail, latency_ms = v.latency_ms, "
             "provider_message_id = v.message_id "
-            f"FROM (VALUES {values}) AS v(id, http_status, error_code, error_detail, latency_ms, "
-            "message_id) WHERE a.id = v.id",
-            [AttemptOutcome.ACCEPTED, *params],
+            "FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[], %s::int[], %s::text[]) "
+            "AS v(id, http_status, error_code, error_detail, latency_ms, message_id) "
+            "WHERE a.id = v.id",
+            [
+                AttemptOutcome.ACCEPTED,
+                [prepared.attempt_id for prepared, _ in answers],
+                [result.http_status for _, result in answers],
+                [result.error_code[:64] for _, result in answers],
+                [result.error_message[:2000] for _, result in answers],
+                [result.latency_ms for _, result in answers],
+                [result.message_id for _, result in answers],
+            ],
         )
     # Under the batch's lock with the lease ours, no sweep has marked these attempts.
     counters_add(
