@@ -89,6 +89,8 @@ class Draft(models.Model):
         # Not columns: review.pages marks each queue row with what the viewer may do.
         can_decide: bool
         approve_blocked: bool
+        # Blocked (four-eyes on edit) for a version of theirs before the current one.
+        wrote_earlier_version: bool
         more_recipients: int
         # Recipients with letters outside ASCII, each with them named (bulk approve leaves it).
         lookalikes: dict[str, str]

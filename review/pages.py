@@ -30,7 +30,10 @@ from intents.policy import (
     needs_another_approver,
     sender_address,
 )
-from intents.selectors.drafts import wrote_a_version_since_last_approval
+from intents.selectors.drafts import (
+    drafts_they_wrote_since_last_approval,
+    wrote_a_version_since_last_approval,
+)
 from intents.selectors.presence import present_on_drafts
 from intents.selectors.queue import QueueFilter
 from review import queries
@@ -74,16 +77,28 @@ def queue(
     present = present_on_drafts(
         tenant=tenant, draft_ids=[d.pk for d in page.rows], exclude_user=user
     )
+    # One query for the whole page, with four-eyes on edit: the rows of which this person wrote
+    # an earlier version since the last approval (an agent's or a colleague's version on top of
+    # their edit), which draft_approve refuses them as it refuses their current version.
+    decidable = [d.pk for d in page.rows if may_decide(allowed, d.mailbox_id)]
+    wrote_earlier = (
+        drafts_they_wrote_since_last_approval(tenant=tenant, draft_ids=decidable, user=user)
+        if tenant.second_approver_on_edit
+        else set()
+    )
     for draft in page.rows:
         draft.present = present.get(draft.pk, [])
         draft.can_decide = may_decide(allowed, draft.mailbox_id)
-        # Not offered for bulk approve: the service would refuse it (four-eyes on edit).
-        draft.approve_blocked = draft.can_decide and needs_another_approver(
+        # Not offered for bulk approve: the service would refuse it (four-eyes on edit). Each
+        # case has its badge: their current version, or an earlier one since the last approval.
+        wrote_current = draft.can_decide and needs_another_approver(
             tenant=tenant,
             author_kind=draft.cur_author,
             author_user_id=draft.cur_author_user_id,
             user=user,
         )
+        draft.wrote_earlier_version = not wrote_current and draft.pk in wrote_earlier
+        draft.approve_blocked = wrote_current or draft.wrote_earlier_version
         recipients = [*(draft.cur_to or []), *(draft.cur_cc or []), *(draft.cur_bcc or [])]
         draft.more_recipients = len(recipients) - 1
         # Left out of bulk approve (draft_approve refuses it from a list): only the draft's page

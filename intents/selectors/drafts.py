@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db.models import Max, Prefetch, Q
+from django.db.models import Exists, OuterRef, Prefetch, Q
 
 from intents.errors import NotFound
 from intents.models import (
@@ -149,12 +149,30 @@ def wrote_a_version_since_last_approval(draft: Draft, user) -> bool:
     """Whether ``user`` wrote (as a person) any version of the draft after the last version a
     send was approved for (all of them if none was): with four-eyes on edit, they may not
     approve it (``draft_approve``), and the draft page says so before they try."""
-    if user is None:
-        return False
-    approved = SendIntent.objects.filter(draft=draft).aggregate(n=Max("draft_version__number"))
-    return DraftVersion.objects.filter(
-        draft=draft,
-        number__gt=approved["n"] or 0,
-        author_kind=DraftVersion.Author.PERSON,
-        author_user=user,
-    ).exists()
+    return draft.pk in drafts_they_wrote_since_last_approval(
+        tenant=draft.tenant_id, draft_ids=[draft.pk], user=user
+    )
+
+
+def drafts_they_wrote_since_last_approval(*, tenant, draft_ids, user) -> set[int]:
+    """Of ``draft_ids``, those of which ``user`` wrote (as a person) a version after the last
+    version a send was approved for (any version if none was): the rule of
+    ``wrote_a_version_since_last_approval`` in one query for a whole queue page, which marks
+    those rows before bulk approve is refused them."""
+    if user is None or not draft_ids:
+        return set()
+    # No send approved for this version or a later one: it is after the last approval.
+    approved_since = SendIntent.objects.filter(
+        draft_id=OuterRef("draft_id"), draft_version__number__gte=OuterRef("number")
+    )
+    return set(
+        DraftVersion.objects.filter(
+            tenant=tenant,
+            draft_id__in=draft_ids,
+            author_kind=DraftVersion.Author.PERSON,
+            author_user=user,
+        )
+        .filter(~Exists(approved_since))
+        .values_list("draft_id", flat=True)
+        .distinct()
+    )

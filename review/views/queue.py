@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy, ngettext, pgettext_lazy
 from django.views.decorators.http import require_POST, require_safe
 
 from intents import errors, services
-from intents.policy import approvable_mailbox_ids, may_decide
+from intents.policy import EARLIER_VERSION_REASON, approvable_mailbox_ids, may_decide
 from intents.selectors.queue import QUEUE_SORTS
 from review import pages
 from review import queries as review
@@ -66,6 +66,8 @@ def _queue_context(request: TenantRequest) -> dict:
         "view_tabs": _view_tabs(request),
         "sort_due": sort == "due",
         "any_decidable": any(d.can_decide and not d.approve_blocked for d in page.rows),
+        # The title of the badge of a row blocked for an earlier version (the rule, in full).
+        "earlier_version_reason": EARLIER_VERSION_REASON,
         "since_id": review.newest_draft_id(tenant=tenant),
         "shown_ids": ",".join(str(d.pk) for d in page.rows),
         "first_query": params.urlencode(),

@@ -222,3 +222,177 @@ def test_the_writer_of_an_earlier_version_is_told_too_not_refused_after_the_clic
     html = page.content.decode()
     assert all(" disabled" in b for b in buttons(html, "data-approve"))
     assert re.search(r'<p[^>]*id="approve-blocked"[^>]*>[^<]*' + re.escape(EARLIER), html)
+
+
+# --- the queue and an earlier version --------------------------------------------------------------
+
+EARLIER_BADGE = "You edited an earlier version: another person must approve it"
+
+
+def queue_html(client, tenant) -> str:
+    return client.get(reverse("tenant_home", args=[tenant.slug])).content.decode()
+
+
+def checkboxes(html: str) -> list[int]:
+    return [int(pk) for pk in re.findall(r'<input type="checkbox" name="item" value="(\d+):', html)]
+
+
+def queue_row(html: str, draft) -> str:
+    return re.search(
+        rf"<article[^>]*data-row>(?:(?!</article>).)*?drafts/{draft.pk}/(?:(?!</article>).)*</article>",
+        html,
+        re.S,
+    ).group(0)
+
+
+def edited_then_revised_by_the_agent(tenant, make_draft, mailbox, editor, token):
+    """An agent's draft, edited by ``editor`` (version 2), then revised by the agent (version 3):
+    the agent wrote the current version, the editor one before it."""
+    draft = make_draft(mailbox, agent_token=token)
+    _revise(tenant, draft, "Full refund plus 100 EUR", actor_user=editor)
+    _revise(tenant, draft, "Full refund plus 100 EUR, as agreed.", agent_token=token)
+    return draft
+
+
+def test_the_queue_does_not_offer_a_draft_whose_earlier_version_the_reviewer_edited(
+    four_eyes, mailbox_a, make_draft, member_of, signed_in
+):
+    """The queue looked only at the current version's author: the editor got a checkbox for
+    the agent's version on top of their edit, and bulk approve then refused it."""
+    from tests.intents.test_drafts import make_token
+
+    alice, bob = (member_of(four_eyes, "approver").user for _ in range(2))
+    token = make_token(four_eyes)
+    edited = edited_then_revised_by_the_agent(four_eyes, make_draft, mailbox_a, alice, token)
+    untouched = make_draft(mailbox_a, agent_token=token)
+
+    alices = queue_html(signed_in(alice), four_eyes)
+    bobs = queue_html(signed_in(bob), four_eyes)
+
+    assert edited.current_version == 3
+    assert checkboxes(alices) == [untouched.pk]
+    assert 'data-approve-blocked="earlier-version"' in queue_row(alices, edited)
+    assert EARLIER_BADGE in queue_row(alices, edited)
+    assert "You edited it:" not in queue_row(alices, edited)
+    assert checkboxes(bobs) == [edited.pk, untouched.pk]
+    assert "data-approve-blocked" not in bobs
+
+
+def test_the_current_versions_editor_keeps_the_current_versions_badge(
+    four_eyes, mailbox_a, make_draft, member_of, signed_in
+):
+    """Both rules hold for the author of the current version: the row names the one that
+    applies to what they see, their own version."""
+    from tests.intents.test_drafts import make_token
+
+    alice = member_of(four_eyes, "approver").user
+    draft = make_draft(mailbox_a, agent_token=make_token(four_eyes))
+    _revise(four_eyes, draft, "Full refund plus 100 EUR", actor_user=alice)
+
+    row = queue_row(queue_html(signed_in(alice), four_eyes), draft)
+
+    assert "You edited it: another person must approve it" in row
+    assert EARLIER_BADGE not in row
+    assert 'type="checkbox" name="item"' not in row
+
+
+def test_an_approval_after_the_edit_lifts_the_mark_in_the_queue(
+    four_eyes, mailbox_a, make_draft, member_of, signed_in
+):
+    """Approved by a colleague at a version after the edit, then reopened and revised by the
+    agent: the edit was seen by a second person, the editor may approve again."""
+    from intents import services
+    from tests.intents.helpers import set_state
+    from tests.intents.test_drafts import make_token
+
+    alice, bob = (member_of(four_eyes, "approver").user for _ in range(2))
+    token = make_token(four_eyes)
+    draft = edited_then_revised_by_the_agent(four_eyes, make_draft, mailbox_a, alice, token)
+    set_state(_approve(four_eyes, draft, bob), "failed")
+    services.draft_reopen(tenant=four_eyes, draft_id=draft.pk, actor=bob, reason="try again")
+    draft.refresh_from_db()
+    _revise(four_eyes, draft, "Full refund plus 100 EUR, as agreed today.", agent_token=token)
+
+    html = queue_html(signed_in(alice), four_eyes)
+
+    assert draft.current_version == 5
+    assert checkboxes(html) == [draft.pk]
+    assert "data-approve-blocked" not in html
+    assert _approve(four_eyes, draft, alice).state == SendIntent.State.QUEUED
+
+
+def test_the_page_and_the_approval_ask_the_same_rule_for_one_draft_and_for_many(
+    four_eyes, tenant_b, mailbox_a, mailbox_b, make_draft, member_of
+):
+    """The queue's one query for its page and the approval's question for one draft give the
+    same answer for each draft; another tenant's draft is never in the answer, even for a
+    person who wrote it there."""
+    from intents.selectors.drafts import (
+        drafts_they_wrote_since_last_approval,
+        wrote_a_version_since_last_approval,
+    )
+    from tests.intents.test_drafts import make_token
+
+    alice, bob = (member_of(four_eyes, "approver").user for _ in range(2))
+    token = make_token(four_eyes)
+    earlier = edited_then_revised_by_the_agent(four_eyes, make_draft, mailbox_a, alice, token)
+    current = make_draft(mailbox_a, agent_token=token)
+    _revise(four_eyes, current, "Edited", actor_user=alice)
+    by_bob = make_draft(mailbox_a, agent_token=token)
+    _revise(four_eyes, by_bob, "Edited", actor_user=bob)
+    agents = make_draft(mailbox_a, agent_token=token)
+    member_of(tenant_b, "approver", user=alice)  # a user of two tenants
+    elsewhere = make_draft(mailbox_b, actor_user=alice)
+    drafts = [earlier, current, by_bob, agents, elsewhere]
+
+    found = drafts_they_wrote_since_last_approval(
+        tenant=four_eyes, draft_ids=[d.pk for d in drafts], user=alice
+    )
+
+    assert found == {earlier.pk, current.pk}
+    assert [wrote_a_version_since_last_approval(d, alice) for d in drafts[:4]] == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    assert wrote_a_version_since_last_approval(elsewhere, alice)  # in its own tenant
+    nobody = drafts_they_wrote_since_last_approval(
+        tenant=four_eyes, draft_ids=[earlier.pk], user=None
+    )
+    assert nobody == set()
+
+
+def test_the_queues_queries_do_not_grow_with_the_rows_it_marks(
+    four_eyes, mailbox_a, make_draft, member_of, signed_in
+):
+    """One query for the whole page marks the rows of earlier versions, however many; with the
+    policy off it is not asked at all."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.intents.test_drafts import make_token
+
+    alice = member_of(four_eyes, "approver").user
+    token = make_token(four_eyes)
+    client = signed_in(alice)
+
+    def count() -> tuple[int, int]:
+        queue_html(client, four_eyes)  # what the page keeps in the session, kept the same
+        with CaptureQueriesContext(connection) as queries:
+            html = queue_html(client, four_eyes)
+        return len(queries), html.count('data-approve-blocked="earlier-version"')
+
+    edited_then_revised_by_the_agent(four_eyes, make_draft, mailbox_a, alice, token)
+    make_draft(mailbox_a, agent_token=token)
+    few = count()
+    for _ in range(4):
+        edited_then_revised_by_the_agent(four_eyes, make_draft, mailbox_a, alice, token)
+        make_draft(mailbox_a, agent_token=token)
+    many = count()
+    four_eyes.second_approver_on_edit = False
+    four_eyes.save(update_fields=["second_approver_on_edit"])
+    without_the_policy = count()
+
+    assert (few[1], many[1], without_the_policy[1]) == (1, 5, 0)
+    assert many[0] == few[0] == without_the_policy[0] + 1
