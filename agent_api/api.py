@@ -38,7 +38,9 @@ takes no subject: the reply joins that message's thread and is titled "Re: " plu
 (no second "Re: "). That subject is the one stored, shown to the approver and hashed: leave
 `subject` out, or send exactly it; any other is **422** naming `subject`. A customer's message
 is known a few seconds after it arrives (our webhook); `in_reply_to_unknown` just after is worth
-a retry.
+a retry. A draft without `in_reply_to` is a new message, which starts a thread of its own:
+`thread_id` is for replies only, and a new message naming one is **422**
+`thread_id_without_in_reply_to` naming `thread_id` (to answer in a thread, give `in_reply_to`).
 
 ### Idempotency (IETF draft-ietf-httpapi-idempotency-key-header)
 Every POST and PUT accepts an `Idempotency-Key` header (1-255 of `A-Za-z0-9._~-`, a UUID is

@@ -398,7 +398,9 @@ TOOLS: dict[str, ToolSpec] = {
                 "Creates a pending draft (version 1) in the review queue; a person approves or "
                 "rejects it, and only then is it sent. `mailbox` is an id or address from "
                 "list_mailboxes. A reply (`in_reply_to`) takes the subject of the message it "
-                "answers: leave `subject` out or send exactly it. Idempotent (idempotency_key)."
+                "answers: leave `subject` out or send exactly it. Without `in_reply_to` it is a "
+                "new message in a thread of its own, so `thread_id` is refused "
+                "(thread_id_without_in_reply_to). Idempotent (idempotency_key)."
             ),
             scope=WRITE,
             arguments=CreateDraftArguments,

@@ -165,7 +165,14 @@ class DraftCreateIn(ContentIn):
 
     mailbox: MailboxRef
     in_reply_to: MessageRef = Field("", description="Provider message id this replies to.")
-    thread_id: ThreadRef = ""
+    thread_id: ThreadRef = Field(
+        "",
+        description=(
+            "Replies only: the thread of the message in `in_reply_to` (filled in when left out; "
+            "another thread is 422). A new message starts its own thread: with `thread_id` but "
+            "no `in_reply_to` it is 422 `thread_id_without_in_reply_to`."
+        ),
+    )
     provenance: dict[str, Any] | None = Field(
         None, description="What produced the draft (model, prompt version, sources); ≤ 16 KiB."
     )

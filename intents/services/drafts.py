@@ -195,6 +195,17 @@ def _reply_reference(tenant, mailbox, in_reply_to, thread_id) -> tuple:
     thread_id = (thread_id or "").strip()
     if len(in_reply_to) > 998 or len(thread_id) > 255:
         raise errors.InvalidInput("reference_too_long", "A message or thread id is too long.")
+    if not in_reply_to and thread_id:
+        # AgentMail's send route starts a new thread; only its reply route joins one. A new
+        # message filed under a thread would show the reviewer that thread's conversation, check
+        # its recipients against that thread's customers and be held by its mail, none of which
+        # the message is part of.
+        raise errors.InvalidInput(
+            "thread_id_without_in_reply_to",
+            "A new message (no in_reply_to) starts its own thread, so it takes no thread_id; "
+            "to answer in a thread, give in_reply_to (the message you answer) instead.",
+            "thread_id",
+        )
     if not in_reply_to:
         return in_reply_to, thread_id, None, None
     answered = answered_message(

@@ -15,6 +15,7 @@ import anyio
 import httpx
 import httpx2
 import pytest
+from django.utils import timezone
 from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
@@ -27,6 +28,7 @@ from tenants.models import AgentToken
 from tenants.tokens import token_revoke
 from tests.agent_api.conftest import draft_body
 from tests.servers import free_port, server_database_url, serving
+from webhooks.models import InboundMessage
 
 TOOLS = {"list_mailboxes", "create_draft", "revise_draft", "withdraw_draft", "get_draft"}
 TOOLS |= {"list_drafts", "create_broadcast", "replace_broadcast_recipients", "get_broadcast"}
@@ -245,6 +247,41 @@ def test_another_tenants_mailbox_is_refused_exactly_like_a_missing_one(
     assert problem(by_address) == problem(by_id) == problem(missing)
     assert by_address.content[0].text == missing.content[0].text
     assert draft_count() == 0
+
+
+def test_a_new_message_naming_a_thread_is_refused_and_the_key_kept(mcp_url, token_a, mailbox_a):
+    """As on the JSON API: a new message starts its own thread, so naming one is refused; the
+    refusal writes nothing and leaves the key for the corrected call."""
+    InboundMessage.objects.create(
+        tenant=mailbox_a.tenant,
+        mailbox=mailbox_a,
+        thread_id="thr-kenji",
+        message_id="<kenji@example.com>",
+        sender="kenji@example.com",
+        subject="Order 77",
+        received_at=timezone.now(),
+    )
+    arguments = {**draft_body(mailbox_a, subject="Your order"), "idempotency_key": "new-1"}
+    reply = draft_body(
+        mailbox_a, subject="Re: Order 77", in_reply_to="<kenji@example.com>", thread_id="thr-kenji"
+    )
+
+    refused, corrected, replied = results(
+        mcp_url,
+        token_a,
+        ("create_draft", {**arguments, "thread_id": "thr-kenji"}),
+        ("create_draft", arguments),
+        ("create_draft", reply),
+    )
+
+    assert problem(refused)["status"] == 422
+    assert problem(refused)["code"] == "thread_id_without_in_reply_to"
+    assert [e["field"] for e in problem(refused)["errors"]] == ["thread_id"]
+    assert corrected.is_error is False
+    assert corrected.structured_content["thread_id"] == ""
+    assert replied.is_error is False
+    assert replied.structured_content["thread_id"] == "thr-kenji"
+    assert draft_count() == 2
 
 
 def test_no_token_a_bad_one_and_a_revoked_one_are_401(mcp_url, make_token, tenant_a):

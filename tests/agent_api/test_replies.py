@@ -58,6 +58,38 @@ def test_reply_to_another_thread_is_422_naming_in_reply_to(api, token_a, mailbox
     assert problem["code"] == "in_reply_to_other_thread"
 
 
+def test_a_new_message_naming_a_thread_is_422_naming_thread_id_and_keeps_the_key(
+    api, token_a, mailbox_a
+):
+    """A new message starts its own thread at AgentMail: filed under Kenji's, the reviewer
+    would see his conversation beside it and its recipients checked against his."""
+    received(mailbox_a, "<kenji@example.com>", thread_id="thr-kenji", subject="Order 77")
+    body = draft_body(mailbox_a, subject="Your order", thread_id="thr-kenji")
+
+    problem = assert_refused(api.post("/drafts", body, token=token_a, key="r-6"), "thread_id")
+    del body["thread_id"]
+    corrected = api.post("/drafts", body, token=token_a, key="r-6")
+
+    assert problem["code"] == "thread_id_without_in_reply_to"
+    assert "in_reply_to" in problem["detail"]
+    assert corrected.status_code == 201
+    assert corrected.json()["thread_id"] == ""
+    assert corrected.json()["in_reply_to"] == ""
+
+
+def test_a_reply_naming_its_own_thread_joins_it(api, token_a, mailbox_a):
+    received(mailbox_a, "<kenji@example.com>", thread_id="thr-kenji", subject="Order 77")
+    body = draft_body(
+        mailbox_a, subject="Re: Order 77", in_reply_to="<kenji@example.com>", thread_id="thr-kenji"
+    )
+
+    created = api.post("/drafts", body, token=token_a, key="r-7")
+
+    assert created.status_code == 201
+    assert created.json()["thread_id"] == "thr-kenji"
+    assert created.json()["in_reply_to"] == "<kenji@example.com>"
+
+
 def test_reply_with_another_subject_is_422_naming_subject(api, token_a, mailbox_a):
     received(mailbox_a, "<kenji@example.com>", thread_id="thr-kenji", subject="Order 77")
     body = draft_body(mailbox_a, subject="Re: Password", in_reply_to="<kenji@example.com>")

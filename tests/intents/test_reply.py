@@ -80,6 +80,29 @@ def test_reply_to_a_message_of_another_thread_is_refused(new_draft, local_mailbo
     assert nothing_written()
 
 
+def test_a_new_message_naming_a_thread_is_refused_naming_thread_id(new_draft, local_mailbox):
+    """AgentMail's send route starts a new thread: filed under Kenji's, the reviewer would see
+    his conversation beside a message that is not part of it."""
+    inbound(local_mailbox, message_id="<kenji@example.com>", thread_id="thr-kenji")
+
+    with pytest.raises(errors.InvalidInput) as refused:
+        new_draft(thread_id="thr-kenji")
+
+    assert refused.value.status == 422
+    assert refused.value.code == "thread_id_without_in_reply_to"
+    assert refused.value.field == "thread_id"
+    assert "in_reply_to" in refused.value.message
+    assert nothing_written()
+
+
+def test_a_reply_naming_its_own_thread_is_kept_in_it(new_draft, local_mailbox):
+    inbound(local_mailbox, message_id="<kenji@example.com>", thread_id="thr-kenji")
+
+    draft = new_draft(subject=None, in_reply_to="<kenji@example.com>", thread_id="thr-kenji")
+
+    assert (draft.thread_id, draft.in_reply_to) == ("thr-kenji", "<kenji@example.com>")
+
+
 # --- the subject of a reply is the one AgentMail will use ----------------------------------------
 
 

@@ -27,22 +27,23 @@ HOSTILE_TEXT = (
 
 
 def test_hostile_draft_and_inbound_html_stay_inert(page, shop):
-    draft = new_draft(
-        shop,
-        subject="<img src=x onerror=alert(4)>",
-        text=HOSTILE_TEXT,
-        html=HOSTILE_HTML,
-        thread_id="thread-hostile",
-    )
     InboundMessage.objects.create(
         tenant=shop["tenant"],
         mailbox=shop["mailbox"],
         thread_id="thread-hostile",
         message_id="<hostile@example.com>",
         sender="attacker@example.com",
-        subject="<script>window.__pwned='subject'</script>",
+        subject="<img src=x onerror=alert(4)><script>window.__pwned='subject'</script>",
         preview=HOSTILE_TEXT,
         received_at=timezone.now(),
+    )
+    # A reply, so the page shows the thread; its subject is "Re: " and the customer's.
+    draft = new_draft(
+        shop,
+        subject=None,
+        text=HOSTILE_TEXT,
+        html=HOSTILE_HTML,
+        in_reply_to="<hostile@example.com>",
     )
     dialogs, requests, blocked_by_csp = [], [], set()
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))

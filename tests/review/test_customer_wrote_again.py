@@ -230,7 +230,10 @@ def test_the_queue_row_says_the_customer_wrote_again(
 ):
     stale = draft_answering(tenant_a, mailbox_a, make_draft, "thr-row")
     customer_wrote(tenant_a, mailbox_a, "thr-row", 2, stale.created_at + timedelta(minutes=5))
-    quiet = make_draft(mailbox_a, thread_id="thr-quiet")
+    customer_wrote(tenant_a, mailbox_a, "thr-quiet", 3, timezone.now() - timedelta(minutes=30))
+    quiet = make_draft(
+        mailbox_a, in_reply_to="<q3@customer.test>", to=["c@example.com"], subject=None
+    )
 
     page = signed_in(admin_a.user).get(reverse("tenant_home", args=[tenant_a.slug]))
 

@@ -289,21 +289,21 @@ def test_recipient_warnings_on_the_draft_and_the_queue_filter(
     tenant_a, mailbox_a, make_draft, admin_a, signed_in
 ):
     clean = make_draft(mailbox_a, to=["fine@example.com"], subject="Clean one")
-    risky = make_draft(
-        mailbox_a,
-        to=["later-bounced@example.com"],
-        cc=["stranger@other.test"],
-        subject="Risky one",
-        thread_id="thr-1",
-    )
     InboundMessage.objects.create(
         tenant=tenant_a,
         mailbox=mailbox_a,
         thread_id="thr-1",
         message_id="<m1@x>",
         sender="Later Bounced <later-bounced@example.com>",
-        subject="Help",
-        received_at=risky.created_at,
+        subject="Risky one",
+        received_at=timezone.now(),
+    )
+    risky = make_draft(
+        mailbox_a,
+        to=["later-bounced@example.com"],
+        cc=["stranger@other.test"],
+        subject=None,
+        in_reply_to="<m1@x>",
     )
     Suppression.objects.create(
         tenant=tenant_a, address="later-bounced@example.com", reason="bounced"
@@ -322,16 +322,17 @@ def test_recipient_warnings_on_the_draft_and_the_queue_filter(
     assert clean.pk != risky.pk
 
 
-def _thread_from(tenant, mailbox, draft, sender):
-    InboundMessage.objects.create(
+def _thread_from(tenant, mailbox, thread_id, sender) -> str:
+    """The message id of a customer's message from ``sender`` opening ``thread_id``."""
+    return InboundMessage.objects.create(
         tenant=tenant,
         mailbox=mailbox,
-        thread_id=draft.thread_id,
-        message_id=f"<{draft.pk}@customer.test>",
+        thread_id=thread_id,
+        message_id=f"<{thread_id}@customer.test>",
         sender=sender,
         subject="Help",
-        received_at=draft.created_at,
-    )
+        received_at=timezone.now(),
+    ).message_id
 
 
 def test_a_sender_parseaddr_cannot_read_still_leaves_a_stranger_flagged(
@@ -340,10 +341,14 @@ def test_a_sender_parseaddr_cannot_read_still_leaves_a_stranger_flagged(
     """A customer whose From no parser reads as one address ("Doe, John <...>" unquoted) made the
     draft page call nobody a stranger: a recipient the customer talked the agent into adding
     went without "Not a participant", while the queue flagged the draft."""
+    asked = _thread_from(tenant_a, mailbox_a, "t-doe", "Doe, John <John@Customer.test>")
     draft = make_draft(
-        mailbox_a, to=["john@customer.test"], cc=["accomplice@elsewhere.test"], thread_id="t-doe"
+        mailbox_a,
+        to=["john@customer.test"],
+        cc=["accomplice@elsewhere.test"],
+        subject=None,
+        in_reply_to=asked,
     )
-    _thread_from(tenant_a, mailbox_a, draft, "Doe, John <John@Customer.test>")
     client = signed_in(admin_a.user)
 
     page = client.get(reverse("draft", args=[tenant_a.slug, draft.pk])).content.decode()
@@ -362,8 +367,8 @@ def test_an_underscore_or_percent_in_a_recipient_matches_no_other_sender_in_the_
 ):
     """The queue's flag compared with LIKE, so j_doe@ passed for the thread's j.doe@ (another
     person's mailbox) and bulk approval showed nothing to check; the draft page flagged it."""
-    draft = make_draft(mailbox_a, to=[recipient], thread_id="t-jdoe")
-    _thread_from(tenant_a, mailbox_a, draft, "J <j.doe@customer.test>")
+    asked = _thread_from(tenant_a, mailbox_a, "t-jdoe", "J <j.doe@customer.test>")
+    draft = make_draft(mailbox_a, to=[recipient], subject=None, in_reply_to=asked)
     client = signed_in(admin_a.user)
 
     queue = client.get(reverse("tenant_home", args=[tenant_a.slug]), {"warnings": "on"})
@@ -487,8 +492,9 @@ def test_queue_count_stops_at_the_cap(
 def test_a_draft_naming_another_mailboxs_thread_does_not_show_that_conversation(
     tenant_a, mailbox_a, make_draft, member_of, signed_in
 ):
-    """A draft that answers no message keeps the agent's thread id. Naming a thread of another
-    mailbox must not show an approver of this one that mailbox's customers."""
+    """A new message drafted before a thread id without in_reply_to was refused
+    (thread_id_without_in_reply_to) may still name a thread. Naming a thread of another mailbox
+    must not show an approver of this one that mailbox's customers."""
     from tests.factories import make_local_mailbox as local_mailbox
 
     other = local_mailbox(tenant_a, "billing")
@@ -501,7 +507,8 @@ def test_a_draft_naming_another_mailboxs_thread_does_not_show_that_conversation(
         subject="My card was charged twice",
         received_at=timezone.now(),
     )
-    draft = make_draft(mailbox_a, subject="Hello", thread_id="thr-billing")
+    draft = make_draft(mailbox_a, subject="Hello")
+    Draft.objects.filter(pk=draft.pk).update(thread_id="thr-billing")
     approver = member_of(tenant_a, "approver")
     approver.approve_all_mailboxes = False
     approver.save(update_fields=["approve_all_mailboxes"])

@@ -132,7 +132,13 @@ def test_the_editor_keeps_the_customers_message_and_a_sandboxed_preview(
         preview="The blender arrived broken, can I get a refund?",
         received_at=timezone.now(),
     )
-    draft = make_draft(mailbox_a, thread_id="thr-7", html=HOSTILE_HTML)
+    draft = make_draft(
+        mailbox_a,
+        to=["maria@customer.test"],
+        subject=None,
+        in_reply_to="<q7@mail.test>",
+        html=HOSTILE_HTML,
+    )
     html = (
         signed_in(admin_a.user)
         .get(reverse("draft_edit", args=[tenant_a.slug, draft.pk]))

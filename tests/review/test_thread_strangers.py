@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from intents import sending
 from intents.models import Draft, DraftAttachment, SendIntent
@@ -315,7 +316,7 @@ def test_the_draft_page_reads_every_sender_of_the_thread(
     """The page read the senders of the ten newest messages only: Ana, who opened the thread,
     was "Not a participant" once ten later messages had come in, while the queue's flag and the
     approval from a list (every sender) found her on it."""
-    draft = make_draft(mailbox_a, to=["ana@customer.test"], thread_id="t-long")
+    now = timezone.now()
     InboundMessage.objects.bulk_create(
         InboundMessage(
             tenant=tenant_a,
@@ -324,10 +325,13 @@ def test_the_draft_page_reads_every_sender_of_the_thread(
             message_id=f"<{n}@customer.test>",
             sender="Ana <ana@customer.test>" if n == 0 else "Bea <bea@customer.test>",
             subject="Help",
-            received_at=draft.created_at - timedelta(minutes=20 - n),
-            recorded_at=draft.created_at - timedelta(minutes=20 - n),
+            received_at=now - timedelta(minutes=20 - n),
+            recorded_at=now - timedelta(minutes=20 - n),
         )
         for n in range(11)
+    )
+    draft = make_draft(
+        mailbox_a, to=["ana@customer.test"], subject=None, in_reply_to="<0@customer.test>"
     )
     client = signed_in(admin_a.user)
 

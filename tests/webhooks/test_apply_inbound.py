@@ -82,7 +82,12 @@ def test_a_long_display_name_is_cut_in_its_middle_and_the_senders_address_is_kep
     claim = '"support@acme.test <support@acme.test> ' + "Acme Support Team " * 20 + '"'
     sender = f"{claim} <attacker@evil.test>"
     hook.post(client, received_payload(mailbox, thread_id="thr_long", sender=sender))
-    draft = make_draft(mailbox, to=["attacker@evil.test"], thread_id="thr_long")
+    draft = make_draft(
+        mailbox,
+        to=["attacker@evil.test"],
+        subject=None,
+        in_reply_to=InboundMessage.objects.get().message_id,
+    )
 
     page = signed_in(admin_a.user).get(reverse("draft", args=[mailbox.tenant.slug, draft.pk]))
 
