@@ -56,7 +56,9 @@ def _insert(tenant, mailboxes, start: int, stop: int, holders) -> None:
                 Draft(
                     tenant=tenant,
                     mailbox=mailboxes[i % len(mailboxes)],
+                    # A reply, as most drafts are (a new message names no thread).
                     thread_id=f"thr_{i}",
+                    in_reply_to=f"<msg_{i}@example.com>",
                     provenance={"model": "bench"},
                     review_deadline=deadline,
                     **_ownership(i, now, holders),
@@ -85,7 +87,7 @@ def _insert(tenant, mailboxes, start: int, stop: int, holders) -> None:
                         subject=subject,
                         text=text,
                         html="",
-                        in_reply_to="",
+                        in_reply_to=draft.in_reply_to,
                     ),
                 )
             )
