@@ -340,6 +340,9 @@ def intents_adopt_late_acceptances(late: list[tuple[Claim, provider.SendResult]]
     went to a person, and a person reopening it sent the reply twice. Returns the ids moved."""
     by_id = {claim.intent_id: (claim, result) for claim, result in late}
     with transaction.atomic():
+        # In id order, as every locker of sends (intents.sending.stops): without an ORDER BY the
+        # rows were locked in the order the plan found them in the table, and a change that
+        # stops sends, holding one and waiting for the other, deadlocked with this.
         waiting = list(
             SendIntent.objects.select_for_update()
             .filter(
@@ -348,6 +351,7 @@ def intents_adopt_late_acceptances(late: list[tuple[Claim, provider.SendResult]]
                 provider_message_id="",
                 lease_token__isnull=True,
             )
+            .order_by("pk")
             .values_list("pk", "tenant_id", "draft_id", "state")
         )
         # After the row locks, as in intent_record_accepted: the same order in both, no deadlock.

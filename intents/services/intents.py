@@ -4,7 +4,7 @@ release. The worker-side transitions live in ``intents/sending/``."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -261,7 +261,7 @@ def _require_customer_messages_seen(
 ) -> list[int]:
     """The ids of the customer's messages written in the thread after the send's draft; refuses
     when one is not in ``seen``. Under the send's lock: the webhook applier locks the thread's
-    held sends before it looks for sends to hold, so a message stored at the same moment is
+    queued sends before it looks for sends to hold, so a message stored at the same moment is
     either seen here or finds this send released and holds it again."""
     draft = intent.draft
     if draft is None:
@@ -323,8 +323,7 @@ def intents_hold_stale(
     skipped: list[tuple[int, str]] = []
     # In the caller's transaction (the one that stores the message), or in one of its own.
     with transaction.atomic():
-        _lock_pending_drafts(mailbox, thread_id)
-        _lock_held_sends(mailbox, thread_id)
+        intents_lock_threads([(mailbox.pk, thread_id)])
         stale = (
             SendIntent.objects.filter(
                 tenant_id=mailbox.tenant_id,
@@ -335,6 +334,7 @@ def intents_hold_stale(
             )
             .filter(Q(draft__thread_id=thread_id) | Q(provider_thread_id=thread_id))
             .exclude(draft__in_reply_to=message_id)
+            .order_by("pk")
             .values_list("pk", flat=True)
         )
         for intent_id in list(stale):
@@ -348,38 +348,51 @@ def intents_hold_stale(
     return Holds(held, skipped)
 
 
-def _lock_pending_drafts(mailbox, thread_id: str) -> None:
-    """Lock the thread's pending drafts against an approval at this moment: that approval either
-    waits for the message's commit and then sees it (``draft_approve`` refuses a message its
-    page did not show), or committed first and its send is among the queued ones to hold.
-    FOR NO KEY UPDATE conflicts with the approval's FOR UPDATE."""
+def intents_lock_threads(threads: Iterable[tuple[int, str]]) -> None:
+    """Lock, until the caller's commit, the pending drafts of these (mailbox id, thread id)
+    threads, then their queued sends (held or not), each in id order: what
+    ``intents_hold_stale`` locks for its thread, for every thread a webhook batch's received
+    messages name, taken before the batch applies the first of them.
+
+    Why all at once: a batch applying its messages one by one locked each thread's rows in the
+    order its messages came. A change that stops sends locks the sends in id order
+    (``intents.sending.stops``), and another batch locked the threads in its own messages' order:
+    the batch held the first thread's reply and waited for the second's while the other held the
+    second's and waited for the first's, and PostgreSQL cancelled one of them. Drafts before
+    sends, each in id order, is the order every other locker of both takes them in.
+
+    The pending drafts: an approval at this moment either waits for the message's commit and
+    then sees it (``draft_approve`` refuses a message its page did not show), or committed first
+    and its send is among the queued ones to hold. FOR NO KEY UPDATE conflicts with the
+    approval's FOR UPDATE. The queued sends: a release at this moment either waits for the
+    message's commit and then sees it (``intent_release`` refuses a message its page did not
+    show), or committed first and its send, queued again and unheld, is held anew. Without
+    that, a message that came while the send was held added no hold and no release saw it. FOR
+    UPDATE, as ``intent_hold`` locks each of them after.
+    """
+    by_mailbox: dict[int, set[str]] = {}
+    for mailbox_id, thread_id in threads:
+        if thread_id:
+            by_mailbox.setdefault(mailbox_id, set()).add(thread_id)
+    if not by_mailbox:
+        return
+    drafts = Q()
+    sends = Q()
+    for mailbox_id, thread_ids in by_mailbox.items():
+        drafts |= Q(mailbox_id=mailbox_id, thread_id__in=sorted(thread_ids))
+        sends |= Q(mailbox_id=mailbox_id) & (
+            Q(draft__thread_id__in=sorted(thread_ids))
+            | Q(provider_thread_id__in=sorted(thread_ids))
+        )
     list(
         Draft.objects.select_for_update(no_key=True)
-        .filter(
-            tenant_id=mailbox.tenant_id,
-            mailbox=mailbox,
-            thread_id=thread_id,
-            status=Draft.Status.PENDING,
-        )
+        .filter(drafts, status=Draft.Status.PENDING)
         .order_by("pk")
         .values_list("pk", flat=True)
     )
-
-
-def _lock_held_sends(mailbox, thread_id: str) -> None:
-    """Lock the thread's held sends against a release at this moment: that release either waits
-    for the message's commit and then sees it (``intent_release`` refuses a message its page did
-    not show), or committed first and its send, queued again and unheld, is held anew below.
-    Without it, a message that came while the send was held added no hold and no release saw it."""
     list(
-        SendIntent.objects.select_for_update(of=("self",), no_key=True)
-        .filter(
-            tenant_id=mailbox.tenant_id,
-            mailbox=mailbox,
-            state=SendIntent.State.QUEUED,
-        )
-        .exclude(held_reason="")
-        .filter(Q(draft__thread_id=thread_id) | Q(provider_thread_id=thread_id))
+        SendIntent.objects.select_for_update(of=("self",))
+        .filter(sends, state=SendIntent.State.QUEUED)
         .order_by("pk")
         .values_list("pk", flat=True)
     )

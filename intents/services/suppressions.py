@@ -8,7 +8,8 @@ final reason does not depend on arrival order, and never overwrite a person's en
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from django.db import connection
 
@@ -28,6 +29,17 @@ def _rank_sql(column: str) -> str:
     return f"(CASE {column} {cases} ELSE 0 END)"
 
 
+@dataclass(frozen=True)
+class Suppressing:
+    """One writer's automatic suppressions, as ``suppressions_record`` takes them."""
+
+    tenant_id: int
+    addresses: Sequence[str]
+    reason: str
+    source: str
+    note: str = ""
+
+
 def suppressions_record(
     *, tenant_id: int, addresses: Iterable[str], reason: str, source: str, note: str = ""
 ) -> list[str]:
@@ -39,28 +51,75 @@ def suppressions_record(
     in punycode) bounced into a row no later draft to the same person matched. An address that
     has no normal form is kept lower-cased. A row only changes to a higher-ranked reason and
     never from ``manual``; with ``rejected`` (the lowest) an existing row is therefore never
-    changed, as an ``INSERT ... ON CONFLICT DO NOTHING`` would.
+    changed, as an ``INSERT ... ON CONFLICT DO NOTHING`` would. The rows are written in
+    (tenant, address) order, whatever the order given (``suppressions_record_many`` says why).
     """
-    # Once each: two forms of one address in one statement would make ON CONFLICT update the
-    # same row twice, which PostgreSQL refuses.
-    addresses = list(dict.fromkeys(_stored_form(a) for a in addresses))
-    if not addresses:
-        return []
-    values = ", ".join(["(%s, %s, %s, %s, %s, now())"] * len(addresses))
-    params: list = []
-    for address in addresses:
-        params += [tenant_id, address, reason, source[:100], note]
+    write = Suppressing(tenant_id, list(addresses), reason, source, note)
+    return suppressions_record_many([write])[0]
+
+
+def suppressions_record_many(writes: Sequence[Suppressing]) -> list[list[str]]:
+    """Several writers' suppressions in one transaction (a webhook batch's events, in event
+    order), each written as ``suppressions_record`` writes it, as if they came one after the
+    other; returns, for each, the addresses whose row it changed (in its order).
+
+    The rows are locked in one order, (tenant, stored address), whoever writes them. The upsert
+    locks each row it names (ON CONFLICT DO UPDATE locks a row even when its WHERE is false; a
+    new row holds its key until commit) in the order of its rows: a bounce listing B before A,
+    written while the worker recorded a refusal of a send to A and B, held B and waited for A
+    while the worker held A and waited for B, and PostgreSQL cancelled one of them. So the rows
+    of a statement are sorted, and the writes go in rounds: the first names each row once, for
+    its first writer; round k names only the rows with a k-th writer, which the first round
+    locked already. Each row still sees its writers in their order (a complaint after a bounce
+    strengthens it, a second bounce does not).
+    """
+    forms: list[list[str]] = []
+    rounds: list[dict[tuple[int, str], int]] = []
+    seen: dict[tuple[int, str], int] = {}
+    for i, write in enumerate(writes):
+        # Once each: two forms of one address in one statement would make ON CONFLICT update the
+        # same row twice, which PostgreSQL refuses.
+        addresses = list(dict.fromkeys(_stored_form(a) for a in write.addresses))
+        forms.append(addresses)
+        for address in addresses:
+            key = (write.tenant_id, address)
+            k = seen[key] = seen.get(key, -1) + 1
+            if k == len(rounds):
+                rounds.append({})
+            rounds[k][key] = i
+    changed: list[set[str]] = [set() for _ in writes]
+    for writers in rounds:
+        rows = [(key, writes[i]) for key, i in sorted(writers.items())]
+        for key in _upsert(rows):
+            changed[writers[key]].add(key[1])
+    return [
+        [a for a in addresses if a in done] for addresses, done in zip(forms, changed, strict=True)
+    ]
+
+
+def _upsert(rows: list[tuple[tuple[int, str], Suppressing]]) -> set[tuple[int, str]]:
+    """Insert or strengthen ``rows`` (each (tenant id, stored address) once), in their order, in
+    one statement whose text does not depend on their number; returns the keys of the rows that
+    changed."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {Suppression._meta.db_table} AS s (tenant_id, address, reason, source, "  # noqa: S608
-            f"note, created_at) VALUES {values} ON CONFLICT (tenant_id, address) DO UPDATE SET "
+            "note, created_at) SELECT u.t, u.a, u.r, u.s, u.n, now() FROM unnest(%s::bigint[], "
+            "%s::text[], %s::text[], %s::text[], %s::text[]) WITH ORDINALITY AS u(t, a, r, s, n, o) "
+            "ORDER BY u.o ON CONFLICT (tenant_id, address) DO UPDATE SET "
             "reason = EXCLUDED.reason, source = EXCLUDED.source, note = EXCLUDED.note "
             f"WHERE s.reason <> %s AND {_rank_sql('s.reason')} < {_rank_sql('EXCLUDED.reason')} "
-            "RETURNING address",
-            [*params, Suppression.Reason.MANUAL],
+            "RETURNING s.tenant_id, s.address",
+            [
+                [tenant_id for (tenant_id, _), _ in rows],
+                [address for (_, address), _ in rows],
+                [write.reason for _, write in rows],
+                [write.source[:100] for _, write in rows],
+                [write.note for _, write in rows],
+                Suppression.Reason.MANUAL,
+            ],
         )
-        changed = {row[0] for row in cursor.fetchall()}
-    return [a for a in addresses if a in changed]
+        return {(tenant_id, address) for tenant_id, address in cursor.fetchall()}
 
 
 def _stored_form(address: str) -> str:

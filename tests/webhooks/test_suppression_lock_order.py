@@ -19,7 +19,7 @@ from intents.models import Draft, IntentEvent, Suppression
 from tests.intents.helpers import blocked_on_a_lock, in_thread, until_done_or_waiting
 from tests.webhooks.conftest import delivery_payload, new_svix_id, received_payload
 from webhooks.models import WebhookEvent
-from webhooks.services import applier
+from webhooks.services import applier, apply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -69,7 +69,11 @@ def test_a_batch_that_suppresses_and_holds_does_not_deadlock_with_an_admin_suppr
     # A pending draft of that thread: the batch locks it just before the queued replies, so the
     # test can stop the batch there, after its bounce and before it touches the reply.
     pending = Draft.objects.create(
-        tenant=tenant_a, mailbox=box, thread_id="thr_q", status=Draft.Status.PENDING
+        tenant=tenant_a,
+        mailbox=box,
+        thread_id="thr_q",
+        in_reply_to="<opened-thr_q@customer.test>",
+        status=Draft.Status.PENDING,
     )
     bounce, again = new_svix_id(), new_svix_id()
     hook.post(client, delivery_payload("bounced", sent), svix_id=bounce, apply=False)
@@ -161,4 +165,72 @@ def test_a_batch_still_journals_which_suppressions_each_event_changed(
     assert dict(Suppression.objects.filter(tenant=tenant_a).values_list("address", "reason")) == {
         ADDRESS: "complained",
         "ops@customer.test": "bounced",
+    }
+
+
+# Three addresses whose rows two appliers both write: the blocker holds C's row (an admin
+# removing it at that moment), so the test can stop the batch between its rows.
+A, B, C = "ana@customer.test", "ben@customer.test", "cleo@customer.test"
+
+
+def _one_event_out_of_order(client, hook, box, intent_row) -> list[str]:
+    """One bounce naming the three in the order the provider listed them: B, C, A."""
+    sent = intent_row(box, to=[B, C, A])
+    svix_id = new_svix_id()
+    hook.post(client, delivery_payload("bounced", sent), svix_id=svix_id, apply=False)
+    return [svix_id]
+
+
+def _three_events(client, hook, box, intent_row) -> list[str]:
+    """Three bounces, of three sends, one address each, in the order B, C, A."""
+    ids = []
+    for address in (B, C, A):
+        sent = intent_row(box, to=[address])
+        ids.append(new_svix_id())
+        hook.post(client, delivery_payload("bounced", sent), svix_id=ids[-1], apply=False)
+    return ids
+
+
+@pytest.mark.parametrize("batch_events", [_one_event_out_of_order, _three_events])
+def test_two_appliers_suppressing_the_same_addresses_take_their_rows_in_one_order(
+    client, tenant_a, hook_for, mailbox_row, intent_row, batch_events
+):
+    """A batch wrote its suppressions event by event, each in the order its payload named the
+    addresses (B, C, A); the sweep's applier, at the same moment, a bounce naming A and B. Each
+    held one row the other wanted next: PostgreSQL cancelled one of them. In one order (tenant,
+    address) for every writer, the second waits for the first and then goes on."""
+    hook = hook_for(tenant_a)
+    box = mailbox_row(tenant_a)
+    Suppression.objects.create(tenant=tenant_a, address=C, reason=Suppression.Reason.BOUNCED)
+    batch_ids = batch_events(client, hook, box, intent_row)
+    other = intent_row(box, to=[A, B])
+    single = new_svix_id()
+    hook.post(client, delivery_payload("bounced", other), svix_id=single, apply=False)
+    before = _deadlocks()
+
+    batched: list = []
+    swept: list = []
+    pids: list[int] = []
+    with transaction.atomic():
+        list(Suppression.objects.select_for_update().filter(address=C).values_list("pk"))
+        batch = in_thread(
+            _with_pid(lambda: applier.events_apply_batch(limit=len(batch_ids)), pids), batched
+        )
+        assert blocked_on_a_lock(), "the batch never reached the suppression row held"
+        event = WebhookEvent.objects.get(svix_id=single)
+        sweep = in_thread(_with_pid(lambda: apply.event_apply(event_id=event.pk), pids), swept)
+        until_done_or_waiting(sweep, waiters=2)
+    batch.join(30)
+    sweep.join(30)
+    _until_gone(pids)
+
+    assert _deadlocks() == before
+    assert batched == [(len(batch_ids), len(batch_ids))]
+    assert swept == ["applied"]
+    states = dict(WebhookEvent.objects.values_list("svix_id", "state"))
+    assert {states[svix_id] for svix_id in [*batch_ids, single]} == {"applied"}
+    assert dict(Suppression.objects.filter(tenant=tenant_a).values_list("address", "reason")) == {
+        A: "bounced",
+        B: "bounced",
+        C: "bounced",
     }

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from psycopg.errors import LockNotAvailable
 
+from intents.services.intents import intents_lock_threads
 from webhooks.models import WebhookEvent
 from webhooks.normalize import DELIVERY_KINDS, Kind, normalize
 from webhooks.services.apply import (
@@ -87,6 +88,13 @@ def events_apply_batch(*, limit: int = APPLY_BATCH_SIZE) -> tuple[int, int]:
             # order; their ledger rows and journal rows written in one statement.
             found = _find_many(
                 [(e, n) for e, n in prepared if n is not None and n.kind is not Kind.OTHER]
+            )
+            # The threads its received messages name, all locked now in id order (drafts, then
+            # queued sends), not message by message in the order they came.
+            intents_lock_threads(
+                (found[e.pk][0], n.thread_id)
+                for e, n in prepared
+                if n is not None and n.kind is Kind.RECEIVED and e.pk in found
             )
             # Their intents' recipient rows, locked, advanced event by event, written once.
             deliveries = DeliveryPlan().load(sent.intent_id for _, sent in found.values() if sent)

@@ -1,0 +1,88 @@
+"""Several sends locked in one transaction are locked in id order, as every other locker of
+sends takes them (``intents.sending.stops``): a statement without an ORDER BY locks rows in the
+order its plan visits them, which is where they lie in the table, not their ids."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import transaction
+from django.db.models.functions import Now
+
+from console.services import suppression_add
+from intents.models import SendIntent
+from intents.sending.lease import Claim
+from intents.sending.record import intents_adopt_late_acceptances
+from mailboxes import provider
+from tests.factories import make_local_mailbox
+from tests.intents.helpers import blocked_on_a_lock, in_thread, until_done_or_waiting
+from tests.webhooks.conftest import intent_row  # noqa: F401 (a fixture, used by name)
+from tests.webhooks.test_suppression_lock_order import _deadlocks, _until_gone, _with_pid
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ADDRESS = "jane@customer.test"
+
+
+def _accepted(intent: SendIntent) -> tuple[Claim, provider.SendResult]:
+    """AgentMail's late answer to an earlier call of ``intent``: accepted."""
+    result = provider.SendResult(
+        outcome=provider.Outcome.ACCEPTED,
+        message_id=f"<{uuid.uuid4()}@agentmail.test>",
+        thread_id="thr_late",
+        http_status=200,
+    )
+    return Claim(intent.pk, uuid.uuid4(), "w"), result
+
+
+def test_late_acceptances_of_two_sends_do_not_deadlock_with_a_suppression_of_their_address(
+    tenant_a,
+    member_of,
+    intent_row,  # noqa: F811 (the fixture imported above)
+):
+    """Two uncertain sends, the lower one's row rewritten since (it now lies after the higher
+    one). The late answers' adoption locked them as its plan found them, higher first; the admin
+    suppressing their address locked them in id order. Each held one the other wanted next."""
+    admin = member_of(tenant_a, "admin").user
+    box = make_local_mailbox(tenant_a)
+    lower = intent_row(box, to=[ADDRESS], message_id=None, state="uncertain")
+    higher = intent_row(box, to=[ADDRESS], message_id=None, state="uncertain")
+    SendIntent.objects.filter(pk=lower.pk).update(updated_at=Now())
+    assert lower.pk < higher.pk
+    before = _deadlocks()
+
+    adopted: list = []
+    added: list = []
+    pids: list[int] = []
+    with transaction.atomic():
+        # A reconciliation holding the lower send at that moment.
+        list(SendIntent.objects.select_for_update().filter(pk=lower.pk).values_list("pk"))
+        stop = in_thread(
+            _with_pid(
+                lambda: suppression_add(
+                    tenant=tenant_a, address=ADDRESS, note="asked", actor=admin
+                ),
+                pids,
+            ),
+            added,
+        )
+        assert blocked_on_a_lock(), "the suppression never reached the lower send"
+        adopt = in_thread(
+            _with_pid(
+                lambda: intents_adopt_late_acceptances([_accepted(higher), _accepted(lower)]),
+                pids,
+            ),
+            adopted,
+        )
+        until_done_or_waiting(adopt, waiters=2)
+    stop.join(30)
+    adopt.join(30)
+    _until_gone(pids)
+
+    assert _deadlocks() == before
+    assert not isinstance(added[0], Exception), added[0]
+    assert adopted == [{lower.pk, higher.pk}]
+    assert set(
+        SendIntent.objects.filter(pk__in=[lower.pk, higher.pk]).values_list("state", flat=True)
+    ) == {"accepted"}
