@@ -113,6 +113,11 @@ class Draft(models.Model):
                 condition=Q(status="pending") | Q(assignee__isnull=True),
                 name="draft_only_pending_held",
             ),
+            # A new message starts a thread of its own at AgentMail; only a reply joins one.
+            models.CheckConstraint(
+                condition=Q(thread_id="") | ~Q(in_reply_to=""),
+                name="draft_thread_only_for_replies",
+            ),
         ]
         indexes = [
             models.Index(fields=["tenant", "status", "created_at", "id"], name="draft_queue"),

@@ -95,6 +95,22 @@ def test_a_new_message_naming_a_thread_is_refused_naming_thread_id(new_draft, lo
     assert nothing_written()
 
 
+def test_the_database_refuses_a_new_message_in_a_thread(new_draft):
+    """The same rule as a constraint (draft_thread_only_for_replies): no path, the service's or
+    a bulk write's, leaves a new message filed under a thread."""
+    from django.db import IntegrityError, transaction
+
+    draft = new_draft()
+
+    with (
+        pytest.raises(IntegrityError, match="draft_thread_only_for_replies"),
+        transaction.atomic(),
+    ):
+        Draft.objects.filter(pk=draft.pk).update(thread_id="thr-kenji")
+    draft.refresh_from_db()
+    assert draft.thread_id == ""
+
+
 def test_a_reply_naming_its_own_thread_is_kept_in_it(new_draft, local_mailbox):
     inbound(local_mailbox, message_id="<kenji@example.com>", thread_id="thr-kenji")
 

@@ -492,9 +492,9 @@ def test_queue_count_stops_at_the_cap(
 def test_a_draft_naming_another_mailboxs_thread_does_not_show_that_conversation(
     tenant_a, mailbox_a, make_draft, member_of, signed_in
 ):
-    """A new message drafted before a thread id without in_reply_to was refused
-    (thread_id_without_in_reply_to) may still name a thread. Naming a thread of another mailbox
-    must not show an approver of this one that mailbox's customers."""
+    """A draft row naming a thread of another mailbox (no service writes one: the answered
+    message must be this mailbox's) must not show an approver of this one that mailbox's
+    customers."""
     from tests.factories import make_local_mailbox as local_mailbox
 
     other = local_mailbox(tenant_a, "billing")
@@ -508,7 +508,8 @@ def test_a_draft_naming_another_mailboxs_thread_does_not_show_that_conversation(
         received_at=timezone.now(),
     )
     draft = make_draft(mailbox_a, subject="Hello")
-    Draft.objects.filter(pk=draft.pk).update(thread_id="thr-billing")
+    # As if it answered that thread: the rows the constraint admits (draft_thread_only_for_replies).
+    Draft.objects.filter(pk=draft.pk).update(thread_id="thr-billing", in_reply_to="<private@x>")
     approver = member_of(tenant_a, "approver")
     approver.approve_all_mailboxes = False
     approver.save(update_fields=["approve_all_mailboxes"])

@@ -143,6 +143,10 @@ def intent_row(db):
         approver = approver or UserFactory()
         if message_id == "":
             message_id = f"<{uuid.uuid4()}@sandbox.test>"
+        if thread_id and not in_reply_to:
+            # A draft in a thread is a reply (draft_thread_only_for_replies): to the customer's
+            # message that opened it, which these tests need not store.
+            in_reply_to = f"<opened-{thread_id}@customer.test>"
         draft = Draft.objects.create(
             tenant=mailbox.tenant,
             mailbox=mailbox,
