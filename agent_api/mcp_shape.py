@@ -11,11 +11,27 @@
   request's values back. -32600, saying which member is wrong.
 - A key given twice in one object (``{"arguments": {"to": [...], "to": [...]}}``): the SDK keeps
   the last, as the JSON API did; the API now refuses it (422 ``duplicate_key``), and so does this.
+- A body this reading refuses (``common.strict_json``: not JSON, not UTF-8, nested too deep, a
+  number that is not finite or too long) is a Parse error (-32700) here, whatever else it holds.
+  It went to the SDK, whose parser takes ``NaN`` and ``Infinity``: an ``"id": NaN`` request was a
+  notification to it (202, no answer), and a ``NaN`` anywhere hid every check above from this
+  reading, a key given twice (the draft took the second) and a batch or a ``params`` string
+  (quoted back) included.
+- A JSON value that is no object (``"words"``, ``null``, ``42``): the SDK's -32602 dump quoted it
+  back. -32600.
+- A request method without an ``id`` (``tools/call`` as a notification): the SDK answered 202 and
+  dropped it, so an agent that left the id out believed its draft was posted. A notification is
+  never answered; MCP's transport lets a server refuse one it cannot accept (400). -32600.
+- ``tools/call`` params whose ``name`` is no string or whose ``arguments`` (or any request's
+  ``_meta``) are no object: the SDK said only "Invalid request parameters". -32602, naming the
+  member, with the request's id.
 
-Anything else, a body that is not JSON included, goes to the SDK unchanged (it answers -32700).
+Anything else goes to the SDK unchanged.
 
 A POST whose ``Content-Type`` is not ``application/json`` is 415 with a JSON-RPC error: the SDK's
 Host and Origin check answered it first, with a bare text/plain 400 no JSON-RPC client can read.
+So is one that names a charset other than UTF-8, as on the JSON API: the body was read as UTF-8
+whatever the header said (a Latin-1 client's ``Ã©`` stored as ``é``).
 
 And one HTTP method: only POST is served. A GET asks for the server's own SSE stream, which the
 SDK's stateless transport opened and kept open for as long as the client liked (a ping every
@@ -29,8 +45,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
+from agent_api.auth import UTF8_NAMES
 from common import strict_json
 
 # Deeper than the SDK's own parser goes (pydantic_core: 201 levels, then -32700), so every body the
@@ -44,34 +62,71 @@ Message = MutableMapping[str, Any]
 App = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Any]
 
 
-def shape_problem(body: bytes) -> str | None:
-    """Why this body is an Invalid Request the SDK would mishandle, or None."""
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+# MCP's notifications all live under this prefix; a method outside it is a request.
+NOTIFICATION_PREFIX = "notifications/"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A JSON-RPC error for a body refused here: its message never quotes the body."""
+
+    message: str
+    code: int = INVALID_REQUEST
+    request_id: str | int | None = None
+
+
+def shape_problem(body: bytes) -> Refusal | None:
+    """Why this body is refused before the SDK sees it, or None."""
     try:
         data = strict_json.loads(body, max_depth=READ_DEPTH)
     except strict_json.JSONRefused as exc:
         if exc.code == "duplicate_key":
-            return f"Duplicate key in the request: {exc.message}."
-        return None
+            return Refusal(f"Duplicate key in the request: {exc.message}.")
+        return Refusal(f"Parse error: {exc.message}.", PARSE_ERROR)
     if isinstance(data, list):
-        return "Batch requests are not supported: send one JSON-RPC request per POST."
+        return Refusal("Batch requests are not supported: send one JSON-RPC request per POST.")
     if not isinstance(data, dict):
-        return None
+        return Refusal("A JSON-RPC message must be an object.")
     if data.get("jsonrpc") != "2.0":
-        return 'A JSON-RPC message must have "jsonrpc": "2.0".'
+        return Refusal('A JSON-RPC message must have "jsonrpc": "2.0".')
     if "method" not in data:
         # A response or an error the client sends back has no method: the SDK's to take.
         if "result" in data or "error" in data:
             return None
-        return "A JSON-RPC request must name its method."
-    if not isinstance(data["method"], str):
-        return "A request's method must be a string."
+        return Refusal("A JSON-RPC request must name its method.")
+    method = data["method"]
+    if not isinstance(method, str):
+        return Refusal("A request's method must be a string.")
     # ``"params": null`` the SDK reads as none given.
-    if data.get("params") is not None and not isinstance(data["params"], dict):
-        return "A request's params must be an object."
-    if "id" in data:
-        request_id = data["id"]
-        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
-            return "A request's id must be a string or an integer."
+    params = data.get("params")
+    if params is not None and not isinstance(params, dict):
+        return Refusal("A request's params must be an object.")
+    if "id" not in data:
+        if method.startswith(NOTIFICATION_PREFIX):
+            return None
+        return Refusal(
+            "A request needs an id (a string or an integer): without one it is a notification, "
+            "which is never answered, so it was not run."
+        )
+    request_id = data["id"]
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return Refusal("A request's id must be a string or an integer.")
+    problem = _params_problem(method, params or {})
+    return Refusal(problem, INVALID_PARAMS, request_id) if problem else None
+
+
+def _params_problem(method: str, params: dict) -> str | None:
+    if params.get("_meta") is not None and not isinstance(params["_meta"], dict):
+        return "params._meta must be an object."
+    if method != "tools/call":
+        return None
+    if not isinstance(params.get("name"), str):
+        return "tools/call: params.name must be the tool's name (a string)."
+    if params.get("arguments") is not None and not isinstance(params["arguments"], dict):
+        return "tools/call: params.arguments must be an object."
     return None
 
 
@@ -90,6 +145,9 @@ def rpc_shape_guard(app: App, *, max_body: int) -> App:
         if not _sent_as_json(scope):
             await _unsupported_media_type(send)
             return
+        if not _sent_as_utf8(scope):
+            await _unsupported_charset(send)
+            return
         chunks: list[bytes] = []
         size, more = 0, True
         while more and size <= max_body:
@@ -103,7 +161,7 @@ def rpc_shape_guard(app: App, *, max_body: int) -> App:
         body = b"".join(chunks)
         problem = None if more else shape_problem(body)
         if problem is not None:
-            await _invalid_request(send, problem)
+            await _refuse(send, problem)
             return
         handed = False
 
@@ -119,10 +177,22 @@ def rpc_shape_guard(app: App, *, max_body: int) -> App:
     return guarded
 
 
-def _sent_as_json(scope: Scope) -> bool:
+def _content_type(scope: Scope) -> list[str]:
+    """The Content-Type header split at its semicolons, as text (latin-1, as HTTP allows)."""
     headers = dict(scope.get("headers") or [])
-    media_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-    return media_type == b"application/json"
+    return headers.get(b"content-type", b"").decode("latin-1").split(";")
+
+
+def _sent_as_json(scope: Scope) -> bool:
+    return _content_type(scope)[0].strip().lower() == "application/json"
+
+
+def _sent_as_utf8(scope: Scope) -> bool:
+    for parameter in _content_type(scope)[1:]:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip('"').strip().lower() in UTF8_NAMES
+    return True
 
 
 async def _unsupported_media_type(send) -> None:
@@ -131,8 +201,17 @@ async def _unsupported_media_type(send) -> None:
     )
 
 
-async def _invalid_request(send, message: str) -> None:
-    await _error(send, 400, message)
+async def _unsupported_charset(send) -> None:
+    await _error(
+        send,
+        415,
+        "Unsupported Media Type: JSON-RPC bodies are read as UTF-8 only; send "
+        "Content-Type: application/json (or with charset=utf-8).",
+    )
+
+
+async def _refuse(send, refusal: Refusal) -> None:
+    await _error(send, 400, refusal.message, code=refusal.code, request_id=refusal.request_id)
 
 
 async def _method_not_allowed(send) -> None:
@@ -145,8 +224,16 @@ async def _method_not_allowed(send) -> None:
     )
 
 
-async def _error(send, status: int, message: str, headers: list | None = None) -> None:
-    document = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+async def _error(
+    send,
+    status: int,
+    message: str,
+    *,
+    code: int = INVALID_REQUEST,
+    request_id: str | int | None = None,
+    headers: list | None = None,
+) -> None:
+    document = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
     payload = json.dumps(document).encode()
     await send(
         {

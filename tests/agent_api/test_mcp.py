@@ -655,3 +655,49 @@ def test_a_body_not_sent_as_json_is_a_json_rpc_415_and_runs_nothing(
         },
     }
     assert draft_count() == 0
+
+
+def test_the_write_tools_refuse_outsiders_and_a_key_is_never_replayed_to_another_token(
+    mcp_url, make_token, tenant_a, mailbox_a, mailbox_a2, mailbox_b, token_b
+):
+    """Every write tool checks the token's scope and tenant (not only create_draft), and a key is
+    the tenant's: another token of the tenant (here restricted to another mailbox) that names a
+    used key is refused, never handed the first token's draft; another tenant's is its own."""
+    owner = make_token(tenant_a, mailboxes=[mailbox_a])
+    sibling = make_token(tenant_a, mailboxes=[mailbox_a2])
+    reader = make_token(tenant_a, scopes=("drafts:read",))
+    keyed = {**draft_body(mailbox_a), "idempotency_key": "order-7"}
+    [created] = results(mcp_url, owner, ("create_draft", keyed))
+    draft_id = created.structured_content["id"]
+    revision = {"draft_id": draft_id, "to": ["customer@example.com"], "text": "v2"}
+    recipients = {"broadcast_id": 1, "recipients": [{"address": "c@example.com"}]}
+
+    read_only = results(
+        mcp_url,
+        reader,
+        ("revise_draft", revision),
+        ("withdraw_draft", {"draft_id": draft_id}),
+        ("replace_broadcast_recipients", recipients),
+    )
+    foreign_revise, foreign_withdraw, missing, foreign_key = results(
+        mcp_url,
+        token_b,
+        ("revise_draft", revision),
+        ("withdraw_draft", {"draft_id": draft_id}),
+        ("withdraw_draft", {"draft_id": draft_id + 1000}),
+        ("create_draft", {**draft_body(mailbox_b), "idempotency_key": "order-7"}),
+    )
+    [sibling_key] = results(
+        mcp_url, sibling, ("create_draft", {**draft_body(mailbox_a2), "idempotency_key": "order-7"})
+    )
+
+    assert {problem(r)["code"] for r in read_only} == {"insufficient_scope"}
+    assert problem(foreign_revise) == problem(foreign_withdraw) == problem(missing)
+    assert problem(missing)["status"] == 404
+    assert foreign_key.is_error is False
+    assert foreign_key.structured_content["mailbox"]["id"] == mailbox_b.pk
+    assert problem(sibling_key)["code"] == "idempotency_key_reused"
+    assert "current_version" not in sibling_key.structured_content
+    assert Draft.objects.get(pk=draft_id).status == "pending"
+    assert DraftVersion.objects.filter(draft_id=draft_id).count() == 1
+    assert draft_count() == 2

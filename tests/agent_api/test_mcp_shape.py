@@ -1,0 +1,226 @@
+"""JSON-RPC shapes the MCP SDK mishandles, sent to the server `make run` starts (on loopback, on
+the test database) as raw POSTs: what agent_api/mcp_shape.py answers before the SDK sees them.
+Each is refused whole with a JSON-RPC error that says what is wrong, repeats nothing of the
+request back, and runs no tool."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.agent_api.conftest import draft_body
+from tests.agent_api.test_mcp import (  # noqa: F401
+    SECRET,
+    draft_count,
+    mcp_url,
+    rpc,
+    tool_call,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MODERN = {
+    "MCP-Protocol-Version": "2026-07-28",
+    "Mcp-Method": "tools/call",
+    "Mcp-Name": "create_draft",
+}
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def call_with(mailbox, **params) -> dict:
+    arguments = draft_body(mailbox)
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+    return {**body, "params": {"name": "create_draft", "arguments": arguments, **params}}
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_a_non_finite_id_is_refused_not_taken_for_a_notification(
+    mcp_url,  # noqa: F811
+    token_a,
+    mailbox_a,
+    number,
+):
+    """The guard's reading refused the number and left the body to the SDK, whose parser takes
+    NaN and Infinity: the request was a notification to it, 202 with no body, and the client
+    waited for an answer that never came."""
+    body = json.dumps({**call_with(mailbox_a), "id": "@@"}).replace('"@@"', number)
+
+    answer = rpc(mcp_url, token_a, body.encode())
+
+    assert answer.status_code == 400
+    assert answer.json()["id"] is None
+    assert answer.json()["error"]["code"] == -32700
+    assert "numbers must be finite" in answer.json()["error"]["message"]
+    assert draft_count() == 0
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "1e400"])
+def test_a_non_finite_number_does_not_hide_a_key_given_twice(
+    mcp_url,  # noqa: F811
+    token_a,
+    mailbox_a,
+    number,
+):
+    """A NaN in `_meta` made the guard's reading fail before it saw the duplicate, and the SDK
+    (which takes NaN) kept the second of two `text`s: a draft the agent's log shows as "first"
+    went to review as "second"."""
+    arguments = json.dumps(draft_body(mailbox_a, text="first")).replace(
+        '"text": "first"', '"text": "first", "text": "second"'
+    )
+    body = tool_call("create_draft", arguments).decode()
+    body = body.replace('"params": {', f'"params": {{"_meta": {{"n": {number}}}, ', 1)
+
+    answer = rpc(mcp_url, token_a, body.encode())
+
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == -32700
+    assert draft_count() == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "message"),
+    [
+        (json.dumps(SECRET), -32600, "A JSON-RPC message must be an object."),
+        (b"null", -32600, "A JSON-RPC message must be an object."),
+        (b"42", -32600, "A JSON-RPC message must be an object."),
+        (
+            f'[{{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "note": "{SECRET}", "n": NaN}}]',
+            -32700,
+            "Parse error: NaN is not valid JSON; numbers must be finite.",
+        ),
+        (
+            f'{{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": "{SECRET}", "n": NaN}}',
+            -32700,
+            "Parse error: NaN is not valid JSON; numbers must be finite.",
+        ),
+    ],
+    ids=["string", "null", "number", "batch-with-nan", "params-string-with-nan"],
+)
+def test_a_body_that_is_no_message_object_is_refused_and_repeats_nothing_back(
+    mcp_url,  # noqa: F811
+    token_a,
+    body,
+    code,
+    message,
+):
+    """The SDK answered -32602 with pydantic's dump of the four message types it tried, each
+    quoting the body back (`input_value='customer-private-words'`)."""
+    answer = rpc(mcp_url, token_a, body.encode() if isinstance(body, str) else body)
+
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": code, "message": message},
+    }
+    assert SECRET not in answer.text
+
+
+@pytest.mark.parametrize("charset", ["latin-1", "iso-8859-1", "utf-16", "windows-1252"])
+def test_a_charset_other_than_utf8_is_415_and_runs_nothing(mcp_url, token_a, mailbox_a, charset):  # noqa: F811
+    """The body was read as UTF-8 whatever the header said (a Latin-1 client's 'Ã©' stored as
+    'é'); the JSON API refuses another charset (415), and so does this."""
+    body = tool_call("create_draft", json.dumps(draft_body(mailbox_a, text="Ã©")))
+
+    answer = rpc(mcp_url, token_a, body, **{"Content-Type": f"application/json; charset={charset}"})
+
+    assert answer.status_code == 415
+    assert answer.json()["error"] == {
+        "code": -32600,
+        "message": (
+            "Unsupported Media Type: JSON-RPC bodies are read as UTF-8 only; send "
+            "Content-Type: application/json (or with charset=utf-8)."
+        ),
+    }
+    assert draft_count() == 0
+
+
+@pytest.mark.parametrize("charset", ["utf-8", "UTF-8", '"utf-8"', "utf8"])
+def test_a_utf8_charset_is_served(mcp_url, token_a, mailbox_a, charset):  # noqa: F811
+    body = tool_call("create_draft", json.dumps(draft_body(mailbox_a, text="Grüße")))
+
+    answer = rpc(mcp_url, token_a, body, **{"Content-Type": f"application/json; charset={charset}"})
+
+    assert answer.status_code == 200
+    assert answer.json()["result"]["structuredContent"]["current_version"]["text"] == "Grüße"
+    assert draft_count() == 1
+
+
+@pytest.mark.parametrize("headers", [{}, MODERN], ids=["2025-11-25", "2026-07-28"])
+def test_a_tool_call_without_an_id_is_refused_not_silently_dropped(
+    mcp_url,  # noqa: F811
+    token_a,
+    mailbox_a,
+    headers,
+):
+    """Without an id a request is a notification, which gets no answer: the SDK accepted it
+    (202) and dropped it, so an agent that left the id out believed its draft was posted. MCP's
+    transport lets a server refuse a notification it cannot accept (400); a request method is
+    one."""
+    request = call_with(mailbox_a, _meta=MODERN_META) if headers else call_with(mailbox_a)
+    del request["id"]
+    notification = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+    refused = rpc(mcp_url, token_a, json.dumps(request).encode(), **headers)
+    accepted = rpc(mcp_url, token_a, json.dumps(notification).encode())
+
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32600,
+            "message": (
+                "A request needs an id (a string or an integer): without one it is a "
+                "notification, which is never answered, so it was not run."
+            ),
+        },
+    }
+    assert accepted.status_code == 202
+    assert draft_count() == 0
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({}, "tools/call: params.name must be the tool's name (a string)."),
+        ({"name": 5}, "tools/call: params.name must be the tool's name (a string)."),
+        (
+            {"name": "create_draft", "arguments": [SECRET]},
+            "tools/call: params.arguments must be an object.",
+        ),
+        (
+            {"name": "create_draft", "arguments": SECRET},
+            "tools/call: params.arguments must be an object.",
+        ),
+        (
+            {"name": "list_mailboxes", "arguments": {}, "_meta": SECRET},
+            "params._meta must be an object.",
+        ),
+    ],
+    ids=["no-name", "name-number", "arguments-list", "arguments-string", "meta-string"],
+)
+def test_tool_call_params_of_the_wrong_shape_name_the_member(
+    mcp_url,  # noqa: F811
+    token_a,
+    params,
+    message,
+):
+    """The SDK answered -32602 "Invalid request parameters" with empty data: nothing said which
+    member was wrong."""
+    body = {"jsonrpc": "2.0", "id": "call-9", "method": "tools/call", "params": params}
+
+    answer = rpc(mcp_url, token_a, json.dumps(body).encode())
+
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "jsonrpc": "2.0",
+        "id": "call-9",
+        "error": {"code": -32602, "message": message},
+    }
+    assert SECRET not in answer.text
+    assert draft_count() == 0
