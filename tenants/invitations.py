@@ -385,6 +385,21 @@ def _require_inviter_still_admin(invitation: Invitation) -> None:
         )
 
 
+def _lock_tenant(invitation: Invitation) -> None:
+    """Lock the invitation's tenant row, first in an acceptance, and read its status again under
+    the lock (``_join`` refuses a suspended one): a suspension (tenants.onboarding locks the row)
+    committing while the acceptance ran is waited for and seen. A plain read saw the tenant still
+    active and made a member of a suspended one, the race single sign-on's newcomers close the
+    same way (tenants.oidc_signin). FOR NO KEY UPDATE, and before an account is created: the
+    order and the mode of that sign-up, so the two for one address wait for each other instead
+    of deadlocking."""
+    invitation.tenant.status = (
+        Tenant.objects.select_for_update(no_key=True)
+        .values_list("status", flat=True)
+        .get(pk=invitation.tenant_id)
+    )
+
+
 def _join(invitation: Invitation, user: User) -> Membership:
     if not invitation.tenant.is_active:
         raise AdminError(
@@ -439,6 +454,7 @@ def invitation_accept(*, invitation_id: int, user: User) -> Membership:
     in this session (see the module docstring): holding the address alone is not enough."""
     with transaction.atomic():
         invitation = _invitation_for(invitation_id, user)
+        _lock_tenant(invitation)
         _require_inviter_still_admin(invitation)
         _take(invitation, state=Invitation.State.ACCEPTED, user=user)
         if Membership.objects.filter(tenant=invitation.tenant, user=user).exists():
@@ -480,6 +496,7 @@ def invitation_accept_with_new_account(
     full_name = full_name_checked(full_name)
     hashed = make_password(password)  # before the transaction: hashing is slow on purpose
     with transaction.atomic():
+        _lock_tenant(invitation)
         _require_inviter_still_admin(invitation)
         _take(invitation, state=Invitation.State.ACCEPTED, user=None)
         exists = AdminError(

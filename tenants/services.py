@@ -152,7 +152,21 @@ def belongs_elsewhere(membership: Membership) -> bool:
     """Whether the member also belongs, active, to another tenant. The person's sessions and
     second factors are theirs across tenants: one tenant's admin may cut this tenant's access
     (every tenant page re-reads the membership) but must not reach what another tenant's
-    access depends on."""
+    access depends on.
+
+    Asked inside the caller's transaction, under a lock of the person's row: the admins of two
+    tenants deactivating the same person at once each saw the other's membership still active,
+    and neither ended the sessions of someone who then belonged nowhere (a stolen cookie opened
+    a tenant again on a reactivation). With the lock, the second waits for the first to commit
+    and reads its change. FOR NO KEY UPDATE: rows that merely name the person (an audit row, a
+    membership) take KEY SHARE on it and do not wait. Taken after the caller's membership rows
+    and sends (``lock_member_change``, ``sends_in_flight_hold``): an operator switching the
+    account off holds the sends before the account's row too."""
+    if not connection.in_atomic_block:
+        raise TransactionManagementError("ask whether they belong elsewhere inside the change")
+    User.objects.select_for_update(no_key=True).filter(pk=membership.user_id).values_list(
+        "pk"
+    ).first()
     return (
         Membership.objects.filter(user_id=membership.user_id, is_active=True)
         .exclude(tenant_id=membership.tenant_id)

@@ -1,11 +1,16 @@
-"""Single use under concurrency: threads on separate connections take one link, exactly one wins."""
+"""Invitations under concurrency, threads on separate connections: single use (of those taking one
+link, exactly one wins), and an acceptance racing its tenant's suspension."""
+
+import threading
 
 import pytest
+from django.db import transaction
 
 from tenants import invitations
 from tenants.models import AuditEvent, Invitation, Membership, User
+from tenants.onboarding import tenant_suspend
 from tenants.services import AdminError
-from tests.intents.helpers import run_concurrently
+from tests.intents.helpers import blocked_on_a_lock, in_thread, run_concurrently
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,3 +75,47 @@ def test_two_admins_inviting_one_address_at_once_leave_one_live_link(tenant_a, m
     results = run_concurrently(invite, 6)
     assert all(isinstance(r, tuple | AdminError) for r in results)
     assert Invitation.objects.filter(email="twice@example.test", state="pending").count() == 1
+
+
+@pytest.mark.parametrize("account", ["existing", "new"])
+def test_an_acceptance_racing_a_suspension_waits_for_it_and_is_refused(
+    tenant_a, tenant_b, member_of, account
+):
+    """Found by the two-tenant probe, the invitation's side of what single sign-on's newcomers
+    were fixed for (tests/tenants/test_probe_suspended_sso.py): the acceptance read the tenant
+    before the suspension committed and made a member of a suspended tenant. It now locks the
+    tenant's row against the suspension's lock and sees it."""
+    admin = member_of(tenant_a, "admin").user
+    person = member_of(tenant_b, "viewer").user if account == "existing" else None
+    email = person.email if person else "newcomer@example.test"
+    invitation, _ = invitations.invitation_create(
+        tenant=tenant_a, email=email, role="approver", actor=admin
+    )
+    suspended, release = threading.Event(), threading.Event()
+
+    def suspend():
+        with transaction.atomic():
+            tenant_suspend(slug=tenant_a.slug, reason="Unpaid invoice 2024-118")
+            suspended.set()
+            release.wait(10)
+
+    def accept():
+        if person is not None:
+            return invitations.invitation_accept(invitation_id=invitation.pk, user=person)
+        return invitations.invitation_accept_with_new_account(
+            invitation_id=invitation.pk, password="a-long-enough-pass-1"
+        )
+
+    suspension, acceptance = [], []
+    holder = in_thread(suspend, suspension)
+    assert suspended.wait(10)
+    accepting = in_thread(accept, acceptance)
+    waited = blocked_on_a_lock()
+    release.set()
+    for thread in (holder, accepting):
+        thread.join(20)
+    assert waited
+    assert isinstance(acceptance[0], AdminError) and acceptance[0].code == "suspended"
+    assert not Membership.objects.filter(tenant=tenant_a, user__email=email).exists()
+    assert not User.objects.filter(email="newcomer@example.test").exists()
+    assert Invitation.objects.get(pk=invitation.pk).state == "pending"

@@ -1,6 +1,7 @@
-"""Administrative writes under concurrency: two admins acting on each other, and an admin demoted
-or deactivated while a write of theirs is under way. Threads on separate connections, real
-locks; the helpers wait for a session that waits on a lock, never for time."""
+"""Administrative writes under concurrency: two admins acting on each other, the admins of two
+tenants acting on one person, and an admin demoted or deactivated while a write of theirs is under
+way. Threads on separate connections, real locks; the helpers wait for a session that waits on a
+lock, never for time."""
 
 import threading
 import time
@@ -121,6 +122,47 @@ def test_mutual_demotion_through_the_pages_is_a_400_not_a_500(tenant_a, member_o
     results = _crossed(demote(clients[0], b), demote(clients[1], a), a=a, b=b)
     assert results == [302, 400]
     assert Membership.objects.filter(tenant=tenant_a, role="admin", is_active=True).count() == 1
+
+
+def test_two_tenants_deactivating_their_shared_member_at_once_sign_the_person_out(
+    tenant_a, tenant_b, member_of
+):
+    """Found by the two-tenant probe: a deactivation ends the person's sessions unless another
+    tenant still counts them as a member. The admins of two tenants deactivating the same person
+    at once each saw the other tenant's membership still active and ended nothing: the sessions
+    (a stolen cookie among them) of someone who belonged nowhere lived on, and opened a tenant
+    again the moment one reactivated them. The test holds both tenants' rows, which each
+    deactivation's audit row waits for after it decided: the interleaving in which both
+    decided before either committed."""
+    in_a = member_of(tenant_a, "approver")
+    person = in_a.user
+    in_b = Membership.objects.create(tenant=tenant_b, user=person, role="approver")
+    admin_a, admin_b = member_of(tenant_a, "admin"), member_of(tenant_b, "admin")
+    browser = RoutedClient()
+    browser.force_login(person, backend="django.contrib.auth.backends.ModelBackend")
+
+    def deactivate(tenant, membership, admin):
+        return lambda: (
+            services.member_deactivate(
+                tenant=tenant, membership_id=membership.pk, actor=admin.user
+            ).changed
+        )
+
+    with transaction.atomic():
+        list(Tenant.objects.select_for_update().filter(pk__in=[tenant_a.pk, tenant_b.pk]))
+        one = _start(deactivate(tenant_a, in_a, admin_a))
+        _until_waiting_or_done(one[0], 1)
+        two = _start(deactivate(tenant_b, in_b, admin_b))
+        _until_waiting_or_done(two[0], 2)
+    for thread, _box in (one, two):
+        thread.join(20)
+    assert [type(one[1][0]), type(two[1][0])] == [Membership, Membership]
+    ended = AuditEvent.objects.filter(action="member.deactivated").values_list(
+        "data__sessions_ended", flat=True
+    )
+    assert sorted(ended) == [0, 1]
+    services.member_reactivate(tenant=tenant_a, membership_id=in_a.pk, actor=admin_a.user)
+    assert browser.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 302
 
 
 @pytest.mark.parametrize("how", ["demoted", "deactivated"])
