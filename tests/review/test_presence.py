@@ -41,6 +41,23 @@ def test_presence_expires_without_a_heartbeat(tenant_a, mailbox_a, make_draft, m
     assert present_on_drafts(tenant=tenant_a, draft_ids=[draft.pk]) == {}
 
 
+def test_a_member_removed_with_the_draft_open_is_no_longer_shown(
+    tenant_a, mailbox_a, make_draft, member_of
+):
+    """Their beats are refused from then on; the last one must not keep them 'editing' to the
+    others for the rest of its 30 s."""
+    draft = make_draft(mailbox_a)
+    gone, stays = member_of(tenant_a, "approver"), member_of(tenant_a, "approver")
+    presence_beat(tenant=tenant_a, draft_id=draft.pk, user=gone.user, mode="editing")
+    presence_beat(tenant=tenant_a, draft_id=draft.pk, user=stays.user, mode="viewing")
+    gone.is_active = False
+    gone.save(update_fields=["is_active"])
+
+    shown = present_on_drafts(tenant=tenant_a, draft_ids=[draft.pk])[draft.pk]
+
+    assert [p.user for p in shown] == [stays.user]
+
+
 def test_editing_since_keeps_its_start_and_restarts_on_a_mode_change_or_a_return(
     tenant_a, mailbox_a, make_draft, member_of
 ):
