@@ -122,6 +122,39 @@ def in_thread(fn: Callable[[], object], outcome: list) -> threading.Thread:
     return thread
 
 
+def deadlocks_so_far() -> int:
+    """PostgreSQL's count of deadlocks in this database (pg_stat_database), read afresh."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+        return cursor.fetchone()[0]
+
+
+def until_sessions_gone(pids: list[int], timeout: float = 10) -> None:
+    """Until these sessions have ended: a session flushes its statistics (a deadlock it took
+    part in) before it leaves ``pg_stat_activity``."""
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", [pids])
+            if not cursor.fetchone()[0]:
+                return
+            time.sleep(0.02)
+
+
+def noting_session(fn: Callable[[], object], pids: list[int]) -> Callable[[], object]:
+    """``fn``, first noting the database session (backend pid) of the thread it runs in."""
+
+    def run():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            pids.append(cursor.fetchone()[0])
+        return fn()
+
+    return run
+
+
 def nudge_queued() -> None:
     """Make the queued sends due now: the ones no other transaction holds, locked in id order.
     A plain UPDATE of every queued row, run by racing threads at once, could deadlock with

@@ -9,14 +9,19 @@ suppression row, the batch waited for the reply. PostgreSQL cancelled one of the
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from console.services import suppression_add
 from intents.models import Draft, IntentEvent, Suppression
-from tests.intents.helpers import blocked_on_a_lock, in_thread, until_done_or_waiting
+from tests.intents.helpers import (
+    blocked_on_a_lock,
+    deadlocks_so_far,
+    in_thread,
+    noting_session,
+    until_done_or_waiting,
+    until_sessions_gone,
+)
 from tests.webhooks.conftest import delivery_payload, new_svix_id, received_payload
 from webhooks.models import WebhookEvent
 from webhooks.services import applier, apply
@@ -24,36 +29,6 @@ from webhooks.services import applier, apply
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ADDRESS = "jane@customer.test"
-
-
-def _deadlocks() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_clear_snapshot()")
-        cursor.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
-        return cursor.fetchone()[0]
-
-
-def _until_gone(pids: list[int], timeout: float = 10) -> None:
-    """Until these sessions have ended: a session flushes its statistics (a deadlock it took
-    part in) before it leaves ``pg_stat_activity``."""
-    deadline = time.monotonic() + timeout
-    with connection.cursor() as cursor:
-        while time.monotonic() < deadline:
-            cursor.execute("SELECT pg_stat_clear_snapshot()")
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", [pids])
-            if not cursor.fetchone()[0]:
-                return
-            time.sleep(0.02)
-
-
-def _with_pid(fn, pids: list[int]):
-    def run():
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_backend_pid()")
-            pids.append(cursor.fetchone()[0])
-        return fn()
-
-    return run
 
 
 def test_a_batch_that_suppresses_and_holds_does_not_deadlock_with_an_admin_suppressing_by_hand(
@@ -79,17 +54,17 @@ def test_a_batch_that_suppresses_and_holds_does_not_deadlock_with_an_admin_suppr
     hook.post(client, delivery_payload("bounced", sent), svix_id=bounce, apply=False)
     payload = received_payload(box, thread_id="thr_q", sender=f"Jane <{ADDRESS}>")
     hook.post(client, payload, svix_id=again, apply=False)
-    before = _deadlocks()
+    before = deadlocks_so_far()
 
     batched: list = []
     added: list = []
     pids: list[int] = []
     with transaction.atomic():
         list(Draft.objects.select_for_update().filter(pk=pending.pk).values_list("pk"))
-        batch = in_thread(_with_pid(applier.events_apply_batch, pids), batched)
+        batch = in_thread(noting_session(applier.events_apply_batch, pids), batched)
         assert blocked_on_a_lock(), "the batch never reached the thread's drafts"
         console = in_thread(
-            _with_pid(
+            noting_session(
                 lambda: suppression_add(
                     tenant=tenant_a, address=ADDRESS, note="asked", actor=admin
                 ),
@@ -101,9 +76,9 @@ def test_a_batch_that_suppresses_and_holds_does_not_deadlock_with_an_admin_suppr
         until_done_or_waiting(console, waiters=2)
     batch.join(30)
     console.join(30)
-    _until_gone(pids)
+    until_sessions_gone(pids)
 
-    assert _deadlocks() == before
+    assert deadlocks_so_far() == before
     assert not isinstance(added[0], Exception), added[0]
     assert batched == [(2, 2)]
     manual = Suppression.objects.get(tenant=tenant_a, address=ADDRESS)
@@ -206,7 +181,7 @@ def test_two_appliers_suppressing_the_same_addresses_take_their_rows_in_one_orde
     other = intent_row(box, to=[A, B])
     single = new_svix_id()
     hook.post(client, delivery_payload("bounced", other), svix_id=single, apply=False)
-    before = _deadlocks()
+    before = deadlocks_so_far()
 
     batched: list = []
     swept: list = []
@@ -214,17 +189,17 @@ def test_two_appliers_suppressing_the_same_addresses_take_their_rows_in_one_orde
     with transaction.atomic():
         list(Suppression.objects.select_for_update().filter(address=C).values_list("pk"))
         batch = in_thread(
-            _with_pid(lambda: applier.events_apply_batch(limit=len(batch_ids)), pids), batched
+            noting_session(lambda: applier.events_apply_batch(limit=len(batch_ids)), pids), batched
         )
         assert blocked_on_a_lock(), "the batch never reached the suppression row held"
         event = WebhookEvent.objects.get(svix_id=single)
-        sweep = in_thread(_with_pid(lambda: apply.event_apply(event_id=event.pk), pids), swept)
+        sweep = in_thread(noting_session(lambda: apply.event_apply(event_id=event.pk), pids), swept)
         until_done_or_waiting(sweep, waiters=2)
     batch.join(30)
     sweep.join(30)
-    _until_gone(pids)
+    until_sessions_gone(pids)
 
-    assert _deadlocks() == before
+    assert deadlocks_so_far() == before
     assert batched == [(len(batch_ids), len(batch_ids))]
     assert swept == ["applied"]
     states = dict(WebhookEvent.objects.values_list("svix_id", "state"))

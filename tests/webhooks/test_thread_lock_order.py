@@ -16,9 +16,15 @@ from django.db import transaction
 
 from intents.models import Draft, IntentEvent, SendIntent
 from mailboxes.provisioning import mailbox_set_status
-from tests.intents.helpers import blocked_on_a_lock, in_thread, until_done_or_waiting
+from tests.intents.helpers import (
+    blocked_on_a_lock,
+    deadlocks_so_far,
+    in_thread,
+    noting_session,
+    until_done_or_waiting,
+    until_sessions_gone,
+)
 from tests.webhooks.conftest import new_svix_id, received_payload
-from tests.webhooks.test_suppression_lock_order import _deadlocks, _until_gone, _with_pid
 from webhooks.services import applier
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -61,17 +67,17 @@ def test_a_batch_holding_two_threads_replies_does_not_deadlock_with_a_mailbox_di
     held_up = _pending(box, "thr_2")
     _customer_writes(client, hook, box, "thr_1")
     _customer_writes(client, hook, box, "thr_2")
-    before = _deadlocks()
+    before = deadlocks_so_far()
 
     batched: list = []
     disabled: list = []
     pids: list[int] = []
     with transaction.atomic():
         _locked(held_up)
-        batch = in_thread(_with_pid(applier.events_apply_batch, pids), batched)
+        batch = in_thread(noting_session(applier.events_apply_batch, pids), batched)
         assert blocked_on_a_lock(), "the batch never reached the second thread's draft"
         disable = in_thread(
-            _with_pid(
+            noting_session(
                 lambda: mailbox_set_status(
                     tenant=tenant_a, mailbox_id=box.pk, status="disabled", actor=admin
                 ),
@@ -82,9 +88,9 @@ def test_a_batch_holding_two_threads_replies_does_not_deadlock_with_a_mailbox_di
         until_done_or_waiting(disable, waiters=2)
     batch.join(30)
     disable.join(30)
-    _until_gone(pids)
+    until_sessions_gone(pids)
 
-    assert _deadlocks() == before
+    assert deadlocks_so_far() == before
     assert not isinstance(disabled[0], Exception), disabled[0]
     assert batched == [(2, 2)]
     for intent in (lower, higher):
@@ -107,21 +113,21 @@ def test_two_batches_whose_messages_came_in_opposite_thread_orders_do_not_deadlo
     drafts = {thread: _pending(box, thread) for thread in ("thr_1", "thr_2", "thr_3")}
     for thread in ("thr_1", "thr_3", "thr_2", "thr_2", "thr_1"):
         _customer_writes(client, hook, box, thread)
-    before = _deadlocks()
+    before = deadlocks_so_far()
 
     first: list = []
     second: list = []
     pids: list[int] = []
     with transaction.atomic():
         _locked(drafts["thr_3"])
-        one = in_thread(_with_pid(lambda: applier.events_apply_batch(limit=3), pids), first)
+        one = in_thread(noting_session(lambda: applier.events_apply_batch(limit=3), pids), first)
         assert blocked_on_a_lock(), "the first batch never reached thread 3's draft"
-        two = in_thread(_with_pid(lambda: applier.events_apply_batch(limit=2), pids), second)
+        two = in_thread(noting_session(lambda: applier.events_apply_batch(limit=2), pids), second)
         until_done_or_waiting(two, waiters=2)
     one.join(30)
     two.join(30)
-    _until_gone(pids)
+    until_sessions_gone(pids)
 
-    assert _deadlocks() == before
+    assert deadlocks_so_far() == before
     assert first == [(3, 3)]
     assert second == [(2, 2)]

@@ -16,9 +16,15 @@ from intents.sending.lease import Claim
 from intents.sending.record import intents_adopt_late_acceptances
 from mailboxes import provider
 from tests.factories import make_local_mailbox
-from tests.intents.helpers import blocked_on_a_lock, in_thread, until_done_or_waiting
+from tests.intents.helpers import (
+    blocked_on_a_lock,
+    deadlocks_so_far,
+    in_thread,
+    noting_session,
+    until_done_or_waiting,
+    until_sessions_gone,
+)
 from tests.webhooks.conftest import intent_row  # noqa: F401 (a fixture, used by name)
-from tests.webhooks.test_suppression_lock_order import _deadlocks, _until_gone, _with_pid
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -50,7 +56,7 @@ def test_late_acceptances_of_two_sends_do_not_deadlock_with_a_suppression_of_the
     higher = intent_row(box, to=[ADDRESS], message_id=None, state="uncertain")
     SendIntent.objects.filter(pk=lower.pk).update(updated_at=Now())
     assert lower.pk < higher.pk
-    before = _deadlocks()
+    before = deadlocks_so_far()
 
     adopted: list = []
     added: list = []
@@ -59,7 +65,7 @@ def test_late_acceptances_of_two_sends_do_not_deadlock_with_a_suppression_of_the
         # A reconciliation holding the lower send at that moment.
         list(SendIntent.objects.select_for_update().filter(pk=lower.pk).values_list("pk"))
         stop = in_thread(
-            _with_pid(
+            noting_session(
                 lambda: suppression_add(
                     tenant=tenant_a, address=ADDRESS, note="asked", actor=admin
                 ),
@@ -69,7 +75,7 @@ def test_late_acceptances_of_two_sends_do_not_deadlock_with_a_suppression_of_the
         )
         assert blocked_on_a_lock(), "the suppression never reached the lower send"
         adopt = in_thread(
-            _with_pid(
+            noting_session(
                 lambda: intents_adopt_late_acceptances([_accepted(higher), _accepted(lower)]),
                 pids,
             ),
@@ -78,9 +84,9 @@ def test_late_acceptances_of_two_sends_do_not_deadlock_with_a_suppression_of_the
         until_done_or_waiting(adopt, waiters=2)
     stop.join(30)
     adopt.join(30)
-    _until_gone(pids)
+    until_sessions_gone(pids)
 
-    assert _deadlocks() == before
+    assert deadlocks_so_far() == before
     assert not isinstance(added[0], Exception), added[0]
     assert adopted == [{lower.pk, higher.pk}]
     assert set(
