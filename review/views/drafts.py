@@ -251,6 +251,10 @@ def _edit_page(
     others = present_on_drafts(
         tenant=request.tenant, draft_ids=[detail.draft.pk], exclude_user=request.user
     ).get(detail.draft.pk, [])
+    if detail.draft.in_reply_to:
+        # AgentMail sets a reply's subject from the message it answers: a field that looked
+        # editable took typing that no save could keep.
+        form.fields["subject"].widget.attrs["readonly"] = True
     return render(
         request,
         "review/edit.html",

@@ -28,6 +28,7 @@ from typing import Any
 
 from django.db import OperationalError, connection, transaction
 from django.db.models import Exists, OuterRef, Q
+from django.utils.translation import gettext_noop
 from psycopg.errors import LockNotAvailable
 
 from intents.journal import Entry, journal_many
@@ -54,7 +55,11 @@ _SUPPRESSING = {
     Kind.REJECTED: Suppression.Reason.REJECTED,
 }
 _TRANSIENT_BOUNCE = "transient"
-HOLD_REASON = "customer wrote again in this thread after the draft was written; re-confirm"
+# Stored in English (no reader's language applies when a webhook writes it); marked for the
+# catalogues so that the outbox pages show it in the reader's language.
+HOLD_REASON = gettext_noop(
+    "customer wrote again in this thread after the draft was written; re-confirm"
+)
 _PURGED_UNAPPLIED = "payload purged before it could be applied"
 # The svix-id of an event the backfill found (webhooks.services.backfill): Svix ids are msg_...
 BACKFILL_PREFIX = "backfill:"
