@@ -65,8 +65,16 @@ canonical JSON body (a key reused by another token of the tenant is a different 
 Every error is `application/problem+json` (RFC 9457): `type`, `title`, `status`, `detail`, a stable
 `code`, and `errors: [{{field, message}}]`. Validation errors are 422 and name the field
 (`to[2]`, `subject`); a recipient refused by the mailbox policy or the suppression list is 422
-naming the address. Files that would take the tenant past its attachment storage quota are
-**413** `storage_quota_exceeded` (below).
+naming the address. A recipient named twice, in one list or across `to`, `cc` and `bcc`, is
+**422** `duplicate_recipient` naming the list it is repeated in and both spellings; it is never
+merged silently. Two spellings of one address count as one: addresses are kept lower-cased (the
+local part too), the domain in ASCII (`ana@bücher.de` is `ana@xn--bcher-kva.de`), white space
+around them dropped, and compared with Unicode compatibility characters folded (a full-width
+a, U+FF41, is an `a`); a display name (`Ana <ana@example.com>`) is not an address and is 422.
+Date-times (`not_after`) are RFC 3339 strings with a time zone (`2027-01-31T17:00:00Z`): a number
+is not read as a Unix time, and it, a date alone or a time without a zone is 422
+`validation_failed` naming the field. Files that would take the tenant past its attachment
+storage quota are **413** `storage_quota_exceeded` (below).
 
 ### Limits
 Request bodies up to **{MAX_BODY_BYTES // 1024} KiB** (413 above), JSON in UTF-8 only (415

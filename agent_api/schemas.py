@@ -1,20 +1,23 @@
 """Request and response shapes of the agent API (pydantic, via django-ninja).
 
 Requests refuse unknown fields (``extra="forbid"``): a misspelt ``bcc`` must not silently drop
-recipients. Strings and integers are strict (no ``123`` for a subject, no ``"5"`` for a priority).
-Addresses are syntax-checked and lower-cased here; the mailbox's recipient policy and the tenant's
-suppression list are checked by the draft service, which names the address it refuses.
+recipients. Strings and integers are strict (no ``123`` for a subject, no ``"5"`` for a priority),
+and so are date-times (``DateTimeIn``: an RFC 3339 string, never a number read as a Unix time).
+Addresses are syntax-checked here and passed on as written: the draft service stores them in
+their one form (``common.addresses``), refuses a recipient named twice naming both spellings
+(``duplicate_recipient``, as the reviewer's edit form does), and checks the mailbox's recipient
+policy and the tenant's suppression list, naming the address it refuses.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
 from pydantic import (
     AfterValidator,
-    AwareDatetime,
     ConfigDict,
     Field,
     PlainValidator,
@@ -31,7 +34,65 @@ MAX_TEXT = 200_000
 
 
 def _address(value: str) -> str:
-    return normalize_address(value)
+    # Checked, not replaced by its normal form: the service's refusal of a recipient named twice
+    # names the spellings the agent sent.
+    normalize_address(value)
+    return value
+
+
+# RFC 3339 section 5.6 date-time ("T" and "Z" in either case, any number of fraction digits, an
+# offset of at most 23:59 with its colon). Checked here rather than by pydantic's datetime, whose
+# lax mode reads a number, or a string of digits, as a Unix time (``not_after: 5`` was 1970,
+# refused as "in the past") and takes forms RFC 3339 does not (no seconds, a space or a comma):
+# the house pattern of agent_api.routes_analytics.MOMENT.
+DATE_TIME = re.compile(
+    r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}):(\d{2})(?:\.(\d+))?"
+    r"([Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)",
+    re.ASCII,
+)
+WITHOUT_ZONE = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?", re.ASCII)
+DATE_TIME_EXAMPLE = "2027-01-31T17:00:00Z"
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number (a Unix time is not accepted)"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _date_time(value: Any) -> datetime:
+    """An aware datetime from an RFC 3339 date-time string. Digits past the microsecond, which
+    PostgreSQL does not keep, are cut: the instant moves earlier by less than a microsecond,
+    never later."""
+    expected = f"must be an RFC 3339 date-time string with a time zone, such as {DATE_TIME_EXAMPLE}"
+    if not isinstance(value, str):
+        raise ValueError(f"{expected}, not {_json_kind(value)}")
+    shown = repr(value[:40])
+    match = DATE_TIME.fullmatch(value)
+    if match is None:
+        if WITHOUT_ZONE.fullmatch(value):
+            raise ValueError(f"{expected}; {shown} names no time zone (Z or an offset like +01:00)")
+        raise ValueError(f"{expected}; {shown} is not one")
+    day, minutes, seconds, fraction, offset = match.groups()
+    if seconds == "60":
+        raise ValueError(f"{expected}; {shown} is a leap second, which cannot be stored: use :59")
+    fraction = f".{fraction[:6]}" if fraction else ""
+    try:
+        return datetime.fromisoformat(f"{day}T{minutes}:{seconds}{fraction}{offset.upper()}")
+    except ValueError as exc:
+        # A month 13, a 30 February, a 25th hour.
+        raise ValueError(f"{expected}; {shown} is no such instant ({exc})") from None
+
+
+DateTimeIn = Annotated[
+    datetime,
+    PlainValidator(_date_time),
+    WithJsonSchema({"type": "string", "format": "date-time", "examples": [DATE_TIME_EXAMPLE]}),
+]
 
 
 def _single_line(value: str) -> str:
@@ -106,10 +167,16 @@ class AttachmentIn(StrictIn):
     )
 
 
+ONCE = (
+    "Each recipient once across `to`, `cc` and `bcc`, in any spelling (case, the domain in "
+    "Unicode or punycode): a repeat is 422 `duplicate_recipient` naming both spellings."
+)
+
+
 class ContentIn(StrictIn):
-    to: list[Address] = Field(min_length=1, max_length=MAX_RECIPIENTS)
-    cc: list[Address] = Field(default_factory=list, max_length=MAX_RECIPIENTS)
-    bcc: list[Address] = Field(default_factory=list, max_length=MAX_RECIPIENTS)
+    to: list[Address] = Field(min_length=1, max_length=MAX_RECIPIENTS, description=ONCE)
+    cc: list[Address] = Field(default_factory=list, max_length=MAX_RECIPIENTS, description=ONCE)
+    bcc: list[Address] = Field(default_factory=list, max_length=MAX_RECIPIENTS, description=ONCE)
     subject: Subject | None = Field(
         None,
         description=(
@@ -176,8 +243,14 @@ class DraftCreateIn(ContentIn):
     provenance: dict[str, Any] | None = Field(
         None, description="What produced the draft (model, prompt version, sources); ≤ 16 KiB."
     )
-    not_after: AwareDatetime | None = Field(
-        None, description="Do not send after this instant (ISO 8601 with a timezone)."
+    not_after: DateTimeIn | None = Field(
+        None,
+        description=(
+            "Do not send after this instant: an RFC 3339 date-time string with a time zone "
+            "(`2027-01-31T17:00:00Z`, `2027-01-31T18:00:00+01:00`), at most 366 days ahead. "
+            "A number (a Unix time), a date alone or a time without a zone is 422 naming "
+            "`not_after`."
+        ),
     )
     priority: StrictInt = Field(0, ge=-100, le=100)
 

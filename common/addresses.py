@@ -8,9 +8,13 @@ Unicode domain can look exactly like another one (example.com written with a Cyr
 U+0430, is ``xn--exmple-4nf.com``), and every page that lists recipients (the queue a reviewer
 approves from in bulk, the outbox, the journal) showed it as the plain name. The allow-lists and
 the organisation's own domains are typed in ASCII, so a Unicode domain never matched an IDN
-written there. The local part has no ASCII form: it stays Unicode (NFC), and the draft page
-names every character of it outside ASCII (``letters_beyond_ascii``); the queue's bulk approval,
-whose rows cannot, leaves such a draft to its page.
+written there. The whole address is lower-cased, its local part too: RFC 5321 (2.4) lets the
+receiving server tell "Ana@" from "ana@", but a person reads them as one address, and the
+suppression list, the allow-lists and the content hash compare them as one; so "Ana@example.com"
+and "ana@example.com" are one recipient everywhere. The local part has no ASCII form: it stays
+Unicode (NFC), and the draft page names every character of it outside ASCII
+(``letters_beyond_ascii``); the queue's bulk approval, whose rows cannot, leaves such a draft to
+its page.
 
 No DNS or deliverability lookups: they are slow, flaky and leak which addresses we write to.
 """
@@ -51,6 +55,21 @@ def letters_beyond_ascii(address: str) -> str:
     whose rows cannot, refuses such an address (``intents.services.approval``)."""
     beyond = dict.fromkeys(char for char in address if not char.isascii())
     return ", ".join(f"U+{ord(char):04X} {unicodedata.name(char, '?')}" for char in beyond)
+
+
+def same_recipient_key(address: str) -> str:
+    """What two addresses in their normal form (``normalize_address``) are compared by to tell
+    that one list names a recipient twice: a draft's to, cc and bcc together
+    (``intents.services.content``), a broadcast's rows (``intents.broadcast_content``). Both
+    refuse such a list, naming the two spellings, rather than keep one: which of them the author
+    meant, and in which list, is theirs to say.
+
+    Compatibility characters folded too (NFKC), and case-folded: "\uff41na@example.com", with
+    a full-width a that email-validator keeps in an internationalised local part, is another
+    address to it than "ana@example.com", but the same customer to the person who approves the
+    list, and two messages to them. Only for this comparison: what is stored and sent is the
+    normal form."""
+    return unicodedata.normalize("NFKC", address).casefold()
 
 
 def normalize_domain(domain: str) -> str:

@@ -20,11 +20,11 @@ import html as html_lib
 import io
 import json
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from common.addresses import same_recipient_key
 from intents.hashing import content_hash as message_content_hash
 from intents.policy import normalize_address
 from mailboxes.headers import line_break_in
@@ -230,7 +230,9 @@ def clean_recipients(
         except ValueError as exc:
             total += _keep(errors, [RowError(row, "address", str(exc))])
             continue
-        if (problem := _duplicate(row, address, seen)) is not None:
+        # A string, or normalize_address refused it; named as written, white space left out.
+        written = str(raw_address).strip()
+        if (problem := _duplicate(row, written, address, seen)) is not None:
             total += _keep(errors, [problem])
             continue
         variables, problems = _row_variables(row, raw_variables, used, in_subject, in_url)
@@ -258,26 +260,20 @@ def clean_recipients(
     return out
 
 
-def _duplicate(row: int, address: str, seen: dict[str, tuple[int, str]]) -> RowError | None:
-    """The refusal of an address already on an earlier row, or None after noting it.
-
-    Compared in Unicode compatibility form, case-folded: "a@example.com" with a full-width a (U+FF41,
-    which email-validator accepts in an internationalised local part) is a different address from
-    the plain one to the validator, but the same customer to the person who approved the
-    list, and two messages to them."""
-    key = unicodedata.normalize("NFKC", address).casefold()
+def _duplicate(
+    row: int, written: str, address: str, seen: dict[str, tuple[int, str]]
+) -> RowError | None:
+    """The refusal of an address already on an earlier row, naming both spellings as written
+    (white space around them left out), or None after noting it. Compared as a draft's to, cc
+    and bcc are (``same_recipient_key``), and refused in the same words."""
+    key = same_recipient_key(address)
     if key not in seen:
-        seen[key] = (row, address)
+        seen[key] = (row, written)
         return None
     first_row, first = seen[key]
-    if first == address:
-        return RowError(row, "address", f"{address} is also on row {first_row}")
-    return RowError(
-        row,
-        "address",
-        f"{address} is the same address as {first} on row {first_row} once Unicode "
-        "compatibility characters and case are folded",
-    )
+    if first == written:
+        return RowError(row, "address", f"{written} is also on row {first_row}")
+    return RowError(row, "address", f"{written} is the same address as {first} on row {first_row}")
 
 
 def _keep(errors: list[RowError], problems: list[RowError]) -> int:

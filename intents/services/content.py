@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from django.utils.translation import gettext as _
 
+from common.addresses import same_recipient_key
 from common.text import control_in
 from intents import errors
 from intents.models import Draft
@@ -67,6 +68,35 @@ def refuse_recipient_problems(tenant, mailbox, field: str, addresses: list[str])
         )
 
 
+def _refuse_named_twice(
+    seen: dict[str, tuple[str, str]], field: str, written: str, address: str
+) -> None:
+    """Note ``address`` (normalised; ``written`` as given, white space left out) in ``field``,
+    or refuse it if to, cc or bcc named the same recipient before (``same_recipient_key``, the
+    rule of a broadcast's rows). Refused, not merged: keeping one of them (as drafts did) sent to
+    other lists than the author wrote, and which spelling and which list they meant is theirs
+    to say; the refusal names both."""
+    key = same_recipient_key(address)
+    if key not in seen:
+        seen[key] = (field, written)
+        return
+    first_field, first = seen[key]
+    if first != written:
+        problem = _("%(address)s in %(field)s is the same address as %(first)s in %(first_field)s.")
+    elif first_field == field:
+        problem = _("%(address)s is in %(field)s twice.")
+    else:
+        problem = _("%(address)s is in both %(first_field)s and %(field)s.")
+    problem %= {"address": written, "field": field, "first": first, "first_field": first_field}
+    advice = _("Name each recipient once across to, cc and bcc.")
+    raise errors.RecipientRefused(
+        "duplicate_recipient",
+        f"{problem} {advice}",
+        field=field,
+        address=address,
+    )
+
+
 def _check_reply_subject(reply_subject: str) -> None:
     """AgentMail sets a reply's subject from the message it answers, so one that could not be
     sent is refused naming ``in_reply_to`` (the agent cannot change a subject it never sent):
@@ -103,23 +133,23 @@ def clean_content(
 ) -> dict:
     """Validated, normalised draft content, or a DraftError naming the field and address at fault.
 
-    Addresses are lower-cased and de-duplicated across to/cc/bcc (first list wins), so the stored
-    version is exactly what will be sent and what the hash covers. For a reply, ``reply_subject``
-    is the subject AgentMail will give it; it replaces ``subject``, which may be left out or
-    written out but not different.
+    Addresses are stored in their one form (``normalize_address``: lower-cased, the domain in
+    ASCII), so the stored version is exactly what will be sent and what the hash covers; a
+    recipient named twice across to, cc and bcc is refused (``_refuse_named_twice``). For a
+    reply, ``reply_subject`` is the subject AgentMail will give it; it replaces ``subject``, which
+    may be left out or written out but not different.
     """
     lists = {"to": _address_list(to, "to"), "cc": _address_list(cc, "cc")}
     lists["bcc"] = _address_list(bcc, "bcc")
-    seen: set[str] = set()
+    seen: dict[str, tuple[str, str]] = {}
     cleaned: dict[str, list[str]] = {}
     for field, addresses in lists.items():
         refuse_recipient_problems(tenant, mailbox, field, addresses)
         out: list[str] = []
-        for address in addresses:
-            normalised = normalize_address(address)
-            if normalised not in seen:
-                seen.add(normalised)
-                out.append(normalised)
+        for written in addresses:
+            normalised = normalize_address(written)
+            _refuse_named_twice(seen, field, written.strip(), normalised)
+            out.append(normalised)
         cleaned[field] = out
     if not cleaned["to"]:
         raise errors.InvalidInput("no_recipients", _("A draft needs at least one recipient."), "to")

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from intents.models import Draft
+from agent_api.mcp_tools import call_tool
+from intents.models import ApiIdempotencyKey, Draft, DraftVersion, IntentEvent
 from tests.agent_api.conftest import draft_body
 
 pytestmark = pytest.mark.django_db
@@ -61,3 +62,88 @@ def test_odd_not_after_is_4xx_or_exact(api, token_a, mailbox_a, raw):
             assert draft.not_after == parsed, (value, draft.not_after)
     else:
         assert Draft.objects.count() == 0
+
+
+# Not date-time strings: pydantic's lax mode read a number as a Unix time (5 became 1970, "in the
+# past"; 1e12 became 2001) and a string of digits too, and took what RFC 3339 is not (no seconds,
+# a space for the "T", a comma before the fraction, an offset without its colon).
+NOT_A_DATE_TIME = [5, 1e12, 1900000000, -1, 0.5, True, False, [], {}, "1900000000"]
+NOT_A_DATE_TIME += ["{d}T10:00Z", "{d} 10:00:00Z", "{d}T10:00:00,5Z", "{d}T10:00:00+0100"]
+NOT_A_DATE_TIME += ["{d}T10:00:00", "{d}", "{y}-12-31T23:59:60Z"]
+
+
+@pytest.mark.parametrize("raw", NOT_A_DATE_TIME, ids=[repr(v) for v in NOT_A_DATE_TIME])
+def test_not_after_that_is_no_rfc3339_date_time_string_is_refused_as_such(
+    api, token_a, mailbox_a, raw
+):
+    soon = _soon(30)
+    value = raw.format(y=soon.year, d=soon.date().isoformat()) if isinstance(raw, str) else raw
+
+    refused = api.post("/drafts", draft_body(mailbox_a, not_after=value), token=token_a, key="na")
+
+    problem = refused.json()
+    assert refused.status_code == 422
+    assert problem["code"] == "validation_failed"
+    assert [e["field"] for e in problem["errors"]] == ["not_after"]
+    assert "RFC 3339 date-time string" in problem["errors"][0]["message"]
+    assert Draft.objects.count() == 0
+    assert DraftVersion.objects.count() == 0
+    assert IntentEvent.objects.count() == 0
+    assert ApiIdempotencyKey.objects.count() == 0
+
+    corrected = draft_body(mailbox_a, not_after=soon.isoformat())
+    assert api.post("/drafts", corrected, token=token_a, key="na").status_code == 201
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "{d}T10:00:00Z",
+        "{d}t10:00:00z",
+        "{d}T10:00:00.5+02:00",
+        "{d}T10:00:00-00:00",
+        "{d}T10:00:00.123456+05:30",
+    ],
+)
+def test_not_after_in_rfc3339_is_the_exact_instant(api, token_a, mailbox_a, written):
+    value = written.format(d=_soon(30).date().isoformat())
+
+    created = api.post("/drafts", draft_body(mailbox_a, not_after=value), token=token_a, key="ok")
+
+    assert created.status_code == 201
+    expected = datetime.fromisoformat(value.upper())
+    assert Draft.objects.get().not_after == expected
+    assert datetime.fromisoformat(created.json()["not_after"]) == expected
+
+
+def test_not_after_beyond_microseconds_is_cut_to_an_earlier_instant_never_a_later_one(
+    api, token_a, mailbox_a
+):
+    """RFC 3339 allows any number of fraction digits (Go's RFC3339Nano writes nine); PostgreSQL
+    keeps microseconds. Cut, the latest moment to send moves earlier, never later."""
+    day = _soon(30).date().isoformat()
+
+    created = api.post(
+        "/drafts",
+        draft_body(mailbox_a, not_after=f"{day}T10:00:00.999999999Z"),
+        token=token_a,
+        key="ns",
+    )
+
+    assert created.status_code == 201
+    assert Draft.objects.get().not_after == datetime.fromisoformat(f"{day}T10:00:00.999999Z")
+
+
+def test_the_mcp_tool_refuses_a_number_for_not_after_and_keeps_the_key(token_a, mailbox_a):
+    arguments = draft_body(mailbox_a, not_after=5, idempotency_key="mcp-na")
+
+    refused = call_tool(raw_token=token_a, name="create_draft", arguments=arguments)
+
+    assert refused.is_error
+    assert (refused.document["status"], refused.document["code"]) == (422, "validation_failed")
+    assert [e["field"] for e in refused.document["errors"]] == ["not_after"]
+    assert "not a number" in refused.document["errors"][0]["message"]
+    assert ApiIdempotencyKey.objects.count() == 0
+    corrected = {**arguments, "not_after": _soon().isoformat()}
+    assert not call_tool(raw_token=token_a, name="create_draft", arguments=corrected).is_error
+    assert Draft.objects.count() == 1

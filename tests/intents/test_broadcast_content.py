@@ -37,6 +37,18 @@ def test_an_address_with_a_full_width_letter_is_a_duplicate_of_the_plain_one():
     assert "ana@example.com on row 1" in caught.value.errors[0].message
 
 
+def test_a_duplicate_row_names_both_spellings_as_a_drafts_refusal_does():
+    rows = [(1, "Ana@Example.com", {}), (2, "ana@example.com", {}), (3, " ana@EXAMPLE.com", {})]
+    rows.append((4, "Ana@Example.com", {}))
+    with pytest.raises(RecipientsInvalid) as caught:
+        cleaned(rows)
+    assert [(e.row, e.message) for e in caught.value.errors] == [
+        (2, "ana@example.com is the same address as Ana@Example.com on row 1"),
+        (3, "ana@EXAMPLE.com is the same address as Ana@Example.com on row 1"),
+        (4, "Ana@Example.com is also on row 1"),
+    ]
+
+
 def test_a_list_and_a_csv_together_are_refused_not_one_of_them_dropped():
     with pytest.raises(errors.BroadcastRowsInvalid) as caught:
         recipient_rows(recipients=["ana@example.com"], recipients_csv="address\nbo@example.com\n")

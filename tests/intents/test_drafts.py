@@ -1,7 +1,7 @@
 from datetime import timedelta
 
 import pytest
-from django.utils import timezone
+from django.utils import timezone, translation
 from django_q.models import OrmQ
 
 from intents import errors, services
@@ -41,10 +41,10 @@ def approve_current(draft, actor):
 # --- draft_create --------------------------------------------------------------------------------
 
 
-def test_create_normalises_dedupes_and_hashes(new_draft, local_mailbox):
+def test_create_normalises_and_hashes(new_draft, local_mailbox):
     draft = new_draft(
-        to=["Customer@Example.com", "customer@example.com"],
-        cc=["CUSTOMER@example.com", "Boss@Example.com"],
+        to=["Customer@Example.com"],
+        cc=["Boss@Example.com"],
         bcc=[" audit@example.com "],
     )
     version = draft.versions.get()
@@ -64,6 +64,39 @@ def test_create_normalises_dedupes_and_hashes(new_draft, local_mailbox):
     )
     assert version_hash(version) == version.content_hash
     assert draft.status == Draft.Status.PENDING
+
+
+@pytest.mark.parametrize(
+    ("lists", "field", "message"),
+    [
+        (
+            {"to": ["Customer@Example.com", "customer@example.com"]},
+            "to",
+            "customer@example.com in to is the same address as Customer@Example.com in to.",
+        ),
+        (
+            {"to": ["customer@example.com"], "cc": ["boss@example.com", "customer@example.com"]},
+            "cc",
+            "customer@example.com is in both to and cc.",
+        ),
+        (
+            {"to": ["customer@example.com", "customer@example.com"]},
+            "to",
+            "customer@example.com is in to twice.",
+        ),
+    ],
+)
+def test_create_refuses_a_recipient_named_twice_and_writes_nothing(
+    new_draft, lists, field, message
+):
+    """Keeping one of them (as it did) changed the recipients behind the author's back."""
+    with translation.override("en"), pytest.raises(errors.RecipientRefused) as refused:
+        new_draft(**lists)
+
+    assert (refused.value.code, refused.value.field) == ("duplicate_recipient", field)
+    assert refused.value.message == f"{message} Name each recipient once across to, cc and bcc."
+    assert Draft.objects.count() == 0
+    assert IntentEvent.objects.count() == 0
 
 
 def test_create_sets_review_deadline_from_tenant_policy(tenant_a, new_draft):

@@ -58,6 +58,7 @@ FAULTS = [
     "409_in_progress",
     "422_unprocessable",
 ]
+# Drawn without repeats: a draft naming a recipient twice is refused (duplicate_recipient).
 ADDRESSES = ["a@example.com", "b@example.com", "c@example.org"]
 
 
@@ -82,7 +83,10 @@ def run_machine(live):
             live.sandbox.clear_faults()
             Membership.objects.filter(user=live.approver).update(is_active=True)
 
-        @rule(to=st.lists(st.sampled_from(ADDRESSES), min_size=1, max_size=2), n=st.integers(0, 9))
+        @rule(
+            to=st.lists(st.sampled_from(ADDRESSES), min_size=1, max_size=2, unique=True),
+            n=st.integers(0, 9),
+        )
         def create_draft(self, to, n):
             draft = services.draft_create(
                 tenant=live.tenant,
@@ -98,7 +102,10 @@ def run_machine(live):
         def approved_draft(self):
             self.create_and_approve(to=["a@example.com"], n=0)
 
-        @rule(to=st.lists(st.sampled_from(ADDRESSES), min_size=1, max_size=2), n=st.integers(0, 9))
+        @rule(
+            to=st.lists(st.sampled_from(ADDRESSES), min_size=1, max_size=2, unique=True),
+            n=st.integers(0, 9),
+        )
         def create_and_approve(self, to, n):
             self.create_draft(to, n)
             draft = Draft.objects.get(pk=self.drafts[-1])
