@@ -19,7 +19,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext_lazy, pgettext_lazy
 
 from console.selectors import SUPPRESSION_REASONS
-from intents.models import AgentEventEndpoint, Draft, SendIntent
+from intents.models import AgentEventEndpoint, Broadcast, Draft, SendIntent
 from mailboxes.models import Mailbox
 from tenants.actor_words import then_and_now
 from tenants.models import AgentToken, Invitation, Membership, Tenant
@@ -71,6 +71,14 @@ SENTENCES = {
     "user.changed_by_operator": _("An operator changed the account of %(object)s"),
     "tenant.sso_changed": _("%(actor)s changed the single sign-on settings"),
     "tenant.two_factor_required": _("%(actor)s changed whether members need two-factor sign-in"),
+    "tenant.two_factor_optional": _("%(actor)s changed whether members need two-factor sign-in"),
+    "signin.two_factor_removed": _("%(actor)s turned off their two-factor sign-in"),
+    # Written beside member.two_factor_reset, in every tenant of the person: what was removed.
+    "signin.two_factor_reset": _(
+        "The authenticator, recovery codes and passkeys of %(object)s were removed"
+    ),
+    # No tenant holds this row (an operator belongs to none); named all the same.
+    "user.created_as_operator": _("An operator account was created for %(object)s"),
     "token.created": _("%(actor)s created the agent token %(object)s"),
     "token.revoked": _("%(actor)s revoked the agent token %(object)s"),
     "mailbox.created": _("%(actor)s connected the mailbox %(object)s"),
@@ -106,6 +114,7 @@ SENTENCES = {
     "draft.expired": _("%(object)s expired without a decision"),
     "draft.reopened": _("%(actor)s put %(object)s back in review"),
     "draft.bodies_purged": _("The retention policy purged the bodies of %(object)s"),
+    "draft.attachment_bytes_purged": _("The retention policy purged the attachments of %(object)s"),
     "draft.taken": _("%(actor)s took %(object)s"),
     "draft.handed": _("%(actor)s handed %(object)s to a colleague"),
     "draft.released": _("%(actor)s released their claim on %(object)s"),
@@ -137,7 +146,24 @@ SENTENCES = {
     "intent.lease_expired": _("The sending lease of %(object)s expired"),
     "intent.handed_back": _("A stopping worker handed %(object)s back to the queue"),
     "intent.key_refused": _("%(object)s waits: AgentMail refused its mailbox's key"),
+    "broadcast.created": _("%(actor)s created the broadcast %(object)s"),
+    "broadcast.recipients_replaced": _(
+        "%(actor)s replaced the recipients of the broadcast %(object)s"
+    ),
+    "broadcast.approved": _("%(actor)s approved the broadcast %(object)s"),
+    "broadcast.rejected": _("%(actor)s rejected the broadcast %(object)s"),
+    "broadcast.paused": _("%(actor)s paused the broadcast %(object)s"),
+    "broadcast.resumed": _("%(actor)s resumed the broadcast %(object)s"),
+    "broadcast.cancelled": _("%(actor)s cancelled the broadcast %(object)s"),
+    "broadcast.fan_out_page": _("%(actor)s created a batch of sends of the broadcast %(object)s"),
+    "broadcast.fanned_out": _("%(actor)s created the last sends of the broadcast %(object)s"),
+    "broadcast.completed": _("The broadcast %(object)s is complete: every send is settled"),
+    "broadcast.bodies_purged": _(
+        "The retention policy purged the bodies of the broadcast %(object)s"
+    ),
 }
+# Actions written with a computed code: each family's sentence (DELIVERY) stands for all of it.
+FAMILIES = ("delivery.",)
 # The same actions when an operator took them (the row's data has "by_operator").
 BY_OPERATOR = {
     "invitation.invited": _("An operator invited %(object)s"),
@@ -211,7 +237,24 @@ FIELD_NAMES = {
     "was": _("was"),
     "language": _("language"),
     "time_zone": _("time zone"),
+    "holder": _("holder"),
+    "previous_holder": _("previous holder"),
+    "escalated_to": _("escalated to"),
+    "passed_over": _("passed over"),
+    "membership_id": _("member"),
+    "created": _("sends created"),
 }
+
+# The keys of the details that hold a person's user id, a mailbox's id (or a list of them), or a
+# membership's id: shown by name, never as a bare number. A draft's escalation writes its target
+# as "to", which elsewhere holds a role or a status.
+PERSON_KEYS = frozenset({"holder", "previous_holder", "escalate_to_id", "passed_over"})
+MAILBOX_KEYS = frozenset({"mailbox_id", "mailbox_ids", "mailboxes_before", "mailboxes_after"})
+MEMBERSHIP_KEYS = frozenset({"membership_id"})
+# A note's id says nothing on this page: the sentence links to the draft that shows the note.
+HIDDEN_KEYS = frozenset({"note_id"})
+GONE_PERSON = _("a former member")
+GONE_MAILBOX = _("a removed mailbox")
 
 
 @dataclass
@@ -256,11 +299,97 @@ def _name_tables(tenant: Tenant, rows: list[dict]) -> dict[tuple[str, str], tupl
     ):
         url = reverse("outbox_intent", args=[slug, pk])
         keep("sendintent", pk, _("send #%(id)s") % {"id": pk}, url)
+    for b in Broadcast.objects.filter(tenant=tenant, pk__in=ids["broadcast"]).only(
+        "pk", "name", "subject"
+    ):
+        keep("broadcast", b.pk, b.name or b.subject, reverse("broadcast", args=[slug, b.pk]))
     for e in AgentEventEndpoint.objects.filter(tenant=tenant, pk__in=ids["agenteventendpoint"]):
         keep("agenteventendpoint", e.pk, e.url, reverse("agent_events", args=[slug]))
     if str(tenant.pk) in {row["obj_id"] for row in rows if row["obj_type"] == "tenant"}:
         keep("tenant", tenant.pk, _("policies"), reverse("admin_policies", args=[slug]))
     return found
+
+
+def _ids(value) -> list[int]:
+    values = value if isinstance(value, list) else [value]
+    return [v for v in values if type(v) is int]
+
+
+def _data_dicts(data) -> list[dict]:
+    """The row's data and its before/after halves: the dicts whose values the details show."""
+    if not isinstance(data, dict):
+        return []
+    return [data, *(d for d in (data.get("before"), data.get("after")) if isinstance(d, dict))]
+
+
+def _id_names(tenant: Tenant, rows: list[dict]) -> dict[tuple[str, int], str]:
+    """("person"|"mailbox"|"membership", id) -> name, for the ids the rows' details hold; one
+    query per kind, each filtered by the tenant."""
+    wanted: dict[str, set[int]] = defaultdict(set)
+    for row in rows:
+        for data in _data_dicts(row["data"]):
+            for key, value in data.items():
+                if key in PERSON_KEYS or (key == "to" and row["action"] == "draft.escalated"):
+                    wanted["person"].update(_ids(value))
+                elif key in MAILBOX_KEYS:
+                    wanted["mailbox"].update(_ids(value))
+                elif key in MEMBERSHIP_KEYS:
+                    wanted["membership"].update(_ids(value))
+    found: dict[tuple[str, int], str] = {}
+    if wanted["person"]:
+        for m in Membership.objects.filter(
+            tenant=tenant, user_id__in=wanted["person"]
+        ).select_related("user"):
+            found["person", m.user_id] = m.user.display_name
+    if wanted["membership"]:
+        for m in Membership.objects.filter(
+            tenant=tenant, pk__in=wanted["membership"]
+        ).select_related("user"):
+            found["membership", m.pk] = m.user.display_name
+    if wanted["mailbox"]:
+        for pk, address in Mailbox.objects.filter(
+            tenant=tenant, pk__in=wanted["mailbox"]
+        ).values_list("pk", "address"):
+            found["mailbox", pk] = address
+    return found
+
+
+def _named(value, kind: str, names: dict[tuple[str, int], str], gone) -> object:
+    if isinstance(value, list):
+        return [_named(v, kind, names, gone) for v in value]
+    if type(value) is not int:
+        return value
+    return names.get((kind, value)) or str(gone)
+
+
+def _with_names(row: dict, names: dict[tuple[str, int], str]):
+    """The row's data with its ids as names, and the keys a reader has no use for left out."""
+    data = row["data"]
+    if not isinstance(data, dict):
+        return data
+
+    def name(part: dict) -> dict:
+        out = {}
+        for key, value in part.items():
+            if key in HIDDEN_KEYS:
+                continue
+            if key == "to" and row["action"] == "draft.escalated":
+                out["escalated_to"] = _named(value, "person", names, GONE_PERSON)
+            elif key in PERSON_KEYS:
+                out[key] = _named(value, "person", names, GONE_PERSON)
+            elif key in MAILBOX_KEYS:
+                out[key] = _named(value, "mailbox", names, GONE_MAILBOX)
+            elif key in MEMBERSHIP_KEYS:
+                out[key] = _named(value, "membership", names, GONE_PERSON)
+            else:
+                out[key] = value
+        return out
+
+    named = name(data)
+    for half in ("before", "after"):
+        if isinstance(data.get(half), dict):
+            named[half] = name(data[half])
+    return named
 
 
 def _gone_name(row: dict) -> str:
@@ -272,6 +401,7 @@ def _gone_name(row: dict) -> str:
     kind = {
         "draft": _("draft"),
         "sendintent": _("send"),
+        "broadcast": _("broadcast"),
         "tenant": _("policies"),
         "webhookendpoint": _("webhook endpoint"),
         "agent_token": _("agent token"),
@@ -373,8 +503,14 @@ def _action_words(action: str) -> str:
     return (verb or action).replace("_", " ")
 
 
+def has_sentence(action: str) -> bool:
+    """Whether the page reads ``action`` as its own sentence rather than as FALLBACK."""
+    return action in SENTENCES or action.startswith(FAMILIES)
+
+
 def _actor(row: dict) -> str:
-    """Who acted, escaped: as they were then, with their address today when it has changed."""
+    """Who acted, escaped: as they were then, with their address today when it has changed. A
+    machine comes as its kind (console.selectors): its process label is in the export."""
     now = row.get("actor_now") or ""
     if now and row["actor_name"] != now:
         return then_and_now(row["actor_name"], now)
@@ -393,6 +529,7 @@ def _sends_in_flight(data) -> int:
 
 def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:
     names = _name_tables(tenant, rows)
+    id_names = _id_names(tenant, rows)
     lines = []
     for row in rows:
         named = names.get((row["obj_type"], row["obj_id"]))
@@ -406,7 +543,7 @@ def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:
         template = (
             (BY_OPERATOR.get(action) if by_operator else None)
             or SENTENCES.get(action)
-            or (DELIVERY if action.startswith("delivery.") else FALLBACK)
+            or (DELIVERY if action.startswith(FAMILIES) else FALLBACK)
         )
         values = {
             "actor": _actor(row),
@@ -423,7 +560,7 @@ def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:
                 action=action,
                 # Every piece was escaped above (the template, the actor, the object).
                 sentence=mark_safe(sentence[:1].upper() + sentence[1:]),  # noqa: S308
-                details=_details(row["data"]),
+                details=_details(_with_names(row, id_names)),
                 reason=row["reason"],
             )
         )

@@ -257,6 +257,13 @@ def _send_scope(tenant: Tenant, send: int) -> Q:
     return scope
 
 
+_MACHINE_ACTORS = [
+    IntentEvent.Actor.WORKER.value,
+    IntentEvent.Actor.SWEEP.value,
+    IntentEvent.Actor.WEBHOOK.value,
+]
+
+
 def _journal(tenant: Tenant, f: AuditFilter):
     qs = IntentEvent.objects.filter(tenant=tenant).annotate(
         src=Value("journal", output_field=CharField()),
@@ -278,27 +285,38 @@ def _journal(tenant: Tenant, f: AuditFilter):
                 draft_id__isnull=False,
                 then=Concat(Value("draft "), Cast("draft_id", CharField())),
             ),
+            When(
+                broadcast_id__isnull=False,
+                then=Concat(Value("broadcast "), Cast("broadcast_id", CharField())),
+            ),
             default=Value(""),
             output_field=CharField(),
         ),
         transition=Concat(F("from_state"), Value(" → "), F("to_state"), output_field=CharField()),
-        actor_display=Coalesce(
-            NullIf(F("actor_user__full_name"), Value("")),
-            NullIf(F("actor_label"), Value("")),
-            F("actor_user__email"),
-            F("actor_token__name"),
-            F("actor_kind"),
+        # A machine's label is its process (a worker's host:pid:thread, "fan-out"): the page
+        # names the kind ("the send worker") and keeps the label in the export.
+        actor_display=Case(
+            When(actor_kind__in=_MACHINE_ACTORS, then=F("actor_kind")),
+            default=Coalesce(
+                NullIf(F("actor_user__full_name"), Value("")),
+                NullIf(F("actor_label"), Value("")),
+                F("actor_user__email"),
+                F("actor_token__name"),
+                F("actor_kind"),
+            ),
             output_field=CharField(),
         ),
         obj_type=Case(
             When(intent_id__isnull=False, then=Value("sendintent")),
             When(draft_id__isnull=False, then=Value("draft")),
+            When(broadcast_id__isnull=False, then=Value("broadcast")),
             default=Value(""),
             output_field=CharField(),
         ),
         obj_id=Coalesce(
             Cast("intent_id", CharField()),
             Cast("draft_id", CharField()),
+            Cast("broadcast_id", CharField()),
             Value(""),
             output_field=CharField(),
         ),
