@@ -20,6 +20,7 @@ from pydantic import Field
 from agent_api.auth import DRAFTS_READ, AgentRequest, refuse_unknown_query
 from agent_api.errors import ApiProblem
 from agent_api.routes import ERRORS_READ
+from agent_api.schemas import parse_date_time
 from intents.selectors.analytics import (
     DEFAULT_DAYS,
     MAX_DAYS,
@@ -31,12 +32,9 @@ from intents.selectors.analytics import (
 router = Router()
 
 # Strings parsed here, not pydantic datetimes: pydantic's lax mode also takes a number as a Unix
-# time (``until=0.5``), which the published schema does not allow.
-MOMENT = re.compile(
-    r"\d{4}-\d{2}-\d{2}"
-    r"|\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})",
-    re.ASCII,
-)
+# time (``until=0.5``), which the published schema does not allow. A date alone, or a date-time
+# read as the API reads every date-time (``agent_api.schemas.parse_date_time``).
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 SINCE = Query(
     None,
     description=f"Decided at or after: an RFC 3339 date-time, or a date (midnight UTC). "
@@ -52,9 +50,9 @@ def _moment(value: str | None, field: str) -> datetime | None:
     if value is None:
         return None
     try:
-        if not MOMENT.fullmatch(value):
-            raise ValueError(value)
-        moment = datetime.fromisoformat(value.replace("z", "Z"))
+        if DATE.fullmatch(value):
+            return datetime.fromisoformat(value).replace(tzinfo=UTC)
+        return parse_date_time(value)
     except ValueError:
         raise ApiProblem(
             422,
@@ -62,7 +60,6 @@ def _moment(value: str | None, field: str) -> datetime | None:
             f"{field} must be an RFC 3339 date-time or a date.",
             errors=[{"field": field, "message": "Not a date-time or a date."}],
         ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 DESCRIPTION = f"""The calling token's drafts decided in the period (at most {MAX_DAYS} days):

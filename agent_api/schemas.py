@@ -43,8 +43,8 @@ def _address(value: str) -> str:
 # RFC 3339 section 5.6 date-time ("T" and "Z" in either case, any number of fraction digits, an
 # offset of at most 23:59 with its colon). Checked here rather than by pydantic's datetime, whose
 # lax mode reads a number, or a string of digits, as a Unix time (``not_after: 5`` was 1970,
-# refused as "in the past") and takes forms RFC 3339 does not (no seconds, a space or a comma):
-# the house pattern of agent_api.routes_analytics.MOMENT.
+# refused as "in the past") and takes forms RFC 3339 does not (no seconds, a space or a comma).
+# The analytics period's bounds (agent_api.routes_analytics) read their date-times with it too.
 DATE_TIME = re.compile(
     r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}):(\d{2})(?:\.(\d+))?"
     r"([Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)",
@@ -64,7 +64,7 @@ def _json_kind(value: Any) -> str:
     return "an object"
 
 
-def _date_time(value: Any) -> datetime:
+def parse_date_time(value: Any) -> datetime:
     """An aware datetime from an RFC 3339 date-time string. Digits past the microsecond, which
     PostgreSQL does not keep, are cut: the instant moves earlier by less than a microsecond,
     never later."""
@@ -90,7 +90,7 @@ def _date_time(value: Any) -> datetime:
 
 DateTimeIn = Annotated[
     datetime,
-    PlainValidator(_date_time),
+    PlainValidator(parse_date_time),
     WithJsonSchema({"type": "string", "format": "date-time", "examples": [DATE_TIME_EXAMPLE]}),
 ]
 
