@@ -106,3 +106,22 @@ def test_hostile_content_in_the_queue_is_escaped(
     parsed.feed(html)
     assert parsed.handlers == []
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+@pytest.mark.django_db
+def test_a_not_found_or_not_allowed_page_offers_a_way_onward(
+    tenant_a, tenant_b, mailbox_b, make_draft, admin_a, signed_in
+):
+    """Another tenant's draft is a 404 like a missing one, and the page links to the start page
+    rather than leaving a dead end; so does a refusal."""
+    other = make_draft(mailbox_b)
+    client = signed_in(admin_a.user)
+
+    missing = client.get(reverse("draft", args=[tenant_a.slug, other.pk]))
+    refused = client.get(reverse("tenant_home", args=[tenant_b.slug]))
+
+    home = reverse("home")
+    assert missing.status_code == 404
+    assert f'<a href="{home}" data-error-onward>' in missing.content.decode()
+    assert refused.status_code in (403, 404)
+    assert f'<a href="{home}" data-error-onward>' in refused.content.decode()
