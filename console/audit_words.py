@@ -243,7 +243,34 @@ FIELD_NAMES = {
     "passed_over": _("passed over"),
     "membership_id": _("member"),
     "created": _("sends created"),
+    "api_key_id": _("AgentMail key"),
+    "old_api_key_id": _("previous AgentMail key"),
+    "pod_id": _("AgentMail pod"),
+    "attempt": _("attempt"),
+    "attempt_committed": _("attempt recorded"),
+    "base_version": _("based on version"),
+    "broadcast": _("broadcast"),
+    "code": _("code"),
+    "content_hash": _("content hash"),
+    "previous_hash": _("previous content hash"),
+    "copied_from_version": _("copied from version"),
+    "earlier_intent": _("earlier send"),
+    "earlier_intent_state": _("earlier send's state"),
+    "earlier_may_have_gone_out": _("earlier send may have gone out"),
+    "hold_until": _("held until"),
+    "idempotency_key": _("idempotency key"),
+    "length": _("length (characters)"),
+    "messages_seen": _("customer messages seen"),
+    "not_after_cleared": _("send-by time cleared"),
+    "provider_message_id": _("AgentMail message id"),
+    "rule": _("rule"),
+    "seconds_left": _("seconds left"),
+    "skipped": _("skipped"),
+    "through_position": _("through recipient"),
+    "version": _("version"),
 }
+# Keys of the details that are structure, not a value shown under their own name.
+STRUCTURAL_KEYS = frozenset({"before", "after", "from", "to"})
 
 # The keys of the details that hold a person's user id, a mailbox's id (or a list of them), or a
 # membership's id: shown by name, never as a bare number. A draft's escalation writes its target
