@@ -349,6 +349,20 @@ def _data_dicts(data) -> list[dict]:
     return [data, *(d for d in (data.get("before"), data.get("after")) if isinstance(d, dict))]
 
 
+def _id_kind(key: str, action: str) -> tuple[str, str, object] | None:
+    """For a detail holding an id (or ids): what it names ("person", "mailbox", "membership"),
+    the key it is shown under, and the words for one that is gone; None for any other detail."""
+    if key == "to" and action == "draft.escalated":
+        return "person", "escalated_to", GONE_PERSON
+    if key in PERSON_KEYS:
+        return "person", key, GONE_PERSON
+    if key in MAILBOX_KEYS:
+        return "mailbox", key, GONE_MAILBOX
+    if key in MEMBERSHIP_KEYS:
+        return "membership", key, GONE_PERSON
+    return None
+
+
 def _id_names(tenant: Tenant, rows: list[dict]) -> dict[tuple[str, int], str]:
     """("person"|"mailbox"|"membership", id) -> name, for the ids the rows' details hold; one
     query per kind, each filtered by the tenant."""
@@ -356,12 +370,8 @@ def _id_names(tenant: Tenant, rows: list[dict]) -> dict[tuple[str, int], str]:
     for row in rows:
         for data in _data_dicts(row["data"]):
             for key, value in data.items():
-                if key in PERSON_KEYS or (key == "to" and row["action"] == "draft.escalated"):
-                    wanted["person"].update(_ids(value))
-                elif key in MAILBOX_KEYS:
-                    wanted["mailbox"].update(_ids(value))
-                elif key in MEMBERSHIP_KEYS:
-                    wanted["membership"].update(_ids(value))
+                if found := _id_kind(key, row["action"]):
+                    wanted[found[0]].update(_ids(value))
     found: dict[tuple[str, int], str] = {}
     if wanted["person"]:
         for m in Membership.objects.filter(
@@ -400,14 +410,9 @@ def _with_names(row: dict, names: dict[tuple[str, int], str]):
         for key, value in part.items():
             if key in HIDDEN_KEYS:
                 continue
-            if key == "to" and row["action"] == "draft.escalated":
-                out["escalated_to"] = _named(value, "person", names, GONE_PERSON)
-            elif key in PERSON_KEYS:
-                out[key] = _named(value, "person", names, GONE_PERSON)
-            elif key in MAILBOX_KEYS:
-                out[key] = _named(value, "mailbox", names, GONE_MAILBOX)
-            elif key in MEMBERSHIP_KEYS:
-                out[key] = _named(value, "membership", names, GONE_PERSON)
+            if found := _id_kind(key, row["action"]):
+                kind, shown_as, gone = found
+                out[shown_as] = _named(value, kind, names, gone)
             else:
                 out[key] = value
         return out

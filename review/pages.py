@@ -80,7 +80,9 @@ def queue(
     # One query for the whole page, with four-eyes on edit: the rows of which this person wrote
     # an earlier version since the last approval (an agent's or a colleague's version on top of
     # their edit), which draft_approve refuses them as it refuses their current version.
-    decidable = [d.pk for d in page.rows if may_decide(allowed, d.mailbox_id)]
+    for draft in page.rows:
+        draft.can_decide = may_decide(allowed, draft.mailbox_id)
+    decidable = [d.pk for d in page.rows if d.can_decide]
     wrote_earlier = (
         drafts_they_wrote_since_last_approval(tenant=tenant, draft_ids=decidable, user=user)
         if tenant.second_approver_on_edit
@@ -88,7 +90,6 @@ def queue(
     )
     for draft in page.rows:
         draft.present = present.get(draft.pk, [])
-        draft.can_decide = may_decide(allowed, draft.mailbox_id)
         # Not offered for bulk approve: the service would refuse it (four-eyes on edit). Each
         # case has its badge: their current version, or an earlier one since the last approval.
         wrote_current = draft.can_decide and needs_another_approver(
