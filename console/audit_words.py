@@ -370,8 +370,8 @@ def _id_names(tenant: Tenant, rows: list[dict]) -> dict[tuple[str, int], str]:
     for row in rows:
         for data in _data_dicts(row["data"]):
             for key, value in data.items():
-                if found := _id_kind(key, row["action"]):
-                    wanted[found[0]].update(_ids(value))
+                if named_as := _id_kind(key, row["action"]):
+                    wanted[named_as[0]].update(_ids(value))
     found: dict[tuple[str, int], str] = {}
     if wanted["person"]:
         for m in Membership.objects.filter(
@@ -410,8 +410,8 @@ def _with_names(row: dict, names: dict[tuple[str, int], str]):
         for key, value in part.items():
             if key in HIDDEN_KEYS:
                 continue
-            if found := _id_kind(key, row["action"]):
-                kind, shown_as, gone = found
+            if named_as := _id_kind(key, row["action"]):
+                kind, shown_as, gone = named_as
                 out[shown_as] = _named(value, kind, names, gone)
             else:
                 out[key] = value
