@@ -119,7 +119,7 @@ def sweep_once() -> dict[str, int]:
         "holds_released": drafts_release_undecidable_holds(),
         "sla_warned": drafts_warn_due(),
         "sla_breached": drafts_escalate_due(),
-        "api_keys_purged": api_idempotency_purge(),
+        "idempotency_keys_purged": api_idempotency_purge(),
         "api_rate_windows_purged": api_rate_windows_purge(),
         "broadcasts_run": broadcasts_sweep(between=serve_replies),
     }

@@ -274,5 +274,5 @@ def test_the_sweep_purges_expired_keys(api, token_a, mailbox_a):
 
     report = tasks.sweep_once()
 
-    assert report["api_keys_purged"] == 1
+    assert report["idempotency_keys_purged"] == 1
     assert ApiIdempotencyKey.objects.count() == 0

@@ -45,3 +45,21 @@ def test_a_rate_limited_token_is_named_by_its_id_and_its_secret_stays_out(
     assert [(line["token_id"], line["tenant_id"]) for line in limited] == [(token.pk, tenant_a.pk)]
     assert not any(secret in line for line in lines)
     assert json.loads(masked)["token"] == json.loads(masked)["client_secret"] == "[redacted]"
+
+
+def test_the_sweeps_counters_are_shown_on_its_log_line(caplog):
+    """Found running ``make run``: the sweep logged ``api_keys_purged='[redacted]'`` (its count of
+    purged idempotency records matched the "api_key" secret rule), so the operator could not see
+    how many it purged. Every counter of the report is a number the line shows."""
+    from intents.tasks import sweep_once
+
+    caplog.set_level(logging.INFO)
+    report = sweep_once()
+    record = logging.LogRecord(
+        "intents.tasks", logging.INFO, "", 0, "intents.sweep.done", None, None
+    )
+    record.__dict__.update({key: 7 for key in report})
+
+    shown = json.loads(KeyValueFormatter(json_lines=True).format(record))
+
+    assert {key: shown[key] for key in report} == {key: 7 for key in report}
