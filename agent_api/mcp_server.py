@@ -102,7 +102,7 @@ def _tool(spec) -> types.Tool:
     )
 
 
-TOOL_LIST = [_tool(spec) for spec in TOOLS.values()]
+TOOL_LIST = [(spec.scope, _tool(spec)) for spec in TOOLS.values()]
 
 
 def _text(answer: ToolAnswer) -> str:
@@ -126,7 +126,12 @@ def tool_result(answer: ToolAnswer) -> types.CallToolResult:
 
 
 async def _list_tools(ctx, params) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=TOOL_LIST)
+    """The tools the token's scopes allow (as its verifier read them for this request): a model
+    picks tools from this list, and a read-only token offered every write tool tried each one
+    into a 403. Each call is still checked on its own (``mcp_tools``)."""
+    access = get_access_token()
+    scopes = set(access.scopes) if access is not None else set()
+    return types.ListToolsResult(tools=[tool for scope, tool in TOOL_LIST if scope in scopes])
 
 
 async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:

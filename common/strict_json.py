@@ -87,10 +87,23 @@ def _int(text: str, problems: list[object]) -> int | _Unreadable:
     return int(text)
 
 
+# A refusal names a key, never the megabytes of one.
+KEY_SHOWN = 100
+
+
+def _shown(key: str) -> str:
+    """A key as a path names it: cut after ``KEY_SHOWN`` characters, and an unpaired surrogate
+    written as its JSON escape (``\\ud800``), which no UTF-8 answer can carry as it is: the API's
+    refusal naming such a key was a 500."""
+    if len(key) > KEY_SHOWN:
+        key = key[:KEY_SHOWN] + "\u2026"
+    return key.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _path(parent: str | None, step: str | int) -> str:
     if isinstance(step, int):
         return f"{parent or ''}[{step}]"
-    return f"{parent}.{step}" if parent else step
+    return f"{parent}.{_shown(step)}" if parent else _shown(step)
 
 
 def _refused(code: str, message: str, field: str | None) -> JSONRefused:

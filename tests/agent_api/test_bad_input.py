@@ -237,6 +237,35 @@ CASES = {
         "number_too_long",
         "provenance.n",
     ),
+    # A refusal names the key's path, and an unpaired surrogate cannot be written in a UTF-8
+    # answer: both were a 500 HTML page (an outside probe). It is named by its JSON escape.
+    "key holding an unpaired surrogate given twice": (
+        lambda m: _case(m).replace(
+            '"text"', '"provenance": {"\\ud800x": 1, "\\ud800x": 2}, "text"'
+        ),
+        "application/json",
+        422,
+        "duplicate_key",
+        "provenance.\\ud800x",
+    ),
+    "number beyond a float under a key holding an unpaired surrogate": (
+        lambda m: _case(m).replace('"text"', '"provenance": {"\\udfff": 1e400}, "text"'),
+        "application/json",
+        422,
+        "unstorable_value",
+        "provenance.\\udfff",
+    ),
+    # The refusal names a key, never the megabytes of one: cut after 100 characters.
+    "key of 100,000 characters given twice": (
+        lambda m: _case(m).replace(
+            '"text"',
+            '"provenance": {"' + "k" * 100_000 + '": 1, "' + "k" * 100_000 + '": 2}, "text"',
+        ),
+        "application/json",
+        422,
+        "duplicate_key",
+        "provenance." + "k" * 100 + "…",
+    ),
     "10,000 levels of nesting": (
         lambda m: _case(m).replace(
             '"text"', '"provenance": ' + "[" * 10_000 + "]" * 10_000 + ', "text"'

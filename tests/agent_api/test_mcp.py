@@ -157,6 +157,23 @@ def test_the_tools_are_listed_with_the_apis_own_schemas(mcp_url, token_a):
     assert tools["create_draft"].annotations.read_only_hint is False
 
 
+WRITE_TOOLS = {"create_draft", "revise_draft", "withdraw_draft", "create_broadcast"}
+WRITE_TOOLS |= {"replace_broadcast_recipients"}
+
+
+def test_tools_list_offers_only_the_tools_the_tokens_scopes_allow(mcp_url, make_token, tenant_a):
+    """An outside probe: a read-only token was offered every write tool, and a model that picks a
+    tool from the list tried each one into a 403; a write-only token was offered the reads."""
+    reader = make_token(tenant_a, scopes=("drafts:read",))
+    writer = make_token(tenant_a, scopes=("drafts:write",))
+
+    read_listed, _ = session(mcp_url, reader)
+    write_listed, _ = session(mcp_url, writer)
+
+    assert {tool.name for tool in read_listed.tools} == TOOLS - WRITE_TOOLS
+    assert {tool.name for tool in write_listed.tools} == WRITE_TOOLS
+
+
 def test_one_key_twice_is_one_draft_and_the_same_answer(mcp_url, token_a, mailbox_a):
     arguments = {**draft_body(mailbox_a), "idempotency_key": "order-1042-reply"}
 
