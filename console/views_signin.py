@@ -16,7 +16,7 @@ from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 from tenants.models import Membership, Passkey, SingleSignOn, TotpDevice
 from tenants.services import AdminError
 from tenants.stale import StaleSave
-from tenants.user_sessions import SSO_TENANTS_KEY
+from tenants.user_sessions import came_through_provider
 
 
 def _members_without_factor(request: TenantRequest) -> int:
@@ -87,7 +87,9 @@ def sso_settings(request: TenantRequest) -> HttpResponse:
     form = SsoForm(request.POST)
     if not form.is_valid():
         return _page(request, sso_form=form, status=400)
-    proven = request.tenant.pk in request.session.get(SSO_TENANTS_KEY, [])
+    # Through the provider being saved: one save could otherwise name a new issuer, never tried,
+    # and turn password sign-in off on the word of the provider it replaces.
+    proven = came_through_provider(request, request.tenant.pk, form.cleaned_data["issuer"])
     if (
         form.cleaned_data["enabled"]
         and not form.cleaned_data["password_signin_allowed"]

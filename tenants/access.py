@@ -20,7 +20,12 @@ from django.utils.http import urlencode
 from django.utils.translation import gettext as _
 
 from tenants.models import Membership, Tenant, User
-from tenants.user_sessions import METHOD_KEY, SSO_TENANTS_KEY
+from tenants.user_sessions import (
+    METHOD_KEY,
+    SSO_TENANTS_KEY,
+    came_through_provider,
+    sso_tenants_trusted,
+)
 
 if TYPE_CHECKING:
     from django_htmx.middleware import HtmxDetails
@@ -64,18 +69,35 @@ def signin_rule_refusal(
     come through its identity provider sends a password session there; a session that came
     through single sign-on opens only the tenants whose provider it came through (another
     tenant's admin controls that provider, so its word is good for that tenant alone).
-    ``tenant`` None: no tenant has the address (see ``sso_session_refusal``)."""
-    if tenant is not None and tenant.pk in request.session.get(SSO_TENANTS_KEY, []):
-        return None
+    ``tenant`` None: no tenant has the address (see ``sso_session_refusal``).
+
+    Only while the tenant still trusts that provider: once its admin turns single sign-on off or
+    names another issuer (the provider was compromised, or replaced), what the old one vouched
+    for opens nothing there (the sessions it opened would otherwise keep the tenant open for
+    their whole life, with no way for the admin to end them)."""
     try:
         sso = tenant.single_sign_on if tenant is not None else None
     except ObjectDoesNotExist:
         sso = None
+    if (
+        sso is not None
+        and sso.enabled
+        and came_through_provider(request, sso.tenant_id, sso.issuer)
+    ):
+        return None
     if tenant is not None and sso is not None and sso.enabled and not sso.password_signin_allowed:
         if request.method in SAFE_METHODS and not getattr(request, "htmx", False):
             query = urlencode({"next": request.get_full_path()})
             return redirect(f"{reverse('sso_start', args=[tenant.slug])}?{query}")
         raise PermissionDenied(_("Sign in through this tenant's single sign-on first."))
+    came_through = tenant is not None and tenant.pk in request.session.get(SSO_TENANTS_KEY, [])
+    if request.session.get(METHOD_KEY) == "sso" and came_through:
+        raise PermissionDenied(
+            _(
+                "This tenant's single sign-on was turned off or changed since you signed in: "
+                "sign out, then sign in again."
+            )
+        )
     if request.session.get(METHOD_KEY) == "sso":
         raise PermissionDenied(
             _(
@@ -157,5 +179,5 @@ def session_memberships(request: HttpRequest) -> list[Membership]:
     memberships = active_memberships(cast(User, request.user))
     if request.session.get(METHOD_KEY) != "sso":
         return memberships
-    came_through = set(request.session.get(SSO_TENANTS_KEY, []))
+    came_through = sso_tenants_trusted(request)
     return [m for m in memberships if m.tenant_id in came_through]

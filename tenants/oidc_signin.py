@@ -272,6 +272,12 @@ def sso_member_for(*, tenant: Tenant, claims: dict, request=None) -> User:
             return user
         user, created = _member_by_address(tenant, sso, email, claims)
         _not_an_operator(user)
+        # A link to a provider the tenant has replaced since (another issuer) signs nobody in
+        # any more: it gives way, or the member (one link per tenant) could never sign in
+        # through the provider that replaced it.
+        replaced, _rows = (
+            SsoIdentity.objects.filter(tenant=tenant, user=user).exclude(issuer=sso.issuer).delete()
+        )
         try:
             with transaction.atomic():
                 SsoIdentity.objects.create(
@@ -291,7 +297,12 @@ def sso_member_for(*, tenant: Tenant, claims: dict, request=None) -> User:
             user=user,
             tenant=tenant,
             request=request,
-            data={"issuer": sso.issuer, "subject": subject, "created": created},
+            data={
+                "issuer": sso.issuer,
+                "subject": subject,
+                "created": created,
+                "replaced_links": replaced,
+            },
         )
         if created:
             membership = Membership.objects.get(tenant=tenant, user=user)

@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from config.clock import db_now
-from tenants.models import Membership, User, UserSession
+from tenants.models import Membership, SingleSignOn, User, UserSession
 from tenants.signin_audit import client_ip, signin_audit
 
 # Session keys of ours. METHOD: how this session signed in (password, passkey, sso).
@@ -30,6 +30,10 @@ from tenants.signin_audit import client_ip, signin_audit
 METHOD_KEY = "cs_signin_method"
 FACTOR_KEY = "cs_factor"
 SSO_TENANTS_KEY = "cs_sso_tenants"
+# SSO_ISSUERS: for each of those tenants (its id as text), the issuer of the provider it came
+# through: a session that provider opened stops opening the tenant once the tenant's single
+# sign-on is turned off or names another issuer (tenants.access).
+SSO_ISSUERS_KEY = "cs_sso_issuers"
 # PROVEN_AT: when this session last proved who it is (tenants.sudo reads it). PROVEN_THROUGH: the
 # id of the tenant whose identity provider gave that proof; absent for the person's own proof (a
 # password, a second factor), which holds everywhere.
@@ -43,15 +47,42 @@ def sso_session_beyond_its_tenants(request: HttpRequest) -> bool:
     """True for a session from single sign-on whose person is an active member of a tenant it
     did not come through: that session may not act on the person's whole account (their other
     sessions), because the provider that opened it speaks only for its own tenants. A person
-    whose every membership came through those providers is not held back."""
+    whose every membership came through those providers (still trusted by their tenants,
+    ``sso_tenants_trusted``) is not held back."""
     if request.session.get(METHOD_KEY) != "sso":
         return False
-    came_through = set(request.session.get(SSO_TENANTS_KEY, []))
+    came_through = sso_tenants_trusted(request)
     return (
         Membership.objects.filter(user=cast(User, request.user), is_active=True)
         .exclude(tenant_id__in=came_through)
         .exists()
     )
+
+
+def came_through_provider(request: HttpRequest, tenant_id: int, issuer: str) -> bool:
+    """Whether this session came through the identity provider at ``issuer`` for the tenant
+    ``tenant_id``: not only through that tenant's provider of the day it signed in, which may
+    have been replaced since (a session from before issuers were recorded: no)."""
+    issuers = request.session.get(SSO_ISSUERS_KEY)
+    return (
+        tenant_id in request.session.get(SSO_TENANTS_KEY, [])
+        and isinstance(issuers, dict)
+        and issuers.get(str(tenant_id)) == issuer
+    )
+
+
+def sso_tenants_trusted(request: HttpRequest) -> set[int]:
+    """Ids of the tenants this session came through whose single sign-on is still on and still
+    names the issuer it came through (``came_through_provider``), in one query."""
+    came_through = request.session.get(SSO_TENANTS_KEY, [])
+    if not came_through:
+        return set()
+    providers = SingleSignOn.objects.filter(tenant_id__in=came_through, enabled=True)
+    return {
+        tenant_id
+        for tenant_id, issuer in providers.values_list("tenant_id", "issuer")
+        if came_through_provider(request, tenant_id, issuer)
+    }
 
 
 class SessionError(Exception):

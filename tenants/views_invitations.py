@@ -25,7 +25,11 @@ from tenants import invitations
 from tenants.access import AuthenticatedRequest
 from tenants.models import Invitation, User
 from tenants.services import AdminError
-from tenants.user_sessions import METHOD_KEY, SSO_TENANTS_KEY, sso_session_beyond_its_tenants
+from tenants.user_sessions import (
+    METHOD_KEY,
+    sso_session_beyond_its_tenants,
+    sso_tenants_trusted,
+)
 
 SESSION_KEY = "tenants.invitations_opened"
 # The address the sign-in page fills in after the invitation page sent the invitee there.
@@ -155,7 +159,7 @@ def _sso_session_of_another_tenant(request: AuthenticatedRequest, invitation_id:
     tenant_id = (
         Invitation.objects.filter(pk=invitation_id).values_list("tenant_id", flat=True).first()
     )
-    return tenant_id not in request.session.get(SSO_TENANTS_KEY, [])
+    return tenant_id not in sso_tenants_trusted(request)
 
 
 def _decide[T](

@@ -19,14 +19,16 @@ from django.views.decorators.http import require_safe
 
 from common.crypto import SecretUnreadable
 from tenants import oidc, oidc_signin
-from tenants.models import SingleSignOn, Tenant, User
+from tenants.models import SingleSignOn, User
 from tenants.next_url import safe_next_url
 from tenants.signin_audit import signin_audit
 from tenants.signin_gate import gate_for
 from tenants.user_sessions import (
     FACTOR_KEY,
     METHOD_KEY,
+    SSO_ISSUERS_KEY,
     SSO_TENANTS_KEY,
+    came_through_provider,
     session_key_renew,
     session_proof_recorded,
 )
@@ -131,12 +133,15 @@ def _claims(request: HttpRequest, sso: SingleSignOn, pending: dict) -> dict:
 
 
 def _session_signed_in(
-    request: HttpRequest, user: User, tenant: Tenant, claims: dict, pending: dict
+    request: HttpRequest, user: User, sso: SingleSignOn, claims: dict, pending: dict
 ) -> None:
     """The session after the provider vouched for ``user``: signed in anew, or kept (and opening
-    ``tenant`` too); a fresh sign-in at the provider asked for by "Confirm it is you" is a proof."""
+    ``sso``'s tenant too); a fresh sign-in at the provider asked for by "Confirm it is you" is a
+    proof. The provider's issuer is recorded with the tenant: the tenant stays open to this
+    session only while its single sign-on names that issuer (tenants.access)."""
+    tenant = sso.tenant
     stayed = request.user.is_authenticated and gate_for(request) is None
-    came_through = set(request.session.get(SSO_TENANTS_KEY, []))
+    came_through_before = came_through_provider(request, tenant.pk, sso.issuer)
     if not stayed:
         # A new sign-in, also for a session of this person that still owes its second factor:
         # the provider's word counts for its own tenant only, so it must not complete a password
@@ -150,7 +155,7 @@ def _session_signed_in(
         request.session[FACTOR_KEY] = "sso"
         # The sign-in's proof (login()) is this provider's word: not for another tenant's pages.
         session_proof_recorded(request, through_tenant_id=tenant.pk)
-    elif tenant.pk not in came_through:
+    elif not came_through_before:
         # The session stays, and now opens this tenant too: a new key, so that a copy of the
         # cookie planted in this browser (a session another tenant's provider opened as this
         # person) or read from it does not open it as well.
@@ -158,12 +163,17 @@ def _session_signed_in(
     request.session[SSO_TENANTS_KEY] = sorted(
         {*request.session.get(SSO_TENANTS_KEY, []), tenant.pk}
     )
+    issuers = request.session.get(SSO_ISSUERS_KEY)
+    request.session[SSO_ISSUERS_KEY] = {
+        **(issuers if isinstance(issuers, dict) else {}),
+        str(tenant.pk): sso.issuer,
+    }
     again_since = pending.get("again_since")
     if (
         stayed
         and again_since is not None
         and request.session.get(METHOD_KEY) == "sso"
-        and tenant.pk in came_through
+        and came_through_before
         and oidc.signed_in_since(claims, again_since)
     ):
         # The provider signed the person in again, just now: a proof for a session it opened
@@ -220,7 +230,7 @@ def sso_callback(request: HttpRequest) -> HttpResponse:
             % {"email": request.user.email},
             409,
         )
-    _session_signed_in(request, user, tenant, claims, pending)
+    _session_signed_in(request, user, sso, claims, pending)
     signin_audit(
         action="signin.succeeded",
         user=user,

@@ -18,7 +18,7 @@ from tenants import sudo
 from tenants.access import AuthenticatedRequest
 from tenants.models import Passkey, SingleSignOn, TotpDevice
 from tenants.next_url import safe_next_url
-from tenants.user_sessions import METHOD_KEY, SSO_TENANTS_KEY
+from tenants.user_sessions import METHOD_KEY, sso_tenants_trusted
 
 
 def _context(request: AuthenticatedRequest, next_url: str) -> dict:
@@ -27,9 +27,8 @@ def _context(request: AuthenticatedRequest, next_url: str) -> dict:
         # Only the providers this session came through: another tenant's would speak for a
         # session it never opened. For a tenant's page, only that tenant's: another's word is
         # no proof there (tenants.sudo.proof_is_recent).
-        came_through = request.session.get(SSO_TENANTS_KEY, [])
         found = SingleSignOn.objects.select_related("tenant").filter(
-            tenant_id__in=came_through, enabled=True
+            tenant_id__in=sso_tenants_trusted(request)
         )
         if slug := _tenant_slug(next_url):
             found = found.filter(tenant__slug=slug)

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from tenants import oidc, oidc_signin
 from tenants.models import AuditEvent, Membership, SingleSignOn, SsoIdentity, User
-from tenants.user_sessions import METHOD_KEY, SSO_TENANTS_KEY
+from tenants.user_sessions import METHOD_KEY, SSO_ISSUERS_KEY, SSO_TENANTS_KEY
 from tests.pages import based_on
 
 ISSUER = "https://login.acme.test/realms/acme"
@@ -218,6 +218,15 @@ def test_a_member_of_another_tenant_is_not_joined_by_address_there(sso, tenant_b
 # --- the tenant's rule, per session ---
 
 
+def came_through(client, tenant, issuer):
+    """The client's session came through ``tenant``'s provider at ``issuer`` (as the callback
+    records it, tenants.views_sso)."""
+    session = client.session
+    session[SSO_TENANTS_KEY] = [tenant.pk]
+    session[SSO_ISSUERS_KEY] = {str(tenant.pk): issuer}
+    session.save()
+
+
 def test_a_password_session_is_sent_to_the_identity_provider_of_an_sso_only_tenant(
     sso, tenant_a, tenant_b, member_of, signed_in
 ):
@@ -231,22 +240,20 @@ def test_a_password_session_is_sent_to_the_identity_provider_of_an_sso_only_tena
     assert client.get(home_a, headers={"HX-Request": "true"}).status_code == 403
     assert client.post(reverse("outbox", args=[tenant_a.slug])).status_code == 403
     assert client.get(reverse("tenant_home", args=[tenant_b.slug])).status_code == 200
-    session = client.session
-    session[SSO_TENANTS_KEY] = [tenant_a.pk]
-    session.save()
+    came_through(client, tenant_a, ISSUER)
     assert client.get(home_a).status_code == 200
 
 
 def test_a_session_from_one_tenants_provider_opens_no_other_tenant(
-    tenant_a, tenant_b, member_of, signed_in
+    sso, tenant_a, tenant_b, member_of, signed_in
 ):
     user = member_of(tenant_a, "approver").user
     member_of(tenant_b, "admin", user=user)
     client = signed_in(user)
     session = client.session
     session[METHOD_KEY] = "sso"
-    session[SSO_TENANTS_KEY] = [tenant_a.pk]
     session.save()
+    came_through(client, tenant_a, ISSUER)
     assert client.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 200
     assert client.get(reverse("tenant_home", args=[tenant_b.slug])).status_code == 403
     assert client.get(reverse("admin_home", args=[tenant_b.slug])).status_code == 403
@@ -282,9 +289,7 @@ def test_admin_settings_need_an_https_issuer_and_real_domains(tenant_a, member_o
     assert set(unproven.context["sso_form"].errors) == {"password_signin_allowed"}
     assert client.post(url, {**fixed, "password_signin_allowed": "on"}).status_code == 302
     # Once this admin came through the provider, password sign-in can be turned off.
-    session = client.session
-    session[SSO_TENANTS_KEY] = [tenant_a.pk]
-    session.save()
+    came_through(client, tenant_a, ISSUER)
     ok = client.post(
         url, {**fixed, "client_secret": "", "based_on": based_on(client, page, "sso_form")}
     )
