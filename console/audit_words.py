@@ -268,7 +268,22 @@ FIELD_NAMES = {
     "skipped": _("skipped"),
     "through_position": _("through recipient"),
     "version": _("version"),
+    # The sign-in audit's details (tenants.signin_audit).
+    "user_agent": _("browser"),
+    "ip": _("IP address"),
+    "sessions_ended": _("sessions ended"),
+    "method": _("how"),
+    "factor": _("second factor"),
+    "recovery_codes_left": _("recovery codes left"),
+    "passkeys_removed": _("passkeys removed"),
+    "issuer": _("identity provider"),
+    "subject": _("identity at the provider"),
+    "replaced_links": _("links to an earlier provider removed"),
+    "account_created": _("new account"),
 }
+# A detail whose key means something else in one action: shown under another key there.
+# (Elsewhere "created" counts a broadcast's sends.)
+RENAMED_KEYS = {("signin.sso_linked", "created"): "account_created"}
 # Keys of the details that are structure, not a value shown under their own name.
 STRUCTURAL_KEYS = frozenset({"before", "after", "from", "to"})
 
@@ -414,7 +429,7 @@ def _with_names(row: dict, names: dict[tuple[str, int], str]):
                 kind, shown_as, gone = named_as
                 out[shown_as] = _named(value, kind, names, gone)
             else:
-                out[key] = value
+                out[RENAMED_KEYS.get((row["action"], key), key)] = value
         return out
 
     named = name(data)
@@ -473,6 +488,14 @@ def _value(value) -> str:
 
 # The keys whose values are codes of a choice. "from"/"to" hold a role (member.role_changed) or
 # a mailbox status (mailbox.enabled/disabled): their codes do not overlap.
+# How a sign-in or a confirmation was made (tenants: the session's method, the second factor).
+SIGNIN_WAYS = [
+    ("password", _("password")),
+    ("passkey", _("passkey")),
+    ("sso", _("single sign-on")),
+    ("totp", _("authenticator app")),
+    ("recovery_code", _("recovery code")),
+]
 _STATES = [*Membership.Role.choices, *Mailbox.Status.choices, *Mailbox.PolicyMode.choices]
 CODED = {
     "from": _STATES,
@@ -481,6 +504,8 @@ CODED = {
     "escalate_to_role": Membership.Role.choices,
     "policy_mode": Mailbox.PolicyMode.choices,
     "was": list(SUPPRESSION_REASONS.items()),
+    "method": SIGNIN_WAYS,
+    "factor": SIGNIN_WAYS,
 }
 
 

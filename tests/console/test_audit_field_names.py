@@ -8,7 +8,7 @@ from console.audit_words import FIELD_NAMES, HIDDEN_KEYS, STRUCTURAL_KEYS
 
 APPS = ("intents", "webhooks", "tenants", "mailboxes", "review", "console", "agent_api", "common")
 # The calls that write a journal or audit row, and the keyword that carries its details.
-WRITERS = {"Entry", "journal", "audit", "journal_many"}
+WRITERS = {"Entry", "journal", "audit", "journal_many", "signin_audit"}
 
 
 def _written_keys() -> dict[str, str]:

@@ -29,3 +29,40 @@ def test_a_delivery_row_reads_as_the_delivery_states_label(tenant_a):
 
     assert line.sentence == "Delivery of send #999999: Delivered"
     assert unknown.sentence == "Delivery of send #999999: opened"
+
+
+def signin_row(action: str, data: dict) -> dict:
+    return {
+        "obj_type": "user",
+        "obj_id": "1",
+        "data": data,
+        "action": action,
+        "actor_display": "ana@example.test",
+        "created_at": timezone.now(),
+        "src": "signin",
+        "reason": "",
+    }
+
+
+def test_the_signin_rows_details_are_named_and_their_codes_read_as_words(tenant_a):
+    """Found by an outside probe: a member's first sign-in through the identity provider read
+    "sends created: yes" (the key a broadcast's rows use), and the sign-in rows' other details
+    showed their keys and codes ("factor: recovery_code")."""
+    rows = [
+        signin_row(
+            "signin.sso_linked",
+            {"issuer": "https://idp.example.test", "created": True, "replaced_links": 1},
+        ),
+        signin_row("signin.second_factor_verified", {"factor": "recovery_code"}),
+        signin_row("signin.reauthenticated", {"method": "sso"}),
+    ]
+    with translation.override("en"):
+        linked, verified, again = audit_lines(tenant_a, rows)
+
+    assert dict(linked.details) == {
+        "identity provider": "https://idp.example.test",
+        "new account": "yes",
+        "links to an earlier provider removed": "1",
+    }
+    assert verified.details == [("second factor", "recovery code")]
+    assert again.details == [("how", "single sign-on")]
