@@ -287,7 +287,9 @@ def parse_csv(text: str) -> list[tuple[int, object, object]]:
     """Rows of a CSV upload: a header naming ``address`` (or ``email``) and the variables."""
     if "\x00" in text:
         raise RecipientsInvalid([RowError(0, "recipients", "the CSV holds a NUL character")], 1)
-    reader = csv.reader(io.StringIO(text, newline=""))
+    # A spreadsheet's UTF-8 export starts with a byte order mark; left in, it made a quoted
+    # first column's name U+FEFF and both quotes.
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline=""))
     try:
         header = next(reader)
     except StopIteration:
@@ -324,6 +326,14 @@ def parse_csv(text: str) -> list[tuple[int, object, object]]:
 
 def _csv_header(header: list[str]) -> tuple[list[str], int]:
     """The header's column names and the address column's index, or the refusal."""
+    if len(header) > MAX_VARIABLES + 1:
+        # No row could carry so many variables; refused before the checks below, which
+        # compare the columns with one another (250,000 of them took the web worker an hour).
+        message = (
+            f"the CSV header has {len(header)} columns; at most {MAX_VARIABLES + 1} are "
+            f"allowed (the address and {MAX_VARIABLES} variables)"
+        )
+        raise RecipientsInvalid([RowError(0, "recipients", message)], 1)
     names = [h.strip().lstrip("\ufeff") for h in header]
     lowered = [n.lower() for n in names]
     column = next((lowered.index(k) for k in ("address", "email") if k in lowered), None)

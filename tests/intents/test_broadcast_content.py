@@ -7,7 +7,12 @@ from __future__ import annotations
 import pytest
 
 from intents import errors
-from intents.broadcast_content import RecipientsInvalid, clean_recipients, parse_csv
+from intents.broadcast_content import (
+    MAX_VARIABLES,
+    RecipientsInvalid,
+    clean_recipients,
+    parse_csv,
+)
 from intents.services.broadcasts import recipient_rows
 
 
@@ -53,3 +58,24 @@ def test_a_list_and_a_csv_together_are_refused_not_one_of_them_dropped():
     with pytest.raises(errors.BroadcastRowsInvalid) as caught:
         recipient_rows(recipients=["ana@example.com"], recipients_csv="address\nbo@example.com\n")
     assert "not both" in caught.value.rows[0].message
+
+
+def test_a_csv_header_with_more_columns_than_a_row_may_carry_is_refused_at_the_header():
+    """A row holds at most MAX_VARIABLES variables besides its address, so such a header can
+    never give a valid row: refused once, naming the count, not row by row."""
+    names = ",".join(f"v{i}" for i in range(MAX_VARIABLES + 1))
+    with pytest.raises(RecipientsInvalid) as caught:
+        parse_csv(f"address,{names}\nana@example.com{',x' * (MAX_VARIABLES + 1)}\n")
+    assert [(e.row, e.field) for e in caught.value.errors] == [(0, "recipients")]
+    assert caught.value.errors[0].message == (
+        f"the CSV header has {MAX_VARIABLES + 2} columns; at most {MAX_VARIABLES + 1} are "
+        f"allowed (the address and {MAX_VARIABLES} variables)"
+    )
+
+
+def test_a_csv_whose_quoted_header_follows_a_byte_order_mark_is_read():
+    """Spreadsheet exports as UTF-8 start with U+FEFF; before a quoted first column it was kept
+    in the name (U+FEFF and both quotes), and the upload was refused as having no address
+    column."""
+    rows = parse_csv('\ufeff"address","name"\r\n"ana@example.com","Ana"\r\n')
+    assert rows == [(1, "ana@example.com", {"name": "Ana"})]
