@@ -8,6 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from common.addresses import normalize_address, normalize_domain
 from console.forms import BasedOnForm
 from mailboxes.models import Mailbox
+from mailboxes.provisioning import MAX_ALLOWED_ENTRIES
 
 
 def _lines(value: str) -> list[str]:
@@ -16,10 +17,20 @@ def _lines(value: str) -> list[str]:
 
 
 def _normalized(value: str, normalize) -> tuple[list[str], list[str]]:
-    """(the entries of ``value`` in their normal form, sorted, each once; those that have none)."""
+    """(the entries of ``value`` in their normal form, sorted, each once; those that have none).
+
+    A list past the service's bound (``MAX_ALLOWED_ENTRIES``) is refused before any entry is
+    checked: each check costs some 60 us, and 4.5 MB of distinct domains held the web worker
+    for 10 s only to be refused for their number."""
+    items = _lines(value)
+    if len(items) > MAX_ALLOWED_ENTRIES:
+        raise ValidationError(
+            gettext("At most %(most)d entries; this list has %(count)d.")
+            % {"most": MAX_ALLOWED_ENTRIES, "count": len(items)}
+        )
     good: set[str] = set()
     bad: list[str] = []
-    for item in _lines(value):
+    for item in items:
         try:
             good.add(normalize(item))
         except ValueError:
