@@ -205,12 +205,17 @@ def mixed_thread_domains(senders: Iterable[str]) -> list[str]:
     catch the reply that goes to the wrong one of them. The draft page and the queue row say
     so; a list's approval leaves such a thread's replies out."""
     domains = {domain for sender in senders if (domain := _sender_domain(sender))}
-    organisations = sorted(
-        domain
-        for domain in domains
-        if not any(domain.endswith("." + other) for other in domains if other != domain)
-    )
+    # Each domain's own parents are looked up, not every other domain compared: a customer can
+    # put thousands of messages from as many domains into one thread, and that was their square.
+    organisations = sorted(domain for domain in domains if not _parent_in(domain, domains))
     return organisations if len(organisations) > 1 else []
+
+
+def _parent_in(domain: str, domains: set[str]) -> bool:
+    """Whether a domain that ``domain`` is a subdomain of (``mail.ana.test`` of ``ana.test``) is
+    among ``domains``."""
+    labels = domain.split(".")
+    return any(".".join(labels[i:]) in domains for i in range(1, len(labels)))
 
 
 def files_of_others(

@@ -8,9 +8,13 @@ content): not the message that goes out. This document's own policy lets its inl
 and nothing else: no scripts (``sandbox``, and the frame's ``sandbox`` attribute), no remote or
 same-origin fetches (images only as ``data:``), no forms, framed only by our own pages. The URL
 names the version, so the frame shows the version whose number and hash the approve form carries.
+
+One change to what is stored: an ``<iframe>`` tag is shown as text (``frames_as_text``).
 """
 
 from __future__ import annotations
+
+import re
 
 from django.http import Http404, HttpResponse
 from django.views.decorators.cache import never_cache
@@ -27,20 +31,35 @@ EMAIL_DOCUMENT_POLICY = (
     "frame-ancestors 'self'"
 )
 
+# Every "<" a browser reads as the start of an iframe tag (its name is matched in ASCII, any
+# case, ended by a space, "/" or ">"), wherever it stands: in text or an attribute value "&lt;"
+# reads the same, in a comment or a style sheet it shows nothing either way.
+_FRAME_TAG = re.compile(r"<(?=iframe[\t\n\f\r />])", re.IGNORECASE | re.ASCII)
+
+
+def frames_as_text(html: str) -> str:
+    """``html`` with its iframe tags written as text. Chromium opens a connection to a frame's
+    host (a DNS lookup, a TCP connection) even where the document's policy then refuses to load
+    the frame: it told whoever wrote the HTML (a customer's mail that the agent quoted) when a
+    reviewer opened the draft, and from which address. No mail client shows a frame; the
+    reviewer sees its tag instead. The editor's live preview does the same (static/js/app.js)."""
+    return _FRAME_TAG.sub("&lt;", html)
+
 
 @tenant_view()
 @require_safe
 @never_cache
 @xframe_options_sameorigin
 def draft_version_html(request: TenantRequest, draft_id: int, number: int) -> HttpResponse:
-    """The version's HTML body exactly as stored (what is hashed and sent), locked down; 404 for
-    another tenant's draft as for a missing one, 410 once retention purged the body."""
+    """The version's HTML body as stored (what is hashed and sent), its frames as text, locked
+    down; 404 for another tenant's draft as for a missing one, 410 once retention purged the
+    body."""
     try:
         version = draft_version_get(tenant=request.tenant, draft_id=draft_id, number=number)
     except errors.NotFound:
         raise Http404("No such version") from None
     status = 410 if version.body_purged_at is not None else 200
-    body = version.html if status == 200 else ""
+    body = frames_as_text(version.html) if status == 200 else ""
     response = HttpResponse(body, status=status, content_type="text/html; charset=utf-8")
     response["Content-Security-Policy"] = EMAIL_DOCUMENT_POLICY
     response["X-Content-Type-Options"] = "nosniff"

@@ -29,6 +29,7 @@ from review.forms import (
     NoteForm,
     RejectForm,
 )
+from review.views.bodies import frames_as_text
 from review.views.common import draft_or_404, hx_redirect, left_review, require_right
 from tenants.access import DECIDERS, TenantRequest, tenant_view
 
@@ -266,7 +267,7 @@ def _edit_page(
             # Nothing this form holds can be saved any more: the page keeps it to be copied.
             "closed": closed,
             # The preview shows what the form holds: the person's HTML after a refused save.
-            "preview_html": form["html"].value() or "",
+            "preview_html": frames_as_text(form["html"].value() or ""),
             **pages.edit_aside(tenant=request.tenant, draft=detail.draft),
             "present_others": others,
             "editing_others": [p for p in others if p.mode == DraftPresence.Mode.EDITING],

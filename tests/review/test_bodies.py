@@ -55,3 +55,23 @@ def test_another_tenants_or_a_missing_version_is_404_and_a_purged_body_410(
     DraftVersion.objects.filter(draft=ours).update(body_purged_at=timezone.now())
     purged = get(ours, 1)
     assert purged.status_code == 410 and purged.content == b""
+
+
+def test_its_iframe_tags_are_shown_as_text_and_nothing_else_changes(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    html = (
+        '<p>a</p><iframe src="https://x.test/"></iframe><IFRAME\tsrc=//x.test><iFrAmE/src=//x.test>'
+        "<iframe><iframed><b title='<iframe '>b</b><!-- <iframe\n-->"
+    )
+    draft = make_draft(mailbox_a, html=html)
+
+    document = signed_in(admin_a.user).get(
+        reverse("draft_version_html", args=[tenant_a.slug, draft.pk, 1])
+    )
+
+    assert document.content.decode() == (
+        '<p>a</p>&lt;iframe src="https://x.test/"></iframe>&lt;IFRAME\tsrc=//x.test>'
+        "&lt;iFrAmE/src=//x.test>&lt;iframe><iframed><b title='&lt;iframe '>b</b><!-- &lt;iframe\n-->"
+    )
+    assert DraftVersion.objects.get(draft=draft).html == html

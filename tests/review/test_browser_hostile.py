@@ -1,5 +1,10 @@
 """Hostile HTML from a draft and from inbound mail, opened in a real browser: nothing executes,
-nothing is fetched, no htmx attribute of theirs is acted on."""
+nothing is fetched, no htmx attribute of theirs is acted on; a customer's text stays inside its
+own box, drawing nothing over the rest of the page."""
+
+import socket
+import threading
+import time
 
 from django.utils import timezone
 
@@ -65,3 +70,152 @@ def test_hostile_draft_and_inbound_html_stay_inert(page, shop):
     assert [url for url in hostile if url not in blocked_by_csp] == []
     # The text body and the inbound preview are shown as text, markup visible, not interpreted.
     assert page.locator("text=<script>window.__pwned='text'</script>").count() >= 1
+
+
+def _customer_writes(sandbox, shop, *, sender: str, subject: str, text: str, **extra) -> dict:
+    """Mail into the sandbox inbox; its signed webhook reaches the live server, whose applier
+    stores it."""
+    message = sandbox.inbound(
+        shop["mailbox"].inbox_id, from_=sender, subject=subject, text=text, **extra
+    )
+    deadline = time.monotonic() + 15
+    while not InboundMessage.objects.filter(message_id=message["message_id"]).exists():
+        assert time.monotonic() < deadline, "the message never reached the receiver"
+        time.sleep(0.05)
+    return message
+
+
+def _reply(shop, message: dict, to: str):
+    return new_draft(
+        shop,
+        subject=None,
+        to=[to],
+        thread_id=message["thread_id"],
+        in_reply_to=message["message_id"],
+    )
+
+
+# Words joined by no-break spaces and letters that are neither (U+2800 BRAILLE PATTERN BLANK):
+# one word for the line breaker, that ran on across the next column.
+SPOOF = "\u2800" * 90 + "\u00a0".join(["Checked:", "safe", "to", "approve"])
+# Sixty combining marks on each letter: a column of ink far above and below its line.
+ZALGO = "".join(letter + "\u0301" * 30 + "\u0317" * 30 for letter in "Refund status")
+
+
+def test_a_customers_long_words_wrap_inside_their_box_and_never_reach_the_decision(
+    page, shop, sandbox
+):
+    first = _customer_writes(
+        sandbox, shop, sender="Ana <ana@customer.test>", subject="Order 1182", text="Hello"
+    )
+    _customer_writes(
+        sandbox,
+        shop,
+        sender="A" * 200 + SPOOF + " <ana@customer.test>",
+        subject="B" * 400 + SPOOF,
+        text="C" * 300 + SPOOF,
+        in_reply_to=first["message_id"],
+    )
+    draft = _reply(shop, first, "ana@customer.test")
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
+
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    outside = page.evaluate(
+        """() => [...document.querySelectorAll('[data-customer-content], bdi')].filter(el => {
+            const box = el.closest('.card, .warn-box, .notice, .error-box') || document.body;
+            return el.getBoundingClientRect().right > box.getBoundingClientRect().right + 1;
+        }).map(el => el.textContent.slice(0, 40))"""
+    )
+    assert outside == []
+    column = page.locator("aside.draft-side").bounding_box()
+    spoof = [found.bounding_box() for found in page.get_by_text("safe\u00a0to\u00a0approve").all()]
+    assert len(spoof) >= 2
+    assert [box for box in spoof if _overlap(box, column)] == []
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return (
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and b["y"] < a["y"] + a["height"]
+    )
+
+
+def test_a_customers_stacked_accents_draw_nothing_over_the_recipients_or_the_draft_text(
+    page, shop, sandbox
+):
+    plain = _customer_writes(
+        sandbox, shop, sender="Ana <ana@customer.test>", subject="Refund status", text="Hi"
+    )
+    hostile = _customer_writes(
+        sandbox,
+        shop,
+        sender="An" + "\u0301" * 80 + "a <ana@customer.test>",
+        subject=ZALGO,
+        text=ZALGO,
+    )
+    seen = {}
+    sign_in(page, shop["admin"].user)
+    for name, message in (("plain", plain), ("hostile", hostile)):
+        draft = _reply(shop, message, "ana@customer.test")
+        page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
+        seen[name] = [
+            page.locator(selector).screenshot(animations="disabled", caret="hide")
+            for selector in (".card:has(ul.recipients)", "pre.body-text")
+        ]
+
+    assert seen["hostile"] == seen["plain"]
+
+
+class _Listener:
+    """A TCP port on loopback that counts the connections made to it."""
+
+    def __init__(self):
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(0.2)
+        self.port = self.server.getsockname()[1]
+        self.connections = 0
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        while not self.stopped.is_set():
+            try:
+                connection, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            self.connections += 1
+            connection.close()
+
+    def close(self):
+        self.stopped.set()
+        self.thread.join()
+        self.server.close()
+
+
+def test_a_frame_in_the_html_body_opens_no_connection_to_its_host(page, shop):
+    """Chromium connected to an iframe's host (a DNS lookup and a TCP connection: when, and from
+    which address, a reviewer opened the draft) though the frame's policy refuses to load it. A
+    customer's HTML reaches a draft when the agent quotes it."""
+    listener = _Listener()
+    try:
+        url = f"http://127.0.0.1:{listener.port}/opened"
+        html = f'<p>Quoted:</p><IFRAME\nsrc="{url}"></iframe><iframe/src="{url}"></iframe>'
+        draft = new_draft(shop, html=html)
+        sign_in(page, shop["admin"].user)
+        slug = shop["tenant"].slug
+
+        page.goto(f"/t/{slug}/drafts/{draft.pk}/")
+        page.frame_locator("iframe.email-html").get_by_text("Quoted:").wait_for()
+        page.goto(f"/t/{slug}/drafts/{draft.pk}/edit/")
+        page.locator("textarea[name=html]").press("End")
+        page.locator("textarea[name=html]").type(" ")
+        page.frame_locator("[data-html-preview]").get_by_text("Quoted:").wait_for()
+        page.wait_for_timeout(1500)
+    finally:
+        listener.close()
+
+    assert listener.connections == 0
