@@ -11,7 +11,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from intents import errors, services
-from review.views.common import draft_or_404
+from review.views.common import draft_or_404, left_review
 from tenants import services as tenant_services
 from tenants.access import DECIDERS, TenantRequest, tenant_view
 from tenants.models import Membership
@@ -28,6 +28,10 @@ def _run(request: TenantRequest, draft_id: int, action, done: str, **kwargs) -> 
     draft = draft_or_404(request, draft_id)
     try:
         action(tenant=request.tenant, draft_id=draft.pk, actor=request.user, **kwargs)
+    except errors.NotPending as error:
+        # Decided while the person's page was open: who decided which version, and when in
+        # their zone, as the draft page says it (the service's words are the agent API's, UTC).
+        messages.error(request, left_review(error))
     except errors.DraftError as error:
         messages.error(request, error.message)
     else:

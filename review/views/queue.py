@@ -24,6 +24,7 @@ from review.forms import (
     QueueFilterForm,
     queue_place,
 )
+from review.views.common import left_review
 from tenants.access import DECIDERS, TenantRequest, tenant_view
 
 log = logging.getLogger(__name__)
@@ -233,6 +234,10 @@ def bulk_approve(request: TenantRequest) -> HttpResponse:
                 unseen=True,
             )
         except errors.DraftError as error:
+            if isinstance(error, errors.NotPending):
+                # Decided by a colleague meanwhile: who, which version and when, in the reader's
+                # zone, as the draft page says it (the service's words are the agent API's, UTC).
+                error.message = left_review(error)
             refused.append((draft_id, error))
         else:
             approved += 1

@@ -278,10 +278,9 @@
     // htmx sends polls ("every 6s") and "load" triggers with no triggering event.
     return !!(detail.requestConfig && detail.requestConfig.triggeringEvent);
   }
-  function serverWords(xhr) {
-    var type = xhr.getResponseHeader("Content-Type") || "";
+  function serverWords(type, body) {
     if (type.indexOf("text/html") !== 0 || !window.DOMParser) return "";
-    var page = new DOMParser().parseFromString(xhr.responseText || "", "text/html");
+    var page = new DOMParser().parseFromString(body || "", "text/html");
     var said = page.querySelector("main [data-error-message]");
     var words = said ? said.textContent.replace(/\s+/g, " ").trim() : "";
     return words.length > SERVER_WORDS_MAX ? words.slice(0, SERVER_WORDS_MAX - 1) + "…" : words;
@@ -298,7 +297,8 @@
     var xhr = event.detail.xhr;
     var key = { 403: "data-forbidden", 404: "data-not-found", 409: "data-conflict" }[xhr.status];
     var fallback = region.getAttribute(key || "data-failed").replace("%(status)s", xhr.status);
-    requestAlert((serverWords(xhr) || fallback) + " " + region.getAttribute("data-reload"));
+    var words = serverWords(xhr.getResponseHeader("Content-Type") || "", xhr.responseText);
+    requestAlert((words || fallback) + " " + region.getAttribute("data-reload"));
   });
   document.addEventListener("htmx:sendError", function (event) {
     var region = document.getElementById("request-error");
@@ -349,6 +349,23 @@
       note.textContent = message;
       row.querySelector(".qmain").appendChild(note);
     };
+    // A refusal before the view ran (the role taken away, the membership ended, the tenant
+    // suspended, a stale form token since the queue was loaded) is one of our error pages, not
+    // JSON: the row gives its words, since nothing was approved. Anything else unreadable (a
+    // 5xx, the sign-in page) may or may not have approved it: the row says to reload.
+    var answer = function (r) {
+      var type = r.headers.get("Content-Type") || "";
+      if (type.indexOf("application/json") === 0) return r.json();
+      if (r.status < 400 || r.status >= 500) throw new Error("unreadable answer");
+      return r.text().then(function (body) {
+        var region = document.getElementById("request-error");
+        var key = { 403: "data-forbidden", 404: "data-not-found", 409: "data-conflict" }[r.status];
+        var fallback = region && key ? region.getAttribute(key) : "";
+        var words = serverWords(type, body) || fallback;
+        if (!words) throw new Error("unreadable answer");
+        return { approved: 0, error: words };
+      });
+    };
     var next = function () {
       if (done === total) {
         form.removeAttribute("aria-busy");
@@ -365,7 +382,7 @@
       window.fetch(form.action, {
         method: "POST", body: body, credentials: "same-origin",
         headers: { "X-CSRFToken": token, "X-Bulk-Progress": "1" }
-      }).then(function (r) { return r.json(); }).then(function (result) {
+      }).then(answer).then(function (result) {
         if (result.approved) { approved += 1; mark(box, "approved", text("data-approved")); }
         else { refused += 1; mark(box, "refused", (result.refused && result.refused[0] && result.refused[0].message) || result.error || ""); }
       }, function () {
