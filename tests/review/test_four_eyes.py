@@ -396,3 +396,27 @@ def test_the_queues_queries_do_not_grow_with_the_rows_it_marks(
 
     assert (few[1], many[1], without_the_policy[1]) == (1, 5, 0)
     assert many[0] == few[0] == without_the_policy[0] + 1
+
+
+def test_an_approval_taken_back_lets_no_editor_approve_alone(
+    four_eyes, mailbox_a, make_draft, member_of
+):
+    """Found by an outside probe: an undone (or cancelled) approval still counted as the last
+    one, so after Bob approved the agent's version on top of Alice's edit and then undid it, Alice
+    could approve the copy alone: the colleague who withdrew was her second pair of eyes."""
+    from intents import errors, services
+    from tests.intents.test_drafts import make_token
+
+    type(four_eyes).objects.filter(pk=four_eyes.pk).update(send_hold_seconds=60)
+    four_eyes.refresh_from_db()
+    alice, bob, carol = (member_of(four_eyes, "approver").user for _ in range(3))
+    token = make_token(four_eyes)
+    draft = edited_then_revised_by_the_agent(four_eyes, make_draft, mailbox_a, alice, token)
+    intent = _approve(four_eyes, draft, bob)
+    services.intent_undo(tenant=four_eyes, intent_id=intent.pk, actor=bob)
+    draft.refresh_from_db()
+
+    assert draft.current_version == 4
+    with pytest.raises(errors.SecondApproverRequired):
+        _approve(four_eyes, draft, alice)
+    assert _approve(four_eyes, draft, carol).state == SendIntent.State.QUEUED
