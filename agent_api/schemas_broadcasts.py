@@ -6,12 +6,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from ninja import Schema
 from pydantic import ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
 from agent_api.schemas import MailboxBrief, MailboxRef
 
-MAX_CSV = 5_000_000
+# The limit of review's recipients file too (settings, "Request bodies").
+MAX_CSV = settings.BROADCAST_RECIPIENTS_MAX_BYTES
 
 
 class BroadcastRecipientsIn(Schema):

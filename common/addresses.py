@@ -25,6 +25,7 @@ import unicodedata
 from functools import lru_cache
 
 from django.conf import settings
+from django.utils.translation import gettext as _
 from email_validator import EmailNotValidError, validate_email
 
 MAX_ADDRESS_LENGTH = 254
@@ -35,14 +36,18 @@ _PROBE_LOCAL_PART = "x"
 
 def normalize_address(address: str) -> str:
     """The lower-cased, syntax-checked address with its domain in ASCII (A-label); raises
-    ValueError with a readable message."""
+    ValueError with a readable message, in the active language (email-validator's own reason in
+    it stays English)."""
     if not isinstance(address, str):
-        raise ValueError("an address must be a string")
+        raise ValueError(_("an address must be a string"))
     candidate = address.strip()
     if not candidate:
-        raise ValueError("an address is empty")
+        raise ValueError(_("an address is empty"))
     if len(candidate) > MAX_ADDRESS_LENGTH:
-        raise ValueError(f"{candidate[:40]}… is longer than {MAX_ADDRESS_LENGTH} characters")
+        raise ValueError(
+            _("%(start)s… is longer than %(n)s characters")
+            % {"start": candidate[:40], "n": MAX_ADDRESS_LENGTH}
+        )
     # The sandbox and tests use the reserved .test domain; production never accepts it.
     return _validated(candidate, test_environment=not settings.PRODUCTION)
 
@@ -98,7 +103,10 @@ def _validated(candidate: str, *, test_environment: bool) -> str:
             candidate, check_deliverability=False, test_environment=test_environment
         )
     except EmailNotValidError as exc:
-        raise ValueError(f"{_shown(candidate)} is not a valid email address: {exc}") from None
+        raise ValueError(
+            _("%(address)s is not a valid email address: %(reason)s")
+            % {"address": _shown(candidate), "reason": exc}
+        ) from None
     # email_validator checks that this ASCII form fits the length limits too. Composed (NFC)
     # again after lower-casing: a capital with no composed form (J + U+030C) lower-cases to a
     # letter that has one (U+01F0), and a second pass, as every check of a stored address

@@ -82,3 +82,14 @@ def text(value: str) -> str:
     else:
         reason = f"{found}, a control character or an unpaired surrogate"
     raise argparse.ArgumentTypeError(f"it must be plain text but holds {reason}")
+
+
+# Said of a password without quoting any of it, nor the byte.
+PASSWORD_NOT_UTF8 = "The password holds a byte that is not UTF-8 (check the terminal's encoding)"
+
+
+def password_not_utf8(password: str) -> bool:
+    """Whether a password from the command line, a prompt or the environment holds a byte that
+    is not UTF-8 (a lone surrogate to Python): the validators take it, the hasher cannot encode
+    it (a UnicodeEncodeError once every question was answered)."""
+    return any(0xD800 <= ord(char) <= 0xDFFF for char in password)

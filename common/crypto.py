@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 from functools import cache
 
 from cryptography.exceptions import InvalidTag
@@ -23,29 +24,50 @@ class SecretUnreadable(Exception):
     """The sealed value cannot be opened: unknown key id, tampered data or wrong row."""
 
 
+# A key id a refusal may quote. Anything else may be the key itself, written before the id
+# ("<base64key>:k1"): the refusal quoted it, and the start's error went to every log.
+PLAIN_KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,32}")
+
+
+def _refused(number: int, kid: str, plain: str, other: str) -> ImproperlyConfigured:
+    """``plain`` with the key id quoted in place of ``{kid}`` when it is a plain id, else
+    ``other`` naming the entry by its place in the list."""
+    if PLAIN_KEY_ID.fullmatch(kid):
+        return ImproperlyConfigured("SECRET_ENCRYPTION_KEYS: " + plain.format(kid=repr(kid)))
+    return ImproperlyConfigured(
+        f"SECRET_ENCRYPTION_KEYS: entry {number} {other} (the id is not shown: it may be a key "
+        "written first)"
+    )
+
+
 @cache
 def _key_ring(raw: tuple[str, ...]) -> tuple[str, dict[str, AESGCM]]:
     if not raw:
         raise ImproperlyConfigured("SECRET_ENCRYPTION_KEYS is empty")
     ring: dict[str, AESGCM] = {}
-    for entry in raw:
+    for number, entry in enumerate(raw, start=1):
         kid, sep, material = entry.partition(":")
         if not sep or not kid or ":" in kid:
             raise ImproperlyConfigured("each SECRET_ENCRYPTION_KEYS entry must be 'kid:base64key'")
         try:
             key = base64.b64decode(material, validate=True)
         except binascii.Error:
-            raise ImproperlyConfigured(
-                f"SECRET_ENCRYPTION_KEYS: key {kid!r} is not valid base64"
+            raise _refused(
+                number, kid, "key {kid} is not valid base64", "is not valid base64 after its key id"
             ) from None
         if len(key) != 32:
-            raise ImproperlyConfigured(
-                f"SECRET_ENCRYPTION_KEYS: key {kid!r} must be 32 bytes, got {len(key)}"
+            raise _refused(
+                number,
+                kid,
+                f"key {{kid}} must be 32 bytes, got {len(key)}",
+                f"must be 32 bytes after its key id, got {len(key)}",
             )
         if kid in ring:
             # The later entry used to win: a rotation written "new:…,new:old…" re-sealed nothing
             # and lost every secret once the old entry went.
-            raise ImproperlyConfigured(f"SECRET_ENCRYPTION_KEYS: key id {kid!r} appears twice")
+            raise _refused(
+                number, kid, "key id {kid} appears twice", "repeats the key id of an earlier entry"
+            )
         ring[kid] = AESGCM(key)
     return raw[0].partition(":")[0], ring
 

@@ -17,12 +17,17 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-django_application = get_asgi_application()
+django_handler = get_asgi_application()
 
 # Imported once Django is set up: the MCP tools use its models.
 from agent_api.auth import MAX_BODY_BYTES  # noqa: E402
 from agent_api.mcp_server import PATH, mcp_application  # noqa: E402
 from agent_api.mcp_shape import rpc_shape_guard  # noqa: E402
+from config.request_body import body_limit  # noqa: E402
+
+# Django's handler reads a whole body into a temporary file before its first middleware runs:
+# the limits are applied before it (config.request_body).
+django_application = body_limit(django_handler)
 
 # The JSON-RPC shapes the SDK mishandles (agent_api.mcp_shape) are answered before it.
 mcp_app = rpc_shape_guard(mcp_application(), max_body=MAX_BODY_BYTES)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, overload
@@ -40,22 +41,43 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {value!r}")
 
 
+# The most any number here may be when its variable names no bound of its own: 31 years in
+# seconds. Past it figures start and then fail where they are used: a sign-in of 10^20 s made
+# every sign-in a 500 (the session's expiry date overflowed), a timeout past what a socket takes
+# failed every AgentMail call, 10^20 minutes of cool-off stopped the start naming no variable.
+MOST = 10**9
+WHOLE = re.compile(r"\s*[-+]?[0-9]+\s*")
+
+
 def _env_number(name: str, default, kind: type, noun: str, low, high):
     """The variable read as ``kind`` (int or float), finite and within ``low``..``high`` (each
-    optional, inclusive), or ImproperlyConfigured naming it; ``default`` when it is unset."""
+    optional, inclusive; at most ``MOST`` when ``high`` is None), or ImproperlyConfigured naming
+    it; ``default`` when it is unset."""
     raw = env(name)
+    most = MOST if high is None else high
     if raw is None:
         number = default
     else:
         try:
             number = kind(raw)
         except ValueError:
-            raise ImproperlyConfigured(f"{name} must be {noun}, got {raw!r}") from None
+            number = None
+        if WHOLE.fullmatch(raw) and (number is None or not math.isfinite(number)):
+            # Thousands of digits: int() reads at most 4,300, float() makes them infinite. Not
+            # echoed whole.
+            negative = raw.strip()[0] == "-"
+            bound = f"at least {-most if low is None else low}" if negative else f"at most {most}"
+            digits = len(raw.strip().lstrip("+-"))
+            raise ImproperlyConfigured(f"{name} must be {bound}, got a number of {digits} digits")
+        if number is None:
+            raise ImproperlyConfigured(f"{name} must be {noun}, got {raw!r}")
         if not math.isfinite(number):
             raise ImproperlyConfigured(f"{name} must be a finite number, got {raw!r}")
     if (low is not None and number < low) or (high is not None and number > high):
         bounds = [f"at least {low}"] * (low is not None) + [f"at most {high}"] * (high is not None)
         raise ImproperlyConfigured(f"{name} must be {' and '.join(bounds)}, got {number!r}")
+    if number > most:
+        raise ImproperlyConfigured(f"{name} must be at most {most}, got {number!r}")
     return number
 
 
@@ -88,6 +110,30 @@ def required(name: str, dev_default: str) -> str:
         if PRODUCTION:
             raise ImproperlyConfigured(f"{name} must be set when COUNTERSIGN_ENV=production")
         return dev_default
+    return value
+
+
+def url_checked(name: str, value: str, *, like: str, schemes: set[str]) -> str:
+    """``value`` (the variable ``name``) when it is a URL of one of ``schemes`` with a host (or,
+    for ``unix``, a path) and a port that is a number; else ImproperlyConfigured naming the
+    variable but not the value, which may hold a password. ``https`` in production when
+    ``schemes`` allows it: these carry API keys, invitation links and customer mail."""
+    try:
+        parts = urlsplit(value)
+        usable = parts.scheme in schemes and bool(
+            parts.path if parts.scheme == "unix" else parts.hostname
+        )
+        parts.port  # noqa: B018 (a port that is no number or past 65535 raises ValueError)
+    except ValueError:
+        usable = False
+    if not usable:
+        raise ImproperlyConfigured(
+            f"{name} must be a URL like {like} (its value is not shown: it may hold a password)"
+        )
+    if PRODUCTION and "https" in schemes and parts.scheme != "https":
+        raise ImproperlyConfigured(
+            f"{name} must be an https:// URL when COUNTERSIGN_ENV=production"
+        )
     return value
 
 
@@ -142,6 +188,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # A body over REQUEST_BODY_MAX_BYTES is refused before anything (CSRF's check) reads it.
+    "config.request_body.RequestBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # The browser's language (Accept-Language) for everyone; after sign-in, UserPreferences
     # replaces it with the user's own choice and activates their time zone.
@@ -364,7 +412,12 @@ SECURE_CSP = {
 
 # AgentMail. The sandbox (manage.py sandbox) answers on loopback in development and tests; pointing
 # AGENTMAIL_BASE_URL at https://api.agentmail.to is the only change for production.
-AGENTMAIL_BASE_URL = required("AGENTMAIL_BASE_URL", "http://127.0.0.1:8025")
+AGENTMAIL_BASE_URL = url_checked(
+    "AGENTMAIL_BASE_URL",
+    required("AGENTMAIL_BASE_URL", "http://127.0.0.1:8025"),
+    like="https://api.agentmail.to",
+    schemes={"http", "https"},
+)
 AGENTMAIL_ORG_API_KEY = required("AGENTMAIL_ORG_API_KEY", "am_sandbox_org_key")
 AGENTMAIL_INBOX_DOMAIN = env("AGENTMAIL_INBOX_DOMAIN", "agentmail.to")
 AGENTMAIL_CONNECT_TIMEOUT = env_float("AGENTMAIL_CONNECT_TIMEOUT", 3, low=0.001)
@@ -381,7 +434,10 @@ AGENTMAIL_LOOKUP_SCAN_SECONDS = env_float("AGENTMAIL_LOOKUP_SCAN_SECONDS", 30, l
 # A budget of 0 calls, or a window no send fits in (its age at most its delay), would turn the
 # backfill off without a word; a pace of 0 is documented as unpaced.
 WEBHOOK_BACKFILL_AFTER_SECONDS = env_float("WEBHOOK_BACKFILL_AFTER_SECONDS", 600, low=0)
-WEBHOOK_BACKFILL_MAX_AGE_HOURS = env_float("WEBHOOK_BACKFILL_MAX_AGE_HOURS", 48, low=1)
+# At most a year: 10^9 hours reached back before year 1 (an OverflowError in every run).
+WEBHOOK_BACKFILL_MAX_AGE_HOURS = env_float(
+    "WEBHOOK_BACKFILL_MAX_AGE_HOURS", 48, low=1, high=24 * 365
+)
 WEBHOOK_BACKFILL_CALLS_PER_KEY = env_int("WEBHOOK_BACKFILL_CALLS_PER_KEY", 20, low=1)
 WEBHOOK_BACKFILL_CALLS_PER_SECOND = env_float("WEBHOOK_BACKFILL_CALLS_PER_SECOND", 5, low=0)
 WEBHOOK_BACKFILL_MAX_CALLS = env_int("WEBHOOK_BACKFILL_MAX_CALLS", 500, low=1)
@@ -395,7 +451,12 @@ if WEBHOOK_BACKFILL_MAX_AGE_HOURS * 3600 <= WEBHOOK_BACKFILL_AFTER_SECONDS:
 # looks every 0.1 s, and the wake-ups would only be tasks enqueued for nothing.
 WEBHOOK_APPLY_WAKE = env_bool("WEBHOOK_APPLY_WAKE", True)
 # The public URL at which AgentMail reaches our webhook receiver.
-PUBLIC_BASE_URL = required("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
+PUBLIC_BASE_URL = url_checked(
+    "PUBLIC_BASE_URL",
+    required("PUBLIC_BASE_URL", "http://127.0.0.1:8000"),
+    like="https://countersign.example.com",
+    schemes={"http", "https"},
+)
 
 # Agent API: requests per token per minute (429 with Retry-After beyond it).
 API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 120, low=1)
@@ -431,9 +492,40 @@ ATTACHMENT_PREVIEW_SECONDS = 5
 TENANT_ATTACHMENT_STORAGE_BYTES = env_int(
     "TENANT_ATTACHMENT_STORAGE_BYTES", 1024**3, low=ATTACHMENT_MAX_DRAFT_BYTES, high=1024**5
 )
-# The agent API takes attachments as base64 in JSON (agent_api.auth.MAX_BODY_BYTES); Django's
-# own cap on a request body (2.5 MB by default) must leave room for them.
-DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024 + ATTACHMENT_MAX_DRAFT_BYTES * 4 // 3 * 78 // 76 + 1024
+
+# Request bodies: every limit here, each derived from what its endpoint takes.
+# The agent API and the MCP server: a draft's text (256 KiB) and the attachments it may carry,
+# base64-encoded in JSON (4/3 of their size) with room for MIME line breaks (78 characters per 76).
+API_BODY_MAX_BYTES = 256 * 1024 + ATTACHMENT_MAX_DRAFT_BYTES * 4 // 3 * 78 // 76 + 1024
+# AgentMail caps a webhook payload at 1 MB and drops the bodies beyond that (reference §5.3).
+WEBHOOK_BODY_MAX_BYTES = 1024 * 1024
+# Django's cap on a body read whole (the API's JSON) and on a form's fields other than its files
+# (2.5 MB by default): it must leave room for the API's bodies.
+DATA_UPLOAD_MAX_MEMORY_SIZE = API_BODY_MAX_BYTES
+# A broadcast's recipients: the file of review's form, and the API's recipients_csv.
+BROADCAST_RECIPIENTS_MAX_BYTES = 5_000_000
+# A form's boundaries and part headers, which DATA_UPLOAD_MAX_MEMORY_SIZE does not count: a few
+# hundred bytes for each of a browser's parts.
+MULTIPART_OVERHEAD_BYTES = 64 * 1024
+# The largest body any endpoint takes: the broadcast form, its fields and its recipients file
+# (no other form takes a file). config.request_body refuses a declared length above it (above
+# API_BODY_MAX_BYTES under /api/) before anything reads the body: Django streams a file to disk
+# whatever its size, and CSRF middleware parses the body of every unsafe request that carries a
+# CSRF cookie, which anyone can make up. DEPLOYMENT.md sets the proxy's limit to this figure.
+REQUEST_BODY_MAX_BYTES = (
+    DATA_UPLOAD_MAX_MEMORY_SIZE + BROADCAST_RECIPIENTS_MAX_BYTES + MULTIPART_OVERHEAD_BYTES
+)
+for _name, _limit in {
+    "API_BODY_MAX_BYTES": API_BODY_MAX_BYTES,
+    "WEBHOOK_BODY_MAX_BYTES": WEBHOOK_BODY_MAX_BYTES,
+    "DATA_UPLOAD_MAX_MEMORY_SIZE": DATA_UPLOAD_MAX_MEMORY_SIZE,
+}.items():
+    if _limit > REQUEST_BODY_MAX_BYTES:
+        raise ImproperlyConfigured(
+            f"{_name} ({_limit} bytes) is more than REQUEST_BODY_MAX_BYTES "
+            f"({REQUEST_BODY_MAX_BYTES}): such bodies would be refused before their endpoint"
+        )
+del _name, _limit
 
 # Bearer token for /metrics; unset means the endpoint answers 404.
 METRICS_TOKEN = env("METRICS_TOKEN", "")
@@ -549,6 +641,9 @@ if Q_CLUSTER["retry"] <= Q_CLUSTER["timeout"]:
         f"Q_RETRY must be more than Q_TIMEOUT ({Q_CLUSTER['timeout']}), got {Q_CLUSTER['retry']}"
     )
 if _redis_url := env("Q_REDIS_URL"):
+    url_checked(
+        "Q_REDIS_URL", _redis_url, like="redis://host:6379/0", schemes={"redis", "rediss", "unix"}
+    )
     # redis-py waits for a partitioned broker as long as the kernel retries TCP (minutes): bound
     # every call, so an approval's wake-up costs seconds and the sweep sends without the queue.
     _redis_parts = urlsplit(_redis_url)

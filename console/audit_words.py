@@ -79,6 +79,8 @@ SENTENCES = {
     ),
     # No tenant holds this row (an operator belongs to none); named all the same.
     "user.created_as_operator": _("An operator account was created for %(object)s"),
+    # No tenant's: the operators' admin lists it (manage.py reencrypt_secrets).
+    "secrets.resealed": _("An operator re-sealed the stored secrets under a new encryption key"),
     "token.created": _("%(actor)s created the agent token %(object)s"),
     "token.revoked": _("%(actor)s revoked the agent token %(object)s"),
     "mailbox.created": _("%(actor)s connected the mailbox %(object)s"),

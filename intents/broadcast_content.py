@@ -24,6 +24,8 @@ from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from django.utils.translation import gettext as _
+
 from common.addresses import same_recipient_key
 from intents.hashing import content_hash as message_content_hash
 from intents.policy import normalize_address
@@ -48,6 +50,9 @@ _SAFE_URL = re.compile(r"(?:https?://[^\s/?#\\]|mailto:\S)", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class RowError:
+    """One refusal of an upload's row. ``message`` is in the language active when it was made
+    (the reader's: review's form, or the agent API's ``Accept-Language``)."""
+
     row: int  # 1-based row of the upload (for CSV: the line after the header is row 1)
     field: str
     message: str
@@ -80,8 +85,11 @@ def placeholders(field: str, template: str) -> set[str]:
     if stray:
         raise TemplateInvalid(
             field,
-            f"{field}: only {{{{ name }}}} placeholders are allowed (letters, digits and _); "
-            f"found {stray.group()!r} outside one.",
+            _(
+                "%(field)s: only {{ name }} placeholders are allowed (letters, digits and _); "
+                "found %(found)s outside one."
+            )
+            % {"field": field, "found": repr(stray.group())},
         )
     return set(PLACEHOLDER.findall(template))
 
@@ -145,43 +153,46 @@ def _row_variables(
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        return {}, [RowError(row, "variables", "variables must be an object of names to text")]
+        return {}, [RowError(row, "variables", _("variables must be an object of names to text"))]
     if len(raw) > MAX_VARIABLES:
-        errors.append(RowError(row, "variables", f"at most {MAX_VARIABLES} variables per row"))
+        errors.append(
+            RowError(row, "variables", _("at most %(n)s variables per row") % {"n": MAX_VARIABLES})
+        )
     out: dict[str, str] = {}
     for name, value in raw.items():
         if not isinstance(name, str) or not _NAME_ONLY.fullmatch(name):
-            errors.append(RowError(row, "variables", f"{str(name)[:40]!r} is not a variable name"))
+            message = _("%(name)s is not a variable name") % {"name": repr(str(name)[:40])}
+            errors.append(RowError(row, "variables", message))
             continue
         text = _clean_value(value)
         if text is None:
-            errors.append(RowError(row, f"variables.{name}", "must be text or a number"))
+            errors.append(RowError(row, f"variables.{name}", _("must be text or a number")))
             continue
         if len(text) > MAX_VARIABLE_VALUE:
-            errors.append(
-                RowError(row, f"variables.{name}", f"longer than {MAX_VARIABLE_VALUE} characters")
-            )
+            message = _("longer than %(n)s characters") % {"n": MAX_VARIABLE_VALUE}
+            errors.append(RowError(row, f"variables.{name}", message))
             continue
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            errors.append(RowError(row, f"variables.{name}", "holds an unpaired surrogate"))
+            errors.append(RowError(row, f"variables.{name}", _("holds an unpaired surrogate")))
             continue
         if _CONTROL.search(text):
-            errors.append(RowError(row, f"variables.{name}", "holds a control character"))
+            errors.append(RowError(row, f"variables.{name}", _("holds a control character")))
             continue
         if name in in_subject and (line_break := line_break_in(text)):
-            errors.append(
-                RowError(row, f"variables.{name}", f"is used in the subject and holds {line_break}")
-            )
+            message = _("is used in the subject and holds %(what)s") % {"what": line_break}
+            errors.append(RowError(row, f"variables.{name}", message))
             continue
         if name in in_url and not _SAFE_URL.match(text):
             errors.append(
                 RowError(
                     row,
                     f"variables.{name}",
-                    "begins a link or image address in the HTML and must be an http(s) or "
-                    "mailto URL",
+                    _(
+                        "begins a link or image address in the HTML and must be an http(s) or "
+                        "mailto URL"
+                    ),
                 )
             )
             continue
@@ -189,9 +200,8 @@ def _row_variables(
     refused = {e.field for e in errors}
     for name in sorted(used - out.keys()):
         if f"variables.{name}" not in refused:
-            errors.append(
-                RowError(row, f"variables.{name}", f"the template uses {{{{ {name} }}}}, not given")
-            )
+            message = _("the template uses {{ %(name)s }}, not given") % {"name": name}
+            errors.append(RowError(row, f"variables.{name}", message))
     return out, errors
 
 
@@ -214,12 +224,15 @@ def clean_recipients(
     a template of 200,000 placeholders and 2,000-character values rendered to gigabytes when a
     reviewer opened the broadcast's sample, in the web process that serves every tenant."""
     if not rows:
-        raise RecipientsInvalid([RowError(0, "recipients", "at least one recipient is needed")], 1)
-    if len(rows) > max_recipients:
         raise RecipientsInvalid(
-            [RowError(0, "recipients", f"at most {max_recipients} recipients ({len(rows)} given)")],
-            1,
+            [RowError(0, "recipients", _("at least one recipient is needed"))], 1
         )
+    if len(rows) > max_recipients:
+        message = _("at most %(most)s recipients (%(n)s given)") % {
+            "most": max_recipients,
+            "n": len(rows),
+        }
+        raise RecipientsInvalid([RowError(0, "recipients", message)], 1)
     errors: list[RowError] = []
     total = 0
     seen: dict[str, tuple[int, str]] = {}
@@ -240,8 +253,11 @@ def clean_recipients(
             RowError(
                 row,
                 limit.field,
-                f"with this row's variables the {limit.field} is {length} characters long; "
-                f"at most {limit.most} are allowed",
+                _(
+                    "with this row's variables the %(field)s is %(n)s characters long; "
+                    "at most %(most)s are allowed"
+                )
+                % {"field": limit.field, "n": length, "most": limit.most},
             )
             for limit in limits
             if not problems and (length := limit.rendered_length(variables)) > limit.most
@@ -249,7 +265,7 @@ def clean_recipients(
         if not problems and subject is not None and not render(subject, variables).strip():
             # A draft needs a subject; so does every message of a broadcast.
             problems.append(
-                RowError(row, "subject", "with this row's variables the subject is empty")
+                RowError(row, "subject", _("with this row's variables the subject is empty"))
             )
         if problems:
             total += _keep(errors, problems)
@@ -272,8 +288,14 @@ def _duplicate(
         return None
     first_row, first = seen[key]
     if first == written:
-        return RowError(row, "address", f"{written} is also on row {first_row}")
-    return RowError(row, "address", f"{written} is the same address as {first} on row {first_row}")
+        message = _("%(address)s is also on row %(row)s") % {"address": written, "row": first_row}
+        return RowError(row, "address", message)
+    message = _("%(address)s is the same address as %(first)s on row %(row)s") % {
+        "address": written,
+        "first": first,
+        "row": first_row,
+    }
+    return RowError(row, "address", message)
 
 
 def _keep(errors: list[RowError], problems: list[RowError]) -> int:
@@ -286,16 +308,16 @@ def _keep(errors: list[RowError], problems: list[RowError]) -> int:
 def parse_csv(text: str) -> list[tuple[int, object, object]]:
     """Rows of a CSV upload: a header naming ``address`` (or ``email``) and the variables."""
     if "\x00" in text:
-        raise RecipientsInvalid([RowError(0, "recipients", "the CSV holds a NUL character")], 1)
+        raise RecipientsInvalid([RowError(0, "recipients", _("the CSV holds a NUL character"))], 1)
     # A spreadsheet's UTF-8 export starts with a byte order mark; left in, it made a quoted
     # first column's name U+FEFF and both quotes.
     reader = csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline=""))
     try:
         header = next(reader)
     except StopIteration:
-        raise RecipientsInvalid([RowError(0, "recipients", "the CSV is empty")], 1) from None
+        raise RecipientsInvalid([RowError(0, "recipients", _("the CSV is empty"))], 1) from None
     except csv.Error as exc:
-        raise RecipientsInvalid([RowError(0, "recipients", f"unreadable CSV: {exc}")], 1) from None
+        raise RecipientsInvalid([_unreadable(exc)], 1) from None
     names, column = _csv_header(header)
     rows: list[tuple[int, object, object]] = []
     errors: list[RowError] = []
@@ -307,10 +329,9 @@ def parse_csv(text: str) -> list[tuple[int, object, object]]:
             if len(values) != len(names):
                 # Refused, not read as a row without variables: an unquoted comma in a value
                 # shifts every later cell, and the values would be dropped without a word.
-                message = (
-                    f"has {len(values)} fields, the header {len(names)} (quote a value that "
-                    "holds a comma)"
-                )
+                message = _(
+                    "has %(n)s fields, the header %(header)s (quote a value that holds a comma)"
+                ) % {"n": len(values), "header": len(names)}
                 total += _keep(errors, [RowError(number, "columns", message)])
                 continue
             variables = {
@@ -318,10 +339,15 @@ def parse_csv(text: str) -> list[tuple[int, object, object]]:
             }
             rows.append((number, values[column], variables))
     except csv.Error as exc:
-        raise RecipientsInvalid([RowError(0, "recipients", f"unreadable CSV: {exc}")], 1) from None
+        raise RecipientsInvalid([_unreadable(exc)], 1) from None
     if total:
         raise RecipientsInvalid(errors, total)
     return rows
+
+
+def _unreadable(exc: csv.Error) -> RowError:
+    # The csv module's reason stays as it says it (English): it names what it found.
+    return RowError(0, "recipients", _("unreadable CSV: %(reason)s") % {"reason": exc})
 
 
 def _csv_header(header: list[str]) -> tuple[list[str], int]:
@@ -329,24 +355,23 @@ def _csv_header(header: list[str]) -> tuple[list[str], int]:
     if len(header) > MAX_VARIABLES + 1:
         # No row could carry so many variables; refused before the checks below, which
         # compare the columns with one another (250,000 of them took the web worker an hour).
-        message = (
-            f"the CSV header has {len(header)} columns; at most {MAX_VARIABLES + 1} are "
-            f"allowed (the address and {MAX_VARIABLES} variables)"
-        )
+        message = _(
+            "the CSV header has %(n)s columns; at most %(most)s are allowed (the address and "
+            "%(variables)s variables)"
+        ) % {"n": len(header), "most": MAX_VARIABLES + 1, "variables": MAX_VARIABLES}
         raise RecipientsInvalid([RowError(0, "recipients", message)], 1)
     names = [h.strip().lstrip("\ufeff") for h in header]
     lowered = [n.lower() for n in names]
     column = next((lowered.index(k) for k in ("address", "email") if k in lowered), None)
     if column is None:
         raise RecipientsInvalid(
-            [RowError(0, "recipients", "the CSV header needs an 'address' column")], 1
+            [RowError(0, "recipients", _("the CSV header needs an 'address' column"))], 1
         )
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         # A second column of the same name silently replaced the first one's values.
-        raise RecipientsInvalid(
-            [RowError(0, "recipients", f"the CSV header names {repeated[0]!r} twice")], 1
-        )
+        message = _("the CSV header names %(name)s twice") % {"name": repr(repeated[0])}
+        raise RecipientsInvalid([RowError(0, "recipients", message)], 1)
     return names, column
 
 

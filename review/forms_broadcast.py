@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 
 from django import forms
+from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
-# The agent API's limit for recipients_csv (agent_api/schemas_broadcasts.py).
-MAX_UPLOAD = 5_000_000
+# The agent API's limit for recipients_csv too (settings, "Request bodies").
+MAX_UPLOAD = settings.BROADCAST_RECIPIENTS_MAX_BYTES
 
 
 class BroadcastForm(forms.Form):

@@ -377,3 +377,18 @@ def operator_account_created(*, user: User) -> None:
         data={"email": user.email, "is_superuser": user.is_superuser},
     )
     logger.info("tenants.user.created_as_operator", extra={"user_id": user.pk})
+
+
+def operator_secrets_resealed(*, key_id: str, counts: dict[str, int]) -> None:
+    """The audit row of ``manage.py reencrypt_secrets`` (no tenant: it re-seals every tenant's
+    secrets), in its transaction: the key they are sealed under now and how many of each kind
+    changed. Written only when something changed."""
+    AuditEvent.objects.create(
+        tenant=None,
+        actor=None,
+        action="secrets.resealed",
+        object_type="encryption_key",
+        object_id=key_id,
+        data=counts,
+    )
+    logger.info("tenants.secrets.resealed", extra={"key_id": key_id, **counts})

@@ -21,6 +21,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -33,8 +34,8 @@ from webhooks.verification import VerificationFailed, meta_signature_headers, ve
 
 log = logging.getLogger("webhooks.views")
 
-# AgentMail caps payloads at 1 MB and drops the bodies beyond that (reference §5.3).
-MAX_BODY_BYTES = 1024 * 1024
+# AgentMail caps payloads at 1 MB (settings, "Request bodies").
+MAX_BODY_BYTES = settings.WEBHOOK_BODY_MAX_BYTES
 ENDPOINT_CACHE_SECONDS = 5.0
 ENDPOINT_CACHE_SIZE = 256
 

@@ -155,18 +155,22 @@ def recipient_rows(recipients=None, recipients_csv=None) -> list[tuple[int, obje
         if recipients_csv is not None and recipients is not None:
             # Reading one and dropping the other would store a list nobody sent as such.
             raise content.RecipientsInvalid(
-                [content.RowError(0, "recipients", "give recipients or recipients_csv, not both")],
+                [
+                    content.RowError(
+                        0, "recipients", _("give recipients or recipients_csv, not both")
+                    )
+                ],
                 1,
             )
         if recipients_csv is not None:
             if not isinstance(recipients_csv, str):
                 raise content.RecipientsInvalid(
-                    [content.RowError(0, "recipients_csv", "must be CSV text")], 1
+                    [content.RowError(0, "recipients_csv", _("must be CSV text"))], 1
                 )
             return content.parse_csv(recipients_csv)
         if not isinstance(recipients, list):
             raise content.RecipientsInvalid(
-                [content.RowError(0, "recipients", "must be a list of recipients")], 1
+                [content.RowError(0, "recipients", _("must be a list of recipients"))], 1
             )
         rows: list[tuple[int, object, object]] = []
         for number, item in enumerate(recipients, start=1):

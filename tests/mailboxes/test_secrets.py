@@ -1,5 +1,6 @@
 """Secrets at rest: sealed in the database, never in pages or logs, rotatable."""
 
+import io
 import logging
 
 import pytest
@@ -79,6 +80,37 @@ def test_rotation_reseals_everything_under_the_new_key(tenant_a, mailbox_factory
     settings.SECRET_ENCRYPTION_KEYS = settings.SECRET_ENCRYPTION_KEYS[:1]
     assert mailbox.api_key() == key
     assert secret.plaintext().startswith("whsec_")
+
+
+def test_rotation_leaves_an_operators_audit_row_and_a_second_run_none(
+    tenant_a, mailbox_factory, settings
+):
+    """An outside probe: re-sealing every tenant's secrets under a new key left no row anywhere,
+    unlike every other operator command that changes something."""
+    from tenants.models import AuditEvent
+
+    mailbox_factory(tenant_a)
+    settings.SECRET_ENCRYPTION_KEYS = [crypto.generate_key("k2"), *settings.SECRET_ENCRYPTION_KEYS]
+
+    call_command("reencrypt_secrets", stdout=io.StringIO())
+    call_command("reencrypt_secrets", stdout=io.StringIO())
+
+    rows = AuditEvent.objects.filter(action="secrets.resealed")
+    assert list(rows.values_list("tenant", "actor", "object_type", "object_id", "data")) == [
+        (
+            None,
+            None,
+            "encryption_key",
+            "k2",
+            {
+                "mailbox_keys": 1,
+                "webhook_secrets": 1,
+                "authenticator_seeds": 0,
+                "sso_client_secrets": 0,
+                "agent_event_endpoints": 0,
+            },
+        )
+    ]
 
 
 def test_one_process_alternating_tenants_uses_each_tenants_own_key(

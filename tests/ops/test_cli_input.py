@@ -250,6 +250,116 @@ def test_intents_status_of_an_unknown_intent_is_a_command_error(db, intent):
         call_command("intents_status", "--intent", intent)
 
 
+# --- passwords typed or given to a command ------------------------------------------------------
+
+GOOD_PASSWORD = "Corr3ct-horse-battery"
+
+
+def _typed(monkeypatch, *answers):
+    """getpass (the terminal, a process edge) answering ``answers`` in turn; an exception class
+    among them is raised, as Ctrl-D (EOFError) or Ctrl-C (KeyboardInterrupt) do."""
+    import getpass
+
+    queue = list(answers)
+
+    def answer(prompt=""):
+        given = queue.pop(0)
+        if isinstance(given, type):
+            raise given
+        return given
+
+    monkeypatch.setattr(getpass, "getpass", answer)
+
+
+def test_changepassword_asks_again_for_a_password_that_is_not_utf8(db, monkeypatch):
+    """A byte that is not UTF-8 typed at the prompt passed the validators and failed in the
+    hasher: a UnicodeEncodeError traceback."""
+    from tenants.models import User
+
+    user = User.objects.create_user("ana@example.test", "Old-password-123")
+    bad = f"{NOT_UTF8}abcdefghijklmnop"
+    _typed(monkeypatch, bad, bad, GOOD_PASSWORD, GOOD_PASSWORD)
+    err = io.StringIO()
+
+    call_command("changepassword", user.email, stdout=io.StringIO(), stderr=err)
+
+    user.refresh_from_db()
+    assert user.check_password(GOOD_PASSWORD)
+    assert "The password holds a byte that is not UTF-8" in err.getvalue()
+    assert NOT_UTF8 not in err.getvalue()
+
+
+@pytest.mark.parametrize("stop", [EOFError, KeyboardInterrupt], ids=["ctrl-d", "ctrl-c"])
+def test_changepassword_stopped_at_the_prompt_changes_nothing(db, monkeypatch, stop):
+    """Ctrl-D at the prompt was an EOFError traceback."""
+    from tenants.models import User
+
+    user = User.objects.create_user("ana@example.test", "Old-password-123")
+    _typed(monkeypatch, GOOD_PASSWORD, stop)
+
+    with pytest.raises(CommandError) as refused:
+        call_command("changepassword", user.email, stdout=io.StringIO())
+
+    assert str(refused.value) == "Aborted; the password was not changed."
+
+    user.refresh_from_db()
+    assert user.check_password("Old-password-123")
+    assert not AuditEvent.objects.exists()
+
+
+def test_createsuperuser_refuses_a_password_that_is_not_utf8_from_the_environment(db, monkeypatch):
+    """DJANGO_SUPERUSER_PASSWORD with a byte that is not UTF-8: a traceback from the hasher."""
+    from tenants.models import User
+
+    monkeypatch.setenv("DJANGO_SUPERUSER_PASSWORD", f"{NOT_UTF8}abcdefghijklmnop")
+
+    with pytest.raises(CommandError) as refused:
+        call_command("createsuperuser", "--noinput", "--email", "root@countersign.test")
+
+    assert str(refused.value) == (
+        "DJANGO_SUPERUSER_PASSWORD: The password holds a byte that is not UTF-8 (check the "
+        "terminal's encoding); no account was made."
+    )
+    assert not User.objects.exists()
+    assert not AuditEvent.objects.exists()
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize(
+    ("answers", "message"),
+    [
+        (
+            [f"{NOT_UTF8}abcdefghijklmnop", f"{NOT_UTF8}abcdefghijklmnop"],
+            "The password holds a byte that is not UTF-8 (check the terminal's encoding); "
+            "no account was made.",
+        ),
+        ([EOFError], "Aborted; no account was made."),
+    ],
+    ids=["not-utf8", "ctrl-d"],
+)
+def test_createsuperuser_at_the_prompt_refuses_cleanly(db, monkeypatch, answers, message):
+    from tenants.models import User
+
+    _typed(monkeypatch, *answers)
+
+    with pytest.raises(CommandError) as refused:
+        call_command(
+            "createsuperuser",
+            "--email",
+            "root@countersign.test",
+            stdin=_Terminal(),
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
+
+    assert str(refused.value) == message
+    assert not User.objects.exists()
+
+
 # --- sandbox and chaos: checked before anything starts ----------------------------------------
 
 

@@ -126,7 +126,9 @@ SAFETY_LIMITS = {
     "WEBHOOK_BACKFILL_CALLS_PER_KEY=0": "WEBHOOK_BACKFILL_CALLS_PER_KEY must be at least 1, got 0",
     "WEBHOOK_BACKFILL_MAX_CALLS=0": "WEBHOOK_BACKFILL_MAX_CALLS must be at least 1, got 0",
     "WEBHOOK_BACKFILL_CALLS_PER_SECOND=-1": "WEBHOOK_BACKFILL_CALLS_PER_SECOND must be at least 0, got -1.0",
-    "WEBHOOK_BACKFILL_MAX_AGE_HOURS=0": "WEBHOOK_BACKFILL_MAX_AGE_HOURS must be at least 1, got 0.0",
+    "WEBHOOK_BACKFILL_MAX_AGE_HOURS=0": (
+        "WEBHOOK_BACKFILL_MAX_AGE_HOURS must be at least 1 and at most 8760, got 0.0"
+    ),
     "WEBHOOK_BACKFILL_AFTER_SECONDS=7200 WEBHOOK_BACKFILL_MAX_AGE_HOURS=2": (
         "WEBHOOK_BACKFILL_MAX_AGE_HOURS must be more than WEBHOOK_BACKFILL_AFTER_SECONDS (7200 s), "
         "got 2 hours"
@@ -139,27 +141,96 @@ SAFETY_LIMITS = {
 }
 
 
-def test_a_safety_limit_set_to_nothing_stops_the_start_naming_it():
-    """The settings alone, each case in its own process, all at once: seconds, not one each."""
+def settings_errors(cases) -> dict[str, str]:
+    """The settings alone, each case (space-separated NAME=value pairs) in its own production
+    process, all at once: seconds, not one each. Each case's stderr, whole."""
     production = {**PRODUCTION_ENV, "DATABASE_URL": settings.DATABASE_URL}
     processes = {
         case: subprocess.Popen(
             [sys.executable, "-c", "import config.settings"],
             cwd=ROOT,
-            env=clean_env({**production, **dict(pair.split("=") for pair in case.split())}),
+            env=clean_env({**production, **dict(pair.split("=", 1) for pair in case.split())}),
             stderr=subprocess.PIPE,
             text=True,
         )
-        for case in SAFETY_LIMITS
+        for case in cases
     }
-    last_lines = {
-        case: process.communicate(timeout=120)[1].strip().splitlines()[-1:]
-        for case, process in processes.items()
-    }
-    assert last_lines == {
+    return {case: process.communicate(timeout=120)[1] for case, process in processes.items()}
+
+
+def last_lines(errors: dict[str, str]) -> dict[str, list[str]]:
+    return {case: stderr.strip().splitlines()[-1:] for case, stderr in errors.items()}
+
+
+def refusals(cases: dict[str, str]) -> dict[str, list[str]]:
+    return {
         case: [f"django.core.exceptions.ImproperlyConfigured: {said}"]
-        for case, said in SAFETY_LIMITS.items()
+        for case, said in cases.items()
     }
+
+
+def test_a_safety_limit_set_to_nothing_stops_the_start_naming_it():
+    assert last_lines(settings_errors(SAFETY_LIMITS)) == refusals(SAFETY_LIMITS)
+
+
+# Found by an outside probe (the operator): a figure past anything meant started, then failed
+# where it was used. A sign-in lasting 10^20 s made every sign-in a 500 (OverflowError in the
+# session's expiry date); a cool-off of 10^20 minutes stopped the start with an OverflowError that
+# named no variable; timeouts past what a socket takes failed every AgentMail call; a backfill
+# window of 10^9 hours reached before year 1. 5,000 digits were echoed whole.
+PAST_WHAT_RUNS = {
+    "SESSION_COOKIE_AGE=" + "1" + "0" * 20: (
+        "SESSION_COOKIE_AGE must be at most 1000000000, got 100000000000000000000"
+    ),
+    "AXES_COOLOFF_MINUTES=" + "1" + "0" * 20: (
+        "AXES_COOLOFF_MINUTES must be at most 1000000000, got 100000000000000000000"
+    ),
+    "AGENTMAIL_READ_TIMEOUT=1e20": "AGENTMAIL_READ_TIMEOUT must be at most 1000000000, got 1e+20",
+    "SEND_LEASE_SECONDS=1000000001": "SEND_LEASE_SECONDS must be at most 1000000000, got 1000000001",
+    "WEBHOOK_BACKFILL_MAX_AGE_HOURS=1000000": (
+        "WEBHOOK_BACKFILL_MAX_AGE_HOURS must be at least 1 and at most 8760, got 1000000.0"
+    ),
+    "SEND_BATCH_SIZE=" + "9" * 5000: (
+        "SEND_BATCH_SIZE must be at most 1000, got a number of 5000 digits"
+    ),
+    "Q_WORKERS=" + "9" * 5000: "Q_WORKERS must be at most 1000000000, got a number of 5000 digits",
+}
+
+
+def test_a_figure_past_what_the_code_can_run_stops_the_start_naming_it():
+    assert last_lines(settings_errors(PAST_WHAT_RUNS)) == refusals(PAST_WHAT_RUNS)
+
+
+URL_SAID = "(its value is not shown: it may hold a password)"
+# Found by an outside probe (the operator): these started, then failed each call (no scheme), sent
+# the organization's AgentMail key in clear (http in production), or stopped the start with a
+# ValueError naming no variable (Q_REDIS_URL).
+BAD_URLS = {
+    "Q_REDIS_URL=redis://[::1": f"Q_REDIS_URL must be a URL like redis://host:6379/0 {URL_SAID}",
+    "Q_REDIS_URL=hunter2": f"Q_REDIS_URL must be a URL like redis://host:6379/0 {URL_SAID}",
+    "Q_REDIS_URL=redis://:hunter2@cache.internal:port/0": (
+        f"Q_REDIS_URL must be a URL like redis://host:6379/0 {URL_SAID}"
+    ),
+    "AGENTMAIL_BASE_URL=api.agentmail.to": (
+        f"AGENTMAIL_BASE_URL must be a URL like https://api.agentmail.to {URL_SAID}"
+    ),
+    "AGENTMAIL_BASE_URL=http://api.agentmail.to": (
+        "AGENTMAIL_BASE_URL must be an https:// URL when COUNTERSIGN_ENV=production"
+    ),
+    "PUBLIC_BASE_URL=countersign.example.com": (
+        f"PUBLIC_BASE_URL must be a URL like https://countersign.example.com {URL_SAID}"
+    ),
+    "PUBLIC_BASE_URL=http://hunter2@countersign.example.com": (
+        "PUBLIC_BASE_URL must be an https:// URL when COUNTERSIGN_ENV=production"
+    ),
+}
+
+
+def test_a_url_that_cannot_work_stops_the_start_naming_it_and_never_showing_it():
+    errors = settings_errors(BAD_URLS)
+
+    assert last_lines(errors) == refusals(BAD_URLS)
+    assert [case for case, stderr in errors.items() if "hunter2" in stderr] == []
 
 
 @pytest.mark.parametrize(
@@ -188,3 +259,38 @@ def test_a_web_process_refuses_to_start_with_a_broken_key_ring(entry):
         "SECRET_ENCRYPTION_KEYS: key id 'k1' appears twice"
     )
     assert "AAAA" not in result.stderr
+
+
+KEY = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+
+
+@pytest.mark.parametrize(
+    ("ring", "said"),
+    [
+        # Written backwards, key then id: the key was quoted as the id of a key not in base64.
+        (
+            [f"{KEY}:k1"],
+            "SECRET_ENCRYPTION_KEYS: entry 1 is not valid base64 after its key id (the id is "
+            "not shown: it may be a key written first)",
+        ),
+        (
+            ["k1:" + "A" * 43 + "=", KEY.rstrip("=") + ":key2"],
+            "SECRET_ENCRYPTION_KEYS: entry 2 must be 32 bytes after its key id, got 3 (the id "
+            "is not shown: it may be a key written first)",
+        ),
+        # A plain id is still named.
+        (["k1:" + KEY[:20]], "SECRET_ENCRYPTION_KEYS: key 'k1' must be 32 bytes, got 15"),
+    ],
+    ids=["backwards", "backwards-unpadded", "plain-id"],
+)
+def test_a_malformed_key_ring_never_shows_a_key(settings, ring, said):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from common import crypto
+
+    settings.SECRET_ENCRYPTION_KEYS = ring
+    with pytest.raises(ImproperlyConfigured) as refused:
+        crypto.key_ring()
+
+    assert str(refused.value) == said
+    assert KEY[:16] not in str(refused.value)

@@ -9,7 +9,7 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from common.cli import text
+from common.cli import PASSWORD_NOT_UTF8, password_not_utf8, text
 from tenants.models import User
 from tenants.passwords import password_set_by_operator
 
@@ -48,6 +48,9 @@ class Command(BaseCommand):
             if first != second:
                 self.stdout.write("Passwords do not match. Please try again.")
                 continue
+            if password_not_utf8(second):
+                self.stderr.write(f"{PASSWORD_NOT_UTF8}. Please try again.")
+                continue
             try:
                 validate_password(second, user)
             except ValidationError as error:
@@ -60,7 +63,10 @@ class Command(BaseCommand):
 
 
 def _asked(prompt: str) -> str:
-    password = getpass.getpass(prompt=prompt)
+    try:
+        password = getpass.getpass(prompt=prompt)
+    except (EOFError, KeyboardInterrupt):  # Ctrl-D, Ctrl-C: tracebacks
+        raise CommandError("Aborted; the password was not changed.") from None
     if not password:
         raise CommandError("aborted")
     return password

@@ -6,18 +6,33 @@ between the two, and a transaction must not wait on a person typing.
 This app comes before ``django.contrib.auth`` in INSTALLED_APPS so that this command wins."""
 
 import argparse
+import os
 
 from django.contrib.auth.management.commands import createsuperuser
+from django.core.management.base import CommandError
 
-from common.cli import text
+from common.cli import PASSWORD_NOT_UTF8, password_not_utf8, text
 from tenants.models import User
 from tenants.onboarding import operator_account_created
 
 
 class Command(createsuperuser.Command):
     def handle(self, *args, **options):
+        password = os.environ.get("DJANGO_SUPERUSER_PASSWORD", "")
+        if not options["interactive"] and password_not_utf8(password):
+            raise CommandError(
+                f"DJANGO_SUPERUSER_PASSWORD: {PASSWORD_NOT_UTF8}; no account was made."
+            )
         known = set(User.objects.filter(is_superuser=True).values_list("pk", flat=True))
-        super().handle(*args, **options)
+        try:
+            super().handle(*args, **options)
+        except EOFError:  # Ctrl-D at a prompt (Django's command says Ctrl-C itself)
+            raise CommandError("Aborted; no account was made.") from None
+        except UnicodeEncodeError:
+            # A password typed at Django's prompt, which the hasher cannot encode before the
+            # account is saved: the address went through _validate_username, and no other field
+            # is asked (REQUIRED_FIELDS is empty).
+            raise CommandError(f"{PASSWORD_NOT_UTF8}; no account was made.") from None
         for user in User.objects.filter(is_superuser=True).exclude(pk__in=known):
             operator_account_created(user=user)
 

@@ -6,6 +6,7 @@ from intents.services.event_endpoints import endpoint_secrets_reseal_all
 from mailboxes import crypto
 from mailboxes.models import Mailbox
 from tenants.oidc_signin import sso_reseal_all
+from tenants.onboarding import operator_secrets_resealed
 from tenants.two_factor import totp_reseal_all
 from webhooks.models import WebhookSecret
 
@@ -16,7 +17,8 @@ class Command(BaseCommand):
     help = (
         "Re-seal every stored secret (AgentMail keys, webhook secrets, authenticator seeds, "
         "single sign-on client secrets, agent event signing secrets) under the first key of "
-        "SECRET_ENCRYPTION_KEYS, so older keys can then be removed from the ring."
+        "SECRET_ENCRYPTION_KEYS, so older keys can then be removed from the ring. A run that "
+        "re-sealed anything leaves a row in the operators' audit log (no tenant's)."
     )
 
     def handle(self, *args, **options):
@@ -45,7 +47,16 @@ class Command(BaseCommand):
             seeds = totp_reseal_all()
             clients = sso_reseal_all()
             endpoints = endpoint_secrets_reseal_all()
-        primary, _ = crypto.key_ring()
+            primary, _ = crypto.key_ring()
+            counts = {
+                "mailbox_keys": mailboxes,
+                "webhook_secrets": secrets,
+                "authenticator_seeds": seeds,
+                "sso_client_secrets": clients,
+                "agent_event_endpoints": endpoints,
+            }
+            if any(counts.values()):
+                operator_secrets_resealed(key_id=primary, counts=counts)
         self.stdout.write(
             f"re-sealed {mailboxes} mailbox keys, {secrets} webhook secrets, {seeds} authenticator "
             f"seeds, {clients} single sign-on client secrets and the signing secrets of "
