@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from intents import services
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
+from review.forms import EditForm
 from tests.intents.conftest import fast_send  # noqa: F401
 from tests.intents.helpers import drain_sends
 from tests.routed_client import RoutedClient
@@ -58,16 +59,8 @@ def approve_form(page: str) -> dict:
 
 
 def edit_form(version, **changes) -> dict:
-    data = {
-        "base_version": version.number,
-        "to": ", ".join(version.to),
-        "cc": ", ".join(version.cc),
-        "bcc": ", ".join(version.bcc),
-        "subject": version.subject,
-        "text": version.text,
-        "html": version.html,
-    }
-    return {**data, **changes}
+    """The edit form as the page fills it for ``version``, with ``changes``."""
+    return {**EditForm.of_version(version).initial, **changes}
 
 
 def flashes(response) -> list[str]:

@@ -13,6 +13,7 @@ from intents import services
 from intents.hashing import content_hash
 from intents.models import DraftVersion, IntentEvent
 from review import diff as review  # the tests below name the diff functions review.*
+from review.forms import EditForm
 from tenants.tokens import token_create
 from tests.intents.helpers import blocked_on_a_lock
 
@@ -20,17 +21,8 @@ pytestmark = pytest.mark.django_db
 
 
 def edit_data(version, **changes):
-    data = {
-        "base_version": version.number,
-        "to": ", ".join(version.to),
-        "cc": ", ".join(version.cc),
-        "bcc": ", ".join(version.bcc),
-        "subject": version.subject,
-        "text": version.text,
-        "html": version.html,
-    }
-    data.update(changes)
-    return data
+    """The edit form as the page fills it for ``version``, with ``changes``."""
+    return {**EditForm.of_version(version).initial, **changes}
 
 
 @pytest.mark.django_db(transaction=True)
