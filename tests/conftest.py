@@ -118,6 +118,18 @@ def empty_cache():
 
 
 @pytest.fixture(autouse=True)
+def each_test_starts_in_the_default_language():
+    """The language a request activated stays active on its thread after the response (Django's
+    LocaleMiddleware does not reset it): a German page fetched by one test made the next test's
+    ``call_command`` refuse in German, which a real ``manage.py`` process never does."""
+    from django.utils import translation
+
+    translation.deactivate()
+    yield
+    translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
 def no_process_outlives_its_test():
     """Processes started through ``tests.servers.started`` (the sending workers) end with their
     test, even when it failed before stopping them."""
