@@ -37,6 +37,7 @@ from webauthn.helpers.structs import (
 from common.text import unsafe_in_name
 from tenants.models import Passkey, User
 from tenants.signin_audit import signin_audit
+from tenants.user_sessions import SESSION_ENDED, session_ended_message, session_still_open
 
 # What py_webauthn raises for a response it cannot read or does not accept (a missing id or
 # attestationObject, a list where an object belongs, a userHandle that is no string...): its own
@@ -59,6 +60,14 @@ class PasskeyError(Exception):
 class RelyingParty:
     rp_id: str
     origin: str
+
+
+def _asked_by_an_open_session(user: User, request: HttpRequest) -> None:
+    """First in every write of a passkey: under the person's row lock, refuse (changing
+    nothing) a request whose session was ended while it was on its way, by a reset of the
+    person's factors above all (``tenants.user_sessions.session_still_open``)."""
+    if not session_still_open(user=user, request=request):
+        raise PasskeyError(SESSION_ENDED, session_ended_message())
 
 
 def relying_party(request: HttpRequest) -> RelyingParty:
@@ -117,7 +126,7 @@ def passkey_register(*, request: HttpRequest, user: User, credential: dict, name
     listed = response.get("transports") if isinstance(response, dict) else None
     transports = [t for t in listed if isinstance(t, str)] if isinstance(listed, list) else []
     with transaction.atomic():
-        User.objects.select_for_update().get(pk=user.pk)
+        _asked_by_an_open_session(user, request)
         if Passkey.objects.filter(user=user).count() >= MAX_PASSKEYS:
             raise PasskeyError("too_many", _("You have the most passkeys allowed; remove one."))
         if Passkey.objects.filter(credential_id=verified.credential_id).exists():
@@ -188,6 +197,7 @@ def passkey_authenticate(*, request: HttpRequest, credential: dict, user: User |
 
 def passkey_remove(*, request: HttpRequest, user: User, passkey_id: int) -> None:
     with transaction.atomic():
+        _asked_by_an_open_session(user, request)
         deleted, _rows = Passkey.objects.filter(pk=passkey_id, user=user).delete()
         if not deleted:
             raise PasskeyError("not_found", _("No such passkey."))

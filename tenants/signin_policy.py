@@ -81,12 +81,19 @@ def account_reset_two_factor(*, email: str) -> tuple[User, int]:
     """An operator's reset (``manage.py two_factor_reset``) for a person who lost every second
     factor and belongs to several tenants, which no single tenant's admin may reset: every factor
     removed, every session ended, an audit row in each of their tenants. Returns the person and
-    how many sessions ended."""
+    how many sessions ended. A person with no factor left (a second run) is refused, changing
+    nothing: no session ends, no audit row says that factors were removed."""
     with transaction.atomic():
         user = User.objects.select_for_update().filter(email=email.strip().lower()).first()
         if user is None:
             raise AdminError(
                 "not_found", _("No account has the address %(email)s.") % {"email": email}
+            )
+        if not two_factor.factors_held(user):
+            raise AdminError(
+                "nothing_to_reset",
+                _("%(email)s has no second factor to reset; nothing was changed.")
+                % {"email": user.email},
             )
         two_factor.two_factor_remove(user=user, actor=None, reason="operator_reset")
         ended = sessions_end_all(user=user)

@@ -24,6 +24,7 @@ from django_otp.oath import TOTP
 from common import crypto
 from tenants.models import Membership, Passkey, RecoveryCode, TotpDevice, User
 from tenants.signin_audit import signin_audit
+from tenants.user_sessions import SESSION_ENDED, session_ended_message, session_still_open
 
 RECOVERY_CODE_COUNT = 10
 # A code of the step before or after the server's is accepted too (clock skew, typing time).
@@ -37,6 +38,13 @@ class TwoFactorError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def _asked_by_an_open_session(user: User, request: HttpRequest | None) -> None:
+    """First in every write of a factor: under the person's row lock, refuse (changing nothing)
+    a request whose session was ended while it was on its way (``session_still_open``)."""
+    if not session_still_open(user=user, request=request):
+        raise TwoFactorError(SESSION_ENDED, session_ended_message())
 
 
 def _aad(user_id: int) -> str:
@@ -57,9 +65,12 @@ def totp_uri(device: TotpDevice, user: User) -> str:
     return f"otpauth://totp/{label}?{query}"
 
 
-def totp_begin(*, user: User) -> TotpDevice:
-    """A fresh unconfirmed authenticator for ``user`` (replacing an unconfirmed one)."""
+def totp_begin(*, user: User, request: HttpRequest | None = None) -> TotpDevice:
+    """A fresh unconfirmed authenticator for ``user`` (replacing an unconfirmed one).
+    ``request``: the session asking (None: no session, a shell or a test)."""
     with transaction.atomic():
+        # A seed made for a session a reset just ended would be one its holder was shown.
+        _asked_by_an_open_session(user, request)
         if TotpDevice.objects.filter(user=user, confirmed=True).exists():
             raise TwoFactorError("already_enrolled", _("An authenticator app is already set up."))
         TotpDevice.objects.filter(user=user, confirmed=False).delete()
@@ -131,6 +142,7 @@ def totp_confirm(*, user: User, code: str, request: HttpRequest | None = None) -
     """Confirm the pending authenticator with a code from it; returns the new recovery codes
     (shown once: only their digests are kept)."""
     with transaction.atomic():
+        _asked_by_an_open_session(user, request)
         device = TotpDevice.objects.select_for_update().filter(user=user, confirmed=False).first()
         if device is None:
             raise TwoFactorError("no_pending", _("Start again: there is no set-up in progress."))
@@ -148,6 +160,7 @@ def totp_confirm(*, user: User, code: str, request: HttpRequest | None = None) -
 
 def recovery_codes_regenerate(*, user: User, request: HttpRequest | None = None) -> list[str]:
     with transaction.atomic():
+        _asked_by_an_open_session(user, request)
         if not TotpDevice.objects.filter(user=user, confirmed=True).exists():
             raise TwoFactorError("not_enrolled", _("Set up an authenticator app first."))
         codes = _new_recovery_codes(user)
@@ -215,8 +228,10 @@ def two_factor_remove(
     *, user: User, actor: User | None, request: HttpRequest | None = None, reason: str = "removed"
 ) -> None:
     """Remove the authenticator, recovery codes and passkeys of ``user`` (by the person, an
-    admin's reset when the device was lost, or an operator's: ``actor`` None)."""
+    admin's reset when the device was lost, or an operator's: ``actor`` None). ``request``: the
+    person's own session asking, which must still be open; the resets pass none."""
     with transaction.atomic():
+        _asked_by_an_open_session(user, request)
         TotpDevice.objects.filter(user=user).delete()
         RecoveryCode.objects.filter(user=user).delete()
         passkeys = Passkey.objects.filter(user=user).delete()[0]
@@ -227,6 +242,20 @@ def two_factor_remove(
             request=request,
             data={"passkeys_removed": passkeys},
         )
+
+
+def factors_held(user: User) -> bool:
+    """Whether ``user`` holds anything a reset removes: an authenticator (set up, or begun: its
+    seed was shown), recovery codes or a passkey."""
+    return (
+        User.objects.filter(pk=user.pk)
+        .filter(
+            Exists(TotpDevice.objects.filter(user=OuterRef("pk")))
+            | Exists(RecoveryCode.objects.filter(user=OuterRef("pk")))
+            | Exists(Passkey.objects.filter(user=OuterRef("pk")))
+        )
+        .exists()
+    )
 
 
 def factor_state(user: User) -> tuple[bool, bool]:

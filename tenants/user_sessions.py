@@ -13,8 +13,9 @@ from typing import cast
 
 from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 from django.contrib.sessions.models import Session
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models.functions import Now
+from django.db.transaction import TransactionManagementError
 from django.dispatch import receiver
 from django.http import HttpRequest
 from django.utils import timezone
@@ -41,6 +42,8 @@ PROVEN_AT_KEY = "cs_proven_at"
 PROVEN_THROUGH_KEY = "cs_proven_through"
 _SEEN_KEY = "cs_seen"
 SEEN_EVERY = timedelta(seconds=60)
+# The code of a refusal because the session asking was ended while its request was on its way.
+SESSION_ENDED = "session_ended"
 
 
 def sso_session_beyond_its_tenants(request: HttpRequest) -> bool:
@@ -90,6 +93,39 @@ class SessionError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def session_ended_message() -> str:
+    return _("This session was signed out before your change was saved: nothing was changed.")
+
+
+def session_still_open(*, user: User, request: HttpRequest | None) -> bool:
+    """Lock ``user``'s row, then say whether the session of ``request`` is still theirs and
+    open (None: no session asks, a shell or a test). Call it first in the transaction of a
+    write made on that session's word: a second factor added, renewed or removed.
+
+    A reset of the person's factors (an operator's or an admin's), a password change and a
+    deactivation end their sessions under this lock; ending one session deletes its row, which
+    this locks too. A request that passed the session middleware just before its session was
+    ended waits for that and reads it gone. Without it, a passkey registration waiting on the
+    row committed just after the operator's reset, and whoever the reset was meant to lock out
+    kept a passkey. FOR NO KEY UPDATE, as ``tenants.services.belongs_elsewhere``: rows that
+    merely name the person (an audit row) do not wait."""
+    if not connection.in_atomic_block:
+        raise TransactionManagementError("check the session inside the write")
+    User.objects.select_for_update(no_key=True).filter(pk=user.pk).values_list("pk").first()
+    if request is None:
+        return True
+    key = request.session.session_key
+    if not key:
+        return False
+    row = (
+        UserSession.objects.select_for_update()
+        .filter(user=user, session_key=key)
+        .values_list("pk")
+        .first()
+    )
+    return row is not None
 
 
 @receiver(user_logged_in, dispatch_uid="tenants.session_recorded")

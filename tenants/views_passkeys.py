@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import cast
 
 from django.contrib import messages
-from django.contrib.auth import login
+from django.contrib.auth import login, logout
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
@@ -21,7 +22,8 @@ from tenants.access import AuthenticatedRequest
 from tenants.models import User
 from tenants.next_url import safe_next_url
 from tenants.signin_audit import signin_audit
-from tenants.user_sessions import FACTOR_KEY, METHOD_KEY, session_factor_proven
+from tenants.user_sessions import FACTOR_KEY, METHOD_KEY, SESSION_ENDED, session_factor_proven
+from tenants.views_signin import session_ended_signed_out
 
 
 def _json_options(body: str) -> HttpResponse:
@@ -58,6 +60,15 @@ def register(http_request: HttpRequest) -> HttpResponse:
             request=request, user=request.user, credential=credential, name=name
         )
     except passkeys.PasskeyError as error:
+        if error.code == SESSION_ENDED:
+            # This session was ended while the request was on its way: this browser is signed
+            # out too, and the page's script follows the redirect to the sign-in.
+            logout(request)
+            messages.error(request, error.message)
+            return JsonResponse(
+                {"error": error.code, "message": error.message, "redirect": reverse("login")},
+                status=401,
+            )
         return _refused(error)
     # Registering with user verification proves the passkey: this session counts as verified.
     session_factor_proven(request, "passkey")
@@ -117,7 +128,9 @@ def remove(http_request: HttpRequest, passkey_id: int) -> HttpResponse:
         return held
     try:
         passkeys.passkey_remove(request=request, user=request.user, passkey_id=passkey_id)
-    except passkeys.PasskeyError:
+    except passkeys.PasskeyError as error:
+        if error.code == SESSION_ENDED:
+            return session_ended_signed_out(request, error.message)
         return HttpResponse(status=404)
     messages.success(request, _("Passkey removed."))
     return redirect("account_security")

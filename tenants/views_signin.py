@@ -14,7 +14,7 @@ from typing import cast
 
 import segno
 from django.contrib import messages
-from django.contrib.auth import update_session_auth_hash
+from django.contrib.auth import logout, update_session_auth_hash
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
@@ -32,6 +32,15 @@ from tenants.signin_gate import gate_for
 
 def _next_url(request: HttpRequest) -> str:
     return safe_next_url(request, request.POST.get("next") or request.GET.get("next"))
+
+
+def session_ended_signed_out(request: HttpRequest, message: str) -> HttpResponse:
+    """The answer to a change refused because this session was ended while the request was on
+    its way (a reset of the person's factors, a password change, an end from another browser;
+    ``user_sessions.session_still_open``): this browser is signed out too, and told why."""
+    logout(request)
+    messages.error(request, message)
+    return redirect("login")
 
 
 @login_required
@@ -120,8 +129,10 @@ def totp_enrol(http_request: HttpRequest) -> HttpResponse:
         return held
     if request.method == "POST":
         try:
-            device = two_factor.totp_begin(user=request.user)
+            device = two_factor.totp_begin(user=request.user, request=request)
         except two_factor.TwoFactorError as error:
+            if error.code == user_sessions.SESSION_ENDED:
+                return session_ended_signed_out(request, error.message)
             messages.error(request, error.message)
             return redirect("account_security")
         return _enrol_page(request, device)
@@ -144,6 +155,8 @@ def totp_confirm(http_request: HttpRequest) -> HttpResponse:
             user=request.user, code=request.POST.get("code", ""), request=request
         )
     except two_factor.TwoFactorError as error:
+        if error.code == user_sessions.SESSION_ENDED:
+            return session_ended_signed_out(request, error.message)
         pending = TotpDevice.objects.filter(user=request.user, confirmed=False).first()
         if pending is None:
             messages.error(request, error.message)
@@ -179,6 +192,8 @@ def recovery_codes_renew(http_request: HttpRequest) -> HttpResponse:
     try:
         codes = two_factor.recovery_codes_regenerate(user=request.user, request=request)
     except two_factor.TwoFactorError as error:
+        if error.code == user_sessions.SESSION_ENDED:
+            return session_ended_signed_out(request, error.message)
         messages.error(request, error.message)
         return redirect("account_security")
     return render(request, "tenants/recovery_codes.html", {"codes": codes, "new_device": False})
@@ -192,7 +207,10 @@ def two_factor_remove(http_request: HttpRequest) -> HttpResponse:
         return redirect("account_security")
     if held := sudo.confirm_first(request, back="account_security"):
         return held
-    two_factor.two_factor_remove(user=request.user, actor=request.user, request=request)
+    try:
+        two_factor.two_factor_remove(user=request.user, actor=request.user, request=request)
+    except two_factor.TwoFactorError as error:
+        return session_ended_signed_out(request, error.message)
     request.session.pop(user_sessions.FACTOR_KEY, None)
     messages.success(
         request, _("Two-factor sign-in is off; your authenticator and passkeys are removed.")

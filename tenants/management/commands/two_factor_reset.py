@@ -10,7 +10,8 @@ class Command(BaseCommand):
         "Remove every second factor (authenticator, recovery codes, passkeys) of one account and "
         "end its sessions, so the person sets a new factor up at their next sign-in. For a person "
         "who belongs to several tenants: a tenant's admin may reset only a member who belongs to "
-        "no other tenant. Confirm who is asking before you run it."
+        "no other tenant. Confirm who is asking before you run it. A person with no second "
+        "factor is refused (exit code 1) and nothing changes."
     )
 
     def add_arguments(self, parser):
