@@ -15,6 +15,11 @@ from typing import Any, overload
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import dj_database_url
+from django.core.checks.security.base import (
+    SECRET_KEY_INSECURE_PREFIX,
+    SECRET_KEY_MIN_LENGTH,
+    SECRET_KEY_MIN_UNIQUE_CHARACTERS,
+)
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
@@ -137,10 +142,41 @@ def url_checked(name: str, value: str, *, like: str, schemes: set[str]) -> str:
     return value
 
 
-SECRET_KEY = required(
-    "SECRET_KEY", "dev-only-insecure-key-7c1f2a9e-never-use-in-production-4b8d0e6a5f3c"
+def strong_key(name: str, value: str) -> str:
+    """``value`` (the key ``name``) when it passes the rule of Django's deploy check (W009,
+    W025), else ImproperlyConfigured saying which part failed, never the key. In production only:
+    gunicorn runs no system checks, so a weak key served until someone ran ``check --deploy``,
+    and whoever guesses it signs sessions, password-reset and invitation links."""
+    if not PRODUCTION:
+        return value
+    hidden = "(its value is not shown)"
+    if len(value) < SECRET_KEY_MIN_LENGTH:
+        raise ImproperlyConfigured(
+            f"{name} must be at least {SECRET_KEY_MIN_LENGTH} characters long, "
+            f"got {len(value)} {hidden}"
+        )
+    if len(set(value)) < SECRET_KEY_MIN_UNIQUE_CHARACTERS:
+        raise ImproperlyConfigured(
+            f"{name} must hold at least {SECRET_KEY_MIN_UNIQUE_CHARACTERS} different characters, "
+            f"got {len(set(value))} {hidden}"
+        )
+    if value.startswith(SECRET_KEY_INSECURE_PREFIX):
+        raise ImproperlyConfigured(
+            f"{name} must not start with {SECRET_KEY_INSECURE_PREFIX!r}, Django's mark of a key "
+            f"made for development {hidden}"
+        )
+    return value
+
+
+SECRET_KEY = strong_key(
+    "SECRET_KEY",
+    required("SECRET_KEY", "dev-only-insecure-key-7c1f2a9e-never-use-in-production-4b8d0e6a5f3c"),
 )
-SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
+# A fallback still verifies signatures: a weak one is as open as a weak key.
+SECRET_KEY_FALLBACKS = [
+    strong_key(f"SECRET_KEY_FALLBACKS entry {number}", key)
+    for number, key in enumerate(env_list("SECRET_KEY_FALLBACKS", []), start=1)
+]
 DEBUG = env_bool("DEBUG", not PRODUCTION)
 if PRODUCTION and DEBUG:
     raise ImproperlyConfigured(
@@ -150,7 +186,32 @@ if PRODUCTION and DEBUG:
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
 if PRODUCTION and not ALLOWED_HOSTS:
     raise ImproperlyConfigured("ALLOWED_HOSTS must be set when COUNTERSIGN_ENV=production")
-CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+if PRODUCTION and "*" in ALLOWED_HOSTS:
+    raise ImproperlyConfigured(
+        "ALLOWED_HOSTS must name the hosts served, not '*': any Host header would be taken, and "
+        "links built from it could point elsewhere"
+    )
+
+
+def origins_checked(name: str, origins: list[str]) -> list[str]:
+    """``origins`` when each is a scheme and a host. Without a scheme an origin matches no
+    request (Django's 4_0.E001, which only ``check`` says, and gunicorn runs none): every form
+    posted through the proxy failed its CSRF check. Origins are no secret: the bad one is named."""
+    for origin in origins:
+        try:
+            parts = urlsplit(origin)
+            usable = parts.scheme in {"http", "https"} and bool(parts.hostname)
+        except ValueError:
+            usable = False
+        if not usable:
+            raise ImproperlyConfigured(
+                f"{name} entry {origin!r} must be an origin like "
+                "https://countersign.example.com (a scheme and a host)"
+            )
+    return origins
+
+
+CSRF_TRUSTED_ORIGINS = origins_checked("CSRF_TRUSTED_ORIGINS", env_list("CSRF_TRUSTED_ORIGINS", []))
 
 # Secrets at rest (AgentMail keys, webhook secrets): "kid:base64key" entries, the first encrypts,
 # all decrypt, so a new key can be prepended and `manage.py reencrypt_secrets` run before the old

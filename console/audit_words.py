@@ -36,6 +36,9 @@ SENTENCES = {
     "tenant.storage_quota_changed": _(
         "An operator changed the attachment storage quota of this tenant"
     ),
+    "tenant.storage_recounted": _(
+        "An operator corrected the attachment storage total of this tenant to what its files hold"
+    ),
     "tenant.policies_changed": _("%(actor)s changed the tenant's %(object)s"),
     "tenant.deadlines_changed": _("%(actor)s changed the deadlines in the tenant's %(object)s"),
     "member.role_changed": _("%(actor)s changed the role of %(object)s"),
@@ -198,6 +201,7 @@ FIELD_NAMES = {
     "retention_days": _("retention (days)"),
     "send_hold_seconds": _("undo window (seconds)"),
     "attachment_storage_quota": _("attachment storage quota (bytes)"),
+    "attachment_storage_used": _("attachment storage in use (bytes)"),
     "own_quota": _("set for this tenant alone"),
     "own_domains": _("own domains"),
     "sla_minutes": _("target (minutes)"),

@@ -301,6 +301,10 @@ def _name_problem(name: str) -> str | None:
         return "a filename is required."
     if len(name) > MAX_FILENAME:
         return f"the filename is longer than {MAX_FILENAME} characters."
+    return _shape_problem(name) or _look_alike_problem(name)
+
+
+def _shape_problem(name: str) -> str | None:
     # ":" as well: Windows reads "invoice.exe::$DATA" (or "invoice.exe:x.pdf") as a stream of
     # "invoice.exe", so a file saved under that name is a program the extension check let pass,
     # the same trick as the trailing dot refused below.
@@ -318,6 +322,71 @@ def _name_problem(name: str) -> str | None:
     if name.strip(" .") == "" or name != name.strip() or name.endswith("."):
         return "the filename must not start or end with spaces or end with a dot."
     return None
+
+
+# Slashes that NFKC leaves alone but that are drawn as "/" or "\\" ("a\u2044b" shows as a/b).
+SLASH_LOOK_ALIKES = str.maketrans(
+    {
+        "\u2044": "/",  # FRACTION SLASH
+        "\u2215": "/",  # DIVISION SLASH
+        "\u2571": "/",  # BOX DRAWINGS LIGHT DIAGONAL UPPER RIGHT TO LOWER LEFT
+        "\u27cb": "/",  # MATHEMATICAL RISING DIAGONAL
+        "\u29f8": "/",  # BIG SOLIDUS
+        "\u2216": "\\",  # SET MINUS
+        "\u2572": "\\",  # BOX DRAWINGS LIGHT DIAGONAL UPPER LEFT TO LOWER RIGHT
+        "\u27cd": "\\",  # MATHEMATICAL FALLING DIAGONAL
+        "\u29f5": "\\",  # REVERSE SOLIDUS OPERATOR
+        "\u29f9": "\\",  # BIG REVERSE SOLIDUS
+    }
+)
+
+
+def _read_as(text: str) -> str:
+    """``text`` as people read it: compatibility characters folded (NFKC: "\uff0e" is ".",
+    "\uff45" is "e"), and the slashes NFKC keeps taken for the ASCII ones they look like. Those
+    first: NFKC writes "\u00bd" as 1, U+2044, 2, which shows as one character, not a path."""
+    return unicodedata.normalize("NFKC", text.translate(SLASH_LOOK_ALIKES))
+
+
+def _look_alike_problem(name: str) -> str | None:
+    """What is wrong with ``name`` read as it shows (``_read_as``), naming the character that
+    makes it so: a look-alike slash or colon is a path separator, a look-alike dot can end the
+    name or make it dots only, and one that changes the extension is the spoof of a type
+    ("invoice\uff0eexe" shows as invoice.exe and has no extension to refuse). Names whose
+    compatibility characters change none of this (half-width katakana, a ligature, fullwidth
+    letters before a real extension, an ellipsis inside) pass."""
+    read = _read_as(name)
+    if read == name:
+        return None
+    if problem := _shape_problem(read):
+        culprit = _culprit(name, lambda candidate: _shape_problem(candidate) is not None)
+        return f"{culprit}: read so, {problem}"
+    # Canonical equivalents are the same text: a name in NFD (as macOS writes them) is composed
+    # by NFKC too, which changes no extension a person sees.
+    shown, actual = _extension(read), _extension(unicodedata.normalize("NFC", name))
+    if shown == actual:
+        return None
+    culprit = _culprit(name, lambda candidate: _extension(candidate) != actual)
+    has = f"its extension is .{actual}" if actual else "it has no extension"
+    what = f"a .{shown} file" if shown else "a file with no extension"
+    return f'{culprit}: it shows as "{read}", {what}, but {has}.'
+
+
+def _culprit(name: str, fails) -> str:
+    """The character to name: the first whose reading alone makes the name ``fail``; else the
+    first whose reading, with all before it read too, does ("invoice.\uff45\uff58\uff45" needs
+    every letter read); else the first that reads as something else."""
+    changed = [(index, char) for index, char in enumerate(name) if _read_as(char) != char]
+    alone = (i for i, c in changed if fails(name[:i] + _read_as(c) + name[i + 1 :]))
+    along = (i for i, _ in changed if fails(_read_as(name[: i + 1]) + name[i + 1 :]))
+    index = next(alone, None)
+    if index is None:
+        index = next(along, changed[0][0])
+    char = name[index]
+    return (
+        f"the filename contains U+{ord(char):04X} ({unicodedata.name(char, 'unnamed')}), "
+        f'which reads as "{_read_as(char)}"'
+    )
 
 
 def _extension(name: str) -> str:

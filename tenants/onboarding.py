@@ -379,6 +379,24 @@ def operator_account_created(*, user: User) -> None:
     logger.info("tenants.user.created_as_operator", extra={"user_id": user.pk})
 
 
+def operator_storage_recounted(*, tenant_id: int, before: int, after: int) -> None:
+    """The audit row of ``manage.py attachment_storage_recount`` correcting a tenant's
+    attachment storage total (bytes ``before`` and ``after``), in the recount's transaction.
+    Written only when the total changed: a run that finds it right leaves no row. The recount
+    logs it (``intents.attachment.storage_recounted``)."""
+    AuditEvent.objects.create(
+        tenant_id=tenant_id,
+        actor=None,
+        action="tenant.storage_recounted",
+        object_type="tenant",
+        object_id=str(tenant_id),
+        data={
+            "before": {"attachment_storage_used": before},
+            "after": {"attachment_storage_used": after},
+        },
+    )
+
+
 def operator_secrets_resealed(*, key_id: str, counts: dict[str, int]) -> None:
     """The audit row of ``manage.py reencrypt_secrets`` (no tenant: it re-seals every tenant's
     secrets), in its transaction: the key they are sealed under now and how many of each kind

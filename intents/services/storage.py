@@ -29,6 +29,7 @@ from django.db.models.functions import Greatest
 from intents import errors
 from intents.models import AttachmentBlob, AttachmentStorage
 from intents.selectors.storage import storage_quota, used_bytes
+from tenants.onboarding import operator_storage_recounted
 
 log = logging.getLogger("intents.services")
 
@@ -91,7 +92,8 @@ def storage_recount(*, tenant_id: int) -> tuple[int, int]:
     """Set the tenant's total to what its blobs hold (the operators' command, after an upgrade
     or a restore). Exact while drafts are stored and purged: it takes the row's lock first, so
     the sum, read after, sees every blob whose transaction counted it, and a transaction still
-    to count one waits and adds it after. Returns (before, after)."""
+    to count one waits and adds it after. A correction writes the tenant's operator audit row in
+    the same transaction; a total found right writes none. Returns (before, after)."""
     with transaction.atomic():
         AttachmentStorage.objects.bulk_create(
             [AttachmentStorage(tenant_id=tenant_id)], ignore_conflicts=True
@@ -101,7 +103,9 @@ def storage_recount(*, tenant_id: int) -> tuple[int, int]:
             tenant_id=tenant_id, data_purged_at__isnull=True
         ).aggregate(total=Sum("size"))["total"]
         after = int(held or 0)
-        AttachmentStorage.objects.filter(tenant_id=tenant_id).update(bytes_used=after)
+        if after != row.bytes_used:
+            AttachmentStorage.objects.filter(tenant_id=tenant_id).update(bytes_used=after)
+            operator_storage_recounted(tenant_id=tenant_id, before=row.bytes_used, after=after)
     log.info(
         "intents.attachment.storage_recounted",
         extra={"tenant_id": tenant_id, "before": row.bytes_used, "after": after},

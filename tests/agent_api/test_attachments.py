@@ -464,3 +464,37 @@ def test_forwarding_stops_once_the_files_pass_the_drafts_byte_limit(
     assert response.json()["errors"][0]["field"] == "forward_attachments[1]"
     assert len(sandbox.requests(route="get_attachment")) - before == 2
     assert Draft.objects.count() == 0
+
+
+def test_a_look_alike_dot_is_refused_uploaded_or_forwarded_naming_the_character(
+    api, token_a, mailbox_a, sandbox
+):
+    """A name with U+FF0E (a fullwidth full stop) for its dot shows as invoice.exe but had no
+    extension for the check to refuse: taken from an agent and from a customer's message alike."""
+    spoof = "invoice\uff0eexe"
+    message_id, [spoof_id] = _customer_wrote(
+        sandbox, mailbox_a, [_file(spoof, "application/pdf", PDF)]
+    )
+
+    uploaded = api.post(
+        "/drafts",
+        draft_body(mailbox_a, attachments=[_file(spoof)]),
+        token=token_a,
+        key="lookalike-1",
+    )
+    forwarded = api.post(
+        "/drafts",
+        draft_body(mailbox_a, in_reply_to=message_id, forward_attachments=[spoof_id]),
+        token=token_a,
+        key="lookalike-2",
+    )
+
+    said = 'U+FF0E (FULLWIDTH FULL STOP), which reads as "."'
+    assert [uploaded.status_code, forwarded.status_code] == [422, 422]
+    assert [uploaded.json()["code"], forwarded.json()["code"]] == [
+        "attachment_filename_invalid"
+    ] * 2
+    assert said in uploaded.json()["detail"]
+    assert said in forwarded.json()["detail"]
+    assert Draft.objects.count() == 0
+    assert AttachmentBlob.objects.count() == 0

@@ -303,6 +303,91 @@ def test_dangerous_or_malformed_files_are_refused_naming_the_file(
     assert refused.value.message.startswith("attachments[3] ")
 
 
+# Found by a probe: compatibility look-alikes of dots and slashes passed, since the rules read the
+# name as stored while people (and some programs, which apply NFKC) read it as it shows.
+# "invoice" U+FF0E "exe" showed as invoice.exe with no extension for the check to refuse.
+@pytest.mark.parametrize(
+    ("filename", "said"),
+    [
+        (
+            "invoice\uff0eexe",
+            'the filename contains U+FF0E (FULLWIDTH FULL STOP), which reads as ".": it shows as '
+            '"invoice.exe", a .exe file, but it has no extension.',
+        ),
+        (
+            "invoice.\uff45\uff58\uff45",
+            "the filename contains U+FF45 (FULLWIDTH LATIN SMALL LETTER E), which reads as "
+            '"e": it shows as "invoice.exe", a .exe file, but its extension is .\uff45\uff58\uff45.',
+        ),
+        (
+            "scan\ufe52pdf",
+            'the filename contains U+FE52 (SMALL FULL STOP), which reads as ".": it shows as '
+            '"scan.pdf", a .pdf file, but it has no extension.',
+        ),
+        (
+            "a\u2044b.pdf",
+            'the filename contains U+2044 (FRACTION SLASH), which reads as "/": read so, the '
+            "filename must not contain path separators (/, \\ or :).",
+        ),
+        (
+            "a\u2215b.pdf",
+            'the filename contains U+2215 (DIVISION SLASH), which reads as "/": read so, the '
+            "filename must not contain path separators (/, \\ or :).",
+        ),
+        (
+            "a\uff0fb.pdf",
+            'the filename contains U+FF0F (FULLWIDTH SOLIDUS), which reads as "/": read so, the '
+            "filename must not contain path separators (/, \\ or :).",
+        ),
+        (
+            "dir\uff3cfile.pdf",
+            "the filename contains U+FF3C (FULLWIDTH REVERSE SOLIDUS), which reads as "
+            '"\\": read so, the filename must not contain path separators (/, \\ or :).',
+        ),
+        (
+            "invoice.exe\uff1ascan.pdf",
+            'the filename contains U+FF1A (FULLWIDTH COLON), which reads as ":": read so, the '
+            "filename must not contain path separators (/, \\ or :).",
+        ),
+        (
+            "\uff0e\uff0e",
+            'the filename contains U+FF0E (FULLWIDTH FULL STOP), which reads as ".": read so, '
+            "the filename must not start or end with spaces or end with a dot.",
+        ),
+        (
+            "invoice.exe\u2024",
+            'the filename contains U+2024 (ONE DOT LEADER), which reads as ".": read so, the '
+            "filename must not start or end with spaces or end with a dot.",
+        ),
+    ],
+)
+def test_a_look_alike_of_a_dot_or_slash_is_refused_naming_the_character(filename, said):
+    with pytest.raises(errors.InvalidInput) as refused:
+        clean_upload(0, Upload(filename, "application/pdf", INVOICE))
+
+    assert refused.value.code == "attachment_filename_invalid"
+    assert refused.value.message == f'attachments[0] "{filename!a}": {said}'
+
+
+@pytest.mark.parametrize(
+    "filename",
+    [
+        "\uff76\uff80\uff76\uff85.pdf",  # half-width katakana: NFKC widens them
+        "\uff32\uff45\uff50\uff4f\uff52\uff54.pdf",  # fullwidth letters before a real dot
+        "\ufb01le.pdf",  # the fi ligature
+        "Notes\u2026 v2.pdf",  # an ellipsis inside, the extension unchanged
+        "r\u00e9sum\u00e9 \u00bd.pdf",  # NFKC writes the half with U+2044, a slash look-alike
+        "re\u0301sume\u0301.pdf",  # decomposed (NFD), as macOS names files
+        "\u1112\u1161\u11ab.\u1112\u1161\u11ab",  # Hangul, decomposed in the extension too
+        "\u8acb\u6c42\u66f8\u3002\u6700\u7d42.pdf",  # the ideographic full stop is no dot
+    ],
+)
+def test_names_whose_look_alikes_change_nothing_pass(filename):
+    [cleaned] = clean_uploads([Upload(filename, "application/pdf", INVOICE)])
+
+    assert cleaned.filename == filename
+
+
 def test_ordinary_files_pass_and_keep_their_digest():
     docx = _docx(False)
     cleaned = clean_uploads(

@@ -14,6 +14,7 @@ from intents import errors
 from intents.attachments import Upload
 from intents.models import AttachmentBlob, AttachmentStorage, Draft
 from intents.selectors.storage import storage_quota, used_bytes
+from tenants.models import AuditEvent
 from tests.factories import make_local_mailbox
 from tests.intents.helpers import blocked_on_a_lock, in_thread, run_concurrently
 
@@ -103,6 +104,38 @@ def test_the_recount_sets_each_total_to_what_the_blobs_hold(quota, new_draft, te
     assert used_bytes(tenant_a.pk) == 80 * KIB
     assert used_bytes(tenant_b.pk) == 0
     assert f"{tenant_a.slug}: 0 -> {80 * KIB} bytes" in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_a_correction_writes_one_operator_audit_row_and_a_run_that_changes_nothing_none(
+    quota, new_draft, tenant_a, tenant_b
+):
+    """Found by a probe: the correction of a tenant's counter left a log line only, where every
+    other operator command that changes state writes an audit row the tenant's admins can read."""
+    new_draft(attachments=[_file("a"), _file("b")])
+    AttachmentStorage.objects.filter(tenant=tenant_a).update(bytes_used=7)
+    audit = AuditEvent.objects.filter(action="tenant.storage_recounted")
+
+    call_command("attachment_storage_recount", stdout=io.StringIO())
+    after_the_correction = list(
+        audit.values_list("tenant", "actor", "object_type", "object_id", "data")
+    )
+    call_command("attachment_storage_recount", stdout=io.StringIO())
+    call_command("attachment_storage_recount", "--tenant", tenant_b.slug, stdout=io.StringIO())
+
+    assert after_the_correction == [
+        (
+            tenant_a.pk,
+            None,
+            "tenant",
+            str(tenant_a.pk),
+            {
+                "before": {"attachment_storage_used": 7},
+                "after": {"attachment_storage_used": 80 * KIB},
+            },
+        )
+    ]
+    assert audit.count() == 1
 
 
 @pytest.mark.django_db

@@ -233,6 +233,49 @@ def test_a_url_that_cannot_work_stops_the_start_naming_it_and_never_showing_it()
     assert [case for case, stderr in errors.items() if "hunter2" in stderr] == []
 
 
+# Found by an outside probe: these started in production and only `check --deploy` said so. A weak
+# key lets anyone who guesses it sign sessions, password-reset and invitation links; "*" takes any
+# Host header (links built from it can point elsewhere); an origin without a scheme matches nothing,
+# so every form posted through the proxy failed its CSRF check.
+STRONG = "s" * 20 + "-another-strong-production-secret-0123456789abcdefghij"
+WEAK_DEPLOYMENT = {
+    "SECRET_KEY=hunter2-too-short": (
+        "SECRET_KEY must be at least 50 characters long, got 17 (its value is not shown)"
+    ),
+    "SECRET_KEY=" + "hunt" * 15: (
+        "SECRET_KEY must hold at least 5 different characters, got 4 (its value is not shown)"
+    ),
+    "SECRET_KEY=django-insecure-hunter2-" + "0123456789" * 5: (
+        "SECRET_KEY must not start with 'django-insecure-', Django's mark of a key made for "
+        "development (its value is not shown)"
+    ),
+    f"SECRET_KEY_FALLBACKS={STRONG},hunter2": (
+        "SECRET_KEY_FALLBACKS entry 2 must be at least 50 characters long, got 7 (its value is "
+        "not shown)"
+    ),
+    "ALLOWED_HOSTS=countersign.example.com,*": (
+        "ALLOWED_HOSTS must name the hosts served, not '*': any Host header would be taken, and "
+        "links built from it could point elsewhere"
+    ),
+    "CSRF_TRUSTED_ORIGINS=https://countersign.example.com,countersign.example.com": (
+        "CSRF_TRUSTED_ORIGINS entry 'countersign.example.com' must be an origin like "
+        "https://countersign.example.com (a scheme and a host)"
+    ),
+}
+
+
+def test_a_weak_key_a_wildcard_host_or_an_origin_without_scheme_stops_the_start():
+    errors = settings_errors(WEAK_DEPLOYMENT)
+
+    assert last_lines(errors) == refusals(WEAK_DEPLOYMENT)
+    assert [case for case, stderr in errors.items() if "hunter" in stderr] == []
+
+
+def test_a_strong_key_and_its_fallback_start_in_production():
+    case = f"SECRET_KEY={STRONG} SECRET_KEY_FALLBACKS={STRONG[::-1]}"
+    assert settings_errors([case]) == {case: ""}
+
+
 @pytest.mark.parametrize(
     "url", ["postgres://cs:hunter2-secret@db.internal:port/cs", "hunter2-secret@db.internal/cs"]
 )
