@@ -109,6 +109,9 @@ SENTENCES = {
     "agent_events.endpoint_auto_disabled": _(
         "The agent events endpoint %(object)s was disabled after a day of failed deliveries"
     ),
+    "agent_events.endpoint_gone": _(
+        "The agent events endpoint %(object)s was disabled: its receiver answered 410 Gone"
+    ),
     "agent_events.endpoint_deleted": _("%(actor)s deleted the agent events endpoint %(object)s"),
     "agent_events.delivery_resent": _("%(actor)s resent an event to %(object)s"),
     "draft.created": _("%(actor)s wrote %(object)s"),

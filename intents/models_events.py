@@ -35,6 +35,10 @@ class EventType(models.TextChoices):
     SEND_EXPIRED = "send.expired", _("A send passed its send-by time unsent")
 
 
+# The disabled reason of an endpoint whose receiver answered 410 Gone (intents.events.delivery).
+GONE_REASON = "HTTP 410"
+
+
 class AgentEventEndpoint(models.Model):
     """A URL a tenant admin registered for agent events. The signing secret (``whsec_…``) is
     sealed at rest and shown once; after a rotation the previous one also signs until
@@ -78,6 +82,11 @@ class AgentEventEndpoint(models.Model):
 
     def __str__(self) -> str:
         return f"Agent event endpoint {self.pk} ({self.url})"
+
+    @property
+    def disabled_as_gone(self) -> bool:
+        """Disabled because the receiver answered 410 Gone, not after a day of failures."""
+        return self.disabled_automatically and self.disabled_reason == GONE_REASON
 
     def _aad(self, which: str) -> str:
         return f"agent_event_endpoint:{self.tenant_id}:{which}"

@@ -1,6 +1,6 @@
 """A receiver of agent events on loopback: a tiny http.server thread that verifies each delivery
 with the ``standardwebhooks`` library (not our code), records what it accepted and what it
-refused, can answer 500 or a redirect for a while, or hold each request until released, and counts
+refused, can answer 500 (or another status, with headers) or a redirect for a while, or hold each request until released, and counts
 the connections it accepted."""
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ class Receiver:
     headers: list[dict] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     fail_next: int = 0
+    # The answer while failing, and its headers (a 410 Gone, a 429 with Retry-After).
+    fail_status: int = 500
+    fail_headers: dict = field(default_factory=dict)
     redirect_to: str = ""
     connections: int = 0
     # Seconds each request takes, and the most requests it was ever handling at once.
@@ -70,7 +73,7 @@ def _handler(receiver: Receiver):
                     return
                 if receiver.fail_next > 0:
                     receiver.fail_next -= 1
-                    self._answer(500)
+                    self._answer(receiver.fail_status, receiver.fail_headers)
                     return
                 try:
                     event = Webhook(receiver.secret).verify(body, dict(self.headers.items()))

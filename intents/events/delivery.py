@@ -10,14 +10,20 @@ Retries: ``AGENT_EVENTS_RETRY_DELAYS`` (jittered +/-10 %), about 27 hours in all
 after the last the delivery is ``failed`` and the endpoint is disabled with the reason in words
 (every attempt for a day failed), so an admin sees it and re-enables it when the receiver is
 back. An attempt has ``AGENT_EVENTS_TOTAL_TIMEOUT`` in all, however the receiver paces its
-answer. A lease that expires (the worker died mid-request) counts as a failed attempt and the delivery is retried at its next delay, so
-a receiver may see a delivery twice: it dedupes on ``webhook-id``, as the specification says.
+answer. The receiver's answer is read as Standard Webhooks' retry schedule asks: a 410 Gone
+disables the endpoint at once (it wants no more events; the delivery waits, due, for an admin to
+enable it again), and a ``Retry-After`` is the earliest next attempt, up to ``RETRY_AFTER_MAX``,
+so that a receiver cannot push its retries far past the day after which it is disabled. A lease
+that expires (the worker died mid-request) counts as a failed attempt and the delivery is
+retried at its next delay, so a receiver may see a delivery twice: it dedupes on
+``webhook-id``, as the specification says.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import time
 import uuid
@@ -25,6 +31,7 @@ from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from itertools import zip_longest
 
 import httpx
@@ -37,6 +44,7 @@ from standardwebhooks import Webhook
 from common.egress import DeadlinePassed, EgressRefused, PinnedTransport
 from config.clock import db_now
 from intents.models import AgentEvent, AgentEventDelivery, AgentEventEndpoint
+from intents.models_events import GONE_REASON
 from tenants.models import AuditEvent
 
 log = logging.getLogger("intents.events")
@@ -45,6 +53,9 @@ Status = AgentEventDelivery.Status
 USER_AGENT = "Countersign-Webhooks/1"
 # Time a claimed delivery may take before another worker may take it over.
 LEASE_SECONDS = 120
+# The longest wait a receiver's Retry-After may ask for: with the default schedule, a receiver
+# asking more each time is still disabled after about 31 hours, not after nine times its wish.
+RETRY_AFTER_MAX = 3600.0
 LEASE_EXPIRED = "no answer recorded within the lease (the worker stopped or the receiver stalled)"
 
 
@@ -62,6 +73,8 @@ class Answer:
     ok: bool
     status_code: int | None
     error: str
+    # Seconds the receiver asked us to wait (its Retry-After header), already bounded.
+    retry_after: float | None = None
 
 
 def due_endpoint_ids(*, limit: int = 500) -> list[int]:
@@ -214,6 +227,7 @@ def post(claim: Claim) -> Answer:
             response = http.send(request, stream=True)
             try:
                 code = response.status_code
+                retry_after = retry_after_seconds(response.headers.get("retry-after", ""))
             finally:
                 response.close()
         except EgressRefused as exc:
@@ -226,7 +240,26 @@ def post(claim: Claim) -> Answer:
             return Answer(False, None, f"connection: {type(exc).__name__}")
     if 200 <= code < 300:
         return Answer(True, code, "")
-    return Answer(False, code, f"HTTP {code}")
+    return Answer(False, code, f"HTTP {code}", retry_after)
+
+
+def retry_after_seconds(value: str) -> float | None:
+    """A Retry-After header (RFC 9110: seconds, or an HTTP date) as seconds from now, at most
+    ``RETRY_AFTER_MAX``; None if absent, unreadable or already past."""
+    value = value.strip()
+    if value.isascii() and value.isdigit():
+        seconds = float(min(int(value[:12]), int(RETRY_AFTER_MAX)))
+    else:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    if not math.isfinite(seconds) or seconds <= 0:
+        return None
+    return min(seconds, RETRY_AFTER_MAX)
 
 
 def _retry_delay(attempt: int) -> float | None:
@@ -251,16 +284,22 @@ def delivery_record(*, claim: Claim, answer: Answer) -> str:
                 consecutive_failures=0, last_success_at=Now()
             )
             return Status.DELIVERED
+        gone = answer.status_code == 410
         delay = _retry_delay(claim.attempt)
         status = Status.FAILED if delay is None else Status.PENDING
+        if gone:
+            # Due again as soon as an admin enables the endpoint, first in its order.
+            delay = 0.0 if delay is not None else None
+        elif delay is not None and answer.retry_after is not None:
+            delay = max(delay, answer.retry_after)
         retry = {} if delay is None else {"next_attempt_at": Now() + timedelta(seconds=delay)}
         if not fence.update(status=status, last_error=answer.error[:500], **done, **retry):
             return ""
         AgentEventEndpoint.objects.filter(pk=claim.endpoint.pk).update(
             consecutive_failures=F("consecutive_failures") + 1, last_failure_at=Now()
         )
-        if status == Status.FAILED:
-            _disable_failing(claim, answer)
+        if status == Status.FAILED or gone:
+            _disable_failing(claim, answer, gone=gone)
     log.info(
         "intents.events.delivery_failed",
         extra={
@@ -273,18 +312,20 @@ def delivery_record(*, claim: Claim, answer: Answer) -> str:
     return status
 
 
-def _disable_failing(claim: Claim, answer: Answer) -> None:
-    # The page says in the reader's language that every attempt failed for a day; the reason
-    # kept is the last error, as technical as the receiver's answer.
-    reason = answer.error[:500] or "failed"
+def _disable_failing(claim: Claim, answer: Answer, *, gone: bool = False) -> None:
+    # The page says in the reader's language that every attempt failed for a day, or that the
+    # receiver answered 410 Gone; the reason kept is the last error, as technical as the
+    # receiver's answer.
+    reason = GONE_REASON if gone else (answer.error[:500] or "failed")
     changed = AgentEventEndpoint.objects.filter(pk=claim.endpoint.pk, enabled=True).update(
         enabled=False, disabled_automatically=True, disabled_reason=reason, disabled_at=Now()
     )
+    action = "agent_events.endpoint_gone" if gone else "agent_events.endpoint_auto_disabled"
     if changed:
         AuditEvent.objects.create(
             tenant_id=claim.endpoint.tenant_id,
             actor=None,
-            action="agent_events.endpoint_auto_disabled",
+            action=action,
             object_type="agenteventendpoint",
             object_id=str(claim.endpoint.pk),
             data={"url": claim.endpoint.url, "delivery_id": claim.delivery_id, "reason": reason},
