@@ -188,25 +188,29 @@ def broadcast_bodies_purge(*, batch: int = 100) -> int:
     customers' data) of finished broadcasts older than their tenant's retention, as for drafts.
     A broadcast with a send still open keeps them: its pre-send check re-derives each message
     from them. Returns how many broadcasts were purged."""
-    cutoff = _retention_cutoff()
     open_send = SendIntent.objects.filter(broadcast=OuterRef("pk"), state__in=OPEN_INTENT_STATES)
-    rows = list(
+    due = (
         Broadcast.objects.filter(
             body_purged_at__isnull=True,
             state__in=Broadcast.FINISHED,
-            updated_at__lt=cutoff,
+            updated_at__lt=_retention_cutoff(),
         )
         .exclude(Exists(open_send))
         .order_by("id")
-        .values_list("id", "tenant_id")[:batch]
     )
-    if not rows:
+    if not due.exists():
         return 0
-    ids = [pk for pk, _ in rows]
     with transaction.atomic():
-        purged = Broadcast.objects.filter(id__in=ids, body_purged_at__isnull=True).update(
-            text="", html="", body_purged_at=Now()
+        # Under each broadcast's lock, read again: another purge (the schedule runs on every
+        # cluster) may have taken it meanwhile, and must not journal it a second time. One
+        # another transaction holds is left for the next run.
+        rows = list(
+            due.select_for_update(skip_locked=True, of=("self",)).values_list("id", "tenant_id")[
+                :batch
+            ]
         )
+        ids = [pk for pk, _ in rows]
+        purged = Broadcast.objects.filter(id__in=ids).update(text="", html="", body_purged_at=Now())
         BroadcastRecipient.objects.filter(broadcast_id__in=ids).update(variables={})
         for pk, tenant_id in rows:
             journal(

@@ -152,7 +152,8 @@ def test_the_csv_cell_by_cell(seeded, tenant_a, signed_in):
             "top_reject_reasons",
         ],
         ["tenant", "All tokens", "3", "3", "7.0", "4", "1", "1", "3300.0", "5460.0",
-         f"wrong tone (3); {FORMULA.lower()} (1)"],
+         # After "; " (a column of its own where Excel splits on semicolons) it stays text too.
+         f"wrong tone (3);' {FORMULA.lower()} (1)"],
         ["token", "support-bot", "2", "2", "6.5", "2", "1", "1", "2100.0", "3300.0",
          "wrong tone (2)"],
         ["token", "billing-bot", "1", "1", "8.0", "2", "0", "0", "5100.0", "5820.0",

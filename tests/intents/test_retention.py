@@ -18,7 +18,7 @@ from intents.models import (
 )
 from intents.retention import draft_bodies_purge
 from intents.services.event_endpoints import endpoint_create
-from tests.intents.helpers import blocked_on_a_lock, in_thread
+from tests.intents.helpers import blocked_on_a_lock, in_thread, until_done_or_waiting
 
 pytestmark = pytest.mark.django_db
 
@@ -214,3 +214,45 @@ def test_a_draft_reopened_while_the_purge_runs_keeps_its_bodies_and_notes(
     draft.refresh_from_db()
     assert (draft.status, draft.current_version) == ("approved", 1)
     assert not DraftNote.objects.filter(draft=draft).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_purges_at_once_purge_a_broadcast_once_with_one_journal_row(
+    tenant_a, member_of, mailbox_factory
+):
+    """Found by an outside probe: the broadcast purge read its rows, then updated and journaled
+    every one of them without looking again. Two purges at once (the schedule on two clusters)
+    both journaled `broadcast.bodies_purged` for the same broadcast, the second for an update
+    that changed nothing. Each broadcast is now taken under its lock, as each draft is."""
+    from intents.models import Broadcast
+    from intents.retention import broadcast_bodies_purge
+    from intents.services.broadcasts import broadcast_create, broadcast_reject
+
+    approver = member_of(tenant_a, "approver").user
+    broadcast = broadcast_create(
+        tenant=tenant_a,
+        mailbox=mailbox_factory(tenant_a),
+        subject="Order {{ order }} is late",
+        text="Dear {{ name }}",
+        recipients=[{"address": "ana@example.com", "variables": {"name": "Ana", "order": 7}}],
+    )
+    broadcast_reject(tenant=tenant_a, broadcast_id=broadcast.pk, actor=approver, reason="x")
+    Broadcast.objects.filter(pk=broadcast.pk).update(updated_at=timezone.now() - timedelta(days=91))
+    first, second = [], []
+
+    with transaction.atomic():
+        # Holding the broadcast's row makes both purges read it before either writes it.
+        Broadcast.objects.select_for_update().get(pk=broadcast.pk)
+        one = in_thread(broadcast_bodies_purge, first)
+        until_done_or_waiting(one, 1)
+        two = in_thread(broadcast_bodies_purge, second)
+        until_done_or_waiting(two, 2)
+    one.join(30)
+    two.join(30)
+    broadcast_bodies_purge()
+
+    assert (
+        IntentEvent.objects.filter(broadcast=broadcast, action="broadcast.bodies_purged").count()
+        == 1
+    )
+    assert Broadcast.objects.get(pk=broadcast.pk).text == ""

@@ -136,3 +136,34 @@ def test_the_message_a_pending_draft_answers_keeps_its_preview(mailbox, tenant_a
     answered.refresh_from_db()
     forgotten.refresh_from_db()
     assert (answered.preview, forgotten.preview) == ("Where is my order?", "")
+
+
+@pytest.mark.parametrize("state", ["queued", "uncertain", "needs_attention"])
+def test_the_thread_of_a_send_still_open_keeps_its_previews(mailbox, tenant_a, intent_row, state):
+    """Found by an outside probe: only a draft in review kept the customer's messages of its
+    thread. A send held because the customer wrote again after the approval (released only
+    once a person has read what they wrote), or one waiting for a person's decision, lost the
+    previews to a short retention, and the person deciding saw empty messages."""
+    tenant_a.retention_days = 1
+    tenant_a.save(update_fields=["retention_days"])
+    open_send = intent_row(mailbox, thread_id="thr_open", state=state)
+    SendIntent.objects.filter(pk=open_send.pk).update(held_reason="The customer wrote again.")
+    intent_row(mailbox, thread_id="thr_done", state="accepted")
+    old = timezone.now() - timedelta(days=3)
+    for thread in ("thr_open", "thr_done"):
+        InboundMessage.objects.create(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            thread_id=thread,
+            message_id=f"<{thread}@customer.test>",
+            sender="jane@customer.test",
+            preview="Cancel my order, please.",
+            received_at=old,
+        )
+
+    retention.events_purge_payloads()
+
+    assert dict(InboundMessage.objects.values_list("thread_id", "preview")) == {
+        "thr_open": "Cancel my order, please.",
+        "thr_done": "",
+    }

@@ -10,6 +10,7 @@ from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterR
 from django.db.models.functions import Now
 
 from intents.models import Draft, SendIntent
+from intents.retention import OPEN_INTENT_STATES
 from webhooks.models import InboundMessage, WebhookEvent
 from webhooks.services.apply import UNAPPLIED
 
@@ -36,8 +37,8 @@ def events_purge_payloads() -> int:
     send may be the message (it is recorded when a reconciliation or a person finds it), and a
     bounce or complaint closed unapplied would never suppress the address. It keeps its payload
     until no such send is left. An inbound message in a thread a pending draft of its mailbox
-    answers keeps its preview too: the reviewer reads it to decide (the review deadline ends
-    the wait).
+    answers, or a draft whose send is still open, keeps its preview too: the reviewer reads it
+    to decide (the review deadline ends the wait; a send's outcome or a person's decision).
     """
     cutoff = ExpressionWrapper(
         Now() - F("tenant__retention_days") * Value(timedelta(days=1)),
@@ -59,11 +60,16 @@ def events_purge_payloads() -> int:
             applied_at=Now(),
         )
         purged = old.update(payload=None)
-        in_review = Draft.objects.filter(
-            mailbox=OuterRef("mailbox"), status=Draft.Status.PENDING
-        ).filter(
-            Q(in_reply_to=OuterRef("message_id"))
-            | (~Q(thread_id="") & Q(thread_id=OuterRef("thread_id")))
+        # A send still open decides on the thread too: a held one is released only once a
+        # person has read what the customer wrote after the approval.
+        open_send = SendIntent.objects.filter(draft=OuterRef("pk"), state__in=OPEN_INTENT_STATES)
+        in_review = (
+            Draft.objects.filter(mailbox=OuterRef("mailbox"))
+            .filter(Q(status=Draft.Status.PENDING) | Exists(open_send))
+            .filter(
+                Q(in_reply_to=OuterRef("message_id"))
+                | (~Q(thread_id="") & Q(thread_id=OuterRef("thread_id")))
+            )
         )
         InboundMessage.objects.filter(received_at__lt=cutoff).exclude(preview="").exclude(
             Exists(in_review)
