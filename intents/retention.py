@@ -98,11 +98,25 @@ def draft_bodies_purge(*, batch: int = 1000) -> int:
     rows = list(due)
     if not rows:
         return 0
+    return _purge_versions(rows)
+
+
+def _purge_versions(rows: list[tuple[int, int, int]]) -> int:
+    """Purge the (version, tenant, draft) rows read before this transaction, as far as they are
+    still due under their drafts' locks. Rows another purge emptied since they were read (the
+    schedule runs on every cluster) are left out, so a draft is journaled once."""
     with transaction.atomic():
-        rows = _still_decided(rows)
-        purged = DraftVersion.objects.filter(
-            id__in=[r[0] for r in rows], body_purged_at__isnull=True
-        ).update(text="", html="", body_purged_at=Now())
+        locked = _still_decided(rows)
+        rows = list(
+            DraftVersion.objects.filter(
+                id__in=[r[0] for r in locked], body_purged_at__isnull=True
+            ).values_list("id", "tenant_id", "draft_id")
+        )
+        if not rows:
+            return 0
+        purged = DraftVersion.objects.filter(id__in=[r[0] for r in rows]).update(
+            text="", html="", body_purged_at=Now()
+        )
         drafts = {(tenant_id, draft_id) for _, tenant_id, draft_id in rows}
         # Reviewers' notes may quote the customer: they go with the bodies. So do agent events
         # (their diffs quote the text) once no delivery of them is still being attempted.

@@ -256,3 +256,20 @@ def test_two_purges_at_once_purge_a_broadcast_once_with_one_journal_row(
         == 1
     )
     assert Broadcast.objects.get(pk=broadcast.pk).text == ""
+
+
+def test_a_purge_that_read_its_rows_before_another_purged_them_journals_nothing(decided):
+    """Found by an outside probe: the schedule runs on every cluster, and a purge whose rows were
+    read before another purge emptied and committed them (its draft locks taken after that commit)
+    journaled ``draft.bodies_purged`` a second time for an update that changed nothing. The rows
+    are now read again under the drafts' locks."""
+    from intents.retention import _purge_versions
+
+    draft = decided(days=91)
+    read_by_the_second = list(
+        DraftVersion.objects.filter(draft=draft).values_list("id", "tenant_id", "draft_id")
+    )
+
+    assert draft_bodies_purge() == 1
+    assert _purge_versions(read_by_the_second) == 0
+    assert IntentEvent.objects.filter(draft=draft, action="draft.bodies_purged").count() == 1
