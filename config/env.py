@@ -1,0 +1,178 @@
+"""Reading settings from the environment: each reader names the variable in its refusal
+(ImproperlyConfigured) and never shows a value that may be a secret. ``config.settings`` is the
+one caller; what each variable means is said there and in README's configuration table.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from typing import overload
+from urllib.parse import urlsplit
+
+from django.core.checks.security.base import (
+    SECRET_KEY_INSECURE_PREFIX,
+    SECRET_KEY_MIN_LENGTH,
+    SECRET_KEY_MIN_UNIQUE_CHARACTERS,
+)
+from django.core.exceptions import ImproperlyConfigured
+
+
+@overload
+def env(name: str, default: str) -> str: ...
+@overload
+def env(name: str, default: None = None) -> str | None: ...
+def env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    return value if value not in (None, "") else default
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = env(name)
+    if value is None:
+        return default
+    if value.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if value.lower() in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {value!r}")
+
+
+# The most any number here may be when its variable names no bound of its own: 31 years in
+# seconds. Past it figures start and then fail where they are used: a sign-in of 10^20 s made
+# every sign-in a 500 (the session's expiry date overflowed), a timeout past what a socket takes
+# failed every AgentMail call, 10^20 minutes of cool-off stopped the start naming no variable.
+MOST = 10**9
+WHOLE = re.compile(r"\s*[-+]?[0-9]+\s*")
+
+
+def _env_number(name: str, default, kind: type, noun: str, low, high):
+    """The variable read as ``kind`` (int or float), finite and within ``low``..``high`` (each
+    optional, inclusive; at most ``MOST`` when ``high`` is None), or ImproperlyConfigured naming
+    it; ``default`` when it is unset."""
+    raw = env(name)
+    most = MOST if high is None else high
+    if raw is None:
+        number = default
+    else:
+        try:
+            number = kind(raw)
+        except ValueError:
+            number = None
+        if WHOLE.fullmatch(raw) and (number is None or not math.isfinite(number)):
+            # Thousands of digits: int() reads at most 4,300, float() makes them infinite. Not
+            # echoed whole.
+            negative = raw.strip()[0] == "-"
+            bound = f"at least {-most if low is None else low}" if negative else f"at most {most}"
+            digits = len(raw.strip().lstrip("+-"))
+            raise ImproperlyConfigured(f"{name} must be {bound}, got a number of {digits} digits")
+        if number is None:
+            raise ImproperlyConfigured(f"{name} must be {noun}, got {raw!r}")
+        if not math.isfinite(number):
+            raise ImproperlyConfigured(f"{name} must be a finite number, got {raw!r}")
+    if (low is not None and number < low) or (high is not None and number > high):
+        bounds = [f"at least {low}"] * (low is not None) + [f"at most {high}"] * (high is not None)
+        raise ImproperlyConfigured(f"{name} must be {' and '.join(bounds)}, got {number!r}")
+    if number > most:
+        raise ImproperlyConfigured(f"{name} must be at most {most}, got {number!r}")
+    return number
+
+
+def env_int(name: str, default: int, *, low: int | None = None, high: int | None = None) -> int:
+    return _env_number(name, default, int, "an integer", low, high)
+
+
+def env_float(
+    name: str, default: float, *, low: float | None = None, high: float | None = None
+) -> float:
+    return _env_number(name, default, float, "a number", low, high)
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = env(name)
+    if value is None:
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _production() -> bool:
+    """``COUNTERSIGN_ENV=production`` (config.settings refuses any value but the three)."""
+    return env("COUNTERSIGN_ENV") == "production"
+
+
+def required(name: str, dev_default: str) -> str:
+    value = env(name)
+    if value is None:
+        if _production():
+            raise ImproperlyConfigured(f"{name} must be set when COUNTERSIGN_ENV=production")
+        return dev_default
+    return value
+
+
+def url_checked(name: str, value: str, *, like: str, schemes: set[str]) -> str:
+    """``value`` (the variable ``name``) when it is a URL of one of ``schemes`` with a host (or,
+    for ``unix``, a path) and a port that is a number; else ImproperlyConfigured naming the
+    variable but not the value, which may hold a password. ``https`` in production when
+    ``schemes`` allows it: these carry API keys, invitation links and customer mail."""
+    try:
+        parts = urlsplit(value)
+        usable = parts.scheme in schemes and bool(
+            parts.path if parts.scheme == "unix" else parts.hostname
+        )
+        parts.port  # noqa: B018 (a port that is no number or past 65535 raises ValueError)
+    except ValueError:
+        usable = False
+    if not usable:
+        raise ImproperlyConfigured(
+            f"{name} must be a URL like {like} (its value is not shown: it may hold a password)"
+        )
+    if _production() and "https" in schemes and parts.scheme != "https":
+        raise ImproperlyConfigured(
+            f"{name} must be an https:// URL when COUNTERSIGN_ENV=production"
+        )
+    return value
+
+
+def strong_key(name: str, value: str) -> str:
+    """``value`` (the key ``name``) when it passes the rule of Django's deploy check (W009,
+    W025), else ImproperlyConfigured saying which part failed, never the key. In production only:
+    gunicorn runs no system checks, so a weak key served until someone ran ``check --deploy``,
+    and whoever guesses it signs sessions, password-reset and invitation links."""
+    if not _production():
+        return value
+    hidden = "(its value is not shown)"
+    if len(value) < SECRET_KEY_MIN_LENGTH:
+        raise ImproperlyConfigured(
+            f"{name} must be at least {SECRET_KEY_MIN_LENGTH} characters long, "
+            f"got {len(value)} {hidden}"
+        )
+    if len(set(value)) < SECRET_KEY_MIN_UNIQUE_CHARACTERS:
+        raise ImproperlyConfigured(
+            f"{name} must hold at least {SECRET_KEY_MIN_UNIQUE_CHARACTERS} different characters, "
+            f"got {len(set(value))} {hidden}"
+        )
+    if value.startswith(SECRET_KEY_INSECURE_PREFIX):
+        raise ImproperlyConfigured(
+            f"{name} must not start with {SECRET_KEY_INSECURE_PREFIX!r}, Django's mark of a key "
+            f"made for development {hidden}"
+        )
+    return value
+
+
+def origins_checked(name: str, origins: list[str]) -> list[str]:
+    """``origins`` when each is a scheme and a host. Without a scheme an origin matches no
+    request (Django's 4_0.E001, which only ``check`` says, and gunicorn runs none): every form
+    posted through the proxy failed its CSRF check. Origins are no secret: the bad one is named."""
+    for origin in origins:
+        try:
+            parts = urlsplit(origin)
+            usable = parts.scheme in {"http", "https"} and bool(parts.hostname)
+        except ValueError:
+            usable = False
+        if not usable:
+            raise ImproperlyConfigured(
+                f"{name} entry {origin!r} must be an origin like "
+                "https://countersign.example.com (a scheme and a host)"
+            )
+    return origins
