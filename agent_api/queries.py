@@ -98,6 +98,7 @@ def _version_document(version: DraftVersion) -> dict:
         ],
         "author": version.author_kind,
         "created_at": version.created_at,
+        "body_purged_at": version.body_purged_at,
     }
 
 

@@ -336,6 +336,10 @@ class VersionOut(Schema):
     attachments: list[AttachmentOut]
     author: Literal["agent", "person"]
     created_at: datetime
+    body_purged_at: datetime | None = Field(
+        description="When the tenant's retention purge emptied `text` and `html` (the subject, "
+        "recipients, attachments' names and `content_hash` remain); null while the body is kept."
+    )
 
 
 class DeliveryOut(Schema):

@@ -367,3 +367,29 @@ def test_unknown_route_is_problem_json(api, token_a):
 
     assert response.status_code == 404
     assert response["Content-Type"] == "application/problem+json"
+
+
+def test_a_purged_body_is_said_not_shown_as_an_empty_draft(api, token_a, mailbox_a, member_of):
+    """Found by an outside probe: after the retention purge the draft read ``text: ""`` and
+    ``html: ""`` beside its old content hash, with nothing to tell an agent that the body had
+    been emptied, not written empty."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from intents.retention import draft_bodies_purge
+
+    created = api.post("/drafts", draft_body(mailbox_a), token=token_a, key="k-purged").json()
+    approver = member_of(mailbox_a.tenant, "approver").user
+    services.draft_reject(
+        tenant=mailbox_a.tenant, draft_id=created["id"], reason="no", actor=approver
+    )
+    kept = api.get(f"/drafts/{created['id']}", token=token_a).json()["current_version"]
+    Draft.objects.filter(pk=created["id"]).update(updated_at=timezone.now() - timedelta(days=91))
+    assert draft_bodies_purge() == 1
+
+    purged = api.get(f"/drafts/{created['id']}", token=token_a).json()["current_version"]
+
+    assert kept["body_purged_at"] is None
+    assert purged["body_purged_at"] is not None
+    assert (purged["text"], purged["content_hash"]) == ("", kept["content_hash"])
