@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
@@ -18,6 +19,7 @@ from intents.services import event_endpoints as services
 from tenants import sudo
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 from tenants.services import AdminError
+from tenants.templatetags.zones import zoned
 
 
 def _page(request: TenantRequest, form: EndpointForm, status: int = 200) -> HttpResponse:
@@ -109,14 +111,23 @@ def endpoint_rotate(request: TenantRequest, endpoint_id: int) -> HttpResponse:
     ):
         return held
     if request.method in ("GET", "HEAD"):
+        consequence = _(
+            "A new secret is shown once. For 24 hours each delivery carries a signature "
+            "with the old secret too, so the receiver can switch without losing one."
+        )
+        endpoint = event_endpoint(request.tenant, endpoint_id)
+        if endpoint is not None and endpoint.previous_secret_still_signs():
+            # Two secrets sign at most: a second rotation inside the first one's 24 hours ends
+            # the oldest at once, which the page promised for 24 hours.
+            consequence += " " + _(
+                "The secret replaced by the last rotation still signs until %(until)s; "
+                "rotating again stops it now."
+            ) % {"until": zoned(timezone.localtime(endpoint.previous_secret_expires_at))}
         return _confirm(
             request,
             endpoint_id,
             _("Rotate the signing secret of %(url)s?"),
-            _(
-                "A new secret is shown once. For 24 hours each delivery carries a signature "
-                "with the old secret too, so the receiver can switch without losing one."
-            ),
+            consequence,
             _("Rotate the secret"),
         )
     try:

@@ -11,6 +11,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
@@ -98,13 +99,20 @@ class AgentEventEndpoint(models.Model):
         """``sealed`` (one of this endpoint's secrets) sealed again under the ring's first key."""
         return self.seal_secret(unseal(sealed, aad=self._aad("secret")))
 
+    def previous_secret_still_signs(self, now=None) -> bool:
+        """Whether the secret a rotation replaced still signs (its grace has not run out)."""
+        now = now or timezone.now()
+        return bool(
+            self.previous_secret_sealed
+            and self.previous_secret_expires_at
+            and self.previous_secret_expires_at > now
+        )
+
     def secrets(self, now) -> list[str]:
         """The secrets that sign a delivery now: the current one, and the previous one during
         its grace period (Standard Webhooks allows several signatures in one header)."""
         current = [unseal(self.secret_sealed, aad=self._aad("secret"))]
-        if self.previous_secret_sealed and (
-            self.previous_secret_expires_at and self.previous_secret_expires_at > now
-        ):
+        if self.previous_secret_still_signs(now):
             current.append(unseal(self.previous_secret_sealed, aad=self._aad("secret")))
         return current
 

@@ -446,3 +446,24 @@ def test_two_admins_adding_the_last_endpoint_at_once_do_not_pass_the_cap(tenant_
         "added",
         "too_many_endpoints",
     ]
+
+
+@pytest.mark.django_db
+def test_a_second_rotation_inside_the_first_ones_day_says_it_ends_the_oldest_secret(
+    tenant_a, member_of, signed_in
+):
+    """Found by an outside probe: two secrets sign at most, so a second rotation within 24 hours
+    of the first stopped the oldest secret at once, while the page had promised it 24 hours."""
+    admin = member_of(tenant_a, "admin").user
+    endpoint, _ = endpoint_create(
+        tenant=tenant_a, url="https://a.example.com/", event_types=["draft.approved"], actor=admin
+    )
+    client = signed_in(admin)
+    warning = "rotating again stops it now"
+
+    first = client.get(f"{BASE}{endpoint.pk}/rotate/").content.decode()
+    client.post(f"{BASE}{endpoint.pk}/rotate/")
+    second = client.get(f"{BASE}{endpoint.pk}/rotate/").content.decode()
+
+    assert warning not in first
+    assert warning in second
