@@ -1,12 +1,14 @@
 """What the operators' admin shares across apps: a guard on URL lookups, and the schedules of the
-background work made read-only."""
+background work, its task results and queue, and the sign-in throttle's rows made read-only."""
 
+from axes.admin import AccessAttemptAdmin, AccessFailureLogAdmin, AccessLogAdmin
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.contrib import admin
 from django.contrib.auth.admin import GroupAdmin
 from django.contrib.auth.models import Group
 from django.db.models.constants import LOOKUP_SEP
-from django_q.admin import ScheduleAdmin
-from django_q.models import Schedule
+from django_q.admin import FailAdmin, QueueAdmin, ScheduleAdmin, TaskAdmin
+from django_q.models import Failure, OrmQ, Schedule, Success
 
 
 class UnfilterableFieldsAdmin(admin.ModelAdmin):
@@ -47,6 +49,35 @@ class ReadOnlyScheduleAdmin(ReadOnlyAdmin, ScheduleAdmin):
     migrations and nothing creates them again: a schedule deleted here stopped the sweep for good
     (and with it retries, reconciliation and expiry), and one added or pointed elsewhere here ran
     any importable function in the workers, past every service and its audit row."""
+
+
+class ReadOnlyLibraryAdmin(ReadOnlyAdmin):
+    """A library's admin shown, not used: no action either ("Resubmit", "Clean up expired"), as
+    those check no permission of their own."""
+
+    actions = None
+
+
+# Task results and the ORM queue: "Resubmit" ran a worker task again from here, past the services'
+# callers, and deleted its failure row; a queued task could be deleted or re-keyed. The sign-in
+# throttle: deleting a lock-out let a password guesser go on at once and erased its trace (its
+# "Clean up expired attempts" was a 500: axes' handler needs a request its middleware marked).
+# None of these is an operator action DEPLOYMENT.md names, and none left an audit row; a lock-out
+# ends on its own after AXES_COOLOFF_MINUTES, or on a successful sign-in.
+for _model, _library_admin in (
+    (Success, TaskAdmin),
+    (Failure, FailAdmin),
+    (OrmQ, QueueAdmin),
+    (AccessAttempt, AccessAttemptAdmin),
+    (AccessLog, AccessLogAdmin),
+    (AccessFailureLog, AccessFailureLogAdmin),
+):
+    # OrmQ is registered only with the ORM broker, axes' only with AXES_ENABLE_ADMIN.
+    if admin.site.is_registered(_model):
+        admin.site.unregister(_model)
+        admin.site.register(
+            _model, type(_library_admin.__name__, (ReadOnlyLibraryAdmin, _library_admin), {})
+        )
 
 
 admin.site.unregister(Group)

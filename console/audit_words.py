@@ -82,6 +82,8 @@ SENTENCES = {
     ),
     # No tenant holds this row (an operator belongs to none); named all the same.
     "user.created_as_operator": _("An operator account was created for %(object)s"),
+    # No tenant's either: an account an operator added in the operators' admin.
+    "user.created_by_operator": _("%(actor)s created the account %(object)s"),
     # No tenant's: the operators' admin lists it (manage.py reencrypt_secrets).
     "secrets.resealed": _("An operator re-sealed the stored secrets under a new encryption key"),
     "token.created": _("%(actor)s created the agent token %(object)s"),

@@ -379,6 +379,20 @@ def operator_account_created(*, user: User) -> None:
     logger.info("tenants.user.created_as_operator", extra={"user_id": user.pk})
 
 
+def account_created_by_operator(*, user: User, actor: User) -> None:
+    """The audit row of an account an operator added in the operators' admin (with a password
+    they chose), in the transaction that saved it: no tenant yet, as for ``createsuperuser``."""
+    AuditEvent.objects.create(
+        tenant=None,
+        actor=actor,
+        action="user.created_by_operator",
+        object_type="user",
+        object_id=str(user.pk),
+        data={"email": user.email},
+    )
+    logger.info("tenants.user.created_by_operator", extra={"user_id": user.pk})
+
+
 def operator_storage_recounted(*, tenant_id: int, before: int, after: int) -> None:
     """The audit row of ``manage.py attachment_storage_recount`` correcting a tenant's
     attachment storage total (bytes ``before`` and ``after``), in the recount's transaction.

@@ -478,3 +478,20 @@ def test_a_change_here_from_a_stale_session_waits_for_a_proof(
     assert signed_out.status_code == 302
     assert not signed_out["Location"].startswith(reverse("account_confirm"))
     assert "_auth_user_id" not in operator.session
+
+
+def test_an_account_added_here_leaves_an_audit_row_naming_the_operator(operator):
+    """Found by an outside probe: an account made with ``createsuperuser`` left a row, one added
+    here (with a password the operator chose) left none."""
+    assert add(operator, "carol@acme.test").status_code == 302
+    carol = User.objects.get(email="carol@acme.test")
+
+    row = AuditEvent.objects.get(action="user.created_by_operator")
+
+    assert (row.tenant, row.actor.email, row.object_type, row.object_id) == (
+        None,
+        "ops@countersign.test",
+        "user",
+        str(carol.pk),
+    )
+    assert row.data == {"email": "carol@acme.test"}
