@@ -219,3 +219,44 @@ def test_a_frame_in_the_html_body_opens_no_connection_to_its_host(page, shop):
         listener.close()
 
     assert listener.connections == 0
+
+
+def test_stacked_accents_inside_a_line_draw_nothing_over_the_lines_around_it(page, shop, sandbox):
+    """Inline customer text (the quoted subject and the sender in "The customer wrote again")
+    had no box to clip its ink to: a stack of marks drew over the warning's first and last lines.
+    Those lines look the same with the customer's text drawn and hidden."""
+    first = _customer_writes(
+        sandbox, shop, sender="Ana <ana@customer.test>", subject="Order 1182", text="Hi"
+    )
+    _customer_writes(
+        sandbox,
+        shop,
+        sender="An" + "\u0301" * 80 + "a <ana@customer.test>",
+        subject=ZALGO,
+        text="Hi",
+        in_reply_to=first["message_id"],
+    )
+    draft = _reply(shop, first, "ana@customer.test")
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
+    page.wait_for_load_state("networkidle")
+    around = (".warn-box.alert > strong", ".warn-box.alert")
+
+    def lines():
+        box = page.locator(around[1]).bounding_box()
+        head = page.locator(around[0]).bounding_box()
+        quoted = page.locator(".warn-box.alert [data-customer-content]").bounding_box()
+        # Four pixels off the quoted line's box either side: its clipped edge, antialiased.
+        top = {**box, "height": quoted["y"] - box["y"] - 4}
+        bottom_y = quoted["y"] + quoted["height"] + 4
+        bottom = {**box, "y": bottom_y, "height": box["y"] + box["height"] - bottom_y}
+        assert head["y"] < quoted["y"]
+        return [page.screenshot(clip=c, animations="disabled", caret="hide") for c in (top, bottom)]
+
+    drawn = lines()
+    page.evaluate(
+        "document.querySelectorAll('.warn-box.alert :is([data-customer-content], bdi)')"
+        ".forEach(e => { e.style.visibility = 'hidden'; })"
+    )
+
+    assert drawn == lines()
