@@ -16,7 +16,10 @@ def seed() -> str:
     return out.getvalue()
 
 
-def test_seed_demo_sets_up_team_review_and_languages_and_changes_nothing_the_second_time():
+def test_seed_demo_sets_up_team_review_and_languages_and_changes_nothing_the_second_time(sandbox):
+    """Against a sandbox of its own (``sandbox``): without one, seed_demo's mailboxes asked the
+    development default address, and a ``make run`` on the same machine answered there that the
+    demo inboxes were taken (a red CI run while the demo was up)."""
     assert "(17 created)" in seed()  # 2 tenants, 7 people, 8 memberships
     acme = Tenant.objects.get(slug="acme")
     assert (acme.sla_minutes, acme.escalate_to_role) == (60, "admin")
