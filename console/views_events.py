@@ -84,10 +84,14 @@ def endpoint_new(request: TenantRequest) -> HttpResponse:
     return _secret_page(request, endpoint, secret, rotated=False)
 
 
-def _confirm(request: TenantRequest, endpoint_id, heading: str, consequence: str, action: str):
+def _endpoint_or_404(request: TenantRequest, endpoint_id):
     endpoint = event_endpoint(request.tenant, endpoint_id)
     if endpoint is None:
         raise Http404("No such endpoint")
+    return endpoint
+
+
+def _confirm(request: TenantRequest, endpoint, heading: str, consequence: str, action: str):
     return render(
         request,
         "console/confirm.html",
@@ -115,8 +119,8 @@ def endpoint_rotate(request: TenantRequest, endpoint_id: int) -> HttpResponse:
             "A new secret is shown once. For 24 hours each delivery carries a signature "
             "with the old secret too, so the receiver can switch without losing one."
         )
-        endpoint = event_endpoint(request.tenant, endpoint_id)
-        if endpoint is not None and endpoint.previous_secret_still_signs():
+        endpoint = _endpoint_or_404(request, endpoint_id)
+        if endpoint.previous_secret_still_signs():
             # Two secrets sign at most: a second rotation inside the first one's 24 hours ends
             # the oldest at once, which the page promised for 24 hours.
             consequence += " " + _(
@@ -125,7 +129,7 @@ def endpoint_rotate(request: TenantRequest, endpoint_id: int) -> HttpResponse:
             ) % {"until": zoned(timezone.localtime(endpoint.previous_secret_expires_at))}
         return _confirm(
             request,
-            endpoint_id,
+            endpoint,
             _("Rotate the signing secret of %(url)s?"),
             consequence,
             _("Rotate the secret"),
@@ -145,7 +149,7 @@ def endpoint_delete(request: TenantRequest, endpoint_id: int) -> HttpResponse:
     if request.method in ("GET", "HEAD"):
         return _confirm(
             request,
-            endpoint_id,
+            _endpoint_or_404(request, endpoint_id),
             _("Delete the endpoint %(url)s?"),
             _("Events stop going there at once and its deliveries are forgotten."),
             _("Delete the endpoint"),

@@ -77,7 +77,7 @@ class UserAdmin(BaseUserAdmin):
             in_flight = sum(sends_in_flight_hold(tenant_id=t, approver_id=obj.pk) for t in tenants)
         super().save_model(request, obj, form, change)
         if not change:
-            onboarding.account_created_by_operator(user=obj, actor=request.user)
+            onboarding.operator_account_created(user=obj, actor=request.user)
         changed = [name for name in form.changed_data if name != "password"]
         if change and changed:
             onboarding.account_changed_by_operator(

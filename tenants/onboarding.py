@@ -365,32 +365,24 @@ def account_changed_by_operator(
     )
 
 
-def operator_account_created(*, user: User) -> None:
-    """The audit row of an operator's account made by ``manage.py createsuperuser`` (no tenant:
-    an operator belongs to none)."""
-    AuditEvent.objects.create(
-        tenant=None,
-        actor=None,
-        action="user.created_as_operator",
-        object_type="user",
-        object_id=str(user.pk),
-        data={"email": user.email, "is_superuser": user.is_superuser},
-    )
-    logger.info("tenants.user.created_as_operator", extra={"user_id": user.pk})
-
-
-def account_created_by_operator(*, user: User, actor: User) -> None:
-    """The audit row of an account an operator added in the operators' admin (with a password
-    they chose), in the transaction that saved it: no tenant yet, as for ``createsuperuser``."""
+def operator_account_created(*, user: User, actor: User | None = None) -> None:
+    """The audit row of an account an operator made (no tenant: it belongs to none yet):
+    ``manage.py createsuperuser``'s operator account (``actor`` None), or an account added in
+    the operators' admin with a password the operator chose (``actor`` that operator), in the
+    transaction that saved it."""
+    action = "user.created_as_operator" if actor is None else "user.created_by_operator"
+    data: dict[str, object] = {"email": user.email}
+    if actor is None:
+        data["is_superuser"] = user.is_superuser
     AuditEvent.objects.create(
         tenant=None,
         actor=actor,
-        action="user.created_by_operator",
+        action=action,
         object_type="user",
         object_id=str(user.pk),
-        data={"email": user.email},
+        data=data,
     )
-    logger.info("tenants.user.created_by_operator", extra={"user_id": user.pk})
+    logger.info(f"tenants.{action}", extra={"user_id": user.pk})
 
 
 def operator_storage_recounted(*, tenant_id: int, before: int, after: int) -> None:
