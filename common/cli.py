@@ -13,6 +13,8 @@ import argparse
 import math
 import re
 
+from django.core import management
+
 from common.text import control_in
 
 # What ``float`` reads as no number at all; any other infinity came from a number too large for
@@ -93,3 +95,72 @@ def password_not_utf8(password: str) -> bool:
     is not UTF-8 (a lone surrogate to Python): the validators take it, the hasher cannot encode
     it (a UnicodeEncodeError once every question was answered)."""
     return any(0xD800 <= ord(char) <= 0xDFFF for char in password)
+
+
+# --- an option given twice ----------------------------------------------------------------------
+#
+# argparse keeps the last value of an option given twice: ``tenant_suspend acme --reason fraud
+# --reason test`` recorded "test", and a second --tenant, --intent or --slug acted on the second of
+# two targets the operator typed. Every command of ours is built on ``BaseCommand`` below (or mixes
+# ``OptionsOnce`` into the Django command it overrides), so the rule holds for all of them, and for
+# Django's own options (--verbosity, --settings, --traceback...), in one place.
+#
+# Why here: argparse has resolved the option by the time it calls an action (``--reason=x``, an
+# abbreviation like ``--rea``, ``-v2`` for --verbosity), so a second call is a second use whatever
+# its spelling; scanning argv beforehand would re-implement that. The parser is built by Django's
+# ``create_parser``, which offers no hook before its own options are added, so the actions are
+# given their once-only class after it: the same objects stay in the parser's lists, its
+# mutually exclusive groups and what ``call_command`` reads (``isinstance`` still holds).
+
+# Actions that take one value or set one: a second use replaces the first. The others repeat on
+# purpose (append, append_const, extend, count) or stop at once (help, version). A command's own
+# Action class is left alone unless it subclasses one of these.
+_ONCE_ONLY = (
+    argparse._StoreAction,
+    argparse._StoreConstAction,  # store_true and store_false subclass it
+    argparse.BooleanOptionalAction,
+)
+
+
+class _Once(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None):
+        # One parse, one namespace: if this action last wrote to this one, it was given before.
+        if getattr(self, "_given_in", None) is namespace:
+            raise argparse.ArgumentError(self, "given twice; give it once")
+        self._given_in = namespace
+        super().__call__(parser, namespace, values, option_string)
+
+
+_once_classes: dict[type, type] = {}
+
+
+def _once_class(base: type) -> type:
+    if base not in _once_classes:
+        _once_classes[base] = type(f"Once{base.__name__}", (_Once, base), {})
+    return _once_classes[base]
+
+
+def options_once(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Make every option of ``parser`` that takes or sets one value refuse a second use: a usage
+    error naming it (exit status 2 from the command line, a CommandError from call_command),
+    raised while parsing, so the command never runs."""
+    for action in parser._actions:
+        if (
+            action.option_strings
+            and isinstance(action, _ONCE_ONLY)
+            and not isinstance(action, _Once)
+        ):
+            action.__class__ = _once_class(type(action))
+    return parser
+
+
+class OptionsOnce:
+    """For a command class: its parser refuses an option given twice (see ``options_once``).
+    Mixed in before the Django command it overrides, as ``createsuperuser`` does."""
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        return options_once(super().create_parser(prog_name, subcommand, **kwargs))
+
+
+class BaseCommand(OptionsOnce, management.BaseCommand):
+    """What every management command of this project is built on."""

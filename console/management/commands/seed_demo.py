@@ -4,9 +4,10 @@ Idempotent: running it again finds everything in place and changes nothing. Refu
 """
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
+from common.cli import BaseCommand
 from mailboxes.demo import seed_mailboxes
 from tenants.models import Membership, Tenant, User
 

@@ -3,9 +3,9 @@ upgrade from a release without the quota, or a restore). Safe while the app runs
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from common.cli import shown, text
+from common.cli import BaseCommand, shown, text
 from intents.services.storage import storage_recount
 from tenants.models import Tenant
 

@@ -18,9 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from django.core.management.base import BaseCommand
-
-from common.cli import number
+from common.cli import BaseCommand, number
 
 ROOT = Path(__file__).resolve().parents[3]
 

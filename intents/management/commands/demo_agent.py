@@ -24,10 +24,10 @@ from pathlib import Path
 
 import httpx
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import close_old_connections
 
-from common.cli import number, shown, text
+from common.cli import BaseCommand, number, shown, text
 from tenants.models import AgentToken, Tenant
 from tenants.tokens import token_authenticate, token_create
 

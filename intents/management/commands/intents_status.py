@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from common.cli import identifier
+from common.cli import BaseCommand, identifier
 from intents.models import SendAttempt, SendIntent
 from intents.selectors import intent_counts, oldest_queued_age_seconds
 

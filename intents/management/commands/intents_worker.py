@@ -15,10 +15,10 @@ import threading
 import time
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import InterfaceError, OperationalError, connections
 
-from common.cli import identifier, number
+from common.cli import BaseCommand, identifier, number
 from intents import tasks
 from intents.models import SendIntent
 from intents.sending.worker import run_once, run_rounds, worker_id

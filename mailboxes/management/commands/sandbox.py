@@ -2,9 +2,9 @@ import sqlite3
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from common.cli import number
+from common.cli import BaseCommand, number
 from mailboxes.sandbox.server import build, run
 
 

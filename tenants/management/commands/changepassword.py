@@ -7,9 +7,9 @@ import getpass
 
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from common.cli import PASSWORD_NOT_UTF8, password_not_utf8, text
+from common.cli import PASSWORD_NOT_UTF8, BaseCommand, password_not_utf8, text
 from tenants.models import User
 from tenants.passwords import password_set_by_operator
 

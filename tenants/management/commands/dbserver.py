@@ -2,8 +2,9 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from common.cli import BaseCommand
 from config import dbserver
 
 MASK = "********"

@@ -1,6 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from common.cli import text
+from common.cli import BaseCommand, text
 from tenants.invitations import LIFETIME
 from tenants.onboarding import invitation_url, tenant_invite_admin
 from tenants.services import AdminError

@@ -1,6 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from common.cli import text
+from common.cli import BaseCommand, text
 from tenants.services import AdminError
 from tenants.signin_policy import account_reset_two_factor
 

@@ -1,6 +1,7 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
+from common.cli import BaseCommand
 from common.crypto import SecretUnreadable
 from intents.services.event_endpoints import endpoint_secrets_reseal_all
 from mailboxes import crypto

@@ -10,9 +10,7 @@ from __future__ import annotations
 import signal
 import threading
 
-from django.core.management.base import BaseCommand
-
-from common.cli import number
+from common.cli import BaseCommand, number
 from webhooks.services import applier
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from common.cli import shown, text
+from common.cli import BaseCommand, shown, text
 from tenants.models import Tenant
 from webhooks.services.backfill import webhooks_backfill
 
