@@ -4,8 +4,6 @@ background work, its task results and queue, and the sign-in throttle's rows mad
 from axes.admin import AccessAttemptAdmin, AccessFailureLogAdmin, AccessLogAdmin
 from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.contrib import admin
-from django.contrib.auth.admin import GroupAdmin
-from django.contrib.auth.models import Group
 from django.db.models.constants import LOOKUP_SEP
 from django_q.admin import FailAdmin, QueueAdmin, ScheduleAdmin, TaskAdmin
 from django_q.models import Failure, OrmQ, Schedule, Success
@@ -62,8 +60,10 @@ class ReadOnlyLibraryAdmin(ReadOnlyAdmin):
 # callers, and deleted its failure row; a queued task could be deleted or re-keyed. The sign-in
 # throttle: deleting a lock-out let a password guesser go on at once and erased its trace (its
 # "Clean up expired attempts" was a 500: axes' handler needs a request its middleware marked).
-# None of these is an operator action DEPLOYMENT.md names, and none left an audit row; a lock-out
-# ends on its own after AXES_COOLOFF_MINUTES, or on a successful sign-in.
+# None of these is an operator action DEPLOYMENT.md names, and none left an audit row. A lock-out
+# ends on its own after AXES_COOLOFF_MINUTES or at a successful sign-in; an operator ends one
+# sooner with ``manage.py signin_unlock`` (tenants.signin_lockouts), which writes an audit row and
+# keeps axes' logs of the failures.
 for _model, _library_admin in (
     (Success, TaskAdmin),
     (Failure, FailAdmin),
@@ -78,22 +78,3 @@ for _model, _library_admin in (
         admin.site.register(
             _model, type(_library_admin.__name__, (ReadOnlyLibraryAdmin, _library_admin), {})
         )
-
-
-admin.site.unregister(Group)
-
-
-@admin.register(Group)
-class SuperuserOnlyGroupAdmin(GroupAdmin):
-    """Groups carry permissions: a staff member who may change a group they belong to could give
-    it every permission, their own "make me a superuser" by another road. Only a superuser adds,
-    changes or deletes one; staff with the permission may look."""
-
-    def has_add_permission(self, request):
-        return request.user.is_superuser
-
-    def has_change_permission(self, request, obj=None):
-        return request.user.is_superuser
-
-    def has_delete_permission(self, request, obj=None):
-        return request.user.is_superuser

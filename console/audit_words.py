@@ -71,6 +71,7 @@ SENTENCES = {
     "member.two_factor_reset": _("%(actor)s reset the two-factor sign-in of %(object)s"),
     "signin.two_factor_operator_reset": _("An operator reset the two-factor sign-in of %(object)s"),
     "signin.password_operator_set": _("An operator set a new password for %(object)s"),
+    "signin.lockout_released": _("An operator released the sign-in lock-out of %(object)s"),
     "user.changed_by_operator": _("An operator changed the account of %(object)s"),
     "tenant.sso_changed": _("%(actor)s changed the single sign-on settings"),
     "tenant.two_factor_required": _("%(actor)s changed whether members need two-factor sign-in"),
@@ -86,6 +87,10 @@ SENTENCES = {
     "user.created_by_operator": _("%(actor)s created the account %(object)s"),
     # No tenant's: the operators' admin lists it (manage.py reencrypt_secrets).
     "secrets.resealed": _("An operator re-sealed the stored secrets under a new encryption key"),
+    # No tenant's: an operators' group (permissions in the operators' admin), listed there.
+    "group.created": _("%(actor)s created the operators' group %(object)s"),
+    "group.changed": _("%(actor)s changed the operators' group %(object)s"),
+    "group.deleted": _("%(actor)s deleted the operators' group %(object)s"),
     "token.created": _("%(actor)s created the agent token %(object)s"),
     "token.revoked": _("%(actor)s revoked the agent token %(object)s"),
     "mailbox.created": _("%(actor)s connected the mailbox %(object)s"),
@@ -283,6 +288,7 @@ FIELD_NAMES = {
     "user_agent": _("browser"),
     "ip": _("IP address"),
     "sessions_ended": _("sessions ended"),
+    "ip_addresses": _("IP addresses"),
     "method": _("how"),
     "factor": _("second factor"),
     "recovery_codes_left": _("recovery codes left"),

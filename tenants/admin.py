@@ -6,7 +6,9 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import unquote
+from django.contrib.auth.admin import GroupAdmin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models import QuerySet
 from django.template.defaultfilters import filesizeformat
@@ -15,7 +17,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from common.admin import ReadOnlyAdmin, UnfilterableFieldsAdmin
-from tenants import onboarding
+from tenants import onboarding, operator_groups
 from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant, User
 from tenants.passwords import operator_password_recorded
 from tenants.send_stops import Stopped, sends_in_flight_hold, with_sends_in_flight
@@ -110,6 +112,58 @@ def _plain(value):
     if isinstance(value, QuerySet | list | tuple):
         return sorted(str(item) for item in value)
     return value
+
+
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class SuperuserOnlyGroupAdmin(GroupAdmin):
+    """Groups carry permissions: a staff member who may change a group they belong to could give
+    it every permission, their own "make me a superuser" by another road. Only a superuser adds,
+    changes or deletes one; staff with the permission may look. Each add, change and deletion
+    leaves an audit row naming the permissions given or taken (tenants.operator_groups)."""
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+    def get_object(self, request, object_id, from_field=None):
+        # A change or deletion (a POST, inside the admin's transaction) locks the group as it is
+        # read: the form's initial values are then what the change starts from, and the audit
+        # row's "removed" is not a concurrent change's.
+        found = super().get_object(request, object_id, from_field)
+        if found is None or request.method != "POST":
+            return found
+        return self.get_queryset(request).select_for_update().filter(pk=found.pk).first()
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        if change:
+            operator_groups.group_changed_recorded(
+                group=form.instance,
+                actor=request.user,
+                before_name=form.initial.get("name", ""),
+                before=form.initial.get("permissions", []),
+            )
+        else:
+            operator_groups.group_created_recorded(group=form.instance, actor=request.user)
+
+    def delete_model(self, request, obj):
+        operator_groups.group_deleted_recorded(group=obj, actor=request.user)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        # "Delete selected groups": not in a transaction of the admin's own.
+        with transaction.atomic():
+            for group in queryset.select_for_update().order_by("pk"):
+                operator_groups.group_deleted_recorded(group=group, actor=request.user)
+            super().delete_queryset(request, queryset)
 
 
 class MembershipInline(ReadOnlyAdmin, admin.TabularInline):
