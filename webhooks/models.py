@@ -202,6 +202,10 @@ class InboundBackfillMark(models.Model):
     ``resume_at``: AgentMail's own time of the last message a listing cut short by its budget got
     through; the next one starts right there when that is later. Without it, an inbox with more
     messages in those 15 minutes than a run lists (a broadcast's sends count) never got further.
+
+    ``turn_at``: when a run last began asking about this mailbox (the database clock). Runs take
+    the mailboxes turned to longest ago first: in tenant order, a run cut short by its budget or
+    its time was cut short before the same tenants every time.
     """
 
     mailbox = models.OneToOneField(
@@ -209,6 +213,7 @@ class InboundBackfillMark(models.Model):
     )
     covered_until = models.DateTimeField()
     resume_at = models.DateTimeField(null=True, blank=True)
+    turn_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"mailbox {self.mailbox_id} listed until {self.covered_until.isoformat()}"

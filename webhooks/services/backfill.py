@@ -17,13 +17,19 @@ is recorded once, and a real webhook arriving later changes nothing. The journal
 backfill says so (actor ``sweep``, ``data.source = "backfill"``).
 
 Bounds: at most ``WEBHOOK_BACKFILL_CALLS_PER_KEY`` provider calls per key and run, spaced by
-``1 / WEBHOOK_BACKFILL_CALLS_PER_SECOND`` on the same key (rate limits are per key), and at most
-``WEBHOOK_BACKFILL_MAX_CALLS`` per run. No provider call is made inside a transaction.
+``1 / WEBHOOK_BACKFILL_CALLS_PER_SECOND`` on the same key (rate limits are per key), at most
+``WEBHOOK_BACKFILL_MAX_CALLS`` per run, calls begun only while they can end inside the task's
+time limit (``run_window``), mailboxes turned to longest ago first (``InboundBackfillMark.turn_at``).
+No provider call is made inside a transaction. An answer that cannot be right is refused, logged
+with its reason, and changes nothing: a page with more messages than asked (``page_oversized``), a
+next page token already followed (``page_token_repeated``), a message larger than a webhook could
+carry (``message_oversized``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -33,7 +39,7 @@ from operator import attrgetter
 
 from django.conf import settings
 from django.db import DataError, transaction
-from django.db.models import Exists, F, OuterRef, Window
+from django.db.models import Exists, F, OuterRef, Subquery, Window
 from django.db.models.functions import Now, RowNumber
 from django.utils import timezone
 
@@ -48,7 +54,7 @@ from webhooks.models import (
     WebhookEndpoint,
     WebhookEvent,
 )
-from webhooks.normalize import bounded_id, normalize, parsed_timestamp
+from webhooks.normalize import bounded_id, normalize, parsed_timestamp, storable
 from webhooks.services.applier import applier_wake
 from webhooks.services.apply import BACKFILL_PREFIX, UNAPPLIED
 from webhooks.services.receive import event_store
@@ -73,13 +79,28 @@ class BackfillReport:
     limited: list[int] = field(default_factory=list)  # mailbox ids cut short by the bounds
 
 
+def run_window() -> float:
+    """Seconds after a run starts during which it may begin provider calls: each may last a
+    connect and a read timeout, and all must end inside the task's time limit (``Q_TIMEOUT``, a
+    tenth to spare). Behind an inbox answering each page in seconds, a run was killed at the
+    limit, at the same place every time: the tenants after it were never asked."""
+    limit = float(settings.Q_CLUSTER.get("timeout", 120))
+    call = float(settings.AGENTMAIL_CONNECT_TIMEOUT) + float(settings.AGENTMAIL_READ_TIMEOUT)
+    return max(0.0, 0.9 * limit - call)
+
+
 class _Budget:
-    """Provider calls left for one key and for the run, paced per key."""
+    """Provider calls left for one key and for the run, paced per key, in the run's window."""
 
     def __init__(self, run_left: int):
         self.run_left = run_left
         self.key_left = 0
         self.last_call = 0.0
+        self.made = 0
+        self.closes = time.monotonic() + run_window()
+
+    def run_over(self) -> bool:
+        return self.run_left <= 0 or (self.made > 0 and time.monotonic() >= self.closes)
 
     def for_key(self) -> None:
         self.key_left = int(settings.WEBHOOK_BACKFILL_CALLS_PER_KEY)
@@ -93,7 +114,10 @@ class _Budget:
             wait = self.last_call + 1 / rate - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
+        if self.run_over():
+            return False
         self.last_call = time.monotonic()
+        self.made += 1
         self.run_left -= 1
         self.key_left -= 1
         return True
@@ -108,7 +132,12 @@ def webhooks_backfill(*, tenant_id: int | None = None) -> BackfillReport:
     ).exclude(inbox_id="")
     if tenant_id is not None:
         mailboxes = mailboxes.filter(tenant_id=tenant_id)
-    ordered = mailboxes.select_related("tenant").order_by("tenant_id", "id")
+    turn = InboundBackfillMark.objects.filter(mailbox=OuterRef("pk")).values("turn_at")
+    ordered = (
+        mailboxes.select_related("tenant")
+        .annotate(backfill_turn_at=Subquery(turn))
+        .order_by(F("backfill_turn_at").asc(nulls_first=True), "tenant_id", "id")
+    )
     for tenant_pk, group in groupby(ordered, key=attrgetter("tenant_id")):
         endpoint = (
             WebhookEndpoint.objects.filter(tenant_id=tenant_pk)
@@ -152,14 +181,25 @@ def webhooks_backfill(*, tenant_id: int | None = None) -> BackfillReport:
 def _backfill_mailbox(
     mailbox, endpoint, candidates: list, budget: _Budget, report: BackfillReport
 ) -> None:
-    """Both questions for one mailbox, within its key's budget."""
+    """Both questions for one mailbox, within its key's budget; one not reached keeps its turn."""
     report.mailboxes += 1
+    if budget.run_over():
+        report.limited.append(mailbox.pk)
+        return
+    InboundBackfillMark.objects.update_or_create(
+        mailbox=mailbox,
+        defaults={"turn_at": Now()},
+        # What a missing mark means (_listing_start): listed from the mailbox's creation.
+        create_defaults={"covered_until": mailbox.created_at, "turn_at": Now()},
+    )
     budget.for_key()
     before = budget.run_left
-    complete = _deliveries(mailbox, endpoint, candidates, budget, report) and _inbound(
-        mailbox, endpoint, budget, report
-    )
-    report.calls += before - budget.run_left
+    try:
+        complete = _deliveries(mailbox, endpoint, candidates, budget, report) and _inbound(
+            mailbox, endpoint, budget, report
+        )
+    finally:  # a mailbox that failed made its calls too
+        report.calls += before - budget.run_left
     if not complete:
         report.limited.append(mailbox.pk)
 
@@ -227,6 +267,8 @@ def _deliveries(
             report.errors += 1
             continue
         for message in found.messages:
+            if _oversized(mailbox, message, report):
+                continue
             labels = {str(label).lower() for label in message.get("labels") or []}
             for label, event_type in _DELIVERY_LABELS.items():
                 if label in labels:
@@ -250,6 +292,7 @@ def _inbound(mailbox, endpoint, budget: _Budget, report: BackfillReport) -> bool
     token: str | None = None
     api_key = mailbox.api_key()
     page_size = int(settings.AGENTMAIL_LOOKUP_PAGE_SIZE)
+    followed: set[str] = set()
     while True:
         if not budget.take():
             _resume_at(mailbox, covered, after, reached)
@@ -261,19 +304,31 @@ def _inbound(mailbox, endpoint, budget: _Budget, report: BackfillReport) -> bool
             limit=page_size,
             page_token=token,
         )
-        if not page.ok:
+        refused = "" if page.ok else page.error_code
+        if page.ok and len(page.messages) > page_size:
+            refused = "page_oversized"
+        if not refused:
+            for message in _received(mailbox, page.messages, report):
+                _store_received(mailbox, endpoint, message, report)
+            reached = _newest_old_enough(page.messages, reached)
+            if page.next_page_token in followed:
+                refused = "page_token_repeated"
+        if refused:
             report.errors += 1
+            if page.ok:
+                log.warning(
+                    f"webhooks.backfill.{refused}",
+                    extra={"mailbox_id": mailbox.pk, "messages": len(page.messages)},
+                )
             _resume_at(mailbox, covered, after, reached)
             return True
-        for message in _received(mailbox, page.messages, report):
-            _store_received(mailbox, endpoint, message, report)
-        reached = _newest_old_enough(page.messages, reached)
         if not page.next_page_token:
             InboundBackfillMark.objects.update_or_create(
                 mailbox=mailbox, defaults={"covered_until": horizon, "resume_at": None}
             )
             return True
         token = page.next_page_token
+        followed.add(token)
 
 
 # Where a listing resumes before the last message it got through: a millisecond (AgentMail's
@@ -309,6 +364,8 @@ def _store_received(mailbox, endpoint, message: dict, report: BackfillReport) ->
     would fail the same way on every run, and hold back every later one). Any other database
     error ends the mailbox's run before its mark moves: that one may pass, and the message must
     be listed again."""
+    if _oversized(mailbox, message, report):
+        return
     try:
         stored = _store(
             endpoint,
@@ -345,14 +402,28 @@ def _received(mailbox, messages: list[dict], report: BackfillReport) -> list[dic
             log.warning("webhooks.backfill.other_inbox", extra={"mailbox_id": mailbox.pk})
             continue
         received.append(m)
-    # Stored ids are cut to what an index holds (normalize.bounded_id): compare those.
-    ids = [bounded_id(m["message_id"]) for m in received]
+    # Compare the ids as stored: NUL and lone surrogates replaced (normalize.storable; a NUL in
+    # the query itself failed the mailbox's run, every run) and cut to what an index holds.
+    ids = [bounded_id(storable(m["message_id"])[0]) for m in received]
     recorded = set(
         InboundMessage.objects.filter(mailbox=mailbox, message_id__in=ids).values_list(
             "message_id", flat=True
         )
     )
-    return [m for m in received if bounded_id(m["message_id"]) not in recorded]
+    return [m for m, stored_id in zip(received, ids, strict=True) if stored_id not in recorded]
+
+
+def _oversized(mailbox, message: dict, report: BackfillReport) -> bool:
+    """A listed message larger than the largest webhook body the receiver takes: refused (a
+    10 MB subject was stored whole in the ledger, a hundred to a page)."""
+    size = len(json.dumps(message, ensure_ascii=False, default=str).encode("utf-8", "replace"))
+    if size <= int(settings.WEBHOOK_BODY_MAX_BYTES):
+        return False
+    report.errors += 1
+    log.warning(
+        "webhooks.backfill.message_oversized", extra={"mailbox_id": mailbox.pk, "bytes": size}
+    )
+    return True
 
 
 def _newest_old_enough(messages: list[dict], reached: datetime | None) -> datetime | None:

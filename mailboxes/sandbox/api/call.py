@@ -21,7 +21,12 @@ class Reply:
 
     @classmethod
     def json(cls, status: int, obj: Any) -> Reply:
-        return cls(status, dumps(obj).encode())
+        try:
+            return cls(status, dumps(obj).encode())
+        except UnicodeEncodeError:
+            # A lone surrogate (a fault's answer playing a hostile provider) exists only as a
+            # JSON escape, "\ud800": written as one, not as UTF-8, which cannot hold it.
+            return cls(status, json.dumps(obj, separators=(",", ":")).encode())
 
     @classmethod
     def error(cls, exc: ApiError) -> Reply:

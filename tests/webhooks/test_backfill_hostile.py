@@ -1,0 +1,283 @@
+"""The webhook backfill against answers a broken or hostile provider may give, played by the
+sandbox's faults over real HTTP: a listing whose next page token never changes, a page with far
+more messages than asked, a message id repeated across pages, NUL, lone surrogates and a 10 MB
+subject in listed messages, an inbox that answers slowly. Every run stays bounded (calls, items,
+time), stores nothing wrong, logs a specific reason, and another tenant's mailboxes are still
+backfilled."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import httpx
+import pytest
+
+from tests.webhooks.conftest import apply_stored
+from tests.webhooks.test_backfill import accepted_send
+from webhooks import registration
+from webhooks.models import InboundMessage, WebhookEvent
+from webhooks.services.backfill import webhooks_backfill
+
+
+@pytest.fixture
+def quiet_sandbox(sandbox, settings):
+    """Webhooks off (what the backfill is for), no backfill delay, no pacing."""
+    sandbox.config(webhooks_enabled=False)
+    settings.WEBHOOK_BACKFILL_AFTER_SECONDS = 0
+    settings.WEBHOOK_BACKFILL_CALLS_PER_SECOND = 0
+    yield sandbox
+    sandbox.clear_faults()
+    sandbox.config(webhooks_enabled=True)
+
+
+def listing_of(sandbox, mailbox) -> dict:
+    """The inbox's real listing, as AgentMail's JSON, to be played back altered."""
+    return httpx.get(
+        f"{sandbox.base_url}/v0/inboxes/{mailbox.inbox_id}/messages",
+        headers={"Authorization": f"Bearer {mailbox.api_key()}"},
+        params={"ascending": "true"},
+    ).json()
+
+
+def list_calls(sandbox, mailbox, seen: set) -> int:
+    return sum(
+        1
+        for r in sandbox.requests(route="list_messages")
+        if r["id"] not in seen and f"/inboxes/{mailbox.inbox_id}/" in r["path"]
+    )
+
+
+def request_ids(sandbox) -> set:
+    return {r["id"] for r in sandbox.requests()}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_next_page_token_that_never_changes_ends_the_listing_and_says_why(
+    quiet_sandbox, tenant_a, tenant_b, mailbox_factory, caplog
+):
+    """The same page again and again (the same token, the same message): stored once, the
+    listing stops at the repeated token, and the other tenant is backfilled in the same run."""
+    sandbox = quiet_sandbox
+    hostile, other = mailbox_factory(tenant_a), mailbox_factory(tenant_b)
+    registration.webhook_register(tenant=tenant_a)
+    registration.webhook_register(tenant=tenant_b)
+    sandbox.inbound(
+        hostile.inbox_id, from_="kim@customer.test", subject="Again", message_id="<a@c>"
+    )
+    sandbox.inbound(other.inbox_id, from_="max@customer.test", subject="Hello", message_id="<b@c>")
+    page = {**listing_of(sandbox, hostile), "next_page_token": "page-2"}
+    sandbox.fault(
+        "list_messages", "json_2xx_before", times=0, inbox_id=hostile.inbox_id, answer=page
+    )
+    seen = request_ids(sandbox)
+
+    with caplog.at_level(logging.WARNING, logger="webhooks.backfill"):
+        report = webhooks_backfill()
+    apply_stored()
+
+    assert list_calls(sandbox, hostile, seen) == 2
+    assert (report.inbound, report.errors) == (2, 1)
+    assert "webhooks.backfill.page_token_repeated" in [r.getMessage() for r in caplog.records]
+    assert InboundMessage.objects.filter(mailbox=hostile, message_id="<a@c>").count() == 1
+    assert InboundMessage.objects.filter(mailbox=other, message_id="<b@c>").count() == 1
+
+
+def answer_listing(sandbox, mailbox, page: dict, *, times: int = 1) -> None:
+    """A fault answering the inbox's listings with ``page``; sent as escaped JSON, since a lone
+    surrogate exists only as an escape (the sandbox client's UTF-8 JSON cannot carry it)."""
+    spec = {"route": "list_messages", "mode": "json_2xx_before", "times": times}
+    spec |= {"inbox_id": mailbox.inbox_id, "answer": page}
+    body = json.dumps(spec).encode()
+    headers = {"Content-Type": "application/json"}
+    httpx.post(
+        f"{sandbox.base_url}/_sandbox/faults", content=body, headers=headers
+    ).raise_for_status()
+
+
+def hostile_page(sandbox, mailbox, **changes) -> dict:
+    """The inbox's one real listed message, altered by ``changes``, as a one-page listing."""
+    page = listing_of(sandbox, mailbox)
+    [message] = page["messages"]
+    return {**page, "messages": [{**message, **changes}]}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_page_with_far_more_messages_than_asked_stores_nothing_and_says_why(
+    quiet_sandbox, settings, tenant_a, tenant_b, mailbox_factory, caplog
+):
+    settings.AGENTMAIL_LOOKUP_PAGE_SIZE = 2
+    sandbox = quiet_sandbox
+    hostile, other = mailbox_factory(tenant_a), mailbox_factory(tenant_b)
+    registration.webhook_register(tenant=tenant_a)
+    registration.webhook_register(tenant=tenant_b)
+    sandbox.inbound(hostile.inbox_id, from_="kim@customer.test", subject="Hi", message_id="<a@c>")
+    sandbox.inbound(other.inbox_id, from_="max@customer.test", subject="Hello", message_id="<b@c>")
+    page = listing_of(sandbox, hostile)
+    [message] = page["messages"]
+    flood = [{**message, "message_id": f"<flood-{n}@c>"} for n in range(500)]
+    page = {**page, "count": 10**18, "messages": flood}
+    sandbox.fault(
+        "list_messages", "json_2xx_before", times=0, inbox_id=hostile.inbox_id, answer=page
+    )
+
+    with caplog.at_level(logging.WARNING, logger="webhooks.backfill"):
+        report = webhooks_backfill()
+
+    assert (report.inbound, report.errors) == (1, 1)
+    assert "webhooks.backfill.page_oversized" in [r.getMessage() for r in caplog.records]
+    assert not WebhookEvent.objects.filter(inbox_id=hostile.inbox_id).exists()
+    assert WebhookEvent.objects.filter(inbox_id=other.inbox_id).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"message_id": "<nul\x00@c>"},
+        {"message_id": "<lone\ud800@c>"},
+        {"subject": "nul \x00 here", "from": "Kim\x00 <kim@customer.test>"},
+        {"subject": "lone \udfff here", "thread_id": "thr\ud800"},
+    ],
+    ids=["nul in id", "surrogate in id", "nul in subject and sender", "surrogate in subject"],
+)
+def test_listed_messages_with_nul_or_lone_surrogates_are_stored_replaced_and_the_listing_goes_on(
+    quiet_sandbox, tenant_a, mailbox_factory, changes
+):
+    sandbox = quiet_sandbox
+    mailbox = mailbox_factory(tenant_a)
+    registration.webhook_register(tenant=tenant_a)
+    sandbox.inbound(mailbox.inbox_id, from_="kim@customer.test", subject="Hi", message_id="<a@c>")
+    answer_listing(sandbox, mailbox, hostile_page(sandbox, mailbox, **changes))
+
+    report = webhooks_backfill()
+    apply_stored()
+    again = webhooks_backfill()
+    apply_stored()
+
+    assert report.errors == 0
+    assert (report.inbound, again.inbound) == (1, 1 if "message_id" in changes else 0)
+    assert InboundMessage.objects.filter(mailbox=mailbox).count() == (
+        2 if "message_id" in changes else 1
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_listed_message_of_ten_megabytes_is_refused_and_the_listing_goes_on(
+    quiet_sandbox, tenant_a, mailbox_factory, caplog
+):
+    sandbox = quiet_sandbox
+    mailbox = mailbox_factory(tenant_a)
+    registration.webhook_register(tenant=tenant_a)
+    sandbox.inbound(mailbox.inbox_id, from_="kim@customer.test", subject="Hi", message_id="<a@c>")
+    sandbox.inbound(mailbox.inbox_id, from_="max@customer.test", subject="Ok", message_id="<b@c>")
+    page = listing_of(sandbox, mailbox)
+    big, fine = page["messages"]
+    page = {**page, "messages": [{**big, "subject": "x" * 10_000_000}, fine]}
+    sandbox.fault(
+        "list_messages", "json_2xx_before", times=1, inbox_id=mailbox.inbox_id, answer=page
+    )
+
+    with caplog.at_level(logging.WARNING, logger="webhooks.backfill"):
+        report = webhooks_backfill()
+    apply_stored()
+
+    sizes = [len(str(p)) for p in WebhookEvent.objects.values_list("payload", flat=True)]
+    assert (report.inbound, report.errors) == (1, 1)
+    assert max(sizes) < 10_000
+    assert "webhooks.backfill.message_oversized" in [r.getMessage() for r in caplog.records]
+    assert InboundMessage.objects.filter(mailbox=mailbox).count() == 1
+
+
+def inbound_of(sandbox, mailbox, n: int) -> None:
+    for i in range(n):
+        sandbox.inbound(
+            mailbox.inbox_id, from_=f"c{i}@customer.test", subject="Hi", message_id=f"<m{i}@c>"
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_budget_one_tenant_spends_starts_with_the_others_next_time(
+    quiet_sandbox, settings, tenant_a, tenant_b, mailbox_factory
+):
+    """Tenant A's busy inbox spends the whole run's budget (2 calls here, 500 by default: 25
+    such mailboxes). Runs went in tenant order, so tenant B, after it, was never asked while A
+    had more to list (or, with lookups failing, for the 48 hours its sends are looked up)."""
+    settings.AGENTMAIL_LOOKUP_PAGE_SIZE = 1
+    settings.WEBHOOK_BACKFILL_MAX_CALLS = 2
+    sandbox = quiet_sandbox
+    busy, other = mailbox_factory(tenant_a), mailbox_factory(tenant_b)
+    registration.webhook_register(tenant=tenant_a)
+    registration.webhook_register(tenant=tenant_b)
+    inbound_of(sandbox, busy, 6)
+    inbound_of(sandbox, other, 1)
+
+    first = webhooks_backfill()
+    second = webhooks_backfill()
+    apply_stored()
+
+    assert (first.inbound, first.limited) == (2, [busy.pk, other.pk])
+    assert second.inbound >= 1
+    assert InboundMessage.objects.filter(mailbox=other).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_slow_inbox_cannot_hold_a_run_past_the_tasks_time_limit(
+    quiet_sandbox, settings, tenant_a, tenant_b, mailbox_factory
+):
+    """Calls start only while they can end inside 90 % of Q_TIMEOUT (here 3.6 s, less a call's
+    connect and read timeouts, 2.5 s: 1.1 s). Tenant A's inbox answers each page in a second:
+    the run stopped only at its call budget (8 pages, 8 s here; 20 calls of up to 18 s each per
+    mailbox by default), past the task's limit, where django-q kills it mid-run, at the same
+    place every time."""
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 4}
+    settings.AGENTMAIL_CONNECT_TIMEOUT = 0.5
+    settings.AGENTMAIL_READ_TIMEOUT = 2.0
+    settings.AGENTMAIL_LOOKUP_PAGE_SIZE = 1
+    settings.WEBHOOK_BACKFILL_CALLS_PER_KEY = 8
+    sandbox = quiet_sandbox
+    slow, other = mailbox_factory(tenant_a), mailbox_factory(tenant_b)
+    registration.webhook_register(tenant=tenant_a)
+    registration.webhook_register(tenant=tenant_b)
+    inbound_of(sandbox, slow, 8)
+    inbound_of(sandbox, other, 1)
+    sandbox.fault("list_messages", "delay", times=0, delay=1.0, inbox_id=slow.inbox_id)
+    seen = request_ids(sandbox)
+
+    started = time.monotonic()
+    first = webhooks_backfill()
+    took = time.monotonic() - started
+    second = webhooks_backfill()
+    apply_stored()
+
+    assert took < 3.6
+    assert 2 <= list_calls(sandbox, slow, seen) <= 4  # one or two calls in each run
+    assert first.limited == [slow.pk, other.pk]
+    assert other.pk not in second.limited
+    assert InboundMessage.objects.filter(mailbox=other).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_looked_up_message_of_two_megabytes_is_refused_and_nothing_is_stored(
+    quiet_sandbox, tenant_a, member_of, mailbox_factory, caplog
+):
+    """The delivery question: the lookup's answer names our message id, but its thread id and
+    time were stored whole in the ledger, however large."""
+    sandbox = quiet_sandbox
+    mailbox = mailbox_factory(tenant_a)
+    registration.webhook_register(tenant=tenant_a)
+    intent = accepted_send(tenant_a, mailbox, member_of(tenant_a, "approver").user)
+    real = httpx.get(
+        f"{sandbox.base_url}/v0/inboxes/{mailbox.inbox_id}/messages/{intent.provider_message_id}",
+        headers={"Authorization": f"Bearer {mailbox.api_key()}"},
+    ).json()
+    answer = {**real, "labels": ["sent", "delivered"], "thread_id": "t" * 2_000_000}
+    sandbox.fault("get_message", "json_2xx_before", inbox_id=mailbox.inbox_id, answer=answer)
+
+    with caplog.at_level(logging.WARNING, logger="webhooks.backfill"):
+        report = webhooks_backfill()
+
+    assert (report.deliveries, report.errors) == (0, 1)
+    assert "webhooks.backfill.message_oversized" in [r.getMessage() for r in caplog.records]
+    assert not WebhookEvent.objects.exists()
