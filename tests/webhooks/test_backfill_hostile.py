@@ -14,6 +14,7 @@ import time
 import httpx
 import pytest
 
+from mailboxes.key_health import mailbox_key_refused
 from tests.webhooks.conftest import apply_stored
 from tests.webhooks.test_backfill import accepted_send
 from webhooks import registration
@@ -281,3 +282,68 @@ def test_a_looked_up_message_of_two_megabytes_is_refused_and_nothing_is_stored(
     assert (report.deliveries, report.errors) == (0, 1)
     assert "webhooks.backfill.message_oversized" in [r.getMessage() for r in caplog.records]
     assert not WebhookEvent.objects.exists()
+
+
+def calls_to(sandbox, mailbox, route: str, seen: set) -> int:
+    return sum(
+        1
+        for r in sandbox.requests(route=route)
+        if r["id"] not in seen and f"/inboxes/{mailbox.inbox_id}/" in r["path"]
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refused_key_ends_its_mailboxs_questions_at_the_first_refusal(
+    quiet_sandbox, tenant_a, member_of, mailbox_factory, caplog
+):
+    """AgentMail refuses the key (401): every other call with it would be refused the same way,
+    so the run asks nothing more with it (it spent a call on every unconfirmed send, up to the
+    key's budget, run after run). The mailbox is not marked refused here: a key may be refused
+    the right to read and still send."""
+    sandbox = quiet_sandbox
+    mailbox = mailbox_factory(tenant_a)
+    registration.webhook_register(tenant=tenant_a)
+    approver = member_of(tenant_a, "approver").user
+    for _ in range(3):
+        accepted_send(tenant_a, mailbox, approver)
+    sandbox.fault("get_message", "401_unknown_key", times=0, inbox_id=mailbox.inbox_id)
+    sandbox.fault("list_messages", "401_unknown_key", times=0, inbox_id=mailbox.inbox_id)
+    seen = request_ids(sandbox)
+
+    with caplog.at_level(logging.WARNING, logger="webhooks.backfill"):
+        report = webhooks_backfill()
+
+    assert calls_to(sandbox, mailbox, "get_message", seen) == 1
+    assert calls_to(sandbox, mailbox, "list_messages", seen) == 1
+    assert report.calls == 2
+    assert "webhooks.backfill.key_refused" in [r.getMessage() for r in caplog.records]
+    mailbox.refresh_from_db()
+    assert mailbox.key_refused_at is None
+    assert not WebhookEvent.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_mailbox_whose_key_was_refused_is_not_asked_until_it_works_again(
+    quiet_sandbox, tenant_a, tenant_b, mailbox_factory
+):
+    """As its sends wait (intents.sending.lease.mailbox_key_usable), its backfill waits: no
+    call with a key AgentMail refused; the other tenant's mailbox is asked as before."""
+    sandbox = quiet_sandbox
+    refused, other = mailbox_factory(tenant_a), mailbox_factory(tenant_b)
+    registration.webhook_register(tenant=tenant_a)
+    registration.webhook_register(tenant=tenant_b)
+    sandbox.inbound(refused.inbox_id, from_="kim@customer.test", subject="Hi", message_id="<a@c>")
+    sandbox.inbound(other.inbox_id, from_="max@customer.test", subject="Hello", message_id="<b@c>")
+    assert mailbox_key_refused(
+        mailbox_id=refused.pk, api_key_id=refused.provider_api_key_id, detail="401 unknown key"
+    )
+    seen = request_ids(sandbox)
+
+    report = webhooks_backfill()
+    apply_stored()
+
+    assert list_calls(sandbox, refused, seen) == 0
+    assert list_calls(sandbox, other, seen) == 1
+    assert report.inbound == 1
+    assert not InboundMessage.objects.filter(mailbox=refused).exists()
+    assert InboundMessage.objects.filter(mailbox=other, message_id="<b@c>").count() == 1

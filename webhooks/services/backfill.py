@@ -19,8 +19,9 @@ backfill says so (actor ``sweep``, ``data.source = "backfill"``).
 Bounds: at most ``WEBHOOK_BACKFILL_CALLS_PER_KEY`` provider calls per key and run, spaced by
 ``1 / WEBHOOK_BACKFILL_CALLS_PER_SECOND`` on the same key (rate limits are per key), at most
 ``WEBHOOK_BACKFILL_MAX_CALLS`` per run, calls begun only while they can end inside the task's
-time limit (``run_window``), mailboxes turned to longest ago first (``InboundBackfillMark.turn_at``).
-No provider call is made inside a transaction. An answer that cannot be right is refused, logged
+time limit (``backfill_bounds.run_window``), mailboxes turned to longest ago first
+(``InboundBackfillMark.turn_at``), none whose key AgentMail refused, and a mailbox's questions end
+at the first refusal of its key. No provider call is made inside a transaction. An answer that cannot be right is refused, logged
 with its reason, and changes nothing: a page with more messages than asked (``page_oversized``), a
 next page token already followed (``page_token_repeated``), a message larger than a webhook could
 carry (``message_oversized``).
@@ -31,8 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import groupby
 from operator import attrgetter
@@ -45,7 +44,7 @@ from django.utils import timezone
 
 from intents.models import SendIntent
 from mailboxes.models import Mailbox
-from mailboxes.provider import lookups
+from mailboxes.provider import lookups, refuses_key
 from tenants.models import Tenant
 from webhooks.models import (
     InboundBackfillMark,
@@ -57,6 +56,7 @@ from webhooks.models import (
 from webhooks.normalize import bounded_id, normalize, parsed_timestamp, storable
 from webhooks.services.applier import applier_wake
 from webhooks.services.apply import BACKFILL_PREFIX, UNAPPLIED
+from webhooks.services.backfill_bounds import BackfillReport, Budget
 from webhooks.services.receive import event_store
 
 log = logging.getLogger("webhooks.backfill")
@@ -69,66 +69,15 @@ _EVENT_KEYS = {"message.delivered": "delivery", "message.rejected": "reject"}
 _DELIVERED_OR_LATER = [s for s, rank in RecipientDelivery.RANK.items() if rank >= 2]
 
 
-@dataclass
-class BackfillReport:
-    mailboxes: int = 0
-    calls: int = 0
-    deliveries: int = 0
-    inbound: int = 0
-    errors: int = 0
-    limited: list[int] = field(default_factory=list)  # mailbox ids cut short by the bounds
-
-
-def run_window() -> float:
-    """Seconds after a run starts during which it may begin provider calls: each may last a
-    connect and a read timeout, and all must end inside the task's time limit (``Q_TIMEOUT``, a
-    tenth to spare). Behind an inbox answering each page in seconds, a run was killed at the
-    limit, at the same place every time: the tenants after it were never asked."""
-    limit = float(settings.Q_CLUSTER.get("timeout", 120))
-    call = float(settings.AGENTMAIL_CONNECT_TIMEOUT) + float(settings.AGENTMAIL_READ_TIMEOUT)
-    return max(0.0, 0.9 * limit - call)
-
-
-class _Budget:
-    """Provider calls left for one key and for the run, paced per key, in the run's window."""
-
-    def __init__(self, run_left: int):
-        self.run_left = run_left
-        self.key_left = 0
-        self.last_call = 0.0
-        self.made = 0
-        self.closes = time.monotonic() + run_window()
-
-    def run_over(self) -> bool:
-        return self.run_left <= 0 or (self.made > 0 and time.monotonic() >= self.closes)
-
-    def for_key(self) -> None:
-        self.key_left = int(settings.WEBHOOK_BACKFILL_CALLS_PER_KEY)
-        self.last_call = 0.0
-
-    def take(self) -> bool:
-        if self.run_left <= 0 or self.key_left <= 0:
-            return False
-        rate = float(settings.WEBHOOK_BACKFILL_CALLS_PER_SECOND)
-        if rate > 0 and self.last_call:
-            wait = self.last_call + 1 / rate - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-        if self.run_over():
-            return False
-        self.last_call = time.monotonic()
-        self.made += 1
-        self.run_left -= 1
-        self.key_left -= 1
-        return True
-
-
 def webhooks_backfill(*, tenant_id: int | None = None) -> BackfillReport:
     """One backfill run over every active mailbox of active tenants (or of one tenant)."""
     report = BackfillReport()
-    budget = _Budget(int(settings.WEBHOOK_BACKFILL_MAX_CALLS))
+    budget = Budget(int(settings.WEBHOOK_BACKFILL_MAX_CALLS))
+    # A key AgentMail refused is not used again until an admin shows it works, as for sends.
     mailboxes = Mailbox.objects.filter(
-        status=Mailbox.Status.ACTIVE, tenant__status=Tenant.Status.ACTIVE
+        status=Mailbox.Status.ACTIVE,
+        tenant__status=Tenant.Status.ACTIVE,
+        key_refused_at__isnull=True,
     ).exclude(inbox_id="")
     if tenant_id is not None:
         mailboxes = mailboxes.filter(tenant_id=tenant_id)
@@ -179,7 +128,7 @@ def webhooks_backfill(*, tenant_id: int | None = None) -> BackfillReport:
 
 
 def _backfill_mailbox(
-    mailbox, endpoint, candidates: list, budget: _Budget, report: BackfillReport
+    mailbox, endpoint, candidates: list, budget: Budget, report: BackfillReport
 ) -> None:
     """Both questions for one mailbox, within its key's budget; one not reached keeps its turn."""
     report.mailboxes += 1
@@ -251,7 +200,7 @@ def _unconfirmed_sends(tenant_id: int, mailbox_ids: list[int]) -> dict[int, list
 
 
 def _deliveries(
-    mailbox, endpoint, candidates: list, budget: _Budget, report: BackfillReport
+    mailbox, endpoint, candidates: list, budget: Budget, report: BackfillReport
 ) -> bool:
     """Look up the mailbox's accepted sends with no delivery yet; False if the budget ran out."""
     if not candidates:
@@ -265,6 +214,11 @@ def _deliveries(
         )
         if not found.ok:
             report.errors += 1
+            if refuses_key(found.http_status, found.error_code):
+                # Every other call with this key would be refused alike. Not marked refused:
+                # a key may be denied reading and still send (mailboxes.key_health marks sends').
+                log.warning("webhooks.backfill.key_refused", extra={"mailbox_id": mailbox.pk})
+                return True
             continue
         for message in found.messages:
             if _oversized(mailbox, message, report):
@@ -280,7 +234,7 @@ def _deliveries(
     return True
 
 
-def _inbound(mailbox, endpoint, budget: _Budget, report: BackfillReport) -> bool:
+def _inbound(mailbox, endpoint, budget: Budget, report: BackfillReport) -> bool:
     """List the inbox from where the last listing reached; False if the budget ran out. When
     the listing ends, everything up to the backfill delay's horizon is covered; cut short, it
     resumes next time from AgentMail's time of the newest message it got through (oldest first,
