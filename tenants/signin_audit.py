@@ -28,8 +28,12 @@ def request_client_ip(request: HttpRequest) -> str | None:
     trusted proxies in front the client is the n-th address from the right; whatever the client
     wrote further left is not believed. No proxies, a header with fewer than n addresses (a proxy
     did not append) or a malformed address: ``REMOTE_ADDR``.
+
+    An empty ``REMOTE_ADDR`` (gunicorn on a unix socket) is None: axes stores either without an
+    address but looks the empty string up as ``= ''``, which no row matches, so such a client was
+    never locked out, however many passwords it tried.
     """
-    remote = request.META.get("REMOTE_ADDR")
+    remote = request.META.get("REMOTE_ADDR") or None
     count = settings.TRUSTED_PROXY_COUNT
     if count <= 0:
         return remote

@@ -1,5 +1,5 @@
 """``manage.py signin_unlock``: an operator lifts a sign-in lock-out before its cool-off ends
-(tenants.signin_throttle.signin_lockout_release). The only way before was axes' own
+(tenants.signin_lockouts.signin_lockout_release). The only way before was axes' own
 ``axes_reset*`` commands (or deleting the rows), which left no audit row; the admin shows axes'
 rows read-only on purpose. The trace (axes' failure log) stays."""
 
@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tenants.models import AuditEvent
+from tests.intents.helpers import run_concurrently
 
 pytestmark = pytest.mark.django_db
 
@@ -159,3 +160,66 @@ def test_a_refusal_changes_nothing_and_leaves_no_audit_row(args, message, settin
     assert refused.value.returncode == 1
     assert attempts() == before
     assert not AuditEvent.objects.filter(action=RELEASED).exists()
+
+
+def test_a_client_the_server_gives_no_address_is_locked_out_and_released(
+    tenant_a, member_of, password, settings
+):
+    """gunicorn bound to a unix socket (``GUNICORN_BIND=unix:...``) gives an empty REMOTE_ADDR.
+    axes stored such a failure without an address but looked it up by the empty string, which
+    matches no row: every failure made a new row, no lock-out ever came (guesses without end),
+    and signin_unlock then "released" five rows that had locked nobody."""
+    person = member_of(tenant_a).user
+    lock_out(person.email, "", settings)
+
+    locked = sign_in(person.email, password, "").status_code
+    said = unlock(person.email)
+
+    assert locked == 429
+    assert attempts() == []
+    assert "from 1 client address(es): unknown" in said
+    assert sign_in(person.email, password, "").status_code == 302
+
+
+@pytest.mark.parametrize(
+    ("typed", "client", "given"),
+    [
+        # The sign-in form strips and lower-cases the address before axes keeps it.
+        ("  {upper}  ", HOME, None),
+        ("{email}", "2001:db8::1", "2001:DB8:0:0::1"),
+        # A dual-stack socket reports an IPv4 client as ::ffff:a.b.c.d.
+        ("{email}", f"::ffff:{OFFICE}", OFFICE),
+        ("{email}", OFFICE, "::FFFF:c633:6407"),
+    ],
+    ids=["typed-spaced-upper", "ipv6", "mapped-client", "mapped-given"],
+)
+def test_the_lock_out_is_found_however_it_was_typed_or_the_client_reported(
+    typed, client, given, tenant_a, member_of, password, settings
+):
+    person = member_of(tenant_a).user
+    lock_out(typed.format(email=person.email, upper=person.email.upper()), client, settings)
+    locked = sign_in(person.email, password, client).status_code
+
+    said = unlock(person.email, *(["--ip", given] if given else []))
+
+    assert locked == 429
+    assert "from 1 client address(es)" in said
+    assert attempts() == []
+    assert sign_in(person.email, password, client).status_code == 302
+
+
+@pytest.mark.django_db(transaction=True)
+def test_of_operators_releasing_one_lock_out_at_once_one_does_the_others_are_refused(
+    tenant_a, tenant_b, member_of, settings
+):
+    person = member_of(tenant_a).user
+    member_of(tenant_b, "viewer", user=person)
+    lock_out(person.email, HOME, settings)
+
+    results = run_concurrently(lambda _: unlock(person.email), 4)
+
+    assert sum(isinstance(r, str) for r in results) == 1
+    refused = [r for r in results if isinstance(r, CommandError)]
+    assert len(refused) == 3
+    assert all("has no sign-in lock-out" in str(r) for r in refused)
+    assert AuditEvent.objects.filter(action=RELEASED).count() == 2
