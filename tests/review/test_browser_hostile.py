@@ -161,6 +161,10 @@ def test_a_customers_stacked_accents_draw_nothing_over_the_recipients_or_the_dra
     for name, message in (("plain", plain), ("hostile", hostile)):
         draft = _reply(shop, message, "ana@customer.test")
         page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
+        # The page's first requests (presence, counts) answered and drawn, fonts in: a slow
+        # answer landing during a screenshot moved the card under it (a red run under load).
+        page.wait_for_load_state("networkidle")
+        page.evaluate("document.fonts.ready.then(() => true)")
         seen[name] = [
             page.locator(selector).screenshot(animations="disabled", caret="hide")
             for selector in (".card:has(ul.recipients)", "pre.body-text")
