@@ -15,14 +15,6 @@ pytestmark = pytest.mark.django_db
 ADD = "/ops/admin/tenants/user/add/"
 
 
-@pytest.fixture
-def operator():
-    user = User.objects.create_superuser("ops@countersign.test", "operator-pass-1")
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 PASSWORD = "a-long-enough-passphrase-77"
 
 

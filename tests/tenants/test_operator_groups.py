@@ -4,21 +4,12 @@ of staff members every permission, and nothing recorded it."""
 
 import pytest
 from django.contrib.auth.models import Group, Permission
-from django.test import Client
 
 from tenants.models import AuditEvent, User
 
 pytestmark = pytest.mark.django_db
 
 GROUPS = "/ops/admin/auth/group/"
-
-
-@pytest.fixture
-def operator():
-    user = User.objects.create_superuser("ops@countersign.test", "operator-pass-1")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def perms(*codenames: str) -> list[Permission]:

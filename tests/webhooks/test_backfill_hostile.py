@@ -33,6 +33,15 @@ def quiet_sandbox(sandbox, settings):
     sandbox.config(webhooks_enabled=True)
 
 
+@pytest.fixture
+def two_tenants(tenant_a, tenant_b, mailbox_factory):
+    """A mailbox of tenant A and one of tenant B, each tenant with its webhook endpoint: the
+    hostile one and the other, which must be backfilled all the same."""
+    registration.webhook_register(tenant=tenant_a)
+    registration.webhook_register(tenant=tenant_b)
+    return mailbox_factory(tenant_a), mailbox_factory(tenant_b)
+
+
 def listing_of(sandbox, mailbox) -> dict:
     """The inbox's real listing, as AgentMail's JSON, to be played back altered."""
     return httpx.get(
@@ -43,9 +52,13 @@ def listing_of(sandbox, mailbox) -> dict:
 
 
 def list_calls(sandbox, mailbox, seen: set) -> int:
+    return calls_to(sandbox, mailbox, "list_messages", seen)
+
+
+def calls_to(sandbox, mailbox, route: str, seen: set) -> int:
     return sum(
         1
-        for r in sandbox.requests(route="list_messages")
+        for r in sandbox.requests(route=route)
         if r["id"] not in seen and f"/inboxes/{mailbox.inbox_id}/" in r["path"]
     )
 
@@ -56,14 +69,12 @@ def request_ids(sandbox) -> set:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_next_page_token_that_never_changes_ends_the_listing_and_says_why(
-    quiet_sandbox, tenant_a, tenant_b, mailbox_factory, caplog
+    quiet_sandbox, two_tenants, caplog
 ):
     """The same page again and again (the same token, the same message): stored once, the
     listing stops at the repeated token, and the other tenant is backfilled in the same run."""
     sandbox = quiet_sandbox
-    hostile, other = mailbox_factory(tenant_a), mailbox_factory(tenant_b)
-    registration.webhook_register(tenant=tenant_a)
-    registration.webhook_register(tenant=tenant_b)
+    hostile, other = two_tenants
     sandbox.inbound(
         hostile.inbox_id, from_="kim@customer.test", subject="Again", message_id="<a@c>"
     )
@@ -106,13 +117,11 @@ def hostile_page(sandbox, mailbox, **changes) -> dict:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_page_with_far_more_messages_than_asked_stores_nothing_and_says_why(
-    quiet_sandbox, settings, tenant_a, tenant_b, mailbox_factory, caplog
+    quiet_sandbox, settings, two_tenants, caplog
 ):
     settings.AGENTMAIL_LOOKUP_PAGE_SIZE = 2
     sandbox = quiet_sandbox
-    hostile, other = mailbox_factory(tenant_a), mailbox_factory(tenant_b)
-    registration.webhook_register(tenant=tenant_a)
-    registration.webhook_register(tenant=tenant_b)
+    hostile, other = two_tenants
     sandbox.inbound(hostile.inbox_id, from_="kim@customer.test", subject="Hi", message_id="<a@c>")
     sandbox.inbound(other.inbox_id, from_="max@customer.test", subject="Hello", message_id="<b@c>")
     page = listing_of(sandbox, hostile)
@@ -200,7 +209,7 @@ def inbound_of(sandbox, mailbox, n: int) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_run_whose_budget_one_tenant_spends_starts_with_the_others_next_time(
-    quiet_sandbox, settings, tenant_a, tenant_b, mailbox_factory
+    quiet_sandbox, settings, two_tenants
 ):
     """Tenant A's busy inbox spends the whole run's budget (2 calls here, 500 by default: 25
     such mailboxes). Runs went in tenant order, so tenant B, after it, was never asked while A
@@ -208,9 +217,7 @@ def test_a_run_whose_budget_one_tenant_spends_starts_with_the_others_next_time(
     settings.AGENTMAIL_LOOKUP_PAGE_SIZE = 1
     settings.WEBHOOK_BACKFILL_MAX_CALLS = 2
     sandbox = quiet_sandbox
-    busy, other = mailbox_factory(tenant_a), mailbox_factory(tenant_b)
-    registration.webhook_register(tenant=tenant_a)
-    registration.webhook_register(tenant=tenant_b)
+    busy, other = two_tenants
     inbound_of(sandbox, busy, 6)
     inbound_of(sandbox, other, 1)
 
@@ -225,7 +232,7 @@ def test_a_run_whose_budget_one_tenant_spends_starts_with_the_others_next_time(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_slow_inbox_cannot_hold_a_run_past_the_tasks_time_limit(
-    quiet_sandbox, settings, tenant_a, tenant_b, mailbox_factory
+    quiet_sandbox, settings, two_tenants
 ):
     """Calls start only while they can end inside 90 % of Q_TIMEOUT (here 3.6 s, less a call's
     connect and read timeouts, 2.5 s: 1.1 s). Tenant A's inbox answers each page in a second:
@@ -238,9 +245,7 @@ def test_a_slow_inbox_cannot_hold_a_run_past_the_tasks_time_limit(
     settings.AGENTMAIL_LOOKUP_PAGE_SIZE = 1
     settings.WEBHOOK_BACKFILL_CALLS_PER_KEY = 8
     sandbox = quiet_sandbox
-    slow, other = mailbox_factory(tenant_a), mailbox_factory(tenant_b)
-    registration.webhook_register(tenant=tenant_a)
-    registration.webhook_register(tenant=tenant_b)
+    slow, other = two_tenants
     inbound_of(sandbox, slow, 8)
     inbound_of(sandbox, other, 1)
     sandbox.fault("list_messages", "delay", times=0, delay=1.0, inbox_id=slow.inbox_id)
@@ -284,14 +289,6 @@ def test_a_looked_up_message_of_two_megabytes_is_refused_and_nothing_is_stored(
     assert not WebhookEvent.objects.exists()
 
 
-def calls_to(sandbox, mailbox, route: str, seen: set) -> int:
-    return sum(
-        1
-        for r in sandbox.requests(route=route)
-        if r["id"] not in seen and f"/inboxes/{mailbox.inbox_id}/" in r["path"]
-    )
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_refused_key_ends_its_mailboxs_questions_at_the_first_refusal(
     quiet_sandbox, tenant_a, member_of, mailbox_factory, caplog
@@ -324,14 +321,12 @@ def test_a_refused_key_ends_its_mailboxs_questions_at_the_first_refusal(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_mailbox_whose_key_was_refused_is_not_asked_until_it_works_again(
-    quiet_sandbox, tenant_a, tenant_b, mailbox_factory
+    quiet_sandbox, two_tenants
 ):
     """As its sends wait (intents.sending.lease.mailbox_key_usable), its backfill waits: no
     call with a key AgentMail refused; the other tenant's mailbox is asked as before."""
     sandbox = quiet_sandbox
-    refused, other = mailbox_factory(tenant_a), mailbox_factory(tenant_b)
-    registration.webhook_register(tenant=tenant_a)
-    registration.webhook_register(tenant=tenant_b)
+    refused, other = two_tenants
     sandbox.inbound(refused.inbox_id, from_="kim@customer.test", subject="Hi", message_id="<a@c>")
     sandbox.inbound(other.inbox_id, from_="max@customer.test", subject="Hello", message_id="<b@c>")
     assert mailbox_key_refused(

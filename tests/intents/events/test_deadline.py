@@ -19,59 +19,25 @@ from intents.models import AgentEventDelivery
 from tests.factories import make_local_mailbox
 
 
-class Trickler:
-    """Accepts connections on 127.0.0.1, reads the request, then answers ``head`` at once and
-    ``slow`` one byte every ``pace`` seconds; counts what it managed to write."""
-
-    def __init__(self, head: bytes, slow: bytes, pace: float = 0.2):
-        self.head, self.slow, self.pace = head, slow, pace
-        self.sent = 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.listener.getsockname()[1]}/hooks"
-
-    def _serve(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
-
-    def _answer(self, conn: socket.socket) -> None:
-        with conn:
-            conn.settimeout(5)
-            try:
-                conn.recv(65536)
-                conn.sendall(self.head)
-                for byte in self.slow:
-                    if self.stop.wait(self.pace):
-                        return
-                    conn.sendall(bytes([byte]))
-                    self.sent += 1
-            except OSError:  # the client gave up: what the deadline is for
-                return
-
-    def close(self) -> None:
-        self.stop.set()
-        self.listener.close()
-
-
 @pytest.fixture
-def trickler():
-    made: list[Trickler] = []
+def trickler(raw_receiver):
+    """trickler(head, slow, pace): a loopback server that reads the request, then answers
+    ``head`` at once and ``slow`` one byte every ``pace`` seconds; ``sent`` counts the slow bytes
+    it managed to write."""
 
-    def make(head: bytes, slow: bytes, pace: float = 0.2) -> Trickler:
-        made.append(Trickler(head, slow, pace))
-        return made[-1]
+    def make(head: bytes, slow: bytes, pace: float = 0.2):
+        def behave(server, conn: socket.socket) -> None:
+            conn.settimeout(5)
+            conn.recv(65536)
+            conn.sendall(head)
+            for byte in slow:
+                if server.stop.wait(pace):
+                    return
+                server.write(conn, bytes([byte]))
 
-    yield make
-    for server in made:
-        server.close()
+        return raw_receiver(behave)
+
+    return make
 
 
 def test_an_answer_body_trickled_past_the_deadline_is_a_read_timeout(trickler):
