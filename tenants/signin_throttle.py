@@ -12,7 +12,9 @@ refuses before any hash once the client failed on ``SIGNIN_FAILED_ACCOUNTS_PER_M
 The budget is per client: an IPv4 address, or an IPv6 /64 (``client_networks``), of the address
 ``TRUSTED_PROXY_COUNT`` finds. Behind a proxy with that
 setting left at 0, every client is the proxy, and a burst of failures pauses sign-in for all for a
-minute (DEPLOYMENT.md).
+minute (DEPLOYMENT.md). Clients the server gives no address (a unix socket and no trusted proxy)
+are one client, for the same reason and with the same cost (``failed_accounts_recently``).
+``manage.py signin_unlock`` does not touch the budget: it ends on its own within ``WINDOW``.
 """
 
 from __future__ import annotations
@@ -53,14 +55,26 @@ def client_networks(address: str) -> list[str]:
 
 def failed_accounts_recently(request: HttpRequest) -> int:
     """Accounts (axes rows) this client failed to sign in to within the last ``WINDOW``, from
-    any address of its blocks (``client_networks``)."""
-    networks = client_networks(request_client_ip(request) or "")
+    any address of its blocks (``client_networks``); for a client with no address, those of
+    every client with none."""
+    since = timezone.now() - WINDOW
+    address = request_client_ip(request)
+    if address is None:
+        # No address (gunicorn on a unix socket, no trusted proxy): axes keeps such failures
+        # without one, and every such client is counted as one. This lets one stranger pause
+        # sign-in for everyone behind that front door for a minute, and it is still right: a
+        # deployment that gives no client address already has axes lock a person out for all
+        # of them (its pair is the email and no address), and it must set TRUSTED_PROXY_COUNT
+        # or bind TCP (DEPLOYMENT.md); until then a shared budget fails safe, where none let
+        # one client make the server hash password after password without end.
+        return AccessAttempt.objects.filter(
+            ip_address__isnull=True, attempt_time__gte=since
+        ).count()
+    networks = client_networks(address)
     if not networks:
         return 0
     in_networks = RawSQL("ip_address <<= ANY(%s::inet[])", (networks,), output_field=BooleanField())
-    return AccessAttempt.objects.filter(
-        in_networks, attempt_time__gte=timezone.now() - WINDOW
-    ).count()
+    return AccessAttempt.objects.filter(in_networks, attempt_time__gte=since).count()
 
 
 class ClientBudgetBackend:

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 import time_machine
 from django.contrib.auth.hashers import MD5PasswordHasher
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
@@ -100,3 +101,28 @@ def test_an_ipv4_client_is_counted_by_its_own_address_in_either_form(
 
     assert mapped.status_code == 429
     assert neighbour.status_code == 302
+
+
+def test_clients_the_server_gives_no_address_share_one_budget(
+    client, hashes, member_of, tenant_a, password
+):
+    """gunicorn on a unix socket with no trusted proxy gives every client an empty REMOTE_ADDR;
+    axes keeps their failures without an address. No address gave no block to count in, so such
+    a client tried a new account on every request, a hash each, without end. They now share one
+    budget (tenants.signin_throttle): spent, every one of them waits out the minute, and a client
+    with an address keeps its own."""
+    person = member_of(tenant_a).user
+    before = hashes.computed
+    with time_machine.travel(timezone.now(), tick=False):
+        tries = [
+            sign_in(client, f"guess{n}@example.test", "Winter2026!", address="") for n in range(8)
+        ]
+        spent = hashes.computed - before
+        another_without_address = sign_in(Client(), person.email, password, address="")
+        with_an_address = sign_in(Client(), person.email, password)
+
+    assert [r.status_code for r in tries] == [200] * 5 + [429] * 3
+    assert "tenants/locked_out.html" in [t.name for t in tries[-1].templates]
+    assert spent == 5
+    assert another_without_address.status_code == 429
+    assert with_an_address.status_code == 302

@@ -12,7 +12,8 @@ class Command(BaseCommand):
         "cool-off ends: from every client address, or only --ip. Each tenant of the person gets "
         "an audit row; axes' log of the failures stays. Confirm who is asking before you run it. "
         "An address with no lock-out (or an --ip that is not an address) is refused (exit code "
-        "1) and nothing changes."
+        "1) and nothing changes. A client's pause for failing on SIGNIN_FAILED_ACCOUNTS_PER_MINUTE "
+        "accounts is not touched: it ends on its own within a minute."
     )
 
     def add_arguments(self, parser):
