@@ -28,6 +28,7 @@ from console.forms import (
     SuppressionAddForm,
     SuppressionRemoveForm,
 )
+from console.member_impact import deciding_impact
 from console.policies_page import policies_page
 from tenants import invitations, services, sudo
 from tenants import policies as tenant_policies
@@ -162,6 +163,7 @@ def _member_page(
             ),
             "rights_conflict": rights_conflict,
             "is_self": membership.user_id == request.user.pk,
+            "deciding_impact": deciding_impact(request.tenant, membership),
         },
         status=status,
     )
@@ -294,6 +296,7 @@ def member_deactivate(request: TenantRequest, membership_id: int) -> HttpRespons
                     "the right approved them. You can reactivate them later."
                 )
                 % names
+                + "".join(f" {said}" for said in deciding_impact(request.tenant, membership))
                 + _still_working(request, membership),
                 "action": _("Leave this tenant") if is_self else _("Deactivate"),
                 "cancel_url": reverse("admin_member", args=[_slug(request), membership.pk]),

@@ -48,7 +48,14 @@ def draft_note_add(*, tenant, draft_id, author, text) -> DraftNote:
     text = clean_note(text)
     with transaction.atomic():
         membership = active_membership(tenant=tenant, user=author)
-        if membership is None or membership.role not in NOTE_WRITERS:
+        # A member deactivated while their page was open (the request passed the membership
+        # check as it began) was told that viewers cannot write notes.
+        if membership is None:
+            raise errors.NoRight(
+                message=_("You are no longer a member of %(tenant)s, so your note was not saved.")
+                % {"tenant": tenant.name}
+            )
+        if membership.role not in NOTE_WRITERS:
             raise errors.NoRight(message=_("Viewers can read notes but not write them."))
         # No draft lock: a note changes no state; the insert's foreign key keeps the draft.
         draft = _tenant_draft(tenant, draft_id)
