@@ -15,6 +15,7 @@ import re
 import secrets
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
@@ -241,33 +242,65 @@ def token_authenticate(raw: str | None) -> AgentToken | None:
     if token.expires_at is not None and token.expires_at <= now:
         return None
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
-        AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        # Conditional: this UPDATE waits for a revocation in flight and then matches nothing, so
+        # the request is refused rather than let in after the revocation committed, and the
+        # token is never shown used after it was revoked.
+        if not AgentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+            last_used_at=now
+        ):
+            return None
         token.last_used_at = now
     return token
 
 
-# The row read again inside a write's transaction; the ORM has no FOR SHARE.
-_LIVE_FOR_SHARE = """
-SELECT revoked_at IS NULL AND (expires_at IS NULL OR expires_at > statement_timestamp())
-FROM {table} WHERE id = %s FOR SHARE
+# The token's row (FOR SHARE) and its tenant's (FOR KEY SHARE) read again inside a write's
+# transaction; the ORM has neither lock on a join.
+_STANDING = """
+SELECT t.revoked_at IS NULL, t.expires_at, tenant.status = %s
+FROM {token} t JOIN {tenant} tenant ON tenant.id = t.tenant_id
+WHERE t.id = %s
+FOR SHARE OF t FOR KEY SHARE OF tenant
 """
+# Asked once the locks are held: the locking statement's own clock (statement_timestamp) is from
+# before its wait, so a token that expired while the write waited was taken for live.
+_NOT_YET = "SELECT %s > clock_timestamp()"
 
 
-def token_is_live(token_id: int) -> bool:
-    """Whether the token is neither revoked nor expired (database clock), read again, FOR SHARE,
-    in the caller's transaction, which must be the one that writes.
+class TokenStanding(NamedTuple):
+    live: bool  # neither revoked nor expired (the database's clock, once the locks are held)
+    tenant_active: bool
 
-    A request is authenticated once, at its start; a revocation committed while it runs must
-    still stop its write. FOR SHARE: a revocation already running is waited for and then seen,
-    one that starts later waits for the caller's commit (its UPDATE needs the row), and a token's
-    concurrent requests do not queue behind each other as they would with FOR UPDATE."""
+
+def token_standing(token_id: int) -> TokenStanding:
+    """Whether the token is live and its tenant active, read again, locked, in the caller's
+    transaction, which must be the one that writes.
+
+    A request is authenticated once, at its start; a revocation or a suspension committed while
+    it runs must still stop its write. The token's row FOR SHARE: a revocation already running
+    is waited for and then seen, one that starts later waits for the caller's commit (its UPDATE
+    needs the row), and a token's concurrent requests do not queue behind each other as they
+    would with FOR UPDATE. The tenant's row FOR KEY SHARE, which a suspension's FOR UPDATE
+    (``tenants.onboarding``) waits for and which waits for it in turn: the suspension and the
+    write are ordered. KEY SHARE is the lock the write's own rows (a foreign key to the tenant)
+    take anyway, so it adds no wait a write did not already have; FOR SHARE would also queue
+    behind every sweep that locks tenants FOR NO KEY UPDATE and then their drafts."""
     if not connection.in_atomic_block:
-        raise RuntimeError("token_is_live must run inside the writing transaction")
-    table = connection.ops.quote_name(AgentToken._meta.db_table)
+        raise RuntimeError("token_standing must run inside the writing transaction")
+    sql = _STANDING.format(
+        token=connection.ops.quote_name(AgentToken._meta.db_table),
+        tenant=connection.ops.quote_name(Tenant._meta.db_table),
+    )
     with connection.cursor() as cursor:
-        cursor.execute(_LIVE_FOR_SHARE.format(table=table), [token_id])
+        cursor.execute(sql, [Tenant.Status.ACTIVE, token_id])
         row = cursor.fetchone()
-    return row is not None and bool(row[0])
+        if row is None:
+            return TokenStanding(live=False, tenant_active=False)
+        not_revoked, expires_at, tenant_active = row
+        live = bool(not_revoked)
+        if live and expires_at is not None:
+            cursor.execute(_NOT_YET, [expires_at])
+            live = bool(cursor.fetchone()[0])
+    return TokenStanding(live=live, tenant_active=bool(tenant_active))
 
 
 def token_status(token: AgentToken) -> str:

@@ -12,7 +12,7 @@ from intents.models import Draft, SendIntent
 from intents.policy import active_membership, can_approve
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
-from tenants.tokens import token_is_live
+from tenants.tokens import token_standing
 
 log = logging.getLogger("intents.services")
 
@@ -43,11 +43,18 @@ def active_tenant(tenant) -> Tenant:
 
 
 def require_live_token(agent_token) -> None:
-    """Refuse an agent's write (401 ``token_revoked``) when its token was revoked or expired
-    since the request was authenticated. Every agent write calls it inside its transaction,
-    before writing (``tenants.tokens.token_is_live``). None: a person acts."""
-    if agent_token is not None and not token_is_live(agent_token.pk):
+    """Refuse an agent's write when its token was revoked or expired (401 ``token_revoked``) or
+    its tenant suspended (403 ``tenant_inactive``) since the request was authenticated or the
+    tenant was read. Every agent write calls it inside its transaction, before writing; from
+    then on a revocation or a suspension waits for the write (``tenants.tokens.token_standing``).
+    None: a person acts."""
+    if agent_token is None:
+        return
+    standing = token_standing(agent_token.pk)
+    if not standing.live:
         raise errors.TokenRevoked(message=_("This agent token has been revoked or has expired."))
+    if not standing.tenant_active:
+        raise errors.TenantInactive(message=_("This tenant is suspended; nothing can be changed."))
 
 
 def tenant_mailbox(tenant, mailbox) -> Mailbox:
