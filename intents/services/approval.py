@@ -42,8 +42,10 @@ from intents.services.common import (
     clean_reason,
     enqueue_execution,
     lock_draft,
+    require_active_mailbox,
     require_decider,
     require_pending,
+    require_standing,
 )
 from intents.services.content import refuse_recipient_problems
 from tenants.models import Membership
@@ -398,6 +400,10 @@ def draft_reopen(*, tenant, draft_id, actor, reason, from_intent: int | None = N
         require_decider(tenant, actor, draft.mailbox)
         _require_approved(draft)
         intent = _lock_reopenable_intent(tenant, draft)
+        # Both read again, locked: the tenant was read before the transaction, the mailbox by
+        # the draft's statement before its wait for the row.
+        require_standing(tenant, None)
+        require_active_mailbox(draft.mailbox)
         if from_intent is not None and str(from_intent) != str(intent.pk):
             # Reopened from an older send's page: the copy would be of the latest send's
             # version, which that page did not show.
@@ -501,10 +507,6 @@ def _lock_reopenable_intent(tenant, draft: Draft) -> SendIntent:
                 "go out. Wait for its outcome, or cancel it, before re-approving."
             )
             % {"send": intent.pk, "state": intent.get_state_display().lower()},
-        )
-    if not draft.mailbox.is_active:
-        raise errors.MailboxInactive(
-            message=_("%(address)s is not active.") % {"address": draft.mailbox.address}
         )
     assert intent.draft_version is not None  # selected by draft
     if intent.draft_version.body_purged_at is not None:

@@ -29,7 +29,13 @@ from intents.policy import (
     next_in_turn,
     user_may_decide,
 )
-from intents.services.common import UNHELD, active_tenant, lock_draft, require_pending
+from intents.services.common import (
+    UNHELD,
+    active_tenant,
+    lock_draft,
+    require_pending,
+    require_standing,
+)
 from mailboxes.models import Mailbox
 
 log = logging.getLogger("intents.services")
@@ -91,6 +97,7 @@ def draft_take(*, tenant, draft_id, actor) -> Draft:
     tenant = active_tenant(tenant)
     with transaction.atomic():
         draft = _lock_pending(tenant, draft_id)
+        require_standing(tenant, None)
         _require_approver(tenant, actor, draft)
         now = timezone.now()
         previous = draft.assignee_id
@@ -170,6 +177,7 @@ def draft_hand(*, tenant, draft_id, actor, to_user) -> Draft:
     tenant = active_tenant(tenant)
     with transaction.atomic():
         draft = _lock_pending(tenant, draft_id)
+        require_standing(tenant, None)
         membership = _require_approver(tenant, actor, draft)
         _require_holder_or_admin(draft, actor, membership)
         if to_user is None:
@@ -203,6 +211,7 @@ def draft_release(*, tenant, draft_id, actor) -> Draft:
     tenant = active_tenant(tenant)
     with transaction.atomic():
         draft = _lock_pending(tenant, draft_id)
+        require_standing(tenant, None)
         membership = _require_approver(tenant, actor, draft)
         if draft.assignee_id is None:
             raise errors.NotHolder(message=_("Nobody holds this draft."))

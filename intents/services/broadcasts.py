@@ -29,8 +29,9 @@ from intents.services.common import (
     active_tenant,
     clean_reason,
     lock_in_tenant,
+    require_active_mailbox,
     require_decider,
-    require_live_token,
+    require_standing,
     tenant_mailbox,
 )
 from intents.services.content import MAX_BODY, MAX_SUBJECT
@@ -252,7 +253,8 @@ def broadcast_create(
     name = _clean_name(name)
     cleaned = _clean_rows(recipient_rows(recipients, recipients_csv), template)
     with transaction.atomic():
-        require_live_token(agent_token)
+        require_standing(tenant, agent_token)
+        require_active_mailbox(mailbox)
         broadcast = Broadcast.objects.create(
             tenant=tenant,
             mailbox=mailbox,
@@ -296,7 +298,7 @@ def broadcast_replace_recipients(
     tenant = active_tenant(tenant)
     with transaction.atomic():
         broadcast = lock_broadcast(tenant, broadcast_id)
-        require_live_token(agent_token)
+        require_standing(tenant, agent_token)
         _require_state(broadcast, {State.PENDING_REVIEW})
         template = _clean_template(broadcast.subject, broadcast.text, broadcast.html)
         cleaned = _clean_rows(recipient_rows(recipients, recipients_csv), template)
@@ -372,12 +374,10 @@ def broadcast_approve(*, tenant, broadcast_id, content_hash, actor) -> Broadcast
     tenant = active_tenant(tenant)
     with transaction.atomic():
         broadcast = lock_broadcast(tenant, broadcast_id)
+        require_standing(tenant, None)
         _require_state(broadcast, {State.PENDING_REVIEW})
         right = _require_approver(tenant, broadcast, actor)
-        if not broadcast.mailbox.is_active:
-            raise errors.MailboxInactive(
-                message=_("%(address)s is not active.") % {"address": broadcast.mailbox.address}
-            )
+        require_active_mailbox(broadcast.mailbox)
         if needs_another_approver(
             tenant=tenant,
             author_kind="person" if broadcast.created_by_id else "agent",
@@ -442,6 +442,7 @@ def broadcast_reject(*, tenant, broadcast_id, actor, reason) -> Broadcast:
     reason = clean_reason(reason, required=True)
     with transaction.atomic():
         broadcast = lock_broadcast(tenant, broadcast_id)
+        require_standing(tenant, None)
         _require_state(broadcast, {State.PENDING_REVIEW})
         _require_approver(tenant, broadcast, actor)
         Broadcast.objects.filter(pk=broadcast.pk, state=State.PENDING_REVIEW).update(

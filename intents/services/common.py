@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC
 
+from django.db import connection
 from django.utils.translation import gettext as _
 
 from intents import errors
@@ -55,6 +56,51 @@ def require_live_token(agent_token) -> None:
         raise errors.TokenRevoked(message=_("This agent token has been revoked or has expired."))
     if not standing.tenant_active:
         raise errors.TenantInactive(message=_("This tenant is suspended; nothing can be changed."))
+
+
+def require_standing(tenant, agent_token) -> None:
+    """``require_live_token`` for an agent's write; for a person's, the tenant read again, FOR
+    KEY SHARE, in the writing transaction: ``active_tenant`` read it before, and a suspension
+    committed while the write waited (for a draft's lock, or for the suspension's own row lock
+    at the journal row's foreign key) let a person's write into the suspended tenant, answered
+    as done. From this read on a suspension (FOR UPDATE, ``tenants.onboarding``) waits for the
+    write; KEY SHARE is the lock the write's rows take on the tenant anyway."""
+    if agent_token is not None:
+        require_live_token(agent_token)
+        return
+    if key_share(Tenant, tenant.pk, "status") != Tenant.Status.ACTIVE:
+        raise errors.TenantInactive(message=_("This tenant is suspended; nothing can be changed."))
+
+
+def require_active_mailbox(mailbox, *, field: str | None = None) -> None:
+    """The mailbox's status read again, FOR KEY SHARE, in the writing transaction. Read before
+    it (or in a statement that then waited for a row lock, whose snapshot predates the wait), a
+    disable committed meanwhile let a draft or a broadcast into the disabled mailbox, or a
+    broadcast be approved there. A disable in flight (FOR UPDATE,
+    ``mailboxes.provisioning.mailbox_set_status``) is now waited for and seen; a later one waits
+    for the write. KEY SHARE is the lock the write's own rows take on the mailbox anyway."""
+    if key_share(Mailbox, mailbox.pk, "status") != Mailbox.Status.ACTIVE:
+        raise errors.MailboxInactive(
+            message=_("%(address)s is not active.") % {"address": mailbox.address}, field=field
+        )
+
+
+_KEY_SHARE = "SELECT {column} FROM {table} WHERE id = %s FOR KEY SHARE"
+
+
+def key_share(model, pk: int, column: str):
+    """``column`` of one row, read FOR KEY SHARE in the caller's transaction (None: no such
+    row); the ORM has no KEY SHARE lock."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("key_share must run inside the writing transaction")
+    sql = _KEY_SHARE.format(
+        column=connection.ops.quote_name(column),
+        table=connection.ops.quote_name(model._meta.db_table),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [pk])
+        row = cursor.fetchone()
+    return None if row is None else row[0]
 
 
 def tenant_mailbox(tenant, mailbox) -> Mailbox:

@@ -25,8 +25,9 @@ from intents.services.common import (
     active_tenant,
     clean_reason,
     lock_draft,
-    require_live_token,
+    require_active_mailbox,
     require_pending,
+    require_standing,
     tenant_mailbox,
 )
 from intents.services.content import (
@@ -45,7 +46,7 @@ log = logging.getLogger("intents.services")
 
 def _check_agent_token(tenant, agent_token, mailbox) -> None:
     """The token's tenant and mailbox restriction; whether it is still live is read again in the
-    writing transaction (``require_live_token``)."""
+    writing transaction (``require_standing``)."""
     if agent_token.tenant_id != tenant.pk:
         raise errors.NoRight(message="This agent token does not belong to the tenant.")
     scope = agent_token.mailbox_scope()
@@ -126,9 +127,12 @@ def draft_create(
     _check_not_after(not_after)
     sla_due_at, sla_warn_at = deadline_times(tenant, mailbox, customer_at or timezone.now())
     with transaction.atomic():
-        require_live_token(agent_token)
+        require_standing(tenant, agent_token)
         now = db_now()
         assignee = auto_assignee(mailbox)
+        # After auto_assignee's FOR UPDATE of an auto-assigning mailbox: holding KEY SHARE first,
+        # two drafts created at once would each wait for the other's.
+        require_active_mailbox(mailbox, field="mailbox")
         draft = Draft.objects.create(
             tenant=tenant,
             mailbox=mailbox,
@@ -346,7 +350,7 @@ def draft_add_version(
         draft = lock_draft(tenant, draft_id)
         require_pending(draft)
         author_fields, actor_fields = _author(tenant, draft.mailbox, agent_token, actor_user)
-        require_live_token(agent_token)
+        require_standing(tenant, agent_token)
         _require_current_base(draft, base_version)
         content = clean_content(
             tenant=tenant,
@@ -437,6 +441,7 @@ def draft_reject(*, tenant, draft_id, reason, actor, version=None) -> Draft:
     reason = clean_reason(reason, required=True)
     with transaction.atomic():
         draft = lock_draft(tenant, draft_id)
+        require_standing(tenant, None)
         require_pending(draft)
         membership = active_membership(tenant=tenant, user=actor)
         if not can_approve(membership=membership, mailbox=draft.mailbox):
@@ -482,7 +487,7 @@ def draft_withdraw(*, tenant, draft_id, agent_token=None, actor_user=None) -> Dr
         draft = lock_draft(tenant, draft_id)
         require_pending(draft)
         _fields, actor_fields = _author(tenant, draft.mailbox, agent_token, actor_user)
-        require_live_token(agent_token)
+        require_standing(tenant, agent_token)
         Draft.objects.filter(pk=draft.pk).update(
             status=Draft.Status.WITHDRAWN, decided_at=Now(), updated_at=Now(), **UNHELD
         )

@@ -11,7 +11,7 @@ from intents import errors
 from intents.journal import journal
 from intents.models import Draft, DraftNote, IntentEvent
 from intents.policy import NOTE_WRITERS, active_membership
-from intents.services.common import active_tenant
+from intents.services.common import active_tenant, require_standing
 
 log = logging.getLogger("intents.services")
 
@@ -47,6 +47,7 @@ def draft_note_add(*, tenant, draft_id, author, text) -> DraftNote:
     tenant = active_tenant(tenant)
     text = clean_note(text)
     with transaction.atomic():
+        require_standing(tenant, None)
         membership = active_membership(tenant=tenant, user=author)
         # A member deactivated while their page was open (the request passed the membership
         # check as it began) was told that viewers cannot write notes.

@@ -22,7 +22,7 @@ from tests.intents.helpers import run_concurrently
 
 
 def _events(draft, action):
-    return list(IntentEvent.objects.filter(draft=draft, action=action))
+    return list(IntentEvent.objects.filter(draft=draft, action=action).order_by("id"))
 
 
 def test_take_records_the_holder_and_a_claim_with_expiry(tenant_a, new_draft, approver):
