@@ -73,6 +73,10 @@ SENTENCES = {
     "signin.password_operator_set": _("An operator set a new password for %(object)s"),
     "signin.lockout_released": _("An operator released the sign-in lock-out of %(object)s"),
     "user.changed_by_operator": _("An operator changed the account of %(object)s"),
+    "tenant.left_without_admin": _(
+        "An operator switched off the account of %(object)s, the last active admin of this "
+        "tenant: it has none until an operator invites one"
+    ),
     "tenant.sso_changed": _("%(actor)s changed the single sign-on settings"),
     "tenant.two_factor_required": _("%(actor)s changed whether members need two-factor sign-in"),
     "tenant.two_factor_optional": _("%(actor)s changed whether members need two-factor sign-in"),
@@ -526,6 +530,28 @@ CODED = {
 }
 
 
+# Why an invitation was revoked (tenants: invitation_revoke, invitations_revoke_pending's
+# callers), by code: the "reason" of other actions is another vocabulary, or a person's words.
+INVITATION_REVOKED_WHY = {
+    "revoked": _("revoked by an admin"),
+    "replaced": _("replaced by a newer invitation"),
+    "inviter_no_longer_admin": _("the person who invited them is no longer an admin"),
+    "inviter_deactivated": _("the person who invited them was deactivated"),
+    "joined_by_sso": _("joined through single sign-on"),
+}
+CODED_IN = {"invitation.revoked": {"reason": INVITATION_REVOKED_WHY}}
+
+
+def _worded(action: str, data):
+    """The row's data with the codes that only ``action`` writes in words."""
+    codes = CODED_IN.get(action)
+    if not codes or not isinstance(data, dict):
+        return data
+    return {
+        k: codes[k].get(v, v) if k in codes and isinstance(v, str) else v for k, v in data.items()
+    }
+
+
 # The keys whose values are ISO times: shown in the reader's zone, like every time on the page.
 TIMES = {"expires_at"}
 
@@ -634,7 +660,7 @@ def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:
                 action=action,
                 # Every piece was escaped above (the template, the actor, the object).
                 sentence=mark_safe(sentence[:1].upper() + sentence[1:]),  # noqa: S308
-                details=_details(_with_names(row, id_names)),
+                details=_details(_worded(action, _with_names(row, id_names))),
                 reason=row["reason"],
             )
         )

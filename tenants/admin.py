@@ -8,7 +8,9 @@ from django.contrib.admin import helpers
 from django.contrib.admin.utils import unquote
 from django.contrib.auth.admin import GroupAdmin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.contrib.auth.forms import UserChangeForm
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
 from django.template.defaultfilters import filesizeformat
@@ -24,8 +26,57 @@ from tenants.send_stops import Stopped, sends_in_flight_hold, with_sends_in_flig
 from tenants.services import AdminError
 
 
+def _names(tenants: list[Tenant]) -> str:
+    return ", ".join(f"{t.name} ({t.slug})" for t in tenants)
+
+
+class AccountChangeForm(UserChangeForm):
+    """Switching off the account of a tenant's last active admin is asked about, not refused.
+
+    A tenant's own admins cannot leave it without one (tenants.services), but an operator may
+    have to: the account of a compromised admin must stop now, whether or not anyone else there
+    is an admin yet, and a tenant without an admin loses nothing but its management until an
+    operator invites a new one (``tenant_invite_admin``). Refusing would leave the operator to
+    wait, or to get round the refusal by promoting someone in the tenant's place. So the first
+    save names the tenants it would leave without an admin and changes nothing; the save that
+    ticks the box goes through, with a warning and an audit row in each of those tenants. The
+    check runs under the lock of those tenants' admin memberships (``lock=True``): of two
+    operators switching off a tenant's two admins at once, the second is asked."""
+
+    leave_tenants_without_admin = forms.BooleanField(
+        required=False,
+        label=gettext_lazy("Leave tenants without an admin"),
+        help_text=gettext_lazy(
+            "This person is the only active admin of a tenant. Tick to switch the account "
+            "off all the same, for example to lock out a compromised account; an operator "
+            "then invites a new admin."
+        ),
+    )
+
+    def clean(self):
+        cleaned = super().clean()
+        self.left_without_admin: list[Tenant] = []
+        if self.instance.pk and "is_active" in self.changed_data and not cleaned.get("is_active"):
+            self.left_without_admin = onboarding.tenants_left_without_admin(
+                user=self.instance, lock=True
+            )
+            if self.left_without_admin and not cleaned.get("leave_tenants_without_admin"):
+                raise ValidationError(
+                    _(
+                        "Switching this account off leaves %(tenants)s without an active admin: "
+                        "nobody there could manage members, mailboxes or policies until an "
+                        "operator invites a new admin. To switch it off all the same, tick "
+                        "“Leave tenants without an admin” and save again."
+                    )
+                    % {"tenants": _names(self.left_without_admin)},
+                    code="last_admin",
+                )
+        return cleaned
+
+
 @admin.register(User)
 class UserAdmin(BaseUserAdmin):
+    form = AccountChangeForm
     ordering = ["email"]
     list_display = ["email", "full_name", "is_active", "is_staff", "date_joined"]
     search_fields = ["email", "full_name"]
@@ -60,6 +111,17 @@ class UserAdmin(BaseUserAdmin):
             return fields
         return fields + self.ACCESS_FIELDS
 
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or not onboarding.tenants_left_without_admin(user=obj):
+            return fieldsets
+        return [
+            (name, {**options, "fields": [*options["fields"], "leave_tenants_without_admin"]})
+            if name == "Access"
+            else (name, options)
+            for name, options in fieldsets
+        ]
+
     def has_change_permission(self, request, obj=None):
         if obj is not None and obj.is_superuser and not request.user.is_superuser:
             return False
@@ -78,6 +140,16 @@ class UserAdmin(BaseUserAdmin):
             )
             in_flight = sum(sends_in_flight_hold(tenant_id=t, approver_id=obj.pk) for t in tenants)
         super().save_model(request, obj, form, change)
+        if left := getattr(form, "left_without_admin", []):
+            onboarding.tenants_left_without_admin_record(user=obj, tenants=left, actor=request.user)
+            messages.warning(
+                request,
+                _(
+                    "These tenants have no active admin now: %(tenants)s. Invite one with "
+                    "“manage.py tenant_invite_admin <slug> --email <address>”."
+                )
+                % {"tenants": _names(left)},
+            )
         if not change:
             onboarding.operator_account_created(user=obj, actor=request.user)
         changed = [name for name in form.changed_data if name != "password"]

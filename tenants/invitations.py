@@ -39,6 +39,7 @@ from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
 from tenants.services import (
     AdminError,
+    address_lock,
     admin_membership_shared,
     invitations_revoke_pending,
     require_admin,
@@ -194,6 +195,7 @@ def full_name_checked(full_name: str) -> str:
 def _replace_pending(*, tenant: Tenant, email: str, actor: User | None) -> None:
     """Refuse a member's address; revoke this tenant's pending invitations to it (in the caller's
     transaction, locked, so the new one is the only pending one)."""
+    address_lock(tenant=tenant, email=email)
     if Membership.objects.filter(tenant=tenant, user__email=email).exists():
         raise AdminError(
             "already_member",

@@ -13,7 +13,13 @@ from django.utils.translation import gettext_lazy
 from common import crypto
 from common.text import unsafe_in_name
 from tenants.models import Membership, SingleSignOn, SsoIdentity, Tenant, User
-from tenants.services import AdminError, audit_record, require_admin
+from tenants.services import (
+    AdminError,
+    address_lock,
+    audit_record,
+    invitations_revoke_pending,
+    require_admin,
+)
 from tenants.signin_audit import signin_audit
 from tenants.stale import fingerprint, refuse_if_changed
 
@@ -230,6 +236,9 @@ def _member_by_address(
             "suspended",
             _("%(tenant)s is suspended; it takes no new members.") % {"tenant": tenant.name},
         )
+    # Before the member exists: an invitation to the address being written now either commits
+    # first, and is closed with the others (sso_member_for), or sees the member and is refused.
+    address_lock(tenant=tenant, email=email)
     try:
         with transaction.atomic():
             user = User.objects.create_user(
@@ -312,6 +321,12 @@ def sso_member_for(*, tenant: Tenant, claims: dict, request=None) -> User:
                 action="member.created_by_sso",
                 obj=membership,
                 data={"email": email, "role": sso.jit_role},
+            )
+            # An invitation to the newcomer's address can no longer be taken up (they are a
+            # member now) but stayed pending until it expired: a row the admins saw waiting on
+            # the members page. It closes with the membership, by the system, saying why.
+            invitations_revoke_pending(
+                tenant=tenant, actor=None, reason="joined_by_sso", email=email
             )
     return user
 

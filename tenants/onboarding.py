@@ -21,7 +21,7 @@ from django.utils.translation import gettext as _
 
 from common.text import control_in, unsafe_in_name
 from tenants import invitations
-from tenants.models import AuditEvent, Tenant, User
+from tenants.models import AuditEvent, Membership, Tenant, User
 from tenants.send_stops import Stopped, sends_in_flight_hold
 from tenants.services import AdminError, audit_record
 from tenants.signin_audit import signin_audit
@@ -363,6 +363,49 @@ def account_changed_by_operator(
     logger.info(
         "tenants.user.changed_by_operator", extra={"user_id": user.pk, "fields": sorted(after)}
     )
+
+
+def tenants_left_without_admin(*, user: User, lock: bool = False) -> list[Tenant]:
+    """The tenants, by name, of which ``user`` is the only active admin whose account is enabled:
+    those that switching the account off leaves with nobody to manage them. ``lock``, inside the
+    switch-off's transaction: every active admin membership of those tenants is locked first, in
+    id order as ``tenants.services.lock_member_change`` locks them, so a member's deactivation
+    or another operator's switch-off of the other admin waits for this one or is seen by it. The
+    accounts are read after the lock, in a statement of their own: one switched off by a change
+    the lock waited for is read as it is now, not as the locking statement's snapshot had it."""
+    theirs = Membership.objects.filter(user=user, role=Membership.Role.ADMIN, is_active=True)
+    admins = Membership.objects.filter(
+        tenant_id__in=theirs.values("tenant_id"), role=Membership.Role.ADMIN, is_active=True
+    ).order_by("pk")
+    if lock:
+        admins = admins.select_for_update()
+    rows = list(admins.values_list("tenant_id", "user_id"))
+    others = {u for _t, u in rows if u != user.pk}
+    enabled = set(User.objects.filter(pk__in=others, is_active=True).values_list("pk", flat=True))
+    alone = {t for t, u in rows if u == user.pk} - {t for t, u in rows if u in enabled}
+    return list(Tenant.objects.filter(pk__in=alone).order_by("name", "pk"))
+
+
+def tenants_left_without_admin_record(
+    *, user: User, tenants: list[Tenant], actor: User | None
+) -> None:
+    """The audit row, in each tenant of ``tenants``, of an operator's switch-off of ``user``, its
+    last active admin (``tenants_left_without_admin``), in the switch-off's transaction: the
+    operators' admin lets it through once the operator says so (see ``tenants.admin``), and
+    the tenant has no admin until an operator invites one."""
+    for tenant in tenants:
+        audit_record(
+            tenant=tenant,
+            actor=actor,
+            action="tenant.left_without_admin",
+            obj=Membership.objects.get(tenant=tenant, user=user),
+            data={"email": user.email},
+        )
+    if tenants:
+        logger.warning(
+            "tenants.tenant.left_without_admin",
+            extra={"user_id": user.pk, "tenant_ids": [t.pk for t in tenants]},
+        )
 
 
 def operator_account_created(*, user: User, actor: User | None = None) -> None:

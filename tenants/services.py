@@ -216,6 +216,22 @@ def _withdraw_invitations_sent_by(tenant: Tenant, membership: Membership, actor,
     )
 
 
+def address_lock(*, tenant: Tenant, email: str) -> None:
+    """Hold, to the end of the caller's transaction, the lock of an address in a tenant: taken
+    by an invitation's write before it checks for a member (tenants.invitations) and by single
+    sign-on's newcomer before it becomes one (tenants.oidc_signin), which then closes the
+    pending invitations to the address. Without it, an invitation written at the moment of the
+    join checked before the membership committed, the join looked for invitations before the
+    invitation committed, and it stayed pending. An advisory lock: there is no row to lock
+    until one of them writes it. Transaction-scoped, so it holds behind PgBouncer's
+    transaction mode."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            [f"tenants.address:{tenant.pk}:{email}"],
+        )
+
+
 def invitations_revoke_pending(*, tenant: Tenant, actor, reason: str, **match) -> int:
     """Revoke this tenant's pending invitations that ``match`` (in the caller's transaction,
     locked), each audited with ``reason``; returns how many."""

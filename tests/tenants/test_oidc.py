@@ -323,3 +323,47 @@ def test_a_session_from_a_tenants_provider_cannot_remove_the_persons_factors(
     client.post(reverse("recovery_codes_renew"))
     assert TotpDevice.objects.filter(user=user, confirmed=True).exists()
     assert two_factor.recovery_codes_left(user) == 10
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_invitation_written_while_the_invitee_joins_through_sso_does_not_stay_pending(
+    sso, tenant_a
+):
+    """The newcomer's join closes the pending invitations to their address; one an admin was
+    writing at that moment had checked for a member before the join committed, and the join
+    had looked for invitations before it committed: it stayed pending. Here an older invitation
+    holds the admin's write after its check, the join starts meanwhile, and the test releases
+    them together: one waits for the other, and nothing pending is left."""
+    from django.db import transaction
+
+    from tenants import invitations
+    from tenants.models import Invitation
+    from tests.intents.helpers import in_thread, until_done_or_waiting
+
+    admin = Membership.objects.get(tenant=tenant_a, role="admin").user
+    older, _ = invitations.invitation_create(
+        tenant=tenant_a, email="newbie@acme.test", role="approver", actor=admin
+    )
+    outcomes: list[list] = [[], []]
+    with transaction.atomic():
+        Invitation.objects.select_for_update().get(pk=older.pk)
+        invite = in_thread(
+            lambda: invitations.invitation_create(
+                tenant=tenant_a, email="newbie@acme.test", role="approver", actor=admin
+            ),
+            outcomes[0],
+        )
+        until_done_or_waiting(invite, 1)
+        join = in_thread(
+            lambda: oidc_signin.sso_member_for(
+                tenant=tenant_a, claims=claims(sub="new-1", email="newbie@acme.test")
+            ),
+            outcomes[1],
+        )
+        until_done_or_waiting(join, 2)
+    invite.join(20)
+    join.join(20)
+
+    assert isinstance(outcomes[1][0], User)
+    assert Membership.objects.filter(tenant=tenant_a, user__email="newbie@acme.test").exists()
+    assert not Invitation.objects.filter(state="pending").exists()

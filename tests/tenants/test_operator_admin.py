@@ -3,11 +3,12 @@ address lower-cased, one account per address whatever its case), and writes tena
 tenants.onboarding (read-only tenants and memberships; the Suspend and Resume actions)."""
 
 import pytest
+from django.db import transaction
 from django.test import Client
 from django.urls import reverse
 
 from tenants import onboarding
-from tenants.models import AuditEvent, Tenant, User
+from tenants.models import AuditEvent, Membership, Tenant, User
 from tenants.tokens import token_create
 
 pytestmark = pytest.mark.django_db
@@ -487,3 +488,85 @@ def test_an_account_added_here_leaves_an_audit_row_naming_the_operator(operator)
         str(carol.pk),
     )
     assert row.data == {"email": "carol@acme.test"}
+
+
+def switch_off(operator, user, **extra):
+    return operator.post(
+        f"{USERS}{user.pk}/change/",
+        {
+            "email": user.email,
+            "full_name": user.full_name,
+            "is_active": "",
+            "date_joined_0": user.date_joined.date().isoformat(),
+            "date_joined_1": "00:00:00",
+            **extra,
+        },
+    )
+
+
+def test_switching_off_a_tenants_last_admin_asks_first_then_is_audited_in_that_tenant(
+    operator, tenant_a, tenant_b, member_of
+):
+    """Found by the membership races probe: an operator switching off an account here had no
+    last-admin check, and a tenant was left with no active admin, silently (a tenant's own
+    admins are refused that). It is not refused here: an operator may have to lock out a
+    compromised admin at once. The first save says which tenants would be left without an
+    admin and changes nothing; a save that says so is done, warned and audited there."""
+    admin = member_of(tenant_a, "admin").user
+    member_of(tenant_b, "admin", user=admin)
+    member_of(tenant_b, "admin")
+    member_of(tenant_a, "admin", user__is_active=False)
+
+    asked = switch_off(operator, admin)
+
+    assert asked.status_code == 200
+    errors = asked.context["adminform"].form.non_field_errors()
+    assert len(errors) == 1 and "Tenant A" in errors[0] and "Tenant B" not in errors[0]
+    assert 'name="leave_tenants_without_admin"' in asked.content.decode()
+    admin.refresh_from_db()
+    assert admin.is_active
+    assert not AuditEvent.objects.filter(action="user.changed_by_operator").exists()
+
+    done = switch_off(operator, admin, leave_tenants_without_admin="on")
+
+    assert done.status_code == 302
+    admin.refresh_from_db()
+    assert not admin.is_active
+    row = AuditEvent.objects.get(action="tenant.left_without_admin")
+    assert (row.tenant, row.actor.email) == (tenant_a, "ops@countersign.test")
+    assert row.data == {"email": admin.email}
+    warned = [str(m) for m in operator.get(done["Location"]).context["messages"]]
+    assert any("Tenant A" in m and "no active admin" in m for m in warned)
+
+
+def test_switching_off_one_of_two_admins_asks_nothing(operator, tenant_a, member_of):
+    admin = member_of(tenant_a, "admin").user
+    member_of(tenant_a, "admin")
+
+    assert switch_off(operator, admin).status_code == 302
+    assert not AuditEvent.objects.filter(action="tenant.left_without_admin").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_operators_switching_off_a_tenants_two_admins_at_once_leave_it_one(
+    operator, tenant_a, member_of
+):
+    """Each saw the other admin still active: without the membership rows locked, both saves
+    went through and the tenant had no admin, unasked and unaudited."""
+    from tests.intents.helpers import in_thread, until_done_or_waiting
+
+    first, second = member_of(tenant_a, "admin").user, member_of(tenant_a, "admin").user
+    other = Client()
+    other.force_login(User.objects.create_superuser("ops2@countersign.test", "operator-pass-2"))
+    outcomes: list[list] = [[], []]
+    threads = []
+    with transaction.atomic():
+        list(Membership.objects.select_for_update().filter(tenant=tenant_a).order_by("pk"))
+        for n, (client, user) in enumerate([(operator, first), (other, second)]):
+            threads.append(in_thread(lambda c=client, u=user: switch_off(c, u), outcomes[n]))
+            until_done_or_waiting(threads[-1], n + 1)
+    for thread in threads:
+        thread.join(20)
+
+    assert sorted(outcome[0].status_code for outcome in outcomes) == [200, 302]
+    assert User.objects.filter(pk__in=[first.pk, second.pk], is_active=True).count() == 1

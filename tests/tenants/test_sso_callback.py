@@ -17,8 +17,8 @@ from django.core.cache import cache
 from django.urls import reverse
 
 from common.egress import EgressRefused
-from tenants import oidc, oidc_signin
-from tenants.models import AuditEvent, SingleSignOn
+from tenants import invitations, oidc, oidc_signin
+from tenants.models import AuditEvent, Membership, SingleSignOn, User
 from tenants.views_sso import FLOW_KEY
 
 CLIENT = "countersign"
@@ -323,3 +323,55 @@ def test_a_provider_that_does_not_answer_is_asked_again_only_after_a_pause(
     provider.discovery_overrides = {}
     assert client.get(url).status_code == 302
     assert len(provider.gets) == 2
+
+
+def test_a_newcomer_who_joins_through_sso_closes_their_pending_invitation(
+    client, provider, alice, tenant_a, tenant_b, member_of
+):
+    """Found by the membership races probe: an invitee who joined through single sign-on
+    (a new account, made a member by the provider) left their invitation pending until it
+    expired: it could no longer be taken up, but the admins saw it waiting on the members
+    page. It is revoked in the transaction that makes the member, audited with why; another
+    tenant's invitation to the same address is that tenant's business and stays open."""
+    admin = member_of(tenant_a, "admin").user
+    oidc_signin.sso_settings_save(
+        tenant=tenant_a,
+        actor=admin,
+        enabled=True,
+        issuer=provider.issuer,
+        client_id=CLIENT,
+        client_secret="",
+        password_signin_allowed=True,
+        domains=["acme.test"],
+        jit_role="viewer",
+    )
+    invited, _ = invitations.invitation_create(
+        tenant=tenant_a, email="newbie@acme.test", role="approver", actor=admin
+    )
+    elsewhere, _ = invitations.invitation_create(
+        tenant=tenant_b,
+        email="newbie@acme.test",
+        role="viewer",
+        actor=member_of(tenant_b, "admin").user,
+    )
+    flow = start(client, tenant_a)
+    provider.id_token = provider.sign(flow["nonce"], sub="newbie-1", email="newbie@acme.test")
+    response = client.get(reverse("sso_callback"), {"state": flow["state"], "code": "c0de"})
+    assert response.status_code == 302
+    newbie = User.objects.get(email="newbie@acme.test")
+    assert Membership.objects.get(tenant=tenant_a, user=newbie).role == "viewer"
+    invited.refresh_from_db()
+    elsewhere.refresh_from_db()
+    assert (invited.state, elsewhere.state) == ("revoked", "pending")
+    assert invited.closed_at is not None and invited.closed_by is None
+    row = AuditEvent.objects.get(action="invitation.revoked", tenant=tenant_a)
+    assert (row.actor, row.object_id) == (None, str(invited.pk))
+    assert row.data == {"email": "newbie@acme.test", "reason": "joined_by_sso"}
+    assert not AuditEvent.objects.filter(action="invitation.revoked", tenant=tenant_b).exists()
+    client.force_login(admin)
+    members = client.get(reverse("admin_members", args=[tenant_a.slug]))
+    audit = client.get(reverse("admin_audit", args=[tenant_a.slug]))
+    assert (members.status_code, audit.status_code) == (200, 200)
+    assert f'data-invitation="{invited.pk}"' in members.content.decode()
+    assert "pending until" not in members.content.decode()
+    assert "joined through single sign-on" in audit.content.decode()
