@@ -5,9 +5,10 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.db.models.functions import Now
 
 from intents.models import SendIntent
@@ -120,6 +121,30 @@ def in_thread(fn: Callable[[], object], outcome: list) -> threading.Thread:
     thread = threading.Thread(target=run)
     thread.start()
     return thread
+
+
+@contextmanager
+def held_open(fn: Callable[[], object], outcome: list) -> Iterator[threading.Thread]:
+    """Run ``fn`` in a transaction of a thread of its own (``in_thread``) and keep that
+    transaction open, its locks held, for the body of the ``with``; it commits on leaving, and
+    the thread is joined. ``fn``'s result (or exception) is appended to ``outcome``."""
+    done, release = threading.Event(), threading.Event()
+
+    def hold():
+        with transaction.atomic():
+            try:
+                return fn()
+            finally:
+                done.set()
+                release.wait(20)
+
+    thread = in_thread(hold, outcome)
+    assert done.wait(10), "the held transaction did not get through its work"
+    try:
+        yield thread
+    finally:
+        release.set()
+        thread.join(20)
 
 
 def deadlocks_so_far() -> int:

@@ -4,8 +4,6 @@ inviter is removed, and a removed or demoted reviewer's next POST from a page st
 on separate connections, real locks; the test waits for sessions that wait on a lock, not for
 time."""
 
-import threading
-
 import pytest
 from django.db import transaction
 from django.urls import reverse
@@ -16,7 +14,7 @@ from intents.models import Draft, DraftNote, DraftVersion, IntentEvent, SendInte
 from tenants import invitations, services
 from tenants.models import AuditEvent, Invitation, Membership
 from tests.factories import make_local_mailbox
-from tests.intents.helpers import blocked_on_a_lock, in_thread, until_done_or_waiting
+from tests.intents.helpers import blocked_on_a_lock, held_open, in_thread, until_done_or_waiting
 from tests.routed_client import RoutedClient
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -112,26 +110,14 @@ def test_an_acceptance_while_the_inviter_is_being_removed_waits_and_makes_nobody
         tenant=tenant_a, email=invitee.email, role="admin", actor=inviter.user
     )
     change = (_set_role if how == "demoted" else _deactivate)(tenant_a, inviter, other)
-    changed, release = threading.Event(), threading.Event()
-
-    def change_and_hold():
-        with transaction.atomic():
-            change()
-            changed.set()
-            release.wait(10)
-
-    holder: list = []
-    holding = in_thread(change_and_hold, holder)
-    assert changed.wait(10)
     accepting: list = []
-    accept = in_thread(
-        lambda: invitations.invitation_accept(invitation_id=invitation.pk, user=invitee),
-        accepting,
-    )
-    waited = blocked_on_a_lock()
-    release.set()
-    for thread in (holding, accept):
-        thread.join(20)
+    with held_open(change, []):
+        accept = in_thread(
+            lambda: invitations.invitation_accept(invitation_id=invitation.pk, user=invitee),
+            accepting,
+        )
+        waited = blocked_on_a_lock()
+    accept.join(20)
 
     assert waited
     assert isinstance(accepting[0], services.AdminError), accepting
@@ -150,24 +136,14 @@ def test_an_acceptance_under_way_when_the_inviter_is_removed_is_kept_and_not_rev
     invitation, _link = invitations.invitation_create(
         tenant=tenant_a, email=invitee.email, role="approver", actor=inviter.user
     )
-    accepted, release = threading.Event(), threading.Event()
-
-    def accept_and_hold():
-        with transaction.atomic():
-            joined = invitations.invitation_accept(invitation_id=invitation.pk, user=invitee)
-            accepted.set()
-            release.wait(10)
-            return joined
-
     holder: list = []
-    holding = in_thread(accept_and_hold, holder)
-    assert accepted.wait(10)
     removing: list = []
-    remove = in_thread(_deactivate(tenant_a, inviter, other), removing)
-    waited = blocked_on_a_lock()
-    release.set()
-    for thread in (holding, remove):
-        thread.join(20)
+    with held_open(
+        lambda: invitations.invitation_accept(invitation_id=invitation.pk, user=invitee), holder
+    ):
+        remove = in_thread(_deactivate(tenant_a, inviter, other), removing)
+        waited = blocked_on_a_lock()
+    remove.join(20)
 
     assert waited
     assert isinstance(holder[0], Membership) and isinstance(removing[0], Membership)
