@@ -103,7 +103,10 @@ def test_a_delayed_server_host_slows_only_what_it_sends(relay):
     seconds = round_trip(sock, b"ping")
     time.sleep(1.5)
     stats = json.loads((folder / "web1-relay.json").read_text())
-    # Delayed once (what the server host sends), not twice (0.6 s and more): the upper bound
-    # leaves a loaded VM its scheduling delay (0.46 s seen in CI at 0.45).
-    assert 0.3 <= seconds < 0.58
+    # Delayed once (what the server host sends), not twice: the relay held one chunk, for its
+    # 300 ms. The round trip's time tells that only on a quiet VM (0.46 s and 0.60 s seen in CI
+    # under load, against 0.3 for once and 0.6 for twice), so it only bounds it here.
+    assert 0.3 <= seconds < 1.2
     assert list(stats) == [RELAY]
+    chunks, held_ms = stats[RELAY]
+    assert chunks == 1 and 290 <= held_ms <= 400, stats
