@@ -4,7 +4,7 @@ without one, a German page printed the key itself ("content hash", "api key id")
 import ast
 import pathlib
 
-from console.audit_words import FIELD_NAMES, HIDDEN_KEYS, STRUCTURAL_KEYS
+from console.audit_vocabulary import FIELD_NAMES, HIDDEN_KEYS, STRUCTURAL_KEYS
 
 APPS = ("intents", "webhooks", "tenants", "mailboxes", "review", "console", "agent_api", "common")
 # The calls that write a journal or audit row, and the keyword that carries its details.
@@ -44,4 +44,4 @@ def test_every_detail_written_has_a_name():
         for key, where in _written_keys().items()
         if key not in FIELD_NAMES and key not in HIDDEN_KEYS and key not in STRUCTURAL_KEYS
     }
-    assert unnamed == {}, "give these details a name in console.audit_words.FIELD_NAMES"
+    assert unnamed == {}, "give these details a name in console.audit_vocabulary.FIELD_NAMES"
