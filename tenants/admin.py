@@ -74,6 +74,12 @@ class AccountChangeForm(UserChangeForm):
         return cleaned
 
 
+def _after_is_active(fields) -> list:
+    fields = list(fields)
+    at = fields.index("is_active") + 1 if "is_active" in fields else len(fields)
+    return [*fields[:at], "leave_tenants_without_admin", *fields[at:]]
+
+
 @admin.register(User)
 class UserAdmin(BaseUserAdmin):
     form = AccountChangeForm
@@ -115,8 +121,9 @@ class UserAdmin(BaseUserAdmin):
         fieldsets = super().get_fieldsets(request, obj)
         if obj is None or not onboarding.tenants_left_without_admin(user=obj):
             return fieldsets
+        # Right after "is active", which it answers for (the question is asked above the form).
         return [
-            (name, {**options, "fields": [*options["fields"], "leave_tenants_without_admin"]})
+            (name, {**options, "fields": _after_is_active(options["fields"])})
             if name == "Access"
             else (name, options)
             for name, options in fieldsets
