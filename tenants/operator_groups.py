@@ -15,7 +15,8 @@ from collections.abc import Iterable
 
 from django.contrib.auth.models import Group, Permission
 
-from tenants.models import AuditEvent, User
+from tenants.models import User
+from tenants.services import audit_record
 
 logger = logging.getLogger(__name__)
 
@@ -29,14 +30,7 @@ def _members(group: Group) -> list[str]:
 
 
 def _record(*, action: str, group: Group, actor: User | None, data: dict) -> None:
-    AuditEvent.objects.create(
-        tenant=None,
-        actor=actor,
-        action=action,
-        object_type="group",
-        object_id=str(group.pk),
-        data=data,
-    )
+    audit_record(tenant=None, actor=actor, action=action, obj=group, data=data)
     logger.info(f"tenants.{action}", extra={"group_id": group.pk})
 
 
