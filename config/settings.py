@@ -458,7 +458,8 @@ SEND_CALL_CONCURRENCY = env_int("SEND_CALL_CONCURRENCY", 16, low=1, high=256)
 # batches cost less database work per send (measured: about 25 ms of worker CPU per batch
 # whatever its size, BENCHMARKS.md); the batch's records wait for its slowest call. 48 with 16
 # calls at once is three rounds of calls, as 20 with 8 was: even if every call of a batch waits
-# out AGENTMAIL_CONNECT_TIMEOUT + AGENTMAIL_READ_TIMEOUT (18 s), the batch ends (54 s) inside its
+# out AGENTMAIL_CONNECT_TIMEOUT + AGENTMAIL_READ_TIMEOUT (18 s, a hard bound on a whole call,
+# however AgentMail answers: mailboxes.provider.deadline), the batch ends (54 s) inside its
 # SEND_LEASE_SECONDS (60). The next batch is claimed while those calls run (worker.run_rounds) and
 # its calls queue behind them; a call that could not start by its lease's end less its own 18 s
 # is not made (lease.call_deadline): recorded as not sent and retried, never made late.

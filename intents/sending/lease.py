@@ -67,16 +67,16 @@ CALL_TOO_LATE = "lease_ending"
 def call_deadline(leased_at: float) -> float:
     """The latest ``time.monotonic()`` at which a call may start under a lease taken after
     ``leased_at`` (read before the claim's transaction, so the lease's own expiry, from the
-    database clock, is later still): late enough for a call's connect and read timeouts to end
-    inside the lease. A call that could not start by then is not made (``worker._call``): a
-    batch waiting behind another on the same call pool (``intents_worker --threads``, the
-    pipelined rounds) must not call after its lease ran out, when the sweep may have handed the
-    intent on and a lookup counts on every earlier call having started inside its lease
+    database clock, is later still): late enough for the call to end inside the lease, however
+    AgentMail answers (``provider.call_seconds``, a hard bound: ``mailboxes.provider.deadline``).
+    A call that could not start by then is not made (``worker._call``): a batch waiting behind
+    another on the same call pool (``intents_worker --threads``, the pipelined rounds) must not
+    call after its lease ran out, when the sweep may have handed the intent on and a lookup
+    counts on every earlier call having started inside its lease
     (``reconcile._earlier_call_in_flight``). A lease shorter than twice a call's timeouts keeps
     its first half."""
     lease = float(settings.SEND_LEASE_SECONDS)
-    call = float(settings.AGENTMAIL_CONNECT_TIMEOUT) + float(settings.AGENTMAIL_READ_TIMEOUT)
-    return leased_at + lease - min(call, lease / 2)
+    return leased_at + lease - min(provider.call_seconds(), lease / 2)
 
 
 def safe_window() -> timedelta:

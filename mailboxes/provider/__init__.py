@@ -22,7 +22,7 @@ bodies, ``Retry-After``, the classification of an outcome). Callers use this pac
 """
 
 from .attachments import ReceivedAttachment, fetch_attachment
-from .client import encode_path_segment, http_client
+from .client import call_seconds, encode_path_segment, http_client
 from .lookups import LookupResult, MessagesResult, check_key, find_messages_by_label
 from .org import (
     CreatedInbox,
@@ -60,6 +60,7 @@ __all__ = [
     "SendRequest",
     "SendResult",
     "Webhook",
+    "call_seconds",
     "check_key",
     "classify_api_error",
     "create_inbox",

@@ -14,6 +14,8 @@ from django.conf import settings
 
 from config.perprocess import PerProcess, PerThread
 
+from . import deadline
+
 NO_RETRIES: dict[str, Any] = {"max_retries": 0}
 
 # The SDK imports ``client.inboxes.messages`` lazily, on first use: about 0.3 s of CPU that would
@@ -72,6 +74,13 @@ def _enforce_timeouts(request: httpx.Request) -> None:
     # pool split (reference/agentmail-api.md §6); put the granular values back on the request
     # (read from settings on every request, so a change applies to clients already built).
     request.extensions["timeout"] = _current_timeouts()
+    # And the whole call, however the other end answers, ends within connect + read (deadline.py).
+    deadline.begin(call_seconds())
+
+
+def call_seconds() -> float:
+    """The longest any AgentMail call may take, from its first socket operation to its last."""
+    return float(settings.AGENTMAIL_CONNECT_TIMEOUT) + float(settings.AGENTMAIL_READ_TIMEOUT)
 
 
 # Building a TLS context reads the CA bundle (about 15 ms); one per process serves every client.
@@ -79,7 +88,7 @@ _tls_context = PerProcess(httpx.create_ssl_context)
 
 
 def _new_http_client() -> httpx.Client:
-    return _Client(
+    client = _Client(
         timeout=_timeouts(),
         verify=_tls_context.get(),
         # A sync client runs one request at a time on its thread: one kept-alive connection is
@@ -88,6 +97,7 @@ def _new_http_client() -> httpx.Client:
         event_hooks={"request": [_enforce_timeouts]},
         follow_redirects=False,
     )
+    return deadline.install(client)
 
 
 _http_clients = PerThread(_new_http_client)

@@ -33,9 +33,14 @@ BEFORE_MODES = frozenset(
 # that hands one key's answer to another request); `json_2xx_after` processes the send, then
 # answers 200 with its real body updated by `answer` (a message id too long, another thread, extra
 # fields). Either way the idempotency record keeps the real outcome: a replay gets the truth.
+# `drip_after` processes the send, then writes its real answer one byte every `delay` seconds,
+# status line and headers included: each read of the client's comes back inside any read timeout
+# longer than `delay`, yet the whole answer takes hundreds of them (a broken proxy, a stalled
+# link; only a deadline on the whole call ends it).
 AFTER_MODES = frozenset(
     {
         "timeout_after_accept",
+        "drip_after",
         "drop_after",
         "500_after",
         "503_after",

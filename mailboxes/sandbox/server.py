@@ -40,10 +40,12 @@ BAD_GATEWAY_HTML = (
 
 @dataclass(slots=True)
 class Outcome:
-    """What the connection handler writes: a reply (None = drop the socket), maybe late."""
+    """What the connection handler writes: a reply (None = drop the socket), maybe late, maybe
+    one byte at a time (``drip``: seconds before each byte)."""
 
     reply: Reply | None
     sleep_before: float = 0.0
+    drip: float = 0.0
 
 
 class Sandbox:
@@ -187,6 +189,8 @@ def _after_fault(fault: Fault, processed: Reply | None) -> Outcome:
         return Outcome(processed, sleep_before=fault.delay)
     if fault.mode == "drop_after":
         return Outcome(None)
+    if fault.mode == "drip_after":
+        return Outcome(processed, drip=fault.delay)
     if fault.mode == "malformed_2xx":
         return Outcome(Reply.json(200, {"thread_id": "thd-malformed"}))
     if fault.mode == "html_2xx_after":
@@ -251,11 +255,21 @@ class Handler(BaseHTTPRequestHandler):
         lines += [f"{k}: {v}" for k, v in reply.headers.items()]
         if self.close_connection:
             lines.append("Connection: close")
+        answer = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + reply.body
         try:
-            self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + reply.body)
+            if outcome.drip:
+                self._drip(answer, outcome.drip)
+            else:
+                self.wfile.write(answer)
         except OSError:
-            # The client gave up (the timeout_after_accept fault relies on exactly that).
+            # The client gave up (the timeout_after_accept and drip_after faults rely on it).
             self.close_connection = True
+
+    def _drip(self, answer: bytes, seconds: float) -> None:
+        for index in range(len(answer)):
+            time.sleep(seconds)
+            self.wfile.write(answer[index : index + 1])
+            self.wfile.flush()
 
     do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _dispatch
 
