@@ -29,6 +29,19 @@ from django.utils.translation import gettext as _
 from email_validator import EmailNotValidError, validate_email
 
 MAX_ADDRESS_LENGTH = 254
+# Characters by which a local part names another destination to a mail server that still honours
+# the old source-routing conventions: "user%elsewhere.org@partner.org" (the percent hack, which
+# Postfix, for one, applies by default to its own domains) and "elsewhere.org!user@partner.org"
+# (UUCP bang paths). Valid in an address, rare in a real one.
+ROUTING_CHARACTERS = frozenset("%!")
+
+
+def routes_onward(address: str) -> bool:
+    """Whether the local part of ``address`` names another destination (``ROUTING_CHARACTERS``):
+    allowed by its domain alone, it could still go elsewhere."""
+    return not ROUTING_CHARACTERS.isdisjoint(address.rpartition("@")[0])
+
+
 # A syntactically valid local part, to check a domain with the address rules (no separate
 # IDNA code path that could disagree with them).
 _PROBE_LOCAL_PART = "x"

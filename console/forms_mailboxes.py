@@ -78,7 +78,9 @@ class MailboxPolicyForm(BasedOnForm):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text=_(
             "One domain a line, e.g. example.com. Exactly that domain: its subdomains "
-            "(mail.example.com) need a line of their own."
+            "(mail.example.com) need a line of their own. An address whose part before the @ "
+            "holds a percent sign or an exclamation mark (which some mail servers read as another "
+            "destination) is not allowed by its domain: list it under allowed addresses."
         ),
     )
     allowed_addresses = forms.CharField(

@@ -19,7 +19,7 @@ from django.utils.translation import gettext_lazy
 # (common.addresses), where the mailbox's allow-list service reaches it too; the apps above
 # import it from here, beside the recipient rule.
 from common.addresses import MAX_ADDRESS_LENGTH as MAX_ADDRESS_LENGTH
-from common.addresses import letters_beyond_ascii
+from common.addresses import letters_beyond_ascii, routes_onward
 from common.addresses import normalize_address as normalize_address
 from intents.models import DraftVersion, Suppression
 from mailboxes.models import Mailbox
@@ -69,14 +69,7 @@ def recipient_problems(
             continue
         normalized.append(address)
         if not mailbox.allows_recipient(address):
-            problems.append(
-                RecipientProblem(
-                    address,
-                    "not_allowed",
-                    _("%(address)s is outside the recipient policy of %(mailbox)s")
-                    % {"address": address, "mailbox": mailbox.address},
-                )
-            )
+            problems.append(RecipientProblem(address, "not_allowed", _outside(mailbox, address)))
     if normalized:
         if suppressed is None:
             suppressed = set(
@@ -100,13 +93,31 @@ def recipient_problems(
     return problems
 
 
+def _outside(mailbox: Mailbox, address: str) -> str:
+    if routes_onward(address) and mailbox.allows_domain_of(address):
+        return _(
+            "%(address)s is outside the recipient policy of %(mailbox)s: the part before the @ "
+            "names another destination (with %% or !), which a mail server of that domain may "
+            "pass on. An admin may allow this exact address."
+        ) % {"address": address, "mailbox": mailbox.address}
+    return _("%(address)s is outside the recipient policy of %(mailbox)s") % {
+        "address": address,
+        "mailbox": mailbox.address,
+    }
+
+
+# common.addresses.ROUTING_CHARACTERS as a regular expression's class, "%" written as \x25 (the
+# query's text is run with parameters, where a bare "%" would be taken for one).
+_ROUTING_CLASS = r"[!\x25]"
+
+
 def recipient_breaks_policy_sql(*, address: str, tenant_id: str, mailbox_id: str) -> str:
     """The SQL form of the rule ``recipient_problems`` applies to a valid address: true when it is
     on the tenant's suppression list, or when the mailbox is restricted and neither the address
-    nor its domain (after the last "@") is allowed, compared lower-cased as
-    ``Mailbox.allows_recipient`` does. The arguments are SQL expressions of the outer query (a
-    column or an unnested value); table and column names come from the models. Constant SQL: it
-    interpolates no input."""
+    nor its domain (after the last "@") is allowed, or only its domain is and its local part
+    routes onward, compared lower-cased as ``Mailbox.allows_recipient`` does. The arguments are
+    SQL expressions of the outer query (a column or an unnested value); table and column names
+    come from the models. Constant SQL: it interpolates no input."""
     suppression, mailbox = Suppression._meta, Mailbox._meta
 
     def column(meta, name: str) -> str:
@@ -128,9 +139,12 @@ def recipient_breaks_policy_sql(*, address: str, tenant_id: str, mailbox_id: str
             SELECT 1 FROM unnest(m.{column(mailbox, "allowed_addresses")}) AS a(allowed)
             WHERE lower(a.allowed) = {addr}
           )
-          AND NOT EXISTS (
-            SELECT 1 FROM unnest(m.{column(mailbox, "allowed_domains")}) AS d(allowed)
-            WHERE lower(d.allowed) = substring({addr} from '[^@]*$')
+          AND (
+            NOT EXISTS (
+              SELECT 1 FROM unnest(m.{column(mailbox, "allowed_domains")}) AS d(allowed)
+              WHERE lower(d.allowed) = substring({addr} from '[^@]*$')
+            )
+            OR substring({addr} from '^(.*)@[^@]*$') ~ '{_ROUTING_CLASS}'
           )
       )
     )"""  # noqa: S608

@@ -6,6 +6,7 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
+from common.addresses import routes_onward
 from mailboxes import crypto
 
 # Where a Mailbox keeps its lower-cased allow-lists (``Mailbox._allowed_sets``).
@@ -135,13 +136,22 @@ class Mailbox(models.Model):
 
     def allows_recipient(self, address: str) -> bool:
         """The recipient policy for one valid address: an open mailbox writes to anyone, another
-        only to its allowed addresses and domains (after the last "@"), compared lower-cased.
-        ``intents.policy.recipient_breaks_policy_sql`` is the same rule in SQL."""
+        only to its allowed addresses and domains (after the last "@"), compared lower-cased. An
+        address whose local part names another destination ("a%elsewhere.org@partner.org",
+        ``common.addresses.routes_onward``) is allowed only by name, never by its domain: a
+        server of the allowed domain may pass it on. ``intents.policy.recipient_breaks_policy_sql``
+        is the same rule in SQL."""
         if self.policy_mode == self.PolicyMode.OPEN:
             return True
         addresses, domains = self._allowed_sets()
         address = address.lower()
-        return address in addresses or address.rpartition("@")[2] in domains
+        if address in addresses:
+            return True
+        return address.rpartition("@")[2] in domains and not routes_onward(address)
+
+    def allows_domain_of(self, address: str) -> bool:
+        """Whether the domain of ``address`` is on the allow-list (whatever its local part)."""
+        return address.lower().rpartition("@")[2] in self._allowed_sets()[1]
 
     def _allowed_sets(self) -> tuple[frozenset[str], frozenset[str]]:
         """The lower-cased allow-lists, built once per instance and list: a broadcast's page,

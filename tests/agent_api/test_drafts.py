@@ -190,6 +190,43 @@ def test_mailbox_outside_policy_is_422(api, make_token, tenant_a, mailbox_factor
     assert Draft.objects.count() == 0
 
 
+def test_an_address_routed_onward_from_an_allowed_domain_is_422_and_an_approved_one_is_blocked(
+    api, make_token, tenant_a, mailbox_factory, member_of, sandbox
+):
+    """ "x%evil.org@example.com" is at an allowed domain, but a server there that honours the
+    percent hack passes it on to evil.org: refused when posted, and a send approved before the
+    rule (or before the domain was allowed alone) is blocked by the worker's check, uncalled."""
+    from intents import sending
+    from tests.factories import approve_new_draft
+
+    mailbox = mailbox_factory(
+        tenant_a,
+        username=f"strict-{uuid.uuid4().hex[:6]}",
+        policy_mode="restricted",
+        allowed_domains=["example.com"],
+        allowed_addresses=["x%evil.org@example.com"],
+    )
+    approver = member_of(tenant_a, "approver").user
+    queued = approve_new_draft(tenant_a, mailbox, approver, to=["x%evil.org@example.com"])
+    mailbox.allowed_addresses = []
+    mailbox.save()
+
+    response = api.post(
+        "/drafts",
+        draft_body(mailbox, to=["evil.org!x@example.com"]),
+        token=make_token(tenant_a),
+        key="route",
+    )
+    sending.run_once(worker="w", limit=5)
+    queued.refresh_from_db()
+
+    assert response.status_code == 422
+    assert response.json()["code"] == "recipient_not_allowed"
+    assert "names another destination" in response.json()["detail"]
+    assert queued.state == "blocked"
+    assert sandbox.ledger(idempotency_key=queued.idempotency_key) == []
+
+
 def test_mailboxes_lists_only_what_the_token_may_use(
     api, make_token, tenant_a, mailbox_a, mailbox_a2, mailbox_b
 ):

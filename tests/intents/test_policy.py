@@ -121,6 +121,38 @@ def test_every_problem_is_named_in_input_order(tenant_a, tenant_b, mailbox):
     assert problems[0].message.startswith("bad address is not a valid email address: ")
 
 
+@pytest.mark.parametrize(
+    "address", ["x%evil.org@partner.org", "evil.org!x@partner.org", "a!b%c@partner.org"]
+)
+def test_a_local_part_that_names_another_destination_is_not_allowed_by_its_domain(
+    tenant_a, mailbox, address
+):
+    """ "x%evil.org@partner.org" is at partner.org, and a server there that still honours the
+    percent hack (Postfix does by default for its own domains) or bang paths passes it on to
+    evil.org: a restricted mailbox's domain rule would have let a send leave the allow-list."""
+    _restrict(mailbox, domains=["partner.org"])
+    [problem] = recipient_problems(tenant=tenant_a, mailbox=mailbox, addresses=[address])
+    assert problem.code == "not_allowed"
+    assert problem.message == (
+        f"{address} is outside the recipient policy of {mailbox.address}: the part before the @ "
+        "names another destination (with % or !), which a mail server of that domain may pass "
+        "on. An admin may allow this exact address."
+    )
+
+
+def test_an_address_with_a_routing_character_is_allowed_by_name_or_in_an_open_mailbox(
+    tenant_a, mailbox
+):
+    address = "x%evil.org@partner.org"
+    assert recipient_problems(tenant=tenant_a, mailbox=mailbox, addresses=[address]) == []
+    _restrict(mailbox, domains=["partner.org"], addresses=["X%Evil.org@partner.org"])
+    assert recipient_problems(tenant=tenant_a, mailbox=mailbox, addresses=[address]) == []
+    # Outside both lists it is refused with the plain reason: its domain is not allowed either.
+    _restrict(mailbox, domains=["example.com"])
+    [problem] = recipient_problems(tenant=tenant_a, mailbox=mailbox, addresses=[address])
+    assert problem.message == f"{address} is outside the recipient policy of {mailbox.address}"
+
+
 def test_a_non_string_recipient_is_an_invalid_problem_not_a_crash(tenant_a, mailbox):
     problems = recipient_problems(tenant=tenant_a, mailbox=mailbox, addresses=[None])
 
@@ -342,6 +374,10 @@ def _sql_says_breaks(tenant, mailbox, address) -> bool:
         "anyone@partner.org",
         "anyone@sub.partner.org",
         "gone@partner.org",
+        "x%evil.org@partner.org",
+        "evil.org!x@partner.org",
+        "b%oss@example.com",
+        "per%cent@example.com",
     ],
 )
 @pytest.mark.parametrize("restricted", [True, False], ids=["restricted", "open"])
@@ -349,7 +385,11 @@ def test_the_sql_form_of_the_recipient_rule_agrees_with_the_python_form(
     tenant_a, mailbox, address, restricted
 ):
     if restricted:
-        _restrict(mailbox, domains=["Partner.ORG"], addresses=["Boss@Example.com"])
+        _restrict(
+            mailbox,
+            domains=["Partner.ORG"],
+            addresses=["Boss@Example.com", "Per%Cent@example.com"],
+        )
     Suppression.objects.create(tenant=tenant_a, address="gone@partner.org", reason="bounced")
     python_says = bool(recipient_problems(tenant=tenant_a, mailbox=mailbox, addresses=[address]))
     assert _sql_says_breaks(tenant_a, mailbox, address) is python_says
