@@ -129,7 +129,6 @@ def lock_member_change(tenant: Tenant, membership_id: int, actor: User) -> Membe
     deadlock (a 500); in one order, the second waits and then sees the first's change."""
     rows = list(
         Membership.objects.select_for_update(of=("self",))
-        .select_related("user")
         .filter(
             Q(role=Membership.Role.ADMIN, is_active=True) | Q(pk=membership_id) | Q(user=actor),
             tenant=tenant,
@@ -139,6 +138,14 @@ def lock_member_change(tenant: Tenant, membership_id: int, actor: User) -> Membe
     target = next((m for m in rows if m.pk == membership_id), None)
     if target is None:
         raise AdminError("not_found", _("No such member in this tenant."))
+    # The accounts in a statement of their own, after the lock: read with the memberships (a
+    # join), they were as of the locking statement's snapshot, so an operator's switch-off that
+    # the lock waited for (it locks the same admin memberships:
+    # onboarding.tenants_left_without_admin) went unseen, and the admin it switched off still
+    # removed the tenant's other admin, leaving none.
+    accounts = User.objects.in_bulk({m.user_id for m in rows})
+    for membership in rows:
+        membership.user = accounts[membership.user_id]
     return MemberLocks(
         target=target,
         actor=next((m for m in rows if m.user_id == actor.pk), None),

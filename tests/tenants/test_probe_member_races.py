@@ -11,8 +11,8 @@ from django.urls import reverse
 from intents import errors
 from intents import services as intent_services
 from intents.models import Draft, DraftNote, DraftVersion, IntentEvent, SendIntent
-from tenants import invitations, services
-from tenants.models import AuditEvent, Invitation, Membership
+from tenants import invitations, onboarding, services
+from tenants.models import AuditEvent, Invitation, Membership, User
 from tests.factories import make_local_mailbox
 from tests.intents.helpers import blocked_on_a_lock, held_open, in_thread, until_done_or_waiting
 from tests.routed_client import RoutedClient
@@ -339,3 +339,60 @@ def test_nothing_is_said_when_someone_else_may_approve_and_nothing_of_theirs_wai
 
     assert "data-deciding-impact" not in page
     assert "data-deciding-impact" not in own
+
+
+def _operator_switches_off(member):
+    """What the operators' admin does in its one transaction when an account is switched off:
+    the last-admin question under the lock of the tenants' admin memberships
+    (``AccountChangeForm.clean``), then the account's save."""
+
+    def switch_off():
+        left = onboarding.tenants_left_without_admin(user=member.user, lock=True)
+        User.objects.filter(pk=member.user_id).update(is_active=False)
+        return left
+
+    return switch_off
+
+
+def test_an_admin_removing_the_other_while_an_operator_switches_them_off_leaves_one_admin(
+    tenant_a, member_of
+):
+    """The operator's switch-off of Alice holds the admin memberships; Alice's removal of Bob
+    waits for it. It used to read Alice's account as its locking statement's snapshot had it,
+    enabled, and removed Bob: the tenant had no admin left and nobody was asked."""
+    alice, bob = member_of(tenant_a, "admin"), member_of(tenant_a, "admin")
+    operator: list = []
+    removal: list = []
+
+    with held_open(_operator_switches_off(alice), operator):
+        remover = in_thread(_deactivate(tenant_a, bob, alice), removal)
+        assert blocked_on_a_lock(), "the removal did not wait for the switch-off"
+    remover.join(20)
+
+    assert operator == [[]]  # Bob was an admin still: nobody to ask
+    # Refused: Bob is the last admin who can act (Alice's account is off).
+    assert isinstance(removal[0], services.AdminError), removal
+    assert removal[0].code == "last_admin"
+    assert _acting_admins(tenant_a) == [bob.pk]
+
+
+def test_an_operator_switching_off_an_admin_while_they_remove_the_other_is_asked(
+    tenant_a, member_of
+):
+    """The other order: Alice's removal of Bob commits first, and the operator's question then
+    names the tenant (the switch-off reads the accounts and memberships after its lock)."""
+    alice, bob = member_of(tenant_a, "admin"), member_of(tenant_a, "admin")
+    operator: list = []
+    removal: list = []
+
+    def asks():
+        with transaction.atomic():
+            return onboarding.tenants_left_without_admin(user=alice.user, lock=True)
+
+    with held_open(_deactivate(tenant_a, bob, alice), removal):
+        switcher = in_thread(asks, operator)
+        assert blocked_on_a_lock(), "the switch-off did not wait for the removal"
+    switcher.join(20)
+
+    assert [m.pk for m in removal] == [bob.pk]
+    assert [t.pk for t in operator[0]] == [tenant_a.pk]
