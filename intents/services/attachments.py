@@ -171,20 +171,29 @@ def forwarded_uploads(
     api_key = mailbox.api_key()
     budget = int(settings.ATTACHMENT_MAX_DRAFT_BYTES)
     files = []
-    for index, attachment_id in enumerate(ids):
-        received = _fetch_forwarded(
-            mailbox, api_key, in_reply_to, index=index, attachment_id=attachment_id, budget=budget
-        )
-        budget -= len(received.content)
-        files.append(
-            Upload(
-                received.filename,
-                received.content_type,
-                received.content,
-                source_message_id=source.message_id,
-                source_sender=source.sender,
+    # All the fetches within one call's time (two calls a file): each one alone may take that
+    # long, and ten files took ten times it, past the web server's own timeout, which cut the
+    # request off with no answer at all.
+    with provider.calls_within(provider.call_seconds()):
+        for index, attachment_id in enumerate(ids):
+            received = _fetch_forwarded(
+                mailbox,
+                api_key,
+                in_reply_to,
+                index=index,
+                attachment_id=attachment_id,
+                budget=budget,
             )
-        )
+            budget -= len(received.content)
+            files.append(
+                Upload(
+                    received.filename,
+                    received.content_type,
+                    received.content,
+                    source_message_id=source.message_id,
+                    source_sender=source.sender,
+                )
+            )
     return files
 
 

@@ -22,7 +22,7 @@ bodies, ``Retry-After``, the classification of an outcome). Callers use this pac
 """
 
 from .attachments import ReceivedAttachment, fetch_attachment
-from .client import call_seconds, encode_path_segment, http_client
+from .client import call_seconds, calls_within, encode_path_segment, http_client
 from .lookups import LookupResult, MessagesResult, check_key, find_messages_by_label
 from .org import (
     CreatedInbox,
@@ -61,6 +61,7 @@ __all__ = [
     "SendResult",
     "Webhook",
     "call_seconds",
+    "calls_within",
     "check_key",
     "classify_api_error",
     "create_inbox",

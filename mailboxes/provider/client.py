@@ -83,6 +83,11 @@ def call_seconds() -> float:
     return float(settings.AGENTMAIL_CONNECT_TIMEOUT) + float(settings.AGENTMAIL_READ_TIMEOUT)
 
 
+def calls_within(seconds: float):
+    """A block whose AgentMail calls end within ``seconds`` altogether (``deadline.overall``)."""
+    return deadline.overall(seconds)
+
+
 # Building a TLS context reads the CA bundle (about 15 ms); one per process serves every client.
 _tls_context = PerProcess(httpx.create_ssl_context)
 

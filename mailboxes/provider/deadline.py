@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import httpcore
 import httpx
@@ -39,8 +40,27 @@ _local = threading.local()
 
 
 def begin(seconds: float) -> None:
-    """The calling thread's next request must be over ``seconds`` from now."""
-    _local.ends_at = time.monotonic() + seconds
+    """The calling thread's next request must be over ``seconds`` from now (or by the end of
+    the ``overall`` block it is made in, if that comes first)."""
+    ends_at = time.monotonic() + seconds
+    cap = getattr(_local, "cap", None)
+    _local.ends_at = ends_at if cap is None else min(ends_at, cap)
+
+
+@contextmanager
+def overall(seconds: float) -> Iterator[None]:
+    """The calls made in the block, on this thread, end within ``seconds`` from now together,
+    each within its own deadline too: for work that makes several calls while someone waits
+    for it (a draft that forwards a customer's files fetches two per file), which a web
+    server's own timeout would otherwise cut without a word. A call begun after the time is up
+    fails at once, as a connect timeout (nothing was sent)."""
+    previous = getattr(_local, "cap", None)
+    ends_at = time.monotonic() + seconds
+    _local.cap = ends_at if previous is None else min(previous, ends_at)
+    try:
+        yield
+    finally:
+        _local.cap = previous
 
 
 def _left(timeout: float | None, error: type[Exception]) -> float | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import time
 from urllib.parse import quote
 
 import pytest
@@ -463,6 +464,40 @@ def test_forwarding_stops_once_the_files_pass_the_drafts_byte_limit(
     assert response.json()["code"] == "attachments_too_large"
     assert response.json()["errors"][0]["field"] == "forward_attachments[1]"
     assert len(sandbox.requests(route="get_attachment")) - before == 2
+    assert Draft.objects.count() == 0
+
+
+def test_forwarding_ends_within_one_calls_time_however_many_files_and_writes_nothing(
+    api, token_a, mailbox_a, sandbox, settings
+):
+    """Each fetch may take a call's whole time (connect + read timeouts); ten files took ten
+    times it, past the web server's own timeout, which cut the request off with no answer. All
+    the fetches of one request now end within one call's time: here 0.8 s, and AgentMail takes
+    0.35 s for each file's details, so the fourth file is never asked for."""
+    settings.AGENTMAIL_CONNECT_TIMEOUT = 0.2
+    settings.AGENTMAIL_READ_TIMEOUT = 0.6
+    message_id, ids = _customer_wrote(
+        sandbox, mailbox_a, [_file(f"page-{n}.txt", "text/plain", b"x" * 100) for n in range(4)]
+    )
+    before = len(sandbox.requests(route="get_attachment"))
+    sandbox.fault("get_attachment", "delay", delay=0.35, times=0)
+
+    started = time.monotonic()
+    response = api.post(
+        "/drafts",
+        draft_body(mailbox_a, in_reply_to=message_id, forward_attachments=ids),
+        token=token_a,
+        key="fwd-slow",
+    )
+    took = time.monotonic() - started
+    sandbox.clear_faults()
+
+    assert response.status_code == 502, response.content
+    assert response.json()["code"] == "provider_unavailable"
+    # The file whose fetch the time ran out on (the third, unless the machine is slow).
+    assert response.json()["errors"][0]["field"] in {f"forward_attachments[{n}]" for n in range(3)}
+    assert len(sandbox.requests(route="get_attachment")) - before < len(ids)
+    assert took < 10
     assert Draft.objects.count() == 0
 
 

@@ -109,3 +109,26 @@ def test_a_request_read_slowly_ends_at_the_deadline_as_uncertain(mailbox, short_
     assert result.error_code == "WriteTimeout"
     assert sum(received) < body / 2
     assert took < BOUND
+
+
+def test_the_calls_of_a_block_end_together_and_the_block_ends_with_them(mailbox, sandbox, settings):
+    """``calls_within``: three calls of 1 s each in a block of 1.6 s. The first goes through,
+    the second is cut in its read (it was sent: uncertain), the third is not even begun (nothing
+    sent: to be retried); after the block, calls have their own budget again."""
+    settings.AGENTMAIL_CONNECT_TIMEOUT = 1.0
+    settings.AGENTMAIL_READ_TIMEOUT = 3.0
+    sandbox.fault("send", "delay", delay=1.0, times=3)
+    requests = [request_for(mailbox) for _ in range(3)]
+    before = len(sandbox.requests(route="send"))
+    with provider.calls_within(1.6):
+        results = [send(mailbox, r) for r in requests]
+    after = send(mailbox, request_for(mailbox))
+
+    assert [r.outcome for r in results] == [
+        Outcome.ACCEPTED,
+        Outcome.UNCERTAIN,
+        Outcome.RETRY_LATER,
+    ]
+    assert [r.error_code for r in results[1:]] == ["ReadTimeout", "ConnectTimeout"]
+    assert after.outcome == Outcome.ACCEPTED
+    assert len(sandbox.requests(route="send")) - before == 3  # the third never reached it
