@@ -86,7 +86,9 @@ class ClientBudgetBackend:
         if request is None:
             return None
         if failed_accounts_recently(request) >= settings.SIGNIN_FAILED_ACCOUNTS_PER_MINUTE:
-            # axes' middleware answers with its lock-out page (429) when this flag is set.
+            # axes' middleware answers with its lock-out page (429) when this flag is set; the
+            # page says which pause this is (a minute for the client, not the account's cool-off).
             request.axes_locked_out = True  # type: ignore[attr-defined]
+            request.signin_budget_spent = True  # type: ignore[attr-defined]
             raise AxesBackendPermissionDenied("the client's budget of failed sign-ins is spent")
         return None

@@ -37,6 +37,7 @@ def test_throttle_trips_then_other_address_still_works(client, tenant_a, member_
         sign_in(client, email, "wrong-password", "10.0.0.1")
     locked = sign_in(client, email, password, "10.0.0.1")
     assert locked.status_code == 429
+    assert "Sign-in for this account from your address is paused" in locked.content.decode()
     assert "_auth_user_id" not in client.session
     elsewhere = sign_in(client, email, password, "10.0.0.2")
     assert elsewhere.status_code == 302

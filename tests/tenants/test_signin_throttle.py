@@ -123,6 +123,9 @@ def test_clients_the_server_gives_no_address_share_one_budget(
 
     assert [r.status_code for r in tries] == [200] * 5 + [429] * 3
     assert "tenants/locked_out.html" in [t.name for t in tries[-1].templates]
+    # Not the account's cool-off: the page says it is the network's minute.
+    assert "from your network in the last minute" in tries[-1].content.decode()
+    assert "Sign-in for this account from your address" not in tries[-1].content.decode()
     assert spent == 5
     assert another_without_address.status_code == 429
     assert with_an_address.status_code == 302
