@@ -9,7 +9,8 @@ and nothing else: no scripts (``sandbox``, and the frame's ``sandbox`` attribute
 same-origin fetches (images only as ``data:``), no forms, framed only by our own pages. The URL
 names the version, so the frame shows the version whose number and hash the approve form carries.
 
-One change to what is stored: an ``<iframe>`` tag is shown as text (``frames_as_text``).
+One change to what is stored: an ``<iframe>`` or ``<frame>`` tag is shown as text
+(``frames_as_text``).
 """
 
 from __future__ import annotations
@@ -31,17 +32,19 @@ EMAIL_DOCUMENT_POLICY = (
     "frame-ancestors 'self'"
 )
 
-# Every "<" a browser reads as the start of an iframe tag (its name is matched in ASCII, any
-# case, ended by a space, "/" or ">"), wherever it stands: in text or an attribute value "&lt;"
-# reads the same, in a comment or a style sheet it shows nothing either way.
-_FRAME_TAG = re.compile(r"<(?=iframe[\t\n\f\r />])", re.IGNORECASE | re.ASCII)
+# Every "<" a browser reads as the start of an iframe or frame tag (its name is matched in
+# ASCII, any case, ended by a space, "/" or ">"), wherever it stands: in text or an attribute
+# value "&lt;" reads the same, in a comment or a style sheet it shows nothing either way. A
+# <frame> loads only in a frameset document (a body that starts with <frameset>); "&lt;frame"
+# there is text, which a frameset drops.
+_FRAME_TAG = re.compile(r"<(?=i?frame[\t\n\f\r />])", re.IGNORECASE | re.ASCII)
 
 
 def frames_as_text(html: str) -> str:
-    """``html`` with its iframe tags written as text. Chromium opens a connection to a frame's
-    host (a DNS lookup, a TCP connection) even where the document's policy then refuses to load
-    the frame: it told whoever wrote the HTML (a customer's mail that the agent quoted) when a
-    reviewer opened the draft, and from which address. No mail client shows a frame; the
+    """``html`` with its iframe and frame tags written as text. Chromium opens a connection to a
+    frame's host (a DNS lookup, a TCP connection) even where the document's policy then refuses
+    to load the frame: it told whoever wrote the HTML (a customer's mail that the agent quoted)
+    when a reviewer opened the draft, and from which address. No mail client shows a frame; the
     reviewer sees its tag instead. The editor's live preview does the same (static/js/app.js)."""
     return _FRAME_TAG.sub("&lt;", html)
 

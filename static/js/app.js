@@ -90,15 +90,15 @@
   });
 
   // The editor's HTML preview follows the textarea. The iframe is sandboxed without
-  // allow-scripts, so whatever the HTML holds, nothing in it runs. Its own iframe tags are shown
-  // as text, as review.views.bodies.frames_as_text does: Chromium connects to a frame's host
-  // even where the policy refuses to load it.
+  // allow-scripts, so whatever the HTML holds, nothing in it runs. Its own iframe and frame tags
+  // are shown as text, as review.views.bodies.frames_as_text does: Chromium connects to a frame's
+  // host even where the policy refuses to load it.
   document.addEventListener("input", function (event) {
     var field = event.target;
     if (!field.matches || !field.matches(".edit-form textarea[name=html]")) return;
     var preview = document.querySelector("[data-html-preview]");
     var empty = document.querySelector("[data-html-empty]");
-    if (preview) preview.srcdoc = field.value.replace(/<(?=iframe[\t\n\f\r \/>])/gi, "&lt;");
+    if (preview) preview.srcdoc = field.value.replace(/<(?=i?frame[\t\n\f\r \/>])/gi, "&lt;");
     if (empty) empty.hidden = field.value.trim() !== "";
     var frame = document.querySelector("[data-html-frame]");
     if (frame) frame.hidden = field.value.trim() === "";

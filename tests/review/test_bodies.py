@@ -75,3 +75,22 @@ def test_its_iframe_tags_are_shown_as_text_and_nothing_else_changes(
         "&lt;iFrAmE/src=//x.test>&lt;iframe><iframed><b title='&lt;iframe '>b</b><!-- &lt;iframe\n-->"
     )
     assert DraftVersion.objects.get(draft=draft).html == html
+
+
+def test_its_frame_tags_are_shown_as_text_and_its_frameset_kept(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """A frameset document's frames open a connection to their host, as an iframe does."""
+    html = (
+        "<frameset><frame src='https://x.test/'><FRAME\nsrc=//x.test><frame/src=//x.test><framed>"
+    )
+    draft = make_draft(mailbox_a, html=html)
+
+    document = signed_in(admin_a.user).get(
+        reverse("draft_version_html", args=[tenant_a.slug, draft.pk, 1])
+    )
+
+    assert document.content.decode() == (
+        "<frameset>&lt;frame src='https://x.test/'>&lt;FRAME\nsrc=//x.test>&lt;frame/src=//x.test>"
+        "<framed>"
+    )

@@ -225,6 +225,30 @@ def test_a_frame_in_the_html_body_opens_no_connection_to_its_host(page, shop):
     assert listener.connections == 0
 
 
+def test_a_frame_of_a_frameset_in_the_html_body_opens_no_connection_to_its_host(page, shop):
+    """An HTML body that is a frameset document (``<frameset><frame src=...>``): Chromium
+    connected to each frame's host as it did to an iframe's, though the policy refuses to load
+    it, on the draft page and in the editor's live preview."""
+    listener = _Listener()
+    try:
+        url = f"http://127.0.0.1:{listener.port}/opened"
+        html = f'<frameset><FRAME\nsrc="{url}"><frame/src="{url}"></frameset>'
+        draft = new_draft(shop, html=html)
+        sign_in(page, shop["admin"].user)
+        slug = shop["tenant"].slug
+
+        page.goto(f"/t/{slug}/drafts/{draft.pk}/")
+        page.wait_for_load_state("networkidle")
+        page.goto(f"/t/{slug}/drafts/{draft.pk}/edit/")
+        page.locator("textarea[name=html]").press("End")
+        page.locator("textarea[name=html]").type(" ")
+        page.wait_for_timeout(1500)
+    finally:
+        listener.close()
+
+    assert listener.connections == 0
+
+
 def test_stacked_accents_inside_a_line_draw_nothing_over_the_lines_around_it(page, shop, sandbox):
     """Inline customer text (the quoted subject and the sender in "The customer wrote again")
     had no box to clip its ink to: a stack of marks drew over the warning's first and last lines.
