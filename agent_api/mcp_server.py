@@ -39,9 +39,11 @@ from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 
 from agent_api.auth import MAX_BODY_BYTES
 from agent_api.idempotency import token_credential
+from agent_api.mcp_shape import body_guard
 from agent_api.mcp_tools import TOOLS, ToolAnswer, call_tool
 from config.perprocess import PerProcess
 from tenants.tokens import token_authenticate
@@ -174,8 +176,10 @@ def transport_security() -> TransportSecuritySettings:
 
 
 def mcp_application() -> Starlette:
-    """The SDK's ASGI app: ``PATH`` (and the lifespan that runs its session manager)."""
-    return server.streamable_http_app(
+    """The SDK's ASGI app: ``PATH`` (and the lifespan that runs its session manager), with
+    ``mcp_shape.body_guard`` after the SDK's own middleware (bearer authentication): a body is
+    read and checked only for a request with a valid token."""
+    app = server.streamable_http_app(
         streamable_http_path=PATH,
         stateless_http=True,
         json_response=True,
@@ -188,3 +192,7 @@ def mcp_application() -> Starlette:
         ),
         token_verifier=AgentTokenVerifier(),
     )
+    # The SDK takes no middleware of ours; Starlette builds its stack from this list on the
+    # first request, the last entry innermost.
+    app.user_middleware.append(Middleware(body_guard, max_body=MAX_BODY_BYTES))
+    return app

@@ -130,10 +130,10 @@ def _params_problem(method: str, params: dict) -> str | None:
     return None
 
 
-def rpc_shape_guard(app: App, *, max_body: int) -> App:
-    """``app`` behind the checks above: another method than POST is 405, a POST not sent as
-    ``application/json`` 415; a POST's body is read once and handed on as read. A body over
-    ``max_body`` goes on unread past that point: the SDK refuses it (413)."""
+def rpc_shape_guard(app: App) -> App:
+    """``app`` behind the checks above that read no body: another method than POST is 405, a
+    POST not sent as ``application/json`` 415. The body's checks are ``body_guard``'s, inside the
+    SDK's app, once its authentication has run."""
 
     async def guarded(scope: Scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -147,6 +147,27 @@ def rpc_shape_guard(app: App, *, max_body: int) -> App:
             return
         if not _sent_as_utf8(scope):
             await _unsupported_charset(send)
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def body_guard(app: App, *, max_body: int) -> App:
+    """``app`` behind the body checks above (``shape_problem``), for a request whose bearer token
+    the SDK's authentication middleware accepted (it runs after it: ``mcp_server``). A request
+    without a valid token goes on unread, and the SDK answers 401: this guard read and parsed
+    every body first, up to ``max_body``, on the event loop every tenant's calls share, for any
+    client, and told one with no token what was wrong with its JSON. The JSON API checks the
+    token before it reads a body too (``agent_api.auth``).
+
+    A checked body is read once and handed on as read. A body over ``max_body`` goes on unread
+    past that point: the SDK refuses it (413)."""
+
+    async def guarded(scope: Scope, receive, send) -> None:
+        user = scope.get("user") if scope["type"] == "http" else None
+        if not getattr(user, "is_authenticated", False):
+            await app(scope, receive, send)
             return
         chunks: list[bytes] = []
         size, more = 0, True

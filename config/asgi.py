@@ -20,7 +20,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_handler = get_asgi_application()
 
 # Imported once Django is set up: the MCP tools use its models.
-from agent_api.auth import MAX_BODY_BYTES  # noqa: E402
 from agent_api.mcp_server import PATH, mcp_application  # noqa: E402
 from agent_api.mcp_shape import rpc_shape_guard  # noqa: E402
 from config.request_body import body_limit  # noqa: E402
@@ -29,8 +28,9 @@ from config.request_body import body_limit  # noqa: E402
 # the limits are applied before it (config.request_body).
 django_application = body_limit(django_handler)
 
-# The JSON-RPC shapes the SDK mishandles (agent_api.mcp_shape) are answered before it.
-mcp_app = rpc_shape_guard(mcp_application(), max_body=MAX_BODY_BYTES)
+# The methods and media types the SDK mishandles (agent_api.mcp_shape) are answered before it;
+# the bodies it mishandles, once it has authenticated the request (mcp_server).
+mcp_app = rpc_shape_guard(mcp_application())
 _MCP_PREFIX = PATH.rstrip("/")
 
 
