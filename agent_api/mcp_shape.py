@@ -22,6 +22,10 @@
 - A request method without an ``id`` (``tools/call`` as a notification): the SDK answered 202 and
   dropped it, so an agent that left the id out believed its draft was posted. A notification is
   never answered; MCP's transport lets a server refuse one it cannot accept (400). -32600.
+- A response or an error the client sends back (no ``method``) of another shape than JSON-RPC's
+  (an id of no JSON-RPC type, a ``result`` that is no object, an ``error`` without an integer
+  ``code`` and a string ``message``, both a result and an error): the same dump. -32600, saying
+  which member is wrong.
 - ``tools/call`` params whose ``name`` is no string or whose ``arguments`` (or any request's
   ``_meta``) are no object: the SDK said only "Invalid request parameters". -32602, naming the
   member, with the request's id.
@@ -93,9 +97,10 @@ def shape_problem(body: bytes) -> Refusal | None:
     if data.get("jsonrpc") != "2.0":
         return Refusal('A JSON-RPC message must have "jsonrpc": "2.0".')
     if "method" not in data:
-        # A response or an error the client sends back has no method: the SDK's to take.
+        # A response or an error the client sends back has no method: the SDK's to take, once
+        # its shape is one the SDK reads.
         if "result" in data or "error" in data:
-            return None
+            return _reply_problem(data)
         return Refusal("A JSON-RPC request must name its method.")
     method = data["method"]
     if not isinstance(method, str):
@@ -116,6 +121,35 @@ def shape_problem(body: bytes) -> Refusal | None:
         return Refusal("A request's id must be a string or an integer.")
     problem = _params_problem(method, params or {})
     return Refusal(problem, INVALID_PARAMS, request_id) if problem else None
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def _reply_problem(data: dict) -> Refusal | None:
+    """What is wrong with a response or an error the client sends back, or None: the SDK
+    answered any other shape with pydantic's dump of every message type it tried, each quoting
+    the body back."""
+    if "result" in data and "error" in data:
+        return Refusal("A response has a result or an error, not both.")
+    if "result" in data:
+        if not _is_id(data.get("id")):
+            return Refusal("A response's id must be a string or an integer.")
+        if not isinstance(data["result"], dict):
+            return Refusal("A response's result must be an object.")
+        return None
+    if "id" not in data or not (data["id"] is None or _is_id(data["id"])):
+        return Refusal("An error's id must be a string, an integer or null.")
+    error = data["error"]
+    if not isinstance(error, dict):
+        return Refusal("An error's error must be an object.")
+    code = error.get("code")
+    if not isinstance(code, int) or isinstance(code, bool):
+        return Refusal("An error's error.code must be an integer.")
+    if not isinstance(error.get("message"), str):
+        return Refusal("An error's error.message must be a string.")
+    return None
 
 
 def _params_problem(method: str, params: dict) -> str | None:

@@ -242,3 +242,68 @@ def test_a_body_is_not_read_before_its_token_is_checked(mcp_url, credential, bod
 
     assert answer.status_code == 401
     assert answer.json()["error"] == "invalid_token"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"id": 1, "result": SECRET}, "A response's result must be an object."),
+        ({"result": {"note": SECRET}}, "A response's id must be a string or an integer."),
+        ({"id": {"a": SECRET}, "result": {}}, "A response's id must be a string or an integer."),
+        ({"id": 1, "error": SECRET}, "An error's error must be an object."),
+        (
+            {"id": 1, "error": {"code": "x", "message": SECRET}},
+            "An error's error.code must be an integer.",
+        ),
+        (
+            {"id": 1, "error": {"code": 1, "message": [SECRET]}},
+            "An error's error.message must be a string.",
+        ),
+        (
+            {"error": {"code": 1, "message": SECRET}},
+            "An error's id must be a string, an integer or null.",
+        ),
+        (
+            {"id": 1, "result": {}, "error": {"code": 1, "message": SECRET}},
+            "A response has a result or an error, not both.",
+        ),
+    ],
+    ids=[
+        "result-string",
+        "result-no-id",
+        "result-object-id",
+        "error-string",
+        "code-string",
+        "message-list",
+        "error-no-id",
+        "both",
+    ],
+)
+def test_a_malformed_response_from_the_client_is_refused_and_repeats_nothing_back(
+    mcp_url,  # noqa: F811
+    token_a,
+    body,
+    message,
+):
+    """A message without a method (a response or an error the client sends back) went to the
+    SDK whatever its shape, which answered -32602 with pydantic's dump of the four message
+    types it tried, each quoting the body back (`input_value={... 'customer-private-words'}`)
+    with the library's version in its links."""
+    answer = rpc(mcp_url, token_a, json.dumps({"jsonrpc": "2.0", **body}).encode())
+
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": message},
+    }
+    assert SECRET not in answer.text
+
+
+def test_a_well_formed_response_from_the_client_is_accepted(mcp_url, token_a):  # noqa: F811
+    result = rpc(mcp_url, token_a, b'{"jsonrpc": "2.0", "id": 1, "result": {}}')
+    error = rpc(
+        mcp_url, token_a, b'{"jsonrpc": "2.0", "id": null, "error": {"code": 1, "message": "x"}}'
+    )
+
+    assert (result.status_code, error.status_code) == (202, 202)
