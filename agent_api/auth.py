@@ -165,10 +165,15 @@ def refuse_body(request: HttpRequest) -> None:
         )
 
 
+# What a route that reads no query string allows: every route calls ``refuse_unknown_query``.
+NO_QUERY: frozenset[str] = frozenset()
+
+
 def refuse_unknown_query(request: HttpRequest, allowed: frozenset[str]) -> None:
     """Query parameters the route does not take are refused, as unknown body fields are: a
     misspelt filter (``?state=pending``) was ignored and the agent got every draft, decided
-    ones included, as if they were the ones it asked for."""
+    ones included, as if they were the ones it asked for; on a write, ``POST /drafts?dry_run=
+    true`` posted a real draft for review. Called first in every route, before any work."""
     unknown = sorted(set(request.GET) - allowed)
     if unknown:
         takes = ", ".join(sorted(allowed)) or "none"

@@ -18,6 +18,7 @@ from agent_api import operations
 from agent_api.auth import (
     DRAFTS_READ,
     DRAFTS_WRITE,
+    NO_QUERY,
     AgentRequest,
     refuse_body,
     refuse_unknown_query,
@@ -79,6 +80,7 @@ def _ok(body: bytes, status: int = 200) -> HttpResponse:
 )
 def create_draft(request: AgentRequest, payload: DraftCreateIn):
     """Creates a pending draft (version 1) in the review queue. Requires `Idempotency-Key`."""
+    refuse_unknown_query(request, NO_QUERY)
     token = _token(request)
     forwarded: list[Upload] = []
     return run_idempotent(
@@ -119,6 +121,7 @@ def list_drafts(
     operation_id="draft_get",
 )
 def get_draft(request: AgentRequest, draft_id: int):
+    refuse_unknown_query(request, NO_QUERY)
     return _ok(operations.read_draft(_token(request), draft_id))
 
 
@@ -135,6 +138,7 @@ def add_version(request: AgentRequest, draft_id: int, payload: VersionIn):
     an approval of an older version is refused. With `base_version`, a revision of a draft that
     changed since is refused (409 `version_conflict`). `Idempotency-Key` is optional but
     recommended."""
+    refuse_unknown_query(request, NO_QUERY)
     token = _token(request)
     forwarded: list[Upload] = []
     return run_idempotent(
@@ -159,6 +163,7 @@ def add_version(request: AgentRequest, draft_id: int, payload: VersionIn):
 def withdraw_draft(request: AgentRequest, draft_id: int):
     """Takes the draft out of the review queue (409 `not_pending` if it was already decided).
     No body (an empty object is accepted too). `Idempotency-Key` is optional."""
+    refuse_unknown_query(request, NO_QUERY)
     token = _token(request)
     refuse_body(request)
     return run_idempotent(
@@ -178,4 +183,5 @@ def withdraw_draft(request: AgentRequest, draft_id: int):
     operation_id="mailbox_list",
 )
 def list_mailboxes(request: AgentRequest):
+    refuse_unknown_query(request, NO_QUERY)
     return _ok(operations.list_mailboxes(_token(request)))

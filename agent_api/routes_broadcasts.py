@@ -11,7 +11,13 @@ from django.urls import reverse
 from ninja import Query, Router
 
 from agent_api import operations
-from agent_api.auth import DRAFTS_READ, DRAFTS_WRITE, AgentRequest, refuse_unknown_query
+from agent_api.auth import (
+    DRAFTS_READ,
+    DRAFTS_WRITE,
+    NO_QUERY,
+    AgentRequest,
+    refuse_unknown_query,
+)
 from agent_api.idempotency import run_idempotent
 from agent_api.routes import ERRORS_READ, ERRORS_WRITE, _ok
 from agent_api.schemas_broadcasts import (
@@ -45,6 +51,7 @@ def create_broadcast(request: AgentRequest, payload: BroadcastCreateIn):
     or image address (`href="{{ link }}"`) takes only http(s) or mailto URLs. Every recipient
     row is validated; any bad row refuses the whole upload with 422 `recipients_invalid`, whose
     `errors` name each row and field. Requires `Idempotency-Key`."""
+    refuse_unknown_query(request, NO_QUERY)
     token = request.auth
     return run_idempotent(
         request,
@@ -85,6 +92,7 @@ def replace_broadcast_recipients(
 ):
     """Only while pending review (409 otherwise: what each customer receives is fixed at
     approval). The hash changes, so a reviewer's page opened before must be reloaded."""
+    refuse_unknown_query(request, NO_QUERY)
     token = request.auth
     return run_idempotent(
         request,
@@ -103,4 +111,5 @@ def replace_broadcast_recipients(
     operation_id="broadcast_get",
 )
 def get_broadcast(request: AgentRequest, broadcast_id: int):
+    refuse_unknown_query(request, NO_QUERY)
     return _ok(operations.read_broadcast(request.auth, broadcast_id))

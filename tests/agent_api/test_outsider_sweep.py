@@ -15,7 +15,8 @@ import pytest
 
 from agent_api.api import api as ninja_api
 from agent_api.mcp_tools import TOOLS, call_tool
-from intents.models import Broadcast, Draft, DraftVersion
+from intents.models import Broadcast, Draft, DraftVersion, IntentEvent
+from tenants.models import AuditEvent
 from tests.agent_api.conftest import draft_body
 
 pytestmark = pytest.mark.django_db
@@ -248,3 +249,46 @@ def test_every_tool_refuses_a_token_without_its_scope(world):
 
     assert set(refused.values()) == {(True, "insufficient_scope")}, refused
     assert Draft.objects.filter(tenant=world["mailbox_a"].tenant).count() == 0
+
+
+def test_every_route_refuses_a_query_parameter_it_does_not_take_and_writes_nothing(api, world):
+    """Only the three list routes and analytics refused one: `POST /drafts?dry_run=true` (or
+    `?validate_only=1`) posted a real draft into the review queue, `GET /mailboxes?status=active`
+    answered every mailbox, as if the parameter had been read. The README promises 422 naming it
+    on every route."""
+    own_draft = api.post(
+        "/drafts", draft_body(world["mailbox_a"]), token=world["full"], key="own-d"
+    ).json()
+    own_broadcast = api.post(
+        "/broadcasts", broadcast_body(world["mailbox_a"]), token=world["full"], key="own-b"
+    ).json()
+    own = {"draft": own_draft["id"], "broadcast": own_broadcast["id"]}
+    before = (
+        Draft.objects.count(),
+        DraftVersion.objects.count(),
+        IntentEvent.objects.count(),
+        AuditEvent.objects.count(),
+        Broadcast.objects.count(),
+        Broadcast.objects.get(pk=own["broadcast"]).content_hash,
+    )
+    refused = {}
+    for op_id, method, path, _operation in operations():
+        _scope, target, spec = ROUTES[op_id]
+        concrete = path.replace(f"{{{target}_id}}", str(own[target])) if target else path
+        body = body_for(spec, world["mailbox_a"])
+        response = send(
+            api, method, f"{concrete}?dry_run=true", token=world["full"], body=body, key=op_id
+        )
+        problem = response.json()
+        fields = [error["field"] for error in problem.get("errors", [])]
+        refused[op_id] = (response.status_code, problem.get("code"), fields)
+
+    assert refused == {op_id: (422, "validation_failed", ["dry_run"]) for op_id in ROUTES}
+    assert (
+        Draft.objects.count(),
+        DraftVersion.objects.count(),
+        IntentEvent.objects.count(),
+        AuditEvent.objects.count(),
+        Broadcast.objects.count(),
+        Broadcast.objects.get(pk=own["broadcast"]).content_hash,
+    ) == before
