@@ -173,7 +173,8 @@ def refuse_unknown_query(request: HttpRequest, allowed: frozenset[str]) -> None:
     """Query parameters the route does not take are refused, as unknown body fields are: a
     misspelt filter (``?state=pending``) was ignored and the agent got every draft, decided
     ones included, as if they were the ones it asked for; on a write, ``POST /drafts?dry_run=
-    true`` posted a real draft for review. Called first in every route, before any work."""
+    true`` posted a real draft for review. A parameter given twice is refused too. Called
+    first in every route, before any work."""
     unknown = sorted(set(request.GET) - allowed)
     if unknown:
         takes = ", ".join(sorted(allowed)) or "none"
@@ -187,6 +188,20 @@ def refuse_unknown_query(request: HttpRequest, allowed: frozenset[str]) -> None:
             f"{unknown[0]}: unknown query parameter; this route takes: {takes}",
             title="The request is not valid",
             errors=errors,
+        )
+    # One value each: of "?limit=1&limit=2" the route read one, silently (the agent could
+    # not know which it got).
+    repeated = sorted(name for name in request.GET if len(request.GET.getlist(name)) > 1)
+    if repeated:
+        raise ApiProblem(
+            422,
+            "validation_failed",
+            f"{repeated[0]}: a query parameter given more than once; give it once",
+            title="The request is not valid",
+            errors=[
+                {"field": name, "message": "a query parameter given more than once; give it once"}
+                for name in repeated
+            ],
         )
 
 

@@ -292,3 +292,23 @@ def test_every_route_refuses_a_query_parameter_it_does_not_take_and_writes_nothi
         Broadcast.objects.count(),
         Broadcast.objects.get(pk=own["broadcast"]).content_hash,
     ) == before
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/drafts?limit=1&limit=2",
+        "/broadcasts?limit=1&limit=2",
+        "/analytics?since=2026-01-01&since=2026-02-01",
+    ],
+)
+def test_a_query_parameter_given_twice_is_refused_naming_it(api, world, path):
+    """Of "?limit=1&limit=2" the route read one value, silently: the agent could not know
+    which it got."""
+    response = api.get(path, token=world["full"])
+    problem = response.json()
+    name = path.split("?")[1].split("=")[0]
+    assert response.status_code == 422, problem
+    assert problem["code"] == "validation_failed"
+    assert [error["field"] for error in problem["errors"]] == [name]
+    assert "more than once" in problem["detail"]
