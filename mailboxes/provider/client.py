@@ -14,7 +14,9 @@ from django.conf import settings
 
 from config.perprocess import PerProcess, PerThread
 
-from . import deadline
+from .deadline import begin as begin_deadline
+from .deadline import install as install_deadline
+from .deadline import overall
 
 NO_RETRIES: dict[str, Any] = {"max_retries": 0}
 
@@ -75,7 +77,7 @@ def _enforce_timeouts(request: httpx.Request) -> None:
     # (read from settings on every request, so a change applies to clients already built).
     request.extensions["timeout"] = _current_timeouts()
     # And the whole call, however the other end answers, ends within connect + read (deadline.py).
-    deadline.begin(call_seconds())
+    begin_deadline(call_seconds())
 
 
 def call_seconds() -> float:
@@ -85,7 +87,7 @@ def call_seconds() -> float:
 
 def calls_within(seconds: float):
     """A block whose AgentMail calls end within ``seconds`` altogether (``deadline.overall``)."""
-    return deadline.overall(seconds)
+    return overall(seconds)
 
 
 # Building a TLS context reads the CA bundle (about 15 ms); one per process serves every client.
@@ -102,7 +104,7 @@ def _new_http_client() -> httpx.Client:
         event_hooks={"request": [_enforce_timeouts]},
         follow_redirects=False,
     )
-    return deadline.install(client)
+    return install_deadline(client)
 
 
 _http_clients = PerThread(_new_http_client)
