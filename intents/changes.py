@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import difflib
 import re
+from types import SimpleNamespace
+from typing import cast
+
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from intents.models import DraftVersion
 
@@ -131,6 +135,40 @@ def last_agent_version(target: DraftVersion) -> DraftVersion | None:
         .order_by("-number")
         .first()
     )
+
+
+# What ``version_change`` reads of a version, and the names ``with_agent_base`` gives them for the
+# agent's version before it.
+EDIT_FIELDS = ("number", "subject", "text", "html", "to", "cc", "bcc")
+BASE_FIELDS = tuple(f"base_{name}" for name in EDIT_FIELDS)
+
+
+def with_agent_base(versions: QuerySet[DraftVersion]) -> QuerySet[DraftVersion]:
+    """``versions`` with the ``EDIT_FIELDS`` of the agent's newest version at or before each, as
+    ``BASE_FIELDS`` (None when an agent wrote none), in the same query (subqueries on the
+    (draft, number) key)."""
+    base = DraftVersion.objects.filter(
+        draft_id=OuterRef("draft_id"),
+        number__lte=OuterRef("number"),
+        author_kind=DraftVersion.Author.AGENT,
+    ).order_by("-number")
+    return versions.annotate(
+        **{f"base_{name}": Subquery(base.values(name)[:1]) for name in EDIT_FIELDS}
+    )
+
+
+def edit_size_from_agent(row: dict) -> int | None:
+    """The ``edit_size`` from the agent's version to this one, for a row of ``with_agent_base``
+    read with ``EDIT_FIELDS`` and ``BASE_FIELDS``; None when nothing changed (a reopened copy, an
+    edit undone) or no agent's version came before. Plain objects with the fields
+    ``version_change`` reads: building model instances took half the time of the analytics'
+    pass at 10,000 edited drafts."""
+    if row["base_number"] is None:
+        return None
+    after = SimpleNamespace(**{name: row[name] for name in EDIT_FIELDS})
+    before = SimpleNamespace(**{name: row[f"base_{name}"] for name in EDIT_FIELDS})
+    change = version_change(cast(DraftVersion, before), cast(DraftVersion, after))
+    return change["edit_size"] if change["changed"] else None
 
 
 def change_from_agent(target: DraftVersion) -> dict | None:

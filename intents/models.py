@@ -231,6 +231,11 @@ class DraftVersion(models.Model):
     content_hash = models.CharField(max_length=72)
     # Set by the retention purge: the body is gone, the hash and metadata stay.
     body_purged_at = models.DateTimeField(null=True, blank=True)
+    # Set by the retention purge on a person's version that changed the agent's version before
+    # it: that change's size (``intents.changes.version_change``), which the reviewer analytics
+    # report and cannot measure again from the emptied bodies. Null: unchanged, no agent's
+    # version before it, or not purged.
+    purged_edit_size = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

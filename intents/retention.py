@@ -25,6 +25,7 @@ from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterR
 from django.db.models.functions import Now
 
 from intents.blobs import preview_cache_key
+from intents.changes import BASE_FIELDS, EDIT_FIELDS, edit_size_from_agent, with_agent_base
 from intents.journal import Entry, journal, journal_many
 from intents.models import (
     AgentEvent,
@@ -102,18 +103,24 @@ def draft_bodies_purge(*, batch: int = 1000) -> int:
 
 
 def _purge_versions(rows: list[tuple[int, int, int]]) -> int:
-    """Purge the (version, tenant, draft) rows read before this transaction, as far as they are
-    still due under their drafts' locks. Rows another purge emptied since they were read (the
-    schedule runs on every cluster) are left out, so a draft is journaled once."""
+    """Purge the drafts of the (version, tenant, draft) rows read before this transaction, as far
+    as they are still due under their drafts' locks. Rows another purge emptied since they were
+    read (the schedule runs on every cluster) are left out, so a draft is journaled once.
+
+    Every version of such a draft goes in this transaction, not only the rows read: a batch (a
+    number of versions) that ended between two versions of a draft emptied one and left the
+    other to the next batch, journaling the draft twice, and the edit a person made was measured
+    (``keep_edit_sizes``) against an agent's version already emptied."""
     with transaction.atomic():
         locked = _still_decided(rows)
         rows = list(
             DraftVersion.objects.filter(
-                id__in=[r[0] for r in locked], body_purged_at__isnull=True
+                draft_id__in={r[2] for r in locked}, body_purged_at__isnull=True
             ).values_list("id", "tenant_id", "draft_id")
         )
         if not rows:
             return 0
+        keep_edit_sizes([r[0] for r in rows])
         purged = DraftVersion.objects.filter(id__in=[r[0] for r in rows]).update(
             text="", html="", body_purged_at=Now()
         )
@@ -126,6 +133,22 @@ def _purge_versions(rows: list[tuple[int, int, int]]) -> int:
         _journal_purged(drafts, "draft.bodies_purged")
     log.info("intents.retention.bodies_purged", extra={"versions": purged, "drafts": len(drafts)})
     return purged
+
+
+def keep_edit_sizes(version_ids: list[int]) -> None:
+    """Before their bodies go: each person's version among these that changed the agent's version
+    before it keeps the size of that change (``purged_edit_size``). The reviewer analytics report
+    it, and measured again from the emptied bodies every change of the text was gone: a draft a
+    person rewrote counted as approved as the agent wrote it."""
+    rows = with_agent_base(
+        DraftVersion.objects.filter(id__in=version_ids, author_kind=DraftVersion.Author.PERSON)
+    ).values("id", *EDIT_FIELDS, *BASE_FIELDS)
+    kept = [
+        DraftVersion(id=row["id"], purged_edit_size=size)
+        for row in rows.iterator(chunk_size=500)
+        if (size := edit_size_from_agent(row)) is not None
+    ]
+    DraftVersion.objects.bulk_update(kept, ["purged_edit_size"], batch_size=500)
 
 
 def _still_decided(rows: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:

@@ -10,6 +10,8 @@ import pytest
 from django.utils import timezone
 
 from intents.errors import InvalidInput
+from intents.models import Draft, DraftVersion, SendIntent
+from intents.retention import draft_bodies_purge
 from intents.selectors.analytics import (
     models_seen,
     period_between,
@@ -205,3 +207,21 @@ def test_query_count_does_not_grow_with_rows(
         result = reviewer_analytics(tenant_a, _last_30_days())
     assert result.total.approved_edited == 3 + extra
     assert result.total.rejected == 4 + extra
+
+
+def test_the_retention_purge_leaves_the_figures_of_the_period_as_they_were(seeded, tenant_a):
+    """A tenant keeping bodies one day: the drafts of the last 30 days lose their text, and the
+    person's edits of it (e1, e3) must still count as edits, of the same size."""
+    before = _numbers(reviewer_analytics(tenant_a, _last_30_days()).total)
+    tenant_a.retention_days = 1
+    tenant_a.save(update_fields=["retention_days"])
+    for intent in SendIntent.objects.filter(tenant=tenant_a):
+        SendIntent.objects.filter(pk=intent.pk).update(
+            state="accepted", provider_message_id=f"<{intent.pk}@sent>"
+        )
+    Draft.objects.filter(tenant=tenant_a).update(updated_at=timezone.now() - timedelta(days=2))
+
+    assert draft_bodies_purge() > 0
+
+    assert not DraftVersion.objects.filter(tenant=tenant_a, body_purged_at__isnull=True).exists()
+    assert _numbers(reviewer_analytics(tenant_a, _last_30_days()).total) == before

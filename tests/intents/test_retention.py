@@ -273,3 +273,37 @@ def test_a_purge_that_read_its_rows_before_another_purged_them_journals_nothing(
     assert draft_bodies_purge() == 1
     assert _purge_versions(read_by_the_second) == 0
     assert IntentEvent.objects.filter(draft=draft, action="draft.bodies_purged").count() == 1
+
+
+def test_a_draft_whose_versions_straddle_two_batches_is_purged_whole_and_journaled_once(
+    decided, tenant_a, member_of
+):
+    """A batch is a number of versions: one that ended between two versions of a draft emptied
+    the first and left the second for the next batch, journaling the draft once for each, and
+    in between the draft held a body beside an emptied one."""
+    draft = decided(days=91)
+    Draft.objects.filter(pk=draft.pk).update(status="pending")
+    services.draft_add_version(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        to=["c@example.com"],
+        cc=[],
+        bcc=[],
+        subject="Re: order",
+        text="private body, edited",
+        html="",
+        actor_user=member_of(tenant_a, "approver").user,
+        base_version=1,
+    )
+    Draft.objects.filter(pk=draft.pk).update(
+        status="rejected", updated_at=timezone.now() - timedelta(days=91)
+    )
+
+    assert draft_bodies_purge(batch=1) == 2
+
+    assert list(DraftVersion.objects.filter(draft=draft).values_list("text", flat=True)) == [
+        "",
+        "",
+    ]
+    assert draft_bodies_purge(batch=1) == 0
+    assert IntentEvent.objects.filter(draft=draft, action="draft.bodies_purged").count() == 1
