@@ -31,6 +31,7 @@ ACTIONS = {
     "draft.reopened": _("back in review"),
     "draft.note_added": _("note added"),
     "draft.bodies_purged": _("bodies purged"),
+    "draft.attachment_bytes_purged": _("attachments purged"),
     "draft.taken": _("taken"),
     "draft.handed": _("handed over"),
     "draft.released": pgettext_lazy("draft journal", "released"),

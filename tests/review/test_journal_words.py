@@ -94,3 +94,15 @@ def test_the_journal_names_the_approver_by_the_address_they_approved_under(
 
     assert f"{old_email} (now ana.new@example.test)" in visible(journal)
     assert 'title="host-7:4242:MainThread">Worker<' in journal
+
+
+def test_every_action_a_draft_or_send_journals_has_words_on_its_pages():
+    """The retention purge's ``draft.attachment_bytes_purged`` had none: the draft page's journal
+    showed the code itself, untranslated, where every other row says what happened."""
+    from review.journal_words import ACTIONS
+    from tests.console.test_audit_sentences import _written_actions
+
+    written, _ = _written_actions()
+    shown_on_pages = {a for a in written if a.split(".")[0] in ("draft", "intent")}
+
+    assert sorted(shown_on_pages - set(ACTIONS)) == []
