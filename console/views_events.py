@@ -19,6 +19,7 @@ from intents.services import event_endpoints as services
 from tenants import sudo
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
 from tenants.services import AdminError
+from tenants.stale import StaleSave
 from tenants.templatetags.zones import zoned
 
 
@@ -91,7 +92,17 @@ def _endpoint_or_404(request: TenantRequest, endpoint_id):
     return endpoint
 
 
-def _confirm(request: TenantRequest, endpoint, heading: str, consequence: str, action: str):
+def _confirm(
+    request: TenantRequest,
+    endpoint,
+    heading: str,
+    consequence: str,
+    action: str,
+    *,
+    based_on: str = "",
+    refusal: str = "",
+    status: int = 200,
+):
     return render(
         request,
         "console/confirm.html",
@@ -100,7 +111,37 @@ def _confirm(request: TenantRequest, endpoint, heading: str, consequence: str, a
             "consequence": consequence,
             "action": action,
             "cancel_url": reverse("agent_events", args=[request.tenant.slug]),
+            "based_on": based_on,
+            "refusal": refusal,
         },
+        status=status,
+    )
+
+
+def _rotate_question(request: TenantRequest, endpoint_id, *, refusal: str = "", status: int = 200):
+    """The question before a rotation, with what rotating does now; its answer carries the
+    rotation it saw (``based_on``)."""
+    consequence = _(
+        "A new secret is shown once. For 24 hours each delivery carries a signature "
+        "with the old secret too, so the receiver can switch without losing one."
+    )
+    endpoint = _endpoint_or_404(request, endpoint_id)
+    if endpoint.previous_secret_still_signs():
+        # Two secrets sign at most: a second rotation inside the first one's 24 hours ends
+        # the oldest at once, which the page promised for 24 hours.
+        consequence += " " + _(
+            "The secret replaced by the last rotation still signs until %(until)s; "
+            "rotating again stops it now."
+        ) % {"until": zoned(timezone.localtime(endpoint.previous_secret_expires_at))}
+    return _confirm(
+        request,
+        endpoint,
+        _("Rotate the signing secret of %(url)s?"),
+        consequence,
+        _("Rotate the secret"),
+        based_on=services.endpoint_rotation_fingerprint(endpoint),
+        refusal=refusal,
+        status=status,
     )
 
 
@@ -115,31 +156,20 @@ def endpoint_rotate(request: TenantRequest, endpoint_id: int) -> HttpResponse:
     ):
         return held
     if request.method in ("GET", "HEAD"):
-        consequence = _(
-            "A new secret is shown once. For 24 hours each delivery carries a signature "
-            "with the old secret too, so the receiver can switch without losing one."
-        )
-        endpoint = _endpoint_or_404(request, endpoint_id)
-        if endpoint.previous_secret_still_signs():
-            # Two secrets sign at most: a second rotation inside the first one's 24 hours ends
-            # the oldest at once, which the page promised for 24 hours.
-            consequence += " " + _(
-                "The secret replaced by the last rotation still signs until %(until)s; "
-                "rotating again stops it now."
-            ) % {"until": zoned(timezone.localtime(endpoint.previous_secret_expires_at))}
-        return _confirm(
-            request,
-            endpoint,
-            _("Rotate the signing secret of %(url)s?"),
-            consequence,
-            _("Rotate the secret"),
-        )
+        return _rotate_question(request, endpoint_id)
     try:
         endpoint, secret = services.endpoint_rotate_secret(
-            tenant=request.tenant, endpoint_id=endpoint_id, actor=request.user
+            tenant=request.tenant,
+            endpoint_id=endpoint_id,
+            actor=request.user,
+            # A page without it (an older release's, a hand-made request) saw no rotation.
+            based_on=request.POST.get("based_on", ""),
         )
     except AdminError:
         raise Http404("No such endpoint") from None
+    except StaleSave as stale:
+        # Asked again, with what rotating does now (it may stop a secret at once).
+        return _rotate_question(request, endpoint_id, refusal=stale.message, status=409)
     return _secret_page(request, endpoint, secret, rotated=True)
 
 

@@ -24,6 +24,7 @@ from intents.models import AgentEventDelivery, AgentEventEndpoint, EventType
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
 from tenants.services import AdminError, audit_record, require_admin
+from tenants.stale import StaleSave, changed_since, fingerprint
 
 log = logging.getLogger("intents.events")
 
@@ -113,11 +114,37 @@ def _lock(tenant, endpoint_id) -> AgentEventEndpoint:
     return endpoint
 
 
-def endpoint_rotate_secret(*, tenant, endpoint_id, actor) -> tuple[AgentEventEndpoint, str]:
-    """A new secret (returned once); the old one also signs for ROTATION_GRACE."""
+def endpoint_rotation_fingerprint(endpoint: AgentEventEndpoint) -> str:
+    """Which rotation the question page saw (the end of its grace changes with each one): the
+    ``based_on`` of its answer, for ``endpoint_rotate_secret``."""
+    return fingerprint({"rotation": endpoint.previous_secret_expires_at})
+
+
+def endpoint_rotate_secret(
+    *, tenant, endpoint_id, actor, based_on: str | None = None
+) -> tuple[AgentEventEndpoint, str]:
+    """A new secret (returned once); the old one also signs for ROTATION_GRACE.
+
+    ``based_on``: the ``endpoint_rotation_fingerprint`` of the page that asked. Two secrets sign
+    at most, so a rotation stops at once the one the last rotation replaced, which the page
+    warns of only when it saw that rotation. An answer from a page opened before another
+    admin's rotation, or posted twice by a double click, stopped the receiver's secret at once
+    while its page had promised it 24 hours; it is refused (StaleSave) and changes nothing.
+    None: no page asked (a command, a test)."""
     with transaction.atomic():
         require_admin(tenant, actor)
         endpoint = _lock(tenant, endpoint_id)
+        if based_on is not None and changed_since(
+            based_on, {"rotation": endpoint.previous_secret_expires_at}
+        ):
+            raise StaleSave(
+                ["rotation"],
+                _(
+                    "This signing secret was rotated since you opened this page, so nothing "
+                    "was changed. Read what rotating it now does, then rotate again if you "
+                    "still want to."
+                ),
+            )
         secret = new_secret()
         AgentEventEndpoint.objects.filter(pk=endpoint.pk).update(
             secret_sealed=endpoint.seal_secret(secret),

@@ -12,6 +12,7 @@ import time
 
 import pytest
 from django.db import connection, transaction
+from django.test import Client
 
 from intents import services as intent_services
 from intents.events.delivery import deliver_due
@@ -148,7 +149,8 @@ def test_admin_disables_enables_rotates_and_deletes(tenant_a, member_of, signed_
     enabled = client.post(f"{BASE}{endpoint.pk}/enable/")
     endpoint.refresh_from_db()
     state_on = endpoint.enabled
-    rotated = client.post(f"{BASE}{endpoint.pk}/rotate/")
+    question = client.get(f"{BASE}{endpoint.pk}/rotate/").content
+    rotated = client.post(f"{BASE}{endpoint.pk}/rotate/", confirm_form(question))
     new = re.search(r'value="(whsec_[^"]+)"', rotated.content.decode()).group(1)
     endpoint.refresh_from_db()
     signing = endpoint.secrets(endpoint.created_at)
@@ -461,9 +463,68 @@ def test_a_second_rotation_inside_the_first_ones_day_says_it_ends_the_oldest_sec
     client = signed_in(admin)
     warning = "rotating again stops it now"
 
-    first = client.get(f"{BASE}{endpoint.pk}/rotate/").content.decode()
-    client.post(f"{BASE}{endpoint.pk}/rotate/")
+    first = client.get(f"{BASE}{endpoint.pk}/rotate/").content
+    client.post(f"{BASE}{endpoint.pk}/rotate/", confirm_form(first))
     second = client.get(f"{BASE}{endpoint.pk}/rotate/").content.decode()
 
-    assert warning not in first
+    assert warning not in first.decode()
     assert warning in second
+
+
+def confirm_form(page) -> dict:
+    """The hidden fields of a confirm page's form, as the browser posts them (no CSRF token)."""
+    fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', page.decode())
+    return {name: value for name, value in fields if name != "csrfmiddlewaretoken"}
+
+
+@pytest.mark.django_db
+def test_a_rotation_asked_on_a_page_opened_before_another_admins_rotation_is_refused(
+    tenant_a, member_of, signed_in
+):
+    """Found by an outside probe (two admins at once): the question page, opened before another
+    admin rotated, promised that the receiver's secret keeps signing for 24 hours; its answer
+    rotated again, which stopped that secret at once (two sign at most). It is now refused, says
+    why, and asks again with the current consequence; nothing is changed or audited."""
+    first_admin, second_admin = (member_of(tenant_a, "admin").user for _ in range(2))
+    endpoint, receivers = endpoint_create(
+        tenant=tenant_a,
+        url="https://a.example.com/",
+        event_types=["draft.approved"],
+        actor=first_admin,
+    )
+    other = Client()
+    other.force_login(second_admin, backend="django.contrib.auth.backends.ModelBackend")
+    client = signed_in(first_admin)
+    question = client.get(f"{BASE}{endpoint.pk}/rotate/").content
+    theirs = other.get(f"{BASE}{endpoint.pk}/rotate/").content
+    other.post(f"{BASE}{endpoint.pk}/rotate/", confirm_form(theirs))
+    audit_rows = AuditEvent.objects.count()
+
+    answer = client.post(f"{BASE}{endpoint.pk}/rotate/", confirm_form(question))
+
+    endpoint.refresh_from_db()
+    page = answer.content.decode()
+    assert answer.status_code == 409
+    assert "rotated since you opened this page" in page
+    assert "rotating again stops it now" in page
+    assert receivers in endpoint.secrets(endpoint.created_at)
+    assert AuditEvent.objects.count() == audit_rows
+
+
+@pytest.mark.django_db
+def test_a_rotation_posted_twice_rotates_once(tenant_a, member_of, signed_in):
+    """A double click on "Rotate the secret" posted the question's answer twice: two rotations,
+    the second of which stopped the receiver's secret at once."""
+    admin = member_of(tenant_a, "admin").user
+    endpoint, receivers = endpoint_create(
+        tenant=tenant_a, url="https://a.example.com/", event_types=["draft.approved"], actor=admin
+    )
+    client = signed_in(admin)
+    answer = confirm_form(client.get(f"{BASE}{endpoint.pk}/rotate/").content)
+
+    statuses = [client.post(f"{BASE}{endpoint.pk}/rotate/", answer).status_code for _ in range(2)]
+
+    endpoint.refresh_from_db()
+    assert statuses == [200, 409]
+    assert receivers in endpoint.secrets(endpoint.created_at)
+    assert AuditEvent.objects.filter(action="agent_events.secret_rotated").count() == 1

@@ -15,7 +15,11 @@ import pytest
 from django.urls import reverse
 
 from intents.models import AgentEventEndpoint
-from intents.services.event_endpoints import endpoint_create, endpoint_disable
+from intents.services.event_endpoints import (
+    endpoint_create,
+    endpoint_disable,
+    endpoint_rotation_fingerprint,
+)
 from mailboxes.models import Mailbox
 from tenants import oidc_signin
 from tenants.models import (
@@ -66,7 +70,7 @@ def endpoint_secret(tenant, admin, client, request) -> Action:
     url = reverse("agent_events_rotate", args=[tenant.slug, endpoint.pk])
     return Action(
         url,
-        {},
+        {"based_on": endpoint_rotation_fingerprint(endpoint)},
         url,
         lambda: AgentEventEndpoint.objects.values_list("secret_sealed").get(pk=endpoint.pk),
     )
