@@ -72,6 +72,22 @@ def endpoint_create(
             mailbox = Mailbox.objects.filter(tenant=tenant, pk=mailbox_id).first()
             if mailbox is None:
                 raise AdminError("mailbox_not_found", _("Unknown mailbox."), field="mailbox")
+        # Under the tenant's lock, so a form posted twice (a double click) adds one: a second
+        # endpoint for the same URL, mailboxes and events sent each event there twice, one copy
+        # signed with a secret nobody was shown (the browser showed the second answer's), which
+        # the receiver refused until the endpoint was switched off automatically.
+        if AgentEventEndpoint.objects.filter(
+            tenant=tenant, url=url, mailbox=mailbox, event_types__overlap=types
+        ).exists():
+            raise AdminError(
+                "duplicate_endpoint",
+                _(
+                    "This tenant already has an endpoint for this URL that takes some of these "
+                    "events. To get a new secret for it, rotate its secret; to change its "
+                    "events, delete it and add it again."
+                ),
+                field="url",
+            )
         if AgentEventEndpoint.objects.filter(tenant=tenant).count() >= MAX_ENDPOINTS:
             raise AdminError(
                 "too_many_endpoints",

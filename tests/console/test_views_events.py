@@ -528,3 +528,37 @@ def test_a_rotation_posted_twice_rotates_once(tenant_a, member_of, signed_in):
     assert statuses == [200, 409]
     assert receivers in endpoint.secrets(endpoint.created_at)
     assert AuditEvent.objects.filter(action="agent_events.secret_rotated").count() == 1
+
+
+@pytest.mark.django_db
+def test_the_add_form_posted_twice_adds_one_endpoint(tenant_a, member_of, signed_in):
+    """Found by an outside probe: a double click on Add posted the form twice, and two endpoints
+    took the same URL: every event went there twice, one of them signed with a secret that was
+    never shown (the browser showed the second answer), which the receiver refused until the
+    endpoint was switched off automatically. The second is refused and says what to do."""
+    client = signed_in(member_of(tenant_a, "admin").user)
+    form = {"url": "https://agent.example.com/hooks", "event_types": ["draft.approved"]}
+
+    answers = [client.post(f"{BASE}new/", form) for _ in range(2)]
+
+    assert [a.status_code for a in answers] == [200, 422]
+    assert "already has an endpoint for this URL that takes" in answers[1].content.decode()
+    assert AgentEventEndpoint.objects.count() == 1
+    assert AuditEvent.objects.filter(action="agent_events.endpoint_created").count() == 1
+
+
+@pytest.mark.django_db
+def test_one_url_may_take_the_events_of_different_mailboxes(tenant_a, member_of, signed_in):
+    client = signed_in(member_of(tenant_a, "admin").user)
+    url = "https://agent.example.com/hooks"
+    first, second = make_local_mailbox(tenant_a), make_local_mailbox(tenant_a, "sales")
+
+    answers = [
+        client.post(
+            f"{BASE}new/", {"url": url, "event_types": ["draft.approved"], "mailbox": mailbox.pk}
+        ).status_code
+        for mailbox in (first, second)
+    ]
+
+    assert answers == [200, 200]
+    assert AgentEventEndpoint.objects.filter(url=url).count() == 2

@@ -238,7 +238,7 @@ def test_endpoints_that_took_every_event_take_the_new_ones_too(tenant_a, member_
     admin = member_of(tenant_a, "admin").user
     earlier = [t for t in EventType.values if t not in NEW_EVENTS]
     every = endpoint(tenant_a, admin, event_types=earlier)
-    some = endpoint(tenant_a, admin, event_types=["draft.rejected"])
+    some = endpoint(tenant_a, admin, url="https://b.example.com/", event_types=["draft.rejected"])
 
     NEW_EVENTS_MIGRATION.subscribe_all_to_the_new_events(django_apps, None)
 
