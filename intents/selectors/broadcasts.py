@@ -131,12 +131,16 @@ def broadcast_sample(broadcast: Broadcast, position: int = 0) -> dict | None:
     }
 
 
-def broadcast_recipient_rows(broadcast: Broadcast):
+def broadcast_recipient_rows(broadcast: Broadcast, *, content_hash: str):
     """Every recipient of the broadcast in canonical order: (row of the upload, address, the
     variables), streamed in chunks (10,000 rows). The whole list a person approves, for the
-    page's download: one sample does not show what the 9,999 others receive."""
+    page's download: one sample does not show what the 9,999 others receive.
+
+    Only while the broadcast's hash is ``content_hash``, checked in the same statement (one
+    snapshot): a replacement of the recipients committed after the caller read the hash gives
+    no rows, never the other list under this hash."""
     return (
-        BroadcastRecipient.objects.filter(broadcast=broadcast)
+        BroadcastRecipient.objects.filter(broadcast=broadcast, broadcast__content_hash=content_hash)
         .order_by("position")
         .values_list("source_row", "address", "variables")
         .iterator(chunk_size=1000)

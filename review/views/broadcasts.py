@@ -124,15 +124,29 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
 
 @tenant_view()
 @require_safe
-def broadcast_recipients_csv(request: TenantRequest, broadcast_id: int) -> StreamingHttpResponse:
+def broadcast_recipients_csv(
+    request: TenantRequest, broadcast_id: int
+) -> HttpResponse | StreamingHttpResponse:
     """Every recipient with their variables, as approved: what each of them receives is the
     template filled with their row. Every cell is spreadsheet-safe (agents and uploads wrote
-    them)."""
+    them).
+
+    The page's link names the hash its approve button carries (``?hash=``): the list is that
+    hash's, or a 409 if the broadcast holds another one now. Without it, an agent that swapped
+    the recipients between the page and the download, and back before the click, had the
+    reviewer check one list and approve another. No ``hash``: the current list."""
     broadcast = _broadcast_or_404(request, broadcast_id)
+    shown = request.GET.get("hash", broadcast.content_hash)
+    if shown != broadcast.content_hash:
+        return HttpResponse(
+            _("The broadcast changed since you opened it. Review it again before approving."),
+            status=409,
+            content_type="text/plain; charset=utf-8",
+        )
     names = sorted(broadcast_variable_names(broadcast))
     cells = (
         [str(row), address, *(str(variables.get(name, "")) for name in names)]
-        for row, address, variables in broadcast_recipient_rows(broadcast)
+        for row, address, variables in broadcast_recipient_rows(broadcast, content_hash=shown)
     )
     response = StreamingHttpResponse(
         csv_lines(["row", "address", *names], cells), content_type="text/csv; charset=utf-8"

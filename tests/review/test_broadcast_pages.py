@@ -115,3 +115,48 @@ def test_a_reject_reason_that_cannot_be_stored_is_said_and_nothing_changes(
     assert response.status_code == 200
     assert "A reason cannot hold" in response.content.decode()
     assert Broadcast.objects.get(pk=broadcast.pk).state == "pending_review"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_download_is_the_list_the_approve_button_on_its_page_approves(
+    signed_in, member_of, tenant_a, mailbox_factory, sandbox
+):
+    """The page asks the reviewer to check every recipient in its download, not only the sample,
+    and its approve button carries the hash the page was rendered with. The download read
+    whatever list the broadcast held when it was fetched: an agent that put other recipients
+    back between the page and the download (and the page's list again before the click) had
+    the approval accepted, and the customers the reviewer never saw in the download received
+    it. The download is now the list of the page's hash, or a refusal."""
+    from intents.models import SendIntent
+    from intents.sending.fanout import broadcast_run
+    from tests.intents.helpers import drain_sends
+
+    mailbox = mailbox_factory(tenant_a)
+    good = [{"address": f"p{i}@example.com", "variables": {"n": i}} for i in range(3)]
+    bad = [*good[:2], {"address": "victim@example.com", "variables": {"n": "pay here"}}]
+    broadcast = broadcast_create(
+        tenant=tenant_a, mailbox=mailbox, subject="Delay {{ n }}", text="Hi", recipients=bad
+    )
+    client = signed_in(member_of(tenant_a, "approver").user)
+    page = client.get(url(broadcast)).content.decode()
+    shown = broadcast.content_hash
+    assert shown in page
+    link = page[: page.index('" data-recipients-csv')].rpartition('href="')[2]
+
+    broadcast_replace_recipients(tenant=tenant_a, broadcast_id=broadcast.pk, recipients=good)
+    download = client.get(link.replace("&amp;", "&"))
+    listed = b"".join(download).decode()
+    broadcast_replace_recipients(tenant=tenant_a, broadcast_id=broadcast.pk, recipients=bad)
+    client.post(url(broadcast, "approve/"), {"content_hash": shown})
+    broadcast_run(broadcast.pk)
+    drain_sends()
+    keys = set(
+        SendIntent.objects.filter(broadcast=broadcast).values_list("idempotency_key", flat=True)
+    )
+    received = sorted(s["to"][0] for s in sandbox.ledger() if s.get("idempotency_key") in keys)
+
+    assert received == ["p0@example.com", "p1@example.com", "victim@example.com"]
+    unseen = [a for a in received if a not in listed and download.status_code != 409]
+    assert unseen == []  # was ["victim@example.com"]: sent, never in the download
+    assert download.status_code == 409
+    assert "changed since you opened it" in listed
