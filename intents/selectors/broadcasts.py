@@ -91,7 +91,10 @@ def broadcast_progress(broadcast: Broadcast) -> Progress:
 
 
 def _would_skip(broadcast: Broadcast) -> list[tuple[int, str, str]]:
-    rows = BroadcastRecipient.objects.filter(broadcast=broadcast)
+    # The rows of the hash the page carries, as the sample's (``broadcast_sample``).
+    rows = BroadcastRecipient.objects.filter(
+        broadcast=broadcast, broadcast__content_hash=broadcast.content_hash
+    )
     suppressed = set(
         Suppression.objects.filter(
             tenant_id=broadcast.tenant_id,
@@ -110,10 +113,16 @@ def _would_skip(broadcast: Broadcast) -> list[tuple[int, str, str]]:
 
 def broadcast_sample(broadcast: Broadcast, position: int = 0) -> dict | None:
     """The message one recipient (by canonical position) receives, rendered as it will be sent;
-    None when there is none, or when retention emptied the values it was made of."""
+    None when there is none, or when retention emptied the values it was made of.
+
+    Only a row of ``broadcast.content_hash`` (the hash the page's approve button carries),
+    checked in the same statement: recipients replaced after the broadcast was read give None,
+    never the other list's message shown above this hash's approve button."""
     if broadcast.body_purged_at is not None:
         return None
-    recipient = BroadcastRecipient.objects.filter(broadcast=broadcast, position=position).first()
+    recipient = BroadcastRecipient.objects.filter(
+        broadcast=broadcast, broadcast__content_hash=broadcast.content_hash, position=position
+    ).first()
     if recipient is None:
         return None
     subject, text, html = broadcast_content.rendered_message(

@@ -110,13 +110,19 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
         position = max(0, min(int(request.GET.get("sample", 0)), broadcast.recipient_count - 1))
     except ValueError:
         position = 0
+    sample = broadcast_sample(broadcast, position)
     return render(
         request,
         "review/broadcast.html",
         {
             "broadcast": broadcast,
             "progress": broadcast_progress(broadcast),
-            "sample": broadcast_sample(broadcast, position),
+            "sample": sample,
+            # Its recipients were replaced while the page was read: no approve button for a
+            # hash whose message the page could not show.
+            "changed": sample is None
+            and broadcast.recipient_count > 0
+            and broadcast.body_purged_at is None,
             "can_decide": can_approve(membership=request.membership, mailbox=broadcast.mailbox),
         },
     )

@@ -160,3 +160,55 @@ def test_the_download_is_the_list_the_approve_button_on_its_page_approves(
     assert unseen == []  # was ["victim@example.com"]: sent, never in the download
     assert download.status_code == 409
     assert "changed since you opened it" in listed
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sample_is_of_the_hash_the_approve_button_carries(
+    signed_in, member_of, tenant_a, mailbox_factory, sandbox
+):
+    """The page read the broadcast (its hash, which the approve button carries) and then, in
+    statements of their own, the sample recipient's row: recipients replaced between the two
+    reads (and put back before the click) showed the reviewer the other list's message under
+    this hash, and the approval sent what the page had not shown. Here the replacement commits
+    just before the sample's read; the page now shows only rows of the hash it carries."""
+    from django.db import connection
+
+    from intents.models import SendIntent
+    from intents.sending.fanout import broadcast_run
+    from tests.intents.helpers import drain_sends, in_thread
+
+    mailbox = mailbox_factory(tenant_a)
+    bad = [{"address": "ana@example.com", "variables": {"n": "PAY AT evil.example"}}]
+    good = [{"address": "ana@example.com", "variables": {"n": "17"}}]
+    broadcast = broadcast_create(
+        tenant=tenant_a, mailbox=mailbox, subject="Delay {{ n }}", text="Hi", recipients=bad
+    )
+    client = signed_in(member_of(tenant_a, "approver").user)
+    swapped: list = []
+
+    def swap_before_the_sample(execute, sql, params, many, context):
+        if not swapped and 'FROM "intents_broadcastrecipient"' in sql and "position" in sql:
+            replace = in_thread(
+                lambda: broadcast_replace_recipients(
+                    tenant=tenant_a, broadcast_id=broadcast.pk, recipients=good
+                ),
+                swapped,
+            )
+            replace.join()
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(swap_before_the_sample):
+        page = client.get(url(broadcast)).content.decode()
+    broadcast_replace_recipients(tenant=tenant_a, broadcast_id=broadcast.pk, recipients=bad)
+    client.post(url(broadcast, "approve/"), {"content_hash": broadcast.content_hash})
+    broadcast_run(broadcast.pk)
+    drain_sends()
+    keys = set(
+        SendIntent.objects.filter(broadcast=broadcast).values_list("idempotency_key", flat=True)
+    )
+    sent = [s["subject"] for s in sandbox.ledger() if s.get("idempotency_key") in keys]
+
+    assert len(swapped) == 1
+    assert sent == ["Delay PAY AT evil.example"]
+    assert "Delay 17" not in page  # was the sample shown above that approve button
+    assert "data-approve-form" not in page and "data-broadcast-changed" in page
