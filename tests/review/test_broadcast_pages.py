@@ -212,3 +212,5 @@ def test_the_sample_is_of_the_hash_the_approve_button_carries(
     assert sent == ["Delay PAY AT evil.example"]
     assert "Delay 17" not in page  # was the sample shown above that approve button
     assert "data-approve-form" not in page and "data-broadcast-changed" in page
+    # Nor a "filtered out" count of a list it did not read; a way to read it again instead.
+    assert "data-filtered" not in page and "data-reload-page" in page
