@@ -189,6 +189,19 @@ def _own_draft_and_broadcast(api, world) -> dict[str, int]:
     return {"draft": draft.json()["id"], "broadcast": broadcast.json()["id"]}
 
 
+def _written(own) -> tuple:
+    """What a refused request must leave as it was: the rows it could write, and the content of
+    the token's own broadcast."""
+    return (
+        Draft.objects.count(),
+        DraftVersion.objects.count(),
+        IntentEvent.objects.count(),
+        AuditEvent.objects.count(),
+        Broadcast.objects.count(),
+        Broadcast.objects.get(pk=own["broadcast"]).content_hash,
+    )
+
+
 def test_every_route_refuses_a_token_without_its_scope(api, world):
     own = _own_draft_and_broadcast(api, world)
     before = (Draft.objects.count(), DraftVersion.objects.count(), Broadcast.objects.count())
@@ -260,14 +273,7 @@ def test_every_route_refuses_a_query_parameter_it_does_not_take_and_writes_nothi
     answered every mailbox, as if the parameter had been read. The README promises 422 naming it
     on every route."""
     own = _own_draft_and_broadcast(api, world)
-    before = (
-        Draft.objects.count(),
-        DraftVersion.objects.count(),
-        IntentEvent.objects.count(),
-        AuditEvent.objects.count(),
-        Broadcast.objects.count(),
-        Broadcast.objects.get(pk=own["broadcast"]).content_hash,
-    )
+    before = _written(own)
     refused = {}
     for op_id, method, path, _operation in operations():
         _scope, target, spec = ROUTES[op_id]
@@ -281,14 +287,7 @@ def test_every_route_refuses_a_query_parameter_it_does_not_take_and_writes_nothi
         refused[op_id] = (response.status_code, problem.get("code"), fields)
 
     assert refused == {op_id: (422, "validation_failed", ["dry_run"]) for op_id in ROUTES}
-    assert (
-        Draft.objects.count(),
-        DraftVersion.objects.count(),
-        IntentEvent.objects.count(),
-        AuditEvent.objects.count(),
-        Broadcast.objects.count(),
-        Broadcast.objects.get(pk=own["broadcast"]).content_hash,
-    ) == before
+    assert _written(own) == before
 
 
 @pytest.mark.parametrize(
