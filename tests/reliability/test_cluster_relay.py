@@ -90,7 +90,10 @@ def test_a_delayed_client_waits_200_to_800_ms_a_chunk_in_order_and_the_relay_cou
     time.sleep(1.5)  # the stats file is rewritten every second
     held = delays_held(folder, {"w1": Host(name="w1", address=CLIENT, netns="-")})
     assert undelayed < 0.15
-    assert all(0.2 <= seconds < 0.95 for seconds in delayed), delayed
+    # Each chunk waited at least its 200 ms; how long exactly the relay's own record says (the
+    # mean below). The round trip adds the machine's scheduling on top, so it only bounds it
+    # (0.955 s seen for an 800 ms delay in CI on a loaded VM).
+    assert all(0.2 <= seconds < 1.4 for seconds in delayed), delayed
     assert received == stream
     assert healed < 0.15
     assert held["w1"]["chunks delayed"] >= 6
