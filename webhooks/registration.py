@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models.functions import Now
 
 from mailboxes import provider
 from mailboxes.provisioning import audit, refused, tenant_connect
@@ -26,10 +27,21 @@ def webhook_register(*, tenant: Tenant, actor=None):
         endpoint = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
         known = [s.plaintext() for s in endpoint.secrets.filter(retired_at__isnull=True)]
         if hook.secret not in known:
+            # AgentMail signs with this secret alone from now on (a webhook deleted and created
+            # anew, as when its secret leaked; Svix's own rotation signs with both for a day, so
+            # the new one verifies those too). Kept beside it, the replaced secret verified
+            # forgeries for ever: nothing else ever retires a secret.
+            retired = endpoint.secrets.filter(retired_at__isnull=True).update(retired_at=Now())
             secret = WebhookSecret(endpoint=endpoint)
             secret.sealed = secret.seal(hook.secret)
             secret.save()
-            audit(tenant=tenant, actor=actor, action="webhook.secret_stored", obj=endpoint)
+            audit(
+                tenant=tenant,
+                actor=actor,
+                action="webhook.secret_stored",
+                obj=endpoint,
+                data={"retired": retired},
+            )
         if (
             endpoint.status != WebhookEndpoint.Status.ACTIVE
             or endpoint.provider_webhook_id != hook.webhook_id
