@@ -5,6 +5,7 @@ bounds, its failures and another tenant's mailboxes."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 from urllib.parse import unquote
 
@@ -13,6 +14,7 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
+from console import services as console_services
 from intents import sending
 from intents import services as intent_services
 from intents.models import IntentEvent, SendIntent, Suppression
@@ -165,6 +167,66 @@ def test_backfill_finds_what_switched_off_webhooks_missed_and_the_late_webhooks_
         WebhookEvent.objects.get(event_type="message.received", svix_id__startswith="msg_").outcome
         == "inbound message already recorded"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_rejection_the_backfill_applied_is_not_applied_again_by_its_late_webhook(
+    live_server,
+    short_lived_connections,
+    webhooks_off,
+    no_delay,
+    settings,
+    tenant_a,
+    member_of,
+    mailbox_factory,
+):
+    """Found by the backfill, the rejection suppressed both recipients; an admin let jane receive
+    mail again. AgentMail's own webhook of that rejection, arriving hours later (Svix retries for
+    a day), is the same news: it suppressed jane again, undoing the admin's decision."""
+    sandbox = webhooks_off
+    settings.PUBLIC_BASE_URL = live_server.url
+    approver = member_of(tenant_a, "approver").user
+    admin = member_of(tenant_a, "admin").user
+    mailbox = mailbox_factory(tenant_a)
+    registration.webhook_register(tenant=tenant_a)
+    # New addresses: the sandbox keeps what it suppressed for the tests after this one.
+    jane, ops = (f"{who}-{uuid.uuid4().hex[:6]}@customer.test" for who in ("jane", "ops"))
+    intent = accepted_send(tenant_a, mailbox, approver, to=(jane, ops))
+    sandbox.trigger(intent.provider_message_id, "message.rejected")
+    webhooks_backfill(tenant_id=tenant_a.pk)
+    apply_stored()
+    # The applier loop beside the live server may hold the batch: wait for its commit.
+    backfilled = sandbox.wait_for(
+        lambda: set(WebhookEvent.objects.values_list("state", flat=True)) == {"applied"}
+    )
+    suppressed_by_backfill = sorted(Suppression.objects.values_list("address", "reason"))
+    console_services.suppression_remove(
+        tenant=tenant_a,
+        suppression_id=Suppression.objects.get(address=jane).pk,
+        reason="The customer fixed their mailbox",
+        actor=admin,
+    )
+
+    sandbox.config(webhooks_enabled=True)
+    arrived = sandbox.wait_for(
+        lambda: WebhookEvent.objects.filter(
+            event_type="message.rejected", svix_id__startswith="msg_"
+        ).exists(),
+        timeout=15,
+    )
+    apply_stored()
+    settled = sandbox.wait_for(
+        lambda: not WebhookEvent.objects.filter(state__in=["pending", "deferred"]).exists()
+    )
+
+    assert (backfilled, arrived, settled) == (True, True, True)
+    assert suppressed_by_backfill == [(jane, "rejected"), (ops, "rejected")]
+    assert list(Suppression.objects.values_list("address", flat=True)) == [ops]
+    assert dict(RecipientDelivery.objects.values_list("address", "state")) == {
+        jane: "rejected",
+        ops: "rejected",
+    }
 
 
 @pytest.mark.django_db(transaction=True)

@@ -18,6 +18,7 @@ module.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterable
@@ -65,6 +66,16 @@ _PURGED_UNAPPLIED = "payload purged before it could be applied"
 BACKFILL_PREFIX = "backfill:"
 # The sweep gives up on an event whose message lock is held longer, and takes it next time.
 SWEEP_LOCK_TIMEOUT_MS = 2000
+
+
+def backfill_svix_id(event_type: str, message_id: str, inbox_id: str = "") -> str:
+    """The ledger id of an event the backfill found. A received message's names its inbox too:
+    one customer writing to two mailboxes of a tenant (or anyone reusing a Message-ID, which for
+    inbound mail is the sender's) gives two messages with one id, and the second mailbox's was
+    refused as a copy of the first, on every run."""
+    named = f"{inbox_id.lower()}\n{message_id}" if inbox_id else message_id
+    digest = hashlib.sha256(named.encode("utf-8", "replace")).hexdigest()[:40]
+    return f"{BACKFILL_PREFIX}{event_type.removeprefix('message.')}:{digest}"
 
 
 def event_apply(*, event_id: int, lock_timeout_ms: int | None = None) -> str:
@@ -428,6 +439,8 @@ def _apply_delivery(
     deliveries: DeliveryPlan | None = None,
     suppressions: SuppressionPlan | None = None,
 ) -> _Outcome:
+    if normalized.kind is Kind.REJECTED and _rejection_backfilled(event, normalized):
+        return _Outcome(State.IGNORED, "the backfill applied this message's rejection already")
     approved = approved_addresses(sent.recipients)
     # An event without recipients (message.rejected) concerns the whole message.
     named = list(normalized.recipients) or approved
@@ -468,6 +481,20 @@ def _apply_delivery(
         return with_suppressed(outcome, suppress(event, normalized, reason, targets))
     suppressions.add(event, normalized, reason, targets)
     return outcome
+
+
+def _rejection_backfilled(event: WebhookEvent, normalized: NormalizedEvent) -> bool:
+    """Whether this is AgentMail's own webhook of a rejection the backfill found and applied
+    (``backfill``): the same news, late. Applied again, it suppressed once more every address
+    an admin had let receive mail since. (A copy of a delivery moves nothing and suppresses
+    nothing, so only the rejection is looked for: one probe of the ledger's unique index.)"""
+    if event.svix_id.startswith(BACKFILL_PREFIX):
+        return False
+    return WebhookEvent.objects.filter(
+        endpoint_id=event.endpoint_id,
+        svix_id=backfill_svix_id(normalized.event_type, normalized.message_id),
+        state=State.APPLIED,
+    ).exists()
 
 
 def with_suppressed(outcome: _Outcome, suppressed: list[str]) -> _Outcome:

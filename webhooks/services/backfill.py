@@ -29,7 +29,6 @@ carry (``message_oversized``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from datetime import datetime, timedelta
@@ -55,7 +54,7 @@ from webhooks.models import (
 )
 from webhooks.normalize import bounded_id, normalize, parsed_timestamp, storable
 from webhooks.services.applier import applier_wake
-from webhooks.services.apply import BACKFILL_PREFIX, UNAPPLIED
+from webhooks.services.apply import UNAPPLIED, backfill_svix_id
 from webhooks.services.backfill_bounds import BackfillReport, Budget
 from webhooks.services.receive import event_store
 
@@ -394,16 +393,6 @@ def _old_enough(at: datetime | None) -> bool:
     return at is None or not _after() or at <= timezone.now() - _after()
 
 
-def _svix_id(event_type: str, message_id: str, inbox_id: str = "") -> str:
-    """The ledger id of a found event. A received message's names its inbox too: one customer
-    writing to two mailboxes of a tenant (or anyone reusing a Message-ID, which for inbound mail
-    is the sender's) gives two messages with one id, and the second mailbox's was refused as a
-    copy of the first, on every run."""
-    named = f"{inbox_id.lower()}\n{message_id}" if inbox_id else message_id
-    digest = hashlib.sha256(named.encode("utf-8", "replace")).hexdigest()[:40]
-    return f"{BACKFILL_PREFIX}{event_type.removeprefix('message.')}:{digest}"
-
-
 def _delivery_payload(event_type, mailbox, message: dict, message_id: str, recipients) -> dict:
     obj = {
         "inbox_id": mailbox.inbox_id,
@@ -418,7 +407,7 @@ def _delivery_payload(event_type, mailbox, message: dict, message_id: str, recip
     return {
         "type": "event",
         "event_type": event_type,
-        "event_id": _svix_id(event_type, message_id),
+        "event_id": backfill_svix_id(event_type, message_id),
         _EVENT_KEYS[event_type]: obj,
     }
 
@@ -428,7 +417,7 @@ def _received_payload(mailbox, message: dict) -> dict:
     return {
         "type": "event",
         "event_type": "message.received",
-        "event_id": _svix_id("message.received", message["message_id"], mailbox.inbox_id),
+        "event_id": backfill_svix_id("message.received", message["message_id"], mailbox.inbox_id),
         "message": message,
         "thread": {"inbox_id": mailbox.inbox_id, "thread_id": message.get("thread_id")},
     }
@@ -443,7 +432,7 @@ def _store(
         stored = event_store(
             tenant=endpoint.tenant,
             endpoint=endpoint,
-            svix_id=_svix_id(event_type, message_id, inbox_id),
+            svix_id=backfill_svix_id(event_type, message_id, inbox_id),
             event=normalize(payload),
         )
     if stored is not None:
