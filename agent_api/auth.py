@@ -61,26 +61,30 @@ RETURNING w.count,
 """
 
 
-def _count_request(token: AgentToken) -> tuple[int, float]:
+def _count_request(token_id: int) -> tuple[int, float]:
     table = connection.ops.quote_name(ApiRateWindow._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(_COUNT.format(table=table, seconds=RATE_WINDOW_SECONDS), [token.pk])
+        cursor.execute(_COUNT.format(table=table, seconds=RATE_WINDOW_SECONDS), [token_id])
         count, left = cursor.fetchone()
     return int(count), float(left)
 
 
 def check_rate_limit(token: AgentToken) -> None:
-    """A fixed one-minute window per token, counted in the database (``ApiRateWindow``): one
-    budget per token across every web and MCP process, and exact under concurrent requests
-    (Django's database cache increments by a read and a write, which concurrent requests
-    overwrote: 30 requests at once all passed a limit of 5)."""
+    check_request_rate(token_id=token.pk, tenant_id=token.tenant_id)
+
+
+def check_request_rate(*, token_id: int, tenant_id: int) -> None:
+    """One request more for the token: a fixed one-minute window per token, counted in the
+    database (``ApiRateWindow``): one budget per token across every web and MCP process, and
+    exact under concurrent requests (Django's database cache increments by a read and a write,
+    which concurrent requests overwrote: 30 requests at once all passed a limit of 5)."""
     limit = rate_limit_per_window()
-    count, left = _count_request(token)
+    count, left = _count_request(token_id)
     if count > limit:
         retry_after = max(1, math.ceil(left))
         log.info(
             "intents.api.rate_limited",
-            extra={"token_id": token.pk, "tenant_id": token.tenant_id, "limit": limit},
+            extra={"token_id": token_id, "tenant_id": tenant_id, "limit": limit},
         )
         raise ApiProblem(
             429,
@@ -230,9 +234,10 @@ class AgentTokenAuth(HttpBearer):
         return agent_token
 
 
-def check_token(agent_token: AgentToken, scope: str) -> None:
+def check_token(agent_token: AgentToken, scope: str, *, count: bool = True) -> None:
     """What an authenticated token may do, for the JSON API and the MCP tools alike: its tenant
-    is active (403), it holds ``scope`` (403), it is within its rate (429)."""
+    is active (403), it holds ``scope`` (403), it is within its rate (429; unless ``count`` is
+    False, for a tool call whose HTTP request the MCP server has already counted)."""
     if not agent_token.tenant.is_active:
         raise ApiProblem(
             403,
@@ -252,7 +257,8 @@ def check_token(agent_token: AgentToken, scope: str) -> None:
                 )
             },
         )
-    check_rate_limit(agent_token)
+    if count:
+        check_rate_limit(agent_token)
 
 
 DRAFTS_READ = AgentTokenAuth(AgentToken.Scope.DRAFTS_READ)

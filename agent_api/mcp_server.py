@@ -33,6 +33,7 @@ import mcp_types as types
 from django.conf import settings
 from django.db import close_old_connections
 from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.lowlevel import Server
@@ -41,9 +42,10 @@ from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
-from agent_api.auth import MAX_BODY_BYTES
+from agent_api.auth import MAX_BODY_BYTES, check_request_rate
+from agent_api.errors import ApiProblem, problem_of
 from agent_api.idempotency import token_credential
-from agent_api.mcp_shape import body_guard
+from agent_api.mcp_shape import App, Scope, body_guard, refuse_rate_limited
 from agent_api.mcp_tools import TOOLS, ToolAnswer, call_tool
 from config.perprocess import PerProcess
 from tenants.tokens import token_authenticate
@@ -91,7 +93,44 @@ class AgentTokenVerifier:
             client_id=token_credential(agent_token),
             scopes=list(agent_token.scopes),
             expires_at=int(expires_at.timestamp()) if expires_at else None,
+            # What ``rate_guard`` counts the request against, without a second look-up.
+            claims={"token_id": agent_token.pk, "tenant_id": agent_token.tenant_id},
         )
+
+
+def request_rate_problem(*, token_id: int, tenant_id: int) -> dict | None:
+    """Counts one request for the token: None within its rate, else the API's 429 problem
+    document with ``retry_after`` (seconds)."""
+    try:
+        check_request_rate(token_id=token_id, tenant_id=tenant_id)
+    except ApiProblem as exc:
+        return {**problem_of(exc), "retry_after": int(exc.headers["Retry-After"])}
+    return None
+
+
+def rate_guard(app: App) -> App:
+    """``app`` behind the rate limit, for a request whose bearer token the SDK's authentication
+    accepted (it runs after it, and before ``body_guard`` reads anything): every request counts,
+    whatever its method, as every JSON API request does, and one over the limit is 429 unread.
+    Only tool calls were counted, after their body had been parsed: a token could post 4.5 MB
+    pings, ``tools/list`` or ``initialize`` without end, each read and parsed (about 0.4 s) on
+    the event loop every tenant's agents share, and another tenant's call waited seconds."""
+
+    async def guarded(scope: Scope, receive, send) -> None:
+        user = scope.get("user") if scope["type"] == "http" else None
+        if not isinstance(user, AuthenticatedUser):
+            await app(scope, receive, send)
+            return
+        claims = user.access_token.claims or {}
+        problem = await in_django_thread(
+            request_rate_problem, token_id=claims["token_id"], tenant_id=claims["tenant_id"]
+        )
+        if problem is not None:
+            await refuse_rate_limited(send, problem)
+            return
+        await app(scope, receive, send)
+
+    return guarded
 
 
 def _tool(spec) -> types.Tool:
@@ -143,6 +182,7 @@ async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallTool
         raw_token=access.token if access is not None else "",
         name=params.name,
         arguments=dict(params.arguments or {}),
+        counted=True,
     )
     return tool_result(answer)
 
@@ -177,8 +217,9 @@ def transport_security() -> TransportSecuritySettings:
 
 def mcp_application() -> Starlette:
     """The SDK's ASGI app: ``PATH`` (and the lifespan that runs its session manager), with
-    ``mcp_shape.body_guard`` after the SDK's own middleware (bearer authentication): a body is
-    read and checked only for a request with a valid token."""
+    ``rate_guard`` and then ``mcp_shape.body_guard`` after the SDK's own middleware (bearer
+    authentication): a body is read and checked only for a request with a valid token within
+    its rate."""
     app = server.streamable_http_app(
         streamable_http_path=PATH,
         stateless_http=True,
@@ -194,5 +235,6 @@ def mcp_application() -> Starlette:
     )
     # The SDK takes no middleware of ours; Starlette builds its stack from this list on the
     # first request, the last entry innermost.
+    app.user_middleware.append(Middleware(rate_guard))
     app.user_middleware.append(Middleware(body_guard, max_body=MAX_BODY_BYTES))
     return app

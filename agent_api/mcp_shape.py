@@ -69,6 +69,8 @@ App = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awa
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
+# JSON-RPC leaves -32000 to -32099 to the server; the problem document in ``data`` says the rest.
+RATE_LIMITED = -32000
 # MCP's notifications all live under this prefix; a method outside it is a request.
 NOTIFICATION_PREFIX = "notifications/"
 
@@ -269,6 +271,21 @@ async def _refuse(send, refusal: Refusal) -> None:
     await _error(send, 400, refusal.message, code=refusal.code, request_id=refusal.request_id)
 
 
+async def refuse_rate_limited(send, problem: dict) -> None:
+    """HTTP 429 with ``Retry-After``, and the API's problem document (``retry_after`` in it) as
+    the JSON-RPC error's data. The body is unread, so the id is null (the SDK's client answers
+    the request it sent with it)."""
+    retry_after = str(problem["retry_after"]).encode()
+    await _error(
+        send,
+        429,
+        problem["detail"],
+        code=RATE_LIMITED,
+        data=problem,
+        headers=[(b"retry-after", retry_after)],
+    )
+
+
 async def _method_not_allowed(send) -> None:
     await _error(
         send,
@@ -287,8 +304,12 @@ async def _error(
     code: int = INVALID_REQUEST,
     request_id: str | int | None = None,
     headers: list | None = None,
+    data: dict | None = None,
 ) -> None:
-    document = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    document = {"jsonrpc": "2.0", "id": request_id, "error": error}
     payload = json.dumps(document).encode()
     await send(
         {

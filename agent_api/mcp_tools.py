@@ -6,7 +6,8 @@ API's own request schemas (``schemas.py``: unknown fields refused, strict types,
 so a tool and its route accept and refuse the same input. A call is checked in the API's order:
 token (revoked or expired since the HTTP request was let in: refused), tenant suspended and scope
 (403), rate limit (429, one budget per token for both entry points, with ``retry_after``
-seconds in the problem document), storable text, the
+seconds in the problem document; the MCP server counts each HTTP request before reading it,
+whatever its method, so its calls are not counted again here), storable text, the
 arguments; then one operation runs. Every refusal is the API's problem document as an error
 result, and changes nothing. No tool approves or sends.
 
@@ -492,10 +493,10 @@ def _problem_refusal(exc: ApiProblem) -> ToolAnswer:
     return _refusal(document)
 
 
-def _call(spec: ToolSpec, raw_token: str, arguments: dict) -> ToolAnswer:
+def _call(spec: ToolSpec, raw_token: str, arguments: dict, counted: bool) -> ToolAnswer:
     try:
         token = _authenticated(raw_token)
-        check_token(token, spec.scope)
+        check_token(token, spec.scope, count=not counted)
         check_storable(arguments)
         args = spec.arguments.model_validate(arguments)
         return spec.run(token, args, arguments)
@@ -514,10 +515,12 @@ def _call(spec: ToolSpec, raw_token: str, arguments: dict) -> ToolAnswer:
         return _refusal(internal_problem())
 
 
-def call_tool(*, raw_token: str, name: str, arguments: dict) -> ToolAnswer:
-    """One tool call with the token's rights; a refusal is an error answer, never an exception."""
+def call_tool(*, raw_token: str, name: str, arguments: dict, counted: bool = False) -> ToolAnswer:
+    """One tool call with the token's rights; a refusal is an error answer, never an exception.
+    ``counted``: the rate limit has already counted the request that carries the call (the MCP
+    server counts every request it takes, before it reads the body)."""
     spec = TOOLS.get(name)
-    answer = _call(spec, raw_token, arguments) if spec is not None else _unknown_tool(name)
+    answer = _call(spec, raw_token, arguments, counted) if spec is not None else _unknown_tool(name)
     if answer.is_error:
         # The code only: arguments are the agent's data and may hold a customer's words.
         log.info(

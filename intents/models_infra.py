@@ -40,8 +40,8 @@ class ApiIdempotencyKey(models.Model):
 
 
 class ApiRateWindow(models.Model):
-    """How many agent API requests (and MCP tool calls) a token made in one minute. Counted with
-    one atomic upsert per request (``agent_api.auth.check_rate_limit``), so concurrent requests
+    """How many agent API and MCP requests a token made in one minute. Counted with one atomic
+    upsert per request (``agent_api.auth.check_request_rate``), so concurrent requests
     cannot overwrite each other's counts; windows past are purged by the sweep."""
 
     # Indexed by the unique constraint, whose leading column it is.
