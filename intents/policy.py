@@ -306,11 +306,19 @@ def needs_another_approver(*, tenant, author_kind, author_user_id, user) -> bool
     """Four-eyes on edit: with the tenant's policy on, the person who wrote the current version
     may not approve it. Takes the version's author fields so the queue can ask for every row
     without loading the versions; draft_approve and the pages ask this same function."""
+    return user is not None and approved_by_its_author(
+        tenant=tenant, author_kind=author_kind, author_user_id=author_user_id, approver_id=user.pk
+    )
+
+
+def approved_by_its_author(*, tenant, author_kind, author_user_id, approver_id) -> bool:
+    """``needs_another_approver`` by user id: the worker's pre-call check asks it of a send's
+    approver (``intents.sending.precheck``), whose user row it does not load."""
     return bool(
         tenant.second_approver_on_edit
         and author_kind == DraftVersion.Author.PERSON
-        and user is not None
-        and author_user_id == user.pk
+        and approver_id is not None
+        and author_user_id == approver_id
     )
 
 

@@ -1,10 +1,11 @@
 """The worker's pre-call check and the attempt row.
 
 ``intent_begin_attempts`` re-checks everything the contract names for each intent of a claimed
-batch (tenant and mailbox active, the approver's right, the approved content hash and recipients,
-suppressions and the recipient policy, ``not_after`` and the safe window) and, in the same
-transaction, commits their SendAttempt rows; only then is the provider called. A failed check
-ends that intent (``blocked``/``expired``/``failed``) with zero provider calls; the others go on.
+batch (tenant and mailbox active, the approver's right, the tenant's four-eyes rule as it is now,
+the approved content hash and recipients, suppressions and the recipient policy, ``not_after``
+and the safe window) and, in the same transaction, commits their SendAttempt rows; only then is
+the provider called. A failed check ends that intent (``blocked``/``expired``/``failed``) with
+zero provider calls; the others go on.
 """
 
 from __future__ import annotations
@@ -23,9 +24,17 @@ from intents import broadcast_content
 from intents.blobs import BlobPurged, blob_store
 from intents.hashing import version_hash
 from intents.journal import journal
-from intents.models import Broadcast, DraftAttachment, IntentEvent, SendAttempt, SendIntent
+from intents.models import (
+    Broadcast,
+    DraftAttachment,
+    DraftVersion,
+    IntentEvent,
+    SendAttempt,
+    SendIntent,
+)
 from intents.policy import (
     active_memberships,
+    approved_by_its_author,
     can_approve,
     normalize_address,
     recipient_problems,
@@ -78,6 +87,9 @@ class CheckFacts:
     suppressed: set
     # The approved versions' attachment rows (with their blobs), by version id.
     attachments: dict
+    # The sends whose approver also wrote an earlier version since the draft's last approval
+    # before theirs (``_wrote_before_approving``), of tenants with four-eyes on edit.
+    wrote_before_approving: set
 
     def files_of(self, intent: SendIntent) -> list[DraftAttachment]:
         return self.attachments.get(intent.draft_version_id, [])
@@ -103,7 +115,81 @@ class CheckFacts:
             ),
             suppressed=suppressed_addresses(pairs),
             attachments=attachments,
+            wrote_before_approving=_wrote_before_approving(intents),
         )
+
+
+def _wrote_before_approving(intents: list[SendIntent]) -> set[int]:
+    """Of the batch's draft sends whose tenant asks for a second approver on edit, the ids of
+    those whose approver wrote (as a person) a version of the draft, up to the approved one,
+    that no earlier approval of the draft (not cancelled) covers: ``draft_approve`` refuses
+    such an approval (``wrote_a_version_since_last_approval``), and it may have been given
+    before the rule was turned on. A version the approver wrote themselves is asked without a
+    query (``approved_by_its_author``). One statement for the batch, none when no send of it
+    needs asking; its text does not depend on the batch size."""
+    asked = [
+        intent
+        for intent in intents
+        if intent.tenant.second_approver_on_edit
+        and intent.draft_version is not None
+        and intent.approver_id is not None
+        and not _approved_own_version(intent)
+    ]
+    if not asked:
+        return set()
+    qn = connection.ops.quote_name
+    versions, sends = qn(DraftVersion._meta.db_table), qn(SendIntent._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT u.intent_id FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], "  # noqa: S608
+            "%s::bigint[], %s::int[]) AS u(intent_id, tenant_id, draft_id, user_id, number) "
+            f"WHERE EXISTS (SELECT 1 FROM {versions} v WHERE v.tenant_id = u.tenant_id "
+            "AND v.draft_id = u.draft_id AND v.number <= u.number AND v.author_kind = %s "
+            "AND v.author_user_id = u.user_id AND NOT EXISTS (SELECT 1 FROM "
+            f"{sends} o JOIN {versions} ov ON ov.id = o.draft_version_id "
+            "WHERE o.draft_id = u.draft_id AND o.id < u.intent_id AND o.state <> %s "
+            "AND ov.number >= v.number))",
+            [
+                [intent.pk for intent in asked],
+                [intent.tenant_id for intent in asked],
+                [intent.draft_id for intent in asked],
+                [intent.approver_id for intent in asked],
+                [intent.draft_version.number for intent in asked],  # type: ignore[union-attr]
+                DraftVersion.Author.PERSON,
+                State.CANCELLED,
+            ],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def _approved_own_version(intent: SendIntent) -> bool:
+    """Whether the send's approver wrote what they approved (a draft's version, or a
+    broadcast), with the tenant's four-eyes rule on."""
+    author_kind: str
+    if intent.broadcast is not None:
+        author_id = intent.broadcast.created_by_id
+        author_kind = DraftVersion.Author.PERSON if author_id else DraftVersion.Author.AGENT
+    else:
+        version = intent.draft_version
+        assert version is not None
+        author_kind, author_id = version.author_kind, version.author_user_id
+    return approved_by_its_author(
+        tenant=intent.tenant,
+        author_kind=author_kind,
+        author_user_id=author_id,
+        approver_id=intent.approver_id,
+    )
+
+
+# The journal's reasons for a send whose approval the four-eyes rule refuses now: it was turned
+# on after the approval (draft_approve refuses these while it is on).
+APPROVED_OWN_VERSION = (
+    "The approver wrote what they approved; this tenant now requires another person to approve it."
+)
+WROTE_EARLIER_VERSION = (
+    "The approver wrote a version of this draft since it was last approved; this tenant now "
+    "requires another person to approve it."
+)
 
 
 def _addresses_of(intent: SendIntent) -> list[str]:
@@ -179,6 +265,10 @@ def policy_problem(intent: SendIntent, facts: CheckFacts) -> tuple[str, str] | N
             "approver_no_right",
             "The approver no longer has the right to send from this mailbox.",
         )
+    if _approved_own_version(intent):
+        return "second_approver_required", APPROVED_OWN_VERSION
+    if intent.pk in facts.wrote_before_approving:
+        return "second_approver_required", WROTE_EARLIER_VERSION
     if intent.broadcast_id is not None:
         problem = _broadcast_problem(intent)
         if problem:

@@ -1,0 +1,196 @@
+"""The tenant's "second approver on edit" rule, turned on while a send its author approved alone
+is still queued (inside the undo window, or waiting for a retry after a 429): the pre-call check
+applies it as it applies a right taken away or a narrower recipient policy, and the send is
+blocked with zero provider calls. On real PostgreSQL, the sandbox over HTTP."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.db.models.functions import Now
+
+from intents import sending, services
+from intents.models import IntentEvent, SendIntent
+from intents.sending.fanout import broadcast_run
+from intents.services.broadcasts import broadcast_approve, broadcast_create
+from tenants.models import Tenant
+from tenants.policies import tenant_update_policies
+from tenants.tokens import token_create
+from tests.factories import approve_new_draft
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def calls(sandbox, intent):
+    return sandbox.requests(idempotency_key=intent.idempotency_key)
+
+
+def sends(sandbox, intent):
+    return sandbox.ledger(idempotency_key=intent.idempotency_key)
+
+
+def due_now(intent):
+    SendIntent.objects.filter(pk=intent.pk).update(hold_until=Now(), next_attempt_at=Now())
+
+
+def step(intent):
+    return sending.run_once(worker="w", intent_id=intent.pk)
+
+
+def step_until_settled(intent, timeout=15.0):
+    """Ticks until the queued send is claimed: after a 429 the key's bucket stays empty until
+    Retry-After has passed (``throttle_feedback``)."""
+    deadline = time.monotonic() + timeout
+    while SendIntent.objects.get(pk=intent.pk).state == "queued":
+        assert time.monotonic() < deadline, "the send was not claimed again in time"
+        due_now(intent)
+        step(intent)
+        time.sleep(0.1)
+
+
+def four_eyes_on(live, admin):
+    tenant = Tenant.objects.get(pk=live.tenant.pk)
+    tenant_update_policies(
+        tenant=tenant,
+        review_deadline_hours=tenant.review_deadline_hours,
+        second_approver_on_edit=True,
+        retention_days=tenant.retention_days,
+        actor=admin,
+    )
+
+
+def blocked_event(intent):
+    return IntentEvent.objects.get(intent=intent, action="intent.blocked")
+
+
+def test_turned_on_inside_the_undo_window_blocks_the_authors_own_approval(live, member_of):
+    admin = member_of(live.tenant, "admin").user
+    Tenant.objects.filter(pk=live.tenant.pk).update(send_hold_seconds=60)
+    intent = live.approved()  # written and approved by live.approver alone
+    assert intent.hold_until is not None
+
+    four_eyes_on(live, admin)
+    due_now(intent)
+    step(intent)
+
+    intent.refresh_from_db()
+    assert (intent.state, intent.last_error_code) == ("blocked", "second_approver_required")
+    assert "another person" in blocked_event(intent).reason
+    assert calls(live.sandbox, intent) == []
+
+
+def test_turned_on_while_a_429_retry_waits_blocks_the_retry(live, member_of):
+    admin = member_of(live.tenant, "admin").user
+    intent = live.approved()
+    live.sandbox.fault("sends", "429", retry_after=1)
+    step(intent)
+    intent.refresh_from_db()
+    assert intent.state == "queued"
+
+    four_eyes_on(live, admin)
+    step_until_settled(intent)
+
+    intent.refresh_from_db()
+    assert (intent.state, intent.last_error_code) == ("blocked", "second_approver_required")
+    assert len(calls(live.sandbox, intent)) == 1  # the 429 only
+    assert sends(live.sandbox, intent) == []
+
+
+def agents_draft(live, token, text="Agent's text."):
+    return services.draft_create(
+        tenant=live.tenant,
+        mailbox=live.mailbox,
+        to=["customer@example.com"],
+        subject="Your refund",
+        text=text,
+        agent_token=token,
+    )
+
+
+def approve(live, draft, number, actor):
+    return services.draft_approve(
+        tenant=live.tenant,
+        draft_id=draft.pk,
+        version=number,
+        content_hash=draft.versions.get(number=number).content_hash,
+        actor=actor,
+    )
+
+
+def test_an_edit_the_approver_made_before_the_agents_last_version_still_counts(live, member_of):
+    """The approval-time rule's second half: Ana wrote version 2, the agent re-posted version 3,
+    Ana approved version 3 alone while the rule was off."""
+    admin = member_of(live.tenant, "admin").user
+    token, _ = token_create(tenant=live.tenant, name="agent", scopes=["drafts:write"], actor=None)
+    draft = agents_draft(live, token)
+    for number, (text, author) in enumerate(
+        [("Ana's text.", {"actor_user": live.approver}), ("Ana's text.", {"agent_token": token})],
+        start=2,
+    ):
+        services.draft_add_version(
+            tenant=live.tenant,
+            draft_id=draft.pk,
+            to=["customer@example.com"],
+            cc=[],
+            bcc=[],
+            subject="Your refund",
+            text=text,
+            html="",
+            base_version=number - 1,
+            **author,
+        )
+    intent = approve(live, draft, 3, live.approver)
+
+    four_eyes_on(live, admin)
+    step(intent)
+
+    intent.refresh_from_db()
+    assert (intent.state, intent.last_error_code) == ("blocked", "second_approver_required")
+    assert calls(live.sandbox, intent) == []
+
+
+def test_a_colleagues_approval_and_an_agents_version_still_go_out(live, member_of):
+    admin = member_of(live.tenant, "admin").user
+    colleague = member_of(live.tenant, "approver").user
+    token, _ = token_create(tenant=live.tenant, name="agent", scopes=["drafts:write"], actor=None)
+    by_colleague = approve_new_draft(live.tenant, live.mailbox, colleague, actor_user=live.approver)
+    agents = approve(live, agents_draft(live, token), 1, live.approver)
+
+    four_eyes_on(live, admin)
+    step(by_colleague)
+    step(agents)
+
+    states = [SendIntent.objects.get(pk=i.pk).state for i in (by_colleague, agents)]
+    assert states == ["accepted", "accepted"]
+    assert [len(sends(live.sandbox, i)) for i in (by_colleague, agents)] == [1, 1]
+
+
+def test_turned_on_after_a_broadcasts_author_approved_it_alone_blocks_its_sends(live, member_of):
+    admin = member_of(live.tenant, "admin").user
+    broadcast = broadcast_create(
+        tenant=live.tenant,
+        mailbox=live.mailbox,
+        subject="Order {{ order }} is delayed",
+        text="Your order {{ order }} is late.",
+        html="",
+        recipients=[{"address": f"c{i}@example.com", "variables": {"order": i}} for i in range(2)],
+        actor_user=live.approver,
+    )
+    broadcast_approve(
+        tenant=live.tenant,
+        broadcast_id=broadcast.pk,
+        content_hash=broadcast.content_hash,
+        actor=live.approver,
+    )
+    broadcast_run(broadcast.pk)
+
+    four_eyes_on(live, admin)
+    intents = list(SendIntent.objects.filter(broadcast=broadcast))
+    for intent in intents:
+        step_until_settled(intent)  # a broadcast's own rate spaces its sends
+
+    assert {
+        (i.state, i.last_error_code) for i in SendIntent.objects.filter(broadcast=broadcast)
+    } == {("blocked", "second_approver_required")}
+    assert [calls(live.sandbox, i) for i in intents] == [[], []]
