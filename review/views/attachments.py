@@ -2,8 +2,9 @@
 
 The bytes are the customer's or the agent's, so nothing here lets a browser interpret them as
 they were declared: a download is ``application/octet-stream`` as an attachment; an image preview
-is served only when the bytes are one of a few raster formats, with the Content-Type we read from
-them; a PDF is never served inline: its first page is rendered to PNG here. Every response
+is served only for a file sent as an image whose bytes are one of a few raster formats, with the
+Content-Type we read from them; a PDF (a file sent as one, whose bytes are one) is never served
+inline: its first page is rendered to PNG here. Every response
 carries ``X-Content-Type-Options: nosniff`` and ``Content-Security-Policy: sandbox`` (a document
 opened from it runs nothing and has no origin). Another tenant's file is a 404, like a missing
 one; a file of a version whose body retention purged is a 410, even while another draft's
@@ -26,7 +27,13 @@ from intents import errors
 from intents.blobs import BlobPurged, blob_store, preview_cache_key
 from intents.models import DraftAttachment
 from intents.selectors.drafts import draft_attachment_get
-from review.previews import PreviewFailed, is_pdf, pdf_first_page_png, raster_type
+from review.previews import (
+    PreviewFailed,
+    is_pdf,
+    pdf_first_page_png,
+    previewable,
+    raster_type,
+)
 from tenants.access import TenantRequest, tenant_view
 
 log = logging.getLogger(__name__)
@@ -119,10 +126,15 @@ def attachment_preview(request: TenantRequest, draft_id: int, attachment_id: int
         data = _bytes(attachment)
     except _Purged:
         return _gone()
-    image_type = raster_type(data)
+    # The preview is of what the file goes out as (its declared type: the recipient's mail client
+    # opens an application/pdf in a PDF reader, an image/png as an image), and only when its
+    # bytes are that. Read by the bytes alone, a PDF reader's file that begins as a GIF (the PDF
+    # header may stand anywhere in the first 1024 bytes) previewed as the GIF, not as its page.
+    kind = previewable(attachment.content_type)
+    image_type = raster_type(data) if kind == "image" else None
     if image_type is not None:
         response = HttpResponse(data, content_type=image_type)
-    elif is_pdf(data):
+    elif kind == "pdf" and is_pdf(data):
         try:
             response = HttpResponse(_pdf_preview(attachment, data), content_type="image/png")
         except PreviewFailed as exc:

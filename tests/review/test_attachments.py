@@ -274,3 +274,59 @@ def test_a_pdf_that_takes_too_long_to_draw_gets_no_preview_and_is_not_drawn_agai
     assert first.status_code == 404
     assert again.status_code == 404
     assert cache.get(preview_cache_key(tenant_a.pk, slow.sha256)) == b""
+
+
+def _red_gif_holding(comment: bytes) -> bytes:
+    """A one-pixel red GIF with ``comment`` in a comment block: every image decoder skips it."""
+    screen = b"GIF89a\x01\x00\x01\x00\x80\x00\x00" + b"\xff\x00\x00\x00\x00\x00"
+    remark = b"\x21\xfe" + bytes([len(comment)]) + comment + b"\x00"
+    pixel = b"\x2c\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02\x44\x01\x00"
+    return screen + remark + pixel + b"\x3b"
+
+
+def _black_box_pdf() -> bytes:
+    """A 200 x 100 point page with a black box over most of it."""
+    drawing = b"0 0 0 rg 10 10 180 80 re f"
+    return _hand_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 100] /Contents 4 0 R >>",
+            b"<< /Length %d >>\nstream\n%s\nendstream" % (len(drawing), drawing),
+        ]
+    )
+
+
+def test_a_pdf_whose_bytes_also_open_as_an_image_previews_as_the_page_its_reader_shows(
+    tenant_a, admin_a, signed_in, make_draft, mailbox_a
+):
+    """invoice.pdf goes out as application/pdf: the customer's mail client opens it in a PDF
+    reader, which finds the PDF's header anywhere in its first 1024 bytes. These bytes begin as
+    a GIF (a red pixel, the header in its comment block): the preview served that GIF, and the
+    reviewer approved a red pixel for a file that opens as a page with a black box."""
+    data = _red_gif_holding(b"%PDF-1.4\n") + _black_box_pdf()
+    assert Image.open(io.BytesIO(data)).convert("RGB").getpixel((0, 0)) == (255, 0, 0)
+    draft = make_draft(mailbox_a, attachments=[Upload("invoice.pdf", "application/pdf", data)])
+    client = signed_in(admin_a.user)
+
+    response = client.get(_url("attachment_preview", tenant_a, draft, _file(draft, "invoice.pdf")))
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "image/png"
+    page = Image.open(io.BytesIO(response.content)).convert("RGB")
+    assert page.size[0] == PREVIEW_WIDTH
+    assert page.getpixel((PREVIEW_WIDTH // 2, page.size[1] // 2)) == (0, 0, 0)
+    _locked_down(response)
+
+
+def test_a_pdf_sent_as_an_image_gets_no_preview(
+    tenant_a, admin_a, signed_in, make_draft, mailbox_a
+):
+    """label.png goes out as image/png holding a PDF: no image viewer shows it. Its preview was
+    the PDF's first page, a picture the customer would never see."""
+    draft = make_draft(mailbox_a, attachments=[Upload("label.png", "image/png", _black_box_pdf())])
+    client = signed_in(admin_a.user)
+
+    response = client.get(_url("attachment_preview", tenant_a, draft, _file(draft, "label.png")))
+
+    assert response.status_code == 404
