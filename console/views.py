@@ -377,7 +377,7 @@ def policies(request: TenantRequest) -> HttpResponse:
     form = PoliciesForm(request.POST)
     if form.is_valid():
         try:
-            tenant_policies.tenant_update_policies(
+            stopped = tenant_policies.tenant_update_policies(
                 tenant=tenant, actor=request.user, **form.cleaned_data
             )
         except StaleSave as conflict:
@@ -386,7 +386,8 @@ def policies(request: TenantRequest) -> HttpResponse:
         except services.AdminError as error:
             _refuse(form, error)
         else:
-            messages.success(request, _("Policies saved."))
+            said = with_sends_in_flight(_("Policies saved."), stopped, "second_approver")
+            messages.success(request, said)
             return redirect("admin_policies", tenant.slug)
     return policies_page(request, form=form, status=400)
 

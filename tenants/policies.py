@@ -15,6 +15,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from tenants.models import Membership, Tenant, User
+from tenants.send_stops import Stopped, sends_in_flight_hold
 from tenants.services import AdminError, audit_record, require_admin
 from tenants.stale import fingerprint, refuse_if_changed
 
@@ -34,9 +35,11 @@ def policies_fingerprint(tenant: Tenant) -> str:
     return fingerprint({f: getattr(tenant, f) for f in POLICY_LABELS})
 
 
-def _change(tenant: Tenant, locked: Tenant, before: dict, after: dict, *, actor, action) -> None:
-    """Write ``after`` to the (locked) tenant row and both copies in hand, with its audit row;
-    nothing when nothing changed."""
+def _change(
+    tenant: Tenant, locked: Tenant, before: dict, after: dict, *, actor, action, data=None
+) -> None:
+    """Write ``after`` to the (locked) tenant row and both copies in hand, with its audit row
+    (``data`` added to it); nothing when nothing changed."""
     if before == after:
         return
     Tenant.objects.filter(pk=tenant.pk).update(**after)
@@ -48,7 +51,7 @@ def _change(tenant: Tenant, locked: Tenant, before: dict, after: dict, *, actor,
         actor=actor,
         action=action,
         obj=locked,
-        data={"before": before, "after": after},
+        data={"before": before, "after": after, **(data or {})},
     )
 
 
@@ -61,9 +64,15 @@ def tenant_update_policies(
     actor: User,
     send_hold_seconds: int | None = None,
     based_on: str | None = None,
-) -> Tenant:
+) -> Stopped[Tenant]:
     """``based_on``: the fingerprint (``policies_fingerprint``) of the policies the admin's page
-    showed; a save based on policies that changed since is refused (StaleSave)."""
+    showed; a save based on policies that changed since is refused (StaleSave).
+
+    Turning the second approver rule on stops the queued sends whose approver wrote what they
+    approved (the worker's pre-call check asks the rule as it is now): like every change that
+    stops sends (``tenants.send_stops``), it first holds the tenant's sends on their way, so a
+    check that read the rule just before the save cannot send unseen; the sends already past
+    their last check are counted in the audit row and returned."""
     if not 1 <= review_deadline_hours <= 24 * 14:
         raise AdminError(
             "invalid_deadline",
@@ -85,6 +94,10 @@ def tenant_update_policies(
         )
     with transaction.atomic():
         require_admin(tenant, actor)
+        held: dict = {}
+        if second_approver_on_edit and not _second_approver_now(tenant):
+            # Before the tenant row: the worker holds sends and then touches it.
+            held["sends_in_flight"] = sends_in_flight_hold(tenant_id=tenant.pk)
         locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
         before = {f: getattr(locked, f) for f in POLICY_LABELS}
         refuse_if_changed(based_on=based_on, current=before, labels=POLICY_LABELS)
@@ -96,8 +109,20 @@ def tenant_update_policies(
                 locked.send_hold_seconds if send_hold_seconds is None else send_hold_seconds
             ),
         }
-        _change(tenant, locked, before, after, actor=actor, action="tenant.policies_changed")
-    return locked
+        _change(
+            tenant, locked, before, after, actor=actor, action="tenant.policies_changed", data=held
+        )
+    return Stopped(locked, held.get("sends_in_flight", 0))
+
+
+def _second_approver_now(tenant: Tenant) -> bool:
+    """The rule as stored now (read before the tenant row is locked; the page's copy may be
+    older)."""
+    return bool(
+        Tenant.objects.filter(pk=tenant.pk)
+        .values_list("second_approver_on_edit", flat=True)
+        .first()
+    )
 
 
 MAX_OWN_DOMAINS = 50

@@ -1,6 +1,6 @@
 """A change that stops sends (a tenant suspended, a mailbox disabled, an approver's right taken
-away, a mailbox's recipient policy changed, an address suppressed by hand) waits, inside its
-transaction, for the sends already past their pre-call check.
+away, a mailbox's recipient policy changed, an address suppressed by hand, the second approver
+rule turned on) waits, inside its transaction, for the sends already past their pre-call check.
 
 The worker checks the tenant, the mailbox and the approver's right right before each provider
 call and commits the attempt row before calling (``intents.sending.precheck``). A change that
@@ -78,6 +78,13 @@ IN_FLIGHT_AFTER = {
         "policy applies to everything else.",
         "%(count)d sends from this mailbox were already on their way and will go out; the new "
         "policy applies to everything else.",
+        "count",
+    ),
+    "second_approver": ngettext_lazy(
+        "%(count)d send was already on its way and will go out; the second approver rule "
+        "applies to everything else.",
+        "%(count)d sends were already on their way and will go out; the second approver rule "
+        "applies to everything else.",
         "count",
     ),
     "address": ngettext_lazy(

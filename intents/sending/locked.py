@@ -175,13 +175,13 @@ def hold_broadcasts(intents: Sequence[SendIntent]) -> None:
 
 
 def reread_stops(intents: Sequence[SendIntent]) -> None:
-    """Read the batch's tenant status and mailbox status and recipient policy again, in
-    statements of their own.
+    """Read the batch's tenant status and second approver rule, and mailbox status and recipient
+    policy, again, in a statement of their own.
 
     ``lock_leased`` reads them in its statement's snapshot, which is taken before the statement
     waits for a row lock. A change that stops sends (``intents.sending.stops``) holds the intents
     it affects until it commits: a check that waited for it got its rows after that commit, with
-    the status (or the recipient policy) from before it, and sent. This statement starts after
+    the status (or the policy) from before it, and sent. This statement starts after
     the wait (READ COMMITTED), so it reads what committed before it; the memberships and rights
     are read after the wait too (``CheckFacts.load``). A plain read: a lock here would be one on
     the hottest rows of all."""
@@ -191,16 +191,17 @@ def reread_stops(intents: Sequence[SendIntent]) -> None:
     tenant_table = connection.ops.quote_name(Tenant._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT 'm', id, status, policy_mode, allowed_domains, allowed_addresses "  # noqa: S608
-            f"FROM {mailbox_table} WHERE id = ANY(%s) UNION ALL "
-            f"SELECT 't', id, status, NULL, NULL, NULL FROM {tenant_table} WHERE id = ANY(%s)",
+            f"SELECT 'm', id, status, policy_mode, allowed_domains, allowed_addresses, "  # noqa: S608
+            f"NULL::boolean FROM {mailbox_table} WHERE id = ANY(%s) UNION ALL "
+            f"SELECT 't', id, status, NULL, NULL, NULL, second_approver_on_edit "
+            f"FROM {tenant_table} WHERE id = ANY(%s)",
             [sorted({i.mailbox_id for i in intents}), sorted({i.tenant_id for i in intents})],
         )
         rows = {(kind, pk): rest for kind, pk, *rest in cursor.fetchall()}
     for intent in intents:
         mailbox = intent.mailbox
         if ("m", intent.mailbox_id) in rows:
-            status, mode, domains, addresses = rows["m", intent.mailbox_id]
+            status, mode, domains, addresses, _ = rows["m", intent.mailbox_id]
             mailbox.status, mailbox.policy_mode = status, mode
             # Replaced only when changed: a new list rebuilds the allow-sets the instance keeps
             # (Mailbox._allowed_sets).
@@ -209,4 +210,6 @@ def reread_stops(intents: Sequence[SendIntent]) -> None:
             if mailbox.allowed_addresses != addresses:
                 mailbox.allowed_addresses = addresses
         if ("t", intent.tenant_id) in rows:
-            intent.tenant.status = rows["t", intent.tenant_id][0]
+            tenant_row = rows["t", intent.tenant_id]
+            intent.tenant.status = tenant_row[0]
+            intent.tenant.second_approver_on_edit = tenant_row[4]

@@ -552,6 +552,20 @@ def _suppress_the_recipient(client, tenant, approver, mailbox):
     )
 
 
+def _require_second_approver(client, tenant, approver, mailbox):
+    page = reverse("admin_policies", args=[tenant.slug])
+    return (
+        page,
+        {
+            "review_deadline_hours": tenant.review_deadline_hours,
+            "second_approver_on_edit": "on",
+            "retention_days": tenant.retention_days,
+            "send_hold_seconds": tenant.send_hold_seconds,
+            "based_on": based_on(client, page, "form"),
+        },
+    )
+
+
 @pytest.mark.parametrize(
     ("change", "told"),
     [
@@ -561,8 +575,9 @@ def _suppress_the_recipient(client, tenant, approver, mailbox):
         (_disable_mailbox, "nothing else from this mailbox will be sent."),
         (_narrow_policy, "2 sends from this mailbox were already on their way and will go out"),
         (_suppress_the_recipient, "2 sends to this address were already on their way"),
+        (_require_second_approver, "the second approver rule applies to everything else"),
     ],
-    ids=["deactivate", "viewer", "rights", "mailbox", "policy", "suppressed"],
+    ids=["deactivate", "viewer", "rights", "mailbox", "policy", "suppressed", "four-eyes"],
 )
 def test_a_change_that_stops_sends_says_which_were_already_on_their_way(
     tenant_a, admin_a, member_of, mailbox_a, signed_in, change, told

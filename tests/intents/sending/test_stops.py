@@ -17,8 +17,9 @@ from intents.models import DraftVersion, SendAttempt, SendIntent
 from intents.sending.claim import intent_claim
 from intents.sending.worker import execute_claims
 from mailboxes.provisioning import mailbox_set_status, mailbox_update_policy
-from tenants.models import AuditEvent, Membership
+from tenants.models import AuditEvent, Membership, Tenant
 from tenants.onboarding import tenant_suspend
+from tenants.policies import tenant_update_policies
 from tenants.services import member_deactivate
 from tests.intents.helpers import (
     blocked_on_a_lock,
@@ -97,12 +98,32 @@ def _suspend_tenant(live, admin):
     return "tenant.suspended"
 
 
+def _require_second_approver(live, admin):
+    """The send was written and approved by live.approver alone: the rule now refuses that."""
+    tenant = Tenant.objects.get(pk=live.tenant.pk)
+    tenant_update_policies(
+        tenant=tenant,
+        review_deadline_hours=tenant.review_deadline_hours,
+        second_approver_on_edit=True,
+        retention_days=tenant.retention_days,
+        actor=admin,
+    )
+    return "tenant.policies_changed"
+
+
 def _sends(live, intent) -> int:
     return len(live.sandbox.ledger(idempotency_key=intent.idempotency_key))
 
 
 @pytest.mark.parametrize(
-    "change", [_deactivate_approver, _disable_mailbox, _narrow_policy, _suppress_recipient]
+    "change",
+    [
+        _deactivate_approver,
+        _disable_mailbox,
+        _narrow_policy,
+        _suppress_recipient,
+        _require_second_approver,
+    ],
 )
 def test_a_change_committed_while_the_check_inserts_its_attempt_counts_that_call(
     live, member_of, change
@@ -134,7 +155,14 @@ def test_a_change_committed_while_the_check_inserts_its_attempt_counts_that_call
 
 
 @pytest.mark.parametrize(
-    "change", [_disable_mailbox, _suspend_tenant, _narrow_policy, _suppress_recipient]
+    "change",
+    [
+        _disable_mailbox,
+        _suspend_tenant,
+        _narrow_policy,
+        _suppress_recipient,
+        _require_second_approver,
+    ],
 )
 def test_a_check_that_waited_for_the_change_reads_it_and_blocks_the_send(live, member_of, change):
     """The check's locked read took its snapshot, then waited for the change's lock on the send:
