@@ -58,8 +58,10 @@ def test_queued_intent_to_a_bounced_address_is_blocked_before_any_provider_call(
 ):
     from intents import sending
 
-    hook = hook_for(tenant_a)
+    # The mailbox first: provisioning registers the tenant's webhook at the sandbox, whose
+    # secret replaces (retires) any stored before it, as a webhook created anew at AgentMail does.
     mailbox = mailbox_factory(tenant_a)
+    hook = hook_for(tenant_a)
     person = member_of(tenant_a, "approver").user
     draft = intent_services.draft_create(
         tenant=tenant_a,
