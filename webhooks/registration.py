@@ -14,10 +14,22 @@ from tenants.models import Tenant
 from webhooks.models import WebhookEndpoint, WebhookSecret
 
 
+def _endpoint_of(tenant: Tenant) -> WebhookEndpoint:
+    """The tenant's one receiver, created on first use. Registrations of one tenant take turns
+    on its row (NO KEY UPDATE: the worker's key-share locks of the tenant are not held up): two
+    mailboxes of a new tenant provisioned at once both read "none yet" and each inserted one,
+    two receivers of which AgentMail's webhook (one per client_id) reached only one, while the
+    backfill read the other."""
+    with transaction.atomic():
+        Tenant.objects.select_for_update(no_key=True).filter(pk=tenant.pk).first()
+        endpoint, _ = WebhookEndpoint.objects.get_or_create(tenant=tenant)
+    return endpoint
+
+
 def webhook_register(*, tenant: Tenant, actor=None):
     """Register the tenant's pod webhook pointing at our receiver and store its secret sealed."""
     pod_id = tenant_connect(tenant=tenant, actor=actor)
-    endpoint, _ = WebhookEndpoint.objects.get_or_create(tenant=tenant)
+    endpoint = _endpoint_of(tenant)
     url = f"{settings.PUBLIC_BASE_URL.rstrip('/')}/webhooks/agentmail/{endpoint.public_id}/"
     try:
         hook = provider.register_pod_webhook(pod_id=pod_id, url=url, client_id=endpoint.client_id)

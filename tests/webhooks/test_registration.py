@@ -46,3 +46,38 @@ def test_a_secret_replaced_at_agentmail_stops_verifying_when_the_new_one_is_stor
     assert list(endpoint.secrets.filter(retired_at__isnull=True).values_list("pk", flat=True)) == [
         s.pk for s in endpoint.secrets.all() if s.plaintext() == current
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_registrations_at_once_make_one_endpoint(sandbox, tenant_a):
+    """Two mailboxes of a new tenant provisioned at the same moment each register the tenant's
+    webhook. Both read "no endpoint yet" and both inserted one: two receivers for one tenant,
+    AgentMail's webhook (one per client_id) pointing at one of them, the backfill and the
+    late-rejection check reading the other."""
+    from django.db import connection, transaction
+
+    from tenants.models import Tenant
+    from tests.intents.helpers import blocked_on_a_lock, in_thread
+    from webhooks.models import WebhookEndpoint
+
+    registration.tenant_connect(tenant=tenant_a)  # the pod first, as provisioning does
+    outcomes: list = []
+    table = connection.ops.quote_name(WebhookEndpoint._meta.db_table)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"LOCK TABLE {table} IN SHARE MODE")  # inserts wait until the block ends
+        first = in_thread(
+            lambda: registration.webhook_register(tenant=Tenant.objects.get(pk=tenant_a.pk)),
+            outcomes,
+        )
+        assert blocked_on_a_lock(), "the first registration never reached its insert"
+        second = in_thread(
+            lambda: registration.webhook_register(tenant=Tenant.objects.get(pk=tenant_a.pk)),
+            outcomes,
+        )
+        assert blocked_on_a_lock(count=2), "the second registration never waited"
+    first.join(30)
+    second.join(30)
+
+    assert not [o for o in outcomes if isinstance(o, Exception)], outcomes
+    assert WebhookEndpoint.objects.filter(tenant=tenant_a).count() == 1
+    assert {o.pk for o in outcomes} == {WebhookEndpoint.objects.get(tenant=tenant_a).pk}
