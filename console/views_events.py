@@ -162,7 +162,8 @@ def endpoint_rotate(request: TenantRequest, endpoint_id: int) -> HttpResponse:
             tenant=request.tenant,
             endpoint_id=endpoint_id,
             actor=request.user,
-            # A page without it (an older release's, a hand-made request) saw no rotation.
+            # A post without it (an older release's page, a hand-made request) is refused as
+            # stale (changed_since of nothing), and asked again below.
             based_on=request.POST.get("based_on", ""),
         )
     except AdminError:
