@@ -29,7 +29,7 @@ class QueueFilterForm(forms.Form):
     mailbox = forms.TypedChoiceField(required=False, coerce=int, empty_value=None)
     agent = forms.TypedChoiceField(required=False, coerce=int, empty_value=None)
     age = forms.ChoiceField(choices=AGE_CHOICES, required=False)
-    warnings = forms.BooleanField(required=False, label=_("Only with warnings"))
+    warnings = forms.BooleanField(required=False, label=_("Only drafts with recipients to check"))
     q = forms.CharField(required=False, max_length=200, label=_("Search"))
     view = forms.ChoiceField(
         choices=[
