@@ -313,7 +313,8 @@ SECURE_CSP = {
     "script-src": [CSP.SELF, CSP.NONCE],
     "style-src": [CSP.SELF],
     "img-src": [CSP.SELF, "data:"],
-    # Draft HTML is shown in a sandboxed <iframe srcdoc>, which inherits this policy.
+    # Draft HTML is shown in sandboxed frames of our own URLs (review.views.bodies), each document
+    # under its own policy; a srcdoc frame would inherit this one and drop the email's CSS.
     "frame-src": [CSP.SELF],
     "object-src": [CSP.NONE],
     "base-uri": [CSP.NONE],

@@ -151,6 +151,13 @@ class EditForm(forms.Form):
         return data
 
 
+class HtmlPreviewForm(forms.Form):
+    """The edit form's HTML, posted alone to the editor's preview. A CharField refuses a NUL
+    with the words the edit form's save uses."""
+
+    html = forms.CharField(required=False, strip=False)
+
+
 class RejectForm(forms.Form):
     reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}))
     # The version the page showed: a version added since refuses the rejection.

@@ -30,6 +30,11 @@ urlpatterns = [
         bodies.draft_version_html,
         name="draft_version_html",
     ),
+    path(
+        "drafts/<int:draft_id>/html/preview/",
+        bodies.draft_html_preview,
+        name="draft_html_preview",
+    ),
     path("drafts/<int:draft_id>/presence/", drafts.draft_presence, name="draft_presence"),
     path("drafts/<int:draft_id>/take/", assignment.draft_take, name="draft_take"),
     path("drafts/<int:draft_id>/release/", assignment.draft_release, name="draft_release"),

@@ -58,6 +58,20 @@ def _lf_line_endings(body: str) -> str:
     return body.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def body_as_stored(field: str, value: str) -> str:
+    """A text or HTML body as a version stores it (LF line endings), or InvalidInput naming
+    ``field`` when it is too long. The editor's preview shows the HTML through this too."""
+    value = _lf_line_endings(value)
+    if len(value) > MAX_BODY:
+        raise errors.InvalidInput(
+            "body_too_long",
+            _("The %(field)s body is longer than %(n)s characters.")
+            % {"field": field, "n": MAX_BODY},
+            field,
+        )
+    return value
+
+
 def refuse_recipient_problems(tenant, mailbox, field: str, addresses: list[str]) -> None:
     """RecipientRefused naming the first address of ``field`` the policy refuses, if any."""
     problems = recipient_problems(tenant=tenant, mailbox=mailbox, addresses=addresses)
@@ -190,17 +204,9 @@ def clean_content(
     html = html or ""
     if not isinstance(text, str) or not isinstance(html, str):
         raise errors.InvalidInput("body_invalid", _("The body must be text."), "text")
-    text, html = _lf_line_endings(text), _lf_line_endings(html)
+    text, html = body_as_stored("text", text), body_as_stored("html", html)
     if not text.strip() and not html.strip():
         raise errors.InvalidInput("body_required", _("A text or HTML body is required."), "text")
-    for field, value in (("text", text), ("html", html)):
-        if len(value) > MAX_BODY:
-            raise errors.InvalidInput(
-                "body_too_long",
-                _("The %(field)s body is longer than %(n)s characters.")
-                % {"field": field, "n": MAX_BODY},
-                field,
-            )
     subject = subject if reply_subject is not None else subject.strip()
     return {**cleaned, "subject": subject, "text": text, "html": html}
 

@@ -11,20 +11,28 @@ names the version, so the frame shows the version whose number and hash the appr
 
 One change to what is stored: an ``<iframe>`` or ``<frame>`` tag is shown as text
 (``frames_as_text``).
+
+The editor's preview is the same document for the HTML the edit form holds
+(``draft_html_preview``): written into a ``srcdoc`` it fell under the staff page's policy too,
+and the person who edited saw another message than the one they then approved.
 """
 
 from __future__ import annotations
 
 import re
 
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.clickjacking import xframe_options_sameorigin
-from django.views.decorators.http import require_safe
+from django.views.decorators.http import require_POST, require_safe
 
 from intents import errors
 from intents.selectors.drafts import draft_version_get
-from tenants.access import TenantRequest, tenant_view
+from intents.services.content import body_as_stored
+from review.forms import HtmlPreviewForm
+from review.views.common import draft_or_404, require_right
+from tenants.access import DECIDERS, TenantRequest, tenant_view
 
 EMAIL_DOCUMENT_POLICY = (
     "sandbox; default-src 'none'; script-src 'none'; style-src 'unsafe-inline'; "
@@ -45,8 +53,19 @@ def frames_as_text(html: str) -> str:
     frame's host (a DNS lookup, a TCP connection) even where the document's policy then refuses
     to load the frame: it told whoever wrote the HTML (a customer's mail that the agent quoted)
     when a reviewer opened the draft, and from which address. No mail client shows a frame; the
-    reviewer sees its tag instead. The editor's live preview does the same (static/js/app.js)."""
+    reviewer sees its tag instead; so does the editor's preview (``draft_html_preview``)."""
     return _FRAME_TAG.sub("&lt;", html)
+
+
+def _email_document(
+    body: str, *, status: int = 200, content_type: str = "text/html"
+) -> HttpResponse:
+    response = HttpResponse(body, status=status, content_type=f"{content_type}; charset=utf-8")
+    response["Content-Security-Policy"] = EMAIL_DOCUMENT_POLICY
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Cross-Origin-Resource-Policy"] = "same-origin"
+    response["Referrer-Policy"] = "no-referrer"
+    return response
 
 
 @tenant_view()
@@ -63,9 +82,30 @@ def draft_version_html(request: TenantRequest, draft_id: int, number: int) -> Ht
         raise Http404("No such version") from None
     status = 410 if version.body_purged_at is not None else 200
     body = frames_as_text(version.html) if status == 200 else ""
-    response = HttpResponse(body, status=status, content_type="text/html; charset=utf-8")
-    response["Content-Security-Policy"] = EMAIL_DOCUMENT_POLICY
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Cross-Origin-Resource-Policy"] = "same-origin"
-    response["Referrer-Policy"] = "no-referrer"
-    return response
+    return _email_document(body, status=status)
+
+
+@tenant_view(roles=DECIDERS)
+@require_POST
+@never_cache
+@xframe_options_sameorigin
+def draft_html_preview(request: TenantRequest, draft_id: int) -> HttpResponse:
+    """The edit form's ``html`` (posted into the editor's preview frame) as the draft page's
+    frame will show it once saved: the body as a save stores it, the same document under the
+    same policy. Nothing is stored and nothing else happens (no claim renewed, no journal).
+    Who may not edit the draft is refused as the editor refuses them (404 for another tenant's
+    draft; 403 for a viewer or without the right on its mailbox); HTML a save would refuse is
+    refused with the save's words, shown in the frame as text (status 400)."""
+    draft = draft_or_404(request, draft_id)
+    try:
+        require_right(request, draft.mailbox)
+    except PermissionDenied as denied:
+        return _email_document(str(denied), status=403, content_type="text/plain")
+    form = HtmlPreviewForm(request.POST)
+    if not form.is_valid():
+        return _email_document(str(form.errors["html"][0]), status=400, content_type="text/plain")
+    try:
+        html = body_as_stored("html", form.cleaned_data["html"])
+    except errors.InvalidInput as error:
+        return _email_document(error.message, status=400, content_type="text/plain")
+    return _email_document(frames_as_text(html))

@@ -29,7 +29,6 @@ from review.forms import (
     NoteForm,
     RejectForm,
 )
-from review.views.bodies import frames_as_text
 from review.views.common import draft_or_404, hx_redirect, left_review, require_right
 from tenants.access import DECIDERS, TenantRequest, tenant_view
 
@@ -266,8 +265,15 @@ def _edit_page(
             "conflict_diff": conflict_diff,
             # Nothing this form holds can be saved any more: the page keeps it to be copied.
             "closed": closed,
-            # The preview shows what the form holds: the person's HTML after a refused save.
-            "preview_html": frames_as_text(form["html"].value() or ""),
+            "has_html": bool((form["html"].value() or "").strip()),
+            # The preview frame shows the version the form was filled from; after a refused
+            # save it has no document until the page posts the person's HTML to it (app.js).
+            "preview_src": None
+            if form.is_bound
+            else reverse(
+                "draft_version_html",
+                args=[request.tenant.slug, detail.draft.pk, detail.current.number],
+            ),
             **pages.edit_aside(tenant=request.tenant, draft=detail.draft),
             "present_others": others,
             "editing_others": [p for p in others if p.mode == DraftPresence.Mode.EDITING],

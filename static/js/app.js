@@ -89,20 +89,72 @@
     }
   });
 
-  // The editor's HTML preview follows the textarea. The iframe is sandboxed without
-  // allow-scripts, so whatever the HTML holds, nothing in it runs. Its own iframe and frame tags
-  // are shown as text, as review.views.bodies.frames_as_text does: Chromium connects to a frame's
-  // host even where the policy refuses to load it.
+  // The editor's HTML preview follows the textarea. Written into the frame's srcdoc, the HTML
+  // fell under this page's policy, which blocks every style attribute and <style> element: the
+  // person editing saw text the message hides and not the text its CSS adds. So a moment after
+  // the last keystroke the textarea's HTML is posted to the draft's preview URL, which answers
+  // with the document the draft page's frame shows (review.views.bodies: its own locked-down
+  // policy, frame tags as text), into a new sandboxed frame that takes the shown one's place once
+  // it has loaded. A frame that never left its first blank page adds no entry to the tab's
+  // history, so Back still leaves the editor.
+  var PREVIEW_DELAY_MS = 300;
+  var previewTimer = null;
+  var previewCount = 0;
+  function postPreview() {
+    previewTimer = null;
+    var field = document.querySelector(".edit-form textarea[name=html]");
+    var box = document.querySelector("[data-html-frame]");
+    var shown = box && box.querySelector("iframe[data-html-preview]");
+    var token = document.querySelector(".edit-form input[name=csrfmiddlewaretoken]");
+    if (!field || !shown || !token || field.value.trim() === "") return;
+    box.querySelectorAll("iframe[data-html-pending]").forEach(function (old) { old.remove(); });
+    var next = shown.cloneNode(false);
+    next.removeAttribute("src");
+    next.removeAttribute("data-html-preview");
+    next.setAttribute("data-html-pending", "");
+    previewCount += 1;
+    next.name = "cs-html-preview-" + previewCount;
+    next.hidden = true;
+    box.appendChild(next);
+    next.addEventListener("load", function () {
+      if (!next.isConnected) return;
+      box.querySelectorAll("iframe[data-html-preview]").forEach(function (old) { old.remove(); });
+      next.removeAttribute("data-html-pending");
+      next.setAttribute("data-html-preview", "");
+      next.hidden = false;
+    });
+    var form = document.createElement("form");
+    form.method = "post";
+    form.action = box.getAttribute("data-preview-url");
+    form.target = next.name;
+    form.hidden = true;
+    [["csrfmiddlewaretoken", token.value], ["html", field.value]].forEach(function (pair) {
+      var input = document.createElement("textarea");
+      input.name = pair[0];
+      input.value = pair[1];
+      form.appendChild(input);
+    });
+    document.body.appendChild(form);
+    form.submit();
+    form.remove();
+  }
   document.addEventListener("input", function (event) {
     var field = event.target;
     if (!field.matches || !field.matches(".edit-form textarea[name=html]")) return;
-    var preview = document.querySelector("[data-html-preview]");
     var empty = document.querySelector("[data-html-empty]");
-    if (preview) preview.srcdoc = field.value.replace(/<(?=i?frame[\t\n\f\r \/>])/gi, "&lt;");
     if (empty) empty.hidden = field.value.trim() !== "";
     var frame = document.querySelector("[data-html-frame]");
     if (frame) frame.hidden = field.value.trim() === "";
+    window.clearTimeout(previewTimer);
+    previewTimer = window.setTimeout(postPreview, PREVIEW_DELAY_MS);
   });
+  // A page that comes back with the person's HTML (a refused save) has no preview yet.
+  function firstPreview() {
+    var shown = document.querySelector("iframe[data-html-preview]");
+    if (shown && !shown.hasAttribute("src")) postPreview();
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", firstPreview);
+  else firstPreview();
 
   document.addEventListener("focusin", function (event) {
     if (event.target.classList && event.target.classList.contains("copy-field")) event.target.select();

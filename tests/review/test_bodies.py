@@ -5,8 +5,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from intents.models import DraftVersion
+from intents.models import Draft, DraftPresence, DraftVersion, IntentEvent
+from intents.services.content import MAX_BODY
 from review.views.bodies import EMAIL_DOCUMENT_POLICY
+from tenants.models import Membership
 
 pytestmark = pytest.mark.django_db
 
@@ -94,3 +96,124 @@ def test_its_frame_tags_are_shown_as_text_and_its_frameset_kept(
         "<frameset>&lt;frame src='https://x.test/'>&lt;FRAME\nsrc=//x.test>&lt;frame/src=//x.test>"
         "<framed>"
     )
+
+
+def _state(draft) -> tuple:
+    """Everything a preview must leave as it was: the draft's row, its versions, the journal."""
+    return (
+        Draft.objects.filter(pk=draft.pk).values().get(),
+        list(DraftVersion.objects.filter(draft=draft).values()),
+        IntentEvent.objects.count(),
+        DraftPresence.objects.count(),
+    )
+
+
+def test_the_editors_preview_is_the_frames_document_of_the_html_posted(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """The HTML as a save would store it (LF line endings, frame tags as text), under the frame's
+    policy and headers; nothing is stored, claimed or journalled."""
+    draft = make_draft(mailbox_a, html=HTML)
+    client = signed_in(admin_a.user)
+    stored = client.get(reverse("draft_version_html", args=[tenant_a.slug, draft.pk, 1]))
+    before = _state(draft)
+
+    preview = client.post(
+        reverse("draft_html_preview", args=[tenant_a.slug, draft.pk]),
+        {"html": "<style>p{color:red}</style>\r\n<p>Hi</p><iframe src=//x.test>"},
+    )
+
+    assert preview.status_code == 200
+    assert preview.content.decode() == (
+        "<style>p{color:red}</style>\n<p>Hi</p>&lt;iframe src=//x.test>"
+    )
+    headers = ("Content-Type", "Content-Security-Policy", "X-Frame-Options")
+    headers += ("X-Content-Type-Options", "Cross-Origin-Resource-Policy", "Referrer-Policy")
+    assert {h: preview[h] for h in headers} == {h: stored[h] for h in headers}
+    assert "no-store" in preview["Cache-Control"]
+    assert _state(draft) == before
+
+
+def test_the_preview_refuses_whoever_may_not_edit_the_draft_and_changes_nothing(
+    tenant_a, tenant_b, mailbox_a, mailbox_b, make_draft, admin_a, member_of, signed_in, client
+):
+    ours = make_draft(mailbox_a, html=HTML)
+    theirs = make_draft(mailbox_b, html=HTML)
+    viewer = member_of(tenant_a, "viewer")
+    unrighted = member_of(tenant_a, "approver")
+    Membership.objects.filter(pk=unrighted.pk).update(approve_all_mailboxes=False)
+    before = (_state(ours), _state(theirs))
+
+    def post(user, draft, slug=tenant_a.slug):
+        client.logout()
+        if user is not None:
+            signed_in(user)
+        return client.post(reverse("draft_html_preview", args=[slug, draft.pk]), {"html": "<p>x"})
+
+    other_tenant = post(admin_a.user, theirs)
+    by_slug = post(admin_a.user, theirs, slug=tenant_b.slug)
+    by_viewer = post(viewer.user, ours)
+    no_right = post(unrighted.user, ours)
+    signed_out = post(None, ours)
+    read = signed_in(admin_a.user).get(reverse("draft_html_preview", args=[tenant_a.slug, ours.pk]))
+
+    assert other_tenant.status_code == 404
+    assert by_slug.status_code in (403, 404)
+    assert by_viewer.status_code == 403
+    assert "Your role does not allow this." in by_viewer.content.decode()
+    assert no_right.status_code == 403
+    assert no_right["Content-Security-Policy"] == EMAIL_DOCUMENT_POLICY
+    assert no_right.content.decode() == (
+        f"You do not have the right to decide on drafts from {mailbox_a.address}. "
+        "Ask a tenant admin for approve rights on this mailbox."
+    )
+    assert signed_out.status_code == 302 and "/signin/" in signed_out["Location"]
+    assert read.status_code == 405
+    assert (_state(ours), _state(theirs)) == before
+
+
+def test_the_preview_refuses_html_a_save_refuses_in_its_words_and_changes_nothing(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(mailbox_a, html=HTML)
+    client = signed_in(admin_a.user)
+    url = reverse("draft_html_preview", args=[tenant_a.slug, draft.pk])
+    before = _state(draft)
+
+    nul = client.post(url, {"html": "<p>a\x00b</p>"})
+    huge = client.post(url, {"html": "a" * (MAX_BODY + 1)})
+    # Line endings count as a save stores them: a body at the limit in CRLF is not too long.
+    at_limit = client.post(url, {"html": "\r\n" * MAX_BODY})
+
+    assert nul.status_code == 400 and nul.content.decode() == "Null characters are not allowed."
+    assert huge.status_code == 400
+    assert huge.content.decode() == "The html body is longer than 1000000 characters."
+    assert (
+        huge["Content-Security-Policy"] == nul["Content-Security-Policy"] == EMAIL_DOCUMENT_POLICY
+    )
+    assert nul["Content-Type"] == "text/plain; charset=utf-8"
+    assert at_limit.status_code == 200 and at_limit.content == b"\n" * MAX_BODY
+    assert _state(draft) == before
+
+
+def test_the_preview_of_hostile_html_is_what_a_save_would_store(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """A lone surrogate cannot be sent as UTF-8: its bytes, hand-made, decode as U+FFFD, which is
+    what a save of the same form stores. Deep nesting is the browser's to cut, as on the draft
+    page: the server parses nothing of the HTML."""
+    draft = make_draft(mailbox_a, html=HTML)
+    client = signed_in(admin_a.user)
+    url = reverse("draft_html_preview", args=[tenant_a.slug, draft.pk])
+    before = _state(draft)
+    deep = "<div>" * 80_000 + "deep" + "</div>" * 80_000
+
+    surrogate = client.post(
+        url, "html=%3Cp%3E%ED%A0%80%3C%2Fp%3E", content_type="application/x-www-form-urlencoded"
+    )
+    nested = client.post(url, {"html": deep})
+
+    assert surrogate.status_code == 200
+    assert surrogate.content.decode() == "<p>\ufffd\ufffd\ufffd</p>"
+    assert nested.status_code == 200 and nested.content.decode() == deep
+    assert _state(draft) == before

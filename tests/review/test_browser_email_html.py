@@ -39,3 +39,79 @@ def test_the_html_body_is_shown_with_its_own_css_and_the_text_with_its_blank_lin
     assert added == '" pay to IBAN XX00 1234"'
     assert frame.locator("[data-big]").evaluate("e => getComputedStyle(e).fontSize") == "28px"
     assert page.locator("pre.body-text").inner_text() == TEXT
+
+
+def _as_shown(frame) -> dict:
+    """What a reader of the frame sees of HTML: which parts are hidden, the text its CSS adds."""
+    frame.locator("[data-pay]").wait_for()
+    return {
+        "inline hidden": frame.locator("[data-hidden-inline]").is_hidden(),
+        "class hidden": frame.locator("[data-hidden-class]").is_hidden(),
+        "added": frame.locator("[data-pay]").evaluate(
+            "e => getComputedStyle(e, '::after').content"
+        ),
+        "big": frame.locator("[data-big]").evaluate("e => getComputedStyle(e).fontSize"),
+    }
+
+
+def test_the_editors_preview_shows_the_html_as_the_draft_page_does(page, shop):
+    """The editor's preview was the HTML written into its frame's ``srcdoc``, under the staff
+    page's policy, which blocks every style attribute and <style> element: the reviewer who
+    edited saw the hidden lines and not the added IBAN that the draft page (and the customer)
+    shows. It shows what the draft page's frame shows, on opening and as the person types."""
+    draft = new_draft(shop, text=TEXT, html=HTML)
+    sign_in(page, shop["admin"].user)
+    slug = shop["tenant"].slug
+    page.goto(f"/t/{slug}/drafts/{draft.pk}/")
+    on_draft_page = _as_shown(page.frame_locator("iframe.email-html"))
+    page.goto(f"/t/{slug}/drafts/{draft.pk}/edit/")
+    opened = _as_shown(page.frame_locator("[data-html-preview]"))
+    history = page.evaluate("history.length")
+    posts = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    field = page.locator("textarea[name=html]")
+    field.fill(HTML.replace("Kind regards", "Warm regards"))
+    field.press("End")
+    field.press_sequentially("<p>PS</p>", delay=20)
+    page.frame_locator("[data-html-preview]").get_by_text("PS").wait_for()
+    typed = _as_shown(page.frame_locator("[data-html-preview]"))
+    SHOTS.mkdir(exist_ok=True)
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.screenshot(path=str(SHOTS / f"edit-preview-{width}.png"), full_page=True)
+
+    assert on_draft_page == {
+        "inline hidden": True,
+        "class hidden": True,
+        "added": '" pay to IBAN XX00 1234"',
+        "big": "28px",
+    }
+    assert opened == on_draft_page
+    assert typed == on_draft_page
+    # One post after the typing stops, not one a keystroke; the frames it loaded into added
+    # nothing to the tab's history (Back leaves the editor), and one preview is left.
+    assert [u for u in posts if u.endswith("/html/preview/")] == [
+        f"{page.url.split('/t/')[0]}/t/{slug}/drafts/{draft.pk}/html/preview/"
+    ]
+    assert page.evaluate("history.length") == history
+    assert page.locator("iframe.email-html").count() == 1
+
+
+def test_the_preview_after_a_refused_save_shows_the_html_typed(page, shop):
+    """A save refused (here: no recipient) brings the page back with the person's HTML, which
+    is in no version: the preview shows it as the draft page's frame would."""
+    draft = new_draft(shop, text=TEXT, html="<p>Old</p>")
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/edit/")
+    page.fill("textarea[name=html]", HTML)
+    page.fill("input[name=to]", "")
+    page.evaluate("document.querySelector('.edit-form').noValidate = true")
+    page.click("button.primary")
+    page.locator(".edit-form .error").first.wait_for()
+
+    assert _as_shown(page.frame_locator("[data-html-preview]")) == {
+        "inline hidden": True,
+        "class hidden": True,
+        "added": '" pay to IBAN XX00 1234"',
+        "big": "28px",
+    }

@@ -52,6 +52,7 @@ EXPECTED = {
     "attachment_download": READ,
     "attachment_preview": READ,
     "draft_version_html": READ,
+    "draft_html_preview": POST_DECIDE,
     "broadcasts": READ,
     "broadcast": READ,
     "broadcast_recipients_csv": READ,
