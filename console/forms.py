@@ -11,6 +11,7 @@ from common.days import DAY_VALIDATORS
 from mailboxes.models import Mailbox
 from tenants import policies, services
 from tenants.models import AgentToken, Membership
+from tenants.once_forms import new_form_id
 
 
 class BasedOnForm(forms.Form):
@@ -182,6 +183,14 @@ EXPIRY_CHOICES = [
 ]
 
 
+def one_time_form_id() -> forms.CharField:
+    """The hidden one-time id of a form whose answer shows a secret once (tenants.once_forms): a
+    fresh one each time the empty form is shown, the posted one when it is shown again."""
+    return forms.CharField(
+        widget=forms.HiddenInput, required=False, max_length=64, initial=new_form_id
+    )
+
+
 class TokenForm(forms.Form):
     name = forms.CharField(
         label=_("Name"), max_length=100, help_text=_("Which agent uses it, e.g. “support-bot”.")
@@ -200,6 +209,7 @@ class TokenForm(forms.Form):
         help_text=_("Leave all unticked to allow every mailbox of this tenant."),
     )
     expires_in_days = forms.ChoiceField(choices=EXPIRY_CHOICES, required=False, label=_("Expires"))
+    form_id = one_time_form_id()
 
     def __init__(self, *args, tenant, **kwargs):
         super().__init__(*args, **kwargs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from console.forms import one_time_form_id
 from intents.models import EventType
 from mailboxes.models import Mailbox
 
@@ -29,6 +30,7 @@ class EndpointForm(forms.Form):
         label=_("Only drafts of this mailbox"),
         empty_label=_("Every mailbox"),
     )
+    form_id = one_time_form_id()
 
     def __init__(self, *args, tenant, **kwargs):
         super().__init__(*args, **kwargs)

@@ -18,6 +18,7 @@ from intents.selectors.events import event_endpoint, event_endpoints, recent_del
 from intents.services import event_endpoints as services
 from tenants import sudo
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
+from tenants.once_forms import AlreadySubmitted, new_form_id
 from tenants.services import AdminError
 from tenants.stale import StaleSave
 from tenants.templatetags.zones import zoned
@@ -51,6 +52,22 @@ def _secret_page(request: TenantRequest, endpoint, secret: str, rotated: bool) -
     return response
 
 
+def _already_done(request: TenantRequest, receipt) -> HttpResponse:
+    """A second post of the form that added an endpoint or rotated its secret (a second click
+    while the first answer was on its way): the browser shows this answer, not the first one's
+    secret, so it says what the first click did and how to get a secret the admin can copy."""
+    return render(
+        request,
+        "console/agent_events_already.html",
+        {
+            "endpoint": event_endpoint(request.tenant, receipt.object_id),
+            "receipt": receipt,
+            "rotated": receipt.action == "agent_events.secret_rotated",
+        },
+        status=409,
+    )
+
+
 @tenant_view(roles=ADMIN_ONLY)
 @require_safe
 def agent_events(request: TenantRequest) -> HttpResponse:
@@ -78,7 +95,10 @@ def endpoint_new(request: TenantRequest) -> HttpResponse:
             mailbox_id=mailbox.pk if mailbox else None,
             description=form.cleaned_data["description"],
             actor=request.user,
+            form_id=form.cleaned_data["form_id"],
         )
+    except AlreadySubmitted as done:
+        return _already_done(request, done.receipt)
     except AdminError as exc:
         form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         return _page(request, form, status=422)
@@ -100,6 +120,7 @@ def _confirm(
     action: str,
     *,
     based_on: str = "",
+    form_id: str = "",
     refusal: str = "",
     status: int = 200,
 ):
@@ -112,6 +133,7 @@ def _confirm(
             "action": action,
             "cancel_url": reverse("agent_events", args=[request.tenant.slug]),
             "based_on": based_on,
+            "form_id": form_id,
             "refusal": refusal,
         },
         status=status,
@@ -140,6 +162,7 @@ def _rotate_question(request: TenantRequest, endpoint_id, *, refusal: str = "", 
         consequence,
         _("Rotate the secret"),
         based_on=services.endpoint_rotation_fingerprint(endpoint),
+        form_id=new_form_id(),
         refusal=refusal,
         status=status,
     )
@@ -165,7 +188,10 @@ def endpoint_rotate(request: TenantRequest, endpoint_id: int) -> HttpResponse:
             # A post without it (an older release's page, a hand-made request) is refused as
             # stale (changed_since of nothing), and asked again below.
             based_on=request.POST.get("based_on", ""),
+            form_id=request.POST.get("form_id", ""),
         )
+    except AlreadySubmitted as done:
+        return _already_done(request, done.receipt)
     except AdminError:
         raise Http404("No such endpoint") from None
     except StaleSave as stale:

@@ -17,6 +17,7 @@ from console import selectors
 from console.forms import TokenForm
 from tenants import sudo
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
+from tenants.once_forms import AlreadySubmitted
 from tenants.tokens import TokenError, token_create, token_revoke
 
 
@@ -65,7 +66,10 @@ def token_new(request: TenantRequest) -> HttpResponse:
             mailbox_ids=[m.pk for m in form.cleaned_data["mailboxes"]],
             expires_at=timezone.now() + timedelta(days=int(days)) if days else None,
             actor=request.user,
+            form_id=form.cleaned_data["form_id"],
         )
+    except AlreadySubmitted as done:
+        return _already_created(request, done.receipt)
     except TokenError as exc:
         form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         return _page(request, form, status=422)
@@ -74,6 +78,23 @@ def token_new(request: TenantRequest) -> HttpResponse:
         request,
         "console/tokens_created.html",
         {"token": token, "plaintext": plaintext, "mailboxes": list(token.mailboxes.all())},
+    )
+
+
+def _already_created(request: TenantRequest, receipt) -> HttpResponse:
+    """A second post of the form that created a token (a second click while the first answer was
+    on its way): the browser shows this answer, not the first one, so it says which token the
+    first click made and how to get a secret the admin can copy; never the secret itself."""
+    return render(
+        request,
+        "console/tokens_already.html",
+        {
+            "token": selectors.token(request.tenant, int(receipt.object_id or 0))
+            if receipt.action == "token.created"
+            else None,
+            "receipt": receipt,
+        },
+        status=409,
     )
 
 

@@ -365,6 +365,32 @@ class AuditEvent(models.Model):
             self.actor_label = self.actor.email
 
 
+class FormReceipt(models.Model):
+    """What one admin form that shows a secret once created (tenants.once_forms): the form's
+    one-time id, posted in a hidden field, and the row it made. A second post of the same form
+    (a second click while the first answer is on its way) finds it and is told what the first
+    one did, never the secret."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    form_id = models.CharField(max_length=64)
+    action = models.CharField(max_length=64)
+    object_id = models.CharField(max_length=64, blank=True)
+    actor = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "form_id"], name="formreceipt_once_per_tenant"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.object_id}"
+
+
 # Sign-in models (second factors, passkeys, single sign-on, sessions) live in their own module.
 from tenants.models_signin import (  # noqa: E402
     Passkey,
@@ -378,6 +404,7 @@ from tenants.models_signin import (  # noqa: E402
 __all__ = [
     "AgentToken",
     "AuditEvent",
+    "FormReceipt",
     "Invitation",
     "Membership",
     "Passkey",

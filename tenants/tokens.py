@@ -25,6 +25,7 @@ from django.utils.translation import gettext as _
 from common.text import unsafe_in_name
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AgentToken, AuditEvent, Tenant, User
+from tenants.once_forms import form_claim, form_done
 from tenants.services import require_admin
 
 logger = logging.getLogger(__name__)
@@ -129,16 +130,19 @@ def token_create(
     mailbox_ids: Iterable[int] = (),
     expires_at: datetime | None = None,
     actor: User | None,
+    form_id: str = "",
 ) -> tuple[AgentToken, str]:
     """Create a token and return it with its plaintext, which is never available again.
 
     No ``mailbox_ids``: the token reaches every mailbox of the tenant (``all_mailboxes``), those
-    connected later too; otherwise exactly those."""
+    connected later too; otherwise exactly those. ``form_id``: the admin page's one-time form id
+    (tenants.once_forms); a second post of that form raises AlreadySubmitted."""
     mailbox_ids = sorted({int(pk) for pk in mailbox_ids})
     name, scopes = _checked(name, scopes, expires_at)
     with transaction.atomic():
         if actor is not None:  # None: a command of the operators'
             require_admin(tenant, actor)
+        receipt = form_claim(tenant=tenant, form_id=form_id, action="token.created", actor=actor)
         mailboxes = tenant_mailbox_ids(tenant, mailbox_ids)
         if len(mailboxes) != len(mailbox_ids):
             # Another tenant's mailbox id is treated exactly like a missing one.
@@ -154,6 +158,7 @@ def token_create(
             actor=actor,
         )
         token.mailboxes.set(mailboxes)
+        form_done(receipt, token.pk)
         AuditEvent.objects.create(
             tenant=tenant,
             actor=actor,

@@ -23,6 +23,7 @@ from intents.events.outbox import wake_delivery
 from intents.models import AgentEventDelivery, AgentEventEndpoint, EventType
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
+from tenants.once_forms import form_claim, form_done
 from tenants.services import AdminError, audit_record, require_admin
 from tenants.stale import StaleSave, changed_since, fingerprint
 
@@ -57,13 +58,24 @@ def _clean_types(event_types: Iterable[str]) -> list[str]:
 
 
 def endpoint_create(
-    *, tenant, url: str, event_types: Iterable[str], mailbox_id=None, description="", actor
+    *,
+    tenant,
+    url: str,
+    event_types: Iterable[str],
+    mailbox_id=None,
+    description="",
+    actor,
+    form_id: str = "",
 ) -> tuple[AgentEventEndpoint, str]:
-    """Register an endpoint; returns it with its secret, which is never shown again."""
+    """Register an endpoint; returns it with its secret, which is never shown again.
+    ``form_id``: the page's one-time form id; a second post of it raises AlreadySubmitted."""
     url = clean_url(url)
     types = _clean_types(event_types)
     with transaction.atomic():
         require_admin(tenant, actor)
+        receipt = form_claim(
+            tenant=tenant, form_id=form_id, action="agent_events.endpoint_created", actor=actor
+        )
         # The tenant's row serialises registrations: without it two at once both counted 19
         # and both inserted, past the cap.
         Tenant.objects.select_for_update(no_key=True).values_list("pk").get(pk=tenant.pk)
@@ -104,6 +116,7 @@ def endpoint_create(
         )
         endpoint.secret_sealed = endpoint.seal_secret(secret)
         endpoint.save()
+        form_done(receipt, endpoint.pk)
         audit_record(
             tenant=tenant,
             actor=actor,
@@ -137,7 +150,7 @@ def endpoint_rotation_fingerprint(endpoint: AgentEventEndpoint) -> str:
 
 
 def endpoint_rotate_secret(
-    *, tenant, endpoint_id, actor, based_on: str | None = None
+    *, tenant, endpoint_id, actor, based_on: str | None = None, form_id: str = ""
 ) -> tuple[AgentEventEndpoint, str]:
     """A new secret (returned once); the old one also signs for ROTATION_GRACE.
 
@@ -146,9 +159,13 @@ def endpoint_rotate_secret(
     warns of only when it saw that rotation. An answer from a page opened before another
     admin's rotation, or posted twice by a double click, stopped the receiver's secret at once
     while its page had promised it 24 hours; it is refused (StaleSave) and changes nothing.
-    None: no page asked (a command, a test)."""
+    None: no page asked (a command, a test). ``form_id``: the question page's one-time form id;
+    a second post of it raises AlreadySubmitted, before the staleness it made is looked at."""
     with transaction.atomic():
         require_admin(tenant, actor)
+        receipt = form_claim(
+            tenant=tenant, form_id=form_id, action="agent_events.secret_rotated", actor=actor
+        )
         endpoint = _lock(tenant, endpoint_id)
         if based_on is not None and changed_since(
             based_on, {"rotation": endpoint.previous_secret_expires_at}
@@ -167,6 +184,7 @@ def endpoint_rotate_secret(
             previous_secret_sealed=endpoint.secret_sealed,
             previous_secret_expires_at=db_now() + ROTATION_GRACE,
         )
+        form_done(receipt, endpoint.pk)
         audit_record(tenant=tenant, actor=actor, action="agent_events.secret_rotated", obj=endpoint)
     endpoint.refresh_from_db()
     return endpoint, secret

@@ -494,4 +494,31 @@
     form.dataset.submitted = "1";
     window.setTimeout(function () { form.dataset.submitted = ""; }, 4000);
   }, true);
+
+  // One post per form whose answer shows a secret once ([data-once]: an agent token, an agent
+  // events endpoint's signing secret, added or rotated). The browser shows the last answer, so a
+  // second click while the first answer was on its way replaced the secret with "already
+  // exists". The answer replaces this page; if none comes (the person stopped the request), the
+  // form is free again after ONCE_SECONDS, and on coming back to the page (pageshow). A failed
+  // request leaves the page for the browser's error page, and going back loads the form afresh.
+  // The server answers a second post of the same form truthfully too (tenants.once_forms).
+  var ONCE_SECONDS = 10;
+  function onceRelease(form) {
+    form.dataset.submitted = "";
+    form.removeAttribute("aria-busy");
+    form.querySelectorAll("button[type=submit]").forEach(function (b) { b.removeAttribute("aria-disabled"); });
+  }
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (event.defaultPrevented || !form.matches || !form.matches("form[data-once]")) return;
+    if (form.dataset.submitted === "1") { event.preventDefault(); return; }
+    form.dataset.submitted = "1";
+    form.setAttribute("aria-busy", "true");
+    // aria-disabled, not disabled: the button stays in the form's submission and keeps focus.
+    form.querySelectorAll("button[type=submit]").forEach(function (b) { b.setAttribute("aria-disabled", "true"); });
+    window.setTimeout(function () { onceRelease(form); }, ONCE_SECONDS * 1000);
+  });
+  window.addEventListener("pageshow", function () {
+    document.querySelectorAll("form[data-once]").forEach(onceRelease);
+  });
 })();
