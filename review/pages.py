@@ -4,7 +4,9 @@ calls one of these and renders."""
 
 from __future__ import annotations
 
+import html
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -164,6 +166,30 @@ class DraftReview:
     # Ownership: whom this person may hand the draft to, and whether they may release it.
     hand_to: list = field(default_factory=list)
     may_pass_on: bool = False
+    # The HTML body declares fonts of its own (embeds_fonts): the page says so beside the body.
+    body_fonts: bool = False
+
+
+# A CSS escape: a backslash and one to six hex digits (and one whitespace after them), or a
+# backslash and the character it stands for.
+_CSS_ESCAPE = re.compile(r"\\(?:([0-9a-fA-F]{1,6})[ \t\n\r\f]?|(.))", re.DOTALL)
+
+
+def _css_unescaped(match: re.Match) -> str:
+    if match[1] is None:
+        return match[2]
+    code = int(match[1], 16)
+    return chr(code) if 0 < code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF else "\ufffd"
+
+
+def embeds_fonts(body: str) -> bool:
+    """Whether an HTML body declares a font of its own (an ``@font-face`` rule), however it is
+    spelled: Chromium applies the rule with its name in capitals, in CSS escapes (``@\\66 ont-face``)
+    and, in an ``<svg>``'s ``<style>``, in character references (``&#64;font-face``). The draft
+    page's frame does not apply it (review.views.bodies); a mail client that does may draw the
+    customer other characters than the reviewer reads. A false alarm (the words in the text of
+    the message) costs a look; a missed one, an approval of what the reviewer did not read."""
+    return "@font-face" in _CSS_ESCAPE.sub(_css_unescaped, html.unescape(body)).lower()
 
 
 def timeline(detail: selectors.DraftDetail) -> list[tuple[str, object]]:
@@ -282,6 +308,7 @@ def draft_review(
         timeline=timeline(detail),
         can_note=membership.role in NOTE_WRITERS,
         **_ownership(draft, membership, can_decide),
+        body_fonts=embeds_fonts(current.html),
     )
 
 

@@ -6,8 +6,16 @@ inherits the staff page's Content-Security-Policy, whose ``style-src 'self'`` bl
 customer's mail client hides (``display:none``) and not the text its CSS adds (``::after``
 content): not the message that goes out. This document's own policy lets its inline CSS apply
 and nothing else: no scripts (``sandbox``, and the frame's ``sandbox`` attribute), no remote or
-same-origin fetches (images only as ``data:``), no forms, framed only by our own pages. The URL
-names the version, so the frame shows the version whose number and hash the approve form carries.
+same-origin fetches (images only as ``data:``), no fonts of the email's own, no forms, framed only
+by our own pages. The URL names the version, so the frame shows the version whose number and hash
+the approve form carries.
+
+Its fonts are not applied: a font the email embeds (an ``@font-face`` with a ``data:`` URL) draws
+any character as any other, a "1" as a "6" in an IBAN or an amount. The reviewer read the digits
+the font drew, the customer in Gmail (which drops embedded fonts) the ones the message holds, and
+what is approved is the characters. Here they are set in the browser's own fonts; the draft page
+says the message carries fonts (``review.pages.embeds_fonts``), which a mail client that applies
+them may draw otherwise.
 
 One change to what is stored: an ``<iframe>`` or ``<frame>`` tag is shown as text
 (``frames_as_text``).
@@ -36,7 +44,7 @@ from tenants.access import DECIDERS, TenantRequest, tenant_view
 
 EMAIL_DOCUMENT_POLICY = (
     "sandbox; default-src 'none'; script-src 'none'; style-src 'unsafe-inline'; "
-    "img-src data:; font-src data:; form-action 'none'; base-uri 'none'; "
+    "img-src data:; font-src 'none'; form-action 'none'; base-uri 'none'; "
     "frame-ancestors 'self'"
 )
 

@@ -38,6 +38,7 @@ def test_the_frame_shows_the_version_on_the_page_as_stored_under_its_own_policy(
     assert policy["style-src"] == "'unsafe-inline'"
     assert policy["script-src"] == "'none'" and policy["default-src"] == "'none'"
     assert policy["img-src"] == "data:" and policy["frame-ancestors"] == "'self'"
+    assert policy["font-src"] == "'none'"
     assert document["X-Frame-Options"] == "SAMEORIGIN"
     assert document["X-Content-Type-Options"] == "nosniff"
 
@@ -217,3 +218,38 @@ def test_the_preview_of_hostile_html_is_what_a_save_would_store(
     assert surrogate.content.decode() == "<p>\ufffd\ufffd\ufffd</p>"
     assert nested.status_code == 200 and nested.content.decode() == deep
     assert _state(draft) == before
+
+
+FONT = "{font-family:X;src:url(data:font/ttf;base64,AAEAAA==)}.n{font-family:X}"
+
+
+# Each a spelling Chromium applies as an @font-face rule; the frame's policy refuses the font
+# whatever its spelling (font-src 'none', tests/review/test_browser_embedded_fonts.py).
+@pytest.mark.parametrize(
+    "html",
+    [
+        f"<style>@font-face{FONT}</style><p class=n>DE11</p>",
+        f"<style>@FONT-FACE{FONT}</style><p class=n>DE11</p>",
+        f"<style>@\\66 ont-face{FONT}</style><p class=n>DE11</p>",
+        f"<style>@font-f\\41 CE{FONT}</style><p class=n>DE11</p>",
+        f"<svg><style>&#64;&#92;66 ont-face{FONT}</style></svg><p class=n>DE11</p>",
+    ],
+)
+def test_the_draft_page_says_when_the_html_brings_fonts_of_its_own(
+    html, tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(mailbox_a, html=html)
+
+    page = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk]))
+
+    assert page.content.decode().count('data-body-warning="embedded_fonts"') == 1
+
+
+def test_no_font_warning_for_html_that_brings_no_fonts(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(mailbox_a, html="<style>p{font-family:serif}</style><p>font face</p>")
+
+    page = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk]))
+
+    assert b"data-body-warning" not in page.content
