@@ -168,6 +168,8 @@ class DraftReview:
     may_pass_on: bool = False
     # The HTML body declares fonts of its own (embeds_fonts): the page says so beside the body.
     body_fonts: bool = False
+    # It loads a stylesheet from elsewhere (loads_styles): said beside the body too.
+    body_remote_styles: bool = False
 
 
 # A CSS escape: a backslash and one to six hex digits (and one whitespace after them), or a
@@ -189,7 +191,27 @@ def embeds_fonts(body: str) -> bool:
     page's frame does not apply it (review.views.bodies); a mail client that does may draw the
     customer other characters than the reviewer reads. A false alarm (the words in the text of
     the message) costs a look; a missed one, an approval of what the reviewer did not read."""
-    return "@font-face" in _CSS_ESCAPE.sub(_css_unescaped, html.unescape(body)).lower()
+    return "@font-face" in _as_chromium_reads_it(body)
+
+
+def _as_chromium_reads_it(body: str) -> str:
+    """The body with character references and CSS escapes resolved, in lower case: what the
+    warnings here look for, however it was spelled."""
+    return _CSS_ESCAPE.sub(_css_unescaped, html.unescape(body)).lower()
+
+
+# A <link> whose attributes name a stylesheet (rel="stylesheet", "alternate stylesheet").
+_STYLESHEET_LINK = re.compile(r"<link\b[^>]*stylesheet")
+
+
+def loads_styles(body: str) -> bool:
+    """Whether an HTML body loads a stylesheet from elsewhere (a ``<link>`` to one, an
+    ``@import``). The draft page's frame never fetches it (review.views.bodies); a mail client
+    that loads remote content applies it, and what it holds (fonts, hidden text, added text) is
+    not in the message the reviewer approves: the file at that address may even change after
+    the approval."""
+    text = _as_chromium_reads_it(body)
+    return "@import" in text or bool(_STYLESHEET_LINK.search(text))
 
 
 def timeline(detail: selectors.DraftDetail) -> list[tuple[str, object]]:
@@ -309,6 +331,7 @@ def draft_review(
         can_note=membership.role in NOTE_WRITERS,
         **_ownership(draft, membership, can_decide),
         body_fonts=embeds_fonts(current.html),
+        body_remote_styles=loads_styles(current.html),
     )
 
 

@@ -253,3 +253,42 @@ def test_no_font_warning_for_html_that_brings_no_fonts(
     page = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk]))
 
     assert b"data-body-warning" not in page.content
+
+
+# Each loads a stylesheet from elsewhere, which the frame never fetches (default-src 'none') and a
+# mail client that does (Apple Mail, Outlook with remote content allowed) applies: fonts, hidden
+# text, added text; and the file at that address may change after the approval.
+@pytest.mark.parametrize(
+    "html",
+    [
+        '<link rel="stylesheet" href="https://cdn.example/mail.css"><p>Hello</p>',
+        "<LINK REL=STYLESHEET HREF=//cdn.example/mail.css><p>Hello</p>",
+        '<link href="https://cdn.example/a.css" rel="alternate stylesheet"><p>Hello</p>',
+        '<link rel="&#115;tylesheet" href="https://cdn.example/mail.css"><p>Hello</p>',
+        '<style>@import url("https://cdn.example/mail.css");</style><p>Hello</p>',
+        "<style>@IMPORT 'https://cdn.example/mail.css';</style><p>Hello</p>",
+        "<style>@\\69 mport 'https://cdn.example/mail.css';</style><p>Hello</p>",
+    ],
+)
+def test_the_draft_page_says_when_the_html_loads_styles_from_elsewhere(
+    html, tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(mailbox_a, html=html)
+
+    page = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk]))
+
+    assert page.content.decode().count('data-body-warning="remote_styles"') == 1
+
+
+def test_no_remote_styles_warning_for_html_whose_styles_are_its_own(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(
+        mailbox_a,
+        html='<style>p{color:red}</style><p>We import goods; see <a href="https://x.example/'
+        'style.css">the link stylesheet</a>.</p>',
+    )
+
+    page = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk]))
+
+    assert b'data-body-warning="remote_styles"' not in page.content
