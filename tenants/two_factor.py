@@ -138,13 +138,25 @@ def recovery_digest(code: str) -> str:
     return hashlib.sha256(normalized.encode()).hexdigest()
 
 
-def totp_confirm(*, user: User, code: str, request: HttpRequest | None = None) -> list[str]:
+def totp_confirm(
+    *, user: User, code: str, request: HttpRequest | None = None, device_id: int | None = None
+) -> list[str]:
     """Confirm the pending authenticator with a code from it; returns the new recovery codes
-    (shown once: only their digests are kept)."""
+    (shown once: only their digests are kept). ``device_id``: the set-up the page's form confirms
+    (None: a post without it, an older page). A second post of that form after the first one
+    confirmed it (a second click while the first answer was on its way) raises ``already_on``: the
+    codes were on the first answer, and are never made or shown again here."""
     with transaction.atomic():
         _asked_by_an_open_session(user, request)
         device = TotpDevice.objects.select_for_update().filter(user=user, confirmed=False).first()
         if device is None:
+            # One authenticator per person (totpdevice_one_per_user), so a set-up that is this
+            # person's and confirmed is the one the form began: this post is its second.
+            if (
+                device_id is not None
+                and TotpDevice.objects.filter(user=user, pk=device_id, confirmed=True).exists()
+            ):
+                raise TwoFactorError("already_on", _("Two-factor sign-in is on."))
             raise TwoFactorError("no_pending", _("Start again: there is no set-up in progress."))
         if not _check_totp(device, code):
             raise TwoFactorError(

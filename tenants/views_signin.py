@@ -111,6 +111,7 @@ def _enrol_page(request: AuthenticatedRequest, device: TotpDevice, error: str = 
         "tenants/totp_enrol.html",
         {
             "secret": two_factor.totp_secret(device),
+            "setup": device.pk,
             "qr": _qr_data_uri(uri),
             "error": error,
         },
@@ -150,13 +151,20 @@ def totp_confirm(http_request: HttpRequest) -> HttpResponse:
         return redirect("account_security")
     if held := sudo.confirm_first(request, back="totp_enrol"):
         return held
+    setup = request.POST.get("setup", "")
     try:
         codes = two_factor.totp_confirm(
-            user=request.user, code=request.POST.get("code", ""), request=request
+            user=request.user,
+            code=request.POST.get("code", ""),
+            request=request,
+            device_id=int(setup) if setup.isascii() and setup.isdigit() else None,
         )
     except two_factor.TwoFactorError as error:
         if error.code == user_sessions.SESSION_ENDED:
             return session_ended_signed_out(request, error.message)
+        if error.code == "already_on":
+            # The browser shows this answer, not the first one, which had the recovery codes.
+            return render(request, "tenants/totp_already_on.html", status=409)
         pending = TotpDevice.objects.filter(user=request.user, confirmed=False).first()
         if pending is None:
             messages.error(request, error.message)

@@ -10,8 +10,10 @@ import pyotp
 import pytest
 from playwright.sync_api import expect
 
-from tenants.models import Tenant
+from tenants.models import RecoveryCode, Tenant, TotpDevice
+from tenants.two_factor import recovery_digest
 from tests.browser import BROWSER_MARKS
+from tests.console.test_browser_shown_once import SlowFirstAnswer, click_twice_while_slow, shoot
 from tests.factories import PASSWORD
 
 pytestmark = BROWSER_MARKS
@@ -103,3 +105,60 @@ def test_a_tenant_requiring_it_leads_an_unenrolled_member_to_enrolment_only(
     enrol(page)
     page.click("text=I have saved them")
     page.wait_for_url(re.compile(rf"/t/{tenant_a.slug}/$"))
+
+
+def test_a_second_click_on_turn_on_while_the_first_is_slow_shows_the_recovery_codes(
+    page, transactional_db, tenant_a, member_of
+):
+    """Found by an outside probe: the second answer, "Start again: there is no set-up in
+    progress.", replaced the page of recovery codes (shown only once) while two-factor was on."""
+    user = member_of(tenant_a, "approver").user
+    password_step(page, user)
+    page.wait_for_url(re.compile(rf"/t/{tenant_a.slug}/$"))
+    page.goto("/account/security/")
+    page.click("button:has-text('Set up an authenticator app')")
+    secret = page.locator("#totp-secret").inner_text().strip()
+    page.fill("input[name=code]", pyotp.TOTP(secret).now())
+    slow = SlowFirstAnswer()
+    page.route("**/account/security/totp/confirm/", slow)
+
+    click_twice_while_slow(page, "button:has-text('Turn on two-factor sign-in')", slow)
+
+    expect(page.locator("h1")).to_have_text("Your recovery codes")
+    codes = [c.strip() for c in page.locator("#recovery-codes li").all_inner_texts()]
+    assert {recovery_digest(c) for c in codes} == set(
+        RecoveryCode.objects.filter(user=user).values_list("digest", flat=True)
+    )
+    assert len(codes) == 10 and slow.posts == 1
+    shoot(page, "totp-recovery-codes")
+
+
+def test_the_set_up_confirmed_from_another_tab_says_so_and_offers_new_codes(
+    page, transactional_db, tenant_a, member_of
+):
+    """The server's half: a second post of the same set-up (here from a second tab of the same
+    page) says the first one turned it on, shows no codes, and offers to make new ones."""
+    user = member_of(tenant_a, "approver").user
+    password_step(page, user)
+    page.wait_for_url(re.compile(rf"/t/{tenant_a.slug}/$"))
+    page.goto("/account/security/")
+    page.click("button:has-text('Set up an authenticator app')")
+    secret = page.locator("#totp-secret").inner_text().strip()
+    stale = page.context.new_page()
+    stale.goto("/account/security/totp/")
+    page.fill("input[name=code]", pyotp.TOTP(secret).now())
+    page.click("button:has-text('Turn on two-factor sign-in')")
+    first = [c.strip() for c in page.locator("#recovery-codes li").all_inner_texts()]
+
+    stale.fill("input[name=code]", pyotp.TOTP(secret).now())
+    stale.click("button:has-text('Turn on two-factor sign-in')")
+
+    expect(stale.locator("h1")).to_have_text("Two-factor sign-in is already on")
+    assert stale.locator("#recovery-codes").count() == 0
+    assert not any(code in stale.content() for code in first)
+    assert TotpDevice.objects.get(user=user).confirmed
+    shoot(stale, "totp-already-on")
+    stale.click("button:has-text('Make new recovery codes')")
+    expect(stale.locator("h1")).to_have_text("Your recovery codes")
+    renewed = [c.strip() for c in stale.locator("#recovery-codes li").all_inner_texts()]
+    assert len(renewed) == 10 and not set(renewed) & set(first)
