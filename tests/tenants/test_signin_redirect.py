@@ -42,16 +42,51 @@ def test_an_htmx_approve_after_the_session_expired_sends_the_tab_to_sign_in(
     assert not SendIntent.objects.exists()
 
 
-def test_a_page_request_after_the_session_expired_keeps_its_plain_redirect(
+def test_a_form_posted_after_the_session_expired_comes_back_to_its_page_after_sign_in(
     client, tenant_a, mailbox_a, make_draft
+):
+    """The redirect's ``next`` was the address the form posted to (``/approve/``, which answers
+    only POST): signed in again, the person landed on a 405. It is the page the form was on (its
+    same-origin Referer), where they may post again; the post itself did nothing."""
+    draft = make_draft(mailbox_a)
+    page, approve = _urls(tenant_a, draft)
+
+    answer = client.post(
+        approve, approve_data(draft), headers={"Referer": f"http://testserver{page}?view=mine"}
+    )
+
+    assert answer.status_code == 302 and not answer.has_header("HX-Redirect")
+    target = urlsplit(answer["Location"])
+    assert target.path == reverse("login")
+    assert parse_qs(target.query) == {"next": [f"{page}?view=mine"]}
+    assert not SendIntent.objects.exists()
+
+
+@pytest.mark.parametrize("referer", [None, "https://evil.example/t/tenant-a/", "not a url"])
+def test_a_form_posted_without_a_page_of_ours_to_return_to_signs_in_without_next(
+    client, tenant_a, mailbox_a, make_draft, referer
 ):
     draft = make_draft(mailbox_a)
     _page, approve = _urls(tenant_a, draft)
 
-    answer = client.post(approve, approve_data(draft))
+    answer = client.post(
+        approve, approve_data(draft), headers={"Referer": referer} if referer else {}
+    )
+
+    assert answer.status_code == 302
+    assert answer["Location"] == reverse("login")
+
+
+def test_a_page_opened_after_the_session_expired_keeps_its_plain_redirect(
+    client, tenant_a, mailbox_a, make_draft
+):
+    draft = make_draft(mailbox_a)
+    page, _approve = _urls(tenant_a, draft)
+
+    answer = client.get(page, headers={"Referer": "http://testserver/elsewhere/"})
 
     assert answer.status_code == 302 and not answer.has_header("HX-Redirect")
-    assert answer["Location"] == f"{reverse('login')}?next={approve}"
+    assert answer["Location"] == f"{reverse('login')}?next={page}"
 
 
 @pytest.mark.parametrize(
