@@ -28,6 +28,8 @@ from email.utils import getaddresses, parseaddr
 from enum import StrEnum
 from typing import Any
 
+from common.addresses import normalize_address
+
 PREVIEW_LENGTH = 200
 REPLACEMENT_CHARACTER = "\ufffd"
 # In a Python str a surrogate code point is always unpaired: json.loads joins valid pairs.
@@ -284,7 +286,7 @@ def _inbound(message: dict) -> Inbound:
     if not preview:
         preview = _text(message.get("text"))
     return Inbound(
-        sender=bounded_sender(_sender_text(sender)),
+        sender=bounded_sender(sender_in_its_form(_sender_text(sender))),
         # Not stripped: AgentMail builds a reply's subject from the subject as it is ("Re: " and
         # the leading spaces), and the draft's approved subject must be that one.
         subject=_raw_text(message.get("subject"))[:SUBJECT_KEPT],
@@ -294,6 +296,35 @@ def _inbound(message: dict) -> Inbound:
         in_reply_to=_text(message.get("in_reply_to"))[:998],
         subject_replaced=message.get(SUBJECT_REPLACED) is True,
     )
+
+
+def sender_in_its_form(sender: str) -> str:
+    """``sender`` with its address in the one form a draft's recipients are stored in
+    (``common.addresses.normalize_address``: lower-cased, the domain as an A-label, NFC); the
+    rest as given. The address is where ``intents.policy.on_thread`` reads it: the part in the
+    last angle brackets when the sender ends with them, else the whole. One that is not a valid
+    address stays as written (no recipient can match it either way).
+
+    Every check of who wrote in a thread compares a recipient in that form with the sender's
+    text (``on_thread``, its SQL twin in the queue, the answered message's author, forwarded
+    files' sources): "Jürgen <juergen@bücher.de>", or an address in decomposed Unicode, was
+    never the recipient juergen@xn--bcher-kva.de, so a reply to the customer who wrote was
+    marked "Not a participant of this thread" and left out of approval from a list. Shown in
+    that form too, a look-alike domain in a sender reads as what it is (``xn--...``), as it does
+    among the recipients."""
+    if sender.endswith(">") and "<" in sender:
+        head, _, written = sender[:-1].rpartition("<")
+        address = _address_in_its_form(written)
+        return f"{head}<{address}>" if address else sender
+    return _address_in_its_form(sender) or sender
+
+
+def _address_in_its_form(written: str) -> str:
+    """The address in its one form, or "" when it is not one."""
+    try:
+        return normalize_address(written)
+    except ValueError:
+        return ""
 
 
 def _sender_text(value: Any) -> str:

@@ -332,7 +332,8 @@ def test_a_reply_to_a_subject_stored_with_replaced_characters_is_refused(
 @pytest.mark.parametrize(
     ("sender", "stored"),
     [
-        ({"address": "Jane@Customer.test", "name": "Jane Doe"}, "Jane Doe <Jane@Customer.test>"),
+        # The address in the recipients' form (webhooks.normalize.sender_in_its_form).
+        ({"address": "Jane@Customer.test", "name": "Jane Doe"}, "Jane Doe <jane@customer.test>"),
         ({"address": "jane@customer.test"}, "jane@customer.test"),
         # An address that would close the brackets early names nobody: the built sender would
         # have ended with an address of the sender's choosing.

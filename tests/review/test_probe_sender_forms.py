@@ -1,0 +1,158 @@
+"""Outsider probe: a customer whose address is written in Unicode (an internationalised domain,
+SMTPUTF8) or in another case or composition than a draft's recipient, which is stored in its one
+form (common.addresses.normalize_address: lower-cased, the domain as an A-label, NFC)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.urls import reverse
+
+from intents import sending
+from intents.models import Draft
+from tenants.tokens import token_create
+from tests.intents.conftest import fast_send  # noqa: F401
+from tests.webhooks.conftest import hook_for, received_payload  # noqa: F401
+from webhooks.models import InboundMessage
+
+pytestmark = pytest.mark.django_db
+
+
+def _customer_writes(sandbox, hook, client, mailbox, sender: str, subject: str) -> dict:
+    message = sandbox.inbound(mailbox.inbox_id, from_=sender, subject=subject, text=subject)
+    payload = received_payload(
+        mailbox,
+        thread_id=message["thread_id"],
+        message_id=message["message_id"],
+        subject=subject,
+        sender=sender,
+    )
+    hook.post(client, payload)
+    return message
+
+
+def _agent_drafts(client, token: str, key: str, body: dict) -> dict:
+    response = client.post(
+        "/api/v1/drafts",
+        data=json.dumps(body),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token}", "Idempotency-Key": key},
+    )
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def _agent_token(tenant, admin) -> str:
+    _, token = token_create(
+        tenant=tenant,
+        name="agent",
+        scopes=("drafts:write", "drafts:read"),
+        mailbox_ids=[],
+        expires_at=None,
+        actor=admin,
+    )
+    return token
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reply_to_a_customer_of_an_internationalised_domain_is_approved_from_the_list(
+    tenant_a,
+    member_of,
+    mailbox_factory,
+    sandbox,
+    fast_send,  # noqa: F811
+    client,
+    hook_for,  # noqa: F811
+):
+    """Jürgen writes from bücher.de; the agent answers him at the address he wrote from, which
+    the draft stores as juergen@xn--bcher-kva.de. The draft page said "Not a participant of
+    this thread" beside him, the queue row "check recipients", and the list's approval left
+    the reply out ("wrote none of the customer messages")."""
+    mailbox = mailbox_factory(tenant_a)
+    hook = hook_for(tenant_a)
+    admin = member_of(tenant_a, "admin").user
+    token = _agent_token(tenant_a, admin)
+    message = _customer_writes(
+        sandbox, hook, client, mailbox, "J\u00fcrgen <juergen@b\u00fccher.de>", "Lieferung"
+    )
+    draft = _agent_drafts(
+        client,
+        token,
+        "reply",
+        {
+            "mailbox": mailbox.address,
+            "in_reply_to": message["message_id"],
+            "to": ["juergen@b\u00fccher.de"],
+            "text": "Ist unterwegs.",
+        },
+    )
+    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft["id"]])).content.decode()
+    queue = client.get(reverse("tenant_home", args=[tenant_a.slug])).content.decode()
+    items = re.findall(r'name="item" value="([^"]+)"', queue)
+
+    response = client.post(
+        reverse("bulk_approve", args=[tenant_a.slug]), {"item": items}, follow=True
+    )
+    sending.run_once(worker="t", limit=10)
+
+    assert "Not a participant of this thread" not in page
+    assert "data-check-recipients" not in queue
+    assert "Approved 1 draft" in response.content.decode()
+    assert Draft.objects.get(pk=draft["id"]).status == Draft.Status.APPROVED
+    sent = sandbox.ledger(inbox_id=mailbox.inbox_id)
+    assert [(s["to"], s["subject"]) for s in sent] == [
+        (["juergen@xn--bcher-kva.de"], "Re: Lieferung")
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("sender", "to", "stored"),
+    [
+        (
+            "J\u00fcrgen <juergen@b\u00fccher.de>",
+            "juergen@b\u00fccher.de",
+            "J\u00fcrgen <juergen@xn--bcher-kva.de>",
+        ),
+        ("jose\u0301@customer.test", "jos\u00e9@customer.test", "jos\u00e9@customer.test"),
+        ("Ana < Ana@Customer.TEST >", "ana@customer.test", "Ana <ana@customer.test>"),
+        # Not an address: kept as written.
+        ("Ana <not an address>", "ana@customer.test", "Ana <not an address>"),
+    ],
+)
+def test_the_draft_page_counts_the_customer_who_wrote_as_a_participant(
+    tenant_a,
+    member_of,
+    mailbox_factory,
+    sandbox,
+    client,
+    hook_for,  # noqa: F811
+    sender,
+    to,
+    stored,
+):
+    """The sender's address is recorded in the recipients' form, so the customer who wrote is
+    the recipient of a reply to them however either was spelled."""
+    mailbox = mailbox_factory(tenant_a)
+    hook = hook_for(tenant_a)
+    admin = member_of(tenant_a, "admin").user
+    message = _customer_writes(sandbox, hook, client, mailbox, sender, "Hello")
+    draft = _agent_drafts(
+        client,
+        _agent_token(tenant_a, admin),
+        "reply",
+        {
+            "mailbox": mailbox.address,
+            "in_reply_to": message["message_id"],
+            "to": [to],
+            "text": "Hi.",
+        },
+    )
+    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft["id"]])).content.decode()
+
+    assert InboundMessage.objects.get(message_id=message["message_id"]).sender == stored
+    assert ("Not a participant of this thread" in page) == (stored == sender)
