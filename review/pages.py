@@ -278,6 +278,7 @@ def draft_review(
         thread_id=draft.thread_id,
         limit=10,
         also=after_draft,
+        answering=draft.in_reply_to,
     )[::-1]
     anchor = next((m for m in inbound if m.message_id == draft.in_reply_to), None)
     since = anchor.received_at if anchor else draft.created_at
@@ -374,7 +375,11 @@ def edit_aside(*, tenant: Tenant, draft: Draft) -> dict:
     """What the editor keeps beside the form: the customer's message the draft answers (or the
     thread's latest when the draft names none), and the rest of the thread, oldest first."""
     inbound = inbound_for_thread(
-        tenant=tenant, mailbox=draft.mailbox_id, thread_id=draft.thread_id, limit=10
+        tenant=tenant,
+        mailbox=draft.mailbox_id,
+        thread_id=draft.thread_id,
+        limit=10,
+        answering=draft.in_reply_to,
     )[::-1]
     answered = next((m for m in inbound if m.message_id == draft.in_reply_to), None)
     return {

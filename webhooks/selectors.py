@@ -49,13 +49,22 @@ def ledger_rows_estimate() -> int:
 
 
 def inbound_for_thread(
-    *, tenant, mailbox, thread_id: str, limit: int = 20, also: Collection[int] = ()
+    *,
+    tenant,
+    mailbox,
+    thread_id: str,
+    limit: int = 20,
+    also: Collection[int] = (),
+    answering: str = "",
 ) -> list[InboundMessage]:
     """The customer's messages in a thread of ``mailbox``, newest first (what a reviewer must
     see): the ``limit`` newest, and those of ``also`` (ids) that are older, since an approval asks
-    whether its page showed every message ``customer_messages_after`` names. Of that mailbox
-    only: a draft's thread id is the agent's word when the draft answers no message, and must not
-    show a reviewer another mailbox's customers."""
+    whether its page showed every message ``customer_messages_after`` names, and the one whose
+    provider id is ``answering`` (the message a draft answers) wherever it lies: a reply to the
+    first of twelve messages was reviewed on a page that showed neither it nor that the reply
+    answered an older message than the newest. Of that mailbox only: a draft's thread id is the
+    agent's word when the draft answers no message, and must not show a reviewer another
+    mailbox's customers."""
     if not thread_id:
         return []
     thread = (
@@ -65,9 +74,13 @@ def inbound_for_thread(
     )
     newest = list(thread[:limit])
     missing = set(also) - {m.pk for m in newest}
-    if not missing:
+    answered_missing = bool(answering) and all(m.message_id != answering for m in newest)
+    if not missing and not answered_missing:
         return newest
-    older = list(thread.filter(pk__in=missing))
+    wanted = Q(pk__in=missing)
+    if answered_missing:
+        wanted |= Q(message_id=answering)
+    older = list(thread.filter(wanted))
     return sorted(newest + older, key=lambda m: (m.received_at, m.pk), reverse=True)
 
 
