@@ -156,3 +156,43 @@ def test_the_draft_page_counts_the_customer_who_wrote_as_a_participant(
 
     assert InboundMessage.objects.get(message_id=message["message_id"]).sender == stored
     assert ("Not a participant of this thread" in page) == (stored == sender)
+
+
+def test_the_migration_writes_senders_recorded_before_in_the_recipients_form(tenant_a, mailbox_a):
+    """Recorded before the sender's address was normalised on arrival: the same rewrite, once."""
+    import importlib
+
+    from django.apps import apps
+    from django.utils import timezone
+
+    from common.addresses import normalize_address
+
+    written = {
+        "m1": "Jürgen <juergen@bücher.de>",
+        "m2": '"Ana" < Ana@Customer.TEST >',
+        "m3": "BOB@EXAMPLE.COM",
+        "m4": "Mailer Daemon <not an address>",
+        "m5": "x" * 250 + " <" + "a" * 40 + "@" + "ü" * 20 + ".de>",
+    }
+    for message_id, sender in written.items():
+        InboundMessage.objects.create(
+            tenant=tenant_a,
+            mailbox=mailbox_a,
+            thread_id="t1",
+            message_id=message_id,
+            sender=sender,
+            received_at=timezone.now(),
+        )
+    migration = importlib.import_module(
+        "webhooks.migrations.0013_inbound_senders_in_recipients_form"
+    )
+    migration.rewrite(apps, None)
+
+    stored = dict(InboundMessage.objects.values_list("message_id", "sender"))
+    assert stored["m1"] == "Jürgen <juergen@xn--bcher-kva.de>"
+    assert stored["m2"] == '"Ana" <ana@customer.test>'
+    assert stored["m3"] == "bob@example.com"
+    assert stored["m4"] == "Mailer Daemon <not an address>"
+    # Longer than the column once its domain is an A-label: shortened in its name, as on arrival.
+    assert len(stored["m5"]) == 320 and "\u2026" in stored["m5"]
+    assert stored["m5"].endswith(f"<{normalize_address('a' * 40 + '@' + 'ü' * 20 + '.de')}>")
