@@ -48,6 +48,11 @@ class Progress:
         return self.by_state.get("accepted", 0)
 
     @property
+    def skipped_count(self) -> int:
+        """Every recipient filtered out, not only the ``skipped_rows`` listed."""
+        return sum(self.skipped.values())
+
+    @property
     def unsent(self) -> int:
         return sum(self.by_state.get(s, 0) for s in ("queued", "sending", "uncertain"))
 

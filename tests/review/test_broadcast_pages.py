@@ -214,3 +214,26 @@ def test_the_sample_is_of_the_hash_the_approve_button_carries(
     assert "data-approve-form" not in page and "data-broadcast-changed" in page
     # Nor a "filtered out" count of a list it did not read; a way to read it again instead.
     assert "data-filtered" not in page and "data-reload-page" in page
+
+
+def test_the_filtered_out_count_is_every_skipped_recipient_not_the_rows_listed(
+    signed_in, member_of, tenant_a
+):
+    """Found by an outside probe: the page listed the first 200 filtered-out recipients and
+    counted the list, so an approver of a broadcast from a restricted mailbox read "Filtered
+    out 200" over 250 recipients that would get nothing (the agent API said 250)."""
+    mailbox = make_local_mailbox(tenant_a, policy_mode="allowlist")
+    mailbox.allowed_domains = ["example.com"]
+    mailbox.save(update_fields=["allowed_domains"])
+    rows = [{"address": f"p{i}@elsewhere.test", "variables": {"n": i}} for i in range(250)]
+    rows.append({"address": "ana@example.com", "variables": {"n": 0}})
+    broadcast = broadcast_create(
+        tenant=tenant_a, mailbox=mailbox, subject="Delay {{ n }}", text="Hi", recipients=rows
+    )
+    client = signed_in(member_of(tenant_a, "approver").user)
+
+    page = client.get(url(broadcast)).content.decode()
+
+    assert 'Filtered out <span class="count">250</span>' in page
+    assert "The first 200 are listed." in page
+    assert page.count('data-skipped="not_allowed"') == 200
