@@ -136,6 +136,15 @@ class Limit:
         return self.base + sum(n * length(variables[name]) for name, n in self.counts.items())
 
 
+def filled_only_by(template: str) -> set[str] | None:
+    """The placeholders whose values are all ``template`` holds besides white space, or None when
+    it holds text of its own. It renders blank exactly when each of these values is blank (white
+    space escaped as HTML is still white space): no rendering needed to tell, per row."""
+    if PLACEHOLDER.sub("", template).strip():
+        return None
+    return set(PLACEHOLDER.findall(template))
+
+
 def _clean_value(value) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -213,12 +222,14 @@ def clean_recipients(
     max_recipients: int,
     limits: tuple[Limit, ...] = (),
     subject: str | None = None,
+    body: tuple[str, str] | None = None,
     in_url: Collection[str] = (),
 ) -> list[Recipient]:
     """Validated recipients from (row number, address, variables) triples, or RecipientsInvalid
     listing every bad row (the first MAX_REPORTED_ERRORS of them).
 
     ``subject``: the subject template, which no row may render blank.
+    ``body``: the text and HTML templates, which no row may render both blank.
     ``in_url``: the placeholders that begin a URL attribute of the HTML (``broadcast_html``).
     ``limits``: the most each part may hold once this row's variables fill it in. Without them
     a template of 200,000 placeholders and 2,000-character values rendered to gigabytes when a
@@ -233,6 +244,11 @@ def clean_recipients(
             "n": len(rows),
         }
         raise RecipientsInvalid([RowError(0, "recipients", message)], 1)
+    # The values that alone make the body, when neither template has text of its own.
+    fills = [filled_only_by(template) for template in body or ()]
+    body_of: set[str] | None = None
+    if fills and None not in fills:
+        body_of = {name for names in fills if names is not None for name in names}
     errors: list[RowError] = []
     total = 0
     seen: dict[str, tuple[int, str]] = {}
@@ -266,6 +282,15 @@ def clean_recipients(
             # A draft needs a subject; so does every message of a broadcast.
             problems.append(
                 RowError(row, "subject", _("with this row's variables the subject is empty"))
+            )
+        if (
+            not problems
+            and body_of is not None
+            and not any(variables[name].strip() for name in body_of)
+        ):
+            # So does its body: "A text or HTML body is required" of a draft.
+            problems.append(
+                RowError(row, "text", _("with this row's variables the message has no body"))
             )
         if problems:
             total += _keep(errors, problems)

@@ -134,6 +134,7 @@ def _clean_rows(rows, template: tuple) -> list[content.Recipient]:
             in_subject=in_subject,
             max_recipients=settings.BROADCAST_MAX_RECIPIENTS,
             subject=subject,
+            body=(text, html),
             in_url=in_url,
             limits=(
                 content.Limit.of("subject", subject, most=MAX_SUBJECT),

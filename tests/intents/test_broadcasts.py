@@ -188,6 +188,31 @@ def test_a_row_whose_values_leave_the_subject_blank_is_refused(live):
     assert not Broadcast.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("text", "html"),
+    [("{{ note }}", ""), ("", "{{ note }}"), ("{{ note }}\n", " {{ note }} ")],
+)
+def test_a_row_whose_values_leave_the_message_without_a_body_is_refused(live, text, html):
+    """Found by an outside probe: a body of "{{ note }}" and an empty value went out as a
+    message with a subject and nothing else, which a draft may never be ("A text or HTML body
+    is required"); the reviewer's sample, the first row, had a body."""
+    rows = [
+        {"address": "a@example.com", "variables": {"note": "Your parcel left.", "order": 1}},
+        {"address": "b@example.com", "variables": {"note": " \n ", "order": 2}},
+    ]
+    with pytest.raises(errors.BroadcastRowsInvalid) as caught:
+        create(live, text=text, html=html, recipients=rows)
+    assert [(r.row, r.field) for r in caught.value.rows] == [(2, "text")]
+    assert caught.value.rows[0].message == "with this row's variables the message has no body"
+    assert not Broadcast.objects.exists()
+
+
+def test_a_body_with_text_of_its_own_takes_blank_values(live):
+    rows = [{"address": "a@example.com", "variables": {"note": "", "order": 1}}]
+    b = create(live, text="Hi{{ note }}", html="{{ note }}", recipients=rows)
+    assert b.recipient_count == 1
+
+
 def test_too_many_recipients_is_refused(live, settings):
     settings.BROADCAST_MAX_RECIPIENTS = 2
     with pytest.raises(errors.BroadcastRowsInvalid):
