@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, QuerySet
 
+from common.addresses import letters_beyond_ascii
 from intents import broadcast_content
 from intents.errors import NotFound
 from intents.models import Broadcast, BroadcastRecipient, SendIntent, Suppression
@@ -114,6 +115,32 @@ def _would_skip(broadcast: Broadcast) -> list[tuple[int, str, str]]:
         elif not mailbox.allows_recipient(address):
             out.append((row, address, BroadcastRecipient.Skip.NOT_ALLOWED.value))
     return out
+
+
+@dataclass
+class NotAscii:
+    count: int
+    # The first few: (row of the upload, address, its letters beyond ASCII named).
+    rows: list[tuple[int, str, str]]
+
+
+def broadcast_addresses_not_ascii(broadcast: Broadcast) -> NotAscii:
+    """The recipients whose address holds letters beyond ASCII, each named
+    (``letters_beyond_ascii``): "b\u0456lling@example.com", with a Cyrillic small i, reads as
+    "billing@example.com" in a list, and a broadcast is approved from one (the sample, the
+    download). A draft's page names such letters beside the address. Of the rows of the hash
+    the page carries, as the sample's (``broadcast_sample``)."""
+    rows = BroadcastRecipient.objects.filter(
+        broadcast=broadcast,
+        broadcast__content_hash=broadcast.content_hash,
+        address__regex=r"[^\x01-\x7f]",
+    ).order_by("position")
+    shown = [
+        (row, address, letters_beyond_ascii(address))
+        for row, address in rows.values_list("source_row", "address")[:SKIPPED_SHOWN]
+    ]
+    count = len(shown) if len(shown) < SKIPPED_SHOWN else rows.count()
+    return NotAscii(count=count, rows=shown)
 
 
 def broadcast_sample(broadcast: Broadcast, position: int = 0) -> dict | None:

@@ -14,6 +14,7 @@ from common.csv_cells import csv_lines
 from intents import errors
 from intents.policy import approvable_mailbox_ids, can_approve
 from intents.selectors.broadcasts import (
+    broadcast_addresses_not_ascii,
     broadcast_get,
     broadcast_progress,
     broadcast_recipient_rows,
@@ -117,6 +118,7 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
         {
             "broadcast": broadcast,
             "progress": broadcast_progress(broadcast),
+            "not_ascii": broadcast_addresses_not_ascii(broadcast),
             "sample": sample,
             # Its recipients were replaced while the page was read: no approve button for a
             # hash whose message the page could not show.

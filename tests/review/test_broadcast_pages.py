@@ -237,3 +237,34 @@ def test_the_filtered_out_count_is_every_skipped_recipient_not_the_rows_listed(
     assert 'Filtered out <span class="count">250</span>' in page
     assert "The first 200 are listed." in page
     assert page.count('data-skipped="not_allowed"') == 200
+
+
+def test_an_address_that_is_not_plain_ascii_is_named_letter_by_letter(
+    signed_in, member_of, tenant_a
+):
+    """Found by an outside probe: a broadcast's rows were approved as a list (one sample, the
+    download) that shows each address as it is, and "b\u0456lling@example.com", with a
+    Cyrillic small i, reads as "billing@example.com", another person's mailbox. A draft's page
+    names such letters and the queue's bulk approval leaves such a draft out; the broadcast's
+    page named nothing."""
+    rows = [
+        {"address": "ana@example.com", "variables": {"n": 1}},
+        {"address": "b\u0456lling@example.com", "variables": {"n": 2}},
+        {"address": "zoe@example.com", "variables": {"n": 3}},
+    ]
+    broadcast = broadcast_create(
+        tenant=tenant_a,
+        mailbox=make_local_mailbox(tenant_a),
+        subject="Delay {{ n }}",
+        text="Hi",
+        recipients=rows,
+    )
+    client = signed_in(member_of(tenant_a, "approver").user)
+
+    page = client.get(url(broadcast)).content.decode()
+
+    assert page.count("data-not-ascii=") == 1
+    assert (
+        '#2 <span class="mono">b\u0456lling@example.com</span> — Not plain ASCII: it holds '
+        "U+0456 CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I"
+    ) in page
