@@ -33,11 +33,14 @@ class JSONRefused(ValueError):
     """A JSON text refused whole: ``code`` (stable), ``message`` (safe to show: it never quotes
     the input beyond a key's path), ``field`` (``to[2]``, ``provenance.a``) or None."""
 
-    def __init__(self, code: str, message: str, field: str | None = None):
+    def __init__(
+        self, code: str, message: str, field: str | None = None, *, line: int | None = None
+    ):
         super().__init__(message)
         self.code = code
         self.message = message
         self.field = field
+        self.line = line  # of a ``malformed`` text, where the parser stopped
 
 
 class _Duplicated(dict):
@@ -201,7 +204,7 @@ def loads(body: bytes | str, *, max_depth: int) -> Any:
     except json.JSONDecodeError as exc:
         # The parser's words and position only ("Extra data", "Expecting value"): never the input.
         raise JSONRefused(
-            "malformed", f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+            "malformed", f"{exc.msg} at line {exc.lineno} column {exc.colno}", line=exc.lineno
         ) from None
     if _deeper_than(value, max_depth):
         raise JSONRefused("too_deep", f"the body nests more than {max_depth} levels deep")

@@ -4,14 +4,17 @@ are checked by the intents service, exactly as for the agent API."""
 
 from __future__ import annotations
 
-import json
-
 from django import forms
 from django.conf import settings
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
+
+from common import strict_json
 
 # The agent API's limit for recipients_csv too (settings, "Request bodies").
 MAX_UPLOAD = settings.BROADCAST_RECIPIENTS_MAX_BYTES
+# A list of objects of variables: three levels; room for a file that wraps it, not for more.
+MAX_JSON_DEPTH = 32
 
 
 class BroadcastForm(forms.Form):
@@ -55,16 +58,22 @@ class BroadcastForm(forms.Form):
             raise forms.ValidationError(_("The file is not UTF-8 text.")) from None
         if upload.name.lower().endswith(".json") or text.lstrip().startswith("["):
             try:
-                rows = json.loads(text)
-            except RecursionError:
-                raise forms.ValidationError(_("The JSON file nests too deeply.")) from None
-            except ValueError as exc:
-                raise forms.ValidationError(
-                    _("The file is not valid JSON (line %(line)s).") % {"line": exc.lineno}
-                    if isinstance(exc, json.JSONDecodeError)
-                    else _("The file is not valid JSON.")
-                ) from None
+                # Read as the agent API reads its body: Python's json takes NaN and Infinity
+                # (they became the values "nan" and "inf" in the customers' messages) and keeps
+                # the last of a key named twice, where a person reading the file sees the first.
+                rows = strict_json.loads(text, max_depth=MAX_JSON_DEPTH)
+            except strict_json.JSONRefused as exc:
+                raise forms.ValidationError(_json_refusal(exc)) from None
             if not isinstance(rows, list):
                 raise forms.ValidationError(_("The JSON file must hold a list of recipients."))
             return {"recipients": rows}
         return {"recipients_csv": text}
+
+
+def _json_refusal(exc: strict_json.JSONRefused) -> str:
+    if exc.code == "too_deep":
+        return gettext("The JSON file nests too deeply.")
+    if exc.code == "malformed":
+        return gettext("The file is not valid JSON (line %(line)s).") % {"line": exc.line}
+    # strict_json's reason stays as it says it (English): it names the member it found.
+    return gettext("The file is not valid JSON: %(reason)s.") % {"reason": exc.message}

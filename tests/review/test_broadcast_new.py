@@ -206,3 +206,39 @@ def test_a_user_of_two_tenants_posts_only_from_the_tenant_in_the_url(
     assert list(Broadcast.objects.values_list("tenant_id", "mailbox_id")) == [
         (tenant_b.pk, mailbox_b.pk)
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (
+            '[{"address": "a@example.com", "variables": {"name": NaN, "order": Infinity}}]',
+            "NaN is not valid JSON; numbers must be finite",
+        ),
+        (
+            '[{"address": "a@example.com", "variables": {"name": "A", "order": 1e400}}]',
+            "[0].variables.order: numbers must be finite (this one is beyond a float)",
+        ),
+        (
+            '[{"address": "a@example.com", "address": "b@example.com",'
+            ' "variables": {"name": "A", "order": 1}}]',
+            "[0].address: this key appears more than once in its object",
+        ),
+    ],
+)
+def test_a_json_file_is_read_as_strictly_as_the_apis_body(
+    signed_in, member_of, tenant_a, text, reason
+):
+    """Found by an outside probe: the file was read with Python's lenient json, which the agent
+    API refuses (common.strict_json): NaN and Infinity became the values "nan" and "inf" in the
+    customers' messages ("Hello nan"), and of an address named twice in a row the last one was
+    kept, where a person reading the file sees the first."""
+    mailbox = make_local_mailbox(tenant_a)
+    client = signed_in(member_of(tenant_a, "approver").user)
+    upload = SimpleUploadedFile("people.json", text.encode())
+
+    response = client.post(url(tenant_a), fields(mailbox, upload))
+
+    assert response.status_code == 422
+    assert f"The file is not valid JSON: {reason}." in response.content.decode()
+    assert not Broadcast.objects.exists()
