@@ -483,14 +483,27 @@ def _sends_in_flight(broadcast: Broadcast) -> int:
 
 
 def _move(
-    *, tenant, broadcast_id, actor, allowed: set[str], target, action: str, reason="", stops=False
+    *,
+    tenant,
+    broadcast_id,
+    actor,
+    allowed: set[str],
+    target,
+    action: str,
+    reason="",
+    stops=False,
+    check=None,
 ) -> Stopped[Broadcast]:
-    """``stops``: the move stops the broadcast's sends, and counts those already on their way."""
+    """``stops``: the move stops the broadcast's sends, and counts those already on their way.
+    ``check``: called with the locked broadcast, after its state and the actor's right, to refuse
+    the move (raises)."""
     tenant = active_tenant(tenant)
     with transaction.atomic():
         broadcast = lock_broadcast(tenant, broadcast_id)
         _require_state(broadcast, allowed)
         _require_approver(tenant, broadcast, actor)
+        if check is not None:
+            check(broadcast)
         in_flight = _sends_in_flight(broadcast) if stops else 0
         to_state = target(broadcast) if callable(target) else target
         Broadcast.objects.filter(pk=broadcast.pk, state=broadcast.state).update(
@@ -532,7 +545,33 @@ def broadcast_pause(*, tenant, broadcast_id, actor) -> Stopped[Broadcast]:
     )
 
 
-def broadcast_resume(*, tenant, broadcast_id, actor) -> Broadcast:
+def last_pause(broadcast: Broadcast) -> str:
+    """Which pause the broadcast is in (its journal row's id; "" when never paused): what a
+    Resume button was shown for (``broadcast_resume``'s ``seen_pause``)."""
+    found = (
+        IntentEvent.objects.filter(broadcast_id=broadcast.pk, action="broadcast.paused")
+        .order_by("-id")
+        .values_list("id", flat=True)
+        .first()
+    )
+    return str(found or "")
+
+
+def broadcast_resume(*, tenant, broadcast_id, actor, seen_pause: str | None = None) -> Broadcast:
+    """``seen_pause``: the pause the person's page showed (``last_pause``; None: no page asked,
+    a command or a test). A resume from a page older than the last pause is refused: someone
+    resumed it and paused it again since, for a reason this person has not read."""
+
+    def same_pause(broadcast: Broadcast) -> None:
+        if seen_pause is not None and seen_pause != last_pause(broadcast):
+            raise errors.StaleVersion(
+                "paused_again",
+                _(
+                    "It was resumed and paused again since this page was loaded: read why it "
+                    "was paused, then resume it if it may go on."
+                ),
+            )
+
     broadcast = _move(
         tenant=tenant,
         broadcast_id=broadcast_id,
@@ -540,6 +579,7 @@ def broadcast_resume(*, tenant, broadcast_id, actor) -> Broadcast:
         allowed={State.PAUSED},
         target=lambda b: State.SENDING if fan_out_done(b) else State.FANNING_OUT,
         action="broadcast.resumed",
+        check=same_pause,
     ).changed
     transaction.on_commit(lambda: enqueue_fan_out(broadcast.pk))
     return broadcast

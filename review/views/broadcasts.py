@@ -4,6 +4,8 @@ resume, cancel. Each decision is one intents service; a business refusal is a me
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib import messages
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
@@ -126,6 +128,8 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
             and broadcast.recipient_count > 0
             and broadcast.body_purged_at is None,
             "can_decide": can_approve(membership=request.membership, mailbox=broadcast.mailbox),
+            # The pause a Resume button is shown for: a resume from an older page is refused.
+            "last_pause": service.last_pause(broadcast) if broadcast.state == "paused" else "",
         },
     )
 
@@ -205,13 +209,18 @@ def broadcast_reject(request: TenantRequest, broadcast_id: int) -> HttpResponse:
 def broadcast_control(request: TenantRequest, broadcast_id: int, action: str) -> HttpResponse:
     """Pause, resume or cancel. A pause or a cancellation also says how many sends were past
     their pre-call check: those go out after it (``Stopped``)."""
-    calls = {
+
+    def resume(**arguments) -> object:
+        # With the pause its page showed: one from before the last pause is refused.
+        return service.broadcast_resume(**arguments, seen_pause=request.POST.get("pause", ""))
+
+    calls: dict[str, tuple[Callable[..., object], str, str | None]] = {
         "pause": (
             service.broadcast_pause,
             _("Paused: no new message goes out."),
             "broadcast_paused",
         ),
-        "resume": (service.broadcast_resume, _("Resumed."), None),
+        "resume": (resume, _("Resumed."), None),
         "cancel": (
             service.broadcast_cancel,
             _("Cancelled: the rest will not be sent."),

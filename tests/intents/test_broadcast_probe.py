@@ -122,3 +122,40 @@ def test_a_label_lookup_in_flight_at_a_pause_is_not_a_send_that_goes_out(live):
     stopped = broadcast_pause(tenant=live.tenant, broadcast_id=broadcast.pk, actor=live.approver)
 
     assert stopped.sends_in_flight == 0
+
+
+def _resume_form(client, live, broadcast) -> dict:
+    """The Resume form of the broadcast's page as it is now (its hidden fields)."""
+    import re
+
+    page = client.get(f"/t/{live.tenant.slug}/broadcasts/{broadcast.pk}/").content.decode()
+    form = re.search(r'<form[^>]*/resume/"[^>]*>(.*?)</form>', page, re.S)
+    assert form, "no Resume form on the page"
+    return dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form[1]))
+
+
+def test_a_resume_from_a_page_older_than_the_last_pause_is_refused(live, signed_in, member_of):
+    """A loads the paused broadcast's page; B resumes it, sees a problem and pauses it again.
+    A's Resume, from the page of the first pause, resumed it over B's pause: the person who
+    paused it for a reason had it undone by one who never saw that pause."""
+    from intents.services.broadcasts import broadcast_resume
+
+    broadcast = _fanned_out(live)
+    broadcast_pause(tenant=live.tenant, broadcast_id=broadcast.pk, actor=live.approver)
+    other = member_of(live.tenant, "approver").user
+    first = signed_in(live.approver)
+    old_page = _resume_form(first, live, broadcast)
+    broadcast_resume(tenant=live.tenant, broadcast_id=broadcast.pk, actor=other)
+    broadcast_pause(tenant=live.tenant, broadcast_id=broadcast.pk, actor=other)
+    journaled = IntentEvent.objects.filter(broadcast=broadcast).count()
+    here = f"/t/{live.tenant.slug}/broadcasts/{broadcast.pk}/resume/"
+
+    stale = first.post(here, old_page, follow=True)
+    assert Broadcast.objects.get(pk=broadcast.pk).state == Broadcast.State.PAUSED
+    assert IntentEvent.objects.filter(broadcast=broadcast).count() == journaled
+    assert "paused again since this page was loaded" in stale.content.decode()
+    assert first.post(here, {}, follow=True).status_code == 200
+    assert Broadcast.objects.get(pk=broadcast.pk).state == Broadcast.State.PAUSED
+
+    first.post(here, _resume_form(first, live, broadcast))
+    assert Broadcast.objects.get(pk=broadcast.pk).state != Broadcast.State.PAUSED
