@@ -217,6 +217,7 @@ FIELD_NAMES = {
     "mailboxes_after": _("mailboxes after"),
     "mailbox_ids": _("mailboxes"),
     "sends_in_flight": _("sends already on their way"),
+    "retired": _("earlier signing secrets retired"),
     "email": _("email"),
     "recipients": _("recipients"),
     "from_list": _("approved from the queue's list"),
