@@ -14,6 +14,9 @@ import math
 import re
 
 from django.core import management
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
+from django.db.migrations.executor import MigrationExecutor
 
 from common.text import control_in
 
@@ -162,5 +165,52 @@ class OptionsOnce:
         return options_once(super().create_parser(prog_name, subcommand, **kwargs))
 
 
-class BaseCommand(OptionsOnce, management.BaseCommand):
+# --- a database that is not migrated -----------------------------------------------------------
+#
+# Against a new server, a restore into an empty database, or a release whose ``migrate`` was not
+# run yet, every command that touched the database ended in a ProgrammingError traceback
+# ("relation "tenants_tenant" does not exist"), or ran on a schema older than its code. Django's
+# ``requires_migrations_checks`` only prints a notice, then runs the command all the same.
+
+
+class MigratedDatabase:
+    """For a command class that reads or writes the database: refused in one line (a
+    CommandError, exit status 1) before it runs when a migration of this code is not applied.
+    Migrations the database has and this code does not know (a newer release's, during a rolling
+    deploy, DEPLOYMENT.md "Upgrading") are no reason to refuse. A command that needs no migrated
+    database (dbserver, the sandbox) sets ``requires_migrations_checks = False``."""
+
+    requires_migrations_checks = True
+
+    def check_migrations(self):
+        # A connection of its own, closed at once: a long-running command (the worker) keeps no
+        # idle connection for it, and the one the command uses is left as it was.
+        connection = connections.create_connection(DEFAULT_DB_ALIAS)
+        try:
+            plan = _unapplied(connection)
+        except (ImproperlyConfigured, OperationalError):
+            # No database configured, or none answering: the command's own handling (a loop
+            # waits for the database to come back) decides.
+            return
+        finally:
+            connection.close()
+        if plan:
+            first = plan[0][0]
+            count = (
+                "1 migration of this release is not applied"
+                if len(plan) == 1
+                else f"{len(plan)} migrations of this release are not applied"
+            )
+            raise management.CommandError(
+                f"The database is not migrated: {count}, from {first.app_label}.{first.name} on. "
+                "Run manage.py migrate first; nothing was done."
+            )
+
+
+def _unapplied(connection) -> list:
+    executor = MigrationExecutor(connection)
+    return executor.migration_plan(executor.loader.graph.leaf_nodes())
+
+
+class BaseCommand(MigratedDatabase, OptionsOnce, management.BaseCommand):
     """What every management command of this project is built on."""

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 class Command(BaseCommand):
+    requires_migrations_checks = False  # the nemesis runs on a scratch database of its own
     help = "Run N intents through W workers under random faults and print the report (nemesis)."
 
     def add_arguments(self, parser):

@@ -9,6 +9,7 @@ from mailboxes.sandbox.server import build, run
 
 
 class Command(BaseCommand):
+    requires_migrations_checks = False  # its own SQLite file, not this deployment's database
     help = "Run the sandbox AgentMail (a faithful local fake) on loopback."
 
     def add_arguments(self, parser):

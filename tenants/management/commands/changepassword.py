@@ -17,7 +17,6 @@ MAX_TRIES = 3
 
 
 class Command(BaseCommand):
-    requires_migrations_checks = True
     requires_system_checks: list[str] = []
     help = (
         "Set a new password for one account (asked twice, checked by the password validators). "

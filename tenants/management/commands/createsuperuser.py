@@ -11,12 +11,18 @@ import os
 from django.contrib.auth.management.commands import createsuperuser
 from django.core.management.base import CommandError
 
-from common.cli import PASSWORD_NOT_UTF8, OptionsOnce, password_not_utf8, text
+from common.cli import (
+    PASSWORD_NOT_UTF8,
+    MigratedDatabase,
+    OptionsOnce,
+    password_not_utf8,
+    text,
+)
 from tenants.models import User
 from tenants.onboarding import operator_account_created
 
 
-class Command(OptionsOnce, createsuperuser.Command):
+class Command(MigratedDatabase, OptionsOnce, createsuperuser.Command):
     def handle(self, *args, **options):
         password = os.environ.get("DJANGO_SUPERUSER_PASSWORD", "")
         if not options["interactive"] and password_not_utf8(password):

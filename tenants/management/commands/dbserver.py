@@ -35,6 +35,8 @@ def _passwords(url: str) -> set[str]:
 
 
 class Command(BaseCommand):
+    # It manages the server, and says whether it answers: no migrated database needed.
+    requires_migrations_checks = False
     help = (
         "Manage the embedded PostgreSQL server used when DATABASE_URL is unset. "
         "start: settings already started it; this checks that the database answers (whichever "

@@ -1,0 +1,164 @@
+"""A command run against a database that is not migrated (a new server, a restore into an empty
+database, a release whose ``migrate`` was not run yet) is refused in one line that says so, and
+changes nothing. Every command that touched the database ended in a ProgrammingError traceback
+("relation "tenants_tenant" does not exist"); Django's own check only printed a notice and ran
+the command all the same."""
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+from django.core.management import CommandError, call_command, get_commands, load_command_class
+from django.db import connections
+from psycopg import sql
+
+from tests import dbtemplate
+from tests.dbtemplate import ROOT
+from tests.ops.test_cli_repeated_options import project_commands
+
+# The commands that need no migrated database of this deployment: dbserver manages the server
+# itself, the sandbox keeps its own SQLite file, chaos runs on a scratch database of its own.
+NO_DATABASE = {"dbserver", "sandbox", "chaos"}
+
+ARGUMENTS = {
+    "attachment_storage_recount": [],
+    "changepassword": ["ana@example.test"],
+    "createsuperuser": ["--noinput", "--email", "root@example.test"],
+    "demo_agent": ["--once", "--tenants", "acme", "--api-url", "http://127.0.0.1:9"],
+    "intents_status": ["--intent", "1"],
+    "intents_worker": ["--once"],
+    "reencrypt_secrets": [],
+    "seed_demo": [],
+    "signin_unlock": ["ana@example.test"],
+    "tenant_create": ["--name", "Acme", "--slug", "acme", "--admin-email", "ana@example.test"],
+    "tenant_invite_admin": ["acme", "--email", "ana@example.test"],
+    "tenant_resume": ["acme"],
+    "tenant_storage_quota": ["acme", "--default"],
+    "tenant_suspend": ["acme", "--reason", "fraud"],
+    "two_factor_reset": ["ana@example.test"],
+    "webhooks_apply": ["--once"],
+    "webhooks_backfill": [],
+}
+
+
+def test_every_command_is_tried_below():
+    assert set(ARGUMENTS) | NO_DATABASE == set(project_commands())
+
+
+def _tables(name: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(dbtemplate.admin_url(name)) as conn:
+        rows = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+@pytest.fixture
+def database(django_db_blocker, request):
+    """A database of the test server that the default connection points at: empty, or a copy of
+    the migrated template whose last migration of ``intents`` is not recorded as applied."""
+    import psycopg
+
+    connection = connections["default"]
+    name = connection.creation._get_test_db_name() + "_unmigrated"
+    with django_db_blocker.unblock():
+        with psycopg.connect(dbtemplate.admin_url(), autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+            if request.param == "empty":
+                admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            else:
+                admin.execute(
+                    sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                        sql.Identifier(name), sql.Identifier(dbtemplate.ensure_template())
+                    )
+                )
+                with psycopg.connect(dbtemplate.admin_url(name), autocommit=True) as copy:
+                    copy.execute(
+                        "DELETE FROM django_migrations WHERE id = (SELECT max(id) FROM "
+                        "django_migrations WHERE app = 'intents')"
+                    )
+        previous = connection.settings_dict["NAME"]
+        connection.close()
+        connection.settings_dict["NAME"] = name
+        try:
+            yield name
+        finally:
+            connection.close()
+            connection.settings_dict["NAME"] = previous
+            dbtemplate.drop(name)
+
+
+@pytest.mark.parametrize("database", ["empty", "one-migration-behind"], indirect=True)
+def test_no_command_runs_on_a_database_that_is_not_migrated(database, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # demo_agent's token file, were it to write one
+    before = _tables(database)
+    refused = {}
+    for name, args in sorted(ARGUMENTS.items()):
+        try:
+            call_command(name, *args, stdout=io.StringIO(), stderr=io.StringIO())
+        except CommandError as error:
+            refused[name] = str(error)
+        except Exception as error:  # what each command did instead, listed below
+            refused[name] = f"{type(error).__name__}: {error}"
+        else:
+            refused[name] = "ran"
+
+    assert {name for name, said in refused.items() if not _refusal(said)} == set(), refused
+    assert _tables(database) == before
+
+
+@pytest.mark.parametrize("database", ["empty"], indirect=True)
+def test_the_database_server_command_works_on_an_unmigrated_database(database):
+    out = io.StringIO()
+    call_command("dbserver", "start", stdout=out)
+    assert out.getvalue().startswith("PostgreSQL ready at ")
+
+
+@pytest.mark.parametrize("database", ["empty"], indirect=True)
+def test_from_the_command_line_it_is_one_line_and_exit_status_1(database):
+    env = {
+        k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE"}
+    }
+    env["DATABASE_URL"] = dbtemplate.admin_url(database)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "tenant_suspend", "acme", "--reason", "fraud"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert _refusal(result.stderr.strip().removeprefix("CommandError: "))
+
+
+def _refusal(said: str) -> bool:
+    return said.startswith("The database is not migrated: ") and said.endswith(
+        "Run manage.py migrate first; nothing was done."
+    )
+
+
+@pytest.mark.parametrize("database", ["one-migration-behind"], indirect=True)
+def test_the_refusal_names_the_migration_missing(database):
+    from django.db.migrations.loader import MigrationLoader
+
+    last = max(name for app, name in MigrationLoader(None).disk_migrations if app == "intents")
+    with pytest.raises(CommandError) as refused:
+        call_command("intents_status")
+    assert str(refused.value) == (
+        f"The database is not migrated: 1 migration of this release is not applied, "
+        f"from intents.{last} on. Run manage.py migrate first; nothing was done."
+    )
+
+
+def test_each_command_that_needs_no_database_says_so():
+    for name in NO_DATABASE:
+        command = load_command_class(get_commands()[name], name)
+        assert command.requires_migrations_checks is False
