@@ -182,16 +182,31 @@ class MigratedDatabase:
 
     requires_migrations_checks = True
 
+    def waits_for_database(self, options: dict) -> bool:
+        """Whether the command, run with ``options``, waits for a database that does not answer
+        (a loop that rides out an outage); else it is refused in one line, as it would have
+        ended in an OperationalError traceback at its first query."""
+        return False
+
+    def execute(self, *args, **options):
+        self._waits_for_database = self.waits_for_database(options)
+        return super().execute(*args, **options)
+
     def check_migrations(self):
         # A connection of its own, closed at once: a long-running command (the worker) keeps no
         # idle connection for it, and the one the command uses is left as it was.
         connection = connections.create_connection(DEFAULT_DB_ALIAS)
         try:
             plan = _unapplied(connection)
-        except (ImproperlyConfigured, OperationalError):
-            # No database configured, or none answering: the command's own handling (a loop
-            # waits for the database to come back) decides.
+        except ImproperlyConfigured:  # no database configured
             return
+        except OperationalError as error:
+            if getattr(self, "_waits_for_database", False):
+                return
+            raise management.CommandError(
+                f"PostgreSQL does not answer ({database_named(connection.settings_dict)}): "
+                f"{_reason(error, connection.settings_dict)}; nothing was done."
+            ) from None
         finally:
             connection.close()
         if plan:
@@ -205,6 +220,20 @@ class MigratedDatabase:
                 f"The database is not migrated: {count}, from {first.app_label}.{first.name} on. "
                 "Run manage.py migrate first; nothing was done."
             )
+
+
+def database_named(settings_dict: dict) -> str:
+    """Which database a connection's settings name, without its user or password."""
+    host = settings_dict.get("HOST") or settings_dict.get("OPTIONS", {}).get("host") or "localhost"
+    port = f" port {settings_dict['PORT']}" if settings_dict.get("PORT") else ""
+    return f"database {settings_dict.get('NAME')!r} at {host}{port}"
+
+
+def _reason(error: Exception, settings_dict: dict) -> str:
+    """The first line of psycopg's reason, with the password masked should it quote it."""
+    reason = (str(error).strip() or type(error).__name__).splitlines()[0]
+    password = settings_dict.get("PASSWORD")
+    return reason.replace(password, "********") if password else reason
 
 
 def _unapplied(connection) -> list:

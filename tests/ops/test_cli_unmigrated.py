@@ -162,3 +162,108 @@ def test_each_command_that_needs_no_database_says_so():
     for name in NO_DATABASE:
         command = load_command_class(get_commands()[name], name)
         assert command.requires_migrations_checks is False
+
+
+# --- a database that does not answer --------------------------------------------------------------
+
+PASSWORD = "hunter2-db-password"
+# The loops wait for the database to come back (an outage, a restart): started while it is down,
+# they keep waiting, as before. --once is one round: it has nothing to wait for.
+LOOPS = {"intents_worker": ["--poll", "0.5"], "demo_agent": ["--tenants", "none"]}
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _env_with_database(url: str) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE"}
+    }
+    env["DATABASE_URL"] = url
+    return env
+
+
+@pytest.fixture
+def database_down(django_db_blocker):
+    """The default connection pointed at a port of loopback where nothing listens."""
+    connection = connections["default"]
+    port = _closed_port()
+    previous = {key: connection.settings_dict[key] for key in ("HOST", "PORT", "PASSWORD")}
+    with django_db_blocker.unblock():
+        connection.close()
+        connection.settings_dict.update(HOST="127.0.0.1", PORT=str(port), PASSWORD=PASSWORD)
+        try:
+            yield port
+        finally:
+            connection.close()
+            connection.settings_dict.update(previous)
+
+
+def test_a_command_whose_database_does_not_answer_says_so_in_one_line(database_down, tmp_path):
+    """Each was an OperationalError traceback of forty lines from the first query."""
+    name = connections["default"].settings_dict["NAME"]
+    said = {}
+    for command, args in sorted(ARGUMENTS.items()):
+        try:
+            call_command(command, *args, stdout=io.StringIO(), stderr=io.StringIO())
+        except CommandError as error:
+            said[command] = str(error)
+        except Exception as error:  # what each command did instead, listed below
+            said[command] = f"{type(error).__name__}: {error}"
+        else:
+            said[command] = "ran"
+
+    port = database_down
+    assert said == dict.fromkeys(
+        ARGUMENTS,
+        f"PostgreSQL does not answer (database {name!r} at 127.0.0.1 port {port}): connection "
+        f'failed: connection to server at "127.0.0.1", port {port} failed: Connection refused; '
+        "nothing was done.",
+    )
+
+
+def test_from_the_command_line_a_database_that_does_not_answer_is_one_line_and_status_1():
+    port = _closed_port()
+    env = _env_with_database(f"postgres://countersign:{PASSWORD}@127.0.0.1:{port}/cs")
+    result = subprocess.run(
+        [sys.executable, "manage.py", "tenant_suspend", "acme", "--reason", "fraud"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1,
+        "",
+        f"CommandError: PostgreSQL does not answer (database 'cs' at 127.0.0.1 port {port}): "
+        f'connection failed: connection to server at "127.0.0.1", port {port} failed: '
+        "Connection refused; nothing was done.\n",
+    )
+
+
+@pytest.mark.parametrize(("command", "args"), LOOPS.items(), ids=LOOPS)
+def test_a_loop_started_while_the_database_is_down_waits_for_it(command, args, tmp_path):
+    port = _closed_port()
+    env = _env_with_database(f"postgres://countersign:{PASSWORD}@127.0.0.1:{port}/cs")
+    if command == "demo_agent":
+        args = [*args, "--token-file", str(tmp_path / "tokens.json")]
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", command, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            process.wait(timeout=8)
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)

@@ -224,6 +224,9 @@ class Command(BaseCommand):
             help="Chance per round that a pending draft gets a second version (0 turns it off)",
         )
 
+    def waits_for_database(self, options: dict) -> bool:
+        return not options["once"]  # its loop backs off while anything is down
+
     def handle(self, *args, **options):
         if settings.PRODUCTION:
             raise CommandError("demo_agent refuses to run with COUNTERSIGN_ENV=production")

@@ -126,6 +126,10 @@ class Command(BaseCommand):
         if not o["once"] and o["threads"] + o["reply_threads"] == 0:
             raise CommandError("--threads and --reply-threads are both 0: no loop would send.")
 
+    def waits_for_database(self, options: dict) -> bool:
+        # Its loops ride out a database outage (below); one round has nothing to wait for.
+        return not options["once"]
+
     def handle(self, *args, **o):
         o["batch"] = o["batch"] or settings.SEND_BATCH_SIZE
         self._refuse_options(o)
