@@ -169,7 +169,11 @@ def test_each_command_that_needs_no_database_says_so():
 PASSWORD = "hunter2-db-password"
 # The loops wait for the database to come back (an outage, a restart): started while it is down,
 # they keep waiting, as before. --once is one round: it has nothing to wait for.
-LOOPS = {"intents_worker": ["--poll", "0.5"], "demo_agent": ["--tenants", "none"]}
+LOOPS = {
+    "intents_worker": ["--poll", "0.5"],
+    "webhooks_apply": ["--poll", "0.5"],
+    "demo_agent": ["--tenants", "none"],
+}
 
 
 def _closed_port() -> int:

@@ -342,3 +342,68 @@ def test_one_batch_of_events_for_the_same_recipients_journals_what_each_one_move
         "jane@customer.test": ids[3],
         "ops@customer.test": ids[2],
     }
+
+
+SURVIVOR_APP = "cs-test-applier-outage"
+
+
+def _backends(application_name: str, query: str = "") -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND query LIKE %s",
+            [application_name, f"%{query}%"],
+        )
+        return [pid for (pid,) in cursor.fetchall()]
+
+
+def _until(condition, timeout: float = 120) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_the_applier_loop_rides_out_a_lost_database_connection(
+    client, tenant_a, hook_for, mailbox_row, intent_row
+):
+    """The dedicated applier (DEPLOYMENT.md) died on the first batch after its connection was
+    lost (a PostgreSQL restart, a failover, a killed backend): an OperationalError traceback,
+    and no event applied until someone started it again. The worker's loop waits it out."""
+    hook = hook_for(tenant_a)
+    intent = intent_row(mailbox_row(tenant_a), to=["jane@customer.test"])
+    env = {
+        **os.environ,
+        "COUNTERSIGN_ENV": "test",
+        "DATABASE_URL": server_database_url(SURVIVOR_APP),
+        "LOG_LEVEL": "WARNING",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "webhooks_apply", "--poll", "0.1"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # Its loop's, not the command's start-up check's: it has looked at the ledger.
+        connected = _until(lambda: bool(_backends(SURVIVOR_APP, WebhookEvent._meta.db_table)))
+        with connection.cursor() as cursor:
+            for pid in _backends(SURVIVOR_APP):
+                cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+        time.sleep(1)  # a few looks at the ledger on the lost connection
+        hook.post(client, delivery_payload("sent", intent), apply=False)
+        applied = _until(lambda: WebhookEvent.objects.filter(state="applied").exists(), timeout=30)
+        alive = proc.poll() is None
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+
+    assert (connected, alive, applied) == (True, True, True), err
+    assert proc.returncode == 0
+    assert "webhooks.applier.database_unavailable" in err
+    assert "Traceback" not in err

@@ -31,6 +31,9 @@ class Command(BaseCommand):
             help="Seconds between idle looks",
         )
 
+    def waits_for_database(self, options: dict) -> bool:
+        return not options["once"]  # its loop waits out a lost database (events_apply_loop)
+
     def handle(self, *args, **o):
         if o["once"]:
             taken, finished = applier.events_apply_batch(limit=o["batch"])
