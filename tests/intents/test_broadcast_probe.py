@@ -126,12 +126,10 @@ def test_a_label_lookup_in_flight_at_a_pause_is_not_a_send_that_goes_out(live):
 
 def _resume_form(client, live, broadcast) -> dict:
     """The Resume form of the broadcast's page as it is now (its hidden fields)."""
-    import re
+    from tests.review.wrote_again import hidden_fields
 
     page = client.get(f"/t/{live.tenant.slug}/broadcasts/{broadcast.pk}/").content.decode()
-    form = re.search(r'<form[^>]*/resume/"[^>]*>(.*?)</form>', page, re.S)
-    assert form, "no Resume form on the page"
-    return dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form[1]))
+    return hidden_fields(page, 'action="[^"]*/resume/"')
 
 
 def test_a_resume_from_a_page_older_than_the_last_pause_is_refused(live, signed_in, member_of):

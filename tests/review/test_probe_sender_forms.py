@@ -4,7 +4,6 @@ form (common.addresses.normalize_address: lower-cased, the domain as an A-label,
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -12,48 +11,12 @@ from django.urls import reverse
 
 from intents import sending
 from intents.models import Draft
-from tenants.tokens import token_create
 from tests.intents.conftest import fast_send  # noqa: F401
-from tests.webhooks.conftest import hook_for, received_payload  # noqa: F401
+from tests.review.threads import agent_drafts, agent_token, customer_writes
+from tests.webhooks.conftest import hook_for  # noqa: F401
 from webhooks.models import InboundMessage
 
 pytestmark = pytest.mark.django_db
-
-
-def _customer_writes(sandbox, hook, client, mailbox, sender: str, subject: str) -> dict:
-    message = sandbox.inbound(mailbox.inbox_id, from_=sender, subject=subject, text=subject)
-    payload = received_payload(
-        mailbox,
-        thread_id=message["thread_id"],
-        message_id=message["message_id"],
-        subject=subject,
-        sender=sender,
-    )
-    hook.post(client, payload)
-    return message
-
-
-def _agent_drafts(client, token: str, key: str, body: dict) -> dict:
-    response = client.post(
-        "/api/v1/drafts",
-        data=json.dumps(body),
-        content_type="application/json",
-        headers={"Authorization": f"Bearer {token}", "Idempotency-Key": key},
-    )
-    assert response.status_code == 201, response.content
-    return response.json()
-
-
-def _agent_token(tenant, admin) -> str:
-    _, token = token_create(
-        tenant=tenant,
-        name="agent",
-        scopes=("drafts:write", "drafts:read"),
-        mailbox_ids=[],
-        expires_at=None,
-        actor=admin,
-    )
-    return token
 
 
 @pytest.mark.django_db(transaction=True)
@@ -73,11 +36,11 @@ def test_a_reply_to_a_customer_of_an_internationalised_domain_is_approved_from_t
     mailbox = mailbox_factory(tenant_a)
     hook = hook_for(tenant_a)
     admin = member_of(tenant_a, "admin").user
-    token = _agent_token(tenant_a, admin)
-    message = _customer_writes(
+    token = agent_token(tenant_a, admin)
+    message = customer_writes(
         sandbox, hook, client, mailbox, "J\u00fcrgen <juergen@b\u00fccher.de>", "Lieferung"
     )
-    draft = _agent_drafts(
+    draft = agent_drafts(
         client,
         token,
         "reply",
@@ -139,10 +102,10 @@ def test_the_draft_page_counts_the_customer_who_wrote_as_a_participant(
     mailbox = mailbox_factory(tenant_a)
     hook = hook_for(tenant_a)
     admin = member_of(tenant_a, "admin").user
-    message = _customer_writes(sandbox, hook, client, mailbox, sender, "Hello")
-    draft = _agent_drafts(
+    message = customer_writes(sandbox, hook, client, mailbox, sender, "Hello")
+    draft = agent_drafts(
         client,
-        _agent_token(tenant_a, admin),
+        agent_token(tenant_a, admin),
         "reply",
         {
             "mailbox": mailbox.address,

@@ -6,7 +6,6 @@ recipients"; bulk approval, whose rows show one subject and one address, must le
 from __future__ import annotations
 
 import base64
-import json
 import re
 from datetime import timedelta
 
@@ -16,50 +15,14 @@ from django.utils import timezone
 
 from intents import sending
 from intents.models import Draft, DraftAttachment, SendIntent
-from tenants.tokens import token_create
 from tests.intents.conftest import fast_send  # noqa: F401
-from tests.webhooks.conftest import hook_for, received_payload  # noqa: F401
+from tests.review.threads import agent_drafts, agent_token, customer_writes
+from tests.webhooks.conftest import hook_for  # noqa: F401
 from webhooks.models import InboundMessage
 
 pytestmark = pytest.mark.django_db
 
 PASSPORT = b"%PDF-1.4 Ana Lima, passport P1234567"
-
-
-def _customer_writes(
-    sandbox, hook, client, mailbox, sender: str, subject: str, files=(), in_reply_to=None
-) -> dict:
-    """Mail into the sandbox inbox, and its signed message.received webhook to our receiver.
-    ``in_reply_to``: a message it answers (the sandbox threads it there, as AgentMail does)."""
-    extra = {"attachments": list(files)} if files else {}
-    message = sandbox.inbound(
-        mailbox.inbox_id,
-        from_=sender,
-        subject=subject,
-        text=subject,
-        in_reply_to=in_reply_to,
-        **extra,
-    )
-    payload = received_payload(
-        mailbox,
-        thread_id=message["thread_id"],
-        message_id=message["message_id"],
-        subject=subject,
-        sender=sender,
-    )
-    hook.post(client, payload)
-    return message
-
-
-def _agent_drafts(client, token: str, key: str, body: dict) -> dict:
-    response = client.post(
-        "/api/v1/drafts",
-        data=json.dumps(body),
-        content_type="application/json",
-        headers={"Authorization": f"Bearer {token}", "Idempotency-Key": key},
-    )
-    assert response.status_code == 201, response.content
-    return response.json()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -75,26 +38,19 @@ def test_bulk_approval_leaves_out_a_reply_in_anas_thread_addressed_to_ben(
     mailbox = mailbox_factory(tenant_a)
     hook = hook_for(tenant_a)
     admin = member_of(tenant_a, "admin").user
-    _, token = token_create(
-        tenant=tenant_a,
-        name="agent",
-        scopes=("drafts:write", "drafts:read"),
-        mailbox_ids=[],
-        expires_at=None,
-        actor=admin,
-    )
+    token = agent_token(tenant_a, admin)
     passport = {
         "filename": "passport.pdf",
         "content_type": "application/pdf",
         "content": base64.b64encode(PASSPORT).decode(),
     }
-    ana = _customer_writes(
+    ana = customer_writes(
         sandbox, hook, client, mailbox, "Ana <ana@customer.test>", "Refund 4711", [passport]
     )
-    _customer_writes(sandbox, hook, client, mailbox, "Ben <ben@other.test>", "Opening hours?")
+    customer_writes(sandbox, hook, client, mailbox, "Ben <ben@other.test>", "Opening hours?")
     [file] = sandbox.sdk().inboxes.messages.get(mailbox.inbox_id, ana["message_id"]).attachments
     reply = {"mailbox": mailbox.address, "in_reply_to": ana["message_id"]}
-    to_ben = _agent_drafts(
+    to_ben = agent_drafts(
         client,
         token,
         "to-ben",
@@ -105,7 +61,7 @@ def test_bulk_approval_leaves_out_a_reply_in_anas_thread_addressed_to_ben(
             "forward_attachments": [file.attachment_id],
         },
     )
-    to_ana = _agent_drafts(
+    to_ana = agent_drafts(
         client, token, "to-ana", {**reply, "to": ["ana@customer.test"], "text": "Refunded."}
     )
     client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
@@ -128,18 +84,6 @@ def test_bulk_approval_leaves_out_a_reply_in_anas_thread_addressed_to_ben(
     assert Draft.objects.get(pk=to_ana["id"]).status == Draft.Status.APPROVED
 
 
-def _agent_token(tenant, admin) -> str:
-    _, token = token_create(
-        tenant=tenant,
-        name="agent",
-        scopes=("drafts:write", "drafts:read"),
-        mailbox_ids=[],
-        expires_at=None,
-        actor=admin,
-    )
-    return token
-
-
 def _passport() -> dict:
     return {
         "filename": "passport.pdf",
@@ -151,8 +95,8 @@ def _passport() -> dict:
 def _ben_joins_anas_thread(sandbox, hook, client, mailbox, *, ana: str, ben: str):
     """Ana writes with her passport; Ben answers her message (In-Reply-To), so AgentMail (and
     the sandbox) puts his message in her thread. Returns both messages and Ana's file id."""
-    first = _customer_writes(sandbox, hook, client, mailbox, ana, "Refund 4711", [_passport()])
-    second = _customer_writes(
+    first = customer_writes(sandbox, hook, client, mailbox, ana, "Refund 4711", [_passport()])
+    second = customer_writes(
         sandbox, hook, client, mailbox, ben, "Re: Refund 4711", in_reply_to=first["message_id"]
     )
     [file] = sandbox.sdk().inboxes.messages.get(mailbox.inbox_id, first["message_id"]).attachments
@@ -177,11 +121,11 @@ def test_a_customer_who_joined_the_thread_makes_no_reply_to_the_other_pass_bulk_
     mailbox = mailbox_factory(tenant_a)
     hook = hook_for(tenant_a)
     admin = member_of(tenant_a, "admin").user
-    token = _agent_token(tenant_a, admin)
+    token = agent_token(tenant_a, admin)
     ana, ben, passport = _ben_joins_anas_thread(
         sandbox, hook, client, mailbox, ana="Ana <ana@mail.test>", ben="Ben <ben@mail.test>"
     )
-    to_ana = _agent_drafts(
+    to_ana = agent_drafts(
         client,
         token,
         "to-ana",
@@ -192,7 +136,7 @@ def test_a_customer_who_joined_the_thread_makes_no_reply_to_the_other_pass_bulk_
             "text": "Ben asked about your refund.",
         },
     )
-    passport_to_ben = _agent_drafts(
+    passport_to_ben = agent_drafts(
         client,
         token,
         "passport-to-ben",
@@ -204,7 +148,7 @@ def test_a_customer_who_joined_the_thread_makes_no_reply_to_the_other_pass_bulk_
             "forward_attachments": [passport],
         },
     )
-    _agent_drafts(
+    agent_drafts(
         client,
         token,
         "to-ben",
@@ -256,11 +200,11 @@ def test_a_thread_of_two_organisations_is_flagged_and_left_out_of_bulk_approval(
     mailbox = mailbox_factory(tenant_a)
     hook = hook_for(tenant_a)
     admin = member_of(tenant_a, "admin").user
-    token = _agent_token(tenant_a, admin)
+    token = agent_token(tenant_a, admin)
     ana, ben, passport = _ben_joins_anas_thread(
         sandbox, hook, client, mailbox, ana="Ana <ana@customer.test>", ben="ben@other.test"
     )
-    to_ben = _agent_drafts(
+    to_ben = agent_drafts(
         client,
         token,
         "to-ben",
@@ -271,7 +215,7 @@ def test_a_thread_of_two_organisations_is_flagged_and_left_out_of_bulk_approval(
             "text": "Your refund is on its way.",
         },
     )
-    passport_to_ben = _agent_drafts(
+    passport_to_ben = agent_drafts(
         client,
         token,
         "passport-to-ben",

@@ -17,9 +17,8 @@ from intents.models import DraftVersion, SendAttempt, SendIntent
 from intents.sending.claim import intent_claim
 from intents.sending.worker import execute_claims
 from mailboxes.provisioning import mailbox_set_status, mailbox_update_policy
-from tenants.models import AuditEvent, Membership, Tenant
+from tenants.models import AuditEvent, Membership
 from tenants.onboarding import tenant_suspend
-from tenants.policies import tenant_update_policies
 from tenants.services import member_deactivate
 from tests.intents.helpers import (
     blocked_on_a_lock,
@@ -27,6 +26,7 @@ from tests.intents.helpers import (
     sends_in_flight,
     until_done_or_waiting,
 )
+from tests.intents.sending.test_four_eyes_at_send import four_eyes_on
 from tests.ops.test_query_plans import analyze, captured, earlier_sends, scanning
 from tests.webhooks.conftest import intent_row  # noqa: F401 (a fixture, used by name)
 
@@ -100,14 +100,7 @@ def _suspend_tenant(live, admin):
 
 def _require_second_approver(live, admin):
     """The send was written and approved by live.approver alone: the rule now refuses that."""
-    tenant = Tenant.objects.get(pk=live.tenant.pk)
-    tenant_update_policies(
-        tenant=tenant,
-        review_deadline_hours=tenant.review_deadline_hours,
-        second_approver_on_edit=True,
-        retention_days=tenant.retention_days,
-        actor=admin,
-    )
+    four_eyes_on(live, admin)
     return "tenant.policies_changed"
 
 

@@ -1,0 +1,61 @@
+"""What the tests of a thread's customers and the agent's replies share
+(tests/review/test_thread_strangers.py, test_probe_sender_forms.py): a customer's message that
+reaches the sandbox inbox and our receiver through its signed webhook, and an agent's draft posted
+with a token through the JSON API."""
+
+from __future__ import annotations
+
+import json
+
+from tenants.tokens import token_create
+from tests.webhooks.conftest import received_payload
+
+
+def customer_writes(
+    sandbox, hook, client, mailbox, sender: str, subject: str, files=(), in_reply_to=None
+) -> dict:
+    """Mail into the sandbox inbox, and its signed message.received webhook to our receiver.
+    ``in_reply_to``: a message it answers (the sandbox threads it there, as AgentMail does)."""
+    extra = {"attachments": list(files)} if files else {}
+    message = sandbox.inbound(
+        mailbox.inbox_id,
+        from_=sender,
+        subject=subject,
+        text=subject,
+        in_reply_to=in_reply_to,
+        **extra,
+    )
+    payload = received_payload(
+        mailbox,
+        thread_id=message["thread_id"],
+        message_id=message["message_id"],
+        subject=subject,
+        sender=sender,
+    )
+    hook.post(client, payload)
+    return message
+
+
+def agent_drafts(client, token: str, key: str, body: dict) -> dict:
+    """``body`` posted to /api/v1/drafts with the token and idempotency key; the draft (201)."""
+    response = client.post(
+        "/api/v1/drafts",
+        data=json.dumps(body),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token}", "Idempotency-Key": key},
+    )
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def agent_token(tenant, admin) -> str:
+    """A token that may write and read drafts of every mailbox of the tenant."""
+    _, token = token_create(
+        tenant=tenant,
+        name="agent",
+        scopes=("drafts:write", "drafts:read"),
+        mailbox_ids=[],
+        expires_at=None,
+        actor=admin,
+    )
+    return token
