@@ -160,6 +160,32 @@ def strong_key(name: str, value: str) -> str:
     return value
 
 
+# A bearer token a scraper sends: long enough not to be guessed in production.
+BEARER_TOKEN_MIN_LENGTH = 32
+
+
+def bearer_token(name: str, value: str) -> str:
+    """``value`` (the bearer token ``name``; "" leaves its endpoint off) when it could ever match:
+    visible ASCII with no space. The header arrives decoded as Latin-1 and compared with the
+    token's UTF-8 bytes, and a scraper trims its credentials file, so a token with a non-ASCII
+    letter or an edge space or newline was refused on every scrape while the endpoint looked
+    configured. In production also at least BEARER_TOKEN_MIN_LENGTH characters. Never shown."""
+    if not value:
+        return value
+    hidden = "(its value is not shown)"
+    if not all("!" <= character <= "~" for character in value):
+        raise ImproperlyConfigured(
+            f"{name} must be visible ASCII characters with no space or line break: a request "
+            f"could never carry it {hidden}"
+        )
+    if _production() and len(value) < BEARER_TOKEN_MIN_LENGTH:
+        raise ImproperlyConfigured(
+            f"{name} must be at least {BEARER_TOKEN_MIN_LENGTH} characters long, got "
+            f"{len(value)} {hidden}"
+        )
+    return value
+
+
 def origins_checked(name: str, origins: list[str]) -> list[str]:
     """``origins`` when each is a scheme and a host. Without a scheme an origin matches no
     request (Django's 4_0.E001, which only ``check`` says, and gunicorn runs none): every form

@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
 from config.env import (
+    bearer_token,
     env,
     env_bool,
     env_float,
@@ -440,7 +441,7 @@ for _name, _limit in {
 del _name, _limit
 
 # Bearer token for /metrics; unset means the endpoint answers 404.
-METRICS_TOKEN = env("METRICS_TOKEN", "")
+METRICS_TOKEN = bearer_token("METRICS_TOKEN", env("METRICS_TOKEN", ""))
 
 # Sending.
 SEND_LEASE_SECONDS = env_int("SEND_LEASE_SECONDS", 60, low=1)

@@ -253,6 +253,13 @@ WEAK_DEPLOYMENT = {
         "SECRET_KEY_FALLBACKS entry 2 must be at least 50 characters long, got 7 (its value is "
         "not shown)"
     ),
+    "METRICS_TOKEN=hunter2-scrape": (
+        "METRICS_TOKEN must be at least 32 characters long, got 14 (its value is not shown)"
+    ),
+    "METRICS_TOKEN=hunter2-" + "ü" * 30: (
+        "METRICS_TOKEN must be visible ASCII characters with no space or line break: a request "
+        "could never carry it (its value is not shown)"
+    ),
     "ALLOWED_HOSTS=countersign.example.com,*": (
         "ALLOWED_HOSTS must name the hosts served, not '*': any Host header would be taken, and "
         "links built from it could point elsewhere"
