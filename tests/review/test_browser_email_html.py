@@ -88,11 +88,13 @@ def test_the_editors_preview_shows_the_html_as_the_draft_page_does(page, shop):
     }
     assert opened == on_draft_page
     assert typed == on_draft_page
-    # One post after the typing stops, not one a keystroke; the frames it loaded into added
-    # nothing to the tab's history (Back leaves the editor), and one preview is left.
-    assert [u for u in posts if u.endswith("/html/preview/")] == [
-        f"{page.url.split('/t/')[0]}/t/{slug}/drafts/{draft.pk}/html/preview/"
-    ]
+    # A post after each pause in the typing, not one a keystroke (ten keys here): the fill and
+    # the keys after it are two bursts, one post or two (on a loaded machine the 300 ms pause
+    # can fall between them, seen in CI); the frames it loaded into added nothing to the tab's
+    # history (Back leaves the editor), and one preview is left.
+    previews = [u for u in posts if u.endswith("/html/preview/")]
+    assert 1 <= len(previews) <= 2, previews
+    assert set(previews) == {f"{page.url.split('/t/')[0]}/t/{slug}/drafts/{draft.pk}/html/preview/"}
     assert page.evaluate("history.length") == history
     assert page.locator("iframe.email-html").count() == 1
 
