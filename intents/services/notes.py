@@ -18,7 +18,12 @@ log = logging.getLogger("intents.services")
 
 def clean_note(text) -> str:
     """The note's text, or InvalidInput that says what is wrong with it."""
-    text = text.strip() if isinstance(text, str) else ""
+    # LF line endings, as a draft's body (intents.services.content): a browser posts the note
+    # box's line breaks as CRLF, while its maxlength counts each as one character, so a note of
+    # many lines that the box let in was refused as too long.
+    if not isinstance(text, str):
+        text = ""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
     if not text:
         raise errors.InvalidInput("note_empty", _("Write something in the note."), "text")
     if len(text) > DraftNote.MAX_LENGTH:

@@ -62,6 +62,16 @@ def test_the_longest_note_fits(mailbox_a, make_draft, admin_a):
     assert len(note(make_draft(mailbox_a), admin_a.user, "y" * 2000).text) == 2000
 
 
+def test_a_note_posted_with_crlf_line_breaks_is_counted_and_kept_with_lf(
+    mailbox_a, make_draft, admin_a
+):
+    """A browser posts a textarea's line breaks as CRLF; its maxlength counts each as one."""
+    lines = ["y" * 49] * 40
+    posted = "\r\n".join(lines[:-1]) + "\r" + lines[-1]
+    assert len(posted) > 2000
+    assert note(make_draft(mailbox_a), admin_a.user, posted).text == "\n".join(lines)
+
+
 def test_a_viewer_may_not_write_a_note(mailbox_a, make_draft, member_of):
     draft = make_draft(mailbox_a)
     viewer = member_of(mailbox_a.tenant, "viewer").user
