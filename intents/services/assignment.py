@@ -93,7 +93,9 @@ def _lock_pending(tenant, draft_id) -> Draft:
 
 def draft_take(*, tenant, draft_id, actor) -> Draft:
     """Take a pending draft (a claim for CLAIM_DURATION). The holder taking it again renews the
-    claim; a claim of someone else is refused, naming them, until it lapses."""
+    claim; a claim of someone else is refused, naming them, until it lapses. A draft assigned to
+    the person (handed, automatic, escalated) stays so: a Take from a page shown before the
+    assignment turned it into a claim, which the sweep then gave back to the queue."""
     tenant = active_tenant(tenant)
     with transaction.atomic():
         draft = _lock_pending(tenant, draft_id)
@@ -101,6 +103,8 @@ def draft_take(*, tenant, draft_id, actor) -> Draft:
         _require_approver(tenant, actor, draft)
         now = timezone.now()
         previous = draft.assignee_id
+        if previous == actor.pk and draft.claim_expires_at is None:
+            return draft
         if (
             previous not in (None, actor.pk)
             and not claim_lapsed(draft, now)

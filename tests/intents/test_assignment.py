@@ -45,6 +45,27 @@ def test_taking_again_renews_without_a_second_journal_row(tenant_a, new_draft, a
     assert len(_events(draft, "draft.taken")) == 1
 
 
+def test_taking_a_draft_handed_to_you_keeps_the_hand_from_lapsing(
+    tenant_a, new_draft, approver, member_of
+):
+    """A stale page: its Take button was shown while nobody held the draft; meanwhile an admin
+    handed it to this person (an assignment with no expiry), who then clicks Take."""
+    admin = member_of(tenant_a, "admin").user
+    draft = new_draft()
+    services.draft_hand(tenant=tenant_a, draft_id=draft.pk, actor=admin, to_user=approver)
+    taken = services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=approver)
+    assert (taken.assignee, taken.assigned_how, taken.claim_expires_at) == (
+        approver,
+        "handed",
+        None,
+    )
+    later = timezone.now() + CLAIM_DURATION + timedelta(seconds=1)
+    assert drafts_release_lapsed_claims(now=later) == 0
+    draft.refresh_from_db()
+    assert draft.assignee == approver
+    assert not _events(draft, "draft.claim_lapsed")
+
+
 def test_take_held_by_someone_else_is_refused_naming_them(tenant_a, new_draft, approver, member_of):
     other = member_of(tenant_a, "approver", user__full_name="Olga Other").user
     draft = new_draft()
