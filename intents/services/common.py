@@ -176,7 +176,10 @@ def not_pending(draft: Draft) -> errors.NotPending:
 
 
 def clean_reason(reason, *, required: bool) -> str:
-    reason = (reason or "").strip() if isinstance(reason, str | None) else ""
+    reason = (reason or "") if isinstance(reason, str | None) else ""
+    # LF line endings: a browser posts a reason box's line breaks as CRLF, while the box's
+    # maxlength (MAX_REASON) counts each as one character (as clean_note does).
+    reason = reason.replace("\r\n", "\n").replace("\r", "\n").strip()
     if required and not reason:
         raise errors.InvalidInput("reason_required", _("Please give a reason."), "reason")
     if len(reason) > MAX_REASON:

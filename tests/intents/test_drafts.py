@@ -516,6 +516,20 @@ def test_reject_needs_reason_and_right(tenant_a, new_draft, approver, member_of)
         approve_current(draft, approver)
 
 
+def test_a_reason_posted_with_crlf_line_breaks_is_counted_and_kept_with_lf(
+    tenant_a, new_draft, approver
+):
+    """The reject box (maxlength 2000) counts a line break as one character; a browser posts it
+    as CRLF."""
+    lines = ["y" * 49] * 40
+    posted = "\r\n".join(lines[:-1]) + "\r" + lines[-1]
+    assert len(posted) > 2000
+    rejected = services.draft_reject(
+        tenant=tenant_a, draft_id=new_draft().pk, reason=posted, actor=approver
+    )
+    assert rejected.reject_reason == "\n".join(lines)
+
+
 @pytest.mark.parametrize("reason", ["bad\x00", "bad \ud800"], ids=["nul", "surrogate"])
 def test_a_reason_postgresql_cannot_store_is_refused_and_the_draft_stays(
     tenant_a, new_draft, approver, reason
