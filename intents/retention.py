@@ -1,13 +1,13 @@
 """Retention: draft bodies are kept only as long as the workflow needs them.
 
 Past the tenant's ``retention_days`` after a draft was decided (sent, failed, rejected, expired,
-withdrawn), the subject line and the recipients stay (they are the audit record, together with
-the content hash, the ids and the journal), and the text and HTML bodies are emptied, with the
-reviewers' notes and the draft's agent events (whose diffs quote the text). Its attachments'
-bytes go too, once no version that still has its body names the same bytes
-(``attachment_bytes_purge``); their names, sizes and digests stay. A draft
-whose send is still open (queued, sending, uncertain, needs attention) keeps its body: a person
-may still need it to decide.
+withdrawn) and after its last send ended (``_send_open_or_recent``), the subject line and the
+recipients stay (they are the audit record, together with the content hash, the ids and the
+journal), and the text and HTML bodies are emptied, with the reviewers' notes and the draft's
+agent events (whose diffs quote the text). Its attachments' bytes go too, once no version that
+still has its body names the same bytes (``attachment_bytes_purge``); their names, sizes and
+digests stay. A draft whose send is still open (queued, sending, uncertain, needs attention)
+keeps its body: a person may still need it to decide.
 
 The agent API's Idempotency-Key records are kept IDEMPOTENCY_RETENTION after completion (the API
 docs publish it), then the sweep deletes them.
@@ -69,6 +69,18 @@ def _delivery_pending() -> Exists:
     )
 
 
+def _send_open_or_recent(draft: str) -> Exists:
+    """For a row naming a draft through ``draft``: a send of it is still open, or ended within its
+    tenant's retention. A send may end long after its approval (it needed attention for days):
+    counted from the approval alone, the body went at the next run after a person cancelled it,
+    and the draft could no longer be re-approved (``draft_reopen`` refuses a purged body)."""
+    return Exists(
+        SendIntent.objects.filter(draft=OuterRef(draft)).filter(
+            Q(state__in=OPEN_INTENT_STATES) | Q(updated_at__gte=_retention_cutoff())
+        )
+    )
+
+
 def _journal_purged(drafts: set[tuple[int, int]], action: str) -> None:
     """One sweep journal row per (tenant id, draft id)."""
     journal_many(
@@ -88,11 +100,10 @@ def _journal_purged(drafts: set[tuple[int, int]], action: str) -> None:
 def draft_bodies_purge(*, batch: int = 1000) -> int:
     """Empty the bodies of decided drafts older than their tenant's retention. Returns rows purged."""
     cutoff = _retention_cutoff()
-    open_intent = SendIntent.objects.filter(draft=OuterRef("draft"), state__in=OPEN_INTENT_STATES)
     due = (
         DraftVersion.objects.filter(body_purged_at__isnull=True, draft__updated_at__lt=cutoff)
         .exclude(draft__status=Draft.Status.PENDING)
-        .exclude(Exists(open_intent))
+        .exclude(_send_open_or_recent("draft"))
         .order_by("id")
         .values_list("id", "tenant_id", "draft_id")[:batch]
     )
@@ -160,6 +171,7 @@ def _still_decided(rows: list[tuple[int, int, int]]) -> list[tuple[int, int, int
         Draft.objects.select_for_update(skip_locked=True, of=("self",))
         .filter(pk__in={draft_id for _, _, draft_id in rows}, updated_at__lt=_retention_cutoff())
         .exclude(status=Draft.Status.PENDING)
+        .exclude(_send_open_or_recent("pk"))
         .values_list("pk", flat=True)
     )
     return [row for row in rows if row[2] in kept]

@@ -219,7 +219,9 @@ def test_the_retention_purge_leaves_the_figures_of_the_period_as_they_were(seede
         SendIntent.objects.filter(pk=intent.pk).update(
             state="accepted", provider_message_id=f"<{intent.pk}@sent>"
         )
-    Draft.objects.filter(tenant=tenant_a).update(updated_at=timezone.now() - timedelta(days=2))
+    two_days_ago = timezone.now() - timedelta(days=2)
+    Draft.objects.filter(tenant=tenant_a).update(updated_at=two_days_ago)
+    SendIntent.objects.filter(tenant=tenant_a).update(updated_at=two_days_ago)
 
     assert draft_bodies_purge() > 0
 

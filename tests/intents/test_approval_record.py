@@ -42,8 +42,11 @@ def test_the_approval_row_keeps_who_under_which_right_what_and_to_whom(
     # Months later: the person was renamed and demoted, and the body went with retention.
     User.objects.filter(pk=approver.user_id).update(email="someone.else@example.test")
     member_set_role(tenant=tenant_a, membership_id=approver.pk, role="viewer", actor=admin_a.user)
-    SendIntent.objects.filter(pk=intent.pk).update(state="accepted", provider_message_id="<m@x>")
-    Draft.objects.filter(pk=draft.pk).update(updated_at=timezone.now() - timedelta(days=400))
+    long_ago = timezone.now() - timedelta(days=400)
+    SendIntent.objects.filter(pk=intent.pk).update(
+        state="accepted", provider_message_id="<m@x>", updated_at=long_ago
+    )
+    Draft.objects.filter(pk=draft.pk).update(updated_at=long_ago)
     assert draft_bodies_purge() == 1
 
     row = IntentEvent.objects.get(draft=draft, action="draft.approved")

@@ -53,7 +53,10 @@ def decided(tenant_a, member_of, mailbox_factory):
             )
         else:
             services.draft_reject(tenant=tenant_a, draft_id=draft.pk, reason="no", actor=approver)
-        Draft.objects.filter(pk=draft.pk).update(updated_at=timezone.now() - timedelta(days=days))
+        long_ago = timezone.now() - timedelta(days=days)
+        Draft.objects.filter(pk=draft.pk).update(updated_at=long_ago)
+        # Its send, too, last changed then (the retention counts from the later of the two).
+        SendIntent.objects.filter(draft=draft).update(updated_at=long_ago)
         return draft
 
     return make
