@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 
@@ -87,10 +88,15 @@ def endpoint_create(
         # Under the tenant's lock, so a form posted twice (a double click) adds one: a second
         # endpoint for the same URL, mailboxes and events sent each event there twice, one copy
         # signed with a secret nobody was shown (the browser showed the second answer's), which
-        # the receiver refused until the endpoint was switched off automatically.
-        if AgentEventEndpoint.objects.filter(
-            tenant=tenant, url=url, mailbox=mailbox, event_types__overlap=types
-        ).exists():
+        # the receiver refused until the endpoint was switched off automatically. Every mailbox
+        # (no mailbox) overlaps each one: a URL taking every mailbox's events and registered
+        # again for one of them (either way round) took that mailbox's events twice, the same.
+        same_url = AgentEventEndpoint.objects.filter(
+            tenant=tenant, url=url, event_types__overlap=types
+        )
+        if mailbox is not None:
+            same_url = same_url.filter(Q(mailbox=mailbox) | Q(mailbox__isnull=True))
+        if same_url.exists():
             raise AdminError(
                 "duplicate_endpoint",
                 _(

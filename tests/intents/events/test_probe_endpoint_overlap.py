@@ -1,0 +1,83 @@
+"""An outside probe of endpoint registration: one URL registered for every mailbox and again for
+one of them (either way round) took that mailbox's events twice. Each copy carries the same
+``webhook-id`` but is signed with its own endpoint's secret, and a receiver keeps one secret per
+URL: it refused one copy of every event for a day until that endpoint was switched off
+automatically (the double-click case of the same defect is tests/console/test_views_events.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from intents import services as intent_services
+from intents.events.delivery import deliver_due
+from intents.models import AgentEventDelivery, AgentEventEndpoint
+from intents.services.event_endpoints import endpoint_create
+from tenants.services import AdminError
+from tests.factories import make_local_mailbox
+
+
+def _register(tenant, admin, url, mailbox=None, types=("draft.rejected",)):
+    return endpoint_create(
+        tenant=tenant,
+        url=url,
+        event_types=list(types),
+        mailbox_id=mailbox.pk if mailbox else None,
+        actor=admin,
+    )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("every_mailbox_first", [True, False])
+def test_a_url_taking_every_mailbox_is_not_registered_again_for_one_of_them(
+    tenant_a, member_of, every_mailbox_first
+):
+    admin = member_of(tenant_a, "admin").user
+    billing = make_local_mailbox(tenant_a, username="billing")
+    url = "https://agent.example.com/hooks"
+    first, second = (None, billing) if every_mailbox_first else (billing, None)
+    _register(tenant_a, admin, url, first)
+
+    with pytest.raises(AdminError) as refused:
+        _register(tenant_a, admin, url, second)
+
+    assert (refused.value.code, refused.value.field) == ("duplicate_endpoint", "url")
+    assert AgentEventEndpoint.objects.filter(url=url).count() == 1
+
+
+@pytest.mark.django_db
+def test_other_events_of_that_mailbox_may_still_go_to_the_url(tenant_a, member_of):
+    admin = member_of(tenant_a, "admin").user
+    billing = make_local_mailbox(tenant_a, username="billing")
+    url = "https://agent.example.com/hooks"
+    _register(tenant_a, admin, url)
+
+    _register(tenant_a, admin, url, billing, types=("draft.approved",))
+
+    assert AgentEventEndpoint.objects.filter(url=url).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_mailboxs_event_reaches_a_url_once_signed_with_the_secret_it_was_shown(
+    tenant_a, member_of, receiver, subscribe
+):
+    admin = member_of(tenant_a, "admin").user
+    approver = member_of(tenant_a, "approver").user
+    billing = make_local_mailbox(tenant_a, username="billing")
+    subscribe(tenant_a, receiver, types=["draft.rejected"])
+    with pytest.raises(AdminError):
+        _register(tenant_a, admin, receiver.url, billing)
+    draft = intent_services.draft_create(
+        tenant=tenant_a,
+        mailbox=billing,
+        to=["jane@customer.test"],
+        subject="Hi",
+        text="Hello",
+        actor_user=approver,
+    )
+    intent_services.draft_reject(tenant=tenant_a, draft_id=draft.pk, reason="No", actor=approver)
+
+    deliver_due()
+
+    assert AgentEventDelivery.objects.count() == 1
+    assert [e["data"]["draft"]["id"] for e in receiver.accepted] == [draft.pk]
+    assert receiver.refused == []
