@@ -10,6 +10,7 @@ import logging
 import os
 from collections.abc import Iterable
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -46,6 +47,19 @@ def clean_url(url: str) -> str:
         return validate_url((url or "").strip(), allow_private=allow, require_https=not allow)
     except EgressRefused as exc:
         raise AdminError(exc.code, exc.message, field="url") from None
+
+
+def _receiver_of(url: str) -> tuple[str, str, str, str]:
+    """What every HTTP client sends ``url`` to: the scheme and host in lower case, without the
+    root's trailing dot or the scheme's default port; the path and query as written (a server
+    may tell /Hooks from /hooks). Two endpoints of one receiver took each event twice, each copy
+    signed with a secret of its own, and the receiver, which keeps one, refused one of them."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").rstrip(".")
+    port = parts.port
+    netloc = host if port in (None, {"https": 443, "http": 80}.get(scheme)) else f"{host}:{port}"
+    return scheme, netloc, parts.path or "/", parts.query
 
 
 def _clean_types(event_types: Iterable[str]) -> list[str]:
@@ -91,12 +105,14 @@ def endpoint_create(
         # the receiver refused until the endpoint was switched off automatically. Every mailbox
         # (no mailbox) overlaps each one: a URL taking every mailbox's events and registered
         # again for one of them (either way round) took that mailbox's events twice, the same.
-        same_url = AgentEventEndpoint.objects.filter(
-            tenant=tenant, url=url, event_types__overlap=types
-        )
+        overlapping = AgentEventEndpoint.objects.filter(tenant=tenant, event_types__overlap=types)
         if mailbox is not None:
-            same_url = same_url.filter(Q(mailbox=mailbox) | Q(mailbox__isnull=True))
-        if same_url.exists():
+            overlapping = overlapping.filter(Q(mailbox=mailbox) | Q(mailbox__isnull=True))
+        receiver = _receiver_of(url)
+        # At most MAX_ENDPOINTS rows: compared here, as one receiver however it is spelled.
+        if any(
+            _receiver_of(other) == receiver for other in overlapping.values_list("url", flat=True)
+        ):
             raise AdminError(
                 "duplicate_endpoint",
                 _(

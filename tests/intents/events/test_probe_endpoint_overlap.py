@@ -81,3 +81,37 @@ def test_a_mailboxs_event_reaches_a_url_once_signed_with_the_secret_it_was_shown
     assert AgentEventDelivery.objects.count() == 1
     assert [e["data"]["draft"]["id"] for e in receiver.accepted] == [draft.pk]
     assert receiver.refused == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "again",
+    [
+        "https://Agent.Example.COM/hooks",
+        "https://agent.example.com:443/hooks",
+        "HTTPS://agent.example.com/hooks",
+        "https://agent.example.com./hooks",
+    ],
+)
+def test_the_same_receiver_spelled_otherwise_is_not_registered_again(tenant_a, member_of, again):
+    """One receiver, its host in capitals, its default port written out, or its name ending in
+    the root's dot: the same URL to every HTTP client, and each copy of an event signed with a
+    secret of its own, as above."""
+    admin = member_of(tenant_a, "admin").user
+    _register(tenant_a, admin, "https://agent.example.com/hooks")
+
+    with pytest.raises(AdminError) as refused:
+        _register(tenant_a, admin, again)
+
+    assert (refused.value.code, refused.value.field) == ("duplicate_endpoint", "url")
+    assert AgentEventEndpoint.objects.filter(tenant=tenant_a).count() == 1
+
+
+@pytest.mark.django_db
+def test_another_path_or_port_of_the_host_is_another_receiver(tenant_a, member_of):
+    admin = member_of(tenant_a, "admin").user
+    _register(tenant_a, admin, "https://agent.example.com/hooks")
+    _register(tenant_a, admin, "https://agent.example.com/Hooks")
+    _register(tenant_a, admin, "https://agent.example.com:8443/hooks")
+
+    assert AgentEventEndpoint.objects.filter(tenant=tenant_a).count() == 3
