@@ -28,11 +28,13 @@ def presence_beat(*, tenant, draft_id, user, mode: str) -> None:
         raise errors.NotFound("not_found", "No such draft.")
     if mode not in DraftPresence.Mode.values:
         raise errors.InvalidInput("bad_mode", _("Presence is viewing or editing."), "mode")
-    if mode == DraftPresence.Mode.EDITING and not user_may_decide(
-        tenant=tenant, user=user, mailbox=draft.mailbox
+    if mode == DraftPresence.Mode.EDITING and (
+        draft.status != Draft.Status.PENDING
+        or not user_may_decide(tenant=tenant, user=user, mailbox=draft.mailbox)
     ):
         # Only someone who may edit the draft shows as editing it (a viewer's page could claim
-        # to, and warn colleagues off a draft nobody was changing): they count as viewing.
+        # to, and warn colleagues off a draft nobody was changing), and only while it can be
+        # edited (an editor left open after a colleague decided it): they count as viewing.
         mode = DraftPresence.Mode.VIEWING
     table = DraftPresence._meta.db_table
     with connection.cursor() as cursor:

@@ -185,3 +185,19 @@ def test_a_viewer_claiming_to_edit_counts_as_viewing(
 
     assert response.status_code == 200
     assert DraftPresence.objects.get(draft=draft, user=viewer).mode == "viewing"
+
+
+def test_nobody_shows_as_editing_a_draft_decided_meanwhile(
+    tenant_a, mailbox_a, make_draft, member_of
+):
+    """An editor page left open after a colleague approved the draft kept beating "editing":
+    the others read "Ana is editing" on a draft nobody can change any more."""
+    from intents.models import Draft
+
+    draft = make_draft(mailbox_a)
+    ana = member_of(tenant_a, "approver").user
+    Draft.objects.filter(pk=draft.pk).update(status=Draft.Status.APPROVED)
+
+    presence_beat(tenant=tenant_a, draft_id=draft.pk, user=ana, mode="editing")
+
+    assert list(DraftPresence.objects.values_list("user_id", "mode")) == [(ana.pk, "viewing")]
