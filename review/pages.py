@@ -395,10 +395,9 @@ def _ownership(draft: Draft, membership: Membership, can_decide: bool) -> dict:
     may_pass_on = can_decide and (draft.assignee_id == membership.user_id or membership.is_admin)
     if not may_pass_on:
         return {"hand_to": [], "may_pass_on": False}
+    # Memberships, not users: the list says who is away (marked away, they would not see it).
     colleagues = [
-        m.user
-        for m in approver_memberships(mailbox=draft.mailbox)
-        if m.user_id != draft.assignee_id
+        m for m in approver_memberships(mailbox=draft.mailbox) if m.user_id != draft.assignee_id
     ]
     return {"hand_to": colleagues, "may_pass_on": True}
 

@@ -77,6 +77,26 @@ def test_hand_and_release_through_the_page(
     assert Draft.objects.get(pk=draft.pk).assignee is None
 
 
+def test_the_hand_over_list_says_who_is_away(
+    tenant_a, mailbox_a, make_draft, approver_a, member_of, client
+):
+    """A colleague marked away was listed like any other: the person handing the draft on could
+    not tell they were giving it to someone who would not see it for days."""
+    import re
+
+    member_of(tenant_a, "approver", user__full_name="Carl Colleague", is_away=True)
+    member_of(tenant_a, "approver", user__full_name="Dora Desk")
+    draft = make_draft(mailbox_a)
+    services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=approver_a.user)
+    client.force_login(approver_a.user)
+
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft.pk])).content.decode()
+
+    shown = re.findall(r'<option value="\d+">([^<]*)</option>', page.split('id="hand-to"')[1])
+    assert "Carl Colleague (away)" in shown
+    assert "Dora Desk" in shown
+
+
 def test_hand_to_another_tenants_member_or_garbage_is_refused(
     tenant_a, tenant_b, mailbox_a, make_draft, approver_a, member_of, client
 ):
