@@ -204,7 +204,8 @@ def _breach(
 def _journal_escalation(tenant: Tenant, draft: Draft, target) -> None:
     passed_over = _passed_over(tenant, target)
     if target is None:
-        reason = "nobody the escalation rule names may review this mailbox"
+        # No one may review it, or everyone who may is marked away (present_only).
+        reason = "nobody the escalation rule names may review this mailbox and is not away"
     elif passed_over:
         reason = "the member the escalation rule names can no longer decide it: to an admin"
     else:
