@@ -198,6 +198,13 @@ if env_bool("DB_SERVER_SIDE_BINDING", True):
     )
 if DB_PGBOUNCER:
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+# How long a new connection may take to be established (libpq's connect_timeout, seconds): a host
+# that takes the TCP connection and then says nothing (a hung server, a proxy whose backend is
+# gone) held every command, the worker's reconnect and a request forever. A connect_timeout in
+# DATABASE_URL's query wins.
+DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+    "connect_timeout", env_int("DB_CONNECT_TIMEOUT", 10, low=1, high=600)
+)
 DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME", "test_countersign")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

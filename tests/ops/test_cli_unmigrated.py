@@ -271,3 +271,39 @@ def test_a_loop_started_while_the_database_is_down_waits_for_it(command, args, t
     finally:
         process.terminate()
         process.communicate(timeout=30)
+
+
+def test_a_database_that_takes_the_connection_and_never_answers_is_given_up_on():
+    """A host that takes the TCP connection and then says nothing (a hung server, a proxy whose
+    backend is gone, a firewall that eats the answer): libpq waits for the server's first
+    message with no end, and the command hung with it. DB_CONNECT_TIMEOUT bounds the wait."""
+    import socket
+    import time
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshake; nobody ever reads or writes
+        port = silent.getsockname()[1]
+        env = _env_with_database(f"postgres://countersign:{PASSWORD}@127.0.0.1:{port}/cs")
+        env["DB_CONNECT_TIMEOUT"] = "2"
+        started = time.monotonic()
+        try:
+            result = subprocess.run(
+                [sys.executable, "manage.py", "tenant_suspend", "acme", "--reason", "fraud"],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail("the command still waited for the silent server after 30 s")
+        took = time.monotonic() - started
+
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        f"CommandError: PostgreSQL does not answer (database 'cs' at 127.0.0.1 port {port}): "
+    )
+    assert result.stderr.endswith("nothing was done.\n")
+    assert PASSWORD not in result.stdout + result.stderr
+    assert took < 20
