@@ -54,6 +54,17 @@ class Progress:
         return sum(self.skipped.values())
 
     @property
+    def not_sent(self) -> int:
+        """Sends that ended without going out: blocked at the pre-call check (a suppression, a
+        narrower policy), failed, expired or cancelled."""
+        return sum(self.by_state.get(s, 0) for s in ("blocked", "failed", "expired", "cancelled"))
+
+    @property
+    def needs_attention(self) -> int:
+        """Sends whose outcome only a person can settle."""
+        return self.by_state.get("needs_attention", 0)
+
+    @property
     def unsent(self) -> int:
         return sum(self.by_state.get(s, 0) for s in ("queued", "sending", "uncertain"))
 

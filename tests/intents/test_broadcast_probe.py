@@ -157,3 +157,22 @@ def test_a_resume_from_a_page_older_than_the_last_pause_is_refused(live, signed_
 
     first.post(here, _resume_form(first, live, broadcast))
     assert Broadcast.objects.get(pk=broadcast.pk).state != Broadcast.State.PAUSED
+
+
+def test_the_progress_card_counts_the_sends_that_did_not_go_out(live, signed_in):
+    """The card counted accepted, delivered, bounced and complained: a send blocked at the
+    pre-call check (a suppression, a policy narrowed), failed, or waiting for a person showed
+    nowhere, and "Accepted 0 / 2" read as "still on its way"."""
+    import re
+
+    broadcast = _fanned_out(live)
+    first, second = SendIntent.objects.filter(broadcast=broadcast).order_by("id")
+    SendIntent.objects.filter(pk=first.pk).update(state="blocked")
+    SendIntent.objects.filter(pk=second.pk).update(state="needs_attention")
+
+    page = signed_in(live.approver).get(f"/t/{live.tenant.slug}/broadcasts/{broadcast.pk}/")
+
+    counts = dict(re.findall(r'data-count="([a-z_]+)">([^<]*)<', page.content.decode()))
+    assert counts["not_sent"] == "1"
+    assert counts["needs_attention"] == "1"
+    assert counts["accepted"] == "0 / 2"
