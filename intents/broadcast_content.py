@@ -265,33 +265,8 @@ def clean_recipients(
             total += _keep(errors, [problem])
             continue
         variables, problems = _row_variables(row, raw_variables, used, in_subject, in_url)
-        problems += [
-            RowError(
-                row,
-                limit.field,
-                _(
-                    "with this row's variables the %(field)s is %(n)s characters long; "
-                    "at most %(most)s are allowed"
-                )
-                % {"field": limit.field, "n": length, "most": limit.most},
-            )
-            for limit in limits
-            if not problems and (length := limit.rendered_length(variables)) > limit.most
-        ]
-        if not problems and subject is not None and not render(subject, variables).strip():
-            # A draft needs a subject; so does every message of a broadcast.
-            problems.append(
-                RowError(row, "subject", _("with this row's variables the subject is empty"))
-            )
-        if (
-            not problems
-            and body_of is not None
-            and not any(variables[name].strip() for name in body_of)
-        ):
-            # So does its body: "A text or HTML body is required" of a draft.
-            problems.append(
-                RowError(row, "text", _("with this row's variables the message has no body"))
-            )
+        if not problems:
+            problems = _rendered_problems(row, variables, limits, subject, body_of)
         if problems:
             total += _keep(errors, problems)
             continue
@@ -299,6 +274,39 @@ def clean_recipients(
     if total:
         raise RecipientsInvalid(errors, total)
     return out
+
+
+def _rendered_problems(
+    row: int,
+    variables: dict[str, str],
+    limits: tuple[Limit, ...],
+    subject: str | None,
+    body_of: set[str] | None,
+) -> list[RowError]:
+    """What this row's message would be wrong in once its variables fill the templates in: a
+    part longer than its limit, or, like a draft's, an empty subject or no body at all."""
+    too_long = [
+        RowError(
+            row,
+            limit.field,
+            _(
+                "with this row's variables the %(field)s is %(n)s characters long; "
+                "at most %(most)s are allowed"
+            )
+            % {"field": limit.field, "n": length, "most": limit.most},
+        )
+        for limit in limits
+        if (length := limit.rendered_length(variables)) > limit.most
+    ]
+    if too_long:
+        return too_long
+    if subject is not None and not render(subject, variables).strip():
+        # A draft needs a subject; so does every message of a broadcast.
+        return [RowError(row, "subject", _("with this row's variables the subject is empty"))]
+    if body_of is not None and not any(variables[name].strip() for name in body_of):
+        # So does its body: "A text or HTML body is required" of a draft.
+        return [RowError(row, "text", _("with this row's variables the message has no body"))]
+    return []
 
 
 def _duplicate(
