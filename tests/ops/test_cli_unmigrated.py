@@ -126,14 +126,7 @@ def test_from_the_command_line_it_is_one_line_and_exit_status_1(database):
         k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE"}
     }
     env["DATABASE_URL"] = dbtemplate.admin_url(database)
-    result = subprocess.run(
-        [sys.executable, "manage.py", "tenant_suspend", "acme", "--reason", "fraud"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = _suspend_from_the_command_line(env)
     assert result.returncode == 1
     assert len(result.stderr.splitlines()) == 1, result.stderr
     assert _refusal(result.stderr.strip().removeprefix("CommandError: "))
@@ -182,6 +175,18 @@ def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def _suspend_from_the_command_line(env: dict[str, str], timeout: float = 120):
+    """A one-shot command that needs the database, run as an operator runs it."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "tenant_suspend", "acme", "--reason", "fraud"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _env_with_database(url: str) -> dict[str, str]:
@@ -234,14 +239,7 @@ def test_a_command_whose_database_does_not_answer_says_so_in_one_line(database_d
 def test_from_the_command_line_a_database_that_does_not_answer_is_one_line_and_status_1():
     port = _closed_port()
     env = _env_with_database(f"postgres://countersign:{PASSWORD}@127.0.0.1:{port}/cs")
-    result = subprocess.run(
-        [sys.executable, "manage.py", "tenant_suspend", "acme", "--reason", "fraud"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = _suspend_from_the_command_line(env)
     assert (result.returncode, result.stdout, result.stderr) == (
         1,
         "",
@@ -288,14 +286,7 @@ def test_a_database_that_takes_the_connection_and_never_answers_is_given_up_on()
         env["DB_CONNECT_TIMEOUT"] = "2"
         started = time.monotonic()
         try:
-            result = subprocess.run(
-                [sys.executable, "manage.py", "tenant_suspend", "acme", "--reason", "fraud"],
-                cwd=ROOT,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=30,
-            )
+            result = _suspend_from_the_command_line(env, timeout=30)
         except subprocess.TimeoutExpired:
             pytest.fail("the command still waited for the silent server after 30 s")
         took = time.monotonic() - started
