@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,54 @@ def test_every_series_the_guide_names_in_prose_or_an_alert_is_in_its_table():
     not_series = {"countersign_web", "countersign_mcp", "countersign_restored"}
     named = set(re.findall(r"\b(countersign_[a-z_0-9]+)", DEPLOYMENT)) - not_series
     assert named - set(metrics_table()) == set()
+
+
+MAKEFILE = (ROOT / "Makefile").read_text()
+GUIDES = (
+    README
+    + DEPLOYMENT
+    + (ROOT / "RELIABILITY.md").read_text()
+    + (ROOT / "BENCHMARKS.md").read_text()
+)
+
+
+def documented_make_runs() -> list[list[str]]:
+    """Each ``make ...`` the guides show, in backticks or at the start of a code line, split as
+    the shell would (its comment dropped)."""
+    spans = re.findall(r"`(make [^`]+)`", GUIDES)
+    spans += re.findall(r"(?m)^(make [^#\n]+)", GUIDES)
+    return [shlex.split(span) for span in spans]
+
+
+def test_every_make_run_the_guides_show_is_one_make_takes():
+    # make reads a word starting with - as its own option (`make bench --profile`: "make:
+    # unrecognized option"); a harness's options go in the variable its target passes on, whose
+    # options must be the harness's.
+    targets = set(re.findall(r"(?m)^([a-z][a-z0-9-]*):", MAKEFILE))
+    wrong = []
+    for words in documented_make_runs():
+        target, *rest = words[1:]
+        if target not in targets:
+            wrong.append(" ".join(words))
+            continue
+        recipe = MAKEFILE.split(f"\n{target}:", 1)[1].split("\n\n", 1)[0]
+        for word in rest:
+            variable, equals, value = word.partition("=")
+            if not equals or (
+                f"$({variable})" not in recipe and f"$(or $({variable})" not in recipe
+            ):
+                wrong.append(" ".join(words))
+                continue
+            module = re.search(r"python -m ([a-z_.]+)", recipe)
+            code = MAKEFILE
+            if module:
+                place = ROOT / module.group(1).replace(".", "/")
+                place = place if place.is_dir() else place.parent
+                code = "".join(path.read_text() for path in place.rglob("*.py"))
+            wrong += [
+                f"{target} {option}"
+                for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", value)
+                if f'"{option}"' not in code
+            ]
+    assert documented_make_runs()
+    assert wrong == []
