@@ -119,7 +119,7 @@ def test_every_command_and_option_the_docs_run_exists():
         known = {flag for action in parser._actions for flag in action.option_strings}
         missing += [f"{command} {option}" for option in options if option not in known]
     assert documented_commands()
-    assert missing == []
+    assert missing == [], missing
 
 
 def metrics_table() -> dict[str, tuple[str, set[str]]]:
@@ -203,3 +203,38 @@ def test_every_make_run_the_guides_show_is_one_make_takes():
             ]
     assert documented_make_runs()
     assert wrong == []
+
+
+def settings_highs() -> dict[str, int | float]:
+    """Each variable config/settings.py reads with an upper bound (``high=``) of constants."""
+    tree = ast.parse((ROOT / "config" / "settings.py").read_text())
+    highs = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            high = next((k.value for k in node.keywords if k.arg == "high"), None)
+            if node.func.id in READERS and high is not None and literal(high) is not None:
+                highs[node.args[0].value] = literal(high)  # type: ignore[union-attr]
+    return highs
+
+
+def spellings(number: int | float) -> set[str]:
+    """How a row may write a bound: 86400, 86,400, 3 MiB."""
+    said = {f"{number:g}", f"{number:,}"}
+    for power, unit in ((5, "PiB"), (4, "TiB"), (3, "GiB"), (2, "MiB"), (1, "KiB")):
+        if number >= 1024**power and number % 1024**power == 0:
+            said.add(f"{number // 1024**power:g} {unit}")
+            break
+    return said
+
+
+def test_the_table_states_every_upper_bound_the_settings_enforce():
+    # "refused ... past 1,000,000,000 where none is stated": an unstated lower ceiling refused a
+    # figure the table allowed (SEND_CALL_CONCURRENCY=500).
+    missing = []
+    for name, high in settings_highs().items():
+        rows = [" ".join(row[1:]) for row in CONFIGURATION if name in NAME.findall(row[0])]
+        if not rows or not any(
+            re.search(rf"(?<![\d.,]){re.escape(s)}(?!\d|[.,]\d)", rows[0]) for s in spellings(high)
+        ):
+            missing.append(f"{name} <= {high}")
+    assert missing == [], missing
