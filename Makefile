@@ -14,7 +14,6 @@ help:
 	@echo "make lint   - ruff check and format check, mypy, migrations check"
 	@echo "make messages - refresh locale/*/django.po from the code (gettext needed), compile the .mo files"
 	@echo "make stop   - stop the embedded PostgreSQL server"
-	@echo "make bench  - side-by-side benchmarks (BENCHMARKS.md)"
 	@echo "make nemesis - the whole system under random faults, checked (RELIABILITY.md)"
 	@echo "make broadcast-crash - 5,000-recipient broadcast, worker killed 4 times (RELIABILITY.md)"
 	@echo "make cluster - test hosts in network namespaces under network faults, checked (root; RELIABILITY.md)"
