@@ -44,6 +44,7 @@ from intents.services.common import (
     lock_draft,
     require_active_mailbox,
     require_decider,
+    require_nothing_sent,
     require_pending,
     require_standing,
 )
@@ -159,12 +160,9 @@ def _require_approver(tenant, draft: Draft, current: DraftVersion, actor) -> Mem
 def _require_sendable(tenant, draft: Draft, current: DraftVersion, now) -> None:
     """Nothing of this draft went out yet, its deadlines have not passed, and every recipient is
     still allowed (the policy or the suppression list may have changed since it was written)."""
-    if SendIntent.objects.filter(draft=draft, state=SendIntent.State.ACCEPTED).exists():
-        # A reopened draft whose earlier send was later proven sent (marked accepted with
-        # evidence): approving it would send the reply twice.
-        raise errors.NotPending(
-            "already_sent", _("An earlier send of this draft was accepted: it went out.")
-        )
+    # A reopened draft whose earlier send was later proven sent (marked accepted with
+    # evidence): approving it would send the reply twice.
+    require_nothing_sent(draft)
     if draft.review_deadline is not None and draft.review_deadline <= now:
         raise errors.NotPending("review_expired", _("The review deadline of this draft passed."))
     if draft.not_after is not None and draft.not_after <= now:

@@ -175,6 +175,16 @@ def not_pending(draft: Draft) -> errors.NotPending:
     )
 
 
+def require_nothing_sent(draft: Draft) -> None:
+    """Refuse when a send of the draft was accepted (call with the draft locked): a reopened
+    draft whose earlier send a person then proved sent (``intent_resolve_accepted``) is pending
+    again, but its reply went out and no approval of it can send anything more."""
+    if SendIntent.objects.filter(draft=draft, state=SendIntent.State.ACCEPTED).exists():
+        raise errors.NotPending(
+            "already_sent", _("An earlier send of this draft was accepted: it went out.")
+        )
+
+
 def clean_reason(reason, *, required: bool) -> str:
     reason = (reason or "") if isinstance(reason, str | None) else ""
     # LF line endings: a browser posts a reason box's line breaks as CRLF, while the box's

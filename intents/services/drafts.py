@@ -26,6 +26,7 @@ from intents.services.common import (
     clean_reason,
     lock_draft,
     require_active_mailbox,
+    require_nothing_sent,
     require_pending,
     require_standing,
     tenant_mailbox,
@@ -349,6 +350,9 @@ def draft_add_version(
     with transaction.atomic():
         draft = lock_draft(tenant, draft_id)
         require_pending(draft)
+        # Pending again after a reopen, yet its earlier send was then proven sent: a version
+        # added now could never be approved, and its author would be told it is in review.
+        require_nothing_sent(draft)
         author_fields, actor_fields = _author(tenant, draft.mailbox, agent_token, actor_user)
         require_standing(tenant, agent_token)
         _require_current_base(draft, base_version)
