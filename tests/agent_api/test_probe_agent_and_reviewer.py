@@ -118,3 +118,44 @@ def test_a_revision_waiting_while_the_send_is_marked_sent_is_refused(
     assert revised.json()["code"] == "already_sent"
     assert DraftVersion.objects.filter(draft_id=draft_id).count() == 2
     assert len(_sent(sandbox, draft_id)) == 1
+
+
+def test_an_agent_revision_arriving_during_an_approval_is_refused_and_its_replay_too(
+    api, make_token, tenant_a, mailbox_a, member_of, sandbox, quick
+):
+    """The reviewer's approval of version 1 holds the draft when the agent's revision arrives:
+    the revision waits, is told the draft was approved (which version, when), and a retry with
+    the same key is decided again (a refusal is not stored), never applied; one send, of the
+    approved text."""
+    reviewer = member_of(tenant_a, "approver").user
+    token = make_token(tenant_a)
+    draft_id = api.post("/drafts", draft_body(mailbox_a), token=token, key="d-2").json()["id"]
+    first = DraftVersion.objects.get(draft_id=draft_id, number=1)
+    body = {**REVISION, "base_version": 1}
+    outcome: list = []
+
+    with transaction.atomic():
+        intent = services.draft_approve(
+            tenant=tenant_a,
+            draft_id=draft_id,
+            version=1,
+            content_hash=first.content_hash,
+            actor=reviewer,
+        )
+        agent = in_thread(
+            lambda: api.post(f"/drafts/{draft_id}/versions", body, token=token, key="r-2"),
+            outcome,
+        )
+        assert blocked_on_a_lock(), "the revision never waited for the draft's lock"
+    agent.join(30)
+    retried = api.post(f"/drafts/{draft_id}/versions", body, token=token, key="r-2")
+    drain_sends()
+
+    [revised] = outcome
+    assert (revised.status_code, retried.status_code) == (409, 409)
+    assert revised.json()["code"] == retried.json()["code"] == "not_pending"
+    assert "version 1 was approved at" in revised.json()["detail"]
+    assert DraftVersion.objects.filter(draft_id=draft_id).count() == 1
+    [sent] = _sent(sandbox, draft_id)
+    assert sent["idempotency_key"] == intent.idempotency_key
+    assert sent["text"] == first.text
