@@ -117,7 +117,7 @@ MIDDLEWARE = [
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # An htmx request redirected to the sign-in page takes the tab there (tenants.signin_redirect).
-    "tenants.signin_redirect.HtmxSignInRedirectMiddleware",
+    "tenants.signin_redirect.SignInRedirectMiddleware",
     "axes.middleware.AxesMiddleware",
     "tenants.signin_gate.SignInGateMiddleware",
 ]

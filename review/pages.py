@@ -166,9 +166,9 @@ class DraftReview:
     # Ownership: whom this person may hand the draft to, and whether they may release it.
     hand_to: list = field(default_factory=list)
     may_pass_on: bool = False
-    # The HTML body declares fonts of its own (embeds_fonts): the page says so beside the body.
+    # The HTML body declares fonts of its own (style_warnings): the page says so beside the body.
     body_fonts: bool = False
-    # It loads a stylesheet from elsewhere (loads_styles): said beside the body too.
+    # It loads a stylesheet from elsewhere (style_warnings): said beside the body too.
     body_remote_styles: bool = False
 
 
@@ -184,34 +184,27 @@ def _css_unescaped(match: re.Match) -> str:
     return chr(code) if 0 < code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF else "\ufffd"
 
 
-def embeds_fonts(body: str) -> bool:
-    """Whether an HTML body declares a font of its own (an ``@font-face`` rule), however it is
-    spelled: Chromium applies the rule with its name in capitals, in CSS escapes (``@\\66 ont-face``)
-    and, in an ``<svg>``'s ``<style>``, in character references (``&#64;font-face``). The draft
-    page's frame does not apply it (review.views.bodies); a mail client that does may draw the
-    customer other characters than the reviewer reads. A false alarm (the words in the text of
-    the message) costs a look; a missed one, an approval of what the reviewer did not read."""
-    return "@font-face" in _as_chromium_reads_it(body)
-
-
-def _as_chromium_reads_it(body: str) -> str:
-    """The body with character references and CSS escapes resolved, in lower case: what the
-    warnings here look for, however it was spelled."""
-    return _CSS_ESCAPE.sub(_css_unescaped, html.unescape(body)).lower()
-
-
 # A <link> whose attributes name a stylesheet (rel="stylesheet", "alternate stylesheet").
 _STYLESHEET_LINK = re.compile(r"<link\b[^>]*stylesheet")
 
 
-def loads_styles(body: str) -> bool:
-    """Whether an HTML body loads a stylesheet from elsewhere (a ``<link>`` to one, an
-    ``@import``). The draft page's frame never fetches it (review.views.bodies); a mail client
-    that loads remote content applies it, and what it holds (fonts, hidden text, added text) is
-    not in the message the reviewer approves: the file at that address may even change after
-    the approval."""
-    text = _as_chromium_reads_it(body)
-    return "@import" in text or bool(_STYLESHEET_LINK.search(text))
+def style_warnings(body: str) -> tuple[bool, bool]:
+    """(fonts, remote styles): whether an HTML body declares a font of its own (an
+    ``@font-face`` rule), and whether it loads a stylesheet from elsewhere (a ``<link>`` to one,
+    an ``@import``), however either is spelled: Chromium applies a rule with its name in
+    capitals, in CSS escapes (``@\\66 ont-face``) and, in an ``<svg>``'s ``<style>``, in
+    character references (``&#64;font-face``). The body is read once, as Chromium reads it.
+
+    The draft page's frame applies neither (review.views.bodies). A mail client that applies an
+    embedded font may draw the customer other characters than the reviewer reads; one that
+    loads remote content applies what the stylesheet holds (fonts, hidden text, added text),
+    which is not in the message approved and may change after the approval. A false alarm (the
+    words in the text of the message) costs a look; a missed one, an approval of what the
+    reviewer did not read."""
+    if not body:
+        return False, False
+    text = _CSS_ESCAPE.sub(_css_unescaped, html.unescape(body)).lower()
+    return "@font-face" in text, "@import" in text or bool(_STYLESHEET_LINK.search(text))
 
 
 def timeline(detail: selectors.DraftDetail) -> list[tuple[str, object]]:
@@ -308,6 +301,7 @@ def draft_review(
     undo_seconds = (
         undo_seconds_left(detail.intent, db_now()) if draft.status == Draft.Status.APPROVED else 0
     )
+    body_fonts, body_remote_styles = style_warnings(current.html)
     return DraftReview(
         draft=draft,
         detail=detail,
@@ -331,8 +325,8 @@ def draft_review(
         timeline=timeline(detail),
         can_note=membership.role in NOTE_WRITERS,
         **_ownership(draft, membership, can_decide),
-        body_fonts=embeds_fonts(current.html),
-        body_remote_styles=loads_styles(current.html),
+        body_fonts=body_fonts,
+        body_remote_styles=body_remote_styles,
     )
 
 

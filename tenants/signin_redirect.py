@@ -23,8 +23,10 @@ from django_htmx.http import HttpResponseClientRedirect
 from tenants.next_url import safe_next_url
 
 
-class HtmxSignInRedirectMiddleware:
-    """After django-htmx's middleware (it reads ``request.htmx``)."""
+class SignInRedirectMiddleware:
+    """Where a request whose session is gone is sent to sign in, and where it comes back to: an
+    htmx request's tab and a posted form's page, not the address the request went to. After
+    django-htmx's middleware (it reads ``request.htmx``)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
         self.get_response = get_response

@@ -14,7 +14,7 @@ Its fonts are not applied: a font the email embeds (an ``@font-face`` with a ``d
 any character as any other, a "1" as a "6" in an IBAN or an amount. The reviewer read the digits
 the font drew, the customer in Gmail (which drops embedded fonts) the ones the message holds, and
 what is approved is the characters. Here they are set in the browser's own fonts; the draft page
-says the message carries fonts (``review.pages.embeds_fonts``), which a mail client that applies
+says the message carries fonts (``review.pages.style_warnings``), which a mail client that applies
 them may draw otherwise.
 
 One change to what is stored: an ``<iframe>`` or ``<frame>`` tag is shown as text

@@ -480,6 +480,19 @@
     startUndoCountdowns();
   }
 
+  // A form posted once until its answer replaces the page: a second submit is dropped. If no
+  // answer comes (the person stopped the request), the form is free again after ``seconds``
+  // (then ``released(form)``, if given). False when this submit was the dropped second one.
+  function submitOnce(event, form, seconds, released) {
+    if (form.dataset.submitted === "1") { event.preventDefault(); return false; }
+    form.dataset.submitted = "1";
+    window.setTimeout(function () {
+      form.dataset.submitted = "";
+      if (released) released(form);
+    }, seconds * 1000);
+    return true;
+  }
+
   // One approval per click: a double-click must not post twice (the server refuses the second,
   // but the person would see a confusing "already approved").
   document.addEventListener("submit", function (event) {
@@ -491,8 +504,7 @@
       form.dataset.submitted = "1";
       return;
     }
-    form.dataset.submitted = "1";
-    window.setTimeout(function () { form.dataset.submitted = ""; }, 4000);
+    submitOnce(event, form, 4);
   }, true);
 
   // One post per form whose answer shows a secret once ([data-once]: an agent token, an agent
@@ -511,12 +523,10 @@
   document.addEventListener("submit", function (event) {
     var form = event.target;
     if (event.defaultPrevented || !form.matches || !form.matches("form[data-once]")) return;
-    if (form.dataset.submitted === "1") { event.preventDefault(); return; }
-    form.dataset.submitted = "1";
+    if (!submitOnce(event, form, ONCE_SECONDS, onceRelease)) return;
     form.setAttribute("aria-busy", "true");
     // aria-disabled, not disabled: the button stays in the form's submission and keeps focus.
     form.querySelectorAll("button[type=submit]").forEach(function (b) { b.setAttribute("aria-disabled", "true"); });
-    window.setTimeout(function () { onceRelease(form); }, ONCE_SECONDS * 1000);
   });
   window.addEventListener("pageshow", function () {
     document.querySelectorAll("form[data-once]").forEach(onceRelease);
