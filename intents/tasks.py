@@ -30,6 +30,7 @@ from intents.services.assignment import (
 )
 from intents.services.deadlines import drafts_escalate_due, drafts_warn_due
 from intents.services.presence import presence_purge
+from tenants.once_forms import form_receipts_purge
 
 log = logging.getLogger("intents.tasks")
 
@@ -168,7 +169,8 @@ def _wake_agent_events() -> int:
 
 def retention_purge() -> int:
     """Daily: empty draft and broadcast bodies past each tenant's retention, with the attachment
-    bytes only purged drafts name (webhooks purge their own payloads)."""
+    bytes only purged drafts name (webhooks purge their own payloads); forget presence rows and
+    the shown-once forms' receipts past their own fixed retention."""
     from intents.retention import (
         attachment_bytes_purge,
         broadcast_bodies_purge,
@@ -185,4 +187,5 @@ def retention_purge() -> int:
         pass
     purged_drafts_events_purge()
     presence_purge()
+    form_receipts_purge()
     return total

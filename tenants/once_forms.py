@@ -10,18 +10,30 @@ the service that creates the secret claims it (a ``FormReceipt``) in its own tra
 anything else, so a second post of the same form, at the same moment or later, is refused with
 ``AlreadySubmitted`` naming what the first one made, whatever else changed since. A refused first
 post (a bad name) rolls the claim back with everything else: the corrected form posts again.
+
+A receipt is kept FORM_RECEIPT_RETENTION, then the daily retention purge deletes it
+(``form_receipts_purge``): a second post comes seconds after the first, or from the browser's
+history the same day. A post of the form after that is a new one, and refused as any other
+repeat would be ("A token with this name already exists.").
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
+from datetime import timedelta
 
 from django.db import IntegrityError, transaction
+from django.db.models.functions import Now
 
 from tenants.models import FormReceipt, Tenant, User
 
+log = logging.getLogger("tenants.once_forms")
+
 FORM_ID_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+
+FORM_RECEIPT_RETENTION = timedelta(days=1)
 
 
 class AlreadySubmitted(Exception):
@@ -59,3 +71,12 @@ def form_done(receipt: FormReceipt | None, object_id: object) -> None:
         return
     receipt.object_id = str(object_id)
     receipt.save(update_fields=["object_id"])
+
+
+def form_receipts_purge(*, retention: timedelta = FORM_RECEIPT_RETENTION) -> int:
+    """Delete the receipts made more than ``retention`` ago (daily, with the retention purge).
+    Safe to run anywhere, any number of times. Returns how many were deleted."""
+    deleted, _rows = FormReceipt.objects.filter(created_at__lt=Now() - retention).delete()
+    if deleted:
+        log.info("tenants.form_receipts.purged", extra={"deleted": deleted})
+    return deleted

@@ -177,3 +177,31 @@ def test_the_rotation_posted_twice_says_the_first_post_rotated(tenant_a, member_
     assert "rotated since you opened this page" not in page
     assert secret.group(1) not in page
     assert AuditEvent.objects.filter(action="agent_events.secret_rotated").count() == 1
+
+
+@pytest.mark.django_db
+def test_the_daily_retention_forgets_receipts_older_than_a_day(tenant_a, member_of, caplog):
+    """Found by a probe: a receipt only answers a second click (seconds, at most a day when a
+    form is posted again from the browser's history), and none was ever deleted: one row per
+    token, endpoint, rotation and two-factor setup, for the life of the tenant."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from intents import tasks
+
+    admin = member_of(tenant_a, "admin").user
+    for form_id in ("an-old-form-id-0001", "a-fresh-form-id-0002"):
+        token_create(
+            tenant=tenant_a, name=form_id, scopes=["drafts:read"], actor=admin, form_id=form_id
+        )
+    FormReceipt.objects.filter(form_id="an-old-form-id-0001").update(
+        created_at=timezone.now() - timedelta(days=1, minutes=1)
+    )
+
+    with caplog.at_level(logging.INFO, logger="tenants.once_forms"):
+        tasks.retention_purge()
+
+    assert list(FormReceipt.objects.values_list("form_id", flat=True)) == ["a-fresh-form-id-0002"]
+    purged = [r for r in caplog.records if r.name == "tenants.once_forms"]
+    assert [(r.msg, r.deleted) for r in purged] == [("tenants.form_receipts.purged", 1)]
