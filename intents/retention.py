@@ -69,13 +69,15 @@ def _delivery_pending() -> Exists:
     )
 
 
-def _send_open_or_recent(draft: str) -> Exists:
-    """For a row naming a draft through ``draft``: a send of it is still open, or ended within its
-    tenant's retention. A send may end long after its approval (it needed attention for days):
-    counted from the approval alone, the body went at the next run after a person cancelled it,
-    and the draft could no longer be re-approved (``draft_reopen`` refuses a purged body)."""
+def _send_open_or_recent(ref: str, *, of: str = "draft") -> Exists:
+    """For a row naming a draft (or, ``of="broadcast"``, a broadcast) through ``ref``: a send of
+    it is still open, or ended within its tenant's retention. A send may end long after its
+    approval (it needed attention for days): counted from the approval alone, the body went at
+    the next run after a person cancelled it, and the draft could no longer be re-approved
+    (``draft_reopen`` refuses a purged body); counted from a broadcast's completion, the send a
+    person had just decided on lost the text its page shows as sent."""
     return Exists(
-        SendIntent.objects.filter(draft=OuterRef(draft)).filter(
+        SendIntent.objects.filter(**{of: OuterRef(ref)}).filter(
             Q(state__in=OPEN_INTENT_STATES) | Q(updated_at__gte=_retention_cutoff())
         )
     )
@@ -235,16 +237,17 @@ def attachment_bytes_purge(*, batch: int = 200) -> int:
 def broadcast_bodies_purge(*, batch: int = 100) -> int:
     """Empty the text, the HTML and every recipient's variables (names, order numbers: the
     customers' data) of finished broadcasts older than their tenant's retention, as for drafts.
-    A broadcast with a send still open keeps them: its pre-send check re-derives each message
-    from them. Returns how many broadcasts were purged."""
-    open_send = SendIntent.objects.filter(broadcast=OuterRef("pk"), state__in=OPEN_INTENT_STATES)
+    A broadcast with a send still open keeps them (its pre-send check re-derives each message
+    from them), and so does one whose last send ended within the retention: a send may end long
+    after the broadcast completed (it needed attention). Returns how many broadcasts were
+    purged."""
     due = (
         Broadcast.objects.filter(
             body_purged_at__isnull=True,
             state__in=Broadcast.FINISHED,
             updated_at__lt=_retention_cutoff(),
         )
-        .exclude(Exists(open_send))
+        .exclude(_send_open_or_recent("pk", of="broadcast"))
         .order_by("id")
     )
     if not due.exists():
