@@ -69,6 +69,28 @@ def _delivery_pending() -> Exists:
     )
 
 
+def _events_delete(events) -> int:
+    """Delete those of ``events`` no delivery of which is still being attempted, with their
+    deliveries, in the caller's transaction. Returns rows deleted (events and deliveries).
+
+    An admin's resend (``delivery_resend``) makes a new delivery of a finished event: read
+    before this deleted it and committed after, it ended in a foreign-key error (on either
+    side). A resend locks its event before it makes the delivery: an event one holds is skipped
+    here, and the next run takes it once that delivery ends; one this takes first, the resend
+    then finds gone. The delete reads again after the locks: a resend that committed in
+    between made a delivery pending."""
+    locked = list(
+        events.exclude(_delivery_pending())
+        .select_for_update(skip_locked=True, of=("self",))
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    if not locked:
+        return 0
+    deleted, _ = AgentEvent.objects.filter(pk__in=locked).exclude(_delivery_pending()).delete()
+    return deleted
+
+
 def _send_open_or_recent(ref: str, *, of: str = "draft") -> Exists:
     """For a row naming a draft (or, ``of="broadcast"``, a broadcast) through ``ref``: a send of
     it is still open, or ended within its tenant's retention. A send may end long after its
@@ -142,7 +164,7 @@ def _purge_versions(rows: list[tuple[int, int, int]]) -> int:
         # (their diffs quote the text) once no delivery of them is still being attempted.
         draft_ids = {d for _, d in drafts}
         DraftNote.objects.filter(draft_id__in=draft_ids).delete()
-        AgentEvent.objects.filter(draft_id__in=draft_ids).exclude(_delivery_pending()).delete()
+        _events_delete(AgentEvent.objects.filter(draft_id__in=draft_ids))
         _journal_purged(drafts, "draft.bodies_purged")
     log.info("intents.retention.bodies_purged", extra={"versions": purged, "drafts": len(drafts)})
     return purged
@@ -283,12 +305,10 @@ def purged_drafts_events_purge() -> int:
     draft again: this pass, run daily after it, takes them when they finish. Returns how many
     events were deleted."""
     purged = DraftVersion.objects.filter(draft=OuterRef("draft"), body_purged_at__isnull=False)
-    deleted, _ = (
-        AgentEvent.objects.filter(draft__isnull=False)
-        .filter(Exists(purged))
-        .exclude(_delivery_pending())
-        .delete()
-    )
+    with transaction.atomic():
+        deleted = _events_delete(
+            AgentEvent.objects.filter(draft__isnull=False).filter(Exists(purged))
+        )
     if deleted:
         log.info("intents.retention.events_purged", extra={"deleted": deleted})
     return deleted

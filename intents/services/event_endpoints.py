@@ -22,7 +22,7 @@ from common.crypto import needs_reseal
 from common.egress import EgressRefused, validate_url
 from config.clock import db_now
 from intents.events.outbox import wake_delivery
-from intents.models import AgentEventDelivery, AgentEventEndpoint, EventType
+from intents.models import AgentEvent, AgentEventDelivery, AgentEventEndpoint, EventType
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
 from tenants.once_forms import form_claim, form_done
@@ -305,6 +305,12 @@ def delivery_resend(*, tenant, delivery_id, actor) -> AgentEventDelivery:
             raise AdminError("endpoint_disabled", _("Enable the endpoint before resending."))
         if original.status in AgentEventDelivery.UNFINISHED:
             raise AdminError("not_finished", _("This delivery is still being attempted."))
+        # The retention purge deletes a finished event with its deliveries, and skips one locked
+        # here (intents.retention._events_delete): read after the lock, an event it deleted
+        # first is gone, and the resend answers as one made after the purge does.
+        event = AgentEvent.objects.select_for_update(no_key=True).filter(pk=original.event_id)
+        if not list(event.values_list("pk", flat=True)):
+            raise AdminError("not_found", _("No such delivery."))
         resend = AgentEventDelivery.objects.create(
             tenant=tenant, endpoint=endpoint, event_id=original.event_id, resend_of=original
         )

@@ -310,3 +310,87 @@ def test_a_draft_whose_versions_straddle_two_batches_is_purged_whole_and_journal
     ]
     assert draft_bodies_purge(batch=1) == 0
     assert IntentEvent.objects.filter(draft=draft, action="draft.bodies_purged").count() == 1
+
+
+def _failed_event_of_a_purged_draft(decided, tenant_a, admin):
+    """An endpoint, and the failed delivery of the event of a draft whose bodies are purged (the
+    event stayed while its delivery was being attempted)."""
+    from intents.models import AgentEventEndpoint
+
+    endpoint_create(
+        tenant=tenant_a, url="https://a.example.com/", event_types=["draft.rejected"], actor=admin
+    )
+    decided(days=91)
+    assert draft_bodies_purge() == 1
+    AgentEventDelivery.objects.update(status="failed")
+    return AgentEventEndpoint.objects.get(), AgentEventDelivery.objects.get()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_resend_racing_the_purge_of_its_event_is_refused_cleanly(decided, tenant_a, member_of):
+    """Found by a probe: an admin resent a failed delivery while the daily purge deleted its
+    event (its draft's bodies purged, no delivery being attempted). The resend had read the
+    delivery before the purge committed, and inserted a delivery of an event that no longer
+    existed: a foreign-key error at its commit (a 500 for the admin). It now locks the event
+    and, finding it gone, answers as a resend after the purge does: no such delivery."""
+    from intents.models import AgentEventEndpoint
+    from intents.retention import purged_drafts_events_purge
+    from intents.services.event_endpoints import delivery_resend
+    from tenants.models import AuditEvent
+    from tenants.services import AdminError
+
+    admin = member_of(tenant_a, "admin").user
+    endpoint, failed = _failed_event_of_a_purged_draft(decided, tenant_a, admin)
+    resending, purging = [], []
+
+    with transaction.atomic():
+        # Holding the endpoint's row pauses the resend after it read the delivery.
+        AgentEventEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+        resend = in_thread(
+            lambda: delivery_resend(tenant=tenant_a, delivery_id=failed.pk, actor=admin),
+            resending,
+        )
+        assert blocked_on_a_lock(), "the resend did not reach the endpoint's lock"
+        purge = in_thread(purged_drafts_events_purge, purging)
+        purge.join(30)
+    resend.join(30)
+
+    assert purging == [2]
+    assert [type(r) for r in resending] == [AdminError]
+    assert resending[0].code == "not_found"
+    assert not AgentEvent.objects.exists() and not AgentEventDelivery.objects.exists()
+    assert not AuditEvent.objects.filter(action="agent_events.delivery_resent").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_purge_leaves_an_event_being_resent_for_a_later_run(decided, tenant_a, member_of):
+    """The other order: the resend has made its delivery and not committed yet when the purge
+    looks. The purge saw no delivery pending and deleted the event under it (the foreign-key
+    error again, at the resend's commit). It now skips an event a resend holds; the next run
+    takes it once that delivery ends."""
+    from intents.retention import purged_drafts_events_purge
+    from intents.services.event_endpoints import delivery_resend
+    from tenants.models import Tenant
+
+    admin = member_of(tenant_a, "admin").user
+    _endpoint, failed = _failed_event_of_a_purged_draft(decided, tenant_a, admin)
+    resending, purging = [], []
+
+    with transaction.atomic():
+        # Holding the tenant's row pauses the resend at its commit (its rows' foreign keys are
+        # checked then), after it made the new delivery.
+        Tenant.objects.select_for_update().get(pk=tenant_a.pk)
+        resend = in_thread(
+            lambda: delivery_resend(tenant=tenant_a, delivery_id=failed.pk, actor=admin),
+            resending,
+        )
+        assert blocked_on_a_lock(), "the resend did not reach its commit"
+        purge = in_thread(purged_drafts_events_purge, purging)
+        until_done_or_waiting(purge, 2)
+    purge.join(30)
+    resend.join(30)
+
+    assert purging == [0]
+    assert [type(r) for r in resending] == [AgentEventDelivery]
+    assert AgentEventDelivery.objects.get(pk=resending[0].pk).status == "pending"
+    assert AgentEvent.objects.filter(pk=failed.event_id).exists()
