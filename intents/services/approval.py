@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
+from django.utils import timezone
 from django.utils.text import get_text_list
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
@@ -49,6 +50,7 @@ from intents.services.common import (
     require_standing,
 )
 from intents.services.content import refuse_recipient_problems
+from intents.services.deadlines import deadline_times
 from tenants.models import Membership
 from tenants.send_stops import send_births_wait
 from tenants.templatetags.zones import zoned
@@ -421,6 +423,7 @@ def draft_reopen(*, tenant, draft_id, actor, reason, from_intent: int | None = N
         now = db_now()
         version = reopen_as_new_version(tenant, draft, source, now)
         not_after_cleared = _clear_passed_not_after(draft, now)
+        sla_due_at = _restart_deadline(tenant, draft)
         journal(
             tenant=tenant,
             draft=draft,
@@ -439,6 +442,7 @@ def draft_reopen(*, tenant, draft_id, actor, reason, from_intent: int | None = N
                 "earlier_intent_state": intent.state,
                 "earlier_may_have_gone_out": may_have_gone_out,
                 "not_after_cleared": not_after_cleared,
+                "sla_due_at": sla_due_at.isoformat() if sla_due_at else None,
             },
         )
     log.info(
@@ -564,6 +568,28 @@ def reopen_as_new_version(tenant, draft: Draft, source: DraftVersion, now) -> Dr
         updated_at=Now(),
     )
     return version
+
+
+def _restart_deadline(tenant, draft: Draft):
+    """A fresh deadline (SLA) for a reopened draft, measured from the reopen: a new review round.
+    Keeping the first one escalated the draft at the next sweep whenever it had passed, often the
+    case for a send that failed or waited for a person. Earlier warning, breach and escalation
+    marks go with it (the journal keeps them), so the new round warns and escalates again.
+    The application clock, as at creation (``intents.services.deadlines``)."""
+    sla_due_at, sla_warn_at = deadline_times(tenant, draft.mailbox, timezone.now())
+    Draft.objects.filter(pk=draft.pk).update(
+        sla_due_at=sla_due_at,
+        sla_warn_at=sla_warn_at,
+        sla_warned_at=None,
+        sla_breached_at=None,
+        sla_breach_holder=None,
+        # Both: the round-robin reads its last pick by escalated_at among rows naming
+        # escalated_to, and a NULL time would sort first.
+        escalated_at=None,
+        escalated_to=None,
+        updated_at=Now(),
+    )
+    return sla_due_at
 
 
 def _clear_passed_not_after(draft: Draft, now) -> str | None:

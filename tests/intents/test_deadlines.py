@@ -16,7 +16,7 @@ from intents.services import deadlines
 from intents.tasks import sweep_once
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
-from tests.intents.helpers import run_concurrently
+from tests.intents.helpers import run_concurrently, set_state
 from webhooks.models import InboundMessage
 
 SECOND = timedelta(seconds=1)
@@ -288,3 +288,53 @@ def test_an_escalation_sweep_in_progress_does_not_hold_up_writes_that_name_the_t
         writer.start()
         writer.join(10)
     assert written == ["done"]
+
+
+def test_a_reopened_draft_gets_a_fresh_deadline_from_the_reopen(
+    tenant_a, new_draft, approver, escalation_member, member_of
+):
+    """A draft approved in time whose send then failed, reopened after its first deadline had
+    passed: it was escalated at once by the next sweep. The reopen starts a new review round,
+    with a new deadline measured from it, and any earlier warning, breach or escalation marks
+    cleared (the journal keeps them)."""
+    _set(tenant_a, sla_minutes=60, sla_warning_minutes=15, escalate_to=escalation_member)
+    draft = new_draft()
+    version = draft.versions.get()
+    intent = services.draft_approve(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=version.content_hash,
+        actor=approver,
+    )
+    set_state(intent, "failed")
+    past = timezone.now() - timedelta(hours=2)
+    Draft.objects.filter(pk=draft.pk).update(
+        sla_due_at=past,
+        sla_warn_at=past - timedelta(minutes=15),
+        sla_warned_at=past - timedelta(minutes=15),
+        sla_breached_at=past,
+        escalated_at=past,
+        escalated_to=escalation_member,
+    )
+    reopener = member_of(tenant_a, "admin").user
+    before = timezone.now()
+    services.draft_reopen(tenant=tenant_a, draft_id=draft.pk, actor=reopener, reason="again")
+
+    draft.refresh_from_db()
+    assert draft.sla_due_at - before == pytest.approx(
+        timedelta(minutes=60), abs=timedelta(seconds=5)
+    )
+    assert draft.sla_warn_at == draft.sla_due_at - timedelta(minutes=15)
+    assert (draft.sla_warned_at, draft.sla_breached_at, draft.escalated_at) == (None, None, None)
+    assert draft.escalated_to is None
+    reopened = IntentEvent.objects.get(draft=draft, action="draft.reopened")
+    assert reopened.data["sla_due_at"] == draft.sla_due_at.isoformat()
+
+    sweep_once()
+    assert _actions(draft) == ["draft.approved", "draft.reopened"]
+    with time_machine.travel(draft.sla_due_at + SECOND, tick=False):
+        sweep_once()
+    assert _actions(draft)[-3:] == ["draft.sla_warning", "draft.sla_breached", "draft.escalated"]
+    draft.refresh_from_db()
+    assert draft.assignee == escalation_member
