@@ -31,7 +31,7 @@ DECIDING_ROLES = Membership.DECIDING_ROLES
 @dataclass(frozen=True)
 class RecipientProblem:
     address: str
-    code: str  # "invalid", "not_allowed", "suppressed"
+    code: str  # "invalid", "own_mailbox", "not_allowed", "suppressed"
     message: str
 
 
@@ -68,7 +68,9 @@ def recipient_problems(
             problems.append(RecipientProblem(str(raw), "invalid", str(exc)))
             continue
         normalized.append(address)
-        if not mailbox.allows_recipient(address):
+        if address == _own_address(mailbox):
+            problems.append(RecipientProblem(address, "own_mailbox", _own_mailbox(address)))
+        elif not mailbox.allows_recipient(address):
             problems.append(RecipientProblem(address, "not_allowed", _outside(mailbox, address)))
     if normalized:
         if suppressed is None:
@@ -93,6 +95,24 @@ def recipient_problems(
     return problems
 
 
+def _own_address(mailbox: Mailbox) -> str:
+    try:
+        return normalize_address(mailbox.address)
+    except ValueError:
+        return mailbox.address.lower()
+
+
+def _own_mailbox(address: str) -> str:
+    # No allow-list entry lifts it: no reply needs it (the sent message is kept in the
+    # inbox's thread), and AgentMail delivers it into the inbox as a new message, which may
+    # start the agent again (a mail loop).
+    return _(
+        "%(address)s is the sending mailbox's own address: the reply would come back into its "
+        "own inbox, where the agent may answer it again. Leave it out; the sent reply is kept "
+        "in the mailbox's thread anyway."
+    ) % {"address": address}
+
+
 def _outside(mailbox: Mailbox, address: str) -> str:
     if routes_onward(address) and mailbox.allows_domain_of(address):
         return _(
@@ -113,7 +133,8 @@ _ROUTING_CLASS = r"[!\x25]"
 
 def recipient_breaks_policy_sql(*, address: str, tenant_id: str, mailbox_id: str) -> str:
     """The SQL form of the rule ``recipient_problems`` applies to a valid address: true when it is
-    on the tenant's suppression list, or when the mailbox is restricted and neither the address
+    on the tenant's suppression list, or is the mailbox's own address, or when the mailbox is
+    restricted and neither the address
     nor its domain (after the last "@") is allowed, or only its domain is and its local part
     routes onward, compared lower-cased as ``Mailbox.allows_recipient`` does. The arguments are
     SQL expressions of the outer query (a column or an unnested value); table and column names
@@ -130,6 +151,11 @@ def recipient_breaks_policy_sql(*, address: str, tenant_id: str, mailbox_id: str
         SELECT 1 FROM "{suppression.db_table}" s
         WHERE s.{column(suppression, "tenant")} = {tenant_id}
           AND s.{column(suppression, "address")} = {addr}
+      )
+      OR EXISTS (
+        SELECT 1 FROM "{mailbox.db_table}" m
+        WHERE m.{column(mailbox, "id")} = {mailbox_id}
+          AND lower(m.{column(mailbox, "address")}) = {addr}
       )
       OR EXISTS (
         SELECT 1 FROM "{mailbox.db_table}" m

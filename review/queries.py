@@ -285,6 +285,13 @@ def recipients_with_warnings(
                         % {"reason": suppressed[address].get_reason_display().lower()},
                     )
                 )
+            if (address, "own_mailbox") in problems:
+                r.warnings.append(
+                    (
+                        "own_mailbox",
+                        _("This mailbox itself: the reply would come back into its inbox"),
+                    )
+                )
             if (address, "not_allowed") in problems:
                 r.warnings.append(("not_allowed", _("Outside this mailbox's recipient policy")))
             if senders and not on_thread(address, senders):

@@ -30,6 +30,7 @@ PRIORITY_RANGE = (-100, 100)
 
 PROBLEM_CODES = {
     "invalid": "recipient_invalid",
+    "own_mailbox": "recipient_own_mailbox",
     "not_allowed": "recipient_not_allowed",
     "suppressed": "recipient_suppressed",
 }

@@ -598,3 +598,24 @@ def test_expire_due_also_ends_pending_drafts_past_their_send_by_time(new_draft, 
     assert statuses == {late.pk: "expired", later.pk: "pending", approved.pk: "approved"}
     event = IntentEvent.objects.get(draft=late, action="draft.expired")
     assert event.reason == "send-by time (not_after) passed"
+
+
+@pytest.mark.parametrize(
+    ("field", "lists"),
+    [
+        ("to", {"to": ["customer@example.com", "OWN"]}),
+        ("cc", {"to": ["customer@example.com"], "cc": ["OWN"]}),
+        ("bcc", {"to": ["customer@example.com"], "bcc": ["OWN"]}),
+    ],
+)
+def test_create_refuses_the_sending_mailboxs_own_address(new_draft, local_mailbox, field, lists):
+    """AgentMail delivers a reply to its own inbox back into it, where the agent that wrote it
+    may answer it again: a mail loop. No reply needs to: the sent message is in the inbox."""
+    own = local_mailbox.address.upper()
+    with pytest.raises(errors.RecipientRefused) as caught:
+        new_draft(**{k: [own if a == "OWN" else a for a in v] for k, v in lists.items()})
+    assert (caught.value.code, caught.value.field) == ("recipient_own_mailbox", field)
+    assert caught.value.address == local_mailbox.address.lower()
+    assert "back into its own inbox" in caught.value.message
+    assert Draft.objects.count() == 0
+    assert IntentEvent.objects.count() == 0

@@ -619,3 +619,41 @@ def test_the_diff_of_a_long_quoted_body_opens_and_names_the_changed_word(
 
     diff = page.content.decode().split('id="diff"')[1].split("</section>")[0]
     assert "Dear <del>Ann,</del><ins>Anna,</ins>" in diff
+
+
+def _written_before_the_own_address_rule(draft, field: str):
+    """The draft's current version with its own mailbox's address added to ``field``, its hash
+    recomputed: a draft written before such a recipient was refused (creation refuses it now)."""
+    from intents.hashing import version_hash
+
+    version = DraftVersion.objects.select_related("draft").get(
+        draft=draft, number=draft.current_version
+    )
+    setattr(version, field, [*getattr(version, field), draft.mailbox.address])
+    version.content_hash = version_hash(version)
+    version.save(update_fields=[field, "content_hash"])
+    return version
+
+
+def test_a_recipient_that_is_the_sending_mailbox_is_flagged_and_refused_at_approval(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """A reply to its own inbox comes back into it (AgentMail delivers it there), where the
+    agent may answer it again: a mail loop. The page flags the address like the other recipient
+    warnings, the queue's warning filter lists the draft, and the approval is refused naming it."""
+    draft = make_draft(mailbox_a, subject="Copy to ourselves")
+    _written_before_the_own_address_rule(draft, "cc")
+    client = signed_in(admin_a.user)
+
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft.pk])).content.decode()
+    queue = client.get(reverse("tenant_home", args=[tenant_a.slug]), {"warnings": "on"})
+    approve = client.post(
+        reverse("draft_approve", args=[tenant_a.slug, draft.pk]), approve_data(draft)
+    )
+
+    assert 'data-warning="own_mailbox"' in page
+    assert "This mailbox itself: the reply would come back into its inbox" in page
+    assert [row.pk for row in queue.context["page"].rows] == [draft.pk]
+    assert "back into its own inbox" in approve.content.decode()
+    assert not SendIntent.objects.filter(draft=draft).exists()
+    assert Draft.objects.get(pk=draft.pk).status == "pending"

@@ -170,3 +170,24 @@ def test_a_batch_claimed_before_the_key_was_refused_makes_no_call_and_keeps_its_
     assert sorted(rows.values_list("state", "attempts")) == [(State.QUEUED, 0)] * 2
     assert not SendAttempt.objects.filter(intent__in=intents).exists()
     assert [live.sandbox.requests(idempotency_key=i.idempotency_key) for i in intents] == [[], []]
+
+
+def test_a_send_to_its_own_mailbox_approved_before_the_rule_is_blocked_before_the_call(live):
+    """A reply whose recipients name the sending mailbox would come back into its inbox and
+    may start the agent again. One approved before drafts refused it stops at the pre-call
+    check, under its own code."""
+    from intents.hashing import version_hash
+
+    intent = live.approved(to=["customer@example.com"])
+    version = intent.draft_version
+    version.cc = [live.mailbox.address]
+    version.content_hash = version_hash(version)
+    version.save(update_fields=["cc", "content_hash"])
+    SendIntent.objects.filter(pk=intent.pk).update(
+        recipients=version.recipients, content_hash=version.content_hash
+    )
+    claims = sending.intent_claim(worker="own", limit=1)
+
+    assert sending.execute_claims(claims) == [State.BLOCKED]
+    assert SendIntent.objects.get(pk=intent.pk).last_error_code == "recipient_own_mailbox"
+    assert _sends(live, intent) == 0
