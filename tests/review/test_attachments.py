@@ -82,6 +82,23 @@ def test_the_page_lists_each_file_with_type_size_download_and_preview(
     )
 
 
+def test_a_pdf_preview_says_it_shows_the_first_page_only(tenant_a, admin_a, signed_in, with_files):
+    """The preview is the PDF's first page: a reviewer who took it for the whole file approved
+    pages nobody showed them. The page count is known only to the child that draws the page,
+    after the page is served, so every PDF's preview says so; an image's says nothing."""
+    client = signed_in(admin_a.user)
+
+    page = client.get(reverse("draft", args=[tenant_a.slug, with_files.pk])).content.decode()
+
+    pdf_item = page.split(f'data-attachment="{_file(with_files, "invoice.pdf").pk}"')[1]
+    pdf_item = pdf_item.split("</li>")[0]
+    image_item = page.split(f'data-attachment="{_file(with_files, "label.png").pk}"')[1]
+    image_item = image_item.split("</li>")[0]
+    assert "data-preview-note" in pdf_item
+    assert "First page only: download the file to read every page." in pdf_item
+    assert "data-preview-note" not in image_item
+
+
 def test_a_download_is_an_octet_stream_attachment_never_rendered(
     tenant_a, admin_a, signed_in, with_files
 ):
