@@ -66,6 +66,9 @@ class Progress:
 
     @property
     def unsent(self) -> int:
+        """Sends on their way (or held by a pause): queued, sending, or awaiting the answer of a
+        call that may have gone out. With ``accepted``, ``not_sent`` and ``needs_attention``
+        it makes ``created``: every state of a send is in exactly one of the four."""
         return sum(self.by_state.get(s, 0) for s in ("queued", "sending", "uncertain"))
 
 

@@ -176,3 +176,45 @@ def test_the_progress_card_counts_the_sends_that_did_not_go_out(live, signed_in)
     assert counts["not_sent"] == "1"
     assert counts["needs_attention"] == "1"
     assert counts["accepted"] == "0 / 2"
+
+
+def test_the_progress_card_counts_add_up_to_the_sends_created(live, signed_in):
+    """A send blocked at the pre-call check (here: its address suppressed after the fan-out) is
+    counted as not sent; one still queued, sending or awaiting an answer was counted nowhere,
+    so "Accepted 0 / 2" beside "Not sent 1" left one send unaccounted for."""
+    import re
+
+    from intents.models import Suppression
+
+    broadcast = _fanned_out(live)
+    Suppression.objects.create(
+        tenant=live.tenant, address="customer0@example.com", reason=Suppression.Reason.MANUAL
+    )
+    prepared = intent_begin_attempts(intent_claim(worker="t", limit=2))
+    blocked = SendIntent.objects.get(broadcast=broadcast, state="blocked")
+
+    page = signed_in(live.approver).get(f"/t/{live.tenant.slug}/broadcasts/{broadcast.pk}/")
+
+    counts = dict(re.findall(r'data-count="([a-z_]+)">([^<]*)<', page.content.decode()))
+    assert prepared[blocked.pk] is None
+    assert blocked.last_error_code == "recipient_suppressed"
+    assert counts["accepted"] == "0 / 2"
+    assert counts["not_sent"] == "1"
+    assert counts["unsent"] == "1"
+    assert "Not sent yet (queued, sending or awaiting an answer)" in page.content.decode()
+
+
+def test_every_send_state_is_counted_once_on_the_progress_card():
+    from intents.selectors.broadcasts import Progress
+
+    states = SendIntent.State.values
+    progress = Progress(
+        recipients=len(states),
+        created=len(states),
+        by_state=dict.fromkeys(states, 1),
+        deliveries={},
+        skipped={},
+    )
+
+    parts = (progress.accepted, progress.unsent, progress.not_sent, progress.needs_attention)
+    assert sum(parts) == progress.created
