@@ -180,7 +180,7 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Django's backend, sparing the health check's round trip for a connection that served a request
 # cleanly less than DB_HEALTH_CHECK_GRACE seconds ago (config/postgres/base.py: the trade).
 DATABASES["default"]["ENGINE"] = "config.postgres"
-DB_HEALTH_CHECK_GRACE = env_float("DB_HEALTH_CHECK_GRACE", 1)
+DB_HEALTH_CHECK_GRACE = env_float("DB_HEALTH_CHECK_GRACE", 1, low=0)
 # Server-side parameter binding, and statements prepared on a connection after they ran
 # DB_PREPARE_THRESHOLD times: PostgreSQL then skips parsing and planning the hot statements of the
 # worker and the webhook receiver (about half of the database's CPU per webhook event, BENCHMARKS.md).

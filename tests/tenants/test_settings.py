@@ -91,6 +91,8 @@ def test_check_deploy_is_clean_in_production():
         ("SEND_BURST_PER_KEY", "0.5", "SEND_BURST_PER_KEY must be at least 1"),
         ("AGENTMAIL_READ_TIMEOUT", "-1", "AGENTMAIL_READ_TIMEOUT must be at least 0.001"),
         ("DB_HEALTH_CHECK_GRACE", "abc", "DB_HEALTH_CHECK_GRACE must be a number, got 'abc'"),
+        # A negative grace was taken as given: a check-every-request setting written wrong.
+        ("DB_HEALTH_CHECK_GRACE", "-1", "DB_HEALTH_CHECK_GRACE must be at least 0, got -1.0"),
         ("Q_POLL", "nan", "Q_POLL must be a finite number"),
         ("LOG_LEVEL", "LOUD", "LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL"),
         ("SECRET_ENCRYPTION_KEYS", "garbage", "each SECRET_ENCRYPTION_KEYS entry must be"),
