@@ -44,3 +44,20 @@ def test_a_formula_after_leading_spaces_or_a_quote_stays_text(value):
 @pytest.mark.parametrize("value", ["Re: order 42", "a - b", "x;y", "", "42", "Ana O'Neil"])
 def test_text_without_a_formula_is_left_as_it_is(value):
     assert csv_safe(value) == value
+
+
+@pytest.mark.parametrize(
+    "value",
+    ['Order 42\t=HYPERLINK("http://evil.test")', "a\t\t+1+1", 'x\t "@SUM(1)', "plain\ttext"],
+)
+def test_a_cell_holding_a_tab_is_quoted_and_what_follows_the_tab_stays_text(value):
+    """A tab was neither quoted (the writer quotes only commas, quotes and line breaks) nor
+    guarded when inside a cell: a reader that splits on tabs (Calc's and Sheets' import offer
+    it, and a paste splits there) made '=HYPERLINK(...)' a column of its own, a formula."""
+    line = "".join(csv_lines(["time", "actor"], [["2026-01-01", value]])).split("\r\n", 1)[1]
+
+    cell = next(csv.reader(io.StringIO(line)))[1]
+    columns = re.split(r"[;\t\r\n]", line)
+    assert line.startswith('"2026-01-01","')
+    assert [c for c in columns if FORMULA.match(c.replace('""', '"'))] == []
+    assert cell.replace("'", "") == value.replace("'", "")

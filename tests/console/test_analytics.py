@@ -180,6 +180,19 @@ def test_a_hostile_token_name_and_model_stay_text(tenant_a, tenant_b, signed_in)
     assert rows[2][:2] == ["token", "'@SUM(1+1)"]
 
 
+def test_a_token_name_holding_a_tab_is_quoted_and_stays_text(tenant_a, tenant_b, signed_in):
+    """The analytics export wrote with its own csv.writer, guarding two columns by hand: a tab
+    in a token name was left unquoted and what followed it unguarded, unlike the other
+    exports."""
+    seeded = seed_history(tenant_a, tenant_b)
+    seeded.support.name = "Bot\t=SUM(1+1)"
+    seeded.support.save(update_fields=["name"])
+    body = signed_in(seeded.admin).get(_url(tenant_a, "admin_analytics_csv")).content.decode()
+
+    assert '"token","Bot\t\'=SUM(1+1)",' in body
+    assert list(csv.reader(io.StringIO(body)))[2][:2] == ["token", "Bot\t'=SUM(1+1)"]
+
+
 @pytest.mark.parametrize("name", ["admin_analytics", "admin_analytics_csv"])
 @pytest.mark.parametrize("until", ["2000-01-01", "2000-01-28"])
 def test_an_end_day_near_the_first_day_starts_the_default_period_on_that_day(
