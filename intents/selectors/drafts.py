@@ -147,8 +147,9 @@ def pending_count(*, tenant, cap: int = NAV_COUNT_CAP) -> int:
 
 def wrote_a_version_since_last_approval(draft: Draft, user) -> bool:
     """Whether ``user`` wrote (as a person) any version of the draft after the last version a
-    send was approved for and not cancelled (all of them if none was): with four-eyes on edit, they may not
-    approve it (``draft_approve``), and the draft page says so before they try."""
+    send was approved for by someone else and not cancelled (all of them if none was): with
+    four-eyes on edit, they may not approve it (``draft_approve``), and the draft page says so
+    before they try."""
     return draft.pk in drafts_they_wrote_since_last_approval(
         tenant=draft.tenant_id, draft_ids=[draft.pk], user=user
     )
@@ -163,10 +164,16 @@ def drafts_they_wrote_since_last_approval(*, tenant, draft_ids, user) -> set[int
         return set()
     # No send approved for this version or a later one: it is after the last approval. A send
     # that was cancelled (undone in its window, cancelled or stopped by a person) is an approval
-    # taken back: it lets no editor approve alone what its approver withdrew.
-    approved_since = SendIntent.objects.filter(
-        draft_id=OuterRef("draft_id"), draft_version__number__gte=OuterRef("number")
-    ).exclude(state=SendIntent.State.CANCELLED)
+    # taken back: it lets no editor approve alone what its approver withdrew. A send the editor
+    # approved themselves (while the rule was off) vouches for nothing: no second person saw
+    # the edit, and the rule blocks that very send at its pre-call check.
+    approved_since = (
+        SendIntent.objects.filter(
+            draft_id=OuterRef("draft_id"), draft_version__number__gte=OuterRef("number")
+        )
+        .exclude(state=SendIntent.State.CANCELLED)
+        .exclude(approver=user)
+    )
     return set(
         DraftVersion.objects.filter(
             tenant=tenant,

@@ -10,7 +10,7 @@ import time
 import pytest
 from django.db.models.functions import Now
 
-from intents import sending, services
+from intents import errors, sending, services
 from intents.models import IntentEvent, SendIntent
 from intents.sending.fanout import broadcast_run
 from intents.services.broadcasts import broadcast_approve, broadcast_create
@@ -194,3 +194,83 @@ def test_turned_on_after_a_broadcasts_author_approved_it_alone_blocks_its_sends(
         (i.state, i.last_error_code) for i in SendIntent.objects.filter(broadcast=broadcast)
     } == {("blocked", "second_approver_required")}
     assert [calls(live.sandbox, i) for i in intents] == [[], []]
+
+
+def four_eyes_off(live, admin):
+    tenant = Tenant.objects.get(pk=live.tenant.pk)
+    tenant_update_policies(
+        tenant=tenant,
+        review_deadline_hours=tenant.review_deadline_hours,
+        second_approver_on_edit=False,
+        retention_days=tenant.retention_days,
+        actor=admin,
+    )
+
+
+def edited_then_revised_by_the_agent(live):
+    """Ana wrote version 2, the agent re-posted it as version 3: Ana's edit is in version 3."""
+    token, _ = token_create(tenant=live.tenant, name="agent", scopes=["drafts:write"], actor=None)
+    draft = agents_draft(live, token)
+    for number, author in enumerate(
+        [{"actor_user": live.approver}, {"agent_token": token}], start=2
+    ):
+        services.draft_add_version(
+            tenant=live.tenant,
+            draft_id=draft.pk,
+            to=["customer@example.com"],
+            cc=[],
+            bcc=[],
+            subject="Your refund",
+            text="Ana's text.",
+            html="",
+            base_version=number - 1,
+            **author,
+        )
+    return draft
+
+
+def test_a_send_the_rule_blocked_does_not_vouch_for_its_approvers_edit_after_a_reopen(
+    live, member_of
+):
+    """Found by an outside probe: Ana approved version 3 alone while the rule was off, the rule
+    blocked that send, Ana re-approved the draft's reopened copy (version 4, the agent's) and the
+    approval was allowed: the blocked send of her own approval counted as the approval that
+    covers her edit. Only another person's approval vouches for an edit."""
+    admin = member_of(live.tenant, "admin").user
+    draft = edited_then_revised_by_the_agent(live)
+    first = approve(live, draft, 3, live.approver)
+    four_eyes_on(live, admin)
+    step(first)
+    assert SendIntent.objects.get(pk=first.pk).state == "blocked"
+    services.draft_reopen(
+        tenant=live.tenant, draft_id=draft.pk, actor=live.approver, reason="Blocked, try again."
+    )
+
+    with pytest.raises(errors.SecondApproverRequired):
+        approve(live, draft, 4, live.approver)
+
+    assert SendIntent.objects.filter(draft=draft).count() == 1
+
+
+def test_the_pre_call_check_asks_the_same_of_a_re_approval_given_while_the_rule_was_off(
+    live, member_of
+):
+    """The same re-approval given while the rule was off again, then the rule turned back on
+    before the send: blocked at the check, zero provider calls."""
+    admin = member_of(live.tenant, "admin").user
+    draft = edited_then_revised_by_the_agent(live)
+    first = approve(live, draft, 3, live.approver)
+    four_eyes_on(live, admin)
+    step(first)
+    four_eyes_off(live, admin)
+    services.draft_reopen(
+        tenant=live.tenant, draft_id=draft.pk, actor=live.approver, reason="Blocked, try again."
+    )
+    second = approve(live, draft, 4, live.approver)
+
+    four_eyes_on(live, admin)
+    step(second)
+
+    second.refresh_from_db()
+    assert (second.state, second.last_error_code) == ("blocked", "second_approver_required")
+    assert calls(live.sandbox, second) == []
