@@ -376,6 +376,24 @@ def validate_url(raw: str, *, allow_private: bool, require_https: bool) -> str:
     return raw
 
 
+def host_reached(host: str) -> str:
+    """The one spelling of the host a URL's ``host`` (``urlsplit``'s ``hostname``) reaches: an
+    IP address in its canonical form (an IPv6 address's zeros compressed, an IPv4 address
+    written as one number, in hex or with a short last part, or mapped into IPv6, as the dotted
+    quad it denotes), a name as the HTTP client sends it (its xn-- form, an ideographic full
+    stop as a dot, lower case), without the root's trailing dot. For telling two URLs of one
+    receiver apart from two receivers."""
+    try:
+        host = httpx.URL(scheme="https", host=host).raw_host.decode("ascii").lower()
+    except (httpx.InvalidURL, UnicodeError):
+        host = host.lower()
+    host = host.rstrip(".")
+    address = literal_address(host) or _ipv4_written_as_a_number(host)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return host if address is None else str(address)
+
+
 def _ipv4_written_as_a_number(host: str) -> ipaddress.IPv4Address | None:
     """The IPv4 address a host spelled another way denotes to the system's resolver
     (``2130706433``, ``0x7f000001`` and ``127.1`` are all 127.0.0.1), or None: such a URL was

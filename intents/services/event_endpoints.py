@@ -19,7 +19,7 @@ from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 
 from common.crypto import needs_reseal
-from common.egress import EgressRefused, validate_url
+from common.egress import EgressRefused, host_reached, validate_url
 from config.clock import db_now
 from intents.events.outbox import wake_delivery
 from intents.models import AgentEvent, AgentEventDelivery, AgentEventEndpoint, EventType
@@ -50,13 +50,14 @@ def clean_url(url: str) -> str:
 
 
 def _receiver_of(url: str) -> tuple[str, str, str, str]:
-    """What every HTTP client sends ``url`` to: the scheme and host in lower case, without the
-    root's trailing dot or the scheme's default port; the path and query as written (a server
-    may tell /Hooks from /hooks). Two endpoints of one receiver took each event twice, each copy
-    signed with a secret of its own, and the receiver, which keeps one, refused one of them."""
+    """What every HTTP client sends ``url`` to: the scheme in lower case, the host as it is
+    reached (``host_reached``: one spelling of an address or name), without the scheme's
+    default port; the path and query as written (a server may tell /Hooks from /hooks). Two
+    endpoints of one receiver took each event twice, each copy signed with a secret of its own,
+    and the receiver, which keeps one, refused one of them."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
-    host = (parts.hostname or "").rstrip(".")
+    host = host_reached(parts.hostname or "")
     port = parts.port
     netloc = host if port in (None, {"https": 443, "http": 80}.get(scheme)) else f"{host}:{port}"
     return scheme, netloc, parts.path or "/", parts.query

@@ -115,3 +115,37 @@ def test_another_path_or_port_of_the_host_is_another_receiver(tenant_a, member_o
     _register(tenant_a, admin, "https://agent.example.com:8443/hooks")
 
     assert AgentEventEndpoint.objects.filter(tenant=tenant_a).count() == 3
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("first", "again"),
+    [
+        ("https://[2606:4700::1111]/hooks", "https://[2606:4700:0:0:0:0:0:1111]/hooks"),
+        ("https://[2606:4700::1111]/hooks", "https://[2606:4700:0::1111]:443/hooks"),
+        ("https://1.1.1.1/hooks", "https://16843009/hooks"),
+        ("https://1.1.1.1/hooks", "https://0x01010101/hooks"),
+        ("https://1.1.1.1/hooks", "https://1.1.257/hooks"),
+        ("https://1.1.1.1/hooks", "https://[::ffff:1.1.1.1]/hooks"),
+        ("https://xn--bcher-kva.example/hooks", "https://bücher.example/hooks"),
+        ("https://bücher.example/hooks", "https://BÜCHER.example/hooks"),
+        ("https://agent.example.com/hooks", "https://agent.example\u3002com/hooks"),
+    ],
+)
+def test_the_same_address_or_name_written_otherwise_is_not_registered_again(
+    tenant_a, member_of, first, again
+):
+    """Found by an outside probe: an IPv6 address with its zeros written out, an IPv4 address
+    written as one number, in hex or with a short last part, an IPv4 address mapped into IPv6,
+    an international name in Unicode and in its xn-- form, a name with an ideographic full stop
+    for a dot. The HTTP client and the system's resolver reach one receiver for each pair, which
+    the duplicate check counted as two, so each event went there twice, signed with two
+    secrets."""
+    admin = member_of(tenant_a, "admin").user
+    _register(tenant_a, admin, first)
+
+    with pytest.raises(AdminError) as refused:
+        _register(tenant_a, admin, again)
+
+    assert (refused.value.code, refused.value.field) == ("duplicate_endpoint", "url")
+    assert AgentEventEndpoint.objects.filter(tenant=tenant_a).count() == 1
