@@ -37,16 +37,21 @@ def webhook_register(*, tenant: Tenant, actor=None):
         raise refused(exc) from None
     with transaction.atomic():
         endpoint = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
-        known = [s.plaintext() for s in endpoint.secrets.filter(retired_at__isnull=True)]
-        if hook.secret not in known:
-            # AgentMail signs with this secret alone from now on (a webhook deleted and created
-            # anew, as when its secret leaked; Svix's own rotation signs with both for a day, so
-            # the new one verifies those too). Kept beside it, the replaced secret verified
-            # forgeries for ever: nothing else ever retires a secret.
-            retired = endpoint.secrets.filter(retired_at__isnull=True).update(retired_at=Now())
+        active = list(endpoint.secrets.filter(retired_at__isnull=True))
+        # AgentMail signs with this secret alone from now on (a webhook deleted and created
+        # anew, as when its secret leaked; Svix's own rotation signs with both for a day, so the
+        # new one verifies those too). Every other one is retired: kept, a replaced secret
+        # verified forgeries for ever. Whether or not this one is new: a release before
+        # 0d7e3ee stored each new secret beside the old ones, and a tenant whose leaked webhook
+        # was replaced then still has both active, which registering again must end.
+        replaced = [s.pk for s in active if s.plaintext() != hook.secret]
+        is_new = len(replaced) == len(active)
+        retired = WebhookSecret.objects.filter(pk__in=replaced).update(retired_at=Now())
+        if is_new:
             secret = WebhookSecret(endpoint=endpoint)
             secret.sealed = secret.seal(hook.secret)
             secret.save()
+        if is_new or retired:
             audit(
                 tenant=tenant,
                 actor=actor,

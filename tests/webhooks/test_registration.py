@@ -81,3 +81,33 @@ def test_two_registrations_at_once_make_one_endpoint(sandbox, tenant_a):
     assert not [o for o in outcomes if isinstance(o, Exception)], outcomes
     assert WebhookEndpoint.objects.filter(tenant=tenant_a).count() == 1
     assert {o.pk for o in outcomes} == {WebhookEndpoint.objects.get(tenant=tenant_a).pk}
+
+
+def test_registering_again_retires_a_replaced_secret_an_older_release_left_active(
+    client, sandbox, tenant_a, mailbox_row, intent_row
+):
+    """Found by an outside probe: a release before 0d7e3ee stored each new secret beside the old
+    ones, so a tenant whose leaked webhook was replaced then still has both active. Registering
+    again, as DEPLOYMENT.md says, returned the current secret, which was known: nothing was
+    retired, and the leaked secret kept verifying forgeries. Every active secret but the one
+    AgentMail signs with is retired, whether that one is new or not."""
+    endpoint = registration.webhook_register(tenant=tenant_a)
+    leaked = endpoint.secrets.get().plaintext()
+    org = sandbox.sdk()
+    org.pods.webhooks.delete(tenant_a.agentmail_pod_id, endpoint.provider_webhook_id)
+    endpoint = registration.webhook_register(tenant=tenant_a)
+    # As the older release left it: the replaced secret still active beside the current one.
+    endpoint.secrets.update(retired_at=None)
+
+    endpoint = registration.webhook_register(tenant=tenant_a)
+    intent = intent_row(mailbox_row(tenant_a), to=["jane@customer.test"])
+    body = json.dumps(delivery_payload("bounced", intent), separators=(",", ":"))
+    (current,) = [h.secret for h in org.pods.webhooks.list(tenant_a.agentmail_pod_id).webhooks]
+    hook = Hook(endpoint, current)
+    forged = hook.post_raw(
+        client, body.encode(), hook.headers(body, svix_id=new_svix_id(), secret=leaked)
+    )
+
+    assert forged.status_code == 400 and forged.json()["detail"] == "bad_signature"
+    assert WebhookEvent.objects.count() == 0
+    assert [s.plaintext() for s in endpoint.secrets.filter(retired_at__isnull=True)] == [current]
