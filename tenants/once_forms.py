@@ -53,7 +53,9 @@ def form_claim(
 ) -> FormReceipt | None:
     """Claim ``form_id`` inside the caller's transaction; None for a post without one (an older
     page, a command, the API), which is not guarded. A post of the same form that is still running
-    holds the claim: this waits for it, and is refused if it committed."""
+    holds the claim: this waits for it, and is refused if it committed. An id another form
+    (another action) claimed is not a second post of this one, only a hand-made request: it is
+    not guarded either, rather than told that this form made the other form's object."""
     if not FORM_ID_RE.match(form_id or ""):
         return None
     try:
@@ -62,7 +64,10 @@ def form_claim(
                 tenant=tenant, form_id=form_id, action=action, actor=actor
             )
     except IntegrityError:
-        raise AlreadySubmitted(FormReceipt.objects.get(tenant=tenant, form_id=form_id)) from None
+        receipt = FormReceipt.objects.get(tenant=tenant, form_id=form_id)
+    if receipt.action != action:
+        return None
+    raise AlreadySubmitted(receipt)
 
 
 def form_done(receipt: FormReceipt | None, object_id: object) -> None:

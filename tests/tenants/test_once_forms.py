@@ -205,3 +205,37 @@ def test_the_daily_retention_forgets_receipts_older_than_a_day(tenant_a, member_
     assert list(FormReceipt.objects.values_list("form_id", flat=True)) == ["a-fresh-form-id-0002"]
     purged = [r for r in caplog.records if r.name == "tenants.once_forms"]
     assert [(r.msg, r.deleted) for r in purged] == [("tenants.form_receipts.purged", 1)]
+
+
+def test_a_form_id_another_form_used_is_not_taken_for_a_second_post_of_this_one(
+    tenant_a, member_of, signed_in
+):
+    """Found by an outside probe: the token form's id posted with the endpoint form was refused
+    as a second post of it, and the answer named as "added by your first click" the endpoint
+    whose id happened to be the token's (its rotate button beside it), or said the endpoint was
+    deleted since. Each form's id guards that form: another form's is no post of this one."""
+    admin = member_of(tenant_a, "admin").user
+    other, _secret = endpoint_create(
+        tenant=tenant_a,
+        url="https://other.example.com/",
+        event_types=["draft.approved"],
+        actor=admin,
+    )
+    client = signed_in(admin)
+    form = token_form(client)
+    client.post(f"{TOKENS}new/", form)
+    token = AgentToken.objects.get()
+    AgentEventEndpoint.objects.filter(pk=other.pk).update(id=token.pk)
+
+    answer = client.post(
+        f"{EVENTS}new/",
+        {
+            "url": "https://agent.example.com/hooks",
+            "event_types": ["draft.approved"],
+            "form_id": form["form_id"],
+        },
+    )
+
+    assert answer.status_code == 200
+    assert "https://other.example.com/" not in answer.content.decode()
+    assert AgentEventEndpoint.objects.filter(url="https://agent.example.com/hooks").count() == 1
