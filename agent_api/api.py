@@ -15,6 +15,7 @@ from agent_api.idempotency import LOCK_SECONDS
 from agent_api.routes import router
 from agent_api.routes_analytics import router as analytics_router
 from agent_api.routes_broadcasts import router as broadcasts_router
+from common import strict_json
 from intents import services
 from intents.retention import IDEMPOTENCY_RETENTION
 
@@ -80,7 +81,9 @@ storage quota are **413** `storage_quota_exceeded` (below).
 Request bodies up to **{MAX_BODY_BYTES // 1024} KiB** (413 above), JSON in UTF-8 only (415
 otherwise; a byte order mark or UTF-16 is 400 `malformed_json`); a key given twice in one object
 is **422** `duplicate_key` naming it, and objects and arrays nest at most {MAX_JSON_DEPTH} levels
-(422 `too_deeply_nested`);
+(422 `too_deeply_nested`) and hold fewer than {strict_json.MAX_VALUES:,} items and members
+altogether (**413** `too_many_values`; a broadcast's recipients as `recipients_csv` are one
+string);
 at most {services.MAX_RECIPIENTS} recipients in to + cc + bcc; subject up to
 {services.MAX_SUBJECT} characters on one line; bodies are stored and hashed with LF line endings
 (CRLF and a lone CR become LF). **{rate_limit_per_window()} requests per minute per

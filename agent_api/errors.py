@@ -173,6 +173,7 @@ _REFUSED_JSON = {
     "duplicate_key": (422, "duplicate_key"),
     "number_too_long": (422, "number_too_long"),
     "too_deep": (422, "too_deeply_nested"),
+    "too_many_values": (413, "too_many_values"),
 }
 
 
@@ -219,7 +220,9 @@ def json_refusal(exc: strict_json.JSONRefused) -> ApiProblem:
         status,
         code,
         exc.message,
-        title="The request body cannot be read unambiguously",
+        title="The request body holds too many values"
+        if code == "too_many_values"
+        else "The request body cannot be read unambiguously",
         errors=errors,
     )
 

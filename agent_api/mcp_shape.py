@@ -91,6 +91,8 @@ def shape_problem(body: bytes) -> Refusal | None:
     except strict_json.JSONRefused as exc:
         if exc.code == "duplicate_key":
             return Refusal(f"Duplicate key in the request: {exc.message}.")
+        if exc.code == "too_many_values":
+            return Refusal(f"The request is too large: {exc.message}.")
         return Refusal(f"Parse error: {exc.message}.", PARSE_ERROR)
     if isinstance(data, list):
         return Refusal("Batch requests are not supported: send one JSON-RPC request per POST.")

@@ -16,6 +16,10 @@ refused here instead, with a stable ``code`` and, where the text has one, the me
   (``sys.get_int_max_str_digits``), which ``json`` reported as a bare ``ValueError``.
 - ``too_deep``: more than ``max_depth`` levels of objects and arrays (``json`` raises
   ``RecursionError``, not ``ValueError``, past about a thousand).
+- ``too_many_values``: ``max_values`` items of arrays and members of objects or more, counted
+  before the parse. The parse and the walks after it cost about half a microsecond per value,
+  in Python: a 4.5 MB body of ``0,0,0,…`` (2.2 million values) took 1.2 s of CPU, and a token
+  within its rate (120 a minute) could keep both cores of a small server busy with them.
 - ``malformed``: anything else ``json`` refuses, trailing data after the value included.
 
 Every check after parsing walks the value without recursion.
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from typing import Any
 
@@ -175,10 +180,39 @@ def decode(body: bytes) -> str:
     return text
 
 
-def loads(body: bytes | str, *, max_depth: int) -> Any:
+# Far above any body the product takes (a broadcast of 10,000 recipients with five variables
+# each is about 60,000), far below a costly one (about 0.1 s of parse at the most).
+MAX_VALUES = 200_000
+
+# A JSON string: its quotes and what is between them, escapes included.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def values_over(text: str, limit: int) -> bool:
+    """Whether the JSON text holds more than ``limit`` items of arrays and members of objects
+    altogether, without parsing it. True whenever it has ``limit`` commas between values (one
+    fewer than the values of each container), and only if it holds more than ``limit`` values.
+
+    A count of commas (C speed) settles nearly every text. One with that many commas anywhere
+    has its strings taken out and is counted again, unless it holds more than twice as many
+    strings as ``limit``: a string is a member's key or a value, so it holds more values too."""
+    if text.count(",") < limit:
+        return False
+    if (text.count('"') - text.count('\\"')) // 2 > 2 * limit:
+        return True
+    return _STRING.sub("", text).count(",") >= limit
+
+
+def loads(body: bytes | str, *, max_depth: int, max_values: int = MAX_VALUES) -> Any:
     """The value of the JSON text ``body`` (UTF-8 bytes, or text already decoded), or
     ``JSONRefused`` for anything listed in this module's docstring."""
     text = decode(body) if isinstance(body, bytes) else body
+    if values_over(text, max_values):
+        raise JSONRefused(
+            "too_many_values",
+            f"the body holds more than {max_values:,} values (items of arrays and members of "
+            "objects)",
+        )
     problems: list[object] = []
 
     # Called for every object of the text: one frame, a dict as json would build it.

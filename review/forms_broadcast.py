@@ -73,6 +73,10 @@ class BroadcastForm(forms.Form):
 def _json_refusal(exc: strict_json.JSONRefused) -> str:
     if exc.code == "too_deep":
         return gettext("The JSON file nests too deeply.")
+    if exc.code == "too_many_values":
+        return gettext(
+            "The JSON file holds more than %(count)s values: send the recipients as a CSV file."
+        ) % {"count": f"{strict_json.MAX_VALUES:,}"}
     if exc.code == "malformed":
         return gettext("The file is not valid JSON (line %(line)s).") % {"line": exc.line}
     # strict_json's reason stays as it says it (English): it names the member it found.

@@ -121,6 +121,7 @@ _JSON_REASONS = {
     "number_too_long": "number_too_long",
     "too_deep": "body_too_deep",
     "duplicate_key": "duplicate_key",
+    "too_many_values": "body_too_many_values",
 }
 
 

@@ -97,8 +97,16 @@ def test_a_non_finite_number_does_not_hide_a_key_given_twice(
             -32700,
             "Parse error: NaN is not valid JSON; numbers must be finite.",
         ),
+        (
+            '{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": ['
+            + "0," * 200_000
+            + "0]}}",
+            -32600,
+            "The request is too large: the body holds more than 200,000 values (items of arrays "
+            "and members of objects).",
+        ),
     ],
-    ids=["string", "null", "number", "batch-with-nan", "params-string-with-nan"],
+    ids=["string", "null", "number", "batch-with-nan", "params-string-with-nan", "many-values"],
 )
 def test_a_body_that_is_no_message_object_is_refused_and_repeats_nothing_back(
     mcp_url,  # noqa: F811

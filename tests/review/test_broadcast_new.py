@@ -119,6 +119,12 @@ def test_a_spreadsheet_export_with_a_bom_quotes_and_a_case_duplicate(
         # Found by an outside probe: each was a 500.
         (SimpleUploadedFile("x.json", b"[" * 100_000), "The JSON file nests too deeply."),
         (
+            SimpleUploadedFile(
+                "x.json", b'["a@example.com' + b'", "a@example.com' * 200_000 + b'"]'
+            ),
+            "The JSON file holds more than 200,000 values: send the recipients as a CSV file.",
+        ),
+        (
             SimpleUploadedFile("x.json", b'[{"address": "\\ud800@example.com"}]'),
             "\\ud800@example.com is not a valid email address",
         ),

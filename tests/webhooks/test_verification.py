@@ -284,6 +284,12 @@ def test_a_body_too_deep_for_the_json_parser_itself_is_refused_as_too_deep():
     assert _refuses(body) == "body_too_deep"
 
 
+def test_a_body_of_too_many_values_is_refused_before_it_is_parsed():
+    body = '{"type": "event", "data": [' + "0," * 200_000 + "0]}"
+
+    assert _refuses(body) == "body_too_many_values"
+
+
 def test_the_headers_read_from_meta_are_those_request_headers_gives():
     request = RequestFactory().post(
         "/webhooks/x/",
