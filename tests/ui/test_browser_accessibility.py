@@ -34,6 +34,8 @@ STAFF_PAGES = [
     ("outbox", "/t/{slug}/outbox/"),
     ("intent", "/t/{slug}/outbox/{intent}/"),
     ("attention", "/t/{slug}/attention/"),
+    ("broadcasts", "/t/{slug}/broadcasts/"),
+    ("broadcast create", "/t/{slug}/broadcasts/new/"),
     ("admin home", "/t/{slug}/admin/"),
     ("members and invitations", "/t/{slug}/admin/members/"),
     ("member", "/t/{slug}/admin/members/{member}/"),
