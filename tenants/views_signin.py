@@ -9,15 +9,20 @@ who must enrol only the security page.
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
+from functools import wraps
 from io import BytesIO
 from typing import cast
 
 import segno
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import logout, update_session_auth_hash
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
@@ -43,7 +48,61 @@ def session_ended_signed_out(request: HttpRequest, message: str) -> HttpResponse
     return redirect("login")
 
 
-@login_required
+def signed_in_after_renewal(
+    message: Callable[[], str], back: Callable[[HttpRequest], str]
+) -> Callable:
+    """``login_required`` for a sign-in step whose success renews the session key
+    (``user_sessions.session_factor_proven``), with a word for a form posted on the old key.
+
+    A second click sent before the first click's answer arrived (a double click, a slow
+    network) carries the old cookie, whose session the renewal deleted: that browser is signed
+    out, and must be (a planted copy of the old cookie is worth nothing; that is what the
+    renewal is for). ``login_required`` sent it to the sign-in page without a word, and the
+    person, who had just signed in or turned two-factor on, was asked for their password again
+    as if nothing had happened. A post with a session cookie that names no session is told why,
+    and comes back to ``back(request)`` afterwards (not to this address, which answers a form).
+    """
+
+    def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        required = login_required(view)
+
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if (
+                request.user.is_authenticated
+                or request.method != "POST"
+                or not request.COOKIES.get(settings.SESSION_COOKIE_NAME)
+            ):
+                return required(request, *args, **kwargs)
+            messages.warning(request, message())
+            return redirect_to_login(back(request))
+
+        return wrapper
+
+    return decorator
+
+
+def _verify_arrived_late() -> str:
+    return _(
+        "This code arrived after your session had moved on (a second click on “Verify”, or a "
+        "session that ended), so this browser is signed out. Sign in again."
+    )
+
+
+def _turn_on_arrived_late() -> str:
+    return _(
+        "This form arrived after your session had moved on (a second click on “Turn on "
+        "two-factor sign-in”, or a session that ended), so this browser is signed out. Sign in "
+        "again. If two-factor sign-in is on and you did not see your recovery codes, make new "
+        "ones on the Security page."
+    )
+
+
+def _security_page(request: HttpRequest) -> str:
+    return reverse("account_security")
+
+
+@signed_in_after_renewal(_verify_arrived_late, _next_url)
 @require_http_methods(["GET", "HEAD", "POST"])
 def two_factor_verify(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
@@ -143,7 +202,7 @@ def totp_enrol(http_request: HttpRequest) -> HttpResponse:
     return _enrol_page(request, pending)
 
 
-@login_required
+@signed_in_after_renewal(_turn_on_arrived_late, _security_page)
 @require_POST
 def totp_confirm(http_request: HttpRequest) -> HttpResponse:
     request = cast(AuthenticatedRequest, http_request)
