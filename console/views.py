@@ -198,6 +198,14 @@ def member_role(request: TenantRequest, membership_id: int) -> HttpResponse:
             _refuse(form, error)
         else:
             role = Membership.Role(form.cleaned_data["role"]).label
+            if _is_own(request, membership) and stopped.changed.role != Membership.Role.ADMIN:
+                # Their own member page is an admin page, closed to them from now on.
+                done = _("You are now %(role)s in %(tenant)s; the admin pages are for admins.") % {
+                    "role": role,
+                    "tenant": request.tenant.name,
+                }
+                messages.success(request, with_sends_in_flight(done, stopped, "own_approvals"))
+                return redirect("tenant_home", _slug(request))
             done = _("%(email)s is now %(role)s.") % {"email": membership.user.email, "role": role}
             messages.success(request, with_sends_in_flight(done, stopped, "approver"))
             return redirect("admin_member", _slug(request), membership.pk)
@@ -258,14 +266,29 @@ def member_rights(request: TenantRequest, membership_id: int) -> HttpResponse:
     return _member_page(request, membership, rights_form=form, status=400)
 
 
-def _member_action(request: TenantRequest, membership_id, service, done) -> HttpResponse:
-    """``done`` is a lazy message with %(email)s, translated when the person reads it."""
+def _is_own(request: TenantRequest, membership: Membership) -> bool:
+    return membership.user_id == request.user.pk
+
+
+def _member_action(
+    request: TenantRequest, membership_id, service, done, own_done=None
+) -> HttpResponse:
+    """``done`` is a lazy message with %(email)s, translated when the person reads it.
+    ``own_done``: for a change that takes the tenant away from an admin acting on their own
+    membership (leaving it), a lazy message with %(tenant)s; they go to their start page, as
+    the member page is closed to them from now on (and their session may have ended with it)."""
     membership = _member_or_404(request, membership_id)
     try:
         result = service(tenant=request.tenant, membership_id=membership.pk, actor=request.user)
     except services.AdminError as error:
         messages.error(request, error.message)
     else:
+        if own_done is not None and _is_own(request, membership):
+            said = str(own_done % {"tenant": request.tenant.name})
+            if isinstance(result, Stopped):
+                said = with_sends_in_flight(said, result, "own_approvals")
+            messages.success(request, said)
+            return redirect("home")
         said = str(done % {"email": membership.user.email})
         if isinstance(result, Stopped):
             said = with_sends_in_flight(said, result, "approver")
@@ -307,6 +330,7 @@ def member_deactivate(request: TenantRequest, membership_id: int) -> HttpRespons
         membership_id,
         services.member_deactivate,
         gettext_lazy("%(email)s can no longer open this tenant."),
+        own_done=gettext_lazy("You left %(tenant)s."),
     )
 
 

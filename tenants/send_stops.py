@@ -73,6 +73,14 @@ IN_FLIGHT_AFTER = {
         "they approved will be sent.",
         "count",
     ),
+    # The person's own role lowered, or their own membership ended, by themselves.
+    "own_approvals": ngettext_lazy(
+        "%(count)d send you approved was already on its way and will go out; nothing else you "
+        "approved will be sent.",
+        "%(count)d sends you approved were already on their way and will go out; nothing else "
+        "you approved will be sent.",
+        "count",
+    ),
     "policy": ngettext_lazy(
         "%(count)d send from this mailbox was already on its way and will go out; the new "
         "policy applies to everything else.",
