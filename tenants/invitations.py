@@ -42,6 +42,7 @@ from tenants.services import (
     address_lock,
     admin_membership_shared,
     invitations_revoke_pending,
+    person_lock,
     require_admin,
 )
 
@@ -459,6 +460,8 @@ def invitation_accept(*, invitation_id: int, user: User) -> Membership:
         _lock_tenant(invitation)
         _require_inviter_still_admin(invitation)
         _take(invitation, state=Invitation.State.ACCEPTED, user=user)
+        # The person's row, before they join (see person_lock).
+        person_lock(user_id=user.pk)
         if Membership.objects.filter(tenant=invitation.tenant, user=user).exists():
             raise AdminError(
                 "already_member",

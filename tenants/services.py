@@ -155,6 +155,17 @@ def lock_member_change(tenant: Tenant, membership_id: int, actor: User) -> Membe
     )
 
 
+def person_lock(*, user_id: int) -> None:
+    """Lock the person's row (FOR NO KEY UPDATE), in the caller's transaction: taken by
+    ``belongs_elsewhere`` before it reads the person's other memberships, and by every change
+    that makes them a member again (an acceptance, a reactivation) before it writes, so that the
+    question and the change are ordered. Without it, A's admin resetting the person's second
+    factors while B's invitation was being accepted, or B's admin reactivating them, read the
+    membership of B as not there yet, and removed the factors of a member of B. Taken after
+    the tenant's membership rows, as a member change takes them."""
+    User.objects.select_for_update(no_key=True).filter(pk=user_id).values_list("pk").first()
+
+
 def belongs_elsewhere(membership: Membership) -> bool:
     """Whether the member also belongs, active, to another tenant. The person's sessions and
     second factors are theirs across tenants: one tenant's admin may cut this tenant's access
@@ -171,9 +182,7 @@ def belongs_elsewhere(membership: Membership) -> bool:
     account off holds the sends before the account's row too."""
     if not connection.in_atomic_block:
         raise TransactionManagementError("ask whether they belong elsewhere inside the change")
-    User.objects.select_for_update(no_key=True).filter(pk=membership.user_id).values_list(
-        "pk"
-    ).first()
+    person_lock(user_id=membership.user_id)
     return (
         Membership.objects.filter(user_id=membership.user_id, is_active=True)
         .exclude(tenant_id=membership.tenant_id)
@@ -374,6 +383,7 @@ def member_reactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Mem
         locked = lock_member_change(tenant, membership_id, actor)
         locked.require_admin_actor(tenant)
         membership = locked.target
+        person_lock(user_id=membership.user_id)
         changed = Membership.objects.filter(pk=membership.pk, is_active=False).update(
             is_active=True
         )
