@@ -187,9 +187,38 @@ def _decide[T](
     return result
 
 
+def _accepted_by_this_person(
+    request: AuthenticatedRequest, invitation_id: int
+) -> Invitation | None:
+    """The invitation when this person accepted it already and is a member through it: a second
+    tab's Accept or Decline, posted after the first tab's Accept (which forgot the link's
+    record, so the answer was "Open the invitation link you were given", and the link then said
+    it was used). Only the person who accepted it is told; anyone else naming the id is not."""
+    if invitation_id in opened_ids(request):
+        return None
+    return (
+        Invitation.objects.select_related("tenant")
+        .filter(
+            pk=invitation_id,
+            state=Invitation.State.ACCEPTED,
+            closed_by=request.user,
+            tenant__memberships__user=request.user,
+            tenant__memberships__is_active=True,
+        )
+        .first()
+    )
+
+
+def _member_already(invitation: Invitation) -> HttpResponse:
+    return redirect("tenant_home", slug=invitation.tenant.slug)
+
+
 @login_required
 @require_POST
 def invitation_accept(request: AuthenticatedRequest, invitation_id: int) -> HttpResponse:
+    if accepted := _accepted_by_this_person(request, invitation_id):
+        messages.info(request, _accepted_already(accepted))
+        return _member_already(accepted)
     membership = _decide(request, invitation_id, invitations.invitation_accept)
     if isinstance(membership, AdminError):
         error = membership
@@ -203,6 +232,9 @@ def invitation_accept(request: AuthenticatedRequest, invitation_id: int) -> Http
 @login_required
 @require_POST
 def invitation_decline(request: AuthenticatedRequest, invitation_id: int) -> HttpResponse:
+    if accepted := _accepted_by_this_person(request, invitation_id):
+        messages.info(request, _accepted_already(accepted))
+        return _member_already(accepted)
     declined = _decide(request, invitation_id, invitations.invitation_decline)
     if isinstance(declined, AdminError):
         error = declined
@@ -212,6 +244,12 @@ def invitation_decline(request: AuthenticatedRequest, invitation_id: int) -> Htt
         _("You declined the invitation to %(tenant)s.") % {"tenant": declined.tenant.name},
     )
     return redirect("home")
+
+
+def _accepted_already(invitation: Invitation) -> str:
+    return _("You accepted this invitation already: you are a member of %(tenant)s.") % {
+        "tenant": invitation.tenant.name
+    }
 
 
 def _status(error: AdminError) -> int:
