@@ -131,6 +131,9 @@ SENTENCES = {
     "draft.escalated": _("%(object)s was escalated"),
     "draft.note_added": _("%(actor)s added a note to %(object)s"),
     "draft.approval_undone": _("%(actor)s undid the approval of %(object)s"),
+    "draft.closed_as_sent": _(
+        "%(object)s left review: %(actor)s proved that its earlier send went out"
+    ),
     "intent.created": _("%(actor)s queued %(object)s"),
     "intent.claimed": _("%(actor)s started sending %(object)s"),
     "intent.accepted": _("AgentMail accepted %(object)s"),
@@ -259,6 +262,7 @@ FIELD_NAMES = {
     "content_hash": _("content hash"),
     "previous_hash": _("previous content hash"),
     "copied_from_version": _("copied from version"),
+    "pending_version": _("version left in review"),
     "earlier_intent": _("earlier send"),
     "earlier_intent_state": _("earlier send's state"),
     "earlier_may_have_gone_out": _("earlier send may have gone out"),

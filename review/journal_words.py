@@ -29,6 +29,7 @@ ACTIONS = {
     "draft.withdrawn": _("withdrawn"),
     "draft.expired": _("expired"),
     "draft.reopened": _("back in review"),
+    "draft.closed_as_sent": _("out of review: its earlier send went out"),
     "draft.note_added": _("note added"),
     "draft.bodies_purged": _("bodies purged"),
     "draft.attachment_bytes_purged": _("attachments purged"),

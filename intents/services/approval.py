@@ -458,6 +458,43 @@ def draft_reopen(*, tenant, draft_id, actor, reason, from_intent: int | None = N
     return draft
 
 
+def draft_close_as_sent(*, tenant, draft_id, intent: SendIntent, actor) -> bool:
+    """A reopened draft whose earlier send a person has just proven sent (call in that
+    transaction, the draft locked): back to ``approved`` on the version that went out, with the
+    approval that sent it. Left pending, it could be neither approved nor edited
+    (``already_sent``), yet it sat in the review queue until its deadline expired it, and the
+    agent could withdraw a reply that went out. Returns whether it moved (a draft that is not
+    pending keeps its state)."""
+    assert intent.draft_version is not None  # a reply's send
+    pending_version = (
+        Draft.objects.filter(pk=draft_id, tenant=tenant, status=Draft.Status.PENDING)
+        .values_list("current_version", flat=True)
+        .first()
+    )
+    if pending_version is None:
+        return False
+    Draft.objects.filter(pk=draft_id, status=Draft.Status.PENDING).update(
+        status=Draft.Status.APPROVED,
+        current_version=intent.draft_version.number,
+        decided_by_id=intent.approver_id,
+        decided_at=intent.approved_at,
+        updated_at=Now(),
+        **UNHELD,
+    )
+    journal(
+        tenant=tenant,
+        draft=draft_id,
+        intent=intent,
+        action="draft.closed_as_sent",
+        actor_kind=IntentEvent.Actor.PERSON,
+        actor_user=actor,
+        from_state=Draft.Status.PENDING,
+        to_state=Draft.Status.APPROVED,
+        data={"version": intent.draft_version.number, "pending_version": pending_version},
+    )
+    return True
+
+
 def _require_approved(draft: Draft) -> None:
     if draft.status == Draft.Status.PENDING:
         raise errors.NotPending(

@@ -17,6 +17,7 @@ from common.text import unsafe_in_name
 from intents import errors
 from intents.journal import journal
 from intents.models import Draft, IntentEvent, SendIntent
+from intents.services.approval import draft_close_as_sent
 from intents.services.common import (
     active_tenant,
     clean_reason,
@@ -132,6 +133,9 @@ def intent_resolve_accepted(
             resolution_note=evidence,
             updated_at=Now(),
         )
+        if intent.draft_id is not None:
+            # Before the send's journal row: its agent event reads the draft as it now is.
+            draft_close_as_sent(tenant=tenant, draft_id=intent.draft_id, intent=intent, actor=actor)
         journal(
             tenant=tenant,
             draft=intent.draft_id,

@@ -7,7 +7,7 @@ import pytest
 from django.db import transaction
 
 from intents import services
-from intents.models import Draft, DraftVersion, SendIntent
+from intents.models import DraftVersion, SendIntent
 from tests.agent_api.conftest import draft_body
 from tests.intents.helpers import blocked_on_a_lock, drain_sends, in_thread
 
@@ -70,9 +70,10 @@ def test_a_revision_of_a_draft_whose_reopened_send_was_proven_sent_is_refused(
 ):
     """The send's answer was lost (needs attention), a reviewer put the draft back in review and
     then found the customer's copy and marked the send sent. The reply went out: no approval of
-    the draft can send anything again (``already_sent``). The agent's revision was still taken
-    (201, a new version in the queue) and the agent was told it was under review; its text could
-    never go out. Now it is refused with what happened, and nothing more is sent."""
+    the draft can send anything again. The agent's revision was still taken (201, a new version
+    in the queue) and the agent was told it was under review; its text could never go out. Now
+    the mark closes the draft (approved again on the version that went out): the revision and a
+    withdrawal are refused, and nothing more is sent."""
     token = make_token(tenant_a)
     draft_id, mark_sent = _reopened_after_a_lost_answer(
         api, token, tenant_a, mailbox_a, member_of, sandbox
@@ -87,9 +88,14 @@ def test_a_revision_of_a_draft_whose_reopened_send_was_proven_sent_is_refused(
     drain_sends()
 
     assert revised.status_code == 409, revised.content
-    assert revised.json()["code"] == "already_sent"
-    assert "went out" in revised.json()["detail"]
-    assert Draft.objects.get(pk=draft_id).current_version == 2
+    # The mark closed the reopened draft: approved again on the version that went out.
+    assert revised.json()["code"] == "not_pending"
+    assert "already approved: version 1 was approved at" in revised.json()["detail"]
+    document = api.get(f"/drafts/{draft_id}", token=token).json()
+    assert (document["status"], document["current_version"]["number"]) == ("approved", 1)
+    assert document["intent"]["state"] == "accepted"
+    withdrawn = api.post(f"/drafts/{draft_id}/withdraw", {}, token=token, key="w-1")
+    assert (withdrawn.status_code, withdrawn.json()["code"]) == (409, "not_pending")
     assert len(_sent(sandbox, draft_id)) == 1
 
 
@@ -115,7 +121,7 @@ def test_a_revision_waiting_while_the_send_is_marked_sent_is_refused(
 
     [revised] = outcome
     assert revised.status_code == 409, revised.content
-    assert revised.json()["code"] == "already_sent"
+    assert revised.json()["code"] == "not_pending"
     assert DraftVersion.objects.filter(draft_id=draft_id).count() == 2
     assert len(_sent(sandbox, draft_id)) == 1
 

@@ -458,7 +458,8 @@ def test_a_send_marked_sent_while_its_reopened_draft_is_approved_again_goes_out_
     drain_sends()
 
     assert [type(r) for r in approval] == [errors.NotPending]
-    assert approval[0].code == "already_sent"
+    # The mark closed the reopened draft (approved again on the version that went out).
+    assert approval[0].code == "not_pending"
     assert len(_sent_for_draft(live, earlier.draft_id)) == 1
 
 

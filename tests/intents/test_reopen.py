@@ -191,9 +191,50 @@ def test_an_earlier_send_proven_sent_stops_the_new_approval(tenant_a, intent, ap
         evidence="the customer's copy",
     )
     with pytest.raises(errors.NotPending) as caught:
-        approve_current(tenant_a, intent.draft_id, approver)
-    assert caught.value.code == "already_sent"
+        services.draft_approve(
+            tenant=tenant_a,
+            draft_id=intent.draft_id,
+            version=2,
+            content_hash=intent.content_hash,
+            actor=approver,
+        )
+    assert caught.value.code == "not_pending"
     assert SendIntent.objects.filter(draft_id=intent.draft_id).count() == 1
+
+
+def test_an_earlier_send_proven_sent_closes_the_reopened_draft(tenant_a, intent, approver):
+    """Reopened after its send needed attention, then that send proven sent: the reply went out,
+    so the draft leaves the review queue as the approved draft it was (its sent version current,
+    its approval's approver and time), with a journal row naming the move. Before, it stayed
+    pending: approving and editing it were refused (already_sent), yet it sat in the queue until
+    its deadline expired it, and the agent could still withdraw a draft whose reply went out."""
+    set_state(intent, "needs_attention")
+    services.draft_reopen(tenant=tenant_a, draft_id=intent.draft_id, actor=approver, reason="r")
+    services.intent_resolve_accepted(
+        tenant=tenant_a,
+        intent_id=intent.pk,
+        actor=approver,
+        provider_message_id="<found@agentmail.test>",
+        evidence="the customer's copy",
+    )
+    draft = Draft.objects.get(pk=intent.draft_id)
+    assert (draft.status, draft.current_version, draft.decided_by_id, draft.decided_at) == (
+        "approved",
+        1,
+        intent.approver_id,
+        intent.approved_at,
+    )
+    closed = IntentEvent.objects.get(draft=draft, action="draft.closed_as_sent")
+    assert (closed.from_state, closed.to_state, closed.intent_id, closed.data["version"]) == (
+        "pending",
+        "approved",
+        intent.pk,
+        1,
+    )
+    assert draft.pk not in [d.pk for d in selectors.draft_queue(tenant=tenant_a).items]
+    with pytest.raises(errors.NotPending):
+        services.draft_withdraw(tenant=tenant_a, draft_id=draft.pk, actor_user=approver)
+    assert Draft.objects.get(pk=draft.pk).status == "approved"
 
 
 def test_purged_body_cannot_be_reopened(tenant_a, intent, approver):

@@ -215,6 +215,34 @@ def test_an_undone_approval_tells_the_agent_its_draft_is_pending_again(tenant_a,
 
 
 @pytest.mark.django_db
+def test_a_reopened_draft_whose_earlier_send_is_proven_sent_tells_the_agent_it_is_closed(
+    tenant_a, member_of
+):
+    """The agent was told draft.reopened (pending, version 2, revise from there); a person then
+    proved the earlier send went out. The agent's send.accepted says the draft is approved again
+    on the version that was sent, not pending on a version nobody can approve any more."""
+    admin = member_of(tenant_a, "admin").user
+    approver = member_of(tenant_a, "approver").user
+    endpoint(tenant_a, admin, event_types=EventType.values)
+    draft, intent = approved_agent_draft(tenant_a, make_local_mailbox(tenant_a), approver, admin)
+    SendIntent.objects.filter(pk=intent.pk).update(state="needs_attention")
+    intent_services.draft_reopen(tenant=tenant_a, draft_id=draft.pk, actor=approver, reason="r")
+
+    intent_services.intent_resolve_accepted(
+        tenant=tenant_a,
+        intent_id=intent.pk,
+        actor=approver,
+        provider_message_id="<found@agentmail.test>",
+        evidence="the customer's copy",
+    )
+
+    [accepted] = AgentEvent.objects.filter(type="send.accepted")
+    assert accepted.payload["draft"]["status"] == "approved"
+    assert accepted.payload["draft"]["version"] == 1
+    assert accepted.payload["intent"] == {"id": intent.pk, "state": "accepted"}
+
+
+@pytest.mark.django_db
 def test_a_send_past_its_send_by_time_tells_the_agent(tenant_a, member_of):
     admin = member_of(tenant_a, "admin").user
     approver = member_of(tenant_a, "approver").user
