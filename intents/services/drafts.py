@@ -428,11 +428,48 @@ def _require_current_base(draft: Draft, base_version: int | None) -> None:
             % {"base": base_version, "current": draft.current_version},
             "base_version",
         )
+    values = {"current": draft.current_version, "base": base_version}
+    copied_by = _copied_back_into_review(draft, base_version)
+    if copied_by == "draft.approval_undone":
+        message = (
+            _(
+                "The approval of version %(base)s was undone: version %(current)s is the same "
+                "text, back in review. Base your revision on version %(current)s."
+            )
+            % values
+        )
+    elif copied_by == "draft.reopened":
+        message = (
+            _(
+                "Version %(base)s was approved and its send did not go out; a person put it "
+                "back in review as version %(current)s, the same text. Base your revision on "
+                "version %(current)s."
+            )
+            % values
+        )
+    else:
+        message = (
+            _("Someone saved version %(current)s while you were editing version %(base)s.") % values
+        )
     raise errors.VersionConflict(
-        _("Someone saved version %(current)s while you were editing version %(base)s.")
-        % {"current": draft.current_version, "base": base_version},
-        base_version=base_version,
-        current_version=draft.current_version,
+        message, base_version=base_version, current_version=draft.current_version
+    )
+
+
+def _copied_back_into_review(draft: Draft, base_version: int) -> str | None:
+    """The journal action (an undone approval, a reopen) whose copy of ``base_version`` is the
+    draft's current version; None when the current version is anyone's new text. The copy is
+    what an undo and a reopen must make (one send per version), not an edit: an author told
+    that someone saved it looks for changes that are not there."""
+    return (
+        IntentEvent.objects.filter(
+            draft=draft,
+            action__in=("draft.approval_undone", "draft.reopened"),
+            data__version=draft.current_version,
+            data__copied_from_version=base_version,
+        )
+        .values_list("action", flat=True)
+        .first()
     )
 
 

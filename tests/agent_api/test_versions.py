@@ -7,7 +7,9 @@ import pytest
 
 from intents import services
 from intents.hashing import content_hash
-from intents.models import DraftVersion, IntentEvent
+from intents.models import DraftVersion, IntentEvent, SendIntent
+from intents.services.undo import intent_undo
+from tenants.models import Tenant
 from tests.agent_api.conftest import draft_body
 
 pytestmark = pytest.mark.django_db
@@ -116,3 +118,62 @@ def test_the_schema_documents_base_version_as_optional(client):
     assert "base_version" not in body.get("required", [])
     assert "409" in operation["responses"]
     assert "409" in body["properties"]["base_version"]["description"]
+
+
+def _approved(draft_id, member_of, tenant):
+    person = member_of(tenant, "approver").user
+    first = DraftVersion.objects.get(draft_id=draft_id, number=1)
+    intent = services.draft_approve(
+        tenant=tenant,
+        draft_id=draft_id,
+        version=1,
+        content_hash=first.content_hash,
+        actor=person,
+    )
+    return intent, person
+
+
+def test_a_revision_of_the_version_whose_approval_was_undone_says_so(
+    api, token_a, mailbox_a, member_of, tenant_a
+):
+    """The reviewer approved version 1 and undid it: the draft is pending on version 2, a copy
+    of version 1. The agent's revision of version 1 was told "Someone saved version 2 while you
+    were editing version 1": nobody saved anything, and the agent looked for an edit to merge.
+    Now it is told that the approval was undone and version 2 is the same text to revise."""
+    Tenant.objects.filter(pk=tenant_a.pk).update(send_hold_seconds=60)
+    tenant_a.refresh_from_db()
+    draft_id = api.post("/drafts", draft_body(mailbox_a), token=token_a, key="u1").json()["id"]
+    intent, person = _approved(draft_id, member_of, tenant_a)
+    intent_undo(tenant=tenant_a, intent_id=intent.pk, actor=person)
+
+    response = api.post(
+        f"/drafts/{draft_id}/versions", {**REVISION, "base_version": 1}, token=token_a
+    )
+
+    assert response.status_code == 409
+    problem = response.json()
+    assert (problem["code"], problem["errors"][0]["field"]) == ("version_conflict", "base_version")
+    assert problem["detail"] == (
+        "The approval of version 1 was undone: version 2 is the same text, back in review. "
+        "Base your revision on version 2."
+    )
+    assert DraftVersion.objects.filter(draft_id=draft_id).count() == 2
+
+
+def test_a_revision_of_the_version_a_person_put_back_in_review_says_so(
+    api, token_a, mailbox_a, member_of, tenant_a
+):
+    draft_id = api.post("/drafts", draft_body(mailbox_a), token=token_a, key="u2").json()["id"]
+    intent, person = _approved(draft_id, member_of, tenant_a)
+    SendIntent.objects.filter(pk=intent.pk).update(state="failed")
+    services.draft_reopen(tenant=tenant_a, draft_id=draft_id, actor=person, reason="resend")
+
+    response = api.post(
+        f"/drafts/{draft_id}/versions", {**REVISION, "base_version": 1}, token=token_a
+    )
+
+    assert response.status_code == 409
+    assert response.json()["detail"] == (
+        "Version 1 was approved and its send did not go out; a person put it back in review as "
+        "version 2, the same text. Base your revision on version 2."
+    )
