@@ -31,6 +31,7 @@ from agent_api.schemas_broadcasts import (
     BroadcastRecipientsIn,
     BroadcastSummary,
 )
+from config.snapshot import read_snapshot
 from intents import services
 from intents.attachments import Upload, decode_base64
 from intents.selectors.broadcasts import broadcast_get, broadcast_progress, broadcasts_of
@@ -141,8 +142,13 @@ def withdraw_draft(token: AgentToken, draft_id: int) -> tuple[int, bytes]:
 
 
 def read_draft(token: AgentToken, draft_id: int) -> bytes:
-    draft = queries.draft_in_scope(token, draft_id)
-    return DraftOut.model_validate(queries.draft_document(draft)).model_dump_json().encode()
+    # The draft, its version, its send and the send's deliveries as of one moment: read
+    # statement by statement, an approval committing between them answered `pending` with a
+    # queued send.
+    with read_snapshot():
+        draft, version = queries.draft_with_current_version(token, draft_id)
+        document = queries.draft_document(draft, version)
+    return DraftOut.model_validate(document).model_dump_json().encode()
 
 
 def list_drafts(token: AgentToken, *, status: str | None, cursor: str | None, limit: int) -> bytes:

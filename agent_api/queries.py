@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import F, FilteredRelation, Q, QuerySet
 
 from agent_api.errors import ApiProblem
 from intents.errors import InvalidInput, NotFound
@@ -123,8 +123,31 @@ def _intent_document(intent: SendIntent) -> dict:
     }
 
 
-def draft_document(draft: Draft) -> dict:
-    version = DraftVersion.objects.get(draft=draft, number=draft.current_version)
+def draft_with_current_version(token: AgentToken, draft_id: int) -> tuple[Draft, DraftVersion]:
+    """``draft_in_scope`` and the draft's current version, read in one statement."""
+    checked = _as_id(draft_id)
+    draft = (
+        _drafts(token)
+        .annotate(
+            version_row=FilteredRelation(
+                "versions", condition=Q(versions__number=F("current_version"))
+            )
+        )
+        # django-stubs knows no select_related of an annotated relation.
+        .select_related("mailbox", "version_row")  # type: ignore[misc]
+        .filter(pk=checked)
+        .first()
+        if checked
+        else None
+    )
+    if draft is None:
+        raise NotFound("not_found", "No such draft.")
+    return draft, draft.version_row
+
+
+def draft_document(draft: Draft, version: DraftVersion | None = None) -> dict:
+    if version is None:
+        version = DraftVersion.objects.get(draft=draft, number=draft.current_version)
     intent = (
         SendIntent.objects.filter(draft=draft)
         .select_related("draft_version")

@@ -233,6 +233,9 @@ def token_authenticate(raw: str | None) -> AgentToken | None:
             "expires_at",
             "revoked_at",
             "last_used_at",
+            # Every route asks the token's mailbox scope (``mailbox_scope``): deferred, it
+            # cost each request a statement of its own.
+            "all_mailboxes",
         )
         .first()
     )
