@@ -119,12 +119,16 @@ def attach(tenant, version: DraftVersion, files: Sequence[Planned]) -> None:
     # one of them failed. In digest order every version takes them in one order.
     blob_ids: dict[str, int] = {}
     added = 0
+    found: dict[int, int] = {}  # blob id -> size: bytes the tenant held already
     for item in sorted(files, key=lambda f: f.sha256):
         if item.blob_id is None and item.sha256 not in blob_ids:
             assert item.data is not None
             stored = store.put(tenant_id=tenant.pk, data=item.data)
             blob_ids[item.sha256] = stored.blob.pk
-            added += stored.blob.size if stored.new_bytes else 0
+            if stored.new_bytes:
+                added += stored.blob.size
+            else:
+                found[stored.blob.pk] = stored.blob.size
     rows = []
     for position, item in enumerate(files):
         blob_id = item.blob_id if item.blob_id is not None else blob_ids[item.sha256]
@@ -142,8 +146,27 @@ def attach(tenant, version: DraftVersion, files: Sequence[Planned]) -> None:
                 source_sender=item.source_sender,
             )
         )
-    storage_charge(tenant_id=tenant.pk, added=added)
+    storage_charge(
+        tenant_id=tenant.pk,
+        added=added,
+        held_elsewhere=_held_only_elsewhere(version.draft.mailbox_id, found),
+    )
     DraftAttachment.objects.bulk_create(rows)
+
+
+def _held_only_elsewhere(mailbox_id: int, found: dict[int, int]) -> int:
+    """The bytes of the blobs in ``found`` (id -> size) that no draft of this mailbox names:
+    the tenant holds them for other mailboxes only (``storage_charge``, ``held_elsewhere``)."""
+    if not found:
+        return 0
+    here = set(
+        DraftAttachment.objects.filter(
+            blob_id__in=list(found), version__draft__mailbox_id=mailbox_id
+        )
+        .values_list("blob_id", flat=True)
+        .distinct()
+    )
+    return sum(size for blob_id, size in found.items() if blob_id not in here)
 
 
 def forwarded_uploads(

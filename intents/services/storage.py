@@ -38,24 +38,31 @@ log = logging.getLogger("intents.services")
 # total other transactions committed meanwhile (READ COMMITTED), so the check is exact.
 _CHARGE = """
 INSERT INTO {table} AS storage (tenant_id, bytes_used)
-SELECT %(tenant)s, %(added)s WHERE %(added)s <= %(quota)s
+SELECT %(tenant)s, %(added)s WHERE %(checked)s <= %(quota)s
 ON CONFLICT (tenant_id) DO UPDATE SET bytes_used = storage.bytes_used + EXCLUDED.bytes_used
- WHERE storage.bytes_used + EXCLUDED.bytes_used <= %(quota)s
+ WHERE storage.bytes_used + %(checked)s <= %(quota)s
 RETURNING storage.bytes_used
 """
 
 
-def storage_charge(*, tenant_id: int, added: int) -> None:
+def storage_charge(*, tenant_id: int, added: int, held_elsewhere: int = 0) -> None:
     """Count ``added`` bytes the version's transaction stored for the tenant (call in it, after
     the blobs are written); refuse (``StorageQuotaExceeded``, the transaction then rolls back
-    with everything it wrote) if they would take the tenant past its quota."""
-    if added <= 0:
+    with everything it wrote) if they would take the tenant past its quota.
+
+    ``held_elsewhere``: bytes of files the tenant held already, but only in other mailboxes'
+    drafts. They cost nothing, yet the check counts them as new: were they free here, a token
+    limited to this mailbox would learn, at the quota's edge, which files the mailboxes it
+    cannot read hold (a file they hold is taken, any other refused)."""
+    checked = added + held_elsewhere
+    if checked <= 0:
         return
     quota = storage_quota(tenant_id)
     table = connection.ops.quote_name(AttachmentStorage._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
-            _CHARGE.format(table=table), {"tenant": tenant_id, "added": added, "quota": quota}
+            _CHARGE.format(table=table),
+            {"tenant": tenant_id, "added": added, "checked": checked, "quota": quota},
         )
         row = cursor.fetchone()
     if row is not None:
@@ -63,14 +70,14 @@ def storage_charge(*, tenant_id: int, added: int) -> None:
     used = used_bytes(tenant_id)
     log.warning(
         "intents.attachment.storage_quota_exceeded",
-        extra={"tenant_id": tenant_id, "used": used, "added": added, "quota": quota},
+        extra={"tenant_id": tenant_id, "used": used, "added": checked, "quota": quota},
     )
     raise errors.StorageQuotaExceeded(
         message=(
-            f"The new files ({added} bytes) would take the tenant's attachment storage past "
+            f"The new files ({checked} bytes) would take the tenant's attachment storage past "
             f"its quota: {used} of {quota} bytes are in use. Nothing was stored. Space comes "
-            "back when retention deletes the files of decided drafts; a file the tenant holds "
-            "already (the same bytes) costs nothing."
+            "back when retention deletes the files of decided drafts; a file this mailbox's "
+            "drafts hold already (the same bytes) costs nothing."
         ),
         field="attachments",
     )

@@ -186,6 +186,45 @@ def test_files_past_the_tenants_storage_quota_are_413_and_write_nothing(
     assert AttachmentBlob.objects.filter(tenant=mailbox_a.tenant).count() == 1
 
 
+def test_at_the_quota_a_mailbox_token_cannot_learn_which_files_other_mailboxes_hold(
+    api, make_token, mailbox_a, mailbox_a2, settings
+):
+    """Blobs are stored once per tenant, and bytes the tenant holds already cost no quota: at
+    the quota's edge, a token limited to one mailbox learnt whether another mailbox's drafts
+    (which it cannot read) hold a file, by posting the file (201 if they do, 413 if not). Its
+    answer now depends only on the files of its own mailbox's drafts."""
+    secret = PDF + b"% the other mailbox's contract\n"
+    fresh = PDF + b"% a file nobody holds, as long\n"
+    assert len(fresh) == len(secret)
+    settings.TENANT_ATTACHMENT_STORAGE_BYTES = len(secret) + 10
+    billing = make_token(mailbox_a.tenant, mailboxes=[mailbox_a2])
+    support = make_token(mailbox_a.tenant, mailboxes=[mailbox_a])
+    held = api.post(
+        "/drafts",
+        draft_body(mailbox_a2, attachments=[_file("contract.pdf", data=secret)]),
+        token=billing,
+        key="x1",
+    )
+    assert held.status_code == 201, held.content
+
+    guess = api.post(
+        "/drafts",
+        draft_body(mailbox_a, attachments=[_file("guess.pdf", data=secret)]),
+        token=support,
+        key="x2",
+    )
+    control = api.post(
+        "/drafts",
+        draft_body(mailbox_a, attachments=[_file("guess.pdf", data=fresh)]),
+        token=support,
+        key="x3",
+    )
+
+    assert (guess.status_code, control.status_code) == (413, 413)
+    assert guess.json()["detail"] == control.json()["detail"]
+    assert Draft.objects.filter(mailbox=mailbox_a).count() == 0
+
+
 def test_a_revision_keeps_replaces_or_removes_the_files(api, token_a, mailbox_a):
     created = api.post(
         "/drafts", draft_body(mailbox_a, attachments=[_file()]), token=token_a, key="r"
