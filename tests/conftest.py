@@ -230,12 +230,18 @@ def sandbox_server():
 
 @pytest.fixture
 def sandbox(sandbox_server, settings):
-    """The sandbox, with settings pointed at it and no faults left over from another test."""
+    """The sandbox, with settings pointed at it and nothing left over from another test: it
+    serves the whole session, and what a test did to it outlives that test's database. A bounce
+    suppresses the address for the whole organization, as AgentMail does, so the backfill tests'
+    sends to ops@customer.test were refused (403 message_rejected, the intent ``failed``) after
+    the webhook end-to-end test had bounced it; webhooks switched off, a moved clock, a changed
+    config, registered webhooks and idempotency keys stayed too. A reset keeps the organization,
+    its key and default pod and wipes the rest (faults included), as tests/sandbox does."""
     settings.AGENTMAIL_BASE_URL = sandbox_server.base_url
     settings.AGENTMAIL_ORG_API_KEY = sandbox_server.org_key
     # Webhooks from the sandbox go nowhere unless a test serves a receiver (port 9 refuses fast).
     settings.PUBLIC_BASE_URL = "http://127.0.0.1:9"
-    sandbox_server.clear_faults()
+    sandbox_server.reset()
     yield sandbox_server
     sandbox_server.clear_faults()
     # A test that slowed the provider and then failed before restoring it must not slow the
