@@ -274,6 +274,7 @@ FIELD_NAMES = {
     "provider_message_id": _("AgentMail message id"),
     "rule": _("rule"),
     "seconds_left": _("seconds left"),
+    "sla_due_at": _("new deadline"),
     "skipped": _("skipped"),
     "through_position": _("through recipient"),
     "version": _("version"),
