@@ -13,6 +13,11 @@ from tenants.models import Membership
 # %(actor)s and %(object)s are filled in escaped; an action missing here reads as FALLBACK.
 SENTENCES = {
     "tenant.connected": _("%(actor)s set up this tenant"),
+    # The demo's only (mailboxes.demo): a sandbox that does not know the tenant's pod.
+    "tenant.pod_forgotten": _(
+        "The demo set-up found this tenant's AgentMail pod gone from the sandbox and forgot it, "
+        "to provision a new one"
+    ),
     # An operator's actions (tenants.onboarding): whoever ran them is nobody in the tenant.
     "tenant.created": _("An operator created this tenant"),
     "tenant.suspended": _("An operator suspended this tenant: it is read-only"),

@@ -33,6 +33,7 @@ from .org import (
     create_pod,
     delete_inbox_key,
     list_inbox_keys,
+    pod_exists,
     register_pod_webhook,
     update_inbox_display_name,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "list_inbox_keys",
     "parse_error_body",
     "parse_retry_after",
+    "pod_exists",
     "refuses_key",
     "register_pod_webhook",
     "reply_subject",

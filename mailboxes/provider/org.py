@@ -78,6 +78,21 @@ def create_pod(*, client_id: str, name: str) -> str:
     return pod.pod_id
 
 
+def pod_exists(*, pod_id: str) -> bool:
+    """Whether AgentMail knows the pod: False on its 404, ProviderError on any other failure."""
+    try:
+        pod = _org_call(lambda c: c.pods.get(pod_id, request_options=NO_RETRIES))
+    except ProviderError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    if getattr(pod, "pod_id", None) != pod_id:
+        raise ProviderError(
+            "AgentMail answered with another pod or none", code="malformed_response"
+        )
+    return True
+
+
 def create_inbox(
     *, pod_id: str, username: str, domain: str, display_name: str, client_id: str
 ) -> CreatedInbox:

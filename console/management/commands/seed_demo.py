@@ -9,6 +9,8 @@ from django.db import transaction
 
 from common.cli import BaseCommand
 from mailboxes.demo import seed_mailboxes
+from mailboxes.provider import ProviderError
+from mailboxes.provisioning import ProvisioningError
 from tenants.models import Membership, Tenant, User
 
 DEMO_PASSWORD = "countersign-demo"
@@ -43,7 +45,13 @@ class Command(BaseCommand):
         created = seed_people()
         self.stdout.write(f"demo tenants and users ready ({created} created)")
         # Mailboxes need the AgentMail sandbox (seed_mailboxes skips them when it is not up).
-        seed_mailboxes(stdout=self.stdout)
+        try:
+            seed_mailboxes(stdout=self.stdout)
+        except (ProviderError, ProvisioningError) as exc:
+            # One line that names the sandbox asked, not a traceback.
+            raise CommandError(
+                f"demo mailboxes: {exc} (AGENTMAIL_BASE_URL={settings.AGENTMAIL_BASE_URL})"
+            ) from None
 
 
 @transaction.atomic
