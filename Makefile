@@ -32,9 +32,11 @@ help:
 	$(UV) sync --frozen --compile-bytecode
 	@touch $@
 
+# The demo mailboxes are not provisioned here: whatever answers on the sandbox port now may be
+# another process (another clone's `make run`); devstack provisions them in the sandbox it started.
 setup: .venv/.synced
 	$(MANAGE) migrate --noinput
-	$(MANAGE) seed_demo
+	$(MANAGE) seed_demo --without-mailboxes
 
 run: setup
 	$(UV) run --frozen python scripts/devstack.py

@@ -6,6 +6,7 @@ command does not exist are skipped with a note, so the stack always starts.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -111,6 +112,23 @@ def wait_until_serving(name: str, url: str, proc: subprocess.Popen, timeout: flo
     raise SystemExit(f"[devstack] {name} did not answer at {url} within {timeout:.0f} s")
 
 
+def require_own_sandbox(base_url: str, proc: subprocess.Popen) -> None:
+    """Exit unless the sandbox answering at ``base_url`` is ``proc``: the demo's pods go to it.
+    The port was free when checked; a process that took it since would answer instead."""
+    url = f"{base_url}/_sandbox/health"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - loopback
+            pid = json.load(response).get("pid")
+    except (OSError, ValueError, AttributeError):
+        pid = None
+    if pid != proc.pid:
+        raise SystemExit(
+            f"[devstack] {base_url} is not the sandbox started here (another process holds the "
+            "port, or AGENTMAIL_BASE_URL names another server): the demo mailboxes are not "
+            "provisioned there. Choose another port, e.g. `SANDBOX_PORT=8125 make run`."
+        )
+
+
 def stop_all(children: list[tuple[str, subprocess.Popen]]) -> None:
     for _, proc in children:
         if proc.poll() is None:
@@ -149,6 +167,7 @@ def main() -> int:
             children.append((name, proc))
             if name == "sandbox":
                 wait_until_serving(name, f"{env['AGENTMAIL_BASE_URL']}/_sandbox/health", proc)
+                require_own_sandbox(env["AGENTMAIL_BASE_URL"], proc)
                 # The demo tenants' pods, inboxes, keys and webhooks live in the sandbox: provision
                 # them now that it answers (idempotent, like the rest of seed_demo).
                 subprocess.run(manage("seed_demo"), cwd=ROOT, env=env, check=True)

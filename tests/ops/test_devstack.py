@@ -96,3 +96,18 @@ def test_up_waits_for_an_answer_and_gives_up_when_the_process_dies():
             devstack.wait_until_serving("web", f"http://{addr}/healthz", dead, timeout=10)
         assert devstack.port_in_use(addr)
     assert not devstack.port_in_use(f"127.0.0.1:{free_port()}")
+
+
+def test_the_demo_is_provisioned_only_in_the_sandbox_devstack_started(sandbox_server, tmp_path):
+    """The port is checked before the sandbox starts; a process that took it in between answered
+    the health check, and seed_demo provisioned this clone's pods into it."""
+    port = free_port()
+    argv = devstack.manage("sandbox", "--port", str(port), "--db", str(tmp_path / "s.sqlite3"))
+    env = {**devstack.child_env(), "DATABASE_URL": server_database_url("devstack-sandbox-test")}
+    base_url = f"http://127.0.0.1:{port}"
+    with serving(
+        "sandbox", argv, env=env, log_path=tmp_path / "sandbox.log", health_url=base_url
+    ) as ours:
+        devstack.require_own_sandbox(base_url, ours)
+        with pytest.raises(SystemExit, match="is not the sandbox started here"):
+            devstack.require_own_sandbox(sandbox_server.base_url, ours)

@@ -39,11 +39,23 @@ PEOPLE = [
 class Command(BaseCommand):
     help = "Create the demo tenants and users (idempotent)."
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--without-mailboxes",
+            action="store_true",
+            help="Leave the demo mailboxes to `make run`, which provisions them in its own sandbox.",
+        )
+
+    def handle(self, *args, without_mailboxes=False, **options):
         if settings.PRODUCTION:
             raise CommandError("seed_demo refuses to run with COUNTERSIGN_ENV=production")
         created = seed_people()
         self.stdout.write(f"demo tenants and users ready ({created} created)")
+        if without_mailboxes:
+            # `make setup`: whatever answers at AGENTMAIL_BASE_URL then may be another clone's
+            # sandbox (its `make run` holding the port), which would get this clone's pods.
+            self.stdout.write("demo mailboxes: `make run` provisions them in its own sandbox")
+            return
         # Mailboxes need the AgentMail sandbox (seed_mailboxes skips them when it is not up).
         try:
             seed_mailboxes(stdout=self.stdout)
