@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import secrets
+
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
@@ -11,6 +13,11 @@ from mailboxes import crypto
 
 # Where a Mailbox keeps its lower-cased allow-lists (``Mailbox._allowed_sets``).
 _ALLOWED_SETS = "_allowed_sets_cache"
+
+
+def new_inbox_client_id() -> str:
+    """The ``client_id`` of a new mailbox's inbox at AgentMail (see ``Mailbox.client_id``)."""
+    return f"cs-mailbox-{secrets.token_hex(16)}"
 
 
 class Mailbox(models.Model):
@@ -37,6 +44,12 @@ class Mailbox(models.Model):
     # AgentMail's inbox id is the address; kept apart because the provider owns its format.
     inbox_id = models.CharField(max_length=254, blank=True)
     provider_api_key_id = models.CharField(max_length=100, blank=True)
+    # The client_id the inbox is created with (read through client_id), drawn once per row: see
+    # Tenant.agentmail_client_id, whose reasons and whose null (a row of the release before)
+    # are this one's too. "cs-mailbox-<id>" handed a new mailbox another database's inbox.
+    agentmail_client_id = models.CharField(
+        max_length=100, null=True, blank=True, default=new_inbox_client_id, editable=False
+    )
     api_key_sealed = models.TextField(blank=True, editable=False)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROVISIONING)
     policy_mode = models.CharField(
@@ -91,6 +104,9 @@ class Mailbox(models.Model):
                 | Q(display_name_sync_not_before__isnull=False),
                 name="mailbox_display_name_sync_lease_ends",
             ),
+            models.UniqueConstraint(
+                fields=["agentmail_client_id"], name="mailbox_unique_agentmail_client_id"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -121,8 +137,9 @@ class Mailbox(models.Model):
 
     @property
     def client_id(self) -> str:
-        """Deterministic AgentMail client_id: a repeated create returns the same inbox."""
-        return f"cs-mailbox-{self.pk}"
+        """The AgentMail client_id of the mailbox's inbox: a repeated create of this row returns
+        the same inbox, any other row's create another, whatever its id."""
+        return self.agentmail_client_id or f"cs-mailbox-{self.pk}"
 
     def _aad(self) -> str:
         return f"tenant:{self.tenant_id}:mailbox:{self.pk}:api_key"

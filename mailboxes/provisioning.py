@@ -2,12 +2,14 @@
 mailbox, one pod webhook per tenant (``webhooks.registration``, on ``mailbox_provisioned``). With
 that module, the only code that uses the organisation key.
 
-Each step is safe to repeat after a crash at any point: creates carry a deterministic
-``client_id`` (AgentMail answers a repeat with the original object), local rows are written with
-conditional updates, and a key created at the provider but never stored locally (the process died
-in between) is found by its name and deleted before a new one is made, so a mailbox ends with
-exactly one key. Network calls happen outside transactions; a lease on the mailbox row (database clock) keeps
-two provisioners of the same mailbox from interleaving.
+Each step is safe to repeat after a crash at any point: creates carry the row's own
+``client_id``, drawn once when the row was created (AgentMail answers a repeat with the original
+object; one derived from the row's id alone was answered with another database's pod or inbox),
+local rows are written with conditional updates, and a key created at the provider but never
+stored locally (the process died in between) is found by its name and deleted before a new one
+is made, so a mailbox ends with exactly one key. Network calls happen outside transactions; a
+lease on the mailbox row (database clock) keeps two provisioners of the same mailbox from
+interleaving.
 """
 
 from __future__ import annotations
@@ -109,13 +111,13 @@ def refused(exc: provider.ProviderError) -> ProvisioningError:
 
 
 def tenant_connect(*, tenant: Tenant, actor=None) -> str:
-    """The tenant's pod id, creating the pod on first use (client_id derived from the tenant id)."""
-    tenant.refresh_from_db(fields=["agentmail_pod_id"])
+    """The tenant's pod id, creating the pod on first use (client_id: ``Tenant.pod_client_id``)."""
+    tenant.refresh_from_db(fields=["agentmail_pod_id", "agentmail_client_id"])
     if tenant.agentmail_pod_id:
         return tenant.agentmail_pod_id
     try:
         pod_id = provider.create_pod(
-            client_id=f"cs-tenant-{tenant.pk}", name=f"countersign-{tenant.slug}"
+            client_id=tenant.pod_client_id, name=f"countersign-{tenant.slug}"
         )
     except provider.ProviderError as exc:
         raise refused(exc) from None

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import secrets
 from typing import ClassVar
 
 from django.conf import settings
@@ -69,6 +70,11 @@ class User(AbstractBaseUser, PermissionsMixin):  # type: ignore[django-manager-m
         return self.full_name or self.email
 
 
+def new_pod_client_id() -> str:
+    """The ``client_id`` of a new tenant's pod at AgentMail (see ``Tenant.pod_client_id``)."""
+    return f"cs-tenant-{secrets.token_hex(16)}"
+
+
 class Tenant(models.Model):
     class Status(models.TextChoices):
         ACTIVE = "active", _("Active")
@@ -79,6 +85,17 @@ class Tenant(models.Model):
     slug = models.SlugField(max_length=60, unique=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     agentmail_pod_id = models.CharField(max_length=100, blank=True)
+    # The client_id the pod is created with (read through pod_client_id): AgentMail answers a
+    # create whose client_id it has seen with the original pod (reference/agentmail-api.md
+    # §3.1), so a crashed provisioning repeats safely. Drawn once per row, never derived from
+    # the id: every tenant of a deployment shares one AgentMail organization, and a database
+    # restored from an older backup, built anew, or of another deployment on that organization
+    # hands the same ids out again, so "cs-tenant-<id>" gave a new customer an old one's pod.
+    # Null only for a row inserted by a process of the release before this column (a rolling
+    # upgrade): it provisioned with the id-derived form, which pod_client_id then repeats.
+    agentmail_client_id = models.CharField(
+        max_length=100, null=True, blank=True, default=new_pod_client_id, editable=False
+    )
     review_deadline_hours = models.PositiveIntegerField(
         default=24, help_text="A pending draft expires this many hours after it was created."
     )
@@ -148,6 +165,9 @@ class Tenant(models.Model):
                 | Q(attachment_storage_quota_bytes__range=(1, 1024**5)),
                 name="tenant_storage_quota_in_range",
             ),
+            models.UniqueConstraint(
+                fields=["agentmail_client_id"], name="tenant_unique_agentmail_client_id"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -156,6 +176,12 @@ class Tenant(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status == self.Status.ACTIVE
+
+    @property
+    def pod_client_id(self) -> str:
+        """The AgentMail client_id of the tenant's pod: the same on every provisioning of this
+        row, another on any other row, whatever its id."""
+        return self.agentmail_client_id or f"cs-tenant-{self.pk}"
 
     @property
     def attachment_storage_quota(self) -> int:

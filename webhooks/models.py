@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import secrets
 import uuid
 
 from django.db import models
@@ -9,6 +10,11 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from mailboxes import crypto
+
+
+def new_webhook_client_id() -> str:
+    """The ``client_id`` of a new endpoint's webhook at AgentMail (see ``client_id``)."""
+    return f"cs-webhook-{secrets.token_hex(16)}"
 
 
 class WebhookEndpoint(models.Model):
@@ -24,6 +30,15 @@ class WebhookEndpoint(models.Model):
     )
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     provider_webhook_id = models.CharField(max_length=100, blank=True)
+    # The client_id the pod webhook is created with (read through client_id), drawn once per
+    # row: see Tenant.agentmail_client_id, whose reasons and whose null (a row of the release
+    # before) are this one's too. "cs-webhook-<tenant id>" handed a tenant that reused another
+    # database's tenant id that tenant's webhook: its URL (another receiver) and its secret.
+    # Not unique: rows of an older release share their tenant's id-derived one (two endpoints
+    # of one tenant, before webhooks.registration took turns on the tenant).
+    agentmail_client_id = models.CharField(
+        max_length=100, null=True, blank=True, default=new_webhook_client_id, editable=False
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     last_event_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -41,7 +56,9 @@ class WebhookEndpoint(models.Model):
 
     @property
     def client_id(self) -> str:
-        return f"cs-webhook-{self.tenant_id}"
+        """The AgentMail client_id of the endpoint's pod webhook: the same on every registration
+        of this row, another for any other row, whatever its tenant's id."""
+        return self.agentmail_client_id or f"cs-webhook-{self.tenant_id}"
 
 
 class WebhookSecret(models.Model):

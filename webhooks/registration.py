@@ -1,6 +1,6 @@
 """The tenant's pod webhook at AgentMail, pointing at our receiver: registered by webhooks itself,
 when ``mailboxes`` announces a provisioned mailbox (``mailboxes.signals.mailbox_provisioned``).
-Safe to repeat: the provider call carries the endpoint's deterministic ``client_id``."""
+Safe to repeat: the provider call carries the endpoint's own ``client_id`` (drawn once per row)."""
 
 from __future__ import annotations
 

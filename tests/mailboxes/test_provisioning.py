@@ -1,7 +1,14 @@
+import importlib
+import re
+
 import pytest
+from django.apps import apps
 
 from mailboxes import provider, provisioning
 from mailboxes.models import Mailbox
+from tenants.models import Tenant
+from tests.factories import TenantFactory
+from tests.restore import restore_from_before_every_tenant
 from webhooks import registration
 from webhooks.models import WebhookEndpoint, WebhookSecret
 
@@ -135,3 +142,120 @@ def test_a_held_provisioning_lease_refuses_a_second_run_and_an_expired_one_is_ta
     held.update(provisioning_lease_until=Now() - timedelta(seconds=1))
     assert provisioning.mailbox_provision(mailbox=mailbox).status == Mailbox.Status.ACTIVE
     assert held.values_list("provisioning_lease", "provisioning_lease_until").get() == (None, None)
+
+
+def test_a_tenant_and_mailbox_that_reuse_ids_of_another_database_get_their_own_pod_and_inbox(
+    sandbox,
+):
+    """All tenants of a deployment share one AgentMail organization, which answers a create
+    whose client_id it has seen with the original object. Client ids built from primary keys
+    alone (``cs-tenant-7``) are seen again by a database restored from an older backup (the
+    tenants and mailboxes created after the backup point had those ids), by a second deployment
+    on the same organization, by a database built anew: the new customer was handed the old
+    customer's pod, and its mailbox the old customer's inbox, with its mail."""
+    old_tenant = TenantFactory(slug="old-customer")
+    old_mailbox = provisioning.mailbox_create(tenant=old_tenant, username="old-help")
+    old_tenant.refresh_from_db()
+    tenant_pk, mailbox_pk = old_tenant.pk, old_mailbox.pk
+    old_key_id = old_mailbox.provider_api_key_id
+    restore_from_before_every_tenant(next_tenant_id=tenant_pk, next_mailbox_id=mailbox_pk)
+
+    new_tenant = TenantFactory(slug="new-customer")
+    new_mailbox = provisioning.mailbox_create(tenant=new_tenant, username="new-help")
+    new_tenant.refresh_from_db()
+
+    assert (new_tenant.pk, new_mailbox.pk) == (tenant_pk, mailbox_pk)
+    assert new_tenant.agentmail_pod_id != old_tenant.agentmail_pod_id
+    assert new_mailbox.inbox_id == "new-help@agentmail.to"
+    org = sandbox.sdk()
+    assert [i.inbox_id for i in org.pods.inboxes.list(new_tenant.agentmail_pod_id).inboxes] == [
+        "new-help@agentmail.to"
+    ]
+    assert [k.api_key_id for k in org.inboxes.api_keys.list("old-help@agentmail.to").api_keys] == [
+        old_key_id
+    ]
+
+
+def _backfill(module: str, function: str) -> None:
+    getattr(importlib.import_module(module), function)(apps, None)
+
+
+def test_rows_half_provisioned_before_the_upgrade_get_the_pod_inbox_and_webhook_already_made(
+    tenant_a, sandbox
+):
+    """Rows made before client ids were drawn per row keep the id-derived ones (the migrations'
+    backfill): a provisioning of the release before that created the pod, the inbox and the
+    webhook and died before recording them repeats with the same client ids, and AgentMail
+    answers with what it made. A new one each would have left them orphaned (and the inbox's
+    address taken: the mailbox could never be provisioned)."""
+    mailbox = Mailbox.objects.create(
+        tenant=tenant_a, username="upgraded", address="upgraded@agentmail.to"
+    )
+    endpoint = WebhookEndpoint.objects.create(tenant=tenant_a)
+    Tenant.objects.filter(pk=tenant_a.pk).update(agentmail_client_id=None)
+    Mailbox.objects.filter(pk=mailbox.pk).update(agentmail_client_id=None)
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(agentmail_client_id=None)
+    _backfill("tenants.migrations.0015_agentmail_client_id", "keep_the_id_derived_client_id")
+    _backfill("mailboxes.migrations.0011_agentmail_client_id", "keep_the_id_derived_client_id")
+    _backfill("webhooks.migrations.0014_agentmail_client_id", "keep_the_tenant_derived_client_id")
+    pod_id = provider.create_pod(client_id=f"cs-tenant-{tenant_a.pk}", name="countersign-old")
+    provider.create_inbox(
+        pod_id=pod_id,
+        username="upgraded",
+        domain="agentmail.to",
+        display_name="",
+        client_id=f"cs-mailbox-{mailbox.pk}",
+    )
+    hook = provider.register_pod_webhook(
+        pod_id=pod_id,
+        url=f"http://127.0.0.1:9/webhooks/agentmail/{endpoint.public_id}/",
+        client_id=f"cs-webhook-{tenant_a.pk}",
+    )
+
+    provisioned = provisioning.mailbox_provision(mailbox=Mailbox.objects.get(pk=mailbox.pk))
+    tenant_a.refresh_from_db()
+    endpoint.refresh_from_db()
+
+    assert (tenant_a.agentmail_client_id, provisioned.agentmail_client_id) == (
+        f"cs-tenant-{tenant_a.pk}",
+        f"cs-mailbox-{mailbox.pk}",
+    )
+    assert tenant_a.agentmail_pod_id == pod_id
+    assert provisioned.inbox_id == "upgraded@agentmail.to"
+    assert provisioned.status == Mailbox.Status.ACTIVE
+    assert endpoint.provider_webhook_id == hook.webhook_id
+    org = sandbox.sdk()
+    assert [p.pod_id for p in org.pods.list().pods if p.name.startswith("countersign-")] == [pod_id]
+    assert [h.webhook_id for h in org.pods.webhooks.list(pod_id).webhooks] == [hook.webhook_id]
+
+
+def test_a_row_inserted_by_the_release_before_provisions_with_the_id_derived_client_id(tenant_a):
+    """During a rolling upgrade a process of the release before inserts rows without the column
+    (null) and provisions them with the id-derived client ids: this release repeats those."""
+    Tenant.objects.filter(pk=tenant_a.pk).update(agentmail_client_id=None)
+    mailbox = Mailbox.objects.create(
+        tenant=tenant_a, username="rolling", address="rolling@agentmail.to"
+    )
+    Mailbox.objects.filter(pk=mailbox.pk).update(agentmail_client_id=None)
+    endpoint = WebhookEndpoint.objects.create(tenant=tenant_a, agentmail_client_id=None)
+
+    assert Tenant.objects.get(pk=tenant_a.pk).pod_client_id == f"cs-tenant-{tenant_a.pk}"
+    assert Mailbox.objects.get(pk=mailbox.pk).client_id == f"cs-mailbox-{mailbox.pk}"
+    assert endpoint.client_id == f"cs-webhook-{tenant_a.pk}"
+
+
+def test_every_new_row_draws_a_client_id_of_its_own_in_agentmails_alphabet(tenant_a, tenant_b):
+    mailboxes = [
+        Mailbox.objects.create(tenant=t, username="same", address=f"same@{t.slug}.test")
+        for t in (tenant_a, tenant_b)
+    ]
+    endpoints = [WebhookEndpoint.objects.create(tenant=t) for t in (tenant_a, tenant_b)]
+    ids = [
+        tenant_a.pod_client_id,
+        tenant_b.pod_client_id,
+        *(m.client_id for m in mailboxes),
+        *(e.client_id for e in endpoints),
+    ]
+
+    assert len(set(ids)) == 6
+    assert all(re.fullmatch(r"cs-(tenant|mailbox|webhook)-[0-9a-f]{32}", i) for i in ids), ids

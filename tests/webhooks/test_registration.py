@@ -111,3 +111,34 @@ def test_registering_again_retires_a_replaced_secret_an_older_release_left_activ
     assert forged.status_code == 400 and forged.json()["detail"] == "bad_signature"
     assert WebhookEvent.objects.count() == 0
     assert [s.plaintext() for s in endpoint.secrets.filter(retired_at__isnull=True)] == [current]
+
+
+def test_a_tenant_that_reuses_the_id_of_another_databases_tenant_gets_its_own_webhook(sandbox):
+    """The tenant's webhook was created with client_id ``cs-webhook-<tenant id>``, and AgentMail
+    answers a client_id it has seen with the original webhook: a tenant of a database restored
+    from an older backup (or of another deployment on the same organization) that got the id of
+    a tenant created elsewhere was handed that tenant's webhook, its URL (the other database's
+    receiver, so none of the new tenant's events reached it) and its signing secret."""
+    from tests.factories import TenantFactory
+    from tests.restore import restore_from_before_every_tenant
+
+    old_tenant = TenantFactory(slug="old-customer")
+    old_endpoint = registration.webhook_register(tenant=old_tenant)
+    old_secret = old_endpoint.secrets.get().plaintext()
+    tenant_pk = old_tenant.pk
+    restore_from_before_every_tenant(next_tenant_id=tenant_pk)
+
+    new_tenant = TenantFactory(slug="new-customer")
+    endpoint = registration.webhook_register(tenant=new_tenant)
+    new_tenant.refresh_from_db()
+
+    hooks = sandbox.sdk().pods.webhooks.list(new_tenant.agentmail_pod_id).webhooks
+    assert new_tenant.pk == tenant_pk
+    assert [(h.webhook_id, h.url) for h in hooks] == [
+        (
+            endpoint.provider_webhook_id,
+            f"http://127.0.0.1:9/webhooks/agentmail/{endpoint.public_id}/",
+        )
+    ]
+    assert endpoint.provider_webhook_id != old_endpoint.provider_webhook_id
+    assert endpoint.secrets.get().plaintext() != old_secret
