@@ -63,11 +63,20 @@ def exists(name: str) -> bool:
         return _exists(admin, name)
 
 
+# Templates of other migration digests kept beside this one: another checkout on the same server
+# (a second worktree, a branch with a migration of its own) builds its own, and a test session
+# that dropped every other template dropped the one that checkout's workers were copying, failing
+# every test of its session. Older ones than these are a checkout's earlier schemas.
+OTHER_TEMPLATES_KEPT = 3
+
+
 def _drop_other_templates(admin: psycopg.Connection, *, keep: str) -> None:
-    """Templates of other migration digests (this checkout's earlier schemas) are not used again."""
+    """Drop the templates of other migration digests but the newest few (their databases' oids
+    grow with their creation)."""
     rows = admin.execute(
-        "SELECT datname FROM pg_database WHERE starts_with(datname, %s) AND datname <> %s",
-        [PREFIX, keep],
+        "SELECT datname FROM pg_database WHERE starts_with(datname, %s) AND datname <> %s "
+        "AND right(datname, 9) <> '_building' ORDER BY oid DESC OFFSET %s",
+        [PREFIX, keep, OTHER_TEMPLATES_KEPT],
     ).fetchall()
     for (stale,) in rows:
         admin.execute(
