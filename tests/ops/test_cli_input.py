@@ -135,6 +135,18 @@ def test_webhooks_backfill_of_no_tenant_is_a_command_error(db, slug, message):
     assert len(str(refused.value)) < 200
 
 
+@pytest.mark.parametrize("slug", ["", "   "], ids=["empty", "blank"])
+def test_webhooks_backfill_of_an_empty_slug_asks_for_no_tenant(tenant_a, tenant_b, slug):
+    """``--tenant "$SLUG"`` with SLUG unset backfilled every tenant: the empty slug was read as
+    no --tenant at all, and AgentMail was asked for every tenant's mailboxes."""
+    with pytest.raises(CommandError) as refused:
+        call_command("webhooks_backfill", "--tenant", slug, stdout=io.StringIO())
+    assert str(refused.value) == (
+        "--tenant: the slug is empty; name a tenant, or leave --tenant out to backfill every "
+        "tenant. Nothing was asked."
+    )
+
+
 def test_webhooks_backfill_of_a_suspended_tenant_says_it_asks_nothing(db, tenant_a):
     """It did nothing and printed a report of zeros, as if the tenant had nothing missing."""
     type(tenant_a).objects.filter(pk=tenant_a.pk).update(status="suspended")

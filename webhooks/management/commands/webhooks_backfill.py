@@ -17,7 +17,14 @@ class Command(BaseCommand):
 
     def handle(self, *args, **o):
         tenant_id = None
-        if o["tenant"]:
+        if o["tenant"] is not None:
+            if not o["tenant"].strip():
+                # An unset variable (``--tenant "$SLUG"``) was read as no --tenant: every
+                # tenant's mailboxes were asked for.
+                raise CommandError(
+                    "--tenant: the slug is empty; name a tenant, or leave --tenant out to "
+                    "backfill every tenant. Nothing was asked."
+                )
             tenant = Tenant.objects.filter(slug=o["tenant"]).first()
             if tenant is None:
                 raise CommandError(f"No tenant with the slug {shown(o['tenant'])}.")
