@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
+from common.cli import shown
 from common.text import control_in, unsafe_in_name
 from tenants import invitations
 from tenants.models import AuditEvent, Membership, Tenant, User
@@ -129,7 +130,7 @@ def storage_quota_parsed(value: str) -> int:
                 "A quota is a whole number of bytes, such as 21474836480 for 20 GiB; "
                 "%(value)s is not."
             )
-            % {"value": repr(typed)},
+            % {"value": shown(typed)},
             "bytes",
         )
     # int() refuses more than 4,300 digits (a ValueError: the command's traceback), and a
@@ -209,7 +210,9 @@ def _locked(slug: str) -> Tenant:
     """The tenant of ``slug``, its row locked in the caller's transaction."""
     tenant = Tenant.objects.select_for_update().filter(slug=slug).first()
     if tenant is None:
-        raise AdminError("not_found", _("No tenant has the slug %(slug)s.") % {"slug": slug})
+        # Quoted and cut short: an empty slug read "No tenant has the slug .", and one of
+        # 100,000 characters was a refusal as long.
+        raise AdminError("not_found", _("No tenant has the slug %(slug)s.") % {"slug": shown(slug)})
     return tenant
 
 

@@ -232,7 +232,7 @@ def test_an_unknown_slug_is_named_in_the_refusal():
 
     assert (refused.value.code, refused.value.message) == (
         "not_found",
-        "No tenant has the slug nobody.",
+        "No tenant has the slug 'nobody'.",
     )
 
 

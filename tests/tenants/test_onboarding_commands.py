@@ -116,14 +116,53 @@ def test_suspend_and_resume_by_command(tenant_a):
     ]
 
 
+SLUG_COMMANDS = {
+    "tenant_suspend": ("--reason", "fraud"),
+    "tenant_resume": (),
+    "tenant_invite_admin": ("--email", "ana@acme.test"),
+    "tenant_storage_quota": ("--bytes", str(20 * 1024**3)),
+}
+
+
+@pytest.mark.parametrize(
+    ("slug", "message"),
+    [
+        ("", "No tenant has the slug ''."),
+        ("   ", "No tenant has the slug '   '."),
+        ("x" * 100_000, "No tenant has the slug '" + "x" * 40 + "'... (100000 characters)."),
+    ],
+    ids=["empty", "blank", "huge"],
+)
+@pytest.mark.parametrize("command", SLUG_COMMANDS)
+def test_a_tenant_command_quotes_the_slug_it_did_not_find_and_cuts_it_short(
+    tenant_a, command, slug, message
+):
+    """The slug was echoed as typed: an empty one read "No tenant has the slug ." and one of
+    100,000 characters was a refusal of 100,000 characters."""
+    with pytest.raises(CommandError) as refused:
+        run(command, slug, *SLUG_COMMANDS[command])
+
+    assert str(refused.value) == message
+    assert not AuditEvent.objects.exists()
+    assert Invitation.objects.count() == 0
+
+
+def test_storage_quota_cuts_a_huge_quota_that_is_no_number_short(tenant_a):
+    with pytest.raises(CommandError) as refused:
+        run("tenant_storage_quota", tenant_a.slug, "--bytes", "x" * 100_000)
+
+    assert str(refused.value).endswith("'" + "x" * 40 + "'... (100000 characters) is not.")
+    assert not AuditEvent.objects.exists()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (("tenant_suspend", "tenant-a"), "--reason"),
         (("tenant_suspend", "tenant-a", "--reason", " "), "--reason: Say why the tenant is"),
-        (("tenant_suspend", "nobody", "--reason", "x"), "No tenant has the slug nobody."),
+        (("tenant_suspend", "nobody", "--reason", "x"), "No tenant has the slug 'nobody'."),
         (("tenant_suspend", "tenant-a", "--reason", "a\x1bb"), "plain text but holds U+001B"),
-        (("tenant_resume", "nobody"), "No tenant has the slug nobody."),
+        (("tenant_resume", "nobody"), "No tenant has the slug 'nobody'."),
     ],
 )
 def test_suspend_and_resume_refuse_bad_input(tenant_a, args, message):
@@ -274,6 +313,6 @@ def test_storage_quota_refuses_an_unknown_tenant_and_the_quota_it_has(tenant_a):
     with pytest.raises(CommandError) as same:
         run("tenant_storage_quota", tenant_a.slug, "--bytes", str(20 * GIB))
 
-    assert str(unknown.value) == "No tenant has the slug nobody."
+    assert str(unknown.value) == "No tenant has the slug 'nobody'."
     assert str(same.value) == "The tenant tenant-a has this quota already; nothing was changed."
     assert AuditEvent.objects.count() == 1
