@@ -76,7 +76,8 @@ def signin_lockout_release(*, email: str, ip: str | None = None) -> tuple[str, l
         if not locked:
             where = f" from {ip.strip()}" if ip is not None else ""
             raise AdminError(
-                "not_locked", f"{address} has no sign-in lock-out{where}; nothing was changed."
+                "not_locked",
+                f"{shown(address)} has no sign-in lock-out{where}; nothing was changed.",
             )
         # A lock-out's several rows (one per browser) all go, the stale ones with them.
         at = Q(ip_address__in=[a for a in locked if a is not None])

@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from common.cli import shown
 from tenants import two_factor
 from tenants.models import Membership, Tenant, User
 from tenants.services import (
@@ -87,7 +88,7 @@ def account_reset_two_factor(*, email: str) -> tuple[User, int]:
         user = User.objects.select_for_update().filter(email=email.strip().lower()).first()
         if user is None:
             raise AdminError(
-                "not_found", _("No account has the address %(email)s.") % {"email": email}
+                "not_found", _("No account has the address %(email)s.") % {"email": shown(email)}
             )
         if not two_factor.factors_held(user):
             raise AdminError(

@@ -118,6 +118,37 @@ def test_two_factor_reset_of_no_account_is_a_command_error(db, email, message):
     assert not AuditEvent.objects.exists()
 
 
+HUGE_ADDRESS = "x" * 100_000
+CUT_ADDRESS = "'" + "x" * 40 + "'... (100000 characters)"
+
+
+@pytest.mark.parametrize(
+    ("command", "email", "message"),
+    [
+        ("two_factor_reset", "", "No account has the address ''."),
+        ("two_factor_reset", HUGE_ADDRESS, f"No account has the address {CUT_ADDRESS}."),
+        ("changepassword", "", "No account has the address ''."),
+        ("changepassword", HUGE_ADDRESS, f"No account has the address {CUT_ADDRESS}."),
+        ("signin_unlock", "", "'' has no sign-in lock-out; nothing was changed."),
+        (
+            "signin_unlock",
+            HUGE_ADDRESS,
+            f"{CUT_ADDRESS} has no sign-in lock-out; nothing was changed.",
+        ),
+    ],
+    ids=["2fa-empty", "2fa-huge", "password-empty", "password-huge", "unlock-empty", "unlock-huge"],
+)
+def test_an_account_command_quotes_the_address_it_did_not_find_and_cuts_it_short(
+    db, command, email, message
+):
+    """The address was echoed as typed: an empty one read "CommandError:  has no sign-in
+    lock-out", and one of 100,000 characters was a refusal as long."""
+    with pytest.raises(CommandError) as refused:
+        call_command(command, email, stdout=io.StringIO(), stderr=io.StringIO())
+    assert str(refused.value) == message
+    assert not AuditEvent.objects.exists()
+
+
 @pytest.mark.parametrize(
     ("slug", "message"),
     [

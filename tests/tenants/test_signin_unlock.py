@@ -134,11 +134,11 @@ def test_a_lock_out_past_its_cool_off_is_no_lock_out(tenant_a, member_of, settin
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["ana@acme.test"], "ana@acme.test has no sign-in lock-out; nothing was changed"),
-        (["carl@acme.test"], "carl@acme.test has no sign-in lock-out; nothing was changed"),
+        (["ana@acme.test"], "'ana@acme.test' has no sign-in lock-out; nothing was changed"),
+        (["carl@acme.test"], "'carl@acme.test' has no sign-in lock-out; nothing was changed"),
         (
             ["ana@acme.test", "--ip", OFFICE],
-            f"ana@acme.test has no sign-in lock-out from {OFFICE}; nothing was changed",
+            f"'ana@acme.test' has no sign-in lock-out from {OFFICE}; nothing was changed",
         ),
         (["bob@acme.test", "--ip", "203.0.113.999"], "'203.0.113.999' is not an IP address"),
         (["bob@acme.test", "--ip", "somewhere"], "'somewhere' is not an IP address"),

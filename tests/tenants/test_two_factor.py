@@ -412,7 +412,7 @@ def test_an_operator_resets_the_factors_of_a_person_in_several_tenants(
 
 def test_the_operator_reset_names_an_unknown_address_and_changes_nothing(enrolled):
     user, _, _ = enrolled
-    with pytest.raises(CommandError, match=r"No account has the address nobody@acme\.test"):
+    with pytest.raises(CommandError, match=r"No account has the address 'nobody@acme\.test'"):
         call_command("two_factor_reset", "nobody@acme.test")
     assert TotpDevice.objects.filter(user=user, confirmed=True).exists()
 

@@ -9,7 +9,7 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
-from common.cli import PASSWORD_NOT_UTF8, BaseCommand, password_not_utf8, text
+from common.cli import PASSWORD_NOT_UTF8, BaseCommand, password_not_utf8, shown, text
 from tenants.models import User
 from tenants.passwords import password_set_by_operator
 
@@ -31,7 +31,7 @@ class Command(BaseCommand):
         email = options["username"].strip().lower()
         user = User.objects.filter(email=email).first()
         if user is None:
-            raise CommandError(f"No account has the address {email}.")
+            raise CommandError(f"No account has the address {shown(email)}.")
         self.stdout.write(f"Changing password for user '{user.email}'")
         password = self._ask(user)
         ended = password_set_by_operator(user=user, password=password)
