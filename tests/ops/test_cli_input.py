@@ -272,7 +272,7 @@ def test_demo_agent_with_a_token_file_it_cannot_use_makes_no_token(
 
 def test_demo_agent_reads_a_token_file_an_editor_gave_a_byte_order_mark(tenant_a, tmp_path):
     """It was read as no tokens: a new token made and the file overwritten each time."""
-    from intents.management.commands.demo_agent import TOKEN_NAME, Unavailable
+    from intents.management.commands.demo_agent import TOKEN_NAME
     from tenants.tokens import token_create
 
     _, plaintext = token_create(
@@ -281,10 +281,52 @@ def test_demo_agent_reads_a_token_file_an_editor_gave_a_byte_order_mark(tenant_a
     token_file = tmp_path / "tokens.json"
     token_file.write_bytes(b"\xef\xbb\xbf" + json.dumps({tenant_a.slug: plaintext}).encode())
 
-    with pytest.raises(Unavailable):  # the token was taken up; the API is not there
+    with pytest.raises(CommandError):  # the token was taken up; the API is not there
         _demo_agent_round(tenant_a, token_file)
 
     assert AgentToken.objects.count() == 1
+
+
+def test_demo_agent_once_with_the_web_server_down_says_so_in_one_line(tenant_a, tmp_path):
+    """One round (--once) against a web server that does not answer ended in a traceback of the
+    agent's own Unavailable exception; the loop backs off from it, --once has nothing to wait
+    for."""
+    with pytest.raises(CommandError) as refused:
+        _demo_agent_round(tenant_a, tmp_path / "tokens.json")
+
+    assert str(refused.value) == (
+        "The round stopped: Countersign at http://127.0.0.1:9 does not answer (ConnectError). "
+        "Start the web server (make run) or name it with --api-url."
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("", "'' is not an http:// or https:// address"),
+        ("   ", "'   ' is not an http:// or https:// address"),
+        ("localhost:8000", "'localhost:8000' is not an http:// or https:// address"),
+        ("ftp://127.0.0.1", "'ftp://127.0.0.1' is not an http:// or https:// address"),
+        ("http://", "'http://' is not an http:// or https:// address"),
+        ("http://[::1", "'http://[::1' is not an http:// or https:// address"),
+    ],
+    ids=["empty", "blank", "no-scheme", "ftp", "no-host", "broken"],
+)
+def test_demo_agent_refuses_an_api_url_it_cannot_call(db, tmp_path, url, message):
+    """An empty --api-url was taken for none (the default address); one with no scheme was
+    called each round, failing as if the web server were down, forever."""
+    with pytest.raises(CommandError) as refused:
+        call_command(
+            "demo_agent",
+            "--once",
+            "--tenants",
+            "none",
+            "--token-file",
+            str(tmp_path / "t.json"),
+            "--api-url",
+            url,
+        )
+    assert f"argument --api-url: {message}" in str(refused.value)
 
 
 @pytest.mark.parametrize("intent", ["-1", "0", "99999999999999999999"])

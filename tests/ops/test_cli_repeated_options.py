@@ -24,7 +24,7 @@ REPEATABLE = (
     argparse._HelpAction,
     argparse._VersionAction,
 )
-CANDIDATES = ("3", "1", "0.5", "x")
+CANDIDATES = ("3", "1", "0.5", "x", "http://127.0.0.1:9")
 
 
 def _ours(path: Path) -> bool:

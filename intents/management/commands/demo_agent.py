@@ -13,6 +13,7 @@ Nothing here is fatal: a web server or sandbox that is not up yet means a retry 
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -21,6 +22,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
@@ -183,6 +185,23 @@ def token_file_checked(value: str) -> Path:
     return path
 
 
+def api_url(value: str) -> str:
+    """An argparse type for ``--api-url``: an http:// or https:// address with a host. An empty
+    one was taken for none (the default address), and one without a scheme was called every
+    round, failing as if the web server were down, forever."""
+    text(value)
+    try:
+        parts = urlsplit(value.strip())
+        usable = parts.scheme in {"http", "https"} and bool(parts.hostname)
+    except ValueError:  # an unclosed [ of an IPv6 address, a port that is no number
+        usable = False
+    if not usable:
+        raise argparse.ArgumentTypeError(
+            f"{shown(value)} is not an http:// or https:// address (such as http://127.0.0.1:8000)"
+        )
+    return value.strip()
+
+
 class Unavailable(Exception):
     """The web server or the sandbox is not answering yet."""
 
@@ -195,7 +214,13 @@ class Command(BaseCommand):
     help = "Play customer conversations and post drafted replies through the agent API (demo)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--api-url", type=text, default=None, help="Countersign base URL")
+        parser.add_argument(
+            "--api-url",
+            type=api_url,
+            default=None,
+            help="Countersign base URL (default: http:// and COUNTERSIGN_WEB_ADDR, "
+            "127.0.0.1:8000 when unset)",
+        )
         parser.add_argument("--tenants", type=text, default=",".join(DEFAULT_TENANTS))
         # Checked here: nan or a negative interval made every round's sleep raise, which the loop
         # took for an outage and retried forever; a target past the 100 drafts a round lists
@@ -240,7 +265,14 @@ class Command(BaseCommand):
             write=self.stdout.write,
         )
         if options["once"]:
-            agent.round()
+            try:
+                agent.round()
+            except Unavailable as exc:
+                # The loop backs off from it; one round has nothing to wait for.
+                raise CommandError(
+                    f"The round stopped: {exc}. Start the web server (make run) or name it "
+                    "with --api-url."
+                ) from None
             return
         failures = 0
         while True:
@@ -316,7 +348,9 @@ class DemoAgent:
                 method, f"{self.api_url}/api/v1{path}", headers=headers, **kwargs
             )
         except httpx.TransportError as exc:
-            raise Unavailable(f"Countersign at {self.api_url}: {exc.__class__.__name__}") from exc
+            raise Unavailable(
+                f"Countersign at {self.api_url} does not answer ({exc.__class__.__name__})"
+            ) from exc
 
     def _inject_customer_mail(self, mailbox: str, conversation: Conversation, n: int) -> dict:
         try:
@@ -391,13 +425,17 @@ class DemoAgent:
             except httpx.TransportError:
                 attempt += 1
                 if attempt >= 3:
-                    raise Unavailable("could not post a draft") from None
+                    raise Unavailable(
+                        f"Countersign at {self.api_url} did not take a draft in 3 tries"
+                    ) from None
                 time.sleep(attempt)
                 continue
             if response.status_code == 409:
                 attempt += 1
                 if attempt >= 3:
-                    raise Unavailable("could not post a draft")
+                    raise Unavailable(
+                        f"Countersign at {self.api_url} did not take a draft in 3 tries"
+                    )
                 time.sleep(float(response.headers.get("Retry-After", "1")))
                 continue
             if _names_in_reply_to(response) and time.monotonic() < waiting_until:
