@@ -465,6 +465,34 @@ def test_sandbox_on_a_folder_as_its_database_is_a_command_error(tmp_path):
     assert str(refused.value).startswith(f"--db: the sandbox cannot use {tmp_path} as its database")
 
 
+@pytest.mark.parametrize("db", ["", "  "], ids=["empty", "blank"])
+def test_sandbox_with_an_empty_database_path_is_refused_before_it_starts(tmp_path, db):
+    """``--db "$SANDBOX_DB"`` with the variable unset: SQLite took the empty name for a private
+    temporary database, and the sandbox served from it as if nothing were wrong, losing every
+    inbox, key and send when it stopped. Run as an operator runs it, so that a sandbox that
+    does start is stopped by the timeout."""
+    import subprocess
+    import sys
+
+    from tests.dbtemplate import ROOT
+
+    try:
+        result = subprocess.run(
+            [sys.executable, "manage.py", "sandbox", "--port", "0", "--db", db],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the sandbox started on an empty --db")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        "CommandError: --db: the path is empty; name the sandbox's SQLite file, or leave --db "
+        "out for .data/sandbox.sqlite3.\n"
+    )
+
+
 def test_sandbox_on_a_port_in_use_is_a_command_error_naming_it(tmp_path):
     """A second `manage.py sandbox` while one listens: the bind error was masked by a
     RuntimeError from the cleanup (the delivery thread joined before it was started)."""

@@ -24,6 +24,14 @@ class Command(BaseCommand):
             raise CommandError("the sandbox is for development and tests, not production")
         if host not in {"127.0.0.1", "localhost", "::1"}:
             raise CommandError("the sandbox binds to loopback only (127.0.0.1, localhost or ::1)")
+        if not db.strip():
+            # An unset variable (--db "$SANDBOX_DB"): SQLite took "" for a private temporary
+            # database (and "  " for a file of that name here), and the sandbox lost everything
+            # when it stopped.
+            raise CommandError(
+                "--db: the path is empty; name the sandbox's SQLite file, or leave --db out for "
+                ".data/sandbox.sqlite3."
+            )
         try:
             Path(db).parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
