@@ -335,6 +335,16 @@ def test_intents_status_of_an_unknown_intent_is_a_command_error(db, intent):
         call_command("intents_status", "--intent", intent)
 
 
+def test_intents_status_of_an_unknown_intent_prints_nothing_before_the_refusal(db):
+    """The counts by state were printed first, then the refusal: a script reading the output saw
+    a report, and a person the error under it."""
+    out = io.StringIO()
+    with pytest.raises(CommandError) as refused:
+        call_command("intents_status", "--intent", "424242", stdout=out)
+    assert str(refused.value) == "--intent: no send intent 424242."
+    assert out.getvalue() == ""
+
+
 # --- passwords typed or given to a command ------------------------------------------------------
 
 GOOD_PASSWORD = "Corr3ct-horse-battery"
@@ -573,3 +583,18 @@ def test_dbserver_start_says_ready_only_when_the_database_answers(settings):
             dbserver("start")
     assert "PostgreSQL does not answer at postgres://countersign:********@" in str(refused.value)
     assert PASSWORD not in str(refused.value)
+
+
+def test_intents_status_of_an_intent_prints_the_counts_then_the_intent(mailbox_a, make_intent):
+    intent = make_intent(mailbox_a, attempts=1)
+    out = io.StringIO()
+
+    call_command("intents_status", "--intent", str(intent.pk), stdout=out)
+
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "Send intents by state:"
+    assert any(
+        line.startswith(f"Intent {intent.pk} ({mailbox_a.tenant.slug}, {mailbox_a.address}): ")
+        for line in lines
+    )
+    assert "  #  kind    outcome     http  ms     worker" in lines

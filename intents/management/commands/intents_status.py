@@ -18,6 +18,12 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, intent=None, **options):
+        row = None
+        if intent is not None:
+            # Looked up before anything is printed: the counts came first, then the refusal.
+            row = SendIntent.objects.filter(pk=intent).select_related("tenant", "mailbox").first()
+            if row is None:
+                raise CommandError(f"--intent: no send intent {intent}.")
         counts = intent_counts()
         width = max(len(s) for s in counts)
         self.stdout.write("Send intents by state:")
@@ -27,11 +33,8 @@ class Command(BaseCommand):
         self.stdout.write(
             "Oldest due queued intent: " + ("none" if age is None else f"{age:.1f} s waiting")
         )
-        if intent is None:
-            return
-        row = SendIntent.objects.filter(pk=intent).select_related("tenant", "mailbox").first()
         if row is None:
-            raise CommandError(f"No send intent {intent}.")
+            return
         self.stdout.write("")
         self.stdout.write(
             f"Intent {row.pk} ({row.tenant.slug}, {row.mailbox.address}): {row.state}, "
