@@ -30,21 +30,34 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         # Checked here, before the nemesis replaces this process: nan and inf passed a plain
         # comparison, and a drain of 0 or less reported every intent as lost.
-        parser.add_argument("--intents", type=number(int, least=1), default=200)
-        parser.add_argument("--workers", type=number(int, least=2), default=3)
+        parser.add_argument(
+            "--intents",
+            type=number(int, least=1),
+            default=200,
+            help="intents to send (default: %(default)s)",
+        )
+        parser.add_argument(
+            "--workers",
+            type=number(int, least=2),
+            default=3,
+            help="worker processes, at least 2 (default: %(default)s)",
+        )
         parser.add_argument(
             "--seconds",
             type=number(float, least=0, above=True),
             default=30,
-            help="seconds of faults",
+            help="seconds of faults (default: %(default)s)",
         )
         parser.add_argument(
             "--drain-seconds",
             type=number(float, least=0, above=True),
             default=180,
-            help="seconds the system gets to finish every intent after the faults",
+            help="seconds the system gets to finish every intent after the faults "
+            "(default: %(default)s)",
         )
-        parser.add_argument("--seed", type=int, default=None)
+        parser.add_argument(
+            "--seed", type=int, default=None, help="replay a run (default: a new seed each run)"
+        )
         parser.add_argument("--json", default=None, help="also write the report as JSON here")
         parser.add_argument(
             "--logs", default=None, help="keep each process's log in this directory"

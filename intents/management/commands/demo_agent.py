@@ -221,7 +221,13 @@ class Command(BaseCommand):
             help="Countersign base URL (default: http:// and COUNTERSIGN_WEB_ADDR, "
             "127.0.0.1:8000 when unset)",
         )
-        parser.add_argument("--tenants", type=text, default=",".join(DEFAULT_TENANTS))
+        parser.add_argument(
+            "--tenants",
+            type=text,
+            default=",".join(DEFAULT_TENANTS),
+            help="slugs of the tenants to draft for, comma-separated; one not found (yet) is "
+            "skipped (default: %(default)s)",
+        )
         # Checked here: nan or a negative interval made every round's sleep raise, which the loop
         # took for an outage and retried forever; a target past the 100 drafts a round lists
         # was never reached, so the agent drafted without pause.
@@ -229,24 +235,26 @@ class Command(BaseCommand):
             "--target",
             type=number(int, least=1, most=MOST_TARGET),
             default=6,
-            help="Pending drafts per tenant",
+            help="Pending drafts per tenant (default: %(default)s)",
         )
         parser.add_argument(
             "--interval",
             type=number(float, least=0, above=True, most=3600),
             default=20.0,
-            help="Seconds between rounds",
+            help="Seconds between rounds (default: %(default)s)",
         )
         parser.add_argument(
             "--token-file",
             default=str(Path(settings.BASE_DIR) / ".data" / "demo_agent_tokens.json"),
+            help="where the agent keeps its tokens (default: %(default)s)",
         )
         parser.add_argument("--once", action="store_true", help="One round, then exit")
         parser.add_argument(
             "--revise-chance",
             type=number(float, least=0, most=1),
             default=0.2,
-            help="Chance per round that a pending draft gets a second version (0 turns it off)",
+            help="Chance per round that a pending draft gets a second version (0 turns it "
+            "off; default: %(default)s)",
         )
 
     def waits_for_database(self, options: dict) -> bool:

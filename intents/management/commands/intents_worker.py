@@ -82,7 +82,7 @@ class Command(BaseCommand):
             "--seconds",
             type=number(float, least=0),
             default=0,
-            help="Stop after this long (0: never)",
+            help="Stop after this many seconds (default: %(default)s, never)",
         )
         parser.add_argument("--once", action="store_true", help="One claim round, then exit")
         parser.add_argument("--intent", type=identifier, help="Only this intent (needs --once)")
@@ -90,13 +90,15 @@ class Command(BaseCommand):
             "--threads",
             type=number(int, least=0, most=MOST_THREADS),
             default=1,
-            help=f"Sending loops, a database connection each (at most {MOST_THREADS})",
+            help=f"Sending loops, a database connection each (at most {MOST_THREADS}; "
+            "default: %(default)s)",
         )
         parser.add_argument(
             "--reply-threads",
             type=number(int, least=0, most=MOST_THREADS),
             default=0,
-            help="More threads that claim only replies (never a broadcast's sends)",
+            help="More threads that claim only replies, never a broadcast's sends (default: "
+            "%(default)s)",
         )
         parser.add_argument(
             "--batch",
@@ -107,12 +109,20 @@ class Command(BaseCommand):
         # Capped as webhooks_apply's: a wait past what a lock's timeout takes (1e300) raised
         # OverflowError in the loop's thread, which died and left the process sending nothing.
         parser.add_argument(
-            "--poll", type=number(float, least=0, above=True, most=3600), default=0.2
+            "--poll",
+            type=number(float, least=0, above=True, most=3600),
+            default=0.2,
+            help="Seconds a loop waits when nothing is due (default: %(default)s)",
         )
         parser.add_argument(
-            "--sweep-every", type=number(float, least=0), default=0, help="Seconds; 0: no sweep"
+            "--sweep-every",
+            type=number(float, least=0),
+            default=0,
+            help="Seconds between sweeps (default: %(default)s, no sweep)",
         )
-        parser.add_argument("--exit-when-idle", action="store_true")
+        parser.add_argument(
+            "--exit-when-idle", action="store_true", help="Exit when a round finds nothing due"
+        )
 
     @staticmethod
     def _refuse_options(o: dict) -> None:

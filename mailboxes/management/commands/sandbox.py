@@ -13,10 +13,22 @@ class Command(BaseCommand):
     help = "Run the sandbox AgentMail (a faithful local fake) on loopback."
 
     def add_arguments(self, parser):
-        parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=number(int, least=0, most=65535), default=8025)
         parser.add_argument(
-            "--db", default=str(Path(settings.BASE_DIR) / ".data" / "sandbox.sqlite3")
+            "--host",
+            default="127.0.0.1",
+            help="loopback address to listen on: 127.0.0.1, localhost or ::1 "
+            "(default: %(default)s)",
+        )
+        parser.add_argument(
+            "--port",
+            type=number(int, least=0, most=65535),
+            default=8025,
+            help="port to listen on, 0 for any free one (default: %(default)s)",
+        )
+        parser.add_argument(
+            "--db",
+            default=str(Path(settings.BASE_DIR) / ".data" / "sandbox.sqlite3"),
+            help="the sandbox's SQLite file, made if missing (default: %(default)s)",
         )
 
     def handle(self, *args, host, port, db, **options):

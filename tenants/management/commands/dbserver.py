@@ -48,7 +48,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("action", choices=["start", "stop", "url"])
+        parser.add_argument(
+            "action", choices=["start", "stop", "url"], help="what to do (each is said above)"
+        )
 
     def handle(self, *args, action, **options):
         if action == "stop":

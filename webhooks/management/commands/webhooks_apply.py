@@ -23,12 +23,13 @@ class Command(BaseCommand):
             "--batch",
             type=number(int, least=1, most=100_000),
             default=applier.APPLY_BATCH_SIZE,
+            help="Events per batch (default: %(default)s)",
         )
         parser.add_argument(
             "--poll",
             type=number(float, least=0, above=True, most=3600),
             default=0.1,
-            help="Seconds between idle looks",
+            help="Seconds between idle looks (default: %(default)s)",
         )
 
     def waits_for_database(self, options: dict) -> bool:
