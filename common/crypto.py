@@ -51,7 +51,7 @@ def _key_ring(raw: tuple[str, ...]) -> tuple[str, dict[str, AESGCM]]:
             raise ImproperlyConfigured("each SECRET_ENCRYPTION_KEYS entry must be 'kid:base64key'")
         try:
             key = base64.b64decode(material, validate=True)
-        except binascii.Error:
+        except ValueError:  # binascii.Error, and base64's own for a character that is not ASCII
             raise _refused(
                 number, kid, "key {kid} is not valid base64", "is not valid base64 after its key id"
             ) from None

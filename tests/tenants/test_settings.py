@@ -332,8 +332,12 @@ KEY = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
         ),
         # A plain id is still named.
         (["k1:" + KEY[:20]], "SECRET_ENCRYPTION_KEYS: key 'k1' must be 32 bytes, got 15"),
+        # A character that is not ASCII (a pasted typographic quote, a byte that is not UTF-8):
+        # base64's ValueError, which named no setting, stopped every process.
+        (["k1:" + KEY[:-1] + "\u201d"], "SECRET_ENCRYPTION_KEYS: key 'k1' is not valid base64"),
+        (["k1:" + KEY[:-1] + "\udcff"], "SECRET_ENCRYPTION_KEYS: key 'k1' is not valid base64"),
     ],
-    ids=["backwards", "backwards-unpadded", "plain-id"],
+    ids=["backwards", "backwards-unpadded", "plain-id", "not-ascii", "not-utf8"],
 )
 def test_a_malformed_key_ring_never_shows_a_key(settings, ring, said):
     from django.core.exceptions import ImproperlyConfigured
