@@ -287,6 +287,27 @@ def test_demo_agent_reads_a_token_file_an_editor_gave_a_byte_order_mark(tenant_a
     assert AgentToken.objects.count() == 1
 
 
+@pytest.mark.parametrize(
+    "tenants", ["", " ", ",", " , "], ids=["empty", "blank", "comma", "commas"]
+)
+def test_demo_agent_for_no_tenant_at_all_is_refused(db, tmp_path, tenants):
+    """--tenants "$TENANTS" with the variable unset: a loop that drafted for nobody, forever,
+    and said nothing."""
+    with pytest.raises(CommandError) as refused:
+        call_command(
+            "demo_agent",
+            "--once",
+            "--tenants",
+            tenants,
+            "--token-file",
+            str(tmp_path / "t.json"),
+        )
+    assert str(refused.value) == (
+        "--tenants: no slug given; name the tenants to draft for, comma-separated, or leave "
+        "--tenants out for acme,globex."
+    )
+
+
 def test_demo_agent_once_with_the_web_server_down_says_so_in_one_line(tenant_a, tmp_path):
     """One round (--once) against a web server that does not answer ended in a traceback of the
     agent's own Unavailable exception; the loop backs off from it, --once has nothing to wait

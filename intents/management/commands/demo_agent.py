@@ -263,10 +263,17 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         if settings.PRODUCTION:
             raise CommandError("demo_agent refuses to run with COUNTERSIGN_ENV=production")
+        slugs = [s.strip() for s in options["tenants"].split(",") if s.strip()]
+        if not slugs:
+            # An unset variable (--tenants "$TENANTS"): a loop drafting for nobody, silently.
+            raise CommandError(
+                "--tenants: no slug given; name the tenants to draft for, comma-separated, or "
+                f"leave --tenants out for {','.join(DEFAULT_TENANTS)}."
+            )
         agent = DemoAgent(
             api_url=(options["api_url"] or default_api_url()).rstrip("/"),
             sandbox_url=settings.AGENTMAIL_BASE_URL.rstrip("/"),
-            tenant_slugs=[s.strip() for s in options["tenants"].split(",") if s.strip()],
+            tenant_slugs=slugs,
             target=options["target"],
             revise_chance=options["revise_chance"],
             token_file=token_file_checked(options["token_file"]),
