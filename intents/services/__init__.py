@@ -23,7 +23,7 @@ imports from the entity module.
 
 from intents.journal import Entry, journal, journal_many
 from intents.selectors.intents import REOPENABLE_STATES
-from intents.services.approval import draft_approve, draft_reopen
+from intents.services.approval import draft_approve
 from intents.services.assignment import (
     draft_claim_renew,
     draft_hand,
@@ -48,6 +48,7 @@ from intents.services.intents import (
     intents_hold_stale,
 )
 from intents.services.notes import draft_note_add
+from intents.services.reopen import draft_reopen
 from intents.services.suppressions import (
     suppression_add,
     suppression_remove,

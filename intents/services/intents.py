@@ -17,7 +17,6 @@ from common.text import unsafe_in_name
 from intents import errors
 from intents.journal import journal
 from intents.models import Draft, IntentEvent, SendIntent
-from intents.services.approval import draft_close_as_sent
 from intents.services.common import (
     active_tenant,
     clean_reason,
@@ -26,6 +25,7 @@ from intents.services.common import (
     lock_intent,
     require_decider,
 )
+from intents.services.reopen import draft_close_as_sent
 from intents.signals import message_ids_recorded
 from webhooks.selectors import customer_messages_after_draft
 

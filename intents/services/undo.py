@@ -21,8 +21,8 @@ from intents import errors
 from intents.journal import journal
 from intents.models import Draft, IntentEvent, SendAttempt, SendIntent
 from intents.selectors.intents import intents_that_may_have_gone_out
-from intents.services.approval import reopen_as_new_version
 from intents.services.common import active_tenant, lock_intent, require_decider
+from intents.services.reopen import reopen_as_new_version
 
 log = logging.getLogger("intents.services")
 

@@ -12,8 +12,8 @@ from django.urls import reverse
 
 from intents import sending, services
 from intents.models import IntentEvent
-from intents.services.approval import draft_reopen
 from intents.services.intents import intent_cancel
+from intents.services.reopen import draft_reopen
 from tenants.models import AuditEvent, User
 from tenants.tokens import token_create
 from tests.factories import approve_new_draft
