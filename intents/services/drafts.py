@@ -355,17 +355,21 @@ def draft_add_version(
         require_nothing_sent(draft)
         author_fields, actor_fields = _author(tenant, draft.mailbox, agent_token, actor_user)
         require_standing(tenant, agent_token)
-        _require_current_base(draft, base_version)
+        fields = {"to": to, "cc": cc, "bcc": bcc, "subject": subject, "text": text, "html": html}
+        try:
+            _require_current_base(draft, base_version)
+        except errors.VersionConflict:
+            repeated = _same_save_again(
+                tenant, draft, base_version, actor_user, attachments, fields
+            )
+            if repeated is None:
+                raise
+            return repeated
         content = clean_content(
             tenant=tenant,
             mailbox=draft.mailbox,
-            to=to,
-            cc=cc,
-            bcc=bcc,
-            subject=subject,
-            text=text,
-            html=html,
             reply_subject=draft_reply_subject(tenant, draft),
+            **fields,
         )
         current = DraftVersion.objects.get(draft=draft, number=draft.current_version)
         files = planned(attachments, current)
@@ -454,6 +458,46 @@ def _require_current_base(draft: Draft, base_version: int | None) -> None:
     raise errors.VersionConflict(
         message, base_version=base_version, current_version=draft.current_version
     )
+
+
+def _same_save_again(
+    tenant, draft: Draft, base_version, actor_user, attachments, fields: dict
+) -> DraftVersion | None:
+    """The current version when it is this very save, already made: the person's own version,
+    saved on the same base, with the same content (call with the draft locked). A double click,
+    or a post repeated after a slow answer, was refused as "Someone saved version N+1 while you
+    were editing version N", about the person's own save. None for anything else: a colleague's
+    save (their name is on it), another text, an agent's revision in between."""
+    if actor_user is None or attachments is not None or draft.current_version != base_version + 1:
+        return None
+    current = DraftVersion.objects.get(draft=draft, number=draft.current_version)
+    if current.author_kind != DraftVersion.Author.PERSON or current.author_user_id != actor_user.pk:
+        return None
+    saved_on = (
+        IntentEvent.objects.filter(
+            draft=draft, action="draft.version_added", data__version=current.number
+        )
+        .values_list("data__base_version", flat=True)
+        .first()
+    )
+    if saved_on != base_version:
+        return None
+    try:
+        content = clean_content(
+            tenant=tenant,
+            mailbox=draft.mailbox,
+            reply_subject=draft_reply_subject(tenant, draft),
+            **fields,
+        )
+    except errors.DraftError:
+        return None
+    again = compute_content_hash(
+        mailbox_id=draft.mailbox_id,
+        in_reply_to=draft.in_reply_to,
+        attachments=hash_entries(planned(None, current)),
+        **content,
+    )
+    return current if again == current.content_hash else None
 
 
 def _copied_back_into_review(draft: Draft, base_version: int) -> str | None:

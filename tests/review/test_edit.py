@@ -15,7 +15,7 @@ from intents.models import DraftVersion, IntentEvent
 from review import diff as review  # the tests below name the diff functions review.*
 from review.forms import EditForm
 from tenants.tokens import token_create
-from tests.intents.helpers import blocked_on_a_lock
+from tests.intents.helpers import blocked_on_a_lock, run_concurrently
 
 pytestmark = pytest.mark.django_db
 
@@ -208,3 +208,66 @@ def test_a_base_version_the_draft_never_had_is_refused_with_a_visible_message(
     assert missing.status_code == 400
     assert b"The form did not say which version you edited" in missing.content
     assert draft.versions.count() == 1
+
+
+def test_the_same_save_posted_twice_answers_saved_both_times_and_adds_one_version(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """A double click (or a post repeated after a slow answer) sent the same save again: the
+    second one answered "Someone saved version 2 while you were editing version 1. Nothing was
+    saved", about the person's own save, and its page showed their own change as a colleague's."""
+    draft = make_draft(mailbox_a, text="We refunded your order today.")
+    first = draft.versions.get()
+    client = signed_in(admin_a.user)
+    url = reverse("draft_edit", args=[tenant_a.slug, draft.pk])
+    data = edit_data(first, text="My careful wording.")
+
+    one = client.post(url, data)
+    two = client.post(url, data, follow=True)
+
+    assert one.status_code == 302
+    assert two.redirect_chain == [(reverse("draft", args=[tenant_a.slug, draft.pk]), 302)]
+    assert "Saved version 2." in two.content.decode()
+    assert "Someone saved" not in two.content.decode()
+    assert list(draft.versions.values_list("number", "text")) == [
+        (1, "We refunded your order today."),
+        (2, "My careful wording."),
+    ]
+    assert IntentEvent.objects.filter(draft=draft, action="draft.version_added").count() == 1
+
+
+def test_a_colleagues_identical_save_on_the_same_base_is_still_a_conflict(
+    tenant_a, mailbox_a, make_draft, admin_a, member_of, signed_in
+):
+    """Only the person's own repeat is the same save: a colleague who typed the same words
+    is told that someone saved first (their version would carry their name)."""
+    draft = make_draft(mailbox_a, text="We refunded your order today.")
+    first = draft.versions.get()
+    url = reverse("draft_edit", args=[tenant_a.slug, draft.pk])
+    data = edit_data(first, text="My careful wording.")
+    colleague = member_of(tenant_a, "approver").user
+
+    signed_in(colleague).post(url, data)
+    mine = signed_in(admin_a.user).post(url, data)
+
+    assert mine.status_code == 409
+    assert "Someone saved version 2 while you were editing version 1" in mine.content.decode()
+    assert draft.versions.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_double_click_posting_the_save_twice_at_once_adds_one_version(
+    tenant_a, mailbox_a, make_draft, admin_a
+):
+    draft = make_draft(mailbox_a, text="We refunded your order today.")
+    first = draft.versions.get()
+    url = reverse("draft_edit", args=[tenant_a.slug, draft.pk])
+    data = edit_data(first, text="My careful wording.")
+
+    def post(_i: int):
+        client = Client()
+        client.force_login(admin_a.user, backend="django.contrib.auth.backends.ModelBackend")
+        return client.post(url, data).status_code
+
+    assert run_concurrently(post, 2) == [302, 302]
+    assert list(draft.versions.values_list("number", flat=True)) == [1, 2]
