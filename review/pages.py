@@ -323,7 +323,8 @@ def draft_review(
         undo_seconds=undo_seconds,
         can_undo=bool(undo_seconds) and can_approve(membership=membership, mailbox=draft.mailbox),
         timeline=timeline(detail),
-        can_note=membership.role in NOTE_WRITERS,
+        # Notes went with the bodies at the retention purge; a new one would be refused.
+        can_note=membership.role in NOTE_WRITERS and current.body_purged_at is None,
         **_ownership(draft, membership, can_decide),
         body_fonts=body_fonts,
         body_remote_styles=body_remote_styles,

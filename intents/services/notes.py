@@ -9,9 +9,9 @@ from django.utils.translation import gettext as _
 
 from intents import errors
 from intents.journal import journal
-from intents.models import Draft, DraftNote, IntentEvent
+from intents.models import Draft, DraftNote, DraftVersion, IntentEvent
 from intents.policy import NOTE_WRITERS, active_membership
-from intents.services.common import active_tenant, require_standing
+from intents.services.common import active_tenant, key_share, require_standing
 
 log = logging.getLogger("intents.services")
 
@@ -63,8 +63,8 @@ def draft_note_add(*, tenant, draft_id, author, text) -> DraftNote:
             )
         if membership.role not in NOTE_WRITERS:
             raise errors.NoRight(message=_("Viewers can read notes but not write them."))
-        # No draft lock: a note changes no state; the insert's foreign key keeps the draft.
         draft = _tenant_draft(tenant, draft_id)
+        _require_bodies_kept(draft)
         note = DraftNote.objects.create(tenant=tenant, draft=draft, author=author, text=text)
         journal(
             tenant=tenant,
@@ -80,6 +80,24 @@ def draft_note_add(*, tenant, draft_id, author, text) -> DraftNote:
     )
     note.refresh_from_db(fields=["created_at"])
     return note
+
+
+def _require_bodies_kept(draft: Draft) -> None:
+    """Refuse a note on a draft whose bodies the retention policy purged: notes may quote the
+    customer and go with the bodies (``intents.retention``), and the purge never comes back to a
+    purged draft, so a note added after it was kept for good. The draft's row is read FOR KEY
+    SHARE first: a purge holding it (FOR UPDATE) is waited for and its versions read after it,
+    and a purge that starts later skips the draft until this note is in, then takes it too."""
+    key_share(Draft, draft.pk, "id")
+    if DraftVersion.objects.filter(draft=draft, body_purged_at__isnull=False).exists():
+        raise errors.InvalidInput(
+            "note_after_purge",
+            _(
+                "The retention policy purged this draft's bodies and its notes; "
+                "a note cannot be added any more."
+            ),
+            "text",
+        )
 
 
 def _tenant_draft(tenant, draft_id) -> Draft:

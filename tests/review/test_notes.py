@@ -189,3 +189,74 @@ def test_notes_go_with_the_bodies_at_the_retention_purge(mailbox_a, make_draft, 
     Draft.objects.filter(pk=old.pk).update(updated_at=Now() - timedelta(days=91))
     assert draft_bodies_purge() == 1
     assert list(DraftNote.objects.values_list("draft_id", flat=True)) == [fresh.pk]
+
+
+def _purged(draft, actor):
+    """The draft rejected and its bodies purged by the retention policy."""
+    from datetime import timedelta
+
+    from django.db.models.functions import Now
+
+    from intents.models import Draft
+    from intents.retention import draft_bodies_purge
+
+    services.draft_reject(tenant=draft.tenant, draft_id=draft.pk, reason="no", actor=actor)
+    Draft.objects.filter(pk=draft.pk).update(updated_at=Now() - timedelta(days=91))
+    assert draft_bodies_purge() == 1
+
+
+def test_a_note_on_a_purged_draft_is_refused_and_kept_nowhere(mailbox_a, make_draft, admin_a):
+    """Notes may quote the customer and go with the bodies; a note added after the purge was
+    stored and kept for good (the purge never comes back to a purged draft)."""
+    draft = make_draft(mailbox_a)
+    _purged(draft, admin_a.user)
+
+    with pytest.raises(errors.InvalidInput) as refused:
+        note(draft, admin_a.user, "Her phone number is +34 600 000 000.")
+
+    assert refused.value.code == "note_after_purge"
+    assert not DraftNote.objects.exists()
+    assert not IntentEvent.objects.filter(action="draft.note_added").exists()
+
+
+def test_a_purged_drafts_page_offers_no_note_box(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(mailbox_a)
+    _purged(draft, admin_a.user)
+    client = signed_in(admin_a.user)
+
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft.pk])).content.decode()
+    posted = client.post(reverse("draft_note_add", args=[tenant_a.slug, draft.pk]), {"text": "x"})
+
+    assert 'name="text"' not in page
+    assert posted.status_code == 400
+    assert "a note cannot be added any more" in posted.content.decode()
+    assert not DraftNote.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_note_posted_while_the_purge_runs_goes_with_it_or_is_refused(
+    mailbox_a, make_draft, admin_a
+):
+    from datetime import timedelta
+
+    from django.db import transaction
+    from django.db.models.functions import Now
+
+    from intents.models import Draft
+    from intents.retention import draft_bodies_purge
+    from tests.intents.helpers import blocked_on_a_lock, in_thread
+
+    draft = make_draft(mailbox_a)
+    services.draft_reject(tenant=draft.tenant, draft_id=draft.pk, reason="no", actor=admin_a.user)
+    Draft.objects.filter(pk=draft.pk).update(updated_at=Now() - timedelta(days=91))
+    outcome: list = []
+    with transaction.atomic():
+        assert draft_bodies_purge() == 1
+        writer = in_thread(lambda: note(draft, admin_a.user, "Her phone is +34 600."), outcome)
+        assert blocked_on_a_lock(), "the note never waited for the purge"
+    writer.join(30)
+
+    assert isinstance(outcome[0], errors.InvalidInput)
+    assert not DraftNote.objects.exists()
