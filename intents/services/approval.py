@@ -36,6 +36,7 @@ from intents.selectors.intents import intents_that_may_have_gone_out
 from intents.services.common import (
     UNHELD,
     active_tenant,
+    copied_back_into_review,
     enqueue_execution,
     lock_draft,
     require_nothing_sent,
@@ -93,13 +94,7 @@ def draft_approve(
         require_pending(draft)
         current = DraftVersion.objects.get(draft=draft, number=draft.current_version)
         if str(version) != str(current.number) or content_hash != current.content_hash:
-            raise errors.StaleVersion(
-                message=_(
-                    "The draft changed since you opened it: version %(n)s is current. "
-                    "Review it again before approving."
-                )
-                % {"n": current.number}
-            )
+            raise _stale(draft, current, version, content_hash)
         membership = _require_approver(tenant, draft, current, actor)
         now = db_now()
         _require_sendable(tenant, draft, current, now)
@@ -121,6 +116,46 @@ def draft_approve(
         extra={"tenant_id": tenant.pk, "draft_id": draft.pk, "intent_id": intent.pk},
     )
     return intent
+
+
+def _stale(draft: Draft, current: DraftVersion, version, content_hash) -> errors.StaleVersion:
+    """The refusal of an approval of a version that is not current. When the current version is
+    a colleague's undo or reopen of the very version the approver saw, that is what it says, with
+    who and when: "the draft changed", over a diff that showed no difference, named nobody, and
+    a second click sent what the colleague had just taken back."""
+    copy = (
+        copied_back_into_review(draft, int(version))
+        if str(version).isascii()
+        and str(version).isdigit()
+        and content_hash == current.content_hash
+        else None
+    )
+    if copy is None:
+        return errors.StaleVersion(
+            message=_(
+                "The draft changed since you opened it: version %(n)s is current. "
+                "Review it again before approving."
+            )
+            % {"n": current.number}
+        )
+    values = {
+        "who": copy.actor_user.display_name if copy.actor_user else _("Someone"),
+        "seen": version,
+        "n": current.number,
+        "when": zoned(copy.created_at, "j M, H:i"),
+    }
+    if copy.action == "draft.approval_undone":
+        message = _(
+            "%(who)s undid the approval of version %(seen)s at %(when)s: version %(n)s is the "
+            "same text, back in review. Ask them why before approving it again."
+        )
+    else:
+        message = _(
+            "%(who)s put version %(seen)s back in review at %(when)s, after its send did not go "
+            "out: version %(n)s is the same text. Read their reason in the journal, then "
+            "approve version %(n)s if it still fits."
+        )
+    return errors.StaleVersion("approval_taken_back", message % values)
 
 
 def _require_approver(tenant, draft: Draft, current: DraftVersion, actor) -> Membership:

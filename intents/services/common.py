@@ -9,7 +9,7 @@ from django.db import connection
 from django.utils.translation import gettext as _
 
 from intents import errors
-from intents.models import Draft, SendIntent
+from intents.models import Draft, IntentEvent, SendIntent
 from intents.policy import active_membership, can_approve
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
@@ -172,6 +172,24 @@ def not_pending(draft: Draft) -> errors.NotPending:
         version=draft.current_version,
         decided_at=draft.decided_at,
         decided_by=draft.decided_by,
+    )
+
+
+def copied_back_into_review(draft: Draft, base_version) -> IntentEvent | None:
+    """The journal row (an undone approval, a reopen) whose copy of ``base_version`` is the
+    draft's current version; None when the current version is anyone's new text. The copy is
+    what an undo and a reopen must make (one send per version), not an edit: an author or an
+    approver told that the draft changed looks for changes that are not there."""
+    return (
+        IntentEvent.objects.filter(
+            draft=draft,
+            action__in=("draft.approval_undone", "draft.reopened"),
+            data__version=draft.current_version,
+            data__copied_from_version=base_version,
+        )
+        .select_related("actor_user")
+        .order_by("-id")
+        .first()
     )
 
 

@@ -24,6 +24,7 @@ from intents.services.common import (
     UNHELD,
     active_tenant,
     clean_reason,
+    copied_back_into_review,
     lock_draft,
     require_active_mailbox,
     require_nothing_sent,
@@ -433,7 +434,8 @@ def _require_current_base(draft: Draft, base_version: int | None) -> None:
             "base_version",
         )
     values = {"current": draft.current_version, "base": base_version}
-    copied_by = _copied_back_into_review(draft, base_version)
+    copy = copied_back_into_review(draft, base_version)
+    copied_by = copy.action if copy else None
     if copied_by == "draft.approval_undone":
         message = (
             _(
@@ -498,23 +500,6 @@ def _same_save_again(
         **content,
     )
     return current if again == current.content_hash else None
-
-
-def _copied_back_into_review(draft: Draft, base_version: int) -> str | None:
-    """The journal action (an undone approval, a reopen) whose copy of ``base_version`` is the
-    draft's current version; None when the current version is anyone's new text. The copy is
-    what an undo and a reopen must make (one send per version), not an edit: an author told
-    that someone saved it looks for changes that are not there."""
-    return (
-        IntentEvent.objects.filter(
-            draft=draft,
-            action__in=("draft.approval_undone", "draft.reopened"),
-            data__version=draft.current_version,
-            data__copied_from_version=base_version,
-        )
-        .values_list("action", flat=True)
-        .first()
-    )
 
 
 def draft_reject(*, tenant, draft_id, reason, actor, version=None) -> Draft:

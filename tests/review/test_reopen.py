@@ -149,3 +149,27 @@ def test_reopen_from_an_older_sends_page_is_refused_and_names_the_latest(
     assert (draft.status, draft.current_version) == ("approved", 2)
     assert reopen(client, tenant_a, second).status_code == 302
     assert Draft.objects.get(pk=first.draft_id).current_version == 3
+
+
+def test_approving_from_a_page_opened_before_a_reopen_says_who_put_it_back_and_why_to_look(
+    tenant_a, mailbox_a, make_intent, admin_a, member_of, signed_in
+):
+    """A page loaded while version 1 waited for approval: meanwhile it was approved, its send
+    failed, and a colleague put it back in review as version 2. "Changed since you opened it",
+    over no difference, named neither the failed send nor the colleague."""
+    intent = make_intent(mailbox_a, state="failed", last_error_code="unprocessable")
+    seen = DraftVersion.objects.get(draft_id=intent.draft_id, number=1)
+    cara = member_of(tenant_a, "approver", user__full_name="Cara Lind").user
+    reopen(signed_in(cara), tenant_a, intent, reason="the address is fixed now")
+    client = signed_in(admin_a.user)
+
+    refused = client.post(
+        reverse("draft_approve", args=[tenant_a.slug, intent.draft_id]),
+        {"version": seen.number, "content_hash": seen.content_hash},
+    )
+
+    body = refused.content.decode()
+    assert refused.status_code == 409
+    assert "Cara Lind put version 1 back in review at " in body
+    assert "after its send did not go out: version 2 is the same text." in body
+    assert SendIntent.objects.filter(draft_id=intent.draft_id).count() == 1

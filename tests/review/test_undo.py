@@ -180,3 +180,60 @@ def test_approving_with_an_undo_window_past_not_after_is_refused_on_the_page(
     assert "but the undo window of 30 seconds would hold it until after that" in page
     assert not SendIntent.objects.filter(draft=draft).exists()
     assert Draft.objects.get(pk=draft.pk).status == "pending"
+
+
+def _approved_and_undone_by(tenant, draft, person):
+    version = draft.versions.get()
+    intent = services.draft_approve(
+        tenant=tenant,
+        draft_id=draft.pk,
+        version=version.number,
+        content_hash=version.content_hash,
+        actor=person,
+    )
+    services.intent_undo(tenant=tenant, intent_id=intent.pk, actor=person)
+    return version
+
+
+def test_approving_from_a_page_opened_before_a_colleagues_undo_says_they_undid_it(
+    held, mailbox_a, make_draft, admin_a, member_of, signed_in
+):
+    """The page said "Changed since you opened it. Version 2 is current: what changed is below"
+    over "No difference in content": nothing named the colleague who stopped the send, and a
+    second click sent what they had just taken back, unknowing."""
+    ben = member_of(held, "approver", user__full_name="Ben Ortiz").user
+    draft = make_draft(mailbox_a)
+    seen = _approved_and_undone_by(held, draft, ben)
+    client = signed_in(admin_a.user)
+
+    refused = client.post(
+        reverse("draft_approve", args=[held.slug, draft.pk]),
+        {"version": seen.number, "content_hash": seen.content_hash},
+    )
+
+    body = refused.content.decode()
+    assert refused.status_code == 409
+    assert "Ben Ortiz undid the approval of version 1 at " in body
+    assert "version 2 is the same text, back in review" in body
+    assert "Changed since you opened it" not in body
+    assert SendIntent.objects.filter(draft=draft).count() == 1
+
+
+def test_a_bulk_approval_from_a_queue_loaded_before_a_colleagues_undo_says_they_undid_it(
+    held, mailbox_a, make_draft, admin_a, member_of, signed_in
+):
+    ben = member_of(held, "approver", user__full_name="Ben Ortiz").user
+    draft = make_draft(mailbox_a)
+    seen = _approved_and_undone_by(held, draft, ben)
+    client = signed_in(admin_a.user)
+
+    response = client.post(
+        reverse("bulk_approve", args=[held.slug]),
+        {"item": f"{draft.pk}:{seen.number}:{seen.content_hash}"},
+        follow=True,
+    )
+
+    assert f"Draft {draft.pk} was not approved: Ben Ortiz undid the approval of version 1" in (
+        response.content.decode()
+    )
+    assert SendIntent.objects.filter(draft=draft).count() == 1
