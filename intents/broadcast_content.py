@@ -18,6 +18,7 @@ import csv
 import hashlib
 import html as html_lib
 import io
+import itertools
 import json
 import re
 from collections import Counter
@@ -343,8 +344,10 @@ def parse_csv(text: str) -> list[tuple[int, object, object]]:
     if "\x00" in text:
         raise RecipientsInvalid([RowError(0, "recipients", _("the CSV holds a NUL character"))], 1)
     # A spreadsheet's UTF-8 export starts with a byte order mark; left in, it made a quoted
-    # first column's name U+FEFF and both quotes.
-    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline=""))
+    # first column's name U+FEFF and both quotes. Strict: read leniently, a quote left open ran
+    # to the end of the file (every later row became one value's text, and those recipients
+    # were dropped without a word), and text after a closing quote was kept without the quotes.
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline=""), strict=True)
     try:
         header = next(reader)
     except StopIteration:
@@ -355,32 +358,38 @@ def parse_csv(text: str) -> list[tuple[int, object, object]]:
     rows: list[tuple[int, object, object]] = []
     errors: list[RowError] = []
     total = 0
-    try:
-        for number, values in enumerate(reader, start=1):
-            if not any(v.strip() for v in values):
-                continue
-            if len(values) != len(names):
-                # Refused, not read as a row without variables: an unquoted comma in a value
-                # shifts every later cell, and the values would be dropped without a word.
-                message = _(
-                    "has %(n)s fields, the header %(header)s (quote a value that holds a comma)"
-                ) % {"n": len(values), "header": len(names)}
-                total += _keep(errors, [RowError(number, "columns", message)])
-                continue
-            variables = {
-                n: v for i, (n, v) in enumerate(zip(names, values, strict=True)) if i != column
-            }
-            rows.append((number, values[column], variables))
-    except csv.Error as exc:
-        raise RecipientsInvalid([_unreadable(exc)], 1) from None
+    for number in itertools.count(1):
+        try:
+            values = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            # Named by the row it began in; what follows cannot be told apart reliably.
+            total += _keep(errors, [_unreadable(exc, row=number)])
+            break
+        if not any(v.strip() for v in values):
+            continue
+        if len(values) != len(names):
+            # Refused, not read as a row without variables: an unquoted comma in a value
+            # shifts every later cell, and the values would be dropped without a word.
+            message = _(
+                "has %(n)s fields, the header %(header)s (quote a value that holds a comma)"
+            ) % {"n": len(values), "header": len(names)}
+            total += _keep(errors, [RowError(number, "columns", message)])
+            continue
+        variables = {
+            n: v for i, (n, v) in enumerate(zip(names, values, strict=True)) if i != column
+        }
+        rows.append((number, values[column], variables))
     if total:
         raise RecipientsInvalid(errors, total)
     return rows
 
 
-def _unreadable(exc: csv.Error) -> RowError:
+def _unreadable(exc: csv.Error, *, row: int = 0) -> RowError:
     # The csv module's reason stays as it says it (English): it names what it found.
-    return RowError(0, "recipients", _("unreadable CSV: %(reason)s") % {"reason": exc})
+    message = _("unreadable CSV: %(reason)s") % {"reason": exc}
+    return RowError(row, "columns" if row else "recipients", message)
 
 
 def _csv_header(header: list[str]) -> tuple[list[str], int]:

@@ -79,3 +79,20 @@ def test_a_csv_whose_quoted_header_follows_a_byte_order_mark_is_read():
     column."""
     rows = parse_csv('\ufeff"address","name"\r\n"ana@example.com","Ana"\r\n')
     assert rows == [(1, "ana@example.com", {"name": "Ana"})]
+
+
+def test_a_csv_quote_left_open_is_refused_naming_its_row_not_read_as_the_rest_of_the_file():
+    """Read leniently, the quote opened on row 2 ran to the end of the file: rows 3 and 4 became
+    the text of row 2's value, and the broadcast went to two recipients of four without a word."""
+    text = 'address,note\nana@example.com,ok\nbo@example.com,"VIP\ncy@example.com,x\ndi@example.com,y\n'
+    with pytest.raises(RecipientsInvalid) as caught:
+        parse_csv(text)
+    assert [(e.row, e.field) for e in caught.value.errors] == [(2, "columns")]
+    assert "unreadable CSV" in caught.value.errors[0].message
+
+
+def test_a_csv_value_with_text_after_its_closing_quote_is_refused_not_read_without_the_quotes():
+    text = 'address,name\nana@example.com,"Ana" Smith\nbo@example.com,Bo\n'
+    with pytest.raises(RecipientsInvalid) as caught:
+        parse_csv(text)
+    assert [(e.row, e.field) for e in caught.value.errors] == [(1, "columns")]
