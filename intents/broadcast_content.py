@@ -36,6 +36,8 @@ MAX_VARIABLES = 50
 MAX_VARIABLE_NAME = 64
 MAX_VARIABLE_VALUE = 2000
 MAX_REPORTED_ERRORS = 50
+# A CSV header's name (in any case) for the column of the recipients' addresses.
+ADDRESS_COLUMNS = frozenset({"address", "email"})
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
 PLACEHOLDER = re.compile(r"\{\{\s*(" + _NAME + r")\s*\}\}")
@@ -403,9 +405,8 @@ def _csv_header(header: list[str]) -> tuple[list[str], int]:
         ) % {"n": len(header), "most": MAX_VARIABLES + 1, "variables": MAX_VARIABLES}
         raise RecipientsInvalid([RowError(0, "recipients", message)], 1)
     names = [h.strip().lstrip("\ufeff") for h in header]
-    lowered = [n.lower() for n in names]
-    column = next((lowered.index(k) for k in ("address", "email") if k in lowered), None)
-    if column is None:
+    candidates = [i for i, n in enumerate(names) if n.lower() in ADDRESS_COLUMNS]
+    if not candidates:
         raise RecipientsInvalid(
             [RowError(0, "recipients", _("the CSV header needs an 'address' column"))], 1
         )
@@ -414,7 +415,15 @@ def _csv_header(header: list[str]) -> tuple[list[str], int]:
         # A second column of the same name silently replaced the first one's values.
         message = _("the CSV header names %(name)s twice") % {"name": repr(repeated[0])}
         raise RecipientsInvalid([RowError(0, "recipients", message)], 1)
-    return names, column
+    if len(candidates) > 1:
+        # Each is the address column by its name; the first was taken and the other kept as a
+        # variable, whichever of them the uploader meant the messages to go to.
+        first, second = (names[i] for i in candidates[:2])
+        message = _(
+            "the CSV header has two address columns, %(first)s and %(second)s; keep one"
+        ) % {"first": repr(first), "second": repr(second)}
+        raise RecipientsInvalid([RowError(0, "recipients", message)], 1)
+    return names, candidates[0]
 
 
 def leaf_hash(address: str, variables: dict[str, str]) -> str:

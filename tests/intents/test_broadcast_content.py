@@ -96,3 +96,21 @@ def test_a_csv_value_with_text_after_its_closing_quote_is_refused_not_read_witho
     with pytest.raises(RecipientsInvalid) as caught:
         parse_csv(text)
     assert [(e.row, e.field) for e in caught.value.errors] == [(1, "columns")]
+
+
+@pytest.mark.parametrize(
+    ("header", "named"),
+    [
+        ("Address,name,address", "'Address' and 'address'"),
+        ("email,name,Address", "'email' and 'Address'"),
+    ],
+)
+def test_a_csv_header_with_two_address_columns_is_refused_not_one_taken_and_one_a_variable(
+    header, named
+):
+    """Either name in any case is the address column; with two of them the first was taken
+    as the recipients and the other kept as a variable, whichever the uploader meant."""
+    with pytest.raises(RecipientsInvalid) as caught:
+        parse_csv(f"{header}\nana@example.com,Ana,bo@example.com\n")
+    assert [(e.row, e.field) for e in caught.value.errors] == [(0, "recipients")]
+    assert named in caught.value.errors[0].message
