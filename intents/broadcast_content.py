@@ -97,6 +97,10 @@ def placeholders(field: str, template: str) -> set[str]:
     return set(PLACEHOLDER.findall(template))
 
 
+def is_variable_name(name) -> bool:
+    return isinstance(name, str) and _NAME_ONLY.fullmatch(name) is not None
+
+
 def render(template: str, variables: dict[str, str], *, escape: bool = False) -> str:
     def value(match: re.Match) -> str:
         text = variables[match.group(1)]
@@ -172,7 +176,7 @@ def _row_variables(
         )
     out: dict[str, str] = {}
     for name, value in raw.items():
-        if not isinstance(name, str) or not _NAME_ONLY.fullmatch(name):
+        if not is_variable_name(name):
             message = _("%(name)s is not a variable name") % {"name": repr(str(name)[:40])}
             errors.append(RowError(row, "variables", message))
             continue

@@ -175,13 +175,17 @@ def recipient_rows(recipients=None, recipients_csv=None) -> list[tuple[int, obje
                 [content.RowError(0, "recipients", _("must be a list of recipients"))], 1
             )
         rows: list[tuple[int, object, object]] = []
+        unknown: list[content.RowError] = []
         for number, item in enumerate(recipients, start=1):
             if isinstance(item, str):
                 rows.append((number, item, {}))
             elif isinstance(item, dict):
+                unknown.extend(_unknown_fields(number, item))
                 rows.append((number, item.get("address"), item.get("variables")))
             else:
                 rows.append((number, None, None))
+        if unknown:
+            raise content.RecipientsInvalid(unknown, len(unknown))
         return rows
     except content.RecipientsInvalid as exc:
         raise errors.BroadcastRowsInvalid(
@@ -189,6 +193,25 @@ def recipient_rows(recipients=None, recipients_csv=None) -> list[tuple[int, obje
             rows=exc.errors,
             total=exc.total,
         ) from None
+
+
+RECIPIENT_FIELDS = frozenset({"address", "variables"})
+
+
+def _unknown_fields(row: int, item: dict) -> list[content.RowError]:
+    """A recipient object's fields besides its address and variables: refused, as every other
+    field the API does not know is. Dropped, a recipient's "cc", or its variables under a
+    misspelt name, were left out of the broadcast without a word."""
+    return [
+        content.RowError(
+            row,
+            name if content.is_variable_name(name) else "fields",
+            _("%(name)s is not a field of a recipient (address, variables)")
+            % {"name": repr(str(name)[:40])},
+        )
+        for name in item
+        if name not in RECIPIENT_FIELDS
+    ]
 
 
 def _store_recipients(broadcast: Broadcast, recipients: list[content.Recipient]) -> None:

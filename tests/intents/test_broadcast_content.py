@@ -114,3 +114,17 @@ def test_a_csv_header_with_two_address_columns_is_refused_not_one_taken_and_one_
         parse_csv(f"{header}\nana@example.com,Ana,bo@example.com\n")
     assert [(e.row, e.field) for e in caught.value.errors] == [(0, "recipients")]
     assert named in caught.value.errors[0].message
+
+
+def test_a_recipient_object_with_a_field_other_than_address_and_variables_is_refused():
+    """The rest of the request refuses what it does not know; a recipient's "cc" (or a
+    misspelt "variabels") was dropped without a word and the broadcast posted without it."""
+    recipients = [
+        {"address": "ana@example.com", "variables": {"name": "Ana"}},
+        {"address": "bo@example.com", "cc": "boss@example.com"},
+        {"address": "cy@example.com", "variabels": {"name": "Cy"}},
+    ]
+    with pytest.raises(errors.BroadcastRowsInvalid) as caught:
+        recipient_rows(recipients=recipients)
+    assert [(r.row, r.field) for r in caught.value.rows] == [(2, "cc"), (3, "variabels")]
+    assert caught.value.total == 2
