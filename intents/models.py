@@ -273,6 +273,8 @@ class SendIntent(models.Model):
         CANCELLED = "cancelled", _("Cancelled")
 
     TERMINAL = frozenset({"accepted", "failed", "blocked", "expired", "cancelled"})
+    # No worker acts on these again: a broadcast whose every send is one of them is done.
+    SETTLED = TERMINAL | {"needs_attention"}
 
     # Indexes: every claim, pre-check and record rewrites the row, and as ``state`` is indexed no
     # such update is HOT: each writes an entry into every index of the table. So no index here

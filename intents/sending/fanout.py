@@ -39,7 +39,6 @@ log = logging.getLogger("intents.sending")
 State = Broadcast.State
 # Below every reply (drafts' priorities lie in -100..100): the claim takes replies first.
 BROADCAST_PRIORITY = -1000
-SETTLED = frozenset({*SendIntent.TERMINAL, SendIntent.State.NEEDS_ATTENTION})
 
 
 def _lock(broadcast_id: int) -> Broadcast | None:
@@ -237,7 +236,11 @@ def broadcast_complete_if_done(*, broadcast_id: int) -> bool:
             return False
         if broadcast.fanout_position < broadcast.recipient_count - 1:
             return False
-        if SendIntent.objects.filter(broadcast=broadcast).exclude(state__in=SETTLED).exists():
+        if (
+            SendIntent.objects.filter(broadcast=broadcast)
+            .exclude(state__in=SendIntent.SETTLED)
+            .exists()
+        ):
             return False
         Broadcast.objects.filter(pk=broadcast.pk, state=State.SENDING).update(
             state=State.COMPLETED, updated_at=Now()

@@ -553,6 +553,24 @@ def fan_out_done(broadcast: Broadcast) -> bool:
     return broadcast.fanout_position >= broadcast.recipient_count - 1
 
 
+def _sends_left(refusal: str):
+    """A ``_move`` check refusing to stop a broadcast with nothing left to send: its fan-out done
+    and every send settled (the sweep marks it completed within its interval). Cancelled then,
+    every customer had the message and the broadcast and its journal said otherwise; paused, it
+    held nothing and was never completed."""
+
+    def check(broadcast: Broadcast) -> None:
+        if not fan_out_done(broadcast):
+            return
+        unsettled = SendIntent.objects.filter(broadcast=broadcast).exclude(
+            state__in=SendIntent.SETTLED
+        )
+        if not unsettled.exists():
+            raise errors.NotPending("broadcast_done", refusal)
+
+    return check
+
+
 def broadcast_pause(*, tenant, broadcast_id, actor) -> Stopped[Broadcast]:
     """No new provider call for this broadcast after this commits: the claim skips its sends and
     the pre-call check hands a send claimed just before back to the queue, unsent. The calls
@@ -565,6 +583,9 @@ def broadcast_pause(*, tenant, broadcast_id, actor) -> Stopped[Broadcast]:
         target=State.PAUSED,
         action="broadcast.paused",
         stops=True,
+        check=_sends_left(
+            _("Nothing is left to pause: every message of this broadcast was sent or settled.")
+        ),
     )
 
 
@@ -622,6 +643,9 @@ def broadcast_cancel(*, tenant, broadcast_id, actor, reason="") -> Stopped[Broad
         action="broadcast.cancelled",
         reason=reason,
         stops=True,
+        check=_sends_left(
+            _("Nothing is left to cancel: every message of this broadcast was sent or settled.")
+        ),
     )
     transaction.on_commit(lambda: enqueue_fan_out(stopped.changed.pk))
     return stopped

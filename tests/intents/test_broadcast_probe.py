@@ -218,3 +218,32 @@ def test_every_send_state_is_counted_once_on_the_progress_card():
 
     parts = (progress.accepted, progress.unsent, progress.not_sent, progress.needs_attention)
     assert sum(parts) == progress.created
+
+
+@pytest.mark.parametrize("action", ["cancel", "pause"])
+def test_a_broadcast_whose_every_send_went_out_cannot_be_cancelled_or_paused(
+    live, signed_in, action
+):
+    """Every message was accepted; the sweep had not yet marked it completed (up to its
+    interval). "Cancel the rest" made it "Cancelled" and journaled a cancellation of a broadcast
+    every customer had received; "Pause" left it paused with nothing to hold, never completed."""
+    from django.urls import reverse
+
+    from tests.intents.helpers import drain_sends
+
+    broadcast = _fanned_out(live)
+    drain_sends()
+    assert set(SendIntent.objects.filter(broadcast=broadcast).values_list("state", flat=True)) == {
+        "accepted"
+    }
+    client = signed_in(live.approver)
+    page = client.post(
+        reverse("broadcast_control", args=[live.tenant.slug, broadcast.pk, action]), follow=True
+    )
+    assert "every message of this broadcast" in page.content.decode()
+    assert Broadcast.objects.get(pk=broadcast.pk).state == "sending"
+    assert not IntentEvent.objects.filter(
+        broadcast=broadcast, action__in=["broadcast.cancelled", "broadcast.paused"]
+    ).exists()
+    broadcast_run(broadcast.pk)
+    assert Broadcast.objects.get(pk=broadcast.pk).state == "completed"
