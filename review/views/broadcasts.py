@@ -160,14 +160,25 @@ def broadcast_recipients_csv(
         [str(row), address, *(str(variables.get(name, "")) for name in names)]
         for row, address, variables in broadcast_recipient_rows(broadcast, content_hash=shown)
     )
+    header = ["row", "address", *(_variable_column(name) for name in names)]
     response = StreamingHttpResponse(
-        csv_lines(["row", "address", *names], cells), content_type="text/csv; charset=utf-8"
+        csv_lines(header, cells), content_type="text/csv; charset=utf-8"
     )
     response["Content-Disposition"] = (
         f'attachment; filename="broadcast-{broadcast.pk}-recipients.csv"'
     )
     response["Cache-Control"] = "no-store"
     return response
+
+
+# The download's own columns. A variable of one of these names (in any case: a spreadsheet
+# reader does not tell "Address" from "address") is headed as its placeholder, "{{ address }}":
+# under its bare name, "row,address,address" gave a reviewer two address columns to tell apart.
+DOWNLOAD_COLUMNS = frozenset({"row", "address"})
+
+
+def _variable_column(name: str) -> str:
+    return f"{{{{ {name} }}}}" if name.lower() in DOWNLOAD_COLUMNS else name
 
 
 def _decide(request: TenantRequest, broadcast_id: int, call, done) -> HttpResponse:

@@ -268,3 +268,24 @@ def test_an_address_that_is_not_plain_ascii_is_named_letter_by_letter(
         '#2 <span class="mono">b\u0456lling@example.com</span> — Not plain ASCII: it holds '
         "U+0456 CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I"
     ) in page
+
+
+def test_a_variable_named_like_a_column_of_the_download_is_headed_as_a_placeholder(
+    signed_in, member_of, tenant_a
+):
+    """ "Your parcel to {{ address }}" with a JSON row's variable "address": the download's
+    header read "row,address,address", and a reviewer checking the list in a spreadsheet had
+    two address columns, one of them the recipients, to tell apart by their contents."""
+    broadcast = broadcast_create(
+        tenant=tenant_a,
+        mailbox=make_local_mailbox(tenant_a),
+        subject="Parcel {{ row }}",
+        text="Your parcel to {{ Address }}",
+        recipients=[
+            {"address": "p@example.com", "variables": {"Address": "ceo@example.org", "row": 9}}
+        ],
+    )
+    client = signed_in(member_of(tenant_a, "viewer").user)
+    response = client.get(url(broadcast, "recipients.csv"))
+    lines = b"".join(response.streaming_content).decode().splitlines()
+    assert lines == ["row,address,{{ Address }},{{ row }}", "1,p@example.com,ceo@example.org,9"]
