@@ -6,6 +6,7 @@ side by side; a benchmark, not a test (``make broadcast-latency``)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import subprocess
 import sys
@@ -85,6 +86,7 @@ def _qcluster(env: dict[str, str]) -> subprocess.Popen:
 def _phase(runner: str, env, args, tenant, approver, targets) -> dict:
     """Idle replies, then replies while a fresh broadcast drains, with one runner process; the
     broadcast is cancelled and its queued sends settled before the runner stops."""
+    from intents.errors import NotPending
     from intents.models import Broadcast, SendIntent
     from intents.services.broadcasts import broadcast_approve, broadcast_cancel, broadcast_create
 
@@ -128,7 +130,9 @@ def _phase(runner: str, env, args, tenant, approver, targets) -> dict:
         seconds = time.monotonic() - started
         accepted_during = sends.filter(state="accepted").count() - accepted_before
         left = sends.exclude(state="accepted").count()
-        broadcast_cancel(tenant=tenant, broadcast_id=broadcast.pk, actor=approver)
+        # Refused when every send went out already: nothing is left to cancel.
+        with contextlib.suppress(NotPending):
+            broadcast_cancel(tenant=tenant, broadcast_id=broadcast.pk, actor=approver)
         _wait(lambda: not sends.filter(state="queued").exists(), 300, "cancellation")
     finally:
         _kill(proc)
