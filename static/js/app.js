@@ -320,9 +320,9 @@
   // was loaded) seemed to do nothing. The alert in base.html carries the server's own words when
   // the answer is one of our error pages (403.html and 404.html mark them), read from an inert
   // document and set as text, never as HTML; else a translated line for the status. Only what
-  // the person did shows or hides it: a poll refused by design (presence on a suspended
-  // tenant's draft) is no news, and a presence beat that succeeds says nothing of an approval
-  // refused a moment ago. ---
+  // the person did shows or hides it: a refused poll is not something they did (the status
+  // under it says the page stopped updating), and a presence beat that succeeds says nothing
+  // of an approval refused a moment ago. ---
   var SERVER_WORDS_MAX = 300;
   function byThePerson(detail) {
     var elt = detail && detail.elt;
@@ -360,16 +360,95 @@
     if (event.detail.successful && byThePerson(event.detail)) requestAlert("");
   });
 
+  // --- a page that stops updating says so, once. Its polls (an hx-trigger "every …", the
+  // navigation's counts) are refused for good when the person's membership ended, their role
+  // was taken away or the tenant was suspended since the page was loaded (a session that ended
+  // takes the tab to the sign-in page instead: tenants.signin_redirect). The alert above is for
+  // what the person did, so this is a polite status under it: the server's own words as the
+  // alert reads them, a link that reloads the page, and every poll of the page stops, since
+  // asking again every few seconds gets the same answer. No answer, a 5xx or a 429 is not for
+  // good: the polls go on, and only a failure that lasts is said, softly, and unsaid by the next
+  // answer. A suspended tenant's page sends no poll its state refuses (its presence beat is left
+  // out: review/draft.html), so it says nothing. ---
+  var POLLS = "[hx-trigger*='every '], [data-poll-seconds]";
+  var liveStopped = false;
+  var failingSince = null;
+  var countsTimer = null;
+  function inBackground(detail) {
+    // Polls, "load" triggers and [data-quiet] requests: what the page did, not the person.
+    return !!(detail && detail.elt) && !byThePerson(detail);
+  }
+  function liveSay(text, onward) {
+    var region = document.getElementById("live-stopped");
+    if (!region) return;
+    region.hidden = !text;
+    region.classList.toggle("soft", !onward);
+    region.querySelector("[data-live-text]").textContent = text;
+    region.querySelector("[data-live-onward]").hidden = !onward;
+  }
+  function stopPolling() {
+    window.clearInterval(countsTimer);
+    document.querySelectorAll(POLLS).forEach(function (elt) {
+      // hx-disable, then process: htmx clears the element's timer and listeners and sends
+      // nothing for it again.
+      elt.setAttribute("hx-disable", "");
+      if (window.htmx) window.htmx.process(elt);
+      elt.querySelectorAll("[data-poll-note]").forEach(function (note) {
+        note.textContent = note.getAttribute("data-stopped");
+      });
+    });
+  }
+  function stillUnreachable() {
+    var region = document.getElementById("live-stopped");
+    if (liveStopped || !region) return;
+    var now = Date.now();
+    if (failingSince === null) { failingSince = now; return; }
+    var after = (parseInt(region.getAttribute("data-unreachable-after-seconds"), 10) || 30) * 1000;
+    if (region.hidden && now - failingSince >= after) liveSay(region.getAttribute("data-unreachable"), false);
+  }
+  document.addEventListener("htmx:responseError", function (event) {
+    var region = document.getElementById("live-stopped");
+    if (!region || !inBackground(event.detail)) return;
+    var xhr = event.detail.xhr;
+    if (xhr.status >= 500 || xhr.status === 408 || xhr.status === 429) { stillUnreachable(); return; }
+    if (liveStopped) return;
+    liveStopped = true;
+    stopPolling();
+    var key = { 401: "data-forbidden", 403: "data-forbidden", 404: "data-not-found", 410: "data-not-found" }[xhr.status];
+    var fallback = region.getAttribute(key || "data-failed").replace("%(status)s", xhr.status);
+    var words = serverWords(xhr.getResponseHeader("Content-Type") || "", xhr.responseText);
+    liveSay(region.getAttribute("data-stopped") + " " + (words || fallback), true);
+  });
+  document.addEventListener("htmx:sendError", function (event) {
+    if (inBackground(event.detail)) stillUnreachable();
+  });
+  // Once stopped, an answer still on its way swaps nothing in (a fresh "every 3s" element
+  // would start polling again), and nothing of the page's own asks again.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    if (liveStopped && inBackground(event.detail)) event.detail.shouldSwap = false;
+  });
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (!liveStopped || !inBackground(event.detail)) return;
+    event.preventDefault();
+    event.stopPropagation(); // before busy() marks what it would update
+  }, true);
+  document.addEventListener("htmx:afterRequest", function (event) {
+    if (!event.detail.successful || !inBackground(event.detail)) return;
+    failingSince = null;
+    var region = document.getElementById("live-stopped");
+    if (region && !region.hidden && !liveStopped) liveSay("", false);
+  });
+
   // --- live counts in the navigation: a poll every N s while the tab is visible. htmx's trigger
   // filters ([document.visibilityState=='visible']) need eval, which the CSP forbids. ---
   function refreshCounts() {
     var el = document.getElementById("nav-counts");
-    if (el && window.htmx && document.visibilityState === "visible") window.htmx.trigger(el, "cs:refresh");
+    if (el && !liveStopped && window.htmx && document.visibilityState === "visible") window.htmx.trigger(el, "cs:refresh");
   }
   var poller = document.getElementById("nav-counts");
   if (poller) {
     var seconds = parseInt(poller.getAttribute("data-poll-seconds"), 10) || 15;
-    window.setInterval(refreshCounts, seconds * 1000);
+    countsTimer = window.setInterval(refreshCounts, seconds * 1000);
     document.addEventListener("visibilitychange", refreshCounts);
   }
 
