@@ -65,8 +65,13 @@ canonical JSON body (a key reused by another token of the tenant is a different 
 ### Errors
 Every error is `application/problem+json` (RFC 9457): `type`, `title`, `status`, `detail`, a stable
 `code`, and `errors: [{{field, message}}]`. Validation errors are 422 and name the field
-(`to[2]`, `subject`); a recipient refused by the mailbox policy or the suppression list is 422
-naming the address. A recipient named twice, in one list or across `to`, `cc` and `bcc`, is
+(`to[2]`, `subject`); an array's item is named by its index, counting from 0. A broadcast's bad
+recipient rows (422 `recipients_invalid`) add `row`: the recipient's number, counting from 1;
+`field` names a `recipients` item by its index like any other (`recipients[1].address` is row
+2) and a `recipients_csv` row by its column (`recipients_csv.address`,
+`recipients_csv.variables.name`; rows count from the line after the header). A recipient
+refused by the mailbox policy or the suppression list is 422 naming the address. A recipient
+named twice, in one list or across `to`, `cc` and `bcc`, is
 **422** `duplicate_recipient` naming the list it is repeated in and both spellings; it is never
 merged silently. Two spellings of one address count as one: addresses are kept lower-cased (the
 local part too), the domain in ASCII (`ana@bücher.de` is `ana@xn--bcher-kva.de`), white space

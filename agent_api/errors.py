@@ -70,7 +70,18 @@ def problem_document(
         "status": status,
         "detail": detail,
         "code": code,
-        "errors": [{"field": e.get("field"), "message": str(e.get("message", ""))} for e in errors],
+        "errors": [_field_error(e) for e in errors],
+    }
+
+
+def _field_error(error: Mapping[str, Any]) -> dict:
+    """``{field, message}``, and ``row`` for a broadcast's recipient row (counting from 1)."""
+    if error.get("row") is None:
+        return {"field": error.get("field"), "message": str(error.get("message", ""))}
+    return {
+        "field": error.get("field"),
+        "row": int(error["row"]),
+        "message": str(error.get("message", "")),
     }
 
 
@@ -376,15 +387,8 @@ def draft_problem(exc: DraftError) -> dict:
     errors = [{"field": exc.field, "message": exc.message}]
     rows = getattr(exc, "rows", None)
     if rows is not None:
-        # A broadcast's recipient upload: one error per bad row (row 0: the upload as a whole).
-        errors = [
-            {
-                "field": f"recipients[{r.row}].{r.field}" if r.row else r.field,
-                "row": r.row,
-                "message": r.message,
-            }
-            for r in rows
-        ]
+        source = getattr(exc, "source", "recipients")
+        errors = [_row_error(source, r.row, r.field, r.message) for r in rows]
     return problem_document(
         status=int(getattr(exc, "status", 409)),
         code=exc.code,
@@ -392,6 +396,20 @@ def draft_problem(exc: DraftError) -> dict:
         detail=exc.message,
         errors=errors,
     )
+
+
+def _row_error(source: str, row: int, field: str, message: str) -> dict:
+    """One bad row of a broadcast's recipients, named as the caller wrote it. A JSON list's item
+    by its 0-based index, as every other error of the API names an array's item (``to[1]``,
+    and the body check's ``recipients[1].address``); a CSV's by the CSV and the row's field,
+    with no index that pretends to be an array's. ``row``: the recipient's number, counting from
+    1 (a CSV's from the line after the header), as the review page says it. Row 0 is the
+    upload as a whole: no row, the input's own name."""
+    if not row:
+        return {"field": source if field == "recipients" else field, "message": message}
+    if source == "recipients_csv":
+        return {"field": f"recipients_csv.{field}", "row": row, "message": message}
+    return {"field": f"recipients[{row - 1}].{field}", "row": row, "message": message}
 
 
 def on_draft_error(request: HttpRequest, exc: DraftError) -> HttpResponse:

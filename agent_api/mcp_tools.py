@@ -336,7 +336,9 @@ BROADCAST_TOOLS = (
             "`address` and one column per variable). `{{ name }}` placeholders take each "
             "recipient's variables; nothing else is template syntax. Pending until a person "
             "approves it once; nothing is sent before. Any bad row refuses the whole upload "
-            "(recipients_invalid, each row named). Idempotent (idempotency_key)."
+            "(recipients_invalid: each error's field names the item by its index from 0, "
+            "recipients[1].address, or the CSV's column, recipients_csv.address, and row is "
+            "its number from 1). Idempotent (idempotency_key)."
         ),
         scope=WRITE,
         arguments=CreateBroadcastArguments,

@@ -283,6 +283,16 @@ class VersionIn(ContentIn):
 
 class FieldError(Schema):
     field: str | None
+    row: int | None = Field(
+        default=None,
+        description=(
+            "Only in a broadcast's `recipients_invalid` errors: the recipient's number, counting "
+            "from 1 (for `recipients_csv`, from the line after the header). `field` names a "
+            "`recipients` item by its 0-based index, as every error names an array's item "
+            "(`recipients[1].address` is row 2), and a CSV row by its column "
+            "(`recipients_csv.address`, `recipients_csv.variables.name`)."
+        ),
+    )
     message: str
 
 

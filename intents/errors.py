@@ -188,18 +188,22 @@ class StorageQuotaExceeded(DraftError):
 
 class BroadcastRowsInvalid(InvalidInput):
     """Some rows of a broadcast's recipient upload are invalid; ``rows`` lists them (row, field,
-    message), the first ``MAX_REPORTED_ERRORS`` of ``total``."""
+    message), the first ``MAX_REPORTED_ERRORS`` of ``total``. ``source``: the input the rows
+    came from, ``recipients`` (a JSON list) or ``recipients_csv`` (CSV text), so that an API
+    names a row as the caller wrote it."""
 
     code = "recipients_invalid"
 
-    def __init__(self, message: str, *, rows: list, total: int):
+    def __init__(self, message: str, *, rows: list, total: int, source: str = "recipients"):
         super().__init__(message=message, field="recipients")
         self.rows = rows
         self.total = total
+        self.source = source
 
     def as_dict(self) -> dict:
         return {
             **super().as_dict(),
             "total": self.total,
+            "source": self.source,
             "rows": [{"row": r.row, "field": r.field, "message": r.message} for r in self.rows],
         }

@@ -124,9 +124,11 @@ def _clean_name(name) -> str:
     return name
 
 
-def _clean_rows(rows, template: tuple) -> list[content.Recipient]:
-    """``template``: what ``_clean_template`` returned."""
+def _clean_rows(recipients, recipients_csv, template: tuple) -> list[content.Recipient]:
+    """The recipients given as a JSON list or a CSV text (``recipient_rows``), every row checked.
+    ``template``: what ``_clean_template`` returned."""
     subject, text, html, used, in_subject, in_url = template
+    rows = recipient_rows(recipients, recipients_csv)
     try:
         return content.clean_recipients(
             rows,
@@ -143,11 +145,7 @@ def _clean_rows(rows, template: tuple) -> list[content.Recipient]:
             ),
         )
     except content.RecipientsInvalid as exc:
-        raise errors.BroadcastRowsInvalid(
-            _("%(n)s recipient rows are invalid; nothing was saved.") % {"n": exc.total},
-            rows=exc.errors,
-            total=exc.total,
-        ) from None
+        raise _rows_invalid(exc, recipients, recipients_csv) from None
 
 
 def recipient_rows(recipients=None, recipients_csv=None) -> list[tuple[int, object, object]]:
@@ -188,11 +186,21 @@ def recipient_rows(recipients=None, recipients_csv=None) -> list[tuple[int, obje
             raise content.RecipientsInvalid(unknown, len(unknown))
         return rows
     except content.RecipientsInvalid as exc:
-        raise errors.BroadcastRowsInvalid(
-            _("%(n)s recipient rows are invalid; nothing was saved.") % {"n": exc.total},
-            rows=exc.errors,
-            total=exc.total,
-        ) from None
+        raise _rows_invalid(exc, recipients, recipients_csv) from None
+
+
+def _rows_invalid(
+    exc: content.RecipientsInvalid, recipients, recipients_csv
+) -> errors.BroadcastRowsInvalid:
+    return errors.BroadcastRowsInvalid(
+        _("%(n)s recipient rows are invalid; nothing was saved.") % {"n": exc.total},
+        rows=exc.errors,
+        total=exc.total,
+        # Both given is refused naming `recipients`; a CSV alone is named as the CSV it is.
+        source="recipients_csv"
+        if recipients_csv is not None and recipients is None
+        else "recipients",
+    )
 
 
 RECIPIENT_FIELDS = frozenset({"address", "variables"})
@@ -275,7 +283,7 @@ def broadcast_create(
     subject, text, html = template[:3]
     rate = _clean_rate(rate_per_second)
     name = _clean_name(name)
-    cleaned = _clean_rows(recipient_rows(recipients, recipients_csv), template)
+    cleaned = _clean_rows(recipients, recipients_csv, template)
     with transaction.atomic():
         require_standing(tenant, agent_token)
         require_active_mailbox(mailbox)
@@ -325,7 +333,7 @@ def broadcast_replace_recipients(
         require_standing(tenant, agent_token)
         _require_state(broadcast, {State.PENDING_REVIEW})
         template = _clean_template(broadcast.subject, broadcast.text, broadcast.html)
-        cleaned = _clean_rows(recipient_rows(recipients, recipients_csv), template)
+        cleaned = _clean_rows(recipients, recipients_csv, template)
         before = broadcast.content_hash
         _store_recipients(broadcast, cleaned)
         broadcast.save(

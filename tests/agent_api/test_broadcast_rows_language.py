@@ -51,11 +51,13 @@ def test_an_agent_that_asks_for_no_language_gets_the_english_of_before(
     assert problem["detail"] == "2 recipient rows are invalid; nothing was saved."
     assert problem["errors"] == [
         {
-            "field": "recipients[2].address",
+            "field": "recipients[1].address",
+            "row": 2,
             "message": "kim@example.com is also on row 1",
         },
         {
-            "field": "recipients[3].variables.name",
+            "field": "recipients[2].variables.name",
+            "row": 3,
             "message": "the template uses {{ name }}, not given",
         },
     ]

@@ -62,11 +62,79 @@ def test_bad_rows_are_a_422_naming_each_row(api, token_a, mailbox_a):
     assert response.status_code == 422
     problem = response.json()
     assert problem["code"] == "recipients_invalid"
-    assert [e["field"] for e in problem["errors"]] == [
-        "recipients[2].address",
-        "recipients[3].variables.name",
+    # The item's index in the JSON array, as every other error of the API names it (to[1]);
+    # row: the recipient's number, counting from 1.
+    assert [(e["field"], e["row"]) for e in problem["errors"]] == [
+        ("recipients[1].address", 2),
+        ("recipients[2].variables.name", 3),
     ]
     assert not Broadcast.objects.exists()
+
+
+def test_bad_csv_rows_name_the_csv_column_and_the_row_after_the_header(api, token_a, mailbox_a):
+    """A CSV is no JSON array: its rows are named by the CSV and the row number, counting from
+    the line after the header, never as recipients[i] of a list the agent did not send."""
+    csv_text = "address,name,order\nc0@example.com,N0,0\nnope,N1,1\nc2@example.com,N2,2\x07\n"
+    response = api.post(
+        "/broadcasts",
+        body(mailbox_a, recipients=None, recipients_csv=csv_text),
+        token=token_a,
+        key="b-csv-rows",
+    )
+
+    problem = response.json()
+    assert (response.status_code, problem["code"]) == (422, "recipients_invalid")
+    assert [(e["field"], e["row"]) for e in problem["errors"]] == [
+        ("recipients_csv.address", 2),
+        ("recipients_csv.variables.order", 3),
+    ]
+    assert not Broadcast.objects.exists()
+
+
+@pytest.mark.parametrize("route", ["post", "put"])
+def test_the_body_check_and_the_row_check_name_an_item_by_one_index(api, token_a, mailbox_a, route):
+    """Found by a probe: the row checks named the second item of `recipients` recipients[2]
+    (its row number) while the body check, in the same request, named it recipients[1], as a
+    draft's errors name the second address to[1]: an agent that followed the path fixed the
+    wrong recipient. The body check answers first; once the agent fixes the item it named, the
+    row check names the other item by the same rule, its row number beside it."""
+    created = api.post("/broadcasts", body(mailbox_a), token=token_a, key="b-index-0").json()
+
+    def send(rows, key):
+        if route == "post":
+            raw = json.dumps(body(mailbox_a, recipients=rows))
+            return api.post("/broadcasts", raw=raw, token=token_a, key=key)
+        return api.client.generic(
+            "PUT",
+            f"/api/v1/broadcasts/{created['id']}/recipients",
+            data=json.dumps({"recipients": rows}),
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {token_a}"},
+        )
+
+    fine = {"address": "c0@example.com", "variables": {"name": "a", "order": 0}}
+    lone = {"address": "c1\ud800@example.com", "variables": {"name": "b", "order": 1}}
+    bad = {"address": "nope", "variables": {"name": "c", "order": 2}}
+    fixed = {"address": "c1@example.com", "variables": {"name": "b", "order": 1}}
+    body_check = send([fine, lone, bad], "b-index-1").json()
+    row_check = send([fine, fixed, bad], "b-index-2").json()
+    draft = api.post(
+        "/drafts",
+        {
+            "mailbox": mailbox_a.address,
+            "to": ["ok@example.com", "nope"],
+            "subject": "S",
+            "text": "T",
+        },
+        token=token_a,
+        key="b-index-draft",
+    ).json()
+
+    assert (body_check["code"], row_check["code"]) == ("unstorable_value", "recipients_invalid")
+    assert [e["field"] for e in body_check["errors"]] == ["recipients[1].address"]
+    assert [(e["field"], e["row"]) for e in row_check["errors"]] == [("recipients[2].address", 3)]
+    assert [e["field"] for e in draft["errors"]] == ["to[1]"]
+    assert Broadcast.objects.get().recipient_count == 3
 
 
 def test_a_row_whose_message_would_render_over_the_limits_is_a_422_naming_it(
@@ -92,9 +160,9 @@ def test_a_row_whose_message_would_render_over_the_limits_is_a_422_naming_it(
     assert response.status_code == 422
     problem = response.json()
     assert [e["field"] for e in problem["errors"]] == [
-        "recipients[2].text",
-        "recipients[2].html",
-        "recipients[3].subject",
+        "recipients[1].text",
+        "recipients[1].html",
+        "recipients[2].subject",
     ]
     assert "the text is 2000000 characters long; at most 1000000" in problem["errors"][0]["message"]
     assert "the html is 12007000 characters long" in problem["errors"][1]["message"]
@@ -140,7 +208,7 @@ def test_a_link_value_that_is_not_an_http_or_mailto_url_is_a_422_naming_its_row(
     assert response.status_code == 422
     problem = response.json()
     assert problem["code"] == "recipients_invalid"
-    assert [e["field"] for e in problem["errors"]] == ["recipients[2].variables.link"]
+    assert [e["field"] for e in problem["errors"]] == ["recipients[1].variables.link"]
     assert not Broadcast.objects.exists()
 
 
@@ -249,7 +317,11 @@ def test_replace_recipients_while_pending(api, token_a, mailbox_a):
     )
     # The template uses {{ name }} and {{ order }}: plain addresses lack them.
     assert response.status_code == 422
-    assert response.json()["errors"][0]["field"] == "recipients[1].variables.name"
+    assert response.json()["errors"][0] == {
+        "field": "recipients[0].variables.name",
+        "row": 1,
+        "message": "the template uses {{ name }}, not given",
+    }
 
 
 def test_other_tenant_gets_404(api, token_a, token_b, mailbox_a):
@@ -275,7 +347,7 @@ def test_a_csv_header_of_a_quarter_million_columns_is_a_422_at_once(api, token_a
     assert response.status_code == 422
     assert response.json()["errors"] == [
         {
-            "field": "recipients",
+            "field": "recipients_csv",
             "message": "the CSV header has 250001 columns; at most 51 are allowed "
             "(the address and 50 variables)",
         }

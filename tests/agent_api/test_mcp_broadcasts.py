@@ -80,9 +80,9 @@ def test_bad_rows_unknown_fields_and_a_reused_key_are_refused_and_save_nothing(
     )
 
     assert problem(bad_rows)["code"] == "recipients_invalid"
-    assert [e["field"] for e in problem(bad_rows)["errors"]] == [
-        "recipients[1].address",
-        "recipients[2].variables.name",
+    assert [(e["field"], e["row"]) for e in problem(bad_rows)["errors"]] == [
+        ("recipients[0].address", 1),
+        ("recipients[1].variables.name", 2),
     ]
     assert problem(unknown)["status"] == 422
     assert problem(unknown)["errors"][0]["field"] == "bcc"
@@ -109,6 +109,17 @@ def test_replace_recipients_while_pending_then_refused_once_decided(
         ("replace_broadcast_recipients", {"broadcast_id": broadcast_id, "recipients": two}),
     )
     assert replaced.structured_content["recipient_count"] == 2
+    [bad_csv] = results(
+        mcp_url,
+        token_a,
+        (
+            "replace_broadcast_recipients",
+            {"broadcast_id": broadcast_id, "recipients_csv": "address,name,order\nnope,N,1\n"},
+        ),
+    )
+    assert [(e["field"], e["row"]) for e in problem(bad_csv)["errors"]] == [
+        ("recipients_csv.address", 1)
+    ]
     broadcast = Broadcast.objects.get()
     broadcast_approve(
         tenant=tenant_a,

@@ -59,6 +59,19 @@ def test_openapi_document_is_3_1_with_every_route_and_problem_errors(client):
 
 
 @pytest.mark.django_db
+def test_a_recipient_rows_number_is_documented_beside_its_field(client):
+    """A broadcast's bad rows carry `row` (counting from 1) beside a `field` that names a JSON
+    item by its 0-based index, as every other error does, or the CSV's column."""
+    schema = client.get("/api/v1/openapi.json").json()
+    row = schema["components"]["schemas"]["FieldError"]["properties"]["row"]
+    description = schema["info"]["description"]
+
+    assert "the recipient's number, counting from 1" in row["description"]
+    assert "`recipients[1].address`" in description
+    assert "`recipients_csv.variables.name`" in description
+
+
+@pytest.mark.django_db
 def test_the_idempotency_key_is_documented_on_every_write_as_the_routes_enforce_it(client):
     """POST /broadcasts answers 400 without a key (test_broadcasts.py) and the PUT replays with
     one: the schema called the first optional and did not list the second at all."""
