@@ -337,6 +337,25 @@ def needs_another_approver(*, tenant, author_kind, author_user_id, user) -> bool
     )
 
 
+# The broadcast page says it before the click; broadcast_approve refuses it with its own message.
+BROADCAST_AUTHOR_REASON = gettext_lazy(
+    "You posted this broadcast; this tenant requires another person to approve it."
+)
+
+
+def broadcast_needs_another_approver(*, tenant, broadcast, user) -> bool:
+    """Four-eyes for a broadcast: the person who posted it is its author (an agent's has none).
+    broadcast_approve and the broadcast page ask this same function."""
+    return needs_another_approver(
+        tenant=tenant,
+        author_kind=(
+            DraftVersion.Author.PERSON if broadcast.created_by_id else DraftVersion.Author.AGENT
+        ),
+        author_user_id=broadcast.created_by_id,
+        user=user,
+    )
+
+
 def approved_by_its_author(*, tenant, author_kind, author_user_id, approver_id) -> bool:
     """``needs_another_approver`` by user id: the worker's pre-call check asks it of a send's
     approver (``intents.sending.precheck``), whose user row it does not load."""

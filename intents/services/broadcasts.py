@@ -24,7 +24,7 @@ from intents.models import (
     SendAttempt,
     SendIntent,
 )
-from intents.policy import active_membership, can_approve, needs_another_approver
+from intents.policy import active_membership, broadcast_needs_another_approver, can_approve
 from intents.services.common import (
     active_tenant,
     clean_reason,
@@ -410,12 +410,7 @@ def broadcast_approve(*, tenant, broadcast_id, content_hash, actor) -> Broadcast
         _require_state(broadcast, {State.PENDING_REVIEW})
         right = _require_approver(tenant, broadcast, actor)
         require_active_mailbox(broadcast.mailbox)
-        if needs_another_approver(
-            tenant=tenant,
-            author_kind="person" if broadcast.created_by_id else "agent",
-            author_user_id=broadcast.created_by_id,
-            user=actor,
-        ):
+        if broadcast_needs_another_approver(tenant=tenant, broadcast=broadcast, user=actor):
             raise errors.SecondApproverRequired(
                 message=_("Someone other than its author must approve this broadcast.")
             )

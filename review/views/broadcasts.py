@@ -14,7 +14,12 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from common.csv_cells import csv_lines
 from intents import errors
-from intents.policy import approvable_mailbox_ids, can_approve
+from intents.policy import (
+    BROADCAST_AUTHOR_REASON,
+    approvable_mailbox_ids,
+    broadcast_needs_another_approver,
+    can_approve,
+)
 from intents.selectors.broadcasts import (
     broadcast_addresses_not_ascii,
     broadcast_get,
@@ -114,6 +119,16 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
     except ValueError:
         position = 0
     sample = broadcast_sample(broadcast, position)
+    can_decide = can_approve(membership=request.membership, mailbox=broadcast.mailbox)
+    # Four-eyes: broadcast_approve refuses its author; the page says so before the click.
+    approve_blocked_reason = (
+        str(BROADCAST_AUTHOR_REASON)
+        if can_decide
+        and broadcast_needs_another_approver(
+            tenant=request.tenant, broadcast=broadcast, user=request.user
+        )
+        else ""
+    )
     return render(
         request,
         "review/broadcast.html",
@@ -127,7 +142,8 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
             "changed": sample is None
             and broadcast.recipient_count > 0
             and broadcast.body_purged_at is None,
-            "can_decide": can_approve(membership=request.membership, mailbox=broadcast.mailbox),
+            "can_decide": can_decide,
+            "approve_blocked_reason": approve_blocked_reason,
             # The pause a Resume button is shown for: a resume from an older page is refused.
             "last_pause": service.last_pause(broadcast) if broadcast.state == "paused" else "",
         },

@@ -289,3 +289,37 @@ def test_a_variable_named_like_a_column_of_the_download_is_headed_as_a_placehold
     response = client.get(url(broadcast, "recipients.csv"))
     lines = b"".join(response.streaming_content).decode().splitlines()
     assert lines == ["row,address,{{ Address }},{{ row }}", "1,p@example.com,ceo@example.org,9"]
+
+
+def test_its_author_is_told_before_approving_that_another_person_must(
+    signed_in, member_of, tenant_a
+):
+    """Four-eyes on: the person who posted a broadcast may not approve it. The page offered them
+    the Approve button, and only the click said no; it now says so up front, as the draft page
+    does, with the button disabled, and still offers Reject. A colleague gets the button."""
+    tenant_a.second_approver_on_edit = True
+    tenant_a.save(update_fields=["second_approver_on_edit"])
+    author = member_of(tenant_a, "approver").user
+    broadcast = broadcast_create(
+        tenant=tenant_a,
+        mailbox=make_local_mailbox(tenant_a),
+        subject="Delay {{ n }}",
+        text="Hello {{ n }}",
+        recipients=[{"address": "p@example.com", "variables": {"n": 1}}],
+        actor_user=author,
+    )
+
+    page = signed_in(author).get(url(broadcast)).content.decode()
+
+    assert "data-approve-blocked" in page
+    assert "You posted this broadcast; this tenant requires another person to approve it." in page
+    assert 'data-approve disabled aria-describedby="approve-blocked"' in page
+    assert "data-reject" in page
+    refused = signed_in(author).post(
+        url(broadcast, "approve/"), {"content_hash": broadcast.content_hash}, follow=True
+    )
+    assert "Someone other than its author must approve" in refused.content.decode()
+    assert Broadcast.objects.get(pk=broadcast.pk).state == "pending_review"
+    colleague = signed_in(member_of(tenant_a, "approver").user).get(url(broadcast))
+    assert "data-approve-blocked" not in colleague.content.decode()
+    assert "data-approve>" in colleague.content.decode()
