@@ -41,6 +41,7 @@ from intents.services.common import (
     lock_draft,
     require_nothing_sent,
     require_pending,
+    taken_back_values,
 )
 from intents.services.content import refuse_recipient_problems
 from tenants.models import Membership
@@ -138,12 +139,7 @@ def _stale(draft: Draft, current: DraftVersion, version, content_hash) -> errors
             )
             % {"n": current.number}
         )
-    values = {
-        "who": copy.actor_user.display_name if copy.actor_user else _("Someone"),
-        "seen": version,
-        "n": current.number,
-        "when": zoned(copy.created_at, "j M, H:i"),
-    }
+    values = taken_back_values(copy, version, current.number)
     if copy.action == "draft.approval_undone":
         message = _(
             "%(who)s undid the approval of version %(seen)s at %(when)s: version %(n)s is the "

@@ -13,6 +13,7 @@ from intents.models import Draft, IntentEvent, SendIntent
 from intents.policy import active_membership, can_approve
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
+from tenants.templatetags.zones import zoned
 from tenants.tokens import token_standing
 
 log = logging.getLogger("intents.services")
@@ -191,6 +192,17 @@ def copied_back_into_review(draft: Draft, base_version) -> IntentEvent | None:
         .order_by("-id")
         .first()
     )
+
+
+def taken_back_values(copy: IntentEvent, seen, current: int) -> dict:
+    """Who made ``copy`` (``copied_back_into_review``), when, and the versions it names, for the
+    refusal of a decision on the version they copied (draft_approve, draft_reject)."""
+    return {
+        "who": copy.actor_user.display_name if copy.actor_user else _("Someone"),
+        "seen": seen,
+        "n": current,
+        "when": zoned(copy.created_at, "j M, H:i"),
+    }
 
 
 def require_nothing_sent(draft: Draft) -> None:

@@ -30,6 +30,7 @@ from intents.services.common import (
     require_nothing_sent,
     require_pending,
     require_standing,
+    taken_back_values,
     tenant_mailbox,
 )
 from intents.services.content import (
@@ -502,6 +503,36 @@ def _same_save_again(
     return current if again == current.content_hash else None
 
 
+def _stale_rejection(draft: Draft, version) -> errors.StaleVersion:
+    """The refusal of a rejection of a version that is not current. When the current version is
+    a colleague's undo or reopen of the very version the page showed, that is what it says, with
+    who and when, as draft_approve does: "the draft changed", over a diff that showed no
+    difference, named nobody."""
+    seen = str(version)
+    copy = copied_back_into_review(draft, int(seen)) if seen.isascii() and seen.isdigit() else None
+    if copy is None:
+        return errors.StaleVersion(
+            message=_(
+                "The draft changed since you opened it: version %(n)s is current. "
+                "Review it again before rejecting."
+            )
+            % {"n": draft.current_version}
+        )
+    values = taken_back_values(copy, seen, draft.current_version)
+    if copy.action == "draft.approval_undone":
+        message = _(
+            "%(who)s undid the approval of version %(seen)s at %(when)s: version %(n)s is the "
+            "same text, back in review. Ask them why before rejecting it."
+        )
+    else:
+        message = _(
+            "%(who)s put version %(seen)s back in review at %(when)s, after its send did not go "
+            "out: version %(n)s is the same text. Read their reason in the journal, then "
+            "reject version %(n)s if you still mean to."
+        )
+    return errors.StaleVersion("approval_taken_back", message % values)
+
+
 def draft_reject(*, tenant, draft_id, reason, actor, version=None) -> Draft:
     """Reject a pending draft. ``version``: the version the reviewer's page showed; a version
     added since (the agent's revision, a colleague's edit) refuses the rejection under the
@@ -520,13 +551,7 @@ def draft_reject(*, tenant, draft_id, reason, actor, version=None) -> Draft:
                 % {"address": draft.mailbox.address}
             )
         if version is not None and str(version) != str(draft.current_version):
-            raise errors.StaleVersion(
-                message=_(
-                    "The draft changed since you opened it: version %(n)s is current. "
-                    "Review it again before rejecting."
-                )
-                % {"n": draft.current_version}
-            )
+            raise _stale_rejection(draft, version)
         rejected = DraftVersion.objects.get(draft=draft, number=draft.current_version)
         Draft.objects.filter(pk=draft.pk).update(
             status=Draft.Status.REJECTED,

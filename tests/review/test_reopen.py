@@ -173,3 +173,24 @@ def test_approving_from_a_page_opened_before_a_reopen_says_who_put_it_back_and_w
     assert "Cara Lind put version 1 back in review at " in body
     assert "after its send did not go out: version 2 is the same text." in body
     assert SendIntent.objects.filter(draft_id=intent.draft_id).count() == 1
+
+
+def test_rejecting_from_a_page_opened_before_a_reopen_says_who_put_it_back(
+    tenant_a, mailbox_a, make_intent, admin_a, member_of, signed_in
+):
+    intent = make_intent(mailbox_a, state="failed", last_error_code="unprocessable")
+    seen = DraftVersion.objects.get(draft_id=intent.draft_id, number=1)
+    cara = member_of(tenant_a, "approver", user__full_name="Cara Lind").user
+    reopen(signed_in(cara), tenant_a, intent, reason="the address is fixed now")
+    client = signed_in(admin_a.user)
+
+    refused = client.post(
+        reverse("draft_reject", args=[tenant_a.slug, intent.draft_id]),
+        {"version": seen.number, "reason": "Not needed any more"},
+    )
+
+    body = refused.content.decode()
+    assert refused.status_code == 409
+    assert "Cara Lind put version 1 back in review at " in body
+    assert "after its send did not go out: version 2 is the same text." in body
+    assert Draft.objects.get(pk=intent.draft_id).status == "pending"

@@ -237,3 +237,59 @@ def test_a_bulk_approval_from_a_queue_loaded_before_a_colleagues_undo_says_they_
         response.content.decode()
     )
     assert SendIntent.objects.filter(draft=draft).count() == 1
+
+
+def test_rejecting_from_a_page_opened_before_a_colleagues_undo_says_they_undid_it(
+    held, mailbox_a, make_draft, admin_a, member_of, signed_in
+):
+    """The rejection is still refused (it names version 1, and version 2 is current), but it
+    answered only "The draft changed since you opened it", over a diff with no difference: not
+    that Ben approved it and took the approval back, nor when."""
+    ben = member_of(held, "approver", user__full_name="Ben Ortiz").user
+    draft = make_draft(mailbox_a)
+    seen = _approved_and_undone_by(held, draft, ben)
+    client = signed_in(admin_a.user)
+
+    refused = client.post(
+        reverse("draft_reject", args=[held.slug, draft.pk]),
+        {"version": seen.number, "reason": "Wrong tone"},
+    )
+
+    body = refused.content.decode()
+    assert refused.status_code == 409
+    assert "Ben Ortiz undid the approval of version 1 at " in body
+    assert "version 2 is the same text, back in review. Ask them why before rejecting it." in body
+    assert "Changed since you opened it" not in body
+    assert Draft.objects.get(pk=draft.pk).status == "pending"
+
+
+def test_rejecting_a_version_edited_after_a_colleagues_undo_says_the_draft_changed(
+    held, mailbox_a, make_draft, admin_a, member_of, signed_in
+):
+    ben = member_of(held, "approver", user__full_name="Ben Ortiz").user
+    draft = make_draft(mailbox_a)
+    seen = _approved_and_undone_by(held, draft, ben)
+    services.draft_add_version(
+        tenant=held,
+        draft_id=draft.pk,
+        to=list(seen.to),
+        cc=[],
+        bcc=[],
+        subject=seen.subject,
+        text="Hello again.",
+        html="",
+        actor_user=ben,
+        base_version=2,
+    )
+    client = signed_in(admin_a.user)
+
+    refused = client.post(
+        reverse("draft_reject", args=[held.slug, draft.pk]),
+        {"version": seen.number, "reason": "Wrong tone"},
+    )
+
+    body = refused.content.decode()
+    assert refused.status_code == 409
+    assert "Changed since you opened it" in body
+    assert "undid the approval" not in body
+    assert Draft.objects.get(pk=draft.pk).status == "pending"
