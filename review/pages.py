@@ -141,6 +141,10 @@ class DraftReview:
     first: DraftVersion
     recipients: list[Recipient]
     warning_count: int
+    # Which kinds of warning the recipients to check hold: the box beside the Approve button
+    # says which are refused and which are only to check.
+    any_refused: bool
+    any_only_to_check: bool
     inbound: list
     newer_inbound: list
     # The ids of the customer's messages this page shows, carried by the approve form: a newer
@@ -309,6 +313,8 @@ def draft_review(
         first=first,
         recipients=recipients,
         warning_count=sum(1 for r in recipients if r.warnings),
+        any_refused=any(w.refused for r in recipients for w in r.warnings),
+        any_only_to_check=any(not w.refused for r in recipients for w in r.warnings),
         inbound=inbound,
         newer_inbound=[
             m for m in inbound if (m.received_at > since or m.pk in after_draft) and m is not anchor

@@ -10,7 +10,7 @@ EXISTS, and per-page lookups are batched.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from django.db.models import (
     BooleanField,
@@ -229,12 +229,29 @@ def next_pending(*, tenant: Tenant, membership: Membership, after: Draft) -> Dra
 # --- recipients ----------------------------------------------------------------------------------
 
 
+class RecipientWarning(NamedTuple):
+    """Something to check about a recipient before approving. ``refused``: the approval is
+    refused for it (the recipient rule, intents.policy.recipient_problems); otherwise it is only
+    to check on the page (a list's approval leaves such a draft to its page)."""
+
+    code: str
+    message: str
+    refused: bool
+
+
 @dataclass
 class Recipient:
     kind: str  # to, cc, bcc
     address: str
-    warnings: list[tuple[str, str]] = field(default_factory=list)  # (code, message): blocks a send
+    warnings: list[RecipientWarning] = field(default_factory=list)  # to check first
     notes: list[tuple[str, str]] = field(default_factory=list)  # (code, message): worth a look
+
+    @property
+    def refused(self) -> bool:
+        return any(w.refused for w in self.warnings)
+
+    def warn(self, code: str, message: str, *, refused: bool) -> None:
+        self.warnings.append(RecipientWarning(code, message, refused))
 
 
 def _domain(address: str) -> str:
@@ -276,33 +293,35 @@ def recipients_with_warnings(
             address = address.lower()
             r = Recipient(kind=kind, address=address)
             if (address, "invalid") in problems:
-                r.warnings.append(("invalid", problems[address, "invalid"].message))
+                r.warn("invalid", problems[address, "invalid"].message, refused=True)
             if (address, "suppressed") in problems:
-                r.warnings.append(
-                    (
-                        "suppressed",
-                        _("Suppressed: %(reason)s")
-                        % {"reason": suppressed[address].get_reason_display().lower()},
-                    )
+                r.warn(
+                    "suppressed",
+                    _("Suppressed: %(reason)s")
+                    % {"reason": suppressed[address].get_reason_display().lower()},
+                    refused=True,
                 )
             if (address, "own_mailbox") in problems:
-                r.warnings.append(
-                    (
-                        "own_mailbox",
-                        _("This mailbox itself: the reply would come back into its inbox"),
-                    )
+                r.warn(
+                    "own_mailbox",
+                    _("This mailbox itself: the reply would come back into its inbox"),
+                    refused=True,
                 )
             if (address, "not_allowed") in problems:
-                r.warnings.append(("not_allowed", _("Outside this mailbox's recipient policy")))
+                r.warn("not_allowed", _("Outside this mailbox's recipient policy"), refused=True)
             if senders and not on_thread(address, senders):
-                r.warnings.append(("not_on_thread", _("Not a participant of this thread")))
+                r.warn("not_on_thread", _("Not a participant of this thread"), refused=False)
+            # Counted among the recipients to check, as the stranger is: a list's approval
+            # leaves both to this page, the only one that names the letters.
+            if beyond := letters_beyond_ascii(address):
+                r.warn(
+                    "non_ascii",
+                    _("Not plain ASCII: it holds %(chars)s") % {"chars": beyond},
+                    refused=False,
+                )
             if is_external(address, tenant.own_domains):
                 r.notes.append(
                     ("external", _("Outside your organisation: %(d)s") % {"d": _domain(address)})
-                )
-            if beyond := letters_beyond_ascii(address):
-                r.notes.append(
-                    ("non_ascii", _("Not plain ASCII: it holds %(chars)s") % {"chars": beyond})
                 )
             if kind == "bcc":
                 r.notes.append(("bcc", _("Blind copy: other recipients will not see it")))

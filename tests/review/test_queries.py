@@ -29,11 +29,14 @@ def test_a_lookalike_address_is_named_by_its_letters(
     page = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk]))
 
     plain, lookalike = _recipient_rows(page)
-    assert "billing@example.com" in plain and "data-note" not in plain
+    assert "billing@example.com" in plain and "data-warning" not in plain
     assert LOOKALIKE in lookalike
-    assert 'data-note="non_ascii"' in lookalike
+    assert 'class="badge warn" data-warning="non_ascii"' in lookalike
     assert "U+0456 CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I" in lookalike
-    assert page.context["warning_count"] == 0
+    # One to check first (bulk approval leaves it to this page for that), not refused.
+    assert page.context["warning_count"] == 1
+    assert "only to check" in page.content.decode()
+    assert "are refused" not in page.content.decode()
 
 
 def test_a_lookalike_domain_is_shown_as_the_domain_it_is(

@@ -322,6 +322,67 @@ def test_recipient_warnings_on_the_draft_and_the_queue_filter(
     assert clean.pk != risky.pk
 
 
+def _check_box(page: str) -> str:
+    return page.split('<p class="warn-box small" data-recipients-to-check>')[1].split("</p>")[0]
+
+
+def test_a_recipient_only_to_check_is_not_said_to_be_refused(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """A stranger to the thread is counted among the recipients to check, but approving from the
+    page is not refused for it (only a list's approval is). The box beside the Approve button
+    said only that suppressed, out-of-policy and own addresses are refused: nothing said what
+    the one counted was, nor that it was only to check."""
+    asked = _thread_from(tenant_a, mailbox_a, "t-only", "Ana <ana@customer.test>")
+    draft = make_draft(
+        mailbox_a,
+        to=["ana@customer.test"],
+        cc=["ben@elsewhere.test"],
+        subject=None,
+        in_reply_to=asked,
+    )
+    client = signed_in(admin_a.user)
+
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft.pk])).content.decode()
+
+    box = _check_box(page)
+    assert "1 recipient to check first." in box
+    assert "are refused" not in box
+    assert (
+        "Not a participant of this thread, or not plain ASCII: only to check, not refused." in box
+    )
+    assert 'class="badge warn" data-warning="not_on_thread"' in page
+
+
+def test_refused_and_only_to_check_recipients_are_told_apart(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    asked = _thread_from(tenant_a, mailbox_a, "t-both", "Ana <ana@customer.test>")
+    draft = make_draft(
+        mailbox_a,
+        to=["ana@customer.test"],
+        cc=["ben@elsewhere.test"],
+        subject=None,
+        in_reply_to=asked,
+    )
+    Suppression.objects.create(tenant=tenant_a, address="ana@customer.test", reason="bounced")
+    client = signed_in(admin_a.user)
+
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft.pk])).content.decode()
+
+    box = _check_box(page)
+    assert "2 recipients to check first." in box
+    assert (
+        "Suppressed, invalid or out-of-policy addresses, and the mailbox's own, are refused."
+        in (box)
+    )
+    assert (
+        "Not a participant of this thread, or not plain ASCII: only to check, not refused." in box
+    )
+    assert 'class="badge bad" data-warning="suppressed"' in page
+    assert 'class="badge warn" data-warning="not_on_thread"' in page
+
+
 def _thread_from(tenant, mailbox, thread_id, sender) -> str:
     """The message id of a customer's message from ``sender`` opening ``thread_id``."""
     return InboundMessage.objects.create(
