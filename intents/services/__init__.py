@@ -32,13 +32,8 @@ from intents.services.assignment import (
 )
 from intents.services.common import enqueue_execution
 from intents.services.content import MAX_RECIPIENTS, MAX_SUBJECT
-from intents.services.drafts import (
-    draft_add_version,
-    draft_create,
-    draft_expire_due,
-    draft_reject,
-    draft_withdraw,
-)
+from intents.services.drafts import draft_add_version, draft_create
+from intents.services.endings import draft_expire_due, draft_reject, draft_withdraw
 from intents.services.intents import (
     apply_deferred_events,
     intent_cancel,

@@ -1,4 +1,4 @@
-"""Drafts and their versions: create, add a version, reject, withdraw, expire."""
+"""Drafts and their versions: create, add a version (a draft's end without a send is ``endings``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import logging
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -21,16 +20,13 @@ from intents.policy import active_membership, can_approve
 from intents.services.assignment import auto_assignee
 from intents.services.attachments import Planned, attach, hash_entries, planned, planned_uploads
 from intents.services.common import (
-    UNHELD,
     active_tenant,
-    clean_reason,
     copied_back_into_review,
     lock_draft,
     require_active_mailbox,
     require_nothing_sent,
     require_pending,
     require_standing,
-    taken_back_values,
     tenant_mailbox,
 )
 from intents.services.content import (
@@ -65,7 +61,7 @@ def _require_active(mailbox) -> None:
         )
 
 
-def _author(tenant, mailbox, agent_token, actor_user) -> tuple[dict, dict]:
+def draft_author(tenant, mailbox, agent_token, actor_user) -> tuple[dict, dict]:
     """(DraftVersion author fields, IntentEvent actor fields), after checking the actor."""
     if (agent_token is None) == (actor_user is None):
         raise errors.InvalidInput("actor_required", "Exactly one of agent or person must act.")
@@ -109,7 +105,7 @@ def draft_create(
     tenant = active_tenant(tenant)
     mailbox = tenant_mailbox(tenant, mailbox)
     _require_active(mailbox)
-    author_fields, actor_fields = _author(tenant, mailbox, agent_token, actor_user)
+    author_fields, actor_fields = draft_author(tenant, mailbox, agent_token, actor_user)
     in_reply_to, thread_id, reply_subject, customer_at = _reply_reference(
         tenant, mailbox, in_reply_to, thread_id
     )
@@ -355,7 +351,7 @@ def draft_add_version(
         # Pending again after a reopen, yet its earlier send was then proven sent: a version
         # added now could never be approved, and its author would be told it is in review.
         require_nothing_sent(draft)
-        author_fields, actor_fields = _author(tenant, draft.mailbox, agent_token, actor_user)
+        author_fields, actor_fields = draft_author(tenant, draft.mailbox, agent_token, actor_user)
         require_standing(tenant, agent_token)
         fields = {"to": to, "cc": cc, "bcc": bcc, "subject": subject, "text": text, "html": html}
         try:
@@ -501,136 +497,3 @@ def _same_save_again(
         **content,
     )
     return current if again == current.content_hash else None
-
-
-def _stale_rejection(draft: Draft, version) -> errors.StaleVersion:
-    """The refusal of a rejection of a version that is not current. When the current version is
-    a colleague's undo or reopen of the very version the page showed, that is what it says, with
-    who and when, as draft_approve does: "the draft changed", over a diff that showed no
-    difference, named nobody."""
-    seen = str(version)
-    copy = copied_back_into_review(draft, int(seen)) if seen.isascii() and seen.isdigit() else None
-    if copy is None:
-        return errors.StaleVersion(
-            message=_(
-                "The draft changed since you opened it: version %(n)s is current. "
-                "Review it again before rejecting."
-            )
-            % {"n": draft.current_version}
-        )
-    values = taken_back_values(copy, seen, draft.current_version)
-    if copy.action == "draft.approval_undone":
-        message = _(
-            "%(who)s undid the approval of version %(seen)s at %(when)s: version %(n)s is the "
-            "same text, back in review. Ask them why before rejecting it."
-        )
-    else:
-        message = _(
-            "%(who)s put version %(seen)s back in review at %(when)s, after its send did not go "
-            "out: version %(n)s is the same text. Read their reason in the journal, then "
-            "reject version %(n)s if you still mean to."
-        )
-    return errors.StaleVersion("approval_taken_back", message % values)
-
-
-def draft_reject(*, tenant, draft_id, reason, actor, version=None) -> Draft:
-    """Reject a pending draft. ``version``: the version the reviewer's page showed; a version
-    added since (the agent's revision, a colleague's edit) refuses the rejection under the
-    draft's lock, as it refuses an approval: the reason was written about another text, and the
-    new one has not been read. The journal names the version rejected."""
-    tenant = active_tenant(tenant)
-    reason = clean_reason(reason, required=True)
-    with transaction.atomic():
-        draft = lock_draft(tenant, draft_id)
-        require_standing(tenant, None)
-        require_pending(draft)
-        membership = active_membership(tenant=tenant, user=actor)
-        if not can_approve(membership=membership, mailbox=draft.mailbox):
-            raise errors.NoRight(
-                message=_("You may not decide on drafts of %(address)s.")
-                % {"address": draft.mailbox.address}
-            )
-        if version is not None and str(version) != str(draft.current_version):
-            raise _stale_rejection(draft, version)
-        rejected = DraftVersion.objects.get(draft=draft, number=draft.current_version)
-        Draft.objects.filter(pk=draft.pk).update(
-            status=Draft.Status.REJECTED,
-            reject_reason=reason,
-            **UNHELD,
-            decided_by=actor,
-            decided_at=Now(),
-            updated_at=Now(),
-        )
-        journal(
-            tenant=tenant,
-            draft=draft,
-            action="draft.rejected",
-            actor_kind=IntentEvent.Actor.PERSON,
-            actor_user=actor,
-            from_state=Draft.Status.PENDING,
-            to_state=Draft.Status.REJECTED,
-            reason=reason,
-            data={"version": rejected.number, "content_hash": rejected.content_hash},
-        )
-    draft.refresh_from_db()
-    return draft
-
-
-def draft_withdraw(*, tenant, draft_id, agent_token=None, actor_user=None) -> Draft:
-    tenant = active_tenant(tenant)
-    with transaction.atomic():
-        draft = lock_draft(tenant, draft_id)
-        require_pending(draft)
-        _fields, actor_fields = _author(tenant, draft.mailbox, agent_token, actor_user)
-        require_standing(tenant, agent_token)
-        Draft.objects.filter(pk=draft.pk).update(
-            status=Draft.Status.WITHDRAWN, decided_at=Now(), updated_at=Now(), **UNHELD
-        )
-        journal(
-            tenant=tenant,
-            draft=draft,
-            action="draft.withdrawn",
-            from_state=Draft.Status.PENDING,
-            to_state=Draft.Status.WITHDRAWN,
-            **actor_fields,
-        )
-    draft.refresh_from_db()
-    return draft
-
-
-def draft_expire_due(*, batch: int = 500) -> int:
-    """Expire pending drafts past their review deadline or their send-by time (``not_after``:
-    no approval could send them any more), on the database clock. Safe on every cluster: rows
-    another sweep holds are skipped, and the status guard makes a repeat a no-op."""
-    expired = 0
-    with transaction.atomic():
-        due = list(
-            Draft.objects.select_for_update(skip_locked=True)
-            .filter(status=Draft.Status.PENDING)
-            .filter(Q(review_deadline__lte=Now()) | Q(not_after__lte=Now()))
-            .values_list("pk", "tenant_id", "review_deadline")[:batch]
-        )
-        now = db_now()
-        for draft_id, tenant_id, review_deadline in due:
-            changed = Draft.objects.filter(pk=draft_id, status=Draft.Status.PENDING).update(
-                status=Draft.Status.EXPIRED, decided_at=Now(), updated_at=Now(), **UNHELD
-            )
-            if changed:
-                expired += 1
-                by_deadline = review_deadline is not None and review_deadline <= now
-                journal(
-                    tenant=tenant_id,
-                    draft=draft_id,
-                    action="draft.expired",
-                    actor_kind=IntentEvent.Actor.SWEEP,
-                    from_state=Draft.Status.PENDING,
-                    to_state=Draft.Status.EXPIRED,
-                    reason=(
-                        "review deadline passed"
-                        if by_deadline
-                        else "send-by time (not_after) passed"
-                    ),
-                    # For an agent to branch on (the draft.expired event's code).
-                    data={"code": "review_deadline_passed" if by_deadline else "not_after_passed"},
-                )
-    return expired
