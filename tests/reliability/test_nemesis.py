@@ -60,3 +60,27 @@ def test_small_nemesis_run_loses_and_duplicates_nothing(tmp_path):
     assert len(worker_logs) >= 2 + restarted
     cluster = "".join(log.read_text() for log in logs.glob("*-qcluster.log"))
     assert "intents.intent.accepted" in "".join(worker_logs) + cluster
+
+
+def test_the_fault_window_lasts_until_every_kind_of_fault_was_tried_once():
+    """A CI run on a loaded machine ended its 12 s window before its SIGSTOP came (injecting a
+    PostgreSQL restart or a worker with a skewed clock took seconds each): the window waits for
+    the first round, up to a grace, and not past it."""
+    import argparse
+    import threading
+    import time
+
+    from reliability.nemesis import Run, wait_fault_window
+
+    run = Run(args=argparse.Namespace())
+    started = time.monotonic()
+    threading.Timer(0.6, run.every_kind_tried.set).start()
+
+    wait_fault_window(run, started, seconds=0.2, grace=5, tick=0.05)
+
+    assert 0.55 <= time.monotonic() - started < 2
+
+    never = Run(args=argparse.Namespace())
+    started = time.monotonic()
+    wait_fault_window(never, started, seconds=0.2, grace=0.3, tick=0.05)
+    assert 0.5 <= time.monotonic() - started < 1.5
