@@ -238,3 +238,35 @@ def test_the_table_states_every_upper_bound_the_settings_enforce():
         ):
             missing.append(f"{name} <= {high}")
     assert missing == [], missing
+
+
+def where_things_are() -> list[tuple[list[str], list[str]]]:
+    """Each row of README's map: the folders it describes, and the modules and folders it names
+    in them (``csv_cells.py``, ``services/approval.py``, ``sending/``)."""
+    rows = []
+    for row in table(README, "## Where things are"):
+        paths = re.findall(r"`([^`]+)`", row[1])
+        folders = [p if p.endswith("/") else str(Path(p).parent) + "/" for p in paths]
+        named = [
+            name
+            for name in re.findall(r"`([A-Za-z_][\w/]*(?:\.py|/))`", row[2])
+            if not name.startswith("/")
+        ]
+        rows.append((folders, named))
+    return rows
+
+
+def test_every_module_the_map_names_is_in_its_rows_folder():
+    # console's CSV exports were said to be in console/csv_cells.py after it moved to common/.
+    missing = [
+        f"{' '.join(folders)} {name}"
+        for folders, named in where_things_are()
+        for name in named
+        if not any(
+            (ROOT / folder / name).exists() or any((ROOT / folder).rglob(name.rstrip("/")))
+            for folder in folders
+        )
+        and not (ROOT / name).exists()
+    ]
+    assert where_things_are()
+    assert missing == [], missing
