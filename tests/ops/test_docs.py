@@ -298,3 +298,29 @@ def test_every_test_the_guides_cite_is_in_the_file_they_name():
     ]
     assert named_tests()
     assert missing == [], missing
+
+
+def settings_lows() -> dict[str, int | float]:
+    """Each variable config/settings.py reads with a lower bound (``low=``) of constants."""
+    tree = ast.parse((ROOT / "config" / "settings.py").read_text())
+    lows = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            low = next((k.value for k in node.keywords if k.arg == "low"), None)
+            if node.func.id in READERS and low is not None and literal(low) is not None:
+                lows[node.args[0].value] = literal(low)  # type: ignore[union-attr]
+    return lows
+
+
+def test_the_table_states_every_floor_of_zero():
+    # The introduction promises that an unstated floor is at least 1, or a small positive figure
+    # for rates and intervals: SEND_BACKOFF_*_SECONDS, SEND_CIRCUIT_COOLDOWN_SECONDS and
+    # ATTACHMENT_MAX_FILES take 0 and their rows did not say so.
+    said = re.compile(r"0 or more|not negative|`0`|(?<![\d.,])0 to ")
+    unstated = []
+    for name, low in settings_lows().items():
+        rows = [" ".join(row[1:]) for row in CONFIGURATION if name in NAME.findall(row[0])]
+        if low <= 0 and rows and not said.search(rows[0]):
+            unstated.append(name)
+    assert settings_lows()
+    assert unstated == [], unstated
