@@ -324,3 +324,29 @@ def test_the_table_states_every_floor_of_zero():
             unstated.append(name)
     assert settings_lows()
     assert unstated == [], unstated
+
+
+def schedules_table() -> dict[str, tuple[str, str]]:
+    """DEPLOYMENT.md's background schedules: name -> (task, how often)."""
+    return {
+        row[0].strip("`"): (row[1].strip("`"), row[2])
+        for row in table(DEPLOYMENT, "### The background schedules")
+    }
+
+
+def every(schedule) -> str:
+    """How often a django-q2 schedule runs, as the table says it."""
+    if schedule.schedule_type == schedule.DAILY:
+        return "day"
+    assert schedule.schedule_type == schedule.MINUTES, schedule.schedule_type
+    return "minute" if schedule.minutes == 1 else f"{schedule.minutes} minutes"
+
+
+@pytest.mark.django_db
+def test_the_schedules_the_guide_lists_are_those_the_migrations_make():
+    # Operators see these rows (read-only) in the admin; the guide named three of six.
+    from django_q.models import Schedule
+
+    made = {s.name: (s.func, every(s)) for s in Schedule.objects.all()}
+    assert made
+    assert schedules_table() == made
