@@ -77,8 +77,9 @@ if PRODUCTION and not SECRET_ENCRYPTION_KEYS:
 INSTALLED_APPS = [
     "django.contrib.admin",
     # Before django.contrib.auth: its ``changepassword`` command replaces Django's (which left no
-    # audit row and kept the person's sessions). It has no templates, static files or catalogue
-    # of its own for this order to change.
+    # audit row and kept the person's sessions); before django_q: its ``qcluster`` refuses a
+    # database that is not migrated. It has no templates, static files or catalogue of its own
+    # for this order to change.
     "tenants",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -14,6 +14,7 @@ from django.core.management import CommandError, call_command, get_commands, loa
 from django.db import connections
 from psycopg import sql
 
+from common.cli import MigratedDatabase
 from tests import dbtemplate
 from tests.dbtemplate import ROOT
 from tests.ops.test_cli_repeated_options import project_commands
@@ -29,6 +30,7 @@ ARGUMENTS = {
     "demo_agent": ["--once", "--tenants", "acme", "--api-url", "http://127.0.0.1:9"],
     "intents_status": ["--intent", "1"],
     "intents_worker": ["--once"],
+    "qcluster": ["--run-once"],
     "reencrypt_secrets": [],
     "seed_demo": [],
     "signin_unlock": ["ana@example.test"],
@@ -149,6 +151,15 @@ def test_the_refusal_names_the_migration_missing(database):
         f"The database is not migrated: 1 migration of this release is not applied, "
         f"from intents.{last} on. Run manage.py migrate first; nothing was done."
     )
+
+
+def test_the_django_q2_cluster_is_refused_too():
+    """DEPLOYMENT.md "Upgrading": until ``migrate`` has run, every command of the new release,
+    workers included, refuses to run. django-q2's own ``qcluster`` checked nothing: a worker
+    host restarted before the migration ran the new release's tasks on the old schema."""
+    command = load_command_class(get_commands()["qcluster"], "qcluster")
+    assert isinstance(command, MigratedDatabase)
+    assert command.requires_migrations_checks is True
 
 
 def test_each_command_that_needs_no_database_says_so():
