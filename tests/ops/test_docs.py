@@ -101,7 +101,7 @@ def test_every_gunicorn_variable_is_in_the_deployment_guide():
 
 
 def documented_commands() -> list[tuple[str, list[str]]]:
-    text = (README + DEPLOYMENT).replace("\\\n", " ")
+    text = (README + DEPLOYMENT + (ROOT / "RELIABILITY.md").read_text()).replace("\\\n", " ")
     return [
         (command, re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", rest))
         for command, rest in re.findall(r"manage\.py ([a-z_]+)([^`\n]*)", text)
@@ -350,3 +350,26 @@ def test_the_schedules_the_guide_lists_are_those_the_migrations_make():
     made = {s.name: (s.func, every(s)) for s in Schedule.objects.all()}
     assert made
     assert schedules_table() == made
+
+
+def guide_defaults() -> list[tuple[str, str]]:
+    """Each default DEPLOYMENT.md's prose states beside a variable: ``NAME`` (default 60 s),
+    ``NAME`` (600), ``NAME``, default 48."""
+    text = re.sub(r"\s+", " ", DEPLOYMENT)
+    return re.findall(
+        r"`([A-Z][A-Z0-9_]{2,})`(?: \((?:default )?|, default )(-?[0-9][0-9,.]*[0-9]|[0-9])(?![0-9])",
+        text,
+    )
+
+
+def test_the_guide_states_the_defaults_the_settings_give():
+    reads = settings_reads()
+    wrong = [
+        (name, said, literal(reads[name]))
+        for name, said in guide_defaults()
+        if name in reads
+        and isinstance(literal(reads[name]), int | float)
+        and float(said.replace(",", "")) != literal(reads[name])
+    ]
+    assert len(guide_defaults()) >= 10
+    assert wrong == [], wrong
