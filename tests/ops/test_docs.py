@@ -386,3 +386,11 @@ def test_the_guide_states_the_defaults_the_settings_give():
     ]
     assert len(guide_defaults()) >= 10
     assert wrong == [], wrong
+
+
+def test_the_guide_says_where_static_files_are_collected_and_served(settings):
+    # "serve STATIC_ROOT from the proxy" named a setting no variable sets, and no folder.
+    where = settings.STATIC_ROOT.relative_to(settings.BASE_DIR)
+    text = re.sub(r"\s+", " ", DEPLOYMENT)
+    assert f"`STATIC_ROOT` (`{where}/` in the checkout" in text
+    assert f"at `/{settings.STATIC_URL.lstrip('/')}`" in text
