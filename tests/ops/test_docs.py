@@ -394,3 +394,55 @@ def test_the_guide_says_where_static_files_are_collected_and_served(settings):
     text = re.sub(r"\s+", " ", DEPLOYMENT)
     assert f"`STATIC_ROOT` (`{where}/` in the checkout" in text
     assert f"at `/{settings.STATIC_URL.lstrip('/')}`" in text
+
+
+def guide_paths() -> set[str]:
+    """The URL paths DEPLOYMENT.md names (`/healthz`, `GET /metrics`, `/ops/admin/login/`,
+    `$PUBLIC_BASE_URL/webhooks/agentmail/<endpoint id>/`), with a sample for each <part>."""
+    found = re.findall(r"`(?:GET |POST )?(?:\$PUBLIC_BASE_URL)?(/[a-z][\w/.<> -]*)`", DEPLOYMENT)
+    samples = {"<endpoint id>": "3fa85f64-5717-4562-b3fc-2c963f66afa6", "<slug>": "acme"}
+    paths = set()
+    for path in found:
+        for part, sample in samples.items():
+            path = path.replace(part, sample)
+        paths.add(path.replace("<secret>", "x"))
+    return paths
+
+
+def test_every_path_the_guide_names_is_served(settings):
+    from django.urls import Resolver404, resolve
+
+    from config.asgi import is_mcp
+    from config.machine import is_machine
+
+    unserved = []
+    for path in guide_paths():
+        try:
+            resolve(path)
+        except Resolver404:
+            # /mcp/ is the ASGI entry's; /webhooks/ a prefix of the WSGI entry's short chain;
+            # /static/ the proxy's.
+            if not (
+                is_mcp(path)
+                or (is_machine(path) and path.endswith("/webhooks/"))
+                or path == settings.STATIC_URL
+            ):
+                unserved.append(path)
+    assert {"/healthz", "/readyz", "/metrics", "/mcp/"} <= guide_paths()
+    assert any(path.startswith("/webhooks/agentmail/") for path in guide_paths())
+    assert unserved == []
+
+
+def test_the_label_values_the_guide_names_are_the_codes():
+    from intents.models import SendAttempt, SendIntent
+    from intents.sending.lease import CALL_TOO_LATE
+
+    rows = {row[0].strip("`"): row[3] for row in table(DEPLOYMENT, "### The metrics")}
+    states = set(re.findall(r"`([a-z_]+)`", rows["countersign_intents"]))
+    live, terminal = rows["countersign_intents"].split("Terminal states", 1)
+    assert states == set(SendIntent.State.values)
+    assert set(re.findall(r"`([a-z_]+)`", terminal)) == set(SendIntent.TERMINAL)
+    assert set(re.findall(r"`([a-z_]+)`", live)) == states - SendIntent.TERMINAL
+    named = set(re.findall(r"`([a-z_]+)`", rows["countersign_attempts_total"]))
+    codes = set(SendAttempt.Kind.values) | set(SendAttempt.Outcome.values) - {"pending"}
+    assert named == codes | {CALL_TOO_LATE}
