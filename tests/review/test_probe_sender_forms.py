@@ -61,7 +61,7 @@ def test_a_reply_to_a_customer_of_an_internationalised_domain_is_approved_from_t
     )
     sending.run_once(worker="t", limit=10)
 
-    assert "Not a participant of this thread" not in page
+    assert 'data-warning="not_on_thread"' not in page
     assert "data-check-recipients" not in queue
     assert "Approved 1 draft" in response.content.decode()
     assert Draft.objects.get(pk=draft["id"]).status == Draft.Status.APPROVED
@@ -118,7 +118,7 @@ def test_the_draft_page_counts_the_customer_who_wrote_as_a_participant(
     page = client.get(reverse("draft", args=[tenant_a.slug, draft["id"]])).content.decode()
 
     assert InboundMessage.objects.get(message_id=message["message_id"]).sender == stored
-    assert ("Not a participant of this thread" in page) == (stored == sender)
+    assert ('data-warning="not_on_thread"' in page) == (stored == sender)
 
 
 def test_the_migration_writes_senders_recorded_before_in_the_recipients_form(tenant_a, mailbox_a):
