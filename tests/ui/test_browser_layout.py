@@ -14,7 +14,8 @@ What counts as broken (LAYOUT_PROBLEMS, run in the page):
 - an element reaches past the right edge of its card, table cell, list item or the page, with no
   scrolling box between them (a wide table scrolls in its .table-wrap);
 - a button, tab or top bar link breaks its label over two lines although the line it is on
-  has room for all of it (a label longer than its card may wrap).
+  has room for all of it (a label longer than its card may wrap);
+- a button sits at the end of the last line of the help text before it.
 """
 
 import pytest
@@ -112,6 +113,15 @@ LAYOUT_PROBLEMS = r"""() => {
     const natural = el.getBoundingClientRect().width;
     el.style.whiteSpace = wrap;
     if (natural <= room) found.push(`label squeezed onto ${Math.round(inner / line)} lines: ${describe(el)}`);
+  }
+  for (const el of document.querySelectorAll('button, .button')) {
+    const help = el.previousElementSibling;
+    if (!shown(el) || !help || !help.matches('small') || getComputedStyle(help).display !== 'inline') continue;
+    const lines = help.getClientRects();
+    const last = lines[lines.length - 1];
+    const box = el.getBoundingClientRect();
+    if (last && last.bottom > box.top + 2 && last.top < box.bottom - 2)
+      found.push(`a button continues a line of help text: ${describe(el)}`);
   }
   return found;
 }"""
