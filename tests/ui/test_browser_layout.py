@@ -217,3 +217,25 @@ def test_the_top_bar_on_a_phone_keeps_each_label_on_one_line(page, layout_scene,
     page.goto(f"/t/{ids['slug']}/")
 
     assert page.evaluate(LAYOUT_PROBLEMS) == []
+
+
+def test_a_long_sso_redirect_uri_wraps_inside_its_card_on_a_phone(
+    chromium, live_server, layout_scene, settings
+):
+    """The URI an admin copies into their identity provider is built from the site's own host: a
+    real one is longer than the test server's, and ran out of the card and off a phone's screen."""
+    host = "countersign.kundenservice.beispiel-unternehmen.localhost"
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, host]
+    port = live_server.url.rsplit(":", 1)[1]
+    context = chromium.new_context(
+        viewport={"width": 390, "height": 844}, base_url=f"http://{host}:{port}"
+    )
+    page = context.new_page()
+    try:
+        sign_in(page, layout_scene["admin"])
+        page.goto(f"/t/{layout_scene['ids']['slug']}/admin/sign-in/")
+
+        assert page.inner_text("#redirect-uri") == f"http://{host}:{port}/sso/callback/"
+        assert page.evaluate(LAYOUT_PROBLEMS) == []
+    finally:
+        context.close()
