@@ -108,3 +108,16 @@ def test_a_message_id_no_webhook_could_name_is_refused_by_name(signed_in, stuck,
     assert said in response.content.decode()
     intent.refresh_from_db()
     assert (intent.state, intent.provider_message_id) == ("needs_attention", "")
+
+
+@pytest.mark.parametrize("state", ["blocked", "failed", "expired", "cancelled"])
+def test_an_ended_send_of_a_broadcast_says_there_is_nothing_to_do(signed_in, stuck, state):
+    """Found in a screenshot: a blocked send of a broadcast showed an "Actions" card with nothing
+    in it (no draft to re-approve, nothing left to cancel)."""
+    intent, approver = stuck
+    SendIntent.objects.filter(pk=intent.pk).update(state=state)
+
+    page = signed_in(approver).get(send_url(intent)).content.decode()
+
+    assert "data-nothing-to-do" in page
+    assert "Nothing to do: this send ended without going out." in page
