@@ -239,3 +239,24 @@ def test_a_long_sso_redirect_uri_wraps_inside_its_card_on_a_phone(
         assert page.evaluate(LAYOUT_PROBLEMS) == []
     finally:
         context.close()
+
+
+def test_the_audit_log_on_a_phone_keeps_each_date_whole(page, layout_scene):
+    """Found in a screenshot: at 390 px the "When" column was as narrow as "19:29:00", so every
+    date broke at its hyphens, "2026-12-" over "06", four lines a row."""
+    admin, ids = layout_scene["admin"], layout_scene["ids"]
+    _speak(admin, "de")
+    page.set_viewport_size({"width": 390, "height": 844})
+    sign_in(page, admin)
+    page.goto(f"/t/{ids['slug']}/admin/audit/")
+
+    lines_per_date = page.evaluate(
+        """() => [...document.querySelectorAll('table.audit time')].map((t) => {
+            const range = document.createRange();
+            range.setStart(t.firstChild, 0);
+            range.setEnd(t.firstChild, 10);
+            return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;
+        })"""
+    )
+    assert len(lines_per_date) > 5
+    assert set(lines_per_date) == {1}
