@@ -15,7 +15,8 @@ What counts as broken (LAYOUT_PROBLEMS, run in the page):
   scrolling box between them (a wide table scrolls in its .table-wrap);
 - a button, tab or top bar link breaks its label over two lines although the line it is on
   has room for all of it (a label longer than its card may wrap);
-- a button sits at the end of the last line of the help text before it.
+- a button sits at the end of the last line of the help text before it;
+- a list in a coloured box has its bullets outside the box.
 """
 
 import pytest
@@ -113,6 +114,12 @@ LAYOUT_PROBLEMS = r"""() => {
     const natural = el.getBoundingClientRect().width;
     el.style.whiteSpace = wrap;
     if (natural <= room) found.push(`label squeezed onto ${Math.round(inner / line)} lines: ${describe(el)}`);
+  }
+  for (const list of document.querySelectorAll('ul, ol')) {
+    const style = getComputedStyle(list);
+    if (!shown(list) || style.backgroundColor === 'rgba(0, 0, 0, 0)' || style.listStyleType === 'none') continue;
+    if (style.listStylePosition === 'outside' && parseFloat(style.paddingLeft) < parseFloat(style.fontSize))
+      found.push(`the bullets hang outside their box: ${describe(list)}`);
   }
   for (const el of document.querySelectorAll('button, .button')) {
     const help = el.previousElementSibling;
@@ -260,3 +267,28 @@ def test_the_audit_log_on_a_phone_keeps_each_date_whole(page, layout_scene):
     )
     assert len(lines_per_date) > 5
     assert set(lines_per_date) == {1}
+
+
+def test_the_bad_rows_of_a_broadcast_upload_read_inside_their_box(page, layout_scene):
+    """Found in a screenshot: the list of bad recipient rows is an error box whose padding left
+    no room for the bullets, which hung outside it, on the card's edge."""
+    admin, ids = layout_scene["admin"], layout_scene["ids"]
+    _speak(admin, "de")
+    page.set_viewport_size({"width": 390, "height": 844})
+    sign_in(page, admin)
+    page.goto(f"/t/{ids['slug']}/broadcasts/new/")
+    page.select_option("select[name=mailbox]", str(ids["mailbox"]))
+    page.fill("input[name=subject]", "Ihre Bestellung {{ order }} verzögert sich")
+    page.fill("textarea[name=text]", "Hallo {{ name }}, Ihre Bestellung {{ order }} kommt später.")
+    bad = (
+        "address,name,order\nnot-an-address,Kim,A1\nlee@example.com,Lee,A2\nLEE@example.com,Bo,A3\n"
+    )
+    page.set_input_files(
+        "input[name=recipients]",
+        files=[{"name": "kunden.csv", "mimeType": "text/csv", "buffer": bad.encode()}],
+    )
+    page.click("[data-post-broadcast]")
+    page.wait_for_selector("[data-bad-rows]")
+
+    assert page.locator("[data-bad-row]").count() == 2
+    assert page.evaluate(LAYOUT_PROBLEMS) == []
