@@ -16,7 +16,8 @@ What counts as broken (LAYOUT_PROBLEMS, run in the page):
 - a button, tab or top bar link breaks its label over two lines although the line it is on
   has room for all of it (a label longer than its card may wrap);
 - a button sits at the end of the last line of the help text before it;
-- a list in a coloured box has its bullets outside the box.
+- a list in a coloured box has its bullets outside the box;
+- a closed select is narrower than the choice it shows.
 """
 
 import pytest
@@ -114,6 +115,17 @@ LAYOUT_PROBLEMS = r"""() => {
     const natural = el.getBoundingClientRect().width;
     el.style.whiteSpace = wrap;
     if (natural <= room) found.push(`label squeezed onto ${Math.round(inner / line)} lines: ${describe(el)}`);
+  }
+  const pen = document.createElement('canvas').getContext('2d');
+  for (const select of document.querySelectorAll('select')) {
+    if (!shown(select) || select.multiple || select.size > 1 || select.selectedIndex < 0) continue;
+    const style = getComputedStyle(select);
+    pen.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+    // The chosen option's text, the padding and Chromium's arrow (about 20 px).
+    const needs = pen.measureText(select.options[select.selectedIndex].text).width
+      + parseFloat(style.paddingLeft) + parseFloat(style.paddingRight) + 20;
+    if (needs > select.clientWidth + 1)
+      found.push(`a select cuts off its choice (${Math.round(needs)} px in ${select.clientWidth}): ${describe(select)} ${select.options[select.selectedIndex].text}`);
   }
   for (const list of document.querySelectorAll('ul, ol')) {
     const style = getComputedStyle(list);
