@@ -88,7 +88,8 @@ def _phase(runner: str, env, args, tenant, approver, targets) -> dict:
     broadcast is cancelled and its queued sends settled before the runner stops."""
     from intents.errors import NotPending
     from intents.models import Broadcast, SendIntent
-    from intents.services.broadcasts import broadcast_approve, broadcast_cancel, broadcast_create
+    from intents.services.broadcast_controls import broadcast_cancel
+    from intents.services.broadcasts import broadcast_approve, broadcast_create
 
     if runner == "qcluster":
         from django_q.models import OrmQ

@@ -29,6 +29,7 @@ from intents.selectors.broadcasts import (
     broadcast_variable_names,
     broadcasts_of,
 )
+from intents.services import broadcast_controls as controls
 from intents.services import broadcasts as service
 from review.forms_broadcast import BroadcastForm
 from review.queries import review_mailboxes
@@ -145,7 +146,7 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
             "can_decide": can_decide,
             "approve_blocked_reason": approve_blocked_reason,
             # The pause a Resume button is shown for: a resume from an older page is refused.
-            "last_pause": service.last_pause(broadcast) if broadcast.state == "paused" else "",
+            "last_pause": controls.last_pause(broadcast) if broadcast.state == "paused" else "",
         },
     )
 
@@ -239,17 +240,17 @@ def broadcast_control(request: TenantRequest, broadcast_id: int, action: str) ->
 
     def resume(**arguments) -> object:
         # With the pause its page showed: one from before the last pause is refused.
-        return service.broadcast_resume(**arguments, seen_pause=request.POST.get("pause", ""))
+        return controls.broadcast_resume(**arguments, seen_pause=request.POST.get("pause", ""))
 
     calls: dict[str, tuple[Callable[..., object], str, str | None]] = {
         "pause": (
-            service.broadcast_pause,
+            controls.broadcast_pause,
             _("Paused: no new message goes out."),
             "broadcast_paused",
         ),
         "resume": (resume, _("Resumed."), None),
         "cancel": (
-            service.broadcast_cancel,
+            controls.broadcast_cancel,
             _("Cancelled: the rest will not be sent."),
             "broadcast_cancelled",
         ),

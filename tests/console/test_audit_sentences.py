@@ -16,12 +16,8 @@ from django.utils.html import strip_tags
 from console.audit_vocabulary import FAMILIES, SENTENCES
 from console.audit_words import has_sentence
 from intents.services.assignment import draft_take
-from intents.services.broadcasts import (
-    broadcast_approve,
-    broadcast_cancel,
-    broadcast_create,
-    broadcast_pause,
-)
+from intents.services.broadcast_controls import broadcast_cancel, broadcast_pause
+from intents.services.broadcasts import broadcast_approve, broadcast_create
 from intents.services.drafts import draft_create
 from intents.services.notes import draft_note_add
 

@@ -7,7 +7,8 @@ from intents.models import Broadcast, IntentEvent, SendAttempt, SendIntent
 from intents.sending.claim import intent_claim
 from intents.sending.fanout import broadcast_run
 from intents.sending.precheck import intent_begin_attempts
-from intents.services.broadcasts import broadcast_approve, broadcast_create, broadcast_pause
+from intents.services.broadcast_controls import broadcast_pause
+from intents.services.broadcasts import broadcast_approve, broadcast_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -136,7 +137,7 @@ def test_a_resume_from_a_page_older_than_the_last_pause_is_refused(live, signed_
     """A loads the paused broadcast's page; B resumes it, sees a problem and pauses it again.
     A's Resume, from the page of the first pause, resumed it over B's pause: the person who
     paused it for a reason had it undone by one who never saw that pause."""
-    from intents.services.broadcasts import broadcast_resume
+    from intents.services.broadcast_controls import broadcast_resume
 
     broadcast = _fanned_out(live)
     broadcast_pause(tenant=live.tenant, broadcast_id=broadcast.pk, actor=live.approver)

@@ -19,14 +19,12 @@ from intents.selectors.broadcasts import broadcast_get, broadcast_progress
 from intents.sending.claim import intent_claim, intent_claim_uncertain
 from intents.sending.fanout import broadcast_run
 from intents.sending.worker import execute_claims
+from intents.services.broadcast_controls import broadcast_cancel, broadcast_pause, broadcast_resume
 from intents.services.broadcasts import (
     broadcast_approve,
-    broadcast_cancel,
     broadcast_create,
-    broadcast_pause,
     broadcast_reject,
     broadcast_replace_recipients,
-    broadcast_resume,
 )
 from intents.services.suppressions import suppressions_record
 from tenants.tokens import token_create, token_revoke

@@ -8,13 +8,8 @@ from django.db import connections, transaction
 from intents import errors, sending, services
 from intents.models import Broadcast, Draft, DraftVersion, IntentEvent, SendIntent
 from intents.sending.fanout import broadcast_run
-from intents.services.broadcasts import (
-    broadcast_approve,
-    broadcast_cancel,
-    broadcast_create,
-    broadcast_pause,
-    broadcast_resume,
-)
+from intents.services.broadcast_controls import broadcast_cancel, broadcast_pause, broadcast_resume
+from intents.services.broadcasts import broadcast_approve, broadcast_create
 from tenants.models import AgentToken
 from tenants.tokens import token_create, token_revoke
 from tests.intents.helpers import (
