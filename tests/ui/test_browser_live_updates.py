@@ -57,6 +57,7 @@ def _on_the_queue(page, shop, member_of, role="approver"):
 def test_the_queue_says_once_that_it_stopped_updating_when_the_membership_ends(
     page, shop, member_of, tenant_b
 ):
+    page.clock.install()  # the polls' timers run when told, not in real seconds
     member = _on_the_queue(page, shop, member_of)
     # A member of another tenant too keeps their session (tenants.services.member_deactivate).
     member_of(tenant_b, "viewer", user=member.user)
@@ -67,7 +68,8 @@ def test_the_queue_says_once_that_it_stopped_updating_when_the_membership_ends(
         tenant=shop["tenant"], membership_id=member.pk, actor=shop["admin"].user
     )
 
-    notice.wait_for(state="visible", timeout=8_000)  # the queue polls every 5 s
+    page.clock.run_for(5_100)  # the queue polls every 5 s
+    notice.wait_for(state="visible")
 
     assert notice.get_attribute("role") == "status"
     assert notice.inner_text() == (
@@ -79,7 +81,8 @@ def test_the_queue_says_once_that_it_stopped_updating_when_the_membership_ends(
     # Every poll of the page stops: the queue's timer, and the counts' (tab shown again).
     sent = _polls_sent(page)
     page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")
-    page.wait_for_timeout(6_000)
+    page.clock.run_for(31_000)
+    page.wait_for_timeout(300)
     assert sent == []
     assert page.evaluate("window.__announced") == 1
     assert page.evaluate("document.querySelectorAll('[aria-busy]').length") == 0
@@ -120,13 +123,15 @@ def test_a_draft_page_says_it_stopped_updating_when_the_tenant_is_suspended_mean
 ):
     approver = member_of(shop["tenant"], "approver")
     draft = new_draft(shop)
+    page.clock.install()
     sign_in(page, approver.user)
     page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
     page.wait_for_load_state("networkidle")
     onboarding.tenant_suspend(slug=shop["tenant"].slug, reason="Unpaid invoice")
 
     notice = page.locator("#live-stopped")
-    notice.wait_for(state="visible", timeout=8_000)  # a presence beat every 6 s
+    page.clock.run_for(6_100)  # a presence beat every 6 s
+    notice.wait_for(state="visible")
 
     assert notice.inner_text() == (
         f"This page stopped updating. This tenant is suspended; it is read-only. {RELOAD}"
@@ -137,6 +142,7 @@ def test_a_suspended_tenants_pages_raise_no_alarm(page, shop, member_of):
     approver = member_of(shop["tenant"], "approver")
     draft = new_draft(shop)
     onboarding.tenant_suspend(slug=shop["tenant"].slug, reason="Unpaid invoice")
+    page.clock.install()
     sign_in(page, approver.user)
     page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
     page.wait_for_load_state("networkidle")
@@ -144,7 +150,9 @@ def test_a_suspended_tenants_pages_raise_no_alarm(page, shop, member_of):
     with page.expect_response(lambda r: "/nav/counts/" in r.url and r.ok):
         page.evaluate("htmx.trigger('#nav-counts', 'cs:refresh')")
     page.goto(f"/t/{shop['tenant'].slug}/")
-    page.wait_for_timeout(5_500)
+    page.wait_for_load_state("networkidle")
+    page.clock.run_for(16_000)  # three of the queue's polls, one of the counts'
+    page.wait_for_timeout(300)
 
     assert page.locator("#live-stopped").is_hidden()
     assert page.locator("#request-error").is_hidden()
@@ -181,10 +189,12 @@ def test_a_poll_that_fails_once_says_nothing_and_a_lasting_outage_is_said_softly
 
 
 def test_a_session_signed_out_elsewhere_takes_the_queue_tab_to_sign_in(page, shop, member_of):
+    page.clock.install()
     _on_the_queue(page, shop, member_of)
     queue_path = f"/t/{shop['tenant'].slug}/"
     Session.objects.all().delete()
 
-    page.wait_for_url(re.compile(r"/signin/"), timeout=8_000)  # the next poll
+    page.clock.run_for(5_100)  # the next poll
+    page.wait_for_url(re.compile(r"/signin/"))
 
     assert parse_qs(urlsplit(page.url).query) == {"next": [queue_path]}
