@@ -28,11 +28,24 @@ from tenants.models import Membership, Tenant
 DECIDING_ROLES = Membership.DECIDING_ROLES
 
 
+# A recipient problem's code as the API, the journal and the pre-call check name it.
+ERROR_CODES = {
+    "invalid": "recipient_invalid",
+    "own_mailbox": "recipient_own_mailbox",
+    "not_allowed": "recipient_not_allowed",
+    "suppressed": "recipient_suppressed",
+}
+
+
 @dataclass(frozen=True)
 class RecipientProblem:
     address: str
-    code: str  # "invalid", "own_mailbox", "not_allowed", "suppressed"
+    code: str  # a key of ERROR_CODES
     message: str
+
+    @property
+    def error_code(self) -> str:
+        return ERROR_CODES[self.code]
 
 
 def suppressed_addresses(pairs: Iterable[tuple[int, str]]) -> set[tuple[int, str]]:

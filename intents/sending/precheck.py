@@ -302,12 +302,7 @@ def _recipient_problem(
         suppressed={a for t, a in facts.suppressed if t == intent.tenant_id},
     )
     if problems:
-        code = {
-            "invalid": "recipient_invalid",
-            "own_mailbox": "recipient_own_mailbox",
-            "not_allowed": "recipient_not_allowed",
-        }.get(problems[0].code, "recipient_suppressed")
-        return code, problems[0].message
+        return problems[0].error_code, problems[0].message
     return None
 
 

@@ -36,12 +36,11 @@ from intents.selectors.intents import intents_that_may_have_gone_out
 from intents.services.common import (
     UNHELD,
     active_tenant,
-    copied_back_into_review,
     enqueue_execution,
     lock_draft,
     require_nothing_sent,
     require_pending,
-    taken_back_values,
+    stale_refusal,
 )
 from intents.services.content import refuse_recipient_problems
 from tenants.models import Membership
@@ -124,34 +123,24 @@ def _stale(draft: Draft, current: DraftVersion, version, content_hash) -> errors
     a colleague's undo or reopen of the very version the approver saw, that is what it says, with
     who and when: "the draft changed", over a diff that showed no difference, named nobody, and
     a second click sent what the colleague had just taken back."""
-    copy = (
-        copied_back_into_review(draft, int(version))
-        if str(version).isascii()
-        and str(version).isdigit()
-        and content_hash == current.content_hash
-        else None
-    )
-    if copy is None:
-        return errors.StaleVersion(
-            message=_(
-                "The draft changed since you opened it: version %(n)s is current. "
-                "Review it again before approving."
-            )
-            % {"n": current.number}
-        )
-    values = taken_back_values(copy, version, current.number)
-    if copy.action == "draft.approval_undone":
-        message = _(
+    return stale_refusal(
+        draft,
+        version,
+        may_be_copy=content_hash == current.content_hash,
+        changed=_(
+            "The draft changed since you opened it: version %(n)s is current. "
+            "Review it again before approving."
+        ),
+        undone=_(
             "%(who)s undid the approval of version %(seen)s at %(when)s: version %(n)s is the "
             "same text, back in review. Ask them why before approving it again."
-        )
-    else:
-        message = _(
+        ),
+        reopened=_(
             "%(who)s put version %(seen)s back in review at %(when)s, after its send did not go "
             "out: version %(n)s is the same text. Read their reason in the journal, then "
             "approve version %(n)s if it still fits."
-        )
-    return errors.StaleVersion("approval_taken_back", message % values)
+        ),
+    )
 
 
 def _require_approver(tenant, draft: Draft, current: DraftVersion, actor) -> Membership:

@@ -194,15 +194,31 @@ def copied_back_into_review(draft: Draft, base_version) -> IntentEvent | None:
     )
 
 
-def taken_back_values(copy: IntentEvent, seen, current: int) -> dict:
-    """Who made ``copy`` (``copied_back_into_review``), when, and the versions it names, for the
-    refusal of a decision on the version they copied (draft_approve, draft_reject)."""
-    return {
+def stale_refusal(
+    draft: Draft, seen, *, changed: str, undone: str, reopened: str, may_be_copy: bool = True
+) -> errors.StaleVersion:
+    """The refusal of a decision (draft_approve, draft_reject) on version ``seen``, no longer
+    current. When the current version is a colleague's undo or reopen of it
+    (``copied_back_into_review``), ``undone`` or ``reopened`` says so with who and when ("the draft
+    changed", over a diff that showed no difference, named nobody); else ``changed``. Each
+    message takes %(n)s (the current version); the two others %(who)s, %(seen)s and %(when)s.
+    ``may_be_copy``: False when the caller knows the current text differs from what it saw."""
+    seen = str(seen)
+    copy = (
+        copied_back_into_review(draft, int(seen))
+        if may_be_copy and seen.isascii() and seen.isdigit()
+        else None
+    )
+    if copy is None:
+        return errors.StaleVersion(message=changed % {"n": draft.current_version})
+    message = undone if copy.action == "draft.approval_undone" else reopened
+    values = {
         "who": copy.actor_user.display_name if copy.actor_user else _("Someone"),
         "seen": seen,
-        "n": current,
+        "n": draft.current_version,
         "when": zoned(copy.created_at, "j M, H:i"),
     }
+    return errors.StaleVersion("approval_taken_back", message % values)
 
 
 def require_nothing_sent(draft: Draft) -> None:

@@ -28,13 +28,6 @@ MAX_PROVENANCE_BYTES = 16_384
 MAX_PROVENANCE_DEPTH = 32
 PRIORITY_RANGE = (-100, 100)
 
-PROBLEM_CODES = {
-    "invalid": "recipient_invalid",
-    "own_mailbox": "recipient_own_mailbox",
-    "not_allowed": "recipient_not_allowed",
-    "suppressed": "recipient_suppressed",
-}
-
 
 def _address_list(value, field: str) -> list[str]:
     if value is None:
@@ -79,7 +72,7 @@ def refuse_recipient_problems(tenant, mailbox, field: str, addresses: list[str])
     if problems:
         problem = problems[0]
         raise errors.RecipientRefused(
-            PROBLEM_CODES[problem.code], problem.message, field=field, address=problem.address
+            problem.error_code, problem.message, field=field, address=problem.address
         )
 
 

@@ -19,11 +19,10 @@ from intents.services.common import (
     UNHELD,
     active_tenant,
     clean_reason,
-    copied_back_into_review,
     lock_draft,
     require_pending,
     require_standing,
-    taken_back_values,
+    stale_refusal,
 )
 from intents.services.drafts import draft_author
 
@@ -35,29 +34,23 @@ def _stale_rejection(draft: Draft, version) -> errors.StaleVersion:
     a colleague's undo or reopen of the very version the page showed, that is what it says, with
     who and when, as draft_approve does: "the draft changed", over a diff that showed no
     difference, named nobody."""
-    seen = str(version)
-    copy = copied_back_into_review(draft, int(seen)) if seen.isascii() and seen.isdigit() else None
-    if copy is None:
-        return errors.StaleVersion(
-            message=_(
-                "The draft changed since you opened it: version %(n)s is current. "
-                "Review it again before rejecting."
-            )
-            % {"n": draft.current_version}
-        )
-    values = taken_back_values(copy, seen, draft.current_version)
-    if copy.action == "draft.approval_undone":
-        message = _(
+    return stale_refusal(
+        draft,
+        version,
+        changed=_(
+            "The draft changed since you opened it: version %(n)s is current. "
+            "Review it again before rejecting."
+        ),
+        undone=_(
             "%(who)s undid the approval of version %(seen)s at %(when)s: version %(n)s is the "
             "same text, back in review. Ask them why before rejecting it."
-        )
-    else:
-        message = _(
+        ),
+        reopened=_(
             "%(who)s put version %(seen)s back in review at %(when)s, after its send did not go "
             "out: version %(n)s is the same text. Read their reason in the journal, then "
             "reject version %(n)s if you still mean to."
-        )
-    return errors.StaleVersion("approval_taken_back", message % values)
+        ),
+    )
 
 
 def draft_reject(*, tenant, draft_id, reason, actor, version=None) -> Draft:
