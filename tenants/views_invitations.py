@@ -9,6 +9,7 @@ data when an anonymous session signs in, so the record survives the sign-in.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from django import forms
 from django.contrib import messages
@@ -117,6 +118,8 @@ def invitation(request: HttpRequest, invitation_id: int) -> HttpResponse:
         if request.user.email != found.email:
             context["wrong_account"] = True
             return render(request, TEMPLATE, context, status=403)
+        if held_back := _sso_refusal(request, found.pk):
+            context["password_needed"] = held_back.message
         return render(request, TEMPLATE, context)
     # One page whether or not the address has an account, and one answer to the form: the link
     # may have been forwarded, and the admin who made it holds it too, so telling the two apart
@@ -151,7 +154,7 @@ def invitation(request: HttpRequest, invitation_id: int) -> HttpResponse:
     return render(request, TEMPLATE, context, status=400 if request.method == "POST" else 200)
 
 
-def _sso_session_of_another_tenant(request: AuthenticatedRequest, invitation_id: int) -> bool:
+def _sso_session_of_another_tenant(request: HttpRequest, invitation_id: int) -> bool:
     """A session from single sign-on, and the invitation is to a tenant it did not come
     through."""
     if request.session.get(METHOD_KEY) != "sso":
@@ -162,23 +165,44 @@ def _sso_session_of_another_tenant(request: AuthenticatedRequest, invitation_id:
     return tenant_id not in sso_tenants_trusted(request)
 
 
+def _sso_refusal(request: HttpRequest, invitation_id: int) -> AdminError | None:
+    """Why this session may not accept or decline the invitation, if it may not.
+
+    Joining a tenant is the person's own act; a session from single sign-on is one tenant's
+    provider's word, and that tenant's admin runs the provider: a browser sent through it (a
+    plain link can do that) was signed in as an account the admin holds, and accepting another
+    tenant's invitation there handed that tenant's role to the admin. An account the provider
+    made has no password or passkey of its own to sign in with instead, and is told so."""
+    if not (
+        sso_session_beyond_its_tenants(request)
+        or _sso_session_of_another_tenant(request, invitation_id)
+    ):
+        return None
+    user = cast(User, request.user)
+    if user.has_usable_password() or user.passkeys.exists():
+        return AdminError(
+            "password_needed",
+            _("Sign in with your password to accept or decline an invitation."),
+        )
+    return AdminError(
+        "password_needed",
+        _(
+            "Your account signs in only through single sign-on, which speaks only for the "
+            "tenants that use it: it cannot accept or decline another tenant's invitation. Ask "
+            "whoever invited you to invite another address of yours, or ask your operator to "
+            "give this account a password; sign in with it, then open the invitation link again."
+        ),
+    )
+
+
 def _decide[T](
     request: AuthenticatedRequest, invitation_id: int, service: Callable[..., T]
 ) -> T | AdminError:
     """What ``service`` returned for this invitation and user, or why it was refused."""
     if invitation_id not in opened_ids(request):
         return link_required()
-    if sso_session_beyond_its_tenants(request) or _sso_session_of_another_tenant(
-        request, invitation_id
-    ):
-        # Joining a tenant is the person's own act; this session is one tenant's provider's word,
-        # and that tenant's admin runs the provider: a browser sent through it (a plain link can
-        # do that) was signed in as an account the admin holds, and accepting another tenant's
-        # invitation there handed that tenant's role to the admin.
-        return AdminError(
-            "password_needed",
-            _("Sign in with your password to accept or decline an invitation."),
-        )
+    if held_back := _sso_refusal(request, invitation_id):
+        return held_back
     try:
         result = service(invitation_id=invitation_id, user=request.user)
     except AdminError as error:

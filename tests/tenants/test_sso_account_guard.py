@@ -361,6 +361,33 @@ def test_a_browser_sent_through_a_providers_sign_in_cannot_accept_another_tenant
     assert not Membership.objects.filter(tenant=tenant_b, user=held).exists()
 
 
+def test_an_account_made_by_single_sign_on_is_told_its_way_to_another_tenants_invitation(
+    client, provider, tenant_a, tenant_b, member_of
+):
+    """An account that single sign-on made has no password: "sign in with your password" was a
+    dead end for it. The invitation page says so before Accept is pressed, and what to do."""
+    from tests.tenants.test_invitations import invite
+
+    provider_of(tenant_a, member_of, provider, domains=["globex.test"])
+    sso_callback(client, provider, tenant_a, "newcomer@globex.test", "newcomer-at-a")
+    newcomer = User.objects.get(email="newcomer@globex.test")
+    assert not newcomer.has_usable_password()
+    link = invite(Client(), member_of(tenant_b, "admin"), tenant_b, newcomer.email).context["link"]
+
+    page = client.get(link, follow=True)
+    invitation = Invitation.objects.get(tenant=tenant_b)
+    refused = client.post(reverse("invitation_accept", args=[invitation.pk]))
+
+    for answer in (page, refused):
+        text = answer.content.decode()
+        assert "signs in only through single sign-on" in text
+        assert "Sign in with your password to accept" not in text
+    assert reverse("invitation_accept", args=[invitation.pk]) not in page.content.decode()
+    assert refused.status_code == 403
+    assert Invitation.objects.get(pk=invitation.pk).state == "pending"
+    assert not Membership.objects.filter(tenant=tenant_b, user=newcomer).exists()
+
+
 # --- An operator's account (the Django admin acts on every tenant) ------------------------------
 
 
