@@ -349,8 +349,9 @@ BROADCAST_TOOLS = (
         name="replace_broadcast_recipients",
         title="Replace a pending broadcast's recipients",
         description=(
-            "Sets the whole recipient list of a broadcast still pending review (refused once "
-            "decided); the same row checks as create_broadcast."
+            "Sets the whole recipient list of a broadcast an agent posted, still pending "
+            "review (refused once decided, and for a broadcast a person posted: "
+            "broadcast_posted_by_person); the same row checks as create_broadcast."
         ),
         scope=WRITE,
         arguments=ReplaceRecipientsArguments,

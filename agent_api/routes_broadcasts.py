@@ -91,7 +91,9 @@ def replace_broadcast_recipients(
     request: AgentRequest, broadcast_id: int, payload: BroadcastRecipientsIn
 ):
     """Only while pending review (409 otherwise: what each customer receives is fixed at
-    approval). The hash changes, so a reviewer's page opened before must be reloaded."""
+    approval), and only of a broadcast an agent posted (403 `broadcast_posted_by_person`: a
+    person's list stays theirs). The hash changes, so a reviewer's page opened before must be
+    reloaded."""
     refuse_unknown_query(request, NO_QUERY)
     token = request.auth
     return run_idempotent(

@@ -329,6 +329,17 @@ def broadcast_replace_recipients(
         broadcast = lock_broadcast(tenant, broadcast_id)
         require_standing(tenant, agent_token)
         require_broadcast_state(broadcast, {State.PENDING_REVIEW})
+        if agent_token is not None and broadcast.created_by_id is not None:
+            # A person's broadcast stays theirs: the page names no author and four-eyes takes
+            # the person for the author of every row, so a list an agent swapped in was
+            # approved by a colleague as the person's.
+            raise errors.NoRight(
+                "broadcast_posted_by_person",
+                _(
+                    "A person posted this broadcast: an agent may replace the recipients only "
+                    "of a broadcast an agent posted."
+                ),
+            )
         template = _clean_template(broadcast.subject, broadcast.text, broadcast.html)
         cleaned = _clean_rows(recipients, recipients_csv, template)
         before = broadcast.content_hash

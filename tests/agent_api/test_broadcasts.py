@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from intents.models import Broadcast
+from intents.models import Broadcast, IntentEvent
 from intents.services.broadcasts import broadcast_create
 
 pytestmark = pytest.mark.django_db
@@ -353,3 +353,37 @@ def test_a_csv_header_of_a_quarter_million_columns_is_a_422_at_once(api, token_a
         }
     ]
     assert not Broadcast.objects.exists()
+
+
+def test_an_agent_cannot_replace_the_recipients_of_a_broadcast_a_person_posted(
+    api, token_a, mailbox_a, member_of
+):
+    """Found by an outside probe: any token of the mailbox could swap the list of a broadcast
+    a person had posted. The page names no author and four-eyes still took the person for the
+    author of every row, so a colleague approved the agent's addresses as the person's."""
+    author = member_of(mailbox_a.tenant, "approver").user
+    posted = broadcast_create(
+        tenant=mailbox_a.tenant,
+        mailbox=mailbox_a,
+        subject="Order {{ order }} delayed",
+        text="Hello {{ name }}",
+        recipients=[{"address": "ana@example.com", "variables": {"name": "Ana", "order": 1}}],
+        actor_user=author,
+    )
+    hash_before = posted.content_hash
+    swapped = [{"address": "evil@example.com", "variables": {"name": "E", "order": 1}}]
+
+    response = api.client.generic(
+        "PUT",
+        f"/api/v1/broadcasts/{posted.pk}/recipients",
+        data=json.dumps({"recipients": swapped}),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token_a}"},
+    )
+
+    assert response.status_code == 403
+    assert response.json()["code"] == "broadcast_posted_by_person"
+    posted.refresh_from_db()
+    assert posted.content_hash == hash_before
+    assert list(posted.recipients.values_list("address", flat=True)) == ["ana@example.com"]
+    assert not IntentEvent.objects.filter(action="broadcast.recipients_replaced").exists()
