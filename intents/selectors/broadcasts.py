@@ -4,14 +4,17 @@ tenant's broadcast and a missing one raise the same NotFound)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from django.db.models import Count, QuerySet
+from django.utils.formats import number_format
 
 from common.addresses import letters_beyond_ascii
 from intents import broadcast_content
 from intents.errors import NotFound
 from intents.models import Broadcast, BroadcastRecipient, SendIntent, Suppression
 from intents.selectors.common import as_int
+from intents.sending.throttle import broadcast_rate
 
 SKIPPED_SHOWN = 200
 
@@ -70,6 +73,33 @@ class Progress:
         call that may have gone out. With ``accepted``, ``not_sent`` and ``needs_attention``
         it makes ``created``: every state of a send is in exactly one of the four."""
         return sum(self.by_state.get(s, 0) for s in ("queued", "sending", "uncertain"))
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How fast a broadcast goes out: ``per_second`` as the worker paces it (its author's
+    ``rate_per_second`` or the default, within the mailbox key's share), whether its author
+    chose it, and ``seconds``, the least time its whole list takes at that pace (replies from
+    the mailbox and the key's own budget can only make it longer)."""
+
+    per_second: float
+    chosen: bool
+    seconds: float
+
+    @property
+    def per_second_shown(self) -> str:
+        """The pace as written (``0.001``, ``2``, ``2.5``: no zeros padded), in the active
+        language's number format."""
+        return number_format(Decimal(f"{self.per_second:g}"))
+
+
+def broadcast_pace(broadcast: Broadcast) -> Pace:
+    per_second = broadcast_rate(broadcast.rate_per_second)
+    return Pace(
+        per_second=per_second,
+        chosen=broadcast.rate_per_second is not None,
+        seconds=broadcast.recipient_count / per_second,
+    )
 
 
 def broadcast_progress(broadcast: Broadcast) -> Progress:

@@ -23,6 +23,7 @@ from intents.policy import (
 from intents.selectors.broadcasts import (
     broadcast_addresses_not_ascii,
     broadcast_get,
+    broadcast_pace,
     broadcast_progress,
     broadcast_recipient_rows,
     broadcast_sample,
@@ -144,6 +145,8 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
             and broadcast.recipient_count > 0
             and broadcast.body_purged_at is None,
             "can_decide": can_decide,
+            # The author's pace is on no other page and in no hash: the approver reads it here.
+            "pace": broadcast_pace(broadcast),
             "approve_blocked_reason": approve_blocked_reason,
             # The pause a Resume button is shown for: a resume from an older page is refused.
             "last_pause": controls.last_pause(broadcast) if broadcast.state == "paused" else "",

@@ -323,3 +323,39 @@ def test_its_author_is_told_before_approving_that_another_person_must(
     colleague = signed_in(member_of(tenant_a, "approver").user).get(url(broadcast))
     assert "data-approve-blocked" not in colleague.content.decode()
     assert "data-approve>" in colleague.content.decode()
+
+
+def test_the_page_says_the_pace_its_author_chose_and_how_long_the_list_takes(
+    signed_in, member_of, tenant_a
+):
+    """Found by an outside probe of the agent API: an agent's rate_per_second (down to 0.001,
+    one send every 16 minutes) was on no page, so an approver let an urgent notice to 3
+    customers take 50 minutes (to 10,000, four months) without knowing it."""
+    slow = broadcast_create(
+        tenant=tenant_a,
+        mailbox=make_local_mailbox(tenant_a),
+        subject="Outage {{ n }}",
+        text="Hello {{ n }}",
+        recipients=[{"address": f"p{i}@example.com", "variables": {"n": i}} for i in range(3)],
+        rate_per_second=0.001,
+    )
+    client = signed_in(member_of(tenant_a, "approver").user)
+
+    page = client.get(url(slow)).content.decode()
+
+    pace = page.split("data-pace>", 1)[1].split("</p>", 1)[0]
+    assert "0.001 sends per second" in pace
+    assert "its author" in pace
+    assert "50 min" in pace
+
+
+def test_the_page_says_a_broadcast_without_a_pace_of_its_own_goes_at_the_default(
+    signed_in, member_of, broadcast, settings
+):
+    client = signed_in(member_of(broadcast.tenant, "approver").user)
+
+    page = client.get(url(broadcast)).content.decode()
+
+    pace = page.split("data-pace>", 1)[1].split("</p>", 1)[0]
+    assert f"{settings.BROADCAST_RATE_PER_SECOND:g} sends per second" in pace
+    assert "default" in pace
