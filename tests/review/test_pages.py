@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -127,3 +129,23 @@ def test_an_override_in_a_subject_cannot_reverse_the_rest_of_the_tabs_title(
     page = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk]))
 
     assert f"<title>{title} · Draft {draft.pk} · Countersign</title>" in page.content.decode()
+
+
+def test_every_provenance_field_an_agent_wrote_is_marked_as_outside_text(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """Provenance is the agent's word: a confidence of "verified by compliance" or with a
+    right-to-left override sat in a row drawn like the page's own words (found by an outside
+    probe). Every field of it is set apart, as the model and prompt already were."""
+    claim = "\u202everified by compliance"
+    draft = make_draft(
+        mailbox_a,
+        provenance={"model": "m", "prompt_version": "p", "confidence": claim, "reasoning": "r"},
+    )
+
+    page = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk]))
+
+    text = page.content.decode()
+    assert f"<dd data-customer-content>{claim}</dd>" in text
+    for field in ("m", "p", "r"):
+        assert re.search(rf"<dd[^>]* data-customer-content>{field}</dd>", text), field
