@@ -1,4 +1,5 @@
-"""Inbox routes: `POST/GET /v0/inboxes` and `/v0/pods/{pod_id}/inboxes`, and one inbox."""
+"""Inbox routes: `POST/GET /v0/inboxes` and `/v0/pods/{pod_id}/inboxes`, and one inbox (`GET`,
+`PATCH`, `DELETE`)."""
 
 from __future__ import annotations
 
@@ -137,3 +138,10 @@ def _check_metadata_change(value: object) -> None:
                 f"{MAX_METADATA_LENGTH} characters",
                 ["metadata", key],
             )
+
+
+def delete_inbox(store: Store, call: Call) -> Reply:
+    """204; the inbox's messages, keys and webhooks go with it (reference §2.3)."""
+    perm(call, "inbox_delete")
+    store.delete_inbox(scope_inbox(store, call)["inbox_id"])
+    return Reply(204)

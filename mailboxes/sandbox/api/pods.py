@@ -1,4 +1,4 @@
-"""Pod routes: `POST/GET /v0/pods`, `GET /v0/pods/{pod_id}`."""
+"""Pod routes: `POST/GET /v0/pods`, `GET/DELETE /v0/pods/{pod_id}`."""
 
 from __future__ import annotations
 
@@ -32,3 +32,17 @@ def list_pods(store: Store, call: Call) -> Reply:
 def get_pod(store: Store, call: Call) -> Reply:
     perm(call, "pod_read")
     return Reply.json(200, scope_pod(store, call, call.params["pod_id"]))
+
+
+def delete_pod(store: Store, call: Call) -> Reply:
+    """204; 409 ``cannot_delete`` for the default pod and for a pod that holds inboxes
+    (reference §2.2). Its keys and webhooks go with it."""
+    if call.who.scope_type != "organization":
+        raise ApiError.forbidden("Only organization keys can delete pods")
+    perm(call, "pod_delete")
+    pod_id = scope_pod(store, call, call.params["pod_id"])["pod_id"]
+    if pod_id == store.default_pod_id:
+        raise ApiError(409, "cannot_delete", "The default pod cannot be deleted")
+    if not store.delete_pod(pod_id):
+        raise ApiError(409, "cannot_delete", "A pod that has inboxes cannot be deleted")
+    return Reply(204)

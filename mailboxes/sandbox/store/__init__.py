@@ -8,6 +8,7 @@ mail), `idempotency`, `sends` (the ledger, suppressions, triggered events), `eve
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 
@@ -58,3 +59,52 @@ class Store(Core):
             self.set_meta("config", dumps(self.config))
             self.pods.ensure(self.default_pod_id)
             self.keys.forget()
+
+    def delete_inbox(self, inbox_id: str) -> None:
+        """Delete the inbox with what lives in it (reference §2.3: messages, threads, drafts)
+        and what is scoped to it (its keys and webhooks). The ledger keeps what it sent, the
+        idempotency keys stay the organization's, and its client_id stays taken by it."""
+        with self.lock, self.tx():
+            self._delete_inbox(inbox_id)
+            self.keys.forget()
+
+    def delete_pod(self, pod_id: str) -> bool:
+        """Delete the pod with its keys and webhooks; False (nothing deleted) while it holds
+        inboxes (AgentMail's 409 ``cannot_delete``, reference §2.2)."""
+        with self.lock, self.tx():
+            if self.db.execute("SELECT 1 FROM inboxes WHERE pod_id=?", (pod_id,)).fetchone():
+                return False
+            row = self.db.execute("SELECT doc FROM pods WHERE pod_id=?", (pod_id,)).fetchone()
+            self._bury("pod", row[0])
+            self.db.execute("DELETE FROM pods WHERE pod_id=?", (pod_id,))
+            self.db.execute("DELETE FROM api_keys WHERE pod_id=?", (pod_id,))
+            self._delete_webhooks("pod_id", pod_id)
+            self.keys.forget()
+        return True
+
+    def _delete_inbox(self, inbox_id: str) -> None:
+        row = self.db.execute("SELECT doc FROM inboxes WHERE inbox_id=?", (inbox_id,)).fetchone()
+        self._bury("inbox", row[0])
+        for table in ("inboxes", "messages", "message_labels", "message_attachments", "api_keys"):
+            self.db.execute(f"DELETE FROM {table} WHERE inbox_id=?", (inbox_id,))  # noqa: S608
+        self._delete_webhooks("inbox_id", inbox_id)
+
+    def _bury(self, kind: str, doc: str) -> None:
+        client_id = json.loads(doc).get("client_id")
+        if client_id:
+            self.db.execute(
+                "INSERT OR REPLACE INTO deleted_objects (kind, client_id, doc) VALUES (?, ?, ?)",
+                (kind, client_id, doc),
+            )
+
+    def _delete_webhooks(self, owner: str, owner_id: str) -> None:
+        """The webhooks that belong to the pod or inbox (``owner``: the document's field that
+        says so), with their pending deliveries."""
+        for hook in self.webhooks.all():
+            if hook.get(owner) == owner_id:
+                self.db.execute("DELETE FROM webhooks WHERE webhook_id=?", (hook["webhook_id"],))
+                self.db.execute(
+                    "UPDATE deliveries SET status='cancelled' "
+                    "WHERE webhook_id=? AND status='pending'",
+                    (hook["webhook_id"],),
+                )

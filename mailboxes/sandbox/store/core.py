@@ -85,6 +85,16 @@ class Core:
     def tx(self) -> Transaction:
         return Transaction(self)
 
+    def deleted_with_client_id(self, kind: str, client_id: str) -> tuple[str] | None:
+        """The document of a deleted pod or inbox created with ``client_id`` (a one-column row,
+        as the live tables' lookups answer), inside the caller's lock. A create that repeats it
+        is answered with that object, gone as it is: whether AgentMail frees a deleted
+        object's client_id is unknown (reference/agentmail-api.md §3.1), and the sandbox plays
+        the answer that hurts a client which reuses one."""
+        return self.db.execute(
+            "SELECT doc FROM deleted_objects WHERE kind=? AND client_id=?", (kind, client_id)
+        ).fetchone()
+
     # -- clock and config -------------------------------------------------------------------
 
     def now(self) -> float:

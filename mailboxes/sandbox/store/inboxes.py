@@ -22,7 +22,7 @@ class Inboxes(Resource):
         with self.lock:
             row = self.db.execute(
                 "SELECT doc FROM inboxes WHERE client_id=?", (client_id,)
-            ).fetchone()
+            ).fetchone() or self.core.deleted_with_client_id("inbox", client_id)
         return json.loads(row[0]) if row else None
 
     def create(
@@ -40,7 +40,7 @@ class Inboxes(Resource):
             if client_id:
                 row = self.db.execute(
                     "SELECT doc FROM inboxes WHERE client_id=?", (client_id,)
-                ).fetchone()
+                ).fetchone() or self.core.deleted_with_client_id("inbox", client_id)
                 if row:
                     return json.loads(row[0])
             if username is None:

@@ -29,6 +29,8 @@ class Pods(Resource):
                 row = self.db.execute(
                     "SELECT doc FROM pods WHERE client_id=?", (client_id,)
                 ).fetchone()
+                if row is None:
+                    row = self.core.deleted_with_client_id("pod", client_id)
                 if row:
                     return json.loads(row[0])
             now = iso(self.core.now())

@@ -65,6 +65,9 @@ CREATE TABLE IF NOT EXISTS delivery_attempts (
     id INTEGER PRIMARY KEY AUTOINCREMENT, delivery_id INTEGER NOT NULL, webhook_id TEXT NOT NULL,
     svix_id TEXT NOT NULL, event_id TEXT NOT NULL, event_type TEXT NOT NULL,
     attempt INTEGER NOT NULL, at REAL NOT NULL, status_code INTEGER, error TEXT);
+CREATE TABLE IF NOT EXISTS deleted_objects (
+    kind TEXT NOT NULL, client_id TEXT NOT NULL, doc TEXT NOT NULL,
+    PRIMARY KEY (kind, client_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS suppressions (
     address TEXT PRIMARY KEY, reason TEXT NOT NULL, created_at TEXT NOT NULL);
 """
@@ -86,4 +89,5 @@ WIPED_TABLES = (
     "deliveries",
     "delivery_attempts",
     "suppressions",
+    "deleted_objects",
 )
