@@ -18,6 +18,11 @@ SENTENCES = {
         "The demo set-up found this tenant's AgentMail pod gone from the sandbox and forgot it, "
         "to provision a new one"
     ),
+    # mailboxes.recovery: made again by an operator's command, or an admin.
+    "tenant.pod_lost": _(
+        "AgentMail no longer had this tenant's pod: %(actor)s had it made again, with every "
+        "inbox, under new AgentMail ids"
+    ),
     # An operator's actions (tenants.onboarding): whoever ran them is nobody in the tenant.
     "tenant.created": _("An operator created this tenant"),
     "tenant.suspended": _("An operator suspended this tenant: it is read-only"),
@@ -97,11 +102,19 @@ SENTENCES = {
         "%(actor)s checked the key of %(object)s: AgentMail accepts it again, its sends resume"
     ),
     "mailbox.key_replaced": _("%(actor)s replaced the AgentMail key of %(object)s"),
+    "mailbox.inbox_lost": _(
+        "AgentMail no longer had the inbox of %(object)s: %(actor)s had it made again under a "
+        "new AgentMail id"
+    ),
     "mailbox.policy_changed": _("%(actor)s changed the recipient policy of %(object)s"),
     "mailbox.assignment_changed": _("%(actor)s changed the deadline and assignment of %(object)s"),
     "suppression.added": _("%(actor)s added %(object)s to the suppression list"),
     "suppression.removed": _("%(actor)s removed %(object)s from the suppression list"),
     "webhook.secret_stored": _("%(actor)s stored a new webhook secret for %(object)s"),
+    "webhook.pod_lost": _(
+        "The AgentMail webhook of %(object)s went with the tenant's pod: it is registered again "
+        "in the new pod"
+    ),
     "agent_events.endpoint_created": _("%(actor)s added the agent events endpoint %(object)s"),
     "agent_events.secret_rotated": _("%(actor)s rotated the signing secret of %(object)s"),
     "agent_events.endpoint_disabled": _("%(actor)s disabled the agent events endpoint %(object)s"),
@@ -259,6 +272,10 @@ FIELD_NAMES = {
     "api_key_id": _("AgentMail key"),
     "old_api_key_id": _("previous AgentMail key"),
     "pod_id": _("AgentMail pod"),
+    "inbox_id": _("AgentMail inbox"),
+    "client_id": _("new AgentMail client id"),
+    "old_client_id": _("previous AgentMail client id"),
+    "needs_attention": _("sends handed to a person"),
     "attempt": _("attempt"),
     "attempt_committed": _("attempt recorded"),
     "base_version": _("based on version"),

@@ -114,6 +114,11 @@ mailbox_patterns = [
         views_mailboxes.mailbox_key_replace,
         name="mailbox_key_replace",
     ),
+    path(
+        "<int:mailbox_id>/inbox-recover/",
+        views_mailboxes.mailbox_inbox_recover,
+        name="mailbox_inbox_recover",
+    ),
 ]
 
 urlpatterns = [

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from console import selectors
 from console.forms_mailboxes import MailboxAssignmentForm, MailboxCreateForm, MailboxPolicyForm
-from mailboxes import key_health, provisioning
+from mailboxes import key_health, provisioning, recovery
 from mailboxes.models import Mailbox
 from tenants import sudo
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
@@ -257,6 +257,45 @@ def mailbox_key_replace(request: TenantRequest, mailbox_id: int) -> HttpResponse
             tenant=request.tenant, mailbox_id=mailbox.pk, actor=request.user
         ),
         _("%(address)s sends with a new key now; the old key is deleted at AgentMail."),
+    )
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def mailbox_inbox_recover(request: TenantRequest, mailbox_id: int) -> HttpResponse:
+    """ "Make the inbox again", for a mailbox whose inbox was deleted at AgentMail: asks first, as
+    replacing the key does, and needs a recent proof (tenants.sudo). The service asks AgentMail
+    and refuses, changing nothing, while the inbox is still there (mailboxes.recovery)."""
+    mailbox = _mailbox(request, mailbox_id)
+    if held := sudo.confirm_first(
+        request, back="mailbox_detail", args=[request.tenant.slug, mailbox.pk]
+    ):
+        return held
+    if request.POST.get("confirmed") != "yes":
+        return render(
+            request,
+            "console/confirm.html",
+            {
+                "heading": _("Make the inbox %(address)s again at AgentMail?")
+                % {"address": mailbox.address},
+                "consequence": _(
+                    "Only if AgentMail no longer has it. AgentMail makes a new, empty inbox at "
+                    "the same address with a new key: the mail the deleted inbox held is not "
+                    "in it. Waiting sends go out, each once; a send that may already have gone "
+                    "out from the deleted inbox goes to a person instead."
+                ),
+                "action": _("Make the inbox again"),
+                "confirmed_field": "confirmed",
+                "cancel_url": reverse("mailbox_detail", args=[request.tenant.slug, mailbox.pk]),
+            },
+        )
+    return _act_on_mailbox(
+        request,
+        mailbox,
+        lambda: recovery.mailbox_inbox_recover(
+            tenant=request.tenant, mailbox_id=mailbox.pk, actor=request.user
+        ),
+        _("%(address)s has its inbox at AgentMail again; its waiting sends go out now."),
     )
 
 

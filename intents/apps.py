@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 
+from mailboxes.signals import mailbox_inbox_lost
 from tenants.send_stops import sends_stopping
 
 
@@ -11,6 +12,9 @@ class IntentsConfig(AppConfig):
         # A change that stops sends (tenants, mailboxes) waits for the pre-call checks it
         # affects through this receiver: those apps do not import intents. Imported here: the
         # receiver needs the models, which are not loaded yet at import time.
-        from intents.sending import stops
+        from intents.sending import inbox_lost, stops
 
         sends_stopping.connect(stops.on_sends_stopping, dispatch_uid="intents.sending.stops")
+        mailbox_inbox_lost.connect(
+            inbox_lost.on_mailbox_inbox_lost, dispatch_uid="intents.sending.inbox_lost"
+        )

@@ -34,6 +34,24 @@ from tenants.services import require_admin
 log = logging.getLogger("mailboxes.key_health")
 
 
+def inbox_gone(mailbox: Mailbox) -> bool:
+    """Whether AgentMail, asked with the organization key, answers 404 for the mailbox's inbox
+    (a refused key's 404 may be the scope's; a timeout or 5xx is no answer: False)."""
+    try:
+        return not provider.inbox_exists(inbox_id=mailbox.inbox_id)
+    except provider.ProviderError:
+        return False
+
+
+def inbox_gone_message(tenant: Tenant, mailbox: Mailbox) -> str:
+    return _(
+        "AgentMail no longer has the inbox %(address)s: it was deleted there, and no key will "
+        "work for it. Its sends wait; none is sent or failed. Make the inbox again (the button "
+        "on the mailbox page, or an operator: python manage.py agentmail_recover %(tenant)s "
+        "--mailbox %(address)s)."
+    ) % {"address": mailbox.address, "tenant": tenant.slug}
+
+
 def mailbox_key_refused(*, mailbox_id: int, api_key_id: str, detail: str) -> bool:
     """Mark the mailbox's key refused by AgentMail (``detail``: the answer, no secret), with an
     audit row, unless it is marked already or the mailbox has another key by now. In the
@@ -80,6 +98,8 @@ def mailbox_key_check(*, tenant: Tenant, mailbox_id: int, actor) -> Mailbox:
         error = f"{answer.http_status or '-'} {answer.error_code}"
         # A list of the inbox's messages answers 404 only for the inbox itself.
         if provider.refuses_key(answer.http_status, answer.error_code, "inbox"):
+            if inbox_gone(mailbox):
+                raise ProvisioningError(inbox_gone_message(tenant, mailbox))
             raise ProvisioningError(
                 _(
                     "AgentMail still refuses the key of %(address)s (%(error)s). Its sends keep "
@@ -141,6 +161,8 @@ def mailbox_key_replace(*, tenant: Tenant, mailbox_id: int, actor) -> Mailbox:
         try:
             created = provider.create_inbox_key(inbox_id=mailbox.inbox_id, name=name)
         except provider.ProviderError as exc:
+            if exc.status == 404 and inbox_gone(mailbox):
+                raise ProvisioningError(inbox_gone_message(tenant, mailbox)) from None
             raise ProvisioningError(
                 _("AgentMail made no new key for %(address)s (%(error)s); nothing changed.")
                 % {"address": mailbox.address, "error": exc}

@@ -22,7 +22,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -108,6 +108,28 @@ def audit(*, tenant, actor, action: str, obj, data: dict | None = None) -> None:
 
 def refused(exc: provider.ProviderError) -> ProvisioningError:
     return ProvisioningError(_("AgentMail refused the request: %(error)s") % {"error": exc})
+
+
+def pod_gone_or_refused(
+    tenant: Tenant, pod_id: str, exc: provider.ProviderError
+) -> ProvisioningError:
+    """The error for AgentMail's 404 on a call in the tenant's pod: asked again (a GET of the
+    pod), a pod it no longer has is said in words with the way back; any other answer is the
+    refusal as it came."""
+    try:
+        gone = not provider.pod_exists(pod_id=pod_id)
+    except provider.ProviderError:
+        gone = False
+    if not gone:
+        return refused(exc)
+    return ProvisioningError(
+        _(
+            "AgentMail no longer has the pod %(pod)s of this tenant: it was deleted there, with "
+            "the inboxes in it. Nothing changed here. An operator can make it again: python "
+            "manage.py agentmail_recover %(tenant)s"
+        )
+        % {"pod": pod_id, "tenant": tenant.slug}
+    )
 
 
 def tenant_connect(*, tenant: Tenant, actor=None) -> str:
@@ -221,6 +243,8 @@ def mailbox_provision(*, mailbox: Mailbox, actor=None) -> Mailbox:
                 client_id=mailbox.client_id,
             )
         except provider.ProviderError as exc:
+            if exc.status == 404:
+                raise pod_gone_or_refused(tenant, pod_id, exc) from None
             raise refused(exc) from None
         Mailbox.objects.filter(pk=mailbox.pk, inbox_id="").update(inbox_id=inbox.inbox_id)
         # What AgentMail reports, not what was asked: a repeated create answers with the inbox
@@ -275,7 +299,15 @@ def _install_inbox_key(*, mailbox: Mailbox, inbox_id: str, actor) -> None:
         updated = Mailbox.objects.filter(pk=mailbox.pk, api_key_sealed="").update(
             api_key_sealed=mailbox.seal_api_key(created.api_key),
             provider_api_key_id=created.api_key_id,
-            status=Mailbox.Status.ACTIVE,
+            # A disabled mailbox whose lost inbox is made again (mailboxes.recovery) stays
+            # disabled: a new inbox is no admin's decision to send from it again.
+            status=Case(
+                When(status=Mailbox.Status.PROVISIONING, then=Value(Mailbox.Status.ACTIVE)),
+                default=F("status"),
+            ),
+            # A refusal was of a key this mailbox no longer has (its inbox's, gone).
+            key_refused_at=None,
+            key_refused_detail="",
         )
         if updated:
             audit(
@@ -305,6 +337,11 @@ def mailbox_set_status(*, tenant: Tenant, mailbox_id: int, status: str, actor) -
     if mailbox.status == Mailbox.Status.PROVISIONING:
         raise ProvisioningError(
             _("This mailbox is still being provisioned; retry provisioning first.")
+        )
+    if status == Mailbox.Status.ACTIVE and not (mailbox.inbox_id and mailbox.api_key_sealed):
+        # A disabled mailbox whose lost inbox is being made again (mailboxes.recovery).
+        raise ProvisioningError(
+            _("This mailbox has no inbox at AgentMail yet; make its inbox again first.")
         )
     if mailbox.status != status:
         previous = mailbox.status

@@ -1,7 +1,7 @@
 from django.apps import AppConfig
 
 from intents.signals import message_ids_recorded
-from mailboxes.signals import mailbox_provisioned
+from mailboxes.signals import mailbox_provisioned, tenant_pod_lost
 
 
 class WebhooksConfig(AppConfig):
@@ -14,3 +14,4 @@ class WebhooksConfig(AppConfig):
 
         message_ids_recorded.connect(receivers.apply_deferred_events)
         mailbox_provisioned.connect(receivers.register_webhook)
+        tenant_pod_lost.connect(receivers.forget_pod)

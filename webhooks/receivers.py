@@ -14,3 +14,8 @@ def apply_deferred_events(sender, *, messages: list[tuple[int, str]], **kwargs) 
 def register_webhook(sender, *, tenant, actor=None, **kwargs) -> None:
     """A mailbox of this tenant was provisioned: make sure the tenant's pod webhook points at us."""
     registration.webhook_register(tenant=tenant, actor=actor)
+
+
+def forget_pod(sender, *, tenant_id: int, actor=None, **kwargs) -> None:
+    """The tenant's pod is gone at AgentMail: its webhook is to be made again in the new one."""
+    registration.webhook_endpoints_forget_pod(tenant_id=tenant_id, actor=actor)

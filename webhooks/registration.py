@@ -11,7 +11,7 @@ from django.db.models.functions import Now
 from mailboxes import provider
 from mailboxes.provisioning import audit, refused, tenant_connect
 from tenants.models import Tenant
-from webhooks.models import WebhookEndpoint, WebhookSecret
+from webhooks.models import WebhookEndpoint, WebhookSecret, new_webhook_client_id
 
 
 def _endpoint_of(tenant: Tenant) -> WebhookEndpoint:
@@ -67,3 +67,28 @@ def webhook_register(*, tenant: Tenant, actor=None):
             endpoint.provider_webhook_id = hook.webhook_id
             endpoint.save(update_fields=["status", "provider_webhook_id"])
     return endpoint
+
+
+def webhook_endpoints_forget_pod(*, tenant_id: int, actor=None) -> list[int]:
+    """The tenant's pod is gone at AgentMail, and its pod webhook with it (``mailboxes.recovery``,
+    inside the transaction that forgets the pod): every endpoint of the tenant gets a new
+    client_id, drawn here, and waits to be registered again (``pending``), which the next
+    provisioned mailbox does in the new pod. Its old client_id would be answered with the gone
+    webhook (AgentMail answers a client_id it has seen with the original object). The URL and
+    the secrets stay: the secrets until the registration retires them. Returns the endpoint ids."""
+    changed = []
+    for endpoint in WebhookEndpoint.objects.select_for_update().filter(tenant_id=tenant_id):
+        old_client_id = endpoint.client_id
+        endpoint.agentmail_client_id = new_webhook_client_id()
+        endpoint.status = WebhookEndpoint.Status.PENDING
+        endpoint.provider_webhook_id = ""
+        endpoint.save(update_fields=["agentmail_client_id", "status", "provider_webhook_id"])
+        audit(
+            tenant=endpoint.tenant,
+            actor=actor,
+            action="webhook.pod_lost",
+            obj=endpoint,
+            data={"old_client_id": old_client_id, "client_id": endpoint.client_id},
+        )
+        changed.append(endpoint.pk)
+    return changed

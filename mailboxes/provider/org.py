@@ -93,6 +93,22 @@ def pod_exists(*, pod_id: str) -> bool:
     return True
 
 
+def inbox_exists(*, inbox_id: str) -> bool:
+    """Whether AgentMail knows the inbox (organization route, whatever its pod): False on its
+    404, ProviderError on any other failure (a timeout or a 5xx says nothing either way)."""
+    try:
+        inbox = _org_call(lambda c: c.inboxes.get(inbox_id, request_options=NO_RETRIES))
+    except ProviderError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    if (getattr(inbox, "inbox_id", None) or "").lower() != inbox_id.lower():
+        raise ProviderError(
+            "AgentMail answered with another inbox or none", code="malformed_response"
+        )
+    return True
+
+
 def create_inbox(
     *, pod_id: str, username: str, domain: str, display_name: str, client_id: str
 ) -> CreatedInbox:

@@ -405,3 +405,45 @@ def test_the_admin_is_offered_a_key_replacement_for_a_working_key_too(
     admin = signed_in(member_of(tenant_a, "admin").user)
     page = admin.get(reverse("mailbox_detail", args=[tenant_a.slug, mailbox.pk]))
     assert page.content.count(b"data-key-replace") == 1
+
+
+def test_an_admin_makes_a_deleted_inbox_again_after_confirming_it(
+    tenant_a, tenant_b, member_of, signed_in, mailbox_factory, sandbox
+):
+    """The inbox deleted at AgentMail: the first send refuses its key, "Check the key again"
+    says the inbox is gone (not AgentMail's 404), and the refused key's box offers "Make the
+    inbox again": its POST only asks, the confirmed one makes the inbox again under a new
+    client_id. An approver gets 403, another tenant's admin 404, and nothing changes."""
+    from mailboxes.key_health import mailbox_key_refused
+
+    mailbox = mailbox_factory(tenant_a)
+    old_client_id = mailbox.client_id
+    sandbox.sdk().inboxes.delete(mailbox.inbox_id)
+    mailbox_key_refused(
+        mailbox_id=mailbox.pk, api_key_id=mailbox.provider_api_key_id, detail="401 unknown_api_key"
+    )
+    admin = signed_in(member_of(tenant_a, "admin").user)
+    detail = reverse("mailbox_detail", args=[tenant_a.slug, mailbox.pk])
+    url = reverse("mailbox_inbox_recover", args=[tenant_a.slug, mailbox.pk])
+    checked = admin.post(reverse("mailbox_key_check", args=[tenant_a.slug, mailbox.pk]))
+    page = admin.get(checked.url)
+    assert b"AgentMail no longer has the inbox" in page.content
+    assert b"data-inbox-recover" in page.content and url.encode() in page.content
+    approver = signed_in(member_of(tenant_a, "approver").user)
+    assert approver.post(url, {"confirmed": "yes"}).status_code == 403
+    outsider = signed_in(member_of(tenant_b, "admin").user)
+    assert outsider.post(url, {"confirmed": "yes"}).status_code == 404
+    admin = signed_in(member_of(tenant_a, "admin").user)
+    asked = admin.post(url)
+    assert asked.status_code == 200 and b"data-confirm" in asked.content
+    assert Mailbox.objects.get(pk=mailbox.pk).client_id == old_client_id
+
+    done = admin.post(url, {"confirmed": "yes"})
+
+    assert done.status_code == 302 and done.url == detail
+    mailbox.refresh_from_db()
+    assert mailbox.client_id != old_client_id
+    assert (mailbox.status, mailbox.key_refused) == ("active", False)
+    assert sandbox.sdk().inboxes.get(mailbox.inbox_id).client_id == mailbox.client_id
+    audit = admin.get(reverse("admin_audit", args=[tenant_a.slug]))
+    assert b"AgentMail no longer had the inbox of" in audit.content

@@ -199,6 +199,7 @@ def _every_id_url(slug, b):
         ("mailbox_retry", [slug, mb], {}),
         ("mailbox_key_check", [slug, mb], {}),
         ("mailbox_key_replace", [slug, mb], {"confirmed": "yes"}),
+        ("mailbox_inbox_recover", [slug, mb], {"confirmed": "yes"}),
     ]
 
 

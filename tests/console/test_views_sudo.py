@@ -101,6 +101,17 @@ def mailbox_key(tenant, admin, client, request) -> Action:
     )
 
 
+def mailbox_inbox(tenant, admin, client, request) -> Action:
+    mailbox = request.getfixturevalue("mailbox_factory")(tenant)
+    request.getfixturevalue("sandbox").sdk().inboxes.delete(mailbox.inbox_id)
+    return Action(
+        reverse("mailbox_inbox_recover", args=[tenant.slug, mailbox.pk]),
+        {"confirmed": "yes"},
+        reverse("mailbox_detail", args=[tenant.slug, mailbox.pk]),
+        lambda: Mailbox.objects.values_list("agentmail_client_id").get(pk=mailbox.pk),
+    )
+
+
 def single_sign_on(tenant, admin, client, request) -> Action:
     return Action(
         reverse("admin_sso_settings", args=[tenant.slug]),
@@ -194,6 +205,7 @@ def member_reactivated(tenant, admin, client, request) -> Action:
         endpoint_secret,
         endpoint_enabled,
         mailbox_key,
+        mailbox_inbox,
         single_sign_on,
         admin_invitation,
         role_raised,

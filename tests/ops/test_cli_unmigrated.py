@@ -24,6 +24,7 @@ from tests.ops.test_cli_repeated_options import project_commands
 NO_DATABASE = {"dbserver", "sandbox", "chaos"}
 
 ARGUMENTS = {
+    "agentmail_recover": ["acme", "--check"],
     "attachment_storage_recount": [],
     "changepassword": ["ana@example.test"],
     "createsuperuser": ["--noinput", "--email", "root@example.test"],
