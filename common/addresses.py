@@ -25,6 +25,7 @@ import unicodedata
 from functools import lru_cache
 
 from django.conf import settings
+from django.utils.translation import get_language, gettext_lazy
 from django.utils.translation import gettext as _
 from email_validator import EmailNotValidError, validate_email
 
@@ -49,8 +50,7 @@ _PROBE_LOCAL_PART = "x"
 
 def normalize_address(address: str) -> str:
     """The lower-cased, syntax-checked address with its domain in ASCII (A-label); raises
-    ValueError with a readable message, in the active language (email-validator's own reason in
-    it stays English)."""
+    ValueError with a readable message, in the active language (``refusal_reason``)."""
     if not isinstance(address, str):
         raise ValueError(_("an address must be a string"))
     candidate = address.strip()
@@ -118,13 +118,44 @@ def _validated(candidate: str, *, test_environment: bool) -> str:
     except EmailNotValidError as exc:
         raise ValueError(
             _("%(address)s is not a valid email address: %(reason)s")
-            % {"address": _shown(candidate), "reason": exc}
+            % {"address": _shown(candidate), "reason": refusal_reason(exc)}
         ) from None
     # email_validator checks that this ASCII form fits the length limits too. Composed (NFC)
     # again after lower-casing: a capital with no composed form (J + U+030C) lower-cases to a
     # letter that has one (U+01F0), and a second pass, as every check of a stored address
     # makes, gave another string than the first (a suppression or an allowed address missed).
     return unicodedata.normalize("NFC", f"{result.local_part}@{result.ascii_domain}".lower())
+
+
+# email-validator's reasons, which are English only, by the part of the address they are about:
+# the first whose words (lower-cased) are in the reason gives it in the reader's language.
+_REASONS = (
+    (("must have an @-sign", "at-sign"), gettext_lazy("it has no @ sign")),
+    (("something before the @-sign",), gettext_lazy("nothing is written before the @ sign")),
+    (("something after the @-sign",), gettext_lazy("nothing is written after the @ sign")),
+    (("before the @-sign",), gettext_lazy("the part before the @ sign is not valid")),
+    (
+        ("after the @-sign", "part after the @-sign"),
+        gettext_lazy("the part after the @ sign is not a valid domain name"),
+    ),
+)
+_ANY_REASON = gettext_lazy("it is not written the way an email address is")
+
+
+def refusal_reason(exc: EmailNotValidError) -> str:
+    """Why email-validator refused an address, for the reader. In English its own sentence,
+    which names the very characters at fault. In another language the sentence was put as it
+    came after the translated one ("... ist keine gültige E-Mail-Adresse: An email address must
+    have an @-sign."), on German and Spanish pages and in the API's rows for an agent that asked
+    for German: it is our own words there, which name the part of the address at fault."""
+    text = str(exc)
+    if (get_language() or settings.LANGUAGE_CODE).split("-")[0] == "en":
+        return text
+    lowered = text.lower()
+    for needles, reason in _REASONS:
+        if any(needle.lower() in lowered for needle in needles):
+            return str(reason)
+    return str(_ANY_REASON)
 
 
 def _shown(candidate: str) -> str:

@@ -99,3 +99,74 @@ def test_an_english_reader_gets_the_same_words_as_before(
     assert "longer than 2000 characters" in text
     assert "has 3 fields, the header 2 (quote a value that holds a comma)" in text
     assert "the template uses {{ name }}, not given" in text
+
+
+# Each reason as email-validator words it, and the row that gets it.
+REFUSED_ADDRESSES = {
+    "not-an-address": "An email address must have an @-sign.",
+    "@example.com": "There must be something before the @-sign.",
+    "kim@": "There must be something after the @-sign.",
+    "ki,m@example.com": "The email address contains invalid characters before the @-sign",
+    "kim@exa_mple.com": "The part after the @-sign contains invalid characters",
+    "kim@example..com": "An email address cannot have two periods in a row.",
+}
+REASONS = {
+    "de": {
+        "%(address)s is not a valid email address: %(reason)s": (
+            "%(address)s ist keine gültige E-Mail-Adresse: %(reason)s"
+        ),
+        "it has no @ sign": "es fehlt das @",
+        "nothing is written before the @ sign": "vor dem @ steht nichts",
+        "nothing is written after the @ sign": "nach dem @ steht nichts",
+        "the part before the @ sign is not valid": "der Teil vor dem @ ist ungültig",
+        "the part after the @ sign is not a valid domain name": (
+            "der Teil nach dem @ ist kein gültiger Domainname"
+        ),
+        "it is not written the way an email address is": "so schreibt sich keine E-Mail-Adresse",
+    },
+    "es": {
+        "%(address)s is not a valid email address: %(reason)s": (
+            "%(address)s no es una dirección de correo válida: %(reason)s"
+        ),
+        "it has no @ sign": "le falta la @",
+        "nothing is written before the @ sign": "no hay nada antes de la @",
+        "nothing is written after the @ sign": "no hay nada después de la @",
+        "the part before the @ sign is not valid": "la parte antes de la @ no es válida",
+        "the part after the @ sign is not a valid domain name": (
+            "la parte después de la @ no es un nombre de dominio válido"
+        ),
+        "it is not written the way an email address is": "no está escrita como una dirección",
+    },
+}
+
+
+@pytest.mark.parametrize("lang", ["de", "es"])
+def test_a_refused_address_gets_its_reason_in_the_readers_language(
+    signed_in, member_of, tenant_a, tmp_path, settings, lang
+):
+    """email-validator's reason was put after the translated sentence as it came, in English:
+    'not-an-address ist keine gültige E-Mail-Adresse: An email address must have an @-sign.'"""
+    words = REASONS[lang]
+    serve_catalogue(settings, tmp_path, lang, words)
+    mailbox = make_local_mailbox(tenant_a)
+    user = member_of(tenant_a, "approver").user
+    user.language = lang
+    user.save(update_fields=["language"])
+    upload = "address,name\n" + "".join(f'"{a}",Kim\n' for a in REFUSED_ADDRESSES)
+
+    text = page(signed_in(user), tenant_a, mailbox, upload, "rows.csv")
+
+    shown = [english for english in REFUSED_ADDRESSES.values() if english in text]
+    assert shown == []
+    assert "@-sign" not in text
+    for reason in list(words.values())[1:]:
+        assert reason in text
+
+
+def test_an_english_reader_keeps_email_validators_own_reason(signed_in, member_of, tenant_a):
+    mailbox = make_local_mailbox(tenant_a)
+    upload = "address,name\n" + "".join(f'"{a}",Kim\n' for a in REFUSED_ADDRESSES)
+
+    text = page(signed_in(member_of(tenant_a, "approver").user), tenant_a, mailbox, upload, "r.csv")
+
+    assert [english for english in REFUSED_ADDRESSES.values() if english not in text] == []
