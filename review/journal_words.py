@@ -97,6 +97,9 @@ SYSTEM_REASONS = {
 }
 
 _MACHINES = {IntentEvent.Actor.WORKER, IntentEvent.Actor.SWEEP, IntentEvent.Actor.WEBHOOK}
+# A person's rows whose reason the system wrote: a release carries the hold's reason
+# (``intent_release``), which the webhook applier wrote.
+_REASON_OF_THE_SYSTEM = {"intent.released"}
 
 
 def action_words(action: str) -> str:
@@ -129,7 +132,8 @@ def _person_words(user, *, then: str) -> SafeString:
 def reason_words(event: IntentEvent) -> SafeString:
     if not event.reason:
         return SafeString("")
-    words = SYSTEM_REASONS.get(event.reason) if event.actor_kind in _MACHINES else None
+    system = event.actor_kind in _MACHINES or event.action in _REASON_OF_THE_SYSTEM
+    words = SYSTEM_REASONS.get(event.reason) if system else None
     if words is not None:
         return format_html('<div class="small" title="{}">{}</div>', event.reason, words)
     # A person's or an agent's words (a cancel reason, evidence), or a provider's answer.

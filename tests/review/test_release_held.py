@@ -7,6 +7,7 @@ the released send again."""
 
 from __future__ import annotations
 
+import re
 import threading
 import types
 from datetime import timedelta
@@ -15,10 +16,11 @@ import pytest
 from django.contrib.messages import get_messages
 from django.db import connections, transaction
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from intents import errors, sending, services
 from intents.models import DraftVersion, IntentEvent, SendIntent
+from review.journal_words import SYSTEM_REASONS
 from tests.intents.conftest import fast_send  # noqa: F401
 from tests.intents.helpers import blocked_on_a_lock
 from tests.review.wrote_again import (
@@ -29,8 +31,14 @@ from tests.review.wrote_again import (
 )
 from tests.webhooks.conftest import hook_for, received_payload  # noqa: F401
 from webhooks.models import InboundMessage
+from webhooks.services.apply import HOLD_REASON
 
 pytestmark = pytest.mark.django_db
+
+
+def visible(html: str) -> str:
+    """The page's text as read: no tags, so no attribute values (the code in a title)."""
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
 
 
 def flash(response) -> list[str]:
@@ -358,3 +366,46 @@ def test_messages_older_than_the_draft_do_not_refuse_a_release_without_a_page(
     released = services.intent_release(tenant=tenant_a, intent_id=intent.pk, actor=admin_a.user)
 
     assert released.held_reason == ""
+
+
+@pytest.mark.parametrize("lang", ["de", "es"])
+def test_the_release_in_the_journal_gives_the_holds_reason_in_the_readers_language(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in, lang
+):
+    """The release's journal row carries the hold's reason, which the webhook applier wrote (in
+    English, the codes' language), but the row is a person's: the send's and the draft's pages
+    showed it as a person's words, 'customer wrote again in this thread after the draft was
+    written; re-confirm' on a German or Spanish page."""
+    draft = draft_answering(tenant_a, mailbox_a, make_draft, "thr-lang")
+    intent = services.draft_approve(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=DraftVersion.objects.get(draft=draft).content_hash,
+        actor=admin_a.user,
+    )
+    message = customer_wrote(tenant_a, mailbox_a, "thr-lang", 2, timezone.now())
+    services.intents_hold_stale(
+        mailbox=mailbox_a,
+        thread_id="thr-lang",
+        message_id=message.message_id,
+        written_at=message.received_at,
+        reason=HOLD_REASON,
+    )
+    services.intent_release(
+        tenant=tenant_a, intent_id=intent.pk, actor=admin_a.user, messages_seen=[message.pk]
+    )
+    admin_a.user.language = lang
+    admin_a.user.save(update_fields=["language"])
+    client = signed_in(admin_a.user)
+
+    pages = [
+        client.get(reverse(name, args=[tenant_a.slug, pk])).content.decode()
+        for name, pk in (("outbox_intent", intent.pk), ("draft", draft.pk))
+    ]
+
+    with translation.override(lang):
+        words = str(SYSTEM_REASONS[HOLD_REASON])
+    assert IntentEvent.objects.get(intent=intent, action="intent.released").reason == HOLD_REASON
+    assert [visible(page).count(HOLD_REASON) for page in pages] == [0, 0]
+    assert [page.count(words) for page in pages] == [2, 2]
