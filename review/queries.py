@@ -64,12 +64,14 @@ def _column(model: type[Model], name: str) -> str:
     return f'"{model._meta.db_table}"."{_db_column(model, name)}"'
 
 
-def _has_warning_sql() -> str:
+def _has_warning_sql(*, lookalikes: bool = False) -> str:
     """True when any recipient of the draft's current version breaks the recipient policy (the
     SQL form in intents.policy) or, when the draft's mailbox has customer messages in its thread,
     is not on the thread (``intents.policy.on_thread``'s rule, with the same comparison; the
-    approval from a list asks ``strangers_to_thread``). Correlated on the outer draft row, so it
-    filters and annotates in the same single query. Names come from the models."""
+    approval from a list asks ``strangers_to_thread``); with ``lookalikes``, also when one holds
+    a character outside ASCII (``common.addresses.letters_beyond_ascii``: a code point above
+    127; PostgreSQL text holds no NUL). Correlated on the outer draft row, so it filters and
+    annotates in the same single query. Names come from the models."""
     draft, version, inbound = Draft._meta.db_table, DraftVersion._meta, InboundMessage._meta
     draft_id, tenant_id = _column(Draft, "id"), _column(Draft, "tenant")
     thread_id = _column(Draft, "thread_id")
@@ -85,6 +87,7 @@ def _has_warning_sql() -> str:
     breaks_policy = recipient_breaks_policy_sql(
         address="r.addr", tenant_id=tenant_id, mailbox_id=_column(Draft, "mailbox")
     )
+    beyond_ascii = r"OR r.addr ~ '[^\x01-\x7f]'" if lookalikes else ""
     # Names from the models, no input.
     return f"""
 EXISTS (
@@ -95,6 +98,7 @@ EXISTS (
     AND v."{v["number"]}" = "{draft}"."{Draft._meta.get_field("current_version").column}"
     AND (
       {breaks_policy}
+      {beyond_ascii}
       OR (
         {thread_id} <> ''
         AND EXISTS (SELECT 1 FROM "{inbound.db_table}" i WHERE {same_thread})
@@ -112,10 +116,16 @@ EXISTS (
 
 
 HAS_WARNING_SQL = _has_warning_sql()
+TO_CHECK_SQL = _has_warning_sql(lookalikes=True)
 
 
-# The warning flag of the one queue query (intents.selectors.queue); constant SQL, no input.
+# The warning flag of the one queue query (intents.selectors.queue), its "check recipients"
+# badge; constant SQL, no input.
 HAS_WARNING = RawSQL(HAS_WARNING_SQL, [], output_field=BooleanField())  # noqa: S611
+# What its "Recipients to check" filter finds: every draft whose page counts a recipient to
+# check (``review.pages``' warning_count), a recipient not in plain ASCII too, which has its own
+# badge on the row (``lookalike_recipients``).
+TO_CHECK = RawSQL(TO_CHECK_SQL, [], output_field=BooleanField())  # noqa: S611
 
 
 TOTAL_CAP = 10_000
@@ -146,7 +156,7 @@ def queue_page(
     exact count of a huge queue is a scan that grows with it, and "10,000+" tells a reviewer as
     much."""
     sort = sort if sort in QUEUE_SORTS else DEFAULT_SORT
-    qs = queue_drafts(tenant=tenant, f=f, warning=HAS_WARNING)
+    qs = queue_drafts(tenant=tenant, f=f, warning=HAS_WARNING, to_check=TO_CHECK)
     total = qs[: TOTAL_CAP + 1].count()
     # The rows only, not the count: "customer wrote again", the rule the approval applies.
     rows = qs.annotate(wrote_again=customer_wrote_after_draft())

@@ -100,12 +100,15 @@ def queue_drafts(
     mailbox_ids=None,
     f: QueueFilter | None = None,
     warning: Expression | None = None,
+    to_check: Expression | None = None,
     with_intent_state: bool = False,
 ) -> QuerySet[QueueRow]:
     """Drafts in ``status`` (any when None), only of ``mailbox_ids`` when given, with the current
     version's fields as ``cur_*`` annotations. ``warning`` (a boolean expression on the draft row,
-    from the recipient policy) is annotated as ``has_warning`` and serves ``f.warnings``;
-    ``with_intent_state`` adds the state of the draft's latest send."""
+    from the recipient policy) is annotated as ``has_warning``; ``to_check`` (one that holds
+    whenever ``warning`` does, and for every other recipient the draft's page counts as to check)
+    as ``to_check``, and serves ``f.warnings``; ``with_intent_state`` adds the state of the
+    draft's latest send."""
     if status is not None and status not in Draft.Status.values:
         raise InvalidInput("status_invalid", f"Unknown status {status!r}.", "status")
     qs = Draft.objects.filter(tenant=tenant)
@@ -125,6 +128,8 @@ def queue_drafts(
     )
     if warning is not None:
         qs = qs.annotate(has_warning=warning)
+    if to_check is not None:
+        qs = qs.annotate(to_check=to_check)
     if with_intent_state:
         latest = SendIntent.objects.filter(draft=OuterRef("pk")).order_by("-id")
         qs = qs.annotate(intent_state=Subquery(latest.values("state")[:1]))
@@ -171,8 +176,8 @@ def _filtered(qs: QuerySet[QueueRow], f: QueueFilter) -> QuerySet[QueueRow]:
     elif f.age == "due":
         qs = qs.filter(review_deadline__lte=now + timedelta(hours=2))
     if f.warnings:
-        # A Q, not a keyword: has_warning is an annotation only some callers add.
-        qs = qs.filter(Q(has_warning=True))
+        # A Q, not a keyword: to_check is an annotation only some callers add.
+        qs = qs.filter(Q(to_check=True))
     if f.q:
         term = f.q.strip()
         recipients = Func(

@@ -111,3 +111,24 @@ def test_only_an_approval_from_a_list_refuses_a_lookalike_recipient(
 
     assert LOOKALIKE in refused.value.message and "U+0456" in refused.value.message
     assert services.draft_approve(tenant=tenant_a, draft_id=draft.pk, actor=admin_a.user, **seen)
+
+
+def test_the_recipients_to_check_filter_finds_a_draft_whose_only_warning_is_a_lookalike(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """The draft page counts a recipient not in plain ASCII among those to check; the queue's
+    "Recipients to check" filter did not find that draft (its SQL knew only the policy and the
+    thread), so a reviewer working through what to check never saw it."""
+    lookalike = make_draft(mailbox_a, to=[LOOKALIKE], subject="Lookalike one")
+    make_draft(mailbox_a, to=["billing@example.com"], subject="Clean one")
+    client = signed_in(admin_a.user)
+
+    draft_page = client.get(reverse("draft", args=[tenant_a.slug, lookalike.pk]))
+    filtered = client.get(reverse("tenant_home", args=[tenant_a.slug]), {"warnings": "on"})
+
+    assert draft_page.context["warning_count"] == 1
+    rows = [row.pk for row in filtered.context["page"].rows]
+    assert rows == [lookalike.pk]
+    # Its row keeps its own badge, not the one for a recipient the policy refuses.
+    assert "data-lookalike" in filtered.content.decode()
+    assert "data-check-recipients" not in filtered.content.decode()
