@@ -7,7 +7,14 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    from config.env import SettingsError
+
+    try:
+        execute_from_command_line(sys.argv)
+    except SettingsError as refused:
+        # A setting our settings code refused: the reason names the variable, and the frames
+        # of Django's settings import above it say nothing more (config.env.SettingsError).
+        sys.exit(str(refused))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ from functools import cache
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
+
+from config.env import SettingsError
 
 
 class SecretUnreadable(Exception):
@@ -29,12 +30,12 @@ class SecretUnreadable(Exception):
 PLAIN_KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,32}")
 
 
-def _refused(number: int, kid: str, plain: str, other: str) -> ImproperlyConfigured:
+def _refused(number: int, kid: str, plain: str, other: str) -> SettingsError:
     """``plain`` with the key id quoted in place of ``{kid}`` when it is a plain id, else
     ``other`` naming the entry by its place in the list."""
     if PLAIN_KEY_ID.fullmatch(kid):
-        return ImproperlyConfigured("SECRET_ENCRYPTION_KEYS: " + plain.format(kid=repr(kid)))
-    return ImproperlyConfigured(
+        return SettingsError("SECRET_ENCRYPTION_KEYS: " + plain.format(kid=repr(kid)))
+    return SettingsError(
         f"SECRET_ENCRYPTION_KEYS: entry {number} {other} (the id is not shown: it may be a key "
         "written first)"
     )
@@ -43,12 +44,12 @@ def _refused(number: int, kid: str, plain: str, other: str) -> ImproperlyConfigu
 @cache
 def _key_ring(raw: tuple[str, ...]) -> tuple[str, dict[str, AESGCM]]:
     if not raw:
-        raise ImproperlyConfigured("SECRET_ENCRYPTION_KEYS is empty")
+        raise SettingsError("SECRET_ENCRYPTION_KEYS is empty")
     ring: dict[str, AESGCM] = {}
     for number, entry in enumerate(raw, start=1):
         kid, sep, material = entry.partition(":")
         if not sep or not kid or ":" in kid:
-            raise ImproperlyConfigured("each SECRET_ENCRYPTION_KEYS entry must be 'kid:base64key'")
+            raise SettingsError("each SECRET_ENCRYPTION_KEYS entry must be 'kid:base64key'")
         try:
             key = base64.b64decode(material, validate=True)
         except ValueError:  # binascii.Error, and base64's own for a character that is not ASCII

@@ -1,5 +1,5 @@
 """Reading settings from the environment: each reader names the variable in its refusal
-(ImproperlyConfigured) and never shows a value that may be a secret. ``config.settings`` is the
+(``SettingsError``) and never shows a value that may be a secret. ``config.settings`` is the
 one caller; what each variable means is said there and in README's configuration table.
 """
 
@@ -19,6 +19,13 @@ from django.core.checks.security.base import (
 from django.core.exceptions import ImproperlyConfigured
 
 
+class SettingsError(ImproperlyConfigured):
+    """A setting refused by our own settings code (this module, ``config.settings``, the key ring
+    in ``common.crypto``): its message is the whole story, one line naming the variable, so
+    ``manage.py`` prints only that and exits 1. An ImproperlyConfigured raised anywhere else (by
+    Django, or by our code about itself) may be a bug and keeps its traceback."""
+
+
 @overload
 def env(name: str, default: str) -> str: ...
 @overload
@@ -36,7 +43,7 @@ def env_bool(name: str, default: bool) -> bool:
         return True
     if value.lower() in {"0", "false", "no", "off"}:
         return False
-    raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {value!r}")
+    raise SettingsError(f"{name} must be a boolean (true/false), got {value!r}")
 
 
 # The most any number here may be when its variable names no bound of its own: 31 years in
@@ -66,16 +73,16 @@ def _env_number(name: str, default, kind: type, noun: str, low, high):
             negative = raw.strip()[0] == "-"
             bound = f"at least {-most if low is None else low}" if negative else f"at most {most}"
             digits = len(raw.strip().lstrip("+-"))
-            raise ImproperlyConfigured(f"{name} must be {bound}, got a number of {digits} digits")
+            raise SettingsError(f"{name} must be {bound}, got a number of {digits} digits")
         if number is None:
-            raise ImproperlyConfigured(f"{name} must be {noun}, got {raw!r}")
+            raise SettingsError(f"{name} must be {noun}, got {raw!r}")
         if not math.isfinite(number):
-            raise ImproperlyConfigured(f"{name} must be a finite number, got {raw!r}")
+            raise SettingsError(f"{name} must be a finite number, got {raw!r}")
     if (low is not None and number < low) or (high is not None and number > high):
         bounds = [f"at least {low}"] * (low is not None) + [f"at most {high}"] * (high is not None)
-        raise ImproperlyConfigured(f"{name} must be {' and '.join(bounds)}, got {number!r}")
+        raise SettingsError(f"{name} must be {' and '.join(bounds)}, got {number!r}")
     if number > most:
-        raise ImproperlyConfigured(f"{name} must be at most {most}, got {number!r}")
+        raise SettingsError(f"{name} must be at most {most}, got {number!r}")
     return number
 
 
@@ -105,7 +112,7 @@ def required(name: str, dev_default: str) -> str:
     value = env(name)
     if value is None:
         if _production():
-            raise ImproperlyConfigured(f"{name} must be set when COUNTERSIGN_ENV=production")
+            raise SettingsError(f"{name} must be set when COUNTERSIGN_ENV=production")
         return dev_default
     return value
 
@@ -124,13 +131,11 @@ def url_checked(name: str, value: str, *, like: str, schemes: set[str]) -> str:
     except ValueError:
         usable = False
     if not usable:
-        raise ImproperlyConfigured(
+        raise SettingsError(
             f"{name} must be a URL like {like} (its value is not shown: it may hold a password)"
         )
     if _production() and "https" in schemes and parts.scheme != "https":
-        raise ImproperlyConfigured(
-            f"{name} must be an https:// URL when COUNTERSIGN_ENV=production"
-        )
+        raise SettingsError(f"{name} must be an https:// URL when COUNTERSIGN_ENV=production")
     return value
 
 
@@ -143,17 +148,17 @@ def strong_key(name: str, value: str) -> str:
         return value
     hidden = "(its value is not shown)"
     if len(value) < SECRET_KEY_MIN_LENGTH:
-        raise ImproperlyConfigured(
+        raise SettingsError(
             f"{name} must be at least {SECRET_KEY_MIN_LENGTH} characters long, "
             f"got {len(value)} {hidden}"
         )
     if len(set(value)) < SECRET_KEY_MIN_UNIQUE_CHARACTERS:
-        raise ImproperlyConfigured(
+        raise SettingsError(
             f"{name} must hold at least {SECRET_KEY_MIN_UNIQUE_CHARACTERS} different characters, "
             f"got {len(set(value))} {hidden}"
         )
     if value.startswith(SECRET_KEY_INSECURE_PREFIX):
-        raise ImproperlyConfigured(
+        raise SettingsError(
             f"{name} must not start with {SECRET_KEY_INSECURE_PREFIX!r}, Django's mark of a key "
             f"made for development {hidden}"
         )
@@ -174,12 +179,12 @@ def bearer_token(name: str, value: str) -> str:
         return value
     hidden = "(its value is not shown)"
     if not all("!" <= character <= "~" for character in value):
-        raise ImproperlyConfigured(
+        raise SettingsError(
             f"{name} must be visible ASCII characters with no space or line break: a request "
             f"could never carry it {hidden}"
         )
     if _production() and len(value) < BEARER_TOKEN_MIN_LENGTH:
-        raise ImproperlyConfigured(
+        raise SettingsError(
             f"{name} must be at least {BEARER_TOKEN_MIN_LENGTH} characters long, got "
             f"{len(value)} {hidden}"
         )
@@ -197,7 +202,7 @@ def origins_checked(name: str, origins: list[str]) -> list[str]:
         except ValueError:
             usable = False
         if not usable:
-            raise ImproperlyConfigured(
+            raise SettingsError(
                 f"{name} entry {origin!r} must be an origin like "
                 "https://countersign.example.com (a scheme and a host)"
             )

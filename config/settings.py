@@ -13,10 +13,10 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import dj_database_url
-from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
 from config.env import (
+    SettingsError,
     bearer_token,
     env,
     env_bool,
@@ -33,7 +33,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 ENVIRONMENT = env("COUNTERSIGN_ENV", "development")
 if ENVIRONMENT not in {"development", "test", "production"}:
-    raise ImproperlyConfigured("COUNTERSIGN_ENV must be development, test or production")
+    raise SettingsError("COUNTERSIGN_ENV must be development, test or production")
 PRODUCTION = ENVIRONMENT == "production"
 
 
@@ -48,15 +48,15 @@ SECRET_KEY_FALLBACKS = [
 ]
 DEBUG = env_bool("DEBUG", not PRODUCTION)
 if PRODUCTION and DEBUG:
-    raise ImproperlyConfigured(
+    raise SettingsError(
         "DEBUG must be off when COUNTERSIGN_ENV=production: its error pages show settings, "
         "code and request data to whoever causes an error."
     )
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
 if PRODUCTION and not ALLOWED_HOSTS:
-    raise ImproperlyConfigured("ALLOWED_HOSTS must be set when COUNTERSIGN_ENV=production")
+    raise SettingsError("ALLOWED_HOSTS must be set when COUNTERSIGN_ENV=production")
 if PRODUCTION and "*" in ALLOWED_HOSTS:
-    raise ImproperlyConfigured(
+    raise SettingsError(
         "ALLOWED_HOSTS must name the hosts served, not '*': any Host header would be taken, and "
         "links built from it could point elsewhere"
     )
@@ -72,7 +72,7 @@ SECRET_ENCRYPTION_KEYS = env_list(
     [] if PRODUCTION else ["dev1:ZGV2LW9ubHktZW5jcnlwdGlvbi1rZXktMzItYnl0ZXM="],
 )
 if PRODUCTION and not SECRET_ENCRYPTION_KEYS:
-    raise ImproperlyConfigured("SECRET_ENCRYPTION_KEYS must be set when COUNTERSIGN_ENV=production")
+    raise SettingsError("SECRET_ENCRYPTION_KEYS must be set when COUNTERSIGN_ENV=production")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -159,7 +159,7 @@ TEMPLATES = [
 DATABASE_URL = env("DATABASE_URL")
 if DATABASE_URL is None:
     if PRODUCTION:
-        raise ImproperlyConfigured("DATABASE_URL must be set when COUNTERSIGN_ENV=production")
+        raise SettingsError("DATABASE_URL must be set when COUNTERSIGN_ENV=production")
     from config.dbserver import database_url
 
     DATABASE_URL = database_url()
@@ -168,15 +168,13 @@ try:
     _database = dj_database_url.parse(DATABASE_URL, conn_max_age=_conn_max_age)
 except ValueError:
     # Not the value, nor dj_database_url's traceback of it: the URL holds the password.
-    raise ImproperlyConfigured(
+    raise SettingsError(
         "DATABASE_URL must be a URL like postgres://user:password@host:5432/name (its value is "
         "not shown: it may hold a password); quote special characters in the password with %XX"
     ) from None
 DATABASES = {"default": _database}
 if not DATABASES["default"]["ENGINE"].endswith("postgresql"):
-    raise ImproperlyConfigured(
-        "Countersign runs on PostgreSQL only; DATABASE_URL must be postgres://"
-    )
+    raise SettingsError("Countersign runs on PostgreSQL only; DATABASE_URL must be postgres://")
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Django's backend, sparing the health check's round trip for a connection that served a request
 # cleanly less than DB_HEALTH_CHECK_GRACE seconds ago (config/postgres/base.py: the trade).
@@ -363,7 +361,7 @@ WEBHOOK_BACKFILL_CALLS_PER_KEY = env_int("WEBHOOK_BACKFILL_CALLS_PER_KEY", 20, l
 WEBHOOK_BACKFILL_CALLS_PER_SECOND = env_float("WEBHOOK_BACKFILL_CALLS_PER_SECOND", 5, low=0)
 WEBHOOK_BACKFILL_MAX_CALLS = env_int("WEBHOOK_BACKFILL_MAX_CALLS", 500, low=1)
 if WEBHOOK_BACKFILL_MAX_AGE_HOURS * 3600 <= WEBHOOK_BACKFILL_AFTER_SECONDS:
-    raise ImproperlyConfigured(
+    raise SettingsError(
         "WEBHOOK_BACKFILL_MAX_AGE_HOURS must be more than WEBHOOK_BACKFILL_AFTER_SECONDS "
         f"({WEBHOOK_BACKFILL_AFTER_SECONDS:g} s), got {WEBHOOK_BACKFILL_MAX_AGE_HOURS:g} hours"
     )
@@ -442,7 +440,7 @@ for _name, _limit in {
     "DATA_UPLOAD_MAX_MEMORY_SIZE": DATA_UPLOAD_MAX_MEMORY_SIZE,
 }.items():
     if _limit > REQUEST_BODY_MAX_BYTES:
-        raise ImproperlyConfigured(
+        raise SettingsError(
             f"{_name} ({_limit} bytes) is more than REQUEST_BODY_MAX_BYTES "
             f"({REQUEST_BODY_MAX_BYTES}): such bodies would be refused before their endpoint"
         )
@@ -520,7 +518,7 @@ AGENT_EVENTS_READ_TIMEOUT = env_float("AGENT_EVENTS_READ_TIMEOUT", 15, low=0.001
 # worker as long as it liked. Past it the attempt is a failed one ("timeout"), retried at its delay.
 AGENT_EVENTS_TOTAL_TIMEOUT = env_float("AGENT_EVENTS_TOTAL_TIMEOUT", 30)
 if not 0 < AGENT_EVENTS_TOTAL_TIMEOUT < 120:  # under the delivery's lease (intents/events)
-    raise ImproperlyConfigured(
+    raise SettingsError(
         f"AGENT_EVENTS_TOTAL_TIMEOUT must be above 0 and under 120 seconds, "
         f"got {AGENT_EVENTS_TOTAL_TIMEOUT!r}"
     )
@@ -534,13 +532,13 @@ try:
         float(v) for v in env_list("AGENT_EVENTS_RETRY_DELAYS", [str(30 * 3**n) for n in range(8)])
     ]
 except ValueError:
-    raise ImproperlyConfigured(
+    raise SettingsError(
         "AGENT_EVENTS_RETRY_DELAYS must be a comma list of seconds, e.g. 30,90,270"
     ) from None
 if not AGENT_EVENTS_RETRY_DELAYS or any(
     not math.isfinite(d) or d < 0 for d in AGENT_EVENTS_RETRY_DELAYS
 ):
-    raise ImproperlyConfigured("AGENT_EVENTS_RETRY_DELAYS must be seconds, 0 or more, at least one")
+    raise SettingsError("AGENT_EVENTS_RETRY_DELAYS must be seconds, 0 or more, at least one")
 
 # django-q2 on the ORM broker (same PostgreSQL). The intents table is the source of truth; the queue
 # only wakes workers, so a lost or doubled task is harmless. timeout < retry, finite attempts.
@@ -559,7 +557,7 @@ Q_CLUSTER: dict[str, Any] = {
 }
 if Q_CLUSTER["retry"] <= Q_CLUSTER["timeout"]:
     # django-q2 only warns: a task still running at Q_RETRY is handed to a second worker.
-    raise ImproperlyConfigured(
+    raise SettingsError(
         f"Q_RETRY must be more than Q_TIMEOUT ({Q_CLUSTER['timeout']}), got {Q_CLUSTER['retry']}"
     )
 if _redis_url := env("Q_REDIS_URL"):
@@ -577,7 +575,7 @@ if _redis_url := env("Q_REDIS_URL"):
 
 LOG_LEVEL = env("LOG_LEVEL", "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-    raise ImproperlyConfigured(
+    raise SettingsError(
         f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {LOG_LEVEL!r}"
     )
 
