@@ -15,6 +15,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from intents.models import IntentEvent
+from intents.sending.precheck import APPROVED_OWN_VERSION, WROTE_EARLIER_VERSION
 from tenants.actor_words import then_and_now
 from webhooks.models import RecipientDelivery
 
@@ -94,6 +95,41 @@ SYSTEM_REASONS = {
     "customer wrote again in this thread after the draft was written; re-confirm": _(
         "The customer wrote again after this reply was written: a person must confirm it."
     ),
+    # The pre-call check's refusals (intents.sending.precheck), the send's last error too.
+    "The tenant is suspended.": _("The tenant is suspended."),
+    "The mailbox does not belong to the intent's tenant.": _(
+        "The mailbox does not belong to the send's tenant."
+    ),
+    "The approver no longer has the right to send from this mailbox.": _(
+        "The approver no longer has the right to send from this mailbox."
+    ),
+    APPROVED_OWN_VERSION: _(
+        "The approver wrote what they approved; this tenant now requires another person to "
+        "approve it."
+    ),
+    WROTE_EARLIER_VERSION: _(
+        "The approver wrote a version of this draft since it was last approved; this tenant now "
+        "requires another person to approve it."
+    ),
+    "The broadcast is not approved for sending.": _("The broadcast is not approved for sending."),
+    "The send does not belong to its broadcast's approval.": _(
+        "The send does not belong to its broadcast's approval."
+    ),
+    "The broadcast no longer matches what was approved.": _(
+        "The broadcast no longer matches what was approved."
+    ),
+    "The recipient's row changed after approval.": _("The recipient's row changed after approval."),
+    "The rendered message differs from the approved one.": _(
+        "The rendered message differs from the approved one."
+    ),
+    "The recipients differ from those approved.": _("The recipients differ from those approved."),
+    "The approved version does not belong to this draft.": _(
+        "The approved version does not belong to this draft."
+    ),
+    "The approved body was purged by retention.": _("The approved body was purged by retention."),
+    "The stored content no longer matches what was approved.": _(
+        "The stored content no longer matches what was approved."
+    ),
 }
 
 _MACHINES = {IntentEvent.Actor.WORKER, IntentEvent.Actor.SWEEP, IntentEvent.Actor.WEBHOOK}
@@ -138,6 +174,13 @@ def reason_words(event: IntentEvent) -> SafeString:
         return format_html('<div class="small" title="{}">{}</div>', event.reason, words)
     # A person's or an agent's words (a cancel reason, evidence), or a provider's answer.
     return format_html('<div class="small" data-customer-content>{}</div>', event.reason)
+
+
+def error_words(detail: str) -> str:
+    """A send's last error (``SendIntent.last_error_detail``) in the reader's words when the
+    system wrote it as fixed text, else as stored (a provider's answer, a reason built with an
+    address)."""
+    return str(SYSTEM_REASONS.get(detail, detail))
 
 
 def delivery_recipients(event: IntentEvent) -> SafeString:

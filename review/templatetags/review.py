@@ -252,6 +252,12 @@ def journal_reason(event) -> str:
 
 
 @register.filter
+def error_detail(detail: str) -> str:
+    """A send's last error: the words of one the system wrote as fixed text, else as stored."""
+    return journal_words.error_words(detail)
+
+
+@register.filter
 def journal_recipients(event) -> str:
     """The addresses a delivery row moved ("" for any other row)."""
     return journal_words.delivery_recipients(event)

@@ -106,3 +106,37 @@ def test_every_action_a_draft_or_send_journals_has_words_on_its_pages():
     shown_on_pages = {a for a in written if a.split(".")[0] in ("draft", "intent")}
 
     assert sorted(shown_on_pages - set(ACTIONS)) == []
+
+
+NO_RIGHT = "The approver no longer has the right to send from this mailbox."
+GERMAN_NO_RIGHT = "Wer freigegeben hat, darf aus diesem Postfach nicht mehr senden."
+
+
+def test_a_send_the_worker_blocked_says_why_in_the_readers_language(
+    tenant_a, mailbox_a, member_of, admin_a, signed_in, tmp_path, settings
+):
+    """The worker's pre-call check writes its reason in English (no reader's language applies
+    there); the send's page (its last error and journal) and the attention list showed it so on
+    German and Spanish pages."""
+    from tenants.models import Membership
+    from tests.catalogues import serve_catalogue
+
+    serve_catalogue(settings, tmp_path, "de", {NO_RIGHT: GERMAN_NO_RIGHT})
+    approver = member_of(tenant_a, "approver")
+    intent = approve_new_draft(tenant_a, mailbox_a, approver.user)
+    # The right revoked after the approval, before the worker's call (data setup).
+    Membership.objects.filter(pk=approver.pk).update(role="viewer")
+    sending.run_once(worker="w", limit=5)
+    intent.refresh_from_db()
+    admin_a.user.language = "de"
+    admin_a.user.save(update_fields=["language"])
+    client = signed_in(admin_a.user)
+
+    pages = [
+        client.get(reverse("outbox_intent", args=[tenant_a.slug, intent.pk])).content.decode(),
+        client.get(reverse("attention", args=[tenant_a.slug])).content.decode(),
+    ]
+
+    assert (intent.state, intent.last_error_detail) == ("blocked", NO_RIGHT)
+    assert [NO_RIGHT in visible(page) for page in pages] == [False, False]
+    assert [GERMAN_NO_RIGHT in page for page in pages] == [True, True]
