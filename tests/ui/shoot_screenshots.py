@@ -20,6 +20,7 @@ from tenants import invitations
 from tenants.models import AgentToken, Membership
 from tests.browser import sign_in
 from webhooks.models import InboundMessage
+from webhooks.services.apply import HOLD_REASON
 
 OUT = Path(settings.BASE_DIR) / "docs" / "screenshots"
 pytestmark = pytest.mark.browser
@@ -190,7 +191,8 @@ def build(tenant, admin, mailbox, member_of):
         "queued",
         "Re: Refund for order 47001",
         "pat@example.com",
-        held_reason="The customer wrote again after approval",
+        # As the webhook applier holds it (its reason is shown in the reader's language).
+        held_reason=HOLD_REASON,
     )
     # Bounced after the agent wrote the draft: the review page must flag it.
     Suppression.objects.create(
