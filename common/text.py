@@ -3,9 +3,13 @@
 stored, shown or written in a header faithfully. ``unsafe_in_name`` (a name others read: an
 agent token's, a passkey's, an inbox's display name): those, a tab, and the bidirectional
 controls (U+202A-U+202E, U+2066-U+2069), which make a name display as something other than what
-it holds."""
+it holds. ``unseen_in`` (an address, which is a person's name on the pages when they gave none):
+every character a reader cannot see or that reorders the others; ``unseen_shown`` writes them as
+code points."""
 
 from __future__ import annotations
+
+import unicodedata
 
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
@@ -30,3 +34,28 @@ def unsafe_in_name(value: str) -> str | None:
         return found
     bidi = next((char for char in value if char in BIDI_CONTROLS), None)
     return None if bidi is None else f"U+{ord(bidi):04X}"
+
+
+# Controls, format characters (the bidi controls, zero-width ones, a soft hyphen), surrogates,
+# private-use and unassigned code points, line and paragraph separators, and spaces other than
+# U+0020: nothing a reader sees, or what reorders what they see.
+UNSEEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
+
+
+def _unseen(char: str) -> bool:
+    return char != " " and unicodedata.category(char) in UNSEEN_CATEGORIES
+
+
+def unseen_in(value: str) -> str | None:
+    """The first character of ``value`` a reader cannot see, or mistakes for another, or that
+    reorders the others (``UNSEEN_CATEGORIES``), as ``U+200B``, or None. For an address shown
+    as a person's name: ``ana@exa\u200bmple.com`` reads as ``ana@example.com``, and with U+202E
+    the rest of the line reads backwards."""
+    found = next((char for char in value if _unseen(char)), None)
+    return None if found is None else f"U+{ord(found):04X}"
+
+
+def unseen_shown(value: str) -> str:
+    """``value`` with every character ``unseen_in`` names written as its code point,
+    ``[U+202E]``: what it holds, readable, and storable (a NUL is neither in PostgreSQL)."""
+    return "".join(f"[U+{ord(char):04X}]" if _unseen(char) else char for char in value)

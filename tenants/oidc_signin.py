@@ -11,7 +11,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from common import crypto
-from common.text import unsafe_in_name
+from common.text import unsafe_in_name, unseen_in
 from tenants.models import Membership, SingleSignOn, SsoIdentity, Tenant, User
 from tenants.services import (
     AdminError,
@@ -161,6 +161,17 @@ def _email_of(claims: dict, sso: SingleSignOn) -> str:
     email = str(claims.get("email") or "").strip().lower()
     if not email or "@" not in email:
         raise SsoRefused("no_email", _("The identity provider sent no e-mail address."))
+    # Taken as it came, a new member's address (their name to every colleague when the provider
+    # sends none) read backwards with U+202E, as a colleague's with U+200B, and a NUL was a 500.
+    if unseen := unseen_in(email):
+        raise SsoRefused(
+            "email_unseen_character",
+            _(
+                "The identity provider sent an address holding %(char)s, a character that "
+                "cannot be seen or that reorders the others; ask its admin to correct it."
+            )
+            % {"char": unseen},
+        )
     if not _verified_or_unsaid(claims.get("email_verified")):
         raise SsoRefused(
             "email_unverified", _("The identity provider has not verified that address.")

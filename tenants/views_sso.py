@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_safe
 
 from common.crypto import SecretUnreadable
+from common.text import unseen_shown
 from tenants import oidc, oidc_signin
 from tenants.models import SingleSignOn, User
 from tenants.next_url import safe_next_url
@@ -215,7 +216,9 @@ def sso_callback(request: HttpRequest) -> HttpResponse:
             user=None,
             tenant=tenant,
             request=request,
-            data={"reason": error.code, "email": str(claims.get("email", ""))[:254]},
+            # Its unseen characters as code points: what the provider sent, readable and
+            # storable (a NUL in it is neither).
+            data={"reason": error.code, "email": unseen_shown(str(claims.get("email", "")))[:254]},
         )
         return _refused(request, error.message)
     if request.user.is_authenticated and request.user.pk != user.pk:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import unicodedata
 from datetime import datetime, timedelta
 
 from django import template
@@ -11,6 +10,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext_lazy
 
+from common.text import unseen_shown
 from intents.models import Draft, SendIntent
 from review import journal_words
 from review.previews import previewable
@@ -56,7 +56,7 @@ def sender(value) -> str:
     name, address = _sender_parts(text)
     if not address:
         return format_html("<bdi>{}</bdi>", name)
-    shown = format_html('<bdi class="mono" data-sender-address>{}</bdi>', _visible(address))
+    shown = format_html('<bdi class="mono" data-sender-address>{}</bdi>', unseen_shown(address))
     if not name:
         return shown
     return format_html("<bdi>{}</bdi> &lt;{}&gt;", name, shown)
@@ -70,20 +70,6 @@ def _sender_parts(text: str) -> tuple[str, str]:
     if "@" in text:
         return "", text
     return text, ""
-
-
-def _visible(address: str) -> str:
-    """``address`` with every character a reader cannot see, or mistakes for another, or that
-    reorders the others, written as its code point: ``[U+202E]``."""
-    return "".join(
-        f"[U+{ord(char):04X}]" if char != " " and unicodedata.category(char) in _UNSEEN else char
-        for char in address
-    )
-
-
-# Controls, format characters (the bidi controls, zero-width ones), surrogates, private-use and
-# unassigned code points, line and paragraph separators, and spaces other than U+0020.
-_UNSEEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
 
 
 @register.filter

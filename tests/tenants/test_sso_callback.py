@@ -375,3 +375,31 @@ def test_a_newcomer_who_joins_through_sso_closes_their_pending_invitation(
     assert f'data-invitation="{invited.pk}"' in members.content.decode()
     assert "pending until" not in members.content.decode()
     assert "joined through single sign-on" in audit.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("email", "shown"),
+    [
+        ("al\u202eice@acme.test", "al[U+202E]ice@acme.test"),
+        ("ali\u200bce@acme.test", "ali[U+200B]ce@acme.test"),
+        ("a\x00lice@acme.test", "a[U+0000]lice@acme.test"),
+    ],
+    ids=["right-to-left-override", "zero-width-space", "nul"],
+)
+def test_an_address_from_the_provider_with_unseen_characters_is_refused_and_audited(
+    client, provider, alice, tenant_a, member_of, email, shown
+):
+    """Found by an outside probe: the provider's address was taken as it came, though its name
+    claim is cleaned (``_readable_name``). A new member's address is their name to every
+    colleague when the provider sends none; one with U+202E read reversed on the queue, the
+    journal and the audit log, one with U+200B looked like a colleague's, and a NUL was a 500
+    (PostgreSQL refuses it). Refused, audited with the address as the admin can read it."""
+    SingleSignOn.objects.filter(tenant=tenant_a).update(jit_role="approver")
+    flow = start(client, tenant_a)
+    provider.id_token = provider.sign(flow["nonce"], sub="newcomer-1", email=email, name="")
+    response = client.get(reverse("sso_callback"), {"state": flow["state"], "code": "c0de"})
+    assert response.status_code == 403
+    assert "_auth_user_id" not in client.session
+    assert not User.objects.exclude(pk=alice.pk).filter(email__contains="ce@acme.test").exists()
+    row = AuditEvent.objects.get(action="signin.sso_refused", tenant=tenant_a)
+    assert row.data == {"reason": "email_unseen_character", "email": shown}
