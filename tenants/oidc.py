@@ -25,11 +25,14 @@ from django.core.cache import cache
 from django.utils.translation import gettext as _
 
 from common.egress import EgressRefused, PinnedTransport, literal_address, validate_url
+from common.text import control_in
 
 logger = logging.getLogger(__name__)
 ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "PS256"]
 # Clock skew allowed between us and the identity provider for exp/iat.
 LEEWAY_SECONDS = 60
+# The longest subject OpenID Connect allows, and the account link's column.
+SUBJECT_MAX = 255
 TIMEOUT = httpx.Timeout(10.0, connect=5.0)
 # The whole of one call, however slowly the provider answers: a person is waiting on the page.
 DEADLINE_SECONDS = 15.0
@@ -313,4 +316,10 @@ def verify_id_token(
         raise OidcError("token_audience", _("The ID token is meant for another application."))
     if not secrets.compare_digest(str(claims.get("nonce", "")), nonce):
         raise OidcError("token_nonce", _("The ID token belongs to another sign-in."))
+    # The account's link holds the subject (OpenID Connect Core 1.0 §2: at most 255 ASCII
+    # characters): a NUL or a longer one was a 500 after a good sign-in, and an empty one
+    # linked the account to whatever token of the provider names no one.
+    subject = claims["sub"]
+    if not isinstance(subject, str) or not 0 < len(subject) <= SUBJECT_MAX or control_in(subject):
+        raise OidcError("token_subject", _("The ID token does not name a valid subject."))
     return claims

@@ -403,3 +403,19 @@ def test_an_address_from_the_provider_with_unseen_characters_is_refused_and_audi
     assert not User.objects.exclude(pk=alice.pk).filter(email__contains="ce@acme.test").exists()
     row = AuditEvent.objects.get(action="signin.sso_refused", tenant=tenant_a)
     assert row.data == {"reason": "email_unseen_character", "email": shown}
+
+
+@pytest.mark.parametrize("subject", ["alice\x00", "a" * 256, ""], ids=["nul", "too-long", "empty"])
+def test_a_subject_the_account_link_cannot_hold_is_refused_and_audited(
+    client, provider, alice, tenant_a, subject
+):
+    """Found by an outside probe: the ID token's ``sub`` was stored as it came as the link to
+    the account (255 characters at most, as OpenID Connect Core 1.0 §2 allows): a NUL or a
+    longer subject was a 500 from the database, after a sign-in that verified."""
+    flow = start(client, tenant_a)
+    provider.id_token = provider.sign(flow["nonce"], sub=subject)
+    response = client.get(reverse("sso_callback"), {"state": flow["state"], "code": "c0de"})
+    assert response.status_code == 403
+    assert "_auth_user_id" not in client.session
+    row = AuditEvent.objects.get(action="signin.sso_refused", tenant=tenant_a)
+    assert row.data["reason"] == "token_subject"
