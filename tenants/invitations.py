@@ -34,7 +34,7 @@ from django.db.models.expressions import ExpressionWrapper
 from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 
-from common.text import unsafe_in_name
+from common.text import unsafe_in_name, unseen_in
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
 from tenants.services import (
@@ -155,6 +155,18 @@ def _checked(
         validate_email(email)
     except ValidationError:
         raise AdminError("invalid_email", _("Enter a valid email address."), "email") from None
+    # validate_email takes any character past U+00A0 in a domain; the address is the person's
+    # name to every colleague until they give one (tenants.oidc_signin refuses the same).
+    if unseen := unseen_in(email):
+        raise AdminError(
+            "invalid_email",
+            _(
+                "An address cannot hold %(char)s, a character that cannot be seen or that "
+                "reorders the others."
+            )
+            % {"char": unseen},
+            "email",
+        )
     # validate_email takes up to 320 characters, the column 254: a longer address was a
     # DataError from the insert (a traceback in tenant_create), not this refusal.
     if len(email) > EMAIL_MAX:

@@ -117,6 +117,28 @@ def test_address_fields_refuse_bad_characters(tenant_a, admin_client, value):
 
 
 @pytest.mark.parametrize(
+    "email",
+    ["ana@exa\u202emple.test", "ana@exa\u200bmple.test", "ana@exa\u00admple.test"],
+    ids=["right-to-left-override", "zero-width-space", "soft-hyphen"],
+)
+def test_an_invitation_address_with_an_unseen_character_in_its_domain_is_refused(
+    tenant_a, admin_client, email
+):
+    """Found by an outside probe: Django's validate_email takes any character past U+00A0 in a
+    domain, so the invitation was written, listed on the members page and in the audit log, and
+    the account it made had that address as its name to every colleague (until they give
+    one): with U+202E it turned the rest of the line backwards, with U+200B or a soft hyphen it
+    read exactly as ana@example.test. No such domain can receive mail (IDNA refuses them)."""
+    before = _state(tenant_a)
+    answer = admin_client.post(
+        reverse("admin_members", args=[tenant_a.slug]), {"email": email, "role": "approver"}
+    )
+    assert answer.status_code == 400
+    assert "cannot be seen" in answer.content.decode()
+    assert _state(tenant_a) == before
+
+
+@pytest.mark.parametrize(
     ("field", "entry"),
     [("allowed_domains", "d{}.example"), ("allowed_addresses", "u{}@example.com")],
 )
