@@ -20,6 +20,7 @@ from django.utils.translation import gettext as _
 
 from common.crypto import needs_reseal
 from common.egress import EgressRefused, host_reached, validate_url
+from common.text import unsafe_in_name
 from config.clock import db_now
 from intents.events.outbox import wake_delivery
 from intents.models import AgentEvent, AgentEventDelivery, AgentEventEndpoint, EventType
@@ -73,6 +74,20 @@ def _clean_types(event_types: Iterable[str]) -> list[str]:
     return chosen
 
 
+def _clean_description(description) -> str:
+    """The endpoint's description as typed, refused when it holds what ``unsafe_in_name`` names:
+    the tenant's other admins read it beside the URL, where a U+202E turned it backwards."""
+    description = str(description or "").strip()[:200]
+    if unsafe := unsafe_in_name(description):
+        raise AdminError(
+            "invalid_description",
+            _("The description cannot hold control or direction characters (%(char)s).")
+            % {"char": unsafe},
+            field="description",
+        )
+    return description
+
+
 def endpoint_create(
     *,
     tenant,
@@ -87,6 +102,7 @@ def endpoint_create(
     ``form_id``: the page's one-time form id; a second post of it raises AlreadySubmitted."""
     url = clean_url(url)
     types = _clean_types(event_types)
+    description = _clean_description(description)
     with transaction.atomic():
         require_admin(tenant, actor)
         receipt = form_claim(
@@ -132,7 +148,7 @@ def endpoint_create(
         endpoint = AgentEventEndpoint(
             tenant=tenant,
             url=url,
-            description=(description or "")[:200],
+            description=description,
             event_types=types,
             mailbox=mailbox,
             created_by=actor,

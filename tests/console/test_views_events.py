@@ -222,6 +222,9 @@ def test_non_admins_cannot_reach_the_page(tenant_a, member_of, signed_in, role):
     [
         {"description": "a\x00b"},
         {"description": "x" * 100_000},
+        # Shown to the tenant's other admins beside the URL (an outside probe found both kept).
+        {"description": "prod \u202eoreh"},
+        {"description": "prod\x1b[8m"},
         {"url": "https://hooks.example.com/" + "a" * 5000},
         {"event_types": ["draft.rejected", "nope"]},
         {"event_types": ["draft.rejected\x00"]},
