@@ -472,7 +472,12 @@ def enqueue_fan_out(broadcast_id: int) -> None:
         log.exception("intents.broadcast.enqueue_failed", extra={"broadcast_id": broadcast_id})
 
 
-def broadcast_reject(*, tenant, broadcast_id, actor, reason) -> Broadcast:
+def broadcast_reject(
+    *, tenant, broadcast_id, actor, reason, content_hash: str | None = None
+) -> Broadcast:
+    """``content_hash``: the content the person's page showed (None: no page asked, a command
+    or a test). A rejection from a page opened before the recipients were replaced is refused:
+    it would reject a list nobody read, and the agent would read the reason as said of it."""
     tenant = active_tenant(tenant)
     reason = clean_reason(reason, required=True)
     with transaction.atomic():
@@ -480,6 +485,13 @@ def broadcast_reject(*, tenant, broadcast_id, actor, reason) -> Broadcast:
         require_standing(tenant, None)
         require_broadcast_state(broadcast, {State.PENDING_REVIEW})
         require_broadcast_approver(tenant, broadcast, actor)
+        if content_hash is not None and content_hash != broadcast.content_hash:
+            raise errors.StaleVersion(
+                message=_(
+                    "The broadcast changed since you opened it. Review it again before "
+                    "rejecting; nothing was rejected."
+                )
+            )
         Broadcast.objects.filter(pk=broadcast.pk, state=State.PENDING_REVIEW).update(
             state=State.REJECTED, decided_by=actor, reject_reason=reason, updated_at=Now()
         )

@@ -225,11 +225,18 @@ def broadcast_approve(request: TenantRequest, broadcast_id: int) -> HttpResponse
 @require_POST
 def broadcast_reject(request: TenantRequest, broadcast_id: int) -> HttpResponse:
     reason = request.POST.get("reason", "")
+    # The content its page showed; a post without it (a hand-made one) names none, and rejects
+    # nothing.
+    shown = request.POST.get("content_hash", "")
     return _decide(
         request,
         broadcast_id,
         lambda b: service.broadcast_reject(
-            tenant=request.tenant, broadcast_id=b.pk, actor=request.user, reason=reason
+            tenant=request.tenant,
+            broadcast_id=b.pk,
+            actor=request.user,
+            reason=reason,
+            content_hash=shown,
         ),
         _("Rejected: nothing will be sent."),
     )

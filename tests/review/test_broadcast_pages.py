@@ -61,6 +61,33 @@ def test_stale_hash_approves_nothing(signed_in, member_of, broadcast):
     assert Broadcast.objects.get(pk=broadcast.pk).state == "pending_review"
 
 
+def test_a_rejection_from_a_page_opened_before_the_recipients_were_replaced_rejects_nothing(
+    signed_in, member_of, broadcast
+):
+    """Found by an outside probe: a rejection named no content, so one typed on a page opened
+    before the agent replaced the recipients rejected a list the reviewer never saw, and the
+    agent read the reason as said of its new list (a draft's rejection names its version for
+    the same reason). It names the hash its page showed, as an approval does."""
+    client = signed_in(member_of(broadcast.tenant, "approver").user)
+    page = client.get(url(broadcast)).content.decode()
+    shown = broadcast.content_hash
+    assert page.count(f'name="content_hash" value="{shown}"') == 2
+    broadcast_replace_recipients(
+        tenant=broadcast.tenant,
+        broadcast_id=broadcast.pk,
+        recipients=[{"address": "q@example.com", "variables": {"n": 1}}],
+    )
+    stale = {"reason": "Leave out the unsubscribed", "content_hash": shown}
+    response = client.post(url(broadcast, "reject/"), stale, follow=True)
+    assert "changed since you opened it" in response.content.decode()
+    assert Broadcast.objects.get(pk=broadcast.pk).state == "pending_review"
+    assert client.post(url(broadcast, "reject/"), {"reason": "No"}).status_code == 302
+    assert Broadcast.objects.get(pk=broadcast.pk).state == "pending_review"
+    current = Broadcast.objects.get(pk=broadcast.pk).content_hash
+    client.post(url(broadcast, "reject/"), {"reason": "No", "content_hash": current})
+    assert Broadcast.objects.get(pk=broadcast.pk).state == "rejected"
+
+
 def test_unknown_control_action_is_404(signed_in, member_of, broadcast):
     client = signed_in(member_of(broadcast.tenant, "approver").user)
     assert client.post(url(broadcast, "explode/")).status_code == 404
