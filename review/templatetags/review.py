@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django import template
@@ -258,3 +260,36 @@ def intent_state(value: str) -> str:
         if value in choices.values:
             return str(choices(value).label)
     return value
+
+
+@dataclass(frozen=True)
+class Source:
+    text: str
+    url: str = ""
+
+
+@register.filter
+def sources(provenance) -> list[Source]:
+    """The sources an agent named in a draft's provenance (a free object: ``sources`` is a list
+    of texts or of {"title", "url"} objects, or one of them), each as it was written. The page
+    asked each one for its ``title``, which a text has as a method (str.title): "kb/HowTo"
+    read "Kb/Howto". Anything else is shown as JSON, never as Python."""
+    given = provenance.get("sources") if isinstance(provenance, dict) else None
+    if given in (None, "", [], {}):
+        return []
+    return [_source(item) for item in (given if isinstance(given, list) else [given])]
+
+
+def _source(item) -> Source:
+    if isinstance(item, str):
+        return Source(item)
+    if isinstance(item, dict) and set(item) <= {"title", "url"}:
+        title, url = item.get("title"), item.get("url")
+        return Source(_text(title), _text(url))
+    return Source(_text(item))
+
+
+def _text(value) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

@@ -149,3 +149,32 @@ def test_every_provenance_field_an_agent_wrote_is_marked_as_outside_text(
     assert f"<dd data-customer-content>{claim}</dd>" in text
     for field in ("m", "p", "r"):
         assert re.search(rf"<dd[^>]* data-customer-content>{field}</dd>", text), field
+
+
+def test_the_agents_sources_are_shown_as_it_wrote_them(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """Found by an outside probe: the page asked each source for its ``title``, which a text
+    source has as a method (str.title), so "kb/HowTo-refunds" read "Kb/Howto-Refunds"; a
+    source with only a URL read as a Python dict, and sources given as one text were listed
+    letter by letter."""
+    listed = make_draft(
+        mailbox_a,
+        provenance={
+            "sources": [
+                "kb/HowTo-refunds",
+                {"title": "Refund policy", "url": "https://kb.example.com/Refunds"},
+                {"url": "https://kb.example.com/Only-URL"},
+            ]
+        },
+    )
+    one = make_draft(mailbox_a, provenance={"sources": "ticket ABC-7"})
+    client = signed_in(admin_a.user)
+    page = client.get(reverse("draft", args=[tenant_a.slug, listed.pk])).content.decode()
+    sources = page.split('<ul class="plain">', 1)[1].split("</ul>", 1)[0]
+    assert "<li>kb/HowTo-refunds</li>" in sources
+    assert 'Refund policy <small class="mono">https://kb.example.com/Refunds</small>' in sources
+    assert '<li><small class="mono">https://kb.example.com/Only-URL</small></li>' in sources
+    assert "{" not in sources
+    page = client.get(reverse("draft", args=[tenant_a.slug, one.pk])).content.decode()
+    assert '<ul class="plain"><li>ticket ABC-7</li></ul>' in page
