@@ -303,13 +303,16 @@ class SendIntent(models.Model):
         related_name="intents",
         db_index=False,
     )
-    # One send per recipient of a broadcast, however often the fan-out runs.
-    broadcast_recipient = models.OneToOneField(
+    # One send per recipient of a broadcast, however often the fan-out runs: the partial
+    # constraint intent_unique_broadcast_recipient, not a OneToOneField, whose unique index
+    # would hold a NULL entry for every reply, written again on each of its updates.
+    broadcast_recipient = models.ForeignKey(
         "intents.BroadcastRecipient",
         null=True,
         blank=True,
         on_delete=models.PROTECT,
-        related_name="intent",
+        related_name="intents",
+        db_index=False,
     )
     approver = models.ForeignKey("tenants.User", on_delete=models.PROTECT, related_name="+")
     approved_at = models.DateTimeField()
@@ -360,6 +363,11 @@ class SendIntent(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["idempotency_key"], name="intent_unique_idempotency_key"
+            ),
+            models.UniqueConstraint(
+                fields=["broadcast_recipient"],
+                name="intent_unique_broadcast_recipient",
+                condition=Q(broadcast_recipient__isnull=False),
             ),
             models.CheckConstraint(
                 condition=Q(

@@ -3,7 +3,7 @@ and every recipient, the paged fan-out into one send per recipient, the worker's
 the approval, and sending through the sandbox over real HTTP (its ledger is counted)."""
 
 import pytest
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
 
 from intents import broadcast_content, errors, sending, tasks
@@ -505,6 +505,19 @@ def test_fan_out_run_twice_creates_no_second_intent(live, settings):
     assert SendIntent.objects.filter(broadcast=b).count() == 5
     keys = list(SendIntent.objects.filter(broadcast=b).values_list("idempotency_key", flat=True))
     assert len(set(keys)) == 5
+
+
+def test_a_second_send_for_a_recipient_is_refused_by_the_database(live):
+    b = approve(live, create(live, recipients=people(2)))
+    broadcast_run(b.pk)
+    first = SendIntent.objects.get(broadcast=b, broadcast_recipient__position=0)
+    first.pk, first.idempotency_key = None, "second-send-for-one-recipient"
+    with (
+        pytest.raises(IntegrityError, match="intent_unique_broadcast_recipient"),
+        transaction.atomic(),
+    ):
+        SendIntent.objects.bulk_create([first])
+    assert SendIntent.objects.filter(broadcast=b).count() == 2
 
 
 def test_a_recipient_row_changed_after_approval_is_blocked_not_sent(live):
