@@ -55,23 +55,74 @@ class _Candidate:
 def _claim(
     *, worker: str, limit: int, intent_id: int | None, reconcile: bool, replies_only: bool = False
 ) -> list[Claim]:
+    """Up to three times ``limit`` candidates are read so that a key without budget does not
+    starve the others, but only when one of the first ``limit`` had none: a claim whose keys all
+    have budget locks just the rows it leases, not twice as many more for nothing."""
     call_by = call_deadline(time.monotonic())
+    wide = max(limit * 3, limit)
+
+    def reading(reach: int) -> list[Claim] | None:
+        return _claim_reading(
+            reach=reach,
+            wide=wide,
+            worker=worker,
+            limit=limit,
+            intent_id=intent_id,
+            reconcile=reconcile,
+            replies_only=replies_only,
+            call_by=call_by,
+        )
+
+    claims = reading(limit)
+    if claims is None:
+        claims = reading(wide)
+    assert claims is not None
+    return claims
+
+
+def _claim_reading(
+    *,
+    reach: int,
+    wide: int,
+    worker: str,
+    limit: int,
+    intent_id: int | None,
+    reconcile: bool,
+    replies_only: bool,
+    call_by: float,
+) -> list[Claim] | None:
+    """The claim over the first ``reach`` candidates, read on up to ``wide`` in all if one of
+    them had no budget, as if all had been read at once (the buckets carry on from the first
+    ones). None, with nothing written and every row let go, when those further candidates need
+    a bucket not yet locked: it cannot be locked after the others (two claimers could each hold
+    the bucket the other waits for), so the caller starts again reading ``wide`` at once."""
     with transaction.atomic():
         now = db_now()
         candidates = _candidates(
-            now, limit=limit, intent_id=intent_id, reconcile=reconcile, replies_only=replies_only
+            now, reach=reach, intent_id=intent_id, reconcile=reconcile, replies_only=replies_only
         )
-        throttles = lock_throttles(
-            {c.key_ref for c in candidates}
-            | {c.broadcast_ref for c in candidates if c.broadcast_ref},
-            now,
-        )
+        throttles = lock_throttles(_buckets(candidates), now)
         if any(row.refilled_at > now for row in throttles.values()):
             # Another claimer refilled a bucket, with its own later clock reading, while this
             # one waited for the row: read the clock again, or that refill would look like a
             # 429's pause and the claim would skip (and postpone) intents that may go now.
             now = db_now()
         leased, postponed = _take_tokens(candidates, throttles, now, limit=limit)
+        if postponed and len(candidates) == reach < wide:
+            further = _candidates(
+                now,
+                reach=wide - reach,
+                intent_id=intent_id,
+                reconcile=reconcile,
+                replies_only=replies_only,
+                read=[c.pk for c in candidates],
+            )
+            if not _buckets(further) <= throttles.keys():
+                transaction.set_rollback(True)
+                return None
+            more, more_postponed = _take_tokens(further, throttles, now, limit=limit - len(leased))
+            leased += more
+            postponed += more_postponed
         _postpone(postponed)
         won = _lease_rows(
             leased, worker=worker, expires=now + lease_duration(), reconcile=reconcile
@@ -85,11 +136,23 @@ def _claim(
     return claims
 
 
+def _buckets(candidates: list[_Candidate]) -> set[str]:
+    return {c.key_ref for c in candidates} | {
+        c.broadcast_ref for c in candidates if c.broadcast_ref
+    }
+
+
 def _candidates(
-    now: datetime, *, limit: int, intent_id: int | None, reconcile: bool, replies_only: bool = False
+    now: datetime,
+    *,
+    reach: int,
+    intent_id: int | None,
+    reconcile: bool,
+    replies_only: bool = False,
+    read: list[int] | None = None,
 ) -> list[_Candidate]:
-    """Due intents, locked (``SKIP LOCKED``), highest priority then oldest first: up to three
-    times ``limit``, so that intents of a key without budget do not starve the others."""
+    """Up to ``reach`` due intents, locked (``SKIP LOCKED``), highest priority then oldest
+    first, after those already ``read``."""
     if reconcile:
         due = (
             Q(state=State.UNCERTAIN, next_attempt_at__lte=now)
@@ -111,6 +174,8 @@ def _candidates(
     qs = SendIntent.objects.select_for_update(skip_locked=True, of=("self",)).filter(due)
     if intent_id is not None:
         qs = qs.filter(pk=intent_id)
+    if read:
+        qs = qs.exclude(pk__in=read)
     return [
         _Candidate(
             pk,
@@ -133,7 +198,7 @@ def _candidates(
                 "mailbox__provider_api_key_id",
                 "broadcast_id",
                 "broadcast__rate_per_second",
-            )[: max(limit * 3, limit)]
+            )[:reach]
         )
     ]
 
