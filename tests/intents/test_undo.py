@@ -212,7 +212,9 @@ def test_a_not_after_beyond_the_undo_window_is_approved_and_sent_after_it(live):
 
 def test_undo_within_the_window_sends_nothing_while_a_worker_runs(live):
     with_hold(live, 4)
-    worker = start_worker(live.sandbox, "--seconds", "9", "--poll", "0.1", "--sweep-every", "0.5")
+    # A worker that lives well past the window however slow the machine (a loaded one took
+    # longer than a 9 s worker's life to reach the last check); SIGTERM stops it cleanly.
+    worker = start_worker(live.sandbox, "--seconds", "60", "--poll", "0.1", "--sweep-every", "0.5")
     try:
         intent = live.approved()
         # The worker polls through most of the window before the undo lands near its end.
@@ -223,6 +225,7 @@ def test_undo_within_the_window_sends_nothing_while_a_worker_runs(live):
         time.sleep(2.0)  # well past the window, the worker still polling
         assert worker.poll() is None
     finally:
+        worker.terminate()
         _out, err = worker.communicate(timeout=30)
     assert worker.returncode == 0, err
     assert sends(live.sandbox, intent) == []
