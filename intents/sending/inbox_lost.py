@@ -67,7 +67,7 @@ def intents_end_with_lost_inbox(*, tenant_id: int, mailbox_id: int, actor=None) 
                 from_state=State.UNCERTAIN,
                 to_state=State.NEEDS_ATTENTION,
                 reason=INBOX_LOST_REASON,
-                data={"code": INBOX_LOST_CODE, "mailbox": mailbox_id},
+                data={"code": INBOX_LOST_CODE, "mailbox_id": mailbox_id},
             )
             moved.append(intent.pk)
     return {"sending": 0, "needs_attention": moved}
