@@ -1,6 +1,8 @@
 """The audit page in words: each row of both journals as a sentence ("Ana revoked the agent token
-triage-bot") whose object links to its page while it still exists. The CSV export keeps the raw
-columns (console.views.audit_csv); this is only how a person reads them.
+triage-bot") whose object links to its page while it still exists, and the reasons the system
+wrote in the reader's words (``intents.reason_words``). The CSV export keeps the raw columns
+(console.views.audit_csv), the stored reason among them: it is evidence, read beside the codes;
+this is only how a person reads them.
 
 Objects are looked up once per page and per kind (a fixed number of queries for 100 rows).
 """
@@ -39,6 +41,7 @@ from console.audit_vocabulary import (
     TIMES,
 )
 from intents.models import AgentEventEndpoint, Broadcast, Draft, SendIntent
+from intents.reason_words import system_reason_words
 from mailboxes.models import Mailbox
 from tenants.actor_words import then_and_now
 from tenants.models import AgentToken, Invitation, Membership, Tenant
@@ -53,7 +56,10 @@ class AuditLine:
     action: str
     sentence: SafeString
     details: list[tuple[str, str]]
+    # As the page shows it: a reason the system wrote in the reader's words, any other as written.
     reason: str
+    # The stored reason when ``reason`` is the system's words for it; "" for someone's own text.
+    reason_code: str
 
 
 def _name_tables(tenant: Tenant, rows: list[dict]) -> dict[tuple[str, str], tuple[str, str]]:
@@ -314,6 +320,17 @@ def _sends_in_flight(data) -> int:
     return count if type(count) is int and count > 0 else 0
 
 
+def _reason(row: dict) -> dict[str, str]:
+    """The row's reason as the page gives it (``reason``), with the stored one kept for its
+    tooltip (``reason_code``) when the system wrote it; the export keeps the stored one only."""
+    words = system_reason_words(
+        actor_kind=row["actor_kind"], action=row["action"], reason=row["reason"]
+    )
+    if words is None:
+        return {"reason": row["reason"], "reason_code": ""}
+    return {"reason": str(words), "reason_code": row["reason"]}
+
+
 def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:
     names = _name_tables(tenant, rows)
     id_names = _id_names(tenant, rows)
@@ -348,7 +365,7 @@ def audit_lines(tenant: Tenant, rows: list[dict]) -> list[AuditLine]:
                 # Every piece was escaped above (the template, the actor, the object).
                 sentence=mark_safe(sentence[:1].upper() + sentence[1:]),  # noqa: S308
                 details=_details(_worded(action, _with_names(row, id_names))),
-                reason=row["reason"],
+                **_reason(row),
             )
         )
     return lines

@@ -27,6 +27,7 @@ from django.utils.translation import gettext_lazy as _
 
 from intents.models import Draft, IntentEvent, SendAttempt, SendIntent, Suppression
 from intents.models_events import AgentEventEndpoint
+from intents.reason_words import MACHINE_ACTORS
 from intents.selectors.deadlines import sla_breaches
 from intents.selectors.intents import current_sends, oldest_queued_age_seconds
 from intents.selectors.storage import StorageUse, attachment_storage
@@ -203,7 +204,8 @@ AUDIT_COLUMNS = ("created_at", "src", "action", "actor_name", "obj", "transition
 # What the page adds to the export's columns: who in words, and the object as (type, id) so the
 # page can name it and link to it (console.audit_words).
 # actor_now: a person's address today, beside the one they acted under (actor_name); "" for
-# an actor that is not a person.
+# an actor that is not a person. actor_kind: the journal's (whether the system wrote the row's
+# reason); "" for an administration row.
 AUDIT_PAGE_COLUMNS = (
     *AUDIT_COLUMNS,
     "actor_display",
@@ -212,6 +214,7 @@ AUDIT_PAGE_COLUMNS = (
     "to_state",
     "actor_now",
     "id",
+    "actor_kind",
 )
 
 
@@ -257,11 +260,7 @@ def _send_scope(tenant: Tenant, send: int) -> Q:
     return scope
 
 
-_MACHINE_ACTORS = [
-    IntentEvent.Actor.WORKER.value,
-    IntentEvent.Actor.SWEEP.value,
-    IntentEvent.Actor.WEBHOOK.value,
-]
+_MACHINE_ACTORS = sorted(MACHINE_ACTORS)
 
 
 def _journal(tenant: Tenant, f: AuditFilter):
@@ -352,6 +351,7 @@ def _admin(tenant: Tenant, f: AuditFilter):
         obj_id=F("object_id"),
         to_state=Value("", output_field=CharField()),
         actor_now=Coalesce(F("actor__email"), Value(""), output_field=CharField()),
+        actor_kind=Value("", output_field=CharField()),
     )
     return _filtered(qs, f, "admin").values(*AUDIT_PAGE_COLUMNS)
 

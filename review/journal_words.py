@@ -3,7 +3,8 @@
 The stored rows keep their codes (``data-action`` on the page, the audit CSV and the API show
 them): an action, the process that wrote the row (a worker's ``host:pid:thread``, a webhook's
 ``svix-id``) and the reasons the system writes are for operators, so the page shows words and
-keeps the code in a tooltip. A delivery row takes its words from the delivery states' own labels
+keeps the code in a tooltip (the system's reasons in words: ``intents.reason_words``, which the
+console's audit page reads too). A delivery row takes its words from the delivery states' own labels
 (``RecipientDelivery.State``), as the recipients' badges and the console's audit page do.
 """
 
@@ -15,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from intents.models import IntentEvent
-from intents.sending.precheck import APPROVED_OWN_VERSION, WROTE_EARLIER_VERSION
+from intents.reason_words import SYSTEM_REASONS, system_reason_words
 from tenants.actor_words import then_and_now
 from webhooks.models import RecipientDelivery
 
@@ -63,80 +64,6 @@ ACTIONS = {
     "intent.undone": _("undone"),
 }
 
-# The reasons the worker, the sweep and the webhook applier write as fixed text (intents.sending,
-# intents.services, webhooks.services). A reason built from a provider's answer is shown as it is.
-SYSTEM_REASONS = {
-    "sent": _("AgentMail accepted it on the first request."),
-    "replayed with the same key": _(
-        "AgentMail confirmed it when the request was repeated with the same idempotency key."
-    ),
-    "AgentMail's answer to an earlier call arrived after its lease ended": _(
-        "AgentMail's answer to an earlier try arrived after that try had been handed over."
-    ),
-    "not_after passed before sending": _("Its send-before time passed before it was sent."),
-    "Gave up: the safe retry window passed.": _(
-        "Gave up: the time in which a retry is safe has passed."
-    ),
-    "The broadcast was paused before the call.": _("The broadcast was paused before the send."),
-    "AgentMail refused the mailbox's key before the call.": _(
-        "AgentMail had refused the mailbox's key; nothing was sent with it."
-    ),
-    "The broadcast was cancelled.": _("The broadcast was cancelled."),
-    "the worker stopped before its call": _("The worker stopped before it called AgentMail."),
-    "not called: its lease would have run out during the call": _(
-        "Not sent yet: the worker had too many calls ahead of this one; it will try again."
-    ),
-    "nothing found yet, and an earlier call may still be in flight": _(
-        "Nothing found at AgentMail yet; an earlier try may still be under way."
-    ),
-    "retention period passed": _("The retention period passed."),
-    "review deadline passed": _("The review deadline passed."),
-    "send-by time (not_after) passed": _("Its send-before time passed."),
-    "customer wrote again in this thread after the draft was written; re-confirm": _(
-        "The customer wrote again after this reply was written: a person must confirm it."
-    ),
-    # The pre-call check's refusals (intents.sending.precheck), the send's last error too.
-    "The tenant is suspended.": _("The tenant is suspended."),
-    "The mailbox does not belong to the intent's tenant.": _(
-        "The mailbox does not belong to the send's tenant."
-    ),
-    "The approver no longer has the right to send from this mailbox.": _(
-        "The approver no longer has the right to send from this mailbox."
-    ),
-    APPROVED_OWN_VERSION: _(
-        "The approver wrote what they approved; this tenant now requires another person to "
-        "approve it."
-    ),
-    WROTE_EARLIER_VERSION: _(
-        "The approver wrote a version of this draft since it was last approved; this tenant now "
-        "requires another person to approve it."
-    ),
-    "The broadcast is not approved for sending.": _("The broadcast is not approved for sending."),
-    "The send does not belong to its broadcast's approval.": _(
-        "The send does not belong to its broadcast's approval."
-    ),
-    "The broadcast no longer matches what was approved.": _(
-        "The broadcast no longer matches what was approved."
-    ),
-    "The recipient's row changed after approval.": _("The recipient's row changed after approval."),
-    "The rendered message differs from the approved one.": _(
-        "The rendered message differs from the approved one."
-    ),
-    "The recipients differ from those approved.": _("The recipients differ from those approved."),
-    "The approved version does not belong to this draft.": _(
-        "The approved version does not belong to this draft."
-    ),
-    "The approved body was purged by retention.": _("The approved body was purged by retention."),
-    "The stored content no longer matches what was approved.": _(
-        "The stored content no longer matches what was approved."
-    ),
-}
-
-_MACHINES = {IntentEvent.Actor.WORKER, IntentEvent.Actor.SWEEP, IntentEvent.Actor.WEBHOOK}
-# A person's rows whose reason the system wrote: a release carries the hold's reason
-# (``intent_release``), which the webhook applier wrote.
-_REASON_OF_THE_SYSTEM = {"intent.released"}
-
 
 def action_words(action: str) -> str:
     if action.startswith(DELIVERY_PREFIX):
@@ -168,8 +95,9 @@ def _person_words(user, *, then: str) -> SafeString:
 def reason_words(event: IntentEvent) -> SafeString:
     if not event.reason:
         return SafeString("")
-    system = event.actor_kind in _MACHINES or event.action in _REASON_OF_THE_SYSTEM
-    words = SYSTEM_REASONS.get(event.reason) if system else None
+    words = system_reason_words(
+        actor_kind=event.actor_kind, action=event.action, reason=event.reason
+    )
     if words is not None:
         return format_html('<div class="small" title="{}">{}</div>', event.reason, words)
     # A person's or an agent's words (a cancel reason, evidence), or a provider's answer.

@@ -19,6 +19,7 @@ def delivery_row(action: str) -> dict:
         "created_at": timezone.now(),
         "src": "intent",
         "reason": "",
+        "actor_kind": "",
     }
 
 
@@ -41,6 +42,7 @@ def signin_row(action: str, data: dict) -> dict:
         "created_at": timezone.now(),
         "src": "signin",
         "reason": "",
+        "actor_kind": "",
     }
 
 

@@ -20,7 +20,7 @@ from django.utils import timezone, translation
 
 from intents import errors, sending, services
 from intents.models import DraftVersion, IntentEvent, SendIntent
-from review.journal_words import SYSTEM_REASONS
+from intents.reason_words import SYSTEM_REASONS
 from tests.intents.conftest import fast_send  # noqa: F401
 from tests.intents.helpers import blocked_on_a_lock
 from tests.review.wrote_again import (

@@ -1,0 +1,106 @@
+"""The reasons the system writes in the journal as fixed text, in the reader's words.
+
+The worker, the sweep and the webhook applier write a row's reason in English, as a code that
+the journal keeps (the audit CSV and the API give it as stored). The pages that read the journal
+to a person (review's send and draft pages, a send's last error, the console's audit log) give it
+in the reader's language from this one table. A person's or an agent's reason, and a reason built
+from a provider's answer or with an address, is not the system's: those pages show it as written,
+set apart as outside text.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.utils.translation import gettext_lazy as _
+
+from intents.models import IntentEvent
+from intents.sending.precheck import APPROVED_OWN_VERSION, WROTE_EARLIER_VERSION
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
+# The reasons the worker, the sweep and the webhook applier write as fixed text (intents.sending,
+# intents.services, webhooks.services). A reason built from a provider's answer is not here.
+SYSTEM_REASONS = {
+    "sent": _("AgentMail accepted it on the first request."),
+    "replayed with the same key": _(
+        "AgentMail confirmed it when the request was repeated with the same idempotency key."
+    ),
+    "AgentMail's answer to an earlier call arrived after its lease ended": _(
+        "AgentMail's answer to an earlier try arrived after that try had been handed over."
+    ),
+    "not_after passed before sending": _("Its send-before time passed before it was sent."),
+    "Gave up: the safe retry window passed.": _(
+        "Gave up: the time in which a retry is safe has passed."
+    ),
+    "The broadcast was paused before the call.": _("The broadcast was paused before the send."),
+    "AgentMail refused the mailbox's key before the call.": _(
+        "AgentMail had refused the mailbox's key; nothing was sent with it."
+    ),
+    "The broadcast was cancelled.": _("The broadcast was cancelled."),
+    "the worker stopped before its call": _("The worker stopped before it called AgentMail."),
+    "not called: its lease would have run out during the call": _(
+        "Not sent yet: the worker had too many calls ahead of this one; it will try again."
+    ),
+    "nothing found yet, and an earlier call may still be in flight": _(
+        "Nothing found at AgentMail yet; an earlier try may still be under way."
+    ),
+    "retention period passed": _("The retention period passed."),
+    "review deadline passed": _("The review deadline passed."),
+    "send-by time (not_after) passed": _("Its send-before time passed."),
+    "customer wrote again in this thread after the draft was written; re-confirm": _(
+        "The customer wrote again after this reply was written: a person must confirm it."
+    ),
+    # The pre-call check's refusals (intents.sending.precheck), the send's last error too.
+    "The tenant is suspended.": _("The tenant is suspended."),
+    "The mailbox does not belong to the intent's tenant.": _(
+        "The mailbox does not belong to the send's tenant."
+    ),
+    "The approver no longer has the right to send from this mailbox.": _(
+        "The approver no longer has the right to send from this mailbox."
+    ),
+    APPROVED_OWN_VERSION: _(
+        "The approver wrote what they approved; this tenant now requires another person to "
+        "approve it."
+    ),
+    WROTE_EARLIER_VERSION: _(
+        "The approver wrote a version of this draft since it was last approved; this tenant now "
+        "requires another person to approve it."
+    ),
+    "The broadcast is not approved for sending.": _("The broadcast is not approved for sending."),
+    "The send does not belong to its broadcast's approval.": _(
+        "The send does not belong to its broadcast's approval."
+    ),
+    "The broadcast no longer matches what was approved.": _(
+        "The broadcast no longer matches what was approved."
+    ),
+    "The recipient's row changed after approval.": _("The recipient's row changed after approval."),
+    "The rendered message differs from the approved one.": _(
+        "The rendered message differs from the approved one."
+    ),
+    "The recipients differ from those approved.": _("The recipients differ from those approved."),
+    "The approved version does not belong to this draft.": _(
+        "The approved version does not belong to this draft."
+    ),
+    "The approved body was purged by retention.": _("The approved body was purged by retention."),
+    "The stored content no longer matches what was approved.": _(
+        "The stored content no longer matches what was approved."
+    ),
+}
+
+MACHINE_ACTORS = frozenset(
+    {IntentEvent.Actor.WORKER, IntentEvent.Actor.SWEEP, IntentEvent.Actor.WEBHOOK}
+)
+# A person's rows whose reason the system wrote: a release carries the hold's reason
+# (``intent_release``), which the webhook applier wrote.
+_CARRIES_THE_SYSTEMS_REASON = frozenset({"intent.released"})
+
+
+def system_reason_words(*, actor_kind: str, action: str, reason: str) -> StrOrPromise | None:
+    """A journal row's reason in the reader's words when the system wrote it as fixed text;
+    None for any other: a person's or an agent's words (even ones that read like the system's),
+    a provider's answer."""
+    if actor_kind not in MACHINE_ACTORS and action not in _CARRIES_THE_SYSTEMS_REASON:
+        return None
+    return SYSTEM_REASONS.get(reason)
