@@ -1,6 +1,7 @@
 """The audit page's reasons: the ones the system wrote as fixed text (in English, the codes'
-language) in the reader's words, as the send's and the draft's pages give them; a person's as
-written; the CSV export keeps the stored reason, as evidence."""
+language) in the reader's words, as the send's and the draft's pages give them; a person's or an
+agent's reason as written, set apart as outside text; the CSV export keeps the stored reason, as
+evidence."""
 
 from __future__ import annotations
 
@@ -99,6 +100,38 @@ def test_a_system_reason_is_the_pages_own_words_not_outside_text(
     assert f'<div title="{DEADLINE}">{deadline}</div>' in page
 
 
+def test_a_persons_reason_is_set_apart_as_outside_text(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """A reject reason with a right-to-left override, or one unbroken 2,000-character word, sat
+    in the Details cell like the page's own words: the override turned the rest of the cell
+    around and the word widened the table past the screen. Every other page sets a person's
+    reason apart (data-customer-content: isolated direction, wrapped), and a provider's answer
+    that a worker's row carries too."""
+    override = "refund \u202eapproved by legal"
+    long_word = "x" * 2000
+    for reason in (override, long_word):
+        draft = make_draft(mailbox_a)
+        services.draft_reject(tenant=tenant_a, draft_id=draft.pk, reason=reason, actor=admin_a.user)
+
+    answer = "AgentMail: 422 \u202eno such recipient"
+    IntentEvent.objects.create(
+        tenant=tenant_a,
+        draft=make_draft(mailbox_a),
+        actor_kind=IntentEvent.Actor.WORKER,
+        action="intent.failed",
+        from_state="sending",
+        to_state="failed",
+        reason=answer,
+    )
+
+    page = audit_page(signed_in(admin_a.user), tenant_a)
+
+    assert f"<div data-customer-content>{override}</div>" in page
+    assert f"<div data-customer-content>{long_word}</div>" in page
+    assert f"<div data-customer-content>{answer}</div>" in page
+
+
 def test_a_reason_like_the_systems_from_a_person_stays_theirs(
     tenant_a, mailbox_a, make_draft, admin_a, signed_in
 ):
@@ -112,7 +145,7 @@ def test_a_reason_like_the_systems_from_a_person_stays_theirs(
 
     with translation.override("de"):
         deadline = str(SYSTEM_REASONS[DEADLINE])
-    assert DEADLINE in visible(page) and deadline not in page
+    assert f"<div data-customer-content>{DEADLINE}</div>" in page and deadline not in page
 
 
 def test_the_export_keeps_the_stored_reason(released, tenant_a, admin_a, signed_in):
