@@ -4,9 +4,7 @@ calls one of these and renders."""
 
 from __future__ import annotations
 
-import html
 import math
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -16,6 +14,7 @@ from django.utils.translation import gettext as _
 
 from config.clock import db_now
 from intents import selectors
+from intents.html_styles import READER_LOOKS, reader_looks, style_warnings
 from intents.models import Draft, DraftAttachment, DraftVersion, SendIntent
 from intents.policy import (
     EARLIER_VERSION_REASON,
@@ -174,41 +173,10 @@ class DraftReview:
     body_fonts: bool = False
     # It loads a stylesheet from elsewhere (style_warnings): said beside the body too.
     body_remote_styles: bool = False
-
-
-# A CSS escape: a backslash and one to six hex digits (and one whitespace after them), or a
-# backslash and the character it stands for.
-_CSS_ESCAPE = re.compile(r"\\(?:([0-9a-fA-F]{1,6})[ \t\n\r\f]?|(.))", re.DOTALL)
-
-
-def _css_unescaped(match: re.Match) -> str:
-    if match[1] is None:
-        return match[2]
-    code = int(match[1], 16)
-    return chr(code) if 0 < code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF else "\ufffd"
-
-
-# A <link> whose attributes name a stylesheet (rel="stylesheet", "alternate stylesheet").
-_STYLESHEET_LINK = re.compile(r"<link\b[^>]*stylesheet")
-
-
-def style_warnings(body: str) -> tuple[bool, bool]:
-    """(fonts, remote styles): whether an HTML body declares a font of its own (an
-    ``@font-face`` rule), and whether it loads a stylesheet from elsewhere (a ``<link>`` to one,
-    an ``@import``), however either is spelled: Chromium applies a rule with its name in
-    capitals, in CSS escapes (``@\\66 ont-face``) and, in an ``<svg>``'s ``<style>``, in
-    character references (``&#64;font-face``). The body is read once, as Chromium reads it.
-
-    The draft page's frame applies neither (review.views.bodies). A mail client that applies an
-    embedded font may draw the customer other characters than the reviewer reads; one that
-    loads remote content applies what the stylesheet holds (fonts, hidden text, added text),
-    which is not in the message approved and may change after the approval. A false alarm (the
-    words in the text of the message) costs a look; a missed one, an approval of what the
-    reviewer did not read."""
-    if not body:
-        return False, False
-    text = _CSS_ESCAPE.sub(_css_unescaped, html.unescape(body)).lower()
-    return "@font-face" in text, "@import" in text or bool(_STYLESHEET_LINK.search(text))
+    # Its CSS shows it otherwise to some readers (reader_looks): (code, words), said beside the
+    # body and before Approve.
+    body_looks: list[tuple[str, str]] = field(default_factory=list)
+    body_looks_named: str = ""
 
 
 def timeline(detail: selectors.DraftDetail) -> list[tuple[str, object]]:
@@ -334,7 +302,16 @@ def draft_review(
         **_ownership(draft, membership, can_decide),
         body_fonts=body_fonts,
         body_remote_styles=body_remote_styles,
+        **_looks(current.html),
     )
+
+
+def _looks(body: str) -> dict:
+    looks = [(look, str(READER_LOOKS[look])) for look in reader_looks(body)]
+    return {
+        "body_looks": looks,
+        "body_looks_named": get_text_list([words for _look, words in looks], _("and")),
+    }
 
 
 def _conversation(

@@ -14,8 +14,17 @@ Its fonts are not applied: a font the email embeds (an ``@font-face`` with a ``d
 any character as any other, a "1" as a "6" in an IBAN or an amount. The reviewer read the digits
 the font drew, the customer in Gmail (which drops embedded fonts) the ones the message holds, and
 what is approved is the characters. Here they are set in the browser's own fonts; the draft page
-says the message carries fonts (``review.pages.style_warnings``), which a mail client that applies
-them may draw otherwise.
+says the message carries fonts (``intents.html_styles.style_warnings``), which a mail client that
+applies them may draw otherwise.
+
+It is one look: as wide as the frame, in the reviewer's browser's colour scheme, on a screen.
+An email's CSS can show other text to a phone, to a reader in dark mode, on paper
+(``intents.html_styles.reader_looks``); the draft page names them and can show the frame 390 px
+wide, where the email's own media and container queries apply as on a phone. Dark mode it
+cannot: Chromium (156, tried) gives a frame the browser's own ``prefers-color-scheme``, whatever
+the iframe's or the staff page's ``color-scheme``, and a sandboxed frame runs nothing that could
+change it; a rewrite of the email's CSS for a dark look would show what our
+rewrite understood, not what a mail client applies.
 
 One change to what is stored: an ``<iframe>`` or ``<frame>`` tag is shown as text
 (``frames_as_text``).

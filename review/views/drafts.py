@@ -53,7 +53,10 @@ def _draft_context(request: TenantRequest, draft_id, **extra) -> dict:
 def draft_detail(request: TenantRequest, draft_id: int) -> HttpResponse:
     # The holder working on it keeps their claim (a no-op for anyone else).
     services.draft_claim_renew(tenant=request.tenant, draft_id=draft_id, actor=request.user)
-    return render(request, "review/draft.html", _draft_context(request, draft_id))
+    # The frame at a phone's width (a query, not a setting: a reload or a link shows the page
+    # as wide as the window again).
+    look = "phone" if request.GET.get("look") == "phone" else ""
+    return render(request, "review/draft.html", _draft_context(request, draft_id, frame_look=look))
 
 
 @tenant_view(roles=DECIDERS)

@@ -292,3 +292,56 @@ def test_no_remote_styles_warning_for_html_whose_styles_are_its_own(
     page = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk]))
 
     assert b'data-body-warning="remote_styles"' not in page.content
+
+
+# A sentence only a phone reader sees (hidden above 600 px, the reviewer's width), and one only
+# a reader in dark mode sees.
+PHONE_ONLY = (
+    "<style>.m{display:none} @media (max-width: 600px){.m{display:block}}</style>"
+    "<p>Your refund is on its way.</p><p class=m>Reply with your card number.</p>"
+)
+DARK_ONLY = (
+    "<style>.d{display:none} @media (prefers-color-scheme: dark){.d{display:block}}</style>"
+    "<p>Your refund is on its way.</p><p class=d>Pay to IBAN XX00 1234 instead.</p>"
+)
+
+
+def test_the_draft_page_says_whose_look_the_html_changes_before_approve(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """The frame showed the reviewer one look (their window's width, their browser's colour
+    scheme) and they approved a sentence only phone readers, or only dark-mode readers, see.
+    The page names those readers beside the body and before Approve (only to check), offers the
+    frame at a phone's width, and says that dark mode it cannot show."""
+    draft = make_draft(mailbox_a, html=PHONE_ONLY + DARK_ONLY)
+    client = signed_in(admin_a.user)
+    url = reverse("draft", args=[tenant_a.slug, draft.pk])
+
+    page = client.get(url).content.decode()
+    phone = client.get(url, {"look": "phone"}).content.decode()
+
+    warning = page.split('data-body-warning="reader_looks"')[1].split("</div>")[0]
+    assert "phone-width screens and dark mode" in warning
+    assert 'href="?look=phone#message-html"' in warning
+    assert 'data-look-note="dark_mode"' in warning
+    decision = page.split("data-approve-form")[1].split("data-approve ")[0]
+    assert "data-looks-to-check" in decision
+    assert "(phone-width screens and dark mode)" in decision
+    assert 'class="email-html"' in page
+    assert 'class="email-html phone-width"' in phone
+    assert "data-look-shown" in phone
+
+
+def test_no_reader_looks_warning_for_html_that_shows_every_reader_the_same(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(mailbox_a, html=HTML)
+    client = signed_in(admin_a.user)
+    url = reverse("draft", args=[tenant_a.slug, draft.pk])
+
+    page = client.get(url).content.decode()
+    phone = client.get(url, {"look": "phone"}).content.decode()
+
+    assert 'data-body-warning="reader_looks"' not in page
+    assert "data-looks-to-check" not in page
+    assert 'class="email-html"' in phone

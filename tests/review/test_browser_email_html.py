@@ -117,3 +117,40 @@ def test_the_preview_after_a_refused_save_shows_the_html_typed(page, shop):
         "added": '" pay to IBAN XX00 1234"',
         "big": "28px",
     }
+
+
+# Hidden above 600 px (the reviewer's window), shown on a phone.
+PHONE_ONLY = (
+    "<style>.m{display:none} @media (max-width: 600px){.m{display:block}}</style>"
+    "<p data-everyone>Your refund is on its way.</p>"
+    "<p class=m data-phone-only>Reply with your card number to speed it up.</p>"
+)
+
+
+def test_the_phone_width_view_shows_what_only_a_phone_reader_sees(page, shop):
+    """In a 1280 px window the frame is some 700 px wide and a sentence for screens up to 600 px
+    is hidden; the reviewer approved it unseen. The page warns and shows the frame at 390 px,
+    where the email's own media query shows it."""
+    draft = new_draft(shop, text=TEXT, html=PHONE_ONLY)
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
+    frame = page.frame_locator("iframe.email-html")
+    frame.locator("[data-everyone]").wait_for()
+    in_window = frame.locator("[data-phone-only]").is_visible()
+    window_width = page.locator("iframe.email-html").bounding_box()["width"]
+    if SHOTS:
+        page.locator("#message-html").screenshot(path=str(SHOTS / "email-html-window.png"))
+
+    page.locator('[data-body-warning="reader_looks"] [data-look="phone"]').click()
+    page.locator("iframe.email-html.phone-width").wait_for()
+    frame.locator("[data-phone-only]").wait_for()
+    phone_width = page.locator("iframe.email-html").bounding_box()["width"]
+    if SHOTS:
+        page.locator("#message-html").screenshot(path=str(SHOTS / "email-html-phone.png"))
+        page.screenshot(path=str(SHOTS / "email-html-phone-page.png"), full_page=True)
+
+    assert window_width > 600
+    assert not in_window
+    assert phone_width == 390
+    assert frame.locator("[data-phone-only]").is_visible()
+    assert page.locator("[data-look-shown]").is_visible()

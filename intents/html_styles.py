@@ -1,0 +1,154 @@
+"""What an HTML body's own CSS does that the draft page's frame does not show as a mail client
+would: fonts of its own and styles loaded from elsewhere (``style_warnings``), and rules whose
+effect depends on the reader (``reader_looks``). Pure: the draft page says so beside the body,
+and an approval from a list (which shows neither) refuses such a draft (``draft_approve``).
+
+The body is read as Chromium reads CSS wherever it can hold it: a rule applies with its name in
+capitals, in CSS escapes (``@\\6d edia``) and, in an ``<svg>``'s ``<style>``, in character
+references (``&#64;media``); so every check reads the body with both undone, once. A false alarm
+(the words in the text of the message) costs a look; a missed one, an approval of what the
+reviewer did not read.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy
+
+# A CSS escape: a backslash and one to six hex digits (and one whitespace after them), or a
+# backslash and the character it stands for.
+_CSS_ESCAPE = re.compile(r"\\(?:([0-9a-fA-F]{1,6})[ \t\n\r\f]?|(.))", re.DOTALL)
+
+
+def _css_unescaped(match: re.Match) -> str:
+    if match[1] is None:
+        return match[2]
+    code = int(match[1], 16)
+    return chr(code) if 0 < code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF else "\ufffd"
+
+
+def _as_css_reads(body: str) -> str:
+    return _CSS_ESCAPE.sub(_css_unescaped, html.unescape(body)).lower()
+
+
+# A <link> whose attributes name a stylesheet (rel="stylesheet", "alternate stylesheet").
+_STYLESHEET_LINK = re.compile(r"<link\b[^>]*stylesheet")
+
+
+def style_warnings(body: str) -> tuple[bool, bool]:
+    """(fonts, remote styles): whether an HTML body declares a font of its own (an
+    ``@font-face`` rule), and whether it loads a stylesheet from elsewhere (a ``<link>`` to one,
+    an ``@import``), however either is spelled.
+
+    The draft page's frame applies neither (review.views.bodies). A mail client that applies an
+    embedded font may draw the customer other characters than the reviewer reads; one that
+    loads remote content applies what the stylesheet holds (fonts, hidden text, added text),
+    which is not in the message approved and may change after the approval."""
+    if not body:
+        return False, False
+    text = _as_css_reads(body)
+    return "@font-face" in text, "@import" in text or bool(_STYLESHEET_LINK.search(text))
+
+
+# Who may see the body otherwise than the reviewer's frame shows it, in the order the page
+# names them. The frame is one reader: the reviewer's window width, their browser's colour
+# scheme, a screen, Chromium's CSS.
+READER_LOOKS: dict[str, Promise] = {
+    "narrow_screens": gettext_lazy("phone-width screens"),
+    "dark_mode": gettext_lazy("dark mode"),
+    "outlook_dark_mode": gettext_lazy("Outlook's dark mode"),
+    "print": gettext_lazy("printing"),
+    "mail_client": gettext_lazy("mail clients that support other CSS"),
+    "device_settings": gettext_lazy("other device settings (touch screens, contrast, motion)"),
+}
+
+# A conditional rule and its prelude, up to its block. The prelude stops at "@" too (an
+# at-keyword in it makes the rule apply nowhere): each "@" starts at most one scan, so a body of
+# a megabyte of "@media" is read once, not once per "@media".
+_CONDITIONAL_RULE = re.compile(
+    r"@(media|container|supports|document|-moz-document)(?![\w-])([^{;@]*)\{"
+)
+# A media attribute (<style media>, <link media>, <source media> in a <picture>), within a tag.
+_MEDIA_ATTRIBUTE = re.compile(r"<[a-z][^<>]*?[\s\"'/]media\s*=\s*(\"[^\"]*\"|'[^']*'|[^\s>]*)")
+# A comment, to its end or, unclosed, to the end (as CSS reads one): always matched, so
+# removing them is one pass.
+_COMMENT = re.compile(r"/\*.*?(?:\*/|\Z)", re.DOTALL)
+# An identifier of a media query: a media type, a feature's name, a keyword value; never a
+# unit (the "px" of "600px") or the rest of a number.
+_MEDIA_IDENT = re.compile(r"(?<![\w.-])-?[a-z_][a-z0-9_-]*")
+_WIDTH_FEATURES = ("width", "height", "aspect-ratio", "orientation")
+# Words of a media query that say nothing about the reader on their own.
+_NEUTRAL_MEDIA_WORDS = frozenset(
+    {"all", "only", "and", "not", "or", "screen", "dark", "light", "portrait", "landscape"}
+)
+# How far after "color-scheme" its value is read; a longer run is taken as naming dark.
+_SCHEME_VALUE = re.compile(r"color-scheme([^;{}<>]{0,300})")
+_OUTLOOK_DARK = re.compile(r"\[\s*data-og[a-z]*")
+
+
+def _media_looks(query: str) -> set[str]:
+    """Whose look a media query list picks: any part of it that is not understood is taken as
+    some device setting, never as nothing."""
+    query = _COMMENT.sub(" ", query)
+    looks = set()
+    for word in _MEDIA_IDENT.findall(query):
+        if "color-scheme" in word:
+            looks.add("dark_mode")
+        elif any(feature in word for feature in _WIDTH_FEATURES):
+            looks.add("narrow_screens")
+        elif word == "print" or (word == "screen" and "(" not in query):
+            # A printout shows what a screen-only rule hides, and the other way round.
+            looks.add("print")
+        elif word not in _NEUTRAL_MEDIA_WORDS:
+            looks.add("device_settings")
+    return looks
+
+
+def _scan(text: str) -> set[str]:
+    looks = set()
+    for name, prelude in _CONDITIONAL_RULE.findall(text):
+        if name == "media":
+            looks |= _media_looks(prelude)
+        elif name == "container":
+            # A container's size follows the width the mail client gives the message.
+            looks.add("narrow_screens")
+        else:
+            looks.add("mail_client")
+    for value in _MEDIA_ATTRIBUTE.findall(text):
+        looks |= _media_looks(value.strip("\"'"))
+    return looks
+
+
+def reader_looks(body: str) -> list[str]:
+    """The readers (``READER_LOOKS``' keys, in its order) to whom the HTML body's own CSS may
+    show other text than the frame shows the reviewer, however its rules are spelled:
+
+    - a conditional rule: ``@media`` by its query (a phone's width, dark mode, print, any other
+      feature), ``@container`` (its size follows the width the client gives the message),
+      ``@supports`` and ``@-moz-document`` (which CSS the client supports, or which client it
+      is); and a ``media`` attribute (``<style media>``, ``<source media>``) by its query;
+    - a colour scheme that names dark (``color-scheme: light dark``, its ``<meta>``) or a colour
+      chosen by it (``light-dark()``): the text's default colour or the one the message gives
+      changes with the reader's dark mode;
+    - Outlook's dark-mode selectors (``[data-ogsc]``, ``[data-ogsb]``: the attributes
+      Outlook.com and Outlook's apps add to what they darken).
+
+    Every such rule warns, a phone's larger font size too: what a rule changes (a font size of
+    0, a colour of the background, a ``display``) is known only by drawing it for each reader.
+
+    Comments are read both ways: removed (``@media /* { */ (max-width: 600px) {``), and kept (a
+    "/*" in the text of the message, where it is no comment, must not hide a rule after it)."""
+    if not body:
+        return []
+    text = _as_css_reads(body)
+    looks = _scan(text) | _scan(_COMMENT.sub(" ", text))
+    if "light-dark(" in text or any(
+        "dark" in value or len(value) == 300 for value in _SCHEME_VALUE.findall(text)
+    ):
+        looks.add("dark_mode")
+    if _OUTLOOK_DARK.search(text):
+        looks.add("outlook_dark_mode")
+    return [look for look in READER_LOOKS if look in looks]

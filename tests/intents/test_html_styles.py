@@ -1,0 +1,107 @@
+"""Which readers an HTML body's own CSS may show other text than the draft page's frame shows
+the reviewer (intents.html_styles.reader_looks): real shapes of email HTML, spelled as a
+browser still applies them."""
+
+import pytest
+
+from intents.html_styles import READER_LOOKS, reader_looks
+
+# A sentence only a phone reader sees: hidden at any width above 600 px, the reviewer's.
+PHONE_ONLY = (
+    "<html><head><style>.m{display:none} @media only screen and (max-width: 600px) "
+    "{ .m{display:block !important} }</style></head><body><p>Your refund is on its way.</p>"
+    "<p class=m>Reply with your card number to speed it up.</p></body></html>"
+)
+# A sentence only a dark-mode reader sees: white on white in light mode.
+DARK_ONLY = (
+    "<style>.d{color:#fff} @media (prefers-color-scheme: dark) { .d{color:#eee !important} }"
+    "</style><div style='background:#fff'><p class=d>Pay to IBAN XX00 1234 instead.</p></div>"
+)
+# Only a font size for phones. It warns too: what a rule changes is known only by drawing it
+# for each reader (font-size:0 hides as well as display:none does).
+FONT_SIZE_ONLY = "<style>@media (max-width:600px){p{font-size:18px}}</style><p>Hello</p>"
+
+
+@pytest.mark.parametrize(
+    ("html", "looks"),
+    [
+        (PHONE_ONLY, ["narrow_screens"]),
+        (DARK_ONLY, ["dark_mode"]),
+        (FONT_SIZE_ONLY, ["narrow_screens"]),
+        ("<style>@media (min-width: 601px){.desk{display:none}}</style>", ["narrow_screens"]),
+        ("<style>@media (400px <= width <= 700px){p{color:red}}</style>", ["narrow_screens"]),
+        ("<style>@media (orientation: portrait){p{color:red}}</style>", ["narrow_screens"]),
+        ("<style>@container (max-width: 400px){p{display:none}}</style>", ["narrow_screens"]),
+        ("<style>@media print{.x{display:block}}</style>", ["print"]),
+        ("<style>@media screen{.x{display:none}}</style>", ["print"]),
+        ("<style media='print'>.x{display:block}</style>", ["print"]),
+        ("<style>@supports (display: grid){.x{display:none}}</style>", ["mail_client"]),
+        ("<style>@-moz-document url-prefix(){.tb{display:block}}</style>", ["mail_client"]),
+        ("<style>[data-ogsc] .x{color:#fff}</style>", ["outlook_dark_mode"]),
+        ("<style>[data-ogsb] .x{background:#000}</style>", ["outlook_dark_mode"]),
+        ('<meta name="color-scheme" content="light dark"><p>Hi</p>', ["dark_mode"]),
+        ("<style>:root{color-scheme: light dark}</style>", ["dark_mode"]),
+        ("<p style='color: light-dark(#000, #fff)'>Hi</p>", ["dark_mode"]),
+        (
+            "<picture><source media='(prefers-color-scheme: dark)' srcset='data:,'>"
+            "<img src='data:,'></picture>",
+            ["dark_mode"],
+        ),
+        ("<style>@media (hover: none){.x{display:block}}</style>", ["device_settings"]),
+        (
+            "<style>@media (prefers-reduced-motion: reduce){.x{display:block}}</style>",
+            ["device_settings"],
+        ),
+        (
+            "<style>@media (-webkit-min-device-pixel-ratio: 2){.x{display:block}}</style>",
+            ["device_settings"],
+        ),
+        (
+            "<style>@media screen and (max-width:600px){.a{}} @media (prefers-color-scheme:dark)"
+            "{.b{}} [data-ogsc] .c{} @media print{.d{}} @supports (gap:1px){.e{}}</style>",
+            ["narrow_screens", "dark_mode", "outlook_dark_mode", "print", "mail_client"],
+        ),
+    ],
+)
+def test_css_that_depends_on_the_reader_is_named_by_who_sees_otherwise(html, looks):
+    assert reader_looks(html) == looks
+
+
+# However it is spelled, as Chromium still applies it.
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<style>@MEDIA (MAX-WIDTH: 600PX){.m{display:block}}</style>",
+        "<style>@\\6d edia (max-width: 600px){.m{display:block}}</style>",
+        "<style>@media (max-\\77 idth: 600px){.m{display:block}}</style>",
+        "<svg><style>&#64;media (max-width: 600px){.m{display:block}}</style></svg>",
+        "<style>@media /* { */ (max-width: 600px) {.m{display:block}}</style>",
+        "<p>/* a path like C:/* in the text */</p><style>@media (max-width:600px){.m{}}</style>",
+        "<p>/* never closed</p><style>@media (max-width:600px){.m{}}</style>",
+        "<style>@media (max-width: 600px)" + " " * 5000 + "{.m{display:block}}</style>",
+        "<style media='only screen and (max-width:600px)'>.m{display:block}</style>",
+    ],
+)
+def test_a_phone_only_rule_is_found_however_it_is_spelled(html):
+    assert reader_looks(html) == ["narrow_screens"]
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "",
+        "<p>Hello</p>",
+        "<style>p{color:#333} .x{display:none}</style><p>Hi</p>",
+        "<style>@media all{p{color:#333}}</style>",
+        "<style media='all'>p{color:#333}</style>",
+        '<meta name="color-scheme" content="light only"><style>:root{color-scheme:light}</style>',
+        "<p>Follow us on social media: @media_team. Our support@example.com replies.</p>",
+        "<p>Use the [data] tab; the colour scheme is yours.</p>",
+    ],
+)
+def test_css_that_shows_every_reader_the_same_is_not_named(html):
+    assert reader_looks(html) == []
+
+
+def test_every_look_has_words_for_the_page():
+    assert all(str(words) for words in READER_LOOKS.values())
