@@ -126,6 +126,14 @@ class ForwardedFileOfOther(DraftError):
     code = "forwarded_file_of_other"
 
 
+class ReaderDependentStyles(DraftError):
+    """The HTML body's own CSS shows it otherwise to some readers (a phone's width, dark mode:
+    ``intents.html_styles.reader_looks``): the draft's page names them and shows the phone's
+    look, a list does not."""
+
+    code = "reader_dependent_styles"
+
+
 class NoRight(DraftError):
     code = "no_right"
     status = 403

@@ -98,6 +98,9 @@ class Draft(models.Model):
         # reply leaves them out (intents.policy; bulk approve leaves it out).
         thread_domains: list[str]
         author_left_out: str
+        # Who its HTML shows otherwise to, named (a phone's width, dark mode:
+        # intents.html_styles.reader_looks; bulk approve leaves it out).
+        reader_looks: str
         # intents.selectors.queue: the current version as the queue lists it (not a saved row).
         current: DraftVersion
         # review.pages.queue: who else has it open right now.

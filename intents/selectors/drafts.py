@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db.models import Exists, OuterRef, Prefetch, Q
+from django.db.models import Exists, F, OuterRef, Prefetch, Q
 
 from intents.errors import NotFound
 from intents.models import (
@@ -184,4 +184,19 @@ def drafts_they_wrote_since_last_approval(*, tenant, draft_ids, user) -> set[int
         .filter(~Exists(approved_since))
         .values_list("draft_id", flat=True)
         .distinct()
+    )
+
+
+def current_html_bodies(*, tenant, draft_ids) -> dict[int, str]:
+    """The HTML body of each draft's current version (none without one), in one query for a
+    whole queue page: its rows are marked when the body shows otherwise to some readers
+    (``intents.html_styles.reader_looks``), which bulk approve is refused for."""
+    if not draft_ids:
+        return {}
+    return dict(
+        DraftVersion.objects.filter(
+            tenant=tenant, draft_id__in=draft_ids, number=F("draft__current_version")
+        )
+        .exclude(html="")
+        .values_list("draft_id", "html")
     )

@@ -16,6 +16,7 @@ from django.utils.translation import ngettext
 
 from config.clock import db_now
 from intents import errors
+from intents.html_styles import READER_LOOKS, reader_looks
 from intents.journal import journal
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
 from intents.policy import (
@@ -82,7 +83,9 @@ def draft_approve(
     is a participant enough (``_require_one_conversation``): Ben can join Ana's thread by
     answering her message, so a reply that leaves out the author of the message it answers, a
     thread whose messages come from more than one organisation, and a file forwarded to
-    someone other than its sender are left for the page too.
+    someone other than its sender are left for the page too. So is HTML whose own CSS shows
+    it otherwise to some readers (``reader_looks``: a phone's width, dark mode): only the page
+    names them and shows the phone's look.
     """
     with transaction.atomic():
         # Before reading the tenant, the mailbox and the approver's right: a change that stops
@@ -106,6 +109,7 @@ def draft_approve(
             )
             _require_thread_participants(current, senders)
             _require_one_conversation(tenant, draft, current, senders)
+            _require_one_look(current)
             _require_no_unproven_send(tenant, draft)
         intent = _create_intent(tenant, draft, current, actor, now)
         _record_approval(tenant, draft, current, intent, membership, from_list=unseen)
@@ -297,6 +301,19 @@ def _require_one_conversation(
             )
             % {"files": ", ".join(f"{name} ({author})" for name, author in others)}
         )
+
+
+def _require_one_look(current: DraftVersion) -> None:
+    looks = reader_looks(current.html)
+    if not looks:
+        return
+    raise errors.ReaderDependentStyles(
+        message=_(
+            "The HTML of this draft shows otherwise to some readers (%(looks)s): open the "
+            "draft, look at it as they will, and approve it there."
+        )
+        % {"looks": get_text_list([str(READER_LOOKS[look]) for look in looks], _("and"))}
+    )
 
 
 def _require_no_unproven_send(tenant, draft: Draft) -> None:
