@@ -100,7 +100,8 @@ token** (fixed one-minute window; 429 with `Retry-After`).
 {settings.ATTACHMENT_MAX_DRAFT_BYTES} bytes together (AgentMail takes at most 6 MB per send, in
 base64). Programs, scripts and macro documents are refused by extension, type and content; each
 refusal is 422 naming `attachments[i]` and the file. The content hash covers every file's name,
-type and SHA-256. `forward_attachments` sends back files of the message the draft answers.
+type and SHA-256. `forward_attachments` sends back files of the message the draft answers, with
+the same checks: a refused one is named `forward_attachments[i]`.
 
 A tenant holds at most {settings.TENANT_ATTACHMENT_STORAGE_BYTES} bytes of files in all (unless
 the operators gave it a quota of its own; the 413 names the tenant's figure): each

@@ -1,8 +1,9 @@
 """Which files a draft may carry: names, types, sizes and contents, checked before anything is
 stored. Pure (no database): the draft services call ``clean_uploads`` for every entry point.
 
-Every refusal is an ``InvalidInput`` whose field is ``attachments[i]`` and whose message names
-the file, so an agent knows which of its files to fix.
+Every refusal is an ``InvalidInput`` whose field is ``attachments[i]`` (``forward_attachments[i]``
+for a file forwarded from the customer's message) and whose message names the file, so an agent
+knows which of its files to fix.
 
 Dangerous files are refused by their extension, by the declared content type AND by their first
 bytes, since each of the three can lie: an ``invoice.pdf`` that starts with ``MZ`` is a Windows
@@ -239,13 +240,16 @@ OLE_MACRO_MARKERS = ("_VBA_PROJECT".encode("utf-16-le"), "Macros".encode("utf-16
 class Upload:
     """One file as a draft service takes it: already decoded, not yet checked. A file forwarded
     from a customer's message names that message (its provider id) and its sender, as recorded;
-    an uploaded one names none."""
+    an uploaded one names none. ``field``: the request's field a refusal names, when it is not
+    the file's place among the version's files (``attachments[i]``): a forwarded file is the
+    agent's ``forward_attachments[i]``."""
 
     filename: str
     content_type: str
     data: bytes
     source_message_id: str = ""
     source_sender: str = ""
+    field: str = ""
 
 
 @dataclass(frozen=True)
@@ -262,11 +266,11 @@ class CleanUpload:
         return len(self.data)
 
 
-def _refuse(index: int, name: str, code: str, why: str) -> errors.InvalidInput:
+def _refuse(where: int | str, name: str, code: str, why: str) -> errors.InvalidInput:
+    """A 422 naming the file: ``where``, its place in ``attachments``, or the field itself."""
+    field = where if isinstance(where, str) else f"attachments[{where}]"
     shown = name if name and _name_problem(name) is None else ascii(name)
-    return errors.InvalidInput(
-        code, f'attachments[{index}] "{shown}": {why}', field=f"attachments[{index}]"
-    )
+    return errors.InvalidInput(code, f'{field} "{shown}": {why}', field=field)
 
 
 def decode_base64(index: int, filename: str, content) -> bytes:
@@ -287,9 +291,9 @@ def decode_base64(index: int, filename: str, content) -> bytes:
         ) from None
 
 
-def _too_large(index: int, filename: str, limit: int) -> errors.InvalidInput:
+def _too_large(where: int | str, filename: str, limit: int) -> errors.InvalidInput:
     return _refuse(
-        index,
+        where,
         filename,
         "attachment_too_large",
         f"the file is larger than {limit} bytes, the limit per file.",
@@ -483,15 +487,17 @@ def _saved_as(member: str) -> str:
 
 
 def clean_upload(index: int, upload: Upload) -> CleanUpload:
-    """One file, checked: its name, declared type, size and content, or a 422 naming it."""
+    """One file, checked: its name, declared type, size and content, or a 422 naming it (its
+    place among the version's files, or the request field it came from)."""
+    where: int | str = upload.field or index
     name = upload.filename if isinstance(upload.filename, str) else ""
     if problem := _name_problem(name):
-        raise _refuse(index, name, "attachment_filename_invalid", problem)
+        raise _refuse(where, name, "attachment_filename_invalid", problem)
     content_type = upload.content_type if isinstance(upload.content_type, str) else ""
     content_type = content_type.strip().lower()
     if not CONTENT_TYPE_RE.fullmatch(content_type):
         raise _refuse(
-            index,
+            where,
             name,
             "attachment_content_type_invalid",
             "content_type must be a media type such as application/pdf.",
@@ -499,27 +505,27 @@ def clean_upload(index: int, upload: Upload) -> CleanUpload:
     data = upload.data
     limit = int(settings.ATTACHMENT_MAX_FILE_BYTES)
     if len(data) > limit:
-        raise _too_large(index, name, limit)
+        raise _too_large(where, name, limit)
     if not data:
-        raise _refuse(index, name, "attachment_empty", "the file is empty.")
+        raise _refuse(where, name, "attachment_empty", "the file is empty.")
     extension = _extension(name)
     if extension in REFUSED_EXTENSIONS:
         raise _refuse(
-            index,
+            where,
             name,
             "attachment_type_refused",
             f"files of type .{extension} are refused (programs, scripts and macro documents).",
         )
     if content_type in REFUSED_TYPES or "macroenabled" in content_type:
         raise _refuse(
-            index,
+            where,
             name,
             "attachment_type_refused",
             f"content type {content_type} is refused (programs, scripts and macro documents).",
         )
     if what := sniffed_danger(data):
         raise _refuse(
-            index, name, "attachment_type_refused", f"the content is {what}, which is refused."
+            where, name, "attachment_type_refused", f"the content is {what}, which is refused."
         )
     return CleanUpload(
         name,
@@ -551,7 +557,7 @@ def clean_uploads(uploads: Iterable[Upload]) -> list[CleanUpload]:
             running += item.size
             if running > limit:
                 raise _refuse(
-                    index,
+                    items[index].field or index,
                     item.filename,
                     "attachments_too_large",
                     f"with this file the attachments total {total} bytes, over the limit of "

@@ -215,6 +215,8 @@ def forwarded_uploads(
                     received.content,
                     source_message_id=source.message_id,
                     source_sender=source.sender,
+                    # A refusal of its name or content names the id the agent asked for.
+                    field=f"forward_attachments[{index}]",
                 )
             )
     return files
