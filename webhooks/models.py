@@ -194,6 +194,9 @@ class InboundMessage(models.Model):
     # The subject held NUL or an unpaired surrogate, stored as U+FFFD: not the one a reply gets.
     subject_replaced = models.BooleanField(db_default=False)
     preview = models.CharField(max_length=500, blank=True)
+    # Where its Reply-To asks replies to go, but its sender (normalize.reply_to_others): shown
+    # to the reviewer beside the sender, since an agent may write there.
+    reply_to = models.JSONField(default=list, blank=True)
     received_at = models.DateTimeField()
     # When we stored it (the database's clock): from then on a reviewer could see it. A message
     # written before a draft but recorded after it (a webhook delivered late) was seen by no one.

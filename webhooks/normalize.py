@@ -87,6 +87,8 @@ _KEPT_MESSAGE_FIELDS = (
     "in_reply_to",
     SUBJECT_REPLACED,
 )
+# Kept as ``Inbound.reply_to`` reads it (at most MAX_REPLY_TO addresses), not as it came.
+_REPLY_TO = "reply_to"
 _KEPT_THREAD_FIELDS = ("inbox_id", "thread_id", "message_count", "last_message_id")
 
 
@@ -97,6 +99,7 @@ class Inbound:
     preview: str
     in_reply_to: str
     subject_replaced: bool = False
+    reply_to: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -285,8 +288,9 @@ def _inbound(message: dict) -> Inbound:
     preview = _text(message.get("preview")) or _text(message.get("extracted_text"))
     if not preview:
         preview = _text(message.get("text"))
+    sender = bounded_sender(sender_in_its_form(_sender_text(sender)))
     return Inbound(
-        sender=bounded_sender(sender_in_its_form(_sender_text(sender))),
+        sender=sender,
         # Not stripped: AgentMail builds a reply's subject from the subject as it is ("Re: " and
         # the leading spaces), and the draft's approved subject must be that one.
         subject=_raw_text(message.get("subject"))[:SUBJECT_KEPT],
@@ -295,7 +299,46 @@ def _inbound(message: dict) -> Inbound:
         preview=" ".join(preview.split())[:PREVIEW_LENGTH].rstrip(),
         in_reply_to=_text(message.get("in_reply_to"))[:998],
         subject_replaced=message.get(SUBJECT_REPLACED) is True,
+        reply_to=reply_to_others(message.get(_REPLY_TO), sender),
     )
+
+
+# What InboundMessage.reply_to keeps of a Reply-To: its first addresses, enough for any real one.
+MAX_REPLY_TO = 10
+
+
+def reply_to_others(value: Any, sender: str) -> tuple[str, ...]:
+    """The addresses a message's Reply-To asks replies to go to, other than its sender's: each
+    in the one form a draft's recipients are stored in (one that is not a valid address as
+    written, lower-cased), once, at most ``MAX_REPLY_TO``. AgentMail gives ``reply_to`` as a
+    list (or a string) of "Name <address>" or addresses.
+
+    An agent that answers where the message asks writes to an address that wrote nothing in
+    the thread: the reviewer, told "Not a participant of this thread", must see that the
+    message asked for it (and, when the reply goes to the sender, that it asked otherwise)."""
+    items = value if isinstance(value, list) else [value]
+    own = _own_address(sender)
+    found: dict[str, None] = {}
+    for item in items:
+        if isinstance(item, dict):
+            item = item.get("address") or item.get("email")
+        if not isinstance(item, str):
+            continue
+        for _, written in getaddresses([item]):
+            written = written.strip()
+            address = _address_in_its_form(written) or written.lower()
+            if "@" in address and address != own:
+                found.setdefault(bounded_sender(address), None)
+            if len(found) >= MAX_REPLY_TO:
+                return tuple(found)
+    return tuple(found)
+
+
+def _own_address(sender: str) -> str:
+    """The address of a sender as ``sender_in_its_form`` wrote it (and ``on_thread`` reads it)."""
+    if sender.endswith(">") and "<" in sender:
+        sender = sender[:-1].rpartition("<")[2]
+    return sender.strip().lower()
 
 
 def sender_in_its_form(sender: str) -> str:
@@ -343,7 +386,10 @@ def _sender_text(value: Any) -> str:
 
 def _minimal_received(payload: dict, message: dict, thread: dict) -> dict:
     kept = {k: message[k] for k in _KEPT_MESSAGE_FIELDS if k in message}
-    kept["preview"] = _inbound(message).preview
+    inbound = _inbound(message)
+    kept["preview"] = inbound.preview
+    if inbound.reply_to:
+        kept[_REPLY_TO] = list(inbound.reply_to)
     return {
         "type": payload.get("type"),
         "event_type": payload.get("event_type"),

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from django import template
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext_lazy
 
@@ -62,6 +62,13 @@ def sender(value) -> str:
     if not name:
         return shown
     return format_html("<bdi>{}</bdi> &lt;{}&gt;", name, shown)
+
+
+@register.filter
+def addresses(value) -> str:
+    """Addresses a customer's message named (its Reply-To), each as ``sender`` shows one: in an
+    isolate of its own, its invisible characters as code points, comma-separated."""
+    return format_html_join(", ", "{}", ((sender(address),) for address in value or ()))
 
 
 def _sender_parts(text: str) -> tuple[str, str]:

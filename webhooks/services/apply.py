@@ -542,6 +542,7 @@ def _apply_received(
             "subject": inbound_facts.subject if inbound_facts else "",
             "subject_replaced": inbound_facts.subject_replaced if inbound_facts else False,
             "preview": inbound_facts.preview if inbound_facts else "",
+            "reply_to": list(inbound_facts.reply_to) if inbound_facts else [],
             "received_at": occurred_at,
         },
     )
