@@ -95,8 +95,9 @@ class Draft(models.Model):
         # Recipients with letters outside ASCII, each with them named (bulk approve leaves it).
         lookalikes: dict[str, str]
         # Its thread's organisations when several, and the answered message's author when the
-        # reply leaves them out (intents.policy; bulk approve leaves it out).
-        thread_domains: list[str]
+        # reply leaves them out (intents.policy; bulk approve leaves it out): the domains as a
+        # sentence names them (domains_named), "" when one.
+        thread_domains: str
         author_left_out: str
         # Who its HTML shows otherwise to, named (a phone's width, dark mode:
         # intents.html_styles.reader_looks; bulk approve leaves it out).

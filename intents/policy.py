@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db.models import Exists, OuterRef, Q
+from django.utils.text import get_text_list
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, ngettext
 
 # The address form every entry stores and every check compares lives below every app
 # (common.addresses), where the mailbox's allow-list service reaches it too; the apps above
@@ -262,6 +263,25 @@ def mixed_thread_domains(senders: Iterable[str]) -> list[str]:
     # put thousands of messages from as many domains into one thread, and that was their square.
     organisations = sorted(domain for domain in domains if not _parent_in(domain, domains))
     return organisations if len(organisations) > 1 else []
+
+
+# How many of a thread's organisations a sentence names before it counts the rest.
+NAMED_DOMAINS = 5
+
+
+def domains_named(domains: list[str]) -> str:
+    """``mixed_thread_domains``'s answer for a sentence: every domain when there are few, else
+    the first ``NAMED_DOMAINS`` and how many more. A customer can put two thousand messages from
+    as many domains into one thread, and each warning named them all: some 30 KB in one
+    sentence of the draft page, in the title of each such queue row, and in the refusal of an
+    approval from a list."""
+    if len(domains) <= NAMED_DOMAINS:
+        return get_text_list(domains, _("and"))
+    more = len(domains) - NAMED_DOMAINS
+    return ngettext("%(domains)s and %(n)s more", "%(domains)s and %(n)s more", more) % {
+        "domains": ", ".join(domains[:NAMED_DOMAINS]),
+        "n": more,
+    }
 
 
 def _parent_in(domain: str, domains: set[str]) -> bool:

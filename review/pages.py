@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.utils import timezone
-from django.utils.text import get_text_list
 from django.utils.translation import gettext as _
 
 from config.clock import db_now
@@ -24,6 +23,7 @@ from intents.policy import (
     approvable_mailbox_ids,
     approver_memberships,
     can_approve,
+    domains_named,
     files_of_others,
     lookalike_recipients,
     may_decide,
@@ -107,8 +107,8 @@ def queue(
         # Left out of bulk approve (draft_approve refuses it from a list): only the draft's page
         # names the letters that make an address look like another.
         draft.lookalikes = lookalike_recipients(recipients)
-        draft.thread_domains = mixed_thread_domains(
-            senders.get((draft.mailbox_id, draft.thread_id), [])
+        draft.thread_domains = domains_named(
+            mixed_thread_domains(senders.get((draft.mailbox_id, draft.thread_id), []))
         )
         author = authors.get((draft.mailbox_id, draft.in_reply_to), "")
         draft.author_left_out = (
@@ -354,7 +354,7 @@ def _conversation(
         "author_left_out": (
             sender_address(author) if answered_author_left_out(addresses, author) else ""
         ),
-        "thread_domains": get_text_list(domains, _("and")) if domains else "",
+        "thread_domains": domains_named(domains) if domains else "",
     }
 
 

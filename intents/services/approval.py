@@ -10,7 +10,6 @@ from datetime import timedelta
 
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
-from django.utils.text import get_text_list
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -25,6 +24,7 @@ from intents.policy import (
     active_membership,
     answered_author_left_out,
     can_approve,
+    domains_named,
     files_of_others,
     lookalike_recipients,
     mixed_thread_domains,
@@ -287,7 +287,7 @@ def _require_one_conversation(
                 "This draft's thread holds messages from %(domains)s: open the draft, check "
                 "whose conversation the reply carries, and approve it there."
             )
-            % {"domains": get_text_list(domains, _("and"))}
+            % {"domains": domains_named(domains)}
         )
     files = [(f.filename, f.source_sender) for f in current.attachments.all()]
     if others := files_of_others(files, recipients):
