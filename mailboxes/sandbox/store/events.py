@@ -21,6 +21,12 @@ DELIVERY_LABELS = {
     "message.rejected": "rejected",
 }
 
+# "Payloads are capped at 1 MB. When the cap is exceeded, `text` and `html` are omitted and the
+# receiver must `GET` the message" (reference §5.3). The extracted bodies go with them: they are
+# the same text again.
+PAYLOAD_CAP_BYTES = 1_000_000
+_BODIES = ("text", "html", "extracted_text", "extracted_html")
+
 
 class Events(Resource):
     def __init__(self, core: Core, webhooks: Webhooks):
@@ -47,6 +53,10 @@ class Events(Resource):
         }
         payload |= {key: obj} if key else obj
         body = dumps(payload)
+        message = payload.get("message")
+        if len(body.encode("utf-8")) > PAYLOAD_CAP_BYTES and isinstance(message, dict):
+            payload["message"] = {k: v for k, v in message.items() if k not in _BODIES}
+            body = dumps(payload)
         message_id = (obj.get("message") or obj).get("message_id")
         self.db.execute(
             "INSERT INTO events (event_id, svix_id, event_type, inbox_id, pod_id, message_id, "
