@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.utils import timezone
+from django.utils.text import get_text_list
 from django.utils.translation import gettext as _
 
 from config.clock import db_now

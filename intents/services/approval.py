@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
+from django.utils.text import get_text_list
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
