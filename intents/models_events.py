@@ -90,7 +90,11 @@ class AgentEventEndpoint(models.Model):
         return self.disabled_automatically and self.disabled_reason == GONE_REASON
 
     def _aad(self, which: str) -> str:
-        return f"agent_event_endpoint:{self.tenant_id}:{which}"
+        # Bound to the row, as a mailbox's key and a webhook's secret are: sealed for the tenant
+        # alone, one endpoint's secret copied onto another of the same tenant opened there.
+        if self.pk is None:
+            raise ValueError("an endpoint's secret is sealed once the endpoint has its id")
+        return f"tenant:{self.tenant_id}:agent_event_endpoint:{self.pk}:{which}"
 
     def seal_secret(self, plaintext: str) -> str:
         return seal(plaintext, aad=self._aad("secret"))

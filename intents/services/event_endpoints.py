@@ -153,8 +153,10 @@ def endpoint_create(
             mailbox=mailbox,
             created_by=actor,
         )
-        endpoint.secret_sealed = endpoint.seal_secret(secret)
         endpoint.save()
+        # Sealed for the row, so once it has its id; in this transaction, never seen unsealed.
+        endpoint.secret_sealed = endpoint.seal_secret(secret)
+        endpoint.save(update_fields=["secret_sealed"])
         form_done(receipt, endpoint.pk)
         audit_record(
             tenant=tenant,

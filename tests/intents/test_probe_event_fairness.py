@@ -19,6 +19,13 @@ from intents.services.event_endpoints import MAX_ENDPOINTS, new_secret
 from tests.factories import TenantFactory, make_local_mailbox
 
 
+def seal_each_secret(endpoints: list[AgentEventEndpoint]) -> None:
+    """A secret for each endpoint just created: sealed for its row, so once it has its id."""
+    for endpoint in endpoints:
+        endpoint.secret_sealed = endpoint.seal_secret(new_secret())
+    AgentEventEndpoint.objects.bulk_update(endpoints, ["secret_sealed"])
+
+
 def endpoints_waiting_for_a_retry(tenants: int) -> None:
     """``tenants`` tenants with MAX_ENDPOINTS endpoints each, each endpoint's head delivery
     failed three times and waiting an hour for its next attempt."""
@@ -32,9 +39,8 @@ def endpoints_waiting_for_a_retry(tenants: int) -> None:
             endpoint = AgentEventEndpoint(
                 tenant=tenant, url=f"https://down-{i}.example.test/", event_types=["draft.rejected"]
             )
-            endpoint.secret_sealed = endpoint.seal_secret(new_secret())
             endpoints.append(endpoint)
-        AgentEventEndpoint.objects.bulk_create(endpoints)
+        seal_each_secret(AgentEventEndpoint.objects.bulk_create(endpoints))
         AgentEventDelivery.objects.bulk_create(
             AgentEventDelivery(
                 tenant=tenant,
@@ -88,9 +94,8 @@ def test_the_longest_waiting_due_endpoints_make_the_round_not_the_lowest_ids():
         endpoint = AgentEventEndpoint(
             tenant=tenant, url=f"https://busy-{i}.example.test/", event_types=["draft.rejected"]
         )
-        endpoint.secret_sealed = endpoint.seal_secret(new_secret())
         endpoints.append(endpoint)
-    AgentEventEndpoint.objects.bulk_create(endpoints)
+    seal_each_secret(AgentEventEndpoint.objects.bulk_create(endpoints))
     now = timezone.now()
     # The last endpoint (highest id) has waited an hour; the first three became due just now.
     waited = [timedelta(seconds=1)] * 3 + [timedelta(hours=1)]

@@ -1,0 +1,63 @@
+from django.db import migrations
+
+from common import crypto
+
+FIELDS = ("secret_sealed", "previous_secret_sealed")
+
+
+def _tenant_aad(endpoint) -> str:
+    return f"agent_event_endpoint:{endpoint.tenant_id}:secret"
+
+
+def _endpoint_aad(endpoint) -> str:
+    return f"tenant:{endpoint.tenant_id}:agent_event_endpoint:{endpoint.pk}:secret"
+
+
+def _reseal(apps, source, target) -> None:
+    """Each secret that opens under ``source`` sealed again under ``target``, with the key that
+    sealed it (a rotation of the ring is reencrypt_secrets' job). One that already opens under
+    ``target`` is left as it is, so a second run, or one after a run that stopped half way,
+    changes nothing; one that opens under neither (its key gone from the ring) was unreadable
+    before and stays so."""
+    endpoints = apps.get_model("intents", "AgentEventEndpoint").objects
+    for endpoint in endpoints.select_for_update().order_by("pk"):
+        changed = []
+        for field in FIELDS:
+            sealed = getattr(endpoint, field)
+            if not sealed:
+                continue
+            try:
+                crypto.unseal(sealed, aad=target(endpoint))
+                continue
+            except crypto.SecretUnreadable:
+                pass
+            try:
+                plaintext = crypto.unseal(sealed, aad=source(endpoint))
+            except crypto.SecretUnreadable:
+                continue
+            setattr(endpoint, field, crypto.seal(plaintext, aad=target(endpoint)))
+            changed.append(field)
+        if changed:
+            endpoint.save(update_fields=changed)
+
+
+def bind_to_endpoint(apps, schema_editor) -> None:
+    _reseal(apps, _tenant_aad, _endpoint_aad)
+
+
+def bind_to_tenant(apps, schema_editor) -> None:
+    _reseal(apps, _endpoint_aad, _tenant_aad)
+
+
+class Migration(migrations.Migration):
+    """An agent events endpoint's signing secrets (the current one and the one a rotation keeps
+    for its grace) sealed for their endpoint, not only their tenant: the associated data names
+    the row, as a mailbox's key and a webhook's secret do. Idempotent both ways."""
+
+    dependencies = [
+        ("intents", "0032_sendattempt_fillfactor"),
+    ]
+
+    operations = [
+        migrations.RunPython(bind_to_endpoint, bind_to_tenant, elidable=False),
+    ]
