@@ -26,6 +26,13 @@ class SettingsError(ImproperlyConfigured):
     Django, or by our code about itself) may be a bug and keeps its traceback."""
 
 
+# The development defaults, written in config.settings and so in every clone and every copy of
+# the history: production refuses them (strong_key, published_sealing_key) whoever set them.
+DEVELOPMENT_SECRET_KEY = "dev-only-insecure-key-7c1f2a9e-never-use-in-production-4b8d0e6a5f3c"
+DEVELOPMENT_ENCRYPTION_KEY = "dev1:ZGV2LW9ubHktZW5jcnlwdGlvbi1rZXktMzItYnl0ZXM="
+_PUBLISHED = "the development key written in Countersign's source, which anyone can read"
+
+
 @overload
 def env(name: str, default: str) -> str: ...
 @overload
@@ -157,12 +164,30 @@ def strong_key(name: str, value: str) -> str:
             f"{name} must hold at least {SECRET_KEY_MIN_UNIQUE_CHARACTERS} different characters, "
             f"got {len(set(value))} {hidden}"
         )
+    if value == DEVELOPMENT_SECRET_KEY:
+        raise SettingsError(f"{name} is {_PUBLISHED}: make a new one {hidden}")
     if value.startswith(SECRET_KEY_INSECURE_PREFIX):
         raise SettingsError(
             f"{name} must not start with {SECRET_KEY_INSECURE_PREFIX!r}, Django's mark of a key "
             f"made for development {hidden}"
         )
     return value
+
+
+def unpublished_sealing_key(name: str, entries: list[str]) -> list[str]:
+    """``entries`` (the key ring ``name``) unless, in production, its first entry, which seals
+    every new secret, holds the development key (under any id). A later entry may: a deployment
+    that sealed with it opens its secrets with it while ``reencrypt_secrets`` seals them again
+    under a new first key."""
+    if _production() and entries:
+        material = entries[0].partition(":")[2].strip()
+        if material == DEVELOPMENT_ENCRYPTION_KEY.partition(":")[2]:
+            raise SettingsError(
+                f"{name}: its first entry, which seals every new secret, is {_PUBLISHED}: put a "
+                "new key first and re-seal (DEPLOYMENT.md, Rotating secrets) (its value is not "
+                "shown)"
+            )
+    return entries
 
 
 # A bearer token a scraper sends: long enough not to be guessed in production.

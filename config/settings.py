@@ -16,6 +16,8 @@ import dj_database_url
 from django.utils.csp import CSP
 
 from config.env import (
+    DEVELOPMENT_ENCRYPTION_KEY,
+    DEVELOPMENT_SECRET_KEY,
     SettingsError,
     bearer_token,
     env,
@@ -26,6 +28,7 @@ from config.env import (
     origins_checked,
     required,
     strong_key,
+    unpublished_sealing_key,
     url_checked,
 )
 
@@ -39,7 +42,7 @@ PRODUCTION = ENVIRONMENT == "production"
 
 SECRET_KEY = strong_key(
     "SECRET_KEY",
-    required("SECRET_KEY", "dev-only-insecure-key-7c1f2a9e-never-use-in-production-4b8d0e6a5f3c"),
+    required("SECRET_KEY", DEVELOPMENT_SECRET_KEY),
 )
 # A fallback still verifies signatures: a weak one is as open as a weak key.
 SECRET_KEY_FALLBACKS = [
@@ -67,9 +70,9 @@ CSRF_TRUSTED_ORIGINS = origins_checked("CSRF_TRUSTED_ORIGINS", env_list("CSRF_TR
 # Secrets at rest (AgentMail keys, webhook secrets): "kid:base64key" entries, the first encrypts,
 # all decrypt, so a new key can be prepended and `manage.py reencrypt_secrets` run before the old
 # one is dropped. 32-byte AES-GCM keys.
-SECRET_ENCRYPTION_KEYS = env_list(
+SECRET_ENCRYPTION_KEYS = unpublished_sealing_key(
     "SECRET_ENCRYPTION_KEYS",
-    [] if PRODUCTION else ["dev1:ZGV2LW9ubHktZW5jcnlwdGlvbi1rZXktMzItYnl0ZXM="],
+    env_list("SECRET_ENCRYPTION_KEYS", [] if PRODUCTION else [DEVELOPMENT_ENCRYPTION_KEY]),
 )
 if PRODUCTION and not SECRET_ENCRYPTION_KEYS:
     raise SettingsError("SECRET_ENCRYPTION_KEYS must be set when COUNTERSIGN_ENV=production")

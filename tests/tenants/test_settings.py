@@ -416,3 +416,46 @@ def test_the_help_of_a_command_is_unchanged_with_good_settings():
 
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.startswith("usage: manage.py check")
+
+
+# Found by an outside probe of secrets in git: the development defaults are in config/settings.py,
+# so in every clone and every copy of the history. Production took them when an operator set them
+# (copied from the settings, or from a development machine's environment): anyone with the source
+# could then sign sessions, password-reset and invitation links, or open every sealed AgentMail
+# key, webhook secret and SSO client secret of a database dump.
+PUBLISHED = {
+    "SECRET_KEY=dev-only-insecure-key-7c1f2a9e-never-use-in-production-4b8d0e6a5f3c": (
+        "SECRET_KEY is the development key written in Countersign's source, which anyone can "
+        "read: make a new one (its value is not shown)"
+    ),
+    f"SECRET_KEY_FALLBACKS={STRONG},dev-only-insecure-key-7c1f2a9e-never-use-in-production-"
+    "4b8d0e6a5f3c": (
+        "SECRET_KEY_FALLBACKS entry 2 is the development key written in Countersign's source, "
+        "which anyone can read: make a new one (its value is not shown)"
+    ),
+    "SECRET_ENCRYPTION_KEYS=prod:ZGV2LW9ubHktZW5jcnlwdGlvbi1rZXktMzItYnl0ZXM=,k1:"
+    + "A" * 43
+    + "=": (
+        "SECRET_ENCRYPTION_KEYS: its first entry, which seals every new secret, is the "
+        "development key written in Countersign's source, which anyone can read: put a new key "
+        "first and re-seal (DEPLOYMENT.md, Rotating secrets) (its value is not shown)"
+    ),
+}
+
+
+def test_a_key_published_in_the_source_stops_the_start_in_production():
+    errors = settings_errors(PUBLISHED)
+
+    assert last_lines(errors) == refusals(PUBLISHED)
+    assert [case for case, stderr in errors.items() if "ZGV2LW9ubHkt" in stderr] == []
+
+
+def test_the_development_encryption_key_may_stay_after_a_new_one_to_be_resealed_away_from():
+    """A deployment that sealed with it must still open its secrets while reencrypt_secrets
+    seals them again under the new first key."""
+    case = (
+        "SECRET_ENCRYPTION_KEYS=k2:"
+        + "A" * 43
+        + "=,dev1:ZGV2LW9ubHktZW5jcnlwdGlvbi1rZXktMzItYnl0ZXM="
+    )
+    assert settings_errors([case]) == {case: ""}
