@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import email.utils
 import math
+import re
 import time
 from dataclasses import dataclass
 from datetime import UTC
@@ -107,22 +108,37 @@ def usable_id(value: Any, *, max_length: int = MESSAGE_ID_MAX_LENGTH) -> TypeGua
     return True
 
 
+# An AgentMail key (``am_`` and 64 hex digits; any ``am_`` word is taken for one) and whatever an
+# Authorization header carried. An answer may quote the key it was called with (a gateway's
+# "invalid API key am_…", an error page that echoes the request's headers), and its words are
+# shown: a provisioning refusal to a tenant admin (the organization key is every tenant's), a
+# send's last error to every reviewer of the tenant, the operators' command output.
+_KEY_QUOTED = re.compile(r"\bam_[A-Za-z0-9_-]+|(?i:\bbearer)\s+[^\s'\",;]+")
+
+
+def _unkeyed(text: str) -> str:
+    return _KEY_QUOTED.sub(
+        lambda m: "am_[hidden]" if m[0][:3] == "am_" else "Bearer [hidden]", text
+    )
+
+
 def parse_error_body(body: Any) -> ProviderErrorBody:
     """AgentMail errors are ``{name, code, message, ...}``; the SDK hands them over as a pydantic
-    object, a dict, or a plain string (non-JSON gateway pages)."""
+    object, a dict, or a plain string (non-JSON gateway pages). A key quoted in them is hidden,
+    before the message is cut (a key cut in two would still show most of itself)."""
     if body is None:
         return ProviderErrorBody()
     if isinstance(body, str):
-        return ProviderErrorBody(message=body[:300])
+        return ProviderErrorBody(message=_unkeyed(body)[:300])
     if hasattr(body, "model_dump"):
         body = body.model_dump()
     if isinstance(body, dict):
         return ProviderErrorBody(
-            name=str(body.get("name") or ""),
-            code=str(body.get("code") or ""),
-            message=str(body.get("message") or "")[:300],
+            name=_unkeyed(str(body.get("name") or "")),
+            code=_unkeyed(str(body.get("code") or "")),
+            message=_unkeyed(str(body.get("message") or ""))[:300],
         )
-    return ProviderErrorBody(message=str(body)[:300])
+    return ProviderErrorBody(message=_unkeyed(str(body))[:300])
 
 
 def header(headers: Any, name: str) -> str | None:
