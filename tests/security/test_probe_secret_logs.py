@@ -1,65 +1,44 @@
 """Secrets probe: flows that handle each secret (provisioning, agent tokens right and wrong, an
 unsigned webhook, an invitation link, a wrong password, two-factor enrolment and a wrong recovery
 code, single sign-on settings and a provider that does not answer, an agent events endpoint) run
-with every logger at DEBUG, formatted by the production formatter (config.logging; caplog.text
-leaves out the ``extra`` fields). Neither those lines, nor the tenant's audit rows, nor any list or
-change page of the operators' admin holds a secret, its sealed form or its digest."""
+with every log record captured by tests/security/secret_scan.py (every logger at DEBUG, both
+production formatters, and each record's own message, args, extra values and exception).
+Neither those records, nor the tenant's audit rows, nor any list or change page of the
+operators' admin holds a secret, its sealed form or its digest."""
 
 import json
-import logging
 
 import pytest
 from django.test import Client
 from django_otp.oath import TOTP
 
-from config.logging import KeyValueFormatter
 from intents.models_events import AgentEventEndpoint
 from intents.services.event_endpoints import endpoint_create
 from tenants import invitations, oidc_signin, two_factor
 from tenants.models import AgentToken, AuditEvent, Invitation, User
 from tenants.models_signin import SingleSignOn
 from tenants.tokens import token_create
+from tests.security.secret_scan import captured_logs, leaked
 from webhooks.models import WebhookEndpoint, WebhookSecret
 
 pytestmark = pytest.mark.django_db
 
 
-class Lines(logging.Handler):
-    def __init__(self):
-        super().__init__(level=logging.DEBUG)
-        self.lines: list[str] = []
-        self.plain = KeyValueFormatter()
-        self.json = KeyValueFormatter(json_lines=True)
-
-    def emit(self, record):
-        self.lines.append(self.plain.format(record))
-        self.lines.append(self.json.format(record))
-
-
-@pytest.fixture
-def lines():
-    handler = Lines()
-    root = logging.getLogger()
-    before = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    quiet = {name: logging.getLogger(name).level for name in ("httpx", "httpcore", "axes")}
-    for name in quiet:
-        logging.getLogger(name).setLevel(logging.DEBUG)
-    yield handler
-    root.removeHandler(handler)
-    root.setLevel(before)
-    for name, level in quiet.items():
-        logging.getLogger(name).setLevel(level)
-
-
-def _leaked(secrets: dict[str, str], *texts: str) -> list[str]:
-    return sorted(name for name, value in secrets.items() if any(value in t for t in texts))
-
-
 def test_secrets_stay_out_of_debug_logs_audit_rows_and_the_operators_admin(
-    tenant_a, member_of, mailbox_factory, sandbox, lines
+    tenant_a, member_of, mailbox_factory, sandbox
 ):
+    with captured_logs() as logs:
+        secrets, stored = _every_flow(tenant_a, member_of, mailbox_factory, sandbox)
+    audit = json.dumps(list(AuditEvent.objects.values_list("data", flat=True)), default=str)
+    assert leaked(secrets, [*logs.texts(), audit]) == []
+    pages = _admin_pages()
+    assert AgentToken.objects.get(tenant=tenant_a).prefix in "".join(pages)
+    assert leaked(stored, pages) == []
+
+
+def _every_flow(tenant_a, member_of, mailbox_factory, sandbox):
+    """Each flow that handles a secret, checked for its answer; the secrets it handled, and
+    those with their sealed forms and digests."""
     admin = member_of(tenant_a, "admin").user
     mailbox = mailbox_factory(tenant_a)
     _, agent_token = token_create(tenant=tenant_a, name="logs", scopes=["drafts:read"], actor=admin)
@@ -133,14 +112,10 @@ def test_secrets_stay_out_of_debug_logs_audit_rows_and_the_operators_admin(
         "invitation digest": Invitation.objects.get(tenant=tenant_a).digest,
         "recovery digest": two_factor.recovery_digest(recovery[1]),
     }
-    audit = json.dumps(list(AuditEvent.objects.values_list("data", flat=True)), default=str)
     assert sso_start.status_code == 502  # the provider at port 9 does not answer
     assert (ok.status_code, refused.status_code, unsigned.status_code) == (200, 401, 400)
     assert (opened.status_code, posted_to_link.status_code, signin.status_code) == (302, 405, 200)
-    assert _leaked(secrets, "\n".join(lines.lines), audit) == []
-    pages = _admin_pages()
-    assert AgentToken.objects.get(tenant=tenant_a).prefix in "".join(pages)
-    assert _leaked(stored, *pages) == []
+    return secrets, stored
 
 
 def _seed_hex(device) -> str:
