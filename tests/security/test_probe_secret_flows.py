@@ -14,7 +14,10 @@ from django.test import Client
 
 from common import crypto
 from intents import sending
+from intents.models import SendIntent
 from intents.services.event_endpoints import endpoint_create, endpoint_rotate_secret
+from mailboxes import provisioning
+from mailboxes.models import Mailbox
 from tenants import invitations, oidc_signin
 from tenants.tokens import token_create
 from tests.factories import approve_new_draft
@@ -78,7 +81,7 @@ def test_webhook_deliveries_signed_right_and_wrong_log_no_secret(
 def test_agentmail_refusing_or_failing_a_send_logs_and_stores_no_key(
     tenant_a, member_of, signed_in, mailbox_factory, sandbox, settings, mode
 ):
-    settings.AGENTMAIL_READ_TIMEOUT_SECONDS = 1
+    settings.AGENTMAIL_READ_TIMEOUT = 1
     approver = member_of(tenant_a, "approver").user
     mailbox = mailbox_factory(tenant_a)
     intent = approve_new_draft(tenant_a, mailbox, approver)
@@ -90,6 +93,7 @@ def test_agentmail_refusing_or_failing_a_send_logs_and_stores_no_key(
 
     secrets = {"inbox key": mailbox.api_key(), "org key": sandbox.org_key}
     assert page.status_code == 200
+    assert SendIntent.objects.get(pk=intent.pk).state in ("queued", "uncertain")
     assert leaked(secrets, [page.content.decode(), *logs.texts(), *database_text()]) == []
 
 
@@ -231,3 +235,26 @@ def _text(page) -> str:
     if page.streaming:  # the audit CSV
         return b"".join(page.streaming_content).decode()
     return page.content.decode()
+
+
+@pytest.mark.parametrize("mode", ["401_unknown_key", "500_after", "timeout_after_accept"])
+def test_agentmail_failing_an_inbox_key_creation_logs_and_stores_no_key(
+    tenant_a, member_of, signed_in, sandbox, settings, mode
+):
+    """The key AgentMail made and whose answer was lost is deleted by the next provisioning; the
+    one it answers then is sealed. Neither, nor the organization key, is anywhere else."""
+    settings.AGENTMAIL_READ_TIMEOUT = 1
+    admin = member_of(tenant_a, "admin").user
+    sandbox.fault("create_api_key", mode, times=1, delay=2)
+
+    with captured_logs() as logs:
+        with pytest.raises(provisioning.ProvisioningError) as refusal:
+            provisioning.mailbox_create(tenant=tenant_a, username="support", actor=admin)
+        mailbox = provisioning.mailbox_provision(
+            mailbox=Mailbox.objects.get(tenant=tenant_a), actor=admin
+        )
+        page = signed_in(admin).get(f"/t/{tenant_a.slug}/mailboxes/{mailbox.pk}/")
+
+    texts = [str(refusal.value), page.content.decode(), *logs.texts(), *database_text()]
+    assert mailbox.status == Mailbox.Status.ACTIVE
+    assert leaked({"inbox key": mailbox.api_key(), "org key": sandbox.org_key}, texts) == []
