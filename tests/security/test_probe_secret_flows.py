@@ -11,6 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
+from django.urls import path
 
 from common import crypto
 from intents import sending
@@ -258,3 +259,28 @@ def test_agentmail_failing_an_inbox_key_creation_logs_and_stores_no_key(
     texts = [str(refusal.value), page.content.decode(), *logs.texts(), *database_text()]
     assert mailbox.status == Mailbox.Status.ACTIVE
     assert leaked({"inbox key": mailbox.api_key(), "org key": sandbox.org_key}, texts) == []
+
+
+def _crash(request):
+    raise RuntimeError("a bug while handling the form")
+
+
+urlpatterns = [path("crash/", _crash)]
+
+
+@pytest.mark.urls(__name__)
+def test_a_server_error_shows_and_logs_nothing_of_what_was_posted():
+    """Through the whole middleware stack and Django's 500 handler (no template of ours): the
+    page is Django's plain one, the log line has the path and the traceback, not the body."""
+    typed = "typed-Passphrase-crash-5e07"
+    token = "cs_Abcdefgh_" + "x" * 43
+    client = Client(raise_request_exception=False)
+
+    with captured_logs() as logs:
+        answer = client.post(
+            "/crash/?next=/", {"password": typed, "client_secret": token}, HTTP_X_TOKEN=token
+        )
+
+    assert answer.status_code == 500
+    assert any("RuntimeError: a bug while handling the form" in t for t in logs.texts())
+    assert leaked({"password": typed}, [answer.content.decode(), *logs.texts()]) == []
