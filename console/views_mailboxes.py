@@ -221,6 +221,24 @@ def mailbox_key_check(request: TenantRequest, mailbox_id: int) -> HttpResponse:
     )
 
 
+def _confirm_page(
+    request: TenantRequest, mailbox: Mailbox, *, heading: str, consequence: str, action: str
+) -> HttpResponse:
+    """The page that asks before an action on the mailbox that cannot be taken back; its form
+    posts again with ``confirmed=yes``, Cancel returns to the mailbox."""
+    return render(
+        request,
+        "console/confirm.html",
+        {
+            "heading": heading,
+            "consequence": consequence,
+            "action": action,
+            "confirmed_field": "confirmed",
+            "cancel_url": reverse("mailbox_detail", args=[request.tenant.slug, mailbox.pk]),
+        },
+    )
+
+
 @tenant_view(roles=ADMIN_ONLY)
 @require_POST
 def mailbox_key_replace(request: TenantRequest, mailbox_id: int) -> HttpResponse:
@@ -234,21 +252,16 @@ def mailbox_key_replace(request: TenantRequest, mailbox_id: int) -> HttpResponse
     ):
         return held
     if request.POST.get("confirmed") != "yes":
-        return render(
+        return _confirm_page(
             request,
-            "console/confirm.html",
-            {
-                "heading": _("Replace the AgentMail key of %(address)s?")
-                % {"address": mailbox.address},
-                "consequence": _(
-                    "AgentMail makes a new key for this mailbox and its sends use it from now "
-                    "on; the old key is deleted at AgentMail, so anything else still using it "
-                    "stops working. Sends waiting for the key go out, each once."
-                ),
-                "action": _("Replace the key"),
-                "confirmed_field": "confirmed",
-                "cancel_url": reverse("mailbox_detail", args=[request.tenant.slug, mailbox.pk]),
-            },
+            mailbox,
+            heading=_("Replace the AgentMail key of %(address)s?") % {"address": mailbox.address},
+            consequence=_(
+                "AgentMail makes a new key for this mailbox and its sends use it from now "
+                "on; the old key is deleted at AgentMail, so anything else still using it "
+                "stops working. Sends waiting for the key go out, each once."
+            ),
+            action=_("Replace the key"),
         )
     return _act_on_mailbox(
         request,
@@ -272,22 +285,18 @@ def mailbox_inbox_recover(request: TenantRequest, mailbox_id: int) -> HttpRespon
     ):
         return held
     if request.POST.get("confirmed") != "yes":
-        return render(
+        return _confirm_page(
             request,
-            "console/confirm.html",
-            {
-                "heading": _("Make the inbox %(address)s again at AgentMail?")
-                % {"address": mailbox.address},
-                "consequence": _(
-                    "Only if AgentMail no longer has it. AgentMail makes a new, empty inbox at "
-                    "the same address with a new key: the mail the deleted inbox held is not "
-                    "in it. Waiting sends go out, each once; a send that may already have gone "
-                    "out from the deleted inbox goes to a person instead."
-                ),
-                "action": _("Make the inbox again"),
-                "confirmed_field": "confirmed",
-                "cancel_url": reverse("mailbox_detail", args=[request.tenant.slug, mailbox.pk]),
-            },
+            mailbox,
+            heading=_("Make the inbox %(address)s again at AgentMail?")
+            % {"address": mailbox.address},
+            consequence=_(
+                "Only if AgentMail no longer has it. AgentMail makes a new, empty inbox at "
+                "the same address with a new key: the mail the deleted inbox held is not "
+                "in it. Waiting sends go out, each once; a send that may already have gone "
+                "out from the deleted inbox goes to a person instead."
+            ),
+            action=_("Make the inbox again"),
         )
     return _act_on_mailbox(
         request,

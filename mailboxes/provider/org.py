@@ -78,35 +78,39 @@ def create_pod(*, client_id: str, name: str) -> str:
     return pod.pod_id
 
 
-def pod_exists(*, pod_id: str) -> bool:
-    """Whether AgentMail knows the pod: False on its 404, ProviderError on any other failure."""
+def _known(get, *, is_it, what: str) -> bool:
+    """Whether AgentMail knows what ``get`` asks for: False on its 404, ProviderError on any
+    other failure (a timeout or a 5xx says nothing either way) and on an answer that ``is_it``
+    does not recognise."""
     try:
-        pod = _org_call(lambda c: c.pods.get(pod_id, request_options=NO_RETRIES))
+        found = _org_call(get)
     except ProviderError as exc:
         if exc.status == 404:
             return False
         raise
-    if getattr(pod, "pod_id", None) != pod_id:
+    if not is_it(found):
         raise ProviderError(
-            "AgentMail answered with another pod or none", code="malformed_response"
+            f"AgentMail answered with another {what} or none", code="malformed_response"
         )
     return True
+
+
+def pod_exists(*, pod_id: str) -> bool:
+    """Whether AgentMail knows the pod (see ``_known``)."""
+    return _known(
+        lambda c: c.pods.get(pod_id, request_options=NO_RETRIES),
+        is_it=lambda pod: getattr(pod, "pod_id", None) == pod_id,
+        what="pod",
+    )
 
 
 def inbox_exists(*, inbox_id: str) -> bool:
-    """Whether AgentMail knows the inbox (organization route, whatever its pod): False on its
-    404, ProviderError on any other failure (a timeout or a 5xx says nothing either way)."""
-    try:
-        inbox = _org_call(lambda c: c.inboxes.get(inbox_id, request_options=NO_RETRIES))
-    except ProviderError as exc:
-        if exc.status == 404:
-            return False
-        raise
-    if (getattr(inbox, "inbox_id", None) or "").lower() != inbox_id.lower():
-        raise ProviderError(
-            "AgentMail answered with another inbox or none", code="malformed_response"
-        )
-    return True
+    """Whether AgentMail knows the inbox (organization route, whatever its pod; see ``_known``)."""
+    return _known(
+        lambda c: c.inboxes.get(inbox_id, request_options=NO_RETRIES),
+        is_it=lambda inbox: (getattr(inbox, "inbox_id", None) or "").lower() == inbox_id.lower(),
+        what="inbox",
+    )
 
 
 def create_inbox(
