@@ -77,10 +77,13 @@ def lock_throttles(keys: set[str], now: datetime) -> dict[str, ProviderThrottle]
     missing = keys - rows.keys()
     if missing:
         # A key's first claim creates its bucket (full); a concurrent first claim's row wins.
+        # Sorted too: an insert waits for another claimer's uncommitted insert of the same key,
+        # and a set's order differs from process to process (string hashes are salted), so two
+        # claimers making the same two buckets in opposite orders would deadlock.
         ProviderThrottle.objects.bulk_create(
             [
                 ProviderThrottle(key_ref=k, tokens=settings.SEND_BURST_PER_KEY, refilled_at=now)
-                for k in missing
+                for k in sorted(missing)
             ],
             ignore_conflicts=True,
         )

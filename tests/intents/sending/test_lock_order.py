@@ -92,3 +92,28 @@ def test_late_acceptances_of_two_sends_do_not_deadlock_with_a_suppression_of_the
     assert set(
         SendIntent.objects.filter(pk__in=[lower.pk, higher.pk]).values_list("state", flat=True)
     ) == {"accepted"}
+
+
+def test_new_buckets_are_made_in_the_order_every_claimer_makes_them():
+    """A key's first claim inserts its bucket, and an insert waits for another claimer's
+    uncommitted insert of the same key: two claimers making the same buckets in different
+    orders deadlock. A set's order differs between processes (string hashes are salted), so the
+    buckets are made in sorted order, the order the existing ones are locked in."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from intents.sending.throttle import lock_throttles
+
+    keys = {f"key-{uuid.uuid4().hex[:12]}" for _ in range(20)}
+    with transaction.atomic(), CaptureQueriesContext(connection) as seen:
+        lock_throttles(keys, _now())
+
+    insert = next(q["sql"] for q in seen.captured_queries if q["sql"].startswith("INSERT"))
+    made = [key for key in sorted(keys, key=insert.index)]
+    assert made == sorted(keys)
+
+
+def _now():
+    from django.utils import timezone
+
+    return timezone.now()
