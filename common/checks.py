@@ -8,6 +8,8 @@ import math
 from django.conf import settings
 from django.core.checks import Warning, register
 
+from config.env import DEVELOPMENT_ENCRYPTION_KEY
+
 
 @register(deploy=True)
 def send_lease_outlasts_a_batch(app_configs, **kwargs) -> list[Warning]:
@@ -25,5 +27,29 @@ def send_lease_outlasts_a_batch(app_configs, **kwargs) -> list[Warning]:
             hint="Raise SEND_LEASE_SECONDS, or lower SEND_BATCH_SIZE / SEND_CALL_CONCURRENCY or "
             "the AgentMail timeouts.",
             id="countersign.W001",
+        )
+    ]
+
+
+@register(deploy=True)
+def no_published_key_in_the_key_ring(app_configs, **kwargs) -> list[Warning]:
+    """Production refuses the development encryption key (written in the source) first in
+    SECRET_ENCRYPTION_KEYS, where it would seal new secrets, but opens what it sealed with it
+    from a later entry until ``reencrypt_secrets`` has sealed them again; kept after that, it
+    still opens every secret of a database dump for anyone who can read the source."""
+    published = DEVELOPMENT_ENCRYPTION_KEY.partition(":")[2]
+    entries = [
+        n
+        for n, entry in enumerate(settings.SECRET_ENCRYPTION_KEYS, start=1)
+        if entry.partition(":")[2].strip() == published
+    ]
+    if not entries or not settings.PRODUCTION:
+        return []
+    return [
+        Warning(
+            f"SECRET_ENCRYPTION_KEYS entry {entries[0]} is the development key written in "
+            "Countersign's source (its value is not shown).",
+            hint="Run reencrypt_secrets, then remove that entry (DEPLOYMENT.md, Rotating secrets).",
+            id="countersign.W002",
         )
     ]
