@@ -17,6 +17,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 # config/ is at both ends of the house (DESIGN.md): this module and config.metrics are its top,
 # entry points like the views, so they may read the domain apps' tables.
+from config.bounded import ReadTimedOut, bounded_reads
 from config.metrics import exposition
 
 
@@ -64,5 +65,18 @@ def _authorised(request: HttpRequest) -> bool:
 def metrics(request: HttpRequest) -> HttpResponse:
     if not _authorised(request):
         return HttpResponse("unauthorised\n", status=401, content_type="text/plain")
+    try:
+        with bounded_reads():
+            body = exposition()
+    except ReadTimedOut as exc:
+        # Prometheus records the failed scrape (up == 0); the body is for whoever curls it.
+        return HttpResponse(
+            f"{exc}: a lock held on a table (a migration, a long transaction) or an overloaded "
+            "server. Find the session that blocks in pg_stat_activity "
+            "(wait_event_type = 'Lock', pg_blocking_pids); scrapes read the figures again once "
+            "it ends.\n",
+            status=503,
+            content_type="text/plain",
+        )
     # The format this endpoint always announced; every series name here is valid in it.
-    return HttpResponse(exposition(), content_type=CONTENT_TYPE_PLAIN_0_0_4)
+    return HttpResponse(body, content_type=CONTENT_TYPE_PLAIN_0_0_4)

@@ -451,6 +451,11 @@ del _name, _limit
 
 # Bearer token for /metrics; unset means the endpoint answers 404.
 METRICS_TOKEN = bearer_token("METRICS_TOKEN", env("METRICS_TOKEN", ""))
+# The longest /metrics and the health panel wait for their reads (PostgreSQL's statement_timeout
+# for them alone): a table held by a migration's lock or a slow database otherwise kept every
+# scrape and every open panel's refresh waiting, each holding a web worker, until gunicorn's
+# timeout cut them; they answer that the database did not answer instead.
+OPS_QUERY_TIMEOUT_SECONDS = env_float("OPS_QUERY_TIMEOUT_SECONDS", 5.0, low=0.1, high=60.0)
 
 # Sending.
 SEND_LEASE_SECONDS = env_int("SEND_LEASE_SECONDS", 60, low=1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
@@ -16,6 +17,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from common.csv_cells import csv_lines
+from config.bounded import ReadTimedOut, bounded_reads
 from console import audit_words, selectors
 from console import services as console_services
 from console.forms import (
@@ -55,13 +57,26 @@ def _refuse(form: forms.Form, error: services.AdminError) -> None:
     form.add_error(error.field if error.field in form.fields else None, error.message)
 
 
+def _health(tenant) -> selectors.Health | None:
+    """The health figures, or None when the database did not give them in time (a table locked
+    by a migration, an overloaded server): the page says so instead of waiting with it."""
+    try:
+        with bounded_reads():
+            return selectors.health(tenant)
+    except ReadTimedOut:
+        return None
+
+
 @tenant_view(roles=ADMIN_ONLY)
 @require_safe
 def admin_home(request: TenantRequest) -> HttpResponse:
     template = "console/home.html"
     if request.htmx:
         template += "#health"
-    context: dict[str, object] = {"health": selectors.health(request.tenant)}
+    context: dict[str, object] = {
+        "health": _health(request.tenant),
+        "ops_query_timeout": f"{settings.OPS_QUERY_TIMEOUT_SECONDS:g}",
+    }
     if not request.htmx:
         context["setup"] = selectors.setup_progress(request.tenant)
     return render(request, template, context)
@@ -504,7 +519,7 @@ def webhooks(request: TenantRequest) -> HttpResponse:
         {
             "endpoints": selectors.webhook_endpoints(request.tenant),
             "event_states": selectors.webhook_event_states(request.tenant),
-            "health": selectors.health(request.tenant),
+            "health": _health(request.tenant),
         },
     )
 

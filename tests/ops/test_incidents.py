@@ -1,0 +1,87 @@
+"""Incident drills from the operator's chair (DEPLOYMENT.md "Watching it"): each incident is made
+to happen for real (a table lock held by another session, the sandbox AgentMail's faults over
+real HTTP, the worker not running), and each surface an operator reads during it (/healthz,
+/readyz, /metrics, the health panel, manage.py intents_status) must answer, say what is wrong
+and what to do, and clear once it is over."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection, transaction
+
+from intents.models import SendIntent
+from tests.ops.test_metrics import TOKEN, at, scrape
+
+
+def _answered_while_locked(request, table: str, wait: float = 5.0):
+    """Run ``request()`` in another thread (its own connection) while this session holds an
+    ACCESS EXCLUSIVE lock on ``table`` (what a migration's ALTER TABLE takes), for at most
+    ``wait`` seconds; returns the response, or None if it had not answered by then."""
+    answers: list = []
+
+    def run() -> None:
+        try:
+            answers.append(request())
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+        thread.start()
+        thread.join(wait)
+        answered = list(answers)
+    thread.join(30)
+    return answered[0] if answered else None
+
+
+INTENTS = SendIntent._meta.db_table
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_locked_intents_table_gets_metrics_a_prompt_503_that_says_so(client, settings, tenant_a):
+    settings.METRICS_TOKEN = TOKEN
+    settings.OPS_QUERY_TIMEOUT_SECONDS = 0.5
+
+    response = _answered_while_locked(
+        lambda: client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}"), INTENTS
+    )
+    liveness = _answered_while_locked(lambda: client.get("/healthz"), INTENTS)
+    readiness = _answered_while_locked(lambda: client.get("/readyz"), INTENTS)
+
+    assert response is not None, "/metrics waited for the lock"
+    assert response.status_code == 503
+    assert "did not answer within 0.5 s" in response.content.decode()
+    assert "pg_stat_activity" in response.content.decode()
+    assert liveness is not None and liveness.status_code == 200
+    assert readiness is not None and readiness.status_code == 200
+    # Over: the next scrape reads the figures again.
+    assert at(scrape(client), "countersign_intents", tenant=tenant_a.slug, state="queued") == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_locked_intents_table_still_renders_the_health_panel_saying_why_it_has_no_figures(
+    client, settings, tenant_a, member_of, signed_in
+):
+    settings.OPS_QUERY_TIMEOUT_SECONDS = 0.5
+    admin = signed_in(member_of(tenant_a, "admin").user)
+    url = f"/t/{tenant_a.slug}/admin/"
+
+    page = _answered_while_locked(lambda: admin.get(url), INTENTS)
+    fragment = _answered_while_locked(lambda: admin.get(url, HTTP_HX_REQUEST="true"), INTENTS)
+
+    assert page is not None, "the health panel waited for the lock"
+    assert page.status_code == 200
+    assert "data-health-unavailable" in page.content.decode()
+    assert fragment is not None and fragment.status_code == 200
+    body = fragment.content.decode()
+    assert "data-health-unavailable" in body
+    assert "within 0.5 seconds" in body
+    # Still polling: the panel comes back by itself once the lock is gone.
+    assert 'hx-trigger="every 30s"' in body
+    after = admin.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "data-health-unavailable" not in after
+    assert "data-oldest-queued" in after
