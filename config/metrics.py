@@ -23,7 +23,11 @@ from prometheus_client.registry import Collector
 
 from common.counters import Total, counter_totals
 from intents.models import ProviderThrottle, SendIntent
-from intents.selectors import live_intent_counts_by_tenant, oldest_queued_age_seconds
+from intents.selectors import (
+    live_intent_counts_by_tenant,
+    oldest_queued_age_seconds,
+    oldest_uncertain_age_seconds,
+)
 from intents.selectors.storage import attachment_storage_by_tenant, storage_quota_by_tenant
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
@@ -66,6 +70,11 @@ class CountersignCollector(Collector):
             "countersign_oldest_queued_seconds",
             "Age of the oldest due queued intent.",
             value=round(oldest_queued_age_seconds() or 0.0, 3),
+        )
+        yield GaugeMetricFamily(
+            "countersign_oldest_uncertain_seconds",
+            "Age of the oldest due reconciliation (an uncertain intent no worker has taken).",
+            value=round(oldest_uncertain_age_seconds() or 0.0, 3),
         )
         yield from _counters(slugs, totals)
         circuit = GaugeMetricFamily(

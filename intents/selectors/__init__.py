@@ -23,6 +23,7 @@ from intents.selectors.intents import (
     intents_that_may_have_gone_out,
     live_intent_counts_by_tenant,
     oldest_queued_age_seconds,
+    oldest_uncertain_age_seconds,
     outbox,
 )
 from intents.selectors.queue import AGE_CHOICES, QueueFilter, draft_queue, queue_drafts
@@ -50,6 +51,7 @@ __all__ = [
     "intents_that_may_have_gone_out",
     "live_intent_counts_by_tenant",
     "oldest_queued_age_seconds",
+    "oldest_uncertain_age_seconds",
     "outbox",
     "queue_drafts",
 ]

@@ -8,7 +8,7 @@ from django.db.models.functions import Now
 
 from config.clock import db_now
 from intents.errors import InvalidInput, NotFound
-from intents.models import Draft, IntentEvent, SendAttempt, SendIntent
+from intents.models import Broadcast, Draft, IntentEvent, SendAttempt, SendIntent
 from intents.selectors.common import (
     DEFAULT_PAGE,
     Page,
@@ -127,6 +127,28 @@ def oldest_queued_age_seconds(*, tenant=None) -> float | None:
     if tenant is not None:
         qs = qs.filter(tenant=tenant)
     oldest = qs.aggregate(oldest=Min("next_attempt_at"))["oldest"]
+    if oldest is None:
+        return None
+    return max(0.0, (db_now() - oldest).total_seconds())
+
+
+def oldest_uncertain_age_seconds() -> float | None:
+    """Seconds since the oldest uncertain intent's reconciliation (a replay with its key, or a
+    label lookup) fell due with no worker taking it (database clock), across all tenants: what
+    a stopped worker leaves behind besides queued sends, and an outcome unknown past its safe
+    window stays unknown until one runs. Not counted, as in the claim: one under a live lease
+    (a worker has it), one of a paused broadcast, one of a mailbox whose key was refused (it
+    waits for an admin)."""
+    oldest = (
+        SendIntent.objects.filter(
+            state=SendIntent.State.UNCERTAIN,
+            next_attempt_at__lte=Now(),
+            mailbox__key_refused_at__isnull=True,
+        )
+        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=Now()))
+        .filter(Q(broadcast__isnull=True) | ~Q(broadcast__state=Broadcast.State.PAUSED))
+        .aggregate(oldest=Min("next_attempt_at"))["oldest"]
+    )
     if oldest is None:
         return None
     return max(0.0, (db_now() - oldest).total_seconds())

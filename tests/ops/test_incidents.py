@@ -6,11 +6,17 @@ and what to do, and clear once it is over."""
 
 from __future__ import annotations
 
+import io
+import re
 import threading
+from datetime import timedelta
 
 import pytest
+from django.core.management import call_command
 from django.db import connection, transaction
+from django.db.models.functions import Now
 
+from intents import sending
 from intents.models import SendIntent
 from tests.ops.test_metrics import TOKEN, at, scrape
 
@@ -85,3 +91,36 @@ def test_a_locked_intents_table_still_renders_the_health_panel_saying_why_it_has
     after = admin.get(url, HTTP_HX_REQUEST="true").content.decode()
     assert "data-health-unavailable" not in after
     assert "data-oldest-queued" in after
+
+
+def _status() -> str:
+    out = io.StringIO()
+    call_command("intents_status", stdout=out)
+    return out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_worker_while_sends_wait_for_reconciliation_moves_a_metric_and_the_status(
+    live, client, settings
+):
+    """No worker runs while a send is uncertain (AgentMail answered 500 after processing it): its
+    replay falls due and nobody makes it. countersign_oldest_queued_seconds, the series the guide
+    said a stopped worker shows as, ages queued sends only and stayed at 0."""
+    settings.METRICS_TOKEN = TOKEN
+    intent = live.approved()
+    SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now(), hold_until=None)
+    live.sandbox.fault("sends", "500_after")
+    sending.run_once(worker="drill", limit=1)
+    SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now() - timedelta(minutes=10))
+
+    during = scrape(client)
+    status = _status()
+
+    assert at(during, "countersign_oldest_uncertain_seconds") >= 600
+    assert re.search(r"Oldest due uncertain intent \(replay or label lookup\): 6\d\d\.\d s", status)
+
+    # A worker again: the replay finds the first send, nothing waits any more.
+    sending.run_once(worker="drill", limit=1)
+    assert SendIntent.objects.get(pk=intent.pk).state == SendIntent.State.ACCEPTED
+    assert at(scrape(client), "countersign_oldest_uncertain_seconds") == 0
+    assert "Oldest due uncertain intent (replay or label lookup): none" in _status()

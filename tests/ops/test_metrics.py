@@ -115,6 +115,7 @@ def test_every_series_keeps_its_name_and_type(client, metrics_token, tenant_a):
     assert types == {
         "countersign_intents": "gauge",
         "countersign_oldest_queued_seconds": "gauge",
+        "countersign_oldest_uncertain_seconds": "gauge",
         "countersign_attempts": "counter",
         "countersign_provider_429": "counter",
         "countersign_reconciliations": "counter",

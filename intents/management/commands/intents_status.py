@@ -6,7 +6,11 @@ from django.core.management.base import CommandError
 
 from common.cli import BaseCommand, identifier
 from intents.models import SendAttempt, SendIntent
-from intents.selectors import intent_counts, oldest_queued_age_seconds
+from intents.selectors import (
+    intent_counts,
+    oldest_queued_age_seconds,
+    oldest_uncertain_age_seconds,
+)
 
 
 class Command(BaseCommand):
@@ -32,6 +36,11 @@ class Command(BaseCommand):
         age = oldest_queued_age_seconds()
         self.stdout.write(
             "Oldest due queued intent: " + ("none" if age is None else f"{age:.1f} s waiting")
+        )
+        age = oldest_uncertain_age_seconds()
+        self.stdout.write(
+            "Oldest due uncertain intent (replay or label lookup): "
+            + ("none" if age is None else f"{age:.1f} s waiting")
         )
         if row is None:
             return
