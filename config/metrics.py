@@ -31,7 +31,11 @@ from intents.selectors import (
 from intents.selectors.storage import attachment_storage_by_tenant, storage_quota_by_tenant
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
-from webhooks.selectors import ledger_rows_estimate, unapplied_events_by_tenant
+from webhooks.selectors import (
+    last_received_by_tenant,
+    ledger_rows_estimate,
+    unapplied_events_by_tenant,
+)
 
 # Counter name in ``Counter`` -> (metric name without _total, help, label names after tenant).
 COUNTERS = {
@@ -149,6 +153,16 @@ def _webhooks(slugs: dict[int, str]) -> Iterator[Metric]:
         lag.add_metric([slug], round(row.lag_seconds, 3) if row else 0.0)
     yield waiting
     yield lag
+    received = last_received_by_tenant()
+    last = GaugeMetricFamily(
+        "countersign_webhook_last_received_timestamp_seconds",
+        "When the tenant's receiver last took a webhook delivery (Unix time, to the minute).",
+        labels=["tenant"],
+    )
+    for tenant_id, slug in slugs.items():
+        if tenant_id in received:
+            last.add_metric([slug], received[tenant_id])
+    yield last
 
 
 def _attachment_storage(slugs: dict[int, str]) -> Iterator[Metric]:

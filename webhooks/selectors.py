@@ -1,5 +1,5 @@
 """Tenant-scoped reads of the webhooks app, for the review UI, the agent API and the health panel
-(and one operator read across tenants, for metrics)."""
+(and operator reads across tenants, for metrics)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, Max, OuterRef, Q
 
 from intents.models import SendIntent
-from webhooks.models import InboundMessage, RecipientDelivery, WebhookEvent
+from webhooks.models import InboundMessage, RecipientDelivery, WebhookEndpoint, WebhookEvent
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,20 @@ def unapplied_events_by_tenant() -> dict[int, Unapplied]:
         )
         rows = cursor.fetchall()
     return {tenant_id: Unapplied(int(n), max(0.0, float(lag or 0))) for tenant_id, n, lag in rows}
+
+
+def last_received_by_tenant() -> dict[int, float]:
+    """When each tenant's receiver last took a delivery from AgentMail (Unix seconds; the
+    receiver notes it at most once a minute), for tenants it ever took one for: for operators
+    only (metrics). The backfill's findings do not count, so an unreachable receiver shows
+    however much the backfill catches up. One aggregate over the endpoints, a row per tenant."""
+    rows = (
+        WebhookEndpoint.objects.filter(last_event_at__isnull=False)
+        .values_list("tenant_id")
+        .annotate(last=Max("last_event_at"))
+        .order_by()
+    )
+    return {tenant_id: last.timestamp() for tenant_id, last in rows}
 
 
 def ledger_rows_estimate() -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import re
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -18,7 +19,10 @@ from django.db.models.functions import Now
 
 from intents import sending
 from intents.models import SendIntent
-from tests.ops.test_metrics import TOKEN, at, scrape
+from tests.ops.test_metrics import TOKEN, at, hook_of, scrape
+from tests.webhooks.conftest import delivery_payload, new_svix_id
+from webhooks import views as webhook_views
+from webhooks.models import WebhookEndpoint
 
 
 def _answered_while_locked(request, table: str, wait: float = 5.0):
@@ -124,3 +128,57 @@ def test_no_worker_while_sends_wait_for_reconciliation_moves_a_metric_and_the_st
     assert SendIntent.objects.get(pk=intent.pk).state == SendIntent.State.ACCEPTED
     assert at(scrape(client), "countersign_oldest_uncertain_seconds") == 0
     assert "Oldest due uncertain intent (replay or label lookup): none" in _status()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_webhooks_that_stop_arriving_show_in_a_metric_until_one_arrives_again(
+    live, client, settings, tenant_b
+):
+    """The receiver unreachable (a proxy's route gone, PUBLIC_BASE_URL wrong after a move): sends
+    are still accepted, AgentMail's deliveries fail, and no series moved at all; only the
+    console's muted "Last webhook: 2 hours ago" line said it."""
+    settings.METRICS_TOKEN = TOKEN
+    hook = hook_of(live.tenant)
+    first = live.approved()
+    SendIntent.objects.filter(pk=first.pk).update(next_attempt_at=Now(), hold_until=None)
+    sending.run_once(worker="drill", limit=1)
+    first.refresh_from_db()
+    assert (
+        hook.post(client, delivery_payload("delivered", first), svix_id=new_svix_id()).status_code
+        == 200
+    )
+    # Two hours without a delivery while sends go on (the database clock cannot be moved).
+    WebhookEndpoint.objects.filter(pk=hook.endpoint.pk).update(
+        last_event_at=Now() - timedelta(hours=2)
+    )
+    second = live.approved(subject="Second")
+    SendIntent.objects.filter(pk=second.pk).update(next_attempt_at=Now(), hold_until=None)
+    sending.run_once(worker="drill", limit=1)
+
+    during = scrape(client)
+    last = at(
+        during, "countersign_webhook_last_received_timestamp_seconds", tenant=live.tenant.slug
+    )
+
+    assert last is not None
+    assert 7000 < time.time() - last < 7400
+    # A tenant whose receiver never heard anything has no sample (no webhook endpoint yet).
+    assert (
+        at(during, "countersign_webhook_last_received_timestamp_seconds", tenant=tenant_b.slug)
+        is None
+    )
+
+    second.refresh_from_db()
+    # The receiver reachable again; this process touched the endpoint less than a minute ago, so
+    # the delivery is taken as a fresh web process takes it (each keeps its own touch clock).
+    webhook_views._endpoints.clear()
+    assert (
+        hook.post(client, delivery_payload("delivered", second), svix_id=new_svix_id()).status_code
+        == 200
+    )
+    after = at(
+        scrape(client),
+        "countersign_webhook_last_received_timestamp_seconds",
+        tenant=live.tenant.slug,
+    )
+    assert time.time() - after < 60
