@@ -18,7 +18,8 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from intents import sending
-from intents.models import SendIntent
+from intents.models import ProviderThrottle, SendIntent
+from mailboxes import key_health
 from tests.ops.test_metrics import TOKEN, at, hook_of, scrape
 from tests.webhooks.conftest import delivery_payload, new_svix_id
 from webhooks import views as webhook_views
@@ -182,3 +183,53 @@ def test_webhooks_that_stop_arriving_show_in_a_metric_until_one_arrives_again(
         tenant=live.tenant.slug,
     )
     assert time.time() - after < 60
+
+
+@pytest.mark.django_db(transaction=True)
+def test_intents_status_says_which_mailbox_waits_for_its_key_and_what_to_do(live, member_of):
+    """AgentMail answers 401 for one mailbox's key (revoked): its send waits, queued, and the
+    operators' command said 'Oldest due queued intent: none', as on a quiet day."""
+    intent = live.approved()
+    SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now(), hold_until=None)
+    live.sandbox.fault("sends", "401_unknown_key")
+    sending.run_once(worker="drill", limit=1)
+
+    during = _status()
+
+    assert SendIntent.objects.get(pk=intent.pk).state == SendIntent.State.QUEUED
+    assert f"AgentMail refused the key of {live.mailbox.address} ({live.tenant.slug})" in during
+    assert "1 send waiting" in during
+    assert "Check the key again" in during
+
+    key_health.mailbox_key_check(
+        tenant=live.tenant, mailbox_id=live.mailbox.pk, actor=member_of(live.tenant, "admin").user
+    )
+    assert "refused the key" not in _status()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_intents_status_names_the_mailbox_whose_circuit_agentmail_opened(live, settings):
+    """AgentMail answers 503 to every call: the key's circuit opens and the sends wait for its
+    probe, and the operators' command said 'Oldest due queued intent: none'."""
+    settings.SEND_CIRCUIT_FAILURES = 2
+    for n in range(2):
+        intent = live.approved(subject=f"Down {n}")
+        SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now(), hold_until=None)
+    live.sandbox.fault("sends", "503_before", times=10)
+    sending.run_once(worker="drill", limit=2)
+
+    during = _status()
+
+    assert ProviderThrottle.objects.get().circuit == ProviderThrottle.Circuit.OPEN
+    assert re.search(
+        rf"AgentMail keeps failing for {re.escape(live.mailbox.address)} \({live.tenant.slug}\): "
+        r"calls paused until \d\d:\d\d:\d\d UTC",
+        during,
+    )
+
+    live.sandbox.clear_faults()
+    ProviderThrottle.objects.update(opened_until=Now())
+    SendIntent.objects.filter(state=SendIntent.State.UNCERTAIN).update(next_attempt_at=Now())
+    sending.run_once(worker="drill", limit=2)
+    assert ProviderThrottle.objects.get().circuit == ProviderThrottle.Circuit.CLOSED
+    assert "keeps failing" not in _status()

@@ -11,6 +11,7 @@ from intents.selectors import (
     oldest_queued_age_seconds,
     oldest_uncertain_age_seconds,
 )
+from intents.selectors.provider_waits import open_circuits, refused_keys
 
 
 class Command(BaseCommand):
@@ -42,6 +43,7 @@ class Command(BaseCommand):
             "Oldest due uncertain intent (replay or label lookup): "
             + ("none" if age is None else f"{age:.1f} s waiting")
         )
+        self._provider_waits()
         if row is None:
             return
         self.stdout.write("")
@@ -66,4 +68,28 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"  {event.created_at:%H:%M:%S.%f} {event.action} "
                 f"{event.from_state or '-'} -> {event.to_state or '-'} {event.reason[:80]}"
+            )
+
+    def _provider_waits(self) -> None:
+        """Sends that wait on AgentMail, not on a worker, and what ends the wait."""
+        for refused in refused_keys():
+            self.stdout.write(
+                f"AgentMail refused the key of {refused.address} ({refused.tenant}) at "
+                f"{refused.since:%Y-%m-%d %H:%M:%S %Z}; {refused.waiting} "
+                f"send{'' if refused.waiting == 1 else 's'} waiting. Nothing is sent from it "
+                "until a tenant admin uses 'Check the key again' (or 'Replace the key') on the "
+                "mailbox's page."
+            )
+        for circuit in open_circuits():
+            names = ", ".join(f"{address} ({slug})" for slug, address in circuit.mailboxes)
+            until = f"{circuit.until:%H:%M:%S %Z}" if circuit.until else "its next probe"
+            what = (
+                f"calls paused until {until}, then one probe"
+                if circuit.state == "open"
+                else f"one probe under way (until {until})"
+            )
+            self.stdout.write(
+                f"AgentMail keeps failing for {names or circuit.key_ref}: {what}; its sends "
+                "wait and go out once a probe is answered. See the attempts' errors "
+                "(--intent ID) and AgentMail's status."
             )
