@@ -30,6 +30,7 @@ from intents.models_events import AgentEventEndpoint
 from intents.reason_words import MACHINE_ACTORS
 from intents.selectors.deadlines import sla_breaches
 from intents.selectors.intents import current_sends, oldest_queued_age_seconds
+from intents.selectors.provider_waits import OpenCircuit, open_circuits
 from intents.selectors.storage import StorageUse, attachment_storage
 from mailboxes.models import Mailbox
 from tenants.invitations import with_expiry
@@ -438,6 +439,8 @@ class Health:
     attachment_storage: StorageUse
     # Mailboxes whose key AgentMail refused, with their waiting sends (key_refused_mailboxes).
     key_refused: list[KeyRefused]
+    # The tenant's keys whose circuit AgentMail's failures opened (intents.sending.throttle).
+    circuits: list[OpenCircuit]
 
 
 # Queued, not held, and not due yet by the database clock: the complement, within the unheld
@@ -517,6 +520,7 @@ def health(tenant: Tenant) -> Health:
         webhook_last_event=last_event["last"],
         attachment_storage=attachment_storage(tenant=tenant),
         key_refused=key_refused_mailboxes(tenant),
+        circuits=open_circuits(tenant=tenant),
     )
 
 

@@ -49,7 +49,9 @@ def refused_keys() -> list[RefusedKey]:
     ]
 
 
-def open_circuits() -> list[OpenCircuit]:
+def open_circuits(*, tenant=None) -> list[OpenCircuit]:
+    """Keys whose circuit is open or probing, with the mailboxes that send with them; with
+    ``tenant``, only the keys of its mailboxes, naming only those (the health panel)."""
     throttles = list(
         ProviderThrottle.objects.exclude(circuit=ProviderThrottle.Circuit.CLOSED)
         .order_by("key_ref")
@@ -61,13 +63,20 @@ def open_circuits() -> list[OpenCircuit]:
         for ref, _, _ in throttles
         if ref.startswith("mailbox:") and ref.removeprefix("mailbox:").isdigit()
     }
+    if not throttles:
+        return []
+    mailboxes = Mailbox.objects.filter(Q(provider_api_key_id__in=key_ids) | Q(pk__in=mailbox_ids))
+    if tenant is not None:
+        mailboxes = mailboxes.filter(tenant=tenant)
     holders: dict[str, list[tuple[str, str]]] = {}
-    for pk, key_id, slug, address in (
-        Mailbox.objects.filter(Q(provider_api_key_id__in=key_ids) | Q(pk__in=mailbox_ids))
-        .order_by("tenant__slug", "address")
-        .values_list("pk", "provider_api_key_id", "tenant__slug", "address")
+    for pk, key_id, slug, address in mailboxes.order_by("tenant__slug", "address").values_list(
+        "pk", "provider_api_key_id", "tenant__slug", "address"
     ):
         # The throttle's own rule (intents.sending.throttle.key_ref_for).
         ref = f"key:{key_id}" if key_id else f"mailbox:{pk}"
         holders.setdefault(ref, []).append((slug, address))
-    return [OpenCircuit(ref, state, until, holders.get(ref, [])) for ref, state, until in throttles]
+    return [
+        OpenCircuit(ref, state, until, holders.get(ref, []))
+        for ref, state, until in throttles
+        if tenant is None or ref in holders
+    ]

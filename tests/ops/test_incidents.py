@@ -233,3 +233,32 @@ def test_intents_status_names_the_mailbox_whose_circuit_agentmail_opened(live, s
     sending.run_once(worker="drill", limit=2)
     assert ProviderThrottle.objects.get().circuit == ProviderThrottle.Circuit.CLOSED
     assert "keeps failing" not in _status()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_health_panel_says_agentmail_keeps_failing_and_that_sends_resume_by_themselves(
+    live, settings, member_of, signed_in
+):
+    """AgentMail answers 503 to every call: the panel showed 'Uncertain 2' and 'Failed attempts
+    4 of 4' and nothing about why, or that no one needs to do anything."""
+    settings.SEND_CIRCUIT_FAILURES = 2
+    admin = signed_in(member_of(live.tenant, "admin").user)
+    url = f"/t/{live.tenant.slug}/admin/"
+    for n in range(2):
+        intent = live.approved(subject=f"Down {n}")
+        SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now(), hold_until=None)
+    live.sandbox.fault("sends", "503_before", times=10)
+    sending.run_once(worker="drill", limit=2)
+
+    during = admin.get(url, HTTP_HX_REQUEST="true").content.decode()
+
+    assert "data-circuit-open" in during
+    assert live.mailbox.address in during
+    assert "AgentMail keeps failing" in during
+    assert "go out by themselves" in during
+
+    live.sandbox.clear_faults()
+    ProviderThrottle.objects.update(opened_until=Now())
+    SendIntent.objects.filter(state=SendIntent.State.UNCERTAIN).update(next_attempt_at=Now())
+    sending.run_once(worker="drill", limit=2)
+    assert "data-circuit-open" not in admin.get(url, HTTP_HX_REQUEST="true").content.decode()
