@@ -1,7 +1,8 @@
 """Why sends wait on the provider rather than on a worker, across all tenants: for operators only
 (``manage.py intents_status``). A mailbox whose key AgentMail refused holds its sends until an
 admin checks the key again (mailboxes.key_health); a key whose circuit is open or probing holds
-them until a probe answers (intents.sending.throttle). Neither is counted in the oldest queued
+them until a probe answers, and a 429's Retry-After empties its bucket until then
+(intents.sending.throttle). Neither is counted in the oldest queued
 age, so without these lines the command read as on a quiet day."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Count, Q
+from django.db.models.functions import Now
 
 from intents.models import ProviderThrottle, SendIntent
 from mailboxes.models import Mailbox
@@ -35,6 +37,13 @@ class OpenCircuit:
     mailboxes: list[tuple[str, str]]
 
 
+@dataclass(frozen=True)
+class RateLimited:
+    key_ref: str
+    until: datetime
+    mailboxes: list[tuple[str, str]]
+
+
 def refused_keys() -> list[RefusedKey]:
     rows = (
         Mailbox.objects.filter(key_refused_at__isnull=False)
@@ -57,14 +66,41 @@ def open_circuits(*, tenant=None) -> list[OpenCircuit]:
         .order_by("key_ref")
         .values_list("key_ref", "circuit", "opened_until")
     )
-    key_ids = {ref.removeprefix("key:") for ref, _, _ in throttles if ref.startswith("key:")}
+    holders = _holders({ref for ref, _, _ in throttles}, tenant)
+    return [
+        OpenCircuit(ref, state, until, holders.get(ref, []))
+        for ref, state, until in throttles
+        if tenant is None or ref in holders
+    ]
+
+
+def rate_limited(*, tenant=None) -> list[RateLimited]:
+    """Keys AgentMail answered 429 for whose Retry-After has not passed (the throttle holds their
+    bucket empty until then), with the mailboxes that send with them."""
+    throttles = list(
+        ProviderThrottle.objects.filter(refilled_at__gt=Now())
+        .exclude(key_ref__startswith="broadcast:")
+        .order_by("key_ref")
+        .values_list("key_ref", "refilled_at")
+    )
+    holders = _holders({ref for ref, _ in throttles}, tenant)
+    return [
+        RateLimited(ref, until, holders.get(ref, []))
+        for ref, until in throttles
+        if tenant is None or ref in holders
+    ]
+
+
+def _holders(refs: set[str], tenant) -> dict[str, list[tuple[str, str]]]:
+    """(tenant slug, address) of the mailboxes sending with each throttle key; one query."""
+    if not refs:
+        return {}
+    key_ids = {ref.removeprefix("key:") for ref in refs if ref.startswith("key:")}
     mailbox_ids = {
         int(ref.removeprefix("mailbox:"))
-        for ref, _, _ in throttles
+        for ref in refs
         if ref.startswith("mailbox:") and ref.removeprefix("mailbox:").isdigit()
     }
-    if not throttles:
-        return []
     mailboxes = Mailbox.objects.filter(Q(provider_api_key_id__in=key_ids) | Q(pk__in=mailbox_ids))
     if tenant is not None:
         mailboxes = mailboxes.filter(tenant=tenant)
@@ -74,9 +110,6 @@ def open_circuits(*, tenant=None) -> list[OpenCircuit]:
     ):
         # The throttle's own rule (intents.sending.throttle.key_ref_for).
         ref = f"key:{key_id}" if key_id else f"mailbox:{pk}"
-        holders.setdefault(ref, []).append((slug, address))
-    return [
-        OpenCircuit(ref, state, until, holders.get(ref, []))
-        for ref, state, until in throttles
-        if tenant is None or ref in holders
-    ]
+        if ref in refs:
+            holders.setdefault(ref, []).append((slug, address))
+    return holders

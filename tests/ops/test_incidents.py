@@ -262,3 +262,25 @@ def test_the_health_panel_says_agentmail_keeps_failing_and_that_sends_resume_by_
     SendIntent.objects.filter(state=SendIntent.State.UNCERTAIN).update(next_attempt_at=Now())
     sending.run_once(worker="drill", limit=2)
     assert "data-circuit-open" not in admin.get(url, HTTP_HX_REQUEST="true").content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_intents_status_names_the_mailbox_agentmail_rate_limited_and_until_when(live):
+    """AgentMail answers 429 with Retry-After 600: the key's sends wait ten minutes, and the
+    operators' command said 'Oldest due queued intent: none'."""
+    intent = live.approved()
+    SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now(), hold_until=None)
+    live.sandbox.fault("sends", "429", retry_after=600)
+    sending.run_once(worker="drill", limit=1)
+
+    during = _status()
+
+    assert re.search(
+        rf"AgentMail rate-limited the key of {re.escape(live.mailbox.address)} "
+        rf"\({live.tenant.slug}\): its sends wait until \d\d:\d\d:\d\d UTC \(Retry-After\)",
+        during,
+    )
+
+    # Retry-After has passed.
+    ProviderThrottle.objects.update(refilled_at=Now())
+    assert "rate-limited" not in _status()

@@ -11,7 +11,7 @@ from intents.selectors import (
     oldest_queued_age_seconds,
     oldest_uncertain_age_seconds,
 )
-from intents.selectors.provider_waits import open_circuits, refused_keys
+from intents.selectors.provider_waits import open_circuits, rate_limited, refused_keys
 
 
 class Command(BaseCommand):
@@ -92,4 +92,11 @@ class Command(BaseCommand):
                 f"AgentMail keeps failing for {names or circuit.key_ref}: {what}; its sends "
                 "wait and go out once a probe is answered. See the attempts' errors "
                 "(--intent ID) and AgentMail's status."
+            )
+        for limited in rate_limited():
+            names = ", ".join(f"{address} ({slug})" for slug, address in limited.mailboxes)
+            self.stdout.write(
+                f"AgentMail rate-limited the key of {names or limited.key_ref}: its sends wait "
+                f"until {limited.until:%H:%M:%S %Z} (Retry-After). If it recurs, lower "
+                "SEND_RATE_PER_KEY / SEND_BURST_PER_KEY or ask AgentMail for a higher limit."
             )
