@@ -32,6 +32,7 @@ from intents.selectors.deadlines import sla_breaches
 from intents.selectors.intents import current_sends, oldest_queued_age_seconds
 from intents.selectors.provider_waits import OpenCircuit, open_circuits
 from intents.selectors.storage import StorageUse, attachment_storage
+from intents.sending.lease import CALL_TOO_LATE
 from mailboxes.models import Mailbox
 from tenants.invitations import with_expiry
 from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant
@@ -468,7 +469,14 @@ def health(tenant: Tenant) -> Health:
     pending = Draft.objects.filter(tenant=tenant, status="pending").count()
     attempts = SendAttempt.objects.filter(tenant=tenant, started_at__gte=hour_ago).aggregate(
         total=Count("id"),
-        failures=Count("id", filter=Q(outcome__in=["permanent", "uncertain"])),
+        # A call retried later failed too (refused connection, DNS, a timeout before it was
+        # written), unless AgentMail rate-limited it (its own tile) or the worker never made it
+        # (no time left in its lease: a backlog of the worker, not of the provider).
+        failures=Count(
+            "id",
+            filter=Q(outcome__in=["permanent", "uncertain"])
+            | (Q(outcome="retry") & ~Q(http_status=429) & ~Q(error_code=CALL_TOO_LATE)),
+        ),
         throttled=Count("id", filter=Q(http_status=429)),
     )
     # Two reads that each stay within an index, not one over the tenant's whole history (events

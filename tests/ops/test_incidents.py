@@ -284,3 +284,28 @@ def test_intents_status_names_the_mailbox_agentmail_rate_limited_and_until_when(
     # Retry-After has passed.
     ProviderThrottle.objects.update(refilled_at=Now())
     assert "rate-limited" not in _status()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_calls_that_never_reach_agentmail_count_as_failed_attempts_on_the_panel(
+    live, member_of, signed_in, settings
+):
+    """AgentMail unreachable (connection refused: a firewall change, its DNS pointing nowhere):
+    every call failed and was rightly retried later, yet the panel's 'Failed attempts, last
+    hour' tile read 0 of 2, unmarked, as on a good day: it counted only refusals and unknown
+    outcomes."""
+    admin = signed_in(member_of(live.tenant, "admin").user)
+    intent = live.approved()
+    SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now(), hold_until=None)
+    settings.AGENTMAIL_BASE_URL = "http://127.0.0.1:9"
+    for _ in range(2):
+        sending.run_once(worker="drill", limit=1)
+        SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now())
+
+    page = admin.get(f"/t/{live.tenant.slug}/admin/", HTTP_HX_REQUEST="true").content.decode()
+    tile = re.search(r'<div class="stat[^"]*" data-failed-attempts>.*?</div>', page, re.S)
+
+    assert SendIntent.objects.get(pk=intent.pk).state == SendIntent.State.QUEUED
+    assert tile is not None
+    assert "is-bad" in tile.group(0)
+    assert re.search(r"<strong>2</strong>", tile.group(0))
