@@ -309,3 +309,35 @@ def test_calls_that_never_reach_agentmail_count_as_failed_attempts_on_the_panel(
     assert tile is not None
     assert "is-bad" in tile.group(0)
     assert re.search(r"<strong>2</strong>", tile.group(0))
+
+
+def _backfill() -> str:
+    out = io.StringIO()
+    call_command("webhooks_backfill", stdout=out)
+    return out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_backfill_that_agentmail_fails_says_which_mailbox_and_that_the_next_run_asks_again(
+    live, settings
+):
+    """After an outage of the receiver the operator runs webhooks_backfill, while AgentMail
+    still answers 503: the command printed 'errors 1' and nothing else, and the logs had no
+    line for it (a failed delivery lookup was counted and skipped silently)."""
+    settings.WEBHOOK_BACKFILL_AFTER_SECONDS = 0
+    intent = live.approved()
+    SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now(), hold_until=None)
+    sending.run_once(worker="drill", limit=1)
+    live.sandbox.advance_clock(60)
+    live.sandbox.fault("*", "503_before", times=50)
+
+    during = _backfill()
+
+    assert "errors 2" in during  # the delivery lookup and the inbox listing
+    assert f"{live.mailbox.address} ({live.tenant.slug}): AgentMail answered 503" in during
+    assert "asked again on the next run" in during
+
+    live.sandbox.clear_faults()
+    after = _backfill()
+    assert "deliveries 1" in after
+    assert "AgentMail answered" not in after

@@ -212,7 +212,7 @@ def _deliveries(
             api_key=api_key, inbox_id=mailbox.inbox_id, message_id=message_id
         )
         if not found.ok:
-            report.errors += 1
+            _provider_failed(mailbox, "a delivery lookup", found, report)
             if refuses_key(found.http_status, found.error_code):
                 # Every other call with this key would be refused alike. Not marked refused:
                 # a key may be denied reading and still send (mailboxes.key_health marks sends').
@@ -267,12 +267,14 @@ def _inbound(mailbox, endpoint, budget: Budget, report: BackfillReport) -> bool:
             if page.next_page_token in followed:
                 refused = "page_token_repeated"
         if refused:
-            report.errors += 1
             if page.ok:
+                report.errors += 1
                 log.warning(
                     f"webhooks.backfill.{refused}",
                     extra={"mailbox_id": mailbox.pk, "messages": len(page.messages)},
                 )
+            else:
+                _provider_failed(mailbox, "the inbox listing", page, report)
             _resume_at(mailbox, covered, after, reached)
             return True
         if not page.next_page_token:
@@ -364,6 +366,29 @@ def _received(mailbox, messages: list[dict], report: BackfillReport) -> list[dic
         )
     )
     return [m for m, stored_id in zip(received, ids, strict=True) if stored_id not in recorded]
+
+
+def _provider_failed(mailbox, call: str, answer, report: BackfillReport) -> None:
+    """A call AgentMail failed (an error status, no answer): counted, logged and said in the
+    report with what it answered. It was counted and nothing more, so an operator running the
+    command after an outage read 'errors 1' and no log line said which mailbox or why."""
+    report.errors += 1
+    said = (
+        f"AgentMail answered {answer.http_status} {answer.error_code}"
+        if answer.http_status
+        else f"AgentMail did not answer ({answer.error_code})"
+    )
+    report.problems.append(f"{mailbox.address} ({mailbox.tenant.slug}): {said} to {call}")
+    log.warning(
+        "webhooks.backfill.provider_failed",
+        extra={
+            "tenant_id": mailbox.tenant_id,
+            "mailbox_id": mailbox.pk,
+            "call": call,
+            "http_status": answer.http_status,
+            "error_code": answer.error_code,
+        },
+    )
 
 
 def _oversized(mailbox, message: dict, report: BackfillReport) -> bool:

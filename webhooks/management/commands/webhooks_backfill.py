@@ -40,3 +40,11 @@ class Command(BaseCommand):
             f"mailboxes {report.mailboxes} calls {report.calls} deliveries {report.deliveries} "
             f"inbound {report.inbound} errors {report.errors} limited {len(report.limited)}"
         )
+        for problem in report.problems:
+            self.stdout.write(f"  {problem}")
+        if report.problems:
+            self.stdout.write(
+                "What these calls would have found is asked again on the next run (the "
+                "webhooks-backfill schedule, every 10 minutes, or this command once AgentMail "
+                "answers), as far back as WEBHOOK_BACKFILL_MAX_AGE_HOURS."
+            )
