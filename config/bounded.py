@@ -19,6 +19,15 @@ class ReadTimedOut(Exception):
         super().__init__(f"the database did not answer within {seconds:g} s")
         self.seconds = seconds
 
+    @property
+    def explained(self) -> str:
+        """For an operator: the likely causes and where to look."""
+        return (
+            f"{self}: a lock held on a table (a migration, a long transaction) or an overloaded "
+            "server. Find the session that blocks in pg_stat_activity "
+            "(wait_event_type = 'Lock', pg_blocking_pids)"
+        )
+
 
 @contextmanager
 def bounded_reads() -> Iterator[None]:

@@ -71,10 +71,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     except ReadTimedOut as exc:
         # Prometheus records the failed scrape (up == 0); the body is for whoever curls it.
         return HttpResponse(
-            f"{exc}: a lock held on a table (a migration, a long transaction) or an overloaded "
-            "server. Find the session that blocks in pg_stat_activity "
-            "(wait_event_type = 'Lock', pg_blocking_pids); scrapes read the figures again once "
-            "it ends.\n",
+            f"{exc.explained}; scrapes read the figures again once it ends.\n",
             status=503,
             content_type="text/plain",
         )

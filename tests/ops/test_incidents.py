@@ -13,7 +13,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
@@ -341,3 +341,22 @@ def test_a_backfill_that_agentmail_fails_says_which_mailbox_and_that_the_next_ru
     after = _backfill()
     assert "deliveries 1" in after
     assert "AgentMail answered" not in after
+
+
+@pytest.mark.django_db(transaction=True)
+def test_intents_status_on_a_locked_intents_table_says_so_instead_of_waiting(settings, tenant_a):
+    settings.OPS_QUERY_TIMEOUT_SECONDS = 0.5
+
+    def run():
+        try:
+            _status()
+        except CommandError as exc:
+            return str(exc)
+        return "answered"
+
+    said = _answered_while_locked(run, INTENTS)
+
+    assert said is not None, "intents_status waited for the lock"
+    assert "did not answer within 0.5 s" in said
+    assert "pg_blocking_pids" in said
+    assert "Send intents by state:" in _status()

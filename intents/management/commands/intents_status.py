@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.management.base import CommandError
 
 from common.cli import BaseCommand, identifier
+from config.bounded import ReadTimedOut, bounded_reads
 from intents.models import SendAttempt, SendIntent
 from intents.selectors import (
     intent_counts,
@@ -23,6 +24,14 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, intent=None, **options):
+        # Read during incidents: a table locked by a migration must not hold the command too.
+        try:
+            with bounded_reads():
+                self._report(intent)
+        except ReadTimedOut as exc:
+            raise CommandError(f"{exc.explained}; run it again once it ends.") from exc
+
+    def _report(self, intent) -> None:
         row = None
         if intent is not None:
             # Looked up before anything is printed: the counts came first, then the refusal.
