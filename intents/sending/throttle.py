@@ -160,17 +160,23 @@ def throttles_clean(key_refs: list[str]) -> None:
     table = ProviderThrottle._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} SET consecutive_failures = 0, circuit = %s, opened_until = NULL, "  # noqa: S608
-            f"probe_token = NULL WHERE key_ref IN (SELECT key_ref FROM {table} "
+            f"UPDATE {table} AS t SET consecutive_failures = 0, circuit = %s, "  # noqa: S608
+            "opened_until = NULL, probe_token = NULL "
+            f"FROM (SELECT key_ref, circuit FROM {table} "
             "WHERE key_ref = ANY(%s) AND (circuit <> %s OR consecutive_failures <> 0 "
             "OR opened_until IS NOT NULL OR probe_token IS NOT NULL) "
-            "ORDER BY key_ref FOR UPDATE)",
+            "ORDER BY key_ref FOR UPDATE) AS was WHERE t.key_ref = was.key_ref "
+            "RETURNING t.key_ref, was.circuit",
             [
                 ProviderThrottle.Circuit.CLOSED,
                 sorted(set(key_refs)),
                 ProviderThrottle.Circuit.CLOSED,
             ],
         )
+        reopened = [key_ref for key_ref, was in cursor.fetchall() if was != "closed"]
+    for key_ref in reopened:
+        # The pair of intents.circuit.opened: without it the logs never said an outage ended.
+        log.info("intents.circuit.closed", extra={"key_ref": key_ref})
 
 
 def save_throttles(rows) -> None:

@@ -360,3 +360,28 @@ def test_intents_status_on_a_locked_intents_table_says_so_instead_of_waiting(set
     assert "did not answer within 0.5 s" in said
     assert "pg_blocking_pids" in said
     assert "Send intents by state:" in _status()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_log_says_when_agentmail_answers_again_as_it_said_when_it_stopped(
+    live, settings, caplog
+):
+    """The worker logged intents.circuit.opened when AgentMail kept failing, and nothing when a
+    probe's clean answer closed the circuit: reading the logs, an operator could not tell
+    whether, or when, the outage ended."""
+    settings.SEND_CIRCUIT_FAILURES = 1
+    intent = live.approved()
+    SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now(), hold_until=None)
+    live.sandbox.fault("sends", "503_before", times=10)
+    with caplog.at_level("INFO", logger="intents.sending"):
+        sending.run_once(worker="drill", limit=1)
+        live.sandbox.clear_faults()
+        ProviderThrottle.objects.update(opened_until=Now())
+        SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now())
+        sending.run_once(worker="drill", limit=1)
+
+    key_ref = ProviderThrottle.objects.get().key_ref
+    said = [(r.getMessage(), getattr(r, "key_ref", None)) for r in caplog.records]
+    assert ("intents.circuit.opened", key_ref) in said
+    assert ("intents.circuit.closed", key_ref) in said
+    assert SendIntent.objects.get(pk=intent.pk).state == SendIntent.State.ACCEPTED
