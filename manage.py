@@ -2,12 +2,12 @@
 import os
 import sys
 
+from config.env import SettingsError
+
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     from django.core.management import execute_from_command_line
-
-    from config.env import SettingsError
 
     try:
         execute_from_command_line(sys.argv)

@@ -449,6 +449,43 @@ class Health:
 _QUEUED_NOT_DUE = Q(state="queued", held_reason="", next_attempt_at__gt=Now())
 
 
+def _attempts_since(tenant: Tenant, since) -> dict:
+    """The tenant's calls to AgentMail since ``since``: all, failed, rate-limited."""
+    return SendAttempt.objects.filter(tenant=tenant, started_at__gte=since).aggregate(
+        total=Count("id"),
+        # A call retried later failed too (refused connection, DNS, a timeout before it was
+        # written), unless AgentMail rate-limited it (its own tile) or the worker never made it
+        # (no time left in its lease: a backlog of the worker, not of the provider).
+        failures=Count(
+            "id",
+            filter=Q(outcome__in=["permanent", "uncertain"])
+            | (Q(outcome="retry") & ~Q(http_status=429) & ~Q(error_code=CALL_TOO_LATE)),
+        ),
+        throttled=Count("id", filter=Q(http_status=429)),
+    )
+
+
+def _webhook_events(tenant: Tenant, since) -> dict:
+    """Two reads that each stay within an index, not one over the tenant's whole history (events
+    are never deleted, only their payloads: at a million events the one read took 120 ms, on a
+    panel every open tab refreshes twice a minute): the waiting events (a partial index) and
+    those received since ``since`` (the tenant's recent index)."""
+    return WebhookEvent.objects.filter(tenant=tenant, state__in=["pending", "deferred"]).aggregate(
+        unapplied=Count("id"),
+        oldest_unapplied=Min("received_at"),
+        oldest_pending=Min("received_at", filter=Q(state="pending")),
+    ) | WebhookEvent.objects.filter(tenant=tenant, received_at__gte=since).aggregate(
+        max_lag=Max(
+            ExpressionWrapper(F("received_at") - F("occurred_at"), output_field=DurationField()),
+            filter=Q(occurred_at__isnull=False),
+        ),
+        max_apply_lag=Max(
+            ExpressionWrapper(F("applied_at") - F("received_at"), output_field=DurationField()),
+            filter=Q(state="applied", applied_at__isnull=False),
+        ),
+    )
+
+
 def health(tenant: Tenant) -> Health:
     """Ten small queries (eight aggregates, one row, the mailboxes whose key was refused),
     whatever the volume."""
@@ -467,38 +504,8 @@ def health(tenant: Tenant) -> Health:
     # by the database clock. A queued intent backing off or on hold is not late.
     oldest_seconds = oldest_queued_age_seconds(tenant=tenant)
     pending = Draft.objects.filter(tenant=tenant, status="pending").count()
-    attempts = SendAttempt.objects.filter(tenant=tenant, started_at__gte=hour_ago).aggregate(
-        total=Count("id"),
-        # A call retried later failed too (refused connection, DNS, a timeout before it was
-        # written), unless AgentMail rate-limited it (its own tile) or the worker never made it
-        # (no time left in its lease: a backlog of the worker, not of the provider).
-        failures=Count(
-            "id",
-            filter=Q(outcome__in=["permanent", "uncertain"])
-            | (Q(outcome="retry") & ~Q(http_status=429) & ~Q(error_code=CALL_TOO_LATE)),
-        ),
-        throttled=Count("id", filter=Q(http_status=429)),
-    )
-    # Two reads that each stay within an index, not one over the tenant's whole history (events
-    # are never deleted, only their payloads: at a million events the one read took 120 ms, on
-    # a panel every open tab refreshes twice a minute): the waiting events (a partial index) and
-    # the last hour's (the tenant's recent index).
-    events = WebhookEvent.objects.filter(
-        tenant=tenant, state__in=["pending", "deferred"]
-    ).aggregate(
-        unapplied=Count("id"),
-        oldest_unapplied=Min("received_at"),
-        oldest_pending=Min("received_at", filter=Q(state="pending")),
-    ) | WebhookEvent.objects.filter(tenant=tenant, received_at__gte=hour_ago).aggregate(
-        max_lag=Max(
-            ExpressionWrapper(F("received_at") - F("occurred_at"), output_field=DurationField()),
-            filter=Q(occurred_at__isnull=False),
-        ),
-        max_apply_lag=Max(
-            ExpressionWrapper(F("applied_at") - F("received_at"), output_field=DurationField()),
-            filter=Q(state="applied", applied_at__isnull=False),
-        ),
-    )
+    attempts = _attempts_since(tenant, hour_ago)
+    events = _webhook_events(tenant, hour_ago)
     last_event = WebhookEndpoint.objects.filter(tenant=tenant).aggregate(last=Max("last_event_at"))
     breaches = sla_breaches(tenant=tenant)
     return Health(
