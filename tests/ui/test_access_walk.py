@@ -115,6 +115,7 @@ EXPECTED = {
     "mailbox_retry": POST_ADMIN,
     "mailbox_key_check": POST_ADMIN,
     "mailbox_key_replace": POST_ADMIN,
+    "mailbox_inbox_recover": POST_ADMIN,
 }
 
 
