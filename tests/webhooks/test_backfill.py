@@ -451,3 +451,34 @@ def test_an_inbox_busier_than_a_runs_budget_is_listed_further_on_every_run(
     assert InboundMessage.objects.filter(mailbox=mailbox).count() == 9
     # A run got to the end and covered the inbox up to its horizon.
     assert InboundBackfillMark.objects.get(mailbox=mailbox).covered_until > mailbox.created_at
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_backfilled_message_gets_its_reply_to_from_its_late_webhook(
+    webhooks_off, no_delay, client, tenant_a, mailbox_factory, hook_for
+):
+    """Found by an outside probe: AgentMail's listing of an inbox leaves out a message's
+    Reply-To (``MessageItem``, reference §2.4), so a message the backfill recorded had none,
+    and its real webhook, arriving later with it, was "already recorded": the draft page never
+    said where the customer asked replies to go. The late webhook now fills it in."""
+    sandbox = webhooks_off
+    mailbox = mailbox_factory(tenant_a)
+    hook = hook_for(tenant_a)
+    sent = sandbox.inbound(
+        mailbox.inbox_id,
+        from_="Jane <jane@customer.test>",
+        subject="Refund",
+        text="Refund me",
+        reply_to=["Refunds <refunds@elsewhere.test>"],
+    )
+
+    report = webhooks_backfill(tenant_id=tenant_a.pk)
+    apply_stored()
+    backfilled = InboundMessage.objects.get().reply_to
+    [event] = [e for e in sandbox.events() if e["event_id"] == sent["event_id"]]
+    hook.post(client, event["payload"])
+    apply_stored()
+
+    assert (report.inbound, backfilled) == (1, [])
+    assert InboundMessage.objects.get().reply_to == ["refunds@elsewhere.test"]
+    assert WebhookEvent.objects.get(svix_id__startswith="msg_").state == "applied"

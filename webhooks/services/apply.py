@@ -563,9 +563,39 @@ def _apply_received(
                 "another message under this Message-ID is recorded (other sender or thread): "
                 "not this one",
             )
+        if _reply_to_filled(event, normalized, mailbox, message):
+            return (
+                State.APPLIED,
+                "inbound message already recorded (by the backfill); its Reply-To added",
+            )
         return State.APPLIED, "inbound message already recorded"
     held = _hold_stale_intents(event, normalized, mailbox, message)
     return State.APPLIED, f"inbound message recorded; {held} queued send(s) held"
+
+
+def _reply_to_filled(
+    event: WebhookEvent, normalized: NormalizedEvent, mailbox: Mailbox, message: InboundMessage
+) -> bool:
+    """Give a message the backfill recorded the Reply-To its own webhook brings, if it had none.
+
+    The backfill reads AgentMail's listing of the inbox, whose items (``MessageItem``, reference
+    §2.4) leave out ``reply_to``: such a message was recorded without one, and its webhook,
+    arriving later (after our receiver was down, say), was "already recorded", so the draft page
+    never said where the customer asked replies to go. Only for a row the backfill made (its
+    ledger event applied), and only where it is still empty: a conditional UPDATE, so another
+    message reusing the Message-ID cannot change what a row says."""
+    reply_to = list(normalized.inbound.reply_to) if normalized.inbound else []
+    if not reply_to or message.reply_to or event.svix_id.startswith(BACKFILL_PREFIX):
+        return False
+    backfilled = WebhookEvent.objects.filter(
+        tenant_id=event.tenant_id,
+        message_id=normalized.message_id,
+        svix_id=backfill_svix_id("message.received", normalized.message_id, mailbox.inbox_id),
+        state=State.APPLIED,
+    ).exists()
+    if not backfilled:
+        return False
+    return bool(InboundMessage.objects.filter(pk=message.pk, reply_to=[]).update(reply_to=reply_to))
 
 
 def _address(sender: str) -> str:
