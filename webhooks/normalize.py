@@ -324,7 +324,7 @@ def reply_to_others(value: Any, sender: str) -> tuple[str, ...]:
             item = item.get("address") or item.get("email")
         if not isinstance(item, str):
             continue
-        for _, written in getaddresses([item]):
+        for written in _reply_to_addresses(item):
             written = written.strip()
             address = _address_in_its_form(written) or written.lower()
             if "@" in address and address != own:
@@ -332,6 +332,20 @@ def reply_to_others(value: Any, sender: str) -> tuple[str, ...]:
             if len(found) >= MAX_REPLY_TO:
                 return tuple(found)
     return tuple(found)
+
+
+def _reply_to_addresses(item: str) -> list[str]:
+    """The addresses one Reply-To item names. ``getaddresses`` reads "Name <address>", bare
+    addresses, comments, groups and comma-separated lists; one it finds ambiguous it reads as
+    nobody (``[("", "")]``, Python's guard against CVE-2023-27043). AgentMail writes an item as
+    "name <address>" whatever the name holds, so "ceo@yourshop.test <evil@x.test>" (a display
+    name that is itself an address) was such an item: the page said nothing of it, while an
+    agent answering where the message asked wrote to evil@x.test. Such an item is read as a
+    sender is (``_own_address``: the address in its last angle brackets), never by its name."""
+    found = [written for _, written in getaddresses([item]) if written]
+    if found or not (item.rstrip().endswith(">") and "<" in item):
+        return found
+    return [_own_address(item.rstrip())]
 
 
 def _own_address(sender: str) -> str:

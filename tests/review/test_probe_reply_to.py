@@ -105,3 +105,29 @@ def test_no_word_of_a_reply_to_that_is_the_sender(tenant_a, sandbox, client, sho
 
     assert InboundMessage.objects.get().reply_to == []
     assert "data-reply-to" not in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reply_to_whose_display_name_is_an_address_is_shown_by_its_real_address(
+    tenant_a, sandbox, client, shop
+):
+    """Found by an outside probe: a Reply-To as AgentMail writes one, "name <address>", whose
+    name is itself an address ("ceo@yourshop.test <evil@x.test>") is ambiguous to the standard
+    library's parser, which read it as nobody: the page said nothing of it, while an agent that
+    answered where the message asked wrote to evil@x.test. It is read as a From is (the address
+    in its last angle brackets)."""
+    mailbox, hook, admin, token = shop
+    sent = customer_writes(
+        sandbox,
+        hook,
+        client,
+        mailbox,
+        from_="Jane <jane@customer.test>",
+        reply_to=["ceo@yourshop.test <Evil@X.test>", "Refunds <refunds@elsewhere.test>"],
+    )
+
+    page = draft_page(client, admin, tenant_a, mailbox, token, sent["message_id"], "evil@x.test")
+
+    assert InboundMessage.objects.get().reply_to == ["evil@x.test", "refunds@elsewhere.test"]
+    assert ">evil@x.test</bdi>" in page
+    assert ">ceo@yourshop.test</bdi>" not in page
