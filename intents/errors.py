@@ -97,6 +97,13 @@ class LookalikeRecipient(DraftError):
     code = "lookalike_recipient"
 
 
+class AnsweredMessageGone(DraftError):
+    """The message a reply answers was in an inbox deleted at AgentMail (the mailbox's inbox
+    was made again, empty): AgentMail's reply route would answer 404."""
+
+    code = "answered_message_gone"
+
+
 class RecipientNotOnThread(DraftError):
     """A recipient wrote none of the customer messages of the draft's thread (another customer,
     say): the draft's page says so beside the address, a list does not, so it is approved only

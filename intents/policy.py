@@ -361,6 +361,23 @@ EARLIER_VERSION_REASON = gettext_lazy(
 )
 
 
+# The draft page says it before the click; draft_approve refuses with the same words.
+ANSWERED_MESSAGE_GONE_REASON = gettext_lazy(
+    "The message this reply answers was in the inbox that was deleted at AgentMail and made "
+    "again: AgentMail no longer has it, so the reply cannot go out in its thread (its send "
+    "would fail). Reject it and write the answer as a new message."
+)
+
+
+def answered_message_gone(mailbox: Mailbox, answered) -> bool:
+    """Whether the customer's message a reply answers (an ``InboundMessage``) was in an inbox
+    of ``mailbox`` that AgentMail deleted: recorded before the mailbox forgot that inbox
+    (``Mailbox.inbox_lost_at``, mailboxes.recovery). The new inbox, at the same address, starts
+    empty, and AgentMail's reply route answers 404 for a message it does not hold."""
+    lost_at = mailbox.inbox_lost_at
+    return answered is not None and lost_at is not None and answered.recorded_at < lost_at
+
+
 def needs_another_approver(*, tenant, author_kind, author_user_id, user) -> bool:
     """Four-eyes on edit: with the tenant's policy on, the person who wrote the current version
     may not approve it. Takes the version's author fields so the queue can ask for every row

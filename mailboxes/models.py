@@ -80,6 +80,10 @@ class Mailbox(models.Model):
     # the mailbox stays enabled, nothing about its sends is decided.
     key_refused_at = models.DateTimeField(null=True, blank=True, editable=False)
     key_refused_detail = models.CharField(max_length=300, blank=True, editable=False)
+    # When this mailbox last forgot an inbox AgentMail had deleted (mailboxes.recovery): the
+    # customer messages recorded before then were in that inbox, which AgentMail no longer has,
+    # so a reply to one of them cannot be sent (its reply route answers 404).
+    inbox_lost_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         verbose_name_plural = "mailboxes"

@@ -142,6 +142,7 @@ def _forget_inbox(*, tenant: Tenant, mailbox_id: int, inbox_id: str, actor) -> N
         # that is not active (which would block it) until the new key is stored.
         key_refused_at=Coalesce(F("key_refused_at"), Now()),
         key_refused_detail=INBOX_LOST_DETAIL,
+        inbox_lost_at=Now(),
     )
     needs_attention = [i for answer in results for i in answer.get("needs_attention", [])]
     audit(

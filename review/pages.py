@@ -17,10 +17,12 @@ from intents import selectors
 from intents.html_styles import READER_LOOKS, reader_looks, style_warnings
 from intents.models import Draft, DraftAttachment, DraftVersion, SendIntent
 from intents.policy import (
+    ANSWERED_MESSAGE_GONE_REASON,
     EARLIER_VERSION_REASON,
     NOTE_WRITERS,
     SECOND_APPROVER_REASON,
     answered_author_left_out,
+    answered_message_gone,
     approvable_mailbox_ids,
     approver_memberships,
     can_approve,
@@ -163,6 +165,8 @@ class DraftReview:
     can_decide: bool
     approve_blocked_reason: str
     provenance: dict
+    # The message the reply answers was in an inbox deleted at AgentMail (answered_message_gone).
+    answered_gone: bool = False
     unproven_earlier: list[SendIntent] = field(default_factory=list)
     files: list[ReviewFile] = field(default_factory=list)
     # Whose conversation the reply carries (intents.policy, the rules a list's approval asks):
@@ -261,7 +265,12 @@ def draft_review(
     pending = draft.status == Draft.Status.PENDING
     can_decide = pending and can_approve(membership=membership, mailbox=draft.mailbox)
     approve_blocked_reason = ""
-    if can_decide and needs_another_approver(
+    # The inbox that held the answered message was deleted at AgentMail: the reply cannot go
+    # out in its thread, and draft_approve refuses it.
+    answered_gone = bool(draft.in_reply_to) and answered_message_gone(draft.mailbox, anchor)
+    if can_decide and answered_gone:
+        approve_blocked_reason = str(ANSWERED_MESSAGE_GONE_REASON)
+    elif can_decide and needs_another_approver(
         tenant=tenant,
         author_kind=current.author_kind,
         author_user_id=current.author_user_id,
@@ -301,6 +310,7 @@ def draft_review(
         diff=version_diff(first, current) if len(detail.versions) > 1 else None,
         can_decide=can_decide,
         approve_blocked_reason=approve_blocked_reason,
+        answered_gone=answered_gone,
         provenance=draft.provenance if isinstance(draft.provenance, dict) else {},
         unproven_earlier=_unproven_earlier(detail) if pending else [],
         **_conversation(tenant=tenant, draft=draft, current=current, senders=senders),

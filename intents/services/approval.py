@@ -20,10 +20,12 @@ from intents.html_styles import READER_LOOKS, reader_looks
 from intents.journal import journal
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
 from intents.policy import (
+    ANSWERED_MESSAGE_GONE_REASON,
     EARLIER_VERSION_REASON,
     SECOND_APPROVER_REASON,
     active_membership,
     answered_author_left_out,
+    answered_message_gone,
     can_approve,
     domains_named,
     files_of_others,
@@ -102,6 +104,7 @@ def draft_approve(
         membership = _require_approver(tenant, draft, current, actor)
         now = db_now()
         _require_sendable(tenant, draft, current, now)
+        _require_answered_message_kept(tenant, draft)
         _require_customer_messages_seen(tenant, draft, messages_seen, from_list=unseen)
         if unseen:
             _require_plain_recipients(current)
@@ -202,6 +205,19 @@ def _require_sendable(tenant, draft: Draft, current: DraftVersion, now) -> None:
         )
     for field, addresses in current.recipients.items():
         refuse_recipient_problems(tenant, draft.mailbox, field, addresses)
+
+
+def _require_answered_message_kept(tenant, draft: Draft) -> None:
+    """A reply's answered message is still at AgentMail: not one of an inbox of the mailbox that
+    was deleted there and made again (``answered_message_gone``), which its reply route would
+    answer with 404, failing the send the person approved."""
+    if not draft.in_reply_to or draft.mailbox.inbox_lost_at is None:
+        return
+    answered = inbound_message(
+        tenant=tenant, mailbox=draft.mailbox_id, message_id=draft.in_reply_to
+    )
+    if answered_message_gone(draft.mailbox, answered):
+        raise errors.AnsweredMessageGone(message=str(ANSWERED_MESSAGE_GONE_REASON))
 
 
 def _require_customer_messages_seen(

@@ -16,7 +16,7 @@ from intents import errors
 from intents.hashing import content_hash as compute_content_hash
 from intents.journal import journal
 from intents.models import Draft, DraftVersion, IntentEvent
-from intents.policy import active_membership, can_approve
+from intents.policy import active_membership, answered_message_gone, can_approve
 from intents.services.assignment import auto_assignee
 from intents.services.attachments import Planned, attach, hash_entries, planned, planned_uploads
 from intents.services.common import (
@@ -214,6 +214,14 @@ def _reply_reference(tenant, mailbox, in_reply_to, thread_id) -> tuple:
     answered = answered_message(
         tenant=tenant, mailbox=mailbox, in_reply_to=in_reply_to, thread_id=thread_id
     )
+    if answered_message_gone(mailbox, answered):
+        raise errors.InvalidInput(
+            "in_reply_to_inbox_lost",
+            f"in_reply_to {in_reply_to} was received by the inbox of {mailbox.address} that was "
+            "deleted at AgentMail and made again: AgentMail no longer has that message, so a "
+            "reply to it cannot be sent. Write the answer as a new message (no in_reply_to).",
+            "in_reply_to",
+        )
     # The reply joins the answered message's thread: the reviewer sees that conversation.
     return (
         in_reply_to,

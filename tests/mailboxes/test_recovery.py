@@ -371,3 +371,68 @@ def test_a_queued_reply_to_a_message_of_the_deleted_inbox_fails_and_nothing_goes
     assert intent.last_error_code == "not_found"
     assert _sent(sandbox, intent) == 0
     assert sandbox.ledger(inbox_id=mailbox.inbox_id) == []
+
+
+def test_a_pending_reply_to_a_message_of_the_deleted_inbox_is_not_offered_for_approval(
+    tenant_a, member_of, mailbox_factory, sandbox, fast_send, client
+):
+    """The customer's message went with the deleted inbox (the new one, at the same address,
+    starts empty). Reviewer's page said the draft answers it, as before; the approval went
+    through and its send failed with AgentMail's 404, the customer answered by nobody. The page
+    says the reply cannot go out in that thread, the approval is refused and nothing is queued;
+    an agent may not start another reply to that message; a message of the new inbox is
+    answered, once."""
+    from django.urls import reverse
+
+    from intents.models import Draft
+    from tests.review.threads import agent_drafts, agent_token, customer_writes
+    from tests.webhooks.conftest import Hook
+
+    mailbox = mailbox_factory(tenant_a)
+    endpoint = WebhookEndpoint.objects.get(tenant=tenant_a)
+    hook = Hook(endpoint, endpoint.secrets.get(retired_at=None).plaintext())
+    admin = member_of(tenant_a, "admin").user
+    token = agent_token(tenant_a, admin)
+    ana = customer_writes(sandbox, hook, client, mailbox, "Ana <ana@customer.test>", "Refund 4711")
+    reply = {"mailbox": mailbox.address, "to": ["ana@customer.test"], "text": "Refunded."}
+    pending = agent_drafts(client, token, "before", {**reply, "in_reply_to": ana["message_id"]})
+    sandbox.sdk().inboxes.delete(mailbox.inbox_id, request_options=NO_RETRY)
+    _recover(tenant_a.slug)
+    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
+    page = client.get(reverse("draft", args=[tenant_a.slug, pending["id"]])).content.decode()
+    version = Draft.objects.get(pk=pending["id"]).versions.get()
+
+    refused = client.post(
+        reverse("draft_approve", args=[tenant_a.slug, pending["id"]]),
+        {"version": 1, "content_hash": version.content_hash},
+    )
+    again = client.post(
+        "/api/v1/drafts",
+        data={**reply, "in_reply_to": ana["message_id"]},
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token}", "Idempotency-Key": "after"},
+    )
+
+    assert 'data-thread-warning="answered_message_gone"' in page
+    assert "data-approve disabled" in page
+    assert refused.status_code == 409
+    assert "AgentMail no longer has it" in refused.content.decode()
+    assert Draft.objects.get(pk=pending["id"]).status == Draft.Status.PENDING
+    assert not SendIntent.objects.exists()
+    assert (again.status_code, again.json()["code"]) == (422, "in_reply_to_inbox_lost")
+    ben = customer_writes(sandbox, hook, client, mailbox, "Ben <ben@customer.test>", "Hours?")
+    fresh = agent_drafts(
+        client,
+        token,
+        "new",
+        {**reply, "to": ["ben@customer.test"], "in_reply_to": ben["message_id"]},
+    )
+    version = Draft.objects.get(pk=fresh["id"]).versions.get()
+    approved = client.post(
+        reverse("draft_approve", args=[tenant_a.slug, fresh["id"]]),
+        {"version": 1, "content_hash": version.content_hash},
+    )
+    assert approved.status_code in (200, 302)
+    intent = SendIntent.objects.get()
+    assert _work() == [State.ACCEPTED]
+    assert _sent(sandbox, intent) == 1
