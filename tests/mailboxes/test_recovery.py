@@ -436,3 +436,25 @@ def test_a_pending_reply_to_a_message_of_the_deleted_inbox_is_not_offered_for_ap
     intent = SendIntent.objects.get()
     assert _work() == [State.ACCEPTED]
     assert _sent(sandbox, intent) == 1
+
+
+def test_a_mailbox_that_never_had_an_inbox_is_named_so_not_said_to_be_at_agentmail(
+    tenant_a, mailbox_factory, sandbox
+):
+    """Its provisioning failed before AgentMail made the inbox: the command said "AgentMail
+    still has the inbox : there is nothing to make again", naming an empty id, of an inbox
+    that never existed, and not the way on (retry its provisioning)."""
+    mailbox_factory(tenant_a)
+    sandbox.fault("create_inbox", "500_before")
+    with pytest.raises(provisioning.ProvisioningError):
+        provisioning.mailbox_create(tenant=tenant_a, username="half")
+    half = Mailbox.objects.get(tenant=tenant_a, username="half")
+    before = _row(half)
+
+    with pytest.raises(CommandError) as refused:
+        _recover(tenant_a.slug, "--mailbox", half.address)
+
+    assert str(refused.value) == (
+        f"{half.address} has no inbox to make again: retry its provisioning instead."
+    )
+    assert _row(half) == before

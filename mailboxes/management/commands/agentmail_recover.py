@@ -65,6 +65,11 @@ class Command(BaseCommand):
             self.stdout.write(f"{gone.address}: AgentMail no longer has the inbox {gone.inbox_id}")
         for half in unfinished:
             self.stdout.write(f"{half.address}: its inbox is being made again (unfinished)")
+        if only is not None and not only.inbox_id and only not in unfinished:
+            # Its provisioning never got an inbox from AgentMail: nothing was deleted there.
+            raise CommandError(
+                f"{only.address} has no inbox to make again: retry its provisioning instead."
+            )
         if not (lost or unfinished) or (
             only is not None and only not in lost.mailboxes and only not in unfinished
         ):
