@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from django.utils.translation import gettext_lazy as _
 
 from intents.models import IntentEvent
+from intents.sending.inbox_lost import INBOX_LOST_REASON
 from intents.sending.precheck import APPROVED_OWN_VERSION, WROTE_EARLIER_VERSION
 
 if TYPE_CHECKING:
@@ -87,14 +88,21 @@ SYSTEM_REASONS = {
     "The stored content no longer matches what was approved.": _(
         "The stored content no longer matches what was approved."
     ),
+    # An admin's recovery of a deleted inbox (mailboxes.recovery) hands an uncertain send on.
+    INBOX_LOST_REASON: _(
+        "Outcome unknown: the mailbox's inbox was deleted at AgentMail, with the messages that "
+        "could show whether this send went out, and is being made again; a person must decide."
+    ),
 }
 
 MACHINE_ACTORS = frozenset(
     {IntentEvent.Actor.WORKER, IntentEvent.Actor.SWEEP, IntentEvent.Actor.WEBHOOK}
 )
 # A person's rows whose reason the system wrote: a release carries the hold's reason
-# (``intent_release``), which the webhook applier wrote.
-_CARRIES_THE_SYSTEMS_REASON = frozenset({"intent.released"})
+# (``intent_release``), which the webhook applier wrote; a send handed to a person by an admin's
+# recovery of a deleted inbox (``intents_end_with_lost_inbox``; only the system writes that
+# action's reason).
+_CARRIES_THE_SYSTEMS_REASON = frozenset({"intent.released", "intent.needs_attention"})
 
 
 def system_reason_words(*, actor_kind: str, action: str, reason: str) -> StrOrPromise | None:

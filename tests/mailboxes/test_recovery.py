@@ -458,3 +458,34 @@ def test_a_mailbox_that_never_had_an_inbox_is_named_so_not_said_to_be_at_agentma
         f"{half.address} has no inbox to make again: retry its provisioning instead."
     )
     assert _row(half) == before
+
+
+def test_the_reason_a_recovery_gives_a_person_reads_as_the_systems_in_the_readers_language(
+    tenant_a, member_of, mailbox_factory, sandbox, fast_send, signed_in
+):
+    """The admin's "Make the inbox again" hands an uncertain send to a person with the
+    system's fixed reason on a row that is the admin's: the audit page showed it in English,
+    set apart as if the admin had written it. It is the system's sentence, in German here."""
+    from django.urls import reverse
+    from django.utils import translation
+
+    from intents.reason_words import SYSTEM_REASONS
+    from intents.sending.inbox_lost import INBOX_LOST_REASON
+
+    admin = member_of(tenant_a, "admin").user
+    mailbox = mailbox_factory(tenant_a)
+    approve_new_draft(tenant_a, mailbox, member_of(tenant_a, "approver").user)
+    sandbox.fault("send", "500_after")
+    assert _work() == [State.UNCERTAIN]
+    sandbox.sdk().inboxes.delete(mailbox.inbox_id, request_options=NO_RETRY)
+    recovery.mailbox_inbox_recover(tenant=tenant_a, mailbox_id=mailbox.pk, actor=admin)
+    assert IntentEvent.objects.get(reason=INBOX_LOST_REASON).actor_user == admin
+    admin.language = "de"
+    admin.save(update_fields=["language"])
+
+    page = signed_in(admin).get(reverse("admin_audit", args=[tenant_a.slug])).content.decode()
+
+    with translation.override("de"):
+        words = str(SYSTEM_REASONS[INBOX_LOST_REASON])
+    assert words != INBOX_LOST_REASON and words in page
+    assert f">{INBOX_LOST_REASON}<" not in page
