@@ -217,7 +217,12 @@ def mailbox_key_check(request: TenantRequest, mailbox_id: int) -> HttpResponse:
         lambda: key_health.mailbox_key_check(
             tenant=request.tenant, mailbox_id=mailbox.pk, actor=request.user
         ),
-        _("AgentMail accepts the key of %(address)s again; its waiting sends go out now."),
+        _("AgentMail accepts the key of %(address)s again; its waiting sends go out now.")
+        if mailbox.is_active
+        else _(
+            "AgentMail accepts the key of %(address)s again; it stays disabled: nothing is "
+            "sent from it until it is enabled."
+        ),
     )
 
 
@@ -304,7 +309,12 @@ def mailbox_inbox_recover(request: TenantRequest, mailbox_id: int) -> HttpRespon
         lambda: recovery.mailbox_inbox_recover(
             tenant=request.tenant, mailbox_id=mailbox.pk, actor=request.user
         ),
-        _("%(address)s has its inbox at AgentMail again; its waiting sends go out now."),
+        _("%(address)s has its inbox at AgentMail again; its waiting sends go out now.")
+        if mailbox.is_active
+        else _(
+            "%(address)s has its inbox at AgentMail again; it stays disabled: nothing is sent "
+            "from it until it is enabled."
+        ),
     )
 
 

@@ -447,3 +447,36 @@ def test_an_admin_makes_a_deleted_inbox_again_after_confirming_it(
     assert sandbox.sdk().inboxes.get(mailbox.inbox_id).client_id == mailbox.client_id
     audit = admin.get(reverse("admin_audit", args=[tenant_a.slug]))
     assert b"AgentMail no longer had the inbox of" in audit.content
+
+
+def test_a_disabled_mailbox_made_again_is_not_said_to_send_its_waiting_sends(
+    tenant_a, member_of, signed_in, mailbox_factory, sandbox
+):
+    """The page said "its waiting sends go out now" after making a disabled mailbox's inbox
+    again (or after its key was accepted again), while a disabled mailbox sends nothing: it
+    says that the mailbox stays disabled instead."""
+    from mailboxes import provisioning
+    from mailboxes.key_health import mailbox_key_refused
+
+    mailbox = mailbox_factory(tenant_a)
+    admin_user = member_of(tenant_a, "admin").user
+    provisioning.mailbox_set_status(
+        tenant=tenant_a, mailbox_id=mailbox.pk, status="disabled", actor=admin_user
+    )
+    sandbox.sdk().inboxes.delete(mailbox.inbox_id)
+    admin = signed_in(admin_user)
+    url = reverse("mailbox_inbox_recover", args=[tenant_a.slug, mailbox.pk])
+
+    done = admin.post(url, {"confirmed": "yes"}, follow=True)
+    mailbox.refresh_from_db()
+    mailbox_key_refused(
+        mailbox_id=mailbox.pk, api_key_id=mailbox.provider_api_key_id, detail="401 unknown_api_key"
+    )
+    checked = admin.post(
+        reverse("mailbox_key_check", args=[tenant_a.slug, mailbox.pk]), follow=True
+    )
+
+    for page in (done, checked):
+        text = page.content.decode()
+        assert "go out now" not in text
+        assert "stays disabled: nothing is sent from it until it is enabled" in text
