@@ -41,11 +41,23 @@ def tenant_require_two_factor(*, tenant: Tenant, required: bool, actor: User) ->
 
 def member_reset_two_factor(*, tenant: Tenant, membership_id: int, actor: User) -> Membership:
     """An admin's reset for a member who lost their authenticator: every factor of theirs is
-    removed and their sessions end, so they enrol again at their next sign-in."""
+    removed and their sessions end, so they enrol again at their next sign-in. Only for an
+    active member, who belongs to no other tenant (``belongs_elsewhere``)."""
     with transaction.atomic():
         locked = lock_member_change(tenant, membership_id, actor)
         locked.require_admin_actor(tenant)
         membership = locked.target
+        if not membership.is_active:
+            # Someone who left is nobody of this tenant's: their factors guard only their other
+            # tenants now (a membership paused there comes back behind them on reactivation).
+            raise AdminError(
+                "not_active",
+                _(
+                    "%(email)s is no longer a member of %(tenant)s, so their second factors are "
+                    "not this tenant's to reset. Reactivate them first if they are coming back."
+                )
+                % {"email": membership.user.email, "tenant": tenant.name},
+            )
         if membership.user.is_staff or membership.user.is_superuser:
             # An operator's factors guard the Django admin, which acts on every tenant.
             raise AdminError(
