@@ -1,6 +1,7 @@
 """What an HTML body's own CSS does that the draft page's frame does not show as a mail client
 would: fonts of its own and styles loaded from elsewhere (``style_warnings``), and rules whose
-effect depends on the reader (``reader_looks``). Pure: the draft page says so beside the body,
+effect depends on the reader (``reader_looks``), Outlook's conditional comments among them
+(``conditional_comments``). Pure: the draft page says so beside the body,
 and an approval from a list (which shows neither) refuses such a draft (``draft_approve``).
 
 The body is read as Chromium reads CSS wherever it can hold it: a rule applies with its name in
@@ -60,6 +61,7 @@ READER_LOOKS: dict[str, Promise] = {
     "narrow_screens": gettext_lazy("phone-width screens"),
     "dark_mode": gettext_lazy("dark mode"),
     "outlook_dark_mode": gettext_lazy("Outlook's dark mode"),
+    "outlook_windows": gettext_lazy("Outlook for Windows"),
     "print": gettext_lazy("printing"),
     "mail_client": gettext_lazy("mail clients that support other CSS"),
     "device_settings": gettext_lazy("other device settings (touch screens, contrast, motion)"),
@@ -87,6 +89,15 @@ _NEUTRAL_MEDIA_WORDS = frozenset(
 # How far after "color-scheme" its value is read; a longer run is taken as naming dark.
 _SCHEME_VALUE = re.compile(r"color-scheme([^;{}<>]{0,300})")
 _OUTLOOK_DARK = re.compile(r"\[\s*data-og[a-z]*")
+# The start of one of Outlook's conditional comments: "<!--[if mso]>" (a comment to a browser,
+# markup to Outlook for Windows), "<!--[if !mso]><!-->", and the downlevel-revealed "<![if ...]>".
+_CONDITIONAL_START = r"<!(?:--)?\s*\[\s*if\b"
+_CONDITIONAL_COMMENT_START = re.compile(_CONDITIONAL_START)
+# One conditional block as written, to its "<![endif]>" or "<![endif]-->", or, unclosed, to the
+# end (always matched, so a body of a megabyte of "<![if" is read once).
+_CONDITIONAL_BLOCK = re.compile(
+    _CONDITIONAL_START + r".*?(?:<!\[\s*endif\s*\]\s*(?:--)?>|\Z)", re.IGNORECASE | re.DOTALL
+)
 
 
 def _media_looks(query: str) -> set[str]:
@@ -134,7 +145,11 @@ def reader_looks(body: str) -> list[str]:
       chosen by it (``light-dark()``): the text's default colour or the one the message gives
       changes with the reader's dark mode;
     - Outlook's dark-mode selectors (``[data-ogsc]``, ``[data-ogsb]``: the attributes
-      Outlook.com and Outlook's apps add to what they darken).
+      Outlook.com and Outlook's apps add to what they darken);
+    - Outlook's conditional comments (``<!--[if mso]>...<![endif]-->``): a browser, and so the
+      frame, reads them as comments and shows nothing of what they hold, Outlook for Windows
+      renders it (and hides what ``<!--[if !mso]><!-->`` holds); ``conditional_comments``
+      gives the page their source.
 
     Every such rule warns, a phone's larger font size too: what a rule changes (a font size of
     0, a colour of the background, a ``display``) is known only by drawing it for each reader.
@@ -151,4 +166,15 @@ def reader_looks(body: str) -> list[str]:
         looks.add("dark_mode")
     if _OUTLOOK_DARK.search(text):
         looks.add("outlook_dark_mode")
+    if _CONDITIONAL_COMMENT_START.search(text):
+        looks.add("outlook_windows")
     return [look for look in READER_LOOKS if look in looks]
+
+
+def conditional_comments(body: str) -> list[str]:
+    """The source of each of Outlook's conditional blocks in an HTML body, as written: what
+    Outlook for Windows shows or hides otherwise than a browser, which the frame cannot show
+    (Outlook draws with Word's engine), so the draft page shows it as text."""
+    if not body:
+        return []
+    return _CONDITIONAL_BLOCK.findall(body)

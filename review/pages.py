@@ -14,7 +14,12 @@ from django.utils.translation import gettext as _
 
 from config.clock import db_now
 from intents import selectors
-from intents.html_styles import READER_LOOKS, reader_looks, style_warnings
+from intents.html_styles import (
+    READER_LOOKS,
+    conditional_comments,
+    reader_looks,
+    style_warnings,
+)
 from intents.models import Draft, DraftAttachment, DraftVersion, SendIntent
 from intents.policy import (
     ANSWERED_MESSAGE_GONE_REASON,
@@ -191,6 +196,8 @@ class DraftReview:
     # body and before Approve.
     body_looks: list[tuple[str, str]] = field(default_factory=list)
     body_looks_named: str = ""
+    # The source of Outlook's conditional comments, which the frame cannot show.
+    body_conditionals: list[str] = field(default_factory=list)
 
 
 def timeline(detail: selectors.DraftDetail) -> list[tuple[str, object]]:
@@ -331,6 +338,7 @@ def _looks(body: str) -> dict:
     return {
         "body_looks": looks,
         "body_looks_named": get_text_list([words for _look, words in looks], _("and")),
+        "body_conditionals": conditional_comments(body),
     }
 
 

@@ -4,7 +4,7 @@ browser still applies them."""
 
 import pytest
 
-from intents.html_styles import READER_LOOKS, reader_looks
+from intents.html_styles import READER_LOOKS, conditional_comments, reader_looks
 
 # A sentence only a phone reader sees: hidden at any width above 600 px, the reviewer's.
 PHONE_ONLY = (
@@ -56,6 +56,12 @@ FONT_SIZE_ONLY = "<style>@media (max-width:600px){p{font-size:18px}}</style><p>H
             "<style>@media (-webkit-min-device-pixel-ratio: 2){.x{display:block}}</style>",
             ["device_settings"],
         ),
+        ("<!--[if mso]><p>Pay to IBAN XX00 9999.</p><![endif]-->", ["outlook_windows"]),
+        ("<!--[if gte mso 9]><xml></xml><![endif]--><p>Hi</p>", ["outlook_windows"]),
+        ("<!--[if !mso]><!--><p>Hi</p><!--<![endif]-->", ["outlook_windows"]),
+        ("<![if !mso]><p>Hi</p><![endif]>", ["outlook_windows"]),
+        ("<!--[IF MSO]><p>Pay</p><![ENDIF]-->", ["outlook_windows"]),
+        ("<!-- [ if mso ]><p>Pay</p><![endif]-->", ["outlook_windows"]),
         (
             "<style>@media screen and (max-width:600px){.a{}} @media (prefers-color-scheme:dark)"
             "{.b{}} [data-ogsc] .c{} @media print{.d{}} @supports (gap:1px){.e{}}</style>",
@@ -97,6 +103,7 @@ def test_a_phone_only_rule_is_found_however_it_is_spelled(html):
         '<meta name="color-scheme" content="light only"><style>:root{color-scheme:light}</style>',
         "<p>Follow us on social media: @media_team. Our support@example.com replies.</p>",
         "<p>Use the [data] tab; the colour scheme is yours.</p>",
+        "<!-- a comment of the template --><p>Hi</p><!-- [data] [iffy] -->",
     ],
 )
 def test_css_that_shows_every_reader_the_same_is_not_named(html):
@@ -105,3 +112,22 @@ def test_css_that_shows_every_reader_the_same_is_not_named(html):
 
 def test_every_look_has_words_for_the_page():
     assert all(str(words) for words in READER_LOOKS.values())
+
+
+def test_the_source_of_each_conditional_comment_is_given_as_written():
+    """What the draft page shows as text beside the frame, which hides it: each block from its
+    "[if" to its "[endif]", in its own case and spacing; an unclosed one to the end."""
+    html = (
+        "<p>a</p><!--[if mso]><p>Pay to IBAN XX00 9999.</p><![endif]--><p>b</p>"
+        "<!--[if !mso]><!--><p>c</p><!--<![endif]--><![IF !mso]><p>d</p><![ENDIF]>"
+        "<!--[if gte mso 9]><p>never closed"
+    )
+
+    assert conditional_comments(html) == [
+        "<!--[if mso]><p>Pay to IBAN XX00 9999.</p><![endif]-->",
+        "<!--[if !mso]><!--><p>c</p><!--<![endif]-->",
+        "<![IF !mso]><p>d</p><![ENDIF]>",
+        "<!--[if gte mso 9]><p>never closed",
+    ]
+    assert conditional_comments("<p>Hi</p><!-- a comment -->") == []
+    assert conditional_comments("") == []
