@@ -141,6 +141,15 @@ class ReaderDependentStyles(DraftError):
     code = "reader_dependent_styles"
 
 
+class HtmlUnchanged(DraftError):
+    """The text body changed since a version whose HTML body is still the current one
+    (``intents.selectors.drafts.html_unchanged_while_text_changed``): most mail clients show the
+    HTML, so the correction may not reach the customer. The draft's page says so beside both
+    bodies, a list shows neither."""
+
+    code = "html_unchanged"
+
+
 class NoRight(DraftError):
     code = "no_right"
     status = 403

@@ -42,6 +42,7 @@ from intents.policy import (
 from intents.selectors.drafts import (
     current_html_bodies,
     drafts_they_wrote_since_last_approval,
+    html_unchanged_while_text_changed,
     wrote_a_version_since_last_approval,
 )
 from intents.selectors.presence import present_on_drafts
@@ -196,6 +197,9 @@ class DraftReview:
     # body and before Approve.
     body_looks: list[tuple[str, str]] = field(default_factory=list)
     body_looks_named: str = ""
+    # The version since which the HTML stayed as it is while the text changed, or None: most
+    # mail clients show the HTML, so the page says so beside both bodies and before Approve.
+    html_unchanged_since: int | None = None
     # The source of Outlook's conditional comments, which the frame cannot show.
     body_conditionals: list[str] = field(default_factory=list)
 
@@ -329,6 +333,7 @@ def draft_review(
         **_ownership(draft, membership, can_decide),
         body_fonts=body_fonts,
         body_remote_styles=body_remote_styles,
+        html_unchanged_since=html_unchanged_while_text_changed(tenant=tenant, draft_id=draft.pk),
         **_looks(current.html),
     )
 

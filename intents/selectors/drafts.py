@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db.models import Exists, F, OuterRef, Prefetch, Q
+from django.db.models import (
+    BinaryField,
+    BooleanField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    Func,
+    OuterRef,
+    Prefetch,
+    Q,
+)
 
 from intents.errors import NotFound
 from intents.models import (
@@ -200,3 +210,41 @@ def current_html_bodies(*, tenant, draft_ids) -> dict[int, str]:
         .exclude(html="")
         .values_list("draft_id", "html")
     )
+
+
+class _Digest(Func):
+    """SHA-256 of a text column, by PostgreSQL's own sha256() (Django's SHA256 needs the
+    pgcrypto extension)."""
+
+    template = "sha256(convert_to(%(expressions)s, 'UTF8'))"
+    output_field = BinaryField()
+
+
+def html_unchanged_while_text_changed(*, tenant, draft_id: int) -> int | None:
+    """The version since which the current version's HTML body has stood unchanged while the
+    text body changed (a person corrected the text, or the agent revised it, and left the HTML
+    as it was), or None: no HTML, or the text is the one written with it.
+
+    Most mail clients show the customer the HTML part of a message that has both, not the text:
+    a correction made to the text alone does not reach them. Compared by digests in the query,
+    so a draft's versions' bodies (up to a megabyte each) are not read; SHA-256, not MD5, since
+    an agent writes both bodies and could make two texts that collide."""
+    rows = list(
+        DraftVersion.objects.filter(tenant=tenant, draft_id=draft_id)
+        .annotate(
+            text_digest=_Digest("text"),
+            html_digest=_Digest("html"),
+            no_html=ExpressionWrapper(Q(html=""), output_field=BooleanField()),
+        )
+        .order_by("-number")
+        .values_list("number", "text_digest", "html_digest", "no_html")
+    )
+    if not rows or rows[0][3]:
+        return None
+    _number, current_text, current_html, _no_html = rows[0]
+    since = rows[0]
+    for row in rows[1:]:
+        if row[2] != current_html:
+            break
+        since = row
+    return since[0] if since[1] != current_text else None

@@ -35,7 +35,10 @@ from intents.policy import (
     sender_address,
     strangers_to_thread,
 )
-from intents.selectors.drafts import wrote_a_version_since_last_approval
+from intents.selectors.drafts import (
+    html_unchanged_while_text_changed,
+    wrote_a_version_since_last_approval,
+)
 from intents.selectors.intents import intents_that_may_have_gone_out
 from intents.services.common import (
     UNHELD,
@@ -88,7 +91,9 @@ def draft_approve(
     thread whose messages come from more than one organisation, and a file forwarded to
     someone other than its sender are left for the page too. So is HTML whose own CSS shows
     it otherwise to some readers (``reader_looks``: a phone's width, dark mode): only the page
-    names them and shows the phone's look.
+    names them and shows the phone's look. So is a draft whose text changed while its HTML
+    stayed as it was (``_require_html_with_its_text``): most mail clients show the HTML, and
+    only the page shows both.
     """
     with transaction.atomic():
         # Before reading the tenant, the mailbox and the approver's right: a change that stops
@@ -114,6 +119,7 @@ def draft_approve(
             _require_thread_participants(current, senders)
             _require_one_conversation(tenant, draft, current, senders)
             _require_one_look(current)
+            _require_html_with_its_text(tenant, draft)
             _require_no_unproven_send(tenant, draft)
         intent = _create_intent(tenant, draft, current, actor, now)
         _record_approval(tenant, draft, current, intent, membership, from_list=unseen)
@@ -330,6 +336,19 @@ def _require_one_look(current: DraftVersion) -> None:
             "draft, look at it as they will, and approve it there."
         )
         % {"looks": get_text_list([str(READER_LOOKS[look]) for look in looks], _("and"))}
+    )
+
+
+def _require_html_with_its_text(tenant, draft: Draft) -> None:
+    since = html_unchanged_while_text_changed(tenant=tenant, draft_id=draft.pk)
+    if since is None:
+        return
+    raise errors.HtmlUnchanged(
+        message=_(
+            "The text of this draft changed since version %(n)s and its HTML did not, and most "
+            "mail clients show the HTML: open the draft, read both, and approve it there."
+        )
+        % {"n": since}
     )
 
 

@@ -1,0 +1,120 @@
+"""Outsider probe of the edit path: a draft with a text and an HTML body, whose text a person
+(or the agent) then changes and whose HTML stays as it was. Most mail clients show the customer
+the HTML part, not the text: the draft page's "What changed" showed the corrected text, and the
+list approved a message whose HTML still carried the words that were corrected."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from intents import sending, services
+from intents.models import Draft, DraftVersion, SendIntent
+from intents.selectors.drafts import html_unchanged_while_text_changed
+from review.forms import EditForm
+from tests.intents.conftest import fast_send  # noqa: F401
+from tests.review.threads import agent_drafts, agent_token
+
+pytestmark = pytest.mark.django_db
+
+OLD_HTML = "<p>Please pay to IBAN XX00 1111.</p>"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_text_corrected_under_an_html_left_as_it_was_is_said_and_kept_out_of_a_list(
+    tenant_a,
+    member_of,
+    mailbox_factory,
+    sandbox,
+    fast_send,  # noqa: F811
+    client,
+):
+    mailbox = mailbox_factory(tenant_a)
+    admin = member_of(tenant_a, "admin").user
+    token = agent_token(tenant_a, admin)
+    draft = agent_drafts(
+        client,
+        token,
+        "iban",
+        {
+            "mailbox": mailbox.address,
+            "to": ["ana@customer.test"],
+            "subject": "Your invoice",
+            "text": "Please pay to IBAN XX00 1111.",
+            "html": OLD_HTML,
+        },
+    )
+    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
+    first = DraftVersion.objects.get(draft_id=draft["id"])
+    saved = client.post(
+        reverse("draft_edit", args=[tenant_a.slug, draft["id"]]),
+        {**EditForm.of_version(first).initial, "text": "Please pay to IBAN XX00 2222."},
+    )
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft["id"]])).content.decode()
+    queue = client.get(reverse("tenant_home", args=[tenant_a.slug])).content.decode()
+    items = re.findall(r'name="item" value="([^"]+)"', queue)
+
+    from_list = client.post(
+        reverse("bulk_approve", args=[tenant_a.slug]), {"item": items}, follow=True
+    ).content.decode()
+
+    assert saved.status_code == 302
+    assert 'data-body-warning="html_unchanged"' in page
+    assert "data-html-unchanged-to-check" in page
+    assert "since version 1" in page
+    assert f"Draft {draft['id']} was not approved" in from_list
+    assert "most mail clients show the HTML" in from_list
+    assert not SendIntent.objects.filter(draft_id=draft["id"]).exists()
+
+    current = DraftVersion.objects.get(draft_id=draft["id"], number=2)
+    on_its_page = client.post(
+        reverse("draft_approve", args=[tenant_a.slug, draft["id"]]),
+        {"version": current.number, "content_hash": current.content_hash},
+    )
+    sending.run_once(worker="t", limit=10)
+
+    assert on_its_page.status_code == 302
+    assert Draft.objects.get(pk=draft["id"]).status == Draft.Status.APPROVED
+    [sent] = sandbox.ledger(inbox_id=mailbox.inbox_id)
+    assert (sent["text"], sent["html"]) == ("Please pay to IBAN XX00 2222.", OLD_HTML)
+
+
+@pytest.mark.parametrize(
+    ("versions", "since"),
+    [
+        ([("a", "<p>a</p>"), ("b", "<p>a</p>")], 1),
+        ([("a", "<p>a</p>"), ("b", "<p>a</p>"), ("b", "<p>a</p>")], 1),
+        ([("a", "<p>a</p>"), ("b", "<p>b</p>"), ("c", "<p>b</p>")], 2),
+        ([("a", "<p>a</p>"), ("c", "<p>c</p>")], None),
+        ([("a", "<p>a</p>"), ("a", "<p>b</p>")], None),
+        ([("a", "<p>a</p>")], None),
+        ([("a", ""), ("b", "")], None),
+        ([("a", "<p>a</p>"), ("", "<p>a</p>")], 1),
+    ],
+)
+def test_the_version_since_which_the_html_stayed_while_the_text_changed(
+    tenant_a, mailbox_a, make_draft, admin_a, versions, since
+):
+    (text, html), *later = versions
+    draft = make_draft(mailbox_a, text=text or "x", html=html)
+    if not text:
+        DraftVersion.objects.filter(draft=draft).update(text="")
+    for text, html in later:
+        current = DraftVersion.objects.get(draft=draft, number=draft.current_version)
+        services.draft_add_version(
+            tenant=tenant_a,
+            draft_id=draft.pk,
+            base_version=current.number,
+            actor_user=admin_a.user,
+            to=list(current.to),
+            cc=[],
+            bcc=[],
+            subject=current.subject,
+            text=text,
+            html=html,
+        )
+        draft.refresh_from_db()
+
+    assert html_unchanged_while_text_changed(tenant=tenant_a, draft_id=draft.pk) == since
