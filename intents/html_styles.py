@@ -54,6 +54,29 @@ def style_warnings(body: str) -> tuple[bool, bool]:
     return "@font-face" in text, "@import" in text or bool(_STYLESHEET_LINK.search(text))
 
 
+# Where an image is loaded from: an image attribute of any tag (src, srcset, background,
+# poster), the href of an SVG image, a CSS url() or image-set(); remote when it names http(s)
+# or starts with "//" (a data: or cid: image is in the message). No two runs of white space
+# side by side: a megabyte of spaces after "src=" is then read once, not once per space.
+_REMOTE = r"(?:[\"']\s*)?(?:https?:)?//"
+_REMOTE_IMAGE = re.compile(
+    r"<[a-z][^<>]*?[\s\"'/](?:src|srcset|background|poster|lowsrc|dynsrc)\s*=\s*"
+    + _REMOTE
+    + r"|<(?:image|feimage|use)\b[^<>]*?[\s\"'/](?:xlink:)?href\s*=\s*"
+    + _REMOTE
+    + r"|(?:url|image-set)\(\s*"
+    + _REMOTE
+)
+
+
+def remote_images(body: str) -> bool:
+    """Whether an HTML body shows an image from elsewhere, however spelled. The draft page's
+    frame loads none (review.views.bodies: ``img-src data:``), so the reviewer sees an empty
+    box where a mail client that loads images shows the customer whatever that address serves:
+    a picture of words ("pay to IBAN ..."), which can change after the approval."""
+    return bool(body) and bool(_REMOTE_IMAGE.search(_as_css_reads(body)))
+
+
 # Who may see the body otherwise than the reviewer's frame shows it, in the order the page
 # names them. The frame is one reader: the reviewer's window width, their browser's colour
 # scheme, a screen, Chromium's CSS.

@@ -18,6 +18,7 @@ from intents.html_styles import (
     READER_LOOKS,
     conditional_comments,
     reader_looks,
+    remote_images,
     style_warnings,
 )
 from intents.models import Draft, DraftAttachment, DraftVersion, SendIntent
@@ -193,6 +194,8 @@ class DraftReview:
     body_fonts: bool = False
     # It loads a stylesheet from elsewhere (style_warnings): said beside the body too.
     body_remote_styles: bool = False
+    # It shows images from elsewhere (remote_images), which the frame does not load.
+    body_remote_images: bool = False
     # Its CSS shows it otherwise to some readers (reader_looks): (code, words), said beside the
     # body and before Approve.
     body_looks: list[tuple[str, str]] = field(default_factory=list)
@@ -333,6 +336,7 @@ def draft_review(
         **_ownership(draft, membership, can_decide),
         body_fonts=body_fonts,
         body_remote_styles=body_remote_styles,
+        body_remote_images=remote_images(current.html),
         html_unchanged_since=html_unchanged_while_text_changed(tenant=tenant, draft_id=draft.pk),
         **_looks(current.html),
     )

@@ -294,6 +294,48 @@ def test_no_remote_styles_warning_for_html_whose_styles_are_its_own(
     assert b'data-body-warning="remote_styles"' not in page.content
 
 
+@pytest.mark.parametrize(
+    "html",
+    [
+        '<p>Hello</p><img src="https://img.example/iban.png" alt="">',
+        "<IMG SRC=//img.example/iban.png>",
+        '<img srcset="https://img.example/iban.png 2x" src="data:,">',
+        '<picture><source srcset="http://img.example/a.png"><img src="data:,"></picture>',
+        '<table background="https://img.example/bg.png"><tr><td>Hi</td></tr></table>',
+        "<div style=\"background:url('https://img.example/bg.png')\">Hi</div>",
+        "<style>p{background-image:url(//img.example/bg.png)}</style><p>Hi</p>",
+        '<svg><image href="https://img.example/a.png"/></svg>',
+        '<video poster="https://img.example/a.png"></video>',
+        '<img src="&#104;ttps://img.example/iban.png">',
+    ],
+)
+def test_the_draft_page_says_when_the_html_shows_images_from_elsewhere(
+    html, tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """The frame loads no remote image (its policy: ``img-src data:``), so the reviewer saw an
+    empty box where a mail client that loads images shows the customer whatever picture that
+    address serves: words of its own ("pay to IBAN ..."), changed at will after the approval."""
+    draft = make_draft(mailbox_a, html=html)
+
+    page = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk]))
+
+    assert page.content.decode().count('data-body-warning="remote_images"') == 1
+
+
+def test_no_remote_images_warning_for_html_whose_images_are_its_own(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    draft = make_draft(
+        mailbox_a,
+        html='<img src="data:image/png;base64,iVBORw0KGgo=" alt="logo"><img src="cid:logo">'
+        '<p>See <a href="https://x.example/a.png">our src="https://x.example" page</a>.</p>',
+    )
+
+    page = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk]))
+
+    assert b'data-body-warning="remote_images"' not in page.content
+
+
 # A sentence only a phone reader sees (hidden above 600 px, the reviewer's width), and one only
 # a reader in dark mode sees.
 PHONE_ONLY = (
