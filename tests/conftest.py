@@ -60,7 +60,7 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, r
     yield
     if not reuse:
         connections.close_all()
-        dbtemplate.drop(name)
+        dbtemplate.drop_with_satellites(name)
 
 
 @pytest.fixture(scope="session")

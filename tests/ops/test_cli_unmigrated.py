@@ -62,33 +62,38 @@ def _tables(name: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def unmigrated(django_db_blocker, request):
+def unmigrated(django_db_setup, django_db_blocker, request):
     """A database of the test server: empty, or a copy of the migrated template whose last
-    migration of ``intents`` is not recorded as applied. Made once per kind for the module:
-    ``DROP DATABASE`` forces a checkpoint, which under the suite's load took up to a minute."""
+    migration of ``intents`` is not recorded as applied. Made once per kind for the module and
+    not dropped here: ``DROP DATABASE`` forces a checkpoint, which under the suite's load took a
+    minute in one run and over five in another. Its name starts with the worker's test database's
+    and an underscore, so it goes with that one at the end of the session (tests/conftest.py;
+    hence ``django_db_setup``, which these tests would not otherwise ask for)."""
     import psycopg
 
-    name = connections["default"].creation._get_test_db_name() + "_unmigrated"
-    with django_db_blocker.unblock():
-        with psycopg.connect(dbtemplate.admin_url(), autocommit=True) as admin:
+    kind = "empty" if request.param == "empty" else "behind"
+    name = f"{connections['default'].creation._get_test_db_name()}_unmigrated_{kind}"
+    with (
+        django_db_blocker.unblock(),
+        psycopg.connect(dbtemplate.admin_url(), autocommit=True) as admin,
+    ):
+        admin.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+        if request.param == "empty":
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        else:
             admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
-            if request.param == "empty":
-                admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-            else:
-                admin.execute(
-                    sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                        sql.Identifier(name), sql.Identifier(dbtemplate.ensure_template())
-                    )
+                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                    sql.Identifier(name), sql.Identifier(dbtemplate.ensure_template())
                 )
-                with psycopg.connect(dbtemplate.admin_url(name), autocommit=True) as copy:
-                    copy.execute(
-                        "DELETE FROM django_migrations WHERE id = (SELECT max(id) FROM "
-                        "django_migrations WHERE app = 'intents')"
-                    )
-        yield name
-        dbtemplate.drop(name)
+            )
+            with psycopg.connect(dbtemplate.admin_url(name), autocommit=True) as copy:
+                copy.execute(
+                    "DELETE FROM django_migrations WHERE id = (SELECT max(id) FROM "
+                    "django_migrations WHERE app = 'intents')"
+                )
+    return name
 
 
 @pytest.fixture
