@@ -123,6 +123,28 @@ def start_worker(sandbox, *args, **env):
     )
 
 
+def wait_until_polling(worker, timeout: float = 120) -> list[str]:
+    """Read the worker's log until it says it started (its SIGTERM handler is in place by then),
+    and go on reading it to its end; the lines, as they come (start the worker with
+    ``LOG_LEVEL="INFO"``, and wait for it with ``wait``, not ``communicate``). On a loaded machine
+    starting Django took longer than a test's whole window, and a SIGTERM before the handler
+    killed the worker (-15) with nothing tested."""
+    import threading
+
+    said: list[str] = []
+    found = threading.Event()
+
+    def read() -> None:
+        for line in worker.stderr:
+            said.append(line)
+            if "intents.worker.started" in line:
+                found.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    assert found.wait(timeout), "".join(said)
+    return said
+
+
 @pytest.fixture
 def intent(new_draft, approver):
     draft = new_draft()

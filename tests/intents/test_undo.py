@@ -16,7 +16,7 @@ from intents import errors, sending, services, tasks
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
 from intents.sending.sweep import due_intent_ids, seconds_until_next_due
 from tenants.models import Tenant
-from tests.intents.conftest import start_worker
+from tests.intents.conftest import start_worker, wait_until_polling
 from tests.intents.helpers import run_concurrently
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -214,8 +214,11 @@ def test_undo_within_the_window_sends_nothing_while_a_worker_runs(live):
     with_hold(live, 4)
     # A worker that lives well past the window however slow the machine (a loaded one took
     # longer than a 9 s worker's life to reach the last check); SIGTERM stops it cleanly.
-    worker = start_worker(live.sandbox, "--seconds", "60", "--poll", "0.1", "--sweep-every", "0.5")
+    worker = start_worker(
+        live.sandbox, "--seconds", "60", "--poll", "0.1", "--sweep-every", "0.5", LOG_LEVEL="INFO"
+    )
     try:
+        said = wait_until_polling(worker)
         intent = live.approved()
         # The worker polls through most of the window before the undo lands near its end.
         sleep_until(intent.hold_until, margin=0.8)
@@ -226,8 +229,8 @@ def test_undo_within_the_window_sends_nothing_while_a_worker_runs(live):
         assert worker.poll() is None
     finally:
         worker.terminate()
-        _out, err = worker.communicate(timeout=30)
-    assert worker.returncode == 0, err
+        worker.wait(timeout=30)
+    assert worker.returncode == 0, "".join(said)
     assert sends(live.sandbox, intent) == []
     assert calls(live.sandbox, intent) == []
     intent.refresh_from_db()
