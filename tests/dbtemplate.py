@@ -70,13 +70,15 @@ def exists(name: str) -> bool:
 OTHER_TEMPLATES_KEPT = 3
 
 
-def _drop_other_templates(admin: psycopg.Connection, *, keep: str) -> None:
-    """Drop the templates of other migration digests but the newest few (their databases' oids
-    grow with their creation)."""
+def _drop_other_templates(
+    admin: psycopg.Connection, *, keep: str, kept: int = OTHER_TEMPLATES_KEPT
+) -> None:
+    """Drop the templates of other migration digests but the newest ``kept`` (their databases'
+    oids grow with their creation)."""
     rows = admin.execute(
         "SELECT datname FROM pg_database WHERE starts_with(datname, %s) AND datname <> %s "
         "AND right(datname, 9) <> '_building' ORDER BY oid DESC OFFSET %s",
-        [PREFIX, keep, OTHER_TEMPLATES_KEPT],
+        [PREFIX, keep, kept],
     ).fetchall()
     for (stale,) in rows:
         admin.execute(
