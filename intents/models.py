@@ -102,6 +102,9 @@ class Draft(models.Model):
         # Who its HTML shows otherwise to, named (a phone's width, dark mode:
         # intents.html_styles.reader_looks; bulk approve leaves it out).
         reader_looks: str
+        # The version since which its HTML stood while the text changed (intents.selectors.
+        # drafts.html_unchanged_since; bulk approve leaves it out), None if not so.
+        html_unchanged_since: int | None
         # intents.selectors.queue: the current version as the queue lists it (not a saved row).
         current: DraftVersion
         # review.pages.queue: who else has it open right now.

@@ -43,6 +43,7 @@ from intents.policy import (
 from intents.selectors.drafts import (
     current_html_bodies,
     drafts_they_wrote_since_last_approval,
+    html_unchanged_since,
     html_unchanged_while_text_changed,
     wrote_a_version_since_last_approval,
 )
@@ -129,9 +130,15 @@ def queue(
     # phone, dark mode) draft_approve leaves to the draft's page.
     offered = [d for d in page.rows if d.can_decide and not d.approve_blocked]
     bodies = current_html_bodies(tenant=tenant, draft_ids=[d.pk for d in offered])
+    # And one for those whose text changed under an HTML left as it was (draft_approve leaves
+    # them to the draft's page too): their versions' digests, no body read.
+    unchanged = html_unchanged_since(
+        tenant=tenant, draft_ids=[d.pk for d in offered if d.current_version > 1]
+    )
     for draft in page.rows:
         looks = reader_looks(bodies.get(draft.pk, ""))
         draft.reader_looks = get_text_list([str(READER_LOOKS[look]) for look in looks], _("and"))
+        draft.html_unchanged_since = unchanged.get(draft.pk)
     return page
 
 

@@ -4,6 +4,8 @@ another tenant's row and a missing row raise the same NotFound."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 
 from django.db.models import (
     BinaryField,
@@ -226,25 +228,41 @@ def html_unchanged_while_text_changed(*, tenant, draft_id: int) -> int | None:
     as it was), or None: no HTML, or the text is the one written with it.
 
     Most mail clients show the customer the HTML part of a message that has both, not the text:
-    a correction made to the text alone does not reach them. Compared by digests in the query,
-    so a draft's versions' bodies (up to a megabyte each) are not read; SHA-256, not MD5, since
-    an agent writes both bodies and could make two texts that collide."""
-    rows = list(
-        DraftVersion.objects.filter(tenant=tenant, draft_id=draft_id)
+    a correction made to the text alone does not reach them."""
+    return html_unchanged_since(tenant=tenant, draft_ids=[draft_id]).get(draft_id)
+
+
+def html_unchanged_since(*, tenant, draft_ids) -> dict[int, int]:
+    """``html_unchanged_while_text_changed`` of many drafts in one query: draft id to version,
+    for those it names a version for. Compared by digests in the query, so the versions' bodies
+    (up to a megabyte each) are not read; SHA-256, not MD5, since an agent writes both bodies and
+    could make two texts that collide. The current version is the highest number."""
+    rows = (
+        DraftVersion.objects.filter(tenant=tenant, draft_id__in=list(draft_ids))
         .annotate(
             text_digest=_Digest("text"),
             html_digest=_Digest("html"),
             no_html=ExpressionWrapper(Q(html=""), output_field=BooleanField()),
         )
-        .order_by("-number")
-        .values_list("number", "text_digest", "html_digest", "no_html")
+        .order_by("draft_id", "-number")
+        .values_list("draft_id", "number", "text_digest", "html_digest", "no_html")
     )
-    if not rows or rows[0][3]:
+    found = {}
+    for draft_id, versions in groupby(rows, key=itemgetter(0)):
+        since = _html_unchanged_since([row[1:] for row in versions])
+        if since is not None:
+            found[draft_id] = since
+    return found
+
+
+def _html_unchanged_since(versions: list[tuple]) -> int | None:
+    """(number, text digest, HTML digest, no HTML) of one draft's versions, newest first."""
+    _number, current_text, current_html, no_html = versions[0]
+    if no_html:
         return None
-    _number, current_text, current_html, _no_html = rows[0]
-    since = rows[0]
-    for row in rows[1:]:
-        if row[2] != current_html:
+    since = versions[0]
+    for version in versions[1:]:
+        if version[2] != current_html:
             break
-        since = row
+        since = version
     return since[0] if since[1] != current_text else None

