@@ -37,6 +37,10 @@ Host and Origin check answered it first, with a bare text/plain 400 no JSON-RPC 
 So is one that names a charset other than UTF-8, as on the JSON API: the body was read as UTF-8
 whatever the header said (a Latin-1 client's ``Ã©`` stored as ``é``).
 
+A body over the limit (``MAX_BODY_BYTES``, as on the JSON API) is 413 with a JSON-RPC error whose
+data is the API's ``body_too_large`` problem: the SDK's own 413 was a bare text/plain line, which
+its client reported as -32603 "Server returned an error response".
+
 And one HTTP method: only POST is served. A GET asks for the server's own SSE stream, which the
 SDK's stateless transport opened and kept open for as long as the client liked (a ping every
 15 s), for any valid token, whatever its scopes and uncounted by the rate limit: each one held a
@@ -52,7 +56,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent_api.auth import UTF8_NAMES
+from agent_api.auth import UTF8_NAMES, body_too_large
+from agent_api.errors import problem_of
 from common import strict_json
 
 # Deeper than the SDK's own parser goes (pydantic_core: 201 levels, then -32700), so every body the
@@ -60,6 +65,10 @@ from common import strict_json
 # `_meta`) unchecked, and the SDK kept the last of two equal keys. A deeper body is the SDK's
 # parse error.
 READ_DEPTH = 512
+
+# How much of a body over the limit is read (and dropped) before the 413, so that a client
+# still writing it reads the answer; one declared longer is refused before a byte is read.
+DRAIN_FACTOR = 2
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -199,26 +208,27 @@ def body_guard(app: App, *, max_body: int) -> App:
     client, and told one with no token what was wrong with its JSON. The JSON API checks the
     token before it reads a body too (``agent_api.auth``).
 
-    A checked body is read once and handed on as read. A body over ``max_body`` goes on unread
-    past that point: the SDK refuses it (413)."""
+    A checked body is read once and handed on as read. A body over ``max_body`` is 413 with the
+    JSON API's ``body_too_large`` as the error's data (``_read_body``): the SDK answered it with
+    a bare text/plain ``Request body too large``, which its client turns into -32603 "Server
+    returned an error response", so an agent whose files took a draft over the limit was told
+    the server had failed, and retried."""
 
     async def guarded(scope: Scope, receive, send) -> None:
         user = scope.get("user") if scope["type"] == "http" else None
         if not getattr(user, "is_authenticated", False):
             await app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        size, more = 0, True
-        while more and size <= max_body:
-            message = await receive()
-            if message["type"] != "http.request":  # the client left
-                return
-            chunk = message.get("body", b"")
-            chunks.append(chunk)
-            size += len(chunk)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-        problem = None if more else shape_problem(body)
+        if _declared_length(scope) > DRAIN_FACTOR * max_body:
+            await _too_large(send)
+            return
+        body = await _read_body(receive, max_body)
+        if body is None:  # the client left
+            return
+        if len(body) > max_body:
+            await _too_large(send)
+            return
+        problem = shape_problem(body)
         if problem is not None:
             await _refuse(send, problem)
             return
@@ -228,12 +238,41 @@ def body_guard(app: App, *, max_body: int) -> App:
             nonlocal handed
             if not handed:
                 handed = True
-                return {"type": "http.request", "body": body, "more_body": more}
+                return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
         await app(scope, replay, send)
 
     return guarded
+
+
+async def _read_body(receive, max_body: int) -> bytes | None:
+    """The body, or None if the client left. One over ``max_body`` is read on, up to
+    ``DRAIN_FACTOR`` times it, and kept only until it passes the limit: a client that writes its
+    whole body before it reads the answer (the SDK's does) met a connection closed under it,
+    a read error instead of the 413."""
+    chunks: list[bytes] = []
+    size, more = 0, True
+    while more and size <= DRAIN_FACTOR * max_body:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunk = message.get("body", b"")
+        if size <= max_body:
+            chunks.append(chunk)
+        size += len(chunk)
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
+def _declared_length(scope: Scope) -> int:
+    """The Content-Length header as a number; 0 without one or with one that is no number (the
+    body is then counted as it arrives)."""
+    raw = dict(scope.get("headers") or []).get(b"content-length", b"").strip()
+    if not raw.isdigit():
+        return 0
+    # int() refuses a number of more than 4300 digits, which a header can hold.
+    return int(raw) if len(raw) <= 18 else 10**18
 
 
 def _content_type(scope: Scope) -> list[str]:
@@ -271,6 +310,13 @@ async def _unsupported_charset(send) -> None:
 
 async def _refuse(send, refusal: Refusal) -> None:
     await _error(send, 400, refusal.message, code=refusal.code, request_id=refusal.request_id)
+
+
+async def _too_large(send) -> None:
+    """HTTP 413, the body unread past the limit (so the id is null), with the JSON API's problem
+    document as the error's data."""
+    problem = problem_of(body_too_large())
+    await _error(send, 413, problem["detail"], data=problem)
 
 
 async def refuse_rate_limited(send, problem: dict) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from mcp import MCPError
 
 from tests.agent_api.conftest import draft_body
 from tests.agent_api.test_mcp import (  # noqa: F401
@@ -15,6 +16,7 @@ from tests.agent_api.test_mcp import (  # noqa: F401
     draft_count,
     mcp_url,
     rpc,
+    session,
     tool_call,
 )
 
@@ -315,3 +317,36 @@ def test_a_well_formed_response_from_the_client_is_accepted(mcp_url, token_a):  
     )
 
     assert (result.status_code, error.status_code) == (202, 202)
+
+
+def _oversized_call(mailbox) -> bytes:
+    return json.dumps(call_with(mailbox, arguments=draft_body(mailbox, text="y" * 6_000_000)))
+
+
+@pytest.mark.parametrize("sent", ["with_length", "chunked"])
+def test_a_body_over_the_limit_is_a_json_rpc_413_that_says_so(mcp_url, token_a, mailbox_a, sent):  # noqa: F811
+    """The SDK answered a body over the limit with a bare text/plain 413, ``Request body too
+    large``, which its own client turns into -32603 "Server returned an error response": an agent
+    whose draft's files took it over the limit was told the server failed, and retried."""
+    body = _oversized_call(mailbox_a).encode()
+    content = body if sent == "with_length" else iter([body[:1_000_000], body[1_000_000:]])
+
+    answer = rpc(mcp_url, token_a, content)
+
+    assert answer.status_code == 413
+    assert answer.headers["Content-Type"] == "application/json"
+    assert answer.json()["error"]["code"] == -32600
+    assert answer.json()["error"]["message"].startswith("The request body is larger than ")
+    assert answer.json()["error"]["data"]["code"] == "body_too_large"
+    assert draft_count() == 0
+
+
+def test_the_sdks_client_reads_why_a_body_over_the_limit_was_refused(mcp_url, token_a, mailbox_a):  # noqa: F811
+    """The client writes the whole body before it reads the answer: the rest of a body over the
+    limit is read and dropped, so the client reads the 413 instead of a connection closed under
+    it."""
+    with pytest.raises(ExceptionGroup) as refused:
+        session(mcp_url, token_a, ("create_draft", draft_body(mailbox_a, text="y" * 6_000_000)))
+
+    assert refused.group_contains(MCPError, match=r"^The request body is larger than \d+ KiB\.$")
+    assert draft_count() == 0
