@@ -56,6 +56,18 @@ Prepare = Callable[[], None]
 Locate = Callable[[int, bytes], str | None]
 
 
+@dataclass(frozen=True)
+class KeyName:
+    """How an entry point names the key, and what a fingerprint covers, in its refusals: the
+    JSON API's header, or an MCP tool's argument."""
+
+    field: str
+    request: str
+
+
+HTTP_KEY = KeyName(field=HEADER, request="another method, path or body")
+
+
 class _LockLost(Exception):
     """Our in-flight lock lapsed and another request took the key over."""
 
@@ -142,8 +154,20 @@ def _in_flight_problem() -> ApiProblem:
     )
 
 
+def _key_reused_problem(name: KeyName) -> ApiProblem:
+    return ApiProblem(
+        422,
+        "idempotency_key_reused",
+        f"This {name.field} was already used for a different request: {name.request}, or "
+        "another agent token of this tenant (a key is the tenant's, not the token's). Use a new "
+        "key for a new request.",
+        title=f"{name.field} is already used",
+        errors=[{"field": name.field, "message": "already used for a different request"}],
+    )
+
+
 def _claim(
-    *, tenant: Tenant, key: str, fingerprint: str, method: str, path: str
+    *, tenant: Tenant, key: str, fingerprint: str, method: str, path: str, name: KeyName
 ) -> tuple[ApiIdempotencyKey, datetime | None]:
     """(row, lock) for a request that must do the work, or (row, None) for a replay."""
     try:
@@ -174,15 +198,7 @@ def _claim(
             # Released (the first request failed) or purged between our insert and this read.
             raise _in_flight_problem()
         if held.fingerprint != fingerprint:
-            raise ApiProblem(
-                422,
-                "idempotency_key_reused",
-                "This Idempotency-Key was already used for a different request: another "
-                "method, path or body, or another agent token of this tenant (a key is the "
-                "tenant's, not the token's). Use a new key for a new request.",
-                title="Idempotency-Key is already used",
-                errors=[{"field": HEADER, "message": "already used for a different request"}],
-            )
+            raise _key_reused_problem(name)
         if held.state == ApiIdempotencyKey.State.COMPLETED:
             return held, None
         if held.locked_until is not None and held.locked_until > held.db_now:
@@ -239,14 +255,18 @@ def run_once(
     path: str,
     work: Work,
     prepare: Prepare | None = None,
+    name: KeyName = HTTP_KEY,
 ) -> Outcome:
     """Run ``work`` (returns status and JSON bytes) at most once per (tenant, key): the protocol
     above, for any entry point (the HTTP routes below, the MCP tools).
 
     ``prepare`` (network calls the work needs, such as fetching forwarded files) runs once the
     key is ours and before the work's transaction: a replay, a key in flight or a reused key is
-    answered without it, and a failure of it releases the key like a failure of the work."""
-    row, lock = _claim(tenant=tenant, key=key, fingerprint=fingerprint, method=method, path=path)
+    answered without it, and a failure of it releases the key like a failure of the work.
+    ``name``: how a refusal names the key."""
+    row, lock = _claim(
+        tenant=tenant, key=key, fingerprint=fingerprint, method=method, path=path, name=name
+    )
     if lock is None:
         # Only a completed row comes back without a lock, and completing stores the response.
         assert row.response_status is not None and row.response_body is not None

@@ -50,6 +50,7 @@ from agent_api.errors import (
 )
 from agent_api.idempotency import (
     KEY_RE,
+    KeyName,
     fingerprint,
     key_in_use,
     run_once,
@@ -70,6 +71,8 @@ WRITE = AgentToken.Scope.DRAFTS_WRITE
 # The idempotency store's method column: what tells an MCP call from an HTTP request.
 METHOD = "MCP"
 DERIVED_KEY_SALT = "countersign.agent_api.mcp.derived-idempotency-key"
+# A reused key's refusal names the tools' argument, not the JSON API's header, which no tool takes.
+KEY_NAME = KeyName(field="idempotency_key", request="another tool or other arguments")
 
 IdempotencyKey = Annotated[
     StrictStr,
@@ -223,6 +226,7 @@ def _once(
         path=path,
         work=work,
         prepare=prepare,
+        name=KEY_NAME,
     )
     return _answer(outcome.body, replayed=outcome.replayed)
 

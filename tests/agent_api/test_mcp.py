@@ -197,6 +197,25 @@ def test_one_key_twice_is_one_draft_and_the_same_answer(mcp_url, token_a, mailbo
     assert Draft.objects.get().agent_token.tenant_id == mailbox_a.tenant_id
 
 
+def test_a_reused_key_is_refused_naming_the_argument_the_agent_sent(mcp_url, token_a, mailbox_a):
+    """The refusal named the JSON API's header, ``Idempotency-Key``, which no tool takes: a model
+    reading ``[Idempotency-Key: already used ...]`` looked for an argument of that name."""
+    arguments = {**draft_body(mailbox_a), "idempotency_key": "order-1043-reply"}
+
+    first, other = results(
+        mcp_url,
+        token_a,
+        ("create_draft", arguments),
+        ("create_draft", {**arguments, "text": "Another text under the same key."}),
+    )
+
+    assert first.is_error is False
+    assert problem(other)["code"] == "idempotency_key_reused"
+    assert [e["field"] for e in problem(other)["errors"]] == ["idempotency_key"]
+    assert "Idempotency-Key" not in other.content[0].text
+    assert draft_count() == 1
+
+
 def test_without_a_key_the_same_arguments_are_one_draft(mcp_url, token_a, mailbox_a):
     first, second, changed = results(
         mcp_url,
