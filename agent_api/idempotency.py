@@ -143,13 +143,13 @@ def _json_response(
     return response
 
 
-def _in_flight_problem() -> ApiProblem:
+def _in_flight_problem(name: KeyName) -> ApiProblem:
     return ApiProblem(
         409,
         "idempotency_key_in_flight",
-        "A request with this Idempotency-Key is still being processed; retry shortly with the "
+        f"A request with this {name.field} is still being processed; retry shortly with the "
         "same key to receive its result.",
-        title="A request is outstanding for this Idempotency-Key",
+        title=f"A request is outstanding for this {name.field}",
         headers={"Retry-After": "1"},
     )
 
@@ -196,13 +196,13 @@ def _claim(
         )
         if held is None:
             # Released (the first request failed) or purged between our insert and this read.
-            raise _in_flight_problem()
+            raise _in_flight_problem(name)
         if held.fingerprint != fingerprint:
             raise _key_reused_problem(name)
         if held.state == ApiIdempotencyKey.State.COMPLETED:
             return held, None
         if held.locked_until is not None and held.locked_until > held.db_now:
-            raise _in_flight_problem()
+            raise _in_flight_problem(name)
         # The request holding this key died without completing or releasing it: take it over.
         ApiIdempotencyKey.objects.filter(pk=held.pk).update(locked_until=_lock_expiry())
         lock = ApiIdempotencyKey.objects.values_list("locked_until", flat=True).get(pk=held.pk)
@@ -295,7 +295,7 @@ def run_once(
             "intents.api.idempotency_lock_lost",
             extra={"tenant_id": tenant.pk, "key_id": row.pk},
         )
-        raise _in_flight_problem() from None
+        raise _in_flight_problem(name) from None
     except BaseException:
         _release(row.pk, lock)
         raise

@@ -276,3 +276,29 @@ def test_the_sweep_purges_expired_keys(api, token_a, mailbox_a):
 
     assert report["idempotency_keys_purged"] == 1
     assert ApiIdempotencyKey.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_key_in_flight_is_named_as_the_entry_point_names_it(tenant_a):
+    """An MCP tool's call whose key another call still held was told to retry 'with the same
+    Idempotency-Key', the JSON API's header, which no tool takes (the reused-key refusal named
+    the argument already)."""
+    from agent_api.errors import ApiProblem
+    from agent_api.idempotency import run_once
+    from agent_api.mcp_tools import KEY_NAME
+
+    said = {}
+
+    def again() -> tuple[int, bytes]:
+        try:
+            run_once(**call, work=lambda: (200, b"{}"), name=KEY_NAME)
+        except ApiProblem as problem:
+            said.update(code=problem.code, detail=problem.detail, title=problem.title)
+        return 200, b"{}"
+
+    call = dict(tenant=tenant_a, key="k-1", fingerprint="f", method="TOOL", path="create_draft")
+    run_once(**call, work=again, name=KEY_NAME)
+
+    assert said["code"] == "idempotency_key_in_flight"
+    assert "idempotency_key" in said["detail"] and "idempotency_key" in said["title"]
+    assert "Idempotency-Key" not in said["detail"] + said["title"]
