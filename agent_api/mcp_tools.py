@@ -469,6 +469,8 @@ def _unknown_tool(name: str) -> ToolAnswer:
             status=404,
             code="unknown_tool",
             detail="There is no tool of that name; tools/list names them.",
+            # The call's "name" (params.name of tools/call), not echoed: it is the caller's text.
+            errors=[{"field": "name", "message": "no tool of that name"}],
         ),
         is_error=True,
     )

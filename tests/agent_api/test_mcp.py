@@ -469,6 +469,7 @@ def test_hostile_arguments_are_refused_cleanly_and_change_nothing(mcp_url, token
     assert problem(header_break)["errors"][0]["field"] == "subject"
     assert problem(wrong_type)["errors"][0]["field"] == "draft_id"
     assert problem(unknown_tool)["code"] == "unknown_tool"
+    assert problem(unknown_tool)["errors"] == [{"field": "name", "message": "no tool of that name"}]
     # The SDK's JSON parser refuses an unpaired surrogate escape before any tool runs.
     assert surrogate.status_code == 400
     assert surrogate.json()["error"]["code"] == -32700
