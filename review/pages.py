@@ -285,27 +285,14 @@ def draft_review(
     first = detail.versions[0]
     pending = draft.status == Draft.Status.PENDING
     can_decide = pending and can_approve(membership=membership, mailbox=draft.mailbox)
-    approve_blocked_reason = ""
     # The inbox that held the answered message was deleted at AgentMail: the reply cannot go
     # out in its thread, and draft_approve refuses it.
     answered_gone = bool(draft.in_reply_to) and answered_message_gone(draft.mailbox, anchor)
-    if can_decide and answered_gone:
-        approve_blocked_reason = str(ANSWERED_MESSAGE_GONE_REASON)
-    elif can_decide and needs_another_approver(
-        tenant=tenant,
-        author_kind=current.author_kind,
-        author_user_id=current.author_user_id,
-        user=user,
-    ):
-        approve_blocked_reason = str(SECOND_APPROVER_REASON)
-    elif (
-        can_decide
-        and tenant.second_approver_on_edit
-        and wrote_a_version_since_last_approval(draft, user)
-    ):
-        # An earlier version of theirs, since the last approval: draft_approve refuses it too,
-        # and the button offered what the click then refused.
-        approve_blocked_reason = str(EARLIER_VERSION_REASON)
+    approve_blocked_reason = (
+        _approve_blocked_reason(tenant, draft, current, user, answered_gone=answered_gone)
+        if can_decide
+        else ""
+    )
     # Every sender of the thread, as the queue's flag and the approval from a list read it: the
     # ten messages the page shows left a stranger unflagged once the thread passed ten.
     senders = thread_senders(tenant=tenant, mailbox=draft.mailbox_id, thread_id=draft.thread_id)
@@ -313,7 +300,6 @@ def draft_review(
     undo_seconds = (
         undo_seconds_left(detail.intent, db_now()) if draft.status == Draft.Status.APPROVED else 0
     )
-    body_fonts, body_remote_styles = style_warnings(current.html)
     return DraftReview(
         draft=draft,
         detail=detail,
@@ -341,12 +327,41 @@ def draft_review(
         # Notes went with the bodies at the retention purge; a new one would be refused.
         can_note=membership.role in NOTE_WRITERS and current.body_purged_at is None,
         **_ownership(draft, membership, can_decide),
-        body_fonts=body_fonts,
-        body_remote_styles=body_remote_styles,
-        body_remote_images=remote_images(current.html),
-        html_unchanged_since=html_unchanged_while_text_changed(tenant=tenant, draft_id=draft.pk),
-        **_looks(current.html),
+        **_body_warnings(tenant, draft, current),
     )
+
+
+def _approve_blocked_reason(
+    tenant: Tenant, draft: Draft, current: DraftVersion, user: User | None, *, answered_gone: bool
+) -> str:
+    """Why Approve is not offered to one who may decide, as draft_approve would refuse it; ""."""
+    if answered_gone:
+        return str(ANSWERED_MESSAGE_GONE_REASON)
+    if needs_another_approver(
+        tenant=tenant,
+        author_kind=current.author_kind,
+        author_user_id=current.author_user_id,
+        user=user,
+    ):
+        return str(SECOND_APPROVER_REASON)
+    if tenant.second_approver_on_edit and wrote_a_version_since_last_approval(draft, user):
+        # An earlier version of theirs, since the last approval: draft_approve refuses it too,
+        # and the button offered what the click then refused.
+        return str(EARLIER_VERSION_REASON)
+    return ""
+
+
+def _body_warnings(tenant: Tenant, draft: Draft, current: DraftVersion) -> dict:
+    """What the page says beside the HTML body: fonts and styles from elsewhere, remote
+    images, an HTML left as it was under a changed text, and its looks to other readers."""
+    body_fonts, body_remote_styles = style_warnings(current.html)
+    return {
+        "body_fonts": body_fonts,
+        "body_remote_styles": body_remote_styles,
+        "body_remote_images": remote_images(current.html),
+        "html_unchanged_since": html_unchanged_while_text_changed(tenant=tenant, draft_id=draft.pk),
+        **_looks(current.html),
+    }
 
 
 def _looks(body: str) -> dict:
