@@ -9,7 +9,7 @@ from __future__ import annotations
 import hmac
 
 from django.conf import settings
-from django.db import connection
+from django.db import OperationalError, connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
@@ -72,6 +72,16 @@ def metrics(request: HttpRequest) -> HttpResponse:
         # Prometheus records the failed scrape (up == 0); the body is for whoever curls it.
         return HttpResponse(
             f"{exc.explained}; scrapes read the figures again once it ends.\n",
+            status=503,
+            content_type="text/plain",
+        )
+    except OperationalError as exc:
+        # PostgreSQL down or refusing connections: a failed scrape all the same, said in one line
+        # rather than Django's 500 page and a traceback on every scrape. The exception's text may
+        # quote the connection's parameters, so only its kind is named, as /readyz does.
+        return HttpResponse(
+            f"PostgreSQL could not be reached ({type(exc).__name__}); /readyz says the same, "
+            "and scrapes read the figures again once it answers.\n",
             status=503,
             content_type="text/plain",
         )

@@ -51,6 +51,42 @@ def test_with_the_database_down_the_process_is_live_but_not_ready():
     assert "hunter2" not in done.stdout
 
 
+METRICS_PROBE = (
+    "from django.test import Client; "
+    "c = Client(HTTP_HOST='localhost', raise_request_exception=False); "
+    "r = c.get('/metrics', HTTP_AUTHORIZATION='Bearer metrics-test-token-0123456789abcdef'); "
+    "print('probe', r.status_code); print('probe', r.content.decode().splitlines()[0])"
+)
+
+
+def test_with_the_database_down_metrics_answers_503_saying_so():
+    """Found by an outside probe: with PostgreSQL refusing connections, /metrics answered Django's
+    HTML 500 page and logged a traceback at ERROR on every scrape, where a locked table gets a 503
+    that says what is wrong (DEPLOYMENT.md "Watching it"). The password stays out of both."""
+    url = f"postgresql://cs:hunter2-secret@127.0.0.1:{daemons.free_port()}/cs"
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-v", "0", "-c", METRICS_PROBE],
+        cwd=ROOT,
+        env=process_env(
+            DATABASE_URL=url,
+            LOG_LEVEL="INFO",
+            METRICS_TOKEN="metrics-test-token-0123456789abcdef",
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+    )
+    lines = [line[6:] for line in done.stdout.splitlines() if line.startswith("probe ")]
+    assert lines == [
+        "503",
+        "PostgreSQL could not be reached (OperationalError); /readyz says the same, and "
+        "scrapes read the figures again once it answers.",
+    ]
+    assert "Traceback" not in done.stdout
+    assert "hunter2" not in done.stdout
+
+
 @pytest.mark.parametrize("path", ["/healthz", "/readyz"])
 def test_a_probe_over_plain_http_is_answered_not_redirected_to_https(client, settings, path):
     """Production redirects HTTP to HTTPS; a load balancer probing the process's own port (no
