@@ -210,14 +210,8 @@ class MigratedDatabase:
         finally:
             connection.close()
         if plan:
-            first = plan[0][0]
-            count = (
-                "1 migration of this release is not applied"
-                if len(plan) == 1
-                else f"{len(plan)} migrations of this release are not applied"
-            )
             raise management.CommandError(
-                f"The database is not migrated: {count}, from {first.app_label}.{first.name} on. "
+                f"The database is not migrated: {_described(plan)}. "
                 "Run manage.py migrate first; nothing was done."
             )
 
@@ -239,6 +233,24 @@ def _reason(error: Exception, settings_dict: dict) -> str:
 def _unapplied(connection) -> list:
     executor = MigrationExecutor(connection)
     return executor.migration_plan(executor.loader.graph.leaf_nodes())
+
+
+def _described(plan: list) -> str:
+    first = plan[0][0]
+    count = (
+        "1 migration of this release is not applied"
+        if len(plan) == 1
+        else f"{len(plan)} migrations of this release are not applied"
+    )
+    return f"{count}, from {first.app_label}.{first.name} on"
+
+
+def migrations_missing(connection) -> str | None:
+    """What this release's code misses in the database ``connection`` reaches ("3 migrations of
+    this release are not applied, from intents.0031_... on"), or None when it misses nothing.
+    As for the commands, migrations the database has and this code does not know are no reason."""
+    plan = _unapplied(connection)
+    return _described(plan) if plan else None
 
 
 class BaseCommand(MigratedDatabase, OptionsOnce, management.BaseCommand):

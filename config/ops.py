@@ -17,8 +17,26 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 # config/ is at both ends of the house (DESIGN.md): this module and config.metrics are its top,
 # entry points like the views, so they may read the domain apps' tables.
+from common.cli import migrations_missing
 from config.bounded import ReadTimedOut, bounded_reads
 from config.metrics import exposition
+
+# Whether this process has seen every migration of its code applied: then it stays so (the code
+# does not change under a running process, and DEPLOYMENT.md "Upgrading" never unapplies one), so
+# a probe pays for the migration graph only until the first time it finds nothing missing.
+_migrated = False
+
+
+def _migrations_missing() -> str | None:
+    """What ``migrations_missing`` says, remembered once nothing is missing. A web host of a new
+    release started before ``migrate`` ran answered every page with a 500 while /readyz said it
+    was ready, so a load balancer sent users to it."""
+    global _migrated
+    if _migrated:
+        return None
+    missing = migrations_missing(connection)
+    _migrated = missing is None
+    return missing
 
 
 # GET or HEAD: load balancers probe with either, and a 405 reads as down.
@@ -38,6 +56,11 @@ def readyz(request: HttpRequest) -> HttpResponse:
         checks["database"] = "ok"
     except Exception as exc:
         checks["database"] = f"error: {type(exc).__name__}"
+    try:
+        missing = _migrations_missing()
+        checks["migrations"] = f"error: {missing}" if missing else "ok"
+    except Exception as exc:
+        checks["migrations"] = f"error: {type(exc).__name__}"
     try:
         from django_q.brokers import get_broker
 
@@ -66,6 +89,12 @@ def metrics(request: HttpRequest) -> HttpResponse:
     if not _authorised(request):
         return HttpResponse("unauthorised\n", status=401, content_type="text/plain")
     try:
+        if missing := _migrations_missing():
+            return HttpResponse(
+                f"The database is not migrated: {missing}. Run manage.py migrate first.\n",
+                status=503,
+                content_type="text/plain",
+            )
         with bounded_reads():
             body = exposition()
     except ReadTimedOut as exc:

@@ -25,13 +25,14 @@ def test_healthz(client):
 def test_readyz_checks_database_and_broker(client):
     response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json()["checks"] == {"database": "ok", "broker": "ok"}
+    assert response.json()["checks"] == {"database": "ok", "migrations": "ok", "broker": "ok"}
 
 
 def test_with_the_database_down_the_process_is_live_but_not_ready():
     """DEPLOYMENT.md "Watching it", with a real refused connection (a port just freed): /healthz
-    200, /readyz 503 naming the database, and the broker (the ORM broker is that database); the
-    URL's password reaches neither the answer nor the log."""
+    200, /readyz 503 naming the database, the migrations (which it cannot read) and the broker
+    (the ORM broker is that database); the URL's password reaches neither the answer nor the
+    log."""
     url = f"postgresql://cs:hunter2-secret@127.0.0.1:{daemons.free_port()}/cs"
     done = subprocess.run(
         [sys.executable, "manage.py", "shell", "-v", "0", "-c", PROBE],
@@ -46,7 +47,11 @@ def test_with_the_database_down_the_process_is_live_but_not_ready():
     assert lines[0] == "200 503"
     assert json.loads(lines[1]) == {
         "status": "not ready",
-        "checks": {"database": "error: OperationalError", "broker": "error: OperationalError"},
+        "checks": {
+            "database": "error: OperationalError",
+            "migrations": "error: OperationalError",
+            "broker": "error: OperationalError",
+        },
     }
     assert "hunter2" not in done.stdout
 
