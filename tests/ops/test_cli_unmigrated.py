@@ -42,6 +42,7 @@ ARGUMENTS = {
     "tenant_storage_quota": ["acme", "--default"],
     "tenant_suspend": ["acme", "--reason", "fraud"],
     "two_factor_reset": ["ana@example.test"],
+    "webhook_register": ["acme"],
     "webhooks_apply": ["--once"],
     "webhooks_backfill": [],
 }
