@@ -116,10 +116,13 @@ def _production() -> bool:
 
 
 def required(name: str, dev_default: str) -> str:
+    """The variable's value; unset, empty or only white space (a template's placeholder, a
+    quoting slip) is not set: refused in production, the development default elsewhere."""
     value = env(name)
-    if value is None:
+    if value is None or not value.strip():
         if _production():
-            raise SettingsError(f"{name} must be set when COUNTERSIGN_ENV=production")
+            blank = "" if value is None else " (it holds only white space)"
+            raise SettingsError(f"{name} must be set when COUNTERSIGN_ENV=production{blank}")
         return dev_default
     return value
 

@@ -459,3 +459,17 @@ def test_the_development_encryption_key_may_stay_after_a_new_one_to_be_resealed_
         + "=,dev1:ZGV2LW9ubHktZW5jcnlwdGlvbi1rZXktMzItYnl0ZXM="
     )
     assert settings_errors([case]) == {case: ""}
+
+
+@pytest.mark.parametrize("blank", [" ", "\t", "  \n"])
+def test_a_required_setting_of_only_white_space_stops_the_start_naming_it(blank):
+    """AGENTMAIL_ORG_API_KEY=" " (a template's placeholder, a quoting slip) was taken for a key:
+    the start went through and every call to AgentMail was refused later. Blank is not set."""
+    env = {**PRODUCTION_ENV, "DATABASE_URL": settings.DATABASE_URL}
+    env["AGENTMAIL_ORG_API_KEY"] = blank
+    result = run_manage("check", env=env)
+    assert (result.returncode, result.stderr) == (
+        1,
+        "AGENTMAIL_ORG_API_KEY must be set when COUNTERSIGN_ENV=production (it holds only "
+        "white space)\n",
+    )
