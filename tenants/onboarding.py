@@ -461,4 +461,6 @@ def operator_secrets_resealed(*, key_id: str, counts: dict[str, int]) -> None:
         object_id=key_id,
         data=counts,
     )
-    logger.info("tenants.secrets.resealed", extra={"key_id": key_id, **counts})
+    # The counts as one field: the formatter hides a field named like a secret
+    # ("webhook_secrets"), and a count is none.
+    logger.info("tenants.secrets.resealed", extra={"key_id": key_id, "resealed": counts})

@@ -138,3 +138,24 @@ def test_one_process_alternating_tenants_uses_each_tenants_own_key(
         expected.append((mailbox.inbox_id, mailbox.provider_api_key_id))
     sends = [sandbox.ledger(idempotency_key=f"alt-{tenant_a.pk}-{n}")[0] for n in range(4)]
     assert [(s["inbox_id"], s["api_key_id"]) for s in sends] == expected
+
+
+def test_the_rotations_log_line_shows_how_many_it_resealed(
+    tenant_a, mailbox_factory, settings, caplog
+):
+    """The line read "webhook_secrets=[redacted] sso_client_secrets=[redacted]": the formatter
+    hides a field named like a secret, and these fields were counts. The counts are one field."""
+    import logging
+
+    from config.logging import KeyValueFormatter
+
+    mailbox_factory(tenant_a)
+    settings.SECRET_ENCRYPTION_KEYS = [crypto.generate_key("k2"), *settings.SECRET_ENCRYPTION_KEYS]
+
+    with caplog.at_level(logging.INFO, logger="tenants.onboarding"):
+        call_command("reencrypt_secrets", stdout=io.StringIO())
+
+    [record] = [r for r in caplog.records if r.getMessage() == "tenants.secrets.resealed"]
+    line = KeyValueFormatter().format(record)
+    assert "[redacted]" not in line
+    assert "'mailbox_keys': 1" in line and "'webhook_secrets': 1" in line
