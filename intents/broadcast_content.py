@@ -29,7 +29,7 @@ from django.utils.translation import gettext as _
 
 from common.addresses import same_recipient_key
 from intents.hashing import content_hash as message_content_hash
-from intents.policy import normalize_address
+from intents.policy import normalize_address, own_mailbox_refusal
 from mailboxes.headers import line_break_in
 
 MAX_VARIABLES = 50
@@ -231,6 +231,7 @@ def clean_recipients(
     subject: str | None = None,
     body: tuple[str, str] | None = None,
     in_url: Collection[str] = (),
+    own: str | None = None,
 ) -> list[Recipient]:
     """Validated recipients from (row number, address, variables) triples, or RecipientsInvalid
     listing every bad row (the first MAX_REPORTED_ERRORS of them).
@@ -238,6 +239,9 @@ def clean_recipients(
     ``subject``: the subject template, which no row may render blank.
     ``body``: the text and HTML templates, which no row may render both blank.
     ``in_url``: the placeholders that begin a URL attribute of the HTML (``broadcast_html``).
+    ``own``: the sending mailbox's address (``intents.policy.own_address``), refused as a row as
+    a draft's recipient is: the worker blocks that send (a mail loop), and the approver read a
+    page that said every recipient may be written to.
     ``limits``: the most each part may hold once this row's variables fill it in. Without them
     a template of 200,000 placeholders and 2,000-character values rendered to gigabytes when a
     reviewer opened the broadcast's sample, in the web process that serves every tenant."""
@@ -270,6 +274,9 @@ def clean_recipients(
         written = str(raw_address).strip()
         if (problem := _duplicate(row, written, address, seen)) is not None:
             total += _keep(errors, [problem])
+            continue
+        if address == own:
+            total += _keep(errors, [RowError(row, "address", own_mailbox_refusal(address))])
             continue
         variables, problems = _row_variables(row, raw_variables, used, in_subject, in_url)
         if not problems:

@@ -82,8 +82,8 @@ def recipient_problems(
             problems.append(RecipientProblem(str(raw), "invalid", str(exc)))
             continue
         normalized.append(address)
-        if address == _own_address(mailbox):
-            problems.append(RecipientProblem(address, "own_mailbox", _own_mailbox(address)))
+        if address == own_address(mailbox):
+            problems.append(RecipientProblem(address, "own_mailbox", own_mailbox_refusal(address)))
         elif not mailbox.allows_recipient(address):
             problems.append(RecipientProblem(address, "not_allowed", _outside(mailbox, address)))
     if normalized:
@@ -109,14 +109,16 @@ def recipient_problems(
     return problems
 
 
-def _own_address(mailbox: Mailbox) -> str:
+def own_address(mailbox: Mailbox) -> str:
+    """The sending mailbox's address in the normal form every recipient is compared in: no
+    message of it may go to it (``own_mailbox_refusal``)."""
     try:
         return normalize_address(mailbox.address)
     except ValueError:
         return mailbox.address.lower()
 
 
-def _own_mailbox(address: str) -> str:
+def own_mailbox_refusal(address: str) -> str:
     # No allow-list entry lifts it: no reply needs it (the sent message is kept in the
     # inbox's thread), and AgentMail delivers it into the inbox as a new message, which may
     # start the agent again (a mail loop).

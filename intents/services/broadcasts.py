@@ -22,7 +22,12 @@ from intents.models import (
     BroadcastRecipient,
     IntentEvent,
 )
-from intents.policy import active_membership, broadcast_needs_another_approver, can_approve
+from intents.policy import (
+    active_membership,
+    broadcast_needs_another_approver,
+    can_approve,
+    own_address,
+)
 from intents.services.common import (
     active_tenant,
     clean_reason,
@@ -34,6 +39,7 @@ from intents.services.common import (
 )
 from intents.services.content import MAX_BODY, MAX_SUBJECT
 from mailboxes.headers import line_break_in
+from mailboxes.models import Mailbox
 
 log = logging.getLogger("intents.services")
 
@@ -121,9 +127,11 @@ def _clean_name(name) -> str:
     return name
 
 
-def _clean_rows(recipients, recipients_csv, template: tuple) -> list[content.Recipient]:
+def _clean_rows(
+    recipients, recipients_csv, template: tuple, mailbox: Mailbox
+) -> list[content.Recipient]:
     """The recipients given as a JSON list or a CSV text (``recipient_rows``), every row checked.
-    ``template``: what ``_clean_template`` returned."""
+    ``template``: what ``_clean_template`` returned; ``mailbox``: the sending one."""
     subject, text, html, used, in_subject, in_url = template
     rows = recipient_rows(recipients, recipients_csv)
     try:
@@ -135,6 +143,7 @@ def _clean_rows(recipients, recipients_csv, template: tuple) -> list[content.Rec
             subject=subject,
             body=(text, html),
             in_url=in_url,
+            own=own_address(mailbox),
             limits=(
                 content.Limit.of("subject", subject, most=MAX_SUBJECT),
                 content.Limit.of("text", text, most=MAX_BODY),
@@ -280,7 +289,7 @@ def broadcast_create(
     subject, text, html = template[:3]
     rate = _clean_rate(rate_per_second)
     name = _clean_name(name)
-    cleaned = _clean_rows(recipients, recipients_csv, template)
+    cleaned = _clean_rows(recipients, recipients_csv, template, mailbox)
     with transaction.atomic():
         require_standing(tenant, agent_token)
         require_active_mailbox(mailbox)
@@ -341,7 +350,7 @@ def broadcast_replace_recipients(
                 ),
             )
         template = _clean_template(broadcast.subject, broadcast.text, broadcast.html)
-        cleaned = _clean_rows(recipients, recipients_csv, template)
+        cleaned = _clean_rows(recipients, recipients_csv, template, broadcast.mailbox)
         before = broadcast.content_hash
         _store_recipients(broadcast, cleaned)
         broadcast.save(
