@@ -186,6 +186,9 @@ def broadcast_json(broadcast) -> bytes:
         "recipient_count": broadcast.recipient_count,
         "content_hash": broadcast.content_hash,
         "rate_per_second": broadcast.rate_per_second,
+        # Why a person rejected it (required to reject), as a draft's read gives it: what the
+        # agent changes before it posts the broadcast again.
+        "reject_reason": broadcast.reject_reason,
         "progress": {
             "sends": progress.by_state,
             "deliveries": progress.deliveries,

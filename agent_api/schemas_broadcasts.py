@@ -66,6 +66,7 @@ class BroadcastOut(Schema):
     recipient_count: int
     content_hash: str
     rate_per_second: float | None
+    reject_reason: str
     progress: dict
 
 
