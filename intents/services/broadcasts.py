@@ -513,6 +513,9 @@ def broadcast_reject(
             from_state=State.PENDING_REVIEW,
             to_state=State.REJECTED,
             reason=reason,
+            # The list and template the reason was written about, as a draft's rejection names
+            # its version: an agent may have replaced the list several times before.
+            data={"content_hash": broadcast.content_hash},
         )
     broadcast.refresh_from_db()
     return broadcast
