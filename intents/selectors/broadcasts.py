@@ -21,7 +21,9 @@ SKIPPED_SHOWN = 200
 
 def broadcasts_of(*, tenant, mailbox_ids: set[int] | None = None) -> QuerySet[Broadcast]:
     """The tenant's broadcasts, newest first (``mailbox_ids``: only those mailboxes')."""
-    qs = Broadcast.objects.filter(tenant=tenant).select_related("mailbox", "approved_by")
+    qs = Broadcast.objects.filter(tenant=tenant).select_related(
+        "mailbox", "approved_by", "decided_by"
+    )
     if mailbox_ids is not None:
         qs = qs.filter(mailbox_id__in=mailbox_ids)
     return qs.order_by("-created_at", "-id")
