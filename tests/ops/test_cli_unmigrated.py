@@ -13,7 +13,6 @@ import time
 import pytest
 from django.core.management import CommandError, call_command, get_commands, load_command_class
 from django.db import connections
-from psycopg import sql
 
 from common.cli import MigratedDatabase
 from tests import dbtemplate
@@ -60,56 +59,6 @@ def _tables(name: str) -> list[str]:
             "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"
         ).fetchall()
     return [row[0] for row in rows]
-
-
-@pytest.fixture(scope="module")
-def unmigrated(django_db_setup, django_db_blocker, request):
-    """A database of the test server: empty, or a copy of the migrated template whose last
-    migration of ``intents`` is not recorded as applied. Made once per kind for the module and
-    not dropped here: ``DROP DATABASE`` forces a checkpoint, which under the suite's load took a
-    minute in one run and over five in another. Its name starts with the worker's test database's
-    and an underscore, so it goes with that one at the end of the session (tests/conftest.py;
-    hence ``django_db_setup``, which these tests would not otherwise ask for)."""
-    import psycopg
-
-    kind = "empty" if request.param == "empty" else "behind"
-    name = f"{connections['default'].creation._get_test_db_name()}_unmigrated_{kind}"
-    with (
-        django_db_blocker.unblock(),
-        psycopg.connect(dbtemplate.admin_url(), autocommit=True) as admin,
-    ):
-        admin.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
-        if request.param == "empty":
-            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        else:
-            admin.execute(
-                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                    sql.Identifier(name), sql.Identifier(dbtemplate.ensure_template())
-                )
-            )
-            with psycopg.connect(dbtemplate.admin_url(name), autocommit=True) as copy:
-                copy.execute(
-                    "DELETE FROM django_migrations WHERE id = (SELECT max(id) FROM "
-                    "django_migrations WHERE app = 'intents')"
-                )
-    return name
-
-
-@pytest.fixture
-def database(unmigrated, django_db_blocker):
-    """The default connection pointed at ``unmigrated`` for one test, and back after it."""
-    connection = connections["default"]
-    with django_db_blocker.unblock():
-        previous = connection.settings_dict["NAME"]
-        connection.close()
-        connection.settings_dict["NAME"] = unmigrated
-        try:
-            yield unmigrated
-        finally:
-            connection.close()
-            connection.settings_dict["NAME"] = previous
 
 
 @pytest.mark.parametrize("unmigrated", ["empty", "one-migration-behind"], indirect=True)

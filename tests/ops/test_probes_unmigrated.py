@@ -7,7 +7,6 @@ import pytest
 from django.db.migrations.loader import MigrationLoader
 
 from config import ops
-from tests.ops.test_cli_unmigrated import database, unmigrated  # noqa: F401 (fixtures)
 
 TOKEN = "metrics-test-token"
 
@@ -24,7 +23,7 @@ def _last_intents_migration() -> str:
 
 
 @pytest.mark.parametrize("unmigrated", ["one-migration-behind"], indirect=True)
-def test_readyz_is_not_ready_and_names_the_migration_missing(database, client):  # noqa: F811
+def test_readyz_is_not_ready_and_names_the_migration_missing(database, client):
     response = client.get("/readyz")
     assert response.status_code == 503
     assert response.json() == {
@@ -39,7 +38,7 @@ def test_readyz_is_not_ready_and_names_the_migration_missing(database, client): 
 
 
 @pytest.mark.parametrize("unmigrated", ["empty"], indirect=True)
-def test_metrics_on_an_empty_database_answers_503_saying_so(database, client, settings):  # noqa: F811
+def test_metrics_on_an_empty_database_answers_503_saying_so(database, client, settings):
     settings.METRICS_TOKEN = TOKEN
     response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert response.status_code == 503
