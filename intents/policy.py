@@ -123,9 +123,9 @@ def own_mailbox_refusal(address: str) -> str:
     # inbox's thread), and AgentMail delivers it into the inbox as a new message, which may
     # start the agent again (a mail loop).
     return _(
-        "%(address)s is the sending mailbox's own address: the reply would come back into its "
-        "own inbox, where the agent may answer it again. Leave it out; the sent reply is kept "
-        "in the mailbox's thread anyway."
+        "%(address)s is the sending mailbox's own address: the message would come back into "
+        "its own inbox, where the agent may answer it again. Leave it out; what is sent is kept "
+        "in the mailbox anyway."
     ) % {"address": address}
 
 

@@ -29,6 +29,7 @@ def test_the_sending_mailbox_itself_is_refused_as_a_recipient_naming_its_row(liv
     [row] = refused.value.rows
     assert (row.row, row.field) == (3, "address")
     assert "is the sending mailbox's own address" in row.message
+    assert "reply" not in row.message  # a broadcast's message is no reply
     assert SendIntent.objects.count() == 0
 
 
