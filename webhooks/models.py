@@ -196,7 +196,7 @@ class InboundMessage(models.Model):
     preview = models.CharField(max_length=500, blank=True)
     # Where its Reply-To asks replies to go, but its sender (normalize.reply_to_others): shown
     # to the reviewer beside the sender, since an agent may write there.
-    reply_to = models.JSONField(default=list, blank=True)
+    reply_to = models.JSONField(default=list, blank=True, db_default=[])
     received_at = models.DateTimeField()
     # When we stored it (the database's clock): from then on a reviewer could see it. A message
     # written before a draft but recorded after it (a webhook delivered late) was seen by no one.
