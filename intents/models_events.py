@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
-from common.crypto import seal, unseal
+from common.crypto import SecretUnreadable, seal, unseal
 
 
 class EventType(models.TextChoices):
@@ -96,12 +96,37 @@ class AgentEventEndpoint(models.Model):
             raise ValueError("an endpoint's secret is sealed once the endpoint has its id")
         return f"tenant:{self.tenant_id}:agent_event_endpoint:{self.pk}:{which}"
 
+    def _legacy_aad(self) -> str:
+        # How the release before intents 0033 sealed a secret: for the tenant alone. Still read,
+        # so that a secret sealed by a process of that release (or before reencrypt_secrets ran)
+        # opens; reencrypt_secrets seals each such one for its row (``sealed_for_tenant_only``).
+        return f"agent_event_endpoint:{self.tenant_id}:secret"
+
     def seal_secret(self, plaintext: str) -> str:
         return seal(plaintext, aad=self._aad("secret"))
 
+    def _unseal_secret(self, sealed: str) -> str:
+        try:
+            return unseal(sealed, aad=self._aad("secret"))
+        except SecretUnreadable:
+            return unseal(sealed, aad=self._legacy_aad())
+
+    def sealed_for_tenant_only(self, sealed: str) -> bool:
+        """Whether ``sealed`` opens only the release before's way (not for this row)."""
+        try:
+            unseal(sealed, aad=self._aad("secret"))
+        except SecretUnreadable:
+            try:
+                unseal(sealed, aad=self._legacy_aad())
+            except SecretUnreadable:
+                return False
+            return True
+        return False
+
     def reseal_secret(self, sealed: str) -> str:
-        """``sealed`` (one of this endpoint's secrets) sealed again under the ring's first key."""
-        return self.seal_secret(unseal(sealed, aad=self._aad("secret")))
+        """``sealed`` (one of this endpoint's secrets) sealed again under the ring's first key,
+        for this row."""
+        return self.seal_secret(self._unseal_secret(sealed))
 
     def previous_secret_still_signs(self, now=None) -> bool:
         """Whether the secret a rotation replaced still signs (its grace has not run out)."""
@@ -115,9 +140,9 @@ class AgentEventEndpoint(models.Model):
     def secrets(self, now) -> list[str]:
         """The secrets that sign a delivery now: the current one, and the previous one during
         its grace period (Standard Webhooks allows several signatures in one header)."""
-        current = [unseal(self.secret_sealed, aad=self._aad("secret"))]
+        current = [self._unseal_secret(self.secret_sealed)]
         if self.previous_secret_still_signs(now):
-            current.append(unseal(self.previous_secret_sealed, aad=self._aad("secret")))
+            current.append(self._unseal_secret(self.previous_secret_sealed))
         return current
 
 

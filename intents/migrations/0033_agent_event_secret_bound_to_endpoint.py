@@ -41,10 +41,6 @@ def _reseal(apps, source, target) -> None:
             endpoint.save(update_fields=changed)
 
 
-def bind_to_endpoint(apps, schema_editor) -> None:
-    _reseal(apps, _tenant_aad, _endpoint_aad)
-
-
 def bind_to_tenant(apps, schema_editor) -> None:
     _reseal(apps, _endpoint_aad, _tenant_aad)
 
@@ -52,12 +48,21 @@ def bind_to_tenant(apps, schema_editor) -> None:
 class Migration(migrations.Migration):
     """An agent events endpoint's signing secrets (the current one and the one a rotation keeps
     for its grace) sealed for their endpoint, not only their tenant: the associated data names
-    the row, as a mailbox's key and a webhook's secret do. Idempotent both ways."""
+    the row, as a mailbox's key and a webhook's secret do. The sealing is the code's and
+    ``reencrypt_secrets``' (below); this migration only gives a rollback its way back, and
+    runs twice to the same end."""
 
     dependencies = [
         ("intents", "0032_sendattempt_fillfactor"),
     ]
 
+    # Forward it changes nothing: sealing every secret for its row here made each unreadable to
+    # a process of the release before, which runs beside this one until the last host restarts
+    # (and again after a rollback), so every delivery it made failed. The new release reads both
+    # ways; ``reencrypt_secrets`` binds them once no old process is left (the contract step,
+    # DEPLOYMENT.md "Upgrading"). Backward it seals each for its tenant alone again, for a
+    # rollback: a database that ran this migration as first written, or reencrypt_secrets,
+    # gives the release before what it reads.
     operations = [
-        migrations.RunPython(bind_to_endpoint, bind_to_tenant, elidable=False),
+        migrations.RunPython(migrations.RunPython.noop, bind_to_tenant, elidable=False),
     ]

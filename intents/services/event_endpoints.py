@@ -233,14 +233,20 @@ def endpoint_rotate_secret(
 
 def endpoint_secrets_reseal_all() -> int:
     """Re-seal every endpoint's signing secret, and the previous one kept for its rotation's
-    grace, under the ring's first key (``reencrypt_secrets``); call inside the command's
-    transaction. Returns how many endpoints changed."""
+    grace, under the ring's first key and for its row (``reencrypt_secrets``): one sealed under
+    another key, or for its tenant alone as the release before intents 0033 sealed it (the
+    contract step of that change, once no process of that release is left; DEPLOYMENT.md
+    "Upgrading"). Call inside the command's transaction. Returns how many endpoints changed."""
     changed = 0
     for endpoint in AgentEventEndpoint.objects.select_for_update(no_key=True).order_by("pk"):
         fields = [
             field
             for field in ("secret_sealed", "previous_secret_sealed")
-            if getattr(endpoint, field) and needs_reseal(getattr(endpoint, field))
+            if getattr(endpoint, field)
+            and (
+                needs_reseal(getattr(endpoint, field))
+                or endpoint.sealed_for_tenant_only(getattr(endpoint, field))
+            )
         ]
         for field in fields:
             setattr(endpoint, field, endpoint.reseal_secret(getattr(endpoint, field)))
