@@ -165,7 +165,10 @@ NOT_AFTER_HORIZON = timedelta(days=366)
 def _check_not_after(not_after) -> None:
     if not_after is None:
         return
-    now = timezone.now()
+    # The database clock, which the sweep's expiry and approval's refusal read: this host's clock
+    # two minutes ahead refused a send-by time a minute away, two minutes behind it accepted one
+    # already passed.
+    now = db_now()
     if not_after <= now:
         raise errors.InvalidInput(
             "not_after_past", "not_after is already in the past.", "not_after"

@@ -6,8 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 
 from agent_api.mcp_tools import call_tool
+from config.clock import db_now
 from intents.models import ApiIdempotencyKey, Draft, DraftVersion, IntentEvent
 from tests.agent_api.conftest import draft_body
 
@@ -147,3 +149,45 @@ def test_the_mcp_tool_refuses_a_number_for_not_after_and_keeps_the_key(token_a, 
     corrected = {**arguments, "not_after": _soon().isoformat()}
     assert not call_tool(raw_token=token_a, name="create_draft", arguments=corrected).is_error
     assert Draft.objects.count() == 1
+
+
+# The web host's clock against the database's: the sweep expires a draft, and approval refuses
+# it, when not_after passes by the database clock (Now()); the check at creation read the web
+# host's clock, so a host two minutes ahead refused a send-by time one minute away as "in the
+# past", and one two minutes behind accepted, with a 201, a draft already dead.
+SKEW = timedelta(minutes=2)
+
+
+def test_not_after_a_minute_ahead_by_the_database_clock_is_accepted_on_a_host_ahead(
+    api, token_a, mailbox_a
+):
+    not_after = db_now() + timedelta(minutes=1)
+
+    with time_machine.travel(datetime.now(UTC) + SKEW):
+        created = api.post(
+            "/drafts",
+            draft_body(mailbox_a, not_after=not_after.isoformat()),
+            token=token_a,
+            key="a",
+        )
+
+    assert created.status_code == 201, created.json()
+    assert Draft.objects.get().not_after == not_after
+
+
+def test_not_after_passed_by_the_database_clock_is_refused_on_a_host_behind(
+    api, token_a, mailbox_a
+):
+    not_after = db_now() - timedelta(seconds=30)
+
+    with time_machine.travel(datetime.now(UTC) - SKEW):
+        refused = api.post(
+            "/drafts",
+            draft_body(mailbox_a, not_after=not_after.isoformat()),
+            token=token_a,
+            key="b",
+        )
+
+    assert refused.status_code == 422
+    assert refused.json()["code"] == "not_after_past"
+    assert Draft.objects.count() == 0
