@@ -368,4 +368,6 @@ CODED_IN = {"invitation.revoked": {"reason": INVITATION_REVOKED_WHY}}
 
 
 # The keys whose values are ISO times: shown in the reader's zone, like every time on the page.
-TIMES = {"expires_at"}
+# A deadline (draft.sla_warning, draft.sla_breached, draft.reopened), an undo window's end
+# (intent.undone) and a cleared send-by time showed as the stored UTC string.
+TIMES = {"expires_at", "due_at", "sla_due_at", "hold_until", "not_after_cleared"}
