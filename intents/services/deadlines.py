@@ -6,9 +6,10 @@ the draft replies to; a draft that is not a reply measures from its creation): t
 target, or the tenant's when the mailbox sets none. The warning window is the tenant's, or the
 last quarter of the target.
 
-These times coordinate people and guard no send, so they are measured on the application clock
-(hosts keep NTP time; minutes matter here, not milliseconds), unlike leases and the review expiry
-(``draft_expire_due``), which stay on the database clock and fail closed.
+The due time is computed, and the sweep compares it, on the database clock, like leases and the
+review expiry: computed on the web host's clock and compared with the sweeping host's, a skew
+between the two moved every warning and breach by its size (a web host ten minutes behind gave a
+five-minute target a due time already passed, breached by the next sweep).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models.functions import Now
-from django.utils import timezone
 
+from config.clock import db_now
 from intents.journal import journal
 from intents.models import Draft, IntentEvent
 from intents.policy import (
@@ -69,7 +70,7 @@ def _sweep_journal(draft: Draft, action: str, data: dict, reason: str = "") -> N
 def drafts_warn_due(*, batch: int = 500, now: datetime | None = None) -> int:
     """Journal once, for each pending draft entering its warning window, that its deadline is
     near. Safe on every cluster (SKIP LOCKED; the conditional UPDATE decides)."""
-    now = now or timezone.now()
+    now = now or db_now()
     with transaction.atomic():
         due = list(
             Draft.objects.select_for_update(skip_locked=True)
@@ -142,7 +143,7 @@ def drafts_escalate_due(*, batch: int = 200, now: datetime | None = None) -> int
     journaled once. Safe on every cluster at once: rows another sweep holds are skipped, the
     conditional UPDATE on ``sla_breached_at`` decides, and a role's round-robin takes its turn
     under the tenant's row lock."""
-    now = now or timezone.now()
+    now = now or db_now()
     breached = 0
     with transaction.atomic():
         due = list(

@@ -8,7 +8,6 @@ from datetime import timedelta
 
 from django.db import transaction
 from django.db.models.functions import Now
-from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from config.clock import db_now
@@ -124,10 +123,10 @@ def draft_create(
     provenance = _clean_provenance(provenance)
     _check_priority(priority)
     _check_not_after(not_after)
-    sla_due_at, sla_warn_at = deadline_times(tenant, mailbox, customer_at or timezone.now())
     with transaction.atomic():
         require_standing(tenant, agent_token)
         now = db_now()
+        sla_due_at, sla_warn_at = deadline_times(tenant, mailbox, customer_at or now)
         assignee = auto_assignee(mailbox)
         # After auto_assignee's FOR UPDATE of an auto-assigning mailbox: holding KEY SHARE first,
         # two drafts created at once would each wait for the other's.

@@ -9,7 +9,6 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models.functions import Now
-from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from config.clock import db_now
@@ -76,7 +75,7 @@ def draft_reopen(*, tenant, draft_id, actor, reason, from_intent: int | None = N
         now = db_now()
         version = reopen_as_new_version(tenant, draft, source, now)
         not_after_cleared = _clear_passed_not_after(draft, now)
-        sla_due_at = _restart_deadline(tenant, draft)
+        sla_due_at = _restart_deadline(tenant, draft, now)
         journal(
             tenant=tenant,
             draft=draft,
@@ -260,13 +259,13 @@ def reopen_as_new_version(tenant, draft: Draft, source: DraftVersion, now) -> Dr
     return version
 
 
-def _restart_deadline(tenant, draft: Draft):
+def _restart_deadline(tenant, draft: Draft, now):
     """A fresh deadline (SLA) for a reopened draft, measured from the reopen: a new review round.
     Keeping the first one escalated the draft at the next sweep whenever it had passed, often the
     case for a send that failed or waited for a person. Earlier warning, breach and escalation
     marks go with it (the journal keeps them), so the new round warns and escalates again.
-    The application clock, as at creation (``intents.services.deadlines``)."""
-    sla_due_at, sla_warn_at = deadline_times(tenant, draft.mailbox, timezone.now())
+    ``now``: the database clock, as at creation (``intents.services.deadlines``)."""
+    sla_due_at, sla_warn_at = deadline_times(tenant, draft.mailbox, now)
     Draft.objects.filter(pk=draft.pk).update(
         sla_due_at=sla_due_at,
         sla_warn_at=sla_warn_at,

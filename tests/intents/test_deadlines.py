@@ -1,14 +1,20 @@
 """Deadlines (SLA): the due time fixed at creation, the warning, the breach and the escalation,
-driven by the sweep at the configured times (time-machine moves the application clock)."""
+driven by the sweep at the configured times. The sweep reads the database clock, which no test
+can move: ``_database_clock_at`` moves the drafts' deadlines back instead, for as long as it
+lasts."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from django.db.models import F
 from django.utils import timezone
 
+from config.clock import db_now
 from intents import services
 from intents.models import Draft, IntentEvent
 from intents.selectors.queue import QueueFilter, draft_queue
@@ -29,6 +35,20 @@ def _actions(draft) -> list[str]:
         .order_by("id")
         .values_list("action", flat=True)
     )
+
+
+@contextmanager
+def _database_clock_at(moment: datetime) -> Iterator[None]:
+    """As if the database clock read ``moment``: every draft's deadline and warning time move
+    back by the difference, and forward again after."""
+    shift = moment - db_now()
+    Draft.objects.update(sla_due_at=F("sla_due_at") - shift, sla_warn_at=F("sla_warn_at") - shift)
+    try:
+        yield
+    finally:
+        Draft.objects.update(
+            sla_due_at=F("sla_due_at") + shift, sla_warn_at=F("sla_warn_at") + shift
+        )
 
 
 def _set(tenant, **fields):
@@ -54,21 +74,21 @@ def test_warning_breach_and_escalation_happen_at_their_times_once_each(
     assert due - draft.created_at == pytest.approx(timedelta(minutes=60), abs=timedelta(seconds=5))
     assert draft.sla_warn_at == due - timedelta(minutes=15)
 
-    with time_machine.travel(draft.sla_warn_at - SECOND, tick=False):
+    with _database_clock_at(draft.sla_warn_at - SECOND):
         sweep_once()
     assert _actions(draft) == ["draft.handed"]
-    with time_machine.travel(draft.sla_warn_at + SECOND, tick=False):
+    with _database_clock_at(draft.sla_warn_at + SECOND):
         sweep_once()
         sweep_once()
     assert _actions(draft) == ["draft.handed", "draft.sla_warning"]
 
-    with time_machine.travel(due - SECOND, tick=False):
+    with _database_clock_at(due - SECOND):
         sweep_once()
     draft.refresh_from_db()
     assert draft.sla_breached_at is None and draft.escalated_at is None
     assert draft.assignee == approver
 
-    with time_machine.travel(due + SECOND, tick=False):
+    with _database_clock_at(due + SECOND):
         sweep_once()
         sweep_once()
     assert _actions(draft) == [
@@ -136,7 +156,7 @@ def test_escalation_to_a_role_goes_round_robin_among_present_members(
     admins = [member_of(tenant_a, "admin").user for _ in range(2)]
     member_of(tenant_a, "admin", is_away=True)
     drafts = [new_draft() for _ in range(3)]
-    with time_machine.travel(timezone.now() + timedelta(minutes=5, seconds=5), tick=False):
+    with _database_clock_at(db_now() + timedelta(minutes=5, seconds=5)):
         assert deadlines.drafts_escalate_due() == 3
     holders = [Draft.objects.get(pk=d.pk).assignee for d in drafts]
     assert holders == [admins[0], admins[1], admins[0]]
@@ -150,10 +170,10 @@ def test_round_robin_takes_turns_when_drafts_fall_due_out_of_creation_order(
     _set(tenant_a, sla_minutes=5, escalate_to_role="admin")
     admins = [member_of(tenant_a, "admin").user for _ in range(3)]
     drafts = [new_draft() for _ in range(3)]
-    now = timezone.now()
+    now = db_now()
     for draft, minutes in zip(drafts, (2, 3, 1), strict=True):  # due: third, first, second
         Draft.objects.filter(pk=draft.pk).update(sla_due_at=now + timedelta(minutes=minutes))
-    with time_machine.travel(now + timedelta(minutes=5), tick=False):
+    with _database_clock_at(now + timedelta(minutes=5)):
         assert deadlines.drafts_escalate_due() == 3
 
     holders = {Draft.objects.get(pk=d.pk).assignee for d in drafts}
@@ -163,7 +183,7 @@ def test_round_robin_takes_turns_when_drafts_fall_due_out_of_creation_order(
 def test_breach_without_a_rule_is_counted_but_not_escalated(tenant_a, new_draft, approver):
     _set(tenant_a, sla_minutes=5)
     draft = new_draft()
-    with time_machine.travel(timezone.now() + timedelta(minutes=6), tick=False):
+    with _database_clock_at(db_now() + timedelta(minutes=6)):
         sweep_once()
     draft.refresh_from_db()
     assert draft.sla_breached_at is not None
@@ -188,7 +208,7 @@ def test_an_escalation_target_without_the_right_leaves_it_unassigned(
     narrow = member_of(tenant_a, "approver", approve_all_mailboxes=False).user
     _set(tenant_a, sla_minutes=5, escalate_to=narrow)
     draft = new_draft()
-    with time_machine.travel(timezone.now() + timedelta(minutes=6), tick=False):
+    with _database_clock_at(db_now() + timedelta(minutes=6)):
         sweep_once()
     draft.refresh_from_db()
     assert draft.escalated_at is not None
@@ -211,7 +231,7 @@ def test_a_named_target_who_can_no_longer_decide_is_passed_over_for_an_admin(
     admin = member_of(tenant_a, "admin").user
     escalation_member.memberships.filter(tenant=tenant_a).update(**lapse)
     draft = new_draft()
-    with time_machine.travel(timezone.now() + timedelta(minutes=6), tick=False):
+    with _database_clock_at(db_now() + timedelta(minutes=6)):
         sweep_once()
     draft.refresh_from_db()
     event = IntentEvent.objects.get(draft=draft, action="draft.escalated")
@@ -226,7 +246,7 @@ def test_many_sweeps_at_once_warn_and_escalate_each_draft_once(
 ):
     _set(tenant_a, sla_minutes=5, escalate_to=escalation_member)
     drafts = [new_draft() for _ in range(12)]
-    later = timezone.now() + timedelta(minutes=6)
+    later = db_now() + timedelta(minutes=6)
     warned = run_concurrently(lambda i: deadlines.drafts_warn_due(batch=5, now=later), 4)
     breached = run_concurrently(lambda i: deadlines.drafts_escalate_due(batch=5, now=later), 4)
     deadlines.drafts_warn_due(now=later)
@@ -243,7 +263,7 @@ def test_a_stale_row_is_not_warned_or_breached_twice(tenant_a, new_draft, escala
     _set(tenant_a, sla_minutes=5, escalate_to=escalation_member)
     draft = new_draft()
     stale = Draft.objects.select_related("mailbox").get(pk=draft.pk)
-    later = timezone.now() + timedelta(minutes=6)
+    later = db_now() + timedelta(minutes=6)
     assert deadlines._warn(stale, later) is True
     assert deadlines._warn(stale, later) is False
     assert deadlines._breach(tenant_a, stale, later) is True
@@ -267,7 +287,7 @@ def test_an_escalation_sweep_in_progress_does_not_hold_up_writes_that_name_the_t
     _set(tenant_a, sla_minutes=1, escalate_to=escalation_member)
     admin = member_of(tenant_a, "admin").user
     new_draft()
-    Draft.objects.update(sla_due_at=timezone.now() - SECOND)
+    Draft.objects.update(sla_due_at=db_now() - SECOND)
     written: list[object] = []
 
     def write_an_audit_row() -> None:
@@ -318,7 +338,7 @@ def test_a_reopened_draft_gets_a_fresh_deadline_from_the_reopen(
         escalated_to=escalation_member,
     )
     reopener = member_of(tenant_a, "admin").user
-    before = timezone.now()
+    before = db_now()
     services.draft_reopen(tenant=tenant_a, draft_id=draft.pk, actor=reopener, reason="again")
 
     draft.refresh_from_db()
@@ -333,8 +353,58 @@ def test_a_reopened_draft_gets_a_fresh_deadline_from_the_reopen(
 
     sweep_once()
     assert _actions(draft) == ["draft.approved", "draft.reopened"]
-    with time_machine.travel(draft.sla_due_at + SECOND, tick=False):
+    with _database_clock_at(draft.sla_due_at + SECOND):
         sweep_once()
     assert _actions(draft)[-3:] == ["draft.sla_warning", "draft.sla_breached", "draft.escalated"]
     draft.refresh_from_db()
     assert draft.assignee == escalation_member
+
+
+# A web host and a worker host whose clocks disagree: the due time was computed on the web
+# host's clock and compared with the sweeping host's, while created_at is the database's. Both
+# read the database clock now.
+SKEW = timedelta(minutes=10)
+
+
+def test_a_draft_created_on_a_host_behind_is_not_breached_at_once(tenant_a, new_draft):
+    _set(tenant_a, sla_minutes=5)
+    with time_machine.travel(datetime.now(UTC) - SKEW):
+        draft = new_draft()
+    assert draft.sla_due_at - draft.created_at == pytest.approx(
+        timedelta(minutes=5), abs=timedelta(seconds=5)
+    )
+    sweep_once()
+    draft.refresh_from_db()
+    assert (draft.sla_warned_at, draft.sla_breached_at) == (None, None)
+
+
+def test_a_sweep_on_a_host_ahead_does_not_breach_a_draft_before_its_time(tenant_a, new_draft):
+    _set(tenant_a, sla_minutes=5)
+    draft = new_draft()
+    with time_machine.travel(datetime.now(UTC) + SKEW):
+        assert deadlines.drafts_warn_due() == 0
+        assert deadlines.drafts_escalate_due() == 0
+    assert _actions(draft) == []
+
+
+def test_a_draft_reopened_on_a_host_behind_gets_its_deadline_from_the_database_clock(
+    tenant_a, new_draft, approver, member_of
+):
+    _set(tenant_a, sla_minutes=60)
+    draft = new_draft()
+    version = draft.versions.get()
+    intent = services.draft_approve(
+        tenant=tenant_a,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=version.content_hash,
+        actor=approver,
+    )
+    set_state(intent, "failed")
+    reopener = member_of(tenant_a, "admin").user
+    with time_machine.travel(datetime.now(UTC) - SKEW):
+        services.draft_reopen(tenant=tenant_a, draft_id=draft.pk, actor=reopener, reason="again")
+    draft.refresh_from_db()
+    assert draft.sla_due_at - db_now() == pytest.approx(
+        timedelta(minutes=60), abs=timedelta(seconds=5)
+    )
