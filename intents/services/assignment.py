@@ -3,8 +3,9 @@
 Ownership is coordination, not a lock: any approver may still decide a draft someone else holds
 (the pages say who holds it). A claim taken by hand lapses after CLAIM_DURATION unless the holder
 renews it (taking it again, opening or editing it); an assignment made for someone (handed,
-automatic, escalation) has no expiry. Claims are measured on the application clock, like the
-deadlines in ``intents.services.deadlines``: they coordinate people, they guard no send.
+automatic, escalation) has no expiry. Claims are measured on the database clock, like the
+deadlines in ``intents.services.deadlines``: set on the web host's clock and read on whichever
+host took over or swept, a skew between them moved every claim by its size.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models import Q
 from django.db.models.functions import Now
-from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from config.clock import db_now
 from intents import errors
 from intents.journal import journal
 from intents.models import Draft, IntentEvent
@@ -48,7 +49,7 @@ Assigned = Draft.AssignedHow
 def claim_lapsed(draft: Draft, now=None) -> bool:
     """True when the draft's holder took it by hand and did not renew the claim in time."""
     expires = draft.claim_expires_at
-    return expires is not None and expires <= (now or timezone.now())
+    return expires is not None and expires <= (now or db_now())
 
 
 def _require_approver(tenant, user, draft: Draft, *, who: str = "You") -> object:
@@ -101,7 +102,7 @@ def draft_take(*, tenant, draft_id, actor) -> Draft:
         draft = _lock_pending(tenant, draft_id)
         require_standing(tenant, None)
         _require_approver(tenant, actor, draft)
-        now = timezone.now()
+        now = db_now()
         previous = draft.assignee_id
         if previous == actor.pk and draft.claim_expires_at is None:
             return draft
@@ -140,7 +141,6 @@ def draft_claim_renew(*, tenant, draft_id, actor) -> bool:
     Only a running claim of this person moves, and only while they may still decide it (a holder
     made a viewer kept their claim alive by opening the page); nothing else changes, so nothing
     is journaled."""
-    now = timezone.now()
     held = (
         Draft.objects.filter(
             tenant=tenant,
@@ -148,7 +148,7 @@ def draft_claim_renew(*, tenant, draft_id, actor) -> bool:
             status=Draft.Status.PENDING,
             assignee=actor,
             assigned_how=Assigned.TAKEN,
-            claim_expires_at__gt=now,
+            claim_expires_at__gt=Now(),
         )
         .select_related("mailbox")
         .first()
@@ -160,8 +160,8 @@ def draft_claim_renew(*, tenant, draft_id, actor) -> bool:
         pk=held.pk,
         status=Draft.Status.PENDING,
         assignee=actor,
-        claim_expires_at__gt=now,
-    ).update(claim_expires_at=now + CLAIM_DURATION)
+        claim_expires_at__gt=Now(),
+    ).update(claim_expires_at=Now() + CLAIM_DURATION)
     return bool(changed)
 
 
@@ -248,8 +248,9 @@ def auto_assignee(mailbox: Mailbox):
 def drafts_release_lapsed_claims(*, batch: int = 500, now=None) -> int:
     """The sweep: claims nobody renewed go back to the queue ("Unassigned"). Safe on every
     cluster: rows another sweep holds are skipped; the conditional UPDATE decides."""
-    now = now or timezone.now()
-    return _release_holds(Q(claim_expires_at__lte=now), action="draft.claim_lapsed", batch=batch)
+    return _release_holds(
+        Q(claim_expires_at__lte=now or Now()), action="draft.claim_lapsed", batch=batch
+    )
 
 
 def drafts_release_undecidable_holds(*, batch: int = 500) -> int:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
 from django.utils import timezone
 
+from config.clock import db_now
 from intents import errors, services
 from intents.models import Draft, IntentEvent
 from intents.services.assignment import (
@@ -19,6 +20,11 @@ from mailboxes.models import Mailbox
 from tenants.models import User
 from tests.factories import make_local_mailbox
 from tests.intents.helpers import run_concurrently
+
+
+def _claim_ends_in(draft, left: timedelta) -> None:
+    """As if time passed: the claim ends ``left`` from now by the database clock, which decides."""
+    Draft.objects.filter(pk=draft.pk).update(claim_expires_at=db_now() + left)
 
 
 def _events(draft, action):
@@ -39,8 +45,8 @@ def test_take_records_the_holder_and_a_claim_with_expiry(tenant_a, new_draft, ap
 def test_taking_again_renews_without_a_second_journal_row(tenant_a, new_draft, approver):
     draft = new_draft()
     first = services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=approver)
-    with time_machine.travel(timezone.now() + timedelta(minutes=10)):
-        again = services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=approver)
+    _claim_ends_in(draft, CLAIM_DURATION - timedelta(minutes=10))
+    again = services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=approver)
     assert again.claim_expires_at > first.claim_expires_at
     assert len(_events(draft, "draft.taken")) == 1
 
@@ -80,8 +86,8 @@ def test_a_lapsed_claim_can_be_taken_over(tenant_a, new_draft, approver, member_
     other = member_of(tenant_a, "approver").user
     draft = new_draft()
     services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=other)
-    with time_machine.travel(timezone.now() + CLAIM_DURATION + timedelta(seconds=1)):
-        taken = services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=approver)
+    _claim_ends_in(draft, -timedelta(seconds=1))
+    taken = services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=approver)
     assert taken.assignee == approver
     assert _events(draft, "draft.taken")[-1].data["previous_holder"] == other.pk
 
@@ -90,10 +96,8 @@ def test_a_claim_just_before_it_lapses_still_holds(tenant_a, new_draft, approver
     other = member_of(tenant_a, "approver").user
     draft = new_draft()
     services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=other)
-    with (
-        time_machine.travel(timezone.now() + CLAIM_DURATION - timedelta(seconds=5)),
-        pytest.raises(errors.HeldByOther),
-    ):
+    _claim_ends_in(draft, timedelta(seconds=5))
+    with pytest.raises(errors.HeldByOther):
         services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=approver)
 
 
@@ -362,3 +366,49 @@ def test_a_holder_made_a_viewer_does_not_keep_the_claim_alive_by_opening_the_dra
 
     assert renewed is False
     assert Draft.objects.get(pk=draft.pk).claim_expires_at == before
+
+
+# Claims between hosts whose clocks disagree: the expiry was set on the web host's clock and
+# read on whichever host took over or swept, so a skew moved every claim by its size. The
+# database clock decides.
+SKEW = timedelta(minutes=10)
+
+
+def test_a_claim_taken_on_a_host_behind_runs_its_full_time(tenant_a, new_draft, approver):
+    draft = new_draft()
+    with time_machine.travel(datetime.now(UTC) - SKEW):
+        taken = services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=approver)
+    assert taken.claim_expires_at - db_now() == pytest.approx(
+        CLAIM_DURATION, abs=timedelta(seconds=5)
+    )
+
+
+def test_a_claim_renewed_on_a_host_behind_runs_its_full_time(tenant_a, new_draft, approver):
+    draft = new_draft()
+    services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=approver)
+    with time_machine.travel(datetime.now(UTC) - SKEW):
+        assert services.draft_claim_renew(tenant=tenant_a, draft_id=draft.pk, actor=approver)
+    assert Draft.objects.get(pk=draft.pk).claim_expires_at - db_now() == pytest.approx(
+        CLAIM_DURATION, abs=timedelta(seconds=5)
+    )
+
+
+def test_a_running_claim_is_not_taken_over_on_a_host_ahead(
+    tenant_a, new_draft, approver, member_of
+):
+    other = member_of(tenant_a, "approver").user
+    draft = new_draft()
+    services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=other)
+    with (
+        time_machine.travel(datetime.now(UTC) + CLAIM_DURATION + SKEW),
+        pytest.raises(errors.HeldByOther),
+    ):
+        services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=approver)
+
+
+def test_a_sweep_on_a_host_ahead_does_not_release_a_running_claim(tenant_a, new_draft, approver):
+    draft = new_draft()
+    services.draft_take(tenant=tenant_a, draft_id=draft.pk, actor=approver)
+    with time_machine.travel(datetime.now(UTC) + CLAIM_DURATION + SKEW):
+        assert drafts_release_lapsed_claims() == 0
+    assert Draft.objects.get(pk=draft.pk).assignee == approver
