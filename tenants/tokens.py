@@ -237,6 +237,10 @@ def token_authenticate(raw: str | None) -> AgentToken | None:
             # cost each request a statement of its own.
             "all_mailboxes",
         )
+        # The database's clock decides the expiry, as a write's recheck (token_standing) does:
+        # this host's clock let an expired token read for as long as the host lagged, and
+        # refused a live one on a host ahead. An annotation: no statement of its own.
+        .annotate(db_now=Now())
         .first()
     )
     # Compare against a dummy digest when the prefix is unknown, so an unknown prefix and a wrong
@@ -247,7 +251,7 @@ def token_authenticate(raw: str | None) -> AgentToken | None:
     now = timezone.now()
     if token.revoked_at is not None:
         return None
-    if token.expires_at is not None and token.expires_at <= now:
+    if token.expires_at is not None and token.expires_at <= token.db_now:
         return None
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
         # Conditional: this UPDATE waits for a revocation in flight and then matches nothing, so

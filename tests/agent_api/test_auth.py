@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
@@ -12,6 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from agent_api.mcp_tools import call_tool
+from config.clock import db_now
 from intents import tasks
 from intents.models import ApiIdempotencyKey, ApiRateWindow, Draft
 from tenants.models import AgentToken
@@ -128,11 +129,38 @@ def test_expired_token_is_401(api, make_token, tenant_a, mailbox_a):
     token = make_token(tenant_a, expires_at=timezone.now() + timedelta(hours=1))
     before = api.get("/mailboxes", token=token)
 
-    with time_machine.travel(timezone.now() + timedelta(hours=1, seconds=1)):
-        after = api.get("/mailboxes", token=token)
+    AgentToken.objects.update(expires_at=db_now() - timedelta(seconds=1))
+    after = api.get("/mailboxes", token=token)
 
     assert before.status_code == 200
     assert after.status_code == 401
+
+
+# The expiry is the database's clock's call, as a write's recheck (token_standing) makes it: a
+# request authenticated on the web host's clock let an expired token read for as long as that
+# host lagged, and refused a live one on a host ahead.
+SKEW = timedelta(minutes=10)
+
+
+def test_a_token_expired_by_the_database_clock_is_refused_on_a_host_behind(
+    api, make_token, tenant_a, mailbox_a
+):
+    token = make_token(tenant_a, expires_at=db_now() + timedelta(hours=1))
+    AgentToken.objects.update(expires_at=db_now() - timedelta(seconds=1))
+
+    with time_machine.travel(datetime.now(UTC) - SKEW):
+        response = api.get("/mailboxes", token=token)
+
+    assert response.status_code == 401
+
+
+def test_a_live_token_is_let_in_on_a_host_ahead(api, make_token, tenant_a, mailbox_a):
+    token = make_token(tenant_a, expires_at=db_now() + timedelta(minutes=1))
+
+    with time_machine.travel(datetime.now(UTC) + SKEW):
+        response = api.get("/mailboxes", token=token)
+
+    assert response.status_code == 200
 
 
 def test_missing_scope_is_403(api, make_token, tenant_a, mailbox_a):
