@@ -25,7 +25,7 @@ from django.db.models import (
     TextField,
     Value,
 )
-from django.utils import timezone
+from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
 from intents.errors import InvalidInput
@@ -170,11 +170,12 @@ def _filtered(qs: QuerySet[QueueRow], f: QueueFilter) -> QuerySet[QueueRow]:
         qs = qs.filter(mailbox_id=f.mailbox)
     if f.agent:
         qs = qs.filter(agent_token_id=f.agent)
-    now = timezone.now()
+    # The database's clock, which set created_at and the review deadline: this host's clock moved
+    # drafts into "over 1 h" or "due within 2 h" by its skew.
     if f.age in ("1h", "4h", "24h"):
-        qs = qs.filter(created_at__lte=now - timedelta(hours=int(f.age[:-1])))
+        qs = qs.filter(created_at__lte=Now() - timedelta(hours=int(f.age[:-1])))
     elif f.age == "due":
-        qs = qs.filter(review_deadline__lte=now + timedelta(hours=2))
+        qs = qs.filter(review_deadline__lte=Now() + timedelta(hours=2))
     if f.warnings:
         # A Q, not a keyword: to_check is an annotation only some callers add.
         qs = qs.filter(Q(to_check=True))
