@@ -26,6 +26,23 @@ EVENT_TYPES = frozenset(
     }
 )
 
+# Labels a key reads only with its permission, and lists only when asked (`include_<label>`):
+# out of its sight a message carrying one is `404 not_found` (docs errors.mdx#not_found,
+# permissions.mdx; reference §2.4, §4.2, §7.3). Mail that failed a filter carries the label of
+# the event it is announced by (`message.received.unauthenticated` → `unauthenticated`,
+# webhooks-events.mdx), and a webhook for that event needs the same permission.
+RESTRICTED_LABELS = {
+    "spam": "label_spam_read",
+    "blocked": "label_blocked_read",
+    "unauthenticated": "label_unauthenticated_read",
+    "trash": "label_trash_read",
+}
+RESTRICTED_EVENT_LABELS = {
+    "message.received.spam": "spam",
+    "message.received.blocked": "blocked",
+    "message.received.unauthenticated": "unauthenticated",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Identity:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from ..errors import ApiError
-from ..records import iso
+from ..records import RESTRICTED_LABELS, iso
 from ..store import Store
 from .call import Call, Reply
 from .fields import query_list
-from .scope import listing, paging, perm, scope_inbox
+from .scope import allowed, listing, paging, perm, scope_inbox
 
 LIST_ITEM_DROPPED = ("reply_to", "text", "html", "extracted_text", "extracted_html")
 
@@ -20,6 +20,7 @@ def list_messages(store: Store, call: Call) -> Reply:
     page = store.messages.page(
         inbox_id=inbox["inbox_id"],
         labels=labels,
+        hidden=_hidden_labels(call),
         limit=limit,
         token=token,
         asc=asc,
@@ -28,6 +29,27 @@ def list_messages(store: Store, call: Call) -> Reply:
     )
     page.items = [{k: v for k, v in m.items() if k not in LIST_ITEM_DROPPED} for m in page.items]
     return listing("messages", page, limit)
+
+
+def _hidden_labels(call: Call) -> list[str]:
+    """The restricted labels a listing leaves out: all but those asked for with
+    `include_<label>=true` by a key that may read them."""
+    return [
+        label
+        for label, flag in RESTRICTED_LABELS.items()
+        if (call.q(f"include_{label}") or "").lower() != "true" or not allowed(call, flag)
+    ]
+
+
+def visible_message(call: Call, message: dict | None) -> dict | None:
+    """`message`, or None when it carries a restricted label the caller's key may not read."""
+    if message is None:
+        return None
+    for label in message.get("labels", []):
+        flag = RESTRICTED_LABELS.get(label)
+        if flag is not None and not allowed(call, flag):
+            return None
+    return message
 
 
 def _label_filter(store: Store, call: Call) -> list[str]:
@@ -44,7 +66,9 @@ def _label_filter(store: Store, call: Call) -> list[str]:
 def get_message(store: Store, call: Call) -> Reply:
     inbox = scope_inbox(store, call)
     perm(call, "message_read")
-    message = store.messages.get(inbox["inbox_id"], call.params["message_id"])
+    message = visible_message(
+        call, store.messages.get(inbox["inbox_id"], call.params["message_id"])
+    )
     if message is None:
         raise ApiError.not_found("Message")
     return Reply.json(200, message)
@@ -59,7 +83,9 @@ def get_attachment(store: Store, call: Call) -> Reply:
     a `download_url` that serves the bytes without credentials, as AgentMail's presigned URL."""
     inbox = scope_inbox(store, call)
     perm(call, "message_read")
-    message = store.messages.get(inbox["inbox_id"], call.params["message_id"])
+    message = visible_message(
+        call, store.messages.get(inbox["inbox_id"], call.params["message_id"])
+    )
     if message is None:
         raise ApiError.not_found("Message")
     attachment_id = call.params["attachment_id"]

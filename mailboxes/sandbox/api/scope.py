@@ -10,9 +10,14 @@ from ..store import Store
 from .call import Call, Reply
 
 
-def perm(call: Call, flag: str) -> None:
+def allowed(call: Call, flag: str) -> bool:
+    """Whether the caller's key holds `flag`: no `permissions` whitelist means all of them."""
     permissions = call.who.permissions
-    if permissions is not None and not permissions.get(flag):
+    return permissions is None or bool(permissions.get(flag))
+
+
+def perm(call: Call, flag: str) -> None:
+    if not allowed(call, flag):
         raise ApiError(403, "missing_permission", "Forbidden")
 
 

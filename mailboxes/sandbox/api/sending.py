@@ -23,6 +23,7 @@ from .fields import (
     string_map,
     unique,
 )
+from .messages import visible_message
 from .scope import perm, scope_inbox
 
 
@@ -58,7 +59,9 @@ def _send(store: Store, call: Call, route: str) -> Reply:
     body = call.json()
     source = None
     if route != "send":
-        source = store.messages.get(inbox["inbox_id"], call.params["message_id"])
+        source = visible_message(
+            call, store.messages.get(inbox["inbox_id"], call.params["message_id"])
+        )
         if source is None:
             raise ApiError.not_found("Message")
     message, files = compose(store, inbox, route, body, source)

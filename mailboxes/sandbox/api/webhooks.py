@@ -7,10 +7,11 @@ import re
 from typing import Any
 
 from ..errors import ApiError
+from ..records import RESTRICTED_EVENT_LABELS, RESTRICTED_LABELS
 from ..store import Store
 from .call import Call, Reply
 from .fields import client_id_of, event_types, str_list, string_map
-from .scope import listing, paging, perm, scope_inbox, scope_pod
+from .scope import allowed, listing, paging, perm, scope_inbox, scope_pod
 
 
 def _visible(store: Store, call: Call, hook: dict) -> bool:
@@ -44,6 +45,16 @@ def _hook(store: Store, call: Call) -> dict:
     return hook
 
 
+def _readable(call: Call, types: list[str]) -> list[str]:
+    """`types`, refused with 403 if one announces mail the caller's key may not read (a missing
+    `label_*_read`, docs permissions.mdx), in the legacy `<permission> is forbidden` form."""
+    for event_type in types:
+        label = RESTRICTED_EVENT_LABELS.get(event_type)
+        if label is not None and not allowed(call, RESTRICTED_LABELS[label]):
+            raise ApiError(403, "missing_permission", f"{RESTRICTED_LABELS[label]} is forbidden")
+    return types
+
+
 def create_webhook(store: Store, call: Call) -> Reply:
     owner: dict[str, str] = {}
     if "pod_id" in call.params:
@@ -57,7 +68,7 @@ def create_webhook(store: Store, call: Call) -> Reply:
     url = body.get("url")
     if not isinstance(url, str) or not re.match(r"https?://", url):
         raise ApiError.validation("url must be an http(s) URL", ["url"])
-    types = event_types(body.get("event_types"))
+    types = _readable(call, event_types(body.get("event_types")))
     if not types:
         raise ApiError.validation("At least one event type is required", ["event_types"])
     spec: dict[str, Any] = {"url": url, "event_types": types}
@@ -97,7 +108,7 @@ def update_webhook(store: Store, call: Call) -> Reply:
     perm(call, "webhook_update")
     hook = _hook(store, call)
     body = call.json()
-    types = event_types(body.get("event_types"))
+    types = _readable(call, event_types(body.get("event_types")))
     if types:
         hook["event_types"] = types
     for name in ("pod_ids", "inbox_ids"):

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from ..errors import ApiError
-from ..records import Page, as_list, dumps, iso, parse_time, set_body
+from ..records import RESTRICTED_EVENT_LABELS, Page, as_list, dumps, iso, parse_time, set_body
 from .core import Core, Resource
 from .events import Events
 
@@ -39,6 +39,7 @@ class Messages(Resource):
         *,
         inbox_id: str,
         labels: list[str],
+        hidden: list[str],
         limit: int,
         token: str | None,
         asc: bool,
@@ -50,6 +51,11 @@ class Messages(Resource):
         for label in labels:
             where.append(
                 "seq IN (SELECT message_seq FROM message_labels WHERE inbox_id=? AND label=?)"
+            )
+            params.extend([inbox_id, label])
+        for label in hidden:
+            where.append(
+                "seq NOT IN (SELECT message_seq FROM message_labels WHERE inbox_id=? AND label=?)"
             )
             params.extend([inbox_id, label])
         # In the query, not on the page: a page must not come back short (or empty, with a
@@ -192,6 +198,9 @@ class Messages(Resource):
         thread_id, references = self._thread_of(inbox["inbox_id"], in_reply_to)
         thread_id = thread_id or str(uuid.uuid4())
         labels = ["received", "unread", *spec.get("labels", [])]
+        filtered = RESTRICTED_EVENT_LABELS.get(spec.get("event_type") or "")
+        if filtered:
+            labels.append(filtered)
         doc: dict[str, Any] = {
             "inbox_id": inbox["inbox_id"],
             "thread_id": thread_id,
