@@ -61,6 +61,19 @@ def escalation_member(tenant_a, member_of):
     return member_of(tenant_a, "approver", user__full_name="Esme Escalation").user
 
 
+def _approved_then_failed(tenant, draft, approver) -> Draft:
+    """``draft`` approved at its first version, and its send failed: a draft to reopen."""
+    intent = services.draft_approve(
+        tenant=tenant,
+        draft_id=draft.pk,
+        version=1,
+        content_hash=draft.versions.get().content_hash,
+        actor=approver,
+    )
+    set_state(intent, "failed")
+    return draft
+
+
 def test_warning_breach_and_escalation_happen_at_their_times_once_each(
     tenant_a, new_draft, approver, escalation_member, member_of
 ):
@@ -318,16 +331,7 @@ def test_a_reopened_draft_gets_a_fresh_deadline_from_the_reopen(
     with a new deadline measured from it, and any earlier warning, breach or escalation marks
     cleared (the journal keeps them)."""
     _set(tenant_a, sla_minutes=60, sla_warning_minutes=15, escalate_to=escalation_member)
-    draft = new_draft()
-    version = draft.versions.get()
-    intent = services.draft_approve(
-        tenant=tenant_a,
-        draft_id=draft.pk,
-        version=1,
-        content_hash=version.content_hash,
-        actor=approver,
-    )
-    set_state(intent, "failed")
+    draft = _approved_then_failed(tenant_a, new_draft(), approver)
     past = timezone.now() - timedelta(hours=2)
     Draft.objects.filter(pk=draft.pk).update(
         sla_due_at=past,
@@ -391,16 +395,7 @@ def test_a_draft_reopened_on_a_host_behind_gets_its_deadline_from_the_database_c
     tenant_a, new_draft, approver, member_of
 ):
     _set(tenant_a, sla_minutes=60)
-    draft = new_draft()
-    version = draft.versions.get()
-    intent = services.draft_approve(
-        tenant=tenant_a,
-        draft_id=draft.pk,
-        version=1,
-        content_hash=version.content_hash,
-        actor=approver,
-    )
-    set_state(intent, "failed")
+    draft = _approved_then_failed(tenant_a, new_draft(), approver)
     reopener = member_of(tenant_a, "admin").user
     with time_machine.travel(datetime.now(UTC) - SKEW):
         services.draft_reopen(tenant=tenant_a, draft_id=draft.pk, actor=reopener, reason="again")
