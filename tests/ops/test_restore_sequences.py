@@ -11,7 +11,6 @@ import psycopg
 import pytest
 
 from tests import dbtemplate
-from tests.ops.test_cli_unmigrated import unmigrated  # noqa: F401 (fixture)
 from tests.ops.test_docs import DEPLOYMENT
 
 
@@ -21,7 +20,7 @@ def _step_three() -> str:
 
 
 @pytest.mark.parametrize("unmigrated", ["one-migration-behind"], indirect=True)
-def test_the_guides_sql_moves_the_sequences_of_tables_with_no_rows(unmigrated):  # noqa: F811
+def test_the_guides_sql_moves_the_sequences_of_tables_with_no_rows(unmigrated):
     with psycopg.connect(dbtemplate.admin_url(unmigrated), autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM intents_sendintent").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM intents_draft").fetchone() == (0,)
