@@ -61,8 +61,10 @@
         if (box) box.checked = !box.checked; else handled = false;
         break;
       }
-      case "a": handled = click("[data-approve]"); break;
-      case "n": handled = click("[data-approve-next]"); break;
+      // Only a button that names its key: a broadcast's page has an Approve button too, and
+      // "a" there approved a send to its whole list (the shortcut list says "on the draft page").
+      case "a": handled = click("[data-approve][data-key=a]"); break;
+      case "n": handled = click("[data-approve-next][data-key=n]"); break;
       case "e": handled = click("[data-edit]"); break;
       case "r": {
         var reason = document.querySelector("[data-reject-reason]");
