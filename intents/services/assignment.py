@@ -176,14 +176,38 @@ def _require_holder_or_admin(draft: Draft, actor, membership) -> None:
     )
 
 
-def draft_hand(*, tenant, draft_id, actor, to_user) -> Draft:
-    """Hand a draft to a colleague who may review its mailbox (an assignment with no expiry)."""
+# A release or hand-over that names no holder seen (no page asked: a command, a test).
+UNSEEN = object()
+
+
+def _require_holder_seen(draft: Draft, actor, holder_seen: int | object | None) -> None:
+    """Refused when the draft now has a holder other than the one the person's page showed
+    (``holder_seen``: that holder's id, None for nobody; ``UNSEEN`` when no page asked). An
+    admin's Release or Hand over from a page that named Ben passed on Cara's work, which she
+    took since: the admin decided about a hold they never saw."""
+    if holder_seen is UNSEEN or draft.assignee_id in (None, holder_seen, actor.pk):
+        return
+    raise errors.HeldByOther(
+        message=_(
+            "%(name)s holds this draft now, not the holder your page showed: nothing was "
+            "changed. Look again, then decide."
+        )
+        % {"name": _holder_name(draft)}
+    )
+
+
+def draft_hand(
+    *, tenant, draft_id, actor, to_user, holder_seen: int | object | None = UNSEEN
+) -> Draft:
+    """Hand a draft to a colleague who may review its mailbox (an assignment with no expiry).
+    ``holder_seen``: see ``_require_holder_seen``."""
     tenant = active_tenant(tenant)
     with transaction.atomic():
         draft = _lock_pending(tenant, draft_id)
         require_standing(tenant, None)
         membership = _require_approver(tenant, actor, draft)
         _require_holder_or_admin(draft, actor, membership)
+        _require_holder_seen(draft, actor, holder_seen)
         if to_user is None:
             raise errors.InvalidInput("member_required", _("Choose whom to hand it to."), "to")
         if active_membership(tenant=tenant, user=to_user) is None:
@@ -210,8 +234,9 @@ def draft_hand(*, tenant, draft_id, actor, to_user) -> Draft:
     return draft
 
 
-def draft_release(*, tenant, draft_id, actor) -> Draft:
-    """Give a held draft back to the queue (the holder, or an admin for anyone's)."""
+def draft_release(*, tenant, draft_id, actor, holder_seen: int | object | None = UNSEEN) -> Draft:
+    """Give a held draft back to the queue (the holder, or an admin for anyone's).
+    ``holder_seen``: see ``_require_holder_seen``."""
     tenant = active_tenant(tenant)
     with transaction.atomic():
         draft = _lock_pending(tenant, draft_id)
@@ -220,6 +245,7 @@ def draft_release(*, tenant, draft_id, actor) -> Draft:
         if draft.assignee_id is None:
             raise errors.NotHolder(message=_("Nobody holds this draft."))
         _require_holder_or_admin(draft, actor, membership)
+        _require_holder_seen(draft, actor, holder_seen)
         previous = draft.assignee_id
         Draft.objects.filter(pk=draft.pk).update(**UNHELD, updated_at=Now())
         _journal(tenant, draft, "draft.released", actor, {"previous_holder": previous})

@@ -11,6 +11,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from intents import errors, services
+from intents.services.assignment import UNSEEN
 from review.views.common import draft_or_404, left_review
 from tenants import services as tenant_services
 from tenants.access import DECIDERS, TenantRequest, tenant_view
@@ -22,6 +23,16 @@ def _back(request: TenantRequest, draft_id: int) -> HttpResponse:
     if request.POST.get("back") == "queue":
         return redirect("tenant_home", request.tenant.slug)
     return redirect("draft", request.tenant.slug, draft_id)
+
+
+def _holder_seen(request: TenantRequest) -> int | object | None:
+    """The holder the page showed (its form's ``holder``: a user id, empty for nobody); a post
+    without the field (not one of the page's) names none. Anything else reads as nobody, which
+    refuses passing on anyone's hold."""
+    if "holder" not in request.POST:
+        return UNSEEN
+    raw = request.POST["holder"]
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 19 else None
 
 
 def _run(request: TenantRequest, draft_id: int, action, done: str, **kwargs) -> HttpResponse:
@@ -48,7 +59,13 @@ def draft_take(request: TenantRequest, draft_id: int) -> HttpResponse:
 @tenant_view(roles=DECIDERS)
 @require_POST
 def draft_release(request: TenantRequest, draft_id: int) -> HttpResponse:
-    return _run(request, draft_id, services.draft_release, _("Released: the draft is unassigned."))
+    return _run(
+        request,
+        draft_id,
+        services.draft_release,
+        _("Released: the draft is unassigned."),
+        holder_seen=_holder_seen(request),
+    )
 
 
 @tenant_view(roles=DECIDERS)
@@ -76,6 +93,7 @@ def draft_hand(request: TenantRequest, draft_id: int) -> HttpResponse:
         services.draft_hand,
         _("Handed to %(name)s.") % {"name": name},
         to_user=membership.user,
+        holder_seen=_holder_seen(request),
     )
 
 
