@@ -29,7 +29,7 @@ from django.utils.translation import gettext as _
 
 from common.addresses import same_recipient_key
 from intents.hashing import content_hash as message_content_hash
-from intents.policy import normalize_address, own_mailbox_refusal
+from intents.policy import is_own_address, normalize_address, own_mailbox_refusal
 from mailboxes.headers import line_break_in
 
 MAX_VARIABLES = 50
@@ -275,7 +275,7 @@ def clean_recipients(
         if (problem := _duplicate(row, written, address, seen)) is not None:
             total += _keep(errors, [problem])
             continue
-        if address == own:
+        if own is not None and is_own_address(address, own):
             total += _keep(errors, [RowError(row, "address", own_mailbox_refusal(address))])
             continue
         variables, problems = _row_variables(row, raw_variables, used, in_subject, in_url)

@@ -82,7 +82,7 @@ def recipient_problems(
             problems.append(RecipientProblem(str(raw), "invalid", str(exc)))
             continue
         normalized.append(address)
-        if address == own_address(mailbox):
+        if is_own_address(address, own_address(mailbox)):
             problems.append(RecipientProblem(address, "own_mailbox", own_mailbox_refusal(address)))
         elif not mailbox.allows_recipient(address):
             problems.append(RecipientProblem(address, "not_allowed", _outside(mailbox, address)))
@@ -118,6 +118,24 @@ def own_address(mailbox: Mailbox) -> str:
         return mailbox.address.lower()
 
 
+# RFC 5233's sub-address separator: "support+anything@" is "support@" to a server that honours
+# it. An inbox's username cannot hold it (``mailboxes.provisioning.USERNAME_RE``).
+SUB_ADDRESS_SEPARATOR = "+"
+
+
+def is_own_address(address: str, own: str) -> bool:
+    """Whether ``address`` (normal form) names the sending inbox ``own`` (``own_address``): the
+    address itself or a sub-address of it ("support+x@" for "support@"). AgentMail documents no
+    sub-address routing, but a server that honours it delivers such a message into the inbox (a
+    mail loop), and one that does not bounces it: either way no reply needs it, and no other
+    mailbox of ours can have that address."""
+    if address == own:
+        return True
+    local, _at, domain = address.rpartition("@")
+    own_local, _at, own_domain = own.rpartition("@")
+    return domain == own_domain and local.startswith(own_local + SUB_ADDRESS_SEPARATOR)
+
+
 def own_mailbox_refusal(address: str) -> str:
     # No allow-list entry lifts it: no reply needs it (the sent message is kept in the
     # inbox's thread), and AgentMail delivers it into the inbox as a new message, which may
@@ -149,7 +167,8 @@ _ROUTING_CLASS = r"[!\x25]"
 
 def recipient_breaks_policy_sql(*, address: str, tenant_id: str, mailbox_id: str) -> str:
     """The SQL form of the rule ``recipient_problems`` applies to a valid address: true when it is
-    on the tenant's suppression list, or is the mailbox's own address, or when the mailbox is
+    on the tenant's suppression list, or is the mailbox's own address or a sub-address of it
+    (``is_own_address``), or when the mailbox is
     restricted and neither the address
     nor its domain (after the last "@") is allowed, or only its domain is and its local part
     routes onward, compared lower-cased as ``Mailbox.allows_recipient`` does. The arguments are
@@ -171,7 +190,18 @@ def recipient_breaks_policy_sql(*, address: str, tenant_id: str, mailbox_id: str
       OR EXISTS (
         SELECT 1 FROM "{mailbox.db_table}" m
         WHERE m.{column(mailbox, "id")} = {mailbox_id}
-          AND lower(m.{column(mailbox, "address")}) = {addr}
+          AND (
+            lower(m.{column(mailbox, "address")}) = {addr}
+            OR (
+              substring({addr} from '[^@]*$')
+                = substring(lower(m.{column(mailbox, "address")}) from '[^@]*$')
+              AND starts_with(
+                substring({addr} from '^(.*)@[^@]*$'),
+                substring(lower(m.{column(mailbox, "address")}) from '^(.*)@[^@]*$')
+                  || '{SUB_ADDRESS_SEPARATOR}'
+              )
+            )
+          )
       )
       OR EXISTS (
         SELECT 1 FROM "{mailbox.db_table}" m

@@ -441,3 +441,59 @@ def test_a_forwarded_file_goes_back_to_its_sender_only():
     files = [("passport.pdf", "Ana <ana@x.test>"), ("terms.pdf", ""), ("id.pdf", "ben@x.test")]
     assert files_of_others(files, ["ben@x.test"]) == [("passport.pdf", "ana@x.test")]
     assert files_of_others(files, ["ana@x.test", "ben@x.test"]) == []
+
+
+@pytest.mark.parametrize(
+    "spelling", ["support.{slug}+x@agentmail.test", "SUPPORT.{slug}+Loop@AgentMail.TEST"]
+)
+@pytest.mark.parametrize("restricted", [True, False], ids=["restricted", "open"])
+def test_a_sub_address_of_the_sending_mailbox_is_its_own_address(
+    tenant_a, mailbox, spelling, restricted
+):
+    """support.a+x@... is the sending inbox with a tag: where a server honours sub-addresses
+    (RFC 5233) it lands in that inbox, which may start the agent again (a mail loop), and
+    AgentMail documents no such routing, so it is at best undeliverable. An inbox's username
+    cannot hold a "+" (``mailboxes.provisioning.USERNAME_RE``), so no other mailbox of ours is
+    ever refused by this. The exact address was refused, any tagged spelling taken."""
+    address = spelling.format(slug=tenant_a.slug)
+    domain = mailbox.address.partition("@")[2]
+    if restricted:
+        _restrict(mailbox, domains=[domain])
+
+    [problem] = recipient_problems(tenant=tenant_a, mailbox=mailbox, addresses=[address])
+
+    assert problem.code == "own_mailbox"
+    assert "is the sending mailbox's own address" in problem.message
+    assert _sql_says_breaks(tenant_a, mailbox, address) is True
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "support.{slug}x@agentmail.test",
+        "x+support.{slug}@agentmail.test",
+        "support.{slug}+x@other.test",
+    ],
+)
+def test_an_address_that_only_resembles_the_sending_mailbox_is_not_its_own(
+    tenant_a, mailbox, address
+):
+    address = address.format(slug=tenant_a.slug)
+
+    assert recipient_problems(tenant=tenant_a, mailbox=mailbox, addresses=[address]) == []
+    assert _sql_says_breaks(tenant_a, mailbox, address) is False
+
+
+def test_another_mailbox_of_the_tenant_and_another_tenants_are_recipients_like_any(
+    tenant_a, tenant_b, mailbox
+):
+    """Deliberate: a mailbox writes to its tenant's other mailboxes (a case handed from sales to
+    support) and to another tenant's (to us it is an address like any other, and refusing it
+    would tell one tenant which addresses are another's). Each such message is approved by a
+    person, so no loop runs unattended; only the sending inbox itself is refused."""
+    sibling = make_local_mailbox(tenant_a, username="sales")
+    elsewhere = make_local_mailbox(tenant_b)
+    addresses = [sibling.address, f"sales.{tenant_a.slug}+x@agentmail.test", elsewhere.address]
+
+    assert recipient_problems(tenant=tenant_a, mailbox=mailbox, addresses=addresses) == []
+    assert not any(_sql_says_breaks(tenant_a, mailbox, a) for a in addresses)

@@ -56,3 +56,17 @@ def test_a_replacement_naming_the_sending_mailbox_is_refused_too(live):
 
     [row] = refused.value.rows
     assert (row.row, row.field) == (1, "address")
+
+
+def test_a_sub_address_of_the_sending_mailbox_is_refused_as_its_row(live):
+    """support+x@ is the sending inbox with a tag (``intents.policy.is_own_address``): refused
+    as the exact address is, not posted for an approver to pass."""
+    local, _, domain = live.mailbox.address.partition("@")
+
+    with pytest.raises(errors.BroadcastRowsInvalid) as refused:
+        create(live, recipients=[*people(1), _own_row(live, f"{local.upper()}+news@{domain}")])
+
+    [row] = refused.value.rows
+    assert (row.row, row.field) == (2, "address")
+    assert "is the sending mailbox's own address" in row.message
+    assert SendIntent.objects.count() == 0
