@@ -234,17 +234,22 @@ class AgentTokenAuth(HttpBearer):
         return agent_token
 
 
+def tenant_suspended() -> ApiProblem:
+    """403 for a token whose tenant is suspended: every route, tool call and tool listing."""
+    return ApiProblem(
+        403,
+        "tenant_suspended",
+        "This tenant is suspended; the API is closed for it.",
+        title="Tenant suspended",
+    )
+
+
 def check_token(agent_token: AgentToken, scope: str, *, count: bool = True) -> None:
     """What an authenticated token may do, for the JSON API and the MCP tools alike: its tenant
     is active (403), it holds ``scope`` (403), it is within its rate (429; unless ``count`` is
     False, for a tool call whose HTTP request the MCP server has already counted)."""
     if not agent_token.tenant.is_active:
-        raise ApiProblem(
-            403,
-            "tenant_suspended",
-            "This tenant is suspended; the API is closed for it.",
-            title="Tenant suspended",
-        )
+        raise tenant_suspended()
     if scope not in agent_token.scopes:
         raise ApiProblem(
             403,

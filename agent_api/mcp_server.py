@@ -38,14 +38,15 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
-from agent_api.auth import MAX_BODY_BYTES, check_request_rate
+from agent_api.auth import MAX_BODY_BYTES, check_request_rate, tenant_suspended
 from agent_api.errors import ApiProblem, problem_of
 from agent_api.idempotency import token_credential
-from agent_api.mcp_shape import App, Scope, body_guard, refuse_rate_limited
+from agent_api.mcp_shape import FORBIDDEN, App, Scope, body_guard, refuse_rate_limited
 from agent_api.mcp_tools import TOOLS, ToolAnswer, call_tool
 from config.perprocess import PerProcess
 from tenants.tokens import token_authenticate
@@ -94,7 +95,11 @@ class AgentTokenVerifier:
             scopes=list(agent_token.scopes),
             expires_at=int(expires_at.timestamp()) if expires_at else None,
             # What ``rate_guard`` counts the request against, without a second look-up.
-            claims={"token_id": agent_token.pk, "tenant_id": agent_token.tenant_id},
+            claims={
+                "token_id": agent_token.pk,
+                "tenant_id": agent_token.tenant_id,
+                "tenant_active": agent_token.tenant.is_active,
+            },
         )
 
 
@@ -171,7 +176,12 @@ async def _list_tools(ctx, params) -> types.ListToolsResult:
     picks tools from this list, and a read-only token offered every write tool tried each one
     into a 403. Each call is still checked on its own (``mcp_tools``)."""
     access = get_access_token()
-    scopes = set(access.scopes) if access is not None else set()
+    if access is None or not (access.claims or {}).get("tenant_active"):
+        # A suspended tenant's token was offered every tool, each call then refused: it is
+        # refused here as every call is, with the API's problem document.
+        problem = problem_of(tenant_suspended())
+        raise MCPError(FORBIDDEN, f"{problem['title']}: {problem['detail']}", problem)
+    scopes = set(access.scopes)
     return types.ListToolsResult(tools=[tool for scope, tool in TOOL_LIST if scope in scopes])
 
 

@@ -80,6 +80,8 @@ INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
 # JSON-RPC leaves -32000 to -32099 to the server; the problem document in ``data`` says the rest.
 RATE_LIMITED = -32000
+# A request the token may not make at all (its tenant suspended), as the API's 403.
+FORBIDDEN = -32003
 # MCP's notifications all live under this prefix; a method outside it is a request.
 NOTIFICATION_PREFIX = "notifications/"
 

@@ -521,12 +521,15 @@ def test_a_key_used_on_the_json_api_is_not_replayed_to_a_tool(mcp_url, api, toke
 def test_a_suspended_tenants_token_is_refused(mcp_url, token_a, tenant_a, mailbox_a):
     type(tenant_a).objects.filter(pk=tenant_a.pk).update(status="suspended")
 
-    mailboxes, created = results(
-        mcp_url, token_a, ("list_mailboxes", {}), ("create_draft", draft_body(mailbox_a))
+    # Calls as a client that never lists would make them (listing is refused too: below).
+    mailboxes, created = (
+        rpc(mcp_url, token_a, tool_call(name, json.dumps(arguments))).json()["result"]
+        for name, arguments in (("list_mailboxes", {}), ("create_draft", draft_body(mailbox_a)))
     )
 
-    assert problem(mailboxes)["code"] == "tenant_suspended"
-    assert problem(created)["status"] == 403
+    assert mailboxes["isError"] is True
+    assert mailboxes["structuredContent"]["code"] == "tenant_suspended"
+    assert created["structuredContent"]["status"] == 403
     assert draft_count() == 0
 
 
@@ -738,3 +741,43 @@ def test_the_write_tools_refuse_outsiders_and_a_key_is_never_replayed_to_another
     assert Draft.objects.get(pk=draft_id).status == "pending"
     assert DraftVersion.objects.filter(draft_id=draft_id).count() == 1
     assert draft_count() == 2
+
+
+def test_a_suspended_tenants_token_is_listed_no_tool_and_told_why(mcp_url, token_a, tenant_a):
+    """tools/list offered every tool to a suspended tenant's token (each call then refused): a
+    model picks tools from that list. Nothing is listed; the error says why, with the API's
+    problem document."""
+    type(tenant_a).objects.filter(pk=tenant_a.pk).update(status="suspended")
+    listing = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+
+    answer = rpc(mcp_url, token_a, listing).json()
+
+    assert "result" not in answer
+    assert answer["error"]["data"]["code"] == "tenant_suspended"
+    assert "suspended" in answer["error"]["message"]
+    with pytest.raises(ExceptionGroup) as refused:
+        session(mcp_url, token_a)
+    assert refused.group_contains(MCPError, match="Tenant suspended")
+
+
+def test_tools_list_and_call_with_a_revoked_or_an_expired_token_are_401(
+    mcp_url, make_token, tenant_a
+):
+    revoked, expired = make_token(tenant_a), make_token(tenant_a)
+    token_revoke(
+        tenant=tenant_a,
+        token_id=AgentToken.objects.get(prefix=revoked.split("_")[1]).pk,
+        actor=None,
+    )
+    AgentToken.objects.filter(prefix=expired.split("_")[1]).update(expires_at="2020-01-01T00:00Z")
+    listing = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+
+    answers = [
+        rpc(mcp_url, token, body)
+        for token in (revoked, expired)
+        for body in (listing, tool_call("list_mailboxes", "{}"))
+    ]
+
+    assert [a.status_code for a in answers] == [401] * 4
+    assert all('error="invalid_token"' in a.headers["WWW-Authenticate"] for a in answers)
+    assert not any("tools" in a.text for a in answers)
