@@ -15,7 +15,7 @@ from intents.policy import normalize_address
 from intents.services import suppressions
 from tenants.models import Tenant, User
 from tenants.send_stops import Stopped, sends_in_flight_hold
-from tenants.services import AdminError, audit_record, require_admin
+from tenants.services import AdminError, audit_record, require_admin, require_tenant_open
 
 
 def suppression_add(*, tenant: Tenant, address: str, note: str, actor: User) -> Stopped:
@@ -29,10 +29,11 @@ def suppression_add(*, tenant: Tenant, address: str, note: str, actor: User) -> 
     if not note:
         raise AdminError("reason_required", _("Say why this address is suppressed."), "note")
     with transaction.atomic():
-        require_admin(tenant, actor)
+        require_admin(tenant, actor, open_checked_after_sends=True)
         # The sends to this address already past their pre-call check go out; the hold makes
         # every later check wait for this commit and read the new entry (tenants.send_stops).
         in_flight = sends_in_flight_hold(tenant_id=tenant.pk, address=address)
+        require_tenant_open(tenant)
         suppression, created = suppressions.suppression_add(
             tenant=tenant, address=address, note=note, actor=actor
         )

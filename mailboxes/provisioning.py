@@ -36,7 +36,7 @@ from mailboxes.models import Mailbox
 from mailboxes.signals import mailbox_provisioned
 from tenants.models import AuditEvent, Tenant
 from tenants.send_stops import Stopped, sends_in_flight_hold
-from tenants.services import require_admin
+from tenants.services import require_admin, require_tenant_open
 from tenants.stale import fingerprint, refuse_if_changed
 
 logger = logging.getLogger("mailboxes.provisioning")
@@ -327,12 +327,13 @@ def _install_inbox_key(*, mailbox: Mailbox, inbox_id: str, actor) -> None:
 def mailbox_set_status(*, tenant: Tenant, mailbox_id: int, status: str, actor) -> Stopped[Mailbox]:
     if status not in (Mailbox.Status.ACTIVE, Mailbox.Status.DISABLED):
         raise ProvisioningError(_("A mailbox can only be enabled or disabled."))
-    require_admin(tenant, actor)
+    require_admin(tenant, actor, open_checked_after_sends=True)
     data: dict[str, int] = {}
     if status == Mailbox.Status.DISABLED:
         # Before the mailbox's row (see tenants.send_stops): the record path holds a send while
         # it locks its mailbox.
         data["sends_in_flight"] = sends_in_flight_hold(tenant_id=tenant.pk, mailbox_id=mailbox_id)
+    require_tenant_open(tenant)
     mailbox = Mailbox.objects.select_for_update().get(tenant=tenant, pk=mailbox_id)
     if mailbox.status == Mailbox.Status.PROVISIONING:
         raise ProvisioningError(
@@ -456,7 +457,7 @@ def mailbox_update_policy(
     against; every later check reads the new one. A rename alone holds nothing."""
     display_name = _clean_display_name(display_name)
     allowed_domains, allowed_addresses = _clean_allow_lists(allowed_domains, allowed_addresses)
-    require_admin(tenant, actor)
+    require_admin(tenant, actor, open_checked_after_sends=True)
     wanted = {
         "policy_mode": policy_mode,
         "allowed_domains": allowed_domains,
@@ -468,6 +469,7 @@ def mailbox_update_policy(
         # Before the mailbox's row (see tenants.send_stops). Read unlocked to decide; a policy
         # that changes again before the lock below holds nothing it would not have held.
         data["sends_in_flight"] = sends_in_flight_hold(tenant_id=tenant.pk, mailbox_id=mailbox_id)
+    require_tenant_open(tenant)
     mailbox = Mailbox.objects.select_for_update().get(tenant=tenant, pk=mailbox_id)
     before = _policy(mailbox)
     refuse_if_changed(based_on=based_on, current=before, labels=POLICY_LABELS)

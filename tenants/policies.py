@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy
 
 from tenants.models import Membership, Tenant, User
 from tenants.send_stops import Stopped, sends_in_flight_hold
-from tenants.services import AdminError, audit_record, require_admin
+from tenants.services import AdminError, audit_record, require_admin, require_tenant_open
 from tenants.stale import fingerprint, refuse_if_changed
 
 # The undo window after Approve (Tenant.send_hold_seconds); the database refuses more too.
@@ -93,11 +93,12 @@ def tenant_update_policies(
             "send_hold_seconds",
         )
     with transaction.atomic():
-        require_admin(tenant, actor)
+        require_admin(tenant, actor, open_checked_after_sends=True)
         held: dict = {}
         if second_approver_on_edit and not _second_approver_now(tenant):
             # Before the tenant row: the worker holds sends and then touches it.
             held["sends_in_flight"] = sends_in_flight_hold(tenant_id=tenant.pk)
+        require_tenant_open(tenant)
         locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
         before = {f: getattr(locked, f) for f in POLICY_LABELS}
         refuse_if_changed(based_on=based_on, current=before, labels=POLICY_LABELS)

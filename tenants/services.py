@@ -65,6 +65,19 @@ class NotAnAdmin(PermissionDenied):
         super().__init__(self.message)
 
 
+class TenantSuspended(PermissionDenied):
+    """The tenant was suspended by an operator while an admin's write was under way: checked
+    when the request started (``tenants.access``) and again inside the write's transaction
+    (``require_tenant_open``). Every view answers it with a 403 showing the message, as it
+    answers the same refusal at the request's start."""
+
+    code = "tenant_suspended"
+
+    def __init__(self):
+        self.message = _("This tenant is suspended; it is read-only.")
+        super().__init__(self.message)
+
+
 def _is_active_admin(membership: Membership | None) -> bool:
     return (
         membership is not None
@@ -94,14 +107,45 @@ def admin_membership_shared(tenant: Tenant, user_id: int | None) -> Membership |
     return next(iter(rows), None)
 
 
-def require_admin(tenant: Tenant, actor: User) -> Membership:
+def require_admin(
+    tenant: Tenant, actor: User, *, open_checked_after_sends: bool = False
+) -> Membership:
     """The actor's active admin membership of ``tenant``, re-read and locked inside the caller's
     transaction; raises NotAnAdmin otherwise. The first lock every administrative write takes, so
-    it waits behind no row that a demotion, which locks memberships first, may be waiting for."""
+    it waits behind no row that a demotion, which locks memberships first, may be waiting for.
+    Then the tenant's status (``require_tenant_open``), unless ``open_checked_after_sends``: the
+    write holds sends (``sends_in_flight_hold``) and asks it after them itself."""
     membership = admin_membership_shared(tenant, actor.pk)
     if membership is None:
         raise NotAnAdmin(tenant)
+    if not open_checked_after_sends:
+        require_tenant_open(tenant)
     return membership
+
+
+_TENANT_STATUS = "SELECT status FROM {table} WHERE id = %s FOR KEY SHARE"
+
+
+def require_tenant_open(tenant: Tenant) -> None:
+    """Refuse an administrative write (``TenantSuspended``) when its tenant is not active, read
+    again, FOR KEY SHARE, in the write's transaction. The request checked it when it started
+    (``tenants.access``); a suspension that committed meanwhile let the write through, answered
+    as done, in a tenant that is read-only. A suspension in flight (FOR UPDATE,
+    ``tenants.onboarding``) is waited for and seen; a later one waits for the write. KEY SHARE is
+    the lock the write's audit row takes on the tenant anyway.
+
+    A suspension holds the tenant's sends before its row (``tenants.send_stops``): a write that
+    holds sends too asks this after them, never before, or each would wait for the other."""
+    if not connection.in_atomic_block:
+        raise TransactionManagementError("the tenant's status is read in the write's transaction")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _TENANT_STATUS.format(table=connection.ops.quote_name(Tenant._meta.db_table)),
+            [tenant.pk],
+        )
+        row = cursor.fetchone()
+    if row is None or row[0] != Tenant.Status.ACTIVE:
+        raise TenantSuspended()
 
 
 @dataclass
@@ -117,9 +161,14 @@ class MemberLocks:
     def other_active_admins(self) -> int:
         return sum(1 for m in self.admins if m.pk != self.target.pk)
 
-    def require_admin_actor(self, tenant: Tenant) -> None:
+    def require_admin_actor(
+        self, tenant: Tenant, *, open_checked_after_sends: bool = False
+    ) -> None:
+        """As ``require_admin`` for a member change."""
         if not _is_active_admin(self.actor):
             raise NotAnAdmin(tenant)
+        if not open_checked_after_sends:
+            require_tenant_open(tenant)
 
 
 def lock_member_change(tenant: Tenant, membership_id: int, actor: User) -> MemberLocks:
@@ -205,14 +254,16 @@ def member_set_role(
             raise AdminError(
                 "last_admin", _("A tenant needs at least one active admin; promote someone first.")
             )
-        locked.require_admin_actor(tenant)
+        locked.require_admin_actor(tenant, open_checked_after_sends=True)
         if old == role:
+            require_tenant_open(tenant)
             return Stopped(membership)
         data: dict[str, object] = {"from": old, "to": role, "email": membership.user.email}
         in_flight = 0
         if role not in Membership.DECIDING_ROLES:
             in_flight = sends_in_flight_hold(tenant_id=tenant.pk, approver_id=membership.user_id)
             data["sends_in_flight"] = in_flight
+        require_tenant_open(tenant)
         Membership.objects.filter(pk=membership.pk, role=old).update(role=role)
         membership.role = role
         audit_record(
@@ -304,7 +355,7 @@ def member_set_mailbox_rights(
         raise AdminError("unknown_mailbox", _("One of those mailboxes is not in this tenant."))
     with transaction.atomic():
         locked = lock_member_change(tenant, membership_id, actor)
-        locked.require_admin_actor(tenant)
+        locked.require_admin_actor(tenant, open_checked_after_sends=True)
         membership = locked.target
         before = sorted(membership.approve_mailboxes.values_list("pk", flat=True))
         refuse_if_changed(
@@ -315,6 +366,7 @@ def member_set_mailbox_rights(
             in_flight = sends_in_flight_hold(
                 tenant_id=tenant.pk, approver_id=membership.user_id, keep_mailboxes=mailboxes
             )
+        require_tenant_open(tenant)
         Membership.objects.filter(pk=membership.pk).update(
             approve_all_mailboxes=approve_all_mailboxes
         )
@@ -348,8 +400,9 @@ def member_deactivate(*, tenant: Tenant, membership_id: int, actor: User) -> Sto
             raise AdminError(
                 "last_admin", _("This is the last active admin; promote someone else first.")
             )
-        locked.require_admin_actor(tenant)
+        locked.require_admin_actor(tenant, open_checked_after_sends=True)
         in_flight = sends_in_flight_hold(tenant_id=tenant.pk, approver_id=membership.user_id)
+        require_tenant_open(tenant)
         changed = Membership.objects.filter(pk=membership.pk, is_active=True).update(
             is_active=False
         )
@@ -408,6 +461,7 @@ def member_set_away(*, tenant: Tenant, membership_id: int, away: bool, actor: Us
         membership = locked.target
         if membership.user_id != actor.pk and not _is_active_admin(locked.actor):
             raise AdminError("not_allowed", _("Only an admin may set someone else away."))
+        require_tenant_open(tenant)
         changed = Membership.objects.filter(pk=membership.pk, is_away=not away).update(is_away=away)
         membership.is_away = away
         if changed:

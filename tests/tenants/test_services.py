@@ -14,7 +14,7 @@ from console import services as console_services
 from intents.models import Suppression
 from intents.services import event_endpoints
 from mailboxes import provisioning
-from tenants import invitations, oidc_signin, policies, services, signin_policy, tokens
+from tenants import invitations, oidc_signin, onboarding, policies, services, signin_policy, tokens
 from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenant, User
 from tests.factories import make_local_mailbox
 from tests.intents.helpers import blocked_on_a_lock
@@ -347,3 +347,69 @@ def test_every_admin_write_refuses_an_actor_who_is_no_longer_an_admin(tenant_a, 
     assert sorted(refused) == sorted(writes)
     assert _everything(tenant_a) == before
     assert "no longer an admin" in refused["invite"]
+
+
+def _admin_graph(tenant, member_of):
+    alice, bob = _two_admins(tenant, member_of)
+    member = member_of(tenant, "approver")
+    mailbox = make_local_mailbox(tenant)
+    token, _ = tokens.token_create(tenant=tenant, name="t", scopes=["drafts:write"], actor=bob.user)
+    invitation, _ = invitations.invitation_create(
+        tenant=tenant, email="someone@example.test", role="viewer", actor=bob.user
+    )
+    suppression, _ = Suppression.objects.get_or_create(
+        tenant=tenant, address="gone@example.com", defaults={"reason": "manual", "note": "n"}
+    )
+    endpoint, _ = event_endpoints.endpoint_create(
+        tenant=tenant, url="https://a.example.com/y", event_types=["draft.approved"], actor=bob.user
+    )
+    return alice, _writes(
+        tenant, alice.user, member, mailbox, token, invitation, suppression, endpoint
+    )
+
+
+def test_every_admin_write_refuses_once_an_operator_has_suspended_the_tenant(tenant_a, member_of):
+    """The suspension is checked when a request starts (``tenants.access``); a write under
+    way when an operator's suspension committed went through, each with its audit row, in a
+    tenant that is read-only. Each write reads the tenant's status again in its transaction."""
+    _alice, writes = _admin_graph(tenant_a, member_of)
+    onboarding.tenant_suspend(slug=tenant_a.slug, reason="unpaid")
+    before = _everything(tenant_a)
+    refused = {}
+    for name, write in writes.items():
+        try:
+            write()
+        except services.TenantSuspended as exc:
+            refused[name] = exc.message
+    assert sorted(refused) == sorted(writes)
+    assert _everything(tenant_a) == before
+    assert refused["token"] == "This tenant is suspended; it is read-only."
+
+
+@pytest.mark.parametrize("name", ["token", "mailbox status", "role", "policies", "suppress"])
+def test_an_admin_write_under_way_while_the_tenant_is_suspended_waits_and_is_refused(
+    tenant_a, member_of, name
+):
+    """The suspension in flight (its row lock held) is waited for and seen; a write that holds
+    sends (a mailbox disabled, a role lowered, a policy, a suppression) reads it after the
+    sends, as the suspension takes them first: no deadlock between the two."""
+    _alice, writes = _admin_graph(tenant_a, member_of)
+    suspended, release = threading.Event(), threading.Event()
+
+    def suspend_and_hold():
+        with transaction.atomic():
+            onboarding.tenant_suspend(slug=tenant_a.slug, reason="unpaid")
+            suspended.set()
+            release.wait(10)
+
+    holder = _start(suspend_and_hold)
+    assert suspended.wait(10)
+    before = _everything(tenant_a)
+    writing = _start(writes[name])
+    waited = blocked_on_a_lock()
+    release.set()
+    for thread, _box in (holder, writing):
+        thread.join(20)
+    assert waited
+    assert isinstance(writing[1][0], services.TenantSuspended)
+    assert _everything(tenant_a)[:-1] == before[:-1]
