@@ -111,6 +111,10 @@ SENTENCES = {
     "suppression.added": _("%(actor)s added %(object)s to the suppression list"),
     "suppression.removed": _("%(actor)s removed %(object)s from the suppression list"),
     "webhook.secret_stored": _("%(actor)s stored a new webhook secret for %(object)s"),
+    "webhook.events_reapplied": _(
+        "AgentMail announced mail of %(object)s before it recorded its new inbox: those "
+        "events were applied once it did"
+    ),
     "webhook.pod_lost": _(
         "The AgentMail webhook of %(object)s went with the tenant's pod: it is registered again "
         "in the new pod"
@@ -272,6 +276,7 @@ FIELD_NAMES = {
     "api_key_id": _("AgentMail key"),
     "old_api_key_id": _("previous AgentMail key"),
     "pod_id": _("AgentMail pod"),
+    "webhook_event_ids": _("webhook events"),
     "inbox_id": _("AgentMail inbox"),
     "client_id": _("new AgentMail client id"),
     "old_client_id": _("previous AgentMail client id"),

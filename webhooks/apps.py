@@ -14,4 +14,5 @@ class WebhooksConfig(AppConfig):
 
         message_ids_recorded.connect(receivers.apply_deferred_events)
         mailbox_provisioned.connect(receivers.register_webhook)
+        mailbox_provisioned.connect(receivers.apply_rejected_events)
         tenant_pod_lost.connect(receivers.forget_pod)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from webhooks import registration
-from webhooks.services import apply
+from webhooks.services import apply, reapply
 
 
 def apply_deferred_events(sender, *, messages: list[tuple[int, str]], **kwargs) -> None:
@@ -14,6 +14,11 @@ def apply_deferred_events(sender, *, messages: list[tuple[int, str]], **kwargs) 
 def register_webhook(sender, *, tenant, actor=None, **kwargs) -> None:
     """A mailbox of this tenant was provisioned: make sure the tenant's pod webhook points at us."""
     registration.webhook_register(tenant=tenant, actor=actor)
+
+
+def apply_rejected_events(sender, *, mailbox, actor=None, **kwargs) -> None:
+    """A mailbox recorded its inbox: apply the events of that inbox that arrived before it did."""
+    reapply.events_apply_rejected(mailbox=mailbox, actor=actor)
 
 
 def forget_pod(sender, *, tenant_id: int, actor=None, **kwargs) -> None:

@@ -62,6 +62,8 @@ HOLD_REASON = gettext_noop(
     "customer wrote again in this thread after the draft was written; re-confirm"
 )
 _PURGED_UNAPPLIED = "payload purged before it could be applied"
+# The outcome of an event whose inbox no mailbox of the tenant has (yet): ``reapply`` looks for it.
+NOT_A_MAILBOX = "the event's inbox is not a mailbox of this tenant"
 # The svix-id of an event the backfill found (webhooks.services.backfill): Svix ids are msg_...
 BACKFILL_PREFIX = "backfill:"
 # The sweep gives up on an event whose message lock is held longer, and takes it next time.
@@ -419,7 +421,7 @@ def _apply(
     if found is _LOOK_UP:
         found = _find(event, normalized) if normalized.inbox_id else None
     if found is None:
-        return _Outcome(State.REJECTED, "the event's inbox is not a mailbox of this tenant")
+        return _Outcome(State.REJECTED, NOT_A_MAILBOX)
     if not normalized.message_id:
         return _Outcome(State.IGNORED, "the event names no message id")
     mailbox_id, sent = found

@@ -1,0 +1,165 @@
+"""Webhooks around a mailbox's inbox changing, against the sandbox over real HTTP: a customer's
+message that AgentMail announced while its new inbox was made but not yet recorded by the
+mailbox (a first provisioning, or the recovery of a deleted inbox), and a late message of the
+deleted inbox arriving after its recovery.
+
+The window is made as it happens: AgentMail creates the inbox and its answer is lost (the
+sandbox's ``500_after`` on ``create_inbox``), so the mailbox stays without it until provisioning
+runs again; a customer writes meanwhile and the webhook reaches our receiver."""
+
+from __future__ import annotations
+
+import pytest
+
+from intents.policy import answered_message_gone
+from mailboxes import provisioning, recovery
+from mailboxes.models import Mailbox
+from tenants.models import AuditEvent
+from tests.webhooks.conftest import Hook, apply_stored
+from webhooks import registration
+from webhooks.models import InboundMessage, WebhookEndpoint, WebhookEvent
+from webhooks.services.backfill import webhooks_backfill
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+NO_RETRY = {"max_retries": 0}
+NOT_A_MAILBOX = "the event's inbox is not a mailbox of this tenant"
+
+
+@pytest.fixture
+def webhooks_off(sandbox, settings):
+    # The webhooks reach the receiver only when a test posts them (what AgentMail sent).
+    sandbox.config(webhooks_enabled=False)
+    settings.WEBHOOK_BACKFILL_AFTER_SECONDS = 0
+    settings.WEBHOOK_BACKFILL_CALLS_PER_SECOND = 0
+    yield sandbox
+    sandbox.config(webhooks_enabled=True)
+
+
+def _hook(tenant) -> Hook:
+    endpoint = WebhookEndpoint.objects.get(tenant=tenant)
+    return Hook(endpoint, endpoint.secrets.get(retired_at=None).plaintext())
+
+
+def _customer_writes(sandbox, hook, client, address: str) -> dict:
+    """A customer's message into the inbox at ``address``, with a Reply-To, and its webhook
+    as AgentMail sent it, posted to our receiver and applied."""
+    message = sandbox.inbound(
+        address,
+        from_="Jane <jane@customer.test>",
+        subject="Refund",
+        text="Refund me",
+        reply_to=["Refunds <refunds@elsewhere.test>"],
+    )
+    [event] = [e for e in sandbox.events() if e["event_id"] == message["event_id"]]
+    hook.post(client, event["payload"])
+    return message
+
+
+def test_a_message_that_beat_a_new_mailbox_recording_its_inbox_is_recorded_once_it_does(
+    webhooks_off, client, tenant_a
+):
+    """Rejected then ("not a mailbox of this tenant") and never looked at again: the backfill
+    found the message, but from AgentMail's listing, which has no Reply-To, so the draft page
+    never said where the customer asked replies to go. Recording the inbox now applies it."""
+    sandbox = webhooks_off
+    provisioning.tenant_connect(tenant=tenant_a)
+    registration.webhook_register(tenant=tenant_a)
+    hook = _hook(tenant_a)
+    sandbox.fault("create_inbox", "500_after")
+    with pytest.raises(provisioning.ProvisioningError):
+        provisioning.mailbox_create(tenant=tenant_a, username="help")
+    mailbox = Mailbox.objects.get(tenant=tenant_a, username="help")
+    message = _customer_writes(sandbox, hook, client, mailbox.address)
+    rejected = WebhookEvent.objects.get()
+    unrecorded = mailbox.inbox_id
+
+    provisioning.mailbox_provision(mailbox=mailbox)
+    report = webhooks_backfill(tenant_id=tenant_a.pk)
+    apply_stored()
+
+    assert (unrecorded, rejected.state, rejected.outcome) == ("", "rejected", NOT_A_MAILBOX)
+    recorded = InboundMessage.objects.get()
+    assert (recorded.mailbox_id, recorded.message_id) == (mailbox.pk, message["message_id"])
+    assert recorded.reply_to == ["refunds@elsewhere.test"]
+    rejected.refresh_from_db()
+    assert rejected.state == "applied"
+    assert report.inbound == 0
+    audit = AuditEvent.objects.get(action="webhook.events_reapplied")
+    assert audit.data == {"inbox_id": mailbox.address, "webhook_event_ids": [rejected.pk]}
+
+
+def test_a_message_that_beat_a_disabled_mailbox_recording_its_new_inbox_is_recorded(
+    webhooks_off, client, tenant_a, member_of, mailbox_factory
+):
+    """A disabled mailbox's deleted inbox made again: the backfill leaves disabled mailboxes
+    alone, so the customer's message announced before the mailbox recorded its new inbox was
+    lost, while one announced a moment later was recorded."""
+    sandbox = webhooks_off
+    mailbox = mailbox_factory(tenant_a)
+    admin = member_of(tenant_a, "admin").user
+    provisioning.mailbox_set_status(
+        tenant=tenant_a, mailbox_id=mailbox.pk, status="disabled", actor=admin
+    )
+    hook = _hook(tenant_a)
+    sandbox.sdk().inboxes.delete(mailbox.inbox_id, request_options=NO_RETRY)
+    sandbox.fault("create_inbox", "500_after")
+    with pytest.raises(provisioning.ProvisioningError):
+        recovery.mailbox_inbox_recover(tenant=tenant_a, mailbox_id=mailbox.pk)
+    message = _customer_writes(sandbox, hook, client, mailbox.address)
+    in_window = WebhookEvent.objects.get().state
+
+    recovered = recovery.mailbox_inbox_recover(tenant=tenant_a, mailbox_id=mailbox.pk)
+    webhooks_backfill(tenant_id=tenant_a.pk)
+    apply_stored()
+
+    assert (in_window, recovered.status) == ("rejected", "disabled")
+    recorded = InboundMessage.objects.get()
+    assert (recorded.mailbox_id, recorded.message_id) == (mailbox.pk, message["message_id"])
+    assert not answered_message_gone(recovered, recorded)
+
+
+def test_a_message_that_beat_a_recovered_mailbox_recording_its_new_inbox_keeps_its_reply_to(
+    webhooks_off, client, tenant_a, mailbox_factory
+):
+    sandbox = webhooks_off
+    mailbox = mailbox_factory(tenant_a)
+    hook = _hook(tenant_a)
+    sandbox.sdk().inboxes.delete(mailbox.inbox_id, request_options=NO_RETRY)
+    sandbox.fault("create_inbox", "500_after")
+    with pytest.raises(provisioning.ProvisioningError):
+        recovery.mailbox_inbox_recover(tenant=tenant_a, mailbox_id=mailbox.pk)
+    message = _customer_writes(sandbox, hook, client, mailbox.address)
+
+    recovery.mailbox_inbox_recover(tenant=tenant_a, mailbox_id=mailbox.pk)
+    report = webhooks_backfill(tenant_id=tenant_a.pk)
+    apply_stored()
+
+    recorded = InboundMessage.objects.get()
+    assert recorded.message_id == message["message_id"]
+    assert recorded.reply_to == ["refunds@elsewhere.test"]
+    assert report.inbound == 0
+    assert WebhookEvent.objects.get().state == "applied"
+
+
+def test_an_old_rejected_event_of_the_address_is_not_applied_when_a_mailbox_records_it(
+    webhooks_off, client, tenant_a, mailbox_factory
+):
+    """Bounded: an event of the address rejected before the mailbox lost its inbox (here:
+    before the mailbox existed) is no news of the inbox it records now."""
+    sandbox = webhooks_off
+    other = mailbox_factory(tenant_a)
+    hook = _hook(tenant_a)
+    address = other.address.replace(other.username, "later")
+    tenant_a.refresh_from_db()
+    sandbox.sdk().pods.inboxes.create(
+        tenant_a.agentmail_pod_id, username="later", domain=address.split("@")[1]
+    )
+    _customer_writes(sandbox, hook, client, address)
+    sandbox.sdk().inboxes.delete(address, request_options=NO_RETRY)
+
+    mailbox_factory(tenant_a, username="later")
+    apply_stored()
+
+    assert WebhookEvent.objects.get().state == "rejected"
+    assert not InboundMessage.objects.exists()
