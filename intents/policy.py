@@ -403,11 +403,18 @@ ANSWERED_MESSAGE_GONE_REASON = gettext_lazy(
 
 def answered_message_gone(mailbox: Mailbox, answered) -> bool:
     """Whether the customer's message a reply answers (an ``InboundMessage``) was in an inbox
-    of ``mailbox`` that AgentMail deleted: recorded before the mailbox forgot that inbox
-    (``Mailbox.inbox_lost_at``, mailboxes.recovery). The new inbox, at the same address, starts
-    empty, and AgentMail's reply route answers 404 for a message it does not hold."""
+    of ``mailbox`` that AgentMail deleted: recorded, or received by AgentMail, before the
+    mailbox forgot that inbox (``Mailbox.inbox_lost_at``, mailboxes.recovery). The new inbox, at
+    the same address (the inbox id), starts empty, and AgentMail's reply route answers 404 for
+    a message it does not hold. Received before: a late webhook of the deleted inbox (Svix
+    retries for days) names the same inbox id as the new one and is recorded after the loss;
+    the new inbox is made after the mailbox forgot the old one, so nothing it received is older."""
     lost_at = mailbox.inbox_lost_at
-    return answered is not None and lost_at is not None and answered.recorded_at < lost_at
+    return (
+        answered is not None
+        and lost_at is not None
+        and (answered.recorded_at < lost_at or answered.received_at < lost_at)
+    )
 
 
 def needs_another_approver(*, tenant, author_kind, author_user_id, user) -> bool:

@@ -10,7 +10,10 @@ runs again; a customer writes meanwhile and the webhook reaches our receiver."""
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
+from intents import errors
+from intents import services as intent_services
 from intents.policy import answered_message_gone
 from mailboxes import provisioning, recovery
 from mailboxes.models import Mailbox
@@ -163,3 +166,40 @@ def test_an_old_rejected_event_of_the_address_is_not_applied_when_a_mailbox_reco
 
     assert WebhookEvent.objects.get().state == "rejected"
     assert not InboundMessage.objects.exists()
+
+
+def test_a_late_message_of_the_deleted_inbox_is_recorded_but_cannot_be_answered(
+    webhooks_off, client, tenant_a, member_of, mailbox_factory
+):
+    """The deleted inbox and the new one share the address (AgentMail's inbox id): a customer's
+    message the deleted inbox got, announced only after the recovery (Svix retries for days),
+    was recorded as one of the new inbox, so a reply to it was offered for approval and its send
+    failed with AgentMail's 404. It is recorded (the customer did write) as of the inbox it was
+    in: a reply to it is refused, as for the messages recorded before the inbox was lost."""
+    sandbox = webhooks_off
+    mailbox = mailbox_factory(tenant_a)
+    approver = member_of(tenant_a, "approver").user
+    hook = _hook(tenant_a)
+    late = sandbox.inbound(mailbox.inbox_id, from_="Jane <jane@customer.test>", subject="Late")
+    [event] = [e for e in sandbox.events() if e["event_id"] == late["event_id"]]
+    sandbox.sdk().inboxes.delete(mailbox.inbox_id, request_options=NO_RETRY)
+    recovery.mailbox_inbox_recover(tenant=tenant_a, mailbox_id=mailbox.pk)
+
+    hook.post(client, event["payload"])
+    mailbox.refresh_from_db()
+    recorded = InboundMessage.objects.get()
+
+    assert WebhookEvent.objects.get().state == "applied"
+    assert recorded.received_at < mailbox.inbox_lost_at < timezone.now()
+    assert answered_message_gone(mailbox, recorded)
+    with pytest.raises(errors.DraftError) as refused:
+        intent_services.draft_create(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            to=["jane@customer.test"],
+            subject=None,
+            text="Done.",
+            in_reply_to=late["message_id"],
+            actor_user=approver,
+        )
+    assert refused.value.code == "in_reply_to_inbox_lost"
