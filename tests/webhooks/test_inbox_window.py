@@ -203,3 +203,40 @@ def test_a_late_message_of_the_deleted_inbox_is_recorded_but_cannot_be_answered(
             actor_user=approver,
         )
     assert refused.value.code == "in_reply_to_inbox_lost"
+
+
+def test_a_disabled_mailboxs_events_are_applied_and_its_mail_answered_once_enabled_again(
+    client, tenant_a, member_of, mailbox_row, intent_row, hook_for
+):
+    """Deliberate: disabling a mailbox stops its sends, not what AgentMail tells of it. A
+    customer's message is recorded (nothing is lost; the mailbox enabled again answers it) and
+    a bounce of a send that went out before moves its state and suppresses the address."""
+    from intents.models import Suppression
+    from tests.webhooks.conftest import delivery_payload, received_payload
+
+    mailbox = mailbox_row(tenant_a)
+    hook = hook_for(tenant_a)
+    admin = member_of(tenant_a, "admin").user
+    sent = intent_row(mailbox, to=["gone@customer.test"])
+    provisioning.mailbox_set_status(
+        tenant=tenant_a, mailbox_id=mailbox.pk, status="disabled", actor=admin
+    )
+
+    hook.post(client, received_payload(mailbox, thread_id="thr_d", message_id="<d@customer.test>"))
+    hook.post(client, delivery_payload("bounced", sent))
+    provisioning.mailbox_set_status(
+        tenant=tenant_a, mailbox_id=mailbox.pk, status="active", actor=admin
+    )
+    draft = intent_services.draft_create(
+        tenant=tenant_a,
+        mailbox=mailbox,
+        to=["jane@customer.test"],
+        text="Done.",
+        in_reply_to="<d@customer.test>",
+        actor_user=admin,
+    )
+
+    assert set(WebhookEvent.objects.values_list("state", flat=True)) == {"applied"}
+    assert InboundMessage.objects.get().mailbox_id == mailbox.pk
+    assert Suppression.objects.filter(tenant=tenant_a, address="gone@customer.test").exists()
+    assert draft.thread_id == "thr_d"
