@@ -265,7 +265,9 @@ SIGNIN_FAILED_ACCOUNTS_PER_MINUTE = env_int("SIGNIN_FAILED_ACCOUNTS_PER_MINUTE",
 # address, not the proxy's (tenants.signin_audit.request_client_ip). AXES_PROXY_COUNT is its old
 # name, still read.
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", env_int("AXES_PROXY_COUNT", 0, low=0), low=0)
-AXES_CLIENT_IP_CALLABLE = "tenants.signin_audit.request_client_ip"
+# The client axes locks an address for: that address, or for IPv6 its whole /64, whose every
+# address is the client's to pick (tenants.signin_throttle.lockout_client).
+AXES_CLIENT_IP_CALLABLE = "tenants.signin_throttle.lockout_client"
 AXES_VERBOSE = False
 # Second factors (tenants.two_factor): after n wrong codes in a row, wait 2**(n-1) x this many
 # seconds before the next try (django-otp's throttling); 0 would turn the throttle off.

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ipaddress
 
-from axes.helpers import get_client_ip_address
 from django.conf import settings
 from django.http import HttpRequest
 
@@ -17,12 +16,15 @@ from tenants.models import AuditEvent, Membership, Tenant, User
 
 
 def client_ip(request: HttpRequest | None) -> str | None:
-    return get_client_ip_address(request) if request is not None else None
+    """The client's own address, for audit rows and the sessions page (not axes' client, which
+    for IPv6 is the whole /64: tenants.signin_throttle.lockout_client)."""
+    return request_client_ip(request) if request is not None else None
 
 
 def request_client_ip(request: HttpRequest) -> str | None:
-    """The client's address as the nearest of ``TRUSTED_PROXY_COUNT`` proxies saw it (axes'
-    ``AXES_CLIENT_IP_CALLABLE``: the login throttle, the sessions page and sign-in audit rows).
+    """The client's address as the nearest of ``TRUSTED_PROXY_COUNT`` proxies saw it (the login
+    throttle, through ``tenants.signin_throttle.lockout_client``; the sessions page and sign-in
+    audit rows).
 
     Each proxy appends to ``X-Forwarded-For`` the address it got the request from, so with n
     trusted proxies in front the client is the n-th address from the right; whatever the client

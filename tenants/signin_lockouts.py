@@ -25,13 +25,15 @@ from common.cli import shown
 from tenants.models import User
 from tenants.services import AdminError
 from tenants.signin_audit import signin_audit
+from tenants.signin_throttle import IPV6_CLIENT_PREFIX, ipv6_client_address
 
 logger = logging.getLogger(__name__)
 
 
 def _address_forms(ip: str) -> list[str]:
-    """The forms ``ip`` can be stored in by axes (the client address as the server saw it): an
-    IPv4 client arrives as ``a.b.c.d`` or, on a dual-stack socket, as ``::ffff:a.b.c.d``."""
+    """The forms ``ip`` can be stored in by axes (its client, ``lockout_client``): an IPv4 client
+    arrives as ``a.b.c.d`` or, on a dual-stack socket, as ``::ffff:a.b.c.d``; an IPv6 client is
+    kept as the first address of its /64, whichever of its addresses is given."""
     try:
         parsed = ipaddress.ip_address(ip.strip())
     except ValueError:
@@ -42,7 +44,14 @@ def _address_forms(ip: str) -> list[str]:
         parsed = parsed.ipv4_mapped
     if isinstance(parsed, ipaddress.IPv4Address):
         return [str(parsed), f"::ffff:{parsed}"]
-    return [str(parsed)]
+    return [ipv6_client_address(str(parsed)) or str(parsed)]
+
+
+def _client_shown(address: str | None) -> str:
+    """A client of axes as the operator reads it: an IPv6 one is its whole /64."""
+    if address is None:
+        return "unknown"
+    return f"{address}/{IPV6_CLIENT_PREFIX}" if ipv6_client_address(address) else address
 
 
 def _locked_clients(rows: list[tuple[str | None, int, datetime]]) -> list[str | None]:
@@ -84,7 +93,7 @@ def signin_lockout_release(*, email: str, ip: str | None = None) -> tuple[str, l
         if None in locked:
             at |= Q(ip_address__isnull=True)
         AccessAttempt.objects.filter(at, username=address).delete()
-        released = sorted(str(a) if a is not None else "unknown" for a in locked)
+        released = sorted(_client_shown(a) for a in locked)
         signin_audit(
             action="signin.lockout_released",
             user=User.objects.filter(email=address).first(),

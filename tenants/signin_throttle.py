@@ -1,7 +1,8 @@
 """A budget of failed password sign-ins per client address, whatever addresses it types.
 
 django-axes locks an (email, client) pair after ``AXES_FAILURE_LIMIT`` failures, so one client
-cannot lock a person out for everyone. But a client that types a new address each time is never
+cannot lock a person out for everyone (the client as ``lockout_client`` names it: an IPv6
+client by its /64). But a client that types a new address each time is never
 locked, and every try costs a password hash (argon2: ~170 ms of CPU and 100 MiB; Django hashes for
 an unknown address too, so that its timing tells nothing): an outside probe found that one client
 could keep the web processes hashing without end. This backend, between axes' and Django's,
@@ -51,6 +52,34 @@ def client_networks(address: str) -> list[str]:
     if isinstance(ip, ipaddress.IPv4Address):
         return [f"{ip}/32", f"::ffff:{ip}/128"]
     return [str(ipaddress.IPv6Network((ip, IPV6_CLIENT_PREFIX), strict=False))]
+
+
+def lockout_client(request: HttpRequest) -> str | None:
+    """The client django-axes locks an address for (``AXES_CLIENT_IP_CALLABLE``): the address
+    ``request_client_ip`` finds, an IPv6 one as the first address of its /64.
+
+    axes locks an (address, client) pair after ``AXES_FAILURE_LIMIT`` wrong passwords, and it
+    took the client's exact address: an IPv6 client moved on to another address of its /64 and
+    had a fresh ``AXES_FAILURE_LIMIT`` guesses at the same person, address after address (with
+    the budget's 30 accounts a minute, 150 guesses a minute at one account, where an IPv4
+    client has 5 per cool-off). IPv4 stays exact, in the form the server reported it
+    (``client_networks`` and ``signin_unlock`` know both); None (no address) stays None."""
+    address = request_client_ip(request)
+    if address is None:
+        return None
+    return ipv6_client_address(address) or address
+
+
+def ipv6_client_address(address: str) -> str | None:
+    """The first address of the /64 of an IPv6 ``address`` (not one mapping an IPv4 address),
+    as PostgreSQL ``inet`` text; None for anything else."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return None
+    if not isinstance(ip, ipaddress.IPv6Address) or ip.ipv4_mapped is not None:
+        return None
+    return str(ipaddress.IPv6Network((ip, IPV6_CLIENT_PREFIX), strict=False).network_address)
 
 
 def failed_accounts_recently(request: HttpRequest) -> int:

@@ -129,3 +129,23 @@ def test_clients_the_server_gives_no_address_share_one_budget(
     assert spent == 5
     assert another_without_address.status_code == 429
     assert with_an_address.status_code == 302
+
+
+def test_an_ipv6_client_gets_one_accounts_lock_out_whatever_address_of_its_64_it_uses(
+    client, member_of, tenant_a, password, settings
+):
+    """axes locks an account for a client after AXES_FAILURE_LIMIT wrong passwords. It keyed
+    the client by its exact address, so an IPv6 client moved to another address of its /64 and
+    had a fresh AXES_FAILURE_LIMIT guesses at the same account, address after address: with the
+    budget's 30 accounts a minute, 150 guesses a minute at one person, where an IPv4 client has
+    5 per cool-off. The /64 is one client for the lock-out, as for the budget."""
+    person = member_of(tenant_a).user
+    with time_machine.travel(timezone.now(), tick=False):
+        for n in range(settings.AXES_FAILURE_LIMIT):
+            sign_in(client, person.email, f"Guess{n}-2026!", address="2001:db8:1:2::1")
+        other_address = sign_in(client, person.email, password, address="2001:db8:1:2::abcd")
+        next_64 = sign_in(client, person.email, password, address="2001:db8:1:3::1")
+
+    assert other_address.status_code == 429
+    assert "tenants/locked_out.html" in [t.name for t in other_address.templates]
+    assert next_64.status_code == 302

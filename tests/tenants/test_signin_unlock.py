@@ -187,11 +187,13 @@ def test_a_client_the_server_gives_no_address_is_locked_out_and_released(
         # The sign-in form strips and lower-cases the address before axes keeps it.
         ("  {upper}  ", HOME, None),
         ("{email}", "2001:db8::1", "2001:DB8:0:0::1"),
+        # axes locks an IPv6 client by its /64 (tenants.signin_throttle.lockout_client).
+        ("{email}", "2001:db8::1", "2001:db8::ffff:2"),
         # A dual-stack socket reports an IPv4 client as ::ffff:a.b.c.d.
         ("{email}", f"::ffff:{OFFICE}", OFFICE),
         ("{email}", OFFICE, "::FFFF:c633:6407"),
     ],
-    ids=["typed-spaced-upper", "ipv6", "mapped-client", "mapped-given"],
+    ids=["typed-spaced-upper", "ipv6", "ipv6-same-64", "mapped-client", "mapped-given"],
 )
 def test_the_lock_out_is_found_however_it_was_typed_or_the_client_reported(
     typed, client, given, tenant_a, member_of, password, settings
