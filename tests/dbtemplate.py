@@ -147,16 +147,29 @@ def drop(target: str) -> None:
         )
 
 
-def drop_with_satellites(target: str) -> None:
-    """Drop ``target`` and the databases tests made beside it (named ``target`` + "_..."), at
-    the end of a session: each ``DROP DATABASE`` forces a checkpoint, which in the middle of the
-    suite's load took minutes, and after the first one here the next ones have little to write."""
+def satellite_name(target: str, what: str) -> str:
+    """The name of a database a test session makes beside its test database ``target``: two
+    underscores, so that no other database of the server starts with ``target + "__"`` (the
+    templates are ``test_countersign_tpl_...`` and the xdist workers' ``test_countersign_gw0``,
+    both of which start with the default name and one underscore)."""
+    return f"{target}__{what}"
+
+
+def satellites(target: str) -> list[str]:
+    """The databases an earlier session's tests made beside ``target`` (``satellite_name``, and
+    the ``<target>_unmigrated_...`` of the checkouts before it)."""
     with psycopg.connect(admin_url(), autocommit=True) as admin:
-        satellites = [
+        return [
             row[0]
             for row in admin.execute(
-                "SELECT datname FROM pg_database WHERE starts_with(datname, %s)", [target + "_"]
+                "SELECT datname FROM pg_database WHERE starts_with(datname, %s) "
+                "OR starts_with(datname, %s)",
+                [satellite_name(target, ""), f"{target}_unmigrated_"],
             )
         ]
-    for name in [target, *satellites]:
+
+
+def drop_satellites(target: str) -> None:
+    """Drop ``satellites(target)``, before this session makes its own."""
+    for name in satellites(target):
         drop(name)

@@ -42,3 +42,20 @@ def test_the_newest_templates_of_other_digests_are_kept_and_older_ones_dropped()
                     sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
                 )
     assert left == names[1:]
+
+
+@pytest.mark.django_db
+def test_no_template_and_no_workers_database_is_a_satellite_of_the_default_name():
+    """A session without xdist tests in ``test_countersign``, whose name begins the templates'
+    (``test_countersign_tpl_...``) and the workers' (``test_countersign_gw0``): dropping every
+    database that began with it and an underscore at its start (or end) dropped the template
+    and a concurrent ``make test``'s databases."""
+    from django.db import connection
+
+    default = "test_countersign"
+    names = dbtemplate.satellites(default)
+
+    assert dbtemplate.exists(dbtemplate.template_name())
+    assert dbtemplate.template_name() not in names
+    assert connection.settings_dict["NAME"] not in names
+    assert all(name.startswith((default + "__", default + "_unmigrated_")) for name in names)

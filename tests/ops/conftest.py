@@ -19,13 +19,15 @@ def unmigrated(django_db_setup, django_db_blocker, request):
     migration of ``intents`` is not recorded as applied. Made once per kind for the session
     (the unmigrated CLI and probe tests use them) and not dropped here: ``DROP DATABASE``
     forces a checkpoint, which under the suite's load took a minute in one run and over five in
-    another. Its name starts with the worker's test database's and an underscore, so it goes
-    with that one at the end of the session (tests/conftest.py; hence ``django_db_setup``,
-    which these tests would not otherwise ask for)."""
+    another. It is named beside the worker's test database (``dbtemplate.satellite_name``), so
+    the next session of that name drops it before it starts (tests/conftest.py; hence
+    ``django_db_setup``, which these tests would not otherwise ask for)."""
     import psycopg
 
     kind = "empty" if request.param == "empty" else "behind"
-    name = f"{connections['default'].creation._get_test_db_name()}_unmigrated_{kind}"
+    name = dbtemplate.satellite_name(
+        connections["default"].creation._get_test_db_name(), f"unmigrated_{kind}"
+    )
     with (
         django_db_blocker.unblock(),
         psycopg.connect(dbtemplate.admin_url(), autocommit=True) as admin,
