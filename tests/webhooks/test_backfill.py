@@ -18,9 +18,16 @@ from console import services as console_services
 from intents import sending
 from intents import services as intent_services
 from intents.models import IntentEvent, SendIntent, Suppression
-from tests.webhooks.conftest import apply_stored
+from mailboxes import provisioning, recovery
+from tests.webhooks.conftest import Hook, apply_stored
 from webhooks import registration
-from webhooks.models import InboundBackfillMark, InboundMessage, RecipientDelivery, WebhookEvent
+from webhooks.models import (
+    InboundBackfillMark,
+    InboundMessage,
+    RecipientDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+)
 from webhooks.services.backfill import webhooks_backfill
 
 
@@ -482,3 +489,69 @@ def test_a_backfilled_message_gets_its_reply_to_from_its_late_webhook(
     assert (report.inbound, backfilled) == (1, [])
     assert InboundMessage.objects.get().reply_to == ["refunds@elsewhere.test"]
     assert WebhookEvent.objects.get(svix_id__startswith="msg_").state == "applied"
+
+
+def _disable(tenant, mailbox, admin) -> None:
+    provisioning.mailbox_set_status(
+        tenant=tenant, mailbox_id=mailbox.pk, status="disabled", actor=admin
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_disabled_mailboxs_inbox_is_listed_and_its_late_webhook_changes_nothing(
+    webhooks_off, no_delay, client, tenant_a, member_of, mailbox_factory
+):
+    """Found by a probe: the backfill listed active mailboxes only, while a disabled mailbox
+    still receives mail at AgentMail (its webhooks are applied: test_inbox_window). With the
+    receiver down, a customer's message to it was recorded by nothing, and once the mailbox
+    had been disabled longer than WEBHOOK_BACKFILL_MAX_AGE_HOURS, by nothing ever."""
+    sandbox = webhooks_off
+    mailbox = mailbox_factory(tenant_a)
+    endpoint = WebhookEndpoint.objects.get(tenant=tenant_a)
+    hook = Hook(endpoint, endpoint.secrets.get(retired_at=None).plaintext())
+    _disable(tenant_a, mailbox, member_of(tenant_a, "admin").user)
+    sent = sandbox.inbound(
+        mailbox.inbox_id, from_="Jane <jane@customer.test>", subject="Refund", text="Refund me"
+    )
+
+    report = webhooks_backfill(tenant_id=tenant_a.pk)
+    apply_stored()
+    again = webhooks_backfill(tenant_id=tenant_a.pk)
+    recorded = inbound_rows()
+    [event] = [e for e in sandbox.events() if e["event_id"] == sent["event_id"]]
+    hook.post(client, event["payload"])
+
+    assert (report.inbound, report.errors, again.inbound) == (1, 0, 0)
+    assert InboundMessage.objects.get(mailbox=mailbox).message_id == sent["message_id"]
+    assert inbound_rows() == recorded
+    late = WebhookEvent.objects.get(svix_id__startswith="msg_")
+    assert (late.state, late.outcome) == ("applied", "inbound message already recorded")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_disabled_mailbox_of_a_recovered_pod_is_listed_with_its_new_key(
+    webhooks_off, no_delay, tenant_a, member_of, mailbox_factory
+):
+    """A disabled mailbox stays disabled through the recovery of its tenant's deleted pod, with
+    a new inbox and a new key of its own: the backfill lists that inbox with that key."""
+    sandbox = webhooks_off
+    mailbox = mailbox_factory(tenant_a)
+    _disable(tenant_a, mailbox, member_of(tenant_a, "admin").user)
+    tenant_a.refresh_from_db()
+    old_key = mailbox.api_key()
+    sdk = sandbox.sdk()
+    sdk.inboxes.delete(mailbox.inbox_id, request_options={"max_retries": 0})
+    sdk.pods.delete(tenant_a.agentmail_pod_id, request_options={"max_retries": 0})
+    [recovered] = recovery.tenant_pod_recover(tenant=tenant_a)
+    sent = sandbox.inbound(recovered.inbox_id, from_="kim@customer.test", subject="After")
+
+    report = webhooks_backfill(tenant_id=tenant_a.pk)
+    apply_stored()
+
+    assert (recovered.status, recovered.key_refused, recovered.api_key() != old_key) == (
+        "disabled",
+        False,
+        True,
+    )
+    assert (report.inbound, report.errors) == (1, 0)
+    assert InboundMessage.objects.get(mailbox=mailbox).message_id == sent["message_id"]

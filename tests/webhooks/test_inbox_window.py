@@ -95,8 +95,8 @@ def test_a_message_that_beat_a_new_mailbox_recording_its_inbox_is_recorded_once_
 def test_a_message_that_beat_a_disabled_mailbox_recording_its_new_inbox_is_recorded(
     webhooks_off, client, tenant_a, member_of, mailbox_factory
 ):
-    """A disabled mailbox's deleted inbox made again: the backfill leaves disabled mailboxes
-    alone, so the customer's message announced before the mailbox recorded its new inbox was
+    """A disabled mailbox's deleted inbox made again: the backfill left disabled mailboxes
+    alone then, so the customer's message announced before the mailbox recorded its new inbox was
     lost, while one announced a moment later was recorded."""
     sandbox = webhooks_off
     mailbox = mailbox_factory(tenant_a)

@@ -1,6 +1,7 @@
 """Backfill: ask AgentMail for what webhooks should have told us, and apply it the same way.
 
-Two questions per active mailbox, with the mailbox's own inbox-scoped key:
+Two questions per mailbox with an inbox and a key, active or disabled (a disabled mailbox still
+receives mail), with the mailbox's own inbox-scoped key:
 
 - deliveries: an accepted send older than ``WEBHOOK_BACKFILL_AFTER_SECONDS`` with no recipient
   delivered yet (and no event of it waiting to be applied) is looked up
@@ -69,15 +70,25 @@ _DELIVERED_OR_LATER = [s for s, rank in RecipientDelivery.RANK.items() if rank >
 
 
 def webhooks_backfill(*, tenant_id: int | None = None) -> BackfillReport:
-    """One backfill run over every active mailbox of active tenants (or of one tenant)."""
+    """One backfill run over every mailbox with an inbox and a key, active or disabled, of
+    active tenants (or of one tenant)."""
     report = BackfillReport()
     budget = Budget(int(settings.WEBHOOK_BACKFILL_MAX_CALLS))
-    # A key AgentMail refused is not used again until an admin shows it works, as for sends.
-    mailboxes = Mailbox.objects.filter(
-        status=Mailbox.Status.ACTIVE,
-        tenant__status=Tenant.Status.ACTIVE,
-        key_refused_at__isnull=True,
-    ).exclude(inbox_id="")
+    # Disabled ones too: disabling stops a mailbox's sends, not its mail. AgentMail still
+    # receives it and its webhooks are applied; with them lost (the receiver down), a customer's
+    # message to a mailbox disabled longer than WEBHOOK_BACKFILL_MAX_AGE_HOURS was recorded by
+    # nothing. A disabled mailbox keeps its key (and gets a new one with a recovered inbox or
+    # pod); one whose inbox is being made again has neither inbox nor key yet. A key AgentMail
+    # refused is not used again until an admin shows it works, as for sends.
+    mailboxes = (
+        Mailbox.objects.filter(
+            status__in=[Mailbox.Status.ACTIVE, Mailbox.Status.DISABLED],
+            tenant__status=Tenant.Status.ACTIVE,
+            key_refused_at__isnull=True,
+        )
+        .exclude(inbox_id="")
+        .exclude(api_key_sealed="")
+    )
     if tenant_id is not None:
         mailboxes = mailboxes.filter(tenant_id=tenant_id)
     turn = InboundBackfillMark.objects.filter(mailbox=OuterRef("pk")).values("turn_at")

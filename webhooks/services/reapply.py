@@ -6,9 +6,8 @@ stays without it until provisioning runs again, and the recovery of a deleted in
 (``mailboxes.recovery``) leaves the mailbox without one from the moment it forgets the old
 inbox. AgentMail may announce a customer's message to the new inbox in that window: its event
 is stored and rejected ("not a mailbox of this tenant"). The backfill finds the message later,
-but from AgentMail's listing, which has no Reply-To, and never for a disabled mailbox (a
-disabled mailbox whose inbox is made again stays disabled): the customer's message was recorded
-without where they asked replies to go, or not at all. Deferred delivery events are applied when
+but from AgentMail's listing, which has no Reply-To: the customer's message was recorded
+without where they asked replies to go. Deferred delivery events are applied when
 a send records their message id; these, when the mailbox records their inbox.
 """
 
