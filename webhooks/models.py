@@ -126,6 +126,13 @@ class WebhookEvent(models.Model):
                 condition=Q(state__in=["pending", "deferred"]),
             ),
             models.Index(fields=["tenant", "-received_at"], name="webhookevent_tenant_recent"),
+            # The sweep looks for rejected events whose inbox a mailbox has recorded since
+            # (services.reapply): few rows, and none the receiver's INSERT (pending) writes.
+            models.Index(
+                fields=["received_at"],
+                name="webhookevent_rejected",
+                condition=Q(state="rejected"),
+            ),
             # Events are looked up by message only while they wait (deferred until the intent
             # records its message id, or pending for the backfill): applied events leave it.
             models.Index(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from webhooks.services import applier, apply, retention
+from webhooks.services import applier, apply, reapply, retention
 from webhooks.services import backfill as backfill_service
 
 
@@ -12,9 +12,14 @@ def apply_pending() -> int:
 
 
 def replay_pending() -> int:
-    """Part of the sweep: apply events stored but not applied (in batches), and deferred events
-    whose message id has been recorded since."""
-    return applier.events_apply_pending(settle=0) + apply.events_replay_pending()
+    """Part of the sweep: apply events stored but not applied (in batches), deferred events
+    whose message id has been recorded since, and rejected events whose inbox a mailbox has
+    recorded since."""
+    return (
+        applier.events_apply_pending(settle=0)
+        + apply.events_replay_pending()
+        + reapply.events_apply_rejected_due()
+    )
 
 
 def purge_payloads() -> int:

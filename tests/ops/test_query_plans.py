@@ -16,6 +16,8 @@ delivery event scanned every intent (or, with statistics, every intent of its ma
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from django.db import DatabaseError, connection
 from django.test.utils import CaptureQueriesContext
@@ -33,7 +35,7 @@ from tests.intents.helpers import drain_sends
 from tests.plans import plan_nodes
 from tests.webhooks.conftest import apply_stored, delivery_payload, received_payload
 from webhooks.models import RecipientDelivery, WebhookEvent
-from webhooks.services import apply
+from webhooks.services import apply, reapply
 from webhooks.services.backfill import webhooks_backfill
 from webhooks.services.retention import events_purge_payloads
 
@@ -136,6 +138,31 @@ def test_the_applier_and_the_sweep_use_an_index_for_every_growing_table(
 
     assert WebhookEvent.objects.filter(state="applied").count() == 7  # the path really ran
     assert WebhookEvent.objects.filter(state="deferred").count() == 1  # and the sweep's branch
+    assert scanning(statements) == []
+
+
+def test_the_sweeps_pass_over_rejected_events_uses_an_index_for_every_growing_table(
+    client, tenant_a, hook_for, mailbox_row
+):
+    """Its search for rejected events whose inbox a mailbox has recorded since, over a tenant's
+    applied inbound history and rejections of an inbox it has no mailbox for; and the re-apply
+    of one mailbox (the same statement as mailbox_provisioned's)."""
+    hook = hook_for(tenant_a)
+    mailbox = mailbox_row(tenant_a)
+    # No mailbox of the tenant has this inbox: its events are rejected.
+    stranger = SimpleNamespace(inbox_id="gone@agentmail.test", address="gone@agentmail.test")
+    for i in range(HISTORY // 4):
+        hook.post(client, received_payload(mailbox, thread_id=f"thr_{i}"), apply=False)
+    for i in range(3):
+        hook.post(client, received_payload(stranger, thread_id=f"thr_s{i}"), apply=False)
+    apply_stored()
+    analyze()
+
+    statements = captured(reapply.events_apply_rejected_due) + captured(
+        lambda: reapply.events_apply_rejected(mailbox=mailbox)
+    )
+
+    assert WebhookEvent.objects.filter(state="rejected").count() == 3  # the path really ran
     assert scanning(statements) == []
 
 

@@ -18,9 +18,11 @@ from intents.policy import answered_message_gone
 from mailboxes import provisioning, recovery
 from mailboxes.models import Mailbox
 from tenants.models import AuditEvent
+from tests.intents.helpers import held_open
 from tests.webhooks.conftest import Hook, apply_stored
-from webhooks import registration
+from webhooks import registration, tasks
 from webhooks.models import InboundMessage, WebhookEndpoint, WebhookEvent
+from webhooks.services import apply, reapply
 from webhooks.services.backfill import webhooks_backfill
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,9 +46,9 @@ def _hook(tenant) -> Hook:
     return Hook(endpoint, endpoint.secrets.get(retired_at=None).plaintext())
 
 
-def _customer_writes(sandbox, hook, client, address: str) -> dict:
+def _customer_writes(sandbox, hook, client, address: str, *, applied: bool = True) -> dict:
     """A customer's message into the inbox at ``address``, with a Reply-To, and its webhook
-    as AgentMail sent it, posted to our receiver and applied."""
+    as AgentMail sent it, posted to our receiver and (``applied``) applied."""
     message = sandbox.inbound(
         address,
         from_="Jane <jane@customer.test>",
@@ -55,7 +57,7 @@ def _customer_writes(sandbox, hook, client, address: str) -> dict:
         reply_to=["Refunds <refunds@elsewhere.test>"],
     )
     [event] = [e for e in sandbox.events() if e["event_id"] == message["event_id"]]
-    hook.post(client, event["payload"])
+    hook.post(client, event["payload"], apply=applied)
     return message
 
 
@@ -90,6 +92,68 @@ def test_a_message_that_beat_a_new_mailbox_recording_its_inbox_is_recorded_once_
     assert report.inbound == 0
     audit = AuditEvent.objects.get(action="webhook.events_reapplied")
     assert audit.data == {"inbox_id": mailbox.address, "webhook_event_ids": [rejected.pk]}
+
+
+def _rejected_after_provisioning(sandbox, client, tenant) -> tuple[Mailbox, dict, WebhookEvent]:
+    """A first provisioning whose create answer was lost, a customer's message announced
+    meanwhile, and the applier's transaction that rejects its event before provisioning runs
+    again and commits once provisioning (and its re-apply, which sees the event still pending)
+    has finished."""
+    provisioning.tenant_connect(tenant=tenant)
+    registration.webhook_register(tenant=tenant)
+    hook = _hook(tenant)
+    sandbox.fault("create_inbox", "500_after")
+    with pytest.raises(provisioning.ProvisioningError):
+        provisioning.mailbox_create(tenant=tenant, username="help")
+    mailbox = Mailbox.objects.get(tenant=tenant, username="help")
+    message = _customer_writes(sandbox, hook, client, mailbox.address, applied=False)
+    stored = WebhookEvent.objects.get()
+    applier: list = []
+    with held_open(lambda: apply.event_apply(event_id=stored.pk), applier):
+        provisioning.mailbox_provision(mailbox=mailbox)
+    assert applier == ["rejected"]
+    stored.refresh_from_db()
+    return mailbox, message, stored
+
+
+def test_a_rejection_committed_after_the_mailbox_recorded_its_inbox_is_applied_by_the_sweep(
+    webhooks_off, client, tenant_a
+):
+    """Found by a probe: the applier's transaction looked the mailbox up just before
+    provisioning committed its inbox, and committed its rejection just after the re-apply of
+    ``mailbox_provisioned`` had looked for rejected events: nothing looked at it again, so the
+    customer's message (with its Reply-To) was lost unless the backfill found it, and for a
+    mailbox disabled longer than WEBHOOK_BACKFILL_MAX_AGE_HOURS, or a delivery event, never.
+    The sweep now re-applies such events whose inbox a mailbox has recorded since."""
+    mailbox, message, stored = _rejected_after_provisioning(webhooks_off, client, tenant_a)
+    missed = (stored.state, InboundMessage.objects.exists())
+    swept = tasks.replay_pending()
+    again = tasks.replay_pending()
+
+    assert missed == ("rejected", False)
+    assert (swept, again) == (1, 0)
+    recorded = InboundMessage.objects.get()
+    assert (recorded.mailbox_id, recorded.message_id) == (mailbox.pk, message["message_id"])
+    assert recorded.reply_to == ["refunds@elsewhere.test"]
+    stored.refresh_from_db()
+    assert stored.state == "applied"
+    audit = AuditEvent.objects.get(action="webhook.events_reapplied")
+    assert audit.data == {"inbox_id": mailbox.address, "webhook_event_ids": [stored.pk]}
+
+
+def test_two_sweeps_at_once_apply_a_rejected_event_once(webhooks_off, client, tenant_a):
+    _, _, stored = _rejected_after_provisioning(webhooks_off, client, tenant_a)
+    first: list = []
+
+    with held_open(reapply.events_apply_rejected_due, first):
+        beside = reapply.events_apply_rejected_due()
+    after = reapply.events_apply_rejected_due()
+
+    assert (first, beside, after) == ([1], 0, 0)
+    assert InboundMessage.objects.count() == 1
+    assert AuditEvent.objects.filter(action="webhook.events_reapplied").count() == 1
+    stored.refresh_from_db()
+    assert stored.state == "applied"
 
 
 def test_a_message_that_beat_a_disabled_mailbox_recording_its_new_inbox_is_recorded(
@@ -163,7 +227,9 @@ def test_an_old_rejected_event_of_the_address_is_not_applied_when_a_mailbox_reco
 
     mailbox_factory(tenant_a, username="later")
     apply_stored()
+    swept = tasks.replay_pending()
 
+    assert swept == 0
     assert WebhookEvent.objects.get().state == "rejected"
     assert not InboundMessage.objects.exists()
 

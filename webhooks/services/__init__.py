@@ -5,7 +5,8 @@
   batch), the wake-up the receiver sends it, and its loop;
 - ``apply``: the apply step, an event's effect on delivery state, suppressions, inbound mail and
   holds, and the later paths (deferred events, the sweep);
-- ``reapply``: the events rejected before their mailbox recorded its inbox, applied once it does;
+- ``reapply``: the events rejected before their mailbox recorded its inbox, applied once it does
+  (and by the sweep, for a rejection committed after that);
 - ``backfill``: asking AgentMail for what webhooks never told us, stored as events to apply;
 - ``retention``: payloads purged after each tenant's retention period.
 

@@ -8,7 +8,8 @@ inbox. AgentMail may announce a customer's message to the new inbox in that wind
 is stored and rejected ("not a mailbox of this tenant"). The backfill finds the message later,
 but from AgentMail's listing, which has no Reply-To: the customer's message was recorded
 without where they asked replies to go. Deferred delivery events are applied when
-a send records their message id; these, when the mailbox records their inbox.
+a send records their message id; these, when the mailbox records their inbox, and by the sweep
+(``events_apply_rejected_due``) when the signal's pass could not see them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import OuterRef, Q, Subquery
 from django.db.models.functions import Now
 
 from mailboxes.models import Mailbox
@@ -76,3 +78,50 @@ def events_apply_rejected(*, mailbox: Mailbox, actor=None) -> list[int]:
             extra={"tenant_id": mailbox.tenant_id, "mailbox_id": mailbox.pk, "count": len(applied)},
         )
     return applied
+
+
+# The sweep's pass over rejected events takes at most this many mailboxes a run; the rest wait
+# for the next run (a minute).
+SWEEP_MAILBOXES = 100
+
+
+def events_apply_rejected_due(*, limit: int = SWEEP_MAILBOXES) -> int:
+    """The sweep's fallback for ``events_apply_rejected``: an applier that looked the mailbox up
+    just before provisioning committed its inbox, and committed its rejection just after the
+    re-apply of ``mailbox_provisioned`` had looked for rejected events (it saw the event still
+    pending), left an event no signal would look at again. Each run re-applies, through
+    ``events_apply_rejected`` (the same bounds, apply and audit row), the rejected events whose
+    inbox a mailbox of their tenant has recorded since, for the mailboxes that have any. An
+    applied event is no longer rejected: running it again does nothing. Returns how many events
+    were applied."""
+    max_age = timedelta(hours=float(settings.WEBHOOK_BACKFILL_MAX_AGE_HOURS))
+    # events_apply_rejected's bound, per mailbox: received since it was made or last forgot a
+    # lost inbox. An older rejection of the address stays out of every run, not only of its apply.
+    owner = (
+        Mailbox.objects.filter(
+            tenant_id=OuterRef("tenant_id"), inbox_id__iexact=OuterRef("inbox_id")
+        )
+        .exclude(inbox_id="")
+        .filter(
+            Q(inbox_lost_at__isnull=True, created_at__lte=OuterRef("received_at"))
+            | Q(inbox_lost_at__lte=OuterRef("received_at"))
+        )
+        .order_by("id")
+        .values("pk")[:1]
+    )
+    mailbox_ids = list(
+        WebhookEvent.objects.filter(
+            state=State.REJECTED,
+            outcome=NOT_A_MAILBOX,
+            received_at__gte=Now() - max_age,
+            payload__isnull=False,
+        )
+        .annotate(owner_id=Subquery(owner))
+        .exclude(owner_id=None)
+        .values_list("owner_id", flat=True)
+        .distinct()[:limit]
+    )
+    return sum(
+        len(events_apply_rejected(mailbox=mailbox))
+        for mailbox in Mailbox.objects.filter(pk__in=mailbox_ids).order_by("pk")
+    )
