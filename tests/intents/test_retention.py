@@ -370,16 +370,16 @@ def test_the_purge_leaves_an_event_being_resent_for_a_later_run(decided, tenant_
     takes it once that delivery ends."""
     from intents.retention import purged_drafts_events_purge
     from intents.services.event_endpoints import delivery_resend
-    from tenants.models import Tenant
 
     admin = member_of(tenant_a, "admin").user
     _endpoint, failed = _failed_event_of_a_purged_draft(decided, tenant_a, admin)
     resending, purging = [], []
 
     with transaction.atomic():
-        # Holding the tenant's row pauses the resend at its commit (its rows' foreign keys are
-        # checked then), after it made the new delivery.
-        Tenant.objects.select_for_update().get(pk=tenant_a.pk)
+        # Holding the resent delivery's row pauses the resend at its commit (the new delivery's
+        # foreign key to it is checked then), after it made the new delivery. (Not the tenant's
+        # row: an admin's write reads it, FOR KEY SHARE, as it starts: tenants.access.)
+        AgentEventDelivery.objects.select_for_update().get(pk=failed.pk)
         resend = in_thread(
             lambda: delivery_resend(tenant=tenant_a, delivery_id=failed.pk, actor=admin),
             resending,
