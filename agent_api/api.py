@@ -82,7 +82,8 @@ a, U+FF41, is an `a`); a display name (`Ana <ana@example.com>`) is not an addres
 Date-times (`not_after`) are RFC 3339 strings with a time zone (`2027-01-31T17:00:00Z`): a number
 is not read as a Unix time, and it, a date alone or a time without a zone is 422
 `validation_failed` naming the field. Files that would take the tenant past its attachment
-storage quota are **413** `storage_quota_exceeded` (below).
+storage quota are **413** `storage_quota_exceeded`, and the draft's mailbox past its share of
+it **413** `mailbox_storage_quota_exceeded` (below).
 
 ### Limits
 Request bodies up to **{MAX_BODY_BYTES // 1024} KiB** (413 above), JSON in UTF-8 only (415
@@ -113,6 +114,15 @@ whose new files would pass it is refused whole, **413** `storage_quota_exceeded`
 `attachments`, with the bytes in use and the quota in `detail`; nothing is stored and the
 Idempotency-Key is not used up. Retrying soon will not help: leave the files out, or wait for
 retention to free space.
+
+Each mailbox holds at most {settings.MAILBOX_ATTACHMENT_STORAGE_SHARE:g} of the tenant's quota,
+so that one mailbox's agent cannot fill it for all the others: a file counts against every
+mailbox whose drafts attach it (once per mailbox; again it costs nothing more there), until
+retention deletes its bytes. A draft or revision whose files would take its mailbox past that
+is refused whole, **413** `mailbox_storage_quota_exceeded` naming `attachments`, with the
+figures in `detail` and as members of the problem document: `mailbox` (its address),
+`mailbox_storage_used` and `mailbox_storage_limit` (bytes), and `attachments_bytes` (what the
+files would have added). Nothing is stored; the other mailboxes' agents still attach.
 """
 
 

@@ -62,9 +62,13 @@ def problem_document(
     detail: str,
     title: str | None = None,
     errors: Iterable[dict] = (),
+    extensions: Mapping[str, Any] | None = None,
 ) -> dict:
-    """The RFC 9457 document: the JSON API's error body, and the MCP tools' error result."""
+    """The RFC 9457 document: the JSON API's error body, and the MCP tools' error result.
+    ``extensions``: members of the problem's own (a mailbox's storage bound and use), which
+    never replace the standard ones."""
     return {
+        **(extensions or {}),
         "type": TYPE_BASE + code,
         "title": title or HTTPStatus(status).phrase,
         "status": status,
@@ -93,8 +97,11 @@ def problem_response(
     title: str | None = None,
     errors: Iterable[dict] = (),
     headers: dict[str, str] | None = None,
+    extensions: Mapping[str, Any] | None = None,
 ) -> HttpResponse:
-    body = problem_document(status=status, code=code, detail=detail, title=title, errors=errors)
+    body = problem_document(
+        status=status, code=code, detail=detail, title=title, errors=errors, extensions=extensions
+    )
     response = HttpResponse(
         json.dumps(body, ensure_ascii=False, separators=(",", ":")),
         status=status,
@@ -330,6 +337,9 @@ def validation_problem(raw_errors: Iterable[Mapping[str, Any]]) -> dict:
     )
 
 
+_STANDARD_MEMBERS = {"type", "title", "status", "detail", "code", "errors"}
+
+
 def _send(document: dict) -> HttpResponse:
     return problem_response(
         status=document["status"],
@@ -337,6 +347,7 @@ def _send(document: dict) -> HttpResponse:
         title=document["title"],
         detail=document["detail"],
         errors=document["errors"],
+        extensions={k: v for k, v in document.items() if k not in _STANDARD_MEMBERS},
     )
 
 
@@ -395,6 +406,8 @@ def draft_problem(exc: DraftError) -> dict:
         title=exc.code.replace("_", " ").capitalize(),
         detail=exc.message,
         errors=errors,
+        # Figures a program acts on without parsing ``detail`` (a mailbox's storage share).
+        extensions=getattr(exc, "extensions", None),
     )
 
 

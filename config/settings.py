@@ -416,6 +416,11 @@ ATTACHMENT_PREVIEW_SECONDS = 5
 TENANT_ATTACHMENT_STORAGE_BYTES = env_int(
     "TENANT_ATTACHMENT_STORAGE_BYTES", 1024**3, low=ATTACHMENT_MAX_DRAFT_BYTES, high=1024**5
 )
+# The part of its tenant's quota one mailbox may hold (README "Attachments"): one mailbox's agent
+# filling the whole quota blocked every other mailbox's. 1 turns the bound off.
+MAILBOX_ATTACHMENT_STORAGE_SHARE = env_float(
+    "MAILBOX_ATTACHMENT_STORAGE_SHARE", 0.5, low=0.01, high=1
+)
 
 # Request bodies: every limit here, each derived from what its endpoint takes.
 # The agent API and the MCP server: a draft's text (256 KiB) and the attachments it may carry,

@@ -106,6 +106,9 @@ SENTENCES = {
         "AgentMail no longer had the inbox of %(object)s: %(actor)s had it made again under a "
         "new AgentMail id"
     ),
+    "mailbox.storage_recounted": _(
+        "An operator corrected the attachment storage total of %(object)s to what its files hold"
+    ),
     "mailbox.policy_changed": _("%(actor)s changed the recipient policy of %(object)s"),
     "mailbox.assignment_changed": _("%(actor)s changed the deadline and assignment of %(object)s"),
     "suppression.added": _("%(actor)s added %(object)s to the suppression list"),

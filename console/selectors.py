@@ -31,7 +31,12 @@ from intents.reason_words import MACHINE_ACTORS
 from intents.selectors.deadlines import sla_breaches
 from intents.selectors.intents import current_sends, oldest_queued_age_seconds
 from intents.selectors.provider_waits import OpenCircuit, open_circuits
-from intents.selectors.storage import StorageUse, attachment_storage
+from intents.selectors.storage import (
+    MailboxStorageUse,
+    StorageUse,
+    attachment_storage,
+    attachment_storage_by_mailbox,
+)
 from intents.sending.lease import CALL_TOO_LATE
 from mailboxes.models import Mailbox
 from tenants.invitations import with_expiry
@@ -438,6 +443,8 @@ class Health:
     breaches_by_reviewer: list[tuple[str, int]]
     # Attachment bytes the tenant holds, against its quota (intents.selectors.storage).
     attachment_storage: StorageUse
+    # Each mailbox's bytes against its share of that quota (MAILBOX_ATTACHMENT_STORAGE_SHARE).
+    mailbox_attachment_storage: list[MailboxStorageUse]
     # Mailboxes whose key AgentMail refused, with their waiting sends (key_refused_mailboxes).
     key_refused: list[KeyRefused]
     # The tenant's keys whose circuit AgentMail's failures opened (intents.sending.throttle).
@@ -534,6 +541,7 @@ def health(tenant: Tenant) -> Health:
         webhook_max_apply_lag=events["max_apply_lag"],
         webhook_last_event=last_event["last"],
         attachment_storage=attachment_storage(tenant=tenant),
+        mailbox_attachment_storage=attachment_storage_by_mailbox(tenant=tenant),
         key_refused=key_refused_mailboxes(tenant),
         circuits=open_circuits(tenant=tenant),
     )

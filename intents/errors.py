@@ -210,6 +210,23 @@ class StorageQuotaExceeded(DraftError):
     status = 413
 
 
+class MailboxStorageQuotaExceeded(StorageQuotaExceeded):
+    """The files a version would store take its mailbox past its share of the tenant's quota
+    (``MAILBOX_ATTACHMENT_STORAGE_SHARE``). ``extensions``: the mailbox, its bytes in use, its
+    bound and the bytes the version would add, as members of the API's problem document."""
+
+    code = "mailbox_storage_quota_exceeded"
+
+    def __init__(self, message: str, *, mailbox: str, used: int, limit: int, added: int):
+        super().__init__(message=message, field="attachments")
+        self.extensions = {
+            "mailbox": mailbox,
+            "mailbox_storage_used": used,
+            "mailbox_storage_limit": limit,
+            "attachments_bytes": added,
+        }
+
+
 class BroadcastRowsInvalid(InvalidInput):
     """Some rows of a broadcast's recipient upload are invalid; ``rows`` lists them (row, field,
     message), the first ``MAX_REPORTED_ERRORS`` of ``total``. ``source``: the input the rows

@@ -587,8 +587,10 @@ class IntentEvent(models.Model):
 # Re-exported: intents.models is where Django and the code look for the app's models.
 from intents.models_attachments import (  # noqa: E402
     AttachmentBlob,
+    AttachmentCharge,
     AttachmentStorage,
     DraftAttachment,
+    MailboxAttachmentStorage,
 )
 from intents.models_broadcast import Broadcast, BroadcastRecipient  # noqa: E402
 from intents.models_events import (  # noqa: E402
@@ -608,6 +610,7 @@ __all__ = [
     "ApiIdempotencyKey",
     "ApiRateWindow",
     "AttachmentBlob",
+    "AttachmentCharge",
     "AttachmentStorage",
     "Broadcast",
     "BroadcastRecipient",
@@ -618,6 +621,7 @@ __all__ = [
     "DraftVersion",
     "EventType",
     "IntentEvent",
+    "MailboxAttachmentStorage",
     "ProviderThrottle",
     "SendAttempt",
     "SendIntent",

@@ -96,3 +96,51 @@ class AttachmentStorage(models.Model):
 
     def __str__(self) -> str:
         return f"Attachment storage of tenant {self.tenant_id}: {self.bytes_used} bytes"
+
+
+class AttachmentCharge(models.Model):
+    """A blob's bytes charged to one mailbox's share of the tenant's quota
+    (``MAILBOX_ATTACHMENT_STORAGE_SHARE``): written, once per mailbox and blob, by the version
+    that first names the blob in one of the mailbox's drafts since its bytes were stored;
+    deleted with the bytes (retention). A blob several mailboxes name is charged to each of
+    them (and once to the tenant): each share bounds what one mailbox makes the tenant hold,
+    and a mailbox's use never depends on what the mailboxes it cannot read hold. The unique
+    pair is what keeps two versions naming the blob at once from charging it twice."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    mailbox = models.ForeignKey("mailboxes.Mailbox", on_delete=models.CASCADE, related_name="+")
+    blob = models.ForeignKey(AttachmentBlob, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["mailbox", "blob"], name="attachmentcharge_unique_per_mailbox"
+            ),
+        ]
+        indexes = [models.Index(fields=["blob"], name="attachmentcharge_blob")]
+
+    def __str__(self) -> str:
+        return f"Blob {self.blob_id} charged to mailbox {self.mailbox_id}"
+
+
+class MailboxAttachmentStorage(models.Model):
+    """The attachment bytes charged to one mailbox (the sizes of its ``AttachmentCharge`` rows),
+    held against its share of the tenant's quota by a guarded UPDATE in the version's
+    transaction; a mailbox that never stored a file has no row (0)."""
+
+    mailbox = models.OneToOneField(
+        "mailboxes.Mailbox", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    bytes_used = models.BigIntegerField(default=0, db_default=0)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(bytes_used__gte=0), name="mailboxattachmentstorage_not_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Attachment storage of mailbox {self.mailbox_id}: {self.bytes_used} bytes"

@@ -16,7 +16,6 @@ docs publish it), then the sweep deletes them.
 from __future__ import annotations
 
 import logging
-from collections import Counter as Tally
 from datetime import timedelta
 
 from django.core.cache import cache
@@ -240,10 +239,7 @@ def attachment_bytes_purge(*, batch: int = 200) -> int:
         AttachmentBlob.objects.filter(id__in=[row[0] for row in gone]).update(
             data=None, data_purged_at=Now()
         )
-        freed: Tally[int] = Tally()
-        for _, tenant_id, _, size in gone:
-            freed[tenant_id] += size
-        storage_release(freed)
+        storage_release([(blob_id, tenant_id, size) for blob_id, tenant_id, _, size in gone])
         drafts = set(
             DraftAttachment.objects.filter(blob_id__in=[row[0] for row in gone]).values_list(
                 "tenant_id", "version__draft_id"

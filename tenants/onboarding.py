@@ -449,6 +449,25 @@ def operator_storage_recounted(*, tenant_id: int, before: int, after: int) -> No
     )
 
 
+def operator_mailbox_storage_recounted(
+    *, tenant_id: int, mailbox_id: int, before: int, after: int
+) -> None:
+    """The audit row of ``manage.py attachment_storage_recount`` correcting one mailbox's
+    attachment storage total (its share's use), in the recount's transaction; only when it
+    changed."""
+    AuditEvent.objects.create(
+        tenant_id=tenant_id,
+        actor=None,
+        action="mailbox.storage_recounted",
+        object_type="mailbox",
+        object_id=str(mailbox_id),
+        data={
+            "before": {"attachment_storage_used": before},
+            "after": {"attachment_storage_used": after},
+        },
+    )
+
+
 def operator_secrets_resealed(*, key_id: str, counts: dict[str, int]) -> None:
     """The audit row of ``manage.py reencrypt_secrets`` (no tenant: it re-seals every tenant's
     secrets), in its transaction: the key they are sealed under now and how many of each kind

@@ -107,8 +107,10 @@ def _hold_kept_blobs(blob_ids: list[int]) -> None:
 
 def attach(tenant, version: DraftVersion, files: Sequence[Planned]) -> None:
     """Store the files' bytes (once per tenant and digest) and the version's rows (call in the
-    version's transaction). Bytes the tenant did not hold yet count against its storage quota:
-    past it, ``StorageQuotaExceeded`` and the transaction writes nothing."""
+    version's transaction). Bytes the tenant did not hold yet count against its storage quota,
+    files the draft's mailbox did not hold yet against the mailbox's share of it: past either,
+    ``StorageQuotaExceeded`` (``MailboxStorageQuotaExceeded``) and the transaction writes
+    nothing."""
     if not files:
         return
     _hold_kept_blobs([item.blob_id for item in files if item.blob_id is not None])
@@ -150,6 +152,8 @@ def attach(tenant, version: DraftVersion, files: Sequence[Planned]) -> None:
         tenant_id=tenant.pk,
         added=added,
         held_elsewhere=_held_only_elsewhere(version.draft.mailbox_id, found),
+        mailbox=version.draft.mailbox,
+        blob_sizes={row.blob_id: row.size for row in rows},
     )
     DraftAttachment.objects.bulk_create(rows)
 

@@ -142,6 +142,7 @@ def test_files_past_the_tenants_storage_quota_are_413_and_write_nothing(
     api, token_a, token_b, mailbox_a, mailbox_b, settings
 ):
     settings.TENANT_ATTACHMENT_STORAGE_BYTES = len(PDF) + 100
+    settings.MAILBOX_ATTACHMENT_STORAGE_SHARE = 1
     other = _file("other.pdf", data=PDF + b"x" * 200)
     draft_id = api.post(
         "/drafts", draft_body(mailbox_a, attachments=[_file()]), token=token_a, key="q1"
@@ -186,6 +187,65 @@ def test_files_past_the_tenants_storage_quota_are_413_and_write_nothing(
     assert AttachmentBlob.objects.filter(tenant=mailbox_a.tenant).count() == 1
 
 
+def test_a_mailbox_token_past_its_share_is_413_and_another_mailboxs_token_still_attaches(
+    api, make_token, mailbox_a, mailbox_a2, settings
+):
+    """One mailbox's agent filled the tenant's whole quota, and every other mailbox's agents
+    were refused until retention freed space. Each mailbox now has a share of it."""
+    pdfs = [PDF + f"% file {i}\n".encode() * 10 for i in range(3)]
+    size = len(pdfs[0])
+    settings.TENANT_ATTACHMENT_STORAGE_BYTES = 4 * size
+    settings.MAILBOX_ATTACHMENT_STORAGE_SHARE = 0.5
+    support = make_token(mailbox_a.tenant, mailboxes=[mailbox_a])
+    billing = make_token(mailbox_a.tenant, mailboxes=[mailbox_a2])
+    filled = api.post(
+        "/drafts",
+        draft_body(
+            mailbox_a, attachments=[_file("a.pdf", data=pdfs[0]), _file("b.pdf", data=pdfs[1])]
+        ),
+        token=support,
+        key="s1",
+    )
+    assert filled.status_code == 201, filled.content
+
+    refused = api.post(
+        "/drafts",
+        draft_body(mailbox_a, attachments=[_file("c.pdf", data=pdfs[2])]),
+        token=support,
+        key="s2",
+    )
+    tool = call_tool(
+        raw_token=support,
+        name="create_draft",
+        arguments=draft_body(mailbox_a, attachments=[_file("c.pdf", data=pdfs[2])]),
+    )
+    other = api.post(
+        "/drafts",
+        draft_body(mailbox_a2, attachments=[_file("c.pdf", data=pdfs[2])]),
+        token=billing,
+        key="s3",
+    )
+
+    assert refused.status_code == 413
+    problem = refused.json()
+    assert problem["code"] == "mailbox_storage_quota_exceeded"
+    assert (
+        problem["mailbox"],
+        problem["mailbox_storage_used"],
+        problem["mailbox_storage_limit"],
+        problem["attachments_bytes"],
+    ) == (mailbox_a.address, 2 * size, 2 * size, size)
+    assert problem["errors"] == [{"field": "attachments", "message": problem["detail"]}]
+    assert f"{2 * size} of {2 * size} bytes are in use" in problem["detail"]
+    assert (tool.is_error, tool.document["code"], tool.document["mailbox_storage_limit"]) == (
+        True,
+        "mailbox_storage_quota_exceeded",
+        2 * size,
+    )
+    assert other.status_code == 201, other.content
+    assert Draft.objects.filter(mailbox=mailbox_a).count() == 1
+
+
 def test_at_the_quota_a_mailbox_token_cannot_learn_which_files_other_mailboxes_hold(
     api, make_token, mailbox_a, mailbox_a2, settings
 ):
@@ -197,6 +257,7 @@ def test_at_the_quota_a_mailbox_token_cannot_learn_which_files_other_mailboxes_h
     fresh = PDF + b"% a file nobody holds, as long\n"
     assert len(fresh) == len(secret)
     settings.TENANT_ATTACHMENT_STORAGE_BYTES = len(secret) + 10
+    settings.MAILBOX_ATTACHMENT_STORAGE_SHARE = 1
     billing = make_token(mailbox_a.tenant, mailboxes=[mailbox_a2])
     support = make_token(mailbox_a.tenant, mailboxes=[mailbox_a])
     held = api.post(

@@ -54,6 +54,7 @@ def test_openapi_document_is_3_1_with_every_route_and_problem_errors(client):
     assert f"{MAX_BODY_BYTES // 1024} KiB" in schema["info"]["description"]
     assert "attachments[i]" in schema["info"]["description"]
     assert "**413** `storage_quota_exceeded`" in schema["info"]["description"]
+    assert "**413** `mailbox_storage_quota_exceeded`" in schema["info"]["description"]
     assert list(create["responses"]["413"]["content"]) == ["application/problem+json"]
     assert not any("approve" in path or "send" in path for path, _ in operations)
 

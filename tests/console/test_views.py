@@ -10,6 +10,7 @@ from intents.attachments import Upload
 from intents.models import SendIntent, Suppression
 from tenants import onboarding
 from tenants.models import AuditEvent, Membership, Tenant, User
+from tests.factories import make_local_mailbox
 from tests.pages import based_on
 from tests.routed_client import RoutedClient
 
@@ -301,6 +302,31 @@ def test_health_panel_shows_the_attachment_storage_against_the_quota(
     shown = page.content.decode().split("data-attachment-storage", 1)[1].split("</div>", 1)[0]
     assert "Attachment storage" in shown
     assert "1.0\xa0MB" in shown and "of 4.0\xa0MB (25%)" in shown
+
+
+def test_health_panel_shows_each_mailboxs_attachment_storage_against_its_share(
+    tenant_a, admin_a, mailbox_a, make_draft, signed_in, settings
+):
+    settings.TENANT_ATTACHMENT_STORAGE_BYTES = 4 * 1024 * 1024
+    settings.MAILBOX_ATTACHMENT_STORAGE_SHARE = 0.5
+    billing = make_local_mailbox(tenant_a, username="billing")
+    photo = Upload("photo.txt", "text/plain", b"p" * 1024 * 1024)
+    make_draft(mailbox_a, attachments=[photo])
+    make_draft(billing, attachments=[photo, Upload("b.txt", "text/plain", b"b" * 1024 * 1024)])
+
+    page = signed_in(admin_a.user).get(reverse("admin_home", args=[tenant_a.slug]))
+
+    rows = {
+        row.address: (row.used, row.quota, row.percent)
+        for row in page.context["health"].mailbox_attachment_storage
+    }
+    assert rows == {
+        mailbox_a.address: (1024 * 1024, 2 * 1024 * 1024, 50),
+        billing.address: (2 * 1024 * 1024, 2 * 1024 * 1024, 100),
+    }
+    shown = page.content.decode().split("data-mailbox-attachment-storage", 1)[1]
+    shown = shown.split("</table>", 1)[0]
+    assert billing.address in shown and "2.0\xa0MB of 2.0\xa0MB (100%)" in shown
 
 
 def test_health_panel_measures_against_the_tenants_own_quota(

@@ -163,6 +163,7 @@ def test_bytes_retention_drops_no_longer_count_against_the_storage_quota(
     rejected, again, tenant_a, settings
 ):
     settings.TENANT_ATTACHMENT_STORAGE_BYTES = 2 * len(INVOICE) + len(PNG)
+    settings.MAILBOX_ATTACHMENT_STORAGE_SHARE = 1
     rejected([("a.pdf", "application/pdf", INVOICE), ("l.png", "image/png", PNG)], days=91)
     with pytest.raises(errors.StorageQuotaExceeded):
         rejected([("b.pdf", "application/pdf", INVOICE + b"% page 2\n")], days=1)

@@ -29,8 +29,10 @@ def _file(tag: str, size: int = 40 * KIB) -> Upload:
 
 @pytest.fixture
 def quota(settings):
-    """Room for two 40 KiB files and a bit: the third is refused."""
+    """Room for two 40 KiB files and a bit: the third is refused. The tenant's quota alone: a
+    mailbox may use all of it (tests/intents/test_mailbox_storage.py bounds it)."""
     settings.TENANT_ATTACHMENT_STORAGE_BYTES = 100 * KIB
+    settings.MAILBOX_ATTACHMENT_STORAGE_SHARE = 1
     return settings.TENANT_ATTACHMENT_STORAGE_BYTES
 
 

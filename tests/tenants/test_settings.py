@@ -101,6 +101,11 @@ def test_check_deploy_is_clean_in_production():
         ("BROADCAST_FANOUT_PAGE", "0", "BROADCAST_FANOUT_PAGE must be at least 1"),
         ("BROADCAST_FANOUT_PAGE_PAUSE_SECONDS", "-1", "_PAUSE_SECONDS must be at least 0"),
         ("BROADCAST_KEY_SHARE", "2", "BROADCAST_KEY_SHARE must be at least 0.001 and at most 1"),
+        (
+            "MAILBOX_ATTACHMENT_STORAGE_SHARE",
+            "0",
+            "MAILBOX_ATTACHMENT_STORAGE_SHARE must be at least 0.01 and at most 1",
+        ),
         # 0: every agent request was a 429; 0 threads: every MCP tool call failed.
         ("API_RATE_LIMIT_PER_MINUTE", "0", "API_RATE_LIMIT_PER_MINUTE must be at least 1"),
         ("MCP_THREADS", "0", "MCP_THREADS must be at least 1"),

@@ -1,12 +1,14 @@
-"""Operators: set each tenant's attachment storage total to what its stored files hold (after an
-upgrade from a release without the quota, or a restore). Safe while the app runs."""
+"""Operators: set each tenant's attachment storage total to what its stored files hold, and each
+mailbox's to the files charged to it (after an upgrade from a release without the quota or the
+mailboxes' shares, or a restore). Safe while the app runs."""
 
 from __future__ import annotations
 
 from django.core.management.base import CommandError
 
 from common.cli import BaseCommand, shown, text
-from intents.services.storage import storage_recount
+from intents.services.storage import storage_recount, storage_recount_mailboxes
+from mailboxes.models import Mailbox
 from tenants.models import Tenant
 
 
@@ -25,5 +27,13 @@ class Command(BaseCommand):
             if not tenants.exists():
                 raise CommandError(f"--tenant: no tenant has the slug {shown(tenant)}.")
         for row in tenants.only("pk", "slug"):
+            corrected = storage_recount_mailboxes(tenant_id=row.pk)
             before, after = storage_recount(tenant_id=row.pk)
             self.stdout.write(f"{row.slug}: {before} -> {after} bytes")
+            addresses = dict(
+                Mailbox.objects.filter(pk__in=[c[0] for c in corrected]).values_list(
+                    "pk", "address"
+                )
+            )
+            for mailbox_id, was, now in corrected:
+                self.stdout.write(f"  mailbox {addresses[mailbox_id]}: {was} -> {now} bytes")
