@@ -25,11 +25,13 @@ from __future__ import annotations
 import html as html_lib
 import re
 import secrets
-from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
 
 from intents.broadcast_content import PLACEHOLDER, TemplateInvalid
+from intents.html_tokens import Attribute
+from intents.html_tokens import comment_end as _comment_end
+from intents.html_tokens import tag as _tag
 
 FIELD = "html"
 URL_ATTRIBUTES = frozenset(
@@ -71,13 +73,6 @@ TEXT_ELEMENTS = frozenset({"title", "textarea", "xmp", "iframe", "noembed", "nof
 _TEXT_MAY_BE_TAGS_AFTER = re.compile(r"<(?:svg|math|select)(?=[\t\n\f\r />]|$)", re.IGNORECASE)
 # What starts markup in text: a tag, an end tag, a comment or declaration.
 _MARKUP = re.compile(r"<[A-Za-z!/?]")
-# The tokenizer's runs: a tag name, what separates attributes, an attribute name (its first
-# character may be "="), spaces, an unquoted value.
-_TAG_NAME = re.compile(r"[^\t\n\f\r />]*")
-_SEPARATORS = re.compile(r"[\t\n\f\r /]*")
-_ATTRIBUTE_NAME = re.compile(r".[^\t\n\f\r />=]*", re.DOTALL)
-_SPACES = re.compile(r"[\t\n\f\r ]*")
-_UNQUOTED = re.compile(r"[^\t\n\f\r >]*")
 # A URL's scheme is fixed once the template's own text holds one of these before the value.
 _SCHEME_END = re.compile(r"[:/?#]")
 _SCRIPT_SCHEME = re.compile(r"(?:javascript|vbscript|data):", re.IGNORECASE)
@@ -99,25 +94,6 @@ def url_placeholders(template: str) -> set[str]:
     counter = iter(range(len(names)))
     marked = PLACEHOLDER.sub(lambda m: f"{prefix}{next(counter)}z", template)
     return _Check(marked, re.compile(re.escape(prefix) + r"(\d+)z"), names).run()
-
-
-@dataclass(frozen=True, slots=True)
-class _Attribute:
-    name: str
-    name_start: int
-    name_end: int
-    start: int  # of the value, in the template
-    end: int
-    quoted: bool
-
-
-@dataclass(frozen=True)
-class _Tag:
-    name: str
-    name_end: int
-    end: int  # after its ">", or the template's end
-    closed: bool  # False: the template ends inside it
-    attributes: list[_Attribute]
 
 
 class _Check:
@@ -226,7 +202,7 @@ class _Check:
             self._refuse_in(start, len(self.text), where)
             self.unmarked_from = start
 
-    def _check_attribute(self, tag: str, attribute: _Attribute) -> None:
+    def _check_attribute(self, tag: str, attribute: Attribute) -> None:
         where = {"tag": tag[:40], "attribute": attribute.name[:40]}
         self._refuse_in(
             attribute.name_start,
@@ -263,7 +239,7 @@ class _Check:
         if attribute.name in URL_ATTRIBUTES:
             self._check_url(matches, attribute, where)
 
-    def _check_url(self, matches: list[re.Match], attribute: _Attribute, where: dict) -> None:
+    def _check_url(self, matches: list[re.Match], attribute: Attribute, where: dict) -> None:
         """The placeholder that begins each URL of the value (srcset: each candidate) picks its
         scheme unless the template's text before it fixed one."""
         previous, begun = attribute.start, False
@@ -284,58 +260,3 @@ class _Check:
                 )
             if not _SCHEME_END.search(written):
                 self.in_url.add(self.names[int(match.group(1))])
-
-
-def _comment_end(text: str, content: int) -> int:
-    """After the comment whose text starts at ``content``: the earliest end a browser takes
-    ("<!-->", "<!--->", "-->", "--!>"); a later one would leave markup to a browser unchecked."""
-    if text.startswith(">", content):
-        return content + 1
-    if text.startswith("->", content):
-        return content + 2
-    ends = [
-        found + len(mark) for mark in ("-->", "--!>") if (found := text.find(mark, content)) != -1
-    ]
-    return min(ends, default=len(text))
-
-
-def _run_end(run: re.Pattern, text: str, position: int) -> int:
-    """Where ``run`` (a pattern that also matches nothing) starting at ``position`` ends."""
-    match = run.match(text, position)
-    return match.end() if match else position
-
-
-def _tag(text: str, start: int) -> _Tag:
-    """The tag whose name starts at ``start``, split as the WHATWG tokenizer splits it (tag name,
-    before/after attribute name, attribute value quoted or not, self-closing)."""
-    n = len(text)
-    name_end = _run_end(_TAG_NAME, text, start)
-    name = text[start:name_end].lower()
-    attributes: list[_Attribute] = []
-    i = name_end
-    while True:
-        i = _run_end(_SEPARATORS, text, i)
-        if i >= n:
-            return _Tag(name, name_end, n, False, attributes)
-        if text[i] == ">":
-            return _Tag(name, name_end, i + 1, True, attributes)
-        attribute_start = i
-        i = attribute_end = _run_end(_ATTRIBUTE_NAME, text, i)
-        attribute = text[attribute_start:attribute_end].lower()
-        j = _run_end(_SPACES, text, i)
-        if j >= n or text[j] != "=":
-            attributes.append(_Attribute(attribute, attribute_start, attribute_end, i, i, False))
-            i = j
-            continue
-        j = _run_end(_SPACES, text, j + 1)
-        if j < n and text[j] in "\"'":
-            close = text.find(text[j], j + 1)
-            if close == -1:
-                return _Tag(name, name_end, n, False, attributes)
-            attributes.append(
-                _Attribute(attribute, attribute_start, attribute_end, j + 1, close, True)
-            )
-            i = close + 1
-            continue
-        i = _run_end(_UNQUOTED, text, j)
-        attributes.append(_Attribute(attribute, attribute_start, attribute_end, j, i, False))

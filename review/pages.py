@@ -17,6 +17,8 @@ from intents import selectors
 from intents.html_styles import (
     READER_LOOKS,
     conditional_comments,
+    css_added_text,
+    html_words,
     reader_looks,
     remote_images,
     style_warnings,
@@ -212,6 +214,10 @@ class DraftReview:
     html_unchanged_since: int | None = None
     # The source of Outlook's conditional comments, which the frame cannot show.
     body_conditionals: list[str] = field(default_factory=list)
+    # Every word of the HTML when its styles hide or add text (html_words), and each CSS
+    # ``content`` declaration, which the frame shows and clients without pseudo-elements do not.
+    body_words: str = ""
+    body_css_added: list[str] = field(default_factory=list)
 
 
 def timeline(detail: selectors.DraftDetail) -> list[tuple[str, object]]:
@@ -370,6 +376,9 @@ def _looks(body: str) -> dict:
         "body_looks": looks,
         "body_looks_named": get_text_list([words for _look, words in looks], _("and")),
         "body_conditionals": conditional_comments(body),
+        # What its styles hide from the frame and what they add, as text.
+        "body_words": html_words(body) if "hidden_text" in dict(looks) else "",
+        "body_css_added": css_added_text(body),
     }
 
 

@@ -25,17 +25,26 @@ FONT_SIZE_ONLY = "<style>@media (max-width:600px){p{font-size:18px}}</style><p>H
 @pytest.mark.parametrize(
     ("html", "looks"),
     [
-        (PHONE_ONLY, ["narrow_screens"]),
+        (PHONE_ONLY, ["narrow_screens", "hidden_text"]),
         (DARK_ONLY, ["dark_mode"]),
         (FONT_SIZE_ONLY, ["narrow_screens"]),
-        ("<style>@media (min-width: 601px){.desk{display:none}}</style>", ["narrow_screens"]),
+        (
+            "<style>@media (min-width: 601px){.desk{display:none}}</style>",
+            ["narrow_screens", "hidden_text"],
+        ),
         ("<style>@media (400px <= width <= 700px){p{color:red}}</style>", ["narrow_screens"]),
         ("<style>@media (orientation: portrait){p{color:red}}</style>", ["narrow_screens"]),
-        ("<style>@container (max-width: 400px){p{display:none}}</style>", ["narrow_screens"]),
+        (
+            "<style>@container (max-width: 400px){p{display:none}}</style>",
+            ["narrow_screens", "hidden_text"],
+        ),
         ("<style>@media print{.x{display:block}}</style>", ["print"]),
-        ("<style>@media screen{.x{display:none}}</style>", ["print"]),
+        ("<style>@media screen{.x{display:none}}</style>", ["print", "hidden_text"]),
         ("<style media='print'>.x{display:block}</style>", ["print"]),
-        ("<style>@supports (display: grid){.x{display:none}}</style>", ["mail_client"]),
+        (
+            "<style>@supports (display: grid){.x{display:none}}</style>",
+            ["mail_client", "hidden_text"],
+        ),
         ("<style>@-moz-document url-prefix(){.tb{display:block}}</style>", ["mail_client"]),
         ("<style>[data-ogsc] .x{color:#fff}</style>", ["outlook_dark_mode"]),
         ("<style>[data-ogsb] .x{background:#000}</style>", ["outlook_dark_mode"]),
@@ -57,6 +66,8 @@ FONT_SIZE_ONLY = "<style>@media (max-width:600px){p{font-size:18px}}</style><p>H
             ["device_settings"],
         ),
         ("<!--[if mso]><p>Pay to IBAN XX00 9999.</p><![endif]-->", ["outlook_windows"]),
+        # Hidden from every reader of the frame, shown by an inbox preview and Outlook.
+        ("<style>p{color:#333} .x{display:none}</style><p>Hi</p>", ["hidden_text"]),
         ("<!--[if gte mso 9]><xml></xml><![endif]--><p>Hi</p>", ["outlook_windows"]),
         ("<!--[if !mso]><!--><p>Hi</p><!--<![endif]-->", ["outlook_windows"]),
         ("<![if !mso]><p>Hi</p><![endif]>", ["outlook_windows"]),
@@ -97,7 +108,7 @@ def test_a_phone_only_rule_is_found_however_it_is_spelled(html):
     [
         "",
         "<p>Hello</p>",
-        "<style>p{color:#333} .x{display:none}</style><p>Hi</p>",
+        "<style>p{color:#333} .x{display:block}</style><p>Hi</p>",
         "<style>@media all{p{color:#333}}</style>",
         "<style media='all'>p{color:#333}</style>",
         '<meta name="color-scheme" content="light only"><style>:root{color-scheme:light}</style>',

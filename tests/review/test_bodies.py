@@ -363,12 +363,12 @@ def test_the_draft_page_says_whose_look_the_html_changes_before_approve(
     phone = client.get(url, {"look": "phone"}).content.decode()
 
     warning = page.split('data-body-warning="reader_looks"')[1].split("</div>")[0]
-    assert "phone-width screens and dark mode" in warning
+    assert "phone-width screens, dark mode and inbox previews" in warning
     assert 'href="?look=phone#message-html"' in warning
     assert 'data-look-note="dark_mode"' in warning
     decision = page.split("data-approve-form")[1].split("data-approve ")[0]
     assert "data-looks-to-check" in decision
-    assert "(phone-width screens and dark mode)" in decision
+    assert "(phone-width screens, dark mode and inbox previews" in decision
     assert 'class="email-html"' in page
     assert 'class="email-html phone-width"' in phone
     assert "data-look-shown" in phone
@@ -377,7 +377,7 @@ def test_the_draft_page_says_whose_look_the_html_changes_before_approve(
 def test_no_reader_looks_warning_for_html_that_shows_every_reader_the_same(
     tenant_a, mailbox_a, make_draft, admin_a, signed_in
 ):
-    draft = make_draft(mailbox_a, html=HTML)
+    draft = make_draft(mailbox_a, html="<style>p{color:#333}</style><p class=x>Hello</p>")
     client = signed_in(admin_a.user)
     url = reverse("draft", args=[tenant_a.slug, draft.pk])
 

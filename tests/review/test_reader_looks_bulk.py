@@ -78,6 +78,6 @@ def test_only_an_approval_from_a_list_refuses_html_that_shows_otherwise_to_some_
         )
 
     assert refused.value.code == "reader_dependent_styles"
-    assert "phone-width screens and dark mode" in refused.value.message
+    assert "phone-width screens, dark mode and inbox previews" in refused.value.message
     assert not SendIntent.objects.filter(draft=draft).exists()
     assert services.draft_approve(tenant=tenant_a, draft_id=draft.pk, actor=admin_a.user, **seen)

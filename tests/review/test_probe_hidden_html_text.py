@@ -1,0 +1,142 @@
+"""Outsider probe: an agent's HTML whose own styles hide text from the draft page's frame, or add
+text to it. The frame applies the email's CSS as a browser does, so a ``display:none`` preheader,
+a ``hidden`` paragraph, a ``<template>``, a closed ``<details>`` showed the reviewer nothing;
+yet the recipient gets them: an inbox list shows the hidden preheader as the message's preview
+line, Outlook for Windows ignores ``display:none`` without ``mso-hide``, a client that drops
+``<style>`` or the ``hidden`` attribute shows them in the body, a screen reader reads them. And a
+``::after { content: ... }`` wrote the reviewer words that a client without pseudo-elements
+(Gmail, Outlook) never shows. The page named none of it, and the queue approved it in bulk."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+from django.utils.html import escape
+
+from intents import sending
+from intents.html_styles import html_words, reader_looks
+from intents.models import Draft, DraftVersion, SendIntent
+from tests.intents.conftest import fast_send  # noqa: F401
+from tests.review.threads import agent_drafts, agent_token
+
+PREHEADER = "Your account is locked: call +1 555 0100 now"
+HTML = (
+    "<style>.iban::after{content:'XX00 1234'}</style>"
+    f'<div style="display:none;max-height:0;overflow:hidden">{PREHEADER}</div>'
+    "<p>Your refund is on its way.</p>"
+    "<p hidden>Reply with your card number.</p>"
+    "<p>Our IBAN: <span class=iban></span></p>"
+)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_text_hidden_or_added_by_the_htmls_styles_is_named_shown_and_kept_out_of_a_list(
+    tenant_a,
+    member_of,
+    mailbox_factory,
+    sandbox,
+    fast_send,  # noqa: F811
+    client,
+):
+    mailbox = mailbox_factory(tenant_a)
+    admin = member_of(tenant_a, "admin").user
+    token = agent_token(tenant_a, admin)
+    draft = agent_drafts(
+        client,
+        token,
+        "hidden-text",
+        {
+            "mailbox": mailbox.address,
+            "to": ["ana@customer.test"],
+            "subject": "Your refund",
+            "text": "Your refund is on its way.",
+            "html": HTML,
+        },
+    )
+    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft["id"]])).content.decode()
+    queue = client.get(reverse("tenant_home", args=[tenant_a.slug])).content.decode()
+    items = re.findall(r'name="item" value="([^"]+)"', queue)
+
+    from_list = client.post(
+        reverse("bulk_approve", args=[tenant_a.slug]), {"item": items}, follow=True
+    ).content.decode()
+
+    assert 'data-look-note="hidden_text"' in page
+    shown = page.split("data-html-words")[1].split("</pre>")[0]
+    assert escape(PREHEADER) in shown
+    assert "Reply with your card number." in shown
+    added = page.split("data-css-added")[1].split("</pre>")[0]
+    assert escape("content:'xx00 1234'") in added
+    assert "data-reader-looks" in queue
+    assert f"Draft {draft['id']} was not approved" in from_list
+    assert not SendIntent.objects.filter(draft_id=draft["id"]).exists()
+
+    version = DraftVersion.objects.get(draft_id=draft["id"])
+    on_its_page = client.post(
+        reverse("draft_approve", args=[tenant_a.slug, draft["id"]]),
+        {"version": version.number, "content_hash": version.content_hash},
+    )
+    sending.run_once(worker="t", limit=10)
+
+    assert on_its_page.status_code == 302
+    assert Draft.objects.get(pk=draft["id"]).status == Draft.Status.APPROVED
+    [sent] = sandbox.ledger(inbox_id=mailbox.inbox_id)
+    assert sent["html"] == HTML
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        f'<div style="display:none">{PREHEADER}</div><p>Hi</p>',
+        f"<div style='DISPLAY : NONE !important'>{PREHEADER}</div>",
+        f'<div style="display:&#110;one">{PREHEADER}</div>',
+        f"<style>.p{{display:none}}</style><div class=p>{PREHEADER}</div>",
+        f"<div style=visibility:hidden>{PREHEADER}</div>",
+        f'<div style="opacity:0">{PREHEADER}</div>',
+        f'<div style="font-size:0">{PREHEADER}</div>',
+        f'<div style="font-size:1px;line-height:1px">{PREHEADER}</div>',
+        f'<div style="max-height:0;overflow:hidden">{PREHEADER}</div>',
+        f'<div style="mso-hide:all">{PREHEADER}</div>',
+        f'<div style="position:absolute;left:-9999px">{PREHEADER}</div>',
+        f'<div style="text-indent:-9999px">{PREHEADER}</div>',
+        f'<div style="clip:rect(0 0 0 0)">{PREHEADER}</div>',
+        f'<div style="transform:scale(0)">{PREHEADER}</div>',
+        f'<div style="color:transparent">{PREHEADER}</div>',
+        f"<p hidden>{PREHEADER}</p>",
+        f"<p HIDDEN='hidden'>{PREHEADER}</p>",
+        f"<template><p>{PREHEADER}</p></template>",
+        f"<details><summary>More</summary><p>{PREHEADER}</p></details>",
+        "<style>p::before{content:'Pay to XX00 1234'}</style><p></p>",
+    ],
+)
+def test_styles_and_markup_that_hide_or_add_text_are_named(html):
+    assert "hidden_text" in reader_looks(html)
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<p style='color:#333;font-size:14px;display:block'>Hi</p>",
+        "<p>The content: hidden fees are none; display: none of them.</p>",
+        "<table style='width:100%;height:40px'><tr><td style='padding:0'>Hi</td></tr></table>",
+    ],
+)
+def test_styles_that_hide_nothing_are_not_named(html):
+    assert "hidden_text" not in reader_looks(html)
+
+
+def test_the_words_of_the_html_are_every_text_it_holds_and_the_text_its_css_adds():
+    words = html_words(
+        "<html><head><title>T</title><style>a::after{content:'x'}</style></head><body>"
+        "<div style=display:none>Hidden one</div><p>Seen <b>bold</b></p>"
+        "<template><p>In a template</p></template><!-- a comment --><script>s()</script>"
+    )
+
+    assert words.splitlines() == [
+        "Hidden one",
+        "Seen bold",
+        "In a template",
+    ]
