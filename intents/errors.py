@@ -141,6 +141,14 @@ class ReaderDependentStyles(DraftError):
     code = "reader_dependent_styles"
 
 
+class MisleadingLink(DraftError):
+    """A link of the HTML body shows one address and leads to another, or runs or carries
+    something (``intents.html_links``): the draft's page lists each link's target, a list
+    shows none."""
+
+    code = "misleading_link"
+
+
 class HtmlUnchanged(DraftError):
     """The text body changed since a version whose HTML body is still the current one
     (``intents.selectors.drafts.html_unchanged_while_text_changed``): most mail clients show the

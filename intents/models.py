@@ -105,6 +105,9 @@ class Draft(models.Model):
         # The version since which its HTML stood while the text changed (intents.selectors.
         # drafts.html_unchanged_since; bulk approve leaves it out), None if not so.
         html_unchanged_since: int | None
+        # A link of its HTML leads elsewhere than it shows (intents.html_links; bulk approve
+        # leaves it out).
+        misleading_links: bool
         # intents.selectors.queue: the current version as the queue lists it (not a saved row).
         current: DraftVersion
         # review.pages.queue: who else has it open right now.

@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 
 from config.clock import db_now
 from intents import selectors
+from intents.html_links import html_links, misleading_links
 from intents.html_styles import (
     READER_LOOKS,
     conditional_comments,
@@ -138,6 +139,7 @@ def queue(
         tenant=tenant, draft_ids=[d.pk for d in offered if d.current_version > 1]
     )
     for draft in page.rows:
+        draft.misleading_links = bool(misleading_links(bodies.get(draft.pk, "")))
         looks = reader_looks(bodies.get(draft.pk, ""))
         draft.reader_looks = get_text_list([str(READER_LOOKS[look]) for look in looks], _("and"))
         draft.html_unchanged_since = unchanged.get(draft.pk)
@@ -217,6 +219,10 @@ class DraftReview:
     # Every word of the HTML when its styles hide or add text (html_words), and each CSS
     # ``content`` declaration, which the frame shows and clients without pseudo-elements do not.
     body_words: str = ""
+    # Each link of the HTML with where it leads (html_links), and whether one of them shows one
+    # address and leads to another, or runs or carries something: said before Approve too.
+    body_links: list = field(default_factory=list)
+    body_misleading_links: bool = False
     body_css_added: list[str] = field(default_factory=list)
 
 
@@ -361,7 +367,10 @@ def _body_warnings(tenant: Tenant, draft: Draft, current: DraftVersion) -> dict:
     """What the page says beside the HTML body: fonts and styles from elsewhere, remote
     images, an HTML left as it was under a changed text, and its looks to other readers."""
     body_fonts, body_remote_styles = style_warnings(current.html)
+    links = html_links(current.html)
     return {
+        "body_links": links,
+        "body_misleading_links": any(link.misleading for link in links),
         "body_fonts": body_fonts,
         "body_remote_styles": body_remote_styles,
         "body_remote_images": remote_images(current.html),

@@ -16,6 +16,7 @@ from django.utils.translation import ngettext
 
 from config.clock import db_now
 from intents import errors
+from intents.html_links import misleading_links
 from intents.html_styles import READER_LOOKS, reader_looks
 from intents.journal import journal
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
@@ -91,7 +92,9 @@ def draft_approve(
     thread whose messages come from more than one organisation, and a file forwarded to
     someone other than its sender are left for the page too. So is HTML whose own CSS shows
     it otherwise to some readers (``reader_looks``: a phone's width, dark mode): only the page
-    names them and shows the phone's look. So is a draft whose text changed while its HTML
+    names them and shows the phone's look. So is HTML with a link whose text names another
+    address than it leads to, or that runs or carries something (``misleading_links``): only the
+    page lists where each link leads. So is a draft whose text changed while its HTML
     stayed as it was (``_require_html_with_its_text``): most mail clients show the HTML, and
     only the page shows both.
     """
@@ -119,6 +122,7 @@ def draft_approve(
             _require_thread_participants(current, senders)
             _require_one_conversation(tenant, draft, current, senders)
             _require_one_look(current)
+            _require_links_that_lead_where_they_show(current)
             _require_html_with_its_text(tenant, draft)
             _require_no_unproven_send(tenant, draft)
         intent = _create_intent(tenant, draft, current, actor, now)
@@ -336,6 +340,25 @@ def _require_one_look(current: DraftVersion) -> None:
             "draft, look at it as they will, and approve it there."
         )
         % {"looks": get_text_list([str(READER_LOOKS[look]) for look in looks], _("and"))}
+    )
+
+
+def _require_links_that_lead_where_they_show(current: DraftVersion) -> None:
+    misleading = misleading_links(current.html)
+    if not misleading:
+        return
+    named = "; ".join(f"{link.text[:80] or '…'} → {link.target[:200]}" for link in misleading[:3])
+    raise errors.MisleadingLink(
+        message=ngettext(
+            "A link of this draft's HTML shows one address and leads elsewhere, or runs or "
+            "carries something (%(links)s): open the draft, which lists where each link leads, "
+            "and approve it there.",
+            "%(count)d links of this draft's HTML show one address and lead elsewhere, or run or "
+            "carry something (%(links)s): open the draft, which lists where each link leads, "
+            "and approve it there.",
+            len(misleading),
+        )
+        % {"links": named, "count": len(misleading)}
     )
 
 

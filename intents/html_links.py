@@ -1,0 +1,168 @@
+"""Where the links of an HTML body lead, beside what they show (``html_links``). Pure.
+
+The draft page's frame shows a link's text; where it leads is its ``href``, which a reviewer
+sees only by hovering it, one link at a time. A link whose text is an address ("https://
+bank.example/pay", "help@bank.example") and whose target is another ("https://evil.test/pay")
+is the oldest phishing there is, and an agent that quotes a customer's HTML, or is talked into
+writing it, sends it under the tenant's name. So is a link that runs or carries a document
+(``javascript:``, ``data:``), which the frame's sandbox does not follow and some clients do, and
+a relative one, which a ``<base href>`` sends where the mail client resolves it (the frame's
+policy ignores the base: ``base-uri 'none'``). The draft page lists every link with its target
+and marks those; an approval from a list, which shows none of them, refuses them
+(``draft_approve``).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from intents.html_tokens import comment_end, tag
+
+# Schemes a link of a message may lead to without a warning; the rest run something, carry a
+# document of their own or open a local program.
+PLAIN_SCHEMES = frozenset({"http", "https", "mailto", "tel"})
+# What the URL parser drops: ASCII tab and newline anywhere, C0 controls and spaces at the ends.
+_URL_IGNORED = re.compile(r"[\t\n\r]")
+_URL_TRIMMED = "".join(chr(c) for c in range(0x21))
+# A run of the characters of a domain name in a link's text: maximal, so a text of a megabyte is
+# read once (a pattern for "labels, dots, a top-level label" backtracked on "a.a.a.a...").
+_NAME_RUN = re.compile(r"[\w.-]+")
+# Elements whose content is no link text (and may hold "<a" as text).
+_RAW_TEXT = frozenset({"script", "style", "title", "textarea", "xmp"})
+
+
+@dataclass(frozen=True)
+class Link:
+    text: str  # as a reader sees it, white space collapsed
+    target: str  # the href, character references undone, trimmed as the URL parser trims it
+    misleading: bool  # it leads elsewhere than its text says, or runs or carries something
+
+
+def _host(name: str) -> str:
+    name = name.lower().rstrip(".")
+    try:
+        return name.encode("idna").decode("ascii")
+    except UnicodeError:
+        return name
+
+
+def _same_site(shown: str, target: str) -> bool:
+    """Whether a host named in the text and the target's host are one site: the same, or one a
+    subdomain of the other ("www.bank.example" for "bank.example"), never a longer name that
+    ends otherwise ("bank.example.evil.test")."""
+    return shown == target or target.endswith("." + shown) or shown.endswith("." + target)
+
+
+def _as_read(text: str) -> str:
+    """The text as a reader reads an address in it: without the characters nobody sees (a
+    zero-width space in "bank\u200b.example"), compatibility forms folded (a full-width stop, U+FF0E),
+    and the other full stops IDNA takes as dots."""
+    text = "".join(char for char in text if unicodedata.category(char) != "Cf")
+    return unicodedata.normalize("NFKC", text).replace("\u3002", ".").replace("\uff61", ".")
+
+
+def _shown_hosts(text: str) -> list[str]:
+    """The domain names written in a link's text: a URL's host, an email address's domain, a
+    bare name ("www.bank.example", "bank.example/pay"); a run of at least two labels whose last
+    is letters only."""
+    hosts = []
+    for run in _NAME_RUN.findall(_as_read(text)):
+        labels = run.strip(".-").split(".")
+        if len(labels) > 1 and all(labels) and len(labels[-1]) > 1 and labels[-1].isalpha():
+            hosts.append(".".join(labels))
+    return hosts
+
+
+def _misleading(text: str, target: str, *, based: bool) -> bool:
+    try:
+        parts = urlsplit(target)
+        hostname = parts.hostname or ""
+    except ValueError:  # "https://[bank" : no URL a reader can check
+        return True
+    scheme = parts.scheme.lower()
+    named = _shown_hosts(text)
+    if any(not name.isascii() for name in named):
+        # Written in letters outside ASCII, a name looks like another ("b\u0430nk.example"
+        # with a Cyrillic a is "xn--bnk-6cd.example"): to the customer too.
+        return True
+    shown = [_host(name) for name in named]
+    if not scheme:
+        # Relative: where it leads is the mail client's to decide (or a <base>'s).
+        return based or bool(shown)
+    if scheme not in PLAIN_SCHEMES:
+        return True
+    if scheme == "mailto":
+        host = _host(parts.path.rpartition("@")[2].split("?")[0])
+    elif scheme == "tel":
+        return bool(shown)
+    else:
+        host = _host(hostname)
+    return any(not _same_site(name, host) for name in shown)
+
+
+def html_links(body: str) -> list[Link]:
+    """Each link of an HTML body (``<a href>``, ``<area href>``) in order, with the text it
+    shows (an area's: its alt) and where it leads; split as ``intents.html_tokens`` splits tags,
+    in one pass."""
+    if not body:
+        return []
+    based = False
+    found: list[tuple[str, list[str]]] = []  # (target, text parts) of each link
+    open_link: list[str] | None = None
+    position, n = 0, len(body)
+    while (start := body.find("<", position)) != -1:
+        if open_link is not None:
+            open_link.append(body[position:start])
+        after = body[start + 1 : start + 2]
+        if body.startswith("<!--", start):
+            position = comment_end(body, start + 4)
+            continue
+        if after in ("!", "?") or (after == "/" and not body[start + 2 : start + 3].isalpha()):
+            close = body.find(">", start)
+            position = n if close == -1 else close + 1
+            continue
+        if not (after == "/" or (after.isascii() and after.isalpha())):
+            if open_link is not None:
+                open_link.append("<")
+            position = start + 1
+            continue
+        end_tag = after == "/"
+        found_tag = tag(body, start + (2 if end_tag else 1))
+        position = found_tag.end
+        if end_tag:
+            if found_tag.name == "a":
+                open_link = None
+            continue
+        values = {
+            a.name: html.unescape(body[a.start : a.end]) for a in reversed(found_tag.attributes)
+        }
+        if found_tag.name == "base" and "href" in values:
+            based = True
+        if found_tag.name in ("a", "area") and "href" in values:
+            words = [values.get("alt", "")] if found_tag.name == "area" else []
+            found.append((values["href"], words))
+            open_link = words if found_tag.name == "a" else None
+        elif found_tag.name == "a":
+            open_link = None
+        if found_tag.name == "img" and open_link is not None:
+            open_link.append(" " + values.get("alt", "") + " ")
+        if found_tag.name in _RAW_TEXT:
+            close_tag = re.compile(rf"</{found_tag.name}[\t\n\f\r />]", re.IGNORECASE)
+            raw_end = close_tag.search(body, position)
+            position = n if raw_end is None else raw_end.start()
+    if open_link is not None:
+        open_link.append(body[position:])
+    links = []
+    for href, parts in found:
+        target = _URL_IGNORED.sub("", href).strip(_URL_TRIMMED)
+        text = " ".join(html.unescape("".join(parts)).split())
+        links.append(Link(text, target, _misleading(text, target, based=based)))
+    return links
+
+
+def misleading_links(body: str) -> list[Link]:
+    return [link for link in html_links(body) if link.misleading]

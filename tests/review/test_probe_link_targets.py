@@ -1,0 +1,130 @@
+"""Outsider probe: an agent's HTML whose link shows one address and leads to another. The frame
+shows the link's text ("https://bank.example/pay"); where it leads ("https://evil.test/pay") is
+in the href, which the reviewer saw only by hovering each link, and the page named no link. A
+``javascript:`` or ``data:`` link, or a relative one (which a ``<base href>`` the frame ignores
+sends elsewhere), was not named either, and the queue approved it all in bulk."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+from django.utils.html import escape
+
+from intents import sending
+from intents.html_links import html_links
+from intents.models import Draft, DraftVersion, SendIntent
+from tests.intents.conftest import fast_send  # noqa: F401
+from tests.review.threads import agent_drafts, agent_token
+
+HTML = (
+    "<p>Pay your invoice at "
+    '<a href="https://evil.test/pay">https://bank.example/pay</a>.</p>'
+    '<p>Or <a href="https://bank.example/help">ask us</a>.</p>'
+)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_link_that_shows_one_address_and_leads_to_another_is_named_and_kept_out_of_a_list(
+    tenant_a,
+    member_of,
+    mailbox_factory,
+    sandbox,
+    fast_send,  # noqa: F811
+    client,
+):
+    mailbox = mailbox_factory(tenant_a)
+    admin = member_of(tenant_a, "admin").user
+    token = agent_token(tenant_a, admin)
+    draft = agent_drafts(
+        client,
+        token,
+        "link-targets",
+        {
+            "mailbox": mailbox.address,
+            "to": ["ana@customer.test"],
+            "subject": "Your invoice",
+            "text": "Pay your invoice at https://bank.example/pay.",
+            "html": HTML,
+        },
+    )
+    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
+    page = client.get(reverse("draft", args=[tenant_a.slug, draft["id"]])).content.decode()
+    queue = client.get(reverse("tenant_home", args=[tenant_a.slug])).content.decode()
+    items = re.findall(r'name="item" value="([^"]+)"', queue)
+
+    from_list = client.post(
+        reverse("bulk_approve", args=[tenant_a.slug]), {"item": items}, follow=True
+    ).content.decode()
+
+    links = page.split("data-html-links")[1].split("</ul>")[0]
+    assert "https://evil.test/pay" in links and "https://bank.example/help" in links
+    misleading = links.split('data-link-warning="misleading"')
+    assert len(misleading) == 2 and "https://evil.test/pay" in misleading[0].rsplit("<li", 1)[1]
+    assert "data-misleading-links" in page.split("data-approve-form")[1]
+    assert "data-misleading-links" in queue
+    assert f"Draft {draft['id']} was not approved" in from_list
+    assert escape("https://evil.test/pay") in from_list
+    assert not SendIntent.objects.filter(draft_id=draft["id"]).exists()
+
+    version = DraftVersion.objects.get(draft_id=draft["id"])
+    on_its_page = client.post(
+        reverse("draft_approve", args=[tenant_a.slug, draft["id"]]),
+        {"version": version.number, "content_hash": version.content_hash},
+    )
+    sending.run_once(worker="t", limit=10)
+
+    assert on_its_page.status_code == 302
+    assert Draft.objects.get(pk=draft["id"]).status == Draft.Status.APPROVED
+    [sent] = sandbox.ledger(inbox_id=mailbox.inbox_id)
+    assert sent["html"] == HTML
+
+
+@pytest.mark.parametrize(
+    ("html", "target"),
+    [
+        ('<a href="https://evil.test/">https://bank.example/</a>', "https://evil.test/"),
+        ("<a href='https://evil.test'>www.bank.example</a>", "https://evil.test"),
+        (
+            '<a href="https://bank.example.evil.test/">bank.example</a>',
+            "https://bank.example.evil.test/",
+        ),
+        ("<a HREF=https://evil.test>Log in at <b>bank.example</b></a>", "https://evil.test"),
+        ('<a href="&#104;ttps://evil.test/">bank.example</a>', "https://evil.test/"),
+        ('<a href="mailto:evil@evil.test">help@bank.example</a>', "mailto:evil@evil.test"),
+        ('<a href="javascript:alert(1)">Open</a>', "javascript:alert(1)"),
+        ('<a href=" JavaScript:alert(1)">Open</a>', "JavaScript:alert(1)"),
+        ('<a href="data:text/html,hi">Open</a>', "data:text/html,hi"),
+        ('<a href="/pay">bank.example/pay</a>', "/pay"),
+        ('<a href="https://evil.test/">bank\u200b.example</a>', "https://evil.test/"),
+        ('<a href="https://evil.test/">bank\uff0eexample</a>', "https://evil.test/"),
+        ('<a href="https://xn--bnk-6cd.example/">bank.example</a>', "https://xn--bnk-6cd.example/"),
+        (
+            '<a href="https://xn--bnk-6cd.example/">b\u0430nk.example</a>',
+            "https://xn--bnk-6cd.example/",
+        ),
+        ('<base href="https://evil.test/"><a href="pay">Pay</a>', "pay"),
+        ('<area href="https://evil.test/" alt="bank.example">', "https://evil.test/"),
+    ],
+)
+def test_links_that_lead_elsewhere_than_they_show_are_marked(html, target):
+    assert [link.target for link in html_links(html) if link.misleading] == [target]
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        '<a href="https://bank.example/pay">https://bank.example/pay</a>',
+        '<a href="https://www.bank.example/pay">bank.example</a>',
+        '<a href="https://bank.example/">www.bank.example</a>',
+        '<a href="https://BANK.example/">Bank.Example</a>',
+        '<a href="https://bank.example/help">Ask us</a>',
+        '<a href="mailto:help@bank.example">help@bank.example</a>',
+        '<a href="tel:+15550100">+1 555 0100</a>',
+        '<a href="#top">Back to top</a>',
+        "<a name=top></a><p>No link, bank.example</p>",
+    ],
+)
+def test_links_that_lead_where_they_show_are_not_marked(html):
+    assert not any(link.misleading for link in html_links(html))
