@@ -5,10 +5,12 @@ agent token's, a passkey's, an inbox's display name): those, a tab, and the bidi
 controls (U+202A-U+202E, U+2066-U+2069), which make a name display as something other than what
 it holds. ``unseen_in`` (an address, which is a person's name on the pages when they gave none):
 every character a reader cannot see or that reorders the others; ``unseen_shown`` writes them as
-code points."""
+code points. ``invisible_characters`` (what a draft's subject and bodies say): the bidirectional
+controls and the characters that draw nothing, without those people write text with."""
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -59,3 +61,29 @@ def unseen_shown(value: str) -> str:
     """``value`` with every character ``unseen_in`` names written as its code point,
     ``[U+202E]``: what it holds, readable, and storable (a NUL is neither in PostgreSQL)."""
     return "".join(f"[U+{ord(char):04X}]" if _unseen(char) else char for char in value)
+
+
+# In a message a person approves: the bidirectional controls (the order of what follows is not
+# the order it is written in), the zero-width and invisible operators, fillers that draw
+# nothing, the byte order mark, the tag characters (U+E0000 block: invisible text a model reads
+# as letters) and the variation selectors of the supplement. Not the ones people write text
+# with: a non-breaking space or a soft hyphen (HTML's &nbsp; and &shy;), the joiners of emoji
+# sequences and of Persian words (U+200C, U+200D), the marks of right-to-left text (U+200E,
+# U+200F, U+061C).
+INVISIBLE_CHARACTERS = re.compile(
+    "[\u202a-\u202e\u2066-\u2069\u200b\u2060-\u2064\ufeff\u180e\u115f\u1160\u3164"
+    "\uffa0\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
+)
+
+
+def invisible_characters(value: str) -> str:
+    """The characters of ``value`` that ``INVISIBLE_CHARACTERS`` matches, each named once
+    (``U+202E RIGHT-TO-LEFT OVERRIDE``), or "". "$\u202e001" reads "$100" where the override
+    is honoured and "$001" where it is dropped; "555\u200b0100" reads as the number it is not."""
+    found = dict.fromkeys(INVISIBLE_CHARACTERS.findall(value))
+    return ", ".join(f"U+{ord(char):04X} {unicodedata.name(char, '?')}" for char in found)
+
+
+def invisible_shown(value: str) -> str:
+    """``value`` with each character ``invisible_characters`` names written as ``[U+202E]``."""
+    return INVISIBLE_CHARACTERS.sub(lambda m: f"[U+{ord(m[0]):04X}]", value)

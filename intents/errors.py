@@ -149,6 +149,13 @@ class MisleadingLink(DraftError):
     code = "misleading_link"
 
 
+class InvisibleCharacters(DraftError):
+    """The subject or a body holds characters nobody sees or that reorder the others
+    (``intents.policy.invisible_in_content``): the draft's page names them, a list does not."""
+
+    code = "invisible_characters"
+
+
 class HtmlUnchanged(DraftError):
     """The text body changed since a version whose HTML body is still the current one
     (``intents.selectors.drafts.html_unchanged_while_text_changed``): most mail clients show the

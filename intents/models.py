@@ -108,6 +108,9 @@ class Draft(models.Model):
         # A link of its HTML leads elsewhere than it shows (intents.html_links; bulk approve
         # leaves it out).
         misleading_links: bool
+        # Its subject or a body holds characters nobody sees (intents.policy.
+        # invisible_in_content; bulk approve leaves it out).
+        invisible_characters: bool
         # intents.selectors.queue: the current version as the queue lists it (not a saved row).
         current: DraftVersion
         # review.pages.queue: who else has it open right now.

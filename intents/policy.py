@@ -8,6 +8,7 @@ once (``recipient_breaks_policy_sql``), side by side so that they change togethe
 
 from __future__ import annotations
 
+import html as html_lib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from common.addresses import MAX_ADDRESS_LENGTH as MAX_ADDRESS_LENGTH
 from common.addresses import letters_beyond_ascii, routes_onward
 from common.addresses import normalize_address as normalize_address
+from common.text import invisible_characters
 from intents.models import DraftVersion, Suppression
 from mailboxes.models import Mailbox
 from tenants.models import Membership, Tenant
@@ -228,6 +230,19 @@ def lookalike_recipients(addresses: Iterable[str]) -> dict[str, str]:
     address as it is: ``b\u0456lling@example.com``, with a Cyrillic small i, reads as
     ``billing@example.com``. The queue marks such a row and its bulk approval leaves it out."""
     return {address: beyond for address in addresses if (beyond := letters_beyond_ascii(address))}
+
+
+def invisible_in_content(*, subject: str, text: str, html: str) -> dict[str, str]:
+    """The characters nobody sees (``common.text.invisible_characters``) in a version's subject,
+    text and HTML (its character references undone), named, by field; only the fields that hold
+    some. The draft page names them, with the subject as it holds them; a list shows the text
+    as drawn, so its bulk approval leaves such a draft to the page."""
+    found = {
+        "subject": invisible_characters(subject),
+        "text": invisible_characters(text),
+        "html": invisible_characters(html_lib.unescape(html)) if html else "",
+    }
+    return {field: named for field, named in found.items() if named}
 
 
 def on_thread(address: str, senders: Iterable[str]) -> bool:

@@ -11,7 +11,9 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 from django.utils.text import get_text_list
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
+from common.text import invisible_shown
 from config.clock import db_now
 from intents import selectors
 from intents.html_links import html_links, misleading_links
@@ -37,6 +39,7 @@ from intents.policy import (
     can_approve,
     domains_named,
     files_of_others,
+    invisible_in_content,
     lookalike_recipients,
     may_decide,
     mixed_thread_domains,
@@ -46,6 +49,7 @@ from intents.policy import (
 from intents.selectors.drafts import (
     current_html_bodies,
     drafts_they_wrote_since_last_approval,
+    drafts_with_invisible_text,
     html_unchanged_since,
     html_unchanged_while_text_changed,
     wrote_a_version_since_last_approval,
@@ -64,6 +68,13 @@ from webhooks.selectors import (
     senders_of_messages,
     thread_senders,
 )
+
+# What the draft page calls the fields of a version when it names what one of them holds.
+CONTENT_FIELDS = {
+    "subject": gettext_lazy("Subject"),
+    "text": gettext_lazy("Text"),
+    "html": gettext_lazy("HTML"),
+}
 
 # --- queue ---------------------------------------------------------------------------------------
 
@@ -138,8 +149,15 @@ def queue(
     unchanged = html_unchanged_since(
         tenant=tenant, draft_ids=[d.pk for d in offered if d.current_version > 1]
     )
+    # And one for those whose text holds characters nobody sees (asked in the query).
+    invisible_text = drafts_with_invisible_text(tenant=tenant, draft_ids=[d.pk for d in offered])
     for draft in page.rows:
         draft.misleading_links = bool(misleading_links(bodies.get(draft.pk, "")))
+        draft.invisible_characters = draft.pk in invisible_text or bool(
+            invisible_in_content(
+                subject=draft.cur_subject or "", text="", html=bodies.get(draft.pk, "")
+            )
+        )
         looks = reader_looks(bodies.get(draft.pk, ""))
         draft.reader_looks = get_text_list([str(READER_LOOKS[look]) for look in looks], _("and"))
         draft.html_unchanged_since = unchanged.get(draft.pk)
@@ -223,6 +241,10 @@ class DraftReview:
     # address and leads to another, or runs or carries something: said before Approve too.
     body_links: list = field(default_factory=list)
     body_misleading_links: bool = False
+    # The characters nobody sees in the subject and bodies (invisible_in_content): (field, its
+    # name, the characters named); and the subject with them written as code points.
+    content_invisible: list[tuple[str, str, str]] = field(default_factory=list)
+    subject_invisible_shown: str = ""
     body_css_added: list[str] = field(default_factory=list)
 
 
@@ -368,7 +390,14 @@ def _body_warnings(tenant: Tenant, draft: Draft, current: DraftVersion) -> dict:
     images, an HTML left as it was under a changed text, and its looks to other readers."""
     body_fonts, body_remote_styles = style_warnings(current.html)
     links = html_links(current.html)
+    invisible = invisible_in_content(subject=current.subject, text=current.text, html=current.html)
     return {
+        "content_invisible": [
+            (where, str(CONTENT_FIELDS[where]), named) for where, named in invisible.items()
+        ],
+        "subject_invisible_shown": invisible_shown(current.subject)
+        if "subject" in invisible
+        else "",
         "body_links": links,
         "body_misleading_links": any(link.misleading for link in links),
         "body_fonts": body_fonts,

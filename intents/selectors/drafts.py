@@ -19,6 +19,7 @@ from django.db.models import (
     Q,
 )
 
+from common.text import INVISIBLE_CHARACTERS
 from intents.errors import NotFound
 from intents.models import (
     Draft,
@@ -211,6 +212,22 @@ def current_html_bodies(*, tenant, draft_ids) -> dict[int, str]:
         )
         .exclude(html="")
         .values_list("draft_id", "html")
+    )
+
+
+def drafts_with_invisible_text(*, tenant, draft_ids) -> set[int]:
+    """Of these drafts, those whose current version's text body holds a character nobody sees
+    (``common.text.INVISIBLE_CHARACTERS``, asked of PostgreSQL, so the bodies are not read): the
+    queue marks their rows, as bulk approve leaves them out."""
+    if not draft_ids:
+        return set()
+    return set(
+        DraftVersion.objects.filter(
+            tenant=tenant,
+            draft_id__in=draft_ids,
+            number=F("draft__current_version"),
+            text__regex=INVISIBLE_CHARACTERS.pattern,
+        ).values_list("draft_id", flat=True)
     )
 
 

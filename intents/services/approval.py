@@ -30,6 +30,7 @@ from intents.policy import (
     can_approve,
     domains_named,
     files_of_others,
+    invisible_in_content,
     lookalike_recipients,
     mixed_thread_domains,
     needs_another_approver,
@@ -94,7 +95,9 @@ def draft_approve(
     it otherwise to some readers (``reader_looks``: a phone's width, dark mode): only the page
     names them and shows the phone's look. So is HTML with a link whose text names another
     address than it leads to, or that runs or carries something (``misleading_links``): only the
-    page lists where each link leads. So is a draft whose text changed while its HTML
+    page lists where each link leads. So is a subject or body with characters nobody sees
+    (``invisible_in_content``: a right-to-left override, a zero-width space): only the page
+    names them. So is a draft whose text changed while its HTML
     stayed as it was (``_require_html_with_its_text``): most mail clients show the HTML, and
     only the page shows both.
     """
@@ -123,6 +126,7 @@ def draft_approve(
             _require_one_conversation(tenant, draft, current, senders)
             _require_one_look(current)
             _require_links_that_lead_where_they_show(current)
+            _require_visible_characters(current)
             _require_html_with_its_text(tenant, draft)
             _require_no_unproven_send(tenant, draft)
         intent = _create_intent(tenant, draft, current, actor, now)
@@ -359,6 +363,19 @@ def _require_links_that_lead_where_they_show(current: DraftVersion) -> None:
             len(misleading),
         )
         % {"links": named, "count": len(misleading)}
+    )
+
+
+def _require_visible_characters(current: DraftVersion) -> None:
+    found = invisible_in_content(subject=current.subject, text=current.text, html=current.html)
+    if not found:
+        return
+    raise errors.InvisibleCharacters(
+        message=_(
+            "This draft holds characters nobody sees, or that change the order of what is "
+            "shown (%(found)s): open the draft, which names them, and approve it there."
+        )
+        % {"found": "; ".join(f"{field}: {named}" for field, named in found.items())}
     )
 
 
