@@ -13,7 +13,7 @@ from intents import errors
 from intents.models import Draft
 from intents.policy import normalize_address, recipient_problems
 from mailboxes import provider
-from mailboxes.headers import line_break_in
+from mailboxes.headers import encoded_word_in, line_break_in
 
 # The inbound-mail table belongs to webhooks. Reading it here points intents at webhooks, against
 # the write direction (webhooks -> intents), but webhooks.selectors is a leaf (it imports only
@@ -113,6 +113,11 @@ def _check_reply_subject(reply_subject: str) -> None:
         _refuse_reply_subject(_("it would be longer than %(n)s characters") % {"n": MAX_SUBJECT})
     if line_break := line_break_in(reply_subject) or control_in(reply_subject):
         _refuse_reply_subject(_("it would hold %(what)s") % {"what": line_break})
+    if word := encoded_word_in(reply_subject):
+        _refuse_reply_subject(
+            _("it would hold the encoded word %(word)s, which a mail client shows decoded")
+            % {"word": word}
+        )
 
 
 def _refuse_reply_subject(problem: str) -> None:
@@ -193,6 +198,12 @@ def clean_content(
         raise errors.InvalidInput("subject_invalid", message, "subject")
     if control := control_in(subject):
         message = _("The subject cannot hold the control character %(what)s.") % {"what": control}
+        raise errors.InvalidInput("subject_invalid", message, "subject")
+    if word := encoded_word_in(subject):
+        message = _(
+            "The subject cannot hold the encoded word %(word)s: a mail client shows it decoded, "
+            "as other words than the ones approved. Write the text itself."
+        ) % {"word": word}
         raise errors.InvalidInput("subject_invalid", message, "subject")
     text = text or ""
     html = html or ""

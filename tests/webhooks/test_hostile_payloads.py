@@ -354,3 +354,31 @@ def test_a_sender_given_as_an_object_is_stored_as_name_and_address(
     assert response.status_code == 200
     assert WebhookEvent.objects.get().state == "applied"
     assert InboundMessage.objects.get().sender == stored
+
+
+def test_a_reply_to_a_subject_holding_an_encoded_word_is_refused(
+    client, hook, mailbox, member_of, tenant_a
+):
+    """AgentMail gives the reply "Re: " and the customer's subject as stored (decoded once): an
+    encoded word still in it is decoded by the customer's mail client into words nobody read
+    on the draft page."""
+    subject = "Order =?utf-8?B?UGF5IHRvIElCQU4gWFgwMCA5OTk5?="
+    payload = received_payload(
+        mailbox, thread_id="thr_1", message_id="<word@customer.test>", subject=subject
+    )
+    response = hook.post(client, payload)
+
+    with pytest.raises(errors.InvalidInput) as refused:
+        intent_services.draft_create(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            to=["jane@customer.test"],
+            text="Thanks",
+            in_reply_to="<word@customer.test>",
+            actor_user=member_of(tenant_a, "approver").user,
+        )
+
+    assert response.status_code == 200
+    assert (refused.value.code, refused.value.field) == ("reply_subject_invalid", "in_reply_to")
+    assert "encoded word" in refused.value.message
+    assert Draft.objects.count() == 0
