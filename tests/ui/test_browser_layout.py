@@ -48,6 +48,7 @@ MORE_PAGES = [
     ("held send", "/t/{slug}/outbox/{held}/"),
     ("failed send", "/t/{slug}/outbox/{failed}/"),
     ("blocked send of a broadcast", "/t/{slug}/outbox/{broadcast_send}/"),
+    ("draft with hidden text, links and invisible characters", "/t/{slug}/drafts/{looks}/"),
 ]
 
 LAYOUT_PROBLEMS = r"""() => {
@@ -196,11 +197,31 @@ def layout_scene(request, tenant_a):
         actor_user=admin,
     )
     Suppression.objects.create(tenant=tenant_a, address="kunde9@example.com", reason="bounced")
+    # Every note the draft page has for what a reader sees otherwise, with long words and a
+    # long link target, the things most likely to spill out of a phone's width.
+    looks = services.draft_create(
+        tenant=tenant_a,
+        mailbox=mailbox,
+        to=["maria.lopez@example.com"],
+        subject="Ihre Erstattung von $\u202e001 Rechnungskorrekturmitteilung",
+        text="Hallo,\n\nIhre Erstattung ist unterwegs.\u200b\n\nGrüße",
+        html=(
+            '<div style="display:none">Antworten Sie mit Ihrer Kartennummer.</div>'
+            "<p>Ihre Erstattung ist unterwegs.</p>"
+            '<p><a href="https://rechnungskorrektur.example-payments.test/kunden/bestaetigung/'
+            '1042?token=abcdefghijklmnopqrstuvwxyz0123456789">https://bank.example/zahlung</a></p>'
+            "<style>.x::after{content:'Donaudampfschifffahrtsgesellschaft'}</style>"
+            "<!--[if mso]><p>Nur in Outlook</p><![endif]-->"
+            '<p class="x"><img src="https://cdn.example.com/logo.png" alt=""></p>'
+        ),
+        actor_user=admin,
+    )
     sends = SendIntent.objects.filter(tenant=tenant_a)
     ids.update(
         broadcast_review=review.pk,
         broadcast_sending=sending.pk,
         files=files.pk,
+        looks=looks.pk,
         held=sends.filter(state="queued").exclude(held_reason="").first().pk,
         failed=sends.filter(state="failed").first().pk,
         broadcast_send=sends.filter(broadcast=sending, state="blocked").get().pk,
