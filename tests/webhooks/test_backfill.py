@@ -19,6 +19,7 @@ from intents import sending
 from intents import services as intent_services
 from intents.models import IntentEvent, SendIntent, Suppression
 from mailboxes import provisioning, recovery
+from tenants import onboarding
 from tests.webhooks.conftest import Hook, apply_stored
 from webhooks import registration
 from webhooks.models import (
@@ -555,3 +556,34 @@ def test_a_disabled_mailbox_of_a_recovered_pod_is_listed_with_its_new_key(
     )
     assert (report.inbound, report.errors) == (1, 0)
     assert InboundMessage.objects.get(mailbox=mailbox).message_id == sent["message_id"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_suspended_tenants_mail_is_backfilled_as_its_webhooks_are_applied(
+    webhooks_off, no_delay, tenant_a, member_of, mailbox_factory
+):
+    """Found by a probe: the backfill skipped suspended tenants, while their webhooks are stored
+    and applied (README, "A suspended tenant is read-only": what already happened is still
+    told). With the receiver down during a suspension, a customer's message and the delivery of
+    a send accepted before it were recorded by nothing, and once the suspension had lasted
+    longer than WEBHOOK_BACKFILL_MAX_AGE_HOURS, by nothing ever. The backfill only reads, with
+    the mailbox's own key; it sends nothing."""
+    sandbox = webhooks_off
+    mailbox = mailbox_factory(tenant_a)
+    registration.webhook_register(tenant=tenant_a)
+    intent = accepted_send(tenant_a, mailbox, member_of(tenant_a, "approver").user)
+    onboarding.tenant_suspend(slug=tenant_a.slug, reason="Unpaid invoice")
+    sent = sandbox.inbound(
+        mailbox.inbox_id, from_="Jane <jane@customer.test>", subject="Refund", text="Refund me"
+    )
+    sends_before = len(sandbox.ledger())
+
+    report = webhooks_backfill()
+    apply_stored()
+
+    assert (report.deliveries, report.inbound, report.errors) == (1, 1, 0)
+    assert InboundMessage.objects.get(mailbox=mailbox).message_id == sent["message_id"]
+    assert set(RecipientDelivery.objects.filter(intent=intent).values_list("state", flat=True)) == {
+        "delivered"
+    }
+    assert len(sandbox.ledger()) == sends_before

@@ -1,7 +1,8 @@
 """Backfill: ask AgentMail for what webhooks should have told us, and apply it the same way.
 
 Two questions per mailbox with an inbox and a key, active or disabled (a disabled mailbox still
-receives mail), with the mailbox's own inbox-scoped key:
+receives mail), of every tenant, suspended ones too (their webhooks are applied), with the
+mailbox's own inbox-scoped key:
 
 - deliveries: an accepted send older than ``WEBHOOK_BACKFILL_AFTER_SECONDS`` with no recipient
   delivered yet (and no event of it waiting to be applied) is looked up
@@ -45,7 +46,6 @@ from django.utils import timezone
 from intents.models import SendIntent
 from mailboxes.models import Mailbox
 from mailboxes.provider import lookups, refuses_key
-from tenants.models import Tenant
 from webhooks.models import (
     InboundBackfillMark,
     InboundMessage,
@@ -71,7 +71,7 @@ _DELIVERED_OR_LATER = [s for s, rank in RecipientDelivery.RANK.items() if rank >
 
 def webhooks_backfill(*, tenant_id: int | None = None) -> BackfillReport:
     """One backfill run over every mailbox with an inbox and a key, active or disabled, of
-    active tenants (or of one tenant)."""
+    every tenant, active or suspended (or of one tenant)."""
     report = BackfillReport()
     budget = Budget(int(settings.WEBHOOK_BACKFILL_MAX_CALLS))
     # Disabled ones too: disabling stops a mailbox's sends, not its mail. AgentMail still
@@ -80,10 +80,14 @@ def webhooks_backfill(*, tenant_id: int | None = None) -> BackfillReport:
     # nothing. A disabled mailbox keeps its key (and gets a new one with a recovered inbox or
     # pod); one whose inbox is being made again has neither inbox nor key yet. A key AgentMail
     # refused is not used again until an admin shows it works, as for sends.
+    # Suspended tenants too: a suspension makes the tenant read-only for its people and stops
+    # its sends, not its mail. Their webhooks are stored and applied (README, "A suspended tenant
+    # is read-only"); with them lost during a suspension, a customer's message or the delivery
+    # of a send accepted before it was recorded by nothing, and once the suspension had lasted
+    # longer than WEBHOOK_BACKFILL_MAX_AGE_HOURS, by nothing ever. The backfill only reads.
     mailboxes = (
         Mailbox.objects.filter(
             status__in=[Mailbox.Status.ACTIVE, Mailbox.Status.DISABLED],
-            tenant__status=Tenant.Status.ACTIVE,
             key_refused_at__isnull=True,
         )
         .exclude(inbox_id="")

@@ -28,12 +28,6 @@ class Command(BaseCommand):
             tenant = Tenant.objects.filter(slug=o["tenant"]).first()
             if tenant is None:
                 raise CommandError(f"No tenant with the slug {shown(o['tenant'])}.")
-            if not tenant.is_active:
-                # Said, not done silently: the backfill asks nothing for a suspended tenant.
-                raise CommandError(
-                    f"The tenant {o['tenant']!r} is suspended: the backfill asks nothing for it. "
-                    "Resume it first (manage.py tenant_resume)."
-                )
             tenant_id = tenant.pk
         report = webhooks_backfill(tenant_id=tenant_id)
         self.stdout.write(
