@@ -191,6 +191,28 @@ def test_webhooks_backfill_of_a_suspended_tenant_asks_for_its_mailboxes(tenant_a
 
 
 @pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["webhook_register", "x" * 5000], "No tenant has the slug 'xxxxxxxxxx"),
+        (["agentmail_recover", "x" * 5000, "--check"], "no tenant has the slug 'xxxxxxxxxx"),
+        (
+            ["agentmail_recover", "tenant-a", "--mailbox", "x" * 5000, "--check"],
+            "--mailbox: tenant-a has no mailbox 'xxxxxxxxxx",
+        ),
+    ],
+    ids=["webhook_register", "agentmail_recover", "agentmail_recover-mailbox"],
+)
+def test_a_command_quotes_a_long_value_it_did_not_find_cut_short(tenant_a, args, message):
+    """webhook_register and agentmail_recover quoted the slug or address whole: a refusal of
+    5,000 characters for a pasted value, where every other command cuts it (common.cli.shown)."""
+    with pytest.raises(CommandError) as refused:
+        call_command(*args)
+    assert message in str(refused.value)
+    assert "(5000 characters)" in str(refused.value)
+    assert len(str(refused.value)) < 200
+
+
+@pytest.mark.parametrize(
     ("slug", "message"),
     [
         (NOT_UTF8, "holds the byte 0xFF, which is not UTF-8"),

@@ -1,6 +1,6 @@
 from django.core.management.base import CommandError
 
-from common.cli import BaseCommand, text
+from common.cli import BaseCommand, shown, text
 from mailboxes import recovery
 from mailboxes.models import Mailbox
 from mailboxes.provisioning import ProvisioningError
@@ -37,7 +37,7 @@ class Command(BaseCommand):
     def handle(self, *args, slug, mailbox, check, **options):
         tenant = Tenant.objects.filter(slug=slug).first()
         if tenant is None:
-            raise CommandError(f"no tenant has the slug {slug!r}")
+            raise CommandError(f"no tenant has the slug {shown(slug)}")
         only = None
         if mailbox is not None:
             only = Mailbox.objects.filter(tenant=tenant, address=mailbox.strip().lower()).first()
@@ -48,7 +48,7 @@ class Command(BaseCommand):
                     .values_list("address", flat=True)
                 )
                 raise CommandError(
-                    f"--mailbox: {tenant.slug} has no mailbox {mailbox!r} "
+                    f"--mailbox: {tenant.slug} has no mailbox {shown(mailbox)} "
                     f"(its mailboxes: {known or 'none'})"
                 )
         try:

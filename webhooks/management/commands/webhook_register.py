@@ -1,6 +1,6 @@
 from django.core.management.base import CommandError
 
-from common.cli import BaseCommand, text
+from common.cli import BaseCommand, shown, text
 from mailboxes.provisioning import ProvisioningError
 from tenants.models import Tenant
 from webhooks import registration
@@ -20,7 +20,7 @@ class Command(BaseCommand):
     def handle(self, *args, slug, **options):
         tenant = Tenant.objects.filter(slug=slug).first()
         if tenant is None:
-            raise CommandError(f"No tenant has the slug {slug!r}.")
+            raise CommandError(f"No tenant has the slug {shown(slug)}.")
         if not tenant.agentmail_pod_id:
             # Registering would make the pod (registration.tenant_connect): an operator's
             # rotation must not provision a tenant that connected no mailbox.
