@@ -587,6 +587,51 @@ def test_chaos_refuses_numbers_it_cannot_run_with(monkeypatch, args, message):
     assert not started
 
 
+@pytest.fixture
+def chaos_started(monkeypatch, tmp_path):
+    """What chaos, run in ``tmp_path``, would exec (os.execv, the process edge, faked)."""
+    monkeypatch.chdir(tmp_path)
+    started = []
+    monkeypatch.setattr(os, "execv", lambda *a: started.append(a))
+    monkeypatch.setattr(os, "chdir", lambda *a: None)
+    return started
+
+
+def test_chaos_writes_its_report_and_logs_where_the_operator_named_them(tmp_path, chaos_started):
+    """chaos moves to the repository before it execs the nemesis: ``--json report.json`` and
+    ``--logs logs`` were written in the repository, not in the folder the operator ran it from."""
+    call_command("chaos", "--json", "report.json", "--logs", "logs")
+    [(_, argv)] = chaos_started
+    assert argv[argv.index("--json") + 1] == str(tmp_path / "report.json")
+    assert argv[argv.index("--logs") + 1] == str(tmp_path / "logs")
+
+
+@pytest.mark.parametrize(
+    ("option", "where", "message"),
+    [
+        ("--json", "missing/report.json", "the folder {tmp}/missing does not exist"),
+        ("--json", "", "{tmp} is a folder: name a file for the report"),
+        ("--json", "folder", "{tmp}/folder is a folder: name a file for the report"),
+        ("--json", "re\x00port.json", "a path cannot hold U+0000 (NUL)"),
+        ("--logs", "file", "{tmp}/file is a file: name a folder for the logs"),
+        ("--logs", "lo\x00gs", "a path cannot hold U+0000 (NUL)"),
+    ],
+    ids=["json-no-folder", "json-empty", "json-folder", "json-nul", "logs-file", "logs-nul"],
+)
+def test_chaos_refuses_a_report_or_log_path_it_cannot_write_before_it_starts(
+    tmp_path, chaos_started, option, where, message
+):
+    """A report path in a folder that does not exist, or that is a folder, failed only after the
+    whole run (minutes of faults and the drain), in a traceback that lost the report and made a
+    clean history check exit 1; a NUL in a path was a ValueError traceback from the exec."""
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(CommandError) as refused:
+        call_command("chaos", option, where)
+    assert message.format(tmp=tmp_path) in str(refused.value)
+    assert not chaos_started
+
+
 # --- dbserver: a truthful "ready", never the password ------------------------------------------
 
 PASSWORD = "s3cr3t-db-password"

@@ -14,6 +14,7 @@ non-zero when the history check fails. One implementation of the fault schedule,
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -21,6 +22,36 @@ from pathlib import Path
 from common.cli import BaseCommand, number
 
 ROOT = Path(__file__).resolve().parents[3]
+
+
+# The paths are made absolute and checked here, where argparse reads them: the command moves to
+# the repository before the nemesis replaces it (a relative path was written there, not where
+# the operator ran it), and the nemesis writes its report only after the whole run (a folder
+# that does not exist was a traceback minutes later, the report lost and a clean run's exit 1).
+def _absolute(value: str) -> Path:
+    if "\x00" in value:  # os.execv refuses it: a ValueError traceback
+        raise argparse.ArgumentTypeError("a path cannot hold U+0000 (NUL)")
+    return Path(os.path.abspath(value))
+
+
+def report_file(value: str) -> str:
+    """An argparse type: a file the report can be written to, as an absolute path."""
+    path = _absolute(value)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} is a folder: name a file for the report")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"the folder {path.parent} does not exist")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"the folder {path.parent} cannot be written to")
+    return str(path)
+
+
+def logs_folder(value: str) -> str:
+    """An argparse type: a folder for the logs (the nemesis makes it), as an absolute path."""
+    path = _absolute(value)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} is a file: name a folder for the logs")
+    return str(path)
 
 
 class Command(BaseCommand):
@@ -58,9 +89,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--seed", type=int, default=None, help="replay a run (default: a new seed each run)"
         )
-        parser.add_argument("--json", default=None, help="also write the report as JSON here")
         parser.add_argument(
-            "--logs", default=None, help="keep each process's log in this directory"
+            "--json", type=report_file, default=None, help="also write the report as JSON here"
+        )
+        parser.add_argument(
+            "--logs",
+            type=logs_folder,
+            default=None,
+            help="keep each process's log in this directory",
         )
 
     def handle(self, *args, **o):
@@ -79,9 +115,9 @@ class Command(BaseCommand):
         ]
         if o["seed"] is not None:
             command += ["--seed", str(o["seed"])]
-        if o["json"]:
+        if o["json"] is not None:
             command += ["--json", o["json"]]
-        if o["logs"]:
+        if o["logs"] is not None:
             command += ["--logs", o["logs"]]
         self.stdout.flush()
         os.chdir(ROOT)
