@@ -11,6 +11,7 @@ import socket
 import pytest
 from django.core.management import CommandError, call_command
 
+from intents import services as intent_services
 from tenants import onboarding
 from tenants.models import AgentToken, AuditEvent
 
@@ -691,3 +692,28 @@ def test_intents_status_of_an_intent_prints_the_counts_then_the_intent(mailbox_a
         for line in lines
     )
     assert "  #  kind    outcome     http  ms     worker" in lines
+
+
+def test_intents_status_shows_a_members_control_characters_as_code_points(
+    mailbox_a, make_intent, admin_a
+):
+    """A tenant member's cancel reason reached the operator's terminal raw: an escape sequence
+    (here OSC 52, which sets the terminal's clipboard) and a line break that printed a forged
+    journal line under the intent."""
+    intent = make_intent(mailbox_a)
+    reason = "dup\x1b]52;c;cm0gLXJmIH4K\x07\n  00:00:00.000000 intent.accepted sending -> accepted"
+    intent_services.intent_cancel(
+        tenant=mailbox_a.tenant, intent_id=intent.pk, actor=admin_a.user, reason=reason
+    )
+    out = io.StringIO()
+
+    call_command("intents_status", "--intent", str(intent.pk), stdout=out)
+
+    assert "\x1b" not in out.getvalue()
+    assert "\x07" not in out.getvalue()
+    [cancelled] = [line for line in out.getvalue().splitlines() if "intent.cancelled" in line]
+    assert cancelled.endswith(
+        " dup[U+001B]]52;c;cm0gLXJmIH4K[U+0007][U+000A]  00:00:00.000000 intent.accepted "
+        "sending -> accepted"
+    )
+    assert not any(line.startswith("  00:00:00.000000") for line in out.getvalue().splitlines())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.management.base import CommandError
 
 from common.cli import BaseCommand, identifier
+from common.text import unseen_shown
 from config.bounded import ReadTimedOut, bounded_reads
 from intents.models import SendAttempt, SendIntent
 from intents.selectors import (
@@ -60,10 +61,16 @@ class Command(BaseCommand):
             f"Intent {row.pk} ({row.tenant.slug}, {row.mailbox.address}): {row.state}, "
             f"{row.attempts} attempt(s), key {row.idempotency_key}"
         )
+        # What a member typed (a cancel reason, evidence) and what AgentMail answered are
+        # printed with every control and format character as its code point: raw, an escape
+        # sequence reached the operator's terminal, and a line break forged journal lines.
         if row.provider_message_id:
-            self.stdout.write(f"  provider message id: {row.provider_message_id}")
+            self.stdout.write(f"  provider message id: {unseen_shown(row.provider_message_id)}")
         if row.last_error_code:
-            self.stdout.write(f"  last error: {row.last_error_code} {row.last_error_detail[:200]}")
+            self.stdout.write(
+                f"  last error: {unseen_shown(row.last_error_code)} "
+                f"{unseen_shown(row.last_error_detail[:200])}"
+            )
         self.stdout.write(f"  next attempt at: {row.next_attempt_at:%Y-%m-%d %H:%M:%S.%f %Z}")
         attempts = SendAttempt.objects.filter(intent=row).order_by("number")
         self.stdout.write("  #  kind    outcome     http  ms     worker")
@@ -71,12 +78,13 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"  {a.number:<2} {a.kind:<7} {a.outcome:<11} {a.http_status or '-':<5} "
                 f"{a.latency_ms if a.latency_ms is not None else '-':<6} {a.worker}"
-                + (f"  {a.error_code}" if a.error_code else "")
+                + (f"  {unseen_shown(a.error_code)}" if a.error_code else "")
             )
         for event in row.events.order_by("created_at", "id"):
             self.stdout.write(
                 f"  {event.created_at:%H:%M:%S.%f} {event.action} "
-                f"{event.from_state or '-'} -> {event.to_state or '-'} {event.reason[:80]}"
+                f"{event.from_state or '-'} -> {event.to_state or '-'} "
+                f"{unseen_shown(event.reason[:80])}"
             )
 
     def _provider_waits(self) -> None:
