@@ -88,7 +88,11 @@ def unseal(sealed: str, *, aad: str) -> str:
     _, ring = key_ring()
     kid, sep, payload = sealed.partition(":")
     if not sep or kid not in ring:
-        raise SecretUnreadable(f"no encryption key with id {kid!r}")
+        if sep and PLAIN_KEY_ID.fullmatch(kid):
+            raise SecretUnreadable(f"no encryption key with id {kid!r}")
+        # No key id before a colon: a value that was never sealed (written by hand, restored
+        # from an export), quoted whole, put the secret itself in the refusal and every log.
+        raise SecretUnreadable("not a sealed value (not shown: it may be the secret itself)")
     try:
         blob = base64.b64decode(payload, validate=True)
         return ring[kid].decrypt(blob[:12], blob[12:], aad.encode()).decode()

@@ -88,6 +88,26 @@ def test_reencrypting_with_the_sealing_key_gone_is_a_command_error_changing_noth
     assert mailbox.api_key_sealed == before
 
 
+def test_reencrypting_a_key_stored_unsealed_does_not_print_it(tenant_a):
+    """A sealed column holding a plaintext key (written by hand, or restored from an export)
+    has no key id before a colon: the refusal quoted "no encryption key with id" and the whole
+    value, the AgentMail key, on the operator's terminal and in every log that keeps stderr."""
+    from mailboxes.models import Mailbox
+    from tests.factories import make_local_mailbox
+
+    mailbox = make_local_mailbox(tenant_a)
+    plaintext = "am_live_0123456789abcdefSECRET"
+    Mailbox.objects.filter(pk=mailbox.pk).update(api_key_sealed=plaintext)
+
+    with pytest.raises(CommandError) as refused:
+        call_command("reencrypt_secrets")
+
+    assert "0123456789abcdef" not in str(refused.value)
+    assert "not a sealed value (not shown: it may be the secret itself)" in str(refused.value)
+    mailbox.refresh_from_db()
+    assert mailbox.api_key_sealed == plaintext
+
+
 def test_a_key_id_given_twice_is_refused(settings):
     from django.core.exceptions import ImproperlyConfigured
 
