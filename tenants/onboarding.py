@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from common.cli import shown
-from common.text import control_in, unsafe_in_name
+from common.text import unsafe_in_name
 from tenants import invitations
 from tenants.models import AuditEvent, Membership, Tenant, User
 from tenants.send_stops import Stopped, sends_in_flight_hold
@@ -97,7 +97,8 @@ def tenant_name_checked(name: str) -> str:
 
 def suspension_reason_checked(reason: str) -> str:
     """The reason given for a suspension, trimmed: the tenant's admins read it in their audit
-    log, so it is required, one line of plain text, at most ``REASON_MAX`` characters."""
+    log, so it is required, one line of plain text, at most ``REASON_MAX`` characters, with no
+    bidirectional control (``unsafe_in_name``: the rest of the line would read reversed)."""
     reason = (reason or "").strip()
     if not reason:
         raise AdminError("invalid_reason", _("Say why the tenant is suspended."), "reason")
@@ -108,7 +109,7 @@ def suspension_reason_checked(reason: str) -> str:
             % {"most": REASON_MAX, "count": len(reason)},
             "reason",
         )
-    if found := control_in(reason, tab=False):
+    if found := unsafe_in_name(reason):
         raise AdminError(
             "invalid_reason",
             _("A reason cannot hold the control character %(character)s.") % {"character": found},

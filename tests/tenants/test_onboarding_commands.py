@@ -162,6 +162,12 @@ def test_storage_quota_cuts_a_huge_quota_that_is_no_number_short(tenant_a):
         (("tenant_suspend", "tenant-a", "--reason", " "), "--reason: Say why the tenant is"),
         (("tenant_suspend", "nobody", "--reason", "x"), "No tenant has the slug 'nobody'."),
         (("tenant_suspend", "tenant-a", "--reason", "a\x1bb"), "plain text but holds U+001B"),
+        # Taken, and read by the tenant's admins with the rest of the line reversed (their
+        # audit page, "An operator suspended this tenant"), where every name refuses it.
+        (
+            ("tenant_suspend", "tenant-a", "--reason", "Unpaid \u202e711-4202 eciovni"),
+            "--reason: A reason cannot hold the control character U+202E.",
+        ),
         (("tenant_resume", "nobody"), "No tenant has the slug 'nobody'."),
     ],
 )
