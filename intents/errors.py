@@ -119,6 +119,13 @@ class AnsweredAuthorLeftOut(DraftError):
     code = "answered_author_left_out"
 
 
+class AnsweredByAnotherDraft(DraftError):
+    """Another pending or approved draft answers the same customer message: the draft's page
+    names it, a list does not, so a second answer to one message is approved only there."""
+
+    code = "answered_by_another_draft"
+
+
 class ThreadOfSeveralOrganisations(DraftError):
     """The draft's thread holds customer messages from more than one address domain (a stranger
     joined it): whose conversation a reply carries is for the draft's page, not a list."""

@@ -115,6 +115,11 @@ class Draft(models.Model):
         current: DraftVersion
         # review.pages.queue: who else has it open right now.
         present: list[DraftPresence]
+        # review.pages.queue: another approved draft's reply to the same message went out or
+        # may still (intents.selectors.drafts.drafts_answered_elsewhere; bulk approve leaves it).
+        answered_elsewhere: bool
+        # intents.selectors.drafts.other_replies_to_its_message: its latest send, or None.
+        latest_intent: SendIntent | None
 
     class Meta:
         constraints = [
@@ -164,6 +169,13 @@ class Draft(models.Model):
                 fields=["mailbox", "thread_id"],
                 name="draft_pending_thread",
                 condition=Q(status="pending"),
+            ),
+            # The other replies to a draft's message (other_replies_to_its_message): a second
+            # answer to one customer message is named on the page and left out of bulk approval.
+            models.Index(
+                fields=["mailbox", "in_reply_to"],
+                name="draft_answering",
+                condition=Q(status__in=["pending", "approved"]) & ~Q(in_reply_to=""),
             ),
             # "Escalated", oldest first.
             models.Index(

@@ -48,10 +48,12 @@ from intents.policy import (
 )
 from intents.selectors.drafts import (
     current_html_bodies,
+    drafts_answered_elsewhere,
     drafts_they_wrote_since_last_approval,
     drafts_with_invisible_text,
     html_unchanged_since,
     html_unchanged_while_text_changed,
+    other_replies_to_its_message,
     wrote_a_version_since_last_approval,
 )
 from intents.selectors.presence import present_on_drafts
@@ -100,6 +102,11 @@ def queue(
     authors = senders_of_messages(
         tenant=tenant, messages=[(d.mailbox_id, d.in_reply_to) for d in page.rows]
     )
+    # One query for the whole page: the rows whose customer message another approved draft's
+    # reply answered (draft_approve leaves them to the draft's page).
+    answered_elsewhere = drafts_answered_elsewhere(
+        tenant=tenant, draft_ids=[d.pk for d in page.rows if d.in_reply_to]
+    )
     # One query for the whole page: who else has each row's draft open.
     present = present_on_drafts(
         tenant=tenant, draft_ids=[d.pk for d in page.rows], exclude_user=user
@@ -139,6 +146,7 @@ def queue(
         draft.author_left_out = (
             sender_address(author) if answered_author_left_out(recipients, author) else ""
         )
+        draft.answered_elsewhere = draft.pk in answered_elsewhere
     # One query for the rows offered for bulk approve (only their bodies are read, up to a
     # megabyte each): the HTML of each current version, whose looks for other readers (a
     # phone, dark mode) draft_approve leaves to the draft's page.
@@ -210,6 +218,9 @@ class DraftReview:
     # (address domains) when they are more than one.
     author_left_out: str = ""
     thread_domains: str = ""
+    # The other pending or approved drafts answering the same customer message, oldest first
+    # (each with its ``latest_intent``): the thread shows the customer's messages, not replies.
+    answered_elsewhere: list[Draft] = field(default_factory=list)
     # Whole seconds left to undo the approval (0: nothing to undo), and whether this person may.
     undo_seconds: int = 0
     can_undo: bool = False
@@ -355,6 +366,7 @@ def draft_review(
         provenance=draft.provenance if isinstance(draft.provenance, dict) else {},
         unproven_earlier=_unproven_earlier(detail) if pending else [],
         **_conversation(tenant=tenant, draft=draft, current=current, senders=senders),
+        answered_elsewhere=other_replies_to_its_message(tenant=tenant, draft=draft),
         undo_seconds=undo_seconds,
         can_undo=bool(undo_seconds) and can_approve(membership=membership, mailbox=draft.mailbox),
         timeline=timeline(detail),

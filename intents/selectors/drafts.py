@@ -283,3 +283,86 @@ def _html_unchanged_since(versions: list[tuple]) -> int | None:
             break
         since = version
     return since[0] if since[1] != current_text else None
+
+
+# A reply in these states has gone out, may go out, or is in review: another reply to the same
+# message is then a second answer to one customer message.
+ANSWERING_STATUSES = (Draft.Status.PENDING, Draft.Status.APPROVED)
+# Sends that ended without going out: their reply answered nothing.
+ENDED_UNSENT = (
+    SendIntent.State.CANCELLED,
+    SendIntent.State.FAILED,
+    SendIntent.State.BLOCKED,
+    SendIntent.State.EXPIRED,
+)
+
+
+def other_replies_to_its_message(*, tenant, draft: Draft) -> list[Draft]:
+    """The other drafts, pending or approved, that answer the customer's message ``draft``
+    answers (in its mailbox), oldest first, each with its latest send (``latest_intent``) or None.
+
+    Two replies to one message (an agent that retried its post with a new Idempotency-Key, two
+    agents of the tenant given the same mail) were each approved as the only answer: the thread
+    a page shows holds the customer's messages, not the replies sent to them."""
+    if not draft.in_reply_to:
+        return []
+    others = list(
+        Draft.objects.filter(
+            tenant=tenant,
+            mailbox_id=draft.mailbox_id,
+            in_reply_to=draft.in_reply_to,
+            status__in=ANSWERING_STATUSES,
+        )
+        .exclude(pk=draft.pk)
+        .order_by("created_at", "pk")
+    )
+    latest: dict[int | None, SendIntent] = {}
+    for intent in SendIntent.objects.filter(
+        tenant=tenant, draft_id__in=[d.pk for d in others]
+    ).order_by("draft_id", "-id"):
+        latest.setdefault(intent.draft_id, intent)
+    for other in others:
+        other.latest_intent = latest.get(other.pk)
+    return others
+
+
+def _answering_sends(*, tenant, mailbox, in_reply_to, draft):
+    """The sends of other approved drafts answering this message that went out or may still."""
+    return (
+        SendIntent.objects.filter(
+            tenant=tenant,
+            draft__mailbox=mailbox,
+            draft__in_reply_to=in_reply_to,
+            draft__status=Draft.Status.APPROVED,
+        )
+        .exclude(state__in=ENDED_UNSENT)
+        .exclude(draft=draft)
+    )
+
+
+def drafts_answering_its_message_sent(*, tenant, draft: Draft) -> list[int]:
+    """The other approved drafts whose reply to the message ``draft`` answers went out or may
+    still (its send did not end unsent), by id."""
+    if not draft.in_reply_to:
+        return []
+    sends = _answering_sends(
+        tenant=tenant, mailbox=draft.mailbox_id, in_reply_to=draft.in_reply_to, draft=draft.pk
+    )
+    return sorted(set(sends.values_list("draft_id", flat=True)))
+
+
+def drafts_answered_elsewhere(*, tenant, draft_ids) -> set[int]:
+    """Which of these drafts answer a customer message that another approved draft's reply
+    answered or may still answer (``drafts_answering_its_message_sent``), in one query."""
+    answering = _answering_sends(
+        tenant=tenant,
+        mailbox=OuterRef("mailbox"),
+        in_reply_to=OuterRef("in_reply_to"),
+        draft=OuterRef("pk"),
+    )
+    return set(
+        Draft.objects.filter(tenant=tenant, pk__in=list(draft_ids))
+        .exclude(in_reply_to="")
+        .filter(Exists(answering))
+        .values_list("pk", flat=True)
+    )

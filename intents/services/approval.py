@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Collection
 from datetime import timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
 from django.utils.text import get_text_list
 from django.utils.translation import gettext as _
@@ -38,6 +38,7 @@ from intents.policy import (
     strangers_to_thread,
 )
 from intents.selectors.drafts import (
+    drafts_answering_its_message_sent,
     html_unchanged_while_text_changed,
     wrote_a_version_since_last_approval,
 )
@@ -99,7 +100,10 @@ def draft_approve(
     (``invisible_in_content``: a right-to-left override, a zero-width space): only the page
     names them. So is a draft whose text changed while its HTML
     stayed as it was (``_require_html_with_its_text``): most mail clients show the HTML, and
-    only the page shows both.
+    only the page shows both. So is a reply to a customer message that another approved
+    draft's reply answered, or may still (``_require_only_reply_to_its_message``): the page
+    names it. Every approval of a reply serialises on the message it answers
+    (``_lock_answered_message``), so two approved at once see each other.
     """
     with transaction.atomic():
         # Before reading the tenant, the mailbox and the approver's right: a change that stops
@@ -116,6 +120,7 @@ def draft_approve(
         now = db_now()
         _require_sendable(tenant, draft, current, now)
         _require_answered_message_kept(tenant, draft)
+        _lock_answered_message(draft)
         _require_customer_messages_seen(tenant, draft, messages_seen, from_list=unseen)
         if unseen:
             _require_plain_recipients(current)
@@ -124,6 +129,7 @@ def draft_approve(
             )
             _require_thread_participants(current, senders)
             _require_one_conversation(tenant, draft, current, senders)
+            _require_only_reply_to_its_message(tenant, draft)
             _require_one_look(current)
             _require_links_that_lead_where_they_show(current)
             _require_visible_characters(current)
@@ -332,6 +338,39 @@ def _require_one_conversation(
             )
             % {"files": ", ".join(f"{name} ({author})" for name, author in others)}
         )
+
+
+def _lock_answered_message(draft: Draft) -> None:
+    """Serialise, until commit, the approvals of replies to the message ``draft`` answers: two
+    replies to it approved at the same moment from two lists each saw the other unapproved
+    (``_require_only_reply_to_its_message``), and both went out. Taken under the draft's lock
+    and nowhere else, so it waits for no lock held by a waiter for it."""
+    if not draft.in_reply_to:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            [f"countersign:answer:{draft.mailbox_id}:{draft.in_reply_to}"],
+        )
+
+
+def _require_only_reply_to_its_message(tenant, draft: Draft) -> None:
+    """No other approved draft's reply to the customer's message this one answers went out or
+    may still: a list's row does not say that the message was answered already, so a second
+    answer to one message is for the draft's page, which names the other."""
+    others = drafts_answering_its_message_sent(tenant=tenant, draft=draft)
+    if not others:
+        return
+    raise errors.AnsweredByAnotherDraft(
+        message=ngettext(
+            "Draft %(drafts)s, another reply to the same message, was approved: open the "
+            "draft, check that the customer should get both, and approve it there.",
+            "Drafts %(drafts)s, other replies to the same message, were approved: open the "
+            "draft, check that the customer should get all of them, and approve it there.",
+            len(others),
+        )
+        % {"drafts": ", ".join(f"#{pk}" for pk in others)}
+    )
 
 
 def _require_one_look(current: DraftVersion) -> None:

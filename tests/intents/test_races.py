@@ -45,6 +45,58 @@ def test_fifty_concurrent_approvals_make_one_intent(tenant_a, new_draft, approve
     assert IntentEvent.objects.filter(draft=draft, action="draft.approved").count() == 1
 
 
+def test_replies_to_one_message_approved_at_once_from_lists_send_one_answer(
+    tenant_a, new_draft, approver, local_mailbox
+):
+    """Each approval from a list refuses a reply to a message another approved draft answers;
+    without serialising them, eight at once each saw the others pending and all went out."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from webhooks.models import InboundMessage
+
+    InboundMessage.objects.create(
+        tenant=tenant_a,
+        mailbox=local_mailbox,
+        thread_id="thr-kenji",
+        message_id="<kenji-77@example.com>",
+        sender="kenji@example.com",
+        subject="Order 77",
+        received_at=timezone.now() - timedelta(minutes=5),
+    )
+    drafts = [
+        new_draft(
+            to=["kenji@example.com"],
+            subject=None,
+            text=f"Answer {n}.",
+            in_reply_to="<kenji-77@example.com>",
+        )
+        for n in range(8)
+    ]
+
+    def approve(i):
+        draft = drafts[i]
+        return services.draft_approve(
+            tenant=tenant_a,
+            draft_id=draft.pk,
+            version=1,
+            content_hash=draft.versions.get().content_hash,
+            actor=approver,
+            unseen=True,
+        )
+
+    results = run_concurrently(approve, len(drafts))
+
+    assert len([r for r in results if isinstance(r, SendIntent)]) == 1
+    assert all(
+        isinstance(r, errors.AnsweredByAnotherDraft)
+        for r in results
+        if r is not None and not isinstance(r, SendIntent)
+    )
+    assert SendIntent.objects.filter(draft__in=drafts).count() == 1
+
+
 def test_approve_races_reject_one_wins(tenant_a, new_draft, approver, member_of):
     draft = new_draft()
     version = draft.versions.get()
