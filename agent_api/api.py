@@ -39,7 +39,9 @@ takes no subject: the reply joins that message's thread and is titled "Re: " plu
 (no second "Re: "). That subject is the one stored, shown to the approver and hashed: leave
 `subject` out, or send exactly it; any other is **422** naming `subject`. A customer's message
 is known a few seconds after it arrives (our webhook); `in_reply_to_unknown` just after is worth
-a retry; `in_reply_to_inbox_lost` is final: the message was in the mailbox's inbox that was
+a retry. The id is compared exactly, angle brackets included: one the mailbox received written
+with its brackets left out or added is `in_reply_to_written_otherwise`, whose detail gives it as
+received. `in_reply_to_inbox_lost` is final: the message was in the mailbox's inbox that was
 deleted at AgentMail and made again, which no longer holds it (write a new message instead). A
 draft without `in_reply_to` is a new message, which starts a thread of its own:
 `thread_id` is for replies only, and a new message naming one is **422**

@@ -223,6 +223,7 @@ def answered_message(*, tenant, mailbox, in_reply_to: str, thread_id: str):
     """
     message = inbound_message(tenant=tenant, mailbox=mailbox, message_id=in_reply_to)
     if message is None:
+        _refuse_written_otherwise(tenant, mailbox, in_reply_to)
         raise errors.InvalidInput(
             "in_reply_to_unknown",
             f"in_reply_to {in_reply_to} is not a message received by {mailbox.address} "
@@ -236,6 +237,22 @@ def answered_message(*, tenant, mailbox, in_reply_to: str, thread_id: str):
             "in_reply_to",
         )
     return message
+
+
+def _refuse_written_otherwise(tenant, mailbox, in_reply_to: str) -> None:
+    """Refuse a Message-ID this mailbox received written with its angle brackets left out (as
+    mail libraries give it) or added, naming how it is written. Compared exactly, never
+    matched: "unknown, retry in a few seconds" had an agent retry for ever."""
+    bare = in_reply_to[1:-1] if in_reply_to[:1] == "<" and in_reply_to[-1:] == ">" else None
+    other = bare if bare is not None else f"<{in_reply_to}>"
+    if not other or inbound_message(tenant=tenant, mailbox=mailbox, message_id=other) is None:
+        return
+    raise errors.InvalidInput(
+        "in_reply_to_written_otherwise",
+        f"in_reply_to {in_reply_to} is not a message received by {mailbox.address}, which "
+        f"received {other}: give the message id exactly as AgentMail gives it.",
+        "in_reply_to",
+    )
 
 
 def draft_reply_subject(tenant, draft: Draft) -> str | None:

@@ -124,3 +124,34 @@ def test_a_new_message_without_a_subject_is_422_naming_subject(api, token_a, mai
     del body["subject"]
 
     assert_refused(api.post("/drafts", body, token=token_a, key="r-5"), "subject")
+
+
+@pytest.mark.parametrize(
+    ("stored", "written"),
+    [("<kenji@example.com>", "kenji@example.com"), ("kenji@example.com", "<kenji@example.com>")],
+)
+def test_a_message_id_written_without_or_with_its_angle_brackets_is_422_naming_its_form(
+    api, token_a, mailbox_a, stored, written
+):
+    """The Message-ID as a mail library gives it (without <>) was refused as unknown "if it
+    arrived only just now, retry in a few seconds": an agent retried for ever. It is compared
+    exactly (another message may differ by its brackets), and the refusal says how it is
+    written."""
+    received(mailbox_a, stored, thread_id="thr-kenji", subject="Order 77")
+    body = draft_body(mailbox_a, subject=None, in_reply_to=written)
+
+    problem = assert_refused(api.post("/drafts", body, token=token_a, key="r-8"), "in_reply_to")
+
+    assert problem["code"] == "in_reply_to_written_otherwise"
+    assert stored in problem["detail"]
+    assert "retry" not in problem["detail"]
+
+
+def test_another_mailboxs_message_id_is_not_suggested(api, token_a, mailbox_a, mailbox_a2):
+    received(mailbox_a2, "<aisha@example.com>", thread_id="thr-aisha", subject="Password")
+    body = draft_body(mailbox_a, subject=None, in_reply_to="aisha@example.com")
+
+    problem = assert_refused(api.post("/drafts", body, token=token_a, key="r-9"), "in_reply_to")
+
+    assert problem["code"] == "in_reply_to_unknown"
+    assert "<aisha@example.com>" not in problem["detail"]
