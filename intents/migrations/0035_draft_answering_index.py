@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("intents", "0033_agent_event_secret_bound_to_endpoint"),
+        ("intents", "0034_mailbox_attachment_storage"),
     ]
 
     operations = [
