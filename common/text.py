@@ -3,7 +3,8 @@
 stored, shown or written in a header faithfully. ``unsafe_in_name`` (a name others read: an
 agent token's, a passkey's, an inbox's display name): those, a tab, and the bidirectional
 controls (U+202A-U+202E, U+2066-U+2069), which make a name display as something other than what
-it holds. ``unseen_in`` (an address, which is a person's name on the pages when they gave none):
+it holds; ``unsafe_in_text`` the same for text of several lines (a reason, a note), which may hold
+tabs and line feeds. ``unseen_in`` (an address, which is a person's name on the pages when they gave none):
 every character a reader cannot see or that reorders the others; ``unseen_shown`` writes them as
 code points. ``invisible_characters`` (what a draft's subject and bodies say): the bidirectional
 controls and the characters that draw nothing, without those people write text with."""
@@ -36,6 +37,13 @@ def unsafe_in_name(value: str) -> str | None:
         return found
     bidi = next((char for char in value if char in BIDI_CONTROLS), None)
     return None if bidi is None else f"U+{ord(bidi):04X}"
+
+
+def unsafe_in_text(value: str) -> str | None:
+    """What ``unsafe_in_name`` names, but a tab or a line feed, in text of several lines that
+    others read (a reject reason the agent reads, a note, the journal's reasons), as ``U+202E``,
+    or None. A carriage return is named: callers turn CRLF into LF first."""
+    return unsafe_in_name(value.replace("\t", " ").replace("\n", " "))
 
 
 # Controls, format characters (the bidi controls, zero-width ones, a soft hyphen), surrogates,

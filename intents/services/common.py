@@ -8,6 +8,7 @@ from datetime import UTC
 from django.db import connection
 from django.utils.translation import gettext as _
 
+from common.text import unsafe_in_text
 from intents import errors
 from intents.models import Draft, IntentEvent, SendIntent
 from intents.policy import active_membership, can_approve
@@ -259,6 +260,14 @@ def clean_reason(reason, *, required: bool) -> str:
                 _("A reason cannot hold unpaired UTF-16 surrogates."),
                 "reason",
             ) from None
+    # Others read it (the journal, the agent reads a reject reason): a control character or a
+    # bidirectional control makes it show as other words (common.text.unsafe_in_text).
+    if found := unsafe_in_text(reason):
+        raise errors.InvalidInput(
+            "reason_invalid",
+            _("A reason cannot hold the control character %(character)s.") % {"character": found},
+            "reason",
+        )
     return reason
 
 

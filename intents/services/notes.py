@@ -7,6 +7,7 @@ import logging
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from common.text import unsafe_in_text
 from intents import errors
 from intents.journal import journal
 from intents.models import Draft, DraftNote, DraftVersion, IntentEvent
@@ -43,6 +44,14 @@ def clean_note(text) -> str:
         raise errors.InvalidInput(
             "note_unstorable", _("A note cannot hold unpaired UTF-16 surrogates."), "text"
         ) from None
+    # The team reads it on the draft page and in the journal: a control character or a
+    # bidirectional control makes it show as other words (common.text.unsafe_in_text).
+    if found := unsafe_in_text(text):
+        raise errors.InvalidInput(
+            "note_invalid",
+            _("A note cannot hold the control character %(character)s.") % {"character": found},
+            "text",
+        )
     return text
 
 
