@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from common.text import unsafe_in_name
 from console.selectors import suppression_reason
 from intents.policy import normalize_address
 from intents.services import suppressions
@@ -28,6 +29,7 @@ def suppression_add(*, tenant: Tenant, address: str, note: str, actor: User) -> 
     note = (note or "").strip()
     if not note:
         raise AdminError("reason_required", _("Say why this address is suppressed."), "note")
+    _refuse_unsafe(note, "note")
     with transaction.atomic():
         require_admin(tenant, actor, open_checked_after_sends=True)
         # The sends to this address already past their pre-call check go out; the hold makes
@@ -60,6 +62,7 @@ def suppression_remove(*, tenant: Tenant, suppression_id: int, reason: str, acto
         raise AdminError(
             "reason_required", _("Say why this address may receive mail again."), "reason"
         )
+    _refuse_unsafe(reason, "reason")
     with transaction.atomic():
         require_admin(tenant, actor)
         suppression = suppressions.suppression_remove(tenant=tenant, suppression_id=suppression_id)
@@ -75,4 +78,16 @@ def suppression_remove(*, tenant: Tenant, suppression_id: int, reason: str, acto
                 "was": suppression.reason,
                 "reason": reason,
             },
+        )
+
+
+def _refuse_unsafe(reason: str, field: str) -> None:
+    """Refuse a reason (one line: the page's box holds one) that holds what ``unsafe_in_name``
+    names: every admin reads it in the audit log, where a bidirectional control shows the rest
+    of the line reversed, as a suspension's reason is refused (tenants.onboarding)."""
+    if found := unsafe_in_name(reason):
+        raise AdminError(
+            "invalid_reason",
+            _("A reason cannot hold the control character %(character)s.") % {"character": found},
+            field,
         )
