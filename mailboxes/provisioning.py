@@ -31,7 +31,7 @@ from common.addresses import normalize_address, normalize_domain
 from common.text import unsafe_in_name
 from mailboxes import provider
 from mailboxes.display_names import display_name_sync_wake
-from mailboxes.headers import line_break_in
+from mailboxes.headers import encoded_word_in, line_break_in
 from mailboxes.models import Mailbox
 from mailboxes.signals import mailbox_provisioned
 from tenants.models import AuditEvent, Tenant
@@ -64,6 +64,17 @@ def _clean_display_name(display_name: str) -> str:
         raise ProvisioningError(
             _("The display name cannot hold the control character %(character)s.")
             % {"character": unsafe},
+            field="display_name",
+        )
+    # A mail client decodes an RFC 2047 encoded word in the From phrase as it does in a subject
+    # (intents.services.content): the customer would read a name the admin never typed.
+    if word := encoded_word_in(display_name):
+        raise ProvisioningError(
+            _(
+                "The display name cannot hold the encoded word %(word)s: a mail client shows it "
+                "decoded, as another name. Write the name itself."
+            )
+            % {"word": word},
             field="display_name",
         )
     return display_name

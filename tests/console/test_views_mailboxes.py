@@ -480,3 +480,57 @@ def test_a_disabled_mailbox_made_again_is_not_said_to_send_its_waiting_sends(
         text = page.content.decode()
         assert "go out now" not in text
         assert "stays disabled: nothing is sent from it until it is enabled" in text
+
+
+ENCODED_WORDS = ["=?utf-8?B?UGF5UGFsIFNlY3VyaXR5?=", "Billing =?ISO-8859-1?q?Bank_Team?="]
+
+
+@pytest.mark.parametrize("word", ENCODED_WORDS)
+def test_a_display_name_with_an_encoded_word_is_refused_on_create(
+    tenant_a, member_of, signed_in, sandbox, word
+):
+    """Found by an outside probe: the From header's phrase is decoded by the customer's mail
+    client, so '=?utf-8?B?UGF5UGFsIFNlY3VyaXR5?=' showed as 'PayPal Security', a name the admin
+    never read; refused as in a draft's subject."""
+    client = signed_in(member_of(tenant_a, "admin").user)
+    response = client.post(
+        reverse("mailbox_create", args=[tenant_a.slug]),
+        {"username": "billing", "display_name": word},
+    )
+    assert response.status_code == 400
+    assert b"The display name cannot hold the encoded word =?" in response.content
+    assert not Mailbox.objects.exists()
+
+
+@pytest.mark.parametrize("word", ENCODED_WORDS)
+def test_a_display_name_with_an_encoded_word_is_refused_on_update(
+    tenant_a, member_of, signed_in, mailbox_factory, word
+):
+    mailbox = mailbox_factory(tenant_a)
+    before = mailbox.display_name
+    client = signed_in(member_of(tenant_a, "admin").user)
+    response = client.post(
+        reverse("mailbox_policy", args=[tenant_a.slug, mailbox.pk]),
+        {
+            "display_name": word,
+            "policy_mode": "open",
+            "based_on": based_on(
+                client, reverse("mailbox_detail", args=[tenant_a.slug, mailbox.pk])
+            ),
+        },
+    )
+    mailbox.refresh_from_db()
+    assert response.status_code == 400
+    assert b"The display name cannot hold the encoded word =?" in response.content
+    assert mailbox.display_name == before
+
+
+def test_a_display_name_may_hold_what_only_looks_like_part_of_an_encoded_word(
+    tenant_a, member_of, signed_in, sandbox
+):
+    client = signed_in(member_of(tenant_a, "admin").user)
+    client.post(
+        reverse("mailbox_create", args=[tenant_a.slug]),
+        {"username": "billing", "display_name": "Billing =? Team ?= \u200fمیشود"},
+    )
+    assert Mailbox.objects.get().display_name == "Billing =? Team ?= \u200fمیشود"
