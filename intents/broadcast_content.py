@@ -30,7 +30,7 @@ from django.utils.translation import gettext as _
 from common.addresses import same_recipient_key
 from intents.hashing import content_hash as message_content_hash
 from intents.policy import is_own_address, normalize_address, own_mailbox_refusal
-from mailboxes.headers import line_break_in
+from mailboxes.headers import encoded_word_in, line_break_in
 
 MAX_VARIABLES = 50
 MAX_VARIABLE_NAME = 64
@@ -314,9 +314,18 @@ def _rendered_problems(
     ]
     if too_long:
         return too_long
-    if subject is not None and not render(subject, variables).strip():
+    rendered_subject = "" if subject is None else render(subject, variables)
+    if subject is not None and not rendered_subject.strip():
         # A draft needs a subject; so does every message of a broadcast.
         return [RowError(row, "subject", _("with this row's variables the subject is empty"))]
+    if word := encoded_word_in(rendered_subject):
+        # The customer's mail client shows it decoded (a draft's subject refuses one): a value
+        # can hold a whole word, or complete one the template begins.
+        message = _(
+            "with this row's variables the subject holds the encoded word %(word)s, which a "
+            "mail client shows decoded"
+        ) % {"word": word}
+        return [RowError(row, "subject", message)]
     if body_of is not None and not any(variables[name].strip() for name in body_of):
         # So does its body: "A text or HTML body is required" of a draft.
         return [RowError(row, "text", _("with this row's variables the message has no body"))]

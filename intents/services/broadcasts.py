@@ -38,7 +38,7 @@ from intents.services.common import (
     tenant_mailbox,
 )
 from intents.services.content import MAX_BODY, MAX_SUBJECT
-from mailboxes.headers import line_break_in
+from mailboxes.headers import encoded_word_in, line_break_in
 from mailboxes.models import Mailbox
 
 log = logging.getLogger("intents.services")
@@ -69,6 +69,13 @@ def _clean_template(subject, text, html) -> tuple[str, str, str, set[str], set[s
         raise errors.InvalidInput("subject_invalid", message, "subject")
     if control := control_in(subject):
         message = _("The subject cannot hold the control character %(what)s.") % {"what": control}
+        raise errors.InvalidInput("subject_invalid", message, "subject")
+    if word := encoded_word_in(subject):
+        # As a draft's subject (intents.services.content): the mail client shows it decoded.
+        message = _(
+            "The subject cannot hold the encoded word %(word)s: a mail client shows it decoded, "
+            "as other words than the ones approved. Write the text itself."
+        ) % {"word": word}
         raise errors.InvalidInput("subject_invalid", message, "subject")
     if not text.strip() and not html.strip():
         raise errors.InvalidInput("body_required", _("A text or HTML body is required."), "text")
