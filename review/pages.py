@@ -397,19 +397,27 @@ def _approve_blocked_reason(
     return ""
 
 
+def invisible_named(*, subject: str, text: str, html: str) -> dict:
+    """What a page of a message to approve (a draft's, a broadcast's) says of the characters
+    nobody sees in it (``invisible_in_content``): ``content_invisible``, (field, its name, the
+    characters named) for each field holding some; ``subject_invisible_shown``, the subject
+    with them as code points when it holds some."""
+    invisible = invisible_in_content(subject=subject, text=text, html=html)
+    return {
+        "content_invisible": [
+            (where, str(CONTENT_FIELDS[where]), named) for where, named in invisible.items()
+        ],
+        "subject_invisible_shown": invisible_shown(subject) if "subject" in invisible else "",
+    }
+
+
 def _body_warnings(tenant: Tenant, draft: Draft, current: DraftVersion) -> dict:
     """What the page says beside the HTML body: fonts and styles from elsewhere, remote
     images, an HTML left as it was under a changed text, and its looks to other readers."""
     body_fonts, body_remote_styles = style_warnings(current.html)
     links = html_links(current.html)
-    invisible = invisible_in_content(subject=current.subject, text=current.text, html=current.html)
     return {
-        "content_invisible": [
-            (where, str(CONTENT_FIELDS[where]), named) for where, named in invisible.items()
-        ],
-        "subject_invisible_shown": invisible_shown(current.subject)
-        if "subject" in invisible
-        else "",
+        **invisible_named(subject=current.subject, text=current.text, html=current.html),
         "body_links": links,
         "body_misleading_links": any(link.misleading for link in links),
         "body_fonts": body_fonts,

@@ -33,6 +33,7 @@ from intents.selectors.broadcasts import (
 from intents.services import broadcast_controls as controls
 from intents.services import broadcasts as service
 from review.forms_broadcast import BroadcastForm
+from review.pages import invisible_named
 from review.queries import review_mailboxes
 from review.views.common import run_decision
 from tenants.access import DECIDERS, TenantRequest, tenant_view
@@ -121,6 +122,13 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
     except ValueError:
         position = 0
     sample = broadcast_sample(broadcast, position)
+    # What the approver reads: this recipient's message (the template with their values), or
+    # the template when there is no sample (a draft's page names the same, cf3f1a5).
+    message = sample or {
+        "subject": broadcast.subject,
+        "text": broadcast.text,
+        "html": broadcast.html,
+    }
     can_decide = can_approve(membership=request.membership, mailbox=broadcast.mailbox)
     # Four-eyes: broadcast_approve refuses its author; the page says so before the click.
     approve_blocked_reason = (
@@ -148,6 +156,9 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
             # The author's pace is on no other page and in no hash: the approver reads it here.
             "pace": broadcast_pace(broadcast),
             "approve_blocked_reason": approve_blocked_reason,
+            **invisible_named(
+                subject=message["subject"], text=message["text"], html=message["html"]
+            ),
             # The pause a Resume button is shown for: a resume from an older page is refused.
             "last_pause": controls.last_pause(broadcast) if broadcast.state == "paused" else "",
         },
