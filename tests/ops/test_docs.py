@@ -446,3 +446,21 @@ def test_the_label_values_the_guide_names_are_the_codes():
     named = set(re.findall(r"`([a-z_]+)`", rows["countersign_attempts_total"]))
     codes = set(SendAttempt.Kind.values) | set(SendAttempt.Outcome.values) - {"pending"}
     assert named == codes | {CALL_TOO_LATE}
+
+
+def test_the_rollback_names_every_migration_its_migrate_back_undoes():
+    """DEPLOYMENT.md "Rolling back" has the operator migrate an app back before the release
+    before starts: each migration that undoes (a table dropped, a backfill run again when the
+    new release comes back) is named there, so nobody runs it unaware of what it takes away."""
+    from django.db.migrations.loader import MigrationLoader
+
+    paragraph = DEPLOYMENT[DEPLOYMENT.index("**Rolling back**") :].split("\n\n")[0]
+    graph = MigrationLoader(None, ignore_no_migrations=True).graph
+    unnamed = []
+    for app, target in re.findall(r"manage\.py migrate ([a-z_]+) (\d{4})", paragraph):
+        (node,) = [n for n in graph.leaf_nodes(app) if n[0] == app]
+        back = next(n for n in graph.forwards_plan(node) if n[0] == app and n[1][:4] == target)
+        undone = [n for n in graph.forwards_plan(node) if n[0] == app and n[1] > back[1]]
+        unnamed += [f"{a}.{name[:4]}" for a, name in undone if f"{a}.{name[:4]}" not in paragraph]
+    assert re.search(r"manage\.py migrate [a-z_]+ \d{4}", paragraph)
+    assert unnamed == []
