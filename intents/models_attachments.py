@@ -108,8 +108,14 @@ class AttachmentCharge(models.Model):
     pair is what keeps two versions naming the blob at once from charging it twice."""
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
-    mailbox = models.ForeignKey("mailboxes.Mailbox", on_delete=models.CASCADE, related_name="+")
-    blob = models.ForeignKey(AttachmentBlob, on_delete=models.CASCADE, related_name="+")
+    # Each charge writes every index of the table: the unique pair serves the mailbox's
+    # lookups and the named index the blob's, so neither key has an index of its own.
+    mailbox = models.ForeignKey(
+        "mailboxes.Mailbox", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    blob = models.ForeignKey(
+        AttachmentBlob, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

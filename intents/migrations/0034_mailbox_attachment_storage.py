@@ -47,6 +47,7 @@ class Migration(migrations.Migration):
                 (
                     "blob",
                     models.ForeignKey(
+                        db_index=False,
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="+",
                         to="intents.attachmentblob",
@@ -55,6 +56,7 @@ class Migration(migrations.Migration):
                 (
                     "mailbox",
                     models.ForeignKey(
+                        db_index=False,
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="+",
                         to="mailboxes.mailbox",
