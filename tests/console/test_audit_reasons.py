@@ -107,12 +107,23 @@ def test_a_persons_reason_is_set_apart_as_outside_text(
     in the Details cell like the page's own words: the override turned the rest of the cell
     around and the word widened the table past the screen. Every other page sets a person's
     reason apart (data-customer-content: isolated direction, wrapped), and a provider's answer
-    that a worker's row carries too."""
+    that a worker's row carries too. (A reason with the override is refused since; one stored
+    before stays in the journal, written here as that row.)"""
     override = "refund \u202eapproved by legal"
     long_word = "x" * 2000
-    for reason in (override, long_word):
-        draft = make_draft(mailbox_a)
-        services.draft_reject(tenant=tenant_a, draft_id=draft.pk, reason=reason, actor=admin_a.user)
+    services.draft_reject(
+        tenant=tenant_a, draft_id=make_draft(mailbox_a).pk, reason=long_word, actor=admin_a.user
+    )
+    IntentEvent.objects.create(
+        tenant=tenant_a,
+        draft=make_draft(mailbox_a),
+        actor_kind=IntentEvent.Actor.PERSON,
+        actor_user=admin_a.user,
+        action="draft.rejected",
+        from_state="pending",
+        to_state="rejected",
+        reason=override,
+    )
 
     answer = "AgentMail: 422 \u202eno such recipient"
     IntentEvent.objects.create(

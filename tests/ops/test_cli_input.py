@@ -11,7 +11,7 @@ import socket
 import pytest
 from django.core.management import CommandError, call_command
 
-from intents import services as intent_services
+from intents.models import IntentEvent
 from tenants import onboarding
 from tenants.models import AgentToken, AuditEvent
 
@@ -719,11 +719,20 @@ def test_intents_status_shows_a_members_control_characters_as_code_points(
 ):
     """A tenant member's cancel reason reached the operator's terminal raw: an escape sequence
     (here OSC 52, which sets the terminal's clipboard) and a line break that printed a forged
-    journal line under the intent."""
+    journal line under the intent. (The services refuse such a reason since; a row stored before,
+    or a provider's words in the same column, still reach the command: written here as that row.)"""
     intent = make_intent(mailbox_a)
     reason = "dup\x1b]52;c;cm0gLXJmIH4K\x07\n  00:00:00.000000 intent.accepted sending -> accepted"
-    intent_services.intent_cancel(
-        tenant=mailbox_a.tenant, intent_id=intent.pk, actor=admin_a.user, reason=reason
+    IntentEvent.objects.create(
+        tenant=mailbox_a.tenant,
+        intent=intent,
+        draft_id=intent.draft_id,
+        actor_kind=IntentEvent.Actor.PERSON,
+        actor_user=admin_a.user,
+        action="intent.cancelled",
+        from_state="queued",
+        to_state="cancelled",
+        reason=reason,
     )
     out = io.StringIO()
 

@@ -9,8 +9,6 @@ line, Outlook for Windows ignores ``display:none`` without ``mso-hide``, a clien
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from django.urls import reverse
 from django.utils.html import escape
@@ -19,7 +17,7 @@ from intents import sending
 from intents.html_styles import html_words, reader_looks
 from intents.models import Draft, DraftVersion, SendIntent
 from tests.intents.conftest import fast_send  # noqa: F401
-from tests.review.threads import agent_drafts, agent_token
+from tests.review.threads import agent_drafts_to_ana, page_and_bulk_approval
 
 PREHEADER = "Your account is locked: call +1 555 0100 now"
 HTML = (
@@ -42,27 +40,17 @@ def test_text_hidden_or_added_by_the_htmls_styles_is_named_shown_and_kept_out_of
 ):
     mailbox = mailbox_factory(tenant_a)
     admin = member_of(tenant_a, "admin").user
-    token = agent_token(tenant_a, admin)
-    draft = agent_drafts(
+    draft = agent_drafts_to_ana(
         client,
-        token,
+        tenant_a,
+        mailbox,
+        admin,
         "hidden-text",
-        {
-            "mailbox": mailbox.address,
-            "to": ["ana@customer.test"],
-            "subject": "Your refund",
-            "text": "Your refund is on its way.",
-            "html": HTML,
-        },
+        subject="Your refund",
+        text="Your refund is on its way.",
+        html=HTML,
     )
-    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
-    page = client.get(reverse("draft", args=[tenant_a.slug, draft["id"]])).content.decode()
-    queue = client.get(reverse("tenant_home", args=[tenant_a.slug])).content.decode()
-    items = re.findall(r'name="item" value="([^"]+)"', queue)
-
-    from_list = client.post(
-        reverse("bulk_approve", args=[tenant_a.slug]), {"item": items}, follow=True
-    ).content.decode()
+    page, queue, from_list = page_and_bulk_approval(client, tenant_a, draft["id"])
 
     assert 'data-look-note="hidden_text"' in page
     shown = page.split("data-html-words")[1].split("</pre>")[0]

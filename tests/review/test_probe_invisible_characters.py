@@ -8,8 +8,6 @@ them (it names an address's letters outside ASCII), and the queue approved it in
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from django.urls import reverse
 
@@ -17,7 +15,7 @@ from common.text import invisible_characters
 from intents import sending
 from intents.models import Draft, DraftVersion, SendIntent
 from tests.intents.conftest import fast_send  # noqa: F401
-from tests.review.threads import agent_drafts, agent_token
+from tests.review.threads import agent_drafts_to_ana, page_and_bulk_approval
 
 SUBJECT = "Your refund of $\u202e001"
 TEXT = "Call us at 555\u200b0100."
@@ -35,27 +33,10 @@ def test_characters_nobody_sees_are_named_by_field_and_kept_out_of_a_list(
 ):
     mailbox = mailbox_factory(tenant_a)
     admin = member_of(tenant_a, "admin").user
-    token = agent_token(tenant_a, admin)
-    draft = agent_drafts(
-        client,
-        token,
-        "invisible",
-        {
-            "mailbox": mailbox.address,
-            "to": ["ana@customer.test"],
-            "subject": SUBJECT,
-            "text": TEXT,
-            "html": HTML,
-        },
+    draft = agent_drafts_to_ana(
+        client, tenant_a, mailbox, admin, "invisible", subject=SUBJECT, text=TEXT, html=HTML
     )
-    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
-    page = client.get(reverse("draft", args=[tenant_a.slug, draft["id"]])).content.decode()
-    queue = client.get(reverse("tenant_home", args=[tenant_a.slug])).content.decode()
-    items = re.findall(r'name="item" value="([^"]+)"', queue)
-
-    from_list = client.post(
-        reverse("bulk_approve", args=[tenant_a.slug]), {"item": items}, follow=True
-    ).content.decode()
+    page, queue, from_list = page_and_bulk_approval(client, tenant_a, draft["id"])
 
     warning = page.split('data-body-warning="invisible_characters"')[1].split("</div>")[0]
     assert "U+202E RIGHT-TO-LEFT OVERRIDE" in warning.split('data-invisible-in="subject"')[1]

@@ -6,8 +6,6 @@ sends elsewhere), was not named either, and the queue approved it all in bulk.""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from django.urls import reverse
 from django.utils.html import escape
@@ -16,7 +14,7 @@ from intents import sending
 from intents.html_links import html_links
 from intents.models import Draft, DraftVersion, SendIntent
 from tests.intents.conftest import fast_send  # noqa: F401
-from tests.review.threads import agent_drafts, agent_token
+from tests.review.threads import agent_drafts_to_ana, page_and_bulk_approval
 
 HTML = (
     "<p>Pay your invoice at "
@@ -36,27 +34,17 @@ def test_a_link_that_shows_one_address_and_leads_to_another_is_named_and_kept_ou
 ):
     mailbox = mailbox_factory(tenant_a)
     admin = member_of(tenant_a, "admin").user
-    token = agent_token(tenant_a, admin)
-    draft = agent_drafts(
+    draft = agent_drafts_to_ana(
         client,
-        token,
+        tenant_a,
+        mailbox,
+        admin,
         "link-targets",
-        {
-            "mailbox": mailbox.address,
-            "to": ["ana@customer.test"],
-            "subject": "Your invoice",
-            "text": "Pay your invoice at https://bank.example/pay.",
-            "html": HTML,
-        },
+        subject="Your invoice",
+        text="Pay your invoice at https://bank.example/pay.",
+        html=HTML,
     )
-    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
-    page = client.get(reverse("draft", args=[tenant_a.slug, draft["id"]])).content.decode()
-    queue = client.get(reverse("tenant_home", args=[tenant_a.slug])).content.decode()
-    items = re.findall(r'name="item" value="([^"]+)"', queue)
-
-    from_list = client.post(
-        reverse("bulk_approve", args=[tenant_a.slug]), {"item": items}, follow=True
-    ).content.decode()
+    page, queue, from_list = page_and_bulk_approval(client, tenant_a, draft["id"])
 
     links = page.split("data-html-links")[1].split("</ul>")[0]
     assert "https://evil.test/pay" in links and "https://bank.example/help" in links

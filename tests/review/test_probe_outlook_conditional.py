@@ -15,7 +15,7 @@ from django.utils.html import escape
 from intents import sending
 from intents.models import Draft, DraftVersion, SendIntent
 from tests.intents.conftest import fast_send  # noqa: F401
-from tests.review.threads import agent_drafts, agent_token
+from tests.review.threads import agent_drafts_to_ana
 
 OUTLOOK_ONLY = "<p>Outlook users: pay the handling fee to IBAN XX00 9999 first.</p>"
 HTML = (
@@ -36,20 +36,16 @@ def test_outlooks_conditional_comments_are_named_shown_as_source_and_kept_out_of
 ):
     mailbox = mailbox_factory(tenant_a)
     admin = member_of(tenant_a, "admin").user
-    token = agent_token(tenant_a, admin)
-    draft = agent_drafts(
+    draft = agent_drafts_to_ana(
         client,
-        token,
+        tenant_a,
+        mailbox,
+        admin,
         "outlook",
-        {
-            "mailbox": mailbox.address,
-            "to": ["ana@customer.test"],
-            "subject": "Your refund",
-            "text": "Your refund is on its way.",
-            "html": HTML,
-        },
+        subject="Your refund",
+        text="Your refund is on its way.",
+        html=HTML,
     )
-    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
     page_url = reverse("draft", args=[tenant_a.slug, draft["id"]])
     page = client.get(page_url).content.decode()
     queue = client.get(reverse("tenant_home", args=[tenant_a.slug])).content.decode()

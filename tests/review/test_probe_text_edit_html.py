@@ -15,7 +15,7 @@ from intents.models import Draft, DraftVersion, SendIntent
 from intents.selectors.drafts import html_unchanged_while_text_changed
 from review.forms import EditForm
 from tests.intents.conftest import fast_send  # noqa: F401
-from tests.review.threads import agent_drafts, agent_token
+from tests.review.threads import agent_drafts_to_ana, page_and_bulk_approval
 
 pytestmark = pytest.mark.django_db
 
@@ -33,32 +33,22 @@ def test_a_text_corrected_under_an_html_left_as_it_was_is_said_and_kept_out_of_a
 ):
     mailbox = mailbox_factory(tenant_a)
     admin = member_of(tenant_a, "admin").user
-    token = agent_token(tenant_a, admin)
-    draft = agent_drafts(
+    draft = agent_drafts_to_ana(
         client,
-        token,
+        tenant_a,
+        mailbox,
+        admin,
         "iban",
-        {
-            "mailbox": mailbox.address,
-            "to": ["ana@customer.test"],
-            "subject": "Your invoice",
-            "text": "Please pay to IBAN XX00 1111.",
-            "html": OLD_HTML,
-        },
+        subject="Your invoice",
+        text="Please pay to IBAN XX00 1111.",
+        html=OLD_HTML,
     )
-    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
     first = DraftVersion.objects.get(draft_id=draft["id"])
     saved = client.post(
         reverse("draft_edit", args=[tenant_a.slug, draft["id"]]),
         {**EditForm.of_version(first).initial, "text": "Please pay to IBAN XX00 2222."},
     )
-    page = client.get(reverse("draft", args=[tenant_a.slug, draft["id"]])).content.decode()
-    queue = client.get(reverse("tenant_home", args=[tenant_a.slug])).content.decode()
-    items = re.findall(r'name="item" value="([^"]+)"', queue)
-
-    from_list = client.post(
-        reverse("bulk_approve", args=[tenant_a.slug]), {"item": items}, follow=True
-    ).content.decode()
+    page, _queue, from_list = page_and_bulk_approval(client, tenant_a, draft["id"])
 
     assert saved.status_code == 302
     assert 'data-body-warning="html_unchanged"' in page

@@ -6,6 +6,9 @@ with a token through the JSON API."""
 from __future__ import annotations
 
 import json
+import re
+
+from django.urls import reverse
 
 from tenants.tokens import token_create
 from tests.webhooks.conftest import received_payload
@@ -59,3 +62,29 @@ def agent_token(tenant, admin) -> str:
         actor=admin,
     )
     return token
+
+
+def agent_drafts_to_ana(client, tenant, mailbox, admin, key: str, **content) -> dict:
+    """One draft of ``mailbox`` to one customer (``content``: its subject, text and html),
+    posted by the agent with a token ``admin`` made; then ``admin`` is signed in to review it
+    (tests/review/test_probe_*: what the draft page and bulk approval make of one content)."""
+    draft = agent_drafts(
+        client,
+        agent_token(tenant, admin),
+        key,
+        {"mailbox": mailbox.address, "to": ["ana@customer.test"], **content},
+    )
+    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
+    return draft
+
+
+def page_and_bulk_approval(client, tenant, draft_id) -> tuple[str, str, str]:
+    """The draft's page, the queue, and the page bulk approval of every draft in the queue
+    ends on."""
+    page = client.get(reverse("draft", args=[tenant.slug, draft_id])).content.decode()
+    queue = client.get(reverse("tenant_home", args=[tenant.slug])).content.decode()
+    items = re.findall(r'name="item" value="([^"]+)"', queue)
+    from_list = client.post(
+        reverse("bulk_approve", args=[tenant.slug]), {"item": items}, follow=True
+    ).content.decode()
+    return page, queue, from_list
