@@ -163,6 +163,14 @@ class InvisibleCharacters(DraftError):
     code = "invisible_characters"
 
 
+class LookalikeHost(DraftError):
+    """The subject or a body names a domain that may read as another (``intents.policy.
+    lookalike_hosts_in_content``): a mail client makes a link of it; the draft's page names it
+    with its other form, a list shows it as drawn."""
+
+    code = "lookalike_host"
+
+
 class HtmlUnchanged(DraftError):
     """The text body changed since a version whose HTML body is still the current one
     (``intents.selectors.drafts.html_unchanged_while_text_changed``): most mail clients show the

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import html
 import re
-import unicodedata
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from intents.hostnames import hosts_in, lookalike_host
 from intents.html_tokens import comment_end, tag
 
 # Schemes a link of a message may lead to without a warning; the rest run something, carry a
@@ -28,9 +28,6 @@ PLAIN_SCHEMES = frozenset({"http", "https", "mailto", "tel"})
 # What the URL parser drops: ASCII tab and newline anywhere, C0 controls and spaces at the ends.
 _URL_IGNORED = re.compile(r"[\t\n\r]")
 _URL_TRIMMED = "".join(chr(c) for c in range(0x21))
-# A run of the characters of a domain name in a link's text: maximal, so a text of a megabyte is
-# read once (a pattern for "labels, dots, a top-level label" backtracked on "a.a.a.a...").
-_NAME_RUN = re.compile(r"[\w.-]+")
 # Elements whose content is no link text (and may hold "<a" as text).
 _RAW_TEXT = frozenset({"script", "style", "title", "textarea", "xmp"})
 
@@ -57,26 +54,6 @@ def _same_site(shown: str, target: str) -> bool:
     return shown == target or target.endswith("." + shown) or shown.endswith("." + target)
 
 
-def _as_read(text: str) -> str:
-    """The text as a reader reads an address in it: without the characters nobody sees (a
-    zero-width space in "bank\u200b.example"), compatibility forms folded (a full-width stop, U+FF0E),
-    and the other full stops IDNA takes as dots."""
-    text = "".join(char for char in text if unicodedata.category(char) != "Cf")
-    return unicodedata.normalize("NFKC", text).replace("\u3002", ".").replace("\uff61", ".")
-
-
-def _shown_hosts(text: str) -> list[str]:
-    """The domain names written in a link's text: a URL's host, an email address's domain, a
-    bare name ("www.bank.example", "bank.example/pay"); a run of at least two labels whose last
-    is letters only."""
-    hosts = []
-    for run in _NAME_RUN.findall(_as_read(text)):
-        labels = run.strip(".-").split(".")
-        if len(labels) > 1 and all(labels) and len(labels[-1]) > 1 and labels[-1].isalpha():
-            hosts.append(".".join(labels))
-    return hosts
-
-
 def _misleading(text: str, target: str, *, based: bool) -> bool:
     try:
         parts = urlsplit(target)
@@ -84,10 +61,10 @@ def _misleading(text: str, target: str, *, based: bool) -> bool:
     except ValueError:  # "https://[bank" : no URL a reader can check
         return True
     scheme = parts.scheme.lower()
-    named = _shown_hosts(text)
-    if any(not name.isascii() for name in named):
-        # Written in letters outside ASCII, a name looks like another ("b\u0430nk.example"
-        # with a Cyrillic a is "xn--bnk-6cd.example"): to the customer too.
+    named = hosts_in(text)
+    if any(lookalike_host(name) for name in named):
+        # A name that reads as another ("b\u0430nk.example" with a Cyrillic a is
+        # "xn--bnk-6cd.example"): to the customer too.
         return True
     shown = [_host(name) for name in named]
     if not scheme:

@@ -111,6 +111,9 @@ class Draft(models.Model):
         # Its subject or a body holds characters nobody sees (intents.policy.
         # invisible_in_content; bulk approve leaves it out).
         invisible_characters: bool
+        # Its subject or a body names a domain that may read as another (intents.policy.
+        # lookalike_hosts_in_content; bulk approve leaves it out).
+        lookalike_hosts: bool
         # intents.selectors.queue: the current version as the queue lists it (not a saved row).
         current: DraftVersion
         # review.pages.queue: who else has it open right now.

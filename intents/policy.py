@@ -24,6 +24,9 @@ from common.addresses import MAX_ADDRESS_LENGTH as MAX_ADDRESS_LENGTH
 from common.addresses import letters_beyond_ascii, routes_onward
 from common.addresses import normalize_address as normalize_address
 from common.text import invisible_characters
+from intents.hostnames import lookalike_hosts, unicode_form
+from intents.html_links import html_links
+from intents.html_styles import html_words
 from intents.models import DraftVersion, Suppression
 from mailboxes.models import Mailbox
 from tenants.models import Membership, Tenant
@@ -243,6 +246,43 @@ def invisible_in_content(*, subject: str, text: str, html: str) -> dict[str, str
         "html": invisible_characters(html_lib.unescape(html)) if html else "",
     }
     return {field: named for field, named in found.items() if named}
+
+
+@dataclass(frozen=True)
+class LookalikeHost:
+    name: str  # as the message writes it
+    other_form: str  # its Punycode when written in letters, its letters when in Punycode
+    letters: str  # its letters outside ASCII, named (letters_beyond_ascii)
+
+
+def _lookalike(name: str) -> LookalikeHost:
+    shown = unicode_form(name) or ""
+    if name.isascii():
+        return LookalikeHost(name, shown, letters_beyond_ascii(shown))
+    try:
+        ace = name.encode("idna").decode("ascii")
+    except UnicodeError:
+        ace = ""
+    return LookalikeHost(name, ace, letters_beyond_ascii(name))
+
+
+def lookalike_hosts_in_content(*, subject: str, text: str, html: str) -> dict[str, list]:
+    """The domain names in a version's subject, text and HTML that may read as another
+    (``intents.hostnames.lookalike_host``), by field; only the fields that hold some. A mail
+    client makes a link of "https://b\u0430nk.example/pay" written in text, and the reader
+    sees bank.example: the HTML's words (its link texts among them) and its links' targets are
+    read, as are the text and the subject. The draft page names each, with its other form and
+    its letters; a list shows it as drawn, so its bulk approval leaves such a draft to the
+    page."""
+    html_read = ""
+    if html:
+        html_read = "\n".join([html_words(html), *(link.target for link in html_links(html))])
+    found = {
+        "subject": lookalike_hosts(subject),
+        "text": lookalike_hosts(text),
+        "html": lookalike_hosts(html_read),
+    }
+    return {field: [_lookalike(name) for name in names] for field, names in found.items() if names}
 
 
 def on_thread(address: str, senders: Iterable[str]) -> bool:

@@ -40,6 +40,7 @@ from intents.policy import (
     domains_named,
     files_of_others,
     invisible_in_content,
+    lookalike_hosts_in_content,
     lookalike_recipients,
     may_decide,
     mixed_thread_domains,
@@ -48,9 +49,9 @@ from intents.policy import (
 )
 from intents.selectors.drafts import (
     current_html_bodies,
+    current_texts_beyond_ascii,
     drafts_answered_elsewhere,
     drafts_they_wrote_since_last_approval,
-    drafts_with_invisible_text,
     html_unchanged_since,
     html_unchanged_while_text_changed,
     other_replies_to_its_message,
@@ -157,13 +158,23 @@ def queue(
     unchanged = html_unchanged_since(
         tenant=tenant, draft_ids=[d.pk for d in offered if d.current_version > 1]
     )
-    # And one for those whose text holds characters nobody sees (asked in the query).
-    invisible_text = drafts_with_invisible_text(tenant=tenant, draft_ids=[d.pk for d in offered])
+    # And one for those whose text may hold characters nobody sees or name a domain that reads
+    # as another: only texts with a character outside ASCII or Punycode are read.
+    texts = current_texts_beyond_ascii(tenant=tenant, draft_ids=[d.pk for d in offered])
     for draft in page.rows:
+        draft.lookalike_hosts = bool(
+            lookalike_hosts_in_content(
+                subject=draft.cur_subject or "",
+                text=texts.get(draft.pk, ""),
+                html=bodies.get(draft.pk, ""),
+            )
+        )
         draft.misleading_links = bool(misleading_links(bodies.get(draft.pk, "")))
-        draft.invisible_characters = draft.pk in invisible_text or bool(
+        draft.invisible_characters = bool(
             invisible_in_content(
-                subject=draft.cur_subject or "", text="", html=bodies.get(draft.pk, "")
+                subject=draft.cur_subject or "",
+                text=texts.get(draft.pk, ""),
+                html=bodies.get(draft.pk, ""),
             )
         )
         looks = reader_looks(bodies.get(draft.pk, ""))
@@ -255,6 +266,9 @@ class DraftReview:
     # The characters nobody sees in the subject and bodies (invisible_in_content): (field, its
     # name, the characters named); and the subject with them written as code points.
     content_invisible: list[tuple[str, str, str]] = field(default_factory=list)
+    # The domains in the subject and bodies that may read as another (lookalike_hosts_in_
+    # content): (field, its name, the names); said before Approve too.
+    content_lookalike_hosts: list[tuple[str, str, list]] = field(default_factory=list)
     subject_invisible_shown: str = ""
     body_css_added: list[str] = field(default_factory=list)
 
@@ -418,6 +432,12 @@ def _body_warnings(tenant: Tenant, draft: Draft, current: DraftVersion) -> dict:
     links = html_links(current.html)
     return {
         **invisible_named(subject=current.subject, text=current.text, html=current.html),
+        "content_lookalike_hosts": [
+            (where, str(CONTENT_FIELDS[where]), hosts)
+            for where, hosts in lookalike_hosts_in_content(
+                subject=current.subject, text=current.text, html=current.html
+            ).items()
+        ],
         "body_links": links,
         "body_misleading_links": any(link.misleading for link in links),
         "body_fonts": body_fonts,

@@ -19,7 +19,6 @@ from django.db.models import (
     Q,
 )
 
-from common.text import INVISIBLE_CHARACTERS
 from intents.errors import NotFound
 from intents.models import (
     Draft,
@@ -215,19 +214,20 @@ def current_html_bodies(*, tenant, draft_ids) -> dict[int, str]:
     )
 
 
-def drafts_with_invisible_text(*, tenant, draft_ids) -> set[int]:
-    """Of these drafts, those whose current version's text body holds a character nobody sees
-    (``common.text.INVISIBLE_CHARACTERS``, asked of PostgreSQL, so the bodies are not read): the
-    queue marks their rows, as bulk approve leaves them out."""
+def current_texts_beyond_ascii(*, tenant, draft_ids) -> dict[int, str]:
+    """The text body of each of these drafts' current versions that holds a character outside
+    ASCII or a Punycode label ("xn--"), in one query for a queue page: only such a text can
+    hold a character nobody sees (``common.text.INVISIBLE_CHARACTERS``) or name a domain that
+    reads as another (``intents.hostnames.lookalike_host``), which the queue marks, as bulk
+    approve leaves them out; the others (most, in English) are not read."""
     if not draft_ids:
-        return set()
-    return set(
+        return {}
+    return dict(
         DraftVersion.objects.filter(
-            tenant=tenant,
-            draft_id__in=draft_ids,
-            number=F("draft__current_version"),
-            text__regex=INVISIBLE_CHARACTERS.pattern,
-        ).values_list("draft_id", flat=True)
+            tenant=tenant, draft_id__in=draft_ids, number=F("draft__current_version")
+        )
+        .filter(Q(text__regex=r"[^\x01-\x7f]") | Q(text__icontains="xn--"))
+        .values_list("draft_id", "text")
     )
 
 

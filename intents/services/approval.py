@@ -31,6 +31,7 @@ from intents.policy import (
     domains_named,
     files_of_others,
     invisible_in_content,
+    lookalike_hosts_in_content,
     lookalike_recipients,
     mixed_thread_domains,
     needs_another_approver,
@@ -98,7 +99,10 @@ def draft_approve(
     address than it leads to, or that runs or carries something (``misleading_links``): only the
     page lists where each link leads. So is a subject or body with characters nobody sees
     (``invisible_in_content``: a right-to-left override, a zero-width space): only the page
-    names them. So is a draft whose text changed while its HTML
+    names them. So is a subject or body that names a domain that may read as another
+    (``lookalike_hosts_in_content``: "https://b\u0430nk.example/pay" with a Cyrillic a, which a
+    mail client makes a link of): only the page names its letters. So is a draft whose text
+    changed while its HTML
     stayed as it was (``_require_html_with_its_text``): most mail clients show the HTML, and
     only the page shows both. So is a reply to a customer message that another approved
     draft's reply answered, or may still (``_require_only_reply_to_its_message``): the page
@@ -133,6 +137,7 @@ def draft_approve(
             _require_one_look(current)
             _require_links_that_lead_where_they_show(current)
             _require_visible_characters(current)
+            _require_plain_hosts(current)
             _require_html_with_its_text(tenant, draft)
             _require_no_unproven_send(tenant, draft)
         intent = _create_intent(tenant, draft, current, actor, now)
@@ -415,6 +420,27 @@ def _require_visible_characters(current: DraftVersion) -> None:
             "shown (%(found)s): open the draft, which names them, and approve it there."
         )
         % {"found": "; ".join(f"{field}: {named}" for field, named in found.items())}
+    )
+
+
+def _require_plain_hosts(current: DraftVersion) -> None:
+    found = lookalike_hosts_in_content(
+        subject=current.subject, text=current.text, html=current.html
+    )
+    if not found:
+        return
+    names = list(dict.fromkeys(host.name for hosts in found.values() for host in hosts))
+    raise errors.LookalikeHost(
+        message=ngettext(
+            "This draft names a domain that can look exactly like another (%(names)s), and "
+            "mail clients make a link of it: open the draft, which names its letters, and "
+            "approve it there.",
+            "This draft names %(count)d domains that can look exactly like others (%(names)s), "
+            "and mail clients make links of them: open the draft, which names their letters, "
+            "and approve it there.",
+            len(names),
+        )
+        % {"names": ", ".join(name[:200] for name in names[:3]), "count": len(names)}
     )
 
 

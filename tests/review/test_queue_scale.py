@@ -74,6 +74,7 @@ def test_queue_queries_do_not_grow_with_the_queue(tenant_a, mailbox_a, admin_a, 
         )
         assert (params, count_at_10) == (params, large)
         # 14: one of them reads the HTML bodies of the rows offered for bulk approve, whose
-        # looks for other readers (a phone, dark mode) leave a row out of it, and one asks which
-        # of their texts hold characters nobody sees (drafts_with_invisible_text).
+        # looks for other readers (a phone, dark mode) leave a row out of it, and one reads
+        # those of their texts that hold a character outside ASCII or Punycode, for characters
+        # nobody sees and domains that read as another (current_texts_beyond_ascii).
         assert large <= 14, params
