@@ -6,10 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from django.db.models import Count, QuerySet
+from django.db.models import BooleanField, Count, QuerySet
+from django.db.models.expressions import RawSQL
 from django.utils.formats import number_format
 
 from common.addresses import letters_beyond_ascii
+from common.text import INVISIBLE_CHARACTERS, invisible_characters
 from intents import broadcast_content
 from intents.errors import NotFound
 from intents.models import Broadcast, BroadcastRecipient, SendIntent, Suppression
@@ -187,6 +189,49 @@ def broadcast_addresses_not_ascii(broadcast: Broadcast) -> NotAscii:
     ]
     count = len(shown) if len(shown) < SKIPPED_SHOWN else rows.count()
     return NotAscii(count=count, rows=shown)
+
+
+@dataclass
+class ValuesInvisible:
+    count: int
+    # The first few: (row of the upload, address, each value's characters named by its name).
+    rows: list[tuple[int, str, str]]
+
+
+def broadcast_values_invisible(broadcast: Broadcast) -> ValuesInvisible:
+    """The recipients one of whose values holds a character nobody sees
+    (``common.text.INVISIBLE_CHARACTERS``, the draft check's set), counted in the query, the
+    first few named: the page names the sample's characters (``review.pages.invisible_named``),
+    and a row of the upload further down with "Ana\u202emoc.evil" in a name went out unnamed to
+    its recipient. Named, not refused, as a draft's are on its page (a broadcast is approved
+    on no other). Of the rows of the hash the page carries, as the sample's."""
+    table = BroadcastRecipient._meta.db_table
+    # The table's own name, the pattern a parameter: nothing of a request in the text.
+    holds = RawSQL(  # noqa: S611
+        f'EXISTS (SELECT 1 FROM jsonb_each_text("{table}"."variables") AS v(name, value) '  # noqa: S608
+        "WHERE v.value ~ %s)",
+        (INVISIBLE_CHARACTERS.pattern,),
+        output_field=BooleanField(),
+    )
+    rows = BroadcastRecipient.objects.filter(
+        holds, broadcast=broadcast, broadcast__content_hash=broadcast.content_hash
+    ).order_by("position")
+    shown = [
+        (
+            row,
+            address,
+            "; ".join(
+                f"{name}: {named}"
+                for name, value in sorted(variables.items())
+                if (named := invisible_characters(str(value)))
+            ),
+        )
+        for row, address, variables in rows.values_list("source_row", "address", "variables")[
+            :SKIPPED_SHOWN
+        ]
+    ]
+    count = len(shown) if len(shown) < SKIPPED_SHOWN else rows.count()
+    return ValuesInvisible(count=count, rows=shown)
 
 
 def broadcast_sample(broadcast: Broadcast, position: int = 0) -> dict | None:

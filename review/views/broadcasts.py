@@ -27,6 +27,7 @@ from intents.selectors.broadcasts import (
     broadcast_progress,
     broadcast_recipient_rows,
     broadcast_sample,
+    broadcast_values_invisible,
     broadcast_variable_names,
     broadcasts_of,
 )
@@ -146,6 +147,7 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
             "broadcast": broadcast,
             "progress": broadcast_progress(broadcast),
             "not_ascii": broadcast_addresses_not_ascii(broadcast),
+            "values_invisible": broadcast_values_invisible(broadcast),
             "sample": sample,
             # Its recipients were replaced while the page was read: no approve button for a
             # hash whose message the page could not show.

@@ -66,3 +66,32 @@ def test_the_characters_people_write_text_with_are_not_named(tenant_a, signed_in
 
     assert "data-invisible-in" not in page
     assert "data-invisible-to-check" not in page
+
+
+def test_other_recipients_values_with_them_are_counted_and_their_rows_named(
+    tenant_a, signed_in, member_of
+):
+    """The page names the sample's characters only: a CSV row further down with U+202E in a
+    name went out unnamed. Counted over every row, in the query."""
+    broadcast = broadcast_create(
+        tenant=tenant_a,
+        mailbox=make_local_mailbox(tenant_a),
+        subject="Order {{ n }}",
+        text="Hello {{ n }}",
+        html="",
+        recipients=[
+            {"address": "a@example.com", "variables": {"n": "7"}},
+            {"address": "b@example.com", "variables": {"n": "Ana\u202emoc.live"}},
+            {"address": "c@example.com", "variables": {"n": "8"}},
+            {"address": "d@example.com", "variables": {"n": "55\u200b5"}},
+        ],
+    )
+    client = signed_in(member_of(tenant_a, "approver").user)
+    page = client.get(f"/t/{tenant_a.slug}/broadcasts/{broadcast.pk}/").content.decode()
+
+    section = page.split("data-values-invisible")[1].split("</section>")[0]
+    assert 'class="count">2<' in section
+    assert 'data-value-invisible="2"' in section and "U+202E RIGHT-TO-LEFT OVERRIDE" in section
+    assert 'data-value-invisible="4"' in section and "U+200B ZERO WIDTH SPACE" in section
+    assert 'data-value-invisible="1"' not in section
+    assert "data-values-invisible-to-check" in page.split("/approve/")[1].split("</form>")[0]
