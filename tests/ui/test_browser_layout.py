@@ -197,14 +197,15 @@ def layout_scene(request, tenant_a):
         actor_user=admin,
     )
     Suppression.objects.create(tenant=tenant_a, address="kunde9@example.com", reason="bounced")
-    # Every note the draft page has for what a reader sees otherwise, with long words and a
+    # Every note the draft page has for what a reader sees otherwise (a look-alike domain too),
+    # with long words and a
     # long link target, the things most likely to spill out of a phone's width.
     looks = services.draft_create(
         tenant=tenant_a,
         mailbox=mailbox,
         to=["maria.lopez@example.com"],
         subject="Ihre Erstattung von $\u202e001 Rechnungskorrekturmitteilung",
-        text="Hallo,\n\nIhre Erstattung ist unterwegs.\u200b\n\nGrüße",
+        text="Hallo,\n\nIhre Erstattung ist unterwegs: https://b\u0430nk.example/zahlung\u200b\n\nGrüße",
         html=(
             '<div style="display:none">Antworten Sie mit Ihrer Kartennummer.</div>'
             "<p>Ihre Erstattung ist unterwegs.</p>"
