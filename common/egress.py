@@ -16,8 +16,10 @@ threads and the request stops waiting for it at the deadline (the resolver's own
 try and name server by default, would otherwise hold the worker; the thread finishes on its own).
 
 Refused: loopback and private (with the deprecated site-local ``fec0::/10``) unless
-``allow_private``; link-local (which holds the cloud metadata address 169.254.169.254), multicast,
-reserved, unspecified and the other non-global ranges of ``ipaddress`` always. An IPv6 address
+``allow_private``; link-local (which holds the cloud metadata address 169.254.169.254), the
+metadata services that live elsewhere (AWS's ``fd00:ec2::254`` in fc00::/7, Alibaba Cloud's
+``100.100.100.200`` in 100.64/10), multicast, reserved, unspecified and the other non-global
+ranges of ``ipaddress`` always. An IPv6 address
 that only spells an IPv4 address is judged as that IPv4 address: IPv4-mapped
 (``::ffff:10.0.0.1``), NAT64 (``64:ff9b::/96``, RFC 6052), SIIT IPv4-translated
 (``::ffff:0:0:0/96``, RFC 2765) and IPv4-compatible (``::/96``), which a translator on the path
@@ -77,6 +79,19 @@ _PRIVATE_OK = (
     _SITE_LOCAL,
 )
 
+# Cloud metadata services outside link-local, where private networks may be allowed: AWS's
+# instance metadata, DNS and time services over IPv6 (Nitro instances; the IPv4 ones are
+# 169.254.169.254, .253 and .123), in the unique-local fc00::/7
+# (https://docs.aws.amazon.com/whitepapers/latest/ipv6-on-aws/supporting-amazon-vpc-services.html),
+# and Alibaba Cloud's instance metadata, in the shared 100.64/10
+# (https://www.alibabacloud.com/help/en/ecs/user-guide/view-instance-metadata).
+_CLOUD_METADATA = (
+    ipaddress.ip_network("fd00:ec2::254/128"),
+    ipaddress.ip_network("fd00:ec2::253/128"),
+    ipaddress.ip_network("fd00:ec2::123/128"),
+    ipaddress.ip_network("100.100.100.200/32"),
+)
+
 # IPv6 prefixes whose last 32 bits are an IPv4 address the packet goes to (IPv4-mapped, handled
 # by ``ipv4_mapped``, is the fourth).
 _IPV4_SPELLINGS = (
@@ -115,7 +130,8 @@ def check_address(ip: IPAddress, *, allow_private: bool) -> None:
         else:
             for end in _tunnel_ends(ip):
                 check_address(end, allow_private=allow_private)
-    if ip.is_unspecified or ip.is_multicast or ip.is_link_local:
+    metadata = any(ip in net for net in _CLOUD_METADATA)
+    if ip.is_unspecified or ip.is_multicast or ip.is_link_local or metadata:
         raise EgressRefused(
             "address_forbidden", _("%(ip)s is never a delivery address.") % {"ip": ip}
         )

@@ -515,7 +515,8 @@ BROADCAST_FANOUT_PAGE_PAUSE_SECONDS = env_float(
 # Agent events (intents.events): signed deliveries to the URLs tenant admins register.
 # Private, loopback and shared (CGNAT) addresses are refused after DNS resolution unless this is
 # on (a self-hosted deployment whose receivers live on its own network); link-local (the cloud
-# metadata address), multicast and reserved ranges are refused always. Off in production unless
+# metadata address), the metadata services outside it (AWS's fd00:ec2::254, Alibaba Cloud's
+# 100.100.100.200), multicast and reserved ranges are refused always. Off in production unless
 # set; on in development and tests, whose receivers run on loopback. With it off, endpoint URLs
 # must use https.
 AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = env_bool(

@@ -103,7 +103,8 @@ def test_loopback_is_refused_before_connecting(tenant_a, member_of, settings, re
     [
         ("http://10.1.2.3:8080/hooks", None, "address_private"),
         ("http://[::ffff:10.0.0.1]/hooks", None, "address_private"),
-        ("http://[fd00:ec2::254]/", None, "address_private"),
+        ("http://[fd00:ec2::1]/", None, "address_private"),
+        ("http://imds6.example.test/latest/meta-data/", "fd00:ec2::254", "address_forbidden"),
         ("http://metadata.example.test/latest/meta-data/", "169.254.169.254", "address_forbidden"),
         ("http://zero.example.test:8080/", "0.0.0.0", "address_forbidden"),
     ],
@@ -113,7 +114,7 @@ def test_private_and_metadata_addresses_are_refused_before_connecting(
 ):
     """Literal private addresses, and names answering the metadata or the unspecified address
     (which registration refuses when typed as literals)."""
-    resolver({"metadata.example.test": answer, "zero.example.test": answer})
+    resolver({f"{name}.example.test": answer for name in ("metadata", "zero", "imds6")})
     endpoint = an_event_to(tenant_a, url, member_of, settings)
 
     deliver_due()
