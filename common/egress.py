@@ -386,7 +386,11 @@ def validate_url(raw: str, *, allow_private: bool, require_https: bool) -> str:
     if port == 0:
         raise EgressRefused("url_port", _("The URL's port is not valid."))
     _check_buildable(raw, parts.scheme, parts.netloc)
-    literal = literal_address(parts.hostname) or _ipv4_written_as_a_number(parts.hostname)
+    # The host as the client reaches it, not as ``urlsplit`` reads it: httpx takes an
+    # ideographic full stop for a dot, and a trailing dot names the same address, so
+    # "127。0。0。1" and "127.0.0.1." were accepted here and refused only at the first delivery.
+    host = host_reached(parts.hostname)
+    literal = literal_address(host) or _ipv4_written_as_a_number(host)
     if literal is not None:
         check_address(literal, allow_private=allow_private)
     return raw
