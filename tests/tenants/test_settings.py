@@ -478,3 +478,22 @@ def test_a_required_setting_of_only_white_space_stops_the_start_naming_it(blank)
         "AGENTMAIL_ORG_API_KEY must be set when COUNTERSIGN_ENV=production (it holds only "
         "white space)\n",
     )
+
+
+def test_production_delivers_to_no_private_network_unless_an_operator_says_so():
+    """Agent events and single sign-on reach only public addresses in production (a tenant
+    admin chooses those URLs: the server-side request forgery surface); only the operator's
+    environment can open private networks, for a self-hosted receiver."""
+    read = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS, s.SSO_ALLOW_PRIVATE_NETWORKS)"
+    )
+    production = {
+        **PRODUCTION_ENV,
+        "DATABASE_URL": settings.DATABASE_URL,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
+    opened = {**production, "AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS": "true"}
+
+    assert run_python("-c", read, env=production).stdout.split() == ["False", "False"]
+    assert run_python("-c", read, env=opened).stdout.split() == ["True", "False"]
