@@ -279,6 +279,11 @@ OTP_TOTP_THROTTLE_FACTOR = env_int("OTP_TOTP_THROTTLE_FACTOR", 1, low=1)
 # single sign-on, that provider's sign-in) within this many seconds; older, the person confirms
 # it is them first. A stolen session cookie alone then cannot make itself permanent.
 SUDO_SECONDS = env_int("SUDO_SECONDS", 15 * 60, low=60, high=24 * 3600)
+# The operators' admin (/ops/admin/) acts on every tenant: suspends them, resets people's second
+# factors, sets passwords. With this on, a staff account opens it only with a second factor
+# (authenticator app or passkey) enrolled and proven in the session; one without is sent to set
+# one up (tenants.signin_gate). On in production unless set; off in development and tests.
+OPERATORS_REQUIRE_TWO_FACTOR = env_bool("OPERATORS_REQUIRE_TWO_FACTOR", PRODUCTION)
 # Passkeys (tenants.passkeys): the WebAuthn relying party ID, the site's host name (e.g.
 # countersign.example.com). Empty means the request's host (which ALLOWED_HOSTS vets).
 WEBAUTHN_RP_ID = env("WEBAUTHN_RP_ID", "")

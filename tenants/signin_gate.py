@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib.auth import logout
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
@@ -59,6 +60,31 @@ def _operators_admin_proof(request: HttpRequest, match) -> HttpResponse | None:
     if request.method in SAFE_METHODS:
         return None
     return confirm_first(request, back=None)
+
+
+def operator_owes_enrolment(request: HttpRequest) -> bool:
+    """True for an operator (staff) without any second factor while the operators' admin needs
+    one (``OPERATORS_REQUIRE_TWO_FACTOR``). Their tenants may not require one, and the gate then
+    lets a password alone through; the admin acts on every tenant, so it does not. An operator
+    who holds a factor already owes its proof in this session (``gate_for``: "verify")."""
+    if not settings.OPERATORS_REQUIRE_TWO_FACTOR or not request.user.is_staff:
+        return False
+    has_factor, _required = factor_state(request.user)
+    return not has_factor
+
+
+def _operators_admin_factor(request: HttpRequest, match) -> HttpResponse | None:
+    """The operators' admin without a second factor: a page is sent to the security page (which
+    says why), anything else refused. Signing out stays open."""
+    if match.namespace != "admin" or match.url_name == "logout":
+        return None
+    if not operator_owes_enrolment(request):
+        return None
+    if getattr(request, "htmx", False) or request.method not in ("GET", "HEAD"):
+        raise PermissionDenied(
+            _("The operators' admin needs two-factor sign-in: set it up on your Security page.")
+        )
+    return redirect("account_security")
 
 
 def came_through_sso(request: HttpRequest) -> bool:
@@ -128,6 +154,8 @@ class SignInGateMiddleware:
         gate = gate_for(request)
         setattr(request, _GATE_ATTR, gate)
         if gate is None:
+            if match is not None and (held := _operators_admin_factor(request, match)):
+                return held
             return _operators_admin_proof(request, match)
         allowed, target = (
             (VERIFY_OPEN, "two_factor_verify")

@@ -32,7 +32,7 @@ from tenants.access import AuthenticatedRequest
 from tenants.forms import PasswordChangeForm
 from tenants.models import Passkey, TotpDevice
 from tenants.next_url import safe_next_url
-from tenants.signin_gate import gate_for
+from tenants.signin_gate import gate_for, operator_owes_enrolment
 
 
 def _next_url(request: HttpRequest) -> str:
@@ -147,6 +147,7 @@ def _security_context(request: AuthenticatedRequest) -> dict:
         "passkeys": list(Passkey.objects.filter(user=request.user).order_by("created_at")),
         "required": required,
         "has_factor": has_factor,
+        "operator_required": operator_owes_enrolment(request),
     }
 
 
