@@ -162,3 +162,81 @@ def _shown(candidate: str) -> str:
     # Quoted as text that can always be shown: a lone surrogate in it made the page repeating
     # the error impossible to encode (a 500 instead of the refusal).
     return candidate.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+# Scripts that are written together in one name (Japanese mixes Han, Hiragana and Katakana;
+# Korean, Hangul and Han), after Unicode TS 39's "highly restrictive" profile.
+_SCRIPT_GROUPS = {
+    "CJK": "Han",
+    "HIRAGANA": "Han",
+    "KATAKANA": "Han",
+    "HALFWIDTH": "Han",
+    "HANGUL": "Han",
+    "BOPOMOFO": "Han",
+}
+
+
+def _script_of(char: str) -> str | None:
+    """The script of a letter, from its Unicode name's first word (``LATIN SMALL LETTER A``,
+    ``CYRILLIC SMALL LETTER O``): the standard library has no Script property, and the name
+    tells the scripts that look alike (Latin, Cyrillic, Greek) apart. None for what is not a
+    letter (digits, dots, hyphens, combining marks), which belongs to every script."""
+    if not unicodedata.category(char).startswith("L"):
+        return None
+    if char.isascii():
+        return "Latin"
+    first = unicodedata.name(char, "?").split(" ", 1)[0]
+    if first == "MODIFIER":
+        return None
+    return _SCRIPT_GROUPS.get(first, first.title())
+
+
+def lookalike_local_part(address: str) -> str | None:
+    """Why the local part of ``address`` could pass for another one, or None: not composed
+    (NFC), holding compatibility forms (NFKC would change them: a full-width b, U+FF42), or mixing
+    letters of several scripts (a Cyrillic o, U+043E, among Latin letters). In the active language."""
+    local = address.strip().rpartition("@")[0]
+    if local != unicodedata.normalize("NFC", local):
+        return _(
+            "The part before the @ sign is not written in composed form (NFC): a letter and "
+            "its accent are two characters there. Type the address again."
+        )
+    if compatible := letters_beyond_ascii(
+        "".join(c for c in local if unicodedata.normalize("NFKC", c) != c)
+    ):
+        return _(
+            "The part before the @ sign holds %(chars)s, a variant of an ordinary character "
+            "that reads the same."
+        ) % {"chars": compatible}
+    scripts = sorted({s for s in map(_script_of, local) if s is not None})
+    if len(scripts) > 1:
+        return _(
+            "The part before the @ sign mixes letters of several scripts (%(scripts)s), "
+            "which can make it look like another address: %(chars)s."
+        ) % {"scripts": ", ".join(scripts), "chars": letters_beyond_ascii(local)}
+    return None
+
+
+def account_address(address: str) -> str:
+    """The form of a person's sign-in address (an invitation's, an account's): as
+    ``normalize_address`` (lower-cased; the domain mapped by IDNA, UTS 46, to its A-label, so
+    ``bob@\uff41cme.test`` with a full-width a is ``bob@acme.test``, whom it looks like), and refused
+    when its local part could pass for another (``lookalike_local_part``). The address is each
+    person's name to their colleagues, and the one form every lookup uses
+    (``account_lookup_form``). Raises ValueError, in the active language."""
+    if not isinstance(address, str):
+        raise ValueError(_("an address must be a string"))
+    if refusal := lookalike_local_part(address):
+        raise ValueError(refusal)
+    return normalize_address(address)
+
+
+def account_lookup_form(address: str) -> str:
+    """The form an account is looked up by (sign-in, lock-outs, operators' commands): the one
+    ``account_address`` stores, whatever way the domain is typed. An address that form refuses
+    is looked up as typed, lower-cased, as before: an account made before the rule (an operator's
+    ``root@localhost`` from createsuperuser) keeps signing in."""
+    try:
+        return normalize_address(address)
+    except ValueError:
+        return address.strip().lower() if isinstance(address, str) else ""

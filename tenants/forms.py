@@ -5,6 +5,7 @@ from django.contrib.auth import forms as auth_forms
 from django.contrib.auth.forms import AuthenticationForm
 from django.utils.translation import gettext_lazy as _
 
+from common.addresses import account_lookup_form
 from tenants.preferences import check_language, check_time_zone
 from tenants.services import AdminError
 
@@ -19,7 +20,9 @@ class SignInForm(AuthenticationForm):
     )
 
     def clean_username(self) -> str:
-        return self.cleaned_data["username"].strip().lower()
+        # The form accounts are stored in (an IDN domain as its A-label), which django-axes then
+        # counts failures under too: "bob@\uff41cme.test" is Bob's address.
+        return account_lookup_form(self.cleaned_data["username"])
 
 
 class PasswordChangeForm(auth_forms.PasswordChangeForm):

@@ -34,6 +34,7 @@ from django.db.models.expressions import ExpressionWrapper
 from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 
+from common.addresses import account_address, lookalike_local_part
 from common.text import unsafe_in_name, unseen_in
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
@@ -151,6 +152,9 @@ def _checked(
 ) -> tuple[str, set[int], list]:
     """The normalised address, the wanted mailbox ids and their rows, or the refusal."""
     email = (email or "").strip().lower()
+    # Named before validate_email, which refuses every local part beyond ASCII in the same words.
+    if lookalike := lookalike_local_part(email):
+        raise AdminError("invalid_email", lookalike, "email")
     try:
         validate_email(email)
     except ValidationError:
@@ -176,6 +180,13 @@ def _checked(
             % {"most": EMAIL_MAX, "count": len(email)},
             "email",
         )
+    # validate_email takes the domain as typed: "bob@\uff41cme.test" (a full-width a) was another
+    # person's address than the "bob@acme.test" it reads as. Its IDNA form is Bob's own; a local
+    # part that could pass for another is refused (common.addresses.account_address).
+    try:
+        email = account_address(email)
+    except ValueError as error:
+        raise AdminError("invalid_email", str(error), "email") from None
     if role not in Membership.Role.values:
         raise AdminError("invalid_role", _("Choose admin, approver or viewer."), "role")
     wanted = set(mailbox_ids)

@@ -11,6 +11,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from common import crypto
+from common.addresses import account_lookup_form, normalize_domain
 from common.text import unsafe_in_name, unseen_in
 from tenants.models import Membership, SingleSignOn, SsoIdentity, Tenant, User
 from tenants.services import (
@@ -157,6 +158,14 @@ def _verified_or_unsaid(claim: object) -> bool:
     return isinstance(claim, str) and claim.strip().lower() == "true"
 
 
+def _domain_form(domain: str) -> str:
+    """A listed domain as account addresses hold it (its A-label); as typed if it is none."""
+    try:
+        return normalize_domain(domain)
+    except ValueError:
+        return domain
+
+
 def _email_of(claims: dict, sso: SingleSignOn) -> str:
     email = str(claims.get("email") or "").strip().lower()
     if not email or "@" not in email:
@@ -176,7 +185,10 @@ def _email_of(claims: dict, sso: SingleSignOn) -> str:
         raise SsoRefused(
             "email_unverified", _("The identity provider has not verified that address.")
         )
-    if email.rsplit("@", 1)[1] not in sso.jit_domains:
+    # The form accounts are stored and looked up in (an IDN domain as its A-label), so the
+    # provider's Unicode spelling finds the account an invitation made.
+    email = account_lookup_form(email)
+    if email.rsplit("@", 1)[1] not in {_domain_form(d) for d in sso.jit_domains}:
         raise SsoRefused(
             "domain_not_allowed",
             _("%(email)s is not an address of this company's domains.") % {"email": email},

@@ -21,6 +21,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from common.addresses import account_lookup_form
 from common.cli import shown
 from tenants.models import User
 from tenants.services import AdminError
@@ -73,7 +74,7 @@ def signin_lockout_release(*, email: str, ip: str | None = None) -> tuple[str, l
     person (one without a tenant for an address that is nobody's). Returns the address and the
     client addresses released. No lock-out to release (or ``ip`` not an address) is refused,
     changing nothing."""
-    address = email.strip().lower()
+    address = account_lookup_form(email)
     forms = _address_forms(ip) if ip is not None else None
     with transaction.atomic():
         rows = AccessAttempt.objects.select_for_update().filter(username=address)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from common.addresses import account_lookup_form
 from common.cli import shown
 from tenants import two_factor
 from tenants.models import Membership, Tenant, User
@@ -97,7 +98,7 @@ def account_reset_two_factor(*, email: str) -> tuple[User, int]:
     how many sessions ended. A person with no factor left (a second run) is refused, changing
     nothing: no session ends, no audit row says that factors were removed."""
     with transaction.atomic():
-        user = User.objects.select_for_update().filter(email=email.strip().lower()).first()
+        user = User.objects.select_for_update().filter(email=account_lookup_form(email)).first()
         if user is None:
             raise AdminError(
                 "not_found", _("No account has the address %(email)s.") % {"email": shown(email)}

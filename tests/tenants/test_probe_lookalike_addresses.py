@@ -1,0 +1,144 @@
+"""Look-alike addresses at invitation and sign-in. Django's validate_email took any character past
+U+00A0 in a domain as it came, so a tenant admin could invite ``bob@\uff41cme.test`` (a full-width a, U+FF41),
+which reads as ``bob@acme.test``: a second account that every colleague would take for Bob's.
+The domain is now mapped to its IDNA (UTS 46) A-label, so that spelling names Bob himself; a
+local part that is not composed (NFC), holds compatibility forms or mixes scripts is refused,
+naming why; and sign-in and lock-out releases look the address up in the same form, so an
+account keeps signing in whichever way its address is typed."""
+
+import pytest
+from axes.models import AccessAttempt
+from django.test import Client
+from django.urls import reverse
+
+from tenants.invitations import invitation_create
+from tenants.models import Invitation, User
+from tenants.services import AdminError
+from tenants.signin_lockouts import signin_lockout_release
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _invite(tenant, actor, email):
+    return invitation_create(tenant=tenant, email=email, role="viewer", actor=actor)
+
+
+def test_a_full_width_domain_invites_the_ascii_address(tenant_a, member_of):
+    admin = member_of(tenant_a, "admin").user
+
+    invitation, _token = _invite(tenant_a, admin, "bob@\uff41cme.test")
+
+    assert invitation.email == "bob@acme.test"
+
+
+def test_a_look_alike_of_a_member_is_that_member(tenant_a, member_of):
+    admin = member_of(tenant_a, "admin").user
+    member_of(tenant_a, "viewer", user=UserFactory(email="bob@acme.test"))
+
+    with pytest.raises(AdminError) as refused:
+        _invite(tenant_a, admin, "bob@\uff41cme.test")
+
+    assert "bob@acme.test is already a member" in refused.value.message
+
+
+def test_an_idn_domain_is_kept_as_its_a_label(tenant_a, member_of):
+    admin = member_of(tenant_a, "admin").user
+
+    invitation, _token = _invite(tenant_a, admin, "Ana@B\u00fccher.test")
+
+    assert invitation.email == "ana@xn--bcher-kva.test"
+
+
+@pytest.mark.parametrize(
+    ("email", "said"),
+    [
+        ("b\u043eb@acme.test", "mixes letters of several scripts (Cyrillic, Latin)"),
+        ("\uff42ob@acme.test", "U+FF42 FULLWIDTH LATIN SMALL LETTER B"),
+        ("jose\u0301@acme.test", "composed form (NFC)"),
+    ],
+)
+def test_a_local_part_that_could_pass_for_another_is_refused(tenant_a, member_of, email, said):
+    admin = member_of(tenant_a, "admin").user
+
+    with pytest.raises(AdminError) as refused:
+        _invite(tenant_a, admin, email)
+
+    assert said in refused.value.message
+    assert refused.value.field == "email"
+    assert not Invitation.objects.exists()
+
+
+def test_a_local_part_beyond_ascii_stays_refused(tenant_a, member_of):
+    admin = member_of(tenant_a, "admin").user
+
+    with pytest.raises(AdminError) as refused:
+        _invite(tenant_a, admin, "jos\u00e9@acme.test")
+
+    assert refused.value.message == "Enter a valid email address."
+
+
+@pytest.mark.parametrize("typed", ["bob@\uff41cme.test", "BOB@ACME.TEST", " bob@acme.test "])
+def test_an_account_signs_in_whichever_way_its_domain_is_typed(password, typed):
+    UserFactory(email="bob@acme.test")
+    browser = Client()
+
+    answer = browser.post(reverse("login"), {"username": typed, "password": password})
+
+    assert answer.status_code == 302
+    assert browser.session.get("_auth_user_id")
+
+
+def test_an_account_with_an_idn_domain_signs_in_with_its_unicode_spelling(password):
+    UserFactory(email="ana@xn--bcher-kva.test")
+    browser = Client()
+
+    answer = browser.post(
+        reverse("login"), {"username": "ana@b\u00fccher.test", "password": password}
+    )
+
+    assert answer.status_code == 302
+
+
+def test_a_lock_out_is_released_under_the_same_form(password, settings):
+    UserFactory(email="bob@acme.test")
+    browser = Client()
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        browser.post(reverse("login"), {"username": "bob@\uff41cme.test", "password": "wrong"})
+    assert AccessAttempt.objects.filter(username="bob@acme.test").exists()
+
+    address, released = signin_lockout_release(email="BOB@\uff41cme.test")
+
+    assert address == "bob@acme.test" and released
+    assert not AccessAttempt.objects.filter(username="bob@acme.test").exists()
+
+
+def test_an_account_stored_before_keeps_its_address_when_it_cannot_be_mapped(password):
+    # An operator made with createsuperuser before (Django's validator takes "localhost").
+    User.objects.create_user("root@localhost", password)
+    browser = Client()
+
+    answer = browser.post(reverse("login"), {"username": "root@localhost", "password": password})
+
+    assert answer.status_code == 302
+
+
+def test_the_upgrade_stores_unicode_domains_as_a_labels_and_keeps_look_alikes_apart(
+    tenant_a, member_of
+):
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("tenants.migrations.0016_account_addresses_as_a_labels")
+    ana = UserFactory(email="ana@b\u00fccher.test")
+    bob = UserFactory(email="bob@acme.test")
+    fake_bob = UserFactory(email="bob@\uff41cme.test")
+
+    migration.domains_as_a_labels(apps, None)
+
+    ana.refresh_from_db()
+    fake_bob.refresh_from_db()
+    bob.refresh_from_db()
+    assert ana.email == "ana@xn--bcher-kva.test"
+    assert (bob.email, fake_bob.email) == ("bob@acme.test", "bob@\uff41cme.test")
