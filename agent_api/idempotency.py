@@ -7,7 +7,8 @@ The protocol, per tenant and key:
    own short transaction. The unique constraint (tenant, key) decides a race: exactly one request
    inserts, the others find the row.
 2. A found row: a different fingerprint (method, path, canonical JSON body) -> 422; completed ->
-   replay the stored status and exact bytes with ``Idempotent-Replayed: true``; in flight and
+   replay the stored status and exact bytes with ``Idempotent-Replayed: true``, once the
+   caller's ``authorize`` let it (below); in flight and
    still locked -> 409 with Retry-After; in flight but the lock has passed (its request died) ->
    take it over with a new lock.
 3. Work and completion commit in ONE transaction, and the completion is fenced on the lock value
@@ -15,6 +16,12 @@ The protocol, per tenant and key:
    our work rolls back, and only the other request's work survives.
 4. An error (4xx refusal, or a crash inside the work) releases the key by deleting our claim: the
    work rolled back, so the client may correct the request and retry with the same key.
+
+A stored answer is the document of a draft or broadcast as it stood (its text, recipients and
+mailbox), so a replay is a read: ``authorize`` asks again whether the token may still reach what
+the request names (its mailbox restriction may have been narrowed since) and refuses as the live
+request would (the same 404). The token's scopes and its tenant's standing are the route's or
+the tool's check, made before any of this.
 
 Only successful (2xx) responses are stored and replayed. Keys are kept 24 h after completion
 (``intents.retention.IDEMPOTENCY_RETENTION``); then intents' sweep deletes them, since the key
@@ -51,6 +58,8 @@ JSON_CONTENT_TYPE = "application/json"
 
 Work = Callable[[], tuple[int, bytes]]
 Prepare = Callable[[], None]
+# Raises the live request's refusal if the caller may no longer reach what the request names.
+Authorize = Callable[[], None]
 # The Location header of a stored response, derived from its status and body, so a replay carries
 # the same header as the first answer without storing headers.
 Locate = Callable[[int, bytes], str | None]
@@ -254,6 +263,7 @@ def run_once(
     method: str,
     path: str,
     work: Work,
+    authorize: Authorize,
     prepare: Prepare | None = None,
     name: KeyName = HTTP_KEY,
 ) -> Outcome:
@@ -263,6 +273,7 @@ def run_once(
     ``prepare`` (network calls the work needs, such as fetching forwarded files) runs once the
     key is ours and before the work's transaction: a replay, a key in flight or a reused key is
     answered without it, and a failure of it releases the key like a failure of the work.
+    ``authorize`` runs before a stored answer is replayed (the work checks for itself).
     ``name``: how a refusal names the key."""
     row, lock = _claim(
         tenant=tenant, key=key, fingerprint=fingerprint, method=method, path=path, name=name
@@ -270,6 +281,7 @@ def run_once(
     if lock is None:
         # Only a completed row comes back without a lock, and completing stores the response.
         assert row.response_status is not None and row.response_body is not None
+        authorize()
         log.info("intents.api.idempotent_replay", extra={"tenant_id": tenant.pk, "key_id": row.pk})
         counters_add([count(tenant.pk, "idempotent_replays")])
         return Outcome(row.response_status, bytes(row.response_body), replayed=True)
@@ -308,6 +320,7 @@ def run_idempotent(
     tenant: Tenant,
     required: bool,
     work: Work,
+    authorize: Authorize,
     locate: Locate | None = None,
     prepare: Prepare | None = None,
 ) -> HttpResponse:
@@ -331,6 +344,7 @@ def run_idempotent(
         method=request.method or "",
         path=request.path,
         work=work,
+        authorize=authorize,
         prepare=prepare,
     )
     return _json_response(outcome.status, outcome.body, replayed=outcome.replayed, locate=locate)

@@ -200,10 +200,12 @@ def _once(
     derive: bool,
     raw: dict,
     work: Callable[[], tuple[int, bytes]],
+    authorize: Callable[[], None],
     prepare: Callable[[], None] | None = None,
 ) -> ToolAnswer:
     """``work`` at most once per key, in the JSON API's idempotency store, after ``prepare`` (its
-    network calls: ``run_once``). The fingerprint is the token, the tool and the canonical
+    network calls: ``run_once``); a stored answer is given again only if ``authorize`` lets the
+    token still reach what it concerns. The fingerprint is the token, the tool and the canonical
     arguments (the key itself left out)."""
     path = f"mcp:{tool}"
     arguments = {name: value for name, value in raw.items() if name != "idempotency_key"}
@@ -225,6 +227,7 @@ def _once(
         method=METHOD,
         path=path,
         work=work,
+        authorize=authorize,
         prepare=prepare,
         name=KEY_NAME,
     )
@@ -245,6 +248,7 @@ def _create_draft(token: AgentToken, args: CreateDraftArguments, raw: dict) -> T
         raw=raw,
         prepare=lambda: forwarded.extend(operations.forwarded_for_create(token, args)),
         work=lambda: operations.create_draft(token, args, forwarded),
+        authorize=lambda: operations.reach_mailbox(token, args.mailbox),
     )
 
 
@@ -260,6 +264,7 @@ def _revise_draft(token: AgentToken, args: ReviseDraftArguments, raw: dict) -> T
             operations.forwarded_for_revision(token, args.draft_id, args)
         ),
         work=lambda: operations.revise_draft(token, args.draft_id, args, forwarded),
+        authorize=lambda: operations.reach_draft(token, args.draft_id),
     )
 
 
@@ -271,6 +276,7 @@ def _withdraw_draft(token: AgentToken, args: WithdrawDraftArguments, raw: dict) 
         derive=False,
         raw=raw,
         work=lambda: operations.withdraw_draft(token, args.draft_id),
+        authorize=lambda: operations.reach_draft(token, args.draft_id),
     )
 
 
@@ -292,6 +298,7 @@ def _create_broadcast(token: AgentToken, args: CreateBroadcastArguments, raw: di
         derive=True,
         raw=raw,
         work=lambda: operations.create_broadcast(token, args),
+        authorize=lambda: operations.reach_mailbox(token, args.mailbox),
     )
 
 
@@ -305,6 +312,7 @@ def _replace_recipients(
         derive=False,
         raw=raw,
         work=lambda: operations.replace_broadcast_recipients(token, args.broadcast_id, args),
+        authorize=lambda: operations.reach_broadcast(token, args.broadcast_id),
     )
 
 

@@ -101,6 +101,17 @@ def forwarded_for_revision(token: AgentToken, draft_id: int, payload: VersionIn)
     )
 
 
+def reach_mailbox(token: AgentToken, ref: int | str) -> None:
+    """The live create's refusal (404 ``mailbox_not_found``) if the token may no longer use the
+    mailbox ``ref`` names: asked before a stored answer is replayed (``idempotency``)."""
+    queries.mailbox_resolve(token, ref)
+
+
+def reach_draft(token: AgentToken, draft_id: int) -> None:
+    """``reach_mailbox`` for a request naming a draft (404 ``not_found``)."""
+    queries.draft_in_scope(token, draft_id)
+
+
 def create_draft(
     token: AgentToken, payload: DraftCreateIn, forwarded: list[Upload] | None = None
 ) -> tuple[int, bytes]:
@@ -208,6 +219,11 @@ def broadcast_in_scope(token: AgentToken, broadcast_id):
     return broadcast_get(
         tenant=token.tenant, broadcast_id=broadcast_id, mailbox_ids=_allowed_mailbox_ids(token)
     )
+
+
+def reach_broadcast(token: AgentToken, broadcast_id: int) -> None:
+    """``reach_mailbox`` for a request naming a broadcast."""
+    broadcast_in_scope(token, broadcast_id)
 
 
 def create_broadcast(token: AgentToken, payload: BroadcastCreateIn) -> tuple[int, bytes]:

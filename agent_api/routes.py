@@ -90,6 +90,7 @@ def create_draft(request: AgentRequest, payload: DraftCreateIn):
         # Network, so before the transaction; after the key's check, so never for a replay.
         prepare=lambda: forwarded.extend(operations.forwarded_for_create(token, payload)),
         work=lambda: operations.create_draft(token, payload, forwarded),
+        authorize=lambda: operations.reach_mailbox(token, payload.mailbox),
         locate=_created_draft_location,
     )
 
@@ -149,6 +150,7 @@ def add_version(request: AgentRequest, draft_id: int, payload: VersionIn):
             operations.forwarded_for_revision(token, draft_id, payload)
         ),
         work=lambda: operations.revise_draft(token, draft_id, payload, forwarded),
+        authorize=lambda: operations.reach_draft(token, draft_id),
     )
 
 
@@ -171,6 +173,7 @@ def withdraw_draft(request: AgentRequest, draft_id: int):
         tenant=token.tenant,
         required=False,
         work=lambda: operations.withdraw_draft(token, draft_id),
+        authorize=lambda: operations.reach_draft(token, draft_id),
     )
 
 

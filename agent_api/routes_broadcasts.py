@@ -58,6 +58,7 @@ def create_broadcast(request: AgentRequest, payload: BroadcastCreateIn):
         tenant=token.tenant,
         required=True,
         work=lambda: operations.create_broadcast(token, payload),
+        authorize=lambda: operations.reach_mailbox(token, payload.mailbox),
         locate=_location,
     )
 
@@ -101,6 +102,7 @@ def replace_broadcast_recipients(
         tenant=token.tenant,
         required=False,
         work=lambda: operations.replace_broadcast_recipients(token, broadcast_id, payload),
+        authorize=lambda: operations.reach_broadcast(token, broadcast_id),
     )
 
 

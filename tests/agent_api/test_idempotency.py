@@ -291,13 +291,13 @@ def test_a_key_in_flight_is_named_as_the_entry_point_names_it(tenant_a):
 
     def again() -> tuple[int, bytes]:
         try:
-            run_once(**call, work=lambda: (200, b"{}"), name=KEY_NAME)
+            run_once(**call, work=lambda: (200, b"{}"), authorize=lambda: None, name=KEY_NAME)
         except ApiProblem as problem:
             said.update(code=problem.code, detail=problem.detail, title=problem.title)
         return 200, b"{}"
 
     call = dict(tenant=tenant_a, key="k-1", fingerprint="f", method="TOOL", path="create_draft")
-    run_once(**call, work=again, name=KEY_NAME)
+    run_once(**call, work=again, authorize=lambda: None, name=KEY_NAME)
 
     assert said["code"] == "idempotency_key_in_flight"
     assert "idempotency_key" in said["detail"] and "idempotency_key" in said["title"]
