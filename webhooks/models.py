@@ -244,3 +244,20 @@ class InboundBackfillMark(models.Model):
 
     def __str__(self) -> str:
         return f"mailbox {self.mailbox_id} listed until {self.covered_until.isoformat()}"
+
+
+class BackfillLease(models.Model):
+    """The backfill run asking AgentMail about a tenant's mailboxes (``holder``), until when
+    (``held_until``, database clock). The schedule's run and an operator's command at the same
+    moment each spent the whole per-key budget, and AgentMail's rate limits are per key: the run
+    that finds the tenant held skips it. A row lease, not a session advisory lock, so it holds
+    behind PgBouncer's transaction mode (DEPLOYMENT.md) and lapses after a crash."""
+
+    tenant = models.OneToOneField(
+        "tenants.Tenant", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    holder = models.UUIDField()
+    held_until = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"tenant {self.tenant_id} held until {self.held_until.isoformat()}"

@@ -23,7 +23,9 @@ Bounds: at most ``WEBHOOK_BACKFILL_CALLS_PER_KEY`` provider calls per key and ru
 ``WEBHOOK_BACKFILL_MAX_CALLS`` per run, calls begun only while they can end inside the task's
 time limit (``backfill_bounds.run_window``), mailboxes turned to longest ago first
 (``InboundBackfillMark.turn_at``), none whose key AgentMail refused, and a mailbox's questions end
-at the first refusal of its key. No provider call is made inside a transaction. An answer that cannot be right is refused, logged
+at the first refusal of its key, and one run at a time per tenant: a run that finds another
+asking about a tenant (the schedule's and an operator's command at once) skips it
+(``backfill_lease``), or the key got the budget twice. No provider call is made inside a transaction. An answer that cannot be right is refused, logged
 with its reason, and changes nothing: a page with more messages than asked (``page_oversized``), a
 next page token already followed (``page_token_repeated``), a message larger than a webhook could
 carry (``message_oversized``).
@@ -57,6 +59,7 @@ from webhooks.normalize import bounded_id, normalize, parsed_timestamp, storable
 from webhooks.services.applier import applier_wake
 from webhooks.services.apply import UNAPPLIED, backfill_svix_id
 from webhooks.services.backfill_bounds import BackfillReport, Budget
+from webhooks.services.backfill_lease import backfill_tenant_held
 from webhooks.services.receive import event_store
 
 log = logging.getLogger("webhooks.backfill")
@@ -110,21 +113,12 @@ def webhooks_backfill(*, tenant_id: int | None = None) -> BackfillReport:
         )
         if endpoint is None:
             continue
-        boxes = list(group)
-        unconfirmed = _unconfirmed_sends(tenant_pk, [m.pk for m in boxes])
-        for mailbox in boxes:
-            try:
-                _backfill_mailbox(
-                    mailbox, endpoint, unconfirmed.get(mailbox.pk, []), budget, report
-                )
-            except Exception:
-                # One mailbox's failure (a message the ledger cannot hold, a provider answer we
-                # cannot read) must not keep the others, and the tenants after it, from their run.
-                report.errors += 1
-                log.exception(
-                    "webhooks.backfill.mailbox_failed",
-                    extra={"tenant_id": tenant_pk, "mailbox_id": mailbox.pk},
-                )
+        with backfill_tenant_held(tenant_pk) as held:
+            if not held:
+                report.skipped_tenants.append(tenant_pk)
+                log.info("webhooks.backfill.tenant_held", extra={"tenant_id": tenant_pk})
+                continue
+            _backfill_tenant(tenant_pk, list(group), endpoint, budget, report)
     if report.deliveries or report.inbound:
         applier_wake(force=True)
     log.info(
@@ -136,9 +130,27 @@ def webhooks_backfill(*, tenant_id: int | None = None) -> BackfillReport:
             "inbound": report.inbound,
             "errors": report.errors,
             "limited": len(report.limited),
+            "skipped_tenants": len(report.skipped_tenants),
         },
     )
     return report
+
+
+def _backfill_tenant(
+    tenant_pk: int, boxes: list, endpoint, budget: Budget, report: BackfillReport
+) -> None:
+    unconfirmed = _unconfirmed_sends(tenant_pk, [m.pk for m in boxes])
+    for mailbox in boxes:
+        try:
+            _backfill_mailbox(mailbox, endpoint, unconfirmed.get(mailbox.pk, []), budget, report)
+        except Exception:
+            # One mailbox's failure (a message the ledger cannot hold, a provider answer we
+            # cannot read) must not keep the others, and the tenants after it, from their run.
+            report.errors += 1
+            log.exception(
+                "webhooks.backfill.mailbox_failed",
+                extra={"tenant_id": tenant_pk, "mailbox_id": mailbox.pk},
+            )
 
 
 def _backfill_mailbox(

@@ -17,6 +17,8 @@ class BackfillReport:
     inbound: int = 0
     errors: int = 0
     limited: list[int] = field(default_factory=list)  # mailbox ids cut short by the bounds
+    # Tenant ids skipped because another run was asking about them (``backfill_lease``).
+    skipped_tenants: list[int] = field(default_factory=list)
     # What AgentMail answered instead, one line per failed call, for whoever ran the command.
     problems: list[str] = field(default_factory=list)
 

@@ -34,6 +34,13 @@ class Command(BaseCommand):
             f"mailboxes {report.mailboxes} calls {report.calls} deliveries {report.deliveries} "
             f"inbound {report.inbound} errors {report.errors} limited {len(report.limited)}"
         )
+        skipped = Tenant.objects.filter(pk__in=report.skipped_tenants).order_by("slug")
+        for slug in skipped.values_list("slug", flat=True):
+            self.stdout.write(
+                f"  tenant {shown(slug)} skipped: another backfill run (the schedule's or "
+                "another command's) is asking AgentMail about its mailboxes; the next run asks "
+                "again."
+            )
         for problem in report.problems:
             self.stdout.write(f"  {problem}")
         if report.problems:
