@@ -594,6 +594,10 @@ def test_sandbox_on_a_port_in_use_is_a_command_error_naming_it(tmp_path):
         (["--drain-seconds", "nan"], "'nan' is not a number"),
         (["--workers", "1"], "it must be at least 2"),
         (["--intents", "0"], "it must be at least 1"),
+        # A typo (an extra digit or two) started thousands of worker processes.
+        (["--workers", "33"], "33 is not allowed: it must be at most 32"),
+        (["--workers", "3000"], "it must be at most 32"),
+        (["--intents", "1000001"], "1000001 is not allowed: it must be at most 1000000"),
     ],
 )
 def test_chaos_refuses_numbers_it_cannot_run_with(monkeypatch, args, message):
