@@ -28,7 +28,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from common.addresses import normalize_address, normalize_domain
-from common.text import unsafe_in_name
+from common.text import invisible_characters, unsafe_in_name
 from mailboxes import provider
 from mailboxes.display_names import display_name_sync_wake
 from mailboxes.headers import encoded_word_in, line_break_in
@@ -64,6 +64,18 @@ def _clean_display_name(display_name: str) -> str:
         raise ProvisioningError(
             _("The display name cannot hold the control character %(character)s.")
             % {"character": unsafe},
+            field="display_name",
+        )
+    # What draws nothing (a zero-width space, a word joiner, tag characters) makes one name
+    # look like another: "Pay\u200bPal Security". The draft's own check (common.text), so the
+    # joiners that Persian words and emoji sequences are written with stay allowed.
+    if invisible := invisible_characters(display_name):
+        raise ProvisioningError(
+            _(
+                "The display name cannot hold characters nobody sees: %(characters)s. They make "
+                "it look like another name; remove them."
+            )
+            % {"characters": invisible},
             field="display_name",
         )
     # A mail client decodes an RFC 2047 encoded word in the From phrase as it does in a subject

@@ -525,6 +525,69 @@ def test_a_display_name_with_an_encoded_word_is_refused_on_update(
     assert mailbox.display_name == before
 
 
+INVISIBLE_IN_NAMES = {
+    "zero width space": ("Pay\u200bPal Security", "U+200B ZERO WIDTH SPACE"),
+    "word joiner": ("Billing\u2060Team", "U+2060 WORD JOINER"),
+    "tag characters": ("Support\U000e0041\U000e0042", "U+E0041 TAG LATIN CAPITAL LETTER A"),
+    "byte order mark": ("\ufeffBilling", "U+FEFF ZERO WIDTH NO-BREAK SPACE"),
+    "hangul filler": ("Billing\u3164", "U+3164 HANGUL FILLER"),
+}
+
+
+@pytest.mark.parametrize(("name", "said"), INVISIBLE_IN_NAMES.values(), ids=INVISIBLE_IN_NAMES)
+def test_a_display_name_with_invisible_characters_is_refused_on_create(
+    tenant_a, member_of, signed_in, sandbox, name, said
+):
+    """The From name refused control and bidi characters but not the ones that draw nothing:
+    'Pay\u200bPal Security' reads as 'PayPal Security' to the customer and to the admin who
+    looks at the list, and is not the same name. Refused as in a draft's text."""
+    client = signed_in(member_of(tenant_a, "admin").user)
+    response = client.post(
+        reverse("mailbox_create", args=[tenant_a.slug]),
+        {"username": "billing", "display_name": name},
+    )
+    assert response.status_code == 400
+    assert b"The display name cannot hold characters nobody sees: " in response.content
+    assert said.encode() in response.content
+    assert not Mailbox.objects.exists()
+
+
+def test_a_display_name_with_invisible_characters_is_refused_on_update(
+    tenant_a, member_of, signed_in, mailbox_factory
+):
+    mailbox = mailbox_factory(tenant_a)
+    before = mailbox.display_name
+    client = signed_in(member_of(tenant_a, "admin").user)
+    response = client.post(
+        reverse("mailbox_policy", args=[tenant_a.slug, mailbox.pk]),
+        {
+            "display_name": "Pay\u200bPal Security",
+            "policy_mode": "open",
+            "based_on": based_on(
+                client, reverse("mailbox_detail", args=[tenant_a.slug, mailbox.pk])
+            ),
+        },
+    )
+    mailbox.refresh_from_db()
+    assert response.status_code == 400
+    assert b"U+200B ZERO WIDTH SPACE" in response.content
+    assert mailbox.display_name == before
+
+
+def test_a_display_name_keeps_the_joiners_scripts_and_emoji_are_written_with(
+    tenant_a, member_of, signed_in, sandbox
+):
+    """What a draft's check lets through (common.text.INVISIBLE_CHARACTERS): a Persian word's
+    non-joiner, an emoji sequence's joiner."""
+    name = "\u067e\u0634\u062a\u06cc\u0628\u0627\u0646\u06cc\u200c\u0647\u0627 \U0001f469\u200d\U0001f4bb"
+    client = signed_in(member_of(tenant_a, "admin").user)
+    client.post(
+        reverse("mailbox_create", args=[tenant_a.slug]),
+        {"username": "billing", "display_name": name},
+    )
+    assert Mailbox.objects.get().display_name == name
+
+
 def test_a_display_name_may_hold_what_only_looks_like_part_of_an_encoded_word(
     tenant_a, member_of, signed_in, sandbox
 ):
