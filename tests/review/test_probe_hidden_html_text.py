@@ -10,14 +10,16 @@ line, Outlook for Windows ignores ``display:none`` without ``mso-hide``, a clien
 from __future__ import annotations
 
 import pytest
-from django.urls import reverse
 from django.utils.html import escape
 
-from intents import sending
 from intents.html_styles import html_words, reader_looks
-from intents.models import Draft, DraftVersion, SendIntent
+from intents.models import SendIntent
 from tests.intents.conftest import fast_send  # noqa: F401
-from tests.review.threads import agent_drafts_to_ana, page_and_bulk_approval
+from tests.review.threads import (
+    agent_drafts_to_ana,
+    approved_on_its_page_and_sent,
+    page_and_bulk_approval,
+)
 
 PREHEADER = "Your account is locked: call +1 555 0100 now"
 HTML = (
@@ -62,16 +64,7 @@ def test_text_hidden_or_added_by_the_htmls_styles_is_named_shown_and_kept_out_of
     assert f"Draft {draft['id']} was not approved" in from_list
     assert not SendIntent.objects.filter(draft_id=draft["id"]).exists()
 
-    version = DraftVersion.objects.get(draft_id=draft["id"])
-    on_its_page = client.post(
-        reverse("draft_approve", args=[tenant_a.slug, draft["id"]]),
-        {"version": version.number, "content_hash": version.content_hash},
-    )
-    sending.run_once(worker="t", limit=10)
-
-    assert on_its_page.status_code == 302
-    assert Draft.objects.get(pk=draft["id"]).status == Draft.Status.APPROVED
-    [sent] = sandbox.ledger(inbox_id=mailbox.inbox_id)
+    sent = approved_on_its_page_and_sent(client, tenant_a, draft["id"], sandbox, mailbox)
     assert sent["html"] == HTML
 
 

@@ -12,10 +12,13 @@ import pytest
 from django.urls import reverse
 
 from common.text import invisible_characters
-from intents import sending
-from intents.models import Draft, DraftVersion, SendIntent
+from intents.models import SendIntent
 from tests.intents.conftest import fast_send  # noqa: F401
-from tests.review.threads import agent_drafts_to_ana, page_and_bulk_approval
+from tests.review.threads import (
+    agent_drafts_to_ana,
+    approved_on_its_page_and_sent,
+    page_and_bulk_approval,
+)
 
 SUBJECT = "Your refund of $\u202e001"
 TEXT = "Call us at 555\u200b0100."
@@ -49,16 +52,7 @@ def test_characters_nobody_sees_are_named_by_field_and_kept_out_of_a_list(
     assert "U+202E" in from_list
     assert not SendIntent.objects.filter(draft_id=draft["id"]).exists()
 
-    version = DraftVersion.objects.get(draft_id=draft["id"])
-    on_its_page = client.post(
-        reverse("draft_approve", args=[tenant_a.slug, draft["id"]]),
-        {"version": version.number, "content_hash": version.content_hash},
-    )
-    sending.run_once(worker="t", limit=10)
-
-    assert on_its_page.status_code == 302
-    assert Draft.objects.get(pk=draft["id"]).status == Draft.Status.APPROVED
-    [sent] = sandbox.ledger(inbox_id=mailbox.inbox_id)
+    sent = approved_on_its_page_and_sent(client, tenant_a, draft["id"], sandbox, mailbox)
     assert (sent["subject"], sent["text"], sent["html"]) == (SUBJECT, TEXT, HTML)
 
 

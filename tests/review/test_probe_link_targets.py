@@ -7,14 +7,16 @@ sends elsewhere), was not named either, and the queue approved it all in bulk.""
 from __future__ import annotations
 
 import pytest
-from django.urls import reverse
 from django.utils.html import escape
 
-from intents import sending
 from intents.html_links import html_links
-from intents.models import Draft, DraftVersion, SendIntent
+from intents.models import SendIntent
 from tests.intents.conftest import fast_send  # noqa: F401
-from tests.review.threads import agent_drafts_to_ana, page_and_bulk_approval
+from tests.review.threads import (
+    agent_drafts_to_ana,
+    approved_on_its_page_and_sent,
+    page_and_bulk_approval,
+)
 
 HTML = (
     "<p>Pay your invoice at "
@@ -56,16 +58,7 @@ def test_a_link_that_shows_one_address_and_leads_to_another_is_named_and_kept_ou
     assert escape("https://evil.test/pay") in from_list
     assert not SendIntent.objects.filter(draft_id=draft["id"]).exists()
 
-    version = DraftVersion.objects.get(draft_id=draft["id"])
-    on_its_page = client.post(
-        reverse("draft_approve", args=[tenant_a.slug, draft["id"]]),
-        {"version": version.number, "content_hash": version.content_hash},
-    )
-    sending.run_once(worker="t", limit=10)
-
-    assert on_its_page.status_code == 302
-    assert Draft.objects.get(pk=draft["id"]).status == Draft.Status.APPROVED
-    [sent] = sandbox.ledger(inbox_id=mailbox.inbox_id)
+    sent = approved_on_its_page_and_sent(client, tenant_a, draft["id"], sandbox, mailbox)
     assert sent["html"] == HTML
 
 

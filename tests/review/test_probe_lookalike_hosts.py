@@ -11,12 +11,15 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from intents import sending
 from intents.hostnames import lookalike_host  # p17tmp
 from intents.html_links import html_links
-from intents.models import Draft, DraftVersion, SendIntent
+from intents.models import SendIntent
 from tests.intents.conftest import fast_send  # noqa: F401
-from tests.review.threads import agent_drafts_to_ana, page_and_bulk_approval
+from tests.review.threads import (
+    agent_drafts_to_ana,
+    approved_on_its_page_and_sent,
+    page_and_bulk_approval,
+)
 
 SUBJECT = "Your invoice from xn--bnk-6cd.example"
 TEXT = "Pay your invoice at https://b\u0430nk.example/pay."
@@ -52,16 +55,7 @@ def test_a_lookalike_domain_in_the_text_is_named_and_kept_out_of_a_list(
     assert "b\u0430nk.example" in from_list
     assert not SendIntent.objects.filter(draft_id=draft["id"]).exists()
 
-    version = DraftVersion.objects.get(draft_id=draft["id"])
-    on_its_page = client.post(
-        reverse("draft_approve", args=[tenant_a.slug, draft["id"]]),
-        {"version": version.number, "content_hash": version.content_hash},
-    )
-    sending.run_once(worker="t", limit=10)
-
-    assert on_its_page.status_code == 302
-    assert Draft.objects.get(pk=draft["id"]).status == Draft.Status.APPROVED
-    [sent] = sandbox.ledger(inbox_id=mailbox.inbox_id)
+    sent = approved_on_its_page_and_sent(client, tenant_a, draft["id"], sandbox, mailbox)
     assert (sent["subject"], sent["text"], sent["html"]) == (SUBJECT, TEXT, HTML)
 
 

@@ -12,10 +12,9 @@ import pytest
 from django.urls import reverse
 from django.utils.html import escape
 
-from intents import sending
-from intents.models import Draft, DraftVersion, SendIntent
+from intents.models import SendIntent
 from tests.intents.conftest import fast_send  # noqa: F401
-from tests.review.threads import agent_drafts_to_ana
+from tests.review.threads import agent_drafts_to_ana, approved_on_its_page_and_sent
 
 OUTLOOK_ONLY = "<p>Outlook users: pay the handling fee to IBAN XX00 9999 first.</p>"
 HTML = (
@@ -65,14 +64,5 @@ def test_outlooks_conditional_comments_are_named_shown_as_source_and_kept_out_of
     assert "Outlook for Windows" in from_list
     assert not SendIntent.objects.filter(draft_id=draft["id"]).exists()
 
-    version = DraftVersion.objects.get(draft_id=draft["id"])
-    on_its_page = client.post(
-        reverse("draft_approve", args=[tenant_a.slug, draft["id"]]),
-        {"version": version.number, "content_hash": version.content_hash},
-    )
-    sending.run_once(worker="t", limit=10)
-
-    assert on_its_page.status_code == 302
-    assert Draft.objects.get(pk=draft["id"]).status == Draft.Status.APPROVED
-    [sent] = sandbox.ledger(inbox_id=mailbox.inbox_id)
+    sent = approved_on_its_page_and_sent(client, tenant_a, draft["id"], sandbox, mailbox)
     assert (sent["text"], sent["html"]) == ("Your refund is on its way.", HTML)

@@ -10,12 +10,16 @@ import re
 import pytest
 from django.urls import reverse
 
-from intents import sending, services
-from intents.models import Draft, DraftVersion, SendIntent
+from intents import services
+from intents.models import DraftVersion, SendIntent
 from intents.selectors.drafts import html_unchanged_while_text_changed
 from review.forms import EditForm
 from tests.intents.conftest import fast_send  # noqa: F401
-from tests.review.threads import agent_drafts_to_ana, page_and_bulk_approval
+from tests.review.threads import (
+    agent_drafts_to_ana,
+    approved_on_its_page_and_sent,
+    page_and_bulk_approval,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -58,16 +62,7 @@ def test_a_text_corrected_under_an_html_left_as_it_was_is_said_and_kept_out_of_a
     assert "most mail clients show the HTML" in from_list
     assert not SendIntent.objects.filter(draft_id=draft["id"]).exists()
 
-    current = DraftVersion.objects.get(draft_id=draft["id"], number=2)
-    on_its_page = client.post(
-        reverse("draft_approve", args=[tenant_a.slug, draft["id"]]),
-        {"version": current.number, "content_hash": current.content_hash},
-    )
-    sending.run_once(worker="t", limit=10)
-
-    assert on_its_page.status_code == 302
-    assert Draft.objects.get(pk=draft["id"]).status == Draft.Status.APPROVED
-    [sent] = sandbox.ledger(inbox_id=mailbox.inbox_id)
+    sent = approved_on_its_page_and_sent(client, tenant_a, draft["id"], sandbox, mailbox)
     assert (sent["text"], sent["html"]) == ("Please pay to IBAN XX00 2222.", OLD_HTML)
 
 

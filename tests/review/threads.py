@@ -10,6 +10,8 @@ import re
 
 from django.urls import reverse
 
+from intents import sending
+from intents.models import Draft, DraftVersion
 from tenants.tokens import token_create
 from tests.webhooks.conftest import received_payload
 
@@ -88,3 +90,18 @@ def page_and_bulk_approval(client, tenant, draft_id) -> tuple[str, str, str]:
         reverse("bulk_approve", args=[tenant.slug]), {"item": items}, follow=True
     ).content.decode()
     return page, queue, from_list
+
+
+def approved_on_its_page_and_sent(client, tenant, draft_id, sandbox, mailbox) -> dict:
+    """The draft's newest version approved on its own page (what bulk approval leaves out is
+    approved there) and sent by a worker: the one message the sandbox's ledger holds."""
+    version = DraftVersion.objects.filter(draft_id=draft_id).latest("number")
+    response = client.post(
+        reverse("draft_approve", args=[tenant.slug, draft_id]),
+        {"version": version.number, "content_hash": version.content_hash},
+    )
+    sending.run_once(worker="t", limit=10)
+    assert response.status_code == 302, response.content
+    assert Draft.objects.get(pk=draft_id).status == Draft.Status.APPROVED
+    [sent] = sandbox.ledger(inbox_id=mailbox.inbox_id)
+    return sent
