@@ -437,17 +437,7 @@ def operator_storage_recounted(*, tenant_id: int, before: int, after: int) -> No
     attachment storage total (bytes ``before`` and ``after``), in the recount's transaction.
     Written only when the total changed: a run that finds it right leaves no row. The recount
     logs it (``intents.attachment.storage_recounted``)."""
-    AuditEvent.objects.create(
-        tenant_id=tenant_id,
-        actor=None,
-        action="tenant.storage_recounted",
-        object_type="tenant",
-        object_id=str(tenant_id),
-        data={
-            "before": {"attachment_storage_used": before},
-            "after": {"attachment_storage_used": after},
-        },
-    )
+    _storage_recounted("tenant.storage_recounted", tenant_id, "tenant", tenant_id, before, after)
 
 
 def operator_mailbox_storage_recounted(
@@ -456,12 +446,18 @@ def operator_mailbox_storage_recounted(
     """The audit row of ``manage.py attachment_storage_recount`` correcting one mailbox's
     attachment storage total (its share's use), in the recount's transaction; only when it
     changed."""
+    _storage_recounted("mailbox.storage_recounted", tenant_id, "mailbox", mailbox_id, before, after)
+
+
+def _storage_recounted(
+    action: str, tenant_id: int, object_type: str, object_id: int, before: int, after: int
+) -> None:
     AuditEvent.objects.create(
         tenant_id=tenant_id,
         actor=None,
-        action="mailbox.storage_recounted",
-        object_type="mailbox",
-        object_id=str(mailbox_id),
+        action=action,
+        object_type=object_type,
+        object_id=str(object_id),
         data={
             "before": {"attachment_storage_used": before},
             "after": {"attachment_storage_used": after},
