@@ -140,12 +140,14 @@ def check_address(ip: IPAddress, *, allow_private: bool) -> None:
     # Before is_reserved: ::1 lies in the reserved ::/8.
     if allow_private and any(ip in net for net in _PRIVATE_OK):
         return
+    # Loopback before is_reserved too: ::1 was refused as "never a delivery address", which
+    # is not why (it is this machine, allowed where private networks are).
+    if ip.is_loopback:
+        raise EgressRefused("address_loopback", _("%(ip)s is a loopback address.") % {"ip": ip})
     if ip.is_reserved:
         raise EgressRefused(
             "address_forbidden", _("%(ip)s is never a delivery address.") % {"ip": ip}
         )
-    if ip.is_loopback:
-        raise EgressRefused("address_loopback", _("%(ip)s is a loopback address.") % {"ip": ip})
     raise EgressRefused("address_private", _("%(ip)s is not a public address.") % {"ip": ip})
 
 

@@ -233,6 +233,7 @@ def test_a_redirect_is_not_followed(tenant_a, member_of, settings, make_receiver
         ("https://xn--zz.example.com/", "url_host_invalid"),
         ("https://hooks.example.com:99999/", "url_invalid"),
         ("https://127.0.0.1/", "address_loopback"),
+        ("https://[::1]/", "address_loopback"),  # not "never a delivery address" (::/8)
         ("https://10.0.0.1/", "address_private"),
         ("https://169.254.169.254/", "address_forbidden"),
         ("https://[::ffff:192.168.1.1]/", "address_private"),
