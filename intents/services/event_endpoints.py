@@ -23,6 +23,7 @@ from common.egress import EgressRefused, host_reached, validate_url
 from common.text import unsafe_in_name
 from config.clock import db_now
 from intents.events.outbox import wake_delivery
+from intents.hostnames import as_read, lookalike_host, unicode_form
 from intents.models import AgentEvent, AgentEventDelivery, AgentEventEndpoint, EventType
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
@@ -43,11 +44,29 @@ def new_secret() -> str:
 
 
 def clean_url(url: str) -> str:
+    """The URL as typed, refused (``AdminError`` on ``url``) when we will not deliver to it
+    (``validate_url``) or when its host reads as another name (``lookalike_host``, the draft
+    check's definition): the tenant's other admins read "b\u0430nk.example", with a Cyrillic a,
+    as bank.example, and the tenant's events went to xn--bnk-6cd.example. A name of one script
+    ("\u043f\u0440\u0438\u043c\u0435\u0440.\u0440\u0444") reads as what it is, and is kept."""
     allow = settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS
     try:
-        return validate_url((url or "").strip(), allow_private=allow, require_https=not allow)
+        url = validate_url((url or "").strip(), allow_private=allow, require_https=not allow)
     except EgressRefused as exc:
         raise AdminError(exc.code, exc.message, field="url") from None
+    host = urlsplit(url).hostname or ""
+    if lookalike_host(host):
+        raise AdminError(
+            "url_lookalike_host",
+            _(
+                "The URL's host %(host)s (%(ace)s) could be read as another name: it mixes "
+                "scripts, or its letters look like Latin ones. Use a host name that reads as "
+                "what it is."
+            )
+            % {"host": unicode_form(as_read(host)) or host, "ace": host_reached(host)},
+            field="url",
+        )
+    return url
 
 
 def _receiver_of(url: str) -> tuple[str, str, str, str]:
