@@ -416,6 +416,17 @@ def host_reached(host: str) -> str:
     return host if address is None else str(address)
 
 
+def url_shown(url: str) -> str:
+    """The URL as typed, followed by its host's xn-- form ("(xn--e1afmkfd.xn--p1ai)", as
+    ``host_reached`` gives it) when the host holds characters beyond ASCII: a page shows the
+    Unicode as drawn, and the name the events go to is the other one, for a reader to check."""
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return url
+    return url if host.isascii() else f"{url} ({host_reached(host)})"
+
+
 def _ipv4_written_as_a_number(host: str) -> ipaddress.IPv4Address | None:
     """The IPv4 address a host spelled another way denotes to the system's resolver
     (``2130706433``, ``0x7f000001`` and ``127.1`` are all 127.0.0.1), or None: such a URL was

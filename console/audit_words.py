@@ -20,6 +20,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
+from common.egress import url_shown
 from console.audit_vocabulary import (
     ACTOR_KINDS,
     BY_OPERATOR,
@@ -99,7 +100,7 @@ def _name_tables(tenant: Tenant, rows: list[dict]) -> dict[tuple[str, str], tupl
     ):
         keep("broadcast", b.pk, b.name or b.subject, reverse("broadcast", args=[slug, b.pk]))
     for e in AgentEventEndpoint.objects.filter(tenant=tenant, pk__in=ids["agenteventendpoint"]):
-        keep("agenteventendpoint", e.pk, e.url, reverse("agent_events", args=[slug]))
+        keep("agenteventendpoint", e.pk, e.url_shown, reverse("agent_events", args=[slug]))
     if str(tenant.pk) in {row["obj_id"] for row in rows if row["obj_type"] == "tenant"}:
         keep("tenant", tenant.pk, _("policies"), reverse("admin_policies", args=[slug]))
     return found
@@ -217,6 +218,9 @@ def _gone_name(row: dict) -> str:
 def _coded(key: str, value):
     """A stored code (a role, a policy mode, a status, a suppression reason) as its label, for
     the keys that hold one; anything else as it was."""
+    if key == "url" and isinstance(value, str):
+        # An endpoint's URL with an IDN host, with the xn-- form its events go to beside it.
+        return url_shown(value)
     choices = CODED.get(key)
     if isinstance(value, str) and choices is not None:
         return dict(choices).get(value, value)

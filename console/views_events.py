@@ -128,7 +128,7 @@ def _confirm(
         request,
         "console/confirm.html",
         {
-            "heading": heading % {"url": endpoint.url},
+            "heading": heading % {"url": endpoint.url_shown},
             "consequence": consequence,
             "action": action,
             "cancel_url": reverse("agent_events", args=[request.tenant.slug]),

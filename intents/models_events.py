@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from common.crypto import SecretUnreadable, seal, unseal
+from common.egress import url_shown
 
 
 class EventType(models.TextChoices):
@@ -83,6 +84,12 @@ class AgentEventEndpoint(models.Model):
 
     def __str__(self) -> str:
         return f"Agent event endpoint {self.pk} ({self.url})"
+
+    @property
+    def url_shown(self) -> str:
+        """The URL with its host's xn-- form beside an IDN host (``common.egress.url_shown``),
+        wherever a page shows it."""
+        return url_shown(self.url)
 
     @property
     def disabled_as_gone(self) -> bool:

@@ -1,6 +1,7 @@
 """Console → Agent events: an endpoint URL whose host reads as another name (a Cyrillic a in
-bank.example) is refused, naming its xn-- form; an IDN host of one script is allowed. A
-loopback literal is refused as loopback."""
+bank.example) is refused, naming its xn-- form; an IDN host of one script is allowed, and every page that
+shows the URL (the list, the question before deleting it, the audit log) shows its xn-- form
+beside it, the name its events go to. A loopback literal is refused as loopback."""
 
 from __future__ import annotations
 
@@ -47,6 +48,47 @@ def test_an_idn_host_of_one_script_is_allowed(tenant_a, member_of, signed_in, ur
 
     assert created.status_code == 200
     assert AgentEventEndpoint.objects.get().url == url
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("url", "ace"),
+    [
+        (
+            "https://\u043f\u0440\u0438\u043c\u0435\u0440.\u0440\u0444/hooks",
+            "xn--e1afmkfd.xn--p1ai",
+        ),
+        ("https://caf\u00e9.example/hooks", "xn--caf-dma.example"),
+    ],
+)
+def test_an_idn_host_of_one_script_is_allowed_and_shown_with_its_xn_form(
+    tenant_a, member_of, signed_in, url, ace
+):
+    client = signed_in(member_of(tenant_a, "admin").user)
+
+    created = client.post(f"{BASE}new/", {"url": url, "event_types": ["draft.approved"]})
+    endpoint = AgentEventEndpoint.objects.get()
+    listing = client.get(BASE).content.decode()
+    delete_question = client.get(f"{BASE}{endpoint.pk}/delete/").content.decode()
+    audit = client.get("/t/tenant-a/admin/audit/").content.decode()
+
+    assert created.status_code == 200
+    assert ace in created.content.decode()
+    assert ace in listing
+    assert ace in delete_question
+    assert ace in audit
+
+
+@pytest.mark.django_db
+def test_an_ascii_host_is_shown_as_it_is(tenant_a, member_of, signed_in):
+    client = signed_in(member_of(tenant_a, "admin").user)
+
+    client.post(
+        f"{BASE}new/", {"url": "https://agent.example.com/hooks", "event_types": ["draft.approved"]}
+    )
+    listing = client.get(BASE).content.decode()
+
+    assert "https://agent.example.com/hooks</td>" in listing.replace("\n", "")
 
 
 @pytest.mark.django_db
