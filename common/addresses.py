@@ -25,6 +25,8 @@ import unicodedata
 from functools import lru_cache
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email as django_validate_email
 from django.utils.translation import get_language, gettext_lazy
 from django.utils.translation import gettext as _
 from email_validator import EmailNotValidError, validate_email
@@ -240,3 +242,25 @@ def account_lookup_form(address: str) -> str:
         return normalize_address(address)
     except ValueError:
         return address.strip().lower() if isinstance(address, str) else ""
+
+
+def operator_account_address(address: str) -> str:
+    """``account_address``, for the operators' ways of making or changing an account (Django's
+    ``createsuperuser``, the operators' admin), with the refusals it names. One exception: an
+    address all in ASCII that Django's validator takes but that form refuses for its domain alone
+    (``root@localhost``, a special-use or literal domain, which email-validator refuses) is kept
+    as typed, lower-cased, as operators have always made them: ``account_lookup_form`` finds it
+    in that form, and no character of it can pass for another. Raises ValueError."""
+    try:
+        return account_address(address)
+    except ValueError:
+        typed = address.strip().lower()
+        if not typed.isascii() or len(typed) > MAX_ADDRESS_LENGTH:
+            raise
+        try:
+            django_validate_email(typed)
+        except ValidationError:
+            pass
+        else:
+            return typed
+        raise

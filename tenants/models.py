@@ -12,6 +12,8 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from common.addresses import operator_account_address
+
 
 class UserManager(BaseUserManager["User"]):
     use_in_migrations = True
@@ -25,6 +27,10 @@ class UserManager(BaseUserManager["User"]):
         return user
 
     def create_superuser(self, email: str, password: str | None = None, **fields) -> User:
+        # Django's createsuperuser passes the address as typed (its check, ours, took it): stored
+        # as every account's is, "root@\uff43ountersign.test" was another account than the
+        # root@countersign.test it reads as. Raises ValueError.
+        email = operator_account_address(email)
         fields.setdefault("is_staff", True)
         fields.setdefault("is_superuser", True)
         return self.create_user(email, password, **fields)

@@ -8,6 +8,7 @@ account keeps signing in whichever way its address is typed."""
 
 import pytest
 from axes.models import AccessAttempt
+from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
@@ -142,3 +143,53 @@ def test_the_upgrade_stores_unicode_domains_as_a_labels_and_keeps_look_alikes_ap
     bob.refresh_from_db()
     assert ana.email == "ana@xn--bcher-kva.test"
     assert (bob.email, fake_bob.email) == ("bob@acme.test", "bob@\uff41cme.test")
+
+
+# --- the operators' ways of making an account: createsuperuser and the Django admin ---
+
+
+def _createsuperuser(monkeypatch, email):
+    monkeypatch.setenv("DJANGO_SUPERUSER_EMAIL", email)
+    monkeypatch.setenv("DJANGO_SUPERUSER_PASSWORD", "an-operators-passphrase-31")
+    call_command("createsuperuser", "--noinput", verbosity=0)
+
+
+@pytest.mark.parametrize(
+    ("typed", "stored"),
+    [
+        ("root@\uff43ountersign.test", "root@countersign.test"),
+        ("Root@B\u00fccher.test", "root@xn--bcher-kva.test"),
+        ("root@localhost", "root@localhost"),
+    ],
+    ids=["full-width-domain", "idn-domain", "localhost"],
+)
+def test_createsuperuser_stores_the_account_form_of_the_address(monkeypatch, typed, stored):
+    _createsuperuser(monkeypatch, typed)
+
+    assert list(User.objects.values_list("email", flat=True)) == [stored]
+
+
+def test_createsuperuser_finds_a_look_alike_of_an_account_taken(monkeypatch):
+    UserFactory(email="root@countersign.test")
+
+    with pytest.raises(CommandError) as refused:
+        _createsuperuser(monkeypatch, "root@\uff43ountersign.test")
+
+    assert "That email is already taken." in str(refused.value)
+    assert User.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("email", "said"),
+    [
+        ("r\u043eot@countersign.test", "mixes letters of several scripts (Cyrillic, Latin)"),
+        ("\uff52oot@countersign.test", "U+FF52 FULLWIDTH LATIN SMALL LETTER R"),
+        ("jose\u0301@countersign.test", "composed form (NFC)"),
+    ],
+)
+def test_createsuperuser_refuses_a_local_part_that_could_pass_for_another(monkeypatch, email, said):
+    with pytest.raises(CommandError) as refused:
+        _createsuperuser(monkeypatch, email)
+
+    assert said in str(refused.value)
+    assert not User.objects.exists()

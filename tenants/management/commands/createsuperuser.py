@@ -11,6 +11,7 @@ import os
 from django.contrib.auth.management.commands import createsuperuser
 from django.core.management.base import CommandError
 
+from common.addresses import operator_account_address
 from common.cli import (
     PASSWORD_NOT_UTF8,
     MigratedDatabase,
@@ -46,12 +47,21 @@ class Command(MigratedDatabase, OptionsOnce, createsuperuser.Command):
         """Django's check, which looks the address up as typed before validating it: a NUL or a
         byte that is not UTF-8 (``--email``, ``DJANGO_SUPERUSER_EMAIL``, the prompt) reached the
         query as a DataError or UnicodeEncodeError, and ``Ana@X.test`` beside ``ana@x.test`` was
-        not found, then stored in lower case: an IntegrityError. Both were tracebacks."""
+        not found, then stored in lower case: an IntegrityError. Both were tracebacks. The
+        address is looked up, and checked by Django, in the form it is stored in."""
         if username:
             try:
                 text(username)
             except argparse.ArgumentTypeError as error:
                 return f"Error: {verbose_field_name}: {error}"
-            if User.objects.db_manager(database).filter(email=username.strip().lower()).exists():
+            # The form the account is stored in (UserManager.create_superuser): a full-width
+            # "root@\uff43ountersign.test" is root@countersign.test, taken; a local part that
+            # could pass for another is refused saying why, as an invitation is.
+            try:
+                address = operator_account_address(username)
+            except ValueError as error:
+                return f"Error: {verbose_field_name}: {error}"
+            if User.objects.db_manager(database).filter(email=address).exists():
                 return f"Error: That {verbose_field_name} is already taken."
+            username = address
         return super()._validate_username(username, verbose_field_name, database)
