@@ -63,8 +63,11 @@ class User(AbstractBaseUser, PermissionsMixin):  # type: ignore[django-manager-m
     def clean(self) -> None:
         # Sign-in, invitations and single sign-on compare lower-cased addresses: an operator's
         # "Bob@Acme.test" in the Django admin could never sign in, and an invitation would then
-        # make a second, lower-case account. Here, before the form checks uniqueness.
-        super().clean()
+        # make a second, lower-case account. Here, before the form checks uniqueness. Not
+        # AbstractBaseUser.clean's NFKC of the whole address: the admin's forms store a new
+        # address in the account form (tenants.admin), refusing a look-alike local part that
+        # NFKC silently made another person's; and an address left unchanged stays as stored.
+        super(AbstractBaseUser, self).clean()
         self.email = (self.email or "").strip().lower()
 
     def save(self, *args, **kwargs) -> None:
