@@ -7,7 +7,7 @@ from django.utils.translation import gettext_lazy as _
 
 from common.egress import EgressRefused
 from console.forms import BasedOnForm
-from tenants import oidc
+from tenants import oidc, oidc_signin
 
 
 class TwoFactorPolicyForm(forms.Form):
@@ -71,11 +71,14 @@ class SsoForm(BasedOnForm):
         raw = [
             d.strip().lower().lstrip("@") for d in re.split(r"[,\s]+", self.cleaned_data["domains"])
         ]
-        domains = [d for d in raw if d]
-        pattern = re.compile(r"^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
-        bad = [d for d in domains if not pattern.match(d)]
+        domains, bad = [], []
+        for typed in filter(None, raw):
+            try:
+                domains.append(oidc_signin.sso_domain(typed))
+            except ValueError:
+                bad.append(typed)
         if bad:
             raise forms.ValidationError(_("Not a domain: %(bad)s") % {"bad": ", ".join(bad[:3])})
         if not domains:
             raise forms.ValidationError(_("List at least one domain."))
-        return domains
+        return list(dict.fromkeys(domains))

@@ -5,6 +5,8 @@ Each write in one transaction with its audit row."""
 
 from __future__ import annotations
 
+import re
+
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -96,7 +98,10 @@ def sso_settings_save(
         raise AdminError(
             "invalid_role", _("Choose viewer, approver or no new accounts."), "jit_role"
         )
-    domains = sorted({d.strip().lower().lstrip("@") for d in domains if d.strip()})
+    try:
+        domains = sorted({sso_domain(d) for d in domains if d.strip()})
+    except ValueError as error:
+        raise AdminError("invalid_domain", str(error), "domains") from None
     with transaction.atomic():
         require_admin(tenant, actor)
         # The tenant's row is the lock of its single sign-on row, which may not exist yet.
@@ -156,6 +161,27 @@ def _verified_or_unsaid(claim: object) -> bool:
     if claim is None or claim is True:
         return True
     return isinstance(claim, str) and claim.strip().lower() == "true"
+
+
+# A domain in ASCII as this form has always taken it, kept as typed when IDNA (email-validator)
+# refuses it: a special-use one such as corp.local, which account addresses keep as typed too
+# (account_lookup_form).
+_ASCII_DOMAIN = re.compile(r"^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
+
+
+def sso_domain(typed: str) -> str:
+    """A company domain of the single sign-on settings in the form account addresses hold it
+    (its lower-case A-label, ``common.addresses.normalize_domain``): "B\u00fccher.test" is
+    xn--bcher-kva.test, "\uff41cme.test" (a full-width a) acme.test, and an ``xn--`` label that
+    is no IDNA is refused. The list was stored as typed, matched only through a conversion, and
+    shown to the next admin as it came. Raises ValueError."""
+    domain = typed.strip().lower().lstrip("@")
+    try:
+        return normalize_domain(domain)
+    except ValueError:
+        if _ASCII_DOMAIN.match(domain) and "xn--" not in domain:
+            return domain
+        raise
 
 
 def _domain_form(domain: str) -> str:

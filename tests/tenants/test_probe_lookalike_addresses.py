@@ -13,10 +13,12 @@ from django.test import Client
 from django.urls import reverse
 
 from tenants.invitations import invitation_create
-from tenants.models import Invitation, User
+from tenants.models import Invitation, SingleSignOn, User
 from tenants.services import AdminError
 from tenants.signin_lockouts import signin_lockout_release
 from tests.factories import UserFactory
+from tests.pages import based_on
+from tests.routed_client import RoutedClient
 
 pytestmark = pytest.mark.django_db
 
@@ -298,3 +300,33 @@ def test_the_admins_change_form_keeps_an_address_stored_before_the_rule(operator
     assert answer.status_code == 302
     fake.refresh_from_db()
     assert (fake.email, fake.is_active) == ("bob@\uff41cme.test", False)
+
+
+def test_the_sso_domains_are_stored_as_account_addresses_hold_them(tenant_a, member_of):
+    admin = RoutedClient()
+    admin.force_login(
+        member_of(tenant_a, "admin").user, backend="django.contrib.auth.backends.ModelBackend"
+    )
+    page = reverse("admin_signin", args=[tenant_a.slug])
+    form = {
+        "enabled": "on",
+        "issuer": "https://login.acme.test/realms/acme",
+        "client_id": "countersign",
+        "client_secret": "s3cret-from-the-idp-7f2c",
+        "password_signin_allowed": "on",
+        "jit_role": "",
+        "based_on": based_on(admin, page, "sso_form"),
+    }
+    url = reverse("admin_sso_settings", args=[tenant_a.slug])
+
+    refused = admin.post(url, {**form, "domains": "acme.test, xn--zz.test"})
+    saved = admin.post(url, {**form, "domains": "B\u00fccher.test, \uff41cme.test, corp.local"})
+
+    assert refused.status_code == 400
+    assert "Not a domain: xn--zz.test" in refused.content.decode()
+    assert saved.status_code == 302
+    assert SingleSignOn.objects.get(tenant=tenant_a).jit_domains == [
+        "acme.test",
+        "corp.local",
+        "xn--bcher-kva.test",
+    ]
