@@ -13,7 +13,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from common import crypto
-from common.addresses import account_lookup_form, normalize_domain
+from common.addresses import account_lookup_form, lookalike_local_part, normalize_domain
 from common.text import unsafe_in_name, unseen_in
 from tenants.models import Membership, SingleSignOn, SsoIdentity, Tenant, User
 from tenants.services import (
@@ -272,6 +272,11 @@ def _member_by_address(
                 "invitation."
             ),
         )
+    # A new account's address is its name to every colleague: one whose local part reads as
+    # another's (a Cyrillic o, a full-width letter, an accent not composed) is refused here as
+    # an invitation refuses it (common.addresses.account_address), whatever the provider says.
+    if why := lookalike_local_part(email):
+        raise SsoRefused("email_lookalike", why)
     # A suspended tenant takes no new members (tenants.invitations._join): its row is locked
     # against tenant_suspend's lock, so a suspension either came first and is seen here, or
     # waits. FOR NO KEY UPDATE: every insert naming the tenant (a membership, a journal row)

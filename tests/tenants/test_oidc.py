@@ -367,3 +367,24 @@ def test_an_invitation_written_while_the_invitee_joins_through_sso_does_not_stay
     assert isinstance(outcomes[1][0], User)
     assert Membership.objects.filter(tenant=tenant_a, user__email="newbie@acme.test").exists()
     assert not Invitation.objects.filter(state="pending").exists()
+
+
+@pytest.mark.parametrize(
+    "email", ["b\u043eb@acme.test", "\uff42ob@acme.test", "b\u03bfb@acme.test"]
+)
+def test_a_newcomer_whose_address_could_pass_for_another_gets_no_account(
+    sso, tenant_a, member_of, email
+):
+    """An invitation refuses a local part that reads as another (a Cyrillic o, a full-width b,
+    a Greek omicron); the provider's word made such an account all the same, beside
+    bob@acme.test, whose name it would carry to every colleague."""
+    member_of(tenant_a, "approver", user__email="bob@acme.test")
+
+    with pytest.raises(oidc_signin.SsoRefused) as refused:
+        oidc_signin.sso_member_for(tenant=tenant_a, claims=claims(sub="look-alike", email=email))
+
+    assert refused.value.code == "email_lookalike"
+    assert list(
+        User.objects.filter(email__endswith="@acme.test").values_list("email", flat=True)
+    ) == ["bob@acme.test"]
+    assert not SsoIdentity.objects.exists()
