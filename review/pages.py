@@ -425,11 +425,21 @@ def invisible_named(*, subject: str, text: str, html: str) -> dict:
     }
 
 
+def links_named(html: str) -> dict:
+    """What a page of a message to approve (a draft's, a broadcast's) says of the links of its
+    HTML (``html_links``): ``body_links``, each with where it leads; ``body_misleading_links``,
+    whether one shows one address and leads to another, or runs or carries something."""
+    links = html_links(html)
+    return {
+        "body_links": links,
+        "body_misleading_links": any(link.misleading for link in links),
+    }
+
+
 def _body_warnings(tenant: Tenant, draft: Draft, current: DraftVersion) -> dict:
     """What the page says beside the HTML body: fonts and styles from elsewhere, remote
     images, an HTML left as it was under a changed text, and its looks to other readers."""
     body_fonts, body_remote_styles = style_warnings(current.html)
-    links = html_links(current.html)
     return {
         **invisible_named(subject=current.subject, text=current.text, html=current.html),
         "content_lookalike_hosts": [
@@ -438,8 +448,7 @@ def _body_warnings(tenant: Tenant, draft: Draft, current: DraftVersion) -> dict:
                 subject=current.subject, text=current.text, html=current.html
             ).items()
         ],
-        "body_links": links,
-        "body_misleading_links": any(link.misleading for link in links),
+        **links_named(current.html),
         "body_fonts": body_fonts,
         "body_remote_styles": body_remote_styles,
         "body_remote_images": remote_images(current.html),
