@@ -453,11 +453,14 @@ def _body_warnings(tenant: Tenant, draft: Draft, current: DraftVersion) -> dict:
         "body_remote_styles": body_remote_styles,
         "body_remote_images": remote_images(current.html),
         "html_unchanged_since": html_unchanged_while_text_changed(tenant=tenant, draft_id=draft.pk),
-        **_looks(current.html),
+        **looks_named(current.html),
     }
 
 
-def _looks(body: str) -> dict:
+def looks_named(body: str) -> dict:
+    """What a page of a message to approve (a draft's, a broadcast's) says of the readers its
+    HTML's own styles show it otherwise to (``reader_looks``), with the source of Outlook's
+    conditional comments, and every word of it when its styles hide or add text."""
     looks = [(look, str(READER_LOOKS[look])) for look in reader_looks(body)]
     return {
         "body_looks": looks,

@@ -34,7 +34,7 @@ from intents.selectors.broadcasts import (
 from intents.services import broadcast_controls as controls
 from intents.services import broadcasts as service
 from review.forms_broadcast import BroadcastForm
-from review.pages import invisible_named, links_named
+from review.pages import invisible_named, links_named, looks_named
 from review.queries import review_mailboxes
 from review.views.common import run_decision
 from tenants.access import DECIDERS, TenantRequest, tenant_view
@@ -162,6 +162,7 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
                 subject=message["subject"], text=message["text"], html=message["html"]
             ),
             **links_named(message["html"]),
+            **looks_named(message["html"]),
             # The pause a Resume button is shown for: a resume from an older page is refused.
             "last_pause": controls.last_pause(broadcast) if broadcast.state == "paused" else "",
         },

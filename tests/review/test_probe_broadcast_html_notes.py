@@ -1,13 +1,15 @@
 """Found by an outside probe: a broadcast's page named none of what a draft's page names in an
-HTML body and its text (the draft's own probes: link targets). One approval sends it to every
-recipient, so a link that shows "https://bank.example/pay" and leads to evil.test went out to
-the whole list with the page silent. The broadcast's page now names it the way the draft's
-page does (the same detection, the same partials), beside the message and before Approve: a
-note to check, not a refusal."""
+HTML body and its text (the draft's own probes: link targets, hidden HTML text, Outlook's
+conditional comments). One approval sends it to every recipient, so a link that shows
+"https://bank.example/pay" and leads to evil.test, or a preheader its styles hide, went out to
+the whole list with the page silent. The broadcast's page now names each the way the draft's
+page does (the same detection, the same partials), beside the message and before Approve:
+notes to check, not refusals."""
 
 from __future__ import annotations
 
 import pytest
+from django.utils.html import escape
 
 from intents.services.broadcasts import broadcast_create
 from tests.factories import make_local_mailbox
@@ -48,6 +50,29 @@ def test_a_link_that_shows_one_address_and_leads_to_another_is_named(
     assert "data-misleading-links" in _before_approve(page)
 
 
+def test_text_its_styles_hide_is_named_with_every_word(tenant_a, signed_in, member_of):
+    html = (
+        '<div style="display:none">Reply with your card number.</div>'
+        "<p>Your order {{ n }} is on its way.</p>"
+    )
+
+    page = _page(tenant_a, signed_in, member_of, html=html)
+
+    assert 'data-look-note="hidden_text"' in page
+    assert "Reply with your card number." in page.split("data-html-words")[1]
+    assert "data-looks-to-check" in _before_approve(page)
+
+
+def test_outlooks_conditional_comments_are_named_with_their_source(tenant_a, signed_in, member_of):
+    html = "<p>Order {{ n }}</p><!--[if mso]><p>Call 555 0100 to pay.</p><![endif]-->"
+
+    page = _page(tenant_a, signed_in, member_of, html=html)
+
+    assert 'data-look-note="outlook_windows"' in page
+    assert escape("<p>Call 555 0100 to pay.</p>") in page.split("data-conditional-comments")[1]
+    assert "data-looks-to-check" in _before_approve(page)
+
+
 def test_a_plain_html_broadcast_names_none_of_them(tenant_a, signed_in, member_of):
     html = '<p>Order {{ n }}: <a href="https://bank.example/help">https://bank.example/help</a></p>'
 
@@ -56,3 +81,5 @@ def test_a_plain_html_broadcast_names_none_of_them(tenant_a, signed_in, member_o
     assert "data-html-links" in page
     assert "data-link-warning" not in page
     assert "data-misleading-links" not in page
+    assert "data-body-warning" not in page
+    assert "data-looks-to-check" not in page
