@@ -425,6 +425,20 @@ def invisible_named(*, subject: str, text: str, html: str) -> dict:
     }
 
 
+def lookalike_hosts_named(*, subject: str, text: str, html: str) -> dict:
+    """What a page of a message to approve (a draft's, a broadcast's) says of the domains it
+    names that may read as another (``lookalike_hosts_in_content``):
+    ``content_lookalike_hosts``, (field, its name, the names) for each field naming some."""
+    return {
+        "content_lookalike_hosts": [
+            (where, str(CONTENT_FIELDS[where]), hosts)
+            for where, hosts in lookalike_hosts_in_content(
+                subject=subject, text=text, html=html
+            ).items()
+        ]
+    }
+
+
 def links_named(html: str) -> dict:
     """What a page of a message to approve (a draft's, a broadcast's) says of the links of its
     HTML (``html_links``): ``body_links``, each with where it leads; ``body_misleading_links``,
@@ -442,12 +456,7 @@ def _body_warnings(tenant: Tenant, draft: Draft, current: DraftVersion) -> dict:
     body_fonts, body_remote_styles = style_warnings(current.html)
     return {
         **invisible_named(subject=current.subject, text=current.text, html=current.html),
-        "content_lookalike_hosts": [
-            (where, str(CONTENT_FIELDS[where]), hosts)
-            for where, hosts in lookalike_hosts_in_content(
-                subject=current.subject, text=current.text, html=current.html
-            ).items()
-        ],
+        **lookalike_hosts_named(subject=current.subject, text=current.text, html=current.html),
         **links_named(current.html),
         "body_fonts": body_fonts,
         "body_remote_styles": body_remote_styles,

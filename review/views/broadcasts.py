@@ -34,7 +34,7 @@ from intents.selectors.broadcasts import (
 from intents.services import broadcast_controls as controls
 from intents.services import broadcasts as service
 from review.forms_broadcast import BroadcastForm
-from review.pages import invisible_named, links_named, looks_named
+from review.pages import invisible_named, links_named, lookalike_hosts_named, looks_named
 from review.queries import review_mailboxes
 from review.views.common import run_decision
 from tenants.access import DECIDERS, TenantRequest, tenant_view
@@ -159,6 +159,9 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
             "pace": broadcast_pace(broadcast),
             "approve_blocked_reason": approve_blocked_reason,
             **invisible_named(
+                subject=message["subject"], text=message["text"], html=message["html"]
+            ),
+            **lookalike_hosts_named(
                 subject=message["subject"], text=message["text"], html=message["html"]
             ),
             **links_named(message["html"]),

@@ -1,10 +1,10 @@
 """Found by an outside probe: a broadcast's page named none of what a draft's page names in an
 HTML body and its text (the draft's own probes: link targets, hidden HTML text, Outlook's
-conditional comments). One approval sends it to every recipient, so a link that shows
-"https://bank.example/pay" and leads to evil.test, or a preheader its styles hide, went out to
-the whole list with the page silent. The broadcast's page now names each the way the draft's
-page does (the same detection, the same partials), beside the message and before Approve:
-notes to check, not refusals."""
+conditional comments, look-alike hosts). One approval sends it to every recipient, so a link
+that shows "https://bank.example/pay" and leads to evil.test, a preheader its styles hide, or a
+"b\u0430nk.example" went out to the whole list with the page silent. The broadcast's page now
+names each the way the draft's page does (the same detection, the same partials), beside the
+message and before Approve: notes to check, not refusals."""
 
 from __future__ import annotations
 
@@ -73,6 +73,23 @@ def test_outlooks_conditional_comments_are_named_with_their_source(tenant_a, sig
     assert "data-looks-to-check" in _before_approve(page)
 
 
+@pytest.mark.parametrize(
+    ("fields", "where"),
+    [
+        ({"subject": "Pay at b\u0430nk.example {{ n }}"}, "subject"),
+        ({"text": "Pay at https://b\u0430nk.example/pay {{ n }}"}, "text"),
+        ({"html": "<p>Pay at <b>https://b\u0430nk.example/pay</b> {{ n }}</p>"}, "html"),
+    ],
+    ids=["subject", "text", "html"],
+)
+def test_a_lookalike_domain_is_named_by_field(tenant_a, signed_in, member_of, fields, where):
+    page = _page(tenant_a, signed_in, member_of, **fields)
+
+    assert f'data-lookalike-hosts-in="{where}"' in page
+    assert "xn--bnk-6cd.example" in page
+    assert "data-lookalike-hosts-to-check" in _before_approve(page)
+
+
 def test_a_plain_html_broadcast_names_none_of_them(tenant_a, signed_in, member_of):
     html = '<p>Order {{ n }}: <a href="https://bank.example/help">https://bank.example/help</a></p>'
 
@@ -83,3 +100,4 @@ def test_a_plain_html_broadcast_names_none_of_them(tenant_a, signed_in, member_o
     assert "data-misleading-links" not in page
     assert "data-body-warning" not in page
     assert "data-looks-to-check" not in page
+    assert "data-lookalike-hosts-to-check" not in page
