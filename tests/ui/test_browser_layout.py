@@ -159,6 +159,15 @@ def layout_scene(request, tenant_a):
         name="Lagerausfall Hauptverteilzentrum Nordrhein-Westfalen",
         subject="Ihre Bestellung {{ order }} verzögert sich",
         text="Hallo {{ name }},\n\nIhre Bestellung {{ order }} wird nächste Woche verschickt.",
+        # What the broadcast page names as the draft page does: hidden text, a link leading
+        # elsewhere (a long target), a conditional comment, a look-alike domain.
+        html=(
+            '<div style="display:none">Antworten Sie mit Ihrer Kartennummer.</div>'
+            "<p>Hallo {{ name }}, Ihre Bestellung {{ order }} kommt bald: https://b\u0430nk.example</p>"
+            '<p><a href="https://rechnungskorrektur.example-payments.test/kunden/bestaetigung/'
+            '1042?token=abcdefghijklmnopqrstuvwxyz0123456789">https://bank.example/zahlung</a></p>'
+            "<!--[if mso]><p>Nur in Outlook</p><![endif]-->"
+        ),
         recipients=[
             {"address": f"kunde{i}@example.com", "variables": {"name": "Kim", "order": f"A{i}"}}
             for i in range(4)
