@@ -14,9 +14,12 @@ from typing import TYPE_CHECKING
 
 from django.utils.translation import gettext_lazy as _
 
+from intents.events.delivery import LEASE_EXPIRED
 from intents.models import IntentEvent
 from intents.sending.inbox_lost import INBOX_LOST_REASON
 from intents.sending.precheck import APPROVED_OWN_VERSION, WROTE_EARLIER_VERSION
+from intents.services.deadlines import NOBODY_TO_ESCALATE_TO, PASSED_OVER_FOR_AN_ADMIN
+from intents.services.undo import UNDONE_NOTE
 
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
@@ -92,6 +95,22 @@ SYSTEM_REASONS = {
     INBOX_LOST_REASON: _(
         "Outcome unknown: the mailbox's inbox was deleted at AgentMail, with the messages that "
         "could show whether this send went out, and is being made again; a person must decide."
+    ),
+    # The sweep's escalation of a draft past its deadline (intents.services.deadlines).
+    NOBODY_TO_ESCALATE_TO: _(
+        "No one the escalation rule names may review this mailbox and is not marked away; it was "
+        "left unassigned."
+    ),
+    PASSED_OVER_FOR_AN_ADMIN: _(
+        "The member the escalation rule names can no longer decide it; it went to an admin."
+    ),
+    # Not a journal row's: the note an undo leaves on the send it cancels (intents.services.undo;
+    # the send's page, when its journal has the undo's row) and an agent event delivery's error
+    # when its attempt recorded no answer (intents.events.delivery; Console → Agent events).
+    UNDONE_NOTE: _("Undone within the undo window; nothing was sent."),
+    LEASE_EXPIRED: _(
+        "No answer was recorded within the attempt's time: the worker stopped, or the receiver "
+        "stalled."
     ),
 }
 

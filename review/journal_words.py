@@ -111,6 +111,17 @@ def error_words(detail: str) -> str:
     return str(SYSTEM_REASONS.get(detail, detail))
 
 
+def resolution_words(intent, events: list[IntentEvent]) -> SafeString:
+    """A send's resolution note: in the reader's words when the system wrote it (an undo's note;
+    the send's journal then has the undo's row, which carries no reason of a person), else a
+    person's words as written (a cancel's reason, the evidence of a resolution), set apart."""
+    note = intent.resolution_note
+    words = SYSTEM_REASONS.get(note)
+    if words is not None and any(e.action == "intent.undone" for e in events):
+        return format_html('<span title="{}">{}</span>', note, words)
+    return format_html("<span data-customer-content>{}</span>", note)
+
+
 def delivery_recipients(event: IntentEvent) -> SafeString:
     if not event.action.startswith(DELIVERY_PREFIX) or not isinstance(event.data, dict):
         return SafeString("")

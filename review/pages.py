@@ -59,7 +59,7 @@ from intents.selectors.drafts import (
 )
 from intents.selectors.presence import present_on_drafts
 from intents.selectors.queue import QueueFilter
-from review import queries
+from review import journal_words, queries
 from review.diff import VersionDiff, version_diff
 from review.queries import QueuePage, Recipient
 from tenants.models import Membership, Tenant, User
@@ -593,11 +593,13 @@ def send_page(*, tenant: Tenant, membership: Membership, intent: SendIntent) -> 
     deliveries = queries.intent_deliveries(tenant=tenant, intent=intent)
     can_decide = can_approve(membership=membership, mailbox=intent.mailbox)
     held_for = held_for_messages(tenant=tenant, intent=intent)
+    events = selectors.intent_events(tenant=tenant, intent_id=intent.pk)
     return {
         "intent": intent,
         "version": intent.draft_version,
         "attempts": selectors.intent_attempts(tenant=tenant, intent_id=intent.pk),
-        "events": selectors.intent_events(tenant=tenant, intent_id=intent.pk),
+        "events": events,
+        "resolution": journal_words.resolution_words(intent, events),
         "deliveries": deliveries,
         "can_decide": can_decide,
         "live": send_page_live(intent, deliveries),

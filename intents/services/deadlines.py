@@ -202,13 +202,20 @@ def _breach(
     return True
 
 
+# The escalation's reasons, stored as written (intents.reason_words gives them in words).
+NOBODY_TO_ESCALATE_TO = "nobody the escalation rule names may review this mailbox and is not away"
+PASSED_OVER_FOR_AN_ADMIN = (
+    "the member the escalation rule names can no longer decide it: to an admin"
+)
+
+
 def _journal_escalation(tenant: Tenant, draft: Draft, target) -> None:
     passed_over = _passed_over(tenant, target)
     if target is None:
         # No one may review it, or everyone who may is marked away (present_only).
-        reason = "nobody the escalation rule names may review this mailbox and is not away"
+        reason = NOBODY_TO_ESCALATE_TO
     elif passed_over:
-        reason = "the member the escalation rule names can no longer decide it: to an admin"
+        reason = PASSED_OVER_FOR_AN_ADMIN
     else:
         reason = ""
     data = {"to": target.pk if target else None, "previous_holder": draft.assignee_id}

@@ -26,6 +26,10 @@ from intents.services.reopen import reopen_as_new_version
 
 log = logging.getLogger("intents.services")
 
+# The note an undo leaves on the send it cancels, stored as written (the send's page gives it in
+# words: intents.reason_words).
+UNDONE_NOTE = "Undone inside the undo window."
+
 # Ended, and nothing went out unless the journal shows an unproven outcome (a send cancelled from
 # needs_attention may have): refusing an undo of these as "too late, it is on its way" is false.
 NOT_SENT_STATES = frozenset(
@@ -71,7 +75,7 @@ def intent_undo(*, tenant, intent_id, actor) -> Draft:
         ).update(
             state=SendIntent.State.CANCELLED,
             resolved_by=actor,
-            resolution_note="Undone inside the undo window.",
+            resolution_note=UNDONE_NOTE,
             updated_at=Now(),
         )
         if not changed:
