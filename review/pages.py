@@ -148,10 +148,19 @@ def queue(
             sender_address(author) if answered_author_left_out(recipients, author) else ""
         )
         draft.answered_elsewhere = draft.pk in answered_elsewhere
+    _mark_what_readers_see_otherwise(tenant, page.rows)
+    return page
+
+
+def _mark_what_readers_see_otherwise(tenant: Tenant, rows: list) -> None:
+    """Mark each row whose content another reader sees otherwise (reader looks, hidden text,
+    misleading links, invisible characters, look-alike domains, a text changed under an HTML
+    left as it was): draft_approve leaves such a draft to its page, which names each. Three
+    queries for the whole page."""
     # One query for the rows offered for bulk approve (only their bodies are read, up to a
     # megabyte each): the HTML of each current version, whose looks for other readers (a
     # phone, dark mode) draft_approve leaves to the draft's page.
-    offered = [d for d in page.rows if d.can_decide and not d.approve_blocked]
+    offered = [d for d in rows if d.can_decide and not d.approve_blocked]
     bodies = current_html_bodies(tenant=tenant, draft_ids=[d.pk for d in offered])
     # And one for those whose text changed under an HTML left as it was (draft_approve leaves
     # them to the draft's page too): their versions' digests, no body read.
@@ -161,7 +170,7 @@ def queue(
     # And one for those whose text may hold characters nobody sees or name a domain that reads
     # as another: only texts with a character outside ASCII or Punycode are read.
     texts = current_texts_beyond_ascii(tenant=tenant, draft_ids=[d.pk for d in offered])
-    for draft in page.rows:
+    for draft in rows:
         draft.lookalike_hosts = bool(
             lookalike_hosts_in_content(
                 subject=draft.cur_subject or "",
@@ -180,7 +189,6 @@ def queue(
         looks = reader_looks(bodies.get(draft.pk, ""))
         draft.reader_looks = get_text_list([str(READER_LOOKS[look]) for look in looks], _("and"))
         draft.html_unchanged_since = unchanged.get(draft.pk)
-    return page
 
 
 # --- draft page ----------------------------------------------------------------------------------

@@ -83,31 +83,9 @@ def draft_approve(
     approved a moment later must not go out answering what nobody read.
 
     ``unseen``: approved from a list (the queue's bulk approval), whose rows show neither the
-    draft page's warnings nor its whole content. A draft with an earlier send that may have gone
-    out is then refused: only its page says so, and a new send could reach the customer twice.
-    So is a draft with a recipient that holds letters outside ASCII (``lookalike_recipients``):
-    a list shows it as the plain address it looks like; only the page names its letters. And so
-    is a draft with a recipient who wrote nothing in its thread (``strangers_to_thread``): a
-    list row shows a subject and one address, not that Ana's conversation (her subject, her
-    forwarded files) would go to Ben; the page says "Not a participant of this thread". Nor
-    is a participant enough (``_require_one_conversation``): Ben can join Ana's thread by
-    answering her message, so a reply that leaves out the author of the message it answers, a
-    thread whose messages come from more than one organisation, and a file forwarded to
-    someone other than its sender are left for the page too. So is HTML whose own CSS shows
-    it otherwise to some readers (``reader_looks``: a phone's width, dark mode): only the page
-    names them and shows the phone's look. So is HTML with a link whose text names another
-    address than it leads to, or that runs or carries something (``misleading_links``): only the
-    page lists where each link leads. So is a subject or body with characters nobody sees
-    (``invisible_in_content``: a right-to-left override, a zero-width space): only the page
-    names them. So is a subject or body that names a domain that may read as another
-    (``lookalike_hosts_in_content``: "https://b\u0430nk.example/pay" with a Cyrillic a, which a
-    mail client makes a link of): only the page names its letters. So is a draft whose text
-    changed while its HTML
-    stayed as it was (``_require_html_with_its_text``): most mail clients show the HTML, and
-    only the page shows both. So is a reply to a customer message that another approved
-    draft's reply answered, or may still (``_require_only_reply_to_its_message``): the page
-    names it. Every approval of a reply serialises on the message it answers
-    (``_lock_answered_message``), so two approved at once see each other.
+    draft page's warnings nor its whole content: what only the page shows refuses it
+    (``_require_what_only_the_page_shows``). Every approval of a reply serialises on the message
+    it answers (``_lock_answered_message``), so two approved at once see each other.
     """
     with transaction.atomic():
         # Before reading the tenant, the mailbox and the approver's right: a change that stops
@@ -127,19 +105,7 @@ def draft_approve(
         _lock_answered_message(draft)
         _require_customer_messages_seen(tenant, draft, messages_seen, from_list=unseen)
         if unseen:
-            _require_plain_recipients(current)
-            senders = thread_senders(
-                tenant=tenant, mailbox=draft.mailbox_id, thread_id=draft.thread_id
-            )
-            _require_thread_participants(current, senders)
-            _require_one_conversation(tenant, draft, current, senders)
-            _require_only_reply_to_its_message(tenant, draft)
-            _require_one_look(current)
-            _require_links_that_lead_where_they_show(current)
-            _require_visible_characters(current)
-            _require_plain_hosts(current)
-            _require_html_with_its_text(tenant, draft)
-            _require_no_unproven_send(tenant, draft)
+            _require_what_only_the_page_shows(tenant, draft, current)
         intent = _create_intent(tenant, draft, current, actor, now)
         _record_approval(tenant, draft, current, intent, membership, from_list=unseen)
         held = intent.hold_until is not None
@@ -149,6 +115,46 @@ def draft_approve(
         extra={"tenant_id": tenant.pk, "draft_id": draft.pk, "intent_id": intent.pk},
     )
     return intent
+
+
+def _require_what_only_the_page_shows(tenant, draft: Draft, current: DraftVersion) -> None:
+    """The refusals of an approval from a list (the queue's bulk approval), whose rows show
+    neither the draft page's warnings nor its whole content.
+
+    A draft with an earlier send that may have gone out is then refused: only its page says so, and
+    a new send could reach the customer twice. So is a draft with a recipient that holds letters
+    outside ASCII (``lookalike_recipients``): a list shows it as the plain address it looks like;
+    only the page names its letters. And so is a draft with a recipient who wrote nothing in its
+    thread (``strangers_to_thread``): a list row shows a subject and one address, not that Ana's
+    conversation (her subject, her forwarded files) would go to Ben; the page says "Not a
+    participant of this thread". Nor is a participant enough (``_require_one_conversation``): Ben
+    can join Ana's thread by answering her message, so a reply that leaves out the author of the
+    message it answers, a thread whose messages come from more than one organisation, and a file
+    forwarded to someone other than its sender are left for the page too. So is HTML whose own CSS
+    shows it otherwise to some readers (``reader_looks``: a phone's width, dark mode): only the
+    page names them and shows the phone's look. So is HTML with a link whose text names another
+    address than it leads to, or that runs or carries something (``misleading_links``): only the
+    page lists where each link leads. So is a subject or body with characters nobody sees
+    (``invisible_in_content``: a right-to-left override, a zero-width space): only the page names
+    them. So is a subject or body that names a domain that may read as another
+    (``lookalike_hosts_in_content``: "https://b\u0430nk.example/pay" with a Cyrillic a, which a
+    mail client makes a link of): only the page names its letters. So is a draft whose text changed
+    while its HTML stayed as it was (``_require_html_with_its_text``): most mail clients show the
+    HTML, and only the page shows both. So is a reply to a customer message that another approved
+    draft's reply answered, or may still (``_require_only_reply_to_its_message``): the page names
+    it.
+    """
+    _require_plain_recipients(current)
+    senders = thread_senders(tenant=tenant, mailbox=draft.mailbox_id, thread_id=draft.thread_id)
+    _require_thread_participants(current, senders)
+    _require_one_conversation(tenant, draft, current, senders)
+    _require_only_reply_to_its_message(tenant, draft)
+    _require_one_look(current)
+    _require_links_that_lead_where_they_show(current)
+    _require_visible_characters(current)
+    _require_plain_hosts(current)
+    _require_html_with_its_text(tenant, draft)
+    _require_no_unproven_send(tenant, draft)
 
 
 def _stale(draft: Draft, current: DraftVersion, version, content_hash) -> errors.StaleVersion:

@@ -244,75 +244,9 @@ def storage_recount_mailboxes(*, tenant_id: int) -> list[tuple[int, int, int]]:
     each total (by mailbox id), the order every charge and purge takes them in; the sum is read
     after the total's lock. Call before the tenant's ``storage_recount``, never in one
     transaction with it. Returns the corrections, (mailbox id, before, after)."""
-    corrected = []
     with transaction.atomic():
-        blobs = AttachmentBlob.objects.filter(tenant_id=tenant_id).order_by("sha256")
-        charged = AttachmentCharge.objects.filter(tenant_id=tenant_id)
-        dead = list(
-            blobs.select_for_update()
-            .filter(data_purged_at__isnull=False, pk__in=charged.values("blob_id"))
-            .values_list("pk", flat=True)
-        )
-        if dead:
-            charged.filter(blob_id__in=dead).delete()
-        needed = (
-            DraftAttachment.objects.filter(
-                tenant_id=tenant_id,
-                version__body_purged_at__isnull=True,
-                blob__data_purged_at__isnull=True,
-            )
-            .exclude(
-                Exists(
-                    AttachmentCharge.objects.filter(
-                        mailbox_id=OuterRef("version__draft__mailbox_id"),
-                        blob_id=OuterRef("blob_id"),
-                    )
-                )
-            )
-            .values_list("version__draft__mailbox_id", "blob_id")
-            .distinct()
-        )
-        pairs = set(needed)
-        if pairs:
-            live = set(
-                blobs.select_for_update()
-                .filter(pk__in={blob_id for _, blob_id in pairs}, data_purged_at__isnull=True)
-                .values_list("pk", flat=True)
-            )
-            AttachmentCharge.objects.bulk_create(
-                [
-                    AttachmentCharge(tenant_id=tenant_id, mailbox_id=m, blob_id=b)
-                    for m, b in sorted(pairs)
-                    if b in live
-                ],
-                ignore_conflicts=True,
-            )
-        mailboxes = sorted(
-            set(charged.values_list("mailbox_id", flat=True))
-            | set(
-                MailboxAttachmentStorage.objects.filter(tenant_id=tenant_id).values_list(
-                    "mailbox_id", flat=True
-                )
-            )
-        )
-        for mailbox_id in mailboxes:
-            MailboxAttachmentStorage.objects.bulk_create(
-                [MailboxAttachmentStorage(mailbox_id=mailbox_id, tenant_id=tenant_id)],
-                ignore_conflicts=True,
-            )
-            row = MailboxAttachmentStorage.objects.select_for_update().get(mailbox_id=mailbox_id)
-            held = AttachmentCharge.objects.filter(
-                mailbox_id=mailbox_id, blob__data_purged_at__isnull=True
-            ).aggregate(total=Sum("blob__size"))["total"]
-            after = int(held or 0)
-            if after != row.bytes_used:
-                MailboxAttachmentStorage.objects.filter(mailbox_id=mailbox_id).update(
-                    bytes_used=after
-                )
-                operator_mailbox_storage_recounted(
-                    tenant_id=tenant_id, mailbox_id=mailbox_id, before=row.bytes_used, after=after
-                )
-                corrected.append((mailbox_id, row.bytes_used, after))
+        _charges_made_right(tenant_id)
+        corrected = _mailbox_totals_set(tenant_id)
     for mailbox_id, before, after in corrected:
         log.info(
             "intents.attachment.mailbox_storage_recounted",
@@ -323,4 +257,82 @@ def storage_recount_mailboxes(*, tenant_id: int) -> list[tuple[int, int, int]]:
                 "after": after,
             },
         )
+    return corrected
+
+
+def _charges_made_right(tenant_id: int) -> None:
+    """``storage_recount_mailboxes``' first step, in its transaction: the charges of blobs whose
+    bytes are gone deleted, the files drafts still need charged (blobs locked first)."""
+    blobs = AttachmentBlob.objects.filter(tenant_id=tenant_id).order_by("sha256")
+    charged = AttachmentCharge.objects.filter(tenant_id=tenant_id)
+    dead = list(
+        blobs.select_for_update()
+        .filter(data_purged_at__isnull=False, pk__in=charged.values("blob_id"))
+        .values_list("pk", flat=True)
+    )
+    if dead:
+        charged.filter(blob_id__in=dead).delete()
+    needed = (
+        DraftAttachment.objects.filter(
+            tenant_id=tenant_id,
+            version__body_purged_at__isnull=True,
+            blob__data_purged_at__isnull=True,
+        )
+        .exclude(
+            Exists(
+                AttachmentCharge.objects.filter(
+                    mailbox_id=OuterRef("version__draft__mailbox_id"),
+                    blob_id=OuterRef("blob_id"),
+                )
+            )
+        )
+        .values_list("version__draft__mailbox_id", "blob_id")
+        .distinct()
+    )
+    pairs = set(needed)
+    if pairs:
+        live = set(
+            blobs.select_for_update()
+            .filter(pk__in={blob_id for _, blob_id in pairs}, data_purged_at__isnull=True)
+            .values_list("pk", flat=True)
+        )
+        AttachmentCharge.objects.bulk_create(
+            [
+                AttachmentCharge(tenant_id=tenant_id, mailbox_id=m, blob_id=b)
+                for m, b in sorted(pairs)
+                if b in live
+            ],
+            ignore_conflicts=True,
+        )
+
+
+def _mailbox_totals_set(tenant_id: int) -> list[tuple[int, int, int]]:
+    """``storage_recount_mailboxes``' second step, in its transaction: each mailbox's total set
+    to its charges' sum, read after the total's lock; the corrections, audited."""
+    charged = AttachmentCharge.objects.filter(tenant_id=tenant_id)
+    corrected = []
+    mailboxes = sorted(
+        set(charged.values_list("mailbox_id", flat=True))
+        | set(
+            MailboxAttachmentStorage.objects.filter(tenant_id=tenant_id).values_list(
+                "mailbox_id", flat=True
+            )
+        )
+    )
+    for mailbox_id in mailboxes:
+        MailboxAttachmentStorage.objects.bulk_create(
+            [MailboxAttachmentStorage(mailbox_id=mailbox_id, tenant_id=tenant_id)],
+            ignore_conflicts=True,
+        )
+        row = MailboxAttachmentStorage.objects.select_for_update().get(mailbox_id=mailbox_id)
+        held = AttachmentCharge.objects.filter(
+            mailbox_id=mailbox_id, blob__data_purged_at__isnull=True
+        ).aggregate(total=Sum("blob__size"))["total"]
+        after = int(held or 0)
+        if after != row.bytes_used:
+            MailboxAttachmentStorage.objects.filter(mailbox_id=mailbox_id).update(bytes_used=after)
+            operator_mailbox_storage_recounted(
+                tenant_id=tenant_id, mailbox_id=mailbox_id, before=row.bytes_used, after=after
+            )
+            corrected.append((mailbox_id, row.bytes_used, after))
     return corrected
