@@ -458,17 +458,25 @@ def links_named(html: str) -> dict:
     }
 
 
+def styles_named(html: str) -> dict:
+    """What a page that frames a message's HTML (a draft's, a broadcast's) says the frame does
+    not apply: its own fonts, styles and images from elsewhere (review/_frame_notes.html)."""
+    body_fonts, body_remote_styles = style_warnings(html)
+    return {
+        "body_fonts": body_fonts,
+        "body_remote_styles": body_remote_styles,
+        "body_remote_images": remote_images(html),
+    }
+
+
 def _body_warnings(tenant: Tenant, draft: Draft, current: DraftVersion) -> dict:
     """What the page says beside the HTML body: fonts and styles from elsewhere, remote
     images, an HTML left as it was under a changed text, and its looks to other readers."""
-    body_fonts, body_remote_styles = style_warnings(current.html)
     return {
         **invisible_named(subject=current.subject, text=current.text, html=current.html),
         **lookalike_hosts_named(subject=current.subject, text=current.text, html=current.html),
         **links_named(current.html),
-        "body_fonts": body_fonts,
-        "body_remote_styles": body_remote_styles,
-        "body_remote_images": remote_images(current.html),
+        **styles_named(current.html),
         "html_unchanged_since": html_unchanged_while_text_changed(tenant=tenant, draft_id=draft.pk),
         **looks_named(current.html),
     }

@@ -57,6 +57,11 @@ urlpatterns = [
         name="broadcast_recipients_csv",
     ),
     path(
+        "broadcasts/<int:broadcast_id>/sample/html/",
+        broadcasts.broadcast_sample_html,
+        name="broadcast_sample_html",
+    ),
+    path(
         "broadcasts/<int:broadcast_id>/approve/",
         broadcasts.broadcast_approve,
         name="broadcast_approve",

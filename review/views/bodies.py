@@ -1,4 +1,6 @@
-"""The HTML body of a draft version, as the document of the draft page's sandboxed frame.
+"""The HTML body of a draft version, as the document of the draft page's sandboxed frame; and
+the same document for a broadcast's sample message (``broadcast_sample_html``, in
+``review.views.broadcasts``), served by the same code under the same policy.
 
 It is served from its own URL, not written into the frame's ``srcdoc``: a ``srcdoc`` document
 inherits the staff page's Content-Security-Policy, whose ``style-src 'self'`` blocks every
@@ -37,6 +39,7 @@ and the person who edited saw another message than the one they then approved.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
@@ -85,10 +88,27 @@ def _email_document(
     return response
 
 
+def email_document_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A view that answers a message's HTML as a framed document: read only, never cached,
+    framed only by our own pages (the document's policy says so too)."""
+    return require_safe(never_cache(xframe_options_sameorigin(view)))
+
+
+def framed_html(html: str | None) -> HttpResponse:
+    """The document of a sandboxed frame for a message's HTML body as it is sent, its frames as
+    text; ``None`` for a body retention purged (410, nothing)."""
+    if html is None:
+        return _email_document("", status=410)
+    return _email_document(frames_as_text(html))
+
+
+def email_document_refused(words: str, *, status: int) -> HttpResponse:
+    """A refusal shown in the frame as text, under the same policy."""
+    return _email_document(words, status=status, content_type="text/plain")
+
+
 @tenant_view()
-@require_safe
-@never_cache
-@xframe_options_sameorigin
+@email_document_view
 def draft_version_html(request: TenantRequest, draft_id: int, number: int) -> HttpResponse:
     """The version's HTML body as stored (what is hashed and sent), its frames as text, locked
     down; 404 for another tenant's draft as for a missing one, 410 once retention purged the
@@ -97,9 +117,7 @@ def draft_version_html(request: TenantRequest, draft_id: int, number: int) -> Ht
         version = draft_version_get(tenant=request.tenant, draft_id=draft_id, number=number)
     except errors.NotFound:
         raise Http404("No such version") from None
-    status = 410 if version.body_purged_at is not None else 200
-    body = frames_as_text(version.html) if status == 200 else ""
-    return _email_document(body, status=status)
+    return framed_html(version.html if version.body_purged_at is None else None)
 
 
 @tenant_view(roles=DECIDERS)
@@ -117,12 +135,12 @@ def draft_html_preview(request: TenantRequest, draft_id: int) -> HttpResponse:
     try:
         require_right(request, draft.mailbox)
     except PermissionDenied as denied:
-        return _email_document(str(denied), status=403, content_type="text/plain")
+        return email_document_refused(str(denied), status=403)
     form = HtmlPreviewForm(request.POST)
     if not form.is_valid():
-        return _email_document(str(form.errors["html"][0]), status=400, content_type="text/plain")
+        return email_document_refused(str(form.errors["html"][0]), status=400)
     try:
         html = body_as_stored("html", form.cleaned_data["html"])
     except errors.InvalidInput as error:
-        return _email_document(error.message, status=400, content_type="text/plain")
-    return _email_document(frames_as_text(html))
+        return email_document_refused(error.message, status=400)
+    return framed_html(html)

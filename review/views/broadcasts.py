@@ -1,6 +1,7 @@
-"""The broadcast pages: the list, one broadcast (a sample recipient's message, the recipient
-count, who is filtered out, progress) and a person's decisions on it: approve, reject, pause,
-resume, cancel. Each decision is one intents service; a business refusal is a message."""
+"""The broadcast pages: the list, one broadcast (a sample recipient's message, its HTML drawn in
+the draft page's sandboxed frame, the recipient count, who is filtered out, progress) and a
+person's decisions on it: approve, reject, pause, resume, cancel. Each decision is one intents
+service; a business refusal is a message."""
 
 from __future__ import annotations
 
@@ -34,8 +35,15 @@ from intents.selectors.broadcasts import (
 from intents.services import broadcast_controls as controls
 from intents.services import broadcasts as service
 from review.forms_broadcast import BroadcastForm
-from review.pages import invisible_named, links_named, lookalike_hosts_named, looks_named
+from review.pages import (
+    invisible_named,
+    links_named,
+    lookalike_hosts_named,
+    looks_named,
+    styles_named,
+)
 from review.queries import review_mailboxes
+from review.views.bodies import email_document_refused, email_document_view, framed_html
 from review.views.common import run_decision
 from tenants.access import DECIDERS, TenantRequest, tenant_view
 from tenants.send_stops import with_sends_in_flight
@@ -114,14 +122,20 @@ def broadcast_new(request: TenantRequest) -> HttpResponse:
     )
 
 
+def _sample_position(request: TenantRequest, broadcast) -> int:
+    """The recipient (canonical position) whose message the page shows: ``?sample=``, kept
+    within the list."""
+    try:
+        return max(0, min(int(request.GET.get("sample", 0)), broadcast.recipient_count - 1))
+    except ValueError:
+        return 0
+
+
 @tenant_view()
 @require_safe
 def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
     broadcast = _broadcast_or_404(request, broadcast_id)
-    try:
-        position = max(0, min(int(request.GET.get("sample", 0)), broadcast.recipient_count - 1))
-    except ValueError:
-        position = 0
+    position = _sample_position(request, broadcast)
     sample = broadcast_sample(broadcast, position)
     # What the approver reads: this recipient's message (the template with their values), or
     # the template when there is no sample (a draft's page names the same, cf3f1a5).
@@ -149,6 +163,11 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
             "not_ascii": broadcast_addresses_not_ascii(broadcast),
             "values_invisible": broadcast_values_invisible(broadcast),
             "sample": sample,
+            "sample_position": position,
+            # Kept by the frame's look links (review/_reader_looks.html): the same recipient.
+            "sample_query": f"sample={position}" if position else "",
+            # The look the sample's frame shows (review/_reader_looks.html).
+            "frame_look": "phone" if request.GET.get("look") == "phone" else "",
             # Its recipients were replaced while the page was read: no approve button for a
             # hash whose message the page could not show.
             "changed": sample is None
@@ -166,10 +185,35 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
             ),
             **links_named(message["html"]),
             **looks_named(message["html"]),
+            **styles_named(message["html"]),
             # The pause a Resume button is shown for: a resume from an older page is refused.
             "last_pause": controls.last_pause(broadcast) if broadcast.state == "paused" else "",
         },
     )
+
+
+@tenant_view()
+@email_document_view
+def broadcast_sample_html(request: TenantRequest, broadcast_id: int) -> HttpResponse:
+    """The sample recipient's HTML (``?sample=``, the template with their values, as it is
+    sent) as the page's sandboxed frame: the draft frame's document, policy and headers. 404 for
+    another tenant's broadcast as for a missing one, 410 once retention purged the body.
+
+    Of the hash the page's approve button carries (``?hash=``; none: the current one), or a 409:
+    the frame loads after the page, and recipients replaced in between would otherwise draw the
+    new list's message above the old hash's button."""
+    broadcast = _broadcast_or_404(request, broadcast_id)
+    if broadcast.body_purged_at is not None:
+        return framed_html(None)
+    sample = None
+    if request.GET.get("hash", broadcast.content_hash) == broadcast.content_hash:
+        sample = broadcast_sample(broadcast, _sample_position(request, broadcast))
+    if sample is None:
+        return email_document_refused(
+            _("The broadcast changed since you opened it. Review it again before approving."),
+            status=409,
+        )
+    return framed_html(sample["html"])
 
 
 @tenant_view()

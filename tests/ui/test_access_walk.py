@@ -56,6 +56,7 @@ EXPECTED = {
     "broadcasts": READ,
     "broadcast": READ,
     "broadcast_recipients_csv": READ,
+    "broadcast_sample_html": READ,
     "broadcast_new": DECIDE_PAGE,
     "broadcast_approve": POST_DECIDE,
     "broadcast_reject": POST_DECIDE,
@@ -324,9 +325,10 @@ def test_every_html_page_carries_a_strict_csp_with_a_fresh_nonce(world, client):
         response = client.get(fill(route, world["values"]))
         if response.status_code != 200 or not response["Content-Type"].startswith("text/html"):
             continue
-        if name == "draft_version_html":
-            # An email's HTML body, the draft page's framed document: a policy of its own
-            # (tests/review/test_bodies.py), framed by our pages only, running nothing.
+        if name in ("draft_version_html", "broadcast_sample_html"):
+            # An email's HTML body, the draft's or broadcast's page's framed document: a policy
+            # of its own (tests/review/test_bodies.py, test_broadcast_frame.py), framed by our
+            # pages only, running nothing.
             assert response["Content-Security-Policy"] == EMAIL_DOCUMENT_POLICY
             continue
         pages += 1
