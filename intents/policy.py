@@ -255,7 +255,7 @@ class LookalikeHost:
     letters: str  # its letters outside ASCII, named (letters_beyond_ascii)
 
 
-def _lookalike(name: str) -> LookalikeHost:
+def lookalike_named(name: str) -> LookalikeHost:
     shown = unicode_form(name) or ""
     if name.isascii():
         return LookalikeHost(name, shown, letters_beyond_ascii(shown))
@@ -282,7 +282,9 @@ def lookalike_hosts_in_content(*, subject: str, text: str, html: str) -> dict[st
         "text": lookalike_hosts(text),
         "html": lookalike_hosts(html_read),
     }
-    return {field: [_lookalike(name) for name in names] for field, names in found.items() if names}
+    return {
+        field: [lookalike_named(name) for name in names] for field, names in found.items() if names
+    }
 
 
 def on_thread(address: str, senders: Iterable[str]) -> bool:

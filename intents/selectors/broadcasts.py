@@ -14,7 +14,9 @@ from common.addresses import letters_beyond_ascii
 from common.text import INVISIBLE_CHARACTERS, invisible_characters
 from intents import broadcast_content
 from intents.errors import NotFound
+from intents.hostnames import lookalike_hosts
 from intents.models import Broadcast, BroadcastRecipient, SendIntent, Suppression
+from intents.policy import lookalike_named
 from intents.selectors.common import as_int
 from intents.sending.throttle import broadcast_rate
 
@@ -232,6 +234,65 @@ def broadcast_values_invisible(broadcast: Broadcast) -> ValuesInvisible:
     ]
     count = len(shown) if len(shown) < SKIPPED_SHOWN else rows.count()
     return ValuesInvisible(count=count, rows=shown)
+
+
+# A value that may name a look-alike domain holds a letter beyond ASCII or a Punycode label
+# ("xn--"): a value of plain ASCII without one names none (``intents.hostnames.lookalike_host``).
+_MAY_NAME_LOOKALIKE = "[^\x01-\x7f]|xn--"
+
+
+def broadcast_values_lookalike_hosts(broadcast: Broadcast) -> ValuesInvisible:
+    """The recipients one of whose values (of a variable the template uses) is or holds a domain
+    name that may read as another (``intents.hostnames.lookalike_host``: "b\u0430nk.example"
+    with a Cyrillic a), counted over every row, the first few named with the name and the one a
+    browser opens. The page names the sample's (``review.pages.lookalike_hosts_named``); a row
+    further down went out unnamed to its recipient. Which rows may hold one is read in the query;
+    whether they do, by the same definition as the draft's. Named, not refused."""
+    used = sorted(broadcast_variable_names(broadcast))
+    if not used:
+        return ValuesInvisible(count=0, rows=[])
+    table = BroadcastRecipient._meta.db_table
+    # The table's own name, the names and pattern parameters: nothing of a request in the text.
+    may_hold = RawSQL(  # noqa: S611
+        f'EXISTS (SELECT 1 FROM jsonb_each_text("{table}"."variables") AS v(name, value) '  # noqa: S608
+        "WHERE v.name = ANY(%s) AND v.value ~* %s)",
+        (used, _MAY_NAME_LOOKALIKE),
+        output_field=BooleanField(),
+    )
+    candidates = (
+        BroadcastRecipient.objects.filter(
+            may_hold, broadcast=broadcast, broadcast__content_hash=broadcast.content_hash
+        )
+        .order_by("position")
+        .values_list("source_row", "address", "variables")
+        .iterator(chunk_size=1000)
+    )
+    count = 0
+    shown: list[tuple[int, str, str]] = []
+    for row, address, variables in candidates:
+        found = [
+            (name, hosts)
+            for name in used
+            if (hosts := lookalike_hosts(str(variables.get(name, ""))))
+        ]
+        if not found:
+            continue
+        count += 1
+        if len(shown) < SKIPPED_SHOWN:
+            named = "; ".join(
+                f"{name}: " + ", ".join(_host_named(host) for host in hosts)
+                for name, hosts in found
+            )
+            shown.append((row, address, named))
+    return ValuesInvisible(count=count, rows=shown)
+
+
+def _host_named(host: str) -> str:
+    """A look-alike name as the draft's page names it: as written, the name a browser opens
+    (or that it opens none), its letters beyond ASCII."""
+    named = lookalike_named(host)
+    other = named.other_form or "?"
+    return f"{named.name} = {other}" + (f" ({named.letters})" if named.letters else "")
 
 
 def broadcast_sample(broadcast: Broadcast, position: int = 0) -> dict | None:

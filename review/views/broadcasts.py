@@ -29,6 +29,7 @@ from intents.selectors.broadcasts import (
     broadcast_recipient_rows,
     broadcast_sample,
     broadcast_values_invisible,
+    broadcast_values_lookalike_hosts,
     broadcast_variable_names,
     broadcasts_of,
 )
@@ -162,6 +163,7 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
             "progress": broadcast_progress(broadcast),
             "not_ascii": broadcast_addresses_not_ascii(broadcast),
             "values_invisible": broadcast_values_invisible(broadcast),
+            "values_lookalike_hosts": broadcast_values_lookalike_hosts(broadcast),
             "sample": sample,
             "sample_position": position,
             # Kept by the frame's look links (review/_reader_looks.html): the same recipient.
