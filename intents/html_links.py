@@ -85,8 +85,35 @@ def html_links(body: str) -> list[Link]:
     """Each link of an HTML body (``<a href>``, ``<area href>``) in order, with the text it
     shows (an area's: its alt) and where it leads; split as ``intents.html_tokens`` splits tags,
     in one pass."""
+    based, found = _links(body)
+    return [Link(text, target, _misleading(text, target, based=based)) for text, target in found]
+
+
+def template_links(body: str, placeholder: re.Pattern) -> tuple[bool, list[tuple[str, str]]]:
+    """The links of a template's HTML whose text or target holds a ``placeholder`` (text,
+    target, as ``html_links`` reads them), and whether it has a ``<base href>``: what each
+    recipient's values make of them is ``filled_link_misleading``'s, without rendering the
+    whole body per recipient. Values are escaped into text and quoted attribute values only
+    (``intents.broadcast_html``), so they change no link's bounds."""
+    based, found = _links(body)
+    return based, [
+        (text, target)
+        for text, target in found
+        if placeholder.search(text) or placeholder.search(target)
+    ]
+
+
+def filled_link_misleading(text: str, target: str, *, based: bool) -> bool:
+    """Whether a link of ``template_links`` leads elsewhere than it shows once a recipient's
+    values fill its text and target in, read as ``html_links`` reads a link."""
+    target = _URL_IGNORED.sub("", target).strip(_URL_TRIMMED)
+    return _misleading(" ".join(text.split()), target, based=based)
+
+
+def _links(body: str) -> tuple[bool, list[tuple[str, str]]]:
+    """(whether it has a ``<base href>``, (text, target) of each link) of an HTML body."""
     if not body:
-        return []
+        return False, []
     based = False
     found: list[tuple[str, list[str]]] = []  # (target, text parts) of each link
     open_link: list[str] | None = None
@@ -133,12 +160,13 @@ def html_links(body: str) -> list[Link]:
             position = n if raw_end is None else raw_end.start()
     if open_link is not None:
         open_link.append(body[position:])
-    links = []
-    for href, parts in found:
-        target = _URL_IGNORED.sub("", href).strip(_URL_TRIMMED)
-        text = " ".join(html.unescape("".join(parts)).split())
-        links.append(Link(text, target, _misleading(text, target, based=based)))
-    return links
+    return based, [
+        (
+            " ".join(html.unescape("".join(parts)).split()),
+            _URL_IGNORED.sub("", href).strip(_URL_TRIMMED),
+        )
+        for href, parts in found
+    ]
 
 
 def misleading_links(body: str) -> list[Link]:

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from django.db.models import BooleanField, Count, QuerySet
 from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KT
 from django.utils.formats import number_format
 
 from common.addresses import letters_beyond_ascii
@@ -15,6 +16,7 @@ from common.text import INVISIBLE_CHARACTERS, invisible_characters
 from intents import broadcast_content
 from intents.errors import NotFound
 from intents.hostnames import lookalike_hosts
+from intents.html_links import filled_link_misleading, template_links
 from intents.models import Broadcast, BroadcastRecipient, SendIntent, Suppression
 from intents.policy import lookalike_named
 from intents.selectors.common import as_int
@@ -283,6 +285,53 @@ def broadcast_values_lookalike_hosts(broadcast: Broadcast) -> ValuesInvisible:
                 f"{name}: " + ", ".join(_host_named(host) for host in hosts)
                 for name, hosts in found
             )
+            shown.append((row, address, named))
+    return ValuesInvisible(count=count, rows=shown)
+
+
+def broadcast_values_misleading_links(broadcast: Broadcast) -> ValuesInvisible:
+    """The recipients whose values make a link of the HTML lead elsewhere than it shows (a link
+    that shows "https://bank.example/pay" and whose ``href="{{ url }}"`` is "https://evil.test"
+    in their row), counted over every row, the first few named with where it leads. The page
+    names the sample's links (``review.pages.links_named``); a row further down went out
+    unnamed to its recipient. Only the links a placeholder sits in are read, with only the
+    values they use. Named, not refused."""
+    based, links = template_links(broadcast.html, broadcast_content.PLACEHOLDER)
+    if not links:
+        return ValuesInvisible(count=0, rows=[])
+    names = sorted(
+        {
+            name
+            for text, target in links
+            for name in broadcast_content.PLACEHOLDER.findall(text + target)
+        }
+    )
+    rows = (
+        BroadcastRecipient.objects.filter(
+            broadcast=broadcast, broadcast__content_hash=broadcast.content_hash
+        )
+        .order_by("position")
+        .values_list("source_row", "address", *(KT(f"variables__{name}") for name in names))
+        .iterator(chunk_size=1000)
+    )
+    count = 0
+    shown: list[tuple[int, str, str]] = []
+    for row, address, *values in rows:
+        variables = {name: value or "" for name, value in zip(names, values, strict=True)}
+        led = [
+            (filled_text, filled_target)
+            for text, target in links
+            if filled_link_misleading(
+                filled_text := broadcast_content.render(text, variables),
+                filled_target := broadcast_content.render(target, variables),
+                based=based,
+            )
+        ]
+        if not led:
+            continue
+        count += 1
+        if len(shown) < SKIPPED_SHOWN:
+            named = "; ".join(f"{text or '-'} → {target}" for text, target in led)
             shown.append((row, address, named))
     return ValuesInvisible(count=count, rows=shown)
 

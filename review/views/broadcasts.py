@@ -30,6 +30,7 @@ from intents.selectors.broadcasts import (
     broadcast_sample,
     broadcast_values_invisible,
     broadcast_values_lookalike_hosts,
+    broadcast_values_misleading_links,
     broadcast_variable_names,
     broadcasts_of,
 )
@@ -164,6 +165,7 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
             "not_ascii": broadcast_addresses_not_ascii(broadcast),
             "values_invisible": broadcast_values_invisible(broadcast),
             "values_lookalike_hosts": broadcast_values_lookalike_hosts(broadcast),
+            "values_misleading_links": broadcast_values_misleading_links(broadcast),
             "sample": sample,
             "sample_position": position,
             # Kept by the frame's look links (review/_reader_looks.html): the same recipient.

@@ -1,8 +1,9 @@
-"""Found by an outside probe: a broadcast's page named a look-alike domain only in the sample
-recipient's message (448536b). Another row of the upload with "b\u0430nk.example" (a Cyrillic
-a) in a value went out unnamed to its recipient. The page counts them over every row, names
-the first rows, and says so before Approve, as it does for the characters nobody sees in
-values (91c450d): notes, not refusals."""
+"""Found by an outside probe: a broadcast's page named a look-alike domain and a link leading
+elsewhere than it shows only in the sample recipient's message (448536b, 1268b90). Another row
+of the upload with "b\u0430nk.example" (a Cyrillic a) in a value, or whose value is the address
+a link with a fixed text leads to, went out unnamed to its recipient. The page counts them over
+every row, names the first rows, and says so before Approve, as it does for the characters
+nobody sees in values (91c450d): notes, not refusals."""
 
 from __future__ import annotations
 
@@ -60,6 +61,31 @@ def test_other_recipients_values_with_a_lookalike_domain_are_counted_and_named(
     assert "data-values-lookalike-hosts-to-check" in _before_approve(page)
 
 
+def test_a_link_leading_elsewhere_for_other_recipients_only_is_counted_and_named(
+    tenant_a, signed_in, member_of
+):
+    page = _page(
+        tenant_a,
+        signed_in,
+        member_of,
+        html='<p>{{ n }}: <a href="{{ url }}">https://bank.example/pay</a></p>',
+        recipients=[
+            {"address": "a@example.com", "variables": {"n": "1", "url": "https://bank.example/p"}},
+            {"address": "b@example.com", "variables": {"n": "2", "url": "https://evil.test/pay"}},
+            {
+                "address": "c@example.com",
+                "variables": {"n": "3", "url": "https://www.bank.example/x"},
+            },
+        ],
+    )
+
+    assert 'data-body-warning="misleading_links"' not in page
+    section = page.split("data-values-misleading-links")[1].split("</section>")[0]
+    assert 'class="count">1<' in section
+    assert 'data-value-misleading-link="2"' in section and "https://evil.test/pay" in section
+    assert "data-values-misleading-links-to-check" in _before_approve(page)
+
+
 def test_plain_values_name_no_row(tenant_a, signed_in, member_of):
     page = _page(
         tenant_a,
@@ -79,3 +105,4 @@ def test_plain_values_name_no_row(tenant_a, signed_in, member_of):
     )
 
     assert "data-values-lookalike-hosts" not in page
+    assert "data-values-misleading-links" not in page
