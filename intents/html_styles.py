@@ -307,14 +307,29 @@ def html_words(body: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
+def _unquoted(value: str) -> str:
+    """An attribute's value without the quotes around it (its own quotes stay)."""
+    return value[1:-1] if len(value) > 1 and value[0] in "\"'" and value[-1] == value[0] else value
+
+
+# The same patterns, for text read in its own letters (``css_added_text``).
+_STYLE_ATTRIBUTE_ANY_CASE = re.compile(_STYLE_ATTRIBUTE.pattern, re.IGNORECASE)
+_STYLE_ELEMENT_ANY_CASE = re.compile(_STYLE_ELEMENT.pattern, re.DOTALL | re.IGNORECASE)
+_CONTENT_DECLARATION_ANY_CASE = re.compile(_CONTENT_DECLARATION.pattern, re.IGNORECASE)
+
+
 def css_added_text(body: str) -> list[str]:
-    """Each ``content`` declaration of the body's CSS, as CSS reads it: text that a client with
-    pseudo-elements (and the frame) writes into the message, and one without (Gmail, Outlook)
-    does not."""
+    """Each ``content`` declaration of the body's CSS, its escapes read as CSS reads them and
+    its letters as written (a reviewer checks an IBAN or a reference letter by letter; the
+    other readers here lower-case the body): text that a client with pseudo-elements (and the
+    frame) writes into the message, and one without (Gmail, Outlook) does not."""
     if not body:
         return []
-    text = _as_css_reads(body)
+    text = _CSS_ESCAPE.sub(_css_unescaped, html.unescape(body))
     found: list[str] = []
-    for css in _css_of(text):
-        found += [match.strip() for match in _CONTENT_DECLARATION.findall(_COMMENT.sub(" ", css))]
+    attributes = [_unquoted(value) for value in _STYLE_ATTRIBUTE_ANY_CASE.findall(text)]
+    for css in attributes + _STYLE_ELEMENT_ANY_CASE.findall(text):
+        found += [
+            match.strip() for match in _CONTENT_DECLARATION_ANY_CASE.findall(_COMMENT.sub(" ", css))
+        ]
     return found

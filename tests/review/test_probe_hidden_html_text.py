@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from django.utils.html import escape
 
-from intents.html_styles import html_words, reader_looks
+from intents.html_styles import css_added_text, html_words, reader_looks
 from intents.models import SendIntent
 from tests.intents.conftest import fast_send  # noqa: F401
 from tests.review.threads import (
@@ -59,7 +59,7 @@ def test_text_hidden_or_added_by_the_htmls_styles_is_named_shown_and_kept_out_of
     assert escape(PREHEADER) in shown
     assert "Reply with your card number." in shown
     added = page.split("data-css-added")[1].split("</pre>")[0]
-    assert escape("content:'xx00 1234'") in added
+    assert escape("content:'XX00 1234'") in added
     assert "data-reader-looks" in queue
     assert f"Draft {draft['id']} was not approved" in from_list
     assert not SendIntent.objects.filter(draft_id=draft["id"]).exists()
@@ -121,3 +121,18 @@ def test_the_words_of_the_html_are_every_text_it_holds_and_the_text_its_css_adds
         "Seen bold",
         "In a template",
     ]
+
+
+@pytest.mark.parametrize(
+    ("html", "shown"),
+    [
+        ("<style>.iban::after{content:'IBAN XX00 1234'}</style>", "content:'IBAN XX00 1234'"),
+        ("<p STYLE=\"CONTENT: 'Ref AbC'\">x</p>", "CONTENT: 'Ref AbC'"),
+        ("<STYLE>b::before{Content:'Pay to IE29 AIBK'}</STYLE>", "Content:'Pay to IE29 AIBK'"),
+    ],
+)
+def test_the_text_css_writes_is_shown_in_its_own_letters(html, shown):
+    """A reviewer checks an IBAN or a reference letter by letter: the note showed what CSS
+    writes in lower case ("content:'iban xx00 1234'"), since the body was read lower-cased to
+    find it. It is found in any case and shown as written."""
+    assert css_added_text(html) == [shown]
