@@ -16,7 +16,8 @@ from django.utils.translation import gettext_lazy
 from common.text import invisible_shown
 from config.clock import db_now
 from intents import selectors
-from intents.html_links import html_links, misleading_links
+from intents.content_marks import current_content_marks, marks_of
+from intents.html_links import html_links
 from intents.html_styles import (
     READER_LOOKS,
     conditional_comments,
@@ -48,8 +49,6 @@ from intents.policy import (
     sender_address,
 )
 from intents.selectors.drafts import (
-    current_html_bodies,
-    current_texts_beyond_ascii,
     drafts_answered_elsewhere,
     drafts_they_wrote_since_last_approval,
     html_unchanged_since,
@@ -155,39 +154,24 @@ def queue(
 def _mark_what_readers_see_otherwise(tenant: Tenant, rows: list) -> None:
     """Mark each row whose content another reader sees otherwise (reader looks, hidden text,
     misleading links, invisible characters, look-alike domains, a text changed under an HTML
-    left as it was): draft_approve leaves such a draft to its page, which names each. Three
-    queries for the whole page."""
-    # One query for the rows offered for bulk approve (only their bodies are read, up to a
-    # megabyte each): the HTML of each current version, whose looks for other readers (a
-    # phone, dark mode) draft_approve leaves to the draft's page.
+    left as it was): draft_approve leaves such a draft to its page, which names each. For the
+    rows offered for bulk approve, their versions' marks (``intents.content_marks``: kept per
+    content, so only versions not seen before are read, up to a megabyte each) and one query
+    for those whose text changed under an HTML left as it was (their digests, no body read);
+    a row not offered is marked by its subject alone."""
     offered = [d for d in rows if d.can_decide and not d.approve_blocked]
-    bodies = current_html_bodies(tenant=tenant, draft_ids=[d.pk for d in offered])
-    # And one for those whose text changed under an HTML left as it was (draft_approve leaves
-    # them to the draft's page too): their versions' digests, no body read.
+    marks = current_content_marks(tenant=tenant, draft_ids=[d.pk for d in offered])
     unchanged = html_unchanged_since(
         tenant=tenant, draft_ids=[d.pk for d in offered if d.current_version > 1]
     )
-    # And one for those whose text may hold characters nobody sees or name a domain that reads
-    # as another: only texts with a character outside ASCII or Punycode are read.
-    texts = current_texts_beyond_ascii(tenant=tenant, draft_ids=[d.pk for d in offered])
     for draft in rows:
-        draft.lookalike_hosts = bool(
-            lookalike_hosts_in_content(
-                subject=draft.cur_subject or "",
-                text=texts.get(draft.pk, ""),
-                html=bodies.get(draft.pk, ""),
-            )
+        mark = marks.get(draft.pk) or marks_of(subject=draft.cur_subject or "", text="", html="")
+        draft.lookalike_hosts = mark.lookalike_hosts
+        draft.misleading_links = mark.misleading_links
+        draft.invisible_characters = mark.invisible_characters
+        draft.reader_looks = get_text_list(
+            [str(READER_LOOKS[look]) for look in mark.reader_looks], _("and")
         )
-        draft.misleading_links = bool(misleading_links(bodies.get(draft.pk, "")))
-        draft.invisible_characters = bool(
-            invisible_in_content(
-                subject=draft.cur_subject or "",
-                text=texts.get(draft.pk, ""),
-                html=bodies.get(draft.pk, ""),
-            )
-        )
-        looks = reader_looks(bodies.get(draft.pk, ""))
-        draft.reader_looks = get_text_list([str(READER_LOOKS[look]) for look in looks], _("and"))
         draft.html_unchanged_since = unchanged.get(draft.pk)
 
 

@@ -12,7 +12,6 @@ from django.db.models import (
     BooleanField,
     Exists,
     ExpressionWrapper,
-    F,
     Func,
     OuterRef,
     Prefetch,
@@ -196,38 +195,6 @@ def drafts_they_wrote_since_last_approval(*, tenant, draft_ids, user) -> set[int
         .filter(~Exists(approved_since))
         .values_list("draft_id", flat=True)
         .distinct()
-    )
-
-
-def current_html_bodies(*, tenant, draft_ids) -> dict[int, str]:
-    """The HTML body of each draft's current version (none without one), in one query for a
-    whole queue page: its rows are marked when the body shows otherwise to some readers
-    (``intents.html_styles.reader_looks``), which bulk approve is refused for."""
-    if not draft_ids:
-        return {}
-    return dict(
-        DraftVersion.objects.filter(
-            tenant=tenant, draft_id__in=draft_ids, number=F("draft__current_version")
-        )
-        .exclude(html="")
-        .values_list("draft_id", "html")
-    )
-
-
-def current_texts_beyond_ascii(*, tenant, draft_ids) -> dict[int, str]:
-    """The text body of each of these drafts' current versions that holds a character outside
-    ASCII or a Punycode label ("xn--"), in one query for a queue page: only such a text can
-    hold a character nobody sees (``common.text.INVISIBLE_CHARACTERS``) or name a domain that
-    reads as another (``intents.hostnames.lookalike_host``), which the queue marks, as bulk
-    approve leaves them out; the others (most, in English) are not read."""
-    if not draft_ids:
-        return {}
-    return dict(
-        DraftVersion.objects.filter(
-            tenant=tenant, draft_id__in=draft_ids, number=F("draft__current_version")
-        )
-        .filter(Q(text__regex=r"[^\x01-\x7f]") | Q(text__icontains="xn--"))
-        .values_list("draft_id", "text")
     )
 
 

@@ -73,8 +73,6 @@ def test_queue_queries_do_not_grow_with_the_queue(tenant_a, mailbox_a, admin_a, 
             f"{elapsed * 1000:.0f} ms at {large_queue:,} drafts"
         )
         assert (params, count_at_10) == (params, large)
-        # 14: one of them reads the HTML bodies of the rows offered for bulk approve, whose
-        # looks for other readers (a phone, dark mode) leave a row out of it, and one reads
-        # those of their texts that hold a character outside ASCII or Punycode, for characters
-        # nobody sees and domains that read as another (current_texts_beyond_ascii).
+        # 14: two of them are the marks of what readers see otherwise (intents.content_marks):
+        # the current versions' hashes, and the bodies of those whose marks the cache lacks.
         assert large <= 14, params
