@@ -6,10 +6,16 @@ to a person (review's send and draft pages, a send's last error, the console's a
 in the reader's language from this one table. A person's or an agent's reason, and a reason built
 from a provider's answer or with an address, is not the system's: those pages show it as written,
 set apart as outside text.
+
+An entry may hold named placeholders (``"lease of %(worker)s expired"``): its writer stores the
+template formatted with its values, and the reader matches the stored sentence against the
+templates (anchored, each placeholder a non-greedy run of any text) and fills the captured values
+into the words. A value is text like any other: escaped where the words are shown.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from django.utils.translation import gettext_lazy as _
@@ -18,6 +24,8 @@ from intents.events.delivery import LEASE_EXPIRED
 from intents.models import IntentEvent
 from intents.sending.inbox_lost import INBOX_LOST_REASON
 from intents.sending.precheck import APPROVED_OWN_VERSION, WROTE_EARLIER_VERSION
+from intents.sending.record import GAVE_UP
+from intents.sending.sweep import LEASE_EXPIRED_DETAIL, LEASE_EXPIRED_REASON
 from intents.services.deadlines import NOBODY_TO_ESCALATE_TO, PASSED_OVER_FOR_AN_ADMIN
 from intents.services.undo import UNDONE_NOTE
 
@@ -112,7 +120,46 @@ SYSTEM_REASONS = {
         "No answer was recorded within the attempt's time: the worker stopped, or the receiver "
         "stalled."
     ),
+    # With the values they were written with (placeholders: see the module's docstring).
+    LEASE_EXPIRED_REASON: _("The lease of worker %(worker)s ran out."),
+    LEASE_EXPIRED_DETAIL: _("The lease of worker %(worker)s ran out before it recorded an answer."),
+    GAVE_UP: _("Gave up after %(attempts)s attempts; the last answer: %(last)s"),
 }
+
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+
+
+def _template(stored: str) -> re.Pattern[str] | None:
+    """The stored template as an anchored pattern, each placeholder a named non-greedy group;
+    None for a fixed sentence."""
+    parts = _PLACEHOLDER.split(stored)
+    if len(parts) == 1:
+        return None
+    pattern = "".join(
+        re.escape(part) if i % 2 == 0 else f"(?P<{part}>.+?)" for i, part in enumerate(parts)
+    )
+    return re.compile(pattern, re.DOTALL)
+
+
+_FIXED = {stored: words for stored, words in SYSTEM_REASONS.items() if not _template(stored)}
+_TEMPLATES = [
+    (pattern, words)
+    for stored, words in SYSTEM_REASONS.items()
+    if (pattern := _template(stored)) is not None
+]
+
+
+def system_words(stored: str) -> StrOrPromise | None:
+    """A sentence the system stored, in the reader's words (with the values it was written
+    with); None when no entry of the table wrote it."""
+    words = _FIXED.get(stored)
+    if words is not None:
+        return words
+    for pattern, template_words in _TEMPLATES:
+        if match := pattern.fullmatch(stored):
+            return str(template_words) % match.groupdict()
+    return None
+
 
 MACHINE_ACTORS = frozenset(
     {IntentEvent.Actor.WORKER, IntentEvent.Actor.SWEEP, IntentEvent.Actor.WEBHOOK}
@@ -130,4 +177,4 @@ def system_reason_words(*, actor_kind: str, action: str, reason: str) -> StrOrPr
     a provider's answer."""
     if actor_kind not in MACHINE_ACTORS and action not in _CARRIES_THE_SYSTEMS_REASON:
         return None
-    return SYSTEM_REASONS.get(reason)
+    return system_words(reason)

@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from intents.models import IntentEvent
-from intents.reason_words import SYSTEM_REASONS, system_reason_words
+from intents.reason_words import system_reason_words, system_words
 from tenants.actor_words import then_and_now
 from webhooks.models import RecipientDelivery
 
@@ -108,7 +108,8 @@ def error_words(detail: str) -> str:
     """A send's last error (``SendIntent.last_error_detail``) in the reader's words when the
     system wrote it as fixed text, else as stored (a provider's answer, a reason built with an
     address)."""
-    return str(SYSTEM_REASONS.get(detail, detail))
+    words = system_words(detail)
+    return detail if words is None else str(words)
 
 
 def resolution_words(intent, events: list[IntentEvent]) -> SafeString:
@@ -116,7 +117,7 @@ def resolution_words(intent, events: list[IntentEvent]) -> SafeString:
     the send's journal then has the undo's row, which carries no reason of a person), else a
     person's words as written (a cancel's reason, the evidence of a resolution), set apart."""
     note = intent.resolution_note
-    words = SYSTEM_REASONS.get(note)
+    words = system_words(note)
     if words is not None and any(e.action == "intent.undone" for e in events):
         return format_html('<span title="{}">{}</span>', note, words)
     return format_html("<span data-customer-content>{}</span>", note)

@@ -43,6 +43,10 @@ log = logging.getLogger("intents.sending")
 State = SendIntent.State
 AttemptOutcome = SendAttempt.Outcome
 
+# The reason (and last error) of a send that failed once its attempts or safe window ran out,
+# with the provider's last answer (intents.reason_words reads it in the reader's words).
+GAVE_UP = "Gave up after %(attempts)s attempts; last: %(last)s"
+
 
 def lock_leased_for_record(claims: list[Claim]) -> dict[int, Leased]:
     """The batch's leased rows, locked (in id order), with only what recording a result reads
@@ -568,7 +572,7 @@ def _record_not_processed(
             claim,
             to_state=State.FAILED,
             action="intent.failed",
-            reason=f"Gave up after {intent.attempts} attempts; last: {detail}",
+            reason=GAVE_UP % {"attempts": intent.attempts, "last": detail},
             code=code,
         )
         return State.FAILED

@@ -23,6 +23,11 @@ from intents.sending.lease import (
 State = SendIntent.State
 AttemptOutcome = SendAttempt.Outcome
 
+# The journal's reason and the send's last error when a worker's lease ran out (stored in English
+# with the worker's label; intents.reason_words reads them in the reader's words).
+LEASE_EXPIRED_REASON = "lease of %(worker)s expired"
+LEASE_EXPIRED_DETAIL = "The lease of %(worker)s expired."
+
 
 def _mark_attempts_uncertain(intent: SendIntent) -> None:
     """The lease's attempt, still pending: its call may have happened. Counted here, once (a late
@@ -80,7 +85,7 @@ def intents_release_expired_leases(*, batch: int = 500) -> int:
                 lease_expires_at=None,
                 next_attempt_at=Now(),
                 last_error_code="lease_expired",
-                last_error_detail=f"The lease of {intent.lease_owner} expired.",
+                last_error_detail=LEASE_EXPIRED_DETAIL % {"worker": intent.lease_owner},
                 updated_at=Now(),
             )
             if changed and to_state != intent.state:
@@ -94,7 +99,7 @@ def intents_release_expired_leases(*, batch: int = 500) -> int:
                     actor_label=claim.worker,
                     from_state=intent.state,
                     to_state=to_state,
-                    reason=f"lease of {intent.lease_owner} expired",
+                    reason=LEASE_EXPIRED_REASON % {"worker": intent.lease_owner},
                     data={"attempt_committed": called},
                 )
     return moved
