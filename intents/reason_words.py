@@ -23,7 +23,11 @@ from django.utils.translation import gettext_lazy as _
 from intents.events.delivery import LEASE_EXPIRED
 from intents.models import IntentEvent
 from intents.sending.inbox_lost import INBOX_LOST_REASON
-from intents.sending.precheck import APPROVED_OWN_VERSION, WROTE_EARLIER_VERSION
+from intents.sending.precheck import (
+    APPROVED_OWN_VERSION,
+    MAILBOX_INACTIVE,
+    WROTE_EARLIER_VERSION,
+)
 from intents.sending.record import GAVE_UP
 from intents.sending.sweep import LEASE_EXPIRED_DETAIL, LEASE_EXPIRED_REASON
 from intents.services.deadlines import NOBODY_TO_ESCALATE_TO, PASSED_OVER_FOR_AN_ADMIN
@@ -123,6 +127,7 @@ SYSTEM_REASONS = {
     # With the values they were written with (placeholders: see the module's docstring).
     LEASE_EXPIRED_REASON: _("The lease of worker %(worker)s ran out."),
     LEASE_EXPIRED_DETAIL: _("The lease of worker %(worker)s ran out before it recorded an answer."),
+    MAILBOX_INACTIVE: _("The mailbox %(address)s is not active."),
     GAVE_UP: _("Gave up after %(attempts)s attempts; the last answer: %(last)s"),
 }
 
@@ -142,9 +147,13 @@ def _template(stored: str) -> re.Pattern[str] | None:
 
 
 _FIXED = {stored: words for stored, words in SYSTEM_REASONS.items() if not _template(stored)}
+# The most fixed text first: a sentence that two templates read ("Gave up after 1 attempts; last:
+# x is not active.") is the one whose own words it holds more of.
 _TEMPLATES = [
     (pattern, words)
-    for stored, words in SYSTEM_REASONS.items()
+    for stored, words in sorted(
+        SYSTEM_REASONS.items(), key=lambda item: -len(_PLACEHOLDER.sub("", item[0]))
+    )
     if (pattern := _template(stored)) is not None
 ]
 

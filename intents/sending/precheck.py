@@ -191,6 +191,8 @@ WROTE_EARLIER_VERSION = (
     "The approver wrote a version of this draft since it was last approved; this tenant now "
     "requires another person to approve it."
 )
+# The reason (and last error) of a send whose mailbox was deactivated, with its address.
+MAILBOX_INACTIVE = "%(address)s is not active."
 
 
 def _addresses_of(intent: SendIntent) -> list[str]:
@@ -259,7 +261,7 @@ def policy_problem(intent: SendIntent, facts: CheckFacts) -> tuple[str, str] | N
     if mailbox.tenant_id != intent.tenant_id:
         return "mailbox_foreign", "The mailbox does not belong to the intent's tenant."
     if not mailbox.is_active:
-        return "mailbox_inactive", f"{mailbox.address} is not active."
+        return "mailbox_inactive", MAILBOX_INACTIVE % {"address": mailbox.address}
     membership = facts.memberships.get((intent.tenant_id, intent.approver_id))
     if not can_approve(membership=membership, mailbox=mailbox):
         return (

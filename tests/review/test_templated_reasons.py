@@ -15,9 +15,11 @@ from django.utils import translation
 
 from intents import sending
 from intents.models import IntentEvent, SendIntent
-from intents.reason_words import SYSTEM_REASONS
+from intents.reason_words import SYSTEM_REASONS, system_words
+from intents.sending.precheck import MAILBOX_INACTIVE
 from intents.sending.record import GAVE_UP
 from intents.sending.sweep import LEASE_EXPIRED_DETAIL, LEASE_EXPIRED_REASON
+from mailboxes.models import Mailbox
 from tests.catalogues import serve_catalogue
 from tests.review.test_system_reasons_walk import _approve
 
@@ -97,3 +99,42 @@ def test_giving_up_after_attempts_reads_in_the_readers_language_with_the_last_an
     assert "[de] " + words in send
     assert stored not in send.replace(words, "")
     assert "[de] " + words in audit
+
+
+def test_a_send_blocked_as_its_mailbox_is_not_active_reads_in_the_readers_language(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in, settings, tmp_path
+):
+    admin = admin_a.user
+    intent = _approve(tenant_a, make_draft(mailbox_a), admin)
+    Mailbox.objects.filter(pk=mailbox_a.pk).update(status=Mailbox.Status.DISABLED)
+    sending.run_once(worker="w", limit=1)
+    intent.refresh_from_db()
+    stored = f"{mailbox_a.address} is not active."
+    assert (intent.state, intent.last_error_detail) == ("blocked", stored)
+    assert IntentEvent.objects.filter(intent=intent, reason=stored).exists()
+    _german(settings, tmp_path, MAILBOX_INACTIVE)
+    admin.language = "de"
+    admin.save(update_fields=["language"])
+    client = signed_in(admin)
+
+    send = visible(
+        client.get(reverse("outbox_intent", args=[tenant_a.slug, intent.pk])).content.decode()
+    )
+    audit = visible(client.get(reverse("admin_audit", args=[tenant_a.slug])).content.decode())
+
+    with translation.override("en"):
+        words = str(SYSTEM_REASONS[MAILBOX_INACTIVE]) % {"address": mailbox_a.address}
+    assert "[de] " + words in send
+    assert stored not in send.replace(words, "")
+    assert "[de] " + words in audit
+
+
+def test_a_sentence_two_templates_read_is_read_by_the_one_with_more_of_its_words():
+    stored = GAVE_UP % {"attempts": 3, "last": MAILBOX_INACTIVE % {"address": "a@x.test"}}
+    with translation.override("en"):
+        words = str(system_words(stored))
+        expected = str(SYSTEM_REASONS[GAVE_UP]) % {
+            "attempts": "3",
+            "last": "a@x.test is not active.",
+        }
+    assert words == expected
