@@ -70,6 +70,24 @@ def marks_of(*, subject: str, text: str, html: str) -> ContentMarks:
     )
 
 
+def _key(content_hash: str) -> str:
+    return f"content-marks:{rules_digest()}:{content_hash}"
+
+
+def _text_to_read(text: str) -> str:
+    """A text that holds a character outside ASCII or a Punycode label, else nothing: the only
+    texts a mark can come from (the rule ``current_content_marks`` asks PostgreSQL for)."""
+    return text if not text.isascii() or "xn--" in text.lower() else ""
+
+
+def keep_marks(version: DraftVersion) -> None:
+    """Read a new version's marks once its transaction has committed (``transaction.on_commit``,
+    robust: a failure here is logged and costs the queue one read later), so that the queue
+    reads no body of it."""
+    marks = marks_of(subject=version.subject, text=_text_to_read(version.text), html=version.html)
+    marks_cache.set(_key(version.content_hash), marks, timeout=MARKS_SECONDS)
+
+
 def current_content_marks(*, tenant, draft_ids) -> dict[int, ContentMarks]:
     """The marks of each draft's current version: from the cache where it holds them, else read
     from the versions the cache lacks (one query; a text is read only where it holds a character
@@ -80,7 +98,7 @@ def current_content_marks(*, tenant, draft_ids) -> dict[int, ContentMarks]:
         tenant=tenant, draft_id__in=draft_ids, number=F("draft__current_version")
     )
     keys = {
-        draft_id: f"content-marks:{rules_digest()}:{content_hash}"
+        draft_id: _key(content_hash)
         for draft_id, content_hash in current.values_list("draft_id", "content_hash")
     }
     held = marks_cache.get_many(list(keys.values()))

@@ -12,6 +12,7 @@ from django.utils.translation import gettext as _
 
 from config.clock import db_now
 from intents import errors
+from intents.content_marks import keep_marks
 from intents.hashing import content_hash as compute_content_hash
 from intents.journal import journal
 from intents.models import Draft, DraftVersion, IntentEvent
@@ -296,6 +297,7 @@ def _first_version(
         **author_fields,
     )
     attach(tenant, version, files)
+    transaction.on_commit(lambda: keep_marks(version), robust=True)
     journal(
         tenant=tenant,
         draft=draft,
@@ -411,6 +413,7 @@ def _next_version(
         **author_fields,
     )
     attach(tenant, version, files)
+    transaction.on_commit(lambda: keep_marks(version), robust=True)
     Draft.objects.filter(pk=draft.pk).update(current_version=number, updated_at=Now())
     journal(
         tenant=tenant,

@@ -54,3 +54,15 @@ def test_a_new_version_is_read_for_its_own_content(tenant_a, mailbox_a, make_dra
 
     assert before == ContentMarks()
     assert after.misleading_links and not after.invisible_characters
+
+
+def test_a_version_written_has_its_marks_kept_and_the_queue_reads_no_body_of_it(
+    tenant_a, mailbox_a, make_draft, django_capture_on_commit_callbacks, django_assert_num_queries
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        draft = make_draft(mailbox_a, html=MISLEADING)
+
+    with django_assert_num_queries(1):  # the versions' hashes only
+        marks = current_content_marks(tenant=tenant_a, draft_ids=[draft.pk])
+
+    assert marks[draft.pk].misleading_links
