@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 
 from django.core.cache import cache as marks_cache
-from django.db.models import Case, F, Q, TextField, Value, When
+from django.db.models import F
 
 from intents.html_links import misleading_links
 from intents.html_styles import reader_looks
@@ -62,6 +62,7 @@ def rules_digest() -> str:
 
 def marks_of(*, subject: str, text: str, html: str) -> ContentMarks:
     """The marks of one content, read now."""
+    text = _text_to_read(text)
     return ContentMarks(
         reader_looks=tuple(reader_looks(html)),
         misleading_links=bool(misleading_links(html)),
@@ -76,7 +77,7 @@ def _key(content_hash: str) -> str:
 
 def _text_to_read(text: str) -> str:
     """A text that holds a character outside ASCII or a Punycode label, else nothing: the only
-    texts a mark can come from (the rule ``current_content_marks`` asks PostgreSQL for)."""
+    texts a mark can come from, and an English text of a megabyte is not read through them."""
     return text if not text.isascii() or "xn--" in text.lower() else ""
 
 
@@ -84,14 +85,14 @@ def keep_marks(version: DraftVersion) -> None:
     """Read a new version's marks once its transaction has committed (``transaction.on_commit``,
     robust: a failure here is logged and costs the queue one read later), so that the queue
     reads no body of it."""
-    marks = marks_of(subject=version.subject, text=_text_to_read(version.text), html=version.html)
+    marks = marks_of(subject=version.subject, text=version.text, html=version.html)
     marks_cache.set(_key(version.content_hash), marks, timeout=MARKS_SECONDS)
 
 
 def current_content_marks(*, tenant, draft_ids) -> dict[int, ContentMarks]:
-    """The marks of each draft's current version: from the cache where it holds them, else read
-    from the versions the cache lacks (one query; a text is read only where it holds a character
-    outside ASCII or a Punycode label, the only texts a mark can come from) and kept."""
+    """The marks of each draft's current version: from the cache where it holds them (a version
+    written since this module's rules is kept there when it commits: ``keep_marks``), else read
+    from the versions the cache lacks, in one query, and kept."""
     if not draft_ids:
         return {}
     current = DraftVersion.objects.filter(
@@ -106,17 +107,10 @@ def current_content_marks(*, tenant, draft_ids) -> dict[int, ContentMarks]:
     missing = [draft_id for draft_id in keys if draft_id not in marks]
     if not missing:
         return marks
-    read = current.filter(draft_id__in=missing).annotate(
-        text_to_read=Case(
-            When(Q(text__regex=r"[^\x01-\x7f]") | Q(text__icontains="xn--"), then=F("text")),
-            default=Value(""),
-            output_field=TextField(),
-        )
-    )
     made = {
         draft_id: marks_of(subject=subject, text=text, html=html)
-        for draft_id, subject, text, html in read.values_list(
-            "draft_id", "subject", "text_to_read", "html"
+        for draft_id, subject, text, html in current.filter(draft_id__in=missing).values_list(
+            "draft_id", "subject", "text", "html"
         )
     }
     marks_cache.set_many({keys[d]: m for d, m in made.items()}, timeout=MARKS_SECONDS)
