@@ -196,13 +196,16 @@ def broadcast_addresses_not_ascii(broadcast: Broadcast) -> NotAscii:
 
 
 @dataclass
-class ValuesInvisible:
+class ValuesNamed:
+    """Recipients whose values bring something the page names (characters nobody sees, a
+    look-alike domain, a link leading elsewhere): how many, and the first few."""
+
     count: int
-    # The first few: (row of the upload, address, each value's characters named by its name).
+    # The first few: (row of the upload, address, what each value brings, by its name).
     rows: list[tuple[int, str, str]]
 
 
-def broadcast_values_invisible(broadcast: Broadcast) -> ValuesInvisible:
+def broadcast_values_invisible(broadcast: Broadcast) -> ValuesNamed:
     """The recipients one of whose values holds a character nobody sees
     (``common.text.INVISIBLE_CHARACTERS``, the draft check's set), counted in the query, the
     first few named: the page names the sample's characters (``review.pages.invisible_named``),
@@ -235,7 +238,7 @@ def broadcast_values_invisible(broadcast: Broadcast) -> ValuesInvisible:
         ]
     ]
     count = len(shown) if len(shown) < SKIPPED_SHOWN else rows.count()
-    return ValuesInvisible(count=count, rows=shown)
+    return ValuesNamed(count=count, rows=shown)
 
 
 # A value that may name a look-alike domain holds a letter beyond ASCII or a Punycode label
@@ -243,7 +246,7 @@ def broadcast_values_invisible(broadcast: Broadcast) -> ValuesInvisible:
 _MAY_NAME_LOOKALIKE = "[^\x01-\x7f]|xn--"
 
 
-def broadcast_values_lookalike_hosts(broadcast: Broadcast) -> ValuesInvisible:
+def broadcast_values_lookalike_hosts(broadcast: Broadcast) -> ValuesNamed:
     """The recipients one of whose values (of a variable the template uses) is or holds a domain
     name that may read as another (``intents.hostnames.lookalike_host``: "b\u0430nk.example"
     with a Cyrillic a), counted over every row, the first few named with the name and the one a
@@ -252,7 +255,7 @@ def broadcast_values_lookalike_hosts(broadcast: Broadcast) -> ValuesInvisible:
     whether they do, by the same definition as the draft's. Named, not refused."""
     used = sorted(broadcast_variable_names(broadcast))
     if not used:
-        return ValuesInvisible(count=0, rows=[])
+        return ValuesNamed(count=0, rows=[])
     table = BroadcastRecipient._meta.db_table
     # The table's own name, the names and pattern parameters: nothing of a request in the text.
     may_hold = RawSQL(  # noqa: S611
@@ -286,10 +289,10 @@ def broadcast_values_lookalike_hosts(broadcast: Broadcast) -> ValuesInvisible:
                 for name, hosts in found
             )
             shown.append((row, address, named))
-    return ValuesInvisible(count=count, rows=shown)
+    return ValuesNamed(count=count, rows=shown)
 
 
-def broadcast_values_misleading_links(broadcast: Broadcast) -> ValuesInvisible:
+def broadcast_values_misleading_links(broadcast: Broadcast) -> ValuesNamed:
     """The recipients whose values make a link of the HTML lead elsewhere than it shows (a link
     that shows "https://bank.example/pay" and whose ``href="{{ url }}"`` is "https://evil.test"
     in their row), counted over every row, the first few named with where it leads. The page
@@ -298,7 +301,7 @@ def broadcast_values_misleading_links(broadcast: Broadcast) -> ValuesInvisible:
     values they use. Named, not refused."""
     based, links = template_links(broadcast.html, broadcast_content.PLACEHOLDER)
     if not links:
-        return ValuesInvisible(count=0, rows=[])
+        return ValuesNamed(count=0, rows=[])
     names = sorted(
         {
             name
@@ -333,7 +336,7 @@ def broadcast_values_misleading_links(broadcast: Broadcast) -> ValuesInvisible:
         if len(shown) < SKIPPED_SHOWN:
             named = "; ".join(f"{text or '-'} → {target}" for text, target in led)
             shown.append((row, address, named))
-    return ValuesInvisible(count=count, rows=shown)
+    return ValuesNamed(count=count, rows=shown)
 
 
 def _host_named(host: str) -> str:
