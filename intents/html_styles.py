@@ -19,6 +19,7 @@ import re
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy
 
+from intents.html_hidden import hidden_without_words
 from intents.html_tokens import comment_end, tag
 
 # A CSS escape: a backslash and one to six hex digits (and one whitespace after them), or a
@@ -177,7 +178,12 @@ def reader_looks(body: str) -> list[str]:
       Outlook.com and Outlook's apps add to what they darken);
     - text the frame hides or that only the frame shows (``_hides_or_adds_text``): a
       ``display:none`` preheader, a ``hidden`` paragraph, a ``<template>``, a ``::after``
-      that writes words; ``html_words`` and ``css_added_text`` give the page what they hold;
+      that writes words, a ``<style>`` rule that hides whatever it reaches; an element that its
+      own style attribute hides only when it holds words (text, an image's alt, a nested
+      element's text: ``html_hidden.hidden_without_words``), so a spacer of ``&nbsp;`` under
+      ``font-size:0;line-height:0`` or an ``<img style="height:0">`` without alt is no hidden
+      text, and a ``font-size:0`` gap fix around columns that set their own font size is;
+      ``html_words`` and ``css_added_text`` give the page what they hold;
     - Outlook's conditional comments (``<!--[if mso]>...<![endif]-->``): a browser, and so the
       frame, reads them as comments and shows nothing of what they hold, Outlook for Windows
       renders it (and hides what ``<!--[if !mso]><!-->`` holds); ``conditional_comments``
@@ -200,7 +206,7 @@ def reader_looks(body: str) -> list[str]:
         looks.add("outlook_dark_mode")
     if _CONDITIONAL_COMMENT_START.search(text):
         looks.add("outlook_windows")
-    if _hides_or_adds_text(text):
+    if _hides_or_adds_text(body, text):
         looks.add("hidden_text")
     return [look for look in READER_LOOKS if look in looks]
 
@@ -242,17 +248,38 @@ _HIDING_MARKUP = re.compile(r"<[a-z][^<>]*?[\s\"'/]hidden(?=[\s/>=])|<template\b
 _CONTENT_DECLARATION = re.compile(r"(?<![\w-])content\s*:[^;}]*")
 
 
-def _css_of(text: str) -> list[str]:
-    return _STYLE_ATTRIBUTE.findall(text) + _STYLE_ELEMENT.findall(text)
+def _hiding(value: str) -> bool:
+    """Whether a style attribute's value, as written, hides its element's text or writes text
+    (``_HIDING_DECLARATION``), read as CSS reads it."""
+    return bool(_HIDING_DECLARATION.search(_COMMENT.sub(" ", _as_css_reads(_unquoted(value)))))
 
 
-def _hides_or_adds_text(text: str) -> bool:
-    """Whether the body (read as CSS reads it) holds text the frame does not show or shows text
-    it does not hold. Every such declaration warns, whatever it is applied to: which element it
-    reaches is known only by drawing it."""
+def _hides_or_adds_text(body: str, text: str) -> bool:
+    """Whether the body (``text``: read as CSS reads it) holds text the frame does not show or
+    shows text it does not hold:
+
+    - hiding markup (``_HIDING_MARKUP``), a rule of a ``<style>`` that hides or writes, a
+      ``content`` declaration in a style attribute: whatever they are applied to, as which
+      element a rule reaches is known only by drawing it;
+    - an element whose own style attribute hides it and holds words
+      (``html_hidden.hidden_without_words``); a spacer that holds none warns nothing. Every
+      hiding style attribute written in the body (``_STYLE_ATTRIBUTE``, as it was read before)
+      must be one of a tag read so: one its tokenizer's states did not reach as a tag (in a
+      comment, in an ``<svg>``'s ``<style>``, where a browser reads a ``<div>`` as one) warns."""
     if _HIDING_MARKUP.search(text):
         return True
-    return any(_HIDING_DECLARATION.search(_COMMENT.sub(" ", css)) for css in _css_of(text))
+    attributes = [_COMMENT.sub(" ", css) for css in _STYLE_ATTRIBUTE.findall(text)]
+    elements = [_COMMENT.sub(" ", css) for css in _STYLE_ELEMENT.findall(text)]
+    if any(_HIDING_DECLARATION.search(css) for css in elements) or any(
+        _CONTENT_DECLARATION.search(css) for css in attributes
+    ):
+        return True
+    quiet = hidden_without_words(body, _hiding)
+    return quiet is None or any(
+        match.start() not in quiet
+        for match in _STYLE_ATTRIBUTE_ANY_CASE.finditer(body)
+        if _hiding(match[1])
+    )
 
 
 # Elements whose content no mail client shows as text of the message, skipped to their end tag

@@ -1,8 +1,9 @@
 """HTML split as the WHATWG tokenizer splits it, the few states that decide where a tag and a
 comment begin and end, in one linear pass: a tag's name, attributes and end (``tag``), a
 comment's end (``comment_end``). Pure. ``intents.broadcast_html`` checks a template's
-placeholders with it; ``intents.html_styles.html_words`` reads a body's text with it. Python
-3.13.0's ``html.parser`` took 21 s for 40 KB of "<a "."""
+placeholders with it; ``intents.html_styles.html_words`` reads a body's text with it;
+``intents.html_hidden`` what an element that its style hides holds. Python 3.13.0's
+``html.parser`` took 21 s for 40 KB of "<a "."""
 
 from __future__ import annotations
 

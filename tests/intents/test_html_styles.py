@@ -5,6 +5,7 @@ browser still applies them."""
 import pytest
 
 from intents.html_styles import READER_LOOKS, conditional_comments, reader_looks
+from intents.policy import invisible_in_content
 
 # A sentence only a phone reader sees: hidden at any width above 600 px, the reviewer's.
 PHONE_ONLY = (
@@ -142,3 +143,79 @@ def test_the_source_of_each_conditional_comment_is_given_as_written():
     ]
     assert conditional_comments("<p>Hi</p><!-- a comment -->") == []
     assert conditional_comments("") == []
+
+
+# Spacers and gap fixes of ordinary templates: an element its own style hides that holds no
+# words (white space, &nbsp; and the other spaces, nothing at all), and an image without alt.
+@pytest.mark.parametrize(
+    "html",
+    [
+        '<table><tr><td style="font-size:0;line-height:0" height="20">&nbsp;</td></tr></table>',
+        '<div style="height:0;line-height:0;font-size:0">&nbsp;</div><p>Hello</p>',
+        '<img src="data:," width="600" style="display:block;height:0"><p>Hello</p>',
+        '<img src="data:," alt="" style="display:block;height:0">',
+        '<table><tr><td style="font-size:0px;line-height:0px;mso-line-height-rule:exactly">'
+        "&#8202;</td></tr></table>",
+        "<td style='font-size:0' height=20></td><td>Hello</td>",
+        "<span style='font-size:0'>&nbsp; &#160;&ensp;&thinsp;\u3000\n</span><p>Hello</p>",
+        "<div style='font-size:0;line-height:0'><img src='data:,' alt='' width=1 height=20>"
+        "<br></div>",
+        "<div style='display:none'><span><b>&nbsp;</b></span>\n</div><p>Hello</p>",
+        "<div style='max-height:0'><table><tr><td>&nbsp;</td></tr></table></div><p>Hello</p>",
+        # Drawn by no reader, and named by its own check (policy.invisible_in_content).
+        "<div style='font-size:0'>&#8203;</div><p>Hello</p>",
+    ],
+)
+def test_a_spacer_its_own_style_hides_holds_no_hidden_text(html):
+    assert reader_looks(html) == []
+
+
+def test_a_zero_width_space_in_a_spacer_is_named_by_its_own_check():
+    assert invisible_in_content(
+        subject="s", text="t", html="<div style='font-size:0'>&#8203;</div>"
+    ) == {"html": "U+200B ZERO WIDTH SPACE"}
+
+
+# Words an inline style hides, however the element holds them: a reader that ignores the style
+# (an inbox preview, a screen reader, Outlook for display:none) still gets them.
+@pytest.mark.parametrize(
+    "html",
+    [
+        '<div style="display:none;max-height:0;overflow:hidden">Your account is locked</div>',
+        "<p>Hi<span style='font-size:0'>Pay to IBAN XX00 1234</span></p>",
+        "<div style='display:none'><table><tr><td><p>&nbsp;<b>Pay now</b></p></td></tr></table>"
+        "</div>",
+        "<img src='data:,' alt='Pay to IBAN XX00 1234' style='display:none'>",
+        "<div style='font-size:0'><img src='data:,' alt='Pay to XX00'></div>",
+        "<div style='font-size:0' title='Pay to XX00'></div>",
+        "<div style='opacity:0'>&nbsp;</div>Hello<div style='opacity:0'>Pay</div>",
+        "<div style='display:none'>&nbsp;&zwnj;</div>",
+        "<div style='display:none'>&nbsp;&amp;</div>",
+        "<div style='display:none'>&nbsp;<!--[if mso]>Pay<![endif]--></div>",
+        "<svg><text style='opacity:0'><![CDATA[Pay to XX00]]></text></svg>",
+        "<div style='display:none'><textarea></div></textarea>Pay to XX00</div>",
+        "<span style='font-size:0'>&nbsp;</b>Pay to XX00",
+        "<div style='display:none'>&nbsp;</div ><div style='display:none'>x",
+        "<body style='font-size:0'><p>Pay</p>",
+        # A close tag a browser ignores: the element goes on, holding what follows.
+        "<div style='display:none'>&nbsp;<table><tr><td></div>Pay to XX00</td></tr></table></div>",
+        "<span style='font-size:0'>&nbsp;<div></span>Pay to XX00</div></span>",
+        "<p style='display:none'>&nbsp;<button></p>Pay to XX00</button></p>",
+        "<form style='display:none'><div>&nbsp;</form>Pay to XX00</div>",
+        # Formatting a browser opens again after a close tag (its list of active formatting).
+        "<p><b style='display:none'>&nbsp;</p><p>Pay to XX00</p>",
+        "<b style='display:none'><p><b>&nbsp;</p>&nbsp;</b>Pay to XX00</b>",
+        "<div style='display:none'>&nbsp;<p><b style='font-size:0'></p></div>Pay to XX00",
+        # The inline-block gap fix: whether the child's own font size shows its words depends on
+        # where a browser ends the child, which only drawing it tells.
+        "<div style='font-size:0'><div style='display:inline-block;font-size:16px'>Hello</div>"
+        "</div>",
+        # A tag read only by a browser: a "<div>" in an <svg>'s <style> leaves the <svg>.
+        "<svg><style><div style='font-size:0'>Pay to XX00</div></style></svg>",
+        # A ">" in an attribute before the style.
+        "<div title='>' style='display:none'>Pay to XX00</div>",
+        '<div style="font-family:&quot;Arial&quot;;display:none">Pay to XX00</div>',
+    ],
+)
+def test_words_an_inline_style_hides_are_hidden_text(html):
+    assert "hidden_text" in reader_looks(html)

@@ -1,0 +1,215 @@
+"""Whether an HTML element that its own style hides holds words a reader could get
+(``hidden_without_words``), with what a browser's parser holds in an element as far as it can
+be told without building its tree: where it ends (never earlier than a browser ends it) and
+what is words. Pure. ``intents.html_styles`` asks it of every element whose style attribute
+hides it (``display:none``, ``font-size:0``): ordinary templates hide spacers that hold nothing
+(``<td style="font-size:0;line-height:0">&nbsp;</td>``), which must not warn as hidden text,
+and a preheader of words, which must."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable
+
+from common.text import INVISIBLE_CHARACTERS
+from intents.html_tokens import comment_end, tag
+
+# What a reader gets nothing from: white space, the no-break and other spaces (&nbsp;, &ensp;,
+# &thinsp;, &#8202;, not U+1680, which draws a stroke), and the characters nobody sees
+# (``INVISIBLE_CHARACTERS``: a zero-width space, a bidi control), which count as no words here
+# only because ``policy.invisible_in_content`` names them wherever the body holds them, on the
+# same page and in the same bulk approval. Not a zero-width joiner or non-joiner, a soft hyphen,
+# a combining grapheme joiner: nothing else names those, so they count as words.
+_NO_WORDS = re.compile(
+    r"[\t\n\f\r \xa0\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+|" + INVISIBLE_CHARACTERS.pattern
+)
+# Attributes whose text a reader gets: an image's alt, a tooltip, a screen reader's label, a
+# field's value.
+_WORDS_ATTRIBUTES = frozenset(
+    {"alt", "title", "aria-label", "aria-description", "value", "placeholder", "label"}
+)
+_VOID = frozenset(
+    {
+        "area", "base", "basefont", "bgsound", "br", "col", "embed", "frame", "hr", "image",
+        "img", "input", "keygen", "link", "meta", "param", "source", "track", "wbr",
+    }
+)  # fmt: skip
+# Elements whose content a browser reads as text, to their close tag (all of it for
+# <plaintext>): no tags in them. A <noscript> is one where scripts run; where they do not, a
+# hiding style in it is one this reading did not reach as a tag, which html_styles warns of.
+_RAW_TEXT = frozenset(
+    {
+        "iframe", "noembed", "noframes", "noscript", "plaintext", "script", "style",
+        "textarea", "title", "xmp",
+    }
+)  # fmt: skip
+# The WHATWG parser's "special" elements, and <svg> and <math>: a close tag of another kind
+# ("any other end tag": <span>, <font>, <b>) that meets one of them is ignored.
+_SPECIAL = frozenset(
+    {
+        "address", "annotation-xml", "applet", "area", "article", "aside", "base", "basefont",
+        "bgsound", "blockquote", "body", "br", "button", "caption", "center", "col", "colgroup",
+        "dd", "desc", "details", "dialog", "dir", "div", "dl", "dt", "embed", "fieldset",
+        "figcaption", "figure", "footer", "foreignobject", "form", "frame", "frameset", "h1",
+        "h2", "h3", "h4", "h5", "h6", "head", "header", "hgroup", "hr", "html", "iframe", "img",
+        "input", "keygen", "li", "link", "listing", "main", "marquee", "math", "menu", "meta",
+        "mi", "mn", "mo", "ms", "mtext", "nav", "noembed", "noframes", "noscript", "object",
+        "ol", "p", "param", "plaintext", "pre", "script", "search", "section", "select",
+        "source", "style", "summary", "svg", "table", "tbody", "td", "template", "textarea",
+        "tfoot", "th", "thead", "title", "tr", "track", "ul", "wbr", "xmp",
+    }
+)  # fmt: skip
+# Special elements a close tag of theirs ends with what they hold ("generate implied end tags,
+# pop until"), when no element of ``_SCOPE`` stands between (one of ``_SCOPE_MORE`` neither).
+# Any other (a <form>, a <body>, which the close tag leaves open) is taken to hold the rest.
+_CLOSED_WITH_CONTENT = frozenset(
+    {
+        "address", "article", "aside", "blockquote", "center", "dd", "dialog", "dir", "div",
+        "dl", "dt", "fieldset", "figcaption", "figure", "footer", "h1", "h2", "h3", "h4", "h5",
+        "h6", "header", "hgroup", "li", "listing", "main", "menu", "nav", "ol", "p", "pre",
+        "search", "section", "summary", "table", "tbody", "td", "tfoot", "th", "thead", "tr",
+        "ul",
+    }
+)  # fmt: skip
+# The parser's scope boundaries (of every kind of scope, so more than any one), <select>,
+# <svg> and <math>.
+_SCOPE = frozenset(
+    {
+        "annotation-xml", "applet", "caption", "desc", "foreignobject", "html", "marquee",
+        "math", "mi", "mn", "mo", "ms", "mtext", "object", "select", "svg", "table", "td",
+        "template", "th", "title",
+    }
+)  # fmt: skip
+_SCOPE_MORE = {"p": frozenset({"button"}), "li": frozenset({"ol", "ul"})}
+# Elements the parser opens again after a close tag that ended them with an element around them
+# (its list of active formatting elements): their own close tag then ends the copy.
+_FORMATTING = frozenset(
+    {"a", "b", "big", "code", "em", "font", "i", "nobr", "s", "small", "strike", "strong", "tt", "u"}
+)  # fmt: skip
+# A comment that Outlook reads as markup.
+_CONDITIONAL_MARK = re.compile(r"\[\s*if\b|\[\s*endif\b", re.IGNORECASE)
+# How deep a hidden element's content is followed (deeper is taken as hidden words), and how
+# far down a close tag looks for its element: a body of a megabyte of close tags is read once.
+_MAX_DEPTH = 256
+_MAX_STEPS = 32
+
+
+def _has_words(text: str) -> bool:
+    return bool(_NO_WORDS.sub("", html.unescape(text)))
+
+
+def _blocks(name: str, between: str) -> bool:
+    """Whether an open ``between`` makes the parser ignore a close tag of ``name``."""
+    if name in _CLOSED_WITH_CONTENT:
+        return between in _SCOPE or between in _SCOPE_MORE.get(name, ())
+    if name in ("svg", "math"):
+        return between in ("foreignobject", "desc", "title", "mi", "mo", "mn", "ms", "mtext")
+    return between in _SPECIAL
+
+
+def _close(open_elements: list[tuple[str, bool]], reopened: dict[str, int], name: str) -> None:
+    """A close tag of ``name`` within a hidden element (``open_elements``: each one's name and
+    whether its own style hides, the hidden one first): what it ends, and only what a browser
+    ends with it; one it cannot tell of (an element of its name more than ``_MAX_STEPS`` down)
+    is taken as ignored, so an element is never taken as ended before a browser ends it. A
+    formatting element that a close tag around it ended is opened again by the parser, its
+    style with it (``reopened``): a close tag of its name ends the copy first, and one whose
+    style hides is never taken as ended."""
+    if name not in _CLOSED_WITH_CONTENT and name in _SPECIAL and name not in ("svg", "math"):
+        return
+    if reopened.get(name):
+        reopened[name] -= 1
+        return
+    top = len(open_elements) - 1
+    for index in range(top, max(top - _MAX_STEPS, -1), -1):
+        if open_elements[index][0] == name:
+            ended = open_elements[index + 1 :]
+            if any(inner in _FORMATTING and hides for inner, hides in ended):
+                return
+            for inner, _hides in ended:
+                if inner in _FORMATTING:
+                    reopened[inner] = reopened.get(inner, 0) + 1
+            del open_elements[index:]
+            return
+        if _blocks(name, open_elements[index][0]):
+            return
+
+
+def hidden_without_words(body: str, hides: Callable[[str], bool]) -> frozenset[int] | None:
+    """Where each start tag whose style attribute hides its element (``hides``, given the
+    attribute's value as written) starts, when none of them holds words; None when one does.
+
+    Words are what a reader who ignores the style (an inbox preview, a screen reader, Outlook
+    for ``display:none``) gets: text other than spaces (``_NO_WORDS``), an alt, a title or a
+    label (``_WORDS_ATTRIBUTES``: a hidden image's alt is read by a screen reader), the text of
+    an element nested in it (a child's own style does not show what its parent's
+    ``display:none`` hides; a child's own font size under a parent's ``font-size:0``, the
+    inline-block gap fix, may show its words, but which ones depends on where a browser ends
+    the child, which this reading does not know as the browser does: they count as hidden), a
+    conditional comment (Outlook's markup), a CDATA section. A hidden <html> or <body> holds the
+    message, a hidden <textarea>, <title>, <script> or other raw text what it holds as text. A
+    void element (<img>, <br>, <hr>) holds nothing but its attributes.
+
+    Where a hidden element ends is read as a browser's parser ends it, or later, never earlier
+    (``_close``): a ``</div>`` inside a ``<td>`` of it, a ``</span>`` inside a ``<div>`` of it
+    are ignored; a ``</form>`` leaves what it holds open; formatting it ended is opened again.
+    Read once, by the tokenizer's states (``intents.html_tokens``): linear in the body."""
+    open_elements: list[tuple[str, bool]] = []
+    reopened: dict[str, int] = {}
+    hiding_tags: set[int] = set()
+    position, n = 0, len(body)
+    while (start := body.find("<", position)) != -1:
+        if open_elements and _has_words(body[position:start]):
+            return None
+        after = body[start + 1 : start + 2]
+        if body.startswith("<!--", start):
+            position = comment_end(body, start + 4)
+            if open_elements and _CONDITIONAL_MARK.search(body, start, position):
+                return None
+        elif after in ("!", "?") or (after == "/" and not body[start + 2 : start + 3].isalpha()):
+            if open_elements and after == "!":
+                return None
+            close = body.find(">", start)
+            position = n if close == -1 else close + 1
+        elif after == "/":
+            found_tag = tag(body, start + 2)
+            position = found_tag.end
+            if open_elements:
+                _close(open_elements, reopened, found_tag.name)
+                if not open_elements:
+                    reopened.clear()
+        elif after.isascii() and after.isalpha():
+            found_tag = tag(body, start + 1)
+            position = found_tag.end
+            name = found_tag.name
+            hidden = any(
+                hides(body[found.start : found.end])
+                for found in found_tag.attributes
+                if found.name == "style"
+            )
+            if hidden:
+                hiding_tags.add(start)
+                if name in ("html", "body"):
+                    return None
+            if hidden or open_elements:
+                if name in _RAW_TEXT or any(
+                    found.name in _WORDS_ATTRIBUTES and _has_words(body[found.start : found.end])
+                    for found in found_tag.attributes
+                ):
+                    return None
+                if name not in _VOID:
+                    open_elements.append((name, hidden))
+                    if len(open_elements) > _MAX_DEPTH:
+                        return None
+            elif name in _RAW_TEXT:
+                close_tag = re.compile(rf"</{re.escape(name)}[\t\n\f\r />]", re.IGNORECASE)
+                found_close = None if name == "plaintext" else close_tag.search(body, position)
+                position = n if found_close is None else found_close.start()
+        else:
+            if open_elements:
+                return None
+            position = start + 1
+    if open_elements and _has_words(body[position:]):
+        return None
+    return frozenset(hiding_tags)
