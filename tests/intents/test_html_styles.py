@@ -4,7 +4,7 @@ browser still applies them."""
 
 import pytest
 
-from intents.html_styles import READER_LOOKS, conditional_comments, reader_looks
+from intents.html_styles import READER_LOOKS, conditional_comments, html_words, reader_looks
 from intents.policy import invisible_in_content
 
 # A sentence only a phone reader sees: hidden at any width above 600 px, the reviewer's.
@@ -219,3 +219,18 @@ def test_a_zero_width_space_in_a_spacer_is_named_by_its_own_check():
 )
 def test_words_an_inline_style_hides_are_hidden_text(html):
     assert "hidden_text" in reader_looks(html)
+
+
+@pytest.mark.parametrize(
+    ("html", "words"),
+    [
+        ("<!-- a --!> b --> c", "b --> c"),
+        ("<!-- a --> b --!> c", "b --!> c"),
+        ("<!--> a", "a"),
+        ("<!---> a", "a"),
+        ("<!-- a -- > b --!> c", "c"),
+        ("<!-- never closed --", ""),
+    ],
+)
+def test_a_comment_ends_where_a_browser_ends_it(html, words):
+    assert html_words(html) == words
