@@ -15,9 +15,13 @@ socket is shut down and the request fails with ``DeadlinePassed`` (an ``httpx.Re
 threads and the request stops waiting for it at the deadline (the resolver's own timeouts, 5 s a
 try and name server by default, would otherwise hold the worker; the thread finishes on its own).
 
-Refused: loopback and private (with the deprecated site-local ``fec0::/10``) unless
-``allow_private``; link-local (which holds the cloud metadata address 169.254.169.254), the
-metadata services that live elsewhere (AWS's ``fd00:ec2::254`` in fc00::/7, Alibaba Cloud's
+Refused: private (with the deprecated site-local ``fec0::/10``) unless ``allow_private``;
+loopback (127.0.0.0/8, ``::1``, any spelling of them below, and the names ``localhost`` and
+``*.localhost`` when typed, RFC 6761) unless ``allow_loopback``, a decision of its own
+(``EGRESS_ALLOW_LOOPBACK``): loopback is the deployment host itself (its metrics, redis,
+pgbouncer, PostgreSQL), which a deployment that reaches receivers on its own network has no
+reason to open to whatever a tenant admin types; link-local (which holds the cloud metadata
+address 169.254.169.254), the metadata services that live elsewhere (AWS's ``fd00:ec2::254`` in fc00::/7, Alibaba Cloud's
 ``100.100.100.200`` in 100.64/10), multicast, reserved, unspecified and the other non-global
 ranges of ``ipaddress`` always. An IPv6 address
 that only spells an IPv4 address is judged as that IPv4 address: IPv4-mapped
@@ -73,11 +77,13 @@ _PRIVATE_OK = (
     ipaddress.ip_network("172.16.0.0/12"),
     ipaddress.ip_network("192.168.0.0/16"),
     ipaddress.ip_network("100.64.0.0/10"),
-    ipaddress.ip_network("127.0.0.0/8"),
     ipaddress.ip_network("fc00::/7"),
-    ipaddress.ip_network("::1/128"),
     _SITE_LOCAL,
 )
+
+# The setting that allows loopback, named in the refusal: tenant admins read it, and it tells them
+# (and the operator they ask) that loopback is refused on purpose, and what would allow it.
+LOOPBACK_SETTING = "EGRESS_ALLOW_LOOPBACK"
 
 # Cloud metadata services outside link-local, where private networks may be allowed: AWS's
 # instance metadata, DNS and time services over IPv6 (Nitro instances; the IPv4 ones are
@@ -121,7 +127,7 @@ def _tunnel_ends(ip: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]
     return ()
 
 
-def check_address(ip: IPAddress, *, allow_private: bool) -> None:
+def check_address(ip: IPAddress, *, allow_private: bool, allow_loopback: bool) -> None:
     """Refuse an address we must not connect to (``EgressRefused``)."""
     if isinstance(ip, ipaddress.IPv6Address):
         spelled = _spelled_ipv4(ip)
@@ -129,7 +135,7 @@ def check_address(ip: IPAddress, *, allow_private: bool) -> None:
             ip = spelled
         else:
             for end in _tunnel_ends(ip):
-                check_address(end, allow_private=allow_private)
+                check_address(end, allow_private=allow_private, allow_loopback=allow_loopback)
     metadata = any(ip in net for net in _CLOUD_METADATA)
     if ip.is_unspecified or ip.is_multicast or ip.is_link_local or metadata:
         raise EgressRefused(
@@ -137,13 +143,21 @@ def check_address(ip: IPAddress, *, allow_private: bool) -> None:
         )
     if ip.is_global and ip not in _SITE_LOCAL:
         return
-    # Before is_reserved: ::1 lies in the reserved ::/8.
+    # Before is_reserved: ::1 lies in the reserved ::/8, and "never a delivery address" is not
+    # why it is refused (it is this machine).
+    if ip.is_loopback:
+        if allow_loopback:
+            return
+        raise EgressRefused(
+            "address_loopback",
+            _(
+                "%(ip)s is a loopback address (this server itself): it is reached only with "
+                "%(setting)s on."
+            )
+            % {"ip": ip, "setting": LOOPBACK_SETTING},
+        )
     if allow_private and any(ip in net for net in _PRIVATE_OK):
         return
-    # Loopback before is_reserved too: ::1 was refused as "never a delivery address", which
-    # is not why (it is this machine, allowed where private networks are).
-    if ip.is_loopback:
-        raise EgressRefused("address_loopback", _("%(ip)s is a loopback address.") % {"ip": ip})
     if ip.is_reserved:
         raise EgressRefused(
             "address_forbidden", _("%(ip)s is never a delivery address.") % {"ip": ip}
@@ -189,13 +203,31 @@ def _getaddrinfo(host: str, port: int, within: float | None) -> list:
         raise LookupTooSlow(host) from None
 
 
-def resolve(host: str, port: int, *, allow_private: bool, within: float | None = None) -> IPAddress:
+def _name_is_loopback(host: str) -> EgressRefused:
+    return EgressRefused(
+        "address_loopback",
+        _(
+            "%(host)s resolves to a loopback address (this server itself): it is reached only "
+            "with %(setting)s on."
+        )
+        % {"host": host, "setting": LOOPBACK_SETTING},
+    )
+
+
+def resolve(
+    host: str,
+    port: int,
+    *,
+    allow_private: bool,
+    allow_loopback: bool,
+    within: float | None = None,
+) -> IPAddress:
     """The first address of ``host`` after every answer passed ``check_address``: one bad answer
     refuses the host (an attacker's name may answer a public and a private address).
     ``within``: seconds the lookup may take (``LookupTooSlow`` after them)."""
     literal = literal_address(host)
     if literal is not None:
-        check_address(literal, allow_private=allow_private)
+        check_address(literal, allow_private=allow_private, allow_loopback=allow_loopback)
         return literal
     try:
         answers = _getaddrinfo(host, port, within)
@@ -208,7 +240,7 @@ def resolve(host: str, port: int, *, allow_private: bool, within: float | None =
         raise EgressRefused("dns_failed", _("%(host)s does not resolve.") % {"host": host})
     for ip in addresses:
         try:
-            check_address(ip, allow_private=allow_private)
+            check_address(ip, allow_private=allow_private, allow_loopback=allow_loopback)
         except EgressRefused as refused:
             # The error reaches tenant admins: it names the host they typed, never the address
             # our resolver answered (which would let them map the internal network name by name).
@@ -216,6 +248,8 @@ def resolve(host: str, port: int, *, allow_private: bool, within: float | None =
                 "common.egress.name_refused",
                 extra={"host": host, "address": str(ip), "code": refused.code},
             )
+            if refused.code == "address_loopback":  # said as such: which setting allows it
+                raise _name_is_loopback(host) from None
             raise EgressRefused(
                 refused.code,
                 _("%(host)s resolves to an address that is not public.") % {"host": host},
@@ -305,8 +339,16 @@ class PinnedTransport(httpx.BaseTransport):
     address only, with the original name as Host and TLS server name; ``deadline``: seconds the
     whole request may take, from the connection to the last byte of the answer."""
 
-    def __init__(self, *, allow_private: bool, deadline: float | None = None, **transport_options):
+    def __init__(
+        self,
+        *,
+        allow_private: bool,
+        allow_loopback: bool,
+        deadline: float | None = None,
+        **transport_options,
+    ):
         self.allow_private = allow_private
+        self.allow_loopback = allow_loopback
         self.deadline = deadline
         if deadline is not None:
             # The deadline learns a request's socket when it connects: one connection each.
@@ -346,7 +388,13 @@ class PinnedTransport(httpx.BaseTransport):
         host = url.raw_host.decode("ascii")
         port = url.port or (443 if url.scheme == "https" else 80)
         within = deadline.remaining() if deadline is not None else None
-        ip = resolve(host, port, allow_private=self.allow_private, within=within)
+        ip = resolve(
+            host,
+            port,
+            allow_private=self.allow_private,
+            allow_loopback=self.allow_loopback,
+            within=within,
+        )
         ip_host = f"[{ip}]" if ip.version == 6 else str(ip)
         request.url = url.copy_with(host=ip_host.strip("[]"))
         request.headers["Host"] = url.netloc.decode("ascii")
@@ -358,11 +406,14 @@ class PinnedTransport(httpx.BaseTransport):
         self._inner.close()
 
 
-def validate_url(raw: str, *, allow_private: bool, require_https: bool) -> str:
+def validate_url(
+    raw: str, *, allow_private: bool, allow_loopback: bool, require_https: bool
+) -> str:
     """Refuse a URL we will not deliver to (``EgressRefused`` with a reason for a form).
 
     Names are resolved only when delivering (their answers may change); a literal address is
-    checked here too, so an obviously internal URL is refused when it is typed.
+    checked here too, and ``localhost`` and its subdomains (loopback by definition, RFC 6761),
+    so an obviously internal URL is refused when it is typed.
     """
     if char := _unsafe_in_url(raw):
         raise EgressRefused(
@@ -394,8 +445,16 @@ def validate_url(raw: str, *, allow_private: bool, require_https: bool) -> str:
     host = host_reached(parts.hostname)
     literal = literal_address(host) or _ipv4_written_as_a_number(host)
     if literal is not None:
-        check_address(literal, allow_private=allow_private)
+        check_address(literal, allow_private=allow_private, allow_loopback=allow_loopback)
+    elif is_localhost(host) and not allow_loopback:
+        raise _name_is_loopback(host)
     return raw
+
+
+def is_localhost(host: str) -> bool:
+    """Whether ``host`` (as ``host_reached`` gives it) is ``localhost`` or a name under it, which
+    resolvers answer with loopback (RFC 6761, 6.3)."""
+    return host == "localhost" or host.endswith(".localhost")
 
 
 def host_reached(host: str) -> str:

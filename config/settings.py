@@ -518,20 +518,30 @@ BROADCAST_FANOUT_PAGE_PAUSE_SECONDS = env_float(
 )
 
 # Agent events (intents.events): signed deliveries to the URLs tenant admins register.
-# Private, loopback and shared (CGNAT) addresses are refused after DNS resolution unless this is
-# on (a self-hosted deployment whose receivers live on its own network); link-local (the cloud
-# metadata address), the metadata services outside it (AWS's fd00:ec2::254, Alibaba Cloud's
-# 100.100.100.200), multicast and reserved ranges are refused always. Off in production unless
-# set; on in development and tests, whose receivers run on loopback. With it off, endpoint URLs
-# must use https.
+# Private and shared (CGNAT) addresses are refused after DNS resolution unless this is on (a
+# self-hosted deployment whose receivers live on its own network); loopback is refused unless
+# EGRESS_ALLOW_LOOPBACK is on, whatever this says; link-local (the cloud metadata address), the
+# metadata services outside it (AWS's fd00:ec2::254, Alibaba Cloud's 100.100.100.200), multicast
+# and reserved ranges are refused always. Off in production unless set; on in development and
+# tests. With it off, endpoint URLs must use https.
 AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = env_bool(
     "AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS", not PRODUCTION
 )
 # Single sign-on: the server calls each tenant's identity provider (discovery, key set, token),
 # at addresses a tenant admin types or the provider names. The same guard as agent events:
-# private and loopback addresses only with this on (a provider on the deployment's own network),
-# and then plain http to loopback; https otherwise; link-local, multicast and reserved never.
+# private addresses only with this on (a provider on the deployment's own network), loopback only
+# with EGRESS_ALLOW_LOOPBACK; https, except plain http to loopback where it is allowed;
+# link-local, multicast and reserved never.
 SSO_ALLOW_PRIVATE_NETWORKS = env_bool("SSO_ALLOW_PRIVATE_NETWORKS", not PRODUCTION)
+# Loopback (127.0.0.0/8, ::1, IPv6 spellings of them, names that resolve to them, localhost) for
+# agent events and single sign-on: the deployment host itself, whose services (the app's
+# /metrics, redis, pgbouncer, PostgreSQL) a tenant admin's URL must not reach. A decision of its
+# own, not part of the private networks above: a production deployment that opens those for
+# receivers on its own network keeps this off. On in development and tests, whose receivers and
+# identity providers run on loopback; off in production unless set. (With private networks
+# allowed, a service of this host that listens on every interface is still reachable at the
+# host's private address: bind such services to loopback, DEPLOYMENT.md.)
+EGRESS_ALLOW_LOOPBACK = env_bool("EGRESS_ALLOW_LOOPBACK", not PRODUCTION)
 AGENT_EVENTS_CONNECT_TIMEOUT = env_float("AGENT_EVENTS_CONNECT_TIMEOUT", 5, low=0.001)
 AGENT_EVENTS_READ_TIMEOUT = env_float("AGENT_EVENTS_READ_TIMEOUT", 15, low=0.001)
 # The whole attempt, from the connection to the answer's headers: the read timeout above applies

@@ -24,7 +24,13 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils.translation import gettext as _
 
-from common.egress import EgressRefused, PinnedTransport, literal_address, validate_url
+from common.egress import (
+    EgressRefused,
+    PinnedTransport,
+    is_localhost,
+    literal_address,
+    validate_url,
+)
 from common.text import control_in
 
 logger = logging.getLogger(__name__)
@@ -107,7 +113,9 @@ def _client() -> httpx.Client:
         timeout=TIMEOUT,
         follow_redirects=False,
         transport=PinnedTransport(
-            allow_private=settings.SSO_ALLOW_PRIVATE_NETWORKS, deadline=DEADLINE_SECONDS
+            allow_private=settings.SSO_ALLOW_PRIVATE_NETWORKS,
+            allow_loopback=settings.EGRESS_ALLOW_LOOPBACK,
+            deadline=DEADLINE_SECONDS,
         ),
     )
 
@@ -122,14 +130,19 @@ def _address_refused(refused: EgressRefused) -> OidcError:
 
 def checked_url(url: str) -> str:
     """``url`` if the server may call it: https, and no literal internal address; with
-    ``SSO_ALLOW_PRIVATE_NETWORKS``, private addresses too and plain http to loopback (a provider
-    run on this machine). EgressRefused with the reason otherwise. A name's addresses are checked
-    when it is called (``_client``)."""
-    allow = settings.SSO_ALLOW_PRIVATE_NETWORKS
+    ``SSO_ALLOW_PRIVATE_NETWORKS``, private addresses too; with ``EGRESS_ALLOW_LOOPBACK``,
+    loopback, over plain http too (a provider run on this machine: its traffic never leaves
+    it). EgressRefused with the reason otherwise (for loopback, that it is loopback, not that
+    it is http). A name's addresses are checked when it is called (``_client``)."""
     host = urlsplit(url).hostname or ""
     literal = literal_address(host)
-    local = host == "localhost" or (literal is not None and literal.is_loopback)
-    return validate_url(url, allow_private=allow, require_https=not (allow and local))
+    local = is_localhost(host) or (literal is not None and literal.is_loopback)
+    return validate_url(
+        url,
+        allow_private=settings.SSO_ALLOW_PRIVATE_NETWORKS,
+        allow_loopback=settings.EGRESS_ALLOW_LOOPBACK,
+        require_https=not local,
+    )
 
 
 def discover(issuer: str) -> Provider:

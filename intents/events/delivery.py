@@ -195,6 +195,7 @@ def client() -> httpx.Client:
     return httpx.Client(
         transport=PinnedTransport(
             allow_private=settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS,
+            allow_loopback=settings.EGRESS_ALLOW_LOOPBACK,
             deadline=settings.AGENT_EVENTS_TOTAL_TIMEOUT,
         ),
         timeout=httpx.Timeout(

@@ -51,7 +51,12 @@ def clean_url(url: str) -> str:
     ("\u043f\u0440\u0438\u043c\u0435\u0440.\u0440\u0444") reads as what it is, and is kept."""
     allow = settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS
     try:
-        url = validate_url((url or "").strip(), allow_private=allow, require_https=not allow)
+        url = validate_url(
+            (url or "").strip(),
+            allow_private=allow,
+            allow_loopback=settings.EGRESS_ALLOW_LOOPBACK,
+            require_https=not allow,
+        )
     except EgressRefused as exc:
         raise AdminError(exc.code, exc.message, field="url") from None
     host = urlsplit(url).hostname or ""

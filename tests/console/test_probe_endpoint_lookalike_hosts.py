@@ -97,6 +97,7 @@ def test_a_loopback_literal_in_production_is_refused_as_loopback(
     tenant_a, member_of, signed_in, settings, url
 ):
     settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = False
+    settings.EGRESS_ALLOW_LOOPBACK = False
     client = signed_in(member_of(tenant_a, "admin").user)
 
     response = client.post(f"{BASE}new/", {"url": url, "event_types": ["draft.approved"]})

@@ -497,3 +497,24 @@ def test_production_delivers_to_no_private_network_unless_an_operator_says_so():
 
     assert run_python("-c", read, env=production).stdout.split() == ["False", "False"]
     assert run_python("-c", read, env=opened).stdout.split() == ["True", "False"]
+
+
+def test_production_reaches_no_loopback_address_even_with_private_networks_allowed():
+    """Loopback is the deployment host itself (its /metrics, redis, pgbouncer, PostgreSQL): a
+    self-hosted deployment that opens its private networks to receivers and identity providers
+    does not open it too; only EGRESS_ALLOW_LOOPBACK does."""
+    read = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.EGRESS_ALLOW_LOOPBACK)"
+    )
+    production = {
+        **PRODUCTION_ENV,
+        "DATABASE_URL": settings.DATABASE_URL,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS": "true",
+        "SSO_ALLOW_PRIVATE_NETWORKS": "true",
+    }
+    opened = {**production, "EGRESS_ALLOW_LOOPBACK": "true"}
+
+    assert run_python("-c", read, env=production).stdout.split() == ["False"]
+    assert run_python("-c", read, env=opened).stdout.split() == ["True"]

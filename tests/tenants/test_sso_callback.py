@@ -6,6 +6,8 @@ expired or unsigned token and an address outside the tenant's domains are refuse
 
 import base64
 import json
+import re
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -238,6 +240,7 @@ def test_without_private_networks_a_provider_on_loopback_is_never_called(
     """Production's default: the issuer a tenant admin typed may not point the server at its
     own network (checked after resolution, so a name that answers 127.0.0.1 is refused too)."""
     settings.SSO_ALLOW_PRIVATE_NETWORKS = False
+    settings.EGRESS_ALLOW_LOOPBACK = False
     response = client.get(reverse("sso_start", args=[tenant_a.slug]))
     assert response.status_code == 502
     assert "not one we connect to" in response.content.decode()
@@ -249,6 +252,43 @@ def test_without_private_networks_a_provider_on_loopback_is_never_called(
     named = client.get(reverse("sso_start", args=[tenant_a.slug]))
     assert named.status_code == 502 and provider.gets == []
     assert "not one we connect to" in named.content.decode()
+
+
+LOOPBACK_SAID = "(this server itself): it is reached only with EGRESS_ALLOW_LOOPBACK on."
+
+
+@pytest.mark.parametrize(
+    ("issuer", "said"),
+    [
+        ("http://127.0.0.1", "127.0.0.1 is a loopback address"),
+        ("https://idp.internal.test", "idp.internal.test resolves to a loopback address"),
+    ],
+)
+def test_with_private_networks_allowed_a_provider_on_loopback_is_never_called(
+    client, provider, alice, tenant_a, settings, monkeypatch, issuer, said
+):
+    """A self-hosted production deployment opens its own network to identity providers; not the
+    deployment host itself (its /metrics, redis, pgbouncer, PostgreSQL), whatever a tenant admin
+    typed as the issuer, nor a name that resolves to it."""
+    real = socket.getaddrinfo
+
+    def resolve(host, port, *args, **kwargs):
+        if host == "idp.internal.test":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    settings.SSO_ALLOW_PRIVATE_NETWORKS = True
+    settings.EGRESS_ALLOW_LOOPBACK = False
+    SingleSignOn.objects.filter(tenant=tenant_a).update(
+        issuer=provider.issuer.replace("http://127.0.0.1", issuer)
+    )
+
+    response = client.get(reverse("sso_start", args=[tenant_a.slug]))
+
+    assert response.status_code == 502
+    assert f"{said} {LOOPBACK_SAID}" in response.content.decode()
+    assert provider.gets == []
 
 
 @pytest.mark.parametrize("field", ["jwks_uri", "token_endpoint", "authorization_endpoint"])
@@ -266,26 +306,39 @@ def test_a_discovery_document_naming_the_metadata_address_is_refused(
 
 
 @pytest.mark.parametrize(
-    ("allow", "url", "refusal"),
+    ("allow", "loopback", "url", "refusal"),
     [
-        (False, "https://login.acme.test/realms/acme", None),
-        (False, "http://login.acme.test/", "must use https"),
-        (False, "http://127.0.0.1:8080", "must use https"),
-        (False, "https://127.0.0.1:8443", "loopback"),
-        (False, "https://10.1.2.3/", "not a public address"),
-        (True, "http://127.0.0.1:8080", None),
-        (True, "https://10.1.2.3/", None),
-        (True, "http://10.1.2.3/", "must use https"),
-        (True, "https://169.254.169.254/", "never a delivery address"),
-        (True, "https://user:pw@login.acme.test/", "user name or password"),
+        (False, False, "https://login.acme.test/realms/acme", None),
+        (False, False, "http://login.acme.test/", "must use https"),
+        (False, False, "http://127.0.0.1:8080", f"127.0.0.1 is a loopback address {LOOPBACK_SAID}"),
+        (False, False, "https://127.0.0.1:8443", "loopback"),
+        (False, False, "https://10.1.2.3/", "not a public address"),
+        (True, False, "http://127.0.0.1:8080", f"127.0.0.1 is a loopback address {LOOPBACK_SAID}"),
+        (True, False, "https://127.0.0.1:8443", f"127.0.0.1 is a loopback address {LOOPBACK_SAID}"),
+        (True, False, "https://[::1]:8443", f"::1 is a loopback address {LOOPBACK_SAID}"),
+        (
+            True,
+            False,
+            "https://localhost/",
+            f"localhost resolves to a loopback address {LOOPBACK_SAID}",
+        ),
+        (True, False, "https://10.1.2.3/", None),
+        (True, True, "http://127.0.0.1:8080", None),
+        (True, True, "http://localhost:8080", None),
+        (False, True, "http://127.0.0.1:8080", None),
+        (False, True, "https://10.1.2.3/", "not a public address"),
+        (True, True, "http://10.1.2.3/", "must use https"),
+        (True, True, "https://169.254.169.254/", "never a delivery address"),
+        (True, True, "https://user:pw@login.acme.test/", "user name or password"),
     ],
 )
-def test_the_addresses_the_server_may_call(settings, allow, url, refusal):
+def test_the_addresses_the_server_may_call(settings, allow, loopback, url, refusal):
     settings.SSO_ALLOW_PRIVATE_NETWORKS = allow
+    settings.EGRESS_ALLOW_LOOPBACK = loopback
     if refusal is None:
         assert oidc.checked_url(url) == url
     else:
-        with pytest.raises(EgressRefused, match=refusal):
+        with pytest.raises(EgressRefused, match=re.escape(refusal)):
             oidc.checked_url(url)
 
 

@@ -45,7 +45,8 @@ def test_an_answer_body_trickled_past_the_deadline_is_a_read_timeout(trickler):
         b"HTTP/1.1 200 OK\r\nContent-Length: 200\r\nContent-Type: text/plain\r\n\r\n", b"x" * 200
     )
     client = httpx.Client(
-        timeout=httpx.Timeout(1.0), transport=PinnedTransport(allow_private=True, deadline=1.0)
+        timeout=httpx.Timeout(1.0),
+        transport=PinnedTransport(allow_private=True, allow_loopback=True, deadline=1.0),
     )
 
     started = time.monotonic()
@@ -59,7 +60,9 @@ def test_an_answer_body_trickled_past_the_deadline_is_a_read_timeout(trickler):
 
 def test_a_quick_answer_is_untouched_by_the_deadline(trickler):
     server = trickler(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", b"hello", pace=0.01)
-    client = httpx.Client(transport=PinnedTransport(allow_private=True, deadline=2.0))
+    client = httpx.Client(
+        transport=PinnedTransport(allow_private=True, allow_loopback=True, deadline=2.0)
+    )
 
     response = client.get(server.url)
 
@@ -117,7 +120,9 @@ def test_a_name_that_does_not_resolve_in_time_fails_at_the_deadline(trickler, mo
         return real(host, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", hanging)
-    client = httpx.Client(transport=PinnedTransport(allow_private=True, deadline=0.5))
+    client = httpx.Client(
+        transport=PinnedTransport(allow_private=True, allow_loopback=True, deadline=0.5)
+    )
 
     started = time.monotonic()
     with pytest.raises(httpx.ReadTimeout, match=r"slow-dns\.example\.test did not resolve within"):

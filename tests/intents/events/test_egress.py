@@ -9,7 +9,6 @@ Every connection any test here opens goes to loopback."""
 from __future__ import annotations
 
 import ipaddress
-import socket
 import uuid
 
 import pytest
@@ -23,43 +22,11 @@ from tenants.services import AdminError
 from tests.factories import make_local_mailbox
 
 
-@pytest.fixture
-def connects(monkeypatch):
-    """Every outgoing TCP connection the process opens (httpcore's sync backend uses
-    socket.create_connection); the real call still happens, so only loopback is reachable."""
-    seen: list[tuple] = []
-    real = socket.create_connection
-
-    def spy(address, *args, **kwargs):
-        seen.append(address)
-        return real(address, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "create_connection", spy)
-    return seen
-
-
-@pytest.fixture
-def resolver(monkeypatch):
-    """resolver({"hooks.example.test": "10.0.0.5"}): fake answers for these names only."""
-    real = socket.getaddrinfo
-
-    def install(answers: dict[str, str]):
-        def fake(host, port, *args, **kwargs):
-            if host in answers:
-                ip = answers[host]
-                family = socket.AF_INET6 if ":" in ip else socket.AF_INET
-                return [(family, socket.SOCK_STREAM, 6, "", (ip, port))]
-            return real(host, port, *args, **kwargs)
-
-        monkeypatch.setattr(socket, "getaddrinfo", fake)
-
-    return install
-
-
 def an_event_to(tenant, url, member_of, settings, receiver=None) -> AgentEventEndpoint:
-    """Register ``url`` (as a self-hosted deployment may), then turn production's guard on and
-    cause one event (a rejection)."""
+    """Register ``url`` (as a self-hosted deployment may), then turn production's guard on
+    (neither private networks nor loopback) and cause one event (a rejection)."""
     settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = True
+    settings.EGRESS_ALLOW_LOOPBACK = True
     admin = member_of(tenant, "admin").user
     approver = member_of(tenant, "approver").user
     endpoint, secret = endpoint_create(
@@ -68,6 +35,7 @@ def an_event_to(tenant, url, member_of, settings, receiver=None) -> AgentEventEn
     if receiver is not None:
         receiver.secret = secret
     settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = False
+    settings.EGRESS_ALLOW_LOOPBACK = False
     draft = intent_services.draft_create(
         tenant=tenant,
         mailbox=make_local_mailbox(tenant, username=f"support-{uuid.uuid4().hex[:6]}"),
@@ -155,7 +123,8 @@ def test_a_refused_name_is_reported_by_its_name_never_by_its_resolved_address(
         "address_private: billing-db.internal.test resolves to an address that is not public."
     )
     assert last_error(loopback)[3] == (
-        "address_loopback: cache.internal.test resolves to an address that is not public."
+        "address_loopback: cache.internal.test resolves to a loopback address (this server "
+        "itself): it is reached only with EGRESS_ALLOW_LOOPBACK on."
     )
     assert connects == []
 
@@ -170,6 +139,7 @@ def test_an_international_name_is_resolved_as_the_name_the_request_carries(
     resolver({"xn--fa-hia.example.test": "127.0.0.1", "fass.example.test": "10.9.9.9"})
     an_event_to(tenant_a, f"http://faß.example.test:{port}/in", member_of, settings, receiver)
     settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = True
+    settings.EGRESS_ALLOW_LOOPBACK = True
 
     deliver_due()
 
@@ -182,12 +152,13 @@ def test_an_international_name_is_resolved_as_the_name_the_request_carries(
 def test_the_connection_goes_to_the_checked_address_with_the_name_as_host(
     tenant_a, member_of, settings, receiver, resolver, connects
 ):
-    """Self-hosted (private networks allowed): the name is resolved once, the connection goes to
-    that address, and the request still names the host it was sent to."""
+    """Self-hosted (private networks and loopback allowed): the name is resolved once, the
+    connection goes to that address, and the request still names the host it was sent to."""
     port = receiver.server.server_address[1]
     resolver({"hooks.internal.test": "127.0.0.1"})
     an_event_to(tenant_a, f"http://hooks.internal.test:{port}/in", member_of, settings, receiver)
     settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = True
+    settings.EGRESS_ALLOW_LOOPBACK = True
 
     deliver_due()
 
@@ -202,6 +173,7 @@ def test_a_redirect_is_not_followed(tenant_a, member_of, settings, make_receiver
     first.redirect_to = second.url
     endpoint = an_event_to(tenant_a, first.url, member_of, settings)
     settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = True
+    settings.EGRESS_ALLOW_LOOPBACK = True
 
     deliver_due(limit=1)
 
@@ -246,14 +218,17 @@ def test_a_redirect_is_not_followed(tenant_a, member_of, settings, make_receiver
 )
 def test_registration_refuses_urls_with_a_precise_reason(url, code):
     with pytest.raises(EgressRefused) as refused:
-        validate_url(url, allow_private=False, require_https=True)
+        validate_url(url, allow_private=False, allow_loopback=False, require_https=True)
     assert refused.value.code == code
 
 
 def test_registration_accepts_a_public_https_url_without_resolving_it():
     assert (
         validate_url(
-            "https://hooks.example.com:8443/in?x=1", allow_private=False, require_https=True
+            "https://hooks.example.com:8443/in?x=1",
+            allow_private=False,
+            allow_loopback=False,
+            require_https=True,
         )
         == "https://hooks.example.com:8443/in?x=1"
     )
@@ -264,20 +239,20 @@ def test_registration_accepts_a_public_https_url_without_resolving_it():
     [
         ("8.8.8.8", True, True),
         ("2606:4700::1111", True, True),
-        ("127.0.0.1", True, False),
+        ("127.0.0.1", False, False),  # loopback is allow_loopback's (test_egress_loopback)
         ("10.9.8.7", True, False),
         ("192.168.0.1", True, False),
         ("100.64.0.1", True, False),
-        ("::1", True, False),
+        ("::1", False, False),
         ("169.254.169.254", False, False),
         ("fe80::1", False, False),
         ("224.0.0.1", False, False),
         ("0.0.0.0", False, False),
         ("240.0.0.1", False, False),
-        ("::ffff:127.0.0.1", True, False),
+        ("::ffff:127.0.0.1", False, False),
         ("64:ff9b::808:808", True, True),  # NAT64 of 8.8.8.8
         ("64:ff9b::a00:1", True, False),  # NAT64 of 10.0.0.1
-        ("64:ff9b::7f00:1", True, False),  # NAT64 of 127.0.0.1
+        ("64:ff9b::7f00:1", False, False),  # NAT64 of 127.0.0.1
         ("64:ff9b::a9fe:a9fe", False, False),  # NAT64 of the metadata address
         ("::ffff:0:a00:1", True, False),  # SIIT IPv4-translated 10.0.0.1
         ("::ffff:0:a9fe:a9fe", False, False),  # SIIT IPv4-translated metadata address
@@ -292,7 +267,9 @@ def test_registration_accepts_a_public_https_url_without_resolving_it():
 def test_address_rules(ip, allowed_private, allowed_public):
     def allowed(allow_private: bool) -> bool:
         try:
-            check_address(ipaddress.ip_address(ip), allow_private=allow_private)
+            check_address(
+                ipaddress.ip_address(ip), allow_private=allow_private, allow_loopback=False
+            )
         except EgressRefused:
             return False
         return True

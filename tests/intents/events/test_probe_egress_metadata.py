@@ -48,7 +48,7 @@ def loopback_only(monkeypatch):
 @pytest.mark.parametrize("allow_private", [True, False])
 def test_cloud_metadata_addresses_are_never_delivery_addresses(ip, allow_private):
     with pytest.raises(EgressRefused) as refused:
-        check_address(ipaddress.ip_address(ip), allow_private=allow_private)
+        check_address(ipaddress.ip_address(ip), allow_private=allow_private, allow_loopback=True)
     assert refused.value.code == "address_forbidden"
 
 
@@ -57,13 +57,13 @@ def test_cloud_metadata_addresses_are_never_delivery_addresses(ip, allow_private
 )
 def test_registration_refuses_a_metadata_address_on_a_self_hosted_deployment(url):
     with pytest.raises(EgressRefused) as refused:
-        validate_url(url, allow_private=True, require_https=False)
+        validate_url(url, allow_private=True, allow_loopback=True, require_https=False)
     assert refused.value.code == "address_forbidden"
 
 
 def test_a_private_unique_local_or_shared_address_stays_allowed_on_a_self_hosted_deployment():
     for ip in ("fd00:ec2::1", "fd12:3456::254", "100.100.100.201", "100.64.0.1"):
-        check_address(ipaddress.ip_address(ip), allow_private=True)
+        check_address(ipaddress.ip_address(ip), allow_private=True, allow_loopback=False)
 
 
 @pytest.mark.django_db(transaction=True)

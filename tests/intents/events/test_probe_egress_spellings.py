@@ -29,18 +29,21 @@ from tenants.services import AdminError
 )
 def test_an_address_spelled_with_other_dots_is_refused_when_typed(url, allow_private, code):
     with pytest.raises(EgressRefused) as refused:
-        validate_url(url, allow_private=allow_private, require_https=True)
+        validate_url(url, allow_private=allow_private, allow_loopback=False, require_https=True)
     assert refused.value.code == code
 
 
 def test_a_name_with_other_dots_or_a_trailing_dot_is_still_accepted():
     for url in ("https://hooks\u3002example\u3002com/in", "https://hooks.example.com./in"):
-        assert validate_url(url, allow_private=False, require_https=True) == url
+        assert (
+            validate_url(url, allow_private=False, allow_loopback=False, require_https=True) == url
+        )
 
 
 @pytest.mark.django_db
 def test_registration_keeps_no_endpoint_for_such_an_address(tenant_a, member_of, settings):
     settings.AGENT_EVENTS_ALLOW_PRIVATE_NETWORKS = False
+    settings.EGRESS_ALLOW_LOOPBACK = False
     admin = member_of(tenant_a, "admin").user
     with pytest.raises(AdminError) as refused:
         endpoint_create(
