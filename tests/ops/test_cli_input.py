@@ -598,6 +598,22 @@ def test_sandbox_on_a_port_in_use_is_a_command_error_naming_it(tmp_path):
         (["--workers", "33"], "33 is not allowed: it must be at most 32"),
         (["--workers", "3000"], "it must be at most 32"),
         (["--intents", "1000001"], "1000001 is not allowed: it must be at most 1000000"),
+        (["--intents", "nan"], "'nan' is not a number"),
+        (["--workers", "-3"], "it must be at least 2"),
+        # A window of 1e300 seconds (or a typo's extra zeros) ran until someone killed it.
+        (["--seconds", "86401"], "86401 is not allowed: it must be at most 86400"),
+        (["--seconds", "1e300"], "1e300 is not allowed: it must be at most 86400"),
+        (["--seconds", "-1"], "it must be more than 0"),
+        (["--drain-seconds", "0"], "it must be more than 0"),
+        (["--drain-seconds", "1e9"], "1e9 is not allowed: it must be at most 86400"),
+        (["--drain-seconds", "inf"], "'inf' is not a number"),
+        # The seed names the run's tenants and mailboxes: 50 digits overflowed a slug, an error
+        # only once the scratch database and the sandbox were up.
+        (["--seed", "-1"], "-1 is not allowed: it must be at least 0"),
+        (["--seed", "4294967296"], "4294967296 is not allowed: it must be at most 4294967295"),
+        (["--seed", "1" + "0" * 50], "it must be at most 4294967295"),
+        (["--seed", "nan"], "'nan' is not a number"),
+        (["--seed", "seven"], "'seven' is not a number"),
     ],
 )
 def test_chaos_refuses_numbers_it_cannot_run_with(monkeypatch, args, message):
@@ -629,6 +645,23 @@ def test_chaos_writes_its_report_and_logs_where_the_operator_named_them(tmp_path
     [(_, argv)] = chaos_started
     assert argv[argv.index("--json") + 1] == str(tmp_path / "report.json")
     assert argv[argv.index("--logs") + 1] == str(tmp_path / "logs")
+
+
+def test_chaos_takes_every_number_up_to_its_bounds(chaos_started):
+    call_command(
+        "chaos",
+        *("--intents", "1000000", "--workers", "32", "--seconds", "86400"),
+        *("--drain-seconds", "86400", "--seed", "4294967295"),
+    )
+    [(_, argv)] = chaos_started
+    given = dict(zip(argv[3::2], argv[4::2], strict=False))
+    assert given == {
+        "--intents": "1000000",
+        "--workers": "32",
+        "--fault-seconds": "86400.0",
+        "--drain-seconds": "86400.0",
+        "--seed": "4294967295",
+    }
 
 
 @pytest.mark.parametrize(

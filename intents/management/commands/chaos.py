@@ -31,6 +31,13 @@ ROOT = Path(__file__).resolve().parents[3]
 # runs' 2,000.
 MOST_WORKERS = 32
 MOST_INTENTS = 1_000_000
+# A day of faults, and a day for the drain: the recorded runs take a minute of faults and at most
+# a few for the drain (RELIABILITY.md); 1e300, or a typo's extra zeros, ran until someone killed it.
+MOST_SECONDS = 86_400
+# The seed names the run's tenants, users and mailboxes (a tenant's slug holds 60 characters):
+# 50 digits failed only once the scratch database and the sandbox were up. The nemesis draws its
+# own below a million.
+MOST_SEED = 2**32 - 1
 
 
 # The paths are made absolute and checked here, where argparse reads them: the command moves to
@@ -84,19 +91,22 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--seconds",
-            type=number(float, least=0, above=True),
+            type=number(float, least=0, above=True, most=MOST_SECONDS),
             default=30,
-            help="seconds of faults (default: %(default)s)",
+            help=f"seconds of faults, at most {MOST_SECONDS:,} (default: %(default)s)",
         )
         parser.add_argument(
             "--drain-seconds",
-            type=number(float, least=0, above=True),
+            type=number(float, least=0, above=True, most=MOST_SECONDS),
             default=180,
-            help="seconds the system gets to finish every intent after the faults "
-            "(default: %(default)s)",
+            help="seconds the system gets to finish every intent after the faults, at most "
+            f"{MOST_SECONDS:,} (default: %(default)s)",
         )
         parser.add_argument(
-            "--seed", type=int, default=None, help="replay a run (default: a new seed each run)"
+            "--seed",
+            type=number(int, least=0, most=MOST_SEED),
+            default=None,
+            help=f"replay a run, 0 to {MOST_SEED:,} (default: a new seed each run)",
         )
         parser.add_argument(
             "--json", type=report_file, default=None, help="also write the report as JSON here"
