@@ -81,12 +81,18 @@ def _text_to_read(text: str) -> str:
     return text if not text.isascii() or "xn--" in text.lower() else ""
 
 
-def keep_marks(version: DraftVersion) -> None:
+def keep_marks(version: DraftVersion) -> ContentMarks:
     """Read a new version's marks once its transaction has committed (``transaction.on_commit``,
     robust: a failure here is logged and costs the queue one read later), so that the queue
-    reads no body of it."""
+    reads no body of it. Returns them."""
     marks = marks_of(subject=version.subject, text=version.text, html=version.html)
     marks_cache.set(_key(version.content_hash), marks, timeout=MARKS_SECONDS)
+    return marks
+
+
+def kept_marks(content_hash: str) -> ContentMarks | None:
+    """The marks kept for a content, or None when the cache holds none: no body is read."""
+    return marks_cache.get(_key(content_hash))
 
 
 def current_content_marks(*, tenant, draft_ids) -> dict[int, ContentMarks]:

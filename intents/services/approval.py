@@ -10,14 +10,11 @@ from datetime import timedelta
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
-from django.utils.text import get_text_list
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from config.clock import db_now
 from intents import errors
-from intents.html_links import misleading_links
-from intents.html_styles import READER_LOOKS, reader_looks
 from intents.journal import journal
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
 from intents.policy import (
@@ -30,8 +27,6 @@ from intents.policy import (
     can_approve,
     domains_named,
     files_of_others,
-    invisible_in_content,
-    lookalike_hosts_in_content,
     lookalike_recipients,
     mixed_thread_domains,
     needs_another_approver,
@@ -44,6 +39,11 @@ from intents.selectors.drafts import (
     wrote_a_version_since_last_approval,
 )
 from intents.selectors.intents import intents_that_may_have_gone_out
+from intents.services.approval_content import (
+    ContentVerdict,
+    content_verdict,
+    named_content_verdict,
+)
 from intents.services.common import (
     UNHELD,
     active_tenant,
@@ -85,8 +85,18 @@ def draft_approve(
     ``unseen``: approved from a list (the queue's bulk approval), whose rows show neither the
     draft page's warnings nor its whole content: what only the page shows refuses it
     (``_require_what_only_the_page_shows``). Every approval of a reply serialises on the message
-    it answers (``_lock_answered_message``), so two approved at once see each other.
+    it answers (``_lock_answered_message``), so two approved at once see each other. What the
+    version's own content refuses is read before the transaction, of the version named, and
+    applied in it only to a current version of that hash (``approval_content``): those checks
+    take a second per megabyte, and nothing is locked while they run.
     """
+    checked = (
+        named_content_verdict(
+            tenant=tenant, draft_id=draft_id, version=version, content_hash=content_hash
+        )
+        if unseen
+        else None
+    )
     with transaction.atomic():
         # Before reading the tenant, the mailbox and the approver's right: a change that stops
         # sends and is running now is waited for and read after, and one that starts now waits
@@ -105,7 +115,7 @@ def draft_approve(
         _lock_answered_message(draft)
         _require_customer_messages_seen(tenant, draft, messages_seen, from_list=unseen)
         if unseen:
-            _require_what_only_the_page_shows(tenant, draft, current)
+            _require_what_only_the_page_shows(tenant, draft, current, checked)
         intent = _create_intent(tenant, draft, current, actor, now)
         _record_approval(tenant, draft, current, intent, membership, from_list=unseen)
         held = intent.hold_until is not None
@@ -117,7 +127,9 @@ def draft_approve(
     return intent
 
 
-def _require_what_only_the_page_shows(tenant, draft: Draft, current: DraftVersion) -> None:
+def _require_what_only_the_page_shows(
+    tenant, draft: Draft, current: DraftVersion, checked: ContentVerdict | None
+) -> None:
     """The refusals of an approval from a list (the queue's bulk approval), whose rows show
     neither the draft page's warnings nor its whole content.
 
@@ -143,16 +155,21 @@ def _require_what_only_the_page_shows(tenant, draft: Draft, current: DraftVersio
     HTML, and only the page shows both. So is a reply to a customer message that another approved
     draft's reply answered, or may still (``_require_only_reply_to_its_message``): the page names
     it.
+
+    ``checked``: the verdict on the version's own content (its looks, links, invisible characters
+    and domains: ``approval_content``), read before the transaction; it applies only to content
+    of the current version's hash, which the caller's stale check made the named one. Read here
+    only when the version the approver named was not the current one of a pending draft then.
     """
     _require_plain_recipients(current)
     senders = thread_senders(tenant=tenant, mailbox=draft.mailbox_id, thread_id=draft.thread_id)
     _require_thread_participants(current, senders)
     _require_one_conversation(tenant, draft, current, senders)
     _require_only_reply_to_its_message(tenant, draft)
-    _require_one_look(current)
-    _require_links_that_lead_where_they_show(current)
-    _require_visible_characters(current)
-    _require_plain_hosts(current)
+    if checked is None or checked.content_hash != current.content_hash:
+        checked = content_verdict(current)
+    if checked.refusal is not None:
+        raise checked.refusal
     _require_html_with_its_text(tenant, draft)
     _require_no_unproven_send(tenant, draft)
 
@@ -381,72 +398,6 @@ def _require_only_reply_to_its_message(tenant, draft: Draft) -> None:
             len(others),
         )
         % {"drafts": ", ".join(f"#{pk}" for pk in others)}
-    )
-
-
-def _require_one_look(current: DraftVersion) -> None:
-    looks = reader_looks(current.html)
-    if not looks:
-        return
-    raise errors.ReaderDependentStyles(
-        message=_(
-            "The HTML of this draft shows otherwise to some readers (%(looks)s): open the "
-            "draft, look at it as they will, and approve it there."
-        )
-        % {"looks": get_text_list([str(READER_LOOKS[look]) for look in looks], _("and"))}
-    )
-
-
-def _require_links_that_lead_where_they_show(current: DraftVersion) -> None:
-    misleading = misleading_links(current.html)
-    if not misleading:
-        return
-    named = "; ".join(f"{link.text[:80] or '…'} → {link.target[:200]}" for link in misleading[:3])
-    raise errors.MisleadingLink(
-        message=ngettext(
-            "A link of this draft's HTML shows one address and leads elsewhere, or runs or "
-            "carries something (%(links)s): open the draft, which lists where each link leads, "
-            "and approve it there.",
-            "%(count)d links of this draft's HTML show one address and lead elsewhere, or run or "
-            "carry something (%(links)s): open the draft, which lists where each link leads, "
-            "and approve it there.",
-            len(misleading),
-        )
-        % {"links": named, "count": len(misleading)}
-    )
-
-
-def _require_visible_characters(current: DraftVersion) -> None:
-    found = invisible_in_content(subject=current.subject, text=current.text, html=current.html)
-    if not found:
-        return
-    raise errors.InvisibleCharacters(
-        message=_(
-            "This draft holds characters nobody sees, or that change the order of what is "
-            "shown (%(found)s): open the draft, which names them, and approve it there."
-        )
-        % {"found": "; ".join(f"{field}: {named}" for field, named in found.items())}
-    )
-
-
-def _require_plain_hosts(current: DraftVersion) -> None:
-    found = lookalike_hosts_in_content(
-        subject=current.subject, text=current.text, html=current.html
-    )
-    if not found:
-        return
-    names = list(dict.fromkeys(host.name for hosts in found.values() for host in hosts))
-    raise errors.LookalikeHost(
-        message=ngettext(
-            "This draft names a domain that can look exactly like another (%(names)s), and "
-            "mail clients make a link of it: open the draft, which names its letters, and "
-            "approve it there.",
-            "This draft names %(count)d domains that can look exactly like others (%(names)s), "
-            "and mail clients make links of them: open the draft, which names their letters, "
-            "and approve it there.",
-            len(names),
-        )
-        % {"names": ", ".join(name[:200] for name in names[:3]), "count": len(names)}
     )
 
 
