@@ -31,11 +31,15 @@ from intents.policy import invisible_in_content, lookalike_hosts_in_content
 # A week: marks are small, and a version is decided within its review deadline.
 MARKS_SECONDS = 7 * 24 * 3600
 
-# The modules whose rules the marks follow.
+# The modules whose rules the marks follow: those that decide them and every module of ours they
+# import (tests/review/test_content_marks.py checks), or a release that changes one reads marks of
+# its old rule.
 _RULE_MODULES = (
+    "common.addresses",
     "common.text",
     "intents.content_marks",
     "intents.hostnames",
+    "intents.html_hidden",
     "intents.html_links",
     "intents.html_styles",
     "intents.html_tokens",

@@ -2,11 +2,15 @@
 (intents.content_marks): a queue page of 50 drafts with megabyte HTML took 40 s on every load,
 reading every body through every check again."""
 
+import ast
+import importlib
+from pathlib import Path
+
 import pytest
 from django.core.cache import cache
 
 from intents import services
-from intents.content_marks import ContentMarks, current_content_marks
+from intents.content_marks import _RULE_MODULES, ContentMarks, current_content_marks
 
 pytestmark = pytest.mark.django_db
 
@@ -66,3 +70,38 @@ def test_a_version_written_has_its_marks_kept_and_the_queue_reads_no_body_of_it(
         marks = current_content_marks(tenant=tenant_a, draft_ids=[draft.pk])
 
     assert marks[draft.pk].misleading_links
+
+
+def _project_imports(module_name: str) -> set[str]:
+    """The modules of ``common`` and ``intents`` that ``module_name`` imports at its top level
+    (models left out: they decide no mark)."""
+    source = Path(importlib.import_module(module_name).__file__ or "").read_text()
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {
+        name
+        for name in names
+        if name.split(".")[0] in {"common", "intents"} and not name.startswith("intents.models")
+    }
+
+
+def test_the_rules_digest_covers_every_module_the_marks_are_decided_by():
+    """The kept marks are keyed by the digest of the rules' source, so that a release that
+    changes a rule never reads marks of the old one. A module the rules import and the digest
+    leaves out (intents.html_hidden, which decides what hidden text is) kept the old marks for a
+    week after a release that changed it: "nothing to refuse" for content that now has marks,
+    and a list approved it."""
+    reached = set()
+    todo = list(_RULE_MODULES)
+    while todo:
+        name = todo.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        todo.extend(_project_imports(name))
+
+    assert reached - set(_RULE_MODULES) == set()
