@@ -127,12 +127,15 @@ def storage_charge(
         "intents.attachment.storage_quota_exceeded",
         extra={"tenant_id": tenant_id, "used": used, "added": checked, "quota": quota},
     )
+    # Not the bytes in use: they are every mailbox's, and a token limited to some mailboxes
+    # would read in them the files of the others come and go. The log and the console's storage
+    # panel give them to those who may see them.
     raise errors.StorageQuotaExceeded(
         message=(
             f"The new files ({checked} bytes) would take the tenant's attachment storage past "
-            f"its quota: {used} of {quota} bytes are in use. Nothing was stored. Space comes "
-            "back when retention deletes the files of decided drafts; a file this mailbox's "
-            "drafts hold already (the same bytes) costs nothing."
+            f"its quota of {quota} bytes. Nothing was stored. Space comes back when retention "
+            "deletes the files of decided drafts (a tenant admin sees what is in use on the "
+            "console); a file this mailbox's drafts hold already (the same bytes) costs nothing."
         ),
         field="attachments",
     )
