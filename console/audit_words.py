@@ -42,7 +42,7 @@ from console.audit_vocabulary import (
     TIMES,
 )
 from intents.models import AgentEventEndpoint, Broadcast, Draft, SendIntent
-from intents.reason_words import system_reason_words
+from intents.reason_words import system_reason_words, system_words
 from mailboxes.models import Mailbox
 from tenants.actor_words import then_and_now
 from tenants.models import AgentToken, Invitation, Membership, Tenant
@@ -218,6 +218,11 @@ def _gone_name(row: dict) -> str:
 def _coded(key: str, value):
     """A stored code (a role, a policy mode, a status, a suppression reason) as its label, for
     the keys that hold one; anything else as it was."""
+    if key == "detail" and isinstance(value, str):
+        # AgentMail's refusal of a mailbox's key (mailboxes.key_health): its answer as it wrote
+        # it, or a refusal the worker put in words of its own (a label lookup's).
+        words = system_words(value)
+        return value if words is None else str(words)
     if key == "url" and isinstance(value, str):
         # An endpoint's URL with an IDN host, with the xn-- form its events go to beside it.
         return url_shown(value)

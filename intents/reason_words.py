@@ -28,7 +28,16 @@ from intents.sending.precheck import (
     MAILBOX_INACTIVE,
     WROTE_EARLIER_VERSION,
 )
-from intents.sending.record import GAVE_UP
+from intents.sending.reconcile import (
+    ALSO_FOUND,
+    FOUND_BY_LABEL,
+    FOUND_BY_SCAN,
+    LOOKUP_FAILED,
+    LOOKUP_KEEPS_FAILING,
+    LOOKUP_REFUSED,
+    NOTHING_FOUND,
+)
+from intents.sending.record import GAVE_UP, REPLAY_REFUSED
 from intents.sending.sweep import LEASE_EXPIRED_DETAIL, LEASE_EXPIRED_REASON
 from intents.services.deadlines import NOBODY_TO_ESCALATE_TO, PASSED_OVER_FOR_AN_ADMIN
 from intents.services.undo import UNDONE_NOTE
@@ -129,6 +138,31 @@ SYSTEM_REASONS = {
     LEASE_EXPIRED_DETAIL: _("The lease of worker %(worker)s ran out before it recorded an answer."),
     MAILBOX_INACTIVE: _("The mailbox %(address)s is not active."),
     GAVE_UP: _("Gave up after %(attempts)s attempts; the last answer: %(last)s"),
+    # Settling a send whose outcome is unknown (intents.sending.record, .reconcile): the label is
+    # the send's (cs-intent-<id>), a code or an answer is AgentMail's.
+    REPLAY_REFUSED: _(
+        "AgentMail refused the repeated request (%(answer)s); whether the first one went out is "
+        "unknown."
+    ),
+    FOUND_BY_LABEL: _("Found at AgentMail by its label %(label)s."),
+    FOUND_BY_SCAN: _("Found at AgentMail by its label %(label)s, reading the inbox."),
+    FOUND_BY_LABEL + ALSO_FOUND: _(
+        "Found at AgentMail by its label %(label)s; other messages that carry it too: %(others)s."
+    ),
+    FOUND_BY_SCAN + ALSO_FOUND: _(
+        "Found at AgentMail by its label %(label)s, reading the inbox; other messages that "
+        "carry it too: %(others)s."
+    ),
+    LOOKUP_FAILED: _("The search for its label at AgentMail failed (%(code)s); it will try again."),
+    LOOKUP_REFUSED: _("%(status)s %(code)s: AgentMail refused the search for its label."),
+    NOTHING_FOUND: _(
+        "Outcome unknown: no message at AgentMail carries its label %(label)s (%(scanned)s read "
+        "since the first try); a person must decide."
+    ),
+    LOOKUP_KEEPS_FAILING: _(
+        "Outcome unknown: the search for its label at AgentMail keeps failing (%(code)s); a "
+        "person must decide."
+    ),
 }
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")

@@ -30,6 +30,19 @@ log = logging.getLogger("intents.sending")
 State = SendIntent.State
 AttemptOutcome = SendAttempt.Outcome
 
+# The reasons (and last errors) a label lookup leaves, with the label, the messages read and
+# AgentMail's error code or answer (intents.reason_words reads them in the reader's words).
+FOUND_BY_LABEL = "found by label %(label)s"
+FOUND_BY_SCAN = FOUND_BY_LABEL + " (inbox scan)"
+ALSO_FOUND = "; %(others)s other message(s) carry it too"
+LOOKUP_FAILED = "label lookup failed: %(code)s"
+LOOKUP_REFUSED = "%(status)s %(code)s: label lookup refused"
+NOTHING_FOUND = (
+    "Outcome unknown: no message carries the label %(label)s (read %(scanned)s since the first "
+    "attempt); a person must decide."
+)
+LOOKUP_KEEPS_FAILING = "Outcome unknown and the label lookup keeps failing (%(code)s)."
+
 
 def intent_record_lookup(claim: Claim, prepared: Prepared, lookup: provider.LookupResult) -> str:
     """Apply a label lookup: found proves the send; nothing found leaves it to a person."""
@@ -47,7 +60,7 @@ def intent_record_lookup(claim: Claim, prepared: Prepared, lookup: provider.Look
         close_attempt(prepared, outcome, **fields)
         # A list of the inbox's messages answers 404 only for the inbox itself.
         if not lookup.ok and provider.refuses_key(lookup.http_status, lookup.error_code, "inbox"):
-            detail = f"{lookup.http_status} {lookup.error_code}: label lookup refused"
+            detail = LOOKUP_REFUSED % {"status": lookup.http_status, "code": lookup.error_code}
             return hold_for_refused_key(intent, claim, prepared, detail)
         return _resolve(intent, claim, prepared, lookup, outcome)
 
@@ -97,9 +110,11 @@ def _resolve(
                     claim=claim,
                     message_id=found,
                     thread_id="",
-                    how=f"found by label {prepared.label}"
-                    + (" (inbox scan)" if lookup.method == "inbox_scan" else "")
-                    + (f"; {len(others)} other message(s) carry it too" if others else ""),
+                    how=(
+                        (FOUND_BY_SCAN if lookup.method == "inbox_scan" else FOUND_BY_LABEL)
+                        + (ALSO_FOUND if others else "")
+                    )
+                    % {"label": prepared.label, "others": len(others)},
                     also_found=tuple(others),
                 )
             ]
@@ -126,11 +141,9 @@ def _resolve(
             to_state=State.NEEDS_ATTENTION,
             action="intent.needs_attention",
             reason=(
-                "Outcome unknown: no message carries the label "
-                f"{prepared.label} (read {lookup.scanned} since the first attempt); "
-                "a person must decide."
+                NOTHING_FOUND % {"label": prepared.label, "scanned": lookup.scanned}
                 if lookup.ok
-                else f"Outcome unknown and the label lookup keeps failing ({lookup.error_code})."
+                else LOOKUP_KEEPS_FAILING % {"code": lookup.error_code}
             ),
             code="unresolved",
         )
@@ -140,7 +153,7 @@ def _resolve(
         claim,
         to_state=State.UNCERTAIN,
         action="intent.reconcile_pending",
-        reason=f"label lookup failed: {lookup.error_code}",
+        reason=LOOKUP_FAILED % {"code": lookup.error_code},
         code=lookup.error_code or "lookup_failed",
         next_attempt_at=Now() + timedelta(seconds=backoff_seconds(intent.attempts)),
     )

@@ -46,6 +46,8 @@ AttemptOutcome = SendAttempt.Outcome
 # The reason (and last error) of a send that failed once its attempts or safe window ran out,
 # with the provider's last answer (intents.reason_words reads it in the reader's words).
 GAVE_UP = "Gave up after %(attempts)s attempts; last: %(last)s"
+# The reason (and last error) of a send whose replay AgentMail refused, with its answer.
+REPLAY_REFUSED = "The replay was refused (%(answer)s); the first call's fate is unknown."
 
 
 def lock_leased_for_record(claims: list[Claim]) -> dict[int, Leased]:
@@ -526,7 +528,7 @@ def _record_permanent(
             claim,
             to_state=State.NEEDS_ATTENTION,
             action="intent.needs_attention",
-            reason=f"The replay was refused ({detail}); the first call's fate is unknown.",
+            reason=REPLAY_REFUSED % {"answer": detail},
             code=result.error_code or f"http_{result.http_status}",
         )
         return State.NEEDS_ATTENTION
