@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.db.models import Exists, OuterRef, Q
 from django.utils.text import get_text_list
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext
+from django.utils.translation import gettext_lazy, gettext_noop, ngettext
 
 # The address form every entry stores and every check compares lives below every app
 # (common.addresses), where the mailbox's allow-list service reaches it too; the apps above
@@ -41,6 +41,25 @@ ERROR_CODES = {
     "not_allowed": "recipient_not_allowed",
     "suppressed": "recipient_suppressed",
 }
+
+
+# A recipient problem's message: the API's and the approval page's refusal in the reader's
+# language, and the pre-call check's reason (and last error), which the worker writes in English
+# and intents.reason_words reads in the reader's words (these msgids).
+SUPPRESSED = gettext_noop(
+    "%(address)s is on this tenant's suppression list (bounced, complained or rejected before)"
+)
+OWN_MAILBOX = gettext_noop(
+    "%(address)s is the sending mailbox's own address: the message would come back into "
+    "its own inbox, where the agent may answer it again. Leave it out; what is sent is kept "
+    "in the mailbox anyway."
+)
+OUTSIDE_ROUTED = gettext_noop(
+    "%(address)s is outside the recipient policy of %(mailbox)s: the part before the @ "
+    "names another destination (with %% or !), which a mail server of that domain may "
+    "pass on. An admin may allow this exact address."
+)
+OUTSIDE = gettext_noop("%(address)s is outside the recipient policy of %(mailbox)s")
 
 
 @dataclass(frozen=True)
@@ -104,11 +123,7 @@ def recipient_problems(
                     RecipientProblem(
                         address,
                         "suppressed",
-                        _(
-                            "%(address)s is on this tenant's suppression list (bounced, "
-                            "complained or rejected before)"
-                        )
-                        % {"address": address},
+                        _(SUPPRESSED) % {"address": address},
                     )
                 )
     return problems
@@ -145,21 +160,13 @@ def own_mailbox_refusal(address: str) -> str:
     # No allow-list entry lifts it: no reply needs it (the sent message is kept in the
     # inbox's thread), and AgentMail delivers it into the inbox as a new message, which may
     # start the agent again (a mail loop).
-    return _(
-        "%(address)s is the sending mailbox's own address: the message would come back into "
-        "its own inbox, where the agent may answer it again. Leave it out; what is sent is kept "
-        "in the mailbox anyway."
-    ) % {"address": address}
+    return _(OWN_MAILBOX) % {"address": address}
 
 
 def _outside(mailbox: Mailbox, address: str) -> str:
     if routes_onward(address) and mailbox.allows_domain_of(address):
-        return _(
-            "%(address)s is outside the recipient policy of %(mailbox)s: the part before the @ "
-            "names another destination (with %% or !), which a mail server of that domain may "
-            "pass on. An admin may allow this exact address."
-        ) % {"address": address, "mailbox": mailbox.address}
-    return _("%(address)s is outside the recipient policy of %(mailbox)s") % {
+        return _(OUTSIDE_ROUTED) % {"address": address, "mailbox": mailbox.address}
+    return _(OUTSIDE) % {
         "address": address,
         "mailbox": mailbox.address,
     }

@@ -3,14 +3,15 @@
 The worker, the sweep and the webhook applier write a row's reason in English, as a code that
 the journal keeps (the audit CSV and the API give it as stored). The pages that read the journal
 to a person (review's send and draft pages, a send's last error, the console's audit log) give it
-in the reader's language from this one table. A person's or an agent's reason, and a reason built
-from a provider's answer or with an address, is not the system's: those pages show it as written,
-set apart as outside text.
+in the reader's language from this one table. A person's or an agent's reason, and a provider's
+answer, is not the system's: those pages show it as written, set apart as outside text (a
+provider's answer inside one of the system's sentences is kept as AgentMail wrote it).
 
 An entry may hold named placeholders (``"lease of %(worker)s expired"``): its writer stores the
 template formatted with its values, and the reader matches the stored sentence against the
-templates (anchored, each placeholder a non-greedy run of any text) and fills the captured values
-into the words. A value is text like any other: escaped where the words are shown.
+templates (anchored, each placeholder a non-greedy run of any text, a "%%" the "%" it was
+stored as) and fills the captured values into the words. A value is text like any other: escaped
+where the words are shown.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from django.utils.translation import gettext_lazy as _
 
 from intents.events.delivery import LEASE_EXPIRED
 from intents.models import IntentEvent
+from intents.policy import OUTSIDE, OUTSIDE_ROUTED, OWN_MAILBOX, SUPPRESSED
 from intents.sending.inbox_lost import INBOX_LOST_REASON
 from intents.sending.precheck import (
     APPROVED_OWN_VERSION,
+    ATTACHMENT_CHANGED,
     MAILBOX_INACTIVE,
     WROTE_EARLIER_VERSION,
 )
@@ -138,6 +141,16 @@ SYSTEM_REASONS = {
     LEASE_EXPIRED_DETAIL: _("The lease of worker %(worker)s ran out before it recorded an answer."),
     MAILBOX_INACTIVE: _("The mailbox %(address)s is not active."),
     GAVE_UP: _("Gave up after %(attempts)s attempts; the last answer: %(last)s"),
+    # The pre-call check's refusals with the values they name (intents.sending.precheck): a
+    # recipient's is the approval's refusal (intents.policy), with its own msgid.
+    ATTACHMENT_CHANGED: _(
+        "The stored bytes of the attachment %(name)s are no longer those that were approved "
+        "(their SHA-256 differs); nothing was sent."
+    ),
+    SUPPRESSED: _(SUPPRESSED),
+    OWN_MAILBOX: _(OWN_MAILBOX),
+    OUTSIDE_ROUTED: _(OUTSIDE_ROUTED),
+    OUTSIDE: _(OUTSIDE),
     # Settling a send whose outcome is unknown (intents.sending.record, .reconcile): the label is
     # the send's (cs-intent-<id>), a code or an answer is AgentMail's.
     REPLAY_REFUSED: _(
@@ -174,8 +187,10 @@ def _template(stored: str) -> re.Pattern[str] | None:
     parts = _PLACEHOLDER.split(stored)
     if len(parts) == 1:
         return None
+    # A template's "%%" is stored as the "%" it formats to.
     pattern = "".join(
-        re.escape(part) if i % 2 == 0 else f"(?P<{part}>.+?)" for i, part in enumerate(parts)
+        re.escape(part.replace("%%", "%")) if i % 2 == 0 else f"(?P<{part}>.+?)"
+        for i, part in enumerate(parts)
     )
     return re.compile(pattern, re.DOTALL)
 

@@ -193,6 +193,11 @@ WROTE_EARLIER_VERSION = (
 )
 # The reason (and last error) of a send whose mailbox was deactivated, with its address.
 MAILBOX_INACTIVE = "%(address)s is not active."
+# The reason (and last error) of a send whose attachment's stored bytes changed, with its name.
+ATTACHMENT_CHANGED = (
+    "The stored bytes of attachment %(name)s no longer have the SHA-256 that was approved; "
+    "nothing was sent."
+)
 
 
 def _addresses_of(intent: SendIntent) -> list[str]:
@@ -469,10 +474,7 @@ def _approved_files(
                 claim,
                 to_state=State.FAILED,
                 action="intent.failed",
-                reason=(
-                    f"The stored bytes of attachment {row.filename!r} no longer have the "
-                    "SHA-256 that was approved; nothing was sent."
-                ),
+                reason=ATTACHMENT_CHANGED % {"name": repr(row.filename)},
                 code="attachment_digest_mismatch",
                 data={"attachment_id": row.pk, "sha256": row.sha256},
             )
