@@ -44,6 +44,7 @@ from intents.sending.record import GAVE_UP, REPLAY_REFUSED
 from intents.sending.sweep import LEASE_EXPIRED_DETAIL, LEASE_EXPIRED_REASON
 from intents.services.deadlines import NOBODY_TO_ESCALATE_TO, PASSED_OVER_FOR_AN_ADMIN
 from intents.services.undo import UNDONE_NOTE
+from mailboxes.recovery import INBOX_LOST_DETAIL
 
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
@@ -120,6 +121,9 @@ SYSTEM_REASONS = {
         "Outcome unknown: the mailbox's inbox was deleted at AgentMail, with the messages that "
         "could show whether this send went out, and is being made again; a person must decide."
     ),
+    # Not a journal row's: what a mailbox's key refusal says while an admin has its inbox made
+    # again (mailboxes.recovery; the mailbox's page).
+    INBOX_LOST_DETAIL: _("AgentMail no longer has the inbox; it is being made again."),
     # The sweep's escalation of a draft past its deadline (intents.services.deadlines).
     NOBODY_TO_ESCALATE_TO: _(
         "No one the escalation rule names may review this mailbox and is not marked away; it was "
