@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 
 from common.text import INVISIBLE_CHARACTERS
-from intents.html_tokens import comment_end, tag
+from intents.html_tokens import comment_end, letter_at, tag
 
 # What a reader gets nothing from: white space, the no-break and other spaces (&nbsp;, &ensp;,
 # &thinsp;, &#8202;, not U+1680, which draws a stroke), and the characters nobody sees
@@ -167,7 +167,7 @@ def hidden_without_words(body: str, hides: Callable[[str], bool]) -> frozenset[i
             position = comment_end(body, start + 4)
             if open_elements and _CONDITIONAL_MARK.search(body, start, position):
                 return None
-        elif after in ("!", "?") or (after == "/" and not body[start + 2 : start + 3].isalpha()):
+        elif after in ("!", "?") or (after == "/" and not letter_at(body, start + 2)):
             if open_elements and after == "!":
                 return None
             close = body.find(">", start)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from intents.hostnames import hosts_in, lookalike_host
-from intents.html_tokens import comment_end, tag
+from intents.html_tokens import comment_end, letter_at, tag
 
 # Schemes a link of a message may lead to without a warning; the rest run something, carry a
 # document of their own or open a local program.
@@ -125,7 +125,7 @@ def _links(body: str) -> tuple[bool, list[tuple[str, str]]]:
         if body.startswith("<!--", start):
             position = comment_end(body, start + 4)
             continue
-        if after in ("!", "?") or (after == "/" and not body[start + 2 : start + 3].isalpha()):
+        if after in ("!", "?") or (after == "/" and not letter_at(body, start + 2)):
             close = body.find(">", start)
             position = n if close == -1 else close + 1
             continue

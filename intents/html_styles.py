@@ -20,7 +20,7 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy
 
 from intents.html_hidden import hidden_without_words
-from intents.html_tokens import comment_end, tag
+from intents.html_tokens import comment_end, letter_at, tag
 
 # A CSS escape: a backslash and one to six hex digits (and one whitespace after them), or a
 # backslash and the character it stands for.
@@ -314,7 +314,7 @@ def html_words(body: str) -> str:
         after = body[start + 1 : start + 2]
         if body.startswith("<!--", start):
             position = comment_end(body, start + 4)
-        elif after in ("!", "?") or (after == "/" and not body[start + 2 : start + 3].isalpha()):
+        elif after in ("!", "?") or (after == "/" and not letter_at(body, start + 2)):
             close = body.find(">", start)
             position = n if close == -1 else close + 1
         elif after == "/" or (after.isascii() and after.isalpha()):

@@ -55,6 +55,13 @@ def comment_end(text: str, content: int) -> int:
     return len(text) if found is None else found.end()
 
 
+def letter_at(text: str, position: int) -> bool:
+    """Whether an ASCII letter is at ``position``, as a tag's name must start: "<" and "</"
+    before any other character ("\u00e9" too) are text or a bogus comment to the first ">"."""
+    character = text[position : position + 1]
+    return character.isascii() and character.isalpha()
+
+
 def _run_end(run: re.Pattern, text: str, position: int) -> int:
     """Where ``run`` (a pattern that also matches nothing) starting at ``position`` ends."""
     match = run.match(text, position)

@@ -234,3 +234,12 @@ def test_words_an_inline_style_hides_are_hidden_text(html):
 )
 def test_a_comment_ends_where_a_browser_ends_it(html, words):
     assert html_words(html) == words
+
+
+# "</" before a letter that is not ASCII starts a bogus comment to the first ">", not an end tag
+# (the WHATWG tokenizer's end tag open state): an attribute of what was read as an end tag hid
+# what a browser shows after that ">".
+def test_a_close_tag_of_a_letter_not_ascii_is_a_comment_to_its_first_close():
+    body = '<div style="display:none">&nbsp;</\u00e9 x=">Pay to XX00">&nbsp;</div>'
+    assert "hidden_text" in reader_looks(body)
+    assert html_words('<p>Hi</\u00e9 x="> Pay to XX00"></p>') == 'Hi Pay to XX00">'

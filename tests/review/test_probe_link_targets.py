@@ -87,6 +87,8 @@ def test_a_link_that_shows_one_address_and_leads_to_another_is_named_and_kept_ou
         ),
         ('<base href="https://evil.test/"><a href="pay">Pay</a>', "pay"),
         ('<area href="https://evil.test/" alt="bank.example">', "https://evil.test/"),
+        # "</" and a letter not ASCII: a comment to its first ">", the rest is the link's text.
+        ('<a href="https://evil.test/">Pay</\u00e9 x="> bank.example"></a>', "https://evil.test/"),
     ],
 )
 def test_links_that_lead_elsewhere_than_they_show_are_marked(html, target):
