@@ -174,7 +174,7 @@ class _Check:
                 self._check_attribute(tag.name, attribute)
         if tag.name not in CODE_ELEMENTS | TEXT_ELEMENTS or tag.end >= len(self.text):
             return tag.end
-        close = re.compile(rf"</{tag.name}[\t\n\f\r />]", re.IGNORECASE)
+        close = re.compile(rf"</{tag.name}[\t\n\f\r />]", re.ASCII | re.IGNORECASE)
         found = close.search(self.text, tag.end)
         end = len(self.text) if found is None else found.start()
         if tag.name == "script" and "<!--" in self.text[tag.end : end]:

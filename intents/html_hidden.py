@@ -203,7 +203,9 @@ def hidden_without_words(body: str, hides: Callable[[str], bool]) -> frozenset[i
                     if len(open_elements) > _MAX_DEPTH:
                         return None
             elif name in _RAW_TEXT:
-                close_tag = re.compile(rf"</{re.escape(name)}[\t\n\f\r />]", re.IGNORECASE)
+                close_tag = re.compile(
+                    rf"</{re.escape(name)}[\t\n\f\r />]", re.ASCII | re.IGNORECASE
+                )
                 found_close = None if name == "plaintext" else close_tag.search(body, position)
                 position = n if found_close is None else found_close.start()
         else:

@@ -155,7 +155,7 @@ def _links(body: str) -> tuple[bool, list[tuple[str, str]]]:
         if found_tag.name == "img" and open_link is not None:
             open_link.append(" " + values.get("alt", "") + " ")
         if found_tag.name in _RAW_TEXT:
-            close_tag = re.compile(rf"</{found_tag.name}[\t\n\f\r />]", re.IGNORECASE)
+            close_tag = re.compile(rf"</{found_tag.name}[\t\n\f\r />]", re.ASCII | re.IGNORECASE)
             raw_end = close_tag.search(body, position)
             position = n if raw_end is None else raw_end.start()
     if open_link is not None:

@@ -323,7 +323,9 @@ def html_words(body: str) -> str:
             if found_tag.name in _BLOCKS:
                 parts.append("\n")
             if after != "/" and found_tag.name in _NOT_SHOWN:
-                close_tag = re.compile(rf"</{found_tag.name}[\t\n\f\r />]", re.IGNORECASE)
+                close_tag = re.compile(
+                    rf"</{found_tag.name}[\t\n\f\r />]", re.ASCII | re.IGNORECASE
+                )
                 found = close_tag.search(body, position)
                 position = n if found is None else found.start()
         else:

@@ -19,6 +19,11 @@ _SPACES = re.compile(r"[\t\n\f\r ]*")
 _UNQUOTED = re.compile(r"[^\t\n\f\r >]*")
 
 
+# A browser lower-cases tag and attribute names in ASCII only: str.lower() also turns a Kelvin
+# sign into "k" and "À" into "à", names a browser keeps apart.
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
 @dataclass(frozen=True, slots=True)
 class Attribute:
     name: str
@@ -73,7 +78,7 @@ def tag(text: str, start: int) -> Tag:
     before/after attribute name, attribute value quoted or not, self-closing)."""
     n = len(text)
     name_end = _run_end(_TAG_NAME, text, start)
-    name = text[start:name_end].lower()
+    name = text[start:name_end].translate(_ASCII_LOWER)
     attributes: list[Attribute] = []
     i = name_end
     while True:
@@ -84,7 +89,7 @@ def tag(text: str, start: int) -> Tag:
             return Tag(name, name_end, i + 1, True, attributes)
         attribute_start = i
         i = attribute_end = _run_end(_ATTRIBUTE_NAME, text, i)
-        attribute = text[attribute_start:attribute_end].lower()
+        attribute = text[attribute_start:attribute_end].translate(_ASCII_LOWER)
         j = _run_end(_SPACES, text, i)
         if j >= n or text[j] != "=":
             attributes.append(Attribute(attribute, attribute_start, attribute_end, i, i, False))

@@ -243,3 +243,20 @@ def test_a_close_tag_of_a_letter_not_ascii_is_a_comment_to_its_first_close():
     body = '<div style="display:none">&nbsp;</\u00e9 x=">Pay to XX00">&nbsp;</div>'
     assert "hidden_text" in reader_looks(body)
     assert html_words('<p>Hi</\u00e9 x="> Pay to XX00"></p>') == 'Hi Pay to XX00">'
+
+
+# A browser lower-cases a tag's name in ASCII only: "bloc\u212aquote" (a Kelvin sign) and "x\u00c0"
+# are elements of their own, which a close tag of "blockquote" or "x\u00e0" does not end.
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<blockquote style='display:none'>&nbsp;</bloc\u212aquote>Pay to XX00</blockquote>",
+        "<bloc\u212aquote style='display:none'>&nbsp;</blockquote>Pay to XX00",
+        "<x\u00c0 style='font-size:0'>&nbsp;</x\u00e0>Pay to XX00",
+        # "</\u017ftyle>" (a long s) does not end a <style>: what follows is still its text.
+        "<style></\u017ftyle><xmp></style><span title='>' style='display:none'>Pay to XX00</span>"
+        "</xmp>",
+    ],
+)
+def test_a_tag_name_is_lower_cased_in_ascii_only(html):
+    assert "hidden_text" in reader_looks(html)
