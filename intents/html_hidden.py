@@ -137,8 +137,9 @@ def _close(open_elements: list[tuple[str, bool]], reopened: dict[str, int], name
 
 
 def hidden_without_words(body: str, hides: Callable[[str], bool]) -> frozenset[int] | None:
-    """Where each start tag whose style attribute hides its element (``hides``, given the
-    attribute's value as written) starts, when none of them holds words; None when one does.
+    """Where the name of each style attribute that hides its element (``hides``, given the
+    attribute's value as written) starts, of the start tags read, when none of their elements
+    holds words; None when one does.
 
     Words are what a reader who ignores the style (an inbox preview, a screen reader, Outlook
     for ``display:none``) gets: text other than spaces (``_NO_WORDS``), an alt, a title or a
@@ -157,7 +158,7 @@ def hidden_without_words(body: str, hides: Callable[[str], bool]) -> frozenset[i
     Read once, by the tokenizer's states (``intents.html_tokens``): linear in the body."""
     open_elements: list[tuple[str, bool]] = []
     reopened: dict[str, int] = {}
-    hiding_tags: set[int] = set()
+    hiding_styles: set[int] = set()
     position, n = 0, len(body)
     while (start := body.find("<", position)) != -1:
         if open_elements and _has_words(body[position:start]):
@@ -183,13 +184,14 @@ def hidden_without_words(body: str, hides: Callable[[str], bool]) -> frozenset[i
             found_tag = tag(body, start + 1)
             position = found_tag.end
             name = found_tag.name
-            hidden = any(
-                hides(body[found.start : found.end])
+            hiding = [
+                found.name_start
                 for found in found_tag.attributes
-                if found.name == "style"
-            )
+                if found.name == "style" and hides(body[found.start : found.end])
+            ]
+            hidden = bool(hiding)
             if hidden:
-                hiding_tags.add(start)
+                hiding_styles.update(hiding)
                 if name in ("html", "body"):
                     return None
             if hidden or open_elements:
@@ -214,4 +216,4 @@ def hidden_without_words(body: str, hides: Callable[[str], bool]) -> frozenset[i
             position = start + 1
     if open_elements and _has_words(body[position:]):
         return None
-    return frozenset(hiding_tags)
+    return frozenset(hiding_styles)

@@ -263,9 +263,12 @@ def _hides_or_adds_text(body: str, text: str) -> bool:
       element a rule reaches is known only by drawing it;
     - an element whose own style attribute hides it and holds words
       (``html_hidden.hidden_without_words``); a spacer that holds none warns nothing. Every
-      hiding style attribute written in the body (``_STYLE_ATTRIBUTE``, as it was read before)
-      must be one of a tag read so: one its tokenizer's states did not reach as a tag (in a
-      comment, in an ``<svg>``'s ``<style>``, where a browser reads a ``<div>`` as one) warns."""
+      hiding style attribute written in the body (``_STYLE_ATTRIBUTE_ANYWHERE``: wherever
+      "style=" follows a space, a quote or a "/", in a tag or not) must be one of a tag read
+      so: one its tokenizer's states did not reach as a tag (in a comment, in an ``<svg>``'s
+      ``<style>`` or ``<title>``, in a ``<noscript>`` that a mail client without scripts
+      parses, after a CDATA section of an ``<svg>``, where a browser reads a ``<div>`` as one)
+      warns, whatever the tag holds before it (a ">" or a "<" in a quoted attribute)."""
     if _HIDING_MARKUP.search(text):
         return True
     attributes = [_COMMENT.sub(" ", css) for css in _STYLE_ATTRIBUTE.findall(text)]
@@ -276,9 +279,9 @@ def _hides_or_adds_text(body: str, text: str) -> bool:
         return True
     quiet = hidden_without_words(body, _hiding)
     return quiet is None or any(
-        match.start() not in quiet
-        for match in _STYLE_ATTRIBUTE_ANY_CASE.finditer(body)
-        if _hiding(match[1])
+        match.start(1) not in quiet
+        for match in _STYLE_ATTRIBUTE_ANYWHERE.finditer(body)
+        if _hiding(match[2])
     )
 
 
@@ -343,6 +346,13 @@ def _unquoted(value: str) -> str:
 
 # The same patterns, for text read in its own letters (``css_added_text``).
 _STYLE_ATTRIBUTE_ANY_CASE = re.compile(_STYLE_ATTRIBUTE.pattern, re.IGNORECASE)
+# Every place a style attribute may be written, as written, in or out of a tag: its name (group
+# 1) and its value (group 2). In a lookahead, so a value that a quote in the text of the message
+# opened ('<p>style="</p><p style="display:none">') does not hide the next one.
+_STYLE_ATTRIBUTE_ANYWHERE = re.compile(
+    r"[\t\n\f\r \"'/](?=(style)[\t\n\f\r ]*=[\t\n\f\r ]*(\"[^\"]*\"|'[^']*'|[^\t\n\f\r >]*))",
+    re.ASCII | re.IGNORECASE,
+)
 _STYLE_ELEMENT_ANY_CASE = re.compile(_STYLE_ELEMENT.pattern, re.DOTALL | re.IGNORECASE)
 _CONTENT_DECLARATION_ANY_CASE = re.compile(_CONTENT_DECLARATION.pattern, re.IGNORECASE)
 

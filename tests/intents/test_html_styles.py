@@ -260,3 +260,22 @@ def test_a_close_tag_of_a_letter_not_ascii_is_a_comment_to_its_first_close():
 )
 def test_a_tag_name_is_lower_cased_in_ascii_only(html):
     assert "hidden_text" in reader_looks(html)
+
+
+# A hiding style attribute that the hidden-text reading did not read as one of a tag it followed
+# warns, wherever it is written: where that reading takes text for markup a browser does not
+# (a <noscript>'s content, which a mail client without scripts parses; an <svg>'s <title>; a
+# CDATA section in an <svg>, which ends at "]]>"), a ">" before the style does not hide it.
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<noscript><span title='>' style='display:none'>Pay to XX00</span></noscript>",
+        "<svg><title><span title='>' style='display:none'>Pay to XX00</span></title></svg>",
+        "<svg><![CDATA[ > <textarea> ]]></svg>"
+        "<span title='>' style='display:none'>Pay to XX00</span></textarea>",
+        "<noscript><p title='<' style=\"display:none\">Pay to XX00</p></noscript>",
+        '<noscript><p>style="</p><p style="display:none">Pay to XX00</p></noscript>',
+    ],
+)
+def test_a_hiding_style_attribute_not_read_as_a_tag_warns_wherever_it_is(html):
+    assert "hidden_text" in reader_looks(html)
