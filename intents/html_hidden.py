@@ -82,6 +82,11 @@ _SCOPE = frozenset(
     }
 )  # fmt: skip
 _SCOPE_MORE = {"p": frozenset({"button"}), "li": frozenset({"ol", "ul"})}
+# Where an <svg> or a <math> holds HTML elements, in which a browser reads its close tag as HTML
+# does (ignored): an <annotation-xml> of HTML or SVG among them.
+_INTEGRATION_POINTS = frozenset(
+    {"annotation-xml", "desc", "foreignobject", "mi", "mn", "mo", "ms", "mtext", "title"}
+)
 # Elements the parser opens again after a close tag that ended them with an element around them
 # (its list of active formatting elements): their own close tag then ends the copy.
 _FORMATTING = frozenset(
@@ -104,7 +109,7 @@ def _blocks(name: str, between: str) -> bool:
     if name in _CLOSED_WITH_CONTENT:
         return between in _SCOPE or between in _SCOPE_MORE.get(name, ())
     if name in ("svg", "math"):
-        return between in ("foreignobject", "desc", "title", "mi", "mo", "mn", "ms", "mtext")
+        return between in _INTEGRATION_POINTS
     return between in _SPECIAL
 
 

@@ -202,6 +202,9 @@ def test_a_zero_width_space_in_a_spacer_is_named_by_its_own_check():
         "<span style='font-size:0'>&nbsp;<div></span>Pay to XX00</div></span>",
         "<p style='display:none'>&nbsp;<button></p>Pay to XX00</button></p>",
         "<form style='display:none'><div>&nbsp;</form>Pay to XX00</div>",
+        # An <annotation-xml> of HTML holds HTML elements: a </math> in one of them is ignored.
+        "<math style='display:none'><annotation-xml encoding='text/html'><div>&nbsp;</math>"
+        "Pay to XX00</div>",
         # Formatting a browser opens again after a close tag (its list of active formatting).
         "<p><b style='display:none'>&nbsp;</p><p>Pay to XX00</p>",
         "<b style='display:none'><p><b>&nbsp;</p>&nbsp;</b>Pay to XX00</b>",
