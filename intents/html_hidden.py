@@ -24,11 +24,16 @@ from intents.html_tokens import comment_end, letter_at, tag
 _NO_WORDS = re.compile(
     r"[\t\n\f\r \xa0\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+|" + INVISIBLE_CHARACTERS.pattern
 )
-# Attributes whose text a reader gets: an image's alt, a tooltip, a screen reader's label, a
-# field's value.
+# Attributes whose text a reader gets: an image's alt, a tooltip, what a screen reader reads of
+# an element besides its text (its label, description, role, value, placeholder, braille
+# label; a table's summary, a header cell's abbreviation), a field's value.
 _WORDS_ATTRIBUTES = frozenset(
-    {"alt", "title", "aria-label", "aria-description", "value", "placeholder", "label"}
-)
+    {
+        "abbr", "alt", "aria-braillelabel", "aria-brailleroledescription", "aria-description",
+        "aria-label", "aria-placeholder", "aria-roledescription", "aria-valuetext", "label",
+        "placeholder", "summary", "title", "value",
+    }
+)  # fmt: skip
 _VOID = frozenset(
     {
         "area", "base", "basefont", "bgsound", "br", "col", "embed", "frame", "hr", "image",

@@ -188,6 +188,13 @@ def test_a_zero_width_space_in_a_spacer_is_named_by_its_own_check():
         "<img src='data:,' alt='Pay to IBAN XX00 1234' style='display:none'>",
         "<div style='font-size:0'><img src='data:,' alt='Pay to XX00'></div>",
         "<div style='font-size:0' title='Pay to XX00'></div>",
+        # What a screen reader reads of an element besides its text and label.
+        "<span role='img' aria-roledescription='Pay to XX00' style='font-size:0'></span>",
+        "<span role='slider' aria-valuetext='Pay to XX00' style='font-size:0'></span>",
+        "<div role='textbox' aria-placeholder='Pay to XX00' style='font-size:0'></div>",
+        "<span role='img' aria-braillelabel='Pay to XX00' style='font-size:0'></span>",
+        "<table summary='Pay to XX00' style='font-size:0'><tr><td>&nbsp;</td></tr></table>",
+        "<table><tr><th abbr='Pay to XX00' style='font-size:0'>&nbsp;</th></tr></table>",
         "<div style='opacity:0'>&nbsp;</div>Hello<div style='opacity:0'>Pay</div>",
         "<div style='display:none'>&nbsp;&zwnj;</div>",
         "<div style='display:none'>&nbsp;&amp;</div>",
