@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 
 from common.text import INVISIBLE_CHARACTERS
-from intents.html_tokens import comment_end, letter_at, tag
+from intents.html_tokens import Tag, comment_end, letter_at, tag
 
 # What a reader gets nothing from: white space, the no-break and other spaces (&nbsp;, &ensp;,
 # &thinsp;, &#8202;, not U+1680, which draws a stroke), and the characters nobody sees
@@ -97,6 +97,10 @@ _INTEGRATION_POINTS = frozenset(
 _FORMATTING = frozenset(
     {"a", "b", "big", "code", "em", "font", "i", "nobr", "s", "small", "strike", "strong", "tt", "u"}
 )  # fmt: skip
+# Attributes that load a picture (an <img>'s, an <input type=image>'s, a <video>'s poster, a
+# cell's background), which may be one of words; an empty one or "data:," is none.
+_PICTURE_ATTRIBUTES = frozenset({"background", "data", "poster", "src", "srcset"})
+_NO_PICTURE = frozenset({"", "data:,"})
 # A comment that Outlook reads as markup.
 _CONDITIONAL_MARK = re.compile(r"\[\s*if\b|\[\s*endif\b", re.IGNORECASE)
 # How deep a hidden element's content is followed (deeper is taken as hidden words), and how
@@ -146,10 +150,24 @@ def _close(open_elements: list[tuple[str, bool]], reopened: dict[str, int], name
             return
 
 
-def hidden_without_words(body: str, hides: Callable[[str], bool]) -> frozenset[int] | None:
+def _picture(body: str, found_tag: Tag) -> bool:
+    return any(
+        found.name in _PICTURE_ATTRIBUTES
+        and html.unescape(body[found.start : found.end]).strip() not in _NO_PICTURE
+        for found in found_tag.attributes
+    )
+
+
+def hidden_without_words(
+    body: str, hides: Callable[[str], bool], hides_pictures: Callable[[str], bool]
+) -> frozenset[int] | None:
     """Where the name of each style attribute that hides its element (``hides``, given the
     attribute's value as written) starts, of the start tags read, when none of their elements
     holds words; None when one does.
+
+    A picture (``_PICTURE_ATTRIBUTES``: which may be one of words) counts as words where a
+    style of its own or around it hides pictures too (``hides_pictures``: a ``display:none``,
+    a ``max-height:0``, not a ``font-size:0``, under which the frame shows it).
 
     Words are what a reader who ignores the style (an inbox preview, a screen reader, Outlook
     for ``display:none``) gets: text other than spaces (``_NO_WORDS``), an alt, a title or a
@@ -167,6 +185,9 @@ def hidden_without_words(body: str, hides: Callable[[str], bool]) -> frozenset[i
     are ignored; a ``</form>`` leaves what it holds open; formatting it ended is opened again.
     Read once, by the tokenizer's states (``intents.html_tokens``): linear in the body."""
     open_elements: list[tuple[str, bool]] = []
+    # Whether each open element's own style hides pictures, and how many of them do.
+    picture_hiding: list[bool] = []
+    pictures_hidden = 0
     reopened: dict[str, int] = {}
     hiding_styles: set[int] = set()
     position, n = 0, len(body)
@@ -188,6 +209,8 @@ def hidden_without_words(body: str, hides: Callable[[str], bool]) -> frozenset[i
             position = found_tag.end
             if open_elements:
                 _close(open_elements, reopened, found_tag.name)
+                pictures_hidden -= sum(picture_hiding[len(open_elements) :])
+                del picture_hiding[len(open_elements) :]
                 if not open_elements:
                     reopened.clear()
         elif after.isascii() and after.isalpha():
@@ -200,6 +223,10 @@ def hidden_without_words(body: str, hides: Callable[[str], bool]) -> frozenset[i
                 if found.name == "style" and hides(body[found.start : found.end])
             ]
             hidden = bool(hiding)
+            own_pictures_hidden = hidden and any(
+                found.name == "style" and hides_pictures(body[found.start : found.end])
+                for found in found_tag.attributes
+            )
             if hidden:
                 hiding_styles.update(hiding)
                 if name in ("html", "body"):
@@ -210,8 +237,12 @@ def hidden_without_words(body: str, hides: Callable[[str], bool]) -> frozenset[i
                     for found in found_tag.attributes
                 ):
                     return None
+                if (pictures_hidden or own_pictures_hidden) and _picture(body, found_tag):
+                    return None
                 if name not in _VOID:
                     open_elements.append((name, hidden))
+                    picture_hiding.append(own_pictures_hidden)
+                    pictures_hidden += own_pictures_hidden
                     if len(open_elements) > _MAX_DEPTH:
                         return None
             elif name in _RAW_TEXT:

@@ -180,9 +180,10 @@ def reader_looks(body: str) -> list[str]:
       ``display:none`` preheader, a ``hidden`` paragraph, a ``<template>``, a ``::after``
       that writes words, a ``<style>`` rule that hides whatever it reaches; an element that its
       own style attribute hides only when it holds words (text, an image's alt, a nested
-      element's text: ``html_hidden.hidden_without_words``), so a spacer of ``&nbsp;`` under
-      ``font-size:0;line-height:0`` or an ``<img style="height:0">`` without alt is no hidden
-      text, and a ``font-size:0`` gap fix around columns that set their own font size is;
+      element's text, a picture a ``display:none`` hides: ``html_hidden.hidden_without_words``),
+      so a spacer of ``&nbsp;`` under ``font-size:0;line-height:0`` or an
+      ``<img src="data:," style="height:0">`` without alt is no hidden text, and a
+      ``font-size:0`` gap fix around columns that set their own font size is;
       ``html_words`` and ``css_added_text`` give the page what they hold;
     - Outlook's conditional comments (``<!--[if mso]>...<![endif]-->``): a browser, and so the
       frame, reads them as comments and shows nothing of what they hold, Outlook for Windows
@@ -230,16 +231,20 @@ _TINY = r"(?:(?:0+(?:\.0*)?|\.0+)[a-z%]*|[0-3](?:\.\d*)?(?:px|pt)|0?\.[0-2]\d*(?
 # A declaration that hides its element's text from the frame (which a reader who ignores it,
 # Outlook for Windows ignoring display:none, an inbox preview, a screen reader, still gets), or
 # that writes text only a client with pseudo-elements shows (``content``).
-_HIDING_DECLARATION = re.compile(
-    r"(?<![\w-])(?:"
+# Those that hide pictures too (all but a font size, a line height and a colour).
+_HIDING_BOXES = (
     r"display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse)|opacity\s*:|mso-hide\s*:"
     r"|content\s*:|clip(?:-path)?\s*:|text-indent\s*:\s*-|transform\s*:|zoom\s*:"
-    r"|position\s*:\s*(?:absolute|fixed)|(?:max-)?(?:height|width)\s*:\s*"
-    + _TINY
+    r"|position\s*:\s*(?:absolute|fixed)|(?:max-)?(?:height|width)\s*:\s*" + _TINY
+)
+_HIDING_DECLARATION = re.compile(
+    r"(?<![\w-])(?:"
+    + _HIDING_BOXES
     + r"|(?:font-size|line-height)\s*:\s*"
     + _TINY
     + r"|(?:-webkit-text-fill-)?color\s*:\s*(?:transparent|(?:rgb|hsl)a?\((?:[^(),]{0,40},){3}\s*0*\.?0*\s*\)))"
 )
+_HIDING_PICTURES = re.compile(r"(?<![\w-])(?:" + _HIDING_BOXES + ")")
 # Markup that a browser, and so the frame, does not show while some mail clients do: the hidden
 # attribute (Gmail drops it), a <template>'s content, a <details> element's content behind its
 # summary (shown only when the reviewer opens it).
@@ -252,6 +257,11 @@ def _hiding(value: str) -> bool:
     """Whether a style attribute's value, as written, hides its element's text or writes text
     (``_HIDING_DECLARATION``), read as CSS reads it."""
     return bool(_HIDING_DECLARATION.search(_COMMENT.sub(" ", _as_css_reads(_unquoted(value)))))
+
+
+def _hiding_pictures(value: str) -> bool:
+    """Whether a style attribute's value, as written, hides pictures too (``_HIDING_PICTURES``)."""
+    return bool(_HIDING_PICTURES.search(_COMMENT.sub(" ", _as_css_reads(_unquoted(value)))))
 
 
 def _hides_or_adds_text(body: str, text: str) -> bool:
@@ -277,7 +287,7 @@ def _hides_or_adds_text(body: str, text: str) -> bool:
         _CONTENT_DECLARATION.search(css) for css in attributes
     ):
         return True
-    quiet = hidden_without_words(body, _hiding)
+    quiet = hidden_without_words(body, _hiding, _hiding_pictures)
     return quiet is None or any(
         match.start(1) not in quiet
         for match in _STYLE_ATTRIBUTE_ANYWHERE.finditer(body)

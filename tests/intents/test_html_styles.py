@@ -162,6 +162,10 @@ def test_the_source_of_each_conditional_comment_is_given_as_written():
         "<br></div>",
         "<div style='display:none'><span><b>&nbsp;</b></span>\n</div><p>Hello</p>",
         "<div style='max-height:0'><table><tr><td>&nbsp;</td></tr></table></div><p>Hello</p>",
+        # A picture that a font-size:0 or a line-height:0 does not hide: the frame shows it.
+        "<table><tr><td style='font-size:0;line-height:0'><img src='cid:logo.png' alt='' "
+        "width=600 height=80></td></tr></table>",
+        "<img src='' style='display:none'><div style='display:none'><img src='data:,'></div>",
         # Drawn by no reader, and named by its own check (policy.invisible_in_content).
         "<div style='font-size:0'>&#8203;</div><p>Hello</p>",
     ],
@@ -188,6 +192,12 @@ def test_a_zero_width_space_in_a_spacer_is_named_by_its_own_check():
         "<img src='data:,' alt='Pay to IBAN XX00 1234' style='display:none'>",
         "<div style='font-size:0'><img src='data:,' alt='Pay to XX00'></div>",
         "<div style='font-size:0' title='Pay to XX00'></div>",
+        # A picture a display:none hides (which may be one of words): Outlook for Windows
+        # ignores display:none; a font-size:0 hides no picture, and the frame shows it.
+        "<img src='data:image/png;base64,iVBORw0KGgo=' style='display:none'>",
+        "<div style='display:none'><img src='cid:pay-to.png' width=600 height=80></div>",
+        "<div style='max-height:0;overflow:hidden'><p><img srcset='cid:pay-to.png 2x'></p></div>",
+        "<span style='display:none'><input type=image src='cid:pay-to.png'></span>",
         # What a screen reader reads of an element besides its text and label.
         "<span role='img' aria-roledescription='Pay to XX00' style='font-size:0'></span>",
         "<span role='slider' aria-valuetext='Pay to XX00' style='font-size:0'></span>",
