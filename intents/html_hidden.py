@@ -113,41 +113,56 @@ def _has_words(text: str) -> bool:
     return bool(_NO_WORDS.sub("", html.unescape(text)))
 
 
-def _blocks(name: str, between: str) -> bool:
-    """Whether an open ``between`` makes the parser ignore a close tag of ``name``."""
-    if name in _CLOSED_WITH_CONTENT:
-        return between in _SCOPE or between in _SCOPE_MORE.get(name, ())
+# What an open element must not be, between a close tag and an element of its name, for the
+# parser to end that element with it (``_blockers``).
+_BLOCKERS_OF_CLOSED_WITH_CONTENT = {
+    name: _SCOPE | _SCOPE_MORE.get(name, frozenset()) for name in _CLOSED_WITH_CONTENT
+}
+
+
+def _blockers(name: str) -> frozenset[str]:
+    """The open elements that make the parser ignore a close tag of ``name``."""
+    if name in _BLOCKERS_OF_CLOSED_WITH_CONTENT:
+        return _BLOCKERS_OF_CLOSED_WITH_CONTENT[name]
     if name in ("svg", "math"):
-        return between in _INTEGRATION_POINTS
-    return between in _SPECIAL
+        return _INTEGRATION_POINTS
+    return _SPECIAL
 
 
-def _close(open_elements: list[tuple[str, bool]], reopened: dict[str, int], name: str) -> None:
+def _close(
+    open_elements: list[tuple[str, bool]],
+    open_names: list[str],
+    reopened: dict[str, int],
+    name: str,
+) -> None:
     """A close tag of ``name`` within a hidden element (``open_elements``: each one's name and
-    whether its own style hides, the hidden one first): what it ends, and only what a browser
-    ends with it; one it cannot tell of (an element of its name more than ``_MAX_STEPS`` down)
-    is taken as ignored, so an element is never taken as ended before a browser ends it. A
-    formatting element that a close tag around it ended is opened again by the parser, its
-    style with it (``reopened``): a close tag of its name ends the copy first, and one whose
-    style hides is never taken as ended."""
+    whether its own style hides, the hidden one first; ``open_names``: their names): what it
+    ends, and only what a browser ends with it; one it cannot tell of (an element of its name
+    more than ``_MAX_STEPS`` down) is taken as ignored, so an element is never taken as ended
+    before a browser ends it. A formatting element that a close tag around it ended is opened
+    again by the parser, its style with it (``reopened``): a close tag of its name ends the
+    copy first, and one whose style hides is never taken as ended. The nearest element of its
+    name is found, and what stands above it checked, by list and set operations: a megabyte of
+    close tags over a stack ``_MAX_STEPS`` deep is read in a fraction of a second."""
     if name not in _CLOSED_WITH_CONTENT and name in _SPECIAL and name not in ("svg", "math"):
         return
     if reopened.get(name):
         reopened[name] -= 1
         return
-    top = len(open_elements) - 1
-    for index in range(top, max(top - _MAX_STEPS, -1), -1):
-        if open_elements[index][0] == name:
-            ended = open_elements[index + 1 :]
-            if any(inner in _FORMATTING and hides for inner, hides in ended):
-                return
-            for inner, _hides in ended:
-                if inner in _FORMATTING:
-                    reopened[inner] = reopened.get(inner, 0) + 1
-            del open_elements[index:]
-            return
-        if _blocks(name, open_elements[index][0]):
-            return
+    window = open_names[-_MAX_STEPS:]
+    if name not in window:
+        return
+    index = len(open_names) - 1 - window[::-1].index(name)
+    if not _blockers(name).isdisjoint(open_names[index + 1 :]):
+        return
+    ended = open_elements[index + 1 :]
+    if any(inner in _FORMATTING and hides for inner, hides in ended):
+        return
+    for inner, _hides in ended:
+        if inner in _FORMATTING:
+            reopened[inner] = reopened.get(inner, 0) + 1
+    del open_elements[index:]
+    del open_names[index:]
 
 
 def _picture(body: str, found_tag: Tag) -> bool:
@@ -185,6 +200,7 @@ def hidden_without_words(
     are ignored; a ``</form>`` leaves what it holds open; formatting it ended is opened again.
     Read once, by the tokenizer's states (``intents.html_tokens``): linear in the body."""
     open_elements: list[tuple[str, bool]] = []
+    open_names: list[str] = []
     # Whether each open element's own style hides pictures, and how many of them do.
     picture_hiding: list[bool] = []
     pictures_hidden = 0
@@ -208,7 +224,7 @@ def hidden_without_words(
             found_tag = tag(body, start + 2)
             position = found_tag.end
             if open_elements:
-                _close(open_elements, reopened, found_tag.name)
+                _close(open_elements, open_names, reopened, found_tag.name)
                 pictures_hidden -= sum(picture_hiding[len(open_elements) :])
                 del picture_hiding[len(open_elements) :]
                 if not open_elements:
@@ -241,6 +257,7 @@ def hidden_without_words(
                     return None
                 if name not in _VOID:
                     open_elements.append((name, hidden))
+                    open_names.append(name)
                     picture_hiding.append(own_pictures_hidden)
                     pictures_hidden += own_pictures_hidden
                     if len(open_elements) > _MAX_DEPTH:
