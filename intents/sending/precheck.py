@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, TypedDict
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models.functions import Now
+from django.utils import translation
 
 from intents import broadcast_content
 from intents.blobs import BlobPurged, blob_store
@@ -302,12 +303,15 @@ def policy_problem(intent: SendIntent, facts: CheckFacts) -> tuple[str, str] | N
 def _recipient_problem(
     intent: SendIntent, addresses: list[str], facts: CheckFacts
 ) -> tuple[str, str] | None:
-    problems = recipient_problems(
-        tenant=intent.tenant,
-        mailbox=intent.mailbox,
-        addresses=addresses,
-        suppressed={a for t, a in facts.suppressed if t == intent.tenant_id},
-    )
+    # In the source language, whatever language is active: the reason is stored, and each
+    # reader's page gives it in their words through its msgid (intents.reason_words).
+    with translation.override("en"):
+        problems = recipient_problems(
+            tenant=intent.tenant,
+            mailbox=intent.mailbox,
+            addresses=addresses,
+            suppressed={a for t, a in facts.suppressed if t == intent.tenant_id},
+        )
     if problems:
         return problems[0].error_code, problems[0].message
     return None

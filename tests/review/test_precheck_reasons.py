@@ -101,3 +101,24 @@ def test_a_refusal_of_the_mailboxs_own_address_is_read_with_the_address():
         words = system_words(stored)
     assert words is not None
     assert "support+x@acme.test" in str(words)
+
+
+def test_a_worker_in_another_language_stores_its_refusals_in_english(
+    tenant_a, mailbox_a, make_draft, admin_a
+):
+    """The table of the system's reasons reads the English sentence the worker stores. A worker
+    whose active language was another (a deployment's LANGUAGE_CODE = "de", a task run inside a
+    German request's thread) stored the recipient refusals in it, which no reader's page could
+    then give in their own words."""
+    suppressed = _approve(tenant_a, make_draft(mailbox_a, to=["gone@example.com"]), admin_a.user)
+    suppressions_record(
+        tenant_id=tenant_a.pk, addresses=["gone@example.com"], reason="bounced", source="test"
+    )
+    with translation.override("de"):
+        sending.run_once(worker="w", limit=10)
+
+    suppressed.refresh_from_db()
+    assert suppressed.state == "blocked"
+    assert suppressed.last_error_detail.startswith("gone@example.com is on this tenant's")
+    with translation.override("en"):
+        assert system_words(suppressed.last_error_detail) is not None
