@@ -4,7 +4,8 @@ import secrets
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.functions import Upper
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
@@ -110,6 +111,14 @@ class Mailbox(models.Model):
             ),
             models.UniqueConstraint(
                 fields=["agentmail_client_id"], name="mailbox_unique_agentmail_client_id"
+            ),
+            # An event, a backfill and a reapply find their mailbox by tenant and inbox id, in
+            # any case (webhooks.services.apply): one inbox, one row.
+            models.UniqueConstraint(
+                F("tenant"),
+                Upper("inbox_id"),
+                condition=~Q(inbox_id=""),
+                name="mailbox_unique_inbox_per_tenant",
             ),
         ]
 

@@ -55,3 +55,24 @@ def test_a_list_changed_in_place_applies_once_saved_and_another_change_once_relo
     mailbox.refresh_from_db()
     assert not mailbox.allows_recipient("x@partner.org")
     assert mailbox.allows_recipient("x@other.org")
+
+
+@pytest.mark.django_db
+def test_one_tenant_cannot_hold_one_inbox_twice_in_any_case(tenant_a, tenant_b):
+    """Webhook events, backfills and reapplies find the mailbox of an event by its tenant and
+    inbox id, case-insensitively, and take the first: two rows of one inbox would have split a
+    thread's events between them. AgentMail's ids are unique, so the database says so too."""
+    from django.db import IntegrityError, transaction
+
+    first = make_local_mailbox(tenant_a, "support")
+    make_local_mailbox(tenant_b, "support")  # another tenant's inbox of the same name: its own id
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Mailbox.objects.create(
+            tenant=tenant_a,
+            username="support-again",
+            address="support-again@agentmail.test",
+            inbox_id=first.inbox_id.upper(),
+        )
+    # Mailboxes not provisioned yet (no inbox id) are many.
+    Mailbox.objects.create(tenant=tenant_a, username="new1", address="new1@agentmail.test")
+    Mailbox.objects.create(tenant=tenant_a, username="new2", address="new2@agentmail.test")
