@@ -51,11 +51,18 @@ draft without `in_reply_to` is a new message, which starts a thread of its own:
 Every POST and PUT accepts an `Idempotency-Key` header (1-255 of `A-Za-z0-9._~-`, a UUID is
 ideal; the RFC 8941 quoted form `"…"` is accepted too); `POST /drafts` and `POST /broadcasts`
 **require** it (400 without).
-Keys are scoped to the tenant; the fingerprint is the token, the method, the path and the
-canonical JSON body (a key reused by another token of the tenant is a different request).
+Keys are scoped to the tenant, not to the token; the fingerprint is the method, the path and the
+canonical JSON body. A retry with the same key from another token of the tenant (the token was
+rotated while the request was in flight) is the same request; another tenant's key is never
+seen.
 
 * Same key, same request, after success: the stored status and byte-identical body, with
-  `Idempotent-Replayed: true`.
+  `Idempotent-Replayed: true`, to any token of the tenant that may see it now: the mailbox or
+  draft the request names is within the token's mailboxes, and the token has the route's scope
+  (403 otherwise, before the key is read). The token that made the request gets the live
+  refusal if it may no longer see it (404 `mailbox_not_found` or `not_found`); another token
+  gets **422** `idempotency_key_reused`, saying the key was used by another token for a
+  request this token may not see, and nothing of the answer.
 * Same key, different request: **422** `idempotency_key_reused`.
 * Same key while the first request is still running: **409** `idempotency_key_in_flight` with
   `Retry-After`. A request that died holds its key for at most {LOCK_SECONDS} s. Retry only a

@@ -13,7 +13,8 @@ result, and changes nothing. No tool approves or sends.
 
 ``create_draft`` and ``create_broadcast`` are idempotent like ``POST /drafts``, through the same store
 (``idempotency.run_once``): the same ``idempotency_key`` with the same arguments gives the first
-answer again, with different arguments it is refused (``idempotency_key_reused``). Without a key
+answer again, to any token of the tenant that may see it (a key is the tenant's), with different
+arguments it is refused (``idempotency_key_reused``). Without a key
 the key is derived from the token and the arguments, so a retried call never makes a second
 draft; an agent that means two identical drafts gives two keys.
 
@@ -50,6 +51,7 @@ from agent_api.errors import (
 )
 from agent_api.idempotency import (
     KEY_RE,
+    Fingerprints,
     KeyName,
     fingerprint,
     key_in_use,
@@ -178,17 +180,20 @@ def derived_key(digest: str, *, secret: str | None = None) -> str:
     call. An HMAC under the deployment's secret, not the fingerprint itself: the keys share the
     tenant's store with the JSON API, where the client names the key, and another token of the
     tenant that computed a victim's next key (a token id and the arguments are all it takes)
-    could claim it first and have the victim's call refused for a day."""
+    could claim it first and have the victim's call refused for a day. ``digest``: the call's
+    fingerprint with the token's credential (``Fingerprints.with_token``), so that two tokens'
+    calls without a key stay two calls."""
     mac = salted_hmac(DERIVED_KEY_SALT, digest, secret=secret, algorithm="sha256")
     return "mcp-" + mac.hexdigest()[:60]
 
 
-def _derived_key_for(token: AgentToken, digest: str) -> str:
+def _derived_key_for(token: AgentToken, fingerprints: Fingerprints) -> str:
     """``derived_key`` under the current secret, unless the store holds this call under a key
     derived with one still in ``SECRET_KEY_FALLBACKS``: right after a rotation, a retry of a call
     made before it derived another key, and the draft was created twice."""
+    digest = fingerprints.with_token
     before = [derived_key(digest, secret=secret) for secret in settings.SECRET_KEY_FALLBACKS]
-    kept = key_in_use(tenant=token.tenant, keys=before, fingerprint=digest)
+    kept = key_in_use(tenant=token.tenant, keys=before, fingerprints=fingerprints)
     return kept or derived_key(digest)
 
 
@@ -205,15 +210,19 @@ def _once(
 ) -> ToolAnswer:
     """``work`` at most once per key, in the JSON API's idempotency store, after ``prepare`` (its
     network calls: ``run_once``); a stored answer is given again only if ``authorize`` lets the
-    token still reach what it concerns. The fingerprint is the token, the tool and the canonical
-    arguments (the key itself left out)."""
+    token still reach what it concerns. The fingerprint is the tool and the canonical arguments
+    (the key itself left out): a key is the tenant's, as on the JSON API. A key derived for a
+    call without one is the token's own (``derived_key``)."""
     path = f"mcp:{tool}"
     arguments = {name: value for name, value in raw.items() if name != "idempotency_key"}
-    digest = fingerprint(
-        credential=token_credential(token), method=METHOD, path=path, data=arguments
+    fingerprints = Fingerprints(
+        stored=fingerprint(method=METHOD, path=path, data=arguments),
+        with_token=fingerprint(
+            credential=token_credential(token), method=METHOD, path=path, data=arguments
+        ),
     )
     if key is None and derive:
-        key = _derived_key_for(token, digest)
+        key = _derived_key_for(token, fingerprints)
     if key is None:
         if prepare is not None:
             prepare()
@@ -222,8 +231,9 @@ def _once(
         return _answer(body)
     outcome = run_once(
         tenant=token.tenant,
+        token=token,
         key=key,
-        fingerprint=digest,
+        fingerprints=fingerprints,
         method=METHOD,
         path=path,
         work=work,

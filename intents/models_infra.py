@@ -17,7 +17,20 @@ class ApiIdempotencyKey(models.Model):
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=255)
+    # Of the request without its token: a key is the tenant's, so a rotated token's retry is the
+    # same request (agent_api.idempotency).
     fingerprint = models.CharField(max_length=64)
+    # The token whose request the row holds: another token gets its answer only if it may see it.
+    # Null on rows written before this was kept. Tokens are revoked, never deleted (a tenant's
+    # deletion aside), so the column needs no index for SET_NULL.
+    token = models.ForeignKey(
+        "tenants.AgentToken",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+    )
     method = models.CharField(max_length=8)
     path = models.CharField(max_length=255)
     state = models.CharField(max_length=12, choices=State.choices, default=State.IN_FLIGHT)
