@@ -178,7 +178,11 @@ def reader_looks(body: str) -> list[str]:
       Outlook.com and Outlook's apps add to what they darken);
     - text the frame hides or that only the frame shows (``_hides_or_adds_text``): a
       ``display:none`` preheader, a ``hidden`` paragraph, a ``<template>``, a ``::after``
-      that writes words, a ``<style>`` rule that hides whatever it reaches; an element that its
+      that writes words, a ``<style>`` rule that hides whatever it reaches, however it hides
+      (``_HIDING_DECLARATION``: ``font:0/0 a``, a ``scale``, a ``filter``, a ``mask``,
+      ``content-visibility:hidden``, a ``translate`` or an offset far off, a line clamp, a
+      colour of no alpha such as ``#0000`` or ``rgb(0 0 0 / 0)``, a font size tiny in any
+      unit, a value of ``var()``, a ``-webkit-`` spelling); an element that its
       own style attribute hides only when it holds words (text, an image's alt, a nested
       element's text, a picture a ``display:none`` hides: ``html_hidden.hidden_without_words``),
       so a spacer of ``&nbsp;`` under ``font-size:0;line-height:0`` or an
@@ -226,25 +230,74 @@ def conditional_comments(body: str) -> list[str]:
 # message ("display: none of them") are not CSS and warn nothing.
 _STYLE_ATTRIBUTE = re.compile(r"<[a-z][^<>]*?[\s\"'/]style\s*=\s*(\"[^\"]*\"|'[^']*'|[^\s>]*)")
 _STYLE_ELEMENT = re.compile(r"<style\b[^>]*>(.*?)(?:</style|\Z)", re.DOTALL)
-# A length of nothing or next to nothing: 0 in any unit, up to 3 px or pt, under 0.3 em.
-_TINY = r"(?:(?:0+(?:\.0*)?|\.0+)[a-z%]*|[0-3](?:\.\d*)?(?:px|pt)|0?\.[0-2]\d*(?:em|rem))(?![\w.])"
+# A zero as CSS writes a number (a sign, a fraction, an exponent: "-0", "0e5px").
+_ZERO = r"[-+]?(?:0+(?:\.0*)?|\.0+)(?:e[-+]?\d+)?"
+# A length of nothing or next to nothing: 0 in any unit, up to 3 px or pt, under 0.3 em, a
+# number of a negative exponent.
+_TINY = (
+    r"(?:" + _ZERO + r"[a-z%]*|[0-3](?:\.\d*)?(?:px|pt)|0?\.[0-2]\d*(?:em|rem)"
+    r"|(?:\d+(?:\.\d*)?|\.\d+)e-\d+[a-z%]*)(?![\w.])"
+)
+# A font size of next to nothing (about 4 px or less at the usual 16 px) in the units relative
+# to a font, a window or a container, or physical; a percentage of the parent's size under 30.
+_TINY_FONT = (
+    r"(?:" + _TINY + r"|(?:(?:[0-2]?\d(?:\.\d*)?|\.\d+)%|0?\.[0-5]\d*r?(?:ex|ch)"
+    r"|0?\.[0-2]\d*r?(?:cap|ic|lh)|0?\.\d+(?:[sld]?v(?:w|h|i|b|min|max)|cq(?:w|h|i|b|min|max))"
+    r"|0?\.\d+mm|[0-3](?:\.\d*)?q|0?\.0\d*cm|0?\.0[0-3]\d*in|0?\.[0-2]\d*pc)(?![\w.]))"
+)
+# An offset that moves text out of the frame: left of its edge by a hundred units or more (where
+# no scrolling shows it), or right of it or down by a page (a thousand pixels, a hundred of a
+# font or window unit, 100 % of its box: the "text-indent:100%" of image replacement).
+_FAR = (
+    r"(?<![\w.])(?:-(?:\d{3,}|(?:\d+(?:\.\d*)?|\.\d+)e\+?[2-9])|\+?(?:\d{4,}|(?:\d+(?:\.\d*)?|\.\d+)e\+?[3-9]"
+    r"|\d{3,}(?:\.\d*)?(?:%|r?(?:em|ex|ch|cap|ic|lh)|[sld]?v(?:w|h|i|b|min|max)"
+    r"|cq(?:w|h|i|b|min|max)|pc|cm)|\d{2,}(?:\.\d*)?(?:cm|in)))"
+)
+_SIDES = r"(?:-(?:top|right|bottom|left|inline|block)(?:-start|-end)?)?"
+# A colour's alpha of next to nothing (under a tenth), before the function's ")".
+_NO_ALPHA = (
+    r"(?:[-+]?0+(?:\.0*)?|[-+]?0*\.0\d*|\d(?:\.\d*)?%|0*\.\d+%"
+    r"|(?:\d+(?:\.\d*)?|\.\d+)e-\d+%?|none)\s*\)"
+)
 # A declaration that hides its element's text from the frame (which a reader who ignores it,
 # Outlook for Windows ignoring display:none, an inbox preview, a screen reader, still gets), or
-# that writes text only a client with pseudo-elements shows (``content``).
-# Those that hide pictures too (all but a font size, a line height and a colour).
+# that writes text only a client with pseudo-elements shows (``content``). A value computed from
+# a custom property, the environment or an attribute (``var()``, ``env()``, ``attr()``) is taken
+# as hiding: which value it takes is known only by computing it, as what a transform, a filter
+# (a blur, an opacity(0), a url() of an SVG filter), a mask or a blend mode leaves legible is
+# known only by drawing it. A colour the same as its background, and a text stroke, are not
+# read here: which colour is behind a text is known only by drawing it.
+# Those that hide pictures too (all but a font size, a line height, a colour, a letter spacing).
 _HIDING_BOXES = (
     r"display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse)|opacity\s*:|mso-hide\s*:"
     r"|content\s*:|clip(?:-path)?\s*:|text-indent\s*:\s*-|transform\s*:|zoom\s*:"
-    r"|position\s*:\s*(?:absolute|fixed)|(?:max-)?(?:height|width)\s*:\s*" + _TINY
+    r"|content-visibility\s*:\s*hidden|(?:var|env|attr)\("
+    r"|(?:scale|translate|rotate|filter|mask(?:-image|-box-image)?|mix-blend-mode|line-clamp)"
+    r"\s*:\s*(?!(?:none|normal)\b)"
+    r"|position\s*:\s*(?:absolute|fixed)|(?:max-)?(?:height|width|block-size|inline-size)\s*:\s*"
+    + _TINY
+    + r"|(?:(?:margin|padding|inset)"
+    + _SIDES
+    + r"|left|right|top|bottom|text-indent)\s*:[^;}:]*?"
+    + _FAR
 )
 _HIDING_DECLARATION = re.compile(
-    r"(?<![\w-])(?:"
+    r"(?<![\w-])(?:-(?:webkit|moz|ms|o)-)?(?:"
     + _HIDING_BOXES
-    + r"|(?:font-size|line-height)\s*:\s*"
+    + r"|(?:font-size|line-height)\s*:\s*(?:"
+    + _TINY_FONT
+    + r"|(?:calc|min|max|clamp)\()"
+    + r"|font\s*:[^;}:]*?(?:(?<![\w.#-])"
+    + _TINY_FONT
+    + r"|(?:calc|min|max|clamp)\()"
+    + r"|letter-spacing\s*:\s*-(?!"
     + _TINY
-    + r"|(?:-webkit-text-fill-)?color\s*:\s*(?:transparent|(?:rgb|hsl)a?\((?:[^(),]{0,40},){3}\s*0*\.?0*\s*\)))"
+    + r")\.?\d"
+    + r"|(?:-webkit-text-fill-)?color\s*:\s*+(?:[^;}:]*?transparent"
+    r"|#[0-9a-f]{3}[01](?![0-9a-f])|#[0-9a-f]{6}[01][0-9a-f](?![0-9a-f])"
+    r"|(?:rgb|hsl)a?\((?:[^(),;}]*,){3}\s*" + _NO_ALPHA + r"|[^;}:/]*/\s*" + _NO_ALPHA + "))"
 )
-_HIDING_PICTURES = re.compile(r"(?<![\w-])(?:" + _HIDING_BOXES + ")")
+_HIDING_PICTURES = re.compile(r"(?<![\w-])(?:-(?:webkit|moz|ms|o)-)?(?:" + _HIDING_BOXES + ")")
 # Markup that a browser, and so the frame, does not show while some mail clients do: the hidden
 # attribute (Gmail drops it), a <template>'s content, a <details> element's content behind its
 # summary (shown only when the reviewer opens it).

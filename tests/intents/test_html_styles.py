@@ -299,3 +299,116 @@ def test_a_tag_name_is_lower_cased_in_ascii_only(html):
 )
 def test_a_hiding_style_attribute_not_read_as_a_tag_warns_wherever_it_is(html):
     assert "hidden_text" in reader_looks(html)
+
+
+# Hiding CSS the frame applies and other readers ignore, beyond display:none and font-size:0: a
+# font shorthand of no size, a scale, a translate, content-visibility, a filter or a mask, a
+# colour of (next to) no alpha however written, a font size tiny in a relative unit, an offset
+# that moves the text far off, letters drawn on top of each other, a line clamp, a value
+# computed from a custom property, and the vendor-prefixed spellings Chromium applies.
+@pytest.mark.parametrize(
+    "declaration",
+    [
+        "font:0/0 a",
+        "font: italic bold 0px/0 Arial, sans-serif",
+        "font:1px/1px Arial",
+        "font: calc(0px) a",
+        "scale:0",
+        "scale: 1 0",
+        "translate: -9999px",
+        "translate:0 -9999px",
+        "rotate:90deg",
+        "content-visibility:hidden",
+        "filter:opacity(0)",
+        "filter: blur(20px)",
+        "-webkit-filter:opacity(0)",
+        "-webkit-transform:scale(0)",
+        "-webkit-clip-path:inset(50%)",
+        "-webkit-mask-image:linear-gradient(transparent,transparent)",
+        "mask:linear-gradient(transparent,transparent)",
+        "mix-blend-mode:screen",
+        "color:#0000",
+        "color:#00000000",
+        "color:#FFFFFF05",
+        "color:rgb(0 0 0 / 0)",
+        "color: rgb(0 0 0 / 0%)",
+        "color:rgba(0,0,0,0%)",
+        "color:rgba(0, 0, 0, .05)",
+        "color:hsl(0 0% 0% / 0)",
+        "color:hwb(0 0% 0% / none)",
+        "color:oklch(0 0 0 / 0)",
+        "color: color(srgb 0 0 0 / 0)",
+        "color: rgb(0 0 0 /" + " " * 200 + "0)",
+        "color:color-mix(in srgb, red 0%, transparent)",
+        "font-size:0.1vw",
+        "font-size:.5vmin",
+        "font-size:0.9dvh",
+        "font-size:5%",
+        "font-size:0.1ex",
+        "font-size:0.2ch",
+        "font-size:0.5mm",
+        "font-size:1e-9px",
+        "font-size:0e5px",
+        "font-size:-0",
+        "font-size:calc(16px - 16px)",
+        "font-size:clamp(0px,0px,0px)",
+        "font-size:var(--s)",
+        "--h:none;display:var(--h)",
+        "position:relative;left:-9999px",
+        "position:relative;top:-9999px",
+        "margin-left:-5000px",
+        "margin:0 0 0 -9999px",
+        "margin-inline-start:-100em",
+        "inset-inline-start:-9999px",
+        "left:9999px",
+        "padding-left:10000px;overflow:hidden",
+        "text-indent:100%;white-space:nowrap;overflow:hidden",
+        "text-indent:9999px",
+        "letter-spacing:-9999px",
+        "letter-spacing:-1em",
+        "max-block-size:0;overflow:hidden",
+        "inline-size:0;overflow:hidden",
+        "display:-webkit-box;-webkit-box-orient:vertical;-webkit-line-clamp:1;overflow:hidden",
+    ],
+)
+def test_words_hidden_by_less_known_css_are_hidden_text(declaration):
+    inline = f"<p>Hi</p><div style='{declaration}'>Hello<br>Pay to IBAN XX00 1234</div>"
+    rule = f"<style>.x{{{declaration}}}</style><p class=x>Pay to IBAN XX00 1234</p>"
+
+    assert "hidden_text" in reader_looks(inline)
+    assert "hidden_text" in reader_looks(rule)
+
+
+# What ordinary templates write, which shows every reader the same words.
+@pytest.mark.parametrize(
+    "declaration",
+    [
+        "font: 14px/20px Arial, sans-serif",
+        "font: 300 16px/1.4 'Helvetica Neue'",
+        "font-size:80%",
+        "font-size:1.2vw",
+        "font-size:0.9em",
+        "color:rgba(0,0,0,.87)",
+        "color:rgb(0, 0, 0)",
+        "color:rgb(0 0 0 / 50%)",
+        "color:#000",
+        "color:#0000ff",
+        "color:#000000ff",
+        "color:hsl(0 0% 0%)",
+        "margin:0 auto",
+        "margin-left:-2px",
+        "margin-top:-20px",
+        "left:10px",
+        "text-indent:2em",
+        "letter-spacing:-1px",
+        "letter-spacing:-0.02em",
+        "width:20%",
+        "padding:0 10px",
+    ],
+)
+def test_css_that_shows_its_words_is_not_hidden_text(declaration):
+    inline = f"<p>Hi</p><div style='{declaration}'>Pay to IBAN XX00 1234</div>"
+    rule = f"<style>.x{{{declaration}}}</style><p class=x>Pay to IBAN XX00 1234</p>"
+
+    assert reader_looks(inline) == []
+    assert reader_looks(rule) == []
