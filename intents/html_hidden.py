@@ -65,16 +65,24 @@ _SPECIAL = frozenset(
         "tfoot", "th", "thead", "title", "tr", "track", "ul", "wbr", "xmp",
     }
 )  # fmt: skip
+# Elements a browser does not draw (its style sheet's display:none, a <dialog> without "open"),
+# whose words a reader that does not draw them gets: a client without ruby reads <rp>'s
+# parentheses, a preview or a screen reader a closed dialog's text. Taken as hidden by a style.
+HIDDEN_BY_DEFAULT = frozenset({"annotation", "datalist", "dialog", "noembed", "noframes", "rp"})
+# Elements a browser draws in place of what they hold (its fallback, read by a client that
+# plays no media, runs no plugin or draws no canvas, and by a preview): what they hold is taken
+# as hidden, their own attributes (a poster, a title) as shown.
+HIDDEN_CONTENT = frozenset({"audio", "canvas", "object", "video"})
 # Special elements a close tag of theirs ends with what they hold ("generate implied end tags,
 # pop until"), when no element of ``_SCOPE`` stands between (one of ``_SCOPE_MORE`` neither).
 # Any other (a <form>, a <body>, which the close tag leaves open) is taken to hold the rest.
 _CLOSED_WITH_CONTENT = frozenset(
     {
-        "address", "article", "aside", "blockquote", "center", "dd", "dialog", "dir", "div",
-        "dl", "dt", "fieldset", "figcaption", "figure", "footer", "h1", "h2", "h3", "h4", "h5",
-        "h6", "header", "hgroup", "li", "listing", "main", "menu", "nav", "ol", "p", "pre",
-        "search", "section", "summary", "table", "tbody", "td", "tfoot", "th", "thead", "tr",
-        "ul",
+        "address", "applet", "article", "aside", "blockquote", "center", "dd", "dialog", "dir",
+        "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "h1", "h2", "h3", "h4",
+        "h5", "h6", "header", "hgroup", "li", "listing", "main", "marquee", "menu", "nav",
+        "object", "ol", "p", "pre", "search", "section", "summary", "table", "tbody", "td",
+        "tfoot", "th", "thead", "tr", "ul",
     }
 )  # fmt: skip
 # The parser's scope boundaries (of every kind of scope, so more than any one), <select>,
@@ -177,8 +185,11 @@ def hidden_without_words(
     body: str, hides: Callable[[str], bool], hides_pictures: Callable[[str], bool]
 ) -> frozenset[int] | None:
     """Where the name of each style attribute that hides its element (``hides``, given the
-    attribute's value as written) starts, of the start tags read, when none of their elements
-    holds words; None when one does.
+    attribute's value as written) starts, and the name of each start tag of
+    ``HIDDEN_BY_DEFAULT`` and ``HIDDEN_CONTENT``, of the start tags read, when none of their
+    elements holds words; None when one does. An element a browser does not draw is taken as
+    one its style hides (pictures too); one it draws in place of what it holds (a <video>'s
+    fallback) as holding a hidden element, its own attributes (a poster, a title) shown.
 
     A picture (``_PICTURE_ATTRIBUTES``: which may be one of words) counts as words where a
     style of its own or around it hides pictures too (``hides_pictures``: a ``display:none``,
@@ -238,16 +249,29 @@ def hidden_without_words(
                 for found in found_tag.attributes
                 if found.name == "style" and hides(body[found.start : found.end])
             ]
-            hidden = bool(hiding)
-            own_pictures_hidden = hidden and any(
-                found.name == "style" and hides_pictures(body[found.start : found.end])
-                for found in found_tag.attributes
+            if name in HIDDEN_BY_DEFAULT or name in HIDDEN_CONTENT:
+                hiding_styles.add(start + 1)
+            hidden_by_default = name in HIDDEN_BY_DEFAULT and not (
+                name == "dialog" and any(found.name == "open" for found in found_tag.attributes)
+            )
+            hidden = bool(hiding) or hidden_by_default
+            own_pictures_hidden = hidden_by_default or (
+                hidden
+                and any(
+                    found.name == "style" and hides_pictures(body[found.start : found.end])
+                    for found in found_tag.attributes
+                )
             )
             if hidden:
                 hiding_styles.update(hiding)
                 if name in ("html", "body"):
                     return None
-            if hidden or open_elements:
+            if name in HIDDEN_CONTENT and not (hidden or open_elements):
+                open_elements.append((name, True))
+                open_names.append(name)
+                picture_hiding.append(True)
+                pictures_hidden += 1
+            elif hidden or open_elements:
                 if name in _RAW_TEXT or any(
                     found.name in _WORDS_ATTRIBUTES and _has_words(body[found.start : found.end])
                     for found in found_tag.attributes

@@ -19,7 +19,7 @@ import re
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy
 
-from intents.html_hidden import hidden_without_words
+from intents.html_hidden import HIDDEN_BY_DEFAULT, HIDDEN_CONTENT, hidden_without_words
 from intents.html_tokens import comment_end, letter_at, tag
 
 # A CSS escape: a backslash and one to six hex digits (and one whitespace after them), or a
@@ -182,7 +182,11 @@ def reader_looks(body: str) -> list[str]:
       (``_HIDING_DECLARATION``: ``font:0/0 a``, a ``scale``, a ``filter``, a ``mask``,
       ``content-visibility:hidden``, a ``translate`` or an offset far off, a line clamp, a
       colour of no alpha such as ``#0000`` or ``rgb(0 0 0 / 0)``, a font size tiny in any
-      unit, a value of ``var()``, a ``-webkit-`` spelling); an element that its
+      unit, a value of ``var()``, a ``-webkit-`` spelling); the words of an element a browser
+      does not draw (``<rp>``, a ``<dialog>`` without ``open``, a ``<datalist>``, MathML's
+      ``<annotation>``, a ``<noembed>``, a ``<noframes>``) or draws in place of what it holds
+      (an ``<audio>``'s, a ``<video>``'s, an ``<object>``'s or a ``<canvas>``'s fallback),
+      wherever such a tag is written; an element that its
       own style attribute hides only when it holds words (text, an image's alt, a nested
       element's text, a picture a ``display:none`` hides: ``html_hidden.hidden_without_words``),
       so a spacer of ``&nbsp;`` under ``font-size:0;line-height:0`` or an
@@ -331,7 +335,10 @@ def _hides_or_adds_text(body: str, text: str) -> bool:
       so: one its tokenizer's states did not reach as a tag (in a comment, in an ``<svg>``'s
       ``<style>`` or ``<title>``, in a ``<noscript>`` that a mail client without scripts
       parses, after a CDATA section of an ``<svg>``, where a browser reads a ``<div>`` as one)
-      warns, whatever the tag holds before it (a ">" or a "<" in a quoted attribute)."""
+      warns, whatever the tag holds before it (a ">" or a "<" in a quoted attribute);
+    - an element a browser does not draw, or draws in place of what it holds
+      (``html_hidden.HIDDEN_BY_DEFAULT``, ``HIDDEN_CONTENT``), that holds words; one that
+      reading did not reach as a tag (``_UNDRAWN_ELEMENT_ANYWHERE``) warns, as a style does."""
     if _HIDING_MARKUP.search(text):
         return True
     attributes = [_COMMENT.sub(" ", css) for css in _STYLE_ATTRIBUTE.findall(text)]
@@ -341,10 +348,14 @@ def _hides_or_adds_text(body: str, text: str) -> bool:
     ):
         return True
     quiet = hidden_without_words(body, _hiding, _hiding_pictures)
-    return quiet is None or any(
-        match.start(1) not in quiet
-        for match in _STYLE_ATTRIBUTE_ANYWHERE.finditer(body)
-        if _hiding(match[2])
+    return (
+        quiet is None
+        or any(
+            match.start(1) not in quiet
+            for match in _STYLE_ATTRIBUTE_ANYWHERE.finditer(body)
+            if _hiding(match[2])
+        )
+        or any(match.start(1) not in quiet for match in _UNDRAWN_ELEMENT_ANYWHERE.finditer(body))
     )
 
 
@@ -414,6 +425,12 @@ _STYLE_ATTRIBUTE_ANY_CASE = re.compile(_STYLE_ATTRIBUTE.pattern, re.IGNORECASE)
 # opened ('<p>style="</p><p style="display:none">') does not hide the next one.
 _STYLE_ATTRIBUTE_ANYWHERE = re.compile(
     r"[\t\n\f\r \"'/](?=(style)[\t\n\f\r ]*=[\t\n\f\r ]*(\"[^\"]*\"|'[^']*'|[^\t\n\f\r >]*))",
+    re.ASCII | re.IGNORECASE,
+)
+# Every place a start tag of an element a browser does not draw, or draws in place of what it
+# holds, may be written, in or out of a tag (its name: group 1).
+_UNDRAWN_ELEMENT_ANYWHERE = re.compile(
+    r"<(" + "|".join(sorted(HIDDEN_BY_DEFAULT | HIDDEN_CONTENT)) + r")(?=[\t\n\f\r />])",
     re.ASCII | re.IGNORECASE,
 )
 _STYLE_ELEMENT_ANY_CASE = re.compile(_STYLE_ELEMENT.pattern, re.DOTALL | re.IGNORECASE)

@@ -412,3 +412,46 @@ def test_css_that_shows_its_words_is_not_hidden_text(declaration):
 
     assert reader_looks(inline) == []
     assert reader_looks(rule) == []
+
+
+# Elements a browser, and so the frame, does not show (or shows only in place of what it
+# holds), whose words a reader that does not draw them gets: ruby's parentheses, a closed
+# <dialog>, a <datalist>'s options, MathML's <annotation>, the fallback of an <audio>, a
+# <video>, an <object> or a <canvas>, a <noembed> or a <noframes>; wherever they are written.
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<ruby>\u6f22<rp>Pay to IBAN XX00 1234</rp><rt>kan</rt></ruby>",
+        "<dialog><p>Pay to IBAN XX00 1234</p></dialog><p>Hello</p>",
+        "<DIALOG open=''x>&nbsp;</DIALOG><dialog title=x>Pay to XX00</dialog>",
+        "<input list=l><datalist id=l><option value='Pay to XX00'></option></datalist>",
+        "<datalist><option>Pay to XX00</option></datalist>",
+        "<math><semantics><mi>x</mi><annotation encoding='text/plain'>Pay to XX00</annotation>"
+        "</semantics></math>",
+        "<video src='cid:v.mp4'>Pay to IBAN XX00 1234</video>",
+        "<audio><source src='cid:a.mp3'><p>Pay to XX00</p></audio>",
+        "<object data='cid:x.pdf'><p>Pay to XX00</p></object>",
+        "<canvas width=10 height=10>Pay to XX00</canvas>",
+        "<video>&nbsp;<img src='cid:pay-to.png'></video>",
+        "<noembed>Pay to XX00</noembed>",
+        "<noframes><p>Pay to XX00</p></noframes>",
+        # Where the hidden-text reading reads no tags: a mail client without scripts does.
+        "<noscript><span title='>'><rp>Pay to XX00</rp></span></noscript>",
+    ],
+)
+def test_words_of_an_element_a_browser_does_not_draw_are_hidden_text(html):
+    assert "hidden_text" in reader_looks(html)
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<dialog open><p>Hello</p></dialog>",
+        "<video src='cid:v.mp4' poster='cid:p.png' title='Our new office'></video><p>Hello</p>",
+        "<object data='cid:x.pdf'></object><p>Hello</p>",
+        "<ruby>\u6f22<rt>kan</rt></ruby><p>Hello</p>",
+        "<math><mi>x</mi></math><p>Hello</p>",
+    ],
+)
+def test_an_element_a_browser_does_not_draw_without_words_is_not_hidden_text(html):
+    assert reader_looks(html) == []
