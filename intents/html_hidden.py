@@ -210,92 +210,125 @@ def hidden_without_words(
     (``_close``): a ``</div>`` inside a ``<td>`` of it, a ``</span>`` inside a ``<div>`` of it
     are ignored; a ``</form>`` leaves what it holds open; formatting it ended is opened again.
     Read once, by the tokenizer's states (``intents.html_tokens``): linear in the body."""
-    open_elements: list[tuple[str, bool]] = []
-    open_names: list[str] = []
-    # Whether each open element's own style hides pictures, and how many of them do.
-    picture_hiding: list[bool] = []
-    pictures_hidden = 0
-    reopened: dict[str, int] = {}
-    hiding_styles: set[int] = set()
-    position, n = 0, len(body)
-    while (start := body.find("<", position)) != -1:
-        if open_elements and _has_words(body[position:start]):
-            return None
-        after = body[start + 1 : start + 2]
-        if body.startswith("<!--", start):
-            position = comment_end(body, start + 4)
-            if open_elements and _CONDITIONAL_MARK.search(body, start, position):
-                return None
-        elif after in ("!", "?") or (after == "/" and not letter_at(body, start + 2)):
-            if open_elements and after == "!":
-                return None
-            close = body.find(">", start)
-            position = n if close == -1 else close + 1
-        elif after == "/":
-            found_tag = tag(body, start + 2)
-            position = found_tag.end
-            if open_elements:
-                _close(open_elements, open_names, reopened, found_tag.name)
-                pictures_hidden -= sum(picture_hiding[len(open_elements) :])
-                del picture_hiding[len(open_elements) :]
-                if not open_elements:
-                    reopened.clear()
-        elif after.isascii() and after.isalpha():
-            found_tag = tag(body, start + 1)
-            position = found_tag.end
-            name = found_tag.name
-            hiding = [
-                found.name_start
-                for found in found_tag.attributes
-                if found.name == "style" and hides(body[found.start : found.end])
-            ]
-            if name in HIDDEN_BY_DEFAULT or name in HIDDEN_CONTENT:
-                hiding_styles.add(start + 1)
-            hidden_by_default = name in HIDDEN_BY_DEFAULT and not (
-                name == "dialog" and any(found.name == "open" for found in found_tag.attributes)
-            )
-            hidden = bool(hiding) or hidden_by_default
-            own_pictures_hidden = hidden_by_default or (
-                hidden
-                and any(
-                    found.name == "style" and hides_pictures(body[found.start : found.end])
-                    for found in found_tag.attributes
-                )
-            )
-            if hidden:
-                hiding_styles.update(hiding)
-                if name in ("html", "body"):
-                    return None
-            if name in HIDDEN_CONTENT and not (hidden or open_elements):
-                open_elements.append((name, True))
-                open_names.append(name)
-                picture_hiding.append(True)
-                pictures_hidden += 1
-            elif hidden or open_elements:
-                if name in _RAW_TEXT or any(
-                    found.name in _WORDS_ATTRIBUTES and _has_words(body[found.start : found.end])
-                    for found in found_tag.attributes
-                ):
-                    return None
-                if (pictures_hidden or own_pictures_hidden) and _picture(body, found_tag):
-                    return None
-                if name not in _VOID:
-                    open_elements.append((name, hidden))
-                    open_names.append(name)
-                    picture_hiding.append(own_pictures_hidden)
-                    pictures_hidden += own_pictures_hidden
-                    if len(open_elements) > _MAX_DEPTH:
-                        return None
-            elif name in _RAW_TEXT:
-                close_tag = re.compile(
-                    rf"</{re.escape(name)}[\t\n\f\r />]", re.ASCII | re.IGNORECASE
-                )
-                found_close = None if name == "plaintext" else close_tag.search(body, position)
-                position = n if found_close is None else found_close.start()
-        else:
-            if open_elements:
-                return None
-            position = start + 1
-    if open_elements and _has_words(body[position:]):
+    reading = _Reading(body, hides, hides_pictures)
+    try:
+        reading.read()
+    except _HoldsWords:
         return None
-    return frozenset(hiding_styles)
+    return frozenset(reading.hiding_styles)
+
+
+class _HoldsWords(Exception):
+    """A hidden element holds words: the reading stops there."""
+
+
+class _Reading:
+    """The state of ``hidden_without_words``'s one pass over a body: the hidden elements open at
+    the place read (and those open inside them), and the hiding styles and tags met."""
+
+    def __init__(
+        self, body: str, hides: Callable[[str], bool], hides_pictures: Callable[[str], bool]
+    ):
+        self.body = body
+        self.hides = hides
+        self.hides_pictures = hides_pictures
+        self.open_elements: list[tuple[str, bool]] = []
+        self.open_names: list[str] = []
+        # Whether each open element's own style hides pictures, and how many of them do.
+        self.picture_hiding: list[bool] = []
+        self.pictures_hidden = 0
+        self.reopened: dict[str, int] = {}
+        self.hiding_styles: set[int] = set()
+
+    def read(self) -> None:
+        body, n = self.body, len(self.body)
+        position = 0
+        while (start := body.find("<", position)) != -1:
+            self._text(position, start)
+            after = body[start + 1 : start + 2]
+            if body.startswith("<!--", start):
+                position = comment_end(body, start + 4)
+                if self.open_elements and _CONDITIONAL_MARK.search(body, start, position):
+                    raise _HoldsWords
+            elif after in ("!", "?") or (after == "/" and not letter_at(body, start + 2)):
+                if self.open_elements and after == "!":
+                    raise _HoldsWords
+                close = body.find(">", start)
+                position = n if close == -1 else close + 1
+            elif after == "/":
+                found_tag = tag(body, start + 2)
+                position = found_tag.end
+                self._end_tag(found_tag.name)
+            elif after.isascii() and after.isalpha():
+                position = self._start_tag(start, tag(body, start + 1))
+            else:
+                if self.open_elements:
+                    raise _HoldsWords
+                position = start + 1
+        self._text(position, n)
+
+    def _text(self, start: int, end: int) -> None:
+        if self.open_elements and _has_words(self.body[start:end]):
+            raise _HoldsWords
+
+    def _open(self, name: str, hidden: bool, pictures: bool) -> None:
+        self.open_elements.append((name, hidden))
+        self.open_names.append(name)
+        self.picture_hiding.append(pictures)
+        self.pictures_hidden += pictures
+
+    def _end_tag(self, name: str) -> None:
+        if not self.open_elements:
+            return
+        _close(self.open_elements, self.open_names, self.reopened, name)
+        depth = len(self.open_elements)
+        self.pictures_hidden -= sum(self.picture_hiding[depth:])
+        del self.picture_hiding[depth:]
+        if not self.open_elements:
+            self.reopened.clear()
+
+    def _start_tag(self, start: int, found_tag: Tag) -> int:
+        """Read a start tag at ``start``; the position to read on from."""
+        body, name, attributes = self.body, found_tag.name, found_tag.attributes
+        position = found_tag.end
+        hiding = [
+            found.name_start
+            for found in attributes
+            if found.name == "style" and self.hides(body[found.start : found.end])
+        ]
+        if name in HIDDEN_BY_DEFAULT or name in HIDDEN_CONTENT:
+            self.hiding_styles.add(start + 1)
+        hidden_by_default = name in HIDDEN_BY_DEFAULT and not (
+            name == "dialog" and any(found.name == "open" for found in attributes)
+        )
+        hidden = bool(hiding) or hidden_by_default
+        own_pictures_hidden = hidden_by_default or (
+            hidden
+            and any(
+                found.name == "style" and self.hides_pictures(body[found.start : found.end])
+                for found in attributes
+            )
+        )
+        if hidden:
+            self.hiding_styles.update(hiding)
+            if name in ("html", "body"):
+                raise _HoldsWords
+        if name in HIDDEN_CONTENT and not (hidden or self.open_elements):
+            self._open(name, True, True)
+        elif hidden or self.open_elements:
+            if name in _RAW_TEXT or any(
+                found.name in _WORDS_ATTRIBUTES and _has_words(body[found.start : found.end])
+                for found in attributes
+            ):
+                raise _HoldsWords
+            if (self.pictures_hidden or own_pictures_hidden) and _picture(body, found_tag):
+                raise _HoldsWords
+            if name not in _VOID:
+                self._open(name, hidden, own_pictures_hidden)
+                if len(self.open_elements) > _MAX_DEPTH:
+                    raise _HoldsWords
+        elif name in _RAW_TEXT:
+            close_tag = re.compile(rf"</{re.escape(name)}[\t\n\f\r />]", re.ASCII | re.IGNORECASE)
+            found_close = None if name == "plaintext" else close_tag.search(body, position)
+            position = len(body) if found_close is None else found_close.start()
+        return position
