@@ -347,16 +347,14 @@ def _hides_or_adds_text(body: str, text: str) -> bool:
         _CONTENT_DECLARATION.search(css) for css in attributes
     ):
         return True
+    hiding = [m.start(1) for m in _STYLE_ATTRIBUTE_ANYWHERE.finditer(body) if _hiding(m[2])]
+    undrawn = [m.start(1) for m in _UNDRAWN_ELEMENT_ANYWHERE.finditer(body)]
+    if not hiding and not undrawn:
+        # Every element the reading below could take as hidden has a hiding style attribute or
+        # an undrawn element's tag, which these find wherever it is written: nothing to read.
+        return False
     quiet = hidden_without_words(body, _hiding, _hiding_pictures)
-    return (
-        quiet is None
-        or any(
-            match.start(1) not in quiet
-            for match in _STYLE_ATTRIBUTE_ANYWHERE.finditer(body)
-            if _hiding(match[2])
-        )
-        or any(match.start(1) not in quiet for match in _UNDRAWN_ELEMENT_ANYWHERE.finditer(body))
-    )
+    return quiet is None or any(start not in quiet for start in (*hiding, *undrawn))
 
 
 # Elements whose content no mail client shows as text of the message, skipped to their end tag
