@@ -26,9 +26,10 @@ token that made it, so a replay to another token can be told from a replay to th
 A stored answer is the document of a draft or broadcast as it stood (its text, recipients and
 mailbox), so a replay is a read: ``authorize`` asks again whether the token may still reach what
 the request names (its mailbox restriction may have been narrowed since) and refuses as the live
-request would (the same 404). A replay to another token of the tenant than the one that made
-the request is refused as a reused key instead (422), saying only that: another token's request
-this one may not see. The token's scopes and its tenant's standing are the route's or the tool's
+request would (the same 404). Another token of the tenant may be replayed the answer of a
+request its predecessor made (a rotation) under that same check; where the check refuses it,
+it is answered as a reused key instead (422), saying only that: another token's request this
+one may not see. The token's scopes and its tenant's standing are the route's or the tool's
 check, made before any of this; the fingerprint names the route or tool, so a token that passed
 it has the scope the stored request needed.
 

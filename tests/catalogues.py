@@ -8,6 +8,8 @@ test ends)."""
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 import polib
@@ -24,3 +26,12 @@ def serve_catalogue(settings, directory: Path, lang: str, words: dict[str, str])
     target.mkdir(parents=True)
     catalog.save_as_mofile(str(target / "django.mo"))
     settings.LOCALE_PATHS = [directory / "locale", *settings.LOCALE_PATHS]
+
+
+# What a test's own German catalogue puts before each msgid it translates.
+GERMAN = "[de] "
+
+
+def visible(page: str) -> str:
+    """The page's text as read: no tags, so no attribute values (a code in a title)."""
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page)))

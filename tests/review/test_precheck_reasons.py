@@ -7,9 +7,6 @@ as the stored English sentence. What is stored does not change."""
 
 from __future__ import annotations
 
-import html
-import re
-
 import pytest
 from django.urls import reverse
 from django.utils import translation
@@ -21,17 +18,12 @@ from intents.policy import own_mailbox_refusal
 from intents.reason_words import SYSTEM_REASONS, system_words
 from intents.services.suppressions import suppressions_record
 from mailboxes.models import Mailbox
-from tests.catalogues import serve_catalogue
+from tests.catalogues import GERMAN, serve_catalogue, visible
 from tests.review.test_system_reasons_walk import _approve
 
 pytestmark = pytest.mark.django_db
 
-GERMAN = "[de] "
 PDF = b"%PDF-1.4\n% an invoice\n" + bytes(range(256))
-
-
-def visible(page: str) -> str:
-    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page)))
 
 
 def test_the_pre_call_checks_refusals_with_values_read_in_the_readers_language(

@@ -8,9 +8,6 @@ sentence. What is stored does not change."""
 
 from __future__ import annotations
 
-import html
-import re
-
 import pytest
 from django.conf import settings as django_settings
 from django.db.models.functions import Now
@@ -21,16 +18,10 @@ from intents import sending
 from intents.models import IntentEvent, SendIntent
 from intents.reason_words import SYSTEM_REASONS, system_words
 from intents.sending.reconcile import ALSO_FOUND, FOUND_BY_LABEL, FOUND_BY_SCAN
-from tests.catalogues import serve_catalogue
+from tests.catalogues import GERMAN, serve_catalogue, visible
 from tests.review.test_system_reasons_walk import _approve
 
 pytestmark = pytest.mark.django_db
-
-GERMAN = "[de] "
-
-
-def visible(page: str) -> str:
-    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page)))
 
 
 def _run(intent, **fields) -> SendIntent:

@@ -7,8 +7,6 @@ in that table was shown as stored, set apart as if a person or the provider had 
 
 from __future__ import annotations
 
-import html
-import re
 from datetime import timedelta
 
 import pytest
@@ -22,7 +20,7 @@ from intents.models import AgentEventDelivery, Draft, DraftVersion, IntentEvent,
 from intents.reason_words import SYSTEM_REASONS
 from intents.services import deadlines
 from tenants.models import Membership, Tenant
-from tests.catalogues import serve_catalogue
+from tests.catalogues import GERMAN, serve_catalogue, visible
 from tests.review.wrote_again import customer_wrote, draft_answering
 from webhooks.services.apply import HOLD_REASON
 
@@ -33,12 +31,6 @@ NOBODY = "nobody the escalation rule names may review this mailbox and is not aw
 PASSED_OVER = "the member the escalation rule names can no longer decide it: to an admin"
 NO_RIGHT = "The approver no longer has the right to send from this mailbox."
 UNDONE = "Undone inside the undo window."
-GERMAN = "[de] "
-
-
-def visible(page: str) -> str:
-    """The page's text as read: no tags, so no attribute values (a code in a title)."""
-    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page)))
 
 
 def _set(tenant, **fields) -> None:

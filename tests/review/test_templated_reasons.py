@@ -6,7 +6,6 @@ stored does not change."""
 
 from __future__ import annotations
 
-import html
 import re
 
 import pytest
@@ -20,16 +19,12 @@ from intents.sending.precheck import MAILBOX_INACTIVE
 from intents.sending.record import GAVE_UP
 from intents.sending.sweep import LEASE_EXPIRED_DETAIL, LEASE_EXPIRED_REASON
 from mailboxes.models import Mailbox
-from tests.catalogues import serve_catalogue
+from tests.catalogues import serve_catalogue, visible
 from tests.review.test_system_reasons_walk import _approve
 
 pytestmark = pytest.mark.django_db
 
 WORKER = "host-<b>7</b>:42:main"
-
-
-def visible(page: str) -> str:
-    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page)))
 
 
 def _german(settings, tmp_path, *templates: str) -> None:
