@@ -303,15 +303,12 @@ def policy_problem(intent: SendIntent, facts: CheckFacts) -> tuple[str, str] | N
 def _recipient_problem(
     intent: SendIntent, addresses: list[str], facts: CheckFacts
 ) -> tuple[str, str] | None:
-    # In the source language, whatever language is active: the reason is stored, and each
-    # reader's page gives it in their words through its msgid (intents.reason_words).
-    with translation.override("en"):
-        problems = recipient_problems(
-            tenant=intent.tenant,
-            mailbox=intent.mailbox,
-            addresses=addresses,
-            suppressed={a for t, a in facts.suppressed if t == intent.tenant_id},
-        )
+    problems = recipient_problems(
+        tenant=intent.tenant,
+        mailbox=intent.mailbox,
+        addresses=addresses,
+        suppressed={a for t, a in facts.suppressed if t == intent.tenant_id},
+    )
     if problems:
         return problems[0].error_code, problems[0].message
     return None
@@ -334,16 +331,20 @@ def intent_begin_attempts(claims: list[Claim]) -> dict[int, Prepared | None]:
         facts = CheckFacts.load(list(locked.values()))
         started: list[tuple[Locked, Claim, str]] = []
         files: dict[int, tuple[provider.OutgoingAttachment, ...]] = {}
-        for claim in claims:
-            intent = locked.get(claim.intent_id)
-            if intent is None:
-                continue
-            kind = _attempt_kind(intent, claim, policy_problem(intent, facts))
-            if kind is not None and kind != SendAttempt.Kind.LOOKUP:
-                kind, files[intent.pk] = _approved_files(intent, claim, kind, facts)
-            if kind is None:
-                continue
-            started.append((intent, claim, kind))
+        # In the source language, whatever language is active (a worker's LANGUAGE_CODE, a task
+        # run in a reader's thread): the checks' reasons are stored, and each reader's page gives
+        # them in their words through their msgids (intents.reason_words). Once per batch.
+        with translation.override("en"):
+            for claim in claims:
+                intent = locked.get(claim.intent_id)
+                if intent is None:
+                    continue
+                kind = _attempt_kind(intent, claim, policy_problem(intent, facts))
+                if kind is not None and kind != SendAttempt.Kind.LOOKUP:
+                    kind, files[intent.pk] = _approved_files(intent, claim, kind, facts)
+                if kind is None:
+                    continue
+                started.append((intent, claim, kind))
         attempt_ids = _insert_attempts(started)
         api_keys: dict[int, str] = {}  # opened once per mailbox of the batch
         for intent, _, kind in started:
