@@ -441,8 +441,12 @@ def _apply_delivery(
     deliveries: DeliveryPlan | None = None,
     suppressions: SuppressionPlan | None = None,
 ) -> _Outcome:
-    if normalized.kind is Kind.REJECTED and _rejection_backfilled(event, normalized):
-        return _Outcome(State.IGNORED, "the backfill applied this message's rejection already")
+    plan = deliveries or DeliveryPlan()
+    if normalized.kind is Kind.REJECTED:
+        if _rejection_backfilled(event, normalized, plan):
+            return _Outcome(State.IGNORED, "the backfill applied this message's rejection already")
+        if event.svix_id.startswith(BACKFILL_PREFIX):
+            plan.backfilled_rejections.add((event.endpoint_id, normalized.message_id))
     approved = approved_addresses(sent.recipients)
     # An event without recipients (message.rejected) concerns the whole message.
     named = list(normalized.recipients) or approved
@@ -453,7 +457,6 @@ def _apply_delivery(
             "webhooks.event.unknown_recipients",
             extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id, "count": len(strangers)},
         )
-    plan = deliveries or DeliveryPlan()
     moved = plan.advance(event, sent.intent_id, normalized.kind.value, targets)
     if deliveries is None:
         plan.write()
@@ -485,13 +488,20 @@ def _apply_delivery(
     return outcome
 
 
-def _rejection_backfilled(event: WebhookEvent, normalized: NormalizedEvent) -> bool:
+def _rejection_backfilled(
+    event: WebhookEvent, normalized: NormalizedEvent, plan: DeliveryPlan
+) -> bool:
     """Whether this is AgentMail's own webhook of a rejection the backfill found and applied
     (``backfill``): the same news, late. Applied again, it suppressed once more every address
     an admin had let receive mail since. (A copy of a delivery moves nothing and suppresses
-    nothing, so only the rejection is looked for: one probe of the ledger's unique index.)"""
+    nothing, so only the rejection is looked for: one probe of the ledger's unique index.)
+    ``plan``: the batch's, which knows the backfill's rejections applied earlier in the batch:
+    their ledger rows are written only at its end, so the probe did not see them, and the
+    webhook that came in before the applier took either was applied (and journaled) again."""
     if event.svix_id.startswith(BACKFILL_PREFIX):
         return False
+    if (event.endpoint_id, normalized.message_id) in plan.backfilled_rejections:
+        return True
     return WebhookEvent.objects.filter(
         endpoint_id=event.endpoint_id,
         svix_id=backfill_svix_id(normalized.event_type, normalized.message_id),

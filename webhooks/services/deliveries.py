@@ -36,6 +36,9 @@ class DeliveryPlan:
         self.current: dict[tuple[int, str], str] = {}
         self.loaded: set[int] = set()
         self.final: dict[tuple[int, str], tuple[int, str, int]] = {}
+        # (endpoint id, message id) of the backfill's rejections applied with this plan, whose
+        # ledger rows are not written yet (``apply._rejection_backfilled``).
+        self.backfilled_rejections: set[tuple[int, str]] = set()
 
     def load(self, intent_ids: Iterable[int]) -> DeliveryPlan:
         ids = sorted(set(intent_ids) - self.loaded)
