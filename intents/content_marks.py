@@ -38,6 +38,7 @@ _RULE_MODULES = (
     "common.addresses",
     "common.text",
     "intents.content_marks",
+    "intents.css_values",
     "intents.hostnames",
     "intents.html_hidden",
     "intents.html_links",

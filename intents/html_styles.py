@@ -19,6 +19,7 @@ import re
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy
 
+from intents.css_values import length_at_most
 from intents.html_hidden import HIDDEN_BY_DEFAULT, HIDDEN_CONTENT, hidden_without_words
 from intents.html_tokens import comment_end, letter_at, tag
 
@@ -302,6 +303,23 @@ _HIDING_DECLARATION = re.compile(
     r"|(?:rgb|hsl)a?\((?:[^(),;}]*,){3}\s*" + _NO_ALPHA + r"|[^;}:/]*/\s*" + _NO_ALPHA + "))"
 )
 _HIDING_PICTURES = re.compile(r"(?<![\w-])(?:-(?:webkit|moz|ms|o)-)?(?:" + _HIDING_BOXES + ")")
+# A size given by a math function, which hides as a size of nothing does (``_TINY``) where it
+# computes to at most that much whatever the box (``css_values.length_at_most``).
+_COMPUTED_SIZE = re.compile(
+    r"(?<![\w-])(?:-(?:webkit|moz|ms|o)-)?(?:max-)?(?:height|width|block-size|inline-size)"
+    r"\s*:\s*(?=(?:calc|min|max|clamp)\()"
+)
+_TINY_PIXELS = 3.0
+
+
+def _hiding_css(css: str, declarations: re.Pattern) -> bool:
+    """Whether CSS read as CSS reads it, without its comments, hides what ``declarations``
+    says hides, or a size computed to nothing does."""
+    return bool(declarations.search(css)) or any(
+        length_at_most(css, found.end()) <= _TINY_PIXELS for found in _COMPUTED_SIZE.finditer(css)
+    )
+
+
 # Markup that a browser, and so the frame, does not show while some mail clients do: the hidden
 # attribute (Gmail drops it), a <template>'s content, a <details> element's content behind its
 # summary (shown only when the reviewer opens it).
@@ -313,12 +331,12 @@ _CONTENT_DECLARATION = re.compile(r"(?<![\w-])content\s*:[^;}]*")
 def _hiding(value: str) -> bool:
     """Whether a style attribute's value, as written, hides its element's text or writes text
     (``_HIDING_DECLARATION``), read as CSS reads it."""
-    return bool(_HIDING_DECLARATION.search(_COMMENT.sub(" ", _as_css_reads(_unquoted(value)))))
+    return _hiding_css(_COMMENT.sub(" ", _as_css_reads(_unquoted(value))), _HIDING_DECLARATION)
 
 
 def _hiding_pictures(value: str) -> bool:
     """Whether a style attribute's value, as written, hides pictures too (``_HIDING_PICTURES``)."""
-    return bool(_HIDING_PICTURES.search(_COMMENT.sub(" ", _as_css_reads(_unquoted(value)))))
+    return _hiding_css(_COMMENT.sub(" ", _as_css_reads(_unquoted(value))), _HIDING_PICTURES)
 
 
 def _hides_or_adds_text(body: str, text: str) -> bool:
@@ -343,7 +361,7 @@ def _hides_or_adds_text(body: str, text: str) -> bool:
         return True
     attributes = [_COMMENT.sub(" ", css) for css in _STYLE_ATTRIBUTE.findall(text)]
     elements = [_COMMENT.sub(" ", css) for css in _STYLE_ELEMENT.findall(text)]
-    if any(_HIDING_DECLARATION.search(css) for css in elements) or any(
+    if any(_hiding_css(css, _HIDING_DECLARATION) for css in elements) or any(
         _CONTENT_DECLARATION.search(css) for css in attributes
     ):
         return True

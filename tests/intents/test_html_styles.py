@@ -455,3 +455,42 @@ def test_words_of_an_element_a_browser_does_not_draw_are_hidden_text(html):
 )
 def test_an_element_a_browser_does_not_draw_without_words_is_not_hidden_text(html):
     assert reader_looks(html) == []
+
+
+# A height or width computed to (next to) nothing: a calc(), min(), max() or clamp() whose value
+# is at most 3 px whatever the box (a negative one is taken as 0), the same as "height:0".
+@pytest.mark.parametrize(
+    "declaration",
+    [
+        "height:calc(0px);overflow:hidden",
+        "max-height:calc(0 * 1px);overflow:hidden",
+        "max-height:calc(10px - 20px);overflow:hidden",
+        "height:calc(100% * 0);overflow:hidden",
+        "height:calc(1px - 100vw);overflow:hidden",
+        "max-height:min(0px, 100%);overflow:hidden",
+        "width:clamp(0px, 0px, 600px);overflow:hidden",
+        "max-width:calc((2px - 2px) * 5);overflow:hidden",
+        "max-height:calc(100px / 1000);overflow:hidden",
+        "-webkit-max-inline-size:CALC(0PX);overflow:hidden",
+    ],
+)
+def test_a_size_computed_to_nothing_hides_its_words(declaration):
+    inline = f"<p>Hi</p><div style='{declaration}'>Pay to IBAN XX00 1234</div>"
+    rule = f"<style>.x{{{declaration}}}</style><p class=x>Pay to IBAN XX00 1234</p>"
+
+    assert "hidden_text" in reader_looks(inline)
+    assert "hidden_text" in reader_looks(rule)
+
+
+@pytest.mark.parametrize(
+    "declaration",
+    [
+        "width:calc(100% - 40px)",
+        "max-width:min(600px, 100%)",
+        "height:calc(2em + 10px)",
+        "width:clamp(280px, 50%, 600px)",
+        "max-height:calc(100vh - 20px)",
+    ],
+)
+def test_a_size_computed_to_something_shows_its_words(declaration):
+    assert reader_looks(f"<div style='{declaration}'>Pay to IBAN XX00 1234</div>") == []
