@@ -67,8 +67,19 @@ _SPECIAL = frozenset(
 )  # fmt: skip
 # Elements a browser does not draw (its style sheet's display:none, a <dialog> without "open"),
 # whose words a reader that does not draw them gets: a client without ruby reads <rp>'s
-# parentheses, a preview or a screen reader a closed dialog's text. Taken as hidden by a style.
-HIDDEN_BY_DEFAULT = frozenset({"annotation", "datalist", "dialog", "noembed", "noframes", "rp"})
+# parentheses, a preview or a screen reader a closed dialog's text, an SVG's description and
+# metadata and the text of what SVG draws only where it is referenced (a <symbol> no <use>
+# draws, a <clipPath>, a <mask>). Taken as hidden by a style.
+HIDDEN_BY_DEFAULT = frozenset(
+    {
+        "annotation", "clippath", "datalist", "defs", "desc", "dialog", "filter", "lineargradient",
+        "marker", "mask", "metadata", "noembed", "noframes", "pattern", "radialgradient", "rp",
+        "symbol",
+    }
+)  # fmt: skip
+# SVG's presentation attributes that hide as the declaration of their name does
+# (``display="none"`` on a <text>), read as one.
+PRESENTATION_ATTRIBUTES = frozenset({"display", "font-size", "opacity", "visibility"})
 # Elements a browser draws in place of what they hold (its fallback, read by a client that
 # plays no media, runs no plugin or draws no canvas, and by a preview): what they hold is taken
 # as hidden, their own attributes (a poster, a title) as shown.
@@ -78,9 +89,9 @@ HIDDEN_CONTENT = frozenset({"audio", "canvas", "object", "video"})
 # Any other (a <form>, a <body>, which the close tag leaves open) is taken to hold the rest.
 _CLOSED_WITH_CONTENT = frozenset(
     {
-        "address", "applet", "article", "aside", "blockquote", "center", "dd", "dialog", "dir",
-        "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "h1", "h2", "h3", "h4",
-        "h5", "h6", "header", "hgroup", "li", "listing", "main", "marquee", "menu", "nav",
+        "address", "applet", "article", "aside", "blockquote", "center", "dd", "desc", "dialog",
+        "dir", "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "h1", "h2", "h3",
+        "h4", "h5", "h6", "header", "hgroup", "li", "listing", "main", "marquee", "menu", "nav",
         "object", "ol", "p", "pre", "search", "section", "summary", "table", "tbody", "td",
         "tfoot", "th", "thead", "tr", "ul",
     }
@@ -294,7 +305,11 @@ class _Reading:
         hiding = [
             found.name_start
             for found in attributes
-            if found.name == "style" and self.hides(body[found.start : found.end])
+            if (found.name == "style" and self.hides(body[found.start : found.end]))
+            or (
+                found.name in PRESENTATION_ATTRIBUTES
+                and self.hides(f"{found.name}:{body[found.start : found.end]}")
+            )
         ]
         if name in HIDDEN_BY_DEFAULT or name in HIDDEN_CONTENT:
             self.hiding_styles.add(start + 1)

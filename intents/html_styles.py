@@ -20,7 +20,12 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy
 
 from intents.css_values import length_at_most
-from intents.html_hidden import HIDDEN_BY_DEFAULT, HIDDEN_CONTENT, hidden_without_words
+from intents.html_hidden import (
+    HIDDEN_BY_DEFAULT,
+    HIDDEN_CONTENT,
+    PRESENTATION_ATTRIBUTES,
+    hidden_without_words,
+)
 from intents.html_tokens import comment_end, letter_at, tag
 
 # A CSS escape: a backslash and one to six hex digits (and one whitespace after them), or a
@@ -324,6 +329,13 @@ def _hiding_css(css: str, declarations: re.Pattern) -> bool:
 # attribute (Gmail drops it), a <template>'s content, a <details> element's content behind its
 # summary (shown only when the reviewer opens it).
 _HIDING_MARKUP = re.compile(r"<[a-z][^<>]*?[\s\"'/]hidden(?=[\s/>=])|<template\b|<details\b")
+# An <iframe>'s srcdoc, wherever it is written: a document in an attribute, which the frame
+# shows as the text of a tag (review.views.bodies.frames_as_text) and a client that draws frames
+# as a document. An <svg>'s <title> (to its end, or the end of the <svg>): its accessible name,
+# read by a screen reader, drawn by no one.
+_FRAME_DOCUMENT = re.compile(r"[\t\n\f\r \"'/]srcdoc[\t\n\f\r ]*=")
+_SVG = re.compile(r"<svg[\t\n\f\r />].*?(?:</svg|\Z)", re.DOTALL)
+_SVG_TITLE = re.compile(r"<title\b[^>]*>(.*?)(?:</title|\Z)", re.DOTALL)
 # A ``content`` declaration as written, to the end of its declaration.
 _CONTENT_DECLARATION = re.compile(r"(?<![\w-])content\s*:[^;}]*")
 
@@ -357,7 +369,9 @@ def _hides_or_adds_text(body: str, text: str) -> bool:
     - an element a browser does not draw, or draws in place of what it holds
       (``html_hidden.HIDDEN_BY_DEFAULT``, ``HIDDEN_CONTENT``), that holds words; one that
       reading did not reach as a tag (``_UNDRAWN_ELEMENT_ANYWHERE``) warns, as a style does."""
-    if _HIDING_MARKUP.search(text):
+    if _HIDING_MARKUP.search(text) or _FRAME_DOCUMENT.search(text):
+        return True
+    if any(html_words(title) for svg in _SVG.findall(text) for title in _SVG_TITLE.findall(svg)):
         return True
     attributes = [_COMMENT.sub(" ", css) for css in _STYLE_ATTRIBUTE.findall(text)]
     elements = [_COMMENT.sub(" ", css) for css in _STYLE_ELEMENT.findall(text)]
@@ -365,7 +379,11 @@ def _hides_or_adds_text(body: str, text: str) -> bool:
         _CONTENT_DECLARATION.search(css) for css in attributes
     ):
         return True
-    hiding = [m.start(1) for m in _STYLE_ATTRIBUTE_ANYWHERE.finditer(body) if _hiding(m[2])]
+    hiding = [m.start(1) for m in _STYLE_ATTRIBUTE_ANYWHERE.finditer(body) if _hiding(m[2])] + [
+        m.start(1)
+        for m in _PRESENTATION_ATTRIBUTE_ANYWHERE.finditer(body)
+        if _hiding(f"{m[1]}:{_unquoted(m[2])}")
+    ]
     undrawn = [m.start(1) for m in _UNDRAWN_ELEMENT_ANYWHERE.finditer(body)]
     if not hiding and not undrawn:
         # Every element the reading below could take as hidden has a hiding style attribute or
@@ -441,6 +459,13 @@ _STYLE_ATTRIBUTE_ANY_CASE = re.compile(_STYLE_ATTRIBUTE.pattern, re.IGNORECASE)
 # opened ('<p>style="</p><p style="display:none">') does not hide the next one.
 _STYLE_ATTRIBUTE_ANYWHERE = re.compile(
     r"[\t\n\f\r \"'/](?=(style)[\t\n\f\r ]*=[\t\n\f\r ]*(\"[^\"]*\"|'[^']*'|[^\t\n\f\r >]*))",
+    re.ASCII | re.IGNORECASE,
+)
+# Every place an SVG presentation attribute that may hide may be written (``_STYLE_ATTRIBUTE_ANYWHERE``).
+_PRESENTATION_ATTRIBUTE_ANYWHERE = re.compile(
+    r"[\t\n\f\r \"'/](?=("
+    + "|".join(sorted(PRESENTATION_ATTRIBUTES))
+    + r")[\t\n\f\r ]*=[\t\n\f\r ]*(\"[^\"]*\"|'[^']*'|[^\t\n\f\r >]*))",
     re.ASCII | re.IGNORECASE,
 )
 # Every place a start tag of an element a browser does not draw, or draws in place of what it

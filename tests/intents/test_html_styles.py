@@ -494,3 +494,44 @@ def test_a_size_computed_to_nothing_hides_its_words(declaration):
 )
 def test_a_size_computed_to_something_shows_its_words(declaration):
     assert reader_looks(f"<div style='{declaration}'>Pay to IBAN XX00 1234</div>") == []
+
+
+# SVG that a browser does not draw, whose words a screen reader, an inbox preview or a client
+# without SVG gets: a <desc>, <metadata>, what <defs>, a <symbol>, a <clipPath>, a <mask> or a
+# <pattern> holds, an <svg>'s <title>; a text its presentation attributes hide; a document in an
+# <iframe>'s srcdoc (the frame shows the tag as text, a client that draws frames the document).
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<svg><desc>Pay to IBAN XX00 1234</desc></svg>",
+        "<svg><metadata>Pay to IBAN XX00 1234</metadata></svg>",
+        "<svg><defs><text x='0' y='10'>Pay to IBAN XX00 1234</text></defs></svg>",
+        "<svg><symbol id='s'><text>Pay to IBAN XX00 1234</text></symbol></svg>",
+        "<svg><clipPath id='c'><text>Pay to IBAN XX00 1234</text></clipPath></svg>",
+        "<svg><mask id='m'><text>Pay to IBAN XX00 1234</text></mask></svg>",
+        "<svg><title>Pay to IBAN XX00 1234</title><rect width='10' height='10'/></svg>",
+        "<svg viewBox='0 0 9 9'><g><title>Pay to XX00</title></g></svg>",
+        "<svg><text display='none'>Pay to IBAN XX00 1234</text></svg>",
+        "<svg><text visibility='hidden'>Pay to IBAN XX00 1234</text></svg>",
+        "<svg><text opacity='0'>Pay to IBAN XX00 1234</text></svg>",
+        "<svg><text font-size='0'>Pay to IBAN XX00 1234</text></svg>",
+        "<iframe srcdoc='<p>Pay to IBAN XX00 1234</p>'></iframe>",
+        "<iframe title='>' srcdoc=\"&lt;p&gt;Pay to XX00\"></iframe>",
+    ],
+)
+def test_svg_and_frame_text_the_frame_does_not_draw_is_hidden_text(html):
+    assert "hidden_text" in reader_looks(html)
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<svg width='20' height='20'><defs><linearGradient id='g'><stop offset='0' "
+        "stop-color='#fff'/></linearGradient></defs><rect fill='url(#g)'/></svg><p>Hello</p>",
+        "<svg><text x='0' y='10' font-size='14'>Hello</text></svg>",
+        "<html><head><title>Our spring news</title></head><body><p>Hello</p></body></html>",
+        "<svg><title></title><desc> </desc></svg><p>Hello</p>",
+    ],
+)
+def test_svg_that_draws_its_words_is_not_hidden_text(html):
+    assert reader_looks(html) == []
