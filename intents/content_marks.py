@@ -39,6 +39,7 @@ _RULE_MODULES = (
     "common.text",
     "intents.content_marks",
     "intents.css_values",
+    "intents.html_colours",
     "intents.hostnames",
     "intents.html_hidden",
     "intents.html_links",

@@ -128,7 +128,7 @@ _MAX_DEPTH = 256
 _MAX_STEPS = 32
 
 
-def _has_words(text: str) -> bool:
+def has_words(text: str) -> bool:
     return bool(_NO_WORDS.sub("", html.unescape(text)))
 
 
@@ -279,7 +279,7 @@ class _Reading:
         self._text(position, n)
 
     def _text(self, start: int, end: int) -> None:
-        if self.open_elements and _has_words(self.body[start:end]):
+        if self.open_elements and has_words(self.body[start:end]):
             raise _HoldsWords
 
     def _open(self, name: str, hidden: bool, pictures: bool) -> None:
@@ -332,7 +332,7 @@ class _Reading:
             self._open(name, True, True)
         elif hidden or self.open_elements:
             if name in _RAW_TEXT or any(
-                found.name in _WORDS_ATTRIBUTES and _has_words(body[found.start : found.end])
+                found.name in _WORDS_ATTRIBUTES and has_words(body[found.start : found.end])
                 for found in attributes
             ):
                 raise _HoldsWords

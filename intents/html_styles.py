@@ -20,6 +20,7 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy
 
 from intents.css_values import length_at_most
+from intents.html_colours import same_colour_text
 from intents.html_hidden import (
     HIDDEN_BY_DEFAULT,
     HIDDEN_CONTENT,
@@ -368,7 +369,8 @@ def _hides_or_adds_text(body: str, text: str) -> bool:
       warns, whatever the tag holds before it (a ">" or a "<" in a quoted attribute);
     - an element a browser does not draw, or draws in place of what it holds
       (``html_hidden.HIDDEN_BY_DEFAULT``, ``HIDDEN_CONTENT``), that holds words; one that
-      reading did not reach as a tag (``_UNDRAWN_ELEMENT_ANYWHERE``) warns, as a style does."""
+      reading did not reach as a tag (``_UNDRAWN_ELEMENT_ANYWHERE``) warns, as a style does;
+    - words in the colour behind them (``html_colours.same_colour_text``)."""
     if _HIDING_MARKUP.search(text) or _FRAME_DOCUMENT.search(text):
         return True
     if any(html_words(title) for svg in _SVG.findall(text) for title in _SVG_TITLE.findall(svg)):
@@ -388,9 +390,11 @@ def _hides_or_adds_text(body: str, text: str) -> bool:
     if not hiding and not undrawn:
         # Every element the reading below could take as hidden has a hiding style attribute or
         # an undrawn element's tag, which these find wherever it is written: nothing to read.
-        return False
+        return same_colour_text(body)
     quiet = hidden_without_words(body, _hiding, _hiding_pictures)
-    return quiet is None or any(start not in quiet for start in (*hiding, *undrawn))
+    if quiet is None or any(start not in quiet for start in (*hiding, *undrawn)):
+        return True
+    return same_colour_text(body)
 
 
 # Elements whose content no mail client shows as text of the message, skipped to their end tag

@@ -535,3 +535,55 @@ def test_svg_and_frame_text_the_frame_does_not_draw_is_hidden_text(html):
 )
 def test_svg_that_draws_its_words_is_not_hidden_text(html):
     assert reader_looks(html) == []
+
+
+# Words drawn in (next to) the colour behind them: the frame shows the reviewer a blank, an inbox
+# preview, a screen reader or a client that drops the colours gives the customer the words.
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<p>Hi</p><div style='color:#fff;background:#fff'>Pay to IBAN XX00 1234</div>",
+        "<div style='background-color:#ffffff;color:#FFF'>Pay to IBAN XX00 1234</div>",
+        "<table><tr><td bgcolor='#ffffff'><span style='color:#fff'>Pay to XX00</span></td></tr>"
+        "</table>",
+        "<table bgcolor=white><tr><td><font color=#FFFFFF>Pay to XX00</font></td></tr></table>",
+        "<div style='background-color:white'><p style='color:WHITE'>Pay to XX00</p></div>",
+        "<div style='background:rgb(255, 255, 255)'><p style='color:#ffffff'>Pay to XX00</p></div>",
+        "<div style='background:#fff'><p style='color:hsl(0 0% 100%)'>Pay to XX00</p></div>",
+        "<div style='background:#fff'><p style='color:#fefefe'>Pay to XX00</p></div>",
+        "<div style='background:#fff url(cid:x.png) no-repeat'><b style='color:#fff'>Pay</b></div>",
+        "<body style='background:#000'><p style='color:black'>Pay to XX00</p></body>",
+        "<div style='background:#06c'><p style='color:rgba(0, 102, 204, .9)'>Pay to XX00</p></div>",
+        "<div style='-webkit-text-fill-color:#fff;background:#fff'><span style='color:#000'>"
+        "Pay to XX00</span></div>",
+        "<p style='color:#fff'>Pay to XX00</p>",
+        # A cell a browser ends at the next one: the words are on the table's white.
+        "<table bgcolor='#ffffff'><tr><td bgcolor='#0000ff'>Hi<td><span style='color:#fff'>"
+        "Pay to XX00</span></table>",
+    ],
+)
+def test_words_in_the_colour_behind_them_are_hidden_text(html):
+    assert "hidden_text" in reader_looks(html)
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<div style='background:#fff'><a href='https://example.com' style='background:#06c;"
+        "color:#fff'>Buy now</a></div>",
+        "<table bgcolor='#ffffff'><tr><td bgcolor='#0066cc' style='color:#ffffff'>Buy</td></tr>"
+        "</table>",
+        "<div style='background:#fff;color:#fff'><a href='https://example.com'>Buy</a></div>",
+        "<div style='background:#333'><p style='color:#fff'>Hello</p></div>",
+        "<p style='color:#eeeeee;background:#666'>Hello</p>",
+        "<p style='color:#999999'>Hello</p>",
+        # A rule may give what stands between a colour of its own, which only drawing tells.
+        "<style>.btn{background:#06c}</style><div style='background:#fff;color:#fff'>"
+        "<span class=btn>Buy</span></div>",
+        "<table bgcolor='#ffffff'><tr><td bgcolor='#0000ff'>Hi</td><td bgcolor='#0000ff'>"
+        "<span style='color:#fff'>Buy</span></td></tr></table>",
+        "<div style='background:linear-gradient(#fff, #06c)'><p style='color:#fff'>Hi</p></div>",
+    ],
+)
+def test_words_in_a_colour_unlike_what_is_behind_them_are_not_hidden_text(html):
+    assert reader_looks(html) == []

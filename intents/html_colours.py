@@ -1,0 +1,459 @@
+"""Text drawn in the colour of what is behind it (``same_colour_text``): white on a white cell,
+``color:#fefefe`` in a ``bgcolor="#ffffff"`` table. The frame shows the reviewer nothing there,
+while an inbox preview, a screen reader and a client that drops the colours give the customer
+the words. Pure; ``intents.html_styles`` asks it for its hidden-text look.
+
+Read as far as the colours can be known from the body itself: a colour or background of the
+element's own style attribute, its ``bgcolor``, ``<font color>``, ``<body text>``, inherited down
+the elements open around the text, a link's own colour, and the page's white and black where
+nothing is set. Where a ``<style>`` rule may set a colour or a background on an element between
+(it names ``color`` or ``background``), which is known only by drawing it, the text warns only
+where the colours come from the element that holds it.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import html
+import re
+
+from intents.html_hidden import has_words
+from intents.html_tokens import comment_end, letter_at, tag
+
+# CSS's named colours.
+_NAMED = dict(
+    entry.split(":")
+    for entry in [
+        "aliceblue:f0f8ff",
+        "antiquewhite:faebd7",
+        "aqua:00ffff",
+        "aquamarine:7fffd4",
+        "azure:f0ffff",
+        "beige:f5f5dc",
+        "bisque:ffe4c4",
+        "black:000000",
+        "blanchedalmond:ffebcd",
+        "blue:0000ff",
+        "blueviolet:8a2be2",
+        "brown:a52a2a",
+        "burlywood:deb887",
+        "cadetblue:5f9ea0",
+        "chartreuse:7fff00",
+        "chocolate:d2691e",
+        "coral:ff7f50",
+        "cornflowerblue:6495ed",
+        "cornsilk:fff8dc",
+        "crimson:dc143c",
+        "cyan:00ffff",
+        "darkblue:00008b",
+        "darkcyan:008b8b",
+        "darkgoldenrod:b8860b",
+        "darkgray:a9a9a9",
+        "darkgreen:006400",
+        "darkgrey:a9a9a9",
+        "darkkhaki:bdb76b",
+        "darkmagenta:8b008b",
+        "darkolivegreen:556b2f",
+        "darkorange:ff8c00",
+        "darkorchid:9932cc",
+        "darkred:8b0000",
+        "darksalmon:e9967a",
+        "darkseagreen:8fbc8f",
+        "darkslateblue:483d8b",
+        "darkslategray:2f4f4f",
+        "darkslategrey:2f4f4f",
+        "darkturquoise:00ced1",
+        "darkviolet:9400d3",
+        "deeppink:ff1493",
+        "deepskyblue:00bfff",
+        "dimgray:696969",
+        "dimgrey:696969",
+        "dodgerblue:1e90ff",
+        "firebrick:b22222",
+        "floralwhite:fffaf0",
+        "forestgreen:228b22",
+        "fuchsia:ff00ff",
+        "gainsboro:dcdcdc",
+        "ghostwhite:f8f8ff",
+        "gold:ffd700",
+        "goldenrod:daa520",
+        "gray:808080",
+        "green:008000",
+        "greenyellow:adff2f",
+        "grey:808080",
+        "honeydew:f0fff0",
+        "hotpink:ff69b4",
+        "indianred:cd5c5c",
+        "indigo:4b0082",
+        "ivory:fffff0",
+        "khaki:f0e68c",
+        "lavender:e6e6fa",
+        "lavenderblush:fff0f5",
+        "lawngreen:7cfc00",
+        "lemonchiffon:fffacd",
+        "lightblue:add8e6",
+        "lightcoral:f08080",
+        "lightcyan:e0ffff",
+        "lightgoldenrodyellow:fafad2",
+        "lightgray:d3d3d3",
+        "lightgreen:90ee90",
+        "lightgrey:d3d3d3",
+        "lightpink:ffb6c1",
+        "lightsalmon:ffa07a",
+        "lightseagreen:20b2aa",
+        "lightskyblue:87cefa",
+        "lightslategray:778899",
+        "lightslategrey:778899",
+        "lightsteelblue:b0c4de",
+        "lightyellow:ffffe0",
+        "lime:00ff00",
+        "limegreen:32cd32",
+        "linen:faf0e6",
+        "magenta:ff00ff",
+        "maroon:800000",
+        "mediumaquamarine:66cdaa",
+        "mediumblue:0000cd",
+        "mediumorchid:ba55d3",
+        "mediumpurple:9370db",
+        "mediumseagreen:3cb371",
+        "mediumslateblue:7b68ee",
+        "mediumspringgreen:00fa9a",
+        "mediumturquoise:48d1cc",
+        "mediumvioletred:c71585",
+        "midnightblue:191970",
+        "mintcream:f5fffa",
+        "mistyrose:ffe4e1",
+        "moccasin:ffe4b5",
+        "navajowhite:ffdead",
+        "navy:000080",
+        "oldlace:fdf5e6",
+        "olive:808000",
+        "olivedrab:6b8e23",
+        "orange:ffa500",
+        "orangered:ff4500",
+        "orchid:da70d6",
+        "palegoldenrod:eee8aa",
+        "palegreen:98fb98",
+        "paleturquoise:afeeee",
+        "palevioletred:db7093",
+        "papayawhip:ffefd5",
+        "peachpuff:ffdab9",
+        "peru:cd853f",
+        "pink:ffc0cb",
+        "plum:dda0dd",
+        "powderblue:b0e0e6",
+        "purple:800080",
+        "rebeccapurple:663399",
+        "red:ff0000",
+        "rosybrown:bc8f8f",
+        "royalblue:4169e1",
+        "saddlebrown:8b4513",
+        "salmon:fa8072",
+        "sandybrown:f4a460",
+        "seagreen:2e8b57",
+        "seashell:fff5ee",
+        "sienna:a0522d",
+        "silver:c0c0c0",
+        "skyblue:87ceeb",
+        "slateblue:6a5acd",
+        "slategray:708090",
+        "slategrey:708090",
+        "snow:fffafa",
+        "springgreen:00ff7f",
+        "steelblue:4682b4",
+        "tan:d2b48c",
+        "teal:008080",
+        "thistle:d8bfd8",
+        "tomato:ff6347",
+        "turquoise:40e0d0",
+        "violet:ee82ee",
+        "wheat:f5deb3",
+        "white:ffffff",
+        "whitesmoke:f5f5f5",
+        "yellow:ffff00",
+        "yellowgreen:9acd32",
+    ]
+)
+Colour = tuple[float, float, float, float]
+_WHITE: Colour = (255.0, 255.0, 255.0, 1.0)
+_BLACK: Colour = (0.0, 0.0, 0.0, 1.0)
+# A colour no closer than this to the background, in every channel of 0 to 255, is taken as
+# seen: #f0f0f0 on white is not, #e0e0e0 is.
+_SAME = 24.0
+_HEX = re.compile(r"#([0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8})")
+_FUNCTION = re.compile(r"(rgba?|hsla?)\(([^()]*)\)")
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?%?")
+_VOID = frozenset(
+    {
+        "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+        "source", "track", "wbr",
+    }
+)  # fmt: skip
+_RAW = frozenset(
+    {"iframe", "noembed", "noframes", "noscript", "plaintext", "script", "style", "textarea",
+     "title", "xmp"}
+)  # fmt: skip
+# Start tags that end an open element of the parser's: a cell ends a cell, a row a row, an item
+# an item, a block a paragraph (within the table around them).
+_ENDS = {
+    "td": ("td", "th"), "th": ("td", "th"), "tr": ("td", "th", "tr"), "li": ("li",),
+    "option": ("option",), "dd": ("dd", "dt"), "dt": ("dd", "dt"),
+}  # fmt: skip
+_ENDS_P = frozenset(
+    {
+        "address", "article", "aside", "blockquote", "div", "dl", "fieldset", "figure", "footer",
+        "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "main", "nav", "ol", "p",
+        "pre", "section", "table", "ul",
+    }
+)  # fmt: skip
+_TABLE = frozenset({"table", "td", "th"})
+_DECLARATION = re.compile(
+    r"(?<![\w-])(-webkit-text-fill-color|color|background-color|background)\s*:([^;]*)"
+)
+
+
+def _channel(text: str, scale: float) -> float:
+    return float(text[:-1]) * 2.55 if text.endswith("%") else float(text) * scale
+
+
+def colour(value: str) -> Colour | None:
+    """The colour a CSS value names (a hex, an rgb() or hsl(), a name, ``transparent``), as
+    0-255 channels and an alpha; None for one not known here (``var()``, ``currentcolor``)."""
+    value = value.strip()
+    if value in _NAMED:
+        code = _NAMED[value]
+        return (int(code[:2], 16), int(code[2:4], 16), int(code[4:], 16), 1.0)
+    if value == "transparent":
+        return (0.0, 0.0, 0.0, 0.0)
+    if found := _HEX.fullmatch(value):
+        digits = found[1]
+        if len(digits) <= 4:
+            digits = "".join(c * 2 for c in digits)
+        channels = [int(digits[i : i + 2], 16) for i in range(0, len(digits), 2)]
+        alpha = channels[3] / 255 if len(channels) == 4 else 1.0
+        return (channels[0], channels[1], channels[2], alpha)
+    if found := _FUNCTION.fullmatch(value):
+        numbers = _NUMBER.findall(found[2])
+        if len(numbers) not in (3, 4):
+            return None
+        alpha = (
+            _channel(numbers[3], 1.0) / (2.55 if numbers[3].endswith("%") else 1.0)
+            if len(numbers) == 4
+            else 1.0
+        )
+        if found[1].startswith("rgb"):
+            r, g, b = (_channel(number, 1.0) for number in numbers[:3])
+        else:
+            hue = float(numbers[0].rstrip("%")) / 360 % 1
+            light, saturation = (float(n.rstrip("%")) / 100 for n in (numbers[2], numbers[1]))
+            r, g, b = (c * 255 for c in colorsys.hls_to_rgb(hue, light, saturation))
+        return (r, g, b, min(max(alpha, 0.0), 1.0))
+    return None
+
+
+_UNKNOWN = "unknown"
+_LINK = "link"
+_STYLE_ELEMENT = re.compile(r"<style\b[^>]*>(.*?)(?:</style|\Z)", re.DOTALL | re.IGNORECASE)
+_RULE_COLOUR = re.compile(r"(?<![\w-])color\s*:")
+_COMMENT = re.compile(r"/\*.*?(?:\*/|\Z)", re.DOTALL)
+# Elements that end where the page does not say, closed by a "/>" only in SVG and MathML.
+_HTML_CONTAINERS = (
+    _ENDS_P
+    | frozenset(_ENDS)
+    | frozenset(
+        {"a", "b", "body", "center", "em", "font", "html", "i", "span", "strong", "tbody", "u"}
+    )
+)
+
+
+def _legacy_colour(value: str) -> Colour | str | None:
+    """An attribute's colour (``bgcolor``, ``<font color>``): a name or six hex digits, with or
+    without "#", or "#" and three; any other spelling (which the legacy parser reads in its own
+    way) is not known here."""
+    value = value.strip()
+    if value in _NAMED or value == "transparent":
+        return colour(value)
+    digits = value.removeprefix("#")
+    if re.fullmatch(r"[0-9a-f]{6}", digits) or (value.startswith("#") and len(digits) == 3):
+        return colour("#" + digits)
+    return _UNKNOWN
+
+
+def _background(value: str) -> Colour | str | None:
+    if "gradient(" in value or "var(" in value or "image-set(" in value:
+        return _UNKNOWN
+    for word in re.findall(r"#[0-9a-f]+|(?:rgba?|hsla?)\([^()]*\)|[a-z]+", value):
+        found = colour(word)
+        if found is not None:
+            return found
+    return None
+
+
+def _own(found_tag, body: str) -> tuple:
+    """The element's own (fill, colour, background): a colour, ``_UNKNOWN``, or None (not set)."""
+    fill = text = back = None
+    for attribute in found_tag.attributes:
+        value = html.unescape(body[attribute.start : attribute.end]).lower()
+        if attribute.name == "bgcolor" and found_tag.name in ("body", "table", "tr", "td", "th"):
+            back = _legacy_colour(value)
+        elif (attribute.name, found_tag.name) in (("color", "font"), ("text", "body")):
+            text = _legacy_colour(value)
+        elif attribute.name == "href" and found_tag.name == "a":
+            text = text or _LINK
+    for attribute in found_tag.attributes:
+        if attribute.name != "style":
+            continue
+        css = _COMMENT.sub(" ", html.unescape(body[attribute.start : attribute.end]).lower())
+        for name, value in _DECLARATION.findall(css):
+            value = value.replace("!important", "").strip()
+            if name == "background":
+                back = _background(value)
+            elif name == "background-color":
+                back = colour(value) or _UNKNOWN
+            elif value not in ("inherit", "unset"):
+                if name == "color":
+                    text = colour(value) or _UNKNOWN
+                else:
+                    fill = None if value == "currentcolor" else colour(value) or _UNKNOWN
+    return fill, (_UNKNOWN if text == _LINK else text), back
+
+
+def _inherited(stack: list, index: int, by_rules: bool, default):
+    """The value of the property ``index`` of the innermost element that sets it; None where it
+    is not known (a rule may set it on an element between)."""
+    for element in reversed(stack):
+        value = element[index]
+        if value == _UNKNOWN:
+            return None
+        if value is not None:
+            return value
+        if by_rules:
+            return None
+    return default
+
+
+def _behind(stack: list, by_rules: bool) -> Colour | None:
+    """The colour behind the innermost element's text: its backgrounds composed down to the
+    page's white."""
+    layers = []
+    for element in reversed(stack):
+        value = element[3]
+        if value == _UNKNOWN or (value is None and by_rules):
+            return None
+        if value is not None and value[3] > 0:
+            layers.append(value)
+            if value[3] >= 1:
+                break
+    else:
+        if by_rules:
+            return None
+        layers.append(_WHITE)
+    colour_behind = layers.pop()
+    for layer in reversed(layers):
+        colour_behind = _over(layer, colour_behind)
+    return colour_behind
+
+
+def _over(top: Colour, bottom: Colour) -> Colour:
+    a = top[3]
+    return (*(a * t + (1 - a) * b for t, b in zip(top[:3], bottom[:3], strict=True)), 1.0)
+
+
+def _unseen(stack: list, rules: tuple[bool, bool, bool]) -> bool:
+    by_fill, by_colour, by_background = rules
+    back = _behind(stack, by_background)
+    text = _inherited(stack, 1, by_fill, "none")
+    if text == "none":
+        text = _inherited(stack, 2, by_colour, _BLACK)
+    if back is None or text is None:
+        return False
+    drawn = _over(text, back)
+    return max(abs(d - b) for d, b in zip(drawn[:3], back[:3], strict=True)) <= _SAME
+
+
+def _close(stack: list, names, boundaries) -> None:
+    for index in range(len(stack) - 1, -1, -1):
+        if stack[index][0] in names:
+            del stack[index:]
+            return
+        if stack[index][0] in boundaries:
+            return
+
+
+# Every colour a text or a background may be given, as written (``_may_match``).
+_TEXT_COLOURS = re.compile(
+    r"(?:(?<![\w-])(?:-webkit-text-fill-)?color\s*:|[\s\"'/](?:color|text)\s*=)\s*[\"']?([^;\"'>]*)"
+)
+_BACKGROUNDS = re.compile(
+    r"(?:(?<![\w-])background(?:-color)?\s*:|[\s\"'/]bgcolor\s*=)\s*[\"']?([^;\"'>]*)"
+)
+
+
+def _may_match(text: str) -> bool:
+    """Whether some colour the body gives a text (or black) is near some background it gives
+    (or white): the reading below warns of nothing else, and a reply without either is not
+    walked. One not read here (a translucent one, var()) may match anything."""
+    texts = [_any_colour(value) for value in _TEXT_COLOURS.findall(text)] + [_BLACK]
+    backs = [_any_colour(value) for value in _BACKGROUNDS.findall(text)] + [_WHITE]
+    return any(
+        t is None
+        or b is None
+        or max(abs(x - y) for x, y in zip(t[:3], b[:3], strict=True)) <= _SAME
+        for t in set(texts)
+        for b in set(backs)
+    )
+
+
+def _any_colour(value: str) -> Colour | None:
+    found = _background(html.unescape(value).strip())
+    return found if isinstance(found, tuple) and found[3] >= 1 else None
+
+
+def same_colour_text(body: str) -> bool:
+    """Whether the body holds words drawn in (next to) the colour behind them, as far as the
+    body's own attributes tell it (the module's docstring)."""
+    if not body or not _may_match(body.lower()):
+        return False
+    rules = _COMMENT.sub(" ", " ".join(_STYLE_ELEMENT.findall(body)).lower())
+    by_rules = ("text-fill-color" in rules, bool(_RULE_COLOUR.search(rules)), "background" in rules)
+    stack: list = []
+    position, n = 0, len(body)
+    while (start := body.find("<", position)) != -1:
+        if stack and has_words(body[position:start]) and _unseen(stack, by_rules):
+            return True
+        after = body[start + 1 : start + 2]
+        if body.startswith("<!--", start):
+            position = comment_end(body, start + 4)
+        elif after in ("!", "?") or (after == "/" and not letter_at(body, start + 2)):
+            close = body.find(">", start)
+            position = n if close == -1 else close + 1
+        elif after == "/":
+            found_tag = tag(body, start + 2)
+            position = found_tag.end
+            name = found_tag.name
+            boundaries = (
+                ()
+                if name == "table"
+                else _TABLE
+                if name in ("td", "th", "tr")
+                else (_TABLE | {"svg", "math"} - {name})
+            )
+            _close(stack, (name,), boundaries)
+        elif after.isascii() and after.isalpha():
+            found_tag = tag(body, start + 1)
+            position = found_tag.end
+            name = found_tag.name
+            if name in _ENDS:
+                _close(stack, _ENDS[name], ("table",))
+            if name in _ENDS_P:
+                _close(stack, ("p",), _TABLE | {"button"})
+            if name in _RAW:
+                found = re.compile(rf"</{name}[\t\n\f\r />]", re.IGNORECASE).search(body, position)
+                position = n if found is None else found.start()
+            elif name not in _VOID and not (
+                body.startswith("/>", position - 2) and name not in _HTML_CONTAINERS
+            ):
+                stack.append((name, *_own(found_tag, body)))
+        else:
+            position = start + 1
+    return bool(stack) and has_words(body[position:]) and _unseen(stack, by_rules)
