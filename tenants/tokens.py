@@ -315,6 +315,19 @@ def token_standing(token_id: int) -> TokenStanding:
     return TokenStanding(live=live, tenant_active=bool(tenant_active))
 
 
+def token_mailbox_scope(token_id: int) -> set[int] | None:
+    """``AgentToken.mailbox_scope`` read again in the caller's writing transaction, after
+    ``token_standing`` locked the token's row: the token a request authenticated is an object
+    of its start, whose ``all_mailboxes`` a restriction committed since no longer holds. None:
+    every mailbox of the tenant (or no such token: ``token_standing`` refuses it)."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("token_mailbox_scope must run inside the writing transaction")
+    token = AgentToken.objects.filter(pk=token_id).only("pk", "all_mailboxes").first()
+    if token is None or token.all_mailboxes:
+        return None
+    return set(token.mailboxes.values_list("pk", flat=True))
+
+
 def token_status(token: AgentToken) -> str:
     if token.revoked_at is not None:
         return "revoked"

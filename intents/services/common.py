@@ -15,7 +15,7 @@ from intents.policy import active_membership, can_approve
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
 from tenants.templatetags.zones import zoned
-from tenants.tokens import token_standing
+from tenants.tokens import token_mailbox_scope, token_standing
 
 log = logging.getLogger("intents.services")
 
@@ -72,6 +72,20 @@ def require_standing(tenant, agent_token) -> None:
         return
     if key_share(Tenant, tenant.pk, "status") != Tenant.Status.ACTIVE:
         raise errors.TenantInactive(message=_("This tenant is suspended; nothing can be changed."))
+
+
+def require_token_reaches(agent_token, mailbox_id: int, refusal: errors.NotFound) -> None:
+    """Refuse an agent's write to a mailbox outside its token's restriction as read now, in the
+    writing transaction after ``require_standing`` (call it after that, with the row written
+    locked): the API checked the restriction before the service ran, and an admin's restriction
+    committed between that check and the write let the token write where it may no longer.
+    ``refusal``: the 404 a missing row gets, so a restricted token learns nothing of others.
+    None: a person acts."""
+    if agent_token is None:
+        return
+    scope = token_mailbox_scope(agent_token.pk)
+    if scope is not None and mailbox_id not in scope:
+        raise refusal
 
 
 def require_active_mailbox(mailbox, *, field: str | None = None) -> None:
