@@ -16,9 +16,10 @@ from __future__ import annotations
 import colorsys
 import html
 import re
+from functools import lru_cache
 
 from intents.html_hidden import has_words
-from intents.html_tokens import comment_end, letter_at, tag
+from intents.html_tokens import END_TAG, RAW_TEXT, START_TAG, Tokens
 
 # CSS's named colours.
 _NAMED = dict(
@@ -189,10 +190,6 @@ _VOID = frozenset(
         "source", "track", "wbr",
     }
 )  # fmt: skip
-_RAW = frozenset(
-    {"iframe", "noembed", "noframes", "noscript", "plaintext", "script", "style", "textarea",
-     "title", "xmp"}
-)  # fmt: skip
 # Start tags that end an open element of the parser's: a cell ends a cell, a row a row, an item
 # an item, a block a paragraph (within the table around them).
 _ENDS = {
@@ -301,21 +298,36 @@ def _own(found_tag, body: str) -> tuple:
         elif attribute.name == "href" and found_tag.name == "a":
             text = text or _LINK
     for attribute in found_tag.attributes:
-        if attribute.name != "style":
-            continue
-        css = _COMMENT.sub(" ", html.unescape(body[attribute.start : attribute.end]).lower())
-        for name, value in _DECLARATION.findall(css):
-            value = value.replace("!important", "").strip()
-            if name == "background":
-                back = _background(value)
-            elif name == "background-color":
-                back = colour(value) or _UNKNOWN
-            elif value not in ("inherit", "unset"):
-                if name == "color":
-                    text = colour(value) or _UNKNOWN
+        if attribute.name == "style":
+            for index, value in _style_colours(body[attribute.start : attribute.end]):
+                if index == 0:
+                    fill = value
+                elif index == 1:
+                    text = value
                 else:
-                    fill = None if value == "currentcolor" else colour(value) or _UNKNOWN
+                    back = value
     return fill, (_UNKNOWN if text == _LINK else text), back
+
+
+@lru_cache(maxsize=1024)
+def _style_colours(written: str) -> tuple[tuple[int, Colour | str | None], ...]:
+    """What a style attribute's value, as written, sets, in order: (0 for the text fill, 1 for
+    the colour, 2 for the background, the value). Kept per value: a template repeats the same
+    few styles on every row."""
+    css = _COMMENT.sub(" ", html.unescape(written).lower())
+    found: list[tuple[int, Colour | str | None]] = []
+    for name, value in _DECLARATION.findall(css):
+        value = value.replace("!important", "").strip()
+        if name == "background":
+            found.append((2, _background(value)))
+        elif name == "background-color":
+            found.append((2, colour(value) or _UNKNOWN))
+        elif value not in ("inherit", "unset"):
+            if name == "color":
+                found.append((1, colour(value) or _UNKNOWN))
+            else:
+                found.append((0, None if value == "currentcolor" else colour(value) or _UNKNOWN))
+    return tuple(found)
 
 
 def _inherited(stack: list, index: int, by_rules: bool, default):
@@ -380,12 +392,15 @@ def _close(stack: list, names, boundaries) -> None:
             return
 
 
-# Every colour a text or a background may be given, as written (``_may_match``).
+# Every colour a text or a background may be given, as written (``_may_match``). Each starts
+# with a lookahead of its first letters: tried at every space of a body, the alternation took
+# most of a newsletter's check.
 _TEXT_COLOURS = re.compile(
-    r"(?:(?<![\w-])(?:-webkit-text-fill-)?color\s*:|[\s\"'/](?:color|text)\s*=)\s*[\"']?([^;\"'>]*)"
+    r"(?=[-ct])(?:(?<![\w-])(?:-webkit-text-fill-)?color\s*:|(?<=[\s\"'/])(?:color|text)\s*=)"
+    r"\s*[\"']?([^;\"'>]*)"
 )
 _BACKGROUNDS = re.compile(
-    r"(?:(?<![\w-])background(?:-color)?\s*:|[\s\"'/]bgcolor\s*=)\s*[\"']?([^;\"'>]*)"
+    r"(?=b)(?:(?<![\w-])background(?:-color)?\s*:|(?<=[\s\"'/])bgcolor\s*=)\s*[\"']?([^;\"'>]*)"
 )
 
 
@@ -393,14 +408,14 @@ def _may_match(text: str) -> bool:
     """Whether some colour the body gives a text (or black) is near some background it gives
     (or white): the reading below warns of nothing else, and a reply without either is not
     walked. One not read here (a translucent one, var()) may match anything."""
-    texts = [_any_colour(value) for value in _TEXT_COLOURS.findall(text)] + [_BLACK]
-    backs = [_any_colour(value) for value in _BACKGROUNDS.findall(text)] + [_WHITE]
+    texts = {_any_colour(value) for value in set(_TEXT_COLOURS.findall(text))} | {_BLACK}
+    backs = {_any_colour(value) for value in set(_BACKGROUNDS.findall(text))} | {_WHITE}
     return any(
         t is None
         or b is None
         or max(abs(x - y) for x, y in zip(t[:3], b[:3], strict=True)) <= _SAME
-        for t in set(texts)
-        for b in set(backs)
+        for t in texts
+        for b in backs
     )
 
 
@@ -409,28 +424,22 @@ def _any_colour(value: str) -> Colour | None:
     return found if isinstance(found, tuple) and found[3] >= 1 else None
 
 
-def same_colour_text(body: str) -> bool:
+def same_colour_text(body: str, tokens: Tokens | None = None) -> bool:
     """Whether the body holds words drawn in (next to) the colour behind them, as far as the
-    body's own attributes tell it (the module's docstring)."""
+    body's own attributes tell it (the module's docstring); ``tokens``: the body's, as another
+    reading split it, or split here."""
     if not body or not _may_match(body.lower()):
         return False
     rules = _COMMENT.sub(" ", " ".join(_STYLE_ELEMENT.findall(body)).lower())
     by_rules = ("text-fill-color" in rules, bool(_RULE_COLOUR.search(rules)), "background" in rules)
     stack: list = []
-    position, n = 0, len(body)
-    while (start := body.find("<", position)) != -1:
-        if stack and has_words(body[position:start]) and _unseen(stack, by_rules):
+    position = 0
+    for token in tokens or Tokens(body):
+        if stack and has_words(body[position : token.start]) and _unseen(stack, by_rules):
             return True
-        after = body[start + 1 : start + 2]
-        if body.startswith("<!--", start):
-            position = comment_end(body, start + 4)
-        elif after in ("!", "?") or (after == "/" and not letter_at(body, start + 2)):
-            close = body.find(">", start)
-            position = n if close == -1 else close + 1
-        elif after == "/":
-            found_tag = tag(body, start + 2)
-            position = found_tag.end
-            name = found_tag.name
+        position = token.end
+        if token.kind == END_TAG:
+            name = token.tag.name
             boundaries = (
                 ()
                 if name == "table"
@@ -439,21 +448,17 @@ def same_colour_text(body: str) -> bool:
                 else (_TABLE | {"svg", "math"} - {name})
             )
             _close(stack, (name,), boundaries)
-        elif after.isascii() and after.isalpha():
-            found_tag = tag(body, start + 1)
-            position = found_tag.end
+        elif token.kind == START_TAG:
+            found_tag = token.tag
             name = found_tag.name
             if name in _ENDS:
                 _close(stack, _ENDS[name], ("table",))
             if name in _ENDS_P:
                 _close(stack, ("p",), _TABLE | {"button"})
-            if name in _RAW:
-                found = re.compile(rf"</{name}[\t\n\f\r />]", re.IGNORECASE).search(body, position)
-                position = n if found is None else found.start()
-            elif name not in _VOID and not (
-                body.startswith("/>", position - 2) and name not in _HTML_CONTAINERS
+            if (
+                name not in RAW_TEXT
+                and name not in _VOID
+                and not (body.startswith("/>", found_tag.end - 2) and name not in _HTML_CONTAINERS)
             ):
                 stack.append((name, *_own(found_tag, body)))
-        else:
-            position = start + 1
     return bool(stack) and has_words(body[position:]) and _unseen(stack, by_rules)

@@ -13,7 +13,15 @@ import re
 from collections.abc import Callable
 
 from common.text import INVISIBLE_CHARACTERS
-from intents.html_tokens import Tag, comment_end, letter_at, tag
+from intents.html_tokens import (
+    BOGUS,
+    COMMENT,
+    END_TAG,
+    RAW_TEXT,
+    START_TAG,
+    Tag,
+    Tokens,
+)
 
 # What a reader gets nothing from: white space, the no-break and other spaces (&nbsp;, &ensp;,
 # &thinsp;, &#8202;, not U+1680, which draws a stroke), and the characters nobody sees
@@ -40,15 +48,10 @@ _VOID = frozenset(
         "img", "input", "keygen", "link", "meta", "param", "source", "track", "wbr",
     }
 )  # fmt: skip
-# Elements whose content a browser reads as text, to their close tag (all of it for
-# <plaintext>): no tags in them. A <noscript> is one where scripts run; where they do not, a
-# hiding style in it is one this reading did not reach as a tag, which html_styles warns of.
-_RAW_TEXT = frozenset(
-    {
-        "iframe", "noembed", "noframes", "noscript", "plaintext", "script", "style",
-        "textarea", "title", "xmp",
-    }
-)  # fmt: skip
+# Elements whose content a browser reads as text (``html_tokens.RAW_TEXT``): no tags in them. A
+# <noscript> is one where scripts run; where they do not, a hiding style in it is one this
+# reading did not reach as a tag, which html_styles warns of.
+_RAW_TEXT = RAW_TEXT
 # The WHATWG parser's "special" elements, and <svg> and <math>: a close tag of another kind
 # ("any other end tag": <span>, <font>, <b>) that meets one of them is ignored.
 _SPECIAL = frozenset(
@@ -193,7 +196,10 @@ def _picture(body: str, found_tag: Tag) -> bool:
 
 
 def hidden_without_words(
-    body: str, hides: Callable[[str], bool], hides_pictures: Callable[[str], bool]
+    body: str,
+    hides: Callable[[str], bool],
+    hides_pictures: Callable[[str], bool],
+    tokens: Tokens | None = None,
 ) -> frozenset[int] | None:
     """Where the name of each style attribute that hides its element (``hides``, given the
     attribute's value as written) starts, and the name of each start tag of
@@ -220,8 +226,9 @@ def hidden_without_words(
     Where a hidden element ends is read as a browser's parser ends it, or later, never earlier
     (``_close``): a ``</div>`` inside a ``<td>`` of it, a ``</span>`` inside a ``<div>`` of it
     are ignored; a ``</form>`` leaves what it holds open; formatting it ended is opened again.
-    Read once, by the tokenizer's states (``intents.html_tokens``): linear in the body."""
-    reading = _Reading(body, hides, hides_pictures)
+    Read once, by the tokenizer's states (``intents.html_tokens``: ``tokens``, the body's as
+    another reading split it, or split here): linear in the body."""
+    reading = _Reading(tokens or Tokens(body), hides, hides_pictures)
     try:
         reading.read()
     except _HoldsWords:
@@ -238,9 +245,10 @@ class _Reading:
     the place read (and those open inside them), and the hiding styles and tags met."""
 
     def __init__(
-        self, body: str, hides: Callable[[str], bool], hides_pictures: Callable[[str], bool]
+        self, tokens: Tokens, hides: Callable[[str], bool], hides_pictures: Callable[[str], bool]
     ):
-        self.body = body
+        self.tokens = tokens
+        self.body = tokens.text
         self.hides = hides
         self.hides_pictures = hides_pictures
         self.open_elements: list[tuple[str, bool]] = []
@@ -252,31 +260,24 @@ class _Reading:
         self.hiding_styles: set[int] = set()
 
     def read(self) -> None:
-        body, n = self.body, len(self.body)
+        body = self.body
         position = 0
-        while (start := body.find("<", position)) != -1:
-            self._text(position, start)
-            after = body[start + 1 : start + 2]
-            if body.startswith("<!--", start):
-                position = comment_end(body, start + 4)
-                if self.open_elements and _CONDITIONAL_MARK.search(body, start, position):
+        for token in self.tokens:
+            self._text(position, token.start)
+            position = token.end
+            if token.kind == COMMENT:
+                if self.open_elements and _CONDITIONAL_MARK.search(body, token.start, position):
                     raise _HoldsWords
-            elif after in ("!", "?") or (after == "/" and not letter_at(body, start + 2)):
-                if self.open_elements and after == "!":
+            elif token.kind == BOGUS:
+                if self.open_elements and body.startswith("<!", token.start):
                     raise _HoldsWords
-                close = body.find(">", start)
-                position = n if close == -1 else close + 1
-            elif after == "/":
-                found_tag = tag(body, start + 2)
-                position = found_tag.end
-                self._end_tag(found_tag.name)
-            elif after.isascii() and after.isalpha():
-                position = self._start_tag(start, tag(body, start + 1))
-            else:
-                if self.open_elements:
-                    raise _HoldsWords
-                position = start + 1
-        self._text(position, n)
+            elif token.kind == END_TAG:
+                self._end_tag(token.tag.name)
+            elif token.kind == START_TAG:
+                self._start_tag(token.start, token.tag)
+            elif self.open_elements:
+                raise _HoldsWords
+        self._text(position, len(body))
 
     def _text(self, start: int, end: int) -> None:
         if self.open_elements and has_words(self.body[start:end]):
@@ -298,10 +299,10 @@ class _Reading:
         if not self.open_elements:
             self.reopened.clear()
 
-    def _start_tag(self, start: int, found_tag: Tag) -> int:
-        """Read a start tag at ``start``; the position to read on from."""
+    def _start_tag(self, start: int, found_tag: Tag) -> None:
+        """Read a start tag at ``start`` (a raw text element's content is skipped by the
+        tokens: where one is open, this has taken it as words)."""
         body, name, attributes = self.body, found_tag.name, found_tag.attributes
-        position = found_tag.end
         hiding = [
             found.name_start
             for found in attributes
@@ -342,8 +343,3 @@ class _Reading:
                 self._open(name, hidden, own_pictures_hidden)
                 if len(self.open_elements) > _MAX_DEPTH:
                     raise _HoldsWords
-        elif name in _RAW_TEXT:
-            close_tag = re.compile(rf"</{re.escape(name)}[\t\n\f\r />]", re.ASCII | re.IGNORECASE)
-            found_close = None if name == "plaintext" else close_tag.search(body, position)
-            position = len(body) if found_close is None else found_close.start()
-        return position

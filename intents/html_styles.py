@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import re
+from functools import lru_cache
 
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy
@@ -27,7 +28,7 @@ from intents.html_hidden import (
     PRESENTATION_ATTRIBUTES,
     hidden_without_words,
 )
-from intents.html_tokens import comment_end, letter_at, tag
+from intents.html_tokens import Tokens, comment_end, letter_at, tag
 
 # A CSS escape: a backslash and one to six hex digits (and one whitespace after them), or a
 # backslash and the character it stands for.
@@ -341,12 +342,16 @@ _SVG_TITLE = re.compile(r"<title\b[^>]*>(.*?)(?:</title|\Z)", re.DOTALL)
 _CONTENT_DECLARATION = re.compile(r"(?<![\w-])content\s*:[^;}]*")
 
 
+# Kept per value: a template repeats the same few styles on every row, and the reading of
+# hidden text asks again of each one the search for hiding styles asked.
+@lru_cache(maxsize=1024)
 def _hiding(value: str) -> bool:
     """Whether a style attribute's value, as written, hides its element's text or writes text
     (``_HIDING_DECLARATION``), read as CSS reads it."""
     return _hiding_css(_COMMENT.sub(" ", _as_css_reads(_unquoted(value))), _HIDING_DECLARATION)
 
 
+@lru_cache(maxsize=1024)
 def _hiding_pictures(value: str) -> bool:
     """Whether a style attribute's value, as written, hides pictures too (``_HIDING_PICTURES``)."""
     return _hiding_css(_COMMENT.sub(" ", _as_css_reads(_unquoted(value))), _HIDING_PICTURES)
@@ -387,14 +392,16 @@ def _hides_or_adds_text(body: str, text: str) -> bool:
         if _hiding(f"{m[1]}:{_unquoted(m[2])}")
     ]
     undrawn = [m.start(1) for m in _UNDRAWN_ELEMENT_ANYWHERE.finditer(body)]
+    # Split once for both readings (the colours' reads on from where the hidden text's ended).
+    tokens = Tokens(body)
     if not hiding and not undrawn:
         # Every element the reading below could take as hidden has a hiding style attribute or
         # an undrawn element's tag, which these find wherever it is written: nothing to read.
-        return same_colour_text(body)
-    quiet = hidden_without_words(body, _hiding, _hiding_pictures)
+        return same_colour_text(body, tokens)
+    quiet = hidden_without_words(body, _hiding, _hiding_pictures, tokens)
     if quiet is None or any(start not in quiet for start in (*hiding, *undrawn)):
         return True
-    return same_colour_text(body)
+    return same_colour_text(body, tokens)
 
 
 # Elements whose content no mail client shows as text of the message, skipped to their end tag
