@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import html
 import re
-from functools import lru_cache
 
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy
@@ -275,9 +274,10 @@ _NO_ALPHA = (
 # Outlook for Windows ignoring display:none, an inbox preview, a screen reader, still gets), or
 # that writes text only a client with pseudo-elements shows (``content``). A value computed from
 # a custom property, the environment or an attribute (``var()``, ``env()``, ``attr()``) is taken
-# as hiding: which value it takes is known only by computing it, as what a transform, a filter
-# (a blur, an opacity(0), a url() of an SVG filter), a mask or a blend mode leaves legible is
-# known only by drawing it. A colour the same as its background, and a text stroke, are not
+# as hiding (a var() of a property the body defines is read as each value it may take:
+# ``_StyleReading``): which value it takes is known only by computing it, as what a transform,
+# a filter (a blur, an opacity(0), a url() of an SVG filter), a mask or a blend mode leaves
+# legible is known only by drawing it. A colour the same as its background, and a text stroke, are not
 # read here: which colour is behind a text is known only by drawing it.
 # Those that hide pictures too (all but a font size, a line height, a colour, a letter spacing).
 _HIDING_BOXES = (
@@ -327,6 +327,88 @@ def _hiding_css(css: str, declarations: re.Pattern) -> bool:
     )
 
 
+# A custom property's definition, in a rule or a style attribute (its value to the end of the
+# declaration, or to a quote or an angle bracket: a value of the text of the message adds a
+# candidate, never removes one), and a var() of one, with a fallback of no parentheses or none.
+_CUSTOM_PROPERTY = re.compile(r"(?<![\w-])(--[\w-]+)\s*:([^;{}<>\"']*)")
+_VAR = re.compile(r"var\(\s*(--[\w-]+)\s*(?:,([^()]*))?\)")
+_DECLARATION_BOUNDS = re.compile(r"[;{}]")
+# How many readings of one declaration its var()s may make (each takes a value defined for it,
+# or its fallback); more is read as written, a var() that hides.
+_MAX_VARIANTS = 16
+
+
+def custom_properties(text: str) -> dict[str, frozenset[str]]:
+    """Each custom property defined anywhere in a body read as CSS reads it, with every value
+    written for it: which one reaches an element is known only by drawing it."""
+    found: dict[str, set[str]] = {}
+    for name, value in _CUSTOM_PROPERTY.findall(_COMMENT.sub(" ", text)):
+        found.setdefault(name, set()).add(value.replace("!important", "").strip())
+    return {name: frozenset(values) for name, values in found.items()}
+
+
+def _variants(declaration: str, definitions: dict[str, frozenset[str]]) -> list[str]:
+    """The declaration with each var() replaced by each value it may take: one defined for its
+    property or, where none reaches the element, its fallback (or nothing: ``unset``). One of a
+    property the body does not define, or defined by a var(), or too many, stays as written."""
+    variants, done = [declaration], []
+    while variants:
+        variant = variants.pop()
+        found = _VAR.search(variant)
+        if found is None:
+            done.append(variant)
+            continue
+        values = definitions.get(found[1])
+        if not values or any("var(" in value for value in values):
+            return [declaration]
+        fallback = "unset" if found[2] is None else found[2]
+        for value in values | {fallback}:
+            variants.append(variant[: found.start()] + value + variant[found.end() :])
+        if len(variants) + len(done) > _MAX_VARIANTS:
+            return [declaration]
+    return done
+
+
+class _StyleReading:
+    """Whether a style hides, for one body: its var()s read as the values the body defines
+    (``_variants``), each style value read once (a template repeats the same few styles on
+    every row, and the reading of hidden text asks again of each one the search asked)."""
+
+    def __init__(self, definitions: dict[str, frozenset[str]]):
+        self.definitions = definitions
+        self._read: dict[tuple[str, bool], bool] = {}
+
+    def css(self, css: str, declarations: re.Pattern) -> bool:
+        """Whether CSS read as CSS reads it, without its comments, hides (``_hiding_css``),
+        a declaration of var()s where one of the values it may take does."""
+        if "var(" not in css or not self.definitions:
+            return _hiding_css(css, declarations)
+        pieces = _DECLARATION_BOUNDS.split(css)
+        return _hiding_css(";".join(p for p in pieces if "var(" not in p), declarations) or any(
+            _hiding_css(variant, declarations)
+            for piece in pieces
+            if "var(" in piece
+            for variant in _variants(piece, self.definitions)
+        )
+
+    def _value(self, value: str, pictures: bool) -> bool:
+        key = (value, pictures)
+        if key not in self._read:
+            css = _COMMENT.sub(" ", _as_css_reads(_unquoted(value)))
+            self._read[key] = self.css(css, _HIDING_PICTURES if pictures else _HIDING_DECLARATION)
+        return self._read[key]
+
+    def hiding(self, value: str) -> bool:
+        """Whether a style attribute's value, as written, hides its element's text or writes
+        text (``_HIDING_DECLARATION``), read as CSS reads it."""
+        return self._value(value, False)
+
+    def hiding_pictures(self, value: str) -> bool:
+        """Whether a style attribute's value, as written, hides pictures too
+        (``_HIDING_PICTURES``)."""
+        return self._value(value, True)
+
+
 # Markup that a browser, and so the frame, does not show while some mail clients do: the hidden
 # attribute (Gmail drops it), a <template>'s content, a <details> element's content behind its
 # summary (shown only when the reviewer opens it).
@@ -340,21 +422,6 @@ _SVG = re.compile(r"<svg[\t\n\f\r />].*?(?:</svg|\Z)", re.DOTALL)
 _SVG_TITLE = re.compile(r"<title\b[^>]*>(.*?)(?:</title|\Z)", re.DOTALL)
 # A ``content`` declaration as written, to the end of its declaration.
 _CONTENT_DECLARATION = re.compile(r"(?<![\w-])content\s*:[^;}]*")
-
-
-# Kept per value: a template repeats the same few styles on every row, and the reading of
-# hidden text asks again of each one the search for hiding styles asked.
-@lru_cache(maxsize=1024)
-def _hiding(value: str) -> bool:
-    """Whether a style attribute's value, as written, hides its element's text or writes text
-    (``_HIDING_DECLARATION``), read as CSS reads it."""
-    return _hiding_css(_COMMENT.sub(" ", _as_css_reads(_unquoted(value))), _HIDING_DECLARATION)
-
-
-@lru_cache(maxsize=1024)
-def _hiding_pictures(value: str) -> bool:
-    """Whether a style attribute's value, as written, hides pictures too (``_HIDING_PICTURES``)."""
-    return _hiding_css(_COMMENT.sub(" ", _as_css_reads(_unquoted(value))), _HIDING_PICTURES)
 
 
 def _hides_or_adds_text(body: str, text: str) -> bool:
@@ -382,14 +449,17 @@ def _hides_or_adds_text(body: str, text: str) -> bool:
         return True
     attributes = [_COMMENT.sub(" ", css) for css in _STYLE_ATTRIBUTE.findall(text)]
     elements = [_COMMENT.sub(" ", css) for css in _STYLE_ELEMENT.findall(text)]
-    if any(_hiding_css(css, _HIDING_DECLARATION) for css in elements) or any(
+    styles = _StyleReading(custom_properties(text))
+    if any(styles.css(css, _HIDING_DECLARATION) for css in elements) or any(
         _CONTENT_DECLARATION.search(css) for css in attributes
     ):
         return True
-    hiding = [m.start(1) for m in _STYLE_ATTRIBUTE_ANYWHERE.finditer(body) if _hiding(m[2])] + [
+    hiding = [
+        m.start(1) for m in _STYLE_ATTRIBUTE_ANYWHERE.finditer(body) if styles.hiding(m[2])
+    ] + [
         m.start(1)
         for m in _PRESENTATION_ATTRIBUTE_ANYWHERE.finditer(body)
-        if _hiding(f"{m[1]}:{_unquoted(m[2])}")
+        if styles.hiding(f"{m[1]}:{_unquoted(m[2])}")
     ]
     undrawn = [m.start(1) for m in _UNDRAWN_ELEMENT_ANYWHERE.finditer(body)]
     # Split once for both readings (the colours' reads on from where the hidden text's ended).
@@ -398,7 +468,7 @@ def _hides_or_adds_text(body: str, text: str) -> bool:
         # Every element the reading below could take as hidden has a hiding style attribute or
         # an undrawn element's tag, which these find wherever it is written: nothing to read.
         return same_colour_text(body, tokens)
-    quiet = hidden_without_words(body, _hiding, _hiding_pictures, tokens)
+    quiet = hidden_without_words(body, styles.hiding, styles.hiding_pictures, tokens)
     if quiet is None or any(start not in quiet for start in (*hiding, *undrawn)):
         return True
     return same_colour_text(body, tokens)

@@ -587,3 +587,34 @@ def test_words_in_the_colour_behind_them_are_hidden_text(html):
 )
 def test_words_in_a_colour_unlike_what_is_behind_them_are_not_hidden_text(html):
     assert reader_looks(html) == []
+
+
+# A custom property the body defines: var() takes one of the values written for it (or, where
+# none reaches the element, its fallback or nothing), so it hides only where one of them does.
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<style>:root{--brand:#0066cc}</style><p style='color:var(--brand)'>Hello</p>",
+        "<div style='--brand:#0066cc'><p style='color:var( --brand )'>Hello</p></div>",
+        "<style>:root{--brand:#0066cc} p{color:var(--brand)}</style><p>Hello</p>",
+        "<style>:root{--gap:24px}</style><td style='padding:var(--gap, 16px)'>Hello</td>",
+    ],
+)
+def test_a_custom_property_the_body_defines_is_read_as_its_values(html):
+    assert reader_looks(html) == []
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<style>:root{--brand:#0066cc}</style><p style='color:var(--undefined)'>Pay</p>",
+        "<style>:root{--size:0}</style><p style='font-size:var(--size)'>Pay to XX00</p>",
+        "<style>.a{--size:16px} .b{--size:0px}</style><p style='font-size:var(--size)'>Pay</p>",
+        "<style>:root{--size:16px}</style><p style='font-size:var(--size, 0)'>Pay</p>",
+        "<style>:root{--a:var(--b)}</style><p style='font-size:var(--a)'>Pay</p>",
+        "<div style='--x:none'><p style='display:var(--x)'>Pay to XX00</p></div>",
+        "<style>:root{--x:none} p{display:var(--x)}</style><p>Pay</p>",
+    ],
+)
+def test_a_custom_property_that_may_hide_still_warns(html):
+    assert "hidden_text" in reader_looks(html)
