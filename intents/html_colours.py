@@ -286,8 +286,14 @@ def _background(value: str) -> Colour | str | None:
     return None
 
 
+# A filter that changes colours, not their lightness much: what it draws is compared by
+# lightness (``_lightness``), where red on a green as light turns grey on grey.
+_COLOUR_FILTER = re.compile(r"(?:grayscale|sepia|saturate|hue-rotate)\(")
+
+
 def _own(found_tag, body: str) -> tuple:
-    """The element's own (fill, colour, background): a colour, ``_UNKNOWN``, or None (not set)."""
+    """The element's own (fill, colour, background): a colour, ``_UNKNOWN``, or None (not set);
+    and whether its style filters colours (``_COLOUR_FILTER``)."""
     fill = text = back = None
     for attribute in found_tag.attributes:
         value = html.unescape(body[attribute.start : attribute.end]).lower()
@@ -297,16 +303,19 @@ def _own(found_tag, body: str) -> tuple:
             text = _legacy_colour(value)
         elif attribute.name == "href" and found_tag.name == "a":
             text = text or _LINK
+    grey = False
     for attribute in found_tag.attributes:
         if attribute.name == "style":
-            for index, value in _style_colours(body[attribute.start : attribute.end]):
+            written = body[attribute.start : attribute.end]
+            for index, value in _style_colours(written):
                 if index == 0:
                     fill = value
                 elif index == 1:
                     text = value
                 else:
                     back = value
-    return fill, (_UNKNOWN if text == _LINK else text), back
+            grey = grey or bool(_COLOUR_FILTER.search(html.unescape(written).lower()))
+    return fill, (_UNKNOWN if text == _LINK else text), back, grey
 
 
 @lru_cache(maxsize=1024)
@@ -371,8 +380,12 @@ def _over(top: Colour, bottom: Colour) -> Colour:
     return (*(a * t + (1 - a) * b for t, b in zip(top[:3], bottom[:3], strict=True)), 1.0)
 
 
-def _unseen(stack: list, rules: tuple[bool, bool, bool]) -> bool:
-    by_fill, by_colour, by_background = rules
+def _lightness(colour_drawn: Colour) -> float:
+    return 0.2126 * colour_drawn[0] + 0.7152 * colour_drawn[1] + 0.0722 * colour_drawn[2]
+
+
+def _unseen(stack: list, rules: tuple[bool, bool, bool, bool]) -> bool:
+    by_fill, by_colour, by_background, grey_by_rules = rules
     back = _behind(stack, by_background)
     text = _inherited(stack, 1, by_fill, "none")
     if text == "none":
@@ -380,6 +393,10 @@ def _unseen(stack: list, rules: tuple[bool, bool, bool]) -> bool:
     if back is None or text is None:
         return False
     drawn = _over(text, back)
+    if (grey_by_rules or any(element[4] for element in stack)) and abs(
+        _lightness(drawn) - _lightness(back)
+    ) <= _SAME:
+        return True
     return max(abs(d - b) for d, b in zip(drawn[:3], back[:3], strict=True)) <= _SAME
 
 
@@ -428,10 +445,16 @@ def same_colour_text(body: str, tokens: Tokens | None = None) -> bool:
     """Whether the body holds words drawn in (next to) the colour behind them, as far as the
     body's own attributes tell it (the module's docstring); ``tokens``: the body's, as another
     reading split it, or split here."""
-    if not body or not _may_match(body.lower()):
+    lowered = body.lower()
+    if not body or not (_COLOUR_FILTER.search(lowered) or _may_match(lowered)):
         return False
     rules = _COMMENT.sub(" ", " ".join(_STYLE_ELEMENT.findall(body)).lower())
-    by_rules = ("text-fill-color" in rules, bool(_RULE_COLOUR.search(rules)), "background" in rules)
+    by_rules = (
+        "text-fill-color" in rules,
+        bool(_RULE_COLOUR.search(rules)),
+        "background" in rules,
+        bool(_COLOUR_FILTER.search(rules)),
+    )
     stack: list = []
     position = 0
     for token in tokens or Tokens(body):

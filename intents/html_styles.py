@@ -319,9 +319,29 @@ _COMPUTED_SIZE = re.compile(
 _TINY_PIXELS = 3.0
 
 
+# A small angle (up to about 45 degrees), and declarations that leave every word where the frame
+# draws it, legible: a rotation by one (a tilted badge), a filter that changes only colours (a
+# grey logo; html_colours compares what it draws by lightness, where red on green turns grey on
+# grey). Read as no declaration.
+_SMALL_ANGLE = (
+    r"[-+]?(?:(?:(?:[1-3]?\d|4[0-4])(?:\.\d*)?|45(?:\.0*)?|\.\d+)deg|0*\.[0-7]\d*rad"
+    r"|0*\.(?:0\d*|1[0-2]\d*)turn|0+(?:\.0*)?)"
+)
+_LEGIBLE_DECLARATION = re.compile(
+    r"(?<![\w-])(?:-(?:webkit|moz|ms|o)-)?(?:transform\s*:\s*(?:rotatez?\(\s*"
+    + _SMALL_ANGLE
+    + r"\s*\)\s*)+|rotate\s*:\s*"
+    + _SMALL_ANGLE
+    + r"\s*|filter\s*:\s*(?:(?:grayscale|sepia|saturate|hue-rotate)\(\s*"
+    r"(?:\d+(?:\.\d*)?|\.\d+)(?:%|deg|rad|turn)?\s*\)\s*)+)(?:!important\s*)?(?=[;}]|\Z)"
+)
+
+
 def _hiding_css(css: str, declarations: re.Pattern) -> bool:
     """Whether CSS read as CSS reads it, without its comments, hides what ``declarations``
     says hides, or a size computed to nothing does."""
+    if "rotate" in css or "filter" in css:
+        css = _LEGIBLE_DECLARATION.sub(" ", css)
     return bool(declarations.search(css)) or any(
         length_at_most(css, found.end()) <= _TINY_PIXELS for found in _COMPUTED_SIZE.finditer(css)
     )

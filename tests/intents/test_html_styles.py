@@ -618,3 +618,45 @@ def test_a_custom_property_the_body_defines_is_read_as_its_values(html):
 )
 def test_a_custom_property_that_may_hide_still_warns(html):
     assert "hidden_text" in reader_looks(html)
+
+
+# A filter that changes only colours, and a small rotation, leave every word where the frame
+# draws it, legible: a grey logo, a tilted "Sale" badge.
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<p style='filter:grayscale(100%)'>Hello</p>",
+        "<img src='cid:logo' alt='Our logo' style='-webkit-filter:grayscale(1);"
+        "filter:grayscale(1)'>",
+        "<style>img{filter:grayscale(1)}</style><p>Hello</p>",
+        "<p style='filter:sepia(60%) saturate(1.2) hue-rotate(20deg)'>Hello</p>",
+        "<p style='transform:rotate(-2deg)'>Hello</p>",
+        "<div style='-webkit-transform:rotate(3deg);transform:rotate( 3deg ) !important'>Sale</div>",
+        "<p style='rotate:-2deg'>Hello</p>",
+        "<p style='transform:rotate(-0.05turn)'>Hello</p>",
+    ],
+)
+def test_a_filter_of_colours_and_a_small_rotation_are_not_hidden_text(html):
+    assert reader_looks(html) == []
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<p style='transform:rotate(90deg)'>Pay to XX00</p>",
+        "<p style='transform:rotateX(90deg)'>Pay to XX00</p>",
+        "<p style='rotate:x 90deg'>Pay to XX00</p>",
+        "<p style='transform:rotate(-2deg) translateX(-9999px)'>Pay to XX00</p>",
+        "<p style='transform:rotate(var(--a))'>Pay to XX00</p>",
+        "<p style='filter:grayscale(1) blur(8px)'>Pay to XX00</p>",
+        "<p style='filter:grayscale(1) opacity(0)'>Pay to XX00</p>",
+        "<p style='filter:grayscale(calc(1))'>Pay to XX00</p>",
+        # Red on a green as light: the same grey once grayscale draws them.
+        "<div style='background:#004c00'><p style='filter:grayscale(100%);color:#ff0000'>"
+        "Pay to XX00</p></div>",
+        "<div style='filter:grayscale(1)'><p style='color:#ff0000;background:#004c00'>"
+        "Pay to XX00</p></div>",
+    ],
+)
+def test_a_filter_or_transform_that_may_hide_still_warns(html):
+    assert "hidden_text" in reader_looks(html)
