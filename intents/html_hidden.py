@@ -210,7 +210,9 @@ def hidden_without_words(
 
     A picture (``_PICTURE_ATTRIBUTES``: which may be one of words) counts as words where a
     style of its own or around it hides pictures too (``hides_pictures``: a ``display:none``,
-    a ``max-height:0``, not a ``font-size:0``, under which the frame shows it).
+    a ``max-height:0``, not a ``font-size:0``, under which the frame shows it). A <source> draws
+    none of its own (``_Reading._draws_picture``): it gives its <picture>'s <img> one, a hidden
+    video its frames.
 
     Words are what a reader who ignores the style (an inbox preview, a screen reader, Outlook
     for ``display:none``) gets: text other than spaces (``_NO_WORDS``), an alt, a title or a
@@ -258,6 +260,10 @@ class _Reading:
         self.pictures_hidden = 0
         self.reopened: dict[str, int] = {}
         self.hiding_styles: set[int] = set()
+        # Whether a <source> of the <picture> read last gave its <img> a picture, and whether
+        # the outermost open element is a media element entered for its fallback only.
+        self.picture_sourced = False
+        self.fallback_entry = False
 
     def read(self) -> None:
         body = self.body
@@ -290,6 +296,8 @@ class _Reading:
         self.pictures_hidden += pictures
 
     def _end_tag(self, name: str) -> None:
+        if name == "picture":
+            self.picture_sourced = False
         if not self.open_elements:
             return
         _close(self.open_elements, self.open_names, self.reopened, name)
@@ -298,6 +306,17 @@ class _Reading:
         del self.picture_hiding[depth:]
         if not self.open_elements:
             self.reopened.clear()
+            self.fallback_entry = False
+
+    def _draws_picture(self, found_tag: Tag) -> bool:
+        """Whether an element draws a picture (``_picture``) where pictures are hidden. A
+        <source> draws none of its own: its srcset gives its <picture>'s <img> one, its src a
+        video's frames, which a style hides and a video's fallback does not."""
+        if found_tag.name == "source":
+            if not _picture(self.body, found_tag) or self.open_names[-1:] != ["video"]:
+                return False
+            return self.pictures_hidden - (self.fallback_entry and len(self.open_names) == 1) > 0
+        return _picture(self.body, found_tag) or (found_tag.name == "img" and self.picture_sourced)
 
     def _start_tag(self, start: int, found_tag: Tag) -> None:
         """Read a start tag at ``start`` (a raw text element's content is skipped by the
@@ -329,15 +348,20 @@ class _Reading:
             self.hiding_styles.update(hiding)
             if name in ("html", "body"):
                 raise _HoldsWords
+        if name == "picture":
+            self.picture_sourced = False
+        elif name == "source" and _picture(body, found_tag):
+            self.picture_sourced = True
         if name in HIDDEN_CONTENT and not (hidden or self.open_elements):
             self._open(name, True, True)
+            self.fallback_entry = True
         elif hidden or self.open_elements:
             if name in _RAW_TEXT or any(
                 found.name in _WORDS_ATTRIBUTES and has_words(body[found.start : found.end])
                 for found in attributes
             ):
                 raise _HoldsWords
-            if (self.pictures_hidden or own_pictures_hidden) and _picture(body, found_tag):
+            if (self.pictures_hidden or own_pictures_hidden) and self._draws_picture(found_tag):
                 raise _HoldsWords
             if name not in _VOID:
                 self._open(name, hidden, own_pictures_hidden)

@@ -660,3 +660,42 @@ def test_a_filter_of_colours_and_a_small_rotation_are_not_hidden_text(html):
 )
 def test_a_filter_or_transform_that_may_hide_still_warns(html):
     assert "hidden_text" in reader_looks(html)
+
+
+# A <source> draws nothing of its own: its srcset picks the picture of its <picture>'s <img>,
+# its src a video's frames. A hiding style on it hides nothing, a <picture> of sources without
+# an <img> draws nothing, a video's source is no fallback.
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<picture><source srcset='https://example.com/hero@2x.png 2x' style='display:none'>"
+        "<img src='cid:hero' alt='Spring sale'></picture>",
+        "<div style='display:none;max-height:0;overflow:hidden'><picture>"
+        "<source srcset='https://example.com/hero@2x.png 2x'></picture></div><p>Hello</p>",
+        "<video controls poster='data:,'><source src='https://example.com/tour.mp4' "
+        "type='video/mp4'></video><p>Hello</p>",
+        "<audio controls><source src='https://example.com/note.mp3'></audio><p>Hello</p>",
+    ],
+)
+def test_a_source_that_draws_nothing_of_its_own_is_not_hidden_text(html):
+    assert reader_looks(html) == []
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<div style='display:none'><picture><source srcset='https://example.com/pay.png'>"
+        "<img src='data:,'></picture></div>",
+        "<picture style='display:none'><source srcset='https://example.com/pay.png'>"
+        "<img src=''></picture>",
+        "<div style='display:none'><video><source src='https://example.com/pay.mp4'></video></div>",
+        "<video><source src='https://example.com/a.mp4'><img src='https://example.com/pay.png'>"
+        "</video>",
+        "<picture><source srcset='https://example.com/pay.png'><img src='data:,' "
+        "style='display:none'></picture>",
+        "<div style='font-size:0'><picture><source srcset='https://example.com/pay.png'>"
+        "<img src='data:,' style='display:none'></picture></div>",
+    ],
+)
+def test_a_source_that_gives_a_hidden_element_its_picture_still_warns(html):
+    assert "hidden_text" in reader_looks(html)
