@@ -40,6 +40,7 @@ _RULE_MODULES = (
     "intents.content_marks",
     "intents.css_values",
     "intents.html_colours",
+    "intents.html_cover",
     "intents.hostnames",
     "intents.html_hidden",
     "intents.html_links",

@@ -135,3 +135,16 @@ def length_at_most(text: str, start: int = 0) -> float:
     except (_Unreadable, RecursionError):
         return math.inf
     return math.inf if math.isnan(most) else most
+
+
+_PLAIN_LENGTH = re.compile(r"([-+]?(?:\d+(?:\.\d*)?|\.\d+))([a-z]*)")
+
+
+def plain_length(value: str) -> float | None:
+    """A length written as a number and a unit of a known size (``_PX_PER_UNIT``, a font's at
+    16 px; a bare number as pixels, as a page without a doctype reads it), in pixels; None for
+    any other (a percentage, a viewport unit, a function)."""
+    found = _PLAIN_LENGTH.fullmatch(value.strip())
+    if found is None or found[2] not in _PX_PER_UNIT:
+        return None
+    return float(found[1]) * _PX_PER_UNIT[found[2]]

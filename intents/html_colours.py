@@ -9,6 +9,10 @@ the elements open around the text, a link's own colour, and the page's white and
 nothing is set. Where a ``<style>`` rule may set a colour or a background on an element between
 (it names ``color`` or ``background``), which is known only by drawing it, the text warns only
 where the colours come from the element that holds it.
+
+Words a box paints over (``html_cover.placement``: a wordless box with a background pulled up
+over them or positioned out of the flow, a background over words of a negative z-index) are
+read in the same walk.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import html
 import re
 from functools import lru_cache
 
+from intents.html_cover import Placement, placement
 from intents.html_hidden import has_words
 from intents.html_tokens import END_TAG, RAW_TEXT, START_TAG, Tokens
 
@@ -286,6 +291,10 @@ def _background(value: str) -> Colour | str | None:
     return None
 
 
+# What a box that covers words (``html_cover``) sets, as written.
+_MAY_COVER = re.compile(
+    r"position\s*:\s*(?:relative|sticky|absolute|fixed)|inline-(?:block|table|flex|grid)"
+)
 # A filter that changes colours, not their lightness much: what it draws is compared by
 # lightness (``_lightness``), where red on a green as light turns grey on grey.
 _COLOUR_FILTER = re.compile(r"(?:grayscale|sepia|saturate|hue-rotate)\(")
@@ -293,8 +302,12 @@ _COLOUR_FILTER = re.compile(r"(?:grayscale|sepia|saturate|hue-rotate)\(")
 
 def _own(found_tag, body: str) -> tuple:
     """The element's own (fill, colour, background): a colour, ``_UNKNOWN``, or None (not set);
-    and whether its style filters colours (``_COLOUR_FILTER``)."""
+    whether its style filters colours (``_COLOUR_FILTER``); how it is painted against the words
+    around it (``html_cover.placement``, of its first style attribute, the one a browser keeps)."""
     fill = text = back = None
+    styles = [body[a.start : a.end] for a in found_tag.attributes if a.name == "style"]
+    heights = [body[a.start : a.end] for a in found_tag.attributes if a.name == "height"]
+    placed = _style_placement(styles[0], heights[0] if heights else None) if styles else _NOWHERE
     for attribute in found_tag.attributes:
         value = html.unescape(body[attribute.start : attribute.end]).lower()
         if attribute.name == "bgcolor" and found_tag.name in ("body", "table", "tr", "td", "th"):
@@ -315,7 +328,13 @@ def _own(found_tag, body: str) -> tuple:
                 else:
                     back = value
             grey = grey or bool(_COLOUR_FILTER.search(html.unescape(written).lower()))
-    return fill, (_UNKNOWN if text == _LINK else text), back, grey
+    return fill, (_UNKNOWN if text == _LINK else text), back, grey, placed
+
+
+@lru_cache(maxsize=1024)
+def _style_placement(written: str, height: str | None) -> Placement:
+    css = _COMMENT.sub(" ", html.unescape(written).lower())
+    return placement(css, height=None if height is None else html.unescape(height))
 
 
 @lru_cache(maxsize=1024)
@@ -400,6 +419,76 @@ def _unseen(stack: list, rules: tuple[bool, bool, bool, bool]) -> bool:
     return max(abs(d - b) for d, b in zip(drawn[:3], back[:3], strict=True)) <= _SAME
 
 
+_NOWHERE = Placement(False, False, False, False)
+
+
+def _opaque(element) -> bool:
+    back = element[3]
+    return isinstance(back, tuple) and back[3] >= 0.9
+
+
+# How far up a box of a negative z-index looks for a background over it: a body of thousands
+# of them nested is read in linear time.
+_MAX_COVER_DEPTH = 64
+
+
+def _sunk(stack: list, placed: Placement) -> bool:
+    """Whether the text of an element about to be opened (``placed``) over ``stack`` is in a box
+    of a negative z-index (``Placement.sinks``, its own or inherited) that an element's
+    background between it and the root of its stacking context covers (the page's <body> and
+    <html> paint the canvas, under it)."""
+    if not placed.sinks:
+        return bool(stack) and stack[-1][6]
+    for element in reversed(stack[-_MAX_COVER_DEPTH:]):
+        if element[0] in ("html", "body") or element[5].stacks:
+            # The root of the stacking context paints its background under the sunk box.
+            return False
+        if _opaque(element):
+            return True
+    return False
+
+
+class _Covers:
+    """The boxes open at the place read that a browser paints over words (``Placement``: lifted
+    over the words before it, or floating over any) with a background of their own, and whether
+    each holds words: one that holds none is there to cover; a card that holds its own text
+    overlaps a header's padding as often as not, which only drawing tells."""
+
+    def __init__(self):
+        self.open: list[list] = []  # [depth, words before it, floating, words in it]
+        self.words = False
+        self.floating_without_words = False
+
+    def opened(self, depth: int, element) -> None:
+        placed = element[5]
+        if (placed.lifted or placed.floating) and _opaque(element):
+            self.open.append([depth, self.words, placed.floating, False])
+
+    def text(self) -> bool:
+        """Words were read: whether a box found before covers them."""
+        self.words = True
+        if self.open:
+            # The boxes around it are told when it closes.
+            self.open[-1][3] = True
+        return self.floating_without_words
+
+    def closed(self, depth: int) -> bool:
+        """The stack is ``depth`` deep: whether a box closed covers words."""
+        while self.open and self.open[-1][0] > depth:
+            _, words_before, floating, words_in = self.open.pop()
+            if words_in:
+                if self.open:
+                    self.open[-1][3] = True
+                continue
+            if floating:
+                self.floating_without_words = True
+                if self.words:
+                    return True
+            elif words_before:
+                return True
+        return False
+
+
 def _close(stack: list, names, boundaries) -> None:
     for index in range(len(stack) - 1, -1, -1):
         if stack[index][0] in names:
@@ -446,7 +535,9 @@ def same_colour_text(body: str, tokens: Tokens | None = None) -> bool:
     body's own attributes tell it (the module's docstring); ``tokens``: the body's, as another
     reading split it, or split here."""
     lowered = body.lower()
-    if not body or not (_COLOUR_FILTER.search(lowered) or _may_match(lowered)):
+    if not body or not (
+        _COLOUR_FILTER.search(lowered) or _MAY_COVER.search(lowered) or _may_match(lowered)
+    ):
         return False
     rules = _COMMENT.sub(" ", " ".join(_STYLE_ELEMENT.findall(body)).lower())
     by_rules = (
@@ -456,9 +547,14 @@ def same_colour_text(body: str, tokens: Tokens | None = None) -> bool:
         bool(_COLOUR_FILTER.search(rules)),
     )
     stack: list = []
+    covers = _Covers()
     position = 0
     for token in tokens or Tokens(body):
-        if stack and has_words(body[position : token.start]) and _unseen(stack, by_rules):
+        if (
+            stack
+            and has_words(body[position : token.start])
+            and (_unseen(stack, by_rules) or stack[-1][6] or covers.text())
+        ):
             return True
         position = token.end
         if token.kind == END_TAG:
@@ -471,6 +567,8 @@ def same_colour_text(body: str, tokens: Tokens | None = None) -> bool:
                 else (_TABLE | {"svg", "math"} - {name})
             )
             _close(stack, (name,), boundaries)
+            if covers.closed(len(stack)):
+                return True
         elif token.kind == START_TAG:
             found_tag = token.tag
             name = found_tag.name
@@ -483,5 +581,15 @@ def same_colour_text(body: str, tokens: Tokens | None = None) -> bool:
                 and name not in _VOID
                 and not (body.startswith("/>", found_tag.end - 2) and name not in _HTML_CONTAINERS)
             ):
-                stack.append((name, *_own(found_tag, body)))
-    return bool(stack) and has_words(body[position:]) and _unseen(stack, by_rules)
+                own = _own(found_tag, body)
+                stack.append((name, *own, _sunk(stack, own[4])))
+                covers.opened(len(stack), stack[-1])
+            if covers.closed(len(stack)):
+                return True
+    if (
+        stack
+        and has_words(body[position:])
+        and (_unseen(stack, by_rules) or stack[-1][6] or covers.text())
+    ):
+        return True
+    return covers.closed(0)

@@ -462,7 +462,8 @@ def _hides_or_adds_text(body: str, text: str) -> bool:
     - an element a browser does not draw, or draws in place of what it holds
       (``html_hidden.HIDDEN_BY_DEFAULT``, ``HIDDEN_CONTENT``), that holds words; one that
       reading did not reach as a tag (``_UNDRAWN_ELEMENT_ANYWHERE``) warns, as a style does;
-    - words in the colour behind them (``html_colours.same_colour_text``)."""
+    - words in the colour behind them, or under a box or a background a browser paints over
+      them (``html_colours.same_colour_text``, ``html_cover``)."""
     if _HIDING_MARKUP.search(text) or _FRAME_DOCUMENT.search(text):
         return True
     if any(html_words(title) for svg in _SVG.findall(text) for title in _SVG_TITLE.findall(svg)):

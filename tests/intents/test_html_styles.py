@@ -699,3 +699,50 @@ def test_a_source_that_draws_nothing_of_its_own_is_not_hidden_text(html):
 )
 def test_a_source_that_gives_a_hidden_element_its_picture_still_warns(html):
     assert "hidden_text" in reader_looks(html)
+
+
+# A wordless box that a browser paints over words before it (CSS 2.1 Appendix E: a positioned
+# or inline-block box after the text of blocks), pulled up over them with a background, or a
+# positioned box with a background, and words of a negative z-index under an element's
+# background: the frame shows the reviewer the box, a client that drops the styles the words.
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<p>Pay to IBAN XX00 1234</p><div style='position:relative;margin-top:-60px;"
+        "height:60px;background:#fff'></div>",
+        "<p>Pay to XX00</p><div style='display:inline-block;width:100%;margin-top:-3em;"
+        "height:3em;background-color:#ffffff'>&nbsp;</div>",
+        "<p>Pay to XX00</p><div style='position:relative;top:-40px;padding:20px;"
+        "background:white'></div>",
+        "<div style='position:relative'><p>Pay to XX00</p><div style='position:absolute;top:0;"
+        "bottom:0;left:0;right:0;background:#fff'></div></div>",
+        "<div style='background:#fff'><p style='position:relative;z-index:-1'>Pay to XX00</p>"
+        "</div>",
+        "<table><tr><td bgcolor='#ffffff'><span style='position:relative;z-index:-2'>Pay</span>"
+        "</td></tr></table>",
+    ],
+)
+def test_words_a_box_covers_are_hidden_text(html):
+    assert "hidden_text" in reader_looks(html)
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<p>Hello</p><div style='position:relative;margin-top:-4px;height:10px;"
+        "background:#fff'></div>",
+        # A block's background is painted before the text of the blocks before it.
+        "<p>Hello</p><div style='margin-top:-100px;height:100px;background:#fff'></div>",
+        # An overlapping card holds words of its own: what it covers is a header's padding.
+        "<div style='background:#06c;color:#fff;padding:20px 20px 120px'>Spring news</div>"
+        "<div style='position:relative;margin:-80px 20px 0;background:#fff;padding:20px'>"
+        "<p>Hello</p></div>",
+        "<div style='position:relative;z-index:-1'><p>Hello</p></div>",
+        "<body style='background:#fff'><p style='position:relative;z-index:-1'>Hello</p></body>",
+        "<div style='background:#fff;position:relative;z-index:0'><p style='position:relative;"
+        "z-index:-1'>Hello</p></div>",
+        "<p>Hello</p><div style='position:relative;margin-top:-60px;height:60px'></div>",
+    ],
+)
+def test_a_box_that_covers_no_words_is_not_hidden_text(html):
+    assert reader_looks(html) == []
