@@ -358,40 +358,49 @@ def _style_colours(written: str) -> tuple[tuple[int, Colour | str | None], ...]:
     return tuple(found)
 
 
-def _inherited(stack: list, index: int, by_rules: bool, default):
-    """The value of the property ``index`` of the innermost element that sets it; None where it
-    is not known (a rule may set it on an element between)."""
-    for element in reversed(stack):
-        value = element[index]
-        if value == _UNKNOWN:
-            return None
-        if value is not None:
-            return value
-        if by_rules:
-            return None
-    return default
+def _inherited(value, parent, by_rules: bool):
+    """An element's value of a property that inherits, from its own (``value``) and its
+    parent's (``parent``); None where it is not known (a rule may set it on an element
+    between)."""
+    if value == _UNKNOWN:
+        return None
+    if value is not None:
+        return value
+    return None if by_rules else parent
 
 
-def _behind(stack: list, by_rules: bool) -> Colour | None:
-    """The colour behind the innermost element's text: its backgrounds composed down to the
-    page's white."""
-    layers = []
-    for element in reversed(stack):
-        value = element[3]
-        if value == _UNKNOWN or (value is None and by_rules):
-            return None
-        if value is not None and value[3] > 0:
-            layers.append(value)
-            if value[3] >= 1:
-                break
-    else:
-        if by_rules:
-            return None
-        layers.append(_WHITE)
-    colour_behind = layers.pop()
-    for layer in reversed(layers):
-        colour_behind = _over(layer, colour_behind)
-    return colour_behind
+def _behind(value, parent: Colour | None, by_rules: bool) -> Colour | None:
+    """The colour behind an element's text, from its own background (``value``) and the colour
+    behind its parent's (``parent``): its backgrounds composed down to the page's white."""
+    if value == _UNKNOWN or (value is None and by_rules):
+        return None
+    if value is None or value[3] <= 0:
+        return parent
+    if value[3] >= 1:
+        return value
+    return None if parent is None else _over(value, parent)
+
+
+# How an element's text is drawn, computed when it is opened from its own values and its
+# parent's, so that reading a text does not walk the elements around it: a body of thousands
+# of open elements is read in linear time. (fill, colour, colour behind, whether a filter
+# turns it grey); under the first, the page's own, or unknown where a rule may set it.
+def _computed(own: tuple, parent: tuple | None, rules: tuple[bool, bool, bool, bool]) -> tuple:
+    by_fill, by_colour, by_background, _grey_by_rules = rules
+    if parent is None:
+        parent = (
+            None if by_fill else "none",
+            None if by_colour else _BLACK,
+            None if by_background else _WHITE,
+            False,
+        )
+    fill, text, back, grey = own[:4]
+    return (
+        _inherited(fill, parent[0], by_fill),
+        _inherited(text, parent[1], by_colour),
+        _behind(back, parent[2], by_background),
+        grey or parent[3],
+    )
 
 
 def _over(top: Colour, bottom: Colour) -> Colour:
@@ -404,17 +413,13 @@ def _lightness(colour_drawn: Colour) -> float:
 
 
 def _unseen(stack: list, rules: tuple[bool, bool, bool, bool]) -> bool:
-    by_fill, by_colour, by_background, grey_by_rules = rules
-    back = _behind(stack, by_background)
-    text = _inherited(stack, 1, by_fill, "none")
-    if text == "none":
-        text = _inherited(stack, 2, by_colour, _BLACK)
+    fill, text, back, greyed = stack[-1][7]
+    if fill != "none":
+        text = fill
     if back is None or text is None:
         return False
     drawn = _over(text, back)
-    if (grey_by_rules or any(element[4] for element in stack)) and abs(
-        _lightness(drawn) - _lightness(back)
-    ) <= _SAME:
+    if (rules[3] or greyed) and abs(_lightness(drawn) - _lightness(back)) <= _SAME:
         return True
     return max(abs(d - b) for d, b in zip(drawn[:3], back[:3], strict=True)) <= _SAME
 
@@ -489,8 +494,13 @@ class _Covers:
         return False
 
 
+# How far down the open elements an end tag, or a start tag that ends one, looks for it: one
+# further down is taken as still open (a body of thousands of them is read in linear time).
+_MAX_STEPS = 64
+
+
 def _close(stack: list, names, boundaries) -> None:
-    for index in range(len(stack) - 1, -1, -1):
+    for index in range(len(stack) - 1, max(len(stack) - 1 - _MAX_STEPS, -1), -1):
         if stack[index][0] in names:
             del stack[index:]
             return
@@ -582,7 +592,8 @@ def same_colour_text(body: str, tokens: Tokens | None = None) -> bool:
                 and not (body.startswith("/>", found_tag.end - 2) and name not in _HTML_CONTAINERS)
             ):
                 own = _own(found_tag, body)
-                stack.append((name, *own, _sunk(stack, own[4])))
+                seen = _computed(own, stack[-1][7] if stack else None, by_rules)
+                stack.append((name, *own, _sunk(stack, own[4]), seen))
                 covers.opened(len(stack), stack[-1])
             if covers.closed(len(stack)):
                 return True

@@ -89,6 +89,9 @@ BODIES = {
     "(a) newsletter, wordless spacer": _newsletter(),
     "(b) plain support reply": _SUPPORT_REPLY,
     "(c) newsletter, words hidden at the end": _newsletter(_HIDDEN_WORDS),
+    # Thousands of elements left open: each text and start tag once walked all of them.
+    "(d) 20,000 unclosed <div>s": "<div style='background:#000;color:#fff'>x</div>"
+    + "<div>a" * 20_000,
 }
 
 
