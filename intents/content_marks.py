@@ -38,6 +38,8 @@ _RULE_MODULES = (
     "common.addresses",
     "common.text",
     "intents.content_marks",
+    "intents.css_colours",
+    "intents.css_hiding",
     "intents.css_values",
     "intents.html_colours",
     "intents.html_cover",
