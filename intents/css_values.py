@@ -26,6 +26,11 @@ class _Unreadable(Exception):
     pass
 
 
+class _TooDeep(Exception):
+    """Nested past ``_MAX_DEPTH``: Chromium computes math functions nested to 100 deep, and no
+    template nests them past a few, so such a value is taken as the least it could be."""
+
+
 class _Expression:
     """A recursive descent over a math function's tokens, each value an interval in pixels
     (a unitless number as itself): a percentage or a viewport or container unit is anywhere
@@ -97,7 +102,9 @@ class _Expression:
 
     def _nested(self, function: str) -> tuple[float, float]:
         self.depth += 1
-        if self.depth > _MAX_DEPTH or function not in ("(", "calc", "min", "max", "clamp"):
+        if self.depth > _MAX_DEPTH:
+            raise _TooDeep
+        if function not in ("(", "calc", "min", "max", "clamp"):
             raise _Unreadable
         arguments = [self.sum()]
         while self._take(","):
@@ -127,11 +134,13 @@ def _times(a: float, b: float) -> float:
 def length_at_most(text: str, start: int = 0) -> float:
     """The most, in pixels, that the math function (``calc(``, ``min(``, ``max(``, ``clamp(``)
     at ``start`` of ``text`` can compute to, whatever the box, the window and the font (at 16 px)
-    are; infinity where it cannot be read. A length a property cannot take below 0 (a height, a
-    width) is 0 where this is negative."""
+    are; infinity where it cannot be read, 0 where it is nested too deep to read (``_TooDeep``).
+    A length a property cannot take below 0 (a height, a width) is 0 where this is negative."""
     expression = _Expression(text, start)
     try:
         most = expression.sum()[1]
+    except _TooDeep:
+        return 0.0
     except (_Unreadable, RecursionError):
         return math.inf
     return math.inf if math.isnan(most) else most
