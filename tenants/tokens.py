@@ -276,26 +276,59 @@ FOR SHARE OF t FOR KEY SHARE OF tenant
 # Asked once the locks are held: the locking statement's own clock (statement_timestamp) is from
 # before its wait, so a token that expired while the write waited was taken for live.
 _NOT_YET = "SELECT %s > clock_timestamp()"
+# The expiry and the mailbox restriction, asked once the locks are held, in one statement of its
+# own: the locking statement reads the token's row as it is once its wait ends, but every other
+# table (the restriction's rows) as of before the wait, so a restriction whose commit it waited
+# for was taken as it had been. The token's primary key and the restriction's unique (token,
+# mailbox) index: one indexed statement.
+_AFTER_LOCK = """
+SELECT %s::timestamptz IS NULL OR %s::timestamptz > clock_timestamp(),
+       t.all_mailboxes OR EXISTS (
+           SELECT 1 FROM {through} m WHERE m.{token_column} = t.id AND m.{mailbox_column} = %s
+       )
+FROM {token} t
+WHERE t.id = %s
+"""
 
 
 class TokenStanding(NamedTuple):
     live: bool  # neither revoked nor expired (the database's clock, once the locks are held)
     tenant_active: bool
+    # Whether its restriction (read once the locks are held) reaches the mailbox asked about;
+    # None when none was.
+    reaches: bool | None = None
 
 
-def token_standing(token_id: int) -> TokenStanding:
+def _after_lock_sql() -> str:
+    field = AgentToken._meta.get_field("mailboxes")
+    quote = connection.ops.quote_name
+    return _AFTER_LOCK.format(
+        through=quote(AgentToken.mailboxes.through._meta.db_table),
+        token_column=quote(field.m2m_column_name()),
+        mailbox_column=quote(field.m2m_reverse_name()),
+        token=quote(AgentToken._meta.db_table),
+    )
+
+
+def token_standing(token_id: int, *, mailbox_id: int | None = None) -> TokenStanding:
     """Whether the token is live and its tenant active, read again, locked, in the caller's
-    transaction, which must be the one that writes.
+    transaction, which must be the one that writes; with ``mailbox_id``, also whether the
+    token's mailbox restriction reaches that mailbox.
 
-    A request is authenticated once, at its start; a revocation or a suspension committed while
-    it runs must still stop its write. The token's row FOR SHARE: a revocation already running
-    is waited for and then seen, one that starts later waits for the caller's commit (its UPDATE
-    needs the row), and a token's concurrent requests do not queue behind each other as they
-    would with FOR UPDATE. The tenant's row FOR KEY SHARE, which a suspension's FOR UPDATE
-    (``tenants.onboarding``) waits for and which waits for it in turn: the suspension and the
-    write are ordered. KEY SHARE is the lock the write's own rows (a foreign key to the tenant)
-    take anyway, so it adds no wait a write did not already have; FOR SHARE would also queue
-    behind every sweep that locks tenants FOR NO KEY UPDATE and then their drafts."""
+    A request is authenticated once, at its start; a revocation, a suspension or a restriction
+    committed while it runs must still stop its write. The token's row FOR SHARE: a revocation
+    (or a restriction, which must update or lock the row to be ordered with the writes it
+    narrows) already running is waited for and then seen, one
+    that starts later waits for the caller's commit (its UPDATE needs the row), and a token's
+    concurrent requests do not queue behind each other as they would with FOR UPDATE. The
+    tenant's row FOR KEY SHARE, which a suspension's FOR UPDATE (``tenants.onboarding``) waits
+    for and which waits for it in turn: the suspension and the write are ordered. KEY SHARE is
+    the lock the write's own rows (a foreign key to the tenant) take anyway, so it adds no wait a
+    write did not already have; FOR SHARE would also queue behind every sweep that locks
+    tenants FOR NO KEY UPDATE and then their drafts.
+
+    Statements: the locking one, and, once it holds the locks, one more for an expiring token
+    or when ``mailbox_id`` is given (both asked in that one)."""
     if not connection.in_atomic_block:
         raise RuntimeError("token_standing must run inside the writing transaction")
     sql = _STANDING.format(
@@ -306,26 +339,18 @@ def token_standing(token_id: int) -> TokenStanding:
         cursor.execute(sql, [Tenant.Status.ACTIVE, token_id])
         row = cursor.fetchone()
         if row is None:
-            return TokenStanding(live=False, tenant_active=False)
+            return TokenStanding(live=False, tenant_active=False, reaches=False)
         not_revoked, expires_at, tenant_active = row
         live = bool(not_revoked)
-        if live and expires_at is not None:
+        reaches = None
+        if mailbox_id is not None:
+            cursor.execute(_after_lock_sql(), [expires_at, expires_at, mailbox_id, token_id])
+            not_expired, reaches = cursor.fetchone()
+            live = live and bool(not_expired)
+        elif live and expires_at is not None:
             cursor.execute(_NOT_YET, [expires_at])
             live = bool(cursor.fetchone()[0])
-    return TokenStanding(live=live, tenant_active=bool(tenant_active))
-
-
-def token_mailbox_scope(token_id: int) -> set[int] | None:
-    """``AgentToken.mailbox_scope`` read again in the caller's writing transaction, after
-    ``token_standing`` locked the token's row: the token a request authenticated is an object
-    of its start, whose ``all_mailboxes`` a restriction committed since no longer holds. None:
-    every mailbox of the tenant (or no such token: ``token_standing`` refuses it)."""
-    if not connection.in_atomic_block:
-        raise RuntimeError("token_mailbox_scope must run inside the writing transaction")
-    token = AgentToken.objects.filter(pk=token_id).only("pk", "all_mailboxes").first()
-    if token is None or token.all_mailboxes:
-        return None
-    return set(token.mailboxes.values_list("pk", flat=True))
+    return TokenStanding(live=live, tenant_active=bool(tenant_active), reaches=reaches)
 
 
 def token_status(token: AgentToken) -> str:

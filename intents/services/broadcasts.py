@@ -35,7 +35,6 @@ from intents.services.common import (
     require_active_mailbox,
     require_decider,
     require_standing,
-    require_token_reaches,
     tenant_mailbox,
 )
 from intents.services.content import MAX_BODY, MAX_SUBJECT
@@ -319,11 +318,11 @@ def broadcast_create(
     name = _clean_name(name)
     cleaned = _clean_rows(recipients, recipients_csv, template, mailbox)
     with transaction.atomic():
-        require_standing(tenant, agent_token)
-        require_token_reaches(
+        require_standing(
+            tenant,
             agent_token,
-            mailbox.pk,
-            errors.NotFound("mailbox_not_found", _("No such mailbox."), field="mailbox"),
+            mailbox_id=mailbox.pk,
+            missing=errors.NotFound("mailbox_not_found", _("No such mailbox."), field="mailbox"),
         )
         require_active_mailbox(mailbox)
         broadcast = Broadcast.objects.create(
@@ -369,9 +368,11 @@ def broadcast_replace_recipients(
     tenant = active_tenant(tenant)
     with transaction.atomic():
         broadcast = lock_broadcast(tenant, broadcast_id)
-        require_standing(tenant, agent_token)
-        require_token_reaches(
-            agent_token, broadcast.mailbox_id, errors.NotFound("not_found", _("No such broadcast."))
+        require_standing(
+            tenant,
+            agent_token,
+            mailbox_id=broadcast.mailbox_id,
+            missing=errors.NotFound("not_found", _("No such broadcast.")),
         )
         require_broadcast_state(broadcast, {State.PENDING_REVIEW})
         if agent_token is not None and broadcast.created_by_id is not None:

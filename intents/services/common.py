@@ -15,7 +15,7 @@ from intents.policy import active_membership, can_approve
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
 from tenants.templatetags.zones import zoned
-from tenants.tokens import token_mailbox_scope, token_standing
+from tenants.tokens import token_standing
 
 log = logging.getLogger("intents.services")
 
@@ -45,47 +45,46 @@ def active_tenant(tenant) -> Tenant:
     return current
 
 
-def require_live_token(agent_token) -> None:
+def require_live_token(
+    agent_token, *, mailbox_id: int | None, missing: errors.NotFound | None
+) -> None:
     """Refuse an agent's write when its token was revoked or expired (401 ``token_revoked``) or
     its tenant suspended (403 ``tenant_inactive``) since the request was authenticated or the
-    tenant was read. Every agent write calls it inside its transaction, before writing; from
-    then on a revocation or a suspension waits for the write (``tenants.tokens.token_standing``).
-    None: a person acts."""
+    tenant was read, and, given ``mailbox_id``, when the token's mailbox restriction no longer
+    reaches that mailbox (``missing``: the 404 a missing row gets, so a restricted token learns
+    nothing of others). Every agent write calls it inside its transaction, with the row it
+    writes locked, before writing and before judging that row's state; from then on a
+    revocation or a suspension waits for the write (``tenants.tokens.token_standing``). The
+    request's token object is of its start: its ``all_mailboxes`` held after a restriction
+    committed since. None: a person acts."""
     if agent_token is None:
         return
-    standing = token_standing(agent_token.pk)
+    if mailbox_id is None or missing is None:
+        raise RuntimeError("an agent's write names the mailbox it writes to, and its 404")
+    standing = token_standing(agent_token.pk, mailbox_id=mailbox_id)
     if not standing.live:
         raise errors.TokenRevoked(message=_("This agent token has been revoked or has expired."))
     if not standing.tenant_active:
         raise errors.TenantInactive(message=_("This tenant is suspended; nothing can be changed."))
+    if not standing.reaches:
+        raise missing
 
 
-def require_standing(tenant, agent_token) -> None:
-    """``require_live_token`` for an agent's write; for a person's, the tenant read again, FOR
-    KEY SHARE, in the writing transaction: ``active_tenant`` read it before, and a suspension
-    committed while the write waited (for a draft's lock, or for the suspension's own row lock
-    at the journal row's foreign key) let a person's write into the suspended tenant, answered
-    as done. From this read on a suspension (FOR UPDATE, ``tenants.onboarding``) waits for the
-    write; KEY SHARE is the lock the write's rows take on the tenant anyway."""
+def require_standing(
+    tenant, agent_token, *, mailbox_id: int | None = None, missing: errors.NotFound | None = None
+) -> None:
+    """``require_live_token`` for an agent's write (``mailbox_id`` and ``missing``: see there);
+    for a person's, the tenant read again, FOR KEY SHARE, in the writing transaction:
+    ``active_tenant`` read it before, and a suspension committed while the write waited (for a
+    draft's lock, or for the suspension's own row lock at the journal row's foreign key) let a
+    person's write into the suspended tenant, answered as done. From this read on a suspension
+    (FOR UPDATE, ``tenants.onboarding``) waits for the write; KEY SHARE is the lock the write's
+    rows take on the tenant anyway."""
     if agent_token is not None:
-        require_live_token(agent_token)
+        require_live_token(agent_token, mailbox_id=mailbox_id, missing=missing)
         return
     if key_share(Tenant, tenant.pk, "status") != Tenant.Status.ACTIVE:
         raise errors.TenantInactive(message=_("This tenant is suspended; nothing can be changed."))
-
-
-def require_token_reaches(agent_token, mailbox_id: int, refusal: errors.NotFound) -> None:
-    """Refuse an agent's write to a mailbox outside its token's restriction as read now, in the
-    writing transaction after ``require_standing`` (call it after that, with the row written
-    locked): the API checked the restriction before the service ran, and an admin's restriction
-    committed between that check and the write let the token write where it may no longer.
-    ``refusal``: the 404 a missing row gets, so a restricted token learns nothing of others.
-    None: a person acts."""
-    if agent_token is None:
-        return
-    scope = token_mailbox_scope(agent_token.pk)
-    if scope is not None and mailbox_id not in scope:
-        raise refusal
 
 
 def require_active_mailbox(mailbox, *, field: str | None = None) -> None:

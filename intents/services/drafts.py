@@ -43,15 +43,21 @@ from intents.services.deadlines import deadline_times
 log = logging.getLogger("intents.services")
 
 
-def _check_agent_token(tenant, agent_token, mailbox) -> None:
-    """The token's tenant and mailbox restriction; whether it is still live is read again in the
-    writing transaction (``require_standing``)."""
+def _check_agent_token(tenant, agent_token) -> None:
+    """The token's tenant. Whether it is still live and reaches the mailbox is read in the
+    writing transaction (``require_standing``): this token object is of the request's start."""
     if agent_token.tenant_id != tenant.pk:
         raise errors.NoRight(message="This agent token does not belong to the tenant.")
-    scope = agent_token.mailbox_scope()
-    if scope is not None and mailbox.pk not in scope:
-        # The same answer as a missing mailbox: a restricted token learns nothing about others.
-        raise errors.NotFound("mailbox_not_found", "No such mailbox.", field="mailbox")
+
+
+# The API's 404s (``agent_api.queries``) for a token whose restriction no longer reaches the
+# mailbox: the live request's answer, and a restricted token learns nothing of others.
+def _no_mailbox() -> errors.NotFound:
+    return errors.NotFound("mailbox_not_found", "No such mailbox.", field="mailbox")
+
+
+def no_draft() -> errors.NotFound:
+    return errors.NotFound("not_found", "No such draft.")
 
 
 def _require_active(mailbox) -> None:
@@ -66,7 +72,7 @@ def draft_author(tenant, mailbox, agent_token, actor_user) -> tuple[dict, dict]:
     if (agent_token is None) == (actor_user is None):
         raise errors.InvalidInput("actor_required", "Exactly one of agent or person must act.")
     if agent_token is not None:
-        _check_agent_token(tenant, agent_token, mailbox)
+        _check_agent_token(tenant, agent_token)
         return (
             {"author_kind": DraftVersion.Author.AGENT, "author_token": agent_token},
             {"actor_kind": IntentEvent.Actor.AGENT, "actor_token": agent_token},
@@ -125,7 +131,7 @@ def draft_create(
     _check_priority(priority)
     _check_not_after(not_after)
     with transaction.atomic():
-        require_standing(tenant, agent_token)
+        require_standing(tenant, agent_token, mailbox_id=mailbox.pk, missing=_no_mailbox())
         now = db_now()
         sla_due_at, sla_warn_at = deadline_times(tenant, mailbox, customer_at or now)
         assignee = auto_assignee(mailbox)
@@ -364,7 +370,7 @@ def draft_add_version(
         # added now could never be approved, and its author would be told it is in review.
         require_nothing_sent(draft)
         author_fields, actor_fields = draft_author(tenant, draft.mailbox, agent_token, actor_user)
-        require_standing(tenant, agent_token)
+        require_standing(tenant, agent_token, mailbox_id=draft.mailbox_id, missing=no_draft())
         fields = {"to": to, "cc": cc, "bcc": bcc, "subject": subject, "text": text, "html": html}
         try:
             _require_current_base(draft, base_version)

@@ -24,7 +24,7 @@ from intents.services.common import (
     require_standing,
     stale_refusal,
 )
-from intents.services.drafts import draft_author
+from intents.services.drafts import draft_author, no_draft
 
 log = logging.getLogger("intents.services")
 
@@ -102,7 +102,7 @@ def draft_withdraw(*, tenant, draft_id, agent_token=None, actor_user=None) -> Dr
         draft = lock_draft(tenant, draft_id)
         require_pending(draft)
         _fields, actor_fields = draft_author(tenant, draft.mailbox, agent_token, actor_user)
-        require_standing(tenant, agent_token)
+        require_standing(tenant, agent_token, mailbox_id=draft.mailbox_id, missing=no_draft())
         Draft.objects.filter(pk=draft.pk).update(
             status=Draft.Status.WITHDRAWN, decided_at=Now(), updated_at=Now(), **UNHELD
         )
