@@ -365,12 +365,14 @@ def draft_add_version(
         )
     with transaction.atomic():
         draft = lock_draft(tenant, draft_id)
+        # Before the draft's state: a token revoked, or narrowed away from the draft's mailbox,
+        # gets the API's answer to it, not the decision on a draft it may no longer read.
+        require_standing(tenant, agent_token, mailbox_id=draft.mailbox_id, missing=no_draft())
         require_pending(draft)
         # Pending again after a reopen, yet its earlier send was then proven sent: a version
         # added now could never be approved, and its author would be told it is in review.
         require_nothing_sent(draft)
         author_fields, actor_fields = draft_author(tenant, draft.mailbox, agent_token, actor_user)
-        require_standing(tenant, agent_token, mailbox_id=draft.mailbox_id, missing=no_draft())
         fields = {"to": to, "cc": cc, "bcc": bcc, "subject": subject, "text": text, "html": html}
         try:
             _require_current_base(draft, base_version)

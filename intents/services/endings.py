@@ -100,9 +100,10 @@ def draft_withdraw(*, tenant, draft_id, agent_token=None, actor_user=None) -> Dr
     tenant = active_tenant(tenant)
     with transaction.atomic():
         draft = lock_draft(tenant, draft_id)
+        # Before the draft's state, as ``draft_add_version`` does.
+        require_standing(tenant, agent_token, mailbox_id=draft.mailbox_id, missing=no_draft())
         require_pending(draft)
         _fields, actor_fields = draft_author(tenant, draft.mailbox, agent_token, actor_user)
-        require_standing(tenant, agent_token, mailbox_id=draft.mailbox_id, missing=no_draft())
         Draft.objects.filter(pk=draft.pk).update(
             status=Draft.Status.WITHDRAWN, decided_at=Now(), updated_at=Now(), **UNHELD
         )

@@ -17,7 +17,7 @@ from intents import errors, services
 from intents.attachments import Upload
 from intents.models import Draft, DraftVersion, IntentEvent
 from tenants.models import AgentToken
-from tenants.tokens import token_authenticate
+from tenants.tokens import token_authenticate, token_revoke
 from tests.agent_api.conftest import draft_body
 from tests.agent_api.test_probe_replay_scope import narrow
 from tests.intents.helpers import blocked_on_a_lock, in_thread
@@ -97,6 +97,40 @@ def test_the_draft_services_refuse_a_draft_outside_the_tokens_scope_as_the_api_d
     ]
     assert DraftVersion.objects.count() == 1
     assert list(IntentEvent.objects.values_list("action", flat=True)) == ["draft.created"]
+
+
+def test_a_decided_draft_in_a_lost_mailbox_is_404_not_its_decision(
+    make_token, tenant_a, mailbox_a, mailbox_a2
+):
+    """The draft's state was checked before the token: a token that lost the mailbox was told
+    the draft was withdrawn, and when, where the API answers a missing draft."""
+    raw = make_token(tenant_a)
+    token = _token(raw)
+    draft = _draft(tenant_a, mailbox_a, token)
+    _withdraw(tenant_a, draft, token)()
+    narrow(raw, mailboxes=[mailbox_a2])
+
+    revised = _refusal(_revise(tenant_a, draft, token))
+    withdrawn = _refusal(_withdraw(tenant_a, draft, token))
+
+    assert [_code(r) for r in (revised, withdrawn)] == [(404, "not_found", None)] * 2
+
+
+def test_a_token_revoked_during_its_request_is_401_before_the_drafts_state(
+    make_token, member_of, tenant_a, mailbox_a
+):
+    """Revoked after the request was authenticated: the token's refusal, as the API gives it to
+    a revoked token, not the decision on a draft it may no longer read."""
+    raw = make_token(tenant_a)
+    token = _token(raw)
+    draft = _draft(tenant_a, mailbox_a, token)
+    _withdraw(tenant_a, draft, token)()
+    token_revoke(tenant=tenant_a, token_id=token.pk, actor=member_of(tenant_a, "admin").user)
+
+    revised = _refusal(_revise(tenant_a, draft, token))
+    withdrawn = _refusal(_withdraw(tenant_a, draft, token))
+
+    assert [_code(r) for r in (revised, withdrawn)] == [(401, "token_revoked", None)] * 2
 
 
 def _post(path: str, raw: str, body: dict | None, key: str | None = None):
