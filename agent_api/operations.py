@@ -38,6 +38,7 @@ from intents.selectors.broadcasts import broadcast_get, broadcast_progress, broa
 from intents.services.attachments import forwarded_uploads
 from intents.services.broadcasts import broadcast_create, broadcast_replace_recipients
 from tenants.models import AgentToken
+from tenants.tokens import token_reread_scope
 
 
 def draft_json(draft_id: int) -> bytes:
@@ -103,12 +104,16 @@ def forwarded_for_revision(token: AgentToken, draft_id: int, payload: VersionIn)
 
 def reach_mailbox(token: AgentToken, ref: int | str) -> None:
     """The live create's refusal (404 ``mailbox_not_found``) if the token may no longer use the
-    mailbox ``ref`` names: asked before a stored answer is replayed (``idempotency``)."""
+    mailbox ``ref`` names: asked before a stored answer is replayed (``idempotency``), with the
+    restriction as it is now (``token_reread_scope``): the replay may have waited for its key's
+    row while the first request completed, and a restriction committed meanwhile."""
+    token_reread_scope(token)
     queries.mailbox_resolve(token, ref)
 
 
 def reach_draft(token: AgentToken, draft_id: int) -> None:
     """``reach_mailbox`` for a request naming a draft (404 ``not_found``)."""
+    token_reread_scope(token)
     queries.draft_in_scope(token, draft_id)
 
 
@@ -223,6 +228,7 @@ def broadcast_in_scope(token: AgentToken, broadcast_id):
 
 def reach_broadcast(token: AgentToken, broadcast_id: int) -> None:
     """``reach_mailbox`` for a request naming a broadcast."""
+    token_reread_scope(token)
     broadcast_in_scope(token, broadcast_id)
 
 

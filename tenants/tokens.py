@@ -353,6 +353,13 @@ def token_standing(token_id: int, *, mailbox_id: int | None = None) -> TokenStan
     return TokenStanding(live=live, tenant_active=bool(tenant_active), reaches=reaches)
 
 
+def token_reread_scope(token: AgentToken) -> None:
+    """``token.all_mailboxes`` read again, for a check made long after the request's start (a
+    replay that waited for its key): the object's is from the authentication, and
+    ``mailbox_scope`` reads the restriction's rows afresh but trusts that flag."""
+    token.refresh_from_db(fields=["all_mailboxes"])
+
+
 def token_status(token: AgentToken) -> str:
     if token.revoked_at is not None:
         return "revoked"

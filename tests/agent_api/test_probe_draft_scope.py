@@ -15,7 +15,7 @@ from django.test import Client
 
 from intents import errors, services
 from intents.attachments import Upload
-from intents.models import Draft, DraftVersion, IntentEvent
+from intents.models import ApiIdempotencyKey, Draft, DraftVersion, IntentEvent
 from tenants.models import AgentToken
 from tenants.tokens import token_authenticate, token_revoke
 from tests.agent_api.conftest import draft_body
@@ -193,3 +193,28 @@ def test_a_restriction_whose_commit_a_create_waited_for_at_the_token_refuses_it(
     assert outcome[0].status_code == 404, outcome[0].content
     assert outcome[0].json()["code"] == "mailbox_not_found"
     assert not Draft.objects.exists()
+
+
+def test_a_restriction_committed_while_a_replay_waits_for_its_key_refuses_the_replay(
+    make_token, tenant_a, mailbox_a, mailbox_a2
+):
+    """The replay was authenticated with the token of its start (every mailbox), then waited
+    for its key's row (the first request completing); the restriction committed meanwhile, and
+    the stored answer is a draft of a mailbox the token lost."""
+    raw = make_token(tenant_a)
+    first = _post("/drafts", raw, draft_body(mailbox_a), key="d-1")()
+    assert first.status_code == 201, first.content
+    outcome: list = []
+
+    with transaction.atomic():
+        ApiIdempotencyKey.objects.select_for_update().filter(key="d-1").values_list("pk").first()
+        replay = in_thread(_post("/drafts", raw, draft_body(mailbox_a), key="d-1"), outcome)
+        assert blocked_on_a_lock(), "the replay never reached its key's row"
+        restricted: list = []
+        in_thread(lambda: narrow(raw, mailboxes=[mailbox_a2]), restricted).join(30)
+        assert restricted == [None], restricted
+    replay.join(30)
+
+    assert outcome[0].status_code == 404, outcome[0].content
+    assert outcome[0].json()["code"] == "mailbox_not_found"
+    assert "Idempotent-Replayed" not in outcome[0]
