@@ -237,7 +237,12 @@ def background(value: str) -> Colour | str | None:
 
 def over(top: Colour, bottom: Colour) -> Colour:
     a = top[3]
-    return (*(a * t + (1 - a) * b for t, b in zip(top[:3], bottom[:3], strict=True)), 1.0)
+    return (
+        a * top[0] + (1 - a) * bottom[0],
+        a * top[1] + (1 - a) * bottom[1],
+        a * top[2] + (1 - a) * bottom[2],
+        1.0,
+    )
 
 
 def lightness(colour_drawn: Colour) -> float:

@@ -88,7 +88,9 @@ def _own(found_tag, body: str) -> tuple:
     """The element's own (fill, colour, background): a colour, ``_UNKNOWN``, or None (not set);
     whether its style filters colours (``_COLOUR_FILTER``); how it is painted against the words
     around it (``html_cover.placement``, of its first style attribute, the one a browser keeps)."""
-    fill = text = back = None
+    fill: Colour | str | None = None
+    text: Colour | str | None = None
+    back: Colour | str | None = None
     styles = [body[a.start : a.end] for a in found_tag.attributes if a.name == "style"]
     heights = [body[a.start : a.end] for a in found_tag.attributes if a.name == "height"]
     placed = _style_placement(styles[0], heights[0] if heights else None) if styles else _NOWHERE
@@ -104,13 +106,13 @@ def _own(found_tag, body: str) -> tuple:
     for attribute in found_tag.attributes:
         if attribute.name == "style":
             written = body[attribute.start : attribute.end]
-            for index, value in _style_colours(written):
+            for index, found in _style_colours(written):
                 if index == 0:
-                    fill = value
+                    fill = found
                 elif index == 1:
-                    text = value
+                    text = found
                 else:
-                    back = value
+                    back = found
             grey = grey or bool(_COLOUR_FILTER.search(html.unescape(written).lower()))
     return fill, (_UNKNOWN if text == _LINK else text), back, grey, placed
 
@@ -343,6 +345,7 @@ def same_colour_text(body: str, tokens: Tokens | None = None) -> bool:
             return True
         position = token.end
         if token.kind == END_TAG:
+            assert token.tag is not None  # a close tag's token carries its tag
             name = token.tag.name
             boundaries = (
                 ()
@@ -356,6 +359,7 @@ def same_colour_text(body: str, tokens: Tokens | None = None) -> bool:
                 return True
         elif token.kind == START_TAG:
             found_tag = token.tag
+            assert found_tag is not None  # a start tag's token carries its tag
             name = found_tag.name
             if name in _ENDS:
                 _close(stack, _ENDS[name], ("table",))

@@ -277,10 +277,12 @@ class _Reading:
             elif token.kind == BOGUS:
                 if self.open_elements and body.startswith("<!", token.start):
                     raise _HoldsWords
-            elif token.kind == END_TAG:
-                self._end_tag(token.tag.name)
-            elif token.kind == START_TAG:
-                self._start_tag(token.start, token.tag)
+            elif token.kind in (END_TAG, START_TAG):
+                assert token.tag is not None  # a start or close tag's token carries its tag
+                if token.kind == END_TAG:
+                    self._end_tag(token.tag.name)
+                else:
+                    self._start_tag(token.start, token.tag)
             elif self.open_elements:
                 raise _HoldsWords
         self._text(position, len(body))
