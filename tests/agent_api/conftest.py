@@ -10,7 +10,9 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 
+from scripts import devstack
 from tenants.tokens import token_create
+from tests.servers import free_port, server_database_url, serving
 
 ALL_SCOPES = ("drafts:write", "drafts:read")
 
@@ -20,6 +22,28 @@ def _fresh_rate_limits():
     cache.clear()
     yield
     cache.clear()
+
+
+@pytest.fixture(scope="session")
+def mcp_url(django_db_setup, django_db_blocker, tmp_path_factory):
+    """`make run`'s MCP process on a free port, on the test database. One per test process, for
+    test_mcp, test_mcp_shape and test_mcp_broadcasts: a module-scoped one started again for each
+    module, and under xdist for each worker that ran a test of that module (up to nine gunicorn
+    starts of Django, 3-6 s each on a loaded machine). The process keeps nothing a test changes:
+    its rate-limit windows, idempotency keys and sessions are rows of the test database, emptied
+    after each (transactional) test, and every test makes its own tenant and tokens."""
+    with django_db_blocker.unblock():
+        database_url = server_database_url("mcp-test")
+    addr = f"127.0.0.1:{free_port()}"
+    env = {**devstack.child_env(), "DATABASE_URL": database_url, "MCP_THREADS": "2"}
+    with serving(
+        "mcp",
+        devstack.mcp_command(addr),
+        env=env,
+        log_path=tmp_path_factory.mktemp("mcp") / "mcp.log",
+        health_url=f"http://{addr}/healthz",
+    ):
+        yield f"http://{addr}/mcp/"
 
 
 @pytest.fixture

@@ -23,33 +23,14 @@ from agent_api.idempotency import fingerprint, token_credential
 from agent_api.mcp_tools import call_tool
 from intents import services
 from intents.models import Draft, DraftVersion
-from scripts import devstack
 from tenants.models import AgentToken
 from tenants.tokens import token_revoke
 from tests.agent_api.conftest import draft_body
-from tests.servers import free_port, server_database_url, serving
 from webhooks.models import InboundMessage
 
 TOOLS = {"list_mailboxes", "create_draft", "revise_draft", "withdraw_draft", "get_draft"}
 TOOLS |= {"list_drafts", "create_broadcast", "replace_broadcast_recipients", "get_broadcast"}
 TOOLS |= {"list_broadcasts"}
-
-
-@pytest.fixture(scope="module")
-def mcp_url(django_db_setup, django_db_blocker, tmp_path_factory):
-    """`make run`'s MCP process on a free port, on the test database."""
-    with django_db_blocker.unblock():
-        database_url = server_database_url("mcp-test")
-    addr = f"127.0.0.1:{free_port()}"
-    env = {**devstack.child_env(), "DATABASE_URL": database_url, "MCP_THREADS": "2"}
-    with serving(
-        "mcp",
-        devstack.mcp_command(addr),
-        env=env,
-        log_path=tmp_path_factory.mktemp("mcp") / "mcp.log",
-        health_url=f"http://{addr}/healthz",
-    ):
-        yield f"http://{addr}/mcp/"
 
 
 def run_async(fn):

@@ -8,12 +8,12 @@ import pytest
 
 from intents.models import Broadcast
 from tests.agent_api.test_broadcasts import body
-from tests.agent_api.test_mcp import mcp_url, problem, results, session  # noqa: F401
+from tests.agent_api.test_mcp import problem, results, session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_the_broadcast_tools_publish_the_apis_schemas(mcp_url, token_a):  # noqa: F811
+def test_the_broadcast_tools_publish_the_apis_schemas(mcp_url, token_a):
     listed, _ = session(mcp_url, token_a)
 
     tools = {tool.name: tool for tool in listed.tools}
@@ -27,7 +27,7 @@ def test_the_broadcast_tools_publish_the_apis_schemas(mcp_url, token_a):  # noqa
     assert not {name for name in tools if "approve" in name or "pause" in name}
 
 
-def test_create_is_idempotent_and_reads_match_the_json_api(mcp_url, api, token_a, mailbox_a):  # noqa: F811
+def test_create_is_idempotent_and_reads_match_the_json_api(mcp_url, api, token_a, mailbox_a):
     arguments = {**body(mailbox_a), "idempotency_key": "outage-1"}
 
     first, again, derived, derived_again = results(
@@ -61,7 +61,7 @@ def test_create_is_idempotent_and_reads_match_the_json_api(mcp_url, api, token_a
 
 
 def test_bad_rows_unknown_fields_and_a_reused_key_are_refused_and_save_nothing(
-    mcp_url,  # noqa: F811
+    mcp_url,
     token_a,
     mailbox_a,
 ):
@@ -92,7 +92,7 @@ def test_bad_rows_unknown_fields_and_a_reused_key_are_refused_and_save_nothing(
 
 
 def test_replace_recipients_while_pending_then_refused_once_decided(
-    mcp_url,  # noqa: F811
+    mcp_url,
     token_a,
     mailbox_a,
     member_of,
@@ -139,7 +139,7 @@ def test_replace_recipients_while_pending_then_refused_once_decided(
 
 
 def test_another_tenant_a_restricted_token_and_a_reader_are_refused(
-    mcp_url,  # noqa: F811
+    mcp_url,
     make_token,
     tenant_a,
     mailbox_a,

@@ -11,10 +11,9 @@ import pytest
 from mcp import MCPError
 
 from tests.agent_api.conftest import draft_body
-from tests.agent_api.test_mcp import (  # noqa: F401
+from tests.agent_api.test_mcp import (
     SECRET,
     draft_count,
-    mcp_url,
     rpc,
     session,
     tool_call,
@@ -41,7 +40,7 @@ def call_with(mailbox, **params) -> dict:
 
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
 def test_a_non_finite_id_is_refused_not_taken_for_a_notification(
-    mcp_url,  # noqa: F811
+    mcp_url,
     token_a,
     mailbox_a,
     number,
@@ -62,7 +61,7 @@ def test_a_non_finite_id_is_refused_not_taken_for_a_notification(
 
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "1e400"])
 def test_a_non_finite_number_does_not_hide_a_key_given_twice(
-    mcp_url,  # noqa: F811
+    mcp_url,
     token_a,
     mailbox_a,
     number,
@@ -111,7 +110,7 @@ def test_a_non_finite_number_does_not_hide_a_key_given_twice(
     ids=["string", "null", "number", "batch-with-nan", "params-string-with-nan", "many-values"],
 )
 def test_a_body_that_is_no_message_object_is_refused_and_repeats_nothing_back(
-    mcp_url,  # noqa: F811
+    mcp_url,
     token_a,
     body,
     code,
@@ -131,7 +130,7 @@ def test_a_body_that_is_no_message_object_is_refused_and_repeats_nothing_back(
 
 
 @pytest.mark.parametrize("charset", ["latin-1", "iso-8859-1", "utf-16", "windows-1252"])
-def test_a_charset_other_than_utf8_is_415_and_runs_nothing(mcp_url, token_a, mailbox_a, charset):  # noqa: F811
+def test_a_charset_other_than_utf8_is_415_and_runs_nothing(mcp_url, token_a, mailbox_a, charset):
     """The body was read as UTF-8 whatever the header said (a Latin-1 client's 'Ã©' stored as
     'é'); the JSON API refuses another charset (415), and so does this."""
     body = tool_call("create_draft", json.dumps(draft_body(mailbox_a, text="Ã©")))
@@ -150,7 +149,7 @@ def test_a_charset_other_than_utf8_is_415_and_runs_nothing(mcp_url, token_a, mai
 
 
 @pytest.mark.parametrize("charset", ["utf-8", "UTF-8", '"utf-8"', "utf8"])
-def test_a_utf8_charset_is_served(mcp_url, token_a, mailbox_a, charset):  # noqa: F811
+def test_a_utf8_charset_is_served(mcp_url, token_a, mailbox_a, charset):
     body = tool_call("create_draft", json.dumps(draft_body(mailbox_a, text="Grüße")))
 
     answer = rpc(mcp_url, token_a, body, **{"Content-Type": f"application/json; charset={charset}"})
@@ -162,7 +161,7 @@ def test_a_utf8_charset_is_served(mcp_url, token_a, mailbox_a, charset):  # noqa
 
 @pytest.mark.parametrize("headers", [{}, MODERN], ids=["2025-11-25", "2026-07-28"])
 def test_a_tool_call_without_an_id_is_refused_not_silently_dropped(
-    mcp_url,  # noqa: F811
+    mcp_url,
     token_a,
     mailbox_a,
     headers,
@@ -215,7 +214,7 @@ def test_a_tool_call_without_an_id_is_refused_not_silently_dropped(
     ids=["no-name", "name-number", "arguments-list", "arguments-string", "meta-string"],
 )
 def test_tool_call_params_of_the_wrong_shape_name_the_member(
-    mcp_url,  # noqa: F811
+    mcp_url,
     token_a,
     params,
     message,
@@ -242,7 +241,7 @@ def test_tool_call_params_of_the_wrong_shape_name_the_member(
     [b"[1, 2]", b"\xff\xfe", b'{"jsonrpc": "1.0"}', b"[" + b"{}," * 1_400_000 + b"{}]"],
     ids=["batch", "not-utf8", "envelope", "four-mib-batch"],
 )
-def test_a_body_is_not_read_before_its_token_is_checked(mcp_url, credential, body):  # noqa: F811
+def test_a_body_is_not_read_before_its_token_is_checked(mcp_url, credential, body):
     """The guard parsed every body, up to the 4.4 MiB limit, before the SDK checked the token:
     a client with no token had its JSON read (about half a second of the worker's one event
     loop for a body of four MiB of `{}`) and got the guard's answer about its shape. Two such
@@ -290,7 +289,7 @@ def test_a_body_is_not_read_before_its_token_is_checked(mcp_url, credential, bod
     ],
 )
 def test_a_malformed_response_from_the_client_is_refused_and_repeats_nothing_back(
-    mcp_url,  # noqa: F811
+    mcp_url,
     token_a,
     body,
     message,
@@ -310,7 +309,7 @@ def test_a_malformed_response_from_the_client_is_refused_and_repeats_nothing_bac
     assert SECRET not in answer.text
 
 
-def test_a_well_formed_response_from_the_client_is_accepted(mcp_url, token_a):  # noqa: F811
+def test_a_well_formed_response_from_the_client_is_accepted(mcp_url, token_a):
     result = rpc(mcp_url, token_a, b'{"jsonrpc": "2.0", "id": 1, "result": {}}')
     error = rpc(
         mcp_url, token_a, b'{"jsonrpc": "2.0", "id": null, "error": {"code": 1, "message": "x"}}'
@@ -324,7 +323,7 @@ def _oversized_call(mailbox) -> bytes:
 
 
 @pytest.mark.parametrize("sent", ["with_length", "chunked"])
-def test_a_body_over_the_limit_is_a_json_rpc_413_that_says_so(mcp_url, token_a, mailbox_a, sent):  # noqa: F811
+def test_a_body_over_the_limit_is_a_json_rpc_413_that_says_so(mcp_url, token_a, mailbox_a, sent):
     """The SDK answered a body over the limit with a bare text/plain 413, ``Request body too
     large``, which its own client turns into -32603 "Server returned an error response": an agent
     whose draft's files took it over the limit was told the server failed, and retried."""
@@ -341,7 +340,7 @@ def test_a_body_over_the_limit_is_a_json_rpc_413_that_says_so(mcp_url, token_a, 
     assert draft_count() == 0
 
 
-def test_the_sdks_client_reads_why_a_body_over_the_limit_was_refused(mcp_url, token_a, mailbox_a):  # noqa: F811
+def test_the_sdks_client_reads_why_a_body_over_the_limit_was_refused(mcp_url, token_a, mailbox_a):
     """The client writes the whole body before it reads the answer: the rest of a body over the
     limit is read and dropped, so the client reads the 413 instead of a connection closed under
     it."""
