@@ -4,17 +4,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from mailboxes.sandbox.testing import SandboxServer
-
-
-@pytest.fixture(scope="module")
-def sandbox_server():
-    with SandboxServer() as server:
-        yield server
-
 
 @pytest.fixture
 def sandbox(sandbox_server):
+    """The session's sandbox (tests/conftest.py), reset: a module-scoped one here started and
+    stopped a sandbox process for each of these six files on each worker that ran one of its
+    tests, beside the one the rest of the suite shares."""
     sandbox_server.reset()
     yield sandbox_server
     sandbox_server.clear_faults()
