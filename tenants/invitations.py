@@ -35,7 +35,7 @@ from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 
 from common.addresses import account_address, lookalike_local_part
-from common.text import unsafe_in_name, unseen_in
+from common.text import invisible_characters, unsafe_in_name, unseen_in
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AuditEvent, Invitation, Membership, Tenant, User
 from tenants.services import (
@@ -211,6 +211,19 @@ def full_name_checked(full_name: str) -> str:
         raise AdminError(
             "invalid_name",
             _("A name cannot hold the control character %(character)s.") % {"character": unsafe},
+            "full_name",
+        )
+    # The person's name to every colleague: one only of what draws nothing reads as no name,
+    # and "Ana\u200bPérez" as the Ana Pérez beside them (the display name's check,
+    # mailboxes.provisioning; the joiners Persian words and emoji are written with stay).
+    if invisible := invisible_characters(full_name):
+        raise AdminError(
+            "invalid_name",
+            _(
+                "A name cannot hold characters nobody sees: %(characters)s. They make it look "
+                "like another name, or like none; remove them."
+            )
+            % {"characters": invisible},
             "full_name",
         )
     return full_name

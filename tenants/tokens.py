@@ -22,7 +22,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from common.text import unsafe_in_name
+from common.text import invisible_characters, unsafe_in_name
 from tenants.mailbox_rights import tenant_mailbox_ids
 from tenants.models import AgentToken, AuditEvent, Tenant, User
 from tenants.once_forms import form_claim, form_done
@@ -73,6 +73,18 @@ def _checked(
     if unsafe := unsafe_in_name(name):
         raise TokenError(
             _("The name cannot hold the control character %(character)s.") % {"character": unsafe},
+            field="name",
+        )
+    # A name only of what draws nothing reads as no name, and "support-bot" with a zero-width
+    # space as the "support-bot" beside it (the token list, the queue, the draft page): the
+    # mailbox display name's check (mailboxes.provisioning), joiners of words and emoji kept.
+    if invisible := invisible_characters(name):
+        raise TokenError(
+            _(
+                "A name cannot hold characters nobody sees: %(characters)s. They make it look "
+                "like another name, or like none; remove them."
+            )
+            % {"characters": invisible},
             field="name",
         )
     if not scopes:
