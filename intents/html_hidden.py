@@ -35,13 +35,14 @@ _NO_WORDS = re.compile(
 # Attributes whose text a reader gets: an image's alt, a tooltip, what a screen reader reads of
 # an element besides its text (its label, description, role, value, placeholder, braille
 # label; a table's summary, a header cell's abbreviation), a field's value.
-_WORDS_ATTRIBUTES = frozenset(
+WORDS_ATTRIBUTES = frozenset(
     {
         "abbr", "alt", "aria-braillelabel", "aria-brailleroledescription", "aria-description",
         "aria-label", "aria-placeholder", "aria-roledescription", "aria-valuetext", "label",
         "placeholder", "summary", "title", "value",
     }
 )  # fmt: skip
+_WORDS_ATTRIBUTES = WORDS_ATTRIBUTES
 _VOID = frozenset(
     {
         "area", "base", "basefont", "bgsound", "br", "col", "embed", "frame", "hr", "image",

@@ -33,6 +33,8 @@ from intents.html_hidden import (
     HIDDEN_BY_DEFAULT,
     HIDDEN_CONTENT,
     PRESENTATION_ATTRIBUTES,
+    WORDS_ATTRIBUTES,
+    has_words,
     hidden_without_words,
 )
 from intents.html_tokens import Tokens, comment_end, letter_at, tag
@@ -313,11 +315,15 @@ _BLOCKS = frozenset(
 )  # fmt: skip
 
 
-def html_words(body: str) -> str:
+def html_words(body: str, *, _frames: int = 0) -> str:
     """Every text an HTML body holds, whether its styles show it or not, one block to a line:
     what a mail client that applies none of them shows, and what an inbox preview and a screen
-    reader read. Comments (Outlook's conditional ones are shown apart), scripts, styles and the
-    title are left out.
+    reader read, with the words of the attributes a screen reader reads (an image's alt, a
+    tooltip, a label, a field's value: ``html_hidden.WORDS_ATTRIBUTES``) on lines of their own,
+    an <iframe>'s srcdoc (a document of its own) read the same way, and an <svg>'s <title>.
+    Comments (Outlook's conditional ones are shown apart), scripts, styles and the document's
+    title are left out. Every word ``reader_looks`` names as hidden text is here, so the page
+    that names it shows the reviewer what it is.
 
     Split by ``intents.html_tokens`` (the WHATWG tokenizer's states for tags and comments,
     one linear pass): Python 3.13.0's ``html.parser`` took 30 s for 60 KB
@@ -326,6 +332,7 @@ def html_words(body: str) -> str:
         return ""
     parts: list[str] = []
     position, n = 0, len(body)
+    svg = 0  # <svg> elements open: a <title> in one is drawn as a tooltip and read aloud
     while (start := body.find("<", position)) != -1:
         parts.append(body[position:start])
         after = body[start + 1 : start + 2]
@@ -337,12 +344,15 @@ def html_words(body: str) -> str:
         elif after == "/" or (after.isascii() and after.isalpha()):
             found_tag = tag(body, start + (2 if after == "/" else 1))
             position = found_tag.end
-            if found_tag.name in _BLOCKS:
+            name = found_tag.name
+            if name == "svg" and not body.startswith("/>", position - 2):
+                svg = svg + 1 if after != "/" else max(0, svg - 1)
+            if name in _BLOCKS:
                 parts.append("\n")
-            if after != "/" and found_tag.name in _NOT_SHOWN:
-                close_tag = re.compile(
-                    rf"</{found_tag.name}[\t\n\f\r />]", re.ASCII | re.IGNORECASE
-                )
+            if after != "/":
+                parts += _attribute_words(body, found_tag, _frames)
+            if after != "/" and name in _NOT_SHOWN and not (name == "title" and svg):
+                close_tag = re.compile(rf"</{name}[\t\n\f\r />]", re.ASCII | re.IGNORECASE)
                 found = close_tag.search(body, position)
                 position = n if found is None else found.start()
         else:
@@ -351,6 +361,25 @@ def html_words(body: str) -> str:
     parts.append(body[position:])
     lines = (" ".join(line.split()) for line in html.unescape("".join(parts)).split("\n"))
     return "\n".join(line for line in lines if line)
+
+
+# How many <iframe> srcdoc documents, one in another, are read as documents; the text of one
+# deeper is shown as its source.
+_FRAMES_READ = 3
+
+
+def _attribute_words(body: str, found_tag, frames: int) -> list[str]:
+    """Lines of the words a tag's attributes hold (as written: ``html_words`` unescapes them)."""
+    lines: list[str] = []
+    for attribute in found_tag.attributes:
+        value = body[attribute.start : attribute.end]
+        if attribute.name in WORDS_ATTRIBUTES and has_words(html.unescape(value)):
+            lines.append(f"\n{value}\n")
+        elif attribute.name == "srcdoc" and found_tag.name == "iframe" and value.strip():
+            document = html.unescape(value)
+            words = document if frames >= _FRAMES_READ else html_words(document, _frames=frames + 1)
+            lines.append(f"\n{html.escape(words, quote=False)}\n")
+    return lines
 
 
 # The same patterns, for text read in its own letters (``css_added_text``).

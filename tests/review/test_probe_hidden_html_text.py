@@ -136,3 +136,42 @@ def test_the_text_css_writes_is_shown_in_its_own_letters(html, shown):
     writes in lower case ("content:'iban xx00 1234'"), since the body was read lower-cased to
     find it. It is found in any case and shown as written."""
     assert css_added_text(html) == [shown]
+
+
+# The page names hidden text and shows "every word it holds" for the reviewer to find it: words
+# in an attribute a screen reader reads (a hidden image's alt, a tooltip, a label, a field's
+# value), in an <iframe>'s srcdoc (a document of its own) and in an <svg>'s <title> warned,
+# and were not among the words shown, so the reviewer was told of words they could not find.
+@pytest.mark.parametrize(
+    ("html", "line"),
+    [
+        (
+            "<p>Hi</p><img alt='Pay to IBAN XX00' src=cid:x style='display:none'>",
+            "Pay to IBAN XX00",
+        ),
+        (
+            "<p>Hi</p><span title='Pay to IBAN XX00' style='display:none'></span>",
+            "Pay to IBAN XX00",
+        ),
+        ("<p>Hi</p><input value='Pay to IBAN XX00' style='display:none'>", "Pay to IBAN XX00"),
+        (
+            "<p>Hi</p><div aria-label='Pay to IBAN XX00' style='font-size:0'></div>",
+            "Pay to IBAN XX00",
+        ),
+        (
+            "<p>Hi</p><iframe srcdoc='&lt;p&gt;Pay to &lt;b&gt;IBAN&lt;/b&gt; XX00&lt;/p&gt;'></iframe>",
+            "Pay to IBAN XX00",
+        ),
+        ("<p>Hi</p><svg><title>Pay to IBAN XX00</title></svg>", "Pay to IBAN XX00"),
+    ],
+)
+def test_every_word_that_warns_is_among_the_words_shown(html, line):
+    assert "hidden_text" in reader_looks(html)
+    assert any(line in shown for shown in html_words(html).splitlines())
+
+
+def test_a_documents_title_and_an_attribute_without_words_are_not_shown():
+    words = html_words(
+        "<title>Order 1</title><p>Hi</p><img alt='' src=cid:x><span title='  '></span>"
+    )
+    assert words.splitlines() == ["Hi"]
