@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import path, re_path
 
 from webhooks import views
 
@@ -8,4 +8,7 @@ urlpatterns = [
         views.agentmail_webhook,
         name="webhooks_agentmail",
     ),
+    # Anything else under /webhooks/ answers as an unknown endpoint does, not with the staff UI's
+    # HTML page, which the short chain (config.machine) would serve with no CSP and a CSRF cookie.
+    re_path(r"^.*$", views.no_such_endpoint),
 ]

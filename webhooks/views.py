@@ -100,6 +100,11 @@ def _opened(key: str) -> tuple[_Opened | None, bool]:
 
 
 @csrf_exempt
+def no_such_endpoint(request: HttpRequest) -> JsonResponse:
+    return _problem(404, "Not found")
+
+
+@csrf_exempt
 @require_POST
 def agentmail_webhook(request: HttpRequest, endpoint_id) -> JsonResponse:
     try:

@@ -21,8 +21,16 @@ from webhooks.models import WebhookEvent
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def call(path: str, *, method: str = "GET", body: bytes = b"", headers: dict | None = None):
-    """One request through ``config.wsgi.application``, as gunicorn makes it: (status, headers)."""
+def call(
+    path: str,
+    *,
+    method: str = "GET",
+    body: bytes = b"",
+    headers: dict | None = None,
+    with_body: bool = False,
+):
+    """One request through ``config.wsgi.application``, as gunicorn makes it: (status, headers),
+    and the body too ``with_body``."""
     environ = {
         "REQUEST_METHOD": method,
         "PATH_INFO": path,
@@ -52,9 +60,11 @@ def call(path: str, *, method: str = "GET", body: bytes = b"", headers: dict | N
 
     chunks = application(environ, start_response)
     try:
-        b"".join(chunks)
+        content = b"".join(chunks)
     finally:
         chunks.close()
+    if with_body:
+        return answer["status"], answer["headers"], content
     return answer["status"], answer["headers"]
 
 
@@ -94,6 +104,32 @@ def test_an_unknown_path_under_the_prefix_is_a_404_not_an_error():
     assert status == 404
     status, _ = call("/webhooks/.." + reverse("login"))
     assert status == 404
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/webhooks/"),
+        ("POST", "/webhooks/agentmail/not-a-uuid/"),
+        ("POST", "/webhooks/agentmail/0b5e4a52-0d8c-4d7e-9f3e-1f6a2b7c9d01"),
+        ("GET", "/webhooks/anything/at/all"),
+    ],
+)
+def test_a_path_under_the_prefix_that_names_no_route_answers_like_an_unknown_endpoint(method, path):
+    """Found by an outside probe: a path under /webhooks/ that matched no route answered the staff
+    UI's HTML 404 page, rendered on the short chain: no Content-Security-Policy (its scripts
+    carried nonce="None"), no X-Frame-Options (frameable), a fresh CSRF cookie and token. It
+    answers what an unknown endpoint id answers, the receiver's problem+json."""
+    status, headers, body = call(path, method=method, with_body=True)
+    _, _, unknown = call(
+        "/webhooks/agentmail/0b5e4a52-0d8c-4d7e-9f3e-1f6a2b7c9d01/", method="POST", with_body=True
+    )
+    assert status == 404
+    assert dict(headers)["Content-Type"] == "application/problem+json"
+    assert json.loads(body) == json.loads(unknown)
+    assert ("X-Content-Type-Options", "nosniff") in headers
+    assert "set-cookie" not in names(headers)
+    assert vary(headers) == ""
 
 
 def test_a_host_outside_allowed_hosts_is_refused_on_the_short_chain_too(hook_for, tenant_a):
