@@ -9,6 +9,8 @@ from __future__ import annotations
 import hmac
 
 from django.conf import settings
+from django.core.cache import caches
+from django.core.cache.backends.db import BaseDatabaseCache
 from django.db import OperationalError, connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
@@ -39,6 +41,34 @@ def _migrations_missing() -> str | None:
     return missing
 
 
+# Whether this process has seen every database cache's table: then it stays so, as above.
+_cache_tables_found = False
+
+
+def _cache_tables_missing() -> list[str]:
+    """The tables of the database caches (production's, settings.CACHES) that do not exist.
+    ``migrate`` does not make them (``createcachetable`` does, DEPLOYMENT.md): without one the
+    queue and every draft page answered 500 (the reviewers' content marks are kept in the cache)
+    while /readyz said ready. One small query per table until they are all found."""
+    global _cache_tables_found
+    if _cache_tables_found:
+        return []
+    tables = [
+        settings.CACHES[alias]["LOCATION"]
+        for alias in settings.CACHES
+        if isinstance(caches[alias], BaseDatabaseCache)
+    ]
+    missing = []
+    if tables:  # development's and the tests' cache is in memory: no query
+        with connection.cursor() as cursor:
+            for table in tables:
+                cursor.execute("SELECT to_regclass(%s)", [connection.ops.quote_name(table)])
+                if cursor.fetchone()[0] is None:
+                    missing.append(table)
+    _cache_tables_found = not missing
+    return missing
+
+
 # GET or HEAD: load balancers probe with either, and a 405 reads as down.
 @require_safe
 @never_cache
@@ -61,6 +91,16 @@ def readyz(request: HttpRequest) -> HttpResponse:
         checks["migrations"] = f"error: {missing}" if missing else "ok"
     except Exception as exc:
         checks["migrations"] = f"error: {type(exc).__name__}"
+    try:
+        missing_tables = _cache_tables_missing()
+        checks["cache"] = (
+            f"error: the cache table {', '.join(missing_tables)} does not exist; run manage.py "
+            "createcachetable"
+            if missing_tables
+            else "ok"
+        )
+    except Exception as exc:
+        checks["cache"] = f"error: {type(exc).__name__}"
     try:
         from django_q.brokers import get_broker
 

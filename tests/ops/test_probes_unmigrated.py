@@ -32,6 +32,7 @@ def test_readyz_is_not_ready_and_names_the_migration_missing(database, client):
             "database": "ok",
             "migrations": "error: 1 migration of this release is not applied, from "
             f"intents.{_last_intents_migration()} on",
+            "cache": "ok",
             "broker": "ok",
         },
     }
