@@ -18,6 +18,7 @@ from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
+from django.utils.cache import add_never_cache_headers
 from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -112,6 +113,22 @@ def problem_response(
     return response
 
 
+def _answer(view, request: HttpRequest, *args: object, **kwargs: object) -> HttpResponseBase:
+    try:
+        response = view(request, *args, **kwargs)
+    except Http404:
+        return problem_response(status=404, code="not_found", detail="No such resource.")
+    if response.status_code == 405 and response.get("Content-Type") != PROBLEM_CONTENT_TYPE:
+        allowed = sorted({m.strip() for m in response.get("Allow", "").split(",") if m.strip()})
+        return problem_response(
+            status=405,
+            code="method_not_allowed",
+            detail=f"{request.method} is not allowed here; use {' or '.join(allowed)}.",
+            headers={"Allow": ", ".join(allowed)},
+        )
+    return response
+
+
 def api_view(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
     """A view under ``/api/v1/``: its 404 and 405 answers are problem documents too.
 
@@ -119,22 +136,16 @@ def api_view(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpRespons
     by itself, and a session cookie is refused (401) whatever the CSRF token. Without the
     exemption a POST to an unknown route would answer Django's 403 HTML page instead of a 404.
     Ninja and ``require_GET`` answer a wrong method with a plain-text 405; it keeps its ``Allow``.
+
+    Stored by no cache, unless the view named its own ``Cache-Control`` (the docs' assets): the
+    answers hold customer mail and addresses, as the staff pages do (tenants.private_pages).
     """
 
     @wraps(view)
     def wrapped(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponseBase:
-        try:
-            response = view(request, *args, **kwargs)
-        except Http404:
-            return problem_response(status=404, code="not_found", detail="No such resource.")
-        if response.status_code == 405 and response.get("Content-Type") != PROBLEM_CONTENT_TYPE:
-            allowed = sorted({m.strip() for m in response.get("Allow", "").split(",") if m.strip()})
-            return problem_response(
-                status=405,
-                code="method_not_allowed",
-                detail=f"{request.method} is not allowed here; use {' or '.join(allowed)}.",
-                headers={"Allow": ", ".join(allowed)},
-            )
+        response = _answer(view, request, *args, **kwargs)
+        if not response.has_header("Cache-Control"):
+            add_never_cache_headers(response)
         return response
 
     return csrf_exempt(wrapped)

@@ -87,3 +87,28 @@ def test_a_session_cookie_without_token_is_still_refused_with_csrf_enforced(
 
 def test_an_unknown_docs_asset_is_a_problem_404(strict_client):
     assert _problem(strict_client.get("/api/v1/docs/assets/nope.js"), 404)["code"] == "not_found"
+
+
+def test_no_answer_of_the_api_is_kept_by_a_cache(api, token_a, mailbox_a):
+    """Found by an outside probe: the staff pages are stored by no cache (tenants.private_pages),
+    but the API's answers, which hold the same customer mail and addresses, carried no
+    Cache-Control at all, so a browser trying the API from the interactive docs kept them on
+    disk, and a proxy or CDN told to cache may keep them. Every answer but the docs' assets
+    (which name their own) says no-store: a read, a created draft, its replay, an error."""
+    created = api.post("/drafts", draft_body(mailbox_a), token=token_a, key="nocache-1")
+    answers = {
+        "created": created,
+        "replayed": api.post("/drafts", draft_body(mailbox_a), token=token_a, key="nocache-1"),
+        "read": api.get(f"/drafts/{created.json()['id']}", token=token_a),
+        "listed": api.get("/drafts", token=token_a),
+        "mailboxes": api.get("/mailboxes", token=token_a),
+        "missing": api.get("/drafts/987654321", token=token_a),
+        "unauthenticated": api.get("/drafts", token=None),
+    }
+    assert created.status_code == 201
+    assert answers["replayed"]["Idempotent-Replayed"] == "true"
+    assert {
+        name: "no-store" in response.get("Cache-Control", "") for name, response in answers.items()
+    } == dict.fromkeys(answers, True)
+    asset = api.client.get("/api/v1/docs/assets/swagger-ui.css")
+    assert asset["Cache-Control"] == "public, max-age=86400"
