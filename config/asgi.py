@@ -28,9 +28,38 @@ from config.request_body import body_limit  # noqa: E402
 # the limits are applied before it (config.request_body).
 django_application = body_limit(django_handler)
 
+# What every MCP answer says (the SDK's, the shape guard's refusals, a 401): it holds what the
+# JSON API's answers hold (drafts, customers' addresses), which Django marks no-store and nosniff
+# (agent_api.api.api_view, SecurityMiddleware); the MCP SDK sets neither.
+PRIVATE_HEADERS = (
+    (b"cache-control", b"max-age=0, no-cache, no-store, must-revalidate, private"),
+    (b"x-content-type-options", b"nosniff"),
+)
+
+
+def private_answers(app):
+    """``app`` with ``PRIVATE_HEADERS`` on each response it starts, unless it set them."""
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+
+        async def send_private(message):
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {bytes(name).lower() for name, _ in headers}
+                headers += [(n, v) for n, v in PRIVATE_HEADERS if n not in present]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        return await app(scope, receive, send_private)
+
+    return wrapped
+
+
 # The methods and media types the SDK mishandles (agent_api.mcp_shape) are answered before it;
 # the bodies it mishandles, once it has authenticated the request (mcp_server).
-mcp_app = rpc_shape_guard(mcp_application())
+mcp_app = private_answers(rpc_shape_guard(mcp_application()))
 _MCP_PREFIX = PATH.rstrip("/")
 
 

@@ -349,3 +349,29 @@ def test_the_sdks_client_reads_why_a_body_over_the_limit_was_refused(mcp_url, to
 
     assert refused.group_contains(MCPError, match=r"^The request body is larger than \d+ KiB\.$")
     assert draft_count() == 0
+
+
+# The MCP server's answers hold what the JSON API's do (drafts, customers' addresses), which
+# say no-store: the SDK's own, the shape guard's refusals and the 401 said nothing of caching
+# nor of sniffing, so a proxy or a browser between the agent and us could keep or read them.
+def test_every_answer_is_stored_by_no_cache_and_is_not_sniffed(mcp_url, token_a, mailbox_a):
+    answers = {
+        "result": rpc(
+            mcp_url, token_a, tool_call("create_draft", json.dumps(draft_body(mailbox_a)))
+        ),
+        "refused shape": rpc(mcp_url, token_a, b"[1]"),
+        "no token": rpc(mcp_url, None, tool_call("create_draft", "{}")),
+        "charset": rpc(
+            mcp_url, token_a, b"{}", **{"Content-Type": "application/json; charset=latin-1"}
+        ),
+    }
+
+    assert {name: answer.status_code for name, answer in answers.items()} == {
+        "result": 200,
+        "refused shape": 400,
+        "no token": 401,
+        "charset": 415,
+    }
+    for name, answer in answers.items():
+        assert "no-store" in answer.headers.get("Cache-Control", ""), name
+        assert answer.headers.get("X-Content-Type-Options") == "nosniff", name
