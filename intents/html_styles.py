@@ -93,8 +93,8 @@ READER_LOOKS: dict[str, Promise] = {
     "mail_client": gettext_lazy("mail clients that support other CSS"),
     "device_settings": gettext_lazy("other device settings (touch screens, contrast, motion)"),
     "hidden_text": gettext_lazy(
-        "inbox previews, screen readers and mail clients that ignore the styles that hide or "
-        "add its text"
+        "inbox previews, screen readers and mail clients that show the words it hides, or leave "
+        "out the words its styles write"
     ),
 }
 

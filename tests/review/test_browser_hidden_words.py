@@ -1,0 +1,41 @@
+"""In headless Chromium, a reviewer shown a draft whose HTML holds words its frame does not show:
+the page says how they are hidden and how to find them among every word it holds. Screenshots go
+to $SCREENSHOT_DIR when it is set."""
+
+import os
+
+from tests.browser import BROWSER_MARKS, new_draft, sign_in
+
+pytestmark = BROWSER_MARKS
+
+HIDDEN = "Reply with your card number to claim the refund"
+# No style hides these words: they are a document inside a frame of the message, which a mail
+# client that draws frames shows and the draft page's frame shows only as the source of a tag.
+SRCDOC = f"<p>Your refund is on its way.</p><iframe srcdoc='&lt;p&gt;{HIDDEN}&lt;/p&gt;'></iframe>"
+
+
+def _shot(page, name: str) -> None:
+    folder = os.environ.get("SCREENSHOT_DIR")
+    if folder:
+        page.screenshot(path=os.path.join(folder, f"{name}.png"), full_page=True)
+
+
+def test_the_hidden_words_note_says_how_they_hide_and_how_to_find_them(page, shop):
+    """The note said "text that its styles hide from this frame" for words no style hides (a
+    frame's document, an image's description, an SVG's) or that the frame draws unseen (in the
+    colour behind them, under a box), and gave every word of the message, the shown with the
+    hidden, without saying how to tell them apart."""
+    draft = new_draft(shop, html=SRCDOC)
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
+    box = page.locator('[data-body-warning="reader_looks"]')
+    note = box.locator('[data-look-note="hidden_text"]').inner_text()
+    _shot(page, "hidden-words-note")
+
+    looks = box.locator("p").first.inner_text()
+    assert looks.startswith("Some readers get this HTML otherwise than this page shows it")
+    assert "mail clients that show the words it hides" in looks
+    assert "a document inside a frame of the message" in note
+    assert "in the colour behind them" in note
+    assert "the lines you do not find in the frame below are the ones it hides" in note
+    assert HIDDEN in box.locator("[data-html-words]").inner_text()
