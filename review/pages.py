@@ -172,6 +172,9 @@ def _mark_what_readers_see_otherwise(tenant: Tenant, rows: list) -> None:
         draft.reader_looks = get_text_list(
             [str(READER_LOOKS[look]) for look in mark.reader_looks], _("and")
         )
+        # Named apart: most HTML with a phone's @media rule looks otherwise to some readers,
+        # and hidden words must not read as that in a list of such rows.
+        draft.hidden_words = "hidden_text" in mark.reader_looks
         draft.html_unchanged_since = unchanged.get(draft.pk)
 
 

@@ -39,3 +39,28 @@ def test_the_hidden_words_note_says_how_they_hide_and_how_to_find_them(page, sho
     assert "in the colour behind them" in note
     assert "the lines you do not find in the frame below are the ones it hides" in note
     assert HIDDEN in box.locator("[data-html-words]").inner_text()
+
+
+RESPONSIVE = (
+    "<style>@media (max-width:600px){p{font-size:18px}}</style><p>Your refund is on its way.</p>"
+)
+WHITE = "<p>Your refund is on its way.</p><p style='color:#fff;background:#fff'>" + HIDDEN + "</p>"
+
+
+def test_the_queue_row_of_a_draft_with_hidden_words_says_so(page, shop):
+    """Every row whose HTML had any reader-dependent style (an @media rule for phones, which
+    most newsletters have) carried the same "looks otherwise to some readers" badge as a row
+    whose HTML hides words from the reviewer, the one a phishing draft hides behind."""
+    responsive = new_draft(shop, html=RESPONSIVE, subject="Your refund, on a phone")
+    white = new_draft(shop, html=WHITE, subject="Your refund, in white")
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/")
+
+    def row(draft):
+        return page.locator("article.qrow", has=page.locator(f'a[href$="/drafts/{draft.pk}/"]'))
+
+    _shot(page, "hidden-words-queue")
+    assert row(white).locator("[data-hidden-words]").count() == 1
+    assert row(white).locator("[data-hidden-words]").inner_text() == "hidden words"
+    assert row(responsive).locator("[data-reader-looks]").is_visible()
+    assert row(responsive).locator("[data-hidden-words]").count() == 0
