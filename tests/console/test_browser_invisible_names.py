@@ -51,3 +51,19 @@ def test_an_invited_persons_name_refused_is_the_description_of_its_field(page, s
 
     assert page.evaluate(UNRESOLVED) == []
     expect(field).to_have_accessible_description(re.compile(re.escape(REFUSAL)))
+
+
+def test_a_refusal_under_one_field_of_the_invite_row_leaves_the_fields_in_line(page, shop):
+    """The invite form's row aligns its cells at their bottom: a refusal under the name pushed
+    its label and field up, above the email and role fields beside them."""
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/admin/members/")
+    page.fill("input[name=email]", "ana@example.test")
+    page.fill("input[name=full_name]", "Ana\u200bPérez")
+    page.get_by_role("button", name="Invite").click()
+    name = page.locator("input[name=full_name]")
+    expect(name).to_have_attribute("aria-invalid", "true")
+    _shot(page, "invite-row-refused")
+
+    tops = [page.locator(f"[name={f}]").bounding_box()["y"] for f in ("email", "role")]
+    assert [round(top - name.bounding_box()["y"]) for top in tops] == [0, 0]
