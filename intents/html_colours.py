@@ -237,27 +237,35 @@ class _Covers:
     overlaps a header's padding as often as not, which only drawing tells."""
 
     def __init__(self):
-        self.open: list[list] = []  # [depth, words before it, floating, words in it]
+        # [depth, words before it, floating, words in it, where the last words before it are]
+        self.open: list[list] = []
         self.words = False
         self.floating_without_words = False
+        self.last_words: tuple[int, int] | None = None
+        # Where the words are that a box closed covers (``same_colour_spans``); None for a box
+        # placed anywhere, over words only drawing tells.
+        self.covered: list[tuple[int, int] | None] = []
 
     def opened(self, depth: int, element) -> None:
         placed = element[5]
         if (placed.lifted or placed.floating) and _opaque(element):
-            self.open.append([depth, self.words, placed.floating, False])
+            self.open.append([depth, self.words, placed.floating, False, self.last_words])
 
-    def text(self) -> bool:
-        """Words were read: whether a box found before covers them."""
+    def text(self, span: tuple[int, int] | None = None) -> bool:
+        """Words were read (at ``span``, where told): whether a box found before covers them."""
         self.words = True
+        self.last_words = span
         if self.open:
             # The boxes around it are told when it closes.
             self.open[-1][3] = True
         return self.floating_without_words
 
-    def closed(self, depth: int) -> bool:
-        """The stack is ``depth`` deep: whether a box closed covers words."""
+    def closed(self, depth: int, *, every: bool = False) -> bool:
+        """The stack is ``depth`` deep: whether a box closed covers words; with ``every``, each
+        one closed is read, and where its words are kept (``covered``)."""
+        found = False
         while self.open and self.open[-1][0] > depth:
-            _, words_before, floating, words_in = self.open.pop()
+            _, words_before, floating, words_in, last_words = self.open.pop()
             if words_in:
                 if self.open:
                     self.open[-1][3] = True
@@ -265,10 +273,14 @@ class _Covers:
             if floating:
                 self.floating_without_words = True
                 if self.words:
-                    return True
+                    found = True
+                    self.covered.append(None)
             elif words_before:
+                found = True
+                self.covered.append(last_words)
+            if found and not every:
                 return True
-        return False
+        return found
 
 
 # How far down the open elements an end tag, or a start tag that ends one, looks for it: one
@@ -321,6 +333,34 @@ def same_colour_text(body: str, tokens: Tokens | None = None) -> bool:
     """Whether the body holds words drawn in (next to) the colour behind them, as far as the
     body's own attributes tell it (the module's docstring); ``tokens``: the body's, as another
     reading split it, or split here."""
+    return _read(body, tokens, None)
+
+
+def same_colour_spans(
+    body: str, tokens: Tokens | None = None
+) -> tuple[list[tuple[int, int]], bool]:
+    """Where the words are that ``same_colour_text`` answers of, in the same reading gone on
+    past the first: each run of them (words of the colour behind them, next to each other with
+    only tags between, or the last words before a box pulled up over them), and whether every
+    one was located (a box placed anywhere covers words only drawing tells). For the draft page
+    only: the bulk approval's check stops at the first."""
+    spans: list[tuple[int, int]] = []
+    complete = True
+    _read(body, tokens, spans)
+    for span in spans:
+        complete = complete and span != _SOMEWHERE
+    return sorted({span for span in spans if span[0] >= 0}), complete
+
+
+# Where words that a box placed anywhere covers are: not known; and a mark of words seen, which
+# ends a run of unseen ones.
+_SOMEWHERE = (-1, -1)
+_SEEN = (-2, -2)
+
+
+def _read(body: str, tokens: Tokens | None, spans: list[tuple[int, int]] | None) -> bool:
+    """``same_colour_text``'s reading; with ``spans``, read to the end and each place kept there
+    (``same_colour_spans``)."""
     lowered = body.lower()
     if not body or not (
         _COLOUR_FILTER.search(lowered) or _MAY_COVER.search(lowered) or _may_match(lowered)
@@ -336,13 +376,16 @@ def same_colour_text(body: str, tokens: Tokens | None = None) -> bool:
     stack: list = []
     covers = _Covers()
     position = 0
+    every = spans is not None
     for token in tokens or Tokens(body):
-        if (
-            stack
-            and has_words(body[position : token.start])
-            and (_unseen(stack, by_rules) or stack[-1][6] or covers.text())
-        ):
-            return True
+        if stack and has_words(body[position : token.start]):
+            if spans is None:
+                if _unseen(stack, by_rules) or stack[-1][6] or covers.text():
+                    return True
+            else:
+                _kept(spans, (position, token.start), _unseen(stack, by_rules) or stack[-1][6])
+                if covers.text((position, token.start)):
+                    spans.append(_SOMEWHERE)
         position = token.end
         if token.kind == END_TAG:
             assert token.tag is not None  # a close tag's token carries its tag
@@ -355,7 +398,7 @@ def same_colour_text(body: str, tokens: Tokens | None = None) -> bool:
                 else (_TABLE | {"svg", "math"} - {name})
             )
             _close(stack, (name,), boundaries)
-            if covers.closed(len(stack)):
+            if covers.closed(len(stack), every=every) and not every:
                 return True
         elif token.kind == START_TAG:
             found_tag = token.tag
@@ -374,12 +417,30 @@ def same_colour_text(body: str, tokens: Tokens | None = None) -> bool:
                 seen = _computed(own, stack[-1][7] if stack else None, by_rules)
                 stack.append((name, *own, _sunk(stack, own[4]), seen))
                 covers.opened(len(stack), stack[-1])
-            if covers.closed(len(stack)):
+            if covers.closed(len(stack), every=every) and not every:
                 return True
-    if (
-        stack
-        and has_words(body[position:])
-        and (_unseen(stack, by_rules) or stack[-1][6] or covers.text())
-    ):
-        return True
-    return covers.closed(0)
+    if stack and has_words(body[position:]):
+        if spans is None:
+            if _unseen(stack, by_rules) or stack[-1][6] or covers.text():
+                return True
+        else:
+            _kept(spans, (position, len(body)), _unseen(stack, by_rules) or stack[-1][6])
+            if covers.text((position, len(body))):
+                spans.append(_SOMEWHERE)
+    if spans is None:
+        return covers.closed(0)
+    covers.closed(0, every=True)
+    spans += [_SOMEWHERE if span is None else span for span in covers.covered]
+    return bool(spans)
+
+
+def _kept(spans: list[tuple[int, int]], span: tuple[int, int], unseen: bool) -> None:
+    """Keep the words at ``span`` where they are unseen, with the run before them where only
+    tags stand between (``same_colour_spans``); a run ends at words seen."""
+    if not unseen:
+        if spans and spans[-1] != _SEEN:
+            spans.append(_SEEN)
+    elif spans and spans[-1] not in (_SEEN, _SOMEWHERE):
+        spans[-1] = (spans[-1][0], span[1])
+    else:
+        spans.append(span)

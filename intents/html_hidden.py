@@ -239,6 +239,26 @@ def hidden_without_words(
     return frozenset(reading.hiding_styles)
 
 
+def hidden_extents(
+    body: str,
+    hides: Callable[[str], bool],
+    hides_pictures: Callable[[str], bool],
+    tokens: Tokens | None = None,
+) -> tuple[list[tuple[int, int]], frozenset[int] | None]:
+    """Where the words are that make ``hidden_without_words`` answer None: the extent of each
+    outermost hidden element that holds words (from its start tag, or after it for a media
+    element's fallback, to its close tag as read there, or the end), in the same one reading,
+    which goes on past the first; and the places that reading returns where it reaches the end
+    (None where an element is nested too deep to follow: the rest is taken as hidden). For the
+    draft page only: the bulk approval's check stops at the first words."""
+    reading = _Reading(tokens or Tokens(body), hides, hides_pictures, collect=True)
+    try:
+        reading.read()
+    except _HoldsWords:
+        return [*reading.extents, (reading.run_start, len(body))], None
+    return reading.extents, frozenset(reading.hiding_styles)
+
+
 class _HoldsWords(Exception):
     """A hidden element holds words: the reading stops there."""
 
@@ -248,7 +268,12 @@ class _Reading:
     the place read (and those open inside them), and the hiding styles and tags met."""
 
     def __init__(
-        self, tokens: Tokens, hides: Callable[[str], bool], hides_pictures: Callable[[str], bool]
+        self,
+        tokens: Tokens,
+        hides: Callable[[str], bool],
+        hides_pictures: Callable[[str], bool],
+        *,
+        collect: bool = False,
     ):
         self.tokens = tokens
         self.body = tokens.text
@@ -265,6 +290,22 @@ class _Reading:
         # the outermost open element is a media element entered for its fallback only.
         self.picture_sourced = False
         self.fallback_entry = False
+        # Reading on past the words (``hidden_extents``): where the outermost hidden element
+        # open starts, whether it holds words, and the extents of those that did.
+        self.collect = collect
+        self.run_start = 0
+        self.run_words = False
+        self.extents: list[tuple[int, int]] = []
+
+    def _holds_words(self) -> None:
+        if not self.collect:
+            raise _HoldsWords
+        self.run_words = True
+
+    def _run_ended(self, end: int) -> None:
+        if self.run_words:
+            self.extents.append((self.run_start, end))
+        self.run_words = False
 
     def read(self) -> None:
         body = self.body
@@ -274,23 +315,25 @@ class _Reading:
             position = token.end
             if token.kind == COMMENT:
                 if self.open_elements and _CONDITIONAL_MARK.search(body, token.start, position):
-                    raise _HoldsWords
+                    self._holds_words()
             elif token.kind == BOGUS:
                 if self.open_elements and body.startswith("<!", token.start):
-                    raise _HoldsWords
+                    self._holds_words()
             elif token.kind in (END_TAG, START_TAG):
                 assert token.tag is not None  # a start or close tag's token carries its tag
                 if token.kind == END_TAG:
-                    self._end_tag(token.tag.name)
+                    self._end_tag(token.tag.name, position)
                 else:
                     self._start_tag(token.start, token.tag)
             elif self.open_elements:
-                raise _HoldsWords
+                self._holds_words()
         self._text(position, len(body))
+        if self.open_elements:
+            self._run_ended(len(body))
 
     def _text(self, start: int, end: int) -> None:
         if self.open_elements and has_words(self.body[start:end]):
-            raise _HoldsWords
+            self._holds_words()
 
     def _open(self, name: str, hidden: bool, pictures: bool) -> None:
         self.open_elements.append((name, hidden))
@@ -298,7 +341,7 @@ class _Reading:
         self.picture_hiding.append(pictures)
         self.pictures_hidden += pictures
 
-    def _end_tag(self, name: str) -> None:
+    def _end_tag(self, name: str, end: int) -> None:
         if name == "picture":
             self.picture_sourced = False
         if not self.open_elements:
@@ -310,6 +353,7 @@ class _Reading:
         if not self.open_elements:
             self.reopened.clear()
             self.fallback_entry = False
+            self._run_ended(end)
 
     def _draws_picture(self, found_tag: Tag) -> bool:
         """Whether an element draws a picture (``_picture``) where pictures are hidden. A
@@ -347,10 +391,12 @@ class _Reading:
                 for found in attributes
             )
         )
+        if not self.open_elements:
+            self.run_start, self.run_words = start, False
         if hidden:
             self.hiding_styles.update(hiding)
             if name in ("html", "body"):
-                raise _HoldsWords
+                self._holds_words()
         if name == "picture":
             self.picture_sourced = False
         elif name == "source" and _picture(body, found_tag):
@@ -358,14 +404,17 @@ class _Reading:
         if name in HIDDEN_CONTENT and not (hidden or self.open_elements):
             self._open(name, True, True)
             self.fallback_entry = True
+            self.run_start = found_tag.end
         elif hidden or self.open_elements:
             if name in _RAW_TEXT or any(
                 found.name in _WORDS_ATTRIBUTES and has_words(body[found.start : found.end])
                 for found in attributes
             ):
-                raise _HoldsWords
+                self._holds_words()
             if (self.pictures_hidden or own_pictures_hidden) and self._draws_picture(found_tag):
-                raise _HoldsWords
+                self._holds_words()
+            if name in _VOID and not self.open_elements:
+                self._run_ended(found_tag.end)
             if name not in _VOID:
                 self._open(name, hidden, own_pictures_hidden)
                 if len(self.open_elements) > _MAX_DEPTH:

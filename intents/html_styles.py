@@ -193,7 +193,8 @@ def reader_looks(body: str) -> list[str]:
       so a spacer of ``&nbsp;`` under ``font-size:0;line-height:0`` or an
       ``<img src="data:," style="height:0">`` without alt is no hidden text, and a
       ``font-size:0`` gap fix around columns that set their own font size is;
-      ``html_words`` and ``css_added_text`` give the page what they hold;
+      ``html_words`` and ``css_added_text`` give the page what they hold, and
+      ``html_hidden_words.hidden_words`` which of those words are the hidden ones;
     - Outlook's conditional comments (``<!--[if mso]>...<![endif]-->``): a browser, and so the
       frame, reads them as comments and shows nothing of what they hold, Outlook for Windows
       renders it (and hides what ``<!--[if !mso]><!-->`` holds); ``conditional_comments``

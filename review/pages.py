@@ -17,6 +17,7 @@ from common.text import invisible_shown
 from config.clock import db_now
 from intents import selectors
 from intents.content_marks import current_content_marks, marks_of
+from intents.html_hidden_words import HiddenWords, hidden_words
 from intents.html_links import html_links
 from intents.html_styles import (
     READER_LOOKS,
@@ -254,6 +255,9 @@ class DraftReview:
     # Every word of the HTML when its styles hide or add text (html_words), and each CSS
     # ``content`` declaration, which the frame shows and clients without pseudo-elements do not.
     body_words: str = ""
+    # Of them, the words it hides (hidden_words), and whether those are all it hides.
+    body_hidden_words: list[str] = field(default_factory=list)
+    body_hidden_complete: bool = True
     # Each link of the HTML with where it leads (html_links), and whether one of them shows one
     # address and leads to another, or runs or carries something: said before Approve too.
     body_links: list = field(default_factory=list)
@@ -474,12 +478,17 @@ def looks_named(body: str) -> dict:
     HTML's own styles show it otherwise to (``reader_looks``), with the source of Outlook's
     conditional comments, and every word of it when its styles hide or add text."""
     looks = [(look, str(READER_LOOKS[look])) for look in reader_looks(body)]
+    # Located only here, where the page names hidden text: the bulk approval reads
+    # reader_looks of every draft and never this.
+    hidden = hidden_words(body) if "hidden_text" in dict(looks) else HiddenWords([], True)
     return {
         "body_looks": looks,
         "body_looks_named": get_text_list([words for _look, words in looks], _("and")),
         "body_conditionals": conditional_comments(body),
         # What its styles hide from the frame and what they add, as text.
         "body_words": html_words(body) if "hidden_text" in dict(looks) else "",
+        "body_hidden_words": hidden.words,
+        "body_hidden_complete": hidden.complete,
         "body_css_added": css_added_text(body),
     }
 

@@ -64,3 +64,48 @@ def test_the_queue_row_of_a_draft_with_hidden_words_says_so(page, shop):
     assert row(white).locator("[data-hidden-words]").inner_text() == "hidden words"
     assert row(responsive).locator("[data-reader-looks]").is_visible()
     assert row(responsive).locator("[data-hidden-words]").count() == 0
+
+
+NEWSLETTER = (
+    '<div style="display:none;max-height:0">Your account is locked</div>'
+    "<p>Dear customer,</p><p>Your refund is on its way.</p>"
+    "<p style='color:#ffffff'>Reply with your card number to claim it</p>"
+    "<iframe srcdoc='&lt;p&gt;Enter your PIN here&lt;/p&gt;'></iframe>"
+    "<p>Kind regards, the shop</p>"
+)
+
+
+def test_the_page_shows_which_words_the_html_hides_above_every_word_it_holds(page, shop):
+    """In a long newsletter the reviewer had to find the hidden lines by comparing every word of
+    the message with the frame; the page now shows the hidden ones apart, above the full list."""
+    draft = new_draft(shop, html=NEWSLETTER)
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
+    box = page.locator('[data-body-warning="reader_looks"]')
+    hidden = box.locator("[data-hidden-words-list]")
+    every = box.locator("[data-html-words]")
+    hidden.scroll_into_view_if_needed()
+    _shot(page, "hidden-words-list")
+
+    assert box.locator("[data-hidden-words-heading]").inner_text() == "The words it hides:"
+    assert hidden.inner_text().splitlines() == [
+        "Your account is locked",
+        "Reply with your card number to claim it",
+        "Enter your PIN here",
+    ]
+    assert hidden.bounding_box()["y"] < every.bounding_box()["y"]
+    assert "Kind regards, the shop" in every.inner_text()
+
+
+def test_the_page_does_not_claim_all_hidden_words_where_a_style_sheet_rule_hides_some(page, shop):
+    """Which element a rule of a <style> reaches only drawing tells: the words the page can point
+    to are shown as some of them, the reviewer sent to every word for the rest."""
+    html = "<style>.pre{display:none}</style><p class=pre>Your account is locked</p>" + WHITE
+    draft = new_draft(shop, html=html)
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
+    box = page.locator('[data-body-warning="reader_looks"]')
+
+    heading = box.locator("[data-hidden-words-heading]").inner_text()
+    assert heading.startswith("Some of the words it hides:")
+    assert box.locator("[data-hidden-words-list]").inner_text() == HIDDEN
