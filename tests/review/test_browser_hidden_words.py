@@ -37,7 +37,8 @@ def test_the_hidden_words_note_says_how_they_hide_and_how_to_find_them(page, sho
     assert "mail clients that show the words it hides" in looks
     assert "a document inside a frame of the message" in note
     assert "in the colour behind them" in note
-    assert "the lines you do not find in the frame below are the ones it hides" in note
+    # The words it hides are listed apart, above every word it holds.
+    assert box.locator("[data-hidden-words-list]").inner_text() == HIDDEN
     assert HIDDEN in box.locator("[data-html-words]").inner_text()
 
 
