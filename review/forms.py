@@ -26,9 +26,12 @@ ADDRESS_SPLIT = re.compile(r"[\s,;]+")
 
 
 class QueueFilterForm(forms.Form):
-    mailbox = forms.TypedChoiceField(required=False, coerce=int, empty_value=None)
-    agent = forms.TypedChoiceField(required=False, coerce=int, empty_value=None)
-    age = forms.ChoiceField(choices=AGE_CHOICES, required=False)
+    # The labels name a refused filter in the page's note of what it did not understand.
+    mailbox = forms.TypedChoiceField(
+        required=False, coerce=int, empty_value=None, label=_("Mailbox")
+    )
+    agent = forms.TypedChoiceField(required=False, coerce=int, empty_value=None, label=_("Agent"))
+    age = forms.ChoiceField(choices=AGE_CHOICES, required=False, label=_("Age"))
     warnings = forms.BooleanField(required=False, label=_("Only drafts with recipients to check"))
     q = forms.CharField(required=False, max_length=200, label=_("Search"))
     view = forms.ChoiceField(

@@ -84,7 +84,7 @@ def test_the_queue_page_sorts_by_the_query_and_offers_the_orders(
     bad = client.get(reverse("tenant_home", args=[tenant_a.slug]), {"sort": "nope"})
     assert bad.status_code == 200
     assert "data-filter-errors" in bad.content.decode()
-    assert "sort (Select a valid choice." in bad.content.decode()
+    assert "Sort (Select a valid choice." in bad.content.decode()
 
 
 def _item(draft):
