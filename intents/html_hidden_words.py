@@ -26,15 +26,12 @@ from intents.html_styles import (
     _CONTENT_DECLARATION,
     _FRAME_DOCUMENT,
     _HIDING_MARKUP,
-    _PRESENTATION_ATTRIBUTE_ANYWHERE,
-    _STYLE_ATTRIBUTE_ANYWHERE,
     _STYLE_ELEMENT,
     _SVG,
     _SVG_TITLE,
-    _UNDRAWN_ELEMENT_ANYWHERE,
     HIDING_DECLARATION,
+    hiding_places,
     html_words,
-    unquoted,
 )
 from intents.html_tokens import END_TAG, START_TAG, Tokens
 
@@ -65,14 +62,7 @@ def hidden_words(body: str) -> HiddenWords:
     complete = complete and titles >= sum(
         1 for svg in _SVG.findall(text) for title in _SVG_TITLE.findall(svg) if html_words(title)
     )
-    hiding = [
-        m.start(1) for m in _STYLE_ATTRIBUTE_ANYWHERE.finditer(body) if styles.hiding(m[2])
-    ] + [
-        m.start(1)
-        for m in _PRESENTATION_ATTRIBUTE_ANYWHERE.finditer(body)
-        if styles.hiding(f"{m[1]}:{unquoted(m[2])}")
-    ]
-    undrawn = [m.start(1) for m in _UNDRAWN_ELEMENT_ANYWHERE.finditer(body)]
+    hiding, undrawn = hiding_places(body, styles)
     if hiding or undrawn:
         extents, read = hidden_extents(body, styles.hiding, styles.hiding_pictures, tokens)
         found += [(start, html_words(body[start:end])) for start, end in extents]

@@ -282,14 +282,7 @@ def _hides_or_adds_text(body: str, text: str) -> bool:
         _CONTENT_DECLARATION.search(css) for css in attributes
     ):
         return True
-    hiding = [
-        m.start(1) for m in _STYLE_ATTRIBUTE_ANYWHERE.finditer(body) if styles.hiding(m[2])
-    ] + [
-        m.start(1)
-        for m in _PRESENTATION_ATTRIBUTE_ANYWHERE.finditer(body)
-        if styles.hiding(f"{m[1]}:{unquoted(m[2])}")
-    ]
-    undrawn = [m.start(1) for m in _UNDRAWN_ELEMENT_ANYWHERE.finditer(body)]
+    hiding, undrawn = hiding_places(body, styles)
     # Split once for both readings (the colours' reads on from where the hidden text's ended).
     tokens = Tokens(body)
     if not hiding and not undrawn:
@@ -314,6 +307,21 @@ _BLOCKS = frozenset(
         "td", "th", "tr", "ul",
     }
 )  # fmt: skip
+
+
+def hiding_places(body: str, styles: StyleReading) -> tuple[list[int], list[int]]:
+    """Where, in ``body`` as written, a style or presentation attribute that hides starts, and
+    where a start tag of an element a browser does not draw starts: wherever they are written,
+    in or out of a tag, so a reading that did not reach one as a tag can be told apart."""
+    hiding = [
+        m.start(1) for m in _STYLE_ATTRIBUTE_ANYWHERE.finditer(body) if styles.hiding(m[2])
+    ] + [
+        m.start(1)
+        for m in _PRESENTATION_ATTRIBUTE_ANYWHERE.finditer(body)
+        if styles.hiding(f"{m[1]}:{unquoted(m[2])}")
+    ]
+    undrawn = [m.start(1) for m in _UNDRAWN_ELEMENT_ANYWHERE.finditer(body)]
+    return hiding, undrawn
 
 
 def html_words(body: str, *, _frames: int = 0) -> str:
