@@ -42,7 +42,6 @@ WORDS_ATTRIBUTES = frozenset(
         "placeholder", "summary", "title", "value",
     }
 )  # fmt: skip
-_WORDS_ATTRIBUTES = WORDS_ATTRIBUTES
 _VOID = frozenset(
     {
         "area", "base", "basefont", "bgsound", "br", "col", "embed", "frame", "hr", "image",
@@ -217,7 +216,7 @@ def hidden_without_words(
 
     Words are what a reader who ignores the style (an inbox preview, a screen reader, Outlook
     for ``display:none``) gets: text other than spaces (``_NO_WORDS``), an alt, a title or a
-    label (``_WORDS_ATTRIBUTES``: a hidden image's alt is read by a screen reader), the text of
+    label (``WORDS_ATTRIBUTES``: a hidden image's alt is read by a screen reader), the text of
     an element nested in it (a child's own style does not show what its parent's
     ``display:none`` hides; a child's own font size under a parent's ``font-size:0``, the
     inline-block gap fix, may show its words, but which ones depends on where a browser ends
@@ -407,7 +406,7 @@ class _Reading:
             self.run_start = found_tag.end
         elif hidden or self.open_elements:
             if name in _RAW_TEXT or any(
-                found.name in _WORDS_ATTRIBUTES and has_words(body[found.start : found.end])
+                found.name in WORDS_ATTRIBUTES and has_words(body[found.start : found.end])
                 for found in attributes
             ):
                 self._holds_words()
