@@ -20,7 +20,7 @@ from django.utils.translation import gettext as _
 
 from common.crypto import needs_reseal
 from common.egress import EgressRefused, host_reached, validate_url
-from common.text import unsafe_in_name
+from common.text import invisible_characters, unsafe_in_name
 from config.clock import db_now
 from intents.events.outbox import wake_delivery
 from intents.hostnames import as_read, lookalike_host, unicode_form
@@ -99,14 +99,27 @@ def _clean_types(event_types: Iterable[str]) -> list[str]:
 
 
 def _clean_description(description) -> str:
-    """The endpoint's description as typed, refused when it holds what ``unsafe_in_name`` names:
-    the tenant's other admins read it beside the URL, where a U+202E turned it backwards."""
+    """The endpoint's description as typed, refused when it holds what ``unsafe_in_name`` or
+    ``invisible_characters`` names: the tenant's other admins read it beside the URL, where a
+    U+202E turned it backwards."""
     description = str(description or "").strip()[:200]
     if unsafe := unsafe_in_name(description):
         raise AdminError(
             "invalid_description",
             _("The description cannot hold control or direction characters (%(char)s).")
             % {"char": unsafe},
+            field="description",
+        )
+    # What draws nothing makes "prod" read as the "prod" beside it, or a description as none:
+    # refused as in a token's name (tenants.tokens).
+    if invisible := invisible_characters(description):
+        raise AdminError(
+            "invalid_description",
+            _(
+                "The description cannot hold characters nobody sees: %(characters)s. They make "
+                "it look like another one, or like none; remove them."
+            )
+            % {"characters": invisible},
             field="description",
         )
     return description

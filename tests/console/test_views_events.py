@@ -225,6 +225,10 @@ def test_non_admins_cannot_reach_the_page(tenant_a, member_of, signed_in, role):
         # Shown to the tenant's other admins beside the URL (an outside probe found both kept).
         {"description": "prod \u202eoreh"},
         {"description": "prod\x1b[8m"},
+        # Draws nothing: "prod" with a zero-width space read as the "prod" beside it, and one of
+        # only U+2060 as no description at all (a token's name refuses both).
+        {"description": "pro\u200bd"},
+        {"description": "\u2060"},
         {"url": "https://hooks.example.com/" + "a" * 5000},
         {"event_types": ["draft.rejected", "nope"]},
         {"event_types": ["draft.rejected\x00"]},
