@@ -20,9 +20,7 @@ admin_patterns = [
     path("members/<int:membership_id>/", views.member_detail, name="admin_member"),
     path("members/<int:membership_id>/role/", views.member_role, name="admin_member_role"),
     path("members/<int:membership_id>/rights/", views.member_rights, name="admin_member_rights"),
-    path(
-        "members/<int:membership_id>/away/", views_deadlines.member_away, name="admin_member_away"
-    ),
+    path("members/<int:membership_id>/away/", views.member_away, name="admin_member_away"),
     path(
         "members/<int:membership_id>/deactivate/",
         views.member_deactivate,

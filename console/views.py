@@ -35,6 +35,7 @@ from console.policies_page import policies_page
 from tenants import invitations, services, sudo
 from tenants import policies as tenant_policies
 from tenants.access import ADMIN_ONLY, TenantRequest, tenant_view
+from tenants.forms import AwayForm
 from tenants.models import Membership
 from tenants.send_stops import Stopped, with_sends_in_flight
 from tenants.stale import StaleSave
@@ -225,6 +226,32 @@ def member_role(request: TenantRequest, membership_id: int) -> HttpResponse:
             messages.success(request, with_sends_in_flight(done, stopped, "approver"))
             return redirect("admin_member", _slug(request), membership.pk)
     return _member_page(request, membership, role_form=form, status=400)
+
+
+@tenant_view(roles=ADMIN_ONLY)
+@require_POST
+def member_away(request: TenantRequest, membership_id: int) -> HttpResponse:
+    form = AwayForm(request.POST)
+    if not form.is_valid():
+        membership = _member_or_404(request, membership_id)
+        messages.error(request, form.errors["away"][0])
+        return _member_page(request, membership, status=400)
+    away = form.cleaned_data["away"] == "1"
+    try:
+        membership = services.member_set_away(
+            tenant=request.tenant, membership_id=membership_id, away=away, actor=request.user
+        )
+    except services.AdminError as error:
+        if error.code == "not_found":
+            raise Http404(error.message) from None
+        messages.error(request, error.message)
+        return redirect("admin_members", request.tenant.slug)
+    name = membership.user.display_name
+    if away:
+        messages.success(request, _("%(name)s is marked away.") % {"name": name})
+    else:
+        messages.success(request, _("%(name)s is back.") % {"name": name})
+    return redirect("admin_member", request.tenant.slug, membership.pk)
 
 
 _RANK = {Membership.Role.VIEWER: 0, Membership.Role.APPROVER: 1, Membership.Role.ADMIN: 2}

@@ -1,10 +1,9 @@
-"""The deadline (SLA) and escalation settings of a tenant (on the policies page) and the
-"away" flag an admin sets for a member."""
+"""The deadline (SLA) and escalation settings of a tenant (on the policies page)."""
 
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
@@ -45,24 +44,3 @@ def deadlines(request: TenantRequest) -> HttpResponse:
             messages.success(request, _("Deadlines and escalation saved."))
             return redirect("admin_policies", tenant.slug)
     return policies_page(request, deadlines=form, status=400)
-
-
-@tenant_view(roles=ADMIN_ONLY)
-@require_POST
-def member_away(request: TenantRequest, membership_id: int) -> HttpResponse:
-    away = bool(request.POST.get("away"))
-    try:
-        membership = services.member_set_away(
-            tenant=request.tenant, membership_id=membership_id, away=away, actor=request.user
-        )
-    except services.AdminError as error:
-        if error.code == "not_found":
-            raise Http404(error.message) from None
-        messages.error(request, error.message)
-        return redirect("admin_members", request.tenant.slug)
-    name = membership.user.display_name
-    if away:
-        messages.success(request, _("%(name)s is marked away.") % {"name": name})
-    else:
-        messages.success(request, _("%(name)s is back.") % {"name": name})
-    return redirect("admin_member", request.tenant.slug, membership.pk)

@@ -85,3 +85,17 @@ class PreferencesForm(forms.Form):
             return check(value)
         except AdminError as error:
             raise forms.ValidationError(error.message, code=error.code) from None
+
+
+class AwayForm(forms.Form):
+    """The away button (a member's own on the queue, an admin's on the member page): "1" marks
+    the member away, "0" present. Anything else is refused; any non-empty value once marked them
+    away."""
+
+    away = forms.ChoiceField(
+        choices=[("1", _("away")), ("0", _("present"))],
+        error_messages={
+            "required": _("Choose away or present."),
+            "invalid_choice": _("Choose away or present."),
+        },
+    )

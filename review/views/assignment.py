@@ -13,8 +13,10 @@ from django.views.decorators.http import require_POST
 from intents import errors, services
 from intents.services.assignment import UNSEEN
 from review.views.common import draft_or_404, left_review
+from review.views.queue import queue_page
 from tenants import services as tenant_services
 from tenants.access import DECIDERS, TenantRequest, tenant_view
+from tenants.forms import AwayForm
 from tenants.models import Membership
 
 
@@ -100,7 +102,11 @@ def draft_hand(request: TenantRequest, draft_id: int) -> HttpResponse:
 @tenant_view()
 @require_POST
 def my_away(request: TenantRequest) -> HttpResponse:
-    away = bool(request.POST.get("away"))
+    form = AwayForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, form.errors["away"][0])
+        return queue_page(request, status=400)
+    away = form.cleaned_data["away"] == "1"
     tenant_services.member_set_away(
         tenant=request.tenant, membership_id=request.membership.pk, away=away, actor=request.user
     )

@@ -107,7 +107,12 @@ def _view_tabs(request: TenantRequest) -> list[dict]:
 @tenant_view()
 @require_safe
 def queue(request: TenantRequest) -> HttpResponse:
-    return render(request, "review/queue.html", _queue_context(request))
+    return queue_page(request)
+
+
+def queue_page(request: TenantRequest, *, status: int = 200) -> HttpResponse:
+    """The queue as a GET shows it; with a 400 after a refused POST of the queue's own."""
+    return render(request, "review/queue.html", _queue_context(request), status=status)
 
 
 @tenant_view()

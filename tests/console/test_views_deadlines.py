@@ -108,9 +108,28 @@ def test_admin_marks_a_member_away_and_back(tenant_a, admin_a, member_of, client
     client.post(url, {"away": "1"})
     member.refresh_from_db()
     assert member.is_away
-    client.post(url, {"away": ""})
+    client.post(url, {"away": "0"})
     member.refresh_from_db()
     assert not member.is_away
+
+
+@pytest.mark.parametrize("value", ["", "yes", "\x00", "true", "0 ", None], ids=repr)
+def test_an_away_value_other_than_1_or_0_is_refused_and_changes_nothing(
+    tenant_a, admin_a, member_of, client, value
+):
+    """Found by an outside probe: any non-empty value, ``yes`` or ``\\x00`` as much as ``1``,
+    marked the member away, and the page's own "present" button sent an empty one."""
+    member = member_of(tenant_a, "approver")
+    client.force_login(admin_a.user)
+    url = reverse("admin_member_away", args=[tenant_a.slug, member.pk])
+
+    answer = client.post(url, {} if value is None else {"away": value}, follow=True)
+
+    member.refresh_from_db()
+    assert not member.is_away
+    assert not AuditEvent.objects.filter(action__in=["member.away", "member.back"]).exists()
+    assert answer.status_code == 400
+    assert "Choose away or present." in answer.content.decode()
 
 
 @pytest.mark.parametrize("lapse", [{"is_active": False}, {"role": "viewer"}], ids=str)

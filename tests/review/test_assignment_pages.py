@@ -202,7 +202,7 @@ def test_the_away_flag_is_set_by_the_member_and_audited(tenant_a, approver_a, cl
     client.post(reverse("my_away", args=[tenant_a.slug]), {"away": "1"})
     approver_a.refresh_from_db()
     assert approver_a.is_away
-    client.post(reverse("my_away", args=[tenant_a.slug]), {"away": ""})
+    client.post(reverse("my_away", args=[tenant_a.slug]), {"away": "0"})
     approver_a.refresh_from_db()
     assert not approver_a.is_away
     actions = list(
@@ -211,6 +211,27 @@ def test_the_away_flag_is_set_by_the_member_and_audited(tenant_a, approver_a, cl
         .values_list("action", flat=True)
     )
     assert actions == ["member.away", "member.back"]
+
+
+@pytest.mark.parametrize("value", ["", "yes", "\x00", "true", "0 ", None], ids=repr)
+def test_an_own_away_value_other_than_1_or_0_is_refused_and_changes_nothing(
+    tenant_a, approver_a, client, value
+):
+    """Found by an outside probe: any non-empty value, ``yes`` or ``\\x00`` as much as ``1``,
+    marked the reviewer away, and the queue's own "I am back" button sent an empty one."""
+    from tenants.models import AuditEvent
+
+    client.force_login(approver_a.user)
+
+    answer = client.post(
+        reverse("my_away", args=[tenant_a.slug]), {} if value is None else {"away": value}
+    )
+
+    approver_a.refresh_from_db()
+    assert not approver_a.is_away
+    assert not AuditEvent.objects.filter(action__in=["member.away", "member.back"]).exists()
+    assert answer.status_code == 400
+    assert "Choose away or present." in answer.content.decode()
 
 
 def _held_drafts(tenant, mailbox, make_draft, holder, n):
