@@ -234,7 +234,7 @@ def member_away(request: TenantRequest, membership_id: int) -> HttpResponse:
     form = AwayForm(request.POST)
     if not form.is_valid():
         membership = _member_or_404(request, membership_id)
-        messages.error(request, form.errors["away"][0])
+        messages.error(request, str(form.errors["away"][0]))
         return _member_page(request, membership, status=400)
     away = form.cleaned_data["away"] == "1"
     try:

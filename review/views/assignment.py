@@ -104,7 +104,7 @@ def draft_hand(request: TenantRequest, draft_id: int) -> HttpResponse:
 def my_away(request: TenantRequest) -> HttpResponse:
     form = AwayForm(request.POST)
     if not form.is_valid():
-        messages.error(request, form.errors["away"][0])
+        messages.error(request, str(form.errors["away"][0]))
         return queue_page(request, status=400)
     away = form.cleaned_data["away"] == "1"
     tenant_services.member_set_away(
