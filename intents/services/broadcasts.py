@@ -325,6 +325,11 @@ def broadcast_create(
             missing=errors.NotFound("mailbox_not_found", _("No such mailbox."), field="mailbox"),
         )
         require_active_mailbox(mailbox)
+        if actor_user is not None:
+            # Again in the writing transaction: the check above ran before the upload was read
+            # (seconds for a long list), and an admin who took the right away meanwhile (a
+            # deactivation, a demotion, the mailbox's right removed) did not stop the post.
+            require_decider(tenant, actor_user, mailbox)
         broadcast = Broadcast.objects.create(
             tenant=tenant,
             mailbox=mailbox,

@@ -10,7 +10,9 @@ from django.urls import reverse
 
 from intents import errors
 from intents import services as intent_services
-from intents.models import Draft, DraftNote, DraftVersion, IntentEvent, SendIntent
+from intents.models import Broadcast, Draft, DraftNote, DraftVersion, IntentEvent, SendIntent
+from intents.services.broadcasts import broadcast_create
+from mailboxes.models import Mailbox
 from tenants import invitations, onboarding, services
 from tenants.models import AuditEvent, Invitation, Membership, User
 from tests.factories import make_local_mailbox
@@ -396,3 +398,60 @@ def test_an_operator_switching_off_an_admin_while_they_remove_the_other_is_asked
 
     assert [m.pk for m in removal] == [bob.pk]
     assert [t.pk for t in operator[0]] == [tenant_a.pk]
+
+
+def _take_away(tenant, reviewer, admin, change):
+    if change == "deactivated":
+        return services.member_deactivate(
+            tenant=tenant, membership_id=reviewer.pk, actor=admin.user
+        )
+    if change == "demoted":
+        return services.member_set_role(
+            tenant=tenant, membership_id=reviewer.pk, role="viewer", actor=admin.user
+        )
+    return services.member_set_mailbox_rights(
+        tenant=tenant,
+        membership_id=reviewer.pk,
+        approve_all_mailboxes=False,
+        mailbox_ids=[],
+        actor=admin.user,
+    )
+
+
+@pytest.mark.parametrize("change", ["deactivated", "demoted", "rights_removed"])
+def test_a_broadcast_posted_while_its_author_loses_the_right_is_refused_and_nothing_is_saved(
+    tenant_a, member_of, change
+):
+    """Found by this probe: a person's broadcast checked their right once, before its upload was
+    read (seconds for a large list) and before its transaction; an admin taking the right away
+    in between (deactivated, made a viewer, the mailbox's right removed) did not stop it, and a
+    broadcast of someone who may not post from the mailbox waited for approval in their name.
+    The mailbox row is held here so the post stops inside its transaction, after that check,
+    while the change commits."""
+    reviewer = member_of(tenant_a, "approver")
+    admin = member_of(tenant_a, "admin")
+    mailbox = make_local_mailbox(tenant_a)
+    outcome: list = []
+    with transaction.atomic():
+        list(Mailbox.objects.select_for_update().filter(pk=mailbox.pk))
+        posting = in_thread(
+            lambda: broadcast_create(
+                tenant=tenant_a,
+                mailbox=mailbox,
+                subject="Order {{ order }} is delayed",
+                text="Hello {{ name }}",
+                recipients=[{"address": "c1@example.com", "variables": {"name": "A", "order": 1}}],
+                actor_user=reviewer.user,
+            ),
+            outcome,
+        )
+        until_done_or_waiting(posting, 1)
+        changed: list = []
+        changing = in_thread(lambda: _take_away(tenant_a, reviewer, admin, change), changed)
+        changing.join(20)
+        assert not isinstance(changed[0], Exception), changed[0]
+    posting.join(20)
+
+    assert isinstance(outcome[0], errors.NoRight), outcome[0]
+    assert not Broadcast.objects.filter(tenant=tenant_a).exists()
+    assert not IntentEvent.objects.filter(tenant=tenant_a).exists()
