@@ -42,8 +42,9 @@ is known a few seconds after it arrives (our webhook); `in_reply_to_unknown` jus
 a retry. The id is compared exactly, angle brackets included: one the mailbox received written
 with its brackets left out or added is `in_reply_to_written_otherwise`, whose detail gives it as
 received. `in_reply_to_inbox_lost` is final: the message was in the mailbox's inbox that was
-deleted at AgentMail and made again, which no longer holds it (write a new message instead). A
-draft without `in_reply_to` is a new message, which starts a thread of its own:
+deleted at AgentMail and made again, which no longer holds it (write a new message instead). So
+is `in_reply_to_too_long`: an id of more than 998 bytes in UTF-8 is recorded cut, and no reply
+can name it. A draft without `in_reply_to` is a new message, which starts a thread of its own:
 `thread_id` is for replies only, and a new message naming one is **422**
 `thread_id_without_in_reply_to` naming `thread_id` (to answer in a thread, give `in_reply_to`).
 

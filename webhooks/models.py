@@ -185,6 +185,12 @@ class RecipientDelivery(models.Model):
         return f"{self.address}: {self.state}"
 
 
+# The most UTF-8 bytes of a message id stored whole: it is indexed (the ledger's waiting index,
+# the inbound unique key), and PostgreSQL refuses an index entry over about 2,700 bytes. A longer
+# one is stored cut (``normalize.bounded_id``), so no reply can name it as recorded.
+MESSAGE_ID_BYTES = 998
+
+
 class InboundMessage(models.Model):
     """A customer's message into one of our mailboxes (from message.received), kept short."""
 

@@ -29,6 +29,7 @@ from enum import StrEnum
 from typing import Any
 
 from common.addresses import normalize_address
+from webhooks.models import MESSAGE_ID_BYTES
 
 PREVIEW_LENGTH = 200
 REPLACEMENT_CHARACTER = "\ufffd"
@@ -203,8 +204,8 @@ def _normalize(payload: dict) -> NormalizedEvent:
 
 # A message id is indexed (the ledger's waiting index, the inbound unique key), and PostgreSQL
 # refuses an index entry over about 2,700 bytes: 998 characters of a sender-chosen Message-ID in
-# a three-byte script are 2,994. The cut is in bytes, and a cut id ends in a digest of the whole.
-MESSAGE_ID_BYTES = 998
+# a three-byte script are 2,994. The cut is in bytes (``MESSAGE_ID_BYTES``), and a cut id ends
+# in a digest of the whole.
 
 
 def bounded_id(value: str) -> str:

@@ -19,6 +19,7 @@ from mailboxes.headers import encoded_word_in, line_break_in
 # the write direction (webhooks -> intents), but webhooks.selectors is a leaf (it imports only
 # webhooks.models), so no import cycle can form; a reply must answer a message its mailbox
 # received, and that fact lives nowhere else.
+from webhooks.models import MESSAGE_ID_BYTES
 from webhooks.selectors import inbound_message
 
 MAX_RECIPIENTS = 50
@@ -221,6 +222,7 @@ def answered_message(*, tenant, mailbox, in_reply_to: str, thread_id: str):
     subject from it, so it must have come into this mailbox (and this thread, when one is named):
     otherwise the approver would see one conversation and the customer of another get the reply.
     """
+    _refuse_unrecordable_id(in_reply_to)
     message = inbound_message(tenant=tenant, mailbox=mailbox, message_id=in_reply_to)
     if message is None:
         _refuse_written_otherwise(tenant, mailbox, in_reply_to)
@@ -237,6 +239,22 @@ def answered_message(*, tenant, mailbox, in_reply_to: str, thread_id: str):
             "in_reply_to",
         )
     return message
+
+
+def _refuse_unrecordable_id(in_reply_to: str) -> None:
+    """Refuse a message id longer than the receiver stores whole (``MESSAGE_ID_BYTES`` of
+    UTF-8): such a message is recorded under a cut id, which no reply naming it can equal. It
+    was refused as not received yet, "retry in a few seconds", and the agent retried for ever."""
+    size = len(in_reply_to.encode("utf-8", "surrogatepass"))
+    if size <= MESSAGE_ID_BYTES:
+        return
+    raise errors.InvalidInput(
+        "in_reply_to_too_long",
+        f"in_reply_to is {size} bytes in UTF-8, more than the {MESSAGE_ID_BYTES} a received "
+        "message's id is recorded with: a reply to that message cannot be written. Write the "
+        "answer as a new message (no in_reply_to).",
+        "in_reply_to",
+    )
 
 
 def _refuse_written_otherwise(tenant, mailbox, in_reply_to: str) -> None:

@@ -212,6 +212,32 @@ def test_a_long_message_id_in_a_three_byte_script_is_stored_and_applied(client, 
     assert WebhookEvent.objects.filter(state="applied").count() == 2
 
 
+def test_a_reply_to_a_message_id_stored_cut_is_refused_as_too_long_not_unknown(
+    client, hook, mailbox, member_of, tenant_a
+):
+    """A Message-ID over 998 bytes is stored cut (above). An agent answering it names it as
+    AgentMail gives it, whole, and was told "not a message received by ... (if it arrived only
+    just now, retry in a few seconds)": no stored id can ever equal it, so the agent retried for
+    ever. The refusal says why and what to do instead."""
+    long_id = "<" + "訂" * 400 + "@customer.test>"
+    hook.post(client, received_payload(mailbox, thread_id="thr_1", message_id=long_id))
+
+    with pytest.raises(errors.InvalidInput) as refused:
+        intent_services.draft_create(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            to=["jane@customer.test"],
+            text="Thanks",
+            in_reply_to=long_id,
+            actor_user=member_of(tenant_a, "approver").user,
+        )
+
+    assert InboundMessage.objects.get().message_id != long_id
+    assert (refused.value.code, refused.value.field) == ("in_reply_to_too_long", "in_reply_to")
+    assert "retry" not in refused.value.message
+    assert Draft.objects.count() == 0
+
+
 @pytest.mark.parametrize(
     "timestamp",
     ["2099-01-01T00:00:00Z", "2001-01-01T00:00:00Z", "0001-01-01T00:00:00Z"],
