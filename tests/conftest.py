@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from tests import dbflush
 from tests.factories import PASSWORD, MembershipFactory, TenantFactory
 from tests.routed_client import RoutedClient
 
@@ -80,16 +81,18 @@ def migrated_template(django_db_blocker):
 
 
 @pytest.fixture(autouse=True)
-def flush_without_recreating_content_types(request):
+def quick_flush(request):
     """A transactional test ends with a flush of every table, and Django then sends post_migrate,
     whose receivers recreate every content type and permission: 0.1 s of CPU in the test process
-    and more in PostgreSQL, for each of the suite's 200-odd transactional tests. Nothing here uses
+    and more in PostgreSQL, for each of the suite's 800-odd transactional tests. Nothing here uses
     permissions, and content types are created on demand (``get_for_model``), so once the test
     database is set up those two receivers are replaced by one that forgets the cached content
-    types (their rows are gone after a flush)."""
+    types (their rows are gone after a flush). The flush itself empties only the tables the test
+    wrote (tests/dbflush.py)."""
     if _uses_database(request.node):
         request.getfixturevalue("django_db_setup")
         _trim_flush_signals()
+        dbflush.install()
     yield
 
 
