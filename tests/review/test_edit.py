@@ -229,7 +229,7 @@ def test_the_same_save_posted_twice_answers_saved_both_times_and_adds_one_versio
     assert two.redirect_chain == [(reverse("draft", args=[tenant_a.slug, draft.pk]), 302)]
     assert "Saved version 2." in two.content.decode()
     assert "Someone saved" not in two.content.decode()
-    assert list(draft.versions.values_list("number", "text")) == [
+    assert list(draft.versions.order_by("number").values_list("number", "text")) == [
         (1, "We refunded your order today."),
         (2, "My careful wording."),
     ]
@@ -270,4 +270,4 @@ def test_a_double_click_posting_the_save_twice_at_once_adds_one_version(
         return client.post(url, data).status_code
 
     assert run_concurrently(post, 2) == [302, 302]
-    assert list(draft.versions.values_list("number", flat=True)) == [1, 2]
+    assert list(draft.versions.order_by("number").values_list("number", flat=True)) == [1, 2]
