@@ -59,6 +59,13 @@ def click_twice_while_slow(page, button, slow):
     page.wait_for_timeout(300)
     page.mouse.click(x, y)
     page.wait_for_timeout(700)
+    # The first answer is held once the server gave it, which under the suite's load can take
+    # longer than the second: released before that, it was never released, and the page waited
+    # for that navigation until the test's expectation timed out (seen on CI).
+    for _ in range(200):
+        if slow.held:
+            break
+        page.wait_for_timeout(50)
     slow.release()
     page.wait_for_load_state()
 
