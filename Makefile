@@ -4,6 +4,12 @@ PYTHON ?= python3
 # pyenv shims resolve `uv` through .python-version and may not find it, so we keep our own copy.
 UV := $(shell if command -v uv >/dev/null 2>&1 && uv --version >/dev/null 2>&1; then echo uv; else echo .tools/bin/uv; fi)
 MANAGE := $(UV) run --frozen python manage.py
+# Python writes bytecode here even where PYTHONDONTWRITEBYTECODE is set (as on CI's machine):
+# otherwise every process compiled the project from source again (0.3 s of CPU per Django process
+# start, and the suite starts hundreds: its workers, each manage.py, server and harness process),
+# and pytest rewrote and compiled every test module in each worker (16.6 s of CPU to collect the
+# suite instead of 8 s). `make lint` runs first on CI, so the suite finds the project compiled.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: help setup run test test-full lint format check bench broadcast-crash broadcast-latency nemesis cluster restore-drill modelcheck mutants messages stop clean
 
@@ -46,19 +52,14 @@ run: setup
 # waits on subprocesses, HTTP and Chromium more than it
 # computes, so three workers pay on CI's two cores. PYTEST_XDIST= (empty) runs it in one process,
 # for debugging; PYTEST_ARGS="-n 0" does too.
-# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (as on CI's machine): otherwise
-# each of the suite's Python processes (the workers, every manage.py, server and harness process
-# the tests start) compiled the project from source again, and pytest rewrote and compiled every
-# test module in each worker: 16.6 s of CPU to collect the suite instead of 8 s.
 PYTEST_XDIST ?= -n 3
-TEST_ENV := COUNTERSIGN_ENV=test PYTHONDONTWRITEBYTECODE=
 test: .venv/.synced
-	$(TEST_ENV) $(UV) run --frozen pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
+	COUNTERSIGN_ENV=test $(UV) run --frozen pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # The same suite with the heavy tests at the sizes they were written for (tests/sizes.py): more
 # generated examples for the fuzzers and the state machine, schemathesis at 100 per operation.
 test-full: .venv/.synced
-	$(TEST_ENV) COUNTERSIGN_TEST_SIZE=full $(UV) run --frozen pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
+	COUNTERSIGN_ENV=test COUNTERSIGN_TEST_SIZE=full $(UV) run --frozen pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 lint: .venv/.synced
 	$(UV) run --frozen ruff check .
