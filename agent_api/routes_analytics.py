@@ -1,7 +1,8 @@
 """``GET /api/v1/analytics``: what reviewers did with this token's drafts (issue 17).
 
-The figures are the calling token's own, in its own tenant: a token is one agent, and these are
-its report card (a tenant admin sees every token's on the console page). There is no parameter
+The figures are the calling token's own, in its own tenant and within its mailboxes (a draft of
+a mailbox the token no longer reaches is not counted, as it is a 404 on every route): a token is
+one agent, and these are its report card (a tenant admin sees every token's on the console page). There is no parameter
 to ask for the tenant or another token. This is not a wall between agents: a draft is reached
 by mailbox, not by the token that wrote it (a rotated token carries on its predecessor's
 drafts), so ``GET /drafts/{id}`` shows any draft of the token's mailboxes, its reviewers'
@@ -66,8 +67,8 @@ DESCRIPTION = f"""The calling token's drafts decided in the period (at most {MAX
 approved as written, approved after a person's edits (with the median edit size), rejected (with
 the five most frequent reasons), expired, withdrawn, and the median and p90 time to decision;
 overall and per model. Only this token's own figures: there is no way to ask for another token's
-or the whole tenant's. A period that is empty or reversed is 422 `period_invalid`, one too long
-422 `period_too_long`."""
+or the whole tenant's, and a draft of a mailbox outside the token's mailboxes is not counted. A
+period that is empty or reversed is 422 `period_invalid`, one too long 422 `period_too_long`."""
 
 
 class ReasonOut(Schema):
@@ -145,7 +146,11 @@ def get_analytics(
     refuse_unknown_query(request, frozenset({"since", "until"}))
     token = request.auth
     period = period_between(_moment(since, "since"), _moment(until, "until"))
-    result = reviewer_analytics(token.tenant, period, agent_token_id=token.pk)
+    # Within the token's mailboxes, as every route is: a token that lost a mailbox read there
+    # how many of its drafts were rejected and why, where each of those drafts is a 404.
+    result = reviewer_analytics(
+        token.tenant, period, agent_token_id=token.pk, mailbox_ids=token.mailbox_scope()
+    )
     body = AnalyticsOut.model_validate(
         {
             "since": period.since,

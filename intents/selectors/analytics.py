@@ -202,9 +202,15 @@ def _model_expr(prefix: str = "") -> _ModelName:
 
 
 def decided_drafts(
-    tenant, period: Period, *, agent_token_id: int | None = None, model: str | None = None
+    tenant,
+    period: Period,
+    *,
+    agent_token_id: int | None = None,
+    model: str | None = None,
+    mailbox_ids: set[int] | None = None,
 ) -> QuerySet[DecidedDraft]:
-    """The agents' drafts of ``tenant`` decided in ``period``, with ``model`` annotated."""
+    """The agents' drafts of ``tenant`` decided in ``period``, with ``model`` annotated
+    (``mailbox_ids``: only those mailboxes' drafts; None, every mailbox's)."""
     qs = Draft.objects.filter(
         tenant=tenant,
         decided_at__gte=period.since,
@@ -216,6 +222,8 @@ def decided_drafts(
         qs = qs.filter(agent_token_id=agent_token_id)
     if model is not None:
         qs = qs.filter(model=model)
+    if mailbox_ids is not None:
+        qs = qs.filter(mailbox_id__in=mailbox_ids)
     return qs
 
 
@@ -226,9 +234,20 @@ def models_seen(tenant, period: Period) -> list[str]:
 
 
 def reviewer_analytics(
-    tenant, period: Period, *, agent_token_id: int | None = None, model: str | None = None
+    tenant,
+    period: Period,
+    *,
+    agent_token_id: int | None = None,
+    model: str | None = None,
+    mailbox_ids: set[int] | None = None,
 ) -> ReviewerAnalytics:
-    drafts = decided_drafts(tenant, period, agent_token_id=agent_token_id, model=model)
+    """The figures of ``tenant``'s agents' drafts decided in ``period``: of one token's
+    (``agent_token_id``), one model's, or only those of ``mailbox_ids`` (a restricted token's
+    mailboxes: the agent API's report card shows nothing of a mailbox the token does not reach)
+    when given."""
+    drafts = decided_drafts(
+        tenant, period, agent_token_id=agent_token_id, model=model, mailbox_ids=mailbox_ids
+    )
     edits = _edit_sizes(drafts)
     groups = {dim: _figures(drafts, dim, edits) for dim in (None, "agent_token_id", "model")}
     total = groups[None].get("all") or Figures(key="all", label="")
