@@ -25,6 +25,7 @@ from agent_api.auth import (
 )
 from agent_api.idempotency import run_idempotent
 from agent_api.schemas import (
+    DigitsInt,
     DraftCreateIn,
     DraftOut,
     DraftPage,
@@ -52,6 +53,8 @@ ERRORS_WRITE = {
 router = Router()
 
 DRAFT_LIST_PARAMETERS = frozenset({"status", "cursor", "limit"})
+# A page's size, in ASCII digits (``DigitsInt``).
+PAGE_LIMIT = Query(20, ge=1, le=100)
 
 
 def _token(request: AgentRequest) -> AgentToken:
@@ -107,7 +110,7 @@ def list_drafts(
     request: AgentRequest,
     status: DraftStatus | None = None,
     cursor: str | None = Query(None, max_length=200, description="From `next_cursor`."),
-    limit: int = Query(20, ge=1, le=100),
+    limit: DigitsInt = PAGE_LIMIT,
 ):
     refuse_unknown_query(request, DRAFT_LIST_PARAMETERS)
     return _ok(operations.list_drafts(_token(request), status=status, cursor=cursor, limit=limit))
@@ -121,7 +124,7 @@ def list_drafts(
     tags=["drafts"],
     operation_id="draft_get",
 )
-def get_draft(request: AgentRequest, draft_id: int):
+def get_draft(request: AgentRequest, draft_id: DigitsInt):
     refuse_unknown_query(request, NO_QUERY)
     return _ok(operations.read_draft(_token(request), draft_id))
 
@@ -134,7 +137,7 @@ def get_draft(request: AgentRequest, draft_id: int):
     tags=["drafts"],
     operation_id="draft_add_version",
 )
-def add_version(request: AgentRequest, draft_id: int, payload: VersionIn):
+def add_version(request: AgentRequest, draft_id: DigitsInt, payload: VersionIn):
     """Only while the draft is pending (409 `not_pending` otherwise). Reviewers see the new version;
     an approval of an older version is refused. With `base_version`, a revision of a draft that
     changed since is refused (409 `version_conflict`). `Idempotency-Key` is optional but
@@ -162,7 +165,7 @@ def add_version(request: AgentRequest, draft_id: int, payload: VersionIn):
     tags=["drafts"],
     operation_id="draft_withdraw",
 )
-def withdraw_draft(request: AgentRequest, draft_id: int):
+def withdraw_draft(request: AgentRequest, draft_id: DigitsInt):
     """Takes the draft out of the review queue (409 `not_pending` if it was already decided).
     No body (an empty object is accepted too). `Idempotency-Key` is optional."""
     refuse_unknown_query(request, NO_QUERY)

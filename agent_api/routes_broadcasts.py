@@ -19,7 +19,8 @@ from agent_api.auth import (
     refuse_unknown_query,
 )
 from agent_api.idempotency import run_idempotent
-from agent_api.routes import ERRORS_READ, ERRORS_WRITE, _ok
+from agent_api.routes import ERRORS_READ, ERRORS_WRITE, PAGE_LIMIT, _ok
+from agent_api.schemas import DigitsInt
 from agent_api.schemas_broadcasts import (
     BroadcastCreateIn,
     BroadcastOut,
@@ -74,7 +75,7 @@ def create_broadcast(request: AgentRequest, payload: BroadcastCreateIn):
 def list_broadcasts(
     request: AgentRequest,
     cursor: str | None = Query(None, max_length=200, description="From `next_cursor`."),
-    limit: int = Query(20, ge=1, le=100),
+    limit: DigitsInt = PAGE_LIMIT,
 ):
     refuse_unknown_query(request, frozenset({"cursor", "limit"}))
     return _ok(operations.list_broadcasts(request.auth, cursor=cursor, limit=limit))
@@ -89,7 +90,7 @@ def list_broadcasts(
     operation_id="broadcast_replace_recipients",
 )
 def replace_broadcast_recipients(
-    request: AgentRequest, broadcast_id: int, payload: BroadcastRecipientsIn
+    request: AgentRequest, broadcast_id: DigitsInt, payload: BroadcastRecipientsIn
 ):
     """Only while pending review (409 otherwise: what each customer receives is fixed at
     approval), and only of a broadcast an agent posted (403 `broadcast_posted_by_person`: a
@@ -114,6 +115,6 @@ def replace_broadcast_recipients(
     tags=["broadcasts"],
     operation_id="broadcast_get",
 )
-def get_broadcast(request: AgentRequest, broadcast_id: int):
+def get_broadcast(request: AgentRequest, broadcast_id: DigitsInt):
     refuse_unknown_query(request, NO_QUERY)
     return _ok(operations.read_broadcast(request.auth, broadcast_id))

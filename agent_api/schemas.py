@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import (
     AfterValidator,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainValidator,
@@ -86,6 +87,24 @@ def parse_date_time(value: Any) -> datetime:
     except ValueError as exc:
         # A month 13, a 30 February, a 25th hour.
         raise ValueError(f"{expected}; {shown} is no such instant ({exc})") from None
+
+
+# A number in a path or a query string (an id, a page's limit): ASCII digits as the API writes
+# them. pydantic's lax integer also read "1_0" as 10 and "+1", "1.0", " 1" and "01" as 1, so
+# an agent that mangled a draft's id read, revised or withdrew another draft, told nothing.
+DIGITS = re.compile(r"0|[1-9][0-9]*", re.ASCII)
+
+
+def _written_in_digits(value: Any) -> Any:
+    if isinstance(value, str) and not DIGITS.fullmatch(value):
+        raise ValueError(
+            "must be written in ASCII digits, as the API gives it (no sign, space, underscore, "
+            "fraction or leading zero)"
+        )
+    return value
+
+
+DigitsInt = Annotated[int, BeforeValidator(_written_in_digits)]
 
 
 DateTimeIn = Annotated[
