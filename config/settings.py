@@ -31,6 +31,7 @@ from config.env import (
     unpublished_sealing_key,
     url_checked,
 )
+from config.env import MOST as _MOST  # not a setting (Django takes every upper-case name)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -570,6 +571,16 @@ if not AGENT_EVENTS_RETRY_DELAYS or any(
     not math.isfinite(d) or d < 0 for d in AGENT_EVENTS_RETRY_DELAYS
 ):
     raise SettingsError("AGENT_EVENTS_RETRY_DELAYS must be seconds, 0 or more, at least one")
+# The bound every figure without one of its own has (config.env.MOST): 10^20 s overflowed the
+# retry's timedelta as each failed attempt was recorded, and 10^12 s stored a next attempt past
+# the year 9999, which no later read of the delivery could load.
+for _number, _delay in enumerate(AGENT_EVENTS_RETRY_DELAYS, start=1):
+    if _delay > _MOST:
+        raise SettingsError(
+            f"AGENT_EVENTS_RETRY_DELAYS entry {_number} must be at most {_MOST} seconds, "
+            f"got {_delay:g}"
+        )
+del _number, _delay
 
 # django-q2 on the ORM broker (same PostgreSQL). The intents table is the source of truth; the queue
 # only wakes workers, so a lost or doubled task is harmless. timeout < retry, finite attempts.

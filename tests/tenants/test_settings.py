@@ -198,6 +198,16 @@ PAST_WHAT_RUNS = {
         "SEND_BATCH_SIZE must be at most 1000, got a number of 5000 digits"
     ),
     "Q_WORKERS=" + "9" * 5000: "Q_WORKERS must be at most 1000000000, got a number of 5000 digits",
+    # Found by probe 4 (the operator): a retry delay was only checked to be finite and not
+    # negative. 1e20 s crashed each failed delivery's record (OverflowError, the attempt lost
+    # and claimed again), and 1e12 s stored a next attempt in the year 36,000, which psycopg
+    # cannot read: every later read of the delivery's row failed (DataError).
+    "AGENT_EVENTS_RETRY_DELAYS=30,1e12": (
+        "AGENT_EVENTS_RETRY_DELAYS entry 2 must be at most 1000000000 seconds, got 1e+12"
+    ),
+    "AGENT_EVENTS_RETRY_DELAYS=1e20": (
+        "AGENT_EVENTS_RETRY_DELAYS entry 1 must be at most 1000000000 seconds, got 1e+20"
+    ),
 }
 
 
