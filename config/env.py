@@ -149,6 +149,26 @@ def url_checked(name: str, value: str, *, like: str, schemes: set[str]) -> str:
     return value
 
 
+# A host name as DNS writes it: labels of lower-case letters, digits and inner dashes, 1 to 63
+# characters, joined by single dots, 253 characters at most; an IDN in its A-label (xn--) form.
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+HOST_NAME = re.compile(rf"(?=.{{1,253}}\Z){_LABEL}(?:\.{_LABEL})*")
+
+
+def host_name(name: str, value: str, *, like: str) -> str:
+    """``value`` (the variable ``name``) when it is a host name in the form DNS and every
+    comparison of ours use (lower case, an IDN as xn--), else SettingsError quoting it: a domain
+    is no secret. A scheme, a port, a path, an "@", capitals or a stray space are refused rather
+    than mended, so what runs is what the operator wrote."""
+    if HOST_NAME.fullmatch(value):
+        return value
+    raise SettingsError(
+        f"{name} must be a domain name like {like}: lower-case letters, digits, dashes and dots "
+        f"(an international name in its xn-- form), with no scheme, port, path or space, "
+        f"got {value!r}"
+    )
+
+
 def strong_key(name: str, value: str) -> str:
     """``value`` (the key ``name``) when it passes the rule of Django's deploy check (W009,
     W025), else ImproperlyConfigured saying which part failed, never the key. In production only:

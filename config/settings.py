@@ -25,6 +25,7 @@ from config.env import (
     env_float,
     env_int,
     env_list,
+    host_name,
     origins_checked,
     required,
     strong_key,
@@ -349,7 +350,11 @@ AGENTMAIL_BASE_URL = url_checked(
     schemes={"http", "https"},
 )
 AGENTMAIL_ORG_API_KEY = required("AGENTMAIL_ORG_API_KEY", "am_sandbox_org_key")
-AGENTMAIL_INBOX_DOMAIN = env("AGENTMAIL_INBOX_DOMAIN", "agentmail.to")
+# Each new mailbox's address is built from it, sent to AgentMail and stored as built: a domain
+# in another form than the lower-cased one recipients and lookups are compared in matched none.
+AGENTMAIL_INBOX_DOMAIN = host_name(
+    "AGENTMAIL_INBOX_DOMAIN", env("AGENTMAIL_INBOX_DOMAIN", "agentmail.to"), like="agentmail.to"
+)
 AGENTMAIL_CONNECT_TIMEOUT = env_float("AGENTMAIL_CONNECT_TIMEOUT", 3, low=0.001)
 AGENTMAIL_READ_TIMEOUT = env_float("AGENTMAIL_READ_TIMEOUT", 15, low=0.001)
 AGENTMAIL_POOL_TIMEOUT = env_float("AGENTMAIL_POOL_TIMEOUT", 5, low=0.001)

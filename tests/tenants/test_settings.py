@@ -292,6 +292,47 @@ def test_a_weak_key_a_wildcard_host_or_an_origin_without_scheme_stops_the_start(
     assert [case for case, stderr in errors.items() if "hunter" in stderr] == []
 
 
+# Found by probe 4 (the operator): the domain of new inboxes was taken as typed. Each mailbox's
+# address was built from it and sent to AgentMail, and stored so: a quoting slip's space, an "@",
+# a URL or capitals gave addresses no recipient or command lookup (which compare the lower-cased
+# form, common.addresses) could match, and the start said nothing.
+INBOX_DOMAIN_SAID = (
+    "AGENTMAIL_INBOX_DOMAIN must be a domain name like agentmail.to: lower-case letters, digits, "
+    "dashes and dots (an international name in its xn-- form), with no scheme, port, path or "
+    "space, got "
+)
+BAD_DOMAINS = {
+    "AGENTMAIL_INBOX_DOMAIN=@mail.example.com": INBOX_DOMAIN_SAID + "'@mail.example.com'",
+    "AGENTMAIL_INBOX_DOMAIN=https://mail.example.com": (
+        INBOX_DOMAIN_SAID + "'https://mail.example.com'"
+    ),
+    "AGENTMAIL_INBOX_DOMAIN=Mail.Example.com": INBOX_DOMAIN_SAID + "'Mail.Example.com'",
+    "AGENTMAIL_INBOX_DOMAIN=b\u00fccher.example": INBOX_DOMAIN_SAID + "'b\u00fccher.example'",
+    "AGENTMAIL_INBOX_DOMAIN=mail..example.com": INBOX_DOMAIN_SAID + "'mail..example.com'",
+    "AGENTMAIL_INBOX_DOMAIN=-mail.example.com": INBOX_DOMAIN_SAID + "'-mail.example.com'",
+}
+
+
+def test_an_inbox_domain_that_is_no_domain_name_stops_the_start_naming_it():
+    errors = settings_errors(BAD_DOMAINS)
+    spaced = {"AGENTMAIL_INBOX_DOMAIN": "mail.example.com "}
+    production = {**PRODUCTION_ENV, "DATABASE_URL": settings.DATABASE_URL}
+    result = run_python("-c", "import config.settings", env={**production, **spaced})
+
+    assert last_lines(errors) == refusals(BAD_DOMAINS)
+    assert result.stderr.strip().splitlines()[-1] == (
+        "config.env.SettingsError: " + INBOX_DOMAIN_SAID + "'mail.example.com '"
+    )
+
+
+def test_an_inbox_domain_of_a_name_or_an_xn_label_starts():
+    cases = [
+        "AGENTMAIL_INBOX_DOMAIN=mail.example-1.com",
+        "AGENTMAIL_INBOX_DOMAIN=xn--bcher-kva.test",
+    ]
+    assert settings_errors(cases) == dict.fromkeys(cases, "")
+
+
 def test_a_strong_key_and_its_fallback_start_in_production():
     case = f"SECRET_KEY={STRONG} SECRET_KEY_FALLBACKS={STRONG[::-1]}"
     assert settings_errors([case]) == {case: ""}
