@@ -288,7 +288,11 @@ SUDO_SECONDS = env_int("SUDO_SECONDS", 15 * 60, low=60, high=24 * 3600)
 OPERATORS_REQUIRE_TWO_FACTOR = env_bool("OPERATORS_REQUIRE_TWO_FACTOR", PRODUCTION)
 # Passkeys (tenants.passkeys): the WebAuthn relying party ID, the site's host name (e.g.
 # countersign.example.com). Empty means the request's host (which ALLOWED_HOSTS vets).
+# A bare host name (WebAuthn's RP ID): browsers refuse every passkey ceremony whose RP ID is a URL
+# or carries a port, so such a value is refused here, at the start.
 WEBAUTHN_RP_ID = env("WEBAUTHN_RP_ID", "")
+if WEBAUTHN_RP_ID:
+    host_name("WEBAUTHN_RP_ID", WEBAUTHN_RP_ID, like="countersign.example.com")
 
 # The staff UI's languages, each named in its own language (the preferences page lists them).
 # A user's own choice wins; without one, the browser's Accept-Language; else English. Times are

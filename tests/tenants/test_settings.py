@@ -333,6 +333,33 @@ def test_an_inbox_domain_of_a_name_or_an_xn_label_starts():
     assert settings_errors(cases) == dict.fromkeys(cases, "")
 
 
+# Found by probe 4 (the operator): the passkeys' relying party ID was taken as typed. A URL or a
+# port, as an operator copies the site's address, started without a word; then every browser
+# refused each passkey registration and sign-in (an RP ID is a bare host name, WebAuthn 5.1.3),
+# the page saying only that the passkey could not be made.
+RP_ID_SAID = (
+    "WEBAUTHN_RP_ID must be a domain name like countersign.example.com: lower-case letters, "
+    "digits, dashes and dots (an international name in its xn-- form), with no scheme, port, "
+    "path or space, got "
+)
+BAD_RP_IDS = {
+    "WEBAUTHN_RP_ID=https://countersign.example.com": (
+        RP_ID_SAID + "'https://countersign.example.com'"
+    ),
+    "WEBAUTHN_RP_ID=countersign.example.com:443": RP_ID_SAID + "'countersign.example.com:443'",
+    "WEBAUTHN_RP_ID=countersign.example.com/": RP_ID_SAID + "'countersign.example.com/'",
+}
+
+
+def test_a_passkey_relying_party_that_is_no_host_name_stops_the_start_naming_it():
+    assert last_lines(settings_errors(BAD_RP_IDS)) == refusals(BAD_RP_IDS)
+
+
+def test_a_passkey_relying_party_of_a_host_name_starts():
+    case = "WEBAUTHN_RP_ID=countersign.example.com"
+    assert settings_errors([case]) == {case: ""}
+
+
 def test_a_strong_key_and_its_fallback_start_in_production():
     case = f"SECRET_KEY={STRONG} SECRET_KEY_FALLBACKS={STRONG[::-1]}"
     assert settings_errors([case]) == {case: ""}
