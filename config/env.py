@@ -5,6 +5,7 @@ one caller; what each variable means is said there and in README's configuration
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -167,6 +168,33 @@ def host_name(name: str, value: str, *, like: str) -> str:
         f"(an international name in its xn-- form), with no scheme, port, path or space, "
         f"got {value!r}"
     )
+
+
+def allowed_hosts_checked(name: str, hosts: list[str]) -> list[str]:
+    """``hosts`` when each entry could match a request: Django compares an entry with the Host
+    header's name alone (lower-cased, its port cut off, an IPv6 address kept in its brackets), so
+    an entry written as a URL, with a port or a path matched nothing, and every request, the
+    probes included, was a 400. "*" is left to the production rule; host names are no secret."""
+    for host in hosts:
+        bare = host.lower().removeprefix(".")
+        if host == "*" or HOST_NAME.fullmatch(bare) or _bracketed_ipv6(bare):
+            continue
+        raise SettingsError(
+            f"{name} entry {host!r} must be a host name (.example.com for its subdomains too) or "
+            "an IP address (IPv6 in brackets), with no scheme, port, path or space: Django "
+            "compares it with the request's host name alone"
+        )
+    return hosts
+
+
+def _bracketed_ipv6(host: str) -> bool:
+    if not (host.startswith("[") and host.endswith("]")):
+        return False
+    try:
+        ipaddress.IPv6Address(host[1:-1])
+    except ValueError:
+        return False
+    return True
 
 
 def strong_key(name: str, value: str) -> str:

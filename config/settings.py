@@ -19,6 +19,7 @@ from config.env import (
     DEVELOPMENT_ENCRYPTION_KEY,
     DEVELOPMENT_SECRET_KEY,
     SettingsError,
+    allowed_hosts_checked,
     bearer_token,
     env,
     env_bool,
@@ -57,7 +58,9 @@ if PRODUCTION and DEBUG:
         "DEBUG must be off when COUNTERSIGN_ENV=production: its error pages show settings, "
         "code and request data to whoever causes an error."
     )
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
+ALLOWED_HOSTS = allowed_hosts_checked(
+    "ALLOWED_HOSTS", env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
+)
 if PRODUCTION and not ALLOWED_HOSTS:
     raise SettingsError("ALLOWED_HOSTS must be set when COUNTERSIGN_ENV=production")
 if PRODUCTION and "*" in ALLOWED_HOSTS:

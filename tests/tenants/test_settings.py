@@ -360,6 +360,37 @@ def test_a_passkey_relying_party_of_a_host_name_starts():
     assert settings_errors([case]) == {case: ""}
 
 
+# Found by probe 4 (the operator): an ALLOWED_HOSTS entry is compared with the Host header's
+# name alone, so one written as a URL, with a port or a path (as an operator copies the site's
+# address) matched no request: the process started and answered every page, the probes and the
+# webhooks included, with 400 Bad Request.
+HOSTS_SAID = (
+    "must be a host name (.example.com for its subdomains too) or an IP address (IPv6 in "
+    "brackets), with no scheme, port, path or space: Django compares it with the request's host "
+    "name alone"
+)
+BAD_HOSTS = {
+    "ALLOWED_HOSTS=https://countersign.example.com": (
+        f"ALLOWED_HOSTS entry 'https://countersign.example.com' {HOSTS_SAID}"
+    ),
+    "ALLOWED_HOSTS=countersign.example.com,countersign.example.com:443": (
+        f"ALLOWED_HOSTS entry 'countersign.example.com:443' {HOSTS_SAID}"
+    ),
+    "ALLOWED_HOSTS=countersign.example.com/": (
+        f"ALLOWED_HOSTS entry 'countersign.example.com/' {HOSTS_SAID}"
+    ),
+}
+
+
+def test_an_allowed_host_that_no_request_could_match_stops_the_start_naming_it():
+    assert last_lines(settings_errors(BAD_HOSTS)) == refusals(BAD_HOSTS)
+
+
+def test_allowed_hosts_of_names_subdomains_and_addresses_start():
+    case = "ALLOWED_HOSTS=Countersign.example.com,.example.org,10.0.0.7,[2001:db8::1]"
+    assert settings_errors([case]) == {case: ""}
+
+
 def test_a_strong_key_and_its_fallback_start_in_production():
     case = f"SECRET_KEY={STRONG} SECRET_KEY_FALLBACKS={STRONG[::-1]}"
     assert settings_errors([case]) == {case: ""}
