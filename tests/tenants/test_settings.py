@@ -421,6 +421,34 @@ def test_a_web_process_refuses_to_start_with_a_broken_key_ring(entry):
     assert "AAAA" not in result.stderr
 
 
+BLOB_STORE_SAID = (
+    "ATTACHMENT_BLOB_STORE must be the dotted path of a class with put and read, like "
+    "intents.blobs.DatabaseBlobStore, got "
+)
+
+
+@pytest.mark.parametrize(
+    ("store", "said"),
+    [
+        # A typo in the class, in the module, and no dotted path at all.
+        ("intents.blobs.DatabaseBlobStor", "'intents.blobs.DatabaseBlobStor'"),
+        ("intents.blob.DatabaseBlobStore", "'intents.blob.DatabaseBlobStore'"),
+        ("DatabaseBlobStore", "'DatabaseBlobStore'"),
+        # Importable, but no store: it failed at the first file's put.
+        ("intents.blobs.BlobPurged", "'intents.blobs.BlobPurged'"),
+    ],
+)
+@pytest.mark.parametrize("entry", ["config.wsgi", "config.asgi"])
+def test_a_web_process_refuses_to_start_with_a_blob_store_it_cannot_use(entry, store, said):
+    """Found by probe 4 (the operator): the store was imported at the first attachment, so a
+    process with a misspelt ATTACHMENT_BLOB_STORE started, and every draft with an attachment,
+    from the API or a reviewer's edit, and every send of one, was a 500 (ImportError)."""
+    env = {**PRODUCTION_ENV, "DATABASE_URL": settings.DATABASE_URL, "ATTACHMENT_BLOB_STORE": store}
+    result = run_python("-c", f"import {entry}", env=env)
+    assert result.returncode != 0
+    assert result.stderr.splitlines()[-1] == f"config.env.SettingsError: {BLOB_STORE_SAID}{said}"
+
+
 KEY = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 
 
