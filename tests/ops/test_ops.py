@@ -8,6 +8,7 @@ from django.core.management import call_command
 from config import ops
 from reliability.cluster import daemons
 from tests.ops.live import ROOT, process_env
+from tests.raw_server import RawReceiver
 
 pytestmark = pytest.mark.django_db
 
@@ -71,9 +72,9 @@ def test_readyz_is_not_ready_while_the_cache_table_is_missing(database_cache, cl
 
 def test_with_the_database_down_the_process_is_live_but_not_ready():
     """DEPLOYMENT.md "Watching it", with a real refused connection (a port just freed): /healthz
-    200, /readyz 503 naming the database, the migrations (which it cannot read) and the broker
-    (the ORM broker is that database); the URL's password reaches neither the answer nor the
-    log."""
+    200, /readyz 503 naming the database, and saying the migrations and the broker (the ORM
+    broker is that database) were not asked; the URL's password reaches neither the answer nor
+    the log."""
     url = f"postgresql://cs:hunter2-secret@127.0.0.1:{daemons.free_port()}/cs"
     done = subprocess.run(
         [sys.executable, "manage.py", "shell", "-v", "0", "-c", PROBE],
@@ -90,12 +91,54 @@ def test_with_the_database_down_the_process_is_live_but_not_ready():
         "status": "not ready",
         "checks": {
             "database": "error: OperationalError",
-            "migrations": "error: OperationalError",
+            "migrations": "error: not checked, the database did not answer",
             "cache": "ok",
-            "broker": "error: OperationalError",
+            "broker": "error: not checked, the database did not answer",
         },
     }
     assert "hunter2" not in done.stdout
+
+
+READY_PROBE = (
+    "from django.test import Client; c = Client(HTTP_HOST='localhost'); "
+    "print('probe', c.get('/readyz').content.decode())"
+)
+
+
+def test_with_the_database_silent_readyz_asks_it_once():
+    """Found by probe 4 (the operator): with PostgreSQL's host taking connections and saying
+    nothing (a partition, a hung server or proxy), /readyz opened a connection for the database,
+    then again for the migrations and for the ORM broker, each waiting out DB_CONNECT_TIMEOUT:
+    30 s a probe by default, a web worker held for each, where a load balancer gives up after a
+    few. The checks that need the database now say they were not asked."""
+    server = RawReceiver(lambda receiver, conn: receiver.stop.wait(30))
+    port = server.listener.getsockname()[1]
+    url = f"postgresql://cs:hunter2-secret@127.0.0.1:{port}/cs"
+    try:
+        done = subprocess.run(
+            [sys.executable, "manage.py", "shell", "-v", "0", "-c", READY_PROBE],
+            cwd=ROOT,
+            env=process_env(DATABASE_URL=url, DB_CONNECT_TIMEOUT="2"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        server.stop.set()
+        server.listener.close()
+    lines = [line[6:] for line in done.stdout.splitlines() if line.startswith("probe ")]
+    unasked = "error: not checked, the database did not answer"
+    assert json.loads(lines[0]) == {
+        "status": "not ready",
+        "checks": {
+            "database": "error: OperationalError",
+            "migrations": unasked,
+            "cache": "ok",
+            "broker": unasked,
+        },
+    }
+    assert server.connections == 1
 
 
 METRICS_PROBE = (
