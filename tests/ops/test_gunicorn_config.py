@@ -37,3 +37,44 @@ def test_a_gunicorn_variable_it_cannot_serve_with_stops_the_start_naming_it(vari
     assert done.stderr.strip().splitlines()[-1] == (
         f"{variable} must be a whole number, at least 1; got {value!r}"
     )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        # Found by probe 4 (the operator): no bound above. A timeout of 10^12 s started, then
+        # every worker died as it waited for a request (select's OverflowError) and was booted
+        # again, a traceback at ERROR each second; a slip of a few digits in the workers forked
+        # as many Django processes, each with its database connection; 5,000 digits were called
+        # no whole number and echoed whole.
+        (
+            "GUNICORN_TIMEOUT",
+            "1000000000000",
+            "GUNICORN_TIMEOUT must be at most 1000000000; got '1000000000000'",
+        ),
+        (
+            "GUNICORN_GRACEFUL_TIMEOUT",
+            "1000000001",
+            "GUNICORN_GRACEFUL_TIMEOUT must be at most 1000000000; got '1000000001'",
+        ),
+        ("GUNICORN_WORKERS", "40000", "GUNICORN_WORKERS must be at most 1024; got '40000'"),
+        (
+            "GUNICORN_WORKERS",
+            "9" * 5000,
+            "GUNICORN_WORKERS must be at most 1024; got a number of 5000 digits",
+        ),
+    ],
+)
+def test_a_gunicorn_variable_past_what_it_can_serve_with_stops_the_start_naming_it(
+    variable, value, said
+):
+    done = subprocess.run(
+        [sys.executable, *CHECK_CONFIG],
+        cwd=ROOT,
+        env={**process_env(), variable: value},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == said
