@@ -716,8 +716,16 @@ def dbserver(action: str) -> str:
             "postgresql://postgres:@/countersign?host=/srv/pg",
             "postgresql://postgres:@/countersign?host=/srv/pg",
         ),
+        # Found by probe 4 (the operator): libpq's sslpassword, the passphrase of the client's
+        # TLS key (sslkey), was printed whole by the command whose output is safe to paste.
+        (
+            f"postgres://countersign:{PASSWORD}@db.internal/cs?sslkey=/etc/cs/client.key"
+            f"&sslpassword={PASSWORD}-key",
+            "postgres://countersign:********@db.internal/cs?sslkey=/etc/cs/client.key"
+            "&sslpassword=********",
+        ),
     ],
-    ids=["in-address", "in-query", "none"],
+    ids=["in-address", "in-query", "none", "key-passphrase"],
 )
 def test_dbserver_url_masks_the_database_password(settings, url, shown):
     settings.DATABASE_URL = url

@@ -8,10 +8,14 @@ from common.cli import BaseCommand
 from config import dbserver
 
 MASK = "********"
+# libpq's parameters that hold a secret: the user's password, and the passphrase of the client's
+# TLS key (sslkey names only the key's file).
+SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
 
 
 def masked(url: str) -> str:
-    """``url`` with its password (in the address or as ``?password=``) replaced by a mask."""
+    """``url`` with its password (in the address or as ``?password=``) and its TLS key's
+    passphrase (``?sslpassword=``) replaced by a mask."""
     parts = urlsplit(url)
     netloc = parts.netloc
     if parts.password:
@@ -20,9 +24,9 @@ def masked(url: str) -> str:
         netloc = f"{user}:{MASK}@{hostport}"
     query = parts.query
     pairs = parse_qsl(query, keep_blank_values=True)
-    if any(key == "password" and value for key, value in pairs):
+    if any(key in SECRET_PARAMETERS and value for key, value in pairs):
         query = urlencode(
-            [(key, MASK if key == "password" and value else value) for key, value in pairs],
+            [(key, MASK if key in SECRET_PARAMETERS and value else value) for key, value in pairs],
             safe="/*",
         )
     return urlunsplit(parts._replace(netloc=netloc, query=query))
@@ -31,7 +35,7 @@ def masked(url: str) -> str:
 def _passwords(url: str) -> set[str]:
     parts = urlsplit(url)
     found = {parts.password, unquote(parts.password)} if parts.password else set()
-    return found | {v for k, v in parse_qsl(parts.query) if k == "password" and v}
+    return found | {v for k, v in parse_qsl(parts.query) if k in SECRET_PARAMETERS and v}
 
 
 class Command(BaseCommand):
