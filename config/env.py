@@ -268,18 +268,28 @@ def bearer_token(name: str, value: str) -> str:
 
 
 def origins_checked(name: str, origins: list[str]) -> list[str]:
-    """``origins`` when each is a scheme and a host. Without a scheme an origin matches no
-    request (Django's 4_0.E001, which only ``check`` says, and gunicorn runs none): every form
-    posted through the proxy failed its CSRF check. Origins are no secret: the bad one is named."""
+    """``origins`` when each is one a browser could send: a scheme and a host (a port if any), in
+    lower case, and nothing else. Django compares an entry without "*" with the Origin header
+    exactly: without a scheme (its 4_0.E001, which only ``check`` says, and gunicorn runs none),
+    with a trailing slash or a path copied from the address bar, or in capitals, an entry matched
+    no request, and every form posted through a proxy that needs it failed its CSRF check.
+    Origins are no secret: the bad one is named."""
     for origin in origins:
         try:
             parts = urlsplit(origin)
-            usable = parts.scheme in {"http", "https"} and bool(parts.hostname)
+            parts.port  # noqa: B018 (a port that is no number or past 65535 raises ValueError)
+            usable = (
+                parts.scheme in {"http", "https"}
+                and bool(parts.hostname)
+                and "@" not in parts.netloc
+                and origin == f"{parts.scheme}://{parts.netloc}".lower()
+            )
         except ValueError:
             usable = False
         if not usable:
             raise SettingsError(
                 f"{name} entry {origin!r} must be an origin like "
-                "https://countersign.example.com (a scheme and a host)"
+                "https://countersign.example.com (a scheme and a host, a port if any, in lower "
+                "case, with no path): Django compares it with the browser's Origin header exactly"
             )
     return origins

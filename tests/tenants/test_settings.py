@@ -252,6 +252,11 @@ def test_a_url_that_cannot_work_stops_the_start_naming_it_and_never_showing_it()
 # Host header (links built from it can point elsewhere); an origin without a scheme matches nothing,
 # so every form posted through the proxy failed its CSRF check.
 STRONG = "s" * 20 + "-another-strong-production-secret-0123456789abcdefghij"
+ORIGIN_SAID = (
+    "must be an origin like https://countersign.example.com (a scheme and a host, a port if "
+    "any, in lower case, with no path): Django compares it with the browser's Origin header "
+    "exactly"
+)
 WEAK_DEPLOYMENT = {
     "SECRET_KEY=hunter2-too-short": (
         "SECRET_KEY must be at least 50 characters long, got 17 (its value is not shown)"
@@ -279,8 +284,7 @@ WEAK_DEPLOYMENT = {
         "links built from it could point elsewhere"
     ),
     "CSRF_TRUSTED_ORIGINS=https://countersign.example.com,countersign.example.com": (
-        "CSRF_TRUSTED_ORIGINS entry 'countersign.example.com' must be an origin like "
-        "https://countersign.example.com (a scheme and a host)"
+        "CSRF_TRUSTED_ORIGINS entry 'countersign.example.com' " + ORIGIN_SAID
     ),
 }
 
@@ -388,6 +392,30 @@ def test_an_allowed_host_that_no_request_could_match_stops_the_start_naming_it()
 
 def test_allowed_hosts_of_names_subdomains_and_addresses_start():
     case = "ALLOWED_HOSTS=Countersign.example.com,.example.org,10.0.0.7,[2001:db8::1]"
+    assert settings_errors([case]) == {case: ""}
+
+
+# Found by probe 4 (the operator): an origin is compared with the browser's Origin header as
+# written (scheme://host[:port], lower case), so an entry copied from the address bar with its
+# trailing slash or a path, or typed in capitals, passed the check above and matched nothing:
+# behind a proxy that needs it, every form posted was refused (403, "Origin checking failed").
+BAD_ORIGINS = {
+    f"CSRF_TRUSTED_ORIGINS={origin}": f"CSRF_TRUSTED_ORIGINS entry {origin!r} {ORIGIN_SAID}"
+    for origin in [
+        "https://countersign.example.com/",
+        "https://countersign.example.com/ops/admin",
+        "https://Countersign.example.com",
+        "https://countersign.example.com?x=1",
+    ]
+}
+
+
+def test_a_trusted_origin_no_browser_could_send_stops_the_start_naming_it():
+    assert last_lines(settings_errors(BAD_ORIGINS)) == refusals(BAD_ORIGINS)
+
+
+def test_trusted_origins_with_a_port_or_for_subdomains_start():
+    case = "CSRF_TRUSTED_ORIGINS=https://countersign.example.com:8443,https://*.example.org"
     assert settings_errors([case]) == {case: ""}
 
 
