@@ -1,8 +1,5 @@
 from django.apps import AppConfig
-from django.conf import settings
-from django.utils.module_loading import import_string
 
-from config.env import SettingsError
 from mailboxes.signals import mailbox_inbox_lost
 from tenants.send_stops import sends_stopping
 
@@ -21,24 +18,7 @@ class IntentsConfig(AppConfig):
         mailbox_inbox_lost.connect(
             inbox_lost.on_mailbox_inbox_lost, dispatch_uid="intents.sending.inbox_lost"
         )
-        blob_store_checked(settings.ATTACHMENT_BLOB_STORE)
+        # Resolved as every process starts, not at the first attachment (intents.blobs).
+        from intents.blobs import blob_store_class
 
-
-def blob_store_checked(path: str) -> type:
-    """The blob store class ``path`` names, resolved as every process starts: it was imported at
-    the first attachment, so a misspelt ATTACHMENT_BLOB_STORE started (gunicorn runs no system
-    checks) and made every draft with a file, and every send of one, a 500."""
-    try:
-        store = import_string(path)
-    except ImportError:
-        store = None
-    if not (
-        isinstance(store, type)
-        and callable(getattr(store, "put", None))
-        and callable(getattr(store, "read", None))
-    ):
-        raise SettingsError(
-            "ATTACHMENT_BLOB_STORE must be the dotted path of a class with put and read, like "
-            f"intents.blobs.DatabaseBlobStore, got {path!r}"
-        )
-    return store
+        blob_store_class()

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils.module_loading import import_string
 
+from config.env import SettingsError
 from intents.models import AttachmentBlob
 
 
@@ -83,5 +84,28 @@ class DatabaseBlobStore:
 
 
 @cache
+def blob_store_class() -> type:
+    """The blob store class ATTACHMENT_BLOB_STORE names, resolved as every process starts (the
+    intents app's ready): it was imported at the first attachment, so a misspelt one started
+    (gunicorn runs no system checks) and made every draft with a file, and every send of one,
+    a 500."""
+    path = settings.ATTACHMENT_BLOB_STORE
+    try:
+        store = import_string(path)
+    except ImportError:
+        store = None
+    if not (
+        isinstance(store, type)
+        and callable(getattr(store, "put", None))
+        and callable(getattr(store, "read", None))
+    ):
+        raise SettingsError(
+            "ATTACHMENT_BLOB_STORE must be the dotted path of a class with put and read, like "
+            f"intents.blobs.DatabaseBlobStore, got {path!r}"
+        )
+    return store
+
+
+@cache
 def blob_store() -> BlobStore:
-    return import_string(settings.ATTACHMENT_BLOB_STORE)()
+    return blob_store_class()()
