@@ -13,6 +13,21 @@ from tests.ops.live import ROOT, process_env
 CHECK_CONFIG = ["-m", "gunicorn", "-c", "config/gunicorn.py", "--check-config", "config.wsgi"]
 
 
+def _refusal(variable: str, value: str) -> str:
+    """The last line gunicorn's config check writes with ``variable`` set to ``value``; it must
+    fail."""
+    done = subprocess.run(
+        [sys.executable, *CHECK_CONFIG],
+        cwd=ROOT,
+        env={**process_env(), variable: value},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    return done.stderr.strip().splitlines()[-1]
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
@@ -25,16 +40,7 @@ CHECK_CONFIG = ["-m", "gunicorn", "-c", "config/gunicorn.py", "--check-config", 
     ],
 )
 def test_a_gunicorn_variable_it_cannot_serve_with_stops_the_start_naming_it(variable, value):
-    done = subprocess.run(
-        [sys.executable, *CHECK_CONFIG],
-        cwd=ROOT,
-        env={**process_env(), variable: value},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode != 0
-    assert done.stderr.strip().splitlines()[-1] == (
+    assert _refusal(variable, value) == (
         f"{variable} must be a whole number, at least 1; got {value!r}"
     )
 
@@ -68,13 +74,4 @@ def test_a_gunicorn_variable_it_cannot_serve_with_stops_the_start_naming_it(vari
 def test_a_gunicorn_variable_past_what_it_can_serve_with_stops_the_start_naming_it(
     variable, value, said
 ):
-    done = subprocess.run(
-        [sys.executable, *CHECK_CONFIG],
-        cwd=ROOT,
-        env={**process_env(), variable: value},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode != 0
-    assert done.stderr.strip().splitlines()[-1] == said
+    assert _refusal(variable, value) == said
