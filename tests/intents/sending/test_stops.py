@@ -124,6 +124,9 @@ def test_a_change_committed_while_the_check_inserts_its_attempt_counts_that_call
     """The check had read the approver's right and the mailbox when the change committed; its
     attempt row came after, and so did the call, which the change knew nothing about. Now the
     change waits for the check's attempt row and says the call is in flight."""
+    # The call takes half a second, so the change, let go when the check commits, counts it while
+    # it is out: with an instant provider a loaded machine could record its answer first.
+    live.sandbox.config(latency_ms=500)
     admin = member_of(live.tenant, "admin").user
     intent, claims = _claimed(live)
     worker: list = []
