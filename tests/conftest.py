@@ -14,6 +14,16 @@ from tests.routed_client import RoutedClient
 pytest_plugins = ["tests.pages", "tests.idp.fixtures", "tests.event_receiver"]
 
 
+def pytest_configure(config):
+    """pytest-django's ``live_server`` runs Django's ``LiveServerThread``: its server answers
+    without Nagle's 40 ms delay on each request (tests.nodelay says why)."""
+    from django.test.testcases import LiveServerThread
+
+    from tests.nodelay import NoDelayWSGIServer
+
+    LiveServerThread.server_class = NoDelayWSGIServer
+
+
 def _uses_database(item) -> bool:
     fixtures = set(getattr(item, "fixturenames", ()))
     return item.get_closest_marker("django_db") is not None or bool(

@@ -16,6 +16,7 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 from intents.models import EventType
 from intents.services.event_endpoints import endpoint_create
+from tests.nodelay import NoDelay
 
 
 @dataclass
@@ -99,7 +100,7 @@ def _handler(receiver: Receiver):
     return Handler
 
 
-class _CountingServer(http.server.ThreadingHTTPServer):
+class _CountingServer(NoDelay, http.server.ThreadingHTTPServer):
     daemon_threads = True
     receiver: Receiver
 
