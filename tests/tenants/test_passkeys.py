@@ -183,6 +183,39 @@ def test_a_passkey_sign_in_over_https_never_sends_on_over_http(
     assert response.json()["redirect"] == kept
 
 
+@pytest.mark.parametrize(
+    "given",
+    ["/%09//evil.test/", "/%0A//evil.test/", "/%5C%09/evil.test/", "/%00//evil.test/"],
+    ids=["tab", "newline", "backslash-tab", "nul"],
+)
+def test_a_passkey_sign_in_never_hands_the_script_an_address_a_browser_reads_as_another_site(
+    client, tenant_a, member_of, given
+):
+    """Browsers drop tabs and newlines from a URL before reading it (WHATWG URL), and read
+    ``///evil.test/`` as the host evil.test; Django's check drops them too, and read "/", a tab,
+    "//evil.test/" as a path. A redirect header is safe (Django percent-encodes them), but the
+    passkey sign-in hands "next" to the page's script, whose ``location.assign()`` went there."""
+    user = member_of(tenant_a).user
+    passkey = SoftPasskey(user)
+    options = client.post(reverse("passkey_signin_options")).json()
+    credential = passkey.assert_(
+        challenge=options["challenge"], origin="http://testserver", rp_id=options["rpId"]
+    )
+    response = client.post(
+        reverse("passkey_signin") + "?next=" + given,
+        data=json.dumps({"credential": credential}),
+        content_type="application/json",
+    )
+    assert client.session["_auth_user_id"] == str(user.pk)
+    assert response.json()["redirect"] == "/"
+
+
+def test_the_sign_in_page_gives_its_passkey_script_no_address_with_a_tab(client):
+    page = client.get(reverse("login") + "?next=/%09//evil.test/")
+
+    assert "evil.test" not in page.content.decode()
+
+
 CREDENTIAL_ID = b"known-credential-id"
 
 MALFORMED_ASSERTIONS = {
