@@ -26,6 +26,7 @@ from tenants.models import AgentToken, AuditEvent, Invitation, Membership, Tenan
 from tenants.passwords import operator_password_recorded
 from tenants.send_stops import Stopped, sends_in_flight_hold, with_sends_in_flight
 from tenants.services import AdminError
+from tenants.user_sessions import sessions_end_all
 
 
 def _names(tenants: list[Tenant]) -> str:
@@ -169,7 +170,7 @@ class UserAdmin(BaseUserAdmin):
         return super().has_change_permission(request, obj)
 
     def save_model(self, request, obj, form, change):
-        in_flight = None
+        in_flight = sessions_ended = None
         if change and "is_active" in form.changed_data and not obj.is_active:
             # An account switched off stops every send the person approved, as a member's
             # deactivation does: first hold those on their way, tenant by tenant (the admin's
@@ -180,6 +181,10 @@ class UserAdmin(BaseUserAdmin):
                 )
             )
             in_flight = sum(sends_in_flight_hold(tenant_id=t, approver_id=obj.pk) for t in tenants)
+            # Switched off is signed out for good: its sessions were kept, only unusable while it
+            # was off, and switching it on again let every one of them (the stolen cookie the
+            # switch-off was for) back in, past the second factor each had proven.
+            sessions_ended = sessions_end_all(user=obj)
         super().save_model(request, obj, form, change)
         if left := getattr(form, "left_without_admin", []):
             onboarding.tenants_left_without_admin_record(user=obj, tenants=left, actor=request.user)
@@ -202,6 +207,7 @@ class UserAdmin(BaseUserAdmin):
                 before={name: _plain(form.initial.get(name)) for name in changed},
                 after={name: _plain(form.cleaned_data.get(name)) for name in changed},
                 sends_in_flight=in_flight,
+                sessions_ended=sessions_ended,
             )
 
     def user_change_password(self, request, id, form_url=""):

@@ -348,15 +348,19 @@ def account_changed_by_operator(
     after: dict,
     request=None,
     sends_in_flight: int | None = None,
+    sessions_ended: int | None = None,
 ) -> None:
     """The audit rows of an operator's edit of an account in the operators' admin (its address,
     name, whether it may sign in, its operator rights), in the transaction that saved it: one in
     each tenant of the person. An address changed there changes the name every earlier row of
     theirs is shown under, so the old one is kept here. ``sends_in_flight``: when the account was
-    switched off, the sends it had approved that were already past their last check."""
+    switched off, the sends it had approved that were already past their last check;
+    ``sessions_ended``: how many of its sessions that ended."""
     data: dict = {"before": before, "after": after}
     if sends_in_flight is not None:
         data["sends_in_flight"] = sends_in_flight
+    if sessions_ended is not None:
+        data["sessions_ended"] = sessions_ended
     signin_audit(
         action="user.changed_by_operator",
         user=user,

@@ -8,7 +8,7 @@ from django.test import Client
 from django.urls import reverse
 
 from tenants import onboarding
-from tenants.models import AuditEvent, Membership, Tenant, User
+from tenants.models import AuditEvent, Membership, Tenant, User, UserSession
 from tenants.tokens import token_create
 
 pytestmark = pytest.mark.django_db
@@ -284,6 +284,42 @@ def test_a_password_set_here_ends_the_persons_sessions_and_is_audited(
         "ops@countersign.test",
         1,
     )
+
+
+def _switch(operator, user, *, on: bool):
+    return operator.post(
+        f"{USERS}{user.pk}/change/",
+        {
+            "email": user.email,
+            "full_name": user.full_name,
+            "is_active": "on" if on else "",
+            "date_joined_0": user.date_joined.date().isoformat(),
+            "date_joined_1": "00:00:00",
+        },
+    )
+
+
+def test_an_account_switched_off_here_is_signed_out_for_good(
+    operator, tenant_a, member_of, password
+):
+    """Switching an account off is how an operator shuts out whoever holds its sessions (a
+    stolen cookie, a lost laptop). Its sessions were kept, only unusable while it was off:
+    switched on again, every one of them opened the tenants again, past the second factor it
+    had proven, and the holder of the stolen cookie was back in."""
+    user = member_of(tenant_a).user
+    theirs = Client()
+    theirs.post(reverse("login"), {"username": user.email, "password": password})
+    home = reverse("tenant_home", args=[tenant_a.slug])
+    assert theirs.get(home).status_code == 200
+
+    assert _switch(operator, user, on=False).status_code == 302
+    user.refresh_from_db()
+    assert _switch(operator, user, on=True).status_code == 302
+
+    assert theirs.get(home).status_code == 302
+    assert not UserSession.objects.filter(user=user).exists()
+    row = AuditEvent.objects.filter(action="user.changed_by_operator").order_by("pk").first()
+    assert row.data["sessions_ended"] == 1
 
 
 def test_people_and_agent_tokens_cannot_be_deleted_here(operator, tenant_a, member_of):
