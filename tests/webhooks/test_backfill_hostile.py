@@ -342,3 +342,46 @@ def test_a_mailbox_whose_key_was_refused_is_not_asked_until_it_works_again(
     assert report.inbound == 1
     assert not InboundMessage.objects.filter(mailbox=refused).exists()
     assert InboundMessage.objects.filter(mailbox=other, message_id="<b@c>").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rate_limited_key_ends_its_mailboxs_questions_for_the_run(
+    quiet_sandbox, tenant_a, member_of, mailbox_factory, caplog
+):
+    """AgentMail answers 429: the key is over its rate limit, which its sends share (limits are
+    per key). The run asks nothing more with it (it went on to every other unconfirmed send,
+    up to the key's budget, and then listed the inbox, each call answered 429 again and each
+    one more against the limit the mailbox's sends were waiting out); the next run asks again."""
+    sandbox = quiet_sandbox
+    mailbox = mailbox_factory(tenant_a)
+    registration.webhook_register(tenant=tenant_a)
+    approver = member_of(tenant_a, "approver").user
+    for _ in range(3):
+        accepted_send(tenant_a, mailbox, approver)
+    sandbox.fault("get_message", "429", times=0, retry_after=30, inbox_id=mailbox.inbox_id)
+    sandbox.fault("list_messages", "429", times=0, retry_after=30, inbox_id=mailbox.inbox_id)
+    seen = request_ids(sandbox)
+
+    with caplog.at_level(logging.WARNING, logger="webhooks.backfill"):
+        report = webhooks_backfill()
+
+    assert calls_to(sandbox, mailbox, "get_message", seen) == 1
+    assert calls_to(sandbox, mailbox, "list_messages", seen) == 0
+    assert (report.calls, report.errors) == (1, 1)
+    assert report.limited == [mailbox.pk]
+    assert "webhooks.backfill.key_rate_limited" in [r.getMessage() for r in caplog.records]
+    assert not WebhookEvent.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rate_limited_listing_is_reported_as_cut_short(quiet_sandbox, tenant_a, mailbox_factory):
+    sandbox = quiet_sandbox
+    mailbox = mailbox_factory(tenant_a)
+    registration.webhook_register(tenant=tenant_a)
+    sandbox.fault("list_messages", "429", times=0, retry_after=30, inbox_id=mailbox.inbox_id)
+    seen = request_ids(sandbox)
+
+    report = webhooks_backfill()
+
+    assert calls_to(sandbox, mailbox, "list_messages", seen) == 1
+    assert report.limited == [mailbox.pk]

@@ -23,8 +23,8 @@ Bounds: at most ``WEBHOOK_BACKFILL_CALLS_PER_KEY`` provider calls per key and ru
 ``WEBHOOK_BACKFILL_MAX_CALLS`` per run, calls begun only while they can end inside the task's
 time limit (``backfill_bounds.run_window``), mailboxes turned to longest ago first
 (``InboundBackfillMark.turn_at``), none whose key AgentMail refused, and a mailbox's questions end
-at the first refusal of its key, and one run at a time per tenant: a run that finds another
-asking about a tenant (the schedule's and an operator's command at once) skips it
+at the first refusal of its key or the first 429 (its sends share the key's rate limit), and one
+run at a time per tenant: a run that finds another asking about a tenant (the schedule's and an operator's command at once) skips it
 (``backfill_lease``), or the key got the budget twice. No provider call is made inside a transaction. An answer that cannot be right is refused, logged
 with its reason, and changes nothing: a page with more messages than asked (``page_oversized``), a
 next page token already followed (``page_token_repeated``), a message larger than a webhook could
@@ -245,6 +245,8 @@ def _deliveries(
                 # a key may be denied reading and still send (mailboxes.key_health marks sends').
                 log.warning("webhooks.backfill.key_refused", extra={"mailbox_id": mailbox.pk})
                 return True
+            if _rate_limited(mailbox, found):
+                return False
             continue
         for message in found.messages:
             if _oversized(mailbox, message, report):
@@ -303,7 +305,7 @@ def _inbound(mailbox, endpoint, budget: Budget, report: BackfillReport) -> bool:
             else:
                 _provider_failed(mailbox, "the inbox listing", page, report)
             _resume_at(mailbox, covered, after, reached)
-            return True
+            return page.ok or not _rate_limited(mailbox, page)
         if not page.next_page_token:
             InboundBackfillMark.objects.update_or_create(
                 mailbox=mailbox, defaults={"covered_until": horizon, "resume_at": None}
@@ -416,6 +418,18 @@ def _provider_failed(mailbox, call: str, answer, report: BackfillReport) -> None
             "error_code": answer.error_code,
         },
     )
+
+
+def _rate_limited(mailbox, answer) -> bool:
+    """Whether AgentMail answered 429: the key is over its rate limit, which the mailbox's sends
+    share (limits are per key), so the run asks nothing more with it (the next run asks again).
+    A run went on to every other unconfirmed send up to the key's budget, and then listed the
+    inbox, each call answered 429 again and each one more against the limit the sends were
+    waiting out."""
+    if answer.http_status != 429:
+        return False
+    log.warning("webhooks.backfill.key_rate_limited", extra={"mailbox_id": mailbox.pk})
+    return True
 
 
 def _oversized(mailbox, message: dict, report: BackfillReport) -> bool:
