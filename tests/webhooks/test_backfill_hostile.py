@@ -14,6 +14,7 @@ import time
 import httpx
 import pytest
 
+from intents.models import Suppression
 from mailboxes.key_health import mailbox_key_refused
 from tests.webhooks.conftest import apply_stored
 from tests.webhooks.test_backfill import accepted_send
@@ -385,3 +386,35 @@ def test_a_rate_limited_listing_is_reported_as_cut_short(quiet_sandbox, tenant_a
 
     assert calls_to(sandbox, mailbox, "list_messages", seen) == 1
     assert report.limited == [mailbox.pk]
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("message_id", "<another-message@agentmail.to>"), ("inbox_id", "elsewhere@agentmail.to")],
+)
+@pytest.mark.django_db(transaction=True)
+def test_a_looked_up_message_that_is_another_one_changes_nothing(
+    quiet_sandbox, tenant_a, member_of, mailbox_factory, caplog, field, value
+):
+    """The delivery question asks for one message; an answer naming another message (or
+    inbox) says nothing about ours: its 'rejected' label became our send's rejection and
+    suppressed every one of its recipients."""
+    sandbox = quiet_sandbox
+    mailbox = mailbox_factory(tenant_a)
+    registration.webhook_register(tenant=tenant_a)
+    intent = accepted_send(tenant_a, mailbox, member_of(tenant_a, "approver").user)
+    real = httpx.get(
+        f"{sandbox.base_url}/v0/inboxes/{mailbox.inbox_id}/messages/{intent.provider_message_id}",
+        headers={"Authorization": f"Bearer {mailbox.api_key()}"},
+    ).json()
+    answer = {**real, "labels": ["sent", "rejected"], field: value}
+    sandbox.fault("get_message", "json_2xx_before", inbox_id=mailbox.inbox_id, answer=answer)
+
+    with caplog.at_level(logging.WARNING, logger="webhooks.backfill"):
+        report = webhooks_backfill()
+    apply_stored()
+
+    assert (report.deliveries, report.errors) == (0, 1)
+    assert "webhooks.backfill.other_message" in [r.getMessage() for r in caplog.records]
+    assert not WebhookEvent.objects.exists()
+    assert not Suppression.objects.exists()

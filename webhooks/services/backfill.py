@@ -249,7 +249,9 @@ def _deliveries(
                 return False
             continue
         for message in found.messages:
-            if _oversized(mailbox, message, report):
+            if _oversized(mailbox, message, report) or _another(
+                mailbox, message, message_id, report
+            ):
                 continue
             labels = {str(label).lower() for label in message.get("labels") or []}
             for label, event_type in _DELIVERY_LABELS.items():
@@ -418,6 +420,20 @@ def _provider_failed(mailbox, call: str, answer, report: BackfillReport) -> None
             "error_code": answer.error_code,
         },
     )
+
+
+def _another(mailbox, message: dict, message_id: str, report: BackfillReport) -> bool:
+    """A looked-up message that is not the one asked for (another message id, or inbox):
+    refused. Its labels say nothing of our send, and a 'rejected' one was stored as our send's
+    rejection, which suppressed every one of its recipients."""
+    owner = message.get("inbox_id")
+    if message.get("message_id") == message_id and (
+        owner is None or str(owner).lower() == mailbox.inbox_id.lower()
+    ):
+        return False
+    report.errors += 1
+    log.warning("webhooks.backfill.other_message", extra={"mailbox_id": mailbox.pk})
+    return True
 
 
 def _rate_limited(mailbox, answer) -> bool:
