@@ -56,6 +56,7 @@ _SUPPRESSING = {
     Kind.REJECTED: Suppression.Reason.REJECTED,
 }
 _TRANSIENT_BOUNCE = "transient"
+_NAMES_ITS_RECIPIENTS = frozenset({Kind.BOUNCED, Kind.COMPLAINED})
 # Stored in English (no reader's language applies when a webhook writes it); marked for the
 # catalogues so that the outbox pages show it in the reader's language.
 HOLD_REASON = gettext_noop(
@@ -448,8 +449,12 @@ def _apply_delivery(
         if event.svix_id.startswith(BACKFILL_PREFIX):
             plan.backfilled_rejections.add((event.endpoint_id, normalized.message_id))
     approved = approved_addresses(sent.recipients)
-    # An event without recipients (message.rejected) concerns the whole message.
-    named = list(normalized.recipients) or approved
+    # An event without recipients (message.rejected) concerns the whole message. A bounce or a
+    # complaint is about the recipients it names: one naming nobody we can read (a provider's
+    # broken payload) was read as the whole message, and bounced and suppressed every recipient.
+    named = list(normalized.recipients)
+    if not named and normalized.kind not in _NAMES_ITS_RECIPIENTS:
+        named = approved
     targets = [a for a in named if a in approved]
     strangers = [a for a in named if a not in approved]
     if strangers:
