@@ -128,11 +128,15 @@ def required(name: str, dev_default: str) -> str:
     return value
 
 
-def url_checked(name: str, value: str, *, like: str, schemes: set[str]) -> str:
+def url_checked(
+    name: str, value: str, *, like: str, schemes: set[str], built_from: str = ""
+) -> str:
     """``value`` (the variable ``name``) when it is a URL of one of ``schemes`` with a host (or,
     for ``unix``, a path) and a port that is a number; else ImproperlyConfigured naming the
     variable but not the value, which may hold a password. ``https`` in production when
-    ``schemes`` allows it: these carry API keys, invitation links and customer mail."""
+    ``schemes`` allows it: these carry API keys, invitation links and customer mail.
+    ``built_from``: what is built from the URL and handed to others (links, an address given to
+    AgentMail); such a URL may hold no user name or password, which would go out with them."""
     try:
         parts = urlsplit(value)
         usable = parts.scheme in schemes and bool(
@@ -147,6 +151,11 @@ def url_checked(name: str, value: str, *, like: str, schemes: set[str]) -> str:
         )
     if _production() and "https" in schemes and parts.scheme != "https":
         raise SettingsError(f"{name} must be an https:// URL when COUNTERSIGN_ENV=production")
+    if built_from and "@" in parts.netloc:
+        raise SettingsError(
+            f"{name} must hold no user name or password: {built_from} are built from it (its "
+            "value is not shown: it may hold a password)"
+        )
     return value
 
 

@@ -398,6 +398,7 @@ PUBLIC_BASE_URL = url_checked(
     required("PUBLIC_BASE_URL", "http://127.0.0.1:8000"),
     like="https://countersign.example.com",
     schemes={"http", "https"},
+    built_from="invitation links and the webhook address",
 )
 
 # Agent API: requests per token per minute (429 with Retry-After beyond it).

@@ -237,6 +237,16 @@ BAD_URLS = {
     "PUBLIC_BASE_URL=http://hunter2@countersign.example.com": (
         "PUBLIC_BASE_URL must be an https:// URL when COUNTERSIGN_ENV=production"
     ),
+    # Found by probe 4 (the operator): a user name and password in the address started, and
+    # every invitation link and the webhook address registered at AgentMail carried them.
+    "PUBLIC_BASE_URL=https://cs:hunter2@countersign.example.com": (
+        "PUBLIC_BASE_URL must hold no user name or password: invitation links and the webhook "
+        f"address are built from it {URL_SAID}"
+    ),
+    "PUBLIC_BASE_URL=https://hunter2@countersign.example.com": (
+        "PUBLIC_BASE_URL must hold no user name or password: invitation links and the webhook "
+        f"address are built from it {URL_SAID}"
+    ),
 }
 
 
