@@ -199,7 +199,8 @@ DB_HEALTH_CHECK_GRACE = env_float("DB_HEALTH_CHECK_GRACE", 1, low=0)
 # (unnamed statements live for one round trip only).
 DB_PGBOUNCER = env_bool("DB_PGBOUNCER", False)
 if env_bool("DB_SERVER_SIDE_BINDING", True):
-    _threshold = -1 if DB_PGBOUNCER else env_int("DB_PREPARE_THRESHOLD", 5)
+    # psycopg: None never prepares, 0 prepares at the first run; -1 is our "never" (README).
+    _threshold = -1 if DB_PGBOUNCER else env_int("DB_PREPARE_THRESHOLD", 5, low=-1)
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         server_side_binding=True, prepare_threshold=_threshold if _threshold >= 0 else None
     )

@@ -145,6 +145,9 @@ SAFETY_LIMITS = {
     "DB_CONN_MAX_AGE=-1": "DB_CONN_MAX_AGE must be at least 0, got -1",
     "SECURE_HSTS_SECONDS=-1": "SECURE_HSTS_SECONDS must be at least 0, got -1",
     "AXES_PROXY_COUNT=-1": "AXES_PROXY_COUNT must be at least 0, got -1",
+    # Found by probe 4 (the operator): -1 is "never prepare"; any other negative figure turned
+    # prepared statements off as silently.
+    "DB_PREPARE_THRESHOLD=-5": "DB_PREPARE_THRESHOLD must be at least -1, got -5",
 }
 
 
