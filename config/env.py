@@ -277,8 +277,8 @@ def bearer_token(name: str, value: str) -> str:
 
 
 def origins_checked(name: str, origins: list[str]) -> list[str]:
-    """``origins`` when each is one a browser could send: a scheme and a host (a port if any), in
-    lower case, and nothing else. Django compares an entry without "*" with the Origin header
+    """``origins`` when each is one a browser could send: a scheme and a host (a port if any, not
+    the scheme's default), in lower case, and nothing else. Django compares an entry without "*" with the Origin header
     exactly: without a scheme (its 4_0.E001, which only ``check`` says, and gunicorn runs none),
     with a trailing slash or a path copied from the address bar, or in capitals, an entry matched
     no request, and every form posted through a proxy that needs it failed its CSRF check.
@@ -301,4 +301,15 @@ def origins_checked(name: str, origins: list[str]) -> list[str]:
                 "https://countersign.example.com (a scheme and a host, a port if any, in lower "
                 "case, with no path): Django compares it with the browser's Origin header exactly"
             )
+        if parts.port == _DEFAULT_PORTS[parts.scheme]:
+            raise SettingsError(
+                f"{name} entry {origin!r} names {parts.port}, the default port of "
+                f"{parts.scheme}, which a browser never sends in its Origin header: write it "
+                "without the port"
+            )
     return origins
+
+
+# A browser leaves these out of the Origin header it sends (RFC 6454 4: the default port of the
+# scheme is not serialised), so an entry naming one matches no request.
+_DEFAULT_PORTS = {"http": 80, "https": 443}

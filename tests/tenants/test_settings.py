@@ -427,6 +427,25 @@ def test_a_trusted_origin_no_browser_could_send_stops_the_start_naming_it():
     assert last_lines(settings_errors(BAD_ORIGINS)) == refusals(BAD_ORIGINS)
 
 
+# Found by probe 4 (the operator): a browser leaves the scheme's default port out of its Origin
+# header (RFC 6454 4), so an entry naming it matched no request, as above.
+DEFAULT_PORT_ORIGINS = {
+    f"CSRF_TRUSTED_ORIGINS={origin}": (
+        f"CSRF_TRUSTED_ORIGINS entry {origin!r} names {port}, the default port of {scheme}, "
+        "which a browser never sends in its Origin header: write it without the port"
+    )
+    for origin, scheme, port in [
+        ("https://countersign.example.com:443", "https", 443),
+        ("http://countersign.example.com:80", "http", 80),
+        ("https://*.example.org:443", "https", 443),
+    ]
+}
+
+
+def test_a_trusted_origin_with_its_schemes_default_port_stops_the_start_naming_it():
+    assert last_lines(settings_errors(DEFAULT_PORT_ORIGINS)) == refusals(DEFAULT_PORT_ORIGINS)
+
+
 def test_trusted_origins_with_a_port_or_for_subdomains_start():
     case = "CSRF_TRUSTED_ORIGINS=https://countersign.example.com:8443,https://*.example.org"
     assert settings_errors([case]) == {case: ""}
