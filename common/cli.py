@@ -223,11 +223,23 @@ def database_named(settings_dict: dict) -> str:
     return f"database {settings_dict.get('NAME')!r} at {host}{port}"
 
 
+# libpq's connection parameters that hold a secret: the user's password, and the passphrase of
+# the client's TLS key (sslkey names only the key's file). DATABASE_URL's query gives them as
+# OPTIONS; ``dbserver url`` masks the same ones.
+SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+MASK = "********"
+
+
 def _reason(error: Exception, settings_dict: dict) -> str:
-    """The first line of psycopg's reason, with the password masked should it quote it."""
+    """The first line of psycopg's reason, with every secret of the connection's settings masked
+    should it quote one."""
     reason = (str(error).strip() or type(error).__name__).splitlines()[0]
-    password = settings_dict.get("PASSWORD")
-    return reason.replace(password, "********") if password else reason
+    options = settings_dict.get("OPTIONS") or {}
+    secrets = {settings_dict.get("PASSWORD")} | {options.get(key) for key in SECRET_PARAMETERS}
+    # The longest first: a password that holds another secret is masked whole.
+    for secret in sorted((s for s in secrets if isinstance(s, str) and s), key=len, reverse=True):
+        reason = reason.replace(secret, MASK)
+    return reason
 
 
 def _unapplied(connection) -> list:

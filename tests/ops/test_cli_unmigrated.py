@@ -12,9 +12,9 @@ import time
 
 import pytest
 from django.core.management import CommandError, call_command, get_commands, load_command_class
-from django.db import connections
+from django.db import OperationalError, connections
 
-from common.cli import MigratedDatabase
+from common.cli import MigratedDatabase, _reason
 from tests import dbtemplate
 from tests.dbtemplate import ROOT
 from tests.ops.test_cli_repeated_options import project_commands
@@ -263,6 +263,25 @@ def test_a_loop_started_while_the_database_is_down_waits_for_it(command, args, t
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+@pytest.mark.parametrize(
+    "settings_dict",
+    [
+        {"PASSWORD": PASSWORD},
+        {"OPTIONS": {"password": PASSWORD}},
+        # Found by probe 4 (the operator): the passphrase of the client's TLS key (libpq's
+        # sslpassword, in DATABASE_URL's query) was quoted whole, where `dbserver url` masks it.
+        {"PASSWORD": "another", "OPTIONS": {"sslpassword": PASSWORD}},
+    ],
+    ids=["password", "password-in-query", "key-passphrase"],
+)
+def test_the_reason_a_database_does_not_answer_never_quotes_a_secret(settings_dict):
+    error = OperationalError(f'connection failed: could not use "{PASSWORD}": bad decrypt\nmore')
+
+    assert _reason(error, settings_dict) == (
+        'connection failed: could not use "********": bad decrypt'
+    )
 
 
 def test_a_database_that_takes_the_connection_and_never_answers_is_given_up_on():

@@ -4,13 +4,8 @@ import psycopg
 from django.conf import settings
 from django.core.management.base import CommandError
 
-from common.cli import BaseCommand
+from common.cli import MASK, SECRET_PARAMETERS, BaseCommand
 from config import dbserver
-
-MASK = "********"
-# libpq's parameters that hold a secret: the user's password, and the passphrase of the client's
-# TLS key (sslkey names only the key's file).
-SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
 
 
 def masked(url: str) -> str:
