@@ -95,3 +95,26 @@ def invisible_characters(value: str) -> str:
 def invisible_shown(value: str) -> str:
     """``value`` with each character ``invisible_characters`` names written as ``[U+202E]``."""
     return INVISIBLE_CHARACTERS.sub(lambda m: f"[U+{ord(m[0]):04X}]", value)
+
+
+# Marks that draw nothing on their own beyond INVISIBLE_CHARACTERS: the variation selectors of
+# the basic block (an emoji's, kept there since people write them) and the combining grapheme
+# joiner.
+_DRAW_NOTHING_ALONE = re.compile("[\ufe00-\ufe0f\u034f]")
+
+
+def nothing_visible(value: str) -> str | None:
+    """None when ``value`` holds a character a reader sees; else the characters it holds but
+    white space, each named once (``U+FEFF ZERO WIDTH NO-BREAK SPACE``): a subject of a byte
+    order mark and a right-to-left override is not empty to ``strip()``, and shows nothing."""
+    hidden = [
+        char
+        for char in value
+        if not char.isspace()
+        and (_unseen(char) or INVISIBLE_CHARACTERS.match(char) or _DRAW_NOTHING_ALONE.match(char))
+    ]
+    if len(hidden) < sum(not char.isspace() for char in value):
+        return None
+    return ", ".join(
+        f"U+{ord(char):04X} {unicodedata.name(char, '?')}" for char in dict.fromkeys(hidden)
+    )

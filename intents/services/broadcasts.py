@@ -37,7 +37,7 @@ from intents.services.common import (
     require_standing,
     tenant_mailbox,
 )
-from intents.services.content import MAX_BODY, MAX_SUBJECT
+from intents.services.content import MAX_BODY, MAX_SUBJECT, refuse_unseen_subject
 from mailboxes.headers import encoded_word_in, line_break_in
 from mailboxes.models import Mailbox
 
@@ -53,6 +53,7 @@ def _clean_template(subject, text, html) -> tuple[str, str, str, set[str], set[s
     the HTML), or the refusal."""
     if not isinstance(subject, str) or not subject.strip():
         raise errors.InvalidInput("subject_required", _("A subject is required."), "subject")
+    refuse_unseen_subject(subject)
     if not isinstance(text, str | None) or not isinstance(html, str | None):
         raise errors.InvalidInput("body_invalid", _("The body must be text."), "text")
     subject = subject.strip()

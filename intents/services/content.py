@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from django.utils.translation import gettext as _
 
 from common.addresses import same_recipient_key
-from common.text import control_in
+from common.text import control_in, nothing_visible
 from intents import errors
 from intents.models import Draft
 from intents.policy import normalize_address, recipient_problems
@@ -188,6 +188,7 @@ def clean_content(
         subject = reply_subject
     if not isinstance(subject, str) or not subject.strip():
         raise errors.InvalidInput("subject_required", _("A subject is required."), "subject")
+    refuse_unseen_subject(subject)
     if len(subject) > MAX_SUBJECT:
         raise errors.InvalidInput(
             "subject_too_long",
@@ -215,6 +216,19 @@ def clean_content(
         raise errors.InvalidInput("body_required", _("A text or HTML body is required."), "text")
     subject = subject if reply_subject is not None else subject.strip()
     return {**cleaned, "subject": subject, "text": text, "html": html}
+
+
+def refuse_unseen_subject(subject: str) -> None:
+    """Refuse a subject made only of characters nobody sees (``common.text.nothing_visible``):
+    the reviewer would approve, and the customer receive, a message whose subject shows nothing.
+    As a blank one, the same code, naming what it holds."""
+    if (unseen := nothing_visible(subject)) is not None:
+        raise errors.InvalidInput(
+            "subject_required",
+            _("A subject is required: this one holds only characters nobody sees (%(what)s).")
+            % {"what": unseen},
+            "subject",
+        )
 
 
 def answered_message(*, tenant, mailbox, in_reply_to: str, thread_id: str):

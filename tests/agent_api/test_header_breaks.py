@@ -62,3 +62,34 @@ def test_a_tab_in_a_subject_is_kept(api, token_a, mailbox_a):
 
     assert response.status_code == 201
     assert response.json()["current_version"]["subject"] == "Order\t1042"
+
+
+@pytest.mark.parametrize(
+    "subject",
+    ["\ufeff", "\u202e\u200b", "\u200b \u2060", "\u3164", "\U000e0041\U000e0042", "\ufe0f"],
+    ids=ascii,
+)
+def test_a_subject_of_only_characters_nobody_sees_is_a_422_naming_them(
+    api, token_a, mailbox_a, subject
+):
+    """Found by probe 4 (an agent): a subject of a byte order mark, bidi controls or zero-width
+    spaces passed as written, and the reviewer approved a message whose subject shows nothing."""
+    response = api.post("/drafts", draft_body(mailbox_a, subject=subject), token=token_a, key="in")
+
+    problem = response.json()
+    assert response.status_code == 422
+    assert (problem["code"], [e["field"] for e in problem["errors"]]) == (
+        "subject_required",
+        ["subject"],
+    )
+    assert f"U+{ord(subject[0]):04X}" in problem["errors"][0]["message"]
+    assert Draft.objects.count() == 0
+    assert ApiIdempotencyKey.objects.count() == 0
+
+
+def test_a_subject_with_a_word_beside_an_invisible_character_is_kept(api, token_a, mailbox_a):
+    response = api.post(
+        "/drafts", draft_body(mailbox_a, subject="\ufeffOrder 1042"), token=token_a, key="word"
+    )
+
+    assert response.status_code == 201

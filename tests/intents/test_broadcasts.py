@@ -777,3 +777,12 @@ def test_the_sweep_reaches_a_lost_fan_out_behind_many_broadcasts_still_sending(l
     Broadcast.objects.filter(pk=lost.pk).update(state="approved", fanout_position=-1)
 
     assert broadcasts_due(limit=2) == [lost.pk, sending_ones[0].pk]
+
+
+def test_a_subject_template_of_only_characters_nobody_sees_is_refused(live):
+    """Found by probe 4 (an agent): as a draft's subject (tests/agent_api/test_header_breaks.py)."""
+    with pytest.raises(errors.InvalidInput) as caught:
+        create(live, subject="\u202e\u200b\ufeff")
+    assert (caught.value.code, caught.value.field) == ("subject_required", "subject")
+    assert "U+202E RIGHT-TO-LEFT OVERRIDE" in caught.value.message
+    assert not Broadcast.objects.exists()
