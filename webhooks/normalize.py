@@ -173,7 +173,7 @@ def _normalize(payload: dict) -> NormalizedEvent:
         "event_id": _text(payload.get("event_id"))[:100],
         "inbox_id": inbox_id.lower()[:254],
         "message_id": bounded_id(message_id),
-        "thread_id": thread_id[:255],
+        "thread_id": bounded_thread_id(thread_id),
         "occurred_at": _timestamp(obj.get("timestamp") or payload.get("timestamp")),
     }
     if kind is Kind.RECEIVED:
@@ -218,6 +218,21 @@ def bounded_id(value: str) -> str:
     digest = hashlib.sha256(encoded).hexdigest()[:16]
     prefix = encoded[: MESSAGE_ID_BYTES - 17].decode("utf-8", "ignore")
     return f"{prefix}~{digest}"
+
+
+# What InboundMessage.thread_id holds (and a draft's, which is the answered message's).
+THREAD_ID_KEPT = 255
+
+
+def bounded_thread_id(value: str) -> str:
+    """``value`` if it fits ``THREAD_ID_KEPT`` characters; else the longest prefix that leaves
+    room, ``~`` and 16 hex digits of the whole id's SHA-256. A plain cut made two threads whose
+    ids share their first 255 characters one: each one's reviewer saw the other's conversation,
+    and mail in one held the other's sends."""
+    if len(value) <= THREAD_ID_KEPT:
+        return value
+    digest = hashlib.sha256(value.encode("utf-8")).hexdigest()[:16]
+    return f"{value[: THREAD_ID_KEPT - 17]}~{digest}"
 
 
 # What InboundMessage.subject holds: one character more than a draft's subject may have (998,

@@ -212,6 +212,27 @@ def test_a_long_message_id_in_a_three_byte_script_is_stored_and_applied(client, 
     assert WebhookEvent.objects.filter(state="applied").count() == 2
 
 
+def test_long_thread_ids_that_share_their_first_255_characters_stay_two_threads(
+    client, hook, mailbox
+):
+    """Found by probe 4 (a customer's mail): a thread id was cut at 255 characters, so two
+    threads whose ids only differ after that were one: the reviewer of either saw the other's
+    conversation, and mail in one held the other's sends. Cut, it ends in a digest of the whole;
+    the same id cuts the same way (a second message of the thread is in it)."""
+    shared = "thr_" + "x" * 251
+    first, second = shared + "-first", shared + "-second"
+    hook.post(client, received_payload(mailbox, thread_id=first, message_id="<a1@customer.test>"))
+    hook.post(client, received_payload(mailbox, thread_id=second, message_id="<b1@customer.test>"))
+    hook.post(client, received_payload(mailbox, thread_id=first, message_id="<a2@customer.test>"))
+
+    stored = dict(InboundMessage.objects.values_list("message_id", "thread_id"))
+    assert WebhookEvent.objects.filter(state="applied").count() == 3
+    assert stored["<a1@customer.test>"] == stored["<a2@customer.test>"]
+    assert stored["<a1@customer.test>"] != stored["<b1@customer.test>"]
+    assert {len(thread) for thread in stored.values()} == {255}
+    assert stored["<a1@customer.test>"].startswith(shared[:200])
+
+
 def test_a_reply_to_a_message_id_stored_cut_is_refused_as_too_long_not_unknown(
     client, hook, mailbox, member_of, tenant_a
 ):
