@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models.functions import Now
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from common.text import control_in, unsafe_in_name
 from config.clock import db_now
@@ -32,6 +33,7 @@ from intents.services.common import (
     active_tenant,
     clean_reason,
     lock_in_tenant,
+    person_who_acted,
     require_active_mailbox,
     require_decider,
     require_standing,
@@ -380,7 +382,7 @@ def broadcast_replace_recipients(
             mailbox_id=broadcast.mailbox_id,
             missing=errors.NotFound("not_found", _("No such broadcast.")),
         )
-        require_broadcast_state(broadcast, {State.PENDING_REVIEW})
+        require_broadcast_state(broadcast, {State.PENDING_REVIEW}, to_person=agent_token is None)
         if agent_token is not None and broadcast.created_by_id is not None:
             # A person's broadcast stays theirs: the page names no author and four-eyes takes
             # the person for the author of every row, so a list an agent swapped in was
@@ -417,12 +419,35 @@ def broadcast_replace_recipients(
     return broadcast
 
 
-def require_broadcast_state(broadcast: Broadcast, allowed: set[str]) -> None:
-    if broadcast.state not in allowed:
+def require_broadcast_state(
+    broadcast: Broadcast, allowed: set[str], *, to_person: bool = True
+) -> None:
+    """Refused unless the broadcast is in one of ``allowed``. To a person (``to_person``), the
+    refusal names the colleague whose decision moved it last and when: the second of two
+    cancellations was told only "This broadcast is cancelled."; an agent is not told names."""
+    if broadcast.state in allowed:
+        return
+    state = broadcast.get_state_display().lower()
+    first = person_who_acted(broadcast=broadcast, actions=_DECIDED) if to_person else None
+    if first is None:
         raise errors.NotPending(
-            "broadcast_state",
-            _("This broadcast is %(state)s.") % {"state": broadcast.get_state_display().lower()},
+            "broadcast_state", _("This broadcast is %(state)s.") % {"state": state}
         )
+    message = str(_DECIDED[first["action"]]) % first
+    if first["to_state"] != broadcast.state:
+        now = _("It is %(state)s now.") % {"state": state}
+        message = f"{message} {now}"
+    raise errors.NotPending("broadcast_state", message)
+
+
+# A person's decisions on a broadcast, as a refusal that lost to one says it.
+_DECIDED = {
+    "broadcast.approved": gettext_lazy("%(who)s approved this broadcast at %(when)s."),
+    "broadcast.rejected": gettext_lazy("%(who)s rejected this broadcast at %(when)s."),
+    "broadcast.paused": gettext_lazy("%(who)s paused this broadcast at %(when)s."),
+    "broadcast.resumed": gettext_lazy("%(who)s resumed this broadcast at %(when)s."),
+    "broadcast.cancelled": gettext_lazy("%(who)s cancelled this broadcast at %(when)s."),
+}
 
 
 def require_broadcast_approver(tenant, broadcast: Broadcast, actor) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import UTC
 
 from django.db import connection
@@ -233,6 +234,29 @@ def stale_refusal(
         "when": zoned(copy.created_at, "j M, H:i"),
     }
     return errors.StaleVersion("approval_taken_back", message % values)
+
+
+def person_who_acted(*, actions: Iterable[str], intent=None, broadcast=None) -> dict | None:
+    """Who (their display name) and when (in the reader's zone, as ``stale_refusal`` says it)
+    the latest of ``actions`` was journaled by a person on ``intent`` or ``broadcast``, and
+    which action it was; None when no person did. What a refusal of a decision that lost a race
+    names: the colleague who decided first, not only the state they left."""
+    rows = IntentEvent.objects.filter(
+        action__in=list(actions), actor_kind=IntentEvent.Actor.PERSON, actor_user__isnull=False
+    )
+    if intent is not None:
+        rows = rows.filter(intent_id=getattr(intent, "pk", intent))
+    if broadcast is not None:
+        rows = rows.filter(broadcast_id=getattr(broadcast, "pk", broadcast))
+    row = rows.select_related("actor_user").order_by("-id").first()
+    if row is None or row.actor_user is None:
+        return None
+    return {
+        "action": row.action,
+        "to_state": row.to_state,
+        "who": row.actor_user.display_name,
+        "when": zoned(row.created_at, "j M, H:i"),
+    }
 
 
 def require_nothing_sent(draft: Draft) -> None:

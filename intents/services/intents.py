@@ -23,6 +23,7 @@ from intents.services.common import (
     enqueue_execution,
     lock_draft_of_intent,
     lock_intent,
+    person_who_acted,
     require_decider,
 )
 from intents.services.reopen import draft_close_as_sent
@@ -41,11 +42,7 @@ def intent_cancel(*, tenant, intent_id, actor, reason="") -> SendIntent:
         require_decider(tenant, actor, intent.mailbox)
         allowed = (SendIntent.State.QUEUED, SendIntent.State.NEEDS_ATTENTION)
         if intent.state not in allowed:
-            raise errors.IntentError(
-                "not_cancellable",
-                _("A send that is %(state)s cannot be cancelled.")
-                % {"state": intent.get_state_display().lower()},
-            )
+            raise errors.IntentError("not_cancellable", _not_cancellable(intent))
         from_state = intent.state
         SendIntent.objects.filter(pk=intent.pk, state=from_state).update(
             state=SendIntent.State.CANCELLED,
@@ -69,6 +66,21 @@ def intent_cancel(*, tenant, intent_id, actor, reason="") -> SendIntent:
         )
     intent.refresh_from_db()
     return intent
+
+
+def _not_cancellable(intent: SendIntent) -> str:
+    """Why a send cannot be cancelled; when a colleague cancelled it first, or undid its
+    approval, who and when."""
+    first = None
+    if intent.state == SendIntent.State.CANCELLED:
+        first = person_who_acted(intent=intent, actions=("intent.cancelled", "intent.undone"))
+    if first is None:
+        return _("A send that is %(state)s cannot be cancelled.") % {
+            "state": intent.get_state_display().lower()
+        }
+    if first["action"] == "intent.undone":
+        return _("%(who)s undid the approval of this send at %(when)s: nothing was sent.") % first
+    return _("%(who)s cancelled this send at %(when)s.") % first
 
 
 # A send in one of these never went out and never will.

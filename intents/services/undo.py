@@ -21,7 +21,12 @@ from intents import errors
 from intents.journal import journal
 from intents.models import Draft, IntentEvent, SendAttempt, SendIntent
 from intents.selectors.intents import intents_that_may_have_gone_out
-from intents.services.common import active_tenant, lock_intent, require_decider
+from intents.services.common import (
+    active_tenant,
+    lock_intent,
+    person_who_acted,
+    require_decider,
+)
 from intents.services.reopen import reopen_as_new_version
 
 log = logging.getLogger("intents.services")
@@ -109,11 +114,26 @@ def _too_late(intent: SendIntent) -> errors.IntentError:
 
 
 def _not_sent(intent: SendIntent) -> errors.IntentError:
-    return errors.IntentError(
-        "undo_not_sent",
-        _("Nothing to undo: send #%(id)s is %(state)s and nothing was sent.")
-        % {"id": intent.pk, "state": intent.get_state_display().lower()},
-    )
+    """Nothing went out; when a colleague cancelled or undid it first, who and when."""
+    first = None
+    if intent.state == SendIntent.State.CANCELLED:
+        first = person_who_acted(intent=intent, actions=("intent.cancelled", "intent.undone"))
+    if first is None:
+        message = _("Nothing to undo: send #%(id)s is %(state)s and nothing was sent.") % {
+            "id": intent.pk,
+            "state": intent.get_state_display().lower(),
+        }
+    elif first["action"] == "intent.undone":
+        message = _("%(who)s undid send #%(id)s at %(when)s: nothing was sent.") % {
+            **first,
+            "id": intent.pk,
+        }
+    else:
+        message = _("%(who)s cancelled send #%(id)s at %(when)s: nothing was sent.") % {
+            **first,
+            "id": intent.pk,
+        }
+    return errors.IntentError("undo_not_sent", message)
 
 
 def _require_undoable(tenant, intent: SendIntent, draft: Draft, now) -> None:

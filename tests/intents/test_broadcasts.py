@@ -27,6 +27,7 @@ from intents.services.broadcasts import (
     broadcast_replace_recipients,
 )
 from intents.services.suppressions import suppressions_record
+from tenants.templatetags.zones import zoned
 from tenants.tokens import token_create, token_revoke
 from tests.intents.helpers import (
     blocked_on_a_lock,
@@ -413,6 +414,60 @@ def test_reject_needs_a_reason_and_ends_it(live):
         approve(live, b)
 
 
+# Found by probe 4 (two approvers): the second of two decisions on a broadcast was told only
+# "This broadcast is cancelled." (or paused, or sending), not who had decided it, or when.
+def test_a_second_cancel_or_pause_names_who_stopped_it_first_and_when(live, member_of):
+    ana = member_of(live.tenant, "approver", user__full_name="Ana Lima").user
+    paused = approve(live, create(live))
+    cancelled = approve(live, create(live))
+    broadcast_pause(tenant=live.tenant, broadcast_id=paused.pk, actor=ana)
+    broadcast_cancel(tenant=live.tenant, broadcast_id=cancelled.pk, actor=ana)
+
+    with pytest.raises(errors.NotPending) as pause_lost:
+        broadcast_pause(tenant=live.tenant, broadcast_id=paused.pk, actor=live.approver)
+    with pytest.raises(errors.NotPending) as cancel_lost:
+        broadcast_cancel(tenant=live.tenant, broadcast_id=cancelled.pk, actor=live.approver)
+
+    at = {
+        b.pk: zoned(IntentEvent.objects.filter(broadcast=b).latest("id").created_at, "j M, H:i")
+        for b in (paused, cancelled)
+    }
+    assert pause_lost.value.message == f"Ana Lima paused this broadcast at {at[paused.pk]}."
+    assert cancel_lost.value.message == (
+        f"Ana Lima cancelled this broadcast at {at[cancelled.pk]}."
+    )
+
+
+def test_a_second_approval_or_rejection_names_who_decided_first_and_when(live, member_of):
+    ana = member_of(live.tenant, "approver", user__full_name="Ana Lima").user
+    approved, rejected = create(live), create(live)
+    broadcast_approve(
+        tenant=live.tenant, broadcast_id=approved.pk, content_hash=approved.content_hash, actor=ana
+    )
+    broadcast_reject(tenant=live.tenant, broadcast_id=rejected.pk, actor=ana, reason="wrong list")
+
+    with pytest.raises(errors.NotPending) as approve_lost:
+        approve(live, approved)
+    with pytest.raises(errors.NotPending) as reject_lost:
+        broadcast_reject(
+            tenant=live.tenant, broadcast_id=approved.pk, actor=live.approver, reason="late"
+        )
+    with pytest.raises(errors.NotPending) as after_rejection:
+        approve(live, rejected)
+
+    def at(b, action):
+        return zoned(IntentEvent.objects.get(broadcast=b, action=action).created_at, "j M, H:i")
+
+    approved_at = at(approved, "broadcast.approved")
+    assert approve_lost.value.message.startswith(
+        f"Ana Lima approved this broadcast at {approved_at}."
+    )
+    assert reject_lost.value.message == approve_lost.value.message
+    assert after_rejection.value.message == (
+        f"Ana Lima rejected this broadcast at {at(rejected, 'broadcast.rejected')}."
+    )
+
+
 # --- fan-out and sending -------------------------------------------------------------------------
 
 
@@ -786,3 +841,20 @@ def test_a_subject_template_of_only_characters_nobody_sees_is_refused(live):
     assert (caught.value.code, caught.value.field) == ("subject_required", "subject")
     assert "U+202E RIGHT-TO-LEFT OVERRIDE" in caught.value.message
     assert not Broadcast.objects.exists()
+
+
+def test_a_refusal_after_a_decision_the_broadcast_moved_on_from_says_where_it_is(live, member_of):
+    ana = member_of(live.tenant, "approver", user__full_name="Ana Lima").user
+    b = create(live)
+    broadcast_approve(tenant=live.tenant, broadcast_id=b.pk, content_hash=b.content_hash, actor=ana)
+    broadcast_run(b.pk)
+
+    with pytest.raises(errors.NotPending) as refused:
+        broadcast_reject(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver, reason="late")
+
+    approved_at = IntentEvent.objects.get(broadcast=b, action="broadcast.approved").created_at
+    state = Broadcast.objects.get(pk=b.pk).get_state_display().lower()
+    assert refused.value.message == (
+        f"Ana Lima approved this broadcast at {zoned(approved_at, 'j M, H:i')}. It is {state} now."
+    )
+    assert state != "approved"

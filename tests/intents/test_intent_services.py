@@ -2,6 +2,7 @@ import pytest
 
 from intents import errors, selectors, services
 from intents.models import Draft, IntentEvent
+from tenants.templatetags.zones import zoned
 from tests.intents.helpers import set_state
 
 pytestmark = pytest.mark.django_db
@@ -256,3 +257,21 @@ def test_resolve_accepted_refuses_a_send_a_newer_approval_superseded(
     assert intent.state == "needs_attention"
     services.intent_cancel(tenant=tenant_a, intent_id=newer.pk, actor=other, reason="old one went")
     assert resolve().state == "accepted"
+
+
+# Found by probe 4 (two approvers): the second of two cancellations was told only "A send that is
+# cancelled cannot be cancelled.", and did not know who had, or when, or whether it was an undo.
+def test_a_cancel_that_lost_to_a_colleagues_names_them_and_when(
+    tenant_a, intent, approver, member_of
+):
+    ana = member_of(tenant_a, "approver", user__full_name="Ana Lima").user
+    services.intent_cancel(tenant=tenant_a, intent_id=intent.pk, actor=ana)
+    with pytest.raises(errors.IntentError) as caught:
+        services.intent_cancel(tenant=tenant_a, intent_id=intent.pk, actor=approver)
+
+    event = IntentEvent.objects.get(intent=intent, action="intent.cancelled")
+    assert caught.value.code == "not_cancellable"
+    assert caught.value.message == (
+        f"Ana Lima cancelled this send at {zoned(event.created_at, 'j M, H:i')}."
+    )
+    assert IntentEvent.objects.filter(intent=intent, action="intent.cancelled").count() == 1

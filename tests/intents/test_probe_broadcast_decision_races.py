@@ -19,6 +19,7 @@ from intents.models import Broadcast, IntentEvent, SendIntent
 from intents.sending.fanout import broadcast_run
 from intents.services.broadcast_controls import broadcast_cancel, broadcast_pause
 from intents.services.broadcasts import broadcast_approve, broadcast_create, broadcast_reject
+from tenants.templatetags.zones import zoned
 from tests.intents.helpers import blocked_on_a_lock, in_thread, nudge_queued
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -107,8 +108,19 @@ def _outcome(result) -> str:
 
 # (first, then) -> (the first's outcome, the second's, the final state, messages sent)
 CASES = {
-    ("approve", "reject"): ("done", "NotPending: This broadcast is approved.", "completed", 3),
-    ("reject", "approve"): ("done", "NotPending: This broadcast is rejected.", "rejected", 0),
+    # The later decision names the earlier one: who, and when (in the reader's zone).
+    ("approve", "reject"): (
+        "done",
+        "NotPending: {who} approved this broadcast at {when}.",
+        "completed",
+        3,
+    ),
+    ("reject", "approve"): (
+        "done",
+        "NotPending: {who} rejected this broadcast at {when}.",
+        "rejected",
+        0,
+    ),
     ("approve", "cancel"): ("done", "done", "cancelled", 0),
     ("cancel", "approve"): (
         "NotPending: This broadcast is pending review.",
@@ -139,8 +151,18 @@ def test_two_reviewers_deciding_at_once_are_ordered_and_the_provider_gets_what_t
     sent = _sent(live, broadcast)
 
     final = Broadcast.objects.get(pk=broadcast.pk).state
-    assert (_outcome(earlier[0]), _outcome(later[0]), final, sent) == CASES[(first, then)]
     decided = IntentEvent.objects.filter(
         broadcast=broadcast, action__in=["broadcast.approved", "broadcast.rejected"]
     )
-    assert decided.count() == 1
+    one, two, end, count = CASES[(first, then)]
+    decision = decided.select_related("actor_user").get()  # one, whatever the order
+    named = {
+        "who": decision.actor_user.display_name,
+        "when": zoned(decision.created_at, "j M, H:i"),
+    }
+    assert (_outcome(earlier[0]), _outcome(later[0]), final, sent) == (
+        one.format(**named),
+        two.format(**named),
+        end,
+        count,
+    )

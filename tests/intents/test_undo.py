@@ -16,6 +16,7 @@ from intents import errors, sending, services, tasks
 from intents.models import Draft, DraftVersion, IntentEvent, SendIntent
 from intents.sending.sweep import due_intent_ids, seconds_until_next_due
 from tenants.models import Tenant
+from tenants.templatetags.zones import zoned
 from tests.intents.conftest import start_worker, wait_until_polling
 from tests.intents.helpers import run_concurrently
 
@@ -448,6 +449,41 @@ def test_undo_twice_is_refused_the_second_time(live):
     assert "nothing was sent" in refused.value.message
     assert DraftVersion.objects.filter(draft=intent.draft_id).count() == 2
     assert calls(live.sandbox, intent) == []
+
+
+def test_an_undo_that_lost_to_a_colleagues_cancel_names_them_and_when(live, member_of):
+    """Found by probe 4 (two approvers): the undo that came second was told only that the send
+    is cancelled and nothing was sent, not who stopped it or when."""
+    with_hold(live, 30)
+    ana = member_of(live.tenant, "approver", user__full_name="Ana Lima").user
+    intent = live.approved()
+    services.intent_cancel(tenant=live.tenant, intent_id=intent.pk, actor=ana)
+
+    with pytest.raises(errors.IntentError) as refused:
+        undo(live, intent)
+
+    event = IntentEvent.objects.get(intent=intent, action="intent.cancelled")
+    assert refused.value.code == "undo_not_sent"
+    assert refused.value.message == (
+        f"Ana Lima cancelled send #{intent.pk} at {zoned(event.created_at, 'j M, H:i')}: "
+        "nothing was sent."
+    )
+
+
+def test_an_undo_that_lost_to_a_colleagues_undo_names_them_and_when(live, member_of):
+    with_hold(live, 30)
+    ana = member_of(live.tenant, "approver", user__full_name="Ana Lima").user
+    intent = live.approved()
+    undo(live, intent, actor=ana)
+
+    with pytest.raises(errors.IntentError) as refused:
+        undo(live, intent)
+
+    event = IntentEvent.objects.get(intent=intent, action="intent.undone")
+    assert refused.value.message == (
+        f"Ana Lima undid send #{intent.pk} at {zoned(event.created_at, 'j M, H:i')}: "
+        "nothing was sent."
+    )
 
 
 # --- not_after inside the undo window ------------------------------------------------------------
