@@ -183,7 +183,7 @@ def recipient_rows(recipients=None, recipients_csv=None) -> list[tuple[int, obje
                 raise content.RecipientsInvalid(
                     [content.RowError(0, "recipients_csv", _("must be CSV text"))], 1
                 )
-            return content.parse_csv(recipients_csv)
+            return content.parse_csv(recipients_csv, most=settings.BROADCAST_MAX_RECIPIENTS)
         if not isinstance(recipients, list):
             raise content.RecipientsInvalid(
                 [content.RowError(0, "recipients", _("must be a list of recipients"))], 1
