@@ -155,7 +155,7 @@ def filled_only_by(template: str) -> set[str] | None:
 def _clean_value(value) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int | float):
+    if isinstance(value, int):
         return str(value)
     if isinstance(value, str):
         return value.replace("\r\n", "\n").replace("\r", "\n")
@@ -179,6 +179,15 @@ def _row_variables(
         if not is_variable_name(name):
             message = _("%(name)s is not a variable name") % {"name": repr(str(name)[:40])}
             errors.append(RowError(row, "variables", message))
+            continue
+        if isinstance(value, float):
+            # The float JSON parsed, not what the agent wrote: 19.90 was sent as 19.9, 1E2 as
+            # 100.0, a long reference as 1.2345678901234567e+19. Only a whole number is exact.
+            message = _(
+                "a number with a decimal point or an exponent would read %(shown)s in the "
+                "message: write it as text, as it should read"
+            ) % {"shown": str(value)}
+            errors.append(RowError(row, f"variables.{name}", message))
             continue
         text = _clean_value(value)
         if text is None:

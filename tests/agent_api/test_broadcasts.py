@@ -387,3 +387,24 @@ def test_an_agent_cannot_replace_the_recipients_of_a_broadcast_a_person_posted(
     assert posted.content_hash == hash_before
     assert list(posted.recipients.values_list("address", flat=True)) == ["ana@example.com"]
     assert not IntentEvent.objects.filter(action="broadcast.recipients_replaced").exists()
+
+
+@pytest.mark.parametrize("literal", ["19.90", "1E2", "0.1e1", "12345678901234567890.5", "2.0"])
+def test_a_value_written_as_a_decimal_number_is_a_422_not_sent_as_python_writes_it(
+    api, token_a, mailbox_a, literal
+):
+    """Found by an outside probe: a JSON number with a decimal point or an exponent became the
+    text Python writes for the float it parses to, so a price the agent wrote 19.90 reached the
+    customers as 19.9, 1E2 as 100.0 and a long reference as 1.2345678901234567e+19, and the
+    approver saw the first row only. The agent is told to write such a value as text."""
+    rows = [{"address": "c0@example.com", "variables": {"price": "PRICE"}}]
+    raw = json.dumps(
+        body(mailbox_a, text="Total: {{ price }}", subject="Your order", recipients=rows)
+    ).replace('"PRICE"', literal)
+    response = api.post("/broadcasts", raw=raw, token=token_a, key=f"b-float-{literal}")
+
+    assert response.status_code == 422, response.content
+    [error] = response.json()["errors"]
+    assert error["field"] == "recipients[0].variables.price"
+    assert "write it as text" in error["message"]
+    assert not Broadcast.objects.exists()
