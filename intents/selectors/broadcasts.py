@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from django.db.models import BooleanField, Count, QuerySet
 from django.db.models.expressions import RawSQL
-from django.db.models.fields.json import KT
+from django.db.models.fields.json import KeyTextTransform
 from django.utils.formats import number_format
 
 from common.addresses import letters_beyond_ascii
@@ -314,7 +314,11 @@ def broadcast_values_misleading_links(broadcast: Broadcast) -> ValuesNamed:
             broadcast=broadcast, broadcast__content_hash=broadcast.content_hash
         )
         .order_by("position")
-        .values_list("source_row", "address", *(KT(f"variables__{name}") for name in names))
+        # One key each, taken whole: KT("variables__u__rl") is the path variables -> u -> rl, so
+        # a placeholder named with "__" read nothing in any row (the real address unnamed).
+        .values_list(
+            "source_row", "address", *(KeyTextTransform(name, "variables") for name in names)
+        )
         .iterator(chunk_size=1000)
     )
     count = 0

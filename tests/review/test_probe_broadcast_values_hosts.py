@@ -106,3 +106,28 @@ def test_plain_values_name_no_row(tenant_a, signed_in, member_of):
 
     assert "data-values-lookalike-hosts" not in page
     assert "data-values-misleading-links" not in page
+
+
+@pytest.mark.parametrize("name", ["u__rl", "__url", "url__0"])
+def test_a_link_leading_elsewhere_is_counted_whatever_its_placeholder_is_named(
+    tenant_a, signed_in, member_of, name
+):
+    """Found by an outside probe: the rows' values were read by a JSON path built from the
+    placeholder's name, which Django splits at "__": a link's value named {{ u__rl }} was read
+    as variables -> u -> rl, empty in every row. Every row was named as leading nowhere, the
+    sample's honest link too, and the site the other rows' links lead to was named in none."""
+    page = _page(
+        tenant_a,
+        signed_in,
+        member_of,
+        html=f'<p>{{{{ n }}}}: <a href="{{{{ {name} }}}}">https://bank.example/pay</a></p>',
+        recipients=[
+            {"address": "a@example.com", "variables": {"n": "1", name: "https://bank.example/p"}},
+            {"address": "b@example.com", "variables": {"n": "2", name: "https://evil.test/pay"}},
+        ],
+    )
+
+    section = page.split("data-values-misleading-links")[1].split("</section>")[0]
+    assert 'class="count">1<' in section
+    assert 'data-value-misleading-link="2"' in section and "https://evil.test/pay" in section
+    assert "data-values-misleading-links-to-check" in _before_approve(page)
