@@ -14,15 +14,16 @@ from django.utils.formats import number_format
 from common.addresses import letters_beyond_ascii
 from common.text import INVISIBLE_CHARACTERS, invisible_characters
 from intents import broadcast_content
-from intents.errors import NotFound
+from intents.errors import InvalidInput, NotFound
 from intents.hostnames import lookalike_hosts
 from intents.html_links import filled_link_misleading, template_links
 from intents.models import Broadcast, BroadcastRecipient, SendIntent, Suppression
 from intents.policy import lookalike_named
-from intents.selectors.common import as_int
+from intents.selectors.common import Page, as_int, decode_cursor, encode_cursor
 from intents.sending.throttle import broadcast_rate
 
 SKIPPED_SHOWN = 200
+MAX_ID = 2**63 - 1
 
 
 def broadcasts_of(*, tenant, mailbox_ids: set[int] | None = None) -> QuerySet[Broadcast]:
@@ -33,6 +34,21 @@ def broadcasts_of(*, tenant, mailbox_ids: set[int] | None = None) -> QuerySet[Br
     if mailbox_ids is not None:
         qs = qs.filter(mailbox_id__in=mailbox_ids)
     return qs.order_by("-created_at", "-id")
+
+
+def broadcasts_page(*, tenant, cursor: str | None = None, limit: int = 100) -> Page:
+    """The tenant's broadcasts, newest first (by id), ``limit`` of them after ``cursor`` (the
+    ``next_cursor`` of the page before; InvalidInput for one that is not)."""
+    qs = broadcasts_of(tenant=tenant)
+    if cursor:
+        (raw,) = decode_cursor(cursor, 1)
+        if not raw.isascii() or not raw.isdigit() or not 0 < int(raw) <= MAX_ID:
+            raise InvalidInput("cursor_invalid", "The cursor is not valid.", "cursor")
+        qs = qs.filter(pk__lt=int(raw))
+    rows = list(qs.order_by("-id")[: limit + 1])
+    if len(rows) <= limit:
+        return Page(rows, None, limit)
+    return Page(rows[:limit], encode_cursor(rows[limit - 1].pk), limit)
 
 
 def broadcast_get(*, tenant, broadcast_id, mailbox_ids: set[int] | None = None) -> Broadcast:

@@ -32,7 +32,7 @@ from intents.selectors.broadcasts import (
     broadcast_values_lookalike_hosts,
     broadcast_values_misleading_links,
     broadcast_variable_names,
-    broadcasts_of,
+    broadcasts_page,
 )
 from intents.services import broadcast_controls as controls
 from intents.services import broadcasts as service
@@ -63,9 +63,15 @@ def _broadcast_or_404(request: TenantRequest, broadcast_id: int):
 @tenant_view()
 @require_safe
 def broadcast_list(request: TenantRequest) -> HttpResponse:
-    items = list(broadcasts_of(tenant=request.tenant)[:LIST_LIMIT])
+    try:
+        page = broadcasts_page(
+            tenant=request.tenant, cursor=request.GET.get("after") or None, limit=LIST_LIMIT
+        )
+    except errors.InvalidInput:
+        page = broadcasts_page(tenant=request.tenant, limit=LIST_LIMIT)
+        messages.warning(request, _("That page link was not valid; showing the newest broadcasts."))
     can_post = request.membership.role in DECIDERS
-    return render(request, "review/broadcasts.html", {"items": items, "can_post": can_post})
+    return render(request, "review/broadcasts.html", {"page": page, "can_post": can_post})
 
 
 def _postable_mailboxes(request: TenantRequest) -> list:

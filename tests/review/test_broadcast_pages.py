@@ -386,3 +386,42 @@ def test_the_page_says_a_broadcast_without_a_pace_of_its_own_goes_at_the_default
     pace = page.split("data-pace>", 1)[1].split("</p>", 1)[0]
     assert f"{settings.BROADCAST_RATE_PER_SECOND:g} sends per second" in pace
     assert "default" in pace
+
+
+def test_a_broadcast_older_than_the_first_page_of_the_list_is_reached_from_it(
+    signed_in, member_of, tenant_a
+):
+    """Found by an outside probe: the list showed the newest 100 broadcasts and said nothing of
+    the rest, so a broadcast waiting for review (or paused, waiting to be resumed or cancelled)
+    behind 100 newer ones, which an agent may post in a minute, was on no page a person could
+    open. The list pages back as the outbox does."""
+    mailbox = make_local_mailbox(tenant_a)
+
+    def post(name):
+        return broadcast_create(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            name=name,
+            subject="Notice",
+            text="Hello",
+            recipients=["p@example.com"],
+        )
+
+    oldest = post("Waiting behind the others")
+    for i in range(100):
+        post(f"Newer {i}")
+    client = signed_in(member_of(tenant_a, "approver").user)
+
+    first = client.get(f"/t/{tenant_a.slug}/broadcasts/").content.decode()
+    assert f'data-broadcast="{oldest.pk}"' not in first
+    older = first.split("data-older-broadcasts")[0].rsplit('href="', 1)[1].split('"')[0]
+    second = client.get(f"/t/{tenant_a.slug}/broadcasts/{older.replace('&amp;', '&')}")
+    page = second.content.decode()
+    assert second.status_code == 200
+    assert f'data-broadcast="{oldest.pk}"' in page and "Waiting behind the others" in page
+    assert page.count("data-broadcast=") == 1
+    assert "data-older-broadcasts" not in page
+    for made_up in ("x", "OTk5OTk5OTk5OTk5OTk5OTk5OTk5OQ", "LTE"):  # not base64, 10^27, -1
+        again = client.get(f"/t/{tenant_a.slug}/broadcasts/?after={made_up}").content.decode()
+        assert "That page link was not valid; showing the newest broadcasts." in again
+        assert again.count("data-broadcast=") == 100
