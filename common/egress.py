@@ -11,9 +11,9 @@ Each request also has a hard deadline (``PinnedTransport(deadline=...)``): httpx
 per socket operation, so a server answering one byte at a time, each within the read timeout,
 would hold the request for as long as it liked. When the deadline passes, the connection's
 socket is shut down and the request fails with ``DeadlinePassed`` (an ``httpx.ReadTimeout``), whatever phase it is in
-(name lookup, headers or body). The lookup has no socket to shut: it runs on a small pool of
-threads and the request stops waiting for it at the deadline (the resolver's own timeouts, 5 s a
-try and name server by default, would otherwise hold the worker; the thread finishes on its own).
+(name lookup, headers or body). The lookup has no socket to shut: it runs on a pool of threads
+and the request stops waiting for it at the deadline (the resolver's own timeouts, 5 s a try and
+name server by default, would otherwise hold the worker; the thread finishes on its own).
 
 Refused: private (with the deprecated site-local ``fec0::/10``) unless ``allow_private``;
 loopback (127.0.0.0/8, ``::1``, any spelling of them below, and the names ``localhost`` and
@@ -172,9 +172,17 @@ def literal_address(host: str) -> IPAddress | None:
         return None
 
 
-# Name lookups with a deadline run on this pool. Bounded: names that hang take at most its
-# threads, and a lookup queued behind them waits no longer than its own request's deadline. One
-# pool per process: a pool inherited through fork has no threads, but thinks it has.
+# Name lookups with a deadline run on this pool, one per process: a pool inherited through fork
+# has no threads, but thinks it has. A lookup given up at its request's deadline keeps its thread
+# until the resolver answers, and a lookup queued behind such threads waits for one until its own
+# deadline: with 8 threads, the 8 attempts of one round at one tenant's names that hang (an
+# attacker's name server that never answers) held them all, and every other tenant's next
+# attempts failed ("did not resolve"), counted towards disabling their endpoints. The pool is
+# sized for the lookups given up but still running: each attempt in flight starts one per
+# deadline, and the resolver gives up after 30 s at most by default (5 s a try, 2 tries, 3 name
+# servers), so with the agent events' 30 s deadline at most 2 per attempt in flight: 16 at their
+# default concurrency, 128 at their largest. Threads are started only when none is idle.
+LOOKUP_THREADS = 256
 _LOOKUPS: dict[int, ThreadPoolExecutor] = {}
 _LOOKUPS_LOCK = threading.Lock()
 
@@ -184,7 +192,9 @@ def _lookup_pool() -> ThreadPoolExecutor:
     with _LOOKUPS_LOCK:
         if pid not in _LOOKUPS:
             _LOOKUPS.clear()
-            _LOOKUPS[pid] = ThreadPoolExecutor(max_workers=8, thread_name_prefix="egress-lookup")
+            _LOOKUPS[pid] = ThreadPoolExecutor(
+                max_workers=LOOKUP_THREADS, thread_name_prefix="egress-lookup"
+            )
         return _LOOKUPS[pid]
 
 
