@@ -249,7 +249,10 @@ def retry_after_seconds(value: str) -> float | None:
     ``RETRY_AFTER_MAX``; None if absent, unreadable or already past."""
     value = value.strip()
     if value.isascii() and value.isdigit():
-        seconds = float(min(int(value[:12]), int(RETRY_AFTER_MAX)))
+        # Its first 12 significant digits (int() refuses a number of over 4300): cut before its
+        # leading zeros were dropped, "0000000000003600" read as 0 and asked no wait at all.
+        digits = value.lstrip("0")[:12] or "0"
+        seconds = float(min(int(digits), int(RETRY_AFTER_MAX)))
     else:
         try:
             when = parsedate_to_datetime(value)

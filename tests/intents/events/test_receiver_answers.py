@@ -58,6 +58,9 @@ def _in_a_minute() -> str:
         (429, "60", 50, 70),
         (503, "in a minute", 50, 70),
         (429, "99999999999999999999", RETRY_AFTER_MAX - 10, RETRY_AFTER_MAX + 10),
+        # Leading zeros are digits of the same number (RFC 9110 delay-seconds is 1*DIGIT): read
+        # from its first 12 characters, this was 3 s.
+        (429, "0000000000003600", RETRY_AFTER_MAX - 10, RETRY_AFTER_MAX + 10),
         (429, "soon", -5, 5),
         (429, "-30", -5, 5),
         (500, "", -5, 5),
