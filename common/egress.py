@@ -519,9 +519,14 @@ def _unsafe_in_url(raw: str) -> str | None:
 def _check_buildable(raw: str, scheme: str, netloc: str) -> None:
     """Refuse a URL the HTTP client cannot build a request for: the standard library's
     ``urlsplit`` accepts hosts that httpx (and the ``idna`` package) refuse, such as
-    ``999.1.1.1``, ``0177.0.0.1``, ``[v1.x]`` or an invalid ``xn--`` label."""
+    ``999.1.1.1``, ``0177.0.0.1``, ``[v1.x]`` or an invalid ``xn--`` label; and one httpx
+    builds with a host no resolver can answer, a name holding a percent escape."""
     host = netloc[: netloc.index("]") + 1] if netloc.startswith("[") else netloc.split(":")[0]
     try:
+        # A percent escape in a name ("127%2E0%2E0%2E1"): httpx sends it as written, which no
+        # name server resolves, so every delivery failed. (An IPv6 zone, "%25eth0", is bracketed.)
+        if "%" in host and not host.startswith("["):
+            raise httpx.InvalidURL(host)
         httpx.Request("POST", f"{scheme}://{host}/")
     except (httpx.InvalidURL, UnicodeError):
         raise EgressRefused(

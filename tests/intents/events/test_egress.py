@@ -203,6 +203,10 @@ def test_a_redirect_is_not_followed(tenant_a, member_of, settings, make_receiver
         ("https://0177.0.0.1/", "url_host_invalid"),
         ("https://[v1.x]/", "url_host_invalid"),
         ("https://xn--zz.example.com/", "url_host_invalid"),
+        # A percent escape in a host: httpx sends it as written, which no name server resolves
+        # (a browser would read 127.0.0.1); accepted, every delivery failed "does not resolve".
+        ("https://127%2E0%2E0%2E1/", "url_host_invalid"),
+        ("https://%68ooks.example.com/", "url_host_invalid"),
         ("https://hooks.example.com:99999/", "url_invalid"),
         ("https://127.0.0.1/", "address_loopback"),
         ("https://[::1]/", "address_loopback"),  # not "never a delivery address" (::/8)
