@@ -184,8 +184,13 @@ def events_replay_pending(*, batch: int = 500) -> int:
     state."""
     # The exclude is the partial index's predicate (`intent_provider_message`), so the
     # correlated lookup is an index probe, not a scan of every intent per deferred event.
+    # Recorded in the event's own mailbox, as the apply step (`_find`) looks for it: matched by
+    # tenant alone, an id an intent of another mailbox recorded was taken on every run and left
+    # deferred, and enough such events, oldest first, filled every batch for ever.
     recorded = SendIntent.objects.filter(
-        tenant_id=OuterRef("tenant_id"), provider_message_id=OuterRef("message_id")
+        tenant_id=OuterRef("tenant_id"),
+        provider_message_id=OuterRef("message_id"),
+        mailbox__inbox_id__iexact=OuterRef("inbox_id"),
     ).exclude(provider_message_id="")
     candidates = list(
         WebhookEvent.objects.filter(
