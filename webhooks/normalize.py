@@ -259,14 +259,19 @@ def bounded_sender(sender: str) -> str:
 
 
 def address_of(value: Any) -> str:
-    """The bare, lower-cased address of ``"Jane <jane@x.test>"``, ``jane@x.test`` or an object."""
+    """The bare address of ``"Jane <jane@x.test>"``, ``jane@x.test`` or an object, in the one
+    form approved recipients are stored in (``_address_in_its_form``: the domain as an A-label),
+    or lower-cased when it is not a valid address. Only lower-cased, a bounce naming
+    juergen@bücher.de (the Unicode spelling of the approved juergen@xn--bcher-kva.de) matched
+    nobody, and nothing was suppressed. A bare ASCII address is that form lower-cased already."""
     if isinstance(value, dict):
         value = value.get("address") or value.get("email") or ""
     if not isinstance(value, str):
         return ""
     if _BARE_ADDRESS.fullmatch(value):
         return value.lower()
-    address = _parsed_address(value).strip().lower()
+    written = _parsed_address(value).strip()
+    address = _address_in_its_form(written) or written.lower()
     return address if "@" in address else ""
 
 
