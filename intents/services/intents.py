@@ -28,6 +28,7 @@ from intents.services.common import (
 )
 from intents.services.reopen import draft_close_as_sent
 from intents.signals import message_ids_recorded
+from webhooks.models import MESSAGE_ID_BYTES
 from webhooks.selectors import customer_messages_after_draft
 
 log = logging.getLogger("intents.services")
@@ -104,9 +105,18 @@ def intent_resolve_accepted(
             _("Give the provider message id that proves the send."),
             "provider_message_id",
         )
-    if len(provider_message_id) > 998:
+    # In bytes, as the webhook ledger stores a message id whole: one of 998 characters or fewer
+    # but more bytes was recorded, while its delivery events were stored under the id cut.
+    size = len(provider_message_id.encode("utf-8", "surrogatepass"))
+    if size > MESSAGE_ID_BYTES:
         raise errors.InvalidInput(
-            "message_id_invalid", _("The message id is too long."), "provider_message_id"
+            "message_id_invalid",
+            _(
+                "The message id is %(size)s bytes in UTF-8, more than the %(limit)s a message "
+                "id is recorded with."
+            )
+            % {"size": size, "limit": MESSAGE_ID_BYTES},
+            "provider_message_id",
         )
     # One header line with no spaces (RFC 5322 msg-id): an id typed with a control character,
     # a tab or a space inside matches no webhook and no lookup, and the send would wait for a

@@ -93,19 +93,46 @@ def _seconds_until_http_date(value: str, now: float | None) -> float | None:
 # made the insert raise, and the worker's round with it, on every replay of the same answer.
 MESSAGE_ID_MAX_LENGTH = 998
 THREAD_ID_MAX_LENGTH = 255
+# A message id is bounded in UTF-8 bytes too, as the webhook ledger stores it whole
+# (webhooks.models.MESSAGE_ID_BYTES, which this layer cannot import; a test keeps them equal).
+# An id of 998 characters or fewer but more bytes was recorded as it came while its delivery
+# events were stored cut (normalize.bounded_id), so none of them ever found the send; past about
+# 2,700 bytes it did not fit an index entry, and recording it raised on every round.
+MESSAGE_ID_MAX_BYTES = 998
 
 
-def usable_id(value: Any, *, max_length: int = MESSAGE_ID_MAX_LENGTH) -> TypeGuard[str]:
+def usable_id(
+    value: Any,
+    *,
+    max_length: int = MESSAGE_ID_MAX_LENGTH,
+    max_bytes: int | None = MESSAGE_ID_MAX_BYTES,
+) -> TypeGuard[str]:
     """Whether a provider's message or thread id is one we can record as it is."""
-    if not isinstance(value, str) or not value or len(value) > max_length:
-        return False
+    return unusable_id_reason(value, max_length=max_length, max_bytes=max_bytes) == ""
+
+
+def unusable_id_reason(
+    value: Any,
+    *,
+    max_length: int = MESSAGE_ID_MAX_LENGTH,
+    max_bytes: int | None = MESSAGE_ID_MAX_BYTES,
+) -> str:
+    """Why a provider's id cannot be recorded as it is (for the attempt's record), or ""."""
+    if not isinstance(value, str) or not value:
+        return "it is missing or not text"
+    if len(value) > max_length:
+        return f"it is {len(value)} characters, more than {max_length}"
     if any(ch < " " or ch == "\x7f" for ch in value):
-        return False
+        return "it holds a control character"
     try:
-        value.encode("utf-8")
+        size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
-        return False
-    return True
+        return "it holds an unpaired surrogate"
+    if max_bytes is not None and size > max_bytes:
+        return (
+            f"it is {size} bytes in UTF-8, more than the {max_bytes} a message id is recorded with"
+        )
+    return ""
 
 
 # An AgentMail key (``am_`` and 64 hex digits; any ``am_`` word is taken for one) and whatever an

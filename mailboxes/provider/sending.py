@@ -19,6 +19,7 @@ from .responses import (
     Outcome,
     classify_api_error,
     parse_error_body,
+    unusable_id_reason,
     usable_id,
 )
 
@@ -181,6 +182,7 @@ def _answered(response: Any, started: float) -> SendResult:
     message_id = getattr(response, "message_id", None)
     thread_id = getattr(response, "thread_id", None)
     if not usable_id(message_id):
+        why = unusable_id_reason(message_id)
         return SendResult(
             Outcome.UNCERTAIN,
             http_status=200,
@@ -188,14 +190,19 @@ def _answered(response: Any, started: float) -> SendResult:
             error_message=(
                 "2xx without message_id"
                 if not message_id
-                else "2xx with a message_id that cannot be recorded"
+                else f"2xx with a message_id that cannot be recorded: {why}"
             ),
             latency_ms=_elapsed(started),
         )
+    # A thread id is bounded in characters only: the ledger keeps 255 of them whatever their bytes.
     return SendResult(
         Outcome.ACCEPTED,
         message_id=message_id,
-        thread_id=thread_id if usable_id(thread_id, max_length=THREAD_ID_MAX_LENGTH) else "",
+        thread_id=(
+            thread_id
+            if usable_id(thread_id, max_length=THREAD_ID_MAX_LENGTH, max_bytes=None)
+            else ""
+        ),
         http_status=200,
         latency_ms=_elapsed(started),
     )
