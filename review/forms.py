@@ -161,8 +161,19 @@ class HtmlPreviewForm(forms.Form):
     html = forms.CharField(required=False, strip=False)
 
 
+class ReasonField(forms.CharField):
+    """A reason box's text with its line breaks as LF before its length is checked: the box's
+    maxlength counts a line break as one character and the browser posts it as CRLF, so a
+    reason of many lines that the box let in was refused as too long here, before the service
+    (``clean_reason``, which counts and stores LF) was asked."""
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        return value.replace("\r\n", "\n").replace("\r", "\n") if isinstance(value, str) else value
+
+
 class RejectForm(forms.Form):
-    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}))
+    reason = ReasonField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}))
     # The version the page showed: a version added since refuses the rejection.
     version = forms.IntegerField(min_value=1)
 
@@ -216,12 +227,12 @@ class BulkApproveForm(forms.Form):
 
 
 class CancelForm(forms.Form):
-    reason = forms.CharField(max_length=2000, required=False)
+    reason = ReasonField(max_length=2000, required=False)
 
 
 class ResolveForm(forms.Form):
     provider_message_id = forms.CharField(max_length=998, label=_("Provider message id"))
-    evidence = forms.CharField(
+    evidence = ReasonField(
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 3}),
         label=_("Evidence"),
@@ -232,7 +243,7 @@ class ResolveForm(forms.Form):
 
 
 class ReopenForm(forms.Form):
-    reason = forms.CharField(
+    reason = ReasonField(
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 2}),
         label=_("Why send it again"),
