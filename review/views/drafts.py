@@ -182,7 +182,10 @@ def _undo_offer(request: TenantRequest, intent) -> str:
 @require_POST
 def draft_reject(request: TenantRequest, draft_id: int) -> HttpResponse:
     draft = draft_or_404(request, draft_id)
-    typed_reason = str(request.POST.get("reason", ""))[:2000]
+    # Kept to be copied if the rejection is refused: cut at the box's maxlength, which counts a
+    # line break as one character where the browser posts CRLF (the last lines were lost).
+    posted = str(request.POST.get("reason", ""))
+    typed_reason = posted.replace("\r\n", "\n").replace("\r", "\n")[:2000]
     try:
         require_right(request, draft.mailbox)
     except PermissionDenied as denied:

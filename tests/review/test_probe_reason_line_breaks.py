@@ -57,3 +57,22 @@ def test_evidence_that_fits_its_box_marks_the_send_accepted(
     intent.refresh_from_db()
     assert intent.state == SendIntent.State.ACCEPTED
     assert intent.resolution_note == TYPED
+
+
+def test_a_reason_refused_for_a_lost_right_is_kept_whole(
+    tenant_a, mailbox_a, make_draft, member_of, signed_in
+):
+    """The page keeps the reason to be copied when the right was taken away since it was
+    loaded; it was cut at 2000 characters of the CRLF text, losing its last lines."""
+    ana = member_of(tenant_a, "approver")
+    draft = make_draft(mailbox_a)
+    client = signed_in(ana.user)
+    type(ana).objects.filter(pk=ana.pk).update(approve_all_mailboxes=False)
+    last = "Last line, kept."
+    response = client.post(
+        reverse("draft_reject", args=[tenant_a.slug, draft.pk]),
+        {"reason": "\r\n".join([*LINES[:-1], last]), "version": draft.current_version},
+    )
+    assert response.status_code == 403
+    assert f"{last}</textarea>" in response.content.decode()
+    assert Draft.objects.get(pk=draft.pk).status == Draft.Status.PENDING
