@@ -177,10 +177,15 @@ def drafts_they_wrote_since_last_approval(*, tenant, draft_ids, user) -> set[int
     # that was cancelled (undone in its window, cancelled or stopped by a person) is an approval
     # taken back: it lets no editor approve alone what its approver withdrew. A send the editor
     # approved themselves (while the rule was off) vouches for nothing: no second person saw
-    # the edit, and the rule blocks that very send at its pre-call check.
+    # the edit, and the rule blocks that very send at its pre-call check. A send approved of
+    # this very content (its hash) vouches for it too: a reopen's copy of an approved edit keeps
+    # its editor's name but is no new writing of theirs, and counted as one it kept them from
+    # approving a colleague's correction of it (in a team of two, nobody could).
     approved_since = (
-        SendIntent.objects.filter(
-            draft_id=OuterRef("draft_id"), draft_version__number__gte=OuterRef("number")
+        SendIntent.objects.filter(draft_id=OuterRef("draft_id"))
+        .filter(
+            Q(draft_version__number__gte=OuterRef("number"))
+            | Q(content_hash=OuterRef("content_hash"))
         )
         .exclude(state=SendIntent.State.CANCELLED)
         .exclude(approver=user)

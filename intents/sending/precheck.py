@@ -123,9 +123,10 @@ class CheckFacts:
 def _wrote_before_approving(intents: list[SendIntent]) -> set[int]:
     """Of the batch's draft sends whose tenant asks for a second approver on edit, the ids of
     those whose approver wrote (as a person) a version of the draft, up to the approved one,
-    that no earlier approval of the draft by someone else (not cancelled) covers: their own
-    approval, given while the rule was off, is no second pair of eyes. ``draft_approve`` refuses
-    such an approval (``wrote_a_version_since_last_approval``), and it may have been given
+    that no earlier approval of the draft by someone else (not cancelled) covers (one of that
+    version or a later one, or of that very content: ``drafts_they_wrote_since_last_approval``):
+    their own approval, given while the rule was off, is no second pair of eyes. ``draft_approve``
+    refuses such an approval (``wrote_a_version_since_last_approval``), and it may have been given
     before the rule was turned on. A version the approver wrote themselves is asked without a
     query (``approved_by_its_author``). One statement for the batch, none when no send of it
     needs asking; its text does not depend on the batch size."""
@@ -150,7 +151,8 @@ def _wrote_before_approving(intents: list[SendIntent]) -> set[int]:
             "AND v.author_user_id = u.user_id AND NOT EXISTS (SELECT 1 FROM "
             f"{sends} o JOIN {versions} ov ON ov.id = o.draft_version_id "
             "WHERE o.draft_id = u.draft_id AND o.id < u.intent_id AND o.state <> %s "
-            "AND o.approver_id IS DISTINCT FROM u.user_id AND ov.number >= v.number))",
+            "AND o.approver_id IS DISTINCT FROM u.user_id "
+            "AND (ov.number >= v.number OR o.content_hash = v.content_hash)))",
             [
                 [intent.pk for intent in asked],
                 [intent.tenant_id for intent in asked],

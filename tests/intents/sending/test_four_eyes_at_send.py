@@ -274,3 +274,63 @@ def test_the_pre_call_check_asks_the_same_of_a_re_approval_given_while_the_rule_
     second.refresh_from_db()
     assert (second.state, second.last_error_code) == ("blocked", "second_approver_required")
     assert calls(live.sandbox, second) == []
+
+
+def test_a_colleagues_approval_of_an_edit_still_vouches_for_it_once_reopened_and_edited_again(
+    live, member_of
+):
+    """Found by probe 6 (two reviewers): Ana edited the agent's text (version 2), Ben approved
+    it, the send failed and Ben reopened it: version 3 is the copy of Ana's text that Ben
+    approved, kept under Ana's name so that she cannot approve it alone. Ben then corrected a
+    word (version 4) and asked Ana to approve his correction: she was refused, "You wrote a
+    version of this draft since it was last approved", for the copy, which she did not write and
+    Ben had approved; in a team of two nobody could ever send it. The pre-call check must
+    agree: the send goes out."""
+    from tests.intents.helpers import set_state
+
+    admin = member_of(live.tenant, "admin").user
+    four_eyes_on(live, admin)
+    ana, ben = live.approver, member_of(live.tenant, "approver").user
+    token, _ = token_create(tenant=live.tenant, name="agent", scopes=["drafts:write"], actor=None)
+    draft = agents_draft(live, token)
+    edit = {"to": ["customer@example.com"], "cc": [], "bcc": [], "subject": "Your refund"}
+    services.draft_add_version(
+        tenant=live.tenant, draft_id=draft.pk, text="Ana's text.", html="", actor_user=ana, **edit
+    )
+    first = approve(live, draft, 2, ben)
+    set_state(first, "failed")
+    services.draft_reopen(tenant=live.tenant, draft_id=draft.pk, actor=ben, reason="Try again.")
+    services.draft_add_version(
+        tenant=live.tenant, draft_id=draft.pk, text="Ana's text!", html="", actor_user=ben, **edit
+    )
+
+    second = approve(live, draft, 4, ana)
+    step(second)
+
+    second.refresh_from_db()
+    assert second.state == "accepted"
+    assert [s["text"] for s in sends(live.sandbox, second)] == ["Ana's text!"]
+
+
+def test_an_approval_taken_back_still_vouches_for_no_copy_of_the_edit(live, member_of):
+    """The same, with Ben's approval undone instead of failed: the copy of Ana's text was
+    approved by nobody, and Ana may not approve Ben's correction of it alone."""
+    admin = member_of(live.tenant, "admin").user
+    four_eyes_on(live, admin)
+    Tenant.objects.filter(pk=live.tenant.pk).update(send_hold_seconds=60)
+    live.tenant.refresh_from_db()
+    ana, ben = live.approver, member_of(live.tenant, "approver").user
+    token, _ = token_create(tenant=live.tenant, name="agent", scopes=["drafts:write"], actor=None)
+    draft = agents_draft(live, token)
+    edit = {"to": ["customer@example.com"], "cc": [], "bcc": [], "subject": "Your refund"}
+    services.draft_add_version(
+        tenant=live.tenant, draft_id=draft.pk, text="Ana's text.", html="", actor_user=ana, **edit
+    )
+    first = approve(live, draft, 2, ben)
+    services.intent_undo(tenant=live.tenant, intent_id=first.pk, actor=ben)
+    services.draft_add_version(
+        tenant=live.tenant, draft_id=draft.pk, text="Ana's text!", html="", actor_user=ben, **edit
+    )
+
+    with pytest.raises(errors.SecondApproverRequired):
+        approve(live, draft, 4, ana)
