@@ -36,10 +36,10 @@ def draft_reopen(*, tenant, draft_id, actor, reason, from_intent: int | None = N
     """Put an approved draft whose send did not go out back into review, as a new version.
     ``from_intent``: the send whose page asked (refused unless it is the draft's latest send).
 
-    The new version is a copy of the approved one authored by the person reopening it, so only a
-    fresh approval of that exact version (and its hash) can send it, and that approval creates a
-    new intent with a new idempotency key. The old version keeps its intent: one intent per
-    version stays true. Refused while the latest send is live (it may still go out) or once any
+    The new version is a copy of the approved one under its author's name (``_copy_version``: a
+    reopen writes nothing), so only a fresh approval of that exact version (and its hash) can
+    send it, and that approval creates a new intent with a new idempotency key. The old version
+    keeps its intent: one intent per version stays true. Refused while the latest send is live (it may still go out) or once any
     send of the draft was accepted.
     """
     tenant = active_tenant(tenant)
