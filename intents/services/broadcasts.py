@@ -39,7 +39,12 @@ from intents.services.common import (
     require_standing,
     tenant_mailbox,
 )
-from intents.services.content import MAX_BODY, MAX_SUBJECT, refuse_unseen_subject
+from intents.services.content import (
+    MAX_BODY,
+    MAX_SUBJECT,
+    refuse_unseen_body,
+    refuse_unseen_subject,
+)
 from mailboxes.headers import encoded_word_in, line_break_in
 from mailboxes.models import Mailbox
 
@@ -82,6 +87,7 @@ def _clean_template(subject, text, html) -> tuple[str, str, str, set[str], set[s
         raise errors.InvalidInput("subject_invalid", message, "subject")
     if not text.strip() and not html.strip():
         raise errors.InvalidInput("body_required", _("A text or HTML body is required."), "text")
+    refuse_unseen_body(text, html)
     for field, value in (("subject", subject), ("text", text), ("html", html)):
         if len(value) > MAX_BODY or "\x00" in value:
             raise errors.InvalidInput("body_invalid", _("The body must be text."), field)

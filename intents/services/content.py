@@ -214,6 +214,7 @@ def clean_content(
     text, html = body_as_stored("text", text), body_as_stored("html", html)
     if not text.strip() and not html.strip():
         raise errors.InvalidInput("body_required", _("A text or HTML body is required."), "text")
+    refuse_unseen_body(text, html)
     subject = subject if reply_subject is not None else subject.strip()
     return {**cleaned, "subject": subject, "text": text, "html": html}
 
@@ -228,6 +229,19 @@ def refuse_unseen_subject(subject: str) -> None:
             _("A subject is required: this one holds only characters nobody sees (%(what)s).")
             % {"what": unseen},
             "subject",
+        )
+
+
+def refuse_unseen_body(text: str, html: str) -> None:
+    """Refuse a text body made only of characters nobody sees when there is no HTML body: as a
+    subject (``refuse_unseen_subject``), it would reach the customer as a message showing
+    nothing. An HTML body is what a mail client shows; the text beside it is its fallback."""
+    if not html.strip() and (unseen := nothing_visible(text)) is not None:
+        raise errors.InvalidInput(
+            "body_required",
+            _("A body is required: this one holds only characters nobody sees (%(what)s).")
+            % {"what": unseen},
+            "text",
         )
 
 

@@ -87,6 +87,35 @@ def test_a_subject_of_only_characters_nobody_sees_is_a_422_naming_them(
     assert ApiIdempotencyKey.objects.count() == 0
 
 
+@pytest.mark.parametrize("text", ["\ufeff", "\u200b\n\u2060\n", "\u202e \u3164"], ids=ascii)
+def test_a_text_body_of_only_characters_nobody_sees_is_a_422_naming_them(
+    api, token_a, mailbox_a, text
+):
+    """As a subject: a body of zero-width spaces and bidi controls passed the blank check
+    (``strip()`` keeps them), and the customer would receive a message that shows nothing."""
+    response = api.post("/drafts", draft_body(mailbox_a, text=text), token=token_a, key="in")
+
+    problem = response.json()
+    assert response.status_code == 422
+    assert (problem["code"], [e["field"] for e in problem["errors"]]) == (
+        "body_required",
+        ["text"],
+    )
+    assert f"U+{ord(text[0]):04X}" in problem["errors"][0]["message"]
+    assert Draft.objects.count() == 0
+
+
+def test_an_invisible_text_beside_an_html_body_is_kept(api, token_a, mailbox_a):
+    response = api.post(
+        "/drafts",
+        draft_body(mailbox_a, text="\u200b", html="<p>It shipped.</p>"),
+        token=token_a,
+        key="html",
+    )
+
+    assert response.status_code == 201
+
+
 def test_a_subject_with_a_word_beside_an_invisible_character_is_kept(api, token_a, mailbox_a):
     response = api.post(
         "/drafts", draft_body(mailbox_a, subject="\ufeffOrder 1042"), token=token_a, key="word"

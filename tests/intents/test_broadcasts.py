@@ -858,3 +858,11 @@ def test_a_refusal_after_a_decision_the_broadcast_moved_on_from_says_where_it_is
         f"Ana Lima approved this broadcast at {zoned(approved_at, 'j M, H:i')}. It is {state} now."
     )
     assert state != "approved"
+
+
+def test_a_text_template_of_only_characters_nobody_sees_is_refused(live):
+    with pytest.raises(errors.InvalidInput) as caught:
+        create(live, text="\u200b\n\u2060", html="")
+    assert (caught.value.code, caught.value.field) == ("body_required", "text")
+    assert "U+200B ZERO WIDTH SPACE" in caught.value.message
+    assert not Broadcast.objects.exists()
