@@ -8,6 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from common.days import DAY_VALIDATORS
+from common.forms import TextBoxField
 from mailboxes.models import Mailbox
 from tenants import policies, services
 from tenants.models import AgentToken, Membership
@@ -111,7 +112,7 @@ class PoliciesForm(BasedOnForm):
 
 
 class OwnDomainsForm(BasedOnForm):
-    own_domains = forms.CharField(
+    own_domains = TextBoxField(
         label=_("Your organisation's mail domains"),
         required=False,
         max_length=5000,

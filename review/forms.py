@@ -10,6 +10,7 @@ from django.http import QueryDict
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
+from common.forms import TextBoxField
 from intents.selectors.queue import AGE_CHOICES, DEFAULT_SORT, QUEUE_SORTS, QueueFilter
 
 # A stored content hash: bare hex (scheme 1) or "N:" + hex (later schemes, intents/hashing.py).
@@ -161,19 +162,8 @@ class HtmlPreviewForm(forms.Form):
     html = forms.CharField(required=False, strip=False)
 
 
-class ReasonField(forms.CharField):
-    """A reason box's text with its line breaks as LF before its length is checked: the box's
-    maxlength counts a line break as one character and the browser posts it as CRLF, so a
-    reason of many lines that the box let in was refused as too long here, before the service
-    (``clean_reason``, which counts and stores LF) was asked."""
-
-    def to_python(self, value):
-        value = super().to_python(value)
-        return value.replace("\r\n", "\n").replace("\r", "\n") if isinstance(value, str) else value
-
-
 class RejectForm(forms.Form):
-    reason = ReasonField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}))
+    reason = TextBoxField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}))
     # The version the page showed: a version added since refuses the rejection.
     version = forms.IntegerField(min_value=1)
 
@@ -227,12 +217,12 @@ class BulkApproveForm(forms.Form):
 
 
 class CancelForm(forms.Form):
-    reason = ReasonField(max_length=2000, required=False)
+    reason = TextBoxField(max_length=2000, required=False)
 
 
 class ResolveForm(forms.Form):
     provider_message_id = forms.CharField(max_length=998, label=_("Provider message id"))
-    evidence = ReasonField(
+    evidence = TextBoxField(
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 3}),
         label=_("Evidence"),
@@ -243,7 +233,7 @@ class ResolveForm(forms.Form):
 
 
 class ReopenForm(forms.Form):
-    reason = ReasonField(
+    reason = TextBoxField(
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 2}),
         label=_("Why send it again"),

@@ -10,6 +10,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from common import strict_json
+from common.forms import TextBoxField
 
 # The agent API's limit for recipients_csv too (settings, "Request bodies").
 MAX_UPLOAD = settings.BROADCAST_RECIPIENTS_MAX_BYTES
@@ -21,7 +22,7 @@ class BroadcastForm(forms.Form):
     mailbox = forms.TypedChoiceField(coerce=int, label=_("From mailbox"))
     name = forms.CharField(required=False, max_length=200, label=_("Name (for your team)"))
     subject = forms.CharField(max_length=998, label=_("Subject"))
-    text = forms.CharField(
+    text = TextBoxField(
         widget=forms.Textarea(attrs={"rows": 10}),
         max_length=1_000_000,
         label=_("Message"),

@@ -171,3 +171,31 @@ def test_a_decided_draft_shows_no_empty_decision_card(
     )
     html = signed_in(admin_a.user).get(reverse("draft", args=[tenant_a.slug, draft.pk])).content
     assert b'id="decision" hidden>' in html
+
+
+def test_own_domains_that_fit_their_box_are_taken_though_the_browser_posts_crlf(
+    tenant_a, admin_a, signed_in
+):
+    """The box's maxlength (5000) counts a line break as one character and the browser posts it
+    as CRLF: 50 long domains a line each fit the box and were refused as too long."""
+    client = signed_in(admin_a.user)
+    base = based_on(client, reverse("admin_policies", args=[tenant_a.slug]), "domains_form")
+    domains = [f"{'a' * 45}.{'b' * 45}-{i:02d}.test" for i in range(50)]
+    assert len("\n".join(domains)) <= 5000 < len("\r\n".join(domains))
+
+    response = client.post(
+        reverse("admin_own_domains", args=[tenant_a.slug]),
+        {"own_domains": "\r\n".join(domains), "based_on": base},
+    )
+
+    tenant_a.refresh_from_db()
+    assert response.status_code == 302
+    assert tenant_a.own_domains == domains
+
+
+def test_a_broadcast_message_is_measured_with_its_line_breaks_as_the_box_counts_them():
+    from review.forms_broadcast import BroadcastForm
+
+    field = BroadcastForm.base_fields["text"]
+    assert len("ab\r\n" * 300_000) > 1_000_000
+    assert field.clean("ab\r\n" * 300_000) == ("ab\n" * 300_000).strip()
