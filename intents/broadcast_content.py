@@ -390,6 +390,7 @@ def parse_csv(text: str, *, most: int | None = None) -> list[tuple[int, object, 
     except csv.Error as exc:
         raise RecipientsInvalid([_unreadable(exc)], 1) from None
     names, column = _csv_header(header)
+    unnamed = [i for i, name in enumerate(names) if not name]
     rows: list[tuple[int, object, object]] = []
     errors: list[RowError] = []
     total = 0
@@ -413,11 +414,18 @@ def parse_csv(text: str, *, most: int | None = None) -> list[tuple[int, object, 
             ) % {"n": len(values), "header": len(names)}
             total += _keep(errors, [RowError(number, "columns", message)])
             continue
+        if (filled := next((i for i in unnamed if values[i].strip()), None)) is not None:
+            message = _(
+                "has a value in column %(n)s, which the header leaves without a name: name the "
+                "column, or empty it"
+            ) % {"n": filled + 1}
+            total += _keep(errors, [RowError(number, "columns", message)])
+            continue
         given += 1
         if most is not None and given > most:
             continue
         variables = {
-            n: v for i, (n, v) in enumerate(zip(names, values, strict=True)) if i != column
+            n: v for i, (n, v) in enumerate(zip(names, values, strict=True)) if i != column and n
         }
         rows.append((number, values[column], variables))
     if total:
@@ -449,7 +457,9 @@ def _csv_header(header: list[str]) -> tuple[list[str], int]:
         raise RecipientsInvalid(
             [RowError(0, "recipients", _("the CSV header needs an 'address' column"))], 1
         )
-    repeated = sorted({n for n in names if names.count(n) > 1})
+    # A column with no name (a spreadsheet's trailing commas) is no variable: its values must
+    # be empty (parse_csv), and two of them are no name given twice.
+    repeated = sorted({n for n in names if n and names.count(n) > 1})
     if repeated:
         # A second column of the same name silently replaced the first one's values.
         message = _("the CSV header names %(name)s twice") % {"name": repr(repeated[0])}

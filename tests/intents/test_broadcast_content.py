@@ -36,6 +36,24 @@ def test_a_csv_header_naming_a_column_twice_is_refused():
     assert "'name' twice" in caught.value.errors[0].message
 
 
+def test_unnamed_empty_columns_a_spreadsheet_adds_are_ignored():
+    """A spreadsheet's export often ends each line with commas: columns with no name and no
+    value. They were refused on every row as "'' is not a variable name"."""
+    rows = parse_csv("address,name,,\r\nana@example.com,Ana,,\r\nbo@example.com,Bo, ,\r\n")
+    assert rows == [
+        (1, "ana@example.com", {"name": "Ana"}),
+        (2, "bo@example.com", {"name": "Bo"}),
+    ]
+
+
+def test_a_value_in_a_column_the_header_leaves_unnamed_is_refused_naming_row_and_column():
+    with pytest.raises(RecipientsInvalid) as caught:
+        parse_csv(",address,,name\n,ana@example.com,,Ana\n,bo@example.com,x,Bo\nc,c@example.com,,C")
+    assert [(e.row, e.field) for e in caught.value.errors] == [(2, "columns"), (3, "columns")]
+    assert "column 3" in caught.value.errors[0].message
+    assert "column 1" in caught.value.errors[1].message
+
+
 def test_an_address_with_a_full_width_letter_is_a_duplicate_of_the_plain_one():
     rows = [(1, "ana@example.com", {}), (2, "\uff21na@example.com", {})]
     with pytest.raises(RecipientsInvalid) as caught:
