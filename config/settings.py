@@ -7,6 +7,7 @@ start without the secrets it needs; see the configuration table in README.md.
 from __future__ import annotations
 
 import math
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -431,6 +432,15 @@ ATTACHMENT_MAX_FILES = env_int("ATTACHMENT_MAX_FILES", 10, low=0)
 # How long the reviewer's preview of a PDF may take to draw (review.previews, in a child process
 # that is killed past it): a few kilobytes of PDF can ask PDFium for minutes of drawing.
 ATTACHMENT_PREVIEW_SECONDS = 5
+# How many of those renders one host runs at once (each up to 1 GB), whichever web process asked:
+# a preview asked for while all are busy waits a second, then answers 503 and is asked again on
+# the next page view. The slots are lock files in ATTACHMENT_PREVIEW_SLOT_DIR, which every web
+# process of the host must share (the default is in the system's temporary directory).
+ATTACHMENT_PREVIEW_RENDERS = env_int("ATTACHMENT_PREVIEW_RENDERS", 2, low=1, high=1024)
+ATTACHMENT_PREVIEW_SLOT_DIR = env(
+    "ATTACHMENT_PREVIEW_SLOT_DIR",
+    str(Path(tempfile.gettempdir()) / "countersign-preview-slots"),
+)
 # What one tenant may hold in attachment bytes in all (README "Attachments": each stored file
 # once, until retention drops it). At least one draft's worth: a smaller figure is a unit mistake.
 TENANT_ATTACHMENT_STORAGE_BYTES = env_int(

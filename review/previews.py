@@ -7,11 +7,15 @@ A file's bytes come from a customer or an agent and are hostile until shown othe
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import resource
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 # Raster formats browsers decode without running anything, by their first bytes; the
@@ -66,6 +70,43 @@ def previewable(content_type: str) -> str:
 
 class PreviewFailed(Exception):
     pass
+
+
+class PreviewBusy(Exception):
+    """Every render slot of the host stayed taken while we waited for one."""
+
+
+@contextmanager
+def render_slot(directory: Path, *, slots: int, wait: float) -> Iterator[None]:
+    """One of the ``slots`` PDF renders this host runs at once, held for the ``with`` block;
+    PreviewBusy when none came free within ``wait`` seconds.
+
+    Each render is a child of up to the preview deadline and RENDER_MEMORY_BYTES, started by a
+    web worker that waits for it: unbounded, one draft of ten slow PDFs (each a new digest, so
+    nothing cached) opened once took as many web workers as the browser sent requests, and
+    gigabytes. The web workers are processes, so the slots are lock files every process of the
+    host shares; the kernel releases a slot with its holder's file, even when the holder was
+    killed mid-render (gunicorn's timeout)."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait
+    while True:
+        for number in range(slots):
+            fd = os.open(
+                directory / f"slot-{number}", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600
+            )
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            try:
+                yield
+            finally:
+                os.close(fd)
+            return
+        if time.monotonic() >= deadline:
+            raise PreviewBusy(f"all {slots} render slots taken for {wait} s")
+        time.sleep(0.05)
 
 
 def pdf_first_page_png(data: bytes, *, seconds: float = DEFAULT_RENDER_SECONDS) -> bytes:

@@ -125,6 +125,16 @@ def _trim_flush_signals():
     post_migrate.connect(_forget_content_types, dispatch_uid="tests.forget_content_types")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def preview_slots_of_this_process(tmp_path_factory):
+    """PDF previews take render slots that every process of a host shares (lock files in
+    ATTACHMENT_PREVIEW_SLOT_DIR): each test process has its own, so that a slow preview of one
+    xdist worker (or of another checkout's suite) does not make another's wait or answer 503."""
+    from django.conf import settings
+
+    settings.ATTACHMENT_PREVIEW_SLOT_DIR = str(tmp_path_factory.mktemp("preview-slots"))
+
+
 @pytest.fixture(autouse=True)
 def empty_cache():
     """Each test starts with an empty cache (the process's own, outside production): what one

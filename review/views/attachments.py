@@ -8,12 +8,14 @@ inline: its first page is rendered to PNG here. Every response
 carries ``X-Content-Type-Options: nosniff`` and ``Content-Security-Policy: sandbox`` (a document
 opened from it runs nothing and has no origin). Another tenant's file is a 404, like a missing
 one; a file of a version whose body retention purged is a 410, even while another draft's
-version still holds the same bytes.
+version still holds the same bytes. A PDF preview asked for while the host already draws as many
+as it may (ATTACHMENT_PREVIEW_RENDERS) is a 503 with Retry-After, and nothing is cached.
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from django.conf import settings
 from django.core.cache import cache
@@ -28,11 +30,13 @@ from intents.blobs import BlobPurged, blob_store, preview_cache_key
 from intents.models import DraftAttachment
 from intents.selectors.drafts import draft_attachment_get
 from review.previews import (
+    PreviewBusy,
     PreviewFailed,
     is_pdf,
     pdf_first_page_png,
     previewable,
     raster_type,
+    render_slot,
 )
 from tenants.access import TenantRequest, tenant_view
 
@@ -40,6 +44,11 @@ log = logging.getLogger(__name__)
 
 PREVIEW_CACHE_SECONDS = 24 * 3600
 FAILED_PREVIEW_CACHE_SECONDS = 3600
+# How long a preview waits for a render slot: ordinary pages draw in about 0.2 s, so a draft of
+# several PDFs still shows them all; one built to take the whole deadline holds its slot, and the
+# requests behind it give their web worker back after this.
+RENDER_SLOT_WAIT_SECONDS = 1.0
+RETRY_AFTER_SECONDS = 5
 LOCKED_DOWN = "sandbox; default-src 'none'"
 
 
@@ -82,6 +91,16 @@ def _gone() -> HttpResponse:
     return _locked_down(response)
 
 
+def _busy() -> HttpResponse:
+    response = HttpResponse(
+        _("Too many previews are being drawn right now: reload the page in a moment."),
+        status=503,
+        content_type="text/plain; charset=utf-8",
+    )
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return _locked_down(response)
+
+
 @tenant_view()
 @require_safe
 @never_cache
@@ -106,12 +125,20 @@ def _pdf_preview(attachment: DraftAttachment, data: bytes) -> bytes:
     key = preview_cache_key(attachment.tenant_id, attachment.sha256)
     png = cache.get(key)
     if png is None:
-        try:
-            png = pdf_first_page_png(data, seconds=settings.ATTACHMENT_PREVIEW_SECONDS)
-        except PreviewFailed:
-            cache.set(key, b"", timeout=FAILED_PREVIEW_CACHE_SECONDS)
-            raise
-        cache.set(key, png, timeout=PREVIEW_CACHE_SECONDS)
+        with render_slot(
+            Path(settings.ATTACHMENT_PREVIEW_SLOT_DIR),
+            slots=settings.ATTACHMENT_PREVIEW_RENDERS,
+            wait=RENDER_SLOT_WAIT_SECONDS,
+        ):
+            # The same file asked for twice at once: the second waited for the first's drawing.
+            png = cache.get(key)
+            if png is None:
+                try:
+                    png = pdf_first_page_png(data, seconds=settings.ATTACHMENT_PREVIEW_SECONDS)
+                except PreviewFailed:
+                    cache.set(key, b"", timeout=FAILED_PREVIEW_CACHE_SECONDS)
+                    raise
+                cache.set(key, png, timeout=PREVIEW_CACHE_SECONDS)
     if not png:
         raise PreviewFailed("an earlier rendering failed")
     return png
@@ -143,6 +170,9 @@ def attachment_preview(request: TenantRequest, draft_id: int, attachment_id: int
                 extra={"attachment_id": attachment.pk, "reason": str(exc)[:200]},
             )
             raise Http404("No preview") from None
+        except PreviewBusy:
+            log.warning("review.attachment.preview_busy", extra={"attachment_id": attachment.pk})
+            return _busy()
     else:
         raise Http404("No preview")
     response["Content-Disposition"] = "inline"
