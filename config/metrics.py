@@ -32,6 +32,7 @@ from intents.selectors.storage import attachment_storage_by_tenant, storage_quot
 from mailboxes.models import Mailbox
 from tenants.models import Tenant
 from webhooks.selectors import (
+    failed_events_by_tenant,
     last_received_by_tenant,
     ledger_rows_estimate,
     unapplied_events_by_tenant,
@@ -153,6 +154,16 @@ def _webhooks(slugs: dict[int, str]) -> Iterator[Metric]:
         lag.add_metric([slug], round(row.lag_seconds, 3) if row else 0.0)
     yield waiting
     yield lag
+    set_aside = failed_events_by_tenant()
+    failed = GaugeMetricFamily(
+        "countersign_webhook_failed",
+        "Webhook events whose apply raised WEBHOOK_APPLY_MAX_FAILURES times, set aside until an "
+        "operator retries them (manage.py webhooks_apply --retry-failed).",
+        labels=["tenant"],
+    )
+    for tenant_id, slug in slugs.items():
+        failed.add_metric([slug], set_aside.get(tenant_id, 0))
+    yield failed
     received = last_received_by_tenant()
     last = GaugeMetricFamily(
         "countersign_webhook_last_received_timestamp_seconds",

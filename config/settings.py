@@ -394,6 +394,10 @@ if WEBHOOK_BACKFILL_MAX_AGE_HOURS * 3600 <= WEBHOOK_BACKFILL_AFTER_SECONDS:
 # 50 ms). Set it off where a dedicated `manage.py webhooks_apply` runs (DEPLOYMENT.md): that loop
 # looks every 0.1 s, and the wake-ups would only be tasks enqueued for nothing.
 WEBHOOK_APPLY_WAKE = env_bool("WEBHOOK_APPLY_WAKE", True)
+# A stored event whose apply raised this many times (not a lock timeout) is set aside as
+# `failed`, for an operator to retry (`manage.py webhooks_apply --retry-failed`): it was taken
+# first by every batch and every sweep for ever. 0 would set aside every event untried.
+WEBHOOK_APPLY_MAX_FAILURES = env_int("WEBHOOK_APPLY_MAX_FAILURES", 5, low=1, high=1000)
 # The public URL at which AgentMail reaches our webhook receiver.
 PUBLIC_BASE_URL = url_checked(
     "PUBLIC_BASE_URL",

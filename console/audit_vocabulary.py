@@ -118,6 +118,10 @@ SENTENCES = {
         "AgentMail announced mail of %(object)s before it recorded its new inbox: those "
         "events were applied once it did"
     ),
+    # webhooks.services.failures: an operator's command, after fixing why they could not apply.
+    "webhook.events_retried": _(
+        "An operator put back webhook events that could not be applied, to be applied again"
+    ),
     "webhook.pod_lost": _(
         "The AgentMail webhook of %(object)s went with the tenant's pod: it is registered again "
         "in the new pod"

@@ -431,6 +431,9 @@ class Health:
     throttled_last_hour: int
     attempts_last_hour: int
     webhook_unapplied: int
+    # Set aside after their apply raised too often (webhooks.services.failures): waiting for an
+    # operator's retry.
+    webhook_failed: int
     webhook_oldest_unapplied: datetime | None
     webhook_max_lag: timedelta | None
     # Store first: how long the oldest stored event has waited for the applier (zero when none
@@ -475,12 +478,14 @@ def _attempts_since(tenant: Tenant, since) -> dict:
 def _webhook_events(tenant: Tenant, since) -> dict:
     """Two reads that each stay within an index, not one over the tenant's whole history (events
     are never deleted, only their payloads: at a million events the one read took 120 ms, on a
-    panel every open tab refreshes twice a minute): the waiting events (a partial index) and
-    those received since ``since`` (the tenant's recent index)."""
-    return WebhookEvent.objects.filter(tenant=tenant, state__in=["pending", "deferred"]).aggregate(
-        unapplied=Count("id"),
-        oldest_unapplied=Min("received_at"),
+    panel every open tab refreshes twice a minute): the waiting and failed events (partial
+    indexes) and those received since ``since`` (the tenant's recent index)."""
+    waiting = Q(state__in=["pending", "deferred"])
+    return WebhookEvent.objects.filter(waiting | Q(state="failed"), tenant=tenant).aggregate(
+        unapplied=Count("id", filter=waiting),
+        oldest_unapplied=Min("received_at", filter=waiting),
         oldest_pending=Min("received_at", filter=Q(state="pending")),
+        failed=Count("id", filter=Q(state="failed")),
     ) | WebhookEvent.objects.filter(tenant=tenant, received_at__gte=since).aggregate(
         max_lag=Max(
             ExpressionWrapper(F("received_at") - F("occurred_at"), output_field=DurationField()),
@@ -531,6 +536,7 @@ def health(tenant: Tenant) -> Health:
         throttled_last_hour=attempts["throttled"],
         attempts_last_hour=attempts["total"],
         webhook_unapplied=events["unapplied"],
+        webhook_failed=events["failed"],
         webhook_oldest_unapplied=events["oldest_unapplied"],
         webhook_max_lag=events["max_lag"],
         webhook_apply_lag=(

@@ -91,6 +91,10 @@ class WebhookEvent(models.Model):
         APPLIED = "applied", _("Applied")
         IGNORED = "ignored", _("Ignored (unknown type or no effect)")
         REJECTED = "rejected", _("Rejected (not this tenant's inbox)")
+        # Applying it raised WEBHOOK_APPLY_MAX_FAILURES times (a bug, data it cannot take): the
+        # appliers and the sweep no longer take it. Only an operator moves it back to pending
+        # (``manage.py webhooks_apply --retry-failed``), once the cause is fixed.
+        FAILED = "failed", _("Could not be applied: an operator retries it")
 
     # The receiver's one INSERT writes an entry into every index: endpoint is covered by
     # webhookevent_unique_svix_id, tenant by webhookevent_tenant_recent, and message_id needs no
@@ -111,6 +115,10 @@ class WebhookEvent(models.Model):
     state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
     outcome = models.CharField(max_length=200, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)
+    # Applies that raised (not lock timeouts, which are retried as they are): the take puts
+    # events that failed more often behind the others, and at WEBHOOK_APPLY_MAX_FAILURES the
+    # event is ``failed``. Oldest first alone, enough such events filled every batch for ever.
+    apply_failures = models.PositiveSmallIntegerField(default=0, db_default=0)
     payload = models.JSONField(null=True, blank=True, help_text="Minimal; purged after retention")
 
     class Meta:
@@ -120,10 +128,17 @@ class WebhookEvent(models.Model):
             ),
         ]
         indexes = [
+            # The applier's take reads it in order: fewest failures, then oldest.
             models.Index(
-                fields=["state", "received_at"],
-                name="webhookevent_unapplied",
+                fields=["state", "apply_failures", "received_at"],
+                name="webhookevent_take",
                 condition=Q(state__in=["pending", "deferred"]),
+            ),
+            # Events that could not be applied: few, and none the receiver's INSERT writes.
+            models.Index(
+                fields=["tenant"],
+                name="webhookevent_failed",
+                condition=Q(state="failed"),
             ),
             models.Index(fields=["tenant", "-received_at"], name="webhookevent_tenant_recent"),
             # The sweep looks for rejected events whose inbox a mailbox has recorded since

@@ -7,7 +7,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Exists, Max, OuterRef, Q
+from django.db.models import Count, Exists, Max, OuterRef, Q
 
 from intents.models import SendIntent
 from webhooks.models import InboundMessage, RecipientDelivery, WebhookEndpoint, WebhookEvent
@@ -34,6 +34,19 @@ def unapplied_events_by_tenant() -> dict[int, Unapplied]:
         )
         rows = cursor.fetchall()
     return {tenant_id: Unapplied(int(n), max(0.0, float(lag or 0))) for tenant_id, n, lag in rows}
+
+
+def failed_events_by_tenant() -> dict[int, int]:
+    """Events set aside as ``failed`` per tenant id (their apply raised too often; an operator
+    retries them), across all tenants: for operators only (metrics). Reads their partial
+    index."""
+    rows = (
+        WebhookEvent.objects.filter(state=WebhookEvent.State.FAILED)
+        .values_list("tenant_id")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return dict(rows)
 
 
 def last_received_by_tenant() -> dict[int, float]:

@@ -13,6 +13,7 @@ from tenants.models import AuditEvent, Membership, Tenant, User
 from tests.factories import make_local_mailbox
 from tests.pages import based_on
 from tests.routed_client import RoutedClient
+from webhooks.models import WebhookEndpoint, WebhookEvent
 
 pytestmark = pytest.mark.django_db
 
@@ -282,6 +283,34 @@ def test_health_panel_counts(tenant_a, admin_a, mailbox_a, make_draft, make_inte
         health.needs_attention,
     ) == (1, 1, 1, 1)
     assert (health.failures_last_hour, health.attempts_last_hour) == (1, 1)
+
+
+def test_health_panel_shows_the_webhook_events_that_could_not_be_applied(
+    tenant_a, tenant_b, admin_a, signed_in
+):
+    """Set aside after their apply raised too often (webhooks.services.failures); another
+    tenant's are not counted, nor are they waiting events."""
+    for tenant, state, n in (
+        (tenant_a, "failed", 2),
+        (tenant_a, "pending", 1),
+        (tenant_b, "failed", 3),
+    ):
+        endpoint = WebhookEndpoint.objects.create(tenant=tenant)
+        for i in range(n):
+            WebhookEvent.objects.create(
+                endpoint=endpoint,
+                tenant=tenant,
+                svix_id=f"msg_{state}_{i}",
+                event_type="message.delivered",
+                state=state,
+            )
+
+    page = signed_in(admin_a.user).get(reverse("admin_home", args=[tenant_a.slug]))
+
+    health = page.context["health"]
+    assert (health.webhook_failed, health.webhook_unapplied) == (2, 1)
+    shown = page.content.decode().split("data-webhook-failed>", 1)[1].split("</small>", 1)[0]
+    assert shown == "2 events could not be applied: an operator retries them"
 
 
 def test_health_panel_shows_the_attachment_storage_against_the_quota(

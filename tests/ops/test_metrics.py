@@ -125,6 +125,7 @@ def test_every_series_keeps_its_name_and_type(client, metrics_token, tenant_a):
         "countersign_webhook_ledger_rows": "gauge",
         "countersign_webhook_unapplied": "gauge",
         "countersign_webhook_lag_seconds": "gauge",
+        "countersign_webhook_failed": "gauge",
         "countersign_webhook_last_received_timestamp_seconds": "gauge",
         "countersign_attachment_storage_bytes": "gauge",
         "countersign_attachment_storage_quota_bytes": "gauge",

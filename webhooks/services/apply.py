@@ -40,6 +40,7 @@ from webhooks.models import InboundMessage, WebhookEvent
 from webhooks.normalize import DELIVERY_KINDS, Kind, NormalizedEvent, normalize
 from webhooks.selectors import approved_addresses
 from webhooks.services.deliveries import DeliveryPlan
+from webhooks.services.failures import apply_may_succeed_later, event_count_failure
 from webhooks.services.suppressing import SuppressionPlan, suppress
 
 # The name of the module this came from: log routing and filters keep working.
@@ -101,7 +102,11 @@ def event_apply(*, event_id: int, lock_timeout_ms: int | None = None) -> str:
             return ""
         if event.payload is None:
             return _finish(event, _Outcome(State.IGNORED, _PURGED_UNAPPLIED))
-        normalized = normalize(event.payload)
+        try:
+            normalized = normalize(event.payload)
+        except Exception as exc:
+            log.exception("webhooks.event.apply_failed", extra={"webhook_event_id": event.pk})
+            return event_count_failure(event=event, error=exc)
         if normalized.kind in DELIVERY_KINDS and normalized.message_id:
             _lock_message(event.tenant_id, normalized.message_id)
         return _apply_guarded(event, normalized)
@@ -197,7 +202,9 @@ def events_replay_pending(*, batch: int = 500) -> int:
             Q(state=State.PENDING)
             | (Q(state=State.DEFERRED) & ~Q(message_id="") & Exists(recorded))
         )
-        .order_by("received_at", "id")
+        # Fewest failures first: events whose apply keeps raising go behind the others until
+        # they are set aside (``failures``), rather than fill every run.
+        .order_by("apply_failures", "received_at", "id")
         .values_list("pk", flat=True)[:batch]
     )
     moved = 0
@@ -231,30 +238,26 @@ def _lock_message(tenant_id: int, message_id: str) -> None:
 
 
 def _apply_guarded(event: WebhookEvent, normalized: NormalizedEvent) -> str:
-    """Apply in a savepoint: an unexpected error leaves the event pending for the sweep."""
+    """Apply in a savepoint. A lock timeout, deadlock or serialization conflict leaves the event
+    as it was, for the next applier or the sweep; any other error is counted against the event
+    (``failures.event_count_failure``), which sets it aside once it has failed too often."""
     try:
         with transaction.atomic():
             if normalized.kind in DELIVERY_KINDS and normalized.message_id:
                 _lock_message(event.tenant_id, normalized.message_id)
             return _finish(event, _apply(event, normalized))
-    except OperationalError as exc:
-        if isinstance(exc.__cause__, LockNotAvailable):
+    except Exception as exc:
+        if apply_may_succeed_later(exc):
             log.warning(
                 "webhooks.event.apply_postponed",
                 extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id},
             )
-        else:
-            log.exception(
-                "webhooks.event.apply_failed",
-                extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id},
-            )
-        return str(State.PENDING)
-    except Exception:
+            return str(State.PENDING)
         log.exception(
             "webhooks.event.apply_failed",
             extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id},
         )
-        return str(State.PENDING)
+        return event_count_failure(event=event, error=exc)
 
 
 @dataclass(frozen=True)

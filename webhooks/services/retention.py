@@ -32,7 +32,8 @@ def events_purge_payloads() -> int:
     """Drop payloads (and inbound previews) older than each tenant's retention period.
 
     The ledger row itself stays: it is tiny, and its svix-id must outlive every redelivery.
-    Events still waiting to be applied are closed as ignored, since nothing could apply them;
+    Events still waiting to be applied, or failed (an operator's retry would find no payload),
+    are closed as ignored, since nothing could apply them;
     except an event deferred for its message id in an inbox with a send still unresolved: that
     send may be the message (it is recorded when a reconciliation or a person finds it), and a
     bounce or complaint closed unapplied would never suppress the address. It keeps its payload
@@ -54,7 +55,8 @@ def events_purge_payloads() -> int:
         old = WebhookEvent.objects.filter(payload__isnull=False, received_at__lt=cutoff).exclude(
             Exists(unresolved.filter(provider_message_id="")), state=State.DEFERRED
         )
-        old.filter(state__in=UNAPPLIED).update(
+        # A failed event too: its retry could only find no payload, and it would stay failed.
+        old.filter(state__in=(*UNAPPLIED, State.FAILED)).update(
             state=State.IGNORED,
             outcome="payload purged after the retention period before it could be applied",
             applied_at=Now(),

@@ -3,6 +3,10 @@
 django-q2 wakes ``webhooks.tasks.apply_pending`` on each receiver commit; this command runs the
 same batches in a loop, for deployments that want the lowest apply lag, and for fault tests that
 kill an applier mid-batch (``--batch``, ``--once``).
+
+``--retry-failed`` puts events set aside as ``failed`` (their apply raised
+``WEBHOOK_APPLY_MAX_FAILURES`` times) back to pending, once their cause is fixed: all of them, or
+the ids given.
 """
 
 from __future__ import annotations
@@ -10,8 +14,11 @@ from __future__ import annotations
 import signal
 import threading
 
-from common.cli import BaseCommand, number
+from django.core.management.base import CommandError
+
+from common.cli import BaseCommand, identifier, number
 from webhooks.services import applier
+from webhooks.services.failures import NotFailed, events_retry_failed
 
 
 class Command(BaseCommand):
@@ -31,11 +38,22 @@ class Command(BaseCommand):
             default=0.1,
             help="Seconds between idle looks (default: %(default)s)",
         )
+        parser.add_argument(
+            "--retry-failed",
+            nargs="*",
+            type=identifier,
+            metavar="EVENT_ID",
+            help="Put failed events (all, or these ids) back to pending for the appliers, then exit",
+        )
 
     def waits_for_database(self, options: dict) -> bool:
-        return not options["once"]  # its loop waits out a lost database (events_apply_loop)
+        # Its loop waits out a lost database (events_apply_loop).
+        return not options["once"] and options["retry_failed"] is None
 
     def handle(self, *args, **o):
+        if o["retry_failed"] is not None:
+            self._retry_failed(o)
+            return
         if o["once"]:
             taken, finished = applier.events_apply_batch(limit=o["batch"])
             self.stdout.write(f"taken {taken} finished {finished}")
@@ -45,3 +63,21 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         finished = applier.events_apply_loop(stop=stop, interval=o["poll"], limit=o["batch"])
         self.stdout.write(f"finished {finished}")
+
+    def _retry_failed(self, o: dict) -> None:
+        if o["once"]:
+            raise CommandError("--retry-failed runs alone: it applies nothing, leave out --once.")
+        try:
+            retried = events_retry_failed(event_ids=o["retry_failed"] or None)
+        except NotFailed as exc:
+            raise CommandError(
+                f"--retry-failed: {exc}; nothing was retried (see the ledger's failed events)."
+            ) from exc
+        if not retried:
+            self.stdout.write("No failed webhook events: nothing to retry.")
+            return
+        applier.applier_wake(force=True)
+        self.stdout.write(
+            f"{len(retried)} failed webhook event(s) back to pending: "
+            + ", ".join(str(pk) for pk in retried)
+        )
