@@ -2,9 +2,11 @@
 
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from intents import services
 from tests.factories import PASSWORD
@@ -53,3 +55,19 @@ def sign_in(page, user):
     page.fill("input[name=password]", PASSWORD)
     page.click("button[type=submit]")
     page.wait_for_url(re.compile(r"/t/[\w-]+/$"))
+
+
+def polled_until(page, selector: str, *, every_ms: int, timeout: float = 20.0) -> None:
+    """Until ``selector`` is on the page, moving the page's clock (``page.clock.install()``
+    before it loaded) on by ``every_ms`` at a time: each step runs the page's next poll at
+    once instead of after its interval. What the polls wait for (a worker, a webhook) still
+    happens in real time, so a step that finds nothing waits a moment before the next."""
+    deadline = time.monotonic() + timeout
+    while True:
+        page.clock.fast_forward(every_ms)
+        try:
+            page.wait_for_selector(selector, timeout=400)
+            return
+        except PlaywrightTimeout:
+            if time.monotonic() > deadline:
+                raise

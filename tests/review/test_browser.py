@@ -6,7 +6,7 @@ import re
 
 from intents import services, tasks
 from intents.models import Draft, SendIntent
-from tests.browser import BROWSER_MARKS, new_draft, sign_in
+from tests.browser import BROWSER_MARKS, new_draft, polled_until, sign_in
 from webhooks.models import WebhookEvent
 
 pytestmark = BROWSER_MARKS
@@ -14,6 +14,7 @@ pytestmark = BROWSER_MARKS
 
 def test_keyboard_approve_then_accepted_then_delivered_by_webhook(page, shop):
     draft = new_draft(shop, subject="Keyboard approval")
+    page.clock.install()  # the status polls every 3 s: the test moves the clock on instead
     sign_in(page, shop["admin"].user)
     page.keyboard.press("j")
     page.keyboard.press("o")
@@ -22,13 +23,13 @@ def test_keyboard_approve_then_accepted_then_delivered_by_webhook(page, shop):
     page.wait_for_url(re.compile(r"/outbox/\d+/$"))
     intent = SendIntent.objects.get(draft=draft)
     assert tasks.drain() == 1
-    page.wait_for_selector("[data-state=accepted]", timeout=15_000)
+    polled_until(page, "[data-state=accepted]", every_ms=3_000)
     intent.refresh_from_db()
     assert intent.state == "accepted" and intent.provider_message_id
     assert page.locator("text=" + intent.provider_message_id).count() >= 1
     # No reload: the page keeps refreshing after acceptance until the recipient's delivery
     # settles, and the state comes from the sandbox's real Svix-signed webhook to our receiver.
-    page.wait_for_selector("[data-delivery=delivered]", timeout=20_000)
+    polled_until(page, "[data-delivery=delivered]", every_ms=3_000)
     assert intent.deliveries.get().state == "delivered"
     received = set(
         WebhookEvent.objects.filter(tenant=shop["tenant"]).values_list("event_type", flat=True)

@@ -22,6 +22,9 @@ def test_two_reviewers_open_the_editor_the_second_is_warned_the_first_sees_them(
             tab.set_default_timeout(15_000)
         sign_in(ana_page, shop["admin"].user)
         sign_in(ben_page, ben.user)
+        # Ana's clock is the test's: her next heartbeat comes when the test moves it on, not
+        # after waiting out the page's 6 s.
+        ana_page.clock.install()
         ana_page.goto(url)
         assert ana_page.locator("[data-editing-warning]").count() == 0
         # Ana's editor has sent its first heartbeat (on load) before Ben opens his.
@@ -31,7 +34,8 @@ def test_two_reviewers_open_the_editor_the_second_is_warned_the_first_sees_them(
         assert warning.count() == 1
         assert shop["admin"].user.display_name in warning.inner_text()
         assert "your changes may conflict" in warning.inner_text()
-        # Within a heartbeat or two, Ana's page shows Ben, without a reload.
+        # At her next heartbeat, Ana's page shows Ben, without a reload.
+        ana_page.clock.fast_forward(6_000)
         ana_page.wait_for_selector(f'[data-presence] [data-present="{ben.user.email}"]')
         assert "editing" in ana_page.locator(f'[data-present="{ben.user.email}"]').inner_text()
         # The queue shows the marker to a third look (Ben's tab), naming Ana.

@@ -28,6 +28,7 @@ def _shoot(page, name):
 def _on_the_draft(page, shop, member_of):
     approver = member_of(shop["tenant"], "approver")
     draft = new_draft(shop, text="Hello,\n\n" + "We refunded your order today.\n\n" * 30 + "Ana")
+    page.clock.install()  # the page's timers move when a test moves them on
     sign_in(page, approver.user)
     page.goto(f"/t/{shop['tenant'].slug}/drafts/{draft.pk}/")
     page.wait_for_load_state("networkidle")  # the first presence beat is answered
@@ -57,9 +58,10 @@ def test_an_approver_demoted_since_the_page_loaded_is_told_why_approve_did_nothi
     assert not SendIntent.objects.filter(draft=draft).exists()
     _shoot(page, "request-error-demoted")
 
-    # The page's own polls neither hide it nor say anything: a presence beat succeeds.
-    with page.expect_response(lambda r: "/presence/" in r.url and r.ok, timeout=10_000):
-        pass
+    # The page's own polls neither hide it nor say anything: a presence beat succeeds (the
+    # next one, brought on by moving the page's clock past the 6 s between beats).
+    with page.expect_response(lambda r: "/presence/" in r.url and r.ok):
+        page.clock.fast_forward(6_000)
     with page.expect_response(lambda r: "/nav/counts/" in r.url and r.ok):
         page.evaluate("htmx.trigger('#nav-counts', 'cs:refresh')")
     page.wait_for_timeout(100)  # htmx handles the answer after Playwright sees it
@@ -82,7 +84,7 @@ def test_no_answer_is_said_and_a_later_request_that_succeeds_hides_it(page, shop
     # 200) replaces the decision box, and the alert goes.
     page.unroute("**/approve/")
     _new_version(shop, draft)
-    page.wait_for_timeout(4100)  # the approve form takes a second click after 4 s (app.js)
+    page.clock.fast_forward(4_100)  # the approve form takes a second click after 4 s (app.js)
     page.click("[data-approve]")
     page.wait_for_selector('#decision [data-refusal="stale_version"]')
     assert alert.is_hidden()
