@@ -367,6 +367,16 @@ def delivery_resend(*, tenant, delivery_id, actor) -> AgentEventDelivery:
             raise AdminError("endpoint_disabled", _("Enable the endpoint before resending."))
         if original.status in AgentEventDelivery.UNFINISHED:
             raise AdminError("not_finished", _("This delivery is still being attempted."))
+        # Under the endpoint's lock, which every resend takes: two admins' pages (or two clicks)
+        # offering Resend for the same failed delivery each queued the event again, and the
+        # receiver got it once per click.
+        if AgentEventDelivery.objects.filter(
+            endpoint=endpoint, event_id=original.event_id, status__in=AgentEventDelivery.UNFINISHED
+        ).exists():
+            raise AdminError(
+                "already_queued",
+                _("This event is already queued again for this endpoint; it goes out once."),
+            )
         # The retention purge deletes a finished event with its deliveries, and skips one locked
         # here (intents.retention._events_delete): read after the lock, an event it deleted
         # first is gone, and the resend answers as one made after the purge does.
