@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from common.addresses import normalize_domain
 from tenants.models import Membership, Tenant, User
 from tenants.send_stops import Stopped, sends_in_flight_hold
 from tenants.services import AdminError, audit_record, require_admin, require_tenant_open
@@ -130,6 +131,19 @@ MAX_OWN_DOMAINS = 50
 _DOMAIN_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 
 
+def _own_domain(item: str) -> str:
+    """A typed domain in the form a recipient's address holds it (its lower-case A-label,
+    ``common.addresses.normalize_domain``), which ``review.queries.is_external`` compares it
+    with: "B\u00fccher.test" was refused as no domain name and "xn--zz.test", no IDNA, kept to
+    match nobody. An ASCII domain IDNA refuses only as special-use (corp.local) is kept as typed,
+    as single sign-on's domains are (tenants.oidc_signin.sso_domain); the caller checks it."""
+    typed = item.lower().removeprefix("@").rstrip(".")
+    try:
+        return normalize_domain(typed)
+    except ValueError:
+        return "" if "xn--" in typed else typed
+
+
 def own_domains_parse(raw: str) -> list[str]:
     """The domains of a comma-, space- or line-separated list, lower-cased, without duplicates,
     in the order given; raises AdminError naming the first one that is not a domain name."""
@@ -137,7 +151,7 @@ def own_domains_parse(raw: str) -> list[str]:
     for item in re.split(r"[\s,;]+", raw.strip()):
         if not item:
             continue
-        domain = item.lower().removeprefix("@").rstrip(".")
+        domain = _own_domain(item)
         labels = domain.split(".")
         if (
             len(domain) > 253
