@@ -187,6 +187,23 @@ def suppressions(tenant: Tenant, search: str = ""):
     return qs.order_by("-created_at", "-id")
 
 
+def suppression_removed(tenant: Tenant, suppression_id: int) -> str | None:
+    """The address of the tenant's suppression ``suppression_id`` when an admin removed it (its
+    row is gone; its audit row says so), else None: an id never listed, or another tenant's."""
+    data = (
+        AuditEvent.objects.filter(
+            tenant=tenant,
+            action="suppression.removed",
+            object_type="suppression",
+            object_id=str(suppression_id),
+        )
+        .values_list("data", flat=True)
+        .first()
+    )
+    address = data.get("address") if isinstance(data, dict) else None
+    return address if isinstance(address, str) else None
+
+
 def webhook_endpoints(tenant: Tenant):
     return (
         WebhookEndpoint.objects.filter(tenant=tenant)

@@ -516,7 +516,7 @@ def suppression_add(request: TenantRequest) -> HttpResponse:
 @require_POST
 def suppression_remove(request: TenantRequest, suppression_id: int) -> HttpResponse:
     if not selectors.suppressions(request.tenant).filter(pk=suppression_id).exists():
-        raise Http404("No such suppressed address")
+        return _removed_already(request, suppression_id)
     form = SuppressionRemoveForm(request.POST)
     if not form.is_valid():
         messages.error(request, _("Say why this address may receive mail again."))
@@ -530,10 +530,25 @@ def suppression_remove(request: TenantRequest, suppression_id: int) -> HttpRespo
         )
     except services.AdminError as error:
         if error.code == "not_found":
-            raise Http404(error.message) from None
+            return _removed_already(request, suppression_id)
         messages.error(request, error.message)
     else:
         messages.success(request, _("Removed from the suppression list."))
+    return redirect("admin_suppressions", _slug(request))
+
+
+def _removed_already(request: TenantRequest, suppression_id: int) -> HttpResponse:
+    """The answer to a removal of an address that is not listed: another admin's removal from
+    the same list (both pages offered it) is said, naming the address; any other id, another
+    tenant's too, is a 404."""
+    address = selectors.suppression_removed(request.tenant, suppression_id)
+    if address is None:
+        raise Http404("No such suppressed address")
+    messages.error(
+        request,
+        _("%(address)s was removed from the suppression list already; nothing was changed.")
+        % {"address": address},
+    )
     return redirect("admin_suppressions", _slug(request))
 
 

@@ -5,6 +5,7 @@ import pytest
 from django.contrib.messages import get_messages
 from django.db import transaction
 
+from console import services as console_services
 from intents.models import AgentEvent, AgentEventDelivery, AgentEventEndpoint
 from intents.services import event_endpoints
 from tenants.models import AuditEvent
@@ -107,3 +108,48 @@ def test_two_resends_of_one_delivery_at_once_queue_it_once(tenant_a, member_of):
     refused = [o[0].code for o in outcomes if isinstance(o[0], AdminError)]
     assert refused == ["already_queued"]
     assert AgentEventDelivery.objects.filter(resend_of=delivery).count() == 1
+
+
+@pytest.fixture
+def suppressed(tenant_a, member_of):
+    """(the suppression, the clients of two admins of tenant A)."""
+    alice, bob = member_of(tenant_a, "admin").user, member_of(tenant_a, "admin").user
+    stopped = console_services.suppression_add(
+        tenant=tenant_a, address="gone@example.com", note="asked us to stop", actor=alice
+    )
+    return stopped.changed, _client(alice), _client(bob)
+
+
+def test_an_address_removed_by_one_admin_is_said_so_to_the_other(suppressed):
+    """Found by this probe: both admins' lists offered Remove for the address; the second, with
+    the reason typed, got a bare 404 page, as if the address had never been listed, where the
+    service had the words for it."""
+    suppression, alice, bob = suppressed
+    url = f"/t/tenant-a/admin/suppressions/{suppression.pk}/remove/"
+
+    first = alice.post(url, {"reason": "they wrote to us again"})
+    second = bob.post(url, {"reason": "customer asked"})
+
+    said = [str(m) for m in get_messages(second.wsgi_request)]
+    assert (first.status_code, second.status_code) == (302, 302)
+    assert said == [
+        "gone@example.com was removed from the suppression list already; nothing was changed."
+    ]
+    assert AuditEvent.objects.filter(action="suppression.removed").count() == 1
+
+
+def test_an_address_never_listed_or_another_tenants_is_still_a_404(suppressed, tenant_b, member_of):
+    suppression, alice, _bob = suppressed
+    admin_b = member_of(tenant_b, "admin").user
+    other = console_services.suppression_add(
+        tenant=tenant_b, address="b@example.com", note="b's", actor=admin_b
+    ).changed
+    console_services.suppression_remove(
+        tenant=tenant_b, suppression_id=other.pk, reason="b's", actor=admin_b
+    )
+    base = "/t/tenant-a/admin/suppressions/"
+
+    missing = alice.post(f"{base}{suppression.pk + 100}/remove/", {"reason": "x"})
+    foreign = alice.post(f"{base}{other.pk}/remove/", {"reason": "x"})
+
+    assert (missing.status_code, foreign.status_code) == (404, 404)
