@@ -22,6 +22,7 @@ from tenants.services import (
     audit_record,
     invitations_revoke_pending,
     require_admin,
+    tenant_lock_open,
 )
 from tenants.signin_audit import signin_audit
 from tenants.stale import fingerprint, refuse_if_changed
@@ -103,9 +104,9 @@ def sso_settings_save(
     except ValueError as error:
         raise AdminError("invalid_domain", str(error), "domains") from None
     with transaction.atomic():
-        require_admin(tenant, actor)
+        require_admin(tenant, actor, open_checked_after_sends=True)
         # The tenant's row is the lock of its single sign-on row, which may not exist yet.
-        Tenant.objects.select_for_update().get(pk=tenant.pk)
+        tenant_lock_open(tenant)
         sso = SingleSignOn.objects.filter(tenant=tenant).first()
         refuse_if_changed(based_on=based_on, current=_sso_values(sso), labels=SSO_LABELS)
         if sso is None and not client_secret:

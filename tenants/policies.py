@@ -17,7 +17,7 @@ from django.utils.translation import gettext_lazy
 from common.addresses import normalize_domain
 from tenants.models import Membership, Tenant, User
 from tenants.send_stops import Stopped, sends_in_flight_hold
-from tenants.services import AdminError, audit_record, require_admin, require_tenant_open
+from tenants.services import AdminError, audit_record, require_admin, tenant_lock_open
 from tenants.stale import fingerprint, refuse_if_changed
 
 # The undo window after Approve (Tenant.send_hold_seconds); the database refuses more too.
@@ -99,8 +99,7 @@ def tenant_update_policies(
         if second_approver_on_edit and not _second_approver_now(tenant):
             # Before the tenant row: the worker holds sends and then touches it.
             held["sends_in_flight"] = sends_in_flight_hold(tenant_id=tenant.pk)
-        require_tenant_open(tenant)
-        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        locked = tenant_lock_open(tenant)
         before = {f: getattr(locked, f) for f in POLICY_LABELS}
         refuse_if_changed(based_on=based_on, current=before, labels=POLICY_LABELS)
         after = {
@@ -189,8 +188,8 @@ def tenant_set_own_domains(
     ``based_on``: the fingerprint (``own_domains_fingerprint``) of the domains the admin's page
     showed; a save based on domains that changed since is refused (StaleSave)."""
     with transaction.atomic():
-        require_admin(tenant, actor)
-        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        require_admin(tenant, actor, open_checked_after_sends=True)
+        locked = tenant_lock_open(tenant)
         before = list(locked.own_domains)
         refuse_if_changed(
             based_on=based_on, current={"own_domains": before}, labels=OWN_DOMAINS_LABELS
@@ -297,8 +296,8 @@ def tenant_update_deadlines(
             "escalate_to_role",
         )
     with transaction.atomic():
-        require_admin(tenant, actor)
-        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        require_admin(tenant, actor, open_checked_after_sends=True)
+        locked = tenant_lock_open(tenant)
         before = {f: getattr(locked, f) for f in DEADLINES_LABELS}
         refuse_if_changed(based_on=based_on, current=before, labels=DEADLINES_LABELS)
         member = _escalation_member(locked, escalate_to_id)

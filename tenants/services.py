@@ -114,7 +114,8 @@ def require_admin(
     transaction; raises NotAnAdmin otherwise. The first lock every administrative write takes, so
     it waits behind no row that a demotion, which locks memberships first, may be waiting for.
     Then the tenant's status (``require_tenant_open``), unless ``open_checked_after_sends``: the
-    write holds sends (``sends_in_flight_hold``) and asks it after them itself."""
+    write asks it later itself, after the sends it holds (``sends_in_flight_hold``) or as it
+    locks the tenant's row to change it (``tenant_lock_open``)."""
     membership = admin_membership_shared(tenant, actor.pk)
     if membership is None:
         raise NotAnAdmin(tenant)
@@ -146,6 +147,21 @@ def require_tenant_open(tenant: Tenant) -> None:
         row = cursor.fetchone()
     if row is None or row[0] != Tenant.Status.ACTIVE:
         raise TenantSuspended()
+
+
+def tenant_lock_open(tenant: Tenant) -> Tenant:
+    """The tenant's row, locked FOR UPDATE in the caller's transaction, for a write that changes
+    it (its policies, its sign-in rules); raises TenantSuspended when it is not active, read
+    under that lock. In place of ``require_tenant_open``, never after it: a write that read the
+    status FOR KEY SHARE and then asked for this lock waited for every other KEY SHARE holder,
+    so two admins' saves at once each waited for the other, and PostgreSQL killed one as a
+    deadlock (a 500)."""
+    if not connection.in_atomic_block:
+        raise TransactionManagementError("the tenant's row is locked in the write's transaction")
+    locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    if not locked.is_active:
+        raise TenantSuspended()
+    return locked
 
 
 @dataclass

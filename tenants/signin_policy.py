@@ -17,6 +17,7 @@ from tenants.services import (
     belongs_elsewhere,
     lock_member_change,
     require_admin,
+    tenant_lock_open,
 )
 from tenants.user_sessions import sessions_end_all
 
@@ -24,8 +25,8 @@ from tenants.user_sessions import sessions_end_all
 def tenant_require_two_factor(*, tenant: Tenant, required: bool, actor: User) -> bool:
     """Returns whether anything changed."""
     with transaction.atomic():
-        require_admin(tenant, actor)
-        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        require_admin(tenant, actor, open_checked_after_sends=True)
+        locked = tenant_lock_open(tenant)
         if locked.require_two_factor == required:
             return False
         Tenant.objects.filter(pk=tenant.pk).update(require_two_factor=required)
