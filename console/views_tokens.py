@@ -104,8 +104,12 @@ def token_revoke_view(request: TenantRequest, token_id: int) -> HttpResponse:
     """GET asks first (a page that works without JavaScript); the POST it carries revokes."""
     if request.method in ("GET", "HEAD"):
         token = selectors.token(request.tenant, token_id)
-        if token is None or token.revoked_at is not None:
-            raise Http404("No such live token")
+        if token is None:
+            raise Http404("No such token")
+        if token.revoked_at is not None:
+            # Another admin revoked it since this admin's list was opened: said, not a 404.
+            messages.info(request, _("This token is already revoked."))
+            return redirect("token_list", slug=request.tenant.slug)
         return render(
             request,
             "console/confirm.html",

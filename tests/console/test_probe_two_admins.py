@@ -10,6 +10,7 @@ from intents.models import AgentEvent, AgentEventDelivery, AgentEventEndpoint
 from intents.services import event_endpoints
 from tenants.models import AuditEvent
 from tenants.services import AdminError
+from tenants.tokens import token_create
 from tests.intents.helpers import in_thread, until_done_or_waiting
 from tests.routed_client import RoutedClient
 
@@ -153,3 +154,21 @@ def test_an_address_never_listed_or_another_tenants_is_still_a_404(suppressed, t
     foreign = alice.post(f"{base}{other.pk}/remove/", {"reason": "x"})
 
     assert (missing.status_code, foreign.status_code) == (404, 404)
+
+
+def test_a_token_revoked_by_one_admin_is_said_so_to_the_other(tenant_a, member_of):
+    """Found by this probe: the token list opened before showed Revoke…; its question page for
+    the token another admin had revoked meanwhile was a bare 404, as if it had never existed. It
+    is the list again, saying so, as a member already deactivated is their page again."""
+    alice, bob = member_of(tenant_a, "admin").user, member_of(tenant_a, "admin").user
+    token, _plaintext = token_create(
+        tenant=tenant_a, name="agent", scopes=["drafts:write"], actor=alice
+    )
+    url = f"/t/tenant-a/admin/tokens/{token.pk}/revoke/"
+    _client(alice).post(url)
+
+    question = _client(bob).get(url)
+
+    said = [str(m) for m in get_messages(question.wsgi_request)]
+    assert (question.status_code, question["Location"]) == (302, "/t/tenant-a/admin/tokens/")
+    assert said == ["This token is already revoked."]
