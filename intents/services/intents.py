@@ -98,42 +98,7 @@ def intent_resolve_accepted(
 ) -> SendIntent:
     """A person confirms, with evidence, that a needs-attention send did go out."""
     tenant = active_tenant(tenant)
-    provider_message_id = (provider_message_id or "").strip()
-    if not provider_message_id:
-        raise errors.InvalidInput(
-            "message_id_required",
-            _("Give the provider message id that proves the send."),
-            "provider_message_id",
-        )
-    # In bytes, as the webhook ledger stores a message id whole: one of 998 characters or fewer
-    # but more bytes was recorded, while its delivery events were stored under the id cut.
-    size = len(provider_message_id.encode("utf-8", "surrogatepass"))
-    if size > MESSAGE_ID_BYTES:
-        raise errors.InvalidInput(
-            "message_id_invalid",
-            _(
-                "The message id is %(size)s bytes in UTF-8, more than the %(limit)s a message "
-                "id is recorded with."
-            )
-            % {"size": size, "limit": MESSAGE_ID_BYTES},
-            "provider_message_id",
-        )
-    # One header line with no spaces (RFC 5322 msg-id): an id typed with a control character,
-    # a tab or a space inside matches no webhook and no lookup, and the send would wait for a
-    # delivery event that never names it.
-    odd = unsafe_in_name(provider_message_id) or next(
-        (f"U+{ord(ch):04X}" for ch in provider_message_id if ch.isspace()), None
-    )
-    if odd:
-        raise errors.InvalidInput(
-            "message_id_invalid",
-            _(
-                "A message id is one word with no spaces or control characters, like "
-                "<abc123@agentmail.to>; this one holds %(char)s."
-            )
-            % {"char": odd},
-            "provider_message_id",
-        )
+    provider_message_id = _typed_message_id(provider_message_id)
     evidence = clean_reason(evidence, required=True)
     with transaction.atomic():
         # The draft's lock first: a new approval of the reopened draft at this moment either
@@ -174,6 +139,48 @@ def intent_resolve_accepted(
         transaction.on_commit(lambda: apply_deferred_events([(tenant_id, provider_message_id)]))
     intent.refresh_from_db()
     return intent
+
+
+def _typed_message_id(provider_message_id) -> str:
+    """The provider message id a person typed to resolve a send by hand, stripped; refused when
+    missing, longer than the ledger records, or not one word."""
+    provider_message_id = (provider_message_id or "").strip()
+    if not provider_message_id:
+        raise errors.InvalidInput(
+            "message_id_required",
+            _("Give the provider message id that proves the send."),
+            "provider_message_id",
+        )
+    # In bytes, as the webhook ledger stores a message id whole: one of 998 characters or fewer
+    # but more bytes was recorded, while its delivery events were stored under the id cut.
+    size = len(provider_message_id.encode("utf-8", "surrogatepass"))
+    if size > MESSAGE_ID_BYTES:
+        raise errors.InvalidInput(
+            "message_id_invalid",
+            _(
+                "The message id is %(size)s bytes in UTF-8, more than the %(limit)s a message "
+                "id is recorded with."
+            )
+            % {"size": size, "limit": MESSAGE_ID_BYTES},
+            "provider_message_id",
+        )
+    # One header line with no spaces (RFC 5322 msg-id): an id typed with a control character,
+    # a tab or a space inside matches no webhook and no lookup, and the send would wait for a
+    # delivery event that never names it.
+    odd = unsafe_in_name(provider_message_id) or next(
+        (f"U+{ord(ch):04X}" for ch in provider_message_id if ch.isspace()), None
+    )
+    if odd:
+        raise errors.InvalidInput(
+            "message_id_invalid",
+            _(
+                "A message id is one word with no spaces or control characters, like "
+                "<abc123@agentmail.to>; this one holds %(char)s."
+            )
+            % {"char": odd},
+            "provider_message_id",
+        )
+    return provider_message_id
 
 
 def _require_resolvable(tenant, intent: SendIntent, provider_message_id: str) -> None:
