@@ -377,10 +377,15 @@ def invitation_revoke(*, tenant: Tenant, invitation_id: int, actor: User) -> Inv
         if invitation is None:
             raise AdminError("not_found", _("No such invitation in this tenant."))
         if not changed:
+            # A sentence per state: the state's label is capitalised for a table column and
+            # read "already Revoked." in the middle of one.
+            already: dict[str, str] = {
+                Invitation.State.ACCEPTED: _("This invitation was already accepted."),
+                Invitation.State.DECLINED: _("This invitation was already declined."),
+            }
             raise AdminError(
                 "not_pending",
-                _("This invitation was already %(state)s.")
-                % {"state": invitation.get_state_display()},
+                already.get(invitation.state, _("This invitation was already revoked.")),
             )
         _audit(
             tenant=tenant,

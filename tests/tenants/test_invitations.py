@@ -274,9 +274,38 @@ def test_admin_lists_pending_and_expired_invitations_and_revokes_once(
     url = reverse("admin_invitation_revoke", args=[tenant_a.slug, pending.pk])
     client.post(url)
     twice = client.post(url, follow=True)
-    assert b"already Revoked" in twice.content
+    assert b"This invitation was already revoked." in twice.content
     assert Invitation.objects.get(pk=pending.pk).state == "revoked"
     assert AuditEvent.objects.filter(tenant=tenant_a, action="invitation.revoked").count() == 1
+
+
+def test_revoking_a_closed_invitation_says_what_became_of_it_in_a_sentence(
+    tenant_a, tenant_b, member_of
+):
+    """The refusal read "This invitation was already Accepted.", the state's label as a word."""
+    from tenants import invitations
+    from tenants.services import AdminError
+
+    admin = member_of(tenant_a, "admin").user
+    person = member_of(tenant_b, "viewer").user
+    taken, _ = invitations.invitation_create(
+        tenant=tenant_a, email=person.email, role="viewer", actor=admin
+    )
+    invitations.invitation_accept(invitation_id=taken.pk, user=person)
+    other = member_of(tenant_b, "viewer").user
+    turned_down, _ = invitations.invitation_create(
+        tenant=tenant_a, email=other.email, role="viewer", actor=admin
+    )
+    invitations.invitation_decline(invitation_id=turned_down.pk, user=other)
+    refusals = []
+    for invitation in (taken, turned_down):
+        with pytest.raises(AdminError) as refused:
+            invitations.invitation_revoke(tenant=tenant_a, invitation_id=invitation.pk, actor=admin)
+        refusals.append(refused.value.message)
+    assert refusals == [
+        "This invitation was already accepted.",
+        "This invitation was already declined.",
+    ]
 
 
 def test_invite_naming_another_tenants_mailbox_is_refused_and_creates_nothing(
