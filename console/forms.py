@@ -64,7 +64,7 @@ class InviteForm(forms.Form):
         return self.cleaned_data["approve"] or self.ALL
 
 
-class RoleForm(forms.Form):
+class RoleForm(BasedOnForm):
     role = forms.ChoiceField(label=_("Role"), choices=Membership.Role.choices)
 
 

@@ -10,7 +10,7 @@ from console.forms import BasedOnForm
 from tenants import oidc, oidc_signin
 
 
-class TwoFactorPolicyForm(forms.Form):
+class TwoFactorPolicyForm(BasedOnForm):
     require_two_factor = forms.BooleanField(
         required=False, label=_("Require two-factor sign-in for every member")
     )

@@ -156,6 +156,7 @@ def _member_page(
     membership,
     *,
     role_form=None,
+    role_conflict: str = "",
     rights_form=None,
     rights_conflict: str = "",
     status=200,
@@ -167,7 +168,14 @@ def _member_page(
         {
             "member": membership,
             "status": selectors.member_status(membership),
-            "role_form": role_form or RoleForm(initial={"role": membership.role}),
+            "role_form": role_form
+            or RoleForm(
+                initial={
+                    "role": membership.role,
+                    "based_on": services.member_role_fingerprint(membership),
+                }
+            ),
+            "role_conflict": role_conflict,
             "rights_form": rights_form
             or RightsForm(
                 mailboxes=mailboxes,
@@ -209,7 +217,12 @@ def member_role(request: TenantRequest, membership_id: int) -> HttpResponse:
                 membership_id=membership.pk,
                 role=form.cleaned_data["role"],
                 actor=request.user,
+                based_on=form.cleaned_data["based_on"],
             )
+        except StaleSave as conflict:
+            # The role saved now, in a fresh form based on it.
+            current = _member_or_404(request, membership.pk)
+            return _member_page(request, current, role_conflict=conflict.message, status=409)
         except services.AdminError as error:
             _refuse(form, error)
         else:

@@ -53,12 +53,13 @@ def _page(
     request: TenantRequest,
     *,
     two_factor_form=None,
+    two_factor_conflict: str = "",
     sso_form=None,
     sso_conflict: str = "",
     status=200,
 ) -> HttpResponse:
-    """``sso_conflict``: why a stale save of the single sign-on form was refused, shown above
-    that form, which then holds the settings saved now."""
+    """``two_factor_conflict``, ``sso_conflict``: why a stale save of that form was refused,
+    shown above it; the form then holds the settings saved now."""
     tenant = request.tenant
     sso = SingleSignOn.objects.filter(tenant=tenant).first()
     return render(
@@ -66,7 +67,13 @@ def _page(
         "console/signin.html",
         {
             "two_factor_form": two_factor_form
-            or TwoFactorPolicyForm(initial={"require_two_factor": tenant.require_two_factor}),
+            or TwoFactorPolicyForm(
+                initial={
+                    "require_two_factor": tenant.require_two_factor,
+                    "based_on": signin_policy.two_factor_fingerprint(tenant),
+                }
+            ),
+            "two_factor_conflict": two_factor_conflict,
             "without_factor": _members_without_factor(request),
             "sso": sso,
             "sso_form": sso_form or _sso_form(sso),
@@ -137,9 +144,17 @@ def two_factor_policy(request: TenantRequest) -> HttpResponse:
         and (held := sudo.confirm_first(request, back="admin_signin", args=[request.tenant.slug]))
     ):
         return held
-    signin_policy.tenant_require_two_factor(
-        tenant=request.tenant, required=required, actor=request.user
-    )
+    try:
+        signin_policy.tenant_require_two_factor(
+            tenant=request.tenant,
+            required=required,
+            actor=request.user,
+            based_on=form.cleaned_data["based_on"],
+        )
+    except StaleSave as conflict:
+        # request.tenant was read before the other admin's save: the page reads it again.
+        request.tenant.refresh_from_db(fields=["require_two_factor"])
+        return _page(request, two_factor_conflict=conflict.message, status=409)
     if required:
         messages.success(
             request, _("Two-factor sign-in is required: members without it must set it up now.")

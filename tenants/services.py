@@ -255,9 +255,25 @@ def belongs_elsewhere(membership: Membership) -> bool:
     )
 
 
+# What the stale-save refusal names (tenants.stale).
+ROLE_LABELS = {"role": gettext_lazy("their role")}
+
+
+def member_role_fingerprint(membership: Membership) -> str:
+    """What a role form is based on: its ``based_on`` for ``member_set_role``."""
+    return fingerprint({"role": membership.role})
+
+
 def member_set_role(
-    *, tenant: Tenant, membership_id: int, role: str, actor: User
+    *,
+    tenant: Tenant,
+    membership_id: int,
+    role: str,
+    actor: User,
+    based_on: str | None = None,
 ) -> Stopped[Membership]:
+    """``based_on``: the fingerprint (``member_role_fingerprint``) of the role the admin's page
+    showed; a save based on a role that changed since is refused (StaleSave)."""
     if role not in Membership.Role.values:
         raise AdminError("invalid_role", _("Choose admin, approver or viewer."), "role")
     with transaction.atomic():
@@ -271,6 +287,7 @@ def member_set_role(
                 "last_admin", _("A tenant needs at least one active admin; promote someone first.")
             )
         locked.require_admin_actor(tenant, open_checked_after_sends=True)
+        refuse_if_changed(based_on=based_on, current={"role": old}, labels=ROLE_LABELS)
         if old == role:
             require_tenant_open(tenant)
             return Stopped(membership)

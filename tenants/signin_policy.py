@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from common.addresses import account_lookup_form
 from common.cli import shown
@@ -19,14 +20,35 @@ from tenants.services import (
     require_admin,
     tenant_lock_open,
 )
+from tenants.stale import fingerprint, refuse_if_changed
 from tenants.user_sessions import sessions_end_all
 
+# What the stale-save refusal names (tenants.stale).
+TWO_FACTOR_LABELS = {
+    "require_two_factor": gettext_lazy("whether members need two-factor sign-in"),
+}
 
-def tenant_require_two_factor(*, tenant: Tenant, required: bool, actor: User) -> bool:
-    """Returns whether anything changed."""
+
+def two_factor_fingerprint(tenant: Tenant) -> str:
+    """What a two-factor requirement form is based on: its ``based_on`` for
+    ``tenant_require_two_factor``."""
+    return fingerprint({"require_two_factor": tenant.require_two_factor})
+
+
+def tenant_require_two_factor(
+    *, tenant: Tenant, required: bool, actor: User, based_on: str | None = None
+) -> bool:
+    """Returns whether anything changed. ``based_on``: the fingerprint
+    (``two_factor_fingerprint``) of the requirement the admin's page showed; a save based on one
+    that changed since is refused (StaleSave)."""
     with transaction.atomic():
         require_admin(tenant, actor, open_checked_after_sends=True)
         locked = tenant_lock_open(tenant)
+        refuse_if_changed(
+            based_on=based_on,
+            current={"require_two_factor": locked.require_two_factor},
+            labels=TWO_FACTOR_LABELS,
+        )
         if locked.require_two_factor == required:
             return False
         Tenant.objects.filter(pk=tenant.pk).update(require_two_factor=required)

@@ -1,6 +1,6 @@
 """The stale-save guard of the settings forms that several admins may have open at once (a
-tenant's policies, own domains, deadlines and single sign-on; a member's approve rights; a
-mailbox's recipient policy).
+tenant's policies, own domains, deadlines, two-factor requirement and single sign-on; a
+member's role and approve rights; a mailbox's recipient policy).
 
 Each form posts every field it shows, so a save from a page opened before another admin's save
 would silently put back what that admin changed. The page carries a fingerprint of the values it

@@ -225,7 +225,8 @@ def test_refusals_and_confirmations_come_in_the_readers_language(
     client = signed_in(user)
     slug = tenant_a.slug
     last_admin = client.post(
-        reverse("admin_member_role", args=[slug, admin_a.pk]), {"role": "viewer"}
+        reverse("admin_member_role", args=[slug, admin_a.pk]),
+        {"role": "viewer", "based_on": services.member_role_fingerprint(admin_a)},
     )
     no_domain = client.post(
         reverse("mailbox_policy", args=[slug, mailbox_a.pk]),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+import pyotp
 import pytest
 from django.urls import reverse
 
@@ -365,3 +366,89 @@ def test_a_mailbox_assignment_post_without_what_it_was_based_on_saves_nothing(
     assert "did not say which settings it was based on" in page.content.decode()
     mailbox_a.refresh_from_db()
     assert (mailbox_a.sla_minutes, mailbox_a.auto_assign) == (None, False)
+
+
+# --- a member's role (member page) ---
+
+
+def test_a_role_save_from_an_older_page_is_refused_and_shows_the_current_role(tenant_a, member_of):
+    """Alice makes Carol a viewer; Bob, from the page he opened before (Carol an approver), saves
+    Carol as an approver again: that silently undid Alice's change."""
+    carol = member_of(tenant_a, "approver")
+    alice, bob = _admin_client(tenant_a, member_of), _admin_client(tenant_a, member_of)
+    page = reverse("admin_member", args=[tenant_a.slug, carol.pk])
+    url = reverse("admin_member_role", args=[tenant_a.slug, carol.pk])
+    bobs = based_on(bob, page, "role_form")
+    alices = based_on(alice, page, "role_form")
+    assert alice.post(url, {"role": "viewer", "based_on": alices}).status_code == 302
+
+    refused = bob.post(url, {"role": "approver", "based_on": bobs})
+
+    carol.refresh_from_db()
+    assert carol.role == "viewer"
+    assert AuditEvent.objects.filter(action="member.role_changed").count() == 1
+    assert refused.status_code == 409
+    assert "Someone changed their role since you opened this page." in refused.content.decode()
+    shown = refused.context["role_form"]
+    assert shown.initial["role"] == "viewer"
+    assert shown["based_on"].value() == based_on(bob, page, "role_form")
+
+
+def test_a_role_post_without_what_it_was_based_on_saves_nothing(
+    tenant_a, member_of, admin_a, signed_in
+):
+    carol = member_of(tenant_a, "approver")
+    client = signed_in(admin_a.user)
+    page = client.post(
+        reverse("admin_member_role", args=[tenant_a.slug, carol.pk]), {"role": "viewer"}
+    )
+    assert page.status_code == 400
+    assert "did not say which settings it was based on" in page.content.decode()
+    carol.refresh_from_db()
+    assert carol.role == "approver"
+
+
+# --- the two-factor requirement (sign-in page) ---
+
+
+def _enrol(client) -> None:
+    """An authenticator app set up in this session, so a requirement does not gate it."""
+    secret = client.post(reverse("totp_enrol")).context["secret"]
+    client.post(reverse("totp_confirm"), {"code": pyotp.TOTP(secret).now()})
+
+
+def test_a_two_factor_save_from_an_older_page_is_refused_and_shows_the_current_requirement(
+    tenant_a, member_of
+):
+    """Alice requires two-factor sign-in; Bob, from the page he opened before (not required),
+    saves the form as it showed: that silently made it optional again."""
+    alice, bob = _admin_client(tenant_a, member_of), _admin_client(tenant_a, member_of)
+    for admin in (alice, bob):
+        _enrol(admin)
+    url = reverse("admin_two_factor_policy", args=[tenant_a.slug])
+    bobs = based_on(bob, _signin(tenant_a), "two_factor_form")
+    alices = based_on(alice, _signin(tenant_a), "two_factor_form")
+    assert alice.post(url, {"require_two_factor": "on", "based_on": alices}).status_code == 302
+
+    refused = bob.post(url, {"based_on": bobs})
+
+    assert Tenant.objects.get(pk=tenant_a.pk).require_two_factor
+    assert AuditEvent.objects.filter(action__startswith="tenant.two_factor_").count() == 1
+    assert refused.status_code == 409
+    assert (
+        "Someone changed whether members need two-factor sign-in since you opened this page."
+        in refused.content.decode()
+    )
+    shown = refused.context["two_factor_form"]
+    assert shown.initial["require_two_factor"] is True
+    assert shown["based_on"].value() == based_on(bob, _signin(tenant_a), "two_factor_form")
+
+
+def test_a_two_factor_post_without_what_it_was_based_on_saves_nothing(tenant_a, admin_a, signed_in):
+    client = signed_in(admin_a.user)
+    page = client.post(
+        reverse("admin_two_factor_policy", args=[tenant_a.slug]), {"require_two_factor": "on"}
+    )
+    assert page.status_code == 400
+    assert "did not say which settings it was based on" in page.content.decode()
+    assert not Tenant.objects.get(pk=tenant_a.pk).require_two_factor

@@ -10,6 +10,7 @@ from intents.attachments import Upload
 from intents.models import SendIntent, Suppression
 from tenants import onboarding
 from tenants.models import AuditEvent, Membership, Tenant, User
+from tenants.services import member_role_fingerprint
 from tests.factories import make_local_mailbox
 from tests.pages import based_on
 from tests.routed_client import RoutedClient
@@ -70,10 +71,14 @@ def test_invite_of_an_existing_member_is_refused_and_changes_nothing(
 def test_role_change_and_last_admin_guard(tenant_a, admin_a, member_of, signed_in):
     other = member_of(tenant_a, "viewer")
     client = signed_in(admin_a.user)
-    client.post(reverse("admin_member_role", args=[tenant_a.slug, other.pk]), {"role": "approver"})
+    client.post(
+        reverse("admin_member_role", args=[tenant_a.slug, other.pk]),
+        {"role": "approver", "based_on": member_role_fingerprint(other)},
+    )
     assert Membership.objects.get(pk=other.pk).role == "approver"
     refused = client.post(
-        reverse("admin_member_role", args=[tenant_a.slug, admin_a.pk]), {"role": "viewer"}
+        reverse("admin_member_role", args=[tenant_a.slug, admin_a.pk]),
+        {"role": "viewer", "based_on": member_role_fingerprint(admin_a)},
     )
     assert refused.status_code == 400 and b"at least one active admin" in refused.content
     assert Membership.objects.get(pk=admin_a.pk).role == "admin"
@@ -94,7 +99,7 @@ def test_an_admin_whose_account_is_disabled_does_not_count_as_the_other_admin(
     client = signed_in(admin_a.user)
     if how == "demote":
         url = reverse("admin_member_role", args=[tenant_a.slug, admin_a.pk])
-        client.post(url, {"role": "viewer"})
+        client.post(url, {"role": "viewer", "based_on": member_role_fingerprint(admin_a)})
     else:
         url = reverse("admin_member_deactivate", args=[tenant_a.slug, admin_a.pk])
         client.post(url)
@@ -571,7 +576,10 @@ def _deactivate(client, tenant, approver, mailbox):
 
 
 def _demote_to_viewer(client, tenant, approver, mailbox):
-    return reverse("admin_member_role", args=[tenant.slug, approver.pk]), {"role": "viewer"}
+    return (
+        reverse("admin_member_role", args=[tenant.slug, approver.pk]),
+        {"role": "viewer", "based_on": member_role_fingerprint(approver)},
+    )
 
 
 def _take_every_mailbox(client, tenant, approver, mailbox):

@@ -11,6 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from tenants.models import Membership
+from tenants.services import member_role_fingerprint
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +34,8 @@ def test_lowering_my_own_role_lands_on_the_tenant_start_page(two_admins):
     mine, client = two_admins
 
     answer = client.post(
-        reverse("admin_member_role", args=["tenant-a", mine.pk]), {"role": "approver"}
+        reverse("admin_member_role", args=["tenant-a", mine.pk]),
+        {"role": "approver", "based_on": member_role_fingerprint(mine)},
     )
 
     assert answer.status_code == 302
@@ -75,7 +77,8 @@ def test_an_admin_changing_someone_else_stays_on_their_page(tenant_a, member_of,
     other = member_of(tenant_a, "approver")
 
     answer = client.post(
-        reverse("admin_member_role", args=["tenant-a", other.pk]), {"role": "viewer"}
+        reverse("admin_member_role", args=["tenant-a", other.pk]),
+        {"role": "viewer", "based_on": member_role_fingerprint(other)},
     )
 
     assert answer["Location"] == reverse("admin_member", args=["tenant-a", other.pk])
@@ -88,7 +91,9 @@ def test_lowering_my_own_role_says_which_of_my_sends_still_go_out(two_admins, ma
     sends_in_flight(mailbox_a, mine.user, 2)
 
     answer = client.post(
-        reverse("admin_member_role", args=["tenant-a", mine.pk]), {"role": "viewer"}, follow=True
+        reverse("admin_member_role", args=["tenant-a", mine.pk]),
+        {"role": "viewer", "based_on": member_role_fingerprint(mine)},
+        follow=True,
     )
 
     assert flash(answer) == [

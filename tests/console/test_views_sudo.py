@@ -30,7 +30,8 @@ from tenants.models import (
     Tenant,
     TotpDevice,
 )
-from tenants.services import member_rights_fingerprint
+from tenants.services import member_rights_fingerprint, member_role_fingerprint
+from tenants.signin_policy import two_factor_fingerprint
 from tests.tenants.test_sudo import age_proof, sent_to_confirm
 from tests.tenants.test_two_factor import enrol
 
@@ -143,7 +144,7 @@ def role_raised(tenant, admin, client, request) -> Action:
     viewer = request.getfixturevalue("member_of")(tenant, "viewer")
     return Action(
         reverse("admin_member_role", args=[tenant.slug, viewer.pk]),
-        {"role": "admin"},
+        {"role": "admin", "based_on": member_role_fingerprint(viewer)},
         reverse("admin_member", args=[tenant.slug, viewer.pk]),
         lambda: Membership.objects.values_list("role").get(pk=viewer.pk),
     )
@@ -152,9 +153,10 @@ def role_raised(tenant, admin, client, request) -> Action:
 def two_factor_off(tenant, admin, client, request) -> Action:
     enrol(client)
     Tenant.objects.filter(pk=tenant.pk).update(require_two_factor=True)
+    tenant.refresh_from_db()
     return Action(
         reverse("admin_two_factor_policy", args=[tenant.slug]),
-        {},
+        {"based_on": two_factor_fingerprint(tenant)},
         reverse("admin_signin", args=[tenant.slug]),
         lambda: Tenant.objects.values_list("require_two_factor").get(pk=tenant.pk),
     )
@@ -272,13 +274,16 @@ def test_only_what_adds_lasting_power_asks_reading_lowering_and_requiring_do_not
         for name in ("token_list", "agent_events", "admin_signin", "admin_members")
     ]
     raised = client.post(
-        reverse("admin_member_role", args=[tenant_a.slug, viewer.pk]), {"role": "approver"}
+        reverse("admin_member_role", args=[tenant_a.slug, viewer.pk]),
+        {"role": "approver", "based_on": member_role_fingerprint(viewer)},
     )
     lowered = client.post(
-        reverse("admin_member_role", args=[tenant_a.slug, other_admin.pk]), {"role": "viewer"}
+        reverse("admin_member_role", args=[tenant_a.slug, other_admin.pk]),
+        {"role": "viewer", "based_on": member_role_fingerprint(other_admin)},
     )
     required = client.post(
-        reverse("admin_two_factor_policy", args=[tenant_a.slug]), {"require_two_factor": "on"}
+        reverse("admin_two_factor_policy", args=[tenant_a.slug]),
+        {"require_two_factor": "on", "based_on": two_factor_fingerprint(tenant_a)},
     )
 
     assert pages == [200, 200, 200, 200]

@@ -117,7 +117,8 @@ def test_mutual_demotion_through_the_pages_is_a_400_not_a_500(tenant_a, member_o
 
     def demote(client, target):
         url = reverse("admin_member_role", args=[tenant_a.slug, target.pk])
-        return lambda: client.post(url, {"role": "viewer"}).status_code
+        based_on = services.member_role_fingerprint(target)
+        return lambda: client.post(url, {"role": "viewer", "based_on": based_on}).status_code
 
     results = _crossed(demote(clients[0], b), demote(clients[1], a), a=a, b=b)
     assert results == [302, 400]

@@ -14,7 +14,7 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from tenants import two_factor
+from tenants import signin_policy, two_factor
 from tenants.models import AuditEvent, RecoveryCode, Tenant, TotpDevice, UserSession
 from tenants.tokens import token_create
 
@@ -259,7 +259,8 @@ def test_a_tenant_requiring_two_factor_sends_the_unenrolled_to_enrolment_only(
     password_sign_in(admin_client, admin, password)
     enrol(admin_client)
     admin_client.post(
-        reverse("admin_two_factor_policy", args=[tenant_a.slug]), {"require_two_factor": "on"}
+        reverse("admin_two_factor_policy", args=[tenant_a.slug]),
+        {"require_two_factor": "on", "based_on": signin_policy.two_factor_fingerprint(tenant_a)},
     )
     tenant_a.refresh_from_db()
     assert tenant_a.require_two_factor
