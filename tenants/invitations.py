@@ -430,9 +430,10 @@ def _require_inviter_still_admin(invitation: Invitation) -> None:
 
 
 def _lock_tenant(invitation: Invitation) -> None:
-    """Lock the invitation's tenant row, first in an acceptance, and read its status again under
-    the lock (``_join`` refuses a suspended one): a suspension (tenants.onboarding locks the row)
-    committing while the acceptance ran is waited for and seen. A plain read saw the tenant still
+    """Lock the invitation's tenant row, first in an acceptance or a decline, and read its status
+    again under the lock (``_join`` and ``invitation_decline`` refuse a suspended one): a
+    suspension (tenants.onboarding locks the row) committing while the acceptance ran is waited
+    for and seen. A plain read saw the tenant still
     active and made a member of a suspended one, the race single sign-on's newcomers close the
     same way (tenants.oidc_signin). FOR NO KEY UPDATE, and before an account is created: the
     order and the mode of that sign-up, so the two for one address wait for each other instead
@@ -517,9 +518,21 @@ def invitation_accept(*, invitation_id: int, user: User) -> Membership:
 
 
 def invitation_decline(*, invitation_id: int, user: User) -> Invitation:
+    """Refused while the tenant is suspended, as accepting is: a suspended tenant's rows and
+    audit stay as they were when it was suspended (the link stays open for when it is not)."""
     with transaction.atomic():
         invitation = _invitation_for(invitation_id, user)
+        _lock_tenant(invitation)
         _take(invitation, state=Invitation.State.DECLINED, user=user)
+        if not invitation.tenant.is_active:
+            raise AdminError(
+                "suspended",
+                _(
+                    "%(tenant)s is suspended, so this invitation cannot be declined now; "
+                    "nothing was changed."
+                )
+                % {"tenant": invitation.tenant.name},
+            )
         _audit(
             tenant=invitation.tenant,
             actor=user,

@@ -392,6 +392,30 @@ def test_a_suspended_tenant_takes_no_new_members(tenant_a, member_of, client):
     assert Invitation.objects.get(tenant=tenant_a).state == "pending"
 
 
+def test_a_suspended_tenant_takes_no_decline_either(tenant_a, tenant_b, member_of, client):
+    """Accepting is refused while the tenant is suspended; declining went through and wrote an
+    audit row into the suspended tenant."""
+    from tenants.models import Tenant
+
+    person = member_of(tenant_b, "viewer").user
+    link = invite(client, member_of(tenant_a, "admin"), tenant_a, person.email).context["link"]
+    client.force_login(person)
+    client.get(link)
+    invitation = Invitation.objects.get(tenant=tenant_a)
+    Tenant.objects.filter(pk=tenant_a.pk).update(status="suspended")
+
+    declined = client.post(reverse("invitation_decline", args=[invitation.pk]))
+    accepted = client.post(reverse("invitation_accept", args=[invitation.pk]))
+
+    assert "Tenant A is suspended, so this invitation cannot be declined now" in (
+        declined.content.decode()
+    )
+    assert declined.status_code == accepted.status_code
+    assert b"suspended" in accepted.content
+    assert Invitation.objects.get(pk=invitation.pk).state == "pending"
+    assert not AuditEvent.objects.filter(tenant=tenant_a, action="invitation.declined").exists()
+
+
 def test_the_invitee_pages_refuse_a_post_without_csrf_token(tenant_a, tenant_b, member_of):
     from django.test import Client
 
