@@ -3,6 +3,8 @@ and change their recipient policy and status (provisioning does the work)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
@@ -217,11 +219,13 @@ def mailbox_key_check(request: TenantRequest, mailbox_id: int) -> HttpResponse:
         lambda: key_health.mailbox_key_check(
             tenant=request.tenant, mailbox_id=mailbox.pk, actor=request.user
         ),
-        _("AgentMail accepts the key of %(address)s again; its waiting sends go out now.")
-        if mailbox.is_active
-        else _(
-            "AgentMail accepts the key of %(address)s again; it stays disabled: nothing is "
-            "sent from it until it is enabled."
+        lambda checked: (
+            _("AgentMail accepts the key of %(address)s again; its waiting sends go out now.")
+            if checked.is_active
+            else _(
+                "AgentMail accepts the key of %(address)s again; it stays disabled: nothing is "
+                "sent from it until it is enabled."
+            )
         ),
     )
 
@@ -309,22 +313,34 @@ def mailbox_inbox_recover(request: TenantRequest, mailbox_id: int) -> HttpRespon
         lambda: recovery.mailbox_inbox_recover(
             tenant=request.tenant, mailbox_id=mailbox.pk, actor=request.user
         ),
-        _("%(address)s has its inbox at AgentMail again; its waiting sends go out now.")
-        if mailbox.is_active
-        else _(
-            "%(address)s has its inbox at AgentMail again; it stays disabled: nothing is sent "
-            "from it until it is enabled."
+        lambda recovered: (
+            _("%(address)s has its inbox at AgentMail again; its waiting sends go out now.")
+            if recovered.is_active
+            else _(
+                "%(address)s has its inbox at AgentMail again; it stays disabled: nothing is "
+                "sent from it until it is enabled."
+            )
         ),
     )
 
 
-def _act_on_mailbox(request: TenantRequest, mailbox, act, success: str) -> HttpResponse:
+def _act_on_mailbox(
+    request: TenantRequest,
+    mailbox: Mailbox,
+    act: Callable[[], Mailbox],
+    success: str | Callable[[Mailbox], str],
+) -> HttpResponse:
     """Run an admin's action on the mailbox (a call to AgentMail behind it); its refusal or
-    ``success`` (with the address) as a message, back to the mailbox's page."""
+    ``success`` (with the address) as a message, back to the mailbox's page. A ``success`` that
+    depends on the mailbox's state is a function of the mailbox ``act`` returned: the one read
+    before the call may have been disabled or enabled by another admin while AgentMail was
+    asked."""
     try:
-        act()
+        done = act()
     except provisioning.ProvisioningError as exc:
         messages.error(request, exc.message)
     else:
+        if callable(success):
+            success = success(done)
         messages.success(request, success % {"address": mailbox.address})
     return redirect("mailbox_detail", slug=request.tenant.slug, mailbox_id=mailbox.pk)
