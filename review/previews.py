@@ -76,6 +76,11 @@ class PreviewBusy(Exception):
     """Every render slot of the host stayed taken while we waited for one."""
 
 
+class PreviewSlotsUnusable(Exception):
+    """The slots' folder cannot be made or written (a file in its place, no permission, a full
+    or read-only disk): a setting to fix, not a busy host."""
+
+
 @contextmanager
 def render_slot(directory: Path, *, slots: int, wait: float) -> Iterator[None]:
     """One of the ``slots`` PDF renders this host runs at once, held for the ``with`` block;
@@ -86,14 +91,21 @@ def render_slot(directory: Path, *, slots: int, wait: float) -> Iterator[None]:
     nothing cached) opened once took as many web workers as the browser sent requests, and
     gigabytes. The web workers are processes, so the slots are lock files every process of the
     host shares; the kernel releases a slot with its holder's file, even when the holder was
-    killed mid-render (gunicorn's timeout)."""
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    killed mid-render (gunicorn's timeout). PreviewSlotsUnusable when the folder or a slot's
+    file cannot be made or opened."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PreviewSlotsUnusable(f"{type(exc).__name__}: {exc.strerror}") from None
     deadline = time.monotonic() + wait
     while True:
         for number in range(slots):
-            fd = os.open(
-                directory / f"slot-{number}", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600
-            )
+            try:
+                fd = os.open(
+                    directory / f"slot-{number}", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600
+                )
+            except OSError as exc:
+                raise PreviewSlotsUnusable(f"{type(exc).__name__}: {exc.strerror}") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

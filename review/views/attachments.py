@@ -32,6 +32,7 @@ from intents.selectors.drafts import draft_attachment_get
 from review.previews import (
     PreviewBusy,
     PreviewFailed,
+    PreviewSlotsUnusable,
     is_pdf,
     pdf_first_page_png,
     previewable,
@@ -172,6 +173,18 @@ def attachment_preview(request: TenantRequest, draft_id: int, attachment_id: int
             raise Http404("No preview") from None
         except PreviewBusy:
             log.warning("review.attachment.preview_busy", extra={"attachment_id": attachment.pk})
+            return _busy()
+        except PreviewSlotsUnusable as exc:
+            # The reviewer gets the busy answer (the page asks again on its next view); the
+            # operator gets the folder to fix (ATTACHMENT_PREVIEW_SLOT_DIR).
+            log.error(
+                "review.attachment.preview_slots_unusable",
+                extra={
+                    "attachment_id": attachment.pk,
+                    "slot_dir": settings.ATTACHMENT_PREVIEW_SLOT_DIR,
+                    "reason": str(exc),
+                },
+            )
             return _busy()
     else:
         raise Http404("No preview")

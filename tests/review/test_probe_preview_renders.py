@@ -111,3 +111,28 @@ def test_a_slot_freed_by_a_finished_render_serves_the_next_preview(
     ]
 
     assert [r.status_code for r in responses] == [200, 200]
+
+
+def test_a_slot_folder_that_cannot_be_made_answers_503_and_says_why_in_the_log(
+    tenant_a, admin_a, make_draft, mailbox_a, settings, tmp_path, caplog
+):
+    """ATTACHMENT_PREVIEW_SLOT_DIR under a file (or unwritable, or on a full disk): the preview
+    was a 500 with a traceback. It answers as a busy host does, and the log names the folder."""
+    (tmp_path / "a-file").write_bytes(b"")
+    settings.ATTACHMENT_PREVIEW_SLOT_DIR = str(tmp_path / "a-file" / "slots")
+    draft = make_draft(mailbox_a, attachments=[Upload("a.pdf", "application/pdf", one_page_pdf())])
+    attachment = DraftAttachment.objects.get(version__draft=draft)
+    client = Client(raise_request_exception=False)
+    client.force_login(admin_a.user, backend="django.contrib.auth.backends.ModelBackend")
+
+    with caplog.at_level("ERROR", logger="review"):
+        answer = client.get(
+            reverse("attachment_preview", args=[tenant_a.slug, draft.pk, attachment.pk])
+        )
+
+    assert answer.status_code == 503 and answer["Retry-After"]
+    assert answer["Content-Security-Policy"].startswith("sandbox")
+    assert cache.get(preview_cache_key(tenant_a.pk, attachment.sha256)) is None
+    [logged] = [r for r in caplog.records if r.msg == "review.attachment.preview_slots_unusable"]
+    assert logged.levelname == "ERROR"
+    assert logged.slot_dir == settings.ATTACHMENT_PREVIEW_SLOT_DIR
