@@ -51,7 +51,6 @@ from intents.policy import (
 )
 from intents.selectors.drafts import (
     drafts_answered_elsewhere,
-    drafts_they_wrote_since_last_approval,
     html_unchanged_since,
     html_unchanged_while_text_changed,
     other_replies_to_its_message,
@@ -117,24 +116,15 @@ def queue(
     # their edit), which draft_approve refuses them as it refuses their current version.
     for draft in page.rows:
         draft.can_decide = may_decide(allowed, draft.mailbox_id)
-    decidable = [d.pk for d in page.rows if d.can_decide]
-    wrote_earlier = (
-        drafts_they_wrote_since_last_approval(tenant=tenant, draft_ids=decidable, user=user)
-        if tenant.second_approver_on_edit
-        else set()
+    wrote_current, wrote_earlier = queries.four_eyes_blocked(
+        tenant=tenant, rows=[d for d in page.rows if d.can_decide], user=user
     )
     for draft in page.rows:
         draft.present = present.get(draft.pk, [])
         # Not offered for bulk approve: the service would refuse it (four-eyes on edit). Each
         # case has its badge: their current version, or an earlier one since the last approval.
-        wrote_current = draft.can_decide and needs_another_approver(
-            tenant=tenant,
-            author_kind=draft.cur_author,
-            author_user_id=draft.cur_author_user_id,
-            user=user,
-        )
-        draft.wrote_earlier_version = not wrote_current and draft.pk in wrote_earlier
-        draft.approve_blocked = wrote_current or draft.wrote_earlier_version
+        draft.wrote_earlier_version = draft.pk in wrote_earlier
+        draft.approve_blocked = draft.pk in wrote_current or draft.wrote_earlier_version
         recipients = [*(draft.cur_to or []), *(draft.cur_cc or []), *(draft.cur_bcc or [])]
         draft.more_recipients = len(recipients) - 1
         # Left out of bulk approve (draft_approve refuses it from a list): only the draft's page

@@ -27,10 +27,16 @@ from django.utils.translation import gettext as _
 from common.addresses import letters_beyond_ascii
 from intents.errors import InvalidInput
 from intents.models import Draft, DraftVersion, SendAttempt, SendIntent, Suppression
-from intents.policy import on_thread, recipient_breaks_policy_sql, recipient_problems
+from intents.policy import (
+    needs_another_approver,
+    on_thread,
+    recipient_breaks_policy_sql,
+    recipient_problems,
+)
 from intents.selectors.drafts import (
     NAV_COUNT_CAP,
     capped_count,
+    drafts_they_wrote_since_last_approval,
 )
 from intents.selectors.intents import current_sends
 from intents.selectors.queue import (
@@ -42,7 +48,7 @@ from intents.selectors.queue import (
     view_counts,
 )
 from mailboxes.models import Mailbox
-from tenants.models import AgentToken, Membership, Tenant
+from tenants.models import AgentToken, Membership, Tenant, User
 from webhooks.models import InboundMessage, RecipientDelivery
 from webhooks.selectors import customer_wrote_after_draft
 
@@ -217,23 +223,70 @@ def newest_draft_id(*, tenant: Tenant) -> int:
     return next(iter(last), 0)
 
 
-def next_pending(*, tenant: Tenant, membership: Membership, after: Draft) -> Draft | None:
-    """The next pending draft after this one (queue order) that this person may decide."""
-    decidable = Draft.objects.filter(tenant=tenant, status=Draft.Status.PENDING)
-    if not membership.approve_all_mailboxes:
-        decidable = decidable.filter(mailbox__in=membership.approve_mailboxes.all())
-    found = (
-        decidable.filter(
-            Q(created_at__gt=after.created_at) | Q(created_at=after.created_at, id__gt=after.pk)
+def four_eyes_blocked(
+    *, tenant: Tenant, rows: list[QueueRow], user: User | None
+) -> tuple[set[int], set[int]]:
+    """Of queue rows this person may decide, those draft_approve refuses them under four-eyes on
+    edit: (the rows whose current version they wrote, the rows of which they wrote an earlier
+    version since the last approval). The queue's badges and "Approve & next" ask this; one
+    query for all the rows at most."""
+    current = {
+        d.pk
+        for d in rows
+        if needs_another_approver(
+            tenant=tenant, author_kind=d.cur_author, author_user_id=d.cur_author_user_id, user=user
         )
-        .order_by("created_at", "id")
-        .first()
+    }
+    earlier = (
+        drafts_they_wrote_since_last_approval(
+            tenant=tenant, draft_ids=[d.pk for d in rows], user=user
+        )
+        if tenant.second_approver_on_edit
+        else set()
     )
-    if found is None:
+    return current, earlier - current
+
+
+# How many drafts "Approve & next" looks at for one this person may approve; past them (a queue
+# of drafts all of their own), the queue.
+NEXT_APPROVABLE_SCAN = 200
+
+
+def next_pending(
+    *,
+    tenant: Tenant,
+    membership: Membership,
+    after: Draft,
+    user: User | None = None,
+    approvable: bool = False,
+) -> Draft | None:
+    """The next pending draft after this one (queue order) that this person may decide, wrapping
+    around to the queue's start. With ``approvable``, one they may approve now too: of an active
+    mailbox (``Mailbox.is_active``, which draft_approve asks) and not refused them by four-eyes
+    on edit (``four_eyes_blocked``, the queue's rule); "Approve & next" landed on drafts whose
+    Approve was refused."""
+    decidable = queue_drafts(
+        tenant=tenant,
+        mailbox_ids=(
+            None
+            if membership.approve_all_mailboxes
+            else membership.approve_mailboxes.values_list("pk", flat=True)
+        ),
+    )
+    if approvable:
+        decidable = decidable.filter(mailbox__status=Mailbox.Status.ACTIVE)
+    limit = NEXT_APPROVABLE_SCAN if approvable else 1
+    later = Q(created_at__gt=after.created_at) | Q(created_at=after.created_at, id__gt=after.pk)
+    found = list(decidable.filter(later).order_by("created_at", "id")[:limit])
+    if len(found) < limit:
         # Wrapped around to the queue's start: still only drafts this person may decide (the
         # wrap once dropped the mailbox rule and sent them to a draft without a decision box).
-        found = decidable.exclude(pk=after.pk).order_by("created_at", "id").first()
-    return found
+        wrapped = decidable.exclude(later).exclude(pk=after.pk).order_by("created_at", "id")
+        found += wrapped[: limit - len(found)]
+    if approvable:
+        current, earlier = four_eyes_blocked(tenant=tenant, rows=found, user=user)
+        found = [d for d in found if d.pk not in current and d.pk not in earlier]
+    return found[0] if found else None
 
 
 # --- recipients ----------------------------------------------------------------------------------

@@ -158,7 +158,11 @@ def draft_approve(request: TenantRequest, draft_id: int) -> HttpResponse:
     )
     if form.cleaned_data["next"]:
         following = review.next_pending(
-            tenant=request.tenant, membership=request.membership, after=draft
+            tenant=request.tenant,
+            membership=request.membership,
+            after=draft,
+            user=request.user,
+            approvable=True,
         )
         if following is not None:
             return hx_redirect(request, reverse("draft", args=[request.tenant.slug, following.pk]))

@@ -6,6 +6,7 @@ import pytest
 from django.urls import reverse
 
 from intents.models import Draft, DraftVersion
+from mailboxes.models import Mailbox
 from tests.factories import make_local_mailbox
 
 pytestmark = pytest.mark.django_db
@@ -45,3 +46,48 @@ def test_the_next_draft_after_a_decision_is_one_the_reviewer_may_decide(
     assert Draft.objects.get(pk=mine_first.pk).status == Draft.Status.REJECTED
     # Only drafts of a mailbox they may not decide are left: back to the queue.
     assert rejected["Location"] == reverse("tenant_home", args=[slug])
+
+
+def test_approve_and_next_skips_drafts_this_reviewer_could_not_approve(
+    tenant_a, mailbox_a, make_draft, admin_a, member_of, signed_in
+):
+    """With four-eyes on edit, "Approve & next" landed on a draft of a disabled mailbox, or on
+    one this reviewer wrote (its current version, or an earlier one since the last approval),
+    each of which draft_approve then refused: the next is the first they may approve."""
+    from intents import services
+
+    tenant_a.second_approver_on_edit = True
+    tenant_a.save(update_fields=["second_approver_on_edit"])
+    reviewer = member_of(tenant_a, "approver").user
+    disabled = make_local_mailbox(tenant_a, username="old")
+    first = make_draft(mailbox_a)
+    make_draft(disabled)
+    make_draft(mailbox_a, actor_user=reviewer)
+    earlier = make_draft(mailbox_a, actor_user=reviewer)
+    services.draft_add_version(
+        tenant=tenant_a,
+        draft_id=earlier.pk,
+        to=["customer@example.com"],
+        cc=[],
+        bcc=[],
+        subject="Your refund",
+        text="Hello,\n\nWe refunded your order today.\n\nRegards",
+        html="",
+        actor_user=admin_a.user,
+    )
+    approvable = make_draft(mailbox_a)
+    Mailbox.objects.filter(pk=disabled.pk).update(status=Mailbox.Status.DISABLED)
+    client = signed_in(reviewer)
+    slug = tenant_a.slug
+
+    approved = client.post(
+        reverse("draft_approve", args=[slug, first.pk]), {**_shown(first), "next": "1"}
+    )
+
+    assert Draft.objects.get(pk=first.pk).status == Draft.Status.APPROVED
+    assert approved["Location"] == reverse("draft", args=[slug, approvable.pk])
+    last = client.post(
+        reverse("draft_approve", args=[slug, approvable.pk]), {**_shown(approvable), "next": "1"}
+    )
+    # Around the queue: nothing left this reviewer may approve.
+    assert last["Location"] == reverse("tenant_home", args=[slug])
