@@ -190,6 +190,7 @@ SENTENCES = {
     "broadcast.paused": _("%(actor)s paused the broadcast %(object)s"),
     "broadcast.resumed": _("%(actor)s resumed the broadcast %(object)s"),
     "broadcast.cancelled": _("%(actor)s cancelled the broadcast %(object)s"),
+    "broadcast.approval_undone": _("%(actor)s undid the approval of the broadcast %(object)s"),
     "broadcast.fan_out_page": _("%(actor)s created a batch of sends of the broadcast %(object)s"),
     "broadcast.fanned_out": _("%(actor)s created the last sends of the broadcast %(object)s"),
     "broadcast.completed": _("The broadcast %(object)s is complete: every send is settled"),

@@ -50,6 +50,10 @@ class Broadcast(models.Model):
     )
     approved_at = models.DateTimeField(null=True, blank=True)
     approved_hash = models.CharField(max_length=64, blank=True)
+    # The undo window (Tenant.send_hold_seconds at approval, database clock): no send of the
+    # broadcast is made before it ends, so an undo until then finds nothing sent. Null: approved
+    # without one (the window was 0), or not approved.
+    hold_until = models.DateTimeField(null=True, blank=True)
     decided_by = models.ForeignKey(
         "tenants.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

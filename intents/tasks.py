@@ -13,7 +13,7 @@ from django.db import connection
 from config.clock import db_now
 from intents.events.delivery import deliver_due, due_endpoint_ids
 from intents.events.outbox import wake_delivery
-from intents.models import SendIntent
+from intents.models import Broadcast, SendIntent
 from intents.retention import api_idempotency_purge, api_rate_windows_purge
 from intents.sending.fanout import broadcast_run, broadcasts_sweep
 from intents.sending.sweep import (
@@ -107,7 +107,24 @@ def serve_replies() -> int:
 def fan_out_broadcast(broadcast_id: int) -> None:
     """The fan-out of an approved broadcast (and its cancellation or completion), with a round
     of reply sends after each page; safe to run twice: pages are guarded by the broadcast's row
-    lock and its position."""
+    lock and its position. Inside the broadcast's undo window it first waits (database clock)
+    for its end, as ``execute_intent_after_hold`` does; a window longer than HOLD_WAIT_LIMIT is
+    left to the sweep."""
+    held_until = (
+        Broadcast.objects.filter(
+            pk=int(broadcast_id),
+            state__in=(Broadcast.State.APPROVED, Broadcast.State.FANNING_OUT),
+        )
+        .values_list("hold_until", flat=True)
+        .first()
+    )
+    left = (held_until - db_now()).total_seconds() if held_until else 0.0
+    if left > HOLD_WAIT_LIMIT:
+        return
+    if left > 0:
+        # Close this connection while sleeping: a held approval must not pin one.
+        connection.close()
+        time.sleep(left + 0.05)
     broadcast_run(broadcast_id, between=serve_replies)
 
 

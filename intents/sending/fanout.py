@@ -64,7 +64,7 @@ def _skip_reason(broadcast: Broadcast, address: str, suppressed: set[str]) -> st
 
 def _born_here(broadcast_id: int) -> Broadcast | None:
     """The broadcast locked for a page of its fan-out, after the tenant's send-births lock; None
-    when it has nothing to fan out (gone, or in no fan-out state)."""
+    when it has nothing to fan out (gone, in no fan-out state, or inside its undo window)."""
     tenant_id = (
         Broadcast.objects.filter(pk=broadcast_id).values_list("tenant_id", flat=True).first()
     )
@@ -77,6 +77,10 @@ def _born_here(broadcast_id: int) -> Broadcast | None:
         State.FANNING_OUT,
         State.PAUSED,
     ):
+        return None
+    if broadcast.hold_until is not None and broadcast.hold_until > db_now():
+        # Inside its undo window: no send exists until it ends. Read under the row lock that
+        # broadcast_undo takes too, so an undo either finds no send or is refused.
         return None
     return broadcast
 

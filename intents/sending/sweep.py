@@ -11,7 +11,7 @@ from django.db.models.functions import Now
 from common.counters import counters_add
 from config.clock import db_now
 from intents.journal import journal
-from intents.models import IntentEvent, SendAttempt, SendIntent
+from intents.models import Broadcast, IntentEvent, SendAttempt, SendIntent
 from intents.sending.lease import (
     Claim,
     attempt_counts,
@@ -151,7 +151,8 @@ def due_intent_ids(*, limit: int = 100) -> tuple[list[int], list[int]]:
 
 
 def seconds_until_next_due() -> float | None:
-    """Seconds (database clock) until the next retry, reconciliation or lease expiry, if any."""
+    """Seconds (database clock) until the next retry, reconciliation, lease expiry or end of a
+    broadcast's undo window, if any."""
     now = db_now()
     soonest = [
         # A paused broadcast's sends, or those of a mailbox whose key AgentMail refused, are
@@ -163,6 +164,11 @@ def seconds_until_next_due() -> float | None:
         .filter(broadcast_lets_reconcile(), mailbox_key_usable())
         .aggregate(at=Min("next_attempt_at"))["at"],
         SendIntent.objects.filter(state=State.SENDING).aggregate(at=Min("lease_expires_at"))["at"],
+        # A broadcast's fan-out waits for the end of its undo window.
+        Broadcast.objects.filter(
+            state__in=(Broadcast.State.APPROVED, Broadcast.State.FANNING_OUT),
+            hold_until__gt=now,
+        ).aggregate(at=Min("hold_until"))["at"],
     ]
     times = [t for t in soonest if t is not None]
     if not times:

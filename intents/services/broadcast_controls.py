@@ -1,5 +1,6 @@
-"""A broadcast stopped or let go on its way by a person: pause, resume, cancel (the rest of its
-life as a person or an agent drives it is ``broadcasts``)."""
+"""A broadcast stopped or let go on its way by a person: pause, resume, cancel, and the undo of
+its approval inside the undo window (the rest of its life as a person or an agent drives it is
+``broadcasts``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 
+from config.clock import db_now
 from intents import errors
 from intents.journal import journal
 from intents.models import Broadcast, IntentEvent, ProviderThrottle, SendAttempt, SendIntent
@@ -185,3 +187,70 @@ def broadcast_cancel(*, tenant, broadcast_id, actor, reason="") -> Stopped[Broad
     )
     transaction.on_commit(lambda: enqueue_fan_out(stopped.changed.pk))
     return stopped
+
+
+# The states an approval inside its undo window may be in: paused, or paused and resumed, before
+# the window ended (no send exists in any of them until it ends).
+UNDOABLE: set[str] = {State.APPROVED, State.FANNING_OUT, State.PAUSED}
+
+
+def broadcast_undo(*, tenant, broadcast_id, actor) -> Broadcast:
+    """Take a broadcast's approval back inside its undo window: it is pending review again, as
+    it was before the approval, and a fresh approval is needed. Any approver of the mailbox may.
+
+    Races with the fan-out are decided by the broadcast's row lock, which every page of the
+    fan-out takes and under which it reads the window (``broadcast_fan_out_page``): a page that
+    ran first made sends after the window, and this undo then finds them and is refused; one
+    that runs after finds the broadcast pending review and makes nothing."""
+    tenant = active_tenant(tenant)
+    with transaction.atomic():
+        broadcast = lock_broadcast(tenant, broadcast_id)
+        require_broadcast_approver(tenant, broadcast, actor)
+        if broadcast.state not in UNDOABLE | {State.SENDING}:
+            require_broadcast_state(broadcast, UNDOABLE)
+        if broadcast.hold_until is None:
+            raise errors.NotPending(
+                "undo_no_window",
+                _(
+                    "This broadcast was approved without an undo window: pause or cancel it "
+                    "instead."
+                ),
+            )
+        now = db_now()
+        sends_made = (
+            broadcast.fanout_position >= 0
+            or SendIntent.objects.filter(broadcast_id=broadcast.pk).exists()
+        )
+        if broadcast.state == State.SENDING or sends_made or broadcast.hold_until <= now:
+            raise errors.NotPending(
+                "undo_too_late",
+                _(
+                    "Too late to undo: the undo window of this broadcast has closed and its "
+                    "sends are on their way. Pause or cancel it instead."
+                ),
+            )
+        Broadcast.objects.filter(pk=broadcast.pk, state=broadcast.state).update(
+            state=State.PENDING_REVIEW,
+            approved_by=None,
+            approved_at=None,
+            approved_hash="",
+            hold_until=None,
+            decided_by=None,
+            updated_at=Now(),
+        )
+        journal(
+            tenant=tenant,
+            broadcast=broadcast,
+            action="broadcast.approval_undone",
+            actor_kind=IntentEvent.Actor.PERSON,
+            actor_user=actor,
+            from_state=broadcast.state,
+            to_state=State.PENDING_REVIEW,
+            data={
+                "content_hash": broadcast.approved_hash,
+                "hold_until": broadcast.hold_until.isoformat(),
+                "seconds_left": round((broadcast.hold_until - now).total_seconds(), 3),
+            },
+        )
+    broadcast.refresh_from_db()
+    return broadcast

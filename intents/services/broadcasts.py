@@ -6,6 +6,7 @@ fan-out into one send intent per recipient and the end of a broadcast are the wo
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -453,6 +454,9 @@ _DECIDED = {
     "broadcast.paused": gettext_lazy("%(who)s paused this broadcast at %(when)s."),
     "broadcast.resumed": gettext_lazy("%(who)s resumed this broadcast at %(when)s."),
     "broadcast.cancelled": gettext_lazy("%(who)s cancelled this broadcast at %(when)s."),
+    "broadcast.approval_undone": gettext_lazy(
+        "%(who)s undid the approval of this broadcast at %(when)s."
+    ),
 }
 
 
@@ -493,7 +497,8 @@ def recomputed_hash(broadcast: Broadcast) -> str:
 
 def broadcast_approve(*, tenant, broadcast_id, content_hash, actor) -> Broadcast:
     """Approve exactly the broadcast the approver saw (its hash), once. The fan-out into one send
-    per recipient starts after the commit."""
+    per recipient starts after the commit, or when the tenant's undo window ends (``hold_until``;
+    ``broadcast_undo`` takes the approval back until then)."""
     tenant = active_tenant(tenant)
     with transaction.atomic():
         broadcast = lock_broadcast(tenant, broadcast_id)
@@ -511,11 +516,17 @@ def broadcast_approve(*, tenant, broadcast_id, content_hash, actor) -> Broadcast
                     "The broadcast changed since you opened it. Review it again before approving."
                 )
             )
+        now = db_now()
+        # The tenant's undo window, fixed here: a later change of the setting does not move it.
+        # The fan-out makes no send before it ends (broadcast_fan_out_page).
+        hold = tenant.send_hold_seconds
+        hold_until = now + timedelta(seconds=hold) if hold else None
         Broadcast.objects.filter(pk=broadcast.pk, state=State.PENDING_REVIEW).update(
             state=State.APPROVED,
             approved_by=actor,
-            approved_at=db_now(),
+            approved_at=now,
             approved_hash=content_hash,
+            hold_until=hold_until,
             decided_by=actor,
             updated_at=Now(),
         )
@@ -530,6 +541,7 @@ def broadcast_approve(*, tenant, broadcast_id, content_hash, actor) -> Broadcast
             data={
                 "content_hash": content_hash,
                 "recipients": broadcast.recipient_count,
+                **({"hold_until": hold_until.isoformat()} if hold_until else {}),
                 **right,
             },
         )
