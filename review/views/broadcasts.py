@@ -5,15 +5,18 @@ service; a business refusal is a message."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from django.contrib import messages
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from common.csv_cells import csv_lines
+from config.clock import db_now
 from intents import errors
 from intents.policy import (
     BROADCAST_AUTHOR_REASON,
@@ -139,6 +142,18 @@ def _sample_position(request: TenantRequest, broadcast) -> int:
         return 0
 
 
+def _undo_seconds_left(broadcast) -> int:
+    """Whole seconds (rounded up, database clock) left in the approval's undo window; 0 when it
+    cannot be undone. Display only: broadcast_undo decides again under the row lock."""
+    if (
+        broadcast.hold_until is None
+        or broadcast.state not in controls.UNDOABLE
+        or broadcast.fanout_position >= 0
+    ):
+        return 0
+    return max(0, math.ceil((broadcast.hold_until - db_now()).total_seconds()))
+
+
 @tenant_view()
 @require_safe
 def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
@@ -184,6 +199,7 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
             and broadcast.recipient_count > 0
             and broadcast.body_purged_at is None,
             "can_decide": can_decide,
+            "undo_seconds": _undo_seconds_left(broadcast),
             # The author's pace is on no other page and in no hash: the approver reads it here.
             "pace": broadcast_pace(broadcast),
             "approve_blocked_reason": approve_blocked_reason,
@@ -289,8 +305,19 @@ def broadcast_approve(request: TenantRequest, broadcast_id: int) -> HttpResponse
         lambda b: service.broadcast_approve(
             tenant=request.tenant, broadcast_id=b.pk, content_hash=shown, actor=request.user
         ),
-        _("Approved: one message per recipient is being sent."),
+        _approved,
     )
+
+
+def _approved(broadcast) -> str:
+    seconds = _undo_seconds_left(broadcast)
+    if not seconds:
+        return _("Approved: one message per recipient is being sent.")
+    return ngettext(
+        "Approved: sending starts in %(seconds)d second; you can undo it until then.",
+        "Approved: sending starts in %(seconds)d seconds; you can undo it until then.",
+        seconds,
+    ) % {"seconds": seconds}
 
 
 @tenant_view(roles=DECIDERS)
@@ -317,8 +344,9 @@ def broadcast_reject(request: TenantRequest, broadcast_id: int) -> HttpResponse:
 @tenant_view(roles=DECIDERS)
 @require_POST
 def broadcast_control(request: TenantRequest, broadcast_id: int, action: str) -> HttpResponse:
-    """Pause, resume or cancel. A pause or a cancellation also says how many sends were past
-    their pre-call check: those go out after it (``Stopped``)."""
+    """Pause, resume, cancel, or undo the approval inside its undo window. A pause or a
+    cancellation also says how many sends were past their pre-call check: those go out after it
+    (``Stopped``)."""
 
     def resume(**arguments) -> object:
         # With the pause its page showed: one from before the last pause is refused.
@@ -335,6 +363,11 @@ def broadcast_control(request: TenantRequest, broadcast_id: int, action: str) ->
             controls.broadcast_cancel,
             _("Cancelled: the rest will not be sent."),
             "broadcast_cancelled",
+        ),
+        "undo": (
+            controls.broadcast_undo,
+            _("Undone: nothing was sent, and the broadcast is back in review."),
+            None,
         ),
     }
     if action not in calls:

@@ -89,3 +89,46 @@ def test_post_a_broadcast_from_the_browser_with_a_csv(page, shop, tmp_path):
     assert (broadcast.created_by, broadcast.recipient_count) == (shop["admin"].user, 2)
     assert page.locator("[data-sample-subject]").inner_text() == "Your order A1 is delayed"
     shot(page, tmp_path, "broadcast-new-posted")
+
+
+def test_approve_a_broadcast_see_the_countdown_click_undo_nothing_sent(page, shop, sandbox):
+    from intents.models import SendIntent
+    from tenants.models import Tenant
+    from tests.intents.conftest import start_worker
+
+    Tenant.objects.filter(pk=shop["tenant"].pk).update(send_hold_seconds=8)
+    broadcast = broadcast_create(
+        tenant=shop["tenant"],
+        mailbox=shop["mailbox"],
+        subject="Your order is delayed",
+        text="Hello {{ name }}",
+        recipients=[{"address": f"u{i}@example.com", "variables": {"name": i}} for i in range(3)],
+    )
+    ledger_before = len(sandbox.ledger())
+    worker = start_worker(sandbox, "--seconds", "14", "--poll", "0.1", "--sweep-every", "0.5")
+    try:
+        sign_in(page, shop["admin"].user)
+        page.goto(f"/t/{shop['tenant'].slug}/broadcasts/{broadcast.pk}/")
+        page.click("[data-approve]")
+        page.wait_for_selector("[data-broadcast-state=approved]")
+        countdown = page.locator("[data-undo-box] [data-countdown]")
+        first = int(countdown.inner_text())
+        assert 1 <= first <= 8
+        page.wait_for_function(
+            "n => Number(document.querySelector('[data-undo-box] [data-countdown]')"
+            ".textContent) < n",
+            arg=first,
+        )
+        page.locator("[data-undo-box] [data-undo-button]").click()
+        page.wait_for_selector("[data-broadcast-state=pending_review]")
+        assert page.locator(".flash .success", has_text="Undone").count() == 1
+        assert page.locator("[data-approve]").count() == 1  # a fresh approval is needed
+        assert Broadcast.objects.get(pk=broadcast.pk).hold_until is None
+        page.wait_for_timeout((first + 2) * 1000)  # past the window, the worker still sweeping
+        assert worker.poll() is None
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=30)
+    assert Broadcast.objects.get(pk=broadcast.pk).state == "pending_review"
+    assert not SendIntent.objects.filter(broadcast=broadcast).exists()
+    assert len(sandbox.ledger()) == ledger_before
