@@ -203,7 +203,11 @@ def scratch_run(settings: dict[str, str]):
 
         def make_tenant(label: str):
             tag = f"{label}-{os.getpid()}"
-            tenant = Tenant.objects.create(name=f"Broadcast {label}", slug=f"bcast-{tag}")
+            # No undo window: the run kills workers during the fan-out, which would otherwise
+            # wait out the window first (as broadcast_latency's tenants do).
+            tenant = Tenant.objects.create(
+                name=f"Broadcast {label}", slug=f"bcast-{tag}", send_hold_seconds=0
+            )
             approver = User.objects.create_user(f"approver-{tag}@crash.test", None)
             Membership.objects.create(user=approver, tenant=tenant, role=Membership.Role.APPROVER)
             mailbox = mailbox_create(tenant=tenant, username=f"bcast-{tag}")
