@@ -253,6 +253,7 @@ FIELD_NAMES = {
     "retired": _("earlier signing secrets retired"),
     "email": _("email"),
     "recipients": _("recipients"),
+    "unapproved_recipients": _("recipients nobody approved"),
     "from_list": _("approved from the queue's list"),
     "full_name": _("name"),
     "is_active": _("may sign in"),

@@ -132,3 +132,17 @@ def delivery_recipients(event: IntentEvent) -> SafeString:
     return format_html(
         " · {}", format_html_join(", ", '<span class="mono">{}</span>', ((a,) for a in moved))
     )
+
+
+def unapproved_recipients(events: list[IntentEvent]) -> list[str]:
+    """The addresses AgentMail's delivery events of a send named that nobody approved (the
+    applier keeps them on the row, ``unapproved_recipients``), each once, first seen first:
+    the message went to them too, and the send's page says so."""
+    found: dict[str, None] = {}
+    for event in events:
+        if not event.action.startswith(DELIVERY_PREFIX) or not isinstance(event.data, dict):
+            continue
+        for address in event.data.get("unapproved_recipients") or []:
+            if isinstance(address, str):
+                found.setdefault(address, None)
+    return list(found)

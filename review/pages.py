@@ -603,6 +603,7 @@ def send_page(*, tenant: Tenant, membership: Membership, intent: SendIntent) -> 
         "events": events,
         "resolution": journal_words.resolution_words(intent, events),
         "deliveries": deliveries,
+        "unapproved_recipients": journal_words.unapproved_recipients(events),
         "can_decide": can_decide,
         "live": send_page_live(intent, deliveries),
         "can_reopen": can_decide and selectors.intent_reopenable(intent),

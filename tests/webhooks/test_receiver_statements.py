@@ -157,13 +157,14 @@ def test_the_journal_row_is_what_the_orm_wrote(client, hook, intent):
             "unchanged": ["ops@customer.test"],
             "suppressed": ["jane@customer.test"],
             "unknown_recipients": 0,
+            "unapproved_recipients": [],
         },
     }
     assert event.received_at <= row.created_at <= event.applied_at
     assert event.outcome == "1 of 2 recipients moved to bounced; 1 suppressed"
-    assert IntentEvent.objects.get(action="delivery.bounced", data__unknown_recipients=1).data[
-        "suppressed"
-    ] == ["ops@customer.test"]
+    named_others = IntentEvent.objects.get(action="delivery.bounced", data__unknown_recipients=1)
+    assert named_others.data["suppressed"] == ["ops@customer.test"]
+    assert named_others.data["unapproved_recipients"] == ["x@elsewhere.test"]
 
 
 def _wait_for_a_lock_waiter(timeout: float = 5) -> bool:

@@ -443,6 +443,12 @@ def _apply(
     return _apply_delivery(event, normalized, sent, deliveries, suppressions)
 
 
+# How many of a delivery event's recipients nobody approved its journal row names, and how
+# much of each (an address has at most 254 characters; a provider's payload may hold anything).
+MAX_UNAPPROVED_KEPT = 20
+MAX_UNAPPROVED_LENGTH = 320
+
+
 def _apply_delivery(
     event: WebhookEvent,
     normalized: NormalizedEvent,
@@ -488,6 +494,11 @@ def _apply_delivery(
             "unchanged": [a for a in targets if a not in moved],
             "suppressed": [],
             "unknown_recipients": len(strangers),
+            # Whom AgentMail says the message went to that nobody approved (its reply route's
+            # own recipients, say): evidence the send page names, not a count alone.
+            "unapproved_recipients": [a[:MAX_UNAPPROVED_LENGTH] for a in strangers][
+                :MAX_UNAPPROVED_KEPT
+            ],
             **({"source": "backfill"} if event.svix_id.startswith(BACKFILL_PREFIX) else {}),
         },
     )
