@@ -161,6 +161,23 @@ def customer_wrote_after_draft() -> Exists:
     )
 
 
+def customer_wrote_after_read() -> Exists:
+    """For a query of draft sends annotated with ``read_until`` (when a person last read the
+    thread for the send): whether the customer wrote in the draft's thread after it (written or
+    recorded, ``_newer_than``), the message the draft answers excepted, as
+    ``customer_messages_after`` finds them."""
+    return Exists(
+        InboundMessage.objects.filter(
+            tenant=OuterRef("tenant"),
+            mailbox=OuterRef("mailbox"),
+            thread_id=OuterRef("draft__thread_id"),
+        )
+        .exclude(thread_id="")
+        .filter(_newer_than(OuterRef("read_until")))
+        .exclude(message_id=OuterRef("draft__in_reply_to"))
+    )
+
+
 def inbound_message(*, tenant, mailbox, message_id: str) -> InboundMessage | None:
     """The customer's message with this provider id in this mailbox, or None (also for another
     tenant's or another mailbox's message: a reply may only answer mail of its own mailbox)."""

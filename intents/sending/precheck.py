@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, TypedDict
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models.functions import Now
+from django.db.models import OuterRef, Subquery
+from django.db.models.functions import Coalesce, Greatest, Now
 from django.utils import translation
 
 from intents import broadcast_content
@@ -46,6 +47,7 @@ from intents.sending.locked import hold_broadcasts, lock_leased, reread_stops
 from intents.sending.record import finish_leased
 from intents.sending.throttle import throttle_key
 from mailboxes import provider
+from webhooks.selectors import customer_wrote_after_read
 
 log = logging.getLogger("intents.sending")
 
@@ -91,6 +93,9 @@ class CheckFacts:
     # The sends whose approver also wrote an earlier version since the draft's last approval
     # before theirs (``_wrote_before_approving``), of tenants with four-eyes on edit.
     wrote_before_approving: set
+    # The uncertain replies whose customer wrote in the thread since a person last read it for
+    # them (``_wrote_since_read``).
+    wrote_since_read: set
 
     def files_of(self, intent: SendIntent) -> list[DraftAttachment]:
         return self.attachments.get(intent.draft_version_id, [])
@@ -117,7 +122,38 @@ class CheckFacts:
             suppressed=suppressed_addresses(pairs),
             attachments=attachments,
             wrote_before_approving=_wrote_before_approving(intents),
+            wrote_since_read=_wrote_since_read(intents),
         )
+
+
+def _wrote_since_read(intents: list[SendIntent]) -> set[int]:
+    """Of the batch's uncertain replies, the ids of those whose customer wrote in the thread
+    after a person last read it for the send: its approval (``draft_approve`` refuses one whose
+    page did not show every message since the draft) or the release of its hold (likewise).
+
+    A replay of an uncertain send is the first send when the original never reached AgentMail,
+    and the message that came meanwhile holds only a queued send (``intents_hold_stale``): the
+    reply went out answering what nobody had checked against the customer's new message. Such a
+    send is looked up by its label instead (found: it went out before; nothing: a person
+    decides). One statement, none when the batch holds no uncertain reply."""
+    asked = [
+        intent.pk
+        for intent in intents
+        if intent.state == State.UNCERTAIN and intent.draft is not None and intent.draft.thread_id
+    ]
+    if not asked:
+        return set()
+    released = (
+        IntentEvent.objects.filter(intent=OuterRef("pk"), action="intent.released")
+        .order_by("-created_at")
+        .values("created_at")[:1]
+    )
+    return set(
+        SendIntent.objects.filter(pk__in=asked)
+        .annotate(read_until=Greatest("approved_at", Coalesce(Subquery(released), "approved_at")))
+        .filter(customer_wrote_after_read())
+        .values_list("pk", flat=True)
+    )
 
 
 def _wrote_before_approving(intents: list[SendIntent]) -> set[int]:
@@ -341,7 +377,12 @@ def intent_begin_attempts(claims: list[Claim]) -> dict[int, Prepared | None]:
                 intent = locked.get(claim.intent_id)
                 if intent is None:
                     continue
-                kind = _attempt_kind(intent, claim, policy_problem(intent, facts))
+                kind = _attempt_kind(
+                    intent,
+                    claim,
+                    policy_problem(intent, facts),
+                    wrote_since_read=intent.pk in facts.wrote_since_read,
+                )
                 if kind is not None and kind != SendAttempt.Kind.LOOKUP:
                     kind, files[intent.pk] = _approved_files(intent, claim, kind, facts)
                 if kind is None:
@@ -390,8 +431,12 @@ def intent_begin_attempt(claim: Claim) -> Prepared | None:
     return intent_begin_attempts([claim])[claim.intent_id]
 
 
-def _attempt_kind(intent: Locked, claim: Claim, problem: tuple[str, str] | None) -> str | None:
-    """The kind of attempt this leased intent may make now, or None after ending it here."""
+def _attempt_kind(
+    intent: Locked, claim: Claim, problem: tuple[str, str] | None, wrote_since_read: bool = False
+) -> str | None:
+    """The kind of attempt this leased intent may make now, or None after ending it here.
+    ``wrote_since_read``: the customer wrote in the reply's thread since a person last read it
+    for this send (``_wrote_since_read``)."""
     strict = strict_now(intent.db_now)
     window_passed = (
         intent.first_attempt_at is not None and strict - intent.first_attempt_at > safe_window()
@@ -412,10 +457,11 @@ def _attempt_kind(intent: Locked, claim: Claim, problem: tuple[str, str] | None)
         )
         return None
     if intent.state == State.UNCERTAIN:
-        # A replay may perform the first send, so it needs every check a send needs; a label
+        # A replay may perform the first send, so it needs every check a send needs (and what
+        # holds a queued one: the customer wrote again since a person read the thread); a label
         # lookup only reads, and is the only way left once the key may have expired.
         exhausted = intent.attempts > settings.SEND_MAX_ATTEMPTS
-        if problem or not_after_passed or window_passed or exhausted:
+        if problem or not_after_passed or window_passed or exhausted or wrote_since_read:
             return SendAttempt.Kind.LOOKUP
         return SendAttempt.Kind.REPLAY
     if not_after_passed:

@@ -1,0 +1,171 @@
+"""Outsider probe: Ana asks where her order is; the agent's reply ("it ships today, here is your
+tracking link") is approved. AgentMail fails the call before processing it (a 5xx, a dropped
+connection), so the send is uncertain, and the worker's reconciliation repeats the identical
+request with the same key, which performs the first send when the original never landed. Ana
+writes again meanwhile ("cancel it, I ordered twice by mistake"). A queued send is held for a
+person when the customer writes again (intents_hold_stale); an uncertain one was not, and the
+replay sent a reply nobody had checked against her new message. The sandbox's ledger counts
+what went out."""
+
+from __future__ import annotations
+
+import pytest
+from django.db.models.functions import Now
+from django.urls import reverse
+
+from intents import sending
+from intents.models import DraftVersion, SendAttempt, SendIntent
+from tests.intents.conftest import fast_send  # noqa: F401
+from tests.review.threads import agent_drafts, agent_token, customer_writes
+from tests.webhooks.conftest import hook_for  # noqa: F401
+from webhooks.models import InboundMessage
+
+
+def _approved_reply_left_uncertain(tenant, member_of, mailbox, sandbox, client, hook):
+    admin = member_of(tenant, "admin").user
+    ana = customer_writes(sandbox, hook, client, mailbox, "Ana <ana@customer.test>", "Order 77")
+    draft = agent_drafts(
+        client,
+        agent_token(tenant, admin),
+        "reply-to-ana",
+        {
+            "mailbox": mailbox.address,
+            "in_reply_to": ana["message_id"],
+            "to": ["ana@customer.test"],
+            "text": "It ships today; here is your tracking link.",
+        },
+    )
+    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
+    version = DraftVersion.objects.get(draft_id=draft["id"])
+    approved = client.post(
+        reverse("draft_approve", args=[tenant.slug, draft["id"]]),
+        {"version": version.number, "content_hash": version.content_hash},
+    )
+    assert approved.status_code == 302
+    sandbox.fault("sends", "drop_before")
+    sending.run_once(worker="w", limit=1)
+    intent = SendIntent.objects.get(draft_id=draft["id"])
+    assert intent.state == SendIntent.State.UNCERTAIN
+    return ana, intent
+
+
+def _reconcile(intent: SendIntent) -> SendIntent:
+    SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now())
+    sending.run_once(worker="w", limit=1)
+    intent.refresh_from_db()
+    return intent
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reply_left_uncertain_is_not_sent_after_the_customer_wrote_again(
+    tenant_a,
+    member_of,
+    mailbox_factory,
+    sandbox,
+    fast_send,  # noqa: F811
+    client,
+    hook_for,  # noqa: F811
+):
+    # The mailbox first: provisioning it registers the tenant's webhook, with its own secret.
+    mailbox = mailbox_factory(tenant_a)
+    hook = hook_for(tenant_a)
+    ana, intent = _approved_reply_left_uncertain(
+        tenant_a, member_of, mailbox, sandbox, client, hook
+    )
+    customer_writes(
+        sandbox,
+        hook,
+        client,
+        mailbox,
+        "Ana <ana@customer.test>",
+        "Re: Order 77",
+        in_reply_to=ana["message_id"],
+    )
+
+    intent = _reconcile(intent)
+
+    assert sandbox.ledger(inbox_id=mailbox.inbox_id) == []
+    assert intent.state == SendIntent.State.NEEDS_ATTENTION
+    kinds = SendAttempt.objects.filter(intent=intent).order_by("number")
+    assert list(kinds.values_list("kind", flat=True)) == ["send", "lookup"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reply_left_uncertain_is_replayed_when_nobody_wrote_since(
+    tenant_a,
+    member_of,
+    mailbox_factory,
+    sandbox,
+    fast_send,  # noqa: F811
+    client,
+    hook_for,  # noqa: F811
+):
+    mailbox = mailbox_factory(tenant_a)
+    hook = hook_for(tenant_a)
+    _, intent = _approved_reply_left_uncertain(tenant_a, member_of, mailbox, sandbox, client, hook)
+
+    intent = _reconcile(intent)
+
+    [sent] = sandbox.ledger(inbox_id=mailbox.inbox_id)
+    assert (sent["idempotency_key"], intent.state) == (intent.idempotency_key, "accepted")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_the_release_of_its_hold_showed_does_not_stop_the_replay(
+    tenant_a,
+    member_of,
+    mailbox_factory,
+    sandbox,
+    fast_send,  # noqa: F811
+    client,
+    hook_for,  # noqa: F811
+):
+    mailbox = mailbox_factory(tenant_a)
+    hook = hook_for(tenant_a)
+    admin = member_of(tenant_a, "admin").user
+    ana = customer_writes(sandbox, hook, client, mailbox, "Ana <ana@customer.test>", "Order 77")
+    draft = agent_drafts(
+        client,
+        agent_token(tenant_a, admin),
+        "reply-to-ana",
+        {
+            "mailbox": mailbox.address,
+            "in_reply_to": ana["message_id"],
+            "to": ["ana@customer.test"],
+            "text": "It ships today.",
+        },
+    )
+    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
+    version = DraftVersion.objects.get(draft_id=draft["id"])
+    client.post(
+        reverse("draft_approve", args=[tenant_a.slug, draft["id"]]),
+        {"version": version.number, "content_hash": version.content_hash},
+    )
+    again = customer_writes(
+        sandbox,
+        hook,
+        client,
+        mailbox,
+        "Ana <ana@customer.test>",
+        "Re: Order 77",
+        in_reply_to=ana["message_id"],
+    )
+    intent = SendIntent.objects.get(draft_id=draft["id"])
+    assert intent.held_reason
+    read = InboundMessage.objects.get(message_id=again["message_id"])
+    released = client.post(
+        reverse("intent_release", args=[tenant_a.slug, intent.pk]), {"messages_seen": str(read.pk)}
+    )
+    assert released.status_code == 302
+    SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now())
+    sandbox.fault("sends", "drop_before")
+    sending.run_once(worker="w", limit=1)
+    intent.refresh_from_db()
+    assert intent.state == SendIntent.State.UNCERTAIN
+
+    intent = _reconcile(intent)
+
+    [sent] = sandbox.ledger(inbox_id=mailbox.inbox_id)
+    assert (sent["idempotency_key"], intent.state) == (intent.idempotency_key, "accepted")
+    kinds = SendAttempt.objects.filter(intent=intent).order_by("number")
+    assert list(kinds.values_list("kind", flat=True)) == ["send", "replay"]
