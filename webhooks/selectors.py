@@ -163,17 +163,18 @@ def customer_wrote_after_draft() -> Exists:
 
 def customer_wrote_after_read() -> Exists:
     """For a query of draft sends annotated with ``read_until`` (when a person last read the
-    thread for the send): whether the customer wrote in the draft's thread after it (written or
-    recorded, ``_newer_than``), the message the draft answers excepted, as
-    ``customer_messages_after`` finds them."""
+    thread for the send, the database's clock): whether a customer's message of the draft's
+    thread, the message it answers excepted, was recorded after it. Recorded, not written: a
+    message recorded before was on that person's page (the approval and the release refuse one
+    that was not), even one whose own time lies ahead of ours (a sender's clock running fast)."""
     return Exists(
         InboundMessage.objects.filter(
             tenant=OuterRef("tenant"),
             mailbox=OuterRef("mailbox"),
             thread_id=OuterRef("draft__thread_id"),
+            recorded_at__gt=OuterRef("read_until"),
         )
         .exclude(thread_id="")
-        .filter(_newer_than(OuterRef("read_until")))
         .exclude(message_id=OuterRef("draft__in_reply_to"))
     )
 

@@ -21,6 +21,7 @@ from django.db import connection, transaction
 from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Coalesce, Greatest, Now
 from django.utils import translation
+from django.utils.translation import gettext_noop
 
 from intents import broadcast_content
 from intents.blobs import BlobPurged, blob_store
@@ -93,8 +94,8 @@ class CheckFacts:
     # The sends whose approver also wrote an earlier version since the draft's last approval
     # before theirs (``_wrote_before_approving``), of tenants with four-eyes on edit.
     wrote_before_approving: set
-    # The uncertain replies whose customer wrote in the thread since a person last read it for
-    # them (``_wrote_since_read``).
+    # The replies whose customer wrote in the thread since a person last read it for them
+    # (``_wrote_since_read``).
     wrote_since_read: set
 
     def files_of(self, intent: SendIntent) -> list[DraftAttachment]:
@@ -127,24 +128,26 @@ class CheckFacts:
 
 
 def _wrote_since_read(intents: list[SendIntent]) -> set[int]:
-    """Of the batch's uncertain replies, the ids of those whose customer wrote in the thread
-    after a person last read it for the send: its approval (``draft_approve`` refuses one whose
-    page did not show every message since the draft) or the release of its hold (likewise).
+    """Of the batch's replies, the ids of those whose customer wrote in the thread after a
+    person last read it for the send: its approval (``draft_approve`` refuses one whose page did
+    not show every message since the draft) or a person's release of its hold (likewise).
 
-    A replay of an uncertain send is the first send when the original never reached AgentMail,
-    and the message that came meanwhile holds only a queued send (``intents_hold_stale``): the
-    reply went out answering what nobody had checked against the customer's new message. Such a
-    send is looked up by its label instead (found: it went out before; nothing: a person
-    decides). One statement, none when the batch holds no uncertain reply."""
-    asked = [
-        intent.pk
-        for intent in intents
-        if intent.state == State.UNCERTAIN and intent.draft is not None and intent.draft.thread_id
-    ]
+    The customer's message holds only a queued send (``intents_hold_stale``); one that came
+    while the send's call was in flight held nothing. A replay of an uncertain send is the first
+    send when the original never reached AgentMail, and a send whose call certainly sent nothing
+    (a 429, a refused connection) went back to the queue unheld: either way the reply went out
+    answering what nobody had checked against the customer's new message. The first is looked up
+    by its label instead (found: it went out before; nothing: a person decides), the second is
+    held. One statement for the batch, none when it holds no reply."""
+    asked = [intent.pk for intent in intents if intent.draft is not None and intent.draft.thread_id]
     if not asked:
         return set()
     released = (
-        IntentEvent.objects.filter(intent=OuterRef("pk"), action="intent.released")
+        IntentEvent.objects.filter(
+            intent=OuterRef("pk"),
+            action="intent.released",
+            actor_kind=IntentEvent.Actor.PERSON,
+        )
         .order_by("-created_at")
         .values("created_at")[:1]
     )
@@ -229,6 +232,14 @@ APPROVED_OWN_VERSION = (
 WROTE_EARLIER_VERSION = (
     "The approver wrote a version of this draft since it was last approved; this tenant now "
     "requires another person to approve it."
+)
+# Why a reply is held for a person: the customer wrote again in its thread after a person last
+# read it for the send (the webhook applier's hold of a queued send, and this check's of a send
+# retried after a call that certainly sent nothing). Stored in English (no reader's language
+# applies when a machine writes it); marked for the catalogues so that the outbox pages show it
+# in the reader's language.
+HOLD_REASON = gettext_noop(
+    "customer wrote again in this thread after the draft was written; re-confirm"
 )
 # The reason (and last error) of a send whose mailbox was deactivated, with its address.
 MAILBOX_INACTIVE = "%(address)s is not active."
@@ -498,6 +509,9 @@ def _attempt_kind(
             code="max_age",
         )
         return None
+    if wrote_since_read:
+        _release_unsent(intent, claim, reason=HOLD_REASON, data={}, hold=True)
+        return None
     return SendAttempt.Kind.SEND
 
 
@@ -540,11 +554,14 @@ PAUSED_REASON = "The broadcast was paused before the call."
 KEY_REFUSED_REASON = "AgentMail refused the mailbox's key before the call."
 
 
-def _release_unsent(intent: Locked, claim: Claim, *, reason: str, data: dict) -> None:
+def _release_unsent(
+    intent: Locked, claim: Claim, *, reason: str, data: dict, hold: bool = False
+) -> None:
     """Its broadcast was paused, or its mailbox's key refused, after the claim: the lease is
     given up with no call made and no attempt counted (the claim's count is undone), so the wait
     does not use up the send's attempts. A send goes back to the queue; a reconciliation stays
-    uncertain, due again once the broadcast is resumed or the key works again."""
+    uncertain, due again once the broadcast is resumed or the key works again. ``hold``: a send
+    goes back held for a person, with ``reason`` (``intent_release`` lets it go again)."""
     to_state = State.QUEUED if intent.state == State.SENDING else State.UNCERTAIN
     changed = SendIntent.objects.filter(
         pk=intent.pk, lease_token=claim.lease_token, state=intent.state
@@ -555,13 +572,14 @@ def _release_unsent(intent: Locked, claim: Claim, *, reason: str, data: dict) ->
         lease_expires_at=None,
         attempts=max(0, intent.attempts - 1),
         first_attempt_at=intent.first_attempt_at if intent.next_attempt_number > 1 else None,
+        **({"held_reason": reason[:200]} if hold else {}),
         updated_at=Now(),
     )
     if changed:
         journal(
             tenant=intent.tenant_id,
             intent=intent.pk,
-            action="intent.released",
+            action="intent.held" if hold else "intent.released",
             actor_kind=IntentEvent.Actor.WORKER,
             actor_label=claim.worker,
             from_state=intent.state,

@@ -29,11 +29,11 @@ from typing import Any
 
 from django.db import OperationalError, connection, transaction
 from django.db.models import Exists, OuterRef, Q
-from django.utils.translation import gettext_noop
 from psycopg.errors import LockNotAvailable
 
 from intents.journal import Entry, journal_many
 from intents.models import IntentEvent, SendIntent, Suppression
+from intents.sending.precheck import HOLD_REASON
 from intents.services.intents import intents_hold_stale
 from mailboxes.models import Mailbox
 from webhooks.models import InboundMessage, WebhookEvent
@@ -58,11 +58,6 @@ _SUPPRESSING = {
 }
 _TRANSIENT_BOUNCE = "transient"
 _NAMES_ITS_RECIPIENTS = frozenset({Kind.BOUNCED, Kind.COMPLAINED})
-# Stored in English (no reader's language applies when a webhook writes it); marked for the
-# catalogues so that the outbox pages show it in the reader's language.
-HOLD_REASON = gettext_noop(
-    "customer wrote again in this thread after the draft was written; re-confirm"
-)
 _PURGED_UNAPPLIED = "payload purged before it could be applied"
 # The outcome of an event whose inbox no mailbox of the tenant has (yet): ``reapply`` looks for it.
 NOT_A_MAILBOX = "the event's inbox is not a mailbox of this tenant"

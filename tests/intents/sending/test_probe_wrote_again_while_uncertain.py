@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 from django.urls import reverse
 
 from intents import sending
-from intents.models import DraftVersion, SendAttempt, SendIntent
+from intents.models import DraftVersion, IntentEvent, SendAttempt, SendIntent
 from tests.intents.conftest import fast_send  # noqa: F401
 from tests.review.threads import agent_drafts, agent_token, customer_writes
 from tests.webhooks.conftest import hook_for  # noqa: F401
@@ -169,3 +169,67 @@ def test_a_message_the_release_of_its_hold_showed_does_not_stop_the_replay(
     assert (sent["idempotency_key"], intent.state) == (intent.idempotency_key, "accepted")
     kinds = SendAttempt.objects.filter(intent=intent).order_by("number")
     assert list(kinds.values_list("kind", flat=True)) == ["send", "replay"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reply_is_held_when_the_customer_wrote_while_a_worker_held_it(
+    tenant_a,
+    member_of,
+    mailbox_factory,
+    sandbox,
+    fast_send,  # noqa: F811
+    client,
+    hook_for,  # noqa: F811
+):
+    """The same gap while a worker holds the send (claimed, its call about to start or in
+    flight): the send is not queued, so Ana's message held nothing, and the call went out (or,
+    answered 429, the send went back to the queue unheld and its next attempt did). The
+    pre-call check holds it for a person instead."""
+    mailbox = mailbox_factory(tenant_a)
+    hook = hook_for(tenant_a)
+    admin = member_of(tenant_a, "admin").user
+    ana = customer_writes(sandbox, hook, client, mailbox, "Ana <ana@customer.test>", "Order 77")
+    draft = agent_drafts(
+        client,
+        agent_token(tenant_a, admin),
+        "reply-to-ana",
+        {
+            "mailbox": mailbox.address,
+            "in_reply_to": ana["message_id"],
+            "to": ["ana@customer.test"],
+            "text": "It ships today.",
+        },
+    )
+    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
+    version = DraftVersion.objects.get(draft_id=draft["id"])
+    client.post(
+        reverse("draft_approve", args=[tenant_a.slug, draft["id"]]),
+        {"version": version.number, "content_hash": version.content_hash},
+    )
+    states: list[str] = []
+
+    def ana_writes_once_the_send_is_claimed() -> bool:
+        # run_once asks this before and after each claim: after the first, the send is leased
+        # (sending), and Ana's message arrives then.
+        states.append(SendIntent.objects.get(draft_id=draft["id"]).state)
+        if states.count(SendIntent.State.SENDING) == 1 and states[-1] == SendIntent.State.SENDING:
+            customer_writes(
+                sandbox,
+                hook,
+                client,
+                mailbox,
+                "Ana <ana@customer.test>",
+                "Re: Order 77",
+                in_reply_to=ana["message_id"],
+            )
+        return False
+
+    sending.run_once(worker="w", limit=1, stopping=ana_writes_once_the_send_is_claimed)
+    intent = SendIntent.objects.get(draft_id=draft["id"])
+
+    assert SendIntent.State.SENDING in states
+    assert sandbox.ledger(inbox_id=mailbox.inbox_id) == []
+    assert intent.state == SendIntent.State.QUEUED
+    assert intent.held_reason.startswith("customer wrote again")
+    held = IntentEvent.objects.get(intent=intent, action="intent.held")
+    assert (held.actor_kind, held.from_state, held.to_state) == ("worker", "sending", "queued")
