@@ -29,7 +29,7 @@ from intents.services.common import (
 from intents.services.reopen import draft_close_as_sent
 from intents.signals import message_ids_recorded
 from webhooks.models import MESSAGE_ID_BYTES
-from webhooks.selectors import customer_messages_after_draft
+from webhooks.selectors import customer_messages_after_draft, inbound_message
 
 log = logging.getLogger("intents.services")
 
@@ -205,6 +205,18 @@ def _require_resolvable(tenant, intent: SendIntent, provider_message_id: str) ->
                 "it first if this one went out."
             )
             % {"newer": newer.pk, "state": newer.get_state_display().lower()},
+        )
+    if inbound_message(tenant=tenant, mailbox=intent.mailbox_id, message_id=provider_message_id):
+        # The customer's message (the one the reply answers, shown on the draft's page, or a
+        # later one): proof of nothing we sent, and the reply would be closed as sent unsent.
+        raise errors.InvalidInput(
+            "message_id_received",
+            _(
+                "%(id)s is a message this mailbox received from a customer, not one it sent: "
+                "give the id of the message that went out, carrying the label %(label)s."
+            )
+            % {"id": provider_message_id, "label": intent.label},
+            "provider_message_id",
         )
     if (
         SendIntent.objects.filter(tenant=tenant, provider_message_id=provider_message_id)

@@ -13,7 +13,7 @@ import pytest
 from django.db.models.functions import Now
 from django.urls import reverse
 
-from intents import sending
+from intents import errors, sending, services
 from intents.models import DraftVersion, IntentEvent, SendAttempt, SendIntent
 from tests.intents.conftest import fast_send  # noqa: F401
 from tests.review.threads import agent_drafts, agent_token, customer_writes
@@ -233,3 +233,55 @@ def test_a_reply_is_held_when_the_customer_wrote_while_a_worker_held_it(
     assert intent.held_reason.startswith("customer wrote again")
     held = IntentEvent.objects.get(intent=intent, action="intent.held")
     assert (held.actor_kind, held.from_state, held.to_state) == ("worker", "sending", "queued")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_customers_message_is_not_taken_as_proof_that_the_reply_went_out(
+    tenant_a,
+    member_of,
+    mailbox_factory,
+    sandbox,
+    fast_send,  # noqa: F811
+    client,
+    hook_for,  # noqa: F811
+):
+    """The reply above, left to a person (needs attention: nothing carries its label). Looking
+    for proof that it went out, they paste the message id the draft's page shows, which is
+    Ana's own message, the one the reply answers. It was taken: the send marked accepted, the
+    draft closed as sent, and Ana, who got nothing (the sandbox's ledger is empty), was never
+    answered. It is refused naming what that id is."""
+    mailbox = mailbox_factory(tenant_a)
+    hook = hook_for(tenant_a)
+    ana, intent = _approved_reply_left_uncertain(
+        tenant_a, member_of, mailbox, sandbox, client, hook
+    )
+    again = customer_writes(
+        sandbox,
+        hook,
+        client,
+        mailbox,
+        "Ana <ana@customer.test>",
+        "Re: Order 77",
+        in_reply_to=ana["message_id"],
+    )
+    intent = _reconcile(intent)
+    assert intent.state == SendIntent.State.NEEDS_ATTENTION
+
+    for pasted in (ana["message_id"], again["message_id"]):
+        with pytest.raises(errors.InvalidInput) as refused:
+            services.intent_resolve_accepted(
+                tenant=tenant_a,
+                intent_id=intent.pk,
+                actor=intent.approver,
+                provider_message_id=pasted,
+                evidence="found it in the inbox",
+            )
+        assert (refused.value.code, refused.value.field) == (
+            "message_id_received",
+            "provider_message_id",
+        )
+        assert pasted in refused.value.message
+
+    intent.refresh_from_db()
+    assert sandbox.ledger(inbox_id=mailbox.inbox_id) == []
+    assert (intent.state, intent.provider_message_id) == (SendIntent.State.NEEDS_ATTENTION, "")
