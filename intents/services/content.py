@@ -3,6 +3,7 @@ message of a reply. What is stored is exactly what will be sent and what the has
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 
 from django.utils.translation import gettext as _
@@ -106,6 +107,15 @@ def _refuse_named_twice(
     )
 
 
+def _written_form(subject: str) -> str:
+    """A subject as its characters read: stripped, in Unicode's composed form (NFC). An agent
+    that writes out a reply's subject may change neither, but may well write "é" composed where
+    the customer's client wrote e and a combining accent; it was refused as another subject, in
+    a message quoting the same characters. Only for that comparison: the draft keeps the
+    subject AgentMail will send, the customer's own form."""
+    return unicodedata.normalize("NFC", subject.strip())
+
+
 def _check_reply_subject(reply_subject: str) -> None:
     """AgentMail sets a reply's subject from the message it answers, so one that could not be
     sent is refused naming ``in_reply_to`` (the agent cannot change a subject it never sent):
@@ -174,7 +184,10 @@ def clean_content(
             "to",
         )
     if reply_subject is not None:
-        if isinstance(subject, str) and subject.strip() not in ("", reply_subject.strip()):
+        if isinstance(subject, str) and _written_form(subject) not in (
+            "",
+            _written_form(reply_subject),
+        ):
             raise errors.InvalidInput(
                 "subject_not_reply_subject",
                 _(
