@@ -6,6 +6,7 @@ command does not exist are skipped with a note, so the stack always starts.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import signal
@@ -129,6 +130,28 @@ def require_own_sandbox(base_url: str, proc: subprocess.Popen) -> None:
         )
 
 
+def address_problem(variable: str, addr: str) -> str | None:
+    """Why ``addr`` cannot be where `make run` listens, or None. README: it listens on loopback
+    only, since its demo accounts share one published password; a typo was a traceback from
+    the port check, and 0.0.0.0 served the demo to every network the machine is on."""
+    host, colon, port = addr.rpartition(":")
+    if not colon or not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        return (
+            f"{variable} must be host:port with a port from 1 to 65535, "
+            f"like 127.0.0.1:8100; got {addr!r}"
+        )
+    try:
+        loopback = host == "localhost" or ipaddress.IPv4Address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        return (
+            f"{variable} must name a loopback host (127.0.0.1, or localhost): `make run` serves "
+            f"demo accounts that share one password; got {addr!r}"
+        )
+    return None
+
+
 def stop_all(children: list[tuple[str, subprocess.Popen]]) -> None:
     for _, proc in children:
         if proc.poll() is None:
@@ -142,6 +165,17 @@ def stop_all(children: list[tuple[str, subprocess.Popen]]) -> None:
 
 def main() -> int:
     env = child_env()
+    if not (SANDBOX_PORT.isascii() and SANDBOX_PORT.isdigit() and 1 <= int(SANDBOX_PORT) <= 65535):
+        print(
+            f"[devstack] SANDBOX_PORT must be a port from 1 to 65535; got {SANDBOX_PORT!r}",
+            flush=True,
+        )
+        return 1
+    for variable, addr in (("COUNTERSIGN_WEB_ADDR", WEB), ("COUNTERSIGN_MCP_ADDR", MCP)):
+        problem = address_problem(variable, addr)
+        if problem:
+            print(f"[devstack] {problem}", flush=True)
+            return 1
     for name, addr, variable in (
         ("web", WEB, "COUNTERSIGN_WEB_ADDR=127.0.0.1:8100"),
         ("mcp", MCP, "COUNTERSIGN_MCP_ADDR=127.0.0.1:8101"),

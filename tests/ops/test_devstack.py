@@ -111,3 +111,47 @@ def test_the_demo_is_provisioned_only_in_the_sandbox_devstack_started(sandbox_se
         devstack.require_own_sandbox(base_url, ours)
         with pytest.raises(SystemExit, match="is not the sandbox started here"):
             devstack.require_own_sandbox(sandbox_server.base_url, ours)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("COUNTERSIGN_WEB_ADDR", "garbage", "host:port"),
+        ("COUNTERSIGN_WEB_ADDR", "127.0.0.1:99999", "host:port"),
+        ("COUNTERSIGN_WEB_ADDR", ":8100", "loopback"),
+        ("COUNTERSIGN_WEB_ADDR", "0.0.0.0:8100", "loopback"),
+        ("COUNTERSIGN_MCP_ADDR", "192.0.2.7:8101", "loopback"),
+        ("SANDBOX_PORT", "eighty", "a port"),
+        ("SANDBOX_PORT", "0", "a port"),
+    ],
+)
+def test_make_run_refuses_an_address_off_loopback_or_malformed_naming_the_variable(
+    variable, value, said
+):
+    # README: `make run` listens on loopback only (its demo accounts share one password). A
+    # typo was a traceback from the port check, and 0.0.0.0 served the demo to the network.
+    with socket.socket() as taken:
+        # The other addresses name a port in use, so a run that let the value through stops
+        # there, before it starts anything.
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        addresses = {
+            "COUNTERSIGN_WEB_ADDR": f"127.0.0.1:{port}",
+            "COUNTERSIGN_MCP_ADDR": f"127.0.0.1:{port}",
+            "SANDBOX_PORT": str(port),
+        }
+        run = subprocess.run(
+            [sys.executable, "scripts/devstack.py"],
+            cwd=ROOT,
+            env={**devstack.child_env(), **addresses, variable: value},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    output = run.stdout + run.stderr
+    assert run.returncode == 1
+    assert f"{variable} must" in output
+    assert said in output
+    assert repr(value) in output
+    assert "Traceback" not in output
