@@ -87,6 +87,19 @@ def test_every_variable_the_table_names_is_read():
     assert named - set(settings_reads()) - read_elsewhere == set()
 
 
+def test_every_variable_make_run_reads_is_in_the_configuration_table():
+    # COUNTERSIGN_MCP_ADDR had its row; COUNTERSIGN_WEB_ADDR and SANDBOX_PORT, read beside it,
+    # were only in an example.
+    read = set(
+        re.findall(
+            r'environ\.get\("([A-Z][A-Z0-9_]+)"', (ROOT / "scripts" / "devstack.py").read_text()
+        )
+    )
+    documented = {name for row in CONFIGURATION for name in NAME.findall(row[0])}
+    assert read
+    assert read - documented == set()
+
+
 def test_the_table_states_the_defaults_the_settings_give():
     reads = settings_reads()
     wrong = []
