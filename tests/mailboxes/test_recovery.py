@@ -461,6 +461,21 @@ def test_a_mailbox_that_never_had_an_inbox_is_named_so_not_said_to_be_at_agentma
     assert _row(half) == before
 
 
+def test_a_tenant_that_never_had_a_pod_is_named_so_not_said_to_be_at_agentmail(tenant_a):
+    """No mailbox yet, so no pod was ever made: the command said "AgentMail still has the pod
+    and every inbox of tenant-a", of a pod that never existed."""
+    before = Tenant.objects.filter(pk=tenant_a.pk).values().get()
+
+    for args in ([], ["--check"]):
+        with pytest.raises(CommandError) as refused:
+            _recover(tenant_a.slug, *args)
+        assert str(refused.value) == (
+            "tenant-a has no AgentMail pod yet: it is made with its first mailbox, so there is "
+            "nothing to make again, and nothing changed"
+        )
+    assert Tenant.objects.filter(pk=tenant_a.pk).values().get() == before
+
+
 def test_the_reason_a_recovery_gives_a_person_reads_as_the_systems_in_the_readers_language(
     tenant_a, member_of, mailbox_factory, sandbox, fast_send, signed_in
 ):

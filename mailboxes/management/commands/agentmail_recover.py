@@ -70,6 +70,11 @@ class Command(BaseCommand):
             raise CommandError(
                 f"{only.address} has no inbox to make again: retry its provisioning instead."
             )
+        if only is None and not (lost or unfinished) and not tenant.agentmail_pod_id:
+            raise CommandError(
+                f"{tenant.slug} has no AgentMail pod yet: it is made with its first mailbox, so "
+                "there is nothing to make again, and nothing changed"
+            )
         if not (lost or unfinished) or (
             only is not None and only not in lost.mailboxes and only not in unfinished
         ):
