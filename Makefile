@@ -117,5 +117,7 @@ messages: .venv/.synced
 stop: .venv/.synced
 	$(MANAGE) dbserver stop
 
-clean: stop
+# A server that is not running (stopped already, or never started) is nothing to stop.
+clean:
+	-$(MANAGE) dbserver stop
 	rm -rf .data .venv .tools mutants

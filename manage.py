@@ -2,10 +2,16 @@
 import os
 import sys
 
+from config import dbserver
 from config.env import SettingsError
 
 
 def main() -> None:
+    if dbserver.is_stop_only(sys.argv):
+        if not dbserver.stop():
+            sys.exit(f"CommandError: {dbserver.NOT_RUNNING}")
+        print(dbserver.STOPPED)
+        return
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     from django.core.management import execute_from_command_line
 

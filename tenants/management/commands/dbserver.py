@@ -54,8 +54,8 @@ class Command(BaseCommand):
     def handle(self, *args, action, **options):
         if action == "stop":
             if not dbserver.stop():
-                raise CommandError("the embedded PostgreSQL server is not running")
-            self.stdout.write("embedded PostgreSQL stopped")
+                raise CommandError(dbserver.NOT_RUNNING)
+            self.stdout.write(dbserver.STOPPED)
         elif action == "start":
             self._check(settings.DATABASE_URL)
         else:
