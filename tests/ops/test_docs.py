@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -399,6 +401,23 @@ def test_the_guide_states_the_defaults_the_settings_give():
     ]
     assert len(guide_defaults()) >= 10
     assert wrong == [], wrong
+
+
+def test_the_command_that_prints_the_body_limit_prints_the_nginx_figure_alone(settings):
+    # It printed "63 objects imported automatically" first (Django's shell), so its output
+    # could not be pasted into, or substituted in, the proxy's configuration.
+    (command,) = re.findall(r"`(python manage\.py shell [^`]+)`", DEPLOYMENT)
+    (figure,) = re.findall(r"client_max_body_size (\d+);", DEPLOYMENT)
+    run = subprocess.run(
+        [sys.executable, *shlex.split(command)[1:]],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == f"{figure}\n"
+    assert int(figure) == settings.REQUEST_BODY_MAX_BYTES
 
 
 def test_the_guide_says_where_static_files_are_collected_and_served(settings):
