@@ -420,6 +420,24 @@ def test_the_command_that_prints_the_body_limit_prints_the_nginx_figure_alone(se
     assert int(figure) == settings.REQUEST_BODY_MAX_BYTES
 
 
+def test_the_readmes_schemathesis_run_checks_what_the_suites_does():
+    # It said `--checks all`, whose positive_data_acceptance counts every refusal of a
+    # schema-valid request (an unknown cursor, a reused Idempotency-Key) as a failure: run as
+    # written against a healthy server it reported six failures the suite does not check for.
+    tree = ast.parse((ROOT / "tests" / "agent_api" / "test_openapi.py").read_text())
+    suites = next(
+        node.elts[index + 1].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.List)
+        for index, element in enumerate(node.elts)
+        if isinstance(element, ast.Constant) and element.value == "--checks"
+    )
+    (command,) = re.findall(r"(?m)^\.tools/bin/uv run (st .*)$", README.replace("\\\n", " "))
+    words = shlex.split(command)
+    assert words[words.index("--checks") + 1] == suites
+    assert words[words.index("--config-file") + 1] == "tests/agent_api/schemathesis.toml"
+
+
 def test_the_guide_says_where_static_files_are_collected_and_served(settings):
     # "serve STATIC_ROOT from the proxy" named a setting no variable sets, and no folder.
     where = settings.STATIC_ROOT.relative_to(settings.BASE_DIR)
