@@ -11,7 +11,7 @@ MANAGE := $(UV) run --frozen python manage.py
 # suite instead of 8 s). `make lint` runs first on CI, so the suite finds the project compiled.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: help setup run test test-full lint format check bench broadcast-crash broadcast-latency nemesis cluster restore-drill modelcheck mutants messages stop clean
+.PHONY: help setup run test test-full lint format bench broadcast-crash broadcast-latency nemesis cluster restore-drill modelcheck mutants messages stop clean
 
 help:
 	@echo "make run    - set up on first use, then web + worker + sandbox AgentMail + demo agent"
@@ -22,6 +22,7 @@ help:
 	@echo "make stop   - stop the embedded PostgreSQL server"
 	@echo "make nemesis - the whole system under random faults, checked (RELIABILITY.md)"
 	@echo "make broadcast-crash - 5,000-recipient broadcast, worker killed 4 times (RELIABILITY.md)"
+	@echo "make broadcast-latency - reply latency while a broadcast drains (BENCHMARKS.md)"
 	@echo "make cluster - test hosts in network namespaces under network faults, checked (root; RELIABILITY.md)"
 	@echo "make restore-drill - back up while sending, restore, workers on the copy; the provider's ledger checked"
 	@echo "make modelcheck - spin explores the send protocol model (model/, RELIABILITY.md)"

@@ -233,6 +233,18 @@ def test_every_make_run_the_guides_show_is_one_make_takes():
     assert wrong == []
 
 
+def test_every_phony_target_has_a_rule_and_make_help_lists_every_one_the_guides_run():
+    # `check` was declared .PHONY with no rule: `make check` said "Nothing to be done" and
+    # exited 0, as if every check had passed. `make broadcast-latency`, which the guides run,
+    # was not in `make help`.
+    phony = set(MAKEFILE.split("\n.PHONY:", 1)[1].split("\n", 1)[0].split())
+    rules = set(re.findall(r"(?m)^([a-z][a-z0-9-]*):", MAKEFILE))
+    helped = set(re.findall(r'@echo "make ([a-z][a-z0-9-]*)', MAKEFILE))
+    run = {words[1] for words in documented_make_runs()}
+    assert phony - rules == set()
+    assert run - helped == set()
+
+
 def settings_highs() -> dict[str, int | float]:
     """Each variable config/settings.py reads with an upper bound (``high=``) of constants."""
     tree = ast.parse((ROOT / "config" / "settings.py").read_text())
