@@ -41,3 +41,24 @@ def test_every_option_says_what_it_does_and_its_default(command, dest):
     assert shown.strip(), f"{command} {dest}: no help"
     if not _unstated(action.default) and not isinstance(action, argparse._StoreConstAction):
         assert "default" in shown and str(action.default) in shown, (command, dest, shown)
+
+
+def _help(name: str) -> str:
+    parser = load_command_class(get_commands()[name], name).create_parser("manage.py", name)
+    return " ".join(parser.format_help().split())
+
+
+def test_intents_status_help_says_what_it_prints_as_the_deployment_guide_does():
+    # DEPLOYMENT.md "Watching it" reads it for the uncertain sends' age and the sends waiting on
+    # AgentMail (a refused key, an open circuit, a 429); its help named the counts, the queued
+    # age and one intent's attempts only.
+    said = _help("intents_status")
+    assert "oldest due uncertain" in said
+    assert "wait on AgentMail" in said
+
+
+def test_tenant_storage_quota_help_says_default_puts_the_deployments_quota_back():
+    # "or back the deployment's TENANT_ATTACHMENT_STORAGE_BYTES (--default)"
+    assert "or put it back on the deployment's TENANT_ATTACHMENT_STORAGE_BYTES (--default)" in (
+        _help("tenant_storage_quota")
+    )

@@ -17,7 +17,11 @@ from intents.selectors.provider_waits import open_circuits, rate_limited, refuse
 
 
 class Command(BaseCommand):
-    help = "Print send intents by state, the oldest queued age, and the attempts of one intent."
+    help = (
+        "Print send intents by state, the oldest due queued and oldest due uncertain ages, the "
+        "sends that wait on AgentMail rather than on a worker (a refused key, an open circuit, "
+        "a 429 whose Retry-After has not passed), and the attempts of one intent."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument(

@@ -7,10 +7,10 @@ from tenants.services import AdminError
 
 class Command(BaseCommand):
     help = (
-        "Give a tenant its own attachment storage quota (--bytes), or back the deployment's "
-        "TENANT_ATTACHMENT_STORAGE_BYTES (--default). A quota below what the tenant holds "
-        "deletes nothing: its new files are refused until retention frees room. The tenant's "
-        "admins see the change in their audit log."
+        "Give a tenant its own attachment storage quota (--bytes), or put it back on the "
+        "deployment's TENANT_ATTACHMENT_STORAGE_BYTES (--default). A quota below what the "
+        "tenant holds deletes nothing: its new files are refused until retention frees room. "
+        "The tenant's admins see the change in their audit log."
     )
 
     def add_arguments(self, parser):
