@@ -53,7 +53,7 @@ SEQUENCE_MARGIN = 1_000_000
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m reliability.restore_drill", description=__doc__.split("\n")[0]
+        prog="python -m reliability.restore_drill", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--intents", type=int, default=300)
     parser.add_argument("--workers", type=int, default=2)

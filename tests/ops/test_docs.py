@@ -245,6 +245,24 @@ def test_every_phony_target_has_a_rule_and_make_help_lists_every_one_the_guides_
     assert run - helped == set()
 
 
+@pytest.mark.parametrize(
+    "module", ["reliability.nemesis", "reliability.restore_drill", "reliability.cluster", "bench"]
+)
+def test_each_harness_the_guides_run_says_what_it_is_in_whole_sentences(module):
+    # The drill's --help said "Disaster-recovery drill: restore the database from a backup taken
+    # while sends kept going, start": the first line of a sentence that runs on.
+    run = subprocess.run(
+        [sys.executable, "-m", module, "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    description = run.stdout.split("\n\n")[1]
+    assert run.returncode == 0
+    assert description.rstrip().endswith("."), description
+
+
 def settings_highs() -> dict[str, int | float]:
     """Each variable config/settings.py reads with an upper bound (``high=``) of constants."""
     tree = ast.parse((ROOT / "config" / "settings.py").read_text())
