@@ -12,9 +12,9 @@ the workers on it, and check what the provider really received.
 4. Sending goes on after the approvals end (``--after-backup`` seconds, then until A has sent
    everything): the backup ages, and what it holds as open the provider has now sent.
 5. The disaster: the workers are killed (SIGKILL) and A is dropped. The provider restarts too
-   (its state is on disk). ``pg_restore`` of the backup into a fresh database B; the intent and
-   draft id sequences are moved past anything A may have handed out (DEPLOYMENT.md "Backup and
-   restore": a reused id would reuse a send label).
+   (its state is on disk). ``pg_restore`` of the backup into a fresh database B; the intent,
+   draft and broadcast id sequences are moved past anything A may have handed out (DEPLOYMENT.md
+   "Backup and restore": a reused id would reuse a send label, or an id an agent holds).
 6. W workers on B; drain until every intent B holds is final.
 7. The check, against the provider's ledger: every key sent at most once; every intent B holds
    final, and accepted ones with the message id the provider holds for their key; the intents
@@ -117,7 +117,7 @@ def restore(admin_url: str, name: str, path: Path) -> float:
     from psycopg import sql
 
     with psycopg.connect(url, autocommit=True) as conn:
-        for table in ("intents_sendintent", "intents_draft"):
+        for table in ("intents_sendintent", "intents_draft", "intents_broadcast"):
             conn.execute(
                 sql.SQL(
                     "SELECT setval(pg_get_serial_sequence(%s, 'id'), "
