@@ -89,6 +89,9 @@ def available_commands() -> set[str]:
 def port_in_use(addr: str) -> bool:
     host, _, port = addr.rpartition(":")
     with socket.socket() as s:
+        # As gunicorn binds: only a listening socket holds the port, not the connections of the
+        # last run still in TIME_WAIT (its server closed them first), for a minute after Ctrl-C.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host or "127.0.0.1", int(port)))
         except OSError:

@@ -155,3 +155,20 @@ def test_make_run_refuses_an_address_off_loopback_or_malformed_naming_the_variab
     assert said in output
     assert repr(value) in output
     assert "Traceback" not in output
+
+
+def test_a_port_whose_last_connections_wait_out_their_close_is_not_in_use():
+    # Right after Ctrl-C, `make run` again said the web port was in use (another `make run`?)
+    # for a minute: the server had closed its HTTP connections first, which leaves them in
+    # TIME_WAIT, and the check bound without SO_REUSEADDR, which gunicorn's own bind sets.
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        addr = f"127.0.0.1:{server.getsockname()[1]}"
+        with socket.create_connection(server.getsockname()) as client:
+            accepted, _ = server.accept()
+            accepted.close()  # the server closes first, as gunicorn does after a response
+            client.recv(1)
+        assert devstack.port_in_use(addr)
+    assert not devstack.port_in_use(addr)
