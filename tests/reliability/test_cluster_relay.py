@@ -73,7 +73,9 @@ def relay(tmp_path):
 
 def test_a_delayed_client_waits_200_to_800_ms_a_chunk_in_order_and_the_relay_counts_them(relay):
     sock, delays, folder = relay
-    undelayed = round_trip(sock, b"ping")
+    # The best of three: on a loaded machine one round trip through the relay's process took
+    # 354 ms in CI, its scheduling and not a delay; no delay is set yet.
+    undelayed = min(round_trip(sock, b"ping") for _ in range(3))
     # Set while the connection is open, as a link fault on a host with pooled connections.
     set_delays(delays, {CLIENT: [200, 800]})
     delayed = [round_trip(sock, f"chunk {i}".encode()) for i in range(5)]
@@ -86,7 +88,7 @@ def test_a_delayed_client_waits_200_to_800_ms_a_chunk_in_order_and_the_relay_cou
     while len(received) < len(stream):
         received += sock.recv(65536)
     set_delays(delays, {})
-    healed = round_trip(sock, b"pong")
+    healed = min(round_trip(sock, b"pong") for _ in range(3))
     time.sleep(1.5)  # the stats file is rewritten every second
     held = delays_held(folder, {"w1": Host(name="w1", address=CLIENT, netns="-")})
     assert undelayed < 0.15
