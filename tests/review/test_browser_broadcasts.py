@@ -96,7 +96,7 @@ def test_approve_a_broadcast_see_the_countdown_click_undo_nothing_sent(page, sho
     from tenants.models import Tenant
     from tests.intents.conftest import start_worker
 
-    Tenant.objects.filter(pk=shop["tenant"].pk).update(send_hold_seconds=8)
+    Tenant.objects.filter(pk=shop["tenant"].pk).update(send_hold_seconds=5)
     broadcast = broadcast_create(
         tenant=shop["tenant"],
         mailbox=shop["mailbox"],
@@ -113,7 +113,7 @@ def test_approve_a_broadcast_see_the_countdown_click_undo_nothing_sent(page, sho
         page.wait_for_selector("[data-broadcast-state=approved]")
         countdown = page.locator("[data-undo-box] [data-countdown]")
         first = int(countdown.inner_text())
-        assert 1 <= first <= 8
+        assert 1 <= first <= 5
         page.wait_for_function(
             "n => Number(document.querySelector('[data-undo-box] [data-countdown]')"
             ".textContent) < n",
