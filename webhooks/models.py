@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from mailboxes import crypto
+from mailboxes.provider.responses import MESSAGE_ID_MAX_BYTES
 
 
 def new_webhook_client_id() -> str:
@@ -202,8 +203,9 @@ class RecipientDelivery(models.Model):
 
 # The most UTF-8 bytes of a message id stored whole: it is indexed (the ledger's waiting index,
 # the inbound unique key), and PostgreSQL refuses an index entry over about 2,700 bytes. A longer
-# one is stored cut (``normalize.bounded_id``), so no reply can name it as recorded.
-MESSAGE_ID_BYTES = 998
+# one is stored cut (``normalize.bounded_id``), so no reply can name it as recorded. The provider
+# layer's own bound on what a send records (``usable_id``): one figure for both.
+MESSAGE_ID_BYTES = MESSAGE_ID_MAX_BYTES
 
 
 class InboundMessage(models.Model):

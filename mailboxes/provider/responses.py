@@ -94,7 +94,7 @@ def _seconds_until_http_date(value: str, now: float | None) -> float | None:
 MESSAGE_ID_MAX_LENGTH = 998
 THREAD_ID_MAX_LENGTH = 255
 # A message id is bounded in UTF-8 bytes too, as the webhook ledger stores it whole
-# (webhooks.models.MESSAGE_ID_BYTES, which this layer cannot import; a test keeps them equal).
+# (webhooks.models.MESSAGE_ID_BYTES is this figure).
 # An id of 998 characters or fewer but more bytes was recorded as it came while its delivery
 # events were stored cut (normalize.bounded_id), so none of them ever found the send; past about
 # 2,700 bytes it did not fit an index entry, and recording it raised on every round.
