@@ -21,8 +21,9 @@ from tests.webhooks.conftest import hook_for  # noqa: F401
 from webhooks.models import InboundMessage
 
 
-def _approved_reply_left_uncertain(tenant, member_of, mailbox, sandbox, client, hook):
-    admin = member_of(tenant, "admin").user
+def _approved_reply(tenant, admin, mailbox, sandbox, client, hook, text="It ships today."):
+    """Ana writes to the mailbox, the agent drafts a reply to her, and the admin approves it
+    from the draft page: (Ana's message, the draft as the agent API answered it)."""
     ana = customer_writes(sandbox, hook, client, mailbox, "Ana <ana@customer.test>", "Order 77")
     draft = agent_drafts(
         client,
@@ -32,7 +33,7 @@ def _approved_reply_left_uncertain(tenant, member_of, mailbox, sandbox, client, 
             "mailbox": mailbox.address,
             "in_reply_to": ana["message_id"],
             "to": ["ana@customer.test"],
-            "text": "It ships today; here is your tracking link.",
+            "text": text,
         },
     )
     client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
@@ -42,6 +43,14 @@ def _approved_reply_left_uncertain(tenant, member_of, mailbox, sandbox, client, 
         {"version": version.number, "content_hash": version.content_hash},
     )
     assert approved.status_code == 302
+    return ana, draft
+
+
+def _approved_reply_left_uncertain(tenant, member_of, mailbox, sandbox, client, hook):
+    admin = member_of(tenant, "admin").user
+    ana, draft = _approved_reply(
+        tenant, admin, mailbox, sandbox, client, hook, "It ships today; here is your tracking link."
+    )
     sandbox.fault("sends", "drop_before")
     sending.run_once(worker="w", limit=1)
     intent = SendIntent.objects.get(draft_id=draft["id"])
@@ -123,24 +132,7 @@ def test_a_message_the_release_of_its_hold_showed_does_not_stop_the_replay(
     mailbox = mailbox_factory(tenant_a)
     hook = hook_for(tenant_a)
     admin = member_of(tenant_a, "admin").user
-    ana = customer_writes(sandbox, hook, client, mailbox, "Ana <ana@customer.test>", "Order 77")
-    draft = agent_drafts(
-        client,
-        agent_token(tenant_a, admin),
-        "reply-to-ana",
-        {
-            "mailbox": mailbox.address,
-            "in_reply_to": ana["message_id"],
-            "to": ["ana@customer.test"],
-            "text": "It ships today.",
-        },
-    )
-    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
-    version = DraftVersion.objects.get(draft_id=draft["id"])
-    client.post(
-        reverse("draft_approve", args=[tenant_a.slug, draft["id"]]),
-        {"version": version.number, "content_hash": version.content_hash},
-    )
+    ana, draft = _approved_reply(tenant_a, admin, mailbox, sandbox, client, hook)
     again = customer_writes(
         sandbox,
         hook,
@@ -188,24 +180,7 @@ def test_a_reply_is_held_when_the_customer_wrote_while_a_worker_held_it(
     mailbox = mailbox_factory(tenant_a)
     hook = hook_for(tenant_a)
     admin = member_of(tenant_a, "admin").user
-    ana = customer_writes(sandbox, hook, client, mailbox, "Ana <ana@customer.test>", "Order 77")
-    draft = agent_drafts(
-        client,
-        agent_token(tenant_a, admin),
-        "reply-to-ana",
-        {
-            "mailbox": mailbox.address,
-            "in_reply_to": ana["message_id"],
-            "to": ["ana@customer.test"],
-            "text": "It ships today.",
-        },
-    )
-    client.force_login(admin, backend="django.contrib.auth.backends.ModelBackend")
-    version = DraftVersion.objects.get(draft_id=draft["id"])
-    client.post(
-        reverse("draft_approve", args=[tenant_a.slug, draft["id"]]),
-        {"version": version.number, "content_hash": version.content_hash},
-    )
+    ana, draft = _approved_reply(tenant_a, admin, mailbox, sandbox, client, hook)
     states: list[str] = []
 
     def ana_writes_once_the_send_is_claimed() -> bool:
