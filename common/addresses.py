@@ -45,6 +45,27 @@ def routes_onward(address: str) -> bool:
     return not ROUTING_CHARACTERS.isdisjoint(address.rpartition("@")[0])
 
 
+# RFC 5233's sub-address separator: "ana+billing@" is "ana@" to a server that honours it, as
+# Gmail, Outlook, Fastmail and Proton do.
+SUB_ADDRESS_SEPARATOR = "+"
+
+
+def suppression_keys(address: str) -> tuple[str, ...]:
+    """The suppression entries that cover ``address`` (in its stored form, ``normalize_address``):
+    its own, then, for a sub-address ("ana+billing@example.com"), its base address's
+    ("ana@example.com"), cut at the first "+". Those providers deliver every sub-address into
+    the base address's mailbox, so the person who complained as ana@ or whose mailbox bounced
+    gets ana+anything@ too. Not the other way round: an entry for "ana+news@" covers neither
+    "ana@" nor "ana+other@", which may be read elsewhere (a filter, a forward). Every check of
+    a recipient against the list asks this, and ``intents.policy.recipient_breaks_policy_sql``
+    is its SQL form; the domain needs no step of its own, the stored form holds it in ASCII."""
+    local, at, domain = address.rpartition("@")
+    base, separator, _tag = local.partition(SUB_ADDRESS_SEPARATOR)
+    if not at or not separator or not base:
+        return (address,)
+    return (address, f"{base}@{domain}")
+
+
 # A syntactically valid local part, to check a domain with the address rules (no separate
 # IDNA code path that could disagree with them).
 _PROBE_LOCAL_PART = "x"

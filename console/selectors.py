@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import TYPE_CHECKING
@@ -25,6 +26,7 @@ from django.db.models.functions import Cast, Coalesce, Concat, Now, NullIf
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from common.addresses import normalize_address, suppression_keys
 from intents.models import Draft, IntentEvent, SendAttempt, SendIntent, Suppression
 from intents.models_events import AgentEventEndpoint
 from intents.reason_words import MACHINE_ACTORS
@@ -183,7 +185,12 @@ def suppressions(tenant: Tenant, search: str = ""):
     if "\x00" in search:  # no stored address holds one (and PostgreSQL refuses it in a query)
         return qs.none()
     if search:
-        qs = qs.filter(address__icontains=search.strip().lower())
+        found = Q(address__icontains=search.strip().lower())
+        # A whole address finds the entries that cover it too: ana+billing@ is refused as
+        # ana@example.com (common.addresses.suppression_keys).
+        with contextlib.suppress(ValueError):
+            found |= Q(address__in=suppression_keys(normalize_address(search)))
+        qs = qs.filter(found)
     return qs.order_by("-created_at", "-id")
 
 

@@ -9,8 +9,9 @@ once (``recipient_breaks_policy_sql``), side by side so that they change togethe
 from __future__ import annotations
 
 import html as html_lib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.db.models import Exists, OuterRef, Q
 from django.utils.text import get_text_list
@@ -21,7 +22,12 @@ from django.utils.translation import gettext_lazy, gettext_noop, ngettext
 # (common.addresses), where the mailbox's allow-list service reaches it too; the apps above
 # import it from here, beside the recipient rule.
 from common.addresses import MAX_ADDRESS_LENGTH as MAX_ADDRESS_LENGTH
-from common.addresses import letters_beyond_ascii, routes_onward
+from common.addresses import (
+    SUB_ADDRESS_SEPARATOR,
+    letters_beyond_ascii,
+    routes_onward,
+    suppression_keys,
+)
 from common.addresses import normalize_address as normalize_address
 from common.text import invisible_characters
 from intents.hostnames import lookalike_hosts, unicode_form
@@ -30,6 +36,9 @@ from intents.html_styles import html_words
 from intents.models import DraftVersion, Suppression
 from mailboxes.models import Mailbox
 from tenants.models import Membership, Tenant
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
 DECIDING_ROLES = Membership.DECIDING_ROLES
 
@@ -48,6 +57,12 @@ ERROR_CODES = {
 # and intents.reason_words reads in the reader's words (these msgids).
 SUPPRESSED = gettext_noop(
     "%(address)s is on this tenant's suppression list (bounced, complained or rejected before)"
+)
+# A sub-address covered by its base address's entry (common.addresses.suppression_keys), naming
+# that entry and its reason (Suppression.Reason's label, lower-cased), which the list shows.
+SUPPRESSED_AS = gettext_noop(
+    "%(address)s is on this tenant's suppression list as %(entry)s (%(reason)s): a "
+    "sub-address reaches the same mailbox"
 )
 OWN_MAILBOX = gettext_noop(
     "%(address)s is the sending mailbox's own address: the message would come back into "
@@ -73,16 +88,59 @@ class RecipientProblem:
         return ERROR_CODES[self.code]
 
 
-def suppressed_addresses(pairs: Iterable[tuple[int, str]]) -> set[tuple[int, str]]:
-    """Which (tenant id, normalised address) pairs are on their tenant's suppression list, in one
-    query (the worker checks a whole claimed batch at once)."""
-    pairs = set(pairs)
-    if not pairs:
-        return set()
+@dataclass(frozen=True)
+class SuppressedAs:
+    """The suppression entry that covers a recipient: its address (the recipient's own, or the
+    base address of the recipient's sub-address, ``suppression_keys``) and its reason code."""
+
+    address: str
+    reason: str
+
+    @property
+    def reason_label(self) -> StrOrPromise:
+        """The reason as the list names it (``Suppression.Reason``), in the active language."""
+        return dict(Suppression.Reason.choices).get(self.reason, self.reason)
+
+    def message(self, address: str) -> str:
+        """Why ``address`` is refused, in the active language: the approval's and the API's
+        refusal, the pre-call check's reason."""
+        if self.address == address:
+            return _(SUPPRESSED) % {"address": address}
+        return _(SUPPRESSED_AS) % {
+            "address": address,
+            "entry": self.address,
+            "reason": str(self.reason_label).lower(),
+        }
+
+
+def suppressed_addresses(
+    pairs: Iterable[tuple[int, str]],
+) -> dict[tuple[int, str], SuppressedAs]:
+    """The (tenant id, normalised address) pairs that an entry of their tenant's suppression
+    list covers (``suppression_keys``: the address, or the base address of a sub-address),
+    each with that entry, its own before its base address's; in one query, whatever the number
+    of pairs (the worker checks a whole claimed batch at once)."""
+    keyed = {pair: suppression_keys(pair[1]) for pair in set(pairs)}
+    if not keyed:
+        return {}
     rows = Suppression.objects.filter(
-        tenant_id__in={t for t, _ in pairs}, address__in={a for _, a in pairs}
-    ).values_list("tenant_id", "address")
-    return {row for row in rows if row in pairs}
+        tenant_id__in={t for t, _ in keyed},
+        address__in={key for keys in keyed.values() for key in keys},
+    ).values_list("tenant_id", "address", "reason")
+    entries = {(t, a): SuppressedAs(a, r) for t, a, r in rows}
+    found = {}
+    for (tenant_id, address), keys in keyed.items():
+        for key in keys:
+            if (tenant_id, key) in entries:
+                found[tenant_id, address] = entries[tenant_id, key]
+                break
+    return found
+
+
+def tenant_suppressed(tenant_id: int, addresses: Iterable[str]) -> dict[str, SuppressedAs]:
+    """``suppressed_addresses`` for one tenant: the entry covering each of these (normalised)
+    addresses that one covers, by address."""
+    return {a: s for (_, a), s in suppressed_addresses((tenant_id, a) for a in addresses).items()}
 
 
 def recipient_problems(
@@ -90,12 +148,12 @@ def recipient_problems(
     tenant: Tenant,
     mailbox: Mailbox,
     addresses: Iterable[str],
-    suppressed: set[str] | None = None,
+    suppressed: Mapping[str, SuppressedAs] | None = None,
 ) -> list[RecipientProblem]:
     """Every problem with these addresses, in input order (empty list when all may be written to).
 
-    ``suppressed``: the tenant's suppressed addresses among these, when the caller has just read
-    them (``suppressed_addresses``); otherwise they are read here.
+    ``suppressed``: the entries covering these addresses, by address, when the caller has just
+    read them (``tenant_suppressed``, ``suppressed_addresses``); otherwise they are read here.
     """
     problems: list[RecipientProblem] = []
     normalized: list[str] = []
@@ -112,20 +170,11 @@ def recipient_problems(
             problems.append(RecipientProblem(address, "not_allowed", _outside(mailbox, address)))
     if normalized:
         if suppressed is None:
-            suppressed = set(
-                Suppression.objects.filter(tenant=tenant, address__in=normalized).values_list(
-                    "address", flat=True
-                )
-            )
+            suppressed = tenant_suppressed(tenant.pk, normalized)
         for address in normalized:
-            if address in suppressed:
-                problems.append(
-                    RecipientProblem(
-                        address,
-                        "suppressed",
-                        _(SUPPRESSED) % {"address": address},
-                    )
-                )
+            entry = suppressed.get(address)
+            if entry is not None:
+                problems.append(RecipientProblem(address, "suppressed", entry.message(address)))
     return problems
 
 
@@ -138,11 +187,8 @@ def own_address(mailbox: Mailbox) -> str:
         return mailbox.address.lower()
 
 
-# RFC 5233's sub-address separator: "support+anything@" is "support@" to a server that honours
-# it. An inbox's username cannot hold it (``mailboxes.provisioning.USERNAME_RE``).
-SUB_ADDRESS_SEPARATOR = "+"
-
-
+# An inbox's username cannot hold the sub-address separator (common.addresses.
+# SUB_ADDRESS_SEPARATOR; ``mailboxes.provisioning.USERNAME_RE``), so "support+x@" is no inbox's.
 def is_own_address(address: str, own: str) -> bool:
     """Whether ``address`` (normal form) names the sending inbox ``own`` (``own_address``): the
     address itself or a sub-address of it ("support+x@" for "support@"). AgentMail documents no
@@ -178,8 +224,9 @@ _ROUTING_CLASS = r"[!\x25]"
 
 
 def recipient_breaks_policy_sql(*, address: str, tenant_id: str, mailbox_id: str) -> str:
-    """The SQL form of the rule ``recipient_problems`` applies to a valid address: true when it is
-    on the tenant's suppression list, or is the mailbox's own address or a sub-address of it
+    """The SQL form of the rule ``recipient_problems`` applies to a valid address: true when an
+    entry of the tenant's suppression list covers it (its own or, for a sub-address, its base
+    address's: ``suppression_keys``), or is the mailbox's own address or a sub-address of it
     (``is_own_address``), or when the mailbox is
     restricted and neither the address
     nor its domain (after the last "@") is allowed, or only its domain is and its local part
@@ -192,12 +239,15 @@ def recipient_breaks_policy_sql(*, address: str, tenant_id: str, mailbox_id: str
         return f'"{meta.get_field(name).column}"'
 
     addr = f"lower({address})"
+    # suppression_keys' base address: the local part cut at its first "+" when something comes
+    # before it; an address that is no sub-address is left as it is.
+    base = rf"regexp_replace({addr}, '^([^+@]+)[+][^@]*(@[^@]*)$', '\1\2')"
     # Names from the models and expressions from our own callers, no input.
     return f"""(
       EXISTS (
         SELECT 1 FROM "{suppression.db_table}" s
         WHERE s.{column(suppression, "tenant")} = {tenant_id}
-          AND s.{column(suppression, "address")} = {addr}
+          AND s.{column(suppression, "address")} IN ({addr}, {base})
       )
       OR EXISTS (
         SELECT 1 FROM "{mailbox.db_table}" m

@@ -23,7 +23,7 @@ from django.utils.translation import gettext_lazy as _
 
 from intents.events.delivery import LEASE_EXPIRED
 from intents.models import IntentEvent
-from intents.policy import OUTSIDE, OUTSIDE_ROUTED, OWN_MAILBOX, SUPPRESSED
+from intents.policy import OUTSIDE, OUTSIDE_ROUTED, OWN_MAILBOX, SUPPRESSED, SUPPRESSED_AS
 from intents.sending.inbox_lost import INBOX_LOST_REASON
 from intents.sending.precheck import (
     APPROVED_OWN_VERSION,
@@ -152,6 +152,7 @@ SYSTEM_REASONS = {
         "(their SHA-256 differs); nothing was sent."
     ),
     SUPPRESSED: _(SUPPRESSED),
+    SUPPRESSED_AS: _(SUPPRESSED_AS),
     OWN_MAILBOX: _(OWN_MAILBOX),
     OUTSIDE_ROUTED: _(OUTSIDE_ROUTED),
     OUTSIDE: _(OUTSIDE),

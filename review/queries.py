@@ -26,12 +26,15 @@ from django.utils.translation import gettext as _
 
 from common.addresses import letters_beyond_ascii
 from intents.errors import InvalidInput
-from intents.models import Draft, DraftVersion, SendAttempt, SendIntent, Suppression
+from intents.models import Draft, DraftVersion, SendAttempt, SendIntent
 from intents.policy import (
+    SuppressedAs,
     needs_another_approver,
+    normalize_address,
     on_thread,
     recipient_breaks_policy_sql,
     recipient_problems,
+    tenant_suppressed,
 )
 from intents.selectors.drafts import (
     NAV_COUNT_CAP,
@@ -336,18 +339,18 @@ def recipients_with_warnings(
 ) -> list[Recipient]:
     """Every recipient of the version, each with what a reviewer should know about it. What
     blocks a send is asked of the recipient rule itself (intents.policy.recipient_problems, as
-    the worker asks it before the call); the suppression rows are read once, for their reasons.
+    the worker asks it before the call); the suppression entries covering them are read once
+    (``tenant_suppressed``: an address's own, or its base address's for a sub-address), for
+    their reasons.
     ``senders``: of every customer message of the draft's thread (``thread_senders``, as the
     queue's flag and the approval from a list read them), lower-cased."""
     mailbox = draft.mailbox
     addresses = [a.lower() for a in version.all_recipients]
-    suppressed = {
-        s.address: s for s in Suppression.objects.filter(tenant=tenant, address__in=addresses)
-    }
+    suppressed = tenant_suppressed(tenant.pk, _normal_forms(addresses))
     problems = {
         (p.address, p.code): p
         for p in recipient_problems(
-            tenant=tenant, mailbox=mailbox, addresses=addresses, suppressed=set(suppressed)
+            tenant=tenant, mailbox=mailbox, addresses=addresses, suppressed=suppressed
         )
     }
     out = []
@@ -358,12 +361,7 @@ def recipients_with_warnings(
             if (address, "invalid") in problems:
                 r.warn("invalid", problems[address, "invalid"].message, refused=True)
             if (address, "suppressed") in problems:
-                r.warn(
-                    "suppressed",
-                    _("Suppressed: %(reason)s")
-                    % {"reason": suppressed[address].get_reason_display().lower()},
-                    refused=True,
-                )
+                r.warn("suppressed", _suppressed_warning(address, suppressed), refused=True)
             if (address, "own_mailbox") in problems:
                 r.warn(
                     "own_mailbox",
@@ -390,6 +388,26 @@ def recipients_with_warnings(
                 r.notes.append(("bcc", _("Blind copy: other recipients will not see it")))
             out.append(r)
     return out
+
+
+def _normal_forms(addresses: list[str]) -> list[str]:
+    out = []
+    for address in addresses:
+        try:
+            out.append(normalize_address(address))
+        except ValueError:
+            continue  # refused as invalid by the rule itself
+    return out
+
+
+def _suppressed_warning(address: str, suppressed: dict[str, SuppressedAs]) -> str:
+    """The badge's words: the entry's reason, and the entry itself when it is the base address
+    of this sub-address (the address on the list is not the one on the page)."""
+    entry = suppressed[address]
+    reason = str(entry.reason_label).lower()
+    if entry.address == address:
+        return _("Suppressed: %(reason)s") % {"reason": reason}
+    return _("Suppressed as %(entry)s: %(reason)s") % {"entry": entry.address, "reason": reason}
 
 
 def added_recipients(first: DraftVersion, current: DraftVersion) -> set[str]:

@@ -17,8 +17,8 @@ from intents import broadcast_content
 from intents.errors import InvalidInput, NotFound
 from intents.hostnames import lookalike_hosts
 from intents.html_links import filled_link_misleading, template_links
-from intents.models import Broadcast, BroadcastRecipient, SendIntent, Suppression
-from intents.policy import lookalike_named
+from intents.models import Broadcast, BroadcastRecipient, SendIntent
+from intents.policy import SuppressedAs, lookalike_named, tenant_suppressed
 from intents.selectors.common import Page, as_int, decode_cursor, encode_cursor
 from intents.sending.throttle import broadcast_rate
 
@@ -61,6 +61,9 @@ def broadcast_get(*, tenant, broadcast_id, mailbox_ids: set[int] | None = None) 
     return broadcast
 
 
+SkippedRow = tuple[int, str, str, SuppressedAs | None]
+
+
 @dataclass
 class Progress:
     recipients: int
@@ -68,8 +71,9 @@ class Progress:
     by_state: dict[str, int]
     deliveries: dict[str, int]
     skipped: dict[str, int]
-    # The skipped (or, before the fan-out, about-to-be-skipped) addresses, the first few.
-    skipped_rows: list[tuple[int, str, str]] = field(default_factory=list)
+    # The skipped (or, before the fan-out, about-to-be-skipped) addresses, the first few: (row
+    # of the upload, address, skip reason, the suppression entry that covers it now or None).
+    skipped_rows: list[SkippedRow] = field(default_factory=list)
 
     @property
     def accepted(self) -> int:
@@ -146,13 +150,16 @@ def broadcast_progress(broadcast: Broadcast) -> Progress:
     if broadcast.state in (Broadcast.State.PENDING_REVIEW, Broadcast.State.APPROVED):
         skipped_rows = _would_skip(broadcast)
     else:
-        skipped_rows = list(
-            recipients.exclude(skip_reason="")
-            .order_by("position")
-            .values_list("source_row", "address", "skip_reason")
+        skipped_rows = _entries_named(
+            broadcast,
+            list(
+                recipients.exclude(skip_reason="")
+                .order_by("position")
+                .values_list("source_row", "address", "skip_reason")
+            ),
         )
     skipped: dict[str, int] = {}
-    for _, _, reason in skipped_rows:
+    for _, _, reason, _ in skipped_rows:
         skipped[reason] = skipped.get(reason, 0) + 1
     return Progress(
         recipients=broadcast.recipient_count,
@@ -164,25 +171,37 @@ def broadcast_progress(broadcast: Broadcast) -> Progress:
     )
 
 
-def _would_skip(broadcast: Broadcast) -> list[tuple[int, str, str]]:
+def _would_skip(broadcast: Broadcast) -> list[SkippedRow]:
     # The rows of the hash the page carries, as the sample's (``broadcast_sample``).
-    rows = BroadcastRecipient.objects.filter(
-        broadcast=broadcast, broadcast__content_hash=broadcast.content_hash
+    rows = list(
+        BroadcastRecipient.objects.filter(
+            broadcast=broadcast, broadcast__content_hash=broadcast.content_hash
+        )
+        .order_by("position")
+        .values_list("source_row", "address")
     )
-    suppressed = set(
-        Suppression.objects.filter(
-            tenant_id=broadcast.tenant_id,
-            address__in=rows.values("address"),
-        ).values_list("address", flat=True)
-    )
-    out = []
+    # The rows hold the stored form (as the fan-out's check reads them, normalised again).
+    suppressed = tenant_suppressed(broadcast.tenant_id, [address for _, address in rows])
+    out: list[SkippedRow] = []
     mailbox = broadcast.mailbox
-    for row, address in rows.order_by("position").values_list("source_row", "address"):
+    for row, address in rows:
         if address in suppressed:
-            out.append((row, address, BroadcastRecipient.Skip.SUPPRESSED.value))
+            entry = suppressed[address]
+            out.append((row, address, BroadcastRecipient.Skip.SUPPRESSED.value, entry))
         elif not mailbox.allows_recipient(address):
-            out.append((row, address, BroadcastRecipient.Skip.NOT_ALLOWED.value))
+            out.append((row, address, BroadcastRecipient.Skip.NOT_ALLOWED.value, None))
     return out
+
+
+def _entries_named(broadcast: Broadcast, rows: list[tuple[int, str, str]]) -> list[SkippedRow]:
+    """The fanned-out broadcast's skipped rows, those suppressed with the entry that covers them
+    now (one query, for the rows listed): ana+billing@ skipped "as ana@example.com"."""
+    shown = rows[:SKIPPED_SHOWN]
+    suppressed = tenant_suppressed(
+        broadcast.tenant_id,
+        [a for _, a, reason in shown if reason == BroadcastRecipient.Skip.SUPPRESSED],
+    )
+    return [(row, address, reason, suppressed.get(address)) for row, address, reason in rows]
 
 
 @dataclass

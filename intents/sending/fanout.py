@@ -29,9 +29,8 @@ from intents.models import (
     IntentEvent,
     ProviderThrottle,
     SendIntent,
-    Suppression,
 )
-from intents.policy import normalize_address
+from intents.policy import SuppressedAs, normalize_address, tenant_suppressed
 from tenants.send_stops import send_births_wait
 
 log = logging.getLogger("intents.sending")
@@ -50,10 +49,20 @@ def _lock(broadcast_id: int) -> Broadcast | None:
     )
 
 
-def _skip_reason(broadcast: Broadcast, address: str, suppressed: set[str]) -> str:
+def _normal_form(address: str) -> str | None:
     try:
-        address = normalize_address(address)
+        return normalize_address(address)
     except ValueError:
+        return None
+
+
+def _skip_reason(
+    broadcast: Broadcast, address: str | None, suppressed: dict[str, SuppressedAs]
+) -> str:
+    """Why the recipient (``address``: its normal form, None when it has none) is left out, or
+    "". ``suppressed``: the entries covering the page's addresses (``tenant_suppressed``: its
+    own, or its base address's for a sub-address)."""
+    if address is None:
         return BroadcastRecipient.Skip.NOT_ALLOWED
     if address in suppressed:
         return BroadcastRecipient.Skip.SUPPRESSED
@@ -102,17 +111,15 @@ def broadcast_fan_out_page(*, broadcast_id: int, page_size: int | None = None) -
                 broadcast=broadcast, position__gt=broadcast.fanout_position
             ).order_by("position")[:page_size]
         )
-        addresses = [r.address for r in page]
-        suppressed = set(
-            Suppression.objects.filter(
-                tenant_id=broadcast.tenant_id, address__in=addresses
-            ).values_list("address", flat=True)
+        addresses = {r.pk: _normal_form(r.address) for r in page}
+        suppressed = tenant_suppressed(
+            broadcast.tenant_id, [a for a in addresses.values() if a is not None]
         )
         now = db_now()
         skipped: dict[str, list[int]] = {}
         intents = []
         for recipient in page:
-            reason = _skip_reason(broadcast, recipient.address, suppressed)
+            reason = _skip_reason(broadcast, addresses[recipient.pk], suppressed)
             if reason:
                 skipped.setdefault(reason, []).append(recipient.pk)
                 continue

@@ -85,10 +85,11 @@ def _lock_leased(claims: list[Claim], *, live: bool = True) -> dict[int, Locked]
 @dataclass(frozen=True)
 class CheckFacts:
     """What the pre-call check reads besides the locked rows, for a whole batch in two queries:
-    active memberships by (tenant id, user id), suppressed (tenant id, address) pairs."""
+    active memberships by (tenant id, user id), the suppression entry covering each suppressed
+    (tenant id, address) pair (``suppressed_addresses``)."""
 
     memberships: dict
-    suppressed: set
+    suppressed: dict
     # The approved versions' attachment rows (with their blobs), by version id.
     attachments: dict
     # The sends whose approver also wrote an earlier version since the draft's last approval
@@ -356,7 +357,7 @@ def _recipient_problem(
         tenant=intent.tenant,
         mailbox=intent.mailbox,
         addresses=addresses,
-        suppressed={a for t, a in facts.suppressed if t == intent.tenant_id},
+        suppressed={a: s for (t, a), s in facts.suppressed.items() if t == intent.tenant_id},
     )
     if problems:
         return problems[0].error_code, problems[0].message

@@ -31,11 +31,13 @@ worker, which holds sends while it waits for that broadcast's row (``hold_broadc
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Collection
 
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 
+from common.addresses import SUB_ADDRESS_SEPARATOR, suppression_keys
 from intents.models import SendAttempt, SendIntent
 from intents.policy import normalize_address
 
@@ -85,9 +87,10 @@ def intents_hold_in_flight(
 
 
 def _sends_to(scope, address: str) -> Q:
-    """The sends of ``scope`` written to ``address`` (its normal form). ``scope`` is read
-    unlocked: a send's recipients never change, and none is born while the change holds the
-    births lock.
+    """The sends of ``scope`` that an entry for ``address`` (its normal form) covers: written to
+    it, or to a sub-address of it (``suppression_keys``: ana+billing@ is delivered to ana@, whose
+    entry the pre-call check blocks it by). ``scope`` is read unlocked: a send's recipients never
+    change, and none is born while the change holds the births lock.
 
     Recipients are stored in the form of the day they were approved, under the approval hash,
     and never rewritten: before the domain was kept in ASCII (``ana@bücher.de``), or before an
@@ -101,24 +104,35 @@ def _sends_to(scope, address: str) -> Q:
         | Q(recipients__cc__contains=[address])
         | Q(recipients__bcc__contains=[address])
     )
+    local, _at, domain = address.rpartition("@")
+    if local and SUB_ADDRESS_SEPARATOR not in local:
+        # In the same statement: the recipients as JSON text, each address a quoted string.
+        sub_address = (
+            f'"{re.escape(local)}{re.escape(SUB_ADDRESS_SEPARATOR)}[^"@]*@{re.escape(domain)}"'
+        )
+        stored |= Q(pk__in=_as_text(scope).filter(recipients_text__regex=sub_address).values("pk"))
     if address.isascii() and "xn--" not in address:
         return stored
-    older = scope.annotate(recipients_text=Cast("recipients", TextField())).filter(
-        recipients_text__regex=r"[^\x01-\x7f]"
-    )
+    older = _as_text(scope).filter(recipients_text__regex=r"[^\x01-\x7f]")
     spelled_otherwise = [
         pk
         for pk, recipients in older.values_list("pk", "recipients")
-        if address in _normal_forms(recipients)
+        if address in _covered_by(recipients)
     ]
     return stored | Q(pk__in=spelled_otherwise)
 
 
-def _normal_forms(recipients: dict) -> set[str]:
-    out = set()
+def _as_text(scope):
+    return scope.annotate(recipients_text=Cast("recipients", TextField()))
+
+
+def _covered_by(recipients: dict) -> set[str]:
+    """The entries that would cover one of these recipients (``suppression_keys`` of each, in
+    its normal form)."""
+    out: set[str] = set()
     for raw in [*recipients.get("to", []), *recipients.get("cc", []), *recipients.get("bcc", [])]:
         try:
-            out.add(normalize_address(raw))
+            out.update(suppression_keys(normalize_address(raw)))
         except ValueError:
             continue  # the pre-call check blocks it as invalid
     return out

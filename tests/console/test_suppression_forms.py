@@ -77,3 +77,19 @@ def test_a_search_holding_a_nul_finds_nothing_instead_of_failing(tenant_a, membe
     assert with_nul.status_code == 200
     assert "gone@example.com" not in with_nul.content.decode()
     assert "gone@example.com" in plain.content.decode()
+
+
+def test_a_search_for_a_sub_address_finds_the_entry_that_covers_it(tenant_a, member_of, signed_in):
+    """ana+billing@ is refused as ana@example.com: an admin who looks it up finds that entry."""
+    admin = member_of(tenant_a, "admin").user
+    for address in ("ana@example.com", "bo@example.com"):
+        console_services.suppression_add(
+            tenant=tenant_a, address=address, note="bounce", actor=admin
+        )
+    client = signed_in(admin)
+    url = reverse("admin_suppressions", args=[tenant_a.slug])
+
+    page = client.get(url, {"q": " Ana+Billing@Example.com"}).content.decode()
+
+    assert "ana@example.com" in page
+    assert "bo@example.com" not in page

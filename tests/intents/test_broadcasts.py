@@ -516,6 +516,51 @@ def test_fan_out_in_pages_filters_suppressed_and_out_of_policy(live, settings):
     assert len(ledger_of(live, b)) == 8
 
 
+def test_fan_out_skips_a_sub_address_of_a_suppressed_address_and_says_as_which(live):
+    """ana+billing@ reaches ana@'s mailbox, whose complaint covers it; ben+news@'s bounce covers
+    neither ben@ nor ben+other@."""
+    suppressions_record(
+        tenant_id=live.tenant.pk, addresses=["ana@example.com"], reason="complained", source="t"
+    )
+    suppressions_record(
+        tenant_id=live.tenant.pk, addresses=["ben+news@example.com"], reason="bounced", source="t"
+    )
+    to = [
+        "ana+billing@example.com",
+        "ben@example.com",
+        "ben+other@example.com",
+        "ben+news@example.com",
+    ]
+    rows = [{"address": a, "variables": {"name": "x", "order": i}} for i, a in enumerate(to)]
+    b = create(live, recipients=rows)
+    pending = broadcast_progress(broadcast_get(tenant=live.tenant, broadcast_id=b.pk))
+    b = approve(live, b)
+
+    broadcast_run(b.pk)
+    drain(live)
+
+    skips = dict(
+        BroadcastRecipient.objects.filter(broadcast=b)
+        .exclude(skip_reason="")
+        .values_list("address", "skip_reason")
+    )
+    assert skips == {"ana+billing@example.com": "suppressed", "ben+news@example.com": "suppressed"}
+    assert sorted(s["to"][0] for s in ledger_of(live, b)) == [
+        "ben+other@example.com",
+        "ben@example.com",
+    ]
+    assert live.sandbox.ledger(address="ana+billing@example.com") == []
+    done = broadcast_progress(broadcast_get(tenant=live.tenant, broadcast_id=b.pk))
+    for progress in (pending, done):
+        assert progress.skipped == {"suppressed": 2}
+        assert [
+            (address, entry.address, entry.reason) for _, address, _, entry in progress.skipped_rows
+        ] == [
+            ("ana+billing@example.com", "ana@example.com", "complained"),
+            ("ben+news@example.com", "ben+news@example.com", "bounced"),
+        ]
+
+
 def test_the_pending_page_lower_cases_the_allow_list_once_not_per_recipient(live):
     """Found by an outside probe: the page of a pending broadcast from a restricted mailbox
     rebuilt the lower-cased allow-list for every recipient, 19 s for 10,000 of each."""

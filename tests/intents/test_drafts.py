@@ -467,6 +467,31 @@ def test_approve_rechecks_recipients(tenant_a, new_draft, approver):
     assert SendIntent.objects.count() == 0
 
 
+def test_approve_refuses_a_sub_address_of_a_suppressed_address(tenant_a, new_draft, approver):
+    draft = new_draft(to=["ana+billing@example.com"])
+    Suppression.objects.create(tenant=tenant_a, address="ana@example.com", reason="complained")
+
+    with pytest.raises(errors.RecipientRefused) as caught:
+        approve_current(draft, approver)
+
+    assert caught.value.code == "recipient_suppressed"
+    assert caught.value.address == "ana+billing@example.com"
+    assert caught.value.message == (
+        "ana+billing@example.com is on this tenant's suppression list as ana@example.com "
+        "(complained): a sub-address reaches the same mailbox"
+    )
+    assert SendIntent.objects.count() == 0
+
+
+def test_approve_allows_the_base_and_other_sub_addresses_of_a_suppressed_sub_address(
+    tenant_a, new_draft, approver
+):
+    draft = new_draft(to=["ana@example.com"], cc=["ana+other@example.com"])
+    Suppression.objects.create(tenant=tenant_a, address="ana+news@example.com", reason="bounced")
+
+    assert approve_current(draft, approver).recipients["cc"] == ["ana+other@example.com"]
+
+
 def test_approve_refuses_suspended_tenant_and_disabled_mailbox(
     tenant_a, new_draft, approver, local_mailbox
 ):

@@ -12,6 +12,7 @@ from intents.models import DraftVersion, Suppression
 from intents.policy import (
     MAX_ADDRESS_LENGTH,
     RecipientProblem,
+    SuppressedAs,
     active_membership,
     active_memberships,
     answered_author_left_out,
@@ -25,7 +26,9 @@ from intents.policy import (
     recipient_breaks_policy_sql,
     recipient_problems,
     suppressed_addresses,
+    suppression_keys,
 )
+from intents.services.suppressions import suppressions_record
 from mailboxes.models import Mailbox
 from tests.factories import make_local_mailbox
 
@@ -122,6 +125,99 @@ def test_every_problem_is_named_in_input_order(tenant_a, tenant_b, mailbox):
 
 
 @pytest.mark.parametrize(
+    ("address", "keys"),
+    [
+        ("ana@example.com", ("ana@example.com",)),
+        ("ana+billing@example.com", ("ana+billing@example.com", "ana@example.com")),
+        # Cut at the first "+", as Gmail, Outlook, Fastmail and Proton deliver it.
+        ("ana+a+b@example.com", ("ana+a+b@example.com", "ana@example.com")),
+        # Nothing before the "+": no base address to be a sub-address of.
+        ("+news@example.com", ("+news@example.com",)),
+        # The domain in its stored (A-label) form, the local part as stored (Unicode, NFC).
+        (
+            "jos\u00e9+x@xn--bcher-kva.de",
+            ("jos\u00e9+x@xn--bcher-kva.de", "jos\u00e9@xn--bcher-kva.de"),
+        ),
+    ],
+)
+def test_the_suppression_keys_of_an_address_are_itself_and_its_base_address(address, keys):
+    assert suppression_keys(address) == keys
+
+
+def test_a_suppressed_address_covers_its_sub_addresses_naming_the_entry(tenant_a, mailbox):
+    Suppression.objects.create(tenant=tenant_a, address="ana@example.com", reason="complained")
+
+    problems = recipient_problems(
+        tenant=tenant_a, mailbox=mailbox, addresses=["Ana+Billing@Example.com", "ana@example.com"]
+    )
+
+    assert problems == [
+        RecipientProblem(
+            "ana+billing@example.com",
+            "suppressed",
+            "ana+billing@example.com is on this tenant's suppression list as ana@example.com "
+            "(complained): a sub-address reaches the same mailbox",
+        ),
+        RecipientProblem(
+            "ana@example.com",
+            "suppressed",
+            "ana@example.com is on this tenant's suppression list (bounced, complained or "
+            "rejected before)",
+        ),
+    ]
+
+
+def test_a_suppressed_sub_address_covers_neither_its_base_nor_another_sub_address(
+    tenant_a, mailbox
+):
+    Suppression.objects.create(tenant=tenant_a, address="ana+news@example.com", reason="bounced")
+
+    problems = recipient_problems(
+        tenant=tenant_a,
+        mailbox=mailbox,
+        addresses=["ana@example.com", "ana+other@example.com", "ana+news@example.com"],
+    )
+
+    assert [(p.address, p.code) for p in problems] == [("ana+news@example.com", "suppressed")]
+
+
+def test_an_idn_address_suppressed_in_unicode_covers_its_sub_addresses(tenant_a, mailbox):
+    suppressions_record(
+        tenant_id=tenant_a.pk, addresses=["Ana@B\u00fccher.de"], reason="bounced", source="t"
+    )
+
+    problems = recipient_problems(
+        tenant=tenant_a, mailbox=mailbox, addresses=["ana+shop@xn--bcher-kva.de"]
+    )
+
+    assert [(p.address, p.code) for p in problems] == [("ana+shop@xn--bcher-kva.de", "suppressed")]
+    assert "as ana@xn--bcher-kva.de (bounced)" in problems[0].message
+
+
+def test_the_batch_look_up_finds_base_addresses_in_one_query(
+    tenant_a, tenant_b, django_assert_num_queries
+):
+    Suppression.objects.create(tenant=tenant_a, address="ana@example.com", reason="complained")
+    Suppression.objects.create(tenant=tenant_b, address="ben@example.com", reason="manual")
+    asked = [
+        (tenant_a.pk, "ana+x@example.com"),
+        (tenant_a.pk, "ana+y@example.com"),
+        (tenant_a.pk, "ben+x@example.com"),  # ben@ is suppressed in tenant B only
+        (tenant_b.pk, "ben+z@example.com"),
+        (tenant_b.pk, "ana@example.com"),
+    ]
+
+    with django_assert_num_queries(1):
+        found = suppressed_addresses(asked)
+
+    assert {pair: (s.address, s.reason) for pair, s in found.items()} == {
+        (tenant_a.pk, "ana+x@example.com"): ("ana@example.com", "complained"),
+        (tenant_a.pk, "ana+y@example.com"): ("ana@example.com", "complained"),
+        (tenant_b.pk, "ben+z@example.com"): ("ben@example.com", "manual"),
+    }
+
+
+@pytest.mark.parametrize(
     "address", ["x%evil.org@partner.org", "evil.org!x@partner.org", "a!b%c@partner.org"]
 )
 def test_a_local_part_that_names_another_destination_is_not_allowed_by_its_domain(
@@ -169,7 +265,7 @@ def test_given_suppressed_addresses_are_used_without_a_query(
             tenant=tenant_a,
             mailbox=mailbox,
             addresses=["given@example.com", "stored@example.com"],
-            suppressed={"given@example.com"},
+            suppressed={"given@example.com": SuppressedAs("given@example.com", "bounced")},
         )
 
     assert [(p.address, p.code) for p in problems] == [("given@example.com", "suppressed")]
@@ -193,12 +289,14 @@ def test_suppressed_addresses_returns_exactly_the_pairs_asked_for(tenant_a, tena
         (tenant_b.pk, "a@example.com"),
     }
 
-    assert suppressed_addresses(asked) == {(tenant_a.pk, "a@example.com")}
+    assert suppressed_addresses(asked) == {
+        (tenant_a.pk, "a@example.com"): SuppressedAs("a@example.com", "bounced")
+    }
 
 
 def test_suppressed_addresses_of_nothing_is_empty_without_a_query(db, django_assert_num_queries):
     with django_assert_num_queries(0):
-        assert suppressed_addresses([]) == set()
+        assert suppressed_addresses([]) == {}
 
 
 @pytest.mark.parametrize("role", ["admin", "approver"])
@@ -378,6 +476,13 @@ def _sql_says_breaks(tenant, mailbox, address) -> bool:
         "evil.org!x@partner.org",
         "b%oss@example.com",
         "per%cent@example.com",
+        "gone+x@partner.org",
+        "gone+@partner.org",
+        "news@partner.org",
+        "news+other@partner.org",
+        "news+tag@partner.org",
+        "news+tag+more@partner.org",
+        "+tag@partner.org",
     ],
 )
 @pytest.mark.parametrize("restricted", [True, False], ids=["restricted", "open"])
@@ -391,6 +496,8 @@ def test_the_sql_form_of_the_recipient_rule_agrees_with_the_python_form(
             addresses=["Boss@Example.com", "Per%Cent@example.com"],
         )
     Suppression.objects.create(tenant=tenant_a, address="gone@partner.org", reason="bounced")
+    Suppression.objects.create(tenant=tenant_a, address="news+tag@partner.org", reason="bounced")
+    Suppression.objects.create(tenant=tenant_a, address="+tag@partner.org", reason="bounced")
     python_says = bool(recipient_problems(tenant=tenant_a, mailbox=mailbox, addresses=[address]))
     assert _sql_says_breaks(tenant_a, mailbox, address) is python_says
 

@@ -3,7 +3,7 @@ same 404 as for a missing broadcast, a viewer cannot decide, a stale hash approv
 
 import pytest
 
-from intents.models import Broadcast
+from intents.models import Broadcast, Suppression
 from intents.services.broadcasts import broadcast_create, broadcast_replace_recipients
 from tests.factories import make_local_mailbox
 
@@ -264,6 +264,33 @@ def test_the_filtered_out_count_is_every_skipped_recipient_not_the_rows_listed(
     assert 'Filtered out <span class="count">250</span>' in page
     assert "The first 200 are listed." in page
     assert page.count('data-skipped="not_allowed"') == 200
+
+
+def test_a_sub_address_filtered_out_is_named_with_the_entry_that_covers_it(
+    signed_in, member_of, tenant_a
+):
+    """ana+billing@ reaches ana@'s mailbox, whose complaint covers it: the page says so, naming
+    the entry the approver would look for on the suppression list."""
+    Suppression.objects.create(tenant=tenant_a, address="ana@example.com", reason="complained")
+    Suppression.objects.create(tenant=tenant_a, address="ben@example.com", reason="bounced")
+    rows = [
+        {"address": a, "variables": {"n": i}}
+        for i, a in enumerate(["ana+billing@example.com", "ben@example.com", "ana+x@other.test"])
+    ]
+    broadcast = broadcast_create(
+        tenant=tenant_a,
+        mailbox=make_local_mailbox(tenant_a),
+        subject="Delay {{ n }}",
+        text="Hi",
+        recipients=rows,
+    )
+    client = signed_in(member_of(tenant_a, "approver").user)
+
+    page = client.get(url(broadcast)).content.decode()
+
+    assert 'Filtered out <span class="count">2</span>' in page
+    assert "on the suppression list as ana@example.com (complained)" in page
+    assert page.count('data-skipped="suppressed"') == 2
 
 
 def test_an_address_that_is_not_plain_ascii_is_named_letter_by_letter(

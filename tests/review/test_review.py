@@ -322,6 +322,38 @@ def test_recipient_warnings_on_the_draft_and_the_queue_filter(
     assert clean.pk != risky.pk
 
 
+def test_a_sub_address_of_a_suppressed_address_is_flagged_named_and_refused(
+    tenant_a, mailbox_a, make_draft, admin_a, signed_in
+):
+    """ana+billing@ reaches ana@'s mailbox, whose complaint covers it: the page says as which
+    entry, the queue flags the draft, and approving it is refused. ben+news@'s bounce covers
+    only itself."""
+    make_draft(mailbox_a, to=["ben@example.com"], subject="Clean one")
+    risky = make_draft(
+        mailbox_a, to=["ana+billing@example.com"], cc=["ben+other@example.com"], subject="Risky one"
+    )
+    Suppression.objects.create(tenant=tenant_a, address="ana@example.com", reason="complained")
+    Suppression.objects.create(tenant=tenant_a, address="ben+news@example.com", reason="bounced")
+    client = signed_in(admin_a.user)
+
+    page = client.get(reverse("draft", args=[tenant_a.slug, risky.pk])).content.decode()
+    filtered = client.get(
+        reverse("tenant_home", args=[tenant_a.slug]), {"warnings": "on"}
+    ).content.decode()
+    refused = client.post(
+        reverse("draft_approve", args=[tenant_a.slug, risky.pk]), approve_data(risky)
+    ).content.decode()
+
+    assert page.count('data-warning="suppressed"') == 1
+    assert "Suppressed as ana@example.com: complained" in page
+    assert "Risky one" in filtered and "Clean one" not in filtered
+    assert (
+        "ana+billing@example.com is on this tenant&#x27;s suppression list as ana@example.com "
+        "(complained)" in refused
+    )
+    assert not SendIntent.objects.filter(draft=risky).exists()
+
+
 def _check_box(page: str) -> str:
     return page.split('<p class="warn-box small" data-recipients-to-check>')[1].split("</p>")[0]
 

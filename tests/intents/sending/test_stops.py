@@ -353,6 +353,40 @@ def test_a_suppression_holds_the_sends_to_an_older_spelling_of_the_address(
     assert AuditEvent.objects.get(action="suppression.added").data["sends_in_flight"] == 1
 
 
+@pytest.mark.parametrize(
+    ("suppressed", "held"),
+    [
+        ("ana@example.com", ["ana@example.com", "ana+billing@example.com", "ana+a+b@example.com"]),
+        # An entry for a sub-address covers that one alone.
+        ("ana+billing@example.com", ["ana+billing@example.com"]),
+    ],
+)
+def test_a_suppression_holds_the_sends_to_the_sub_addresses_it_covers(
+    live, member_of, suppressed, held
+):
+    """The pre-call check blocks ana+billing@ by ana@'s entry (``suppression_keys``); the hold
+    looked for the address itself only, so such a send checked just before the save went out
+    unseen, and the admin was told nothing was on its way."""
+    admin = member_of(live.tenant, "admin").user
+    to = [
+        "ana@example.com",
+        "ana+billing@example.com",
+        "ana+a+b@example.com",
+        "ana+x@example.org",
+        "banana+x@example.com",
+    ]
+    intents = sends_in_flight(live.mailbox, live.approver, len(to))
+    for intent, address in zip(intents, to, strict=True):
+        SendIntent.objects.filter(pk=intent.pk).update(
+            recipients={"to": [], "cc": [address], "bcc": []}
+        )
+
+    stopped = suppression_add(tenant=live.tenant, address=suppressed, note="asked", actor=admin)
+
+    assert stopped.sends_in_flight == len(held)
+    assert AuditEvent.objects.get(action="suppression.added").data["sends_in_flight"] == len(held)
+
+
 def test_a_label_lookup_in_flight_is_not_counted_as_a_send_that_goes_out(live, member_of):
     """A reconciliation's lookup only reads at AgentMail: the admin was told "1 send ... will go
     out" of a send whose lookup was in flight, and nothing went out."""

@@ -17,6 +17,7 @@ import pytest
 from config.clock import db_now
 from intents import sending
 from intents.models import ProviderThrottle, SendAttempt, SendIntent, Suppression
+from intents.services.suppressions import suppressions_record
 from mailboxes.crypto import SecretUnreadable
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,6 +60,35 @@ def test_a_check_failing_for_one_intent_stops_only_that_one(live):
         intent.refresh_from_db()
         assert intent.provider_message_id
         assert intent.events.filter(action="intent.accepted", to_state=State.ACCEPTED).count() == 1
+
+
+def test_a_sub_address_of_an_address_suppressed_after_approval_is_stopped_before_the_call(live):
+    """ana+billing@ reaches ana@'s mailbox: her complaint covers it. A suppressed sub-address
+    covers only itself: carl+news@'s bounce leaves carl@ and carl+other@ to be sent to."""
+    to = ["ana+billing@example.com", "carl@example.com", "carl+other@example.com"]
+    intents = [live.approved(to=[address]) for address in to]
+    suppressions_record(
+        tenant_id=live.tenant.pk,
+        addresses=["ana@example.com", "carl+news@example.com"],
+        reason=Suppression.Reason.COMPLAINED,
+        source="evt_1",
+    )
+    claims = sending.intent_claim(worker="batch", limit=3)
+
+    states = sending.execute_claims(claims)
+
+    by_id = dict(zip([c.intent_id for c in claims], states, strict=True))
+    assert [by_id[i.pk] for i in intents] == [State.BLOCKED, State.ACCEPTED, State.ACCEPTED]
+    assert [_sends(live, i) for i in intents] == [0, 1, 1]
+    assert live.sandbox.ledger(address="ana+billing@example.com") == []
+    assert sorted(s["to"][0] for s in live.sandbox.ledger()) == sorted(to[1:])
+    blocked = SendIntent.objects.get(pk=intents[0].pk)
+    assert blocked.last_error_code == "recipient_suppressed"
+    assert blocked.last_error_detail == (
+        "ana+billing@example.com is on this tenant's suppression list as ana@example.com "
+        "(complained): a sub-address reaches the same mailbox"
+    )
+    assert not SendAttempt.objects.filter(intent=blocked).exists()
 
 
 def test_a_lease_lost_during_the_calls_fences_only_that_intent(live, settings):
