@@ -9,12 +9,13 @@ import threading
 from io import StringIO
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError, call_command, load_command_class
 from django.db import connection
 
 from intents import sending
 from intents.models import IntentEvent, SendIntent
 from mailboxes import key_health, provisioning, recovery
+from mailboxes.management.commands.agentmail_recover import GONE_EXIT_STATUS
 from mailboxes.models import Mailbox
 from tenants.models import AuditEvent, Tenant
 from tests.factories import approve_new_draft
@@ -226,15 +227,72 @@ def test_an_answer_that_is_not_agentmails_404_changes_nothing(
     assert not AuditEvent.objects.filter(action="mailbox.inbox_lost").exists()
 
 
-def test_check_says_what_is_gone_and_changes_nothing(tenant_a, mailbox_factory, sandbox):
+def _check_from_the_command_line(*args) -> int:
+    """``manage.py agentmail_recover ... --check`` as a monitor runs it: Django's own
+    ``run_from_argv``, which turns a CommandError into the process's exit status."""
+    command = load_command_class("mailboxes", "agentmail_recover")
+    try:
+        command.run_from_argv(["manage.py", "agentmail_recover", *args, "--check"])
+    except SystemExit as stopped:
+        return stopped.code
+    return 0
+
+
+def test_check_says_what_is_gone_with_its_own_exit_status_and_changes_nothing(
+    tenant_a, mailbox_factory, sandbox, capsys
+):
+    """A monitor runs --check: it said nothing was gone with exit status 1 (a CommandError)
+    and something was gone with 0, so an alert fired while all was well and stayed quiet
+    while an inbox was gone."""
     mailbox = mailbox_factory(tenant_a)
     sandbox.sdk().inboxes.delete(mailbox.inbox_id, request_options=NO_RETRY)
     before = _row(mailbox)
 
-    said = _recover(tenant_a.slug, "--check")
+    status = _check_from_the_command_line(tenant_a.slug)
 
-    assert said == f"{mailbox.address}: AgentMail no longer has the inbox {mailbox.inbox_id}\n"
+    said = capsys.readouterr()
+    assert status == GONE_EXIT_STATUS != 1
+    assert said.out == f"{mailbox.address}: AgentMail no longer has the inbox {mailbox.inbox_id}\n"
+    assert "run it without --check to make it again" in said.err
     assert _row(mailbox) == before
+    with pytest.raises(CommandError) as gone:
+        _recover(tenant_a.slug, "--check", "--mailbox", mailbox.address)
+    assert gone.value.returncode == GONE_EXIT_STATUS
+    assert _row(mailbox) == before
+
+
+def test_check_of_what_agentmail_still_has_says_so_and_exits_0(
+    tenant_a, mailbox_factory, sandbox, capsys
+):
+    mailbox = mailbox_factory(tenant_a)
+    before = _row(mailbox)
+
+    statuses = [
+        _check_from_the_command_line(tenant_a.slug),
+        _check_from_the_command_line(tenant_a.slug, "--mailbox", mailbox.address),
+    ]
+
+    said = capsys.readouterr()
+    assert statuses == [0, 0]
+    assert said.out == (
+        f"AgentMail still has the pod and every inbox of {tenant_a.slug}: nothing is gone\n"
+        f"AgentMail still has the inbox {mailbox.inbox_id}: nothing is gone\n"
+    )
+    assert said.err == ""
+    assert _row(mailbox) == before
+
+
+def test_check_that_cannot_tell_exits_1_not_as_gone_nor_as_fine(
+    tenant_a, mailbox_factory, sandbox, capsys
+):
+    mailbox = mailbox_factory(tenant_a)
+    sandbox.sdk().inboxes.delete(mailbox.inbox_id, request_options=NO_RETRY)
+    sandbox.fault("get_inbox", "503_before")
+
+    status = _check_from_the_command_line(tenant_a.slug)
+
+    assert status == 1
+    assert "only its 404 counts as gone" in capsys.readouterr().err
 
 
 def test_a_disabled_mailbox_gets_its_inbox_again_and_stays_disabled(
@@ -466,13 +524,17 @@ def test_a_tenant_that_never_had_a_pod_is_named_so_not_said_to_be_at_agentmail(t
     and every inbox of tenant-a", of a pod that never existed."""
     before = Tenant.objects.filter(pk=tenant_a.pk).values().get()
 
-    for args in ([], ["--check"]):
-        with pytest.raises(CommandError) as refused:
-            _recover(tenant_a.slug, *args)
-        assert str(refused.value) == (
-            "tenant-a has no AgentMail pod yet: it is made with its first mailbox, so there is "
-            "nothing to make again, and nothing changed"
-        )
+    with pytest.raises(CommandError) as refused:
+        _recover(tenant_a.slug)
+    checked = _recover(tenant_a.slug, "--check")
+
+    assert str(refused.value) == (
+        "tenant-a has no AgentMail pod yet: it is made with its first mailbox, so there is "
+        "nothing to make again, and nothing changed"
+    )
+    assert checked == (
+        "tenant-a has no AgentMail pod yet: it is made with its first mailbox, so nothing is gone\n"
+    )
     assert Tenant.objects.filter(pk=tenant_a.pk).values().get() == before
 
 

@@ -6,6 +6,11 @@ from mailboxes.models import Mailbox
 from mailboxes.provisioning import ProvisioningError
 from tenants.models import Tenant
 
+# --check is run by monitors: 0 says AgentMail has everything, GONE_EXIT_STATUS that something
+# is gone (or a recovery is unfinished), 1 (any other CommandError) that it could not tell, and
+# 2 that the command line was wrong (argparse).
+GONE_EXIT_STATUS = 3
+
 
 class Command(BaseCommand):
     help = (
@@ -14,6 +19,8 @@ class Command(BaseCommand):
         "key; a timeout or 5xx changes nothing), under a new client_id. The mailbox's queued "
         "sends then go out once from the new inbox; its uncertain ones go to a person, who "
         "decides with the evidence. Safe to run again, also after it stopped half way. "
+        f"With --check the exit status is 0 when AgentMail still has everything, "
+        f"{GONE_EXIT_STATUS} when something is gone, 1 when it could not tell. "
         "DEPLOYMENT.md, 'A pod or inbox deleted at AgentMail'."
     )
 
@@ -30,7 +37,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--check",
             action="store_true",
-            help="only ask AgentMail and say what is gone; change nothing "
+            help="only ask AgentMail and say what is gone; change nothing; exit status 0 "
+            f"when nothing is gone, {GONE_EXIT_STATUS} when something is "
             "(default: off, make it again)",
         )
 
@@ -71,10 +79,13 @@ class Command(BaseCommand):
                 f"{only.address} has no inbox to make again: retry its provisioning instead."
             )
         if only is None and not (lost or unfinished) and not tenant.agentmail_pod_id:
-            raise CommandError(
+            never = (
                 f"{tenant.slug} has no AgentMail pod yet: it is made with its first mailbox, so "
-                "there is nothing to make again, and nothing changed"
             )
+            if check:
+                self.stdout.write(never + "nothing is gone")
+                return
+            raise CommandError(never + "there is nothing to make again, and nothing changed")
         if not (lost or unfinished) or (
             only is not None and only not in lost.mailboxes and only not in unfinished
         ):
@@ -83,11 +94,18 @@ class Command(BaseCommand):
                 if only is not None
                 else f"the pod and every inbox of {tenant.slug}"
             )
+            if check:
+                self.stdout.write(f"AgentMail still has {what}: nothing is gone")
+                return
             raise CommandError(
                 f"AgentMail still has {what}: there is nothing to make again, and nothing changed"
             )
         if check:
-            return
+            raise CommandError(
+                "something is gone at AgentMail (above); nothing changed: run it without --check "
+                "to make it again",
+                returncode=GONE_EXIT_STATUS,
+            )
         if only is not None:
             made = [recovery.mailbox_inbox_recover(tenant=tenant, mailbox_id=only.pk)]
         elif lost.pod_id or (unfinished and not tenant.agentmail_pod_id):
