@@ -221,6 +221,16 @@ def broadcast_undo(*, tenant, broadcast_id, actor) -> Broadcast:
             broadcast.fanout_position >= 0
             or SendIntent.objects.filter(broadcast_id=broadcast.pk).exists()
         )
+        if broadcast.state == State.PAUSED and broadcast.hold_until <= now:
+            # Paused, nothing more of it goes out until someone resumes it: the refusal for one
+            # on its way ("its sends are on their way... pause it") was untrue of it.
+            raise errors.NotPending(
+                "undo_too_late",
+                _(
+                    "Too late to undo: the undo window of this broadcast has closed. It is "
+                    "paused: cancel it to send nothing more, or resume it to send the rest."
+                ),
+            )
         if broadcast.state == State.SENDING or sends_made or broadcast.hold_until <= now:
             raise errors.NotPending(
                 "undo_too_late",

@@ -164,6 +164,30 @@ def test_undo_after_the_window_is_refused_and_changes_nothing(live):
     assert again.value.code == "undo_too_late"
 
 
+def test_undo_after_the_window_of_a_broadcast_paused_inside_it_says_it_is_paused(live):
+    """Paused inside its window, nothing of the broadcast goes out after it closes; a late undo
+    said its sends were on their way and to pause it, of a paused broadcast."""
+    with_hold(live, 1)
+    b = approve(live, create(live))
+    broadcast_pause(tenant=live.tenant, broadcast_id=b.pk, actor=live.approver)
+    sleep_until(b.hold_until)
+    time.sleep(0.05)
+    broadcast_run(b.pk)
+    before = IntentEvent.objects.count()
+
+    with pytest.raises(errors.NotPending) as refused:
+        undo(live, b)
+
+    assert refused.value.code == "undo_too_late"
+    assert refused.value.message == (
+        "Too late to undo: the undo window of this broadcast has closed. It is paused: cancel "
+        "it to send nothing more, or resume it to send the rest."
+    )
+    assert IntentEvent.objects.count() == before
+    assert fresh(b).state == "paused"
+    assert sent(live, b) == []
+
+
 def test_a_window_of_zero_fans_out_at_once_and_has_nothing_to_undo(live):
     with_hold(live, 0)
     b = approve(live, create(live))
