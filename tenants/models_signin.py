@@ -26,6 +26,10 @@ class TotpDevice(ThrottlingMixin, Device):
     drift = models.SmallIntegerField(default=0)
     created_at = models.DateTimeField(db_default=Now())
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # Wrong recovery codes in a row, and when the last one came: their own back-off
+    # (tenants.two_factor), apart from django-otp's on the 6 digits above.
+    recovery_failure_count = models.PositiveIntegerField(default=0, db_default=0)
+    recovery_failed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

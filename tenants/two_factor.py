@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import secrets
 import time
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.db.models.functions import Now
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.timesince import timeuntil
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django_otp.oath import TOTP
 
 from common import crypto
@@ -31,6 +35,11 @@ RECOVERY_CODE_COUNT = 10
 TOTP_TOLERANCE = 1
 TOTP_ISSUER = "Countersign"
 _RECOVERY_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
+# Wrong recovery codes in a row wait as wrong app codes do (per account, doubling), but never
+# longer than this. A recovery code cannot be guessed (31**10 values each), and they had shared the
+# back-off of the 6 digits, which has no end: a stranger who knew the password and typed wrong
+# codes for a day kept the real person out for the next day, recovery codes included.
+RECOVERY_CODE_MAX_WAIT = timedelta(minutes=1)
 
 
 class TwoFactorError(Exception):
@@ -180,6 +189,38 @@ def recovery_codes_regenerate(*, user: User, request: HttpRequest | None = None)
     return codes
 
 
+def _recovery_locked_until(device: TotpDevice) -> datetime | None:
+    """When the back-off on recovery codes of this (locked) device ends; None: not waiting."""
+    count, last = device.recovery_failure_count, device.recovery_failed_at
+    if not count or last is None:
+        return None
+    cap = RECOVERY_CODE_MAX_WAIT.total_seconds()
+    # The exponent is bounded before it is raised: the count has no end of its own.
+    wait = min(device.get_throttle_factor() * 2 ** min(count - 1, 32), cap)
+    until = last + timedelta(seconds=wait)
+    # The clock of django-otp's back-off on the same row (the web process's).
+    return until if timezone.now() < until else None
+
+
+def _recovery_attempt_recorded(device: TotpDevice, *, right: bool) -> None:
+    """A recovery code tried on a locked device: a wrong one lengthens its back-off, a right one
+    ends it. The back-off on the 6 digits is left as it is either way."""
+    if right and not device.recovery_failure_count:
+        return
+    device.recovery_failure_count = 0 if right else device.recovery_failure_count + 1
+    device.recovery_failed_at = None if right else timezone.now()
+    device.save(update_fields=["recovery_failure_count", "recovery_failed_at"])
+
+
+def _wait_words(until: datetime | None) -> str:
+    """How long until ``until``, as a person reads it ("59 minutes", "20 seconds")."""
+    seconds = math.ceil((until - timezone.now()).total_seconds()) if until is not None else 1
+    if until is None or seconds < 60:
+        seconds = max(seconds, 1)
+        return ngettext("%(count)d second", "%(count)d seconds", seconds) % {"count": seconds}
+    return timeuntil(until)
+
+
 def second_factor_verify(
     *,
     user: User,
@@ -196,30 +237,33 @@ def second_factor_verify(
         device = TotpDevice.objects.select_for_update().filter(user=user, confirmed=True).first()
         factor = ""
         if device is not None and _ascii_digits(code.replace(" ", "")):
-            allowed, _details = device.verify_is_allowed()
+            # The back-off on the 6 digits is the account's, whoever types them: a limit per
+            # client would let many clients guess on. It holds for the real person too; a
+            # recovery code or a passkey, which cannot be guessed, still signs them in.
+            allowed, details = device.verify_is_allowed()
             if not allowed:
                 raise TwoFactorError(
-                    "throttled", _("Too many wrong codes. Wait a few seconds and try again.")
+                    "throttled",
+                    _(
+                        "Too many wrong codes from the app: try again in %(wait)s, or use a "
+                        "recovery code or a passkey."
+                    )
+                    % {"wait": _wait_words((details or {}).get("locked_until"))},
                 )
             if _check_totp(device, code):
                 factor = "totp"
         elif device is not None and code:
-            allowed, _details = device.verify_is_allowed()
-            if not allowed:
+            if until := _recovery_locked_until(device):
                 raise TwoFactorError(
-                    "throttled", _("Too many wrong codes. Wait a few seconds and try again.")
+                    "throttled",
+                    _("Too many wrong recovery codes: try again in %(wait)s.")
+                    % {"wait": _wait_words(until)},
                 )
             used = RecoveryCode.objects.filter(
                 user=user, digest=recovery_digest(code), used_at__isnull=True
             ).update(used_at=Now())
-            if used:
-                factor = "recovery_code"
-            else:
-                # Wrong recovery codes count towards the same back-off as wrong app codes.
-                device.throttle_increment(commit=False)
-                device.save(
-                    update_fields=["throttling_failure_timestamp", "throttling_failure_count"]
-                )
+            factor = "recovery_code" if used else ""
+            _recovery_attempt_recorded(device, right=bool(used))
     if not factor:
         signin_audit(action="signin.second_factor_failed", user=user, request=request)
         raise TwoFactorError(

@@ -188,7 +188,7 @@ def test_wrong_recovery_codes_are_throttled_too(enrolled, password, settings):
     password_sign_in(client, user, password)
     client.post(reverse("two_factor_verify"), {"code": "guess-guess"})
     throttled = client.post(reverse("two_factor_verify"), {"code": codes[0]})
-    assert throttled.status_code == 400 and b"Too many wrong codes" in throttled.content
+    assert throttled.status_code == 400 and b"Too many wrong recovery codes" in throttled.content
     assert two_factor.recovery_codes_left(user) == 10
 
 

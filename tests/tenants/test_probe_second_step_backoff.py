@@ -1,0 +1,145 @@
+"""Found by a probe: someone who knows (phished) a person's password can fail the second step on
+purpose. The back-off on wrong authenticator codes is per account (it must be: a limit per
+client lets a botnet guess the 6 digits), so it holds for the real person too. Recovery codes and
+passkeys cannot be guessed: they still sign the real person in while it holds."""
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from tenants import two_factor
+from tenants.models import TotpDevice
+from tests.tenants.test_passkeys import SoftPasskey, post_json
+from tests.tenants.test_two_factor import enrol, next_step_code, password_sign_in
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def enrolled(tenant_a, member_of, password):
+    """(user, secret, recovery codes) of an approver who enrolled an authenticator app."""
+    user = member_of(tenant_a, "approver").user
+    client = Client()
+    password_sign_in(client, user, password)
+    secret, codes = enrol(client)
+    return user, secret, codes
+
+
+def wrong(code: str) -> str:
+    return str((int(code) + 1) % 1_000_000).zfill(6)
+
+
+def attacker_fails_the_code(user, secret, password) -> Client:
+    attacker = Client()
+    password_sign_in(attacker, user, password)
+    refused = attacker.post(reverse("two_factor_verify"), {"code": wrong(next_step_code(secret))})
+    assert refused.status_code == 400
+    return attacker
+
+
+def test_the_back_off_on_codes_holds_for_the_real_person_and_doubles(enrolled, password, settings):
+    """The limit on guesses at the 6 digits stays per account (the same for every client)."""
+    settings.OTP_TOTP_THROTTLE_FACTOR = 3600
+    user, secret, _codes = enrolled
+    attacker = attacker_fails_the_code(user, secret, password)
+    person = Client()
+    password_sign_in(person, user, password)
+
+    held = person.post(reverse("two_factor_verify"), {"code": next_step_code(secret)})
+
+    assert held.status_code == 400
+    with time_machine.travel(timezone.now() + timedelta(hours=1, seconds=5)):
+        assert (
+            attacker.post(
+                reverse("two_factor_verify"), {"code": wrong(next_step_code(secret))}
+            ).status_code
+            == 400
+        )
+        device = TotpDevice.objects.get(user=user)
+        assert device.throttling_failure_count == 2
+        assert device.verify_is_allowed()[1]["locked_until"] == (
+            device.throttling_failure_timestamp + timedelta(hours=2)
+        )
+
+
+def test_a_recovery_code_signs_the_real_person_in_while_the_back_off_holds(
+    enrolled, tenant_a, password, settings
+):
+    settings.OTP_TOTP_THROTTLE_FACTOR = 3600
+    user, secret, codes = enrolled
+    attacker_fails_the_code(user, secret, password)
+    person = Client()
+    password_sign_in(person, user, password)
+
+    signed_in = person.post(reverse("two_factor_verify"), {"code": codes[0]})
+
+    assert signed_in.status_code == 302
+    assert person.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 200
+    assert two_factor.recovery_codes_left(user) == 9
+    # The back-off on the 6 digits is untouched: a recovery code is not a right code from the app.
+    assert not TotpDevice.objects.get(user=user).verify_is_allowed()[0]
+
+
+def test_a_passkey_signs_the_real_person_in_while_the_back_off_holds(
+    enrolled, tenant_a, password, settings
+):
+    settings.OTP_TOTP_THROTTLE_FACTOR = 3600
+    user, secret, _codes = enrolled
+    passkey = SoftPasskey(user)
+    attacker_fails_the_code(user, secret, password)
+    person = Client()
+    password_sign_in(person, user, password)
+    options = person.post(reverse("passkey_signin_options")).json()
+    credential = passkey.assert_(
+        challenge=options["challenge"], origin="http://testserver", rp_id=options["rpId"]
+    )
+
+    signed_in = post_json(person, reverse("passkey_signin"), {"credential": credential})
+
+    assert signed_in.status_code == 200
+    assert person.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 200
+
+
+def test_the_throttled_answer_says_how_long_and_what_still_works(enrolled, password, settings):
+    settings.OTP_TOTP_THROTTLE_FACTOR = 3600
+    user, secret, _codes = enrolled
+    attacker = attacker_fails_the_code(user, secret, password)
+
+    held = attacker.post(reverse("two_factor_verify"), {"code": next_step_code(secret)})
+
+    assert held.status_code == 400
+    text = held.content.decode()
+    assert "Wait a few seconds" not in text
+    assert "try again in 59" in text and "recovery code" in text
+
+
+def test_wrong_recovery_codes_have_a_back_off_of_their_own_that_stays_short(
+    enrolled, tenant_a, password
+):
+    """A recovery code (10 letters and digits of 31) cannot be guessed, but guesses at it are
+    still slowed, per account; the wait stops growing at a minute, so that a stranger who spends
+    the night on wrong ones keeps the real person waiting a minute at most."""
+    user, _secret, codes = enrolled
+    attacker = Client()
+    password_sign_in(attacker, user, password)
+    start = timezone.now()
+    for minute in range(12):
+        with time_machine.travel(start + timedelta(seconds=61 * minute)):
+            refused = attacker.post(reverse("two_factor_verify"), {"code": "guess-guess"})
+            assert refused.status_code == 400
+            assert "not right" in refused.content.decode()
+    person = Client()
+    password_sign_in(person, user, password)
+    with time_machine.travel(start + timedelta(seconds=61 * 11 + 5)):
+        held = person.post(reverse("two_factor_verify"), {"code": codes[0]})
+        assert held.status_code == 400
+        assert two_factor.recovery_codes_left(user) == 10
+    with time_machine.travel(start + timedelta(seconds=61 * 12 + 1)):
+        signed_in = person.post(reverse("two_factor_verify"), {"code": codes[0]})
+    assert signed_in.status_code == 302
+    # Wrong recovery codes do not lengthen the back-off on the 6 digits.
+    assert TotpDevice.objects.get(user=user).throttling_failure_count == 0
