@@ -51,6 +51,9 @@ SENTENCES = {
     "signin.failed": _("A sign-in as %(object)s failed"),
     "signin.second_factor_verified": _("%(actor)s confirmed their sign-in with a second factor"),
     "signin.second_factor_failed": _("%(actor)s gave a wrong second-factor code"),
+    "signin.second_step_failures_shown": _(
+        "%(actor)s was told of sign-ins with their password that failed the second step"
+    ),
     "signin.reauthenticated": _("%(actor)s confirmed who they are again"),
     "signin.two_factor_enrolled": _("%(actor)s set up two-factor sign-in"),
     "signin.recovery_codes_renewed": _("%(actor)s made new recovery codes"),
@@ -322,6 +325,7 @@ FIELD_NAMES = {
     "method": _("how"),
     "factor": _("second factor"),
     "recovery_codes_left": _("recovery codes left"),
+    "failures": _("failed second steps"),
     "passkeys_removed": _("passkeys removed"),
     "issuer": _("identity provider"),
     "subject": _("identity at the provider"),

@@ -50,6 +50,11 @@ class User(AbstractBaseUser, PermissionsMixin):  # type: ignore[django-manager-m
     language = models.CharField(max_length=10, blank=True)
     # Blank: UTC. Otherwise an IANA name from tenants.preferences.time_zone_names().
     time_zone = models.CharField(max_length=64, blank=True)
+    # Sign-ins that got the password right and then failed the second step, since the person was
+    # last told of them (tenants.signin_alerts, the only writer): the last one's time and address.
+    second_step_failures = models.PositiveIntegerField(default=0, db_default=0)
+    second_step_failed_at = models.DateTimeField(null=True, blank=True)
+    second_step_failed_ip = models.GenericIPAddressField(null=True, blank=True)
 
     objects = UserManager()
 

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from tenants import passkeys, sudo
+from tenants import passkeys, signin_alerts, sudo
 from tenants.access import AuthenticatedRequest
 from tenants.models import User
 from tenants.next_url import safe_next_url
@@ -98,6 +98,10 @@ def signin(request: HttpRequest) -> HttpResponse:
             request=request,
             data={"reason": error.code},
         )
+        if pending is not None and not request.session.get(FACTOR_KEY):
+            # The second step after a right password (not a signed-in person confirming it is
+            # them, tenants.sudo).
+            signin_alerts.second_step_failure_recorded(user=pending, request=request)
         return _refused(error)
     if pending is None:
         request.signin_method = "passkey"  # type: ignore[attr-defined]
@@ -114,6 +118,8 @@ def signin(request: HttpRequest) -> HttpResponse:
         action, data = "signin.second_factor_verified", {"factor": "passkey"}
         session_factor_proven(request, "passkey")
     signin_audit(action=action, user=user, request=request, data=data)
+    if notice := signin_alerts.second_step_failures_told(user=user, request=request):
+        messages.warning(request, notice)
     return JsonResponse({"redirect": safe_next_url(request, request.GET.get("next"))})
 
 

@@ -27,7 +27,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from tenants import passwords, sudo, two_factor, user_sessions
+from tenants import passwords, signin_alerts, sudo, two_factor, user_sessions
 from tenants.access import AuthenticatedRequest
 from tenants.forms import PasswordChangeForm
 from tenants.models import Passkey, TotpDevice
@@ -121,9 +121,13 @@ def two_factor_verify(http_request: HttpRequest) -> HttpResponse:
             user=request.user, code=request.POST.get("code", ""), request=request
         )
     except two_factor.TwoFactorError as error:
+        # This session owes its factor (the gate above): it proved the password.
+        signin_alerts.second_step_failure_recorded(user=request.user, request=request)
         context["error"] = error.message
         return render(request, "tenants/two_factor_verify.html", context, status=400)
     user_sessions.session_factor_proven(request, factor)
+    if notice := signin_alerts.second_step_failures_told(user=request.user, request=request):
+        messages.warning(request, notice)
     if factor == "recovery_code":
         left = two_factor.recovery_codes_left(request.user)
         messages.warning(

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tenants import two_factor
-from tenants.models import TotpDevice
+from tenants.models import AuditEvent, TotpDevice, User
 from tests.tenants.test_passkeys import SoftPasskey, post_json
 from tests.tenants.test_two_factor import enrol, next_step_code, password_sign_in
 
@@ -143,3 +143,71 @@ def test_wrong_recovery_codes_have_a_back_off_of_their_own_that_stays_short(
     assert signed_in.status_code == 302
     # Wrong recovery codes do not lengthen the back-off on the 6 digits.
     assert TotpDevice.objects.get(user=user).throttling_failure_count == 0
+
+
+def warnings_on(response) -> list[str]:
+    return [str(m) for m in response.wsgi_request._messages]
+
+
+def test_the_person_is_told_at_their_next_sign_in_that_their_password_was_used(
+    enrolled, tenant_a, password
+):
+    """Nobody told the person: the failed codes were rows in the tenants' audit logs, which an
+    admin may read and the person may not. Their next sign-in says so, once, with where from."""
+    user, _secret, codes = enrolled
+    attacker = Client(REMOTE_ADDR="203.0.113.66")
+    password_sign_in(attacker, user, password)
+    for guess in ("000000", "guess-guess", "111111"):
+        attacker.post(reverse("two_factor_verify"), {"code": guess})
+    person = Client()
+    password_sign_in(person, user, password)
+
+    with time_machine.travel(timezone.now() + timedelta(minutes=1)):  # past the back-offs
+        signed_in = person.post(reverse("two_factor_verify"), {"code": codes[0]}, follow=True)
+
+    told = [m for m in warnings_on(signed_in) if "change your password" in m]
+    assert len(told) == 1
+    assert "3 times by" in told[0] and "203.0.113.66" in told[0]
+    row = AuditEvent.objects.get(action="signin.second_step_failures_shown", tenant=tenant_a)
+    assert row.data == {"email": user.email, "failures": 3}
+    again = Client()
+    password_sign_in(again, user, password)
+    later = again.post(reverse("two_factor_verify"), {"code": codes[1]}, follow=True)
+    assert later.status_code == 200
+    assert not [m for m in warnings_on(later) if "change your password" in m]
+
+
+def test_a_passkey_sign_in_tells_it_too_and_ones_own_typo_is_not_news(enrolled, tenant_a, password):
+    user, _secret, _codes = enrolled
+    passkey = SoftPasskey(user)
+    attacker = Client(REMOTE_ADDR="203.0.113.66")
+    password_sign_in(attacker, user, password)
+    attacker.post(reverse("two_factor_verify"), {"code": "000000"})
+    person = Client()
+    password_sign_in(person, user, password)
+    assert person.post(reverse("two_factor_verify"), {"code": "guess-guess"}).status_code == 400
+    options = person.post(reverse("passkey_signin_options")).json()
+    credential = passkey.assert_(
+        challenge=options["challenge"], origin="http://testserver", rp_id=options["rpId"]
+    )
+
+    assert (
+        post_json(person, reverse("passkey_signin"), {"credential": credential}).status_code == 200
+    )
+
+    page = person.get(reverse("account_security"))
+    told = [m for m in warnings_on(page) if "change your password" in m]
+    assert len(told) == 1 and "1 time by" in told[0]
+
+
+def test_a_wrong_code_when_confirming_it_is_you_is_not_a_stranger_with_the_password(
+    enrolled, password
+):
+    """tenants.sudo asks a signed-in session for a code again; a wrong one there is that
+    session's, not someone's half sign-in."""
+    user, _secret, codes = enrolled
+    client = Client()
+    password_sign_in(client, user, password)
+    client.post(reverse("two_factor_verify"), {"code": codes[0]})
+    client.post(reverse("account_confirm"), {"code": "000000"})
+    assert User.objects.get(pk=user.pk).second_step_failures == 0
