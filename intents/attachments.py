@@ -7,7 +7,11 @@ knows which of its files to fix.
 
 Dangerous files are refused by their extension, by the declared content type AND by their first
 bytes, since each of the three can lie: an ``invoice.pdf`` that starts with ``MZ`` is a Windows
-program, a ``report.docx`` that holds ``vbaProject.bin`` is a macro document.
+program, a ``report.docx`` that holds ``vbaProject.bin`` is a macro document. Archives and
+compressed files are looked inside (``intents.archives`` walks them: ZIP, tar, gzip, bzip2, xz,
+nested), and what they hold is checked as Gmail does: a refused type is refused in an archive and
+compressed too (``setup.exe.gz``, ``invoice.tgz`` holding ``invoice.exe``), each refusal naming
+the member.
 """
 
 from __future__ import annotations
@@ -15,18 +19,15 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import io
-import lzma
 import re
 import unicodedata
-import zipfile
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
 
-from intents import errors
+from intents import archives, errors
+from intents.archives import extension, saved_as
 
 MAX_FILENAME = 255
 
@@ -380,10 +381,10 @@ def _look_alike_problem(name: str) -> str | None:
         return f"{culprit}: read so, {problem}"
     # Canonical equivalents are the same text: a name in NFD (as macOS writes them) is composed
     # by NFKC too, which changes no extension a person sees.
-    shown, actual = _extension(read), _extension(unicodedata.normalize("NFC", name))
+    shown, actual = extension(read), extension(unicodedata.normalize("NFC", name))
     if shown == actual:
         return None
-    culprit = _culprit(name, lambda candidate: _extension(candidate) != actual)
+    culprit = _culprit(name, lambda candidate: extension(candidate) != actual)
     has = f"its extension is .{actual}" if actual else "it has no extension"
     what = f"a .{shown} file" if shown else "a file with no extension"
     return f'{culprit}: it shows as "{read}", {what}, but {has}.'
@@ -404,10 +405,6 @@ def _culprit(name: str, fails) -> str:
         f"the filename contains U+{ord(char):04X} ({unicodedata.name(char, 'unnamed')}), "
         f'which reads as "{_read_as(char)}"'
     )
-
-
-def _extension(name: str) -> str:
-    return name.rsplit(".", 1)[1].lower() if "." in name else ""
 
 
 # Disk images: Windows mounts one on a double-click and shows the programs inside without the
@@ -435,8 +432,21 @@ def _disk_image(data: bytes) -> bool:
     )
 
 
-def sniffed_danger(data: bytes) -> str | None:
-    """What the bytes say a file is, if it is something that runs code; None otherwise."""
+def sniffed_danger(data: bytes, name: str = "") -> str | None:
+    """What the bytes (of a file named ``name``) say a file is, if it is something that runs
+    code, or an archive holding one or that cannot be looked inside; None otherwise."""
+    if what := _bytes_danger(data):
+        return what
+    try:
+        for member in archives.members(data, name):
+            if what := _member_danger(member):
+                return f"{what} ({_where(member.path)})"
+    except archives.Refused as refused:
+        return f"{refused.what} ({_where(refused.path)})" if refused.path else refused.what
+    return None
+
+
+def _bytes_danger(data: bytes) -> str | None:
     for magic, what in EXECUTABLE_MAGIC:
         if data.startswith(magic):
             return what
@@ -444,86 +454,45 @@ def sniffed_danger(data: bytes) -> str | None:
         return "a disk image (ISO, UDF or VHD), which opens as a drive of files"
     if data.startswith(OLE_MAGIC) and any(marker in data for marker in OLE_MACRO_MARKERS):
         return "an Office document with macros (VBA project)"
-    return _archive_danger(data, depth=0)
-
-
-# Archives inside archives are opened too (a ZIP holding docs.zip holding a program: what mail
-# scanners refuse), this many levels deep, within one budget for the whole file: at most this
-# many inner archives, and this many bytes unpacked among them all (a small ZIP can unpack to
-# gigabytes, and many small inner ones as much). An inner archive past the budget or the depth,
-# or one that cannot be read (encrypted, damaged, compressed in a way we cannot read), is
-# refused: it is what a program would hide in.
-ARCHIVE_DEPTH = 3
-INNER_ARCHIVES_MAX = 64
-INNER_ARCHIVE_MAX_BYTES = 16 * 1024 * 1024
-INNER_ARCHIVES = frozenset({"zip"})
-TOO_DEEP = "an archive nested too deep or too large to look inside"
-UNREADABLE_INNER = (
-    "an archive holding an archive that cannot be looked inside (encrypted or damaged)"
-)
-# What reading a member's bytes may raise on hostile data (zipfile's own, and its codecs').
-_UNREADABLE = (
-    zipfile.BadZipFile,
-    zipfile.LargeZipFile,
-    RuntimeError,  # encrypted
-    NotImplementedError,  # a compression method zipfile has no codec for (AES: 99)
-    zlib.error,
-    lzma.LZMAError,
-    EOFError,
-    OSError,
-    ValueError,
-)
-
-
-@dataclass
-class _Unpacking:
-    archives_left: int = INNER_ARCHIVES_MAX
-    bytes_left: int = INNER_ARCHIVE_MAX_BYTES
-
-
-def _archive_danger(data: bytes, *, depth: int, budget: _Unpacking | None = None) -> str | None:
-    # Not only a ZIP that starts the file: 7-Zip and WinRAR open one found at the end of any
-    # bytes (a self-extractor's layout), which is where a ZIP's directory is read from.
-    budget = budget if budget is not None else _Unpacking()
-    buffer = io.BytesIO(data)
-    if not (data.startswith(b"PK\x03\x04") or zipfile.is_zipfile(buffer)):
-        return None
-    try:
-        archive = zipfile.ZipFile(buffer)
-    except _UNREADABLE:
-        # The file itself: not an archive after all. An inner one: what it hides is unknown.
-        return None if depth == 0 else UNREADABLE_INNER
-    with archive:
-        members = archive.infolist()
-        names = [m.filename.lower() for m in members]
-        if any(n.endswith("vbaproject.bin") for n in names):
-            return "an Office document with macros (vbaProject.bin)"
-        extensions = [_extension(_saved_as(n)) for n in names]
-        if any(extension in REFUSED_EXTENSIONS for extension in extensions):
-            return "an archive holding a program or script"
-        for member, extension in zip(members, extensions, strict=True):
-            if member.is_dir() or extension not in INNER_ARCHIVES:
-                continue
-            budget.archives_left -= 1
-            budget.bytes_left -= member.file_size
-            if depth + 1 >= ARCHIVE_DEPTH or budget.archives_left < 0 or budget.bytes_left < 0:
-                return TOO_DEEP
-            try:
-                with archive.open(member) as inner:
-                    unpacked = inner.read(member.file_size + 1)
-            except _UNREADABLE:
-                return UNREADABLE_INNER
-            if found := _archive_danger(unpacked, depth=depth + 1, budget=budget):
-                return found
     return None
 
 
-def _saved_as(member: str) -> str:
-    """The name Windows gives an archive member when it is extracted: the last path component
-    (either separator), before any ":" (a stream: "invoice.exe::$DATA" is invoice.exe), without
-    trailing dots and spaces ("invoice.exe. " is saved as invoice.exe): the tricks the filename
-    rules refuse for the attachment itself (``_name_problem``)."""
-    return re.split(r"[/\\]", member)[-1].split(":", 1)[0].rstrip(". ")
+def _member_danger(member: archives.Member) -> str | None:
+    """What is refused in an archive's member, checked by the name it is saved as and, for the
+    content of a compressed file, by its first bytes like any file's."""
+    name = member.path[-1]
+    if member.kind in ("link", "device"):
+        # A link extracts as another file (anywhere: "../../.bashrc"), a device as no file.
+        return "an archive holding a link or a device"
+    if name.lower().endswith("vbaproject.bin"):
+        return "an Office document with macros"
+    if refused_extension(saved_as(name)):
+        if member.compressed:
+            return "a compressed program or script"
+        return "an archive holding a program or script"
+    if member.data is not None and (what := _bytes_danger(member.data)):
+        return f"{what}, compressed"
+    return None
+
+
+def _where(path: tuple[str, ...]) -> str:
+    """Where a member is: ``"setup.exe" in "docs.zip"``, innermost first."""
+    return " in ".join(_quoted(name) for name in reversed(path))
+
+
+def _quoted(name: str) -> str:
+    shown = name if name.isprintable() else ascii(name)[1:-1]
+    return f'"{shown[:80]}…"' if len(shown) > 80 else f'"{shown}"'
+
+
+def refused_extension(name: str) -> str | None:
+    """The refused extension of ``name``, also under compressors' suffixes ("setup.exe.gz":
+    exe), as Gmail refuses a blocked type compressed."""
+    while (found := extension(name)) not in REFUSED_EXTENSIONS:
+        if archives.COMPRESSED_SUFFIXES.get(found) != "":
+            return None
+        name = name[: -len(found) - 1]
+    return found
 
 
 def clean_upload(index: int, upload: Upload) -> CleanUpload:
@@ -548,13 +517,15 @@ def clean_upload(index: int, upload: Upload) -> CleanUpload:
         raise _too_large(where, name, limit)
     if not data:
         raise _refuse(where, name, "attachment_empty", "the file is empty.")
-    extension = _extension(name)
-    if extension in REFUSED_EXTENSIONS:
+    if refused := refused_extension(name):
+        outer = extension(name)
+        compressed = "" if outer == refused else f", also compressed (.{outer})"
         raise _refuse(
             where,
             name,
             "attachment_type_refused",
-            f"files of type .{extension} are refused (programs, scripts and macro documents).",
+            f"files of type .{refused} are refused (programs, scripts and macro documents)"
+            f"{compressed}.",
         )
     if content_type in REFUSED_TYPES or "macroenabled" in content_type:
         raise _refuse(
@@ -563,7 +534,7 @@ def clean_upload(index: int, upload: Upload) -> CleanUpload:
             "attachment_type_refused",
             f"content type {content_type} is refused (programs, scripts and macro documents).",
         )
-    if what := sniffed_danger(data):
+    if what := sniffed_danger(data, name):
         raise _refuse(
             where, name, "attachment_type_refused", f"the content is {what}, which is refused."
         )

@@ -9,7 +9,9 @@ archive) was not looked into at all."""
 from __future__ import annotations
 
 import base64
+import gzip
 import io
+import tarfile
 import zipfile
 
 import pytest
@@ -71,3 +73,44 @@ def test_a_zip_of_harmless_files_still_passes(api, token_a, mailbox_a):
     )
 
     assert response.status_code == 201, response.content
+
+
+def _tgz(member: str) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        info = tarfile.TarInfo(member)
+        info.size = 4
+        archive.addfile(info, io.BytesIO(b"MZ\x90\x00"))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("filename", "data", "named"),
+    [
+        ("invoice.tgz", _tgz("invoice.exe"), '"invoice.exe" in "invoice.tar"'),
+        ("invoice.pdf.gz", gzip.compress(b"MZ\x90\x00"), '"invoice.pdf"'),
+    ],
+    ids=["tgz", "gz"],
+)
+def test_a_program_in_a_tar_or_compressed_is_refused_naming_the_member(
+    api, token_a, mailbox_a, filename, data, named
+):
+    """An outside probe: only ZIPs were looked into, so invoice.tgz holding invoice.exe, or a
+    program gzipped under a .pdf name, was approved and then bounced by the recipient's
+    provider (Gmail refuses a blocked type inside .tgz or compressed as .gz) or delivered."""
+    upload = {
+        "filename": filename,
+        "content_type": "application/gzip",
+        "content": base64.b64encode(data).decode(),
+    }
+
+    response = api.post(
+        "/drafts", draft_body(mailbox_a, attachments=[upload]), token=token_a, key="t"
+    )
+
+    assert response.status_code == 422, response.content
+    problem = response.json()
+    assert problem["code"] == "attachment_type_refused"
+    assert problem["errors"][0]["field"] == "attachments[0]"
+    assert named in problem["detail"]
+    assert (Draft.objects.count(), AttachmentBlob.objects.count()) == (0, 0)

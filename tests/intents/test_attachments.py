@@ -13,6 +13,7 @@ import pytest
 from django.db.models.functions import Now
 
 from intents import errors, sending, services
+from intents.archives import TOO_DEEP, UNREADABLE_INNER
 from intents.attachments import Upload, clean_upload, clean_uploads, sniffed_danger
 from intents.models import AttachmentBlob, DraftAttachment, DraftVersion, IntentEvent, SendIntent
 from tests.intents.helpers import run_concurrently
@@ -420,11 +421,15 @@ def test_archives_inside_archives_are_looked_into_and_a_bomb_is_not_unpacked():
     # An inner archive of 17 MB (stored) deflates to about 17 kB in the outer one.
     bomb = _zipped({"big.zip": _zipped({"zeros.txt": bytes(17 * 1024 * 1024)}, zipfile.ZIP_STORED)})
 
-    assert sniffed_danger(once) == "an archive holding a program or script"
-    assert sniffed_danger(twice) == "an archive holding a program or script"
+    assert sniffed_danger(once) == (
+        'an archive holding a program or script ("setup.exe" in "docs.zip")'
+    )
+    assert sniffed_danger(twice) == (
+        'an archive holding a program or script ("setup.exe" in "more.zip" in "docs.ZIP")'
+    )
     assert sniffed_danger(harmless) is None
-    assert sniffed_danger(too_deep) == "an archive nested too deep or too large to look inside"
-    assert sniffed_danger(bomb) == "an archive nested too deep or too large to look inside"
+    assert sniffed_danger(too_deep) == (f'{TOO_DEEP} ("3.zip" in "2.zip" in "1.zip")')
+    assert sniffed_danger(bomb) == f'{TOO_DEEP} ("big.zip")'
 
 
 def _encrypted_member(archive: bytes) -> bytes:
@@ -448,14 +453,10 @@ def test_an_inner_archive_that_cannot_be_read_is_refused_and_the_check_keeps_one
     nine_mb = _zipped({"zeros.txt": bytes(9 * 1024 * 1024)}, zipfile.ZIP_STORED)
     two_large = _zipped({"a.zip": nine_mb, "b.zip": nine_mb})
 
-    assert sniffed_danger(encrypted) == (
-        "an archive holding an archive that cannot be looked inside (encrypted or damaged)"
-    )
-    assert sniffed_danger(damaged_first) == (
-        "an archive holding an archive that cannot be looked inside (encrypted or damaged)"
-    )
-    assert sniffed_danger(many) == "an archive nested too deep or too large to look inside"
-    assert sniffed_danger(two_large) == "an archive nested too deep or too large to look inside"
+    assert sniffed_danger(encrypted) == f'{UNREADABLE_INNER} ("docs.zip")'
+    assert sniffed_danger(damaged_first) == f'{UNREADABLE_INNER} ("0.zip")'
+    assert sniffed_danger(many) == f'{TOO_DEEP} ("64.zip")'
+    assert sniffed_danger(two_large) == f'{TOO_DEEP} ("b.zip")'
     assert (
         sniffed_danger(_zipped({f"{n}.zip": _zipped({"a.txt": b"a"}) for n in range(64)})) is None
     )

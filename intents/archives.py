@@ -1,0 +1,346 @@
+"""What an attachment holds if it is an archive or a compressed file: one walker for every kind
+the standard library reads, within one budget. Pure and without policy: it lists members (and
+what a compressed file unpacks to); ``intents.attachments`` decides what is refused.
+
+Read: ZIP (Office documents are ZIPs), tar (ustar, GNU and pax by their magic, an old v7 tar by
+its ``.tar`` name), and the single-file compressors gzip, bzip2 and xz (lzma), each wrapping
+anything else (``.tar.gz``, ``.tgz``, a ``.gz`` inside a ZIP). A compressed file is one member:
+the name it unpacks to (the file's name without its suffix, and the gzip header's own name when
+there is one, since 7-Zip and ``gunzip -N`` use that) and its bytes.
+
+Inside a ZIP or tar, a member whose name says it is an archive or compressed is opened in turn
+(names first, for the whole archive, then the inner archives), ``ARCHIVE_DEPTH`` levels down; a
+compression layer over an archive (the ``.gz`` of a ``.tar.gz``) is not a level of its own.
+One budget covers the whole attachment, however it nests: at most ``INNER_ARCHIVES_MAX``
+archives opened or files decompressed, ``INNER_ARCHIVE_MAX_BYTES`` unpacked among them all
+(never more is decompressed: each read stops one byte past what is left), ``MEMBERS_MAX``
+members listed. Past a bound the walk stops with ``Refused``.
+
+Refused unread (``Refused``), because what cannot be looked inside is where a program is hidden
+from mail filters: an inner archive that cannot be read (encrypted, damaged), and a damaged or
+truncated archive or compressed file (a tar with bytes after its last member that no header
+explains is one: GNU tar skips to the next header where Python's stops, so a program could sit
+past the stop). An encrypted ZIP itself still lists its names, which are checked like any ZIP's.
+
+Links and devices in a tar or ZIP are listed with their kind, for the caller to refuse. Names
+with absolute paths or ``..`` are listed as written: the caller checks the name a member is saved
+as (``saved_as``: its last component), as for any ZIP.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import re
+import stat
+import tarfile
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+ARCHIVE_DEPTH = 3
+INNER_ARCHIVES_MAX = 64
+INNER_ARCHIVE_MAX_BYTES = 16 * 1024 * 1024
+MEMBERS_MAX = 10_000
+# What the xz decoder may allocate: `xz -9` needs 65 MiB; a header may ask for 1.5 GiB.
+LZMA_MEMORY_MAX = 80 * 1024 * 1024
+
+# The single-file compressors, by suffix, and the suffix of what they unpack to: report.pdf.gz
+# holds report.pdf, docs.tgz holds docs.tar.
+COMPRESSED_SUFFIXES = {
+    "gz": "",
+    "bz2": "",
+    "xz": "",
+    "lzma": "",
+    "tgz": ".tar",
+    "taz": ".tar",
+    "tbz": ".tar",
+    "tbz2": ".tar",
+    "tb2": ".tar",
+    "txz": ".tar",
+}
+READABLE_EXTENSIONS = frozenset({"zip", "tar", *COMPRESSED_SUFFIXES})
+
+TOO_DEEP = "an archive nested too deep or too large to look inside"
+DAMAGED = "a damaged or truncated archive or compressed file"
+UNREADABLE_INNER = (
+    "an archive holding an archive that cannot be looked inside (encrypted or damaged)"
+)
+
+# What parsing or decompressing hostile bytes may raise (the modules' own errors and their codecs').
+_UNREADABLE = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    tarfile.TarError,
+    RuntimeError,  # an encrypted ZIP member
+    NotImplementedError,  # a compression method zipfile has no codec for (AES: 99)
+    zlib.error,
+    lzma.LZMAError,
+    EOFError,  # a compressed stream cut short
+    OSError,  # gzip.BadGzipFile, bz2's invalid data
+    ValueError,
+    OverflowError,
+)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One file an archive holds. ``path``: the names from the outermost archive's member to
+    this one; ``kind``: file, directory, link or device; ``data``: what a compressed file
+    unpacks to (the member of a .gz), for its first bytes to be checked; ``compressed``: the
+    member is the content of a compressed file."""
+
+    path: tuple[str, ...]
+    kind: str = "file"
+    data: bytes | None = None
+    compressed: bool = False
+
+
+class Refused(Exception):
+    """The walk stopped: ``what`` says why, ``path`` names the member at fault (empty: the file
+    itself)."""
+
+    def __init__(self, what: str, path: tuple[str, ...] = ()):
+        super().__init__(what)
+        self.what = what
+        self.path = path
+
+
+@dataclass
+class _Budget:
+    archives_left: int = INNER_ARCHIVES_MAX
+    bytes_left: int = INNER_ARCHIVE_MAX_BYTES
+    members_left: int = MEMBERS_MAX
+
+    def take(self, path: tuple[str, ...], *, archives: int = 0, size: int = 0, members: int = 0):
+        self.archives_left -= archives
+        self.bytes_left -= size
+        self.members_left -= members
+        if min(self.archives_left, self.bytes_left, self.members_left) < 0:
+            raise Refused(TOO_DEEP, path)
+
+
+def extension(name: str) -> str:
+    return name.rsplit(".", 1)[1].lower() if "." in name else ""
+
+
+def saved_as(member: str) -> str:
+    """The name Windows gives an archive member when it is extracted: the last path component
+    (either separator), before any ":" (a stream: "invoice.exe::$DATA" is invoice.exe), without
+    trailing dots and spaces ("invoice.exe. " is saved as invoice.exe): the tricks the filename
+    rules refuse for the attachment itself."""
+    return re.split(r"[/\\]", member)[-1].split(":", 1)[0].rstrip(". ")
+
+
+def members(data: bytes, name: str) -> Iterator[Member]:
+    """Every member of ``data`` (named ``name``) if it is an archive or compressed, inner
+    archives' members too; nothing if it is neither. Raises ``Refused`` where it stops."""
+    yield from _walk(data, name, path=(), depth=0, budget=_Budget(), opened=False)
+
+
+def _kind(data: bytes, name: str) -> str | None:
+    if data.startswith(b"\x1f\x8b\x08"):
+        return "gz"
+    # "BZh", the block size, then the magic of a block or of the end of the stream.
+    if data[:3] == b"BZh" and data[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):
+        return "bz2"
+    if data.startswith(b"\xfd7zXZ\x00") or extension(saved_as(name)) == "lzma":
+        return "xz"
+    # Before the ZIP test: a tar holding a ZIP ends with that ZIP's directory.
+    if data[257:263] in (b"ustar\x00", b"ustar ") or extension(saved_as(name)) == "tar":
+        return "tar"
+    # Not only a ZIP that starts the file: 7-Zip and WinRAR open one found at the end of any
+    # bytes (a self-extractor's layout), which is where a ZIP's directory is read from.
+    if data.startswith(b"PK\x03\x04") or zipfile.is_zipfile(io.BytesIO(data)):
+        return "zip"
+    return None
+
+
+def _walk(
+    data: bytes,
+    name: str,
+    *,
+    path: tuple[str, ...],
+    depth: int,
+    budget: _Budget,
+    opened: bool,
+) -> Iterator[Member]:
+    """``opened``: the bytes were unpacked because their name says archive, so they must be one."""
+    kind = _kind(data, name)
+    if kind is None:
+        if opened:
+            raise Refused(UNREADABLE_INNER, path)
+        return
+    if kind in _DECOMPRESS:
+        yield from _walk_compressed(kind, data, name, path=path, depth=depth, budget=budget)
+        return
+    try:
+        entries = _tar_entries(data) if kind == "tar" else _zip_entries(data)
+    except _UNREADABLE:
+        # A ZIP directory found at the end of other bytes that does not read: no ZIP after all.
+        if kind == "zip" and not opened and not data.startswith(b"PK\x03\x04"):
+            return
+        raise Refused(UNREADABLE_INNER if depth else DAMAGED, path) from None
+    budget.take(path, members=len(entries))
+    for entry in entries:
+        yield Member((*path, entry.name), entry.kind)
+    for entry in entries:
+        inner = extension(saved_as(entry.name))
+        if entry.kind != "file" or inner not in READABLE_EXTENSIONS:
+            continue
+        where = (*path, entry.name)
+        if depth + 1 >= ARCHIVE_DEPTH:
+            raise Refused(TOO_DEEP, where)
+        budget.take(where, archives=1, size=entry.size)
+        try:
+            unpacked = entry.read(entry.size + 1)
+        except _UNREADABLE:
+            raise Refused(UNREADABLE_INNER, where) from None
+        yield from _walk(
+            unpacked, entry.name, path=where, depth=depth + 1, budget=budget, opened=True
+        )
+
+
+@dataclass(frozen=True)
+class _Entry:
+    name: str
+    kind: str
+    size: int
+    read: Callable[[int], bytes]
+
+
+def _zip_entries(data: bytes) -> list[_Entry]:
+    archive = zipfile.ZipFile(io.BytesIO(data))
+
+    def reader(info: zipfile.ZipInfo) -> Callable[[int], bytes]:
+        def read(most: int) -> bytes:
+            with archive.open(info) as member:
+                return member.read(most)
+
+        return read
+
+    return [
+        _Entry(info.filename, _zip_kind(info), info.file_size, reader(info))
+        for info in archive.infolist()
+    ]
+
+
+def _zip_kind(info: zipfile.ZipInfo) -> str:
+    mode = info.external_attr >> 16
+    if info.is_dir():
+        return "directory"
+    if stat.S_ISLNK(mode):
+        return "link"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        return "device"
+    return "file"
+
+
+def _tar_entries(data: bytes) -> list[_Entry]:
+    archive = tarfile.TarFile(fileobj=io.BytesIO(data), mode="r")
+    entries = []
+    while (info := archive.next()) is not None:
+        if info.isreg() and info.offset_data + info.size > len(data):
+            raise tarfile.ReadError("a member is cut short")
+        entries.append(_Entry(info.name, _tar_kind(info), info.size, _slice(data, info)))
+        if len(entries) > MEMBERS_MAX:
+            break  # the budget refuses it
+    else:
+        # Python's tarfile stops at the first header it cannot read; GNU tar skips it and reads
+        # on. Only the end-of-archive blocks (zeros) may follow the last member.
+        if data[archive.offset :].strip(b"\x00"):
+            raise tarfile.ReadError("bytes after the last member")
+    return entries
+
+
+def _slice(data: bytes, info: tarfile.TarInfo) -> Callable[[int], bytes]:
+    return lambda most: data[info.offset_data : info.offset_data + min(info.size, most)]
+
+
+def _tar_kind(info: tarfile.TarInfo) -> str:
+    if info.isdir():
+        return "directory"
+    if info.issym() or info.islnk():
+        return "link"
+    if info.ischr() or info.isblk() or info.isfifo():
+        return "device"
+    # GNU tar extracts a member of a type it does not know as a regular file.
+    return "file"
+
+
+def _walk_compressed(
+    kind: str, data: bytes, name: str, *, path: tuple[str, ...], depth: int, budget: _Budget
+) -> Iterator[Member]:
+    stem = _unpacked_name(name)
+    header_name = _gzip_header_name(data) if kind == "gz" else ""
+    shown = stem or header_name or f"{name} unpacked"
+    budget.take(path, archives=1)
+    try:
+        unpacked = _DECOMPRESS[kind](data, budget.bytes_left + 1)
+    except _UNREADABLE:
+        raise Refused(UNREADABLE_INNER if depth else DAMAGED, path) from None
+    budget.take(path, size=len(unpacked))
+    if header_name and header_name != stem:
+        yield Member((*path, header_name), compressed=True)
+    where = (*path, shown)
+    yield Member(where, data=unpacked, compressed=True)
+    yield from _walk(unpacked, shown, path=where, depth=depth, budget=budget, opened=False)
+
+
+def _unpacked_name(name: str) -> str:
+    suffix = extension(name)
+    if suffix not in COMPRESSED_SUFFIXES:
+        return ""
+    return name[: -len(suffix) - 1] + COMPRESSED_SUFFIXES[suffix]
+
+
+def _gzip_header_name(data: bytes) -> str:
+    """The original name a gzip header carries (RFC 1952 FNAME), or ""."""
+    flags = data[3] if len(data) > 3 else 0
+    if not flags & 0x08:
+        return ""
+    start = 10
+    if flags & 0x04:  # FEXTRA: two bytes of length, then the field
+        start = 12 + int.from_bytes(data[10:12], "little")
+    end = data.find(b"\x00", start)
+    return data[start:end].decode("latin-1") if end > start else ""
+
+
+def _gunzip(data: bytes, most: int) -> bytes:
+    with gzip.GzipFile(fileobj=io.BytesIO(data)) as unpacking:
+        return unpacking.read(most)
+
+
+def _bunzip2(data: bytes, most: int) -> bytes:
+    with bz2.BZ2File(io.BytesIO(data)) as unpacking:
+        return unpacking.read(most)
+
+
+def _unxz(data: bytes, most: int) -> bytes:
+    """Stream after stream (xz allows several, and zero padding between them), each decoder
+    bounded in memory, never more than ``most`` bytes out. LZMAFile takes no memory limit."""
+    unpacked = bytearray()
+    rest = data
+    while rest.strip(b"\x00") and len(unpacked) < most:
+        decoder = lzma.LZMADecompressor(memlimit=LZMA_MEMORY_MAX)
+        chunk = decoder.decompress(rest, max_length=most - len(unpacked))
+        unpacked += chunk
+        while not decoder.eof and len(unpacked) < most:
+            if decoder.needs_input:
+                raise EOFError("the stream is cut short")
+            chunk = decoder.decompress(b"", max_length=most - len(unpacked))
+            if not chunk:
+                raise EOFError("the stream does not progress")
+            unpacked += chunk
+        rest = decoder.unused_data
+    return bytes(unpacked)
+
+
+_DECOMPRESS: dict[str, Callable[[bytes, int], bytes]] = {
+    "gz": _gunzip,
+    "bz2": _bunzip2,
+    "xz": _unxz,
+}
