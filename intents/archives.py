@@ -22,6 +22,12 @@ truncated archive or compressed file (a tar with bytes after its last member tha
 explains is one: GNU tar skips to the next header where Python's stops, so a program could sit
 past the stop). An encrypted ZIP itself still lists its names, which are checked like any ZIP's.
 
+7z, RAR and the other kinds the standard library cannot read (``SEALED_EXTENSIONS``, by name, and
+7z, RAR and Zstandard by their first bytes) are refused at every level, not let through unread:
+nothing could be said of what they hold, as of an encrypted ZIP inside a ZIP, which the checks
+already refused; and a reviewer approving one would approve files nobody saw. A ZIP holding the
+same files can be sent instead.
+
 Links and devices in a tar or ZIP are listed with their kind, for the caller to refuse. Names
 with absolute paths or ``..`` are listed as written: the caller checks the name a member is saved
 as (``saved_as``: its last component), as for any ZIP.
@@ -63,11 +69,20 @@ COMPRESSED_SUFFIXES = {
     "txz": ".tar",
 }
 READABLE_EXTENSIONS = frozenset({"zip", "tar", *COMPRESSED_SUFFIXES})
+# Archives and compressors the standard library cannot read (7-Zip and WinRAR open them all, and
+# Windows 11 itself opens 7z, RAR and .tar.zst): refused, whatever they hold.
+SEALED_EXTENSIONS = frozenset(
+    {"7z", "rar", "ace", "arj", "lzh", "lha", "zst", "tzst", "lz", "lz4", "z"}
+)
+SEALED_MAGIC = (b"7z\xbc\xaf\x27\x1c", b"Rar!\x1a\x07", b"\x28\xb5\x2f\xfd")
+SEALED_KINDS = "7z, RAR and the like"
 
 TOO_DEEP = "an archive nested too deep or too large to look inside"
 DAMAGED = "a damaged or truncated archive or compressed file"
+SEALED = f"an archive of a kind whose files cannot be checked ({SEALED_KINDS})"
 UNREADABLE_INNER = (
-    "an archive holding an archive that cannot be looked inside (encrypted or damaged)"
+    "an archive holding an archive that cannot be looked inside "
+    f"(encrypted, damaged, or {SEALED_KINDS})"
 )
 
 # What parsing or decompressing hostile bytes may raise (the modules' own errors and their codecs').
@@ -149,6 +164,8 @@ def _kind(data: bytes, name: str) -> str | None:
         return "bz2"
     if data.startswith(b"\xfd7zXZ\x00") or extension(saved_as(name)) == "lzma":
         return "xz"
+    if data.startswith(SEALED_MAGIC):
+        return "sealed"
     # Before the ZIP test: a tar holding a ZIP ends with that ZIP's directory.
     if data[257:263] in (b"ustar\x00", b"ustar ") or extension(saved_as(name)) == "tar":
         return "tar"
@@ -174,6 +191,8 @@ def _walk(
         if opened:
             raise Refused(UNREADABLE_INNER, path)
         return
+    if kind == "sealed":
+        raise Refused(UNREADABLE_INNER if depth else SEALED, path)
     if kind in _DECOMPRESS:
         yield from _walk_compressed(kind, data, name, path=path, depth=depth, budget=budget)
         return
@@ -189,9 +208,11 @@ def _walk(
         yield Member((*path, entry.name), entry.kind)
     for entry in entries:
         inner = extension(saved_as(entry.name))
-        if entry.kind != "file" or inner not in READABLE_EXTENSIONS:
+        if entry.kind != "file" or inner not in READABLE_EXTENSIONS | SEALED_EXTENSIONS:
             continue
         where = (*path, entry.name)
+        if inner in SEALED_EXTENSIONS:
+            raise Refused(UNREADABLE_INNER, where)
         if depth + 1 >= ARCHIVE_DEPTH:
             raise Refused(TOO_DEEP, where)
         budget.take(where, archives=1, size=entry.size)

@@ -11,7 +11,8 @@ program, a ``report.docx`` that holds ``vbaProject.bin`` is a macro document. Ar
 compressed files are looked inside (``intents.archives`` walks them: ZIP, tar, gzip, bzip2, xz,
 nested), and what they hold is checked as Gmail does: a refused type is refused in an archive and
 compressed too (``setup.exe.gz``, ``invoice.tgz`` holding ``invoice.exe``), each refusal naming
-the member.
+the member. Archives it cannot read (7z, RAR and the like: ``archives.SEALED_EXTENSIONS``) are
+refused by name, declared type and content, not let through unread (see ``intents.archives``).
 """
 
 from __future__ import annotations
@@ -224,6 +225,20 @@ REFUSED_TYPES = frozenset(
         "application/x-cd-image",
         "application/x-raw-disk-image",
         "application/x-vhd",
+    }
+)
+# Archives intents.archives cannot read (archives.SEALED_EXTENSIONS), as their senders declare them.
+SEALED_TYPES = frozenset(
+    {
+        "application/x-7z-compressed",
+        "application/vnd.rar",
+        "application/x-rar",
+        "application/x-rar-compressed",
+        "application/x-ace-compressed",
+        "application/x-arj",
+        "application/x-lzh-compressed",
+        "application/zstd",
+        "application/x-lzip",
     }
 )
 # Names Windows reserves for devices, with any extension: "NUL.txt" cannot be saved as a file.
@@ -488,9 +503,13 @@ def _quoted(name: str) -> str:
 def refused_extension(name: str) -> str | None:
     """The refused extension of ``name``, also under compressors' suffixes ("setup.exe.gz":
     exe), as Gmail refuses a blocked type compressed."""
-    while (found := extension(name)) not in REFUSED_EXTENSIONS:
-        if archives.COMPRESSED_SUFFIXES.get(found) != "":
-            return None
+    found = _unpacked_extension(name)
+    return found if found in REFUSED_EXTENSIONS else None
+
+
+def _unpacked_extension(name: str) -> str:
+    """The extension of what ``name`` unpacks to: "setup.exe.gz.gz" is an .exe."""
+    while archives.COMPRESSED_SUFFIXES.get(found := extension(name)) == "":
         name = name[: -len(found) - 1]
     return found
 
@@ -526,6 +545,24 @@ def clean_upload(index: int, upload: Upload) -> CleanUpload:
             "attachment_type_refused",
             f"files of type .{refused} are refused (programs, scripts and macro documents)"
             f"{compressed}.",
+        )
+    if (sealed := _unpacked_extension(name)) in archives.SEALED_EXTENSIONS:
+        outer = extension(name)
+        compressed = "" if outer == sealed else f", also compressed (.{outer})"
+        raise _refuse(
+            where,
+            name,
+            "attachment_type_refused",
+            f"files of type .{sealed} are refused: what they hold cannot be checked{compressed} "
+            "(send a .zip instead).",
+        )
+    if content_type in SEALED_TYPES:
+        raise _refuse(
+            where,
+            name,
+            "attachment_type_refused",
+            f"content type {content_type} is refused: what such an archive holds cannot be "
+            "checked (send a .zip instead).",
         )
     if content_type in REFUSED_TYPES or "macroenabled" in content_type:
         raise _refuse(

@@ -252,7 +252,8 @@ def test_a_damaged_archive_inside_another_is_refused_naming_it():
 
     assert _refusal("a.tar", data) == (
         'attachments[0] "a.tar": the content is an archive holding an archive that cannot be '
-        'looked inside (encrypted or damaged) ("inner.tgz"), which is refused.'
+        'looked inside (encrypted, damaged, or 7z, RAR and the like) ("inner.tgz"), which is '
+        "refused."
     )
 
 
@@ -298,3 +299,63 @@ def test_a_member_name_is_shown_escaped_when_it_holds_control_or_format_characte
     data = _tarred({"invoice\u202efdp.exe": PROGRAM})
 
     assert '("invoice\\u202efdp.exe")' in _refusal("a.tar", data)
+
+
+# --- archives the standard library cannot read ---------------------------------------------------
+
+SEVEN_ZIP = b"7z\xbc\xaf\x27\x1c\x00\x04" + bytes(56)
+RAR = b"Rar!\x1a\x07\x01\x00" + bytes(56)
+SEALED = "an archive of a kind whose files cannot be checked (7z, RAR and the like)"
+
+
+@pytest.mark.parametrize(
+    ("filename", "said"),
+    [
+        ("docs.7z", "files of type .7z are refused: what they hold cannot be checked"),
+        ("docs.RAR", "files of type .rar are refused: what they hold cannot be checked"),
+        ("backup.tar.zst", "files of type .zst are refused: what they hold cannot be checked"),
+        (
+            "docs.7z.gz",
+            "files of type .7z are refused: what they hold cannot be checked, also compressed (.gz)",
+        ),
+    ],
+)
+def test_an_archive_that_cannot_be_looked_inside_is_refused_by_its_name(filename, said):
+    """7z and RAR need libraries outside the standard library; what they hold cannot be checked,
+    so they are refused, as an encrypted ZIP inside a ZIP is."""
+    message = _refusal(filename, TEXT)
+
+    assert message == f'attachments[0] "{filename}": {said} (send a .zip instead).'
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/x-7z-compressed", "application/vnd.rar", "application/x-rar"]
+)
+def test_an_archive_that_cannot_be_looked_inside_is_refused_by_its_declared_type(content_type):
+    message = _refusal("docs.bin", TEXT, content_type)
+
+    assert message == (
+        f'attachments[0] "docs.bin": content type {content_type} is refused: what such an '
+        "archive holds cannot be checked (send a .zip instead)."
+    )
+
+
+@pytest.mark.parametrize(
+    ("filename", "data", "what"),
+    [
+        ("invoice.pdf", SEVEN_ZIP, SEALED),
+        ("invoice.pdf", RAR, SEALED),
+        ("backup.gz", gzip.compress(RAR), f'{SEALED} ("backup")'),
+        ("docs.zip", _zipped({"a.txt": TEXT, "more.7z": SEVEN_ZIP}), None),
+        ("docs.tgz", _tarred({"more.rar": RAR}, "gz"), None),
+        ("docs.zip", _zipped({"more.zip": SEVEN_ZIP}), None),
+    ],
+    ids=["7z-as-pdf", "rar-as-pdf", "rar-gzipped", "7z-in-zip", "rar-in-tgz", "7z-as-zip-in-zip"],
+)
+def test_an_archive_that_cannot_be_looked_inside_is_refused_by_its_bytes_or_inside_another(
+    filename, data, what
+):
+    message = _refusal(filename, data)
+
+    expected = what or "an archive holding an archive that cannot be looked inside"
+    assert message.startswith(f'attachments[0] "{filename}": the content is {expected}')
