@@ -112,7 +112,9 @@ token** (fixed one-minute window; 429 with `Retry-After`).
 {settings.ATTACHMENT_MAX_FILES} files, {settings.ATTACHMENT_MAX_FILE_BYTES} bytes each and
 {settings.ATTACHMENT_MAX_DRAFT_BYTES} bytes together (AgentMail takes at most 6 MB per send, in
 base64). Programs, scripts, disk images and macro documents are refused by extension, type and
-content; each refusal is 422 naming `attachments[i]` and the file. The content hash covers every file's name,
+content, also compressed or inside archives (ZIP, tar, gzip, bzip2, xz, nested); archives that
+cannot be looked inside (7z, RAR and the like, damaged ones) are refused too; each refusal is 422
+naming `attachments[i]` and the file (and the archive's member). The content hash covers every file's name,
 type and SHA-256. `forward_attachments` sends back files of the message the draft answers, with
 the same checks: a refused one is named `forward_attachments[i]`.
 
