@@ -321,6 +321,7 @@ FIELD_NAMES = {
     "user_agent": _("browser"),
     "ip": _("IP address"),
     "sessions_ended": _("sessions ended"),
+    "second_step_back_off_ended": _("the back-off on wrong second-step codes ended"),
     "ip_addresses": _("IP addresses"),
     "method": _("how"),
     "factor": _("second factor"),

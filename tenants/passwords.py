@@ -9,6 +9,7 @@ from django.http import HttpRequest
 
 from tenants.models import User
 from tenants.signin_audit import signin_audit
+from tenants.two_factor import second_step_back_off_end
 from tenants.user_sessions import sessions_end_all
 
 
@@ -16,17 +17,22 @@ def password_change(
     *, user: User, password: str, keep_session_key: str | None, request: HttpRequest | None = None
 ) -> int:
     """Set ``user``'s new password (the caller checked the current one and the validators) and
-    end every other session of theirs: whoever signed in with the old password is out. Returns
+    end every other session of theirs: whoever signed in with the old password is out, and the
+    back-off they built on the second step ends with it (``second_step_back_off_end``). Returns
     how many sessions ended."""
     user.set_password(password)  # before the transaction: hashing is slow on purpose
     with transaction.atomic():
         user.save(update_fields=["password"])
         ended = sessions_end_all(user=user, keep_key=keep_session_key)
+        back_off = second_step_back_off_end(user=user)
         signin_audit(
             action="signin.password_changed",
             user=user,
             request=request,
-            data={"sessions_ended": ended},
+            data={
+                "sessions_ended": ended,
+                **({"second_step_back_off_ended": True} if back_off else {}),
+            },
         )
     return ended
 
@@ -51,11 +57,15 @@ def operator_password_recorded(
     operator signed in to the admin, or None from the command line."""
     keep = request.session.session_key if request is not None and actor == user else None
     ended = sessions_end_all(user=user, keep_key=keep)
+    back_off = second_step_back_off_end(user=user)
     signin_audit(
         action="signin.password_operator_set",
         user=user,
         actor=actor,
         request=request,
-        data={"sessions_ended": ended},
+        data={
+            "sessions_ended": ended,
+            **({"second_step_back_off_ended": True} if back_off else {}),
+        },
     )
     return ended

@@ -202,6 +202,24 @@ def _recovery_locked_until(device: TotpDevice) -> datetime | None:
     return until if timezone.now() < until else None
 
 
+def second_step_back_off_end(*, user: User) -> bool:
+    """End the back-offs on ``user``'s authenticator codes and recovery codes, in the caller's
+    transaction, when their password changes (``tenants.passwords``). Whoever failed the second
+    step on purpose held the old password: they no longer reach that step, and the person's own
+    app works again at once instead of after the hours the wrong codes added up to. Returns
+    whether a back-off was running (for the password change's audit row)."""
+    return bool(
+        TotpDevice.objects.filter(user=user)
+        .exclude(throttling_failure_count=0, recovery_failure_count=0)
+        .update(
+            throttling_failure_count=0,
+            throttling_failure_timestamp=None,
+            recovery_failure_count=0,
+            recovery_failed_at=None,
+        )
+    )
+
+
 def _recovery_attempt_recorded(device: TotpDevice, *, right: bool) -> None:
     """A recovery code tried on a locked device: a wrong one lengthens its back-off, a right one
     ends it. The back-off on the 6 digits is left as it is either way."""

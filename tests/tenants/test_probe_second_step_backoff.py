@@ -211,3 +211,44 @@ def test_a_wrong_code_when_confirming_it_is_you_is_not_a_stranger_with_the_passw
     client.post(reverse("two_factor_verify"), {"code": codes[0]})
     client.post(reverse("account_confirm"), {"code": "000000"})
     assert User.objects.get(pk=user.pk).second_step_failures == 0
+
+
+def test_a_new_password_ends_the_back_off_the_old_one_let_someone_build(
+    enrolled, tenant_a, password, settings
+):
+    """The back-off on the 6 digits was built by whoever held the password. Once the person has
+    changed it, that guesser cannot reach the second step any more, and the person's own app
+    must work again at once, not in hours (a recovery code each time until then)."""
+    from tests.tenants.test_passwords import NEW, change
+
+    settings.OTP_TOTP_THROTTLE_FACTOR = 3600
+    user, secret, codes = enrolled
+    attacker = attacker_fails_the_code(user, secret, password)
+    person = Client()
+    password_sign_in(person, user, password)
+    assert person.post(reverse("two_factor_verify"), {"code": codes[0]}).status_code == 302
+
+    assert change(person, password).status_code == 302
+
+    assert attacker.post(reverse("two_factor_verify"), {"code": "000000"}).status_code != 200
+    later = Client()
+    password_sign_in(later, user, NEW)
+    signed_in = later.post(reverse("two_factor_verify"), {"code": next_step_code(secret)})
+    assert signed_in.status_code == 302
+    assert later.get(reverse("tenant_home", args=[tenant_a.slug])).status_code == 200
+    row = AuditEvent.objects.get(action="signin.password_changed", tenant=tenant_a)
+    assert row.data["second_step_back_off_ended"] is True
+
+
+def test_an_operator_setting_a_password_ends_the_back_off_too(enrolled, password, settings):
+    from tenants.passwords import password_set_by_operator
+
+    settings.OTP_TOTP_THROTTLE_FACTOR = 3600
+    user, secret, _codes = enrolled
+    attacker_fails_the_code(user, secret, password)
+
+    password_set_by_operator(user=user, password="an-operator-chose-this-77")
+
+    device = TotpDevice.objects.get(user=user)
+    assert device.verify_is_allowed()[0]
+    assert device.throttling_failure_count == 0 and device.recovery_failure_count == 0
