@@ -50,10 +50,11 @@ run: setup
 
 # The suite runs in pytest-xdist workers, each on its own test database (pytest-django names it
 # test_countersign_gw0, _gw1, ...), a copy of one migrated template (tests/dbtemplate.py). It
-# waits on subprocesses, HTTP and Chromium more than it
-# computes, so three workers pay on CI's two cores. PYTEST_XDIST= (empty) runs it in one process,
-# for debugging; PYTEST_ARGS="-n 0" does too.
-PYTEST_XDIST ?= -n 3
+# waits on subprocesses, HTTP, windows of time and Chromium more than it computes, so four
+# workers pay on CI's two cores (2026-12-07, the same commit, nothing else running: 709 s with
+# four, 783 s with three). PYTEST_XDIST= (empty) runs it in one process, for debugging;
+# PYTEST_ARGS="-n 0" does too.
+PYTEST_XDIST ?= -n 4
 test: .venv/.synced
 	COUNTERSIGN_ENV=test $(UV) run --frozen pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
