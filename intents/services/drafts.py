@@ -111,7 +111,8 @@ def draft_create(
     tenant = active_tenant(tenant)
     mailbox = tenant_mailbox(tenant, mailbox)
     _require_active(mailbox)
-    author_fields, actor_fields = draft_author(tenant, mailbox, agent_token, actor_user)
+    # Refused before its content is judged; asked again in the writing transaction.
+    draft_author(tenant, mailbox, agent_token, actor_user)
     in_reply_to, thread_id, reply_subject, customer_at = _reply_reference(
         tenant, mailbox, in_reply_to, thread_id
     )
@@ -138,6 +139,11 @@ def draft_create(
         # After auto_assignee's FOR UPDATE of an auto-assigning mailbox: holding KEY SHARE first,
         # two drafts created at once would each wait for the other's.
         require_active_mailbox(mailbox, field="mailbox")
+        # A person's right again, read after the last lock this transaction waits for: read only
+        # before the transaction, an admin who deactivated them, made them a viewer or took the
+        # mailbox's right away meanwhile did not stop the draft, which then waited for review
+        # in the name of someone who may no longer write for the mailbox.
+        author_fields, actor_fields = draft_author(tenant, mailbox, agent_token, actor_user)
         draft = Draft.objects.create(
             tenant=tenant,
             mailbox=mailbox,

@@ -455,3 +455,41 @@ def test_a_broadcast_posted_while_its_author_loses_the_right_is_refused_and_noth
     assert isinstance(outcome[0], errors.NoRight), outcome[0]
     assert not Broadcast.objects.filter(tenant=tenant_a).exists()
     assert not IntentEvent.objects.filter(tenant=tenant_a).exists()
+
+
+@pytest.mark.parametrize("change", ["deactivated", "demoted", "rights_removed"])
+def test_a_draft_written_while_its_author_loses_the_right_is_refused_and_nothing_is_saved(
+    tenant_a, member_of, change
+):
+    """Found by this probe: ``draft_create`` checked a person's right to write for the mailbox
+    before its transaction, then waited there for the mailbox's row; an admin who took the right
+    away meanwhile did not stop it, and a draft in the name of someone who may no longer write
+    for the mailbox waited in the review queue. The mailbox row is held here so the write stops
+    inside its transaction, after that old check, while the change commits."""
+    reviewer = member_of(tenant_a, "approver")
+    admin = member_of(tenant_a, "admin")
+    mailbox = make_local_mailbox(tenant_a)
+    outcome: list = []
+    with transaction.atomic():
+        list(Mailbox.objects.select_for_update().filter(pk=mailbox.pk))
+        writing = in_thread(
+            lambda: intent_services.draft_create(
+                tenant=tenant_a,
+                mailbox=mailbox,
+                to=["customer@example.com"],
+                subject="Your refund",
+                text="We refunded your order.",
+                actor_user=reviewer.user,
+            ),
+            outcome,
+        )
+        until_done_or_waiting(writing, 1)
+        changed: list = []
+        changing = in_thread(lambda: _take_away(tenant_a, reviewer, admin, change), changed)
+        changing.join(20)
+        assert not isinstance(changed[0], Exception), changed[0]
+    writing.join(20)
+
+    assert isinstance(outcome[0], errors.NoRight), outcome[0]
+    assert not Draft.objects.filter(tenant=tenant_a).exists()
+    assert not IntentEvent.objects.filter(tenant=tenant_a).exists()
