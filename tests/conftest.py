@@ -90,6 +90,32 @@ def migrated_template(django_db_blocker):
         return dbtemplate.admin_url(), dbtemplate.ensure_template()
 
 
+@pytest.fixture(scope="session")
+def migrated_dump(migrated_template, tmp_path_factory):
+    """The environment of a harness that runs PostgreSQL servers of its own (the nemesis, the
+    cluster): its scratch database is restored from this pg_dump of the migrated template
+    instead of migrated (reliability.nemesis.SCHEMA_DUMP_ENV)."""
+    import subprocess
+
+    from reliability.nemesis import SCHEMA_DUMP_ENV, pg_tool
+    from tests import dbtemplate
+
+    _admin, template = migrated_template
+    dump = tmp_path_factory.mktemp("schema") / "migrated.dump"
+    subprocess.run(
+        [
+            pg_tool("pg_dump"),
+            "--format=custom",
+            "--no-owner",
+            f"--file={dump}",
+            dbtemplate.admin_url(template),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return {**os.environ, SCHEMA_DUMP_ENV: str(dump)}
+
+
 @pytest.fixture(autouse=True)
 def quick_flush(request):
     """A transactional test ends with a flush of every table, and Django then sends post_migrate,

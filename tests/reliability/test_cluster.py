@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_small_cluster_run_under_network_faults_loses_and_duplicates_nothing(tmp_path):
+def test_small_cluster_run_under_network_faults_loses_and_duplicates_nothing(
+    tmp_path, migrated_dump
+):
     out = tmp_path / "cluster.json"
     command = [
         sys.executable,
@@ -41,7 +43,12 @@ def test_small_cluster_run_under_network_faults_loses_and_duplicates_nothing(tmp
         str(out),
     ]
     proc = subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        cwd=ROOT,
+        env=migrated_dump,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         stdout, stderr = proc.communicate(timeout=540)

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The harness bounds itself at 420 s; pytest-timeout must not cut it first.
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_small_nemesis_run_loses_and_duplicates_nothing(tmp_path):
+def test_small_nemesis_run_loses_and_duplicates_nothing(tmp_path, migrated_dump):
     out = tmp_path / "nemesis.json"
     # Through issue 4's report command, which execs the nemesis: both are covered.
     command = [
@@ -34,7 +34,12 @@ def test_small_nemesis_run_loses_and_duplicates_nothing(tmp_path):
         str(tmp_path / "logs"),
     ]
     proc = subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        cwd=ROOT,
+        env=migrated_dump,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         stdout, stderr = proc.communicate(timeout=420)
