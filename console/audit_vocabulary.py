@@ -125,6 +125,11 @@ SENTENCES = {
     "webhook.events_retried": _(
         "An operator put back webhook events that could not be applied, to be applied again"
     ),
+    # webhooks.services.retention: a send's record shows it when the event's message id names it.
+    "webhook.event_closed_unapplied": _(
+        "The retention period passed before a webhook event could be applied: it was closed "
+        "unapplied"
+    ),
     "webhook.pod_lost": _(
         "The AgentMail webhook of %(object)s went with the tenant's pod: it is registered again "
         "in the new pod"
@@ -289,6 +294,7 @@ FIELD_NAMES = {
     "old_api_key_id": _("previous AgentMail key"),
     "pod_id": _("AgentMail pod"),
     "webhook_event_ids": _("webhook events"),
+    "webhook_event_id": _("webhook event"),
     "inbox_id": _("AgentMail inbox"),
     "client_id": _("new AgentMail client id"),
     "old_client_id": _("previous AgentMail client id"),

@@ -3,13 +3,16 @@ events that never became applicable are closed."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connections, transaction
 from django.utils import timezone
 
-from intents.models import Draft, SendIntent, Suppression
+from intents.models import Draft, IntentEvent, SendIntent, Suppression
 from intents.services.intents import intent_resolve_accepted
+from review.journal_words import action_words
 from tests.webhooks.conftest import delivery_payload
 from webhooks.models import InboundMessage, WebhookEvent
 from webhooks.services import retention
@@ -167,3 +170,82 @@ def test_the_thread_of_a_send_still_open_keeps_its_previews(mailbox, tenant_a, i
         "thr_open": "Cancel my order, please.",
         "thr_done": "",
     }
+
+
+CLOSED = "webhook.event_closed_unapplied"
+
+
+def closing_rows():
+    return IntentEvent.objects.filter(action=CLOSED)
+
+
+def test_each_event_closed_unapplied_has_its_journal_row_once(
+    client, hook, mailbox, intent_row, tenant_a
+):
+    """Found by a probe: retention moved events still waiting (or failed) to ignored in one
+    bulk UPDATE and journaled none of them; every state change has its journal row."""
+    known = intent_row(mailbox, to=["jane@customer.test"])
+    applied_intent = intent_row(mailbox, to=["max@customer.test"])
+    hook.post(client, delivery_payload("delivered", applied_intent))
+    hook.post(client, early("delivered", mailbox))  # no send recorded its message id: deferred
+    hook.post(client, delivery_payload("bounced", known), apply=False)
+    hook.post(client, delivery_payload("complained", known), apply=False)
+    failed = WebhookEvent.objects.order_by("-pk").first()
+    WebhookEvent.objects.filter(pk=failed.pk).update(state="failed", apply_failures=5)
+    WebhookEvent.objects.update(received_at=timezone.now() - timedelta(days=91))
+    by_state = dict(WebhookEvent.objects.values_list("state", "pk"))
+    applied_journal = IntentEvent.objects.filter(action__startswith="delivery.").count()
+
+    retention.events_purge_payloads()
+    retention.events_purge_payloads()
+
+    rows = {
+        (row.data["webhook_event_id"], row.from_state, row.to_state, row.intent_id, row.draft_id)
+        for row in closing_rows()
+    }
+    assert closing_rows().count() == 3
+    assert rows == {
+        (by_state["pending"], "pending", "ignored", known.pk, known.draft_id),
+        (by_state["deferred"], "deferred", "ignored", None, None),
+        (by_state["failed"], "failed", "ignored", known.pk, known.draft_id),
+    }
+    assert set(closing_rows().values_list("tenant_id", "actor_kind")) == {(tenant_a.pk, "sweep")}
+    assert IntentEvent.objects.filter(action__startswith="delivery.").count() == applied_journal
+    assert set(WebhookEvent.objects.values_list("state", flat=True)) == {"applied", "ignored"}
+    # The send's page names the row in words (its journal lists the rows naming the send).
+    assert action_words(CLOSED) == "webhook event closed unapplied"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_event_the_applier_holds_is_neither_closed_nor_journaled(
+    client, hook, mailbox, intent_row
+):
+    """The applier takes an event FOR UPDATE SKIP LOCKED and applies it; retention, running
+    then, must not also close it (nor journal a close that did not happen, nor empty the payload
+    it is applying): it is left for the next run."""
+    sent = intent_row(mailbox, to=["jane@customer.test"])
+    hook.post(client, delivery_payload("delivered", sent), apply=False)
+    WebhookEvent.objects.update(received_at=timezone.now() - timedelta(days=91))
+    event = WebhookEvent.objects.get()
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_like_the_applier():
+        try:
+            with transaction.atomic():
+                WebhookEvent.objects.select_for_update().get(pk=event.pk)
+                locked.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold_like_the_applier)
+    holder.start()
+    try:
+        assert locked.wait(5)
+        retention.events_purge_payloads()
+    finally:
+        release.set()
+        holder.join()
+
+    event.refresh_from_db()
+    assert (event.state, event.payload is None, closing_rows().count()) == ("pending", False, 0)
