@@ -14,7 +14,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.core.management import call_command
+from django.core.management import ManagementUtility, call_command
 from django.core.management.base import CommandError
 from django.db import connection, connections, transaction
 from django.db.models.functions import Now
@@ -183,6 +183,41 @@ def test_the_retry_command_says_when_there_is_nothing_to_retry_and_refuses_bad_i
         call_command("webhooks_apply", "--retry-failed", "0")
     with pytest.raises(CommandError, match="--retry-failed runs alone"):
         call_command("webhooks_apply", "--retry-failed", "--once")
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        (["--batch", "5"], "leave out --batch."),
+        (["--poll", "2"], "leave out --poll."),
+        (["--poll", "2", "--batch", "5"], "leave out --batch and --poll."),
+        (["--once", "--batch", "5", "--poll", "2"], "leave out --once, --batch and --poll."),
+    ],
+)
+def test_the_retry_command_refuses_the_applier_options_it_would_ignore(db, poisoned, given, named):
+    """Found by a probe: --retry-failed refused --once but silently ignored --batch and --poll,
+    as if they had been honoured. Each is named, and nothing is retried."""
+    _, _, bad, _ = poisoned
+    WebhookEvent.objects.filter(pk=bad[0]).update(state="failed", apply_failures=5)
+
+    with pytest.raises(CommandError) as refused:
+        call_command("webhooks_apply", "--retry-failed", *given)
+
+    assert str(refused.value) == f"--retry-failed runs alone: it applies nothing, {named}"
+    assert WebhookEvent.objects.get(pk=bad[0]).state == "failed"
+
+
+def test_the_retry_command_refuses_them_from_the_command_line_too(db, capsys):
+    with pytest.raises(SystemExit) as exited:
+        ManagementUtility(
+            ["manage.py", "webhooks_apply", "--retry-failed", "--poll", "1"]
+        ).execute()
+
+    assert exited.value.code == 1
+    assert (
+        "--retry-failed runs alone: it applies nothing, leave out --poll."
+        in capsys.readouterr().err
+    )
 
 
 @pytest.mark.django_db(transaction=True)

@@ -20,6 +20,10 @@ from common.cli import BaseCommand, identifier, number
 from webhooks.services import applier
 from webhooks.services.failures import NotFailed, events_retry_failed
 
+POLL_SECONDS = 0.1
+# The options of applying, which --retry-failed (it applies nothing) refuses, in this order.
+_APPLYING = ("once", "batch", "poll")
+
 
 class Command(BaseCommand):
     help = "Apply stored webhook events in batches (SKIP LOCKED), in a loop or once."
@@ -29,14 +33,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--batch",
             type=number(int, least=1, most=100_000),
-            default=applier.APPLY_BATCH_SIZE,
-            help="Events per batch (default: %(default)s)",
+            # None when not given: --retry-failed refuses it only then.
+            default=None,
+            help=f"Events per batch (default: {applier.APPLY_BATCH_SIZE})",
         )
         parser.add_argument(
             "--poll",
             type=number(float, least=0, above=True, most=3600),
-            default=0.1,
-            help="Seconds between idle looks (default: %(default)s)",
+            default=None,
+            help=f"Seconds between idle looks (default: {POLL_SECONDS:g})",
         )
         parser.add_argument(
             "--retry-failed",
@@ -54,19 +59,24 @@ class Command(BaseCommand):
         if o["retry_failed"] is not None:
             self._retry_failed(o)
             return
+        batch = o["batch"] or applier.APPLY_BATCH_SIZE
         if o["once"]:
-            taken, finished = applier.events_apply_batch(limit=o["batch"])
+            taken, finished = applier.events_apply_batch(limit=batch)
             self.stdout.write(f"taken {taken} finished {finished}")
             return
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
-        finished = applier.events_apply_loop(stop=stop, interval=o["poll"], limit=o["batch"])
+        finished = applier.events_apply_loop(
+            stop=stop, interval=o["poll"] or POLL_SECONDS, limit=batch
+        )
         self.stdout.write(f"finished {finished}")
 
     def _retry_failed(self, o: dict) -> None:
-        if o["once"]:
-            raise CommandError("--retry-failed runs alone: it applies nothing, leave out --once.")
+        given = [f"--{name}" for name in _APPLYING if o[name] not in (None, False)]
+        if given:
+            named = given[0] if len(given) == 1 else f"{', '.join(given[:-1])} and {given[-1]}"
+            raise CommandError(f"--retry-failed runs alone: it applies nothing, leave out {named}.")
         try:
             retried = events_retry_failed(event_ids=o["retry_failed"] or None)
         except NotFailed as exc:
