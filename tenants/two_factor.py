@@ -239,6 +239,28 @@ def _wait_words(until: datetime | None) -> str:
     return timeuntil(until)
 
 
+def _app_throttled(user: User, wait: str) -> str:
+    """The refusal of an app code while the back-off holds, naming the ways in the person still
+    has: offered a recovery code with every one used, or a passkey they never added, they
+    looked for what they lacked."""
+    codes = RecoveryCode.objects.filter(user=user, used_at__isnull=True).exists()
+    passkey = Passkey.objects.filter(user=user).exists()
+    if codes and passkey:
+        text = _(
+            "Too many wrong codes from the app: try again in %(wait)s, or use a recovery code "
+            "or a passkey."
+        )
+    elif codes:
+        text = _(
+            "Too many wrong codes from the app: try again in %(wait)s, or use a recovery code."
+        )
+    elif passkey:
+        text = _("Too many wrong codes from the app: try again in %(wait)s, or use a passkey.")
+    else:
+        text = _("Too many wrong codes from the app: try again in %(wait)s.")
+    return text % {"wait": wait}
+
+
 def second_factor_verify(
     *,
     user: User,
@@ -262,11 +284,7 @@ def second_factor_verify(
             if not allowed:
                 raise TwoFactorError(
                     "throttled",
-                    _(
-                        "Too many wrong codes from the app: try again in %(wait)s, or use a "
-                        "recovery code or a passkey."
-                    )
-                    % {"wait": _wait_words((details or {}).get("locked_until"))},
+                    _app_throttled(user, _wait_words((details or {}).get("locked_until"))),
                 )
             if _check_totp(device, code):
                 factor = "totp"

@@ -3,6 +3,7 @@ purpose. The back-off on wrong authenticator codes is per account (it must be: a
 client lets a botnet guess the 6 digits), so it holds for the real person too. Recovery codes and
 passkeys cannot be guessed: they still sign the real person in while it holds."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -12,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tenants import two_factor
-from tenants.models import AuditEvent, TotpDevice, User
+from tenants.models import AuditEvent, RecoveryCode, TotpDevice, User
 from tests.tenants.test_passkeys import SoftPasskey, post_json
 from tests.tenants.test_two_factor import enrol, next_step_code, password_sign_in
 
@@ -115,6 +116,36 @@ def test_the_throttled_answer_says_how_long_and_what_still_works(enrolled, passw
     text = held.content.decode()
     assert "Wait a few seconds" not in text
     assert "try again in 59" in text and "recovery code" in text
+
+
+@pytest.mark.parametrize(
+    ("codes_left", "passkey", "way_out"),
+    [
+        (True, True, ", or use a recovery code or a passkey."),
+        (True, False, ", or use a recovery code."),
+        (False, True, ", or use a passkey."),
+        (False, False, "."),
+    ],
+)
+def test_the_throttled_answer_offers_only_what_the_person_has(
+    enrolled, password, settings, codes_left, passkey, way_out
+):
+    """Found by a probe: it offered "a recovery code or a passkey" to everyone, to a person
+    with no passkey, or with every recovery code used, too: they looked for what they lacked."""
+    settings.OTP_TOTP_THROTTLE_FACTOR = 3600
+    user, secret, _codes = enrolled
+    if not codes_left:
+        RecoveryCode.objects.filter(user=user).update(used_at=timezone.now())
+    if passkey:
+        SoftPasskey(user)
+    attacker = attacker_fails_the_code(user, secret, password)
+
+    held = attacker.post(reverse("two_factor_verify"), {"code": next_step_code(secret)})
+
+    text = held.content.decode()
+    told = re.search(r"Too many wrong codes from the app: try again in 59\s+minutes?([^<]*)<", text)
+    assert told is not None
+    assert told[1] == way_out
 
 
 def test_wrong_recovery_codes_have_a_back_off_of_their_own_that_stays_short(
