@@ -200,6 +200,8 @@ def broadcast_detail(request: TenantRequest, broadcast_id: int) -> HttpResponse:
             and broadcast.body_purged_at is None,
             "can_decide": can_decide,
             "undo_seconds": _undo_seconds_left(broadcast),
+            # Paused inside the window: nothing goes out when it closes (review/_undo.html).
+            "undo_paused": broadcast.state == controls.State.PAUSED,
             # The author's pace is on no other page and in no hash: the approver reads it here.
             "pace": broadcast_pace(broadcast),
             "approve_blocked_reason": approve_blocked_reason,

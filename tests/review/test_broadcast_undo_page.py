@@ -7,6 +7,7 @@ import re
 import pytest
 
 from intents.models import Broadcast, IntentEvent
+from intents.services.broadcast_controls import broadcast_pause
 from intents.services.broadcasts import broadcast_create
 from tenants.models import Tenant
 from tests.factories import make_local_mailbox
@@ -65,6 +66,27 @@ def test_a_viewer_sees_the_countdown_without_the_button_and_cannot_undo(
     assert "data-undo-button" not in page
     assert client.post(url(broadcast, "undo/")).status_code == 403
     assert Broadcast.objects.get(pk=broadcast.pk).state == "approved"
+
+
+def test_a_viewer_of_a_broadcast_paused_inside_its_window_is_told_it_is_paused(
+    signed_in, member_of, broadcast
+):
+    """Found by a probe: "Sending in 30 seconds" of a paused broadcast, which sends nothing
+    when its window closes (the approver's countdown: tests/review/test_browser_broadcasts.py)."""
+    approver = member_of(broadcast.tenant, "approver").user
+    approve(signed_in(approver), broadcast)
+    broadcast_pause(tenant=broadcast.tenant, broadcast_id=broadcast.pk, actor=approver)
+    client = signed_in(member_of(broadcast.tenant, "viewer").user)
+
+    page = client.get(url(broadcast)).content.decode()
+
+    told = re.search(
+        r"Paused: nothing is sent until someone resumes it\. An approver of this "
+        r"mailbox can still undo the approval for (\d+) more seconds\.",
+        page,
+    )
+    assert told is not None and 25 <= int(told[1]) <= 30
+    assert "Sending in" not in page
 
 
 def test_another_tenants_admin_gets_404_and_undoes_nothing(

@@ -132,3 +132,47 @@ def test_approve_a_broadcast_see_the_countdown_click_undo_nothing_sent(page, sho
     assert Broadcast.objects.get(pk=broadcast.pk).state == "pending_review"
     assert not SendIntent.objects.filter(broadcast=broadcast).exists()
     assert len(sandbox.ledger()) == ledger_before
+
+
+def test_the_countdown_of_a_broadcast_paused_inside_its_window_says_it_is_paused(
+    page, shop, tmp_path
+):
+    """Found by a probe: the countdown of a broadcast paused inside its undo window said
+    "Sending in 40 seconds", then "The undo window has closed; it is on its way": nothing of a
+    paused broadcast goes out until someone resumes it."""
+    from intents.services.broadcast_controls import broadcast_pause
+    from tenants.models import Tenant
+
+    Tenant.objects.filter(pk=shop["tenant"].pk).update(send_hold_seconds=40)
+    broadcast = broadcast_create(
+        tenant=shop["tenant"],
+        mailbox=shop["mailbox"],
+        subject="Your order is delayed",
+        text="Hello {{ name }}",
+        recipients=[{"address": f"u{i}@example.com", "variables": {"name": i}} for i in range(3)],
+    )
+    sign_in(page, shop["admin"].user)
+    page.goto(f"/t/{shop['tenant'].slug}/broadcasts/{broadcast.pk}/")
+    page.click("[data-approve]")
+    page.wait_for_selector("[data-broadcast-state=approved]")
+    broadcast_pause(tenant=shop["tenant"], broadcast_id=broadcast.pk, actor=shop["admin"].user)
+    page.clock.install()  # the countdown's timers run when told, not in real seconds
+    page.reload()
+    page.wait_for_selector("[data-broadcast-state=paused]")
+    box = page.locator("[data-undo-box]")
+    opened = box.locator("[data-undo-open]").inner_text()
+    shot(page, tmp_path, "broadcast-paused-undo-open")
+
+    page.clock.run_for(41_000)
+
+    box.locator("[data-undo-closed]").wait_for(state="visible")
+    closed = box.locator("[data-undo-closed]").inner_text()
+    shot(page, tmp_path, "broadcast-paused-undo-closed")
+    assert opened.startswith("Paused: nothing is sent until someone resumes it.")
+    assert "Sending in" not in opened
+    assert closed == (
+        "The undo window has closed. It is paused: cancel it to send nothing more, or resume it "
+        "to send the rest."
+    )
+    assert box.locator("[data-undo-status]").inner_text() == closed
+    assert box.locator("[data-undo-button]").is_hidden()
