@@ -23,7 +23,6 @@ RELOAD = "Reload the page to see where things stand."
 
 
 def _shoot(page, name):
-    page.screenshot(path=f"/tmp/wt12_{name}.png")
     if shots := os.environ.get("SCREENSHOT_DIR"):
         page.screenshot(path=f"{shots}/{name}.png")
 
