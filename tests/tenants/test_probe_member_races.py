@@ -418,6 +418,22 @@ def _take_away(tenant, reviewer, admin, change):
     )
 
 
+def _written_while_the_right_is_taken(tenant, mailbox, reviewer, admin, change, write):
+    """What ``write`` (run in a thread) ended with, when the mailbox row is held so that it stops
+    inside its transaction, after its early check, while ``change`` takes the right and commits."""
+    outcome: list = []
+    with transaction.atomic():
+        list(Mailbox.objects.select_for_update().filter(pk=mailbox.pk))
+        writing = in_thread(write, outcome)
+        until_done_or_waiting(writing, 1)
+        changed: list = []
+        changing = in_thread(lambda: _take_away(tenant, reviewer, admin, change), changed)
+        changing.join(20)
+        assert not isinstance(changed[0], Exception), changed[0]
+    writing.join(20)
+    return outcome[0]
+
+
 @pytest.mark.parametrize("change", ["deactivated", "demoted", "rights_removed"])
 def test_a_broadcast_posted_while_its_author_loses_the_right_is_refused_and_nothing_is_saved(
     tenant_a, member_of, change
@@ -431,28 +447,24 @@ def test_a_broadcast_posted_while_its_author_loses_the_right_is_refused_and_noth
     reviewer = member_of(tenant_a, "approver")
     admin = member_of(tenant_a, "admin")
     mailbox = make_local_mailbox(tenant_a)
-    outcome: list = []
-    with transaction.atomic():
-        list(Mailbox.objects.select_for_update().filter(pk=mailbox.pk))
-        posting = in_thread(
-            lambda: broadcast_create(
-                tenant=tenant_a,
-                mailbox=mailbox,
-                subject="Order {{ order }} is delayed",
-                text="Hello {{ name }}",
-                recipients=[{"address": "c1@example.com", "variables": {"name": "A", "order": 1}}],
-                actor_user=reviewer.user,
-            ),
-            outcome,
-        )
-        until_done_or_waiting(posting, 1)
-        changed: list = []
-        changing = in_thread(lambda: _take_away(tenant_a, reviewer, admin, change), changed)
-        changing.join(20)
-        assert not isinstance(changed[0], Exception), changed[0]
-    posting.join(20)
 
-    assert isinstance(outcome[0], errors.NoRight), outcome[0]
+    outcome = _written_while_the_right_is_taken(
+        tenant_a,
+        mailbox,
+        reviewer,
+        admin,
+        change,
+        lambda: broadcast_create(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            subject="Order {{ order }} is delayed",
+            text="Hello {{ name }}",
+            recipients=[{"address": "c1@example.com", "variables": {"name": "A", "order": 1}}],
+            actor_user=reviewer.user,
+        ),
+    )
+
+    assert isinstance(outcome, errors.NoRight), outcome
     assert not Broadcast.objects.filter(tenant=tenant_a).exists()
     assert not IntentEvent.objects.filter(tenant=tenant_a).exists()
 
@@ -469,27 +481,23 @@ def test_a_draft_written_while_its_author_loses_the_right_is_refused_and_nothing
     reviewer = member_of(tenant_a, "approver")
     admin = member_of(tenant_a, "admin")
     mailbox = make_local_mailbox(tenant_a)
-    outcome: list = []
-    with transaction.atomic():
-        list(Mailbox.objects.select_for_update().filter(pk=mailbox.pk))
-        writing = in_thread(
-            lambda: intent_services.draft_create(
-                tenant=tenant_a,
-                mailbox=mailbox,
-                to=["customer@example.com"],
-                subject="Your refund",
-                text="We refunded your order.",
-                actor_user=reviewer.user,
-            ),
-            outcome,
-        )
-        until_done_or_waiting(writing, 1)
-        changed: list = []
-        changing = in_thread(lambda: _take_away(tenant_a, reviewer, admin, change), changed)
-        changing.join(20)
-        assert not isinstance(changed[0], Exception), changed[0]
-    writing.join(20)
 
-    assert isinstance(outcome[0], errors.NoRight), outcome[0]
+    outcome = _written_while_the_right_is_taken(
+        tenant_a,
+        mailbox,
+        reviewer,
+        admin,
+        change,
+        lambda: intent_services.draft_create(
+            tenant=tenant_a,
+            mailbox=mailbox,
+            to=["customer@example.com"],
+            subject="Your refund",
+            text="We refunded your order.",
+            actor_user=reviewer.user,
+        ),
+    )
+
+    assert isinstance(outcome, errors.NoRight), outcome
     assert not Draft.objects.filter(tenant=tenant_a).exists()
     assert not IntentEvent.objects.filter(tenant=tenant_a).exists()
