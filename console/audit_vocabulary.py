@@ -125,7 +125,8 @@ SENTENCES = {
     "webhook.events_retried": _(
         "An operator put back webhook events that could not be applied, to be applied again"
     ),
-    # webhooks.services.retention: a send's record shows it when the event's message id names it.
+    # webhooks.services.retention, and an applier taking an event retention left without payload
+    # (apply.closed_unapplied): a send's record shows it when the event's message id names it.
     "webhook.event_closed_unapplied": _(
         "The retention period passed before a webhook event could be applied: it was closed "
         "unapplied"

@@ -62,7 +62,8 @@ ACTIONS = {
     "intent.handed_back": _("handed back by a stopping worker"),
     "intent.key_refused": _("waiting: AgentMail refused the mailbox's key"),
     "intent.undone": _("undone"),
-    # webhooks.services.retention: a delivery event about this send that was never applied.
+    # webhooks.services.retention (or an applier, apply.closed_unapplied): a delivery event about
+    # this send that was never applied.
     "webhook.event_closed_unapplied": _("webhook event closed unapplied"),
 }
 

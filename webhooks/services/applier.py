@@ -32,13 +32,12 @@ from intents.services.intents import intents_lock_threads
 from webhooks.models import WebhookEvent
 from webhooks.normalize import DELIVERY_KINDS, Kind, normalize
 from webhooks.services.apply import (
-    _PURGED_UNAPPLIED,
     UNAPPLIED,
     _apply,
     _find_many,
     _finish_many,
     _message_lock_key,
-    _Outcome,
+    closed_unapplied,
     event_apply,
     with_suppressed,
 )
@@ -101,10 +100,11 @@ def events_apply_batch(*, limit: int = APPLY_BATCH_SIZE) -> tuple[int, int]:
             # Their suppressions, written after everything else but the ledger and journal rows:
             # intents first, suppressions last, as the console and the worker take them.
             suppressions = SuppressionPlan()
+            purged = closed_unapplied([e for e, n in prepared if n is None])
             outcomes = [
                 (
                     event,
-                    _Outcome(State.IGNORED, _PURGED_UNAPPLIED)
+                    purged[event.pk]
                     if normalized is None
                     else _apply(event, normalized, found.get(event.pk), deliveries, suppressions),
                 )

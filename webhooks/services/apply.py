@@ -28,7 +28,7 @@ from email.utils import parseaddr
 from typing import Any
 
 from django.db import OperationalError, connection, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from psycopg.errors import LockNotAvailable
 
 from intents.journal import Entry, journal_many
@@ -59,6 +59,10 @@ _SUPPRESSING = {
 _TRANSIENT_BOUNCE = "transient"
 _NAMES_ITS_RECIPIENTS = frozenset({Kind.BOUNCED, Kind.COMPLAINED})
 _PURGED_UNAPPLIED = "payload purged before it could be applied"
+# The journal row of an event closed so: the row retention writes for the events it closes
+# (``retention.events_close_unapplied``); only retention purges payloads.
+CLOSED_UNAPPLIED = "webhook.event_closed_unapplied"
+_CLOSED_REASON = "retention period passed"
 # The outcome of an event whose inbox no mailbox of the tenant has (yet): ``reapply`` looks for it.
 NOT_A_MAILBOX = "the event's inbox is not a mailbox of this tenant"
 # The svix-id of an event the backfill found (webhooks.services.backfill): Svix ids are msg_...
@@ -96,7 +100,7 @@ def event_apply(*, event_id: int, lock_timeout_ms: int | None = None) -> str:
         if event is None:
             return ""
         if event.payload is None:
-            return _finish(event, _Outcome(State.IGNORED, _PURGED_UNAPPLIED))
+            return _finish(event, closed_unapplied([event])[event.pk])
         try:
             normalized = normalize(event.payload)
         except Exception as exc:
@@ -164,9 +168,10 @@ def events_apply_deferred(*, tenant_id: int, message_id: str) -> int:
             .order_by("received_at", "id")
         )
         applied = 0
+        purged = closed_unapplied([event for event in events if event.payload is None])
         for event in events:
             if event.payload is None:
-                _finish(event, _Outcome(State.IGNORED, _PURGED_UNAPPLIED))
+                _finish(event, purged[event.pk])
                 continue
             if _apply_guarded(event, normalize(event.payload)) == State.APPLIED:
                 applied += 1
@@ -187,11 +192,7 @@ def events_replay_pending(*, batch: int = 500) -> int:
     # Recorded in the event's own mailbox, as the apply step (`_find`) looks for it: matched by
     # tenant alone, an id an intent of another mailbox recorded was taken on every run and left
     # deferred, and enough such events, oldest first, filled every batch for ever.
-    recorded = SendIntent.objects.filter(
-        tenant_id=OuterRef("tenant_id"),
-        provider_message_id=OuterRef("message_id"),
-        mailbox__inbox_id__iexact=OuterRef("inbox_id"),
-    ).exclude(provider_message_id="")
+    recorded = _send_named()
     candidates = list(
         WebhookEvent.objects.filter(
             Q(state=State.PENDING)
@@ -216,6 +217,51 @@ def events_replay_pending(*, batch: int = 500) -> int:
     if moved:
         log.info("webhooks.event.replayed", extra={"count": moved})
     return moved
+
+
+def closed_unapplied(events: list[WebhookEvent]) -> dict[int, _Outcome]:
+    """The outcomes, by event id, of ``events`` (locked, still waiting to be applied) whose
+    payload is gone: closed as ignored, each with the journal row retention writes for the
+    events it closes, naming the send the event's message id names, if one recorded it. One
+    query, for the batch."""
+    if not events:
+        return {}
+    sent = _send_named().order_by("pk")
+    named = {
+        pk: (intent_id, draft_id)
+        for pk, intent_id, draft_id in WebhookEvent.objects.filter(pk__in=[e.pk for e in events])
+        .annotate(
+            intent_id=Subquery(sent.values("pk")[:1]),
+            draft_id=Subquery(sent.values("draft_id")[:1]),
+        )
+        .values_list("pk", "intent_id", "draft_id")
+    }
+    return {
+        event.pk: _Outcome(
+            State.IGNORED,
+            _PURGED_UNAPPLIED,
+            _Journal(
+                intent_id=named[event.pk][0],
+                draft_id=named[event.pk][1],
+                action=CLOSED_UNAPPLIED,
+                data={"webhook_event_id": event.pk},
+                from_state=str(event.state),
+                to_state=State.IGNORED,
+                reason=_CLOSED_REASON,
+            ),
+        )
+        for event in events
+    }
+
+
+def _send_named() -> QuerySet[SendIntent]:
+    """The send that recorded the message id of the outer event, in the event's own mailbox (as
+    ``_find`` looks for it; see ``events_replay_pending``)."""
+    return SendIntent.objects.filter(
+        tenant_id=OuterRef("tenant_id"),
+        provider_message_id=OuterRef("message_id"),
+        mailbox__inbox_id__iexact=OuterRef("inbox_id"),
+    ).exclude(provider_message_id="")
 
 
 def _message_lock_key(tenant_id: int, message_id: str) -> str:
@@ -257,12 +303,16 @@ def _apply_guarded(event: WebhookEvent, normalized: NormalizedEvent) -> str:
 
 @dataclass(frozen=True)
 class _Journal:
-    """The ``IntentEvent`` row of an applied delivery event (actor: the webhook)."""
+    """The ``IntentEvent`` row of an applied delivery event (actor: the webhook), or of an event
+    closed unapplied (``closed_unapplied``; no send if none recorded its message id)."""
 
-    draft_id: int
-    intent_id: int
+    draft_id: int | None
+    intent_id: int | None
     action: str
     data: dict
+    from_state: str = ""
+    to_state: str = ""
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -317,6 +367,9 @@ def _finish_many(finished: list[tuple[WebhookEvent, _Outcome]]) -> list[str]:
             ),
             actor_label=event.svix_id,
             action=outcome.journal.action,
+            from_state=outcome.journal.from_state,
+            to_state=outcome.journal.to_state,
+            reason=outcome.journal.reason,
             data=outcome.journal.data,
         )
         for event, outcome in finished
