@@ -10,6 +10,7 @@ from django.urls import reverse
 from config.clock import db_now
 from intents import services
 from intents.models import Draft, IntentEvent, SendIntent
+from intents.sending.precheck import HOLD_REASON
 from tenants.models import Tenant
 
 pytestmark = pytest.mark.django_db
@@ -95,6 +96,34 @@ def test_a_viewer_sees_the_countdown_but_no_button_and_cannot_undo(
     assert "data-undo-box" in page and "data-undo-button" not in page
     assert viewer.post(undo_url(held, intent)).status_code == 403
     assert SendIntent.objects.get(pk=intent.pk).state == "queued"
+
+
+def test_a_viewer_of_a_send_held_inside_its_window_is_told_it_is_held(
+    held, mailbox_a, make_intent, member_of, signed_in
+):
+    """Found by a probe: "Sending in 30 seconds" of a send held because the customer wrote
+    again, which is not sent until a person releases it (the approver's countdown:
+    tests/review/test_browser_undo.py)."""
+    intent = make_intent(mailbox_a)
+    services.intent_hold(tenant=held, intent_id=intent.pk, reason=HOLD_REASON)
+    viewer = signed_in(member_of(held, "viewer").user)
+
+    pages = [
+        viewer.get(reverse(name, args=[held.slug, pk])).content.decode()
+        for name, pk in (("outbox_intent", intent.pk), ("draft", intent.draft_id))
+    ]
+
+    told = [
+        re.search(
+            r"Held: customer wrote again in this thread after the draft was written; re-confirm\. "
+            r"It will not be sent until a person releases it\. An approver of this mailbox can "
+            r"still undo the approval for (\d+) more seconds\.",
+            page,
+        )
+        for page in pages
+    ]
+    assert all(t is not None and 25 <= int(t[1]) <= 30 for t in told)
+    assert not any("Sending in" in page for page in pages)
 
 
 def test_an_approver_without_the_mailbox_right_cannot_undo(
