@@ -174,7 +174,10 @@ class StrictIn(Schema):
 class AttachmentIn(StrictIn):
     filename: StrictStr = Field(
         max_length=255,
-        description="The file's name as the customer sees it; no path separators or control characters.",
+        description=(
+            "The file's name as the customer sees it; no path separators, control characters "
+            'or characters Windows refuses in a file name (" < > | ? * :).'
+        ),
         examples=["invoice-1042.pdf"],
     )
     content_type: StrictStr = Field(max_length=255, examples=["application/pdf"])

@@ -246,6 +246,13 @@ WINDOWS_DEVICE_NAMES = frozenset(
     ["CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$", "CLOCK$"]
     + [f"{port}{n}" for port in ("COM", "LPT") for n in [*range(10), "¹", "²", "³"]]
 )
+# What Windows refuses in a file name besides the separators "/", "\\" and ":" (refused for what
+# they do to a path): a file named so cannot be saved under its name, and a '"' in it
+# ('x.exe"; filename="invoice.pdf') is harmless only while the provider quotes it in the MIME
+# header. Their full-width forms (U+FF1F and the like) are other characters, which Windows saves.
+WINDOWS_FORBIDDEN = frozenset('"<>|?*')
+# Written "_" in the name of a customer's file sent back to them (``saveable_name``).
+UNSAVEABLE = str.maketrans(dict.fromkeys('"<>|?*:', "_"))
 CONTENT_TYPE_RE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
 # First bytes of programs: Windows PE/DOS (MZ), ELF, Mach-O (both byte orders, 32/64 bit, fat),
 # Java class files share CAFEBABE with fat Mach-O; "#!" starts any Unix script.
@@ -302,6 +309,17 @@ def _refuse(where: int | str, name: str, code: str, why: str) -> errors.InvalidI
     return errors.InvalidInput(code, f'{field} "{shown}": {why}', field=field)
 
 
+def saveable_name(name: str) -> str:
+    """The name a customer's file is forwarded under: each character Windows refuses in a file
+    name (``WINDOWS_FORBIDDEN`` and ":") written "_", as browsers save a download so. Renamed,
+    not refused: the customer named it, the agent cannot rename it, and a reply that cannot
+    send back "Q3 report: final.pdf" over its colon helps no one; the name the reviewer approves
+    (and the content hash covers) is this one, and it is checked like an uploaded file's after
+    (a program in it is still refused). Only those characters: "/" and "\\" make a path, and a
+    control or look-alike character is a trick, not a customer's habit; they stay refused."""
+    return name.translate(UNSAVEABLE)
+
+
 def decode_base64(index: int, filename: str, content) -> bytes:
     """The bytes of a base64 ``content`` (standard alphabet, padding required; line breaks and
     spaces, as MIME encoders write them, are ignored), or a 422 naming the file."""
@@ -334,7 +352,18 @@ def _name_problem(name: str) -> str | None:
         return "a filename is required."
     if len(name) > MAX_FILENAME:
         return f"the filename is longer than {MAX_FILENAME} characters."
-    return _shape_problem(name) or _look_alike_problem(name)
+    return _shape_problem(name) or _forbidden_problem(name) or _look_alike_problem(name)
+
+
+def _forbidden_problem(name: str) -> str | None:
+    # Not part of _shape_problem, which also judges the name as it reads (_look_alike_problem):
+    # a full-width question mark reads as "?" but is no trick, and Windows saves it.
+    if forbidden := next((char for char in name if char in WINDOWS_FORBIDDEN), None):
+        return (
+            f"the filename contains {forbidden}, which no Windows file name may hold "
+            '(" < > | ? * :); rename the file.'
+        )
+    return None
 
 
 def _shape_problem(name: str) -> str | None:

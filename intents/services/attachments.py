@@ -13,7 +13,7 @@ from django.db import connection
 from django.utils.translation import gettext as _
 
 from intents import errors
-from intents.attachments import CleanUpload, Upload, clean_uploads
+from intents.attachments import CleanUpload, Upload, clean_uploads, saveable_name
 from intents.blobs import blob_store
 from intents.models import AttachmentBlob, DraftAttachment, DraftVersion
 from intents.services.content import answered_message
@@ -214,7 +214,7 @@ def forwarded_uploads(
             budget -= len(received.content)
             files.append(
                 Upload(
-                    received.filename,
+                    saveable_name(received.filename),
                     received.content_type,
                     received.content,
                     source_message_id=source.message_id,

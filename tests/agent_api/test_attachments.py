@@ -637,3 +637,40 @@ def test_a_look_alike_dot_is_refused_uploaded_or_forwarded_naming_the_character(
     assert said in forwarded.json()["detail"]
     assert Draft.objects.count() == 0
     assert AttachmentBlob.objects.count() == 0
+
+
+def test_a_filename_windows_cannot_save_is_refused_uploaded_and_renamed_forwarded(
+    api, token_a, mailbox_a, sandbox
+):
+    """'"', "<", ">", "|", "?", "*" and ":" were taken in a name: no one could save the file
+    under it, and 'x.exe"; filename="invoice.pdf' was safe only while AgentMail quoted it in the
+    MIME header. The agent renames its own file; a customer's file, forwarded back to them, is
+    sent with each such character written "_", as browsers save a download so."""
+    customers = "Q3 report: final? <v2>.pdf"
+    message_id, [file_id] = _customer_wrote(
+        sandbox, mailbox_a, [_file(customers, "application/pdf", PDF)]
+    )
+
+    uploaded = api.post(
+        "/drafts",
+        draft_body(mailbox_a, attachments=[_file('x.exe"; filename="invoice.pdf')]),
+        token=token_a,
+        key="win-1",
+    )
+    forwarded = api.post(
+        "/drafts",
+        draft_body(mailbox_a, in_reply_to=message_id, forward_attachments=[file_id]),
+        token=token_a,
+        key="win-2",
+    )
+
+    problem = uploaded.json()
+    assert uploaded.status_code == 422, uploaded.content
+    assert problem["code"] == "attachment_filename_invalid"
+    assert problem["errors"][0]["field"] == "attachments[0]"
+    assert 'x.exe"; filename="invoice.pdf' in problem["detail"]
+    assert 'contains ", which no Windows file name may hold' in problem["detail"]
+    assert forwarded.status_code == 201, forwarded.content
+    [sent] = forwarded.json()["current_version"]["attachments"]
+    assert sent["filename"] == "Q3 report_ final_ _v2_.pdf"
+    assert DraftAttachment.objects.get().filename == "Q3 report_ final_ _v2_.pdf"

@@ -304,6 +304,39 @@ def test_dangerous_or_malformed_files_are_refused_naming_the_file(
     assert refused.value.message.startswith("attachments[3] ")
 
 
+# Found by a probe: the characters Windows refuses in a file name passed. No one can save such
+# a file under its name, and a '"' in it ('x.exe"; filename="invoice.pdf') is safe only as long
+# as the provider quotes it in the MIME header.
+@pytest.mark.parametrize(
+    ("filename", "char"),
+    [
+        ('x.exe"; filename="invoice.pdf', '"'),
+        ("a<b.pdf", "<"),
+        ("a>b.pdf", ">"),
+        ("a|b.pdf", "|"),
+        ("why?.pdf", "?"),
+        ("*.pdf", "*"),
+    ],
+)
+def test_a_character_windows_refuses_in_a_filename_is_refused_naming_it(filename, char):
+    with pytest.raises(errors.InvalidInput) as refused:
+        clean_upload(2, Upload(filename, "application/pdf", INVOICE))
+
+    assert refused.value.code == "attachment_filename_invalid"
+    assert refused.value.field == "attachments[2]"
+    assert refused.value.message == (
+        f'attachments[2] "{filename!a}": the filename contains {char}, which no Windows '
+        'file name may hold (" < > | ? * :); rename the file.'
+    )
+
+
+def test_full_width_forms_of_those_characters_pass():
+    """Windows saves them, and a Japanese or Chinese name writes its question mark so."""
+    [cleaned] = clean_uploads([Upload("\u306a\u305c\uff1f\uff0a.pdf", "application/pdf", INVOICE)])
+
+    assert cleaned.filename == "\u306a\u305c\uff1f\uff0a.pdf"
+
+
 # Found by a probe: compatibility look-alikes of dots and slashes passed, since the rules read the
 # name as stored while people (and some programs, which apply NFKC) read it as it shows.
 # "invoice" U+FF0E "exe" showed as invoice.exe with no extension for the check to refuse.
