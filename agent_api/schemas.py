@@ -27,6 +27,7 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from common.addresses import stray_character_in
 from intents.policy import normalize_address
 from intents.services import MAX_RECIPIENTS, MAX_SUBJECT
 from mailboxes.headers import line_break_in
@@ -36,7 +37,13 @@ MAX_TEXT = 200_000
 
 def _address(value: str) -> str:
     # Checked, not replaced by its normal form: the service's refusal of a recipient named twice
-    # names the spellings the agent sent.
+    # names the spellings the agent sent. Spaces around it pass; other white space does not
+    # (normalize_address would strip it unsaid).
+    if found := stray_character_in(value):
+        raise ValueError(
+            f"holds {found}: an address may hold no line break, control character or white "
+            "space other than a space"
+        )
     normalize_address(value)
     return value
 

@@ -88,6 +88,37 @@ def normalize_address(address: str) -> str:
     return _validated(candidate, test_environment=not settings.PRODUCTION)
 
 
+# The control characters a person may need named, which have no Unicode name of their own.
+_CONTROL_NAMES = {
+    "\t": "CHARACTER TABULATION",
+    "\n": "LINE FEED",
+    "\v": "LINE TABULATION",
+    "\f": "FORM FEED",
+    "\r": "CARRIAGE RETURN",
+    "\x85": "NEXT LINE",
+}
+
+
+def stray_character_in(value: str, *, typed: bool = False) -> str | None:
+    """The first character of ``value`` that is no part of an address and no space a writer
+    means, named (``U+00A0 NO-BREAK SPACE``), or None: a control character (CR, LF, a tab),
+    a line or paragraph separator, an unpaired surrogate, or white space other than the ASCII
+    space. ``normalize_address`` strips white space around an address (``str.strip``, every
+    kind) and email-validator refuses it only inside, so "ana@example.com\r\n" from an agent
+    became another string than it sent, without a word: the draft's entries refuse it. ``typed``:
+    a recipient field a person types several addresses in, where any space (a no-break space,
+    U+3000 from a Japanese keyboard) and a tab (a paste from a spreadsheet) separate them;
+    a line break or a control character is no one's typing there either."""
+    for char in value:
+        category = unicodedata.category(char)
+        if typed and (category == "Zs" or char == "\t"):
+            continue
+        if category in ("Cc", "Zl", "Zp", "Cs") or (char.isspace() and char != " "):
+            name = _CONTROL_NAMES.get(char) or unicodedata.name(char, "")
+            return f"U+{ord(char):04X} {name}".rstrip()
+    return None
+
+
 def letters_beyond_ascii(address: str) -> str:
     """The characters of ``address`` outside ASCII, each named once (``U+0456 CYRILLIC SMALL
     LETTER BYELORUSSIAN-UKRAINIAN I``), or "". An address is shown as it is, and

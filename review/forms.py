@@ -10,6 +10,7 @@ from django.http import QueryDict
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
+from common.addresses import stray_character_in
 from common.forms import TextBoxField
 from intents.selectors.queue import AGE_CHOICES, DEFAULT_SORT, QUEUE_SORTS, QueueFilter
 
@@ -100,6 +101,24 @@ class ReleaseForm(forms.Form):
         return message_ids(self.cleaned_data["messages_seen"])
 
 
+class RecipientsField(forms.CharField):
+    """Addresses as a person types them, separated by commas or any spaces. A line break or a
+    control character (``stray_character_in``) is refused, not taken for a separator: no one
+    types one in a text field, and the agent API refuses it too."""
+
+    def to_python(self, value):
+        if isinstance(value, str) and (found := stray_character_in(value, typed=True)):
+            raise forms.ValidationError(
+                _(
+                    "This field holds %(char)s, which no address holds: separate addresses "
+                    "with commas or spaces."
+                ),
+                code="invalid",
+                params={"char": found},
+            )
+        return super().to_python(value)
+
+
 def _addresses(value: str) -> list[str]:
     return [a for a in ADDRESS_SPLIT.split(value or "") if a]
 
@@ -113,13 +132,13 @@ class EditForm(forms.Form):
             _("The form did not say which version you edited; open the edit page again."),
         ),
     )
-    to = forms.CharField(
+    to = RecipientsField(
         max_length=10000, help_text=_("Separate addresses with commas."), label=_("To")
     )
-    cc = forms.CharField(
+    cc = RecipientsField(
         max_length=10000, required=False, label=pgettext_lazy("recipient field", "Cc")
     )
-    bcc = forms.CharField(
+    bcc = RecipientsField(
         max_length=10000, required=False, label=pgettext_lazy("recipient field", "Bcc")
     )
     subject = forms.CharField(max_length=998, label=_("Subject"))

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from django.utils.translation import gettext as _
 
-from common.addresses import same_recipient_key
+from common.addresses import same_recipient_key, stray_character_in
 from common.text import control_in, nothing_visible
 from intents import errors
 from intents.models import Draft
@@ -75,6 +75,21 @@ def refuse_recipient_problems(tenant, mailbox, field: str, addresses: list[str])
         problem = problems[0]
         raise errors.RecipientRefused(
             problem.error_code, problem.message, field=field, address=problem.address
+        )
+
+
+def _refuse_stray_character(field: str, written: str) -> None:
+    """Refuse a recipient holding a line break, a control character or white space other than
+    a space (``stray_character_in``), which ``normalize_address`` would strip unsaid."""
+    if found := stray_character_in(written):
+        raise errors.InvalidInput(
+            "recipient_invalid",
+            _(
+                "%(field)s holds %(char)s: an address may hold no line break, control character "
+                "or white space other than a space."
+            )
+            % {"field": field, "char": found},
+            field,
         )
 
 
@@ -170,7 +185,8 @@ def clean_content(
     for field, addresses in lists.items():
         refuse_recipient_problems(tenant, mailbox, field, addresses)
         out: list[str] = []
-        for written in addresses:
+        for index, written in enumerate(addresses):
+            _refuse_stray_character(f"{field}[{index}]", written)
             normalised = normalize_address(written)
             _refuse_named_twice(seen, field, written.strip(), normalised)
             out.append(normalised)

@@ -102,6 +102,37 @@ CASES = {
         "validation_failed",
         "to[0]",
     ),
+    # Found by a probe: white space other than a space around an address was stripped without
+    # a word (str.strip), so a recipient the agent wrote with a CR, an LF or a no-break space
+    # became another string than it sent. A plain space around one is still let pass.
+    "address with a trailing CRLF": (
+        lambda m: _case(m, to=["customer@example.com\r\n"]),
+        "application/json",
+        422,
+        "validation_failed",
+        "to[0]",
+    ),
+    "no-break space before an address": (
+        lambda m: _case(m, cc=["\u00a0ana@example.com"]),
+        "application/json",
+        422,
+        "validation_failed",
+        "cc[0]",
+    ),
+    "line separator after an address": (
+        lambda m: _case(m, bcc=["ok@example.com", "ana@example.com\u2028"]),
+        "application/json",
+        422,
+        "validation_failed",
+        "bcc[1]",
+    ),
+    "tab before an address": (
+        lambda m: _case(m, to=["\tcustomer@example.com"]),
+        "application/json",
+        422,
+        "validation_failed",
+        "to[0]",
+    ),
     "unknown field": (
         lambda m: _case(m, send_now=True),
         "application/json",
@@ -404,6 +435,35 @@ def test_bad_revision_writes_no_version(api, token_a, mailbox_a):
     assert response.status_code == 422
     assert response.json()["errors"][0]["field"] == "subject"
     assert DraftVersion.objects.filter(draft_id=draft_id).count() == 1
+
+
+def test_a_revision_whose_recipient_ends_in_a_line_feed_is_refused_naming_it(
+    api, token_a, mailbox_a
+):
+    draft_id = api.post("/drafts", draft_body(mailbox_a), token=token_a, key="ok").json()["id"]
+
+    response = api.post(
+        f"/drafts/{draft_id}/versions",
+        {"to": ["a@example.com"], "cc": ["b@example.com\n"], "subject": "x", "text": "t"},
+        token=token_a,
+    )
+
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["field"] == "cc[0]"
+    assert response.json()["detail"] == (
+        "cc[0]: holds U+000A LINE FEED: an address may hold no line break, control character "
+        "or white space other than a space"
+    )
+    assert DraftVersion.objects.filter(draft_id=draft_id).count() == 1
+
+
+def test_plain_spaces_around_an_address_are_still_let_pass(api, token_a, mailbox_a):
+    response = api.post(
+        "/drafts", draft_body(mailbox_a, to=["  ana@example.com "]), token=token_a, key="sp"
+    )
+
+    assert response.status_code == 201, response.content
+    assert response.json()["current_version"]["to"] == ["ana@example.com"]
 
 
 def test_oversized_declared_length_is_413_before_reading(api, token_a, mailbox_a):

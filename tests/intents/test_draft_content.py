@@ -55,3 +55,27 @@ def test_a_body_of_line_breaks_only_is_still_refused_as_empty(new_draft):
         new_draft(text="\r\n\r\n", html="\r")
 
     assert refused.value.code == "body_required"
+
+
+@pytest.mark.parametrize(
+    ("to", "field", "named"),
+    [
+        (["customer@example.com\r\n"], "to[0]", "U+000D CARRIAGE RETURN"),
+        (["ok@example.com", "\u00a0customer@example.com"], "to[1]", "U+00A0 NO-BREAK SPACE"),
+        (["customer@example.com\u2029"], "to[0]", "U+2029 PARAGRAPH SEPARATOR"),
+    ],
+)
+def test_a_recipient_with_white_space_other_than_a_space_is_refused_not_stripped(
+    new_draft, to, field, named
+):
+    """The service stripped it (str.strip) and stored another address than it was given, for
+    any caller; plain spaces around one still pass."""
+    with pytest.raises(errors.InvalidInput) as refused:
+        new_draft(to=to)
+
+    assert (refused.value.code, refused.value.field) == ("recipient_invalid", field)
+    assert refused.value.message.startswith(f"{field} holds {named}: ")
+
+
+def test_spaces_around_a_recipient_still_pass(new_draft):
+    assert new_draft(to=["  customer@example.com "]).versions.get().to == ["customer@example.com"]
