@@ -56,7 +56,8 @@ def test_reviewer_sees_the_files_previews_them_and_approves_the_exact_bytes(
         attachments=[
             Upload("label-1042.png", "image/png", png),
             Upload("invoice-1042.pdf", "application/pdf", pdf),
-            Upload("notes <b>.txt", "text/plain", b"<script>alert(1)</script>"),
+            # Escaped on the page: shown unescaped, the name would read "notes <b>.txt".
+            Upload("notes &lt;b&gt;.txt", "text/plain", b"<script>alert(1)</script>"),
         ],
     )
     page.set_default_timeout(30_000)  # the PDF preview renders on the server
@@ -67,7 +68,7 @@ def test_reviewer_sees_the_files_previews_them_and_approves_the_exact_bytes(
     assert items.count() == 3
     assert "label-1042.png" in items.nth(0).inner_text()
     assert "image/png" in items.nth(0).inner_text()
-    assert items.nth(2).locator("a").inner_text() == "notes <b>.txt"
+    assert items.nth(2).locator("a").inner_text() == "notes &lt;b&gt;.txt"
     previews = page.locator("img.attachment-preview")
     assert previews.count() == 2
     page.wait_for_function(
