@@ -62,7 +62,7 @@ _PURGED_UNAPPLIED = "payload purged before it could be applied"
 # The journal row of an event closed so: the row retention writes for the events it closes
 # (``retention.events_close_unapplied``); only retention purges payloads.
 CLOSED_UNAPPLIED = "webhook.event_closed_unapplied"
-_CLOSED_REASON = "retention period passed"
+CLOSED_REASON = "retention period passed"
 # The outcome of an event whose inbox no mailbox of the tenant has (yet): ``reapply`` looks for it.
 NOT_A_MAILBOX = "the event's inbox is not a mailbox of this tenant"
 # The svix-id of an event the backfill found (webhooks.services.backfill): Svix ids are msg_...
@@ -192,7 +192,7 @@ def events_replay_pending(*, batch: int = 500) -> int:
     # Recorded in the event's own mailbox, as the apply step (`_find`) looks for it: matched by
     # tenant alone, an id an intent of another mailbox recorded was taken on every run and left
     # deferred, and enough such events, oldest first, filled every batch for ever.
-    recorded = _send_named()
+    recorded = send_named_by_event()
     candidates = list(
         WebhookEvent.objects.filter(
             Q(state=State.PENDING)
@@ -226,7 +226,7 @@ def closed_unapplied(events: list[WebhookEvent]) -> dict[int, _Outcome]:
     query, for the batch."""
     if not events:
         return {}
-    sent = _send_named().order_by("pk")
+    sent = send_named_by_event().order_by("pk")
     named = {
         pk: (intent_id, draft_id)
         for pk, intent_id, draft_id in WebhookEvent.objects.filter(pk__in=[e.pk for e in events])
@@ -247,14 +247,14 @@ def closed_unapplied(events: list[WebhookEvent]) -> dict[int, _Outcome]:
                 data={"webhook_event_id": event.pk},
                 from_state=str(event.state),
                 to_state=State.IGNORED,
-                reason=_CLOSED_REASON,
+                reason=CLOSED_REASON,
             ),
         )
         for event in events
     }
 
 
-def _send_named() -> QuerySet[SendIntent]:
+def send_named_by_event() -> QuerySet[SendIntent]:
     """The send that recorded the message id of the outer event, in the event's own mailbox (as
     ``_find`` looks for it; see ``events_replay_pending``)."""
     return SendIntent.objects.filter(

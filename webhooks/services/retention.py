@@ -22,7 +22,7 @@ from intents.journal import Entry, journal_many
 from intents.models import Draft, IntentEvent, SendIntent
 from intents.retention import OPEN_INTENT_STATES
 from webhooks.models import InboundMessage, WebhookEvent
-from webhooks.services.apply import UNAPPLIED
+from webhooks.services.apply import CLOSED_REASON, CLOSED_UNAPPLIED, UNAPPLIED, send_named_by_event
 
 # The name of the module this came from: log routing and filters keep working.
 log = logging.getLogger("webhooks.services")
@@ -93,11 +93,7 @@ def events_close_unapplied(*, batch: int = CLOSE_BATCH) -> int:
     journaled) as well, it would be both applied and closed. It is left for the next run, which
     finds it applied or still waiting. Run twice, the second finds nothing to close."""
     # The send an event's message id names, found as the apply step finds it (``apply._find``).
-    sent = SendIntent.objects.filter(
-        tenant_id=OuterRef("tenant_id"),
-        provider_message_id=OuterRef("message_id"),
-        mailbox__inbox_id__iexact=OuterRef("inbox_id"),
-    ).exclude(provider_message_id="")
+    sent = send_named_by_event()
     closed = 0
     while True:
         with transaction.atomic():
@@ -137,10 +133,10 @@ def _close(rows: list[tuple[int, int, str, int | None, int | None]]) -> None:
                 draft_id=draft_id,
                 intent_id=intent_id,
                 actor_kind=IntentEvent.Actor.SWEEP,
-                action="webhook.event_closed_unapplied",
+                action=CLOSED_UNAPPLIED,
                 from_state=state,
                 to_state=State.IGNORED,
-                reason="retention period passed",
+                reason=CLOSED_REASON,
                 data={"webhook_event_id": pk},
             )
             for pk, tenant_id, state, intent_id, draft_id in rows
