@@ -139,10 +139,8 @@ def draft_create(
         # After auto_assignee's FOR UPDATE of an auto-assigning mailbox: holding KEY SHARE first,
         # two drafts created at once would each wait for the other's.
         require_active_mailbox(mailbox, field="mailbox")
-        # A person's right again, read after the last lock this transaction waits for: read only
-        # before the transaction, an admin who deactivated them, made them a viewer or took the
-        # mailbox's right away meanwhile did not stop the draft, which then waited for review
-        # in the name of someone who may no longer write for the mailbox.
+        # A person's right again, after the last lock waited for: an admin's change committed
+        # meanwhile (deactivated, a viewer now, the mailbox's right gone) stops the draft.
         author_fields, actor_fields = draft_author(tenant, mailbox, agent_token, actor_user)
         draft = Draft.objects.create(
             tenant=tenant,
