@@ -58,6 +58,14 @@ def _approved_reply_left_uncertain(tenant, member_of, mailbox, sandbox, client, 
     return ana, intent
 
 
+@pytest.fixture
+def inbox(tenant_a, mailbox_factory, hook_for):  # noqa: F811
+    """(tenant A's mailbox, its webhook). The mailbox first: provisioning it registers the
+    tenant's webhook, with its own secret."""
+    mailbox = mailbox_factory(tenant_a)
+    return mailbox, hook_for(tenant_a)
+
+
 def _reconcile(intent: SendIntent) -> SendIntent:
     SendIntent.objects.filter(pk=intent.pk).update(next_attempt_at=Now())
     sending.run_once(worker="w", limit=1)
@@ -69,15 +77,12 @@ def _reconcile(intent: SendIntent) -> SendIntent:
 def test_a_reply_left_uncertain_is_not_sent_after_the_customer_wrote_again(
     tenant_a,
     member_of,
-    mailbox_factory,
+    inbox,
     sandbox,
     fast_send,  # noqa: F811
     client,
-    hook_for,  # noqa: F811
 ):
-    # The mailbox first: provisioning it registers the tenant's webhook, with its own secret.
-    mailbox = mailbox_factory(tenant_a)
-    hook = hook_for(tenant_a)
+    mailbox, hook = inbox
     ana, intent = _approved_reply_left_uncertain(
         tenant_a, member_of, mailbox, sandbox, client, hook
     )
@@ -103,14 +108,12 @@ def test_a_reply_left_uncertain_is_not_sent_after_the_customer_wrote_again(
 def test_a_reply_left_uncertain_is_replayed_when_nobody_wrote_since(
     tenant_a,
     member_of,
-    mailbox_factory,
+    inbox,
     sandbox,
     fast_send,  # noqa: F811
     client,
-    hook_for,  # noqa: F811
 ):
-    mailbox = mailbox_factory(tenant_a)
-    hook = hook_for(tenant_a)
+    mailbox, hook = inbox
     _, intent = _approved_reply_left_uncertain(tenant_a, member_of, mailbox, sandbox, client, hook)
 
     intent = _reconcile(intent)
@@ -123,14 +126,12 @@ def test_a_reply_left_uncertain_is_replayed_when_nobody_wrote_since(
 def test_a_message_the_release_of_its_hold_showed_does_not_stop_the_replay(
     tenant_a,
     member_of,
-    mailbox_factory,
+    inbox,
     sandbox,
     fast_send,  # noqa: F811
     client,
-    hook_for,  # noqa: F811
 ):
-    mailbox = mailbox_factory(tenant_a)
-    hook = hook_for(tenant_a)
+    mailbox, hook = inbox
     admin = member_of(tenant_a, "admin").user
     ana, draft = _approved_reply(tenant_a, admin, mailbox, sandbox, client, hook)
     again = customer_writes(
@@ -167,18 +168,16 @@ def test_a_message_the_release_of_its_hold_showed_does_not_stop_the_replay(
 def test_a_reply_is_held_when_the_customer_wrote_while_a_worker_held_it(
     tenant_a,
     member_of,
-    mailbox_factory,
+    inbox,
     sandbox,
     fast_send,  # noqa: F811
     client,
-    hook_for,  # noqa: F811
 ):
     """The same gap while a worker holds the send (claimed, its call about to start or in
     flight): the send is not queued, so Ana's message held nothing, and the call went out (or,
     answered 429, the send went back to the queue unheld and its next attempt did). The
     pre-call check holds it for a person instead."""
-    mailbox = mailbox_factory(tenant_a)
-    hook = hook_for(tenant_a)
+    mailbox, hook = inbox
     admin = member_of(tenant_a, "admin").user
     ana, draft = _approved_reply(tenant_a, admin, mailbox, sandbox, client, hook)
     states: list[str] = []
@@ -214,19 +213,17 @@ def test_a_reply_is_held_when_the_customer_wrote_while_a_worker_held_it(
 def test_the_customers_message_is_not_taken_as_proof_that_the_reply_went_out(
     tenant_a,
     member_of,
-    mailbox_factory,
+    inbox,
     sandbox,
     fast_send,  # noqa: F811
     client,
-    hook_for,  # noqa: F811
 ):
     """The reply above, left to a person (needs attention: nothing carries its label). Looking
     for proof that it went out, they paste the message id the draft's page shows, which is
     Ana's own message, the one the reply answers. It was taken: the send marked accepted, the
     draft closed as sent, and Ana, who got nothing (the sandbox's ledger is empty), was never
     answered. It is refused naming what that id is."""
-    mailbox = mailbox_factory(tenant_a)
-    hook = hook_for(tenant_a)
+    mailbox, hook = inbox
     ana, intent = _approved_reply_left_uncertain(
         tenant_a, member_of, mailbox, sandbox, client, hook
     )
