@@ -14,7 +14,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.core.management import ManagementUtility, call_command
+from django.core.management import call_command, load_command_class
 from django.core.management.base import CommandError
 from django.db import connection, connections, transaction
 from django.db.models.functions import Now
@@ -208,10 +208,13 @@ def test_the_retry_command_refuses_the_applier_options_it_would_ignore(db, poiso
 
 
 def test_the_retry_command_refuses_them_from_the_command_line_too(db, capsys):
+    # Django's own run_from_argv, which turns a CommandError into the exit status; not
+    # ManagementUtility.execute, whose django.setup() configures logging again, leaving the
+    # root handler writing to this test's captured stderr, closed after it: every later test
+    # in this process that logged and read its stderr found "--- Logging error ---" there.
+    command = load_command_class("webhooks", "webhooks_apply")
     with pytest.raises(SystemExit) as exited:
-        ManagementUtility(
-            ["manage.py", "webhooks_apply", "--retry-failed", "--poll", "1"]
-        ).execute()
+        command.run_from_argv(["manage.py", "webhooks_apply", "--retry-failed", "--poll", "1"])
 
     assert exited.value.code == 1
     assert (
