@@ -357,9 +357,10 @@ def intents_hold_stale(
 
     Only messages written after the draft count (the agent had the earlier ones), or recorded
     after it (``recorded_at``, the database's clock: a message delivered to us late was seen by
-    no one), and never the message the draft answers. Each send is held by ``intent_hold`` (its
-    own transition). The mailbox names the tenant: the caller found it in the tenant of a
-    verified event.
+    no one), and never the message the draft answers (``message_id``; empty for another message
+    under an id already recorded, which a draft answering that id no longer names alone). Each
+    send is held by ``intent_hold`` (its own transition). The mailbox names the tenant: the
+    caller found it in the tenant of a verified event.
     """
     newer_than = max(written_at, recorded_at) if recorded_at is not None else written_at
     if not thread_id:
@@ -378,10 +379,11 @@ def intents_hold_stale(
                 draft__created_at__lt=newer_than,
             )
             .filter(Q(draft__thread_id=thread_id) | Q(provider_thread_id=thread_id))
-            .exclude(draft__in_reply_to=message_id)
             .order_by("pk")
             .values_list("pk", flat=True)
         )
+        if message_id:
+            stale = stale.exclude(draft__in_reply_to=message_id)
         for intent_id in list(stale):
             try:
                 intent_hold(tenant=mailbox.tenant, intent_id=intent_id, reason=reason)

@@ -144,7 +144,8 @@ def test_another_message_under_a_recorded_message_id_is_named_not_taken_for_a_co
     assert outcomes[1] == ("applied", "inbound message already recorded")
     assert outcomes[2] == (
         "ignored",
-        "another message under this Message-ID is recorded (other sender or thread): not this one",
+        "another message under this Message-ID is recorded (other sender, thread or subject): "
+        "not this one; 0 queued send(s) held",
     )
 
 

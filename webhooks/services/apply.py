@@ -34,7 +34,7 @@ from psycopg.errors import LockNotAvailable
 from intents.journal import Entry, journal_many
 from intents.models import IntentEvent, SendIntent, Suppression
 from intents.sending.precheck import HOLD_REASON
-from intents.services.intents import intents_hold_stale
+from intents.services.intents import Holds, intents_hold_stale
 from mailboxes.models import Mailbox
 from webhooks.models import InboundMessage, WebhookEvent
 from webhooks.normalize import DELIVERY_KINDS, Kind, NormalizedEvent, normalize
@@ -631,21 +631,30 @@ def _apply_received(
         },
     )
     if not created:
-        sender = inbound_facts.sender if inbound_facts else ""
-        if message.thread_id != normalized.thread_id or _address(message.sender) != _address(
-            sender
-        ):
+        if _another_message(message, inbound_facts, normalized.thread_id):
             # A Message-ID is the sender's to choose: another message under one we recorded
             # (a copy reusing it, a broken client) is not a redelivery. Still one row per
-            # mailbox and Message-ID; the ledger and the log name it.
+            # mailbox and Message-ID; the ledger and the log name it. The customer still wrote
+            # in the thread: its queued replies are held as for any message, those answering
+            # the recorded one too (its id now names two messages). Held by nothing, a reply
+            # approved before "cancel it, do not ship" went out unread.
             log.warning(
                 "webhooks.inbound.message_id_reused",
                 extra={"tenant_id": event.tenant_id, "svix_id": event.svix_id},
             )
+            holds = intents_hold_stale(
+                mailbox=mailbox,
+                thread_id=normalized.thread_id,
+                message_id="",
+                written_at=occurred_at,
+                recorded_at=event.received_at,
+                reason=HOLD_REASON,
+            )
+            _log_holds(event, holds)
             return (
                 State.IGNORED,
-                "another message under this Message-ID is recorded (other sender or thread): "
-                "not this one",
+                "another message under this Message-ID is recorded (other sender, thread or "
+                f"subject): not this one; {len(holds.held)} queued send(s) held",
             )
         if _reply_to_filled(event, normalized, mailbox, message):
             return (
@@ -682,6 +691,19 @@ def _reply_to_filled(
     return bool(InboundMessage.objects.filter(pk=message.pk, reply_to=[]).update(reply_to=reply_to))
 
 
+def _another_message(message: InboundMessage, facts, thread_id: str) -> bool:
+    """Whether a received message under the Message-ID of ``message`` is another message, not
+    a copy (a redelivery, the backfill's and the webhook's of one message): another thread,
+    sender or subject. AgentMail gives a copy the subject as it gives the message."""
+    sender = facts.sender if facts else ""
+    subject = facts.subject if facts else ""
+    return (
+        message.thread_id != thread_id
+        or _address(message.sender) != _address(sender)
+        or message.subject != subject
+    )
+
+
 def _address(sender: str) -> str:
     """The address of a From (its display name may be written differently by a listing)."""
     return parseaddr(sender)[1].lower()
@@ -699,6 +721,11 @@ def _hold_stale_intents(
         recorded_at=message.recorded_at,
         reason=HOLD_REASON,
     )
+    _log_holds(event, holds)
+    return len(holds.held)
+
+
+def _log_holds(event: WebhookEvent, holds: Holds) -> None:
     for intent_id, code in holds.skipped:
         log.info(
             "webhooks.intent.hold_skipped",
@@ -709,4 +736,3 @@ def _hold_stale_intents(
             "webhooks.intent.held",
             extra={"tenant_id": event.tenant_id, "intent_id": intent_id, "svix_id": event.svix_id},
         )
-    return len(holds.held)
