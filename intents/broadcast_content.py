@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
 
-from common.addresses import same_recipient_key
+from common.addresses import same_recipient_key, stray_character_in
 from intents.hashing import content_hash as message_content_hash
 from intents.policy import is_own_address, normalize_address, own_mailbox_refusal
 from mailboxes.headers import encoded_word_in, line_break_in
@@ -270,6 +270,9 @@ def clean_recipients(
     seen: dict[str, tuple[int, str]] = {}
     out: list[Recipient] = []
     for row, raw_address, raw_variables in rows:
+        if isinstance(raw_address, str) and (stray := _stray_in_address(row, raw_address)):
+            total += _keep(errors, [stray])
+            continue
         try:
             address = normalize_address(raw_address)  # type: ignore[arg-type]
         except ValueError as exc:
@@ -293,6 +296,20 @@ def clean_recipients(
     if total:
         raise RecipientsInvalid(errors, total)
     return out
+
+
+def _stray_in_address(row: int, written: str) -> RowError | None:
+    """The refusal of an address holding a line break, a control character or white space other
+    than a space (``stray_character_in``), in a draft's words: ``normalize_address`` strips it
+    around the address, so "ana@example.com\\r\\n" in a row or a CSV cell was stored as another
+    string than the uploader sent, without a word, where a draft's recipient refuses it."""
+    if (found := stray_character_in(written)) is None:
+        return None
+    message = _(
+        "%(field)s holds %(char)s: an address may hold no line break, control character "
+        "or white space other than a space."
+    ) % {"field": "address", "char": found}
+    return RowError(row, "address", message)
 
 
 def too_many_recipients(most: int, given: int) -> RecipientsInvalid:
