@@ -119,6 +119,20 @@ def stray_character_in(value: str, *, typed: bool = False) -> str | None:
     return None
 
 
+def stray_character_refusal(value: str, *, field: str) -> str | None:
+    """The refusal of ``value`` when it holds a character ``stray_character_in`` names, in the
+    words a draft's recipient is refused in (``intents.services.content``), with ``field`` for
+    the place it was written in; else None. For every entry of one address that
+    ``normalize_address`` would otherwise take with that character stripped unsaid: a
+    broadcast's row, a suppression, an allow-list's entry."""
+    if (found := stray_character_in(value)) is None:
+        return None
+    return _(
+        "%(field)s holds %(char)s: an address may hold no line break, control character "
+        "or white space other than a space."
+    ) % {"field": field, "char": found}
+
+
 def letters_beyond_ascii(address: str) -> str:
     """The characters of ``address`` outside ASCII, each named once (``U+0456 CYRILLIC SMALL
     LETTER BYELORUSSIAN-UKRAINIAN I``), or "". An address is shown as it is, and

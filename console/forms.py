@@ -7,8 +7,9 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
+from common.addresses import normalize_address
 from common.days import DAY_VALIDATORS
-from common.forms import TextBoxField
+from common.forms import AddressField, TextBoxField
 from mailboxes.models import Mailbox
 from tenants import policies, services
 from tenants.models import AgentToken, Membership
@@ -132,8 +133,17 @@ class OwnDomainsForm(BasedOnForm):
 
 
 class SuppressionAddForm(forms.Form):
-    address = forms.EmailField(label=_("Address"), max_length=254)
+    address = AddressField(label=_("Address"))
     note = forms.CharField(label=_("Reason"), max_length=500)
+
+    def clean_address(self) -> str:
+        # Refused here too, beside the other fields' refusals; the service checks it again.
+        address = self.cleaned_data["address"]
+        try:
+            normalize_address(address)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc), code="invalid") from None
+        return address
 
 
 class SuppressionRemoveForm(forms.Form):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from common.addresses import stray_character_refusal
 from common.text import unsafe_in_name
 from console.selectors import suppression_reason
 from intents.policy import normalize_address
@@ -22,10 +23,14 @@ from tenants.services import AdminError, audit_record, require_admin, require_te
 def suppression_add(*, tenant: Tenant, address: str, note: str, actor: User) -> Stopped:
     # The form every send compares against (intents.policy.normalize_address): stored as typed,
     # ana@xn--bcher-kva.de never matched the ana@bücher.de a draft to that person is checked as.
+    # Named, not stripped (common.addresses.stray_character_refusal); the refusal of
+    # normalize_address names the character at fault too.
+    if refusal := stray_character_refusal(address or "", field=_("Address")):
+        raise AdminError("invalid_email", refusal, "address")
     try:
         address = normalize_address(address or "")
-    except ValueError:
-        raise AdminError("invalid_email", _("Enter a valid email address."), "address") from None
+    except ValueError as exc:
+        raise AdminError("invalid_email", str(exc), "address") from None
     note = (note or "").strip()
     if not note:
         raise AdminError("reason_required", _("Say why this address is suppressed."), "note")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
 
-from common.addresses import same_recipient_key, stray_character_in
+from common.addresses import same_recipient_key, stray_character_refusal
 from intents.hashing import content_hash as message_content_hash
 from intents.policy import is_own_address, normalize_address, own_mailbox_refusal
 from mailboxes.headers import encoded_word_in, line_break_in
@@ -300,15 +300,11 @@ def clean_recipients(
 
 def _stray_in_address(row: int, written: str) -> RowError | None:
     """The refusal of an address holding a line break, a control character or white space other
-    than a space (``stray_character_in``), in a draft's words: ``normalize_address`` strips it
-    around the address, so "ana@example.com\\r\\n" in a row or a CSV cell was stored as another
-    string than the uploader sent, without a word, where a draft's recipient refuses it."""
-    if (found := stray_character_in(written)) is None:
+    than a space (``stray_character_refusal``): ``normalize_address`` strips it around the
+    address, so "ana@example.com\\r\\n" in a row or a CSV cell was stored as another string
+    than the uploader sent, without a word, where a draft's recipient refuses it."""
+    if (message := stray_character_refusal(written, field="address")) is None:
         return None
-    message = _(
-        "%(field)s holds %(char)s: an address may hold no line break, control character "
-        "or white space other than a space."
-    ) % {"field": "address", "char": found}
     return RowError(row, "address", message)
 
 
