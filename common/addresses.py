@@ -143,6 +143,19 @@ def letters_beyond_ascii(address: str) -> str:
     return ", ".join(f"U+{ord(char):04X} {unicodedata.name(char, '?')}" for char in beyond)
 
 
+def shown_with_its_characters(written: str) -> str:
+    """``written`` as text that can be shown, followed by its characters outside printable ASCII,
+    each named once: "an\u200ba@example.com (U+200B ZERO WIDTH SPACE)". A refusal that names an
+    entry as written, with no reason of its own ("Not an email address: ..."), read as a valid
+    address when what it refused was a character no one sees."""
+    unusual = dict.fromkeys(c for c in written if not (c.isascii() and c.isprintable()))
+    named = ", ".join(
+        f"U+{ord(c):04X} {_CONTROL_NAMES.get(c) or unicodedata.name(c, '')}".rstrip()
+        for c in unusual
+    )
+    return f"{_shown(written)} ({named})" if named else _shown(written)
+
+
 def same_recipient_key(address: str) -> str:
     """What two addresses in their normal form (``normalize_address``) are compared by to tell
     that one list names a recipient twice: a draft's to, cc and bcc together

@@ -5,7 +5,7 @@ from django.core.exceptions import ValidationError
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from common.addresses import normalize_address, normalize_domain
+from common.addresses import normalize_address, normalize_domain, shown_with_its_characters
 from console.forms import BasedOnForm
 from mailboxes.models import Mailbox
 from mailboxes.provisioning import MAX_ALLOWED_ENTRIES
@@ -34,7 +34,7 @@ def _normalized(value: str, normalize) -> tuple[list[str], list[str]]:
         try:
             good.add(normalize(item))
         except ValueError:
-            bad.append(item)
+            bad.append(shown_with_its_characters(item))
     return sorted(good), bad
 
 

@@ -27,7 +27,7 @@ from django.db.models.functions import Now
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from common.addresses import normalize_address, normalize_domain
+from common.addresses import normalize_address, normalize_domain, shown_with_its_characters
 from common.text import invisible_characters, unsafe_in_name
 from mailboxes import provider
 from mailboxes.display_names import display_name_sync_wake
@@ -432,7 +432,7 @@ def _normalized(entries: list[str], normalize, message: str, field: str) -> list
         try:
             out.setdefault(normalize(entry), None)
         except ValueError:
-            bad.append(str(entry))
+            bad.append(shown_with_its_characters(str(entry)))
     if bad:
         raise ProvisioningError(message % {"names": ", ".join(bad[:5])}, field=field)
     return list(out)
