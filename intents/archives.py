@@ -21,6 +21,8 @@ from mail filters: an inner archive that cannot be read (encrypted, damaged), an
 truncated archive or compressed file (a tar with bytes after its last member that no header
 explains is one: GNU tar skips to the next header where Python's stops, so a program could sit
 past the stop). An encrypted ZIP itself still lists its names, which are checked like any ZIP's.
+A ZIP whose local file headers (what streaming extractors read) do not tell of the files its
+central directory lists (what the walk reads) is refused as well (``HEADERS_DISAGREE``).
 
 7z, RAR and the other kinds the standard library cannot read (``SEALED_EXTENSIONS``, by name, and
 7z, RAR and Zstandard by their first bytes) are refused at every level, not let through unread:
@@ -41,6 +43,7 @@ import io
 import lzma
 import re
 import stat
+import struct
 import tarfile
 import zipfile
 import zlib
@@ -80,6 +83,10 @@ SEALED_KINDS = "7z, RAR and the like"
 TOO_DEEP = "an archive nested too deep or too large to look inside"
 DAMAGED = "a damaged or truncated archive or compressed file"
 SEALED = f"an archive of a kind whose files cannot be checked ({SEALED_KINDS})"
+HEADERS_DISAGREE = (
+    "a ZIP whose file headers do not match its directory (a file named otherwise, or one it "
+    "does not list)"
+)
 UNREADABLE_INNER = (
     "an archive holding an archive that cannot be looked inside "
     f"(encrypted, damaged, or {SEALED_KINDS})"
@@ -198,6 +205,8 @@ def _walk(
         return
     try:
         entries = _tar_entries(data) if kind == "tar" else _zip_entries(data)
+    except _HeadersDisagree:
+        raise Refused(HEADERS_DISAGREE, path) from None
     except _UNREADABLE:
         # A ZIP directory found at the end of other bytes that does not read: no ZIP after all.
         if kind == "zip" and not opened and not data.startswith(b"PK\x03\x04"):
@@ -235,6 +244,7 @@ class _Entry:
 
 def _zip_entries(data: bytes) -> list[_Entry]:
     archive = zipfile.ZipFile(io.BytesIO(data))
+    _check_local_headers(data, archive)
 
     def reader(info: zipfile.ZipInfo) -> Callable[[int], bytes]:
         def read(most: int) -> bytes:
@@ -247,6 +257,52 @@ def _zip_entries(data: bytes) -> list[_Entry]:
         _Entry(info.filename, _zip_kind(info), info.file_size, reader(info))
         for info in archive.infolist()
     ]
+
+
+class _HeadersDisagree(zipfile.BadZipFile):
+    pass
+
+
+_LOCAL_HEADER = struct.Struct("<4s5H3L2H")
+_LOCAL_MAGIC = b"PK\x03\x04"
+# After a file's data, flag bit 3: CRC and both sizes (4 or 8 bytes each), perhaps signed.
+_DESCRIPTOR_SIZES = (12, 16, 20, 24)
+
+
+def _check_local_headers(data: bytes, archive: zipfile.ZipFile) -> None:
+    """The central directory (what zipfile, 7-Zip and Explorer list) and the local file headers
+    (what a streaming extractor walks from the start: bsdtar reading a pipe, Java's
+    ZipInputStream) must tell of the same files: each local header names its file as the
+    directory does, and the local entries follow one another up to the directory with nothing
+    between them or before the first a streaming reader would take for a file. Else the
+    program a streaming tool extracts is not the file the check listed."""
+    infos = sorted(archive.infolist(), key=lambda info: info.header_offset)
+    start_dir = archive.start_dir
+    first = infos[0].header_offset if infos else start_dir
+    if _LOCAL_MAGIC in data[:first]:
+        raise _HeadersDisagree("a local entry before the first listed one")
+    next_at: tuple[int, ...] = (first,)
+    for info in infos:
+        at = info.header_offset
+        header = data[at : at + _LOCAL_HEADER.size]
+        if at not in next_at or len(header) < _LOCAL_HEADER.size:
+            raise _HeadersDisagree("bytes between entries")
+        magic, _, flags, _, _, _, _, _, _, name_size, extra_size = _LOCAL_HEADER.unpack(header)
+        name_at = at + _LOCAL_HEADER.size
+        raw = data[name_at : name_at + name_size]
+        if magic != _LOCAL_MAGIC or _zip_name(raw, flags, archive) != info.orig_filename:
+            raise _HeadersDisagree("a file named otherwise")
+        end = name_at + name_size + extra_size + info.compress_size
+        next_at = tuple(end + size for size in _DESCRIPTOR_SIZES) if flags & 0x08 else (end,)
+    if start_dir not in next_at:
+        raise _HeadersDisagree("bytes after the last entry")
+
+
+def _zip_name(raw: bytes, flags: int, archive: zipfile.ZipFile) -> str:
+    """A name as zipfile decodes the directory's: UTF-8 under flag bit 11, else code page 437."""
+    if flags & 0x800:
+        return raw.decode("utf-8")
+    return raw.decode(archive.metadata_encoding or "cp437")  # type: ignore[attr-defined]
 
 
 def _zip_kind(info: zipfile.ZipInfo) -> str:

@@ -30,6 +30,14 @@ def _zip(member: str, prefix: bytes = b"") -> bytes:
     return prefix + buffer.getvalue()
 
 
+def _zip_named_otherwise_in_its_local_header() -> bytes:
+    """The directory says invoice.pdf; the local header, which streaming extractors read, says
+    invoice.exe."""
+    data = _zip("invoice.pdf")
+    at = data.index(b"invoice.pdf")
+    return data[:at] + b"invoice.exe" + data[at + len("invoice.pdf") :]
+
+
 @pytest.mark.parametrize(
     "data",
     [
@@ -39,8 +47,17 @@ def _zip(member: str, prefix: bytes = b"") -> bytes:
         _zip("invoice.exe::$DATA"),
         _zip("docs\\invoice.exe."),
         _zip("invoice.exe", prefix=b"%PDF-1.4\n" + b"x" * 100),
+        _zip_named_otherwise_in_its_local_header(),
     ],
-    ids=["trailing-dot", "trailing-space", "dots-and-spaces", "stream", "backslash", "prefixed"],
+    ids=[
+        "trailing-dot",
+        "trailing-space",
+        "dots-and-spaces",
+        "stream",
+        "backslash",
+        "prefixed",
+        "local-header",
+    ],
 )
 def test_a_zip_holding_a_program_by_its_windows_name_is_refused(api, token_a, mailbox_a, data):
     upload = {
