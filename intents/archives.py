@@ -49,6 +49,7 @@ import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 ARCHIVE_DEPTH = 3
 INNER_ARCHIVES_MAX = 64
@@ -392,19 +393,42 @@ def _gunzip(data: bytes, most: int) -> bytes:
 
 
 def _bunzip2(data: bytes, most: int) -> bytes:
-    with bz2.BZ2File(io.BytesIO(data)) as unpacking:
-        return unpacking.read(most)
+    """Stream after stream, as ``bzip2 -d`` unpacks them. Not BZ2File: it drops bytes after a
+    stream that do not decode, without a word, and a ZIP there is one 7-Zip and WinRAR open."""
+    return _unpack_streams(data, most, bz2.BZ2Decompressor, padding=b"")
 
 
 def _unxz(data: bytes, most: int) -> bytes:
     """Stream after stream (xz allows several, and zero padding between them), each decoder
-    bounded in memory, never more than ``most`` bytes out. LZMAFile takes no memory limit."""
+    bounded in memory. LZMAFile takes no memory limit."""
+    return _unpack_streams(
+        data, most, lambda: lzma.LZMADecompressor(memlimit=LZMA_MEMORY_MAX), padding=b"\x00"
+    )
+
+
+class _Decoder(Protocol):
+    @property
+    def eof(self) -> bool: ...
+
+    @property
+    def needs_input(self) -> bool: ...
+
+    @property
+    def unused_data(self) -> bytes: ...
+
+    def decompress(self, data: bytes, max_length: int = ...) -> bytes: ...
+
+
+def _unpack_streams(
+    data: bytes, most: int, decoder_for: Callable[[], _Decoder], *, padding: bytes
+) -> bytes:
+    """What ``data`` unpacks to, never more than ``most`` bytes; bytes after a stream must be
+    another stream (or ``padding``), else the decoder raises: they are damage, not a tail."""
     unpacked = bytearray()
     rest = data
-    while rest.strip(b"\x00") and len(unpacked) < most:
-        decoder = lzma.LZMADecompressor(memlimit=LZMA_MEMORY_MAX)
-        chunk = decoder.decompress(rest, max_length=most - len(unpacked))
-        unpacked += chunk
+    while rest.strip(padding) and len(unpacked) < most:
+        decoder = decoder_for()
+        unpacked += decoder.decompress(rest, max_length=most - len(unpacked))
         while not decoder.eof and len(unpacked) < most:
             if decoder.needs_input:
                 raise EOFError("the stream is cut short")

@@ -229,6 +229,10 @@ def _tar_with_garbage_before(member: str) -> bytes:
         ("invoice.pdf.xz", lzma.compress(TEXT * 100)[:-30]),
         ("notes.tar", TEXT * 20),
         ("docs.zip", _zipped({"a.txt": TEXT * 100})[:-30]),
+        ("notes.txt.bz2", bz2.compress(TEXT) + b"not a stream"),
+        ("notes.txt.bz2", bz2.compress(TEXT) + _zipped({"setup.exe": PROGRAM})),
+        ("notes.txt.gz", gzip.compress(TEXT) + _zipped({"setup.exe": PROGRAM})),
+        ("notes.txt.xz", lzma.compress(TEXT) + _zipped({"setup.exe": PROGRAM})),
     ],
     ids=[
         "tgz-cut",
@@ -239,9 +243,16 @@ def _tar_with_garbage_before(member: str) -> bytes:
         "xz-cut",
         "tar-not",
         "zip-cut",
+        "bz2-trailing-bytes",
+        "bz2-zip-behind",
+        "gz-zip-behind",
+        "xz-zip-behind",
     ],
 )
 def test_a_damaged_or_truncated_archive_is_refused(filename, data):
+    """Bytes after a compressed stream that are no stream are damage, whatever the compressor:
+    bzip2 ignored them (BZ2File drops what does not decode), gzip and xz refused them, and a ZIP
+    there is what 7-Zip and WinRAR find at the end of any bytes."""
     message = _refusal(filename, data)
 
     assert message.startswith(f'attachments[0] "{filename}": the content is {DAMAGED}')
