@@ -22,7 +22,9 @@ truncated archive or compressed file (a tar with bytes after its last member tha
 explains is one: GNU tar skips to the next header where Python's stops, so a program could sit
 past the stop). An encrypted ZIP itself still lists its names, which are checked like any ZIP's.
 A ZIP whose local file headers (what streaming extractors read) do not tell of the files its
-central directory lists (what the walk reads) is refused as well (``HEADERS_DISAGREE``).
+central directory lists (what the walk reads) is refused as well (``HEADERS_DISAGREE``), and
+so is one that names a file two ways of different types, by its header and by its Unicode Path
+field (``TWO_NAMES``): extractors differ on which they take.
 
 7z, RAR and the other kinds the standard library cannot read (``SEALED_EXTENSIONS``, by name, and
 7z, RAR and Zstandard by their first bytes) are refused at every level, not let through unread:
@@ -88,6 +90,7 @@ HEADERS_DISAGREE = (
     "a ZIP whose file headers do not match its directory (a file named otherwise, or one it "
     "does not list)"
 )
+TWO_NAMES = "a ZIP that gives a file two names of different types (its own and its Unicode path)"
 UNREADABLE_INNER = (
     "an archive holding an archive that cannot be looked inside "
     f"(encrypted, damaged, or {SEALED_KINDS})"
@@ -206,8 +209,8 @@ def _walk(
         return
     try:
         entries = _tar_entries(data) if kind == "tar" else _zip_entries(data)
-    except _HeadersDisagree:
-        raise Refused(HEADERS_DISAGREE, path) from None
+    except _NamesDisagree as disagreement:
+        raise Refused(disagreement.what, disagreement.where(path)) from None
     except _UNREADABLE:
         # A ZIP directory found at the end of other bytes that does not read: no ZIP after all.
         if kind == "zip" and not opened and not data.startswith(b"PK\x03\x04"):
@@ -246,6 +249,7 @@ class _Entry:
 def _zip_entries(data: bytes) -> list[_Entry]:
     archive = zipfile.ZipFile(io.BytesIO(data))
     _check_local_headers(data, archive)
+    _check_unicode_paths(archive)
 
     def reader(info: zipfile.ZipInfo) -> Callable[[int], bytes]:
         def read(most: int) -> bytes:
@@ -260,8 +264,16 @@ def _zip_entries(data: bytes) -> list[_Entry]:
     ]
 
 
-class _HeadersDisagree(zipfile.BadZipFile):
-    pass
+class _NamesDisagree(zipfile.BadZipFile):
+    """``what``: the refusal; ``member``: the file at fault, when the refusal names one."""
+
+    def __init__(self, what: str, member: str = ""):
+        super().__init__(what)
+        self.what = what
+        self.member = member
+
+    def where(self, path: tuple[str, ...]) -> tuple[str, ...]:
+        return (*path, self.member) if self.member else path
 
 
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")
@@ -281,22 +293,33 @@ def _check_local_headers(data: bytes, archive: zipfile.ZipFile) -> None:
     start_dir = archive.start_dir
     first = infos[0].header_offset if infos else start_dir
     if _LOCAL_MAGIC in data[:first]:
-        raise _HeadersDisagree("a local entry before the first listed one")
+        raise _NamesDisagree(HEADERS_DISAGREE)
     next_at: tuple[int, ...] = (first,)
     for info in infos:
         at = info.header_offset
         header = data[at : at + _LOCAL_HEADER.size]
         if at not in next_at or len(header) < _LOCAL_HEADER.size:
-            raise _HeadersDisagree("bytes between entries")
+            raise _NamesDisagree(HEADERS_DISAGREE)
         magic, _, flags, _, _, _, _, _, _, name_size, extra_size = _LOCAL_HEADER.unpack(header)
         name_at = at + _LOCAL_HEADER.size
         raw = data[name_at : name_at + name_size]
         if magic != _LOCAL_MAGIC or _zip_name(raw, flags, archive) != info.orig_filename:
-            raise _HeadersDisagree("a file named otherwise")
+            raise _NamesDisagree(HEADERS_DISAGREE)
         end = name_at + name_size + extra_size + info.compress_size
         next_at = tuple(end + size for size in _DESCRIPTOR_SIZES) if flags & 0x08 else (end,)
     if start_dir not in next_at:
-        raise _HeadersDisagree("bytes after the last entry")
+        raise _NamesDisagree(HEADERS_DISAGREE)
+
+
+def _check_unicode_paths(archive: zipfile.ZipFile) -> None:
+    """zipfile, 7-Zip and unzip name a file by its Info-ZIP Unicode Path field (0x7075) when it
+    has one; Explorer's built-in ZIP folder and Java's ZipInputStream by its header's name. Both
+    are checked by their type: a file saved as setup.exe by one and notes.txt by the other is
+    refused, one whose Unicode path only spells its name in UTF-8 passes."""
+    for info in archive.infolist():
+        own = info.orig_filename.split("\x00", 1)[0]
+        if extension(saved_as(own)) != extension(saved_as(info.filename)):
+            raise _NamesDisagree(TWO_NAMES, info.filename)
 
 
 def _zip_name(raw: bytes, flags: int, archive: zipfile.ZipFile) -> str:

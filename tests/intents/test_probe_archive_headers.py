@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import struct
 import zipfile
+import zlib
 
 import pytest
 
@@ -134,3 +135,35 @@ def test_a_zip_behind_other_bytes_whose_headers_disagree_is_refused():
 )
 def test_zips_whose_headers_agree_still_pass(data):
     assert _passes("docs.zip", data)
+
+
+def _with_unicode_path(name: str, unicode_path: str, data: bytes) -> bytes:
+    """A ZIP of one file whose header says ``name`` and whose Info-ZIP Unicode Path field
+    (0x7075, with the CRC of the header's name) says ``unicode_path``: zipfile, 7-Zip and unzip
+    take the latter, Explorer's built-in ZIP folder and Java's ZipInputStream the former."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        info = zipfile.ZipInfo(name)
+        utf8 = unicode_path.encode()
+        info.extra = struct.pack("<HHBI", 0x7075, 5 + len(utf8), 1, zlib.crc32(name.encode()))
+        info.extra += utf8
+        archive.writestr(info, data)
+    return buffer.getvalue()
+
+
+TWO_NAMES = "a ZIP that gives a file two names of different types (its own and its Unicode path)"
+
+
+def test_a_zip_whose_unicode_path_hides_a_program_behind_another_type_is_refused():
+    data = _with_unicode_path("setup.exe", "notes.txt", PROGRAM)
+    assert zipfile.ZipFile(io.BytesIO(data)).namelist() == ["notes.txt"]
+
+    assert _refusal("docs.zip", data) == (
+        f'attachments[0] "docs.zip": the content is {TWO_NAMES} ("notes.txt"), which is refused.'
+    )
+
+
+def test_a_unicode_path_that_only_spells_the_name_in_utf8_passes():
+    """What Info-ZIP writes for a name outside ASCII: the header in code page 437, the Unicode
+    path in UTF-8; the two differ, the type does not."""
+    assert _passes("docs.zip", _with_unicode_path("caf\u00c9.txt", "caf\u00e9.txt", TEXT))
