@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from django.utils.translation import gettext as _
 
-from common.addresses import same_recipient_key, stray_character_in
+from common.addresses import same_recipient_key, stray_character_refusal
 from common.text import control_in, nothing_visible
 from intents import errors
 from intents.models import Draft
@@ -80,17 +80,9 @@ def refuse_recipient_problems(tenant, mailbox, field: str, addresses: list[str])
 
 def _refuse_stray_character(field: str, written: str) -> None:
     """Refuse a recipient holding a line break, a control character or white space other than
-    a space (``stray_character_in``), which ``normalize_address`` would strip unsaid."""
-    if found := stray_character_in(written):
-        raise errors.InvalidInput(
-            "recipient_invalid",
-            _(
-                "%(field)s holds %(char)s: an address may hold no line break, control character "
-                "or white space other than a space."
-            )
-            % {"field": field, "char": found},
-            field,
-        )
+    a space (``stray_character_refusal``), which ``normalize_address`` would strip unsaid."""
+    if refusal := stray_character_refusal(written, field=field):
+        raise errors.InvalidInput("recipient_invalid", refusal, field)
 
 
 def _refuse_named_twice(
