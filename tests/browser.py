@@ -49,6 +49,15 @@ def new_draft(shop, **overrides):
     return services.draft_create(**fields)
 
 
+def shot(page, name: str) -> None:
+    """A full-page screenshot ``name``.png in SCREENSHOT_DIR when it is set (to look at, or to
+    refresh docs/screenshots); none in the suite's runs, where nobody looks at them and each
+    full page is a PNG the browser encodes, a fraction of a second of CPU apiece."""
+    if folder := os.environ.get("SCREENSHOT_DIR"):
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+
+
 def sign_in(page, user):
     page.goto("/signin/")
     page.fill("input[name=username]", user.email)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import io
-import os
 import re
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from PIL import Image, ImageDraw
 from intents import tasks
 from intents.attachments import Upload
 from intents.models import SendIntent
-from tests.browser import BROWSER_MARKS, new_draft, sign_in
+from tests.browser import BROWSER_MARKS, new_draft, shot, sign_in
 
 pytestmark = BROWSER_MARKS
 
@@ -44,11 +43,7 @@ def invoice_pdf() -> bytes:
     return out.getvalue()
 
 
-def test_reviewer_sees_the_files_previews_them_and_approves_the_exact_bytes(
-    page, shop, sandbox, tmp_path
-):
-    # SCREENSHOT_DIR=docs/screenshots refreshes the committed pictures; the suite writes elsewhere.
-    out = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
+def test_reviewer_sees_the_files_previews_them_and_approves_the_exact_bytes(page, shop, sandbox):
     png, pdf = label_png(), invoice_pdf()
     draft = new_draft(
         shop,
@@ -79,9 +74,9 @@ def test_reviewer_sees_the_files_previews_them_and_approves_the_exact_bytes(
     # The image as it is; the PDF's first page rendered about 800 pixels wide (PDFium rounds).
     assert widths[0] == 360
     assert 795 <= widths[1] <= 805
-    page.screenshot(path=str(out / "ui-draft-attachments-desktop.png"), full_page=True)
+    shot(page, "ui-draft-attachments-desktop")
     page.set_viewport_size({"width": 390, "height": 844})
-    page.screenshot(path=str(out / "ui-draft-attachments-phone.png"), full_page=True)
+    shot(page, "ui-draft-attachments-phone")
     page.set_viewport_size({"width": 1280, "height": 900})
 
     with page.expect_download() as download:

@@ -1,25 +1,18 @@
 """A broadcast approved in headless Chromium: the sample message, the filtered recipients, the
 approval, then the sends through the sandbox by the real worker code and the progress counts."""
 
-import os
 from pathlib import Path
 
 from intents.models import Broadcast, Suppression
 from intents.sending.fanout import broadcast_run
 from intents.services.broadcasts import broadcast_create
-from tests.browser import BROWSER_MARKS, sign_in
+from tests.browser import BROWSER_MARKS, shot, sign_in
 from tests.intents.helpers import drain_sends
 
 pytestmark = BROWSER_MARKS
 
 
-def shot(page, tmp_path, name):
-    folder = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
-
-
-def test_approve_a_broadcast_and_follow_its_progress(page, shop, tmp_path, settings):
+def test_approve_a_broadcast_and_follow_its_progress(page, shop, settings):
     settings.BROADCAST_RATE_PER_SECOND = 5
     Suppression.objects.create(tenant=shop["tenant"], address="c3@example.com", reason="bounced")
     broadcast = broadcast_create(
@@ -41,7 +34,7 @@ def test_approve_a_broadcast_and_follow_its_progress(page, shop, tmp_path, setti
     assert "Hello Kim 0," in page.locator("[data-sample-text]").inner_text()
     assert page.locator("[data-skipped=suppressed]").count() == 1
     assert page.locator("[data-recipient-count]").inner_text() == "5"
-    shot(page, tmp_path, "broadcast-review")
+    shot(page, "broadcast-review")
     with page.expect_download() as download:
         page.click("[data-recipients-csv]")
     rows = Path(download.value.path()).read_text().splitlines()
@@ -55,10 +48,10 @@ def test_approve_a_broadcast_and_follow_its_progress(page, shop, tmp_path, setti
     page.reload()
     assert page.locator("[data-count=accepted]").inner_text() == "4 / 4"
     assert page.locator("[data-pause]").count() == 1
-    shot(page, tmp_path, "broadcast-sending")
+    shot(page, "broadcast-sending")
 
 
-def test_post_a_broadcast_from_the_browser_with_a_csv(page, shop, tmp_path):
+def test_post_a_broadcast_from_the_browser_with_a_csv(page, shop):
     bad = (
         "address,name,order\nnot-an-address,Kim,A1\nlee@example.com,Lee,A2\nLEE@example.com,Bo,A3\n"
     )
@@ -80,7 +73,7 @@ def test_post_a_broadcast_from_the_browser_with_a_csv(page, shop, tmp_path):
     assert page.locator("[data-bad-row='3']").inner_text().startswith("Row 3, address")
     assert page.input_value("input[name=subject]") == "Your order {{ order }} is delayed"
     assert not Broadcast.objects.exists()
-    shot(page, tmp_path, "broadcast-new-bad-rows")
+    shot(page, "broadcast-new-bad-rows")
     page.set_input_files("input[name=recipients]", files=[{**upload, "buffer": good.encode()}])
     page.click("[data-post-broadcast]")
     page.wait_for_selector("[data-broadcast-state=pending_review]")
@@ -88,7 +81,7 @@ def test_post_a_broadcast_from_the_browser_with_a_csv(page, shop, tmp_path):
     assert page.url.endswith(f"/broadcasts/{broadcast.pk}/")
     assert (broadcast.created_by, broadcast.recipient_count) == (shop["admin"].user, 2)
     assert page.locator("[data-sample-subject]").inner_text() == "Your order A1 is delayed"
-    shot(page, tmp_path, "broadcast-new-posted")
+    shot(page, "broadcast-new-posted")
 
 
 def test_approve_a_broadcast_see_the_countdown_click_undo_nothing_sent(page, shop, sandbox):
@@ -134,9 +127,7 @@ def test_approve_a_broadcast_see_the_countdown_click_undo_nothing_sent(page, sho
     assert len(sandbox.ledger()) == ledger_before
 
 
-def test_the_countdown_of_a_broadcast_paused_inside_its_window_says_it_is_paused(
-    page, shop, tmp_path
-):
+def test_the_countdown_of_a_broadcast_paused_inside_its_window_says_it_is_paused(page, shop):
     """Found by a probe: the countdown of a broadcast paused inside its undo window said
     "Sending in 40 seconds", then "The undo window has closed; it is on its way": nothing of a
     paused broadcast goes out until someone resumes it."""
@@ -161,13 +152,13 @@ def test_the_countdown_of_a_broadcast_paused_inside_its_window_says_it_is_paused
     page.wait_for_selector("[data-broadcast-state=paused]")
     box = page.locator("[data-undo-box]")
     opened = box.locator("[data-undo-open]").inner_text()
-    shot(page, tmp_path, "broadcast-paused-undo-open")
+    shot(page, "broadcast-paused-undo-open")
 
     page.clock.run_for(41_000)
 
     box.locator("[data-undo-closed]").wait_for(state="visible")
     closed = box.locator("[data-undo-closed]").inner_text()
-    shot(page, tmp_path, "broadcast-paused-undo-closed")
+    shot(page, "broadcast-paused-undo-closed")
     assert opened.startswith("Paused: nothing is sent until someone resumes it.")
     assert "Sending in" not in opened
     assert closed == (

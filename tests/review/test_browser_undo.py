@@ -1,25 +1,17 @@
 """Undo send in headless Chromium: approve, watch the countdown, click Undo; the draft is pending
 again and the sandbox received nothing, with a real worker polling through the whole window."""
 
-import os
 import re
 import time
-from pathlib import Path
 
 from intents import services
 from intents.models import Draft, SendIntent
 from intents.sending.precheck import HOLD_REASON
 from tenants.models import Tenant
-from tests.browser import BROWSER_MARKS, new_draft, sign_in
+from tests.browser import BROWSER_MARKS, new_draft, shot, sign_in
 from tests.intents.conftest import start_worker
 
 pytestmark = BROWSER_MARKS
-
-
-def shot(page, tmp_path, name):
-    folder = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
 
 
 def test_approve_see_the_countdown_click_undo_nothing_sent(page, shop, sandbox):
@@ -56,7 +48,7 @@ def test_approve_see_the_countdown_click_undo_nothing_sent(page, shop, sandbox):
     assert sandbox.ledger(idempotency_key=intent.idempotency_key) == []
 
 
-def test_the_countdown_of_a_send_held_inside_its_window_says_it_is_held(page, shop, tmp_path):
+def test_the_countdown_of_a_send_held_inside_its_window_says_it_is_held(page, shop):
     """Found by a probe: a reply held inside its undo window (the customer wrote again after the
     approval) counted down to "Sending in 40 seconds", then "The undo window has closed; it is
     on its way": a held send goes nowhere until a person releases it."""
@@ -83,10 +75,10 @@ def test_the_countdown_of_a_send_held_inside_its_window_says_it_is_held(page, sh
         page.goto(url)
         form = page.locator(selector).first
         opened = form.locator("[data-undo-open]").inner_text()
-        shot(page, tmp_path, f"held-undo-open-{name}")
+        shot(page, f"held-undo-open-{name}")
         page.clock.run_for(41_000)
         form.locator("[data-undo-closed]").wait_for(state="visible")
-        shot(page, tmp_path, f"held-undo-closed-{name}")
+        shot(page, f"held-undo-closed-{name}")
         told[name] = (opened, form.locator("[data-undo-closed]").inner_text())
 
     for opened, closed in told.values():
