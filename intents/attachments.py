@@ -476,13 +476,16 @@ def _disk_image(data: bytes) -> bool:
     )
 
 
-def sniffed_danger(data: bytes, name: str = "") -> str | None:
+def sniffed_danger(
+    data: bytes, name: str = "", budget: archives.Budget | None = None
+) -> str | None:
     """What the bytes (of a file named ``name``) say a file is, if it is something that runs
-    code, or an archive holding one or that cannot be looked inside; None otherwise."""
+    code, or an archive holding one or that cannot be looked inside; None otherwise.
+    ``budget``: what the draft's other files left of the archive budget."""
     if what := _bytes_danger(data):
         return what
     try:
-        for member in archives.members(data, name):
+        for member in archives.members(data, name, budget):
             if what := _member_danger(member):
                 return f"{what} ({_where(member.path)})"
     except archives.Refused as refused:
@@ -543,9 +546,12 @@ def _unpacked_extension(name: str) -> str:
     return found
 
 
-def clean_upload(index: int, upload: Upload) -> CleanUpload:
+def clean_upload(
+    index: int, upload: Upload, *, budget: archives.Budget | None = None
+) -> CleanUpload:
     """One file, checked: its name, declared type, size and content, or a 422 naming it (its
-    place among the version's files, or the request field it came from)."""
+    place among the version's files, or the request field it came from). ``budget``: the
+    draft's archive budget, shared with its other files (``clean_uploads``)."""
     where: int | str = upload.field or index
     name = upload.filename if isinstance(upload.filename, str) else ""
     if problem := _name_problem(name):
@@ -600,7 +606,7 @@ def clean_upload(index: int, upload: Upload) -> CleanUpload:
             "attachment_type_refused",
             f"content type {content_type} is refused (programs, scripts and macro documents).",
         )
-    if what := sniffed_danger(data, name):
+    if what := sniffed_danger(data, name, budget):
         raise _refuse(
             where, name, "attachment_type_refused", f"the content is {what}, which is refused."
         )
@@ -615,7 +621,8 @@ def clean_upload(index: int, upload: Upload) -> CleanUpload:
 
 
 def clean_uploads(uploads: Iterable[Upload]) -> list[CleanUpload]:
-    """Every file of a version, checked one by one, then the count and total size."""
+    """Every file of a version, checked one by one within one archive budget (each file its
+    own made ten archives cost a request ten times the CPU), then the count and total size."""
     items = list(uploads)
     most = int(settings.ATTACHMENT_MAX_FILES)
     if len(items) > most:
@@ -624,7 +631,8 @@ def clean_uploads(uploads: Iterable[Upload]) -> list[CleanUpload]:
             f"A draft may carry at most {most} attachments; this one has {len(items)}.",
             field="attachments",
         )
-    cleaned = [clean_upload(index, upload) for index, upload in enumerate(items)]
+    budget = archives.Budget()
+    cleaned = [clean_upload(index, upload, budget=budget) for index, upload in enumerate(items)]
     total = sum(c.size for c in cleaned)
     limit = int(settings.ATTACHMENT_MAX_DRAFT_BYTES)
     if total > limit:
