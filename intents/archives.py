@@ -26,7 +26,10 @@ past the stop). An encrypted ZIP itself still lists its names, which are checked
 A ZIP whose local file headers (what streaming extractors read) do not tell of the files its
 central directory lists (what the walk reads) is refused as well (``HEADERS_DISAGREE``), and
 so is one that names a file two ways of different types, by its header and by its Unicode Path
-field (``TWO_NAMES``): extractors differ on which they take.
+field (``TWO_NAMES``): extractors differ on which they take. So is a ZIP with more than
+itself (``ZIP_TAIL``): bytes after its end record other than its declared comment, ZIP records
+in that comment, or a whole ZIP in front of it; zipfile reads the last end record it finds,
+7-Zip and WinRAR look for an archive at the end of a file.
 
 7z, RAR and the other kinds the standard library cannot read (``SEALED_EXTENSIONS``, by name, and
 7z, RAR and Zstandard by their first bytes) are refused at every level, not let through unread:
@@ -96,6 +99,10 @@ SEALED = f"an archive of a kind whose files cannot be checked ({SEALED_KINDS})"
 HEADERS_DISAGREE = (
     "a ZIP whose file headers do not match its directory (a file named otherwise, or one it "
     "does not list)"
+)
+ZIP_TAIL = (
+    "a ZIP with more than itself: another ZIP before it, bytes after its end, or ZIP records "
+    "in its comment (7-Zip and WinRAR open an archive found there)"
 )
 TWO_NAMES = "a ZIP that gives a file two names of different types (its own and its Unicode path)"
 UNREADABLE_INNER = (
@@ -267,6 +274,7 @@ def _zip_entries(data: bytes, most: int) -> list[_Entry]:
     """The ZIP's files; past ``most`` of them, unchecked (the budget refuses them)."""
     archive = zipfile.ZipFile(io.BytesIO(data))
     if len(archive.infolist()) <= most:
+        _check_ends(data, archive)
         _check_local_headers(data, archive)
         _check_unicode_paths(archive)
 
@@ -299,6 +307,30 @@ _LOCAL_HEADER = struct.Struct("<4s5H3L2H")
 _LOCAL_MAGIC = b"PK\x03\x04"
 # After a file's data, flag bit 3: CRC and both sizes (4 or 8 bytes each), perhaps signed.
 _DESCRIPTOR_SIZES = (12, 16, 20, 24)
+
+
+_END_MAGIC = b"PK\x05\x06"
+# Local header, central directory entry, end of directory, ZIP64 end record and its locator.
+_RECORD_MAGIC = (_LOCAL_MAGIC, b"PK\x01\x02", _END_MAGIC, b"PK\x06\x06", b"PK\x06\x07")
+
+
+def _check_ends(data: bytes, archive: zipfile.ZipFile) -> None:
+    """The ZIP ends where its end record says (after the comment it declares) and holds no
+    other: zipfile tolerates bytes after the end and reads the last end record it finds (a ZIP
+    appended to another, or put in its comment, is the one it lists), while 7-Zip and WinRAR
+    look for an archive at the end of a file, so what the check listed and what a tool opens
+    could differ. Refused: bytes after the end, ZIP records in the comment, and an end record
+    before the first file (a whole ZIP in front of the one read)."""
+    end_at = data.rfind(_END_MAGIC)
+    declared = int.from_bytes(data[end_at + 20 : end_at + 22], "little")
+    infos = archive.infolist()
+    first = min((info.header_offset for info in infos), default=archive.start_dir)
+    if (
+        end_at + 22 + declared != len(data)
+        or any(magic in archive.comment for magic in _RECORD_MAGIC)
+        or _END_MAGIC in data[:first]
+    ):
+        raise _NamesDisagree(ZIP_TAIL)
 
 
 def _check_local_headers(data: bytes, archive: zipfile.ZipFile) -> None:

@@ -53,6 +53,15 @@ def _tar_of(name: str) -> bytes:
     return buffer.getvalue()
 
 
+def _zip_of(name: str, data: bytes, comment: bytes = b"") -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(name, data)
+        archive.comment = comment
+    return buffer.getvalue()
+
+
+ZIP_TAIL = "a ZIP with more than itself"
 HOSTILE = [
     ("photos.zip", _zip_named_otherwise_locally(), "file headers do not match its directory"),
     (
@@ -62,8 +71,19 @@ HOSTILE = [
     ),
     ("logs.tar", _pax_chain(1500), "a damaged or truncated archive"),
     ("logs.tar", _tar_of("setup.exe\x00.txt"), '("setup.exe")'),
+    ("notes.zip", _zip_of("readme.txt", TEXT) + _zip_of("setup.exe", PROGRAM), ZIP_TAIL),
+    ("notes.zip", _zip_of("readme.txt", TEXT, comment=_zip_of("setup.exe", PROGRAM)), ZIP_TAIL),
+    ("notes.zip", _zip_of("readme.txt", TEXT) + b"tail", ZIP_TAIL),
 ]
-IDS = ["zip-local-header", "bz2-trailing", "pax-chain", "tar-nul"]
+IDS = [
+    "zip-local-header",
+    "bz2-trailing",
+    "pax-chain",
+    "tar-nul",
+    "zip-after-zip",
+    "zip-in-comment",
+    "zip-tail",
+]
 
 
 @pytest.mark.parametrize(("filename", "data", "said"), HOSTILE, ids=IDS)
