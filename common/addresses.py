@@ -114,9 +114,13 @@ def stray_character_in(value: str, *, typed: bool = False) -> str | None:
         if typed and (category == "Zs" or char == "\t"):
             continue
         if category in ("Cc", "Zl", "Zp", "Cs") or (char.isspace() and char != " "):
-            name = _CONTROL_NAMES.get(char) or unicodedata.name(char, "")
-            return f"U+{ord(char):04X} {name}".rstrip()
+            return _named(char)
     return None
+
+
+def _named(char: str) -> str:
+    """``U+000D CARRIAGE RETURN``: the code point and its name (a control character's too)."""
+    return f"U+{ord(char):04X} {_CONTROL_NAMES.get(char) or unicodedata.name(char, '')}".rstrip()
 
 
 def stray_character_refusal(value: str, *, field: str) -> str | None:
@@ -149,10 +153,7 @@ def shown_with_its_characters(written: str) -> str:
     entry as written, with no reason of its own ("Not an email address: ..."), read as a valid
     address when what it refused was a character no one sees."""
     unusual = dict.fromkeys(c for c in written if not (c.isascii() and c.isprintable()))
-    named = ", ".join(
-        f"U+{ord(c):04X} {_CONTROL_NAMES.get(c) or unicodedata.name(c, '')}".rstrip()
-        for c in unusual
-    )
+    named = ", ".join(_named(c) for c in unusual)
     return f"{_shown(written)} ({named})" if named else _shown(written)
 
 

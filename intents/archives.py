@@ -233,7 +233,7 @@ def _walk(
         return
     try:
         entries = (_tar_entries if kind == "tar" else _zip_entries)(data, budget.members_left)
-    except _NamesDisagree as disagreement:
+    except _ZipRefused as disagreement:
         raise Refused(disagreement.what, disagreement.where(path)) from None
     except _UNREADABLE:
         # A ZIP directory found at the end of other bytes that does not read: no ZIP after all.
@@ -274,8 +274,11 @@ def _zip_entries(data: bytes, most: int) -> list[_Entry]:
     """The ZIP's files; past ``most`` of them, unchecked (the budget refuses them)."""
     archive = zipfile.ZipFile(io.BytesIO(data))
     if len(archive.infolist()) <= most:
-        _check_ends(data, archive)
-        _check_local_headers(data, archive)
+        infos = sorted(archive.infolist(), key=lambda info: info.header_offset)
+        # Where the first file starts: what lies before it is no part of this ZIP.
+        first = infos[0].header_offset if infos else archive.start_dir
+        _check_ends(data, archive, first)
+        _check_local_headers(data, archive, infos, first)
         _check_unicode_paths(archive)
 
     def reader(info: zipfile.ZipInfo) -> Callable[[int], bytes]:
@@ -291,8 +294,9 @@ def _zip_entries(data: bytes, most: int) -> list[_Entry]:
     ]
 
 
-class _NamesDisagree(zipfile.BadZipFile):
-    """``what``: the refusal; ``member``: the file at fault, when the refusal names one."""
+class _ZipRefused(zipfile.BadZipFile):
+    """A ZIP zipfile reads that is refused for how it is built (its ends, headers or names).
+    ``what``: the refusal; ``member``: the file at fault, when the refusal names one."""
 
     def __init__(self, what: str, member: str = ""):
         super().__init__(what)
@@ -314,7 +318,7 @@ _END_MAGIC = b"PK\x05\x06"
 _RECORD_MAGIC = (_LOCAL_MAGIC, b"PK\x01\x02", _END_MAGIC, b"PK\x06\x06", b"PK\x06\x07")
 
 
-def _check_ends(data: bytes, archive: zipfile.ZipFile) -> None:
+def _check_ends(data: bytes, archive: zipfile.ZipFile, first: int) -> None:
     """The ZIP ends where its end record says (after the comment it declares) and holds no
     other: zipfile tolerates bytes after the end and reads the last end record it finds (a ZIP
     appended to another, or put in its comment, is the one it lists), while 7-Zip and WinRAR
@@ -323,43 +327,42 @@ def _check_ends(data: bytes, archive: zipfile.ZipFile) -> None:
     before the first file (a whole ZIP in front of the one read)."""
     end_at = data.rfind(_END_MAGIC)
     declared = int.from_bytes(data[end_at + 20 : end_at + 22], "little")
-    infos = archive.infolist()
-    first = min((info.header_offset for info in infos), default=archive.start_dir)
     if (
         end_at + 22 + declared != len(data)
         or any(magic in archive.comment for magic in _RECORD_MAGIC)
         or _END_MAGIC in data[:first]
     ):
-        raise _NamesDisagree(ZIP_TAIL)
+        raise _ZipRefused(ZIP_TAIL)
 
 
-def _check_local_headers(data: bytes, archive: zipfile.ZipFile) -> None:
+def _check_local_headers(
+    data: bytes, archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo], first: int
+) -> None:
     """The central directory (what zipfile, 7-Zip and Explorer list) and the local file headers
     (what a streaming extractor walks from the start: bsdtar reading a pipe, Java's
     ZipInputStream) must tell of the same files: each local header names its file as the
     directory does, and the local entries follow one another up to the directory with nothing
     between them or before the first a streaming reader would take for a file. Else the
-    program a streaming tool extracts is not the file the check listed."""
-    infos = sorted(archive.infolist(), key=lambda info: info.header_offset)
+    program a streaming tool extracts is not the file the check listed. ``infos``: the
+    directory's files in the order of their offsets, the first at ``first``."""
     start_dir = archive.start_dir
-    first = infos[0].header_offset if infos else start_dir
     if _LOCAL_MAGIC in data[:first]:
-        raise _NamesDisagree(HEADERS_DISAGREE)
+        raise _ZipRefused(HEADERS_DISAGREE)
     next_at: tuple[int, ...] = (first,)
     for info in infos:
         at = info.header_offset
         header = data[at : at + _LOCAL_HEADER.size]
         if at not in next_at or len(header) < _LOCAL_HEADER.size:
-            raise _NamesDisagree(HEADERS_DISAGREE)
+            raise _ZipRefused(HEADERS_DISAGREE)
         magic, _, flags, _, _, _, _, _, _, name_size, extra_size = _LOCAL_HEADER.unpack(header)
         name_at = at + _LOCAL_HEADER.size
         raw = data[name_at : name_at + name_size]
         if magic != _LOCAL_MAGIC or _zip_name(raw, flags, archive) != info.orig_filename:
-            raise _NamesDisagree(HEADERS_DISAGREE)
+            raise _ZipRefused(HEADERS_DISAGREE)
         end = name_at + name_size + extra_size + info.compress_size
         next_at = tuple(end + size for size in _DESCRIPTOR_SIZES) if flags & 0x08 else (end,)
     if start_dir not in next_at:
-        raise _NamesDisagree(HEADERS_DISAGREE)
+        raise _ZipRefused(HEADERS_DISAGREE)
 
 
 def _check_unicode_paths(archive: zipfile.ZipFile) -> None:
@@ -370,7 +373,7 @@ def _check_unicode_paths(archive: zipfile.ZipFile) -> None:
     for info in archive.infolist():
         own = info.orig_filename.split("\x00", 1)[0]
         if extension(saved_as(own)) != extension(saved_as(info.filename)):
-            raise _NamesDisagree(TWO_NAMES, info.filename)
+            raise _ZipRefused(TWO_NAMES, info.filename)
 
 
 def _zip_name(raw: bytes, flags: int, archive: zipfile.ZipFile) -> str:

@@ -16,6 +16,7 @@ import pytest
 from intents.models import AttachmentBlob, Draft
 from tests.agent_api.conftest import draft_body
 from tests.agent_api.test_attachments import _customer_wrote, _file
+from tests.intents.helpers import zip_of
 
 pytestmark = pytest.mark.django_db
 
@@ -53,14 +54,6 @@ def _tar_of(name: str) -> bytes:
     return buffer.getvalue()
 
 
-def _zip_of(name: str, data: bytes, comment: bytes = b"") -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr(name, data)
-        archive.comment = comment
-    return buffer.getvalue()
-
-
 ZIP_TAIL = "a ZIP with more than itself"
 HOSTILE = [
     ("photos.zip", _zip_named_otherwise_locally(), "file headers do not match its directory"),
@@ -71,9 +64,9 @@ HOSTILE = [
     ),
     ("logs.tar", _pax_chain(1500), "a damaged or truncated archive"),
     ("logs.tar", _tar_of("setup.exe\x00.txt"), '("setup.exe")'),
-    ("notes.zip", _zip_of("readme.txt", TEXT) + _zip_of("setup.exe", PROGRAM), ZIP_TAIL),
-    ("notes.zip", _zip_of("readme.txt", TEXT, comment=_zip_of("setup.exe", PROGRAM)), ZIP_TAIL),
-    ("notes.zip", _zip_of("readme.txt", TEXT) + b"tail", ZIP_TAIL),
+    ("notes.zip", zip_of("readme.txt", TEXT) + zip_of("setup.exe", PROGRAM), ZIP_TAIL),
+    ("notes.zip", zip_of("readme.txt", TEXT, comment=zip_of("setup.exe", PROGRAM)), ZIP_TAIL),
+    ("notes.zip", zip_of("readme.txt", TEXT) + b"tail", ZIP_TAIL),
 ]
 IDS = [
     "zip-local-header",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 import uuid
+import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -244,3 +246,12 @@ def sends_in_flight(mailbox, approver, count: int) -> list:
         )
         intents.append(intent)
     return intents
+
+
+def zip_of(name: str, data: bytes, comment: bytes = b"") -> bytes:
+    """A ZIP of one file ``name`` holding ``data``, with ``comment`` as its comment."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(name, data)
+        archive.comment = comment
+    return buffer.getvalue()

@@ -5,13 +5,11 @@ with its own reason; a ZIP with a plain comment passes. No database: the pure ch
 
 from __future__ import annotations
 
-import io
-import zipfile
-
 import pytest
 
 from intents import errors
 from intents.attachments import Upload, clean_upload
+from tests.intents.helpers import zip_of
 
 PROGRAM = b"MZ\x90\x00" + bytes(60)
 TEXT = b"Order 1042: two chairs, one table.\n"
@@ -19,14 +17,6 @@ ZIP_TAIL = (
     "a ZIP with more than itself: another ZIP before it, bytes after its end, or ZIP records "
     "in its comment (7-Zip and WinRAR open an archive found there)"
 )
-
-
-def _zip_of(name: str, data: bytes, comment: bytes = b"") -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr(name, data)
-        archive.comment = comment
-    return buffer.getvalue()
 
 
 def _refusal(data: bytes) -> str:
@@ -38,11 +28,11 @@ def _refusal(data: bytes) -> str:
 @pytest.mark.parametrize(
     "data",
     [
-        _zip_of("readme.txt", TEXT) + _zip_of("setup.exe", PROGRAM),
-        _zip_of("readme.txt", TEXT, comment=_zip_of("setup.exe", PROGRAM)),
-        _zip_of("readme.txt", TEXT) + b"tail",
-        _zip_of("readme.txt", TEXT) + bytes(10),
-        _zip_of("readme.txt", TEXT, comment=b"release notes")[:-3],
+        zip_of("readme.txt", TEXT) + zip_of("setup.exe", PROGRAM),
+        zip_of("readme.txt", TEXT, comment=zip_of("setup.exe", PROGRAM)),
+        zip_of("readme.txt", TEXT) + b"tail",
+        zip_of("readme.txt", TEXT) + bytes(10),
+        zip_of("readme.txt", TEXT, comment=b"release notes")[:-3],
     ],
     ids=["zip-after-zip", "zip-in-comment", "tail", "zeros", "comment-cut"],
 )
@@ -53,13 +43,13 @@ def test_a_zip_with_more_than_itself_is_refused(data):
 
 
 def test_a_zip_with_a_comment_passes():
-    data = _zip_of("readme.txt", TEXT, comment=b"release notes, 3 Dec")
+    data = zip_of("readme.txt", TEXT, comment=b"release notes, 3 Dec")
 
     assert clean_upload(0, Upload("notes.zip", "application/zip", data)).filename == "notes.zip"
 
 
 def test_a_comment_holding_a_bare_end_record_is_refused_as_damaged():
     """zipfile reads the last end record it finds, the comment's, and cannot read on."""
-    data = _zip_of("readme.txt", TEXT, comment=b"see PK\x05\x06 here")
+    data = zip_of("readme.txt", TEXT, comment=b"see PK\x05\x06 here")
 
     assert "a damaged or truncated archive" in _refusal(data)
